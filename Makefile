@@ -1,0 +1,51 @@
+# lease-fence. `make playground` and `make test` are the two commands the
+# README starts with; each part of the project adds its targets in mk/*.mk.
+
+SHELL := bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+GO        ?= go
+GOROOT    := $(shell $(GO) env GOROOT)
+# go_js_wasm_exec lives here; GOOS=js tests need it on PATH.
+export PATH := $(GOROOT)/lib/wasm:$(CURDIR)/node_modules/.bin:$(PATH)
+STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
+
+# Each mk/*.mk appends to these.
+BUILD :=
+TESTS :=
+BENCH :=
+
+include $(sort $(wildcard mk/*.mk))
+
+.PHONY: help build test deps lint bench clean
+help:
+	@echo "make playground   build and serve the playground on 127.0.0.1"
+	@echo "make test         install test dependencies and run every test"
+	@echo "make build        build the wasm module and worker"
+	@echo "make bench        run the benchmarks and print figures"
+	@echo "make lint         go vet, staticcheck, gofmt"
+
+build: $(BUILD)
+
+# deps installs what the tests need: npm packages from package-lock.json and
+# Debian's chromium when it is missing.
+deps:
+	./scripts/setup.sh
+
+test: deps lint $(TESTS)
+	@echo "make test: all suites passed"
+
+lint:
+	@out=$$(find . -name '*.go' -not -path './node_modules/*' -not -path './.git/*' -print0 | xargs -0 gofmt -l); \
+	  if [ -n "$$out" ]; then echo "not gofmt'ed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	GOOS=js GOARCH=wasm $(GO) vet ./...
+	GOBIN=$(CURDIR)/out/bin $(GO) install $(STATICCHECK)
+	out/bin/staticcheck ./...
+	GOOS=js GOARCH=wasm out/bin/staticcheck ./...
+
+bench: $(BENCH)
+
+clean:
+	rm -rf out

@@ -1,0 +1,175 @@
+package clock
+
+import (
+	"math"
+	"sync"
+	"time"
+)
+
+// Clock is a source of instants in one domain. Now returns an error rather
+// than a reading it cannot vouch for.
+type Clock interface {
+	Domain() string
+	Now() (Instant, error)
+}
+
+var (
+	_ Clock = (*Guarded)(nil)
+	_ Clock = (*Manual)(nil)
+)
+
+// Guarded wraps a raw millisecond source and rejects readings that are NaN,
+// infinite, or lower than an earlier accepted reading. A rejected reading
+// returns a *ReadingError and leaves the clock as it was. It is safe for
+// concurrent use.
+type Guarded struct {
+	domain string
+	read   func() float64
+
+	mu   sync.Mutex
+	last float64
+	seen bool
+}
+
+// New wraps read as a guarded clock in domain. Use it for any source of
+// milliseconds: a wall clock, a test double, a host's performance counter.
+func New(domain string, read func() float64) (*Guarded, error) {
+	if domain == "" {
+		return nil, &ArgumentError{Arg: "domain", Reason: "must not be empty"}
+	}
+	if read == nil {
+		return nil, &ArgumentError{Arg: "read", Reason: "must not be nil"}
+	}
+	return &Guarded{domain: domain, read: read}, nil
+}
+
+// Domain returns the clock's domain.
+func (g *Guarded) Domain() string { return g.domain }
+
+// Now reads the source once and returns it as an Instant if it passes the guard.
+func (g *Guarded) Now() (Instant, error) {
+	v := g.read()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if err := g.accept(v); err != nil {
+		return Instant{}, err
+	}
+	return Instant{Millis: v, Domain: g.domain}, nil
+}
+
+// accept checks v against the guard and records it. g.mu must be held.
+func (g *Guarded) accept(v float64) error {
+	switch {
+	case math.IsNaN(v):
+		return &ReadingError{Domain: g.domain, Problem: NotANumber, Value: v, Previous: g.last}
+	case math.IsInf(v, 0):
+		return &ReadingError{Domain: g.domain, Problem: Infinite, Value: v, Previous: g.last}
+	case g.seen && v < g.last:
+		return &ReadingError{Domain: g.domain, Problem: Backwards, Value: v, Previous: g.last}
+	}
+	g.last, g.seen = v, true
+	return nil
+}
+
+// NewMonotonic returns a guarded clock in domain backed by the runtime's
+// monotonic clock. Its origin is the moment it was created, so its readings
+// start near zero and mean nothing in any other domain.
+func NewMonotonic(domain string) (*Guarded, error) {
+	origin := time.Now()
+	return New(domain, func() float64 { return Millis(time.Since(origin)) })
+}
+
+// ManualOptions configures a manual clock.
+type ManualOptions struct {
+	// Start is the first reading. Zero by default.
+	Start float64
+	// StepPerRead moves the clock forward by this many milliseconds after
+	// every read, so two reads never observe the same instant. Zero means the
+	// clock only moves when told to.
+	StepPerRead float64
+}
+
+// Manual is a deterministic clock for tests, simulations and the playground.
+// It moves only by Advance and Set, and by StepPerRead after every reading.
+// It never moves backwards. It is safe for concurrent use.
+type Manual struct {
+	domain string
+	step   float64
+
+	mu  sync.Mutex
+	now float64
+}
+
+// NewManual returns a manual clock in domain.
+func NewManual(domain string, opts ManualOptions) (*Manual, error) {
+	if domain == "" {
+		return nil, &ArgumentError{Arg: "domain", Reason: "must not be empty"}
+	}
+	if !finite(opts.Start) {
+		return nil, &ArgumentError{Arg: "start", Reason: "must be a finite number, got " + FormatMillis(opts.Start)}
+	}
+	if !finite(opts.StepPerRead) || opts.StepPerRead < 0 {
+		return nil, &ArgumentError{Arg: "stepPerRead", Reason: "must be a finite number >= 0, got " + FormatMillis(opts.StepPerRead)}
+	}
+	return &Manual{domain: domain, step: opts.StepPerRead, now: opts.Start}, nil
+}
+
+// Domain returns the clock's domain.
+func (m *Manual) Domain() string { return m.domain }
+
+// Now returns the current reading and then moves the clock on by StepPerRead.
+// It fails only if stepping would leave the finite range.
+func (m *Manual) Now() (Instant, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	v := m.now
+	next := v + m.step
+	if !finite(next) {
+		return Instant{}, &ReadingError{Domain: m.domain, Problem: Infinite, Value: next, Previous: v}
+	}
+	m.now = next
+	return Instant{Millis: v, Domain: m.domain}, nil
+}
+
+// Peek returns the reading the next Now will return, without stepping.
+func (m *Manual) Peek() Instant {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return Instant{Millis: m.now, Domain: m.domain}
+}
+
+// StepPerRead returns how far each read moves the clock.
+func (m *Manual) StepPerRead() float64 { return m.step }
+
+// Advance moves the clock forward by ms milliseconds. A negative, NaN or
+// infinite amount is an error and changes nothing.
+func (m *Manual) Advance(ms float64) error {
+	if !finite(ms) || ms < 0 {
+		return &ArgumentError{Arg: "advance", Reason: "must be a finite number >= 0, got " + FormatMillis(ms)}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	next := m.now + ms
+	if !finite(next) {
+		return &ArgumentError{Arg: "advance", Reason: "moves the clock out of the finite range"}
+	}
+	m.now = next
+	return nil
+}
+
+// Set moves the clock to ms. Moving it backwards is a *ReadingError and
+// changes nothing.
+func (m *Manual) Set(ms float64) error {
+	if !finite(ms) {
+		return &ArgumentError{Arg: "set", Reason: "must be a finite number, got " + FormatMillis(ms)}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if ms < m.now {
+		return &ReadingError{Domain: m.domain, Problem: Backwards, Value: ms, Previous: m.now}
+	}
+	m.now = ms
+	return nil
+}
+
+func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }

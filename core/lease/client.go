@@ -1,0 +1,332 @@
+package lease
+
+import (
+	"encoding/hex"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/lease-fence/lease-fence/core/clock"
+	"github.com/lease-fence/lease-fence/core/fence"
+)
+
+// ClientConfig configures a Client.
+type ClientConfig struct {
+	// Clock is the holder's own clock. Required.
+	Clock clock.Clock
+	// HolderID names the holder to the coordinator and in fencing tokens.
+	// Required.
+	HolderID string
+	// ClockSkew is how much faster this clock may run than the
+	// coordinator's over one lease, estimated in advance. It is subtracted
+	// from every deadline. It is an assumption, not a measurement. Zero or
+	// positive.
+	ClockSkew time.Duration
+	// NewRequestID returns a fresh, unique request id. By default ids are
+	// 128 random bits in hex. Simulations set it to a seeded source.
+	NewRequestID func() string
+}
+
+// MaxPending bounds how many begun, uncompleted requests a client remembers.
+// Beyond it the oldest is forgotten, and completing it is an error.
+const MaxPending = 4096
+
+// completedMemory is how many completed request ids a client remembers so a
+// second completion gets a *CompletedError rather than an unknown-request error.
+const completedMemory = 1024
+
+// Client is the holder's side. It stamps the send instant into every request
+// and is the only way to turn a grant into a Lease. A Client must be created
+// with NewClient and is safe for concurrent use.
+type Client struct {
+	clk    clock.Clock
+	holder string
+	skew   time.Duration
+	skewMs float64
+	newID  func() string
+
+	mu        sync.Mutex
+	pending   map[string]Request
+	order     []string // pending ids, oldest first (may hold completed ones)
+	completed map[string]struct{}
+	doneOrder []string
+}
+
+// NewClient returns a client.
+func NewClient(cfg ClientConfig) (*Client, error) {
+	if cfg.Clock == nil {
+		return nil, argErr("clock", "is required")
+	}
+	if cfg.Clock.Domain() == "" {
+		return nil, argErr("clock", "has an empty domain")
+	}
+	if cfg.HolderID == "" {
+		return nil, argErr("holderId", "must not be empty")
+	}
+	if cfg.ClockSkew < 0 {
+		return nil, argErr("clockSkew", "must not be negative, got "+cfg.ClockSkew.String())
+	}
+	newID := cfg.NewRequestID
+	if newID == nil {
+		newID = randomID
+	}
+	return &Client{
+		clk:       cfg.Clock,
+		holder:    cfg.HolderID,
+		skew:      cfg.ClockSkew,
+		skewMs:    clock.Millis(cfg.ClockSkew),
+		newID:     newID,
+		pending:   make(map[string]Request),
+		completed: make(map[string]struct{}),
+	}, nil
+}
+
+func randomID() string {
+	var b [16]byte
+	for i := 0; i < len(b); i += 8 {
+		v := rand.Uint64()
+		for j := 0; j < 8; j++ {
+			b[i+j] = byte(v >> (8 * j))
+		}
+	}
+	return hex.EncodeToString(b[:])
+}
+
+// HolderID returns the holder's id.
+func (c *Client) HolderID() string { return c.holder }
+
+// Domain returns the client's clock domain.
+func (c *Client) Domain() string { return c.clk.Domain() }
+
+// ClockSkew returns the assumed skew.
+func (c *Client) ClockSkew() time.Duration { return c.skew }
+
+// BeginAcquire is shorthand for BeginAcquireAt with a fresh reading of the
+// client's clock. Call it immediately before sending.
+func (c *Client) BeginAcquire(resource string) (Request, error) {
+	if resource == "" {
+		return Request{}, argErr("resource", "must not be empty")
+	}
+	now, err := c.clk.Now()
+	if err != nil {
+		return Request{}, err
+	}
+	return c.BeginAcquireAt(now, resource)
+}
+
+// BeginAcquireAt makes an acquisition request for resource, stamped as sent
+// at now, a reading of the client's clock.
+func (c *Client) BeginAcquireAt(now clock.Instant, resource string) (Request, error) {
+	if resource == "" {
+		return Request{}, argErr("resource", "must not be empty")
+	}
+	return c.begin(now, Request{Kind: KindAcquire, Resource: resource})
+}
+
+// BeginRenewal is shorthand for BeginRenewalAt with a fresh reading of the
+// client's clock.
+func (c *Client) BeginRenewal(l *Lease) (Request, error) {
+	if err := c.owns(l); err != nil {
+		return Request{}, err
+	}
+	now, err := c.clk.Now()
+	if err != nil {
+		return Request{}, err
+	}
+	return c.BeginRenewalAt(now, l)
+}
+
+// BeginRenewalAt makes a renewal request for l, stamped as sent at now.
+func (c *Client) BeginRenewalAt(now clock.Instant, l *Lease) (Request, error) {
+	if err := c.owns(l); err != nil {
+		return Request{}, err
+	}
+	return c.begin(now, Request{Kind: KindRenew, Resource: l.token.Resource, Fence: l.token.Fence})
+}
+
+func (c *Client) owns(l *Lease) error {
+	if l == nil {
+		return argErr("lease", "is required")
+	}
+	if l.token.HolderID != c.holder || l.domain != c.clk.Domain() {
+		return argErr("lease", "belongs to another client")
+	}
+	return nil
+}
+
+func (c *Client) begin(now clock.Instant, req Request) (Request, error) {
+	if err := now.Validate(); err != nil {
+		return Request{}, err
+	}
+	if now.Domain != c.clk.Domain() {
+		return Request{}, &clock.DomainError{Want: c.clk.Domain(), Got: now.Domain}
+	}
+	id := c.newID()
+	if id == "" {
+		return Request{}, argErr("requestId", "generator returned an empty id")
+	}
+	req.RequestID, req.HolderID, req.SentAt = id, c.holder, now
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, dup := c.pending[id]; dup {
+		return Request{}, argErr("requestId", "generator repeated id "+strconv.Quote(id))
+	}
+	if _, dup := c.completed[id]; dup {
+		return Request{}, argErr("requestId", "generator repeated id "+strconv.Quote(id))
+	}
+	for len(c.pending) >= MaxPending && len(c.order) > 0 {
+		delete(c.pending, c.order[0])
+		c.order = c.order[1:]
+	}
+	c.pending[id] = req
+	c.order = append(c.order, id)
+	return req, nil
+}
+
+// CompleteAcquire turns the grant answering req into a Lease whose deadline
+// is req.SentAt + grant.TTL - ClockSkew. A request completes once; a grant
+// that answers another request, resource or holder is a *MismatchError and
+// leaves the request open.
+func (c *Client) CompleteAcquire(req Request, g Grant) (*Lease, error) {
+	return c.complete(KindAcquire, req, g)
+}
+
+// CompleteRenewal turns the grant answering a renewal request into a new
+// Lease with the same fence and a deadline anchored at the renewal's send
+// instant. The old Lease value keeps its old deadline.
+func (c *Client) CompleteRenewal(req Request, g Grant) (*Lease, error) {
+	return c.complete(KindRenew, req, g)
+}
+
+func (c *Client) complete(kind Kind, req Request, g Grant) (*Lease, error) {
+	if err := req.validate(kind); err != nil {
+		return nil, err
+	}
+	if req.HolderID != c.holder {
+		return nil, argErr("request", "was made by holder "+strconv.Quote(req.HolderID)+", not "+strconv.Quote(c.holder))
+	}
+	if req.SentAt.Domain != c.clk.Domain() {
+		return nil, &clock.DomainError{Want: c.clk.Domain(), Got: req.SentAt.Domain}
+	}
+	if err := g.answers(req); err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, done := c.completed[req.RequestID]; done {
+		return nil, &CompletedError{RequestID: req.RequestID}
+	}
+	orig, ok := c.pending[req.RequestID]
+	if !ok {
+		return nil, argErr("request", strconv.Quote(req.RequestID)+" was not begun by this client (or was forgotten)")
+	}
+	if orig != req {
+		return nil, argErr("request", strconv.Quote(req.RequestID)+" was altered after it was begun")
+	}
+	delete(c.pending, req.RequestID)
+	if len(c.doneOrder) >= completedMemory {
+		delete(c.completed, c.doneOrder[0])
+		c.doneOrder = c.doneOrder[1:]
+	}
+	c.completed[req.RequestID] = struct{}{}
+	c.doneOrder = append(c.doneOrder, req.RequestID)
+	return &Lease{
+		token:    g.Token(),
+		domain:   req.SentAt.Domain,
+		deadline: req.SentAt.AddMillis(clock.Millis(g.TTL) - c.skewMs),
+		clk:      c.clk,
+		grant:    g,
+	}, nil
+}
+
+// answers checks that g is the answer to req.
+func (g Grant) answers(req Request) error {
+	switch {
+	case g.RequestID != req.RequestID:
+		return &MismatchError{Field: "requestId", Want: req.RequestID, Got: g.RequestID}
+	case g.Resource != req.Resource:
+		return &MismatchError{Field: "resource", Want: req.Resource, Got: g.Resource}
+	case g.HolderID != req.HolderID:
+		return &MismatchError{Field: "holderId", Want: req.HolderID, Got: g.HolderID}
+	case g.Fence == 0:
+		return argErr("grant.fence", "must be at least 1")
+	case req.Kind == KindRenew && g.Fence != req.Fence:
+		return &MismatchError{Field: "fence", Want: strconv.FormatUint(req.Fence, 10), Got: strconv.FormatUint(g.Fence, 10)}
+	case g.TTL <= 0:
+		return argErr("grant.ttl", "must be positive")
+	}
+	return nil
+}
+
+// validate checks the shape of a request of kind k.
+func (r Request) validate(k Kind) error {
+	switch {
+	case r.Kind != k:
+		return &MismatchError{Field: "kind", Want: string(k), Got: string(r.Kind)}
+	case r.RequestID == "":
+		return argErr("request.requestId", "must not be empty")
+	case r.Resource == "":
+		return argErr("request.resource", "must not be empty")
+	case r.HolderID == "":
+		return argErr("request.holderId", "must not be empty")
+	case k == KindRenew && r.Fence == 0:
+		return argErr("request.fence", "must be at least 1 for a renewal")
+	case k == KindAcquire && r.Fence != 0:
+		return argErr("request.fence", "must be zero for an acquisition")
+	}
+	return r.SentAt.Validate()
+}
+
+// Lease is a grant as its holder sees it: a fencing token and a deadline in
+// the holder's clock domain. Token is what a write presents to a fence.Gate.
+//
+// HasExpired and WouldAdmit answer for the instant they are called and are
+// stale by the time anything happens next. Never branch a write on them: put
+// the write inside Gate.Commit instead. There is deliberately no AssertValid.
+type Lease struct {
+	token    fence.Token
+	domain   string
+	deadline clock.Instant
+	clk      clock.Clock
+	grant    Grant
+}
+
+// Token returns the fencing token to present with every write.
+func (l *Lease) Token() fence.Token { return l.token }
+
+// Deadline returns the end of the lease in the holder's clock domain.
+func (l *Lease) Deadline() clock.Instant { return l.deadline }
+
+// Grant returns the grant the lease was made from.
+func (l *Lease) Grant() Grant { return l.grant }
+
+// HasExpired is shorthand for HasExpiredAt with a fresh reading of the
+// holder's clock. Advisory only.
+func (l *Lease) HasExpired() (bool, error) {
+	now, err := l.clk.Now()
+	if err != nil {
+		return false, err
+	}
+	return l.HasExpiredAt(now)
+}
+
+// HasExpiredAt reports whether now is at or past the deadline. now must be in
+// the holder's domain: measuring against the coordinator's
+// CoordinatorExpiresAt, for one, is a *clock.DomainError. Advisory only.
+func (l *Lease) HasExpiredAt(now clock.Instant) (bool, error) {
+	left, err := l.deadline.Since(now)
+	if err != nil {
+		return false, err
+	}
+	return left <= 0, nil
+}
+
+// WouldAdmit reports whether g would admit a write with this lease's token at
+// this instant. Advisory only: the floor may rise before the write.
+func (l *Lease) WouldAdmit(g *fence.Gate) (bool, error) {
+	if g == nil {
+		return false, argErr("gate", "is required")
+	}
+	return g.WouldAdmit(l.token)
+}

@@ -1,0 +1,293 @@
+package lease
+
+import (
+	"sync"
+	"time"
+
+	"github.com/lease-fence/lease-fence/core/clock"
+	"github.com/lease-fence/lease-fence/core/fence"
+)
+
+// ReplayCacheSize is how many acquire grants a coordinator remembers by
+// request id. A retry whose entry was evicted is treated as a new acquisition.
+const ReplayCacheSize = 1024
+
+// CoordinatorConfig configures a Coordinator.
+type CoordinatorConfig struct {
+	// Clock is the coordinator's own clock. Required.
+	Clock clock.Clock
+	// TTL is how long a lease lasts from the moment the coordinator processes
+	// an acquisition or renewal. Required, positive.
+	TTL time.Duration
+	// StartFence is the last fence already issued for these resources, for
+	// example another coordinator's IssuedFence persisted before a restart.
+	// The first fence this coordinator issues is StartFence+1.
+	StartFence uint64
+}
+
+// Coordinator grants, renews and releases leases, each with a fence that is
+// strictly higher than every fence it issued before. It keeps its state in
+// memory; persisting IssuedFence and passing it back as StartFence is the
+// caller's job. Acquire is the method most callers want. A Coordinator must be
+// created with NewCoordinator and is safe for concurrent use.
+type Coordinator struct {
+	clk clock.Clock
+	ttl time.Duration
+	ms  float64 // ttl in milliseconds
+
+	mu     sync.Mutex
+	issued uint64
+	last   clock.Instant // latest reading acted on
+	leases map[string]*held
+	replay map[string]cached // request id -> its latest acquire grant
+	order  []slot            // the last ReplayCacheSize grants, oldest at next
+	next   int
+	grants uint64 // acquire grants made, numbering the slots
+}
+
+type held struct {
+	holder    string
+	fence     uint64
+	expiresAt float64 // coordinator millis
+}
+
+type cached struct {
+	grant Grant
+	n     uint64 // which grant this is, to match its slot in order
+}
+
+type slot struct {
+	id string
+	n  uint64
+}
+
+// NewCoordinator returns a coordinator with no leases.
+func NewCoordinator(cfg CoordinatorConfig) (*Coordinator, error) {
+	if cfg.Clock == nil {
+		return nil, argErr("clock", "is required")
+	}
+	if cfg.Clock.Domain() == "" {
+		return nil, argErr("clock", "has an empty domain")
+	}
+	if cfg.TTL <= 0 {
+		return nil, argErr("ttl", "must be positive, got "+cfg.TTL.String())
+	}
+	if cfg.StartFence >= maxFence {
+		return nil, argErr("startFence", "leaves no fence to issue")
+	}
+	return &Coordinator{
+		clk:    cfg.Clock,
+		ttl:    cfg.TTL,
+		ms:     clock.Millis(cfg.TTL),
+		issued: cfg.StartFence,
+		leases: make(map[string]*held),
+		replay: make(map[string]cached, ReplayCacheSize),
+		order:  make([]slot, 0, ReplayCacheSize),
+	}, nil
+}
+
+// maxFence keeps fences exact as JavaScript numbers (2^53 - 1).
+const maxFence = 1<<53 - 1
+
+// MaxFence is the highest fence a coordinator issues.
+const MaxFence uint64 = maxFence
+
+// Domain returns the coordinator's clock domain.
+func (c *Coordinator) Domain() string { return c.clk.Domain() }
+
+// TTL returns the lease length.
+func (c *Coordinator) TTL() time.Duration { return c.ttl }
+
+// IssuedFence returns the highest fence issued so far (StartFence if none).
+// Persist it and pass it as StartFence to a successor.
+func (c *Coordinator) IssuedFence() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.issued
+}
+
+// Acquire is shorthand for AcquireAt with a fresh reading of the
+// coordinator's clock.
+func (c *Coordinator) Acquire(req Request) (Outcome, error) {
+	now, err := c.clk.Now()
+	if err != nil {
+		return Outcome{}, err
+	}
+	return c.AcquireAt(now, req)
+}
+
+// AcquireAt processes an acquisition at now, a reading of the coordinator's
+// clock.
+//
+// A request id it granted before is answered with that same grant while the
+// lease it made is still current, so a retried request never mints a second
+// fence. Otherwise: a resource whose lease is live is denied with its holder
+// and the time left, even to that same holder; a free resource (never held,
+// released, or expired) is granted with a fence above every fence issued.
+func (c *Coordinator) AcquireAt(now clock.Instant, req Request) (Outcome, error) {
+	if err := req.validate(KindAcquire); err != nil {
+		return Outcome{}, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.observe(now); err != nil {
+		return Outcome{}, err
+	}
+	cur := c.leases[req.Resource]
+	live := cur != nil && now.Millis < cur.expiresAt
+	if prev, ok := c.replay[req.RequestID]; ok {
+		g := prev.grant
+		if g.Resource != req.Resource || g.HolderID != req.HolderID {
+			return Outcome{}, argErr("requestId", "was already used by "+g.HolderID+" for "+g.Resource)
+		}
+		if live && cur.fence == g.Fence {
+			return Outcome{OK: true, Grant: &g}, nil
+		}
+		// The lease that request made is over; the retry is a new acquisition.
+	}
+	if live {
+		return Outcome{
+			HeldBy:     cur.holder,
+			RetryAfter: clock.FromMillis(cur.expiresAt - now.Millis),
+		}, nil
+	}
+	if c.issued >= maxFence {
+		return Outcome{}, argErr("fence", "space is exhausted")
+	}
+	c.issued++
+	exp := now.Millis + c.ms
+	c.leases[req.Resource] = &held{holder: req.HolderID, fence: c.issued, expiresAt: exp}
+	g := Grant{
+		RequestID:            req.RequestID,
+		Resource:             req.Resource,
+		HolderID:             req.HolderID,
+		Fence:                c.issued,
+		TTL:                  c.ttl,
+		CoordinatorExpiresAt: clock.At(now.Domain, exp),
+	}
+	c.remember(g)
+	return Outcome{OK: true, Grant: &g}, nil
+}
+
+// Renew is shorthand for RenewAt with a fresh reading of the coordinator's
+// clock.
+func (c *Coordinator) Renew(req Request) (Outcome, error) {
+	now, err := c.clk.Now()
+	if err != nil {
+		return Outcome{}, err
+	}
+	return c.RenewAt(now, req)
+}
+
+// RenewAt processes a renewal at now. A renewal of the current, unexpired
+// lease (same holder, same fence) extends it to now+TTL, dated from the
+// coordinator's own reading, and keeps its fence. Anything else, including a
+// lease that expired while nobody else took the resource, is refused with
+// Reason Expired: an expired lease is never resurrected.
+func (c *Coordinator) RenewAt(now clock.Instant, req Request) (Outcome, error) {
+	if err := req.validate(KindRenew); err != nil {
+		return Outcome{}, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.observe(now); err != nil {
+		return Outcome{}, err
+	}
+	if req.Fence > c.issued {
+		return Outcome{}, argErr("fence", "was never issued by this coordinator")
+	}
+	cur := c.leases[req.Resource]
+	if cur == nil || cur.holder != req.HolderID || cur.fence != req.Fence || now.Millis >= cur.expiresAt {
+		return Outcome{Reason: Expired}, nil
+	}
+	cur.expiresAt = now.Millis + c.ms
+	return Outcome{OK: true, Grant: &Grant{
+		RequestID:            req.RequestID,
+		Resource:             req.Resource,
+		HolderID:             req.HolderID,
+		Fence:                cur.fence,
+		TTL:                  c.ttl,
+		CoordinatorExpiresAt: clock.At(now.Domain, cur.expiresAt),
+	}}, nil
+}
+
+// Release is shorthand for ReleaseAt with a fresh reading of the
+// coordinator's clock.
+func (c *Coordinator) Release(tok fence.Token) (bool, error) {
+	now, err := c.clk.Now()
+	if err != nil {
+		return false, err
+	}
+	return c.ReleaseAt(now, tok)
+}
+
+// ReleaseAt ends the lease tok names if it is the current, unexpired lease of
+// its resource, and reports whether it did. Releasing a lease that already
+// ended is not an error and changes nothing. The next acquisition gets a
+// higher fence either way.
+func (c *Coordinator) ReleaseAt(now clock.Instant, tok fence.Token) (bool, error) {
+	if err := tok.Validate(); err != nil {
+		return false, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.observe(now); err != nil {
+		return false, err
+	}
+	cur := c.leases[tok.Resource]
+	if cur == nil || cur.holder != tok.HolderID || cur.fence != tok.Fence || now.Millis >= cur.expiresAt {
+		return false, nil
+	}
+	delete(c.leases, tok.Resource)
+	return true, nil
+}
+
+// Holder reports who holds resource at now, and the fence and the time left,
+// or ok false if nobody does.
+func (c *Coordinator) Holder(now clock.Instant, resource string) (holder string, fence uint64, left time.Duration, ok bool, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.observe(now); err != nil {
+		return "", 0, 0, false, err
+	}
+	cur := c.leases[resource]
+	if cur == nil || now.Millis >= cur.expiresAt {
+		return "", 0, 0, false, nil
+	}
+	return cur.holder, cur.fence, clock.FromMillis(cur.expiresAt - now.Millis), true, nil
+}
+
+// observe checks that now is a usable reading of the coordinator's clock: its
+// domain, finite, and not earlier than a reading already acted on.
+func (c *Coordinator) observe(now clock.Instant) error {
+	if err := now.Validate(); err != nil {
+		return err
+	}
+	if now.Domain != c.clk.Domain() {
+		return &clock.DomainError{Want: c.clk.Domain(), Got: now.Domain}
+	}
+	if c.last.Domain != "" && now.Millis < c.last.Millis {
+		return &clock.ReadingError{Domain: now.Domain, Problem: clock.Backwards, Value: now.Millis, Previous: c.last.Millis}
+	}
+	c.last = now
+	return nil
+}
+
+// remember records g as the newest of the last ReplayCacheSize acquire
+// grants, evicting the oldest. A slot whose id was granted again later no
+// longer owns the map entry and evicts nothing.
+func (c *Coordinator) remember(g Grant) {
+	c.grants++
+	s := slot{id: g.RequestID, n: c.grants}
+	if len(c.order) < ReplayCacheSize {
+		c.order = append(c.order, s)
+	} else {
+		old := c.order[c.next]
+		if e, ok := c.replay[old.id]; ok && e.n == old.n {
+			delete(c.replay, old.id)
+		}
+		c.order[c.next] = s
+		c.next = (c.next + 1) % ReplayCacheSize
+	}
+	c.replay[g.RequestID] = cached{grant: g, n: c.grants}
+}
