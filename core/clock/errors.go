@@ -9,6 +9,7 @@ type DomainError struct {
 	Got  string // the domain of the instant that did not belong
 }
 
+// Error names both domains.
 func (e *DomainError) Error() string {
 	return "clock: instant from domain " + strconv.Quote(e.Got) +
 		" cannot be measured against domain " + strconv.Quote(e.Want)
@@ -17,10 +18,16 @@ func (e *DomainError) Error() string {
 // ReadingProblem says what was wrong with a clock reading.
 type ReadingProblem string
 
+// The problems a guarded clock reports.
 const (
+	// NotANumber: the source returned NaN.
 	NotANumber ReadingProblem = "not a number"
-	Infinite   ReadingProblem = "infinite"
-	Backwards  ReadingProblem = "lower than an earlier reading"
+	// Infinite: the source returned +Inf or -Inf, or a manual clock would
+	// step out of the finite range.
+	Infinite ReadingProblem = "infinite"
+	// Backwards: the reading is lower than one already accepted (an NTP step
+	// on a wall clock, or a manual clock set back).
+	Backwards ReadingProblem = "lower than an earlier reading"
 )
 
 // ReadingError is returned by a guarded clock whose source produced a reading
@@ -32,6 +39,7 @@ type ReadingError struct {
 	Previous float64 // the last accepted reading (meaningful for Backwards)
 }
 
+// Error says which domain produced which reading and what was wrong with it.
 func (e *ReadingError) Error() string {
 	msg := "clock: reading of domain " + strconv.Quote(e.Domain) + " is " + string(e.Problem) +
 		" (" + FormatMillis(e.Value)
@@ -47,6 +55,7 @@ type ArgumentError struct {
 	Reason string
 }
 
+// Error names the argument and what was wrong with it.
 func (e *ArgumentError) Error() string { return "clock: " + e.Arg + " " + e.Reason }
 
 // InvalidArgument marks e as a caller error; bridges use it to pick an error

@@ -47,10 +47,12 @@ func New(domain string, read func() float64) (*Guarded, error) {
 func (g *Guarded) Domain() string { return g.domain }
 
 // Now reads the source once and returns it as an Instant if it passes the guard.
+// The source is read while the clock's lock is held, so concurrent readers of
+// a non-decreasing source never see each other's readings out of order.
 func (g *Guarded) Now() (Instant, error) {
-	v := g.read()
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	v := g.read()
 	if err := g.accept(v); err != nil {
 		return Instant{}, err
 	}
