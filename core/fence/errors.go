@@ -8,6 +8,7 @@ type StaleFenceError struct {
 	Rejection
 }
 
+// Error names both holders, both fences and the rejection's sequence number.
 func (e *StaleFenceError) Error() string {
 	admitted := "the initial floor"
 	if e.AdmittedHolder != "" {
@@ -26,6 +27,7 @@ type ResourceMismatchError struct {
 	Token string // the token's resource
 }
 
+// Error names both resources.
 func (e *ResourceMismatchError) Error() string {
 	return "fence: token for resource " + strconv.Quote(e.Token) +
 		" presented to the gate of " + strconv.Quote(e.Gate)
@@ -40,6 +42,7 @@ type ArgumentError struct {
 	Reason string
 }
 
+// Error names the argument and what was wrong with it.
 func (e *ArgumentError) Error() string { return "fence: " + e.Arg + " " + e.Reason }
 
 // InvalidArgument marks e as a caller error; bridges use it to pick an error
