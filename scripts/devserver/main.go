@@ -1,0 +1,106 @@
+// Command devserver serves the playground on 127.0.0.1: the page from one
+// folder at / and the lease-fence JavaScript module from another under
+// /lease-fence/. It serves regular files only, never lists a directory, never
+// follows a path outside the two folders, and sends .wasm as application/wasm
+// so browsers can compile it while it streams.
+//
+//	go run ./scripts/devserver -port 8080 -web web -module wasm/js
+//
+// The first line it prints is the URL it listens on, so a caller that passes
+// -port 0 can read the port it got.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+)
+
+func main() {
+	if err := run(context.Background(), os.Args[1:], os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "devserver:", err)
+		os.Exit(1)
+	}
+}
+
+// run parses args, listens, prints the URL as the first line of stdout and
+// serves until ctx is done or the process gets SIGINT/SIGTERM.
+func run(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("devserver", flag.ContinueOnError)
+	port := fs.Int("port", 8080, "TCP port on 127.0.0.1 (0 picks a free one)")
+	web := fs.String("web", "web", "folder served at /")
+	module := fs.String("module", "wasm/js", "folder served at "+ModulePrefix)
+	quiet := fs.Bool("quiet", false, "do not log requests to stderr")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if *port < 0 || *port > 65535 {
+		return fmt.Errorf("-port %d is out of range 0-65535", *port)
+	}
+	h, err := NewHandler(*web, *module)
+	if err != nil {
+		return err
+	}
+	defer h.Close()
+	var handler http.Handler = h
+	if !*quiet {
+		handler = logRequests(h, os.Stderr)
+	}
+
+	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", fmt.Sprint(*port)))
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: 5 * time.Second,
+		MaxHeaderBytes:    16 << 10,
+	}
+	fmt.Fprintf(stdout, "http://%s/\n", ln.Addr())
+
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	shutdown, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdown); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// logRequests writes one line per request: method, path, status.
+func logRequests(next http.Handler, w io.Writer) http.Handler {
+	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		sw := &statusWriter{ResponseWriter: rw, status: http.StatusOK}
+		next.ServeHTTP(sw, r)
+		fmt.Fprintf(w, "%s %s %d\n", r.Method, r.URL.EscapedPath(), sw.status)
+	})
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusWriter) WriteHeader(code int) {
+	s.status = code
+	s.ResponseWriter.WriteHeader(code)
+}
