@@ -18,13 +18,17 @@ type ClientConfig struct {
 	// HolderID names the holder to the coordinator and in fencing tokens.
 	// Required.
 	HolderID string
-	// ClockSkew is how much faster this clock may run than the
-	// coordinator's over one lease, estimated in advance. It is subtracted
-	// from every deadline. It is an assumption, not a measurement. Zero or
-	// positive.
+	// ClockSkew is how much the coordinator's clock may gain on this clock
+	// over one lease (equivalently, how far this clock may fall behind), an
+	// estimate made in advance. It is subtracted from every deadline, so a
+	// holder whose clock runs slow still stops before the coordinator lets
+	// go. It is an assumption, not a measurement: nothing detects a clock
+	// drifting faster than assumed. Zero or positive.
 	ClockSkew time.Duration
 	// NewRequestID returns a fresh, unique request id. By default ids are
-	// 128 random bits in hex. Simulations set it to a seeded source.
+	// 128 random bits in hex. Simulations set it to a seeded source. It is
+	// called with the client's lock held, so it need not be safe for
+	// concurrent use, and it must not call back into the client.
 	NewRequestID func() string
 }
 
@@ -162,13 +166,13 @@ func (c *Client) begin(now clock.Instant, req Request) (Request, error) {
 	if now.Domain != c.clk.Domain() {
 		return Request{}, &clock.DomainError{Want: c.clk.Domain(), Got: now.Domain}
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	id := c.newID()
 	if id == "" {
 		return Request{}, argErr("requestId", "generator returned an empty id")
 	}
 	req.RequestID, req.HolderID, req.SentAt = id, c.holder, now
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	if _, dup := c.pending[id]; dup {
 		return Request{}, argErr("requestId", "generator repeated id "+strconv.Quote(id))
 	}
@@ -178,6 +182,17 @@ func (c *Client) begin(now clock.Instant, req Request) (Request, error) {
 	for len(c.pending) >= MaxPending && len(c.order) > 0 {
 		delete(c.pending, c.order[0])
 		c.order = c.order[1:]
+	}
+	if len(c.order) >= 2*MaxPending {
+		// order also holds ids completed since; drop them so a client that
+		// never has many requests open does not grow order forever.
+		live := make([]string, 0, len(c.pending)+1)
+		for _, p := range c.order {
+			if _, ok := c.pending[p]; ok {
+				live = append(live, p)
+			}
+		}
+		c.order = live
 	}
 	c.pending[id] = req
 	c.order = append(c.order, id)
@@ -304,6 +319,9 @@ func (l *Lease) Grant() Grant { return l.grant }
 // HasExpired is shorthand for HasExpiredAt with a fresh reading of the
 // holder's clock. Advisory only.
 func (l *Lease) HasExpired() (bool, error) {
+	if l == nil || l.clk == nil {
+		return false, argErr("lease", "was not made by Client.CompleteAcquire or CompleteRenewal")
+	}
 	now, err := l.clk.Now()
 	if err != nil {
 		return false, err
@@ -315,6 +333,9 @@ func (l *Lease) HasExpired() (bool, error) {
 // the holder's domain: measuring against the coordinator's
 // CoordinatorExpiresAt, for one, is a *clock.DomainError. Advisory only.
 func (l *Lease) HasExpiredAt(now clock.Instant) (bool, error) {
+	if err := now.Validate(); err != nil {
+		return false, err
+	}
 	left, err := l.deadline.Since(now)
 	if err != nil {
 		return false, err

@@ -81,8 +81,9 @@ func NewCoordinator(cfg CoordinatorConfig) (*Coordinator, error) {
 		ms:     clock.Millis(cfg.TTL),
 		issued: cfg.StartFence,
 		leases: make(map[string]*held),
-		replay: make(map[string]cached, ReplayCacheSize),
-		order:  make([]slot, 0, ReplayCacheSize),
+		// The replay cache grows to ReplayCacheSize on demand, so a
+		// coordinator per resource (one per Durable Object, say) stays small.
+		replay: make(map[string]cached),
 	}, nil
 }
 
@@ -107,13 +108,19 @@ func (c *Coordinator) IssuedFence() uint64 {
 }
 
 // Acquire is shorthand for AcquireAt with a fresh reading of the
-// coordinator's clock.
+// coordinator's clock. The clock is read while the coordinator's lock is
+// held, so concurrent calls act on their readings in order.
 func (c *Coordinator) Acquire(req Request) (Outcome, error) {
+	if err := req.validate(KindAcquire); err != nil {
+		return Outcome{}, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	now, err := c.clk.Now()
 	if err != nil {
 		return Outcome{}, err
 	}
-	return c.AcquireAt(now, req)
+	return c.acquireLocked(now, req)
 }
 
 // AcquireAt processes an acquisition at now, a reading of the coordinator's
@@ -130,6 +137,10 @@ func (c *Coordinator) AcquireAt(now clock.Instant, req Request) (Outcome, error)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.acquireLocked(now, req)
+}
+
+func (c *Coordinator) acquireLocked(now clock.Instant, req Request) (Outcome, error) {
 	if err := c.observe(now); err != nil {
 		return Outcome{}, err
 	}
@@ -141,11 +152,13 @@ func (c *Coordinator) AcquireAt(now clock.Instant, req Request) (Outcome, error)
 			return Outcome{}, argErr("requestId", "was already used by "+g.HolderID+" for "+g.Resource)
 		}
 		if live && cur.fence == g.Fence {
+			c.last = now
 			return Outcome{OK: true, Grant: &g}, nil
 		}
 		// The lease that request made is over; the retry is a new acquisition.
 	}
 	if live {
+		c.last = now
 		return Outcome{
 			HeldBy:     cur.holder,
 			RetryAfter: clock.FromMillis(cur.expiresAt - now.Millis),
@@ -154,6 +167,7 @@ func (c *Coordinator) AcquireAt(now clock.Instant, req Request) (Outcome, error)
 	if c.issued >= maxFence {
 		return Outcome{}, argErr("fence", "space is exhausted")
 	}
+	c.last = now
 	c.issued++
 	exp := now.Millis + c.ms
 	c.leases[req.Resource] = &held{holder: req.HolderID, fence: c.issued, expiresAt: exp}
@@ -170,13 +184,18 @@ func (c *Coordinator) AcquireAt(now clock.Instant, req Request) (Outcome, error)
 }
 
 // Renew is shorthand for RenewAt with a fresh reading of the coordinator's
-// clock.
+// clock, read while the coordinator's lock is held.
 func (c *Coordinator) Renew(req Request) (Outcome, error) {
+	if err := req.validate(KindRenew); err != nil {
+		return Outcome{}, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	now, err := c.clk.Now()
 	if err != nil {
 		return Outcome{}, err
 	}
-	return c.RenewAt(now, req)
+	return c.renewLocked(now, req)
 }
 
 // RenewAt processes a renewal at now. A renewal of the current, unexpired
@@ -190,12 +209,17 @@ func (c *Coordinator) RenewAt(now clock.Instant, req Request) (Outcome, error) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.renewLocked(now, req)
+}
+
+func (c *Coordinator) renewLocked(now clock.Instant, req Request) (Outcome, error) {
 	if err := c.observe(now); err != nil {
 		return Outcome{}, err
 	}
 	if req.Fence > c.issued {
 		return Outcome{}, argErr("fence", "was never issued by this coordinator")
 	}
+	c.last = now
 	cur := c.leases[req.Resource]
 	if cur == nil || cur.holder != req.HolderID || cur.fence != req.Fence || now.Millis >= cur.expiresAt {
 		return Outcome{Reason: Expired}, nil
@@ -212,13 +236,18 @@ func (c *Coordinator) RenewAt(now clock.Instant, req Request) (Outcome, error) {
 }
 
 // Release is shorthand for ReleaseAt with a fresh reading of the
-// coordinator's clock.
+// coordinator's clock, read while the coordinator's lock is held.
 func (c *Coordinator) Release(tok fence.Token) (bool, error) {
+	if err := tok.Validate(); err != nil {
+		return false, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	now, err := c.clk.Now()
 	if err != nil {
 		return false, err
 	}
-	return c.ReleaseAt(now, tok)
+	return c.releaseLocked(now, tok)
 }
 
 // ReleaseAt ends the lease tok names if it is the current, unexpired lease of
@@ -231,9 +260,14 @@ func (c *Coordinator) ReleaseAt(now clock.Instant, tok fence.Token) (bool, error
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.releaseLocked(now, tok)
+}
+
+func (c *Coordinator) releaseLocked(now clock.Instant, tok fence.Token) (bool, error) {
 	if err := c.observe(now); err != nil {
 		return false, err
 	}
+	c.last = now
 	cur := c.leases[tok.Resource]
 	if cur == nil || cur.holder != tok.HolderID || cur.fence != tok.Fence || now.Millis >= cur.expiresAt {
 		return false, nil
@@ -245,11 +279,15 @@ func (c *Coordinator) ReleaseAt(now clock.Instant, tok fence.Token) (bool, error
 // Holder reports who holds resource at now, and the fence and the time left,
 // or ok false if nobody does.
 func (c *Coordinator) Holder(now clock.Instant, resource string) (holder string, fence uint64, left time.Duration, ok bool, err error) {
+	if resource == "" {
+		return "", 0, 0, false, argErr("resource", "must not be empty")
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err := c.observe(now); err != nil {
 		return "", 0, 0, false, err
 	}
+	c.last = now
 	cur := c.leases[resource]
 	if cur == nil || now.Millis >= cur.expiresAt {
 		return "", 0, 0, false, nil
@@ -258,7 +296,8 @@ func (c *Coordinator) Holder(now clock.Instant, resource string) (holder string,
 }
 
 // observe checks that now is a usable reading of the coordinator's clock: its
-// domain, finite, and not earlier than a reading already acted on.
+// domain, finite, and not earlier than a reading already acted on. It changes
+// nothing; a call that succeeds records now in c.last.
 func (c *Coordinator) observe(now clock.Instant) error {
 	if err := now.Validate(); err != nil {
 		return err
@@ -269,7 +308,6 @@ func (c *Coordinator) observe(now clock.Instant) error {
 	if c.last.Domain != "" && now.Millis < c.last.Millis {
 		return &clock.ReadingError{Domain: now.Domain, Problem: clock.Backwards, Value: now.Millis, Previous: c.last.Millis}
 	}
-	c.last = now
 	return nil
 }
 
