@@ -1,0 +1,34 @@
+# The library for JavaScript: wasm/lib (Go, GOOS=js) compiled into
+# wasm/js/lease-fence.wasm, loaded by wasm/js/lease-fence.mjs.
+BUILD += build-wasm
+TESTS += test-js test-wasm-fuzz-go
+BENCH += bench-js
+
+WASM_LIB  := wasm/js/lease-fence.wasm
+WASM_EXEC := wasm/js/wasm_exec.js
+WASM_SRC   = $(shell find core wasm/lib -name '*.go' -not -name '*_test.go') go.mod
+
+.PHONY: build-wasm test-js test-wasm-fuzz-go bench-js
+build-wasm: $(WASM_LIB) $(WASM_EXEC)
+
+$(WASM_LIB): $(WASM_SRC)
+	GOOS=js GOARCH=wasm $(GO) build -trimpath -ldflags='-s -w' -o $@ ./wasm/lib
+
+$(WASM_EXEC): $(GOROOT)/lib/wasm/wasm_exec.js
+	cp $< $@
+
+# The Go tests of the bridge, node --test over test/js (which includes
+# installing the npm pack tarball into an empty folder), and tsc over the
+# typed example.
+test-js: build-wasm
+	$(GO) test -count=1 ./wasm/lib/...
+	node --test test/js/
+	tsc -p wasm/js/tsconfig.json
+
+test-wasm-fuzz-go:
+	$(GO) test -run '^$$' -fuzz '^FuzzArgs$$' -fuzztime 10s ./wasm/lib/convert
+	$(GO) test -run '^$$' -fuzz '^FuzzBridge$$' -fuzztime 10s ./wasm/lib/bridge
+
+bench-js: build-wasm
+	node scripts/bench-js.mjs
+	node scripts/size-wasm.mjs

@@ -1,0 +1,94 @@
+// A typed use of the whole API, checked by `tsc --noEmit -p wasm/js` (make
+// test-js-types). It is compiled, never run: it proves lease-fence.d.ts
+// describes what a TypeScript user writes.
+import {
+  createClock,
+  createManualClock,
+  createMonotonicClock,
+  createNaiveLease,
+  ClockDomainError,
+  FenceGate,
+  InvalidArgumentError,
+  LeaseClient,
+  LeaseCoordinator,
+  LeaseFenceError,
+  StaleFenceError,
+  type AcquireOutcome,
+  type FenceToken,
+  type Grant,
+  type Instant,
+  type Lease,
+  type LeaseRequest,
+  type Rejection,
+  type RenewOutcome,
+} from 'lease-fence';
+
+declare function applyTheChange(): number;
+declare function log(...args: unknown[]): void;
+
+const coordinator = new LeaseCoordinator({ clock: createMonotonicClock('coordinator'), ttlMillis: 30_000 });
+const resumed = new LeaseCoordinator({
+  clock: createClock('wall', () => Date.now()),
+  ttlMillis: 1_000,
+  startFence: coordinator.issuedFence,
+});
+const clock = createManualClock('agent-a', { start: 0, stepPerRead: 1 });
+clock.advance(10);
+clock.set(100);
+const client = new LeaseClient({ clock, holderId: 'agent-a', clockSkewMillis: 500 });
+const gate = new FenceGate('deploy-slot', { initialFloor: 0 });
+
+const request: LeaseRequest = client.beginAcquire('deploy-slot');
+const wire: LeaseRequest = JSON.parse(JSON.stringify(request));
+const outcome: AcquireOutcome = coordinator.acquire(wire);
+if (!outcome.ok) {
+  const retry: number = outcome.retryAfterMillis;
+  log(`held by ${outcome.heldBy}, free in ${retry}ms`);
+} else {
+  const grant: Grant = outcome.grant;
+  const lease: Lease = client.completeAcquire(request, grant);
+  const token: FenceToken = lease.token;
+  const written: number = gate.commit(token, () => applyTheChange());
+  const deadline: Instant = lease.deadline;
+  const left: number = deadline.since(clock.now());
+  const advisory: boolean = lease.hasExpired() || !lease.wouldAdmit(gate);
+  log(written, left, advisory, grant.coordinatorExpiresAt.millis);
+
+  const renewal = client.beginRenewal(lease);
+  const renewed: RenewOutcome = coordinator.renew(renewal);
+  if (renewed.ok) {
+    client.completeRenewal(renewal, renewed.grant);
+  } else {
+    const why: 'expired' = renewed.reason;
+    log(why);
+  }
+  const released: boolean = coordinator.release(lease.token);
+  log(released);
+  try {
+    gate.commit({ resource: 'deploy-slot', holderId: 'agent-a', fence: 1 }, () => undefined);
+  } catch (e) {
+    if (e instanceof StaleFenceError) {
+      const r: Rejection = e.rejection;
+      log(r.seq, r.refusedHolderId, r.admittedHolderId ?? 'initial floor');
+    } else if (e instanceof ClockDomainError) {
+      log(e.expectedDomain, e.actualDomain);
+    } else if (e instanceof InvalidArgumentError) {
+      log(e.argument);
+    } else if (e instanceof LeaseFenceError) {
+      log(e.name);
+    }
+  }
+  gate.admit({ resource: 'deploy-slot', holderId: 'agent-b', fence: 2 });
+  const floor: number = gate.floor;
+  const log2: readonly Rejection[] = gate.rejections;
+  log(floor, log2.length);
+}
+
+const naive = createNaiveLease(clock, 1_000);
+if (naive.valid()) naive.renewed();
+log(naive.expiresAt.millis, resumed.ttlMillis);
+
+// @ts-expect-error a plain object is not a clock
+new LeaseCoordinator({ clock: { domain: 'x', now: () => 0 }, ttlMillis: 1 });
+// @ts-expect-error commit needs a callback
+gate.commit({ resource: 'deploy-slot', holderId: 'a', fence: 1 });

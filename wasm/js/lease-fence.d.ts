@@ -1,0 +1,262 @@
+// Types for lease-fence.mjs: leases whose holders can be proven wrong.
+//
+// The module loads its WebAssembly once, at import (top-level await); every
+// function and method below is then synchronous. It works in Node 20+ and in
+// browsers that support top-level await in modules and WebAssembly (serve
+// lease-fence.wasm as application/wasm for streaming compilation; other
+// content types fall back to compiling from the bytes).
+//
+// Every function checks its arguments and throws InvalidArgumentError for
+// wrong types or values, leaving all state unchanged.
+
+/** A clock reading: milliseconds since the clock's origin, and the clock's domain. */
+export interface InstantLike {
+  readonly millis: number;
+  readonly domain: string;
+}
+
+/**
+ * A reading of a clock. Instants are frozen; JSON turns them into plain
+ * `{ millis, domain }` objects, which every function accepts as well.
+ */
+export interface Instant extends InstantLike {
+  /** `this.millis - earlier.millis`; throws ClockDomainError if the domains differ. */
+  since(earlier: InstantLike): number;
+  toString(): string;
+}
+
+/** A source of instants in one domain. */
+export interface Clock {
+  readonly domain: string;
+  /** Throws ClockReadingError if the source gave NaN, an infinite or a backwards reading. */
+  now(): Instant;
+}
+
+/** A deterministic clock for tests, simulations and the playground. */
+export interface ManualClock extends Clock {
+  /** Moves forward by `ms` (finite, >= 0). */
+  advance(ms: number): void;
+  /** Moves to `ms`; moving backwards throws ClockReadingError and changes nothing. */
+  set(ms: number): void;
+}
+
+export interface ManualClockOptions {
+  /** The first reading; 0 by default. */
+  start?: number;
+  /** How far every read moves the clock forward; 0 by default. */
+  stepPerRead?: number;
+}
+
+/** A clock backed by the host's monotonic clock; readings start near 0. */
+export function createMonotonicClock(domain: string): Clock;
+/** A clock that moves only by advance and set, and by stepPerRead on every read. */
+export function createManualClock(domain: string, options?: ManualClockOptions): ManualClock;
+/**
+ * Wraps any millisecond source (`() => Date.now()`, `() => performance.now()`)
+ * with the guard: a NaN, infinite or lower-than-before reading throws
+ * ClockReadingError. An exception thrown by readMillis reaches the caller
+ * unchanged.
+ */
+export function createClock(domain: string, readMillis: () => number): Clock;
+
+/** What a holder presents with every write. */
+export interface FenceToken {
+  readonly resource: string;
+  readonly holderId: string;
+  readonly fence: number;
+}
+
+/** A client's request: plain, JSON-safe data. A request completes once. */
+export interface LeaseRequest {
+  kind: 'acquire' | 'renew';
+  requestId: string;
+  resource: string;
+  holderId: string;
+  /** The client's reading when the request was made, in the client's domain. */
+  sentAt: InstantLike;
+  /** The fence being renewed; present on renewals only. */
+  fence?: number;
+}
+
+/** The coordinator's grant: plain, JSON-safe data. */
+export interface Grant {
+  requestId: string;
+  resource: string;
+  holderId: string;
+  fence: number;
+  ttlMillis: number;
+  /** For logs only: it is in the coordinator's domain, so measuring against it throws. */
+  coordinatorExpiresAt: InstantLike;
+}
+
+export interface Granted {
+  ok: true;
+  grant: Grant;
+}
+
+export interface Denied {
+  ok: false;
+  /** Who holds the resource. */
+  heldBy: string;
+  /** How long that lease has left, by the coordinator's clock. */
+  retryAfterMillis: number;
+}
+
+export interface RenewalExpired {
+  ok: false;
+  reason: 'expired';
+}
+
+export type AcquireOutcome = Granted | Denied;
+export type RenewOutcome = Granted | RenewalExpired;
+
+export interface LeaseCoordinatorOptions {
+  clock: Clock;
+  /** Lease length, from the moment the coordinator processes a request. */
+  ttlMillis: number;
+  /** The last fence already issued (a persisted issuedFence); the next is startFence + 1. */
+  startFence?: number;
+}
+
+/** Grants, renews and releases leases, each with a strictly increasing fence. State is in memory only. */
+export class LeaseCoordinator {
+  constructor(options: LeaseCoordinatorOptions);
+  readonly clock: Clock;
+  readonly ttlMillis: number;
+  /** The highest fence issued so far; persist it and pass it back as startFence. */
+  readonly issuedFence: number;
+  /**
+   * Grants a free resource with a new fence; denies a held one (even to its
+   * holder); answers a retried requestId with its existing grant while that
+   * lease is current.
+   */
+  acquire(request: LeaseRequest): AcquireOutcome;
+  /** Extends the current lease, keeping its fence; an expired lease is never resurrected. */
+  renew(request: LeaseRequest): RenewOutcome;
+  /** Ends the lease the token names if it is current; returns whether it did. */
+  release(token: FenceToken): boolean;
+}
+
+export interface LeaseClientOptions {
+  clock: Clock;
+  holderId: string;
+  /** Subtracted from every deadline: an assumption about drift, not a measurement. 0 by default. */
+  clockSkewMillis?: number;
+}
+
+/** A grant as its holder sees it. */
+export interface Lease {
+  readonly token: FenceToken;
+  /** `request.sentAt + grant.ttlMillis - clockSkewMillis`, in the client's domain. */
+  readonly deadline: Instant;
+  readonly grant: Grant;
+  /** Advisory, true only for the instant it is called: never branch a write on it. */
+  hasExpired(): boolean;
+  /** Advisory, true only for the instant it is called: never branch a write on it. */
+  wouldAdmit(gate: FenceGate): boolean;
+}
+
+/** The holder's side: stamps the send instant and turns grants into leases. */
+export class LeaseClient {
+  constructor(options: LeaseClientOptions);
+  readonly clock: Clock;
+  readonly holderId: string;
+  /** Call immediately before sending: the request carries the send instant. */
+  beginAcquire(resource: string): LeaseRequest;
+  /** Throws RequestCompletedError the second time, GrantMismatchError for someone else's grant. */
+  completeAcquire(request: LeaseRequest, grant: Grant): Lease;
+  beginRenewal(lease: Lease): LeaseRequest;
+  completeRenewal(request: LeaseRequest, grant: Grant): Lease;
+}
+
+/** One refusal in a gate's log: the only evidence that two holders overlapped. */
+export interface Rejection {
+  /** 1 for the gate's first refusal, then 2, 3, ... */
+  readonly seq: number;
+  readonly resource: string;
+  readonly refusedHolderId: string;
+  readonly refusedFence: number;
+  /** Holder of the floor, or null if the floor came from initialFloor. */
+  readonly admittedHolderId: string | null;
+  readonly admittedFence: number;
+}
+
+export interface FenceGateOptions {
+  /** A persisted floor, so a restarted resource keeps refusing superseded fences. */
+  initialFloor?: number;
+}
+
+/** Stands in front of one resource and admits a write only if its fence is not below the floor. */
+export class FenceGate {
+  constructor(resource: string, options?: FenceGateOptions);
+  readonly resource: string;
+  /** The highest fence admitted so far, or the initial floor. */
+  readonly floor: number;
+  /** A copy of the refusals so far, oldest first. */
+  readonly rejections: Rejection[];
+  /**
+   * Checks the token and raises the floor, then runs fn and returns what it
+   * returns. A stale token throws StaleFenceError and fn does not run. If fn
+   * throws, the exception reaches the caller unchanged and the floor stays
+   * raised. Inside fn, a commit with an older fence is refused.
+   */
+  commit<T>(token: FenceToken, fn: () => T): T;
+  /** Raises the floor to token's fence without writing (a coordinator pushing a reassignment). */
+  admit(token: FenceToken): void;
+}
+
+/**
+ * THE LEASE THAT FAILS, kept for demonstrations: `now < expiresAt` checked
+ * before a write and `expiresAt = now + ttl` on renewal. Never guard anything
+ * with it.
+ */
+export interface NaiveLease {
+  /** now < expiresAt: true when evaluated, meaningless by the time a write lands. */
+  valid(): boolean;
+  /** expiresAt = now + ttl, dated from when the reply arrived. */
+  renewed(): void;
+  readonly expiresAt: Instant;
+}
+
+/** Starts a naive lease on clock; for showing the failure only. */
+export function createNaiveLease(clock: Clock, ttlMillis: number): NaiveLease;
+
+/** Base class of every error the library throws. */
+export class LeaseFenceError extends Error {}
+
+/** A wrong argument type or value; nothing changed. */
+export class InvalidArgumentError extends LeaseFenceError {
+  /** The argument's path, e.g. "request.sentAt.millis". */
+  readonly argument: string;
+}
+
+/** A gate refused a token below its floor; the refusal is in gate.rejections. */
+export class StaleFenceError extends LeaseFenceError {
+  readonly rejection: Rejection;
+}
+
+/** Instants from two clock domains were compared or subtracted. */
+export class ClockDomainError extends LeaseFenceError {
+  readonly expectedDomain: string;
+  readonly actualDomain: string;
+}
+
+/** A clock source gave a NaN, infinite or backwards reading. */
+export class ClockReadingError extends LeaseFenceError {
+  readonly domain: string;
+  readonly problem: 'not a number' | 'infinite' | 'lower than an earlier reading';
+  readonly value: number;
+  readonly previous: number;
+}
+
+/** A request was completed a second time. */
+export class RequestCompletedError extends LeaseFenceError {
+  readonly requestId: string;
+}
+
+/** A grant does not answer the request it was completed with. */
+export class GrantMismatchError extends LeaseFenceError {
+  readonly field: 'requestId' | 'resource' | 'holderId' | 'fence';
+  readonly expected: string;
+  readonly actual: string;
+}

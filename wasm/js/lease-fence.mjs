@@ -1,0 +1,829 @@
+// lease-fence: leases whose holders can be proven wrong.
+//
+// This ES module loads lease-fence.wasm (the Go library compiled with
+// GOOS=js GOARCH=wasm) once, at import, with top-level await; every function
+// and method after that is synchronous. It works in Node 20+ (the .wasm is
+// read from disk next to this file) and in browsers (the .wasm is fetched
+// from the same URL; serve it as application/wasm for streaming compilation).
+//
+// How calls cross into Go: each Go function is a //go:wasmexport taking and
+// returning numbers. Arguments are written into a byte buffer inside the wasm
+// memory as tagged values (see put below and wasm/lib/convert), whatever the
+// caller passed, so every type and range check happens in Go, in one place.
+// Results come back in a second buffer. Objects made by the library (clocks,
+// coordinators, clients, leases, gates) are numeric handles into a table on
+// the Go side, released when the JavaScript object is garbage collected.
+
+import './wasm_exec.js';
+
+// ---------------------------------------------------------------- errors
+
+/** Base class of every error this library throws. */
+export class LeaseFenceError extends Error {
+  static {
+    Object.defineProperty(this.prototype, 'name', { value: 'LeaseFenceError', writable: true, configurable: true });
+  }
+}
+
+function named(cls, name) {
+  Object.defineProperty(cls.prototype, 'name', { value: name, writable: true, configurable: true });
+  return cls;
+}
+
+/** An argument had the wrong type or value; nothing was changed. */
+export class InvalidArgumentError extends LeaseFenceError {
+  constructor(message, argument = '') {
+    super(message);
+    /** The argument's path, e.g. "request.sentAt.millis". */
+    this.argument = argument;
+  }
+}
+named(InvalidArgumentError, 'InvalidArgumentError');
+
+/** A gate refused a token whose fence is below its floor. */
+export class StaleFenceError extends LeaseFenceError {
+  constructor(message, rejection) {
+    super(message);
+    /** The entry this refusal appended to gate.rejections. */
+    this.rejection = rejection;
+  }
+}
+named(StaleFenceError, 'StaleFenceError');
+
+/** Two instants from different clock domains were compared or subtracted. */
+export class ClockDomainError extends LeaseFenceError {
+  constructor(message, expectedDomain, actualDomain) {
+    super(message);
+    this.expectedDomain = expectedDomain;
+    this.actualDomain = actualDomain;
+  }
+}
+named(ClockDomainError, 'ClockDomainError');
+
+/** A clock source produced a reading that is NaN, infinite or backwards. */
+export class ClockReadingError extends LeaseFenceError {
+  constructor(message, domain, problem, value, previous) {
+    super(message);
+    this.domain = domain;
+    /** 'not a number', 'infinite' or 'lower than an earlier reading'. */
+    this.problem = problem;
+    this.value = value;
+    this.previous = previous;
+  }
+}
+named(ClockReadingError, 'ClockReadingError');
+
+/** A request was completed a second time. */
+export class RequestCompletedError extends LeaseFenceError {
+  constructor(message, requestId) {
+    super(message);
+    this.requestId = requestId;
+  }
+}
+named(RequestCompletedError, 'RequestCompletedError');
+
+/** A grant does not answer the request it was completed with. */
+export class GrantMismatchError extends LeaseFenceError {
+  constructor(message, field, expected, actual) {
+    super(message);
+    /** 'requestId', 'resource', 'holderId' or 'fence'. */
+    this.field = field;
+    this.expected = expected;
+    this.actual = actual;
+  }
+}
+named(GrantMismatchError, 'GrantMismatchError');
+
+// ---------------------------------------------------------------- loading
+
+const wasmURL = new URL('./lease-fence.wasm', import.meta.url);
+
+async function instantiate(importObject) {
+  if (wasmURL.protocol === 'file:') {
+    const { readFile } = await import('node:fs/promises');
+    return (await WebAssembly.instantiate(await readFile(wasmURL), importObject)).instance;
+  }
+  const response = await fetch(wasmURL);
+  if (!response.ok) {
+    throw new LeaseFenceError(`lease-fence: fetching ${wasmURL} failed: ${response.status} ${response.statusText}`);
+  }
+  if (typeof WebAssembly.instantiateStreaming === 'function') {
+    try {
+      return (await WebAssembly.instantiateStreaming(response.clone(), importObject)).instance;
+    } catch {
+      // Most often a server that does not send application/wasm; compile
+      // from the bytes instead.
+    }
+  }
+  return (await WebAssembly.instantiate(await response.arrayBuffer(), importObject)).instance;
+}
+
+// The Go side calls host.read(id) to read a createClock source. A source that
+// throws must not unwind through Go's frames, so the exception is parked in
+// `thrown` and rethrown to the caller once Go has returned.
+const NONE = Symbol('none');
+let thrown = NONE;
+let readDepth = 0;
+const readers = new Map();
+const host = {
+  read(id) {
+    const source = readers.get(id);
+    if (source === undefined) return NaN;
+    if (readDepth >= 16) {
+      thrown = new LeaseFenceError('lease-fence: a clock source re-entered the library more than 16 levels deep');
+      return NaN;
+    }
+    readDepth++;
+    try {
+      const v = source();
+      return typeof v === 'number' ? v : NaN;
+    } catch (e) {
+      thrown = e;
+      return NaN;
+    } finally {
+      readDepth--;
+    }
+  },
+};
+
+let dead = '';
+const go = new globalThis.Go();
+go.exit = (code) => {
+  dead ||= `the Go runtime exited with code ${code}`;
+};
+const instance = await instantiate(go.importObject);
+globalThis.__leaseFenceHost = host;
+try {
+  go.run(instance); // runs main until it blocks; the exports are then ready
+} finally {
+  delete globalThis.__leaseFenceHost;
+}
+const X = instance.exports;
+const memory = X.mem;
+const hdrAddr = X.lf_header();
+let u8, dv, hdr;
+function views() {
+  u8 = new Uint8Array(memory.buffer);
+  dv = new DataView(memory.buffer);
+  hdr = new Uint32Array(memory.buffer, hdrAddr, 5);
+}
+views();
+if (hdr[4] !== 1) {
+  throw new LeaseFenceError(`lease-fence: lease-fence.wasm has buffer layout ${hdr[4]}, this module expects 1; rebuild both together`);
+}
+
+function instanceDied(cause) {
+  dead ||= `it trapped: ${cause && cause.message}`;
+  return new LeaseFenceError(`lease-fence: the WebAssembly instance has stopped (${dead}); reload the module`, { cause });
+}
+
+// ---------------------------------------------------------------- argument encoding
+
+const T_UNDEFINED = 0, T_NULL = 1, T_FALSE = 2, T_TRUE = 3, T_NUMBER = 4, T_STRING = 5, T_OBJECT = 6,
+  T_ARRAY = 7, T_FUNCTION = 8, T_OTHER = 9, T_ILLFORMED = 10, T_HANDLE = 11, T_TOOLONG = 12;
+const MAX_STRING = 1 << 20;
+const K_CLOCK = 1, K_COORDINATOR = 2, K_CLIENT = 3, K_LEASE = 4, K_GATE = 5, K_NAIVE = 6;
+
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+const wellFormed = typeof String.prototype.isWellFormed === 'function'
+  ? (s) => s.isWellFormed()
+  : (s) => !/\p{Cs}/u.test(s);
+
+let inPtr = 0, inCap = 0, p = 0;
+
+// Handles of library objects, and their kinds.
+const handles = new WeakMap();
+const kinds = new WeakMap();
+
+function begin() {
+  if (dead) throw instanceDied();
+  if (u8.buffer !== memory.buffer) views();
+  inPtr = hdr[0];
+  inCap = hdr[1];
+  p = 0;
+}
+
+function ensure(n) {
+  if (p + n <= inCap) return;
+  X.lf_grow(p, p + n);
+  views();
+  inPtr = hdr[0];
+  inCap = hdr[1];
+}
+
+function tag(t) {
+  ensure(1);
+  u8[inPtr + p++] = t;
+}
+
+function putStr(s) {
+  const n = s.length;
+  if (n > MAX_STRING) return tag(T_TOOLONG);
+  ensure(5 + 3 * n);
+  const at = inPtr + p + 5;
+  let i = 0;
+  for (; i < n; i++) {
+    const c = s.charCodeAt(i);
+    if (c >= 0x80) break;
+    u8[at + i] = c;
+  }
+  let len = i;
+  if (i < n) {
+    if (!wellFormed(s)) return tag(T_ILLFORMED);
+    len += encoder.encodeInto(s.slice(i), u8.subarray(at + i, at + 3 * n)).written;
+  }
+  u8[inPtr + p] = T_STRING;
+  dv.setUint32(inPtr + p + 1, len, true);
+  p += 5 + len;
+}
+
+// put encodes any value. Objects are encoded as their tag alone; putObj
+// encodes an object whose fields the caller then puts in schema order.
+function put(v) {
+  switch (typeof v) {
+    case 'string':
+      return putStr(v);
+    case 'number':
+      ensure(9);
+      u8[inPtr + p] = T_NUMBER;
+      dv.setFloat64(inPtr + p + 1, v, true);
+      p += 9;
+      return;
+    case 'undefined':
+      return tag(T_UNDEFINED);
+    case 'boolean':
+      return tag(v ? T_TRUE : T_FALSE);
+    case 'function':
+      return tag(T_FUNCTION);
+    case 'object': {
+      if (v === null) return tag(T_NULL);
+      if (Array.isArray(v)) return tag(T_ARRAY);
+      const h = handles.get(v);
+      if (h === undefined) return tag(T_OBJECT);
+      ensure(6);
+      u8[inPtr + p] = T_HANDLE;
+      u8[inPtr + p + 1] = kinds.get(v);
+      dv.setUint32(inPtr + p + 2, h, true);
+      p += 6;
+      return;
+    }
+    default:
+      return tag(T_OTHER);
+  }
+}
+
+function putObj(v) {
+  if (typeof v === 'object' && v !== null && !Array.isArray(v) && !handles.has(v)) {
+    tag(T_OBJECT);
+    return true;
+  }
+  put(v);
+  return false;
+}
+
+function putInstant(v) {
+  if (putObj(v)) {
+    put(v.millis);
+    put(v.domain);
+  }
+}
+
+function putToken(v) {
+  if (putObj(v)) {
+    put(v.resource);
+    put(v.holderId);
+    put(v.fence);
+  }
+}
+
+function putRequest(v) {
+  if (putObj(v)) {
+    put(v.kind);
+    put(v.requestId);
+    put(v.resource);
+    put(v.holderId);
+    putInstant(v.sentAt);
+    put(v.fence);
+  }
+}
+
+function putGrant(v) {
+  if (putObj(v)) {
+    put(v.requestId);
+    put(v.resource);
+    put(v.holderId);
+    put(v.fence);
+    put(v.ttlMillis);
+    putInstant(v.coordinatorExpiresAt);
+  }
+}
+
+// ---------------------------------------------------------------- results
+
+let outPtr = 0, q = 0;
+
+// done checks a call's status and positions the result reader. A status
+// other than 0 becomes the matching error; an exception a clock source threw
+// during the call is rethrown as it was.
+function done(st) {
+  if (u8.buffer !== memory.buffer) views();
+  outPtr = hdr[2];
+  q = 0;
+  if (thrown !== NONE) {
+    const e = thrown;
+    thrown = NONE;
+    throw e;
+  }
+  if (st !== 0) throw readError(st);
+}
+
+function f64() {
+  const v = dv.getFloat64(outPtr + q, true);
+  q += 8;
+  return v;
+}
+
+function bool() {
+  return u8[outPtr + q++] !== 0;
+}
+
+function str() {
+  const n = dv.getUint32(outPtr + q, true);
+  const at = outPtr + q + 4;
+  q += 4 + n;
+  if (n <= 32) {
+    let s = '';
+    for (let i = 0; i < n; i++) {
+      const c = u8[at + i];
+      if (c >= 0x80) return decoder.decode(u8.subarray(at, at + n));
+      s += String.fromCharCode(c);
+    }
+    return s;
+  }
+  return decoder.decode(u8.subarray(at, at + n));
+}
+
+function readError(st) {
+  const message = str();
+  switch (st) {
+    case 1:
+      return new InvalidArgumentError(message, str());
+    case 2:
+      return new StaleFenceError(message, readRejection());
+    case 3:
+      return new ClockDomainError(message, str(), str());
+    case 4:
+      return new ClockReadingError(message, str(), str(), f64(), f64());
+    case 5:
+      return new RequestCompletedError(message, str());
+    case 6:
+      return new GrantMismatchError(message, str(), str(), str());
+    default:
+      return new LeaseFenceError(message);
+  }
+}
+
+function readRejection() {
+  const seq = f64();
+  const resource = str();
+  const refusedHolderId = str();
+  const refusedFence = f64();
+  const admitted = str();
+  const admittedFence = f64();
+  return Object.freeze({
+    seq, resource, refusedHolderId, refusedFence,
+    admittedHolderId: admitted === '' ? null : admitted, admittedFence,
+  });
+}
+
+function readInstant() {
+  const millis = f64();
+  return new Instant(millis, str());
+}
+
+function readRequest() {
+  const kind = str();
+  const requestId = str();
+  const resource = str();
+  const holderId = str();
+  const sentAt = readInstant();
+  const fence = f64();
+  const r = { kind, requestId, resource, holderId, sentAt };
+  if (kind === 'renew') r.fence = fence;
+  return r;
+}
+
+function readGrant() {
+  const requestId = str();
+  const resource = str();
+  const holderId = str();
+  const fence = f64();
+  const ttlMillis = f64();
+  const coordinatorExpiresAt = readInstant();
+  return { requestId, resource, holderId, fence, ttlMillis, coordinatorExpiresAt };
+}
+
+function readOutcome() {
+  switch (f64()) {
+    case 1:
+      return { ok: true, grant: readGrant() };
+    case 2: {
+      const heldBy = str();
+      return { ok: false, heldBy, retryAfterMillis: f64() };
+    }
+    default:
+      return { ok: false, reason: 'expired' };
+  }
+}
+
+// ---------------------------------------------------------------- handles
+
+const registry = new FinalizationRegistry(({ h, reader }) => {
+  if (reader) readers.delete(reader);
+  if (!dead) X.lf_free(h);
+});
+
+const secret = Symbol('lease-fence internal');
+
+function adopt(obj, kind, h, reader) {
+  handles.set(obj, h);
+  kinds.set(obj, kind);
+  registry.register(obj, { h, reader });
+}
+
+function handleOf(obj) {
+  return (typeof obj === 'object' && obj !== null && handles.get(obj)) || 0;
+}
+
+function internalOnly(key, name) {
+  if (key !== secret) {
+    throw new InvalidArgumentError(`lease-fence: ${name} objects are made by the library, not with new`, 'this');
+  }
+}
+
+// call runs one export; a trap or exit marks the instance dead.
+function call(fn, a, b) {
+  let st;
+  try {
+    st = fn(a, b);
+  } catch (e) {
+    if (e instanceof WebAssembly.RuntimeError || go.exited) throw instanceDied(e);
+    throw e;
+  }
+  if (go.exited) throw instanceDied();
+  done(st);
+}
+
+// ---------------------------------------------------------------- instants and clocks
+
+/** A clock reading: milliseconds and the domain (clock) it was read in. */
+class Instant {
+  constructor(millis, domain) {
+    this.millis = millis;
+    this.domain = domain;
+    Object.freeze(this);
+  }
+
+  /** this minus earlier, in milliseconds; ClockDomainError across domains. */
+  since(earlier) {
+    begin();
+    putInstant(this);
+    putInstant(earlier);
+    call(X.lf_instant_since, p);
+    return f64();
+  }
+
+  toString() {
+    return `${this.millis}ms@${JSON.stringify(this.domain)}`;
+  }
+}
+
+class Clock {
+  #domain;
+  constructor(key, h, domain, reader) {
+    internalOnly(key, 'Clock');
+    this.#domain = domain;
+    adopt(this, K_CLOCK, h, reader);
+  }
+
+  /** The clock's domain: instants it returns carry this name. */
+  get domain() {
+    return this.#domain;
+  }
+
+  /** Reads the clock. Throws ClockReadingError for a NaN, infinite or backwards reading. */
+  now() {
+    begin();
+    call(X.lf_clock_now, handleOf(this));
+    return new Instant(f64(), this.#domain);
+  }
+}
+
+class ManualClock extends Clock {
+  /** Moves the clock forward by ms (finite, >= 0). */
+  advance(ms) {
+    begin();
+    put(ms);
+    call(X.lf_clock_advance, handleOf(this), p);
+  }
+
+  /** Moves the clock to ms; moving it backwards throws ClockReadingError. */
+  set(ms) {
+    begin();
+    put(ms);
+    call(X.lf_clock_set, handleOf(this), p);
+  }
+}
+
+/** A clock backed by the host's monotonic clock, starting near 0 when created. */
+export function createMonotonicClock(domain) {
+  begin();
+  put(domain);
+  call(X.lf_clock_monotonic, p);
+  return new Clock(secret, f64(), domain);
+}
+
+/** A clock that moves only when told to, and by stepPerRead on every read. */
+export function createManualClock(domain, options) {
+  begin();
+  put(domain);
+  if (putObj(options)) {
+    put(options.start);
+    put(options.stepPerRead);
+  }
+  call(X.lf_clock_manual, p);
+  return new ManualClock(secret, f64(), domain);
+}
+
+let readerSeq = 0;
+
+/** Wraps readMillis (any millisecond source) with the NaN/infinite/backwards guard. */
+export function createClock(domain, readMillis) {
+  begin();
+  put(domain);
+  put(readMillis);
+  const id = ++readerSeq;
+  call(X.lf_clock_custom, id, p);
+  readers.set(id, readMillis);
+  return new Clock(secret, f64(), domain, id);
+}
+
+// ---------------------------------------------------------------- coordinator
+
+/** Grants, renews and releases leases, each with a fence. */
+export class LeaseCoordinator {
+  #clock;
+  #ttl;
+  constructor(options) {
+    begin();
+    let clock, ttl;
+    if (putObj(options)) {
+      clock = options.clock;
+      put(clock);
+      ttl = options.ttlMillis;
+      put(ttl);
+      put(options.startFence);
+    }
+    call(X.lf_coord_new, p);
+    adopt(this, K_COORDINATOR, f64());
+    this.#clock = clock;
+    this.#ttl = ttl;
+  }
+
+  /** The coordinator's clock. */
+  get clock() {
+    return this.#clock;
+  }
+
+  /** Lease length in milliseconds. */
+  get ttlMillis() {
+    return this.#ttl;
+  }
+
+  /** The highest fence issued so far; persist it and pass it as startFence. */
+  get issuedFence() {
+    begin();
+    call(X.lf_coord_issued, handleOf(this));
+    return f64();
+  }
+
+  acquire(request) {
+    begin();
+    putRequest(request);
+    call(X.lf_coord_acquire, handleOf(this), p);
+    return readOutcome();
+  }
+
+  renew(request) {
+    begin();
+    putRequest(request);
+    call(X.lf_coord_renew, handleOf(this), p);
+    return readOutcome();
+  }
+
+  /** Ends the lease token names if it is current; returns whether it did. */
+  release(token) {
+    begin();
+    putToken(token);
+    call(X.lf_coord_release, handleOf(this), p);
+    return bool();
+  }
+}
+
+// ---------------------------------------------------------------- client and lease
+
+/** The holder's side: stamps send instants and turns grants into leases. */
+export class LeaseClient {
+  #clock;
+  #holder;
+  constructor(options) {
+    begin();
+    let clock, holder;
+    if (putObj(options)) {
+      clock = options.clock;
+      put(clock);
+      holder = options.holderId;
+      put(holder);
+      put(options.clockSkewMillis);
+    }
+    call(X.lf_client_new, p);
+    adopt(this, K_CLIENT, f64());
+    this.#clock = clock;
+    this.#holder = holder;
+  }
+
+  get clock() {
+    return this.#clock;
+  }
+
+  get holderId() {
+    return this.#holder;
+  }
+
+  beginAcquire(resource) {
+    begin();
+    put(resource);
+    call(X.lf_client_begin_acquire, handleOf(this), p);
+    return readRequest();
+  }
+
+  completeAcquire(request, grant) {
+    return this.#complete(X.lf_client_complete_acquire, request, grant);
+  }
+
+  beginRenewal(lease) {
+    begin();
+    put(lease);
+    call(X.lf_client_begin_renewal, handleOf(this), p);
+    return readRequest();
+  }
+
+  completeRenewal(request, grant) {
+    return this.#complete(X.lf_client_complete_renewal, request, grant);
+  }
+
+  #complete(fn, request, grant) {
+    begin();
+    putRequest(request);
+    putGrant(grant);
+    call(fn, handleOf(this), p);
+    const h = f64();
+    const resource = str();
+    const holderId = str();
+    const fence = f64();
+    const token = Object.freeze({ resource, holderId, fence });
+    const deadline = readInstant();
+    return new Lease(secret, h, token, deadline, readGrant(), this.#clock);
+  }
+}
+
+class Lease {
+  #clock;
+  constructor(key, h, token, deadline, grant, clock) {
+    internalOnly(key, 'Lease');
+    /** The fencing token to present with every write. */
+    this.token = token;
+    /** End of the lease in the client's clock domain. */
+    this.deadline = deadline;
+    /** The grant the lease was made from. */
+    this.grant = grant;
+    this.#clock = clock; // keeps a createClock source alive while the lease is
+    adopt(this, K_LEASE, h);
+    Object.freeze(this);
+  }
+
+  /** Advisory: whether the deadline has passed at this instant. Never branch a write on it. */
+  hasExpired() {
+    begin();
+    call(X.lf_lease_has_expired, handleOf(this));
+    return bool();
+  }
+
+  /** Advisory: whether gate would admit this token at this instant. Never branch a write on it. */
+  wouldAdmit(gate) {
+    begin();
+    put(gate);
+    call(X.lf_lease_would_admit, handleOf(this), p);
+    return bool();
+  }
+}
+
+// ---------------------------------------------------------------- gate
+
+/** Stands in front of one resource and refuses writes from superseded fences. */
+export class FenceGate {
+  #resource;
+  #log = [];
+  constructor(resource, options) {
+    begin();
+    put(resource);
+    if (putObj(options)) put(options.initialFloor);
+    call(X.lf_gate_new, p);
+    adopt(this, K_GATE, f64());
+    this.#resource = resource;
+  }
+
+  get resource() {
+    return this.#resource;
+  }
+
+  /** The highest fence admitted (or the initial floor). */
+  get floor() {
+    begin();
+    call(X.lf_gate_floor, handleOf(this));
+    return f64();
+  }
+
+  /** A copy of the refusals so far, oldest first. */
+  get rejections() {
+    begin();
+    call(X.lf_gate_rejections, handleOf(this), this.#log.length);
+    const n = f64();
+    for (let i = 0; i < n; i++) this.#log.push(readRejection());
+    return this.#log.slice();
+  }
+
+  /**
+   * Checks token against the floor and raises it, then runs fn and returns
+   * what it returns. A stale token throws StaleFenceError and fn does not run.
+   */
+  commit(token, fn) {
+    begin();
+    putToken(token);
+    put(fn);
+    call(X.lf_gate_commit, handleOf(this), p);
+    return fn();
+  }
+
+  /** Raises the floor to token's fence without writing. */
+  admit(token) {
+    begin();
+    putToken(token);
+    call(X.lf_gate_admit, handleOf(this), p);
+  }
+}
+
+// ---------------------------------------------------------------- naive
+
+/**
+ * THE LEASE THAT FAILS. Stores expiresAt, checks now < expiresAt, renews
+ * with expiresAt = now + ttl. Here only so tests and the playground can show
+ * two holders both passing their check. Never guard anything with it.
+ */
+class NaiveLease {
+  #clock;
+  constructor(key, h, clock) {
+    internalOnly(key, 'NaiveLease');
+    this.#clock = clock;
+    adopt(this, K_NAIVE, h);
+  }
+
+  /** now < expiresAt, true when evaluated and meaningless by the time a write lands. */
+  valid() {
+    begin();
+    call(X.lf_naive_valid, handleOf(this));
+    return bool();
+  }
+
+  /** expiresAt = now + ttl, dated from the reply's arrival. */
+  renewed() {
+    begin();
+    call(X.lf_naive_renewed, handleOf(this));
+  }
+
+  get expiresAt() {
+    begin();
+    call(X.lf_naive_expires_at, handleOf(this));
+    return readInstant();
+  }
+}
+
+/** Starts a naive lease (see NaiveLease): for demonstrations of the failure only. */
+export function createNaiveLease(clock, ttlMillis) {
+  begin();
+  put(clock);
+  put(ttlMillis);
+  call(X.lf_naive_new, p);
+  return new NaiveLease(secret, f64(), clock);
+}

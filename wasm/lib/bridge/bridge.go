@@ -1,0 +1,264 @@
+// Package bridge is the library's JavaScript API expressed with numbers and
+// byte buffers, so that it runs and is tested natively. wasm/lib (GOOS=js)
+// exports each method with //go:wasmexport; wasm/js/lease-fence.mjs calls
+// them through instance.exports.
+//
+// A call goes: JavaScript writes the arguments into In (see package convert),
+// calls a method with object handles and the argument length, and reads the
+// results from Out. The returned status is OK or one of the Err codes, in
+// which case Out holds the error (see Bridge.fail). Every method recovers
+// panics, so no input can stop the Go instance.
+package bridge
+
+import (
+	"errors"
+	"runtime"
+
+	"github.com/lease-fence/lease-fence/core/clock"
+	"github.com/lease-fence/lease-fence/core/fence"
+	"github.com/lease-fence/lease-fence/core/lease"
+	"github.com/lease-fence/lease-fence/wasm/lib/convert"
+)
+
+// Status codes returned by every method. JavaScript maps each error code to
+// the error class of the same name.
+const (
+	OK                  int32 = 0
+	ErrInvalidArgument  int32 = 1 // Out: message, argument
+	ErrStaleFence       int32 = 2 // Out: message, rejection (see putRejection)
+	ErrClockDomain      int32 = 3 // Out: message, expected domain, actual domain
+	ErrClockReading     int32 = 4 // Out: message, domain, problem, value, previous
+	ErrRequestCompleted int32 = 5 // Out: message, requestId
+	ErrGrantMismatch    int32 = 6 // Out: message, field, want, got
+	ErrInternal         int32 = 7 // Out: message; a bug, reported rather than fatal
+)
+
+// Outcome codes written first by Acquire and Renew.
+const (
+	Granted = 1 // then the grant
+	Denied  = 2 // then heldBy, retryAfterMillis
+	Expired = 3 // renewal refused
+)
+
+// Bridge holds the objects JavaScript refers to by handle. The zero value is
+// not usable; call New.
+type Bridge struct {
+	// In is the argument buffer JavaScript writes into; Grow replaces it.
+	In []byte
+	// Out holds the results of the last call.
+	Out convert.Writer
+	// HostRead returns the current reading of the JavaScript clock source
+	// registered under id (createClock). It must not panic.
+	HostRead func(id uint32) float64
+
+	objs []any // index is the handle; 0 is never used
+	free []uint32
+}
+
+// New returns an empty bridge with argument and result buffers of 4 KiB.
+func New() *Bridge {
+	return &Bridge{
+		In:   make([]byte, 4096),
+		Out:  convert.Writer{B: make([]byte, 0, 4096)},
+		objs: make([]any, 1, 64),
+	}
+}
+
+// clockObj is a clock and, for a manual clock, its concrete type.
+type clockObj struct {
+	c      clock.Clock
+	manual *clock.Manual // nil unless manual
+}
+
+// Grow makes In at least need bytes long, keeping its first used bytes, and
+// returns OK.
+func (b *Bridge) Grow(used, need int32) int32 {
+	if need < 0 || used < 0 || int(used) > len(b.In) {
+		return ErrInternal
+	}
+	if int(need) <= len(b.In) {
+		return OK
+	}
+	n := 2 * len(b.In)
+	if n < int(need) {
+		n = int(need)
+	}
+	in := make([]byte, n)
+	copy(in, b.In[:used])
+	b.In = in
+	return OK
+}
+
+// Live returns how many handles are in use, for tests.
+func (b *Bridge) Live() int { return len(b.objs) - 1 - len(b.free) }
+
+// Free releases handle h; JavaScript calls it when the object's wrapper is
+// garbage collected. Unknown handles are ignored.
+func (b *Bridge) Free(h uint32) {
+	if h == 0 || int(h) >= len(b.objs) || b.objs[h] == nil {
+		return
+	}
+	b.objs[h] = nil
+	b.free = append(b.free, h)
+}
+
+func (b *Bridge) add(o any) uint32 {
+	if n := len(b.free); n > 0 {
+		h := b.free[n-1]
+		b.free = b.free[:n-1]
+		b.objs[h] = o
+		return h
+	}
+	b.objs = append(b.objs, o)
+	return uint32(len(b.objs) - 1)
+}
+
+func get[T any](b *Bridge, h uint32, k convert.Kind) (T, error) {
+	var zero T
+	if int(h) < len(b.objs) {
+		if o, ok := b.objs[h].(T); ok {
+			return o, nil
+		}
+	}
+	return zero, &convert.ArgumentError{Arg: "this", Reason: "is not a live " + k.String()}
+}
+
+// args returns a reader over the first n bytes of In.
+func (b *Bridge) args(n int32) (convert.Reader, error) {
+	var r convert.Reader
+	if n < 0 || int(n) > len(b.In) {
+		return r, &convert.ArgumentError{Arg: "arguments", Reason: "length is out of range"}
+	}
+	r.Reset(b.In[:n])
+	return r, nil
+}
+
+// out empties Out for the results of the current call. Methods call it only
+// after the core call returns: a JavaScript clock source read during the call
+// may re-enter the bridge and use Out itself.
+func (b *Bridge) out() *convert.Writer {
+	b.Out.Reset()
+	return &b.Out
+}
+
+// guard turns a panic into ErrInternal. Deferred by every method.
+func (b *Bridge) guard(st *int32) {
+	if p := recover(); p != nil {
+		msg := "unexpected panic"
+		switch v := p.(type) {
+		case runtime.Error:
+			msg = v.Error()
+		case error:
+			msg = v.Error()
+		case string:
+			msg = v
+		}
+		w := b.out()
+		w.Str("lease-fence: internal error (please report): " + msg)
+		*st = ErrInternal
+	}
+}
+
+// status writes err to Out and returns its code, or OK for nil.
+func (b *Bridge) status(err error) int32 {
+	if err == nil {
+		return OK
+	}
+	w := b.out()
+	w.Str(err.Error())
+	var (
+		stale    *fence.StaleFenceError
+		domain   *clock.DomainError
+		reading  *clock.ReadingError
+		done     *lease.CompletedError
+		mismatch *lease.MismatchError
+		invalid  interface{ InvalidArgument() bool }
+	)
+	switch {
+	case errors.As(err, &stale):
+		putRejection(w, stale.Rejection)
+		return ErrStaleFence
+	case errors.As(err, &domain):
+		w.Str(domain.Want)
+		w.Str(domain.Got)
+		return ErrClockDomain
+	case errors.As(err, &reading):
+		w.Str(reading.Domain)
+		w.Str(string(reading.Problem))
+		w.F64(reading.Value)
+		w.F64(reading.Previous)
+		return ErrClockReading
+	case errors.As(err, &done):
+		w.Str(done.RequestID)
+		return ErrRequestCompleted
+	case errors.As(err, &mismatch):
+		w.Str(mismatch.Field)
+		w.Str(mismatch.Want)
+		w.Str(mismatch.Got)
+		return ErrGrantMismatch
+	case errors.As(err, &invalid) && invalid.InvalidArgument():
+		w.Str(argName(err))
+		return ErrInvalidArgument
+	}
+	return ErrInternal
+}
+
+// argName returns the argument an invalid-argument error names, if its type
+// says.
+func argName(err error) string {
+	var (
+		c *convert.ArgumentError
+		k *clock.ArgumentError
+		f *fence.ArgumentError
+		l *lease.ArgumentError
+	)
+	switch {
+	case errors.As(err, &c):
+		return c.Arg
+	case errors.As(err, &k):
+		return k.Arg
+	case errors.As(err, &f):
+		return f.Arg
+	case errors.As(err, &l):
+		return l.Arg
+	}
+	return ""
+}
+
+// putRejection writes seq, resource, refusedHolderId, refusedFence,
+// admittedHolderId, admittedFence.
+func putRejection(w *convert.Writer, r fence.Rejection) {
+	w.F64(float64(r.Seq))
+	w.Str(r.Resource)
+	w.Str(r.RefusedHolder)
+	w.F64(float64(r.RefusedFence))
+	w.Str(r.AdmittedHolder)
+	w.F64(float64(r.AdmittedFence))
+}
+
+func putInstant(w *convert.Writer, t clock.Instant) {
+	w.F64(t.Millis)
+	w.Str(t.Domain)
+}
+
+const clockWhat = "a clock made by createMonotonicClock, createManualClock or createClock"
+
+// clockArg decodes a clock handle.
+func (b *Bridge) clockArg(r *convert.Reader, arg string) (clock.Clock, error) {
+	h, err := r.Handle(arg, convert.KindClock, clockWhat)
+	if err != nil {
+		return nil, err
+	}
+	c, err := get[*clockObj](b, h, convert.KindClock)
+	if err != nil {
+		return nil, err
+	}
+	return c.c, nil
+}
+
+// newHandle writes h as the result.
+func (b *Bridge) newHandle(o any) int32 {
+	h := b.add(o)
+	b.out().F64(float64(h))
+	return OK
+}

@@ -1,0 +1,669 @@
+package bridge
+
+import (
+	"github.com/lease-fence/lease-fence/core/clock"
+	"github.com/lease-fence/lease-fence/core/fence"
+	"github.com/lease-fence/lease-fence/core/lease"
+	"github.com/lease-fence/lease-fence/core/naive"
+	"github.com/lease-fence/lease-fence/wasm/lib/convert"
+)
+
+// ClockMonotonic makes a monotonic clock. Args: domain. Out: handle.
+func (b *Bridge) ClockMonotonic(n int32) (st int32) {
+	defer b.guard(&st)
+	r, err := b.args(n)
+	if err != nil {
+		return b.status(err)
+	}
+	domain, err := r.NonEmpty("domain")
+	if err == nil {
+		err = r.End()
+	}
+	if err != nil {
+		return b.status(err)
+	}
+	c, err := clock.NewMonotonic(domain)
+	if err != nil {
+		return b.status(err)
+	}
+	return b.newHandle(&clockObj{c: c})
+}
+
+// ClockManual makes a manual clock. Args: domain, options?{start,
+// stepPerRead}. Out: handle.
+func (b *Bridge) ClockManual(n int32) (st int32) {
+	defer b.guard(&st)
+	r, err := b.args(n)
+	if err != nil {
+		return b.status(err)
+	}
+	domain, err := r.NonEmpty("domain")
+	if err != nil {
+		return b.status(err)
+	}
+	var opts clock.ManualOptions
+	present, err := r.Object("options", true)
+	if err == nil && present {
+		if opts.Start, err = r.OptFinite("options.start", 0); err == nil {
+			opts.StepPerRead, err = r.OptFinite("options.stepPerRead", 0)
+			if err == nil && opts.StepPerRead < 0 {
+				err = &convert.ArgumentError{Arg: "options.stepPerRead", Reason: "must not be negative"}
+			}
+		}
+	}
+	if err == nil {
+		err = r.End()
+	}
+	if err != nil {
+		return b.status(err)
+	}
+	m, err := clock.NewManual(domain, opts)
+	if err != nil {
+		return b.status(err)
+	}
+	return b.newHandle(&clockObj{c: m, manual: m})
+}
+
+// ClockCustom makes a guarded clock over the JavaScript source registered as
+// reader (see HostRead). Args: domain, readMillis (a function). Out: handle.
+func (b *Bridge) ClockCustom(reader uint32, n int32) (st int32) {
+	defer b.guard(&st)
+	r, err := b.args(n)
+	if err != nil {
+		return b.status(err)
+	}
+	domain, err := r.NonEmpty("domain")
+	if err == nil {
+		err = r.Function("readMillis")
+	}
+	if err == nil {
+		err = r.End()
+	}
+	if err == nil && b.HostRead == nil {
+		err = &convert.ArgumentError{Arg: "readMillis", Reason: "cannot be called: this host has no clock sources"}
+	}
+	if err != nil {
+		return b.status(err)
+	}
+	read := b.HostRead
+	g, err := clock.New(domain, func() float64 { return read(reader) })
+	if err != nil {
+		return b.status(err)
+	}
+	return b.newHandle(&clockObj{c: g})
+}
+
+// ClockNow reads clock h. Out: millis.
+func (b *Bridge) ClockNow(h uint32) (st int32) {
+	defer b.guard(&st)
+	c, err := get[*clockObj](b, h, convert.KindClock)
+	if err != nil {
+		return b.status(err)
+	}
+	now, err := c.c.Now()
+	if err != nil {
+		return b.status(err)
+	}
+	b.out().F64(now.Millis)
+	return OK
+}
+
+func (b *Bridge) manual(h uint32) (*clock.Manual, error) {
+	c, err := get[*clockObj](b, h, convert.KindClock)
+	if err == nil && c.manual == nil {
+		err = &convert.ArgumentError{Arg: "this", Reason: "is not a manual clock"}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return c.manual, nil
+}
+
+// ClockAdvance moves manual clock h forward. Args: ms.
+func (b *Bridge) ClockAdvance(h uint32, n int32) (st int32) {
+	defer b.guard(&st)
+	m, err := b.manual(h)
+	if err != nil {
+		return b.status(err)
+	}
+	r, err := b.args(n)
+	if err != nil {
+		return b.status(err)
+	}
+	ms, err := r.Finite("ms")
+	if err == nil {
+		err = r.End()
+	}
+	if err == nil && ms < 0 {
+		err = &convert.ArgumentError{Arg: "ms", Reason: "must not be negative (a clock never moves backwards), got " + clock.FormatMillis(ms)}
+	}
+	if err == nil {
+		err = m.Advance(ms)
+	}
+	return b.status(err)
+}
+
+// ClockSet moves manual clock h to a reading. Args: ms.
+func (b *Bridge) ClockSet(h uint32, n int32) (st int32) {
+	defer b.guard(&st)
+	m, err := b.manual(h)
+	if err != nil {
+		return b.status(err)
+	}
+	r, err := b.args(n)
+	if err != nil {
+		return b.status(err)
+	}
+	ms, err := r.Finite("ms")
+	if err == nil {
+		err = r.End()
+	}
+	if err == nil {
+		err = m.Set(ms)
+	}
+	return b.status(err)
+}
+
+// InstantSince subtracts two instants. Args: instant, earlier. Out: millis.
+func (b *Bridge) InstantSince(n int32) (st int32) {
+	defer b.guard(&st)
+	r, err := b.args(n)
+	if err != nil {
+		return b.status(err)
+	}
+	t, err := r.Instant("this")
+	if err != nil {
+		return b.status(err)
+	}
+	e, err := r.Instant("earlier")
+	if err == nil {
+		err = r.End()
+	}
+	if err != nil {
+		return b.status(err)
+	}
+	ms, err := t.Since(e)
+	if err != nil {
+		return b.status(err)
+	}
+	b.out().F64(ms)
+	return OK
+}
+
+// CoordNew makes a coordinator. Args: options{clock, ttlMillis, startFence}.
+// Out: handle.
+func (b *Bridge) CoordNew(n int32) (st int32) {
+	defer b.guard(&st)
+	r, err := b.args(n)
+	if err != nil {
+		return b.status(err)
+	}
+	var cfg lease.CoordinatorConfig
+	_, err = r.Object("options", false)
+	if err == nil {
+		cfg.Clock, err = b.clockArg(&r, "options.clock")
+	}
+	if err == nil {
+		cfg.TTL, err = r.Span("options.ttlMillis", true, false)
+	}
+	if err == nil {
+		cfg.StartFence, err = r.OptCount("options.startFence")
+	}
+	if err == nil && cfg.StartFence >= lease.MaxFence {
+		err = &convert.ArgumentError{Arg: "options.startFence", Reason: "leaves no fence to issue (must be below 2^53-1)"}
+	}
+	if err == nil {
+		err = r.End()
+	}
+	if err != nil {
+		return b.status(err)
+	}
+	c, err := lease.NewCoordinator(cfg)
+	if err != nil {
+		return b.status(err)
+	}
+	return b.newHandle(c)
+}
+
+// putOutcome writes an outcome: code, then the grant or heldBy and
+// retryAfterMillis.
+func (b *Bridge) putOutcome(o lease.Outcome) int32 {
+	w := b.out()
+	switch {
+	case o.OK && o.Grant != nil:
+		w.F64(Granted)
+		w.PutGrant(*o.Grant)
+	case o.HeldBy != "":
+		w.F64(Denied)
+		w.Str(o.HeldBy)
+		w.F64(clock.Millis(o.RetryAfter))
+	default:
+		w.F64(Expired)
+	}
+	return OK
+}
+
+func (b *Bridge) coordRequest(h uint32, n int32, k lease.Kind) (st int32) {
+	defer b.guard(&st)
+	c, err := get[*lease.Coordinator](b, h, convert.KindCoordinator)
+	if err != nil {
+		return b.status(err)
+	}
+	r, err := b.args(n)
+	if err != nil {
+		return b.status(err)
+	}
+	req, err := r.Request("request", k)
+	if err == nil {
+		err = r.End()
+	}
+	if err != nil {
+		return b.status(err)
+	}
+	var o lease.Outcome
+	if k == lease.KindAcquire {
+		o, err = c.Acquire(req)
+	} else {
+		o, err = c.Renew(req)
+	}
+	if err != nil {
+		return b.status(err)
+	}
+	return b.putOutcome(o)
+}
+
+// CoordAcquire processes an acquisition. Args: request. Out: outcome.
+func (b *Bridge) CoordAcquire(h uint32, n int32) int32 {
+	return b.coordRequest(h, n, lease.KindAcquire)
+}
+
+// CoordRenew processes a renewal. Args: request. Out: outcome.
+func (b *Bridge) CoordRenew(h uint32, n int32) int32 {
+	return b.coordRequest(h, n, lease.KindRenew)
+}
+
+// CoordRelease releases a lease. Args: token. Out: released (bool).
+func (b *Bridge) CoordRelease(h uint32, n int32) (st int32) {
+	defer b.guard(&st)
+	c, err := get[*lease.Coordinator](b, h, convert.KindCoordinator)
+	if err != nil {
+		return b.status(err)
+	}
+	r, err := b.args(n)
+	if err != nil {
+		return b.status(err)
+	}
+	tok, err := r.Token("token")
+	if err == nil {
+		err = r.End()
+	}
+	if err != nil {
+		return b.status(err)
+	}
+	ok, err := c.Release(tok)
+	if err != nil {
+		return b.status(err)
+	}
+	b.out().Bool(ok)
+	return OK
+}
+
+// CoordIssued returns the coordinator's issued fence. Out: fence.
+func (b *Bridge) CoordIssued(h uint32) (st int32) {
+	defer b.guard(&st)
+	c, err := get[*lease.Coordinator](b, h, convert.KindCoordinator)
+	if err != nil {
+		return b.status(err)
+	}
+	b.out().F64(float64(c.IssuedFence()))
+	return OK
+}
+
+// ClientNew makes a client. Args: options{clock, holderId, clockSkewMillis}.
+// Out: handle.
+func (b *Bridge) ClientNew(n int32) (st int32) {
+	defer b.guard(&st)
+	r, err := b.args(n)
+	if err != nil {
+		return b.status(err)
+	}
+	var cfg lease.ClientConfig
+	_, err = r.Object("options", false)
+	if err == nil {
+		cfg.Clock, err = b.clockArg(&r, "options.clock")
+	}
+	if err == nil {
+		cfg.HolderID, err = r.NonEmpty("options.holderId")
+	}
+	if err == nil {
+		cfg.ClockSkew, err = r.Span("options.clockSkewMillis", false, true)
+	}
+	if err == nil {
+		err = r.End()
+	}
+	if err != nil {
+		return b.status(err)
+	}
+	c, err := lease.NewClient(cfg)
+	if err != nil {
+		return b.status(err)
+	}
+	return b.newHandle(c)
+}
+
+// ClientBeginAcquire begins an acquisition. Args: resource. Out: request.
+func (b *Bridge) ClientBeginAcquire(h uint32, n int32) (st int32) {
+	defer b.guard(&st)
+	c, err := get[*lease.Client](b, h, convert.KindClient)
+	if err != nil {
+		return b.status(err)
+	}
+	r, err := b.args(n)
+	if err != nil {
+		return b.status(err)
+	}
+	res, err := r.NonEmpty("resource")
+	if err == nil {
+		err = r.End()
+	}
+	if err != nil {
+		return b.status(err)
+	}
+	req, err := c.BeginAcquire(res)
+	if err != nil {
+		return b.status(err)
+	}
+	b.out().PutRequest(req)
+	return OK
+}
+
+// ClientBeginRenewal begins a renewal. Args: lease. Out: request.
+func (b *Bridge) ClientBeginRenewal(h uint32, n int32) (st int32) {
+	defer b.guard(&st)
+	c, err := get[*lease.Client](b, h, convert.KindClient)
+	if err != nil {
+		return b.status(err)
+	}
+	r, err := b.args(n)
+	if err != nil {
+		return b.status(err)
+	}
+	lh, err := r.Handle("lease", convert.KindLease, "a lease returned by completeAcquire or completeRenewal")
+	if err == nil {
+		err = r.End()
+	}
+	if err != nil {
+		return b.status(err)
+	}
+	l, err := get[*lease.Lease](b, lh, convert.KindLease)
+	if err != nil {
+		return b.status(err)
+	}
+	req, err := c.BeginRenewal(l)
+	if err != nil {
+		return b.status(err)
+	}
+	b.out().PutRequest(req)
+	return OK
+}
+
+func (b *Bridge) complete(h uint32, n int32, k lease.Kind) (st int32) {
+	defer b.guard(&st)
+	c, err := get[*lease.Client](b, h, convert.KindClient)
+	if err != nil {
+		return b.status(err)
+	}
+	r, err := b.args(n)
+	if err != nil {
+		return b.status(err)
+	}
+	req, err := r.Request("request", k)
+	if err != nil {
+		return b.status(err)
+	}
+	g, err := r.Grant("grant")
+	if err == nil {
+		err = r.End()
+	}
+	if err != nil {
+		return b.status(err)
+	}
+	var l *lease.Lease
+	if k == lease.KindAcquire {
+		l, err = c.CompleteAcquire(req, g)
+	} else {
+		l, err = c.CompleteRenewal(req, g)
+	}
+	if err != nil {
+		return b.status(err)
+	}
+	lh := b.add(l)
+	w := b.out()
+	w.F64(float64(lh))
+	putLease(w, l)
+	return OK
+}
+
+// putLease writes token.resource, token.holderId, token.fence, deadline, and
+// the grant.
+func putLease(w *convert.Writer, l *lease.Lease) {
+	t := l.Token()
+	w.Str(t.Resource)
+	w.Str(t.HolderID)
+	w.F64(float64(t.Fence))
+	putInstant(w, l.Deadline())
+	w.PutGrant(l.Grant())
+}
+
+// ClientCompleteAcquire completes an acquisition. Args: request, grant. Out:
+// lease handle, then the lease (putLease).
+func (b *Bridge) ClientCompleteAcquire(h uint32, n int32) int32 {
+	return b.complete(h, n, lease.KindAcquire)
+}
+
+// ClientCompleteRenewal completes a renewal, like ClientCompleteAcquire.
+func (b *Bridge) ClientCompleteRenewal(h uint32, n int32) int32 {
+	return b.complete(h, n, lease.KindRenew)
+}
+
+// LeaseHasExpired reports whether lease h has expired. Out: bool.
+func (b *Bridge) LeaseHasExpired(h uint32) (st int32) {
+	defer b.guard(&st)
+	l, err := get[*lease.Lease](b, h, convert.KindLease)
+	if err != nil {
+		return b.status(err)
+	}
+	exp, err := l.HasExpired()
+	if err != nil {
+		return b.status(err)
+	}
+	b.out().Bool(exp)
+	return OK
+}
+
+// LeaseWouldAdmit reports whether a gate would admit lease h now. Args: gate.
+// Out: bool.
+func (b *Bridge) LeaseWouldAdmit(h uint32, n int32) (st int32) {
+	defer b.guard(&st)
+	l, err := get[*lease.Lease](b, h, convert.KindLease)
+	if err != nil {
+		return b.status(err)
+	}
+	r, err := b.args(n)
+	if err != nil {
+		return b.status(err)
+	}
+	gh, err := r.Handle("gate", convert.KindGate, "a FenceGate")
+	if err == nil {
+		err = r.End()
+	}
+	if err != nil {
+		return b.status(err)
+	}
+	g, err := get[*fence.Gate](b, gh, convert.KindGate)
+	if err != nil {
+		return b.status(err)
+	}
+	ok, err := l.WouldAdmit(g)
+	if err != nil {
+		return b.status(err)
+	}
+	b.out().Bool(ok)
+	return OK
+}
+
+// GateNew makes a gate. Args: resource, options?{initialFloor}. Out: handle.
+func (b *Bridge) GateNew(n int32) (st int32) {
+	defer b.guard(&st)
+	r, err := b.args(n)
+	if err != nil {
+		return b.status(err)
+	}
+	res, err := r.NonEmpty("resource")
+	if err != nil {
+		return b.status(err)
+	}
+	var opts fence.Options
+	present, err := r.Object("options", true)
+	if err == nil && present {
+		opts.InitialFloor, err = r.OptCount("options.initialFloor")
+	}
+	if err == nil {
+		err = r.End()
+	}
+	if err != nil {
+		return b.status(err)
+	}
+	g, err := fence.NewGate(res, opts)
+	if err != nil {
+		return b.status(err)
+	}
+	return b.newHandle(g)
+}
+
+// GateCommit checks a write's token against gate h and raises its floor; the
+// JavaScript wrapper runs the write after an OK. Args: token, fn (which must
+// be a function; it is checked first so that a bad call changes nothing).
+func (b *Bridge) GateCommit(h uint32, n int32) (st int32) {
+	return b.gateAdmit(h, n, true)
+}
+
+// GateAdmit raises gate h's floor to a token without writing. Args: token.
+func (b *Bridge) GateAdmit(h uint32, n int32) (st int32) {
+	return b.gateAdmit(h, n, false)
+}
+
+func (b *Bridge) gateAdmit(h uint32, n int32, write bool) (st int32) {
+	defer b.guard(&st)
+	g, err := get[*fence.Gate](b, h, convert.KindGate)
+	if err != nil {
+		return b.status(err)
+	}
+	r, err := b.args(n)
+	if err != nil {
+		return b.status(err)
+	}
+	tok, err := r.Token("token")
+	if err == nil && write {
+		err = r.Function("fn")
+	}
+	if err == nil {
+		err = r.End()
+	}
+	if err == nil {
+		err = g.Admit(tok)
+	}
+	return b.status(err)
+}
+
+// GateFloor returns gate h's floor. Out: floor.
+func (b *Bridge) GateFloor(h uint32) (st int32) {
+	defer b.guard(&st)
+	g, err := get[*fence.Gate](b, h, convert.KindGate)
+	if err != nil {
+		return b.status(err)
+	}
+	b.out().F64(float64(g.Floor()))
+	return OK
+}
+
+// GateRejections returns gate h's rejections from index from on. Out: count,
+// then each rejection (putRejection).
+func (b *Bridge) GateRejections(h uint32, from uint32) (st int32) {
+	defer b.guard(&st)
+	g, err := get[*fence.Gate](b, h, convert.KindGate)
+	if err != nil {
+		return b.status(err)
+	}
+	rs := g.Rejections()
+	if int(from) > len(rs) {
+		from = uint32(len(rs))
+	}
+	w := b.out()
+	w.F64(float64(len(rs) - int(from)))
+	for _, rej := range rs[from:] {
+		putRejection(w, rej)
+	}
+	return OK
+}
+
+// NaiveNew starts a naive lease. Args: clock, ttlMillis. Out: handle.
+func (b *Bridge) NaiveNew(n int32) (st int32) {
+	defer b.guard(&st)
+	r, err := b.args(n)
+	if err != nil {
+		return b.status(err)
+	}
+	c, err := b.clockArg(&r, "clock")
+	if err != nil {
+		return b.status(err)
+	}
+	ttl, err := r.Span("ttlMillis", true, false)
+	if err == nil {
+		err = r.End()
+	}
+	if err != nil {
+		return b.status(err)
+	}
+	l, err := naive.Acquire(c, ttl)
+	if err != nil {
+		return b.status(err)
+	}
+	return b.newHandle(l)
+}
+
+// NaiveValid reports now < expiresAt. Out: bool.
+func (b *Bridge) NaiveValid(h uint32) (st int32) {
+	defer b.guard(&st)
+	l, err := get[*naive.Lease](b, h, convert.KindNaive)
+	if err != nil {
+		return b.status(err)
+	}
+	ok, err := l.Valid()
+	if err != nil {
+		return b.status(err)
+	}
+	b.out().Bool(ok)
+	return OK
+}
+
+// NaiveRenewed sets expiresAt = now + ttl.
+func (b *Bridge) NaiveRenewed(h uint32) (st int32) {
+	defer b.guard(&st)
+	l, err := get[*naive.Lease](b, h, convert.KindNaive)
+	if err != nil {
+		return b.status(err)
+	}
+	return b.status(l.Renewed())
+}
+
+// NaiveExpiresAt returns the stored deadline. Out: instant.
+func (b *Bridge) NaiveExpiresAt(h uint32) (st int32) {
+	defer b.guard(&st)
+	l, err := get[*naive.Lease](b, h, convert.KindNaive)
+	if err != nil {
+		return b.status(err)
+	}
+	putInstant(b.out(), l.ExpiresAt())
+	return OK
+}

@@ -1,0 +1,331 @@
+package convert
+
+import (
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/lease-fence/lease-fence/core/clock"
+	"github.com/lease-fence/lease-fence/core/fence"
+	"github.com/lease-fence/lease-fence/core/lease"
+)
+
+// MaxSafeInteger is the largest integer a JavaScript number holds exactly.
+const MaxSafeInteger = 1<<53 - 1
+
+// MaxMillis is the longest span, in milliseconds, a time.Duration holds
+// (about 106 days short of 292 years); longer TTLs and skews are refused.
+const MaxMillis = float64(math.MaxInt64 / int64(time.Millisecond))
+
+// Str decodes a string.
+func (r *Reader) Str(arg string) (string, error) {
+	v, err := r.Next()
+	if err != nil {
+		return "", err
+	}
+	if v.Tag != TagString {
+		return "", argErr(arg, "must be a string, got "+describe(v))
+	}
+	return v.Str, nil
+}
+
+// NonEmpty decodes a string that must not be empty.
+func (r *Reader) NonEmpty(arg string) (string, error) {
+	s, err := r.Str(arg)
+	if err == nil && s == "" {
+		err = argErr(arg, "must not be empty")
+	}
+	return s, err
+}
+
+// Finite decodes a finite number.
+func (r *Reader) Finite(arg string) (float64, error) {
+	v, err := r.Next()
+	if err != nil {
+		return 0, err
+	}
+	if v.Tag != TagNumber || math.IsNaN(v.Num) || math.IsInf(v.Num, 0) {
+		return 0, argErr(arg, "must be a finite number, got "+describe(v))
+	}
+	return v.Num, nil
+}
+
+// OptFinite decodes a finite number, or def when the value is undefined.
+func (r *Reader) OptFinite(arg string, def float64) (float64, error) {
+	v, err := r.Next()
+	if err != nil {
+		return 0, err
+	}
+	if v.Tag == TagUndefined {
+		return def, nil
+	}
+	if v.Tag != TagNumber || math.IsNaN(v.Num) || math.IsInf(v.Num, 0) {
+		return 0, argErr(arg, "must be a finite number, got "+describe(v))
+	}
+	return v.Num, nil
+}
+
+func countOf(arg string, v Value) (uint64, error) {
+	if v.Tag != TagNumber || v.Num < 0 || v.Num > MaxSafeInteger || v.Num != math.Trunc(v.Num) {
+		return 0, argErr(arg, "must be an integer from 0 to 2^53-1, got "+describe(v))
+	}
+	return uint64(v.Num), nil
+}
+
+// Count decodes a non-negative safe integer (a fence or a floor).
+func (r *Reader) Count(arg string) (uint64, error) {
+	v, err := r.Next()
+	if err != nil {
+		return 0, err
+	}
+	return countOf(arg, v)
+}
+
+// OptCount decodes a non-negative safe integer, or 0 when undefined.
+func (r *Reader) OptCount(arg string) (uint64, error) {
+	v, err := r.Next()
+	if err != nil || v.Tag == TagUndefined {
+		return 0, err
+	}
+	return countOf(arg, v)
+}
+
+// Span decodes a number of milliseconds as a Duration: finite, at least min
+// and at most MaxMillis. Undefined is def when optional.
+func (r *Reader) Span(arg string, positive, optional bool) (time.Duration, error) {
+	v, err := r.Next()
+	if err != nil {
+		return 0, err
+	}
+	if optional && v.Tag == TagUndefined {
+		return 0, nil
+	}
+	if v.Tag != TagNumber || !(v.Num >= 0 && v.Num <= MaxMillis) {
+		return 0, argErr(arg, "must be a number of milliseconds from 0 to "+
+			strconv.FormatFloat(MaxMillis, 'g', -1, 64)+", got "+describe(v))
+	}
+	d := clock.FromMillis(v.Num)
+	if positive && d <= 0 {
+		return 0, argErr(arg, "must be positive (at least 0.000001 ms), got "+describe(v))
+	}
+	return d, nil
+}
+
+// Object decodes the tag of an object whose fields follow. An optional
+// object may be undefined or null; present reports which.
+func (r *Reader) Object(arg string, optional bool) (present bool, err error) {
+	v, err := r.Next()
+	if err != nil {
+		return false, err
+	}
+	switch {
+	case v.Tag == TagObject:
+		return true, nil
+	case optional && (v.Tag == TagUndefined || v.Tag == TagNull):
+		return false, nil
+	}
+	return false, argErr(arg, "must be an object, got "+describe(v))
+}
+
+// Function decodes a value that must be a function.
+func (r *Reader) Function(arg string) error {
+	v, err := r.Next()
+	if err == nil && v.Tag != TagFunction {
+		err = argErr(arg, "must be a function, got "+describe(v))
+	}
+	return err
+}
+
+// Handle decodes a library object of kind k. what names the constructors
+// that make one, for the error message.
+func (r *Reader) Handle(arg string, k Kind, what string) (uint32, error) {
+	v, err := r.Next()
+	if err != nil {
+		return 0, err
+	}
+	if v.Tag != TagHandle || v.Kind != k {
+		got := describe(v)
+		if v.Tag == TagHandle {
+			got = "a " + v.Kind.String()
+		}
+		return 0, argErr(arg, "must be "+what+", got "+got)
+	}
+	return v.Handle, nil
+}
+
+// Instant decodes { millis, domain }.
+func (r *Reader) Instant(arg string) (clock.Instant, error) {
+	if _, err := r.Object(arg, false); err != nil {
+		return clock.Instant{}, err
+	}
+	ms, err := r.Finite(arg + ".millis")
+	if err != nil {
+		return clock.Instant{}, err
+	}
+	d, err := r.NonEmpty(arg + ".domain")
+	if err != nil {
+		return clock.Instant{}, err
+	}
+	return clock.At(d, ms), nil
+}
+
+// Token decodes { resource, holderId, fence }.
+func (r *Reader) Token(arg string) (fence.Token, error) {
+	var t fence.Token
+	if _, err := r.Object(arg, false); err != nil {
+		return t, err
+	}
+	var err error
+	if t.Resource, err = r.NonEmpty(arg + ".resource"); err != nil {
+		return t, err
+	}
+	if t.HolderID, err = r.NonEmpty(arg + ".holderId"); err != nil {
+		return t, err
+	}
+	if t.Fence, err = r.Count(arg + ".fence"); err == nil && t.Fence == 0 {
+		err = argErr(arg+".fence", "must be at least 1")
+	}
+	return t, err
+}
+
+// Request decodes { kind, requestId, resource, holderId, sentAt, fence } and
+// checks that kind is k.
+func (r *Reader) Request(arg string, k lease.Kind) (lease.Request, error) {
+	var q lease.Request
+	if _, err := r.Object(arg, false); err != nil {
+		return q, err
+	}
+	kind, err := r.Str(arg + ".kind")
+	if err != nil {
+		return q, err
+	}
+	if kind != string(k) {
+		return q, argErr(arg+".kind", "must be "+strconv.Quote(string(k))+", got "+describe(Value{Tag: TagString, Str: kind}))
+	}
+	q.Kind = k
+	if q.RequestID, err = r.NonEmpty(arg + ".requestId"); err != nil {
+		return q, err
+	}
+	if q.Resource, err = r.NonEmpty(arg + ".resource"); err != nil {
+		return q, err
+	}
+	if q.HolderID, err = r.NonEmpty(arg + ".holderId"); err != nil {
+		return q, err
+	}
+	if q.SentAt, err = r.Instant(arg + ".sentAt"); err != nil {
+		return q, err
+	}
+	if k == lease.KindAcquire {
+		// An acquisition carries no fence; JSON may carry an explicit 0.
+		if q.Fence, err = r.OptCount(arg + ".fence"); err == nil && q.Fence != 0 {
+			err = argErr(arg+".fence", "must be absent or 0 for an acquisition")
+		}
+		return q, err
+	}
+	if q.Fence, err = r.Count(arg + ".fence"); err == nil && q.Fence == 0 {
+		err = argErr(arg+".fence", "must be at least 1 for a renewal")
+	}
+	return q, err
+}
+
+// Grant decodes { requestId, resource, holderId, fence, ttlMillis,
+// coordinatorExpiresAt }.
+func (r *Reader) Grant(arg string) (lease.Grant, error) {
+	var g lease.Grant
+	if _, err := r.Object(arg, false); err != nil {
+		return g, err
+	}
+	var err error
+	if g.RequestID, err = r.NonEmpty(arg + ".requestId"); err != nil {
+		return g, err
+	}
+	if g.Resource, err = r.NonEmpty(arg + ".resource"); err != nil {
+		return g, err
+	}
+	if g.HolderID, err = r.NonEmpty(arg + ".holderId"); err != nil {
+		return g, err
+	}
+	if g.Fence, err = r.Count(arg + ".fence"); err == nil && g.Fence == 0 {
+		err = argErr(arg+".fence", "must be at least 1")
+	}
+	if err != nil {
+		return g, err
+	}
+	if g.TTL, err = r.Span(arg+".ttlMillis", true, false); err != nil {
+		return g, err
+	}
+	g.CoordinatorExpiresAt, err = r.Instant(arg + ".coordinatorExpiresAt")
+	return g, err
+}
+
+// End checks that every byte was consumed: a longer buffer means the two
+// sides disagree on the schema.
+func (r *Reader) End() error {
+	if r.p != len(r.b) {
+		return errMalformed
+	}
+	return nil
+}
+
+// PutRequest encodes q for JavaScript: kind, requestId, resource, holderId,
+// sentAt.millis, sentAt.domain, fence.
+func (w *Writer) PutRequest(q lease.Request) {
+	w.Str(string(q.Kind))
+	w.Str(q.RequestID)
+	w.Str(q.Resource)
+	w.Str(q.HolderID)
+	w.F64(q.SentAt.Millis)
+	w.Str(q.SentAt.Domain)
+	w.F64(float64(q.Fence))
+}
+
+// PutGrant encodes g: requestId, resource, holderId, fence, ttlMillis,
+// coordinatorExpiresAt.millis, coordinatorExpiresAt.domain.
+func (w *Writer) PutGrant(g lease.Grant) {
+	w.Str(g.RequestID)
+	w.Str(g.Resource)
+	w.Str(g.HolderID)
+	w.F64(float64(g.Fence))
+	w.F64(clock.Millis(g.TTL))
+	w.F64(g.CoordinatorExpiresAt.Millis)
+	w.Str(g.CoordinatorExpiresAt.Domain)
+}
+
+// PutArgRequest encodes q as the JavaScript wrapper would pass it.
+func (w *ArgWriter) PutArgRequest(q lease.Request) *ArgWriter {
+	w.Object().String(string(q.Kind)).String(q.RequestID).String(q.Resource).String(q.HolderID)
+	w.Object().Number(q.SentAt.Millis).String(q.SentAt.Domain)
+	if q.Kind == lease.KindAcquire && q.Fence == 0 {
+		return w.Tag(TagUndefined)
+	}
+	return w.Number(float64(q.Fence))
+}
+
+// PutArgGrant encodes g as the JavaScript wrapper would pass it.
+func (w *ArgWriter) PutArgGrant(g lease.Grant) *ArgWriter {
+	w.Object().String(g.RequestID).String(g.Resource).String(g.HolderID).Number(float64(g.Fence)).Number(clock.Millis(g.TTL))
+	return w.Object().Number(g.CoordinatorExpiresAt.Millis).String(g.CoordinatorExpiresAt.Domain)
+}
+
+// PutArgToken encodes t as the JavaScript wrapper would pass it.
+func (w *ArgWriter) PutArgToken(t fence.Token) *ArgWriter {
+	return w.Object().String(t.Resource).String(t.HolderID).Number(float64(t.Fence))
+}
+
+// GetRequest decodes what PutRequest wrote (for tests).
+func (r *OutReader) GetRequest() lease.Request {
+	q := lease.Request{Kind: lease.Kind(r.Str()), RequestID: r.Str(), Resource: r.Str(), HolderID: r.Str()}
+	ms := r.F64()
+	q.SentAt = clock.At(r.Str(), ms)
+	q.Fence = uint64(r.F64())
+	return q
+}
+
+// GetGrant decodes what PutGrant wrote (for tests).
+func (r *OutReader) GetGrant() lease.Grant {
+	g := lease.Grant{RequestID: r.Str(), Resource: r.Str(), HolderID: r.Str(), Fence: uint64(r.F64())}
+	g.TTL = clock.FromMillis(r.F64())
+	ms := r.F64()
+	g.CoordinatorExpiresAt = clock.At(r.Str(), ms)
+	return g
+}
