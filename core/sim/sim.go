@@ -1,0 +1,794 @@
+package sim
+
+import (
+	"container/heap"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"strconv"
+
+	"github.com/lease-fence/lease-fence/core/clock"
+	"github.com/lease-fence/lease-fence/core/fence"
+	"github.com/lease-fence/lease-fence/core/lease"
+	"github.com/lease-fence/lease-fence/core/naive"
+)
+
+// Options changes how a run is carried out, never what the seed decides.
+type Options struct {
+	// Mode picks fenced (the library) or naive agents.
+	Mode Mode
+	// Trace, when set, receives one line per event.
+	Trace io.Writer
+	// MaxViolations bounds how many violations a run collects before it
+	// stops (default 1).
+	MaxViolations int
+}
+
+// Stats counts what happened in a run.
+type Stats struct {
+	Steps                   int // events processed
+	Messages, Lost, Dups    int
+	Grants, Replays, Denied int // acquisitions: new fences, answered retries, refusals
+	Renewals, RenewRefused  int
+	Releases                int
+	Writes                  int // writes the resource ran
+	StaleRefused            int // writes or pushes a gate refused
+	WriteFailures           int // write callbacks that failed after the floor rose
+	Stalls, Pauses          int
+	Restarts                int
+	// AmnesiaRefusals counts gate refusals of fences issued after an
+	// amnesiac restart: the expected cost of not persisting the fence.
+	AmnesiaRefusals int
+	// Overlaps counts writes the resource ran from an older generation
+	// after a newer generation had written (naive mode; in fenced mode the
+	// gate makes this invariant 1).
+	Overlaps int
+	// BeliefBeyondWindow counts leases a holder believed valid past the end
+	// of the coordinator's window (counted in naive mode and in runs whose
+	// drift exceeds the assumed skew, where it is not a violation).
+	BeliefBeyondWindow int
+	// Checks counts evaluations per invariant, indexed by Invariant.
+	Checks [len(invariantNames)]int
+}
+
+// TotalChecks returns the number of invariant evaluations in the run.
+func (s *Stats) TotalChecks() int {
+	n := 0
+	for _, c := range s.Checks {
+		n += c
+	}
+	return n
+}
+
+// Result is the outcome of one run.
+type Result struct {
+	Params     Params
+	Mode       Mode
+	Stats      Stats
+	Violations []*Violation
+	// FirstOverlap describes the first overlapping write in naive mode.
+	FirstOverlap string
+}
+
+// Err returns the first violation, or nil.
+func (r *Result) Err() error {
+	if len(r.Violations) == 0 {
+		return nil
+	}
+	return r.Violations[0]
+}
+
+// ReplayCommand is the one command that reruns exactly this seed, verbosely.
+func ReplayCommand(seed uint64, mode Mode) string {
+	cmd := "go test ./core/sim -run 'TestSimSeed$' -count=1 -v -seed=" + strconv.FormatUint(seed, 10)
+	if mode == Naive {
+		cmd += " -naive"
+	}
+	return cmd
+}
+
+// Run simulates one run decided entirely by seed.
+func Run(seed uint64, opts Options) *Result {
+	w := newWorld(NewParams(seed), opts)
+	w.run()
+	res := &Result{Params: w.p, Mode: opts.Mode, Stats: w.stats, Violations: w.chk.Violations(), FirstOverlap: w.firstOverlap}
+	res.Stats.Checks = w.chk.Checks
+	return res
+}
+
+const coordDomain = "coordinator"
+
+type phase int
+
+const (
+	idle phase = iota
+	acquiring
+	holding
+)
+
+type agent struct {
+	id     int
+	name   string
+	clk    *clock.Manual
+	off    float64
+	rate   float64
+	client *lease.Client
+
+	phase    phase
+	req      lease.Request
+	attempts int
+	done     map[string]bool // request ids this agent completed
+
+	l          *lease.Lease
+	linc       int    // incarnation whose grant l came from
+	gen        uint64 // generation of the current lease (order of grants)
+	nl         *naive.Lease
+	beyond     bool // BeliefBeyondWindow already counted for this lease
+	writesLeft int
+
+	renewing  bool
+	renew     lease.Request
+	renewNext int64
+
+	busyUntil int64
+	wakeGen   int
+}
+
+type msgKind int
+
+const (
+	mAcquire msgKind = iota
+	mRenew
+	mRelease
+	mAcquireReply
+	mRenewReply
+	mWrite
+	mWriteResult
+	mAdmit
+)
+
+var msgNames = [...]string{"acquire", "renew", "release", "acquire-reply", "renew-reply", "write", "write-result", "admit"}
+
+type message struct {
+	kind    msgKind
+	agent   int
+	res     int
+	req     lease.Request
+	out     lease.Outcome
+	err     error
+	inc     int
+	tok     fence.Token
+	gen     uint64
+	refused bool
+}
+
+type evKind int
+
+const (
+	evWake evKind = iota
+	evDeliver
+	evSendWrite
+	evCrash
+	evRestart
+)
+
+type event struct {
+	at    int64
+	seq   uint64
+	kind  evKind
+	agent int
+	gen   int
+	msg   *message
+}
+
+type eventQueue []*event
+
+func (q eventQueue) Len() int { return len(q) }
+func (q eventQueue) Less(i, j int) bool {
+	if q[i].at != q[j].at {
+		return q[i].at < q[j].at
+	}
+	return q[i].seq < q[j].seq
+}
+func (q eventQueue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
+func (q *eventQueue) Push(x any)   { *q = append(*q, x.(*event)) }
+func (q *eventQueue) Pop() any {
+	old := *q
+	e := old[len(old)-1]
+	*q = old[:len(old)-1]
+	return e
+}
+
+type world struct {
+	p     Params
+	opts  Options
+	rng   *rand.Rand
+	now   int64
+	seq   uint64
+	q     eventQueue
+	chk   *Checker
+	stats Stats
+	trace io.Writer
+
+	coordClk  *clock.Manual
+	coordOff  float64
+	coordRate float64
+	co        *lease.Coordinator
+	up        bool
+	inc       int
+
+	resources []string
+	gates     []*fence.Gate
+	naiveGen  []uint64 // naive: highest generation written per resource
+	agents    []*agent
+	domains   map[string]*agent
+
+	gens    map[leaseKey]uint64 // generation of every new grant
+	nextGen uint64
+
+	firstOverlap string
+}
+
+var errWriteFailed = errors.New("sim: write failed partway")
+
+func newWorld(p Params, opts Options) *world {
+	w := &world{
+		p:       p,
+		opts:    opts,
+		rng:     rand.New(rand.NewPCG(p.Seed, 0xfa017)),
+		trace:   opts.Trace,
+		domains: make(map[string]*agent),
+		gens:    make(map[leaseKey]uint64),
+	}
+	var err error
+	w.coordOff = float64(w.rng.IntN(1_000_000))
+	w.coordRate = 1 + w.drift()
+	w.coordClk, err = clock.NewManual(coordDomain, clock.ManualOptions{Start: w.coordOff})
+	must(err)
+	w.co = w.newCoordinator(0)
+	w.up = true
+	for i := 0; i < p.Resources; i++ {
+		name := "r" + strconv.Itoa(i)
+		w.resources = append(w.resources, name)
+		g, err := fence.NewGate(name, fence.Options{})
+		must(err)
+		w.gates = append(w.gates, g)
+	}
+	w.naiveGen = make([]uint64, p.Resources)
+	for i := 0; i < p.Agents; i++ {
+		a := &agent{id: i, name: fmt.Sprintf("agent-%02d", i), done: make(map[string]bool)}
+		a.off = float64(w.rng.IntN(1_000_000))
+		a.rate = 1 + w.drift()
+		a.clk, err = clock.NewManual(a.name, clock.ManualOptions{Start: a.off})
+		must(err)
+		idRNG := rand.New(rand.NewPCG(p.Seed, uint64(i)+1))
+		name := a.name
+		a.client, err = lease.NewClient(lease.ClientConfig{
+			Clock: a.clk, HolderID: a.name, ClockSkew: p.Skew,
+			NewRequestID: func() string { return name + "-" + strconv.FormatUint(idRNG.Uint64(), 16) },
+		})
+		must(err)
+		w.agents = append(w.agents, a)
+		w.domains[a.name] = a
+		w.wakeAt(a, int64(w.rng.IntN(int(p.TTL.Milliseconds())+1)))
+	}
+	persistence := Persisted
+	if p.Restart == RestartAmnesiac {
+		persistence = Amnesiac
+	}
+	w.chk = NewChecker(CheckerConfig{
+		Persistence: persistence, SkewWithin: p.SkewWithin, CoordinatorDomain: coordDomain,
+		ToTrue: w.toTrue, MaxViolations: opts.MaxViolations,
+	})
+	for i := 0; i < p.Restarts; i++ {
+		w.push(&event{at: 1 + w.rng.Int64N(p.DurationMs), kind: evCrash})
+	}
+	return w
+}
+
+func must(err error) {
+	if err != nil {
+		panic("sim: " + err.Error())
+	}
+}
+
+func (w *world) drift() float64 { return (2*w.rng.Float64() - 1) * w.p.MaxDrift }
+
+func (w *world) newCoordinator(start uint64) *lease.Coordinator {
+	co, err := lease.NewCoordinator(lease.CoordinatorConfig{Clock: w.coordClk, TTL: w.p.TTL, StartFence: start})
+	must(err)
+	return co
+}
+
+// toTrue maps a reading of any participant's clock to true time.
+func (w *world) toTrue(t clock.Instant) float64 {
+	if t.Domain == coordDomain {
+		return (t.Millis - w.coordOff) / w.coordRate
+	}
+	a := w.domains[t.Domain]
+	if a == nil {
+		panic("sim: unknown clock domain " + t.Domain)
+	}
+	return (t.Millis - a.off) / a.rate
+}
+
+// read sets a manual clock to what it shows at the current true time and
+// reads it, so code inside the core that reads the clock sees the same.
+func (w *world) read(clk *clock.Manual, off, rate float64) clock.Instant {
+	must(clk.Set(off + rate*float64(w.now)))
+	r, err := clk.Now()
+	must(err)
+	return r
+}
+
+func (w *world) agentNow(a *agent) clock.Instant { return w.read(a.clk, a.off, a.rate) }
+func (w *world) coordNow() clock.Instant      { return w.read(w.coordClk, w.coordOff, w.coordRate) }
+
+func (w *world) push(e *event) {
+	w.seq++
+	e.seq = w.seq
+	heap.Push(&w.q, e)
+}
+
+func (w *world) wakeAt(a *agent, at int64) {
+	a.wakeGen++
+	w.push(&event{at: at, kind: evWake, agent: a.id, gen: a.wakeGen})
+}
+
+func (w *world) tracef(format string, args ...any) {
+	if w.trace != nil {
+		fmt.Fprintf(w.trace, "%6d t=%-7d "+format+"\n", append([]any{w.stats.Steps, w.now}, args...)...)
+	}
+}
+
+func (w *world) delay() int64 {
+	p := w.p
+	d := p.MinDelayMs + int64(w.rng.ExpFloat64()*float64(p.MeanDelayMs-p.MinDelayMs))
+	return min(d, p.MaxDelayMs)
+}
+
+// send puts m on the network: it may be lost, delayed and duplicated, and
+// copies travel independently, so they reorder.
+func (w *world) send(m *message) {
+	w.stats.Messages++
+	if w.rng.Float64() < w.p.Loss {
+		w.stats.Lost++
+		w.tracef("lost %s", w.describe(m))
+		return
+	}
+	w.push(&event{at: w.now + w.delay(), kind: evDeliver, msg: m})
+	if w.rng.Float64() < w.p.Dup {
+		w.stats.Dups++
+		w.push(&event{at: w.now + w.delay(), kind: evDeliver, msg: m})
+	}
+}
+
+func (w *world) describe(m *message) string {
+	s := msgNames[m.kind]
+	switch m.kind {
+	case mAcquire, mRenew, mAcquireReply, mRenewReply:
+		s += " " + m.req.RequestID + " " + m.req.Resource
+	case mWrite, mWriteResult, mAdmit, mRelease:
+		s += " " + m.tok.String()
+	}
+	return s
+}
+
+func (w *world) run() {
+	for w.q.Len() > 0 {
+		e := heap.Pop(&w.q).(*event)
+		if e.at > w.p.DurationMs {
+			break
+		}
+		w.now = e.at
+		w.stats.Steps++
+		w.chk.Step, w.chk.Now = w.stats.Steps, float64(w.now)
+		switch e.kind {
+		case evWake:
+			a := w.agents[e.agent]
+			if e.gen == a.wakeGen {
+				w.wake(a)
+			}
+		case evDeliver:
+			w.deliver(e)
+		case evSendWrite:
+			w.send(e.msg)
+		case evCrash:
+			w.crash()
+		case evRestart:
+			w.restart()
+		}
+		w.stepChecks()
+		if len(w.chk.Violations()) > 0 && (w.opts.MaxViolations <= 1 || len(w.chk.Violations()) >= w.opts.MaxViolations) {
+			return
+		}
+	}
+}
+
+// stepChecks runs the invariants about state (as opposed to answers) after
+// every event: every lease a holder believes valid must lie inside the
+// coordinator's window.
+func (w *world) stepChecks() {
+	now := float64(w.now)
+	for _, a := range w.agents {
+		if a.phase != holding {
+			continue
+		}
+		if w.opts.Mode == Naive {
+			w.countBeyond(a, now, w.toTrue(a.nl.ExpiresAt()))
+			continue
+		}
+		if w.p.SkewWithin {
+			w.chk.Holding(now, a.l, a.linc)
+		} else {
+			w.countBeyond(a, now, w.toTrue(a.l.Deadline()))
+		}
+	}
+}
+
+func (w *world) countBeyond(a *agent, now, end float64) {
+	if a.beyond || now >= end {
+		return
+	}
+	tok := a.l.Token()
+	win, ok := w.chk.WindowEnd(a.linc, tok.Resource, tok.Fence)
+	if ok && end > win+eps {
+		a.beyond = true
+		w.stats.BeliefBeyondWindow++
+	}
+}
+
+func (w *world) wake(a *agent) {
+	if w.now < a.busyUntil {
+		w.wakeAt(a, a.busyUntil)
+		return
+	}
+	if w.rng.Float64() < w.p.PauseProb {
+		w.stats.Pauses++
+		a.busyUntil = w.now + 1 + w.rng.Int64N(w.p.MaxStallMs)
+		w.tracef("%s pauses until %d", a.name, a.busyUntil)
+		w.wakeAt(a, a.busyUntil)
+		return
+	}
+	now := w.agentNow(a)
+	ttl := w.p.TTL.Milliseconds()
+	switch a.phase {
+	case idle:
+		res := w.resources[w.rng.IntN(len(w.resources))]
+		req, err := a.client.BeginAcquireAt(now, res)
+		must(err)
+		a.req, a.attempts, a.phase = req, 1, acquiring
+		w.tracef("%s sends acquire %s for %s", a.name, req.RequestID, res)
+		w.send(&message{kind: mAcquire, agent: a.id, req: req})
+		w.wakeAt(a, w.now+w.p.RetryMs)
+	case acquiring:
+		if a.attempts < w.p.MaxAttempts {
+			a.attempts++
+			w.tracef("%s retries acquire %s", a.name, a.req.RequestID)
+			w.send(&message{kind: mAcquire, agent: a.id, req: a.req})
+			w.wakeAt(a, w.now+w.p.RetryMs)
+			return
+		}
+		a.phase = idle
+		w.wakeAt(a, w.now+1+w.rng.Int64N(ttl))
+	case holding:
+		w.holdStep(a, now)
+	}
+}
+
+// believesValid is the holder's own check, right before a write.
+func (w *world) believesValid(a *agent, now clock.Instant) bool {
+	if w.opts.Mode == Naive {
+		ok, err := a.nl.Valid()
+		must(err)
+		return ok
+	}
+	exp, err := a.l.HasExpiredAt(now)
+	must(err)
+	return !exp
+}
+
+func (w *world) deadlineOf(a *agent) clock.Instant {
+	if w.opts.Mode == Naive {
+		return a.nl.ExpiresAt()
+	}
+	return a.l.Deadline()
+}
+
+func (w *world) drop(a *agent, why string) {
+	w.tracef("%s drops %s (%s)", a.name, a.l.Token(), why)
+	a.phase, a.l, a.nl, a.renewing, a.beyond = idle, nil, nil, false, false
+	w.wakeAt(a, w.now+1+w.rng.Int64N(w.p.TTL.Milliseconds()/2+1))
+}
+
+func (w *world) holdStep(a *agent, now clock.Instant) {
+	ttl := w.p.TTL.Milliseconds()
+	if !w.believesValid(a, now) {
+		w.drop(a, "expired by its own clock")
+		return
+	}
+	left := w.deadlineOf(a).Millis - now.Millis
+	switch {
+	case a.renewing && w.now >= a.renewNext:
+		w.tracef("%s retries renewal %s", a.name, a.renew.RequestID)
+		w.send(&message{kind: mRenew, agent: a.id, req: a.renew})
+		a.renewNext = w.now + w.p.RetryMs
+	case !a.renewing && left < float64(ttl)/2:
+		req, err := a.client.BeginRenewalAt(now, a.l)
+		must(err)
+		a.renew, a.renewing, a.renewNext = req, true, w.now+w.p.RetryMs
+		w.tracef("%s sends renewal %s of %s", a.name, req.RequestID, a.l.Token())
+		w.send(&message{kind: mRenew, agent: a.id, req: req})
+	}
+	if a.writesLeft == 0 {
+		tok := a.l.Token()
+		w.tracef("%s releases %s", a.name, tok)
+		w.drop(a, "done")
+		w.send(&message{kind: mRelease, agent: a.id, tok: tok})
+		return
+	}
+	// The check above is the holder's last look at its lease; the write
+	// lands after the stall (a model call) and the network delay.
+	a.writesLeft--
+	var stall int64
+	if w.rng.Float64() < w.p.StallProb {
+		w.stats.Stalls++
+		stall = 1 + w.rng.Int64N(w.p.MaxStallMs)
+	}
+	a.busyUntil = w.now + stall
+	m := &message{kind: mWrite, agent: a.id, tok: a.l.Token(), inc: a.linc, gen: a.gen}
+	w.tracef("%s checked %s valid; writes after a %dms stall", a.name, m.tok, stall)
+	w.push(&event{at: a.busyUntil, kind: evSendWrite, msg: m})
+	w.wakeAt(a, a.busyUntil+1+w.rng.Int64N(ttl/6+1))
+}
+
+func (w *world) deliver(e *event) {
+	m := e.msg
+	switch m.kind {
+	case mAcquire, mRenew, mRelease:
+		w.coordinator(m)
+	case mWrite, mAdmit:
+		w.resource(m)
+	default:
+		a := w.agents[m.agent]
+		if w.now < a.busyUntil {
+			// A stalled agent reads its mail when it wakes.
+			w.push(&event{at: a.busyUntil, kind: evDeliver, msg: m})
+			return
+		}
+		w.agentMail(a, m)
+	}
+}
+
+func (w *world) coordinator(m *message) {
+	if !w.up {
+		w.tracef("coordinator down, drops %s", w.describe(m))
+		return
+	}
+	now := w.coordNow()
+	switch m.kind {
+	case mAcquire:
+		before := w.co.IssuedFence()
+		out, err := w.co.AcquireAt(now, m.req)
+		w.chk.Acquired(now, m.req, out, err)
+		fresh := err == nil && out.OK && out.Grant.Fence > before
+		switch {
+		case fresh:
+			w.stats.Grants++
+			w.nextGen++
+			w.gens[leaseKey{w.inc, m.req.Resource, out.Grant.Fence}] = w.nextGen
+		case err == nil && out.OK:
+			w.stats.Replays++
+		default:
+			w.stats.Denied++
+		}
+		w.tracef("coordinator acquire %s -> %s", m.req.RequestID, describeOutcome(out, err))
+		w.send(&message{kind: mAcquireReply, agent: m.agent, req: m.req, out: out, err: err, inc: w.inc})
+		if fresh && w.opts.Mode == Fenced && w.rng.Float64() < w.p.AdmitPush {
+			w.send(&message{kind: mAdmit, tok: out.Grant.Token(), inc: w.inc})
+		}
+	case mRenew:
+		out, err := w.co.RenewAt(now, m.req)
+		w.chk.Renewed(now, m.req, out, err)
+		if err == nil && out.OK {
+			w.stats.Renewals++
+		} else {
+			w.stats.RenewRefused++
+		}
+		w.tracef("coordinator renew %s -> %s", m.req.RequestID, describeOutcome(out, err))
+		w.send(&message{kind: mRenewReply, agent: m.agent, req: m.req, out: out, err: err, inc: w.inc})
+	case mRelease:
+		ok, err := w.co.ReleaseAt(now, m.tok)
+		w.chk.Released(now, m.tok, ok, err)
+		if ok {
+			w.stats.Releases++
+		}
+		w.tracef("coordinator release %s -> %v", m.tok, ok)
+	}
+}
+
+func describeOutcome(out lease.Outcome, err error) string {
+	switch {
+	case err != nil:
+		return "error: " + err.Error()
+	case out.OK:
+		return fmt.Sprintf("granted fence %d until %s", out.Grant.Fence, out.Grant.CoordinatorExpiresAt)
+	case out.HeldBy != "":
+		return fmt.Sprintf("denied, held by %s for %v", out.HeldBy, out.RetryAfter)
+	}
+	return "refused: " + string(out.Reason)
+}
+
+func (w *world) resourceIndex(name string) int {
+	for i, r := range w.resources {
+		if r == name {
+			return i
+		}
+	}
+	panic("sim: unknown resource " + name)
+}
+
+func (w *world) resource(m *message) {
+	ri := w.resourceIndex(m.tok.Resource)
+	if w.opts.Mode == Naive {
+		// No gate: the resource runs every write it receives.
+		w.stats.Writes++
+		if m.gen < w.naiveGen[ri] {
+			w.stats.Overlaps++
+			if w.firstOverlap == "" {
+				w.firstOverlap = fmt.Sprintf("step %d t=%dms: %s wrote to %s as generation %d after generation %d had written",
+					w.stats.Steps, w.now, m.tok.HolderID, m.tok.Resource, m.gen, w.naiveGen[ri])
+			}
+			w.tracef("resource %s runs a stale write from %s (generation %d < %d)", m.tok.Resource, m.tok.HolderID, m.gen, w.naiveGen[ri])
+		} else {
+			w.naiveGen[ri] = m.gen
+			w.tracef("resource %s runs write from %s (generation %d)", m.tok.Resource, m.tok.HolderID, m.gen)
+		}
+		return
+	}
+	g := w.gates[ri]
+	var err error
+	ran := false
+	if m.kind == mAdmit {
+		err = g.Admit(m.tok)
+		w.chk.GateAnswered(g, m.tok, true, false, err)
+	} else {
+		err = g.Commit(m.tok, func() error {
+			ran = true
+			w.chk.WriteRuns(m.tok)
+			if w.rng.Float64() < w.p.WriteFail {
+				return errWriteFailed
+			}
+			return nil
+		})
+		w.chk.GateAnswered(g, m.tok, false, ran, err)
+	}
+	var stale *fence.StaleFenceError
+	refused := errors.As(err, &stale)
+	switch {
+	case refused:
+		w.stats.StaleRefused++
+		if w.p.Restart == RestartAmnesiac && m.inc > 0 {
+			w.stats.AmnesiaRefusals++
+		}
+	case ran:
+		w.stats.Writes++
+		if err != nil {
+			w.stats.WriteFailures++
+		}
+	}
+	w.tracef("gate %s %s %s -> floor %d, err %v", m.tok.Resource, msgNames[m.kind], m.tok, g.Floor(), err)
+	if m.kind == mWrite {
+		w.send(&message{kind: mWriteResult, agent: m.agent, tok: m.tok, refused: refused})
+	}
+}
+
+func (w *world) agentMail(a *agent, m *message) {
+	switch m.kind {
+	case mAcquireReply:
+		w.acquireReply(a, m)
+	case mRenewReply:
+		w.renewReply(a, m)
+	case mWriteResult:
+		if m.refused && a.phase == holding && a.l.Token() == m.tok {
+			w.drop(a, "the gate refused its write")
+		}
+	}
+}
+
+func (w *world) acquireReply(a *agent, m *message) {
+	current := a.phase == acquiring && m.req.RequestID == a.req.RequestID
+	if m.err != nil || !m.out.OK {
+		if current {
+			a.phase = idle
+			wait := w.rng.Int64N(w.p.TTL.Milliseconds() + 1)
+			if m.out.RetryAfter > 0 {
+				wait += m.out.RetryAfter.Milliseconds()
+			}
+			w.wakeAt(a, w.now+1+wait)
+		}
+		return
+	}
+	g := *m.out.Grant
+	if a.done[m.req.RequestID] {
+		// A duplicate or retried reply to a request already completed: the
+		// client must refuse to make a second lease from it.
+		_, err := a.client.CompleteAcquire(m.req, g)
+		var ce *lease.CompletedError
+		w.chk.check(SingleUse, errors.As(err, &ce),
+			"%s completed acquisition %s a second time (err %v)", a.name, m.req.RequestID, err)
+		return
+	}
+	if !current {
+		return // an answer to a request the agent gave up on
+	}
+	l, err := a.client.CompleteAcquire(a.req, g)
+	if !w.chk.check(CoreError, err == nil, "%s could not complete %s: %v", a.name, a.req.RequestID, err) {
+		return
+	}
+	a.done[a.req.RequestID] = true
+	a.l, a.linc, a.phase, a.renewing, a.beyond = l, m.inc, holding, false, false
+	a.gen = w.gens[leaseKey{m.inc, g.Resource, g.Fence}]
+	a.writesLeft = 1 + w.rng.IntN(6)
+	if w.opts.Mode == Naive {
+		a.nl, err = naive.Acquire(a.clk, w.p.TTL)
+		must(err)
+	}
+	w.tracef("%s holds %s until %s", a.name, l.Token(), w.deadlineOf(a))
+	w.wakeAt(a, w.now+w.rng.Int64N(w.p.TTL.Milliseconds()/8+1))
+}
+
+func (w *world) renewReply(a *agent, m *message) {
+	current := a.phase == holding && a.renewing && m.req.RequestID == a.renew.RequestID
+	if m.err != nil || !m.out.OK {
+		if current {
+			w.drop(a, "renewal refused")
+		}
+		return
+	}
+	g := *m.out.Grant
+	if a.done[m.req.RequestID] {
+		_, err := a.client.CompleteRenewal(m.req, g)
+		var ce *lease.CompletedError
+		w.chk.check(SingleUse, errors.As(err, &ce),
+			"%s completed renewal %s a second time (err %v)", a.name, m.req.RequestID, err)
+		return
+	}
+	if !current {
+		return
+	}
+	l, err := a.client.CompleteRenewal(a.renew, g)
+	if !w.chk.check(CoreError, err == nil, "%s could not complete renewal %s: %v", a.name, a.renew.RequestID, err) {
+		return
+	}
+	w.chk.check(FenceOrder, l.Token() == a.l.Token(), "renewal turned %s into %s", a.l.Token(), l.Token())
+	a.done[a.renew.RequestID] = true
+	a.l, a.renewing = l, false
+	if w.opts.Mode == Naive {
+		must(a.nl.Renewed())
+	}
+	w.tracef("%s renewed %s until %s", a.name, l.Token(), w.deadlineOf(a))
+}
+
+func (w *world) crash() {
+	if !w.up {
+		return
+	}
+	w.up = false
+	w.tracef("coordinator crashes (issued fence %d)", w.co.IssuedFence())
+	w.push(&event{at: w.now + 1 + w.rng.Int64N(2*w.p.TTL.Milliseconds()), kind: evRestart})
+}
+
+func (w *world) restart() {
+	start := uint64(0)
+	if w.p.Restart == RestartPersisted {
+		start = w.co.IssuedFence()
+	}
+	w.co = w.newCoordinator(start)
+	w.inc++
+	w.up = true
+	w.stats.Restarts++
+	w.chk.Restarted()
+	w.tracef("coordinator restarts as incarnation %d at fence %d", w.inc, start)
+}

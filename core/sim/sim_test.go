@@ -1,0 +1,215 @@
+package sim
+
+import (
+	"bytes"
+	"flag"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+var (
+	flagSeed  = flag.Int64("seed", -1, "TestSimSeed: the seed to replay (default: a fixed one)")
+	flagNaive = flag.Bool("naive", false, "TestSimSeed: replay with naive agents")
+	flagSeeds = flag.Uint64("seeds", 10000, "TestSimSeeds: how many seeds to run")
+	flagFrom  = flag.Uint64("seedfrom", 0, "TestSimSeeds: first seed")
+)
+
+// TestSimSeed replays one seed with a full trace: the command a failing run
+// prints. Without -seed it runs seed 1, which must be a busy, clean run.
+func TestSimSeed(t *testing.T) {
+	seed, mode := uint64(1), Fenced
+	if *flagSeed >= 0 {
+		seed = uint64(*flagSeed)
+	}
+	if *flagNaive {
+		mode = Naive
+	}
+	var trace bytes.Buffer
+	r := Run(seed, Options{Mode: mode, Trace: &trace, MaxViolations: 10})
+	if testing.Verbose() {
+		t.Log("\n" + trace.String())
+	}
+	t.Logf("%v", r.Params)
+	t.Logf("%+v", r.Stats)
+	if r.FirstOverlap != "" {
+		t.Logf("first overlap: %s", r.FirstOverlap)
+	}
+	for _, v := range r.Violations {
+		t.Error(v)
+	}
+	if *flagSeed < 0 && (r.Stats.Grants == 0 || r.Stats.Writes == 0 || r.Stats.Renewals == 0) {
+		t.Fatalf("seed %d did nothing worth checking: %+v", seed, r.Stats)
+	}
+}
+
+// TestSimSeeds runs -seeds seeds (10,000 by default) with fenced agents and
+// fails on the first violation, printing the command that replays it.
+func TestSimSeeds(t *testing.T) {
+	n, from := *flagSeeds, *flagFrom
+	workers := runtime.GOMAXPROCS(0)
+	var (
+		mu       sync.Mutex
+		total    Stats
+		failures []string
+		persist  Stats // totals over runs with persisted restarts
+		amnesiac Stats
+		outSkew  Stats
+	)
+	start := time.Now()
+	var wg sync.WaitGroup
+	for wi := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for s := from + uint64(wi); s < from+n; s += uint64(workers) {
+				r := Run(s, Options{})
+				mu.Lock()
+				add(&total, &r.Stats)
+				switch r.Params.Restart {
+				case RestartPersisted:
+					add(&persist, &r.Stats)
+				case RestartAmnesiac:
+					add(&amnesiac, &r.Stats)
+				}
+				if !r.Params.SkewWithin {
+					add(&outSkew, &r.Stats)
+				}
+				if err := r.Err(); err != nil && len(failures) < 5 {
+					failures = append(failures, err.Error()+"\n    replay: "+ReplayCommand(s, Fenced))
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	el := time.Since(start)
+	t.Logf("%d seeds in %v (%d workers): %.0f seeds/s; %.0f invariant checks per run",
+		n, el.Round(time.Millisecond), workers, float64(n)/el.Seconds(), float64(total.TotalChecks())/float64(n))
+	for _, inv := range AllInvariants() {
+		t.Logf("  %-40s %10d checks", inv, total.Checks[inv])
+	}
+	t.Logf("  grants %d, replays %d, renewals %d, writes %d, stale refused %d, write failures %d, restarts %d, amnesia refusals %d",
+		total.Grants, total.Replays, total.Renewals, total.Writes, total.StaleRefused, total.WriteFailures, total.Restarts, total.AmnesiaRefusals)
+	t.Logf("  runs with drift beyond the assumed skew: holders believed %d leases past the coordinator's window", outSkew.BeliefBeyondWindow)
+	for _, f := range failures {
+		t.Error(f)
+	}
+	if n < 1000 {
+		return
+	}
+	// The runs must exercise what they claim to check.
+	for inv := GateFloor; inv <= NamedInvariants; inv++ {
+		if total.Checks[inv] == 0 {
+			t.Errorf("%s was never evaluated in %d runs", inv, n)
+		}
+	}
+	if persist.Checks[RestartAboveGate] == 0 || persist.Restarts == 0 {
+		t.Errorf("no persisted restart was checked: %+v", persist)
+	}
+	if amnesiac.AmnesiaRefusals == 0 {
+		t.Errorf("no gate refused a fence reissued after an amnesiac restart")
+	}
+	if total.StaleRefused == 0 || total.WriteFailures == 0 || total.Replays == 0 || total.Dups == 0 {
+		t.Errorf("faults were not exercised: %+v", total)
+	}
+	if outSkew.BeliefBeyondWindow == 0 {
+		t.Errorf("runs with drift beyond the assumed skew never left the coordinator's window; the skew assumption is not being tested")
+	}
+}
+
+func add(dst, s *Stats) {
+	dst.Steps += s.Steps
+	dst.Messages += s.Messages
+	dst.Lost += s.Lost
+	dst.Dups += s.Dups
+	dst.Grants += s.Grants
+	dst.Replays += s.Replays
+	dst.Denied += s.Denied
+	dst.Renewals += s.Renewals
+	dst.RenewRefused += s.RenewRefused
+	dst.Releases += s.Releases
+	dst.Writes += s.Writes
+	dst.StaleRefused += s.StaleRefused
+	dst.WriteFailures += s.WriteFailures
+	dst.Stalls += s.Stalls
+	dst.Pauses += s.Pauses
+	dst.Restarts += s.Restarts
+	dst.AmnesiaRefusals += s.AmnesiaRefusals
+	dst.Overlaps += s.Overlaps
+	dst.BeliefBeyondWindow += s.BeliefBeyondWindow
+	for i := range s.Checks {
+		dst.Checks[i] += s.Checks[i]
+	}
+}
+
+// TestNaiveOverlaps runs the same seeds with the naive lease: without a gate,
+// stale holders' writes land after newer holders' writes. The simulator must
+// find that, or it could not find anything.
+func TestNaiveOverlaps(t *testing.T) {
+	const n = 2000
+	runs, overlaps, beyond := 0, 0, 0
+	first := ""
+	for s := uint64(0); s < n; s++ {
+		r := Run(s, Options{Mode: Naive})
+		if r.Stats.Overlaps > 0 {
+			runs++
+			overlaps += r.Stats.Overlaps
+			if first == "" {
+				first = r.FirstOverlap + "\n    replay: " + ReplayCommand(s, Naive)
+			}
+		}
+		beyond += r.Stats.BeliefBeyondWindow
+	}
+	t.Logf("naive: %d of %d runs (%.1f%%) ran overlapping writes, %d in all; holders believed %d leases past the coordinator's window",
+		runs, n, 100*float64(runs)/n, overlaps, beyond)
+	t.Logf("first: %s", first)
+	if runs < n/10 {
+		t.Fatalf("naive agents overlapped in only %d of %d runs; the simulator is not producing the faults it claims", runs, n)
+	}
+}
+
+// TestDeterministic: a seed decides everything, down to the trace.
+func TestDeterministic(t *testing.T) {
+	for _, seed := range []uint64{0, 7, 123456789} {
+		for _, mode := range []Mode{Fenced, Naive} {
+			var a, b bytes.Buffer
+			ra := Run(seed, Options{Mode: mode, Trace: &a})
+			rb := Run(seed, Options{Mode: mode, Trace: &b})
+			if a.String() != b.String() || ra.Stats != rb.Stats {
+				t.Fatalf("seed %d %v: two runs differ", seed, mode)
+			}
+			if a.Len() == 0 || !strings.Contains(a.String(), "sends acquire") {
+				t.Fatalf("seed %d: empty trace", seed)
+			}
+		}
+	}
+	if Run(1, Options{}).Stats == Run(2, Options{}).Stats {
+		t.Fatal("seeds 1 and 2 ran identically")
+	}
+}
+
+// TestParamsRanges: every seed stays inside the ranges the issue asks for.
+func TestParamsRanges(t *testing.T) {
+	seen := map[RestartMode]bool{}
+	for s := uint64(0); s < 5000; s++ {
+		p := NewParams(s)
+		if p.Agents < 2 || p.Agents > 16 || p.Resources < 1 || p.Resources > 4 {
+			t.Fatalf("seed %d: %v", s, p)
+		}
+		if p.MaxStallMs < p.TTL.Milliseconds() || p.MaxStallMs > 4*p.TTL.Milliseconds() {
+			t.Fatalf("seed %d: stalls up to %dms with ttl %v", s, p.MaxStallMs, p.TTL)
+		}
+		r := float64(p.Skew) / float64(p.TTL)
+		bound := r / (2 - r)
+		if p.SkewWithin != (p.MaxDrift <= bound) {
+			t.Fatalf("seed %d: drift %v against bound %v, skewWithin %v", s, p.MaxDrift, bound, p.SkewWithin)
+		}
+		seen[p.Restart] = true
+	}
+	if len(seen) != 3 {
+		t.Fatalf("restart modes seen: %v", seen)
+	}
+}
