@@ -323,7 +323,7 @@ func (w *world) read(clk *clock.Manual, off, rate float64) clock.Instant {
 }
 
 func (w *world) agentNow(a *agent) clock.Instant { return w.read(a.clk, a.off, a.rate) }
-func (w *world) coordNow() clock.Instant      { return w.read(w.coordClk, w.coordOff, w.coordRate) }
+func (w *world) coordNow() clock.Instant         { return w.read(w.coordClk, w.coordOff, w.coordRate) }
 
 func (w *world) push(e *event) {
 	w.seq++
