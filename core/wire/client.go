@@ -1,0 +1,264 @@
+package wire
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/lease-fence/lease-fence/core/lease"
+)
+
+// ClientConfig configures a Client.
+type ClientConfig struct {
+	// BaseURL is where the coordinator is served, such as
+	// "http://127.0.0.1:8787". Required.
+	BaseURL string
+	// Lease is the holder's side of the protocol: it stamps send instants
+	// and turns grants into leases. Required.
+	Lease *lease.Client
+	// HTTPClient sends the requests. Nil uses a client of its own.
+	HTTPClient *http.Client
+	// Attempts is how many times one call is sent before giving up. Zero
+	// means 4.
+	Attempts int
+	// AttemptTimeout bounds each attempt; an attempt that gets no reply in
+	// time is retried. Zero means 5 seconds.
+	AttemptTimeout time.Duration
+	// Backoff returns the pause before attempt n (n >= 2). Nil pauses 25ms,
+	// doubling each time, at most 1s; tests pass a function returning 0.
+	Backoff func(n int) time.Duration
+}
+
+// Client talks to a coordinator over HTTP on behalf of one holder. Acquire is
+// the method most callers want. It is safe for concurrent use.
+//
+// Every call is begun before anything is sent, so a lease's deadline is
+// anchored at the first send of its request. A call whose reply is lost,
+// times out, or is a temporary error (5xx) is sent again with the same body,
+// request id included; the coordinator answers a repeated acquisition with
+// the grant it already made, so a retry never mints a second fence.
+type Client struct {
+	base     string
+	lc       *lease.Client
+	hc       *http.Client
+	attempts int
+	timeout  time.Duration
+	backoff  func(int) time.Duration
+}
+
+// NewClient returns a client.
+func NewClient(cfg ClientConfig) (*Client, error) {
+	if cfg.BaseURL == "" {
+		return nil, errors.New("wire: ClientConfig.BaseURL is required")
+	}
+	if cfg.Lease == nil {
+		return nil, errors.New("wire: ClientConfig.Lease is required")
+	}
+	c := &Client{
+		base:     strings.TrimRight(cfg.BaseURL, "/"),
+		lc:       cfg.Lease,
+		hc:       cfg.HTTPClient,
+		attempts: cfg.Attempts,
+		timeout:  cfg.AttemptTimeout,
+		backoff:  cfg.Backoff,
+	}
+	if c.hc == nil {
+		c.hc = &http.Client{}
+	}
+	if c.attempts <= 0 {
+		c.attempts = 4
+	}
+	if c.timeout <= 0 {
+		c.timeout = 5 * time.Second
+	}
+	if c.backoff == nil {
+		c.backoff = func(n int) time.Duration {
+			d := 25 * time.Millisecond << (n - 2)
+			if n > 8 || d > time.Second {
+				return time.Second
+			}
+			return d
+		}
+	}
+	return c, nil
+}
+
+// Lease is a lease held through a Client: the core lease (token, deadline)
+// and the secret that renewing or releasing it takes. The secret is not
+// printed by any method.
+type Lease struct {
+	*lease.Lease
+	secret string
+}
+
+// Acquire asks for resource. It returns the lease, or a *DeniedError naming
+// the live holder (the caller itself included: a holder is never granted a
+// second lease on what it holds), or the last failure after every attempt.
+func (c *Client) Acquire(ctx context.Context, resource string) (*Lease, error) {
+	req, err := c.lc.BeginAcquire(resource)
+	if err != nil {
+		return nil, err
+	}
+	reply, err := c.send(ctx, Message{Op: OpAcquire, Request: req})
+	if err != nil {
+		return nil, err
+	}
+	if !reply.OK {
+		if reply.HeldBy != "" {
+			return nil, &DeniedError{Resource: resource, HeldBy: reply.HeldBy, RetryAfter: durationMillis(reply.RetryAfterMillis)}
+		}
+		return nil, errors.New("wire: acquisition refused without a holder (reason " + strconv.Quote(reply.Reason) + ")")
+	}
+	return c.complete(req, reply, "", c.lc.CompleteAcquire)
+}
+
+// Renew extends l. It returns a new Lease with the same fence and a deadline
+// anchored at this renewal's send instant, or ErrExpired if l is no longer
+// the current lease.
+func (c *Client) Renew(ctx context.Context, l *Lease) (*Lease, error) {
+	if l == nil {
+		return nil, errors.New("wire: Renew needs a lease")
+	}
+	req, err := c.lc.BeginRenewal(l.Lease)
+	if err != nil {
+		return nil, err
+	}
+	reply, err := c.send(ctx, Message{Op: OpRenew, Request: req, Secret: l.secret})
+	if err != nil {
+		return nil, err
+	}
+	if !reply.OK {
+		return nil, ErrExpired
+	}
+	return c.complete(req, reply, l.secret, c.lc.CompleteRenewal)
+}
+
+// Release ends l. It returns nil when the coordinator ended it (or already
+// had, for a retry whose first reply was lost) and ErrExpired when l was no
+// longer the current lease.
+func (c *Client) Release(ctx context.Context, l *Lease) error {
+	if l == nil {
+		return errors.New("wire: Release needs a lease")
+	}
+	tok := l.Token()
+	id, err := randomID()
+	if err != nil {
+		return err
+	}
+	reply, err := c.send(ctx, Message{Op: OpRelease, Secret: l.secret, Request: lease.Request{
+		RequestID: id, Resource: tok.Resource, HolderID: tok.HolderID, Fence: tok.Fence,
+	}})
+	if err != nil {
+		return err
+	}
+	if !reply.OK {
+		return ErrExpired
+	}
+	return nil
+}
+
+func (c *Client) complete(req lease.Request, reply Reply, secret string, fn func(lease.Request, lease.Grant) (*lease.Lease, error)) (*Lease, error) {
+	g := reply.Grant
+	if g == nil {
+		return nil, errors.New("wire: a granted reply without a grant")
+	}
+	if secret != "" && g.Secret != secret {
+		return nil, errors.New("wire: renewal grant carries another secret")
+	}
+	if g.Secret == "" {
+		return nil, errors.New("wire: grant without a secret")
+	}
+	l, err := fn(req, g.Lease())
+	if err != nil {
+		return nil, err
+	}
+	return &Lease{Lease: l, secret: g.Secret}, nil
+}
+
+// maxReplyBytes bounds what the client reads of a reply.
+const maxReplyBytes = 1 << 20
+
+// send posts m until it gets an answer, a refusal that will not change, or
+// runs out of attempts or ctx.
+func (c *Client) send(ctx context.Context, m Message) (Reply, error) {
+	body, err := EncodeMessage(m)
+	if err != nil {
+		return Reply{}, err
+	}
+	var last error
+	for n := 1; n <= c.attempts; n++ {
+		if n > 1 {
+			if d := c.backoff(n); d > 0 {
+				t := time.NewTimer(d)
+				select {
+				case <-ctx.Done():
+					t.Stop()
+					return Reply{}, ctx.Err()
+				case <-t.C:
+				}
+			}
+		}
+		reply, retry, err := c.attempt(ctx, m.Op, body)
+		if err == nil {
+			return reply, nil
+		}
+		if ctx.Err() != nil {
+			return Reply{}, ctx.Err()
+		}
+		if !retry {
+			return Reply{}, err
+		}
+		last = err
+	}
+	return Reply{}, errors.Join(errors.New("wire: "+string(m.Op)+" got no answer after "+strconv.Itoa(c.attempts)+" attempts"), last)
+}
+
+func (c *Client) attempt(ctx context.Context, op Op, body []byte) (reply Reply, retry bool, err error) {
+	actx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	hreq, err := http.NewRequestWithContext(actx, http.MethodPost, c.base+op.Path(), bytes.NewReader(body))
+	if err != nil {
+		return Reply{}, false, err
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	resp, err := c.hc.Do(hreq)
+	if err != nil {
+		return Reply{}, true, err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxReplyBytes))
+	if err != nil {
+		return Reply{}, true, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		e := ParseError(resp.StatusCode, data)
+		if e == nil {
+			e = &Error{Status: resp.StatusCode, Code: "http_" + strconv.Itoa(resp.StatusCode), Message: "unexpected answer: " + quoteShort(string(data))}
+		}
+		return Reply{}, e.Temporary(), e
+	}
+	if err := json.Unmarshal(data, &reply); err != nil {
+		return Reply{}, true, errors.New("wire: unreadable reply: " + err.Error())
+	}
+	return reply, false, nil
+}
+
+func durationMillis(ms float64) time.Duration {
+	return time.Duration(ms * float64(time.Millisecond))
+}
+
+func randomID() (string, error) {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(b[:]), nil
+}

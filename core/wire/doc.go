@@ -1,0 +1,23 @@
+// Package wire puts a lease coordinator on HTTP with JSON bodies, and gives Go
+// holders a client for it.
+//
+// The protocol is three POST endpoints, /v1/acquire, /v1/renew and
+// /v1/release, whose bodies and answers use the same names as the plain-data
+// requests, grants and outcomes of package lease (requestId, resource,
+// holderId, sentAt {millis, domain}, kind, fence, ttlMillis,
+// coordinatorExpiresAt, ok, grant, heldBy, retryAfterMillis, reason). Every
+// grant also carries a secret; renewing or releasing a lease takes that
+// secret, so knowing a holder's id is not enough to act for it.
+//
+// NewHandler turns any Backend into an http.Handler. Service is the backend
+// most callers want: one lease.Coordinator per resource, in memory or saved
+// through a Store before any grant is answered, so a restarted service keeps
+// issuing fences above the ones it already issued and remembers who holds
+// what. The same handler runs in the native server (scripts/coordinator) and
+// inside the Cloudflare Worker (wasm/worker).
+//
+// Client does what the spec asks of a holder on the far side of a network: it
+// stamps the send instant before the request leaves, retries a lost or timed
+// out reply with the same request id (so a retry never mints a second fence),
+// and completes the grant into a lease anchored at that first send.
+package wire

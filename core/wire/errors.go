@@ -1,0 +1,104 @@
+package wire
+
+import (
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// Stable error codes. They are part of the protocol: clients branch on them,
+// so they never change meaning. Messages are for people and may change.
+const (
+	CodeMalformedJSON    = "malformed_json"
+	CodeWrongType        = "wrong_type"
+	CodeMissingField     = "missing_field"
+	CodeUnknownField     = "unknown_field"
+	CodeDuplicateField   = "duplicate_field"
+	CodeInvalidValue     = "invalid_value"
+	CodeBodyTooLarge     = "body_too_large"
+	CodeUnsupportedMedia = "unsupported_media_type"
+	CodeMethodNotAllowed = "method_not_allowed"
+	CodeNotFound         = "not_found"
+	CodeWrongSecret      = "wrong_secret"
+	CodeRequestIDReused  = "request_id_reused"
+	CodeRejected         = "rejected"
+	CodeUnavailable      = "unavailable"
+	CodeInternal         = "internal"
+)
+
+var codeStatus = map[string]int{
+	CodeMalformedJSON:    http.StatusBadRequest,
+	CodeWrongType:        http.StatusBadRequest,
+	CodeMissingField:     http.StatusBadRequest,
+	CodeUnknownField:     http.StatusBadRequest,
+	CodeDuplicateField:   http.StatusBadRequest,
+	CodeInvalidValue:     http.StatusBadRequest,
+	CodeBodyTooLarge:     http.StatusRequestEntityTooLarge,
+	CodeUnsupportedMedia: http.StatusUnsupportedMediaType,
+	CodeMethodNotAllowed: http.StatusMethodNotAllowed,
+	CodeNotFound:         http.StatusNotFound,
+	CodeWrongSecret:      http.StatusForbidden,
+	CodeRequestIDReused:  http.StatusConflict,
+	CodeRejected:         http.StatusUnprocessableEntity,
+	CodeUnavailable:      http.StatusServiceUnavailable,
+	CodeInternal:         http.StatusInternalServerError,
+}
+
+// Error is a refused call: an HTTP status, a stable Code and a message. On
+// the wire it is {"error": {"code": ..., "message": ...}}. A refused call
+// changed nothing on the coordinator.
+type Error struct {
+	Status  int
+	Code    string
+	Message string
+}
+
+func (e *Error) Error() string {
+	return "wire: " + e.Code + " (" + strconv.Itoa(e.Status) + "): " + e.Message
+}
+
+// Temporary reports whether the same call may succeed if sent again: the
+// coordinator could not store its answer, or failed in a way that changed
+// nothing.
+func (e *Error) Temporary() bool {
+	return e.Status >= 500
+}
+
+// errorBody is the JSON shape of an Error.
+type errorBody struct {
+	Error struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+func errCode(code, msg string) *Error {
+	st, ok := codeStatus[code]
+	if !ok {
+		st = http.StatusInternalServerError
+	}
+	return &Error{Status: st, Code: code, Message: msg}
+}
+
+func errInvalid(name, reason string) *Error {
+	return errCode(CodeInvalidValue, "field "+strconv.Quote(name)+" "+reason)
+}
+
+// DeniedError is returned by Client.Acquire when the resource is held by a
+// live lease, the holder's own included.
+type DeniedError struct {
+	Resource   string
+	HeldBy     string
+	RetryAfter time.Duration
+}
+
+func (e *DeniedError) Error() string {
+	return "wire: " + strconv.Quote(e.Resource) + " is held by " + strconv.Quote(e.HeldBy) +
+		" for " + e.RetryAfter.String() + " more"
+}
+
+// ErrExpired is returned by Client.Renew and Client.Release when the lease is
+// no longer the resource's current lease: it ran out, was released, or was
+// reassigned. An expired lease is never extended; acquire again.
+var ErrExpired = errors.New("wire: lease expired")

@@ -1,0 +1,174 @@
+package wire
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"strconv"
+)
+
+// HandlerOptions configures NewHandler.
+type HandlerOptions struct {
+	// Logger receives one line per call: the operation, resource, holder,
+	// fence and what came of it. Secrets and bodies are never logged. Nil
+	// logs nothing.
+	Logger *slog.Logger
+}
+
+type handler struct {
+	b   Backend
+	log *slog.Logger
+}
+
+// NewHandler returns the HTTP face of b: POST /v1/acquire, /v1/renew and
+// /v1/release with JSON bodies (see DecodeMessage), answered with a Reply as
+// JSON and status 200, or an error {"error": {"code", "message"}} with the
+// status of its code. Any other path is 404 not_found; any other method on
+// those paths is 405 method_not_allowed with an Allow header; a body over
+// MaxBodyBytes is 413 body_too_large; a Content-Type other than
+// application/json is 415. A refused request never reaches b.
+func NewHandler(b Backend, opts HandlerOptions) http.Handler {
+	return &handler{b: b, log: opts.Logger}
+}
+
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var op Op
+	switch r.URL.Path {
+	case OpAcquire.Path():
+		op = OpAcquire
+	case OpRenew.Path():
+		op = OpRenew
+	case OpRelease.Path():
+		op = OpRelease
+	default:
+		h.fail(w, r, "", errCode(CodeNotFound, "no endpoint at "+quoteShort(r.URL.Path)+"; use POST /v1/acquire, /v1/renew or /v1/release"))
+		return
+	}
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		h.fail(w, r, op, errCode(CodeMethodNotAllowed, op.Path()+" takes POST, not "+quoteShort(r.Method)))
+		return
+	}
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		mt, _, err := mime.ParseMediaType(ct)
+		if err != nil || mt != "application/json" {
+			h.fail(w, r, op, errCode(CodeUnsupportedMedia, "the body must be application/json, not "+quoteShort(ct)))
+			return
+		}
+	}
+	if r.ContentLength > MaxBodyBytes {
+		h.fail(w, r, op, tooLarge())
+		return
+	}
+	var body []byte
+	if r.Body != nil {
+		b, err := io.ReadAll(io.LimitReader(r.Body, MaxBodyBytes+1))
+		if err != nil {
+			h.fail(w, r, op, errCode(CodeMalformedJSON, "reading the body: "+err.Error()))
+			return
+		}
+		body = b
+	}
+	if len(body) > MaxBodyBytes {
+		h.fail(w, r, op, tooLarge())
+		return
+	}
+	m, derr := DecodeMessage(op, body)
+	if derr != nil {
+		h.fail(w, r, op, derr)
+		return
+	}
+	reply, err := h.b.Call(r.Context(), m)
+	if err != nil {
+		var we *Error
+		if !errors.As(err, &we) {
+			we = errCode(CodeInternal, err.Error())
+		}
+		h.failCall(w, r, m, we)
+		return
+	}
+	if h.log != nil {
+		attrs := callAttrs(m)
+		switch {
+		case reply.Grant != nil:
+			attrs = append(attrs, slog.String("result", "granted"), slog.Uint64("grantedFence", reply.Grant.Fence))
+		case reply.HeldBy != "":
+			attrs = append(attrs, slog.String("result", "denied"), slog.String("heldBy", reply.HeldBy))
+		case reply.Reason != "":
+			attrs = append(attrs, slog.String("result", reply.Reason))
+		default:
+			attrs = append(attrs, slog.String("result", "ok"))
+		}
+		h.log.LogAttrs(r.Context(), slog.LevelInfo, "lease call", attrs...)
+	}
+	writeJSON(w, http.StatusOK, reply)
+}
+
+func callAttrs(m Message) []slog.Attr {
+	return []slog.Attr{
+		slog.String("op", string(m.Op)),
+		slog.String("resource", m.Request.Resource),
+		slog.String("holderId", m.Request.HolderID),
+		slog.String("requestId", m.Request.RequestID),
+		slog.Uint64("fence", m.Request.Fence),
+	}
+}
+
+func tooLarge() *Error {
+	return errCode(CodeBodyTooLarge, "the body is larger than "+strconv.Itoa(MaxBodyBytes)+" bytes")
+}
+
+func (h *handler) fail(w http.ResponseWriter, r *http.Request, op Op, e *Error) {
+	if h.log != nil {
+		h.log.LogAttrs(r.Context(), slog.LevelWarn, "lease call refused",
+			slog.String("op", string(op)), slog.String("method", r.Method), slog.String("path", quoteShort(r.URL.Path)),
+			slog.String("code", e.Code))
+	}
+	writeError(w, e)
+}
+
+func (h *handler) failCall(w http.ResponseWriter, r *http.Request, m Message, e *Error) {
+	if h.log != nil {
+		level := slog.LevelWarn
+		if e.Status >= 500 {
+			level = slog.LevelError
+		}
+		h.log.LogAttrs(r.Context(), level, "lease call refused", append(callAttrs(m), slog.String("code", e.Code))...)
+	}
+	writeError(w, e)
+}
+
+// WriteError writes e as the JSON error body with its status.
+func WriteError(w http.ResponseWriter, e *Error) { writeError(w, e) }
+
+func writeError(w http.ResponseWriter, e *Error) {
+	var b errorBody
+	b.Error.Code, b.Error.Message = e.Code, e.Message
+	writeJSON(w, e.Status, b)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	out, err := json.Marshal(v)
+	if err != nil {
+		status = http.StatusInternalServerError
+		out = []byte(`{"error":{"code":"internal","message":"encoding the answer failed"}}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("Content-Length", strconv.Itoa(len(out)))
+	w.WriteHeader(status)
+	_, _ = w.Write(out)
+}
+
+// ParseError reads an error body written by the handler. It returns nil if
+// body is not one.
+func ParseError(status int, body []byte) *Error {
+	var b errorBody
+	if err := json.Unmarshal(body, &b); err != nil || b.Error.Code == "" {
+		return nil
+	}
+	return &Error{Status: status, Code: b.Error.Code, Message: b.Error.Message}
+}

@@ -1,0 +1,417 @@
+package wire
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lease-fence/lease-fence/core/clock"
+	"github.com/lease-fence/lease-fence/core/lease"
+)
+
+const ttl = time.Second
+
+type rig struct {
+	t    *testing.T
+	clk  *clock.Manual
+	svc  *Service
+	h    http.Handler
+	logs *bytes.Buffer
+}
+
+func newRig(t *testing.T, store Store) *rig {
+	t.Helper()
+	clk, err := clock.NewManual("coordinator", clock.ManualOptions{Start: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := NewService(ServiceConfig{Clock: clk, TTL: ttl, Store: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &bytes.Buffer{}
+	h := NewHandler(svc, HandlerOptions{Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	return &rig{t: t, clk: clk, svc: svc, h: h, logs: logs}
+}
+
+// do sends body to path and returns the status and the decoded answer.
+func (r *rig) do(method, path, body string) (int, map[string]any) {
+	r.t.Helper()
+	req := httptest.NewRequest(method, path, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	rec := httptest.NewRecorder()
+	r.h.ServeHTTP(rec, req)
+	if ct := rec.Header().Get("Content-Type"); ct != "application/json" {
+		r.t.Fatalf("%s %s: content type %q", method, path, ct)
+	}
+	var out map[string]any
+	if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil {
+		r.t.Fatalf("%s %s: answer %q is not JSON: %v", method, path, rec.Body.String(), err)
+	}
+	return rec.Code, out
+}
+
+func (r *rig) post(op Op, m Message) (int, map[string]any) {
+	r.t.Helper()
+	body, err := EncodeMessage(m)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return r.do(http.MethodPost, op.Path(), string(body))
+}
+
+func acquireMsg(id, resource, holder string) Message {
+	return Message{Op: OpAcquire, Request: reqOf("acquire", id, resource, holder, 0)}
+}
+
+func renewMsg(id, resource, holder string, fence uint64, secret string) Message {
+	return Message{Op: OpRenew, Request: reqOf("renew", id, resource, holder, fence), Secret: secret}
+}
+
+func releaseMsg(id, resource, holder string, fence uint64, secret string) Message {
+	m := Message{Op: OpRelease, Request: reqOf("", id, resource, holder, fence), Secret: secret}
+	return m
+}
+
+func grantOf(t *testing.T, status int, out map[string]any) (fence uint64, secret string) {
+	t.Helper()
+	if status != 200 || out["ok"] != true {
+		t.Fatalf("not granted: %d %v", status, out)
+	}
+	g := out["grant"].(map[string]any)
+	return uint64(g["fence"].(float64)), g["secret"].(string)
+}
+
+func (r *rig) grant(op Op, m Message) (uint64, string) {
+	r.t.Helper()
+	st, out := r.post(op, m)
+	return grantOf(r.t, st, out)
+}
+
+func errCodeOf(t *testing.T, out map[string]any) string {
+	t.Helper()
+	e, ok := out["error"].(map[string]any)
+	if !ok || len(out) != 1 {
+		t.Fatalf("not an error body: %v", out)
+	}
+	if msg, _ := e["message"].(string); msg == "" {
+		t.Fatalf("error without a message: %v", out)
+	}
+	return e["code"].(string)
+}
+
+func TestHandlerLifecycle(t *testing.T) {
+	r := newRig(t, nil)
+	st, out := r.post(OpAcquire, acquireMsg("q1", "deploy", "a"))
+	f1, secret := grantOf(t, st, out)
+	g := out["grant"].(map[string]any)
+	if f1 != 1 || g["ttlMillis"] != 1000.0 || g["holderId"] != "a" || g["resource"] != "deploy" || g["requestId"] != "q1" {
+		t.Fatalf("grant %v", g)
+	}
+	if exp := g["coordinatorExpiresAt"].(map[string]any); exp["millis"] != 2000.0 || exp["domain"] != "coordinator" {
+		t.Fatalf("coordinatorExpiresAt %v", exp)
+	}
+	if len(secret) < 40 || strings.Contains(secret, "a") && strings.Contains(secret, "deploy") {
+		t.Fatalf("weak secret %q", secret)
+	}
+
+	// Denied while held, to another holder and to the holder itself.
+	r.clk.Advance(100)
+	for _, who := range []string{"b", "a"} {
+		st, out = r.post(OpAcquire, acquireMsg("q-"+who, "deploy", who))
+		if st != 200 || out["ok"] != false || out["heldBy"] != "a" || out["retryAfterMillis"] != 900.0 {
+			t.Fatalf("deny to %s: %d %v", who, st, out)
+		}
+	}
+	// A retry of the granting request gets the same grant, secret included.
+	st, out = r.post(OpAcquire, acquireMsg("q1", "deploy", "a"))
+	if f, s := grantOf(t, st, out); f != f1 || s != secret {
+		t.Fatalf("retry got fence %d", f)
+	}
+
+	// Renew extends from the coordinator's reading and keeps the fence.
+	r.clk.Advance(400)
+	st, out = r.post(OpRenew, renewMsg("q2", "deploy", "a", f1, secret))
+	if f, s := grantOf(t, st, out); f != f1 || s != secret {
+		t.Fatalf("renew: fence %d", f)
+	}
+	if exp := out["grant"].(map[string]any)["coordinatorExpiresAt"].(map[string]any); exp["millis"] != 2500.0 {
+		t.Fatalf("renewed to %v", exp)
+	}
+
+	// Release ends it; a retry of that release is answered ok again; the
+	// next acquisition gets a higher fence.
+	st, out = r.post(OpRelease, releaseMsg("q3", "deploy", "a", f1, secret))
+	if st != 200 || out["ok"] != true {
+		t.Fatalf("release: %d %v", st, out)
+	}
+	st, out = r.post(OpRelease, releaseMsg("q3", "deploy", "a", f1, secret))
+	if st != 200 || out["ok"] != true {
+		t.Fatalf("release retry: %d %v", st, out)
+	}
+	st, out = r.post(OpRelease, releaseMsg("q4", "deploy", "a", f1, secret))
+	if st != 200 || out["ok"] != false || out["reason"] != "expired" {
+		t.Fatalf("second release: %d %v", st, out)
+	}
+	st, out = r.post(OpRenew, renewMsg("q5", "deploy", "a", f1, secret))
+	if st != 200 || out["ok"] != false || out["reason"] != "expired" {
+		t.Fatalf("renew after release: %d %v", st, out)
+	}
+	st, out = r.post(OpAcquire, acquireMsg("q6", "deploy", "b"))
+	if f, s := grantOf(t, st, out); f != 2 || s == secret {
+		t.Fatalf("after release: fence %d", f)
+	}
+
+	// Expiry: never resurrected, and the next holder gets a higher fence.
+	r.clk.Advance(1000)
+	st, out = r.post(OpRenew, renewMsg("q7", "deploy", "b", 2, "whatever"))
+	if st != 403 {
+		t.Fatalf("renew with a wrong secret after expiry: %d %v", st, out)
+	}
+	st, out = r.post(OpAcquire, acquireMsg("q8", "deploy", "c"))
+	if f, _ := grantOf(t, st, out); f != 3 {
+		t.Fatalf("after expiry: fence %d", f)
+	}
+	// Resources have their own fences.
+	st, out = r.post(OpAcquire, acquireMsg("q9", "other", "c"))
+	if f, _ := grantOf(t, st, out); f != 1 {
+		t.Fatalf("other resource: fence %d", f)
+	}
+}
+
+func TestHandlerExpiredRenewIsRefused(t *testing.T) {
+	r := newRig(t, nil)
+	f, secret := r.grant(OpAcquire, acquireMsg("q1", "x", "a"))
+	r.clk.Advance(1000) // exactly at the expiry: over
+	st, out := r.post(OpRenew, renewMsg("q2", "x", "a", f, secret))
+	if st != 200 || out["ok"] != false || out["reason"] != "expired" {
+		t.Fatalf("%d %v", st, out)
+	}
+	st, out = r.post(OpRelease, releaseMsg("q3", "x", "a", f, secret))
+	if st != 200 || out["ok"] != false || out["reason"] != "expired" {
+		t.Fatalf("%d %v", st, out)
+	}
+}
+
+// TestSecretGuardsTheLease: a second client that knows the holder id, the
+// resource and the fence still cannot renew or release.
+func TestSecretGuardsTheLease(t *testing.T) {
+	r := newRig(t, nil)
+	f, secret := r.grant(OpAcquire, acquireMsg("q1", "deploy", "a"))
+	before := r.state("deploy")
+	for _, forged := range []string{"", "guess", secret[:len(secret)-1], secret + "x", strings.ToUpper(secret)} {
+		if forged == "" || forged == secret {
+			// An empty secret is refused by the decoder.
+			st, out := r.post(OpRenew, renewMsg("f0", "deploy", "a", f, "x"))
+			if st != 403 || errCodeOf(t, out) != CodeWrongSecret {
+				t.Fatalf("%d %v", st, out)
+			}
+			continue
+		}
+		st, out := r.post(OpRenew, renewMsg("f1", "deploy", "a", f, forged))
+		if st != 403 || errCodeOf(t, out) != CodeWrongSecret {
+			t.Fatalf("forged renew: %d %v", st, out)
+		}
+		st, out = r.post(OpRelease, releaseMsg("f2", "deploy", "a", f, forged))
+		if st != 403 || errCodeOf(t, out) != CodeWrongSecret {
+			t.Fatalf("forged release: %d %v", st, out)
+		}
+	}
+	if after := r.state("deploy"); !reflect.DeepEqual(before, after) {
+		t.Fatalf("forgeries changed the state:\n%+v\n%+v", before, after)
+	}
+	// The holder still can.
+	if st, out := r.post(OpRelease, releaseMsg("q2", "deploy", "a", f, secret)); st != 200 || out["ok"] != true {
+		t.Fatalf("holder release: %d %v", st, out)
+	}
+	if strings.Contains(r.logs.String(), secret) {
+		t.Fatal("the secret appears in the log")
+	}
+	if !strings.Contains(r.logs.String(), "wrong_secret") || !strings.Contains(r.logs.String(), "granted") {
+		t.Fatalf("the log lacks the calls: %s", r.logs.String())
+	}
+}
+
+func (r *rig) state(resource string) State {
+	r.t.Helper()
+	st, _, err := r.svc.State(context.Background(), resource)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return st
+}
+
+// TestBadInputChangesNothing sends every kind of bad request to a
+// coordinator holding a lease and checks the refusal and that the state, and
+// the fence the next acquisition gets, are as if it had never come.
+func TestBadInputChangesNothing(t *testing.T) {
+	r := newRig(t, nil)
+	f, secret := r.grant(OpAcquire, acquireMsg("q1", "deploy", "a"))
+	okRenew, _ := EncodeMessage(renewMsg("q2", "deploy", "a", f, secret))
+	big := `{"requestId":"` + strings.Repeat("x", MaxBodyBytes) + `"}`
+	cases := []struct {
+		name, method, path, ctype, body string
+		status                          int
+		code                            string
+	}{
+		{"wrong method", http.MethodGet, "/v1/acquire", "", "", 405, CodeMethodNotAllowed},
+		{"put", http.MethodPut, "/v1/renew", "application/json", string(okRenew), 405, CodeMethodNotAllowed},
+		{"unknown path", http.MethodPost, "/v1/steal", "application/json", string(okRenew), 404, CodeNotFound},
+		{"root", http.MethodGet, "/", "", "", 404, CodeNotFound},
+		{"prefix", http.MethodPost, "/v1/renew/", "application/json", string(okRenew), 404, CodeNotFound},
+		{"too large", http.MethodPost, "/v1/renew", "application/json", big, 413, CodeBodyTooLarge},
+		{"form body", http.MethodPost, "/v1/renew", "application/x-www-form-urlencoded", string(okRenew), 415, CodeUnsupportedMedia},
+		{"malformed", http.MethodPost, "/v1/renew", "application/json", string(okRenew[:20]), 400, CodeMalformedJSON},
+	}
+	for _, tc := range badBodies {
+		cases = append(cases, struct {
+			name, method, path, ctype, body string
+			status                          int
+			code                            string
+		}{tc.name, http.MethodPost, tc.op.Path(), "application/json; charset=utf-8", tc.body, codeStatus[tc.code], tc.code})
+	}
+	before := r.state("deploy")
+	for _, tc := range cases {
+		req := httptest.NewRequest(tc.method, tc.path, strings.NewReader(tc.body))
+		if tc.ctype != "" {
+			req.Header.Set("Content-Type", tc.ctype)
+		}
+		rec := httptest.NewRecorder()
+		r.h.ServeHTTP(rec, req)
+		var out map[string]any
+		if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil {
+			t.Fatalf("%s: answer %q is not JSON", tc.name, rec.Body.String())
+		}
+		if rec.Code != tc.status || errCodeOf(t, out) != tc.code {
+			t.Fatalf("%s: got %d %v, want %d %s", tc.name, rec.Code, out, tc.status, tc.code)
+		}
+		if tc.status == 405 && rec.Header().Get("Allow") != "POST" {
+			t.Fatalf("%s: Allow is %q", tc.name, rec.Header().Get("Allow"))
+		}
+	}
+	// A renewal that the core refuses as misuse (a fence never issued).
+	st, out := r.post(OpRenew, renewMsg("q3", "deploy", "a", 99, secret))
+	if st != 422 || errCodeOf(t, out) != CodeRejected {
+		t.Fatalf("renewing fence 99: %d %v", st, out)
+	}
+	// The same request id for another resource.
+	st, out = r.post(OpAcquire, acquireMsg("q1", "deploy", "b"))
+	if st != 409 || errCodeOf(t, out) != CodeRequestIDReused {
+		t.Fatalf("reused id: %d %v", st, out)
+	}
+	if after := r.state("deploy"); !reflect.DeepEqual(before, after) {
+		t.Fatalf("bad input changed the state:\n%+v\n%+v", before, after)
+	}
+	for _, name := range []string{"", "empty resource"} {
+		if _, ok, _ := r.svc.State(context.Background(), name); ok {
+			t.Fatalf("bad input created resource %q", name)
+		}
+	}
+	r.clk.Advance(1000)
+	if f2, _ := r.grant(OpAcquire, acquireMsg("q9", "deploy", "b")); f2 != f+1 {
+		t.Fatalf("after bad input the next fence is %d, want %d", f2, f+1)
+	}
+}
+
+// failingStore fails Save while fail is set.
+type failingStore struct {
+	mem  map[string]State
+	fail bool
+}
+
+func (s *failingStore) Load(_ context.Context, name string) (State, bool, error) {
+	st, ok := s.mem[name]
+	return copyState(st), ok, nil
+}
+
+func (s *failingStore) Save(_ context.Context, st State) error {
+	if s.fail {
+		return errors.New("disk full")
+	}
+	s.mem[st.Resource] = copyState(st)
+	return nil
+}
+
+// TestStoreFailureAnswersNothing: a grant whose state could not be stored is
+// not answered, and the coordinator behaves as if the call never came.
+func TestStoreFailureAnswersNothing(t *testing.T) {
+	store := &failingStore{mem: map[string]State{}}
+	r := newRig(t, store)
+	f, secret := r.grant(OpAcquire, acquireMsg("q1", "deploy", "a"))
+	store.fail = true
+	r.clk.Advance(500)
+	st, out := r.post(OpRenew, renewMsg("q2", "deploy", "a", f, secret))
+	if st != 503 || errCodeOf(t, out) != CodeUnavailable {
+		t.Fatalf("renew with a failing store: %d %v", st, out)
+	}
+	st, out = r.post(OpRelease, releaseMsg("q3", "deploy", "a", f, secret))
+	if st != 503 || errCodeOf(t, out) != CodeUnavailable {
+		t.Fatalf("release with a failing store: %d %v", st, out)
+	}
+	r.clk.Advance(500) // the lease ends at 2000: the failed renewal did not extend it
+	st, out = r.post(OpAcquire, acquireMsg("q4", "deploy", "b"))
+	if st != 503 {
+		t.Fatalf("acquire with a failing store: %d %v", st, out)
+	}
+	store.fail = false
+	if f2, _ := r.grant(OpAcquire, acquireMsg("q5", "deploy", "b")); f2 != f+1 {
+		t.Fatalf("fence %d after failed saves, want %d", f2, f+1)
+	}
+	if store.mem["deploy"].IssuedFence != f+1 || store.mem["deploy"].Lease.HolderID != "b" {
+		t.Fatalf("stored %+v", store.mem["deploy"])
+	}
+}
+
+// TestRestartFromStore: a new service over the same store continues above
+// the last fence and remembers the live holder and its secret.
+func TestRestartFromStore(t *testing.T) {
+	store := &failingStore{mem: map[string]State{}}
+	r := newRig(t, store)
+	f, secret := r.grant(OpAcquire, acquireMsg("q1", "deploy", "a"))
+	r.clk.Advance(300)
+	r.grant(OpRenew, renewMsg("q2", "deploy", "a", f, secret)) // expires at 2300
+
+	r2 := newRig(t, store)
+	r2.clk.Set(1500)
+	st, out := r2.post(OpAcquire, acquireMsg("q3", "deploy", "b"))
+	if st != 200 || out["heldBy"] != "a" || out["retryAfterMillis"] != 800.0 {
+		t.Fatalf("after restart: %d %v", st, out)
+	}
+	if f2, s2 := r2.grant(OpAcquire, acquireMsg("q1", "deploy", "a")); f2 != f || s2 != secret {
+		t.Fatal("a retry after the restart got another grant")
+	}
+	if st, out := r2.post(OpRenew, renewMsg("q4", "deploy", "a", f, "forged")); st != 403 {
+		t.Fatalf("%d %v", st, out)
+	}
+	r2.grant(OpRenew, renewMsg("q5", "deploy", "a", f, secret))
+	r2.clk.Advance(1000)
+	if f3, _ := r2.grant(OpAcquire, acquireMsg("q6", "deploy", "b")); f3 != f+1 {
+		t.Fatalf("fence %d after restart, want %d", f3, f+1)
+	}
+}
+
+func TestNewServiceChecksConfig(t *testing.T) {
+	clk, _ := clock.NewManual("c", clock.ManualOptions{})
+	if _, err := NewService(ServiceConfig{TTL: ttl}); err == nil {
+		t.Fatal("no clock accepted")
+	}
+	if _, err := NewService(ServiceConfig{Clock: clk}); err == nil {
+		t.Fatal("no ttl accepted")
+	}
+}
+
+func reqOf(kind, id, resource, holder string, fence uint64) lease.Request {
+	r := lease.Request{Kind: lease.Kind(kind), RequestID: id, Resource: resource, HolderID: holder, Fence: fence}
+	if kind != "" {
+		r.SentAt = clock.At("agent-"+holder, 1)
+	}
+	return r
+}

@@ -1,0 +1,427 @@
+package wire
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"math"
+	"strconv"
+	"unicode/utf8"
+
+	"github.com/lease-fence/lease-fence/core/clock"
+	"github.com/lease-fence/lease-fence/core/lease"
+)
+
+// Op names one of the three calls.
+type Op string
+
+// The three calls, each served at /v1/<op>.
+const (
+	OpAcquire Op = "acquire"
+	OpRenew   Op = "renew"
+	OpRelease Op = "release"
+)
+
+// Path returns the URL path op is served at.
+func (op Op) Path() string { return "/v1/" + string(op) }
+
+// MaxBodyBytes is the largest request body the handler reads. Larger bodies
+// are refused with status 413 and code "body_too_large".
+const MaxBodyBytes = 64 << 10
+
+// MaxStringBytes bounds every string field of a request.
+const MaxStringBytes = 1024
+
+// Message is a decoded request body.
+//
+// For acquire and renew, Request is the request exactly as lease.Client
+// began it. For release, Request carries RequestID, Resource, HolderID and
+// Fence, and Kind and SentAt are zero. Secret is the grant's secret, required
+// for renew and release and empty for acquire.
+type Message struct {
+	Op      Op
+	Request lease.Request
+	Secret  string
+}
+
+// Instant is a clock.Instant as JSON: {"millis": ..., "domain": ...}.
+type Instant struct {
+	Millis float64 `json:"millis"`
+	Domain string  `json:"domain"`
+}
+
+// FromInstant converts a clock.Instant.
+func FromInstant(t clock.Instant) Instant { return Instant{Millis: t.Millis, Domain: t.Domain} }
+
+// Clock converts back to a clock.Instant.
+func (t Instant) Clock() clock.Instant { return clock.At(t.Domain, t.Millis) }
+
+// Grant is a lease.Grant as JSON, plus the secret the holder must present to
+// renew or release the lease. Keep the secret out of logs.
+type Grant struct {
+	RequestID            string  `json:"requestId"`
+	Resource             string  `json:"resource"`
+	HolderID             string  `json:"holderId"`
+	Fence                uint64  `json:"fence"`
+	TTLMillis            float64 `json:"ttlMillis"`
+	CoordinatorExpiresAt Instant `json:"coordinatorExpiresAt"`
+	Secret               string  `json:"secret"`
+}
+
+// Lease converts g to the lease.Grant a lease.Client completes.
+func (g Grant) Lease() lease.Grant {
+	return lease.Grant{
+		RequestID:            g.RequestID,
+		Resource:             g.Resource,
+		HolderID:             g.HolderID,
+		Fence:                g.Fence,
+		TTL:                  clock.FromMillis(g.TTLMillis),
+		CoordinatorExpiresAt: g.CoordinatorExpiresAt.Clock(),
+	}
+}
+
+// Reply is the body of every 200 answer. Exactly one shape is filled in:
+//
+//	{"ok": true, "grant": {...}}                          acquire or renew granted
+//	{"ok": false, "heldBy": "b", "retryAfterMillis": 120} acquire denied
+//	{"ok": false, "reason": "expired"}                    renew or release refused
+//	{"ok": true}                                          release done
+type Reply struct {
+	OK               bool    `json:"ok"`
+	Grant            *Grant  `json:"grant,omitempty"`
+	HeldBy           string  `json:"heldBy,omitempty"`
+	RetryAfterMillis float64 `json:"retryAfterMillis,omitempty"`
+	Reason           string  `json:"reason,omitempty"`
+}
+
+// field describes one member of a request object.
+type field struct {
+	name     string
+	required bool
+	set      func(m *Message, raw json.RawMessage) *Error
+}
+
+var (
+	fRequestID = field{"requestId", true, func(m *Message, raw json.RawMessage) *Error {
+		return decodeString("requestId", raw, &m.Request.RequestID)
+	}}
+	fResource = field{"resource", true, func(m *Message, raw json.RawMessage) *Error {
+		return decodeString("resource", raw, &m.Request.Resource)
+	}}
+	fHolderID = field{"holderId", true, func(m *Message, raw json.RawMessage) *Error {
+		return decodeString("holderId", raw, &m.Request.HolderID)
+	}}
+	fSecret = field{"secret", true, func(m *Message, raw json.RawMessage) *Error {
+		return decodeString("secret", raw, &m.Secret)
+	}}
+	fSentAt = field{"sentAt", true, func(m *Message, raw json.RawMessage) *Error {
+		return decodeInstant("sentAt", raw, &m.Request.SentAt)
+	}}
+	fFence = field{"fence", true, func(m *Message, raw json.RawMessage) *Error {
+		if err := decodeFence("fence", raw, &m.Request.Fence); err != nil {
+			return err
+		}
+		if m.Request.Fence == 0 {
+			return errInvalid("fence", "must be at least 1")
+		}
+		return nil
+	}}
+)
+
+func kindField(want lease.Kind) field {
+	return field{"kind", true, func(m *Message, raw json.RawMessage) *Error {
+		var s string
+		if err := decodeString("kind", raw, &s); err != nil {
+			return err
+		}
+		if s != string(want) {
+			return errInvalid("kind", "must be "+strconv.Quote(string(want))+" on this path, got "+strconv.Quote(s))
+		}
+		m.Request.Kind = want
+		return nil
+	}}
+}
+
+var schemas = map[Op][]field{
+	OpAcquire: {fRequestID, fResource, fHolderID, fSentAt, kindField(lease.KindAcquire),
+		// An acquisition request may carry the zero fence the core's
+		// Request has, so a serialized lease.Request is accepted as is.
+		{"fence", false, func(m *Message, raw json.RawMessage) *Error {
+			if err := decodeFence("fence", raw, &m.Request.Fence); err != nil {
+				return err
+			}
+			if m.Request.Fence != 0 {
+				return errInvalid("fence", "must be 0 (or absent) in an acquisition")
+			}
+			return nil
+		}}},
+	OpRenew:   {fRequestID, fResource, fHolderID, fSentAt, kindField(lease.KindRenew), fFence, fSecret},
+	OpRelease: {fRequestID, fResource, fHolderID, fFence, fSecret},
+}
+
+// DecodeMessage parses and checks the body of a request to op. It accepts
+// exactly one JSON object with exactly the fields op takes, each of its
+// type, each at most once, in valid UTF-8, and nothing after it. A body it
+// refuses gets an *Error with a stable Code:
+//
+//	malformed_json   not JSON, invalid UTF-8, or more than one value
+//	wrong_type       a value of the wrong JSON type (the body itself included)
+//	missing_field    a required field is absent
+//	unknown_field    a field op does not take (names are case-sensitive)
+//	duplicate_field  a field appears twice
+//	invalid_value    the right type but an unusable value (empty id, fence 0,
+//	                 a kind that does not match the path, a non-finite instant)
+func DecodeMessage(op Op, body []byte) (Message, *Error) {
+	schema, ok := schemas[op]
+	if !ok {
+		return Message{}, &Error{Status: 404, Code: CodeNotFound, Message: "no such call " + strconv.Quote(string(op))}
+	}
+	if !utf8.Valid(body) {
+		return Message{}, errCode(CodeMalformedJSON, "body is not valid UTF-8")
+	}
+	m := Message{Op: op}
+	seen := make(map[string]bool, len(schema))
+	err := decodeObject("body", body, func(name string, raw json.RawMessage) *Error {
+		for _, f := range schema {
+			if f.name == name {
+				if seen[name] {
+					return errCode(CodeDuplicateField, "field "+strconv.Quote(name)+" appears twice")
+				}
+				seen[name] = true
+				return f.set(&m, raw)
+			}
+		}
+		return errCode(CodeUnknownField, "unknown field "+quoteShort(name)+" in a "+string(op)+" request")
+	})
+	if err != nil {
+		return Message{}, err
+	}
+	for _, f := range schema {
+		if f.required && !seen[f.name] {
+			return Message{}, errCode(CodeMissingField, "field "+strconv.Quote(f.name)+" is required in a "+string(op)+" request")
+		}
+	}
+	if op == OpAcquire || op == OpRenew {
+		m.Request.Kind = lease.Kind(op)
+	}
+	return m, nil
+}
+
+// EncodeMessage is the inverse of DecodeMessage: the body a client sends.
+func EncodeMessage(m Message) ([]byte, error) {
+	r := m.Request
+	var v any
+	switch m.Op {
+	case OpAcquire:
+		v = struct {
+			RequestID string  `json:"requestId"`
+			Resource  string  `json:"resource"`
+			HolderID  string  `json:"holderId"`
+			SentAt    Instant `json:"sentAt"`
+			Kind      string  `json:"kind"`
+		}{r.RequestID, r.Resource, r.HolderID, FromInstant(r.SentAt), string(lease.KindAcquire)}
+	case OpRenew:
+		v = struct {
+			RequestID string  `json:"requestId"`
+			Resource  string  `json:"resource"`
+			HolderID  string  `json:"holderId"`
+			SentAt    Instant `json:"sentAt"`
+			Kind      string  `json:"kind"`
+			Fence     uint64  `json:"fence"`
+			Secret    string  `json:"secret"`
+		}{r.RequestID, r.Resource, r.HolderID, FromInstant(r.SentAt), string(lease.KindRenew), r.Fence, m.Secret}
+	case OpRelease:
+		v = struct {
+			RequestID string `json:"requestId"`
+			Resource  string `json:"resource"`
+			HolderID  string `json:"holderId"`
+			Fence     uint64 `json:"fence"`
+			Secret    string `json:"secret"`
+		}{r.RequestID, r.Resource, r.HolderID, r.Fence, m.Secret}
+	default:
+		return nil, errors.New("wire: unknown op " + strconv.Quote(string(m.Op)))
+	}
+	return json.Marshal(v)
+}
+
+// decodeObject walks one JSON object, calling member for each name and raw
+// value in order, and refuses anything else: another type, trailing data.
+func decodeObject(what string, data []byte, member func(name string, raw json.RawMessage) *Error) *Error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	tok, err := dec.Token()
+	if err != nil {
+		return malformed(err)
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		return errCode(CodeWrongType, what+" must be a JSON object, got "+jsonType(tok))
+	}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return malformed(err)
+		}
+		name, ok := tok.(string)
+		if !ok {
+			return errCode(CodeMalformedJSON, "object key is not a string")
+		}
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return malformed(err)
+		}
+		if err := member(name, raw); err != nil {
+			return err
+		}
+	}
+	if _, err := dec.Token(); err != nil { // the closing '}'
+		return malformed(err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errCode(CodeMalformedJSON, "unexpected data after the JSON object")
+	}
+	return nil
+}
+
+func malformed(err error) *Error {
+	if err == io.EOF || errors.Is(err, io.ErrUnexpectedEOF) {
+		return errCode(CodeMalformedJSON, "body ends before the JSON value does")
+	}
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		return errCode(CodeMalformedJSON, "invalid JSON at byte "+strconv.FormatInt(se.Offset, 10)+": "+se.Error())
+	}
+	return errCode(CodeMalformedJSON, "invalid JSON: "+err.Error())
+}
+
+func jsonType(tok json.Token) string {
+	switch v := tok.(type) {
+	case json.Delim:
+		if v == '[' {
+			return "an array"
+		}
+		return "an object"
+	case string:
+		return "a string"
+	case json.Number, float64:
+		return "a number"
+	case bool:
+		return "a boolean"
+	case nil:
+		return "null"
+	}
+	return "something else"
+}
+
+func rawType(raw json.RawMessage) string {
+	switch raw[0] {
+	case '{':
+		return "an object"
+	case '[':
+		return "an array"
+	case '"':
+		return "a string"
+	case 't', 'f':
+		return "a boolean"
+	case 'n':
+		return "null"
+	}
+	return "a number"
+}
+
+func wrongType(name, want string, raw json.RawMessage) *Error {
+	return errCode(CodeWrongType, "field "+strconv.Quote(name)+" must be "+want+", got "+rawType(raw))
+}
+
+func decodeString(name string, raw json.RawMessage, dst *string) *Error {
+	if raw[0] != '"' {
+		return wrongType(name, "a string", raw)
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return malformed(err)
+	}
+	if s == "" {
+		return errInvalid(name, "must not be empty")
+	}
+	if len(s) > MaxStringBytes {
+		return errInvalid(name, "is longer than "+strconv.Itoa(MaxStringBytes)+" bytes")
+	}
+	*dst = s
+	return nil
+}
+
+// decodeFence accepts a JSON integer from 0 to lease.MaxFence, written as
+// digits only.
+func decodeFence(name string, raw json.RawMessage, dst *uint64) *Error {
+	if raw[0] != '-' && (raw[0] < '0' || raw[0] > '9') {
+		return wrongType(name, "an integer", raw)
+	}
+	n, err := strconv.ParseUint(string(raw), 10, 64)
+	if err != nil {
+		return errInvalid(name, "must be a whole number from 0 to "+strconv.FormatUint(lease.MaxFence, 10)+", got "+quoteShort(string(raw)))
+	}
+	if n > lease.MaxFence {
+		return errInvalid(name, "must be at most "+strconv.FormatUint(lease.MaxFence, 10))
+	}
+	*dst = n
+	return nil
+}
+
+func decodeInstant(name string, raw json.RawMessage, dst *clock.Instant) *Error {
+	if raw[0] != '{' {
+		return wrongType(name, "an object {millis, domain}", raw)
+	}
+	var t clock.Instant
+	var haveMillis, haveDomain bool
+	err := decodeObject(name, raw, func(member string, v json.RawMessage) *Error {
+		switch member {
+		case "millis":
+			if haveMillis {
+				return errCode(CodeDuplicateField, "field "+name+".millis appears twice")
+			}
+			haveMillis = true
+			if v[0] != '-' && (v[0] < '0' || v[0] > '9') {
+				return wrongType(name+".millis", "a number", v)
+			}
+			f, err := strconv.ParseFloat(string(v), 64)
+			if err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
+				return errInvalid(name+".millis", "must be a finite number")
+			}
+			t.Millis = f
+		case "domain":
+			if haveDomain {
+				return errCode(CodeDuplicateField, "field "+name+".domain appears twice")
+			}
+			haveDomain = true
+			return decodeString(name+".domain", v, &t.Domain)
+		default:
+			return errCode(CodeUnknownField, "unknown field "+quoteShort(member)+" in "+name)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if !haveMillis {
+		return errCode(CodeMissingField, "field "+name+".millis is required")
+	}
+	if !haveDomain {
+		return errCode(CodeMissingField, "field "+name+".domain is required")
+	}
+	*dst = t
+	return nil
+}
+
+// quoteShort quotes s, cut to a length that is safe to echo in an error.
+func quoteShort(s string) string {
+	const max = 64
+	if len(s) > max {
+		cut := max
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		return strconv.Quote(s[:cut]) + "..."
+	}
+	return strconv.Quote(s)
+}

@@ -1,0 +1,171 @@
+package wire
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/lease-fence/lease-fence/core/clock"
+	"github.com/lease-fence/lease-fence/core/lease"
+)
+
+const (
+	goodAcquire = `{"requestId":"r1","resource":"deploy","holderId":"a","sentAt":{"millis":12.5,"domain":"agent-a"},"kind":"acquire"}`
+	goodRenew   = `{"requestId":"r2","resource":"deploy","holderId":"a","sentAt":{"millis":20,"domain":"agent-a"},"kind":"renew","fence":3,"secret":"s3cret"}`
+	goodRelease = `{"requestId":"r3","resource":"deploy","holderId":"a","fence":3,"secret":"s3cret"}`
+)
+
+func TestDecodeGood(t *testing.T) {
+	m, err := DecodeMessage(OpAcquire, []byte(goodAcquire))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := lease.Request{Kind: lease.KindAcquire, RequestID: "r1", Resource: "deploy", HolderID: "a", SentAt: clock.At("agent-a", 12.5)}
+	if m.Request != want || m.Secret != "" || m.Op != OpAcquire {
+		t.Fatalf("acquire decoded as %+v", m)
+	}
+	m, err = DecodeMessage(OpRenew, []byte(goodRenew))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Request.Kind != lease.KindRenew || m.Request.Fence != 3 || m.Secret != "s3cret" || m.Request.SentAt.Millis != 20 {
+		t.Fatalf("renew decoded as %+v", m)
+	}
+	m, err = DecodeMessage(OpRelease, []byte(goodRelease))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Request.Fence != 3 || m.Secret != "s3cret" || m.Request.Kind != "" || m.Request.RequestID != "r3" {
+		t.Fatalf("release decoded as %+v", m)
+	}
+	// An acquisition may carry the zero fence a serialized lease.Request has.
+	if _, err := DecodeMessage(OpAcquire, []byte(strings.Replace(goodAcquire, `"kind"`, `"fence":0,"kind"`, 1))); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// badBodies are bodies every call refuses, with the code it must refuse them
+// with. They also seed the fuzz target.
+var badBodies = []struct {
+	name string
+	op   Op
+	body string
+	code string
+}{
+	{"empty", OpAcquire, ``, CodeMalformedJSON},
+	{"not json", OpAcquire, `hello`, CodeMalformedJSON},
+	{"truncated", OpAcquire, goodAcquire[:40], CodeMalformedJSON},
+	{"trailing object", OpAcquire, goodAcquire + `{}`, CodeMalformedJSON},
+	{"trailing garbage", OpAcquire, goodAcquire + `x`, CodeMalformedJSON},
+	{"trailing comma", OpRelease, strings.Replace(goodRelease, `}`, `,}`, 1), CodeMalformedJSON},
+	{"invalid utf8", OpAcquire, strings.Replace(goodAcquire, "deploy", "dep\xffloy", 1), CodeMalformedJSON},
+	{"array body", OpAcquire, `[1,2]`, CodeWrongType},
+	{"string body", OpAcquire, `"acquire"`, CodeWrongType},
+	{"null body", OpAcquire, `null`, CodeWrongType},
+	{"number resource", OpAcquire, strings.Replace(goodAcquire, `"resource":"deploy"`, `"resource":7`, 1), CodeWrongType},
+	{"null holder", OpAcquire, strings.Replace(goodAcquire, `"holderId":"a"`, `"holderId":null`, 1), CodeWrongType},
+	{"string sentAt", OpAcquire, strings.Replace(goodAcquire, `{"millis":12.5,"domain":"agent-a"}`, `"12.5"`, 1), CodeWrongType},
+	{"string millis", OpAcquire, strings.Replace(goodAcquire, `"millis":12.5`, `"millis":"12.5"`, 1), CodeWrongType},
+	{"string fence", OpRenew, strings.Replace(goodRenew, `"fence":3`, `"fence":"3"`, 1), CodeWrongType},
+	{"bool fence", OpRelease, strings.Replace(goodRelease, `"fence":3`, `"fence":true`, 1), CodeWrongType},
+	{"missing requestId", OpAcquire, strings.Replace(goodAcquire, `"requestId":"r1",`, ``, 1), CodeMissingField},
+	{"missing sentAt", OpAcquire, strings.Replace(goodAcquire, `"sentAt":{"millis":12.5,"domain":"agent-a"},`, ``, 1), CodeMissingField},
+	{"missing domain", OpAcquire, strings.Replace(goodAcquire, `,"domain":"agent-a"`, ``, 1), CodeMissingField},
+	{"missing kind", OpAcquire, strings.Replace(goodAcquire, `,"kind":"acquire"`, ``, 1), CodeMissingField},
+	{"missing secret", OpRenew, strings.Replace(goodRenew, `,"secret":"s3cret"`, ``, 1), CodeMissingField},
+	{"missing fence", OpRelease, strings.Replace(goodRelease, `"fence":3,`, ``, 1), CodeMissingField},
+	{"unknown field", OpAcquire, strings.Replace(goodAcquire, `"kind"`, `"ttl":5,"kind"`, 1), CodeUnknownField},
+	{"wrong case", OpAcquire, strings.Replace(goodAcquire, `"holderId"`, `"holderid"`, 1), CodeUnknownField},
+	{"secret on acquire", OpAcquire, strings.Replace(goodAcquire, `"kind"`, `"secret":"x","kind"`, 1), CodeUnknownField},
+	{"kind on release", OpRelease, strings.Replace(goodRelease, `"fence"`, `"kind":"release","fence"`, 1), CodeUnknownField},
+	{"unknown in sentAt", OpAcquire, strings.Replace(goodAcquire, `"millis":12.5`, `"millis":12.5,"tz":1`, 1), CodeUnknownField},
+	{"duplicate field", OpAcquire, strings.Replace(goodAcquire, `"resource":"deploy"`, `"resource":"deploy","resource":"other"`, 1), CodeDuplicateField},
+	{"empty resource", OpAcquire, strings.Replace(goodAcquire, `"resource":"deploy"`, `"resource":""`, 1), CodeInvalidValue},
+	{"kind mismatch", OpAcquire, strings.Replace(goodAcquire, `"kind":"acquire"`, `"kind":"renew"`, 1), CodeInvalidValue},
+	{"fence zero", OpRenew, strings.Replace(goodRenew, `"fence":3`, `"fence":0`, 1), CodeInvalidValue},
+	{"fence negative", OpRelease, strings.Replace(goodRelease, `"fence":3`, `"fence":-3`, 1), CodeInvalidValue},
+	{"fence fraction", OpRelease, strings.Replace(goodRelease, `"fence":3`, `"fence":3.5`, 1), CodeInvalidValue},
+	{"fence too big", OpRelease, strings.Replace(goodRelease, `"fence":3`, `"fence":9007199254740992`, 1), CodeInvalidValue},
+	{"fence on acquire", OpAcquire, strings.Replace(goodAcquire, `"kind"`, `"fence":2,"kind"`, 1), CodeInvalidValue},
+	{"huge millis", OpAcquire, strings.Replace(goodAcquire, `12.5`, `1e999`, 1), CodeInvalidValue},
+	{"long resource", OpAcquire, strings.Replace(goodAcquire, `"deploy"`, `"`+strings.Repeat("x", MaxStringBytes+1)+`"`, 1), CodeInvalidValue},
+}
+
+func TestDecodeBad(t *testing.T) {
+	for _, tc := range badBodies {
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := DecodeMessage(tc.op, []byte(tc.body))
+			if err == nil {
+				t.Fatalf("accepted %q as %+v", tc.body, m)
+			}
+			if err.Code != tc.code || err.Status != codeStatus[tc.code] || err.Message == "" {
+				t.Fatalf("refused %q with %v, want code %s", tc.body, err, tc.code)
+			}
+		})
+	}
+}
+
+func TestEncodeDecodeRoundTrip(t *testing.T) {
+	for _, m := range []Message{
+		{Op: OpAcquire, Request: lease.Request{Kind: lease.KindAcquire, RequestID: "x\"y", Resource: "r/ü", HolderID: "h", SentAt: clock.At("d", -0.125)}},
+		{Op: OpRenew, Request: lease.Request{Kind: lease.KindRenew, RequestID: "i", Resource: "r", HolderID: "h", SentAt: clock.At("d", 1e12+0.5), Fence: lease.MaxFence}, Secret: "s"},
+		{Op: OpRelease, Request: lease.Request{RequestID: "i", Resource: "r", HolderID: "h", Fence: 9}, Secret: "s"},
+	} {
+		body, err := EncodeMessage(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, derr := DecodeMessage(m.Op, body)
+		if derr != nil {
+			t.Fatalf("%s: %v", body, derr)
+		}
+		if got != m {
+			t.Fatalf("round trip of %+v gave %+v", m, got)
+		}
+	}
+	if _, err := EncodeMessage(Message{Op: "steal"}); err == nil {
+		t.Fatal("encoded an unknown op")
+	}
+}
+
+var fuzzOps = []Op{OpAcquire, OpRenew, OpRelease}
+
+// FuzzDecodeMessage checks that no body makes the decoder panic, that every
+// refusal carries a known code with its status, and that everything it
+// accepts survives encoding and decoding unchanged.
+func FuzzDecodeMessage(f *testing.F) {
+	f.Add(uint8(0), []byte(goodAcquire))
+	f.Add(uint8(1), []byte(goodRenew))
+	f.Add(uint8(2), []byte(goodRelease))
+	for i, tc := range badBodies {
+		op := uint8(0)
+		for j, o := range fuzzOps {
+			if o == tc.op {
+				op = uint8(j)
+			}
+		}
+		if i%3 == 0 { // a sample; the committed corpus holds the rest
+			f.Add(op, []byte(tc.body))
+		}
+	}
+	f.Fuzz(func(t *testing.T, opIndex uint8, body []byte) {
+		op := fuzzOps[int(opIndex)%len(fuzzOps)]
+		m, err := DecodeMessage(op, body)
+		if err != nil {
+			if st, ok := codeStatus[err.Code]; !ok || st != err.Status || st != 400 {
+				t.Fatalf("refusal %v has an unexpected code or status", err)
+			}
+			return
+		}
+		if m.Op != op || m.Request.RequestID == "" || m.Request.Resource == "" || m.Request.HolderID == "" {
+			t.Fatalf("accepted an incomplete message %+v", m)
+		}
+		again, err2 := EncodeMessage(m)
+		if err2 != nil {
+			t.Fatal(err2)
+		}
+		m2, err := DecodeMessage(op, again)
+		if err != nil || m2 != m {
+			t.Fatalf("round trip changed %+v into %+v (%v)", m, m2, err)
+		}
+	})
+}
