@@ -8,6 +8,7 @@ type ArgumentError struct {
 	Reason string
 }
 
+// Error names the argument and what was wrong with it.
 func (e *ArgumentError) Error() string { return "lease: " + e.Arg + " " + e.Reason }
 
 // InvalidArgument marks e as a caller error; bridges use it to pick an error
@@ -22,6 +23,7 @@ type CompletedError struct {
 	RequestID string
 }
 
+// Error names the request.
 func (e *CompletedError) Error() string {
 	return "lease: request " + strconv.Quote(e.RequestID) + " was already completed"
 }
@@ -35,6 +37,7 @@ type MismatchError struct {
 	Got   string // from the grant
 }
 
+// Error names the field and both values.
 func (e *MismatchError) Error() string {
 	return "lease: grant does not answer this request: " + e.Field + " is " +
 		strconv.Quote(e.Got) + ", request has " + strconv.Quote(e.Want)
