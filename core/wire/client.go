@@ -195,6 +195,9 @@ func (c *Client) send(ctx context.Context, m Message) (Reply, error) {
 	}
 	var last error
 	for n := 1; n <= c.attempts; n++ {
+		if err := ctx.Err(); err != nil {
+			return Reply{}, err
+		}
 		if n > 1 {
 			if d := c.backoff(n); d > 0 {
 				t := time.NewTimer(d)

@@ -1,0 +1,52 @@
+//go:build !js
+
+package wire_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http/httptest"
+	"time"
+
+	"github.com/lease-fence/lease-fence/core/clock"
+	"github.com/lease-fence/lease-fence/core/lease"
+	"github.com/lease-fence/lease-fence/core/wire"
+)
+
+// A coordinator served over HTTP, and two holders competing for it.
+func Example() {
+	coordClock, _ := wire.WallClock("coordinator")
+	svc, _ := wire.NewService(wire.ServiceConfig{Clock: coordClock, TTL: 30 * time.Second})
+	srv := httptest.NewServer(wire.NewHandler(svc, wire.HandlerOptions{}))
+	defer srv.Close()
+
+	holder := func(id string) *wire.Client {
+		clk, _ := clock.NewMonotonic(id)
+		lc, _ := lease.NewClient(lease.ClientConfig{Clock: clk, HolderID: id, ClockSkew: 500 * time.Millisecond})
+		c, _ := wire.NewClient(wire.ClientConfig{BaseURL: srv.URL, Lease: lc})
+		return c
+	}
+	a, b := holder("agent-a"), holder("agent-b")
+	ctx := context.Background()
+
+	l, err := a.Acquire(ctx, "deploy-slot")
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("agent-a holds fence", l.Token().Fence)
+
+	_, err = b.Acquire(ctx, "deploy-slot")
+	var denied *wire.DeniedError
+	if errors.As(err, &denied) {
+		fmt.Println("agent-b denied; held by", denied.HeldBy)
+	}
+
+	_ = a.Release(ctx, l)
+	l2, _ := b.Acquire(ctx, "deploy-slot")
+	fmt.Println("agent-b holds fence", l2.Token().Fence)
+	// Output:
+	// agent-a holds fence 1
+	// agent-b denied; held by agent-a
+	// agent-b holds fence 2
+}
