@@ -120,20 +120,19 @@ async function instantiate(importObject) {
 
 // The Go side calls host.read(id) to read a createClock source. A source that
 // throws must not unwind through Go's frames, so the exception is parked in
-// `thrown` and rethrown to the caller once Go has returned.
+// `thrown` and rethrown to the caller once Go has returned. A source may not
+// call back into the library (begin refuses): the call reading it may hold a
+// lock the inner call needs, and a wait for a lock in a single-threaded
+// instance would stop it for good.
 const NONE = Symbol('none');
 let thrown = NONE;
-let readDepth = 0;
+let reading = false;
 const readers = new Map();
 const host = {
   read(id) {
     const source = readers.get(id);
     if (source === undefined) return NaN;
-    if (readDepth >= 16) {
-      thrown = new LeaseFenceError('lease-fence: a clock source re-entered the library more than 16 levels deep');
-      return NaN;
-    }
-    readDepth++;
+    reading = true;
     try {
       const v = source();
       return typeof v === 'number' ? v : NaN;
@@ -141,7 +140,7 @@ const host = {
       thrown = e;
       return NaN;
     } finally {
-      readDepth--;
+      reading = false;
     }
   },
 };
@@ -198,6 +197,9 @@ const kinds = new WeakMap();
 
 function begin() {
   if (dead) throw instanceDied();
+  if (reading) {
+    throw new LeaseFenceError('lease-fence: a clock source (the readMillis of createClock) must not call into lease-fence');
+  }
   if (u8.buffer !== memory.buffer) views();
   inPtr = hdr[0];
   inCap = hdr[1];

@@ -1,0 +1,205 @@
+package bridge
+
+import (
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/lease-fence/lease-fence/core/lease"
+	"github.com/lease-fence/lease-fence/wasm/lib/convert"
+)
+
+// call copies args into b.In as JavaScript would and returns the length.
+func call(b *Bridge, w *convert.ArgWriter) int32 {
+	if w == nil {
+		return 0
+	}
+	b.Grow(0, int32(len(w.B)))
+	copy(b.In, w.B)
+	return int32(len(w.B))
+}
+
+func args() *convert.ArgWriter { return &convert.ArgWriter{} }
+
+func must(t *testing.T, b *Bridge, st int32) *convert.OutReader {
+	t.Helper()
+	out := &convert.OutReader{B: b.Out.B}
+	if st != OK {
+		t.Fatalf("status %d: %s", st, out.Str())
+	}
+	return out
+}
+
+func fail(t *testing.T, b *Bridge, st, want int32, msg string) *convert.OutReader {
+	t.Helper()
+	out := &convert.OutReader{B: b.Out.B}
+	if st != want {
+		t.Fatalf("status %d, want %d", st, want)
+	}
+	if m := out.Str(); !strings.Contains(m, msg) {
+		t.Fatalf("message %q does not contain %q", m, msg)
+	}
+	return out
+}
+
+func handle(t *testing.T, b *Bridge, st int32) uint32 {
+	t.Helper()
+	return uint32(must(t, b, st).F64())
+}
+
+type world struct {
+	b                  *Bridge
+	coordClock, aClock uint32
+	coord, client      uint32
+	gate               uint32
+}
+
+func newWorld(t *testing.T) *world {
+	t.Helper()
+	b := New()
+	w := &world{b: b}
+	w.coordClock = handle(t, b, b.ClockManual(call(b, args().String("coordinator").Object().Number(0).Number(1))))
+	w.aClock = handle(t, b, b.ClockManual(call(b, args().String("agent-a").Tag(convert.TagUndefined))))
+	w.coord = handle(t, b, b.CoordNew(call(b, args().Object().Handle(convert.KindClock, w.coordClock).Number(1000).Tag(convert.TagUndefined))))
+	w.client = handle(t, b, b.ClientNew(call(b, args().Object().Handle(convert.KindClock, w.aClock).String("agent-a").Number(10))))
+	w.gate = handle(t, b, b.GateNew(call(b, args().String("slot").Tag(convert.TagNull))))
+	return w
+}
+
+// acquire runs beginAcquire, acquire and completeAcquire, and returns the
+// lease handle and its token fence.
+func (w *world) acquire(t *testing.T) (uint32, lease.Grant) {
+	t.Helper()
+	b := w.b
+	req := must(t, b, b.ClientBeginAcquire(w.client, call(b, args().String("slot")))).GetRequest()
+	out := must(t, b, b.CoordAcquire(w.coord, call(b, args().PutArgRequest(req))))
+	if code := out.F64(); code != Granted {
+		t.Fatalf("outcome %v, want granted", code)
+	}
+	g := out.GetGrant()
+	out = must(t, b, b.ClientCompleteAcquire(w.client, call(b, args().PutArgRequest(req).PutArgGrant(g))))
+	lh := uint32(out.F64())
+	if res, holder, f := out.Str(), out.Str(), out.F64(); res != "slot" || holder != "agent-a" || f != float64(g.Fence) {
+		t.Fatalf("token %s %s %v", res, holder, f)
+	}
+	if ms, d := out.F64(), out.Str(); d != "agent-a" || ms != req.SentAt.Millis+1000-10 {
+		t.Fatalf("deadline %v@%s, want sentAt+ttl-skew", ms, d)
+	}
+	return lh, g
+}
+
+func TestRoundTripAndStale(t *testing.T) {
+	w := newWorld(t)
+	b := w.b
+	_, g := w.acquire(t)
+	tok := g.Token()
+	must(t, b, b.GateCommit(w.gate, call(b, args().PutArgToken(tok).Tag(convert.TagFunction))))
+	if f := must(t, b, b.GateFloor(w.gate)).F64(); f != float64(g.Fence) {
+		t.Fatalf("floor %v", f)
+	}
+	newer := tok
+	newer.Fence, newer.HolderID = tok.Fence+1, "agent-b"
+	must(t, b, b.GateAdmit(w.gate, call(b, args().PutArgToken(newer))))
+	out := fail(t, b, b.GateCommit(w.gate, call(b, args().PutArgToken(tok).Tag(convert.TagFunction))), ErrStaleFence, "stale write")
+	if seq, res, refused, rf, admitted, af := out.F64(), out.Str(), out.Str(), out.F64(), out.Str(), out.F64(); seq != 1 || res != "slot" ||
+		refused != "agent-a" || rf != float64(tok.Fence) || admitted != "agent-b" || af != float64(newer.Fence) {
+		t.Fatalf("rejection %v %s %s %v %s %v", seq, res, refused, rf, admitted, af)
+	}
+	out = must(t, b, b.GateRejections(w.gate, 0))
+	if n := out.F64(); n != 1 {
+		t.Fatalf("%v rejections", n)
+	}
+	if n := must(t, b, b.GateRejections(w.gate, 1)).F64(); n != 0 {
+		t.Fatalf("%v rejections after the first", n)
+	}
+}
+
+func TestBadCallsChangeNothing(t *testing.T) {
+	w := newWorld(t)
+	b := w.b
+	// A commit whose callback is not a function is refused before the floor moves.
+	tok := args().PutArgToken(lease.Grant{Resource: "slot", HolderID: "x", Fence: 5}.Token())
+	fail(t, b, b.GateCommit(w.gate, call(b, tok.Tag(convert.TagNull))), ErrInvalidArgument, "fn must be a function")
+	if f := must(t, b, b.GateFloor(w.gate)).F64(); f != 0 {
+		t.Fatalf("floor moved to %v", f)
+	}
+	// A request of the wrong kind does not read (and so step) the coordinator's clock.
+	ren := lease.Request{Kind: lease.KindRenew, RequestID: "r", Resource: "slot", HolderID: "a", Fence: 1}
+	ren.SentAt.Millis, ren.SentAt.Domain = 1, "agent-a"
+	out := fail(t, b, b.CoordAcquire(w.coord, call(b, args().PutArgRequest(ren))), ErrInvalidArgument, `must be "acquire"`)
+	if arg := out.Str(); arg != "request.kind" {
+		t.Fatalf("argument %q", arg)
+	}
+	if ms := must(t, b, b.ClockNow(w.coordClock)).F64(); ms != 0 {
+		t.Fatalf("coordinator clock at %v, want untouched 0", ms)
+	}
+	// Wrong handles and kinds.
+	fail(t, b, b.GateFloor(w.coord), ErrInvalidArgument, "not a live FenceGate")
+	fail(t, b, b.ClockNow(9999), ErrInvalidArgument, "not a live clock")
+	fail(t, b, b.ClockAdvance(w.coordClock, call(b, args().Number(-1))), ErrInvalidArgument, "must not be negative")
+	fail(t, b, b.ClockSet(w.coordClock, call(b, args().Number(-1))), ErrClockReading, "lower than an earlier reading")
+	fail(t, b, b.ClockCustom(1, call(b, args().String("d").Tag(convert.TagFunction))), ErrInvalidArgument, "no clock sources")
+	fail(t, b, b.ClockNow(0), ErrInvalidArgument, "not a live clock")
+	fail(t, b, b.ClockManual(-1), ErrInvalidArgument, "out of range")
+}
+
+func TestErrorsMapToCodes(t *testing.T) {
+	w := newWorld(t)
+	b := w.b
+	fail(t, b, b.InstantSince(call(b, args().Object().Number(1).String("a").Object().Number(0).String("b"))), ErrClockDomain, "cannot be measured")
+	if d := must(t, b, b.InstantSince(call(b, args().Object().Number(5).String("a").Object().Number(2).String("a")))).F64(); d != 3 {
+		t.Fatalf("since = %v", d)
+	}
+	req := must(t, b, b.ClientBeginAcquire(w.client, call(b, args().String("slot")))).GetRequest()
+	out := must(t, b, b.CoordAcquire(w.coord, call(b, args().PutArgRequest(req))))
+	out.F64()
+	g := out.GetGrant()
+	other := g
+	other.Resource = "other"
+	fail(t, b, b.ClientCompleteAcquire(w.client, call(b, args().PutArgRequest(req).PutArgGrant(other))), ErrGrantMismatch, "does not answer")
+	must(t, b, b.ClientCompleteAcquire(w.client, call(b, args().PutArgRequest(req).PutArgGrant(g))))
+	fail(t, b, b.ClientCompleteAcquire(w.client, call(b, args().PutArgRequest(req).PutArgGrant(g))), ErrRequestCompleted, "already completed")
+
+	nan := New()
+	nan.HostRead = func(uint32) float64 { return math.NaN() }
+	h := handle(t, nan, nan.ClockCustom(1, call(nan, args().String("src").Tag(convert.TagFunction))))
+	out = fail(t, nan, nan.ClockNow(h), ErrClockReading, "not a number")
+	if d, p := out.Str(), out.Str(); d != "src" || p != "not a number" {
+		t.Fatalf("reading error fields %q %q", d, p)
+	}
+}
+
+func TestPanicBecomesInternalError(t *testing.T) {
+	b := New()
+	explode := true
+	b.HostRead = func(uint32) float64 {
+		if explode {
+			panic("source exploded")
+		}
+		return 5
+	}
+	h := handle(t, b, b.ClockCustom(1, call(b, args().String("src").Tag(convert.TagFunction))))
+	fail(t, b, b.ClockNow(h), ErrInternal, "source exploded")
+	explode = false
+	if ms := must(t, b, b.ClockNow(h)).F64(); ms != 5 {
+		t.Fatalf("after a recovered panic the clock read %v", ms)
+	}
+}
+
+func TestHandlesAreReused(t *testing.T) {
+	b := New()
+	h := handle(t, b, b.GateNew(call(b, args().String("g").Tag(convert.TagUndefined))))
+	if b.Live() != 1 {
+		t.Fatalf("live %d", b.Live())
+	}
+	b.Free(h)
+	b.Free(h) // twice is harmless
+	b.Free(12345)
+	if b.Live() != 0 {
+		t.Fatalf("live %d after free", b.Live())
+	}
+	fail(t, b, b.GateFloor(h), ErrInvalidArgument, "not a live FenceGate")
+	if h2 := handle(t, b, b.GateNew(call(b, args().String("g2").Tag(convert.TagUndefined)))); h2 != h {
+		t.Fatalf("handle %d not reused (got %d)", h, h2)
+	}
+}

@@ -1,0 +1,178 @@
+package convert
+
+import (
+	"errors"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lease-fence/lease-fence/core/clock"
+	"github.com/lease-fence/lease-fence/core/fence"
+	"github.com/lease-fence/lease-fence/core/lease"
+)
+
+var (
+	t0  = clock.At("agent-a", 1000.5)
+	req = lease.Request{Kind: lease.KindAcquire, RequestID: "r1", Resource: "slot", HolderID: "agent-a", SentAt: t0}
+	ren = lease.Request{Kind: lease.KindRenew, RequestID: "r2", Resource: "slot", HolderID: "agent-a", SentAt: t0, Fence: 7}
+	grt = lease.Grant{RequestID: "r1", Resource: "slot", HolderID: "agent-a", Fence: 7, TTL: 30 * time.Second,
+		CoordinatorExpiresAt: clock.At("coordinator", 31000)}
+)
+
+func TestRoundTrips(t *testing.T) {
+	for _, q := range []lease.Request{req, ren} {
+		var w ArgWriter
+		r := NewReader(w.PutArgRequest(q).B)
+		got, err := r.Request("request", q.Kind)
+		if err != nil || got != q || r.End() != nil {
+			t.Errorf("request %+v: got %+v, %v", q, got, err)
+		}
+		var out Writer
+		out.PutRequest(q)
+		if back := (&OutReader{B: out.B}).GetRequest(); back != q {
+			t.Errorf("result request %+v read back as %+v", q, back)
+		}
+	}
+	var w ArgWriter
+	r := NewReader(w.PutArgGrant(grt).B)
+	if got, err := r.Grant("grant"); err != nil || got != grt {
+		t.Errorf("grant: got %+v, %v", got, err)
+	}
+	var out Writer
+	out.PutGrant(grt)
+	if back := (&OutReader{B: out.B}).GetGrant(); back != grt {
+		t.Errorf("result grant read back as %+v", back)
+	}
+	tok := fence.Token{Resource: "slot", HolderID: "a", Fence: MaxSafeInteger}
+	w = ArgWriter{}
+	if got, err := NewReader(w.PutArgToken(tok).B).Token("token"); err != nil || got != tok {
+		t.Errorf("token: got %+v, %v", got, err)
+	}
+}
+
+// step is one decoding of an argument list, and the error it must give.
+type step struct {
+	name    string
+	args    func(w *ArgWriter)
+	decode  func(r *Reader) error
+	wantArg string // "" for success
+	wantMsg string // a substring of the message
+}
+
+func run(t *testing.T, steps []step) {
+	t.Helper()
+	for _, s := range steps {
+		var w ArgWriter
+		s.args(&w)
+		err := s.decode(NewReader(w.B))
+		if s.wantArg == "" {
+			if err != nil {
+				t.Errorf("%s: unexpected error %v", s.name, err)
+			}
+			continue
+		}
+		var ae *ArgumentError
+		if !errors.As(err, &ae) {
+			t.Errorf("%s: got %v, want an *ArgumentError", s.name, err)
+			continue
+		}
+		if ae.Arg != s.wantArg || !strings.Contains(ae.Error(), s.wantMsg) || !ae.InvalidArgument() {
+			t.Errorf("%s: got %q (arg %q), want arg %q and %q", s.name, ae.Error(), ae.Arg, s.wantArg, s.wantMsg)
+		}
+	}
+}
+
+func str(r *Reader) error   { _, err := r.NonEmpty("s"); return err }
+func fin(r *Reader) error   { _, err := r.Finite("n"); return err }
+func cnt(r *Reader) error   { _, err := r.Count("n"); return err }
+func ocnt(r *Reader) error  { _, err := r.OptCount("n"); return err }
+func ttl(r *Reader) error   { _, err := r.Span("ttl", true, false); return err }
+func skew(r *Reader) error  { _, err := r.Span("skew", false, true); return err }
+func tok(r *Reader) error   { _, err := r.Token("token"); return err }
+func acq(r *Reader) error   { _, err := r.Request("request", lease.KindAcquire); return err }
+func rnw(r *Reader) error   { _, err := r.Request("request", lease.KindRenew); return err }
+func grant(r *Reader) error { _, err := r.Grant("grant"); return err }
+func clk(r *Reader) error   { _, err := r.Handle("clock", KindClock, "a clock"); return err }
+
+func TestChecks(t *testing.T) {
+	run(t, []step{
+		{"string", func(w *ArgWriter) { w.String("x") }, str, "", ""},
+		{"empty string", func(w *ArgWriter) { w.String("") }, str, "s", "must not be empty"},
+		{"number for string", func(w *ArgWriter) { w.Number(1.5) }, str, "s", "got number 1.5"},
+		{"array for string", func(w *ArgWriter) { w.Tag(TagArray) }, str, "s", "got array"},
+		{"lone surrogate", func(w *ArgWriter) { w.Tag(TagIllFormed) }, str, "s", "not well-formed"},
+		{"too long", func(w *ArgWriter) { w.Tag(TagTooLong) }, str, "s", "longer than 1048576"},
+		{"long string quoted short", func(w *ArgWriter) { w.String(strings.Repeat("y", 500)) }, fin, "n", `"yyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyy..."`},
+		{"NaN", func(w *ArgWriter) { w.Number(math.NaN()) }, fin, "n", "finite number, got number NaN"},
+		{"infinity", func(w *ArgWriter) { w.Number(math.Inf(-1)) }, fin, "n", "got number -Inf"},
+		{"null for number", func(w *ArgWriter) { w.Tag(TagNull) }, fin, "n", "got null"},
+		{"count", func(w *ArgWriter) { w.Number(MaxSafeInteger) }, cnt, "", ""},
+		{"count above 2^53-1", func(w *ArgWriter) { w.Number(MaxSafeInteger + 1) }, cnt, "n", "2^53-1"},
+		{"fractional count", func(w *ArgWriter) { w.Number(1.5) }, cnt, "n", "integer"},
+		{"negative count", func(w *ArgWriter) { w.Number(-1) }, cnt, "n", "got number -1"},
+		{"undefined count", func(w *ArgWriter) { w.Tag(TagUndefined) }, cnt, "n", "got undefined"},
+		{"optional count", func(w *ArgWriter) { w.Tag(TagUndefined) }, ocnt, "", ""},
+		{"optional count given a string", func(w *ArgWriter) { w.String("3") }, ocnt, "n", `got string "3"`},
+		{"ttl", func(w *ArgWriter) { w.Number(0.5) }, ttl, "", ""},
+		{"zero ttl", func(w *ArgWriter) { w.Number(0) }, ttl, "ttl", "must be positive"},
+		{"sub-nanosecond ttl", func(w *ArgWriter) { w.Number(1e-9) }, ttl, "ttl", "must be positive"},
+		{"huge ttl", func(w *ArgWriter) { w.Number(1e300) }, ttl, "ttl", "from 0 to"},
+		{"missing ttl", func(w *ArgWriter) { w.Tag(TagUndefined) }, ttl, "ttl", "got undefined"},
+		{"absent skew", func(w *ArgWriter) { w.Tag(TagUndefined) }, skew, "", ""},
+		{"negative skew", func(w *ArgWriter) { w.Number(-5) }, skew, "skew", "got number -5"},
+		{"token", func(w *ArgWriter) { w.PutArgToken(fence.Token{Resource: "r", HolderID: "h", Fence: 1}) }, tok, "", ""},
+		{"token fence 0", func(w *ArgWriter) { w.PutArgToken(fence.Token{Resource: "r", HolderID: "h"}) }, tok, "token.fence", "at least 1"},
+		{"token of a function", func(w *ArgWriter) { w.Tag(TagFunction) }, tok, "token", "must be an object, got function"},
+		{"token missing holder", func(w *ArgWriter) { w.Object().String("r").Tag(TagUndefined) }, tok, "token.holderId", "got undefined"},
+		{"acquire", func(w *ArgWriter) { w.PutArgRequest(req) }, acq, "", ""},
+		{"acquire with explicit fence 0", func(w *ArgWriter) {
+			w.Object().String("acquire").String("r").String("s").String("h").Object().Number(1).String("d").Number(0)
+		}, acq, "", ""},
+		{"acquire with a fence", func(w *ArgWriter) {
+			w.Object().String("acquire").String("r").String("s").String("h").Object().Number(1).String("d").Number(3)
+		}, acq, "request.fence", "absent or 0"},
+		{"renewal given to acquire", func(w *ArgWriter) { w.PutArgRequest(ren) }, acq, "request.kind", `must be "acquire", got string "renew"`},
+		{"renewal", func(w *ArgWriter) { w.PutArgRequest(ren) }, rnw, "", ""},
+		{"renewal without fence", func(w *ArgWriter) {
+			w.Object().String("renew").String("r").String("s").String("h").Object().Number(1).String("d").Tag(TagUndefined)
+		}, rnw, "request.fence", "got undefined"},
+		{"sentAt NaN", func(w *ArgWriter) {
+			w.Object().String("acquire").String("r").String("s").String("h").Object().Number(math.NaN()).String("d")
+		}, acq, "request.sentAt.millis", "NaN"},
+		{"sentAt empty domain", func(w *ArgWriter) {
+			w.Object().String("acquire").String("r").String("s").String("h").Object().Number(1).String("")
+		}, acq, "request.sentAt.domain", "must not be empty"},
+		{"sentAt a string", func(w *ArgWriter) {
+			w.Object().String("acquire").String("r").String("s").String("h").String("now")
+		}, acq, "request.sentAt", "must be an object"},
+		{"grant", func(w *ArgWriter) { w.PutArgGrant(grt) }, grant, "", ""},
+		{"grant without expiry", func(w *ArgWriter) {
+			w.Object().String("r").String("s").String("h").Number(1).Number(10).Tag(TagUndefined)
+		}, grant, "grant.coordinatorExpiresAt", "got undefined"},
+		{"grant ttl string", func(w *ArgWriter) {
+			w.Object().String("r").String("s").String("h").Number(1).String("10")
+		}, grant, "grant.ttlMillis", `got string "10"`},
+		{"clock handle", func(w *ArgWriter) { w.Handle(KindClock, 3) }, clk, "", ""},
+		{"gate for clock", func(w *ArgWriter) { w.Handle(KindGate, 3) }, clk, "clock", "got a FenceGate"},
+		{"plain object for clock", func(w *ArgWriter) { w.Object() }, clk, "clock", "got object"},
+		{"truncated number", func(w *ArgWriter) { w.B = append(w.B, byte(TagNumber), 1, 2) }, fin, "arguments", "malformed"},
+		{"string longer than buffer", func(w *ArgWriter) { w.B = append(w.B, byte(TagString), 255, 255, 255, 255, 'x') }, str, "arguments", "malformed"},
+		{"unknown tag", func(w *ArgWriter) { w.B = append(w.B, 200) }, str, "arguments", "malformed"},
+		{"empty buffer", func(w *ArgWriter) {}, str, "arguments", "malformed"},
+	})
+}
+
+func TestEnd(t *testing.T) {
+	var w ArgWriter
+	r := NewReader(w.String("a").String("b").B)
+	if _, err := r.Str("a"); err != nil {
+		t.Fatal(err)
+	}
+	if r.End() == nil {
+		t.Error("End accepted a buffer with a value left over")
+	}
+	if _, err := r.Str("b"); err != nil || r.End() != nil || r.Rest() != 0 {
+		t.Errorf("second value: %v, End %v", err, r.End())
+	}
+}
