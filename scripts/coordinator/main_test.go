@@ -1,0 +1,169 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lease-fence/lease-fence/core/clock"
+	"github.com/lease-fence/lease-fence/core/lease"
+	"github.com/lease-fence/lease-fence/core/wire"
+)
+
+// server is one run of the coordinator on a free loopback port.
+type server struct {
+	url  string
+	stop context.CancelFunc
+	done chan error
+}
+
+func start(t *testing.T, args ...string) *server {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	s := &server{stop: cancel, done: make(chan error, 1)}
+	go func() {
+		err := run(ctx, append([]string{"-addr", "127.0.0.1:0", "-quiet"}, args...), pw, io.Discard)
+		pw.CloseWithError(errors.New("coordinator exited"))
+		s.done <- err
+	}()
+	line, err := bufio.NewReader(pr).ReadString('\n')
+	if err != nil {
+		cancel()
+		t.Fatalf("no listening line: %v (%v)", err, <-s.done)
+	}
+	go func() { _, _ = io.Copy(io.Discard, pr) }()
+	s.url = strings.TrimSpace(strings.TrimPrefix(line, "listening on "))
+	t.Cleanup(func() { s.close(t) })
+	return s
+}
+
+func (s *server) close(t *testing.T) {
+	if s.stop == nil {
+		return
+	}
+	s.stop()
+	s.stop = nil
+	if err := <-s.done; err != nil {
+		t.Errorf("coordinator: %v", err)
+	}
+}
+
+func holder(t *testing.T, url, id string) *wire.Client {
+	t.Helper()
+	clk, _ := clock.NewMonotonic(id)
+	lc, err := lease.NewClient(lease.ClientConfig{Clock: clk, HolderID: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := wire.NewClient(wire.ClientConfig{BaseURL: url, Lease: lc, Backoff: func(int) time.Duration { return 0 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// TestRestartResumesAboveTheLastFence runs the server with -state, stops it,
+// starts it again over the same file, and checks that fences go on climbing
+// and the live holder is remembered.
+func TestRestartResumesAboveTheLastFence(t *testing.T) {
+	state := filepath.Join(t.TempDir(), "coordinator.json")
+	ctx := context.Background()
+	s1 := start(t, "-state", state, "-ttl", "1h")
+	a := holder(t, s1.url, "agent-a")
+	var l *wire.Lease
+	for i := 0; i < 5; i++ {
+		var err error
+		if l, err = a.Acquire(ctx, "deploy"); err != nil {
+			t.Fatal(err)
+		}
+		if i < 4 {
+			if err := a.Release(ctx, l); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if l.Token().Fence != 5 {
+		t.Fatalf("fence %d", l.Token().Fence)
+	}
+	s1.close(t)
+
+	// Same port, so agent-a's client reaches the new server unchanged.
+	s2 := start(t, "-state", state, "-ttl", "1h", "-addr", strings.TrimPrefix(s1.url, "http://"))
+	if s2.url != s1.url {
+		t.Fatalf("restarted at %s, not %s", s2.url, s1.url)
+	}
+	b := holder(t, s2.url, "agent-b")
+	var denied *wire.DeniedError
+	if _, err := b.Acquire(ctx, "deploy"); !errors.As(err, &denied) || denied.HeldBy != "agent-a" {
+		t.Fatalf("after restart: %v", err)
+	}
+	// The original holder's lease (and secret) still work on the new server.
+	if err := a.Release(ctx, l); err != nil {
+		t.Fatalf("holder release after restart: %v", err)
+	}
+	l2, err := b.Acquire(ctx, "deploy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l2.Token().Fence != 6 {
+		t.Fatalf("restarted server issued fence %d, want 6", l2.Token().Fence)
+	}
+}
+
+// TestMemoryServerForgets: without -state a restart starts over, which is
+// why -state exists.
+func TestMemoryServerForgets(t *testing.T) {
+	ctx := context.Background()
+	s1 := start(t)
+	if l, err := holder(t, s1.url, "a").Acquire(ctx, "r"); err != nil || l.Token().Fence != 1 {
+		t.Fatal(l, err)
+	}
+	s1.close(t)
+	s2 := start(t)
+	if l, err := holder(t, s2.url, "b").Acquire(ctx, "r"); err != nil || l.Token().Fence != 1 {
+		t.Fatal(l, err)
+	}
+}
+
+// TestServerRefusesBadRequests goes through the real HTTP stack.
+func TestServerRefusesBadRequests(t *testing.T) {
+	s := start(t)
+	for _, tc := range []struct {
+		method, path, body string
+		status             int
+		code               string
+	}{
+		{"GET", "/v1/acquire", "", 405, wire.CodeMethodNotAllowed},
+		{"POST", "/nope", "{}", 404, wire.CodeNotFound},
+		{"POST", "/v1/acquire", "{", 400, wire.CodeMalformedJSON},
+		{"POST", "/v1/acquire", `{"resource":1}`, 400, wire.CodeWrongType},
+		{"POST", "/v1/release", strings.Repeat(" ", wire.MaxBodyBytes+1), 413, wire.CodeBodyTooLarge},
+	} {
+		req, _ := http.NewRequest(tc.method, s.url+tc.path, strings.NewReader(tc.body))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		e := wire.ParseError(resp.StatusCode, body)
+		if resp.StatusCode != tc.status || e == nil || e.Code != tc.code {
+			t.Fatalf("%s %s: %d %s", tc.method, tc.path, resp.StatusCode, body)
+		}
+	}
+}
+
+func TestFlags(t *testing.T) {
+	for _, args := range [][]string{{"-ttl", "0s"}, {"-ttl", "banana"}, {"extra"}, {"-addr", "256.0.0.1:0"}} {
+		if err := run(context.Background(), args, io.Discard, io.Discard); err == nil {
+			t.Fatalf("%v accepted", args)
+		}
+	}
+}
