@@ -1,0 +1,345 @@
+// The playground's controller: reads the scenario from the URL, runs the
+// model, and renders the position the controls ask for. Every action is
+// "change the position or the scenario, then render"; nothing is drawn from
+// anywhere but the model's events.
+
+import {
+  PARAMS,
+  PRESETS,
+  parseQuery,
+  toQuery,
+  defaultScenario,
+  presetById,
+  runScenario,
+  stateAt,
+  indexAtTime,
+  fmt,
+  shown,
+} from './model.js';
+import { drawLane, extentOf } from './view.js';
+
+const $ = (id) => document.getElementById(id);
+const MODES = ['naive', 'fenced'];
+const STEP_MS = 700; // real time per step at 1x
+
+const ui = {
+  lib: null,
+  scenario: null,
+  run: null,
+  extent: null,
+  index: 0,
+  playing: false,
+  timer: 0,
+  speed: 1,
+  embed: false,
+};
+
+function notice(problems) {
+  const list = $('notice-list');
+  for (const p of problems) {
+    const li = document.createElement('li');
+    li.textContent = p;
+    list.append(li);
+  }
+  $('notice').hidden = list.childElementCount === 0;
+}
+
+async function start() {
+  const parsed = parseQuery(location.search);
+  ui.embed = parsed.embed;
+  if (ui.embed) document.body.classList.add('embed');
+  notice(parsed.problems);
+  try {
+    ui.lib = await import('/lease-fence/lease-fence.mjs');
+  } catch (err) {
+    $('loading').textContent = `The lease-fence module did not load (${shown(err?.message ?? err)}). Run make build-wasm, then reload.`;
+    $('loading').classList.add('failed');
+    return;
+  }
+  buildSetup();
+  if (!setScenario(parsed.scenario)) setScenario(defaultScenario());
+  const last = ui.run.positions.length - 1;
+  if (parsed.at === null) ui.index = ui.embed ? last : 0;
+  else if (parsed.at > last) {
+    notice([`The position (at) ${parsed.at} is past the end of this run (${last}); showing the end.`]);
+    ui.index = last;
+  } else ui.index = parsed.at;
+  wireControls();
+  $('loading').hidden = true;
+  document.body.classList.add('ready');
+  render();
+}
+
+// --- scenario ----------------------------------------------------------------
+
+/** Runs s; on failure keeps the previous run and says why. */
+function setScenario(s, keepTime = true) {
+  let run;
+  try {
+    run = runScenario(ui.lib, s);
+  } catch (err) {
+    notice([`That scenario could not run: ${shown(err?.message ?? err)}. The previous one is still shown.`]);
+    return false;
+  }
+  const keepT = ui.run && keepTime && ui.index > 0 ? ui.run.positions[ui.index].t : null;
+  ui.scenario = { ...s };
+  ui.run = run;
+  ui.extent = extentOf(run);
+  ui.index = keepT === null ? 0 : indexAtTime(run.positions, keepT);
+  syncSetup();
+  return true;
+}
+
+function buildSetup() {
+  const select = $('preset');
+  for (const p of PRESETS) {
+    const o = document.createElement('option');
+    o.value = p.id;
+    o.textContent = p.title;
+    select.append(o);
+  }
+  const form = $('params');
+  for (const def of PARAMS) {
+    const id = `param-${def.key}`;
+    const row = document.createElement('div');
+    row.className = 'param';
+    const label = document.createElement('label');
+    label.htmlFor = id;
+    label.textContent = def.label;
+    const input = document.createElement('input');
+    input.id = id;
+    input.name = def.key;
+    input.type = 'number';
+    input.inputMode = 'numeric';
+    input.min = String(def.min);
+    input.max = String(def.max);
+    input.step = '1';
+    input.setAttribute('aria-describedby', `${id}-help`);
+    const help = document.createElement('span');
+    help.id = `${id}-help`;
+    help.className = 'help';
+    help.textContent = def.help;
+    const err = document.createElement('span');
+    err.id = `${id}-error`;
+    err.className = 'error';
+    err.setAttribute('role', 'status');
+    row.append(label, input, help, err);
+    form.append(row);
+  }
+}
+
+function syncSetup() {
+  $('preset').value = ui.scenario.preset;
+  $('claim').textContent = presetById(ui.scenario.preset).claim;
+  for (const def of PARAMS) {
+    const input = $(`param-${def.key}`);
+    input.value = String(ui.scenario[def.key]);
+    input.removeAttribute('aria-invalid');
+    $(`param-${def.key}-error`).textContent = '';
+  }
+}
+
+function onParam(ev) {
+  const input = ev.target;
+  const def = PARAMS.find((d) => d.key === input.name);
+  if (!def) return;
+  const raw = input.value.trim();
+  const v = /^[0-9]{1,9}$/.test(raw) ? Number(raw) : NaN;
+  const err = $(`param-${def.key}-error`);
+  if (!Number.isSafeInteger(v) || v < def.min || v > def.max) {
+    input.setAttribute('aria-invalid', 'true');
+    err.textContent = `Whole number from ${def.min} to ${def.max}; the run still uses ${ui.scenario[def.key]}.`;
+    return;
+  }
+  input.removeAttribute('aria-invalid');
+  err.textContent = '';
+  if (setScenario({ ...ui.scenario, [def.key]: v })) render();
+}
+
+// --- controls ----------------------------------------------------------------
+
+function wireControls() {
+  $('preset').addEventListener('change', (ev) => {
+    pause();
+    // A new preset starts at its beginning.
+    if (setScenario(defaultScenario(ev.target.value), false)) render();
+  });
+  $('params').addEventListener('change', onParam);
+  $('params').addEventListener('submit', (ev) => ev.preventDefault());
+  $('play').addEventListener('click', () => (ui.playing ? pause() : play()));
+  $('step').addEventListener('click', () => go(ui.index + 1));
+  $('back').addEventListener('click', () => go(ui.index - 1));
+  $('reset').addEventListener('click', () => {
+    pause();
+    go(0);
+  });
+  $('to-end').addEventListener('click', () => go(ui.run.positions.length - 1));
+  $('scrubber').addEventListener('input', (ev) => go(Number(ev.target.value)));
+  $('speed').addEventListener('change', (ev) => {
+    const v = Number(ev.target.value);
+    ui.speed = [0.5, 1, 2, 4].includes(v) ? v : 1;
+    if (ui.playing) {
+      clearTimeout(ui.timer);
+      tick();
+    }
+  });
+  $('copy').addEventListener('click', copyLink);
+  $('notice-close').addEventListener('click', () => {
+    $('notice').hidden = true;
+    $('notice-list').replaceChildren();
+  });
+  document.addEventListener('keydown', onKey);
+}
+
+function onKey(ev) {
+  if (ev.altKey || ev.ctrlKey || ev.metaKey) return;
+  const tag = ev.target?.tagName;
+  // Form fields, buttons and links keep their own keys.
+  if (['INPUT', 'SELECT', 'TEXTAREA', 'BUTTON', 'A', 'SUMMARY'].includes(tag)) return;
+  const act = {
+    ' ': () => (ui.playing ? pause() : play()),
+    k: () => (ui.playing ? pause() : play()),
+    ArrowRight: () => go(ui.index + 1),
+    ArrowLeft: () => go(ui.index - 1),
+    Home: () => {
+      pause();
+      go(0);
+    },
+    End: () => go(ui.run.positions.length - 1),
+  }[ev.key];
+  if (act) {
+    ev.preventDefault();
+    act();
+  }
+}
+
+function go(i) {
+  const last = ui.run.positions.length - 1;
+  ui.index = Math.min(Math.max(0, i), last);
+  if (ui.index === last) pause();
+  render();
+}
+
+function play() {
+  if (ui.index >= ui.run.positions.length - 1) ui.index = 0;
+  ui.playing = true;
+  render();
+  tick();
+}
+
+function tick() {
+  ui.timer = setTimeout(() => {
+    if (!ui.playing) return;
+    go(ui.index + 1);
+    if (ui.playing) tick();
+  }, STEP_MS / ui.speed);
+}
+
+function pause() {
+  ui.playing = false;
+  clearTimeout(ui.timer);
+  if (ui.run) renderButtons();
+}
+
+async function copyLink() {
+  const link = $('link');
+  const status = $('copy-status');
+  try {
+    await navigator.clipboard.writeText(link.value);
+    status.textContent = 'Copied.';
+  } catch {
+    link.focus();
+    link.select();
+    status.textContent = 'Selected: press Ctrl+C (⌘C) to copy.';
+  }
+}
+
+// --- rendering ---------------------------------------------------------------
+
+function render() {
+  const pos = ui.run.positions[ui.index];
+  const t = pos.t;
+  const query = toQuery(ui.scenario, { at: ui.index > 0 ? ui.index : null, embed: ui.embed });
+  history.replaceState(null, '', `?${query}`);
+  $('link').value = location.href;
+  $('copy-status').textContent = '';
+
+  const scrub = $('scrubber');
+  scrub.max = String(ui.run.positions.length - 1);
+  scrub.value = String(ui.index);
+  scrub.setAttribute('aria-valuetext', `t = ${fmt(t)} ms, position ${ui.index + 1} of ${ui.run.positions.length}`);
+  $('clock').textContent = `t = ${fmt(t)} ms (${ui.index + 1}/${ui.run.positions.length})`;
+  renderButtons();
+
+  for (const mode of MODES) {
+    const lane = ui.run.lanes[mode];
+    const st = stateAt(lane, pos);
+    const value = st.value === null ? '(nothing yet)' : `"${st.value}"`;
+    $(`value-${mode}`).textContent = value;
+    const landed = st.landed.map((w) => `${w.actor} at ${fmt(w.t)}${w.fence ? ` (fence ${w.fence})` : ''}`);
+    const refused = st.rejections.length;
+    $(`writes-${mode}`).textContent =
+      `Writes landed: ${landed.length ? landed.join(', ') : 'none'}` + (mode === 'fenced' ? `. Refused: ${refused}.` : '.');
+    const summary = `At t = ${fmt(t)} ms the resource holds ${value}; ${st.landed.length} write(s) landed${mode === 'fenced' ? `, ${refused} refused` : ''}.`;
+    drawLane($(`svg-${mode}`), lane, st.events, t, ui.extent, summary);
+    renderLog($(`log-${mode}`), st.events);
+    $(`lane-${mode}`).dataset.value = st.value ?? '';
+    $(`lane-${mode}`).dataset.landed = String(st.landed.length);
+    if (mode === 'fenced') {
+      $('floor-fenced').textContent = String(st.floor);
+      renderRejections(st.rejections);
+    }
+  }
+}
+
+function renderButtons() {
+  const last = ui.run.positions.length - 1;
+  const play = $('play');
+  play.textContent = ui.playing ? 'Pause' : 'Play';
+  play.setAttribute('aria-pressed', String(ui.playing));
+  $('back').disabled = ui.index === 0;
+  $('step').disabled = ui.index === last;
+  $('to-end').disabled = ui.index === last;
+}
+
+function renderLog(ol, events) {
+  const items = events.map((e) => {
+    const li = document.createElement('li');
+    li.dataset.kind = e.kind;
+    li.dataset.actor = e.actor;
+    const time = document.createElement('span');
+    time.className = 'when';
+    time.textContent = `t=${fmt(e.t)}`;
+    li.append(time, ` ${e.text}`);
+    return li;
+  });
+  ol.replaceChildren(...items);
+}
+
+function renderRejections(rows) {
+  const body = $('rejections-body');
+  if (rows.length === 0) {
+    const tr = document.createElement('tr');
+    const td = document.createElement('td');
+    td.colSpan = 5;
+    td.className = 'empty';
+    td.textContent = 'No refusals yet.';
+    tr.append(td);
+    body.replaceChildren(tr);
+    return;
+  }
+  body.replaceChildren(
+    ...rows.map((r) => {
+      const tr = document.createElement('tr');
+      tr.className = 'rejection';
+      for (const v of [r.seq, r.refusedHolderId, r.refusedFence, r.admittedHolderId, r.admittedFence]) {
+        const td = document.createElement('td');
+        td.textContent = String(v);
+        tr.append(td);
+      }
+      return tr;
+    }),
+  );
+}
+
+start();
