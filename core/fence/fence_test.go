@@ -44,7 +44,7 @@ type op struct {
 	name      string
 	token     fence.Token
 	admit     bool
-	failWith  error // the write callback returns this
+	failWith  error  // the write callback returns this
 	wantErr   string // "", "stale", "mismatch", "arg"
 	wantFloor uint64
 	wantLog   int

@@ -31,18 +31,25 @@ type CoordinatorConfig struct {
 // caller's job. Acquire is the method most callers want. A Coordinator must be
 // created with NewCoordinator and is safe for concurrent use.
 type Coordinator struct {
-	clk clock.Clock
-	ttl time.Duration
-	ms  float64 // ttl in milliseconds
+	clk    clock.Clock
+	domain string // clk.Domain(), fixed at creation
+	ttl    time.Duration
+	ms     float64 // ttl in milliseconds
 
 	mu     sync.Mutex
 	issued uint64
 	last   clock.Instant // latest reading acted on
-	leases map[string]*held
-	replay map[string]cached // request id -> its latest acquire grant
-	order  []slot            // the last ReplayCacheSize grants, oldest at next
-	next   int
-	grants uint64 // acquire grants made, numbering the slots
+	// leases holds the current or last lease of each resource. Released
+	// leases are deleted; expired ones are reused when their resource is
+	// acquired again and swept once enough new resources were added.
+	leases map[string]held
+	added  int // entries added to leases since the last sweep
+	// The replay cache: grant number n (1, 2, ...) of the last
+	// ReplayCacheSize acquire grants sits at ring[(n-1)%ReplayCacheSize],
+	// and replay maps its request id to n.
+	replay map[string]uint64
+	ring   []cached
+	grants uint64 // acquire grants made
 }
 
 type held struct {
@@ -53,13 +60,11 @@ type held struct {
 
 type cached struct {
 	grant Grant
-	n     uint64 // which grant this is, to match its slot in order
+	n     uint64 // which grant this is; 0 once its id was granted again
 }
 
-type slot struct {
-	id string
-	n  uint64
-}
+// sweepMin is the fewest additions between two sweeps of expired leases.
+const sweepMin = 1024
 
 // NewCoordinator returns a coordinator with no leases.
 func NewCoordinator(cfg CoordinatorConfig) (*Coordinator, error) {
@@ -77,13 +82,14 @@ func NewCoordinator(cfg CoordinatorConfig) (*Coordinator, error) {
 	}
 	return &Coordinator{
 		clk:    cfg.Clock,
+		domain: cfg.Clock.Domain(),
 		ttl:    cfg.TTL,
 		ms:     clock.Millis(cfg.TTL),
 		issued: cfg.StartFence,
-		leases: make(map[string]*held),
+		leases: make(map[string]held),
 		// The replay cache grows to ReplayCacheSize on demand, so a
 		// coordinator per resource (one per Durable Object, say) stays small.
-		replay: make(map[string]cached),
+		replay: make(map[string]uint64),
 	}, nil
 }
 
@@ -94,7 +100,7 @@ const maxFence = 1<<53 - 1
 const MaxFence uint64 = maxFence
 
 // Domain returns the coordinator's clock domain.
-func (c *Coordinator) Domain() string { return c.clk.Domain() }
+func (c *Coordinator) Domain() string { return c.domain }
 
 // TTL returns the lease length.
 func (c *Coordinator) TTL() time.Duration { return c.ttl }
@@ -144,10 +150,11 @@ func (c *Coordinator) acquireLocked(now clock.Instant, req Request) (Outcome, er
 	if err := c.observe(now); err != nil {
 		return Outcome{}, err
 	}
-	cur := c.leases[req.Resource]
-	live := cur != nil && now.Millis < cur.expiresAt
-	if prev, ok := c.replay[req.RequestID]; ok {
-		g := prev.grant
+	cur, exists := c.leases[req.Resource]
+	live := exists && now.Millis < cur.expiresAt
+	prevN, seen := c.replay[req.RequestID]
+	if seen {
+		g := c.ring[(prevN-1)%ReplayCacheSize].grant
 		if g.Resource != req.Resource || g.HolderID != req.HolderID {
 			return Outcome{}, argErr("requestId", "was already used by "+g.HolderID+" for "+g.Resource)
 		}
@@ -170,7 +177,13 @@ func (c *Coordinator) acquireLocked(now clock.Instant, req Request) (Outcome, er
 	c.last = now
 	c.issued++
 	exp := now.Millis + c.ms
-	c.leases[req.Resource] = &held{holder: req.HolderID, fence: c.issued, expiresAt: exp}
+	c.leases[req.Resource] = held{holder: req.HolderID, fence: c.issued, expiresAt: exp}
+	if !exists {
+		c.added++
+		if c.added >= sweepMin && c.added >= len(c.leases)/2 {
+			c.sweep(now)
+		}
+	}
 	g := Grant{
 		RequestID:            req.RequestID,
 		Resource:             req.Resource,
@@ -179,7 +192,7 @@ func (c *Coordinator) acquireLocked(now clock.Instant, req Request) (Outcome, er
 		TTL:                  c.ttl,
 		CoordinatorExpiresAt: clock.At(now.Domain, exp),
 	}
-	c.remember(g)
+	c.remember(g, prevN, seen)
 	return Outcome{OK: true, Grant: &g}, nil
 }
 
@@ -220,11 +233,12 @@ func (c *Coordinator) renewLocked(now clock.Instant, req Request) (Outcome, erro
 		return Outcome{}, argErr("fence", "was never issued by this coordinator")
 	}
 	c.last = now
-	cur := c.leases[req.Resource]
-	if cur == nil || cur.holder != req.HolderID || cur.fence != req.Fence || now.Millis >= cur.expiresAt {
+	cur, ok := c.leases[req.Resource]
+	if !ok || cur.holder != req.HolderID || cur.fence != req.Fence || now.Millis >= cur.expiresAt {
 		return Outcome{Reason: Expired}, nil
 	}
 	cur.expiresAt = now.Millis + c.ms
+	c.leases[req.Resource] = cur
 	return Outcome{OK: true, Grant: &Grant{
 		RequestID:            req.RequestID,
 		Resource:             req.Resource,
@@ -268,8 +282,8 @@ func (c *Coordinator) releaseLocked(now clock.Instant, tok fence.Token) (bool, e
 		return false, err
 	}
 	c.last = now
-	cur := c.leases[tok.Resource]
-	if cur == nil || cur.holder != tok.HolderID || cur.fence != tok.Fence || now.Millis >= cur.expiresAt {
+	cur, ok := c.leases[tok.Resource]
+	if !ok || cur.holder != tok.HolderID || cur.fence != tok.Fence || now.Millis >= cur.expiresAt {
 		return false, nil
 	}
 	delete(c.leases, tok.Resource)
@@ -288,8 +302,8 @@ func (c *Coordinator) Holder(now clock.Instant, resource string) (holder string,
 		return "", 0, 0, false, err
 	}
 	c.last = now
-	cur := c.leases[resource]
-	if cur == nil || now.Millis >= cur.expiresAt {
+	cur, ok := c.leases[resource]
+	if !ok || now.Millis >= cur.expiresAt {
 		return "", 0, 0, false, nil
 	}
 	return cur.holder, cur.fence, clock.FromMillis(cur.expiresAt - now.Millis), true, nil
@@ -302,8 +316,8 @@ func (c *Coordinator) observe(now clock.Instant) error {
 	if err := now.Validate(); err != nil {
 		return err
 	}
-	if now.Domain != c.clk.Domain() {
-		return &clock.DomainError{Want: c.clk.Domain(), Got: now.Domain}
+	if now.Domain != c.domain {
+		return &clock.DomainError{Want: c.domain, Got: now.Domain}
 	}
 	if c.last.Domain != "" && now.Millis < c.last.Millis {
 		return &clock.ReadingError{Domain: now.Domain, Problem: clock.Backwards, Value: now.Millis, Previous: c.last.Millis}
@@ -311,21 +325,39 @@ func (c *Coordinator) observe(now clock.Instant) error {
 	return nil
 }
 
-// remember records g as the newest of the last ReplayCacheSize acquire
-// grants, evicting the oldest. A slot whose id was granted again later no
-// longer owns the map entry and evicts nothing.
-func (c *Coordinator) remember(g Grant) {
-	c.grants++
-	s := slot{id: g.RequestID, n: c.grants}
-	if len(c.order) < ReplayCacheSize {
-		c.order = append(c.order, s)
-	} else {
-		old := c.order[c.next]
-		if e, ok := c.replay[old.id]; ok && e.n == old.n {
-			delete(c.replay, old.id)
-		}
-		c.order[c.next] = s
-		c.next = (c.next + 1) % ReplayCacheSize
+// remember records g, the newest acquire grant, in the replay cache,
+// evicting the oldest of the last ReplayCacheSize. prevN is the number of the
+// cached grant with the same request id, if seen: that slot is retired so its
+// eviction later leaves the newer entry alone.
+func (c *Coordinator) remember(g Grant, prevN uint64, seen bool) {
+	if seen {
+		c.ring[(prevN-1)%ReplayCacheSize].n = 0
 	}
-	c.replay[g.RequestID] = cached{grant: g, n: c.grants}
+	c.grants++
+	n := c.grants
+	if len(c.ring) < ReplayCacheSize {
+		c.ring = append(c.ring, cached{grant: g, n: n})
+	} else {
+		old := &c.ring[(n-1)%ReplayCacheSize]
+		if old.n != 0 {
+			delete(c.replay, old.grant.RequestID)
+		}
+		*old = cached{grant: g, n: n}
+	}
+	c.replay[g.RequestID] = n
+}
+
+// sweep deletes the entries of leases that are over at now. It runs once
+// the entries added since the last sweep reach half the map (and at least
+// sweepMin), so its cost is constant per acquisition amortized, and the map
+// holds at most about twice the live leases plus sweepMin. A resource's
+// entry says nothing once its lease is over: acquire, renew, release and
+// Holder answer the same with or without it.
+func (c *Coordinator) sweep(now clock.Instant) {
+	for res, h := range c.leases {
+		if now.Millis >= h.expiresAt {
+			delete(c.leases, res)
+		}
+	}
+	c.added = 0
 }

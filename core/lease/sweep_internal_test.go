@@ -1,0 +1,61 @@
+package lease
+
+import (
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/lease-fence/lease-fence/core/clock"
+)
+
+// Leases that expired without a release do not pile up: the coordinator's
+// map stays within about twice the live leases plus sweepMin, however many
+// distinct resources come and go.
+func TestExpiredLeasesAreSwept(t *testing.T) {
+	clk, err := clock.NewManual("c", clock.ManualOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := NewCoordinator(CoordinatorConfig{Clock: clk, TTL: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 50_000
+	peak := 0
+	for i := 0; i < n; i++ {
+		res := "r" + strconv.Itoa(i)
+		out, err := c.AcquireAt(clock.At("c", float64(i)), Request{Kind: KindAcquire, RequestID: res, Resource: res, HolderID: "h", SentAt: clock.At("a", 0)})
+		if err != nil || !out.OK {
+			t.Fatal(out, err)
+		}
+		peak = max(peak, len(c.leases))
+	}
+	// One lease is live at any time (ttl 1ms, one acquisition per ms).
+	if peak > 2*sweepMin+2 {
+		t.Fatalf("map grew to %d entries for 1 live lease", peak)
+	}
+	if len(c.replay) > ReplayCacheSize || len(c.ring) > ReplayCacheSize {
+		t.Fatalf("replay cache holds %d ids, %d grants", len(c.replay), len(c.ring))
+	}
+	// A sweep never removes a live lease.
+	holder, f, _, ok, err := c.Holder(clock.At("c", n-1), "r"+strconv.Itoa(n-1))
+	if err != nil || !ok || holder != "h" || f != n {
+		t.Fatalf("latest lease: %q %d %v %v", holder, f, ok, err)
+	}
+}
+
+// Live leases survive every sweep.
+func TestSweepKeepsLiveLeases(t *testing.T) {
+	clk, _ := clock.NewManual("c", clock.ManualOptions{})
+	c, _ := NewCoordinator(CoordinatorConfig{Clock: clk, TTL: time.Hour})
+	const n = 5 * sweepMin
+	for i := 0; i < n; i++ {
+		res := "r" + strconv.Itoa(i)
+		if _, err := c.AcquireAt(clock.At("c", 0), Request{Kind: KindAcquire, RequestID: res, Resource: res, HolderID: "h", SentAt: clock.At("a", 0)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(c.leases) != n {
+		t.Fatalf("%d of %d live leases kept", len(c.leases), n)
+	}
+}
