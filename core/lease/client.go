@@ -1,7 +1,6 @@
 package lease
 
 import (
-	"encoding/hex"
 	"math/rand/v2"
 	"strconv"
 	"sync"
@@ -86,15 +85,19 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	}, nil
 }
 
+// randomID returns 128 random bits as 32 lowercase hex digits. It does not
+// use encoding/hex, which would pull fmt into the wasm module.
 func randomID() string {
-	var b [16]byte
-	for i := 0; i < len(b); i += 8 {
+	const digits = "0123456789abcdef"
+	var b [32]byte
+	for i := 0; i < len(b); i += 16 {
 		v := rand.Uint64()
-		for j := 0; j < 8; j++ {
-			b[i+j] = byte(v >> (8 * j))
+		for j := 0; j < 16; j++ {
+			b[i+j] = digits[v&0xf]
+			v >>= 4
 		}
 	}
-	return hex.EncodeToString(b[:])
+	return string(b[:])
 }
 
 // HolderID returns the holder's id.

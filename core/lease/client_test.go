@@ -332,7 +332,7 @@ func TestRequestIDGenerator(t *testing.T) {
 	seen := map[string]bool{}
 	for i := 0; i < 100; i++ {
 		r, err := def.BeginAcquire("r")
-		if err != nil || len(r.RequestID) != 32 || seen[r.RequestID] {
+		if err != nil || len(r.RequestID) != 32 || strings.Trim(r.RequestID, "0123456789abcdef") != "" || seen[r.RequestID] {
 			t.Fatalf("default id %q, %v", r.RequestID, err)
 		}
 		seen[r.RequestID] = true
