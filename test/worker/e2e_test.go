@@ -1,0 +1,443 @@
+//go:build e2e
+
+package workere2e
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/lease-fence/lease-fence/core/clock"
+	"github.com/lease-fence/lease-fence/core/lease"
+	"github.com/lease-fence/lease-fence/core/wire"
+)
+
+// The runtime is started once for the whole run (it takes seconds), with its
+// state in a temporary directory; TestRestart restarts it over that same
+// directory. addr holds the address it currently listens on.
+var (
+	addr       atomic.Value // string, host:port
+	persistDir string
+	runtime    *exec.Cmd
+	runtimeLog = &lockedBuffer{}
+)
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "lease-fence-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	persistDir = dir
+	if err := startRuntime(); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: starting wrangler dev:", err)
+		fmt.Fprintln(os.Stderr, runtimeLog.String())
+		os.Exit(1)
+	}
+	code := m.Run()
+	stopRuntime()
+	if code != 0 {
+		fmt.Fprintln(os.Stderr, "--- wrangler dev output ---")
+		fmt.Fprintln(os.Stderr, runtimeLog.String())
+	}
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+var readyLine = regexp.MustCompile(`Ready on http://(127\.0\.0\.1:\d+)`)
+
+// startRuntime runs `wrangler dev` on a free loopback port, offline, and
+// waits for its ready line.
+func startRuntime() error {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		return err
+	}
+	if _, err := os.Stat(filepath.Join(root, "wasm/worker/build/app.wasm")); err != nil {
+		return errors.New("the worker is not built; run make worker")
+	}
+	cmd := exec.Command(filepath.Join(root, "node_modules/.bin/wrangler"), "dev",
+		"--ip", "127.0.0.1", "--port", "0", "--persist-to", persistDir, "--log-level", "info", "--show-interactive-dev-session=false")
+	cmd.Dir = filepath.Join(root, "wasm/worker")
+	cmd.Env = append(os.Environ(), "WRANGLER_SEND_METRICS=false", "CLOUDFLARE_CF_FETCH_ENABLED=false", "CI=1", "NO_COLOR=1")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	cmd.Stderr = runtimeLog
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	runtime = cmd
+	found := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		sent := false
+		for sc.Scan() {
+			line := sc.Text()
+			runtimeLog.Write([]byte(line + "\n"))
+			if m := readyLine.FindStringSubmatch(line); m != nil && !sent {
+				found <- m[1]
+				sent = true
+			}
+		}
+		close(found)
+	}()
+	select {
+	case a, ok := <-found:
+		if !ok {
+			return errors.New("wrangler dev exited before it was ready")
+		}
+		addr.Store(a)
+		return nil
+	case <-time.After(90 * time.Second):
+		stopRuntime()
+		return errors.New("wrangler dev was not ready after 90s")
+	}
+}
+
+// stopRuntime ends the wrangler process group it started.
+func stopRuntime() {
+	if runtime == nil {
+		return
+	}
+	_ = syscall.Kill(-runtime.Process.Pid, syscall.SIGINT)
+	done := make(chan struct{})
+	go func() { _ = runtime.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(15 * time.Second):
+		_ = syscall.Kill(-runtime.Process.Pid, syscall.SIGKILL)
+		<-done
+	}
+	runtime = nil
+}
+
+// retarget sends every request to the runtime's current address, so a
+// client made before a restart keeps working after it.
+type retarget struct{ base http.RoundTripper }
+
+func (r retarget) RoundTrip(req *http.Request) (*http.Response, error) {
+	req = req.Clone(req.Context())
+	req.URL.Host = addr.Load().(string)
+	return r.base.RoundTrip(req)
+}
+
+var httpClient = &http.Client{Transport: retarget{http.DefaultTransport}}
+
+func newHolder(t *testing.T, id string) *wire.Client {
+	t.Helper()
+	clk, err := clock.NewMonotonic(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lc, err := lease.NewClient(lease.ClientConfig{Clock: clk, HolderID: id, ClockSkew: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := wire.NewClient(wire.ClientConfig{BaseURL: "http://worker.invalid", Lease: lc, HTTPClient: httpClient, AttemptTimeout: 20 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func post(t *testing.T, method, path, ctype, body string) (int, http.Header, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, "http://worker.invalid"+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ctype != "" {
+		req.Header.Set("Content-Type", ctype)
+	}
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header, data
+}
+
+func denied(err error, by string) bool {
+	var d *wire.DeniedError
+	return errors.As(err, &d) && d.HeldBy == by
+}
+
+func TestLifecycle(t *testing.T) {
+	ctx := context.Background()
+	a, b := newHolder(t, "agent-a"), newHolder(t, "agent-b")
+	l, err := a.Acquire(ctx, "lifecycle")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := l.Token().Fence
+	if f != 1 {
+		t.Fatalf("first fence %d", f)
+	}
+	if _, err := b.Acquire(ctx, "lifecycle"); !denied(err, "agent-a") {
+		t.Fatalf("b: %v", err)
+	}
+	if _, err := a.Acquire(ctx, "lifecycle"); !denied(err, "agent-a") {
+		t.Fatalf("a again: %v", err)
+	}
+	l2, err := a.Renew(ctx, l)
+	if err != nil || l2.Token() != l.Token() {
+		t.Fatalf("renew: %v %v", l2, err)
+	}
+	if err := a.Release(ctx, l2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Renew(ctx, l2); !errors.Is(err, wire.ErrExpired) {
+		t.Fatalf("renew after release: %v", err)
+	}
+	lb, err := b.Acquire(ctx, "lifecycle")
+	if err != nil || lb.Token().Fence != f+1 {
+		t.Fatalf("b after release: %v %v", lb, err)
+	}
+
+	// Bad input over HTTP: refused with the stable code, nothing changes.
+	okBody := `{"requestId":"x1","resource":"lifecycle","holderId":"agent-c","sentAt":{"millis":1,"domain":"c"},"kind":"acquire"}`
+	for _, tc := range []struct {
+		method, path, ctype, body string
+		status                    int
+		code                      string
+	}{
+		{"GET", "/v1/acquire", "", "", 405, wire.CodeMethodNotAllowed},
+		{"POST", "/v2/acquire", "application/json", okBody, 404, wire.CodeNotFound},
+		{"POST", "/v1/acquire", "application/json", okBody[:30], 400, wire.CodeMalformedJSON},
+		{"POST", "/v1/acquire", "application/json", strings.Replace(okBody, `"kind"`, `"evil":1,"kind"`, 1), 400, wire.CodeUnknownField},
+		{"POST", "/v1/acquire", "application/json", strings.Replace(okBody, `"agent-c"`, `7`, 1), 400, wire.CodeWrongType},
+		{"POST", "/v1/acquire", "application/json", strings.Replace(okBody, `"requestId":"x1",`, ``, 1), 400, wire.CodeMissingField},
+		{"POST", "/v1/renew", "application/json", `{"pad":"` + strings.Repeat("x", wire.MaxBodyBytes) + `"}`, 413, wire.CodeBodyTooLarge},
+		{"POST", "/v1/acquire", "text/plain", okBody, 415, wire.CodeUnsupportedMedia},
+	} {
+		st, hdr, body := post(t, tc.method, tc.path, tc.ctype, tc.body)
+		e := wire.ParseError(st, body)
+		if st != tc.status || e == nil || e.Code != tc.code {
+			t.Fatalf("%s %s: %d %s", tc.method, tc.path, st, body)
+		}
+		if st == 405 && hdr.Get("Allow") != "POST" {
+			t.Fatalf("405 without Allow: %v", hdr)
+		}
+	}
+	if _, err := a.Acquire(ctx, "lifecycle"); !denied(err, "agent-b") {
+		t.Fatalf("after bad input: %v", err)
+	}
+	if err := b.Release(ctx, lb); err != nil {
+		t.Fatal(err)
+	}
+	if l3, err := a.Acquire(ctx, "lifecycle"); err != nil || l3.Token().Fence != f+2 {
+		t.Fatalf("after bad input the next fence is %v (%v), want %d", l3, err, f+2)
+	}
+}
+
+// TestSecondClientCannotActForTheHolder: a client with the same holder id,
+// which sees the token, cannot renew or release without the grant's secret.
+func TestSecondClientCannotActForTheHolder(t *testing.T) {
+	ctx := context.Background()
+	a := newHolder(t, "agent-a")
+	l, err := a.Acquire(ctx, "guarded")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := l.Token()
+	for _, body := range []string{
+		fmt.Sprintf(`{"requestId":"i1","resource":%q,"holderId":%q,"sentAt":{"millis":1,"domain":"impostor"},"kind":"renew","fence":%d,"secret":"guess"}`, tok.Resource, tok.HolderID, tok.Fence),
+		fmt.Sprintf(`{"requestId":"i2","resource":%q,"holderId":%q,"fence":%d,"secret":"guess"}`, tok.Resource, tok.HolderID, tok.Fence),
+	} {
+		path := "/v1/renew"
+		if !strings.Contains(body, "kind") {
+			path = "/v1/release"
+		}
+		st, _, out := post(t, "POST", path, "application/json", body)
+		if e := wire.ParseError(st, out); st != 403 || e == nil || e.Code != wire.CodeWrongSecret {
+			t.Fatalf("impostor %s: %d %s", path, st, out)
+		}
+	}
+	if _, err := newHolder(t, "agent-b").Acquire(ctx, "guarded"); !denied(err, "agent-a") {
+		t.Fatalf("the impostor freed the resource: %v", err)
+	}
+	if _, err := a.Renew(ctx, l); err != nil {
+		t.Fatalf("holder renew: %v", err)
+	}
+	if err := a.Release(ctx, l); err != nil {
+		t.Fatalf("holder release: %v", err)
+	}
+}
+
+// TestConcurrentHistory: 8 clients, 3 resources, at least 1,000 calls; the
+// recorded history must pass Check.
+func TestConcurrentHistory(t *testing.T) {
+	const clients, perClient = 8, 130
+	resources := []string{"hot-1", "hot-2", "hot-3"}
+	ctx := context.Background()
+	origin := time.Now()
+	since := func() int64 { return int64(time.Since(origin)) }
+	var mu sync.Mutex
+	var history []Event
+	record := func(e Event) {
+		mu.Lock()
+		history = append(history, e)
+		mu.Unlock()
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, clients)
+	for c := 0; c < clients; c++ {
+		wg.Add(1)
+		go func(c int) {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(42, uint64(c)))
+			h := newHolder(t, fmt.Sprintf("client-%d", c))
+			var held *wire.Lease
+			for n := 0; n < perClient; n++ {
+				if held == nil {
+					res := resources[rng.IntN(len(resources))]
+					start := since()
+					l, err := h.Acquire(ctx, res)
+					e := Event{Client: c, Op: "acquire", Resource: res, Start: start, End: since()}
+					if err == nil {
+						g := l.Grant()
+						e.OK, e.Fence, e.ExpiresAt, e.TTLMillis = true, g.Fence, g.CoordinatorExpiresAt.Millis, clock.Millis(g.TTL)
+						held = l
+					} else if !errors.As(err, new(*wire.DeniedError)) {
+						errs <- fmt.Errorf("client %d acquire: %w", c, err)
+						return
+					}
+					record(e)
+					continue
+				}
+				tok := held.Token()
+				start := since()
+				if rng.IntN(3) == 0 {
+					l, err := h.Renew(ctx, held)
+					e := Event{Client: c, Op: "renew", Resource: tok.Resource, Start: start, End: since(), Fence: tok.Fence}
+					switch {
+					case err == nil:
+						g := l.Grant()
+						e.OK, e.ExpiresAt, e.TTLMillis = true, g.CoordinatorExpiresAt.Millis, clock.Millis(g.TTL)
+						held = l
+					case errors.Is(err, wire.ErrExpired):
+						held = nil
+					default:
+						errs <- fmt.Errorf("client %d renew: %w", c, err)
+						return
+					}
+					record(e)
+					continue
+				}
+				err := h.Release(ctx, held)
+				e := Event{Client: c, Op: "release", Resource: tok.Resource, Start: start, End: since(), Fence: tok.Fence, OK: err == nil}
+				if err != nil && !errors.Is(err, wire.ErrExpired) {
+					errs <- fmt.Errorf("client %d release: %w", c, err)
+					return
+				}
+				held = nil
+				record(e)
+			}
+			if held != nil { // leave the resources free
+				if err := h.Release(ctx, held); err != nil {
+					errs <- err
+				}
+			}
+		}(c)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if len(history) < 1000 {
+		t.Fatalf("only %d calls", len(history))
+	}
+	granted, deniedN := 0, 0
+	for _, e := range history {
+		if e.Op == "acquire" {
+			if e.OK {
+				granted++
+			} else {
+				deniedN++
+			}
+		}
+	}
+	if granted < 50 || deniedN == 0 {
+		t.Fatalf("a history without contention proves little: %d granted, %d denied", granted, deniedN)
+	}
+	if err := Check(history); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d calls in %v: %d acquisitions granted, %d denied", len(history), time.Since(origin).Round(time.Millisecond), granted, deniedN)
+}
+
+// TestRestart stops the runtime and starts it again over the same state
+// directory: fences keep climbing and the live holder is remembered.
+func TestRestart(t *testing.T) {
+	ctx := context.Background()
+	a, b := newHolder(t, "agent-a"), newHolder(t, "agent-b")
+	var l *wire.Lease
+	for i := 0; i < 3; i++ {
+		var err error
+		if l, err = a.Acquire(ctx, "restart"); err != nil {
+			t.Fatal(err)
+		}
+		if i < 2 {
+			if err := a.Release(ctx, l); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	last := l.Token().Fence
+	stopRuntime()
+	if err := startRuntime(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Acquire(ctx, "restart"); !denied(err, "agent-a") {
+		t.Fatalf("after restart: %v", err)
+	}
+	if err := a.Release(ctx, l); err != nil {
+		t.Fatalf("holder release after restart: %v", err)
+	}
+	lb, err := b.Acquire(ctx, "restart")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lb.Token().Fence != last+1 {
+		t.Fatalf("after restart fence %d, want %d", lb.Token().Fence, last+1)
+	}
+	if err := b.Release(ctx, lb); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,332 @@
+//go:build js && wasm
+
+// Command worker is the lease coordinator as a Cloudflare Worker, built with
+// github.com/syumai/workers. The Worker's fetch decodes and checks each call
+// with the same wire.NewHandler the native server uses, then routes it to
+// the Durable Object named after the call's resource (idFromName). Inside
+// the object the same handler runs again over a wire.Service whose Store is
+// the object's transactional storage, so the fence counter and the lease are
+// written before the grant leaves.
+//
+// JavaScript cannot be avoided for the Durable Object class itself:
+// worker.mjs defines it in a few lines and hands each request and the
+// object's storage to the Go functions registered here. worker.mjs also keeps
+// one Go instance per isolate, started on the first request, instead of the
+// stock glue's fresh instance per request.
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall/js"
+	"time"
+
+	"github.com/syumai/workers"
+	"github.com/syumai/workers/cloudflare"
+
+	"github.com/lease-fence/lease-fence/core/clock"
+	"github.com/lease-fence/lease-fence/core/wire"
+)
+
+// namespaceBinding is the Durable Object binding in wrangler.toml.
+const namespaceBinding = "LEASES"
+
+// defaultTTL applies when the LEASE_TTL_MS variable is unset.
+const defaultTTL = 30 * time.Second
+
+func main() {
+	binding := js.Global().Get("context").Get("binding")
+	workers.ServeNonBlock(wire.NewHandler(&router{}, wire.HandlerOptions{}))
+	objects := &objectTable{byHandle: map[int]*object{}}
+	binding.Set("openObject", js.FuncOf(objects.open))
+	binding.Set("closeObject", js.FuncOf(objects.close))
+	binding.Set("objectFetch", js.FuncOf(objects.fetch))
+	workers.Ready()
+	select {} // one instance serves every later request of this isolate
+}
+
+// router is the Worker's backend: it forwards a checked call to the Durable
+// Object of its resource and returns the object's answer.
+type router struct {
+	once sync.Once
+	ns   *cloudflare.DurableObjectNamespace
+	err  error
+}
+
+func (r *router) Call(ctx context.Context, m wire.Message) (wire.Reply, error) {
+	r.once.Do(func() { r.ns, r.err = cloudflare.NewDurableObjectNamespace(namespaceBinding) })
+	if r.err != nil {
+		return wire.Reply{}, &wire.Error{Status: 500, Code: wire.CodeInternal, Message: "no Durable Object binding " + namespaceBinding}
+	}
+	stub, err := r.ns.Get(r.ns.IdFromName(m.Request.Resource))
+	if err != nil {
+		return wire.Reply{}, &wire.Error{Status: 500, Code: wire.CodeInternal, Message: err.Error()}
+	}
+	body, err := wire.EncodeMessage(m)
+	if err != nil {
+		return wire.Reply{}, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "https://lease-object"+m.Op.Path(), bytes.NewReader(body))
+	if err != nil {
+		return wire.Reply{}, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := stub.Fetch(req)
+	if err != nil {
+		return wire.Reply{}, &wire.Error{Status: 503, Code: wire.CodeUnavailable, Message: "the resource's object did not answer: " + err.Error()}
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return wire.Reply{}, &wire.Error{Status: 503, Code: wire.CodeUnavailable, Message: "reading the object's answer: " + err.Error()}
+	}
+	if resp.StatusCode != http.StatusOK {
+		if e := wire.ParseError(resp.StatusCode, data); e != nil {
+			return wire.Reply{}, e
+		}
+		return wire.Reply{}, &wire.Error{Status: 502, Code: wire.CodeInternal, Message: "the object answered " + strconv.Itoa(resp.StatusCode)}
+	}
+	var reply wire.Reply
+	if err := json.Unmarshal(data, &reply); err != nil {
+		return wire.Reply{}, &wire.Error{Status: 502, Code: wire.CodeInternal, Message: "the object's answer is unreadable"}
+	}
+	return reply, nil
+}
+
+// object is the Go side of one Durable Object instance.
+type object struct {
+	handler http.Handler
+}
+
+type objectTable struct {
+	mu       sync.Mutex
+	next     int
+	byHandle map[int]*object
+}
+
+// open(storage) makes the Go side of a new object instance and returns its
+// handle. State is loaded from storage on the first call for a resource.
+func (t *objectTable) open(_ js.Value, args []js.Value) (result any) {
+	defer recoverTo(&result)
+	if len(args) != 1 || args[0].Type() != js.TypeObject {
+		return js.Global().Get("Error").New("openObject(storage) takes the object's storage")
+	}
+	ttl := defaultTTL
+	if v := cloudflare.Getenv("LEASE_TTL_MS"); v != "" {
+		ms, err := strconv.ParseFloat(v, 64)
+		if err != nil || !(ms > 0) || math.IsInf(ms, 0) {
+			return js.Global().Get("Error").New("LEASE_TTL_MS must be a positive number of milliseconds, got " + strconv.Quote(v))
+		}
+		ttl = clock.FromMillis(ms)
+	}
+	svc, err := wire.NewService(wire.ServiceConfig{Clock: newDateClock("coordinator"), TTL: ttl, Store: &objectStore{storage: args[0]}})
+	if err != nil {
+		return js.Global().Get("Error").New(err.Error())
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.next++
+	t.byHandle[t.next] = &object{handler: wire.NewHandler(svc, wire.HandlerOptions{})}
+	return t.next
+}
+
+// close(handle) forgets an object instance the runtime has let go of.
+func (t *objectTable) close(_ js.Value, args []js.Value) any {
+	if len(args) == 1 && args[0].Type() == js.TypeNumber {
+		t.mu.Lock()
+		delete(t.byHandle, args[0].Int())
+		t.mu.Unlock()
+	}
+	return nil
+}
+
+// fetch(handle, method, url, contentType, body) answers one request to an
+// object with a promise of {status, body}.
+func (t *objectTable) fetch(_ js.Value, args []js.Value) (result any) {
+	defer recoverTo(&result)
+	if len(args) != 5 || args[0].Type() != js.TypeNumber {
+		return rejected(errors.New("objectFetch(handle, method, url, contentType, body)"))
+	}
+	t.mu.Lock()
+	o := t.byHandle[args[0].Int()]
+	t.mu.Unlock()
+	if o == nil {
+		return rejected(errors.New("objectFetch: unknown object handle"))
+	}
+	method, url, ctype, body := args[1].String(), args[2].String(), args[3].String(), args[4].String()
+	return promise(func() (js.Value, error) {
+		req, err := http.NewRequest(method, url, strings.NewReader(body))
+		if err != nil {
+			return js.Value{}, err
+		}
+		if ctype != "" {
+			req.Header.Set("Content-Type", ctype)
+		}
+		w := &recorder{header: http.Header{}, status: http.StatusOK}
+		o.handler.ServeHTTP(w, req)
+		out := js.Global().Get("Object").New()
+		out.Set("status", w.status)
+		out.Set("body", w.body.String())
+		if allow := w.header.Get("Allow"); allow != "" {
+			out.Set("allow", allow)
+		}
+		return out, nil
+	})
+}
+
+// recorder is the ResponseWriter the object's handler writes to.
+type recorder struct {
+	header http.Header
+	status int
+	wrote  bool
+	body   bytes.Buffer
+}
+
+func (r *recorder) Header() http.Header { return r.header }
+func (r *recorder) WriteHeader(status int) {
+	if !r.wrote {
+		r.status, r.wrote = status, true
+	}
+}
+func (r *recorder) Write(b []byte) (int, error) {
+	r.WriteHeader(http.StatusOK)
+	return r.body.Write(b)
+}
+
+// objectStore keeps each resource's state under its own key of the object's
+// storage. A put resolves once the write is durable, and the runtime holds
+// the object's outgoing messages until then as well.
+type objectStore struct {
+	storage js.Value
+}
+
+func stateKey(resource string) string { return "lease-fence/state/" + resource }
+
+func (s *objectStore) Load(_ context.Context, resource string) (wire.State, bool, error) {
+	v, err := await(s.storage.Call("get", stateKey(resource)))
+	if err != nil {
+		return wire.State{}, false, err
+	}
+	if v.IsUndefined() || v.IsNull() {
+		return wire.State{}, false, nil
+	}
+	if v.Type() != js.TypeString {
+		return wire.State{}, false, errors.New("stored state is not a string")
+	}
+	var st wire.State
+	if err := json.Unmarshal([]byte(v.String()), &st); err != nil {
+		return wire.State{}, false, errors.New("stored state is unreadable: " + err.Error())
+	}
+	return st, true, nil
+}
+
+func (s *objectStore) Save(_ context.Context, st wire.State) error {
+	data, err := json.Marshal(st)
+	if err != nil {
+		return err
+	}
+	_, err = await(s.storage.Call("put", stateKey(st.Resource), string(data)))
+	return err
+}
+
+// newDateClock reads Date.now(), never lower than a reading it already gave.
+func newDateClock(domain string) clock.Clock {
+	var mu sync.Mutex
+	last := math.Inf(-1)
+	date := js.Global().Get("Date")
+	c, _ := clock.New(domain, func() float64 {
+		v := date.Call("now").Float()
+		mu.Lock()
+		defer mu.Unlock()
+		if v < last {
+			v = last
+		}
+		last = v
+		return v
+	})
+	return c
+}
+
+// await waits for a JavaScript promise.
+func await(p js.Value) (js.Value, error) {
+	type result struct {
+		v   js.Value
+		err error
+	}
+	ch := make(chan result, 1)
+	var then, catch js.Func
+	then = js.FuncOf(func(_ js.Value, args []js.Value) any {
+		v := js.Undefined()
+		if len(args) > 0 {
+			v = args[0]
+		}
+		ch <- result{v: v}
+		return nil
+	})
+	catch = js.FuncOf(func(_ js.Value, args []js.Value) any {
+		msg := "promise rejected"
+		if len(args) > 0 {
+			msg = args[0].Call("toString").String()
+		}
+		ch <- result{err: errors.New(msg)}
+		return nil
+	})
+	p.Call("then", then, catch)
+	r := <-ch
+	then.Release()
+	catch.Release()
+	return r.v, r.err
+}
+
+// promise runs fn on a goroutine and returns a promise of its result. A
+// panic in fn rejects the promise instead of killing the instance.
+func promise(fn func() (js.Value, error)) js.Value {
+	var executor js.Func
+	executor = js.FuncOf(func(_ js.Value, args []js.Value) any {
+		executor.Release()
+		resolve, reject := args[0], args[1]
+		go func() {
+			defer func() {
+				if p := recover(); p != nil {
+					reject.Invoke(js.Global().Get("Error").New("lease-fence worker: panic: " + panicText(p)))
+				}
+			}()
+			v, err := fn()
+			if err != nil {
+				reject.Invoke(js.Global().Get("Error").New(err.Error()))
+				return
+			}
+			resolve.Invoke(v)
+		}()
+		return nil
+	})
+	return js.Global().Get("Promise").New(executor)
+}
+
+func rejected(err error) js.Value {
+	return js.Global().Get("Promise").Call("reject", js.Global().Get("Error").New(err.Error()))
+}
+
+func recoverTo(result *any) {
+	if p := recover(); p != nil {
+		*result = rejected(errors.New("lease-fence worker: panic: " + panicText(p)))
+	}
+}
+
+func panicText(p any) string {
+	switch v := p.(type) {
+	case error:
+		return v.Error()
+	case string:
+		return v
+	}
+	return "unknown"
+}

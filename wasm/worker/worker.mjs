@@ -1,0 +1,95 @@
+// The Cloudflare Worker entry. Go does the work (main_js.go); this file only
+// starts one Go instance per isolate and defines the Durable Object class,
+// which the runtime requires to be a JavaScript class.
+import "./build/wasm_exec.js"; // Go's wasm_exec.js as patched by syumai/workers
+import mod from "./build/app.wasm";
+
+// syumai/workers calls this to turn a thrown JS error into a Go error.
+globalThis.tryCatch = (fn) => {
+  try {
+    return { result: fn() };
+  } catch (error) {
+    return { error };
+  }
+};
+
+let binding; // the functions the running Go instance registered
+let generation = 0; // bumped each time a Go instance starts
+let starting; // promise of the running instance
+
+// start runs the Go program once per isolate and keeps it: the stock glue
+// starts a new instance for every request, which costs milliseconds each.
+function start(env) {
+  if (!starting) {
+    starting = new Promise((resolve, reject) => {
+      const b = {};
+      const go = new Go();
+      const instance = new WebAssembly.Instance(mod, {
+        ...go.importObject,
+        workers: {
+          ready: () => {
+            binding = b;
+            generation++;
+            resolve();
+          },
+        },
+      });
+      // The request context is left out on purpose: the instance outlives
+      // the request that started it, and only env (the bindings) is used.
+      go.run(instance, { env, binding: b }).then(
+        () => {
+          starting = undefined; // the program exited: start afresh next time
+          reject(new Error("lease-fence: the Go instance exited"));
+        },
+        (err) => {
+          starting = undefined;
+          reject(err);
+        },
+      );
+    });
+  }
+  return starting;
+}
+
+export default {
+  async fetch(request, env) {
+    await start(env);
+    return binding.handleRequest(request);
+  },
+};
+
+const released = new FinalizationRegistry(({ gen, handle }) => {
+  if (gen === generation) binding.closeObject(handle);
+});
+
+// LeaseObject is the Durable Object of one resource. Its storage holds the
+// resource's fence counter and lease; Go reads and writes it.
+export class LeaseObject {
+  constructor(state, env) {
+    this.state = state;
+    this.env = env;
+    this.gen = 0;
+    this.handle = 0;
+  }
+
+  async fetch(request) {
+    await start(this.env);
+    if (this.gen !== generation) {
+      this.handle = binding.openObject(this.state.storage);
+      if (this.handle instanceof Error) throw this.handle;
+      this.gen = generation;
+      released.register(this, { gen: this.gen, handle: this.handle });
+    }
+    const body = await request.text();
+    const out = await binding.objectFetch(
+      this.handle,
+      request.method,
+      request.url,
+      request.headers.get("content-type") ?? "",
+      body,
+    );
+    const headers = { "content-type": "application/json", "cache-control": "no-store" };
+    if (out.allow) headers.allow = out.allow;
+    return new Response(out.body, { status: out.status, headers });
+  }
+}
