@@ -458,6 +458,14 @@ function handleOf(obj) {
   return (typeof obj === 'object' && obj !== null && handles.get(obj)) || 0;
 }
 
+function isObject(v) {
+  return (typeof v === 'object' && v !== null) || typeof v === 'function';
+}
+
+function badThis(what) {
+  throw new InvalidArgumentError(`lease-fence: this is not a live ${what}`, 'this');
+}
+
 function internalOnly(key, name) {
   if (key !== secret) {
     throw new InvalidArgumentError(`lease-fence: ${name} objects are made by the library, not with new`, 'this');
@@ -511,7 +519,7 @@ class Clock {
 
   /** The clock's domain: instants it returns carry this name. */
   get domain() {
-    return this.#domain;
+    return isObject(this) && #domain in this ? this.#domain : badThis('clock');
   }
 
   /** Reads the clock. Throws ClockReadingError for a NaN, infinite or backwards reading. */
@@ -595,12 +603,12 @@ export class LeaseCoordinator {
 
   /** The coordinator's clock. */
   get clock() {
-    return this.#clock;
+    return isObject(this) && #clock in this ? this.#clock : badThis('LeaseCoordinator');
   }
 
   /** Lease length in milliseconds. */
   get ttlMillis() {
-    return this.#ttl;
+    return isObject(this) && #ttl in this ? this.#ttl : badThis('LeaseCoordinator');
   }
 
   /** The highest fence issued so far; persist it and pass it as startFence. */
@@ -656,11 +664,11 @@ export class LeaseClient {
   }
 
   get clock() {
-    return this.#clock;
+    return isObject(this) && #clock in this ? this.#clock : badThis('LeaseClient');
   }
 
   get holderId() {
-    return this.#holder;
+    return isObject(this) && #holder in this ? this.#holder : badThis('LeaseClient');
   }
 
   beginAcquire(resource) {
@@ -671,7 +679,7 @@ export class LeaseClient {
   }
 
   completeAcquire(request, grant) {
-    return this.#complete(X.lf_client_complete_acquire, request, grant);
+    return complete(this, X.lf_client_complete_acquire, request, grant);
   }
 
   beginRenewal(lease) {
@@ -682,22 +690,22 @@ export class LeaseClient {
   }
 
   completeRenewal(request, grant) {
-    return this.#complete(X.lf_client_complete_renewal, request, grant);
+    return complete(this, X.lf_client_complete_renewal, request, grant);
   }
+}
 
-  #complete(fn, request, grant) {
-    begin();
-    putRequest(request);
-    putGrant(grant);
-    call(fn, handleOf(this), p);
-    const h = f64();
-    const resource = str();
-    const holderId = str();
-    const fence = f64();
-    const token = Object.freeze({ resource, holderId, fence });
-    const deadline = readInstant();
-    return new Lease(secret, h, token, deadline, readGrant(), this.#clock);
-  }
+function complete(client, fn, request, grant) {
+  begin();
+  putRequest(request);
+  putGrant(grant);
+  call(fn, handleOf(client), p);
+  const h = f64();
+  const resource = str();
+  const holderId = str();
+  const fence = f64();
+  const token = Object.freeze({ resource, holderId, fence });
+  const deadline = readInstant();
+  return new Lease(secret, h, token, deadline, readGrant(), client.clock);
 }
 
 class Lease {
@@ -747,7 +755,7 @@ export class FenceGate {
   }
 
   get resource() {
-    return this.#resource;
+    return isObject(this) && #resource in this ? this.#resource : badThis('FenceGate');
   }
 
   /** The highest fence admitted (or the initial floor). */
@@ -760,7 +768,7 @@ export class FenceGate {
   /** A copy of the refusals so far, oldest first. */
   get rejections() {
     begin();
-    call(X.lf_gate_rejections, handleOf(this), this.#log.length);
+    call(X.lf_gate_rejections, handleOf(this), isObject(this) && #log in this ? this.#log.length : 0);
     const n = f64();
     for (let i = 0; i < n; i++) this.#log.push(readRejection());
     return this.#log.slice();

@@ -1,0 +1,91 @@
+// The same module loads in a browser page: Chromium (playwright-core) opens a
+// page served from 127.0.0.1 that imports lease-fence.mjs and runs a round
+// trip. Once with .wasm served as application/wasm (streaming compilation)
+// and once as application/octet-stream (the fallback that compiles bytes).
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { createServer } from 'node:http';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { chromium } from 'playwright-core';
+
+const jsDir = new URL('../../wasm/js/', import.meta.url);
+const chromiumPath = '/usr/bin/chromium';
+
+const page = `<!doctype html><meta charset="utf-8"><script type="module">
+import { createManualClock, FenceGate, LeaseClient, LeaseCoordinator, StaleFenceError } from './lease-fence.mjs';
+try {
+  const coordinator = new LeaseCoordinator({ clock: createManualClock('c'), ttlMillis: 100 });
+  const client = new LeaseClient({ clock: createManualClock('a'), holderId: 'a', clockSkewMillis: 5 });
+  const gate = new FenceGate('r');
+  const request = client.beginAcquire('r');
+  const lease = client.completeAcquire(request, coordinator.acquire(request).grant);
+  const written = gate.commit(lease.token, () => 'written');
+  gate.admit({ resource: 'r', holderId: 'b', fence: 2 });
+  let refused = false;
+  try { gate.commit(lease.token, () => {}); } catch (e) { refused = e instanceof StaleFenceError; }
+  window.result = { written, refused, deadline: lease.deadline.millis, rejections: gate.rejections.length };
+} catch (e) {
+  window.result = { error: String(e && e.stack || e) };
+}
+</script>`;
+
+let server, base, wasmType = 'application/wasm';
+const served = [];
+
+before(async () => {
+  server = createServer((req, res) => {
+    const name = new URL(req.url, 'http://x').pathname.slice(1);
+    served.push(name);
+    if (name === 'index.html') {
+      res.writeHead(200, { 'content-type': 'text/html' }).end(page);
+    } else if (['lease-fence.mjs', 'wasm_exec.js'].includes(name)) {
+      res.writeHead(200, { 'content-type': 'text/javascript' }).end(readFileSync(new URL(name, jsDir)));
+    } else if (name === 'lease-fence.wasm') {
+      res.writeHead(200, { 'content-type': wasmType }).end(readFileSync(new URL(name, jsDir)));
+    } else {
+      res.writeHead(404).end();
+    }
+  });
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  base = `http://127.0.0.1:${server.address().port}/`;
+});
+
+after(() => server.close());
+
+async function runPage() {
+  const profile = mkdtempSync(join(tmpdir(), 'lease-fence-chromium-'));
+  const context = await chromium.launchPersistentContext(profile, {
+    executablePath: chromiumPath,
+    headless: true,
+    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
+      '--disable-component-update', '--disable-sync'],
+  });
+  try {
+    const tab = await context.newPage();
+    const logs = [];
+    tab.on('console', (m) => logs.push(m.text()));
+    await tab.goto(base + 'index.html');
+    await tab.waitForFunction(() => window.result !== undefined, null, { timeout: 30_000 });
+    return { result: await tab.evaluate(() => window.result), logs };
+  } finally {
+    await context.close();
+    rmSync(profile, { recursive: true, force: true });
+  }
+}
+
+const expected = { written: 'written', refused: true, deadline: 95, rejections: 1 };
+
+test('loads in Chromium with application/wasm', async () => {
+  wasmType = 'application/wasm';
+  const { result } = await runPage();
+  assert.deepEqual(result, expected);
+  assert.ok(served.includes('lease-fence.wasm') && served.includes('wasm_exec.js'));
+});
+
+test('loads in Chromium when the server sends the wrong content type', async () => {
+  wasmType = 'application/octet-stream';
+  const { result } = await runPage();
+  assert.deepEqual(result, expected);
+});

@@ -1,0 +1,75 @@
+// Error classes: exported by name, real Error subclasses, instanceof and name.
+import { describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import * as lf from 'lease-fence';
+import { acquire, world } from './helpers.mjs';
+
+const classes = ['InvalidArgumentError', 'StaleFenceError', 'ClockDomainError', 'ClockReadingError', 'RequestCompletedError', 'GrantMismatchError'];
+
+describe('errors', () => {
+  test('every class is exported, extends LeaseFenceError and Error, and has its name', () => {
+    assert.equal(typeof lf.LeaseFenceError, 'function');
+    for (const name of classes) {
+      const cls = lf[name];
+      assert.equal(typeof cls, 'function', name);
+      const e = new cls('message');
+      assert.ok(e instanceof lf.LeaseFenceError && e instanceof Error, name);
+      assert.equal(e.name, name);
+      assert.equal(e.message, 'message');
+      assert.match(String(e), new RegExp(`^${name}: message`));
+    }
+    assert.equal(new lf.LeaseFenceError('x').name, 'LeaseFenceError');
+  });
+
+  test('thrown errors are instances of the right class with a stack', () => {
+    const gate = new lf.FenceGate('slot');
+    gate.admit({ resource: 'slot', holderId: 'b', fence: 2 });
+    try {
+      gate.commit({ resource: 'slot', holderId: 'a', fence: 1 }, () => {});
+      assert.fail('not thrown');
+    } catch (e) {
+      assert.ok(e instanceof lf.StaleFenceError);
+      assert.equal(e.name, 'StaleFenceError');
+      assert.match(e.message, /stale write to "slot" refused/);
+      assert.equal(typeof e.stack, 'string');
+    }
+  });
+
+  test('each failure maps to its class', () => {
+    const { coordinator, a, aClock } = world();
+    const req = a.beginAcquire('slot');
+    const { grant } = coordinator.acquire(req);
+    a.completeAcquire(req, grant);
+    const cases = [
+      [() => a.completeAcquire(req, grant), lf.RequestCompletedError],
+      [() => a.completeAcquire(a.beginAcquire('slot'), grant), lf.GrantMismatchError],
+      [() => aClock.set(-1), lf.ClockReadingError],
+      [() => aClock.now().since({ millis: 0, domain: 'coordinator' }), lf.ClockDomainError],
+      [() => coordinator.acquire('request'), lf.InvalidArgumentError],
+    ];
+    for (const [fn, cls] of cases) assert.throws(fn, cls);
+  });
+
+  test('internal classes cannot be constructed by callers', () => {
+    const { coordinator, a } = world();
+    const lease = acquire(coordinator, a);
+    assert.throws(() => new lease.constructor(), (e) => e instanceof lf.InvalidArgumentError && /made by the library/.test(e.message));
+    assert.throws(() => new (lf.createManualClock('m').constructor)(), lf.InvalidArgumentError);
+  });
+
+  test('a method called on the wrong object throws InvalidArgumentError naming this', () => {
+    const gate = new lf.FenceGate('slot');
+    const clock = lf.createManualClock('m');
+    assert.throws(() => lf.FenceGate.prototype.commit.call({}, { resource: 'slot', holderId: 'a', fence: 1 }, () => {}), (e) => e instanceof lf.InvalidArgumentError && e.argument === 'this');
+    assert.throws(() => clock.now.call(gate), (e) => e.argument === 'this' && /not a live clock/.test(e.message));
+    assert.throws(() => Object.getOwnPropertyDescriptor(lf.FenceGate.prototype, 'floor').get.call(clock), (e) => e.argument === 'this');
+  });
+
+  test('the module namespace has exactly the documented exports', () => {
+    assert.deepEqual(Object.keys(lf).sort(), [
+      'ClockDomainError', 'ClockReadingError', 'FenceGate', 'GrantMismatchError', 'InvalidArgumentError', 'LeaseClient',
+      'LeaseCoordinator', 'LeaseFenceError', 'RequestCompletedError', 'StaleFenceError', 'createClock', 'createManualClock',
+      'createMonotonicClock', 'createNaiveLease',
+    ]);
+  });
+});
