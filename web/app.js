@@ -66,8 +66,9 @@ async function start() {
   } else ui.index = parsed.at;
   wireControls();
   $('loading').hidden = true;
-  document.body.classList.add('ready');
   render();
+  document.body.classList.add('ready');
+  performance.mark('playground-ready');
 }
 
 // --- scenario ----------------------------------------------------------------

@@ -1,0 +1,93 @@
+// Shared by the browser tests and the load-time benchmark: starts the dev
+// server on a free port and a headless Chromium, and records what the page
+// logs and requests.
+
+import { spawn } from 'node:child_process';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join, dirname } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { createInterface } from 'node:readline';
+import { chromium } from 'playwright-core';
+
+export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
+export const SCREENSHOTS = join(ROOT, 'out', 'test', 'screenshots');
+
+/**
+ * Starts the dev server (built by `make devserver`; DEVSERVER overrides the
+ * path, MODULE_DIR the module folder) on port 0 and resolves with
+ * { url, close } once it has printed its URL.
+ */
+export async function startServer() {
+  const bin = process.env.DEVSERVER ?? join(ROOT, 'out', 'bin', 'devserver');
+  const moduleDir = process.env.MODULE_DIR ?? join(ROOT, 'wasm', 'js');
+  const child = spawn(bin, ['-port', '0', '-quiet', '-web', join(ROOT, 'web'), '-module', moduleDir], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const url = await new Promise((resolve, reject) => {
+    child.once('error', reject);
+    child.once('exit', (code) => reject(new Error(`devserver exited with code ${code} before printing its URL`)));
+    createInterface({ input: child.stdout }).once('line', resolve);
+  });
+  if (!/^http:\/\/127\.0\.0\.1:\d+\/$/.test(url)) throw new Error(`devserver printed ${JSON.stringify(url)}`);
+  return {
+    url,
+    async close() {
+      if (child.exitCode !== null) return;
+      const gone = new Promise((r) => child.once('exit', r));
+      child.kill('SIGTERM');
+      await gone;
+    },
+  };
+}
+
+export const CHROMIUM_ARGS = [
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-quic',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+];
+
+/** Launches headless Chromium with a throwaway profile. */
+export async function launch() {
+  const dir = await mkdtemp(join(tmpdir(), 'lf-chromium-'));
+  const context = await chromium.launchPersistentContext(dir, {
+    executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium',
+    headless: true,
+    args: CHROMIUM_ARGS,
+    viewport: { width: 1360, height: 1000 },
+  });
+  return {
+    context,
+    async close() {
+      await context.close();
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/**
+ * Opens a page that records console errors, page errors and every request.
+ * Returns { page, errors, requests }.
+ */
+export async function openPage(context, viewport) {
+  const page = await context.newPage();
+  if (viewport) await page.setViewportSize(viewport);
+  const errors = [];
+  const requests = [];
+  page.on('console', (m) => {
+    if (m.type() === 'error' || m.type() === 'warning') errors.push(`${m.type()}: ${m.text()}`);
+  });
+  page.on('pageerror', (e) => errors.push(`pageerror: ${e.message}`));
+  page.on('request', (r) => requests.push(r.url()));
+  return { page, errors, requests };
+}
+
+/** Navigates to url and waits until the page has rendered its first run. */
+export async function load(page, url) {
+  await page.goto(url);
+  await page.waitForSelector('body.ready', { timeout: 15000 });
+}

@@ -1,0 +1,281 @@
+// The playground's model under Node, driving the real lease-fence module:
+// each preset's claim, determinism, the URL codec and its hostile inputs,
+// and invariants over seeded random scenarios.
+
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import * as lib from 'lease-fence';
+import {
+  PRESETS,
+  PARAMS,
+  defaultScenario,
+  runScenario,
+  parseQuery,
+  toQuery,
+  validateScenario,
+  stateAt,
+  visible,
+} from '../../web/model.js';
+
+const writes = (lane) => lane.events.filter((e) => e.kind === 'write');
+const landed = (lane) => writes(lane).filter((e) => e.landed).map((e) => `${e.actor}@${e.t}`);
+const find = (lane, kind, pred = () => true) => lane.events.filter((e) => e.kind === kind && pred(e));
+const rejection = (seq, refusedHolderId, refusedFence, admittedHolderId, admittedFence) => ({
+  seq,
+  resource: 'report.md',
+  refusedHolderId,
+  refusedFence,
+  admittedHolderId,
+  admittedFence,
+});
+
+test('gap: check at 950, reassignment at 1000, stale write at 1400', () => {
+  const { lanes } = runScenario(lib, defaultScenario('gap'));
+  for (const lane of Object.values(lanes)) {
+    const check = find(lane, 'check', (e) => e.actor === 'A');
+    assert.deepEqual(check.map((e) => [e.t, e.result]), [[950, 'valid']]);
+    assert.deepEqual(find(lane, 'grant', (e) => e.holder === 'B').map((e) => [e.t, e.fence]), [[1000, 2]]);
+    assert.deepEqual(find(lane, 'expire').map((e) => [e.t, e.holder]), [[1000, 'A']]);
+  }
+  assert.deepEqual(landed(lanes.naive), ['B@1000', 'A@1400']);
+  assert.equal(lanes.naive.finalValue, "A's report");
+  assert.deepEqual(lanes.naive.rejections, []);
+  assert.deepEqual(landed(lanes.fenced), ['B@1000']);
+  assert.equal(lanes.fenced.finalValue, "B's report");
+  assert.deepEqual(lanes.fenced.rejections, [rejection(1, 'agent-a', 1, 'agent-b', 2)]);
+  const refused = writes(lanes.fenced).find((e) => !e.landed);
+  assert.equal(refused.t, 1400);
+  assert.deepEqual(refused.rejection, lanes.fenced.rejections[0]);
+});
+
+test('renewal: processed at 40, reply at 900; naive dates it to 1900, fenced to the send', () => {
+  const { lanes } = runScenario(lib, defaultScenario('renewal'));
+  for (const lane of Object.values(lanes)) {
+    assert.deepEqual(find(lane, 'extend').map((e) => [e.t, e.until]), [[40, 1040]]);
+  }
+  const naiveA = find(lanes.naive, 'lease', (e) => e.actor === 'A').map((e) => [e.t, e.deadline]);
+  assert.deepEqual(naiveA, [[0, 1000], [900, 1900]]);
+  const fencedA = find(lanes.fenced, 'lease', (e) => e.actor === 'A').map((e) => [e.t, e.deadline]);
+  assert.deepEqual(fencedA, [[0, 1000], [900, 1000]]);
+  assert.deepEqual(landed(lanes.naive), ['B@1100', 'A@1400']);
+  assert.deepEqual(lanes.naive.rejections, []);
+  assert.deepEqual(lanes.fenced.rejections, [rejection(1, 'agent-a', 1, 'agent-b', 2)]);
+});
+
+test('lost: the retry reuses the request id and gets the same grant, no new fence', () => {
+  const { lanes } = runScenario(lib, defaultScenario('lost'));
+  for (const lane of Object.values(lanes)) {
+    const sends = find(lane, 'send', (e) => e.actor === 'A');
+    assert.equal(sends.length, 2);
+    assert.equal(sends[0].req, sends[1].req, 'the resend carries the same request');
+    assert.equal(sends[0].sentAt, sends[1].sentAt);
+    assert.equal(find(lane, 'lost').length, 1);
+    const replay = find(lane, 'replay');
+    assert.equal(replay.length, 1);
+    assert.equal(replay[0].fence, 1);
+    assert.equal(replay[0].issuedFence, 1, 'the retry minted no fence');
+  }
+  assert.deepEqual(find(lanes.naive, 'lease', (e) => e.actor === 'A').map((e) => e.deadline), [1300]);
+  assert.deepEqual(find(lanes.fenced, 'lease', (e) => e.actor === 'A').map((e) => e.deadline), [1000]);
+  assert.deepEqual(landed(lanes.naive), ['B@1100', 'A@1400']);
+  assert.deepEqual(lanes.fenced.rejections, [rejection(1, 'agent-a', 1, 'agent-b', 2)]);
+});
+
+test('expired: a renewal after expiry is refused even though nobody holds the lease', () => {
+  const { lanes } = runScenario(lib, defaultScenario('expired'));
+  for (const lane of Object.values(lanes)) {
+    const refused = find(lane, 'refuse-renewal');
+    assert.deepEqual(refused.map((e) => e.t), [1100]);
+    // Nobody held the resource when the renewal was refused.
+    assert.equal(find(lane, 'grant', (e) => e.t <= 1100 && e.holder === 'B').length, 0);
+    assert.deepEqual(find(lane, 'grant', (e) => e.holder === 'B').map((e) => e.fence), [2]);
+  }
+  assert.deepEqual(landed(lanes.naive), ['B@1150', 'A@1300']);
+  assert.deepEqual(lanes.naive.rejections, []);
+  assert.deepEqual(lanes.fenced.rejections, [rejection(1, 'agent-a', 1, 'agent-b', 2)]);
+});
+
+test('restart without persisting: fence 1 is issued again and refused', () => {
+  const { lanes } = runScenario(lib, defaultScenario('restart'));
+  for (const lane of Object.values(lanes)) {
+    const grantsA = find(lane, 'grant', (e) => e.holder === 'A').map((e) => e.fence);
+    assert.deepEqual(grantsA, [1, 1]);
+    assert.equal(find(lane, 'restart')[0].persisted, false);
+  }
+  assert.equal(landed(lanes.naive).length, 3);
+  assert.deepEqual(lanes.naive.rejections, []);
+  assert.deepEqual(landed(lanes.fenced), ['A@200', 'B@1100']);
+  assert.deepEqual(lanes.fenced.rejections, [rejection(1, 'agent-a', 1, 'agent-b', 2)]);
+});
+
+test('restart with startFence: the successor issues fence 3 and the write lands', () => {
+  const { lanes } = runScenario(lib, defaultScenario('restart-kept'));
+  for (const lane of Object.values(lanes)) {
+    assert.deepEqual(find(lane, 'grant', (e) => e.holder === 'A').map((e) => e.fence), [1, 3]);
+    assert.equal(find(lane, 'restart')[0].startFence, 2);
+    assert.equal(lane.issuedFence, 3);
+  }
+  assert.deepEqual(landed(lanes.fenced), ['A@200', 'B@1100', 'A@1500']);
+  assert.deepEqual(lanes.fenced.rejections, []);
+  assert.equal(lanes.fenced.floor, 3);
+});
+
+test('the same scenario gives the same events', () => {
+  for (const p of PRESETS) {
+    const s = { ...defaultScenario(p.id), step: 3, skew: 20 };
+    assert.deepEqual(runScenario(lib, s), runScenario(lib, s), p.id);
+  }
+});
+
+test('stepPerRead moves every reading on: the naive expiresAt shows the extra reads', () => {
+  const still = runScenario(lib, defaultScenario('gap')).lanes.naive;
+  const stepping = runScenario(lib, { ...defaultScenario('gap'), step: 7 }).lanes.naive;
+  const first = (lane) => find(lane, 'lease', (e) => e.actor === 'A')[0].deadline;
+  assert.equal(first(still), 1000);
+  assert.ok(first(stepping) > 1000, `expiresAt ${first(stepping)} should include the steps`);
+});
+
+test('assumed skew shortens the fenced deadline only', () => {
+  const { lanes } = runScenario(lib, { ...defaultScenario('gap'), skew: 100 });
+  assert.equal(find(lanes.fenced, 'lease', (e) => e.actor === 'A')[0].deadline, 900);
+  assert.equal(find(lanes.fenced, 'check', (e) => e.actor === 'A')[0].result, 'expired');
+  assert.equal(find(lanes.naive, 'lease', (e) => e.actor === 'A')[0].deadline, 1000);
+});
+
+test('positions: one step shows one more event per lane, and the last shows them all', () => {
+  for (const p of PRESETS) {
+    const run = runScenario(lib, defaultScenario(p.id));
+    let prev = { naive: 0, fenced: 0 };
+    for (const pos of run.positions.slice(1)) {
+      let grew = 0;
+      for (const mode of ['naive', 'fenced']) {
+        const n = stateAt(run.lanes[mode], pos).events.length;
+        assert.ok(n === prev[mode] || n === prev[mode] + 1, `${p.id} ${mode} at ${JSON.stringify(pos)}: ${prev[mode]} -> ${n}`);
+        grew += n - prev[mode];
+        prev[mode] = n;
+      }
+      assert.ok(grew > 0, `${p.id}: position ${JSON.stringify(pos)} shows nothing new`);
+    }
+    assert.equal(stateAt(run.lanes.naive, run.positions[0]).events.length, 0);
+    const last = run.positions.at(-1);
+    for (const mode of ['naive', 'fenced']) {
+      assert.equal(run.lanes[mode].events.filter((e) => visible(e, last)).length, run.lanes[mode].events.length);
+      assert.equal(stateAt(run.lanes[mode], last).value, run.lanes[mode].finalValue);
+    }
+  }
+});
+
+test('URL: a scenario survives toQuery and parseQuery unchanged', () => {
+  const s = { preset: 'lost', ttl: 777, checkAt: 12, model: 3456, upA: 1, downA: 2, upB: 3, downB: 4, skew: 5, step: 6, bStart: 789 };
+  const back = parseQuery('?' + toQuery(s, { at: 7, embed: true }));
+  assert.deepEqual(back.problems, []);
+  assert.deepEqual(back.scenario, s);
+  assert.equal(back.at, 7);
+  assert.equal(back.embed, true);
+});
+
+test('URL: hostile and malformed values are reported and replaced by defaults', () => {
+  const cases = [
+    ['?p=%3Cscript%3Ealert(1)%3C/script%3E', 'preset'],
+    ['?ttl=%3Cimg%20src=x%20onerror=alert(1)%3E', 'ttl'],
+    ['?ttl=1e400', 'ttl'],
+    ['?ttl=99999999999999999999', 'ttl'],
+    ['?ttl=NaN', 'ttl'],
+    ['?ttl=-5', 'ttl'],
+    ['?ttl=0', 'ttl'],
+    ['?model=1.5', 'model'],
+    ['?step=Infinity', 'step'],
+    ['?bStart=', 'bStart'],
+    ['?skew=0x10', 'skew'],
+    ['?at=-1', 'at'],
+    ['?embed=yes', 'embed'],
+    ['?%3Cb%3E=1', 'unknown'],
+    ['?ttl=5&ttl=6', 'twice'],
+  ];
+  for (const [q, what] of cases) {
+    const { scenario, problems } = parseQuery(q);
+    assert.equal(problems.length, 1, `${q}: ${JSON.stringify(problems)}`);
+    assert.deepEqual(validateScenario(scenario), [], q);
+    if (what === 'ttl') assert.equal(scenario.ttl, 1000, q);
+    if (what === 'preset') assert.equal(scenario.preset, 'gap');
+    if (what === 'twice') assert.equal(scenario.ttl, 5);
+    for (const p of problems) assert.ok(p.length < 300, `message too long: ${p}`);
+  }
+  const long = parseQuery('?p=' + 'x'.repeat(100000));
+  assert.ok(long.problems[0].length < 300);
+});
+
+test('every parameter rejects one past its bounds', () => {
+  for (const def of PARAMS) {
+    for (const bad of [def.min - 1, def.max + 1]) {
+      if (bad < 0) continue;
+      const { scenario, problems } = parseQuery(`?${def.key}=${bad}`);
+      assert.equal(problems.length, 1, `${def.key}=${bad}`);
+      assert.equal(scenario[def.key], defaultScenario()[def.key]);
+    }
+    for (const good of [def.min, def.max]) {
+      const { scenario, problems } = parseQuery(`?${def.key}=${good}`);
+      assert.deepEqual(problems, [], `${def.key}=${good}`);
+      assert.equal(scenario[def.key], good);
+    }
+  }
+});
+
+test('runScenario refuses a scenario that fails validation, before touching the library', () => {
+  assert.throws(() => runScenario(lib, { ...defaultScenario(), ttl: -1 }), RangeError);
+  assert.throws(() => runScenario(lib, { ...defaultScenario(), preset: 'nope' }), RangeError);
+  assert.throws(() => runScenario(lib, { ...defaultScenario(), model: Number.NaN }), RangeError);
+});
+
+// A small seeded generator (mulberry32): the random scenarios are the same
+// on every run.
+function rng(seed) {
+  return () => {
+    seed = (seed + 0x6d2b79f5) | 0;
+    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+test('300 seeded random scenarios: runs finish and the fence rules hold', () => {
+  const rand = rng(20261130);
+  const pick = (max) => Math.floor(rand() * (max + 1));
+  for (let n = 0; n < 300; n++) {
+    const s = {
+      preset: PRESETS[pick(PRESETS.length - 1)].id,
+      ttl: 1 + pick(3000),
+      checkAt: pick(3000),
+      model: pick(3000),
+      upA: pick(600),
+      downA: pick(600),
+      upB: pick(600),
+      downB: pick(600),
+      skew: pick(300),
+      step: pick(20),
+      bStart: pick(3000),
+    };
+    const run = runScenario(lib, s);
+    const { naive, fenced } = run.lanes;
+    const why = JSON.stringify(s);
+    // The naive lane never refuses anything.
+    assert.equal(naive.rejections.length, 0, why);
+    assert.ok(writes(naive).every((e) => e.landed), why);
+    // Every refusal names a fence below the one it lost to, and each refused
+    // write is in the log.
+    for (const r of fenced.rejections) assert.ok(r.refusedFence < r.admittedFence, why);
+    assert.equal(writes(fenced).filter((e) => !e.landed).length, fenced.rejections.length, why);
+    // The fences of the writes the gate admitted never go down, restart or not.
+    const fences = writes(fenced).filter((e) => e.landed).map((e) => e.fence);
+    for (let i = 1; i < fences.length; i++) assert.ok(fences[i] >= fences[i - 1], why);
+    // A fenced holder's deadline never outlasts the coordinator's copy.
+    for (const e of find(fenced, 'lease')) {
+      const grants = fenced.events.filter((g) => ['grant', 'extend', 'replay'].includes(g.kind) && g.holder === e.actor && g.t <= e.t);
+      const last = grants.at(-1);
+      assert.ok(e.deadline <= last.until, `${why}: deadline ${e.deadline} > coordinator ${last.until}`);
+    }
+    // Positions cover every event exactly once, in order.
+    const lastPos = run.positions.at(-1);
+    assert.equal(stateAt(fenced, lastPos).events.length, fenced.events.length, why);
+  }
+});
