@@ -23,6 +23,7 @@ type Token struct {
 	Fence    uint64
 }
 
+// String formats t as "holder"@"resource"#fence.
 func (t Token) String() string {
 	return strconv.Quote(t.HolderID) + "@" + strconv.Quote(t.Resource) + "#" + strconv.FormatUint(t.Fence, 10)
 }

@@ -25,9 +25,12 @@ import (
 // Kind says what a Request asks for.
 type Kind string
 
+// The two kinds of request.
 const (
+	// KindAcquire asks for a new lease on a resource.
 	KindAcquire Kind = "acquire"
-	KindRenew   Kind = "renew"
+	// KindRenew asks to extend the lease with Request.Fence.
+	KindRenew Kind = "renew"
 )
 
 // Request is what a client sends to the coordinator. It is plain data: it can
