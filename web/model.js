@@ -667,6 +667,7 @@ export function runLane(lib, s, mode) {
         t: g.end,
         actor: 'C',
         kind: 'expire',
+        forgotten: !!g.forgotten,
         holder: g.holder,
         fence: g.fence,
         prio: g.forgotten ? 1 : -1,

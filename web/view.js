@@ -136,10 +136,11 @@ export function drawLane(container, lane, shownEvents, cursor, extent, summary) 
     const stop = later && vis.has(later.seq) ? later.t : null;
     const y = ROWS[e.actor] + 12;
     const g = group(e, { 'data-deadline': e.deadline });
-    const endAll = stop ?? e.deadline;
+    // A renewal's lease replaces this one; otherwise it runs to its deadline.
+    const endAll = stop === null ? e.deadline : Math.min(stop, e.deadline);
     g.append(el('rect', { x: x(e.t), y, width: Math.max(1, x(endAll) - x(e.t)), height: 6, class: 'belief-outline' }));
     g.append(el('rect', { x: x(e.t), y, width: Math.max(0, x(Math.min(endAll, cursor)) - x(e.t)), height: 6, class: 'belief' }));
-    if (stop === null && e.deadline <= t1) {
+    if ((stop === null || e.deadline <= stop) && e.deadline <= t1) {
       g.append(el('line', { x1: x(e.deadline), x2: x(e.deadline), y1: y - 5, y2: y + 11, class: 'deadline' }));
       const nearEnd = x(e.deadline) > W - RIGHT - 90;
       label(g, x(e.deadline) + (nearEnd ? -4 : 4), y + 16, `${lane.mode === 'naive' ? 'expiresAt' : 'deadline'} ${fmt(e.deadline)}`, nearEnd ? 'end' : 'start');
@@ -219,14 +220,14 @@ export function drawLane(container, lane, shownEvents, cursor, extent, summary) 
         if (!shown) break;
         const g = group(e, { 'data-fence': e.fence, 'data-holder': e.holder });
         g.append(el('line', { x1: x(e.t), x2: x(e.t), y1: ROWS.C - 13, y2: ROWS.C + 13, class: 'expire' }));
-        label(g, x(e.t), ROWS.C + 25, `${e.holder} #${e.fence} ends`);
+        label(g, x(e.t), ROWS.C + 25, `${e.holder} #${e.fence} ${e.forgotten ? 'forgotten' : 'ends'}`, 'middle', 'small', 1);
         break;
       }
       case 'restart': {
         if (!shown) break;
         const g = group(e);
         g.append(el('line', { x1: x(e.t), x2: x(e.t), y1: ROWS.C - 22, y2: ROWS.C + 22, class: 'restart' }));
-        label(g, x(e.t), ROWS.C + 36, e.persisted ? `restart (startFence ${e.startFence})` : 'restart (fence lost)', 'middle', 'small bad-text');
+        label(g, x(e.t), ROWS.C + 25, e.persisted ? `restart (startFence ${e.startFence})` : 'restart (fence lost)', 'middle', 'small bad-text', 1);
         break;
       }
       default:

@@ -65,13 +65,15 @@ type Handler struct {
 	web, module *os.Root
 
 	mu   sync.Mutex
-	gzip map[string]gzEntry // key: root name + path
+	gzip map[string]*gzEntry // key: root name + path
 }
 
 type gzEntry struct {
 	mod  time.Time
 	size int64
+	done chan struct{} // closed once data and err are set
 	data []byte
+	err  error
 }
 
 // NewHandler opens the two folders.
@@ -85,7 +87,7 @@ func NewHandler(webDir, moduleDir string) (*Handler, error) {
 		web.Close()
 		return nil, fmt.Errorf("module folder: %w (run make build-wasm first)", err)
 	}
-	return &Handler{web: web, module: module, gzip: make(map[string]gzEntry)}, nil
+	return &Handler{web: web, module: module, gzip: make(map[string]*gzEntry)}, nil
 }
 
 // Close releases the folders.
@@ -129,7 +131,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	if compressible[ext] && info.Size() <= maxGzipSize && acceptsGzip(r) {
 		hdr.Add("Vary", "Accept-Encoding")
-		data, err := h.compressed(root, rel, f, info)
+		data, err := h.compressed(root, rel, info)
 		if err != nil {
 			http.Error(w, "read error", http.StatusInternalServerError)
 			return
@@ -208,32 +210,73 @@ func open(root *os.Root, rel string) (*os.File, fs.FileInfo, string, bool) {
 	return f, info, rel, true
 }
 
-// compressed returns the gzip encoding of the file, from the cache when the
-// file has not changed since it was compressed.
-func (h *Handler) compressed(root *os.Root, rel string, f io.Reader, info fs.FileInfo) ([]byte, error) {
+// compressed returns the gzip encoding of rel, from the cache when the file
+// has not changed since it was compressed. Concurrent requests for the same
+// file wait for one compression.
+func (h *Handler) compressed(root *os.Root, rel string, info fs.FileInfo) ([]byte, error) {
 	key := root.Name() + "\x00" + rel
 	h.mu.Lock()
 	e, ok := h.gzip[key]
-	h.mu.Unlock()
 	if ok && e.mod.Equal(info.ModTime()) && e.size == info.Size() {
-		return e.data, nil
+		h.mu.Unlock()
+		<-e.done
+		return e.data, e.err
 	}
-	var buf bytes.Buffer
-	zw, err := gzip.NewWriterLevel(&buf, gzip.BestCompression)
+	e = &gzEntry{mod: info.ModTime(), size: info.Size(), done: make(chan struct{})}
+	h.gzip[key] = e
+	h.mu.Unlock()
+	defer close(e.done)
+	e.data, e.err = gzipFile(root, rel)
+	if e.err != nil {
+		h.mu.Lock()
+		delete(h.gzip, key)
+		h.mu.Unlock()
+	}
+	return e.data, e.err
+}
+
+func gzipFile(root *os.Root, rel string) ([]byte, error) {
+	f, err := root.Open(rel)
 	if err != nil {
 		return nil, err
 	}
+	defer f.Close()
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
 	if _, err := io.Copy(zw, io.LimitReader(f, maxGzipSize)); err != nil {
 		return nil, err
 	}
 	if err := zw.Close(); err != nil {
 		return nil, err
 	}
-	e = gzEntry{mod: info.ModTime(), size: info.Size(), data: buf.Bytes()}
-	h.mu.Lock()
-	h.gzip[key] = e
-	h.mu.Unlock()
-	return e.data, nil
+	return buf.Bytes(), nil
+}
+
+// Warm compresses the compressible files at the top of both folders, so the
+// first page load does not wait for the wasm to be compressed.
+func (h *Handler) Warm() {
+	for _, root := range []*os.Root{h.web, h.module} {
+		dir, err := root.Open(".")
+		if err != nil {
+			continue
+		}
+		entries, err := dir.ReadDir(-1)
+		dir.Close()
+		if err != nil {
+			continue
+		}
+		for _, ent := range entries {
+			name := ent.Name()
+			if strings.HasPrefix(name, ".") || !compressible[strings.ToLower(path.Ext(name))] {
+				continue
+			}
+			info, err := ent.Info()
+			if err != nil || !info.Mode().IsRegular() || info.Size() > maxGzipSize {
+				continue
+			}
+			_, _ = h.compressed(root, name, info) // a failure is retried on request
+		}
+	}
 }
 
 func acceptsGzip(r *http.Request) bool {

@@ -346,3 +346,56 @@ func TestRunRejectsBadFlags(t *testing.T) {
 		}
 	}
 }
+
+func TestWarmAndConcurrentGzip(t *testing.T) {
+	web, module, _ := fixture(t)
+	h, err := NewHandler(web, module)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	h.Warm()
+	h.mu.Lock()
+	_, wasm := h.gzip[h.module.Name()+"\x00lease-fence.wasm"]
+	_, hidden := h.gzip[h.web.Name()+"\x00.hidden"]
+	h.mu.Unlock()
+	if !wasm {
+		t.Error("Warm did not compress lease-fence.wasm")
+	}
+	if hidden {
+		t.Error("Warm compressed a hidden file")
+	}
+
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	type result struct {
+		body string
+		err  error
+	}
+	results := make(chan result, 8)
+	for i := 0; i < 8; i++ {
+		go func() {
+			req, _ := http.NewRequest("GET", srv.URL+"/app.js", nil)
+			req.Header.Set("Accept-Encoding", "gzip")
+			resp, err := (&http.Transport{DisableCompression: true}).RoundTrip(req)
+			if err != nil {
+				results <- result{err: err}
+				return
+			}
+			defer resp.Body.Close()
+			zr, err := gzip.NewReader(resp.Body)
+			if err != nil {
+				results <- result{err: err}
+				return
+			}
+			b, err := io.ReadAll(zr)
+			results <- result{string(b), err}
+		}()
+	}
+	for i := 0; i < 8; i++ {
+		r := <-results
+		if r.err != nil || r.body != "export const app = 1;" {
+			t.Errorf("concurrent gzip request: %q, %v", r.body, r.err)
+		}
+	}
+}

@@ -68,6 +68,12 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		MaxHeaderBytes:    16 << 10,
 	}
 	fmt.Fprintf(stdout, "http://%s/\n", ln.Addr())
+	warmed := make(chan struct{})
+	go func() {
+		defer close(warmed)
+		h.Warm()
+	}()
+	defer func() { <-warmed }() // before h.Close
 
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
