@@ -418,6 +418,9 @@ func TestGateConcurrentCommits(t *testing.T) {
 			t.Fatalf("write with fence %d ran after a write with fence %d began", ran[i], ran[i-1])
 		}
 	}
+	if refused == 0 {
+		t.Fatal("no commit was refused: the writers never overlapped")
+	}
 	if len(ran)+refused != writers*perWriter {
 		t.Fatalf("%d ran + %d refused != %d", len(ran), refused, writers*perWriter)
 	}
