@@ -764,7 +764,10 @@ func (w *world) renewReply(a *agent, m *message) {
 	}
 	w.chk.check(FenceOrder, l.Token() == a.l.Token(), "renewal turned %s into %s", a.l.Token(), l.Token())
 	a.done[a.renew.RequestID] = true
-	a.l, a.renewing = l, false
+	// After an amnesiac restart a renewal can reach a new incarnation that
+	// reissued the same fence to the same holder; the window is then that
+	// incarnation's.
+	a.l, a.linc, a.renewing = l, m.inc, false
 	if w.opts.Mode == Naive {
 		must(a.nl.Renewed())
 	}
