@@ -17,7 +17,7 @@ var (
 	// (also run under -race and GOOS=js) short.
 	flagSeeds      = flag.Uint64("seeds", 300, "TestSimSeeds: how many seeds to run")
 	flagNaiveSeeds = flag.Uint64("naiveseeds", 300, "TestNaiveOverlaps: how many seeds to run")
-	flagFrom  = flag.Uint64("seedfrom", 0, "TestSimSeeds: first seed")
+	flagFrom       = flag.Uint64("seedfrom", 0, "TestSimSeeds: first seed")
 )
 
 // TestSimSeed replays one seed with a full trace: the command a failing run
