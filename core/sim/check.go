@@ -93,8 +93,8 @@ type Violation struct {
 }
 
 func (v *Violation) Error() string {
-	return fmt.Sprintf("sim: %s violated at step %d (t=%sms): %s",
-		v.Invariant, v.Step, clock.FormatMillis(v.At), v.Detail)
+	return fmt.Sprintf("sim: %s violated at step %d (t=%.3fms): %s",
+		v.Invariant, v.Step, v.At, v.Detail)
 }
 
 // ErrInvariant is matched by every *Violation with errors.Is.
@@ -310,13 +310,15 @@ func (c *Checker) Acquired(now clock.Instant, req lease.Request, out lease.Outco
 	c.check(Exclusive, !r.hasLease || !c.live(r.current, now),
 		"%s was granted to %s (fence %d) while fence %d of %s is live", req.Resource, g.HolderID, g.Fence,
 		r.current.fence, c.holderOf(r.current))
-	c.check(FenceOrder, g.Fence > r.maxFence,
-		"acquisition of %s minted fence %d, not above the previous %d", req.Resource, g.Fence, r.maxFence)
+	// Under persistence a fence at or below the gate's floor also breaks
+	// fence order; it is checked first so a restart bug is named as one.
 	if c.persistence == Persisted {
 		c.check(RestartAboveGate, g.Fence > r.gateFloor,
 			"coordinator incarnation %d issued fence %d for %s, but the gate already passed fence %d",
 			c.inc, g.Fence, req.Resource, r.gateFloor)
 	}
+	c.check(FenceOrder, g.Fence > r.maxFence,
+		"acquisition of %s minted fence %d, not above the previous %d", req.Resource, g.Fence, r.maxFence)
 	c.check(HolderInsideCoordinator, g.CoordinatorExpiresAt.Domain == now.Domain &&
 		g.CoordinatorExpiresAt.Millis == now.Millis+millisOf(g),
 		"grant for %s fence %d expires at %s, not at the processing reading %s plus the TTL",
@@ -425,8 +427,8 @@ func (c *Checker) Holding(now float64, l *lease.Lease, inc int) {
 		window = math.Min(window, c.toTrue(clock.At(c.coordDomain, p.releasedAt)))
 	}
 	c.check(HolderInsideCoordinator, end <= window+eps,
-		"%s believes %s valid until t=%s, but the coordinator's window ends at t=%s (%sms earlier)",
-		tok.HolderID, tok, clock.FormatMillis(end), clock.FormatMillis(window), clock.FormatMillis(end-window))
+		"%s believes %s valid until t=%.3fms, but the coordinator's window for it ends at t=%.3fms (%.3fms earlier)",
+		tok.HolderID, tok, end, window, end-window)
 }
 
 // WriteRuns is called from inside a gate's write callback: the gate decided

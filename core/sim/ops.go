@@ -58,17 +58,16 @@ const (
 )
 
 type opsAgent struct {
-	name    string
-	clk     *clock.Manual
-	off     float64
-	client  *lease.Client
-	open    *lease.Request // the request the agent is waiting on
-	l       *lease.Lease
-	linc    int
-	tokens  []fence.Token // every token it ever held, for stale writes
-	done    map[string]bool
-	nextID  int
-	pending []lease.Request
+	name   string
+	clk    *clock.Manual
+	off    float64
+	client *lease.Client
+	open   *lease.Request // the request the agent is waiting on
+	l      *lease.Lease
+	linc   int
+	tokens []fence.Token // every token it ever held, for stale writes
+	done   map[string]bool
+	nextID int
 }
 
 type opsReply struct {

@@ -153,7 +153,6 @@ var msgNames = [...]string{"acquire", "renew", "release", "acquire-reply", "rene
 type message struct {
 	kind    msgKind
 	agent   int
-	res     int
 	req     lease.Request
 	out     lease.Outcome
 	err     error

@@ -7,6 +7,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -61,6 +62,7 @@ func soak(from, n uint64, mode sim.Mode, workers int, every time.Duration) int {
 	next.Store(from)
 	var mu sync.Mutex
 	var failures []string
+	byInvariant := map[sim.Invariant]int{}
 	start := time.Now()
 	stop := make(chan struct{})
 	go func() {
@@ -95,6 +97,10 @@ func soak(from, n uint64, mode sim.Mode, workers int, every time.Duration) int {
 				if err := r.Err(); err != nil && mode == sim.Fenced {
 					failed.Add(1)
 					mu.Lock()
+					var v *sim.Violation
+					if errors.As(err, &v) {
+						byInvariant[v.Invariant]++
+					}
 					failures = append(failures, fmt.Sprintf("%v\n  replay: %s", err, sim.ReplayCommand(s, mode)))
 					mu.Unlock()
 				}
@@ -110,6 +116,11 @@ func soak(from, n uint64, mode sim.Mode, workers int, every time.Duration) int {
 	if mode == sim.Naive {
 		fmt.Printf("soak: naive runs with overlapping writes: %d of %d (%.1f%%), %d overlapping writes in all\n",
 			overlapRuns.Load(), n, 100*float64(overlapRuns.Load())/float64(n), overlaps.Load())
+	}
+	for _, inv := range sim.AllInvariants() {
+		if byInvariant[inv] > 0 {
+			fmt.Printf("soak: %d runs failed first on %s\n", byInvariant[inv], inv)
+		}
 	}
 	for i, f := range failures {
 		if i == 10 {
