@@ -18,6 +18,9 @@ var opsSeeds = map[string][]byte{
 	// A failed write callback (a1, fence 2) keeps the floor raised; a0's
 	// older fence after it is refused, twice.
 	"failed-write": {0, 1, 0, 2, 0, 3, 0, 0, 200, 1, 1, 2, 0, 3, 0, 5, 193, 5, 3, 5, 0},
+	// The grant spends 60ms on the way back; the lease still ends where
+	// the coordinator's does, because it is anchored at the send.
+	"slow-reply": {0, 1, 0, 2, 0, 0, 60, 3, 0, 5, 0},
 	// Renewal arrives after expiry and is refused.
 	"late-renewal": {0, 1, 0, 2, 0, 3, 0, 4, 0, 0, 200, 2, 0, 3, 0},
 	// Persisted restart between grants; the new coordinator issues above the
@@ -37,6 +40,9 @@ func TestOpsSeeds(t *testing.T) {
 		"stale-write":         func(h *opsHarness) bool { return h.gates[0].RejectionCount() == 1 && h.gates[0].Floor() == 2 },
 		"failed-write":        func(h *opsHarness) bool { return h.gates[0].RejectionCount() == 2 && h.gates[0].Floor() == 2 },
 		"late-renewal":        func(h *opsHarness) bool { return h.agents[0].l == nil && h.co.IssuedFence() == 1 },
+		"slow-reply": func(h *opsHarness) bool {
+			return h.agents[0].l != nil && h.agents[0].l.Deadline().Millis == h.agents[0].off+opsTTL-opsSkew
+		},
 		"restart-persisted": func(h *opsHarness) bool {
 			return h.inc == 1 && h.co.IssuedFence() == 2 && h.gates[0].Floor() == 2 && h.chk.Checks[RestartAboveGate] == 2
 		},

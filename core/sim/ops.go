@@ -277,6 +277,8 @@ func (h *opsHarness) process(agent int, req lease.Request) {
 
 func (h *opsHarness) receive(r opsReply) {
 	a := h.agents[r.agent]
+	// The agent's clock shows the arrival, for any code that reads it.
+	h.read(a.clk, a.off)
 	current := a.open != nil && a.open.RequestID == r.req.RequestID
 	if r.err != nil || !r.out.OK {
 		if current {
