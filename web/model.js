@@ -10,14 +10,6 @@
 
 export const RESOURCE = 'report.md';
 
-/** The participants, in the order the lanes draw them. */
-export const ACTORS = [
-  { key: 'A', id: 'agent-a', label: 'Agent A' },
-  { key: 'B', id: 'agent-b', label: 'Agent B' },
-  { key: 'C', id: 'coordinator', label: 'Coordinator' },
-  { key: 'R', id: RESOURCE, label: 'Resource' },
-];
-
 const HOLDER_KEY = { 'agent-a': 'A', 'agent-b': 'B' };
 
 /**
@@ -80,9 +72,24 @@ export const PRESETS = [
     claim: 'The same restart, but the successor is created with startFence = the old issuedFence (2): A gets fence 3 and its write lands in both lanes; the gate logs nothing.',
     params: { ...BASE, checkAt: 100, model: 100, bStart: 1100 },
   },
+  {
+    id: 'early',
+    title: 'A stale write that reaches the gate first',
+    claim: 'B is granted fence 2 at 1000 but writes only at 1300; A\'s stale write at 1100 reaches the gate while its floor is still 1, so both lanes take it: a fence can refuse a stale holder only once the new fence has reached the resource.',
+    params: { ...BASE, model: 150 },
+  },
+  {
+    id: 'push',
+    title: 'The coordinator pushes the new fence (gate.admit)',
+    claim: 'The same run, but the coordinator calls gate.admit with each new grant\'s token: the floor is 2 from 1000, and A\'s write at 1100 is refused and logged before B has written anything.',
+    params: { ...BASE, model: 150 },
+  },
 ];
 
 export const DEFAULT_PRESET = 'gap';
+
+/** How long B works between its check and its write in the early and push presets. */
+const B_WORK = 300;
 
 export function presetById(id) {
   return PRESETS.find((p) => p.id === id);
@@ -232,7 +239,8 @@ function script(s) {
         {
           actor: 'A',
           steps: [
-            { op: 'acquire', at: 0, up: 0, down: 0, note: 'A already holds the lease when the run starts' },
+            // A already holds the lease when the run starts.
+            { op: 'acquire', at: 0, up: 0, down: 0 },
             { op: 'renew', at: 0, up: s.upA, down: s.downA },
             ...writeA,
           ],
@@ -252,6 +260,12 @@ function script(s) {
         { actor: 'A', steps: [{ op: 'acquire', at: 0, up: s.upA, down: s.downA }, ...writeA] },
         { actor: 'A', steps: [{ op: 'renew', at: s.ttl + 100, up: s.upA, down: s.downA, heartbeat: true }] },
         B,
+      ];
+    case 'early':
+    case 'push':
+      return [
+        { actor: 'A', steps: [{ op: 'acquire', at: 0, up: s.upA, down: s.downA }, ...writeA] },
+        { actor: 'B', steps: [acqB, { op: 'check' }, { op: 'model', ms: B_WORK }, { op: 'write', value: "B's report" }] },
       ];
     case 'restart':
     case 'restart-kept': {
@@ -437,6 +451,7 @@ export function runLane(lib, s, mode) {
             until,
             text: `The coordinator grants ${name} to ${holder}: fence ${g.fence}, until ${fmt(until)} on its clock${reassigned}`,
           });
+          if (s.preset === 'push') push(g, arrive);
         } else if (what === 'renewal') {
           gen.end = until;
           emit({
@@ -478,6 +493,24 @@ export function runLane(lib, s, mode) {
         handle(outcome, back);
       });
     });
+  };
+
+  // The push preset: the coordinator hands each new token to the resource
+  // with gate.admit as it grants, so the floor rises before the holder writes.
+  const push = (g, t) => {
+    const holder = HOLDER_KEY[g.holderId];
+    if (!fenced) {
+      emit({ t, actor: 'R', kind: 'admit', holder, fence: g.fence, pushed: false, text: `The naive resource has no gate: there is nothing to push ${holder}'s grant to` });
+      return;
+    }
+    const token = { resource: g.resource, holderId: g.holderId, fence: g.fence };
+    try {
+      gate.admit(token);
+      emit({ t, actor: 'R', kind: 'admit', holder, fence: g.fence, pushed: true, floor: gate.floor, text: `The coordinator pushes ${holder}'s fence ${g.fence} to the gate (gate.admit): floor now ${gate.floor}` });
+    } catch (err) {
+      if (!(err instanceof lib.StaleFenceError)) throw err;
+      emit({ t, actor: 'R', kind: 'admit', holder, fence: g.fence, pushed: false, rejection: plainRejection(err.rejection), text: `The gate refuses the pushed fence ${g.fence}: it is below its floor` });
+    }
   };
 
   const acquire = (ag, th, i, t, step, attempt) => {
@@ -732,6 +765,8 @@ export function stateAt(lane, pos) {
   const landed = [];
   const rejections = [];
   for (const e of shownEvents) {
+    if (e.kind === 'admit' && e.pushed && floor !== null) floor = Math.max(floor, e.fence);
+    if (e.kind === 'admit' && e.rejection) rejections.push(e.rejection);
     if (e.kind !== 'write') continue;
     if (e.landed) {
       value = e.value;

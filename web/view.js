@@ -223,6 +223,13 @@ export function drawLane(container, lane, shownEvents, cursor, extent, summary) 
         label(g, x(e.t), ROWS.C + 25, `${e.holder} #${e.fence} ${e.forgotten ? 'forgotten' : 'ends'}`, 'middle', 'small', 1);
         break;
       }
+      case 'admit': {
+        if (!shown) break;
+        const g = group(e, { 'data-fence': e.fence, 'data-pushed': e.pushed });
+        g.append(el('line', { x1: x(e.t), x2: x(e.t), y1: ROWS.C + 9, y2: ROWS.R - 8, class: e.pushed ? 'push' : 'push none' }));
+        label(g, x(e.t) + 4, ROWS.R - 12, e.pushed ? `admit #${e.fence}` : 'no gate', 'start', 'small', -1);
+        break;
+      }
       case 'restart': {
         if (!shown) break;
         const g = group(e);

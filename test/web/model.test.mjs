@@ -120,6 +120,30 @@ test('restart with startFence: the successor issues fence 3 and the write lands'
   assert.equal(lanes.fenced.floor, 3);
 });
 
+test('early: a stale write that reaches the gate before the new holder writes is admitted', () => {
+  const { lanes } = runScenario(lib, defaultScenario('early'));
+  for (const lane of Object.values(lanes)) {
+    assert.deepEqual(landed(lane), ['A@1100', 'B@1300']);
+    assert.deepEqual(lane.rejections, []);
+    assert.deepEqual(find(lane, 'grant', (e) => e.holder === 'B').map((e) => [e.t, e.fence]), [[1000, 2]]);
+  }
+  assert.deepEqual(writes(lanes.fenced).map((e) => e.fence), [1, 2]);
+});
+
+test('push: gate.admit at the grant raises the floor before the new holder writes', () => {
+  const { lanes } = runScenario(lib, defaultScenario('push'));
+  const pushes = find(lanes.fenced, 'admit').map((e) => [e.t, e.fence, e.pushed]);
+  assert.deepEqual(pushes, [[0, 1, true], [1000, 2, true]]);
+  assert.ok(find(lanes.naive, 'admit').every((e) => !e.pushed));
+  assert.deepEqual(landed(lanes.naive), ['A@1100', 'B@1300']);
+  assert.deepEqual(landed(lanes.fenced), ['B@1300']);
+  assert.deepEqual(lanes.fenced.rejections, [rejection(1, 'agent-a', 1, 'agent-b', 2)]);
+  // The floor shown before B's write already counts the pushed fence.
+  const fenced = lanes.fenced;
+  const refusal = writes(fenced).find((e) => !e.landed);
+  assert.equal(stateAt(fenced, { t: refusal.t, j: refusal.rank }).floor, 2);
+});
+
 test('the same scenario gives the same events', () => {
   for (const p of PRESETS) {
     const s = { ...defaultScenario(p.id), step: 3, skew: 20 };
@@ -264,7 +288,8 @@ test('300 seeded random scenarios: runs finish and the fence rules hold', () => 
     // Every refusal names a fence below the one it lost to, and each refused
     // write is in the log.
     for (const r of fenced.rejections) assert.ok(r.refusedFence < r.admittedFence, why);
-    assert.equal(writes(fenced).filter((e) => !e.landed).length, fenced.rejections.length, why);
+    const refusedAdmits = find(fenced, 'admit', (e) => e.rejection).length;
+    assert.equal(writes(fenced).filter((e) => !e.landed).length + refusedAdmits, fenced.rejections.length, why);
     // The fences of the writes the gate admitted never go down, restart or not.
     const fences = writes(fenced).filter((e) => e.landed).map((e) => e.fence);
     for (let i = 1; i < fences.length; i++) assert.ok(fences[i] >= fences[i - 1], why);

@@ -163,6 +163,22 @@ const CLAIMS = {
     rejections: [],
     log: [/^t=1300 The coordinator restarts; its successor gets startFence = 2/, /^t=1400 The coordinator grants r3 to A: fence 3/],
   },
+  early: {
+    naive: ['A at 1100', 'B at 1300'],
+    naiveValue: '"B\'s report"',
+    fenced: ['A at 1100 (fence 1)', 'B at 1300 (fence 2)'],
+    fencedValue: '"B\'s report"',
+    rejections: [],
+    log: [/^t=1100 The gate admits A's write with fence 1 \(floor now 1\)/],
+  },
+  push: {
+    naive: ['A at 1100', 'B at 1300'],
+    naiveValue: '"B\'s report"',
+    fenced: ['B at 1300 (fence 2)'],
+    fencedValue: '"B\'s report"',
+    rejections: [['1', 'agent-a', '1', 'agent-b', '2']],
+    log: [/^t=1000 The coordinator pushes B's fence 2 to the gate \(gate\.admit\): floor now 2/],
+  },
 };
 
 for (const preset of PRESETS) {
