@@ -104,7 +104,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		h.log.LogAttrs(r.Context(), slog.LevelInfo, "lease call", attrs...)
 	}
-	writeJSON(w, http.StatusOK, reply)
+	writeBody(w, http.StatusOK, appendReply(make([]byte, 0, 384), reply))
 }
 
 func callAttrs(m Message) []slog.Attr {
@@ -156,6 +156,10 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 		status = http.StatusInternalServerError
 		out = []byte(`{"error":{"code":"internal","message":"encoding the answer failed"}}`)
 	}
+	writeBody(w, status, out)
+}
+
+func writeBody(w http.ResponseWriter, status int, out []byte) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("Content-Length", strconv.Itoa(len(out)))

@@ -180,9 +180,13 @@ func DecodeMessage(op Op, body []byte) (Message, *Error) {
 	if !utf8.Valid(body) {
 		return Message{}, errCode(CodeMalformedJSON, "body is not valid UTF-8")
 	}
+	walk := scanObject
+	if !json.Valid(body) {
+		walk = decodeObject // words the syntax error
+	}
 	m := Message{Op: op}
 	seen := make(map[string]bool, len(schema))
-	err := decodeObject("body", body, func(name string, raw json.RawMessage) *Error {
+	err := walk("body", body, func(name string, raw json.RawMessage) *Error {
 		for _, f := range schema {
 			if f.name == name {
 				if seen[name] {
@@ -337,9 +341,9 @@ func decodeString(name string, raw json.RawMessage, dst *string) *Error {
 	if raw[0] != '"' {
 		return wrongType(name, "a string", raw)
 	}
-	var s string
-	if err := json.Unmarshal(raw, &s); err != nil {
-		return malformed(err)
+	s, err := unquote(raw)
+	if err != nil {
+		return err
 	}
 	if s == "" {
 		return errInvalid(name, "must not be empty")
@@ -374,7 +378,7 @@ func decodeInstant(name string, raw json.RawMessage, dst *clock.Instant) *Error 
 	}
 	var t clock.Instant
 	var haveMillis, haveDomain bool
-	err := decodeObject(name, raw, func(member string, v json.RawMessage) *Error {
+	err := scanObject(name, raw, func(member string, v json.RawMessage) *Error {
 		switch member {
 		case "millis":
 			if haveMillis {

@@ -1,8 +1,11 @@
 package wire
 
 import (
+	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/lease-fence/lease-fence/core/clock"
 	"github.com/lease-fence/lease-fence/core/lease"
@@ -148,6 +151,14 @@ func FuzzDecodeMessage(f *testing.F) {
 		}
 	}
 	f.Fuzz(func(t *testing.T, opIndex uint8, body []byte) {
+		if json.Valid(body) && utf8.Valid(body) { // DecodeMessage refuses invalid UTF-8 first
+			// The fast walker and the general decoder see the same members.
+			fast, ferr := members(scanObject, body)
+			slow, serr := members(decodeObject, body)
+			if !reflect.DeepEqual(fast, slow) || (ferr == nil) != (serr == nil) || (ferr != nil && ferr.Code != serr.Code) {
+				t.Fatalf("walkers disagree on %q: %q %v / %q %v", body, fast, ferr, slow, serr)
+			}
+		}
 		op := fuzzOps[int(opIndex)%len(fuzzOps)]
 		m, err := DecodeMessage(op, body)
 		if err != nil {
@@ -168,4 +179,44 @@ func FuzzDecodeMessage(f *testing.F) {
 			t.Fatalf("round trip changed %+v into %+v (%v)", m, m2, err)
 		}
 	})
+}
+
+// members lists what walk reports of data: names and their raw values.
+func members(walk func(string, []byte, func(string, json.RawMessage) *Error) *Error, data []byte) ([]string, *Error) {
+	var out []string
+	err := walk("body", data, func(name string, raw json.RawMessage) *Error {
+		out = append(out, name, string(raw))
+		return nil
+	})
+	return out, err
+}
+
+func TestAppendReplyMatchesEncodingJSON(t *testing.T) {
+	for _, r := range []Reply{
+		{OK: true, Grant: &Grant{RequestID: "r\"1", Resource: "res/ü\n<x>", HolderID: "h", Fence: 1 << 52, TTLMillis: 30000,
+			CoordinatorExpiresAt: Instant{Millis: 1796045771114.25, Domain: "coordinator"}, Secret: "abc_-"}},
+		{OK: true, Grant: &Grant{TTLMillis: 0.5, CoordinatorExpiresAt: Instant{Millis: -1e-7}}},
+		{HeldBy: "agent-a", RetryAfterMillis: 123.456},
+		{Reason: "expired"},
+		{OK: true},
+		{HeldBy: "x", RetryAfterMillis: 1e22},
+	} {
+		want, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := appendReply(nil, r); string(got) != string(want) {
+			t.Errorf("appendReply\n got %s\nwant %s", got, want)
+		}
+	}
+}
+
+func TestFastWalkerMatchesDecoder(t *testing.T) {
+	for _, body := range []string{goodAcquire, goodRenew, goodRelease, ` { "a" : [1, {"b": "}"}], "c\"d": "x\\" , "e":{}} `, `{}`, `[]`, `"s"`, `1`, `null`} {
+		fast, ferr := members(scanObject, []byte(body))
+		slow, serr := members(decodeObject, []byte(body))
+		if !reflect.DeepEqual(fast, slow) || (ferr == nil) != (serr == nil) {
+			t.Errorf("%s: fast %q %v, slow %q %v", body, fast, ferr, slow, serr)
+		}
+	}
 }
