@@ -243,7 +243,15 @@ export function drawLane(container, lane, shownEvents, cursor, extent, summary) 
   }
 
   svg.append(el('line', { x1: x(cursor), x2: x(cursor), y1: 18, y2: AXIS, class: 'cursor' }));
+  const scroll = container.scrollLeft;
   container.replaceChildren(svg);
+  // On a narrow screen the timeline scrolls sideways: keep the cursor in view.
+  const shown = container.clientWidth;
+  const full = container.scrollWidth;
+  if (full > shown) {
+    const cx = (x(cursor) / W) * full;
+    container.scrollLeft = cx < scroll + 40 || cx > scroll + shown - 40 ? Math.max(0, cx - shown * 0.6) : scroll;
+  }
 }
 
 // A message from (t0, y0) to (t1, y1), drawn up to the cursor.
