@@ -16,10 +16,11 @@ FUZZ_MINIMIZE   ?= 2s
 .PHONY: test-sim soak fuzz
 
 # 10,000 seeds of the simulator with fenced agents, the naive comparison, the
-# linearizability checks, the committed fuzz corpus as regression tests, and
-# a brief run of each core/sim fuzz target.
+# linearizability checks (in process and over HTTP), the committed fuzz
+# corpus as regression tests, and a brief run of each core/sim fuzz target.
 test-sim:
 	$(GO) test -count=1 ./core/sim -args -seeds=$(SIM_SEEDS) -naiveseeds=2000
+	$(GO) test -count=1 ./core/sim/httpcheck
 	$(GO) test -run '^$$' -fuzz '^FuzzOps$$' -fuzztime $(SIM_FUZZTIME) -fuzzminimizetime $(FUZZ_MINIMIZE) ./core/sim
 	$(GO) test -run '^$$' -fuzz '^FuzzSimSeed$$' -fuzztime $(SIM_FUZZTIME) -fuzzminimizetime $(FUZZ_MINIMIZE) ./core/sim
 

@@ -37,7 +37,8 @@ func (k OpKind) String() string {
 	return "acquire"
 }
 
-// OpInput is what a client asked, plus the bounds of the coordinator's clock
+// OpInput is what a client asked (a release's RequestID is empty when the
+// coordinator's API has none, as with lease.Coordinator), plus the bounds of the coordinator's clock
 // around the call: the coordinator read its clock at some instant r with
 // Lo <= r <= Hi. With a manual clock shared by the callers, Lo is a Peek
 // before the call and Hi a Peek after it returned.
@@ -138,6 +139,14 @@ func (p *Pending) End(out OpOutput) {
 	p.h.ops = append(p.h.ops, porcupine.Operation{ClientId: p.client, Input: p.in, Call: p.call, Output: out, Return: ret})
 }
 
+// EndAs is End for transports that choose the request id inside the call
+// (an HTTP client that begins its own requests): it records requestID as the
+// operation's request id.
+func (p *Pending) EndAs(requestID string, out OpOutput) {
+	p.in.RequestID = requestID
+	p.End(out)
+}
+
 // Operations returns the recorded operations.
 func (h *History) Operations() []porcupine.Operation {
 	h.mu.Lock()
@@ -215,6 +224,12 @@ type register struct {
 	GrantExp float64 // the expiry in that first grant, which a replay repeats
 	MaxFence uint64
 	Last     float64 // the latest coordinator reading the history implies
+	// The last release that ended a lease. A coordinator that remembers it
+	// (core/wire does) answers a retry of that release, same request id,
+	// with ok again.
+	RelReqID  string
+	RelHolder string
+	RelFence  uint64
 }
 
 // timeTolerance absorbs the rounding of RetryAfter to nanoseconds.
@@ -304,7 +319,8 @@ func step(ttl float64, s register, in OpInput, out OpOutput) (bool, register) {
 				return false, s
 			}
 			return true, register{Has: true, Holder: in.Holder, Fence: out.Fence, Exp: out.ExpiresAt,
-				ReqID: in.RequestID, GrantExp: out.ExpiresAt, MaxFence: out.Fence, Last: t}
+				ReqID: in.RequestID, GrantExp: out.ExpiresAt, MaxFence: out.Fence, Last: t,
+				RelReqID: s.RelReqID, RelHolder: s.RelHolder, RelFence: s.RelFence}
 		case out.HeldBy != "":
 			t := s.Exp - out.RetryAfterMs
 			if !s.Has || out.HeldBy != s.Holder || out.RetryAfterMs <= 0 || !inRange(t) ||
@@ -333,10 +349,14 @@ func step(ttl float64, s register, in OpInput, out OpOutput) (bool, register) {
 		}
 	case OpRelease:
 		if out.OK {
+			if in.RequestID != "" && in.RequestID == s.RelReqID && in.Holder == s.RelHolder && in.Fence == s.RelFence && lo <= hi {
+				s.Last = lo // a retry of the release that ended the lease
+				return true, s
+			}
 			if !matches || lo > hi || !liveAt(lo) {
 				return false, s
 			}
-			return true, register{MaxFence: s.MaxFence, Last: lo}
+			return true, register{MaxFence: s.MaxFence, Last: lo, RelReqID: in.RequestID, RelHolder: in.Holder, RelFence: in.Fence}
 		}
 		t := earliestEnded()
 		if math.IsNaN(t) {

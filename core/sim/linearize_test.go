@@ -214,6 +214,12 @@ func rel(holder string, f uint64, lo, hi float64) OpInput {
 	return OpInput{Kind: OpRelease, Resource: "r", Holder: holder, Fence: f, Lo: lo, Hi: hi}
 }
 
+func relID(holder string, f uint64, id string, lo, hi float64) OpInput {
+	in := rel(holder, f, lo, hi)
+	in.RequestID = id
+	return in
+}
+
 func granted(f uint64, exp float64) OpOutput { return OpOutput{OK: true, Fence: f, ExpiresAt: exp} }
 
 // TestModelRejectsBadHistories feeds histories no correct coordinator can
@@ -253,7 +259,18 @@ func TestModelRejectsBadHistories(t *testing.T) {
 		{"bad-error-answer", false, []porcupine.Operation{
 			op(0, 1, 2, acq("a", "a1", 0, 0), OpOutput{Err: "lease: something broke"}),
 		}},
+		{"bad-release-of-ended-lease", false, []porcupine.Operation{
+			op(0, 1, 2, acq("a", "a1", 0, 0), granted(1, 100)),
+			op(0, 3, 4, relID("a", 1, "rel-1", 10, 10), OpOutput{OK: true}),
+			op(0, 5, 6, relID("a", 1, "rel-2", 20, 20), OpOutput{OK: true}),
+		}},
 		// Correct histories: concurrency lets porcupine reorder.
+		{"good-release-retried", true, []porcupine.Operation{
+			op(0, 1, 2, acq("a", "a1", 0, 0), granted(1, 100)),
+			op(0, 3, 4, relID("a", 1, "rel-1", 10, 10), OpOutput{OK: true}),
+			op(1, 5, 6, acq("b", "b1", 20, 20), granted(2, 120)),
+			op(0, 7, 8, relID("a", 1, "rel-1", 30, 30), OpOutput{OK: true}),
+		}},
 		{"good-concurrent-order", true, []porcupine.Operation{
 			op(0, 1, 10, acq("a", "a1", 0, 200), granted(2, 250)),
 			op(1, 2, 9, acq("b", "b1", 0, 200), granted(1, 100)),

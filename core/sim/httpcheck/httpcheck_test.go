@@ -1,0 +1,207 @@
+//go:build !js
+
+// The test listens on 127.0.0.1; GOOS=js has no sockets.
+
+package httpcheck
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lease-fence/lease-fence/core/clock"
+	"github.com/lease-fence/lease-fence/core/lease"
+	"github.com/lease-fence/lease-fence/core/sim"
+	"github.com/lease-fence/lease-fence/core/wire"
+)
+
+const ttl = 40 * time.Millisecond
+
+// recorder is the HTTP transport of one client. It records every attempt
+// the wire client makes as one operation of the history (what the
+// coordinator was asked and what it answered), then loses some replies, so
+// the client sends the same body again. Recording attempts rather than
+// client calls matters: an acquisition whose reply is lost and whose retry
+// arrives after that first lease ended gets a second, fresh fence, so one
+// Acquire call can be two grants.
+type recorder struct {
+	t      *testing.T
+	h      *sim.History
+	client int
+	next   http.RoundTripper
+	rng    *rand.Rand
+	lost   int
+}
+
+func (rt *recorder) RoundTrip(r *http.Request) (*http.Response, error) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return nil, err
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	m, werr := wire.DecodeMessage(wire.Op(strings.TrimPrefix(r.URL.Path, "/v1/")), body)
+	if werr != nil {
+		rt.t.Errorf("the client sent a body the server cannot decode: %v", werr)
+		return nil, werr
+	}
+	in := sim.InputOf(m.Request)
+	if m.Op == wire.OpRelease {
+		in = sim.OpInput{Kind: sim.OpRelease, Resource: m.Request.Resource, Holder: m.Request.HolderID,
+			RequestID: m.Request.RequestID, Fence: m.Request.Fence}
+	}
+	p := rt.h.Begin(rt.client, in)
+	resp, err := rt.next.RoundTrip(r)
+	if err != nil {
+		rt.t.Errorf("attempt failed on 127.0.0.1: %v", err)
+		return nil, err
+	}
+	data, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	p.End(outputOf(resp.StatusCode, data))
+	if rt.rng.IntN(5) == 0 {
+		rt.lost++
+		return nil, errors.New("httpcheck: reply lost")
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(data))
+	return resp, nil
+}
+
+// outputOf turns an HTTP answer into the model's output.
+func outputOf(status int, data []byte) sim.OpOutput {
+	var rep wire.Reply
+	if status != http.StatusOK || json.Unmarshal(data, &rep) != nil {
+		return sim.OpOutput{Err: fmt.Sprintf("status %d: %s", status, data)}
+	}
+	switch {
+	case rep.OK && rep.Grant != nil:
+		return sim.OpOutput{OK: true, Fence: rep.Grant.Fence, ExpiresAt: rep.Grant.CoordinatorExpiresAt.Millis}
+	case rep.OK:
+		return sim.OpOutput{OK: true} // release done
+	case rep.HeldBy != "":
+		return sim.OpOutput{HeldBy: rep.HeldBy, RetryAfterMs: rep.RetryAfterMillis}
+	case rep.Reason == string(lease.Expired):
+		return sim.OpOutput{Expired: true}
+	}
+	return sim.OpOutput{Err: "unrecognised reply " + string(data)}
+}
+
+// history runs clients goroutines of wire clients against one service on a
+// manual clock (1ms per read, pushed forward by the clients too) and
+// returns every attempt they made, and how many replies were lost.
+func history(t *testing.T, seed uint64, clients, opsPer, resources int) (*sim.History, int) {
+	cc, _ := clock.NewManual("coordinator", clock.ManualOptions{StepPerRead: 1})
+	svc, err := wire.NewService(wire.ServiceConfig{Clock: cc, TTL: ttl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(wire.NewHandler(svc, wire.HandlerOptions{}))
+	srv.Listener.Close()
+	if srv.Listener, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	srv.Start()
+	defer srv.Close()
+	h := sim.NewHistory(func() float64 { return cc.Peek().Millis })
+	rts := make([]*recorder, clients)
+	var wg sync.WaitGroup
+	for ci := range clients {
+		rt := &recorder{t: t, h: h, client: ci, next: srv.Client().Transport, rng: rand.New(rand.NewPCG(seed, uint64(ci)+100))}
+		rts[ci] = rt
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(seed, uint64(ci)))
+			name := "c" + strconv.Itoa(ci)
+			hc, _ := clock.NewManual(name, clock.ManualOptions{StepPerRead: 1})
+			lc, _ := lease.NewClient(lease.ClientConfig{Clock: hc, HolderID: name})
+			wc, err := wire.NewClient(wire.ClientConfig{BaseURL: srv.URL, Lease: lc,
+				HTTPClient: &http.Client{Transport: rt}, Attempts: 8, Backoff: func(int) time.Duration { return 0 }})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			ctx := context.Background()
+			var held *wire.Lease
+			for range opsPer {
+				if rng.IntN(4) == 0 {
+					_ = cc.Advance(float64(rng.IntN(int(ttl.Milliseconds()))))
+				}
+				switch {
+				case held == nil:
+					held, _ = wc.Acquire(ctx, "r"+strconv.Itoa(rng.IntN(resources)))
+				case rng.IntN(3) < 2:
+					held, _ = wc.Renew(ctx, held)
+				default:
+					_ = wc.Release(ctx, held)
+					held = nil
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	lost := 0
+	for _, rt := range rts {
+		lost += rt.lost
+	}
+	return h, lost
+}
+
+func porcupineDir(t *testing.T) string {
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(wd, "..", "..", "..", "out", "test", "porcupine")
+}
+
+// TestLinearizableOverHTTP checks histories of concurrent wire clients,
+// recorded at the HTTP transport, against the same model as the in-process
+// histories.
+func TestLinearizableOverHTTP(t *testing.T) {
+	const histories = 8
+	total, lost, granted, denied, expired := 0, 0, 0, 0, 0
+	for seed := range uint64(histories) {
+		name := fmt.Sprintf("http-c6-r2-s%d", seed)
+		h, l := history(t, seed, 6, 40, 2)
+		ops := h.Operations()
+		for _, op := range ops {
+			switch out := op.Output.(sim.OpOutput); {
+			case out.Err != "":
+				t.Errorf("%s: an attempt failed: %s", name, out.Err)
+			case out.OK:
+				granted++
+			case out.HeldBy != "":
+				denied++
+			case out.Expired:
+				expired++
+			}
+		}
+		if _, err := sim.CheckHistory(name, porcupineDir(t), ttl, ops, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		total += len(ops)
+		lost += l
+	}
+	t.Logf("checked %d HTTP attempts in %d histories (%d ok, %d denied, %d expired); %d replies lost and retried",
+		total, histories, granted, denied, expired, lost)
+	if lost == 0 || denied == 0 || expired == 0 {
+		t.Fatal("the histories did not exercise lost replies, denials and expiry")
+	}
+}
