@@ -80,7 +80,9 @@ func newCycleInput(n int, prefix string) cycleInput {
 	return in
 }
 
-func coordinatorCycle(b *testing.B, c *lease.Coordinator, in cycleInput, start float64) {
+// coordinatorCycle runs the cycle from the reading start and returns the
+// last reading it used.
+func coordinatorCycle(b *testing.B, c *lease.Coordinator, in cycleInput, start float64) float64 {
 	b.Helper()
 	now := start
 	i := 0
@@ -105,9 +107,10 @@ func coordinatorCycle(b *testing.B, c *lease.Coordinator, in cycleInput, start f
 			b.Fatal(ok, err)
 		}
 	}
+	return now
 }
 
-func baselineCycle(b *testing.B, m *mapBaseline, in cycleInput, start float64) {
+func baselineCycle(b *testing.B, m *mapBaseline, in cycleInput, start float64) float64 {
 	b.Helper()
 	now := start
 	i := 0
@@ -122,6 +125,7 @@ func baselineCycle(b *testing.B, m *mapBaseline, in cycleInput, start float64) {
 			b.Fatal("baseline cycle failed")
 		}
 	}
+	return now
 }
 
 // BenchmarkCoordinatorCycle is one acquire, renew and release of a free
@@ -165,12 +169,12 @@ func BenchmarkCoordinatorCycleNow(b *testing.B) {
 // heldMillion holds one million leases, built once per process: the
 // coordinator, the baseline with the same leases, and the heap each grew by.
 var heldMillion struct {
-	once                     sync.Once
-	c                        *lease.Coordinator
-	m                        *mapBaseline
-	coordBytes, baseBytes    float64
-	names, ids               []string
-	coordinatorsAt, baseAtMs float64
+	once                  sync.Once
+	c                     *lease.Coordinator
+	m                     *mapBaseline
+	coordBytes, baseBytes float64
+	names, ids            []string
+	coordNow, baseNow     float64 // the last reading each has seen
 }
 
 const million = 1_000_000
@@ -221,15 +225,15 @@ func setupHeldMillion(b *testing.B) {
 // (runtime.MemStats after GC), excluding the callers' resource strings.
 func BenchmarkCoordinatorCycle1MHeld(b *testing.B) {
 	setupHeldMillion(b)
+	heldMillion.coordNow = coordinatorCycle(b, heldMillion.c, newCycleInput(4096, "x"), heldMillion.coordNow+1)
 	b.ReportMetric(heldMillion.coordBytes, "B/held-lease")
-	coordinatorCycle(b, heldMillion.c, newCycleInput(4096, "x"), 1)
 	runtime.KeepAlive(heldMillion.names)
 }
 
 func BenchmarkBaselineMapCycle1MHeld(b *testing.B) {
 	setupHeldMillion(b)
+	heldMillion.baseNow = baselineCycle(b, heldMillion.m, newCycleInput(4096, "x"), heldMillion.baseNow+1)
 	b.ReportMetric(heldMillion.baseBytes, "B/held-lease")
-	baselineCycle(b, heldMillion.m, newCycleInput(4096, "x"), 1)
 }
 
 // BenchmarkClientRoundTrip is the holder's side of an acquisition: begin
