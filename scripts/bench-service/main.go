@@ -1,0 +1,263 @@
+// Command bench-service measures the coordinator as a service: acquire +
+// release cycles per second over HTTP on loopback, sequentially and with
+// concurrent clients, for
+//
+//	native          scripts/coordinator, state in memory
+//	native-durable  scripts/coordinator -state FILE (fsync before every answer)
+//	worker          the Go Worker (wasm/worker) under wrangler dev
+//	worker-plain-js the plain-JavaScript Durable Object (wasm/worker/plain.mjs)
+//
+// Every client holds its own resource, so the figures measure throughput,
+// not contention. All targets run side by side and are measured in turns
+// (-rounds); each target's figure stops after -cycles cycles or -duration in
+// total, whichever comes first. Redis and etcd are measured by scripts/peers (its own module);
+// scripts/bench-service.sh runs both. Loopback only.
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/lease-fence/lease-fence/core/clock"
+	"github.com/lease-fence/lease-fence/core/lease"
+	"github.com/lease-fence/lease-fence/core/wire"
+)
+
+func main() {
+	targets := flag.String("targets", "native,native-durable,worker,worker-plain-js", "comma-separated targets to measure")
+	cycles := flag.Int("cycles", 2000, "stop a run after this many acquire+release cycles")
+	duration := flag.Duration("duration", 5*time.Second, "stop a run after this long")
+	concs := flag.String("conc", "1,8", "comma-separated client counts")
+	rounds := flag.Int("rounds", 4, "measure the targets in turns, this many rounds")
+	coordinator := flag.String("coordinator", "out/bin/coordinator", "the built native server")
+	wrangler := flag.String("wrangler", "node_modules/.bin/wrangler", "wrangler")
+	flag.Parse()
+	var cs []int
+	for _, s := range strings.Split(*concs, ",") {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > 64 {
+			fail(fmt.Errorf("bad -conc %q", s))
+		}
+		cs = append(cs, n)
+	}
+	// All targets run at once and are measured in turns, a slice of each
+	// run per round, so a load spike on this shared machine hits them alike.
+	names := strings.Split(*targets, ",")
+	srvs := make([]*server, len(names))
+	defer func() {
+		for _, s := range srvs {
+			if s != nil {
+				s.stop()
+			}
+		}
+	}()
+	for i, t := range names {
+		srv, err := startTarget(t, *coordinator, *wrangler)
+		if err != nil {
+			fail(fmt.Errorf("%s: %w", t, err))
+		}
+		srvs[i] = srv
+	}
+	for _, c := range cs {
+		totals := make([]Result, len(names))
+		for round := 0; round < *rounds; round++ {
+			for i, t := range names {
+				r, err := measure(srvs[i].url, t, c, *cycles / *rounds, *duration/time.Duration(*rounds))
+				if err != nil {
+					for _, s := range srvs {
+						s.stop()
+					}
+					fail(fmt.Errorf("%s: %w", t, err))
+				}
+				totals[i].Name, totals[i].Clients = t, c
+				totals[i].Cycles += r.Cycles
+				totals[i].Elapsed += r.Elapsed
+			}
+		}
+		for _, r := range totals {
+			r.print()
+		}
+	}
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "bench-service:", err)
+	os.Exit(1)
+}
+
+// Result is one measured run; scripts/peers prints the same line.
+type Result struct {
+	Name    string
+	Clients int
+	Cycles  int64
+	Elapsed time.Duration
+}
+
+func (r Result) print() {
+	s := r.Elapsed.Seconds()
+	fmt.Printf("%-18s clients=%-2d %6d cycles in %5.2fs  %8.0f cycles/s  %8.0f calls/s\n",
+		r.Name, r.Clients, r.Cycles, s, float64(r.Cycles)/s, 2*float64(r.Cycles)/s)
+}
+
+type server struct {
+	url  string
+	cmd  *exec.Cmd
+	tmp  string
+	done chan struct{}
+}
+
+func (s *server) stop() {
+	_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGINT)
+	select {
+	case <-s.done:
+	case <-time.After(15 * time.Second):
+		_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
+		<-s.done
+	}
+	os.RemoveAll(s.tmp)
+}
+
+var urlRe = regexp.MustCompile(`(?:listening on|Ready on) (http://127\.0\.0\.1:\d+)`)
+
+func startTarget(name, coordinator, wrangler string) (*server, error) {
+	tmp, err := os.MkdirTemp("", "bench-service-")
+	if err != nil {
+		return nil, err
+	}
+	var cmd *exec.Cmd
+	switch name {
+	case "native":
+		cmd = exec.Command(coordinator, "-addr", "127.0.0.1:0", "-quiet")
+	case "native-durable":
+		cmd = exec.Command(coordinator, "-addr", "127.0.0.1:0", "-quiet", "-state", filepath.Join(tmp, "state.json"))
+	case "worker", "worker-plain-js":
+		wr, err := filepath.Abs(wrangler)
+		if err != nil {
+			return nil, err
+		}
+		args := []string{"dev", "--ip", "127.0.0.1", "--port", "0", "--persist-to", tmp, "--log-level", "info", "--show-interactive-dev-session=false"}
+		if name == "worker-plain-js" {
+			args = append(args, "--config", "plain.wrangler.toml")
+		}
+		cmd = exec.Command(wr, args...)
+		cmd.Dir = "wasm/worker"
+		cmd.Env = append(os.Environ(), "WRANGLER_SEND_METRICS=false", "CLOUDFLARE_CF_FETCH_ENABLED=false", "CI=1", "NO_COLOR=1")
+	default:
+		return nil, errors.New("unknown target (want native, native-durable, worker, worker-plain-js)")
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	s := &server{cmd: cmd, tmp: tmp, done: make(chan struct{})}
+	found := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if m := urlRe.FindStringSubmatch(sc.Text()); m != nil {
+				select {
+				case found <- m[1]:
+				default:
+				}
+			}
+		}
+		_, _ = io.Copy(io.Discard, out)
+		close(found)
+	}()
+	go func() { _ = cmd.Wait(); close(s.done) }()
+	select {
+	case u, ok := <-found:
+		if !ok {
+			return nil, errors.New("exited before it was ready")
+		}
+		s.url = u
+	case <-time.After(90 * time.Second):
+		s.stop()
+		return nil, errors.New("not ready after 90s")
+	}
+	// Warm up: the first call to a Worker compiles and starts the wasm.
+	if _, err := measure(s.url, name+"-warmup", 1, 20, 30*time.Second); err != nil {
+		s.stop()
+		return nil, err
+	}
+	return s, nil
+}
+
+var run atomic.Int64
+
+// measure runs clients goroutines of acquire+release cycles on their own
+// resources until cycles are done or d has passed.
+func measure(url, name string, clients, cycles int, d time.Duration) (Result, error) {
+	tr := &http.Transport{MaxIdleConnsPerHost: clients, MaxConnsPerHost: clients}
+	defer tr.CloseIdleConnections()
+	hc := &http.Client{Transport: tr}
+	ws := make([]*wire.Client, clients)
+	id := run.Add(1)
+	for i := range ws {
+		holder := fmt.Sprintf("bench-%d", i)
+		clk, err := clock.NewMonotonic(holder)
+		if err != nil {
+			return Result{}, err
+		}
+		lc, err := lease.NewClient(lease.ClientConfig{Clock: clk, HolderID: holder})
+		if err != nil {
+			return Result{}, err
+		}
+		if ws[i], err = wire.NewClient(wire.ClientConfig{BaseURL: url, Lease: lc, HTTPClient: hc, AttemptTimeout: 30 * time.Second}); err != nil {
+			return Result{}, err
+		}
+	}
+	var done atomic.Int64
+	var firstErr error
+	var once sync.Once
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i, c := range ws {
+		wg.Add(1)
+		go func(i int, c *wire.Client) {
+			defer wg.Done()
+			res := fmt.Sprintf("bench-%s-%d-%d", name, id, i)
+			for ctx.Err() == nil && done.Load() < int64(cycles) {
+				l, err := c.Acquire(ctx, res)
+				if err == nil {
+					err = c.Release(ctx, l)
+				}
+				if err != nil {
+					if ctx.Err() == nil {
+						once.Do(func() { firstErr = err; cancel() })
+					}
+					return
+				}
+				done.Add(1)
+			}
+		}(i, c)
+	}
+	wg.Wait()
+	el := time.Since(start)
+	if firstErr != nil {
+		return Result{}, firstErr
+	}
+	return Result{Name: name, Clients: clients, Cycles: done.Load(), Elapsed: el}, nil
+}

@@ -1,0 +1,361 @@
+// Command peers measures the lock services lease-fence is compared with, on
+// loopback, in the same shape as scripts/bench-service: acquire + release
+// cycles per second, sequentially and with concurrent clients, each client
+// on its own key, each run bounded by -cycles and -duration.
+//
+//	redis        redis-server (Debian, Redis 7) started on a free port, no
+//	             persistence: SET key token NX PX ttl, then INCR as the
+//	             fence; release by a compare-and-delete script.
+//	redis-aof    the same with appendonly yes, appendfsync always.
+//	etcd         embedded etcd (go.etcd.io/etcd/server/v3 embed), its
+//	             client's concurrency.Mutex: Lock (fence = the revision of
+//	             the lock key) then Unlock. etcd fsyncs its log on every write.
+//
+// It lives in its own Go module so the library's go.mod stays small.
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+	"go.etcd.io/etcd/server/v3/embed"
+)
+
+func main() {
+	targets := flag.String("targets", "redis,redis-aof,etcd", "comma-separated targets")
+	cycles := flag.Int("cycles", 2000, "stop a run after this many cycles")
+	duration := flag.Duration("duration", 5*time.Second, "stop a run after this long")
+	concs := flag.String("conc", "1,8", "comma-separated client counts")
+	redisServer := flag.String("redis-server", "redis-server", "the redis-server binary")
+	flag.Parse()
+	var cs []int
+	for _, s := range strings.Split(*concs, ",") {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > 64 {
+			fail(fmt.Errorf("bad -conc %q", s))
+		}
+		cs = append(cs, n)
+	}
+	for _, t := range strings.Split(*targets, ",") {
+		var (
+			mk   func(i int) (cycle func(ctx context.Context, key string) error, closeFn func(), err error)
+			stop func()
+			err  error
+		)
+		switch t {
+		case "redis", "redis-aof":
+			mk, stop, err = startRedis(*redisServer, t == "redis-aof")
+		case "etcd":
+			mk, stop, err = startEtcd()
+		default:
+			err = errors.New("unknown target")
+		}
+		if err != nil {
+			fail(fmt.Errorf("%s: %w", t, err))
+		}
+		for _, c := range cs {
+			r, err := measure(t, c, *cycles, *duration, mk)
+			if err != nil {
+				stop()
+				fail(fmt.Errorf("%s: %w", t, err))
+			}
+			r.print()
+		}
+		stop()
+	}
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "peers:", err)
+	os.Exit(1)
+}
+
+type result struct {
+	name    string
+	clients int
+	cycles  int64
+	elapsed time.Duration
+}
+
+func (r result) print() {
+	s := r.elapsed.Seconds()
+	fmt.Printf("%-18s clients=%-2d %6d cycles in %5.2fs  %8.0f cycles/s  %8.0f calls/s\n",
+		r.name, r.clients, r.cycles, s, float64(r.cycles)/s, 2*float64(r.cycles)/s)
+}
+
+var runs atomic.Int64
+
+func measure(name string, clients, cycles int, d time.Duration,
+	mk func(i int) (func(ctx context.Context, key string) error, func(), error)) (result, error) {
+	fns := make([]func(context.Context, string) error, clients)
+	for i := range fns {
+		fn, closeFn, err := mk(i)
+		if err != nil {
+			return result{}, err
+		}
+		defer closeFn()
+		fns[i] = fn
+	}
+	id := runs.Add(1)
+	// Warm up each client once.
+	for i, fn := range fns {
+		if err := fn(context.Background(), fmt.Sprintf("warm-%d-%d", id, i)); err != nil {
+			return result{}, err
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	var done atomic.Int64
+	var first error
+	var once sync.Once
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i, fn := range fns {
+		wg.Add(1)
+		go func(i int, fn func(context.Context, string) error) {
+			defer wg.Done()
+			key := fmt.Sprintf("bench-%d-%d", id, i)
+			for ctx.Err() == nil && done.Load() < int64(cycles) {
+				if err := fn(ctx, key); err != nil {
+					if ctx.Err() == nil {
+						once.Do(func() { first = err; cancel() })
+					}
+					return
+				}
+				done.Add(1)
+			}
+		}(i, fn)
+	}
+	wg.Wait()
+	el := time.Since(start)
+	if first != nil {
+		return result{}, first
+	}
+	return result{name: name, clients: clients, cycles: done.Load(), elapsed: el}, nil
+}
+
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// startRedis runs redis-server on a free loopback port in a temporary
+// directory and returns a maker of per-client cycle functions.
+func startRedis(bin string, aof bool) (func(int) (func(context.Context, string) error, func(), error), func(), error) {
+	dir, err := os.MkdirTemp("", "peers-redis-")
+	if err != nil {
+		return nil, nil, err
+	}
+	port, err := freePort()
+	if err != nil {
+		return nil, nil, err
+	}
+	args := []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", dir, "--save", "", "--daemonize", "no", "--loglevel", "warning"}
+	if aof {
+		args = append(args, "--appendonly", "yes", "--appendfsync", "always")
+	} else {
+		args = append(args, "--appendonly", "no")
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Start(); err != nil {
+		return nil, nil, err
+	}
+	stop := func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		_ = cmd.Wait()
+		os.RemoveAll(dir)
+	}
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, err := dialRedis(addr)
+		if err == nil {
+			_, err = c.do("PING")
+			c.close()
+			if err == nil {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			stop()
+			return nil, nil, fmt.Errorf("redis-server did not answer: %w", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	const release = `if redis.call("get", KEYS[1]) == ARGV[1] then return redis.call("del", KEYS[1]) else return 0 end`
+	mk := func(i int) (func(context.Context, string) error, func(), error) {
+		c, err := dialRedis(addr)
+		if err != nil {
+			return nil, nil, err
+		}
+		n := 0
+		return func(_ context.Context, key string) error {
+			n++
+			token := "holder-" + strconv.Itoa(i) + "-" + strconv.Itoa(n)
+			v, err := c.do("SET", "lock:"+key, token, "NX", "PX", "30000")
+			if err != nil {
+				return err
+			}
+			if v != "OK" {
+				return fmt.Errorf("SET NX refused: %v", v)
+			}
+			fence, err := c.do("INCR", "fence:"+key)
+			if err != nil {
+				return err
+			}
+			if f, ok := fence.(int64); !ok || f < 1 {
+				return fmt.Errorf("INCR gave %v", fence)
+			}
+			v, err = c.do("EVAL", release, "1", "lock:"+key, token)
+			if err != nil {
+				return err
+			}
+			if v != int64(1) {
+				return fmt.Errorf("release gave %v", v)
+			}
+			return nil
+		}, c.close, nil
+	}
+	return mk, stop, nil
+}
+
+// redisConn is a minimal RESP client: enough for SET, INCR, EVAL and PING.
+type redisConn struct {
+	conn net.Conn
+	r    *bufio.Reader
+	w    *bufio.Writer
+}
+
+func dialRedis(addr string) (*redisConn, error) {
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	return &redisConn{conn: c, r: bufio.NewReader(c), w: bufio.NewWriter(c)}, nil
+}
+
+func (c *redisConn) close() { c.conn.Close() }
+
+func (c *redisConn) do(args ...string) (any, error) {
+	fmt.Fprintf(c.w, "*%d\r\n", len(args))
+	for _, a := range args {
+		fmt.Fprintf(c.w, "$%d\r\n%s\r\n", len(a), a)
+	}
+	if err := c.w.Flush(); err != nil {
+		return nil, err
+	}
+	return c.read()
+}
+
+func (c *redisConn) read() (any, error) {
+	line, err := c.r.ReadString('\n')
+	if err != nil {
+		return nil, err
+	}
+	line = strings.TrimSuffix(line, "\r\n")
+	if line == "" {
+		return nil, errors.New("empty reply")
+	}
+	switch line[0] {
+	case '+':
+		return line[1:], nil
+	case '-':
+		return nil, errors.New("redis: " + line[1:])
+	case ':':
+		return strconv.ParseInt(line[1:], 10, 64)
+	case '$':
+		n, err := strconv.Atoi(line[1:])
+		if err != nil || n < 0 {
+			return nil, err
+		}
+		buf := make([]byte, n+2)
+		if _, err := io.ReadFull(c.r, buf); err != nil {
+			return nil, err
+		}
+		return string(buf[:n]), nil
+	}
+	return nil, errors.New("unexpected reply " + strconv.Quote(line))
+}
+
+// startEtcd runs an embedded single-member etcd on free loopback ports.
+func startEtcd() (func(int) (func(context.Context, string) error, func(), error), func(), error) {
+	dir, err := os.MkdirTemp("", "peers-etcd-")
+	if err != nil {
+		return nil, nil, err
+	}
+	cp, err := freePort()
+	if err != nil {
+		return nil, nil, err
+	}
+	pp, err := freePort()
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg := embed.NewConfig()
+	cfg.Dir = dir
+	cfg.LogLevel = "error"
+	cu, _ := url.Parse("http://127.0.0.1:" + strconv.Itoa(cp))
+	pu, _ := url.Parse("http://127.0.0.1:" + strconv.Itoa(pp))
+	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{*cu}, []url.URL{*cu}
+	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{*pu}, []url.URL{*pu}
+	cfg.InitialCluster = cfg.Name + "=" + pu.String()
+	e, err := embed.StartEtcd(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	select {
+	case <-e.Server.ReadyNotify():
+	case <-time.After(30 * time.Second):
+		e.Close()
+		return nil, nil, errors.New("etcd not ready after 30s")
+	}
+	stop := func() {
+		e.Close()
+		os.RemoveAll(dir)
+	}
+	mk := func(int) (func(context.Context, string) error, func(), error) {
+		cli, err := clientv3.New(clientv3.Config{Endpoints: []string{cu.String()}, DialTimeout: 5 * time.Second})
+		if err != nil {
+			return nil, nil, err
+		}
+		sess, err := concurrency.NewSession(cli, concurrency.WithTTL(30))
+		if err != nil {
+			cli.Close()
+			return nil, nil, err
+		}
+		return func(ctx context.Context, key string) error {
+				m := concurrency.NewMutex(sess, "/lock/"+key)
+				if err := m.Lock(ctx); err != nil {
+					return err
+				}
+				if m.Header().Revision < 1 {
+					return errors.New("no revision for the fence")
+				}
+				return m.Unlock(ctx)
+			}, func() {
+				sess.Close()
+				cli.Close()
+			}, nil
+	}
+	return mk, stop, nil
+}
