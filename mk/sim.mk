@@ -38,3 +38,10 @@ fuzz:
 	    $(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZ_MINIMIZE) $$pkg; \
 	  done; \
 	done
+
+BENCH += bench-sim
+.PHONY: bench-sim
+# Seeds per second, events and invariant evaluations per run, and porcupine's
+# time per history.
+bench-sim:
+	$(GO) test -run '^$$' -bench . -benchtime 2000x ./core/sim

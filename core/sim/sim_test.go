@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/anishathalye/porcupine"
 )
 
 var (
@@ -215,4 +217,37 @@ func TestParamsRanges(t *testing.T) {
 	if len(seen) != 3 {
 		t.Fatalf("restart modes seen: %v", seen)
 	}
+}
+
+// BenchmarkRun measures whole runs: one op is one seed. It reports the
+// events and invariant evaluations per run.
+func BenchmarkRun(b *testing.B) {
+	for _, mode := range []Mode{Fenced, Naive} {
+		b.Run(mode.String(), func(b *testing.B) {
+			steps, checks := 0, 0
+			seed := uint64(0)
+			for b.Loop() {
+				r := Run(seed, Options{Mode: mode})
+				steps += r.Stats.Steps
+				checks += r.Stats.TotalChecks()
+				seed++
+			}
+			b.ReportMetric(float64(steps)/float64(seed), "steps/run")
+			b.ReportMetric(float64(checks)/float64(seed), "checks/run")
+			b.ReportMetric(float64(seed)/b.Elapsed().Seconds(), "seeds/s")
+		})
+	}
+}
+
+// BenchmarkCheckHistory measures porcupine on one in-process history of 8
+// clients on 2 resources.
+func BenchmarkCheckHistory(b *testing.B) {
+	ops := concurrentHistory(b, 1, 8, 100, 2, 30*time.Millisecond).Operations()
+	m := LeaseModel(30 * time.Millisecond)
+	for b.Loop() {
+		if !porcupine.CheckOperations(m, ops) {
+			b.Fatal("not linearizable")
+		}
+	}
+	b.ReportMetric(float64(len(ops)), "ops/history")
 }

@@ -63,6 +63,7 @@ func soak(from, n uint64, mode sim.Mode, workers int, every time.Duration) int {
 	var mu sync.Mutex
 	var failures []string
 	byInvariant := map[sim.Invariant]int{}
+	var runsBy, overlapBy [3]int // by restart mode
 	start := time.Now()
 	stop := make(chan struct{})
 	go func() {
@@ -90,6 +91,12 @@ func soak(from, n uint64, mode sim.Mode, workers int, every time.Duration) int {
 				}
 				r := sim.Run(s, sim.Options{Mode: mode})
 				checks.Add(uint64(r.Stats.TotalChecks()))
+				mu.Lock()
+				runsBy[r.Params.Restart]++
+				if r.Stats.Overlaps > 0 {
+					overlapBy[r.Params.Restart]++
+				}
+				mu.Unlock()
 				if r.Stats.Overlaps > 0 {
 					overlapRuns.Add(1)
 					overlaps.Add(uint64(r.Stats.Overlaps))
@@ -116,6 +123,11 @@ func soak(from, n uint64, mode sim.Mode, workers int, every time.Duration) int {
 	if mode == sim.Naive {
 		fmt.Printf("soak: naive runs with overlapping writes: %d of %d (%.1f%%), %d overlapping writes in all\n",
 			overlapRuns.Load(), n, 100*float64(overlapRuns.Load())/float64(n), overlaps.Load())
+		for _, m := range []sim.RestartMode{sim.NoRestart, sim.RestartPersisted, sim.RestartAmnesiac} {
+			if runsBy[m] > 0 {
+				fmt.Printf("soak:   restarts %-9v %d of %d runs (%.1f%%)\n", m, overlapBy[m], runsBy[m], 100*float64(overlapBy[m])/float64(runsBy[m]))
+			}
+		}
 	}
 	for _, inv := range sim.AllInvariants() {
 		if byInvariant[inv] > 0 {
