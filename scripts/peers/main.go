@@ -176,7 +176,7 @@ func startRedis(bin string, aof bool) (func(int) (func(context.Context, string) 
 		args = append(args, "--appendonly", "no")
 	}
 	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	cmd.Stdout, cmd.Stderr = nil, nil // its log goes nowhere
 	if err := cmd.Start(); err != nil {
 		return nil, nil, err
 	}
@@ -313,7 +313,7 @@ func startEtcd() (func(int) (func(context.Context, string) error, func(), error)
 	}
 	cfg := embed.NewConfig()
 	cfg.Dir = dir
-	cfg.LogLevel = "error"
+	cfg.LogLevel = "fatal" // shutdown logs errors about closed listeners
 	cu, _ := url.Parse("http://127.0.0.1:" + strconv.Itoa(cp))
 	pu, _ := url.Parse("http://127.0.0.1:" + strconv.Itoa(pp))
 	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{*cu}, []url.URL{*cu}

@@ -1,0 +1,45 @@
+# The coordinator as a service (docs/service.md): core/wire over HTTP, the
+# native server, the Cloudflare Worker under the local workerd runtime, and
+# the benchmarks against Redis and etcd.
+TESTS += test-service test-worker-e2e
+BUILD += coordinator worker
+BENCH += bench-service
+
+WORKER_DIR := wasm/worker
+# wrangler offline: no metrics, no request.cf lookup.
+WRANGLER_OFFLINE := WRANGLER_SEND_METRICS=false CLOUDFLARE_CF_FETCH_ENABLED=false
+
+.PHONY: coordinator worker worker-dev test-service test-worker-e2e bench-service
+
+coordinator:
+	$(GO) build -o out/bin/coordinator ./scripts/coordinator
+
+# The Worker: Go compiled to wasm, plus the wasm_exec.js that
+# syumai/workers ships (Go's, patched to hand the runtime's env to Go).
+worker:
+	mkdir -p $(WORKER_DIR)/build
+	GOOS=js GOARCH=wasm $(GO) build -trimpath -ldflags='-s -w' -o $(WORKER_DIR)/build/app.wasm ./$(WORKER_DIR)
+	install -m 644 "$$($(GO) list -m -f '{{.Dir}}' github.com/syumai/workers)/cmd/workers-assets-gen/assets/wasm_exec_go.js" $(WORKER_DIR)/build/wasm_exec.js
+
+# Serves the Worker on http://127.0.0.1:8788; state in wasm/worker/.wrangler/state.
+worker-dev: worker
+	cd $(WORKER_DIR) && $(WRANGLER_OFFLINE) wrangler dev
+
+# Handler, client, durable store, server and history checker (with the race
+# detector), a short fuzz run of the request decoder, and vet/staticcheck of
+# what `make lint` does not see: the e2e build tag and the peers module.
+test-service:
+	$(GO) test -count=1 -race ./core/wire/ ./scripts/coordinator/ ./test/worker/
+	$(GO) test -count=1 -run '^$$' -fuzz '^FuzzDecodeMessage$$' -fuzztime 10s ./core/wire/
+	$(GO) vet -tags e2e ./test/worker/
+	GOBIN=$(CURDIR)/out/bin $(GO) install $(STATICCHECK)
+	out/bin/staticcheck -tags e2e ./test/worker/
+	cd scripts/peers && $(GO) vet ./... && ../../out/bin/staticcheck ./...
+
+# End to end against the Worker under wrangler dev (workerd), on a free port
+# with its state in a temporary directory; about a minute.
+test-worker-e2e: worker
+	$(WRANGLER_OFFLINE) $(GO) test -count=1 -tags e2e -timeout 5m ./test/worker/
+
+bench-service: coordinator worker
+	GO=$(GO) ./scripts/bench-service.sh
