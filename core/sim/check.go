@@ -114,7 +114,9 @@ const (
 	// Amnesiac: the restarted coordinator starts at fence 0. It reissues
 	// fences the gates have passed, so gates refuse its holders; fence
 	// order, uniqueness and the restart invariant then hold only within
-	// one coordinator incarnation.
+	// one coordinator incarnation. A reissued fence equal to a gate's floor
+	// is admitted next to the old holder of that number: the gate compares
+	// fences, not holders.
 	Amnesiac
 )
 

@@ -2,7 +2,13 @@ package sim
 
 import (
 	"testing"
+
+	"github.com/lease-fence/lease-fence/core/fence"
 )
+
+func fenceToken(holder string, f uint64) fence.Token {
+	return fence.Token{Resource: "r0", HolderID: holder, Fence: f}
+}
 
 // Hand-written schedules for RunOps (see its doc for the encoding). They
 // seed the fuzzer alongside the corpus under testdata/fuzz/FuzzOps.
@@ -29,6 +35,10 @@ var opsSeeds = map[string][]byte{
 	// Amnesiac restart: fences start over and the gate refuses them (a0
 	// held fences 1 and 2; the new coordinator issues 1 again).
 	"restart-amnesiac": {1, 1, 0, 2, 0, 3, 0, 7, 0, 1, 0, 2, 0, 3, 0, 5, 0, 8, 0, 0, 200, 1, 1, 2, 0, 3, 0, 5, 1, 6, 0},
+	// Amnesiac restart that reissues exactly the gate's floor: a1's fence 1
+	// from the new coordinator and a0's fence 1 from the old one are both
+	// admitted, because the gate compares numbers, not holders.
+	"amnesiac-equal-fence": {1, 1, 0, 2, 0, 3, 0, 5, 0, 8, 0, 0, 200, 1, 1, 2, 0, 3, 0, 5, 1, 5, 0},
 }
 
 // TestOpsSeeds runs the hand-written schedules and checks they reach the
@@ -45,6 +55,10 @@ func TestOpsSeeds(t *testing.T) {
 		},
 		"restart-persisted": func(h *opsHarness) bool {
 			return h.inc == 1 && h.co.IssuedFence() == 2 && h.gates[0].Floor() == 2 && h.chk.Checks[RestartAboveGate] == 2
+		},
+		"amnesiac-equal-fence": func(h *opsHarness) bool {
+			return h.inc == 1 && h.gates[0].Floor() == 1 && h.gates[0].RejectionCount() == 0 &&
+				h.chk.Checks[GateFloor] >= 3 && h.agents[0].tokens[0] == fenceToken("a0", 1) && h.agents[1].tokens[0] == fenceToken("a1", 1)
 		},
 		"restart-amnesiac": func(h *opsHarness) bool {
 			return h.inc == 1 && h.co.IssuedFence() == 1 && h.gates[0].Floor() == 2 && h.gates[0].RejectionCount() == 2
