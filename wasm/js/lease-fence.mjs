@@ -191,16 +191,13 @@ const wellFormed = typeof String.prototype.isWellFormed === 'function'
 
 let inPtr = 0, inCap = 0, p = 0;
 
-// Handles of library objects, and their kinds.
-const handles = new WeakMap();
-const kinds = new WeakMap();
 
 function begin() {
   if (dead) throw instanceDied();
   if (reading) {
     throw new LeaseFenceError('lease-fence: a clock source (the readMillis of createClock) must not call into lease-fence');
   }
-  if (u8.buffer !== memory.buffer) views();
+  if (u8.length === 0) views(); // the memory grew, detaching the old views
   inPtr = hdr[0];
   inCap = hdr[1];
   p = 0;
@@ -209,7 +206,7 @@ function begin() {
 function ensure(n) {
   if (p + n <= inCap) return;
   X.lf_grow(p, p + n);
-  views();
+  if (u8.length === 0) views();
   inPtr = hdr[0];
   inCap = hdr[1];
 }
@@ -261,11 +258,11 @@ function put(v) {
     case 'object': {
       if (v === null) return tag(T_NULL);
       if (Array.isArray(v)) return tag(T_ARRAY);
-      const h = handles.get(v);
-      if (h === undefined) return tag(T_OBJECT);
+      const h = handleOf(v);
+      if (h === 0) return tag(T_OBJECT);
       ensure(6);
       u8[inPtr + p] = T_HANDLE;
-      u8[inPtr + p + 1] = kinds.get(v);
+      u8[inPtr + p + 1] = kindOf(v);
       dv.setUint32(inPtr + p + 2, h, true);
       p += 6;
       return;
@@ -276,7 +273,7 @@ function put(v) {
 }
 
 function putObj(v) {
-  if (typeof v === 'object' && v !== null && !Array.isArray(v) && !handles.has(v)) {
+  if (typeof v === 'object' && v !== null && !Array.isArray(v)) {
     tag(T_OBJECT);
     return true;
   }
@@ -329,7 +326,7 @@ let outPtr = 0, q = 0;
 // other than 0 becomes the matching error; an exception a clock source threw
 // during the call is rethrown as it was.
 function done(st) {
-  if (u8.buffer !== memory.buffer) views();
+  if (u8.length === 0) views();
   outPtr = hdr[2];
   q = 0;
   if (thrown !== NONE) {
@@ -448,14 +445,26 @@ const registry = new FinalizationRegistry(({ h, reader }) => {
 
 const secret = Symbol('lease-fence internal');
 
-function adopt(obj, kind, h, reader) {
-  handles.set(obj, h);
-  kinds.set(obj, kind);
-  registry.register(obj, { h, reader });
+// Every object the library makes extends Handled, whose private fields hold
+// its handle on the Go side and its kind. handleOf gives 0 for anything
+// else, which Go refuses as "not a live ...".
+let handleOf, kindOf, setHandle;
+class Handled {
+  #h = 0;
+  #k = 0;
+  static {
+    handleOf = (o) => (isObject(o) && #h in o ? o.#h : 0);
+    kindOf = (o) => o.#k;
+    setHandle = (o, h, k) => {
+      o.#h = h;
+      o.#k = k;
+    };
+  }
 }
 
-function handleOf(obj) {
-  return (typeof obj === 'object' && obj !== null && handles.get(obj)) || 0;
+function adopt(obj, kind, h, reader) {
+  setHandle(obj, h, kind);
+  registry.register(obj, { h, reader });
 }
 
 function isObject(v) {
@@ -485,6 +494,50 @@ function call(fn, a, b) {
   done(st);
 }
 
+// call4 is call for the fast exports that take no argument buffer.
+function call4(fn, a, b, c, d) {
+  if (dead) throw instanceDied();
+  if (reading) begin(); // throws the re-entry error
+  let st;
+  try {
+    st = fn(a, b, c, d);
+  } catch (e) {
+    if (e instanceof WebAssembly.RuntimeError || go.exited) throw instanceDied(e);
+    throw e;
+  }
+  if (go.exited) throw instanceDied();
+  if (st !== 0) done(st);
+}
+
+// Interned strings: short strings the fast paths pass to Go as numbers.
+const MAX_IDS = 4096;
+const ids = new Map();
+
+// roomForIds makes room for n new ids. It is called before a call's ids are
+// looked up, never between, since a reset invalidates ids already handed out.
+function roomForIds(n) {
+  if (ids.size + n > MAX_IDS) {
+    ids.clear();
+    X.lf_reset_ids();
+  }
+}
+
+// idOf returns s's id, registering it on first use, or 0 when s cannot be
+// interned (empty, long, not well-formed): the caller then takes the slow
+// path, which reports the problem.
+function idOf(s) {
+  const id = ids.get(s);
+  if (id !== undefined) return id;
+  if (s.length === 0 || s.length > 21 || ids.size >= MAX_IDS) return 0; // 21 UTF-16 units fit in 64 UTF-8 bytes
+  begin();
+  putStr(s);
+  if (X.lf_intern(p) !== 0) return 0;
+  if (u8.length === 0) views();
+  const n = dv.getFloat64(hdr[2], true);
+  ids.set(s, n);
+  return n;
+}
+
 // ---------------------------------------------------------------- instants and clocks
 
 /** A clock reading: milliseconds and the domain (clock) it was read in. */
@@ -509,10 +562,11 @@ class Instant {
   }
 }
 
-class Clock {
+class Clock extends Handled {
   #domain;
   constructor(key, h, domain, reader) {
     internalOnly(key, 'Clock');
+    super();
     this.#domain = domain;
     adopt(this, K_CLOCK, h, reader);
   }
@@ -582,7 +636,7 @@ export function createClock(domain, readMillis) {
 // ---------------------------------------------------------------- coordinator
 
 /** Grants, renews and releases leases, each with a fence. */
-export class LeaseCoordinator {
+export class LeaseCoordinator extends Handled {
   #clock;
   #ttl;
   constructor(options) {
@@ -596,7 +650,9 @@ export class LeaseCoordinator {
       put(options.startFence);
     }
     call(X.lf_coord_new, p);
-    adopt(this, K_COORDINATOR, f64());
+    const h = f64();
+    super();
+    adopt(this, K_COORDINATOR, h);
     this.#clock = clock;
     this.#ttl = ttl;
   }
@@ -644,7 +700,7 @@ export class LeaseCoordinator {
 // ---------------------------------------------------------------- client and lease
 
 /** The holder's side: stamps send instants and turns grants into leases. */
-export class LeaseClient {
+export class LeaseClient extends Handled {
   #clock;
   #holder;
   constructor(options) {
@@ -658,7 +714,9 @@ export class LeaseClient {
       put(options.clockSkewMillis);
     }
     call(X.lf_client_new, p);
-    adopt(this, K_CLIENT, f64());
+    const h = f64();
+    super();
+    adopt(this, K_CLIENT, h);
     this.#clock = clock;
     this.#holder = holder;
   }
@@ -708,10 +766,11 @@ function complete(client, fn, request, grant) {
   return new Lease(secret, h, token, deadline, readGrant(), client.clock);
 }
 
-class Lease {
+class Lease extends Handled {
   #clock;
   constructor(key, h, token, deadline, grant, clock) {
     internalOnly(key, 'Lease');
+    super();
     /** The fencing token to present with every write. */
     this.token = token;
     /** End of the lease in the client's clock domain. */
@@ -742,7 +801,7 @@ class Lease {
 // ---------------------------------------------------------------- gate
 
 /** Stands in front of one resource and refuses writes from superseded fences. */
-export class FenceGate {
+export class FenceGate extends Handled {
   #resource;
   #log = [];
   constructor(resource, options) {
@@ -750,7 +809,9 @@ export class FenceGate {
     put(resource);
     if (putObj(options)) put(options.initialFloor);
     call(X.lf_gate_new, p);
-    adopt(this, K_GATE, f64());
+    const h = f64();
+    super();
+    adopt(this, K_GATE, h);
     this.#resource = resource;
   }
 
@@ -779,8 +840,28 @@ export class FenceGate {
    * what it returns. A stale token throws StaleFenceError and fn does not run.
    */
   commit(token, fn) {
-    begin();
-    putToken(token);
+    // The fast path: a well-typed call passes the token's strings as
+    // interned ids and needs no argument buffer. Go makes every other check.
+    if (typeof fn === 'function' && typeof token === 'object' && token !== null) {
+      const { resource, holderId, fence } = token;
+      if (typeof resource === 'string' && typeof holderId === 'string' && typeof fence === 'number') {
+        roomForIds(2);
+        const r = idOf(resource);
+        const h = r && idOf(holderId);
+        if (h) {
+          call4(X.lf_gate_commit_ids, handleOf(this), r, h, fence);
+          return fn();
+        }
+      }
+      begin();
+      tag(T_OBJECT);
+      put(resource);
+      put(holderId);
+      put(fence);
+    } else {
+      begin();
+      putToken(token);
+    }
     put(fn);
     call(X.lf_gate_commit, handleOf(this), p);
     return fn();
@@ -801,10 +882,11 @@ export class FenceGate {
  * with expiresAt = now + ttl. Here only so tests and the playground can show
  * two holders both passing their check. Never guard anything with it.
  */
-class NaiveLease {
+class NaiveLease extends Handled {
   #clock;
   constructor(key, h, clock) {
     internalOnly(key, 'NaiveLease');
+    super();
     this.#clock = clock;
     adopt(this, K_NAIVE, h);
   }

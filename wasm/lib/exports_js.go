@@ -214,3 +214,22 @@ func grow(used, need int32) int32 {
 func free(h uint32) {
 	br.Free(h)
 }
+
+//go:wasmexport lf_intern
+func intern(n int32) int32 {
+	st := br.Intern(n)
+	publish()
+	return st
+}
+
+//go:wasmexport lf_reset_ids
+func resetIDs() {
+	br.ResetIDs()
+}
+
+//go:wasmexport lf_gate_commit_ids
+func gateCommitIDs(h, resource, holder uint32, fence float64) int32 {
+	st := br.GateCommitIDs(h, resource, holder, fence)
+	publish()
+	return st
+}

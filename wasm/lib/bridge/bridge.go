@@ -53,7 +53,16 @@ type Bridge struct {
 
 	objs []any // index is the handle; 0 is never used
 	free []uint32
+
+	// ids holds the strings JavaScript registered with Intern, by id, for
+	// the calls that take strings as numbers (GateCommitIDs).
+	ids     []string
+	strings convert.Interner
 }
+
+// MaxIDs bounds the interned-string table; JavaScript resets it (ResetIDs)
+// rather than let it grow past this.
+const MaxIDs = 4096
 
 // New returns an empty bridge with argument and result buffers of 4 KiB.
 func New() *Bridge {

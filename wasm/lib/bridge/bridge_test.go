@@ -203,3 +203,36 @@ func TestHandlesAreReused(t *testing.T) {
 		t.Fatalf("handle %d not reused (got %d)", h, h2)
 	}
 }
+
+func TestGateCommitIDs(t *testing.T) {
+	b := New()
+	gate := handle(t, b, b.GateNew(call(b, args().String("slot").Tag(convert.TagUndefined))))
+	intern := func(s string) uint32 { return uint32(must(t, b, b.Intern(call(b, args().String(s)))).F64()) }
+	slot, a, other := intern("slot"), intern("agent-a"), intern("other")
+	must(t, b, b.GateCommitIDs(gate, slot, a, 3))
+	if f := must(t, b, b.GateFloor(gate)).F64(); f != 3 {
+		t.Fatalf("floor %v", f)
+	}
+	fail(t, b, b.GateCommitIDs(gate, slot, a, 2), ErrStaleFence, "stale write")
+	fail(t, b, b.GateCommitIDs(gate, other, a, 9), ErrInvalidArgument, "presented to the gate")
+	for _, bad := range []float64{0, -1, 1.5, math.NaN(), math.Inf(1), 1 << 53} {
+		out := fail(t, b, b.GateCommitIDs(gate, slot, a, bad), ErrInvalidArgument, "token.fence")
+		if arg := out.Str(); arg != "token.fence" {
+			t.Errorf("fence %v: argument %q", bad, arg)
+		}
+	}
+	fail(t, b, b.GateCommitIDs(gate, 0, a, 4), ErrInvalidArgument, "not interned")
+	fail(t, b, b.GateCommitIDs(gate, slot, 99, 4), ErrInvalidArgument, "not interned")
+	fail(t, b, b.GateCommitIDs(slot+100, slot, a, 4), ErrInvalidArgument, "not a live FenceGate")
+	fail(t, b, b.Intern(call(b, args().String(strings.Repeat("x", 65)))), ErrInvalidArgument, "cannot be interned")
+	fail(t, b, b.Intern(call(b, args().Number(1))), ErrInvalidArgument, "must be a string")
+	b.ResetIDs()
+	fail(t, b, b.GateCommitIDs(gate, slot, a, 4), ErrInvalidArgument, "not interned")
+	for i := 0; i < MaxIDs; i++ {
+		intern("x")
+	}
+	fail(t, b, b.Intern(call(b, args().String("y"))), ErrInvalidArgument, "table is full")
+	if f := must(t, b, b.GateFloor(gate)).F64(); f != 3 {
+		t.Fatalf("floor moved to %v by refused calls", f)
+	}
+}

@@ -41,6 +41,11 @@ var ops = []func(b *Bridge, h uint32, n int32) int32{
 	func(b *Bridge, h uint32, _ int32) int32 { return b.NaiveExpiresAt(h) },
 	func(b *Bridge, h uint32, _ int32) int32 { b.Free(h); return OK },
 	func(b *Bridge, h uint32, n int32) int32 { return b.Grow(int32(h), n) },
+	func(b *Bridge, _ uint32, n int32) int32 { return b.Intern(n) },
+	func(b *Bridge, _ uint32, _ int32) int32 { b.ResetIDs(); return OK },
+	func(b *Bridge, h uint32, n int32) int32 {
+		return b.GateCommitIDs(h, uint32(n)&7, uint32(n)>>3&7, float64(int8(n>>6)))
+	},
 }
 
 // FuzzBridge drives the bridge with a program of (op, handle, arguments)

@@ -563,6 +563,7 @@ func (b *Bridge) gateAdmit(h uint32, n int32, write bool) (st int32) {
 	if err != nil {
 		return b.status(err)
 	}
+	r.Strings = &b.strings
 	tok, err := r.Token("token")
 	if err == nil && write {
 		err = r.Function("fn")
@@ -666,4 +667,54 @@ func (b *Bridge) NaiveExpiresAt(h uint32) (st int32) {
 	}
 	putInstant(b.out(), l.ExpiresAt())
 	return OK
+}
+
+// Intern registers a string for the calls that take strings by id. Args:
+// the string (at most 64 bytes). Out: its id, from 1.
+func (b *Bridge) Intern(n int32) (st int32) {
+	defer b.guard(&st)
+	r, err := b.args(n)
+	if err != nil {
+		return b.status(err)
+	}
+	s, err := r.Str("string")
+	if err == nil {
+		err = r.End()
+	}
+	if err == nil && (len(s) > 64 || len(b.ids) >= MaxIDs) {
+		err = &convert.ArgumentError{Arg: "string", Reason: "cannot be interned (longer than 64 bytes, or the table is full)"}
+	}
+	if err != nil {
+		return b.status(err)
+	}
+	b.ids = append(b.ids, s)
+	b.out().F64(float64(len(b.ids)))
+	return OK
+}
+
+// ResetIDs forgets every interned string.
+func (b *Bridge) ResetIDs() {
+	clear(b.ids)
+	b.ids = b.ids[:0]
+}
+
+// GateCommitIDs is GateCommit for the common call, with the token's strings
+// passed as interned ids and no argument buffer: JavaScript has checked that
+// the token is an object whose resource and holderId are strings and whose
+// fence is a number, and that fn is a function. Every other check, and every
+// error, is GateCommit's.
+func (b *Bridge) GateCommitIDs(h, resource, holder uint32, fenceNum float64) (st int32) {
+	defer b.guard(&st)
+	g, err := get[*fence.Gate](b, h, convert.KindGate)
+	if err != nil {
+		return b.status(err)
+	}
+	if resource == 0 || holder == 0 || int(resource) > len(b.ids) || int(holder) > len(b.ids) {
+		return b.status(&convert.ArgumentError{Arg: "token", Reason: "refers to strings that were not interned"})
+	}
+	tok, err := convert.TokenOf("token", b.ids[resource-1], b.ids[holder-1], fenceNum)
+	if err == nil {
+		err = g.Admit(tok)
+	}
+	return b.status(err)
 }

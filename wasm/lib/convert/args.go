@@ -19,39 +19,55 @@ const MaxMillis = float64(math.MaxInt64 / int64(time.Millisecond))
 
 // Str decodes a string.
 func (r *Reader) Str(arg string) (string, error) {
+	return r.str(arg, "")
+}
+
+func (r *Reader) str(arg, field string) (string, error) {
 	v, err := r.Next()
 	if err != nil {
 		return "", err
 	}
 	if v.Tag != TagString {
-		return "", argErr(arg, "must be a string, got "+describe(v))
+		return "", argErr(path(arg, field), "must be a string, got "+describe(v))
 	}
 	return v.Str, nil
 }
 
 // NonEmpty decodes a string that must not be empty.
 func (r *Reader) NonEmpty(arg string) (string, error) {
-	s, err := r.Str(arg)
+	return r.nonEmpty(arg, "")
+}
+
+func (r *Reader) nonEmpty(arg, field string) (string, error) {
+	s, err := r.str(arg, field)
 	if err == nil && s == "" {
-		err = argErr(arg, "must not be empty")
+		err = argErr(path(arg, field), "must not be empty")
 	}
 	return s, err
 }
 
 // Finite decodes a finite number.
 func (r *Reader) Finite(arg string) (float64, error) {
+	return r.finite(arg, "")
+}
+
+func (r *Reader) finite(arg, field string) (float64, error) {
 	v, err := r.Next()
 	if err != nil {
 		return 0, err
 	}
 	if v.Tag != TagNumber || math.IsNaN(v.Num) || math.IsInf(v.Num, 0) {
-		return 0, argErr(arg, "must be a finite number, got "+describe(v))
+		return 0, argErr(path(arg, field), "must be a finite number, got "+describe(v))
 	}
 	return v.Num, nil
 }
 
 // OptFinite decodes a finite number, or def when the value is undefined.
 func (r *Reader) OptFinite(arg string, def float64) (float64, error) {
+	return r.optFinite(arg, "", def)
+}
+
+func (r *Reader) optFinite(arg, field string, def float64) (float64, error) {
 	v, err := r.Next()
 	if err != nil {
 		return 0, err
@@ -60,39 +76,51 @@ func (r *Reader) OptFinite(arg string, def float64) (float64, error) {
 		return def, nil
 	}
 	if v.Tag != TagNumber || math.IsNaN(v.Num) || math.IsInf(v.Num, 0) {
-		return 0, argErr(arg, "must be a finite number, got "+describe(v))
+		return 0, argErr(path(arg, field), "must be a finite number, got "+describe(v))
 	}
 	return v.Num, nil
 }
 
-func countOf(arg string, v Value) (uint64, error) {
+func countOf(arg, field string, v Value) (uint64, error) {
 	if v.Tag != TagNumber || v.Num < 0 || v.Num > MaxSafeInteger || v.Num != math.Trunc(v.Num) {
-		return 0, argErr(arg, "must be an integer from 0 to 2^53-1, got "+describe(v))
+		return 0, argErr(path(arg, field), "must be an integer from 0 to 2^53-1, got "+describe(v))
 	}
 	return uint64(v.Num), nil
 }
 
 // Count decodes a non-negative safe integer (a fence or a floor).
 func (r *Reader) Count(arg string) (uint64, error) {
+	return r.count(arg, "")
+}
+
+func (r *Reader) count(arg, field string) (uint64, error) {
 	v, err := r.Next()
 	if err != nil {
 		return 0, err
 	}
-	return countOf(arg, v)
+	return countOf(arg, field, v)
 }
 
 // OptCount decodes a non-negative safe integer, or 0 when undefined.
 func (r *Reader) OptCount(arg string) (uint64, error) {
+	return r.optCount(arg, "")
+}
+
+func (r *Reader) optCount(arg, field string) (uint64, error) {
 	v, err := r.Next()
 	if err != nil || v.Tag == TagUndefined {
 		return 0, err
 	}
-	return countOf(arg, v)
+	return countOf(arg, field, v)
 }
 
 // Span decodes a number of milliseconds as a Duration: finite, at least min
 // and at most MaxMillis. Undefined is def when optional.
 func (r *Reader) Span(arg string, positive, optional bool) (time.Duration, error) {
+	return r.span(arg, "", positive, optional)
+}
+
+func (r *Reader) span(arg, field string, positive, optional bool) (time.Duration, error) {
 	v, err := r.Next()
 	if err != nil {
 		return 0, err
@@ -101,12 +129,12 @@ func (r *Reader) Span(arg string, positive, optional bool) (time.Duration, error
 		return 0, nil
 	}
 	if v.Tag != TagNumber || !(v.Num >= 0 && v.Num <= MaxMillis) {
-		return 0, argErr(arg, "must be a number of milliseconds from 0 to "+
+		return 0, argErr(path(arg, field), "must be a number of milliseconds from 0 to "+
 			strconv.FormatFloat(MaxMillis, 'g', -1, 64)+", got "+describe(v))
 	}
 	d := clock.FromMillis(v.Num)
 	if positive && d <= 0 {
-		return 0, argErr(arg, "must be positive (at least 0.000001 ms), got "+describe(v))
+		return 0, argErr(path(arg, field), "must be positive (at least 0.000001 ms), got "+describe(v))
 	}
 	return d, nil
 }
@@ -114,6 +142,10 @@ func (r *Reader) Span(arg string, positive, optional bool) (time.Duration, error
 // Object decodes the tag of an object whose fields follow. An optional
 // object may be undefined or null; present reports which.
 func (r *Reader) Object(arg string, optional bool) (present bool, err error) {
+	return r.object(arg, "", optional)
+}
+
+func (r *Reader) object(arg, field string, optional bool) (present bool, err error) {
 	v, err := r.Next()
 	if err != nil {
 		return false, err
@@ -124,7 +156,7 @@ func (r *Reader) Object(arg string, optional bool) (present bool, err error) {
 	case optional && (v.Tag == TagUndefined || v.Tag == TagNull):
 		return false, nil
 	}
-	return false, argErr(arg, "must be an object, got "+describe(v))
+	return false, argErr(path(arg, field), "must be an object, got "+describe(v))
 }
 
 // Function decodes a value that must be a function.
@@ -155,14 +187,18 @@ func (r *Reader) Handle(arg string, k Kind, what string) (uint32, error) {
 
 // Instant decodes { millis, domain }.
 func (r *Reader) Instant(arg string) (clock.Instant, error) {
-	if _, err := r.Object(arg, false); err != nil {
+	return r.instant(arg, "")
+}
+
+func (r *Reader) instant(arg, field string) (clock.Instant, error) {
+	if _, err := r.object(arg, field, false); err != nil {
 		return clock.Instant{}, err
 	}
-	ms, err := r.Finite(arg + ".millis")
+	ms, err := r.finite(path(arg, field), "millis")
 	if err != nil {
 		return clock.Instant{}, err
 	}
-	d, err := r.NonEmpty(arg + ".domain")
+	d, err := r.nonEmpty(path(arg, field), "domain")
 	if err != nil {
 		return clock.Instant{}, err
 	}
@@ -176,14 +212,31 @@ func (r *Reader) Token(arg string) (fence.Token, error) {
 		return t, err
 	}
 	var err error
-	if t.Resource, err = r.NonEmpty(arg + ".resource"); err != nil {
+	if t.Resource, err = r.nonEmpty(arg, "resource"); err != nil {
 		return t, err
 	}
-	if t.HolderID, err = r.NonEmpty(arg + ".holderId"); err != nil {
+	if t.HolderID, err = r.nonEmpty(arg, "holderId"); err != nil {
 		return t, err
 	}
-	if t.Fence, err = r.Count(arg + ".fence"); err == nil && t.Fence == 0 {
+	if t.Fence, err = r.count(arg, "fence"); err == nil && t.Fence == 0 {
 		err = argErr(arg+".fence", "must be at least 1")
+	}
+	return t, err
+}
+
+// TokenOf applies Token's checks to fields JavaScript passed separately.
+func TokenOf(arg, resource, holder string, fenceNum float64) (fence.Token, error) {
+	t := fence.Token{Resource: resource, HolderID: holder}
+	var err error
+	switch {
+	case resource == "":
+		err = argErr(path(arg, "resource"), "must not be empty")
+	case holder == "":
+		err = argErr(path(arg, "holderId"), "must not be empty")
+	default:
+		if t.Fence, err = countOf(arg, "fence", Value{Tag: TagNumber, Num: fenceNum}); err == nil && t.Fence == 0 {
+			err = argErr(path(arg, "fence"), "must be at least 1")
+		}
 	}
 	return t, err
 }
@@ -195,7 +248,7 @@ func (r *Reader) Request(arg string, k lease.Kind) (lease.Request, error) {
 	if _, err := r.Object(arg, false); err != nil {
 		return q, err
 	}
-	kind, err := r.Str(arg + ".kind")
+	kind, err := r.str(arg, "kind")
 	if err != nil {
 		return q, err
 	}
@@ -203,26 +256,26 @@ func (r *Reader) Request(arg string, k lease.Kind) (lease.Request, error) {
 		return q, argErr(arg+".kind", "must be "+strconv.Quote(string(k))+", got "+describe(Value{Tag: TagString, Str: kind}))
 	}
 	q.Kind = k
-	if q.RequestID, err = r.NonEmpty(arg + ".requestId"); err != nil {
+	if q.RequestID, err = r.nonEmpty(arg, "requestId"); err != nil {
 		return q, err
 	}
-	if q.Resource, err = r.NonEmpty(arg + ".resource"); err != nil {
+	if q.Resource, err = r.nonEmpty(arg, "resource"); err != nil {
 		return q, err
 	}
-	if q.HolderID, err = r.NonEmpty(arg + ".holderId"); err != nil {
+	if q.HolderID, err = r.nonEmpty(arg, "holderId"); err != nil {
 		return q, err
 	}
-	if q.SentAt, err = r.Instant(arg + ".sentAt"); err != nil {
+	if q.SentAt, err = r.instant(arg, "sentAt"); err != nil {
 		return q, err
 	}
 	if k == lease.KindAcquire {
 		// An acquisition carries no fence; JSON may carry an explicit 0.
-		if q.Fence, err = r.OptCount(arg + ".fence"); err == nil && q.Fence != 0 {
+		if q.Fence, err = r.optCount(arg, "fence"); err == nil && q.Fence != 0 {
 			err = argErr(arg+".fence", "must be absent or 0 for an acquisition")
 		}
 		return q, err
 	}
-	if q.Fence, err = r.Count(arg + ".fence"); err == nil && q.Fence == 0 {
+	if q.Fence, err = r.count(arg, "fence"); err == nil && q.Fence == 0 {
 		err = argErr(arg+".fence", "must be at least 1 for a renewal")
 	}
 	return q, err
@@ -236,16 +289,16 @@ func (r *Reader) Grant(arg string) (lease.Grant, error) {
 		return g, err
 	}
 	var err error
-	if g.RequestID, err = r.NonEmpty(arg + ".requestId"); err != nil {
+	if g.RequestID, err = r.nonEmpty(arg, "requestId"); err != nil {
 		return g, err
 	}
-	if g.Resource, err = r.NonEmpty(arg + ".resource"); err != nil {
+	if g.Resource, err = r.nonEmpty(arg, "resource"); err != nil {
 		return g, err
 	}
-	if g.HolderID, err = r.NonEmpty(arg + ".holderId"); err != nil {
+	if g.HolderID, err = r.nonEmpty(arg, "holderId"); err != nil {
 		return g, err
 	}
-	if g.Fence, err = r.Count(arg + ".fence"); err == nil && g.Fence == 0 {
+	if g.Fence, err = r.count(arg, "fence"); err == nil && g.Fence == 0 {
 		err = argErr(arg+".fence", "must be at least 1")
 	}
 	if err != nil {
@@ -254,7 +307,7 @@ func (r *Reader) Grant(arg string) (lease.Grant, error) {
 	if g.TTL, err = r.Span(arg+".ttlMillis", true, false); err != nil {
 		return g, err
 	}
-	g.CoordinatorExpiresAt, err = r.Instant(arg + ".coordinatorExpiresAt")
+	g.CoordinatorExpiresAt, err = r.instant(arg, "coordinatorExpiresAt")
 	return g, err
 }
 
@@ -328,4 +381,13 @@ func (r *OutReader) GetGrant() lease.Grant {
 	ms := r.F64()
 	g.CoordinatorExpiresAt = clock.At(r.Str(), ms)
 	return g
+}
+
+// path joins an argument and a field name; only error paths call it, so a
+// successful decode builds no strings.
+func path(arg, field string) string {
+	if field == "" {
+		return arg
+	}
+	return arg + "." + field
 }

@@ -176,3 +176,31 @@ func TestEnd(t *testing.T) {
 		t.Errorf("second value: %v, End %v", err, r.End())
 	}
 }
+
+func TestInterner(t *testing.T) {
+	var in Interner
+	a := in.String([]byte("holder"))
+	b := in.String([]byte("holder"))
+	if a != "holder" || b != a {
+		t.Fatalf("got %q %q", a, b)
+	}
+	if n := testing.AllocsPerRun(100, func() { in.String([]byte("holder")) }); n != 0 {
+		t.Errorf("a known string allocated %v times", n)
+	}
+	for i := 0; i < 3*internMax; i++ {
+		in.String([]byte{byte(i), byte(i >> 8)})
+	}
+	if len(in.m) > internMax {
+		t.Errorf("interner grew to %d entries", len(in.m))
+	}
+	long := strings.Repeat("z", internLen+1)
+	if in.String([]byte(long)) != long {
+		t.Error("long string changed")
+	}
+	var w ArgWriter
+	r := Reader{Strings: &in}
+	r.Reset(w.String("holder").B)
+	if s, err := r.Str("s"); err != nil || s != "holder" {
+		t.Errorf("interned read: %q %v", s, err)
+	}
+}

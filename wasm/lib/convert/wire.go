@@ -94,6 +94,38 @@ type Value struct {
 type Reader struct {
 	b []byte
 	p int
+	// Strings, when set, supplies decoded strings so that a string seen
+	// before is not allocated again.
+	Strings *Interner
+}
+
+// Interner hands out one string per distinct byte sequence, so hot calls that
+// pass the same resource and holder ids again and again allocate nothing.
+// It holds at most a fixed number of entries (it starts over when full), and
+// only strings of up to 64 bytes. The zero value is ready to use.
+type Interner struct {
+	m map[string]string
+}
+
+const (
+	internMax = 1024
+	internLen = 64
+)
+
+// String returns b as a string, the same string for the same bytes.
+func (in *Interner) String(b []byte) string {
+	if len(b) > internLen {
+		return string(b)
+	}
+	if s, ok := in.m[string(b)]; ok { // no allocation for the lookup
+		return s
+	}
+	if in.m == nil || len(in.m) >= internMax {
+		in.m = make(map[string]string, 64)
+	}
+	s := string(b)
+	in.m[s] = s
+	return s
 }
 
 // NewReader returns a Reader over b.
@@ -131,9 +163,12 @@ func (r *Reader) Next() (Value, error) {
 		if uint64(n) > uint64(len(r.b)-r.p) {
 			return Value{}, errMalformed
 		}
-		s := string(r.b[r.p : r.p+int(n)])
+		b := r.b[r.p : r.p+int(n)]
 		r.p += int(n)
-		return Value{Tag: t, Str: s}, nil
+		if r.Strings != nil {
+			return Value{Tag: t, Str: r.Strings.String(b)}, nil
+		}
+		return Value{Tag: t, Str: string(b)}, nil
 	case TagHandle:
 		if len(r.b)-r.p < 5 {
 			return Value{}, errMalformed

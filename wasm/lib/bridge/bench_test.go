@@ -1,0 +1,59 @@
+package bridge
+
+import (
+	"testing"
+
+	"github.com/lease-fence/lease-fence/core/fence"
+	"github.com/lease-fence/lease-fence/wasm/lib/convert"
+)
+
+// BenchmarkGateCommit is the Go half of gate.commit from JavaScript:
+// decoding the token and callback tag, the floor check, and the status.
+func BenchmarkGateCommit(b *testing.B) {
+	br := New()
+	h := uint32(must(&testing.T{}, br, br.GateNew(call(br, args().String("deploy-slot").Tag(convert.TagUndefined)))).F64())
+	n := call(br, args().PutArgToken(fence.Token{Resource: "deploy-slot", HolderID: "agent-a", Fence: 1}).Tag(convert.TagFunction))
+	b.ReportAllocs()
+	for b.Loop() {
+		if st := br.GateCommit(h, n); st != OK {
+			b.Fatal(st)
+		}
+	}
+}
+
+// BenchmarkGateFloor is the smallest call: a handle lookup and one number.
+func BenchmarkGateFloor(b *testing.B) {
+	br := New()
+	h := uint32(must(&testing.T{}, br, br.GateNew(call(br, args().String("deploy-slot").Tag(convert.TagUndefined)))).F64())
+	b.ReportAllocs()
+	for b.Loop() {
+		br.GateFloor(h)
+	}
+}
+
+// BenchmarkBeginAcquire is the Go half of client.beginAcquire.
+func BenchmarkBeginAcquire(b *testing.B) {
+	w := newWorld(&testing.T{})
+	n := call(w.b, args().String("deploy-slot"))
+	b.ReportAllocs()
+	for b.Loop() {
+		if st := w.b.ClientBeginAcquire(w.client, n); st != OK {
+			b.Fatal(st)
+		}
+	}
+}
+
+// BenchmarkAcquireDenied is the Go half of coordinator.acquire on a held
+// resource.
+func BenchmarkAcquireDenied(b *testing.B) {
+	w := newWorld(&testing.T{})
+	w.acquire(&testing.T{})
+	req := must(&testing.T{}, w.b, w.b.ClientBeginAcquire(w.client, call(w.b, args().String("slot")))).GetRequest()
+	n := call(w.b, args().PutArgRequest(req))
+	b.ReportAllocs()
+	for b.Loop() {
+		if st := w.b.CoordAcquire(w.coord, n); st != OK {
+			b.Fatal(st)
+		}
+	}
+}
