@@ -143,6 +143,7 @@ type promise struct {
 	until      float64 // coordinator millis: end of the window (last grant)
 	released   bool
 	releasedAt float64 // coordinator millis
+	outside    bool    // a holder's belief in it was already reported
 }
 
 type resourceShadow struct {
@@ -428,7 +429,11 @@ func (c *Checker) Holding(now float64, l *lease.Lease, inc int) {
 	if p.released {
 		window = math.Min(window, c.toTrue(clock.At(c.coordDomain, p.releasedAt)))
 	}
-	c.check(HolderInsideCoordinator, end <= window+eps,
+	if p.outside {
+		c.Checks[HolderInsideCoordinator]++
+		return // reported once per lease
+	}
+	p.outside = !c.check(HolderInsideCoordinator, end <= window+eps,
 		"%s believes %s valid until t=%.3fms, but the coordinator's window for it ends at t=%.3fms (%.3fms earlier)",
 		tok.HolderID, tok, end, window, end-window)
 }
