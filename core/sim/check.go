@@ -92,6 +92,7 @@ type Violation struct {
 	Detail    string
 }
 
+// Error names the invariant, the step, the true time and what was seen.
 func (v *Violation) Error() string {
 	return fmt.Sprintf("sim: %s violated at step %d (t=%.3fms): %s",
 		v.Invariant, v.Step, v.At, v.Detail)
@@ -120,6 +121,7 @@ const (
 	Amnesiac
 )
 
+// String returns "persisted" or "amnesiac".
 func (p Persistence) String() string {
 	if p == Amnesiac {
 		return "amnesiac"

@@ -22,11 +22,15 @@ import (
 type OpKind int
 
 const (
+	// OpAcquire is Coordinator.Acquire (POST /v1/acquire).
 	OpAcquire OpKind = iota
+	// OpRenew is Coordinator.Renew (POST /v1/renew).
 	OpRenew
+	// OpRelease is Coordinator.Release (POST /v1/release).
 	OpRelease
 )
 
+// String returns "acquire", "renew" or "release".
 func (k OpKind) String() string {
 	switch k {
 	case OpRenew:

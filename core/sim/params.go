@@ -19,6 +19,7 @@ const (
 	Naive
 )
 
+// String returns "fenced" or "naive".
 func (m Mode) String() string {
 	if m == Naive {
 		return "naive"
@@ -30,11 +31,17 @@ func (m Mode) String() string {
 type RestartMode int
 
 const (
+	// NoRestart: the coordinator runs for the whole run.
 	NoRestart RestartMode = iota
+	// RestartPersisted: the coordinator crashes and its successor starts at
+	// the last issued fence.
 	RestartPersisted
+	// RestartAmnesiac: the coordinator crashes and its successor starts at
+	// fence 0.
 	RestartAmnesiac
 )
 
+// String returns "none", "persisted" or "amnesiac".
 func (r RestartMode) String() string {
 	switch r {
 	case RestartPersisted:
@@ -128,6 +135,7 @@ func NewParams(seed uint64) Params {
 	return p
 }
 
+// String lists the parameters on one line.
 func (p Params) String() string {
 	return fmt.Sprintf("seed=%d agents=%d resources=%d ttl=%v skew=%v drift<=%.4f skewWithin=%v delay=%d/%d/%dms loss=%.2f dup=%.2f stall=%.2f<=%dms restart=%v x%d admitPush=%.2f duration=%dms",
 		p.Seed, p.Agents, p.Resources, p.TTL, p.Skew, p.MaxDrift, p.SkewWithin,
