@@ -368,10 +368,14 @@ func TestConcurrentHistory(t *testing.T) {
 				held = nil
 				record(e)
 			}
-			if held != nil { // leave the resources free
-				if err := h.Release(ctx, held); err != nil {
+			if held != nil { // leave the resources free, on the record
+				tok := held.Token()
+				start := since()
+				err := h.Release(ctx, held)
+				if err != nil && !errors.Is(err, wire.ErrExpired) {
 					errs <- err
 				}
+				record(Event{Client: c, Op: "release", Resource: tok.Resource, Start: start, End: since(), Fence: tok.Fence, OK: err == nil})
 			}
 		}(c)
 	}
@@ -397,7 +401,12 @@ func TestConcurrentHistory(t *testing.T) {
 		t.Fatalf("a history without contention proves little: %d granted, %d denied", granted, deniedN)
 	}
 	if err := Check(history); err != nil {
-		t.Fatal(err)
+		f, _ := os.CreateTemp("", "lease-fence-history-*.txt")
+		for _, e := range history {
+			fmt.Fprintf(f, "%+v\n", e)
+		}
+		f.Close()
+		t.Fatalf("%v (history in %s)", err, f.Name())
 	}
 	t.Logf("%d calls in %v: %d acquisitions granted, %d denied", len(history), time.Since(origin).Round(time.Millisecond), granted, deniedN)
 }
