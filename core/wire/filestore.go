@@ -24,13 +24,22 @@ type fileImage struct {
 // the durable way: write a temporary file beside it, fsync it, rename it
 // over the old one, fsync the directory. A crash at any point leaves either
 // the old file or the new one, never a mix, and Save returns only after the
-// new one is on disk. Each Save writes every resource, so it suits a
+// new one is on disk. Saves that arrive while a write is under way are
+// written together by the next one (group commit), so concurrent holders
+// share the cost of an fsync. Each write holds every resource, so it suits a
 // coordinator of a modest number of resources (thousands, not millions).
 type FileStore struct {
 	path string
 
-	mu  sync.Mutex
-	all map[string]State
+	mu      sync.Mutex
+	all     map[string]State // what the file on disk holds
+	queue   []*pendingSave   // saves waiting for the next write
+	writing bool             // a Save is writing batches
+}
+
+type pendingSave struct {
+	st   State
+	done chan error
 }
 
 var _ Store = (*FileStore)(nil)
@@ -89,25 +98,44 @@ func (fs *FileStore) Resources() []string {
 }
 
 // Save replaces the state of st.Resource and writes the file durably. If
-// writing fails, the store keeps its previous contents.
+// writing fails, the store keeps its previous contents for every save of
+// that write.
 func (fs *FileStore) Save(_ context.Context, st State) error {
+	p := &pendingSave{st: copyState(st), done: make(chan error, 1)}
 	fs.mu.Lock()
-	defer fs.mu.Unlock()
-	prev, had := fs.all[st.Resource]
-	fs.all[st.Resource] = copyState(st)
-	if err := fs.write(); err != nil {
-		if had {
-			fs.all[st.Resource] = prev
-		} else {
-			delete(fs.all, st.Resource)
-		}
-		return err
+	fs.queue = append(fs.queue, p)
+	if fs.writing {
+		fs.mu.Unlock()
+		return <-p.done
 	}
-	return nil
+	fs.writing = true
+	for len(fs.queue) > 0 {
+		batch := fs.queue
+		fs.queue = nil
+		next := make(map[string]State, len(fs.all)+len(batch))
+		for k, v := range fs.all {
+			next[k] = v
+		}
+		for _, b := range batch {
+			next[b.st.Resource] = b.st
+		}
+		fs.mu.Unlock()
+		err := fs.write(next)
+		fs.mu.Lock()
+		if err == nil {
+			fs.all = next
+		}
+		for _, b := range batch {
+			b.done <- err
+		}
+	}
+	fs.writing = false
+	fs.mu.Unlock()
+	return <-p.done
 }
 
-func (fs *FileStore) write() error {
-	data, err := json.Marshal(fileImage{Version: fileVersion, Resources: fs.all})
+func (fs *FileStore) write(all map[string]State) error {
+	data, err := json.Marshal(fileImage{Version: fileVersion, Resources: all})
 	if err != nil {
 		return err
 	}

@@ -116,3 +116,36 @@ func TestFileStoreWriteFailure(t *testing.T) {
 		t.Fatalf("fence %d after a failed save, want 1", f)
 	}
 }
+
+// TestFileStoreConcurrentSaves: saves from many goroutines are all durable
+// when they return, whether or not they shared a write.
+func TestFileStoreConcurrentSaves(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.json")
+	fs, err := OpenFileStore(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 16
+	errs := make(chan error, n)
+	for i := 0; i < n; i++ {
+		go func(i int) {
+			name := "r" + string(rune('a'+i))
+			errs <- fs.Save(context.Background(), State{Resource: name, IssuedFence: uint64(i + 1)})
+		}(i)
+	}
+	for i := 0; i < n; i++ {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	again, err := OpenFileStore(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < n; i++ {
+		st, ok, _ := again.Load(context.Background(), "r"+string(rune('a'+i)))
+		if !ok || st.IssuedFence != uint64(i+1) {
+			t.Fatalf("resource %d: %+v %v", i, st, ok)
+		}
+	}
+}
