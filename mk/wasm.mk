@@ -22,12 +22,16 @@ $(WASM_EXEC): $(GOROOT)/lib/wasm/wasm_exec.js
 # typed example.
 test-js: build-wasm
 	$(GO) test -count=1 ./wasm/lib/...
+	GOOS=js GOARCH=wasm $(GO) test -count=1 ./wasm/lib/convert ./wasm/lib/bridge
 	node --test test/js/
 	tsc -p wasm/js/tsconfig.json
 
+# A brief run of each Go fuzz target over the argument decoding and the
+# bridge; the seed corpora are under wasm/lib/*/testdata/fuzz.
 test-wasm-fuzz-go:
-	$(GO) test -run '^$$' -fuzz '^FuzzArgs$$' -fuzztime 10s ./wasm/lib/convert
-	$(GO) test -run '^$$' -fuzz '^FuzzBridge$$' -fuzztime 10s ./wasm/lib/bridge
+	$(GO) test -run '^$$' -fuzz '^FuzzArgs$$' -fuzztime 8s ./wasm/lib/convert
+	$(GO) test -run '^$$' -fuzz '^FuzzRequestRoundTrip$$' -fuzztime 4s ./wasm/lib/convert
+	$(GO) test -run '^$$' -fuzz '^FuzzBridge$$' -fuzztime 8s ./wasm/lib/bridge
 
 bench-js: build-wasm
 	node scripts/bench-js.mjs

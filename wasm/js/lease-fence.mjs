@@ -118,7 +118,8 @@ async function instantiate(importObject) {
   return (await WebAssembly.instantiate(await response.arrayBuffer(), importObject)).instance;
 }
 
-// The Go side calls host.read(id) to read a createClock source. A source that
+// The Go side imports host.read (as lease_fence.read) to read a createClock
+// source. A source that
 // throws must not unwind through Go's frames, so the exception is parked in
 // `thrown` and rethrown to the caller once Go has returned. A source may not
 // call back into the library (begin refuses): the call reading it may hold a
@@ -150,13 +151,9 @@ const go = new globalThis.Go();
 go.exit = (code) => {
   dead ||= `the Go runtime exited with code ${code}`;
 };
+go.importObject.lease_fence = host;
 const instance = await instantiate(go.importObject);
-globalThis.__leaseFenceHost = host;
-try {
-  go.run(instance); // runs main until it blocks; the exports are then ready
-} finally {
-  delete globalThis.__leaseFenceHost;
-}
+go.run(instance); // runs main until it blocks; the exports are then ready
 const X = instance.exports;
 const memory = X.mem;
 const hdrAddr = X.lf_header();

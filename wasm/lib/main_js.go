@@ -4,14 +4,13 @@
 // (GOOS=js GOARCH=wasm). It exports the methods of package bridge with
 // //go:wasmexport; wasm/js/lease-fence.mjs loads it, runs main once, and then
 // calls the exports directly with numbers, sharing two byte buffers in the
-// wasm memory for everything else.
+// wasm memory for everything else. It does not use syscall/js: the one call
+// into JavaScript (reading a createClock source) is a //go:wasmimport.
 package main
 
 //lint:file-ignore U1000 the //go:wasmexport functions are called by the JavaScript host, not from Go.
 
 import (
-	"math"
-	"syscall/js"
 	"unsafe"
 
 	"github.com/lease-fence/lease-fence/wasm/lib/bridge"
@@ -47,19 +46,16 @@ func header() uint32 {
 	return uint32(uintptr(unsafe.Pointer(&hdr)))
 }
 
+// hostRead is lease-fence.mjs's host.read: the reading of the createClock
+// source registered as id, or NaN (a source that throws has its exception
+// kept in JavaScript and rethrown when the call returns). Importing it
+// directly keeps syscall/js out of the module.
+//
+//go:wasmimport lease_fence read
+func hostRead(id uint32) float64
+
 func main() {
-	// The host object is set by lease-fence.mjs before the instance runs.
-	host := js.Global().Get("__leaseFenceHost")
-	if host.Type() == js.TypeObject {
-		read := host.Get("read")
-		br.HostRead = func(id uint32) float64 {
-			v := read.Invoke(id)
-			if v.Type() != js.TypeNumber {
-				return math.NaN()
-			}
-			return v.Float()
-		}
-	}
+	br.HostRead = hostRead
 	// Keep the instance alive for the exports; JavaScript calls them
 	// directly, so main has nothing more to do.
 	select {}

@@ -3,6 +3,7 @@ package convert
 import (
 	"errors"
 	"math"
+	"sort"
 	"testing"
 
 	"github.com/lease-fence/lease-fence/core/lease"
@@ -56,6 +57,15 @@ var decoders = map[string]func(r *Reader) (valid func() error, err error){
 	},
 }
 
+var decoderNames = func() []string {
+	var names []string
+	for name := range decoders {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	return names
+}()
+
 func finiteCheck(v float64, err error) (func() error, error) {
 	return func() error {
 		if math.IsNaN(v) || math.IsInf(v, 0) {
@@ -88,9 +98,15 @@ func FuzzArgs(f *testing.F) {
 	w = ArgWriter{}
 	f.Add(w.Number(math.NaN()).B)
 	f.Add([]byte{})
+	var in Interner
 	f.Fuzz(func(t *testing.T, data []byte) {
-		for name, decode := range decoders {
-			valid, err := decode(NewReader(data))
+		for i := 0; i < 2*len(decoders); i++ {
+			name, decode := decoderNames[i/2], decoders[decoderNames[i/2]]
+			r := NewReader(data)
+			if i%2 == 1 {
+				r.Strings = &in // the same decode with interned strings
+			}
+			valid, err := decode(r)
 			if err != nil {
 				var ae *ArgumentError
 				if !errors.As(err, &ae) || ae.Arg == "" || ae.Reason == "" {
