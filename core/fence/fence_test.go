@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/lease-fence/lease-fence/core/fence"
 )
@@ -494,12 +495,21 @@ func BenchmarkGateCommitAdmitted(b *testing.B) {
 	n := 0
 	write := func() error { n++; return nil }
 	b.ReportAllocs()
+	cpu := processCPU()
 	for b.Loop() {
 		if err := g.Commit(tk, write); err != nil {
 			b.Fatal(err)
 		}
 	}
+	reportCPU(b, cpu)
 	sink = n
+}
+
+// reportCPU reports the process CPU time per iteration since cpu.
+func reportCPU(b *testing.B, cpu time.Duration) {
+	if cpu != 0 {
+		b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/op")
+	}
 }
 
 func BenchmarkBaselineMutexCommit(b *testing.B) {
@@ -507,11 +517,13 @@ func BenchmarkBaselineMutexCommit(b *testing.B) {
 	n := 0
 	write := func() error { n++; return nil }
 	b.ReportAllocs()
+	cpu := processCPU()
 	for b.Loop() {
 		if err := g.commit(1, write); err != nil {
 			b.Fatal(err)
 		}
 	}
+	reportCPU(b, cpu)
 	sink = n
 }
 

@@ -88,6 +88,7 @@ func coordinatorCycle(b *testing.B, c *lease.Coordinator, in cycleInput, start f
 	i := 0
 	sent := clock.At("agent", 0)
 	b.ReportAllocs()
+	cpu := processCPU()
 	for b.Loop() {
 		k := i % len(in.res)
 		i++
@@ -107,7 +108,15 @@ func coordinatorCycle(b *testing.B, c *lease.Coordinator, in cycleInput, start f
 			b.Fatal(ok, err)
 		}
 	}
+	reportCPU(b, cpu)
 	return now
+}
+
+// reportCPU reports the process CPU time per iteration since cpu.
+func reportCPU(b *testing.B, cpu time.Duration) {
+	if cpu != 0 {
+		b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/op")
+	}
 }
 
 func baselineCycle(b *testing.B, m *mapBaseline, in cycleInput, start float64) float64 {
@@ -116,6 +125,7 @@ func baselineCycle(b *testing.B, m *mapBaseline, in cycleInput, start float64) f
 	i := 0
 	const ttl = 30_000.0
 	b.ReportAllocs()
+	cpu := processCPU()
 	for b.Loop() {
 		k := i % len(in.res)
 		i++
@@ -125,6 +135,7 @@ func baselineCycle(b *testing.B, m *mapBaseline, in cycleInput, start float64) f
 			b.Fatal("baseline cycle failed")
 		}
 	}
+	reportCPU(b, cpu)
 	return now
 }
 
