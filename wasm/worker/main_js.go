@@ -43,7 +43,15 @@ const defaultTTL = 30 * time.Second
 
 func main() {
 	binding := js.Global().Get("context").Get("binding")
-	workers.ServeNonBlock(wire.NewHandler(&router{}, wire.HandlerOptions{}))
+	front := wire.NewHandler(&router{}, wire.HandlerOptions{})
+	// syumai/workers' handleRequest serves the front too, for callers that
+	// want a plain Request -> Response; worker.mjs uses frontFetch, which
+	// passes bodies as strings and skips the stream conversions.
+	workers.ServeNonBlock(front)
+	binding.Set("frontFetch", js.FuncOf(func(_ js.Value, args []js.Value) (result any) {
+		defer recoverTo(&result)
+		return serveString(front, args)
+	}))
 	objects := &objectTable{byHandle: map[int]*object{}}
 	binding.Set("openObject", js.FuncOf(objects.open))
 	binding.Set("closeObject", js.FuncOf(objects.close))
@@ -153,12 +161,12 @@ func (t *objectTable) close(_ js.Value, args []js.Value) any {
 	return nil
 }
 
-// fetch(handle, method, url, contentType, body) answers one request to an
-// object with a promise of {status, body}.
+// fetch(handle, method, url, contentType, contentLength, body) answers one
+// request to an object with a promise of {status, body, allow}.
 func (t *objectTable) fetch(_ js.Value, args []js.Value) (result any) {
 	defer recoverTo(&result)
-	if len(args) != 5 || args[0].Type() != js.TypeNumber {
-		return rejected(errors.New("objectFetch(handle, method, url, contentType, body)"))
+	if len(args) != 6 || args[0].Type() != js.TypeNumber {
+		return rejected(errors.New("objectFetch(handle, method, url, contentType, contentLength, body)"))
 	}
 	t.mu.Lock()
 	o := t.byHandle[args[0].Int()]
@@ -166,17 +174,29 @@ func (t *objectTable) fetch(_ js.Value, args []js.Value) (result any) {
 	if o == nil {
 		return rejected(errors.New("objectFetch: unknown object handle"))
 	}
-	method, url, ctype, body := args[1].String(), args[2].String(), args[3].String(), args[4].String()
+	return serveString(o.handler, args[1:])
+}
+
+// serveString runs h on a request given as (method, url, contentType,
+// contentLength, body) strings and numbers, and returns a promise of
+// {status, body, allow}. contentLength is -1 when unknown; the body may be
+// empty when the declared length is already over the limit.
+func serveString(h http.Handler, args []js.Value) js.Value {
+	if len(args) != 5 || args[3].Type() != js.TypeNumber {
+		return rejected(errors.New("serve(method, url, contentType, contentLength, body)"))
+	}
+	method, url, ctype, clen, body := args[0].String(), args[1].String(), args[2].String(), args[3].Int(), args[4].String()
 	return promise(func() (js.Value, error) {
 		req, err := http.NewRequest(method, url, strings.NewReader(body))
 		if err != nil {
 			return js.Value{}, err
 		}
+		req.ContentLength = int64(clen)
 		if ctype != "" {
 			req.Header.Set("Content-Type", ctype)
 		}
 		w := &recorder{header: http.Header{}, status: http.StatusOK}
-		o.handler.ServeHTTP(w, req)
+		h.ServeHTTP(w, req)
 		out := js.Global().Get("Object").New()
 		out.Set("status", w.status)
 		out.Set("body", w.body.String())
