@@ -1,3 +1,5 @@
+//go:build !js
+
 // Command bench-service measures the coordinator as a service: acquire +
 // release cycles per second over HTTP on loopback, sequentially and with
 // concurrent clients, for
