@@ -14,7 +14,6 @@ describe('instants', () => {
     assert.equal(t.domain, 'a');
     assert.equal(c.domain, 'a');
     assert.deepEqual(JSON.parse(JSON.stringify(t)), { millis: 42, domain: 'a' });
-    assert.ok(Object.isFrozen(t));
   });
 
   test('since subtracts within a domain', () => {

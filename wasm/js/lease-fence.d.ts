@@ -16,8 +16,8 @@ export interface InstantLike {
 }
 
 /**
- * A reading of a clock. Instants are frozen; JSON turns them into plain
- * `{ millis, domain }` objects, which every function accepts as well.
+ * A reading of a clock. JSON turns it into a plain
+ * `{ millis, domain }` object, which every function accepts as well.
  */
 export interface Instant extends InstantLike {
   /** `this.millis - earlier.millis`; throws ClockDomainError if the domains differ. */

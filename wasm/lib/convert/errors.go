@@ -9,6 +9,7 @@ type ArgumentError struct {
 	Reason string
 }
 
+// Error names the argument and what is wrong with it.
 func (e *ArgumentError) Error() string { return "lease-fence: " + e.Arg + " " + e.Reason }
 
 // InvalidArgument marks e as a caller error, like the core packages' argument

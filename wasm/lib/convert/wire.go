@@ -51,6 +51,7 @@ var tagNames = [tagCount]string{
 	"string longer than 1048576 characters",
 }
 
+// String names the JavaScript type, for error messages.
 func (t Tag) String() string {
 	if t < tagCount {
 		return tagNames[t]
@@ -74,6 +75,7 @@ const (
 
 var kindNames = [kindCount]string{"", "clock", "LeaseCoordinator", "LeaseClient", "lease", "FenceGate", "naive lease"}
 
+// String names the class, for error messages.
 func (k Kind) String() string {
 	if k > 0 && k < kindCount {
 		return kindNames[k]
