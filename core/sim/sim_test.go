@@ -59,6 +59,7 @@ func TestSimSeeds(t *testing.T) {
 		mu       sync.Mutex
 		total    Stats
 		failures []string
+		failed   int
 		persist  Stats // totals over runs with persisted restarts
 		amnesiac Stats
 		outSkew  Stats
@@ -82,8 +83,11 @@ func TestSimSeeds(t *testing.T) {
 				if !r.Params.SkewWithin {
 					add(&outSkew, &r.Stats)
 				}
-				if err := r.Err(); err != nil && len(failures) < 5 {
-					failures = append(failures, err.Error()+"\n    replay: "+ReplayCommand(s, Fenced))
+				if err := r.Err(); err != nil {
+					failed++
+					if len(failures) < 5 {
+						failures = append(failures, err.Error()+"\n    replay: "+ReplayCommand(s, Fenced))
+					}
 				}
 				mu.Unlock()
 			}
@@ -101,6 +105,9 @@ func TestSimSeeds(t *testing.T) {
 	t.Logf("  runs with drift beyond the assumed skew: holders believed %d leases past the coordinator's window", outSkew.BeliefBeyondWindow)
 	for _, f := range failures {
 		t.Error(f)
+	}
+	if failed > 0 {
+		t.Errorf("%d of %d seeds failed (the first %d are shown above)", failed, n, len(failures))
 	}
 	if n < 300 {
 		return
