@@ -143,26 +143,11 @@ func (p *Pending) End(out OpOutput) {
 	p.h.ops = append(p.h.ops, porcupine.Operation{ClientId: p.client, Input: p.in, Call: p.call, Output: out, Return: ret})
 }
 
-// EndAs is End for transports that choose the request id inside the call
-// (an HTTP client that begins its own requests): it records requestID as the
-// operation's request id.
-func (p *Pending) EndAs(requestID string, out OpOutput) {
-	p.in.RequestID = requestID
-	p.End(out)
-}
-
 // Operations returns the recorded operations.
 func (h *History) Operations() []porcupine.Operation {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return append([]porcupine.Operation(nil), h.ops...)
-}
-
-// Len returns the number of recorded operations.
-func (h *History) Len() int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return len(h.ops)
 }
 
 // Recording wraps a coordinator so every call is recorded in a History.
