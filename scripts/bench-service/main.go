@@ -163,7 +163,13 @@ func startTarget(name, coordinator, wrangler string) (*server, error) {
 		return nil, errors.New("unknown target (want native, native-durable, worker, worker-plain-js)")
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Stderr = os.Stderr
+	// The runtime's own log (including complaints about connections the
+	// benchmark closes) goes to a file, shown only if it fails to start.
+	logf, err := os.Create(filepath.Join(tmp, "server.log"))
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stderr = logf
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err
@@ -190,7 +196,8 @@ func startTarget(name, coordinator, wrangler string) (*server, error) {
 	select {
 	case u, ok := <-found:
 		if !ok {
-			return nil, errors.New("exited before it was ready")
+			log, _ := os.ReadFile(logf.Name())
+			return nil, errors.New("exited before it was ready:\n" + string(log))
 		}
 		s.url = u
 	case <-time.After(90 * time.Second):
