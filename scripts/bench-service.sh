@@ -27,7 +27,7 @@ $GO build -o out/bin/bench-service ./scripts/bench-service
 (cd scripts/peers && $GO build -o ../../out/bin/peers .)
 
 echo "== lease-fence coordinator over HTTP ($(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)) =="
-out/bin/bench-service -targets native,native-durable -cycles "$CYCLES" -duration "$DURATION" -rounds "$ROUNDS"
+out/bin/bench-service -targets native,native-raw,native-durable -cycles "$CYCLES" -duration "$DURATION" -rounds "$ROUNDS"
 out/bin/bench-service -targets worker,worker-plain-js -cycles "$CYCLES" -duration "$DURATION" -rounds "$ROUNDS"
 echo "== peers (load $(cut -d' ' -f1-3 /proc/loadavg)) =="
 out/bin/peers -cycles "$CYCLES" -duration "$DURATION"

@@ -5,6 +5,10 @@
 // concurrent clients, for
 //
 //	native          scripts/coordinator, state in memory
+//	native-raw      the same server driven by a minimal HTTP/1.1 client (one
+//	                connection, prebuilt requests, no lease.Client), like the
+//	                few-line RESP client scripts/peers uses for Redis: what
+//	                the server can do when the client costs little
 //	native-durable  scripts/coordinator -state FILE (fsync before every answer)
 //	worker          the Go Worker (wasm/worker) under wrangler dev
 //	worker-plain-js the plain-JavaScript Durable Object (wasm/worker/plain.mjs)
@@ -19,10 +23,12 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -143,7 +149,7 @@ func startTarget(name, coordinator, wrangler string) (*server, error) {
 	}
 	var cmd *exec.Cmd
 	switch name {
-	case "native":
+	case "native", "native-raw":
 		cmd = exec.Command(coordinator, "-addr", "127.0.0.1:0", "-quiet")
 	case "native-durable":
 		cmd = exec.Command(coordinator, "-addr", "127.0.0.1:0", "-quiet", "-state", filepath.Join(tmp, "state.json"))
@@ -160,7 +166,7 @@ func startTarget(name, coordinator, wrangler string) (*server, error) {
 		cmd.Dir = "wasm/worker"
 		cmd.Env = append(os.Environ(), "WRANGLER_SEND_METRICS=false", "CLOUDFLARE_CF_FETCH_ENABLED=false", "CI=1", "NO_COLOR=1")
 	default:
-		return nil, errors.New("unknown target (want native, native-durable, worker, worker-plain-js)")
+		return nil, errors.New("unknown target (want native, native-raw, native-durable, worker, worker-plain-js)")
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	// The runtime's own log (including complaints about connections the
@@ -217,6 +223,9 @@ var run atomic.Int64
 // measure runs clients goroutines of acquire+release cycles on their own
 // resources until cycles are done or d has passed.
 func measure(url, name string, clients, cycles int, d time.Duration) (Result, error) {
+	if strings.HasSuffix(name, "-raw") {
+		return measureRaw(url, name, clients, cycles, d)
+	}
 	tr := &http.Transport{MaxIdleConnsPerHost: clients, MaxConnsPerHost: clients}
 	defer tr.CloseIdleConnections()
 	hc := &http.Client{Transport: tr}
@@ -269,4 +278,115 @@ func measure(url, name string, clients, cycles int, d time.Duration) (Result, er
 		return Result{}, firstErr
 	}
 	return Result{Name: name, Clients: clients, Cycles: done.Load(), Elapsed: el}, nil
+}
+
+// measureRaw is measure with rawClient instead of wire.Client.
+func measureRaw(url, name string, clients, cycles int, d time.Duration) (Result, error) {
+	host := strings.TrimPrefix(url, "http://")
+	id := run.Add(1)
+	cs := make([]*rawClient, clients)
+	for i := range cs {
+		c, err := dialRaw(host)
+		if err != nil {
+			return Result{}, err
+		}
+		defer c.conn.Close()
+		cs[i] = c
+	}
+	var done atomic.Int64
+	var firstErr error
+	var once sync.Once
+	deadline := time.Now().Add(d)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i, c := range cs {
+		wg.Add(1)
+		go func(i int, c *rawClient) {
+			defer wg.Done()
+			res := fmt.Sprintf("bench-%s-%d-%d", name, id, i)
+			holder := fmt.Sprintf("raw-%d", i)
+			for n := 0; time.Now().Before(deadline) && done.Load() < int64(cycles); n++ {
+				if err := c.cycle(res, holder, n); err != nil {
+					once.Do(func() { firstErr = err })
+					return
+				}
+				done.Add(1)
+			}
+		}(i, c)
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return Result{}, firstErr
+	}
+	return Result{Name: name, Clients: clients, Cycles: done.Load(), Elapsed: time.Since(start)}, nil
+}
+
+// rawClient speaks just enough HTTP/1.1 over one kept-alive connection.
+type rawClient struct {
+	conn net.Conn
+	r    *bufio.Reader
+	buf  []byte
+}
+
+func dialRaw(host string) (*rawClient, error) {
+	c, err := net.Dial("tcp", host)
+	if err != nil {
+		return nil, err
+	}
+	return &rawClient{conn: c, r: bufio.NewReader(c)}, nil
+}
+
+func (c *rawClient) post(path string, body []byte) ([]byte, error) {
+	c.buf = append(c.buf[:0], "POST "...)
+	c.buf = append(c.buf, path...)
+	c.buf = append(c.buf, " HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\nContent-Length: "...)
+	c.buf = strconv.AppendInt(c.buf, int64(len(body)), 10)
+	c.buf = append(c.buf, "\r\n\r\n"...)
+	c.buf = append(c.buf, body...)
+	if _, err := c.conn.Write(c.buf); err != nil {
+		return nil, err
+	}
+	resp, err := http.ReadResponse(c.r, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s: %d %s", path, resp.StatusCode, data)
+	}
+	return data, nil
+}
+
+func (c *rawClient) cycle(resource, holder string, n int) error {
+	id := strconv.Itoa(n)
+	acq := `{"requestId":"a` + id + `","resource":"` + resource + `","holderId":"` + holder +
+		`","sentAt":{"millis":` + id + `,"domain":"` + holder + `"},"kind":"acquire"}`
+	data, err := c.post("/v1/acquire", []byte(acq))
+	if err != nil {
+		return err
+	}
+	var reply struct {
+		OK    bool `json:"ok"`
+		Grant struct {
+			Fence  uint64 `json:"fence"`
+			Secret string `json:"secret"`
+		} `json:"grant"`
+	}
+	if err := json.Unmarshal(data, &reply); err != nil || !reply.OK {
+		return fmt.Errorf("acquire: %s", data)
+	}
+	rel := `{"requestId":"r` + id + `","resource":"` + resource + `","holderId":"` + holder +
+		`","fence":` + strconv.FormatUint(reply.Grant.Fence, 10) + `,"secret":"` + reply.Grant.Secret + `"}`
+	data, err = c.post("/v1/release", []byte(rel))
+	if err != nil {
+		return err
+	}
+	if string(data) != `{"ok":true}` {
+		return fmt.Errorf("release: %s", data)
+	}
+	return nil
 }
