@@ -21,6 +21,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/anishathalye/porcupine"
+
 	"github.com/lease-fence/lease-fence/core/clock"
 	"github.com/lease-fence/lease-fence/core/lease"
 	"github.com/lease-fence/lease-fence/core/wire"
@@ -88,7 +90,10 @@ func startRuntime() error {
 		return errors.New("the worker is not built; run make worker")
 	}
 	cmd := exec.Command(filepath.Join(root, "node_modules/.bin/wrangler"), "dev",
-		"--ip", "127.0.0.1", "--port", "0", "--persist-to", persistDir, "--log-level", "info", "--show-interactive-dev-session=false")
+		"--ip", "127.0.0.1", "--port", "0", "--persist-to", persistDir, "--log-level", "info", "--show-interactive-dev-session=false",
+		// No lease may run out by itself during the run: the porcupine
+		// model of TestConcurrentHistory has no clock.
+		"--var", "LEASE_TTL_MS:600000")
 	cmd.Dir = filepath.Join(root, "wasm/worker")
 	cmd.Env = append(os.Environ(), "WRANGLER_SEND_METRICS=false", "CLOUDFLARE_CF_FETCH_ENABLED=false", "CI=1", "NO_COLOR=1")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -321,7 +326,7 @@ func TestConcurrentHistory(t *testing.T) {
 		go func(c int) {
 			defer wg.Done()
 			rng := rand.New(rand.NewPCG(42, uint64(c)))
-			h := newHolder(t, fmt.Sprintf("client-%d", c))
+			h := newHolder(t, ClientName(c))
 			var held *wire.Lease
 			for n := 0; n < perClient; n++ {
 				if held == nil {
@@ -333,7 +338,9 @@ func TestConcurrentHistory(t *testing.T) {
 						g := l.Grant()
 						e.OK, e.Fence, e.ExpiresAt, e.TTLMillis = true, g.Fence, g.CoordinatorExpiresAt.Millis, clock.Millis(g.TTL)
 						held = l
-					} else if !errors.As(err, new(*wire.DeniedError)) {
+					} else if d := new(wire.DeniedError); errors.As(err, &d) {
+						e.HeldBy = d.HeldBy
+					} else {
 						errs <- fmt.Errorf("client %d acquire: %w", c, err)
 						return
 					}
@@ -407,6 +414,9 @@ func TestConcurrentHistory(t *testing.T) {
 		}
 		f.Close()
 		t.Fatalf("%v (history in %s)", err, f.Name())
+	}
+	if res := Linearizable(history, time.Minute); res != porcupine.Ok {
+		t.Fatalf("porcupine: the history is %s against the lease model", res)
 	}
 	t.Logf("%d calls in %v: %d acquisitions granted, %d denied", len(history), time.Since(origin).Round(time.Millisecond), granted, deniedN)
 }

@@ -19,6 +19,7 @@ type Event struct {
 	End      int64
 	OK       bool   // granted / released
 	Fence    uint64 // the fence granted, renewed or released
+	HeldBy   string // for a denied acquisition, the holder named
 	// Lease validity in the coordinator's clock domain, for granted
 	// acquisitions and renewals: [ExpiresAt-TTL, ExpiresAt).
 	ExpiresAt float64
