@@ -99,6 +99,17 @@ type Lease struct {
 	secret string
 }
 
+// String describes the lease without its secret.
+func (l *Lease) String() string {
+	if l == nil || l.Lease == nil {
+		return "<nil lease>"
+	}
+	return "lease " + l.Token().String() + " until " + l.Deadline().String()
+}
+
+// GoString is String, so %#v does not print the secret either.
+func (l *Lease) GoString() string { return l.String() }
+
 // Acquire asks for resource. It returns the lease, or a *DeniedError naming
 // the live holder (the caller itself included: a holder is never granted a
 // second lease on what it holds), or the last failure after every attempt.

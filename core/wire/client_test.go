@@ -3,6 +3,8 @@ package wire
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -119,6 +121,11 @@ func TestClientRoundTrip(t *testing.T) {
 	// The deadline is anchored at the send instant (50), not at any reply.
 	if tok := l.Token(); tok.Fence != 1 || tok.HolderID != "a" || l.Deadline() != clock.At("agent-a", 50+1000-10) {
 		t.Fatalf("lease %v deadline %v", tok, l.Deadline())
+	}
+	for _, format := range []string{"%v", "%+v", "%#v", "%s"} {
+		if out := fmt.Sprintf(format, l); strings.Contains(out, l.secret) || !strings.Contains(out, "deploy") {
+			t.Fatalf("%s prints %q", format, out)
+		}
 	}
 	if _, err := c.client.Acquire(ctx, "deploy"); !isDenied(err, "a") {
 		t.Fatalf("second acquire by the holder: %v", err)
