@@ -513,8 +513,13 @@ const ids = new Map();
 
 // roomForIds makes room for n new ids. It is called before a call's ids are
 // looked up, never between, since a reset invalidates ids already handed out.
+// The ids of the last token committed, which is usually the next one too.
+let lastResource = '', lastHolder = '';
+const lastIds = [0, 0];
+
 function roomForIds(n) {
   if (ids.size + n > MAX_IDS) {
+    lastResource = lastHolder = '';
     ids.clear();
     X.lf_reset_ids();
   }
@@ -842,9 +847,21 @@ export class FenceGate extends Handled {
     if (typeof fn === 'function' && typeof token === 'object' && token !== null) {
       const { resource, holderId, fence } = token;
       if (typeof resource === 'string' && typeof holderId === 'string' && typeof fence === 'number') {
-        roomForIds(2);
-        const r = idOf(resource);
-        const h = r && idOf(holderId);
+        let r, h;
+        if (resource === lastResource && holderId === lastHolder) {
+          r = lastIds[0];
+          h = lastIds[1];
+        } else {
+          roomForIds(2);
+          r = idOf(resource);
+          h = r && idOf(holderId);
+          if (h) {
+            lastResource = resource;
+            lastHolder = holderId;
+            lastIds[0] = r;
+            lastIds[1] = h;
+          }
+        }
         if (h) {
           call4(X.lf_gate_commit_ids, handleOf(this), r, h, fence);
           return fn();

@@ -705,6 +705,21 @@ func (b *Bridge) ResetIDs() {
 // error, is GateCommit's.
 func (b *Bridge) GateCommitIDs(h, resource, holder uint32, fenceNum float64) (st int32) {
 	defer b.guard(&st)
+	// The common case, checked inline: a live gate, known ids, a fence that
+	// is a whole number in range. Anything else takes the checked path
+	// below, which produces the errors.
+	if int(h) < len(b.objs) && resource-1 < uint32(len(b.ids)) && holder-1 < uint32(len(b.ids)) &&
+		fenceNum >= 1 && fenceNum <= convert.MaxSafeInteger && fenceNum == float64(uint64(fenceNum)) {
+		if g, ok := b.objs[h].(*fence.Gate); ok {
+			if hid := b.ids[holder-1]; hid != "" {
+				tok := fence.Token{Resource: b.ids[resource-1], HolderID: hid, Fence: uint64(fenceNum)}
+				if err := g.Admit(tok); err != nil {
+					return b.status(err)
+				}
+				return OK
+			}
+		}
+	}
 	g, err := get[*fence.Gate](b, h, convert.KindGate)
 	if err != nil {
 		return b.status(err)
