@@ -119,12 +119,11 @@ async function instantiate(importObject) {
 }
 
 // The Go side imports host.read (as lease_fence.read) to read a createClock
-// source. A source that
-// throws must not unwind through Go's frames, so the exception is parked in
-// `thrown` and rethrown to the caller once Go has returned. A source may not
-// call back into the library (begin refuses): the call reading it may hold a
-// lock the inner call needs, and a wait for a lock in a single-threaded
-// instance would stop it for good.
+// source. A source that throws must not unwind through Go's frames, so the
+// exception is parked in `thrown` and rethrown to the caller once Go has
+// returned. A source may not call back into the library (begin refuses): the
+// call reading it may hold a lock the inner call needs, and a wait for a lock
+// in a single-threaded instance would stop it for good.
 const NONE = Symbol('none');
 let thrown = NONE;
 let reading = false;
