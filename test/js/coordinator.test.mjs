@@ -1,7 +1,7 @@
 // The coordinator: fence ordering, denials, renewal, expiry, release, replay.
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { createManualClock, InvalidArgumentError, LeaseCoordinator } from 'lease-fence';
+import { createClock, createManualClock, ClockReadingError, InvalidArgumentError, LeaseClient, LeaseCoordinator } from 'lease-fence';
 import { acquire, world } from './helpers.mjs';
 
 describe('fence ordering', () => {
@@ -139,5 +139,34 @@ describe('retries', () => {
     const req = a.beginAcquire('slot');
     coordinator.acquire(req);
     assert.throws(() => coordinator.acquire({ ...req, resource: 'other' }), (e) => e instanceof InvalidArgumentError && e.argument === 'requestId');
+  });
+});
+
+describe('the coordinator\'s clock', () => {
+  test('a backwards reading fails the call and changes nothing', () => {
+    const readings = [100, 50, 200];
+    const coordinator = new LeaseCoordinator({ clock: createClock('ntp', () => readings.shift()), ttlMillis: 1000 });
+    const a = new LeaseClient({ clock: createManualClock('agent-a'), holderId: 'agent-a' });
+    assert.equal(coordinator.acquire(a.beginAcquire('x')).ok, true); // read 100
+    assert.throws(() => coordinator.acquire(a.beginAcquire('y')), ClockReadingError); // read 50
+    assert.equal(coordinator.issuedFence, 1, 'no fence issued for the failed call');
+    const out = coordinator.acquire(a.beginAcquire('y')); // read 200
+    assert.equal(out.grant.fence, 2);
+    assert.equal(out.grant.coordinatorExpiresAt.millis, 1200);
+  });
+
+  test('an exception from the coordinator\'s clock source reaches the caller unchanged', () => {
+    const failure = new Error('clock unavailable');
+    const coordinator = new LeaseCoordinator({ clock: createClock('src', () => { throw failure; }), ttlMillis: 1000 });
+    const a = new LeaseClient({ clock: createManualClock('agent-a'), holderId: 'agent-a' });
+    assert.throws(() => coordinator.acquire(a.beginAcquire('x')), (e) => e === failure);
+    assert.equal(coordinator.issuedFence, 0);
+  });
+
+  test('a stepping manual clock moves on every call the coordinator makes', () => {
+    const { coordinator, coordClock, a } = world({ ttlMillis: 100, stepPerRead: 10 });
+    const lease = acquire(coordinator, a); // the coordinator reads 0
+    assert.equal(lease.grant.coordinatorExpiresAt.millis, 100);
+    assert.equal(coordClock.now().millis, 10, 'one read by acquire, this is the second');
   });
 });
