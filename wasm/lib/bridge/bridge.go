@@ -134,7 +134,7 @@ func get[T any](b *Bridge, h uint32, k convert.Kind) (T, error) {
 
 // args returns a reader over the first n bytes of In.
 func (b *Bridge) args(n int32) (convert.Reader, error) {
-	var r convert.Reader
+	r := convert.Reader{Strings: &b.strings}
 	if n < 0 || int(n) > len(b.In) {
 		return r, &convert.ArgumentError{Arg: "arguments", Reason: "length is out of range"}
 	}

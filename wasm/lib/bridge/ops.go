@@ -563,7 +563,6 @@ func (b *Bridge) gateAdmit(h uint32, n int32, write bool) (st int32) {
 	if err != nil {
 		return b.status(err)
 	}
-	r.Strings = &b.strings
 	tok, err := r.Token("token")
 	if err == nil && write {
 		err = r.Function("fn")

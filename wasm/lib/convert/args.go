@@ -256,7 +256,7 @@ func (r *Reader) Request(arg string, k lease.Kind) (lease.Request, error) {
 		return q, argErr(arg+".kind", "must be "+strconv.Quote(string(k))+", got "+describe(Value{Tag: TagString, Str: kind}))
 	}
 	q.Kind = k
-	if q.RequestID, err = r.nonEmpty(arg, "requestId"); err != nil {
+	if q.RequestID, err = r.uniqueNonEmpty(arg, "requestId"); err != nil {
 		return q, err
 	}
 	if q.Resource, err = r.nonEmpty(arg, "resource"); err != nil {
@@ -289,7 +289,7 @@ func (r *Reader) Grant(arg string) (lease.Grant, error) {
 		return g, err
 	}
 	var err error
-	if g.RequestID, err = r.nonEmpty(arg, "requestId"); err != nil {
+	if g.RequestID, err = r.uniqueNonEmpty(arg, "requestId"); err != nil {
 		return g, err
 	}
 	if g.Resource, err = r.nonEmpty(arg, "resource"); err != nil {
@@ -383,11 +383,27 @@ func (r *OutReader) GetGrant() lease.Grant {
 	return g
 }
 
-// path joins an argument and a field name; only error paths call it, so a
-// successful decode builds no strings.
+// path joins an argument and a field name. Error paths call it, and so does
+// the decoding of the instants nested in requests and grants, whose paths are
+// constants here so that a successful decode builds no strings.
 func path(arg, field string) string {
-	if field == "" {
+	switch {
+	case field == "":
 		return arg
+	case arg == "request" && field == "sentAt":
+		return "request.sentAt"
+	case arg == "grant" && field == "coordinatorExpiresAt":
+		return "grant.coordinatorExpiresAt"
 	}
 	return arg + "." + field
+}
+
+// uniqueNonEmpty is nonEmpty for a value that is seldom repeated (a request
+// id): it is decoded without the interner, which it would only fill up.
+func (r *Reader) uniqueNonEmpty(arg, field string) (string, error) {
+	in := r.Strings
+	r.Strings = nil
+	s, err := r.nonEmpty(arg, field)
+	r.Strings = in
+	return s, err
 }
