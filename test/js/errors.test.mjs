@@ -73,3 +73,31 @@ describe('errors', () => {
     ]);
   });
 });
+
+describe('re-entry while arguments are read', () => {
+  test('a getter that calls into the library makes the outer call fail without effect', () => {
+    const gate = new lf.FenceGate('slot');
+    const other = new lf.FenceGate('other');
+    const token = {
+      resource: 'slot',
+      holderId: 'a',
+      get fence() {
+        other.admit({ resource: 'other', holderId: 'b', fence: 9 }); // runs, and is complete
+        return 3;
+      },
+    };
+    assert.throws(() => gate.admit(token), (e) => e instanceof lf.LeaseFenceError && /getter called into lease-fence/.test(e.message));
+    assert.equal(gate.floor, 0, 'the outer call did nothing');
+    assert.equal(other.floor, 9, 'the inner call did what it was asked');
+    gate.admit({ resource: 'slot', holderId: 'a', fence: 3 });
+    assert.equal(gate.floor, 3, 'the library works afterwards');
+  });
+
+  test('a getter that throws leaves the library usable', () => {
+    const gate = new lf.FenceGate('slot');
+    const boom = new Error('getter failed');
+    assert.throws(() => gate.admit({ resource: 'slot', holderId: 'a', get fence() { throw boom; } }), (e) => e === boom);
+    gate.admit({ resource: 'slot', holderId: 'a', fence: 1 });
+    assert.equal(gate.floor, 1);
+  });
+});

@@ -188,6 +188,12 @@ const wellFormed = typeof String.prototype.isWellFormed === 'function'
 let inPtr = 0, inCap = 0, p = 0;
 
 
+// begin starts encoding a call's arguments and returns the encoding's number.
+// Reading an argument can run the caller's code (a getter), and if that code
+// calls into lease-fence it starts an encoding of its own over the same
+// buffer; call then sees that the number moved on and refuses to send the
+// outer call's now-mixed arguments.
+let encoding = 0;
 function begin() {
   if (dead) throw instanceDied();
   if (reading) {
@@ -197,6 +203,7 @@ function begin() {
   inPtr = hdr[0];
   inCap = hdr[1];
   p = 0;
+  return ++encoding;
 }
 
 function ensure(n) {
@@ -478,8 +485,12 @@ function internalOnly(key, name) {
   }
 }
 
-// call runs one export; a trap or exit marks the instance dead.
-function call(fn, a, b) {
+// call runs one export whose arguments encoding enc wrote; a trap or exit
+// marks the instance dead.
+function call(enc, fn, a, b) {
+  if (enc !== encoding) {
+    throw new LeaseFenceError('lease-fence: an argument\'s getter called into lease-fence while the arguments were being read; nothing was done');
+  }
   let st;
   try {
     st = fn(a, b);
@@ -531,7 +542,7 @@ function idOf(s) {
   const id = ids.get(s);
   if (id !== undefined) return id;
   if (s.length === 0 || s.length > 21 || ids.size >= MAX_IDS) return 0; // 21 UTF-16 units fit in 64 UTF-8 bytes
-  begin();
+  begin(); // s is a string: no caller code runs while it is encoded
   putStr(s);
   if (X.lf_intern(p) !== 0) return 0;
   if (u8.length === 0) views();
@@ -551,10 +562,10 @@ class Instant {
 
   /** this minus earlier, in milliseconds; ClockDomainError across domains. */
   since(earlier) {
-    begin();
+    const enc = begin();
     putInstant(this);
     putInstant(earlier);
-    call(X.lf_instant_since, p);
+    call(enc, X.lf_instant_since, p);
     return f64();
   }
 
@@ -579,8 +590,8 @@ class Clock extends Handled {
 
   /** Reads the clock. Throws ClockReadingError for a NaN, infinite or backwards reading. */
   now() {
-    begin();
-    call(X.lf_clock_now, handleOf(this));
+    const enc = begin();
+    call(enc, X.lf_clock_now, handleOf(this));
     return new Instant(f64(), this.#domain);
   }
 }
@@ -588,36 +599,36 @@ class Clock extends Handled {
 class ManualClock extends Clock {
   /** Moves the clock forward by ms (finite, >= 0). */
   advance(ms) {
-    begin();
+    const enc = begin();
     put(ms);
-    call(X.lf_clock_advance, handleOf(this), p);
+    call(enc, X.lf_clock_advance, handleOf(this), p);
   }
 
   /** Moves the clock to ms; moving it backwards throws ClockReadingError. */
   set(ms) {
-    begin();
+    const enc = begin();
     put(ms);
-    call(X.lf_clock_set, handleOf(this), p);
+    call(enc, X.lf_clock_set, handleOf(this), p);
   }
 }
 
 /** A clock backed by the host's monotonic clock, starting near 0 when created. */
 export function createMonotonicClock(domain) {
-  begin();
+  const enc = begin();
   put(domain);
-  call(X.lf_clock_monotonic, p);
+  call(enc, X.lf_clock_monotonic, p);
   return new Clock(secret, f64(), domain);
 }
 
 /** A clock that moves only when told to, and by stepPerRead on every read. */
 export function createManualClock(domain, options) {
-  begin();
+  const enc = begin();
   put(domain);
   if (putObj(options)) {
     put(options.start);
     put(options.stepPerRead);
   }
-  call(X.lf_clock_manual, p);
+  call(enc, X.lf_clock_manual, p);
   return new ManualClock(secret, f64(), domain);
 }
 
@@ -625,11 +636,11 @@ let readerSeq = 0;
 
 /** Wraps readMillis (any millisecond source) with the NaN/infinite/backwards guard. */
 export function createClock(domain, readMillis) {
-  begin();
+  const enc = begin();
   put(domain);
   put(readMillis);
   const id = ++readerSeq;
-  call(X.lf_clock_custom, id, p);
+  call(enc, X.lf_clock_custom, id, p);
   readers.set(id, readMillis);
   return new Clock(secret, f64(), domain, id);
 }
@@ -641,7 +652,7 @@ export class LeaseCoordinator extends Handled {
   #clock;
   #ttl;
   constructor(options) {
-    begin();
+    const enc = begin();
     let clock, ttl;
     if (putObj(options)) {
       clock = options.clock;
@@ -650,7 +661,7 @@ export class LeaseCoordinator extends Handled {
       put(ttl);
       put(options.startFence);
     }
-    call(X.lf_coord_new, p);
+    call(enc, X.lf_coord_new, p);
     const h = f64();
     super();
     adopt(this, K_COORDINATOR, h);
@@ -670,30 +681,30 @@ export class LeaseCoordinator extends Handled {
 
   /** The highest fence issued so far; persist it and pass it as startFence. */
   get issuedFence() {
-    begin();
-    call(X.lf_coord_issued, handleOf(this));
+    const enc = begin();
+    call(enc, X.lf_coord_issued, handleOf(this));
     return f64();
   }
 
   acquire(request) {
-    begin();
+    const enc = begin();
     putRequest(request);
-    call(X.lf_coord_acquire, handleOf(this), p);
+    call(enc, X.lf_coord_acquire, handleOf(this), p);
     return readOutcome();
   }
 
   renew(request) {
-    begin();
+    const enc = begin();
     putRequest(request);
-    call(X.lf_coord_renew, handleOf(this), p);
+    call(enc, X.lf_coord_renew, handleOf(this), p);
     return readOutcome();
   }
 
   /** Ends the lease token names if it is current; returns whether it did. */
   release(token) {
-    begin();
+    const enc = begin();
     putToken(token);
-    call(X.lf_coord_release, handleOf(this), p);
+    call(enc, X.lf_coord_release, handleOf(this), p);
     return bool();
   }
 }
@@ -705,7 +716,7 @@ export class LeaseClient extends Handled {
   #clock;
   #holder;
   constructor(options) {
-    begin();
+    const enc = begin();
     let clock, holder;
     if (putObj(options)) {
       clock = options.clock;
@@ -714,7 +725,7 @@ export class LeaseClient extends Handled {
       put(holder);
       put(options.clockSkewMillis);
     }
-    call(X.lf_client_new, p);
+    call(enc, X.lf_client_new, p);
     const h = f64();
     super();
     adopt(this, K_CLIENT, h);
@@ -731,9 +742,9 @@ export class LeaseClient extends Handled {
   }
 
   beginAcquire(resource) {
-    begin();
+    const enc = begin();
     put(resource);
-    call(X.lf_client_begin_acquire, handleOf(this), p);
+    call(enc, X.lf_client_begin_acquire, handleOf(this), p);
     return readRequest();
   }
 
@@ -742,9 +753,9 @@ export class LeaseClient extends Handled {
   }
 
   beginRenewal(lease) {
-    begin();
+    const enc = begin();
     put(lease);
-    call(X.lf_client_begin_renewal, handleOf(this), p);
+    call(enc, X.lf_client_begin_renewal, handleOf(this), p);
     return readRequest();
   }
 
@@ -754,10 +765,10 @@ export class LeaseClient extends Handled {
 }
 
 function complete(client, fn, request, grant) {
-  begin();
+  const enc = begin();
   putRequest(request);
   putGrant(grant);
-  call(fn, handleOf(client), p);
+  call(enc, fn, handleOf(client), p);
   const h = f64();
   const resource = str();
   const holderId = str();
@@ -785,16 +796,16 @@ class Lease extends Handled {
 
   /** Advisory: whether the deadline has passed at this instant. Never branch a write on it. */
   hasExpired() {
-    begin();
-    call(X.lf_lease_has_expired, handleOf(this));
+    const enc = begin();
+    call(enc, X.lf_lease_has_expired, handleOf(this));
     return bool();
   }
 
   /** Advisory: whether gate would admit this token at this instant. Never branch a write on it. */
   wouldAdmit(gate) {
-    begin();
+    const enc = begin();
     put(gate);
-    call(X.lf_lease_would_admit, handleOf(this), p);
+    call(enc, X.lf_lease_would_admit, handleOf(this), p);
     return bool();
   }
 }
@@ -806,10 +817,10 @@ export class FenceGate extends Handled {
   #resource;
   #log = [];
   constructor(resource, options) {
-    begin();
+    const enc = begin();
     put(resource);
     if (putObj(options)) put(options.initialFloor);
-    call(X.lf_gate_new, p);
+    call(enc, X.lf_gate_new, p);
     const h = f64();
     super();
     adopt(this, K_GATE, h);
@@ -822,15 +833,15 @@ export class FenceGate extends Handled {
 
   /** The highest fence admitted (or the initial floor). */
   get floor() {
-    begin();
-    call(X.lf_gate_floor, handleOf(this));
+    const enc = begin();
+    call(enc, X.lf_gate_floor, handleOf(this));
     return f64();
   }
 
   /** A copy of the refusals so far, oldest first. */
   get rejections() {
-    begin();
-    call(X.lf_gate_rejections, handleOf(this), isObject(this) && #log in this ? this.#log.length : 0);
+    const enc = begin();
+    call(enc, X.lf_gate_rejections, handleOf(this), isObject(this) && #log in this ? this.#log.length : 0);
     const n = f64();
     for (let i = 0; i < n; i++) this.#log.push(readRejection());
     return this.#log.slice();
@@ -843,6 +854,7 @@ export class FenceGate extends Handled {
   commit(token, fn) {
     // The fast path: a well-typed call passes the token's strings as
     // interned ids and needs no argument buffer. Go makes every other check.
+    let enc;
     if (typeof fn === 'function' && typeof token === 'object' && token !== null) {
       const { resource, holderId, fence } = token;
       if (typeof resource === 'string' && typeof holderId === 'string' && typeof fence === 'number') {
@@ -866,25 +878,25 @@ export class FenceGate extends Handled {
           return fn();
         }
       }
-      begin();
+      enc = begin();
       tag(T_OBJECT);
       put(resource);
       put(holderId);
       put(fence);
     } else {
-      begin();
+      enc = begin();
       putToken(token);
     }
     put(fn);
-    call(X.lf_gate_commit, handleOf(this), p);
+    call(enc, X.lf_gate_commit, handleOf(this), p);
     return fn();
   }
 
   /** Raises the floor to token's fence without writing. */
   admit(token) {
-    begin();
+    const enc = begin();
     putToken(token);
-    call(X.lf_gate_admit, handleOf(this), p);
+    call(enc, X.lf_gate_admit, handleOf(this), p);
   }
 }
 
@@ -906,29 +918,29 @@ class NaiveLease extends Handled {
 
   /** now < expiresAt, true when evaluated and meaningless by the time a write lands. */
   valid() {
-    begin();
-    call(X.lf_naive_valid, handleOf(this));
+    const enc = begin();
+    call(enc, X.lf_naive_valid, handleOf(this));
     return bool();
   }
 
   /** expiresAt = now + ttl, dated from the reply's arrival. */
   renewed() {
-    begin();
-    call(X.lf_naive_renewed, handleOf(this));
+    const enc = begin();
+    call(enc, X.lf_naive_renewed, handleOf(this));
   }
 
   get expiresAt() {
-    begin();
-    call(X.lf_naive_expires_at, handleOf(this));
+    const enc = begin();
+    call(enc, X.lf_naive_expires_at, handleOf(this));
     return readInstant();
   }
 }
 
 /** Starts a naive lease (see NaiveLease): for demonstrations of the failure only. */
 export function createNaiveLease(clock, ttlMillis) {
-  begin();
+  const enc = begin();
   put(clock);
   put(ttlMillis);
-  call(X.lf_naive_new, p);
+  call(enc, X.lf_naive_new, p);
   return new NaiveLease(secret, f64(), clock);
 }
