@@ -4,12 +4,15 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/lease-fence/lease-fence/core/clock"
+	"github.com/lease-fence/lease-fence/core/lease"
 )
 
 // BenchmarkServiceCycle measures one acquire + release through Service.Call.
@@ -58,5 +61,45 @@ func BenchmarkHandlerCycle(b *testing.B) {
 		if rec.Code != 200 {
 			b.Fatal(rec.Body.String())
 		}
+	}
+}
+
+// BenchmarkHTTPCycle measures one acquire + release from a Client to the
+// handler over loopback HTTP, both ends in this process (for profiles of
+// the whole path: go test -bench HTTPCycle -cpuprofile). Each goroutine holds
+// its own resource; "8" runs 8 clients at once.
+func BenchmarkHTTPCycle(b *testing.B) {
+	for _, clients := range []int{1, 8} {
+		b.Run(strconv.Itoa(clients), func(b *testing.B) {
+			clk, _ := WallClock("coordinator")
+			svc, _ := NewService(ServiceConfig{Clock: clk, TTL: time.Minute})
+			srv := httptest.NewServer(NewHandler(svc, HandlerOptions{}))
+			defer srv.Close()
+			var next atomic.Int64
+			b.ReportAllocs()
+			b.SetParallelism((clients + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
+			b.RunParallel(func(pb *testing.PB) {
+				n := next.Add(1)
+				holder := "h" + strconv.FormatInt(n, 10)
+				hclk, _ := clock.NewMonotonic(holder)
+				lc, _ := lease.NewClient(lease.ClientConfig{Clock: hclk, HolderID: holder})
+				c, err := NewClient(ClientConfig{BaseURL: srv.URL, Lease: lc})
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				ctx := context.Background()
+				for pb.Next() {
+					l, err := c.Acquire(ctx, "r"+holder)
+					if err == nil {
+						err = c.Release(ctx, l)
+					}
+					if err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
 	}
 }

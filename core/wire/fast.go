@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"math"
 	"strconv"
+	"unicode/utf8"
 )
 
 // The hot path: requests are small objects, decoded on every call, and on a
@@ -119,7 +120,9 @@ func unquote(raw []byte) (string, *Error) {
 // appendString appends s as a JSON string.
 func appendString(b []byte, s string) []byte {
 	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c == '"' || c == '\\' || c >= 0x7f {
+		// encoding/json also escapes <, > and &; fall back to it for
+		// those too, so the bytes are always the ones it writes.
+		if c := s[i]; c < 0x20 || c == '"' || c == '\\' || c >= 0x7f || c == '<' || c == '>' || c == '&' {
 			q, _ := json.Marshal(s)
 			return append(b, q...)
 		}
@@ -186,4 +189,134 @@ func appendReply(b []byte, r Reply) []byte {
 		b = appendString(b, r.Reason)
 	}
 	return append(b, '}')
+}
+
+// parseReply reads the body of a 200 answer. An answer in the shape the
+// handler writes (the names of Reply and Grant, nothing else, no nulls) is
+// read by hand; anything else goes through encoding/json, whose rules then
+// apply, so the result is always what json.Unmarshal gives.
+func parseReply(data []byte) (Reply, error) {
+	if r, ok := fastReply(data); ok {
+		return r, nil
+	}
+	var r Reply
+	err := json.Unmarshal(data, &r)
+	return r, err
+}
+
+// errNotFast stops a hand-read answer that encoding/json must read instead.
+var errNotFast = &Error{Code: "not_fast"}
+
+func fastReply(data []byte) (r Reply, ok bool) {
+	if !json.Valid(data) {
+		return Reply{}, false
+	}
+	err := scanObject("reply", data, func(name string, raw json.RawMessage) *Error {
+		ok := true
+		switch name {
+		case "ok":
+			r.OK, ok = rawBool(raw)
+		case "grant":
+			if r.Grant != nil {
+				return errNotFast // encoding/json merges the two
+			}
+			r.Grant, ok = fastGrant(raw)
+		case "heldBy":
+			r.HeldBy, ok = rawString(raw)
+		case "retryAfterMillis":
+			r.RetryAfterMillis, ok = rawFloat(raw)
+		case "reason":
+			r.Reason, ok = rawString(raw)
+		default:
+			ok = false
+		}
+		if !ok {
+			return errNotFast
+		}
+		return nil
+	})
+	return r, err == nil
+}
+
+func fastGrant(data json.RawMessage) (*Grant, bool) {
+	if data[0] != '{' {
+		return nil, false
+	}
+	g := new(Grant)
+	err := scanObject("grant", data, func(name string, raw json.RawMessage) *Error {
+		ok := true
+		switch name {
+		case "requestId":
+			g.RequestID, ok = rawString(raw)
+		case "resource":
+			g.Resource, ok = rawString(raw)
+		case "holderId":
+			g.HolderID, ok = rawString(raw)
+		case "fence":
+			var err error
+			g.Fence, err = strconv.ParseUint(string(raw), 10, 64)
+			ok = err == nil && raw[0] != '+'
+		case "ttlMillis":
+			g.TTLMillis, ok = rawFloat(raw)
+		case "coordinatorExpiresAt":
+			if raw[0] != '{' {
+				return errNotFast
+			}
+			return scanObject("coordinatorExpiresAt", raw, func(name string, raw json.RawMessage) *Error {
+				ok := true
+				switch name {
+				case "millis":
+					g.CoordinatorExpiresAt.Millis, ok = rawFloat(raw)
+				case "domain":
+					g.CoordinatorExpiresAt.Domain, ok = rawString(raw)
+				default:
+					ok = false
+				}
+				if !ok {
+					return errNotFast
+				}
+				return nil
+			})
+		case "secret":
+			g.Secret, ok = rawString(raw)
+		default:
+			ok = false
+		}
+		if !ok {
+			return errNotFast
+		}
+		return nil
+	})
+	return g, err == nil
+}
+
+func rawBool(raw json.RawMessage) (bool, bool) {
+	switch string(raw) {
+	case "true":
+		return true, true
+	case "false":
+		return false, true
+	}
+	return false, false
+}
+
+// rawString reads a JSON string; one that is not valid UTF-8 is left to
+// encoding/json, which replaces the bad bytes.
+func rawString(raw json.RawMessage) (string, bool) {
+	if raw[0] != '"' {
+		return "", false
+	}
+	s, err := unquote(raw)
+	if err != nil || !utf8.ValidString(s) {
+		return "", false
+	}
+	return s, true
+}
+
+func rawFloat(raw json.RawMessage) (float64, bool) {
+	if raw[0] != '-' && (raw[0] < '0' || raw[0] > '9') {
+		return 0, false
+	}
+	f, err := strconv.ParseFloat(string(raw), 64)
+	return f, err == nil
 }

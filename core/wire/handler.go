@@ -8,6 +8,7 @@ import (
 	"mime"
 	"net/http"
 	"strconv"
+	"sync"
 )
 
 // HandlerOptions configures NewHandler.
@@ -52,7 +53,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, op, errCode(CodeMethodNotAllowed, op.Path()+" takes POST, not "+quoteShort(r.Method)))
 		return
 	}
-	if ct := r.Header.Get("Content-Type"); ct != "" {
+	if ct := r.Header.Get("Content-Type"); ct != "" && ct != "application/json" {
 		mt, _, err := mime.ParseMediaType(ct)
 		if err != nil || mt != "application/json" {
 			h.fail(w, r, op, errCode(CodeUnsupportedMedia, "the body must be application/json, not "+quoteShort(ct)))
@@ -63,19 +64,22 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, op, tooLarge())
 		return
 	}
-	var body []byte
-	if r.Body != nil {
-		b, err := io.ReadAll(io.LimitReader(r.Body, MaxBodyBytes+1))
-		if err != nil {
-			h.fail(w, r, op, errCode(CodeMalformedJSON, "reading the body: "+err.Error()))
-			return
-		}
-		body = b
+	bp := bodyPool.Get().(*[]byte)
+	body, err := readBody(r.Body, (*bp)[:0])
+	if cap(body) <= maxPooledBody {
+		*bp = body[:0]
+		defer bodyPool.Put(bp)
+	}
+	if err != nil {
+		h.fail(w, r, op, errCode(CodeMalformedJSON, "reading the body: "+err.Error()))
+		return
 	}
 	if len(body) > MaxBodyBytes {
 		h.fail(w, r, op, tooLarge())
 		return
 	}
+	// DecodeMessage copies every string it keeps, so body can go back to
+	// the pool once the call is answered.
 	m, derr := DecodeMessage(op, body)
 	if derr != nil {
 		h.fail(w, r, op, derr)
@@ -159,12 +163,47 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	writeBody(w, status, out)
 }
 
+// Header values shared by every answer; the keys are already canonical, so
+// they are stored directly instead of through Header.Set.
+var (
+	hdrJSON    = []string{"application/json"}
+	hdrNoStore = []string{"no-store"}
+)
+
 func writeBody(w http.ResponseWriter, status int, out []byte) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.Header().Set("Content-Length", strconv.Itoa(len(out)))
+	h := w.Header()
+	h["Content-Type"] = hdrJSON[:1:1]
+	h["Cache-Control"] = hdrNoStore[:1:1]
+	h["Content-Length"] = []string{strconv.Itoa(len(out))}
 	w.WriteHeader(status)
 	_, _ = w.Write(out)
+}
+
+// Request bodies are read into pooled buffers; one that grew past
+// maxPooledBody is left to the garbage collector.
+const maxPooledBody = 8 << 10
+
+var bodyPool = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
+
+// readBody appends what r yields to buf, stopping once it holds more than
+// MaxBodyBytes (the caller refuses that). A nil r is an empty body.
+func readBody(r io.Reader, buf []byte) ([]byte, error) {
+	if r == nil {
+		return buf, nil
+	}
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := r.Read(buf[len(buf):min(cap(buf), MaxBodyBytes+1)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF || len(buf) > MaxBodyBytes {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+	}
 }
 
 // ParseError reads an error body written by the handler. It returns nil if

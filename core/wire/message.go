@@ -130,7 +130,12 @@ var (
 )
 
 func kindField(want lease.Kind) field {
+	quoted := `"` + string(want) + `"`
 	return field{"kind", true, func(m *Message, raw json.RawMessage) *Error {
+		if string(raw) == quoted { // the usual case, without a copy
+			m.Request.Kind = want
+			return nil
+		}
 		var s string
 		if err := decodeString("kind", raw, &s); err != nil {
 			return err
@@ -180,29 +185,32 @@ func DecodeMessage(op Op, body []byte) (Message, *Error) {
 	if !utf8.Valid(body) {
 		return Message{}, errCode(CodeMalformedJSON, "body is not valid UTF-8")
 	}
-	walk := scanObject
-	if !json.Valid(body) {
-		walk = decodeObject // words the syntax error
-	}
-	m := Message{Op: op}
-	seen := make(map[string]bool, len(schema))
-	err := walk("body", body, func(name string, raw json.RawMessage) *Error {
-		for _, f := range schema {
-			if f.name == name {
-				if seen[name] {
+	var m Message
+	m.Op = op
+	var seen uint32 // bit i: schema[i] was present
+	member := func(name string, raw json.RawMessage) *Error {
+		for i := range schema {
+			if f := &schema[i]; f.name == name {
+				if seen&(1<<i) != 0 {
 					return errCode(CodeDuplicateField, "field "+strconv.Quote(name)+" appears twice")
 				}
-				seen[name] = true
+				seen |= 1 << i
 				return f.set(&m, raw)
 			}
 		}
 		return errCode(CodeUnknownField, "unknown field "+quoteShort(name)+" in a "+string(op)+" request")
-	})
+	}
+	var err *Error
+	if json.Valid(body) {
+		err = scanObject("body", body, member)
+	} else {
+		err = decodeObject("body", body, member) // words the syntax error
+	}
 	if err != nil {
 		return Message{}, err
 	}
-	for _, f := range schema {
-		if f.required && !seen[f.name] {
+	for i, f := range schema {
+		if f.required && seen&(1<<i) == 0 {
 			return Message{}, errCode(CodeMissingField, "field "+strconv.Quote(f.name)+" is required in a "+string(op)+" request")
 		}
 	}
@@ -213,41 +221,47 @@ func DecodeMessage(op Op, body []byte) (Message, *Error) {
 }
 
 // EncodeMessage is the inverse of DecodeMessage: the body a client sends.
+// The bytes are those json.Marshal gives for the same fields in the same
+// order.
 func EncodeMessage(m Message) ([]byte, error) {
+	return AppendMessage(make([]byte, 0, 256), m)
+}
+
+// AppendMessage is EncodeMessage appending to b.
+func AppendMessage(b []byte, m Message) ([]byte, error) {
 	r := m.Request
-	var v any
 	switch m.Op {
-	case OpAcquire:
-		v = struct {
-			RequestID string  `json:"requestId"`
-			Resource  string  `json:"resource"`
-			HolderID  string  `json:"holderId"`
-			SentAt    Instant `json:"sentAt"`
-			Kind      string  `json:"kind"`
-		}{r.RequestID, r.Resource, r.HolderID, FromInstant(r.SentAt), string(lease.KindAcquire)}
-	case OpRenew:
-		v = struct {
-			RequestID string  `json:"requestId"`
-			Resource  string  `json:"resource"`
-			HolderID  string  `json:"holderId"`
-			SentAt    Instant `json:"sentAt"`
-			Kind      string  `json:"kind"`
-			Fence     uint64  `json:"fence"`
-			Secret    string  `json:"secret"`
-		}{r.RequestID, r.Resource, r.HolderID, FromInstant(r.SentAt), string(lease.KindRenew), r.Fence, m.Secret}
-	case OpRelease:
-		v = struct {
-			RequestID string `json:"requestId"`
-			Resource  string `json:"resource"`
-			HolderID  string `json:"holderId"`
-			Fence     uint64 `json:"fence"`
-			Secret    string `json:"secret"`
-		}{r.RequestID, r.Resource, r.HolderID, r.Fence, m.Secret}
+	case OpAcquire, OpRenew, OpRelease:
 	default:
 		return nil, errors.New("wire: unknown op " + strconv.Quote(string(m.Op)))
 	}
-	return json.Marshal(v)
+	if m.Op != OpRelease && !finite(r.SentAt.Millis) {
+		return nil, errors.New("wire: sentAt.millis is not a finite number")
+	}
+	b = append(b, `{"requestId":`...)
+	b = appendString(b, r.RequestID)
+	b = append(b, `,"resource":`...)
+	b = appendString(b, r.Resource)
+	b = append(b, `,"holderId":`...)
+	b = appendString(b, r.HolderID)
+	if m.Op != OpRelease {
+		b = append(b, `,"sentAt":{"millis":`...)
+		b = appendFloat(b, r.SentAt.Millis)
+		b = append(b, `,"domain":`...)
+		b = appendString(b, r.SentAt.Domain)
+		b = append(b, `},"kind":`...)
+		b = appendString(b, string(m.Op))
+	}
+	if m.Op != OpAcquire {
+		b = append(b, `,"fence":`...)
+		b = strconv.AppendUint(b, r.Fence, 10)
+		b = append(b, `,"secret":`...)
+		b = appendString(b, m.Secret)
+	}
+	return append(b, '}'), nil
 }
+
+func finite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }
 
 // decodeObject walks one JSON object, calling member for each name and raw
 // value in order, and refuses anything else: another type, trailing data.

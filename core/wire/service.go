@@ -98,8 +98,10 @@ type Service struct {
 	ttlMs float64
 	store Store
 
-	mu  sync.Mutex
-	res map[string]*resource
+	// res maps a resource name to its *resource. Entries are added once
+	// and never removed, the case sync.Map is made for: calls on different
+	// resources do not contend for a lock to find theirs.
+	res sync.Map
 }
 
 type resource struct {
@@ -123,7 +125,6 @@ func NewService(cfg ServiceConfig) (*Service, error) {
 		ttl:   cfg.TTL,
 		ttlMs: clock.Millis(cfg.TTL),
 		store: cfg.Store,
-		res:   make(map[string]*resource),
 	}, nil
 }
 
@@ -185,14 +186,11 @@ func (s *Service) Call(ctx context.Context, m Message) (Reply, error) {
 }
 
 func (s *Service) resource(name string) *resource {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	r := s.res[name]
-	if r == nil {
-		r = &resource{}
-		s.res[name] = r
+	if r, ok := s.res.Load(name); ok {
+		return r.(*resource)
 	}
-	return r
+	r, _ := s.res.LoadOrStore(name, &resource{})
+	return r.(*resource)
 }
 
 func (s *Service) load(ctx context.Context, r *resource, name string) error {
