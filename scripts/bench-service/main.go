@@ -226,10 +226,17 @@ func measure(url, name string, clients, cycles int, d time.Duration) (Result, er
 	if strings.HasSuffix(name, "-raw") {
 		return measureRaw(url, name, clients, cycles, d)
 	}
-	tr := &http.Transport{MaxIdleConnsPerHost: clients, MaxConnsPerHost: clients}
-	defer tr.CloseIdleConnections()
-	hc := &http.Client{Transport: tr}
+	// Each client has its own wire.Client in its default configuration,
+	// whose kept-alive connection it reuses: one connection per client,
+	// as for the RESP clients of scripts/peers.
 	ws := make([]*wire.Client, clients)
+	defer func() {
+		for _, c := range ws {
+			if c != nil {
+				c.CloseIdleConnections()
+			}
+		}
+	}()
 	id := run.Add(1)
 	for i := range ws {
 		holder := fmt.Sprintf("bench-%d", i)
@@ -241,7 +248,7 @@ func measure(url, name string, clients, cycles int, d time.Duration) (Result, er
 		if err != nil {
 			return Result{}, err
 		}
-		if ws[i], err = wire.NewClient(wire.ClientConfig{BaseURL: url, Lease: lc, HTTPClient: hc, AttemptTimeout: 30 * time.Second}); err != nil {
+		if ws[i], err = wire.NewClient(wire.ClientConfig{BaseURL: url, Lease: lc, AttemptTimeout: 30 * time.Second}); err != nil {
 			return Result{}, err
 		}
 	}
