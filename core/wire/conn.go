@@ -39,6 +39,10 @@ type pconn struct {
 	wbuf []byte
 }
 
+// proxyFor is the proxy net/http's default Transport would use; tests
+// replace it (http.ProxyFromEnvironment reads the environment only once).
+var proxyFor = http.ProxyFromEnvironment
+
 // newConnPool returns a pool for base, or nil if base needs net/http: not
 // http, a proxy configured for it, user info or a query in it, or a platform
 // without sockets.
@@ -51,7 +55,7 @@ func newConnPool(base string) *connPool {
 		return nil
 	}
 	probe := &http.Request{Method: http.MethodPost, URL: u, Header: http.Header{}}
-	if p, err := http.ProxyFromEnvironment(probe); err != nil || p != nil {
+	if p, err := proxyFor(probe); err != nil || p != nil {
 		return nil
 	}
 	port := u.Port()

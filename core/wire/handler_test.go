@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -414,4 +415,52 @@ func reqOf(kind, id, resource, holder string, fence uint64) lease.Request {
 		r.SentAt = clock.At("agent-"+holder, 1)
 	}
 	return r
+}
+
+// TestHandlerBodies: the 64 KiB limit holds when the length is not declared
+// (the body is read up to one byte past it), a valid body of exactly the
+// limit is taken, and pooled body buffers never leak one request into the
+// strings kept from another.
+func TestHandlerBodies(t *testing.T) {
+	r := newRig(t, nil)
+	send := func(body string, declared bool) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(http.MethodPost, "/v1/acquire", strings.NewReader(body))
+		if !declared {
+			req.ContentLength = -1
+		}
+		rec := httptest.NewRecorder()
+		r.h.ServeHTTP(rec, req)
+		return rec
+	}
+	good, _ := EncodeMessage(acquireMsg("padded", "long", "p"))
+	exact := string(good[:len(good)-1]) + strings.Repeat(" ", MaxBodyBytes-len(good)) + "}"
+	if len(exact) != MaxBodyBytes {
+		t.Fatal(len(exact))
+	}
+	for _, declared := range []bool{true, false} {
+		if rec := send(exact+" ", declared); rec.Code != 413 || !strings.Contains(rec.Body.String(), CodeBodyTooLarge) {
+			t.Fatalf("declared %v: one byte over the limit: %d %s", declared, rec.Code, rec.Body.String())
+		}
+	}
+	if rec := send(exact, false); rec.Code != 200 {
+		t.Fatalf("a body of exactly the limit: %d %s", rec.Code, rec.Body.String())
+	}
+	// Many requests of different lengths through the pool: every state
+	// keeps exactly the strings its own request sent.
+	for i := range 40 {
+		n := strconv.Itoa(i)
+		res := "res-" + n + strings.Repeat("r", (i*37)%200)
+		holder := strings.Repeat("h", 1+(i*13)%50) + n
+		body, _ := EncodeMessage(acquireMsg("id-"+n, res, holder))
+		if rec := send(string(body), i%2 == 0); rec.Code != 200 {
+			t.Fatalf("%s: %d %s", body, rec.Code, rec.Body.String())
+		}
+	}
+	for i := range 40 {
+		n := strconv.Itoa(i)
+		st := r.state("res-" + n + strings.Repeat("r", (i*37)%200))
+		if st.Lease == nil || st.Lease.HolderID != strings.Repeat("h", 1+(i*13)%50)+n || st.Lease.RequestID != "id-"+n {
+			t.Fatalf("state %d: %+v", i, st.Lease)
+		}
+	}
 }
