@@ -7,6 +7,9 @@
 //	             persistence: SET key token NX PX ttl, then INCR as the
 //	             fence; release by a compare-and-delete script.
 //	redis-aof    the same with appendonly yes, appendfsync always.
+//	redis-lua    no persistence, two round trips per cycle like the
+//	             coordinator's two HTTP calls: one script does SET NX PX and
+//	             INCR (acquire and fence at once), a second compare-and-delete.
 //	etcd         embedded etcd (go.etcd.io/etcd/server/v3 embed), its
 //	             client's concurrency.Mutex: Lock (fence = the revision of
 //	             the lock key) then Unlock. etcd fsyncs its log on every write.
@@ -37,7 +40,7 @@ import (
 )
 
 func main() {
-	targets := flag.String("targets", "redis,redis-aof,etcd", "comma-separated targets")
+	targets := flag.String("targets", "redis,redis-lua,redis-aof,etcd", "comma-separated targets")
 	cycles := flag.Int("cycles", 2000, "stop a run after this many cycles")
 	duration := flag.Duration("duration", 5*time.Second, "stop a run after this long")
 	concs := flag.String("conc", "1,8", "comma-separated client counts")
@@ -58,8 +61,8 @@ func main() {
 			err  error
 		)
 		switch t {
-		case "redis", "redis-aof":
-			mk, stop, err = startRedis(*redisServer, t == "redis-aof")
+		case "redis", "redis-aof", "redis-lua":
+			mk, stop, err = startRedis(*redisServer, t == "redis-aof", t == "redis-lua")
 		case "etcd":
 			mk, stop, err = startEtcd()
 		default:
@@ -160,7 +163,7 @@ func freePort() (int, error) {
 
 // startRedis runs redis-server on a free loopback port in a temporary
 // directory and returns a maker of per-client cycle functions.
-func startRedis(bin string, aof bool) (func(int) (func(context.Context, string) error, func(), error), func(), error) {
+func startRedis(bin string, aof, lua bool) (func(int) (func(context.Context, string) error, func(), error), func(), error) {
 	dir, err := os.MkdirTemp("", "peers-redis-")
 	if err != nil {
 		return nil, nil, err
@@ -202,6 +205,8 @@ func startRedis(bin string, aof bool) (func(int) (func(context.Context, string) 
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	// acquire returns the new fence, or 0 if the lock is held.
+	const acquire = `if redis.call("set", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then return redis.call("incr", KEYS[2]) else return 0 end`
 	const release = `if redis.call("get", KEYS[1]) == ARGV[1] then return redis.call("del", KEYS[1]) else return 0 end`
 	mk := func(i int) (func(context.Context, string) error, func(), error) {
 		c, err := dialRedis(addr)
@@ -209,6 +214,27 @@ func startRedis(bin string, aof bool) (func(int) (func(context.Context, string) 
 			return nil, nil, err
 		}
 		n := 0
+		if lua {
+			return func(_ context.Context, key string) error {
+				n++
+				token := "holder-" + strconv.Itoa(i) + "-" + strconv.Itoa(n)
+				fence, err := c.do("EVAL", acquire, "2", "lock:"+key, "fence:"+key, token, "30000")
+				if err != nil {
+					return err
+				}
+				if f, ok := fence.(int64); !ok || f < 1 {
+					return fmt.Errorf("acquire gave %v", fence)
+				}
+				v, err := c.do("EVAL", release, "1", "lock:"+key, token)
+				if err != nil {
+					return err
+				}
+				if v != int64(1) {
+					return fmt.Errorf("release gave %v", v)
+				}
+				return nil
+			}, c.close, nil
+		}
 		return func(_ context.Context, key string) error {
 			n++
 			token := "holder-" + strconv.Itoa(i) + "-" + strconv.Itoa(n)
