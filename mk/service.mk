@@ -26,13 +26,14 @@ worker-dev: worker
 	cd $(WORKER_DIR) && $(WRANGLER_OFFLINE) wrangler dev
 
 # Handler, client, durable store, server and history checker (with the race
-# detector), short fuzz runs of the request decoder and the client's reply
-# reader, and vet/staticcheck of
+# detector), short fuzz runs of the request decoder and the client's reply and
+# response-head readers, and vet/staticcheck of
 # what `make lint` does not see: the e2e build tag and the peers module.
 test-service:
 	$(GO) test -count=1 -race ./core/wire/ ./scripts/coordinator/ ./test/worker/
 	$(GO) test -count=1 -run '^$$' -fuzz '^FuzzDecodeMessage$$' -fuzztime 10s ./core/wire/
 	$(GO) test -count=1 -run '^$$' -fuzz '^FuzzParseReply$$' -fuzztime 5s ./core/wire/
+	$(GO) test -count=1 -run '^$$' -fuzz '^FuzzReadHead$$' -fuzztime 5s ./core/wire/
 	$(GO) vet -tags e2e ./test/worker/
 	GOBIN=$(CURDIR)/out/bin $(GO) install $(STATICCHECK)
 	out/bin/staticcheck -tags e2e ./test/worker/

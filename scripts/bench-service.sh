@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # Service benchmarks, all on loopback, in one run: the native coordinator
 # (memory and -state), the Go Worker against a plain-JS Durable Object under
-# wrangler dev, then Redis 7 and embedded etcd (scripts/peers, its own Go
+# wrangler dev, then Redis 7 (two ways: three round trips per cycle, and two
+# like the coordinator) and embedded etcd (scripts/peers, its own Go
 # module). Figures are acquire+release cycles per second, 1 and 8 clients,
 # each client on its own resource. Expects `make coordinator worker` first.
 # Tune with CYCLES, DURATION, ROUNDS.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 GO=${GO:-go}
-CYCLES=${CYCLES:-4000}
+# Fast targets stop at CYCLES (a slice of CYCLES/ROUNDS per round, long
+# enough that connection setup does not count), slow ones at DURATION.
+CYCLES=${CYCLES:-40000}
 DURATION=${DURATION:-12s}
 ROUNDS=${ROUNDS:-4}
 

@@ -2,6 +2,7 @@ package wire
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -175,6 +176,18 @@ func (p *connPool) roundTrip(ctx context.Context, pc *pconn, deadline time.Time,
 	if _, err := pc.br.Peek(1); err != nil {
 		return 0, nil, false, false, err
 	}
+	if st, n, closing, ok, err := readHead(pc.br); err != nil {
+		return 0, nil, false, true, err
+	} else if ok {
+		if n > maxReplyBytes {
+			return 0, nil, false, true, errors.New("wire: answer of " + strconv.FormatInt(n, 10) + " bytes is too large")
+		}
+		data = make([]byte, n)
+		if _, err := io.ReadFull(pc.br, data); err != nil {
+			return 0, nil, false, true, err
+		}
+		return st, data, !closing, true, nil
+	}
 	resp, err := http.ReadResponse(pc.br, nil)
 	if err != nil {
 		return 0, nil, false, true, err
@@ -198,4 +211,131 @@ func (p *connPool) roundTrip(ctx context.Context, pc *pconn, deadline time.Time,
 		return 0, nil, false, true, err
 	}
 	return resp.StatusCode, data, keep, true, nil
+}
+
+// readHead reads the status line and header of an answer in the plain shape
+// the handler's server writes: HTTP/1.1, a final status other than 204 and
+// 304, one Content-Length, no Transfer-Encoding, no folded lines. It
+// returns the status, the body's length and whether the server closes the
+// connection after it. For any other answer it returns ok false and
+// consumes nothing, and http.ReadResponse reads it instead.
+func readHead(br *bufio.Reader) (status int, length int64, closing, ok bool, err error) {
+	var head []byte
+	for n := 1; ; n++ {
+		if b := br.Buffered(); b >= n {
+			n = b
+		}
+		if n > br.Size() {
+			return 0, 0, false, false, nil
+		}
+		buf, err := br.Peek(n)
+		if err != nil {
+			return 0, 0, false, false, err
+		}
+		if i := bytes.Index(buf, crlfcrlf); i >= 0 {
+			head = buf[:i+4]
+			break
+		}
+	}
+	// "HTTP/1.1 200 OK\r\n"
+	if len(head) < 14 || string(head[:9]) != "HTTP/1.1 " || !digit(head[9]) || !digit(head[10]) || !digit(head[11]) || (head[12] != ' ' && head[12] != '\r') {
+		return 0, 0, false, false, nil
+	}
+	if bytes.Count(head, crlf) != bytes.Count(head, crlf[1:]) { // a bare LF ends a line too
+		return 0, 0, false, false, nil
+	}
+	for _, c := range head[:bytes.Index(head, crlf)] {
+		if (c < ' ' && c != '\t') || c == 0x7f {
+			return 0, 0, false, false, nil
+		}
+	}
+	status = int(head[9]-'0')*100 + int(head[10]-'0')*10 + int(head[11]-'0')
+	if status < 200 || status == 204 || status == 304 {
+		return 0, 0, false, false, nil
+	}
+	rest := head[bytes.Index(head, crlf)+2 : len(head)-2]
+	length = -1
+	for len(rest) > 0 {
+		i := bytes.Index(rest, crlf)
+		line := rest[:i]
+		rest = rest[i+2:]
+		colon := bytes.IndexByte(line, ':')
+		if colon <= 0 || line[0] == ' ' || line[0] == '\t' {
+			return 0, 0, false, false, nil
+		}
+		name, value := line[:colon], bytes.Trim(line[colon+1:], " \t")
+		for _, c := range name {
+			if !tokenByte(c) {
+				return 0, 0, false, false, nil
+			}
+		}
+		for _, c := range value {
+			if (c < ' ' && c != '\t') || c == 0x7f {
+				return 0, 0, false, false, nil
+			}
+		}
+		switch {
+		case asciiEqualFold(name, "Content-Length"):
+			if length >= 0 || len(value) == 0 || len(value) > 18 {
+				return 0, 0, false, false, nil
+			}
+			length = 0
+			for _, c := range value {
+				if !digit(c) {
+					return 0, 0, false, false, nil
+				}
+				length = length*10 + int64(c-'0')
+			}
+		case asciiEqualFold(name, "Transfer-Encoding"):
+			return 0, 0, false, false, nil
+		case asciiEqualFold(name, "Connection"):
+			for _, tok := range bytes.Split(value, []byte(",")) {
+				if asciiEqualFold(bytes.Trim(tok, " \t"), "close") {
+					closing = true
+				}
+			}
+		}
+	}
+	if length < 0 {
+		return 0, 0, false, false, nil
+	}
+	if _, err := br.Discard(len(head)); err != nil {
+		return 0, 0, false, false, err
+	}
+	return status, length, closing, true, nil
+}
+
+var (
+	crlf     = []byte("\r\n")
+	crlfcrlf = []byte("\r\n\r\n")
+)
+
+func digit(c byte) bool { return '0' <= c && c <= '9' }
+
+// tokenByte reports whether c may appear in a header name (RFC 9110 tchar).
+func tokenByte(c byte) bool {
+	switch {
+	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', digit(c):
+		return true
+	}
+	return c != 0 && bytes.IndexByte([]byte("!#$%&'*+-.^_`|~"), c) >= 0
+}
+
+func asciiEqualFold(b []byte, s string) bool {
+	if len(b) != len(s) {
+		return false
+	}
+	for i := range b {
+		c, d := b[i], s[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if 'A' <= d && d <= 'Z' {
+			d += 'a' - 'A'
+		}
+		if c != d {
+			return false
+		}
+	}
+	return true
 }

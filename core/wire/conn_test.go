@@ -1,8 +1,11 @@
 package wire
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -270,4 +273,52 @@ func TestClientTransportChoice(t *testing.T) {
 	if c.direct == nil || c.direct.addr != "localhost:80" {
 		t.Errorf("pool for http://localhost: %+v", c.direct)
 	}
+}
+
+// FuzzReadHead: whatever readHead takes, http.ReadResponse reads the same
+// way (status, length, whether the connection closes, where the body
+// starts); whatever it leaves, it leaves unread.
+func FuzzReadHead(f *testing.F) {
+	for _, s := range []string{
+		"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nCache-Control: no-store\r\nContent-Length: 11\r\nDate: Mon, 30 Nov 2026 14:00:00 GMT\r\n\r\n{\"ok\":true}",
+		"HTTP/1.1 403 Forbidden\r\ncontent-length: 2\r\nConnection: keep-alive, Close\r\n\r\n{}",
+		"HTTP/1.1 200\r\nContent-Length:0\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\n{}",
+		"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n folded\r\n\r\n{}",
+		"HTTP/1.1 200 OK\r\nBad Name: x\r\nContent-Length: 2\r\n\r\n{}",
+		"HTTP/1.1 200 OK\r\nX: a\x01b\r\nContent-Length: 2\r\n\r\n{}",
+		"HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\n{}",
+		"HTTP/1.1 204 No Content\r\nContent-Length: 2\r\n\r\n",
+		"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}",
+		"HTTP/1.1 200 OK\r\nContent-Length: 99999999999999999999\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nContent-Length: +2\r\n\r\n{}",
+		"HTTP/1.1 200 OK\r\n\r\n{}",
+		"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		br := bufio.NewReaderSize(bytes.NewReader(data), 4096)
+		st, n, closing, ok, err := readHead(br)
+		if !ok {
+			if err == nil { // nothing consumed
+				rest, _ := io.ReadAll(br)
+				if !bytes.Equal(rest, data) {
+					t.Fatalf("%q: declined but consumed %d bytes", data, len(data)-len(rest))
+				}
+			}
+			return
+		}
+		bodyAt := len(data) - br.Buffered()
+		rr := bufio.NewReaderSize(bytes.NewReader(data), 4096)
+		resp, err := http.ReadResponse(rr, nil)
+		if err != nil {
+			t.Fatalf("%q: readHead took it (status %d, length %d), http.ReadResponse: %v", data, st, n, err)
+		}
+		if resp.StatusCode != st || resp.ContentLength != n || resp.Close != closing || len(data)-rr.Buffered() != bodyAt {
+			t.Fatalf("%q: readHead %d %d %v body at %d, http.ReadResponse %d %d %v body at %d",
+				data, st, n, closing, bodyAt, resp.StatusCode, resp.ContentLength, resp.Close, len(data)-rr.Buffered())
+		}
+	})
 }
