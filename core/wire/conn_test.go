@@ -94,7 +94,9 @@ func (fs *faultServer) client(t *testing.T, holder string, attempts int) *Client
 		BaseURL:        fs.srv.URL,
 		Lease:          lc,
 		Attempts:       attempts,
-		AttemptTimeout: 100 * time.Millisecond, // only holdReply attempts wait for it
+		// Only holdReply attempts wait for it; long enough that no other
+		// attempt reaches it on a loaded machine.
+		AttemptTimeout: 500 * time.Millisecond,
 		Backoff:        func(int) time.Duration { return 0 },
 	})
 	if err != nil {
