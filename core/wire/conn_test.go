@@ -91,9 +91,9 @@ func (fs *faultServer) client(t *testing.T, holder string, attempts int) *Client
 		t.Fatal(err)
 	}
 	c, err := NewClient(ClientConfig{
-		BaseURL:        fs.srv.URL,
-		Lease:          lc,
-		Attempts:       attempts,
+		BaseURL:  fs.srv.URL,
+		Lease:    lc,
+		Attempts: attempts,
 		// Only holdReply attempts wait for it; long enough that no other
 		// attempt reaches it on a loaded machine.
 		AttemptTimeout: 500 * time.Millisecond,
