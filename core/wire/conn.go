@@ -192,6 +192,13 @@ func (p *connPool) roundTrip(ctx context.Context, pc *pconn, deadline time.Time,
 	if err != nil {
 		return 0, nil, false, true, err
 	}
+	if resp.StatusCode < 200 {
+		// An interim answer nobody asked for (the client never sends
+		// Expect): the real one may follow, so the connection cannot be
+		// trusted to be in step.
+		resp.Body.Close()
+		return 0, nil, false, true, errors.New("wire: unexpected interim answer " + strconv.Itoa(resp.StatusCode))
+	}
 	if n := resp.ContentLength; n >= 0 && n <= maxReplyBytes {
 		data = make([]byte, n)
 		_, err = io.ReadFull(resp.Body, data)

@@ -324,3 +324,39 @@ func FuzzReadHead(f *testing.F) {
 		}
 	})
 }
+
+// TestDirectClientRefusesInterimAnswers: an unsolicited 100 Continue before
+// the answer ends the attempt and the connection instead of leaving the
+// real answer to be read as the next call's.
+func TestDirectClientRefusesInterimAnswers(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				br := bufio.NewReader(c)
+				if _, err := http.ReadRequest(br); err != nil {
+					return
+				}
+				_, _ = io.WriteString(c, "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 11\r\n\r\n{\"ok\":true}")
+				_, _ = br.ReadByte() // until the client hangs up
+			}()
+		}
+	}()
+	p := newConnPool("http://" + ln.Addr().String())
+	_, _, err = p.post(context.Background(), time.Now().Add(time.Minute), "/v1/release", []byte(`{}`))
+	if err == nil {
+		t.Fatal("an interim answer was taken")
+	}
+	if len(p.idle) != 0 {
+		t.Fatal("the connection went back to the pool")
+	}
+}
