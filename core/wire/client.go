@@ -264,7 +264,11 @@ func (c *Client) attempt(ctx context.Context, op Op, body []byte) (reply Reply, 
 		}
 		status, data, err = c.direct.post(ctx, deadline, op.Path(), body)
 	} else {
-		status, data, err = c.roundTrip(ctx, op, body)
+		var retry bool
+		status, data, retry, err = c.roundTrip(ctx, op, body)
+		if err != nil {
+			return Reply{}, retry, err
+		}
 	}
 	if err != nil {
 		return Reply{}, true, err
@@ -286,24 +290,26 @@ func (c *Client) attempt(ctx context.Context, op Op, body []byte) (reply Reply, 
 // key is canonical and nothing in net/http changes it.
 var jsonHeader = []string{"application/json"}
 
-func (c *Client) roundTrip(ctx context.Context, op Op, body []byte) (int, []byte, error) {
+// roundTrip sends one attempt through net/http. A request that cannot be
+// built (a bad BaseURL) is not worth retrying; anything after that is.
+func (c *Client) roundTrip(ctx context.Context, op Op, body []byte) (status int, data []byte, retry bool, err error) {
 	actx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	hreq, err := http.NewRequestWithContext(actx, http.MethodPost, c.base+op.Path(), bytes.NewReader(body))
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, false, err
 	}
 	hreq.Header["Content-Type"] = jsonHeader[:1:1]
 	resp, err := c.hc.Do(hreq)
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, true, err
 	}
 	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxReplyBytes))
+	data, err = io.ReadAll(io.LimitReader(resp.Body, maxReplyBytes))
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, true, err
 	}
-	return resp.StatusCode, data, nil
+	return resp.StatusCode, data, false, nil
 }
 
 func durationMillis(ms float64) time.Duration {
