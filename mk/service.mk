@@ -31,9 +31,9 @@ worker-dev: worker
 # what `make lint` does not see: the e2e build tag and the peers module.
 test-service:
 	$(GO) test -count=1 -race ./core/wire/ ./scripts/coordinator/ ./test/worker/
-	$(GO) test -count=1 -run '^$$' -fuzz '^FuzzDecodeMessage$$' -fuzztime 10s ./core/wire/
-	$(GO) test -count=1 -run '^$$' -fuzz '^FuzzParseReply$$' -fuzztime 5s ./core/wire/
-	$(GO) test -count=1 -run '^$$' -fuzz '^FuzzReadHead$$' -fuzztime 5s ./core/wire/
+	$(GO) test $(FUZZ_BRIEF) -fuzz '^FuzzDecodeMessage$$' -fuzztime 40000x ./core/wire/
+	$(GO) test $(FUZZ_BRIEF) -fuzz '^FuzzParseReply$$' -fuzztime 60000x ./core/wire/
+	$(GO) test $(FUZZ_BRIEF) -fuzz '^FuzzReadHead$$' -fuzztime 40000x ./core/wire/
 	$(GO) vet -tags e2e ./test/worker/
 	GOBIN=$(CURDIR)/out/bin $(GO) install $(STATICCHECK)
 	out/bin/staticcheck -tags e2e ./test/worker/

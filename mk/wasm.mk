@@ -29,9 +29,9 @@ test-js: build-wasm
 # A brief run of each Go fuzz target over the argument decoding and the
 # bridge; the seed corpora are under wasm/lib/*/testdata/fuzz.
 test-wasm-fuzz-go:
-	$(GO) test -run '^$$' -fuzz '^FuzzArgs$$' -fuzztime 8s ./wasm/lib/convert
-	$(GO) test -run '^$$' -fuzz '^FuzzRequestRoundTrip$$' -fuzztime 4s ./wasm/lib/convert
-	$(GO) test -run '^$$' -fuzz '^FuzzBridge$$' -fuzztime 8s ./wasm/lib/bridge
+	$(GO) test $(FUZZ_BRIEF) -fuzz '^FuzzArgs$$' -fuzztime 200000x ./wasm/lib/convert
+	$(GO) test $(FUZZ_BRIEF) -fuzz '^FuzzRequestRoundTrip$$' -fuzztime 100000x ./wasm/lib/convert
+	$(GO) test $(FUZZ_BRIEF) -fuzz '^FuzzBridge$$' -fuzztime 100000x ./wasm/lib/bridge
 
 bench-js: build-wasm
 	node scripts/bench-js.mjs
