@@ -4,7 +4,6 @@
 TESTS += test-sim
 
 SIM_SEEDS       ?= 10000
-SIM_FUZZTIME    ?= 5s
 SOAK_FROM       ?= 10000
 SOAK_SEEDS      ?= 200000
 SOAK_MODE       ?=
@@ -21,8 +20,8 @@ FUZZ_MINIMIZE   ?= 2s
 test-sim:
 	$(GO) test -count=1 ./core/sim -args -seeds=$(SIM_SEEDS) -naiveseeds=2000
 	$(GO) test -count=1 ./core/sim/httpcheck
-	$(GO) test -run '^$$' -fuzz '^FuzzOps$$' -fuzztime $(SIM_FUZZTIME) -fuzzminimizetime $(FUZZ_MINIMIZE) ./core/sim
-	$(GO) test -run '^$$' -fuzz '^FuzzSimSeed$$' -fuzztime $(SIM_FUZZTIME) -fuzzminimizetime $(FUZZ_MINIMIZE) ./core/sim
+	$(GO) test $(FUZZ_BRIEF) -fuzz '^FuzzOps$$' -fuzztime 50000x ./core/sim
+	$(GO) test $(FUZZ_BRIEF) -fuzz '^FuzzSimSeed$$' -fuzztime 2500x ./core/sim
 
 # Many more seeds than make test, starting where it stops, with a progress
 # line; SOAK_MODE=-naive counts overlapping writes of the naive lease instead.
