@@ -271,3 +271,28 @@ func (b *Bridge) newHandle(o any) int32 {
 	b.out().F64(float64(h))
 	return OK
 }
+
+// recv looks up the receiver, handle h of kind k, then opens the argument
+// list of n bytes; an op's first two steps.
+func recv[T any](b *Bridge, h uint32, k convert.Kind, n int32) (T, convert.Reader, error) {
+	o, err := get[T](b, h, k)
+	if err != nil {
+		return o, convert.Reader{}, err
+	}
+	r, err := b.args(n)
+	return o, r, err
+}
+
+// lastHandle reads the final argument, a handle of kind k (described by what
+// in errors), ends the argument list, and looks the handle up.
+func lastHandle[T any](b *Bridge, r *convert.Reader, arg string, k convert.Kind, what string) (T, error) {
+	h, err := r.Handle(arg, k, what)
+	if err == nil {
+		err = r.End()
+	}
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	return get[T](b, h, k)
+}
