@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/lease-fence/lease-fence/core/fence"
+	"github.com/lease-fence/lease-fence/internal/cputime"
 )
 
 func newGate(t testing.TB, resource string, floor uint64) *fence.Gate {
@@ -495,7 +496,7 @@ func BenchmarkGateCommitAdmitted(b *testing.B) {
 	n := 0
 	write := func() error { n++; return nil }
 	b.ReportAllocs()
-	cpu := processCPU()
+	cpu := cputime.Process()
 	for b.Loop() {
 		if err := g.Commit(tk, write); err != nil {
 			b.Fatal(err)
@@ -508,7 +509,7 @@ func BenchmarkGateCommitAdmitted(b *testing.B) {
 // reportCPU reports the process CPU time per iteration since cpu.
 func reportCPU(b *testing.B, cpu time.Duration) {
 	if cpu != 0 {
-		b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/op")
+		b.ReportMetric(float64(cputime.Process()-cpu)/float64(b.N), "cpu-ns/op")
 	}
 }
 
@@ -517,7 +518,7 @@ func BenchmarkBaselineMutexCommit(b *testing.B) {
 	n := 0
 	write := func() error { n++; return nil }
 	b.ReportAllocs()
-	cpu := processCPU()
+	cpu := cputime.Process()
 	for b.Loop() {
 		if err := g.commit(1, write); err != nil {
 			b.Fatal(err)

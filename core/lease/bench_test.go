@@ -9,6 +9,7 @@ import (
 	"github.com/lease-fence/lease-fence/core/clock"
 	"github.com/lease-fence/lease-fence/core/fence"
 	"github.com/lease-fence/lease-fence/core/lease"
+	"github.com/lease-fence/lease-fence/internal/cputime"
 )
 
 // mapBaseline is the least a lock service can do: a map of resource to
@@ -88,7 +89,7 @@ func coordinatorCycle(b *testing.B, c *lease.Coordinator, in cycleInput, start f
 	i := 0
 	sent := clock.At("agent", 0)
 	b.ReportAllocs()
-	cpu := processCPU()
+	cpu := cputime.Process()
 	for b.Loop() {
 		k := i % len(in.res)
 		i++
@@ -115,7 +116,7 @@ func coordinatorCycle(b *testing.B, c *lease.Coordinator, in cycleInput, start f
 // reportCPU reports the process CPU time per iteration since cpu.
 func reportCPU(b *testing.B, cpu time.Duration) {
 	if cpu != 0 {
-		b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/op")
+		b.ReportMetric(float64(cputime.Process()-cpu)/float64(b.N), "cpu-ns/op")
 	}
 }
 
@@ -125,7 +126,7 @@ func baselineCycle(b *testing.B, m *mapBaseline, in cycleInput, start float64) f
 	i := 0
 	const ttl = 30_000.0
 	b.ReportAllocs()
-	cpu := processCPU()
+	cpu := cputime.Process()
 	for b.Loop() {
 		k := i % len(in.res)
 		i++
