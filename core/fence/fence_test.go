@@ -6,7 +6,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/lease-fence/lease-fence/core/fence"
 	"github.com/lease-fence/lease-fence/internal/cputime"
@@ -502,15 +501,8 @@ func BenchmarkGateCommitAdmitted(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	reportCPU(b, cpu)
+	cputime.Report(b, cpu)
 	sink = n
-}
-
-// reportCPU reports the process CPU time per iteration since cpu.
-func reportCPU(b *testing.B, cpu time.Duration) {
-	if cpu != 0 {
-		b.ReportMetric(float64(cputime.Process()-cpu)/float64(b.N), "cpu-ns/op")
-	}
 }
 
 func BenchmarkBaselineMutexCommit(b *testing.B) {
@@ -524,7 +516,7 @@ func BenchmarkBaselineMutexCommit(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	reportCPU(b, cpu)
+	cputime.Report(b, cpu)
 	sink = n
 }
 

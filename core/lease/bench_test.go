@@ -109,15 +109,8 @@ func coordinatorCycle(b *testing.B, c *lease.Coordinator, in cycleInput, start f
 			b.Fatal(ok, err)
 		}
 	}
-	reportCPU(b, cpu)
+	cputime.Report(b, cpu)
 	return now
-}
-
-// reportCPU reports the process CPU time per iteration since cpu.
-func reportCPU(b *testing.B, cpu time.Duration) {
-	if cpu != 0 {
-		b.ReportMetric(float64(cputime.Process()-cpu)/float64(b.N), "cpu-ns/op")
-	}
 }
 
 func baselineCycle(b *testing.B, m *mapBaseline, in cycleInput, start float64) float64 {
@@ -136,7 +129,7 @@ func baselineCycle(b *testing.B, m *mapBaseline, in cycleInput, start float64) f
 			b.Fatal("baseline cycle failed")
 		}
 	}
-	reportCPU(b, cpu)
+	cputime.Report(b, cpu)
 	return now
 }
 
