@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lease-fence/lease-fence/core/clock"
 	"github.com/lease-fence/lease-fence/core/lease"
 )
 
@@ -134,7 +135,7 @@ func (c *Client) Acquire(ctx context.Context, resource string) (*Lease, error) {
 	}
 	if !reply.OK {
 		if reply.HeldBy != "" {
-			return nil, &DeniedError{Resource: resource, HeldBy: reply.HeldBy, RetryAfter: durationMillis(reply.RetryAfterMillis)}
+			return nil, &DeniedError{Resource: resource, HeldBy: reply.HeldBy, RetryAfter: clock.FromMillis(reply.RetryAfterMillis)}
 		}
 		return nil, errors.New("wire: acquisition refused without a holder (reason " + strconv.Quote(reply.Reason) + ")")
 	}
@@ -310,10 +311,6 @@ func (c *Client) roundTrip(ctx context.Context, op Op, body []byte) (status int,
 		return 0, nil, true, err
 	}
 	return resp.StatusCode, data, false, nil
-}
-
-func durationMillis(ms float64) time.Duration {
-	return time.Duration(ms * float64(time.Millisecond))
 }
 
 func randomID() (string, error) {
