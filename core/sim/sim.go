@@ -713,10 +713,7 @@ func (w *world) acquireReply(a *agent, m *message) {
 	if a.done[m.req.RequestID] {
 		// A duplicate or retried reply to a request already completed: the
 		// client must refuse to make a second lease from it.
-		_, err := a.client.CompleteAcquire(m.req, g)
-		var ce *lease.CompletedError
-		w.chk.check(SingleUse, errors.As(err, &ce),
-			"%s completed acquisition %s a second time (err %v)", a.name, m.req.RequestID, err)
+		w.completeAgain(a, "acquisition", m.req, g, a.client.CompleteAcquire)
 		return
 	}
 	if !current {
@@ -738,6 +735,15 @@ func (w *world) acquireReply(a *agent, m *message) {
 	w.wakeAt(a, w.now+w.rng.Int64N(w.p.TTL.Milliseconds()/8+1))
 }
 
+// completeAgain checks that completing req a second time, for a duplicate
+// or retried reply, is refused with a *lease.CompletedError.
+func (w *world) completeAgain(a *agent, what string, req lease.Request, g lease.Grant, complete func(lease.Request, lease.Grant) (*lease.Lease, error)) {
+	_, err := complete(req, g)
+	var ce *lease.CompletedError
+	w.chk.check(SingleUse, errors.As(err, &ce),
+		"%s completed %s %s a second time (err %v)", a.name, what, req.RequestID, err)
+}
+
 func (w *world) renewReply(a *agent, m *message) {
 	current := a.phase == holding && a.renewing && m.req.RequestID == a.renew.RequestID
 	if m.err != nil || !m.out.OK {
@@ -748,10 +754,7 @@ func (w *world) renewReply(a *agent, m *message) {
 	}
 	g := *m.out.Grant
 	if a.done[m.req.RequestID] {
-		_, err := a.client.CompleteRenewal(m.req, g)
-		var ce *lease.CompletedError
-		w.chk.check(SingleUse, errors.As(err, &ce),
-			"%s completed renewal %s a second time (err %v)", a.name, m.req.RequestID, err)
+		w.completeAgain(a, "renewal", m.req, g, a.client.CompleteRenewal)
 		return
 	}
 	if !current {
