@@ -12,7 +12,7 @@ WRANGLER_OFFLINE := WRANGLER_SEND_METRICS=false CLOUDFLARE_CF_FETCH_ENABLED=fals
 .PHONY: coordinator worker worker-dev test-service test-worker-e2e bench-service
 
 coordinator:
-	$(GO) build -o out/bin/coordinator ./scripts/coordinator
+	$(GO) build -o out/bin/coordinator ./cmd/coordinator
 
 # The Worker: Go compiled to wasm, plus the wasm_exec.js that
 # syumai/workers ships (Go's, patched to hand the runtime's env to Go).
@@ -30,7 +30,7 @@ worker-dev: worker
 # response-head readers, and vet/staticcheck of
 # what `make lint` does not see: the e2e build tag and the peers module.
 test-service:
-	$(GO) test -count=1 -race ./core/wire/ ./scripts/coordinator/ ./test/worker/
+	$(GO) test -count=1 -race ./core/wire/ ./cmd/coordinator/ ./test/worker/
 	$(GO) test $(FUZZ_BRIEF) -fuzz '^FuzzDecodeMessage$$' -fuzztime 40000x ./core/wire/
 	$(GO) test $(FUZZ_BRIEF) -fuzz '^FuzzParseReply$$' -fuzztime 60000x ./core/wire/
 	$(GO) test $(FUZZ_BRIEF) -fuzz '^FuzzReadHead$$' -fuzztime 40000x ./core/wire/

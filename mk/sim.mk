@@ -26,7 +26,7 @@ test-sim:
 # Many more seeds than make test, starting where it stops, with a progress
 # line; SOAK_MODE=-naive counts overlapping writes of the naive lease instead.
 soak:
-	$(GO) run ./core/sim/cmd/simulate -from $(SOAK_FROM) -n $(SOAK_SEEDS) $(SOAK_MODE)
+	$(GO) run ./cmd/simulate -from $(SOAK_FROM) -n $(SOAK_SEEDS) $(SOAK_MODE)
 
 # Every fuzz target of every package, found with go test -list, each for
 # FUZZTIME.

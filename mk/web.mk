@@ -18,14 +18,14 @@ BENCH += bench-web
 # Always handed to go build: its cache makes an unchanged rebuild cheap.
 devserver:
 	@mkdir -p out/bin
-	$(GO) build -trimpath -o $(DEVSERVER) ./scripts/devserver
+	$(GO) build -trimpath -o $(DEVSERVER) ./cmd/devserver
 
 playground: build-wasm devserver
 	@echo "playground: serving web/ and wasm/js/ (Ctrl-C stops it)"
 	$(DEVSERVER) -port $(PORT) -web web -module wasm/js
 
 test-devserver:
-	$(GO) test -count=1 ./scripts/devserver/...
+	$(GO) test -count=1 ./cmd/devserver/...
 
 # One file at a time: each starts its own server and Chromium, and the
 # machine has two cores.

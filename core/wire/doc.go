@@ -13,7 +13,7 @@
 // most callers want: one lease.Coordinator per resource, in memory or saved
 // through a Store before any grant is answered, so a restarted service keeps
 // issuing fences above the ones it already issued and remembers who holds
-// what. The same handler runs in the native server (scripts/coordinator) and
+// what. The same handler runs in the native server (cmd/coordinator) and
 // inside the Cloudflare Worker (wasm/worker).
 //
 // Client does what the spec asks of a holder on the far side of a network: it

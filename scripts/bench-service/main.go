@@ -4,12 +4,12 @@
 // release cycles per second over HTTP on loopback, sequentially and with
 // concurrent clients, for
 //
-//	native          scripts/coordinator, state in memory
+//	native          cmd/coordinator, state in memory
 //	native-raw      the same server driven by a minimal HTTP/1.1 client (one
 //	                connection, prebuilt requests, no lease.Client), like the
 //	                few-line RESP client scripts/peers uses for Redis: what
 //	                the server can do when the client costs little
-//	native-durable  scripts/coordinator -state FILE (fsync before every answer)
+//	native-durable  cmd/coordinator -state FILE (fsync before every answer)
 //	worker          the Go Worker (wasm/worker) under wrangler dev
 //	worker-plain-js the plain-JavaScript Durable Object (wasm/worker/plain.mjs)
 //

@@ -7,7 +7,7 @@
 //
 // Usage:
 //
-//	go run ./scripts/coordinator [-addr 127.0.0.1:8787] [-ttl 30s] [-state FILE] [-quiet]
+//	go run ./cmd/coordinator [-addr 127.0.0.1:8787] [-ttl 30s] [-state FILE] [-quiet]
 //
 // The first line it prints is "listening on http://HOST:PORT", which is how
 // a caller that passed port 0 learns the port.

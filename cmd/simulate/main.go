@@ -1,9 +1,9 @@
 // Command simulate runs lease-fence simulations: one seed verbosely (to
 // replay a failure), or a range of seeds with a progress line (a soak).
 //
-//	go run ./core/sim/cmd/simulate -seed 42 -trace
-//	go run ./core/sim/cmd/simulate -from 0 -n 1000000
-//	go run ./core/sim/cmd/simulate -naive -n 10000
+//	go run ./cmd/simulate -seed 42 -trace
+//	go run ./cmd/simulate -from 0 -n 1000000
+//	go run ./cmd/simulate -naive -n 10000
 package main
 
 import (

@@ -4,7 +4,7 @@
 // follows a path outside the two folders, and sends .wasm as application/wasm
 // so browsers can compile it while it streams.
 //
-//	go run ./scripts/devserver -port 8080 -web web -module wasm/js
+//	go run ./cmd/devserver -port 8080 -web web -module wasm/js
 //
 // The first line it prints is the URL it listens on, so a caller that passes
 // -port 0 can read the port it got.
