@@ -32,10 +32,10 @@ func At(domain string, millis float64) Instant {
 // and a finite millisecond count.
 func (t Instant) Validate() error {
 	if t.Domain == "" {
-		return &ArgumentError{Arg: "instant", Reason: "has an empty domain"}
+		return &ArgumentError{Pkg: "clock", Arg: "instant", Reason: "has an empty domain"}
 	}
 	if math.IsNaN(t.Millis) || math.IsInf(t.Millis, 0) {
-		return &ArgumentError{Arg: "instant", Reason: "millis must be a finite number, got " + FormatMillis(t.Millis)}
+		return &ArgumentError{Pkg: "clock", Arg: "instant", Reason: "millis must be a finite number, got " + FormatMillis(t.Millis)}
 	}
 	return nil
 }

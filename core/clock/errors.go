@@ -1,6 +1,10 @@
 package clock
 
-import "strconv"
+import (
+	"strconv"
+
+	"github.com/lease-fence/lease-fence/internal/argerr"
+)
 
 // DomainError is returned when two instants from different clock domains are
 // compared or subtracted. It is the spec's ClockDomainError.
@@ -49,15 +53,9 @@ func (e *ReadingError) Error() string {
 	return msg + ")"
 }
 
-// ArgumentError reports an invalid argument to a clock function.
-type ArgumentError struct {
-	Arg    string
-	Reason string
-}
-
-// Error names the argument and what was wrong with it.
-func (e *ArgumentError) Error() string { return "clock: " + e.Arg + " " + e.Reason }
-
-// InvalidArgument marks e as a caller error; bridges use it to pick an error
-// class without knowing every package's types.
-func (e *ArgumentError) InvalidArgument() bool { return true }
+// ArgumentError reports an invalid argument to a clock function. Nothing changed. It is
+// the one argument-error type of lease-fence (every package's ArgumentError
+// is this type), so errors.As with it matches an argument error from any
+// package; Pkg names the package that refused the argument and prefixes the
+// message.
+type ArgumentError = argerr.Error

@@ -35,10 +35,10 @@ type Guarded struct {
 // milliseconds: a wall clock, a test double, a host's performance counter.
 func New(domain string, read func() float64) (*Guarded, error) {
 	if domain == "" {
-		return nil, &ArgumentError{Arg: "domain", Reason: "must not be empty"}
+		return nil, &ArgumentError{Pkg: "clock", Arg: "domain", Reason: "must not be empty"}
 	}
 	if read == nil {
-		return nil, &ArgumentError{Arg: "read", Reason: "must not be nil"}
+		return nil, &ArgumentError{Pkg: "clock", Arg: "read", Reason: "must not be nil"}
 	}
 	return &Guarded{domain: domain, read: read}, nil
 }
@@ -105,13 +105,13 @@ type Manual struct {
 // NewManual returns a manual clock in domain.
 func NewManual(domain string, opts ManualOptions) (*Manual, error) {
 	if domain == "" {
-		return nil, &ArgumentError{Arg: "domain", Reason: "must not be empty"}
+		return nil, &ArgumentError{Pkg: "clock", Arg: "domain", Reason: "must not be empty"}
 	}
 	if !finite(opts.Start) {
-		return nil, &ArgumentError{Arg: "start", Reason: "must be a finite number, got " + FormatMillis(opts.Start)}
+		return nil, &ArgumentError{Pkg: "clock", Arg: "start", Reason: "must be a finite number, got " + FormatMillis(opts.Start)}
 	}
 	if !finite(opts.StepPerRead) || opts.StepPerRead < 0 {
-		return nil, &ArgumentError{Arg: "stepPerRead", Reason: "must be a finite number >= 0, got " + FormatMillis(opts.StepPerRead)}
+		return nil, &ArgumentError{Pkg: "clock", Arg: "stepPerRead", Reason: "must be a finite number >= 0, got " + FormatMillis(opts.StepPerRead)}
 	}
 	return &Manual{domain: domain, step: opts.StepPerRead, now: opts.Start}, nil
 }
@@ -147,13 +147,13 @@ func (m *Manual) StepPerRead() float64 { return m.step }
 // infinite amount is an error and changes nothing.
 func (m *Manual) Advance(ms float64) error {
 	if !finite(ms) || ms < 0 {
-		return &ArgumentError{Arg: "advance", Reason: "must be a finite number >= 0, got " + FormatMillis(ms)}
+		return &ArgumentError{Pkg: "clock", Arg: "advance", Reason: "must be a finite number >= 0, got " + FormatMillis(ms)}
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	next := m.now + ms
 	if !finite(next) {
-		return &ArgumentError{Arg: "advance", Reason: "moves the clock out of the finite range"}
+		return &ArgumentError{Pkg: "clock", Arg: "advance", Reason: "moves the clock out of the finite range"}
 	}
 	m.now = next
 	return nil
@@ -163,7 +163,7 @@ func (m *Manual) Advance(ms float64) error {
 // changes nothing.
 func (m *Manual) Set(ms float64) error {
 	if !finite(ms) {
-		return &ArgumentError{Arg: "set", Reason: "must be a finite number, got " + FormatMillis(ms)}
+		return &ArgumentError{Pkg: "clock", Arg: "set", Reason: "must be a finite number, got " + FormatMillis(ms)}
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()

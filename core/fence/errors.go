@@ -1,6 +1,10 @@
 package fence
 
-import "strconv"
+import (
+	"strconv"
+
+	"github.com/lease-fence/lease-fence/internal/argerr"
+)
 
 // StaleFenceError is returned when a gate refuses a token whose fence is below
 // its floor. It carries the rejections-log entry the refusal appended.
@@ -36,15 +40,9 @@ func (e *ResourceMismatchError) Error() string {
 // InvalidArgument marks a mismatch as a caller error.
 func (e *ResourceMismatchError) InvalidArgument() bool { return true }
 
-// ArgumentError reports an invalid argument to a fence function.
-type ArgumentError struct {
-	Arg    string
-	Reason string
-}
-
-// Error names the argument and what was wrong with it.
-func (e *ArgumentError) Error() string { return "fence: " + e.Arg + " " + e.Reason }
-
-// InvalidArgument marks e as a caller error; bridges use it to pick an error
-// class without knowing every package's types.
-func (e *ArgumentError) InvalidArgument() bool { return true }
+// ArgumentError reports an invalid argument to a fence function. Nothing changed. It is
+// the one argument-error type of lease-fence (every package's ArgumentError
+// is this type), so errors.As with it matches an argument error from any
+// package; Pkg names the package that refused the argument and prefixes the
+// message.
+type ArgumentError = argerr.Error

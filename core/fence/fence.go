@@ -33,11 +33,11 @@ func (t Token) String() string {
 func (t Token) Validate() error {
 	switch {
 	case t.Resource == "":
-		return &ArgumentError{Arg: "token.resource", Reason: "must not be empty"}
+		return &ArgumentError{Pkg: "fence", Arg: "token.resource", Reason: "must not be empty"}
 	case t.HolderID == "":
-		return &ArgumentError{Arg: "token.holderId", Reason: "must not be empty"}
+		return &ArgumentError{Pkg: "fence", Arg: "token.holderId", Reason: "must not be empty"}
 	case t.Fence == 0:
-		return &ArgumentError{Arg: "token.fence", Reason: "must be at least 1"}
+		return &ArgumentError{Pkg: "fence", Arg: "token.fence", Reason: "must be at least 1"}
 	}
 	return nil
 }
@@ -82,7 +82,7 @@ type Gate struct {
 // NewGate returns a gate for resource.
 func NewGate(resource string, opts Options) (*Gate, error) {
 	if resource == "" {
-		return nil, &ArgumentError{Arg: "resource", Reason: "must not be empty"}
+		return nil, &ArgumentError{Pkg: "fence", Arg: "resource", Reason: "must not be empty"}
 	}
 	g := &Gate{resource: resource}
 	g.floor.Store(opts.InitialFloor)
@@ -121,7 +121,7 @@ func (g *Gate) RejectionCount() int {
 // calling it from inside write on the same goroutine deadlocks.
 func (g *Gate) Commit(tok Token, write func() error) error {
 	if write == nil {
-		return &ArgumentError{Arg: "write", Reason: "must not be nil"}
+		return &ArgumentError{Pkg: "fence", Arg: "write", Reason: "must not be nil"}
 	}
 	if err := g.check(tok); err != nil {
 		return err

@@ -1,21 +1,19 @@
 package lease
 
-import "strconv"
+import (
+	"strconv"
 
-// ArgumentError reports an invalid argument or request. Nothing changed.
-type ArgumentError struct {
-	Arg    string
-	Reason string
-}
+	"github.com/lease-fence/lease-fence/internal/argerr"
+)
 
-// Error names the argument and what was wrong with it.
-func (e *ArgumentError) Error() string { return "lease: " + e.Arg + " " + e.Reason }
+// ArgumentError reports an invalid argument or request. Nothing changed. It is
+// the one argument-error type of lease-fence (every package's ArgumentError
+// is this type), so errors.As with it matches an argument error from any
+// package; Pkg names the package that refused the argument and prefixes the
+// message.
+type ArgumentError = argerr.Error
 
-// InvalidArgument marks e as a caller error; bridges use it to pick an error
-// class without knowing every package's types.
-func (e *ArgumentError) InvalidArgument() bool { return true }
-
-func argErr(arg, reason string) error { return &ArgumentError{Arg: arg, Reason: reason} }
+func argErr(arg, reason string) error { return argerr.New("lease", arg, reason) }
 
 // CompletedError is returned when a request is completed a second time. A
 // send instant anchors exactly one deadline.

@@ -12,7 +12,13 @@ import (
 	"time"
 
 	"github.com/lease-fence/lease-fence/core/clock"
+	"github.com/lease-fence/lease-fence/internal/argerr"
 )
+
+// ArgumentError reports an invalid argument; nothing changed. It is the one
+// argument-error type of lease-fence (clock.ArgumentError and the others are
+// the same type), with Pkg "naive".
+type ArgumentError = argerr.Error
 
 // Lease is an expiresAt timestamp read against the holder's own clock.
 type Lease struct {
@@ -25,10 +31,10 @@ type Lease struct {
 // arrived, not when it was requested).
 func Acquire(clk clock.Clock, ttl time.Duration) (*Lease, error) {
 	if clk == nil {
-		return nil, &clock.ArgumentError{Arg: "clock", Reason: "is required"}
+		return nil, &ArgumentError{Pkg: "naive", Arg: "clock", Reason: "is required"}
 	}
 	if ttl <= 0 {
-		return nil, &clock.ArgumentError{Arg: "ttl", Reason: "must be positive, got " + ttl.String()}
+		return nil, &ArgumentError{Pkg: "naive", Arg: "ttl", Reason: "must be positive, got " + ttl.String()}
 	}
 	l := &Lease{clk: clk, ttl: ttl}
 	return l, l.Renewed()

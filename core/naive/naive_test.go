@@ -2,6 +2,7 @@ package naive_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -105,8 +106,8 @@ func TestNaiveBadInput(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			before := clk.Peek()
 			l, err := naive.Acquire(tc.clk, tc.ttl)
-			var ae *clock.ArgumentError
-			if l != nil || !errors.As(err, &ae) || ae.Arg != tc.arg {
+			var ae *naive.ArgumentError
+			if l != nil || !errors.As(err, &ae) || ae.Arg != tc.arg || ae.Pkg != "naive" || !strings.HasPrefix(err.Error(), "naive: ") {
 				t.Fatalf("Acquire = %v, %v; want ArgumentError on %s", l, err, tc.arg)
 			}
 			if clk.Peek() != before {

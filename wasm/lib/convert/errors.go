@@ -1,20 +1,17 @@
 package convert
 
-import "strconv"
+import (
+	"strconv"
+
+	"github.com/lease-fence/lease-fence/internal/argerr"
+)
 
 // ArgumentError reports an argument from JavaScript that has the wrong type or
-// is out of range. Nothing was changed by the call that returned it.
-type ArgumentError struct {
-	Arg    string // the argument's path, e.g. "request.sentAt.millis"
-	Reason string
-}
-
-// Error names the argument and what is wrong with it.
-func (e *ArgumentError) Error() string { return "lease-fence: " + e.Arg + " " + e.Reason }
-
-// InvalidArgument marks e as a caller error, like the core packages' argument
-// errors.
-func (e *ArgumentError) InvalidArgument() bool { return true }
+// is out of range. Nothing was changed by the call that returned it. It is
+// the core packages' argument-error type (clock.ArgumentError and the others
+// are the same type); errors from this package leave Pkg empty, so their
+// messages start with "lease-fence: ".
+type ArgumentError = argerr.Error
 
 func argErr(arg, reason string) error { return &ArgumentError{Arg: arg, Reason: reason} }
 
