@@ -160,7 +160,7 @@ func (c *Coordinator) acquireLocked(now clock.Instant, req Request) (Outcome, er
 		}
 		if live && cur.fence == g.Fence {
 			c.last = now
-			return Outcome{OK: true, Grant: &g}, nil
+			return Outcome{OK: true, Grant: g}, nil
 		}
 		// The lease that request made is over; the retry is a new acquisition.
 	}
@@ -193,7 +193,7 @@ func (c *Coordinator) acquireLocked(now clock.Instant, req Request) (Outcome, er
 		CoordinatorExpiresAt: clock.At(now.Domain, exp),
 	}
 	c.remember(g, prevN, seen)
-	return Outcome{OK: true, Grant: &g}, nil
+	return Outcome{OK: true, Grant: g}, nil
 }
 
 // Renew is shorthand for RenewAt with a fresh reading of the coordinator's
@@ -239,7 +239,7 @@ func (c *Coordinator) renewLocked(now clock.Instant, req Request) (Outcome, erro
 	}
 	cur.expiresAt = now.Millis + c.ms
 	c.leases[req.Resource] = cur
-	return Outcome{OK: true, Grant: &Grant{
+	return Outcome{OK: true, Grant: Grant{
 		RequestID:            req.RequestID,
 		Resource:             req.Resource,
 		HolderID:             req.HolderID,

@@ -73,11 +73,11 @@ func runCoordinator(t *testing.T, c *lease.Coordinator, steps []cstep) {
 				}
 				switch {
 				case err != nil:
-				case out.OK && out.Grant != nil && out.HeldBy == "" && out.Reason == "":
+				case out.OK && out.HeldBy == "" && out.Reason == "":
 					outcome = "grant"
-				case !out.OK && out.Grant == nil && out.HeldBy != "" && out.Reason == "":
+				case !out.OK && out.Grant == (lease.Grant{}) && out.HeldBy != "" && out.Reason == "":
 					outcome = "denied"
-				case !out.OK && out.Grant == nil && out.HeldBy == "" && out.Reason == lease.Expired:
+				case !out.OK && out.Grant == (lease.Grant{}) && out.HeldBy == "" && out.Reason == lease.Expired:
 					outcome = "expired"
 				default:
 					t.Fatalf("malformed outcome %+v", out)
@@ -111,7 +111,7 @@ func runCoordinator(t *testing.T, c *lease.Coordinator, steps []cstep) {
 			case "grant":
 				g := out.Grant
 				if g.Fence != s.wantFence || g.HolderID != s.holder || g.Resource != res || g.RequestID != s.id || g.TTL != c.TTL() {
-					t.Fatalf("grant %+v, want fence %d for %s/%s/%s", *g, s.wantFence, s.id, s.holder, res)
+					t.Fatalf("grant %+v, want fence %d for %s/%s/%s", g, s.wantFence, s.id, s.holder, res)
 				}
 				if g.CoordinatorExpiresAt.Domain != coordDomain {
 					t.Fatalf("CoordinatorExpiresAt in domain %q", g.CoordinatorExpiresAt.Domain)

@@ -33,7 +33,7 @@ func Example() {
 	// A acquires: the request carries the instant it was sent.
 	req, _ := a.BeginAcquire("deploy-slot")
 	out, _ := coordinator.Acquire(req) // the far side of the wire
-	leaseA, _ := a.CompleteAcquire(req, *out.Grant)
+	leaseA, _ := a.CompleteAcquire(req, out.Grant)
 	fmt.Println("A holds", leaseA.Token(), "until", leaseA.Deadline())
 	fmt.Println("A writes:", gate.Commit(leaseA.Token(), func() error { slot = "v1 from A"; return nil }))
 
@@ -48,7 +48,7 @@ func Example() {
 	_ = aClock.Advance(40_000)
 	reqB, _ = b.BeginAcquire("deploy-slot")
 	out, _ = coordinator.Acquire(reqB)
-	leaseB, _ := b.CompleteAcquire(reqB, *out.Grant)
+	leaseB, _ := b.CompleteAcquire(reqB, out.Grant)
 	fmt.Println("B writes:", gate.Commit(leaseB.Token(), func() error { slot = "v2 from B"; return nil }))
 
 	// A wakes up and writes. The gate refuses it and logs the overlap.
@@ -62,7 +62,7 @@ func Example() {
 	_ = coordClock.Advance(10_100)
 	renewal, _ := b.BeginRenewal(leaseB)
 	out, _ = coordinator.Renew(renewal)
-	leaseB, _ = b.CompleteRenewal(renewal, *out.Grant)
+	leaseB, _ = b.CompleteRenewal(renewal, out.Grant)
 	fmt.Println("B renewed", leaseB.Token(), "until", leaseB.Deadline(), "coordinator's copy until", out.Grant.CoordinatorExpiresAt)
 
 	// A renewing its expired lease is refused: re-acquire instead.
@@ -90,7 +90,7 @@ func ExampleLease_HasExpiredAt() {
 
 	req, _ := a.BeginAcquire("r")
 	out, _ := coordinator.Acquire(req)
-	l, _ := a.CompleteAcquire(req, *out.Grant)
+	l, _ := a.CompleteAcquire(req, out.Grant)
 
 	fmt.Println(l.HasExpiredAt(clock.At("agent-a", 999)))
 	fmt.Println(l.HasExpiredAt(out.Grant.CoordinatorExpiresAt))
@@ -110,7 +110,7 @@ func ExampleCoordinator_Acquire_retry() {
 	req, _ := a.BeginAcquire("r")
 	first, _ := coordinator.Acquire(req)
 	retry, _ := coordinator.Acquire(req) // the reply to the first was lost
-	fmt.Println(first.Grant.Fence, retry.Grant.Fence, *first.Grant == *retry.Grant, coordinator.IssuedFence())
+	fmt.Println(first.Grant.Fence, retry.Grant.Fence, first.Grant == retry.Grant, coordinator.IssuedFence())
 	// Output: 1 1 true 1
 }
 

@@ -101,10 +101,10 @@ func mustGrant(t testing.TB) func(lease.Outcome, error) lease.Grant {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !out.OK || out.Grant == nil {
+		if !out.OK {
 			t.Fatalf("outcome %+v, want a grant", out)
 		}
-		return *out.Grant
+		return out.Grant
 	}
 }
 

@@ -483,7 +483,7 @@ func TestContainmentProperty(t *testing.T) {
 			continue
 		}
 		renewed++
-		l2, err := cl.CompleteRenewal(rreq, *out.Grant)
+		l2, err := cl.CompleteRenewal(rreq, out.Grant)
 		must(t, err)
 		if l2.Token() != l.Token() {
 			t.Fatalf("trip %d: renewal changed the token", i)

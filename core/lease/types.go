@@ -74,14 +74,17 @@ type Reason string
 // was reassigned), and an expired lease is never extended. Re-acquire.
 const Expired Reason = "expired"
 
-// Outcome is the coordinator's answer. Exactly one shape is filled in:
+// Outcome is the coordinator's answer, a plain value (making one allocates
+// nothing). Exactly one shape is filled in:
 //
-//	OK && Grant != nil                     granted
+//	OK                                     granted: Grant is the grant
 //	!OK && HeldBy != ""                    denied: HeldBy holds it for RetryAfter more
 //	!OK && Reason == Expired               renewal refused
+//
+// Grant is the zero Grant unless OK.
 type Outcome struct {
 	OK         bool
-	Grant      *Grant
+	Grant      Grant
 	HeldBy     string
 	RetryAfter time.Duration
 	Reason     Reason

@@ -279,10 +279,10 @@ func (c *Checker) Acquired(now clock.Instant, req lease.Request, out lease.Outco
 		prev := leaseKey{c.inc, req.Resource, f}
 		if c.live(prev, now) {
 			got := "a denial"
-			if out.OK && out.Grant != nil {
+			if out.OK {
 				got = fmt.Sprintf("fence %d", out.Grant.Fence)
 			}
-			c.check(RetrySameFence, out.OK && out.Grant != nil && out.Grant.Fence == f,
+			c.check(RetrySameFence, out.OK && out.Grant.Fence == f,
 				"retried request %s got %s while its lease with fence %d is still current", req.RequestID, got, f)
 		} else {
 			c.Checks[RetrySameFence]++
@@ -295,8 +295,8 @@ func (c *Checker) Acquired(now clock.Instant, req lease.Request, out lease.Outco
 			"acquire %s was denied as held by %q, but no live lease of that holder exists", req.RequestID, out.HeldBy)
 		return
 	}
-	g := out.Grant
-	if !c.check(CoreError, g != nil && g.RequestID == req.RequestID && g.Resource == req.Resource && g.HolderID == req.HolderID,
+	g := &out.Grant
+	if !c.check(CoreError, g.RequestID == req.RequestID && g.Resource == req.Resource && g.HolderID == req.HolderID,
 		"acquire %s got a grant that does not answer it: %+v", req.RequestID, g) {
 		return
 	}
@@ -354,8 +354,8 @@ func (c *Checker) Renewed(now clock.Instant, req lease.Request, out lease.Outcom
 		c.check(CoreError, out.Reason == lease.Expired, "renewal %s refused without reason expired: %+v", req.RequestID, out)
 		return
 	}
-	g := out.Grant
-	c.check(FenceOrder, g != nil && g.Fence == req.Fence && g.Resource == req.Resource && g.HolderID == req.HolderID,
+	g := &out.Grant
+	c.check(FenceOrder, g.Fence == req.Fence && g.Resource == req.Resource && g.HolderID == req.HolderID,
 		"renewal of %s fence %d came back as %+v", req.Resource, req.Fence, g)
 	if !c.check(NoResurrection, p != nil && p.holder == req.HolderID && c.live(key, now),
 		"renewal %s of %s fence %d by %s was granted, but that lease is not current at %s",

@@ -33,7 +33,7 @@ func acqReq(holder, id string) lease.Request {
 }
 
 func grantOut(req lease.Request, f uint64, now clock.Instant) lease.Outcome {
-	return lease.Outcome{OK: true, Grant: &lease.Grant{
+	return lease.Outcome{OK: true, Grant: lease.Grant{
 		RequestID: req.RequestID, Resource: req.Resource, HolderID: req.HolderID, Fence: f, TTL: checkTTL,
 		CoordinatorExpiresAt: now.AddMillis(clock.Millis(checkTTL)),
 	}}
@@ -69,7 +69,7 @@ func TestCheckerNamesEachInvariant(t *testing.T) {
 			req, _ := cl.BeginAcquireAt(clock.At("a", 0), "r")
 			out := grantOut(req, 1, t0)
 			c.Acquired(t0, req, out, nil)
-			g := *out.Grant
+			g := out.Grant
 			g.TTL = 2 * checkTTL
 			l, err := cl.CompleteAcquire(req, g)
 			if err != nil {

@@ -86,7 +86,7 @@ func OutputOf(out lease.Outcome, err error) OpOutput {
 	switch {
 	case err != nil:
 		return OpOutput{Err: err.Error()}
-	case out.OK && out.Grant != nil:
+	case out.OK:
 		return OpOutput{OK: true, Fence: out.Grant.Fence, ExpiresAt: out.Grant.CoordinatorExpiresAt.Millis}
 	case out.HeldBy != "":
 		return OpOutput{HeldBy: out.HeldBy, RetryAfterMs: clock.Millis(out.RetryAfter)}

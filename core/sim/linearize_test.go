@@ -92,7 +92,7 @@ func concurrentHistory(t testing.TB, seed uint64, clients, opsPer, resources int
 						out, _ = rec.Acquire(req)
 					}
 					if out.OK {
-						if held, err = cl.CompleteAcquire(req, *out.Grant); err != nil {
+						if held, err = cl.CompleteAcquire(req, out.Grant); err != nil {
 							t.Error(err)
 							return
 						}
@@ -111,7 +111,7 @@ func concurrentHistory(t testing.TB, seed uint64, clients, opsPer, resources int
 						held = nil
 						continue
 					}
-					if held, err = cl.CompleteRenewal(req, *out.Grant); err != nil {
+					if held, err = cl.CompleteRenewal(req, out.Grant); err != nil {
 						t.Error(err)
 						return
 					}

@@ -294,7 +294,7 @@ func (h *opsHarness) receive(r opsReply) {
 		complete = a.client.CompleteRenewal
 	}
 	if a.done[r.req.RequestID] {
-		_, err := complete(r.req, *r.out.Grant)
+		_, err := complete(r.req, r.out.Grant)
 		var ce *lease.CompletedError
 		h.chk.check(SingleUse, errors.As(err, &ce), "%s completed %s a second time (err %v)", a.name, r.req.RequestID, err)
 		return
@@ -302,7 +302,7 @@ func (h *opsHarness) receive(r opsReply) {
 	if !current {
 		return
 	}
-	l, err := complete(*a.open, *r.out.Grant)
+	l, err := complete(*a.open, r.out.Grant)
 	if !h.chk.check(CoreError, err == nil, "%s could not complete %s: %v", a.name, r.req.RequestID, err) {
 		return
 	}

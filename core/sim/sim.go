@@ -709,7 +709,7 @@ func (w *world) acquireReply(a *agent, m *message) {
 		}
 		return
 	}
-	g := *m.out.Grant
+	g := m.out.Grant
 	if a.done[m.req.RequestID] {
 		// A duplicate or retried reply to a request already completed: the
 		// client must refuse to make a second lease from it.
@@ -752,7 +752,7 @@ func (w *world) renewReply(a *agent, m *message) {
 		}
 		return
 	}
-	g := *m.out.Grant
+	g := m.out.Grant
 	if a.done[m.req.RequestID] {
 		w.completeAgain(a, "renewal", m.req, g, a.client.CompleteRenewal)
 		return

@@ -297,7 +297,7 @@ func (s *Service) acquire(ctx context.Context, r *resource, now clock.Instant, m
 	if err := s.save(ctx, r, next); err != nil {
 		return Reply{}, err
 	}
-	return Reply{OK: true, Grant: wireGrant(*g, secret)}, nil
+	return Reply{OK: true, Grant: wireGrant(g, secret)}, nil
 }
 
 func (s *Service) renew(ctx context.Context, r *resource, now clock.Instant, m Message) (Reply, error) {
@@ -318,7 +318,7 @@ func (s *Service) renew(ctx context.Context, r *resource, now clock.Instant, m M
 	if err := s.save(ctx, r, next); err != nil {
 		return Reply{}, err
 	}
-	return Reply{OK: true, Grant: wireGrant(*g, next.Lease.Secret)}, nil
+	return Reply{OK: true, Grant: wireGrant(g, next.Lease.Secret)}, nil
 }
 
 func (s *Service) release(ctx context.Context, r *resource, now clock.Instant, m Message) (Reply, error) {

@@ -230,9 +230,9 @@ func (b *Bridge) CoordNew(n int32) (st int32) {
 func (b *Bridge) putOutcome(o lease.Outcome) int32 {
 	w := b.out()
 	switch {
-	case o.OK && o.Grant != nil:
+	case o.OK:
 		w.F64(Granted)
-		w.PutGrant(*o.Grant)
+		w.PutGrant(o.Grant)
 	case o.HeldBy != "":
 		w.F64(Denied)
 		w.Str(o.HeldBy)
