@@ -15,7 +15,8 @@ test('npm pack installs into an empty folder and runs under this node', () => {
   try {
     const [packed] = JSON.parse(execFileSync('npm', ['pack', '--json', '--pack-destination', dir], { cwd: root, encoding: 'utf8' }));
     const files = packed.files.map((f) => f.path);
-    const needed = ['package.json', 'wasm/js/lease-fence.d.ts', 'wasm/js/lease-fence.mjs', 'wasm/js/lease-fence.wasm', 'wasm/js/wasm_exec.js'];
+    const needed = ['package.json', 'wasm/js/lease-fence.d.ts', 'wasm/js/lease-fence.mjs', 'wasm/js/lease-fence.wasm', 'wasm/js/wasm_exec.js',
+      'wasm/js/service-client.mjs', 'wasm/js/service-client.d.ts'];
     for (const f of needed) assert.ok(files.includes(f), `${f} is missing from the tarball`);
     // npm always adds the README and licence; nothing else may ride along.
     assert.deepEqual(files.filter((f) => !needed.includes(f) && !/^(README|LICEN[CS]E)/i.test(f)), []);
@@ -25,6 +26,8 @@ test('npm pack installs into an empty folder and runs under this node', () => {
     execFileSync('npm', ['install', '--offline', '--no-audit', '--no-fund', '--loglevel=error', join(dir, packed.filename)], { cwd: app });
     writeFileSync(join(app, 'main.mjs'), `
       import { createManualClock, FenceGate, LeaseClient, LeaseCoordinator, StaleFenceError } from 'lease-fence';
+      import { LeaseServiceClient } from 'lease-fence/service-client';
+      new LeaseServiceClient({ baseURL: 'http://127.0.0.1:1', holderId: 'a' });
       const coordinator = new LeaseCoordinator({ clock: createManualClock('c'), ttlMillis: 100 });
       const client = new LeaseClient({ clock: createManualClock('a'), holderId: 'a' });
       const gate = new FenceGate('r');

@@ -1,0 +1,10 @@
+# LeaseServiceClient (wasm/js/service-client.mjs, docs/js.md "The service
+# client"): node --test against the native coordinator and the Worker under
+# wrangler dev (started once, offline), after tsc has compiled the
+# `await using` example in test/svcclient.
+TESTS += test-svcclient
+
+.PHONY: test-svcclient
+test-svcclient: build-wasm coordinator worker
+	tsc -p test/svcclient/tsconfig.json
+	COORDINATOR=$(CURDIR)/out/bin/coordinator node --test test/svcclient/

@@ -1,0 +1,721 @@
+// LeaseServiceClient (lease-fence/service-client) against the real
+// coordinators: the native server (COORDINATOR, out/bin/coordinator by
+// default) and the Worker under `wrangler dev` (started once, offline, on a
+// free port, its state in a temporary directory). Every call goes through a
+// small recording proxy on 127.0.0.1, which can drop, hold, rewrite or answer
+// a request, so retries, timeouts and aborts happen for real. The proxy also
+// collects every secret that crosses it; the last test checks that none of
+// them appears in an error, a printed object or a log line of either
+// coordinator.
+//
+// Run by `make test-svcclient`, which builds the wasm, the coordinator, the
+// Worker, and the TypeScript in this folder (using.ts, compiled into
+// out/test/svcclient) first.
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn, spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import http from 'node:http';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import util from 'node:util';
+import { FenceGate, InvalidArgumentError, LeaseClient, LeaseFenceError, createManualClock } from 'lease-fence';
+import {
+  LeaseDeniedError,
+  LeaseExpiredError,
+  LeaseServiceClient,
+  LeaseServiceError,
+  ServiceLease,
+} from 'lease-fence/service-client';
+
+const root = fileURLToPath(new URL('../..', import.meta.url));
+
+// Everything secret that crossed a proxy, every error a test caught, every
+// object printed: checked together by the last test.
+const secrets = new Set();
+const caught = [];
+const printed = [];
+
+function keep(e) {
+  caught.push(e);
+  return e;
+}
+
+async function rejects(promise, check) {
+  let err;
+  try {
+    await promise;
+  } catch (e) {
+    err = keep(e);
+  }
+  assert.ok(err !== undefined, 'expected a rejection');
+  if (check) check(err);
+  return err;
+}
+
+// ---------------------------------------------------------------- processes
+
+const children = [];
+
+function collect(stream, lines, onLine) {
+  let rest = '';
+  stream.setEncoding('utf8');
+  stream.on('data', (chunk) => {
+    rest += chunk;
+    let i;
+    while ((i = rest.indexOf('\n')) >= 0) {
+      const line = rest.slice(0, i);
+      rest = rest.slice(i + 1);
+      lines.push(line);
+      onLine?.(line);
+    }
+  });
+  stream.on('end', () => {
+    if (rest) lines.push(rest);
+  });
+}
+
+// waitFor resolves with the first match of re in child's output, and fails
+// if the child exits first or nothing matches within the start-up guard.
+function waitFor(child, lines, re, what) {
+  return new Promise((resolve, reject) => {
+    const guard = setTimeout(() => reject(new Error(`${what}: not ready after 120 s:\n${lines.join('\n')}`)), 120_000);
+    const onLine = (line) => {
+      const m = re.exec(line);
+      if (m) {
+        clearTimeout(guard);
+        resolve(m[1]);
+      }
+    };
+    collect(child.stdout, lines, onLine);
+    collect(child.stderr, lines, onLine);
+    child.on('exit', (code) => {
+      clearTimeout(guard);
+      reject(new Error(`${what} exited (${code}) before it was ready:\n${lines.join('\n')}`));
+    });
+  });
+}
+
+async function startNative() {
+  const bin = process.env.COORDINATOR || path.join(root, 'out/bin/coordinator');
+  assert.ok(existsSync(bin), `${bin} is not built: run make coordinator`);
+  const usage = spawnSync(bin, ['-h'], { encoding: 'utf8' });
+  const flags = `${usage.stdout}${usage.stderr}`;
+  const args = ['-addr', '127.0.0.1:0'];
+  // The hardened coordinator keeps durable state by default and runs in
+  // memory only when told to.
+  if (/^\s+-memory\b/m.test(flags)) args.push('-memory');
+  const lines = [];
+  const child = spawn(bin, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  children.push(child);
+  const url = await waitFor(child, lines, /listening on (http:\/\/127\.0\.0\.1:\d+)/, 'coordinator');
+  return { name: 'native coordinator', url, log: lines, child };
+}
+
+async function startWorker() {
+  assert.ok(existsSync(path.join(root, 'wasm/worker/build/app.wasm')), 'the Worker is not built: run make worker');
+  const dir = mkdtempSync(path.join(tmpdir(), 'lease-fence-svcclient-'));
+  const lines = [];
+  const child = spawn(path.join(root, 'node_modules/.bin/wrangler'), [
+    'dev', '--ip', '127.0.0.1', '--port', '0', '--persist-to', dir, '--log-level', 'info',
+    '--show-interactive-dev-session=false', '--var', 'LEASE_TTL_MS:600000',
+  ], {
+    cwd: path.join(root, 'wasm/worker'),
+    env: { ...process.env, WRANGLER_SEND_METRICS: 'false', CLOUDFLARE_CF_FETCH_ENABLED: 'false', CI: '1', NO_COLOR: '1' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+    detached: true, // its own process group, ended as one
+  });
+  children.push(child);
+  child.on('exit', () => rmSync(dir, { recursive: true, force: true }));
+  const url = await waitFor(child, lines, /Ready on (http:\/\/127\.0\.0\.1:\d+)/, 'wrangler dev');
+  return { name: 'Worker under wrangler dev', url, log: lines, child };
+}
+
+function stop(child) {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
+  const done = new Promise((resolve) => child.once('exit', resolve));
+  try {
+    if (child.spawnargs[0].endsWith('wrangler')) process.kill(-child.pid, 'SIGINT');
+    else child.kill('SIGINT');
+  } catch {
+    // already gone
+  }
+  return done;
+}
+
+// ---------------------------------------------------------------- the proxy
+
+function noteSecrets(text) {
+  try {
+    const v = JSON.parse(text);
+    if (typeof v?.secret === 'string') secrets.add(v.secret);
+    if (typeof v?.grant?.secret === 'string') secrets.add(v.grant.secret);
+  } catch {
+    // not JSON
+  }
+}
+
+/**
+ * A recording proxy in front of target. proxy.policy(entry) picks what happens
+ * to each request (entry: { n, path, body, json }); it returns nothing
+ * (forward and answer) or an object:
+ *   { drop: true }        forward, then close the connection instead of answering
+ *   { holdReply: true }   forward, never answer
+ *   { hold: true }        do not forward, never answer
+ *   { answer: { status, body } }  answer this instead of forwarding
+ *   { rewrite: (json) => json }   forward a changed body
+ *   { before: async () => {} }    run this, then forward
+ * proxy.seen lists every request; proxy.on(path) those to one path.
+ */
+async function startProxy(target) {
+  const proxy = { seen: [], policy: null, waiting: [] };
+  const open = new Set();
+  const server = http.createServer(async (req, res) => {
+    const chunks = [];
+    for await (const c of req) chunks.push(c);
+    const body = Buffer.concat(chunks).toString('utf8');
+    noteSecrets(body);
+    let json;
+    try {
+      json = JSON.parse(body);
+    } catch {
+      json = undefined;
+    }
+    const entry = { n: proxy.seen.length + 1, path: req.url, body, json };
+    proxy.seen.push(entry);
+    for (const w of proxy.waiting.splice(0)) w(entry);
+    const action = (proxy.policy && (await proxy.policy(entry))) || {};
+    if (action.hold) return;
+    if (action.answer) {
+      const text = typeof action.answer.body === 'string' ? action.answer.body : JSON.stringify(action.answer.body);
+      res.writeHead(action.answer.status, { 'content-type': 'application/json' });
+      res.end(text);
+      return;
+    }
+    if (action.before) await action.before();
+    const sent = action.rewrite ? JSON.stringify(action.rewrite(json)) : body;
+    let status, text;
+    try {
+      const r = await fetch(target + req.url, { method: req.method, headers: { 'content-type': 'application/json' }, body: sent });
+      status = r.status;
+      text = await r.text();
+    } catch (e) {
+      res.writeHead(599);
+      res.end(String(e));
+      return;
+    }
+    noteSecrets(text);
+    entry.status = status;
+    entry.reply = text;
+    if (action.drop) {
+      req.socket.destroy();
+      return;
+    }
+    if (action.holdReply) return;
+    res.writeHead(status, { 'content-type': 'application/json' });
+    res.end(text);
+  });
+  server.on('connection', (s) => {
+    open.add(s);
+    s.on('close', () => open.delete(s));
+  });
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  proxy.url = `http://127.0.0.1:${server.address().port}`;
+  proxy.on = (p) => proxy.seen.filter((e) => e.path === p);
+  /** Resolves with the next request the proxy receives. */
+  proxy.next = () => new Promise((resolve) => proxy.waiting.push(resolve));
+  proxy.reset = () => {
+    proxy.policy = null;
+    proxy.seen.length = 0;
+  };
+  proxy.close = () => {
+    for (const s of open) s.destroy();
+    return new Promise((resolve) => server.close(resolve));
+  };
+  return proxy;
+}
+
+// ---------------------------------------------------------------- set-up
+
+const targets = {};
+let usingTs;
+
+before(async () => {
+  const [native, worker] = await Promise.all([startNative(), startWorker()]);
+  for (const t of [native, worker]) {
+    t.proxy = await startProxy(t.url);
+    targets[t === native ? 'native' : 'worker'] = t;
+  }
+  const compiled = path.join(root, 'out/test/svcclient/using.js');
+  assert.ok(existsSync(compiled), 'using.ts is not compiled: run tsc -p test/svcclient/tsconfig.json');
+  usingTs = await import(pathToFileURL(compiled).href);
+});
+
+after(async () => {
+  for (const t of Object.values(targets)) await t.proxy.close();
+  await Promise.all(children.map(stop));
+});
+
+let seq = 0;
+function resourceName(what) {
+  return `svcclient-${what}-${process.pid}-${++seq}`;
+}
+
+/** A client through target's proxy; retries at once, attempts wait long. */
+function client(t, holderId, options = {}) {
+  return new LeaseServiceClient({ baseURL: t.proxy.url, holderId, backoff: () => 0, attemptTimeoutMillis: 30_000, ...options });
+}
+
+/** A client straight to target, for the other holders of a scenario. */
+function direct(t, holderId) {
+  return new LeaseServiceClient({ baseURL: t.url, holderId, backoff: () => 0, attemptTimeoutMillis: 30_000 });
+}
+
+/** Whether the client sent its own secret at acquire (the hardened protocol). */
+function clientSecrets(t) {
+  const acq = t.proxy.on('/v1/acquire');
+  assert.ok(acq.length > 0, 'no acquisition seen yet');
+  return typeof acq[0].json.secret === 'string';
+}
+
+/** The secret of the acquisition of lease, as seen on the wire. */
+function wireSecret(t, lease) {
+  for (const e of t.proxy.on('/v1/acquire')) {
+    if (e.json.requestId !== lease.grant.requestId) continue;
+    if (typeof e.json.secret === 'string') return e.json.secret;
+    if (e.reply) return JSON.parse(e.reply).grant.secret;
+  }
+  throw new Error('acquisition not seen');
+}
+
+/** Asserts that resource's next fence is fence + 1: exactly one fence was issued for what came before. */
+async function nextFenceIs(t, resource, fence) {
+  const other = direct(t, 'checker');
+  const l = await other.acquire(resource);
+  assert.equal(l.token.fence, fence + 1, 'exactly one fence issued before');
+  await other.release(l);
+}
+
+// ---------------------------------------------------------------- against both coordinators
+
+for (const which of ['native', 'worker']) {
+  describe(which === 'native' ? 'native coordinator' : 'Worker under wrangler dev', () => {
+    const t = () => targets[which];
+
+    test('acquire, renew, release; denied; the deadline anchored at the first send', async () => {
+      const T = t();
+      T.proxy.reset();
+      const clock = createManualClock(`agent-a-${which}`, { start: 1000 });
+      const a = new LeaseServiceClient({ baseURL: T.proxy.url, holderId: 'agent-a', clock, clockSkewMillis: 10, backoff: () => 0 });
+      const b = client(T, 'agent-b');
+      const r = resourceName('basic');
+      const lease = await a.acquire(r);
+      printed.push(lease, a);
+      assert.ok(lease instanceof ServiceLease);
+      assert.deepEqual({ ...lease.token }, { resource: r, holderId: 'agent-a', fence: lease.token.fence });
+      assert.ok(lease.token.fence >= 1);
+      assert.equal(lease.deadline.domain, `agent-a-${which}`);
+      assert.equal(lease.deadline.millis, 1000 + lease.grant.ttlMillis - 10);
+      assert.equal(lease.grant.secret, undefined);
+
+      await rejects(b.acquire(r), (e) => {
+        assert.ok(e instanceof LeaseDeniedError && e instanceof LeaseFenceError);
+        assert.equal(e.code, 'denied');
+        assert.equal(e.heldBy, 'agent-a');
+        assert.equal(e.resource, r);
+        assert.ok(e.retryAfterMillis > 0);
+      });
+      // Its own holder is denied a second lease too.
+      await rejects(a.acquire(r), (e) => assert.ok(e instanceof LeaseDeniedError && e.heldBy === 'agent-a'));
+
+      clock.advance(500);
+      const renewed = await a.renew(lease);
+      assert.equal(renewed.token.fence, lease.token.fence);
+      assert.equal(renewed.deadline.millis, 1500 + renewed.grant.ttlMillis - 10);
+      await a.release(renewed);
+      // Both objects are of the ended lease now: nothing more is sent.
+      const before = T.proxy.seen.length;
+      await rejects(a.renew(lease), (e) => assert.ok(e instanceof LeaseExpiredError));
+      await rejects(a.release(renewed), (e) => assert.ok(e instanceof LeaseExpiredError));
+      await lease[Symbol.asyncDispose]();
+      assert.equal(T.proxy.seen.length, before);
+      await nextFenceIs(T, r, lease.token.fence);
+
+      // One body per call, the secret in renew and release only as the
+      // protocol says.
+      const [acq] = T.proxy.on('/v1/acquire');
+      assert.equal(acq.json.kind, 'acquire');
+      assert.equal(acq.json.holderId, 'agent-a');
+      assert.deepEqual(acq.json.sentAt, { millis: 1000, domain: `agent-a-${which}` });
+      const [ren] = T.proxy.on('/v1/renew');
+      const [rel] = T.proxy.on('/v1/release');
+      assert.equal(ren.json.secret, wireSecret(T, lease));
+      assert.equal(rel.json.secret, wireSecret(T, lease));
+      assert.equal(rel.json.fence, lease.token.fence);
+      assert.notEqual(rel.json.requestId, acq.json.requestId);
+    });
+
+    test('a dropped reply: the retry sends the same body and gets the same grant, one fence issued', async () => {
+      const T = t();
+      T.proxy.reset();
+      const a = client(T, 'agent-a');
+      const r = resourceName('dropped');
+      T.proxy.policy = (e) => (e.path === '/v1/acquire' && e.n === 1 ? { drop: true } : undefined);
+      const lease = await a.acquire(r);
+      const sent = T.proxy.on('/v1/acquire');
+      assert.equal(sent.length, 2);
+      assert.equal(sent[1].body, sent[0].body, 'the retry repeats the body byte for byte');
+      assert.equal(sent[0].status, 200, 'the first attempt reached the coordinator');
+      const first = JSON.parse(sent[0].reply).grant;
+      assert.equal(first.fence, lease.token.fence, 'the retry got the grant the lost reply carried');
+      assert.equal(first.requestId, lease.grant.requestId);
+      // A dropped renewal reply and a dropped release reply: retried, and the
+      // release's retry is answered ok.
+      T.proxy.reset();
+      T.proxy.policy = (e) => (e.n === 1 || e.n === 3 ? { drop: true } : undefined);
+      const renewed = await a.renew(lease);
+      assert.equal(renewed.token.fence, lease.token.fence);
+      await a.release(renewed);
+      const ren = T.proxy.on('/v1/renew');
+      const rel = T.proxy.on('/v1/release');
+      assert.equal(ren.length, 2);
+      assert.equal(ren[1].body, ren[0].body);
+      assert.equal(rel.length, 2);
+      assert.equal(rel[1].body, rel[0].body);
+      assert.equal(JSON.parse(rel[0].reply).ok, true, 'the first release ended the lease');
+      assert.equal(JSON.parse(rel[1].reply).ok, true, 'and its retry was answered ok');
+      await nextFenceIs(T, r, lease.token.fence);
+    });
+
+    test('an attempt that times out is retried with the same body and request id', async () => {
+      const T = t();
+      T.proxy.reset();
+      const a = client(T, 'agent-a', { attemptTimeoutMillis: 1500, attempts: 10 });
+      const r = resourceName('attempt-timeout');
+      // The first attempt reaches the coordinator; its answer never comes back.
+      T.proxy.policy = (e) => (e.n === 1 ? { holdReply: true } : undefined);
+      const lease = await a.acquire(r);
+      const sent = T.proxy.on('/v1/acquire');
+      assert.ok(sent.length >= 2);
+      for (const e of sent) assert.equal(e.body, sent[0].body);
+      await a.release(lease);
+      await nextFenceIs(T, r, lease.token.fence);
+    });
+
+    test('a retried release answers ok even after someone else held and released the resource', async (ctx) => {
+      const T = t();
+      T.proxy.reset();
+      const a = client(T, 'agent-a');
+      const r = resourceName('release-idempotent');
+      const lease = await a.acquire(r);
+      if (!clientSecrets(T)) {
+        ctx.todo('idempotent release by request id is part of the hardened protocol (issue 10), not on this coordinator yet');
+        await a.release(lease);
+        return;
+      }
+      const b = direct(T, 'agent-b');
+      T.proxy.policy = (e) => {
+        if (e.path !== '/v1/release') return undefined;
+        if (e.n === 2) return { drop: true };
+        // Between the lost answer and the retry, agent-b holds and releases r.
+        return { before: async () => b.release(await b.acquire(r)) };
+      };
+      await a.release(lease);
+      const rel = T.proxy.on('/v1/release');
+      assert.equal(rel.length, 2);
+      assert.equal(rel[1].body, rel[0].body);
+      assert.equal(JSON.parse(rel[1].reply).ok, true);
+      await nextFenceIs(T, r, lease.token.fence + 1);
+    });
+
+    test('a wrong secret is refused with wrong_secret, not retried, and changes nothing', async () => {
+      const T = t();
+      T.proxy.reset();
+      const a = client(T, 'agent-a');
+      const r = resourceName('wrong-secret');
+      const lease = await a.acquire(r);
+      const forged = 'A'.repeat(43);
+      T.proxy.policy = (e) => ({ rewrite: (json) => ({ ...json, secret: forged }) });
+      for (const call of [() => a.renew(lease), () => a.release(lease)]) {
+        const n = T.proxy.seen.length;
+        await rejects(call(), (e) => {
+          assert.ok(e instanceof LeaseServiceError);
+          assert.equal(e.code, 'wrong_secret');
+          assert.equal(e.status, 403);
+          assert.equal(e.attempts, 1);
+          assert.equal(e.retryable, false);
+        });
+        assert.equal(T.proxy.seen.length, n + 1, 'a 4xx is final');
+      }
+      T.proxy.policy = null;
+      const renewed = await a.renew(lease);
+      assert.equal(renewed.token.fence, lease.token.fence);
+
+      // A replayed acquisition: its request id is logged by the coordinator.
+      const [acq] = T.proxy.on('/v1/acquire');
+      const replay = await fetch(`${T.url}/v1/acquire`, {
+        method: 'POST', headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ ...acq.json, secret: clientSecrets(T) ? forged : undefined }),
+      });
+      const text = await replay.text();
+      if (clientSecrets(T)) {
+        assert.equal(replay.status, 403);
+        assert.equal(JSON.parse(text).error.code, 'wrong_secret');
+        assert.ok(!text.includes(wireSecret(T, lease)));
+        assert.ok(!/"fence"|"grant"/.test(text), `nothing usable in ${text}`);
+        // With the right secret it is the grant it already made.
+        const again = await fetch(`${T.url}/v1/acquire`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: acq.body });
+        const g = await again.json();
+        assert.equal(g.ok, true);
+        assert.equal(g.grant.fence, lease.token.fence);
+        assert.equal(g.grant.secret, undefined);
+      } else {
+        // Today's coordinator hands the secret to anyone with the request id.
+        assert.equal(replay.status, 200);
+      }
+      await a.release(renewed);
+      await nextFenceIs(T, r, lease.token.fence);
+    });
+
+    test('a lease the coordinator ended is LeaseExpiredError on renew; dispose then sends nothing', async () => {
+      const T = t();
+      T.proxy.reset();
+      const a = client(T, 'agent-a');
+      const r = resourceName('expired');
+      const lease = await a.acquire(r);
+      // Someone with the secret releases it behind the client's back.
+      const res = await fetch(`${T.url}/v1/release`, {
+        method: 'POST', headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ requestId: 'e'.repeat(32), resource: r, holderId: 'agent-a', fence: lease.token.fence, secret: wireSecret(T, lease) }),
+      });
+      assert.deepEqual(await res.json(), { ok: true });
+      await rejects(a.renew(lease), (e) => {
+        assert.ok(e instanceof LeaseExpiredError);
+        assert.equal(e.code, 'expired');
+        assert.equal(e.resource, r);
+        assert.equal(e.fence, lease.token.fence);
+      });
+      const n = T.proxy.seen.length;
+      await lease[Symbol.asyncDispose]();
+      assert.equal(T.proxy.seen.length, n);
+    });
+
+    test('await using (TypeScript-compiled) releases on the way out, by return and by throw', async () => {
+      const T = t();
+      T.proxy.reset();
+      const a = client(T, 'agent-a');
+      const r = resourceName('using');
+      const gate = new FenceGate(r);
+      const token = await usingTs.holdAndWrite(a, r, gate);
+      assert.equal(gate.floor, token.fence);
+      assert.equal(T.proxy.on('/v1/release').length, 1);
+      const thrownToken = await usingTs.holdAndThrow(a, r);
+      assert.equal(thrownToken.fence, token.fence + 1, 'the first lease was released, so the resource was free');
+      assert.equal(T.proxy.on('/v1/release').length, 2);
+      await nextFenceIs(T, r, thrownToken.fence);
+      assert.equal(usingTs.classify(new LeaseServiceError('x', { code: 'unavailable', status: 503 })), 'service:unavailable:503:true');
+    });
+
+    test('a per-call timeout ends the call with code timeout', async () => {
+      const T = t();
+      T.proxy.reset();
+      const a = client(T, 'agent-a');
+      T.proxy.policy = () => ({ hold: true });
+      await rejects(a.acquire(resourceName('timeout'), { timeoutMillis: 300 }), (e) => {
+        assert.ok(e instanceof LeaseServiceError);
+        assert.equal(e.code, 'timeout');
+        assert.equal(e.status, 0);
+        assert.equal(e.retryable, true);
+      });
+      assert.equal(T.proxy.seen.length, 1);
+    });
+
+    test('an AbortSignal ends the call at once, with its reason, in flight and in a backoff pause', async () => {
+      const T = t();
+      T.proxy.reset();
+      const ac2 = new AbortController();
+      const why = new Error('shutting down');
+      // The pause before a retry would be ten minutes; the signal ends it
+      // as soon as it begins.
+      const a = client(T, 'agent-a', {
+        backoff: () => {
+          queueMicrotask(() => ac2.abort(why));
+          return 600_000;
+        },
+      });
+      const r = resourceName('abort');
+      // In flight: the request is held and the caller gives up.
+      const ac = new AbortController();
+      T.proxy.policy = () => {
+        ac.abort();
+        return { hold: true };
+      };
+      await rejects(a.acquire(r, { signal: ac.signal }), (e) => {
+        assert.equal(e, ac.signal.reason);
+        assert.equal(e.name, 'AbortError');
+      });
+      assert.equal(T.proxy.seen.length, 1);
+      // During the pause before a retry.
+      T.proxy.policy = () => ({ answer: { status: 503, body: { error: { code: 'unavailable', message: 'try again' } } } });
+      await rejects(a.acquire(r, { signal: ac2.signal }), (e) => assert.equal(e, why));
+      assert.equal(T.proxy.seen.length, 2);
+      // Already aborted: nothing is sent.
+      await rejects(a.acquire(r, { signal: AbortSignal.abort() }), (e) => assert.equal(e.name, 'AbortError'));
+      assert.equal(T.proxy.seen.length, 2);
+    });
+  });
+}
+
+// ---------------------------------------------------------------- the client's retry rules
+
+describe('retry rules', () => {
+  const t = () => targets.native;
+  const unavailable = { status: 503, body: { error: { code: 'unavailable', message: 'the state could not be stored' } } };
+
+  test('a 5xx is retried with the same body; then the answer', async () => {
+    const T = t();
+    T.proxy.reset();
+    const a = client(T, 'agent-a');
+    T.proxy.policy = (e) => (e.n < 3 ? { answer: unavailable } : undefined);
+    const lease = await a.acquire(resourceName('5xx'));
+    assert.equal(T.proxy.seen.length, 3);
+    assert.equal(new Set(T.proxy.seen.map((e) => e.body)).size, 1);
+    await a.release(lease);
+  });
+
+  test('too_many_leases is final: one attempt, retryable later', async () => {
+    const T = t();
+    T.proxy.reset();
+    const a = client(T, 'agent-a');
+    T.proxy.policy = () => ({ answer: { status: 503, body: { error: { code: 'too_many_leases', message: 'full' } } } });
+    await rejects(a.acquire(resourceName('full')), (e) => {
+      assert.ok(e instanceof LeaseServiceError);
+      assert.equal(e.code, 'too_many_leases');
+      assert.equal(e.status, 503);
+      assert.equal(e.attempts, 1);
+      assert.equal(e.retryable, true);
+    });
+    assert.equal(T.proxy.seen.length, 1);
+  });
+
+  test('a 4xx is final, with the service code and message', async () => {
+    const T = t();
+    T.proxy.reset();
+    const a = client(T, 'agent-a');
+    T.proxy.policy = () => ({ rewrite: (json) => ({ ...json, extra: 1 }) });
+    await rejects(a.acquire(resourceName('4xx')), (e) => {
+      assert.equal(e.code, 'unknown_field');
+      assert.equal(e.status, 400);
+      assert.equal(e.attempts, 1);
+      assert.match(e.message, /unknown_field \(400\)/);
+    });
+    assert.equal(T.proxy.seen.length, 1);
+  });
+
+  test('attempts are bounded: the last failure, or no_answer with the cause', async () => {
+    const T = t();
+    T.proxy.reset();
+    const a = client(T, 'agent-a', { attempts: 3 });
+    T.proxy.policy = () => ({ answer: { status: 502, body: 'Bad Gateway' } });
+    await rejects(a.acquire(resourceName('bounded')), (e) => {
+      assert.equal(e.code, 'http_502');
+      assert.equal(e.attempts, 3);
+    });
+    assert.equal(T.proxy.seen.length, 3);
+    T.proxy.reset();
+    T.proxy.policy = (e) => ({ answer: { status: 200, body: e.n === 1 ? '{"ok": true}' : 'not json' } });
+    await rejects(a.acquire(resourceName('garbage')), (e) => {
+      assert.equal(e.code, 'bad_reply');
+      assert.equal(e.attempts, 3);
+    });
+    T.proxy.reset();
+    const refused = new LeaseServiceClient({ baseURL: 'http://127.0.0.1:1', holderId: 'agent-a', attempts: 2, backoff: () => 0 });
+    await rejects(refused.acquire(resourceName('refused')), (e) => {
+      assert.equal(e.code, 'no_answer');
+      assert.equal(e.status, 0);
+      assert.equal(e.attempts, 2);
+      assert.ok(e.cause instanceof Error);
+    });
+  });
+
+  test('bad arguments are InvalidArgumentError and send nothing', async () => {
+    const T = t();
+    T.proxy.reset();
+    const bad = [
+      undefined, null, {}, { baseURL: 'ftp://x', holderId: 'a' }, { baseURL: 'not a url', holderId: 'a' },
+      { baseURL: T.proxy.url }, { baseURL: T.proxy.url, holderId: 7 }, { baseURL: T.proxy.url, holderId: 'a', attempts: 0 },
+      { baseURL: T.proxy.url, holderId: 'a', attempts: 1.5 }, { baseURL: T.proxy.url, holderId: 'a', attemptTimeoutMillis: -1 },
+      { baseURL: T.proxy.url, holderId: 'a', timeoutMillis: NaN }, { baseURL: T.proxy.url, holderId: 'a', backoff: 5 },
+      { baseURL: T.proxy.url, holderId: 'a', fetch: 'no' },
+      { baseURL: T.proxy.url, holderId: 'a', leaseClient: new LeaseClient({ clock: createManualClock('x'), holderId: 'a' }) },
+      { baseURL: T.proxy.url, leaseClient: {} },
+    ];
+    for (const options of bad) {
+      assert.throws(() => new LeaseServiceClient(options), InvalidArgumentError, util.inspect(options));
+    }
+    const a = client(T, 'agent-a');
+    const other = client(T, 'agent-b');
+    await rejects(a.acquire(''), (e) => assert.ok(e instanceof InvalidArgumentError));
+    await rejects(a.acquire(42), (e) => assert.ok(e instanceof InvalidArgumentError));
+    await rejects(a.acquire('r', { timeoutMillis: 0 }), (e) => assert.equal(e.argument, 'options.timeoutMillis'));
+    await rejects(a.acquire('r', { signal: {} }), (e) => assert.equal(e.argument, 'options.signal'));
+    await rejects(a.renew({ token: { resource: 'r', holderId: 'agent-a', fence: 1 } }), (e) => assert.equal(e.argument, 'lease'));
+    assert.throws(() => new ServiceLease(), InvalidArgumentError);
+    assert.equal(T.proxy.seen.length, 0);
+    const lease = await a.acquire(resourceName('owner'));
+    await rejects(other.release(lease), (e) => assert.equal(e.argument, 'lease'));
+    await rejects(other.renew(lease), (e) => assert.equal(e.argument, 'lease'));
+    // A client built on a LeaseClient uses it.
+    const lc = new LeaseClient({ clock: createManualClock('lc', { start: 5 }), holderId: 'agent-c' });
+    const c = new LeaseServiceClient({ baseURL: `${T.proxy.url}/`, leaseClient: lc, backoff: () => 0 });
+    assert.equal(c.baseURL, T.proxy.url);
+    assert.equal(c.holderId, 'agent-c');
+    assert.equal(c.leaseClient, lc);
+    const cl = await c.acquire(resourceName('lc'));
+    assert.equal(cl.deadline.millis, 5 + cl.grant.ttlMillis);
+    await c.release(cl);
+    await a.release(lease);
+  });
+
+  test('each acquisition binds a fresh 32-byte secret (hardened protocol)', async (ctx) => {
+    const T = t();
+    T.proxy.reset();
+    const a = client(T, 'agent-a');
+    const l1 = await a.acquire(resourceName('secret'));
+    const l2 = await a.acquire(resourceName('secret'));
+    if (!clientSecrets(T)) {
+      ctx.todo('client-chosen secrets are part of the hardened protocol (issue 10), not on this coordinator yet');
+    } else {
+      const [s1, s2] = T.proxy.on('/v1/acquire').map((e) => e.json.secret);
+      assert.match(s1, /^[A-Za-z0-9_-]{43}$/);
+      assert.match(s2, /^[A-Za-z0-9_-]{43}$/);
+      assert.notEqual(s1, s2);
+    }
+    await a.release(l1);
+    await a.release(l2);
+  });
+});
+
+// ---------------------------------------------------------------- the secret stays in the client
+
+test('no secret in any error, printed object or coordinator log line', async () => {
+  assert.ok(secrets.size >= 10, `secrets seen: ${secrets.size}`);
+  assert.ok(caught.length >= 20, `errors caught: ${caught.length}`);
+  const texts = [];
+  const describeError = (e) => {
+    for (let x = e, depth = 0; x !== undefined && x !== null && depth < 10; x = x.cause, depth++) {
+      texts.push(String(x), String(x?.message), String(x?.stack), JSON.stringify(x) ?? '');
+    }
+    texts.push(util.inspect(e, { showHidden: true, depth: Infinity }));
+  };
+  caught.forEach(describeError);
+  for (const o of printed) {
+    texts.push(String(o), JSON.stringify(o) ?? '', util.inspect(o, { showHidden: true, depth: Infinity, getters: true }));
+  }
+  for (const t of Object.values(targets)) texts.push(...t.log);
+  const all = texts.join('\n');
+  for (const s of secrets) assert.ok(!all.includes(s), 'a secret appears in an error, a printed object or a log line');
+  // The logs were really collected: every call is a line.
+  assert.ok(targets.native.log.some((l) => l.includes('op=acquire')), 'the coordinator logs calls');
+});

@@ -1,0 +1,115 @@
+// Types for service-client.mjs (import from 'lease-fence/service-client'): a
+// client for the coordinator service over fetch. See docs/js.md, "The
+// service client".
+
+import type { Clock, FenceGate, FenceToken, Grant, Instant, Lease, LeaseClient } from './lease-fence.js';
+import { LeaseFenceError } from './lease-fence.js';
+
+// Symbol.asyncDispose, for projects whose lib lacks esnext.disposable (the
+// same declaration @types/node makes).
+declare global {
+  interface SymbolConstructor {
+    readonly asyncDispose: unique symbol;
+  }
+}
+
+export interface LeaseServiceClientOptions {
+  /** Where the coordinator is served, e.g. "http://127.0.0.1:8787"; /v1/acquire etc. are appended. */
+  baseURL: string;
+  /** The holder id; with clock and clockSkewMillis, makes the LeaseClient. Required unless leaseClient is given. */
+  holderId?: string;
+  /** The holder's clock; a monotonic clock whose domain is the holder id by default. */
+  clock?: Clock;
+  /** Subtracted from every deadline; 0 by default. */
+  clockSkewMillis?: number;
+  /** A LeaseClient to use instead of holderId/clock/clockSkewMillis. */
+  leaseClient?: LeaseClient;
+  /** The fetch to send with; globalThis.fetch by default. */
+  fetch?: (input: string, init: RequestInit) => Promise<Response>;
+  /** How many times one call is sent at most (1 to 100); 4 by default. */
+  attempts?: number;
+  /** How long one attempt may wait for its answer before it is retried; 5000 by default. */
+  attemptTimeoutMillis?: number;
+  /** The default for every call's timeoutMillis; none by default (attempts bound the call). */
+  timeoutMillis?: number;
+  /** The pause before attempt n (n >= 2), in milliseconds; 25, doubling, at most 1000 by default. */
+  backoff?: (attempt: number) => number;
+}
+
+export interface CallOptions {
+  /** Ends the call at once: it rejects with signal.reason. */
+  signal?: AbortSignal;
+  /** Bounds the whole call, retries and pauses included: it rejects with a LeaseServiceError of code 'timeout'. */
+  timeoutMillis?: number;
+}
+
+/** A client of the coordinator service for one holder. */
+export class LeaseServiceClient {
+  constructor(options: LeaseServiceClientOptions);
+  /** The base URL, without a trailing slash. */
+  readonly baseURL: string;
+  readonly holderId: string;
+  readonly leaseClient: LeaseClient;
+  /** Rejects with LeaseDeniedError when the resource is held, LeaseServiceError when refused or unanswered. */
+  acquire(resource: string, options?: CallOptions): Promise<ServiceLease>;
+  /** A new lease with the same fence and a later deadline; LeaseExpiredError when the lease is no longer current. */
+  renew(lease: ServiceLease, options?: CallOptions): Promise<ServiceLease>;
+  /** Resolves when the lease was ended (a retry of a release that ended it included); LeaseExpiredError otherwise. */
+  release(lease: ServiceLease, options?: CallOptions): Promise<void>;
+  toString(): string;
+}
+
+/** A lease held through a LeaseServiceClient. `await using` releases it. */
+export class ServiceLease {
+  private constructor();
+  /** The fencing token to present with every write. */
+  readonly token: FenceToken;
+  /** End of the lease in the client's clock domain, anchored at the first send of its request. */
+  readonly deadline: Instant;
+  /** The grant the lease was made from; it holds no secret. */
+  readonly grant: Grant;
+  /** The library's Lease underneath. */
+  readonly lease: Lease;
+  /** Advisory, true only for the instant it is called: never branch a write on it. */
+  hasExpired(): boolean;
+  /** Advisory, true only for the instant it is called: never branch a write on it. */
+  wouldAdmit(gate: FenceGate): boolean;
+  /** Releases the lease unless it was released or found ended already; an ended lease is not an error. */
+  dispose(options?: CallOptions): Promise<void>;
+  /** dispose(). */
+  [Symbol.asyncDispose](): Promise<void>;
+  toString(): string;
+}
+
+/**
+ * The coordinator refused a call or gave no usable answer. `code` is the
+ * service's stable code ('wrong_secret', 'too_many_leases', 'unavailable',
+ * 'invalid_value', ...) or the client's own: 'no_answer', 'bad_reply',
+ * 'timeout', 'http_<status>'.
+ */
+export class LeaseServiceError extends LeaseFenceError {
+  readonly code: string;
+  /** The answer's HTTP status; 0 when there was no answer. */
+  readonly status: number;
+  /** How many times the request was sent. */
+  readonly attempts: number;
+  /** Whether the same call may succeed later (5xx, no answer, timeout); a 4xx never will. */
+  readonly retryable: boolean;
+}
+
+/** An acquisition was denied: the resource is held (by the caller itself, too). */
+export class LeaseDeniedError extends LeaseFenceError {
+  readonly code: 'denied';
+  readonly resource: string;
+  readonly heldBy: string;
+  /** How long that lease has left, by the coordinator's clock. */
+  readonly retryAfterMillis: number;
+}
+
+/** A renewal or release found the lease no longer current (ran out, released or reassigned). */
+export class LeaseExpiredError extends LeaseFenceError {
+  readonly code: 'expired';
+  readonly resource: string;
+  readonly holderId: string;
+  readonly fence: number;
+}
