@@ -189,7 +189,7 @@ async function startProxy(target) {
     if (action.hold) return;
     if (action.answer) {
       const text = typeof action.answer.body === 'string' ? action.answer.body : JSON.stringify(action.answer.body);
-      res.writeHead(action.answer.status, { 'content-type': 'application/json' });
+      res.writeHead(action.answer.status, { 'content-type': 'application/json', ...action.answer.headers });
       res.end(text);
       return;
     }
@@ -611,6 +611,27 @@ describe('retry rules', () => {
       assert.match(e.message, /unknown_field \(400\)/);
     });
     assert.equal(T.proxy.seen.length, 1);
+  });
+
+  test('a redirect is not followed: the body (and its secret) goes nowhere else', async () => {
+    const T = t();
+    T.proxy.reset();
+    const a = client(T, 'agent-a');
+    const lease = await a.acquire(resourceName('redirect'));
+    const elsewhere = await startProxy(T.url);
+    try {
+      T.proxy.policy = () => ({ answer: { status: 307, body: '', headers: { location: `${elsewhere.url}/v1/release` } } });
+      await rejects(a.release(lease), (e) => {
+        assert.ok(e instanceof LeaseServiceError);
+        assert.equal(e.code, 'http_307');
+        assert.equal(e.attempts, 1);
+      });
+      assert.equal(elsewhere.seen.length, 0);
+    } finally {
+      await elsewhere.close();
+    }
+    T.proxy.policy = null;
+    await a.release(lease);
   });
 
   test('attempts are bounded: the last failure, or no_answer with the cause', async () => {

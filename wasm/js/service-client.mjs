@@ -405,8 +405,9 @@ export class LeaseServiceClient {
         headers: { 'content-type': 'application/json' },
         body: data,
         signal: attempt.signal,
-        redirect: 'error',
-        cache: 'no-store',
+        // A redirect would carry the body, secret included, elsewhere: it
+        // is an answer like any other non-200 (final below 500).
+        redirect: 'manual',
       });
       status = res.status;
       text = await readBody(res);
