@@ -699,6 +699,20 @@ describe('retry rules', () => {
     await a.release(lease);
   });
 
+  test('error classes take (message, options) as the .d.ts says, cause included', () => {
+    const cause = new Error('underneath');
+    const [service, denied, expiredErr] = usingTs.made(cause);
+    assert.deepEqual({ ...service, retryable: service.retryable }, { code: 'wrong_secret', status: 403, attempts: 1, retryable: false });
+    assert.deepEqual({ ...denied }, { code: 'denied', resource: 'r', heldBy: 'b', retryAfterMillis: 5 });
+    assert.deepEqual({ ...expiredErr }, { code: 'expired', resource: 'r', holderId: 'a', fence: 3 });
+    for (const [e, cls] of [[service, LeaseServiceError], [denied, LeaseDeniedError], [expiredErr, LeaseExpiredError]]) {
+      assert.ok(e instanceof cls && e instanceof LeaseFenceError && e instanceof Error);
+      assert.equal(e.name, cls.name);
+      assert.equal(e.cause, cause);
+      assert.equal('cause' in new cls('m'), false, 'no cause unless given');
+    }
+  });
+
   test('each acquisition binds a fresh 32-byte secret (hardened protocol)', async (ctx) => {
     const T = t();
     T.proxy.reset();

@@ -43,3 +43,12 @@ export function classify(e: unknown): string {
 }
 
 export const noWait: CallOptions = { timeoutMillis: 60_000, signal: new AbortController().signal };
+
+/** Each error class as a caller constructs it (in a test double, say): (message, options), cause included. */
+export function made(cause: unknown): LeaseFenceError[] {
+  return [
+    new LeaseServiceError('refused', { code: 'wrong_secret', status: 403, attempts: 1, cause }),
+    new LeaseDeniedError('held', { resource: 'r', heldBy: 'b', retryAfterMillis: 5, cause }),
+    new LeaseExpiredError('gone', { resource: 'r', holderId: 'a', fence: 3, cause }),
+  ];
+}

@@ -88,6 +88,7 @@ export class ServiceLease {
  * 'timeout', 'http_<status>'.
  */
 export class LeaseServiceError extends LeaseFenceError {
+  constructor(message?: string, options?: { code?: string; status?: number; attempts?: number; cause?: unknown });
   readonly code: string;
   /** The answer's HTTP status; 0 when there was no answer. */
   readonly status: number;
@@ -99,6 +100,7 @@ export class LeaseServiceError extends LeaseFenceError {
 
 /** An acquisition was denied: the resource is held (by the caller itself, too). */
 export class LeaseDeniedError extends LeaseFenceError {
+  constructor(message?: string, options?: { resource?: string; heldBy?: string; retryAfterMillis?: number; cause?: unknown });
   readonly code: 'denied';
   readonly resource: string;
   readonly heldBy: string;
@@ -108,6 +110,7 @@ export class LeaseDeniedError extends LeaseFenceError {
 
 /** A renewal or release found the lease no longer current (ran out, released or reassigned). */
 export class LeaseExpiredError extends LeaseFenceError {
+  constructor(message?: string, options?: { resource?: string; holderId?: string; fence?: number; cause?: unknown });
   readonly code: 'expired';
   readonly resource: string;
   readonly holderId: string;

@@ -45,19 +45,30 @@ function named(cls, name) {
   return cls;
 }
 
+// Every class takes (message, options), as the library's errors do: options
+// is Error's ({ cause }) plus the class's own fields.
+
+function errorOptions(options) {
+  return typeof options === 'object' && options !== null && 'cause' in options ? { cause: options.cause } : undefined;
+}
+
+function field(options, key, otherwise) {
+  return typeof options === 'object' && options !== null && options[key] !== undefined ? options[key] : otherwise;
+}
+
 /**
  * The coordinator refused a call, or answered in no usable way. `code` is the
  * service's stable error code (docs/service.md) or one of the client's own:
  * 'no_answer', 'bad_reply', 'timeout', 'http_<status>'.
  */
 export class LeaseServiceError extends LeaseFenceError {
-  constructor(message, { code, status = 0, attempts = 0, cause } = {}) {
-    super(message, cause === undefined ? undefined : { cause });
-    this.code = code;
+  constructor(message, options) {
+    super(message, errorOptions(options));
+    this.code = String(field(options, 'code', ''));
     /** The HTTP status of the answer, or 0 when there was none. */
-    this.status = status;
+    this.status = field(options, 'status', 0);
     /** How many times the request was sent. */
-    this.attempts = attempts;
+    this.attempts = field(options, 'attempts', 0);
   }
 
   /** Whether the same call may succeed later: a 5xx, no answer, or a timeout. A 4xx never will. */
@@ -69,25 +80,25 @@ named(LeaseServiceError, 'LeaseServiceError');
 
 /** An acquisition was denied: the resource is held by a live lease (the caller's own included). */
 export class LeaseDeniedError extends LeaseFenceError {
-  constructor(message, resource, heldBy, retryAfterMillis) {
-    super(message);
+  constructor(message, options) {
+    super(message, errorOptions(options));
     this.code = 'denied';
-    this.resource = resource;
-    this.heldBy = heldBy;
+    this.resource = field(options, 'resource', '');
+    this.heldBy = field(options, 'heldBy', '');
     /** How long that lease has left, by the coordinator's clock. */
-    this.retryAfterMillis = retryAfterMillis;
+    this.retryAfterMillis = field(options, 'retryAfterMillis', 0);
   }
 }
 named(LeaseDeniedError, 'LeaseDeniedError');
 
 /** A renewal or release found the lease no longer current: it ran out, was released or was reassigned. */
 export class LeaseExpiredError extends LeaseFenceError {
-  constructor(message, token) {
-    super(message);
+  constructor(message, options) {
+    super(message, errorOptions(options));
     this.code = 'expired';
-    this.resource = token.resource;
-    this.holderId = token.holderId;
-    this.fence = token.fence;
+    this.resource = field(options, 'resource', '');
+    this.holderId = field(options, 'holderId', '');
+    this.fence = field(options, 'fence', 0);
   }
 }
 named(LeaseExpiredError, 'LeaseExpiredError');
@@ -279,8 +290,9 @@ export class LeaseServiceClient {
     const reply = await this.#send('acquire', acquireBody(request, secret), opts);
     if (reply.ok !== true) {
       if (typeof reply.heldBy === 'string' && typeof reply.retryAfterMillis === 'number') {
-        throw new LeaseDeniedError(`lease-fence: ${JSON.stringify(request.resource)} is held by ${JSON.stringify(reply.heldBy)} for ${reply.retryAfterMillis} ms more`,
-          request.resource, reply.heldBy, reply.retryAfterMillis);
+        const { heldBy, retryAfterMillis } = reply;
+        throw new LeaseDeniedError(`lease-fence: ${JSON.stringify(request.resource)} is held by ${JSON.stringify(heldBy)} for ${retryAfterMillis} ms more`,
+          { resource: request.resource, heldBy, retryAfterMillis });
       }
       throw new LeaseServiceError('lease-fence: the coordinator refused the acquisition without naming a holder', { code: 'bad_reply', status: 200, attempts: reply[internal] });
     }
@@ -437,7 +449,8 @@ export class LeaseServiceClient {
 named(LeaseServiceClient, 'LeaseServiceClient');
 
 function expired(token, what) {
-  return new LeaseExpiredError(`lease-fence: ${what} of ${JSON.stringify(token.resource)} fence ${token.fence}: the lease is no longer current`, token);
+  const { resource, holderId, fence } = token;
+  return new LeaseExpiredError(`lease-fence: ${what} of ${JSON.stringify(resource)} fence ${fence}: the lease is no longer current`, { resource, holderId, fence });
 }
 
 // parseReply returns the answer in text if it has one of the shapes op
