@@ -16,7 +16,8 @@ import {
   fmt,
   shown,
 } from './model.js';
-import { drawLane, extentOf } from './view.js';
+import { describe, captionAt, verdicts, warnings } from './words.js';
+import { drawLane, drawRowLabels, extentOf } from './view.js';
 
 const $ = (id) => document.getElementById(id);
 const MODES = ['naive', 'fenced'];
@@ -32,6 +33,8 @@ const ui = {
   timer: 0,
   speed: 1,
   embed: false,
+  compact: false,
+  sentHeight: 0,
 };
 
 function notice(problems) {
@@ -47,7 +50,9 @@ function notice(problems) {
 async function start() {
   const parsed = parseQuery(location.search);
   ui.embed = parsed.embed;
+  ui.compact = ui.embed;
   if (ui.embed) document.body.classList.add('embed');
+  $('open-full').hidden = !ui.embed;
   notice(parsed.problems);
   try {
     ui.lib = await import('/lease-fence/lease-fence.mjs');
@@ -66,7 +71,14 @@ async function start() {
   } else ui.index = parsed.at;
   wireControls();
   $('loading').hidden = true;
+  for (const mode of MODES) drawRowLabels($(`rows-${mode}`), ui.compact);
   render();
+  // Redraw the timelines at their new width when the window changes.
+  let pending = 0;
+  new ResizeObserver(() => {
+    cancelAnimationFrame(pending);
+    pending = requestAnimationFrame(() => render(false));
+  }).observe($('lanes'));
   document.body.classList.add('ready');
   performance.mark('playground-ready');
 }
@@ -132,6 +144,10 @@ function buildSetup() {
 function syncSetup() {
   $('preset').value = ui.scenario.preset;
   $('claim').textContent = presetById(ui.scenario.preset).claim;
+  if (ui.embed) $('title').textContent = `lease-fence: ${presetById(ui.scenario.preset).title}`;
+  const warn = warnings(ui.scenario);
+  $('warnings').textContent = warn.join(' ');
+  $('warnings').hidden = warn.length === 0;
   for (const def of PARAMS) {
     const input = $(`param-${def.key}`);
     input.value = String(ui.scenario[def.key]);
@@ -168,6 +184,10 @@ function wireControls() {
   $('params').addEventListener('change', onParam);
   $('params').addEventListener('submit', (ev) => ev.preventDefault());
   $('play').addEventListener('click', () => (ui.playing ? pause() : play()));
+  $('play-big').addEventListener('click', () => {
+    play();
+    $('play').focus();
+  });
   $('step').addEventListener('click', () => go(ui.index + 1));
   $('back').addEventListener('click', () => go(ui.index - 1));
   $('reset').addEventListener('click', () => {
@@ -257,20 +277,33 @@ async function copyLink() {
 
 // --- rendering ---------------------------------------------------------------
 
-function render() {
+/**
+ * Shows the current position. updateUrl is false for a redraw at a new
+ * window size, which changes nothing but the drawing.
+ */
+function render(updateUrl = true) {
   const pos = ui.run.positions[ui.index];
   const t = pos.t;
-  const query = toQuery(ui.scenario, { at: ui.index > 0 ? ui.index : null, embed: ui.embed });
-  history.replaceState(null, '', `?${query}`);
-  $('link').value = location.href;
-  $('copy-status').textContent = '';
+  const last = ui.run.positions.length - 1;
+  if (updateUrl) {
+    const query = toQuery(ui.scenario, { at: ui.index > 0 ? ui.index : null, embed: ui.embed });
+    history.replaceState(null, '', `?${query}`);
+    $('link').value = location.href;
+    $('copy-status').textContent = '';
+    $('open-full').href = `./?${toQuery(ui.scenario, { at: ui.index > 0 ? ui.index : null })}`;
+  }
 
   const scrub = $('scrubber');
-  scrub.max = String(ui.run.positions.length - 1);
+  scrub.max = String(last);
   scrub.value = String(ui.index);
   scrub.setAttribute('aria-valuetext', `t = ${fmt(t)} ms, position ${ui.index + 1} of ${ui.run.positions.length}`);
   $('clock').textContent = `t = ${fmt(t)} ms (${ui.index + 1}/${ui.run.positions.length})`;
   renderButtons();
+
+  const caption = captionAt(ui.run, ui.index, presetById(ui.scenario.preset).claim);
+  const atEnd = ui.index === last;
+  if (updateUrl) $('caption').textContent = caption.text;
+  const verdict = verdicts(ui.run);
 
   for (const mode of MODES) {
     const lane = ui.run.lanes[mode];
@@ -282,8 +315,17 @@ function render() {
     $(`writes-${mode}`).textContent =
       `Writes landed: ${landed.length ? landed.join(', ') : 'none'}` + (mode === 'fenced' ? `. Refused: ${refused}.` : '.');
     const summary = `At t = ${fmt(t)} ms the resource holds ${value}; ${st.landed.length} write(s) landed${mode === 'fenced' ? `, ${refused} refused` : ''}.`;
-    drawLane($(`svg-${mode}`), lane, st.events, t, ui.extent, summary);
-    renderLog($(`log-${mode}`), st.events);
+    const plot = $(`svg-${mode}`);
+    drawLane(plot, lane, { shown: st.events, cursor: t, revealed: caption.events[mode], ghost: ui.index === 0 }, {
+      extent: ui.extent,
+      width: plot.clientWidth,
+      compact: ui.compact,
+      summary,
+    });
+    const v = $(`verdict-${mode}`);
+    v.textContent = atEnd ? verdict[mode] : '';
+    v.hidden = !atEnd;
+    if (updateUrl) renderLog($(`log-${mode}`), st.events, mode);
     $(`lane-${mode}`).dataset.value = st.value ?? '';
     $(`lane-${mode}`).dataset.landed = String(st.landed.length);
     if (mode === 'fenced') {
@@ -291,6 +333,16 @@ function render() {
       renderRejections(st.rejections);
     }
   }
+  tellHost();
+}
+
+/** In an iframe, tells the host page how tall the page is, so it can size the frame. */
+function tellHost() {
+  if (!ui.embed || window.parent === window) return;
+  const height = Math.ceil(document.documentElement.getBoundingClientRect().height);
+  if (height === ui.sentHeight) return;
+  ui.sentHeight = height;
+  window.parent.postMessage({ type: 'lease-fence:height', height }, '*');
 }
 
 function renderButtons() {
@@ -298,12 +350,14 @@ function renderButtons() {
   const play = $('play');
   play.textContent = ui.playing ? 'Pause' : 'Play';
   play.setAttribute('aria-pressed', String(ui.playing));
+  $('play-big').hidden = ui.index !== 0 || ui.playing;
   $('back').disabled = ui.index === 0;
   $('step').disabled = ui.index === last;
   $('to-end').disabled = ui.index === last;
 }
 
-function renderLog(ol, events) {
+/** The event list, with the latest event marked and scrolled into the list's view. */
+function renderLog(ol, events, mode) {
   const items = events.map((e) => {
     const li = document.createElement('li');
     li.dataset.kind = e.kind;
@@ -311,10 +365,14 @@ function renderLog(ol, events) {
     const time = document.createElement('span');
     time.className = 'when';
     time.textContent = `t=${fmt(e.t)}`;
-    li.append(time, ` ${e.text}`);
+    li.append(time, ` ${describe(e, mode)}`);
     return li;
   });
+  const current = items.at(-1);
+  if (current) current.setAttribute('aria-current', 'step');
   ol.replaceChildren(...items);
+  // Follow the run: the newest event is the last one, keep it in view.
+  if (current) ol.scrollTop = Math.max(0, current.offsetTop + current.offsetHeight - ol.clientHeight + 4);
 }
 
 function renderRejections(rows) {

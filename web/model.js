@@ -201,9 +201,10 @@ const millis = (x) => (typeof x === 'number' ? x : x?.millis);
 /**
  * Runs the scenario in both lanes and returns
  * { scenario, lanes: { naive, fenced }, positions, end }.
- * Each lane is { mode, events, generations, rejections, finalValue, floor,
- * issuedFence }; each event has t (virtual milliseconds) and rank (its place
- * among the lane's events at the same t).
+ * Each lane is { mode, events, generations, windows, rejections, finalValue,
+ * floor, issuedFence }; each event is plain data (no sentences: words.js
+ * words them) with t (virtual milliseconds), seq (its place in the lane) and
+ * rank (its place among the lane's events at the same t).
  * `positions` are the places the step button and the scrubber move through:
  * { t, j } shows every event before t and the first j events at t, so one
  * step reveals one event per lane. Position 0 shows nothing yet.
@@ -211,10 +212,15 @@ const millis = (x) => (typeof x === 'number' ? x : x?.millis);
 export function runScenario(lib, scenario) {
   const problems = validateScenario(scenario);
   if (problems.length) throw new RangeError(problems.join(' '));
-  const naive = runLane(lib, scenario, 'naive');
-  const fenced = runLane(lib, scenario, 'fenced');
+  const naive = new LaneRun(lib, scenario, 'naive').run();
+  const fenced = new LaneRun(lib, scenario, 'fenced').run();
+  return { scenario: { ...scenario }, lanes: { naive, fenced }, ...positionsOf([naive, fenced]) };
+}
+
+/** The positions shared by lanes: one more event per lane per step. */
+export function positionsOf(lanes) {
   const counts = new Map();
-  for (const lane of [naive, fenced]) {
+  for (const lane of lanes) {
     const here = new Map();
     for (const e of lane.events) here.set(e.t, (here.get(e.t) ?? 0) + 1);
     for (const [t, n] of here) counts.set(t, Math.max(counts.get(t) ?? 0, n));
@@ -222,7 +228,7 @@ export function runScenario(lib, scenario) {
   const times = [...counts.keys()].sort((a, b) => a - b);
   const positions = [{ t: times.length ? Math.min(0, times[0]) : 0, j: 0 }];
   for (const t of times) for (let j = 1; j <= counts.get(t); j++) positions.push({ t, j });
-  return { scenario: { ...scenario }, lanes: { naive, fenced }, positions, end: positions[positions.length - 1].t };
+  return { positions, end: positions[positions.length - 1].t };
 }
 
 /** The script of each preset: a list of threads, each a list of steps. */
@@ -292,441 +298,382 @@ function script(s) {
 }
 
 /**
- * Runs one lane. mode 'naive': holders date their lease from the reply's
- * arrival (createNaiveLease, renewed()), check it right before the model
- * call, and write to a plain, unguarded resource. mode 'fenced': holders turn
- * grants into leases with completeAcquire/completeRenewal (anchored at the
- * send), look at hasExpired() only as advice, and write through
- * FenceGate.commit. Both lanes send the same requests to the same kind of
- * coordinator.
+ * One lane of a scenario. mode 'naive': holders date their lease from the
+ * reply's arrival (createNaiveLease, renewed()), check it right before the
+ * model call, and write to a plain, unguarded resource. mode 'fenced':
+ * holders turn grants into leases with completeAcquire/completeRenewal
+ * (anchored at the send), look at hasExpired() only as advice, and write
+ * through FenceGate.commit. Both lanes send the same requests to the same
+ * kind of coordinator.
+ *
+ * The run is a queue of actions in virtual time; each method below is one
+ * step of an agent or the coordinator and records what it did as an event.
  */
-export function runLane(lib, s, mode) {
-  const fenced = mode === 'fenced';
-  const clocks = {
-    A: lib.createManualClock('agent-a', { start: 0, stepPerRead: s.step }),
-    B: lib.createManualClock('agent-b', { start: 0, stepPerRead: s.step }),
-    C: lib.createManualClock('coordinator', { start: 0, stepPerRead: s.step }),
-  };
-  let coordinator = new lib.LeaseCoordinator({ clock: clocks.C, ttlMillis: s.ttl });
-  const gate = fenced ? new lib.FenceGate(RESOURCE) : null;
-  const resource = { value: null, by: null };
-  const agents = {};
-  for (const key of ['A', 'B']) {
-    const id = key === 'A' ? 'agent-a' : 'agent-b';
-    agents[key] = {
-      key,
-      id,
-      client: new lib.LeaseClient({ clock: clocks[key], holderId: id, clockSkewMillis: s.skew }),
-      lease: null, // the library's lease (fenced lane; the naive lane keeps it only to form renewals)
-      naive: null, // the naive lease (naive lane)
+class LaneRun {
+  constructor(lib, s, mode) {
+    this.lib = lib;
+    this.s = s;
+    this.mode = mode;
+    this.fenced = mode === 'fenced';
+    this.clocks = {
+      A: lib.createManualClock('agent-a', { start: 0, stepPerRead: s.step }),
+      B: lib.createManualClock('agent-b', { start: 0, stepPerRead: s.step }),
+      C: lib.createManualClock('coordinator', { start: 0, stepPerRead: s.step }),
     };
+    this.coordinator = new lib.LeaseCoordinator({ clock: this.clocks.C, ttlMillis: s.ttl });
+    this.gate = this.fenced ? new lib.FenceGate(RESOURCE) : null;
+    this.resource = { value: null, by: null };
+    this.agents = {};
+    for (const key of ['A', 'B']) {
+      const id = key === 'A' ? 'agent-a' : 'agent-b';
+      this.agents[key] = {
+        key,
+        id,
+        client: new lib.LeaseClient({ clock: this.clocks[key], holderId: id, clockSkewMillis: s.skew }),
+        lease: null, // the library's lease (fenced lane; the naive lane keeps it only to form renewals)
+        naive: null, // the naive lease (naive lane)
+      };
+    }
+    this.events = [];
+    this.reqNames = new Map();
+    // The coordinator's lease generations, to draw their spans and expiries.
+    this.generations = [];
+    this.epoch = 0; // bumps on restart
+    this.genOfReq = new Map(); // requestId -> index in generations
+    this.queue = [];
+    this.order = 0;
   }
 
-  const events = [];
-  const reqNames = new Map();
-  const reqName = (req) => {
-    if (!reqNames.has(req.requestId)) reqNames.set(req.requestId, `r${reqNames.size + 1}`);
-    return reqNames.get(req.requestId);
-  };
-  // Coordinator lease generations, to draw their spans and expiries.
-  const generations = [];
-  let epoch = 0; // bumps on restart
-  const emit = (e) => events.push({ seq: events.length, ...e });
+  emit(e) {
+    this.events.push({ seq: this.events.length, ...e });
+  }
+
+  reqName(req) {
+    if (!this.reqNames.has(req.requestId)) this.reqNames.set(req.requestId, `r${this.reqNames.size + 1}`);
+    return this.reqNames.get(req.requestId);
+  }
+
+  /** Queues fn at virtual time t. */
+  at(t, fn) {
+    this.queue.push({ t, order: this.order++, fn });
+  }
 
   // Moves a clock to virtual time t. A manual clock never goes backwards, and
   // stepPerRead may already have carried it past t: then it stays where it is.
-  const bring = (key, t) => {
+  bring(key, t) {
     try {
-      clocks[key].set(t);
+      this.clocks[key].set(t);
     } catch (err) {
-      if (!(err instanceof lib.ClockReadingError)) throw err;
+      if (!(err instanceof this.lib.ClockReadingError)) throw err;
     }
-  };
+  }
 
-  const queue = [];
-  let order = 0;
-  const at = (t, fn) => queue.push({ t, order: order++, fn });
+
+  run() {
+    for (const th of script(this.s)) this.thread(th, 0, 0);
+    let actions = 0;
+    const queue = this.queue;
+    while (queue.length) {
+      if (++actions > MAX_ACTIONS) throw new RangeError('the scenario did not settle within ' + MAX_ACTIONS + ' steps');
+      let k = 0;
+      for (let j = 1; j < queue.length; j++) {
+        if (queue[j].t < queue[k].t || (queue[j].t === queue[k].t && queue[j].order < queue[k].order)) k = j;
+      }
+      const [item] = queue.splice(k, 1);
+      item.fn();
+    }
+    return this.finish();
+  }
 
   // Runs thread th from step i at time t.
-  const run = (th, i, t) => {
+  thread(th, i, t) {
     if (i >= th.steps.length) return;
     const step = th.steps[i];
     const start = Math.max(t, step.at ?? t);
-    if (start > t) {
-      at(start, () => exec(th, i, start));
-    } else {
-      exec(th, i, t);
-    }
-  };
-  const next = (th, i, t) => run(th, i + 1, t);
+    if (start > t) this.at(start, () => this.exec(th, i, start));
+    else this.exec(th, i, t);
+  }
 
-  const exec = (th, i, t) => {
+  next(th, i, t) {
+    this.thread(th, i + 1, t);
+  }
+
+  exec(th, i, t) {
     const step = th.steps[i];
     if (th.actor === 'C') {
-      restart(step, t);
-      return next(th, i, t);
+      this.restart(step, t);
+      return this.next(th, i, t);
     }
-    const ag = agents[th.actor];
+    const ag = this.agents[th.actor];
     switch (step.op) {
       case 'acquire':
-        return acquire(ag, th, i, t, step, 1);
+        return this.acquire(ag, th, i, t, step, 1);
       case 'renew':
-        return renew(ag, th, i, t, step);
+        return this.renew(ag, th, i, t, step);
       case 'check':
-        return check(ag, th, i, t);
+        return this.check(ag, th, i, t);
       case 'model':
-        emit({ t, actor: ag.key, kind: 'model', until: t + step.ms, text: `${ag.key} calls the model (${step.ms} ms)` });
-        return at(t + step.ms, () => next(th, i, t + step.ms));
+        this.emit({ t, actor: ag.key, kind: 'model', until: t + step.ms, ms: step.ms });
+        return this.at(t + step.ms, () => this.next(th, i, t + step.ms));
       case 'write':
-        return write(ag, th, i, t, step);
+        return this.write(ag, th, i, t, step);
       default:
         throw new Error(`unknown step ${step.op}`);
     }
-  };
+  }
 
-  const restart = (step, t) => {
-    bring('C', t);
-    const issued = coordinator.issuedFence;
+  restart(step, t) {
+    this.bring('C', t);
+    const issued = this.coordinator.issuedFence;
     const startFence = step.persist ? issued : undefined;
-    coordinator = new lib.LeaseCoordinator(
-      step.persist ? { clock: clocks.C, ttlMillis: s.ttl, startFence } : { clock: clocks.C, ttlMillis: s.ttl },
-    );
-    epoch++;
-    for (const g of generations) {
-      if (g.epoch < epoch && g.end > t) {
+    const opts = { clock: this.clocks.C, ttlMillis: this.s.ttl };
+    this.coordinator = new this.lib.LeaseCoordinator(step.persist ? { ...opts, startFence } : opts);
+    this.epoch++;
+    for (const g of this.generations) {
+      if (g.epoch < this.epoch && g.end > t) {
         g.end = t;
         g.forgotten = true;
       }
     }
-    emit({
-      t,
-      actor: 'C',
-      kind: 'restart',
-      persisted: !!step.persist,
-      startFence: startFence ?? 0,
-      issuedBefore: issued,
-      text: step.persist
-        ? `The coordinator restarts; its successor gets startFence = ${issued} (the old issuedFence)`
-        : `The coordinator restarts and forgets everything: the old issuedFence (${issued}) was not persisted`,
-    });
-  };
+    this.emit({ t, actor: 'C', kind: 'restart', persisted: !!step.persist, startFence: startFence ?? 0, issuedBefore: issued });
+  }
 
-  // Sends req (already begun) to the coordinator and handles the answer.
-  const send = (ag, t, req, step, handle, what, again, loseReply) => {
-    const name = reqName(req);
+  // Sends req (already begun) to the coordinator; handle(outcome, t) gets the answer.
+  send(ag, t, req, step, handle, what, again, loseReply) {
+    const name = this.reqName(req);
     const arrive = t + step.up;
-    emit({
-      t,
-      actor: ag.key,
-      kind: 'send',
-      to: 'C',
-      arrive,
-      what,
-      req: name,
-      sentAt: millis(req.sentAt),
-      text: `${ag.key} ${again ? 'resends' : 'sends'} ${what} ${name}${again ? ' (same request id, same sentAt)' : ''}, stamped sentAt = ${fmt(millis(req.sentAt))}`,
-    });
-    at(arrive, () => {
-      bring('C', arrive);
-      // The request crosses the wire as JSON, as it would between processes.
-      const wire = JSON.parse(JSON.stringify(req));
-      const outcome = what === 'renewal' ? coordinator.renew(wire) : coordinator.acquire(wire);
+    this.emit({ t, actor: ag.key, kind: 'send', to: 'C', arrive, what, req: name, again, sentAt: millis(req.sentAt) });
+    this.at(arrive, () => {
+      const outcome = this.process(ag, req, what, arrive);
       const back = arrive + step.down;
-      const ev = { t: arrive, actor: 'C', from: ag.key, req: name, what, issuedFence: coordinator.issuedFence };
-      if (outcome.ok) {
-        const g = outcome.grant;
-        const until = millis(g.coordinatorExpiresAt);
-        const holder = HOLDER_KEY[g.holderId];
-        let gen = generations.find((x) => x.epoch === epoch && x.fence === g.fence && x.holder === holder);
-        const prev = generations.filter((x) => x.epoch === epoch).at(-1);
-        if (!gen) {
-          gen = { epoch, holder, fence: g.fence, start: arrive, end: until };
-          generations.push(gen);
-          const reassigned = prev && prev.holder !== holder ? `; reassigned from ${prev.holder}` : '';
-          emit({
-            ...ev,
-            kind: 'grant',
-            holder,
-            fence: g.fence,
-            until,
-            text: `The coordinator grants ${name} to ${holder}: fence ${g.fence}, until ${fmt(until)} on its clock${reassigned}`,
-          });
-          if (s.preset === 'push') push(g, arrive);
-        } else if (what === 'renewal') {
-          gen.end = until;
-          emit({
-            ...ev,
-            kind: 'extend',
-            holder,
-            fence: g.fence,
-            until,
-            text: `The coordinator renews ${holder}'s lease from its own reading: fence ${g.fence} now ends at ${fmt(until)}`,
-          });
-        } else {
-          emit({
-            ...ev,
-            kind: 'replay',
-            holder,
-            fence: g.fence,
-            until,
-            text: `The coordinator has seen ${name} before and answers with the same grant: fence ${g.fence} (issuedFence still ${coordinator.issuedFence})`,
-          });
-        }
-      } else if (outcome.reason === 'expired') {
-        emit({ ...ev, kind: 'refuse-renewal', text: `The coordinator refuses renewal ${name}: reason "expired" (an expired lease is never extended)` });
-      } else {
-        emit({
-          ...ev,
-          kind: 'deny',
-          heldBy: outcome.heldBy,
-          retryAfter: outcome.retryAfterMillis,
-          text: `The coordinator denies ${name}: held by ${outcome.heldBy}, free in ${fmt(outcome.retryAfterMillis)} ms`,
-        });
-      }
       if (loseReply) {
-        emit({ t: back, actor: ag.key, kind: 'lost', from: 'C', departed: arrive, req: name, text: `The reply to ${name} is lost on its way to ${ag.key}` });
+        this.emit({ t: back, actor: ag.key, kind: 'lost', from: 'C', departed: arrive, req: name });
         return;
       }
-      at(back, () => {
-        bring(ag.key, back);
-        emit({ t: back, actor: ag.key, kind: 'reply', from: 'C', departed: arrive, req: name, ok: !!outcome.ok, text: `${ag.key} receives the answer to ${name}` });
+      this.at(back, () => {
+        this.bring(ag.key, back);
+        this.emit({ t: back, actor: ag.key, kind: 'reply', from: 'C', departed: arrive, req: name, ok: !!outcome.ok });
         handle(outcome, back);
       });
     });
-  };
+  }
+
+  // The coordinator processes req at time t and answers.
+  process(ag, req, what, t) {
+    this.bring('C', t);
+    const name = this.reqName(req);
+    // The request crosses the wire as JSON, as it would between processes.
+    const wire = JSON.parse(JSON.stringify(req));
+    const outcome = what === 'renewal' ? this.coordinator.renew(wire) : this.coordinator.acquire(wire);
+    const ev = { t, actor: 'C', from: ag.key, req: name, what, issuedFence: this.coordinator.issuedFence };
+    if (outcome.ok) {
+      const g = outcome.grant;
+      const until = millis(g.coordinatorExpiresAt);
+      const holder = HOLDER_KEY[g.holderId];
+      let gen = this.generations.find((x) => x.epoch === this.epoch && x.fence === g.fence && x.holder === holder);
+      const prev = this.generations.filter((x) => x.epoch === this.epoch).at(-1);
+      if (!gen) {
+        gen = { id: this.generations.length, epoch: this.epoch, holder, fence: g.fence, start: t, end: until };
+        this.generations.push(gen);
+        const reassignedFrom = prev && prev.holder !== holder ? prev.holder : null;
+        this.emit({ ...ev, kind: 'grant', holder, fence: g.fence, until, reassignedFrom });
+        if (this.s.preset === 'push') this.push(g, t);
+      } else if (what === 'renewal') {
+        gen.end = until;
+        this.emit({ ...ev, kind: 'extend', holder, fence: g.fence, until });
+      } else {
+        this.emit({ ...ev, kind: 'replay', holder, fence: g.fence, until });
+      }
+      this.genOfReq.set(req.requestId, gen.id);
+    } else if (outcome.reason === 'expired') {
+      this.emit({ ...ev, kind: 'refuse-renewal' });
+    } else {
+      this.emit({ ...ev, kind: 'deny', heldBy: outcome.heldBy, retryAfter: outcome.retryAfterMillis });
+    }
+    return outcome;
+  }
 
   // The push preset: the coordinator hands each new token to the resource
   // with gate.admit as it grants, so the floor rises before the holder writes.
-  const push = (g, t) => {
+  push(g, t) {
     const holder = HOLDER_KEY[g.holderId];
-    if (!fenced) {
-      emit({ t, actor: 'R', kind: 'admit', holder, fence: g.fence, pushed: false, text: `The naive resource has no gate: there is nothing to push ${holder}'s grant to` });
+    if (!this.fenced) {
+      this.emit({ t, actor: 'R', kind: 'admit', holder, fence: g.fence, pushed: false });
       return;
     }
     const token = { resource: g.resource, holderId: g.holderId, fence: g.fence };
     try {
-      gate.admit(token);
-      emit({ t, actor: 'R', kind: 'admit', holder, fence: g.fence, pushed: true, floor: gate.floor, text: `The coordinator pushes ${holder}'s fence ${g.fence} to the gate (gate.admit): floor now ${gate.floor}` });
+      this.gate.admit(token);
+      this.emit({ t, actor: 'R', kind: 'admit', holder, fence: g.fence, pushed: true, floor: this.gate.floor });
     } catch (err) {
-      if (!(err instanceof lib.StaleFenceError)) throw err;
-      emit({ t, actor: 'R', kind: 'admit', holder, fence: g.fence, pushed: false, rejection: plainRejection(err.rejection), text: `The gate refuses the pushed fence ${g.fence}: it is below its floor` });
+      if (!(err instanceof this.lib.StaleFenceError)) throw err;
+      this.emit({ t, actor: 'R', kind: 'admit', holder, fence: g.fence, pushed: false, refused: true, rejection: plainRejection(err.rejection) });
     }
-  };
+  }
 
-  const acquire = (ag, th, i, t, step, attempt) => {
-    bring(ag.key, t);
+  acquire(ag, th, i, t, step, attempt) {
+    this.bring(ag.key, t);
     const req = ag.client.beginAcquire(RESOURCE);
     let sends = 0;
     const handle = (outcome, tr) => {
       if (outcome.ok) {
-        took(ag, req, outcome.grant, tr, 'acquire', step);
-        return next(th, i, tr);
+        this.took(ag, req, outcome.grant, tr, 'acquire');
+        return this.next(th, i, tr);
       }
       if (outcome.heldBy !== undefined && attempt < MAX_ATTEMPTS) {
         const retry = tr + Math.max(1, Math.ceil(outcome.retryAfterMillis));
-        return at(retry, () => acquire(ag, th, i, retry, { ...step, lose: 0 }, attempt + 1));
+        return this.at(retry, () => this.acquire(ag, th, i, retry, { ...step, lose: 0 }, attempt + 1));
       }
-      emit({ t: tr, actor: ag.key, kind: 'give-up', text: `${ag.key} gives up acquiring` });
+      this.emit({ t: tr, actor: ag.key, kind: 'give-up', what: 'acquire' });
     };
     const lose = step.lose ?? 0;
     const attemptSend = (ts) => {
       sends++;
       const loseReply = sends <= lose;
-      send(ag, ts, req, step, handle, 'acquire', sends > 1, loseReply);
+      this.send(ag, ts, req, step, handle, 'acquire', sends > 1, loseReply);
       if (loseReply) {
         // No answer within the timeout: resend the very same request.
         const again = ts + step.timeout;
-        at(again, () => {
-          bring(ag.key, again);
-          emit({ t: again, actor: ag.key, kind: 'timeout', req: reqName(req), text: `${ag.key} has had no answer to ${reqName(req)} after ${step.timeout} ms and resends it unchanged` });
+        this.at(again, () => {
+          this.bring(ag.key, again);
+          this.emit({ t: again, actor: ag.key, kind: 'timeout', req: this.reqName(req), after: step.timeout });
           attemptSend(again);
         });
       }
     };
     attemptSend(t);
-  };
+  }
 
-  const renew = (ag, th, i, t, step) => {
-    bring(ag.key, t);
+  renew(ag, th, i, t, step) {
+    this.bring(ag.key, t);
     if (!ag.lease) {
-      emit({ t, actor: ag.key, kind: 'give-up', text: `${ag.key} has no lease to renew` });
+      this.emit({ t, actor: ag.key, kind: 'give-up', what: 'renewal' });
       return;
     }
     const req = ag.client.beginRenewal(ag.lease);
-    send(ag, t, req, step, (outcome, tr) => {
-      if (outcome.ok) {
-        took(ag, req, outcome.grant, tr, 'renewal', step);
-      } else {
-        emit({
-          t: tr,
-          actor: ag.key,
-          kind: 'renewal-refused',
-          text: fenced
-            ? `${ag.key} learns its lease expired; it must re-acquire (and would get a higher fence)`
-            : `${ag.key} learns the renewal failed; its expiresAt stays ${fmt(millis(ag.naive.expiresAt))}`,
-        });
-      }
-      next(th, i, tr);
-    }, 'renewal', false, false);
-  };
+    const handle = (outcome, tr) => {
+      if (outcome.ok) this.took(ag, req, outcome.grant, tr, 'renewal');
+      else this.emit({ t: tr, actor: ag.key, kind: 'renewal-refused', expiresAt: this.fenced ? null : millis(ag.naive.expiresAt) });
+      this.next(th, i, tr);
+    };
+    this.send(ag, t, req, step, handle, 'renewal', false, false);
+  }
 
   // A grant arrived at tr: make the lease.
-  const took = (ag, req, grant, tr, what) => {
-    bring(ag.key, tr);
+  took(ag, req, grant, tr, what) {
+    this.bring(ag.key, tr);
     const lease = what === 'renewal' ? ag.client.completeRenewal(req, grant) : ag.client.completeAcquire(req, grant);
     ag.lease = lease;
-    if (fenced) {
+    ag.gen = this.genOfReq.get(req.requestId);
+    const base = { t: tr, actor: ag.key, kind: 'lease', what, gen: ag.gen, fence: lease.token.fence, coordinatorUntil: millis(grant.coordinatorExpiresAt) };
+    if (this.fenced) {
       const deadline = millis(lease.deadline);
-      emit({
-        t: tr,
-        actor: ag.key,
-        kind: 'lease',
-        fence: lease.token.fence,
-        deadline,
-        text: `${ag.key} holds fence ${lease.token.fence}; deadline = sentAt ${fmt(millis(req.sentAt))} + ttl ${fmt(grant.ttlMillis)} − skew ${fmt(s.skew)} = ${fmt(deadline)}`,
-      });
+      this.emit({ ...base, deadline, sentAt: millis(req.sentAt), ttl: grant.ttlMillis, skew: this.s.skew });
     } else {
       if (what === 'renewal' && ag.naive) ag.naive.renewed();
-      else ag.naive = lib.createNaiveLease(clocks[ag.key], grant.ttlMillis);
-      const exp = millis(ag.naive.expiresAt);
-      emit({
-        t: tr,
-        actor: ag.key,
-        kind: 'lease',
-        deadline: exp,
-        text: `${ag.key} sets expiresAt = now + ttl = ${fmt(exp)} (dated from the reply, not the send)`,
-      });
+      else ag.naive = this.lib.createNaiveLease(this.clocks[ag.key], grant.ttlMillis);
+      this.emit({ ...base, deadline: millis(ag.naive.expiresAt), ttl: grant.ttlMillis });
     }
-  };
+  }
 
-  const check = (ag, th, i, t) => {
-    bring(ag.key, t);
+  check(ag, th, i, t) {
+    this.bring(ag.key, t);
     if (!ag.lease) {
-      emit({ t, actor: ag.key, kind: 'check', result: 'none', text: `${ag.key} has no lease and does not write` });
+      this.emit({ t, actor: ag.key, kind: 'check', result: 'none' });
       return;
     }
-    if (fenced) {
+    if (this.fenced) {
       const expired = ag.lease.hasExpired();
-      emit({
-        t,
-        actor: ag.key,
-        kind: 'check',
-        result: expired ? 'expired' : 'valid',
-        advisory: true,
-        text: `${ag.key} asks lease.hasExpired(): ${expired} (advice only; the write goes through the gate either way)`,
-      });
-      return next(th, i, t);
+      this.emit({ t, actor: ag.key, kind: 'check', result: expired ? 'expired' : 'valid', advisory: true });
+      return this.next(th, i, t);
     }
-    const exp = millis(ag.naive.expiresAt);
     const valid = ag.naive.valid();
-    emit({
-      t,
-      actor: ag.key,
-      kind: 'check',
-      result: valid ? 'valid' : 'expired',
-      text: valid ? `${ag.key} checks now < expiresAt (${fmt(exp)}): valid, so it goes ahead` : `${ag.key} checks now < expiresAt (${fmt(exp)}): expired, so it stands down`,
-    });
-    if (valid) next(th, i, t);
-  };
+    this.emit({ t, actor: ag.key, kind: 'check', result: valid ? 'valid' : 'expired', expiresAt: millis(ag.naive.expiresAt) });
+    if (valid) this.next(th, i, t);
+  }
 
-  const write = (ag, th, i, t, step) => {
-    bring(ag.key, t);
-    const before = resource.value;
+  write(ag, th, i, t, step) {
+    this.bring(ag.key, t);
+    const before = this.resource.value;
+    const beforeBy = this.resource.by;
+    const fence = ag.lease.token.fence;
+    // A write "should not land" when the coordinator no longer holds the
+    // writer's lease: it ended, or a restart forgot it.
+    const stale = !(this.generations[ag.gen].end > t);
     const apply = () => {
-      resource.value = step.value;
-      resource.by = ag.key;
+      this.resource.value = step.value;
+      this.resource.by = ag.key;
     };
-    if (!fenced) {
+    const base = { t, actor: ag.key, kind: 'write', gen: ag.gen, value: step.value, before, beforeBy, stale };
+    if (!this.fenced) {
       apply();
-      emit({
-        t,
-        actor: ag.key,
-        kind: 'write',
-        landed: true,
-        value: step.value,
-        text: `${ag.key}'s write lands: the resource now holds "${step.value}"${before !== null ? ` (it held "${before}")` : ''}`,
-      });
-      return next(th, i, t);
+      this.emit({ ...base, landed: true, fence: null });
+      return this.next(th, i, t);
     }
-    const token = ag.lease.token;
+    const floorBefore = this.gate.floor;
     try {
-      gate.commit(token, apply);
-      emit({
-        t,
-        actor: ag.key,
-        kind: 'write',
-        landed: true,
-        value: step.value,
-        fence: token.fence,
-        floor: gate.floor,
-        text: `The gate admits ${ag.key}'s write with fence ${token.fence} (floor now ${gate.floor}): the resource holds "${step.value}"`,
-      });
+      this.gate.commit(ag.lease.token, apply);
+      this.emit({ ...base, landed: true, fence, floorBefore, floor: this.gate.floor });
     } catch (err) {
-      if (!(err instanceof lib.StaleFenceError)) throw err;
-      const r = err.rejection;
-      emit({
-        t,
-        actor: ag.key,
-        kind: 'write',
-        landed: false,
-        value: step.value,
-        fence: token.fence,
-        floor: gate.floor,
-        rejection: plainRejection(r),
-        text: `The gate refuses ${ag.key}'s write: fence ${r.refusedFence} is below ${r.admittedHolderId}'s ${r.admittedFence} (rejection #${r.seq})`,
-      });
+      if (!(err instanceof this.lib.StaleFenceError)) throw err;
+      this.emit({ ...base, landed: false, fence, floorBefore, floor: this.gate.floor, rejection: plainRejection(err.rejection) });
     }
-    next(th, i, t);
-  };
-
-  for (const th of script(s)) run(th, 0, 0);
-  let actions = 0;
-  while (queue.length) {
-    if (++actions > MAX_ACTIONS) throw new RangeError('the scenario did not settle within ' + MAX_ACTIONS + ' steps');
-    let k = 0;
-    for (let j = 1; j < queue.length; j++) {
-      if (queue[j].t < queue[k].t || (queue[j].t === queue[k].t && queue[j].order < queue[k].order)) k = j;
-    }
-    const [item] = queue.splice(k, 1);
-    item.fn();
+    this.next(th, i, t);
   }
 
-  // The coordinator never announces an expiry; it just stops honouring the
-  // lease. Draw each generation's end where it fell.
-  const last = events.reduce((m, e) => Math.max(m, e.t), 0);
+  finish() {
+    const events = this.events;
+    // The coordinator never announces an expiry; it just stops honouring the
+    // lease. Draw each generation's end where it fell.
+    const last = events.reduce((m, e) => Math.max(m, e.t), 0);
+    for (const g of this.generations) {
+      if (g.end <= last) {
+        events.push({ seq: events.length, t: g.end, actor: 'C', kind: 'expire', forgotten: !!g.forgotten, holder: g.holder, fence: g.fence, prio: g.forgotten ? 1 : -1 });
+      }
+    }
+    events.sort((a, b) => a.t - b.t || (a.prio ?? 0) - (b.prio ?? 0) || a.seq - b.seq);
+    events.forEach((e, n) => {
+      e.seq = n;
+      e.rank = n > 0 && events[n - 1].t === e.t ? events[n - 1].rank + 1 : 0;
+      delete e.prio;
+    });
+    const generations = this.generations.map((g) => ({ ...g }));
+    return {
+      mode: this.mode,
+      events,
+      generations,
+      windows: staleWindows(events, generations),
+      rejections: this.gate ? this.gate.rejections.map(plainRejection) : [],
+      finalValue: this.resource.value,
+      finalBy: this.resource.by,
+      floor: this.gate ? this.gate.floor : null,
+      issuedFence: this.coordinator.issuedFence,
+    };
+  }
+}
+
+/**
+ * The windows in which a holder believes it holds a lease the coordinator
+ * has already let go: from the generation's end (expiry or a forgetting
+ * restart) to the later of the holder's own deadline for it and the last
+ * write it makes under it. { holder, fence, from, to, believed, wrote }.
+ */
+export function staleWindows(events, generations) {
+  const out = [];
   for (const g of generations) {
-    if (g.end <= last) {
-      emit({
-        t: g.end,
-        actor: 'C',
-        kind: 'expire',
-        forgotten: !!g.forgotten,
-        holder: g.holder,
-        fence: g.fence,
-        prio: g.forgotten ? 1 : -1,
-        text: g.forgotten
-          ? `The restarted coordinator has forgotten ${g.holder}'s lease (fence ${g.fence})`
-          : `${g.holder}'s lease (fence ${g.fence}) ends on the coordinator's clock: it is free to be reassigned`,
-      });
-    }
+    const leases = events.filter((e) => e.kind === 'lease' && e.gen === g.id);
+    if (!leases.length) continue;
+    // The holder's belief at the end: its last lease for this generation,
+    // until it takes a lease of another generation.
+    const believed = leases.at(-1).deadline;
+    const nextGrant = events.find((e) => e.kind === 'lease' && e.actor === g.holder && e.t > leases.at(-1).t && e.gen !== g.id);
+    const until = nextGrant ? nextGrant.t : Infinity;
+    const writes = events.filter((e) => e.kind === 'write' && e.gen === g.id && e.t >= g.end);
+    const wrote = writes.length ? writes.at(-1).t : null;
+    const to = Math.max(Math.min(believed, until), wrote ?? -Infinity);
+    if (to > g.end) out.push({ holder: g.holder, fence: g.fence, from: g.end, to, believed, wrote, forgotten: !!g.forgotten });
   }
-  events.sort((a, b) => a.t - b.t || (a.prio ?? 0) - (b.prio ?? 0) || a.seq - b.seq);
-  events.forEach((e, n) => {
-    e.seq = n;
-    e.rank = n > 0 && events[n - 1].t === e.t ? events[n - 1].rank + 1 : 0;
-    delete e.prio;
-  });
-
-  return {
-    mode,
-    events,
-    generations: generations.map((g) => ({ ...g })),
-    rejections: gate ? gate.rejections.map(plainRejection) : [],
-    finalValue: resource.value,
-    finalBy: resource.by,
-    floor: gate ? gate.floor : null,
-    issuedFence: coordinator.issuedFence,
-  };
+  return out;
 }
 
 function plainRejection(r) {

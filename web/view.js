@@ -1,18 +1,23 @@
-// Drawing: one lane's events as an SVG timeline, up to a cursor time. Every
+// Drawing: one lane's events as an SVG timeline, up to a cursor time. The
+// timeline is drawn in CSS pixels at the width it is given, so text keeps its
+// size on every screen; labels are measured as they are placed and moved (or,
+// when there is no room at all, left out) so that no two overlap. Every
 // element is made with createElementNS and every string goes in through
 // textContent or setAttribute, never markup, so nothing from the URL or the
 // library can become HTML.
 
 import { fmt } from './model.js';
+import { describe } from './words.js';
 
 const NS = 'http://www.w3.org/2000/svg';
-export const W = 640;
-const H = 284;
-const LEFT = 96;
-const RIGHT = 18;
-const ROWS = { A: 44, B: 100, C: 160, R: 214 };
-const AXIS = 264;
-const NAMES = { A: 'Agent A', B: 'Agent B', C: 'Coordinator', R: 'Resource' };
+
+/** Row positions (px) of the two layouts: the playground's and the compact one of embeds. */
+export const LAYOUTS = {
+  normal: { top: 13, A: 50, B: 104, C: 160, beliefA: 178, beliefB: 188, R: 240, axis: 300, H: 320, font: 11, line: 13, minWidth: 440 },
+  compact: { top: 11, A: 36, B: 72, C: 110, beliefA: 125, beliefB: 133, R: 170, axis: 214, H: 232, font: 10, line: 12, minWidth: 0 },
+};
+const PAD_L = 10;
+const PAD_R = 14;
 
 function el(name, attrs = {}, text) {
   const e = document.createElementNS(NS, name);
@@ -24,154 +29,255 @@ function el(name, attrs = {}, text) {
 /**
  * The time range both lanes share: every event, message arrival and model
  * call, and the lease ends and deadlines nearby (a far-off deadline is cut at
- * half the run again, so a long TTL does not squash the interesting part).
+ * half the run again, so a long TTL does not squash the interesting part; a
+ * deadline before 0, from a skew larger than the TTL, widens it to the left).
  */
 export function extentOf(run) {
   let end = 1;
+  let start = 0;
   for (const lane of Object.values(run.lanes)) {
     for (const e of lane.events) {
       end = Math.max(end, e.t, e.arrive ?? 0, e.until && e.kind === 'model' ? e.until : 0);
     }
   }
-  const cap = end * 1.5;
+  const cap = end * 1.3;
   let far = end;
   for (const lane of Object.values(run.lanes)) {
-    for (const e of lane.events) if (e.kind === 'lease') far = Math.max(far, Math.min(cap, e.deadline));
+    for (const e of lane.events) {
+      if (e.kind !== 'lease') continue;
+      far = Math.max(far, Math.min(cap, e.deadline));
+      start = Math.min(start, Math.max(-end * 0.5, e.deadline));
+    }
     for (const g of lane.generations) far = Math.max(far, Math.min(cap, g.end));
+    for (const w of lane.windows) far = Math.max(far, Math.min(cap, w.to));
   }
-  return { t0: 0, t1: Math.max(far * 1.02, 1) };
+  const span = far - start;
+  return { t0: start < 0 ? start - span * 0.02 : 0, t1: Math.max(far + span * 0.03, 1) };
 }
 
-function niceStep(span) {
-  const raw = span / 6;
+function niceStep(span, count) {
+  const raw = span / Math.max(2, count);
   const p = 10 ** Math.floor(Math.log10(raw));
   for (const m of [1, 2, 2.5, 5, 10]) if (m * p >= raw) return m * p;
   return 10 * p;
 }
 
+/** The row labels, drawn apart from the timeline so they stay put while it scrolls. */
+export function drawRowLabels(container, compact) {
+  const L = compact ? LAYOUTS.compact : LAYOUTS.normal;
+  const w = compact ? 84 : 92;
+  const svg = el('svg', { width: w, height: L.H, viewBox: `0 0 ${w} ${L.H}`, class: `tl rows${compact ? ' compact' : ''}`, 'aria-hidden': 'true' });
+  const rows = [
+    ['A', 'Agent A', L.A, 'rowlabel who-A'],
+    ['B', 'Agent B', L.B, 'rowlabel who-B'],
+    ['C', 'Coordinator', L.C, 'rowlabel'],
+    ['a', "A's belief", L.beliefA, 'sublabel who-A'],
+    ['b', "B's belief", L.beliefB + 3, 'sublabel who-B'],
+    ['R', 'Resource', L.R, 'rowlabel'],
+    ['t', 'time, ms', L.axis + L.font + 3, 'sublabel'],
+  ];
+  for (const [key, text, y, cls] of rows) svg.append(el('text', { x: w - 6, y: y + 4, 'text-anchor': 'end', class: cls, 'data-row': key }, text));
+  container.replaceChildren(svg);
+}
+
 /**
- * Draws lane into container (replacing what was there), showing the events
- * in shownEvents; `cursor` is the virtual time of the position, up to which
- * spans are filled. Messages in flight are drawn part way.
+ * Draws lane into container (replacing what was there) at position state:
+ * { shown: events shown, cursor: virtual time, revealed: seqs this step
+ * revealed, ghost: draw the whole run faintly behind (the first frame) }.
+ * opts: { extent, width (px), compact, summary }.
  */
-export function drawLane(container, lane, shownEvents, cursor, extent, summary) {
-  const vis = new Set(shownEvents.map((e) => e.seq));
-  const grants = shownEvents.filter((e) => e.kind === 'grant');
-  const { t0, t1 } = extent;
-  const x = (t) => LEFT + ((Math.min(Math.max(t, t0), t1) - t0) / (t1 - t0)) * (W - LEFT - RIGHT);
+export function drawLane(container, lane, state, opts) {
+  const L = opts.compact ? LAYOUTS.compact : LAYOUTS.normal;
+  const W = Math.max(opts.width, L.minWidth, 200);
+  const { t0, t1 } = opts.extent;
+  const x = (t) => PAD_L + ((Math.min(Math.max(t, t0), t1) - t0) / (t1 - t0)) * (W - PAD_L - PAD_R);
   const id = `tl-${lane.mode}`;
   const svg = el('svg', {
-    viewBox: `0 0 ${W} ${H}`,
-    class: 'tl',
+    width: W,
+    height: L.H,
+    viewBox: `0 0 ${W} ${L.H}`,
+    class: `tl${opts.compact ? ' compact' : ''}`,
     role: 'img',
     'aria-labelledby': `${id}-title ${id}-desc`,
-    'data-cursor': cursor,
+    'data-cursor': state.cursor,
   });
   svg.append(el('title', { id: `${id}-title` }, `${lane.mode === 'naive' ? 'Naive' : 'Fenced'} lane timeline`));
-  svg.append(el('desc', { id: `${id}-desc` }, summary));
-
+  svg.append(el('desc', { id: `${id}-desc` }, opts.summary));
   const defs = el('defs');
-  const marker = el('marker', { id: `${id}-arrow`, viewBox: '0 0 10 10', refX: 9, refY: 5, markerWidth: 7, markerHeight: 7, orient: 'auto-start-reverse' });
-  marker.append(el('path', { d: 'M0,0 L10,5 L0,10 z', class: 'arrowhead' }));
-  defs.append(marker);
+  for (const [name, cls] of [['arrow', 'arrowhead'], ['arrow-ok', 'arrowhead ok'], ['arrow-stale', 'arrowhead stale'], ['arrow-refused', 'arrowhead refused']]) {
+    const marker = el('marker', { id: `${id}-${name}`, viewBox: '0 0 10 10', refX: 9, refY: 5, markerWidth: 7, markerHeight: 7, orient: 'auto-start-reverse' });
+    marker.append(el('path', { d: 'M0,0 L10,5 L0,10 z', class: cls }));
+    defs.append(marker);
+  }
   svg.append(defs);
 
-  // Rows and axis.
-  for (const [key, y] of Object.entries(ROWS)) {
-    svg.append(el('line', { x1: LEFT, x2: W - RIGHT, y1: y, y2: y, class: 'row' }));
-    svg.append(el('text', { x: 8, y: y + 4, class: `rowlabel who-${key}` }, NAMES[key]));
+  const back = el('g', { class: 'back' });
+  const ghost = el('g', { class: 'ghost', 'aria-hidden': 'true' });
+  const shapes = el('g', { class: 'events' });
+  const marks = el('g', { class: 'highlights' });
+  const texts = el('g', { class: 'labels' });
+  svg.append(back, ghost, shapes, marks, texts);
+  // Attached now so that labels can be measured as they are placed.
+  const scroll = container.scrollLeft;
+  container.replaceChildren(svg);
+
+  const ctx = { lane, L, W, x, id, t1 };
+  const labels = [];
+  const obstacles = [];
+
+  // Rows, axis, the stale windows and the cursor: behind everything else.
+  for (const key of ['A', 'B', 'C', 'R']) back.append(el('line', { x1: PAD_L, x2: W - PAD_R, y1: L[key], y2: L[key], class: 'row' }));
+  for (const w of lane.windows) {
+    if (state.cursor <= w.from) continue;
+    const to = Math.min(w.to, state.cursor);
+    back.append(el('rect', { x: x(w.from), y: 2, width: Math.max(1, x(to) - x(w.from)), height: L.axis - 2, class: 'window', 'data-holder': w.holder, 'data-from': w.from, 'data-to': w.to }));
+    const text = w.forgotten
+      ? `${w.holder} still believes; the restarted coordinator forgot it at ${fmt(w.from)}`
+      : `${w.holder} still believes in fence ${w.fence}; the coordinator let it go at ${fmt(w.from)}`;
+    labels.push({ prio: 0, x: x(w.from) + 3, y: L.top, text: opts.compact ? `${w.holder} still believes; let go at ${fmt(w.from)}` : text, anchor: 'start', cls: 'window-label', kind: 'window', dys: [0, 1] });
   }
-  const step = niceStep(t1 - t0);
   const axis = el('g', { class: 'axis' });
-  axis.append(el('line', { x1: LEFT, x2: W - RIGHT, y1: AXIS, y2: AXIS }));
+  axis.append(el('line', { x1: PAD_L, x2: W - PAD_R, y1: L.axis, y2: L.axis }));
+  const step = niceStep(t1 - t0, Math.floor((W - PAD_L - PAD_R) / 70));
   for (let t = Math.ceil(t0 / step) * step; t <= t1; t += step) {
-    axis.append(el('line', { x1: x(t), x2: x(t), y1: AXIS, y2: AXIS + 4 }));
-    axis.append(el('text', { x: x(t), y: AXIS + 15, 'text-anchor': 'middle' }, fmt(t)));
+    axis.append(el('line', { x1: x(t), x2: x(t), y1: L.axis, y2: L.axis + 4 }));
+    labels.push({ prio: 1, x: x(t), y: L.axis + L.font + 3, text: fmt(t), anchor: 'middle', cls: 'tick', kind: 'tick', dys: [0] });
   }
-  axis.append(el('text', { x: 8, y: AXIS + 15 }, 'ms'));
-  svg.append(axis);
+  back.append(axis);
+  back.append(el('line', { x1: x(state.cursor), x2: x(state.cursor), y1: 2, y2: L.axis, class: 'cursor' }));
 
-  // Small labels on the same row move up a line (or two) rather than overlap.
-  const placed = [];
-  const label = (g, lx, ly, text, anchor = 'middle', cls = 'small', dir = -1) => {
-    const w = text.length * 5.6;
-    const left = anchor === 'middle' ? lx - w / 2 : anchor === 'end' ? lx - w : lx;
-    let y = ly;
-    for (let tries = 0; tries < 3; tries++) {
-      const clash = placed.some((b) => Math.abs(b.y - y) < 10 && left < b.right + 3 && b.left < left + w + 3);
-      if (!clash) break;
-      y += 11 * dir;
-    }
-    placed.push({ left, right: left + w, y });
-    g.append(el('text', { x: lx, y, 'text-anchor': anchor, class: cls }, text));
-  };
+  if (state.ghost) {
+    const all = new Set(lane.events.map((e) => e.seq));
+    drawEvents({ ...ctx, layer: ghost, vis: all, cursor: Infinity, labels: [], obstacles: [] });
+  }
+  drawEvents({ ...ctx, layer: shapes, vis: new Set(state.shown.map((e) => e.seq)), cursor: state.cursor, labels, obstacles });
 
-  const layer = el('g', { class: 'events' });
-  svg.append(layer);
+  // The changed elements of this step, outlined.
+  for (const seq of state.revealed ?? []) {
+    const g = shapes.querySelector(`g.ev[data-seq="${seq}"]`);
+    if (!g) continue;
+    const b = g.getBBox();
+    if (b.width === 0 && b.height === 0) continue;
+    g.classList.add('changed');
+    marks.append(el('rect', { x: b.x - 4, y: b.y - 4, width: b.width + 8, height: b.height + 8, rx: 4, class: 'hl', 'data-seq': seq }));
+  }
+
+  placeLabels(texts, labels, obstacles, W, L);
+
+  // On a narrow screen the timeline scrolls sideways: keep the cursor in view.
+  const shown = container.clientWidth;
+  const full = container.scrollWidth;
+  if (full > shown) {
+    const cx = x(Math.min(state.cursor, t1));
+    container.scrollLeft = cx < scroll + 40 || cx > scroll + shown - 40 ? Math.max(0, cx - shown * 0.6) : scroll;
+  }
+}
+
+function drawEvents(c) {
+  const { lane, L, x, id, layer, vis, cursor, labels, obstacles } = c;
+  const grants = lane.events.filter((e) => e.kind === 'grant' && vis.has(e.seq));
   const group = (e, extra = {}) => {
-    const g = el('g', { class: `ev ev-${e.kind} who-${e.actor}`, 'data-kind': e.kind, 'data-actor': e.actor, 'data-t': e.t, ...extra });
-    g.append(el('title', {}, `t=${fmt(e.t)}: ${e.text}`));
+    const g = el('g', { class: `ev ev-${e.kind} who-${e.actor}`, 'data-seq': e.seq, 'data-kind': e.kind, 'data-actor': e.actor, 'data-t': e.t, ...extra });
+    g.append(el('title', {}, `t=${fmt(e.t)}: ${describe(e, lane.mode)}`));
     layer.append(g);
     return g;
   };
+  const label = (e, spec) => labels.push({ seq: e.seq, ...spec });
+  const box = (x0, y0, w, h) => obstacles.push({ x: x0, y: y0, width: w, height: h });
 
   // The coordinator's own copy of each lease generation.
   for (const gen of lane.generations) {
     if (!grants.some((e) => e.holder === gen.holder && e.fence === gen.fence && e.t === gen.start)) continue;
     const end = Math.min(gen.end, cursor);
     const g = el('g', { class: `gen who-${gen.holder}`, 'data-holder': gen.holder, 'data-fence': gen.fence });
-    g.append(el('rect', { x: x(gen.start), y: ROWS.C - 9, width: Math.max(1, x(end) - x(gen.start)), height: 18, rx: 3 }));
-    if (x(end) - x(gen.start) > 34) {
-      g.append(el('text', { x: x(gen.start) + 4, y: ROWS.C + 4, class: 'inbar' }, `${gen.holder} #${gen.fence}`));
-    }
+    const w = Math.max(1, x(end) - x(gen.start));
+    g.append(el('rect', { x: x(gen.start), y: L.C - 7, width: w, height: 14, rx: 3 }));
     layer.append(g);
+    labels.push({ prio: 2, x: x(gen.start) + 4, y: L.C + 4, text: `${gen.holder} #${gen.fence}`, anchor: 'start', cls: 'inbar', kind: 'inbar', dys: [0], within: [x(gen.start), x(gen.start) + w] });
   }
 
-  // What each holder believes: from a lease event to its deadline, or to the
-  // next lease event of the same holder (a renewal replaces it).
+  // What each holder believes, under the coordinator's copy: from a lease
+  // event to its deadline, or to the next lease event of the same holder (a
+  // renewal replaces it). The last belief of a generation is labelled with
+  // how far it is from the coordinator's end.
   const leases = lane.events.filter((e) => e.kind === 'lease');
   for (const e of leases) {
     if (!vis.has(e.seq)) continue;
     const later = leases.find((o) => o.actor === e.actor && o.seq > e.seq);
     const stop = later && vis.has(later.seq) ? later.t : null;
-    const y = ROWS[e.actor] + 12;
+    const y = e.actor === 'A' ? L.beliefA : L.beliefB;
     const g = group(e, { 'data-deadline': e.deadline });
-    // A renewal's lease replaces this one; otherwise it runs to its deadline.
     const endAll = stop === null ? e.deadline : Math.min(stop, e.deadline);
-    g.append(el('rect', { x: x(e.t), y, width: Math.max(1, x(endAll) - x(e.t)), height: 6, class: 'belief-outline' }));
-    g.append(el('rect', { x: x(e.t), y, width: Math.max(0, x(Math.min(endAll, cursor)) - x(e.t)), height: 6, class: 'belief' }));
-    if ((stop === null || e.deadline <= stop) && e.deadline <= t1) {
-      g.append(el('line', { x1: x(e.deadline), x2: x(e.deadline), y1: y - 5, y2: y + 11, class: 'deadline' }));
-      const nearEnd = x(e.deadline) > W - RIGHT - 90;
-      label(g, x(e.deadline) + (nearEnd ? -4 : 4), y + 16, `${lane.mode === 'naive' ? 'expiresAt' : 'deadline'} ${fmt(e.deadline)}`, nearEnd ? 'end' : 'start');
+    const x0 = x(e.t);
+    g.append(el('rect', { x: x0, y: y - 3, width: Math.max(1, x(endAll) - x0), height: 6, class: 'belief-outline' }));
+    g.append(el('rect', { x: x0, y: y - 3, width: Math.max(0, x(Math.min(endAll, cursor)) - x0), height: 6, class: 'belief' }));
+    if (stop !== null && stop < e.deadline) continue;
+    const gen = lane.generations[e.gen];
+    if (e.deadline <= e.t) {
+      g.append(el('line', { x1: x0, x2: x0, y1: y - 6, y2: y + 6, class: 'deadline dead' }));
+      label(e, { prio: 3, x: x0 + 4, y: y + 4, text: `dead on arrival (deadline ${fmt(e.deadline)})`, anchor: 'start', cls: 'small bad-text', kind: 'belief', dys: [0, 1, 2] });
+      continue;
+    }
+    if (e.deadline <= c.t1) g.append(el('line', { x1: x(e.deadline), x2: x(e.deadline), y1: y - 6, y2: y + 6, class: 'deadline' }));
+    const diff = gen ? e.deadline - gen.end : 0;
+    if (gen && diff !== 0 && cursor >= Math.min(e.deadline, gen.end)) {
+      const text = diff > 0 ? `${e.actor} believes ${fmt(diff)} ms too long` : `${fmt(-diff)} ms inside the coordinator's`;
+      label(e, { prio: diff > 0 ? 1 : 4, x: x(Math.max(e.deadline, gen.end)) + 4, y: y + 4, text, anchor: 'start', cls: diff > 0 ? 'small bad-text' : 'small', kind: 'belief', dys: [0, 1, -1, 2] });
     }
   }
 
+  // The gate's floor, as a step line under the resource row (fenced lane).
+  if (lane.mode === 'fenced') {
+    const level = (f) => L.R + 22 - 4 * Math.min(f, 4);
+    let f = 0;
+    let px = 0;
+    const pts = [`${PAD_L},${level(0)}`];
+    const rises = [];
+    for (const e of lane.events) {
+      if (!vis.has(e.seq) || e.t > cursor) continue;
+      const nf = e.kind === 'write' && e.landed ? Math.max(f, e.fence) : e.kind === 'admit' && e.pushed ? Math.max(f, e.fence) : f;
+      if (nf !== f) {
+        px = x(e.t);
+        pts.push(`${px},${level(f)}`, `${px},${level(nf)}`);
+        rises.push({ x: px, f: nf, seq: e.seq });
+        f = nf;
+      }
+    }
+    pts.push(`${x(Math.min(cursor, c.t1))},${level(f)}`);
+    const g = el('g', { class: 'floor', 'data-floor': f });
+    g.append(el('title', {}, `The gate's floor: ${f}`));
+    g.append(el('polyline', { points: pts.join(' '), class: 'floor-line' }));
+    layer.append(g);
+    for (const r of rises) labels.push({ seq: r.seq, prio: 1, x: r.x + 3, y: level(r.f) + 11, text: `floor ${r.f}`, anchor: 'start', cls: 'small floor-label', kind: 'floor', dys: [0, 1, 2] });
+    if (!rises.length && cursor > 0) labels.push({ prio: 5, x: PAD_L + 2, y: level(0) + 11, text: 'floor 0', anchor: 'start', cls: 'small floor-label', kind: 'floor', dys: [0, 1] });
+  }
+
   for (const e of lane.events) {
-    const yA = ROWS[e.actor];
+    const yA = L[e.actor];
     const shown = vis.has(e.seq);
     switch (e.kind) {
       case 'model': {
         if (!shown) break;
         const g = group(e);
-        g.append(el('rect', { x: x(e.t), y: yA - 8, width: Math.max(1, x(Math.min(e.until, cursor)) - x(e.t)), height: 14, rx: 3, class: 'model' }));
-        if (x(e.until) - x(e.t) > 62) g.append(el('text', { x: x(e.t) + 4, y: yA + 3, class: 'inbar' }, 'model call'));
+        const w = Math.max(1, x(Math.min(e.until, cursor)) - x(e.t));
+        g.append(el('rect', { x: x(e.t), y: yA - 7, width: w, height: 14, rx: 3, class: 'model' }));
+        labels.push({ seq: e.seq, prio: 3, x: x(e.t) + 9, y: yA + 4, text: 'model call', anchor: 'start', cls: 'inbar', kind: 'inbar', dys: [0], within: [x(e.t), x(e.t) + w] });
         break;
       }
       case 'send':
-        if (shown) message(group(e), x, e.t, yA, e.arrive, ROWS.C, cursor, `${e.what} ${e.req}`, id);
+        if (shown) message(c, group(e), e.t, yA + 7, e.arrive, L.C - 7, cursor, e, `${e.what} ${e.req}`);
         break;
       case 'reply':
-        if (shown || e.departed < cursor) message(group(e), x, e.departed, ROWS.C, e.t, yA, shown ? e.t : cursor, '', id);
+        if (shown || e.departed < cursor) message(c, group(e), e.departed, L.C - 7, e.t, yA + 7, shown ? e.t : cursor, e, '');
         break;
       case 'lost':
         if (shown || e.departed < cursor) {
           const g = group(e);
           const mid = e.departed + (e.t - e.departed) * 0.6;
-          message(g, x, e.departed, ROWS.C, e.t, yA, Math.min(cursor, mid), '', id, true);
+          message(c, g, e.departed, L.C - 7, e.t, yA + 7, Math.min(cursor, mid), e, '', true);
           if (cursor >= mid) {
-            const yy = ROWS.C + (yA - ROWS.C) * 0.6;
-            g.append(el('text', { x: x(mid), y: yy + 4, 'text-anchor': 'middle', class: 'lost' }, '✕ lost'));
+            const yy = L.C - 7 + (yA + 7 - (L.C - 7)) * 0.6;
+            label(e, { prio: 1, x: x(mid), y: yy + 4, text: '✕ lost', anchor: 'middle', cls: 'lost', kind: 'event', dys: [0, -1, 1] });
           }
         }
         break;
@@ -180,21 +286,29 @@ export function drawLane(container, lane, shownEvents, cursor, extent, summary) 
         const g = group(e, { 'data-result': e.result });
         const cx = x(e.t);
         const ok = e.result === 'valid';
-        g.append(el('path', { d: `M${cx},${yA - 7} l7,7 l-7,7 l-7,-7 z`, class: ok ? 'check ok' : 'check bad' }));
-        label(g, cx, yA - 12, `${e.advisory ? 'hasExpired ' : 'check '}${ok ? (e.advisory ? 'false' : 'valid') : e.advisory ? 'true' : 'expired'}`);
+        g.append(el('path', { d: `M${cx},${yA - 6} l6,6 l-6,6 l-6,-6 z`, class: ok ? 'check ok' : 'check bad' }));
+        box(cx - 6, yA - 6, 12, 12);
+        const word = e.advisory ? `hasExpired ${ok ? 'false' : 'true'}` : `check ${ok ? 'valid' : 'expired'}`;
+        label(e, { prio: 2, x: cx, y: yA - 10, text: word, anchor: 'middle', cls: 'small', kind: 'event', dys: [0, -1, 1] });
         break;
       }
       case 'write': {
         if (!shown) break;
-        const g = group(e, { 'data-landed': e.landed });
+        const status = !e.landed ? 'refused' : e.stale ? 'stale' : 'ok';
+        const g = group(e, { 'data-landed': e.landed, 'data-stale': e.stale, 'data-status': status });
         const cx = x(e.t);
-        g.append(el('line', { x1: cx, x2: cx, y1: yA + 8, y2: ROWS.R - 8, class: e.landed ? 'write ok' : 'write bad', 'marker-end': `url(#${id}-arrow)` }));
+        g.append(el('line', { x1: cx, x2: cx, y1: yA + 8, y2: L.R - 8, class: `write ${status}`, 'marker-end': `url(#${id}-arrow-${status})` }));
+        box(cx - 2, yA + 8, 4, L.R - 8 - yA - 8);
+        const token = e.fence === null ? 'write, no token' : `write, fence ${e.fence}`;
+        label(e, { prio: 0, x: cx + 4, y: Math.round((L.beliefB + L.R) / 2) + 4, text: token, anchor: 'start', cls: `small write-label ${status}-text`, kind: 'token', dys: [0, -1, 1], dxs: [0, -1] });
         if (e.landed) {
-          g.append(el('circle', { cx, cy: ROWS.R, r: 6, class: 'landed' }));
-          label(g, cx, ROWS.R + 19, `${e.actor} lands${e.fence ? ` (#${e.fence})` : ''}`, 'middle', 'small', 1);
+          g.append(el('circle', { cx, cy: L.R, r: 6, class: `landed ${status}` }));
+          box(cx - 6, L.R - 6, 12, 12);
+          label(e, { prio: 0, x: cx, y: L.R + 38, text: e.stale ? `⚠ ${e.actor} lands, stale` : `${e.actor} lands`, anchor: 'middle', cls: e.stale ? 'small stale-text' : 'small', kind: 'outcome', dys: [0, 1, -1] });
         } else {
-          g.append(el('path', { d: `M${cx - 6},${ROWS.R - 6} l12,12 m0,-12 l-12,12`, class: 'refused' }));
-          label(g, cx, ROWS.R + 19, `${e.actor} #${e.fence} refused`, 'middle', 'small bad-text', 1);
+          g.append(el('path', { d: `M${cx - 6},${L.R - 6} l12,12 m0,-12 l-12,12`, class: 'refused' }));
+          box(cx - 7, L.R - 7, 14, 14);
+          label(e, { prio: 0, x: cx, y: L.R + 38, text: `${e.fence} < ${e.floorBefore} → refused`, anchor: 'middle', cls: 'small refused-text', kind: 'outcome', dys: [0, 1, -1] });
         }
         break;
       }
@@ -203,59 +317,49 @@ export function drawLane(container, lane, shownEvents, cursor, extent, summary) 
       case 'replay': {
         if (!shown) break;
         const g = group(e, { 'data-fence': e.fence, 'data-holder': e.holder });
-        g.append(el('circle', { cx: x(e.t), cy: ROWS.C, r: 4.5, class: `mark who-${e.holder}` }));
+        g.append(el('circle', { cx: x(e.t), cy: L.C, r: 4, class: `mark who-${e.holder}` }));
         const word = e.kind === 'grant' ? `grant ${e.holder} #${e.fence}` : e.kind === 'extend' ? `extend to ${fmt(e.until)}` : `same grant #${e.fence}`;
-        label(g, x(e.t), ROWS.C - 14, word);
+        label(e, { prio: 1, x: x(e.t), y: L.C - 11, text: word, anchor: 'middle', cls: 'small', kind: 'event', dys: [0, -1, -2, -3], dxs: [0, 1, -1] });
         break;
       }
       case 'deny':
       case 'refuse-renewal': {
         if (!shown) break;
         const g = group(e);
-        g.append(el('rect', { x: x(e.t) - 4, y: ROWS.C - 4, width: 8, height: 8, class: 'deny' }));
-        label(g, x(e.t), ROWS.C - 14, e.kind === 'deny' ? `denied (${e.heldBy})` : 'renew: "expired"', 'middle', 'small bad-text');
+        g.append(el('rect', { x: x(e.t) - 4, y: L.C - 4, width: 8, height: 8, class: 'deny' }));
+        label(e, { prio: 2, x: x(e.t), y: L.C - 11, text: e.kind === 'deny' ? `denied (${e.heldBy})` : 'renew: "expired"', anchor: 'middle', cls: 'small bad-text', kind: 'event', dys: [0, -1, -2, -3], dxs: [0, 1, -1] });
         break;
       }
       case 'expire': {
         if (!shown) break;
         const g = group(e, { 'data-fence': e.fence, 'data-holder': e.holder });
-        g.append(el('line', { x1: x(e.t), x2: x(e.t), y1: ROWS.C - 13, y2: ROWS.C + 13, class: 'expire' }));
-        label(g, x(e.t), ROWS.C + 25, `${e.holder} #${e.fence} ${e.forgotten ? 'forgotten' : 'ends'}`, 'middle', 'small', 1);
+        g.append(el('line', { x1: x(e.t), x2: x(e.t), y1: L.C - 10, y2: L.C + 10, class: 'expire' }));
+        label(e, { prio: 1, x: x(e.t), y: L.C - 11, text: `${e.holder} #${e.fence} ${e.forgotten ? 'forgotten' : 'ends'}`, anchor: 'middle', cls: 'small', kind: 'event', dys: [0, -1, -2, -3], dxs: [0, -1, 1] });
         break;
       }
       case 'admit': {
         if (!shown) break;
         const g = group(e, { 'data-fence': e.fence, 'data-pushed': e.pushed });
-        g.append(el('line', { x1: x(e.t), x2: x(e.t), y1: ROWS.C + 9, y2: ROWS.R - 8, class: e.pushed ? 'push' : 'push none' }));
-        label(g, x(e.t) + 4, ROWS.R - 12, e.pushed ? `admit #${e.fence}` : 'no gate', 'start', 'small', -1);
+        g.append(el('line', { x1: x(e.t), x2: x(e.t), y1: L.C + 8, y2: L.R - 8, class: e.pushed ? 'push' : 'push none' }));
+        label(e, { prio: 2, x: x(e.t) - 4, y: L.R - 10, text: e.pushed ? `admit #${e.fence}` : 'no gate', anchor: 'end', cls: 'small', kind: 'event', dys: [0, -1, 1] });
         break;
       }
       case 'restart': {
         if (!shown) break;
         const g = group(e);
-        g.append(el('line', { x1: x(e.t), x2: x(e.t), y1: ROWS.C - 22, y2: ROWS.C + 22, class: 'restart' }));
-        label(g, x(e.t), ROWS.C + 25, e.persisted ? `restart (startFence ${e.startFence})` : 'restart (fence lost)', 'middle', 'small bad-text', 1);
+        g.append(el('line', { x1: x(e.t), x2: x(e.t), y1: L.C - 18, y2: L.beliefB + 6, class: 'restart' }));
+        label(e, { prio: 1, x: x(e.t), y: L.C - 11, text: e.persisted ? `restart, startFence ${e.startFence}` : 'restart, fence lost', anchor: 'middle', cls: 'small bad-text', kind: 'event', dys: [0, -1, -2, -3], dxs: [0, 1, -1] });
         break;
       }
       default:
         break;
     }
   }
-
-  svg.append(el('line', { x1: x(cursor), x2: x(cursor), y1: 18, y2: AXIS, class: 'cursor' }));
-  const scroll = container.scrollLeft;
-  container.replaceChildren(svg);
-  // On a narrow screen the timeline scrolls sideways: keep the cursor in view.
-  const shown = container.clientWidth;
-  const full = container.scrollWidth;
-  if (full > shown) {
-    const cx = (x(cursor) / W) * full;
-    container.scrollLeft = cx < scroll + 40 || cx > scroll + shown - 40 ? Math.max(0, cx - shown * 0.6) : scroll;
-  }
 }
 
-// A message from (t0, y0) to (t1, y1), drawn up to the cursor.
-function message(g, x, ta, ya, tb, yb, cursor, label, id, lost = false) {
+// A message from (ta, ya) to (tb, yb), drawn up to the cursor.
+function message(c, g, ta, ya, tb, yb, cursor, e, text, lost = false) {
+  const { x, id } = c;
   const frac = tb === ta ? 1 : Math.min(1, Math.max(0, (cursor - ta) / (tb - ta)));
   const xa = x(ta);
   const xb = xa + (x(tb) - xa) * frac;
@@ -263,7 +367,55 @@ function message(g, x, ta, ya, tb, yb, cursor, label, id, lost = false) {
   const attrs = { x1: xa, y1: ya, x2: xb, y2: yb2, class: lost ? 'msg lost' : 'msg' };
   if (frac === 1 && !lost) attrs['marker-end'] = `url(#${id}-arrow)`;
   g.append(el('line', attrs));
-  if (label && frac > 0.2 && Math.abs(x(tb) - xa) > 50) {
-    g.append(el('text', { x: (xa + xb) / 2 + 4, y: (ya + yb2) / 2, class: 'small' }, label));
+  if (text && frac > 0.2 && c.labels) {
+    c.labels.push({ seq: e.seq, prio: 4, x: (xa + xb) / 2 + 5, y: (ya + yb2) / 2 + 4, text, anchor: 'start', cls: 'small', kind: 'message', dys: [0, -1, 1] });
   }
+}
+
+const overlaps = (a, b, pad = 1) => a.x < b.x + b.width + pad && b.x < a.x + a.width + pad && a.y < b.y + b.height + pad && b.y < a.y + a.height + pad;
+
+/**
+ * Places labels in order of priority (0 first): each at the first of its
+ * candidate spots (moved by whole lines up or down, `dys`, and by its own
+ * width left or right, `dxs`) where it overlaps no placed label and no
+ * obstacle and stays inside the drawing; a label with no free spot is left
+ * out and counted in data-dropped. In-bar labels must also fit their bar.
+ */
+function placeLabels(layer, labels, obstacles, W, L) {
+  const placed = [];
+  let dropped = 0;
+  const order = labels.map((l, i) => ({ l, i })).sort((a, b) => a.l.prio - b.l.prio || a.i - b.i);
+  for (const { l } of order) {
+    const t = el('text', { x: l.x, y: l.y, 'text-anchor': l.anchor, class: l.cls, 'data-kind': l.kind });
+    if (l.seq !== undefined) t.setAttribute('data-seq', l.seq);
+    t.textContent = l.text;
+    layer.append(t);
+    const b = t.getBBox();
+    let spot = null;
+    for (const dxUnit of l.dxs ?? [0]) {
+      for (const dyUnit of l.dys ?? [0]) {
+        let dx = dxUnit * (b.width / 2 + 4);
+        const dy = dyUnit * L.line;
+        // Keep it inside the drawing horizontally.
+        if (b.x + dx < 1) dx = 1 - b.x;
+        if (b.x + dx + b.width > W - 1) dx = W - 1 - b.x - b.width;
+        const cand = { x: b.x + dx, y: b.y + dy, width: b.width, height: b.height };
+        if (cand.y < 0 || cand.y + cand.height > L.H) continue;
+        if (l.within && (cand.x < l.within[0] + 1 || cand.x + cand.width > l.within[1] - 1)) continue;
+        if (placed.some((p) => overlaps(p, cand)) || obstacles.some((o) => overlaps(o, cand, 0))) continue;
+        spot = { dx, dy, cand };
+        break;
+      }
+      if (spot) break;
+    }
+    if (!spot) {
+      t.remove();
+      if (l.kind !== 'inbar' && l.kind !== 'tick') dropped++;
+      continue;
+    }
+    t.setAttribute('x', l.x + spot.dx);
+    t.setAttribute('y', l.y + spot.dy);
+    placed.push(spot.cand);
+  }
+  layer.ownerSVGElement.setAttribute('data-dropped', dropped);
 }

@@ -320,8 +320,12 @@ test('choosing a preset with the keyboard resets to its start and updates the UR
 
 test('embed=1 shows only the lanes, at the end of the run', async () => {
   const { page, errors } = await open(`?${toQuery(defaultScenario('gap'), { embed: true })}`, { width: 1100, height: 700 });
-  for (const sel of ['h1', '.setup', '.controls', 'footer', '.log']) assert.equal(await page.isVisible(sel), false, `${sel} is visible`);
-  for (const sel of ['#lane-naive', '#lane-fenced', '#svg-naive svg', '#rejections']) assert.equal(await page.isVisible(sel), true, `${sel} is hidden`);
+  for (const sel of ['.setup', '.intro', '.keys', '#reset', 'footer', '.log', '.outcome']) assert.equal(await page.isVisible(sel), false, `${sel} is visible`);
+  for (const sel of ['h1', '#caption', '#verdict-naive', '#verdict-fenced', '#lane-naive', '#lane-fenced', '#svg-naive svg', '#svg-fenced svg', '#play', '#open-full']) {
+    assert.equal(await page.isVisible(sel), true, `${sel} is hidden`);
+  }
+  assert.equal(await page.textContent('h1'), 'lease-fence: The check-to-write gap');
+  assert.match(await page.getAttribute('#open-full', 'href'), /^\.\/\?p=gap&.*at=\d+$/);
   const s = await snapshot(page);
   assert.deepEqual(s.rejections, [['1', 'agent-a', '1', 'agent-b', '2']]);
   assert.match(page.url(), /embed=1/);
@@ -417,13 +421,14 @@ test('keyboard: global keys step, rewind, jump and play', async () => {
 test('keyboard: Tab reaches every control, focus is visible, Enter and arrows work', async () => {
   const { page } = await open('?p=gap');
   const seen = [];
-  for (let i = 0; i < 40 && !seen.includes('step'); i++) {
+  for (let i = 0; i < 60 && !seen.includes('copy'); i++) {
     await page.keyboard.press('Tab');
     seen.push(await page.evaluate(() => document.activeElement.id));
   }
   // #back is disabled at the start, so Tab skips it.
-  for (const id of ['preset', 'link', 'copy', 'play', 'step']) assert.ok(seen.includes(id), `Tab never reached #${id}: ${seen}`);
+  for (const id of ['preset', 'play-big', 'play', 'step', 'svg-naive', 'log-naive', 'svg-fenced', 'log-fenced', 'link', 'copy']) assert.ok(seen.includes(id), `Tab never reached #${id}: ${seen}`);
   assert.ok(!seen.includes('back'));
+  await page.focus('#step');
   const outline = await page.evaluate(() => {
     const cs = getComputedStyle(document.activeElement);
     return [cs.outlineStyle, cs.outlineWidth];
