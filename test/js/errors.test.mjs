@@ -21,6 +21,26 @@ describe('errors', () => {
     assert.equal(new lf.LeaseFenceError('x').name, 'LeaseFenceError');
   });
 
+  test('constructors take (message, options): cause as Error has it, the fields by name', () => {
+    const cause = new Error('why');
+    const invalid = new lf.InvalidArgumentError('m', { cause });
+    assert.equal(invalid.cause, cause);
+    assert.equal(invalid.argument, '');
+    assert.equal(new lf.InvalidArgumentError('m', { argument: 'x', cause }).argument, 'x');
+    assert.equal(new lf.InvalidArgumentError('m', 'token.fence').argument, 'token.fence');
+    assert.equal('cause' in new lf.InvalidArgumentError('m', 'x'), false);
+    assert.equal(new lf.LeaseFenceError('m', { cause }).cause, cause);
+    const rejection = { seq: 1, resource: 'r', refusedHolderId: 'a', refusedFence: 1, admittedHolderId: 'b', admittedFence: 2 };
+    const stale = new lf.StaleFenceError('m', { rejection, cause });
+    assert.equal(stale.rejection, rejection);
+    assert.equal(stale.cause, cause);
+    assert.deepEqual({ ...new lf.ClockDomainError('m', { expectedDomain: 'a', actualDomain: 'b' }) }, { expectedDomain: 'a', actualDomain: 'b' });
+    assert.deepEqual({ ...new lf.ClockReadingError('m', { domain: 'd', problem: 'infinite', value: Infinity, previous: 1 }) },
+      { domain: 'd', problem: 'infinite', value: Infinity, previous: 1 });
+    assert.deepEqual({ ...new lf.RequestCompletedError('m', { requestId: 'q' }) }, { requestId: 'q' });
+    assert.deepEqual({ ...new lf.GrantMismatchError('m', { field: 'fence', expected: '1', actual: '2' }) }, { field: 'fence', expected: '1', actual: '2' });
+  });
+
   test('thrown errors are instances of the right class with a stack', () => {
     const gate = new lf.FenceGate('slot');
     gate.admit({ resource: 'slot', holderId: 'b', fence: 2 });

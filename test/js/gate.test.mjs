@@ -139,10 +139,13 @@ describe('fence gate', () => {
     assert.throws(() => new FenceGate('slot', 3), (e) => e.argument === 'options');
   });
 
-  test('an async fn gets its promise returned after the floor was raised', async () => {
+  test('an async fn is refused before it runs, pointing to commitAsync', () => {
     const gate = new FenceGate('slot');
-    const p = gate.commit(tok('a', 4), async () => 'later');
-    assert.equal(gate.floor, 4);
-    assert.equal(await p, 'later');
+    let ran = false;
+    assert.throws(() => gate.commit(tok('a', 4), async () => { ran = true; }),
+      (e) => e instanceof InvalidArgumentError && e.argument === 'fn' && /commitAsync/.test(e.message));
+    assert.equal(ran, false);
+    assert.equal(gate.floor, 0);
+    assert.equal(gate.rejections.length, 0);
   });
 });

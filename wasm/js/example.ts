@@ -92,3 +92,25 @@ log(naive.expiresAt.millis, resumed.ttlMillis);
 new LeaseCoordinator({ clock: { domain: 'x', now: () => 0 }, ttlMillis: 1 });
 // @ts-expect-error commit needs a callback
 gate.commit({ resource: 'deploy-slot', holderId: 'a', fence: 1 });
+
+// Async writes go through commitAsync; commit takes synchronous writes only.
+async function asyncWrites(): Promise<void> {
+  const token: FenceToken = { resource: 'deploy-slot', holderId: 'agent-a', fence: 3 };
+  const ac = new AbortController();
+  const id: number = await gate.commitAsync(token, async () => 42, { signal: ac.signal });
+  const same: string = await gate.commitAsync(token, () => 'sync is fine too');
+  log(id, same);
+  // @ts-expect-error commit refuses a callback that returns a promise
+  gate.commit(token, async () => 1);
+  // @ts-expect-error ... or any other thenable
+  gate.commit(token, () => Promise.resolve(1));
+  // @ts-expect-error a signal is an AbortSignal
+  gate.commitAsync(token, async () => 1, { signal: 'stop' });
+}
+log(asyncWrites);
+
+// Errors take (message, options); cause goes where Error puts it.
+const invalid = new InvalidArgumentError('bad', { argument: 'x', cause: new Error('why') });
+const invalid2 = new InvalidArgumentError('bad', 'x');
+const stale = new StaleFenceError('stale', { rejection: { seq: 1, resource: 'r', refusedHolderId: 'a', refusedFence: 1, admittedHolderId: null, admittedFence: 2 } });
+log(invalid.argument, invalid.cause, invalid2.argument, stale.rejection.seq, new LeaseFenceError('x', { cause: 1 }).cause);

@@ -186,6 +186,34 @@ export interface FenceGateOptions {
   initialFloor?: number;
 }
 
+/**
+ * The part of an `AbortSignal` that commitAsync uses; any AbortSignal (DOM,
+ * Node, Deno, Workers) fits.
+ */
+export interface AbortSignalLike {
+  readonly aborted: boolean;
+  readonly reason?: any;
+  addEventListener(type: 'abort', listener: () => void, options?: { once?: boolean }): void;
+  removeEventListener(type: 'abort', listener: () => void): void;
+}
+
+export interface CommitAsyncOptions {
+  /**
+   * Cancels the commit while it waits for its turn: the promise rejects with
+   * `signal.reason` (an `AbortError` DOMException by default), fn never
+   * runs, nothing is logged and the floor does not move. An already-aborted
+   * signal rejects at once. A write that has started is not interrupted:
+   * pass the signal into your own I/O as well.
+   */
+  signal?: AbortSignalLike;
+}
+
+/**
+ * A callback for the synchronous gate.commit: any function whose result is
+ * not a promise or other thenable. For an async write use commitAsync.
+ */
+export type SyncWrite<T> = (() => T) & (T extends PromiseLike<unknown> ? never : unknown);
+
 /** Stands in front of one resource and admits a write only if its fence is not below the floor. */
 export class FenceGate {
   constructor(resource: string, options?: FenceGateOptions);
@@ -198,10 +226,36 @@ export class FenceGate {
    * Checks the token and raises the floor, then runs fn and returns what it
    * returns. A stale token throws StaleFenceError and fn does not run. If fn
    * throws, the exception reaches the caller unchanged and the floor stays
-   * raised. Inside fn, a commit with an older fence is refused.
+   * raised. Inside fn, a commit with an older fence is refused; one with the
+   * same or a newer fence runs.
+   *
+   * For synchronous writes only. An `async function` is refused with
+   * InvalidArgumentError before anything happens (use commitAsync). A plain
+   * function that returns a thenable anyway keeps the gate busy until it
+   * settles, and commit then returns a promise that settles as the thenable
+   * does once the gate is free. While a write is still running (such a
+   * thenable, or a commitAsync write), commit throws a LeaseFenceError and
+   * fn does not run.
    */
-  commit<T>(token: FenceToken, fn: () => T): T;
-  /** Raises the floor to token's fence without writing (a coordinator pushing a reassignment). */
+  commit<T>(token: FenceToken, fn: SyncWrite<T>): T;
+  /**
+   * Runs an async write under the gate; always returns a promise. Writes on
+   * a gate run one at a time: this one waits until the running write's
+   * promise settles and the writes queued before it have had their turn.
+   * The token is checked when its turn comes, so a token that went stale
+   * while it waited is refused: the promise rejects with StaleFenceError
+   * (logged in rejections), never a synchronous throw. The floor is raised
+   * before fn runs and stays raised if fn throws or its promise rejects; the
+   * promise settles with fn's value or error. Bad arguments reject at once.
+   */
+  commitAsync<T>(token: FenceToken, fn: () => T | PromiseLike<T>, options?: CommitAsyncOptions): Promise<T>;
+  /**
+   * Raises the floor to token's fence without writing (a coordinator pushing
+   * a reassignment). It never waits: while a write runs it raises the floor
+   * at once; the running write finishes, and waiting writes below the new
+   * floor are refused when their turn comes. A token below the floor throws
+   * StaleFenceError and is logged.
+   */
   admit(token: FenceToken): void;
 }
 
@@ -221,28 +275,52 @@ export interface NaiveLease {
 /** Starts a naive lease on clock; for showing the failure only. */
 export function createNaiveLease(clock: Clock, ttlMillis: number): NaiveLease;
 
+/** Options every error class takes: Error's, plus the class's own fields. */
+export interface LeaseFenceErrorOptions {
+  cause?: unknown;
+}
+
 /** Base class of every error the library throws. */
-export class LeaseFenceError extends Error {}
+export class LeaseFenceError extends Error {
+  constructor(message?: string, options?: LeaseFenceErrorOptions);
+}
+
+export interface InvalidArgumentErrorOptions extends LeaseFenceErrorOptions {
+  argument?: string;
+}
 
 /** A wrong argument type or value; nothing changed. */
 export class InvalidArgumentError extends LeaseFenceError {
-  /** The argument's path, e.g. "request.sentAt.millis". */
+  /** `argument` may be given as a string in place of the options. */
+  constructor(message?: string, options?: InvalidArgumentErrorOptions | string);
+  /** The argument's path, e.g. "request.sentAt.millis"; '' when not given. */
   readonly argument: string;
 }
 
+// The library's own errors always carry their fields; a caller constructing
+// one (to rethrow, or in a test double) passes them in the options.
+
 /** A gate refused a token below its floor; the refusal is in gate.rejections. */
 export class StaleFenceError extends LeaseFenceError {
+  constructor(message: string, options: LeaseFenceErrorOptions & { rejection: Rejection });
   readonly rejection: Rejection;
 }
 
 /** Instants from two clock domains were compared or subtracted. */
 export class ClockDomainError extends LeaseFenceError {
+  constructor(message: string, options: LeaseFenceErrorOptions & { expectedDomain: string; actualDomain: string });
   readonly expectedDomain: string;
   readonly actualDomain: string;
 }
 
 /** A clock source gave a NaN, infinite or backwards reading. */
 export class ClockReadingError extends LeaseFenceError {
+  constructor(message: string, options: LeaseFenceErrorOptions & {
+    domain: string;
+    problem: 'not a number' | 'infinite' | 'lower than an earlier reading';
+    value: number;
+    previous: number;
+  });
   readonly domain: string;
   readonly problem: 'not a number' | 'infinite' | 'lower than an earlier reading';
   readonly value: number;
@@ -251,11 +329,17 @@ export class ClockReadingError extends LeaseFenceError {
 
 /** A request was completed a second time. */
 export class RequestCompletedError extends LeaseFenceError {
+  constructor(message: string, options: LeaseFenceErrorOptions & { requestId: string });
   readonly requestId: string;
 }
 
 /** A grant does not answer the request it was completed with. */
 export class GrantMismatchError extends LeaseFenceError {
+  constructor(message: string, options: LeaseFenceErrorOptions & {
+    field: 'requestId' | 'resource' | 'holderId' | 'fence';
+    expected: string;
+    actual: string;
+  });
   readonly field: 'requestId' | 'resource' | 'holderId' | 'fence';
   readonly expected: string;
   readonly actual: string;

@@ -17,6 +17,11 @@
 import './wasm_exec.js';
 
 // ---------------------------------------------------------------- errors
+//
+// Every class takes (message, options): options is Error's ({ cause }) plus
+// the class's own fields, so `new StaleFenceError(m, { rejection, cause })`
+// sets both. InvalidArgumentError also takes the argument's path as a string
+// in place of options.
 
 /** Base class of every error this library throws. */
 export class LeaseFenceError extends Error {
@@ -30,66 +35,76 @@ function named(cls, name) {
   return cls;
 }
 
+// errorOptions returns what Error's constructor takes from options: { cause }
+// when options has one, so that an absent cause stays absent.
+function errorOptions(options) {
+  return isObject(options) && 'cause' in options ? { cause: options.cause } : undefined;
+}
+
+function field(options, key, otherwise) {
+  return isObject(options) && options[key] !== undefined ? options[key] : otherwise;
+}
+
 /** An argument had the wrong type or value; nothing was changed. */
 export class InvalidArgumentError extends LeaseFenceError {
-  constructor(message, argument = '') {
-    super(message);
+  constructor(message, options) {
+    super(message, errorOptions(options));
     /** The argument's path, e.g. "request.sentAt.millis". */
-    this.argument = argument;
+    this.argument = typeof options === 'string' ? options : String(field(options, 'argument', ''));
   }
 }
 named(InvalidArgumentError, 'InvalidArgumentError');
 
 /** A gate refused a token whose fence is below its floor. */
 export class StaleFenceError extends LeaseFenceError {
-  constructor(message, rejection) {
-    super(message);
+  constructor(message, options) {
+    super(message, errorOptions(options));
     /** The entry this refusal appended to gate.rejections. */
-    this.rejection = rejection;
+    this.rejection = field(options, 'rejection', null);
   }
 }
 named(StaleFenceError, 'StaleFenceError');
 
 /** Two instants from different clock domains were compared or subtracted. */
 export class ClockDomainError extends LeaseFenceError {
-  constructor(message, expectedDomain, actualDomain) {
-    super(message);
-    this.expectedDomain = expectedDomain;
-    this.actualDomain = actualDomain;
+  constructor(message, options) {
+    super(message, errorOptions(options));
+    this.expectedDomain = field(options, 'expectedDomain', '');
+    this.actualDomain = field(options, 'actualDomain', '');
   }
 }
 named(ClockDomainError, 'ClockDomainError');
 
 /** A clock source produced a reading that is NaN, infinite or backwards. */
 export class ClockReadingError extends LeaseFenceError {
-  constructor(message, domain, problem, value, previous) {
-    super(message);
-    this.domain = domain;
+  constructor(message, options) {
+    super(message, errorOptions(options));
+    this.domain = field(options, 'domain', '');
     /** 'not a number', 'infinite' or 'lower than an earlier reading'. */
-    this.problem = problem;
-    this.value = value;
-    this.previous = previous;
+    this.problem = field(options, 'problem', '');
+    this.value = field(options, 'value', NaN);
+    this.previous = field(options, 'previous', NaN);
   }
 }
 named(ClockReadingError, 'ClockReadingError');
 
 /** A request was completed a second time. */
 export class RequestCompletedError extends LeaseFenceError {
-  constructor(message, requestId) {
-    super(message);
-    this.requestId = requestId;
+  constructor(message, options) {
+    super(message, errorOptions(options));
+    this.requestId = field(options, 'requestId', '');
   }
 }
 named(RequestCompletedError, 'RequestCompletedError');
 
 /** A grant does not answer the request it was completed with. */
 export class GrantMismatchError extends LeaseFenceError {
-  constructor(message, field, expected, actual) {
-    super(message);
+  constructor(message, options) {
+    super(message, errorOptions(options));
     /** 'requestId', 'resource', 'holderId' or 'fence'. */
-    this.field = field;
-    this.expected = expected;
-    this.actual = actual;
+    this.field = field(options, 'field', '');
+    this.expected = field(options, 'expected', '');
+    this.actual = field(options, 'actual', '');
   }
 }
 named(GrantMismatchError, 'GrantMismatchError');
@@ -373,15 +388,15 @@ function readError(st) {
     case 1:
       return new InvalidArgumentError(message, str());
     case 2:
-      return new StaleFenceError(message, readRejection());
+      return new StaleFenceError(message, { rejection: readRejection() });
     case 3:
-      return new ClockDomainError(message, str(), str());
+      return new ClockDomainError(message, { expectedDomain: str(), actualDomain: str() });
     case 4:
-      return new ClockReadingError(message, str(), str(), f64(), f64());
+      return new ClockReadingError(message, { domain: str(), problem: str(), value: f64(), previous: f64() });
     case 5:
-      return new RequestCompletedError(message, str());
+      return new RequestCompletedError(message, { requestId: str() });
     case 6:
-      return new GrantMismatchError(message, str(), str(), str());
+      return new GrantMismatchError(message, { field: str(), expected: str(), actual: str() });
     default:
       return new LeaseFenceError(message);
   }
@@ -812,10 +827,99 @@ class Lease extends Handled {
 
 // ---------------------------------------------------------------- gate
 
+const AsyncFunctionPrototype = Object.getPrototypeOf(async () => {});
+
+// goCommit asks Go to check a token against gate h and raise its floor, for
+// a write fn about to run: it returns when the token is admitted and throws
+// otherwise (StaleFenceError, logged in Go; InvalidArgumentError for a bad
+// token or an fn that is not a function). isToken says whether token is an
+// object, whose fields the caller has read (once) into resource, holderId
+// and fence. A well-typed call passes the token's strings as interned ids
+// and needs no argument buffer; Go makes every other check.
+function goCommit(h, token, isToken, resource, holderId, fence, fn) {
+  if (typeof fn === 'function' && typeof resource === 'string' && typeof holderId === 'string' && typeof fence === 'number') {
+    let r, id;
+    if (resource === lastResource && holderId === lastHolder) {
+      r = lastIds[0];
+      id = lastIds[1];
+    } else {
+      roomForIds(2);
+      r = idOf(resource);
+      id = r && idOf(holderId);
+      if (id) {
+        lastResource = resource;
+        lastHolder = holderId;
+        lastIds[0] = r;
+        lastIds[1] = id;
+      }
+    }
+    if (id) {
+      call4(X.lf_gate_commit_ids, h, r, id, fence);
+      return;
+    }
+  }
+  const enc = begin();
+  putReadToken(token, isToken, resource, holderId, fence);
+  put(fn);
+  call(enc, X.lf_gate_commit, h, p);
+}
+
+// putReadToken encodes a token whose fields were read already.
+function putReadToken(token, isToken, resource, holderId, fence) {
+  if (isToken) {
+    tag(T_OBJECT);
+    put(resource);
+    put(holderId);
+    put(fence);
+  } else {
+    put(token);
+  }
+}
+
+function isToken(v) {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+function isThenable(v) {
+  return (typeof v === 'object' || typeof v === 'function') && v !== null && typeof v.then === 'function';
+}
+
+function isAbortSignal(v) {
+  return typeof v === 'object' && v !== null && typeof v.aborted === 'boolean' &&
+    typeof v.addEventListener === 'function' && typeof v.removeEventListener === 'function';
+}
+
+function writeRunning(resource) {
+  return new LeaseFenceError(`lease-fence: gate.commit on ${JSON.stringify(resource)} refused: a write is still running ` +
+    'on this gate (a commitAsync write, or a commit whose fn returned a promise, has not settled); fn did not run. ' +
+    'Use gate.commitAsync(token, fn) to wait for your turn');
+}
+
+let isGate;
+
 /** Stands in front of one resource and refuses writes from superseded fences. */
 export class FenceGate extends Handled {
   #resource;
   #log = [];
+  // The admitted generation: the token Go admitted last, whose fence is the
+  // floor. A commit with exactly this token would be admitted by Go without
+  // any change, so commit runs it without entering wasm. Every change of
+  // the floor goes through this object (commit, commitAsync, admit), and
+  // each sets these after Go admitted; a refusal leaves the floor, and so
+  // them, unchanged.
+  #holderId = null;
+  #fence = -1;
+  // Writes in progress: synchronous fns on the stack (a reentrant commit
+  // inside fn nests), and writes whose promise has not settled. A write
+  // that waits (commitAsync) is queued until both are 0.
+  #depth = 0;
+  #held = 0;
+  #queue = [];
+
+  static {
+    isGate = (o) => isObject(o) && #queue in o;
+  }
+
   constructor(resource, options) {
     const enc = begin();
     put(resource);
@@ -828,7 +932,7 @@ export class FenceGate extends Handled {
   }
 
   get resource() {
-    return isObject(this) && #resource in this ? this.#resource : badThis('FenceGate');
+    return isGate(this) ? this.#resource : badThis('FenceGate');
   }
 
   /** The highest fence admitted (or the initial floor). */
@@ -841,7 +945,7 @@ export class FenceGate extends Handled {
   /** A copy of the refusals so far, oldest first. */
   get rejections() {
     const enc = begin();
-    call(enc, X.lf_gate_rejections, handleOf(this), isObject(this) && #log in this ? this.#log.length : 0);
+    call(enc, X.lf_gate_rejections, handleOf(this), isGate(this) ? this.#log.length : 0);
     const n = f64();
     for (let i = 0; i < n; i++) this.#log.push(readRejection());
     return this.#log.slice();
@@ -850,53 +954,151 @@ export class FenceGate extends Handled {
   /**
    * Checks token against the floor and raises it, then runs fn and returns
    * what it returns. A stale token throws StaleFenceError and fn does not run.
+   * An async function is refused (use commitAsync); a plain function that
+   * returns a promise keeps the gate busy until it settles.
    */
   commit(token, fn) {
-    // The fast path: a well-typed call passes the token's strings as
-    // interned ids and needs no argument buffer. Go makes every other check.
-    let enc;
-    if (typeof fn === 'function' && typeof token === 'object' && token !== null) {
-      const { resource, holderId, fence } = token;
-      if (typeof resource === 'string' && typeof holderId === 'string' && typeof fence === 'number') {
-        let r, h;
-        if (resource === lastResource && holderId === lastHolder) {
-          r = lastIds[0];
-          h = lastIds[1];
-        } else {
-          roomForIds(2);
-          r = idOf(resource);
-          h = r && idOf(holderId);
-          if (h) {
-            lastResource = resource;
-            lastHolder = holderId;
-            lastIds[0] = r;
-            lastIds[1] = h;
-          }
+    if (!isGate(this)) badThis('FenceGate');
+    if (typeof fn === 'function' && Object.getPrototypeOf(fn) === AsyncFunctionPrototype) {
+      throw new InvalidArgumentError('lease-fence: fn is an async function, and gate.commit cannot keep a write fenced past ' +
+        'its first await; use gate.commitAsync(token, fn), which runs writes on a gate one at a time. fn did not run', 'fn');
+    }
+    if (this.#held !== 0) throw writeRunning(this.#resource);
+    let resource, holderId, fence;
+    const tok = typeof token === 'object' && token !== null;
+    if (tok) ({ resource, holderId, fence } = token);
+    if (holderId !== this.#holderId || fence !== this.#fence || resource !== this.#resource || typeof fn !== 'function' || dead) {
+      goCommit(handleOf(this), token, tok && !Array.isArray(token), resource, holderId, fence, fn);
+      this.#holderId = holderId;
+      this.#fence = fence;
+    }
+    this.#depth++;
+    let result;
+    try {
+      result = fn();
+      if (isThenable(result)) result = this.#hold(result);
+    } finally {
+      if (--this.#depth === 0 && this.#held === 0 && this.#queue.length !== 0) this.#drain();
+    }
+    return result;
+  }
+
+  /**
+   * Like commit for a write that is async: returns a promise. Writes on a
+   * gate run one at a time; a waiting write is checked when its turn comes.
+   */
+  commitAsync(token, fn, options) {
+    return new Promise((resolve, reject) => {
+      if (!isGate(this)) badThis('FenceGate');
+      let resource, holderId, fence, signal;
+      const tok = isToken(token);
+      if (tok) ({ resource, holderId, fence } = token);
+      if (options !== undefined && options !== null) {
+        if (!isToken(options)) {
+          throw new InvalidArgumentError('lease-fence: options must be an object such as { signal }', 'options');
         }
-        if (h) {
-          call4(X.lf_gate_commit_ids, handleOf(this), r, h, fence);
-          return fn();
+        signal = options.signal;
+        if (signal !== undefined && signal !== null && !isAbortSignal(signal)) {
+          throw new InvalidArgumentError('lease-fence: options.signal must be an AbortSignal', 'options.signal');
         }
       }
-      enc = begin();
-      tag(T_OBJECT);
-      put(resource);
-      put(holderId);
-      put(fence);
-    } else {
-      enc = begin();
-      putToken(token);
-    }
-    put(fn);
-    call(enc, X.lf_gate_commit, handleOf(this), p);
-    return fn();
+      const idle = this.#depth === 0 && this.#held === 0 && this.#queue.length === 0;
+      if (!idle || signal?.aborted) {
+        // Refuse a bad call now rather than when its turn comes.
+        const enc = begin();
+        putReadToken(token, tok, resource, holderId, fence);
+        put(fn);
+        call(enc, X.lf_gate_check, handleOf(this), p);
+        if (signal?.aborted) throw signal.reason;
+      }
+      const w = { token, tok, resource, holderId, fence, fn, resolve, reject, signal, onAbort: null };
+      if (idle) {
+        this.#start(w);
+        return;
+      }
+      if (signal) {
+        w.onAbort = () => {
+          const i = this.#queue.indexOf(w);
+          if (i >= 0) {
+            this.#queue.splice(i, 1);
+            reject(signal.reason);
+          }
+        };
+        signal.addEventListener('abort', w.onAbort, { once: true });
+      }
+      this.#queue.push(w);
+    });
   }
 
   /** Raises the floor to token's fence without writing. */
   admit(token) {
     const enc = begin();
-    putToken(token);
+    let holderId, fence;
+    if (putObj(token)) {
+      put(token.resource);
+      put(holderId = token.holderId);
+      put(fence = token.fence);
+    }
     call(enc, X.lf_gate_admit, handleOf(this), p);
+    this.#holderId = holderId;
+    this.#fence = fence;
+  }
+
+  // #hold keeps the gate busy until thenable t settles, and returns a
+  // promise that settles as t does once the gate is free again.
+  #hold(t) {
+    this.#held++;
+    return Promise.resolve(t).then((v) => {
+      this.#release();
+      return v;
+    }, (e) => {
+      this.#release();
+      throw e;
+    });
+  }
+
+  #release() {
+    if (--this.#held === 0 && this.#depth === 0 && this.#queue.length !== 0) this.#drain();
+  }
+
+  // #drain starts waiting writes, in order, while the gate is free.
+  #drain() {
+    while (this.#depth === 0 && this.#held === 0 && this.#queue.length !== 0) this.#start(this.#queue.shift());
+  }
+
+  // #start gives write w its turn: Go checks its token now, and a token
+  // that became stale while it waited is refused (and logged).
+  #start(w) {
+    if (w.onAbort) w.signal.removeEventListener('abort', w.onAbort);
+    try {
+      goCommit(handleOf(this), w.token, w.tok, w.resource, w.holderId, w.fence, w.fn);
+    } catch (e) {
+      w.reject(e);
+      return;
+    }
+    this.#holderId = w.holderId;
+    this.#fence = w.fence;
+    this.#held++;
+    let result;
+    try {
+      result = w.fn();
+      if (isThenable(result)) {
+        Promise.resolve(result).then((v) => {
+          this.#release();
+          w.resolve(v);
+        }, (e) => {
+          this.#release();
+          w.reject(e);
+        });
+        return;
+      }
+    } catch (e) {
+      this.#held--;
+      w.reject(e);
+      return;
+    }
+    this.#held--;
+    w.resolve(result);
   }
 }
 

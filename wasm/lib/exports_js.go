@@ -124,6 +124,11 @@ func gateAdmit(h uint32, n int32) int32 {
 	return published(br.GateAdmit(h, n))
 }
 
+//go:wasmexport lf_gate_check
+func gateCheck(h uint32, n int32) int32 {
+	return published(br.GateCheck(h, n))
+}
+
 //go:wasmexport lf_gate_floor
 func gateFloor(h uint32) int32 {
 	return published(br.GateFloor(h))

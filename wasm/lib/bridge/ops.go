@@ -540,6 +540,29 @@ func (b *Bridge) gateAdmit(h uint32, n int32, write bool) (st int32) {
 	return b.status(err)
 }
 
+// GateCheck checks the arguments of a gate.commitAsync that has to wait for
+// its turn, so that a bad call is refused at once; it changes nothing (the
+// floor check itself is made when the turn comes, by GateCommitIDs or
+// GateAdmit). Args: token, fn.
+func (b *Bridge) GateCheck(h uint32, n int32) (st int32) {
+	defer b.guard(&st)
+	g, r, err := recv[*fence.Gate](b, h, convert.KindGate, n)
+	if err != nil {
+		return b.status(err)
+	}
+	tok, err := r.Token("token")
+	if err == nil {
+		err = r.Function("fn")
+	}
+	if err == nil {
+		err = r.End()
+	}
+	if err == nil {
+		_, err = g.WouldAdmit(tok)
+	}
+	return b.status(err)
+}
+
 // GateFloor returns gate h's floor. Out: floor.
 func (b *Bridge) GateFloor(h uint32) (st int32) {
 	defer b.guard(&st)

@@ -1,0 +1,324 @@
+// gate.commitAsync and the async guards of gate.commit: writes on a gate run
+// one at a time, a waiting write is checked when its turn comes, aborts, and
+// what commit and admit do while an async write runs.
+import { describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { FenceGate, InvalidArgumentError, LeaseFenceError, StaleFenceError } from 'lease-fence';
+
+const tok = (holderId, fence, resource = 'slot') => ({ resource, holderId, fence });
+
+// A promise settled from outside, for writes that wait on something.
+function deferred() {
+  let resolve, reject;
+  const promise = new Promise((res, rej) => {
+    resolve = res;
+    reject = rej;
+  });
+  return { promise, resolve, reject };
+}
+
+// Lets every pending promise reaction run.
+const settle = () => new Promise((resolve) => setImmediate(resolve));
+
+// Records how a promise ended, without awaiting it.
+function track(promise) {
+  const t = { state: 'pending', value: undefined };
+  promise.then((v) => Object.assign(t, { state: 'fulfilled', value: v }), (e) => Object.assign(t, { state: 'rejected', value: e }));
+  return t;
+}
+
+describe('gate.commitAsync', () => {
+  test('the issue\'s case: a stale async write waits for its turn and is refused, not landed', async () => {
+    const gate = new FenceGate('slot');
+    const db = { value: 'initial', writes: [] };
+    const slowA = deferred();
+    // A (fence 1) starts its write and awaits the database.
+    const a = track(gate.commitAsync(tok('a', 1), async () => {
+      await slowA.promise;
+      db.value = 'a';
+      db.writes.push('a');
+    }));
+    // B (fence 2) commits while A awaits: it waits for A's write to settle.
+    let bRan = false;
+    const b = track(gate.commitAsync(tok('b', 2), async () => {
+      bRan = true;
+      db.value = 'b';
+      db.writes.push('b');
+      return 'b done';
+    }));
+    await settle();
+    assert.equal(bRan, false, 'B waits while A\'s write runs');
+    assert.equal(gate.floor, 1);
+    slowA.resolve();
+    await settle();
+    assert.equal(a.state, 'fulfilled');
+    assert.deepEqual(b, { state: 'fulfilled', value: 'b done' });
+    // A comes back with its old token: refused, logged with both holders.
+    let aRanAgain = false;
+    const again = track(gate.commitAsync(tok('a', 1), async () => { aRanAgain = true; }));
+    await settle();
+    assert.equal(again.state, 'rejected');
+    assert.ok(again.value instanceof StaleFenceError);
+    assert.equal(aRanAgain, false);
+    assert.deepEqual(db, { value: 'b', writes: ['a', 'b'] });
+    assert.deepEqual(gate.rejections, [{ seq: 1, resource: 'slot', refusedHolderId: 'a', refusedFence: 1, admittedHolderId: 'b', admittedFence: 2 }]);
+  });
+
+  test('an older fence waiting behind a newer write is refused when its turn comes', async () => {
+    const gate = new FenceGate('slot');
+    const slowB = deferred();
+    const order = [];
+    const b = track(gate.commitAsync(tok('b', 2), async () => { order.push('b start'); await slowB.promise; order.push('b end'); }));
+    let aRan = false;
+    const a = track(gate.commitAsync(tok('a', 1), async () => { aRan = true; }));
+    await settle();
+    assert.equal(a.state, 'pending', 'a commit waits even when it would be refused: the check is made at its turn');
+    assert.equal(gate.rejections.length, 0);
+    slowB.resolve();
+    await settle();
+    assert.equal(b.state, 'fulfilled');
+    assert.equal(a.state, 'rejected');
+    assert.ok(a.value instanceof StaleFenceError);
+    assert.deepEqual(a.value.rejection, { seq: 1, resource: 'slot', refusedHolderId: 'a', refusedFence: 1, admittedHolderId: 'b', admittedFence: 2 });
+    assert.equal(aRan, false);
+    assert.deepEqual(order, ['b start', 'b end']);
+  });
+
+  test('always a promise: every refusal is a rejection, never a synchronous throw', async () => {
+    const gate = new FenceGate('slot');
+    gate.admit(tok('b', 5));
+    const calls = [
+      () => gate.commitAsync(tok('a', 1), async () => {}),
+      () => gate.commitAsync(tok('a', 0), async () => {}),
+      () => gate.commitAsync(tok('a', 6, 'other'), async () => {}),
+      () => gate.commitAsync(null, async () => {}),
+      () => gate.commitAsync(tok('a', 6), 'not a function'),
+      () => gate.commitAsync(tok('a', 6), async () => {}, 'options'),
+      () => gate.commitAsync(tok('a', 6), async () => {}, { signal: {} }),
+      () => FenceGate.prototype.commitAsync.call({}, tok('a', 6), async () => {}),
+      () => gate.commitAsync({ resource: 'slot', holderId: 'a', get fence() { throw new Error('getter'); } }, async () => {}),
+    ];
+    const errors = [];
+    for (const c of calls) {
+      let p;
+      assert.doesNotThrow(() => { p = c(); });
+      assert.ok(p instanceof Promise);
+      errors.push(await p.then(() => null, (e) => e));
+    }
+    assert.ok(errors[0] instanceof StaleFenceError);
+    assert.ok(errors.slice(1, 8).every((e) => e instanceof InvalidArgumentError));
+    assert.match(errors[2].message, /presented to the gate/);
+    assert.deepEqual([1, 3, 4, 5, 6, 7].map((i) => errors[i].argument), ['token.fence', 'token', 'fn', 'options', 'options.signal', 'this']);
+    assert.equal(errors[8].message, 'getter');
+    assert.equal(gate.floor, 5);
+    assert.equal(gate.rejections.length, 1, 'only the stale token is logged');
+  });
+
+  test('bad arguments of a write that would wait are refused at once, not at its turn', async () => {
+    const gate = new FenceGate('slot');
+    const slow = deferred();
+    const first = track(gate.commitAsync(tok('a', 1), () => slow.promise));
+    const bad = track(gate.commitAsync(tok('a', 0), async () => {}));
+    const other = track(gate.commitAsync(tok('a', 2, 'other'), async () => {}));
+    await settle();
+    assert.equal(first.state, 'pending');
+    assert.equal(bad.state, 'rejected');
+    assert.equal(bad.value.argument, 'token.fence');
+    assert.ok(other.value instanceof InvalidArgumentError);
+    slow.resolve('ok');
+    await settle();
+    assert.deepEqual(first, { state: 'fulfilled', value: 'ok' });
+    assert.equal(gate.rejections.length, 0);
+  });
+
+  test('the floor is raised before fn runs and stays raised when fn throws or rejects', async () => {
+    const gate = new FenceGate('slot');
+    let seen;
+    await gate.commitAsync(tok('a', 3), () => { seen = gate.floor; });
+    assert.equal(seen, 3);
+    const boom = new Error('half written');
+    await assert.rejects(gate.commitAsync(tok('b', 4), () => { throw boom; }), (e) => e === boom);
+    assert.equal(gate.floor, 4);
+    await assert.rejects(gate.commitAsync(tok('c', 5), async () => { await null; throw boom; }), (e) => e === boom);
+    assert.equal(gate.floor, 5);
+    await assert.rejects(gate.commitAsync(tok('b', 4), async () => {}), StaleFenceError);
+    assert.equal(await gate.commitAsync(tok('c', 5), () => 'sync value'), 'sync value');
+    assert.equal(await gate.commitAsync(tok('c', 5), async () => 'async value'), 'async value');
+    assert.equal(await gate.commitAsync(tok('c', 5), () => ({ then(ok) { ok('thenable value'); } })), 'thenable value');
+  });
+
+  test('writes run one at a time, waiting writes in the order they were made', async () => {
+    const gate = new FenceGate('slot');
+    let running = 0;
+    const order = [];
+    const write = (name) => async () => {
+      assert.equal(running, 0, `${name} started while another write ran`);
+      running++;
+      order.push(`${name}+`);
+      for (let i = 0; i < 3; i++) await null;
+      order.push(`${name}-`);
+      running--;
+      return name;
+    };
+    const results = await Promise.all([
+      gate.commitAsync(tok('a', 1), write('a1')),
+      gate.commitAsync(tok('a', 1), write('a2')),
+      gate.commitAsync(tok('b', 2), write('b')),
+      gate.commitAsync(tok('b', 2), write('b2')),
+    ]);
+    assert.deepEqual(results, ['a1', 'a2', 'b', 'b2']);
+    assert.deepEqual(order, ['a1+', 'a1-', 'a2+', 'a2-', 'b+', 'b-', 'b2+', 'b2-']);
+  });
+
+  test('abort: a waiting write rejects with the signal\'s reason, never runs, logs nothing, moves nothing', async () => {
+    const gate = new FenceGate('slot');
+    const slow = deferred();
+    const first = track(gate.commitAsync(tok('a', 1), () => slow.promise));
+    const ac = new AbortController();
+    let ran = false;
+    const waiting = track(gate.commitAsync(tok('b', 9), async () => { ran = true; }, { signal: ac.signal }));
+    const ac2 = new AbortController();
+    const reason = new Error('not needed any more');
+    const waiting2 = track(gate.commitAsync(tok('b', 9), async () => { ran = true; }, { signal: ac2.signal }));
+    const third = track(gate.commitAsync(tok('c', 3), async () => 'third'));
+    ac.abort();
+    ac2.abort(reason);
+    await settle();
+    assert.equal(waiting.state, 'rejected');
+    assert.ok(waiting.value instanceof DOMException && waiting.value.name === 'AbortError');
+    assert.equal(waiting2.value, reason);
+    slow.resolve();
+    await settle();
+    assert.equal(ran, false);
+    assert.equal(first.state, 'fulfilled');
+    assert.deepEqual(third, { state: 'fulfilled', value: 'third' }, 'the write after the aborted ones takes its turn');
+    assert.equal(gate.floor, 3, 'fence 9 was never admitted');
+    assert.equal(gate.rejections.length, 0);
+  });
+
+  test('an already-aborted signal rejects at once, even on an idle gate', async () => {
+    const gate = new FenceGate('slot');
+    let ran = false;
+    const reason = new Error('gone');
+    await assert.rejects(gate.commitAsync(tok('a', 1), async () => { ran = true; }, { signal: AbortSignal.abort(reason) }), (e) => e === reason);
+    await assert.rejects(gate.commitAsync(tok('a', 1), async () => { ran = true; }, { signal: AbortSignal.abort() }), (e) => e.name === 'AbortError');
+    assert.equal(ran, false);
+    assert.equal(gate.floor, 0);
+    // Argument errors still come first.
+    await assert.rejects(gate.commitAsync(tok('a', 0), async () => {}, { signal: AbortSignal.abort() }), InvalidArgumentError);
+  });
+
+  test('a running write is not interrupted by its signal', async () => {
+    const gate = new FenceGate('slot');
+    const ac = new AbortController();
+    const slow = deferred();
+    const p = track(gate.commitAsync(tok('a', 1), async () => { await slow.promise; return 'landed'; }, { signal: ac.signal }));
+    ac.abort();
+    slow.resolve();
+    await settle();
+    assert.deepEqual(p, { state: 'fulfilled', value: 'landed' });
+  });
+
+  test('a commitAsync made inside a commit\'s fn waits until that fn returns', async () => {
+    const gate = new FenceGate('slot');
+    const order = [];
+    let inner;
+    gate.commit(tok('a', 1), () => {
+      inner = gate.commitAsync(tok('a', 1), () => { order.push('inner'); });
+      order.push('outer end');
+    });
+    await inner;
+    assert.deepEqual(order, ['outer end', 'inner']);
+  });
+});
+
+describe('gate.commit with promises', () => {
+  test('a plain function returning a promise keeps the gate busy until it settles', async () => {
+    const gate = new FenceGate('slot');
+    const slow = deferred();
+    const returned = gate.commit(tok('a', 1), () => slow.promise);
+    assert.ok(returned instanceof Promise);
+    let ran = false;
+    assert.throws(() => gate.commit(tok('b', 2), () => { ran = true; }),
+      (e) => e instanceof LeaseFenceError && !(e instanceof StaleFenceError) && /still running/.test(e.message));
+    assert.equal(ran, false);
+    assert.equal(gate.floor, 1, 'the refused commit moved nothing');
+    const waiting = track(gate.commitAsync(tok('b', 2), () => 'b wrote'));
+    await settle();
+    assert.equal(waiting.state, 'pending', 'commitAsync waits its turn');
+    slow.resolve('a wrote');
+    assert.equal(await returned, 'a wrote', 'commit\'s promise settles as fn\'s did');
+    await settle();
+    assert.deepEqual(waiting, { state: 'fulfilled', value: 'b wrote' });
+    assert.equal(gate.commit(tok('b', 2), () => 'free again'), 'free again');
+    assert.equal(gate.rejections.length, 0);
+  });
+
+  test('a rejected promise frees the gate too, and the rejection reaches the caller', async () => {
+    const gate = new FenceGate('slot');
+    const boom = new Error('failed write');
+    await assert.rejects(gate.commit(tok('a', 1), () => Promise.reject(boom)), (e) => e === boom);
+    assert.equal(gate.commit(tok('a', 1), () => 'next'), 'next');
+  });
+
+  test('any thenable counts, and the gate is free when the caller\'s await resumes', async () => {
+    const gate = new FenceGate('slot');
+    let fire;
+    const thenable = { then(ok) { fire = ok; } };
+    const p = gate.commit(tok('a', 1), () => thenable);
+    await settle();
+    assert.throws(() => gate.commit(tok('a', 1), () => {}), /still running/);
+    fire(7);
+    assert.equal(await p, 7);
+    assert.equal(gate.commit(tok('a', 1), () => 'ok'), 'ok');
+  });
+
+  test('a commit inside a running commitAsync write is refused (it would wait for itself)', async () => {
+    const gate = new FenceGate('slot');
+    let inner;
+    await gate.commitAsync(tok('a', 1), async () => {
+      await null;
+      try {
+        gate.commit(tok('a', 1), () => {});
+      } catch (e) {
+        inner = e;
+      }
+    });
+    assert.match(inner.message, /still running/);
+  });
+
+  test('async and async-arrow functions are refused; async generators and plain functions are not', () => {
+    const gate = new FenceGate('slot');
+    async function named() {}
+    for (const fn of [named, async () => {}, async function () {}]) {
+      assert.throws(() => gate.commit(tok('a', 1), fn), (e) => e instanceof InvalidArgumentError && e.argument === 'fn');
+    }
+    assert.equal(gate.floor, 0);
+    const gen = gate.commit(tok('a', 1), async function* () {});
+    assert.equal(typeof gen.next, 'function');
+  });
+});
+
+describe('gate.admit while a write runs', () => {
+  test('admit raises the floor at once; the running write finishes; older waiting writes are refused at their turn', async () => {
+    const gate = new FenceGate('slot');
+    const slow = deferred();
+    const order = [];
+    const running = track(gate.commitAsync(tok('a', 1), async () => { order.push('a+'); await slow.promise; order.push('a-'); }));
+    const olderWaiting = track(gate.commitAsync(tok('a', 1), async () => { order.push('a again'); }));
+    const newerWaiting = track(gate.commitAsync(tok('c', 3), async () => { order.push('c'); }));
+    gate.admit(tok('b', 2)); // the coordinator pushes the next generation
+    assert.equal(gate.floor, 2, 'admit does not wait for the running write');
+    assert.throws(() => gate.admit(tok('a', 1)), StaleFenceError, 'an older admit is refused and logged');
+    slow.resolve();
+    await settle();
+    assert.equal(running.state, 'fulfilled', 'the running write is not interrupted');
+    assert.ok(olderWaiting.value instanceof StaleFenceError);
+    assert.equal(olderWaiting.value.rejection.admittedHolderId, 'b');
+    assert.equal(newerWaiting.state, 'fulfilled');
+    assert.deepEqual(order, ['a+', 'a-', 'c']);
+    assert.equal(gate.floor, 3);
+    assert.deepEqual(gate.rejections.map((r) => [r.refusedHolderId, r.refusedFence, r.admittedHolderId, r.admittedFence]),
+      [['a', 1, 'b', 2], ['a', 1, 'b', 2]]);
+  });
+});
