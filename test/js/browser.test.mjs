@@ -2,6 +2,9 @@
 // page served from 127.0.0.1 that imports lease-fence.mjs and runs a round
 // trip. Once with .wasm served as application/wasm (streaming compilation)
 // and once as application/octet-stream (the fallback that compiles bytes).
+// The page also lists the global object's own properties before and after
+// the import: loading adds none (Go's wasm_exec.js would add Go, fs, path
+// and a process without env).
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
@@ -12,9 +15,13 @@ import { chromium } from 'playwright-core';
 
 const jsDir = new URL('../../wasm/js/', import.meta.url);
 const chromiumPath = '/usr/bin/chromium';
+// The page may load only what the package publishes.
+const packaged = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')).files;
 
 const page = `<!doctype html><meta charset="utf-8"><script type="module">
-import { createManualClock, FenceGate, LeaseClient, LeaseCoordinator, StaleFenceError } from './lease-fence.mjs';
+const before = Object.getOwnPropertyNames(globalThis);
+const { createManualClock, FenceGate, LeaseClient, LeaseCoordinator, StaleFenceError } = await import('./lease-fence.mjs');
+const added = Object.getOwnPropertyNames(globalThis).filter((k) => !before.includes(k));
 try {
   const coordinator = new LeaseCoordinator({ clock: createManualClock('c'), ttlMillis: 100 });
   const client = new LeaseClient({ clock: createManualClock('a'), holderId: 'a', clockSkewMillis: 5 });
@@ -25,13 +32,13 @@ try {
   gate.admit({ resource: 'r', holderId: 'b', fence: 2 });
   let refused = false;
   try { gate.commit(lease.token, () => {}); } catch (e) { refused = e instanceof StaleFenceError; }
-  window.result = { written, refused, deadline: lease.deadline.millis, rejections: gate.rejections.length };
+  window.result = { written, refused, deadline: lease.deadline.millis, rejections: gate.rejections.length, added, process: typeof process };
 } catch (e) {
   window.result = { error: String(e && e.stack || e) };
 }
 </script>`;
 
-let server, base, wasmType = 'application/wasm';
+let server, base, context, profile, wasmType = 'application/wasm';
 const served = [];
 
 before(async () => {
@@ -40,7 +47,7 @@ before(async () => {
     served.push(name);
     if (name === 'index.html') {
       res.writeHead(200, { 'content-type': 'text/html' }).end(page);
-    } else if (['lease-fence.mjs', 'wasm_exec.js'].includes(name)) {
+    } else if (name.endsWith('.mjs') && packaged.includes(`wasm/js/${name}`)) {
       res.writeHead(200, { 'content-type': 'text/javascript' }).end(readFileSync(new URL(name, jsDir)));
     } else if (name === 'lease-fence.wasm') {
       res.writeHead(200, { 'content-type': wasmType }).end(readFileSync(new URL(name, jsDir)));
@@ -50,38 +57,41 @@ before(async () => {
   });
   await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
   base = `http://127.0.0.1:${server.address().port}/`;
-});
-
-after(() => server.close());
-
-async function runPage() {
-  const profile = mkdtempSync(join(tmpdir(), 'lease-fence-chromium-'));
-  const context = await chromium.launchPersistentContext(profile, {
+  profile = mkdtempSync(join(tmpdir(), 'lease-fence-chromium-'));
+  context = await chromium.launchPersistentContext(profile, {
     executablePath: chromiumPath,
     headless: true,
     args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
       '--disable-component-update', '--disable-sync'],
   });
+});
+
+after(async () => {
+  await context?.close();
+  if (profile) rmSync(profile, { recursive: true, force: true });
+  server.close();
+});
+
+async function runPage() {
+  const tab = await context.newPage();
   try {
-    const tab = await context.newPage();
     const logs = [];
     tab.on('console', (m) => logs.push(m.text()));
     await tab.goto(base + 'index.html');
-    await tab.waitForFunction(() => window.result !== undefined, null, { timeout: 30_000 });
+    await tab.waitForFunction(() => window.result !== undefined);
     return { result: await tab.evaluate(() => window.result), logs };
   } finally {
-    await context.close();
-    rmSync(profile, { recursive: true, force: true });
+    await tab.close();
   }
 }
 
-const expected = { written: 'written', refused: true, deadline: 95, rejections: 1 };
+const expected = { written: 'written', refused: true, deadline: 95, rejections: 1, added: [], process: 'undefined' };
 
 test('loads in Chromium with application/wasm', async () => {
   wasmType = 'application/wasm';
   const { result } = await runPage();
   assert.deepEqual(result, expected);
-  assert.ok(served.includes('lease-fence.wasm') && served.includes('wasm_exec.js'));
+  assert.ok(served.includes('lease-fence.wasm') && served.includes('wasm_exec.mjs'));
 });
 
 test('loads in Chromium when the server sends the wrong content type', async () => {

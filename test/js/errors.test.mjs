@@ -89,7 +89,7 @@ describe('errors', () => {
     assert.deepEqual(Object.keys(lf).sort(), [
       'ClockDomainError', 'ClockReadingError', 'FenceGate', 'GrantMismatchError', 'InvalidArgumentError', 'LeaseClient',
       'LeaseCoordinator', 'LeaseFenceError', 'RequestCompletedError', 'StaleFenceError', 'createClock', 'createManualClock',
-      'createMonotonicClock', 'createNaiveLease',
+      'createMonotonicClock', 'createNaiveLease', 'init',
     ]);
   });
 });

@@ -1,10 +1,12 @@
 // Types for lease-fence.mjs: leases whose holders can be proven wrong.
 //
-// The module loads its WebAssembly once, at import (top-level await); every
-// function and method below is then synchronous. It works in Node 20+ and in
-// browsers that support top-level await in modules and WebAssembly (serve
-// lease-fence.wasm as application/wasm for streaming compilation; other
-// content types fall back to compiling from the bytes).
+// `lease-fence` loads its WebAssembly once, at import (top-level await);
+// `lease-fence/init` has the same exports but loads nothing until `init` is
+// called. Every function and method below except `init` is synchronous. It
+// works in Node 20+, Deno, Bun, Cloudflare Workers and browsers that support
+// top-level await in modules and WebAssembly (serve lease-fence.wasm as
+// application/wasm for streaming compilation; other content types fall back
+// to compiling from the bytes). docs/js.md has the table of hosts and bundlers.
 //
 // Every function checks its arguments and throws InvalidArgumentError for
 // wrong types or values, leaving all state unchanged.
@@ -344,3 +346,31 @@ export class GrantMismatchError extends LeaseFenceError {
   readonly expected: string;
   readonly actual: string;
 }
+
+/**
+ * The WebAssembly module, as `init` accepts it: a URL (or URL string; file:
+ * URLs are read from disk in Node, Deno and Bun), a fetch `Response`, the
+ * bytes, an already compiled `WebAssembly.Module`, or a promise of one of
+ * these. The package exports the file as `lease-fence/lease-fence.wasm`.
+ */
+export type WasmSource =
+  | URL
+  | string
+  | Response
+  | ArrayBuffer
+  | ArrayBufferView
+  | WebAssembly.Module
+  | PromiseLike<URL | string | Response | ArrayBuffer | ArrayBufferView | WebAssembly.Module>;
+
+/**
+ * Starts the WebAssembly instance from `source` and resolves once the library
+ * is ready. With `lease-fence/init`, call it before anything else (calls
+ * before it throw LeaseFenceError); `lease-fence` has already called it.
+ * While an instance is running it does nothing. After the instance died (it
+ * ran out of memory, or trapped), it starts a fresh one from `source` or else
+ * from the module compiled before; objects made by the dead instance keep
+ * throwing. Without `source`, and nothing compiled yet, it loads
+ * lease-fence.wasm from beside the module. A `source` of the wrong type
+ * rejects with InvalidArgumentError, a failed load with LeaseFenceError.
+ */
+export function init(source?: WasmSource): Promise<void>;

@@ -1,10 +1,12 @@
 // lease-fence: leases whose holders can be proven wrong.
 //
-// This ES module loads lease-fence.wasm (the Go library compiled with
-// GOOS=js GOARCH=wasm) once, at import, with top-level await; every function
-// and method after that is synchronous. It works in Node 20+ (the .wasm is
-// read from disk next to this file) and in browsers (the .wasm is fetched
-// from the same URL; serve it as application/wasm for streaming compilation).
+// This ES module runs lease-fence.wasm (the Go library compiled with
+// GOOS=js GOARCH=wasm). Imported directly it loads the wasm once, at import,
+// with top-level await: read from beside this file on file: URLs, fetched
+// from beside it otherwise (serve it as application/wasm for streaming
+// compilation). The entries init.mjs, node.mjs and workerd.mjs import it
+// after manual.mjs and call init themselves (see docs/js.md). Every function
+// and method is synchronous once init has finished.
 //
 // How calls cross into Go: each Go function is a //go:wasmexport taking and
 // returning numbers. Arguments are written into a byte buffer inside the wasm
@@ -14,7 +16,8 @@
 // coordinators, clients, leases, gates) are numeric handles into a table on
 // the Go side, released when the JavaScript object is garbage collected.
 
-import './wasm_exec.js';
+import { Go } from './wasm_exec.mjs';
+import { instantiate, loading } from './loader.mjs';
 
 // ---------------------------------------------------------------- errors
 //
@@ -111,28 +114,6 @@ named(GrantMismatchError, 'GrantMismatchError');
 
 // ---------------------------------------------------------------- loading
 
-const wasmURL = new URL('./lease-fence.wasm', import.meta.url);
-
-async function instantiate(importObject) {
-  if (wasmURL.protocol === 'file:') {
-    const { readFile } = await import('node:fs/promises');
-    return (await WebAssembly.instantiate(await readFile(wasmURL), importObject)).instance;
-  }
-  const response = await fetch(wasmURL);
-  if (!response.ok) {
-    throw new LeaseFenceError(`lease-fence: fetching ${wasmURL} failed: ${response.status} ${response.statusText}`);
-  }
-  if (typeof WebAssembly.instantiateStreaming === 'function') {
-    try {
-      return (await WebAssembly.instantiateStreaming(response.clone(), importObject)).instance;
-    } catch {
-      // Most often a server that does not send application/wasm; compile
-      // from the bytes instead.
-    }
-  }
-  return (await WebAssembly.instantiate(await response.arrayBuffer(), importObject)).instance;
-}
-
 // The Go side imports host.read (as lease_fence.read) to read a createClock
 // source. A source that throws must not unwind through Go's frames, so the
 // exception is parked in `thrown` and rethrown to the caller once Go has
@@ -160,31 +141,88 @@ const host = {
   },
 };
 
+// The current instance. init() sets all of these; after the instance died
+// (a trap or the Go runtime exiting, e.g. out of memory) init() replaces
+// them with a fresh instance, and generation tells objects made by the dead
+// one apart (their handles mean nothing to the new one).
+let go, X, memory, hdrAddr, u8, dv, hdr;
 let dead = '';
-const go = new globalThis.Go();
-go.exit = (code) => {
-  dead ||= `the Go runtime exited with code ${code}`;
-};
-go.importObject.lease_fence = host;
-const instance = await instantiate(go.importObject);
-go.run(instance); // runs main until it blocks; the exports are then ready
-const X = instance.exports;
-const memory = X.mem;
-const hdrAddr = X.lf_header();
-let u8, dv, hdr;
+let generation = 0;
+let compiled; // the WebAssembly.Module, which a restart instantiates again
+let starting = null;
+
 function views() {
   u8 = new Uint8Array(memory.buffer);
   dv = new DataView(memory.buffer);
   hdr = new Uint32Array(memory.buffer, hdrAddr, 5);
 }
-views();
-if (hdr[4] !== 1) {
-  throw new LeaseFenceError(`lease-fence: lease-fence.wasm has buffer layout ${hdr[4]}, this module expects 1; rebuild both together`);
+
+const loadErrors = {
+  invalid: (message) => new InvalidArgumentError(message, 'source'),
+  failed: (message, cause) => new LeaseFenceError(message, { cause }),
+};
+
+/**
+ * Starts the WebAssembly instance from source (a URL or URL string, a
+ * Response, bytes or a WebAssembly.Module, or a promise of one) and resolves
+ * once every export is ready. While an instance is running it does nothing.
+ * After the instance died it starts a fresh one, from source or else from
+ * the module it compiled before; objects made by the dead instance stay
+ * unusable. Without source, and nothing compiled yet, it loads
+ * lease-fence.wasm from beside this module.
+ */
+export function init(source) {
+  if (X !== undefined && !dead) return Promise.resolve();
+  starting ??= start(source ?? compiled).finally(() => {
+    starting = null;
+  });
+  return starting;
+}
+
+async function start(source) {
+  const next = new Go();
+  next.exit = (code) => {
+    if (next === go) dead ||= `the Go runtime exited with code ${code}`;
+  };
+  next.importObject.lease_fence = host;
+  const { module, instance } = await instantiate(source, next.importObject, loadErrors);
+  // run calls Go's main, which returns when it blocks (the exports are then
+  // ready); run's promise settles only if Go exits. A trap in main rejects it
+  // at once, and a race with an already resolved value still sees that.
+  try {
+    await Promise.race([next.run(instance), undefined]);
+  } catch (e) {
+    throw new LeaseFenceError(`lease-fence: the Go runtime failed to start: ${e.message}`, { cause: e });
+  }
+  if (next.exited) throw new LeaseFenceError('lease-fence: the Go runtime exited while starting');
+  const exports = instance.exports;
+  const at = exports.lf_header();
+  const layout = new Uint32Array(exports.mem.buffer, at, 5)[4];
+  if (layout !== 1) {
+    throw new LeaseFenceError(`lease-fence: lease-fence.wasm has buffer layout ${layout}, this module expects 1; rebuild both together`);
+  }
+  go = next;
+  X = exports;
+  memory = exports.mem;
+  hdrAddr = at;
+  views();
+  generation++;
+  dead = '';
+  compiled = module;
+  thrown = NONE;
+  reading = false;
+  readers.clear();
+  ids.clear();
+  lastResource = lastHolder = '';
 }
 
 function instanceDied(cause) {
   dead ||= `it trapped: ${cause && cause.message}`;
-  return new LeaseFenceError(`lease-fence: the WebAssembly instance has stopped (${dead}); reload the module`, { cause });
+  return new LeaseFenceError(`lease-fence: the WebAssembly instance has stopped (${dead}); await init() for a fresh one (objects made before stay unusable)`, { cause });
+}
+
+function notStarted() {
+  return new LeaseFenceError('lease-fence: the WebAssembly instance is not started; await init(source) (from lease-fence/init) before using the library');
 }
 
 // ---------------------------------------------------------------- argument encoding
@@ -210,6 +248,7 @@ let inPtr = 0, inCap = 0, p = 0;
 // outer call's now-mixed arguments.
 let encoding = 0;
 function begin() {
+  if (X === undefined) throw notStarted();
   if (dead) throw instanceDied();
   if (reading) {
     throw new LeaseFenceError('lease-fence: a clock source (the readMillis of createClock) must not call into lease-fence');
@@ -457,7 +496,8 @@ function readOutcome() {
 
 // ---------------------------------------------------------------- handles
 
-const registry = new FinalizationRegistry(({ h, reader }) => {
+const registry = new FinalizationRegistry(({ h, reader, g }) => {
+  if (g !== generation) return; // made by an instance that has been replaced
   if (reader) readers.delete(reader);
   if (!dead) X.lf_free(h);
 });
@@ -465,25 +505,34 @@ const registry = new FinalizationRegistry(({ h, reader }) => {
 const secret = Symbol('lease-fence internal');
 
 // Every object the library makes extends Handled, whose private fields hold
-// its handle on the Go side and its kind. handleOf gives 0 for anything
-// else, which Go refuses as "not a live ...".
+// its handle on the Go side, its kind and the instance (generation) that made
+// it. handleOf gives 0 for anything else, which Go refuses as "not a live
+// ...", and throws for an object of an instance that init() has replaced.
 let handleOf, kindOf, setHandle;
 class Handled {
   #h = 0;
   #k = 0;
+  #g = 0;
   static {
-    handleOf = (o) => (isObject(o) && #h in o ? o.#h : 0);
+    handleOf = (o) => {
+      if (!(isObject(o) && #h in o)) return 0;
+      if (o.#g !== generation) {
+        throw new LeaseFenceError('lease-fence: this object was made by a WebAssembly instance that has stopped; make a new one');
+      }
+      return o.#h;
+    };
     kindOf = (o) => o.#k;
     setHandle = (o, h, k) => {
       o.#h = h;
       o.#k = k;
+      o.#g = generation;
     };
   }
 }
 
 function adopt(obj, kind, h, reader) {
   setHandle(obj, h, kind);
-  registry.register(obj, { h, reader });
+  registry.register(obj, { h, reader, g: generation });
 }
 
 function isObject(v) {
@@ -1146,3 +1195,10 @@ export function createNaiveLease(clock, ttlMillis) {
   call(enc, X.lf_naive_new, p);
   return new NaiveLease(secret, f64(), clock);
 }
+
+// ---------------------------------------------------------------- start
+
+// Imported directly (or as the package's browser and default entry), the
+// module loads lease-fence.wasm from beside itself now; the other entries
+// import manual.mjs first and call init themselves.
+if (loading.auto) await init();

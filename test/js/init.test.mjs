@@ -1,0 +1,195 @@
+// Loading: the entries (lease-fence, lease-fence/init, the module file
+// itself) add nothing to globalThis; init takes every documented kind of
+// source and refuses others without harm; calls before init say so; and
+// after the instance died (here: out of memory under a small wasm memory
+// limit) init() starts a fresh, working instance while objects of the dead
+// one stay refused. Each case runs in a fresh node process, since a process
+// holds one instance.
+import { describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+
+const root = fileURLToPath(new URL('../../', import.meta.url));
+
+// run evaluates code as an ES module in a fresh node from the repository root
+// (so 'lease-fence' resolves to this package) and returns the JSON it prints
+// last.
+function run(code, flags = []) {
+  return new Promise((resolve, reject) => {
+    execFile(process.execPath, [...flags, '--input-type=module', '-e', code], { cwd: root, maxBuffer: 1 << 24 }, (err, stdout, stderr) => {
+      if (err) return reject(new Error(`${err.message}\n${stderr}`));
+      const lines = stdout.trim().split('\n');
+      resolve(JSON.parse(lines[lines.length - 1]));
+    });
+  });
+}
+
+// A round trip through whatever namespace lf is: acquire, commit, a stale
+// fence refused.
+const roundTrip = `
+function roundTrip(lf) {
+  const coordinator = new lf.LeaseCoordinator({ clock: lf.createManualClock('c'), ttlMillis: 100 });
+  const client = new lf.LeaseClient({ clock: lf.createManualClock('a'), holderId: 'a' });
+  const gate = new lf.FenceGate('r');
+  const request = client.beginAcquire('r');
+  const lease = client.completeAcquire(request, coordinator.acquire(request).grant);
+  const written = gate.commit(lease.token, () => 'written');
+  gate.admit({ resource: 'r', holderId: 'b', fence: lease.token.fence + 1 });
+  let refused = false;
+  try { gate.commit(lease.token, () => {}); } catch (e) { refused = e instanceof lf.StaleFenceError; }
+  return { fence: lease.token.fence, written, refused };
+}
+`;
+const ok = { fence: 1, written: 'written', refused: true };
+
+const globalsCheck = (load) => `
+${roundTrip}
+const names = () => Object.getOwnPropertyNames(globalThis);
+const keys = Object.keys(globalThis);
+const before = names();
+// node -e defines fs, path and the other built-in modules as globals itself;
+// what matters is that loading changes none of these.
+const watched = ['Go', 'fs', 'path', 'process'];
+const types = () => watched.map((k) => [k, Object.getOwnPropertyDescriptor(globalThis, k)?.value ?? typeof globalThis[k]]);
+const typesBefore = types();
+const lf = await (async () => { ${load} })();
+const result = roundTrip(lf);
+console.log(JSON.stringify({
+  added: names().filter((k) => !before.includes(k)),
+  keysAdded: Object.keys(globalThis).filter((k) => !keys.includes(k)),
+  unchanged: types().every(([k, v], i) => v === typesBefore[i][1]),
+  Go: typeof globalThis.Go,
+  result,
+}));
+`;
+
+describe('importing adds nothing to globalThis', () => {
+  const cases = {
+    "import('lease-fence') (the node entry)": "return import('lease-fence');",
+    'import of the module file (the browser and default entry, read from file:)': "return import('./wasm/js/lease-fence.mjs');",
+    "lease-fence/init with init(URL)": "const lf = await import('lease-fence/init'); await lf.init(new URL('./wasm/js/lease-fence.wasm', 'file://' + process.cwd() + '/')); return lf;",
+  };
+  for (const [name, load] of Object.entries(cases)) {
+    test(name, async () => {
+      const out = await run(globalsCheck(load));
+      assert.deepEqual(out, { added: [], keysAdded: [], unchanged: true, Go: 'undefined', result: ok });
+    });
+  }
+});
+
+const initCheck = (source) => `
+${roundTrip}
+import { readFileSync } from 'node:fs';
+const lf = await import('lease-fence/init');
+const url = new URL('./wasm/js/lease-fence.wasm', 'file://' + process.cwd() + '/');
+const bytes = readFileSync(url);
+await lf.init(${source});
+console.log(JSON.stringify(roundTrip(lf)));
+`;
+
+describe('init takes the wasm as', () => {
+  const sources = {
+    'a file: URL': 'url',
+    'a URL string': 'url.href',
+    'a Node Buffer': 'bytes',
+    'an ArrayBuffer': 'bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.length)',
+    'a Uint8Array': 'new Uint8Array(bytes)',
+    'a WebAssembly.Module': 'new WebAssembly.Module(bytes)',
+    'a promise of a WebAssembly.Module': 'WebAssembly.compile(bytes)',
+    'a Response (application/wasm)': "new Response(bytes, { headers: { 'content-type': 'application/wasm' } })",
+    'a Response with another content type': 'new Response(bytes)',
+    'a promise of a Response': "Promise.resolve(new Response(bytes, { headers: { 'content-type': 'application/wasm' } }))",
+  };
+  for (const [name, source] of Object.entries(sources)) {
+    test(name, async () => {
+      assert.deepEqual(await run(initCheck(source)), ok);
+    });
+  }
+});
+
+test('before init, calls say the instance is not started; a bad source is refused and a good one still works', async () => {
+  const out = await run(`
+${roundTrip}
+const lf = await import('lease-fence/init');
+const errors = [];
+const attempt = async (f) => { try { await f(); errors.push(null); } catch (e) { errors.push({ name: e.name, argument: e.argument, message: e.message }); } };
+await attempt(() => new lf.FenceGate('r'));
+await attempt(() => lf.createManualClock('c'));
+await attempt(() => lf.init(42));
+await attempt(() => lf.init({ wasmURL: 'x' }));
+await attempt(() => lf.init('http://[bad'));
+await attempt(() => lf.init(new URL('./wasm/js/no-such.wasm', 'file://' + process.cwd() + '/')));
+await attempt(() => lf.init(new Uint8Array([0, 97, 115, 109, 9, 9, 9, 9])));
+await attempt(() => lf.init(new Response('gone', { status: 404, statusText: 'Not Found' })));
+await attempt(() => new lf.FenceGate('r'));
+await lf.init(new URL('./wasm/js/lease-fence.wasm', 'file://' + process.cwd() + '/'));
+console.log(JSON.stringify({ errors, result: roundTrip(lf) }));
+`);
+  const [gate, clock, num, obj, badURL, missing, notWasm, status404, stillNotStarted] = out.errors;
+  for (const e of [gate, clock, stillNotStarted]) {
+    assert.equal(e.name, 'LeaseFenceError');
+    assert.match(e.message, /not started; await init\(source\)/);
+  }
+  for (const [e, what] of [[num, /not number/], [obj, /not Object/], [badURL, /is not a URL/]]) {
+    assert.equal(e.name, 'InvalidArgumentError');
+    assert.equal(e.argument, 'source');
+    assert.match(e.message, what);
+  }
+  assert.equal(missing.name, 'LeaseFenceError');
+  assert.match(missing.message, /reading file:.*no-such\.wasm failed: ENOENT/);
+  assert.equal(notWasm.name, 'LeaseFenceError');
+  assert.match(notWasm.message, /compiling the given bytes failed/);
+  assert.equal(status404.name, 'LeaseFenceError');
+  assert.match(status404.message, /404 Not Found/);
+  assert.deepEqual(out.result, ok);
+});
+
+test('init while running does nothing; concurrent calls share one start', async () => {
+  const out = await run(`
+${roundTrip}
+const lf = await import('lease-fence/init');
+const url = new URL('./wasm/js/lease-fence.wasm', 'file://' + process.cwd() + '/');
+const a = lf.init(url), b = lf.init(url);
+const same = a === b;
+await a;
+const gate = new lf.FenceGate('kept');
+gate.admit({ resource: 'kept', holderId: 'a', fence: 7 });
+await lf.init(url);
+await lf.init(42); // ignored while running: nothing to start
+console.log(JSON.stringify({ same, floor: gate.floor, result: roundTrip(lf) }));
+`);
+  assert.deepEqual(out, { same: true, floor: 7, result: ok });
+});
+
+test('after the instance died, init() starts a fresh one from the module it compiled; old objects stay refused', async () => {
+  // 512 pages of 64 KiB: the Go runtime runs out of memory after a few
+  // dozen 1 MiB resource names and exits, as it would at 4 GiB.
+  const out = await run(`
+${roundTrip}
+const lf = await import('lease-fence');
+const old = new lf.FenceGate('old');
+const big = 'x'.repeat((1 << 20) - 16);
+const keep = [];
+let died = null;
+for (let i = 0; i < 10000 && died === null; i++) {
+  try { keep.push(new lf.FenceGate(big + i)); } catch (e) { died = { name: e.name, message: e.message, made: i }; }
+}
+let afterDeath = null;
+try { new lf.FenceGate('r'); } catch (e) { afterDeath = e.message; }
+await lf.init();
+let oldUse = null;
+try { old.floor; } catch (e) { oldUse = e.message; }
+const result = roundTrip(lf);
+let loop = 0;
+for (let i = 0; i < 1000; i++) if (roundTrip(lf).refused) loop++;
+console.log(JSON.stringify({ died, afterDeath, oldUse, result, loop }));
+`, ['--wasm-max-mem-pages=512']);
+  assert.equal(out.died.name, 'LeaseFenceError');
+  assert.match(out.died.message, /instance has stopped \(the Go runtime exited with code 2\); await init\(\) for a fresh one/);
+  assert.ok(out.died.made > 0);
+  assert.match(out.afterDeath, /instance has stopped/);
+  assert.match(out.oldUse, /made by a WebAssembly instance that has stopped/);
+  assert.deepEqual(out.result, ok);
+  assert.equal(out.loop, 1000);
+});

@@ -1,0 +1,110 @@
+// How lease-fence.mjs gets its WebAssembly: from the source given to init(),
+// or, when none is given, from lease-fence.wasm beside this file. Nothing
+// here imports from node: (the browser entry includes this file); on file:
+// URLs it reads the file through process.getBuiltinModule where the host has
+// it (Node 20.16+, Deno, Bun) and through fetch otherwise (Deno and Bun fetch
+// file: URLs).
+
+/**
+ * Whether lease-fence.mjs loads the wasm itself at import. The entries that
+ * load it their own way (init.mjs, node.mjs, workerd.mjs) import manual.mjs,
+ * which clears this, before they import lease-fence.mjs.
+ */
+export const loading = { auto: true };
+
+/**
+ * The wasm beside this module. Written as a literal new URL(…, import.meta.url)
+ * so that bundlers which understand the pattern (webpack 5, Vite, Parcel)
+ * copy the file and rewrite the URL.
+ */
+export function defaultWasmURL() {
+  return new URL('./lease-fence.wasm', import.meta.url);
+}
+
+function describe(v) {
+  if (v === null) return 'null';
+  if (typeof v === 'object') return v.constructor?.name ?? 'an object';
+  return typeof v;
+}
+
+/**
+ * Compiles (unless it is already a WebAssembly.Module) and instantiates
+ * source with imports; returns { module, instance }. errors.invalid(message)
+ * and errors.failed(message, cause) make the errors it throws.
+ */
+export async function instantiate(source, imports, errors) {
+  if (source === undefined) source = defaultWasmURL();
+  if (source !== null && (typeof source === 'object' || typeof source === 'function') && typeof source.then === 'function') {
+    source = await source;
+  }
+  if (source instanceof WebAssembly.Module) {
+    return { module: source, instance: await WebAssembly.instantiate(source, imports) };
+  }
+  if (source instanceof ArrayBuffer || ArrayBuffer.isView(source)) {
+    return compileBytes(source, imports, errors, 'the given bytes');
+  }
+  if (typeof Response === 'function' && source instanceof Response) {
+    return fromResponse(source, imports, errors);
+  }
+  if (typeof source === 'string' || source instanceof URL) {
+    return fromURL(source, imports, errors);
+  }
+  throw errors.invalid(`lease-fence: init takes a URL, a URL string, a Response, bytes (ArrayBuffer or a typed array) or a WebAssembly.Module (or a promise of one), not ${describe(source)}`);
+}
+
+async function compileBytes(bytes, imports, errors, what) {
+  try {
+    return await WebAssembly.instantiate(bytes, imports);
+  } catch (e) {
+    throw errors.failed(`lease-fence: compiling ${what} failed: ${e.message}`, e);
+  }
+}
+
+async function fromURL(url, imports, errors) {
+  let parsed;
+  try {
+    parsed = new URL(url, globalThis.location?.href);
+  } catch (e) {
+    throw errors.invalid(`lease-fence: ${JSON.stringify(String(url))} is not a URL (pass a file: URL or the bytes to load a file by path)`);
+  }
+  if (parsed.protocol === 'file:') {
+    const fs = globalThis.process?.getBuiltinModule?.('node:fs');
+    if (fs) {
+      let bytes;
+      try {
+        bytes = await fs.promises.readFile(parsed);
+      } catch (e) {
+        throw errors.failed(`lease-fence: reading ${parsed} failed: ${e.message}`, e);
+      }
+      return compileBytes(bytes, imports, errors, parsed.href);
+    }
+  }
+  let response;
+  try {
+    response = await fetch(parsed);
+  } catch (e) {
+    throw errors.failed(`lease-fence: fetching ${parsed} failed: ${e.message}`, e);
+  }
+  return fromResponse(response, imports, errors);
+}
+
+async function fromResponse(response, imports, errors) {
+  if (!response.ok) {
+    throw errors.failed(`lease-fence: fetching ${response.url || 'the wasm'} failed: ${response.status} ${response.statusText}`);
+  }
+  if (typeof WebAssembly.instantiateStreaming === 'function') {
+    try {
+      return await WebAssembly.instantiateStreaming(response.clone(), imports);
+    } catch {
+      // Most often a server that does not send application/wasm; compile
+      // from the bytes instead.
+    }
+  }
+  let bytes;
+  try {
+    bytes = await response.arrayBuffer();
+  } catch (e) {
+    throw errors.failed(`lease-fence: reading ${response.url || 'the response'} failed: ${e.message}`, e);
+  }
+  return compileBytes(bytes, imports, errors, response.url || 'the response');
+}
