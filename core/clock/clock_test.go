@@ -3,6 +3,7 @@ package clock_test
 import (
 	"errors"
 	"math"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -495,5 +496,138 @@ func TestManualConcurrentReadsAreDistinct(t *testing.T) {
 	}
 	if len(got) != n*per || m.Peek().Millis != n*per {
 		t.Fatalf("%d distinct readings, clock at %v", len(got), m.Peek())
+	}
+}
+
+// A nil or zero clock of either kind has an empty domain, and every method
+// that would read or move it returns an *ArgumentError instead of panicking.
+// The packages that take a Clock refuse an empty domain, so a typed nil
+// *Manual is refused like an untyped nil.
+func TestNilAndZeroClocksAreErrors(t *testing.T) {
+	var nilManual *clock.Manual
+	var nilGuarded *clock.Guarded
+	clocks := []struct {
+		name string
+		clk  clock.Clock
+	}{
+		{"NilManual", nilManual},
+		{"ZeroManual", &clock.Manual{}},
+		{"NilGuarded", nilGuarded},
+		{"ZeroGuarded", &clock.Guarded{}},
+	}
+	for _, c := range clocks {
+		t.Run(c.name, func(t *testing.T) {
+			if d := c.clk.Domain(); d != "" {
+				t.Fatalf("Domain = %q", d)
+			}
+			now, err := c.clk.Now()
+			wantArgumentError(t, err, "clock")
+			if now != (clock.Instant{}) {
+				t.Fatalf("returned %v with the error", now)
+			}
+		})
+	}
+	if p := nilManual.Peek(); p != (clock.Instant{}) {
+		t.Fatalf("nil Peek = %v", p)
+	}
+	if s := nilManual.StepPerRead(); s != 0 {
+		t.Fatalf("nil StepPerRead = %v", s)
+	}
+	for _, m := range []*clock.Manual{nilManual, {}} {
+		wantArgumentError(t, m.Advance(1), "clock")
+		wantArgumentError(t, m.Set(1), "clock")
+	}
+}
+
+// A manual clock whose step is below the float spacing at its value would
+// never move, so two reads would observe the same instant. It is refused at
+// construction, by Set and Advance, and by a read that would get stuck.
+func TestManualStepBelowFloatSpacing(t *testing.T) {
+	m, err := clock.NewManual("d", clock.ManualOptions{Start: 1.7e12, StepPerRead: 1e-5})
+	if m != nil {
+		t.Fatal("returned a clock that never moves")
+	}
+	wantArgumentError(t, err, "stepPerRead")
+	if !strings.Contains(err.Error(), "never move") {
+		t.Fatalf("message %q", err)
+	}
+	// The same step is fine where the spacing is finer, and a step of 1e-3
+	// still moves a clock at 1.7e12 (the spacing there is 2^-12).
+	fine := mustManual(t, "d", clock.ManualOptions{Start: 1.7e12, StepPerRead: 1e-3})
+	if a, b := mustNow(t, fine), mustNow(t, fine); a == b {
+		t.Fatalf("two reads observed %v", a)
+	}
+	small := mustManual(t, "d", clock.ManualOptions{Start: 1, StepPerRead: 1e-5})
+	wantArgumentError(t, small.Set(1.7e12), "set")
+	wantArgumentError(t, small.Advance(1.7e12), "advance")
+	if small.Peek().Millis != 1 {
+		t.Fatalf("a refused move moved the clock to %v", small.Peek())
+	}
+	// A clock without a step never moves on reads and may go anywhere.
+	still := mustManual(t, "d", clock.ManualOptions{Start: 1})
+	if err := still.Set(1e300); err != nil {
+		t.Fatal(err)
+	}
+	// Stepping itself can reach the edge: from 2^53-1 a step of 1 reaches
+	// 2^53, where the spacing is 2 and a step of 1 rounds away.
+	edge := mustManual(t, "d", clock.ManualOptions{Start: 1<<53 - 1, StepPerRead: 1})
+	if got := mustNow(t, edge); got.Millis != 1<<53-1 {
+		t.Fatalf("first read %v", got)
+	}
+	_, err = edge.Now()
+	re := wantReadingError(t, err, clock.Stuck)
+	if re.Value != 1<<53 || edge.Peek().Millis != 1<<53 {
+		t.Fatalf("error %+v, clock at %v", re, edge.Peek())
+	}
+}
+
+// yieldingSource is a millisecond source that hands out 0, 1, 2, ... and,
+// for every even value, yields to the other goroutines before returning it,
+// while odd values return at once. A guarded clock that read it outside its
+// lock would let the odd value taken second be accepted before the even one
+// taken first, which the guard reports as Backwards; read under the lock,
+// the other readers wait and the yields only cost time.
+type yieldingSource struct {
+	mu   sync.Mutex
+	next float64
+}
+
+func (s *yieldingSource) read() float64 {
+	s.mu.Lock()
+	v := s.next
+	s.next++
+	s.mu.Unlock()
+	if int64(v)%2 == 0 {
+		for range 50 {
+			runtime.Gosched()
+		}
+	}
+	return v
+}
+
+func TestGuardedReadsSourceUnderItsLock(t *testing.T) {
+	src := &yieldingSource{}
+	g, err := clock.New("host", src.read)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 200 {
+				if _, err := g.Now(); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("concurrent readers of a guarded clock: %v", err)
 	}
 }

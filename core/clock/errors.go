@@ -32,6 +32,10 @@ const (
 	// Backwards: the reading is lower than one already accepted (an NTP step
 	// on a wall clock, or a manual clock set back).
 	Backwards ReadingProblem = "lower than an earlier reading"
+	// Stuck: a manual clock's StepPerRead no longer moves it (its value
+	// grew so large that the step is below the float spacing there), so
+	// this read would observe the same instant as the next one.
+	Stuck ReadingProblem = "too large for the clock's step to move it"
 )
 
 // ReadingError is returned by a guarded clock whose source produced a reading

@@ -8,6 +8,11 @@ import (
 
 // Clock is a source of instants in one domain. Now returns an error rather
 // than a reading it cannot vouch for.
+//
+// The packages that take a Clock refuse one whose Domain is empty. A nil
+// *Guarded or *Manual, and the zero value of either, has an empty Domain and
+// a Now that returns an *ArgumentError, so a typed nil is refused like an
+// untyped one.
 type Clock interface {
 	Domain() string
 	Now() (Instant, error)
@@ -43,13 +48,22 @@ func New(domain string, read func() float64) (*Guarded, error) {
 	return &Guarded{domain: domain, read: read}, nil
 }
 
-// Domain returns the clock's domain.
-func (g *Guarded) Domain() string { return g.domain }
+// Domain returns the clock's domain, or "" for a nil or zero Guarded.
+func (g *Guarded) Domain() string {
+	if g == nil {
+		return ""
+	}
+	return g.domain
+}
 
 // Now reads the source once and returns it as an Instant if it passes the guard.
 // The source is read while the clock's lock is held, so concurrent readers of
 // a non-decreasing source never see each other's readings out of order.
+// A nil or zero Guarded (not made by New) returns an *ArgumentError.
 func (g *Guarded) Now() (Instant, error) {
+	if g == nil || g.read == nil {
+		return Instant{}, notMade("Guarded", "New or NewMonotonic")
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	v := g.read()
@@ -113,39 +127,79 @@ func NewManual(domain string, opts ManualOptions) (*Manual, error) {
 	if !finite(opts.StepPerRead) || opts.StepPerRead < 0 {
 		return nil, &ArgumentError{Pkg: "clock", Arg: "stepPerRead", Reason: "must be a finite number >= 0, got " + FormatMillis(opts.StepPerRead)}
 	}
+	if stuck(opts.Start, opts.StepPerRead) {
+		return nil, &ArgumentError{Pkg: "clock", Arg: "stepPerRead", Reason: "of " + FormatMillis(opts.StepPerRead) +
+			" is below the float spacing at the start " + FormatMillis(opts.Start) + ": the clock would never move"}
+	}
 	return &Manual{domain: domain, step: opts.StepPerRead, now: opts.Start}, nil
 }
 
-// Domain returns the clock's domain.
-func (m *Manual) Domain() string { return m.domain }
+// stuck reports whether a clock at v with a positive step would not move:
+// v+step rounds back to v.
+func stuck(v, step float64) bool { return step > 0 && v+step == v }
+
+// Domain returns the clock's domain, or "" for a nil or zero Manual.
+func (m *Manual) Domain() string {
+	if m == nil {
+		return ""
+	}
+	return m.domain
+}
+
+// notMade is the error of a method called on a nil or zero clock.
+func notMade(typ, ctor string) error {
+	return &ArgumentError{Pkg: "clock", Arg: "clock", Reason: "is a nil or zero " + typ + "; make one with " + ctor}
+}
 
 // Now returns the current reading and then moves the clock on by StepPerRead.
-// It fails only if stepping would leave the finite range.
+// It fails if stepping would leave the finite range, or would not move the
+// clock at all (a *ReadingError with Problem Stuck: the clock has grown so
+// large that its step is below the float spacing), and for a nil or zero
+// Manual (an *ArgumentError). A failed read changes nothing.
 func (m *Manual) Now() (Instant, error) {
+	if m == nil || m.domain == "" {
+		return Instant{}, notMade("Manual", "NewManual")
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	v := m.now
 	next := v + m.step
-	if !finite(next) {
+	switch {
+	case !finite(next):
 		return Instant{}, &ReadingError{Domain: m.domain, Problem: Infinite, Value: next, Previous: v}
+	case stuck(v, m.step):
+		return Instant{}, &ReadingError{Domain: m.domain, Problem: Stuck, Value: v, Previous: v}
 	}
 	m.now = next
 	return Instant{Millis: v, Domain: m.domain}, nil
 }
 
-// Peek returns the reading the next Now will return, without stepping.
+// Peek returns the reading the next Now will return, without stepping. A nil
+// Manual returns the zero Instant.
 func (m *Manual) Peek() Instant {
+	if m == nil {
+		return Instant{}
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return Instant{Millis: m.now, Domain: m.domain}
 }
 
-// StepPerRead returns how far each read moves the clock.
-func (m *Manual) StepPerRead() float64 { return m.step }
+// StepPerRead returns how far each read moves the clock (0 for a nil Manual).
+func (m *Manual) StepPerRead() float64 {
+	if m == nil {
+		return 0
+	}
+	return m.step
+}
 
 // Advance moves the clock forward by ms milliseconds. A negative, NaN or
-// infinite amount is an error and changes nothing.
+// infinite amount, or one that takes the clock where its step no longer moves
+// it, is an error and changes nothing.
 func (m *Manual) Advance(ms float64) error {
+	if m == nil || m.domain == "" {
+		return notMade("Manual", "NewManual")
+	}
 	if !finite(ms) || ms < 0 {
 		return &ArgumentError{Pkg: "clock", Arg: "advance", Reason: "must be a finite number >= 0, got " + FormatMillis(ms)}
 	}
@@ -155,13 +209,20 @@ func (m *Manual) Advance(ms float64) error {
 	if !finite(next) {
 		return &ArgumentError{Pkg: "clock", Arg: "advance", Reason: "moves the clock out of the finite range"}
 	}
+	if stuck(next, m.step) {
+		return m.stuckAt("advance", next)
+	}
 	m.now = next
 	return nil
 }
 
 // Set moves the clock to ms. Moving it backwards is a *ReadingError and
-// changes nothing.
+// changes nothing; so is a value at which the clock's step would no longer
+// move it (an *ArgumentError).
 func (m *Manual) Set(ms float64) error {
+	if m == nil || m.domain == "" {
+		return notMade("Manual", "NewManual")
+	}
 	if !finite(ms) {
 		return &ArgumentError{Pkg: "clock", Arg: "set", Reason: "must be a finite number, got " + FormatMillis(ms)}
 	}
@@ -170,8 +231,16 @@ func (m *Manual) Set(ms float64) error {
 	if ms < m.now {
 		return &ReadingError{Domain: m.domain, Problem: Backwards, Value: ms, Previous: m.now}
 	}
+	if stuck(ms, m.step) {
+		return m.stuckAt("set", ms)
+	}
 	m.now = ms
 	return nil
+}
+
+func (m *Manual) stuckAt(arg string, v float64) error {
+	return &ArgumentError{Pkg: "clock", Arg: arg, Reason: "moves the clock to " + FormatMillis(v) +
+		", where its step of " + FormatMillis(m.step) + " is below the float spacing and would never move it"}
 }
 
 func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }

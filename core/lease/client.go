@@ -12,7 +12,8 @@ import (
 
 // ClientConfig configures a Client.
 type ClientConfig struct {
-	// Clock is the holder's own clock. Required.
+	// Clock is the holder's own clock. Required; a clock with an empty domain
+	// (such as a nil *clock.Manual) is refused.
 	Clock clock.Clock
 	// HolderID names the holder to the coordinator and in fencing tokens.
 	// Required.
@@ -41,7 +42,8 @@ const completedMemory = 1024
 
 // Client is the holder's side. It stamps the send instant into every request
 // and is the only way to turn a grant into a Lease. A Client must be created
-// with NewClient and is safe for concurrent use.
+// with NewClient (the methods of a nil or zero Client return an
+// *ArgumentError) and is safe for concurrent use.
 type Client struct {
 	clk    clock.Clock
 	holder string
@@ -58,11 +60,8 @@ type Client struct {
 
 // NewClient returns a client.
 func NewClient(cfg ClientConfig) (*Client, error) {
-	if cfg.Clock == nil {
-		return nil, argErr("clock", "is required")
-	}
-	if cfg.Clock.Domain() == "" {
-		return nil, argErr("clock", "has an empty domain")
+	if err := checkClock(cfg.Clock); err != nil {
+		return nil, err
 	}
 	if cfg.HolderID == "" {
 		return nil, argErr("holderId", "must not be empty")
@@ -100,18 +99,40 @@ func randomID() string {
 	return string(b[:])
 }
 
-// HolderID returns the holder's id.
-func (c *Client) HolderID() string { return c.holder }
+func (c *Client) usable() bool { return c != nil && c.clk != nil }
 
-// Domain returns the client's clock domain.
-func (c *Client) Domain() string { return c.clk.Domain() }
+func errNoClient() error { return argErr("client", "was not made by NewClient") }
+
+// HolderID returns the holder's id ("" for a nil or zero Client).
+func (c *Client) HolderID() string {
+	if c == nil {
+		return ""
+	}
+	return c.holder
+}
+
+// Domain returns the client's clock domain ("" for a nil or zero Client).
+func (c *Client) Domain() string {
+	if !c.usable() {
+		return ""
+	}
+	return c.clk.Domain()
+}
 
 // ClockSkew returns the assumed skew.
-func (c *Client) ClockSkew() time.Duration { return c.skew }
+func (c *Client) ClockSkew() time.Duration {
+	if c == nil {
+		return 0
+	}
+	return c.skew
+}
 
 // BeginAcquire is shorthand for BeginAcquireAt with a fresh reading of the
 // client's clock. Call it immediately before sending.
 func (c *Client) BeginAcquire(resource string) (Request, error) {
+	if !c.usable() {
+		return Request{}, errNoClient()
+	}
 	if resource == "" {
 		return Request{}, argErr("resource", "must not be empty")
 	}
@@ -119,16 +140,22 @@ func (c *Client) BeginAcquire(resource string) (Request, error) {
 	if err != nil {
 		return Request{}, err
 	}
-	return c.BeginAcquireAt(now, resource)
+	return c.begin(now, Request{Kind: KindAcquire, Resource: resource}, true)
 }
 
 // BeginAcquireAt makes an acquisition request for resource, stamped as sent
-// at now, a reading of the client's clock.
+// at now, a reading of the client's clock. An anchor from the future (later
+// than the clock's current reading, which BeginAcquireAt takes to check) is
+// an *ArgumentError: it would date the lease from a send that has not
+// happened yet and put its deadline past the coordinator's.
 func (c *Client) BeginAcquireAt(now clock.Instant, resource string) (Request, error) {
+	if !c.usable() {
+		return Request{}, errNoClient()
+	}
 	if resource == "" {
 		return Request{}, argErr("resource", "must not be empty")
 	}
-	return c.begin(now, Request{Kind: KindAcquire, Resource: resource})
+	return c.begin(now, Request{Kind: KindAcquire, Resource: resource}, false)
 }
 
 // BeginRenewal is shorthand for BeginRenewalAt with a fresh reading of the
@@ -141,20 +168,25 @@ func (c *Client) BeginRenewal(l *Lease) (Request, error) {
 	if err != nil {
 		return Request{}, err
 	}
-	return c.BeginRenewalAt(now, l)
+	return c.begin(now, Request{Kind: KindRenew, Resource: l.token.Resource, Fence: l.token.Fence}, true)
 }
 
-// BeginRenewalAt makes a renewal request for l, stamped as sent at now.
+// BeginRenewalAt makes a renewal request for l, stamped as sent at now. Like
+// BeginAcquireAt it reads the client's clock and refuses an anchor from the
+// future.
 func (c *Client) BeginRenewalAt(now clock.Instant, l *Lease) (Request, error) {
 	if err := c.owns(l); err != nil {
 		return Request{}, err
 	}
-	return c.begin(now, Request{Kind: KindRenew, Resource: l.token.Resource, Fence: l.token.Fence})
+	return c.begin(now, Request{Kind: KindRenew, Resource: l.token.Resource, Fence: l.token.Fence}, false)
 }
 
 func (c *Client) owns(l *Lease) error {
-	if l == nil {
-		return argErr("lease", "is required")
+	if !c.usable() {
+		return errNoClient()
+	}
+	if !l.usable() {
+		return errNoLease()
 	}
 	if l.token.HolderID != c.holder || l.domain != c.clk.Domain() {
 		return argErr("lease", "belongs to another client")
@@ -162,12 +194,25 @@ func (c *Client) owns(l *Lease) error {
 	return nil
 }
 
-func (c *Client) begin(now clock.Instant, req Request) (Request, error) {
+// begin stamps req as sent at now. fresh says now was just read from the
+// client's clock; otherwise the clock is read to refuse an anchor later than
+// its current reading.
+func (c *Client) begin(now clock.Instant, req Request, fresh bool) (Request, error) {
 	if err := now.Validate(); err != nil {
 		return Request{}, err
 	}
 	if now.Domain != c.clk.Domain() {
 		return Request{}, &clock.DomainError{Want: c.clk.Domain(), Got: now.Domain}
+	}
+	if !fresh {
+		cur, err := c.clk.Now()
+		if err != nil {
+			return Request{}, err
+		}
+		if now.Millis > cur.Millis {
+			return Request{}, argErr("now", "is "+now.String()+", later than the client clock's current reading "+
+				cur.String()+": a send instant from the future")
+		}
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -218,6 +263,9 @@ func (c *Client) CompleteRenewal(req Request, g Grant) (*Lease, error) {
 }
 
 func (c *Client) complete(kind Kind, req Request, g Grant) (*Lease, error) {
+	if !c.usable() {
+		return nil, errNoClient()
+	}
 	if err := req.validate(kind); err != nil {
 		return nil, err
 	}
@@ -278,7 +326,7 @@ func (g Grant) answers(req Request) error {
 }
 
 // validate checks the shape of a request of kind k.
-func (r Request) validate(k Kind) error {
+func (r *Request) validate(k Kind) error {
 	switch {
 	case r.Kind != k:
 		return &MismatchError{Field: "kind", Want: string(k), Got: string(r.Kind)}
@@ -310,20 +358,44 @@ type Lease struct {
 	grant    Grant
 }
 
+// A nil or zero Lease (not made by a Client) has the zero Token, Deadline and
+// Grant, which every gate and client refuses, and its other methods return
+// an *ArgumentError.
+func (l *Lease) usable() bool { return l != nil && l.clk != nil }
+
+func errNoLease() error {
+	return argErr("lease", "was not made by Client.CompleteAcquire or CompleteRenewal")
+}
+
 // Token returns the fencing token to present with every write.
-func (l *Lease) Token() fence.Token { return l.token }
+func (l *Lease) Token() fence.Token {
+	if l == nil {
+		return fence.Token{}
+	}
+	return l.token
+}
 
 // Deadline returns the end of the lease in the holder's clock domain.
-func (l *Lease) Deadline() clock.Instant { return l.deadline }
+func (l *Lease) Deadline() clock.Instant {
+	if l == nil {
+		return clock.Instant{}
+	}
+	return l.deadline
+}
 
 // Grant returns the grant the lease was made from.
-func (l *Lease) Grant() Grant { return l.grant }
+func (l *Lease) Grant() Grant {
+	if l == nil {
+		return Grant{}
+	}
+	return l.grant
+}
 
 // HasExpired is shorthand for HasExpiredAt with a fresh reading of the
 // holder's clock. Advisory only.
 func (l *Lease) HasExpired() (bool, error) {
-	if l == nil || l.clk == nil {
-		return false, argErr("lease", "was not made by Client.CompleteAcquire or CompleteRenewal")
+	if !l.usable() {
+		return false, errNoLease()
 	}
 	now, err := l.clk.Now()
 	if err != nil {
@@ -336,6 +408,9 @@ func (l *Lease) HasExpired() (bool, error) {
 // the holder's domain: measuring against the coordinator's
 // CoordinatorExpiresAt, for one, is a *clock.DomainError. Advisory only.
 func (l *Lease) HasExpiredAt(now clock.Instant) (bool, error) {
+	if !l.usable() {
+		return false, errNoLease()
+	}
 	if err := now.Validate(); err != nil {
 		return false, err
 	}
@@ -349,6 +424,9 @@ func (l *Lease) HasExpiredAt(now clock.Instant) (bool, error) {
 // WouldAdmit reports whether g would admit a write with this lease's token at
 // this instant. Advisory only: the floor may rise before the write.
 func (l *Lease) WouldAdmit(g *fence.Gate) (bool, error) {
+	if !l.usable() {
+		return false, errNoLease()
+	}
 	if g == nil {
 		return false, argErr("gate", "is required")
 	}

@@ -1,6 +1,10 @@
 package lease
 
 import (
+	"cmp"
+	"hash/maphash"
+	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -14,7 +18,8 @@ const ReplayCacheSize = 1024
 
 // CoordinatorConfig configures a Coordinator.
 type CoordinatorConfig struct {
-	// Clock is the coordinator's own clock. Required.
+	// Clock is the coordinator's own clock. Required; a clock with an empty
+	// domain (such as a nil *clock.Manual) is refused.
 	Clock clock.Clock
 	// TTL is how long a lease lasts from the moment the coordinator processes
 	// an acquisition or renewal. Required, positive.
@@ -27,40 +32,37 @@ type CoordinatorConfig struct {
 
 // Coordinator grants, renews and releases leases, each with a fence that is
 // strictly higher than every fence it issued before. It keeps its state in
-// memory; persisting IssuedFence and passing it back as StartFence is the
-// caller's job. Acquire is the method most callers want. A Coordinator must be
-// created with NewCoordinator and is safe for concurrent use.
+// memory; Snapshot and Restore (or IssuedFence and StartFence) carry it across
+// a restart, storing it is the caller's job. Acquire is the method most
+// callers want. A Coordinator must be created with NewCoordinator (the
+// methods of a nil or zero Coordinator return an *ArgumentError) and is safe
+// for concurrent use.
 type Coordinator struct {
 	clk    clock.Clock
 	domain string // clk.Domain(), fixed at creation
 	ttl    time.Duration
 	ms     float64 // ttl in milliseconds
 
-	mu     sync.Mutex
-	issued uint64
-	last   clock.Instant // latest reading acted on
+	mu       sync.Mutex
+	issued   uint64
+	last     float64 // latest reading acted on, if seen
+	seen     bool
+	restored bool
 	// leases holds the current or last lease of each resource. Released
 	// leases are deleted; expired ones are reused when their resource is
 	// acquired again and swept once enough new resources were added.
 	leases map[string]held
 	added  int // entries added to leases since the last sweep
-	// The replay cache: grant number n (1, 2, ...) of the last
-	// ReplayCacheSize acquire grants sits at ring[(n-1)%ReplayCacheSize],
-	// and replay maps its request id to n.
-	replay map[string]uint64
-	ring   []cached
-	grants uint64 // acquire grants made
+	replay replayCache
 }
 
+// held is a resource's lease. slot is where the grant that made it sits in
+// the replay cache's ring, if it still does (see replayCache.idOf).
 type held struct {
 	holder    string
 	fence     uint64
 	expiresAt float64 // coordinator millis
-}
-
-type cached struct {
-	grant Grant
-	n     uint64 // which grant this is; 0 once its id was granted again
+	slot      int32
 }
 
 // sweepMin is the fewest additions between two sweeps of expired leases.
@@ -68,11 +70,8 @@ const sweepMin = 1024
 
 // NewCoordinator returns a coordinator with no leases.
 func NewCoordinator(cfg CoordinatorConfig) (*Coordinator, error) {
-	if cfg.Clock == nil {
-		return nil, argErr("clock", "is required")
-	}
-	if cfg.Clock.Domain() == "" {
-		return nil, argErr("clock", "has an empty domain")
+	if err := checkClock(cfg.Clock); err != nil {
+		return nil, err
 	}
 	if cfg.TTL <= 0 {
 		return nil, argErr("ttl", "must be positive, got "+cfg.TTL.String())
@@ -87,10 +86,20 @@ func NewCoordinator(cfg CoordinatorConfig) (*Coordinator, error) {
 		ms:     clock.Millis(cfg.TTL),
 		issued: cfg.StartFence,
 		leases: make(map[string]held),
-		// The replay cache grows to ReplayCacheSize on demand, so a
-		// coordinator per resource (one per Durable Object, say) stays small.
-		replay: make(map[string]uint64),
+		replay: replayCache{seed: maphash.MakeSeed()},
 	}, nil
+}
+
+// checkClock refuses a missing clock and one with an empty domain, which is
+// what a typed nil or zero *clock.Manual or *clock.Guarded reports.
+func checkClock(clk clock.Clock) error {
+	if clk == nil {
+		return argErr("clock", "is required")
+	}
+	if clk.Domain() == "" {
+		return argErr("clock", "has an empty domain (a nil or zero clock?)")
+	}
+	return nil
 }
 
 // maxFence keeps fences exact as JavaScript numbers (2^53 - 1).
@@ -99,15 +108,36 @@ const maxFence = 1<<53 - 1
 // MaxFence is the highest fence a coordinator issues.
 const MaxFence uint64 = maxFence
 
-// Domain returns the coordinator's clock domain.
-func (c *Coordinator) Domain() string { return c.domain }
+// errNoCoordinator is returned by every method of a nil or zero Coordinator.
+func errNoCoordinator() error {
+	return argErr("coordinator", "was not made by NewCoordinator")
+}
+
+func (c *Coordinator) usable() bool { return c != nil && c.clk != nil }
+
+// Domain returns the coordinator's clock domain ("" for a nil or zero
+// Coordinator).
+func (c *Coordinator) Domain() string {
+	if c == nil {
+		return ""
+	}
+	return c.domain
+}
 
 // TTL returns the lease length.
-func (c *Coordinator) TTL() time.Duration { return c.ttl }
+func (c *Coordinator) TTL() time.Duration {
+	if c == nil {
+		return 0
+	}
+	return c.ttl
+}
 
 // IssuedFence returns the highest fence issued so far (StartFence if none).
 // Persist it and pass it as StartFence to a successor.
 func (c *Coordinator) IssuedFence() uint64 {
+	if !c.usable() {
+		return 0
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.issued
@@ -115,18 +145,28 @@ func (c *Coordinator) IssuedFence() uint64 {
 
 // Acquire is shorthand for AcquireAt with a fresh reading of the
 // coordinator's clock. The clock is read while the coordinator's lock is
-// held, so concurrent calls act on their readings in order.
-func (c *Coordinator) Acquire(req Request) (Outcome, error) {
+// held, so concurrent calls act on their readings in order, and only once
+// the request has passed every check that does not depend on the time: a
+// refused request leaves a stepping clock where it was.
+func (c *Coordinator) Acquire(req Request) (out Outcome, err error) {
+	if !c.usable() {
+		return Outcome{}, errNoCoordinator()
+	}
 	if err := req.validate(KindAcquire); err != nil {
 		return Outcome{}, err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	pos, h, err := c.acquireCheck(&req)
+	if err != nil {
+		return Outcome{}, err
+	}
 	now, err := c.clk.Now()
 	if err != nil {
 		return Outcome{}, err
 	}
-	return c.acquireLocked(now, req)
+	err = c.acquireLocked(now, &req, pos, h, &out)
+	return out, err
 }
 
 // AcquireAt processes an acquisition at now, a reading of the coordinator's
@@ -137,121 +177,174 @@ func (c *Coordinator) Acquire(req Request) (Outcome, error) {
 // fence. Otherwise: a resource whose lease is live is denied with its holder
 // and the time left, even to that same holder; a free resource (never held,
 // released, or expired) is granted with a fence above every fence issued.
-func (c *Coordinator) AcquireAt(now clock.Instant, req Request) (Outcome, error) {
+func (c *Coordinator) AcquireAt(now clock.Instant, req Request) (out Outcome, err error) {
+	if !c.usable() {
+		return Outcome{}, errNoCoordinator()
+	}
 	if err := req.validate(KindAcquire); err != nil {
 		return Outcome{}, err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.acquireLocked(now, req)
-}
-
-func (c *Coordinator) acquireLocked(now clock.Instant, req Request) (Outcome, error) {
-	if err := c.observe(now); err != nil {
+	pos, h, err := c.acquireCheck(&req)
+	if err != nil {
 		return Outcome{}, err
 	}
+	err = c.acquireLocked(now, &req, pos, h, &out)
+	return out, err
+}
+
+// acquireCheck looks req's id up in the replay cache and refuses what can be
+// refused without a reading: an id used by another holder or for another
+// resource, and any acquisition but a retry once the fences are used up. It
+// returns the cache position of the id (-1 if absent) and its hash. c.mu must
+// be held.
+func (c *Coordinator) acquireCheck(req *Request) (int, uint64, error) {
+	pos, h := c.replay.lookup(req.RequestID)
+	if pos >= 0 {
+		e := &c.replay.ring[pos]
+		if e.resource != req.Resource || e.holder != req.HolderID {
+			return 0, 0, argErr("requestId", "was already used by "+strconv.Quote(e.holder)+" for "+strconv.Quote(e.resource))
+		}
+	} else if c.issued >= maxFence {
+		return 0, 0, errExhausted()
+	}
+	return pos, h, nil
+}
+
+func errExhausted() error { return argErr("fence", "space is exhausted") }
+
+// acquireLocked fills in out (the zero Outcome) or returns an error.
+func (c *Coordinator) acquireLocked(now clock.Instant, req *Request, pos int, h uint64, out *Outcome) error {
+	if err := c.observe(now); err != nil {
+		return err
+	}
 	cur, exists := c.leases[req.Resource]
-	live := exists && now.Millis < cur.expiresAt
-	prevN, seen := c.replay[req.RequestID]
-	if seen {
-		g := c.ring[(prevN-1)%ReplayCacheSize].grant
-		if g.Resource != req.Resource || g.HolderID != req.HolderID {
-			return Outcome{}, argErr("requestId", "was already used by "+g.HolderID+" for "+g.Resource)
+	if exists && now.Millis < cur.expiresAt {
+		c.record(now)
+		if pos >= 0 && c.replay.ring[pos].fence == cur.fence {
+			// A retry of the request that made the current lease.
+			out.OK = true
+			c.cachedGrant(pos, &out.Grant)
+			return nil
 		}
-		if live && cur.fence == g.Fence {
-			c.last = now
-			return Outcome{OK: true, Grant: g}, nil
-		}
-		// The lease that request made is over; the retry is a new acquisition.
+		out.HeldBy, out.RetryAfter = cur.holder, clock.FromMillis(cur.expiresAt-now.Millis)
+		return nil
 	}
-	if live {
-		c.last = now
-		return Outcome{
-			HeldBy:     cur.holder,
-			RetryAfter: clock.FromMillis(cur.expiresAt - now.Millis),
-		}, nil
-	}
+	// The lease the cached request made (if any) is over: a retry is a new
+	// acquisition.
 	if c.issued >= maxFence {
-		return Outcome{}, argErr("fence", "space is exhausted")
+		return errExhausted()
 	}
-	c.last = now
+	c.record(now)
 	c.issued++
 	exp := now.Millis + c.ms
-	c.leases[req.Resource] = held{holder: req.HolderID, fence: c.issued, expiresAt: exp}
+	slot := c.replay.add(replayEntry{
+		requestID: req.RequestID, resource: req.Resource, holder: req.HolderID,
+		fence: c.issued, expiresAt: exp, hash: h,
+	}, pos)
+	c.leases[req.Resource] = held{holder: req.HolderID, fence: c.issued, expiresAt: exp, slot: slot}
 	if !exists {
 		c.added++
 		if c.added >= sweepMin && c.added >= len(c.leases)/2 {
-			c.sweep(now)
+			c.sweep(now.Millis)
 		}
 	}
-	g := Grant{
-		RequestID:            req.RequestID,
-		Resource:             req.Resource,
-		HolderID:             req.HolderID,
-		Fence:                c.issued,
-		TTL:                  c.ttl,
-		CoordinatorExpiresAt: clock.At(now.Domain, exp),
-	}
-	c.remember(g, prevN, seen)
-	return Outcome{OK: true, Grant: g}, nil
+	out.OK = true
+	c.grant(&out.Grant, req, c.issued, exp)
+	return nil
+}
+
+// grant fills in g, answering req with fence f until exp.
+func (c *Coordinator) grant(g *Grant, req *Request, f uint64, exp float64) {
+	g.RequestID, g.Resource, g.HolderID = req.RequestID, req.Resource, req.HolderID
+	g.Fence, g.TTL = f, c.ttl
+	g.CoordinatorExpiresAt = clock.Instant{Millis: exp, Domain: c.domain}
+}
+
+// cachedGrant fills in g with the grant at ring position pos.
+func (c *Coordinator) cachedGrant(pos int, g *Grant) {
+	e := &c.replay.ring[pos]
+	g.RequestID, g.Resource, g.HolderID = e.requestID, e.resource, e.holder
+	g.Fence, g.TTL = e.fence, c.ttl
+	g.CoordinatorExpiresAt = clock.Instant{Millis: e.expiresAt, Domain: c.domain}
 }
 
 // Renew is shorthand for RenewAt with a fresh reading of the coordinator's
-// clock, read while the coordinator's lock is held.
-func (c *Coordinator) Renew(req Request) (Outcome, error) {
+// clock, read while the coordinator's lock is held and only for a request
+// that passed every check that does not depend on the time.
+func (c *Coordinator) Renew(req Request) (out Outcome, err error) {
+	if !c.usable() {
+		return Outcome{}, errNoCoordinator()
+	}
 	if err := req.validate(KindRenew); err != nil {
 		return Outcome{}, err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if err := c.renewCheck(&req); err != nil {
+		return Outcome{}, err
+	}
 	now, err := c.clk.Now()
 	if err != nil {
 		return Outcome{}, err
 	}
-	return c.renewLocked(now, req)
+	err = c.renewLocked(now, &req, &out)
+	return out, err
 }
 
 // RenewAt processes a renewal at now. A renewal of the current, unexpired
 // lease (same holder, same fence) extends it to now+TTL, dated from the
 // coordinator's own reading, and keeps its fence. Anything else, including a
 // lease that expired while nobody else took the resource, is refused with
-// Reason Expired: an expired lease is never resurrected.
-func (c *Coordinator) RenewAt(now clock.Instant, req Request) (Outcome, error) {
+// Reason Expired: an expired lease is never resurrected. A fence this
+// coordinator never issued is an *ArgumentError.
+func (c *Coordinator) RenewAt(now clock.Instant, req Request) (out Outcome, err error) {
+	if !c.usable() {
+		return Outcome{}, errNoCoordinator()
+	}
 	if err := req.validate(KindRenew); err != nil {
 		return Outcome{}, err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.renewLocked(now, req)
-}
-
-func (c *Coordinator) renewLocked(now clock.Instant, req Request) (Outcome, error) {
-	if err := c.observe(now); err != nil {
+	if err := c.renewCheck(&req); err != nil {
 		return Outcome{}, err
 	}
+	err = c.renewLocked(now, &req, &out)
+	return out, err
+}
+
+func (c *Coordinator) renewCheck(req *Request) error {
 	if req.Fence > c.issued {
-		return Outcome{}, argErr("fence", "was never issued by this coordinator")
+		return argErr("fence", "was never issued by this coordinator")
 	}
-	c.last = now
+	return nil
+}
+
+func (c *Coordinator) renewLocked(now clock.Instant, req *Request, out *Outcome) error {
+	if err := c.observe(now); err != nil {
+		return err
+	}
+	c.record(now)
 	cur, ok := c.leases[req.Resource]
 	if !ok || cur.holder != req.HolderID || cur.fence != req.Fence || now.Millis >= cur.expiresAt {
-		return Outcome{Reason: Expired}, nil
+		out.Reason = Expired
+		return nil
 	}
 	cur.expiresAt = now.Millis + c.ms
 	c.leases[req.Resource] = cur
-	return Outcome{OK: true, Grant: Grant{
-		RequestID:            req.RequestID,
-		Resource:             req.Resource,
-		HolderID:             req.HolderID,
-		Fence:                cur.fence,
-		TTL:                  c.ttl,
-		CoordinatorExpiresAt: clock.At(now.Domain, cur.expiresAt),
-	}}, nil
+	out.OK = true
+	c.grant(&out.Grant, req, cur.fence, cur.expiresAt)
+	return nil
 }
 
 // Release is shorthand for ReleaseAt with a fresh reading of the
 // coordinator's clock, read while the coordinator's lock is held.
 func (c *Coordinator) Release(tok fence.Token) (bool, error) {
+	if !c.usable() {
+		return false, errNoCoordinator()
+	}
 	if err := tok.Validate(); err != nil {
 		return false, err
 	}
@@ -269,6 +362,9 @@ func (c *Coordinator) Release(tok fence.Token) (bool, error) {
 // ended is not an error and changes nothing. The next acquisition gets a
 // higher fence either way.
 func (c *Coordinator) ReleaseAt(now clock.Instant, tok fence.Token) (bool, error) {
+	if !c.usable() {
+		return false, errNoCoordinator()
+	}
 	if err := tok.Validate(); err != nil {
 		return false, err
 	}
@@ -281,7 +377,7 @@ func (c *Coordinator) releaseLocked(now clock.Instant, tok fence.Token) (bool, e
 	if err := c.observe(now); err != nil {
 		return false, err
 	}
-	c.last = now
+	c.record(now)
 	cur, ok := c.leases[tok.Resource]
 	if !ok || cur.holder != tok.HolderID || cur.fence != tok.Fence || now.Millis >= cur.expiresAt {
 		return false, nil
@@ -291,8 +387,14 @@ func (c *Coordinator) releaseLocked(now clock.Instant, tok fence.Token) (bool, e
 }
 
 // Holder reports who holds resource at now, and the fence and the time left,
-// or ok false if nobody does.
+// or ok false if nobody does. It is a query: now must be a usable reading
+// (the coordinator's domain, not earlier than a reading already acted on),
+// but it is not recorded, so asking about a later instant does not hold
+// back the operations that follow.
 func (c *Coordinator) Holder(now clock.Instant, resource string) (holder string, fence uint64, left time.Duration, ok bool, err error) {
+	if !c.usable() {
+		return "", 0, 0, false, errNoCoordinator()
+	}
 	if resource == "" {
 		return "", 0, 0, false, argErr("resource", "must not be empty")
 	}
@@ -301,7 +403,6 @@ func (c *Coordinator) Holder(now clock.Instant, resource string) (holder string,
 	if err := c.observe(now); err != nil {
 		return "", 0, 0, false, err
 	}
-	c.last = now
 	cur, ok := c.leases[resource]
 	if !ok || now.Millis >= cur.expiresAt {
 		return "", 0, 0, false, nil
@@ -311,7 +412,7 @@ func (c *Coordinator) Holder(now clock.Instant, resource string) (holder string,
 
 // observe checks that now is a usable reading of the coordinator's clock: its
 // domain, finite, and not earlier than a reading already acted on. It changes
-// nothing; a call that succeeds records now in c.last.
+// nothing; a call that acts on now records it (record).
 func (c *Coordinator) observe(now clock.Instant) error {
 	if err := now.Validate(); err != nil {
 		return err
@@ -319,33 +420,14 @@ func (c *Coordinator) observe(now clock.Instant) error {
 	if now.Domain != c.domain {
 		return &clock.DomainError{Want: c.domain, Got: now.Domain}
 	}
-	if c.last.Domain != "" && now.Millis < c.last.Millis {
-		return &clock.ReadingError{Domain: now.Domain, Problem: clock.Backwards, Value: now.Millis, Previous: c.last.Millis}
+	if c.seen && now.Millis < c.last {
+		return &clock.ReadingError{Domain: now.Domain, Problem: clock.Backwards, Value: now.Millis, Previous: c.last}
 	}
 	return nil
 }
 
-// remember records g, the newest acquire grant, in the replay cache,
-// evicting the oldest of the last ReplayCacheSize. prevN is the number of the
-// cached grant with the same request id, if seen: that slot is retired so its
-// eviction later leaves the newer entry alone.
-func (c *Coordinator) remember(g Grant, prevN uint64, seen bool) {
-	if seen {
-		c.ring[(prevN-1)%ReplayCacheSize].n = 0
-	}
-	c.grants++
-	n := c.grants
-	if len(c.ring) < ReplayCacheSize {
-		c.ring = append(c.ring, cached{grant: g, n: n})
-	} else {
-		old := &c.ring[(n-1)%ReplayCacheSize]
-		if old.n != 0 {
-			delete(c.replay, old.grant.RequestID)
-		}
-		*old = cached{grant: g, n: n}
-	}
-	c.replay[g.RequestID] = n
-}
+// record notes now, which a call is acting on, as the latest reading.
+func (c *Coordinator) record(now clock.Instant) { c.last, c.seen = now.Millis, true }
 
 // sweep deletes the entries of leases that are over at now. It runs once
 // the entries added since the last sweep reach half the map (and at least
@@ -353,11 +435,187 @@ func (c *Coordinator) remember(g Grant, prevN uint64, seen bool) {
 // holds at most about twice the live leases plus sweepMin. A resource's
 // entry says nothing once its lease is over: acquire, renew, release and
 // Holder answer the same with or without it.
-func (c *Coordinator) sweep(now clock.Instant) {
+func (c *Coordinator) sweep(now float64) {
 	for res, h := range c.leases {
-		if now.Millis >= h.expiresAt {
+		if now >= h.expiresAt {
 			delete(c.leases, res)
 		}
 	}
 	c.added = 0
+}
+
+// LeaseState is one resource's lease as a store keeps it.
+type LeaseState struct {
+	Resource string
+	HolderID string
+	// RequestID is the id of the acquisition that made the lease while the
+	// replay cache still holds that grant, so that a retry of it is answered
+	// with the grant; empty once the grant left the cache (a retry of it is
+	// then a new acquisition).
+	RequestID string
+	Fence     uint64
+	// ExpiresAt is when the lease ends, in the coordinator's clock domain.
+	ExpiresAt clock.Instant
+}
+
+// Snapshot is a coordinator's whole state: the highest fence issued and the
+// leases it holds. Restore makes a new coordinator continue from it.
+type Snapshot struct {
+	IssuedFence uint64
+	// Leases are in increasing order of fence. A lease whose ExpiresAt has
+	// passed is one that ran out and was not yet swept; it holds nothing.
+	Leases []LeaseState
+}
+
+// Snapshot returns a consistent copy of the coordinator's state, taken under
+// its lock. It reads no clock. A nil or zero Coordinator returns the zero
+// Snapshot.
+func (c *Coordinator) Snapshot() Snapshot {
+	if !c.usable() {
+		return Snapshot{}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := Snapshot{IssuedFence: c.issued, Leases: make([]LeaseState, 0, len(c.leases))}
+	for res, h := range c.leases {
+		s.Leases = append(s.Leases, c.stateOf(res, h))
+	}
+	slices.SortFunc(s.Leases, func(a, b LeaseState) int { return cmp.Compare(a.Fence, b.Fence) })
+	return s
+}
+
+// LeaseOf returns the lease record of resource: its current lease, or its
+// last one if that expired and was not swept yet (compare ExpiresAt with a
+// reading). ok is false if the coordinator keeps no record of resource
+// (never held, released, or swept). It reads no clock.
+func (c *Coordinator) LeaseOf(resource string) (LeaseState, bool) {
+	if !c.usable() {
+		return LeaseState{}, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	h, ok := c.leases[resource]
+	if !ok {
+		return LeaseState{}, false
+	}
+	return c.stateOf(resource, h), true
+}
+
+func (c *Coordinator) stateOf(res string, h held) LeaseState {
+	return LeaseState{
+		Resource:  res,
+		HolderID:  h.holder,
+		RequestID: c.replay.idOf(h.slot, h.fence),
+		Fence:     h.fence,
+		ExpiresAt: clock.Instant{Millis: h.expiresAt, Domain: c.domain},
+	}
+}
+
+// Restore loads s into a coordinator that has issued nothing and holds
+// nothing (fresh from NewCoordinator, not restored before), and reads the
+// coordinator's clock once to check that no lease ends later than now+TTL: a
+// lease from the future is refused. It checks everything before changing
+// anything and either restores all of s or returns an error and changes
+// nothing:
+//
+//   - IssuedFence at most MaxFence; the coordinator continues from the
+//     higher of it and its StartFence;
+//   - every lease: a non-empty Resource and HolderID, a Fence from 1 to
+//     IssuedFence, an ExpiresAt that is finite and in the coordinator's
+//     domain (*clock.DomainError otherwise);
+//   - no two leases with the same resource, fence or (non-empty) request id.
+//
+// Leases with a RequestID are put back in the replay cache, in order of
+// fence (the last ReplayCacheSize of them), so a retry of the acquisition
+// that made a restored live lease is answered with its grant: the same
+// request id, resource, holder and fence, this coordinator's TTL, and the
+// lease's ExpiresAt as CoordinatorExpiresAt. Restore with the TTL the leases
+// were granted under.
+func (c *Coordinator) Restore(s Snapshot) error {
+	if !c.usable() {
+		return errNoCoordinator()
+	}
+	if s.IssuedFence > maxFence {
+		return argErr("snapshot.issuedFence", "is above MaxFence")
+	}
+	byRes := make(map[string]struct{}, len(s.Leases))
+	byFence := make(map[uint64]struct{}, len(s.Leases))
+	byID := make(map[string]struct{})
+	for i, l := range s.Leases {
+		arg := "snapshot.leases[" + strconv.Itoa(i) + "]"
+		switch {
+		case l.Resource == "":
+			return argErr(arg+".resource", "must not be empty")
+		case l.HolderID == "":
+			return argErr(arg+".holderId", "must not be empty")
+		case l.Fence == 0:
+			return argErr(arg+".fence", "must be at least 1")
+		case l.Fence > s.IssuedFence:
+			return argErr(arg+".fence", "is above the snapshot's issuedFence "+strconv.FormatUint(s.IssuedFence, 10))
+		}
+		if err := l.ExpiresAt.Validate(); err != nil {
+			return argErr(arg+".expiresAt", "is not a valid instant: "+err.Error())
+		}
+		if l.ExpiresAt.Domain != c.domain {
+			return &clock.DomainError{Want: c.domain, Got: l.ExpiresAt.Domain}
+		}
+		if _, dup := byRes[l.Resource]; dup {
+			return argErr(arg+".resource", strconv.Quote(l.Resource)+" has two leases")
+		}
+		if _, dup := byFence[l.Fence]; dup {
+			return argErr(arg+".fence", strconv.FormatUint(l.Fence, 10)+" belongs to two leases")
+		}
+		byRes[l.Resource], byFence[l.Fence] = struct{}{}, struct{}{}
+		if l.RequestID != "" {
+			if _, dup := byID[l.RequestID]; dup {
+				return argErr(arg+".requestId", strconv.Quote(l.RequestID)+" made two leases")
+			}
+			byID[l.RequestID] = struct{}{}
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.restored || c.replay.grants > 0 || len(c.leases) > 0 {
+		return argErr("coordinator", "has already issued or restored leases; restore into a new one")
+	}
+	now, err := c.clk.Now()
+	if err != nil {
+		return err
+	}
+	if err := c.observe(now); err != nil {
+		return err
+	}
+	for i, l := range s.Leases {
+		if l.ExpiresAt.Millis > now.Millis+c.ms {
+			return argErr("snapshot.leases["+strconv.Itoa(i)+"].expiresAt", "is "+l.ExpiresAt.String()+
+				", later than now+TTL ("+now.AddMillis(c.ms).String()+"): a lease from the future")
+		}
+	}
+	order := slices.Clone(s.Leases)
+	slices.SortFunc(order, func(a, b LeaseState) int { return cmp.Compare(a.Fence, b.Fence) })
+	var replayed []LeaseState
+	for _, l := range order {
+		c.leases[l.Resource] = held{holder: l.HolderID, fence: l.Fence, expiresAt: l.ExpiresAt.Millis, slot: -1}
+		if l.RequestID != "" {
+			replayed = append(replayed, l)
+		}
+	}
+	// The cache holds the last ReplayCacheSize grants: those with the
+	// highest fences.
+	if len(replayed) > ReplayCacheSize {
+		replayed = replayed[len(replayed)-ReplayCacheSize:]
+	}
+	for _, l := range replayed {
+		_, h := c.replay.lookup(l.RequestID)
+		rec := c.leases[l.Resource]
+		rec.slot = c.replay.add(replayEntry{
+			requestID: l.RequestID, resource: l.Resource, holder: l.HolderID,
+			fence: l.Fence, expiresAt: l.ExpiresAt.Millis, hash: h,
+		}, -1)
+		c.leases[l.Resource] = rec
+	}
+	c.issued = max(c.issued, s.IssuedFence)
+	c.restored = true
+	c.added = 0
+	return nil
 }

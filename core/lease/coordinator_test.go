@@ -178,7 +178,9 @@ func TestCoordinatorBadInput(t *testing.T) {
 	held := cstep{op: "holder", want: "held", heldBy: "a", wantFence: 1, left: 500 * time.Millisecond, wantIssued: 1}
 	steps := []cstep{
 		{name: "Setup", at: t0, op: "acquire", id: "a1", holder: "a", want: "grant", wantFence: 1, wantIssued: 1},
-		{name: "Reading500", at: t500, op: "holder", want: "held", heldBy: "a", wantFence: 1, left: 500 * time.Millisecond, wantIssued: 1},
+		// An ignored release records the reading 500 without changing the
+		// lease (Holder, a query, would not record it).
+		{name: "Reading500", at: t500, op: "release", holder: "z", fence: 1, want: "kept", wantIssued: 1},
 		{name: "EmptyRequestID", at: t500, op: "acquire", req: bad(func(r *lease.Request) { r.RequestID = "" }), want: "arg", wantIssued: 1},
 		{name: "EmptyResource", at: t500, op: "acquire", req: bad(func(r *lease.Request) { r.Resource = "" }), want: "arg", wantIssued: 1},
 		{name: "EmptyHolder", at: t500, op: "acquire", req: bad(func(r *lease.Request) { r.HolderID = "" }), want: "arg", wantIssued: 1},
@@ -301,7 +303,15 @@ func TestReplayCache(t *testing.T) {
 	})
 }
 
-// The cache holds the last ReplayCacheSize acquire grants. A retry whose
+// The spec's number, pinned: the tests below count 1023 and 1024 grants as
+// literals so that a change of the constant fails them.
+func TestReplayCacheSizeIs1024(t *testing.T) {
+	if lease.ReplayCacheSize != 1024 {
+		t.Fatalf("ReplayCacheSize = %d; the spec says the cache holds the last 1024 acquire grants", lease.ReplayCacheSize)
+	}
+}
+
+// The cache holds the last 1024 acquire grants. A retry whose
 // entry was evicted is a new acquisition: while its own lease is live that
 // is a denial (the holder already holds it), and once the lease is over it
 // burns a new fence, where a cached retry would have been answered at once
@@ -317,12 +327,12 @@ func TestReplayCacheEviction(t *testing.T) {
 			mustGrant(t)(c.AcquireAt(at(1), acquireReq(id, "o", id)))
 		}
 	}
-	others(0, lease.ReplayCacheSize-1)
+	others(0, 1023)
 	if g := mustGrant(t)(c.AcquireAt(at(1), x)); g != gx {
-		t.Fatalf("retry after %d other grants = %+v, want the original %+v", lease.ReplayCacheSize-1, g, gx)
+		t.Fatalf("retry after %d other grants = %+v, want the original %+v", 1023, g, gx)
 	}
 	issued := c.IssuedFence()
-	others(lease.ReplayCacheSize, 1)
+	others(1024, 1)
 	out, err := c.AcquireAt(at(1), x)
 	if err != nil || out.OK || out.HeldBy != "h" {
 		t.Fatalf("evicted retry while its lease is live = %+v, %v; want denied, held by h", out, err)
@@ -350,7 +360,7 @@ func TestReplayCacheRegrantedIDKeepsNewSlot(t *testing.T) {
 	if g2.Fence != 2 {
 		t.Fatalf("fence %d", g2.Fence)
 	}
-	for i := 0; i < lease.ReplayCacheSize-1; i++ { // evicts slot 1 (x's first grant)
+	for i := 0; i < 1023; i++ { // evicts slot 1 (x's first grant)
 		id := "o" + itoa(i)
 		mustGrant(t)(c.AcquireAt(at(1), acquireReq(id, "o", id)))
 	}

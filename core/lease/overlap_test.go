@@ -425,12 +425,17 @@ func TestContainmentProperty(t *testing.T) {
 		}
 
 		co := newCoordinator(t, manual(t, coordDomain, 0, 0), ttl, 0)
-		cl := newClient(t, manual(t, "agent", 0, 0), "h", skew)
+		// The holder's clock is set to each send instant before the request
+		// is stamped with it (BeginAcquireAt refuses an anchor later than
+		// the clock's reading). Its readings start at oA >= -1e6.
+		hclk := manual(t, "agent", -2e6, 0)
+		cl := newClient(t, hclk, "h", skew)
 
 		// Acquisition.
 		tSend := rng.Float64() * 1e6
 		tProc := tSend + delay(2*ttlMs) + delay(ttlMs/10)
 		tRecv := tProc + delay(2*ttlMs)
+		must(t, hclk.Set(holderAt(tSend).Millis))
 		req, err := cl.BeginAcquireAt(holderAt(tSend), "r")
 		must(t, err)
 		g := mustGrant(t)(co.AcquireAt(coordAt(tProc), req))
@@ -471,6 +476,7 @@ func TestContainmentProperty(t *testing.T) {
 		tSend2 := tCheck + rng.Float64()*(tDeadline-tCheck)
 		tProc2 := tSend2 + delay(ttlMs) + delay(ttlMs/10)
 		tRecv2 := tProc2 + delay(2*ttlMs)
+		must(t, hclk.Set(holderAt(tSend2).Millis))
 		rreq, err := cl.BeginRenewalAt(holderAt(tSend2), l)
 		must(t, err)
 		out, err := co.RenewAt(coordAt(tProc2), rreq)

@@ -33,6 +33,10 @@ func Acquire(clk clock.Clock, ttl time.Duration) (*Lease, error) {
 	if clk == nil {
 		return nil, &ArgumentError{Pkg: "naive", Arg: "clock", Reason: "is required"}
 	}
+	if clk.Domain() == "" {
+		// A typed nil or zero *clock.Manual or *clock.Guarded.
+		return nil, &ArgumentError{Pkg: "naive", Arg: "clock", Reason: "has an empty domain (a nil or zero clock?)"}
+	}
 	if ttl <= 0 {
 		return nil, &ArgumentError{Pkg: "naive", Arg: "ttl", Reason: "must be positive, got " + ttl.String()}
 	}
@@ -40,9 +44,20 @@ func Acquire(clk clock.Clock, ttl time.Duration) (*Lease, error) {
 	return l, l.Renewed()
 }
 
+func (l *Lease) usable() error {
+	if l == nil || l.clk == nil {
+		return &ArgumentError{Pkg: "naive", Arg: "lease", Reason: "was not made by Acquire"}
+	}
+	return nil
+}
+
 // Valid reports now < expiresAt. The naive holder checks it immediately before
 // writing, and then writes regardless of how long the write takes to land.
+// A nil or zero Lease returns an *ArgumentError.
 func (l *Lease) Valid() (bool, error) {
+	if err := l.usable(); err != nil {
+		return false, err
+	}
 	now, err := l.clk.Now()
 	if err != nil {
 		return false, err
@@ -51,8 +66,11 @@ func (l *Lease) Valid() (bool, error) {
 }
 
 // Renewed sets expiresAt = now + ttl on a renewal reply, dating the lease from
-// the reply's arrival.
+// the reply's arrival. A nil or zero Lease returns an *ArgumentError.
 func (l *Lease) Renewed() error {
+	if err := l.usable(); err != nil {
+		return err
+	}
 	now, err := l.clk.Now()
 	if err != nil {
 		return err
@@ -61,5 +79,10 @@ func (l *Lease) Renewed() error {
 	return nil
 }
 
-// ExpiresAt returns the stored deadline.
-func (l *Lease) ExpiresAt() clock.Instant { return l.expiresAt }
+// ExpiresAt returns the stored deadline (the zero Instant for a nil Lease).
+func (l *Lease) ExpiresAt() clock.Instant {
+	if l == nil {
+		return clock.Instant{}
+	}
+	return l.expiresAt
+}

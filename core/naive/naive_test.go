@@ -99,6 +99,8 @@ func TestNaiveBadInput(t *testing.T) {
 		arg  string
 	}{
 		{"NilClock", nil, time.Second, "clock"},
+		{"TypedNilClock", (*clock.Manual)(nil), time.Second, "clock"},
+		{"ZeroClock", &clock.Manual{}, time.Second, "clock"},
 		{"ZeroTTL", clk, 0, "ttl"},
 		{"NegativeTTL", clk, -time.Second, "ttl"},
 	}
@@ -139,5 +141,21 @@ func TestNaiveClockErrors(t *testing.T) {
 	}
 	if l.ExpiresAt().Millis != 1100 {
 		t.Fatalf("failed renewal changed ExpiresAt to %v", l.ExpiresAt())
+	}
+}
+
+// A nil or zero naive Lease answers with errors, not panics.
+func TestNaiveNilAndZeroLease(t *testing.T) {
+	for name, l := range map[string]*naive.Lease{"nil": nil, "zero": {}} {
+		var ae *naive.ArgumentError
+		if _, err := l.Valid(); !errors.As(err, &ae) || ae.Arg != "lease" {
+			t.Fatalf("%s Valid: %v", name, err)
+		}
+		if err := l.Renewed(); !errors.As(err, &ae) || ae.Arg != "lease" {
+			t.Fatalf("%s Renewed: %v", name, err)
+		}
+		if l.ExpiresAt() != (clock.Instant{}) {
+			t.Fatalf("%s ExpiresAt = %v", name, l.ExpiresAt())
+		}
 	}
 }
