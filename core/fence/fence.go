@@ -10,10 +10,30 @@
 package fence
 
 import (
+	"context"
 	"strconv"
 	"sync"
 	"sync/atomic"
 )
+
+// MaxFence is the highest fence a gate accepts: 2^53-1, the largest integer
+// a JavaScript number holds exactly, and the highest fence a coordinator
+// issues. A larger fence can only be forged or corrupted, and admitting it
+// would raise the floor past every fence a coordinator can ever issue, locking
+// the resource for good; it is refused as invalid input instead.
+const MaxFence uint64 = 1<<53 - 1
+
+// MaxIDBytes is the longest resource name or holder id a gate accepts, in
+// bytes: the bound the wire protocol puts on every string. Together with the
+// bounded rejections log it caps what a loop of refusals can keep in memory.
+const MaxIDBytes = 1024
+
+// DefaultMaxRejections is how many refusals a gate keeps when
+// Options.MaxRejections is zero.
+const DefaultMaxRejections = 1000
+
+// MaxMaxRejections is the largest Options.MaxRejections a gate accepts.
+const MaxMaxRejections = 1 << 20
 
 // Token is what a holder presents with a write: the resource, who holds it and
 // the fence of the generation it holds.
@@ -28,16 +48,23 @@ func (t Token) String() string {
 	return strconv.Quote(t.HolderID) + "@" + strconv.Quote(t.Resource) + "#" + strconv.FormatUint(t.Fence, 10)
 }
 
-// Validate reports whether t is well formed: non-empty resource and holder,
-// and a fence of at least 1 (coordinators never issue fence 0).
+// Validate reports whether t is well formed: a resource and a holder of 1 to
+// MaxIDBytes bytes, and a fence from 1 (coordinators never issue fence 0) to
+// MaxFence.
 func (t Token) Validate() error {
 	switch {
 	case t.Resource == "":
 		return &ArgumentError{Pkg: "fence", Arg: "token.resource", Reason: "must not be empty"}
+	case len(t.Resource) > MaxIDBytes:
+		return &ArgumentError{Pkg: "fence", Arg: "token.resource", Reason: "must be at most " + strconv.Itoa(MaxIDBytes) + " bytes"}
 	case t.HolderID == "":
 		return &ArgumentError{Pkg: "fence", Arg: "token.holderId", Reason: "must not be empty"}
+	case len(t.HolderID) > MaxIDBytes:
+		return &ArgumentError{Pkg: "fence", Arg: "token.holderId", Reason: "must be at most " + strconv.Itoa(MaxIDBytes) + " bytes"}
 	case t.Fence == 0:
 		return &ArgumentError{Pkg: "fence", Arg: "token.fence", Reason: "must be at least 1"}
+	case t.Fence > MaxFence:
+		return &ArgumentError{Pkg: "fence", Arg: "token.fence", Reason: "must be at most " + strconv.FormatUint(MaxFence, 10)}
 	}
 	return nil
 }
@@ -56,57 +83,116 @@ type Rejection struct {
 type Options struct {
 	// InitialFloor is the lowest fence the gate admits before it has seen any
 	// token. Set it to a persisted floor so a restarted resource keeps
-	// refusing the generations it had already superseded.
+	// refusing the generations it had already superseded. At most MaxFence.
 	InitialFloor uint64
+
+	// MaxRejections is how many of the most recent refusals the log keeps:
+	// 1 to MaxMaxRejections, or 0 for DefaultMaxRejections (1000). Older
+	// entries are dropped; RejectionCount keeps counting all of them.
+	MaxRejections int
 }
 
-// Gate stands in front of one resource. Commit is the method most callers
-// want. A Gate must be created with NewGate; it is safe for concurrent use.
+// Gate stands in front of one resource. Commit (a synchronous write) and
+// CommitContext (a write that waits, or does I/O, under a context) are the
+// methods most callers want. A Gate must be created with NewGate; it is safe
+// for concurrent use. The zero Gate, and a nil *Gate, refuse every call with
+// an *ArgumentError.
 //
-// The check and the write are one step: a Commit raises the floor to its
-// fence, then runs its write while holding the gate's write lock, checking
-// the floor once more under that lock. A write never runs while another
-// write is running, and never after a write with a higher fence began.
+// Writes on a gate run one at a time, whichever of Commit and CommitContext
+// starts them. A write's fence is checked against the floor when its turn
+// comes, and the floor is raised to it before the write runs, so a write
+// never runs while another write is running, and never after a write with a
+// higher fence began.
 type Gate struct {
 	resource string
+	maxRej   int
 
 	floor   atomic.Uint64 // highest fence admitted; written only under mu
 	claimed atomic.Bool   // a token has been admitted at the current floor
-	writeMu sync.Mutex    // held while a write callback runs
+
+	turn  writeLock // held while a write runs; shared by Commit and CommitContext
+	ready bool      // made by NewGate
 
 	mu          sync.Mutex // guards the fields below and raises of floor
 	floorHolder string
-	rejections  []Rejection
+	ring        []Rejection // the most recent refusals; ring[count%maxRej] is the next slot
+	count       uint64      // refusals so far
 }
+
+var errNoGate = &ArgumentError{Pkg: "fence", Arg: "gate", Reason: "is nil or was not created with NewGate"}
 
 // NewGate returns a gate for resource.
 func NewGate(resource string, opts Options) (*Gate, error) {
-	if resource == "" {
+	switch {
+	case resource == "":
 		return nil, &ArgumentError{Pkg: "fence", Arg: "resource", Reason: "must not be empty"}
+	case len(resource) > MaxIDBytes:
+		return nil, &ArgumentError{Pkg: "fence", Arg: "resource", Reason: "must be at most " + strconv.Itoa(MaxIDBytes) + " bytes"}
+	case opts.InitialFloor > MaxFence:
+		return nil, &ArgumentError{Pkg: "fence", Arg: "options.initialFloor", Reason: "must be at most " + strconv.FormatUint(MaxFence, 10)}
+	case opts.MaxRejections < 0 || opts.MaxRejections > MaxMaxRejections:
+		return nil, &ArgumentError{Pkg: "fence", Arg: "options.maxRejections", Reason: "must be from 1 to " + strconv.Itoa(MaxMaxRejections) + ", or 0 for the default"}
 	}
-	g := &Gate{resource: resource}
+	g := &Gate{resource: resource, maxRej: opts.MaxRejections, ready: true}
+	if g.maxRej == 0 {
+		g.maxRej = DefaultMaxRejections
+	}
 	g.floor.Store(opts.InitialFloor)
 	return g, nil
 }
 
-// Resource returns the resource the gate guards.
-func (g *Gate) Resource() string { return g.resource }
-
-// Floor returns the highest fence the gate has admitted (or its initial floor).
-func (g *Gate) Floor() uint64 { return g.floor.Load() }
-
-// Rejections returns a copy of the rejections log, oldest first.
-func (g *Gate) Rejections() []Rejection {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return append([]Rejection(nil), g.rejections...)
+// Resource returns the resource the gate guards ("" for a nil or zero Gate).
+func (g *Gate) Resource() string {
+	if g == nil {
+		return ""
+	}
+	return g.resource
 }
 
-// RejectionCount returns the number of refusals so far.
-func (g *Gate) RejectionCount() int {
+// Floor returns the highest fence the gate has admitted (or its initial floor).
+func (g *Gate) Floor() uint64 {
+	if g == nil {
+		return 0
+	}
+	return g.floor.Load()
+}
+
+// MaxRejections returns how many refusals the log keeps.
+func (g *Gate) MaxRejections() int {
+	if g == nil {
+		return 0
+	}
+	return g.maxRej
+}
+
+// Rejections returns a copy of the most recent refusals (at most
+// MaxRejections of them), oldest first. Their Seq numbers tell how many older
+// ones were dropped. It costs O(MaxRejections), however many refusals there
+// have been.
+func (g *Gate) Rejections() []Rejection {
+	if g == nil || g.maxRej == 0 {
+		return nil
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return len(g.rejections)
+	if len(g.ring) < g.maxRej {
+		return append([]Rejection(nil), g.ring...)
+	}
+	at := int(g.count % uint64(g.maxRej))
+	out := make([]Rejection, 0, len(g.ring))
+	out = append(out, g.ring[at:]...)
+	return append(out, g.ring[:at]...)
+}
+
+// RejectionCount returns the number of refusals so far, including those the
+// log no longer keeps. It equals the Seq of the newest rejection.
+func (g *Gate) RejectionCount() int {
+	if g == nil {
+		return 0
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return int(g.count)
 }
 
 // Commit runs write if tok's fence is not below the floor, as one step with
@@ -116,32 +202,68 @@ func (g *Gate) RejectionCount() int {
 // *StaleFenceError, appended to the rejections log, and write does not run.
 // Otherwise Commit returns what write returns.
 //
-// Inside write, a Commit to the same gate with an older fence is refused at
-// once. A Commit with the same or a newer fence waits for write to return, so
-// calling it from inside write on the same goroutine deadlocks.
+// While another write runs on the gate, a Commit with an older fence is
+// refused at once; one with the same or a newer fence waits for its turn and
+// is checked again then, so a token that became stale while it waited is
+// refused. Calling Commit with the same or a newer fence from inside write
+// deadlocks. Use CommitContext when the wait must be bounded.
 func (g *Gate) Commit(tok Token, write func() error) error {
 	if write == nil {
+		return &ArgumentError{Pkg: "fence", Arg: "write", Reason: "must not be nil"}
+	}
+	if err := g.precheck(tok); err != nil {
+		return err
+	}
+	g.turn.lock(nil)
+	defer g.turn.unlock()
+	if err := g.raise(tok); err != nil {
+		return err
+	}
+	return write()
+}
+
+// CommitContext is Commit for a write that takes a context: one that does I/O
+// or waits. It gives the same guarantees as Commit and shares its write lock,
+// so writes through Commit and CommitContext on one gate run one at a time.
+//
+// While CommitContext waits for the running write to finish, it honours ctx:
+// if ctx is done first (or already done when called), it returns ctx.Err(),
+// write does not run, nothing is logged and the floor does not move. Once its
+// turn comes the token is checked against the floor, which is raised before
+// write(ctx) runs. A running write is not interrupted: it gets ctx and should
+// pass it to its own I/O. CommitContext returns what write returns.
+func (g *Gate) CommitContext(ctx context.Context, tok Token, write func(context.Context) error) error {
+	switch {
+	case ctx == nil:
+		return &ArgumentError{Pkg: "fence", Arg: "ctx", Reason: "must not be nil"}
+	case write == nil:
 		return &ArgumentError{Pkg: "fence", Arg: "write", Reason: "must not be nil"}
 	}
 	if err := g.check(tok); err != nil {
 		return err
 	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := g.precheck(tok); err != nil {
+		return err
+	}
+	if !g.turn.lock(ctx.Done()) {
+		return ctx.Err()
+	}
+	defer g.turn.unlock()
 	if err := g.raise(tok); err != nil {
 		return err
 	}
-	g.writeMu.Lock()
-	defer g.writeMu.Unlock()
-	if tok.Fence < g.floor.Load() {
-		// A newer holder raised the floor while this commit waited its turn.
-		return g.refuse(tok)
-	}
-	return write()
+	return write(ctx)
 }
 
 // Admit raises the floor to tok's fence without writing, so a coordinator can
 // push a new generation to the resource at reassignment and the old holder is
 // refused even before the new one writes. A token below the floor is refused
-// and logged like a stale write.
+// and logged like a stale write. Admit does not wait for a running write (it
+// has already started); writes still waiting are checked against the raised
+// floor when their turn comes.
 func (g *Gate) Admit(tok Token) error {
 	if err := g.check(tok); err != nil {
 		return err
@@ -160,14 +282,29 @@ func (g *Gate) WouldAdmit(tok Token) (bool, error) {
 }
 
 func (g *Gate) check(tok Token) error {
+	if g == nil || !g.ready {
+		return errNoGate
+	}
 	if tok.Resource != g.resource {
 		if err := tok.Validate(); err != nil {
 			return err
 		}
 		return &ResourceMismatchError{Gate: g.resource, Token: tok.Resource}
 	}
-	if tok.HolderID == "" || tok.Fence == 0 {
+	if tok.HolderID == "" || tok.Fence == 0 || tok.Fence > MaxFence || len(tok.HolderID) > MaxIDBytes {
 		return tok.Validate()
+	}
+	return nil
+}
+
+// precheck validates tok and refuses it at once if it is already below the
+// floor (as it is when an older fence arrives while a newer write runs).
+func (g *Gate) precheck(tok Token) error {
+	if err := g.check(tok); err != nil {
+		return err
+	}
+	if tok.Fence < g.floor.Load() {
+		return g.refuse(tok)
 	}
 	return nil
 }
@@ -203,14 +340,19 @@ func (g *Gate) refuse(tok Token) error {
 }
 
 func (g *Gate) refuseLocked(tok Token) error {
+	g.count++
 	r := Rejection{
-		Seq:            uint64(len(g.rejections)) + 1,
+		Seq:            g.count,
 		Resource:       g.resource,
 		RefusedHolder:  tok.HolderID,
 		RefusedFence:   tok.Fence,
 		AdmittedHolder: g.floorHolder,
 		AdmittedFence:  g.floor.Load(),
 	}
-	g.rejections = append(g.rejections, r)
+	if len(g.ring) < g.maxRej {
+		g.ring = append(g.ring, r)
+	} else {
+		g.ring[(g.count-1)%uint64(g.maxRej)] = r
+	}
 	return &StaleFenceError{Rejection: r}
 }
