@@ -3,7 +3,7 @@
 # wasm/js/wasm_exec.mjs (Go's wasm_exec.js made into a module that leaves
 # globalThis alone, generated from the installed Go's copy).
 BUILD += build-wasm
-TESTS += test-js test-wasm-fuzz-go
+TESTS += test-js test-consumers test-wasm-fuzz-go
 BENCH += bench-js
 
 WASM_LIB  := wasm/js/lease-fence.wasm
@@ -12,7 +12,7 @@ WASM_EXEC := wasm/js/wasm_exec.mjs
 WASM_EXEC_JS := wasm/js/wasm_exec.js
 WASM_SRC   = $(shell find core wasm/lib -name '*.go' -not -name '*_test.go') go.mod
 
-.PHONY: build-wasm test-js test-wasm-fuzz-go bench-js
+.PHONY: build-wasm test-js test-consumers test-wasm-fuzz-go bench-js
 build-wasm: $(WASM_LIB) $(WASM_EXEC) $(WASM_EXEC_JS)
 
 $(WASM_LIB): $(WASM_SRC)
@@ -32,6 +32,14 @@ test-js: build-wasm
 	GOOS=js GOARCH=wasm $(GO) test -count=1 ./wasm/lib/convert ./wasm/lib/bridge
 	node --test test/js/
 	tsc -p wasm/js/tsconfig.json
+
+# The package as users get it: npm pack, installed into a temp folder, and
+# small apps built and run with each host and bundler (Node ESM and CommonJS,
+# TypeScript nodenext CommonJS, Deno, Bun, esbuild for node and browser,
+# webpack 5, Vite, Rollup, a Worker under wrangler dev); browser bundles run
+# in one headless Chromium. About 15 s here.
+test-consumers: build-wasm
+	node --test test/consumers/consumers.test.mjs
 
 # A brief run of each Go fuzz target over the argument decoding and the
 # bridge; the seed corpora are under wasm/lib/*/testdata/fuzz.

@@ -129,7 +129,7 @@ console.log(JSON.stringify({ errors, result: roundTrip(lf) }));
   const [gate, clock, num, obj, badURL, missing, notWasm, status404, stillNotStarted] = out.errors;
   for (const e of [gate, clock, stillNotStarted]) {
     assert.equal(e.name, 'LeaseFenceError');
-    assert.match(e.message, /not started; await init\(source\)/);
+    assert.match(e.message, /not started; await init\(\) before using the library/);
   }
   for (const [e, what] of [[num, /not number/], [obj, /not Object/], [badURL, /is not a URL/]]) {
     assert.equal(e.name, 'InvalidArgumentError');

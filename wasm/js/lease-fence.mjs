@@ -180,6 +180,9 @@ export function init(source) {
 }
 
 async function start(source) {
+  if (registry === null) {
+    throw new LeaseFenceError('lease-fence: this host has no FinalizationRegistry, which the library needs to free what its objects hold (in Cloudflare Workers, set compatibility_date to 2025-05-05 or later)');
+  }
   const next = new Go();
   next.exit = (code) => {
     if (next === go) dead ||= `the Go runtime exited with code ${code}`;
@@ -222,7 +225,7 @@ function instanceDied(cause) {
 }
 
 function notStarted() {
-  return new LeaseFenceError('lease-fence: the WebAssembly instance is not started; await init(source) (from lease-fence/init) before using the library');
+  return new LeaseFenceError('lease-fence: the WebAssembly instance is not started; await init() before using the library (with lease-fence/init, pass the wasm; in Cloudflare Workers, call it inside a handler)');
 }
 
 // ---------------------------------------------------------------- argument encoding
@@ -496,11 +499,15 @@ function readOutcome() {
 
 // ---------------------------------------------------------------- handles
 
-const registry = new FinalizationRegistry(({ h, reader, g }) => {
-  if (g !== generation) return; // made by an instance that has been replaced
-  if (reader) readers.delete(reader);
-  if (!dead) X.lf_free(h);
-});
+// init refuses to start without FinalizationRegistry (Cloudflare Workers
+// before compatibility date 2025-05-05): every object would leak its handle.
+const registry = typeof FinalizationRegistry === 'function'
+  ? new FinalizationRegistry(({ h, reader, g }) => {
+    if (g !== generation) return; // made by an instance that has been replaced
+    if (reader) readers.delete(reader);
+    if (!dead) X.lf_free(h);
+  })
+  : null;
 
 const secret = Symbol('lease-fence internal');
 

@@ -6,11 +6,13 @@
 // file: URLs).
 
 /**
- * Whether lease-fence.mjs loads the wasm itself at import. The entries that
- * load it their own way (init.mjs, node.mjs, workerd.mjs) import manual.mjs,
- * which clears this, before they import lease-fence.mjs.
+ * auto: whether lease-fence.mjs loads the wasm itself at import. The entries
+ * that load it their own way (init.mjs, node.mjs, workerd.mjs) import
+ * manual.mjs, which clears it, before they import lease-fence.mjs.
+ * source: what init() without a source loads when nothing has been compiled
+ * yet (workerd.mjs sets its imported module); unset, the URL beside this file.
  */
-export const loading = { auto: true };
+export const loading = { auto: true, source: undefined };
 
 /**
  * The wasm beside this module. Written as a literal new URL(…, import.meta.url)
@@ -33,7 +35,7 @@ function describe(v) {
  * and errors.failed(message, cause) make the errors it throws.
  */
 export async function instantiate(source, imports, errors) {
-  if (source === undefined) source = defaultWasmURL();
+  if (source === undefined) source = loading.source ?? defaultWasmURL();
   if (source !== null && (typeof source === 'object' || typeof source === 'function') && typeof source.then === 'function') {
     source = await source;
   }

@@ -1,0 +1,5 @@
+// Node, Deno and Bun: the package's "node" entry, no set-up.
+import { report } from './roundtrip.mjs';
+
+const out = await report(() => import('lease-fence'));
+console.log(JSON.stringify({ entry: import.meta.resolve('lease-fence').split('/').pop(), ...out }));
