@@ -9,7 +9,11 @@
 // renewing and releasing a lease takes lives in a private field of the
 // client and is never part of a message, a log line or a printed object.
 
-import { createMonotonicClock, InvalidArgumentError, LeaseClient, LeaseFenceError } from './lease-fence.mjs';
+// The package's own entry, by name: the host's export condition picks it
+// (node, workerd, browser), so this module shares the one instance and the
+// one set of classes with the caller's `import … from 'lease-fence'`, and
+// loads the wasm the way that entry does.
+import { createMonotonicClock, InvalidArgumentError, LeaseClient, LeaseFenceError } from 'lease-fence';
 
 // ---------------------------------------------------------------- protocol
 
