@@ -133,17 +133,37 @@ func baselineCycle(b *testing.B, m *mapBaseline, in cycleInput, start float64) f
 	return now
 }
 
-// BenchmarkCoordinatorCycle is one acquire, renew and release of a free
-// resource through the *At methods (the clock read is left out on both
-// sides).
-func BenchmarkCoordinatorCycle(b *testing.B) {
-	c := newCoordinator(b, manual(b, coordDomain, 0, 0), 30*time.Second, 0)
-	coordinatorCycle(b, c, newCycleInput(4096, ""), 0)
+// BenchmarkCycle is one acquire, renew and release of a free resource
+// through the *At methods (the clock read is left out on both sides), next
+// to the same cycle on mapBaseline, while 0, 1k, 100k or 1M other leases are
+// held. The two sides alternate within every run of the benchmark, so
+// -count N interleaves them N times. B/held-lease is the heap the held
+// leases take (runtime.MemStats after GC), excluding the callers' resource
+// and request id strings.
+func BenchmarkCycle(b *testing.B) {
+	for _, n := range []int{0, 1_000, 100_000, million} {
+		b.Run("held="+heldName(n)+"/coordinator", func(b *testing.B) {
+			h := heldLeases(b, n)
+			h.coordNow = coordinatorCycle(b, h.c, h.cycle, h.coordNow+1)
+			b.ReportMetric(h.coordBytes, "B/held-lease")
+			runtime.KeepAlive(h.names)
+		})
+		b.Run("held="+heldName(n)+"/map+mutex", func(b *testing.B) {
+			h := heldLeases(b, n)
+			h.baseNow = baselineCycle(b, h.m, h.cycle, h.baseNow+1)
+			b.ReportMetric(h.baseBytes, "B/held-lease")
+		})
+	}
 }
 
-func BenchmarkBaselineMapCycle(b *testing.B) {
-	m := &mapBaseline{m: make(map[string]baseLease)}
-	baselineCycle(b, m, newCycleInput(4096, ""), 0)
+func heldName(n int) string {
+	switch {
+	case n >= million:
+		return itoa(n/million) + "M"
+	case n >= 1000:
+		return itoa(n/1000) + "k"
+	}
+	return itoa(n)
 }
 
 // BenchmarkCoordinatorCycleNow is the same cycle through the shorthand
@@ -171,18 +191,23 @@ func BenchmarkCoordinatorCycleNow(b *testing.B) {
 	}
 }
 
-// heldMillion holds one million leases, built once per process: the
-// coordinator, the baseline with the same leases, and the heap each grew by.
-var heldMillion struct {
-	once                  sync.Once
+// held is a coordinator and a baseline holding the same n leases, built once
+// per process and size, with the heap each grew by.
+type held struct {
 	c                     *lease.Coordinator
 	m                     *mapBaseline
 	coordBytes, baseBytes float64
 	names, ids            []string
+	cycle                 cycleInput
 	coordNow, baseNow     float64 // the last reading each has seen
 }
 
 const million = 1_000_000
+
+var (
+	heldMu  sync.Mutex
+	heldSet = map[int]*held{}
+)
 
 func heapInUse() uint64 {
 	var ms runtime.MemStats
@@ -192,53 +217,45 @@ func heapInUse() uint64 {
 	return ms.HeapAlloc
 }
 
-func setupHeldMillion(b *testing.B) {
-	h := &heldMillion
-	h.once.Do(func() {
-		// Names are the caller's; they are allocated before measuring, so the
-		// figures are what the coordinator itself adds per held lease (the
-		// map keeps a reference to the caller's resource string).
-		h.names = make([]string, million)
-		h.ids = make([]string, million)
-		for i := range h.names {
-			h.names[i] = "held-" + itoa(i)
-			h.ids[i] = "held-req-" + itoa(i)
+func heldLeases(b *testing.B, n int) *held {
+	heldMu.Lock()
+	defer heldMu.Unlock()
+	if h := heldSet[n]; h != nil {
+		return h
+	}
+	// Names are the caller's; they are allocated before measuring, so the
+	// figures are what the coordinator itself adds per held lease (it keeps
+	// references to the caller's resource, holder and request id strings).
+	h := &held{names: make([]string, n), ids: make([]string, n), cycle: newCycleInput(4096, "x")}
+	for i := range h.names {
+		h.names[i] = "held-" + itoa(i)
+		h.ids[i] = "held-req-" + itoa(i)
+	}
+	sent := clock.At("agent", 0)
+	before := heapInUse()
+	c := newCoordinator(b, manual(b, coordDomain, 0, 0), 24*time.Hour, 0)
+	for i := range h.names {
+		if _, err := c.AcquireAt(at(0), lease.Request{Kind: lease.KindAcquire, RequestID: h.ids[i], Resource: h.names[i], HolderID: "h", SentAt: sent}); err != nil {
+			b.Fatal(err)
 		}
-		sent := clock.At("agent", 0)
-		before := heapInUse()
-		c := newCoordinator(b, manual(b, coordDomain, 0, 0), 24*time.Hour, 0)
-		for i := range h.names {
-			if _, err := c.AcquireAt(at(0), lease.Request{Kind: lease.KindAcquire, RequestID: h.ids[i], Resource: h.names[i], HolderID: "h", SentAt: sent}); err != nil {
-				b.Fatal(err)
-			}
-		}
-		h.c = c
-		h.coordBytes = float64(heapInUse()-before) / million
+	}
+	h.c = c
+	after := heapInUse()
+	if n > 0 {
+		h.coordBytes = float64(after-before) / float64(n)
+	}
 
-		before = heapInUse()
-		m := &mapBaseline{m: make(map[string]baseLease)}
-		for i := range h.names {
-			m.acquire(0, h.names[i], "h", 24*3600e3)
-		}
-		h.m = m
-		h.baseBytes = float64(heapInUse()-before) / million
-	})
-}
-
-// BenchmarkCoordinatorCycle1MHeld is the cycle on other resources while a
-// million leases are held. B/held-lease is the heap the million leases take
-// (runtime.MemStats after GC), excluding the callers' resource strings.
-func BenchmarkCoordinatorCycle1MHeld(b *testing.B) {
-	setupHeldMillion(b)
-	heldMillion.coordNow = coordinatorCycle(b, heldMillion.c, newCycleInput(4096, "x"), heldMillion.coordNow+1)
-	b.ReportMetric(heldMillion.coordBytes, "B/held-lease")
-	runtime.KeepAlive(heldMillion.names)
-}
-
-func BenchmarkBaselineMapCycle1MHeld(b *testing.B) {
-	setupHeldMillion(b)
-	heldMillion.baseNow = baselineCycle(b, heldMillion.m, newCycleInput(4096, "x"), heldMillion.baseNow+1)
-	b.ReportMetric(heldMillion.baseBytes, "B/held-lease")
+	before = heapInUse()
+	m := &mapBaseline{m: make(map[string]baseLease)}
+	for i := range h.names {
+		m.acquire(0, h.names[i], "h", 24*3600e3)
+	}
+	h.m = m
+	if n > 0 {
+		h.baseBytes = float64(heapInUse()-before) / float64(n)
+	}
+	heldSet[n] = h
+	return h
 }
 
 // BenchmarkClientRoundTrip is the holder's side of an acquisition: begin

@@ -48,11 +48,15 @@ type Coordinator struct {
 	last     float64 // latest reading acted on, if seen
 	seen     bool
 	restored bool
-	// leases holds the current or last lease of each resource. Released
-	// leases are deleted; expired ones are reused when their resource is
-	// acquired again and swept once enough new resources were added.
-	leases map[string]held
-	added  int // entries added to leases since the last sweep
+	// leases holds the record of each resource's current or last lease.
+	// A released lease's record is deleted at once; an expired one is
+	// reused when its resource is acquired again, and deleted by a sweep
+	// once the map has grown enough. Records are pointers, so a
+	// renewal or a re-acquisition hashes its resource once and updates the
+	// record in place; deleted records are kept for reuse (up to sweepMin).
+	leases map[string]*held
+	swept  int     // len(leases) after the last sweep
+	free   []*held // records of deleted entries, for reuse
 	replay replayCache
 }
 
@@ -64,6 +68,9 @@ type held struct {
 	expiresAt float64 // coordinator millis
 	slot      int32
 }
+
+// liveAt reports whether h is a lease at now.
+func (h *held) liveAt(now float64) bool { return now < h.expiresAt }
 
 // sweepMin is the fewest additions between two sweeps of expired leases.
 const sweepMin = 1024
@@ -85,7 +92,7 @@ func NewCoordinator(cfg CoordinatorConfig) (*Coordinator, error) {
 		ttl:    cfg.TTL,
 		ms:     clock.Millis(cfg.TTL),
 		issued: cfg.StartFence,
-		leases: make(map[string]held),
+		leases: make(map[string]*held),
 		replay: replayCache{seed: maphash.MakeSeed()},
 	}, nil
 }
@@ -220,7 +227,7 @@ func (c *Coordinator) acquireLocked(now clock.Instant, req *Request, pos int, h 
 		return err
 	}
 	cur, exists := c.leases[req.Resource]
-	if exists && now.Millis < cur.expiresAt {
+	if exists && cur.liveAt(now.Millis) {
 		c.record(now)
 		if pos >= 0 && c.replay.ring[pos].fence == cur.fence {
 			// A retry of the request that made the current lease.
@@ -243,12 +250,13 @@ func (c *Coordinator) acquireLocked(now clock.Instant, req *Request, pos int, h 
 		requestID: req.RequestID, resource: req.Resource, holder: req.HolderID,
 		fence: c.issued, expiresAt: exp, hash: h,
 	}, pos)
-	c.leases[req.Resource] = held{holder: req.HolderID, fence: c.issued, expiresAt: exp, slot: slot}
 	if !exists {
-		c.added++
-		if c.added >= sweepMin && c.added >= len(c.leases)/2 {
-			c.sweep(now.Millis)
-		}
+		cur = c.newRecord()
+		c.leases[req.Resource] = cur
+	}
+	cur.holder, cur.fence, cur.expiresAt, cur.slot = req.HolderID, c.issued, exp, slot
+	if !exists && len(c.leases) >= 2*c.swept+sweepMin {
+		c.sweep(now.Millis)
 	}
 	out.OK = true
 	c.grant(&out.Grant, req, c.issued, exp)
@@ -328,12 +336,11 @@ func (c *Coordinator) renewLocked(now clock.Instant, req *Request, out *Outcome)
 	}
 	c.record(now)
 	cur, ok := c.leases[req.Resource]
-	if !ok || cur.holder != req.HolderID || cur.fence != req.Fence || now.Millis >= cur.expiresAt {
+	if !ok || cur.holder != req.HolderID || cur.fence != req.Fence || !cur.liveAt(now.Millis) {
 		out.Reason = Expired
 		return nil
 	}
 	cur.expiresAt = now.Millis + c.ms
-	c.leases[req.Resource] = cur
 	out.OK = true
 	c.grant(&out.Grant, req, cur.fence, cur.expiresAt)
 	return nil
@@ -379,10 +386,11 @@ func (c *Coordinator) releaseLocked(now clock.Instant, tok fence.Token) (bool, e
 	}
 	c.record(now)
 	cur, ok := c.leases[tok.Resource]
-	if !ok || cur.holder != tok.HolderID || cur.fence != tok.Fence || now.Millis >= cur.expiresAt {
+	if !ok || cur.holder != tok.HolderID || cur.fence != tok.Fence || !cur.liveAt(now.Millis) {
 		return false, nil
 	}
 	delete(c.leases, tok.Resource)
+	c.recycle(cur)
 	return true, nil
 }
 
@@ -404,7 +412,7 @@ func (c *Coordinator) Holder(now clock.Instant, resource string) (holder string,
 		return "", 0, 0, false, err
 	}
 	cur, ok := c.leases[resource]
-	if !ok || now.Millis >= cur.expiresAt {
+	if !ok || !cur.liveAt(now.Millis) {
 		return "", 0, 0, false, nil
 	}
 	return cur.holder, cur.fence, clock.FromMillis(cur.expiresAt - now.Millis), true, nil
@@ -414,6 +422,9 @@ func (c *Coordinator) Holder(now clock.Instant, resource string) (holder string,
 // domain, finite, and not earlier than a reading already acted on. It changes
 // nothing; a call that acts on now records it (record).
 func (c *Coordinator) observe(now clock.Instant) error {
+	if now.Domain == c.domain && finite(now.Millis) && (!c.seen || now.Millis >= c.last) {
+		return nil // the common case; c.domain is never empty
+	}
 	if err := now.Validate(); err != nil {
 		return err
 	}
@@ -429,19 +440,42 @@ func (c *Coordinator) observe(now clock.Instant) error {
 // record notes now, which a call is acting on, as the latest reading.
 func (c *Coordinator) record(now clock.Instant) { c.last, c.seen = now.Millis, true }
 
-// sweep deletes the entries of leases that are over at now. It runs once
-// the entries added since the last sweep reach half the map (and at least
-// sweepMin), so its cost is constant per acquisition amortized, and the map
-// holds at most about twice the live leases plus sweepMin. A resource's
+// newRecord returns a record for a new entry of leases, reusing a swept one
+// if there is one.
+func (c *Coordinator) newRecord() *held {
+	if n := len(c.free); n > 0 {
+		h := c.free[n-1]
+		c.free[n-1] = nil
+		c.free = c.free[:n-1]
+		return h
+	}
+	return new(held)
+}
+
+// recycle keeps the record of a deleted entry for reuse.
+func (c *Coordinator) recycle(h *held) {
+	if len(c.free) < sweepMin {
+		*h = held{}
+		c.free = append(c.free, h)
+	}
+}
+
+// sweep deletes the entries of leases that are over at now. It runs when an
+// acquisition grows the map to twice its size after the previous sweep plus
+// sweepMin, so its cost is constant per added entry amortized, and the map
+// holds at most twice the leases live at the previous sweep plus sweepMin.
+// (Released leases are deleted at once and do not count: a resource
+// acquired and released over and over never triggers a sweep.) A resource's
 // entry says nothing once its lease is over: acquire, renew, release and
 // Holder answer the same with or without it.
 func (c *Coordinator) sweep(now float64) {
 	for res, h := range c.leases {
-		if now >= h.expiresAt {
+		if !h.liveAt(now) {
 			delete(c.leases, res)
+			c.recycle(h)
 		}
 	}
-	c.added = 0
+	c.swept = len(c.leases)
 }
 
 // LeaseState is one resource's lease as a store keeps it.
@@ -486,7 +520,7 @@ func (c *Coordinator) Snapshot() Snapshot {
 
 // LeaseOf returns the lease record of resource: its current lease, or its
 // last one if that expired and was not swept yet (compare ExpiresAt with a
-// reading). ok is false if the coordinator keeps no record of resource
+// reading). ok is false if the coordinator keeps no lease of resource
 // (never held, released, or swept). It reads no clock.
 func (c *Coordinator) LeaseOf(resource string) (LeaseState, bool) {
 	if !c.usable() {
@@ -501,7 +535,7 @@ func (c *Coordinator) LeaseOf(resource string) (LeaseState, bool) {
 	return c.stateOf(resource, h), true
 }
 
-func (c *Coordinator) stateOf(res string, h held) LeaseState {
+func (c *Coordinator) stateOf(res string, h *held) LeaseState {
 	return LeaseState{
 		Resource:  res,
 		HolderID:  h.holder,
@@ -595,7 +629,7 @@ func (c *Coordinator) Restore(s Snapshot) error {
 	slices.SortFunc(order, func(a, b LeaseState) int { return cmp.Compare(a.Fence, b.Fence) })
 	var replayed []LeaseState
 	for _, l := range order {
-		c.leases[l.Resource] = held{holder: l.HolderID, fence: l.Fence, expiresAt: l.ExpiresAt.Millis, slot: -1}
+		c.leases[l.Resource] = &held{holder: l.HolderID, fence: l.Fence, expiresAt: l.ExpiresAt.Millis, slot: -1}
 		if l.RequestID != "" {
 			replayed = append(replayed, l)
 		}
@@ -607,15 +641,13 @@ func (c *Coordinator) Restore(s Snapshot) error {
 	}
 	for _, l := range replayed {
 		_, h := c.replay.lookup(l.RequestID)
-		rec := c.leases[l.Resource]
-		rec.slot = c.replay.add(replayEntry{
+		c.leases[l.Resource].slot = c.replay.add(replayEntry{
 			requestID: l.RequestID, resource: l.Resource, holder: l.HolderID,
 			fence: l.Fence, expiresAt: l.ExpiresAt.Millis, hash: h,
 		}, -1)
-		c.leases[l.Resource] = rec
 	}
 	c.issued = max(c.issued, s.IssuedFence)
 	c.restored = true
-	c.added = 0
+	c.swept = len(c.leases)
 	return nil
 }

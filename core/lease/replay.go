@@ -9,9 +9,11 @@ import "hash/maphash"
 // stays small.
 //
 // The index is an open-addressing hash table with linear probing over the
-// ring positions: index[i] is a ring position plus one, or 0 for an empty
-// slot. It is kept at most half full, and an entry's hash is stored with it,
-// so eviction and growth never hash a request id again. An entry leaves the
+// ring positions. A slot is 0 when empty, else the low 16 bits of the
+// entry's hash (which include its home slot: the index never has more than
+// 2^16 slots) above its ring position plus one, so probing reads only the
+// index, and eviction and growth never hash a request id again. It is kept
+// at most half full. An entry leaves the
 // index when it is evicted from the ring or when its request id is granted
 // again (the newer grant takes over the id); entries that left are marked
 // gone so their eviction leaves the index alone.
@@ -19,7 +21,7 @@ type replayCache struct {
 	seed   maphash.Seed
 	ring   []replayEntry
 	grants uint64 // grants added so far
-	index  []uint16
+	index  []uint32
 	count  int // entries in index
 }
 
@@ -46,13 +48,17 @@ func (r *replayCache) lookup(id string) (int, uint64) {
 		return -1, h
 	}
 	mask := uint64(len(r.index) - 1)
+	tag := uint32(uint16(h))
 	for i := h & mask; ; i = (i + 1) & mask {
-		s := r.index[i]
-		if s == 0 {
+		v := r.index[i]
+		if v == 0 {
 			return -1, h
 		}
-		if e := &r.ring[s-1]; e.hash == h && e.requestID == id {
-			return int(s - 1), h
+		if v>>16 == tag {
+			pos := int(v&0xffff) - 1
+			if e := &r.ring[pos]; e.hash == h && e.requestID == id {
+				return pos, h
+			}
 		}
 	}
 }
@@ -86,11 +92,12 @@ func (r *replayCache) add(e replayEntry, prev int) int32 {
 // insert puts ring position pos into the index.
 func (r *replayCache) insert(pos int) {
 	mask := uint64(len(r.index) - 1)
-	i := r.ring[pos].hash & mask
+	h := r.ring[pos].hash
+	i := h & mask
 	for r.index[i] != 0 {
 		i = (i + 1) & mask
 	}
-	r.index[i] = uint16(pos + 1)
+	r.index[i] = uint32(uint16(h))<<16 | uint32(pos+1)
 	r.ring[pos].gone = false
 	r.count++
 }
@@ -102,7 +109,7 @@ func (r *replayCache) insert(pos int) {
 func (r *replayCache) remove(pos int) {
 	mask := uint64(len(r.index) - 1)
 	i := r.ring[pos].hash & mask
-	for int(r.index[i]) != pos+1 {
+	for int(r.index[i]&0xffff) != pos+1 {
 		i = (i + 1) & mask
 	}
 	r.ring[pos].gone = true
@@ -115,7 +122,7 @@ func (r *replayCache) remove(pos int) {
 			if s == 0 {
 				return
 			}
-			home := r.ring[s-1].hash & mask
+			home := uint64(s>>16) & mask
 			// The entry at j may move to i unless its home lies
 			// cyclically in (i, j].
 			if i <= j {
@@ -135,7 +142,7 @@ func (r *replayCache) remove(pos int) {
 // grow doubles the index (or makes the first one) and reinserts every entry.
 func (r *replayCache) grow() {
 	n := max(minIndex, 2*len(r.index))
-	r.index = make([]uint16, n)
+	r.index = make([]uint32, n)
 	r.count = 0
 	for pos := range r.ring {
 		if !r.ring[pos].gone {

@@ -59,3 +59,24 @@ func TestSweepKeepsLiveLeases(t *testing.T) {
 		t.Fatalf("%d of %d live leases kept", len(c.leases), n)
 	}
 }
+
+// A released lease's entry is deleted at once and its record reused, so
+// resources acquired and released over and over neither grow the map nor
+// trigger sweeps.
+func TestReleasedLeasesLeaveNoEntries(t *testing.T) {
+	clk, _ := clock.NewManual("c", clock.ManualOptions{})
+	c, _ := NewCoordinator(CoordinatorConfig{Clock: clk, TTL: time.Hour})
+	for i := 0; i < 10_000; i++ {
+		res := "r" + strconv.Itoa(i%4096)
+		out, err := c.AcquireAt(clock.At("c", 0), Request{Kind: KindAcquire, RequestID: "q" + strconv.Itoa(i), Resource: res, HolderID: "h", SentAt: clock.At("a", 0)})
+		if err != nil || !out.OK {
+			t.Fatal(out, err)
+		}
+		if ok, err := c.ReleaseAt(clock.At("c", 0), out.Grant.Token()); !ok || err != nil {
+			t.Fatal(ok, err)
+		}
+	}
+	if len(c.leases) != 0 || c.swept != 0 || len(c.free) != 1 {
+		t.Fatalf("%d entries, swept at %d, %d free records", len(c.leases), c.swept, len(c.free))
+	}
+}
