@@ -50,4 +50,5 @@ test-wasm-fuzz-go:
 
 bench-js: build-wasm
 	node scripts/bench-js.mjs
+	node scripts/bench-import.mjs
 	node scripts/size-wasm.mjs

@@ -1,5 +1,6 @@
 // Size of the library's wasm (raw, gzip -9, brotli) and the Go packages
-// linked into it, flagging the heavy ones (fmt, encoding/json, reflect, os).
+// linked into it, flagging the heavy ones (fmt, encoding/json, reflect, os),
+// then the npm package: the tarball, what it unpacks to, and its files.
 // Run by `make bench-js` after `make build-wasm`:
 //
 //   node scripts/size-wasm.mjs
@@ -26,3 +27,15 @@ const heavy = ['fmt', 'encoding/json', 'reflect', 'os', 'encoding/binary', 'enco
 const linked = heavy.filter((p) => deps.includes(p));
 console.log(`  packages linked: ${deps.filter((d) => !d.includes('internal/')).length} (plus runtime internals)`);
 console.log(`  heavy packages: ${linked.length ? linked.join(', ') : 'none of ' + heavy.join(', ')}`);
+
+const [pack] = JSON.parse(execFileSync('npm', ['pack', '--dry-run', '--json'], {
+  cwd: new URL('..', import.meta.url),
+  encoding: 'utf8',
+  stdio: ['ignore', 'pipe', 'ignore'],
+}));
+console.log(`npm package ${pack.name}@${pack.version}`);
+console.log(`  tarball  ${kb(pack.size)}`);
+console.log(`  unpacked ${kb(pack.unpackedSize)} in ${pack.entryCount} files; without the wasm ${kb(pack.unpackedSize - bytes.length)}`);
+for (const f of pack.files.filter((f) => f.path !== 'wasm/js/lease-fence.wasm').sort((a, b) => b.size - a.size)) {
+  console.log(`    ${String(f.size).padStart(8)}  ${f.path}`);
+}
