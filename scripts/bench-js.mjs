@@ -1,30 +1,33 @@
-// Per-call cost, from JavaScript, of the wasm library's hot calls, beside a
-// pure-JavaScript reference of the gate check. Run by `make bench-js`:
+// Per-call cost, from JavaScript, of the wasm library's hot calls, each beside
+// a pure-JavaScript reference doing the same work, in CPU time of this process
+// (user + system, which other processes' load disturbs less than wall time;
+// it includes V8's and Go's collectors). Run by `make bench-js`:
 //
-//   node scripts/bench-js.mjs [--json]
+//   node scripts/bench-js.mjs [--json] [--rounds N]
 //
-// Each figure is the median of 7 timed rounds (after a warm-up) of a loop of
-// calls, in nanoseconds per call. The machine is shared, so compare figures
-// from one run; ratios are more stable than absolute numbers.
-import { createManualClock, createMonotonicClock, FenceGate, LeaseClient, LeaseCoordinator } from 'lease-fence';
+// The cases run interleaved: every round runs each case once (in a rotating
+// order), so a burst of load from other processes hits both sides of a
+// comparison alike. Each case reports min/median/max nanoseconds per call
+// over the rounds (round 0 warms up and is dropped); each comparison also
+// reports the ratio of the two sides within every round (min/median/max).
+// The machine is shared, so compare figures from one run.
+import { execFileSync } from 'node:child_process';
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { createMonotonicClock, FenceGate, LeaseClient, LeaseCoordinator } from 'lease-fence';
 
-const ROUNDS = 7;
+const args = process.argv.slice(2);
+const ROUNDS = Number(args[args.indexOf('--rounds') + 1]) || 15;
 
-function bench(name, n, setup, body) {
-  const times = [];
-  for (let r = 0; r <= ROUNDS; r++) {
-    const state = setup(n);
-    const t0 = process.hrtime.bigint();
-    body(state, n);
-    const ns = Number(process.hrtime.bigint() - t0) / n;
-    if (r > 0) times.push(ns); // round 0 warms up
-  }
-  times.sort((a, b) => a - b);
-  return { name, nsPerCall: times[times.length >> 1], min: times[0], n };
-}
+let sink = 0;
+const write = () => { sink++; return sink; };
+const SHORT = 'agent-a';
+const UUID = '6f1c2b9e-8d4a-4c1e-9b7f-3a2d5e6f7a8b';
 
-// The reference: the same check and raise as FenceGate, in plain JavaScript,
-// including argument checks and the rejections log, with the write callback.
+// ---------------------------------------------------------------- references
+
+// The gate check and raise of FenceGate.commit in plain JavaScript, with its
+// argument checks, the rejections log and the write callback.
 class JsGate {
   constructor(resource) {
     this.resource = resource;
@@ -42,9 +45,8 @@ class JsGate {
     if (typeof holderId !== 'string' || holderId === '') throw new TypeError('token.holderId');
     if (!Number.isSafeInteger(fence) || fence < 1) throw new TypeError('token.fence');
     if (fence < this.floor) {
-      const r = { seq: this.rejections.length + 1, resource, refusedHolderId: holderId, refusedFence: fence,
-        admittedHolderId: this.floorHolder || null, admittedFence: this.floor };
-      this.rejections.push(r);
+      this.rejections.push(Object.freeze({ seq: this.rejections.length + 1, resource, refusedHolderId: holderId, refusedFence: fence,
+        admittedHolderId: this.floorHolder || null, admittedFence: this.floor }));
       throw new Error('stale');
     }
     if (fence > this.floor || !this.claimed) {
@@ -56,70 +58,251 @@ class JsGate {
   }
 }
 
-let sink = 0;
-const write = () => { sink++; return sink; };
-const token = { resource: 'deploy-slot', holderId: 'agent-a', fence: 1 };
+// The coordinator and client of core/lease in plain JavaScript: the same
+// checks, maps, replay cache, request ids and plain-data results, so that
+// a whole cycle can be compared with the library's.
+const HEX = '0123456789abcdef';
+function randomId() {
+  let s = '';
+  for (let half = 0; half < 2; half++) {
+    let hi = (Math.random() * 2 ** 32) >>> 0;
+    let lo = (Math.random() * 2 ** 32) >>> 0;
+    for (let j = 0; j < 8; j++, lo >>>= 4) s += HEX[lo & 15];
+    for (let j = 0; j < 8; j++, hi >>>= 4) s += HEX[hi & 15];
+  }
+  return s;
+}
 
-const results = [
-  bench('pure-JS reference gate.commit (admitted)', 1_000_000, () => new JsGate('deploy-slot'), (g, n) => {
-    for (let i = 0; i < n; i++) g.commit(token, write);
-  }),
-  bench('gate.commit (admitted, same fence)', 300_000, () => new FenceGate('deploy-slot'), (g, n) => {
-    for (let i = 0; i < n; i++) g.commit(token, write);
-  }),
-  bench('gate.commit (admitted, rising fence)', 300_000, () => new FenceGate('deploy-slot'), (g, n) => {
-    for (let i = 1; i <= n; i++) g.commit({ resource: 'deploy-slot', holderId: 'agent-a', fence: i }, write);
-  }),
-  bench('gate.floor (smallest crossing)', 300_000, () => new FenceGate('deploy-slot'), (g, n) => {
-    for (let i = 0; i < n; i++) sink += g.floor;
-  }),
-  // A fresh client per round, and fewer requests than it keeps pending
-  // (4096), so the figure is the call, not the eviction of old requests.
-  bench('client.beginAcquire', 4_000, () => new LeaseClient({ clock: createMonotonicClock('agent-a'), holderId: 'agent-a' }), (c, n) => {
-    for (let i = 0; i < n; i++) sink += c.beginAcquire('deploy-slot').sentAt.millis;
-  }),
-  bench('coordinator.acquire (granted, fresh resource)', 4_000, (n) => {
-    const client = new LeaseClient({ clock: createManualClock('agent-a'), holderId: 'agent-a' });
-    const requests = Array.from({ length: n }, (_, i) => client.beginAcquire(`r${i}`));
-    return { coordinator: new LeaseCoordinator({ clock: createMonotonicClock('c'), ttlMillis: 30_000 }), requests };
-  }, ({ coordinator, requests }, n) => {
-    for (let i = 0; i < n; i++) sink += coordinator.acquire(requests[i]).ok ? 1 : 0;
-  }),
-  bench('coordinator.acquire (denied, held)', 4_000, (n) => {
-    const clock = createManualClock('agent-b');
-    const coordinator = new LeaseCoordinator({ clock: createMonotonicClock('c'), ttlMillis: 3_600_000 });
-    const a = new LeaseClient({ clock: createManualClock('agent-a'), holderId: 'agent-a' });
-    coordinator.acquire(a.beginAcquire('deploy-slot'));
-    const b = new LeaseClient({ clock, holderId: 'agent-b' });
-    return { coordinator, requests: Array.from({ length: n }, () => b.beginAcquire('deploy-slot')) };
-  }, ({ coordinator, requests }, n) => {
-    for (let i = 0; i < n; i++) sink += coordinator.acquire(requests[i]).ok ? 1 : 0;
-  }),
-  // A whole lease: begin, acquire, complete, one write, release.
-  bench('cycle: beginAcquire+acquire+completeAcquire+commit+release', 4_000, () => ({
-    coordinator: new LeaseCoordinator({ clock: createMonotonicClock('c'), ttlMillis: 30_000 }),
-    client: new LeaseClient({ clock: createMonotonicClock('agent-a'), holderId: 'agent-a' }),
-    gate: new FenceGate('deploy-slot'),
-  }), ({ coordinator, client, gate }, n) => {
-    for (let i = 0; i < n; i++) {
-      const request = client.beginAcquire('deploy-slot');
-      const lease = client.completeAcquire(request, coordinator.acquire(request).grant);
-      gate.commit(lease.token, write);
-      coordinator.release(lease.token);
+function checkInstant(t, domain) {
+  if (typeof t !== 'object' || t === null || !Number.isFinite(t.millis) || t.domain !== domain) throw new TypeError('instant');
+}
+
+function checkRequest(r, kind) {
+  if (typeof r !== 'object' || r === null || r.kind !== kind) throw new TypeError('request.kind');
+  if (typeof r.requestId !== 'string' || r.requestId === '') throw new TypeError('request.requestId');
+  if (typeof r.resource !== 'string' || r.resource === '') throw new TypeError('request.resource');
+  if (typeof r.holderId !== 'string' || r.holderId === '') throw new TypeError('request.holderId');
+  if (typeof r.sentAt !== 'object' || r.sentAt === null || !Number.isFinite(r.sentAt.millis)) throw new TypeError('request.sentAt');
+}
+
+class JsCoordinator {
+  constructor(clock, ttlMillis) {
+    this.clock = clock;
+    this.ttl = ttlMillis;
+    this.issued = 0;
+    this.last = -Infinity;
+    this.leases = new Map();
+    this.replay = new Map();
+    this.ring = [];
+    this.grants = 0;
+  }
+
+  now() {
+    const t = this.clock();
+    if (!Number.isFinite(t) || t < this.last) throw new RangeError('clock');
+    return t;
+  }
+
+  acquire(req) {
+    checkRequest(req, 'acquire');
+    const now = this.now();
+    const cur = this.leases.get(req.resource);
+    const live = cur !== undefined && now < cur.expiresAt;
+    const prev = this.replay.get(req.requestId);
+    if (prev !== undefined) {
+      const g = this.ring[(prev - 1) % 1024].grant;
+      if (g.resource !== req.resource || g.holderId !== req.holderId) throw new TypeError('requestId reused');
+      if (live && cur.fence === g.fence) {
+        this.last = now;
+        return { ok: true, grant: g };
+      }
     }
-  }),
+    if (live) {
+      this.last = now;
+      return { ok: false, heldBy: cur.holder, retryAfterMillis: cur.expiresAt - now };
+    }
+    this.last = now;
+    const fence = ++this.issued;
+    const expiresAt = now + this.ttl;
+    this.leases.set(req.resource, { holder: req.holderId, fence, expiresAt });
+    const grant = { requestId: req.requestId, resource: req.resource, holderId: req.holderId, fence, ttlMillis: this.ttl,
+      coordinatorExpiresAt: { millis: expiresAt, domain: 'coordinator' } };
+    const n = ++this.grants;
+    if (this.ring.length < 1024) this.ring.push({ grant, n });
+    else {
+      const old = this.ring[(n - 1) % 1024];
+      if (old.n !== 0) this.replay.delete(old.grant.requestId);
+      this.ring[(n - 1) % 1024] = { grant, n };
+    }
+    this.replay.set(req.requestId, n);
+    return { ok: true, grant };
+  }
+
+  release(token) {
+    if (typeof token !== 'object' || token === null || typeof token.resource !== 'string' || typeof token.holderId !== 'string' ||
+      !Number.isSafeInteger(token.fence)) throw new TypeError('token');
+    const now = this.now();
+    this.last = now;
+    const cur = this.leases.get(token.resource);
+    if (cur === undefined || cur.holder !== token.holderId || cur.fence !== token.fence || now >= cur.expiresAt) return false;
+    this.leases.delete(token.resource);
+    return true;
+  }
+}
+
+class JsClient {
+  constructor(clock, holderId) {
+    this.clock = clock;
+    this.holderId = holderId;
+    this.pending = new Map();
+    this.order = [];
+    this.completed = new Set();
+    this.doneOrder = [];
+  }
+
+  beginAcquire(resource) {
+    if (typeof resource !== 'string' || resource === '') throw new TypeError('resource');
+    const millis = this.clock();
+    if (!Number.isFinite(millis)) throw new RangeError('clock');
+    const requestId = randomId();
+    if (this.pending.has(requestId) || this.completed.has(requestId)) throw new Error('repeated id');
+    while (this.pending.size >= 4096) this.pending.delete(this.order.shift());
+    if (this.order.length >= 8192) this.order = this.order.filter((id) => this.pending.has(id));
+    const req = { kind: 'acquire', requestId, resource, holderId: this.holderId, sentAt: { millis, domain: 'agent' } };
+    this.pending.set(requestId, { ...req, sentAt: { ...req.sentAt } });
+    this.order.push(requestId);
+    return req;
+  }
+
+  completeAcquire(req, g) {
+    checkRequest(req, 'acquire');
+    checkInstant(req.sentAt, 'agent');
+    if (req.holderId !== this.holderId) throw new TypeError('holder');
+    if (g.requestId !== req.requestId || g.resource !== req.resource || g.holderId !== req.holderId) throw new Error('mismatch');
+    if (!Number.isSafeInteger(g.fence) || !(g.ttlMillis > 0)) throw new TypeError('grant');
+    if (this.completed.has(req.requestId)) throw new Error('completed');
+    const orig = this.pending.get(req.requestId);
+    if (orig === undefined) throw new Error('not begun');
+    if (orig.resource !== req.resource || orig.sentAt.millis !== req.sentAt.millis) throw new Error('altered');
+    this.pending.delete(req.requestId);
+    if (this.doneOrder.length >= 4096) this.completed.delete(this.doneOrder.shift());
+    this.completed.add(req.requestId);
+    this.doneOrder.push(req.requestId);
+    const token = Object.freeze({ resource: g.resource, holderId: g.holderId, fence: g.fence });
+    return Object.freeze({ token, deadline: { millis: req.sentAt.millis + g.ttlMillis, domain: 'agent' }, grant: g });
+  }
+}
+
+// ---------------------------------------------------------------- the //go:wasmexport floor
+
+// A second instance of lease-fence.wasm, started with Go's own wasm_exec.js,
+// so that an export can be called directly: lf_free(0) takes one number and
+// returns at once, the cheapest crossing there is.
+async function rawExports() {
+  const goroot = execFileSync('go', ['env', 'GOROOT'], { encoding: 'utf8' }).trim();
+  await import(join(goroot, 'lib', 'wasm', 'wasm_exec.js'));
+  const go = new globalThis.Go();
+  go.importObject.lease_fence = { read: () => 0 };
+  const bytes = await readFile(new URL('../wasm/js/lease-fence.wasm', import.meta.url));
+  const { instance } = await WebAssembly.instantiate(bytes, go.importObject);
+  go.run(instance);
+  return instance.exports;
+}
+
+// ---------------------------------------------------------------- cases
+
+const cycleState = (js) => {
+  if (js) {
+    let t = 0;
+    const clock = () => (t += 0.001);
+    return { coordinator: new JsCoordinator(clock, 30_000), client: new JsClient(clock, SHORT), gate: new JsGate('deploy-slot') };
+  }
+  return {
+    coordinator: new LeaseCoordinator({ clock: createMonotonicClock('c'), ttlMillis: 30_000 }),
+    client: new LeaseClient({ clock: createMonotonicClock('agent'), holderId: SHORT }),
+    gate: new FenceGate('deploy-slot'),
+  };
+};
+
+const cycle = ({ coordinator, client, gate }, n) => {
+  for (let i = 0; i < n; i++) {
+    const request = client.beginAcquire('deploy-slot');
+    const lease = client.completeAcquire(request, coordinator.acquire(request).grant);
+    gate.commit(lease.token, write);
+    coordinator.release(lease.token);
+  }
+};
+
+const commitLoop = (holderId) => (g, n) => {
+  const token = { resource: 'deploy-slot', holderId, fence: 1 };
+  for (let i = 0; i < n; i++) g.commit(token, write);
+};
+
+const risingLoop = (holderId) => (g, n) => {
+  for (let i = 1; i <= n; i++) g.commit({ resource: 'deploy-slot', holderId, fence: i }, write);
+};
+
+function cases(raw) {
+  return [
+    { name: 'JS reference gate.commit, admitted, 7-char holder', n: 2_000_000, setup: () => new JsGate('deploy-slot'), run: commitLoop(SHORT) },
+    { name: 'gate.commit, admitted, 7-char holder', n: 2_000_000, setup: () => new FenceGate('deploy-slot'), run: commitLoop(SHORT) },
+    { name: 'JS reference gate.commit, admitted, 36-char holder', n: 2_000_000, setup: () => new JsGate('deploy-slot'), run: commitLoop(UUID) },
+    { name: 'gate.commit, admitted, 36-char holder', n: 2_000_000, setup: () => new FenceGate('deploy-slot'), run: commitLoop(UUID) },
+    { name: 'gate.commit, rising fence, 7-char holder (enters Go)', n: 200_000, setup: () => new FenceGate('deploy-slot'), run: risingLoop(SHORT) },
+    { name: 'gate.commit, rising fence, 36-char holder (enters Go)', n: 200_000, setup: () => new FenceGate('deploy-slot'), run: risingLoop(UUID) },
+    { name: '//go:wasmexport call, one number in, none out (lf_free(0))', n: 2_000_000, setup: () => raw, run: (x, n) => { for (let i = 0; i < n; i++) x.lf_free(0); } },
+    { name: 'gate.floor (handle in, number out)', n: 500_000, setup: () => new FenceGate('deploy-slot'), run: (g, n) => { for (let i = 0; i < n; i++) sink += g.floor; } },
+    { name: 'JS reference cycle', n: 20_000, setup: () => cycleState(true), run: cycle },
+    { name: 'cycle: beginAcquire+acquire+completeAcquire+commit+release', n: 20_000, setup: () => cycleState(false), run: cycle },
+  ];
+}
+
+const comparisons = [
+  ['gate.commit, admitted, 7-char holder', 'JS reference gate.commit, admitted, 7-char holder', 5],
+  ['gate.commit, admitted, 36-char holder', 'JS reference gate.commit, admitted, 36-char holder', 5],
+  ['cycle: beginAcquire+acquire+completeAcquire+commit+release', 'JS reference cycle', 3],
 ];
 
-const ref = results[0].nsPerCall;
-if (process.argv.includes('--json')) {
-  console.log(JSON.stringify({ results, sink }, null, 2));
-} else {
-  console.log('lease-fence from JavaScript, ns per call (median of 7 rounds; min in brackets)');
-  for (const r of results) {
-    const ratio = r === results[0] ? '' : `  ${(r.nsPerCall / ref).toFixed(1)}x the JS reference`;
-    console.log(`  ${r.name.padEnd(60)} ${r.nsPerCall.toFixed(0).padStart(7)} ns  [${r.min.toFixed(0)}]${ratio}`);
+// ---------------------------------------------------------------- run
+
+const all = cases(await rawExports());
+const times = new Map(all.map((c) => [c.name, []]));
+for (let round = 0; round <= ROUNDS; round++) {
+  for (let k = 0; k < all.length; k++) {
+    const c = all[(k + round) % all.length];
+    const state = c.setup();
+    const t0 = process.cpuUsage();
+    c.run(state, c.n);
+    const t = process.cpuUsage(t0);
+    const ns = ((t.user + t.system) * 1000) / c.n;
+    if (round > 0) times.get(c.name).push(ns);
+    // Let the event loop turn, as an application's would: the library frees
+    // the wasm side of collected objects (leases) from finalization callbacks.
+    await new Promise((resolve) => setImmediate(resolve));
   }
-  const commit = results[1].nsPerCall;
-  console.log(`goal: gate.commit within 20x of the JS reference: ${(commit / ref).toFixed(1)}x (${commit <= 20 * ref ? 'met' : 'NOT met'})`);
-  if (sink === -1) console.log(sink);
 }
+
+const stats = (xs) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return { min: s[0], median: s[s.length >> 1], max: s[s.length - 1] };
+};
+const results = all.map((c) => ({ name: c.name, n: c.n, ...stats(times.get(c.name)) }));
+const ratios = comparisons.map(([name, ref, goal]) => {
+  const a = times.get(name);
+  const b = times.get(ref);
+  const r = stats(a.map((x, i) => x / b[i]));
+  return { name, ref, goal, ...r, met: r.median <= goal };
+});
+
+if (args.includes('--json')) {
+  console.log(JSON.stringify({ rounds: ROUNDS, results, ratios }, null, 2));
+} else {
+  const f = (x) => (x < 100 ? x.toFixed(1) : x.toFixed(0)).padStart(7);
+  console.log(`lease-fence from JavaScript: CPU ns per call over ${ROUNDS} interleaved rounds, min / median / max`);
+  for (const r of results) console.log(`  ${r.name.padEnd(64)} ${f(r.min)} ${f(r.median)} ${f(r.max)}`);
+  console.log('ratios within each round, min / median / max (goal: median at most):');
+  for (const r of ratios) {
+    console.log(`  ${r.name.padEnd(64)} ${r.min.toFixed(2).padStart(6)}x ${r.median.toFixed(2).padStart(6)}x ${r.max.toFixed(2).padStart(6)}x  goal ${r.goal}x: ${r.met ? 'met' : 'NOT met'}`);
+  }
+}
+if (sink === -1) console.log(sink);

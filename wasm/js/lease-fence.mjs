@@ -356,25 +356,41 @@ function putToken(v) {
   }
 }
 
+// The values the last putRequest and putGrant encoded, each read once from
+// the caller's object. A call that succeeds has had them checked by Go, and
+// the results that repeat them (a grant carries its request's id, resource
+// and holder; a lease its grant's) are built from these instead of decoding
+// the same strings again.
+let rqId, rqResource, rqHolder, rqDomain;
+let gtId, gtResource, gtHolder, gtDomain;
+
 function putRequest(v) {
   if (putObj(v)) {
     put(v.kind);
-    put(v.requestId);
-    put(v.resource);
-    put(v.holderId);
-    putInstant(v.sentAt);
+    put(rqId = v.requestId);
+    put(rqResource = v.resource);
+    put(rqHolder = v.holderId);
+    const t = v.sentAt;
+    if (putObj(t)) {
+      put(t.millis);
+      put(rqDomain = t.domain);
+    }
     put(v.fence);
   }
 }
 
 function putGrant(v) {
   if (putObj(v)) {
-    put(v.requestId);
-    put(v.resource);
-    put(v.holderId);
+    put(gtId = v.requestId);
+    put(gtResource = v.resource);
+    put(gtHolder = v.holderId);
     put(v.fence);
     put(v.ttlMillis);
-    putInstant(v.coordinatorExpiresAt);
+    const t = v.coordinatorExpiresAt;
+    if (putObj(t)) {
+      put(t.millis);
+      put(gtDomain = t.domain);
+    }
   }
 }
 
@@ -462,6 +478,11 @@ function readInstant() {
   return new Instant(millis, str());
 }
 
+// skip passes over a string the caller already has.
+function skip() {
+  q += 4 + dv.getUint32(outPtr + q, true);
+}
+
 function readRequest() {
   const kind = str();
   const requestId = str();
@@ -474,6 +495,20 @@ function readRequest() {
   return r;
 }
 
+// readAcquireRequest reads the request beginAcquire made, whose kind,
+// resource, holder and domain the caller knows: only its id and its send
+// instant are new.
+function readAcquireRequest(resource, holderId, domain) {
+  skip();
+  const requestId = str();
+  skip();
+  skip();
+  const millis = f64();
+  skip();
+  q += 8;
+  return { kind: 'acquire', requestId, resource, holderId, sentAt: new Instant(millis, domain) };
+}
+
 function readGrant() {
   const requestId = str();
   const resource = str();
@@ -484,10 +519,25 @@ function readGrant() {
   return { requestId, resource, holderId, fence, ttlMillis, coordinatorExpiresAt };
 }
 
-function readOutcome() {
+// readGrantOf reads a grant whose id, resource and holder are the given
+// strings and whose expiry is in domain; only the numbers are read.
+function readGrantOf(requestId, resource, holderId, domain) {
+  skip();
+  skip();
+  skip();
+  const fence = f64();
+  const ttlMillis = f64();
+  const millis = f64();
+  skip();
+  return { requestId, resource, holderId, fence, ttlMillis, coordinatorExpiresAt: new Instant(millis, domain) };
+}
+
+// readOutcome reads the answer to the request putRequest encoded, from the
+// coordinator whose clock has domain.
+function readOutcome(domain) {
   switch (f64()) {
     case 1:
-      return { ok: true, grant: readGrant() };
+      return { ok: true, grant: readGrantOf(rqId, rqResource, rqHolder, domain) };
     case 2: {
       const heldBy = str();
       return { ok: false, heldBy, retryAfterMillis: f64() };
@@ -761,14 +811,14 @@ export class LeaseCoordinator extends Handled {
     const enc = begin();
     putRequest(request);
     call(enc, X.lf_coord_acquire, handleOf(this), p);
-    return readOutcome();
+    return readOutcome(this.#clock.domain);
   }
 
   renew(request) {
     const enc = begin();
     putRequest(request);
     call(enc, X.lf_coord_renew, handleOf(this), p);
-    return readOutcome();
+    return readOutcome(this.#clock.domain);
   }
 
   /** Ends the lease token names if it is current; returns whether it did. */
@@ -816,7 +866,7 @@ export class LeaseClient extends Handled {
     const enc = begin();
     put(resource);
     call(enc, X.lf_client_begin_acquire, handleOf(this), p);
-    return readRequest();
+    return readAcquireRequest(resource, this.#holder, this.#clock.domain);
   }
 
   completeAcquire(request, grant) {
@@ -840,13 +890,16 @@ function complete(client, fn, request, grant) {
   putRequest(request);
   putGrant(grant);
   call(enc, fn, handleOf(client), p);
+  // The lease repeats the grant's strings, and its deadline is in the
+  // request's domain.
   const h = f64();
-  const resource = str();
-  const holderId = str();
+  skip();
+  skip();
   const fence = f64();
-  const token = Object.freeze({ resource, holderId, fence });
-  const deadline = readInstant();
-  return new Lease(secret, h, token, deadline, readGrant(), client.clock);
+  const token = Object.freeze({ resource: gtResource, holderId: gtHolder, fence });
+  const deadline = new Instant(f64(), rqDomain);
+  skip();
+  return new Lease(secret, h, token, deadline, readGrantOf(gtId, gtResource, gtHolder, gtDomain), client.clock);
 }
 
 class Lease extends Handled {
