@@ -213,8 +213,7 @@ async function rawExports() {
 
 const cycleState = (js) => {
   if (js) {
-    let t = 0;
-    const clock = () => (t += 0.001);
+    const clock = () => performance.now(); // what createMonotonicClock reads
     return { coordinator: new JsCoordinator(clock, 30_000), client: new JsClient(clock, SHORT), gate: new JsGate('deploy-slot') };
   }
   return {

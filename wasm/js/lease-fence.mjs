@@ -1018,6 +1018,7 @@ export class FenceGate extends Handled {
   // them, unchanged.
   #holderId = null;
   #fence = -1;
+  #made = generation; // the instance whose Go gate this is
   // Writes in progress: synchronous fns on the stack (a reentrant commit
   // inside fn nests), and writes whose promise has not settled. A write
   // that waits (commitAsync) is queued until both are 0.
@@ -1076,7 +1077,7 @@ export class FenceGate extends Handled {
     let resource, holderId, fence;
     const tok = typeof token === 'object' && token !== null;
     if (tok) ({ resource, holderId, fence } = token);
-    if (holderId !== this.#holderId || fence !== this.#fence || resource !== this.#resource || typeof fn !== 'function' || dead) {
+    if (holderId !== this.#holderId || fence !== this.#fence || resource !== this.#resource || typeof fn !== 'function' || dead || this.#made !== generation) {
       goCommit(handleOf(this), token, tok && !Array.isArray(token), resource, holderId, fence, fn);
       this.#holderId = holderId;
       this.#fence = fence;

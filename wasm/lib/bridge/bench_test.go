@@ -57,3 +57,30 @@ func BenchmarkAcquireDenied(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkCycle is the Go half of a whole lease from JavaScript: begin,
+// acquire, complete, commit, release, with the lease's handle freed as its
+// wrapper's finalizer would.
+func BenchmarkCycle(b *testing.B) {
+	w := newWorld(&testing.T{})
+	br := w.b
+	ok := func(st int32) *convert.OutReader {
+		out := &convert.OutReader{B: br.Out.B}
+		if st != OK {
+			b.Fatalf("status %d: %s", st, out.Str())
+		}
+		return out
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		req := ok(br.ClientBeginAcquire(w.client, call(br, args().String("slot")))).GetRequest()
+		out := ok(br.CoordAcquire(w.coord, call(br, args().PutArgRequest(req))))
+		out.F64()
+		g := out.GetGrant()
+		lh := uint32(ok(br.ClientCompleteAcquire(w.client, call(br, args().PutArgRequest(req).PutArgGrant(g)))).F64())
+		tok := g.Token()
+		ok(br.GateCommit(w.gate, call(br, args().PutArgToken(tok).Tag(convert.TagFunction))))
+		ok(br.CoordRelease(w.coord, call(br, args().PutArgToken(tok))))
+		br.Free(lh)
+	}
+}

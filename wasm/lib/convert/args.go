@@ -304,7 +304,7 @@ func (r *Reader) Grant(arg string) (lease.Grant, error) {
 	if err != nil {
 		return g, err
 	}
-	if g.TTL, err = r.Span(arg+".ttlMillis", true, false); err != nil {
+	if g.TTL, err = r.span(arg, "ttlMillis", true, false); err != nil {
 		return g, err
 	}
 	g.CoordinatorExpiresAt, err = r.instant(arg, "coordinatorExpiresAt")
