@@ -6,7 +6,7 @@
 TESTS += test-core test-core-race test-core-js
 BENCH += bench-core
 
-CORE_PKGS := ./core/clock/... ./core/fence/... ./core/lease/... ./core/naive/... ./internal/argerr/...
+CORE_PKGS := ./core/clock/... ./core/fence ./core/lease/... ./core/naive/... ./internal/argerr/...
 
 .PHONY: test-core test-core-race test-core-js bench-core
 test-core:

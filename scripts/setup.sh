@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Installs what the tests need on a fresh machine: the npm packages pinned in
-# package-lock.json, and Debian's chromium when /usr/bin/chromium is missing.
+# package-lock.json, Debian's chromium when /usr/bin/chromium is missing, and
+# Debian's postgresql when no /usr/lib/postgresql/*/bin/initdb exists (the
+# sqlfence tests start their own server in a temporary directory; the package
+# is installed without creating or starting the system's cluster).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,4 +24,23 @@ if [ ${#need[@]} -gt 0 ]; then
   echo "setup: apt-get install ${need[*]}"
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+
+if ! compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null; then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "setup: PostgreSQL is missing; run as root or: apt-get install -y postgresql" >&2
+    exit 1
+  fi
+  echo "setup: apt-get install postgresql (no cluster created, no service started)"
+  mkdir -p /etc/postgresql-common/createcluster.d
+  echo 'create_main_cluster = false' > /etc/postgresql-common/createcluster.d/lease-fence.conf
+  policy_added=
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d
+    chmod 755 /usr/sbin/policy-rc.d
+    policy_added=1
+  fi
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
+  [ -z "$policy_added" ] || rm -f /usr/sbin/policy-rc.d
 fi

@@ -1,0 +1,113 @@
+//go:build !js
+
+package sqlfence_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/lease-fence/lease-fence/core/fence"
+	"github.com/lease-fence/lease-fence/core/fence/sqlfence"
+)
+
+// Two commits to different resources whose statements lock two rows in
+// opposite orders deadlock in PostgreSQL; the server aborts one (40P01),
+// Commit retries it in a fresh transaction, and both land exactly once.
+func TestPostgresDeadlockRetried(t *testing.T) {
+	b := newPostgres(t)
+	db := b.open(t)
+	s := open(t, b, db)
+	if _, err := db.Exec(`CREATE TABLE items (id INT PRIMARY KEY, v INT NOT NULL); INSERT INTO items VALUES (1, 0), (2, 0)`); err != nil {
+		t.Fatal(err)
+	}
+	var runs atomic.Int32
+	locked := [2]chan struct{}{make(chan struct{}), make(chan struct{})}
+	var once [2]sync.Once
+	write := func(first, second, me int) func(context.Context, *sql.Tx) error {
+		return func(ctx context.Context, tx *sql.Tx) error {
+			runs.Add(1)
+			if _, err := tx.ExecContext(ctx, `UPDATE items SET v = v + 1 WHERE id = $1`, first); err != nil {
+				return err
+			}
+			once[me].Do(func() { close(locked[me]) })
+			<-locked[1-me] // both hold their first row before either takes its second
+			_, err := tx.ExecContext(ctx, `UPDATE items SET v = v + 1 WHERE id = $1`, second)
+			return err
+		}
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for me, order := range [][2]int{{1, 2}, {2, 1}} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tk := fence.Token{Resource: "r" + string(rune('0'+me)), HolderID: "h", Fence: 1}
+			errs[me] = s.Commit(context.Background(), tk, write(order[0], order[1], me))
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if runs.Load() < 3 {
+		t.Fatalf("write ran %d times: no deadlock was retried", runs.Load())
+	}
+	var v1, v2 int
+	if err := db.QueryRow(`SELECT (SELECT v FROM items WHERE id = 1), (SELECT v FROM items WHERE id = 2)`).Scan(&v1, &v2); err != nil {
+		t.Fatal(err)
+	}
+	if v1 != 2 || v2 != 2 {
+		t.Fatalf("items = %d, %d; want each updated once by each commit", v1, v2)
+	}
+	t.Logf("write ran %d times for 2 commits", runs.Load())
+}
+
+// While another connection holds SQLite's write lock and the Store's
+// connections do not wait (no busy_timeout), Commit retries MaxAttempts
+// times and then reports the busy database: nothing written, nothing
+// logged. Once the lock is released the same commit lands.
+func TestSQLiteBusyReported(t *testing.T) {
+	b := newSQLite(t)
+	db := b.open(t)
+	createWrites(t, b, db)
+	s := open(t, b, db)
+	ctx := context.Background()
+	if err := s.Commit(ctx, tok("a", 1), insertWrite(b, tok("a", 1))); err != nil {
+		t.Fatal(err)
+	}
+	noWait := openDB(t, "sqlite", "file:"+b.path)
+	impatient := open(t, b, noWait)
+	holder, err := b.open(t).Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	if _, err := holder.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		t.Fatal(err)
+	}
+	ran := false
+	err = impatient.Commit(ctx, tok("b", 2), func(context.Context, *sql.Tx) error { ran = true; return nil })
+	var dbe *sqlfence.DBError
+	if !errors.As(err, &dbe) || ran {
+		t.Fatalf("err = %v (%T), ran = %v", err, err, ran)
+	}
+	t.Logf("with the write lock held elsewhere: %v", err)
+	if _, err := holder.ExecContext(ctx, "ROLLBACK"); err != nil {
+		t.Fatal(err)
+	}
+	if err := impatient.Commit(ctx, tok("b", 2), insertWrite(b, tok("b", 2))); err != nil {
+		t.Fatal(err)
+	}
+	if w := readWrites(t, db, "ledger"); len(w) != 2 {
+		t.Fatalf("writes = %v", w)
+	}
+	if r, _ := s.Rejections(ctx, "ledger"); len(r) != 0 {
+		t.Fatalf("rejections = %v", r)
+	}
+}

@@ -1,0 +1,480 @@
+// Package sqlfence is the fence gate inside a SQL database: the fence check,
+// the raise of the floor and the caller's statements are one transaction in
+// that database, so a stale holder's write can never commit, whatever process
+// or machine it runs in.
+//
+// A Store keeps, per resource, the floor (the highest fence admitted, and who
+// holds it) and the rejections log in two tables of the database it guards.
+// Store.Commit is the method most callers want:
+//
+//	err := store.Commit(ctx, lease.Token(), func(ctx context.Context, tx *sql.Tx) error {
+//		_, err := tx.ExecContext(ctx, `UPDATE accounts SET balance = ? WHERE id = ?`, b, id)
+//		return err
+//	})
+//
+// The package works with any database/sql driver for the two dialects it
+// knows: SQLite (tested with modernc.org/sqlite) and PostgreSQL (tested with
+// github.com/jackc/pgx/v5/stdlib). It imports neither driver.
+package sqlfence
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"math/rand/v2"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/lease-fence/lease-fence/core/fence"
+)
+
+// Dialect is the SQL dialect of the database a Store guards.
+type Dialect int
+
+// The dialects a Store speaks.
+const (
+	SQLite Dialect = iota + 1
+	Postgres
+)
+
+// String names the dialect.
+func (d Dialect) String() string {
+	switch d {
+	case SQLite:
+		return "SQLite"
+	case Postgres:
+		return "Postgres"
+	}
+	return "Dialect(" + strconv.Itoa(int(d)) + ")"
+}
+
+// Options configures a Store.
+type Options struct {
+	Dialect Dialect
+	// Table is the prefix of the Store's two tables, <Table>_floor and
+	// <Table>_rejection: a letter or underscore, then up to 40 letters,
+	// digits or underscores. Default "lease_fence".
+	Table string
+}
+
+// MaxAttempts is how many times Commit and Admit run their transaction when
+// the database reports a transient conflict (SQLite busy or locked,
+// PostgreSQL serialization failure 40001 or deadlock 40P01) before returning
+// the conflict as an error.
+const MaxAttempts = 8
+
+// Store is a fence gate kept in a SQL database. It is safe for concurrent
+// use, and any number of Stores, in any number of processes, may guard the
+// same tables: the database serializes them.
+type Store struct {
+	db      *sql.DB
+	dialect Dialect
+
+	qEnsure, qLock, qRaise, qRefuse, qLogRejection, qFloor, qRejections, qStatus string
+}
+
+var tableName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,40}$`)
+
+func argError(arg, reason string) error {
+	return &fence.ArgumentError{Pkg: "sqlfence", Arg: arg, Reason: reason}
+}
+
+// Open returns a Store over db, creating its tables if they are missing.
+func Open(ctx context.Context, db *sql.DB, opts Options) (*Store, error) {
+	switch {
+	case ctx == nil:
+		return nil, argError("ctx", "must not be nil")
+	case db == nil:
+		return nil, argError("db", "must not be nil")
+	case opts.Dialect != SQLite && opts.Dialect != Postgres:
+		return nil, argError("options.dialect", "must be sqlfence.SQLite or sqlfence.Postgres")
+	}
+	if opts.Table == "" {
+		opts.Table = "lease_fence"
+	}
+	if !tableName.MatchString(opts.Table) {
+		return nil, argError("options.table", "must be a letter or underscore followed by up to 40 letters, digits or underscores")
+	}
+	s := &Store{db: db, dialect: opts.Dialect}
+	floor, rej := opts.Table+"_floor", opts.Table+"_rejection"
+	s.qEnsure = `INSERT INTO ` + floor + ` (resource, fence, holder, rejections) VALUES (?, 0, '', 0) ON CONFLICT (resource) DO NOTHING`
+	s.qLock = `SELECT fence, holder, rejections FROM ` + floor + ` WHERE resource = ?`
+	if s.dialect == Postgres {
+		s.qLock = `SELECT fence, holder, rejections, pg_current_xact_id()::text FROM ` + floor + ` WHERE resource = ? FOR UPDATE`
+		s.qStatus = `SELECT pg_xact_status(?::xid8)`
+	}
+	s.qRaise = `UPDATE ` + floor + ` SET fence = ?, holder = ? WHERE resource = ?`
+	s.qRefuse = `UPDATE ` + floor + ` SET rejections = ? WHERE resource = ?`
+	s.qLogRejection = `INSERT INTO ` + rej + ` (resource, seq, refused_holder, refused_fence, admitted_holder, admitted_fence) VALUES (?, ?, ?, ?, ?, ?)`
+	s.qFloor = `SELECT fence FROM ` + floor + ` WHERE resource = ?`
+	s.qRejections = `SELECT seq, refused_holder, refused_fence, admitted_holder, admitted_fence FROM ` + rej + ` WHERE resource = ? ORDER BY seq`
+	for _, q := range []*string{&s.qEnsure, &s.qLock, &s.qRaise, &s.qRefuse, &s.qLogRejection, &s.qFloor, &s.qRejections, &s.qStatus} {
+		*q = s.rebind(*q)
+	}
+	schema := []string{
+		`CREATE TABLE IF NOT EXISTS ` + floor + ` (
+			resource   TEXT PRIMARY KEY,
+			fence      BIGINT NOT NULL,
+			holder     TEXT NOT NULL,
+			rejections BIGINT NOT NULL
+		)`,
+		`CREATE TABLE IF NOT EXISTS ` + rej + ` (
+			resource        TEXT NOT NULL,
+			seq             BIGINT NOT NULL,
+			refused_holder  TEXT NOT NULL,
+			refused_fence   BIGINT NOT NULL,
+			admitted_holder TEXT NOT NULL,
+			admitted_fence  BIGINT NOT NULL,
+			PRIMARY KEY (resource, seq)
+		)`,
+	}
+	for _, q := range schema {
+		err := s.retry(ctx, func() error { _, err := db.ExecContext(ctx, q); return err })
+		if err != nil {
+			if s.dialect == Postgres && isUniqueViolation(err) {
+				// Two Opens raced to create the table; it exists now.
+				continue
+			}
+			return nil, wrap("creating tables", err)
+		}
+	}
+	return s, nil
+}
+
+// rebind turns ? placeholders into $1, $2, ... for PostgreSQL.
+func (s *Store) rebind(q string) string {
+	if s.dialect != Postgres || q == "" {
+		return q
+	}
+	var b strings.Builder
+	n := 0
+	for _, c := range q {
+		if c == '?' {
+			n++
+			b.WriteString("$" + strconv.Itoa(n))
+			continue
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
+
+// Commit runs write inside one database transaction together with the fence
+// check and the raise of the floor, and commits them together:
+//
+//   - nil: the write committed; the floor is at least tok.Fence.
+//   - *fence.StaleFenceError: tok.Fence was below the floor. write did not
+//     run; the refusal (both holders, both fences, and a per-resource Seq) was
+//     committed to the rejections table.
+//   - any other error: nothing was written and nothing was logged: the
+//     context ended, write returned an error (returned as is, or wrapped),
+//     the token was invalid, or the database failed. If the database fails in
+//     a way that leaves the outcome unknown (a PostgreSQL connection lost
+//     during COMMIT), Commit asks the database what became of the
+//     transaction, and if even that fails it returns an *OutcomeUnknownError
+//     rather than guess.
+//
+// If write fails, the whole transaction rolls back, the raise of the floor
+// with it: the floor stays where it was. That is safe because the database
+// then holds nothing of the failed write: the floor still names the newest
+// fence whose writes are in the database, so admitting an older fence
+// afterwards cannot overwrite anything newer. (The in-memory gate keeps its
+// raised floor after a failed write because there the resource may already
+// hold part of it.) Use Admit to raise the floor without writing.
+//
+// Transient conflicts (see MaxAttempts) are retried with a fresh
+// transaction, so write may run more than once; it must act only through tx
+// and must not commit or roll it back. Writes to one resource are serialized
+// by a lock on its floor row, held until the transaction ends.
+func (s *Store) Commit(ctx context.Context, tok fence.Token, write func(ctx context.Context, tx *sql.Tx) error) error {
+	if write == nil {
+		return argError("write", "must not be nil")
+	}
+	return s.run(ctx, tok, write)
+}
+
+// Admit raises the floor of tok's resource to tok.Fence without writing, in
+// its own transaction, so a coordinator can push the new generation to the
+// database at reassignment. A token below the floor is refused and logged
+// like a stale Commit.
+func (s *Store) Admit(ctx context.Context, tok fence.Token) error {
+	return s.run(ctx, tok, nil)
+}
+
+func (s *Store) run(ctx context.Context, tok fence.Token, write func(context.Context, *sql.Tx) error) error {
+	if s == nil || s.db == nil {
+		return argError("store", "is nil or was not made by Open")
+	}
+	if ctx == nil {
+		return argError("ctx", "must not be nil")
+	}
+	if err := tok.Validate(); err != nil {
+		return err
+	}
+	var stale *fence.StaleFenceError
+	err := s.retry(ctx, func() error {
+		var err error
+		stale, err = s.attempt(ctx, tok, write)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if stale != nil {
+		return stale
+	}
+	return nil
+}
+
+// attempt is one transaction: lock the floor row, check, then either log a
+// refusal or raise the floor and write, and commit.
+func (s *Store) attempt(ctx context.Context, tok fence.Token, write func(context.Context, *sql.Tx) error) (*fence.StaleFenceError, error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, wrap("begin", err)
+	}
+	committed := false
+	defer func() {
+		if !committed {
+			_ = tx.Rollback()
+		}
+	}()
+	// The insert is the transaction's first statement, so in SQLite it takes
+	// the database's write lock before anything is read; in PostgreSQL the
+	// SELECT ... FOR UPDATE below locks the resource's row.
+	if _, err := tx.ExecContext(ctx, s.qEnsure, tok.Resource); err != nil {
+		return nil, wrap("locking the floor", err)
+	}
+	var floor, rejections int64
+	var holder, xid string
+	row := tx.QueryRowContext(ctx, s.qLock, tok.Resource)
+	if s.dialect == Postgres {
+		err = row.Scan(&floor, &holder, &rejections, &xid)
+	} else {
+		err = row.Scan(&floor, &holder, &rejections)
+	}
+	if err != nil {
+		return nil, wrap("reading the floor", err)
+	}
+	f := int64(tok.Fence)
+	if f < floor {
+		r := fence.Rejection{
+			Seq: uint64(rejections) + 1, Resource: tok.Resource,
+			RefusedHolder: tok.HolderID, RefusedFence: tok.Fence,
+			AdmittedHolder: holder, AdmittedFence: uint64(floor),
+		}
+		if _, err := tx.ExecContext(ctx, s.qRefuse, int64(r.Seq), tok.Resource); err != nil {
+			return nil, wrap("counting the refusal", err)
+		}
+		if _, err := tx.ExecContext(ctx, s.qLogRejection, tok.Resource, int64(r.Seq), r.RefusedHolder, f, r.AdmittedHolder, floor); err != nil {
+			return nil, wrap("logging the refusal", err)
+		}
+		if err := s.commit(ctx, tx, xid); err != nil {
+			committed = true // commit consumed tx either way
+			return nil, err
+		}
+		committed = true
+		return &fence.StaleFenceError{Rejection: r}, nil
+	}
+	if f > floor || holder == "" {
+		if _, err := tx.ExecContext(ctx, s.qRaise, f, tok.HolderID, tok.Resource); err != nil {
+			return nil, wrap("raising the floor", err)
+		}
+	}
+	if write != nil {
+		if err := write(ctx, tx); err != nil {
+			return nil, err
+		}
+	}
+	committed = true
+	return nil, s.commit(ctx, tx, xid)
+}
+
+// commit commits tx. A PostgreSQL COMMIT that fails without an answer from
+// the server (the connection broke) may or may not have happened; then the
+// server is asked for the transaction's status.
+func (s *Store) commit(ctx context.Context, tx *sql.Tx, xid string) error {
+	err := tx.Commit()
+	if err == nil {
+		return nil
+	}
+	if s.dialect != Postgres || sqlState(err) != "" || xid == "" {
+		// SQLite's COMMIT is local: an error means it did not happen (the
+		// driver rolls back whatever is left). A PostgreSQL error code
+		// means the server answered, and a failed COMMIT rolls back.
+		return wrap("commit", err)
+	}
+	for i := range MaxAttempts {
+		var status sql.NullString
+		qerr := s.db.QueryRowContext(context.WithoutCancel(ctx), s.qStatus, xid).Scan(&status)
+		switch {
+		case qerr != nil:
+		case status.String == "committed":
+			return nil
+		case status.String == "aborted":
+			return wrap("commit", err)
+		}
+		_ = pause(context.WithoutCancel(ctx), i)
+	}
+	return &OutcomeUnknownError{Err: err}
+}
+
+// OutcomeUnknownError is returned when a COMMIT failed in a way that leaves
+// open whether it happened, and the database could not be asked afterwards.
+// The write may or may not be in the database; read it back to find out.
+type OutcomeUnknownError struct{ Err error }
+
+func (e *OutcomeUnknownError) Error() string {
+	return "sqlfence: the commit's outcome is unknown: " + e.Err.Error()
+}
+
+// Unwrap returns the commit's error.
+func (e *OutcomeUnknownError) Unwrap() error { return e.Err }
+
+// retry runs fn until it returns something other than a transient conflict,
+// at most MaxAttempts times, pausing a little longer (with jitter) each time.
+func (s *Store) retry(ctx context.Context, fn func() error) error {
+	var err error
+	for i := range MaxAttempts {
+		err = fn()
+		if err == nil || !s.transient(err) {
+			return err
+		}
+		if perr := pause(ctx, i); perr != nil {
+			return err
+		}
+	}
+	return err
+}
+
+// pause waits about 2^i ms (at most 64), or until ctx is done.
+func pause(ctx context.Context, i int) error {
+	d := time.Duration(1<<min(i, 6)) * time.Millisecond
+	d = d/2 + rand.N(d)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// transient reports whether err is a conflict that a fresh transaction may
+// not meet: SQLite busy/locked, PostgreSQL serialization failure or deadlock.
+func (s *Store) transient(err error) bool {
+	if s.dialect == Postgres {
+		switch sqlState(err) {
+		case "40001", "40P01":
+			return true
+		}
+		return false
+	}
+	var coded interface{ Code() int }
+	if errors.As(err, &coded) {
+		switch coded.Code() & 0xff {
+		case 5, 6: // SQLITE_BUSY, SQLITE_LOCKED
+			return true
+		}
+		return false
+	}
+	msg := err.Error()
+	return strings.Contains(msg, "database is locked") || strings.Contains(msg, "SQLITE_BUSY")
+}
+
+// sqlState returns the SQLSTATE code of a PostgreSQL error (pgx's
+// *pgconn.PgError and lib/pq's *pq.Error both have the method), or "".
+func sqlState(err error) string {
+	var coded interface{ SQLState() string }
+	if errors.As(err, &coded) {
+		return coded.SQLState()
+	}
+	return ""
+}
+
+func isUniqueViolation(err error) bool { return sqlState(err) == "23505" }
+
+// wrap prefixes a database error with what Commit was doing; errors.Is/As
+// still reach the driver's error.
+func wrap(doing string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return &DBError{Op: doing, Err: err}
+}
+
+// DBError is a database failure during one of the Store's own statements.
+// Nothing was written and nothing was logged.
+type DBError struct {
+	Op  string
+	Err error
+}
+
+func (e *DBError) Error() string { return "sqlfence: " + e.Op + ": " + e.Err.Error() }
+
+// Unwrap returns the driver's error.
+func (e *DBError) Unwrap() error { return e.Err }
+
+// Floor returns the highest fence admitted for resource (0 if none has been).
+func (s *Store) Floor(ctx context.Context, resource string) (uint64, error) {
+	if err := s.checkQuery(ctx, resource); err != nil {
+		return 0, err
+	}
+	var f int64
+	err := s.db.QueryRowContext(ctx, s.qFloor, resource).Scan(&f)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, wrap("reading the floor", err)
+	}
+	return uint64(f), nil
+}
+
+// Rejections returns every refusal logged for resource, oldest first. The
+// table keeps them all (one row per refusal); prune it with your own DELETE
+// if you need to.
+func (s *Store) Rejections(ctx context.Context, resource string) ([]fence.Rejection, error) {
+	if err := s.checkQuery(ctx, resource); err != nil {
+		return nil, err
+	}
+	rows, err := s.db.QueryContext(ctx, s.qRejections, resource)
+	if err != nil {
+		return nil, wrap("reading rejections", err)
+	}
+	defer rows.Close()
+	var out []fence.Rejection
+	for rows.Next() {
+		var seq, rf, af int64
+		r := fence.Rejection{Resource: resource}
+		if err := rows.Scan(&seq, &r.RefusedHolder, &rf, &r.AdmittedHolder, &af); err != nil {
+			return nil, wrap("reading rejections", err)
+		}
+		r.Seq, r.RefusedFence, r.AdmittedFence = uint64(seq), uint64(rf), uint64(af)
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, wrap("reading rejections", err)
+	}
+	return out, nil
+}
+
+func (s *Store) checkQuery(ctx context.Context, resource string) error {
+	switch {
+	case s == nil || s.db == nil:
+		return argError("store", "is nil or was not made by Open")
+	case ctx == nil:
+		return argError("ctx", "must not be nil")
+	case resource == "":
+		return argError("resource", "must not be empty")
+	case len(resource) > fence.MaxIDBytes:
+		return argError("resource", "must be at most "+strconv.Itoa(fence.MaxIDBytes)+" bytes")
+	}
+	return nil
+}

@@ -1,0 +1,36 @@
+//go:build !js
+
+// Command pgserver starts a throwaway PostgreSQL server (internal/pgtest),
+// prints its postgres:// URL on one line, and stops it when its standard
+// input closes or it gets SIGINT/SIGTERM. Tests in other languages (the
+// node suite) use it to get the same real server the Go tests use.
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/lease-fence/lease-fence/internal/pgtest"
+)
+
+func main() {
+	srv, err := pgtest.Start(pgtest.Options{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	fmt.Println(srv.URL(""))
+	done := make(chan struct{}, 2)
+	go func() { _, _ = io.Copy(io.Discard, os.Stdin); done <- struct{}{} }()
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	go func() { <-sig; done <- struct{}{} }()
+	<-done
+	if err := srv.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+}

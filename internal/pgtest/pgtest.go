@@ -1,0 +1,175 @@
+//go:build !js
+
+// Package pgtest starts a throwaway PostgreSQL server for tests: initdb in a
+// temporary directory, the server bound to 127.0.0.1 on a free port (and a
+// Unix socket in that directory), run as a non-root user, stopped and removed
+// by Stop. It uses the Debian package's binaries (/usr/lib/postgresql/*/bin,
+// installed by scripts/setup.sh) and fails, never skips, when they are
+// missing.
+package pgtest
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// Server is a running PostgreSQL server.
+type Server struct {
+	Dir  string // data directory and socket directory, removed by Stop
+	Port int
+	bin  string
+	run  []string // prefix that runs a command as the server's user
+}
+
+// Options tunes the server.
+type Options struct {
+	// Durable keeps fsync and synchronous_commit on (benchmarks); tests
+	// turn them off to start and run faster.
+	Durable bool
+}
+
+// BinDir returns the directory of the newest installed PostgreSQL's
+// binaries, or an error saying how to install them.
+func BinDir() (string, error) {
+	if d := os.Getenv("PG_BINDIR"); d != "" {
+		return d, nil
+	}
+	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
+	var found []string
+	for _, d := range dirs {
+		if _, err := os.Stat(filepath.Join(d, "initdb")); err == nil {
+			found = append(found, d)
+		}
+	}
+	if len(found) == 0 {
+		return "", errors.New("pgtest: PostgreSQL is not installed (no /usr/lib/postgresql/*/bin/initdb); run scripts/setup.sh as root, or apt-get install postgresql")
+	}
+	sort.Slice(found, func(i, j int) bool {
+		vi, _ := strconv.Atoi(filepath.Base(filepath.Dir(found[i])))
+		vj, _ := strconv.Atoi(filepath.Base(filepath.Dir(found[j])))
+		return vi < vj
+	})
+	return found[len(found)-1], nil
+}
+
+// Start initializes and starts a server. The caller must call Stop.
+func Start(opts Options) (*Server, error) {
+	bin, err := BinDir()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "pgtest")
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{Dir: dir, bin: bin}
+	if os.Geteuid() == 0 {
+		// PostgreSQL refuses to run as root: run it as nobody, in a
+		// directory nobody owns.
+		u, err := user.Lookup("nobody")
+		if err != nil {
+			os.RemoveAll(dir)
+			return nil, fmt.Errorf("pgtest: running as root and there is no user nobody to run postgres as: %w", err)
+		}
+		uid, _ := strconv.Atoi(u.Uid)
+		gid, _ := strconv.Atoi(u.Gid)
+		if err := os.Chown(dir, uid, gid); err != nil {
+			os.RemoveAll(dir)
+			return nil, err
+		}
+		s.run = []string{"runuser", "-u", "nobody", "--"}
+	}
+	data := filepath.Join(dir, "data")
+	if out, err := s.cmd("initdb", "-D", data, "-U", "postgres", "-A", "trust", "-E", "UTF8", "--no-sync", "--no-instructions").CombinedOutput(); err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("pgtest: initdb: %v\n%s", err, out)
+	}
+	settings := []string{
+		"-c listen_addresses=127.0.0.1",
+		"-c unix_socket_directories=" + dir,
+		"-c max_connections=100",
+		"-c shared_buffers=32MB",
+		"-c deadlock_timeout=50ms", // deadlock tests resolve quickly
+	}
+	if !opts.Durable {
+		settings = append(settings, "-c fsync=off", "-c synchronous_commit=off", "-c full_page_writes=off")
+	}
+	var lastErr error
+	for range 5 { // the free port may be taken before postgres binds it
+		port, err := freePort()
+		if err != nil {
+			os.RemoveAll(dir)
+			return nil, err
+		}
+		o := strings.Join(append(settings, "-p "+strconv.Itoa(port)), " ")
+		out, err := s.cmd("pg_ctl", "-D", data, "-o", o, "-l", filepath.Join(dir, "log"), "-w", "-t", "60", "start").CombinedOutput()
+		if err == nil {
+			s.Port = port
+			return s, nil
+		}
+		log, _ := os.ReadFile(filepath.Join(dir, "log"))
+		lastErr = fmt.Errorf("pgtest: pg_ctl start: %v\n%s\n%s", err, out, log)
+		if !bytes.Contains(log, []byte("in use")) {
+			break
+		}
+	}
+	os.RemoveAll(dir)
+	return nil, lastErr
+}
+
+func (s *Server) cmd(name string, args ...string) *exec.Cmd {
+	argv := append(append(append([]string{}, s.run...), filepath.Join(s.bin, name)), args...)
+	c := exec.Command(argv[0], argv[1:]...)
+	c.Dir = s.Dir
+	c.Env = append(os.Environ(), "LC_ALL=C")
+	// Keep the server out of the test's process group, so a Ctrl-C to the
+	// test does not kill it before Stop can.
+	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	return c
+}
+
+// DSN returns a connection string for database db ("postgres" if empty),
+// in the key=value form pgx and libpq accept.
+func (s *Server) DSN(db string) string {
+	if db == "" {
+		db = "postgres"
+	}
+	return fmt.Sprintf("host=127.0.0.1 port=%d user=postgres dbname=%s sslmode=disable", s.Port, db)
+}
+
+// URL returns the same as a postgres:// URL (for node's pg).
+func (s *Server) URL(db string) string {
+	if db == "" {
+		db = "postgres"
+	}
+	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable", s.Port, db)
+}
+
+// Stop stops the server at once and removes its directory.
+func (s *Server) Stop() error {
+	out, err := s.cmd("pg_ctl", "-D", filepath.Join(s.Dir, "data"), "-m", "immediate", "-w", "stop").CombinedOutput()
+	rmErr := os.RemoveAll(s.Dir)
+	if err != nil {
+		return fmt.Errorf("pgtest: pg_ctl stop: %v\n%s", err, out)
+	}
+	return rmErr
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
