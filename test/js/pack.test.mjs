@@ -43,3 +43,28 @@ test('npm pack installs into an empty folder and runs under this node', () => {
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+// The entries for browsers and Workers (and lease-fence/init, which
+// bundlers use for the browser) reach no node: module through any import,
+// static or dynamic; only the node and require entries may.
+test('the browser, workerd, default and init entries import nothing from node:', () => {
+  const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'));
+  const dot = pkg.exports['.'];
+  const entries = [dot.browser, dot.workerd, dot.default, pkg.exports['./init'].default];
+  const specifiers = /\b(?:import|export)\s*(?:[\w*{}\s,]*?\s*from\s*)?\(?\s*['"]([^'"]+)['"]/g;
+  const seen = new Set();
+  const walk = (file) => {
+    if (seen.has(file)) return;
+    seen.add(file);
+    const src = readFileSync(join(root, file), 'utf8').replace(/^\s*\/\/.*$/gm, '');
+    for (const [, spec] of src.matchAll(specifiers)) {
+      assert.ok(!spec.startsWith('node:') && spec.startsWith('./'), `${file} imports ${spec}`);
+      if (spec.endsWith('.mjs')) walk(join(file, '..', spec));
+    }
+  };
+  for (const e of entries) walk(e.replace(/^\.\//, ''));
+  assert.ok(seen.has('wasm/js/loader.mjs') && seen.has('wasm/js/wasm_exec.mjs'), 'the walk follows the imports');
+  // The node entry does import node:fs, so the pattern finds such imports.
+  const nodeEntry = readFileSync(join(root, dot.node), 'utf8');
+  assert.ok([...nodeEntry.matchAll(specifiers)].some(([, spec]) => spec === 'node:fs/promises'));
+});
