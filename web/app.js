@@ -10,7 +10,7 @@ import {
   toQuery,
   defaultScenario,
   presetById,
-  runScenario,
+  runScenarioAsync,
   stateAt,
   indexAtTime,
   fmt,
@@ -35,6 +35,7 @@ const ui = {
   embed: false,
   compact: false,
   sentHeight: 0,
+  runs: 0, // counts setScenario calls: only the latest one's run is shown
 };
 
 function notice(problems) {
@@ -51,7 +52,11 @@ async function start() {
   const parsed = parseQuery(location.search);
   ui.embed = parsed.embed;
   ui.compact = ui.embed;
-  if (ui.embed) document.body.classList.add('embed');
+  if (ui.embed) {
+    document.body.classList.add('embed');
+    // A compact top row: the title beside the few controls an embed keeps.
+    $('title').after($('buttons'));
+  }
   $('open-full').hidden = !ui.embed;
   notice(parsed.problems);
   try {
@@ -62,7 +67,7 @@ async function start() {
     return;
   }
   buildSetup();
-  if (!setScenario(parsed.scenario)) setScenario(defaultScenario());
+  if (!(await setScenario(parsed.scenario))) await setScenario(defaultScenario());
   const last = ui.run.positions.length - 1;
   if (parsed.at === null) ui.index = ui.embed ? last : 0;
   else if (parsed.at > last) {
@@ -85,15 +90,24 @@ async function start() {
 
 // --- scenario ----------------------------------------------------------------
 
-/** Runs s; on failure keeps the previous run and says why. */
-function setScenario(s, keepTime = true) {
+/**
+ * Runs s; on failure keeps the previous run and says why. Resolves true
+ * when s is now the run shown (false also when a later change overtook it:
+ * a run whose writes await takes a few macrotask turns).
+ */
+async function setScenario(s, keepTime = true) {
+  const mine = ++ui.runs;
+  document.body.classList.add('busy');
   let run;
   try {
-    run = runScenario(ui.lib, s);
+    run = await runScenarioAsync(ui.lib, s);
   } catch (err) {
+    if (mine === ui.runs) document.body.classList.remove('busy');
     notice([`That scenario could not run: ${shown(err?.message ?? err)}. The previous one is still shown.`]);
     return false;
   }
+  if (mine !== ui.runs) return false;
+  document.body.classList.remove('busy');
   const keepT = ui.run && keepTime && ui.index > 0 ? ui.run.positions[ui.index].t : null;
   ui.scenario = { ...s };
   ui.run = run;
@@ -170,7 +184,7 @@ function onParam(ev) {
   }
   input.removeAttribute('aria-invalid');
   err.textContent = '';
-  if (setScenario({ ...ui.scenario, [def.key]: v })) render();
+  setScenario({ ...ui.scenario, [def.key]: v }).then((ok) => ok && render());
 }
 
 // --- controls ----------------------------------------------------------------
@@ -179,7 +193,7 @@ function wireControls() {
   $('preset').addEventListener('change', (ev) => {
     pause();
     // A new preset starts at its beginning.
-    if (setScenario(defaultScenario(ev.target.value), false)) render();
+    setScenario(defaultScenario(ev.target.value), false).then((ok) => ok && render());
   });
   $('params').addEventListener('change', onParam);
   $('params').addEventListener('submit', (ev) => ev.preventDefault());
@@ -302,7 +316,10 @@ function render(updateUrl = true) {
 
   const caption = captionAt(ui.run, ui.index, presetById(ui.scenario.preset).claim);
   const atEnd = ui.index === last;
-  if (updateUrl) $('caption').textContent = caption.text;
+  // An embed opens at the end, where the verdicts tell the story: its
+  // caption there is one line, to keep both lanes in a small frame.
+  const text = ui.embed && atEnd && ui.index > 0 ? `End of the run, t = ${fmt(t)} ms: each lane's verdict is below. Step back to replay it.` : caption.text;
+  if (updateUrl) $('caption').textContent = text;
   const verdict = verdicts(ui.run);
 
   for (const mode of MODES) {
@@ -323,8 +340,10 @@ function render(updateUrl = true) {
       summary,
     });
     const v = $(`verdict-${mode}`);
-    v.textContent = atEnd ? verdict[mode] : '';
+    v.textContent = atEnd ? verdict[mode].text : '';
+    v.dataset.tone = verdict[mode].tone;
     v.hidden = !atEnd;
+    $(`lane-${mode}`).classList.toggle('has-verdict', atEnd);
     if (updateUrl) renderLog($(`log-${mode}`), st.events, mode);
     $(`lane-${mode}`).dataset.value = st.value ?? '';
     $(`lane-${mode}`).dataset.landed = String(st.landed.length);
@@ -333,6 +352,7 @@ function render(updateUrl = true) {
       renderRejections(st.rejections);
     }
   }
+  document.body.dataset.preset = ui.scenario.preset;
   tellHost();
 }
 

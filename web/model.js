@@ -84,12 +84,22 @@ export const PRESETS = [
     claim: 'The same run, but the coordinator calls gate.admit with each new grant\'s token: the floor is 2 from 1000, and A\'s write at 1100 is refused and logged before B has written anything.',
     params: { ...BASE, model: 150 },
   },
+  {
+    id: 'async',
+    title: 'Writes that await (gate.commitAsync)',
+    claim: 'A\'s write is async: admitted at 950 with fence 1, it awaits its store for 450 ms, across the handover to B at 1000. gate.commit refuses the async function before it runs; with commitAsync, B\'s write waits for A\'s to settle and lands after it, and A\'s next write, queued behind B\'s, is refused when its turn comes. The naive resource lets A\'s write land over B\'s.',
+    params: { ...BASE },
+    async: true,
+  },
 ];
 
 export const DEFAULT_PRESET = 'gap';
 
 /** How long B works between its check and its write in the early and push presets. */
 const B_WORK = 300;
+/** How long B's store call and A's follow-up take in the async preset. */
+const B_STORE = 100;
+const A_FOLLOW_UP = 50;
 
 export function presetById(id) {
   return PRESETS.find((p) => p.id === id);
@@ -212,9 +222,38 @@ const millis = (x) => (typeof x === 'number' ? x : x?.millis);
 export function runScenario(lib, scenario) {
   const problems = validateScenario(scenario);
   if (problems.length) throw new RangeError(problems.join(' '));
+  if (presetById(scenario.preset).async) throw new TypeError(`preset ${scenario.preset} awaits real promises: use runScenarioAsync`);
   const naive = new LaneRun(lib, scenario, 'naive').run();
   const fenced = new LaneRun(lib, scenario, 'fenced').run();
   return { scenario: { ...scenario }, lanes: { naive, fenced }, ...positionsOf([naive, fenced]) };
+}
+
+/**
+ * runScenario for every preset, including those whose writes await (the
+ * async preset drives gate.commitAsync, whose promises settle as the
+ * virtual clock reaches the end of each store call). Resolves with the same
+ * shape; still deterministic: between two virtual instants the run lets every
+ * pending promise settle before it moves on.
+ */
+export async function runScenarioAsync(lib, scenario) {
+  const problems = validateScenario(scenario);
+  if (problems.length) throw new RangeError(problems.join(' '));
+  if (!presetById(scenario.preset).async) return runScenario(lib, scenario);
+  const naive = await new LaneRun(lib, scenario, 'naive').runAsync();
+  const fenced = await new LaneRun(lib, scenario, 'fenced').runAsync();
+  return { scenario: { ...scenario }, lanes: { naive, fenced }, ...positionsOf([naive, fenced]) };
+}
+
+/** Resolves after every promise job queued so far has run (a macrotask turn). */
+function settle() {
+  return new Promise((resolve) => {
+    const ch = new MessageChannel();
+    ch.port1.onmessage = () => {
+      ch.port1.close();
+      resolve();
+    };
+    ch.port2.postMessage(null);
+  });
 }
 
 /** The positions shared by lanes: one more event per lane per step. */
@@ -272,6 +311,21 @@ function script(s) {
       return [
         { actor: 'A', steps: [{ op: 'acquire', at: 0, up: s.upA, down: s.downA }, ...writeA] },
         { actor: 'B', steps: [acqB, { op: 'check' }, { op: 'model', ms: B_WORK }, { op: 'write', value: "B's report" }] },
+      ];
+    case 'async':
+      // A's store call lasts `model` ms; it first tries gate.commit with its
+      // async function, then uses commitAsync.
+      return [
+        {
+          actor: 'A',
+          steps: [
+            { op: 'acquire', at: 0, up: s.upA, down: s.downA },
+            { op: 'check', at: s.checkAt },
+            { op: 'awrite', value: "A's report", ms: s.model, tryCommit: true },
+            { op: 'awrite', value: "A's follow-up", ms: A_FOLLOW_UP },
+          ],
+        },
+        { actor: 'B', steps: [acqB, { op: 'check' }, { op: 'awrite', value: "B's report", ms: B_STORE }] },
       ];
     case 'restart':
     case 'restart-kept': {
@@ -342,6 +396,10 @@ class LaneRun {
     this.genOfReq = new Map(); // requestId -> index in generations
     this.queue = [];
     this.order = 0;
+    this.now = 0; // the virtual time of the action being run
+    this.wids = 0; // numbers the writes, to tie a write's call, start and end together
+    this.failure = null; // an unexpected error inside a promise, rethrown by runAsync
+    this.lastFloor = 0; // the gate's floor as last recorded in an event (async writes)
   }
 
   emit(e) {
@@ -372,17 +430,37 @@ class LaneRun {
   run() {
     for (const th of script(this.s)) this.thread(th, 0, 0);
     let actions = 0;
-    const queue = this.queue;
-    while (queue.length) {
+    while (this.queue.length) {
       if (++actions > MAX_ACTIONS) throw new RangeError('the scenario did not settle within ' + MAX_ACTIONS + ' steps');
-      let k = 0;
-      for (let j = 1; j < queue.length; j++) {
-        if (queue[j].t < queue[k].t || (queue[j].t === queue[k].t && queue[j].order < queue[k].order)) k = j;
-      }
-      const [item] = queue.splice(k, 1);
-      item.fn();
+      this.step();
     }
     return this.finish();
+  }
+
+  /** run for scripts whose writes await: lets promises settle after every action. */
+  async runAsync() {
+    for (const th of script(this.s)) this.thread(th, 0, 0);
+    await settle();
+    let actions = 0;
+    while (this.queue.length) {
+      if (++actions > MAX_ACTIONS) throw new RangeError('the scenario did not settle within ' + MAX_ACTIONS + ' steps');
+      this.step();
+      await settle();
+      if (this.failure) throw this.failure;
+    }
+    return this.finish();
+  }
+
+  /** Runs the earliest queued action. */
+  step() {
+    const queue = this.queue;
+    let k = 0;
+    for (let j = 1; j < queue.length; j++) {
+      if (queue[j].t < queue[k].t || (queue[j].t === queue[k].t && queue[j].order < queue[k].order)) k = j;
+    }
+    const [item] = queue.splice(k, 1);
+    this.now = item.t;
+    item.fn();
   }
 
   // Runs thread th from step i at time t.
@@ -417,6 +495,8 @@ class LaneRun {
         return this.at(t + step.ms, () => this.next(th, i, t + step.ms));
       case 'write':
         return this.write(ag, th, i, t, step);
+      case 'awrite':
+        return this.writeAsync(ag, th, i, t, step);
       default:
         throw new Error(`unknown step ${step.op}`);
     }
@@ -621,6 +701,78 @@ class LaneRun {
     this.next(th, i, t);
   }
 
+  // A write whose store call takes step.ms: naive, it just runs; fenced, it
+  // goes through gate.commitAsync (after showing gate.commit refuse the
+  // async function, when step.tryCommit). The write's value lands when its
+  // store call ends; events: write-call (the call, and whether it had to
+  // queue), write-begin (its turn came later), write (landed or refused).
+  writeAsync(ag, th, i, t, step) {
+    this.bring(ag.key, t);
+    const wid = this.wids++;
+    const fence = ag.lease.token.fence;
+    const base = { actor: ag.key, wid, gen: ag.gen, value: step.value, async: true, ms: step.ms, calledAt: t };
+    let began = null;
+    const store = () => new Promise((resolve) => this.at(this.now + step.ms, resolve));
+    const land = (floorBefore) => {
+      const before = this.resource.value;
+      const beforeBy = this.resource.by;
+      this.resource.value = step.value;
+      this.resource.by = ag.key;
+      // It should not have landed if the lease had ended before the write
+      // began, or if a newer holder's write landed while it was under way.
+      const overtaken = this.events.some((e) => e.kind === 'write' && e.landed && e.actor !== ag.key && e.t > began);
+      const stale = !(this.generations[ag.gen].end > began) || overtaken;
+      const floor = this.fenced ? this.gate.floor : undefined;
+      this.emit({ ...base, t: this.now, kind: 'write', landed: true, fence: this.fenced ? fence : null, began, before, beforeBy, stale, overtaken, floorBefore, floor });
+    };
+    if (!this.fenced) {
+      began = t;
+      this.emit({ ...base, t, kind: 'write-call', fence: null, queued: false });
+      (async () => {
+        await store();
+        land(undefined);
+        this.next(th, i, this.now);
+      })().catch((err) => (this.failure ??= err));
+      return;
+    }
+    if (step.tryCommit) {
+      try {
+        this.gate.commit(ag.lease.token, async () => {
+          throw new Error('gate.commit ran an async function');
+        });
+        throw new Error('gate.commit accepted an async function');
+      } catch (err) {
+        if (!(err instanceof this.lib.InvalidArgumentError)) throw err;
+        this.emit({ t, actor: ag.key, kind: 'misuse', wid, fence, error: err.name, floor: this.gate.floor });
+      }
+    }
+    const floorAtCall = this.gate.floor;
+    const fn = async () => {
+      began = this.now;
+      if (began !== t) {
+        // Its turn came after a wait: the gate checked it only now.
+        const floorBefore = this.lastFloor;
+        this.lastFloor = this.gate.floor;
+        this.emit({ ...base, t: began, kind: 'write-begin', fence, floorBefore, floor: this.gate.floor });
+      }
+      await store();
+      // The floor rose when the write was admitted, not when it lands.
+      land(this.gate.floor);
+    };
+    const done = this.gate.commitAsync(ag.lease.token, fn);
+    this.emit({ ...base, t, kind: 'write-call', fence, queued: began === null, floorBefore: floorAtCall, floor: this.gate.floor });
+    this.lastFloor = this.gate.floor;
+    done.then(
+      () => this.next(th, i, this.now),
+      (err) => {
+        if (!(err instanceof this.lib.StaleFenceError)) throw err;
+        const floor = this.gate.floor;
+        this.emit({ ...base, t: this.now, kind: 'write', landed: false, fence, began: null, stale: !(this.generations[ag.gen].end > this.now), floorBefore: floor, floor, rejection: plainRejection(err.rejection) });
+        this.next(th, i, this.now);
+      },
+    ).catch((err) => (this.failure ??= err));
+  }
+
   finish() {
     const events = this.events;
     // The coordinator never announces an expiry; it just stops honouring the
@@ -714,6 +866,9 @@ export function stateAt(lane, pos) {
   for (const e of shownEvents) {
     if (e.kind === 'admit' && e.pushed && floor !== null) floor = Math.max(floor, e.fence);
     if (e.kind === 'admit' && e.rejection) rejections.push(e.rejection);
+    // An async write raises the floor when the gate admits it (at its call,
+    // or when its turn comes), before it lands.
+    if ((e.kind === 'write-call' || e.kind === 'write-begin') && floor !== null && e.floor !== undefined) floor = Math.max(floor, e.floor);
     if (e.kind !== 'write') continue;
     if (e.landed) {
       value = e.value;

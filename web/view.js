@@ -13,8 +13,8 @@ const NS = 'http://www.w3.org/2000/svg';
 
 /** Row positions (px) of the two layouts: the playground's and the compact one of embeds. */
 export const LAYOUTS = {
-  normal: { top: 13, A: 50, B: 104, C: 160, beliefA: 178, beliefB: 188, R: 240, axis: 300, H: 320, font: 11, line: 13, minWidth: 440 },
-  compact: { top: 11, A: 36, B: 72, C: 110, beliefA: 125, beliefB: 133, R: 170, axis: 214, H: 232, font: 10, line: 12, minWidth: 0 },
+  normal: { top: 13, A: 50, B: 104, C: 160, bar: 7, beliefA: 178, beliefB: 188, token: 218, R: 240, floor: 22, floorStep: 4, outcome: 278, axis: 300, H: 320, font: 11, line: 13, minWidth: 440 },
+  compact: { top: 9, A: 27, B: 53, C: 80, bar: 6, beliefA: 92, beliefB: 101, token: 117, R: 128, floor: 15, floorStep: 3, outcome: 147, axis: 152, H: 168, font: 10, line: 11, minWidth: 0 },
 };
 const PAD_L = 10;
 const PAD_R = 14;
@@ -74,7 +74,7 @@ export function drawRowLabels(container, compact) {
     ['a', "A's belief", L.beliefA, 'sublabel who-A'],
     ['b', "B's belief", L.beliefB + 3, 'sublabel who-B'],
     ['R', 'Resource', L.R, 'rowlabel'],
-    ['t', 'time, ms', L.axis + L.font + 3, 'sublabel'],
+    ['t', 'time, ms', L.axis + L.font - 1, 'sublabel'],
   ];
   for (const [key, text, y, cls] of rows) svg.append(el('text', { x: w - 6, y: y + 4, 'text-anchor': 'end', class: cls, 'data-row': key }, text));
   container.replaceChildren(svg);
@@ -134,7 +134,7 @@ export function drawLane(container, lane, state, opts) {
     const text = w.forgotten
       ? `${w.holder} still believes; the restarted coordinator forgot it at ${fmt(w.from)}`
       : `${w.holder} still believes in fence ${w.fence}; the coordinator let it go at ${fmt(w.from)}`;
-    labels.push({ prio: 0, x: x(w.from) + 3, y: L.top, text: opts.compact ? `${w.holder} still believes; let go at ${fmt(w.from)}` : text, anchor: 'start', cls: 'window-label', kind: 'window', dys: [0, 1] });
+    labels.push({ prio: 0, x: x(w.from) + 3, y: L.top, text: opts.compact ? `${w.holder} still believes; let go at ${fmt(w.from)}` : text, alts: [`${w.holder} still believes`, `${w.holder} believes`], anchor: 'start', cls: 'window-label', kind: 'window', dys: [0, 1] });
   }
   const axis = el('g', { class: 'axis' });
   axis.append(el('line', { x1: PAD_L, x2: W - PAD_R, y1: L.axis, y2: L.axis }));
@@ -184,6 +184,17 @@ function drawEvents(c) {
   };
   const label = (e, spec) => labels.push({ seq: e.seq, ...spec });
   const box = (x0, y0, w, h) => obstacles.push({ x: x0, y: y0, width: w, height: h });
+  // The token a write carries, beside its arrow.
+  const writeToken = (e, cx, yA, status) => {
+    const token = e.fence === null ? 'write, no token' : `write, fence ${e.fence}`;
+    label(e, { prio: 0, x: cx + 4, y: L.token, text: token, alts: [e.fence === null ? 'no token' : `fence ${e.fence}`], anchor: 'start', cls: `small write-label ${status}-text`, kind: 'token', wid: e.wid, dys: [0, -1, 1, -2, 2], dxs: [0, -2] });
+  };
+  // An async write in flight along the resource row, from its start to its
+  // landing (or the cursor).
+  const flight = (g, e, end, cx) => {
+    const stop = Math.min(end ? end.t : Infinity, cursor);
+    if (stop > e.t) g.append(el('line', { x1: cx, x2: x(stop), y1: L.R, y2: L.R, class: `flight who-${e.actor}` }));
+  };
 
   // The coordinator's own copy of each lease generation.
   for (const gen of lane.generations) {
@@ -191,9 +202,9 @@ function drawEvents(c) {
     const end = Math.min(gen.end, cursor);
     const g = el('g', { class: `gen who-${gen.holder}`, 'data-holder': gen.holder, 'data-fence': gen.fence });
     const w = Math.max(1, x(end) - x(gen.start));
-    g.append(el('rect', { x: x(gen.start), y: L.C - 7, width: w, height: 14, rx: 3 }));
+    g.append(el('rect', { x: x(gen.start), y: L.C - L.bar, width: w, height: 2 * L.bar, rx: 3 }));
     layer.append(g);
-    labels.push({ prio: 2, x: x(gen.start) + 4, y: L.C + 4, text: `${gen.holder} #${gen.fence}`, anchor: 'start', cls: 'inbar', kind: 'inbar', dys: [0], within: [x(gen.start), x(gen.start) + w] });
+    labels.push({ prio: 2, x: x(gen.start) + 6, y: L.C + 4, text: `${gen.holder} #${gen.fence}`, anchor: 'start', cls: 'inbar', kind: 'inbar', dys: [0], within: [x(gen.start), x(gen.start) + w] });
   }
 
   // What each holder believes, under the coordinator's copy: from a lease
@@ -210,32 +221,42 @@ function drawEvents(c) {
     const endAll = stop === null ? e.deadline : Math.min(stop, e.deadline);
     const x0 = x(e.t);
     g.append(el('rect', { x: x0, y: y - 3, width: Math.max(1, x(endAll) - x0), height: 6, class: 'belief-outline' }));
-    g.append(el('rect', { x: x0, y: y - 3, width: Math.max(0, x(Math.min(endAll, cursor)) - x0), height: 6, class: 'belief' }));
+    const filled = Math.max(0, x(Math.min(endAll, cursor)) - x0);
+    g.append(el('rect', { x: x0, y: y - 3, width: filled, height: 6, class: 'belief' }));
+    box(x0, y - 3, filled, 6);
     if (stop !== null && stop < e.deadline) continue;
     const gen = lane.generations[e.gen];
     if (e.deadline <= e.t) {
-      g.append(el('line', { x1: x0, x2: x0, y1: y - 6, y2: y + 6, class: 'deadline dead' }));
-      label(e, { prio: 3, x: x0 + 4, y: y + 4, text: `dead on arrival (deadline ${fmt(e.deadline)})`, anchor: 'start', cls: 'small bad-text', kind: 'belief', dys: [0, 1, 2] });
+      // Born expired (the assumed skew is at least the TTL): the deadline
+      // lies before the lease even arrived.
+      const xd = x(e.deadline);
+      g.append(el('line', { x1: xd, x2: xd, y1: y - 6, y2: y + 6, class: 'deadline dead', 'data-deadline': e.deadline }));
+      g.append(el('line', { x1: xd, x2: x0, y1: y, y2: y, class: 'deadline dead' }));
+      label(e, { prio: 1, x: x0 + 4, y: y + 4, text: `dead on arrival (deadline ${fmt(e.deadline)})`, alts: [`dead on arrival`], anchor: 'start', cls: 'small bad-text', kind: 'belief', dys: [0, 1, -1, 2], dxs: [0, -2] });
       continue;
     }
     if (e.deadline <= c.t1) g.append(el('line', { x1: x(e.deadline), x2: x(e.deadline), y1: y - 6, y2: y + 6, class: 'deadline' }));
     const diff = gen ? e.deadline - gen.end : 0;
     if (gen && diff !== 0 && cursor >= Math.min(e.deadline, gen.end)) {
       const text = diff > 0 ? `${e.actor} believes ${fmt(diff)} ms too long` : `${fmt(-diff)} ms inside the coordinator's`;
-      label(e, { prio: diff > 0 ? 1 : 4, x: x(Math.max(e.deadline, gen.end)) + 4, y: y + 4, text, anchor: 'start', cls: diff > 0 ? 'small bad-text' : 'small', kind: 'belief', dys: [0, 1, -1, 2] });
+      const alts = diff > 0 ? [`${e.actor}: ${fmt(diff)} ms too long`, `+${fmt(diff)} ms`] : [`${fmt(-diff)} ms inside`, `−${fmt(-diff)} ms`];
+      label(e, { prio: diff > 0 ? 1 : 4, x: x(Math.max(e.deadline, gen.end)) + 4, y: y + 4, text, alts, anchor: 'start', cls: diff > 0 ? 'small bad-text' : 'small', kind: 'belief', dys: [0, 1, 2, -1], dxs: [0, -2, -4] });
     }
   }
 
   // The gate's floor, as a step line under the resource row (fenced lane).
   if (lane.mode === 'fenced') {
-    const level = (f) => L.R + 22 - 4 * Math.min(f, 4);
+    const level = (f) => L.R + L.floor - L.floorStep * Math.min(f, 4);
     let f = 0;
     let px = 0;
     const pts = [`${PAD_L},${level(0)}`];
     const rises = [];
     for (const e of lane.events) {
       if (!vis.has(e.seq) || e.t > cursor) continue;
-      const nf = e.kind === 'write' && e.landed ? Math.max(f, e.fence) : e.kind === 'admit' && e.pushed ? Math.max(f, e.fence) : f;
+      let nf = f;
+      if (e.kind === 'write' && e.landed) nf = Math.max(f, e.fence);
+      else if (e.kind === 'admit' && e.pushed) nf = Math.max(f, e.fence);
+      else if ((e.kind === 'write-call' || e.kind === 'write-begin') && e.floor !== undefined) nf = Math.max(f, e.floor);
       if (nf !== f) {
         px = x(e.t);
         pts.push(`${px},${level(f)}`, `${px},${level(nf)}`);
@@ -265,18 +286,18 @@ function drawEvents(c) {
         break;
       }
       case 'send':
-        if (shown) message(c, group(e), e.t, yA + 7, e.arrive, L.C - 7, cursor, e, `${e.what} ${e.req}`);
+        if (shown) message(c, group(e), e.t, yA + 7, e.arrive, L.C - L.bar, cursor, e, `${e.what} ${e.req}`);
         break;
       case 'reply':
-        if (shown || e.departed < cursor) message(c, group(e), e.departed, L.C - 7, e.t, yA + 7, shown ? e.t : cursor, e, '');
+        if (shown || e.departed < cursor) message(c, group(e), e.departed, L.C - L.bar, e.t, yA + 7, shown ? e.t : cursor, e, '');
         break;
       case 'lost':
         if (shown || e.departed < cursor) {
           const g = group(e);
           const mid = e.departed + (e.t - e.departed) * 0.6;
-          message(c, g, e.departed, L.C - 7, e.t, yA + 7, Math.min(cursor, mid), e, '', true);
+          message(c, g, e.departed, L.C - L.bar, e.t, yA + 7, Math.min(cursor, mid), e, '', true);
           if (cursor >= mid) {
-            const yy = L.C - 7 + (yA + 7 - (L.C - 7)) * 0.6;
+            const yy = L.C - L.bar + (yA + 7 - (L.C - L.bar)) * 0.6;
             label(e, { prio: 1, x: x(mid), y: yy + 4, text: '✕ lost', anchor: 'middle', cls: 'lost', kind: 'event', dys: [0, -1, 1] });
           }
         }
@@ -295,21 +316,67 @@ function drawEvents(c) {
       case 'write': {
         if (!shown) break;
         const status = !e.landed ? 'refused' : e.stale ? 'stale' : 'ok';
-        const g = group(e, { 'data-landed': e.landed, 'data-stale': e.stale, 'data-status': status });
+        const g = group(e, { 'data-landed': e.landed, 'data-stale': e.stale, 'data-status': status, 'data-async': !!e.async, 'data-wid': e.wid ?? '' });
         const cx = x(e.t);
-        g.append(el('line', { x1: cx, x2: cx, y1: yA + 8, y2: L.R - 8, class: `write ${status}`, 'marker-end': `url(#${id}-arrow-${status})` }));
-        box(cx - 2, yA + 8, 4, L.R - 8 - yA - 8);
-        const token = e.fence === null ? 'write, no token' : `write, fence ${e.fence}`;
-        label(e, { prio: 0, x: cx + 4, y: Math.round((L.beliefB + L.R) / 2) + 4, text: token, anchor: 'start', cls: `small write-label ${status}-text`, kind: 'token', dys: [0, -1, 1], dxs: [0, -1] });
+        // An async write's arrow is drawn at its call (write-call); a
+        // synchronous one goes from the writer to the resource here.
+        if (!e.async) {
+          g.append(el('line', { x1: cx, x2: cx, y1: yA + 8, y2: L.R - 8, class: `write ${status}`, 'marker-end': `url(#${id}-arrow-${status})` }));
+          box(cx - 2, yA + 8, 4, L.R - 8 - yA - 8);
+          writeToken(e, cx, yA, status);
+        }
         if (e.landed) {
           g.append(el('circle', { cx, cy: L.R, r: 6, class: `landed ${status}` }));
           box(cx - 6, L.R - 6, 12, 12);
-          label(e, { prio: 0, x: cx, y: L.R + 38, text: e.stale ? `⚠ ${e.actor} lands, stale` : `${e.actor} lands`, anchor: 'middle', cls: e.stale ? 'small stale-text' : 'small', kind: 'outcome', dys: [0, 1, -1] });
+          label(e, { prio: 0, x: cx, y: L.outcome, text: e.stale ? `⚠ ${e.actor} lands, stale` : `${e.actor} lands`, alts: [e.stale ? '⚠ stale' : 'lands'], anchor: 'middle', cls: e.stale ? 'small stale-text' : 'small', kind: 'outcome', wid: e.wid, dys: [0, 1, -1], dxs: [0, 1, -1] });
         } else {
           g.append(el('path', { d: `M${cx - 6},${L.R - 6} l12,12 m0,-12 l-12,12`, class: 'refused' }));
           box(cx - 7, L.R - 7, 14, 14);
-          label(e, { prio: 0, x: cx, y: L.R + 38, text: `${e.fence} < ${e.floorBefore} → refused`, anchor: 'middle', cls: 'small refused-text', kind: 'outcome', dys: [0, 1, -1] });
+          label(e, { prio: 0, x: cx, y: L.outcome, text: `${e.fence} < ${e.floorBefore} → refused`, alts: [`${e.fence} < ${e.floorBefore}`], anchor: 'middle', cls: 'small refused-text', kind: 'outcome', wid: e.wid, dys: [0, 1, -1], dxs: [0, 1, -1] });
         }
+        break;
+      }
+      case 'write-call': {
+        if (!shown) break;
+        const end = lane.events.find((o) => o.kind === 'write' && o.wid === e.wid);
+        const known = end && vis.has(end.seq);
+        const status = !known ? 'pending' : !end.landed ? 'refused' : end.stale ? 'stale' : 'ok';
+        const g = group(e, { 'data-wid': e.wid, 'data-queued': e.queued, 'data-status': status });
+        const cx = x(e.t);
+        g.append(el('line', { x1: cx, x2: cx, y1: yA + 8, y2: L.R - 8, class: `write ${status}`, 'marker-end': `url(#${id}-arrow-${status === 'pending' ? 'ok' : status})` }));
+        box(cx - 2, yA + 8, 4, L.R - 8 - yA - 8);
+        writeToken(e, cx, yA, status);
+        if (e.queued) {
+          const turn = lane.events.find((o) => (o.kind === 'write-begin' || (o.kind === 'write' && !o.landed)) && o.wid === e.wid);
+          const stop = Math.min(turn ? turn.t : Infinity, cursor);
+          g.append(el('line', { x1: cx, x2: x(stop), y1: L.R, y2: L.R, class: 'wait' }));
+          g.append(el('circle', { cx, cy: L.R, r: 4, class: 'queued' }));
+          box(cx - 4, L.R - 4, 8, 8);
+          label(e, { prio: 1, x: cx + 6, y: L.R - 6, text: 'waits its turn', alts: ['waits'], anchor: 'start', cls: 'small', kind: 'event', dys: [0, -1, 2], dxs: [0, -2] });
+        } else {
+          flight(g, e, end, cx);
+        }
+        break;
+      }
+      case 'write-begin': {
+        if (!shown) break;
+        const end = lane.events.find((o) => o.kind === 'write' && o.wid === e.wid);
+        const g = group(e, { 'data-wid': e.wid });
+        const cx = x(e.t);
+        g.append(el('path', { d: `M${cx - 5},${L.R - 6} l10,6 l-10,6 z`, class: `turn who-${e.actor}` }));
+        box(cx - 5, L.R - 6, 10, 12);
+        flight(g, e, end, cx);
+        label(e, { prio: 1, x: cx + 6, y: L.R - 6, text: `turn: ${e.fence} ≥ ${e.floorBefore}`, anchor: 'start', cls: 'small', kind: 'event', dys: [0, -1, 2], dxs: [0, -2] });
+        break;
+      }
+      case 'misuse': {
+        if (!shown) break;
+        const g = group(e);
+        const cx = x(e.t);
+        g.append(el('circle', { cx, cy: yA, r: 5, class: 'misuse' }));
+        g.append(el('line', { x1: cx - 3.5, y1: yA + 3.5, x2: cx + 3.5, y2: yA - 3.5, class: 'misuse-bar' }));
+        box(cx - 6, yA - 6, 12, 12);
+        label(e, { prio: 0, x: cx - 8, y: yA + 4, text: 'commit(async fn) refused', alts: ['commit refused'], anchor: 'end', cls: 'small bad-text', kind: 'event', dys: [0, -1, 1], dxs: [0, 2] });
         break;
       }
       case 'grant':
@@ -318,6 +385,7 @@ function drawEvents(c) {
         if (!shown) break;
         const g = group(e, { 'data-fence': e.fence, 'data-holder': e.holder });
         g.append(el('circle', { cx: x(e.t), cy: L.C, r: 4, class: `mark who-${e.holder}` }));
+        box(x(e.t) - 4, L.C - 4, 8, 8);
         const word = e.kind === 'grant' ? `grant ${e.holder} #${e.fence}` : e.kind === 'extend' ? `extend to ${fmt(e.until)}` : `same grant #${e.fence}`;
         label(e, { prio: 1, x: x(e.t), y: L.C - 11, text: word, anchor: 'middle', cls: 'small', kind: 'event', dys: [0, -1, -2, -3], dxs: [0, 1, -1] });
         break;
@@ -327,6 +395,7 @@ function drawEvents(c) {
         if (!shown) break;
         const g = group(e);
         g.append(el('rect', { x: x(e.t) - 4, y: L.C - 4, width: 8, height: 8, class: 'deny' }));
+        box(x(e.t) - 4, L.C - 4, 8, 8);
         label(e, { prio: 2, x: x(e.t), y: L.C - 11, text: e.kind === 'deny' ? `denied (${e.heldBy})` : 'renew: "expired"', anchor: 'middle', cls: 'small bad-text', kind: 'event', dys: [0, -1, -2, -3], dxs: [0, 1, -1] });
         break;
       }
@@ -334,7 +403,7 @@ function drawEvents(c) {
         if (!shown) break;
         const g = group(e, { 'data-fence': e.fence, 'data-holder': e.holder });
         g.append(el('line', { x1: x(e.t), x2: x(e.t), y1: L.C - 10, y2: L.C + 10, class: 'expire' }));
-        label(e, { prio: 1, x: x(e.t), y: L.C - 11, text: `${e.holder} #${e.fence} ${e.forgotten ? 'forgotten' : 'ends'}`, anchor: 'middle', cls: 'small', kind: 'event', dys: [0, -1, -2, -3], dxs: [0, -1, 1] });
+        label(e, { prio: 1, x: x(e.t), y: L.beliefB + L.line + 2, text: `${e.holder} #${e.fence} ${e.forgotten ? 'forgotten' : 'ends'}`, anchor: 'middle', cls: 'small', kind: 'event', dys: [0, 1, -5, -6], dxs: [0, -1, 1] });
         break;
       }
       case 'admit': {
@@ -348,7 +417,7 @@ function drawEvents(c) {
         if (!shown) break;
         const g = group(e);
         g.append(el('line', { x1: x(e.t), x2: x(e.t), y1: L.C - 18, y2: L.beliefB + 6, class: 'restart' }));
-        label(e, { prio: 1, x: x(e.t), y: L.C - 11, text: e.persisted ? `restart, startFence ${e.startFence}` : 'restart, fence lost', anchor: 'middle', cls: 'small bad-text', kind: 'event', dys: [0, -1, -2, -3], dxs: [0, 1, -1] });
+        label(e, { prio: 0, x: x(e.t), y: L.C - 11, text: e.persisted ? `restart, startFence ${e.startFence}` : 'restart, fence lost', anchor: 'middle', cls: 'small bad-text', kind: 'event', dys: [0, -1, -2, -3], dxs: [0, 1, -1] });
         break;
       }
       default:
@@ -378,44 +447,56 @@ const overlaps = (a, b, pad = 1) => a.x < b.x + b.width + pad && b.x < a.x + a.w
  * Places labels in order of priority (0 first): each at the first of its
  * candidate spots (moved by whole lines up or down, `dys`, and by its own
  * width left or right, `dxs`) where it overlaps no placed label and no
- * obstacle and stays inside the drawing; a label with no free spot is left
- * out and counted in data-dropped. In-bar labels must also fit their bar.
+ * obstacle and stays inside the drawing, trying its shorter forms (`alts`,
+ * the full text then kept in data-full) when the full one fits nowhere; a
+ * label with no free spot at all is left out and listed in
+ * data-dropped-labels. In-bar labels must also fit their bar.
  */
+function findSpot(b, l, placed, obstacles, W, L) {
+  for (const dxUnit of l.dxs ?? [0]) {
+    for (const dyUnit of l.dys ?? [0]) {
+      let dx = dxUnit * (b.width / 2 + 4);
+      const dy = dyUnit * L.line;
+      // Keep it inside the drawing horizontally.
+      if (b.x + dx < 1) dx = 1 - b.x;
+      if (b.x + dx + b.width > W - 1) dx = W - 1 - b.x - b.width;
+      const cand = { x: b.x + dx, y: b.y + dy, width: b.width, height: b.height };
+      if (cand.y < 0 || cand.y + cand.height > L.H) continue;
+      if (l.within && (cand.x < l.within[0] + 1 || cand.x + cand.width > l.within[1] - 1)) continue;
+      if (placed.some((p) => overlaps(p, cand)) || obstacles.some((o) => overlaps(o, cand, 0))) continue;
+      return { dx, dy, cand };
+    }
+  }
+  return null;
+}
+
 function placeLabels(layer, labels, obstacles, W, L) {
   const placed = [];
-  let dropped = 0;
+  const dropped = [];
   const order = labels.map((l, i) => ({ l, i })).sort((a, b) => a.l.prio - b.l.prio || a.i - b.i);
   for (const { l } of order) {
     const t = el('text', { x: l.x, y: l.y, 'text-anchor': l.anchor, class: l.cls, 'data-kind': l.kind });
     if (l.seq !== undefined) t.setAttribute('data-seq', l.seq);
-    t.textContent = l.text;
+    if (l.wid !== undefined) t.setAttribute('data-wid', l.wid);
     layer.append(t);
-    const b = t.getBBox();
     let spot = null;
-    for (const dxUnit of l.dxs ?? [0]) {
-      for (const dyUnit of l.dys ?? [0]) {
-        let dx = dxUnit * (b.width / 2 + 4);
-        const dy = dyUnit * L.line;
-        // Keep it inside the drawing horizontally.
-        if (b.x + dx < 1) dx = 1 - b.x;
-        if (b.x + dx + b.width > W - 1) dx = W - 1 - b.x - b.width;
-        const cand = { x: b.x + dx, y: b.y + dy, width: b.width, height: b.height };
-        if (cand.y < 0 || cand.y + cand.height > L.H) continue;
-        if (l.within && (cand.x < l.within[0] + 1 || cand.x + cand.width > l.within[1] - 1)) continue;
-        if (placed.some((p) => overlaps(p, cand)) || obstacles.some((o) => overlaps(o, cand, 0))) continue;
-        spot = { dx, dy, cand };
-        break;
-      }
+    // The full text first, then its shorter forms.
+    for (const text of [l.text, ...(l.alts ?? [])]) {
+      t.textContent = text;
+      spot = findSpot(t.getBBox(), l, placed, obstacles, W, L);
       if (spot) break;
     }
     if (!spot) {
       t.remove();
-      if (l.kind !== 'inbar' && l.kind !== 'tick') dropped++;
+      if (l.kind !== 'inbar' && l.kind !== 'tick') dropped.push(`${l.kind}: ${l.text}`);
       continue;
     }
+    if (t.textContent !== l.text) t.setAttribute('data-full', l.text);
     t.setAttribute('x', l.x + spot.dx);
     t.setAttribute('y', l.y + spot.dy);
     placed.push(spot.cand);
   }
-  layer.ownerSVGElement.setAttribute('data-dropped', dropped);
+  // What had no room, for the tests (and for anyone inspecting the page).
+  layer.ownerSVGElement.setAttribute('data-dropped', dropped.length);
+  layer.ownerSVGElement.setAttribute('data-dropped-labels', dropped.join(' | '));
 }

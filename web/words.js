@@ -55,8 +55,19 @@ export function describe(e, mode) {
       return e.result === 'valid'
         ? `${e.actor} checks now < expiresAt (${fmt(e.expiresAt)}): valid, so it goes ahead`
         : `${e.actor} checks now < expiresAt (${fmt(e.expiresAt)}): expired, so it stands down`;
+    case 'misuse':
+      return `${e.actor} calls gate.commit(token, async fn): refused with ${e.error} before fn runs (commit cannot keep a write fenced past its first await)`;
+    case 'write-call':
+      if (!fenced) return `${e.actor} starts an async write (a ${fmt(e.ms)} ms store call); nothing checks it`;
+      return e.queued
+        ? `${e.actor} calls gate.commitAsync with fence ${e.fence}: a write is still running, so it waits its turn`
+        : `${e.actor} calls gate.commitAsync with fence ${e.fence}: admitted (floor now ${e.floor}); its store call takes ${fmt(e.ms)} ms`;
+    case 'write-begin':
+      return `${e.actor}'s turn comes: the gate checks fence ${e.fence} now and admits it (floor now ${e.floor}); its store call takes ${fmt(e.ms)} ms`;
     case 'write':
       if (!fenced) return `${e.actor}'s write lands: the resource now holds "${e.value}"${e.before !== null ? ` (it held "${e.before}")` : ''}`;
+      if (e.async && e.landed) return `${e.actor}'s store call ends: its write with fence ${e.fence} lands and the resource holds "${e.value}"`;
+      if (e.async) return `The gate refuses ${e.actor}'s waiting write when its turn comes: fence ${e.rejection.refusedFence} is below ${e.rejection.admittedHolderId}'s ${e.rejection.admittedFence} (rejection #${e.rejection.seq})`;
       if (e.landed) return `The gate admits ${e.actor}'s write with fence ${e.fence} (floor now ${e.floor}): the resource holds "${e.value}"`;
       return `The gate refuses ${e.actor}'s write: fence ${e.rejection.refusedFence} is below ${e.rejection.admittedHolderId}'s ${e.rejection.admittedFence} (rejection #${e.rejection.seq})`;
     case 'expire':
@@ -134,8 +145,22 @@ export function plain(e, lane) {
         : { what: `${k} checks now < expiresAt: expired, so it stands down`, why: '' };
     case 'model':
       return { what: `${k} starts a ${fmt(e.ms)} ms model call before writing`, why: 'the lease can end while it works: this is the check-to-write gap.' };
+    case 'misuse':
+      return { what: `${k} first tries gate.commit with its async function: refused before it runs`, why: 'commit could check the fence only before the first await, so A switches to commitAsync.' };
+    case 'write-call':
+      if (!fenced) return { what: `${k} starts its write (no token): a ${fmt(e.ms)} ms store call`, why: 'nothing will check it when it lands.' };
+      return e.queued
+        ? { what: `${k} calls commitAsync with fence ${e.fence}: a write is still running, so it waits`, why: 'it is checked when its turn comes, not now.' }
+        : { what: `The gate admits ${k}'s write with fence ${e.fence} and its ${fmt(e.ms)} ms store call starts`, why: 'later writes on this gate wait until it settles.' };
+    case 'write-begin':
+      return { what: `${k}'s turn: the gate checks fence ${e.fence} against floor ${e.floorBefore} and admits it`, why: e.floor > e.floorBefore ? `the floor rises to ${e.floor}: older fences are refused from now on.` : '' };
     case 'write': {
       const token = fenced ? `fence ${e.fence}` : 'no token';
+      if (e.async && !fenced && e.overtaken)
+        return { what: `${k}'s write (${token}), begun at ${fmt(e.began)}, lands over ${e.beforeBy}'s`, why: `it awaited its store across the handover: a write that should not have landed, and nothing noticed.` };
+      if (e.async && fenced && e.landed) return { what: `${k}'s store call ends: its write with fence ${e.fence} lands`, why: `it was admitted at ${fmt(e.began)}, while its lease was current, and nothing newer ran meanwhile.` };
+      if (e.async && fenced)
+        return { what: `${k}'s turn comes and the gate refuses its write: fence ${e.fence} < floor ${e.floorBefore}`, why: `refused and logged as rejection #${e.rejection.seq}; the stale write never runs.` };
       if (!fenced) {
         if (e.stale && e.beforeBy && e.beforeBy !== k)
           return { what: `${k}'s write (${token}) lands over ${e.beforeBy}'s`, why: `${k}'s lease ended at ${fmt(windowAt(lane, k, e.t)?.from ?? e.t)}: a write that should not have landed, and nothing noticed.` };
@@ -145,7 +170,7 @@ export function plain(e, lane) {
       if (!e.landed)
         return {
           what: `The gate refuses ${k}'s write: fence ${e.fence} < floor ${e.floorBefore}`,
-          why: e.stale ? `refused and logged as rejection #${e.rejection.seq}; the resource keeps "${e.before}".` : `${k}'s lease is current, but its fence is below what the gate has seen: logged as rejection #${e.rejection.seq}.`,
+          why: e.stale ? `refused and logged as rejection #${e.rejection.seq}; ${e.before === null ? 'nothing was written before it' : `the resource keeps "${e.before}"`}.` : `${k}'s lease is current, but its fence is below what the gate has seen: logged as rejection #${e.rejection.seq}.`,
         };
       if (e.stale) return { what: `The gate admits ${k}'s stale write: fence ${e.fence} ≥ floor ${e.floorBefore}`, why: `the newer fence has not reached the gate yet, so it cannot refuse.` };
       return { what: `${k}'s write with fence ${e.fence} lands`, why: e.floor > e.floorBefore ? `the gate's floor rises to ${e.floor}: older fences are refused from now on.` : '' };
@@ -199,7 +224,12 @@ export function captionAt(run, index, claim) {
   return { text, events: revealed };
 }
 
-/** The verdict of each lane at the end of run: { naive, fenced }, one sentence each. */
+/**
+ * The verdict of each lane at the end of run: { naive, fenced }, each
+ * { text, tone }: one sentence, and 'bad' (a write that should not have
+ * landed did), 'limit' (fencing could not help), 'good' (the gate did its
+ * job) or 'neutral' (nothing went wrong this time).
+ */
 export function verdicts(run) {
   return { naive: naiveVerdict(run.lanes.naive), fenced: fencedVerdict(run.lanes.fenced) };
 }
@@ -207,36 +237,53 @@ export function verdicts(run) {
 function naiveVerdict(lane) {
   const writes = lane.events.filter((e) => e.kind === 'write');
   const stale = writes.filter((e) => e.stale);
+  const overtaken = stale.find((e) => e.overtaken);
+  if (overtaken) return bad(`Naive: ${overtaken.actor}'s write awaited across the handover and landed over ${overtaken.beforeBy}'s, and nothing noticed.`);
   if (stale.length) {
     const w = stale.at(-1);
-    if (w.beforeBy && w.beforeBy !== w.actor) return `Naive: ${w.actor}'s write from an expired lease overwrote ${w.beforeBy}'s, and nothing noticed.`;
+    if (w.beforeBy && w.beforeBy !== w.actor) return bad(`Naive: ${w.actor}'s write from an expired lease overwrote ${w.beforeBy}'s, and nothing noticed.`);
     const later = writes.find((x) => x.t > w.t && x.actor !== w.actor);
-    if (later) return `Naive: ${w.actor}'s write from an expired lease landed before ${later.actor}'s, and nothing recorded it.`;
-    return `Naive: ${w.actor}'s write from an expired lease landed, and nothing noticed.`;
+    if (later) return bad(`Naive: ${w.actor}'s write from an expired lease landed before ${later.actor}'s, and nothing recorded it.`);
+    return bad(`Naive: ${w.actor}'s write from an expired lease landed, and nothing noticed.`);
   }
-  if (!writes.length) return 'Naive: nothing was written.';
-  return `Naive: ${writes.length === 1 ? 'the write' : `all ${writes.length} writes`} came from current leases, but nothing checked them; had one been stale it would have landed too.`;
+  if (!writes.length) return neutral('Naive: nothing was written.');
+  return neutral(`Naive: ${writes.length === 1 ? 'the write' : `all ${writes.length} writes`} came from current leases, but nothing checked them; had one been stale it would have landed too.`);
 }
 
 function fencedVerdict(lane) {
   const writes = lane.events.filter((e) => e.kind === 'write');
   const refused = writes.filter((e) => !e.landed);
   const staleLanded = writes.filter((e) => e.landed && e.stale);
+  const queued = lane.events.filter((e) => e.kind === 'write-call' && e.queued);
+  if (queued.length && refused.length) {
+    const r = refused[0].rejection;
+    const waited = queued.filter((q) => writes.some((w) => w.wid === q.wid && w.landed)).map((q) => q.actor);
+    return good(
+      `Fenced: commitAsync ran the writes one at a time${waited.length ? `: ${waited.join(' and ')}'s write waited for the one in flight and landed after it` : ''}; ` +
+        `${refused[0].actor}'s stale write was checked when its turn came and refused (fence ${r.refusedFence} < floor ${r.admittedFence}, rejection #${r.seq}).`,
+    );
+  }
   if (refused.length) {
     const w = refused[0];
     const r = w.rejection;
     if (!w.stale) {
-      return `Fenced: the restarted coordinator issued fence ${w.fence} again, below the floor ${w.floorBefore}, so ${w.actor}'s current lease was refused and logged; persist issuedFence (startFence) to avoid it.`;
+      return limit(`Fenced: the restarted coordinator issued fence ${w.fence} again, below the floor ${w.floorBefore}, so ${w.actor}'s current lease was refused and logged; persist issuedFence (startFence) to avoid it.`);
     }
-    return `Fenced: fence ${r.refusedFence} < floor ${r.admittedFence}, refused and logged (rejection #${r.seq}); the resource keeps ${w.before === null ? 'nothing' : `"${w.before}"`}.`;
+    const kept = w.before === null ? 'before anything was written' : `; the resource keeps "${w.before}"`;
+    return good(`Fenced: fence ${r.refusedFence} < floor ${r.admittedFence}, refused and logged (rejection #${r.seq})${w.before === null ? ` ${kept}` : kept}.`);
   }
   if (staleLanded.length) {
     const w = staleLanded[0];
-    return `Fenced: ${w.actor}'s stale write (fence ${w.fence}) reached the gate before the newer fence did, so it was admitted: a fence refuses only once the newer one has reached the resource.`;
+    return limit(`Fenced: ${w.actor}'s stale write (fence ${w.fence}) reached the gate before the newer fence did, so it was admitted: a fence refuses only once the newer one has reached the resource.`);
   }
-  if (!writes.length) return 'Fenced: nothing was written.';
-  return `Fenced: every write carried the highest fence so far (${writes.map((w) => w.fence).join(', ')}) and landed; there was nothing to refuse.`;
+  if (!writes.length) return neutral('Fenced: nothing was written.');
+  return good(`Fenced: every write carried the highest fence so far (${writes.map((w) => w.fence).join(', ')}) and landed; there was nothing to refuse.`);
 }
+
+const bad = (text) => ({ text, tone: 'bad' });
+const good = (text) => ({ text, tone: 'good' });
+const limit = (text) => ({ text, tone: 'limit' });
+const neutral = (text) => ({ text, tone: 'neutral' });
 
 /** Warnings about the scenario itself (shown above the lanes). */
 export function warnings(scenario) {

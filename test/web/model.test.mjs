@@ -10,6 +10,7 @@ import {
   PARAMS,
   defaultScenario,
   runScenario,
+  runScenarioAsync,
   parseQuery,
   toQuery,
   validateScenario,
@@ -144,10 +145,38 @@ test('push: gate.admit at the grant raises the floor before the new holder write
   assert.equal(stateAt(fenced, { t: refusal.t, j: refusal.rank }).floor, 2);
 });
 
-test('the same scenario gives the same events', () => {
+test('async: commit refuses the async function, commitAsync queues B behind A and refuses A\'s stale write at its turn', async () => {
+  assert.throws(() => runScenario(lib, defaultScenario('async')), TypeError);
+  const { lanes } = await runScenarioAsync(lib, defaultScenario('async'));
+  const { naive, fenced } = lanes;
+  // Naive: no gate, no queue; A's write, begun at 950, lands at 1400 over B's.
+  assert.deepEqual(landed(naive), ['B@1100', 'A@1400', 'A@1450']);
+  const over = writes(naive).find((e) => e.t === 1400);
+  assert.equal(over.beforeBy, 'B');
+  assert.equal(over.overtaken, true);
+  assert.equal(over.stale, true);
+  assert.equal(naive.finalValue, "A's follow-up");
+  // Fenced: gate.commit refused the async function before it ran.
+  assert.deepEqual(find(fenced, 'misuse').map((e) => [e.t, e.error, e.floor]), [[950, 'InvalidArgumentError', 0]]);
+  // A is admitted at its call; B (at 1000) and A's follow-up (at 1400) wait.
+  assert.deepEqual(find(fenced, 'write-call').map((e) => [e.t, e.actor, e.fence, e.queued]), [[950, 'A', 1, false], [1000, 'B', 2, true], [1400, 'A', 1, true]]);
+  assert.deepEqual(find(fenced, 'write-begin').map((e) => [e.t, e.actor, e.floorBefore, e.floor]), [[1400, 'B', 1, 2]]);
+  // A's write, admitted while its lease was current, lands first; B's after it; A's next is refused at its turn.
+  assert.deepEqual(landed(fenced), ['A@1400', 'B@1500']);
+  assert.deepEqual(writes(fenced).map((e) => [e.t, e.actor, e.landed, e.stale]), [[1400, 'A', true, false], [1500, 'B', true, false], [1500, 'A', false, true]]);
+  assert.deepEqual(fenced.rejections, [rejection(1, 'agent-a', 1, 'agent-b', 2)]);
+  assert.equal(fenced.finalValue, "B's report");
+  assert.equal(fenced.floor, 2);
+  // The floor rose to 2 when B's turn came, before B's write landed.
+  const turn = find(fenced, 'write-begin')[0];
+  assert.equal(stateAt(fenced, { t: turn.t, j: turn.rank + 1 }).floor, 2);
+  assert.equal(stateAt(fenced, { t: turn.t, j: turn.rank + 1 }).value, "A's report");
+});
+
+test('the same scenario gives the same events', async () => {
   for (const p of PRESETS) {
     const s = { ...defaultScenario(p.id), step: 3, skew: 20 };
-    assert.deepEqual(runScenario(lib, s), runScenario(lib, s), p.id);
+    assert.deepEqual(await runScenarioAsync(lib, s), await runScenarioAsync(lib, s), p.id);
   }
 });
 
@@ -166,9 +195,9 @@ test('assumed skew shortens the fenced deadline only', () => {
   assert.equal(find(lanes.naive, 'lease', (e) => e.actor === 'A')[0].deadline, 1000);
 });
 
-test('positions: one step shows one more event per lane, and the last shows them all', () => {
+test('positions: one step shows one more event per lane, and the last shows them all', async () => {
   for (const p of PRESETS) {
-    const run = runScenario(lib, defaultScenario(p.id));
+    const run = await runScenarioAsync(lib, defaultScenario(p.id));
     let prev = { naive: 0, fenced: 0 };
     for (const pos of run.positions.slice(1)) {
       let grew = 0;
@@ -262,7 +291,7 @@ function rng(seed) {
   };
 }
 
-test('300 seeded random scenarios: runs finish and the fence rules hold', () => {
+test('300 seeded random scenarios: runs finish and the fence rules hold', async () => {
   const rand = rng(20261130);
   const pick = (max) => Math.floor(rand() * (max + 1));
   for (let n = 0; n < 300; n++) {
@@ -279,7 +308,7 @@ test('300 seeded random scenarios: runs finish and the fence rules hold', () => 
       step: pick(20),
       bStart: pick(3000),
     };
-    const run = runScenario(lib, s);
+    const run = await runScenarioAsync(lib, s);
     const { naive, fenced } = run.lanes;
     const why = JSON.stringify(s);
     // The naive lane never refuses anything.

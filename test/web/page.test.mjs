@@ -171,6 +171,19 @@ const CLAIMS = {
     rejections: [],
     log: [/^t=1100 The gate admits A's write with fence 1 \(floor now 1\)/],
   },
+  async: {
+    naive: ['B at 1100', 'A at 1400', 'A at 1450'],
+    naiveValue: '"A\'s follow-up"',
+    fenced: ['A at 1400 (fence 1)', 'B at 1500 (fence 2)'],
+    fencedValue: '"B\'s report"',
+    rejections: [['1', 'agent-a', '1', 'agent-b', '2']],
+    log: [
+      /^t=950 A calls gate\.commit\(token, async fn\): refused with InvalidArgumentError before fn runs/,
+      /^t=1000 B calls gate\.commitAsync with fence 2: a write is still running, so it waits its turn/,
+      /^t=1400 B's turn comes: the gate checks fence 2 now and admits it \(floor now 2\)/,
+      /^t=1500 The gate refuses A's waiting write when its turn comes: fence 1 is below agent-b's 2 \(rejection #1\)/,
+    ],
+  },
   push: {
     naive: ['A at 1100', 'B at 1300'],
     naiveValue: '"B\'s report"',
