@@ -172,15 +172,15 @@ async function page(name) {
 
 describe('a consumer built from the packed tarball runs the round trip', () => {
   test('Node, ES module import (the node entry)', async () => {
-    assert.deepEqual(await steps.node, { entry: 'node.mjs', ...expected });
+    assert.deepEqual(await steps.node, { entry: 'node.mjs', ...expected, serviceClient: 'function' });
   });
 
   test('Deno (the node entry)', async () => {
-    assert.deepEqual(await steps.deno, { entry: 'node.mjs', ...expected });
+    assert.deepEqual(await steps.deno, { entry: 'node.mjs', ...expected, serviceClient: 'function' });
   });
 
   test('Bun (the node entry)', async () => {
-    assert.deepEqual(await steps.bun, { entry: 'node.mjs', ...expected });
+    assert.deepEqual(await steps.bun, { entry: 'node.mjs', ...expected, serviceClient: 'function' });
   });
 
   test('Node, CommonJS require() then load()', async () => {
@@ -195,11 +195,11 @@ describe('a consumer built from the packed tarball runs the round trip', () => {
     assert.deepEqual(await steps['esbuild-node'], expected);
   });
 
-  test('esbuild --platform=browser, lease-fence/init with the file loader, in Chromium', async () => {
+  test('esbuild --platform=browser, lease-fence/init with the file loader (and the service client), in Chromium', async () => {
     const bundle = await steps['esbuild-browser'];
     assert.doesNotMatch(bundle, /(\bfrom\s*|\bimport\s*\(?\s*|\brequire\s*\(\s*)["']node:/, 'the browser bundle imports nothing from node:');
     const { result, problems } = await page('esbuild-browser');
-    assert.deepEqual({ result, problems }, { result: inBrowser, problems: [] });
+    assert.deepEqual({ result, problems }, { result: { ...inBrowser, serviceClient: 'function' }, problems: [] });
   });
 
   test('webpack 5 (the browser entry; webpack copies the wasm), in Chromium', async () => {
@@ -225,8 +225,8 @@ describe('a consumer built from the packed tarball runs the round trip', () => {
     for (let i = 0; i < 2; i++) {
       const res = await fetch(url);
       assert.equal(res.status, 200, await res.clone().text());
-      const { Go, fs, ...rest } = await res.json();
-      assert.deepEqual({ Go, fs }, { Go: 'undefined', fs: 'undefined' });
+      const { Go, fs, serviceClient, ...rest } = await res.json();
+      assert.deepEqual({ Go, fs, serviceClient }, { Go: 'undefined', fs: 'undefined', serviceClient: 'function' });
       assert.deepEqual({ added: [], ...rest }, expected);
     }
   });

@@ -193,3 +193,18 @@ console.log(JSON.stringify({ died, afterDeath, oldUse, result, loop }));
   assert.deepEqual(out.result, ok);
   assert.equal(out.loop, 1000);
 });
+
+test('without FinalizationRegistry (Workers before 2025-05-05), init refuses with a message saying what to set', async () => {
+  const out = await run(`
+delete globalThis.FinalizationRegistry;
+const lf = await import('lease-fence/init');
+let error = null;
+try { await lf.init(new URL('./wasm/js/lease-fence.wasm', 'file://' + process.cwd() + '/')); } catch (e) { error = { name: e.name, message: e.message }; }
+let call = null;
+try { new lf.FenceGate('r'); } catch (e) { call = e.message; }
+console.log(JSON.stringify({ error, call }));
+`);
+  assert.equal(out.error.name, 'LeaseFenceError');
+  assert.match(out.error.message, /no FinalizationRegistry.*compatibility_date to 2025-05-05 or later/);
+  assert.match(out.call, /not started/);
+});

@@ -3,6 +3,7 @@
 import { report } from './roundtrip.mjs';
 import * as lf from 'lease-fence/init';
 import wasmURL from 'lease-fence/lease-fence.wasm';
+import { LeaseServiceClient } from 'lease-fence/service-client';
 
 window.result = {
   ...(await report(async () => {
@@ -10,4 +11,5 @@ window.result = {
     return lf;
   })),
   process: typeof process,
+  serviceClient: typeof LeaseServiceClient,
 };

@@ -2,4 +2,5 @@
 import { report } from './roundtrip.mjs';
 
 const out = await report(() => import('lease-fence'));
-console.log(JSON.stringify({ entry: import.meta.resolve('lease-fence').split('/').pop(), ...out }));
+const { LeaseServiceClient } = await import('lease-fence/service-client');
+console.log(JSON.stringify({ entry: import.meta.resolve('lease-fence').split('/').pop(), ...out, serviceClient: typeof LeaseServiceClient }));

@@ -3,10 +3,11 @@
 // import, so the handler awaits init() first.
 import { roundTrip } from '../roundtrip.mjs';
 import * as lf from 'lease-fence';
+import { LeaseServiceClient } from 'lease-fence/service-client';
 
 export default {
   async fetch() {
     await lf.init();
-    return Response.json({ Go: typeof globalThis.Go, fs: typeof globalThis.fs, ...roundTrip(lf) });
+    return Response.json({ Go: typeof globalThis.Go, fs: typeof globalThis.fs, serviceClient: typeof LeaseServiceClient, ...roundTrip(lf) });
   },
 };
