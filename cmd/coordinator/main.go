@@ -1,16 +1,22 @@
+//go:build !js && !wasip1
+
 // Command coordinator serves the lease coordinator over HTTP on loopback:
 // POST /v1/acquire, /v1/renew and /v1/release with JSON bodies (package
-// core/wire). State lives in memory, or with -state in a local file that is
-// written durably before any grant is answered, so a restarted coordinator
-// issues fences above every fence it issued before and remembers the
-// current holders.
+// core/wire). State is durable by default: a bbolt database, written and
+// fsynced before any answer, so a restarted coordinator issues fences above
+// every fence it ever issued and remembers the current holders. The
+// database must exist: create it once with -init. -memory runs without
+// persistence, and says so.
 //
 // Usage:
 //
-//	go run ./cmd/coordinator [-addr 127.0.0.1:8787] [-ttl 30s] [-state FILE] [-quiet]
+//	go run ./cmd/coordinator -init [-state lease-fence-state.db]   # once
+//	go run ./cmd/coordinator [-addr 127.0.0.1:8787] [-ttl 30s] [-state lease-fence-state.db]
+//	go run ./cmd/coordinator -memory
 //
 // The first line it prints is "listening on http://HOST:PORT", which is how
-// a caller that passed port 0 learns the port.
+// a caller that passed port 0 learns the port. See docs/service.md for the
+// limits and their defaults.
 package main
 
 import (
@@ -25,8 +31,11 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"strconv"
 	"syscall"
 	"time"
+
+	"golang.org/x/net/netutil"
 
 	"github.com/lease-fence/lease-fence/core/wire"
 )
@@ -40,6 +49,20 @@ func main() {
 	}
 }
 
+// Defaults of the limits (docs/service.md lists them).
+const (
+	defaultStatePath    = "lease-fence-state.db"
+	defaultMaxConns     = 1000
+	defaultIdleTimeout  = 60 * time.Second
+	defaultHeaderTime   = 5 * time.Second
+	defaultReadTimeout  = 10 * time.Second
+	defaultWriteTimeout = 10 * time.Second
+	defaultHeaderBytes  = 8 << 10
+	// fdReserve is how many file descriptors are kept for everything but
+	// client connections (the listener, the database, stdio, the runtime).
+	fdReserve = 64
+)
+
 // run serves until ctx ends. It writes the listening line to stdout and
 // logs to stderr.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -47,50 +70,109 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fl.SetOutput(stderr)
 	addr := fl.String("addr", "127.0.0.1:8787", "address to listen on (port 0 picks a free one)")
 	ttl := fl.Duration("ttl", 30*time.Second, "lease length")
-	state := fl.String("state", "", "file to keep state in, written durably before each answer (default: memory only)")
+	state := fl.String("state", defaultStatePath, "the state database (bbolt); it must exist unless -init is given")
+	initDB := fl.Bool("init", false, "create the state database (refused if it exists), then serve")
+	memory := fl.Bool("memory", false, "keep state in memory only: a restart forgets every lease and starts fences over")
 	domain := fl.String("domain", "coordinator", "name of the coordinator's clock domain")
 	quiet := fl.Bool("quiet", false, "do not log each call")
+	maxLeases := fl.Int("max-leases", wire.DefaultMaxLeases, "most live leases; an acquisition beyond is refused with 503 too_many_leases")
+	maxID := fl.Int("max-id-bytes", wire.DefaultMaxIDBytes, "longest resource, holder id and request id, in bytes (at most 1024)")
+	maxBody := fl.Int("max-body-bytes", wire.MaxBodyBytes, "largest request body, in bytes")
+	maxHeader := fl.Int("max-header-bytes", defaultHeaderBytes, "largest request header, in bytes")
+	maxConns := fl.Int("max-conns", defaultMaxConns, "most open client connections (lowered to fit the file-descriptor limit); at the limit the oldest idle one is closed")
+	idle := fl.Duration("idle-timeout", defaultIdleTimeout, "how long a kept-alive connection may sit idle")
+	headerTimeout := fl.Duration("read-header-timeout", defaultHeaderTime, "time allowed to read a request's header")
+	readTimeout := fl.Duration("read-timeout", defaultReadTimeout, "time allowed to read a whole request")
+	writeTimeout := fl.Duration("write-timeout", defaultWriteTimeout, "time allowed to answer a request")
+	releaseMemory := fl.Int("release-memory", wire.DefaultReleaseMemory, "most finished releases remembered (each for one TTL) to answer their retries ok")
 	if err := fl.Parse(args); err != nil {
 		return err
 	}
 	if fl.NArg() > 0 {
 		return errors.New("unexpected arguments: " + fmt.Sprint(fl.Args()))
 	}
+	stateSet := false
+	fl.Visit(func(f *flag.Flag) { stateSet = stateSet || f.Name == "state" })
+	if *memory && (*initDB || stateSet) {
+		return errors.New("-memory keeps no state: it cannot be combined with -state or -init")
+	}
+	for _, v := range []struct {
+		name string
+		n    int
+	}{{"max-leases", *maxLeases}, {"max-id-bytes", *maxID}, {"max-body-bytes", *maxBody}, {"max-header-bytes", *maxHeader}, {"max-conns", *maxConns}, {"release-memory", *releaseMemory}} {
+		if v.n <= 0 {
+			return errors.New("-" + v.name + " must be positive")
+		}
+	}
+	if *maxID > wire.MaxStringBytes {
+		return errors.New("-max-id-bytes must be at most " + strconv.Itoa(wire.MaxStringBytes))
+	}
+	for _, d := range []time.Duration{*idle, *headerTimeout, *readTimeout, *writeTimeout} {
+		if d <= 0 {
+			return errors.New("timeouts must be positive")
+		}
+	}
 	setGCPercent(os.Getenv("GOGC"))
 	clk, err := wire.WallClock(*domain)
 	if err != nil {
 		return err
 	}
-	cfg := wire.ServiceConfig{Clock: clk, TTL: *ttl}
-	if *state != "" {
-		fs, err := wire.OpenFileStore(*state)
+	log := slog.New(slog.NewTextHandler(stderr, nil))
+	cfg := wire.ServiceConfig{Clock: clk, TTL: *ttl, MaxLeases: *maxLeases, ReleaseMemory: *releaseMemory}
+	if *memory {
+		log.Warn("state in memory only (-memory): NOT durable; a restart forgets every lease and issues fences from 1 again")
+		cfg.Store = wire.NewMemoryStore()
+	} else {
+		var bs *wire.BoltStore
+		if *initDB {
+			bs, err = wire.CreateBoltStore(*state)
+		} else {
+			bs, err = wire.OpenBoltStore(*state)
+		}
 		if err != nil {
 			return err
 		}
-		cfg.Store = fs
+		defer bs.Close()
+		cfg.Store = bs
+		log.Info("state in " + *state + " (bbolt; every change fsynced before it is answered)")
 	}
 	svc, err := wire.NewService(cfg)
 	if err != nil {
 		return err
 	}
-	var opts wire.HandlerOptions
+	if err := svc.Load(ctx); err != nil {
+		return err
+	}
+	if n, ok := fdLimit(); ok && *maxConns > int(n)-fdReserve {
+		lowered := max(int(n)-fdReserve, 1)
+		log.Warn("max-conns lowered to fit the file-descriptor limit", "from", *maxConns, "to", lowered, "nofile", n)
+		*maxConns = lowered
+	}
+	opts := wire.HandlerOptions{MaxIDBytes: *maxID, MaxBodyBytes: *maxBody}
 	if !*quiet {
-		opts.Logger = slog.New(slog.NewTextHandler(stderr, nil))
+		opts.Logger = log
 	}
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
 		return err
 	}
+	conns := newConnLimit(*maxConns)
 	srv := &http.Server{
 		Handler:           wire.NewHandler(svc, opts),
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       30 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    16 << 10,
+		ReadHeaderTimeout: *headerTimeout,
+		ReadTimeout:       *readTimeout,
+		WriteTimeout:      *writeTimeout,
+		IdleTimeout:       *idle,
+		MaxHeaderBytes:    *maxHeader,
+		ConnState:         conns.track,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	fmt.Fprintf(stdout, "listening on http://%s\n", ln.Addr())
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() { errc <- srv.Serve(netutil.LimitListener(ln, *maxConns)) }()
+	sweepCtx, stopSweep := context.WithCancel(ctx)
+	defer stopSweep()
+	go sweep(sweepCtx, svc, *ttl/2, log)
 	select {
 	case err := <-errc:
 		return err
@@ -107,12 +189,36 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
+// sweep deletes the records of expired leases every interval (at least
+// 10ms), so memory and disk stay proportional to the live leases.
+func sweep(ctx context.Context, svc *wire.Service, every time.Duration, log *slog.Logger) {
+	t := time.NewTicker(max(every, 10*time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		for {
+			n, err := svc.Sweep(ctx)
+			if err != nil {
+				if ctx.Err() == nil {
+					log.Error("sweeping expired leases failed", "err", err)
+				}
+				break
+			}
+			if n == 0 {
+				break
+			}
+		}
+	}
+}
+
 // defaultGCPercent is the garbage collector's target unless GOGC is set.
-// The coordinator keeps a small record per resource, so with Go's default
-// (100) the heap stays near its 4 MB minimum and every few thousand calls
-// trigger a collection; 400 collects a quarter as often, which measured
-// about 8% more calls per second, for a heap of at most about 20 MB plus
-// five times the records.
+// The coordinator's live heap is small, so with Go's default (100) the
+// heap stays near its 4 MB minimum and every few thousand calls trigger a
+// collection; 400 collects a quarter as often.
 const defaultGCPercent = 400
 
 // setGCPercent applies defaultGCPercent unless the GOGC environment

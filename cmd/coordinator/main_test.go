@@ -1,3 +1,5 @@
+//go:build !js && !wasip1
+
 package main
 
 import (
@@ -6,6 +8,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
 	"runtime/debug"
 	"strings"
@@ -26,11 +29,16 @@ type server struct {
 
 func start(t *testing.T, args ...string) *server {
 	t.Helper()
+	return startLogged(t, io.Discard, args...)
+}
+
+func startLogged(t *testing.T, stderr io.Writer, args ...string) *server {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
 	s := &server{stop: cancel, done: make(chan error, 1)}
 	go func() {
-		err := run(ctx, append([]string{"-addr", "127.0.0.1:0", "-quiet"}, args...), pw, io.Discard)
+		err := run(ctx, append([]string{"-addr", "127.0.0.1:0", "-quiet"}, args...), pw, stderr)
 		pw.CloseWithError(errors.New("coordinator exited"))
 		s.done <- err
 	}()
@@ -74,9 +82,9 @@ func holder(t *testing.T, url, id string) *wire.Client {
 // starts it again over the same file, and checks that fences go on climbing
 // and the live holder is remembered.
 func TestRestartResumesAboveTheLastFence(t *testing.T) {
-	state := filepath.Join(t.TempDir(), "coordinator.json")
+	state := filepath.Join(t.TempDir(), "coordinator.db")
 	ctx := context.Background()
-	s1 := start(t, "-state", state, "-ttl", "1h")
+	s1 := start(t, "-init", "-state", state, "-ttl", "1h")
 	a := holder(t, s1.url, "agent-a")
 	var l *wire.Lease
 	for i := 0; i < 5; i++ {
@@ -118,16 +126,16 @@ func TestRestartResumesAboveTheLastFence(t *testing.T) {
 	}
 }
 
-// TestMemoryServerForgets: without -state a restart starts over, which is
-// why -state exists.
+// TestMemoryServerForgets: with -memory a restart starts over, which is
+// why the durable store is the default.
 func TestMemoryServerForgets(t *testing.T) {
 	ctx := context.Background()
-	s1 := start(t)
+	s1 := start(t, "-memory")
 	if l, err := holder(t, s1.url, "a").Acquire(ctx, "r"); err != nil || l.Token().Fence != 1 {
 		t.Fatal(l, err)
 	}
 	s1.close(t)
-	s2 := start(t)
+	s2 := start(t, "-memory")
 	if l, err := holder(t, s2.url, "b").Acquire(ctx, "r"); err != nil || l.Token().Fence != 1 {
 		t.Fatal(l, err)
 	}
@@ -135,7 +143,7 @@ func TestMemoryServerForgets(t *testing.T) {
 
 // TestServerRefusesBadRequests goes through the real HTTP stack.
 func TestServerRefusesBadRequests(t *testing.T) {
-	s := start(t)
+	s := start(t, "-memory", "-max-id-bytes", "16")
 	for _, tc := range []struct {
 		method, path, body string
 		status             int
@@ -146,6 +154,7 @@ func TestServerRefusesBadRequests(t *testing.T) {
 		{"POST", "/v1/acquire", "{", 400, wire.CodeMalformedJSON},
 		{"POST", "/v1/acquire", `{"resource":1}`, 400, wire.CodeWrongType},
 		{"POST", "/v1/release", strings.Repeat(" ", wire.MaxBodyBytes+1), 413, wire.CodeBodyTooLarge},
+		{"POST", "/v1/acquire", `{"requestId":"r1","resource":"` + strings.Repeat("x", 17) + `","holderId":"h","sentAt":{"millis":1,"domain":"h"},"kind":"acquire","secret":"0123456789abcdef"}`, 400, wire.CodeInvalidValue},
 	} {
 		req, _ := http.NewRequest(tc.method, s.url+tc.path, strings.NewReader(tc.body))
 		resp, err := http.DefaultClient.Do(req)
@@ -162,10 +171,58 @@ func TestServerRefusesBadRequests(t *testing.T) {
 }
 
 func TestFlags(t *testing.T) {
-	for _, args := range [][]string{{"-ttl", "0s"}, {"-ttl", "banana"}, {"extra"}, {"-addr", "256.0.0.1:0"}} {
+	dir := t.TempDir()
+	for _, args := range [][]string{
+		{"-memory", "-ttl", "0s"}, {"-memory", "-ttl", "banana"}, {"-memory", "extra"}, {"-memory", "-addr", "256.0.0.1:0"},
+		{"-memory", "-init"}, {"-memory", "-state", filepath.Join(dir, "x.db")},
+		{"-memory", "-max-leases", "0"}, {"-memory", "-max-conns", "-1"}, {"-memory", "-max-id-bytes", "1025"},
+		{"-memory", "-idle-timeout", "0s"},
+	} {
 		if err := run(context.Background(), args, io.Discard, io.Discard); err == nil {
 			t.Fatalf("%v accepted", args)
 		}
+	}
+}
+
+// TestStartFailsClosed: a missing state database is refused unless -init
+// is given, -init refuses an existing path, and a file that is not a state
+// database is refused with a clear message; none of them serves.
+func TestStartFailsClosed(t *testing.T) {
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "typo.db")
+	var errs strings.Builder
+	err := run(context.Background(), []string{"-addr", "127.0.0.1:0", "-state", missing}, io.Discard, &errs)
+	if err == nil || !strings.Contains(err.Error(), "does not exist") || !strings.Contains(err.Error(), "-init") {
+		t.Fatalf("missing state: %v", err)
+	}
+	if _, statErr := os.Stat(missing); !errors.Is(statErr, os.ErrNotExist) {
+		t.Fatal("a refused start created the state file")
+	}
+	// The default path is the durable store too (in the working directory).
+	t.Chdir(dir)
+	if err := run(context.Background(), []string{"-addr", "127.0.0.1:0"}, io.Discard, io.Discard); err == nil || !strings.Contains(err.Error(), defaultStatePath) {
+		t.Fatalf("default path without -init: %v", err)
+	}
+	s := start(t, "-init", "-state", filepath.Join(dir, "ok.db"))
+	s.close(t)
+	err = run(context.Background(), []string{"-addr", "127.0.0.1:0", "-init", "-state", filepath.Join(dir, "ok.db")}, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "already exists") {
+		t.Fatalf("-init over an existing state: %v", err)
+	}
+	junk := filepath.Join(dir, "junk.db")
+	if err := os.WriteFile(junk, []byte(strings.Repeat("not a database\n", 2000)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err = run(context.Background(), []string{"-addr", "127.0.0.1:0", "-state", junk}, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "cannot be opened") {
+		t.Fatalf("junk state: %v", err)
+	}
+	// -memory says it keeps nothing.
+	errs.Reset()
+	m := startLogged(t, &errs, "-memory")
+	m.close(t)
+	if !strings.Contains(errs.String(), "NOT durable") {
+		t.Fatalf("-memory did not say so: %s", errs.String())
 	}
 }
 

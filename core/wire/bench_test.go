@@ -28,7 +28,7 @@ func BenchmarkServiceCycle(b *testing.B) {
 		if err != nil || !rep.OK {
 			b.Fatal(rep, err)
 		}
-		if rep, err := svc.Call(ctx, releaseMsg("r"+id, "r", "h", rep.Grant.Fence, rep.Grant.Secret)); err != nil || !rep.OK {
+		if rep, err := svc.Call(ctx, releaseMsg("r"+id, "r", "h", rep.Grant.Fence, secretOf("h"))); err != nil || !rep.OK {
 			b.Fatal(rep, err)
 		}
 	}
@@ -51,8 +51,7 @@ func BenchmarkHandlerCycle(b *testing.B) {
 		}
 		m, _ := DecodeMessage(OpAcquire, body)
 		_ = m
-		i := strings.Index(rec.Body.String(), `"secret":"`)
-		secret := rec.Body.String()[i+10 : i+10+43]
+		secret := secretOf("h")
 		f := strings.Index(rec.Body.String(), `"fence":`)
 		fence, _ := strconv.ParseUint(strings.SplitN(rec.Body.String()[f+8:], ",", 2)[0], 10, 64)
 		body, _ = EncodeMessage(releaseMsg("r"+id, "r", "h", fence, secret))

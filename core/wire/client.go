@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -24,14 +26,10 @@ type ClientConfig struct {
 	// Lease is the holder's side of the protocol: it stamps send instants
 	// and turns grants into leases. Required.
 	Lease *lease.Client
-	// HTTPClient sends the requests. Nil uses the Client's own transport:
-	// for an http:// BaseURL with no proxy configured for it (see
-	// http.ProxyFromEnvironment), a pool of kept-alive HTTP/1.1
-	// connections, each request sent and answered on the calling goroutine,
-	// which is several times cheaper than net/http's Transport; otherwise an
-	// http.Transport that keeps up to 64 idle connections to the
-	// coordinator (the default Transport keeps 2, so more concurrent calls
-	// than that would open and close connections all the time).
+	// HTTPClient sends the requests. Nil uses an http.Transport that keeps
+	// up to 64 idle connections to the coordinator (the default Transport
+	// keeps 2, so more concurrent calls than that would open and close
+	// connections all the time).
 	HTTPClient *http.Client
 	// Attempts is how many times one call is sent before giving up. Zero
 	// means 4.
@@ -56,7 +54,6 @@ type Client struct {
 	base     string
 	lc       *lease.Client
 	hc       *http.Client
-	direct   *connPool // nil: send through hc
 	attempts int
 	timeout  time.Duration
 	backoff  func(int) time.Duration
@@ -79,8 +76,8 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		backoff:  cfg.Backoff,
 	}
 	if c.hc == nil {
-		c.direct = newConnPool(c.base)
 		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.MaxIdleConns = maxIdleConns
 		tr.MaxIdleConnsPerHost = maxIdleConns
 		c.hc = &http.Client{Transport: tr}
 	}
@@ -102,9 +99,12 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	return c, nil
 }
 
+// maxIdleConns is how many idle connections the default transport keeps.
+const maxIdleConns = 64
+
 // Lease is a lease held through a Client: the core lease (token, deadline)
-// and the secret that renewing or releasing it takes. The secret is not
-// printed by any method.
+// and the secret that renewing or releasing it takes, which the Client chose
+// at random for this acquisition. The secret is not printed by any method.
 type Lease struct {
 	*lease.Lease
 	secret string
@@ -129,7 +129,11 @@ func (c *Client) Acquire(ctx context.Context, resource string) (*Lease, error) {
 	if err != nil {
 		return nil, err
 	}
-	reply, err := c.send(ctx, Message{Op: OpAcquire, Request: req})
+	secret, err := newSecret()
+	if err != nil {
+		return nil, err
+	}
+	reply, err := c.send(ctx, Message{Op: OpAcquire, Request: req, Secret: secret})
 	if err != nil {
 		return nil, err
 	}
@@ -139,7 +143,7 @@ func (c *Client) Acquire(ctx context.Context, resource string) (*Lease, error) {
 		}
 		return nil, errors.New("wire: acquisition refused without a holder (reason " + strconv.Quote(reply.Reason) + ")")
 	}
-	return c.complete(req, reply, "", c.lc.CompleteAcquire)
+	return c.complete(req, reply, secret, c.lc.CompleteAcquire)
 }
 
 // Renew extends l. It returns a new Lease with the same fence and a deadline
@@ -192,17 +196,11 @@ func (c *Client) complete(req lease.Request, reply Reply, secret string, fn func
 	if g == nil {
 		return nil, errors.New("wire: a granted reply without a grant")
 	}
-	if secret != "" && g.Secret != secret {
-		return nil, errors.New("wire: renewal grant carries another secret")
-	}
-	if g.Secret == "" {
-		return nil, errors.New("wire: grant without a secret")
-	}
 	l, err := fn(req, g.Lease())
 	if err != nil {
 		return nil, err
 	}
-	return &Lease{Lease: l, secret: g.Secret}, nil
+	return &Lease{Lease: l, secret: secret}, nil
 }
 
 // maxReplyBytes bounds what the client reads of a reply.
@@ -248,69 +246,40 @@ func (c *Client) send(ctx context.Context, m Message) (Reply, error) {
 
 // CloseIdleConnections closes the connections the client keeps open between
 // calls. Calls made afterwards open new ones.
-func (c *Client) CloseIdleConnections() {
-	if c.direct != nil {
-		c.direct.closeIdle()
-	}
-	c.hc.CloseIdleConnections()
-}
+func (c *Client) CloseIdleConnections() { c.hc.CloseIdleConnections() }
 
+// attempt sends body once. It reports whether a failure is worth another
+// attempt: a transport error, a timeout, an unreadable or temporary (5xx)
+// answer are; a request that cannot be built (a bad BaseURL) and any other
+// refusal are not.
 func (c *Client) attempt(ctx context.Context, op Op, body []byte) (reply Reply, retry bool, err error) {
-	var status int
-	var data []byte
-	if c.direct != nil {
-		deadline := time.Now().Add(c.timeout)
-		if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
-			deadline = d
-		}
-		status, data, err = c.direct.post(ctx, deadline, op.Path(), body)
-	} else {
-		var retry bool
-		status, data, retry, err = c.roundTrip(ctx, op, body)
-		if err != nil {
-			return Reply{}, retry, err
-		}
-	}
-	if err != nil {
-		return Reply{}, true, err
-	}
-	if status != http.StatusOK {
-		e := ParseError(status, data)
-		if e == nil {
-			e = &Error{Status: status, Code: "http_" + strconv.Itoa(status), Message: "unexpected answer: " + quoteShort(string(data))}
-		}
-		return Reply{}, e.Temporary(), e
-	}
-	if reply, err = parseReply(data); err != nil {
-		return Reply{}, true, errors.New("wire: unreadable reply: " + err.Error())
-	}
-	return reply, false, nil
-}
-
-// jsonHeader is the header of every request sent through net/http. Its
-// key is canonical and nothing in net/http changes it.
-var jsonHeader = []string{"application/json"}
-
-// roundTrip sends one attempt through net/http. A request that cannot be
-// built (a bad BaseURL) is not worth retrying; anything after that is.
-func (c *Client) roundTrip(ctx context.Context, op Op, body []byte) (status int, data []byte, retry bool, err error) {
 	actx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	hreq, err := http.NewRequestWithContext(actx, http.MethodPost, c.base+op.Path(), bytes.NewReader(body))
 	if err != nil {
-		return 0, nil, false, err
+		return Reply{}, false, err
 	}
-	hreq.Header["Content-Type"] = jsonHeader[:1:1]
+	hreq.Header.Set("Content-Type", "application/json")
 	resp, err := c.hc.Do(hreq)
 	if err != nil {
-		return 0, nil, true, err
+		return Reply{}, true, err
 	}
 	defer resp.Body.Close()
-	data, err = io.ReadAll(io.LimitReader(resp.Body, maxReplyBytes))
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxReplyBytes))
 	if err != nil {
-		return 0, nil, true, err
+		return Reply{}, true, err
 	}
-	return resp.StatusCode, data, false, nil
+	if resp.StatusCode != http.StatusOK {
+		e := ParseError(resp.StatusCode, data)
+		if e == nil {
+			e = &Error{Status: resp.StatusCode, Code: "http_" + strconv.Itoa(resp.StatusCode), Message: "unexpected answer: " + quoteShort(string(data))}
+		}
+		return Reply{}, e.Temporary(), e
+	}
+	if err := json.Unmarshal(data, &reply); err != nil {
+		return Reply{}, true, errors.New("wire: unreadable reply: " + err.Error())
+	}
+	return reply, false, nil
 }
 
 func randomID() (string, error) {
@@ -319,4 +288,14 @@ func randomID() (string, error) {
 		return "", err
 	}
 	return hex.EncodeToString(b[:]), nil
+}
+
+// newSecret returns 32 random bytes, base64url: the secret of one
+// acquisition.
+func newSecret() (string, error) {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	return base64.RawURLEncoding.EncodeToString(b[:]), nil
 }

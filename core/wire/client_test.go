@@ -2,6 +2,7 @@ package wire
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"net/http"
@@ -184,9 +185,10 @@ func TestClientRetriesWithTheSameRequest(t *testing.T) {
 			if c.tr.served != tc.served {
 				t.Fatalf("server saw %d requests, want %d", c.tr.served, tc.served)
 			}
-			st := c.state("deploy")
-			if st.IssuedFence != 1 || l.Token().Fence != 1 || st.Lease.Secret != l.secret {
-				t.Fatalf("issued %d, lease fence %d", st.IssuedFence, l.Token().Fence)
+			st := c.state()
+			if st.Snap.IssuedFence != 1 || l.Token().Fence != 1 || len(st.Stored.Records) != 1 ||
+				st.Stored.Records[0].SecretHash != sha256.Sum256([]byte(l.secret)) {
+				t.Fatalf("issued %d, lease fence %d, stored %+v", st.Snap.IssuedFence, l.Token().Fence, st.Stored)
 			}
 			if l.Deadline().Millis != 50+1000-10 {
 				t.Fatalf("deadline %v is not anchored at the first send", l.Deadline())
@@ -216,8 +218,8 @@ func TestClientRetriesRenewAndRelease(t *testing.T) {
 	if err := c.client.Release(ctx, l2); err != nil {
 		t.Fatalf("release whose first reply was lost: %v", err)
 	}
-	if st := c.state("deploy"); st.Lease != nil {
-		t.Fatalf("still held: %+v", st.Lease)
+	if st := c.state(); len(st.Stored.Records) != 0 || len(st.Snap.Leases) != 0 {
+		t.Fatalf("still held: %+v", st)
 	}
 }
 
@@ -230,7 +232,7 @@ func TestClientGivesUp(t *testing.T) {
 	// A refusal is final: no retry.
 	c2 := newClientRig(t, "a")
 	l, _ := c2.client.Acquire(context.Background(), "deploy")
-	forged := &Lease{Lease: l.Lease, secret: "forged"}
+	forged := &Lease{Lease: l.Lease, secret: "forged-forged-forged"}
 	sent := c2.tr.sent
 	var we *Error
 	if _, err := c2.client.Renew(context.Background(), forged); !errors.As(err, &we) || we.Code != CodeWrongSecret {

@@ -24,6 +24,7 @@ const (
 	CodeRequestIDReused  = "request_id_reused"
 	CodeRejected         = "rejected"
 	CodeUnavailable      = "unavailable"
+	CodeTooManyLeases    = "too_many_leases"
 	CodeInternal         = "internal"
 )
 
@@ -42,6 +43,7 @@ var codeStatus = map[string]int{
 	CodeRequestIDReused:  http.StatusConflict,
 	CodeRejected:         http.StatusUnprocessableEntity,
 	CodeUnavailable:      http.StatusServiceUnavailable,
+	CodeTooManyLeases:    http.StatusServiceUnavailable,
 	CodeInternal:         http.StatusInternalServerError,
 }
 

@@ -8,20 +8,29 @@ import (
 	"mime"
 	"net/http"
 	"strconv"
-	"sync"
 )
 
 // HandlerOptions configures NewHandler.
 type HandlerOptions struct {
 	// Logger receives one line per call: the operation, resource, holder,
-	// fence and what came of it. Secrets and bodies are never logged. Nil
-	// logs nothing.
+	// request id, fence and what came of it. Secrets and bodies are never
+	// logged. Nil logs nothing.
 	Logger *slog.Logger
+	// MaxIDBytes bounds the resource, the holder id and the request id, in
+	// bytes. Zero means DefaultMaxIDBytes; at most MaxStringBytes.
+	MaxIDBytes int
+	// MaxBodyBytes bounds a request body. Zero means MaxBodyBytes.
+	MaxBodyBytes int
 }
 
+// DefaultMaxIDBytes is the default bound on ids (HandlerOptions.MaxIDBytes).
+const DefaultMaxIDBytes = 256
+
 type handler struct {
-	b   Backend
-	log *slog.Logger
+	b       Backend
+	log     *slog.Logger
+	maxID   int
+	maxBody int64
 }
 
 // NewHandler returns the HTTP face of b: POST /v1/acquire, /v1/renew and
@@ -32,7 +41,15 @@ type handler struct {
 // MaxBodyBytes is 413 body_too_large; a Content-Type other than
 // application/json is 415. A refused request never reaches b.
 func NewHandler(b Backend, opts HandlerOptions) http.Handler {
-	return &handler{b: b, log: opts.Logger}
+	h := &handler{b: b, log: opts.Logger, maxID: opts.MaxIDBytes, maxBody: int64(opts.MaxBodyBytes)}
+	if h.maxID <= 0 {
+		h.maxID = DefaultMaxIDBytes
+	}
+	h.maxID = min(h.maxID, MaxStringBytes)
+	if h.maxBody <= 0 {
+		h.maxBody = MaxBodyBytes
+	}
+	return h
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -60,30 +77,32 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if r.ContentLength > MaxBodyBytes {
-		h.fail(w, r, op, tooLarge())
+	if r.ContentLength > h.maxBody {
+		h.fail(w, r, op, h.tooLarge())
 		return
 	}
-	bp := bodyPool.Get().(*[]byte)
-	body, err := readBody(r.Body, (*bp)[:0])
-	if cap(body) <= maxPooledBody {
-		*bp = body[:0]
-		defer bodyPool.Put(bp)
-	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.maxBody))
 	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			h.fail(w, r, op, h.tooLarge())
+			return
+		}
 		h.fail(w, r, op, errCode(CodeMalformedJSON, "reading the body: "+err.Error()))
 		return
 	}
-	if len(body) > MaxBodyBytes {
-		h.fail(w, r, op, tooLarge())
-		return
-	}
-	// DecodeMessage copies every string it keeps, so body can go back to
-	// the pool once the call is answered.
 	m, derr := DecodeMessage(op, body)
 	if derr != nil {
 		h.fail(w, r, op, derr)
 		return
+	}
+	for _, f := range [...]struct{ name, v string }{
+		{"requestId", m.Request.RequestID}, {"resource", m.Request.Resource}, {"holderId", m.Request.HolderID},
+	} {
+		if len(f.v) > h.maxID {
+			h.fail(w, r, op, errInvalid(f.name, "is longer than "+strconv.Itoa(h.maxID)+" bytes"))
+			return
+		}
 	}
 	reply, err := h.b.Call(r.Context(), m)
 	if err != nil {
@@ -108,7 +127,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		h.log.LogAttrs(r.Context(), slog.LevelInfo, "lease call", attrs...)
 	}
-	writeBody(w, http.StatusOK, appendReply(make([]byte, 0, 384), reply))
+	writeJSON(w, http.StatusOK, reply)
 }
 
 func callAttrs(m Message) []slog.Attr {
@@ -121,8 +140,8 @@ func callAttrs(m Message) []slog.Attr {
 	}
 }
 
-func tooLarge() *Error {
-	return errCode(CodeBodyTooLarge, "the body is larger than "+strconv.Itoa(MaxBodyBytes)+" bytes")
+func (h *handler) tooLarge() *Error {
+	return errCode(CodeBodyTooLarge, "the body is larger than "+strconv.FormatInt(h.maxBody, 10)+" bytes")
 }
 
 func (h *handler) fail(w http.ResponseWriter, r *http.Request, op Op, e *Error) {
@@ -163,47 +182,13 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	writeBody(w, status, out)
 }
 
-// Header values shared by every answer; the keys are already canonical, so
-// they are stored directly instead of through Header.Set.
-var (
-	hdrJSON    = []string{"application/json"}
-	hdrNoStore = []string{"no-store"}
-)
-
 func writeBody(w http.ResponseWriter, status int, out []byte) {
 	h := w.Header()
-	h["Content-Type"] = hdrJSON[:1:1]
-	h["Cache-Control"] = hdrNoStore[:1:1]
-	h["Content-Length"] = []string{strconv.Itoa(len(out))}
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	h.Set("Content-Length", strconv.Itoa(len(out)))
 	w.WriteHeader(status)
 	_, _ = w.Write(out)
-}
-
-// Request bodies are read into pooled buffers; one that grew past
-// maxPooledBody is left to the garbage collector.
-const maxPooledBody = 8 << 10
-
-var bodyPool = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
-
-// readBody appends what r yields to buf, stopping once it holds more than
-// MaxBodyBytes (the caller refuses that). A nil r is an empty body.
-func readBody(r io.Reader, buf []byte) ([]byte, error) {
-	if r == nil {
-		return buf, nil
-	}
-	for {
-		if len(buf) == cap(buf) {
-			buf = append(buf, 0)[:len(buf)]
-		}
-		n, err := r.Read(buf[len(buf):min(cap(buf), MaxBodyBytes+1)])
-		buf = buf[:len(buf)+n]
-		if err == io.EOF || len(buf) > MaxBodyBytes {
-			return buf, nil
-		}
-		if err != nil {
-			return buf, err
-		}
-	}
 }
 
 // ParseError reads an error body written by the handler. It returns nil if

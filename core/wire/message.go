@@ -30,15 +30,25 @@ func (op Op) Path() string { return "/v1/" + string(op) }
 // are refused with status 413 and code "body_too_large".
 const MaxBodyBytes = 64 << 10
 
-// MaxStringBytes bounds every string field of a request.
+// MaxStringBytes bounds every string field of a request. The handler
+// applies lower limits to ids (HandlerOptions.MaxIDBytes).
 const MaxStringBytes = 1024
+
+// MinSecretBytes and MaxSecretBytes bound the secret a holder chooses at
+// acquisition and presents to renew or release.
+const (
+	MinSecretBytes = 16
+	MaxSecretBytes = 256
+)
 
 // Message is a decoded request body.
 //
 // For acquire and renew, Request is the request exactly as lease.Client
 // began it. For release, Request carries RequestID, Resource, HolderID and
-// Fence, and Kind and SentAt are zero. Secret is the grant's secret, required
-// for renew and release and empty for acquire.
+// Fence, and Kind and SentAt are zero. Secret is chosen by the holder for
+// each acquisition (MinSecretBytes to MaxSecretBytes, random) and presented
+// again to renew or release that lease; the coordinator keeps only its
+// SHA-256.
 type Message struct {
 	Op      Op
 	Request lease.Request
@@ -57,8 +67,8 @@ func FromInstant(t clock.Instant) Instant { return Instant{Millis: t.Millis, Dom
 // Clock converts back to a clock.Instant.
 func (t Instant) Clock() clock.Instant { return clock.At(t.Domain, t.Millis) }
 
-// Grant is a lease.Grant as JSON, plus the secret the holder must present to
-// renew or release the lease. Keep the secret out of logs.
+// Grant is a lease.Grant as JSON. It carries no secret: the holder chose
+// the secret and the coordinator only keeps its hash.
 type Grant struct {
 	RequestID            string  `json:"requestId"`
 	Resource             string  `json:"resource"`
@@ -66,7 +76,6 @@ type Grant struct {
 	Fence                uint64  `json:"fence"`
 	TTLMillis            float64 `json:"ttlMillis"`
 	CoordinatorExpiresAt Instant `json:"coordinatorExpiresAt"`
-	Secret               string  `json:"secret"`
 }
 
 // Lease converts g to the lease.Grant a lease.Client completes.
@@ -113,7 +122,14 @@ var (
 		return decodeString("holderId", raw, &m.Request.HolderID)
 	}}
 	fSecret = field{"secret", true, func(m *Message, raw json.RawMessage) *Error {
-		return decodeString("secret", raw, &m.Secret)
+		if err := decodeString("secret", raw, &m.Secret); err != nil {
+			return err
+		}
+		if n := len(m.Secret); n < MinSecretBytes || n > MaxSecretBytes {
+			return errInvalid("secret", "must be "+strconv.Itoa(MinSecretBytes)+" to "+strconv.Itoa(MaxSecretBytes)+
+				" bytes, got "+strconv.Itoa(n))
+		}
+		return nil
 	}}
 	fSentAt = field{"sentAt", true, func(m *Message, raw json.RawMessage) *Error {
 		return decodeInstant("sentAt", raw, &m.Request.SentAt)
@@ -149,7 +165,7 @@ func kindField(want lease.Kind) field {
 }
 
 var schemas = map[Op][]field{
-	OpAcquire: {fRequestID, fResource, fHolderID, fSentAt, kindField(lease.KindAcquire),
+	OpAcquire: {fRequestID, fResource, fHolderID, fSentAt, kindField(lease.KindAcquire), fSecret,
 		// An acquisition request may carry the zero fence the core's
 		// Request has, so a serialized lease.Request is accepted as is.
 		{"fence", false, func(m *Message, raw json.RawMessage) *Error {
@@ -200,13 +216,7 @@ func DecodeMessage(op Op, body []byte) (Message, *Error) {
 		}
 		return errCode(CodeUnknownField, "unknown field "+quoteShort(name)+" in a "+string(op)+" request")
 	}
-	var err *Error
-	if json.Valid(body) {
-		err = scanObject("body", body, member)
-	} else {
-		err = decodeObject("body", body, member) // words the syntax error
-	}
-	if err != nil {
+	if err := decodeObject("body", body, member); err != nil {
 		return Message{}, err
 	}
 	for i, f := range schema {
@@ -221,14 +231,7 @@ func DecodeMessage(op Op, body []byte) (Message, *Error) {
 }
 
 // EncodeMessage is the inverse of DecodeMessage: the body a client sends.
-// The bytes are those json.Marshal gives for the same fields in the same
-// order.
 func EncodeMessage(m Message) ([]byte, error) {
-	return AppendMessage(make([]byte, 0, 256), m)
-}
-
-// AppendMessage is EncodeMessage appending to b.
-func AppendMessage(b []byte, m Message) ([]byte, error) {
 	r := m.Request
 	switch m.Op {
 	case OpAcquire, OpRenew, OpRelease:
@@ -238,27 +241,27 @@ func AppendMessage(b []byte, m Message) ([]byte, error) {
 	if m.Op != OpRelease && !finite(r.SentAt.Millis) {
 		return nil, errors.New("wire: sentAt.millis is not a finite number")
 	}
-	b = append(b, `{"requestId":`...)
-	b = appendString(b, r.RequestID)
-	b = append(b, `,"resource":`...)
-	b = appendString(b, r.Resource)
-	b = append(b, `,"holderId":`...)
-	b = appendString(b, r.HolderID)
+	body := wireBody{RequestID: r.RequestID, Resource: r.Resource, HolderID: r.HolderID, Secret: m.Secret}
 	if m.Op != OpRelease {
-		b = append(b, `,"sentAt":{"millis":`...)
-		b = appendFloat(b, r.SentAt.Millis)
-		b = append(b, `,"domain":`...)
-		b = appendString(b, r.SentAt.Domain)
-		b = append(b, `},"kind":`...)
-		b = appendString(b, string(m.Op))
+		body.SentAt = &Instant{Millis: r.SentAt.Millis, Domain: r.SentAt.Domain}
+		body.Kind = string(m.Op)
 	}
 	if m.Op != OpAcquire {
-		b = append(b, `,"fence":`...)
-		b = strconv.AppendUint(b, r.Fence, 10)
-		b = append(b, `,"secret":`...)
-		b = appendString(b, m.Secret)
+		body.Fence = &r.Fence
 	}
-	return append(b, '}'), nil
+	return json.Marshal(body)
+}
+
+// wireBody is the JSON shape of every request body; EncodeMessage leaves
+// out what the call does not take.
+type wireBody struct {
+	RequestID string   `json:"requestId"`
+	Resource  string   `json:"resource"`
+	HolderID  string   `json:"holderId"`
+	SentAt    *Instant `json:"sentAt,omitempty"`
+	Kind      string   `json:"kind,omitempty"`
+	Fence     *uint64  `json:"fence,omitempty"`
+	Secret    string   `json:"secret"`
 }
 
 func finite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }
@@ -355,9 +358,9 @@ func decodeString(name string, raw json.RawMessage, dst *string) *Error {
 	if raw[0] != '"' {
 		return wrongType(name, "a string", raw)
 	}
-	s, err := unquote(raw)
-	if err != nil {
-		return err
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return errCode(CodeMalformedJSON, "field "+strconv.Quote(name)+": "+err.Error())
 	}
 	if s == "" {
 		return errInvalid(name, "must not be empty")
@@ -392,7 +395,7 @@ func decodeInstant(name string, raw json.RawMessage, dst *clock.Instant) *Error 
 	}
 	var t clock.Instant
 	var haveMillis, haveDomain bool
-	err := scanObject(name, raw, func(member string, v json.RawMessage) *Error {
+	err := decodeObject(name, raw, func(member string, v json.RawMessage) *Error {
 		switch member {
 		case "millis":
 			if haveMillis {

@@ -2,12 +2,15 @@ package wire
 
 import (
 	"context"
-	"crypto/rand"
+	"crypto/sha256"
 	"crypto/subtle"
-	"encoding/base64"
 	"errors"
+	"hash/maphash"
+	"math"
+	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/lease-fence/lease-fence/core/clock"
@@ -23,56 +26,11 @@ type Backend interface {
 	Call(ctx context.Context, m Message) (Reply, error)
 }
 
-// State is everything a Service keeps about one resource, and what a Store
-// persists. Fences are per resource: each resource has its own counter,
-// strictly increasing, which is what the resource's fence.Gate compares.
-type State struct {
-	Resource string `json:"resource"`
-	// IssuedFence is the highest fence issued for the resource.
-	IssuedFence uint64 `json:"issuedFence"`
-	// LastMillis is the latest coordinator reading a change was made at. A
-	// restarted service never acts at an earlier reading.
-	LastMillis float64 `json:"lastMillis"`
-	// Lease is the newest lease, live or expired; nil once released.
-	Lease *Held `json:"lease,omitempty"`
-	// Released remembers the last release, so a retried release whose reply
-	// was lost is answered ok again.
-	Released *Released `json:"released,omitempty"`
-}
-
-// Held is the newest lease of a resource as the coordinator stores it.
-type Held struct {
-	RequestID string `json:"requestId"`
-	HolderID  string `json:"holderId"`
-	Fence     uint64 `json:"fence"`
-	// Secret is presented by the holder to renew or release. It is random
-	// and unrelated to anything else in the record. Never log it.
-	Secret string `json:"secret"`
-	// ExpiresAt is the end of the lease in the coordinator's clock domain.
-	ExpiresAt float64 `json:"expiresAt"`
-	// GrantTTLMillis and GrantExpiresAt are the acquisition grant as first
-	// answered, repeated to a retry of that request.
-	GrantTTLMillis float64 `json:"grantTtlMillis"`
-	GrantExpiresAt float64 `json:"grantExpiresAt"`
-}
-
-// Released is the last release of a resource.
-type Released struct {
-	RequestID string `json:"requestId"`
-	HolderID  string `json:"holderId"`
-	Fence     uint64 `json:"fence"`
-	Secret    string `json:"secret"`
-}
-
-// Store persists resource states. Save must make st durable before it
-// returns: the service answers a grant only after Save succeeded, and a
-// failed Save leaves the service as it was before the call.
-type Store interface {
-	// Load returns the stored state of resource, or ok false if none.
-	Load(ctx context.Context, resource string) (st State, ok bool, err error)
-	// Save stores st, replacing the state of st.Resource.
-	Save(ctx context.Context, st State) error
-}
+// Defaults of ServiceConfig.
+const (
+	DefaultMaxLeases     = 100_000
+	DefaultReleaseMemory = 100_000
+)
 
 // ServiceConfig configures a Service.
 type ServiceConfig struct {
@@ -82,37 +40,64 @@ type ServiceConfig struct {
 	Clock clock.Clock
 	// TTL is the lease length. Required, positive.
 	TTL time.Duration
-	// Store persists every change before it is answered. Nil keeps state in
-	// memory only.
+	// Store keeps the state; every change is applied to it before the call
+	// is answered. Nil is a fresh MemoryStore.
 	Store Store
+	// MaxLeases bounds the records (live leases, and expired ones not yet
+	// swept). An acquisition that would add one more is refused with 503
+	// too_many_leases; a live lease is never evicted. Zero means
+	// DefaultMaxLeases.
+	MaxLeases int
+	// ReleaseMemory bounds how many finished releases are remembered (each
+	// for one TTL) so that a retried release is answered ok. Zero means
+	// DefaultReleaseMemory.
+	ReleaseMemory int
 }
 
-// Service is the coordinator behind the handler: one lease.Coordinator per
-// resource, which makes every decision, plus the secrets and the records a
-// Store needs to bring a coordinator back after a restart. It is safe for
-// concurrent use; calls on one resource are serialized, calls on different
-// resources run in parallel.
+// Service is the coordinator behind the handler. One lease.Coordinator makes
+// every decision (grant, deny, renew, refuse, release) and issues fences
+// from one counter for all resources; the Store keeps one record per live
+// lease (with the hash of the holder's secret) and the fence high-water
+// mark, written before any answer. Nothing else is kept per resource: a
+// released or expired lease leaves no state behind once swept. Calls on one
+// resource are serialized; calls on different resources run in parallel
+// and share the store's commits. It is safe for concurrent use.
 type Service struct {
-	clk   clock.Clock
-	ttl   time.Duration
-	ttlMs float64
-	store Store
+	clk       clock.Clock
+	ttl       time.Duration
+	ttlMs     float64
+	store     Store
+	maxLeases int
 
-	// res maps a resource name to its *resource. Entries are added once
-	// and never removed, the case sync.Map is made for: calls on different
-	// resources do not contend for a lock to find theirs.
-	res sync.Map
+	loadMu  sync.Mutex
+	loaded  atomic.Bool
+	loadErr error
+
+	// coMu guards the co pointer: calls hold it for reading while the
+	// coordinator decides; undo replaces the coordinator holding it for
+	// writing.
+	coMu   sync.RWMutex
+	co     *lease.Coordinator
+	broken error // set if undo failed: the service refuses every call
+
+	records atomic.Int64 // records in the store (live and not yet swept)
+
+	seed    maphash.Seed
+	stripes [stripeCount]sync.Mutex // per-resource serialization, hashed
+
+	rel releaseMemory
+
+	sweepMu       sync.Mutex
+	lastFullSweep atomic.Uint64 // float64 bits: the coordinator reading of the last sweep forced by a full service
 }
 
-type resource struct {
-	mu     sync.Mutex
-	loaded bool
-	st     State
-	co     *lease.Coordinator // nil: rebuild from st
-	floor  float64            // readings below this are raised to it
-}
+// stripeCount is how many locks serialize calls per resource: a call holds
+// the lock of its resource's stripe from reading the record until the
+// store applied its change.
+const stripeCount = 256
 
-// NewService returns a service.
+// NewService returns a service. Its store is loaded by the first call, or
+// by Load.
 func NewService(cfg ServiceConfig) (*Service, error) {
 	if cfg.Clock == nil || cfg.Clock.Domain() == "" {
 		return nil, errors.New("wire: ServiceConfig.Clock is required and needs a domain")
@@ -120,12 +105,30 @@ func NewService(cfg ServiceConfig) (*Service, error) {
 	if cfg.TTL <= 0 {
 		return nil, errors.New("wire: ServiceConfig.TTL must be positive, got " + cfg.TTL.String())
 	}
-	return &Service{
-		clk:   cfg.Clock,
-		ttl:   cfg.TTL,
-		ttlMs: clock.Millis(cfg.TTL),
-		store: cfg.Store,
-	}, nil
+	if cfg.MaxLeases < 0 || cfg.ReleaseMemory < 0 {
+		return nil, errors.New("wire: ServiceConfig limits must not be negative")
+	}
+	s := &Service{
+		clk:       cfg.Clock,
+		ttl:       cfg.TTL,
+		ttlMs:     clock.Millis(cfg.TTL),
+		store:     cfg.Store,
+		maxLeases: cfg.MaxLeases,
+		seed:      maphash.MakeSeed(),
+	}
+	s.lastFullSweep.Store(math.Float64bits(math.Inf(-1)))
+	if s.store == nil {
+		s.store = NewMemoryStore()
+	}
+	if s.maxLeases == 0 {
+		s.maxLeases = DefaultMaxLeases
+	}
+	s.rel.max = cfg.ReleaseMemory
+	if s.rel.max == 0 {
+		s.rel.max = DefaultReleaseMemory
+	}
+	s.rel.window = s.ttlMs
+	return s, nil
 }
 
 // WallClock returns a guarded clock in domain that reads Unix milliseconds
@@ -138,134 +141,147 @@ func WallClock(domain string) (*clock.Guarded, error) {
 	return clock.New(domain, func() float64 { return base + clock.Millis(time.Since(start)) })
 }
 
-// State returns a copy of what the service holds for resource, loading it
-// from the store if needed, or ok false if it has never been touched.
-func (s *Service) State(ctx context.Context, resource string) (State, bool, error) {
-	r := s.resource(resource)
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if err := s.load(ctx, r, resource); err != nil {
-		return State{}, false, err
+// Load reads the store once and restores the coordinator from it. It
+// refuses (and keeps refusing) stored state that is inconsistent, or whose
+// lease expires more than one TTL after the clock's current reading (an
+// instant from the future: the clock was set back, or the state was
+// edited). Call answers with the same error if loading failed.
+func (s *Service) Load(ctx context.Context) error {
+	if s.loaded.Load() {
+		return s.loadErr
 	}
-	if r.st.IssuedFence == 0 && r.st.Lease == nil && r.st.Released == nil {
-		return State{}, false, nil
+	s.loadMu.Lock()
+	defer s.loadMu.Unlock()
+	if s.loaded.Load() {
+		return s.loadErr
 	}
-	return copyState(r.st), true, nil
+	err := s.load(ctx)
+	if err != nil && !errors.Is(err, ErrInconsistent) {
+		// A store that could not be read (as opposed to one whose
+		// contents were refused) is tried again by the next call.
+		return err
+	}
+	s.loadErr = err
+	s.loaded.Store(true)
+	return err
+}
+
+func (s *Service) load(ctx context.Context) error {
+	st, err := s.store.Load(ctx)
+	if err != nil {
+		return err
+	}
+	if err := CheckStored(st); err != nil {
+		return err
+	}
+	now, err := s.clk.Now()
+	if err != nil {
+		return errors.New("wire: coordinator clock: " + err.Error())
+	}
+	snap := lease.Snapshot{IssuedFence: st.IssuedFence}
+	for _, r := range st.Records {
+		if r.ExpiresAt > now.Millis+s.ttlMs {
+			return inconsistent("the lease of " + quoteShort(r.Resource) + " expires at " +
+				strconv.FormatFloat(r.ExpiresAt, 'f', -1, 64) + ", more than the TTL after the clock's reading " +
+				strconv.FormatFloat(now.Millis, 'f', -1, 64) + ": an instant from the future (was the clock set back, or the state edited?)")
+		}
+		if r.ExpiresAt > now.Millis {
+			snap.Leases = append(snap.Leases, r.state(now.Domain))
+		}
+	}
+	uniqueRequestIDs(snap.Leases)
+	co, err := s.newCoordinator()
+	if err != nil {
+		return err
+	}
+	if err := co.Restore(snap); err != nil {
+		return errors.Join(ErrInconsistent, err)
+	}
+	s.coMu.Lock()
+	s.co = co
+	s.coMu.Unlock()
+	s.records.Store(int64(len(st.Records)))
+	return nil
+}
+
+func (s *Service) newCoordinator() (*lease.Coordinator, error) {
+	return lease.NewCoordinator(lease.CoordinatorConfig{Clock: s.clk, TTL: s.ttl})
+}
+
+func (r Record) state(domain string) lease.LeaseState {
+	return lease.LeaseState{Resource: r.Resource, HolderID: r.HolderID, RequestID: r.RequestID, Fence: r.Fence,
+		ExpiresAt: clock.At(domain, r.ExpiresAt)}
 }
 
 // Call answers one decoded call.
 func (s *Service) Call(ctx context.Context, m Message) (Reply, error) {
-	r := s.resource(m.Request.Resource)
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if err := s.load(ctx, r, m.Request.Resource); err != nil {
-		return Reply{}, err
-	}
-	if r.co == nil {
-		if err := s.rebuild(r); err != nil {
-			return Reply{}, err
+	if err := s.Load(ctx); err != nil {
+		if errors.Is(err, ErrInconsistent) {
+			return Reply{}, errCode(CodeInternal, err.Error())
 		}
+		return Reply{}, errCode(CodeUnavailable, "loading the state: "+err.Error())
 	}
-	reading, err := s.clk.Now()
-	if err != nil {
-		return Reply{}, errCode(CodeInternal, "coordinator clock: "+err.Error())
-	}
-	now := reading
-	if now.Millis < r.floor {
-		now.Millis = r.floor
-	}
+	mu := &s.stripes[maphash.String(s.seed, m.Request.Resource)%stripeCount]
+	mu.Lock()
+	defer mu.Unlock()
 	switch m.Op {
 	case OpAcquire:
-		return s.acquire(ctx, r, now, m)
+		return s.acquire(ctx, m)
 	case OpRenew:
-		return s.renew(ctx, r, now, m)
+		return s.renew(ctx, m)
 	case OpRelease:
-		return s.release(ctx, r, now, m)
+		return s.release(ctx, m)
 	}
 	return Reply{}, errCode(CodeNotFound, "no such call "+strconv.Quote(string(m.Op)))
 }
 
-func (s *Service) resource(name string) *resource {
-	if r, ok := s.res.Load(name); ok {
-		return r.(*resource)
+// decide runs fn on the coordinator.
+func (s *Service) decide(fn func(co *lease.Coordinator) error) error {
+	s.coMu.RLock()
+	defer s.coMu.RUnlock()
+	if s.broken != nil {
+		return errCode(CodeUnavailable, "the coordinator could not be restored after a failed write; restart it: "+s.broken.Error())
 	}
-	r, _ := s.res.LoadOrStore(name, &resource{})
-	return r.(*resource)
+	return fn(s.co)
 }
 
-func (s *Service) load(ctx context.Context, r *resource, name string) error {
-	if r.loaded {
-		return nil
-	}
-	r.st = State{Resource: name}
-	if s.store != nil {
-		st, ok, err := s.store.Load(ctx, name)
-		if err != nil {
-			return errCode(CodeUnavailable, "loading the state of "+quoteShort(name)+": "+err.Error())
-		}
-		if ok {
-			if st.Resource != name {
-				return errCode(CodeInternal, "stored state of "+quoteShort(name)+" names "+quoteShort(st.Resource))
-			}
-			r.st = st
-		}
-	}
-	r.loaded = true
-	r.floor = r.st.LastMillis
-	return nil
-}
-
-// rebuild makes a fresh coordinator that holds exactly r.st: the same issued
-// fence and, if there is one, the same lease with the same expiry. It does
-// so through the coordinator's public API: a coordinator started just below
-// the lease's fence grants the lease again at the instant it was last
-// extended (ExpiresAt - TTL), which reproduces fence, holder and expiry.
-func (s *Service) rebuild(r *resource) error {
-	st := r.st
-	start := st.IssuedFence
-	if st.Lease != nil {
-		if st.Lease.Fence != st.IssuedFence || st.Lease.Fence == 0 {
-			return errCode(CodeInternal, "stored state of "+quoteShort(st.Resource)+" is inconsistent")
-		}
-		start = st.Lease.Fence - 1
-	}
-	co, err := lease.NewCoordinator(lease.CoordinatorConfig{Clock: s.clk, TTL: s.ttl, StartFence: start})
+func (s *Service) get(ctx context.Context, resource string) (Record, bool, error) {
+	rec, ok, err := s.store.Get(ctx, resource)
 	if err != nil {
-		return errCode(CodeInternal, err.Error())
-	}
-	if st.Lease != nil {
-		at := clock.At(s.clk.Domain(), st.Lease.ExpiresAt-s.ttlMs)
-		out, err := co.AcquireAt(at, lease.Request{
-			Kind:      lease.KindAcquire,
-			RequestID: st.Lease.RequestID,
-			Resource:  st.Resource,
-			HolderID:  st.Lease.HolderID,
-			SentAt:    clock.At("wire-restore", 0),
-		})
-		if err != nil || !out.OK || out.Grant.Fence != st.Lease.Fence {
-			return errCode(CodeInternal, "could not restore the lease of "+quoteShort(st.Resource))
+		if errors.Is(err, ErrInconsistent) {
+			return Record{}, false, errCode(CodeInternal, err.Error())
 		}
-		if at.Millis > r.floor {
-			r.floor = at.Millis
-		}
+		return Record{}, false, errCode(CodeUnavailable, "reading the record of "+quoteShort(resource)+": "+err.Error())
 	}
-	r.co = co
-	return nil
+	return rec, ok, nil
 }
 
-func (s *Service) save(ctx context.Context, r *resource, next State) error {
-	if s.store != nil {
-		if err := s.store.Save(ctx, next); err != nil {
-			r.co = nil // the coordinator moved on; bring it back to r.st
-			return errCode(CodeUnavailable, "could not store the state of "+quoteShort(next.Resource)+": "+err.Error())
-		}
+func (s *Service) acquire(ctx context.Context, m Message) (Reply, error) {
+	q := m.Request
+	hash := sha256.Sum256([]byte(m.Secret))
+	prev, had, err := s.get(ctx, q.Resource)
+	if err != nil {
+		return Reply{}, err
 	}
-	r.st = next
-	return nil
-}
-
-func (s *Service) acquire(ctx context.Context, r *resource, now clock.Instant, m Message) (Reply, error) {
-	out, err := r.co.AcquireAt(now, m.Request)
+	if had && prev.RequestID == q.RequestID && prev.HolderID == q.HolderID && !hashEqual(prev.SecretHash, hash) {
+		return Reply{}, errCode(CodeWrongSecret, "this request id belongs to an acquisition made with another secret")
+	}
+	if !had && !s.reserve() {
+		return Reply{}, errCode(CodeTooManyLeases, "the coordinator holds its maximum of "+strconv.Itoa(s.maxLeases)+" leases; retry later")
+	}
+	keep := false
+	defer func() {
+		if !had && !keep {
+			s.records.Add(-1)
+		}
+	}()
+	var out lease.Outcome
+	var issued uint64
+	err = s.decide(func(co *lease.Coordinator) (err error) {
+		out, err = co.Acquire(q)
+		issued = co.IssuedFence()
+		return err
+	})
 	if err != nil {
 		return Reply{}, coreError(err)
 	}
@@ -273,38 +289,36 @@ func (s *Service) acquire(ctx context.Context, r *resource, now clock.Instant, m
 		return Reply{HeldBy: out.HeldBy, RetryAfterMillis: clock.Millis(out.RetryAfter)}, nil
 	}
 	g := out.Grant
-	if h := r.st.Lease; h != nil && g.Fence == h.Fence {
-		// The coordinator recognised a retry of the request that made the
-		// current lease: answer with that same grant.
-		return Reply{OK: true, Grant: &Grant{
-			RequestID: h.RequestID, Resource: r.st.Resource, HolderID: h.HolderID, Fence: h.Fence,
-			TTLMillis: h.GrantTTLMillis, CoordinatorExpiresAt: Instant{h.GrantExpiresAt, now.Domain}, Secret: h.Secret,
-		}}, nil
+	if had && g.Fence == prev.Fence {
+		// The coordinator recognised a retry of the acquisition that made
+		// the current lease, whose secret matched above.
+		return Reply{OK: true, Grant: wireGrant(g)}, nil
 	}
-	secret, err := newSecret()
-	if err != nil {
-		r.co = nil
-		return Reply{}, errCode(CodeUnavailable, "no randomness for a secret: "+err.Error())
-	}
-	next := copyState(r.st)
-	next.IssuedFence = g.Fence
-	next.LastMillis = now.Millis
-	next.Lease = &Held{
-		RequestID: g.RequestID, HolderID: g.HolderID, Fence: g.Fence, Secret: secret,
-		ExpiresAt:      g.CoordinatorExpiresAt.Millis,
-		GrantTTLMillis: clock.Millis(g.TTL), GrantExpiresAt: g.CoordinatorExpiresAt.Millis,
-	}
-	if err := s.save(ctx, r, next); err != nil {
+	rec := Record{Resource: q.Resource, HolderID: q.HolderID, RequestID: q.RequestID, Fence: g.Fence,
+		ExpiresAt: g.CoordinatorExpiresAt.Millis, SecretHash: hash}
+	if err := s.apply(ctx, Change{IssuedFence: issued, Put: []Record{rec}}, prev, had); err != nil {
 		return Reply{}, err
 	}
-	return Reply{OK: true, Grant: wireGrant(g, secret)}, nil
+	keep = true
+	return Reply{OK: true, Grant: wireGrant(g)}, nil
 }
 
-func (s *Service) renew(ctx context.Context, r *resource, now clock.Instant, m Message) (Reply, error) {
-	if err := r.checkSecret(m); err != nil {
+func (s *Service) renew(ctx context.Context, m Message) (Reply, error) {
+	q := m.Request
+	prev, had, err := s.get(ctx, q.Resource)
+	if err != nil {
 		return Reply{}, err
 	}
-	out, err := r.co.RenewAt(now, m.Request)
+	if err := checkSecret(prev, had, q, m.Secret); err != nil {
+		return Reply{}, err
+	}
+	var out lease.Outcome
+	var issued uint64
+	err = s.decide(func(co *lease.Coordinator) (err error) {
+		out, err = co.Renew(q)
+		issued = co.IssuedFence()
+		return err
+	})
 	if err != nil {
 		return Reply{}, coreError(err)
 	}
@@ -312,85 +326,235 @@ func (s *Service) renew(ctx context.Context, r *resource, now clock.Instant, m M
 		return Reply{Reason: string(out.Reason)}, nil
 	}
 	g := out.Grant
-	next := copyState(r.st)
-	next.LastMillis = now.Millis
-	next.Lease.ExpiresAt = g.CoordinatorExpiresAt.Millis
-	if err := s.save(ctx, r, next); err != nil {
+	if !had || prev.HolderID != q.HolderID || prev.Fence != g.Fence {
+		s.undo(q.Resource, prev, had)
+		return Reply{}, errCode(CodeInternal, "renewed a lease of "+quoteShort(q.Resource)+" that has no record")
+	}
+	rec := prev
+	rec.ExpiresAt = g.CoordinatorExpiresAt.Millis
+	if err := s.apply(ctx, Change{IssuedFence: issued, Put: []Record{rec}}, prev, had); err != nil {
 		return Reply{}, err
 	}
-	return Reply{OK: true, Grant: wireGrant(g, next.Lease.Secret)}, nil
+	return Reply{OK: true, Grant: wireGrant(g)}, nil
 }
 
-func (s *Service) release(ctx context.Context, r *resource, now clock.Instant, m Message) (Reply, error) {
-	if err := r.checkSecret(m); err != nil {
+func (s *Service) release(ctx context.Context, m Message) (Reply, error) {
+	q := m.Request
+	hash := sha256.Sum256([]byte(m.Secret))
+	now, err := s.clk.Now()
+	if err != nil {
+		return Reply{}, errCode(CodeInternal, "coordinator clock: "+err.Error())
+	}
+	if s.rel.done(q, hash, now.Millis) {
+		return Reply{OK: true}, nil // a retry of the release that ended the lease
+	}
+	prev, had, err := s.get(ctx, q.Resource)
+	if err != nil {
 		return Reply{}, err
 	}
-	q := m.Request
-	if rel := r.st.Released; rel != nil && rel.RequestID == q.RequestID && rel.HolderID == q.HolderID &&
-		rel.Fence == q.Fence && secretEqual(rel.Secret, m.Secret) {
-		return Reply{OK: true}, nil // a retry of the release that ended it
+	if err := checkSecret(prev, had, q, m.Secret); err != nil {
+		return Reply{}, err
 	}
-	done, err := r.co.ReleaseAt(now, fence.Token{Resource: q.Resource, HolderID: q.HolderID, Fence: q.Fence})
+	var done bool
+	var issued uint64
+	err = s.decide(func(co *lease.Coordinator) (err error) {
+		done, err = co.Release(fence.Token{Resource: q.Resource, HolderID: q.HolderID, Fence: q.Fence})
+		issued = co.IssuedFence()
+		return err
+	})
 	if err != nil {
 		return Reply{}, coreError(err)
 	}
 	if !done {
 		return Reply{Reason: string(lease.Expired)}, nil
 	}
-	next := copyState(r.st)
-	next.LastMillis = now.Millis
-	next.Released = &Released{RequestID: q.RequestID, HolderID: q.HolderID, Fence: q.Fence, Secret: m.Secret}
-	next.Lease = nil
-	if err := s.save(ctx, r, next); err != nil {
+	if !had || prev.HolderID != q.HolderID || prev.Fence != q.Fence {
+		s.undo(q.Resource, prev, had)
+		return Reply{}, errCode(CodeInternal, "released a lease of "+quoteShort(q.Resource)+" that has no record")
+	}
+	if err := s.apply(ctx, Change{IssuedFence: issued, Delete: []string{q.Resource}}, prev, had); err != nil {
 		return Reply{}, err
 	}
-	r.co = nil // nothing live: let the coordinator go, rebuild on demand
+	s.records.Add(-1)
+	s.rel.add(q, hash, now.Millis)
 	return Reply{OK: true}, nil
 }
 
-// checkSecret refuses a renew or release that names the resource's newest
-// lease (holder and fence) without its secret.
-func (r *resource) checkSecret(m Message) error {
-	h := r.st.Lease
-	if h != nil && h.HolderID == m.Request.HolderID && h.Fence == m.Request.Fence && !secretEqual(h.Secret, m.Secret) {
+// apply makes c durable. If that fails, the coordinator is put back to
+// where it was before the call (prev is the resource's record then) and the
+// call is answered 503 unavailable.
+func (s *Service) apply(ctx context.Context, c Change, prev Record, had bool) error {
+	if err := s.store.Apply(ctx, c); err != nil {
+		name := ""
+		if len(c.Put) > 0 {
+			name = c.Put[0].Resource
+		} else if len(c.Delete) > 0 {
+			name = c.Delete[0]
+		}
+		s.undo(name, prev, had)
+		return errCode(CodeUnavailable, "could not store the change to "+quoteShort(name)+"; nothing changed: "+err.Error())
+	}
+	return nil
+}
+
+// undo puts resource's lease back to prev (or to none) in a fresh
+// coordinator restored from a snapshot of the current one: the core has no
+// way to take a grant back, and a restore is exact. Fences issued meanwhile
+// stay issued, so the next fence is still above every fence handed out.
+// It is only needed after a failed write.
+func (s *Service) undo(resource string, prev Record, had bool) {
+	s.coMu.Lock()
+	defer s.coMu.Unlock()
+	if s.broken != nil {
+		return
+	}
+	snap := s.co.Snapshot()
+	snap.Leases = slices.DeleteFunc(snap.Leases, func(l lease.LeaseState) bool { return l.Resource == resource })
+	now, err := s.clk.Now()
+	if err == nil && had && prev.ExpiresAt > now.Millis {
+		snap.Leases = append(snap.Leases, prev.state(now.Domain))
+	}
+	uniqueRequestIDs(snap.Leases)
+	co, err2 := s.newCoordinator()
+	if err = errors.Join(err, err2); err == nil {
+		err = co.Restore(snap)
+	}
+	if err != nil {
+		s.broken = err
+		return
+	}
+	s.co = co
+}
+
+// uniqueRequestIDs keeps the request id of a lease only on the lease with
+// the highest fence that has it. Two live leases may have been made with
+// one request id (the core refuses that only while the first grant is in
+// its replay cache); the core restores a request id once, for the retry of
+// the newest acquisition, which is also what it remembered before.
+func uniqueRequestIDs(leases []lease.LeaseState) {
+	newest := make(map[string]uint64, len(leases))
+	for _, l := range leases {
+		if l.RequestID != "" && l.Fence > newest[l.RequestID] {
+			newest[l.RequestID] = l.Fence
+		}
+	}
+	for i := range leases {
+		if l := &leases[i]; l.RequestID != "" && newest[l.RequestID] != l.Fence {
+			l.RequestID = ""
+		}
+	}
+}
+
+// reserve counts one more record, if the limit allows it.
+func (s *Service) reserve() bool {
+	for {
+		n := s.records.Load()
+		if n >= int64(s.maxLeases) {
+			// Full: sweep expired records, at most once per tenth of a
+			// TTL (and per second) of the coordinator's clock, so that
+			// refused acquisitions cannot make it scan all the time;
+			// then look again.
+			last := s.lastFullSweep.Load()
+			now, err := s.clk.Now()
+			if err == nil && now.Millis-math.Float64frombits(last) >= min(s.ttlMs/10, 1000) &&
+				s.lastFullSweep.CompareAndSwap(last, math.Float64bits(now.Millis)) {
+				_, _ = s.Sweep(context.Background())
+				continue
+			}
+			return false
+		}
+		if s.records.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+// Records returns how many records the store holds: live leases, and
+// expired ones not yet swept.
+func (s *Service) Records() int { return int(s.records.Load()) }
+
+// sweepBatch bounds the records one Sweep deletes in one write.
+const sweepBatch = 4096
+
+// Sweep deletes the records of expired leases (up to a few thousand per
+// call, in one write) and forgets releases older than one TTL, and returns
+// how many records it deleted. A record is deleted only once its lease
+// is over, so no answer changes. Run it periodically (cmd/coordinator does,
+// every half TTL); a full service also runs it before refusing.
+func (s *Service) Sweep(ctx context.Context) (int, error) {
+	if err := s.Load(ctx); err != nil {
+		return 0, err
+	}
+	if !s.sweepMu.TryLock() {
+		return 0, nil // one sweep at a time
+	}
+	defer s.sweepMu.Unlock()
+	now, err := s.clk.Now()
+	if err != nil {
+		return 0, err
+	}
+	s.rel.prune(now.Millis)
+	names, err := s.store.Expired(ctx, now.Millis, sweepBatch)
+	if err != nil || len(names) == 0 {
+		return 0, err
+	}
+	idx := make([]int, 0, len(names))
+	for _, n := range names {
+		idx = append(idx, int(maphash.String(s.seed, n)%stripeCount))
+	}
+	slices.Sort(idx)
+	idx = slices.Compact(idx)
+	for _, i := range idx {
+		s.stripes[i].Lock()
+	}
+	defer func() {
+		for _, i := range idx {
+			s.stripes[i].Unlock()
+		}
+	}()
+	var del []string
+	for _, n := range names {
+		rec, ok, err := s.store.Get(ctx, n)
+		if err == nil && ok && rec.ExpiresAt <= now.Millis {
+			del = append(del, n)
+		}
+	}
+	if len(del) == 0 {
+		return 0, nil
+	}
+	if err := s.store.Apply(ctx, Change{Delete: del}); err != nil {
+		return 0, err
+	}
+	s.records.Add(-int64(len(del)))
+	return len(del), nil
+}
+
+// checkSecret refuses a renew or release that names the resource's current
+// record (holder and fence) with another secret.
+func checkSecret(rec Record, had bool, q lease.Request, secret string) error {
+	if had && rec.HolderID == q.HolderID && rec.Fence == q.Fence && !hashEqual(rec.SecretHash, sha256.Sum256([]byte(secret))) {
 		return errCode(CodeWrongSecret, "the secret does not match the lease's")
 	}
 	return nil
 }
 
-func secretEqual(a, b string) bool {
-	return subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1
+func hashEqual(a, b [32]byte) bool {
+	return subtle.ConstantTimeCompare(a[:], b[:]) == 1
 }
 
-func newSecret() (string, error) {
-	var b [32]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", err
-	}
-	return base64.RawURLEncoding.EncodeToString(b[:]), nil
-}
-
-func wireGrant(g lease.Grant, secret string) *Grant {
+func wireGrant(g lease.Grant) *Grant {
 	return &Grant{
 		RequestID: g.RequestID, Resource: g.Resource, HolderID: g.HolderID, Fence: g.Fence,
-		TTLMillis: clock.Millis(g.TTL), CoordinatorExpiresAt: FromInstant(g.CoordinatorExpiresAt), Secret: secret,
+		TTLMillis: clock.Millis(g.TTL), CoordinatorExpiresAt: FromInstant(g.CoordinatorExpiresAt),
 	}
-}
-
-func copyState(st State) State {
-	if st.Lease != nil {
-		h := *st.Lease
-		st.Lease = &h
-	}
-	if st.Released != nil {
-		rel := *st.Released
-		st.Released = &rel
-	}
-	return st
 }
 
 // coreError maps an error from package lease to a refusal.
 func coreError(err error) error {
+	var we *Error
+	if errors.As(err, &we) {
+		return we
+	}
 	var ae *lease.ArgumentError
 	if errors.As(err, &ae) {
 		if ae.Arg == "requestId" {
@@ -399,4 +563,81 @@ func coreError(err error) error {
 		return errCode(CodeRejected, err.Error())
 	}
 	return errCode(CodeInternal, err.Error())
+}
+
+// releaseMemory remembers finished releases by request id for one TTL, at
+// most max of them, so that a retried release whose first attempt ended the
+// lease is answered ok whatever happened to the resource since. It lives in
+// memory: a restarted service has forgotten them.
+type releaseMemory struct {
+	mu     sync.Mutex
+	max    int
+	window float64 // ms
+	byID   map[string]released
+	queue  []releasedAt // oldest first, from head
+	head   int
+}
+
+type released struct {
+	resource, holder string
+	fence            uint64
+	hash             [32]byte
+	at               float64
+}
+
+type releasedAt struct {
+	id string
+	at float64
+}
+
+func (r *releaseMemory) done(q lease.Request, hash [32]byte, now float64) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.pruneLocked(now)
+	e, ok := r.byID[q.RequestID]
+	return ok && now-e.at <= r.window && e.resource == q.Resource && e.holder == q.HolderID && e.fence == q.Fence &&
+		hashEqual(e.hash, hash)
+}
+
+func (r *releaseMemory) add(q lease.Request, hash [32]byte, now float64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.byID == nil {
+		r.byID = make(map[string]released)
+	}
+	if _, dup := r.byID[q.RequestID]; !dup {
+		r.queue = append(r.queue, releasedAt{q.RequestID, now})
+	}
+	r.byID[q.RequestID] = released{resource: q.Resource, holder: q.HolderID, fence: q.Fence, hash: hash, at: now}
+	r.pruneLocked(now)
+}
+
+func (r *releaseMemory) prune(now float64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.pruneLocked(now)
+}
+
+func (r *releaseMemory) pruneLocked(now float64) {
+	for r.head < len(r.queue) && (len(r.queue)-r.head > r.max || now-r.queue[r.head].at > r.window) {
+		old := r.queue[r.head]
+		if e, ok := r.byID[old.id]; ok && e.at == old.at {
+			delete(r.byID, old.id)
+		}
+		r.queue[r.head] = releasedAt{}
+		r.head++
+	}
+	switch {
+	case r.head == len(r.queue):
+		// Empty: let go of the map and the queue (a Go map never shrinks).
+		r.queue, r.head, r.byID = nil, 0, nil
+	case r.head > 1024 && r.head > len(r.queue)/2:
+		r.queue = append([]releasedAt(nil), r.queue[r.head:]...)
+		r.head = 0
+		m := make(map[string]released, len(r.byID))
+		for k, v := range r.byID {
+			m[k] = v
+		}
+		r.byID = m
+	}
 }

@@ -4,12 +4,12 @@
 // release cycles per second over HTTP on loopback, sequentially and with
 // concurrent clients, for
 //
-//	native          cmd/coordinator, state in memory
+//	native          cmd/coordinator -memory
 //	native-raw      the same server driven by a minimal HTTP/1.1 client (one
 //	                connection, prebuilt requests, no lease.Client), like the
 //	                few-line RESP client scripts/peers uses for Redis: what
 //	                the server can do when the client costs little
-//	native-durable  cmd/coordinator -state FILE (fsync before every answer)
+//	native-durable  cmd/coordinator -init -state FILE (bbolt, fsync before every answer)
 //	worker          the Go Worker (wasm/worker) under wrangler dev
 //	worker-plain-js the plain-JavaScript Durable Object (wasm/worker/plain.mjs)
 //
@@ -150,9 +150,9 @@ func startTarget(name, coordinator, wrangler string) (*server, error) {
 	var cmd *exec.Cmd
 	switch name {
 	case "native", "native-raw":
-		cmd = exec.Command(coordinator, "-addr", "127.0.0.1:0", "-quiet")
+		cmd = exec.Command(coordinator, "-addr", "127.0.0.1:0", "-quiet", "-memory")
 	case "native-durable":
-		cmd = exec.Command(coordinator, "-addr", "127.0.0.1:0", "-quiet", "-state", filepath.Join(tmp, "state.json"))
+		cmd = exec.Command(coordinator, "-addr", "127.0.0.1:0", "-quiet", "-init", "-state", filepath.Join(tmp, "state.db"))
 	case "worker", "worker-plain-js":
 		wr, err := filepath.Abs(wrangler)
 		if err != nil {
@@ -368,10 +368,14 @@ func (c *rawClient) post(path string, body []byte) ([]byte, error) {
 	return data, nil
 }
 
+// rawSecret is the secret of every acquisition of the minimal client (a
+// benchmark has nobody to hide it from).
+const rawSecret = "bench-secret-0123456789"
+
 func (c *rawClient) cycle(resource, holder string, n int) error {
 	id := strconv.Itoa(n)
 	acq := `{"requestId":"a` + id + `","resource":"` + resource + `","holderId":"` + holder +
-		`","sentAt":{"millis":` + id + `,"domain":"` + holder + `"},"kind":"acquire"}`
+		`","sentAt":{"millis":` + id + `,"domain":"` + holder + `"},"kind":"acquire","secret":"` + rawSecret + `"}`
 	data, err := c.post("/v1/acquire", []byte(acq))
 	if err != nil {
 		return err
@@ -379,15 +383,14 @@ func (c *rawClient) cycle(resource, holder string, n int) error {
 	var reply struct {
 		OK    bool `json:"ok"`
 		Grant struct {
-			Fence  uint64 `json:"fence"`
-			Secret string `json:"secret"`
+			Fence uint64 `json:"fence"`
 		} `json:"grant"`
 	}
 	if err := json.Unmarshal(data, &reply); err != nil || !reply.OK {
 		return fmt.Errorf("acquire: %s", data)
 	}
 	rel := `{"requestId":"r` + id + `","resource":"` + resource + `","holderId":"` + holder +
-		`","fence":` + strconv.FormatUint(reply.Grant.Fence, 10) + `,"secret":"` + reply.Grant.Secret + `"}`
+		`","fence":` + strconv.FormatUint(reply.Grant.Fence, 10) + `,"secret":"` + rawSecret + `"}`
 	data, err = c.post("/v1/release", []byte(rel))
 	if err != nil {
 		return err

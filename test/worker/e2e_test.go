@@ -5,6 +5,7 @@ package workere2e
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -235,7 +236,7 @@ func TestLifecycle(t *testing.T) {
 	}
 
 	// Bad input over HTTP: refused with the stable code, nothing changes.
-	okBody := `{"requestId":"x1","resource":"lifecycle","holderId":"agent-c","sentAt":{"millis":1,"domain":"c"},"kind":"acquire"}`
+	okBody := `{"requestId":"x1","resource":"lifecycle","holderId":"agent-c","sentAt":{"millis":1,"domain":"c"},"kind":"acquire","secret":"0123456789abcdef"}`
 	for _, tc := range []struct {
 		method, path, ctype, body string
 		status                    int
@@ -270,6 +271,46 @@ func TestLifecycle(t *testing.T) {
 	}
 }
 
+// TestReplayNeedsTheSecret: a request id seen in a log is not enough: a
+// replayed acquisition without the holder's secret is refused with nothing
+// usable, with it the same grant comes back; a retried release is ok even
+// after someone else held and released the resource in between.
+func TestReplayNeedsTheSecret(t *testing.T) {
+	body := func(id, secret string) string {
+		return fmt.Sprintf(`{"requestId":%q,"resource":"replayed","holderId":"agent-r","sentAt":{"millis":1,"domain":"r"},"kind":"acquire","secret":%q}`, id, secret)
+	}
+	st, _, out := post(t, "POST", "/v1/acquire", "application/json", body("rid-1", "the-owners-secret-1"))
+	var first wire.Reply
+	if err := json.Unmarshal(out, &first); st != 200 || err != nil || first.Grant == nil || strings.Contains(string(out), "secret") {
+		t.Fatalf("acquire: %d %s", st, out)
+	}
+	st, _, out = post(t, "POST", "/v1/acquire", "application/json", body("rid-1", "an-attackers-guess"))
+	if e := wire.ParseError(st, out); st != 403 || e == nil || e.Code != wire.CodeWrongSecret || strings.Contains(string(out), "grant") {
+		t.Fatalf("replay without the secret: %d %s", st, out)
+	}
+	st, _, out = post(t, "POST", "/v1/acquire", "application/json", body("rid-1", "the-owners-secret-1"))
+	var again wire.Reply
+	if err := json.Unmarshal(out, &again); st != 200 || err != nil || again.Grant == nil || again.Grant.Fence != first.Grant.Fence {
+		t.Fatalf("replay with the secret: %d %s", st, out)
+	}
+	release := fmt.Sprintf(`{"requestId":"rel-1","resource":"replayed","holderId":"agent-r","fence":%d,"secret":"the-owners-secret-1"}`, first.Grant.Fence)
+	if st, _, out := post(t, "POST", "/v1/release", "application/json", release); st != 200 || string(out) != `{"ok":true}` {
+		t.Fatalf("release: %d %s", st, out)
+	}
+	ctx := context.Background()
+	other := newHolder(t, "agent-s")
+	l, err := other.Acquire(ctx, "replayed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Release(ctx, l); err != nil {
+		t.Fatal(err)
+	}
+	if st, _, out := post(t, "POST", "/v1/release", "application/json", release); st != 200 || string(out) != `{"ok":true}` {
+		t.Fatalf("retried release after another holder came and went: %d %s", st, out)
+	}
+}
+
 // TestSecondClientCannotActForTheHolder: a client with the same holder id,
 // which sees the token, cannot renew or release without the grant's secret.
 func TestSecondClientCannotActForTheHolder(t *testing.T) {
@@ -281,8 +322,8 @@ func TestSecondClientCannotActForTheHolder(t *testing.T) {
 	}
 	tok := l.Token()
 	for _, body := range []string{
-		fmt.Sprintf(`{"requestId":"i1","resource":%q,"holderId":%q,"sentAt":{"millis":1,"domain":"impostor"},"kind":"renew","fence":%d,"secret":"guess"}`, tok.Resource, tok.HolderID, tok.Fence),
-		fmt.Sprintf(`{"requestId":"i2","resource":%q,"holderId":%q,"fence":%d,"secret":"guess"}`, tok.Resource, tok.HolderID, tok.Fence),
+		fmt.Sprintf(`{"requestId":"i1","resource":%q,"holderId":%q,"sentAt":{"millis":1,"domain":"impostor"},"kind":"renew","fence":%d,"secret":"guess-guess-guess-guess"}`, tok.Resource, tok.HolderID, tok.Fence),
+		fmt.Sprintf(`{"requestId":"i2","resource":%q,"holderId":%q,"fence":%d,"secret":"guess-guess-guess-guess"}`, tok.Resource, tok.HolderID, tok.Fence),
 	} {
 		path := "/v1/renew"
 		if !strings.Contains(body, "kind") {

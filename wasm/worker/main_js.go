@@ -50,7 +50,7 @@ func main() {
 	// here than frontFetch, which takes and returns strings.
 	binding.Set("frontFetch", js.FuncOf(func(_ js.Value, args []js.Value) (result any) {
 		defer recoverTo(&result)
-		return serveString(front, args)
+		return serveString(front, args, nil)
 	}))
 	objects := &objectTable{byHandle: map[int]*object{}}
 	binding.Set("openObject", js.FuncOf(objects.open))
@@ -117,6 +117,9 @@ func (r *router) Call(_ context.Context, m wire.Message) (wire.Reply, error) {
 // object is the Go side of one Durable Object instance.
 type object struct {
 	handler http.Handler
+	svc     *wire.Service
+	ttl     time.Duration
+	swept   time.Time // when expired records were last deleted
 }
 
 type objectTable struct {
@@ -147,7 +150,7 @@ func (t *objectTable) open(_ js.Value, args []js.Value) (result any) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.next++
-	t.byHandle[t.next] = &object{handler: wire.NewHandler(svc, wire.HandlerOptions{})}
+	t.byHandle[t.next] = &object{handler: wire.NewHandler(svc, wire.HandlerOptions{}), svc: svc, ttl: ttl}
 	return t.next
 }
 
@@ -174,19 +177,32 @@ func (t *objectTable) fetch(_ js.Value, args []js.Value) (result any) {
 	if o == nil {
 		return rejected(errors.New("objectFetch: unknown object handle"))
 	}
-	return serveString(o.handler, args[1:])
+	return serveString(o.handler, args[1:], o.sweep)
+}
+
+// sweep deletes the object's record if its lease expired, at most once per
+// TTL, before the object answers a request: an object has no timer of its
+// own here, so an expired record stays until the object's next request.
+func (o *object) sweep() {
+	if now := time.Now(); now.Sub(o.swept) >= o.ttl {
+		o.swept = now
+		_, _ = o.svc.Sweep(context.Background())
+	}
 }
 
 // serveString runs h on a request given as (method, url, contentType,
 // contentLength, body) strings and numbers, and returns a promise of
 // {status, body, allow}. contentLength is -1 when unknown; the body may be
 // empty when the declared length is already over the limit.
-func serveString(h http.Handler, args []js.Value) js.Value {
+func serveString(h http.Handler, args []js.Value, before func()) js.Value {
 	if len(args) != 5 || args[3].Type() != js.TypeNumber {
 		return rejected(errors.New("serve(method, url, contentType, contentLength, body)"))
 	}
 	method, url, ctype, clen, body := args[0].String(), args[1].String(), args[2].String(), args[3].Int(), args[4].String()
 	return promise(func() (js.Value, error) {
+		if before != nil {
+			before()
+		}
 		req, err := http.NewRequest(method, url, strings.NewReader(body))
 		if err != nil {
 			return js.Value{}, err
@@ -226,40 +242,155 @@ func (r *recorder) Write(b []byte) (int, error) {
 	return r.body.Write(b)
 }
 
-// objectStore keeps each resource's state under its own key of the object's
-// storage. A put resolves once the write is durable, and the runtime holds
-// the object's outgoing messages until then as well.
+// objectStore is the wire.Store of one Durable Object: the fence
+// high-water mark under one key and the record of the object's resource
+// under another, in the object's transactional storage. Writes issued
+// without an await between them are committed together by the runtime,
+// which also holds the object's outgoing messages until they are durable.
 type objectStore struct {
 	storage js.Value
+	issued  uint64 // the stored high-water mark, read by Load
 }
 
-func stateKey(resource string) string { return "lease-fence/state/" + resource }
+const (
+	issuedKey    = "lease-fence/issuedFence"
+	recordPrefix = "lease-fence/lease/"
+)
 
-func (s *objectStore) Load(_ context.Context, resource string) (wire.State, bool, error) {
-	v, err := await(s.storage.Call("get", stateKey(resource)))
+// storedRecord is a wire.Record as JSON in the object's storage.
+type storedRecord struct {
+	HolderID     string  `json:"holderId"`
+	RequestID    string  `json:"requestId"`
+	Fence        uint64  `json:"fence"`
+	ExpiresAt    float64 `json:"expiresAt"`
+	SecretSHA256 []byte  `json:"secretSha256"`
+}
+
+func (s *objectStore) Load(context.Context) (wire.Stored, error) {
+	v, err := await(s.storage.Call("get", issuedKey))
 	if err != nil {
-		return wire.State{}, false, err
+		return wire.Stored{}, err
+	}
+	var st wire.Stored
+	hasMark := !v.IsUndefined() && !v.IsNull()
+	if hasMark {
+		if v.Type() != js.TypeString {
+			return wire.Stored{}, errors.Join(wire.ErrInconsistent, errors.New("the stored high-water mark is not a string"))
+		}
+		if st.IssuedFence, err = strconv.ParseUint(v.String(), 10, 64); err != nil {
+			return wire.Stored{}, errors.Join(wire.ErrInconsistent, errors.New("the stored high-water mark is unreadable"))
+		}
+	}
+	if st.Records, err = s.list(); err != nil {
+		return wire.Stored{}, err
+	}
+	if !hasMark && len(st.Records) > 0 {
+		return wire.Stored{}, errors.Join(wire.ErrInconsistent, errors.New("a lease is stored without the fence high-water mark"))
+	}
+	if err := wire.CheckStored(st); err != nil {
+		return wire.Stored{}, err
+	}
+	s.issued = st.IssuedFence
+	return st, nil
+}
+
+func decodeStored(resource string, v js.Value) (wire.Record, error) {
+	if v.Type() != js.TypeString {
+		return wire.Record{}, errors.Join(wire.ErrInconsistent, errors.New("the stored lease of "+strconv.Quote(resource)+" is not a string"))
+	}
+	dec := json.NewDecoder(strings.NewReader(v.String()))
+	dec.DisallowUnknownFields()
+	var r storedRecord
+	if err := dec.Decode(&r); err != nil || len(r.SecretSHA256) != 32 {
+		return wire.Record{}, errors.Join(wire.ErrInconsistent, errors.New("the stored lease of "+strconv.Quote(resource)+" is unreadable"))
+	}
+	rec := wire.Record{Resource: resource, HolderID: r.HolderID, RequestID: r.RequestID, Fence: r.Fence, ExpiresAt: r.ExpiresAt}
+	copy(rec.SecretHash[:], r.SecretSHA256)
+	return rec, nil
+}
+
+func (s *objectStore) Get(_ context.Context, resource string) (wire.Record, bool, error) {
+	v, err := await(s.storage.Call("get", recordPrefix+resource))
+	if err != nil {
+		return wire.Record{}, false, err
 	}
 	if v.IsUndefined() || v.IsNull() {
-		return wire.State{}, false, nil
+		return wire.Record{}, false, nil
 	}
-	if v.Type() != js.TypeString {
-		return wire.State{}, false, errors.New("stored state is not a string")
-	}
-	var st wire.State
-	if err := json.Unmarshal([]byte(v.String()), &st); err != nil {
-		return wire.State{}, false, errors.New("stored state is unreadable: " + err.Error())
-	}
-	return st, true, nil
+	rec, err := decodeStored(resource, v)
+	return rec, err == nil, err
 }
 
-func (s *objectStore) Save(_ context.Context, st wire.State) error {
-	data, err := json.Marshal(st)
-	if err != nil {
+func (s *objectStore) Apply(_ context.Context, c wire.Change) error {
+	hw := max(s.issued, c.IssuedFence)
+	entries := js.Global().Get("Object").New()
+	entries.Set(issuedKey, strconv.FormatUint(hw, 10))
+	for _, r := range c.Put {
+		data, err := json.Marshal(storedRecord{HolderID: r.HolderID, RequestID: r.RequestID, Fence: r.Fence,
+			ExpiresAt: r.ExpiresAt, SecretSHA256: r.SecretHash[:]})
+		if err != nil {
+			return err
+		}
+		entries.Set(recordPrefix+r.Resource, string(data))
+	}
+	// Both calls are made before either is awaited, so the runtime
+	// commits them as one write.
+	put := s.storage.Call("put", entries)
+	del := js.Undefined()
+	if len(c.Delete) > 0 {
+		keys := make([]any, len(c.Delete))
+		for i, name := range c.Delete {
+			keys[i] = recordPrefix + name
+		}
+		del = s.storage.Call("delete", js.ValueOf(keys))
+	}
+	if _, err := await(put); err != nil {
 		return err
 	}
-	_, err = await(s.storage.Call("put", stateKey(st.Resource), string(data)))
-	return err
+	if !del.IsUndefined() {
+		if _, err := await(del); err != nil {
+			return err
+		}
+	}
+	s.issued = hw
+	return nil
+}
+
+func (s *objectStore) Expired(ctx context.Context, millis float64, limit int) ([]string, error) {
+	st, err := s.list()
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, r := range st {
+		if len(out) < limit && r.ExpiresAt <= millis {
+			out = append(out, r.Resource)
+		}
+	}
+	return out, nil
+}
+
+func (s *objectStore) list() ([]wire.Record, error) {
+	opts := js.Global().Get("Object").New()
+	opts.Set("prefix", recordPrefix)
+	m, err := await(s.storage.Call("list", opts))
+	if err != nil {
+		return nil, err
+	}
+	var out []wire.Record
+	var bad error
+	each := js.FuncOf(func(_ js.Value, args []js.Value) any {
+		rec, err := decodeStored(strings.TrimPrefix(args[1].String(), recordPrefix), args[0])
+		if err != nil {
+			bad = err
+		} else {
+			out = append(out, rec)
+		}
+		return nil
+	})
+	m.Call("forEach", each)
+	each.Release()
+	return out, bad
 }
 
 // newDateClock reads Date.now(), never lower than a reading it already gave.

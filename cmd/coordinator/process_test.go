@@ -1,0 +1,354 @@
+//go:build linux
+
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+
+	"github.com/lease-fence/lease-fence/core/clock"
+	"github.com/lease-fence/lease-fence/core/lease"
+	"github.com/lease-fence/lease-fence/core/wire"
+)
+
+// The tests in this file run the coordinator as a child process: the test
+// binary itself, which TestMain turns into the coordinator when childEnv is
+// set, so that it can be killed with SIGKILL or started under a lowered
+// file-descriptor limit.
+const childEnv = "LEASE_FENCE_COORDINATOR_CHILD"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) == "1" {
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// child is one coordinator process.
+type child struct {
+	cmd *exec.Cmd
+	url string
+}
+
+// startChild starts the coordinator with args; shell, if not empty, runs it
+// through sh -c with that prefix (for ulimit).
+func startChild(t *testing.T, shell string, args ...string) *child {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	args = append([]string{"-addr", "127.0.0.1:0", "-quiet"}, args...)
+	var cmd *exec.Cmd
+	if shell != "" {
+		cmd = exec.Command("/bin/sh", append([]string{"-c", shell + ` && exec "$0" "$@"`, exe}, args...)...)
+	} else {
+		cmd = exec.Command(exe, args...)
+	}
+	cmd.Env = append(os.Environ(), childEnv+"=1")
+	// A child outlives nothing: if the test dies, so does the coordinator.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		t.Fatalf("the coordinator printed no listening line: %v", err)
+	}
+	c := &child{cmd: cmd, url: strings.TrimSpace(strings.TrimPrefix(line, "listening on "))}
+	t.Cleanup(func() { c.kill() })
+	return c
+}
+
+func (c *child) kill() {
+	if c.cmd.ProcessState == nil {
+		_ = c.cmd.Process.Signal(syscall.SIGKILL)
+		_ = c.cmd.Wait()
+	}
+}
+
+// killClient is one holder of the kill test, with its own resources.
+type killClient struct {
+	id     string
+	c      *wire.Client
+	rng    *rand.Rand
+	free   []string               // resources it may acquire
+	held   map[string]*wire.Lease // acknowledged, not released
+	fences []uint64               // every fence acknowledged to it
+}
+
+func newKillClient(t *testing.T, id, url string, seed uint64) *killClient {
+	k := &killClient{id: id, rng: rand.New(rand.NewPCG(seed, 1)), held: map[string]*wire.Lease{}}
+	k.connect(t, url)
+	for i := range 400 {
+		k.free = append(k.free, id+"-res-"+strconv.Itoa(i))
+	}
+	return k
+}
+
+func (k *killClient) connect(t *testing.T, url string) {
+	clk, _ := clock.NewMonotonic(k.id)
+	lc, err := lease.NewClient(lease.ClientConfig{Clock: clk, HolderID: k.id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k.c, err = wire.NewClient(wire.ClientConfig{BaseURL: url, Lease: lc, Attempts: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// step does one random call. A call that got no answer (the server died)
+// returns its error and leaves its resource in an unknown state: the
+// client never touches that resource again.
+func (k *killClient) step(ctx context.Context) error {
+	if len(k.held) > 0 && k.rng.IntN(3) > 0 {
+		names := make([]string, 0, len(k.held))
+		for n := range k.held {
+			names = append(names, n)
+		}
+		slices.Sort(names)
+		name := names[k.rng.IntN(len(names))]
+		l := k.held[name]
+		if k.rng.IntN(2) == 0 {
+			l2, err := k.c.Renew(ctx, l)
+			if err != nil {
+				delete(k.held, name)
+				return err
+			}
+			if l2.Token() != l.Token() {
+				return fmt.Errorf("renewal of %v came back as %v", l.Token(), l2.Token())
+			}
+			k.held[name] = l2
+			return nil
+		}
+		err := k.c.Release(ctx, l)
+		delete(k.held, name)
+		if err != nil {
+			return err
+		}
+		k.free = append(k.free, name)
+		return nil
+	}
+	if len(k.free) == 0 {
+		return nil
+	}
+	i := k.rng.IntN(len(k.free))
+	name := k.free[i]
+	k.free = append(k.free[:i], k.free[i+1:]...)
+	l, err := k.c.Acquire(ctx, name)
+	if err != nil {
+		return err
+	}
+	k.held[name] = l
+	k.fences = append(k.fences, l.Token().Fence)
+	return nil
+}
+
+// isAnswer reports whether err is an answer of the coordinator (a denial,
+// an expiry, a refusal), none of which it should give here: the leases are
+// an hour long and each resource has one client. Anything else is a call
+// that got no answer.
+func isAnswer(err error) bool {
+	var we *wire.Error
+	var de *wire.DeniedError
+	return errors.Is(err, wire.ErrExpired) || errors.As(err, &de) || errors.As(err, &we)
+}
+
+// TestKill9 kills the durable coordinator with SIGKILL 25 times while four
+// clients acquire, renew and release, each at a seeded moment (after a
+// seeded number of answered calls), and restarts it over the same database
+// each time. It checks that the database is accepted every time, that no
+// fence is ever handed out twice and every fence acknowledged after a
+// restart is above every fence acknowledged before, and that every lease
+// whose grant was acknowledged (and not released) survives: its holder
+// renews it with its secret after the restart, and a stranger is denied.
+func TestKill9(t *testing.T) {
+	const kills = 25
+	dir := t.TempDir()
+	state := filepath.Join(dir, "state.db")
+	rng := rand.New(rand.NewPCG(9, 9))
+	srv := startChild(t, "", "-init", "-state", state, "-ttl", "1h")
+	var clients []*killClient
+	for i := range 4 {
+		clients = append(clients, newKillClient(t, "holder-"+strconv.Itoa(i), srv.url, uint64(i)))
+	}
+	seen := map[uint64]bool{}
+	var before uint64 // highest fence acknowledged before the last kill
+	ctx := context.Background()
+	for round := range kills {
+		// Run the clients until `answered` calls were answered, then kill.
+		answered := 10 + rng.IntN(40)
+		var mu sync.Mutex
+		count := 0
+		killed := make(chan struct{})
+		var once sync.Once
+		kill := func() { once.Do(func() { close(killed); srv.kill() }) }
+		var wg sync.WaitGroup
+		errs := make(chan error, len(clients))
+		for _, k := range clients {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					if err := k.step(ctx); err != nil {
+						select {
+						case <-killed:
+							if isAnswer(err) {
+								errs <- fmt.Errorf("%s: %w", k.id, err)
+							}
+						default: // no answer, or a wrong one, before the kill
+							errs <- fmt.Errorf("%s: %w", k.id, err)
+							kill()
+						}
+						return
+					}
+					mu.Lock()
+					count++
+					if count == answered {
+						kill()
+					}
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		// Every fence acknowledged in this round is new and above the
+		// fences of earlier rounds.
+		var top uint64
+		for _, k := range clients {
+			for _, f := range k.fences {
+				if seen[f] {
+					t.Fatalf("round %d: fence %d was handed out twice", round, f)
+				}
+				if f <= before {
+					t.Fatalf("round %d: fence %d is not above %d, acknowledged before the restart", round, f, before)
+				}
+				seen[f] = true
+				top = max(top, f)
+			}
+			k.fences = nil
+		}
+		before = max(before, top)
+
+		srv = startChild(t, "", "-state", state, "-ttl", "1h")
+		stranger := newKillClient(t, "stranger", srv.url, 99)
+		for _, k := range clients {
+			k.connect(t, srv.url)
+			for name, l := range k.held {
+				var de *wire.DeniedError
+				if _, err := stranger.c.Acquire(ctx, name); !errors.As(err, &de) || de.HeldBy != k.id {
+					t.Fatalf("round %d: the acknowledged lease %v was lost: a stranger got %v", round, l.Token(), err)
+				}
+				l2, err := k.c.Renew(ctx, l)
+				if err != nil || l2.Token() != l.Token() {
+					t.Fatalf("round %d: the holder of %v could not renew it after the restart: %v", round, l.Token(), err)
+				}
+				k.held[name] = l2
+			}
+		}
+	}
+	t.Logf("%d kills, %d fences acknowledged, none repeated", kills, len(seen))
+	if len(seen) < kills*5 {
+		t.Fatalf("only %d grants in %d rounds: the test did too little", len(seen), kills)
+	}
+}
+
+// TestIdleConnectionsDoNotStarveNewClients runs the coordinator with its
+// file-descriptor limit at 1024, opens 1,100 connections that stay idle
+// (600 kept alive after one request, 500 that never send anything), and
+// checks that a new client still gets an answer, that the server never held
+// more descriptors than its limit allows, and that it is still running.
+func TestIdleConnectionsDoNotStarveNewClients(t *testing.T) {
+	var rl syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil || rl.Cur < 1400 {
+		t.Fatalf("this test needs at least 1400 file descriptors of its own (ulimit -n), has %d: %v", rl.Cur, err)
+	}
+	srv := startChild(t, "ulimit -n 1024", "-memory", "-idle-timeout", "1h", "-read-header-timeout", "1h")
+	addr := strings.TrimPrefix(srv.url, "http://")
+	pid := srv.cmd.Process.Pid
+	maxFDs := 0
+	countFDs := func() {
+		ents, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/fd")
+		if err != nil {
+			t.Fatalf("the coordinator is gone: %v", err)
+		}
+		maxFDs = max(maxFDs, len(ents))
+	}
+	var conns []net.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	body := func(i int) string {
+		return fmt.Sprintf(`{"requestId":"idle-%d","resource":"idle-%d","holderId":"h","sentAt":{"millis":1,"domain":"h"},"kind":"acquire","secret":"0123456789abcdef"}`, i, i)
+	}
+	for i := range 1100 {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatalf("connection %d: %v", i, err)
+		}
+		conns = append(conns, c)
+		if i%11 < 6 { // 600 kept-alive connections after one answered request
+			b := body(i)
+			fmt.Fprintf(c, "POST /v1/acquire HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(b), b)
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil {
+				t.Fatalf("connection %d: %v", i, err)
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 {
+				t.Fatalf("connection %d: status %d", i, resp.StatusCode)
+			}
+		}
+		if i%100 == 0 {
+			countFDs()
+		}
+	}
+	countFDs()
+	// A new client, with its own connection.
+	hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := hc.Post(srv.url+"/v1/acquire", "application/json", strings.NewReader(body(5000)))
+	if err != nil {
+		t.Fatalf("a new client got no answer: %v", err)
+	}
+	out, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(out), `"ok":true`) {
+		t.Fatalf("a new client: %d %s", resp.StatusCode, out)
+	}
+	countFDs()
+	if maxFDs >= 1024 {
+		t.Fatalf("the coordinator held %d descriptors, at its limit", maxFDs)
+	}
+	t.Logf("1,100 idle connections, then a new client answered; the coordinator held at most %d descriptors", maxFDs)
+}

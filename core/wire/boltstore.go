@@ -1,0 +1,437 @@
+//go:build !js && !wasip1
+
+package wire
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"math"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// The layout of a state database: a "meta" bucket with the format and the
+// fence high-water mark, and a "leases" bucket with one record per resource
+// that has a lease, keyed by the resource name.
+var (
+	bucketMeta   = []byte("meta")
+	bucketLeases = []byte("leases")
+	keyFormat    = []byte("format")
+	keyIssued    = []byte("issuedFence")
+	formatValue  = []byte("lease-fence state v1")
+)
+
+// recordVersion is the first byte of every encoded record.
+const recordVersion = 1
+
+// BoltStore is a Store in a bbolt database (go.etcd.io/bbolt, etcd's own
+// store): one record per resource, and every Apply is one fsync'd
+// transaction that also raises the fence high-water mark. Applies that
+// arrive while a transaction is being written are written together by the
+// next one (group commit), so concurrent callers share an fsync. The cost of
+// a change does not depend on how many records exist.
+type BoltStore struct {
+	db   *bolt.DB
+	path string
+
+	mu      sync.Mutex
+	queue   []*pendingApply
+	writing bool
+}
+
+type pendingApply struct {
+	c    Change
+	done chan error
+}
+
+var _ Store = (*BoltStore)(nil)
+
+// CreateBoltStore creates a new, empty state database at path (mode 0600)
+// with a high-water mark of 0. It refuses a path that already exists, so an
+// existing state is never started over by mistake.
+func CreateBoltStore(path string) (*BoltStore, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		if errors.Is(err, os.ErrExist) {
+			return nil, errors.New("wire: " + path + " already exists; refusing to create a new state over it (start without -init to use it)")
+		}
+		return nil, errors.New("wire: creating " + path + ": " + err.Error())
+	}
+	f.Close()
+	db, err := bolt.Open(path, 0o600, boltOptions())
+	if err != nil {
+		_ = os.Remove(path)
+		return nil, errors.New("wire: creating " + path + ": " + err.Error())
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		meta, err := tx.CreateBucket(bucketMeta)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.CreateBucket(bucketLeases); err != nil {
+			return err
+		}
+		if err := meta.Put(keyFormat, formatValue); err != nil {
+			return err
+		}
+		return meta.Put(keyIssued, binary.BigEndian.AppendUint64(nil, 0))
+	})
+	if err != nil {
+		db.Close()
+		_ = os.Remove(path)
+		return nil, errors.New("wire: creating " + path + ": " + err.Error())
+	}
+	return &BoltStore{db: db, path: path}, nil
+}
+
+// OpenBoltStore opens the state database at path, which must exist (a
+// missing file is an error, not a fresh start: a mistyped path must not
+// reissue fences). Its contents are checked by Load.
+func OpenBoltStore(path string) (*BoltStore, error) {
+	fi, err := os.Stat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, errors.New("wire: state database " + path + " does not exist; create it once with -init (starting empty would reissue fences)")
+	}
+	if err != nil {
+		return nil, errors.New("wire: state database " + path + ": " + err.Error())
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, errors.New("wire: state database " + path + " is not a regular file")
+	}
+	if err := checkBoltFile(path, fi.Size()); err != nil {
+		return nil, errors.New("wire: state database " + path + " cannot be opened: " + err.Error())
+	}
+	db, err := openBolt(path)
+	if err != nil {
+		return nil, errors.New("wire: state database " + path + " cannot be opened: " + err.Error())
+	}
+	b := &BoltStore{db: db, path: path}
+	if err := b.check(); err != nil {
+		db.Close()
+		return nil, errors.New("wire: state database " + path + " cannot be opened: " + err.Error())
+	}
+	return b, nil
+}
+
+// openBolt opens path, turning a panic of bbolt over a damaged file into an
+// error.
+func openBolt(path string) (db *bolt.DB, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			db, err = nil, fmt.Errorf("damaged database (%v)", p)
+		}
+	}()
+	return bolt.Open(path, 0o600, boltOptions())
+}
+
+// check runs bbolt's own consistency check over every page.
+func (b *BoltStore) check() (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("damaged database (%v)", p)
+		}
+	}()
+	return b.db.View(func(tx *bolt.Tx) error {
+		var first error
+		for err := range tx.Check() { // drained to the end: the checker runs until it is
+			if first == nil {
+				first = fmt.Errorf("damaged database: %w", err)
+			}
+		}
+		return first
+	})
+}
+
+// checkBoltFile reads the two meta pages of a bbolt file the way bbolt does
+// (magic, version, FNV-64a checksum; the valid one with the higher
+// transaction id wins) and refuses a file shorter than the pages that meta
+// page says exist. bbolt maps the file into memory and would otherwise die
+// of SIGBUS reading past the end of a truncated file, which no recover
+// catches. The layout is bbolt's (little-endian, as on every platform it
+// is used on here): a 16-byte page header, then magic, version, page size,
+// flags (4 bytes each), root page, root sequence, freelist page, page count,
+// transaction id and checksum (8 bytes each).
+func checkBoltFile(path string, size int64) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	type meta struct{ pageSize, root, freelist, pgid, txid uint64 }
+	read := func(off int64) (meta, bool) {
+		var buf [16 + 64]byte
+		if n, _ := f.ReadAt(buf[:], off); n != len(buf) {
+			return meta{}, false
+		}
+		m := buf[16:]
+		le := binary.LittleEndian
+		if le.Uint32(m[0:]) != 0xED0CDAED || le.Uint32(m[4:]) != 2 {
+			return meta{}, false
+		}
+		h := fnv.New64a()
+		h.Write(m[:56])
+		if h.Sum64() != le.Uint64(m[56:]) {
+			return meta{}, false
+		}
+		return meta{uint64(le.Uint32(m[8:])), le.Uint64(m[16:]), le.Uint64(m[32:]), le.Uint64(m[40:]), le.Uint64(m[48:])}, true
+	}
+	m0, ok0 := read(0)
+	var m1 meta
+	var ok1 bool
+	for _, ps := range []int64{int64(m0.pageSize), int64(os.Getpagesize()), 4096, 16384, 65536} {
+		if ps >= 512 {
+			if m1, ok1 = read(ps); ok1 {
+				break
+			}
+		}
+	}
+	best, ok := m0, ok0
+	if ok1 && (!ok0 || m1.txid > m0.txid) {
+		best, ok = m1, true
+	}
+	if !ok {
+		return errors.New("not a bbolt database (no valid meta page)")
+	}
+	if best.pageSize < 512 || best.pgid < 2 || best.root >= best.pgid || (best.freelist >= best.pgid && best.freelist != math.MaxUint64) {
+		return errors.New("damaged database (the meta page is inconsistent)")
+	}
+	if need := best.pgid * best.pageSize; uint64(size) < need {
+		return fmt.Errorf("truncated database (%d bytes; its meta page says %d)", size, need)
+	}
+	return nil
+}
+
+func boltOptions() *bolt.Options {
+	return &bolt.Options{
+		// Another process holding the file is an error, not a wait.
+		Timeout:      time.Second,
+		FreelistType: bolt.FreelistMapType,
+	}
+}
+
+// Path returns the database's path.
+func (b *BoltStore) Path() string { return b.path }
+
+// Close closes the database.
+func (b *BoltStore) Close() error { return b.db.Close() }
+
+// Load reads and checks everything: the format, the high-water mark, every
+// record (its encoding, and that its fence is not above the mark).
+func (b *BoltStore) Load(context.Context) (Stored, error) {
+	var st Stored
+	err := b.db.View(func(tx *bolt.Tx) error {
+		var extra []string
+		_ = tx.ForEach(func(name []byte, _ *bolt.Bucket) error {
+			if !bytes.Equal(name, bucketMeta) && !bytes.Equal(name, bucketLeases) {
+				extra = append(extra, quoteShort(string(name)))
+			}
+			return nil
+		})
+		if len(extra) > 0 {
+			return inconsistent("unexpected buckets " + strings.Join(extra, ", "))
+		}
+		meta := tx.Bucket(bucketMeta)
+		if meta == nil {
+			return inconsistent("the meta bucket is missing (not a lease-fence state database?)")
+		}
+		if f := meta.Get(keyFormat); !bytes.Equal(f, formatValue) {
+			return inconsistent("unknown format " + quoteShort(string(f)))
+		}
+		v := meta.Get(keyIssued)
+		if v == nil {
+			return inconsistent("the fence high-water mark is missing")
+		}
+		if len(v) != 8 {
+			return inconsistent("the fence high-water mark has " + strconv.Itoa(len(v)) + " bytes, not 8")
+		}
+		st.IssuedFence = binary.BigEndian.Uint64(v)
+		var bad error
+		_ = meta.ForEach(func(k, _ []byte) error {
+			if !bytes.Equal(k, keyFormat) && !bytes.Equal(k, keyIssued) {
+				bad = inconsistent("unexpected meta key " + quoteShort(string(k)))
+			}
+			return nil
+		})
+		if bad != nil {
+			return bad
+		}
+		leases := tx.Bucket(bucketLeases)
+		if leases == nil {
+			return inconsistent("the leases bucket is missing")
+		}
+		return leases.ForEach(func(k, v []byte) error {
+			if v == nil {
+				return inconsistent("the leases bucket holds a nested bucket " + quoteShort(string(k)))
+			}
+			r, err := decodeRecord(k, v)
+			if err != nil {
+				return err
+			}
+			st.Records = append(st.Records, r)
+			return nil
+		})
+	})
+	if err != nil {
+		return Stored{}, errors.Join(errors.New("wire: state database "+b.path+" refused"), err)
+	}
+	if err := CheckStored(st); err != nil {
+		return Stored{}, errors.Join(errors.New("wire: state database "+b.path+" refused"), err)
+	}
+	return st, nil
+}
+
+// Get returns the record of resource.
+func (b *BoltStore) Get(_ context.Context, resource string) (rec Record, ok bool, err error) {
+	err = b.db.View(func(tx *bolt.Tx) error {
+		v := tx.Bucket(bucketLeases).Get([]byte(resource))
+		if v == nil {
+			return nil
+		}
+		rec, err = decodeRecord([]byte(resource), v)
+		ok = err == nil
+		return err
+	})
+	return rec, ok, err
+}
+
+// Apply writes c durably, together with the changes of concurrent callers.
+func (b *BoltStore) Apply(_ context.Context, c Change) error {
+	for _, r := range c.Put {
+		if err := checkRecord(r, max(c.IssuedFence, r.Fence)); err != nil {
+			return err
+		}
+	}
+	p := &pendingApply{c: c, done: make(chan error, 1)}
+	b.mu.Lock()
+	b.queue = append(b.queue, p)
+	if b.writing {
+		b.mu.Unlock()
+		return <-p.done
+	}
+	b.writing = true
+	for len(b.queue) > 0 {
+		batch := b.queue
+		b.queue = nil
+		b.mu.Unlock()
+		err := b.db.Update(func(tx *bolt.Tx) error {
+			for _, p := range batch {
+				if err := applyChange(tx, p.c); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		for _, p := range batch {
+			p.done <- err
+		}
+		b.mu.Lock()
+	}
+	b.writing = false
+	b.mu.Unlock()
+	return <-p.done
+}
+
+func applyChange(tx *bolt.Tx, c Change) error {
+	meta := tx.Bucket(bucketMeta)
+	cur := meta.Get(keyIssued)
+	if len(cur) != 8 {
+		return inconsistent("the fence high-water mark is missing")
+	}
+	hw := max(binary.BigEndian.Uint64(cur), c.IssuedFence)
+	for _, r := range c.Put {
+		if r.Fence > hw {
+			return inconsistent("a record's fence is above the high-water mark")
+		}
+	}
+	if err := meta.Put(keyIssued, binary.BigEndian.AppendUint64(nil, hw)); err != nil {
+		return err
+	}
+	leases := tx.Bucket(bucketLeases)
+	for _, r := range c.Put {
+		if err := leases.Put([]byte(r.Resource), encodeRecord(r)); err != nil {
+			return err
+		}
+	}
+	for _, name := range c.Delete {
+		if err := leases.Delete([]byte(name)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Expired returns up to max resources whose record expires at or before
+// millis.
+func (b *BoltStore) Expired(_ context.Context, millis float64, limit int) ([]string, error) {
+	var out []string
+	err := b.db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketLeases).Cursor()
+		for k, v := c.First(); k != nil && len(out) < limit; k, v = c.Next() {
+			if len(v) < 17 {
+				continue // Load refused such a record; Get reports it
+			}
+			if exp := math.Float64frombits(binary.BigEndian.Uint64(v[9:17])); exp <= millis {
+				out = append(out, string(k))
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// encodeRecord lays a record out as: version (1 byte), fence (8), expiry
+// as float64 bits (8), secret hash (32), then the holder id and the request
+// id, each as a uvarint length and its bytes. The resource is the key.
+func encodeRecord(r Record) []byte {
+	b := make([]byte, 0, 1+8+8+32+2*binary.MaxVarintLen16+len(r.HolderID)+len(r.RequestID))
+	b = append(b, recordVersion)
+	b = binary.BigEndian.AppendUint64(b, r.Fence)
+	b = binary.BigEndian.AppendUint64(b, math.Float64bits(r.ExpiresAt))
+	b = append(b, r.SecretHash[:]...)
+	b = binary.AppendUvarint(b, uint64(len(r.HolderID)))
+	b = append(b, r.HolderID...)
+	b = binary.AppendUvarint(b, uint64(len(r.RequestID)))
+	return append(b, r.RequestID...)
+}
+
+func decodeRecord(key, v []byte) (Record, error) {
+	at := "the record of " + quoteShort(string(key))
+	if len(v) < 1+8+8+32 || v[0] != recordVersion {
+		return Record{}, inconsistent(at + " is damaged (" + strconv.Itoa(len(v)) + " bytes)")
+	}
+	r := Record{
+		Resource:  string(key),
+		Fence:     binary.BigEndian.Uint64(v[1:9]),
+		ExpiresAt: math.Float64frombits(binary.BigEndian.Uint64(v[9:17])),
+	}
+	copy(r.SecretHash[:], v[17:49])
+	rest := v[49:]
+	var ok bool
+	if r.HolderID, rest, ok = readLenString(rest); !ok {
+		return Record{}, inconsistent(at + " is damaged (holder id)")
+	}
+	if r.RequestID, rest, ok = readLenString(rest); !ok {
+		return Record{}, inconsistent(at + " is damaged (request id)")
+	}
+	if len(rest) != 0 {
+		return Record{}, inconsistent(at + " has " + strconv.Itoa(len(rest)) + " trailing bytes")
+	}
+	return r, nil
+}
+
+func readLenString(b []byte) (string, []byte, bool) {
+	n, k := binary.Uvarint(b)
+	if k <= 0 || n > uint64(len(b)-k) {
+		return "", nil, false
+	}
+	return string(b[k : k+int(n)]), b[k+int(n):], true
+}

@@ -1,0 +1,193 @@
+package wire
+
+import (
+	"context"
+	"errors"
+	"sort"
+	"strconv"
+	"sync"
+)
+
+// Record is the stored form of one lease: everything a restarted Service
+// needs to hold it again and to check the holder's secret. A resource has
+// at most one record; it is deleted once the lease is released or has
+// expired.
+type Record struct {
+	Resource  string
+	HolderID  string
+	RequestID string
+	Fence     uint64
+	// ExpiresAt is the end of the lease in the coordinator's clock domain
+	// (milliseconds).
+	ExpiresAt float64
+	// SecretHash is the SHA-256 of the secret the holder chose at
+	// acquisition. The secret itself is never stored.
+	SecretHash [32]byte
+}
+
+// Change is what one call (or one sweep) changes, applied atomically: the
+// fence high-water mark rises to at least IssuedFence, then Puts are
+// written and Deletes removed, in that order.
+type Change struct {
+	// IssuedFence is the highest fence the service has issued so far. A
+	// store keeps the maximum of every IssuedFence it was given, in the
+	// same transaction as the records, so a fence in a record is never
+	// above the stored mark.
+	IssuedFence uint64
+	Put         []Record
+	Delete      []string
+}
+
+// Stored is everything a Store holds, as Load returns it.
+type Stored struct {
+	// IssuedFence is the fence high-water mark: every fence the service
+	// ever issued, for any resource, is at most this.
+	IssuedFence uint64
+	Records     []Record
+}
+
+// Store keeps a Service's state. A Service reads all of it once (Load),
+// then reads single records (Get) and applies changes (Apply); Apply must
+// make the change durable before it returns, because the service answers
+// only after it succeeded. A failed Apply must change nothing.
+type Store interface {
+	// Load returns everything stored, or an error if what is stored is
+	// inconsistent (see CheckStored). It is called once, before any other
+	// method.
+	Load(ctx context.Context) (Stored, error)
+	// Get returns the record of resource, or ok false if there is none.
+	Get(ctx context.Context, resource string) (rec Record, ok bool, err error)
+	// Apply makes c durable, all of it or nothing.
+	Apply(ctx context.Context, c Change) error
+	// Expired returns up to max resources whose record expires at or
+	// before millis.
+	Expired(ctx context.Context, millis float64, max int) ([]string, error)
+}
+
+// ErrInconsistent is wrapped by the error a Store or Service returns for
+// stored state that contradicts itself; such state is refused, never
+// repaired.
+var ErrInconsistent = errors.New("wire: the stored state is inconsistent")
+
+// CheckStored checks what a Store loaded: every record names a resource
+// once, has a holder, a request id and a fence from 1 to the high-water
+// mark, and a finite expiry. Instants are checked against the clock by the
+// Service.
+func CheckStored(st Stored) error {
+	seen := make(map[string]bool, len(st.Records))
+	for _, r := range st.Records {
+		if err := checkRecord(r, st.IssuedFence); err != nil {
+			return err
+		}
+		if seen[r.Resource] {
+			return inconsistent("resource " + quoteShort(r.Resource) + " has two records")
+		}
+		seen[r.Resource] = true
+	}
+	return nil
+}
+
+func checkRecord(r Record, issued uint64) error {
+	at := "record of " + quoteShort(r.Resource)
+	switch {
+	case r.Resource == "":
+		return inconsistent("a record has no resource")
+	case r.HolderID == "":
+		return inconsistent(at + " has no holder")
+	case r.RequestID == "":
+		return inconsistent(at + " has no request id")
+	case r.Fence == 0:
+		return inconsistent(at + " has fence 0")
+	case r.Fence > issued:
+		return inconsistent(at + " has fence " + strconv.FormatUint(r.Fence, 10) +
+			", above the high-water mark " + strconv.FormatUint(issued, 10))
+	case !finite(r.ExpiresAt):
+		return inconsistent(at + " has a non-finite expiry")
+	case r.SecretHash == [32]byte{}:
+		return inconsistent(at + " has no secret hash")
+	}
+	return nil
+}
+
+func inconsistent(why string) error {
+	return errors.Join(ErrInconsistent, errors.New("wire: "+why))
+}
+
+// MemoryStore is a Store in memory: nothing survives the process. It is
+// what cmd/coordinator -memory uses, and what tests use.
+type MemoryStore struct {
+	mu     sync.Mutex
+	issued uint64
+	recs   map[string]Record
+	// Fail, if set, is called by Apply; an error it returns fails the
+	// Apply and changes nothing (for tests of the failure path).
+	Fail func(Change) error
+}
+
+// NewMemoryStore returns an empty MemoryStore.
+func NewMemoryStore() *MemoryStore { return &MemoryStore{recs: make(map[string]Record)} }
+
+var _ Store = (*MemoryStore)(nil)
+
+// Load returns everything the store holds.
+func (m *MemoryStore) Load(context.Context) (Stored, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	st := Stored{IssuedFence: m.issued}
+	for _, r := range m.recs {
+		st.Records = append(st.Records, r)
+	}
+	sort.Slice(st.Records, func(i, j int) bool { return st.Records[i].Resource < st.Records[j].Resource })
+	return st, CheckStored(st)
+}
+
+// Get returns the record of resource.
+func (m *MemoryStore) Get(_ context.Context, resource string) (Record, bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r, ok := m.recs[resource]
+	return r, ok, nil
+}
+
+// Apply applies c.
+func (m *MemoryStore) Apply(_ context.Context, c Change) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.Fail != nil {
+		if err := m.Fail(c); err != nil {
+			return err
+		}
+	}
+	m.issued = max(m.issued, c.IssuedFence)
+	for _, r := range c.Put {
+		m.recs[r.Resource] = r
+	}
+	for _, name := range c.Delete {
+		delete(m.recs, name)
+	}
+	return nil
+}
+
+// Expired returns up to max resources whose record expires at or before
+// millis.
+func (m *MemoryStore) Expired(_ context.Context, millis float64, max int) ([]string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []string
+	for name, r := range m.recs {
+		if len(out) >= max {
+			break
+		}
+		if r.ExpiresAt <= millis {
+			out = append(out, name)
+		}
+	}
+	return out, nil
+}
+
+// Len returns the number of records.
+func (m *MemoryStore) Len() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.recs)
+}
