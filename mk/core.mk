@@ -23,3 +23,15 @@ test-core-js:
 BENCHCOUNT ?= 5
 bench-core:
 	$(GO) test -run '^$$' -bench . -benchmem -count $(BENCHCOUNT) $(CORE_PKGS)
+
+# The mutation run (scripts/mutate): named single-point breaks of core/,
+# applied one at a time, each followed by `make test-core`; every one must
+# be caught. Several minutes, so not part of `make test`, which only checks
+# that every mutation still applies to the current source.
+TESTS += test-mutate-patterns
+.PHONY: mutate test-mutate-patterns
+mutate:
+	$(GO) run ./scripts/mutate
+
+test-mutate-patterns:
+	$(GO) test -count=1 ./scripts/mutate/

@@ -1,0 +1,454 @@
+// Command mutate checks that the core test suite catches careless changes.
+// It applies named single-point breaks ("mutations") to core/ one at a time,
+// runs `make test-core` for each, restores the file, and prints a table. A
+// mutation is caught when the suite fails; one that survives is a hole in the
+// tests. `make mutate` runs it from the repository root.
+//
+// Every mutation replaces one exact piece of source text that must occur
+// exactly once in its file. If a pattern is missing or ambiguous (the code
+// changed), the run stops before mutating anything and names it: a mutation
+// is never skipped silently. A mutation that does not compile is reported as
+// broken, not as caught.
+//
+// The file under mutation is restored after each run, when a run fails, and
+// on SIGINT/SIGTERM (the tool restores and exits 130). Only SIGKILL leaves a
+// mutation in place; `git diff core/` shows it.
+//
+// Usage:
+//
+//	go run ./scripts/mutate [-run regexp] [-list] [-timeout 2m]
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"text/tabwriter"
+	"time"
+)
+
+// A mutation replaces Old by New in File (relative to the repository root).
+type mutation struct {
+	Name string
+	File string
+	Old  string
+	New  string
+	Why  string // what the break does
+}
+
+var mutations = []mutation{
+	// core/clock
+	{
+		Name: "clock/guarded-reads-outside-lock", File: "core/clock/source.go",
+		Old: "\tg.mu.Lock()\n\tdefer g.mu.Unlock()\n\tv := g.read()\n",
+		New: "\tv := g.read()\n\tg.mu.Lock()\n\tdefer g.mu.Unlock()\n",
+		Why: "the guarded clock reads its source before taking its lock",
+	},
+	{
+		Name: "clock/guard-allows-small-backwards", File: "core/clock/source.go",
+		Old: "case g.seen && v < g.last:", New: "case g.seen && v+1 < g.last:",
+		Why: "a reading slightly lower than the last one is accepted",
+	},
+	{
+		Name: "clock/manual-returns-stepped-value", File: "core/clock/source.go",
+		Old: "\tm.now = next\n\treturn Instant{Millis: v, Domain: m.domain}, nil",
+		New: "\tm.now = next\n\treturn Instant{Millis: next, Domain: m.domain}, nil",
+		Why: "Manual.Now returns the value after the step",
+	},
+	{
+		Name: "clock/stuck-step-accepted", File: "core/clock/source.go",
+		Old: "func stuck(v, step float64) bool { return step > 0 && v+step == v }",
+		New: "func stuck(v, step float64) bool { return false }",
+		Why: "a step below the float spacing is accepted",
+	},
+	{
+		Name: "clock/zero-manual-reads", File: "core/clock/source.go",
+		Old: "func (m *Manual) Now() (Instant, error) {\n\tif m == nil || m.domain == \"\" {",
+		New: "func (m *Manual) Now() (Instant, error) {\n\tif m == nil {",
+		Why: "a zero Manual hands out readings with an empty domain",
+	},
+	{
+		Name: "clock/since-ignores-domain", File: "core/clock/clock.go",
+		Old: "func (t Instant) Since(earlier Instant) (float64, error) {\n\tif t.Domain != earlier.Domain {",
+		New: "func (t Instant) Since(earlier Instant) (float64, error) {\n\tif false && t.Domain != earlier.Domain {",
+		Why: "instants of two domains are subtracted",
+	},
+	// core/fence
+	{
+		Name: "fence/would-admit-strict", File: "core/fence/fence.go",
+		Old: "return tok.Fence >= g.floor.Load(), nil", New: "return tok.Fence > g.floor.Load(), nil",
+		Why: "WouldAdmit uses > instead of >= (refuses the floor's own generation)",
+	},
+	{
+		Name: "fence/writes-not-serialized", File: "core/fence/fence.go",
+		Old: "\tg.turn.lock(nil)\n\tdefer g.turn.unlock()\n", New: "",
+		Why: "Commit runs writes without taking the gate's write lock",
+	},
+	{
+		Name: "fence/refusal-not-logged", File: "core/fence/fence.go",
+		Old: "\t\tg.ring = append(g.ring, r)\n", New: "",
+		Why: "a refused write is not appended to the rejections log",
+	},
+	{
+		Name: "fence/fence-above-max-accepted", File: "core/fence/fence.go",
+		Old: "tok.Fence == 0 || tok.Fence > MaxFence ||", New: "tok.Fence == 0 ||",
+		Why: "a gate accepts fences above MaxFence",
+	},
+	// core/lease: the coordinator
+	{
+		Name: "lease/replay-cache-1023", File: "core/lease/coordinator.go",
+		Old: "const ReplayCacheSize = 1024", New: "const ReplayCacheSize = 1023",
+		Why: "the replay cache holds 1023 grants, not the spec's 1024",
+	},
+	{
+		Name: "lease/coordinator-reads-clock-outside-lock", File: "core/lease/coordinator.go",
+		Old: "\tc.mu.Lock()\n\tdefer c.mu.Unlock()\n\tpos, h, err := c.acquireCheck(&req)\n\tif err != nil {\n\t\treturn Outcome{}, err\n\t}\n\tnow, err := c.clk.Now()\n\tif err != nil {\n\t\treturn Outcome{}, err\n\t}\n",
+		New: "\tnow, err := c.clk.Now()\n\tif err != nil {\n\t\treturn Outcome{}, err\n\t}\n\tc.mu.Lock()\n\tdefer c.mu.Unlock()\n\tpos, h, err := c.acquireCheck(&req)\n\tif err != nil {\n\t\treturn Outcome{}, err\n\t}\n",
+		Why: "Acquire reads the coordinator's clock before taking its lock",
+	},
+	{
+		Name: "lease/acquire-validates-after-reading", File: "core/lease/coordinator.go",
+		Old: "\tif err := req.validate(KindAcquire); err != nil {\n\t\treturn Outcome{}, err\n\t}\n\tc.mu.Lock()\n\tdefer c.mu.Unlock()\n\tpos, h, err := c.acquireCheck(&req)\n\tif err != nil {\n\t\treturn Outcome{}, err\n\t}\n\tnow, err := c.clk.Now()\n\tif err != nil {\n\t\treturn Outcome{}, err\n\t}\n",
+		New: "\tc.mu.Lock()\n\tdefer c.mu.Unlock()\n\tnow, err := c.clk.Now()\n\tif err != nil {\n\t\treturn Outcome{}, err\n\t}\n\tif err := req.validate(KindAcquire); err != nil {\n\t\treturn Outcome{}, err\n\t}\n\tpos, h, err := c.acquireCheck(&req)\n\tif err != nil {\n\t\treturn Outcome{}, err\n\t}\n",
+		Why: "Acquire reads the clock before validating the request",
+	},
+	{
+		Name: "lease/renew-checks-fence-after-reading", File: "core/lease/coordinator.go",
+		Old: "\tif err := c.renewCheck(&req); err != nil {\n\t\treturn Outcome{}, err\n\t}\n\tnow, err := c.clk.Now()\n\tif err != nil {\n\t\treturn Outcome{}, err\n\t}\n",
+		New: "\tnow, err := c.clk.Now()\n\tif err != nil {\n\t\treturn Outcome{}, err\n\t}\n\tif err := c.renewCheck(&req); err != nil {\n\t\treturn Outcome{}, err\n\t}\n",
+		Why: "Renew reads the clock before refusing a fence never issued",
+	},
+	{
+		Name: "lease/holder-records-reading", File: "core/lease/coordinator.go",
+		Old: "\tcur, ok := c.leases[resource]\n", New: "\tc.record(now)\n\tcur, ok := c.leases[resource]\n",
+		Why: "Holder, a query, records its reading",
+	},
+	{
+		Name: "lease/observe-allows-backwards", File: "core/lease/coordinator.go",
+		Old: "\tif c.seen && now.Millis < c.last {", New: "\tif false && c.seen && now.Millis < c.last {",
+		Why: "the coordinator acts on a reading earlier than one it acted on",
+	},
+	{
+		Name: "lease/second-lease-for-same-holder", File: "core/lease/coordinator.go",
+		Old: "\tif exists && cur.liveAt(now.Millis) {", New: "\tif exists && cur.liveAt(now.Millis) && cur.holder != req.HolderID {",
+		Why: "a holder that already owns the lease is granted a second one",
+	},
+	{
+		Name: "lease/renewal-resurrects-expired", File: "core/lease/coordinator.go",
+		Old: "if !ok || cur.holder != req.HolderID || cur.fence != req.Fence || !cur.liveAt(now.Millis) {",
+		New: "if !ok || cur.holder != req.HolderID || cur.fence != req.Fence {",
+		Why: "an expired lease is renewed",
+	},
+	{
+		Name: "lease/release-by-anyone", File: "core/lease/coordinator.go",
+		Old: "if !ok || cur.holder != tok.HolderID || cur.fence != tok.Fence || !cur.liveAt(now.Millis) {",
+		New: "if !ok || cur.fence != tok.Fence || !cur.liveAt(now.Millis) {",
+		Why: "a release by another holder ends the lease",
+	},
+	{
+		Name: "lease/fence-not-incremented", File: "core/lease/coordinator.go",
+		Old: "\tc.issued++\n", New: "",
+		Why: "a new acquisition reuses the last fence",
+	},
+	{
+		Name: "lease/restore-accepts-future", File: "core/lease/coordinator.go",
+		Old: "if l.ExpiresAt.Millis > now.Millis+c.ms {", New: "if l.ExpiresAt.Millis > now.Millis+2*c.ms {",
+		Why: "Restore accepts a lease ending later than now+TTL",
+	},
+	{
+		Name: "lease/restore-skips-replay-cache", File: "core/lease/coordinator.go",
+		Old: "\tfor _, l := range replayed {", New: "\tfor _, l := range replayed[:0] {",
+		Why: "restored leases are not put back in the replay cache",
+	},
+	{
+		Name: "lease/regrant-keeps-old-index-entry", File: "core/lease/replay.go",
+		Old: "\tif prev >= 0 {\n\t\tr.remove(prev)\n\t}\n", New: "",
+		Why: "a request id granted again leaves its older cache entry findable",
+	},
+	// core/lease: the client and the lease
+	{
+		Name: "lease/deadline-adds-skew", File: "core/lease/client.go",
+		Old: "req.SentAt.AddMillis(clock.Millis(g.TTL) - c.skewMs)", New: "req.SentAt.AddMillis(clock.Millis(g.TTL) + c.skewMs)",
+		Why: "the holder's deadline adds the clock skew instead of subtracting it",
+	},
+	{
+		Name: "lease/anchor-from-future-accepted", File: "core/lease/client.go",
+		Old: "\t\tif now.Millis > cur.Millis {", New: "\t\tif now.Millis > cur.Millis+1e12 {",
+		Why: "BeginAcquireAt accepts a send instant later than the clock's reading",
+	},
+	{
+		Name: "lease/second-completion-accepted", File: "core/lease/client.go",
+		Old: "\tif _, done := c.completed[req.RequestID]; done {", New: "\tif _, done := c.completed[req.RequestID]; done && false {",
+		Why: "a request completed twice is not reported as completed",
+	},
+	// core/naive
+	{
+		Name: "naive/renewal-keeps-old-deadline", File: "core/naive/naive.go",
+		Old: "\tl.expiresAt = now.Add(l.ttl)\n", New: "\tif l.expiresAt.Domain == \"\" {\n\t\tl.expiresAt = now.Add(l.ttl)\n\t}\n",
+		Why: "the naive lease ignores renewals",
+	},
+}
+
+// corePkgs are the packages `make test-core` tests (mk/core.mk).
+var corePkgs = []string{"./core/clock/...", "./core/fence/...", "./core/lease/...", "./core/naive/...", "./internal/argerr/..."}
+
+func main() {
+	runPat := flag.String("run", "", "run only the mutations whose name matches this regexp")
+	list := flag.Bool("list", false, "list the mutations and exit")
+	timeout := flag.Duration("timeout", 2*time.Minute, "go test -timeout for each run (a mutation that hangs fails its run)")
+	flag.Parse()
+
+	if *list {
+		w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+		for _, m := range mutations {
+			fmt.Fprintf(w, "%s\t%s\t%s\n", m.Name, m.File, m.Why)
+		}
+		w.Flush()
+		return
+	}
+	selected := mutations
+	if *runPat != "" {
+		re, err := regexp.Compile(*runPat)
+		if err != nil {
+			fatal(err)
+		}
+		selected = nil
+		for _, m := range mutations {
+			if re.MatchString(m.Name) {
+				selected = append(selected, m)
+			}
+		}
+		if len(selected) == 0 {
+			fatal(fmt.Errorf("no mutation matches %q", *runPat))
+		}
+	}
+
+	originals, err := check(selected)
+	if err != nil {
+		fatal(err)
+	}
+	r := &restorer{originals: originals}
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		s := <-sig
+		r.restoreAll()
+		stopRunning()
+		fmt.Fprintf(os.Stderr, "\nmutate: %v: restored %s, stopping\n", s, strings.Join(r.files(), ", "))
+		os.Exit(130)
+	}()
+	defer r.restoreAll()
+
+	env := append(os.Environ(), "GOFLAGS="+strings.TrimSpace(os.Getenv("GOFLAGS")+" -timeout="+timeout.String()))
+	start := time.Now()
+	fmt.Println("mutate: the unmutated suite first")
+	if out, err := run(env, "make", "test-core"); err != nil {
+		os.Stderr.Write(out)
+		r.restoreAll()
+		fatal(errors.New("make test-core fails without any mutation; fix that first"))
+	}
+
+	type result struct {
+		m       mutation
+		verdict string
+		secs    float64
+		detail  string
+	}
+	var results []result
+	survived, broken := 0, 0
+	for i, m := range selected {
+		fmt.Printf("mutate: [%d/%d] %s\n", i+1, len(selected), m.Name)
+		t0 := time.Now()
+		mutated := strings.Replace(string(originals[m.File]), m.Old, m.New, 1)
+		r.write(m.File, []byte(mutated))
+		verdict, detail := "caught", ""
+		// Compile everything (tests too) without running a test: a mutation
+		// that does not build would look caught.
+		if out, err := run(env, "go", append([]string{"test", "-count=1", "-run", "^$"}, corePkgs...)...); err != nil {
+			verdict, detail = "BROKEN", firstLines(out, 3)
+			broken++
+		} else if out, err := run(env, "make", "test-core"); err == nil {
+			verdict = "SURVIVED"
+			survived++
+		} else {
+			detail = firstFailure(out)
+		}
+		if err := r.restore(m.File); err != nil {
+			fatal(err)
+		}
+		results = append(results, result{m, verdict, time.Since(t0).Seconds(), detail})
+	}
+
+	fmt.Println()
+	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "#\tmutation\tfile\tresult\tseconds\tfirst failure")
+	for i, res := range results {
+		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%.1f\t%s\n", i+1, res.m.Name, res.m.File, res.verdict, res.secs, res.detail)
+	}
+	w.Flush()
+	fmt.Printf("\n%d mutations: %d caught, %d survived, %d broken; %s in all\n",
+		len(results), len(results)-survived-broken, survived, broken, time.Since(start).Round(time.Second))
+	if survived > 0 || broken > 0 {
+		r.restoreAll()
+		os.Exit(1)
+	}
+}
+
+// check reads every file the mutations touch and makes sure each pattern
+// occurs exactly once and changes something. It returns the files' contents.
+func check(ms []mutation) (map[string][]byte, error) {
+	originals := map[string][]byte{}
+	var problems []string
+	for _, m := range ms {
+		src, ok := originals[m.File]
+		if !ok {
+			b, err := os.ReadFile(m.File)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w (run from the repository root)", m.Name, err)
+			}
+			originals[m.File], src = b, b
+		}
+		switch n := strings.Count(string(src), m.Old); {
+		case m.Old == m.New:
+			problems = append(problems, m.Name+": the replacement is the same text")
+		case n == 0:
+			problems = append(problems, fmt.Sprintf("%s: pattern not found in %s (the code changed; update the mutation):\n%s", m.Name, m.File, indent(m.Old)))
+		case n > 1:
+			problems = append(problems, fmt.Sprintf("%s: pattern occurs %d times in %s; make it unique:\n%s", m.Name, n, m.File, indent(m.Old)))
+		}
+	}
+	if len(problems) > 0 {
+		return nil, errors.New("mutations that cannot be applied (nothing was changed):\n" + strings.Join(problems, "\n"))
+	}
+	return originals, nil
+}
+
+// restorer puts files back as they were.
+type restorer struct {
+	mu        sync.Mutex
+	originals map[string][]byte
+	dirty     map[string]bool
+}
+
+func (r *restorer) write(file string, b []byte) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.dirty == nil {
+		r.dirty = map[string]bool{}
+	}
+	r.dirty[file] = true
+	if err := os.WriteFile(file, b, 0o644); err != nil {
+		r.restoreLocked()
+		fatal(err)
+	}
+}
+
+func (r *restorer) restore(file string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := os.WriteFile(file, r.originals[file], 0o644); err != nil {
+		return err
+	}
+	if got, err := os.ReadFile(file); err != nil || !bytes.Equal(got, r.originals[file]) {
+		return fmt.Errorf("%s was not restored (%v); restore it with git", file, err)
+	}
+	delete(r.dirty, file)
+	return nil
+}
+
+func (r *restorer) restoreAll() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.restoreLocked()
+}
+
+func (r *restorer) restoreLocked() {
+	for f := range r.dirty {
+		if err := os.WriteFile(f, r.originals[f], 0o644); err != nil {
+			fmt.Fprintf(os.Stderr, "mutate: could not restore %s: %v\n", f, err)
+			continue
+		}
+		delete(r.dirty, f)
+	}
+}
+
+func (r *restorer) files() []string {
+	var fs []string
+	for f := range r.originals {
+		fs = append(fs, f)
+	}
+	return fs
+}
+
+var (
+	runningMu sync.Mutex
+	running   *exec.Cmd
+)
+
+func run(env []string, name string, args ...string) ([]byte, error) {
+	cmd := exec.CommandContext(context.Background(), name, args...)
+	cmd.Env = env
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	runningMu.Lock()
+	err := cmd.Start()
+	running = cmd
+	runningMu.Unlock()
+	if err == nil {
+		err = cmd.Wait()
+	}
+	runningMu.Lock()
+	running = nil
+	runningMu.Unlock()
+	return out.Bytes(), err
+}
+
+// stopRunning interrupts the command in progress, if any.
+func stopRunning() {
+	runningMu.Lock()
+	defer runningMu.Unlock()
+	if running != nil && running.Process != nil {
+		running.Process.Signal(os.Interrupt)
+	}
+}
+
+// firstFailure returns the name of the first failing test in go test output.
+func firstFailure(out []byte) string {
+	for _, line := range strings.Split(string(out), "\n") {
+		if f := strings.TrimSpace(line); strings.HasPrefix(f, "--- FAIL: ") {
+			return strings.Fields(f)[2]
+		}
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		if strings.Contains(line, "panic: test timed out") {
+			return "timed out"
+		}
+	}
+	return "(see make test-core)"
+}
+
+func firstLines(out []byte, n int) string {
+	lines := strings.SplitN(strings.TrimSpace(string(out)), "\n", n+1)
+	if len(lines) > n {
+		lines = lines[:n]
+	}
+	return strings.Join(lines, " | ")
+}
+
+func indent(s string) string {
+	return "    " + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n    ")
+}
+
+func fatal(err error) {
+	fmt.Fprintln(os.Stderr, "mutate:", err)
+	os.Exit(2)
+}
