@@ -220,7 +220,9 @@ async function start(source) {
 }
 
 function instanceDied(cause) {
-  dead ||= `it trapped: ${cause && cause.message}`;
+  dead ||= cause instanceof RangeError
+    ? `a call into it was cut short by ${cause.name}: ${cause.message} (the JavaScript stack was nearly full when lease-fence was called, and the Go code it interrupted may have held locks)`
+    : `it trapped: ${cause && cause.message}`;
   return new LeaseFenceError(`lease-fence: the WebAssembly instance has stopped (${dead}); await init() for a fresh one (objects made before stay unusable)`, { cause });
 }
 
@@ -265,7 +267,7 @@ function begin() {
 
 function ensure(n) {
   if (p + n <= inCap) return;
-  X.lf_grow(p, p + n);
+  enter(X.lf_grow, p, p + n);
   if (u8.length === 0) views();
   inPtr = hdr[0];
   inCap = hdr[1];
@@ -555,7 +557,13 @@ const registry = typeof FinalizationRegistry === 'function'
   ? new FinalizationRegistry(({ h, reader, g }) => {
     if (g !== generation) return; // made by an instance that has been replaced
     if (reader) readers.delete(reader);
-    if (!dead) X.lf_free(h);
+    if (!dead) {
+      try {
+        enter(X.lf_free, h);
+      } catch {
+        // enter marked the instance dead; the next call reports it.
+      }
+    }
   })
   : null;
 
@@ -608,33 +616,37 @@ function internalOnly(key, name) {
 
 // call runs one export whose arguments encoding enc wrote; a trap or exit
 // marks the instance dead.
+// enter runs export fn. Go never lets an exception out of its own code (a
+// clock source's is parked in host.read), so anything fn throws cut a Go
+// call short: a trap, or a RangeError when the JavaScript stack ran out
+// while Go code was running. That code may have held a lock or been half way
+// through changing a map, so the instance is marked dead then and there
+// rather than left to fail later in some other call; init() starts a fresh
+// one.
+function enter(fn, a, b, c, d) {
+  let st;
+  try {
+    st = fn(a, b, c, d);
+  } catch (e) {
+    throw instanceDied(e);
+  }
+  if (go.exited) throw instanceDied();
+  return st;
+}
+
+// call runs one export whose arguments encoding enc wrote.
 function call(enc, fn, a, b) {
   if (enc !== encoding) {
     throw new LeaseFenceError('lease-fence: an argument\'s getter called into lease-fence while the arguments were being read; nothing was done');
   }
-  let st;
-  try {
-    st = fn(a, b);
-  } catch (e) {
-    if (e instanceof WebAssembly.RuntimeError || go.exited) throw instanceDied(e);
-    throw e;
-  }
-  if (go.exited) throw instanceDied();
-  done(st);
+  done(enter(fn, a, b));
 }
 
 // call4 is call for the fast exports that take no argument buffer.
 function call4(fn, a, b, c, d) {
   if (dead) throw instanceDied();
   if (reading) begin(); // throws the re-entry error
-  let st;
-  try {
-    st = fn(a, b, c, d);
-  } catch (e) {
-    if (e instanceof WebAssembly.RuntimeError || go.exited) throw instanceDied(e);
-    throw e;
-  }
-  if (go.exited) throw instanceDied();
+  const st = enter(fn, a, b, c, d);
   if (st !== 0) done(st);
 }
 
@@ -652,7 +664,7 @@ function roomForIds(n) {
   if (ids.size + n > MAX_IDS) {
     lastResource = lastHolder = '';
     ids.clear();
-    X.lf_reset_ids();
+    enter(X.lf_reset_ids);
   }
 }
 
@@ -665,7 +677,7 @@ function idOf(s) {
   if (s.length === 0 || s.length > 21 || ids.size >= MAX_IDS) return 0; // 21 UTF-16 units fit in 64 UTF-8 bytes
   begin(); // s is a string: no caller code runs while it is encoded
   putStr(s);
-  if (X.lf_intern(p) !== 0) return 0;
+  if (enter(X.lf_intern, p) !== 0) return 0;
   if (u8.length === 0) views();
   const n = dv.getFloat64(hdr[2], true);
   ids.set(s, n);
