@@ -148,4 +148,47 @@ describe('fence gate', () => {
     assert.equal(gate.floor, 0);
     assert.equal(gate.rejections.length, 0);
   });
+  test('the log keeps the newest maxRejections refusals (1000 by default); rejectionCount counts all', () => {
+    const gate = new FenceGate('slot');
+    gate.admit(tok('b', 5000));
+    for (let f = 1; f <= 1500; f++) assert.throws(() => gate.commit(tok('a', f), () => {}), StaleFenceError);
+    const log = gate.rejections;
+    assert.equal(log.length, 1000);
+    assert.equal(log[0].seq, 501);
+    assert.equal(log[999].seq, 1500);
+    assert.equal(log[999].refusedFence, 1500);
+    assert.equal(gate.rejectionCount, 1500);
+
+    const small = new FenceGate('slot', { maxRejections: 3 });
+    small.admit(tok('b', 100));
+    assert.deepEqual(small.rejections, []);
+    assert.equal(small.rejectionCount, 0);
+    for (let f = 1; f <= 2; f++) assert.throws(() => small.admit(tok('a', f)), StaleFenceError);
+    assert.deepEqual(small.rejections.map((r) => r.seq), [1, 2]);
+    for (let f = 3; f <= 10; f++) assert.throws(() => small.admit(tok('a', f)), StaleFenceError);
+    assert.deepEqual(small.rejections.map((r) => [r.seq, r.refusedFence]), [[8, 8], [9, 9], [10, 10]]);
+    assert.equal(small.rejectionCount, 10);
+    assert.throws(() => small.admit(tok('a', 11)), StaleFenceError);
+    assert.deepEqual(small.rejections.map((r) => r.seq), [9, 10, 11], 'entries read before and new ones, trimmed to 3');
+  });
+
+  test('maxRejections is checked', () => {
+    for (const bad of [-1, 1.5, 2 ** 20 + 1, '3', NaN]) {
+      assert.throws(() => new FenceGate('slot', { maxRejections: bad }), (e) => e instanceof InvalidArgumentError && e.argument === 'options.maxRejections', String(bad));
+    }
+    assert.equal(new FenceGate('slot', { maxRejections: 2 ** 20 }).rejectionCount, 0);
+  });
+
+  test('holder ids and resources are at most 1024 bytes (UTF-8)', async () => {
+    const gate = new FenceGate('slot');
+    const ok = 'é'.repeat(512); // 1024 bytes
+    const long = 'é'.repeat(513); // 1026 bytes
+    gate.commit(tok(ok, 1), () => {});
+    assert.throws(() => gate.commit(tok(long, 2), () => {}), (e) => e instanceof InvalidArgumentError && e.argument === 'token.holderId' && /1024 bytes/.test(e.message));
+    assert.throws(() => gate.admit(tok(long, 2)), (e) => e instanceof InvalidArgumentError && e.argument === 'token.holderId');
+    await assert.rejects(gate.commitAsync(tok(long, 2), async () => {}), (e) => e instanceof InvalidArgumentError && e.argument === 'token.holderId');
+    assert.throws(() => new FenceGate('r'.repeat(1025)), (e) => e instanceof InvalidArgumentError && e.argument === 'resource');
+    assert.equal(gate.floor, 1);
+    assert.equal(gate.rejectionCount, 0);
+  });
 });

@@ -61,7 +61,11 @@ export function createManualClock(domain: string, options?: ManualClockOptions):
  */
 export function createClock(domain: string, readMillis: () => number): Clock;
 
-/** What a holder presents with every write. */
+/**
+ * What a holder presents with every write. resource and holderId are at most
+ * 1024 bytes of UTF-8 each (the wire protocol's bound); a longer one is an
+ * InvalidArgumentError.
+ */
 export interface FenceToken {
   readonly resource: string;
   readonly holderId: string;
@@ -186,6 +190,12 @@ export interface Rejection {
 export interface FenceGateOptions {
   /** A persisted floor, so a restarted resource keeps refusing superseded fences. */
   initialFloor?: number;
+  /**
+   * How many of the most recent refusals `rejections` keeps: 1 to 1,048,576;
+   * absent or 0 means 1,000. Older entries are dropped; `rejectionCount`
+   * keeps counting all of them.
+   */
+  maxRejections?: number;
 }
 
 /**
@@ -222,8 +232,14 @@ export class FenceGate {
   readonly resource: string;
   /** The highest fence admitted so far, or the initial floor. */
   readonly floor: number;
-  /** A copy of the refusals so far, oldest first. */
+  /**
+   * A copy of the most recent refusals (at most maxRejections), oldest
+   * first; their seq numbers tell how many older ones were dropped. Costs
+   * O(maxRejections), however many refusals there have been.
+   */
   readonly rejections: Rejection[];
+  /** How many refusals the gate has made, including those `rejections` no longer keeps. */
+  readonly rejectionCount: number;
   /**
    * Checks the token and raises the floor, then runs fn and returns what it
    * returns. A stale token throws StaleFenceError and fn does not run. If fn

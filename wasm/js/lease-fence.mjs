@@ -1045,7 +1045,10 @@ export class FenceGate extends Handled {
   constructor(resource, options) {
     const enc = begin();
     put(resource);
-    if (putObj(options)) put(options.initialFloor);
+    if (putObj(options)) {
+      put(options.initialFloor);
+      put(options.maxRejections);
+    }
     call(enc, X.lf_gate_new, p);
     const h = f64();
     super();
@@ -1064,13 +1067,28 @@ export class FenceGate extends Handled {
     return f64();
   }
 
-  /** A copy of the refusals so far, oldest first. */
+  /**
+   * A copy of the most recent refusals (at most maxRejections), oldest
+   * first. It costs O(maxRejections), however many refusals there have been:
+   * entries already read are kept here, and only newer ones cross from Go.
+   */
   get rejections() {
     const enc = begin();
-    call(enc, X.lf_gate_rejections, handleOf(this), isGate(this) ? this.#log.length : 0);
+    const log = isGate(this) ? this.#log : [];
+    call(enc, X.lf_gate_rejections, handleOf(this), log.length === 0 ? 0 : log[log.length - 1].seq);
+    f64(); // the count, for rejectionCount
+    const max = f64();
     const n = f64();
-    for (let i = 0; i < n; i++) this.#log.push(readRejection());
-    return this.#log.slice();
+    for (let i = 0; i < n; i++) log.push(readRejection());
+    if (log.length > max) log.splice(0, log.length - max);
+    return log.slice();
+  }
+
+  /** How many refusals the gate has made, including those rejections no longer keeps. */
+  get rejectionCount() {
+    const enc = begin();
+    call(enc, X.lf_gate_rejection_count, handleOf(this));
+    return f64();
   }
 
   /**

@@ -135,8 +135,13 @@ func gateFloor(h uint32) int32 {
 }
 
 //go:wasmexport lf_gate_rejections
-func gateRejections(h uint32, from uint32) int32 {
-	return published(br.GateRejections(h, from))
+func gateRejections(h uint32, after float64) int32 {
+	return published(br.GateRejections(h, after))
+}
+
+//go:wasmexport lf_gate_rejection_count
+func gateRejectionCount(h uint32) int32 {
+	return published(br.GateRejectionCount(h))
 }
 
 //go:wasmexport lf_naive_new

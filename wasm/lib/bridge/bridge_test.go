@@ -106,11 +106,12 @@ func TestRoundTripAndStale(t *testing.T) {
 		t.Fatalf("rejection %v %s %s %v %s %v", seq, res, refused, rf, admitted, af)
 	}
 	out = must(t, b, b.GateRejections(w.gate, 0))
-	if n := out.F64(); n != 1 {
-		t.Fatalf("%v rejections", n)
+	if count, max, n := out.F64(), out.F64(), out.F64(); count != 1 || max != 1000 || n != 1 {
+		t.Fatalf("count %v, max %v, %v entries", count, max, n)
 	}
-	if n := must(t, b, b.GateRejections(w.gate, 1)).F64(); n != 0 {
-		t.Fatalf("%v rejections after the first", n)
+	out = must(t, b, b.GateRejections(w.gate, 1))
+	if count, _, n := out.F64(), out.F64(), out.F64(); count != 1 || n != 0 {
+		t.Fatalf("count %v, %v entries after the first", count, n)
 	}
 }
 
@@ -257,5 +258,40 @@ func TestGateCheckChangesNothing(t *testing.T) {
 	}
 	if n := must(t, b, b.GateRejections(w.gate, 0)).F64(); n != 0 {
 		t.Fatalf("%v rejections, want 0", n)
+	}
+}
+
+// A gate keeps the newest maxRejections refusals and counts all of them;
+// GateRejections returns those after a Seq.
+func TestGateRejectionRing(t *testing.T) {
+	b := New()
+	h := handle(t, b, b.GateNew(call(b, args().String("slot").Object().Tag(convert.TagUndefined).Number(3))))
+	must(t, b, b.GateAdmit(h, call(b, args().Object().String("slot").String("b").Number(100))))
+	for f := 1; f <= 10; f++ {
+		fail(t, b, b.GateAdmit(h, call(b, args().Object().String("slot").String("a").Number(float64(f)))), ErrStaleFence, "stale")
+	}
+	if n := must(t, b, b.GateRejectionCount(h)).F64(); n != 10 {
+		t.Fatalf("count %v, want 10", n)
+	}
+	out := must(t, b, b.GateRejections(h, 0))
+	if count, max, n := out.F64(), out.F64(), out.F64(); count != 10 || max != 3 || n != 3 {
+		t.Fatalf("count %v, max %v, %v entries; want 10, 3, 3", count, max, n)
+	}
+	for want := 8.0; want <= 10; want++ {
+		if seq := out.F64(); seq != want {
+			t.Fatalf("seq %v, want %v", seq, want)
+		}
+		out.Str()
+		out.Str()
+		out.F64()
+		out.Str()
+		out.F64()
+	}
+	out = must(t, b, b.GateRejections(h, 9))
+	if _, _, n := out.F64(), out.F64(), out.F64(); n != 1 {
+		t.Fatalf("%v entries after seq 9, want 1", n)
+	}
+	for _, bad := range []float64{-1, 1.5, 1<<20 + 1} {
+		fail(t, b, b.GateNew(call(b, args().String("slot").Object().Tag(convert.TagUndefined).Number(bad))), ErrInvalidArgument, "maxRejections")
 	}
 }

@@ -34,7 +34,7 @@ var ops = []func(b *Bridge, h uint32, n int32) int32{
 	(*Bridge).GateCommit,
 	(*Bridge).GateAdmit,
 	func(b *Bridge, h uint32, _ int32) int32 { return b.GateFloor(h) },
-	func(b *Bridge, h uint32, n int32) int32 { return b.GateRejections(h, uint32(n)) },
+	func(b *Bridge, h uint32, n int32) int32 { return b.GateRejections(h, float64(n)) },
 	func(b *Bridge, _ uint32, n int32) int32 { return b.NaiveNew(n) },
 	func(b *Bridge, h uint32, _ int32) int32 { return b.NaiveValid(h) },
 	func(b *Bridge, h uint32, _ int32) int32 { return b.NaiveRenewed(h) },
@@ -47,6 +47,7 @@ var ops = []func(b *Bridge, h uint32, n int32) int32{
 		return b.GateCommitIDs(h, uint32(n)&7, uint32(n)>>3&7, float64(int8(n>>6)))
 	},
 	(*Bridge).GateCheck,
+	func(b *Bridge, h uint32, _ int32) int32 { return b.GateRejectionCount(h) },
 }
 
 // FuzzBridge drives the bridge with a program of (op, handle, arguments)

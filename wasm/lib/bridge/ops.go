@@ -474,7 +474,8 @@ func (b *Bridge) LeaseWouldAdmit(h uint32, n int32) (st int32) {
 	return OK
 }
 
-// GateNew makes a gate. Args: resource, options?{initialFloor}. Out: handle.
+// GateNew makes a gate. Args: resource, options?{initialFloor, maxRejections}.
+// Out: handle.
 func (b *Bridge) GateNew(n int32) (st int32) {
 	defer b.guard(&st)
 	r, err := b.args(n)
@@ -489,6 +490,12 @@ func (b *Bridge) GateNew(n int32) (st int32) {
 	present, err := r.Object("options", true)
 	if err == nil && present {
 		opts.InitialFloor, err = r.OptCount("options.initialFloor")
+		var max uint64
+		if err == nil {
+			max, err = r.OptCount("options.maxRejections")
+		}
+		// fence.NewGate checks the range; anything above it stays above it.
+		opts.MaxRejections = int(min(max, fence.MaxMaxRejections+1))
 	}
 	if err == nil {
 		err = r.End()
@@ -574,23 +581,41 @@ func (b *Bridge) GateFloor(h uint32) (st int32) {
 	return OK
 }
 
-// GateRejections returns gate h's rejections from index from on. Out: count,
-// then each rejection (putRejection).
-func (b *Bridge) GateRejections(h uint32, from uint32) (st int32) {
+// GateRejections returns the refusals gate h still keeps whose Seq is above
+// after (JavaScript passes the newest it has). Out: how many refusals there
+// have been (RejectionCount), how many the log keeps (MaxRejections), the
+// number of entries that follow, then each (putRejection), oldest first. It
+// costs O(MaxRejections), however many refusals there have been.
+func (b *Bridge) GateRejections(h uint32, after float64) (st int32) {
 	defer b.guard(&st)
 	g, err := get[*fence.Gate](b, h, convert.KindGate)
 	if err != nil {
 		return b.status(err)
 	}
 	rs := g.Rejections()
-	if int(from) > len(rs) {
-		from = uint32(len(rs))
+	i := 0
+	for i < len(rs) && float64(rs[i].Seq) <= after {
+		i++
 	}
 	w := b.out()
-	w.F64(float64(len(rs) - int(from)))
-	for _, rej := range rs[from:] {
+	w.F64(float64(g.RejectionCount()))
+	w.F64(float64(g.MaxRejections()))
+	w.F64(float64(len(rs) - i))
+	for _, rej := range rs[i:] {
 		putRejection(w, rej)
 	}
+	return OK
+}
+
+// GateRejectionCount returns how many refusals gate h has made, including
+// those its log no longer keeps. Out: count.
+func (b *Bridge) GateRejectionCount(h uint32) (st int32) {
+	defer b.guard(&st)
+	g, err := get[*fence.Gate](b, h, convert.KindGate)
+	if err != nil {
+		return b.status(err)
+	}
+	b.out().F64(float64(g.RejectionCount()))
 	return OK
 }
 
