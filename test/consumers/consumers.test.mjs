@@ -92,6 +92,10 @@ before(async () => {
     await run(bin('tsc'), ['-p', 'ts-cjs']);
     return lastJSON(await run(process.execPath, ['ts-cjs/out/main.js']));
   });
+  step('ts-bundler', async () => {
+    await run(bin('tsc'), ['-p', 'ts-bundler']);
+    return lastJSON(await run(process.execPath, ['ts-bundler/out/main.js']));
+  });
   step('esbuild-node', async () => {
     await run(bin('esbuild'), ['esbuild-node.mjs', '--bundle', '--format=esm', '--platform=node', '--target=node20',
       '--loader:.wasm=binary', '--outfile=out/esbuild-node/app.mjs', '--log-level=warning']);
@@ -189,6 +193,10 @@ describe('a consumer built from the packed tarball runs the round trip', () => {
 
   test('TypeScript module nodenext in a CommonJS project: compiles and runs', async () => {
     assert.deepEqual(await steps['ts-cjs'], expected);
+  });
+
+  test('TypeScript moduleResolution bundler: lease-fence/init, WasmSource, the service client; compiles and runs', async () => {
+    assert.deepEqual(await steps['ts-bundler'], { ...expected, serviceClient: 'function' });
   });
 
   test('esbuild --platform=node, wasm embedded with the binary loader, run without node_modules', async () => {
