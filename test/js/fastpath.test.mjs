@@ -4,6 +4,14 @@ import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { FenceGate, InvalidArgumentError, StaleFenceError } from 'lease-fence';
 
+const wasmCalls = () => FenceGate[Symbol.for('lease-fence.wasmCalls')];
+// How many calls into wasm fn makes.
+function crossings(fn) {
+  const before = wasmCalls();
+  fn();
+  return wasmCalls() - before;
+}
+
 // Runs one write on a fresh gate whose floor is 5, either with commit (the
 // fast path for a well-typed token) or as admit followed by the write (admit
 // always takes the general path). commit(token, fn) must behave exactly as
@@ -72,5 +80,46 @@ describe('gate.commit fast path', () => {
     gate.commit(token, () => {});
     assert.equal(reads, 3);
     assert.throws(() => gate.commit({ resource: 'slot', holderId: 'a', fence: 1 }, 'x'), InvalidArgumentError);
+  });
+
+  test('only a commit with exactly the admitted token skips Go; every refusal, reentrancy and admit goes through it', async () => {
+    const gate = new FenceGate('slot');
+    const uuid = '6f1c2b9e-8d4a-4c1e-9b7f-3a2d5e6f7a8b';
+    const t = (holderId, fence, resource = 'slot') => ({ resource, holderId, fence });
+    const ok = () => {};
+    const refused = (fn, cls) => () => assert.throws(fn, cls);
+
+    assert.ok(crossings(() => gate.commit(t(uuid, 3), ok)) >= 1, 'the first commit of a generation');
+    assert.equal(crossings(() => gate.commit(t(uuid, 3), ok)), 0, 'the admitted token again, a 36-character holder');
+    assert.equal(crossings(() => gate.commit({ ...t(uuid, 3) }, ok)), 0, 'an equal token object');
+    const cases = {
+      'same holder, newer fence': () => gate.commit(t(uuid, 4), ok),
+      'same fence, another holder': () => gate.commit(t('other', 4), ok),
+      'a stale fence (refused)': refused(() => gate.commit(t(uuid, 3), ok), StaleFenceError),
+      'another resource (refused)': refused(() => gate.commit(t('other', 4, 'elsewhere'), ok), InvalidArgumentError),
+      'fn not a function (refused)': refused(() => gate.commit(t('other', 4), 'write'), InvalidArgumentError),
+      'admit of the admitted token': () => gate.admit(t('other', 4)),
+      'admit of a newer fence': () => gate.admit(t('b', 5)),
+      'the old generation after admit (refused)': refused(() => gate.commit(t('other', 4), ok), StaleFenceError),
+      'a stale admit (refused)': refused(() => gate.admit(t('a', 1)), StaleFenceError),
+      'reentrant, same token': () => gate.commit(t('b', 5), () => gate.commit(t('b', 5), ok)),
+      'reentrant, older fence (refused)': () => gate.commit(t('b', 5), () => assert.throws(() => gate.commit(t('a', 2), ok), StaleFenceError)),
+    };
+    for (const [name, fn] of Object.entries(cases)) {
+      const n = crossings(fn);
+      assert.ok(n >= 1, `${name}: ${n} calls into Go`);
+    }
+    // The reentrant cases: the inner commit itself crosses, not only the outer.
+    gate.commit(t('b', 5), ok);
+    assert.equal(crossings(() => gate.commit(t('b', 5), ok)), 0);
+    assert.equal(crossings(() => gate.commit(t('b', 5), () => gate.commit(t('b', 5), ok))), 1, 'the inner one');
+    // commitAsync always takes the full path, even with the admitted token.
+    const before = wasmCalls();
+    await gate.commitAsync(t('b', 5), ok);
+    assert.ok(wasmCalls() > before);
+    // Refusals are logged by Go, and the admitted token still skips Go.
+    assert.deepEqual(gate.rejections.map((r) => [r.refusedHolderId, r.refusedFence]), [[uuid, 3], ['other', 4], ['a', 1], ['a', 2]]);
+    assert.equal(crossings(() => gate.commit(t('b', 5), ok)), 0);
+    assert.equal(gate.floor, 5);
   });
 });

@@ -623,7 +623,9 @@ function internalOnly(key, name) {
 // through changing a map, so the instance is marked dead then and there
 // rather than left to fail later in some other call; init() starts a fresh
 // one.
+let wasmCalls = 0;
 function enter(fn, a, b, c, d) {
+  wasmCalls++;
   let st;
   try {
     st = fn(a, b, c, d);
@@ -674,7 +676,7 @@ function roomForIds(n) {
 function idOf(s) {
   const id = ids.get(s);
   if (id !== undefined) return id;
-  if (s.length === 0 || s.length > 21 || ids.size >= MAX_IDS) return 0; // 21 UTF-16 units fit in 64 UTF-8 bytes
+  if (s.length === 0 || s.length > 64 || ids.size >= MAX_IDS) return 0; // 64 UTF-16 units fit in 192 UTF-8 bytes
   begin(); // s is a string: no caller code runs while it is encoded
   putStr(s);
   if (enter(X.lf_intern, p) !== 0) return 0;
@@ -1027,7 +1029,8 @@ export class FenceGate extends Handled {
   // any change, so commit runs it without entering wasm. Every change of
   // the floor goes through this object (commit, commitAsync, admit), and
   // each sets these after Go admitted; a refusal leaves the floor, and so
-  // them, unchanged.
+  // them, unchanged. Everything else (another holder or fence, a refusal, a
+  // commit inside a running write, admit, commitAsync) goes through Go.
   #holderId = null;
   #fence = -1;
   #made = generation; // the instance whose Go gate this is
@@ -1040,6 +1043,9 @@ export class FenceGate extends Handled {
 
   static {
     isGate = (o) => isObject(o) && #queue in o;
+    // How many calls have entered the wasm instance: a diagnostic for tests
+    // that check which calls take the full path through Go.
+    Object.defineProperty(this, Symbol.for('lease-fence.wasmCalls'), { get: () => wasmCalls });
   }
 
   constructor(resource, options) {
@@ -1107,7 +1113,8 @@ export class FenceGate extends Handled {
     let resource, holderId, fence;
     const tok = typeof token === 'object' && token !== null;
     if (tok) ({ resource, holderId, fence } = token);
-    if (holderId !== this.#holderId || fence !== this.#fence || resource !== this.#resource || typeof fn !== 'function' || dead || this.#made !== generation) {
+    if (holderId !== this.#holderId || fence !== this.#fence || resource !== this.#resource || typeof fn !== 'function' ||
+      this.#depth !== 0 || dead || this.#made !== generation) {
       goCommit(handleOf(this), token, tok && !Array.isArray(token), resource, holderId, fence, fn);
       this.#holderId = holderId;
       this.#fence = fence;

@@ -64,6 +64,10 @@ type Bridge struct {
 // rather than let it grow past this.
 const MaxIDs = 4096
 
+// MaxIDBytes bounds an interned string: 64 UTF-16 units, which JavaScript
+// interns at most, are at most 192 bytes of UTF-8.
+const MaxIDBytes = 192
+
 // New returns an empty bridge with argument and result buffers of 4 KiB.
 func New() *Bridge {
 	return &Bridge{

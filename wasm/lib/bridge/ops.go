@@ -681,7 +681,7 @@ func (b *Bridge) NaiveExpiresAt(h uint32) (st int32) {
 }
 
 // Intern registers a string for the calls that take strings by id. Args:
-// the string (at most 64 bytes). Out: its id, from 1.
+// the string (at most MaxIDBytes bytes). Out: its id, from 1.
 func (b *Bridge) Intern(n int32) (st int32) {
 	defer b.guard(&st)
 	r, err := b.args(n)
@@ -692,8 +692,8 @@ func (b *Bridge) Intern(n int32) (st int32) {
 	if err == nil {
 		err = r.End()
 	}
-	if err == nil && (len(s) > 64 || len(b.ids) >= MaxIDs) {
-		err = &convert.ArgumentError{Arg: "string", Reason: "cannot be interned (longer than 64 bytes, or the table is full)"}
+	if err == nil && (len(s) > MaxIDBytes || len(b.ids) >= MaxIDs) {
+		err = &convert.ArgumentError{Arg: "string", Reason: "cannot be interned (longer than 192 bytes, or the table is full)"}
 	}
 	if err != nil {
 		return b.status(err)
