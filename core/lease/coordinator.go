@@ -51,26 +51,11 @@ type Coordinator struct {
 	// leases holds the record of each resource's current or last lease.
 	// A released lease's record is deleted at once; an expired one is
 	// reused when its resource is acquired again, and deleted by a sweep
-	// once the map has grown enough. Records are pointers, so a
-	// renewal or a re-acquisition hashes its resource once and updates the
-	// record in place; deleted records are kept for reuse (up to sweepMin).
-	leases map[string]*held
-	swept  int     // len(leases) after the last sweep
-	free   []*held // records of deleted entries, for reuse
+	// once the table has grown enough.
+	leases leaseTable
+	swept  int // leases.count after the last sweep
 	replay replayCache
 }
-
-// held is a resource's lease. slot is where the grant that made it sits in
-// the replay cache's ring, if it still does (see replayCache.idOf).
-type held struct {
-	holder    string
-	fence     uint64
-	expiresAt float64 // coordinator millis
-	slot      int32
-}
-
-// liveAt reports whether h is a lease at now.
-func (h *held) liveAt(now float64) bool { return now < h.expiresAt }
 
 // sweepMin is the fewest additions between two sweeps of expired leases.
 const sweepMin = 1024
@@ -92,7 +77,7 @@ func NewCoordinator(cfg CoordinatorConfig) (*Coordinator, error) {
 		ttl:    cfg.TTL,
 		ms:     clock.Millis(cfg.TTL),
 		issued: cfg.StartFence,
-		leases: make(map[string]*held),
+		leases: leaseTable{seed: maphash.MakeSeed()},
 		replay: replayCache{seed: maphash.MakeSeed()},
 	}, nil
 }
@@ -226,7 +211,12 @@ func (c *Coordinator) acquireLocked(now clock.Instant, req *Request, pos int, h 
 	if err := c.observe(now); err != nil {
 		return err
 	}
-	cur, exists := c.leases[req.Resource]
+	tag := c.leases.tag(req.Resource)
+	i, exists := c.leases.find(req.Resource, tag)
+	var cur *held
+	if exists {
+		cur = &c.leases.recs[i]
+	}
 	if exists && cur.liveAt(now.Millis) {
 		c.record(now)
 		if pos >= 0 && c.replay.ring[pos].fence == cur.fence {
@@ -250,13 +240,13 @@ func (c *Coordinator) acquireLocked(now clock.Instant, req *Request, pos int, h 
 		requestID: req.RequestID, resource: req.Resource, holder: req.HolderID,
 		fence: c.issued, expiresAt: exp, hash: h,
 	}, pos)
-	if !exists {
-		cur = c.newRecord()
-		c.leases[req.Resource] = cur
-	}
-	cur.holder, cur.fence, cur.expiresAt, cur.slot = req.HolderID, c.issued, exp, slot
-	if !exists && len(c.leases) >= 2*c.swept+sweepMin {
-		c.sweep(now.Millis)
+	if exists {
+		cur.holder, cur.fence, cur.expiresAt, cur.slot = req.HolderID, c.issued, exp, slot
+	} else {
+		c.leases.insert(i, tag, held{resource: req.Resource, holder: req.HolderID, fence: c.issued, expiresAt: exp, slot: slot})
+		if c.leases.count >= 2*c.swept+sweepMin {
+			c.sweep(now.Millis)
+		}
 	}
 	out.OK = true
 	c.grant(&out.Grant, req, c.issued, exp)
@@ -335,8 +325,13 @@ func (c *Coordinator) renewLocked(now clock.Instant, req *Request, out *Outcome)
 		return err
 	}
 	c.record(now)
-	cur, ok := c.leases[req.Resource]
-	if !ok || cur.holder != req.HolderID || cur.fence != req.Fence || !cur.liveAt(now.Millis) {
+	i, ok := c.leases.find(req.Resource, c.leases.tag(req.Resource))
+	if !ok {
+		out.Reason = Expired
+		return nil
+	}
+	cur := &c.leases.recs[i]
+	if cur.holder != req.HolderID || cur.fence != req.Fence || !cur.liveAt(now.Millis) {
 		out.Reason = Expired
 		return nil
 	}
@@ -385,12 +380,14 @@ func (c *Coordinator) releaseLocked(now clock.Instant, tok fence.Token) (bool, e
 		return false, err
 	}
 	c.record(now)
-	cur, ok := c.leases[tok.Resource]
-	if !ok || cur.holder != tok.HolderID || cur.fence != tok.Fence || !cur.liveAt(now.Millis) {
+	i, ok := c.leases.find(tok.Resource, c.leases.tag(tok.Resource))
+	if !ok {
 		return false, nil
 	}
-	delete(c.leases, tok.Resource)
-	c.recycle(cur)
+	if cur := &c.leases.recs[i]; cur.holder != tok.HolderID || cur.fence != tok.Fence || !cur.liveAt(now.Millis) {
+		return false, nil
+	}
+	c.leases.remove(i)
 	return true, nil
 }
 
@@ -411,10 +408,11 @@ func (c *Coordinator) Holder(now clock.Instant, resource string) (holder string,
 	if err := c.observe(now); err != nil {
 		return "", 0, 0, false, err
 	}
-	cur, ok := c.leases[resource]
-	if !ok || !cur.liveAt(now.Millis) {
+	i, ok := c.leases.find(resource, c.leases.tag(resource))
+	if !ok || !c.leases.recs[i].liveAt(now.Millis) {
 		return "", 0, 0, false, nil
 	}
+	cur := &c.leases.recs[i]
 	return cur.holder, cur.fence, clock.FromMillis(cur.expiresAt - now.Millis), true, nil
 }
 
@@ -440,26 +438,6 @@ func (c *Coordinator) observe(now clock.Instant) error {
 // record notes now, which a call is acting on, as the latest reading.
 func (c *Coordinator) record(now clock.Instant) { c.last, c.seen = now.Millis, true }
 
-// newRecord returns a record for a new entry of leases, reusing a swept one
-// if there is one.
-func (c *Coordinator) newRecord() *held {
-	if n := len(c.free); n > 0 {
-		h := c.free[n-1]
-		c.free[n-1] = nil
-		c.free = c.free[:n-1]
-		return h
-	}
-	return new(held)
-}
-
-// recycle keeps the record of a deleted entry for reuse.
-func (c *Coordinator) recycle(h *held) {
-	if len(c.free) < sweepMin {
-		*h = held{}
-		c.free = append(c.free, h)
-	}
-}
-
 // sweep deletes the entries of leases that are over at now. It runs when an
 // acquisition grows the map to twice its size after the previous sweep plus
 // sweepMin, so its cost is constant per added entry amortized, and the map
@@ -469,13 +447,8 @@ func (c *Coordinator) recycle(h *held) {
 // entry says nothing once its lease is over: acquire, renew, release and
 // Holder answer the same with or without it.
 func (c *Coordinator) sweep(now float64) {
-	for res, h := range c.leases {
-		if !h.liveAt(now) {
-			delete(c.leases, res)
-			c.recycle(h)
-		}
-	}
-	c.swept = len(c.leases)
+	c.leases.removeIf(func(h *held) bool { return !h.liveAt(now) })
+	c.swept = c.leases.count
 }
 
 // LeaseState is one resource's lease as a store keeps it.
@@ -510,9 +483,11 @@ func (c *Coordinator) Snapshot() Snapshot {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	s := Snapshot{IssuedFence: c.issued, Leases: make([]LeaseState, 0, len(c.leases))}
-	for res, h := range c.leases {
-		s.Leases = append(s.Leases, c.stateOf(res, h))
+	s := Snapshot{IssuedFence: c.issued, Leases: make([]LeaseState, 0, c.leases.count)}
+	for i, v := range c.leases.tags {
+		if v != 0 {
+			s.Leases = append(s.Leases, c.stateOf(&c.leases.recs[i]))
+		}
 	}
 	slices.SortFunc(s.Leases, func(a, b LeaseState) int { return cmp.Compare(a.Fence, b.Fence) })
 	return s
@@ -528,16 +503,16 @@ func (c *Coordinator) LeaseOf(resource string) (LeaseState, bool) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	h, ok := c.leases[resource]
+	i, ok := c.leases.find(resource, c.leases.tag(resource))
 	if !ok {
 		return LeaseState{}, false
 	}
-	return c.stateOf(resource, h), true
+	return c.stateOf(&c.leases.recs[i]), true
 }
 
-func (c *Coordinator) stateOf(res string, h *held) LeaseState {
+func (c *Coordinator) stateOf(h *held) LeaseState {
 	return LeaseState{
-		Resource:  res,
+		Resource:  h.resource,
 		HolderID:  h.holder,
 		RequestID: c.replay.idOf(h.slot, h.fence),
 		Fence:     h.fence,
@@ -609,7 +584,7 @@ func (c *Coordinator) Restore(s Snapshot) error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.restored || c.replay.grants > 0 || len(c.leases) > 0 {
+	if c.restored || c.replay.grants > 0 || c.leases.count > 0 {
 		return argErr("coordinator", "has already issued or restored leases; restore into a new one")
 	}
 	now, err := c.clk.Now()
@@ -629,7 +604,7 @@ func (c *Coordinator) Restore(s Snapshot) error {
 	slices.SortFunc(order, func(a, b LeaseState) int { return cmp.Compare(a.Fence, b.Fence) })
 	var replayed []LeaseState
 	for _, l := range order {
-		c.leases[l.Resource] = &held{holder: l.HolderID, fence: l.Fence, expiresAt: l.ExpiresAt.Millis, slot: -1}
+		c.leases.insert(-1, c.leases.tag(l.Resource), held{resource: l.Resource, holder: l.HolderID, fence: l.Fence, expiresAt: l.ExpiresAt.Millis, slot: -1})
 		if l.RequestID != "" {
 			replayed = append(replayed, l)
 		}
@@ -641,13 +616,14 @@ func (c *Coordinator) Restore(s Snapshot) error {
 	}
 	for _, l := range replayed {
 		_, h := c.replay.lookup(l.RequestID)
-		c.leases[l.Resource].slot = c.replay.add(replayEntry{
+		i, _ := c.leases.find(l.Resource, c.leases.tag(l.Resource))
+		c.leases.recs[i].slot = c.replay.add(replayEntry{
 			requestID: l.RequestID, resource: l.Resource, holder: l.HolderID,
 			fence: l.Fence, expiresAt: l.ExpiresAt.Millis, hash: h,
 		}, -1)
 	}
 	c.issued = max(c.issued, s.IssuedFence)
 	c.restored = true
-	c.swept = len(c.leases)
+	c.swept = c.leases.count
 	return nil
 }

@@ -129,7 +129,8 @@ var mutations = []mutation{
 	},
 	{
 		Name: "lease/holder-records-reading", File: "core/lease/coordinator.go",
-		Old: "\tcur, ok := c.leases[resource]\n", New: "\tc.record(now)\n\tcur, ok := c.leases[resource]\n",
+		Old: "\ti, ok := c.leases.find(resource, c.leases.tag(resource))\n\tif !ok || !c.leases.recs[i].liveAt(now.Millis) {",
+		New: "\tc.record(now)\n\ti, ok := c.leases.find(resource, c.leases.tag(resource))\n\tif !ok || !c.leases.recs[i].liveAt(now.Millis) {",
 		Why: "Holder, a query, records its reading",
 	},
 	{
@@ -144,14 +145,14 @@ var mutations = []mutation{
 	},
 	{
 		Name: "lease/renewal-resurrects-expired", File: "core/lease/coordinator.go",
-		Old: "if !ok || cur.holder != req.HolderID || cur.fence != req.Fence || !cur.liveAt(now.Millis) {",
-		New: "if !ok || cur.holder != req.HolderID || cur.fence != req.Fence {",
+		Old: "if cur.holder != req.HolderID || cur.fence != req.Fence || !cur.liveAt(now.Millis) {",
+		New: "if cur.holder != req.HolderID || cur.fence != req.Fence {",
 		Why: "an expired lease is renewed",
 	},
 	{
 		Name: "lease/release-by-anyone", File: "core/lease/coordinator.go",
-		Old: "if !ok || cur.holder != tok.HolderID || cur.fence != tok.Fence || !cur.liveAt(now.Millis) {",
-		New: "if !ok || cur.fence != tok.Fence || !cur.liveAt(now.Millis) {",
+		Old: "cur.holder != tok.HolderID || cur.fence != tok.Fence || !cur.liveAt(now.Millis) {",
+		New: "cur.fence != tok.Fence || !cur.liveAt(now.Millis) {",
 		Why: "a release by another holder ends the lease",
 	},
 	{
@@ -173,6 +174,16 @@ var mutations = []mutation{
 		Name: "lease/regrant-keeps-old-index-entry", File: "core/lease/replay.go",
 		Old: "\tif prev >= 0 {\n\t\tr.remove(prev)\n\t}\n", New: "",
 		Why: "a request id granted again leaves its older cache entry findable",
+	},
+	{
+		Name: "lease/table-delete-leaves-hole", File: "core/lease/table.go",
+		Old: "\t\tt.tags[hole], t.recs[hole] = v, t.recs[j]\n\t\thole = j\n", New: "\t\tbreak\n",
+		Why: "deleting a lease breaks the probe run of the records after it",
+	},
+	{
+		Name: "lease/sweep-deletes-live", File: "core/lease/coordinator.go",
+		Old: "return !h.liveAt(now) })", New: "return true })",
+		Why: "a sweep deletes live leases too",
 	},
 	// core/lease: the client and the lease
 	{
