@@ -8,7 +8,10 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
+import { cpSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 
 const root = fileURLToPath(new URL('../../', import.meta.url));
 
@@ -207,4 +210,21 @@ console.log(JSON.stringify({ error, call }));
   assert.equal(out.error.name, 'LeaseFenceError');
   assert.match(out.error.message, /no FinalizationRegistry.*compatibility_date to 2025-05-05 or later/);
   assert.match(out.call, /not started/);
+});
+
+test('a missing wasm makes the import of the module reject with a LeaseFenceError naming the file', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'lease-fence-nowasm-'));
+  try {
+    for (const f of ['lease-fence.mjs', 'loader.mjs', 'wasm_exec.mjs']) cpSync(join(root, 'wasm/js', f), join(dir, f));
+    const out = await run(`
+let error = null;
+try { await import(${JSON.stringify(pathToFileURL(join(dir, 'lease-fence.mjs')).href)}); } catch (e) { error = { name: e.name, message: e.message, cause: e.cause?.code }; }
+console.log(JSON.stringify(error));
+`);
+    assert.equal(out.name, 'LeaseFenceError');
+    assert.match(out.message, /^lease-fence: reading file:.*lease-fence-nowasm-.*\/lease-fence\.wasm failed: ENOENT/);
+    assert.equal(out.cause, 'ENOENT');
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });
