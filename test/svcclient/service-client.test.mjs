@@ -146,11 +146,14 @@ function stop(child) {
 
 // ---------------------------------------------------------------- the proxy
 
-function noteSecrets(text) {
+// Answers that carried a secret: none may (the coordinator keeps a hash).
+const answeredSecrets = [];
+
+function noteSecrets(text, answer = false) {
   try {
     const v = JSON.parse(text);
     if (typeof v?.secret === 'string') secrets.add(v.secret);
-    if (typeof v?.grant?.secret === 'string') secrets.add(v.grant.secret);
+    if (answer && (typeof v?.grant?.secret === 'string' || typeof v?.secret === 'string')) answeredSecrets.push(text);
   } catch {
     // not JSON
   }
@@ -205,7 +208,7 @@ async function startProxy(target) {
       res.end(String(e));
       return;
     }
-    noteSecrets(text);
+    noteSecrets(text, true);
     entry.status = status;
     entry.reply = text;
     if (action.drop) {
@@ -272,21 +275,12 @@ function direct(t, holderId) {
   return new LeaseServiceClient({ baseURL: t.url, holderId, backoff: () => 0, attemptTimeoutMillis: 30_000 });
 }
 
-/** Whether the client sent its own secret at acquire (the hardened protocol). */
-function clientSecrets(t) {
-  const acq = t.proxy.on('/v1/acquire');
-  assert.ok(acq.length > 0, 'no acquisition seen yet');
-  return typeof acq[0].json.secret === 'string';
-}
-
-/** The secret of the acquisition of lease, as seen on the wire. */
+/** The secret the client bound at the acquisition of lease, as seen on the wire. */
 function wireSecret(t, lease) {
   for (const e of t.proxy.on('/v1/acquire')) {
-    if (e.json.requestId !== lease.grant.requestId) continue;
-    if (typeof e.json.secret === 'string') return e.json.secret;
-    if (e.reply) return JSON.parse(e.reply).grant.secret;
+    if (e.json.requestId === lease.grant.requestId && typeof e.json.secret === 'string') return e.json.secret;
   }
-  throw new Error('acquisition not seen');
+  throw new Error('acquisition with a secret not seen');
 }
 
 /** Asserts that resource's next fence is fence + 1: exactly one fence was issued for what came before. */
@@ -318,6 +312,7 @@ for (const which of ['native', 'worker']) {
       assert.equal(lease.deadline.domain, `agent-a-${which}`);
       assert.equal(lease.deadline.millis, 1000 + lease.grant.ttlMillis - 10);
       assert.equal(lease.grant.secret, undefined);
+      assert.ok(!('secret' in JSON.parse(T.proxy.on('/v1/acquire')[0].reply).grant), 'the coordinator sends no secret back');
 
       await rejects(b.acquire(r), (e) => {
         assert.ok(e instanceof LeaseDeniedError && e instanceof LeaseFenceError);
@@ -403,17 +398,12 @@ for (const which of ['native', 'worker']) {
       await nextFenceIs(T, r, lease.token.fence);
     });
 
-    test('a retried release answers ok even after someone else held and released the resource', async (ctx) => {
+    test('a retried release answers ok even after someone else held and released the resource', async () => {
       const T = t();
       T.proxy.reset();
       const a = client(T, 'agent-a');
       const r = resourceName('release-idempotent');
       const lease = await a.acquire(r);
-      if (!clientSecrets(T)) {
-        ctx.todo('idempotent release by request id is part of the hardened protocol (issue 10), not on this coordinator yet');
-        await a.release(lease);
-        return;
-      }
       const b = direct(T, 'agent-b');
       T.proxy.policy = (e) => {
         if (e.path !== '/v1/release') return undefined;
@@ -452,28 +442,23 @@ for (const which of ['native', 'worker']) {
       const renewed = await a.renew(lease);
       assert.equal(renewed.token.fence, lease.token.fence);
 
-      // A replayed acquisition: its request id is logged by the coordinator.
+      // A replayed acquisition (its request id is in the coordinator's log)
+      // with another secret gets nothing usable.
       const [acq] = T.proxy.on('/v1/acquire');
       const replay = await fetch(`${T.url}/v1/acquire`, {
-        method: 'POST', headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({ ...acq.json, secret: clientSecrets(T) ? forged : undefined }),
+        method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ ...acq.json, secret: forged }),
       });
       const text = await replay.text();
-      if (clientSecrets(T)) {
-        assert.equal(replay.status, 403);
-        assert.equal(JSON.parse(text).error.code, 'wrong_secret');
-        assert.ok(!text.includes(wireSecret(T, lease)));
-        assert.ok(!/"fence"|"grant"/.test(text), `nothing usable in ${text}`);
-        // With the right secret it is the grant it already made.
-        const again = await fetch(`${T.url}/v1/acquire`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: acq.body });
-        const g = await again.json();
-        assert.equal(g.ok, true);
-        assert.equal(g.grant.fence, lease.token.fence);
-        assert.equal(g.grant.secret, undefined);
-      } else {
-        // Today's coordinator hands the secret to anyone with the request id.
-        assert.equal(replay.status, 200);
-      }
+      assert.equal(replay.status, 403);
+      assert.equal(JSON.parse(text).error.code, 'wrong_secret');
+      assert.ok(!text.includes(wireSecret(T, lease)));
+      assert.ok(!/"fence"|"grant"/.test(text), `nothing usable in ${text}`);
+      // With the right secret it is the grant it already made, without the secret.
+      const again = await fetch(`${T.url}/v1/acquire`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: acq.body });
+      const g = await again.json();
+      assert.equal(g.ok, true);
+      assert.equal(g.grant.fence, lease.token.fence);
+      assert.equal(g.grant.secret, undefined);
       await a.release(renewed);
       await nextFenceIs(T, r, lease.token.fence);
     });
@@ -713,20 +698,16 @@ describe('retry rules', () => {
     }
   });
 
-  test('each acquisition binds a fresh 32-byte secret (hardened protocol)', async (ctx) => {
+  test('each acquisition binds a fresh 32-byte secret', async () => {
     const T = t();
     T.proxy.reset();
     const a = client(T, 'agent-a');
     const l1 = await a.acquire(resourceName('secret'));
     const l2 = await a.acquire(resourceName('secret'));
-    if (!clientSecrets(T)) {
-      ctx.todo('client-chosen secrets are part of the hardened protocol (issue 10), not on this coordinator yet');
-    } else {
-      const [s1, s2] = T.proxy.on('/v1/acquire').map((e) => e.json.secret);
-      assert.match(s1, /^[A-Za-z0-9_-]{43}$/);
-      assert.match(s2, /^[A-Za-z0-9_-]{43}$/);
-      assert.notEqual(s1, s2);
-    }
+    const [s1, s2] = T.proxy.on('/v1/acquire').map((e) => e.json.secret);
+    assert.match(s1, /^[A-Za-z0-9_-]{43}$/);
+    assert.match(s2, /^[A-Za-z0-9_-]{43}$/);
+    assert.notEqual(s1, s2);
     await a.release(l1);
     await a.release(l2);
   });
@@ -751,6 +732,7 @@ test('no secret in any error, printed object or coordinator log line', async () 
   for (const t of Object.values(targets)) texts.push(...t.log);
   const all = texts.join('\n');
   for (const s of secrets) assert.ok(!all.includes(s), 'a secret appears in an error, a printed object or a log line');
+  assert.deepEqual(answeredSecrets, [], 'no answer carries a secret');
   // The logs were really collected: every call is a line.
   assert.ok(targets.native.log.some((l) => l.includes('op=acquire')), 'the coordinator logs calls');
 });

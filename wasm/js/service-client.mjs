@@ -17,29 +17,20 @@ import { createMonotonicClock, InvalidArgumentError, LeaseClient, LeaseFenceErro
 
 // ---------------------------------------------------------------- protocol
 
-// The one place where the protocol's versions differ. Today's coordinator
-// makes the secret and returns it in the grant; the hardened one (issue 10)
-// takes a secret chosen by the client in the acquisition body, keeps only its
-// hash and never returns it.
-const CLIENT_SECRET = false;
-
-/** The body of an acquisition, given the request begun for it and the secret chosen for it. */
+/**
+ * The body of an acquisition: the request begun for it and the secret the
+ * client chose for it. The coordinator keeps only the secret's hash and
+ * never sends it back; renew and release present it again.
+ */
 function acquireBody(request, secret) {
-  const body = {
+  return {
     requestId: request.requestId,
     resource: request.resource,
     holderId: request.holderId,
     sentAt: { millis: request.sentAt.millis, domain: request.sentAt.domain },
     kind: 'acquire',
+    secret,
   };
-  if (CLIENT_SECRET) body.secret = secret;
-  return body;
-}
-
-/** The secret of a granted acquisition: the one the client sent, or the grant's. */
-function grantedSecret(grant, sent) {
-  if (CLIENT_SECRET) return sent;
-  return typeof grant.secret === 'string' && grant.secret !== '' ? grant.secret : undefined;
 }
 
 // ---------------------------------------------------------------- errors
@@ -300,13 +291,9 @@ export class LeaseServiceClient {
       }
       throw new LeaseServiceError('lease-fence: the coordinator refused the acquisition without naming a holder', { code: 'bad_reply', status: 200, attempts: reply[internal] });
     }
-    const kept = grantedSecret(reply.grant, secret);
-    if (kept === undefined) {
-      throw new LeaseServiceError('lease-fence: the coordinator granted the acquisition without a secret', { code: 'bad_reply', status: 200, attempts: reply[internal] });
-    }
     const core = this.#lc.completeAcquire(request, reply.grant);
     const record = { ended: false };
-    this.#secrets.set(record, kept);
+    this.#secrets.set(record, secret);
     return new ServiceLease(internal, this, record, core);
   }
 
