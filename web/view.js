@@ -269,7 +269,7 @@ function drawEvents(c) {
     g.append(el('title', {}, `The gate's floor: ${f}`));
     g.append(el('polyline', { points: pts.join(' '), class: 'floor-line' }));
     layer.append(g);
-    for (const r of rises) labels.push({ seq: r.seq, prio: 1, x: r.x + 3, y: level(r.f) + 11, text: `floor ${r.f}`, anchor: 'start', cls: 'small floor-label', kind: 'floor', dys: [0, 1, 2] });
+    for (const r of rises) labels.push({ seq: r.seq, prio: 0, x: r.x + 3, y: level(r.f) + 11, text: `floor ${r.f}`, alts: [`${r.f}`], anchor: 'start', cls: 'small floor-label', kind: 'floor', dys: [0, 1, 2, -2], dxs: [0, -2] });
     if (!rises.length && cursor > 0) labels.push({ prio: 5, x: PAD_L + 2, y: level(0) + 11, text: 'floor 0', anchor: 'start', cls: 'small floor-label', kind: 'floor', dys: [0, 1] });
   }
 
@@ -328,11 +328,11 @@ function drawEvents(c) {
         if (e.landed) {
           g.append(el('circle', { cx, cy: L.R, r: 6, class: `landed ${status}` }));
           box(cx - 6, L.R - 6, 12, 12);
-          label(e, { prio: 0, x: cx, y: L.outcome, text: e.stale ? `⚠ ${e.actor} lands, stale` : `${e.actor} lands`, alts: [e.stale ? '⚠ stale' : 'lands'], anchor: 'middle', cls: e.stale ? 'small stale-text' : 'small', kind: 'outcome', wid: e.wid, dys: [0, 1, -1], dxs: [0, 1, -1] });
+          label(e, { prio: e.stale ? -1 : 0, x: cx, y: L.outcome, text: e.stale ? `⚠ ${e.actor} lands, stale` : `${e.actor} lands`, alts: e.stale ? ['⚠ stale', '⚠'] : ['lands', '✓'], anchor: 'middle', cls: e.stale ? 'small stale-text' : 'small', kind: 'outcome', wid: e.wid, dys: [0, 1, -1], dxs: [0, 1, -1, 2, -2] });
         } else {
           g.append(el('path', { d: `M${cx - 6},${L.R - 6} l12,12 m0,-12 l-12,12`, class: 'refused' }));
           box(cx - 7, L.R - 7, 14, 14);
-          label(e, { prio: 0, x: cx, y: L.outcome, text: `${e.fence} < ${e.floorBefore} → refused`, alts: [`${e.fence} < ${e.floorBefore}`], anchor: 'middle', cls: 'small refused-text', kind: 'outcome', wid: e.wid, dys: [0, 1, -1], dxs: [0, 1, -1] });
+          label(e, { prio: -1, x: cx, y: L.outcome, text: `${e.fence} < ${e.floorBefore} → refused`, alts: [`${e.fence} < ${e.floorBefore}`], anchor: 'middle', cls: 'small refused-text', kind: 'outcome', wid: e.wid, dys: [0, 1, -1], dxs: [0, 1, -1, 2, -2] });
         }
         break;
       }
