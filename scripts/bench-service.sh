@@ -1,19 +1,30 @@
 #!/usr/bin/env bash
-# Service benchmarks, all on loopback, in one run: the native coordinator
-# (memory and -state), the Go Worker against a plain-JS Durable Object under
-# wrangler dev, then Redis 7 (two ways: three round trips per cycle, and two
-# like the coordinator) and embedded etcd (scripts/peers, its own Go
-# module). Figures are acquire+release cycles per second, 1 and 8 clients,
-# each client on its own resource. Expects `make coordinator worker` first.
-# Tune with CYCLES, DURATION, ROUNDS.
+# Service benchmarks on loopback, in one run, side by side (docs/service.md):
+#
+# 1. Durable coordinator against durable peers: acquire+release cycles/s at
+#    1 and 8 clients, each client on its own resource, for cmd/coordinator
+#    with its bbolt state (fsync before every answer), Redis 7 with
+#    appendonly yes + appendfsync always (three round trips per cycle, and
+#    two with Lua scripts like the coordinator's two calls), and embedded
+#    etcd's concurrency.Mutex (scripts/peers, its own Go module). ROUNDS
+#    rounds, all in turn in every round, each run DURATION (or CYCLES
+#    cycles); min / median / max over the rounds.
+# 2. p50 acquire on durable coordinators holding 100 and 100,000 live
+#    leases, one sample of each in turn.
+# 3. With ALL=1 also: the coordinator in memory (wire.Client and a minimal
+#    client), the Go Worker and a plain-JS Durable Object under wrangler dev,
+#    Redis without persistence.
+#
+# Expects `make coordinator worker` first. Redis is installed if missing
+# (apt, as root) and started by scripts/peers on a free 127.0.0.1 port,
+# never as the system service.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 GO=${GO:-go}
-# Fast targets stop at CYCLES (a slice of CYCLES/ROUNDS per round, long
-# enough that connection setup does not count), slow ones at DURATION.
-CYCLES=${CYCLES:-40000}
-DURATION=${DURATION:-12s}
-ROUNDS=${ROUNDS:-4}
+CYCLES=${CYCLES:-100000}
+DURATION=${DURATION:-5s}
+ROUNDS=${ROUNDS:-5}
+SAMPLES=${SAMPLES:-2000}
 
 if ! command -v redis-server >/dev/null; then
   if [ "$(id -u)" -ne 0 ]; then
@@ -29,8 +40,30 @@ mkdir -p out/bin
 $GO build -o out/bin/bench-service ./scripts/bench-service
 (cd scripts/peers && $GO build -o ../../out/bin/peers .)
 
-echo "== lease-fence coordinator over HTTP ($(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)) =="
-out/bin/bench-service -targets native,native-raw,native-durable -cycles "$CYCLES" -duration "$DURATION" -rounds "$ROUNDS"
-out/bin/bench-service -targets worker,worker-plain-js -cycles "$CYCLES" -duration "$DURATION" -rounds "$ROUNDS"
-echo "== peers (load $(cut -d' ' -f1-3 /proc/loadavg)) =="
-out/bin/peers -cycles "$CYCLES" -duration "$DURATION"
+results=$(mktemp)
+trap 'rm -f "$results"' EXIT
+echo "== durable, side by side: $ROUNDS rounds of $DURATION each ($(nproc) cores; $(uptime | sed 's/.*load/load/')) =="
+for round in $(seq 1 "$ROUNDS"); do
+  out/bin/bench-service -targets native-durable -rounds 1 -cycles "$CYCLES" -duration "$DURATION" | tee -a "$results"
+  out/bin/peers -targets redis-aof,redis-lua-aof,etcd -cycles "$CYCLES" -duration "$DURATION" | tee -a "$results"
+done
+echo
+echo "cycles/s over $ROUNDS rounds (min / median / max):"
+awk '{ for (i = 1; i <= NF; i++) if ($i == "cycles/s") print $1, $2, $(i-1) }' "$results" |
+  sort -k1,1 -k2,2 -k3,3n |
+  awk '{ key = $1 " " $2; v[key] = v[key] " " $3; n[key]++ }
+       END { for (k in v) { split(substr(v[k], 2), a, " "); c = n[k];
+             printf "  %-16s %-10s %7.0f / %7.0f / %7.0f\n", substr(k, 1, index(k, " ") - 1), substr(k, index(k, " ") + 1), a[1], (c % 2 ? a[(c + 1) / 2] : (a[c / 2] + a[c / 2 + 1]) / 2), a[c] } }' |
+  sort
+echo
+echo "== p50 acquire at 100 and 100,000 existing leases ($(uptime | sed 's/.*load/load/')) =="
+out/bin/bench-service -latency 100,100000 -samples "$SAMPLES"
+
+if [ "${ALL:-0}" = 1 ]; then
+  echo
+  echo "== more targets ($(uptime | sed 's/.*load/load/')) =="
+  out/bin/bench-service -targets native,native-raw -cycles "$CYCLES" -duration "$DURATION" -rounds "$ROUNDS"
+  out/bin/bench-service -targets worker,worker-plain-js -cycles 4000 -duration "$DURATION" -rounds "$ROUNDS"
+  out/bin/peers -targets redis,redis-lua -cycles "$CYCLES" -duration "$DURATION"
+fi
+echo "== done ($(uptime | sed 's/.*load/load/')) =="

@@ -85,6 +85,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	readTimeout := fl.Duration("read-timeout", defaultReadTimeout, "time allowed to read a whole request")
 	writeTimeout := fl.Duration("write-timeout", defaultWriteTimeout, "time allowed to answer a request")
 	releaseMemory := fl.Int("release-memory", wire.DefaultReleaseMemory, "most finished releases remembered (each for one TTL) to answer their retries ok")
+	debugAddr := fl.String("debug-addr", "", "if set, serve GET /debug/memory (a garbage collection, then live heap and RSS as JSON) on this loopback address")
 	if err := fl.Parse(args); err != nil {
 		return err
 	}
@@ -166,6 +167,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		MaxHeaderBytes:    *maxHeader,
 		ConnState:         conns.track,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	if *debugAddr != "" {
+		dln, err := listenDebug(*debugAddr)
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		dsrv := &http.Server{Handler: debugHandler(svc), ReadHeaderTimeout: *headerTimeout}
+		go func() { _ = dsrv.Serve(dln) }()
+		defer dsrv.Close()
+		fmt.Fprintf(stderr, "debug on http://%s/debug/memory\n", dln.Addr())
 	}
 	fmt.Fprintf(stdout, "listening on http://%s\n", ln.Addr())
 	errc := make(chan error, 1)

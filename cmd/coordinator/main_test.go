@@ -5,6 +5,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -176,7 +178,7 @@ func TestFlags(t *testing.T) {
 		{"-memory", "-ttl", "0s"}, {"-memory", "-ttl", "banana"}, {"-memory", "extra"}, {"-memory", "-addr", "256.0.0.1:0"},
 		{"-memory", "-init"}, {"-memory", "-state", filepath.Join(dir, "x.db")},
 		{"-memory", "-max-leases", "0"}, {"-memory", "-max-conns", "-1"}, {"-memory", "-max-id-bytes", "1025"},
-		{"-memory", "-idle-timeout", "0s"},
+		{"-memory", "-idle-timeout", "0s"}, {"-memory", "-debug-addr", "0.0.0.0:0"}, {"-memory", "-debug-addr", "nonsense"},
 	} {
 		if err := run(context.Background(), args, io.Discard, io.Discard); err == nil {
 			t.Fatalf("%v accepted", args)
@@ -190,8 +192,7 @@ func TestFlags(t *testing.T) {
 func TestStartFailsClosed(t *testing.T) {
 	dir := t.TempDir()
 	missing := filepath.Join(dir, "typo.db")
-	var errs strings.Builder
-	err := run(context.Background(), []string{"-addr", "127.0.0.1:0", "-state", missing}, io.Discard, &errs)
+	err := run(context.Background(), []string{"-addr", "127.0.0.1:0", "-state", missing}, io.Discard, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "does not exist") || !strings.Contains(err.Error(), "-init") {
 		t.Fatalf("missing state: %v", err)
 	}
@@ -218,7 +219,7 @@ func TestStartFailsClosed(t *testing.T) {
 		t.Fatalf("junk state: %v", err)
 	}
 	// -memory says it keeps nothing.
-	errs.Reset()
+	var errs lockedBuilder
 	m := startLogged(t, &errs, "-memory")
 	m.close(t)
 	if !strings.Contains(errs.String(), "NOT durable") {
@@ -239,4 +240,45 @@ func TestGCPercent(t *testing.T) {
 	if got := debug.SetGCPercent(100); got != 100 {
 		t.Fatalf("with GOGC set the target changed to %d", got)
 	}
+}
+
+// TestDebugMemory: -debug-addr serves the memory figures the memory
+// benchmark reads.
+func TestDebugMemory(t *testing.T) {
+	var errs lockedBuilder
+	s := startLogged(t, &errs, "-memory", "-debug-addr", "127.0.0.1:0")
+	if _, err := holder(t, s.url, "a").Acquire(context.Background(), "r"); err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(errs.String(), "debug on ")
+	if !ok {
+		t.Fatalf("no debug line in %q", errs.String())
+	}
+	resp, err := http.Get(strings.Fields(rest)[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var m memory
+	if err := json.NewDecoder(resp.Body).Decode(&m); err != nil || m.LiveHeapBytes == 0 || m.Records != 1 || m.RSSBytes <= 0 {
+		t.Fatalf("%+v %v", m, err)
+	}
+}
+
+// lockedBuilder is a strings.Builder safe for the server's goroutines.
+type lockedBuilder struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuilder) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuilder) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

@@ -45,7 +45,16 @@ type BoltStore struct {
 
 	mu      sync.Mutex
 	queue   []*pendingApply
-	writing bool
+	want    int           // queue length at which the committer wants a kick
+	closed  bool          // Close was called; the committer finishes the queue and stops
+	kick    chan struct{} // wakes the committer
+	stopped chan struct{} // closed when the committer has stopped
+}
+
+func newBoltStore(db *bolt.DB, path string) *BoltStore {
+	b := &BoltStore{db: db, path: path, want: 1, kick: make(chan struct{}, 1), stopped: make(chan struct{})}
+	go b.commit()
+	return b
 }
 
 type pendingApply struct {
@@ -90,7 +99,7 @@ func CreateBoltStore(path string) (*BoltStore, error) {
 		_ = os.Remove(path)
 		return nil, errors.New("wire: creating " + path + ": " + err.Error())
 	}
-	return &BoltStore{db: db, path: path}, nil
+	return newBoltStore(db, path), nil
 }
 
 // OpenBoltStore opens the state database at path, which must exist (a
@@ -114,12 +123,11 @@ func OpenBoltStore(path string) (*BoltStore, error) {
 	if err != nil {
 		return nil, errors.New("wire: state database " + path + " cannot be opened: " + err.Error())
 	}
-	b := &BoltStore{db: db, path: path}
-	if err := b.check(); err != nil {
+	if err := checkBolt(db); err != nil {
 		db.Close()
 		return nil, errors.New("wire: state database " + path + " cannot be opened: " + err.Error())
 	}
-	return b, nil
+	return newBoltStore(db, path), nil
 }
 
 // openBolt opens path, turning a panic of bbolt over a damaged file into an
@@ -134,13 +142,13 @@ func openBolt(path string) (db *bolt.DB, err error) {
 }
 
 // check runs bbolt's own consistency check over every page.
-func (b *BoltStore) check() (err error) {
+func checkBolt(db *bolt.DB) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("damaged database (%v)", p)
 		}
 	}()
-	return b.db.View(func(tx *bolt.Tx) error {
+	return db.View(func(tx *bolt.Tx) error {
 		var first error
 		for err := range tx.Check() { // drained to the end: the checker runs until it is
 			if first == nil {
@@ -221,8 +229,23 @@ func boltOptions() *bolt.Options {
 // Path returns the database's path.
 func (b *BoltStore) Path() string { return b.path }
 
-// Close closes the database.
-func (b *BoltStore) Close() error { return b.db.Close() }
+// Close writes the changes already queued, stops the committer and closes
+// the database. Apply fails after Close.
+func (b *BoltStore) Close() error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil
+	}
+	b.closed = true
+	b.mu.Unlock()
+	select {
+	case b.kick <- struct{}{}:
+	default:
+	}
+	<-b.stopped
+	return b.db.Close()
+}
 
 // Load reads and checks everything: the format, the high-water mark, every
 // record (its encoding, and that its fence is not above the mark).
@@ -312,15 +335,67 @@ func (b *BoltStore) Apply(_ context.Context, c Change) error {
 	}
 	p := &pendingApply{c: c, done: make(chan error, 1)}
 	b.mu.Lock()
-	b.queue = append(b.queue, p)
-	if b.writing {
+	if b.closed {
 		b.mu.Unlock()
-		return <-p.done
+		return errors.New("wire: the state database is closed")
 	}
-	b.writing = true
-	for len(b.queue) > 0 {
+	b.queue = append(b.queue, p)
+	if len(b.queue) >= b.want {
+		select {
+		case b.kick <- struct{}{}:
+		default:
+		}
+	}
+	b.mu.Unlock()
+	return <-p.done
+}
+
+// gatherWait bounds how long the committer waits for more changes before a
+// transaction, when the last transactions showed concurrent callers.
+const gatherWait = 250 * time.Microsecond
+
+// commit is the committer: it writes every queued change in one fsync'd
+// transaction, over and over. Callers whose changes arrive while a
+// transaction is being written wait for the next one. With several
+// callers, those answered by one transaction come back while the next one
+// is being written, so they split into two groups that alternate; to let
+// them merge (one fsync for all), the committer waits up to gatherWait for
+// as many changes as the last two transactions held together, but only
+// when one of them held more than one change: a lone caller never waits.
+func (b *BoltStore) commit() {
+	defer close(b.stopped)
+	var last, prev int
+	for {
+		b.mu.Lock()
+		b.want = 1
+		for len(b.queue) == 0 && !b.closed {
+			b.mu.Unlock()
+			<-b.kick
+			b.mu.Lock()
+		}
+		if len(b.queue) == 0 {
+			b.mu.Unlock()
+			return
+		}
+		if want := last + prev; (last > 1 || prev > 1) && len(b.queue) < want && !b.closed {
+			b.want = want
+			t := time.NewTimer(gatherWait)
+			for len(b.queue) < want && !b.closed {
+				b.mu.Unlock()
+				select {
+				case <-b.kick:
+				case <-t.C:
+					b.mu.Lock()
+					goto write
+				}
+				b.mu.Lock()
+			}
+			t.Stop()
+		}
+	write:
 		batch := b.queue
 		b.queue = nil
+		b.want = 1
 		b.mu.Unlock()
 		err := b.db.Update(func(tx *bolt.Tx) error {
 			for _, p := range batch {
@@ -333,11 +408,8 @@ func (b *BoltStore) Apply(_ context.Context, c Change) error {
 		for _, p := range batch {
 			p.done <- err
 		}
-		b.mu.Lock()
+		prev, last = last, len(batch)
 	}
-	b.writing = false
-	b.mu.Unlock()
-	return <-p.done
 }
 
 func applyChange(tx *bolt.Tx, c Change) error {

@@ -54,7 +54,23 @@ func main() {
 	rounds := flag.Int("rounds", 4, "measure the targets in turns, this many rounds")
 	coordinator := flag.String("coordinator", "out/bin/coordinator", "the built native server")
 	wrangler := flag.String("wrangler", "node_modules/.bin/wrangler", "wrangler")
+	latencySizes := flag.String("latency", "", "instead: p50 acquire on durable servers holding these many live leases, e.g. 100,100000")
+	samples := flag.Int("samples", 2000, "with -latency: acquisitions timed per server")
 	flag.Parse()
+	if *latencySizes != "" {
+		var sizes []int
+		for _, f := range strings.Split(*latencySizes, ",") {
+			n, err := strconv.Atoi(f)
+			if err != nil || n < 0 {
+				fail(fmt.Errorf("bad -latency %q", f))
+			}
+			sizes = append(sizes, n)
+		}
+		if err := latency(*coordinator, sizes, *samples); err != nil {
+			fail(err)
+		}
+		return
+	}
 	var cs []int
 	for _, s := range strings.Split(*concs, ",") {
 		n, err := strconv.Atoi(s)
@@ -168,6 +184,20 @@ func startTarget(name, coordinator, wrangler string) (*server, error) {
 	default:
 		return nil, errors.New("unknown target (want native, native-raw, native-durable, worker, worker-plain-js)")
 	}
+	s, err := startCmd(cmd, tmp)
+	if err != nil {
+		return nil, err
+	}
+	// Warm up: the first call to a Worker compiles and starts the wasm.
+	if _, err := measure(s.url, name+"-warmup", 1, 20, 30*time.Second); err != nil {
+		s.stop()
+		return nil, err
+	}
+	return s, nil
+}
+
+// startCmd starts a server and waits for the URL it prints.
+func startCmd(cmd *exec.Cmd, tmp string) (*server, error) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	// The runtime's own log (including complaints about connections the
 	// benchmark closes) goes to a file, shown only if it fails to start.
@@ -209,11 +239,6 @@ func startTarget(name, coordinator, wrangler string) (*server, error) {
 	case <-time.After(90 * time.Second):
 		s.stop()
 		return nil, errors.New("not ready after 90s")
-	}
-	// Warm up: the first call to a Worker compiles and starts the wasm.
-	if _, err := measure(s.url, name+"-warmup", 1, 20, 30*time.Second); err != nil {
-		s.stop()
-		return nil, err
 	}
 	return s, nil
 }

@@ -10,6 +10,7 @@
 //	redis-lua    no persistence, two round trips per cycle like the
 //	             coordinator's two HTTP calls: one script does SET NX PX and
 //	             INCR (acquire and fence at once), a second compare-and-delete.
+//	redis-lua-aof  redis-lua with appendonly yes, appendfsync always.
 //	etcd         embedded etcd (go.etcd.io/etcd/server/v3 embed), its
 //	             client's concurrency.Mutex: Lock (fence = the revision of
 //	             the lock key) then Unlock. etcd fsyncs its log on every write.
@@ -62,8 +63,8 @@ func main() {
 			err  error
 		)
 		switch t {
-		case "redis", "redis-aof", "redis-lua":
-			mk, stop, err = startRedis(*redisServer, t == "redis-aof", t == "redis-lua")
+		case "redis", "redis-aof", "redis-lua", "redis-lua-aof":
+			mk, stop, err = startRedis(*redisServer, strings.HasSuffix(t, "-aof"), strings.HasPrefix(t, "redis-lua"))
 		case "etcd":
 			mk, stop, err = startEtcd()
 		default:
@@ -99,7 +100,7 @@ type result struct {
 // roundTrips is how many requests a cycle of each target sends: SET, INCR
 // and the release script; the two scripts; Lock and Unlock (each several
 // etcd RPCs).
-var roundTrips = map[string]int{"redis": 3, "redis-aof": 3, "redis-lua": 2, "etcd": 2}
+var roundTrips = map[string]int{"redis": 3, "redis-aof": 3, "redis-lua": 2, "redis-lua-aof": 2, "etcd": 2}
 
 func (r result) print() {
 	s := r.elapsed.Seconds()

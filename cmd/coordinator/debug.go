@@ -1,0 +1,71 @@
+//go:build !js && !wasip1
+
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"net"
+	"net/http"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+
+	"github.com/lease-fence/lease-fence/core/wire"
+)
+
+// listenDebug listens on addr, which must be a loopback address: the debug
+// endpoint is for the operator (and the memory benchmark), not for holders.
+func listenDebug(addr string) (net.Listener, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, errors.New("-debug-addr: " + err.Error())
+	}
+	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+		return nil, errors.New("-debug-addr must be a loopback address, got " + strconv.Quote(addr))
+	}
+	return net.Listen("tcp", addr)
+}
+
+// memory is the answer of GET /debug/memory.
+type memory struct {
+	// RSSBytes is the resident set size before the collection (VmRSS).
+	RSSBytes int64 `json:"rssBytes"`
+	// LiveHeapBytes is the heap in use right after a full collection.
+	LiveHeapBytes uint64 `json:"liveHeapBytes"`
+	HeapSysBytes  uint64 `json:"heapSysBytes"`
+	Goroutines    int    `json:"goroutines"`
+	Records       int    `json:"records"`
+}
+
+func debugHandler(svc *wire.Service) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /debug/memory", func(w http.ResponseWriter, _ *http.Request) {
+		m := memory{RSSBytes: rss(), Goroutines: runtime.NumGoroutine(), Records: svc.Records()}
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		m.LiveHeapBytes, m.HeapSysBytes = ms.HeapAlloc, ms.HeapSys
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(m)
+	})
+	return mux
+}
+
+// rss reads VmRSS from /proc/self/status (Linux), or -1.
+func rss() int64 {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return -1
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			if err == nil {
+				return kb << 10
+			}
+		}
+	}
+	return -1
+}

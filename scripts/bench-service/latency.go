@@ -1,0 +1,116 @@
+//go:build !js
+
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/lease-fence/lease-fence/core/wire"
+)
+
+// latency measures the time of one acquisition (the HTTP call, fsync
+// included) on durable coordinators that already hold sizes[i] live leases,
+// one sample of each in turn, and prints the percentiles of each and the
+// ratio of their medians to the first's. The existing leases are written
+// into each database before its server starts (an hour long, fences 1..n),
+// so the servers restore them like after a restart.
+func latency(coordinator string, sizes []int, samples int) error {
+	type target struct {
+		n    int
+		srv  *server
+		took []time.Duration
+	}
+	var ts []*target
+	defer func() {
+		for _, t := range ts {
+			if t.srv != nil {
+				t.srv.stop()
+			}
+		}
+	}()
+	for _, n := range sizes {
+		tmp, err := os.MkdirTemp("", "bench-latency-")
+		if err != nil {
+			return err
+		}
+		path := filepath.Join(tmp, "state.db")
+		st, err := wire.CreateBoltStore(path)
+		if err != nil {
+			return err
+		}
+		exp := float64(time.Now().Add(50 * time.Minute).UnixMilli())
+		recs := make([]wire.Record, n)
+		for i := range recs {
+			recs[i] = wire.Record{Resource: "existing-" + strconv.Itoa(i), HolderID: "holder-" + strconv.Itoa(i%64),
+				RequestID: "req-" + strconv.Itoa(i), Fence: uint64(i + 1), ExpiresAt: exp,
+				SecretHash: sha256.Sum256([]byte("secret-" + strconv.Itoa(i)))}
+		}
+		if err := st.Apply(context.Background(), wire.Change{IssuedFence: uint64(n), Put: recs}); err != nil {
+			return err
+		}
+		if err := st.Close(); err != nil {
+			return err
+		}
+		cmd := exec.Command(coordinator, "-addr", "127.0.0.1:0", "-quiet", "-ttl", "1h", "-state", path,
+			"-max-leases", strconv.Itoa(2*n+samples+100))
+		srv, err := startCmd(cmd, tmp)
+		if err != nil {
+			return fmt.Errorf("%d leases: %w", n, err)
+		}
+		ts = append(ts, &target{n: n, srv: srv})
+	}
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
+	call := func(url, path, body string) error {
+		resp, err := hc.Post(url+path, "application/json", strings.NewReader(body))
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		_, _ = io.Copy(io.Discard, resp.Body)
+		if resp.StatusCode != 200 {
+			return fmt.Errorf("%s: %s", path, resp.Status)
+		}
+		return nil
+	}
+	const secret = "bench-latency-secret-0123"
+	for k := range samples + 50 { // the first 50 are a warm-up
+		for _, t := range ts {
+			res := "fresh-" + strconv.Itoa(k)
+			acq := `{"requestId":"a` + strconv.Itoa(k) + `","resource":"` + res + `","holderId":"bench","sentAt":{"millis":1,"domain":"b"},"kind":"acquire","secret":"` + secret + `"}`
+			t0 := time.Now()
+			if err := call(t.srv.url, "/v1/acquire", acq); err != nil {
+				return fmt.Errorf("%d leases: %w", t.n, err)
+			}
+			if k >= 50 {
+				t.took = append(t.took, time.Since(t0))
+			}
+			// Not released: the lease count grows by the samples,
+			// which is small against the sizes compared.
+		}
+	}
+	fmt.Printf("p50 acquire (one client, durable, fsync included), %d samples each, taken in turns:\n", samples)
+	var base time.Duration
+	for i, t := range ts {
+		slices.Sort(t.took)
+		p := func(q float64) time.Duration { return t.took[int(q*float64(len(t.took)-1))] }
+		if i == 0 {
+			base = p(0.5)
+		}
+		fmt.Printf("  %7d existing leases: p50 %6.3f ms  p90 %6.3f ms  p99 %6.3f ms  min %6.3f ms  (p50 %.2fx the first)\n",
+			t.n, ms(p(0.5)), ms(p(0.9)), ms(p(0.99)), ms(t.took[0]), float64(p(0.5))/float64(base))
+	}
+	return nil
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
