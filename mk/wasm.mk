@@ -35,9 +35,10 @@ test-js: build-wasm
 
 # The package as users get it: npm pack, installed into a temp folder, and
 # small apps built and run with each host and bundler (Node ESM and CommonJS,
-# TypeScript nodenext CommonJS, Deno, Bun, esbuild for node and browser,
-# webpack 5, Vite, Rollup, a Worker under wrangler dev); browser bundles run
-# in one headless Chromium. About 15 s here.
+# TypeScript nodenext CommonJS and bundler, Deno, Bun, esbuild for node and
+# browser, webpack 5, Vite build and dev, Rollup, a Worker under wrangler
+# dev); browser pages run in one headless Chromium. 10-16 s here, up to 50 s
+# under heavy load.
 test-consumers: build-wasm
 	node --test test/consumers/consumers.test.mjs
 

@@ -25,7 +25,8 @@ const started = performance.now();
 const expected = { added: [], fence: 1, written: 'written', refused: true, rejections: 1 };
 const inBrowser = { ...expected, process: 'undefined' };
 
-let dir, app, server, base, context, profile, worker;
+let dir, app, server, base, context, profile;
+const servers = [];
 const steps = {};
 
 function run(file, args, options = {}) {
@@ -52,26 +53,26 @@ function step(name, fn) {
 
 const types = { '.html': 'text/html', '.js': 'text/javascript', '.mjs': 'text/javascript', '.wasm': 'application/wasm' };
 
-// Wrangler prints "Ready on http://127.0.0.1:PORT" once the Worker is up.
-function startWorker() {
+// serve starts a dev server (wrangler dev, vite dev) on a port it picks and
+// resolves with the URL it prints once it is ready.
+function serve(file, args, cwd, ready, env = {}) {
   return new Promise((resolve, reject) => {
-    const child = spawn(bin('wrangler'), ['dev', '--ip', '127.0.0.1', '--port', '0', '--inspector-port', '0',
-      '--persist-to', join(dir, 'wrangler-state'), '--log-level', 'info'], {
-      cwd: join(app, 'worker'),
+    const child = spawn(file, args, {
+      cwd,
       detached: true, // its own process group, ended as one in after()
-      env: { ...process.env, WRANGLER_SEND_METRICS: 'false', CLOUDFLARE_CF_FETCH_ENABLED: 'false', XDG_CONFIG_HOME: join(dir, 'config'), NO_COLOR: '1', CI: '1' },
+      env: { ...process.env, NO_COLOR: '1', CI: '1', ...env },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
-    worker = child;
+    servers.push(child);
     let log = '';
     const seen = (chunk) => {
       log += chunk;
-      const m = /Ready on (http:\/\/127\.0\.0\.1:\d+)/.exec(log);
+      const m = ready.exec(log.replace(/\x1b\[[0-9;]*m/g, ''));
       if (m) resolve(m[1]);
     };
     child.stdout.on('data', seen);
     child.stderr.on('data', seen);
-    child.on('exit', (code) => reject(new Error(`wrangler dev exited with ${code} before it was ready:\n${log.slice(-4000)}`)));
+    child.on('exit', (code) => reject(new Error(`${file} ${args.join(' ')} exited with ${code} before it was ready:\n${log.slice(-4000)}`)));
   });
 }
 
@@ -120,7 +121,10 @@ before(async () => {
     await run(bin('rollup'), ['-c', 'rollup.config.mjs', '--silent'], { env: { LEASE_FENCE_REPO: repo } });
     writeFileSync(join(app, 'out/rollup/index.html'), '<!doctype html><meta charset="utf-8"><link rel="icon" href="data:,"><script type="module" src="browser-default.js"></script>');
   });
-  step('worker', startWorker);
+  step('worker', () => serve(bin('wrangler'), ['dev', '--ip', '127.0.0.1', '--port', '0', '--inspector-port', '0',
+    '--persist-to', join(dir, 'wrangler-state'), '--log-level', 'info'], join(app, 'worker'), /Ready on (http:\/\/127\.0\.0\.1:\d+)/,
+  { WRANGLER_SEND_METRICS: 'false', CLOUDFLARE_CF_FETCH_ENABLED: 'false', XDG_CONFIG_HOME: join(dir, 'config') }));
+  step('vite-dev', () => serve(bin('vite'), ['--config', 'vite-dev.config.mjs'], app, /Local:\s+(http:\/\/127\.0\.0\.1:\d+\/)/));
   step('chromium', async () => {
     profile = mkdtempSync(join(tmpdir(), 'lease-fence-chromium-'));
     context = await chromium.launchPersistentContext(profile, {
@@ -146,7 +150,9 @@ before(async () => {
 });
 
 after(async () => {
-  if (worker && worker.exitCode === null) process.kill(-worker.pid, 'SIGTERM');
+  for (const child of servers) {
+    if (child.exitCode === null && child.signalCode === null) process.kill(-child.pid, 'SIGTERM');
+  }
   await context?.close();
   server?.close();
   if (profile) rmSync(profile, { recursive: true, force: true });
@@ -156,14 +162,14 @@ after(async () => {
 
 // page opens out/<name>/index.html and returns what the app left in
 // window.result, with the page's errors if it left none.
-async function page(name) {
+async function page(name, url = `${base}${name}/index.html`) {
   await steps.chromium;
   const tab = await context.newPage();
   const problems = [];
   tab.on('pageerror', (e) => problems.push(String(e)));
   tab.on('console', (m) => m.type() === 'error' && problems.push(m.text()));
   try {
-    await tab.goto(`${base}${name}/index.html`);
+    await tab.goto(url);
     await Promise.race([
       tab.waitForFunction(() => window.result !== undefined),
       new Promise((resolve, reject) => tab.on('pageerror', reject)),
@@ -219,6 +225,12 @@ describe('a consumer built from the packed tarball runs the round trip', () => {
   test('Vite build (the browser entry; Vite copies the wasm), in Chromium', async () => {
     await steps.vite;
     const { result, problems } = await page('vite');
+    assert.deepEqual({ result, problems }, { result: inBrowser, problems: [] });
+  });
+
+  test('vite dev (the page served from source, the package pre-bundled), in Chromium', async () => {
+    const url = await steps['vite-dev'];
+    const { result, problems } = await page('vite-dev', url);
     assert.deepEqual({ result, problems }, { result: inBrowser, problems: [] });
   });
 

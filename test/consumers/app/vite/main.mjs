@@ -1,0 +1,2 @@
+// The page's module: the shared browser app, one folder up.
+import '../browser-default.mjs';
