@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -213,12 +215,18 @@ type register struct {
 	GrantExp float64 // the expiry in that first grant, which a replay repeats
 	MaxFence uint64
 	Last     float64 // the latest coordinator reading the history implies
-	// The last release that ended a lease. A coordinator that remembers it
-	// (core/wire does) answers a retry of that release, same request id,
-	// with ok again.
-	RelReqID  string
-	RelHolder string
-	RelFence  uint64
+	// Released lists the releases that ended a lease of this resource, in
+	// the order they happened (see releasedKey). A coordinator that
+	// remembers them (core/wire does, for a bounded number) answers a retry
+	// of any of them, same request id, with ok again, whatever happened to
+	// the resource since. A string keeps the register comparable.
+	Released string
+}
+
+// releasedKey is one entry of register.Released, framed so that Contains
+// matches whole entries only.
+func releasedKey(in OpInput) string {
+	return "\x01" + in.RequestID + "\x00" + in.Holder + "\x00" + strconv.FormatUint(in.Fence, 10) + "\x01"
 }
 
 // timeTolerance absorbs the rounding of RetryAfter to nanoseconds.
@@ -309,7 +317,7 @@ func step(ttl float64, s register, in OpInput, out OpOutput) (bool, register) {
 			}
 			return true, register{Has: true, Holder: in.Holder, Fence: out.Fence, Exp: out.ExpiresAt,
 				ReqID: in.RequestID, GrantExp: out.ExpiresAt, MaxFence: out.Fence, Last: t,
-				RelReqID: s.RelReqID, RelHolder: s.RelHolder, RelFence: s.RelFence}
+				Released: s.Released}
 		case out.HeldBy != "":
 			t := s.Exp - out.RetryAfterMs
 			if !s.Has || out.HeldBy != s.Holder || out.RetryAfterMs <= 0 || !inRange(t) ||
@@ -338,14 +346,18 @@ func step(ttl float64, s register, in OpInput, out OpOutput) (bool, register) {
 		}
 	case OpRelease:
 		if out.OK {
-			if in.RequestID != "" && in.RequestID == s.RelReqID && in.Holder == s.RelHolder && in.Fence == s.RelFence && lo <= hi {
-				s.Last = lo // a retry of the release that ended the lease
+			if in.RequestID != "" && lo <= hi && strings.Contains(s.Released, releasedKey(in)) {
+				s.Last = lo // a retry of a release that ended a lease
 				return true, s
 			}
 			if !matches || lo > hi || !liveAt(lo) {
 				return false, s
 			}
-			return true, register{MaxFence: s.MaxFence, Last: lo, RelReqID: in.RequestID, RelHolder: in.Holder, RelFence: in.Fence}
+			released := s.Released
+			if in.RequestID != "" {
+				released += releasedKey(in)
+			}
+			return true, register{MaxFence: s.MaxFence, Last: lo, Released: released}
 		}
 		t := earliestEnded()
 		if math.IsNaN(t) {
