@@ -12,8 +12,8 @@ test-sqlfence:
 	$(GO) test -count=1 ./core/fence/sqlfence/ ./internal/pgtest/...
 
 # Commits per second with 1 and 8 writers on SQLite and PostgreSQL, fenced
-# next to the same write without fencing, interleaved in one run (durable
-# settings: PostgreSQL with fsync, SQLite in WAL with synchronous=FULL).
-SQLFENCE_BENCHCOUNT ?= 3
+# next to the same write without fencing, interleaved in one run, with
+# min/median/max (durable settings: PostgreSQL with fsync, SQLite in WAL with
+# synchronous=FULL). About a minute.
 bench-sqlfence:
-	$(GO) test -run '^$$' -bench . -benchtime 2s -count $(SQLFENCE_BENCHCOUNT) ./core/fence/sqlfence/
+	GO=$(GO) ./scripts/bench-sqlfence.sh

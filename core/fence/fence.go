@@ -248,7 +248,7 @@ func (g *Gate) CommitContext(ctx context.Context, tok Token, write func(context.
 	if err := g.precheck(tok); err != nil {
 		return err
 	}
-	if !g.turn.lock(ctx.Done()) {
+	if !g.turn.lock(ctx) {
 		return ctx.Err()
 	}
 	defer g.turn.unlock()

@@ -26,9 +26,14 @@ const (
 	lockQueued
 )
 
-// lock takes the lock and reports true, or reports false without it if done
-// is closed first. A nil done waits for as long as it takes.
-func (l *writeLock) lock(done <-chan struct{}) bool {
+// canceller is what lock needs of a context: its Done channel.
+type canceller interface{ Done() <-chan struct{} }
+
+// lock takes the lock and reports true, or reports false without it if
+// c.Done() is closed first. A nil c waits for as long as it takes. c.Done is
+// called only when the lock is held by someone else, so a context can tell
+// (tests and the simulator do) that its caller had to wait.
+func (l *writeLock) lock(c canceller) bool {
 	if l.state.CompareAndSwap(lockFree, lockHeld) {
 		return true
 	}
@@ -50,6 +55,10 @@ func (l *writeLock) lock(done <-chan struct{}) bool {
 	l.waiters = append(l.waiters, w)
 	l.mu.Unlock()
 
+	var done <-chan struct{}
+	if c != nil {
+		done = c.Done()
+	}
 	select {
 	case <-w:
 		return true

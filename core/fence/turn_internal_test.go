@@ -37,11 +37,11 @@ func TestWriteLockStress(t *testing.T) {
 						}()
 					}
 				}
-				var done <-chan struct{}
+				var c canceller
 				if ctx != nil {
-					done = ctx.Done()
+					c = ctx
 				}
-				if !l.lock(done) {
+				if !l.lock(c) {
 					if ctx == nil || ctx.Err() == nil {
 						t.Errorf("lock gave up with no cancelled context")
 					}

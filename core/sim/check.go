@@ -17,7 +17,8 @@ type Invariant int
 
 const (
 	// GateFloor: a gate never runs a write whose fence is below its floor,
-	// and its floor never goes down.
+	// runs one write at a time (async writes included), and its floor never
+	// goes down; a cancelled wait logs nothing and moves nothing.
 	GateFloor Invariant = iota + 1
 	// HolderInsideCoordinator: while the real skew stays within the
 	// holder's assumed clock skew, every lease the holder believes valid
@@ -454,6 +455,13 @@ func (c *Checker) WriteRuns(tok fence.Token) {
 // GateAnswered checks a gate after a Commit or Admit of tok returned err.
 // ran says whether the write callback ran (always false for Admit).
 func (c *Checker) GateAnswered(g *fence.Gate, tok fence.Token, admit bool, ran bool, err error) {
+	c.GateAnsweredFloor(g.Floor(), tok, admit, ran, err)
+}
+
+// GateAnsweredFloor is GateAnswered for a gate whose floor after the call is
+// floor (a sqlfence store). For a store, ran means the write ran, and only a
+// committed write counts for WriteRuns.
+func (c *Checker) GateAnsweredFloor(floor uint64, tok fence.Token, admit bool, ran bool, err error) {
 	r := c.shadow(tok.Resource)
 	var stale *fence.StaleFenceError
 	isStale := errors.As(err, &stale)
@@ -471,8 +479,8 @@ func (c *Checker) GateAnswered(g *fence.Gate, tok fence.Token, admit bool, ran b
 	if !admit && !isStale {
 		c.check(GateFloor, ran, "gate %s neither ran nor refused the write of %s: %v", tok.Resource, tok, err)
 	}
-	c.check(GateFloor, g.Floor() >= r.gateFloor,
-		"gate %s floor is %d after %s, below fence %d it had already accepted", tok.Resource, g.Floor(), tok, r.gateFloor)
+	c.check(GateFloor, floor >= r.gateFloor,
+		"gate %s floor is %d after %s, below fence %d it had already accepted", tok.Resource, floor, tok, r.gateFloor)
 }
 
 // GateFloorOf returns the highest fence the checker saw gate resource accept.

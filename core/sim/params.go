@@ -83,6 +83,19 @@ type Params struct {
 	Restarts    int
 	DurationMs  int64
 	CheckBefore bool // agents look at their own lease before every write
+
+	// AsyncWrites is the chance that a write is asynchronous: it runs
+	// through Gate.CommitContext and spans 0 to MaxWriteMs of simulated
+	// time, while other writes to the gate wait their turn.
+	AsyncWrites float64
+	MaxWriteMs  int64
+	// WriteTimeoutMs, if positive, is how long a waiting async write waits
+	// before its context is cancelled.
+	WriteTimeoutMs int64
+	// SQL: writes and pushes go through core/fence/sqlfence on a SQLite
+	// database instead of the in-memory gates (only when the run's
+	// Options.OpenSQL is set; about one seed in 20).
+	SQL bool
 }
 
 // NewParams derives the parameters of run seed.
@@ -132,13 +145,23 @@ func NewParams(seed uint64) Params {
 	}
 	p.DurationMs = ttl * int64(15+rng.IntN(15))
 	p.CheckBefore = true
+	// Drawn last, so that the parameters above stay what they were for
+	// every seed.
+	if rng.IntN(4) != 0 {
+		p.AsyncWrites = 0.2 + 0.8*rng.Float64()
+		p.MaxWriteMs = 1 + ttl*int64(1+rng.IntN(100))/100
+		if rng.IntN(2) == 0 {
+			p.WriteTimeoutMs = 1 + rng.Int64N(ttl)
+		}
+	}
+	p.SQL = rng.IntN(20) == 0
 	return p
 }
 
 // String lists the parameters on one line.
 func (p Params) String() string {
-	return fmt.Sprintf("seed=%d agents=%d resources=%d ttl=%v skew=%v drift<=%.4f skewWithin=%v delay=%d/%d/%dms loss=%.2f dup=%.2f stall=%.2f<=%dms restart=%v x%d admitPush=%.2f duration=%dms",
+	return fmt.Sprintf("seed=%d agents=%d resources=%d ttl=%v skew=%v drift<=%.4f skewWithin=%v delay=%d/%d/%dms loss=%.2f dup=%.2f stall=%.2f<=%dms restart=%v x%d admitPush=%.2f duration=%dms async=%.2f<=%dms timeout=%dms sql=%v",
 		p.Seed, p.Agents, p.Resources, p.TTL, p.Skew, p.MaxDrift, p.SkewWithin,
 		p.MinDelayMs, p.MeanDelayMs, p.MaxDelayMs, p.Loss, p.Dup, p.StallProb, p.MaxStallMs,
-		p.Restart, p.Restarts, p.AdmitPush, p.DurationMs)
+		p.Restart, p.Restarts, p.AdmitPush, p.DurationMs, p.AsyncWrites, p.MaxWriteMs, p.WriteTimeoutMs, p.SQL)
 }

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"container/heap"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/lease-fence/lease-fence/core/clock"
 	"github.com/lease-fence/lease-fence/core/fence"
+	"github.com/lease-fence/lease-fence/core/fence/sqlfence"
 	"github.com/lease-fence/lease-fence/core/lease"
 	"github.com/lease-fence/lease-fence/core/naive"
 )
@@ -23,6 +25,15 @@ type Options struct {
 	// MaxViolations bounds how many violations a run collects before it
 	// stops (default 1).
 	MaxViolations int
+	// OpenSQL opens a fresh, empty SQLite database (e.g. modernc.org/sqlite
+	// in memory). When set, runs whose Params.SQL is true write through
+	// core/fence/sqlfence on it instead of through in-memory gates.
+	OpenSQL func() (*sql.DB, error)
+
+	// skipAsyncQueue is the deliberate break the tests must catch: async
+	// writes are checked when they arrive and start at once, without
+	// waiting for the running write.
+	skipAsyncQueue bool
 }
 
 // Stats counts what happened in a run.
@@ -48,6 +59,13 @@ type Stats struct {
 	// of the coordinator's window (counted in naive mode and in runs whose
 	// drift exceeds the assumed skew, where it is not a violation).
 	BeliefBeyondWindow int
+	// AsyncWrites counts writes that ran through Gate.CommitContext (a
+	// write spanning simulated time, or one that had to wait its turn);
+	// AsyncQueued those that waited; AsyncCancelled those whose context was
+	// cancelled while they waited.
+	AsyncWrites, AsyncQueued, AsyncCancelled int
+	// SQLRuns is 1 for a run that wrote through sqlfence on SQLite.
+	SQLRuns int
 	// Checks counts evaluations per invariant, indexed by Invariant.
 	Checks [len(invariantNames)]int
 }
@@ -91,7 +109,13 @@ func ReplayCommand(seed uint64, mode Mode) string {
 // Run simulates one run decided entirely by seed.
 func Run(seed uint64, opts Options) *Result {
 	w := newWorld(NewParams(seed), opts)
+	w.openSQL()
+	if w.store != nil {
+		w.stats.SQLRuns = 1
+	}
 	w.run()
+	w.closeAsync()
+	w.closeSQL()
 	res := &Result{Params: w.p, Mode: opts.Mode, Stats: w.stats, Violations: w.chk.Violations(), FirstOverlap: w.firstOverlap}
 	res.Stats.Checks = w.chk.Checks
 	return res
@@ -170,6 +194,8 @@ const (
 	evSendWrite
 	evCrash
 	evRestart
+	evWriteEnd    // an async write's callback returns
+	evWriteCancel // a waiting async write's context is cancelled
 )
 
 type event struct {
@@ -179,6 +205,7 @@ type event struct {
 	agent int
 	gen   int
 	msg   *message
+	aw    *asyncWrite
 }
 
 type eventQueue []*event
@@ -227,6 +254,13 @@ type world struct {
 	nextGen uint64
 
 	firstOverlap string
+
+	running []*asyncWrite   // per resource: the async write in progress
+	queued  [][]*asyncWrite // per resource: async writes waiting, in order
+
+	store                 *sqlfence.Store // Params.SQL runs
+	db                    *sql.DB
+	sqlLanded, sqlRefused map[string]int
 }
 
 var errWriteFailed = errors.New("sim: write failed partway")
@@ -255,6 +289,8 @@ func newWorld(p Params, opts Options) *world {
 		w.gates = append(w.gates, g)
 	}
 	w.naiveGen = make([]uint64, p.Resources)
+	w.running = make([]*asyncWrite, p.Resources)
+	w.queued = make([][]*asyncWrite, p.Resources)
 	for i := 0; i < p.Agents; i++ {
 		a := &agent{id: i, name: fmt.Sprintf("agent-%02d", i), done: make(map[string]bool)}
 		a.off = float64(w.rng.IntN(1_000_000))
@@ -397,6 +433,10 @@ func (w *world) run() {
 			w.crash()
 		case evRestart:
 			w.restart()
+		case evWriteEnd:
+			w.writeEnd(e.aw)
+		case evWriteCancel:
+			w.cancelWait(e.aw)
 		}
 		w.stepChecks()
 		if len(w.chk.Violations()) > 0 && (w.opts.MaxViolations <= 1 || len(w.chk.Violations()) >= w.opts.MaxViolations) {
@@ -646,23 +686,53 @@ func (w *world) resource(m *message) {
 		}
 		return
 	}
-	g := w.gates[ri]
-	var err error
-	ran := false
-	if m.kind == mAdmit {
-		err = g.Admit(m.tok)
-		w.chk.GateAnswered(g, m.tok, true, false, err)
-	} else {
-		err = g.Commit(m.tok, func() error {
-			ran = true
-			w.chk.WriteRuns(m.tok)
-			if w.rng.Float64() < w.p.WriteFail {
-				return errWriteFailed
-			}
-			return nil
-		})
-		w.chk.GateAnswered(g, m.tok, false, ran, err)
+	if w.store != nil {
+		w.sqlResource(m)
+		return
 	}
+	g := w.gates[ri]
+	if m.kind == mAdmit {
+		err := g.Admit(m.tok)
+		w.answered(m, g, false, err)
+		return
+	}
+	if w.p.AsyncWrites > 0 && w.rng.Float64() < w.p.AsyncWrites {
+		w.startAsync(m, ri, w.rng.Int64N(w.p.MaxWriteMs+1))
+		return
+	}
+	if w.gateBusy(ri) {
+		// A synchronous write arriving while an async one runs would block
+		// this (the only) goroutine: it waits its turn like an async write
+		// that takes no time.
+		w.startAsync(m, ri, 0)
+		return
+	}
+	ran := false
+	err := g.Commit(m.tok, func() error {
+		ran = true
+		w.chk.WriteRuns(m.tok)
+		if w.rng.Float64() < w.p.WriteFail {
+			return errWriteFailed
+		}
+		return nil
+	})
+	w.answered(m, g, ran, err)
+}
+
+// answered checks and accounts for a gate's answer to m, and replies to the
+// writer.
+func (w *world) answered(m *message, g *fence.Gate, ran bool, err error) {
+	w.chk.GateAnswered(g, m.tok, m.kind == mAdmit, ran, err)
+	refused := w.account(m, ran, err)
+	w.tracef("gate %s %s %s -> floor %d, err %v", m.tok.Resource, msgNames[m.kind], m.tok, g.Floor(), err)
+	if m.kind == mWrite {
+		w.send(&message{kind: mWriteResult, agent: m.agent, tok: m.tok, refused: refused})
+	}
+}
+
+// account counts a gate's or store's answer and reports whether it was a
+// refusal.
+func (w *world) account(m *message, ran bool, err error) bool {
 	var stale *fence.StaleFenceError
 	refused := errors.As(err, &stale)
 	switch {
@@ -677,10 +747,7 @@ func (w *world) resource(m *message) {
 			w.stats.WriteFailures++
 		}
 	}
-	w.tracef("gate %s %s %s -> floor %d, err %v", m.tok.Resource, msgNames[m.kind], m.tok, g.Floor(), err)
-	if m.kind == mWrite {
-		w.send(&message{kind: mWriteResult, agent: m.agent, tok: m.tok, refused: refused})
-	}
+	return refused
 }
 
 func (w *world) agentMail(a *agent, m *message) {

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"bytes"
+	"errors"
 	"flag"
 	"runtime"
 	"strings"
@@ -71,7 +72,7 @@ func TestSimSeeds(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for s := from + uint64(wi); s < from+n; s += uint64(workers) {
-				r := Run(s, Options{})
+				r := Run(s, Options{OpenSQL: testOpenSQL})
 				mu.Lock()
 				add(&total, &r.Stats)
 				switch r.Params.Restart {
@@ -102,6 +103,8 @@ func TestSimSeeds(t *testing.T) {
 	}
 	t.Logf("  grants %d, replays %d, renewals %d, writes %d, stale refused %d, write failures %d, restarts %d, amnesia refusals %d",
 		total.Grants, total.Replays, total.Renewals, total.Writes, total.StaleRefused, total.WriteFailures, total.Restarts, total.AmnesiaRefusals)
+	t.Logf("  async writes %d (waited %d, cancelled while waiting %d); runs through sqlfence on SQLite %d",
+		total.AsyncWrites, total.AsyncQueued, total.AsyncCancelled, total.SQLRuns)
 	t.Logf("  runs with drift beyond the assumed skew: holders believed %d leases past the coordinator's window", outSkew.BeliefBeyondWindow)
 	for _, f := range failures {
 		t.Error(f)
@@ -126,6 +129,12 @@ func TestSimSeeds(t *testing.T) {
 	}
 	if total.StaleRefused == 0 || total.WriteFailures == 0 || total.Replays == 0 || total.Dups == 0 {
 		t.Errorf("faults were not exercised: %+v", total)
+	}
+	if total.AsyncWrites == 0 || total.AsyncQueued == 0 || total.AsyncCancelled == 0 {
+		t.Errorf("async writes were not exercised: %d, %d waited, %d cancelled", total.AsyncWrites, total.AsyncQueued, total.AsyncCancelled)
+	}
+	if testOpenSQL != nil && total.SQLRuns == 0 {
+		t.Errorf("no run wrote through sqlfence")
 	}
 	if outSkew.BeliefBeyondWindow == 0 {
 		t.Errorf("runs with drift beyond the assumed skew never left the coordinator's window; the skew assumption is not being tested")
@@ -152,6 +161,10 @@ func add(dst, s *Stats) {
 	dst.AmnesiaRefusals += s.AmnesiaRefusals
 	dst.Overlaps += s.Overlaps
 	dst.BeliefBeyondWindow += s.BeliefBeyondWindow
+	dst.AsyncWrites += s.AsyncWrites
+	dst.AsyncQueued += s.AsyncQueued
+	dst.AsyncCancelled += s.AsyncCancelled
+	dst.SQLRuns += s.SQLRuns
 	for i := range s.Checks {
 		dst.Checks[i] += s.Checks[i]
 	}
@@ -257,4 +270,51 @@ func BenchmarkCheckHistory(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(len(ops)), "ops/history")
+}
+
+// TestAsyncQueueSkippedIsCaught: the deliberate break. With async writes
+// checked when they arrive and started at once (the gate's queue skipped),
+// the simulator finds a gate running two writes at once, or an older fence
+// writing after a newer one started, within the first few hundred seeds.
+func TestAsyncQueueSkippedIsCaught(t *testing.T) {
+	for s := range uint64(500) {
+		r := Run(s, Options{skipAsyncQueue: true})
+		if err := r.Err(); err != nil {
+			var v *Violation
+			if !errors.As(err, &v) || v.Invariant != GateFloor {
+				t.Fatalf("seed %d: caught, but as %v", s, err)
+			}
+			t.Logf("seed %d: %v", s, err)
+			if Run(s, Options{}).Err() != nil {
+				t.Fatalf("seed %d fails without the break too", s)
+			}
+			return
+		}
+	}
+	t.Fatal("500 seeds with the async queue skipped broke no invariant")
+}
+
+// TestSQLRunsCheckTheDatabase: a run through sqlfence ends with the
+// database's rows and rejections matching what the run saw.
+func TestSQLRunsCheckTheDatabase(t *testing.T) {
+	if testOpenSQL == nil {
+		t.Skip("no SQLite driver under GOOS=js")
+	}
+	n := 0
+	for s := uint64(0); n < 5 && s < 1000; s++ {
+		if !NewParams(s).SQL {
+			continue
+		}
+		n++
+		r := Run(s, Options{OpenSQL: testOpenSQL})
+		if err := r.Err(); err != nil {
+			t.Fatalf("seed %d: %v", s, err)
+		}
+		if r.Stats.SQLRuns != 1 || r.Stats.Writes == 0 {
+			t.Fatalf("seed %d did not write through sqlfence: %+v", s, r.Stats)
+		}
+	}
+	if n == 0 {
+		t.Fatal("no SQL seed among the first 1000")
+	}
 }

@@ -1,0 +1,293 @@
+package sim
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"sync"
+
+	"github.com/lease-fence/lease-fence/core/fence"
+	"github.com/lease-fence/lease-fence/core/fence/sqlfence"
+)
+
+// An async write runs through Gate.CommitContext on a goroutine of its own,
+// and its write callback blocks until the simulation reaches the write's end
+// event. The simulation stays single-threaded in effect: after anything that
+// can move a write on (its start, the end of the running write, a
+// cancellation), it waits until every goroutine it touched has settled:
+// started its write, returned, or queued behind the running write. A queued
+// CommitContext is seen by its context: the gate asks for Done only when it
+// has to wait. The gate hands its lock to waiters in FIFO order (documented),
+// which is the order the simulation keeps them in.
+type asyncWrite struct {
+	m      *message
+	ri     int
+	dur    int64
+	fail   bool
+	ctx    *askCtx
+	cancel context.CancelFunc
+	finish chan struct{}   // closed at the write's end event
+	ev     chan asyncEvent // started, then returned
+	broken bool            // skipAsyncQueue: no goroutine, no gate lock
+	queued bool
+	over   bool
+}
+
+type asyncEvent struct {
+	started bool
+	err     error
+}
+
+// askCtx closes asked the first time Done is called.
+type askCtx struct {
+	context.Context
+	once  sync.Once
+	asked chan struct{}
+}
+
+func (c *askCtx) Done() <-chan struct{} {
+	c.once.Do(func() { close(c.asked) })
+	return c.Context.Done()
+}
+
+func (w *world) gateBusy(ri int) bool { return w.running[ri] != nil || len(w.queued[ri]) > 0 }
+
+// startAsync begins an async write of m lasting dur.
+func (w *world) startAsync(m *message, ri int, dur int64) {
+	w.stats.AsyncWrites++
+	ctx, cancel := context.WithCancel(context.Background())
+	aw := &asyncWrite{
+		m: m, ri: ri, dur: dur, fail: w.rng.Float64() < w.p.WriteFail,
+		ctx: &askCtx{Context: ctx, asked: make(chan struct{})}, cancel: cancel,
+		finish: make(chan struct{}), ev: make(chan asyncEvent, 2),
+	}
+	g := w.gates[ri]
+	w.tracef("gate %s async write %s for %dms", m.tok.Resource, m.tok, dur)
+	if w.opts.skipAsyncQueue {
+		// The deliberate break: check the floor when the write arrives and
+		// start it at once, without waiting for the running write.
+		aw.broken = true
+		if err := g.Admit(m.tok); err != nil {
+			w.asyncDone(aw, err, false)
+			return
+		}
+		w.asyncStarted(aw)
+		return
+	}
+	go func() {
+		err := g.CommitContext(aw.ctx, m.tok, func(context.Context) error {
+			aw.ev <- asyncEvent{started: true}
+			<-aw.finish
+			if aw.fail {
+				return errWriteFailed
+			}
+			return nil
+		})
+		aw.ev <- asyncEvent{err: err}
+	}()
+	select {
+	case e := <-aw.ev:
+		if e.started {
+			w.asyncStarted(aw)
+		} else {
+			w.asyncDone(aw, e.err, false)
+		}
+	case <-aw.ctx.asked:
+		aw.queued = true
+		w.stats.AsyncQueued++
+		w.queued[ri] = append(w.queued[ri], aw)
+		if w.p.WriteTimeoutMs > 0 {
+			w.push(&event{at: w.now + w.p.WriteTimeoutMs, kind: evWriteCancel, aw: aw})
+		}
+		w.tracef("gate %s queues %s", m.tok.Resource, m.tok)
+	}
+}
+
+func (w *world) asyncStarted(aw *asyncWrite) {
+	aw.queued = false
+	ri := aw.ri
+	w.chk.check(GateFloor, w.running[ri] == nil,
+		"gate %s started the write of %s while the write of %s was running", aw.m.tok.Resource, aw.m.tok, w.runningTok(ri))
+	w.running[ri] = aw
+	w.chk.WriteRuns(aw.m.tok)
+	w.push(&event{at: w.now + aw.dur, kind: evWriteEnd, aw: aw})
+}
+
+func (w *world) runningTok(ri int) fence.Token {
+	if w.running[ri] == nil {
+		return fence.Token{}
+	}
+	return w.running[ri].m.tok
+}
+
+// writeEnd finishes the running write aw and lets the queue move on.
+func (w *world) writeEnd(aw *asyncWrite) {
+	ri := aw.ri
+	if w.running[ri] == aw {
+		w.running[ri] = nil
+	}
+	if aw.broken {
+		var err error
+		if aw.fail {
+			err = errWriteFailed
+		}
+		w.asyncDone(aw, err, true)
+		return
+	}
+	close(aw.finish)
+	e := <-aw.ev
+	w.asyncDone(aw, e.err, true)
+	w.handOn(ri)
+}
+
+// handOn waits for the first queued write to take its turn: it starts, or
+// it is refused and hands on to the next.
+func (w *world) handOn(ri int) {
+	for len(w.queued[ri]) > 0 && w.running[ri] == nil {
+		head := w.queued[ri][0]
+		w.queued[ri] = w.queued[ri][1:]
+		e := <-head.ev
+		if e.started {
+			w.asyncStarted(head)
+			return
+		}
+		w.asyncDone(head, e.err, false)
+	}
+}
+
+// cancelWait cancels aw's context if it is still waiting for its turn: it
+// must return the context's error having logged nothing and moved nothing.
+func (w *world) cancelWait(aw *asyncWrite) {
+	if !aw.queued || aw.over {
+		return
+	}
+	g := w.gates[aw.ri]
+	floor, logged := g.Floor(), g.RejectionCount()
+	aw.cancel()
+	e := <-aw.ev
+	q := w.queued[aw.ri]
+	for i, x := range q {
+		if x == aw {
+			w.queued[aw.ri] = append(q[:i:i], q[i+1:]...)
+			break
+		}
+	}
+	aw.queued, aw.over = false, true
+	w.stats.AsyncCancelled++
+	w.chk.check(GateFloor, !e.started && errors.Is(e.err, context.Canceled) && g.Floor() == floor && g.RejectionCount() == logged,
+		"gate %s: cancelling the waiting write of %s returned %v (started %v), floor %d -> %d, log %d -> %d",
+		aw.m.tok.Resource, aw.m.tok, e.err, e.started, floor, g.Floor(), logged, g.RejectionCount())
+	w.tracef("gate %s cancels the waiting write of %s", aw.m.tok.Resource, aw.m.tok)
+	w.send(&message{kind: mWriteResult, agent: aw.m.agent, tok: aw.m.tok})
+}
+
+// asyncDone accounts for an async write that returned err.
+func (w *world) asyncDone(aw *asyncWrite, err error, ran bool) {
+	aw.over, aw.queued = true, false
+	w.answered(aw.m, w.gates[aw.ri], ran, err)
+}
+
+// closeAsync ends what is still in flight when the run stops, so no
+// goroutine outlives it: waiting writes are cancelled, running ones end.
+func (w *world) closeAsync() {
+	for ri := range w.running {
+		for _, aw := range w.queued[ri] {
+			if !aw.broken {
+				aw.cancel()
+				<-aw.ev
+			}
+		}
+		w.queued[ri] = nil
+		if aw := w.running[ri]; aw != nil && !aw.broken {
+			close(aw.finish)
+			<-aw.ev
+		}
+		w.running[ri] = nil
+	}
+}
+
+// sqlStore opens the run's sqlfence store if the run writes through one.
+func (w *world) openSQL() {
+	if !w.p.SQL || w.opts.OpenSQL == nil || w.opts.Mode != Fenced {
+		return
+	}
+	db, err := w.opts.OpenSQL()
+	must(err)
+	_, err = db.Exec(`CREATE TABLE writes (id INTEGER PRIMARY KEY AUTOINCREMENT, resource TEXT NOT NULL, fence BIGINT NOT NULL)`)
+	must(err)
+	w.store, err = sqlfence.Open(context.Background(), db, sqlfence.Options{Dialect: sqlfence.SQLite})
+	must(err)
+	w.db = db
+	w.sqlLanded = make(map[string]int)
+	w.sqlRefused = make(map[string]int)
+}
+
+// sqlResource runs a write or a push through the store.
+func (w *world) sqlResource(m *message) {
+	ctx := context.Background()
+	tok := m.tok
+	var err error
+	ran := false
+	if m.kind == mAdmit {
+		err = w.store.Admit(ctx, tok)
+	} else {
+		fail := w.rng.Float64() < w.p.WriteFail
+		err = w.store.Commit(ctx, tok, func(ctx context.Context, tx *sql.Tx) error {
+			ran = true
+			if _, err := tx.ExecContext(ctx, `INSERT INTO writes (resource, fence) VALUES (?, ?)`, tok.Resource, int64(tok.Fence)); err != nil {
+				return err
+			}
+			if fail {
+				return errWriteFailed
+			}
+			return nil
+		})
+		if err == nil {
+			// Only a committed write counts: a failed one rolled back.
+			w.chk.WriteRuns(tok)
+			w.sqlLanded[tok.Resource]++
+		}
+	}
+	floor, ferr := w.store.Floor(ctx, tok.Resource)
+	must(ferr)
+	var stale *fence.StaleFenceError
+	if errors.As(err, &stale) {
+		w.sqlRefused[tok.Resource]++
+	}
+	w.chk.GateAnsweredFloor(floor, tok, m.kind == mAdmit, ran, err)
+	w.account(m, ran, err)
+	w.tracef("store %s %s %s -> floor %d, err %v", tok.Resource, msgNames[m.kind], tok, floor, err)
+	if m.kind == mWrite {
+		w.send(&message{kind: mWriteResult, agent: m.agent, tok: tok, refused: errors.As(err, &stale)})
+	}
+}
+
+// closeSQL checks what the database holds against what the run saw, then
+// closes it: rows per resource in commit order carry non-decreasing fences,
+// one row per landed write, one rejection row per refusal.
+func (w *world) closeSQL() {
+	if w.db == nil {
+		return
+	}
+	defer w.db.Close()
+	ctx := context.Background()
+	for _, res := range w.resources {
+		rows, err := w.db.Query(`SELECT fence FROM writes WHERE resource = ? ORDER BY id`, res)
+		must(err)
+		var last uint64
+		n := 0
+		for rows.Next() {
+			var f int64
+			must(rows.Scan(&f))
+			w.chk.check(GateFloor, uint64(f) >= last, "store %s committed fence %d after fence %d", res, f, last)
+			last = uint64(f)
+			n++
+		}
+		must(rows.Err())
+		rows.Close()
+		rej, err := w.store.Rejections(ctx, res)
+		must(err)
+		w.chk.check(GateFloor, n == w.sqlLanded[res] && len(rej) == w.sqlRefused[res],
+			"store %s holds %d rows and %d rejections; the run saw %d land and %d refused", res, n, len(rej), w.sqlLanded[res], w.sqlRefused[res])
+	}
+}
