@@ -52,9 +52,10 @@ type Coordinator struct {
 	// A released lease's record is deleted at once; an expired one is
 	// reused when its resource is acquired again, and deleted by a sweep
 	// once the table has grown enough.
-	leases leaseTable
-	swept  int // leases.count after the last sweep
-	replay replayCache
+	leases   leaseTable
+	swept    int // leases.count after the last sweep
+	sweeping int // the next sub-table to sweep, or -1
+	replay   replayCache
 }
 
 // sweepMin is the fewest additions between two sweeps of expired leases.
@@ -72,13 +73,14 @@ func NewCoordinator(cfg CoordinatorConfig) (*Coordinator, error) {
 		return nil, argErr("startFence", "leaves no fence to issue")
 	}
 	return &Coordinator{
-		clk:    cfg.Clock,
-		domain: cfg.Clock.Domain(),
-		ttl:    cfg.TTL,
-		ms:     clock.Millis(cfg.TTL),
-		issued: cfg.StartFence,
-		leases: leaseTable{seed: maphash.MakeSeed()},
-		replay: replayCache{seed: maphash.MakeSeed()},
+		clk:      cfg.Clock,
+		domain:   cfg.Clock.Domain(),
+		ttl:      cfg.TTL,
+		ms:       clock.Millis(cfg.TTL),
+		issued:   cfg.StartFence,
+		leases:   leaseTable{seed: maphash.MakeSeed()},
+		sweeping: -1,
+		replay:   replayCache{seed: maphash.MakeSeed()},
 	}, nil
 }
 
@@ -212,10 +214,10 @@ func (c *Coordinator) acquireLocked(now clock.Instant, req *Request, pos int, h 
 		return err
 	}
 	tag := c.leases.tag(req.Resource)
-	i, exists := c.leases.find(req.Resource, tag)
+	at, exists := c.leases.find(req.Resource, tag)
 	var cur *held
 	if exists {
-		cur = &c.leases.recs[i]
+		cur = at.rec()
 	}
 	if exists && cur.liveAt(now.Millis) {
 		c.record(now)
@@ -243,10 +245,8 @@ func (c *Coordinator) acquireLocked(now clock.Instant, req *Request, pos int, h 
 	if exists {
 		cur.holder, cur.fence, cur.expiresAt, cur.slot = req.HolderID, c.issued, exp, slot
 	} else {
-		c.leases.insert(i, tag, held{resource: req.Resource, holder: req.HolderID, fence: c.issued, expiresAt: exp, slot: slot})
-		if c.leases.count >= 2*c.swept+sweepMin {
-			c.sweep(now.Millis)
-		}
+		c.leases.insert(at, tag, held{resource: req.Resource, holder: req.HolderID, fence: c.issued, expiresAt: exp, slot: slot})
+		c.sweepStep(now.Millis)
 	}
 	out.OK = true
 	c.grant(&out.Grant, req, c.issued, exp)
@@ -325,12 +325,12 @@ func (c *Coordinator) renewLocked(now clock.Instant, req *Request, out *Outcome)
 		return err
 	}
 	c.record(now)
-	i, ok := c.leases.find(req.Resource, c.leases.tag(req.Resource))
+	r, ok := c.leases.find(req.Resource, c.leases.tag(req.Resource))
 	if !ok {
 		out.Reason = Expired
 		return nil
 	}
-	cur := &c.leases.recs[i]
+	cur := r.rec()
 	if cur.holder != req.HolderID || cur.fence != req.Fence || !cur.liveAt(now.Millis) {
 		out.Reason = Expired
 		return nil
@@ -380,14 +380,14 @@ func (c *Coordinator) releaseLocked(now clock.Instant, tok fence.Token) (bool, e
 		return false, err
 	}
 	c.record(now)
-	i, ok := c.leases.find(tok.Resource, c.leases.tag(tok.Resource))
+	r, ok := c.leases.find(tok.Resource, c.leases.tag(tok.Resource))
 	if !ok {
 		return false, nil
 	}
-	if cur := &c.leases.recs[i]; cur.holder != tok.HolderID || cur.fence != tok.Fence || !cur.liveAt(now.Millis) {
+	if cur := r.rec(); cur.holder != tok.HolderID || cur.fence != tok.Fence || !cur.liveAt(now.Millis) {
 		return false, nil
 	}
-	c.leases.remove(i)
+	c.leases.remove(r)
 	return true, nil
 }
 
@@ -408,11 +408,11 @@ func (c *Coordinator) Holder(now clock.Instant, resource string) (holder string,
 	if err := c.observe(now); err != nil {
 		return "", 0, 0, false, err
 	}
-	i, ok := c.leases.find(resource, c.leases.tag(resource))
-	if !ok || !c.leases.recs[i].liveAt(now.Millis) {
+	r, ok := c.leases.find(resource, c.leases.tag(resource))
+	if !ok || !r.rec().liveAt(now.Millis) {
 		return "", 0, 0, false, nil
 	}
-	cur := &c.leases.recs[i]
+	cur := r.rec()
 	return cur.holder, cur.fence, clock.FromMillis(cur.expiresAt - now.Millis), true, nil
 }
 
@@ -438,17 +438,31 @@ func (c *Coordinator) observe(now clock.Instant) error {
 // record notes now, which a call is acting on, as the latest reading.
 func (c *Coordinator) record(now clock.Instant) { c.last, c.seen = now.Millis, true }
 
-// sweep deletes the entries of leases that are over at now. It runs when an
-// acquisition grows the map to twice its size after the previous sweep plus
-// sweepMin, so its cost is constant per added entry amortized, and the map
-// holds at most twice the leases live at the previous sweep plus sweepMin.
-// (Released leases are deleted at once and do not count: a resource
-// acquired and released over and over never triggers a sweep.) A resource's
-// entry says nothing once its lease is over: acquire, renew, release and
-// Holder answer the same with or without it.
-func (c *Coordinator) sweep(now float64) {
-	c.leases.removeIf(func(h *held) bool { return !h.liveAt(now) })
-	c.swept = c.leases.count
+// sweepStep runs after an acquisition added a resource to leases. Once the
+// table has grown to twice its size after the previous sweep plus sweepMin,
+// a sweep starts: it deletes the records whose lease is over at now, one
+// sub-table per added resource, so the pause it adds to an acquisition is
+// bounded by a sub-table and its cost is constant per added resource
+// amortized. The table holds at most about twice the leases live at the
+// previous sweep plus sweepMin. (Released leases are deleted at once and do
+// not count: a resource acquired and released over and over never starts
+// one.) A resource's record says nothing once its lease is over: acquire,
+// renew, release and Holder answer the same with or without it.
+func (c *Coordinator) sweepStep(now float64) {
+	if c.sweeping < 0 {
+		if c.leases.count < 2*c.swept+sweepMin {
+			return
+		}
+		c.sweeping = 0
+	}
+	if c.sweeping < len(c.leases.tables) {
+		st := c.leases.tables[c.sweeping]
+		c.leases.count -= st.removeIf(func(h *held) bool { return !h.liveAt(now) })
+		c.sweeping++
+	}
+	if c.sweeping >= len(c.leases.tables) {
+		c.sweeping, c.swept = -1, c.leases.count
+	}
 }
 
 // LeaseState is one resource's lease as a store keeps it.
@@ -484,11 +498,7 @@ func (c *Coordinator) Snapshot() Snapshot {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s := Snapshot{IssuedFence: c.issued, Leases: make([]LeaseState, 0, c.leases.count)}
-	for i, v := range c.leases.tags {
-		if v != 0 {
-			s.Leases = append(s.Leases, c.stateOf(&c.leases.recs[i]))
-		}
-	}
+	c.leases.each(func(h *held) { s.Leases = append(s.Leases, c.stateOf(h)) })
 	slices.SortFunc(s.Leases, func(a, b LeaseState) int { return cmp.Compare(a.Fence, b.Fence) })
 	return s
 }
@@ -503,11 +513,11 @@ func (c *Coordinator) LeaseOf(resource string) (LeaseState, bool) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	i, ok := c.leases.find(resource, c.leases.tag(resource))
+	r, ok := c.leases.find(resource, c.leases.tag(resource))
 	if !ok {
 		return LeaseState{}, false
 	}
-	return c.stateOf(&c.leases.recs[i]), true
+	return c.stateOf(r.rec()), true
 }
 
 func (c *Coordinator) stateOf(h *held) LeaseState {
@@ -604,7 +614,7 @@ func (c *Coordinator) Restore(s Snapshot) error {
 	slices.SortFunc(order, func(a, b LeaseState) int { return cmp.Compare(a.Fence, b.Fence) })
 	var replayed []LeaseState
 	for _, l := range order {
-		c.leases.insert(-1, c.leases.tag(l.Resource), held{resource: l.Resource, holder: l.HolderID, fence: l.Fence, expiresAt: l.ExpiresAt.Millis, slot: -1})
+		c.leases.insert(ref{}, c.leases.tag(l.Resource), held{resource: l.Resource, holder: l.HolderID, fence: l.Fence, expiresAt: l.ExpiresAt.Millis, slot: -1})
 		if l.RequestID != "" {
 			replayed = append(replayed, l)
 		}
@@ -616,8 +626,8 @@ func (c *Coordinator) Restore(s Snapshot) error {
 	}
 	for _, l := range replayed {
 		_, h := c.replay.lookup(l.RequestID)
-		i, _ := c.leases.find(l.Resource, c.leases.tag(l.Resource))
-		c.leases.recs[i].slot = c.replay.add(replayEntry{
+		r, _ := c.leases.find(l.Resource, c.leases.tag(l.Resource))
+		r.rec().slot = c.replay.add(replayEntry{
 			requestID: l.RequestID, resource: l.Resource, holder: l.HolderID,
 			fence: l.Fence, expiresAt: l.ExpiresAt.Millis, hash: h,
 		}, -1)

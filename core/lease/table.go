@@ -2,21 +2,35 @@ package lease
 
 import "hash/maphash"
 
-// leaseTable maps each resource to the record of its current or last lease.
-// It is an open-addressing hash table with linear probing, so that every
-// operation hashes its resource once and finds, updates, inserts or deletes
-// the record in place (a Go map takes two hashes to look a key up and then
-// assign or delete it). tags[i] is 0 for an empty slot, else the low 32 bits
-// of the resource's hash (never 0), whose low bits are the slot's home: a
-// probe reads the tags and compares a resource only when its tag matches,
-// and growing or deleting never hashes a resource again. The load is kept
-// at most 3/4; deletion moves the rest of the probe run back instead of
-// leaving tombstones.
+// leaseTable maps each resource to the record of its current or last lease,
+// so that every operation hashes its resource once and finds, updates,
+// inserts or deletes the record in place (a Go map takes two hashes to look
+// a key up and then assign or delete it).
+//
+// A resource's tag is the low 32 bits of its hash (never 0). The table is a
+// directory of sub-tables (extendible hashing): the top depth bits of a tag
+// pick the sub-table, and no sub-table grows beyond maxSlots slots; a full
+// one splits in two instead, so growing never copies more than one
+// sub-table and the pause stays small however many leases are held. Each
+// sub-table is open addressing with linear probing: tags[i] is 0 for an
+// empty slot, else the tag of the record in recs[i], whose low bits are the
+// slot's home. A probe reads the tags and compares a resource only when its
+// tag matches; resizing, splitting and deleting never hash a resource
+// again. The load is kept at most 3/4, and deletion moves the rest of the
+// probe run back instead of leaving tombstones.
 type leaseTable struct {
-	seed  maphash.Seed
+	seed   maphash.Seed
+	dir    []*subTable // 1<<depth entries, or none before the first insert
+	depth  uint
+	tables []*subTable // every sub-table once, in no particular order
+	count  int
+}
+
+type subTable struct {
 	tags  []uint32
 	recs  []held
 	count int
+	depth uint // the directory bits this sub-table owns
 }
 
 // held is a resource's lease. slot is where the grant that made it sits in
@@ -32,7 +46,17 @@ type held struct {
 // liveAt reports whether h is a lease at now.
 func (h *held) liveAt(now float64) bool { return now < h.expiresAt }
 
-const minTable = 16
+const minSlots = 16
+
+// maxSlots bounds a sub-table (a variable so that tests can make splits
+// frequent): 8192 slots of about 60 bytes.
+var maxSlots = 8192
+
+// ref is a slot of a sub-table.
+type ref struct {
+	st *subTable
+	i  int
+}
 
 func (t *leaseTable) tag(resource string) uint32 {
 	if v := uint32(maphash.String(t.seed, resource)); v != 0 {
@@ -41,56 +65,143 @@ func (t *leaseTable) tag(resource string) uint32 {
 	return 1
 }
 
-// find returns the slot of resource and true, or the empty slot where it
-// would go (-1 if the table has no slots) and false.
-func (t *leaseTable) find(resource string, tag uint32) (int, bool) {
-	if len(t.tags) == 0 {
-		return -1, false
+func (t *leaseTable) sub(tag uint32) *subTable {
+	if t.depth == 0 {
+		return t.dir[0]
 	}
-	mask := uint32(len(t.tags) - 1)
+	return t.dir[tag>>(32-t.depth)]
+}
+
+// find returns the slot of resource and true, or the empty slot where it
+// would go (st nil if the table has none) and false.
+func (t *leaseTable) find(resource string, tag uint32) (ref, bool) {
+	if len(t.dir) == 0 {
+		return ref{}, false
+	}
+	st := t.sub(tag)
+	mask := uint32(len(st.tags) - 1)
 	for i := tag & mask; ; i = (i + 1) & mask {
-		switch v := t.tags[i]; {
+		switch v := st.tags[i]; {
 		case v == 0:
-			return int(i), false
-		case v == tag && t.recs[i].resource == resource:
-			return int(i), true
+			return ref{st, int(i)}, false
+		case v == tag && st.recs[i].resource == resource:
+			return ref{st, int(i)}, true
 		}
 	}
 }
 
-// insert adds rec, whose resource is not in the table, and returns its slot.
-// at is the empty slot find returned for it, or -1.
-func (t *leaseTable) insert(at int, tag uint32, rec held) int {
-	if 4*(t.count+1) > 3*len(t.tags) {
-		t.resize(max(minTable, 2*len(t.tags)))
-		at = -1
+// rec returns the record at r.
+func (r ref) rec() *held { return &r.st.recs[r.i] }
+
+// insert adds rec, whose resource is not in the table. at is the empty slot
+// find returned for it, or the zero ref.
+func (t *leaseTable) insert(at ref, tag uint32, rec held) {
+	if len(t.dir) == 0 {
+		st := &subTable{tags: make([]uint32, minSlots), recs: make([]held, minSlots)}
+		t.dir, t.tables = []*subTable{st}, []*subTable{st}
+		at = ref{}
 	}
-	if at < 0 {
-		at = t.empty(tag)
+	st := t.sub(tag)
+	for 4*(st.count+1) > 3*len(st.tags) {
+		if len(st.tags) < maxSlots || !t.split(st) {
+			st.resize(2 * len(st.tags))
+		}
+		st, at = t.sub(tag), ref{}
 	}
-	t.tags[at], t.recs[at] = tag, rec
+	i := at.i
+	if at.st == nil {
+		i = st.empty(tag)
+	}
+	st.tags[i], st.recs[i] = tag, rec
+	st.count++
 	t.count++
-	return at
+}
+
+// maxDepth bounds the directory at 2^maxDepth sub-tables.
+const maxDepth = 24
+
+// split replaces st by two sub-tables of the same size, each owning one more
+// directory bit, doubling the directory first if st owns all of its bits.
+// It does nothing and returns false when that would not separate st's
+// records (they all agree on the next bit; a sub-table then grows past
+// maxSlots instead) or the directory is at maxDepth.
+func (t *leaseTable) split(st *subTable) bool {
+	bit := uint32(1) << (31 - st.depth)
+	ones := 0
+	for _, v := range st.tags {
+		if v&bit != 0 {
+			ones++
+		}
+	}
+	if st.depth >= maxDepth || ones == 0 || ones == st.count {
+		return false
+	}
+	if st.depth == t.depth {
+		dir := make([]*subTable, 2*len(t.dir))
+		for i, s := range t.dir {
+			dir[2*i], dir[2*i+1] = s, s
+		}
+		t.dir = dir
+		t.depth++
+	}
+	n := len(st.tags)
+	lo := &subTable{tags: make([]uint32, n), recs: make([]held, n), depth: st.depth + 1}
+	hi := &subTable{tags: make([]uint32, n), recs: make([]held, n), depth: st.depth + 1}
+	for i, v := range st.tags {
+		if v != 0 {
+			to := lo
+			if v&bit != 0 {
+				to = hi
+			}
+			j := to.empty(v)
+			to.tags[j], to.recs[j] = v, st.recs[i]
+			to.count++
+		}
+	}
+	for i, s := range t.dir {
+		if s == st {
+			// The directory index's bit for the new depth, counted from
+			// the top of the depth bits.
+			if (uint(i)>>(t.depth-st.depth-1))&1 == 0 {
+				t.dir[i] = lo
+			} else {
+				t.dir[i] = hi
+			}
+		}
+	}
+	for i, s := range t.tables {
+		if s == st {
+			t.tables[i] = lo
+		}
+	}
+	t.tables = append(t.tables, hi)
+	return true
 }
 
 // empty returns the first empty slot of tag's probe run.
-func (t *leaseTable) empty(tag uint32) int {
-	mask := uint32(len(t.tags) - 1)
+func (st *subTable) empty(tag uint32) int {
+	mask := uint32(len(st.tags) - 1)
 	i := tag & mask
-	for t.tags[i] != 0 {
+	for st.tags[i] != 0 {
 		i = (i + 1) & mask
 	}
 	return int(i)
 }
 
+// remove empties the slot r.
+func (t *leaseTable) remove(r ref) {
+	r.st.remove(r.i)
+	t.count--
+}
+
 // remove empties slot i. The entries after it in its probe run move back
 // so that every entry stays reachable from its home slot.
-func (t *leaseTable) remove(i int) {
-	mask := uint32(len(t.tags) - 1)
+func (st *subTable) remove(i int) {
+	mask := uint32(len(st.tags) - 1)
 	hole := uint32(i)
 	for j := hole; ; {
 		j = (j + 1) & mask
-		v := t.tags[j]
+		v := st.tags[j]
 		if v == 0 {
 			break
 		}
@@ -104,37 +215,52 @@ func (t *leaseTable) remove(i int) {
 		} else if hole < home || home <= j {
 			continue
 		}
-		t.tags[hole], t.recs[hole] = v, t.recs[j]
+		st.tags[hole], st.recs[hole] = v, st.recs[j]
 		hole = j
 	}
-	t.tags[hole], t.recs[hole] = 0, held{}
-	t.count--
+	st.tags[hole], st.recs[hole] = 0, held{}
+	st.count--
 }
 
-// resize rebuilds the table with n slots (a power of two above the count).
-func (t *leaseTable) resize(n int) {
-	tags, recs := t.tags, t.recs
-	t.tags, t.recs = make([]uint32, n), make([]held, n)
+// resize rebuilds st with n slots (a power of two above its count).
+func (st *subTable) resize(n int) {
+	tags, recs := st.tags, st.recs
+	st.tags, st.recs = make([]uint32, n), make([]held, n)
 	for i, v := range tags {
 		if v != 0 {
-			j := t.empty(v)
-			t.tags[j], t.recs[j] = v, recs[i]
+			j := st.empty(v)
+			st.tags[j], st.recs[j] = v, recs[i]
 		}
 	}
 }
 
-// removeIf deletes every record for which over returns true. A shrunken
-// table (at most an eighth full) is rebuilt at a quarter of its size.
-func (t *leaseTable) removeIf(over func(*held) bool) {
-	for i := 0; i < len(t.tags); {
+// removeIf deletes every record of st for which over returns true, and
+// shrinks st to a quarter if that leaves it at most an eighth full. It
+// returns how many it deleted.
+func (st *subTable) removeIf(over func(*held) bool) int {
+	n := 0
+	for i := 0; i < len(st.tags); {
 		// remove moves later entries into slot i: look at it again.
-		if t.tags[i] != 0 && over(&t.recs[i]) {
-			t.remove(i)
+		if st.tags[i] != 0 && over(&st.recs[i]) {
+			st.remove(i)
+			n++
 			continue
 		}
 		i++
 	}
-	if len(t.tags) > minTable && 8*t.count <= len(t.tags) {
-		t.resize(max(minTable, len(t.tags)/4))
+	if len(st.tags) > minSlots && 8*st.count <= len(st.tags) {
+		st.resize(max(minSlots, len(st.tags)/4))
+	}
+	return n
+}
+
+// each calls f with every record.
+func (t *leaseTable) each(f func(*held)) {
+	for _, st := range t.tables {
+		for i, v := range st.tags {
+			if v != 0 {
+				f(&st.recs[i])
+			}
+		}
 	}
 }

@@ -8,10 +8,13 @@ import (
 )
 
 // The table agrees with a Go map over seeded random inserts, updates,
-// removals, sweeps, growth and shrinking, including tags that collide (a
-// table forced to a few home slots).
+// removals, sweeps, growth, splits and shrinking, including tags that
+// collide (a few home slots and directory bits) and sub-tables small enough
+// to split often.
 func TestLeaseTableAgreesWithAMap(t *testing.T) {
-	for seed := range uint64(20) {
+	defer func(n int) { maxSlots = n }(maxSlots)
+	for seed := range uint64(24) {
+		maxSlots = []int{16, 64, 8192}[seed%3]
 		rng := rand.New(rand.NewPCG(seed, 7))
 		tab := leaseTable{seed: maphash.MakeSeed()}
 		model := map[string]float64{}
@@ -19,39 +22,44 @@ func TestLeaseTableAgreesWithAMap(t *testing.T) {
 		collide := seed%4 == 0 // few distinct tags: long probe runs
 		tagOf := func(k string) uint32 {
 			if collide {
-				return uint32(len(k)%5 + 1)
+				// Distinct top bits (directory) and low bits (home) for
+				// a handful of groups.
+				g := uint32(len(k)%5 + 1)
+				return g<<29 | g
 			}
 			return tab.tag(k)
 		}
 		for step := range 20_000 {
 			k := "r" + strconv.Itoa(rng.IntN(keys))
 			tag := tagOf(k)
-			i, ok := tab.find(k, tag)
+			r, ok := tab.find(k, tag)
 			v, want := model[k]
-			if ok != want || ok && tab.recs[i].expiresAt != v {
+			if ok != want || ok && r.rec().expiresAt != v {
 				t.Fatalf("seed %d step %d: find(%s) = %v, model has %v %v", seed, step, k, ok, v, want)
 			}
-			switch r := rng.IntN(10); {
-			case r < 4 && !ok:
+			switch n := rng.IntN(10); {
+			case n < 4 && !ok:
 				e := float64(rng.IntN(1000))
-				at := i
+				at := r
 				if rng.IntN(2) == 0 {
-					at = -1
+					at = ref{}
 				}
-				j := tab.insert(at, tag, held{resource: k, expiresAt: e})
-				if tab.recs[j].resource != k {
-					t.Fatal("insert returned the wrong slot")
+				tab.insert(at, tag, held{resource: k, expiresAt: e})
+				if r2, ok := tab.find(k, tag); !ok || r2.rec().resource != k {
+					t.Fatal("inserted record not found")
 				}
 				model[k] = e
-			case r < 6 && ok:
-				tab.recs[i].expiresAt = float64(rng.IntN(1000))
-				model[k] = tab.recs[i].expiresAt
-			case r < 9 && ok:
-				tab.remove(i)
+			case n < 6 && ok:
+				r.rec().expiresAt = float64(rng.IntN(1000))
+				model[k] = r.rec().expiresAt
+			case n < 9 && ok:
+				tab.remove(r)
 				delete(model, k)
-			case r == 9 && rng.IntN(50) == 0:
+			case n == 9 && rng.IntN(50) == 0:
 				cut := float64(rng.IntN(1000))
-				tab.removeIf(func(h *held) bool { return h.expiresAt < cut })
+				for _, st := range tab.tables {
+					tab.count -= st.removeIf(func(h *held) bool { return h.expiresAt < cut })
+				}
 				for mk, mv := range model {
 					if mv < cut {
 						delete(model, mk)
@@ -63,17 +71,39 @@ func TestLeaseTableAgreesWithAMap(t *testing.T) {
 			}
 		}
 		n := 0
-		for i, v := range tab.tags {
-			if v == 0 {
-				continue
-			}
+		tab.each(func(h *held) {
 			n++
-			if mv, ok := model[tab.recs[i].resource]; !ok || mv != tab.recs[i].expiresAt {
-				t.Fatalf("seed %d: slot %d holds %+v, model %v %v", seed, i, tab.recs[i], mv, ok)
+			if mv, ok := model[h.resource]; !ok || mv != h.expiresAt {
+				t.Fatalf("seed %d: record %+v, model %v %v", seed, *h, mv, ok)
 			}
+		})
+		if n != len(model) {
+			t.Fatalf("seed %d: %d records, model %d", seed, n, len(model))
 		}
-		if n != len(model) || 4*tab.count > 3*len(tab.tags) {
-			t.Fatalf("seed %d: %d entries in %d slots, model %d", seed, n, len(tab.tags), len(model))
+		// Every sub-table is reachable from the directory, within its
+		// size and load bounds, and counts its records.
+		seen := map[*subTable]bool{}
+		for _, st := range tab.dir {
+			seen[st] = true
+		}
+		total := 0
+		for _, st := range tab.tables {
+			if !seen[st] {
+				t.Fatalf("seed %d: a sub-table is not in the directory", seed)
+			}
+			c := 0
+			for _, v := range st.tags {
+				if v != 0 {
+					c++
+				}
+			}
+			if c != st.count || 4*st.count > 3*len(st.tags) || len(st.tags) > max(maxSlots, minSlots) && !collide {
+				t.Fatalf("seed %d: sub-table of %d slots counts %d, holds %d", seed, len(st.tags), st.count, c)
+			}
+			total += c
+		}
+		if len(seen) != len(tab.tables) || total != tab.count {
+			t.Fatalf("seed %d: %d sub-tables in the directory, %d listed; %d records, count %d", seed, len(seen), len(tab.tables), total, tab.count)
 		}
 	}
 }

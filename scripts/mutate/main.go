@@ -129,8 +129,8 @@ var mutations = []mutation{
 	},
 	{
 		Name: "lease/holder-records-reading", File: "core/lease/coordinator.go",
-		Old: "\ti, ok := c.leases.find(resource, c.leases.tag(resource))\n\tif !ok || !c.leases.recs[i].liveAt(now.Millis) {",
-		New: "\tc.record(now)\n\ti, ok := c.leases.find(resource, c.leases.tag(resource))\n\tif !ok || !c.leases.recs[i].liveAt(now.Millis) {",
+		Old: "\tr, ok := c.leases.find(resource, c.leases.tag(resource))\n\tif !ok || !r.rec().liveAt(now.Millis) {",
+		New: "\tc.record(now)\n\tr, ok := c.leases.find(resource, c.leases.tag(resource))\n\tif !ok || !r.rec().liveAt(now.Millis) {",
 		Why: "Holder, a query, records its reading",
 	},
 	{
@@ -177,13 +177,18 @@ var mutations = []mutation{
 	},
 	{
 		Name: "lease/table-delete-leaves-hole", File: "core/lease/table.go",
-		Old: "\t\tt.tags[hole], t.recs[hole] = v, t.recs[j]\n\t\thole = j\n", New: "\t\tbreak\n",
+		Old: "\t\tst.tags[hole], st.recs[hole] = v, st.recs[j]\n\t\thole = j\n", New: "\t\tbreak\n",
 		Why: "deleting a lease breaks the probe run of the records after it",
 	},
 	{
 		Name: "lease/sweep-deletes-live", File: "core/lease/coordinator.go",
 		Old: "return !h.liveAt(now) })", New: "return true })",
 		Why: "a sweep deletes live leases too",
+	},
+	{
+		Name: "lease/split-misroutes", File: "core/lease/table.go",
+		Old: "\t\t\tif (uint(i)>>(t.depth-st.depth-1))&1 == 0 {", New: "\t\t\tif (uint(i)>>(t.depth-st.depth-1))&1 == 1 {",
+		Why: "a split points the directory at the wrong half",
 	},
 	// core/lease: the client and the lease
 	{
