@@ -212,18 +212,22 @@ console.log(JSON.stringify({ error, call }));
   assert.match(out.call, /not started/);
 });
 
-test('a missing wasm makes the import of the module reject with a LeaseFenceError naming the file', async () => {
+test('a missing wasm makes the import of an entry reject with a LeaseFenceError naming the file', async () => {
   const dir = mkdtempSync(join(tmpdir(), 'lease-fence-nowasm-'));
   try {
-    for (const f of ['lease-fence.mjs', 'loader.mjs', 'wasm_exec.mjs']) cpSync(join(root, 'wasm/js', f), join(dir, f));
-    const out = await run(`
-let error = null;
-try { await import(${JSON.stringify(pathToFileURL(join(dir, 'lease-fence.mjs')).href)}); } catch (e) { error = { name: e.name, message: e.message, cause: e.cause?.code }; }
-console.log(JSON.stringify(error));
-`);
-    assert.equal(out.name, 'LeaseFenceError');
-    assert.match(out.message, /^lease-fence: reading file:.*lease-fence-nowasm-.*\/lease-fence\.wasm failed: ENOENT/);
-    assert.equal(out.cause, 'ENOENT');
+    for (const f of ['lease-fence.mjs', 'loader.mjs', 'wasm_exec.mjs', 'manual.mjs', 'node.mjs']) cpSync(join(root, 'wasm/js', f), join(dir, f));
+    const attempt = (entry) => `
+try { await import(${JSON.stringify(pathToFileURL(join(dir, entry)).href)}); console.log('null'); } catch (e) { console.log(JSON.stringify({ name: e.name, message: e.message, cause: e.cause?.code })); }
+`;
+    for (const [entry, message] of [
+      ['lease-fence.mjs', /^lease-fence: reading file:.*lease-fence-nowasm-.*\/lease-fence\.wasm failed: ENOENT/],
+      ['node.mjs', /^lease-fence: getting the wasm failed: ENOENT.*lease-fence-nowasm-.*\/lease-fence\.wasm/],
+    ]) {
+      const out = await run(attempt(entry));
+      assert.equal(out?.name, 'LeaseFenceError', entry);
+      assert.match(out.message, message);
+      assert.equal(out.cause, 'ENOENT');
+    }
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

@@ -37,7 +37,11 @@ function describe(v) {
 export async function instantiate(source, imports, errors) {
   if (source === undefined) source = loading.source ?? defaultWasmURL();
   if (source !== null && (typeof source === 'object' || typeof source === 'function') && typeof source.then === 'function') {
-    source = await source;
+    try {
+      source = await source;
+    } catch (e) {
+      throw errors.failed(`lease-fence: getting the wasm failed: ${e?.message ?? e}`, e);
+    }
   }
   if (source instanceof WebAssembly.Module) {
     return { module: source, instance: await WebAssembly.instantiate(source, imports) };

@@ -4,6 +4,8 @@ import './manual.mjs';
 import { readFile } from 'node:fs/promises';
 import { init } from './lease-fence.mjs';
 
-await init(await readFile(new URL('./lease-fence.wasm', import.meta.url)));
+// init takes the promise, so a failed read rejects the import with a
+// LeaseFenceError that names the file.
+await init(readFile(new URL('./lease-fence.wasm', import.meta.url)));
 
 export * from './lease-fence.mjs';
