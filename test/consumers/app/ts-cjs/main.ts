@@ -1,5 +1,6 @@
 // TypeScript with module nodenext in a CommonJS project: compiled to
-// require('lease-fence'), which gives load().
+// require('lease-fence'), which gives load(). (lease-fence.d.cts itself is
+// checked without skipLibCheck by make test-js, wasm/js/tsconfig.json.)
 import { load } from 'lease-fence';
 
 async function main(): Promise<void> {
