@@ -314,7 +314,8 @@ function render(updateUrl = true) {
   $('clock').textContent = `t = ${fmt(t)} ms (${ui.index + 1}/${ui.run.positions.length})`;
   renderButtons();
 
-  const caption = captionAt(ui.run, ui.index, presetById(ui.scenario.preset).claim);
+  // An embed shows no scenario box: its first caption carries the claim.
+  const caption = captionAt(ui.run, ui.index, ui.embed ? presetById(ui.scenario.preset).claim : undefined);
   const atEnd = ui.index === last;
   // An embed opens at the end, where the verdicts tell the story: its
   // caption there is one line, to keep both lanes in a small frame.

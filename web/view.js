@@ -223,7 +223,8 @@ function drawEvents(c) {
     g.append(el('rect', { x: x0, y: y - 3, width: Math.max(1, x(endAll) - x0), height: 6, class: 'belief-outline' }));
     const filled = Math.max(0, x(Math.min(endAll, cursor)) - x0);
     g.append(el('rect', { x: x0, y: y - 3, width: filled, height: 6, class: 'belief' }));
-    box(x0, y - 3, filled, 6);
+    // No label on a belief bar, filled (contrast) or not (legibility).
+    box(x0, y - 3, Math.max(1, x(endAll) - x0), 6);
     if (stop !== null && stop < e.deadline) continue;
     const gen = lane.generations[e.gen];
     if (e.deadline <= e.t) {

@@ -205,7 +205,8 @@ const sentence = ({ what, why }) => (why ? `${what}. ${cap(why)}` : `${what}.`);
 /**
  * The caption at position index of run: { text, events: { naive, fenced } }
  * where events are the seqs revealed by this step (to highlight). Position 0
- * invites the reader to play.
+ * invites the reader to play, with claim (the preset's story, for a page
+ * that does not show it elsewhere) or a word about the faint drawing.
  */
 export function captionAt(run, index, claim) {
   const pos = run.positions[index];
@@ -218,7 +219,7 @@ export function captionAt(run, index, claim) {
     parts[mode] = e ? cap(sentence(plain(e, lane))) : null;
   }
   let text;
-  if (index === 0) text = `Press Play (or Step) to watch it happen. ${claim ?? ''}`.trim();
+  if (index === 0) text = `Press Play (or Step) to watch it happen, one event at a time. ${claim ?? 'The faint drawing shows where the run ends up.'}`;
   else if (parts.naive && parts.fenced && parts.naive === parts.fenced) text = `Both lanes: ${parts.naive}`;
   else text = [parts.naive && `Naive: ${parts.naive}`, parts.fenced && `Fenced: ${parts.fenced}`].filter(Boolean).join(' ');
   return { text, events: revealed };

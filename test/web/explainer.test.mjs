@@ -290,7 +290,7 @@ test('the cursor is drawn behind the events', async () => {
 test('the first frame: a prompt, a big Play and the run ghosted, on desktop and on a phone', async () => {
   for (const viewport of [{ width: 1280, height: 800 }, { width: 390, height: 844 }]) {
     const { page } = await open('?p=renewal', viewport);
-    assert.match(await page.textContent('#caption'), /^Press Play \(or Step\) to watch it happen\. A sends a renewal/);
+    assert.match(await page.textContent('#caption'), /^Press Play \(or Step\) to watch it happen, one event at a time\. The faint drawing/);
     const big = await page.locator('#play-big').boundingBox();
     assert.ok(big && big.y + big.height <= viewport.height, `Play is not in the first screen at ${viewport.width}px`);
     const cap = await page.locator('#caption').boundingBox();

@@ -65,7 +65,8 @@ test('every step has a caption of its own; the first invites to play', async () 
   for (const p of PRESETS) {
     const run = await runOf(p.id);
     const first = captionAt(run, 0, presetById(p.id).claim);
-    assert.equal(first.text, `Press Play (or Step) to watch it happen. ${p.claim}`);
+    assert.equal(first.text, `Press Play (or Step) to watch it happen, one event at a time. ${p.claim}`);
+    assert.equal(captionAt(run, 0).text, 'Press Play (or Step) to watch it happen, one event at a time. The faint drawing shows where the run ends up.');
     assert.deepEqual(first.events, { naive: [], fenced: [] });
     for (let i = 1; i < run.positions.length; i++) {
       const c = captionAt(run, i);
