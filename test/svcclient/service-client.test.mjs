@@ -354,10 +354,18 @@ for (const which of ['native', 'worker']) {
     test('a dropped reply: the retry sends the same body and gets the same grant, one fence issued', async () => {
       const T = t();
       T.proxy.reset();
-      const a = client(T, 'agent-a');
+      // The holder's clock moves on while the first answer is lost: the
+      // deadline stays anchored at the first send.
+      const clock = createManualClock(`dropped-${which}`, { start: 100 });
+      const a = client(T, 'agent-a', { clock });
       const r = resourceName('dropped');
-      T.proxy.policy = (e) => (e.path === '/v1/acquire' && e.n === 1 ? { drop: true } : undefined);
+      T.proxy.policy = (e) => {
+        if (e.n !== 1) return undefined;
+        clock.advance(700);
+        return { drop: true };
+      };
       const lease = await a.acquire(r);
+      assert.equal(lease.deadline.millis, 100 + lease.grant.ttlMillis);
       const sent = T.proxy.on('/v1/acquire');
       assert.equal(sent.length, 2);
       assert.equal(sent[1].body, sent[0].body, 'the retry repeats the body byte for byte');
@@ -368,9 +376,14 @@ for (const which of ['native', 'worker']) {
       // A dropped renewal reply and a dropped release reply: retried, and the
       // release's retry is answered ok.
       T.proxy.reset();
-      T.proxy.policy = (e) => (e.n === 1 || e.n === 3 ? { drop: true } : undefined);
+      T.proxy.policy = (e) => {
+        if (e.n !== 1 && e.n !== 3) return undefined;
+        clock.advance(700);
+        return { drop: true };
+      };
       const renewed = await a.renew(lease);
       assert.equal(renewed.token.fence, lease.token.fence);
+      assert.equal(renewed.deadline.millis, 800 + renewed.grant.ttlMillis, "anchored at the renewal's first send");
       await a.release(renewed);
       const ren = T.proxy.on('/v1/renew');
       const rel = T.proxy.on('/v1/release');
@@ -381,6 +394,33 @@ for (const which of ['native', 'worker']) {
       assert.equal(JSON.parse(rel[0].reply).ok, true, 'the first release ended the lease');
       assert.equal(JSON.parse(rel[1].reply).ok, true, 'and its retry was answered ok');
       await nextFenceIs(T, r, lease.token.fence);
+    });
+
+    test('concurrent calls on one client, every other first answer lost: each gets its own grant once', async () => {
+      const T = t();
+      T.proxy.reset();
+      const a = client(T, 'agent-a');
+      const rs = Array.from({ length: 8 }, () => resourceName('concurrent'));
+      const firsts = new Set();
+      T.proxy.policy = (e) => {
+        // The first attempt of every other request id is dropped.
+        const id = e.json.requestId;
+        if (firsts.has(id) || rs.indexOf(e.json.resource) % 2 === 1) return undefined;
+        firsts.add(id);
+        return { drop: true };
+      };
+      const leases = await Promise.all(rs.map((r) => a.acquire(r)));
+      for (const [i, l] of leases.entries()) {
+        assert.equal(l.token.resource, rs[i]);
+        const sent = T.proxy.on('/v1/acquire').filter((e) => e.json.resource === rs[i]);
+        assert.equal(sent.length, i % 2 === 0 ? 2 : 1);
+        for (const e of sent) assert.equal(JSON.parse(e.reply).grant.fence, l.token.fence, 'one grant per acquisition');
+      }
+      await Promise.all(leases.map((l) => a.release(l)));
+      const again = await Promise.all(rs.map((r) => a.acquire(r)));
+      for (const [i, l] of again.entries()) assert.ok(l.token.fence > leases[i].token.fence);
+      await Promise.all(again.map((l) => l.dispose()));
+      assert.equal(T.proxy.on('/v1/release').length, 2 * (8 + 4), 'every other release retried once, in both rounds');
     });
 
     test('an attempt that times out is retried with the same body and request id', async () => {
