@@ -111,3 +111,49 @@ func TestSQLiteBusyReported(t *testing.T) {
 		t.Fatalf("rejections = %v", r)
 	}
 }
+
+// The connection of a PostgreSQL commit is killed by the server after the
+// write ran and before COMMIT: Commit reports an error (it never claims a
+// commit that did not happen), nothing is written, the floor stays, nothing
+// is logged, and the Store keeps working on other connections.
+func TestPostgresConnectionKilledBeforeCommit(t *testing.T) {
+	b := newPostgres(t)
+	db := b.open(t)
+	createWrites(t, b, db)
+	s := open(t, b, db)
+	ctx := context.Background()
+	if err := s.Commit(ctx, tok("a", 1), insertWrite(b, tok("a", 1))); err != nil {
+		t.Fatal(err)
+	}
+	admin := b.open(t)
+	err := s.Commit(ctx, tok("b", 2), func(ctx context.Context, tx *sql.Tx) error {
+		if err := insertWrite(b, tok("b", 2))(ctx, tx); err != nil {
+			return err
+		}
+		var pid int
+		if err := tx.QueryRowContext(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+			return err
+		}
+		var ok bool
+		if err := admin.QueryRowContext(ctx, `SELECT pg_terminate_backend($1)`, pid).Scan(&ok); err != nil || !ok {
+			t.Errorf("terminate: %v %v", ok, err)
+		}
+		return nil
+	})
+	if err == nil {
+		t.Fatal("Commit reported success on a connection the server had killed")
+	}
+	t.Logf("commit on a killed connection: %v", err)
+	if w := readWrites(t, db, "ledger"); len(w) != 1 {
+		t.Fatalf("writes = %v", w)
+	}
+	if f, _ := s.Floor(ctx, "ledger"); f != 1 {
+		t.Fatalf("floor = %d", f)
+	}
+	if r, _ := s.Rejections(ctx, "ledger"); len(r) != 0 {
+		t.Fatalf("rejections = %v", r)
+	}
+	if err := s.Commit(ctx, tok("b", 2), insertWrite(b, tok("b", 2))); err != nil {
+		t.Fatal(err)
+	}
+}
