@@ -284,12 +284,10 @@ export class LeaseServiceClient {
     const secret = base64url(randomBytes(32));
     const reply = await this.#send('acquire', acquireBody(request, secret), opts);
     if (reply.ok !== true) {
-      if (typeof reply.heldBy === 'string' && typeof reply.retryAfterMillis === 'number') {
-        const { heldBy, retryAfterMillis } = reply;
-        throw new LeaseDeniedError(`lease-fence: ${JSON.stringify(request.resource)} is held by ${JSON.stringify(heldBy)} for ${retryAfterMillis} ms more`,
-          { resource: request.resource, heldBy, retryAfterMillis });
-      }
-      throw new LeaseServiceError('lease-fence: the coordinator refused the acquisition without naming a holder', { code: 'bad_reply', status: 200, attempts: reply[internal] });
+      // parseReply admits a refused acquisition only with both fields.
+      const { heldBy, retryAfterMillis } = reply;
+      throw new LeaseDeniedError(`lease-fence: ${JSON.stringify(request.resource)} is held by ${JSON.stringify(heldBy)} for ${retryAfterMillis} ms more`,
+        { resource: request.resource, heldBy, retryAfterMillis });
     }
     const core = this.#lc.completeAcquire(request, reply.grant);
     const record = { ended: false };
@@ -425,7 +423,6 @@ export class LeaseServiceClient {
       if (reply === undefined) {
         return { error: new LeaseServiceError(`lease-fence: ${op} got an unreadable answer`, { code: 'bad_reply', status, attempts: n }) };
       }
-      Object.defineProperty(reply, internal, { value: n });
       return { reply };
     }
     const err = parseError(op, status, text, n);
