@@ -223,6 +223,10 @@ func boltOptions() *bolt.Options {
 		// Another process holding the file is an error, not a wait.
 		Timeout:      time.Second,
 		FreelistType: bolt.FreelistMapType,
+		// The free page list is not written by every commit (fewer
+		// bytes to fsync per transaction); bbolt rebuilds it by a scan
+		// at open, as etcd configures it.
+		NoFreelistSync: true,
 	}
 }
 
@@ -356,15 +360,16 @@ const gatherWait = 250 * time.Microsecond
 
 // commit is the committer: it writes every queued change in one fsync'd
 // transaction, over and over. Callers whose changes arrive while a
-// transaction is being written wait for the next one. With several
-// callers, those answered by one transaction come back while the next one
-// is being written, so they split into two groups that alternate; to let
-// them merge (one fsync for all), the committer waits up to gatherWait for
-// as many changes as the last two transactions held together, but only
-// when one of them held more than one change: a lone caller never waits.
+// transaction is being written wait for the next one. The callers a
+// transaction answers usually come back with their next change soon (a
+// round trip later); without waiting for them, several callers split into
+// groups that alternate, each paying its own fsync. So before writing, the
+// committer waits up to gatherWait until the queue holds as many changes as
+// the last transaction answered plus those that arrived while it was being
+// written. A lone caller never waits: it is the only one expected.
 func (b *BoltStore) commit() {
 	defer close(b.stopped)
-	var last, prev int
+	expect := 1
 	for {
 		b.mu.Lock()
 		b.want = 1
@@ -377,22 +382,22 @@ func (b *BoltStore) commit() {
 			b.mu.Unlock()
 			return
 		}
-		if want := last + prev; (last > 1 || prev > 1) && len(b.queue) < want && !b.closed {
-			b.want = want
+		if len(b.queue) < expect && !b.closed {
+			b.want = expect
 			t := time.NewTimer(gatherWait)
-			for len(b.queue) < want && !b.closed {
+		gather:
+			for len(b.queue) < expect && !b.closed {
 				b.mu.Unlock()
 				select {
 				case <-b.kick:
+					b.mu.Lock()
 				case <-t.C:
 					b.mu.Lock()
-					goto write
+					break gather
 				}
-				b.mu.Lock()
 			}
 			t.Stop()
 		}
-	write:
 		batch := b.queue
 		b.queue = nil
 		b.want = 1
@@ -408,7 +413,9 @@ func (b *BoltStore) commit() {
 		for _, p := range batch {
 			p.done <- err
 		}
-		prev, last = last, len(batch)
+		b.mu.Lock()
+		expect = len(batch) + len(b.queue)
+		b.mu.Unlock()
 	}
 }
 

@@ -304,3 +304,28 @@ func TestClientBadURLIsFinal(t *testing.T) {
 		t.Fatalf("bad URL: %v after %d sends", err, tr.sent)
 	}
 }
+
+// TestClientDrawsASecretPerAcquisition: every acquisition gets a fresh
+// random secret, and only its hash reaches the store.
+func TestClientDrawsASecretPerAcquisition(t *testing.T) {
+	c := newClientRig(t, "a")
+	ctx := context.Background()
+	seen := map[string]bool{}
+	for i := range 20 {
+		l, err := c.client.Acquire(ctx, fmt.Sprintf("r%d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(l.secret) < MinSecretBytes || seen[l.secret] {
+			t.Fatalf("secret %d: %d bytes, seen before: %v", i, len(l.secret), seen[l.secret])
+		}
+		seen[l.secret] = true
+		if strings.Contains(fmt.Sprint(l)+fmt.Sprintf("%#v", l), l.secret) {
+			t.Fatal("the lease prints its secret")
+		}
+		rec, ok, _ := c.svc.store.Get(ctx, fmt.Sprintf("r%d", i))
+		if !ok || rec.SecretHash != sha256.Sum256([]byte(l.secret)) {
+			t.Fatalf("stored %+v", rec)
+		}
+	}
+}

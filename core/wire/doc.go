@@ -6,15 +6,17 @@
 // requests, grants and outcomes of package lease (requestId, resource,
 // holderId, sentAt {millis, domain}, kind, fence, ttlMillis,
 // coordinatorExpiresAt, ok, grant, heldBy, retryAfterMillis, reason). Every
-// grant also carries a secret; renewing or releasing a lease takes that
-// secret, so knowing a holder's id is not enough to act for it.
+// call also carries a secret the holder chose for the acquisition; the
+// coordinator keeps only its SHA-256, so knowing a holder's id, a fence or a
+// request id is not enough to act for it.
 //
 // NewHandler turns any Backend into an http.Handler. Service is the backend
-// most callers want: one lease.Coordinator per resource, in memory or saved
-// through a Store before any grant is answered, so a restarted service keeps
-// issuing fences above the ones it already issued and remembers who holds
-// what. The same handler runs in the native server (cmd/coordinator) and
-// inside the Cloudflare Worker (wasm/worker).
+// most callers want: one lease.Coordinator for every resource, whose state a
+// Store keeps (BoltStore on disk, MemoryStore in memory, or the Worker's
+// Durable Object storage) before any answer, so a restarted service issues
+// fences above every fence it issued and remembers who holds what. The same
+// handler runs in the native server (cmd/coordinator) and inside the
+// Cloudflare Worker (wasm/worker).
 //
 // Client does what the spec asks of a holder on the far side of a network: it
 // stamps the send instant before the request leaves, retries a lost or timed
