@@ -401,7 +401,10 @@ export class LeaseServiceClient {
     const timer = setTimeout(() => attempt.abort(new Error(`attempt ${n} timed out`)), this.#attemptTimeout);
     let status, text;
     try {
-      const res = await this.#fetch(url, {
+      // Called as a plain function: fetch invoked as a method of another
+      // object throws "Illegal invocation" in browsers and Workers.
+      const send = this.#fetch;
+      const res = await send(url, {
         method: 'POST',
         headers: { 'content-type': 'application/json' },
         body: data,
