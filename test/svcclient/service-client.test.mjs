@@ -132,16 +132,22 @@ async function startWorker() {
   return { name: 'Worker under wrangler dev', url, log: lines, child };
 }
 
+// stop ends a child (wrangler: its whole process group) with SIGINT, and
+// with SIGKILL if it is still there 15 s later.
 function stop(child) {
   if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
   const done = new Promise((resolve) => child.once('exit', resolve));
-  try {
-    if (child.spawnargs[0].endsWith('wrangler')) process.kill(-child.pid, 'SIGINT');
-    else child.kill('SIGINT');
-  } catch {
-    // already gone
-  }
-  return done;
+  const signal = (sig) => {
+    try {
+      if (child.spawnargs[0].endsWith('wrangler')) process.kill(-child.pid, sig);
+      else child.kill(sig);
+    } catch {
+      // already gone
+    }
+  };
+  signal('SIGINT');
+  const kill = setTimeout(() => signal('SIGKILL'), 15_000);
+  return done.finally(() => clearTimeout(kill));
 }
 
 // ---------------------------------------------------------------- the proxy
