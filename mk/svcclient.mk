@@ -1,7 +1,7 @@
 # LeaseServiceClient (wasm/js/service-client.mjs, docs/js.md "The service
-# client"): node --test against the native coordinator and the Worker under
-# wrangler dev (started once, offline), after tsc has compiled the
-# `await using` example in test/svcclient.
+# client"): tsc compiles the `await using` example in test/svcclient, then
+# node --test runs the client against the native coordinator and the Worker
+# under wrangler dev (started once, offline), and in Chromium.
 TESTS += test-svcclient
 
 .PHONY: test-svcclient
