@@ -397,7 +397,7 @@ function drawEvents(c) {
         const g = group(e);
         g.append(el('rect', { x: x(e.t) - 4, y: L.C - 4, width: 8, height: 8, class: 'deny' }));
         box(x(e.t) - 4, L.C - 4, 8, 8);
-        label(e, { prio: 2, x: x(e.t), y: L.C - 11, text: e.kind === 'deny' ? `denied (${e.heldBy})` : 'renew: "expired"', anchor: 'middle', cls: 'small bad-text', kind: 'event', dys: [0, -1, -2, -3], dxs: [0, 1, -1] });
+        label(e, { prio: e.kind === 'deny' ? 2 : 0, x: x(e.t), y: L.C - 11, text: e.kind === 'deny' ? `denied (${e.heldBy})` : 'renew: "expired"', alts: e.kind === 'deny' ? ['denied'] : ['"expired"'], anchor: 'middle', cls: 'small bad-text', kind: 'event', dys: [0, -1, -2, -3, 3], dxs: [0, 1, -1] });
         break;
       }
       case 'expire': {
@@ -418,7 +418,7 @@ function drawEvents(c) {
         if (!shown) break;
         const g = group(e);
         g.append(el('line', { x1: x(e.t), x2: x(e.t), y1: L.C - 18, y2: L.beliefB + 6, class: 'restart' }));
-        label(e, { prio: 0, x: x(e.t), y: L.C - 11, text: e.persisted ? `restart, startFence ${e.startFence}` : 'restart, fence lost', anchor: 'middle', cls: 'small bad-text', kind: 'event', dys: [0, -1, -2, -3], dxs: [0, 1, -1] });
+        label(e, { prio: 0, x: x(e.t), y: L.C - 11, text: e.persisted ? `restart, startFence ${e.startFence}` : 'restart, fence lost', alts: [e.persisted ? `startFence ${e.startFence}` : 'fence lost', 'restart'], anchor: 'middle', cls: 'small bad-text', kind: 'event', dys: [0, -1, -2, -3], dxs: [0, 1, -1] });
         break;
       }
       default:

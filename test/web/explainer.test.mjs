@@ -88,6 +88,11 @@ function labelProblems() {
         if (!svg.querySelector(`text[data-kind="${kind}"][data-seq="${g.dataset.seq}"]`)) problems.push(`${lane}: ${g.dataset.kind} ${g.dataset.seq} has no ${kind} label`);
       }
     }
+    // The coordinator refusing a renewal, gate.commit refusing an async
+    // function and a restart are each the point of their preset.
+    for (const g of svg.querySelectorAll('g.events g.ev-refuse-renewal, g.events g.ev-misuse, g.events g.ev-restart')) {
+      if (!svg.querySelector(`text[data-seq="${g.dataset.seq}"]`)) problems.push(`${lane}: ${g.dataset.kind} ${g.dataset.seq} has no label`);
+    }
     const windows = svg.querySelectorAll('rect.window').length;
     const windowLabels = svg.querySelectorAll('text[data-kind="window"]').length;
     if (windowLabels !== windows) problems.push(`${lane}: ${windows} windows, ${windowLabels} labels`);
