@@ -29,6 +29,10 @@ type Server struct {
 	Port int
 	bin  string
 	run  []string // prefix that runs a command as the server's user
+
+	watchdog *exec.Cmd // stops the server when pipe closes
+	pipe     *os.File
+	out      bytes.Buffer
 }
 
 // Options tunes the server.
@@ -115,6 +119,11 @@ func Start(opts Options) (*Server, error) {
 		out, err := s.cmd("pg_ctl", "-D", data, "-o", o, "-l", filepath.Join(dir, "log"), "-w", "-t", "60", "start").CombinedOutput()
 		if err == nil {
 			s.Port = port
+			if err := s.watch(); err != nil {
+				_, _ = s.cmd("pg_ctl", "-D", data, "-m", "immediate", "-w", "stop").CombinedOutput()
+				os.RemoveAll(dir)
+				return nil, err
+			}
 			return s, nil
 		}
 		log, _ := os.ReadFile(filepath.Join(dir, "log"))
@@ -155,14 +164,40 @@ func (s *Server) URL(db string) string {
 	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable", s.Port, db)
 }
 
+// watch starts a small process that stops the server and removes its
+// directory when the write end of a pipe held by this process closes: at
+// Stop, or when this process ends in any other way (a panic, a test timeout,
+// SIGKILL), so no server outlives the tests that started it.
+func (s *Server) watch() error {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	script := `cat >/dev/null; "$@"; rc=$?; rm -rf "$PGTEST_DIR"; exit $rc`
+	args := append([]string{"-c", script, "pgtest-watchdog"}, s.run...)
+	args = append(args, filepath.Join(s.bin, "pg_ctl"), "-D", filepath.Join(s.Dir, "data"), "-m", "immediate", "-w", "stop")
+	c := exec.Command("sh", args...)
+	c.Stdin = r
+	c.Stdout, c.Stderr = &s.out, &s.out
+	c.Env = append(os.Environ(), "PGTEST_DIR="+s.Dir, "LC_ALL=C")
+	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	err = c.Start()
+	r.Close()
+	if err != nil {
+		w.Close()
+		return fmt.Errorf("pgtest: starting the watchdog: %w", err)
+	}
+	s.watchdog, s.pipe = c, w
+	return nil
+}
+
 // Stop stops the server at once and removes its directory.
 func (s *Server) Stop() error {
-	out, err := s.cmd("pg_ctl", "-D", filepath.Join(s.Dir, "data"), "-m", "immediate", "-w", "stop").CombinedOutput()
-	rmErr := os.RemoveAll(s.Dir)
-	if err != nil {
-		return fmt.Errorf("pgtest: pg_ctl stop: %v\n%s", err, out)
+	s.pipe.Close()
+	if err := s.watchdog.Wait(); err != nil {
+		return fmt.Errorf("pgtest: pg_ctl stop: %v\n%s", err, s.out.String())
 	}
-	return rmErr
+	return nil
 }
 
 func freePort() (int, error) {
