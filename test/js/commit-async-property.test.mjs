@@ -193,7 +193,7 @@ export async function runSchedule(seed, makeGate) {
         continue;
       }
       if (!(p instanceof Promise)) fail(`${op.name} did not return a promise`);
-      op.waited = op.runs === 0;
+      op.highestAtCall = highest;
       observe(op, p);
     } else {
       // Let time pass: settle something, abort something, or just wait.
@@ -256,7 +256,9 @@ export async function runSchedule(seed, makeGate) {
     } else if (e instanceof StaleFenceError) {
       stale++;
       counts.stale++;
-      if (op.waited) counts.staleAfterWaiting++;
+      // Refused at once when already below the floor; otherwise it waited
+      // and a newer fence was admitted meanwhile.
+      if (op.kind === 'commitAsync' && fence >= op.highestAtCall) counts.staleAfterWaiting++;
       if (op.runs !== 0) fail(`${op.name} refused but its write ran`);
       checkRejection(e, holderId, fence, op.name);
     } else if (op.busy) {

@@ -64,24 +64,26 @@ describe('gate.commitAsync', () => {
     assert.deepEqual(gate.rejections, [{ seq: 1, resource: 'slot', refusedHolderId: 'a', refusedFence: 1, admittedHolderId: 'b', admittedFence: 2 }]);
   });
 
-  test('an older fence waiting behind a newer write is refused when its turn comes', async () => {
+  test('while a newer write runs, an older fence is refused at once (as Gate.Commit does); the same fence waits', async () => {
     const gate = new FenceGate('slot');
     const slowB = deferred();
     const order = [];
     const b = track(gate.commitAsync(tok('b', 2), async () => { order.push('b start'); await slowB.promise; order.push('b end'); }));
     let aRan = false;
     const a = track(gate.commitAsync(tok('a', 1), async () => { aRan = true; }));
+    const b2 = track(gate.commitAsync(tok('b', 2), async () => { order.push('b2'); }));
     await settle();
-    assert.equal(a.state, 'pending', 'a commit waits even when it would be refused: the check is made at its turn');
-    assert.equal(gate.rejections.length, 0);
+    assert.equal(a.state, 'rejected', 'refused before the running write settled');
+    assert.ok(a.value instanceof StaleFenceError);
+    assert.deepEqual(a.value.rejection, { seq: 1, resource: 'slot', refusedHolderId: 'a', refusedFence: 1, admittedHolderId: 'b', admittedFence: 2 });
+    assert.equal(b2.state, 'pending', 'the same fence waits its turn');
     slowB.resolve();
     await settle();
     assert.equal(b.state, 'fulfilled');
-    assert.equal(a.state, 'rejected');
-    assert.ok(a.value instanceof StaleFenceError);
-    assert.deepEqual(a.value.rejection, { seq: 1, resource: 'slot', refusedHolderId: 'a', refusedFence: 1, admittedHolderId: 'b', admittedFence: 2 });
+    assert.equal(b2.state, 'fulfilled');
     assert.equal(aRan, false);
-    assert.deepEqual(order, ['b start', 'b end']);
+    assert.deepEqual(order, ['b start', 'b end', 'b2']);
+    assert.equal(gate.rejections.length, 1);
   });
 
   test('always a promise: every refusal is a rejection, never a synchronous throw', async () => {

@@ -261,8 +261,9 @@ export class FenceGate {
    * a gate run one at a time: this one waits until the running write's
    * promise settles and the writes queued before it have had their turn.
    * The token is checked when its turn comes, so a token that went stale
-   * while it waited is refused: the promise rejects with StaleFenceError
-   * (logged in rejections), never a synchronous throw. The floor is raised
+   * while it waited is refused (one already below the floor is refused at
+   * once): the promise rejects with StaleFenceError (logged in rejections),
+   * never a synchronous throw. The floor is raised
    * before fn runs and stays raised if fn throws or its promise rejects; the
    * promise settles with fn's value or error. Bad arguments reject at once.
    */

@@ -637,11 +637,11 @@ function enter(fn, a, b, c, d) {
 }
 
 // call runs one export whose arguments encoding enc wrote.
-function call(enc, fn, a, b) {
+function call(enc, fn, a, b, c) {
   if (enc !== encoding) {
     throw new LeaseFenceError('lease-fence: an argument\'s getter called into lease-fence while the arguments were being read; nothing was done');
   }
-  done(enter(fn, a, b));
+  done(enter(fn, a, b, c));
 }
 
 // call4 is call for the fast exports that take no argument buffer.
@@ -1150,13 +1150,16 @@ export class FenceGate extends Handled {
         }
       }
       const idle = this.#depth === 0 && this.#held === 0 && this.#queue.length === 0;
-      if (!idle || signal?.aborted) {
-        // Refuse a bad call now rather than when its turn comes.
+      const aborted = signal?.aborted === true;
+      if (!idle || aborted) {
+        // Refuse a bad call now rather than when its turn comes, and, like
+        // Gate.Commit in Go, a fence already below the floor (logged). An
+        // aborted call is only checked: it logs nothing.
         const enc = begin();
         putReadToken(token, tok, resource, holderId, fence);
         put(fn);
-        call(enc, X.lf_gate_check, handleOf(this), p);
-        if (signal?.aborted) throw signal.reason;
+        call(enc, X.lf_gate_check, handleOf(this), p, !aborted);
+        if (aborted) throw signal.reason;
       }
       const w = { token, tok, resource, holderId, fence, fn, resolve, reject, signal, onAbort: null };
       if (idle) {

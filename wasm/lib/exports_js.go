@@ -125,8 +125,8 @@ func gateAdmit(h uint32, n int32) int32 {
 }
 
 //go:wasmexport lf_gate_check
-func gateCheck(h uint32, n int32) int32 {
-	return published(br.GateCheck(h, n))
+func gateCheck(h uint32, n int32, refuseStale bool) int32 {
+	return published(br.GateCheck(h, n, refuseStale))
 }
 
 //go:wasmexport lf_gate_floor

@@ -239,26 +239,34 @@ func TestGateCommitIDs(t *testing.T) {
 	}
 }
 
-// GateCheck refuses what GateCommit would refuse as bad input, and never
-// changes the floor or the log, even for a stale token.
-func TestGateCheckChangesNothing(t *testing.T) {
+// GateCheck refuses what GateCommit would refuse as bad input and changes
+// nothing; with refuseStale it also refuses (and logs) a token already below
+// the floor, leaving the floor as it was.
+func TestGateCheck(t *testing.T) {
 	w := newWorld(t)
 	b := w.b
 	tok := func(holder string, f float64) *convert.ArgWriter {
 		return args().Object().String("slot").String(holder).Number(f)
 	}
 	must(t, b, b.GateAdmit(w.gate, call(b, tok("b", 5))))
-	must(t, b, b.GateCheck(w.gate, call(b, tok("a", 7).Tag(convert.TagFunction))))
-	must(t, b, b.GateCheck(w.gate, call(b, tok("a", 1).Tag(convert.TagFunction)))) // stale: checked at its turn, not here
-	fail(t, b, b.GateCheck(w.gate, call(b, tok("a", 0).Tag(convert.TagFunction))), ErrInvalidArgument, "token.fence")
-	fail(t, b, b.GateCheck(w.gate, call(b, tok("a", 7).Tag(convert.TagNull))), ErrInvalidArgument, "fn must be a function")
-	fail(t, b, b.GateCheck(w.gate, call(b, args().Object().String("other").String("a").Number(7).Tag(convert.TagFunction))), ErrInvalidArgument, "presented to the gate")
-	fail(t, b, b.GateCheck(w.client, call(b, tok("a", 7).Tag(convert.TagFunction))), ErrInvalidArgument, "not a live")
+	for _, refuseStale := range []bool{false, true} {
+		must(t, b, b.GateCheck(w.gate, call(b, tok("a", 7).Tag(convert.TagFunction)), refuseStale))
+		must(t, b, b.GateCheck(w.gate, call(b, tok("a", 5).Tag(convert.TagFunction)), refuseStale))
+		fail(t, b, b.GateCheck(w.gate, call(b, tok("a", 0).Tag(convert.TagFunction)), refuseStale), ErrInvalidArgument, "token.fence")
+		fail(t, b, b.GateCheck(w.gate, call(b, tok("a", 7).Tag(convert.TagNull)), refuseStale), ErrInvalidArgument, "fn must be a function")
+		fail(t, b, b.GateCheck(w.gate, call(b, args().Object().String("other").String("a").Number(7).Tag(convert.TagFunction)), refuseStale), ErrInvalidArgument, "presented to the gate")
+		fail(t, b, b.GateCheck(w.client, call(b, tok("a", 7).Tag(convert.TagFunction)), refuseStale), ErrInvalidArgument, "not a live")
+	}
+	must(t, b, b.GateCheck(w.gate, call(b, tok("a", 1).Tag(convert.TagFunction)), false)) // stale, but only checked
+	if n := must(t, b, b.GateRejectionCount(w.gate)).F64(); n != 0 {
+		t.Fatalf("%v rejections, want 0", n)
+	}
+	fail(t, b, b.GateCheck(w.gate, call(b, tok("a", 1).Tag(convert.TagFunction)), true), ErrStaleFence, "stale")
+	if n := must(t, b, b.GateRejectionCount(w.gate)).F64(); n != 1 {
+		t.Fatalf("%v rejections, want 1", n)
+	}
 	if f := must(t, b, b.GateFloor(w.gate)).F64(); f != 5 {
 		t.Fatalf("floor %v, want 5", f)
-	}
-	if n := must(t, b, b.GateRejections(w.gate, 0)).F64(); n != 0 {
-		t.Fatalf("%v rejections, want 0", n)
 	}
 }
 

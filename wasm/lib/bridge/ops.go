@@ -548,10 +548,12 @@ func (b *Bridge) gateAdmit(h uint32, n int32, write bool) (st int32) {
 }
 
 // GateCheck checks the arguments of a gate.commitAsync that has to wait for
-// its turn, so that a bad call is refused at once; it changes nothing (the
-// floor check itself is made when the turn comes, by GateCommitIDs or
-// GateAdmit). Args: token, fn.
-func (b *Bridge) GateCheck(h uint32, n int32) (st int32) {
+// its turn, so that a bad call is refused at once. With refuseStale set, a
+// token already below the floor is refused too (and logged), as Gate.Commit
+// refuses an older fence while another write runs; otherwise nothing
+// changes. The check that admits is made when the turn comes, by
+// GateCommitIDs or GateCommit. Args: token, fn.
+func (b *Bridge) GateCheck(h uint32, n int32, refuseStale bool) (st int32) {
 	defer b.guard(&st)
 	g, r, err := recv[*fence.Gate](b, h, convert.KindGate, n)
 	if err != nil {
@@ -566,6 +568,9 @@ func (b *Bridge) GateCheck(h uint32, n int32) (st int32) {
 	}
 	if err == nil {
 		_, err = g.WouldAdmit(tok)
+	}
+	if err == nil && refuseStale && tok.Fence < g.Floor() {
+		err = g.Admit(tok) // refuses and logs; the floor stays
 	}
 	return b.status(err)
 }
