@@ -240,8 +240,8 @@ func (c *Coordinator) acquireLocked(now clock.Instant, req *Request, pos int, h 
 	exp := now.Millis + c.ms
 	slot := c.replay.add(replayEntry{
 		requestID: req.RequestID, resource: req.Resource, holder: req.HolderID,
-		fence: c.issued, expiresAt: exp, hash: h,
-	}, pos)
+		fence: c.issued, expiresAt: exp,
+	}, h, pos)
 	if exists {
 		cur.holder, cur.fence, cur.expiresAt, cur.slot = req.HolderID, c.issued, exp, slot
 	} else {
@@ -629,8 +629,8 @@ func (c *Coordinator) Restore(s Snapshot) error {
 		r, _ := c.leases.find(l.Resource, c.leases.tag(l.Resource))
 		r.rec().slot = c.replay.add(replayEntry{
 			requestID: l.RequestID, resource: l.Resource, holder: l.HolderID,
-			fence: l.Fence, expiresAt: l.ExpiresAt.Millis, hash: h,
-		}, -1)
+			fence: l.Fence, expiresAt: l.ExpiresAt.Millis,
+		}, h, -1)
 	}
 	c.issued = max(c.issued, s.IssuedFence)
 	c.restored = true

@@ -12,17 +12,23 @@ import "hash/maphash"
 // ring positions. A slot is 0 when empty, else the low 16 bits of the
 // entry's hash (which include its home slot: the index never has more than
 // 2^16 slots) above its ring position plus one, so probing reads only the
-// index, and eviction and growth never hash a request id again. It is kept
-// at most half full. An entry leaves the
-// index when it is evicted from the ring or when its request id is granted
-// again (the newer grant takes over the id); entries that left are marked
-// gone so their eviction leaves the index alone.
+// index, and rebuilding never hashes a request id again.
+//
+// Nothing is deleted from the index. A slot goes stale when its entry is
+// evicted (its ring position now holds a newer grant) or retired (its
+// request id was granted again, and the newer grant took over the id):
+// lookups skip a stale slot, and an insertion reuses the first stale slot on
+// its probe run. The index is rebuilt from the ring when the used slots, live
+// or stale, would pass 3/4 of it; live entries fill at most a quarter, so a
+// rebuild comes at most once per ReplayCacheSize/2 grants and costs about
+// one insertion per grant.
 type replayCache struct {
 	seed   maphash.Seed
 	ring   []replayEntry
 	grants uint64 // grants added so far
 	index  []uint32
-	count  int // entries in index
+	used   int // slots of index that are not empty
+	live   int // entries of ring that are not retired
 }
 
 // replayEntry is one acquire grant. TTL and the clock domain are the
@@ -33,18 +39,15 @@ type replayEntry struct {
 	holder    string
 	fence     uint64
 	expiresAt float64 // the grant's CoordinatorExpiresAt, in milliseconds
-	hash      uint64
-	gone      bool // no longer in the index
+	tag       uint16  // the low bits of the request id's hash
+	retired   bool    // its request id was granted again
 }
-
-// The index stays at most half full: 2*ReplayCacheSize slots suffice.
-const minIndex = 16
 
 // lookup returns the ring position of the cached grant for id, or -1, and
 // id's hash for a following add.
 func (r *replayCache) lookup(id string) (int, uint64) {
 	h := maphash.String(r.seed, id)
-	if r.count == 0 {
+	if len(r.index) == 0 {
 		return -1, h
 	}
 	mask := uint64(len(r.index) - 1)
@@ -56,98 +59,89 @@ func (r *replayCache) lookup(id string) (int, uint64) {
 		}
 		if v>>16 == tag {
 			pos := int(v&0xffff) - 1
-			if e := &r.ring[pos]; e.hash == h && e.requestID == id {
+			if e := &r.ring[pos]; !e.retired && e.tag == uint16(tag) && e.requestID == id {
 				return pos, h
 			}
 		}
 	}
 }
 
+// stale reports whether index value v no longer stands for its ring entry.
+func (r *replayCache) stale(v uint32) bool {
+	e := &r.ring[int(v&0xffff)-1]
+	return e.retired || uint32(e.tag) != v>>16
+}
+
 // add records e, the newest acquire grant, evicting the oldest of the last
-// ReplayCacheSize, and returns its ring position. prev is the position of a
-// cached grant with the same request id (from lookup), or -1: that entry
-// leaves the index so the id now finds e.
-func (r *replayCache) add(e replayEntry, prev int) int32 {
+// ReplayCacheSize, and returns its ring position. h is the hash of its
+// request id (from lookup); prev is the position of a cached grant with the
+// same request id (from lookup), or -1: that entry is retired so the id now
+// finds e.
+func (r *replayCache) add(e replayEntry, h uint64, prev int) int32 {
 	if prev >= 0 {
-		r.remove(prev)
+		r.ring[prev].retired = true
+		r.live--
 	}
+	e.tag = uint16(h)
 	pos := int(r.grants % ReplayCacheSize)
-	e.gone = true // until insert puts it in the index (grow skips it)
 	if len(r.ring) < ReplayCacheSize {
 		r.ring = append(r.ring, e)
 	} else {
-		if !r.ring[pos].gone {
-			r.remove(pos)
+		if !r.ring[pos].retired {
+			r.live--
 		}
 		r.ring[pos] = e
 	}
 	r.grants++
-	if 2*(r.count+1) > len(r.index) {
-		r.grow()
+	r.live++
+	if 4*(r.used+1) > 3*len(r.index) {
+		r.rebuild()
+	} else {
+		r.insert(h, pos)
 	}
-	r.insert(pos)
 	return int32(pos)
 }
 
-// insert puts ring position pos into the index.
-func (r *replayCache) insert(pos int) {
+// insert puts ring position pos, whose hash is h, in the first empty or stale
+// slot of its probe run.
+func (r *replayCache) insert(h uint64, pos int) {
 	mask := uint64(len(r.index) - 1)
-	h := r.ring[pos].hash
 	i := h & mask
-	for r.index[i] != 0 {
+	for {
+		v := r.index[i]
+		if v == 0 {
+			r.used++
+			break
+		}
+		if r.stale(v) {
+			break
+		}
 		i = (i + 1) & mask
 	}
 	r.index[i] = uint32(uint16(h))<<16 | uint32(pos+1)
-	r.ring[pos].gone = false
-	r.count++
 }
 
-// remove takes ring position pos out of the index (it must be there) and
-// marks it gone. The entries after it in its probe run move back so that
-// every entry stays reachable from its home slot (deletion without
-// tombstones).
-func (r *replayCache) remove(pos int) {
-	mask := uint64(len(r.index) - 1)
-	i := r.ring[pos].hash & mask
-	for int(r.index[i]&0xffff) != pos+1 {
-		i = (i + 1) & mask
+// rebuild makes a new index, four times the live entries or more, from the
+// ring's live entries.
+func (r *replayCache) rebuild() {
+	n := 16
+	for n < 4*r.live {
+		n *= 2
 	}
-	r.ring[pos].gone = true
-	r.count--
-	for j := i; ; {
-		r.index[i] = 0
-		for {
-			j = (j + 1) & mask
-			s := r.index[j]
-			if s == 0 {
-				return
-			}
-			home := uint64(s>>16) & mask
-			// The entry at j may move to i unless its home lies
-			// cyclically in (i, j].
-			if i <= j {
-				if i < home && home <= j {
-					continue
-				}
-			} else if i < home || home <= j {
-				continue
-			}
-			r.index[i] = s
-			i = j
-			break
-		}
-	}
-}
-
-// grow doubles the index (or makes the first one) and reinserts every entry.
-func (r *replayCache) grow() {
-	n := max(minIndex, 2*len(r.index))
 	r.index = make([]uint32, n)
-	r.count = 0
+	r.used = 0
+	mask := uint32(n - 1)
 	for pos := range r.ring {
-		if !r.ring[pos].gone {
-			r.insert(pos)
+		e := &r.ring[pos]
+		if e.retired {
+			continue
 		}
+		i := uint32(e.tag) & mask
+		for r.index[i] != 0 {
+			i = (i + 1) & mask
+		}
+		r.index[i] = uint32(e.tag)<<16 | uint32(pos+1)
+		r.used++
 	}
 }
 
@@ -158,7 +152,7 @@ func (r *replayCache) idOf(slot int32, f uint64) string {
 		return ""
 	}
 	e := &r.ring[slot]
-	if e.gone || e.fence != f {
+	if e.retired || e.fence != f {
 		return ""
 	}
 	return e.requestID

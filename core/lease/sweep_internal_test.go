@@ -34,8 +34,8 @@ func TestExpiredLeasesAreSwept(t *testing.T) {
 	if peak > 2*sweepMin+2 {
 		t.Fatalf("map grew to %d entries for 1 live lease", peak)
 	}
-	if c.replay.count > 1024 || len(c.replay.ring) > 1024 || len(c.replay.index) > 2048 {
-		t.Fatalf("replay cache holds %d ids, %d grants, %d index slots", c.replay.count, len(c.replay.ring), len(c.replay.index))
+	if c.replay.live > 1024 || len(c.replay.ring) > 1024 || len(c.replay.index) > 4096 {
+		t.Fatalf("replay cache holds %d ids, %d grants, %d index slots", c.replay.live, len(c.replay.ring), len(c.replay.index))
 	}
 	// A sweep never removes a live lease.
 	holder, f, _, ok, err := c.Holder(clock.At("c", n-1), "r"+strconv.Itoa(n-1))

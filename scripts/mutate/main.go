@@ -171,8 +171,8 @@ var mutations = []mutation{
 		Why: "restored leases are not put back in the replay cache",
 	},
 	{
-		Name: "lease/regrant-keeps-old-index-entry", File: "core/lease/replay.go",
-		Old: "\tif prev >= 0 {\n\t\tr.remove(prev)\n\t}\n", New: "",
+		Name: "lease/regrant-keeps-old-entry", File: "core/lease/replay.go",
+		Old: "\t\tr.ring[prev].retired = true\n", New: "",
 		Why: "a request id granted again leaves its older cache entry findable",
 	},
 	{
@@ -189,6 +189,12 @@ var mutations = []mutation{
 		Name: "lease/split-misroutes", File: "core/lease/table.go",
 		Old: "\t\t\tif (uint(i)>>(t.depth-st.depth-1))&1 == 0 {", New: "\t\t\tif (uint(i)>>(t.depth-st.depth-1))&1 == 1 {",
 		Why: "a split points the directory at the wrong half",
+	},
+	{
+		Name: "lease/replay-finds-retired", File: "core/lease/replay.go",
+		Old: "if e := &r.ring[pos]; !e.retired && e.tag == uint16(tag) && e.requestID == id {",
+		New: "if e := &r.ring[pos]; e.tag == uint16(tag) && e.requestID == id {",
+		Why: "a lookup finds a grant whose request id was granted again",
 	},
 	// core/lease: the client and the lease
 	{
@@ -428,13 +434,27 @@ func run(env []string, name string, args ...string) ([]byte, error) {
 	return out.Bytes(), err
 }
 
-// stopRunning interrupts the command in progress, if any.
+// stopRunning interrupts the command in progress, if any, waits up to ten
+// seconds for it to finish and kills it otherwise, so that no go test is
+// left behind compiling or running a mutated tree.
 func stopRunning() {
 	runningMu.Lock()
-	defer runningMu.Unlock()
-	if running != nil && running.Process != nil {
-		running.Process.Signal(os.Interrupt)
+	cmd := running
+	runningMu.Unlock()
+	if cmd == nil || cmd.Process == nil {
+		return
 	}
+	cmd.Process.Signal(os.Interrupt)
+	for range 100 {
+		runningMu.Lock()
+		done := running != cmd
+		runningMu.Unlock()
+		if done {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	cmd.Process.Kill()
 }
 
 // firstFailure returns the name of the first failing test in go test output.
