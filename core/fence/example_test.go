@@ -1,6 +1,7 @@
 package fence_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -48,4 +49,31 @@ func ExampleNewGate_initialFloor() {
 	err := gate.Commit(fence.Token{Resource: "deploy-slot", HolderID: "agent-a", Fence: 40}, func() error { return nil })
 	fmt.Println(err)
 	// Output: fence: stale write to "deploy-slot" refused (rejection #1): holder "agent-a" has fence 40 but the initial floor was admitted at fence 41
+}
+
+// CommitContext is for a write that waits or does I/O: writes on a gate run
+// one at a time, and a commit still waiting for its turn gives up when its
+// context is done, having logged nothing and moved nothing.
+func ExampleGate_CommitContext() {
+	gate, _ := fence.NewGate("deploy-slot", fence.Options{})
+	writing := make(chan struct{})
+	finish := make(chan struct{})
+	done := make(chan error)
+	go func() {
+		done <- gate.CommitContext(context.Background(), fence.Token{Resource: "deploy-slot", HolderID: "agent-a", Fence: 1},
+			func(ctx context.Context) error { close(writing); <-finish; return nil })
+	}()
+	<-writing // agent-a's write is running
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // agent-b gives up (here: before it even starts waiting)
+	err := gate.CommitContext(ctx, fence.Token{Resource: "deploy-slot", HolderID: "agent-b", Fence: 2},
+		func(ctx context.Context) error { return nil })
+	fmt.Println(err, gate.Floor(), gate.RejectionCount())
+
+	close(finish)
+	fmt.Println(<-done)
+	// Output:
+	// context canceled 1 0
+	// <nil>
 }
