@@ -10,6 +10,7 @@
 //	                few-line RESP client scripts/peers uses for Redis: what
 //	                the server can do when the client costs little
 //	native-durable  cmd/coordinator -init -state FILE (bbolt, fsync before every answer)
+//	native-durable-raw  the same driven by the minimal client
 //	worker          the Go Worker (wasm/worker) under wrangler dev
 //	worker-plain-js the plain-JavaScript Durable Object (wasm/worker/plain.mjs)
 //
@@ -167,7 +168,7 @@ func startTarget(name, coordinator, wrangler string) (*server, error) {
 	switch name {
 	case "native", "native-raw":
 		cmd = exec.Command(coordinator, "-addr", "127.0.0.1:0", "-quiet", "-memory")
-	case "native-durable":
+	case "native-durable", "native-durable-raw":
 		cmd = exec.Command(coordinator, "-addr", "127.0.0.1:0", "-quiet", "-init", "-state", filepath.Join(tmp, "state.db"))
 	case "worker", "worker-plain-js":
 		wr, err := filepath.Abs(wrangler)
@@ -182,7 +183,7 @@ func startTarget(name, coordinator, wrangler string) (*server, error) {
 		cmd.Dir = "wasm/worker"
 		cmd.Env = append(os.Environ(), "WRANGLER_SEND_METRICS=false", "CLOUDFLARE_CF_FETCH_ENABLED=false", "CI=1", "NO_COLOR=1")
 	default:
-		return nil, errors.New("unknown target (want native, native-raw, native-durable, worker, worker-plain-js)")
+		return nil, errors.New("unknown target (want native, native-raw, native-durable, native-durable-raw, worker, worker-plain-js)")
 	}
 	s, err := startCmd(cmd, tmp)
 	if err != nil {
@@ -398,9 +399,11 @@ func (c *rawClient) post(path string, body []byte) ([]byte, error) {
 const rawSecret = "bench-secret-0123456789"
 
 func (c *rawClient) cycle(resource, holder string, n int) error {
-	id := strconv.Itoa(n)
+	// Request ids are unique per resource (and resources per run): the
+	// coordinator refuses an id used before for another resource.
+	id := strconv.Itoa(n) + "-" + resource
 	acq := `{"requestId":"a` + id + `","resource":"` + resource + `","holderId":"` + holder +
-		`","sentAt":{"millis":` + id + `,"domain":"` + holder + `"},"kind":"acquire","secret":"` + rawSecret + `"}`
+		`","sentAt":{"millis":` + strconv.Itoa(n) + `,"domain":"` + holder + `"},"kind":"acquire","secret":"` + rawSecret + `"}`
 	data, err := c.post("/v1/acquire", []byte(acq))
 	if err != nil {
 		return err
