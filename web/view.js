@@ -204,7 +204,9 @@ function drawEvents(c) {
     const w = Math.max(1, x(end) - x(gen.start));
     g.append(el('rect', { x: x(gen.start), y: L.C - L.bar, width: w, height: 2 * L.bar, rx: 3 }));
     layer.append(g);
-    labels.push({ prio: 2, x: x(gen.start) + 6, y: L.C + 4, text: `${gen.holder} #${gen.fence}`, anchor: 'start', cls: 'inbar', kind: 'inbar', dys: [0], within: [x(gen.start), x(gen.start) + w] });
+    // Only the bar's own name goes inside it.
+    obstacles.push({ x: x(gen.start), y: L.C - L.bar, width: w, height: 2 * L.bar, bar: true });
+    labels.push({ prio: 2, x: x(gen.start) + 6, y: L.C + 4, text: `${gen.holder} #${gen.fence}`, anchor: 'start', cls: 'inbar', kind: 'inbar', dys: [0], dxs: [0, 1, 2], within: [x(gen.start), x(gen.start) + w] });
   }
 
   // What each holder believes, under the coordinator's copy: from a lease
@@ -241,7 +243,7 @@ function drawEvents(c) {
     if (gen && diff !== 0 && cursor >= Math.min(e.deadline, gen.end)) {
       const text = diff > 0 ? `${e.actor} believes ${fmt(diff)} ms too long` : `${fmt(-diff)} ms inside the coordinator's`;
       const alts = diff > 0 ? [`${e.actor}: ${fmt(diff)} ms too long`, `+${fmt(diff)} ms`] : [`${fmt(-diff)} ms inside`, `−${fmt(-diff)} ms`];
-      label(e, { prio: diff > 0 ? 1 : 4, x: x(Math.max(e.deadline, gen.end)) + 4, y: y + 4, text, alts, anchor: 'start', cls: diff > 0 ? 'small bad-text' : 'small', kind: 'belief', dys: [0, 1, 2, -1], dxs: [0, -2, -4] });
+      label(e, { prio: 1, x: x(Math.max(e.deadline, gen.end)) + 4, y: y + 4, text, alts, anchor: 'start', cls: diff > 0 ? 'small bad-text' : 'small', kind: 'belief', dys: [0, 1, 2, -1], dxs: [0, -2] });
     }
   }
 
@@ -464,7 +466,7 @@ function findSpot(b, l, placed, obstacles, W, L) {
       const cand = { x: b.x + dx, y: b.y + dy, width: b.width, height: b.height };
       if (cand.y < 0 || cand.y + cand.height > L.H) continue;
       if (l.within && (cand.x < l.within[0] + 1 || cand.x + cand.width > l.within[1] - 1)) continue;
-      if (placed.some((p) => overlaps(p, cand)) || obstacles.some((o) => overlaps(o, cand, 0))) continue;
+      if (placed.some((p) => overlaps(p, cand)) || obstacles.some((o) => !(o.bar && l.kind === 'inbar') && overlaps(o, cand, 0))) continue;
       return { dx, dy, cand };
     }
   }
