@@ -87,7 +87,7 @@ export const PRESETS = [
   {
     id: 'async',
     title: 'Writes that await (gate.commitAsync)',
-    claim: 'A\'s write is async: admitted at 950 with fence 1, it awaits its store for 450 ms, across the handover to B at 1000. gate.commit refuses the async function before it runs; with commitAsync, B\'s write waits for A\'s to settle and lands after it, and A\'s next write, queued behind B\'s, is refused when its turn comes. The naive resource lets A\'s write land over B\'s.',
+    claim: 'A\'s write is async: admitted at 950 with fence 1, it awaits its store for 450 ms, across the handover to B at 1000, and A writes a follow-up at 1200 meanwhile. gate.commit refuses the async function before it runs; with commitAsync, B\'s write waits for A\'s report to settle and lands after it, and A\'s follow-up, queued behind B\'s, is refused when its turn comes. The naive resource lands A\'s report after B\'s newer write.',
     params: { ...BASE },
     async: true,
   },
@@ -97,8 +97,9 @@ export const DEFAULT_PRESET = 'gap';
 
 /** How long B works between its check and its write in the early and push presets. */
 const B_WORK = 300;
-/** How long B's store call and A's follow-up take in the async preset. */
+/** In the async preset: B's store call, A's work between its two writes, A's follow-up's store call. */
 const B_STORE = 100;
+const A_GAP = 250;
 const A_FOLLOW_UP = 50;
 
 export function presetById(id) {
@@ -321,7 +322,10 @@ function script(s) {
           steps: [
             { op: 'acquire', at: 0, up: s.upA, down: s.downA },
             { op: 'check', at: s.checkAt },
-            { op: 'awrite', value: "A's report", ms: s.model, tryCommit: true },
+            // A does not wait for its report to be stored: it works on and
+            // writes a follow-up while the report's write is still running.
+            { op: 'awrite', value: "A's report", ms: s.model, tryCommit: true, detach: true },
+            { op: 'model', ms: A_GAP },
             { op: 'awrite', value: "A's follow-up", ms: A_FOLLOW_UP },
           ],
         },
@@ -731,8 +735,9 @@ class LaneRun {
       (async () => {
         await store();
         land(undefined);
-        this.next(th, i, this.now);
+        if (!step.detach) this.next(th, i, this.now);
       })().catch((err) => (this.failure ??= err));
+      if (step.detach) this.next(th, i, t);
       return;
     }
     if (step.tryCommit) {
@@ -762,15 +767,18 @@ class LaneRun {
     const done = this.gate.commitAsync(ag.lease.token, fn);
     this.emit({ ...base, t, kind: 'write-call', fence, queued: began === null, floorBefore: floorAtCall, floor: this.gate.floor });
     this.lastFloor = this.gate.floor;
-    done.then(
-      () => this.next(th, i, this.now),
-      (err) => {
-        if (!(err instanceof this.lib.StaleFenceError)) throw err;
-        const floor = this.gate.floor;
-        this.emit({ ...base, t: this.now, kind: 'write', landed: false, fence, began: null, stale: !(this.generations[ag.gen].end > this.now), floorBefore: floor, floor, rejection: plainRejection(err.rejection) });
-        this.next(th, i, this.now);
-      },
-    ).catch((err) => (this.failure ??= err));
+    // A detached write lets its thread go on at once; otherwise the thread
+    // waits for the write to settle.
+    const after = () => {
+      if (!step.detach) this.next(th, i, this.now);
+    };
+    done.then(after, (err) => {
+      if (!(err instanceof this.lib.StaleFenceError)) throw err;
+      const floor = this.gate.floor;
+      this.emit({ ...base, t: this.now, kind: 'write', landed: false, fence, began: null, stale: !(this.generations[ag.gen].end > this.now), floorBefore: floor, floor, rejection: plainRejection(err.rejection) });
+      after();
+    }).catch((err) => (this.failure ??= err));
+    if (step.detach) this.next(th, i, t);
   }
 
   finish() {

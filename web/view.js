@@ -187,7 +187,7 @@ function drawEvents(c) {
   // The token a write carries, beside its arrow.
   const writeToken = (e, cx, yA, status) => {
     const token = e.fence === null ? 'write, no token' : `write, fence ${e.fence}`;
-    label(e, { prio: 0, x: cx + 4, y: L.token, text: token, alts: [e.fence === null ? 'no token' : `fence ${e.fence}`], anchor: 'start', cls: `small write-label ${status}-text`, kind: 'token', wid: e.wid, dys: [0, -1, 1, -2, 2], dxs: [0, -2] });
+    label(e, { prio: 0, x: cx + 4, y: L.token, text: token, alts: e.fence === null ? ['no token', '∅'] : [`fence ${e.fence}`, `#${e.fence}`], anchor: 'start', cls: `small write-label ${status}-text`, kind: 'token', wid: e.wid, dys: [0, -1, 1, -2, 2], dxs: [0, -2] });
   };
   // An async write in flight along the resource row, from its start to its
   // landing (or the cursor).

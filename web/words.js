@@ -157,7 +157,7 @@ export function plain(e, lane) {
     case 'write': {
       const token = fenced ? `fence ${e.fence}` : 'no token';
       if (e.async && !fenced && e.overtaken)
-        return { what: `${k}'s write (${token}), begun at ${fmt(e.began)}, lands over ${e.beforeBy}'s`, why: `it awaited its store across the handover: a write that should not have landed, and nothing noticed.` };
+        return { what: `${k}'s write (${token}), begun at ${fmt(e.began)}, lands after a newer holder's write`, why: `it awaited its store across the handover: a write that should not have landed, and nothing noticed.` };
       if (e.async && fenced && e.landed) return { what: `${k}'s store call ends: its write with fence ${e.fence} lands`, why: `it was admitted at ${fmt(e.began)}, while its lease was current, and nothing newer ran meanwhile.` };
       if (e.async && fenced)
         return { what: `${k}'s turn comes and the gate refuses its write: fence ${e.fence} < floor ${e.floorBefore}`, why: `refused and logged as rejection #${e.rejection.seq}; the stale write never runs.` };
@@ -239,7 +239,10 @@ function naiveVerdict(lane) {
   const writes = lane.events.filter((e) => e.kind === 'write');
   const stale = writes.filter((e) => e.stale);
   const overtaken = stale.find((e) => e.overtaken);
-  if (overtaken) return bad(`Naive: ${overtaken.actor}'s write awaited across the handover and landed over ${overtaken.beforeBy}'s, and nothing noticed.`);
+  if (overtaken) {
+    const newer = writes.find((e) => e.landed && e.actor !== overtaken.actor && e.t > overtaken.began && e.t < overtaken.t);
+    return bad(`Naive: ${overtaken.actor}'s write awaited across the handover and landed after ${newer.actor}'s newer one, and nothing noticed.`);
+  }
   if (stale.length) {
     const w = stale.at(-1);
     if (w.beforeBy && w.beforeBy !== w.actor) return bad(`Naive: ${w.actor}'s write from an expired lease overwrote ${w.beforeBy}'s, and nothing noticed.`);

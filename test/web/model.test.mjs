@@ -149,17 +149,17 @@ test('async: commit refuses the async function, commitAsync queues B behind A an
   assert.throws(() => runScenario(lib, defaultScenario('async')), TypeError);
   const { lanes } = await runScenarioAsync(lib, defaultScenario('async'));
   const { naive, fenced } = lanes;
-  // Naive: no gate, no queue; A's write, begun at 950, lands at 1400 over B's.
-  assert.deepEqual(landed(naive), ['B@1100', 'A@1400', 'A@1450']);
-  const over = writes(naive).find((e) => e.t === 1400);
-  assert.equal(over.beforeBy, 'B');
-  assert.equal(over.overtaken, true);
-  assert.equal(over.stale, true);
-  assert.equal(naive.finalValue, "A's follow-up");
+  // Naive: no gate, no queue; A's report, begun at 950, lands at 1400, after B's newer write.
+  assert.deepEqual(landed(naive), ['B@1100', 'A@1250', 'A@1400']);
+  const late = writes(naive).find((e) => e.t === 1400);
+  assert.equal(late.began, 950);
+  assert.equal(late.overtaken, true);
+  assert.equal(late.stale, true);
+  assert.equal(naive.finalValue, "A's report");
   // Fenced: gate.commit refused the async function before it ran.
   assert.deepEqual(find(fenced, 'misuse').map((e) => [e.t, e.error, e.floor]), [[950, 'InvalidArgumentError', 0]]);
-  // A is admitted at its call; B (at 1000) and A's follow-up (at 1400) wait.
-  assert.deepEqual(find(fenced, 'write-call').map((e) => [e.t, e.actor, e.fence, e.queued]), [[950, 'A', 1, false], [1000, 'B', 2, true], [1400, 'A', 1, true]]);
+  // A is admitted at its call; B (at 1000) and A's follow-up (at 1200, fence 1 still at the floor) wait.
+  assert.deepEqual(find(fenced, 'write-call').map((e) => [e.t, e.actor, e.fence, e.queued]), [[950, 'A', 1, false], [1000, 'B', 2, true], [1200, 'A', 1, true]]);
   assert.deepEqual(find(fenced, 'write-begin').map((e) => [e.t, e.actor, e.floorBefore, e.floor]), [[1400, 'B', 1, 2]]);
   // A's write, admitted while its lease was current, lands first; B's after it; A's next is refused at its turn.
   assert.deepEqual(landed(fenced), ['A@1400', 'B@1500']);

@@ -172,8 +172,8 @@ const CLAIMS = {
     log: [/^t=1100 The gate admits A's write with fence 1 \(floor now 1\)/],
   },
   async: {
-    naive: ['B at 1100', 'A at 1400', 'A at 1450'],
-    naiveValue: '"A\'s follow-up"',
+    naive: ['B at 1100', 'A at 1250', 'A at 1400'],
+    naiveValue: '"A\'s report"',
     fenced: ['A at 1400 (fence 1)', 'B at 1500 (fence 2)'],
     fencedValue: '"B\'s report"',
     rejections: [['1', 'agent-a', '1', 'agent-b', '2']],

@@ -42,7 +42,7 @@ const VERDICTS = {
     ['good', 'Fenced: fence 1 < floor 2, refused and logged (rejection #1) before anything was written.'],
   ],
   async: [
-    ['bad', "Naive: A's write awaited across the handover and landed over B's, and nothing noticed."],
+    ['bad', "Naive: A's write awaited across the handover and landed after B's newer one, and nothing noticed."],
     ['good', "Fenced: commitAsync ran the writes one at a time: B's write waited for the one in flight and landed after it; A's stale write was checked when its turn came and refused (fence 1 < floor 2, rejection #1)."],
   ],
 };
