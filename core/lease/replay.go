@@ -121,14 +121,19 @@ func (r *replayCache) insert(h uint64, pos int) {
 	r.index[i] = uint32(uint16(h))<<16 | uint32(pos+1)
 }
 
-// rebuild makes a new index, four times the live entries or more, from the
-// ring's live entries.
+// rebuild refills the index, four times the live entries or more, from the
+// ring's live entries. An index of the right size is reused, so a full cache
+// rebuilds without allocating.
 func (r *replayCache) rebuild() {
 	n := 16
 	for n < 4*r.live {
 		n *= 2
 	}
-	r.index = make([]uint32, n)
+	if len(r.index) == n {
+		clear(r.index)
+	} else {
+		r.index = make([]uint32, n)
+	}
 	r.used = 0
 	mask := uint32(n - 1)
 	for pos := range r.ring {

@@ -36,3 +36,26 @@ func TestReplayCacheAgreesWithTheLast1024Grants(t *testing.T) {
 		}
 	}
 }
+
+// A full cache adds grants without allocating: the index is rebuilt in
+// place.
+func TestReplayCacheAddsWithoutAllocating(t *testing.T) {
+	r := replayCache{seed: maphash.MakeSeed()}
+	ids := make([]string, 4096)
+	for i := range ids {
+		ids[i] = "q" + strconv.Itoa(i)
+	}
+	n := 0
+	add := func() {
+		id := ids[n%len(ids)]
+		n++
+		pos, h := r.lookup(id)
+		r.add(replayEntry{requestID: id, fence: uint64(n)}, h, pos)
+	}
+	for range 3 * 1024 {
+		add()
+	}
+	if a := testing.AllocsPerRun(10_000, add); a != 0 {
+		t.Fatalf("%v allocations per grant", a)
+	}
+}

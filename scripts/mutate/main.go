@@ -191,10 +191,9 @@ var mutations = []mutation{
 		Why: "a split points the directory at the wrong half",
 	},
 	{
-		Name: "lease/replay-finds-retired", File: "core/lease/replay.go",
-		Old: "if e := &r.ring[pos]; !e.retired && e.tag == uint16(tag) && e.requestID == id {",
-		New: "if e := &r.ring[pos]; e.tag == uint16(tag) && e.requestID == id {",
-		Why: "a lookup finds a grant whose request id was granted again",
+		Name: "lease/replay-overwrites-live-slot", File: "core/lease/replay.go",
+		Old: "\t\tif r.stale(v) {\n", New: "\t\tif v != 0 {\n",
+		Why: "an insertion into the replay index overwrites a live slot",
 	},
 	// core/lease: the client and the lease
 	{
