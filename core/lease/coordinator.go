@@ -178,13 +178,14 @@ func (c *Coordinator) AcquireAt(now clock.Instant, req Request) (out Outcome, er
 	if err := req.validate(KindAcquire); err != nil {
 		return Outcome{}, err
 	}
+	// No defer: nothing between Lock and Unlock calls code that is not
+	// this package's.
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	pos, h, err := c.acquireCheck(&req)
-	if err != nil {
-		return Outcome{}, err
+	if err == nil {
+		err = c.acquireLocked(now, &req, pos, h, &out)
 	}
-	err = c.acquireLocked(now, &req, pos, h, &out)
+	c.mu.Unlock()
 	return out, err
 }
 
@@ -305,11 +306,11 @@ func (c *Coordinator) RenewAt(now clock.Instant, req Request) (out Outcome, err 
 		return Outcome{}, err
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if err := c.renewCheck(&req); err != nil {
-		return Outcome{}, err
+	err = c.renewCheck(&req)
+	if err == nil {
+		err = c.renewLocked(now, &req, &out)
 	}
-	err = c.renewLocked(now, &req, &out)
+	c.mu.Unlock()
 	return out, err
 }
 
@@ -371,8 +372,9 @@ func (c *Coordinator) ReleaseAt(now clock.Instant, tok fence.Token) (bool, error
 		return false, err
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.releaseLocked(now, tok)
+	ok, err := c.releaseLocked(now, tok)
+	c.mu.Unlock()
+	return ok, err
 }
 
 func (c *Coordinator) releaseLocked(now clock.Instant, tok fence.Token) (bool, error) {
