@@ -16,21 +16,10 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { FenceGate, LeaseFenceError, StaleFenceError } from 'lease-fence';
-import { rng } from './helpers.mjs';
+import { deferred, rng, settle } from './helpers.mjs';
 
 const SCHEDULES = 1000;
 const RESOURCE = 'orders-db';
-
-function deferred() {
-  let resolve, reject;
-  const promise = new Promise((res, rej) => {
-    resolve = res;
-    reject = rej;
-  });
-  return { promise, resolve, reject };
-}
-
-const macrotask = () => new Promise((resolve) => setImmediate(resolve));
 
 function uuid(random) {
   const hex = () => Math.floor(random() * 16).toString(16);
@@ -207,7 +196,7 @@ export async function runSchedule(seed, makeGate) {
         const ac = controllers.splice(pick(controllers.length), 1)[0];
         ac.abort(chance(0.5) ? undefined : new Error('aborted'));
       } else if (chance(0.3)) {
-        await macrotask();
+        await settle();
       }
     }
     for (let i = pick(3); i > 0; i--) await null;
@@ -220,7 +209,7 @@ export async function runSchedule(seed, makeGate) {
       deferreds.delete(d);
       d.settle();
     }
-    await macrotask();
+    await settle();
   }
 
   function checkRejection(e, holderId, fence, name) {
@@ -288,9 +277,9 @@ export async function runSchedule(seed, makeGate) {
 // Two broken gates the checker must catch. Both keep FenceGate's floor and
 // log, and break only the async rules.
 
-// Runs a commitAsync write as soon as it is called, like the old commit with
-// an async function did: writes overlap, and stale writes land.
-class NoQueueGate {
+// What both share: FenceGate's floor, log and admit, and a commit that admits
+// the token and runs fn, whatever fn returns.
+class BrokenGate {
   constructor(resource) { this.gate = new FenceGate(resource); }
   get floor() { return this.gate.floor; }
   get rejections() { return this.gate.rejections; }
@@ -299,6 +288,11 @@ class NoQueueGate {
     this.gate.admit(token);
     return fn();
   }
+}
+
+// Runs a commitAsync write as soon as it is called, like the old commit with
+// an async function did: writes overlap, and stale writes land.
+class NoQueueGate extends BrokenGate {
   async commitAsync(token, fn, { signal } = {}) {
     if (signal?.aborted) throw signal.reason;
     this.gate.admit(token);
@@ -308,17 +302,10 @@ class NoQueueGate {
 
 // Queues writes but checks a token when it is called, not when its turn
 // comes: a write whose token went stale while it waited still runs.
-class CheckAtCallGate {
+class CheckAtCallGate extends BrokenGate {
   constructor(resource) {
-    this.gate = new FenceGate(resource);
+    super(resource);
     this.tail = Promise.resolve();
-  }
-  get floor() { return this.gate.floor; }
-  get rejections() { return this.gate.rejections; }
-  admit(token) { this.gate.admit(token); }
-  commit(token, fn) {
-    this.gate.admit(token);
-    return fn();
   }
   commitAsync(token, fn, { signal } = {}) {
     try {

@@ -4,21 +4,9 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { FenceGate, InvalidArgumentError, LeaseFenceError, StaleFenceError } from 'lease-fence';
+import { deferred, settle } from './helpers.mjs';
 
 const tok = (holderId, fence, resource = 'slot') => ({ resource, holderId, fence });
-
-// A promise settled from outside, for writes that wait on something.
-function deferred() {
-  let resolve, reject;
-  const promise = new Promise((res, rej) => {
-    resolve = res;
-    reject = rej;
-  });
-  return { promise, resolve, reject };
-}
-
-// Lets every pending promise reaction run.
-const settle = () => new Promise((resolve) => setImmediate(resolve));
 
 // Records how a promise ended, without awaiting it.
 function track(promise) {

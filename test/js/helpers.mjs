@@ -1,5 +1,5 @@
 // Shared set-up for the node --test suite: a coordinator and clients on
-// manual clocks, and a seeded random source.
+// manual clocks, a seeded random source, and promise helpers for async writes.
 import assert from 'node:assert/strict';
 import { createManualClock, LeaseClient, LeaseCoordinator } from 'lease-fence';
 
@@ -33,3 +33,16 @@ export function rng(seed) {
     return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
   };
 }
+
+/** A promise settled from outside, for writes that wait on something. */
+export function deferred() {
+  let resolve, reject;
+  const promise = new Promise((res, rej) => {
+    resolve = res;
+    reject = rej;
+  });
+  return { promise, resolve, reject };
+}
+
+/** Lets every pending promise reaction run (waits one macrotask). */
+export const settle = () => new Promise((resolve) => setImmediate(resolve));
