@@ -16,7 +16,7 @@ import { createServer } from 'node:http';
 import { tmpdir } from 'node:os';
 import { extname, join, normalize } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { chromium } from 'playwright-core';
+import { launch } from '../chromium.mjs';
 
 const repo = fileURLToPath(new URL('../../', import.meta.url));
 const bin = (name) => join(repo, 'node_modules', '.bin', name);
@@ -25,7 +25,7 @@ const started = performance.now();
 const expected = { added: [], fence: 1, written: 'written', refused: true, rejections: 1 };
 const inBrowser = { ...expected, process: 'undefined' };
 
-let dir, app, server, base, context, profile;
+let dir, app, server, base, browser;
 const servers = [];
 const steps = {};
 
@@ -126,13 +126,7 @@ before(async () => {
   { WRANGLER_SEND_METRICS: 'false', CLOUDFLARE_CF_FETCH_ENABLED: 'false', XDG_CONFIG_HOME: join(dir, 'config') }));
   step('vite-dev', () => serve(bin('vite'), ['--config', 'vite-dev.config.mjs'], app, /Local:\s+(http:\/\/127\.0\.0\.1:\d+\/)/));
   step('chromium', async () => {
-    profile = mkdtempSync(join(tmpdir(), 'lease-fence-chromium-'));
-    context = await chromium.launchPersistentContext(profile, {
-      executablePath: '/usr/bin/chromium',
-      headless: true,
-      args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
-        '--disable-component-update', '--disable-sync'],
-    });
+    browser = await launch();
   });
 
   const out = join(app, 'out');
@@ -153,9 +147,8 @@ after(async () => {
   for (const child of servers) {
     if (child.exitCode === null && child.signalCode === null) process.kill(-child.pid, 'SIGTERM');
   }
-  await context?.close();
+  await browser?.close();
   server?.close();
-  if (profile) rmSync(profile, { recursive: true, force: true });
   if (dir) rmSync(dir, { recursive: true, force: true });
   console.log(`consumer suite: ${((performance.now() - started) / 1000).toFixed(1)} s; ms per step from the start of the builds: ${JSON.stringify(timings)}`);
 });
@@ -164,7 +157,7 @@ after(async () => {
 // window.result, with the page's errors if it left none.
 async function page(name, url = `${base}${name}/index.html`) {
   await steps.chromium;
-  const tab = await context.newPage();
+  const tab = await browser.context.newPage();
   const problems = [];
   tab.on('pageerror', (e) => problems.push(String(e)));
   tab.on('console', (m) => m.type() === 'error' && problems.push(m.text()));

@@ -8,15 +8,7 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { chromium } from 'playwright-core';
-
-const jsDir = new URL('../../wasm/js/', import.meta.url);
-const chromiumPath = '/usr/bin/chromium';
-// The page may load only what the package publishes.
-const packaged = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')).files;
+import { launch, servePackage } from '../chromium.mjs';
 
 const page = `<!doctype html><meta charset="utf-8"><script type="module">
 const before = Object.getOwnPropertyNames(globalThis);
@@ -38,42 +30,27 @@ try {
 }
 </script>`;
 
-let server, base, context, profile, wasmType = 'application/wasm';
+let server, base, browser, wasmType = 'application/wasm';
 const served = [];
 
 before(async () => {
   server = createServer((req, res) => {
     const name = new URL(req.url, 'http://x').pathname.slice(1);
     served.push(name);
-    if (name === 'index.html') {
-      res.writeHead(200, { 'content-type': 'text/html' }).end(page);
-    } else if (name.endsWith('.mjs') && packaged.includes(`wasm/js/${name}`)) {
-      res.writeHead(200, { 'content-type': 'text/javascript' }).end(readFileSync(new URL(name, jsDir)));
-    } else if (name === 'lease-fence.wasm') {
-      res.writeHead(200, { 'content-type': wasmType }).end(readFileSync(new URL(name, jsDir)));
-    } else {
-      res.writeHead(404).end();
-    }
+    servePackage(res, name, page, wasmType);
   });
   await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
   base = `http://127.0.0.1:${server.address().port}/`;
-  profile = mkdtempSync(join(tmpdir(), 'lease-fence-chromium-'));
-  context = await chromium.launchPersistentContext(profile, {
-    executablePath: chromiumPath,
-    headless: true,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
-      '--disable-component-update', '--disable-sync'],
-  });
+  browser = await launch();
 });
 
 after(async () => {
-  await context?.close();
-  if (profile) rmSync(profile, { recursive: true, force: true });
+  await browser?.close();
   server.close();
 });
 
 async function runPage() {
-  const tab = await context.newPage();
+  const tab = await browser.context.newPage();
   try {
     const logs = [];
     tab.on('console', (m) => logs.push(m.text()));

@@ -8,16 +8,13 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { createServer } from 'node:http';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { chromium } from 'playwright-core';
+import { launch, servePackage } from '../chromium.mjs';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
-const jsDir = join(root, 'wasm/js');
-const packaged = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')).files;
 
 const page = `<!doctype html><meta charset="utf-8">
 <script type="importmap">{"imports": {"lease-fence": "/lease-fence.mjs", "lease-fence/service-client": "/service-client.mjs"}}</script>
@@ -52,7 +49,7 @@ try {
 }
 </script>`;
 
-let coordinator, server, base, context, profile;
+let coordinator, server, base, browser;
 const posted = [];
 
 before(async () => {
@@ -86,30 +83,17 @@ before(async () => {
         return;
       }
       res.writeHead(r.status, { 'content-type': 'application/json' }).end(text);
-    } else if (name === 'index.html') {
-      res.writeHead(200, { 'content-type': 'text/html' }).end(page);
-    } else if (name.endsWith('.mjs') && packaged.includes(`wasm/js/${name}`)) {
-      res.writeHead(200, { 'content-type': 'text/javascript' }).end(readFileSync(join(jsDir, name)));
-    } else if (name === 'lease-fence.wasm') {
-      res.writeHead(200, { 'content-type': 'application/wasm' }).end(readFileSync(join(jsDir, name)));
     } else {
-      res.writeHead(404).end();
+      servePackage(res, name, page);
     }
   });
   await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
   base = `http://127.0.0.1:${server.address().port}/`;
-  profile = mkdtempSync(join(tmpdir(), 'lease-fence-svcclient-chromium-'));
-  context = await chromium.launchPersistentContext(profile, {
-    executablePath: '/usr/bin/chromium',
-    headless: true,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
-      '--disable-component-update', '--disable-sync'],
-  });
+  browser = await launch();
 });
 
 after(async () => {
-  await context?.close();
-  if (profile) rmSync(profile, { recursive: true, force: true });
+  await browser?.close();
   server?.closeAllConnections();
   server?.close();
   if (coordinator && coordinator.exitCode === null) {
@@ -120,7 +104,7 @@ after(async () => {
 });
 
 test('in Chromium: a lost answer retried, await using, denied, expired, abort', async () => {
-  const tab = await context.newPage();
+  const tab = await browser.context.newPage();
   const logs = [];
   tab.on('console', (m) => logs.push(m.text()));
   try {

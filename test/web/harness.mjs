@@ -3,12 +3,10 @@
 // logs and requests.
 
 import { spawn } from 'node:child_process';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createInterface } from 'node:readline';
-import { chromium } from 'playwright-core';
+import { launch as launchChromium } from '../chromium.mjs';
 
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 export const SCREENSHOTS = join(ROOT, 'out', 'test', 'screenshots');
@@ -41,32 +39,12 @@ export async function startServer() {
   };
 }
 
-export const CHROMIUM_ARGS = [
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-quic',
-  '--no-first-run',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-];
-
-/** Launches headless Chromium with a throwaway profile. */
-export async function launch() {
-  const dir = await mkdtemp(join(tmpdir(), 'lf-chromium-'));
-  const context = await chromium.launchPersistentContext(dir, {
-    executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium',
-    headless: true,
-    args: CHROMIUM_ARGS,
-    viewport: { width: 1360, height: 1000 },
-  });
-  return {
-    context,
-    async close() {
-      await context.close();
-      await rm(dir, { recursive: true, force: true });
-    },
-  };
+/**
+ * Launches headless Chromium with a throwaway profile (test/chromium.mjs)
+ * and a 1360x1000 viewport. Resolves with { context, close }.
+ */
+export function launch() {
+  return launchChromium({ viewport: { width: 1360, height: 1000 } });
 }
 
 /**
