@@ -20,14 +20,16 @@ import (
 )
 
 // The layout of a state database: a "meta" bucket with the format and the
-// fence high-water mark, and a "leases" bucket with one record per resource
-// that has a lease, keyed by the resource name.
+// fence high-water mark, a "leases" bucket with one record per resource that
+// has a lease, keyed by the resource name, and a "released" bucket with the
+// releases of the last TTL, keyed by request id.
 var (
-	bucketMeta   = []byte("meta")
-	bucketLeases = []byte("leases")
-	keyFormat    = []byte("format")
-	keyIssued    = []byte("issuedFence")
-	formatValue  = []byte("lease-fence state v1")
+	bucketMeta     = []byte("meta")
+	bucketLeases   = []byte("leases")
+	bucketReleased = []byte("released")
+	keyFormat      = []byte("format")
+	keyIssued      = []byte("issuedFence")
+	formatValue    = []byte("lease-fence state v1")
 )
 
 // recordVersion is the first byte of every encoded record.
@@ -87,6 +89,9 @@ func CreateBoltStore(path string) (*BoltStore, error) {
 			return err
 		}
 		if _, err := tx.CreateBucket(bucketLeases); err != nil {
+			return err
+		}
+		if _, err := tx.CreateBucket(bucketReleased); err != nil {
 			return err
 		}
 		if err := meta.Put(keyFormat, formatValue); err != nil {
@@ -258,7 +263,7 @@ func (b *BoltStore) Load(context.Context) (Stored, error) {
 	err := b.db.View(func(tx *bolt.Tx) error {
 		var extra []string
 		_ = tx.ForEach(func(name []byte, _ *bolt.Bucket) error {
-			if !bytes.Equal(name, bucketMeta) && !bytes.Equal(name, bucketLeases) {
+			if !bytes.Equal(name, bucketMeta) && !bytes.Equal(name, bucketLeases) && !bytes.Equal(name, bucketReleased) {
 				extra = append(extra, quoteShort(string(name)))
 			}
 			return nil
@@ -295,7 +300,7 @@ func (b *BoltStore) Load(context.Context) (Stored, error) {
 		if leases == nil {
 			return inconsistent("the leases bucket is missing")
 		}
-		return leases.ForEach(func(k, v []byte) error {
+		err := leases.ForEach(func(k, v []byte) error {
 			if v == nil {
 				return inconsistent("the leases bucket holds a nested bucket " + quoteShort(string(k)))
 			}
@@ -304,6 +309,24 @@ func (b *BoltStore) Load(context.Context) (Stored, error) {
 				return err
 			}
 			st.Records = append(st.Records, r)
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		released := tx.Bucket(bucketReleased)
+		if released == nil {
+			return inconsistent("the released bucket is missing")
+		}
+		return released.ForEach(func(k, v []byte) error {
+			if v == nil {
+				return inconsistent("the released bucket holds a nested bucket " + quoteShort(string(k)))
+			}
+			r, err := decodeRelease(k, v)
+			if err != nil {
+				return err
+			}
+			st.Released = append(st.Released, r)
 			return nil
 		})
 	})
@@ -334,6 +357,11 @@ func (b *BoltStore) Get(_ context.Context, resource string) (rec Record, ok bool
 func (b *BoltStore) Apply(_ context.Context, c Change) error {
 	for _, r := range c.Put {
 		if err := checkRecord(r, max(c.IssuedFence, r.Fence)); err != nil {
+			return err
+		}
+	}
+	for _, r := range c.Released {
+		if err := checkRelease(r, max(c.IssuedFence, r.Fence)); err != nil {
 			return err
 		}
 	}
@@ -445,7 +473,55 @@ func applyChange(tx *bolt.Tx, c Change) error {
 			return err
 		}
 	}
+	released := tx.Bucket(bucketReleased)
+	for _, r := range c.Released {
+		if r.Fence > hw {
+			return inconsistent("a release's fence is above the high-water mark")
+		}
+		if err := released.Put([]byte(r.RequestID), encodeRelease(r)); err != nil {
+			return err
+		}
+	}
+	for _, id := range c.Forget {
+		v := released.Get([]byte(id))
+		if len(v) >= 17 && math.Float64frombits(binary.BigEndian.Uint64(v[9:17])) <= c.ForgetBefore {
+			if err := released.Delete([]byte(id)); err != nil {
+				return err
+			}
+		}
+	}
 	return nil
+}
+
+// Forgettable returns up to max request ids of releases made at or before
+// millis.
+func (b *BoltStore) Forgettable(_ context.Context, millis float64, limit int) ([]string, error) {
+	var out []string
+	err := b.db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketReleased).Cursor()
+		for k, v := c.First(); k != nil && len(out) < limit; k, v = c.Next() {
+			if len(v) >= 17 && math.Float64frombits(binary.BigEndian.Uint64(v[9:17])) <= millis {
+				out = append(out, string(k))
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// encodeRelease lays a release out like a record: version, fence, time of
+// the release, secret hash, then the holder id and the resource. The
+// request id is the key.
+func encodeRelease(r Release) []byte {
+	return encodeRecord(Record{HolderID: r.HolderID, RequestID: r.Resource, Fence: r.Fence, ExpiresAt: r.At, SecretHash: r.SecretHash})
+}
+
+func decodeRelease(key, v []byte) (Release, error) {
+	r, err := decodeRecord(key, v)
+	if err != nil {
+		return Release{}, inconsistent("the release " + quoteShort(string(key)) + " is damaged")
+	}
+	return Release{RequestID: string(key), Resource: r.RequestID, HolderID: r.HolderID, Fence: r.Fence, At: r.ExpiresAt, SecretHash: r.SecretHash}, nil
 }
 
 // Expired returns up to max resources whose record expires at or before

@@ -85,6 +85,29 @@ func TestBoltStoreCreateOpenRestart(t *testing.T) {
 	if _, ok, err := b.Get(ctx, "a"); ok || err != nil {
 		t.Fatalf("deleted record: %v %v", ok, err)
 	}
+	// Releases: kept until forgotten, and only forgotten once old enough.
+	rel := Release{RequestID: "rel-1", Resource: "b", HolderID: "h", Fence: 3, SecretHash: sha256.Sum256([]byte("secret-rel")), At: 100}
+	if err := b.Apply(ctx, Change{Released: []Release{rel}}); err != nil {
+		t.Fatal(err)
+	}
+	if ids, _ := b.Forgettable(ctx, 99, 10); len(ids) != 0 {
+		t.Fatalf("forgettable too early: %v", ids)
+	}
+	if ids, _ := b.Forgettable(ctx, 100, 10); len(ids) != 1 || ids[0] != "rel-1" {
+		t.Fatalf("forgettable: %v", ids)
+	}
+	if err := b.Apply(ctx, Change{Forget: []string{"rel-1"}, ForgetBefore: 99}); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := b.Load(ctx); len(st.Released) != 1 || st.Released[0] != rel {
+		t.Fatalf("a release newer than ForgetBefore was dropped: %+v", st.Released)
+	}
+	if err := b.Apply(ctx, Change{Forget: []string{"rel-1"}, ForgetBefore: 100}); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := b.Load(ctx); len(st.Released) != 0 {
+		t.Fatalf("not forgotten: %+v", st.Released)
+	}
 	// The secret itself is nowhere in the file, only its hash.
 	data, _ := os.ReadFile(path)
 	if bytes.Contains(data, []byte("secret-b")) {
@@ -159,7 +182,8 @@ func TestDamagedDatabaseIsRefused(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		err = b.Apply(context.Background(), Change{IssuedFence: 7, Put: []Record{testRecord("a", 5, now+500), testRecord("b", 7, now-500)}})
+		err = b.Apply(context.Background(), Change{IssuedFence: 7, Put: []Record{testRecord("a", 5, now+500), testRecord("b", 7, now-500)},
+			Released: []Release{{RequestID: "rel-1", Resource: "c", HolderID: "h", Fence: 6, SecretHash: sha256.Sum256([]byte("s")), At: now - 100}}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -211,6 +235,16 @@ func TestDamagedDatabaseIsRefused(t *testing.T) {
 		}, want: "an instant from the future"},
 		{name: "record just over one TTL ahead", damage: func(tx *bolt.Tx) error {
 			return tx.Bucket(bucketLeases).Put([]byte("a"), encodeRecord(testRecord("a", 5, now+1000.5)))
+		}, want: "an instant from the future"},
+		{name: "released bucket deleted", damage: func(tx *bolt.Tx) error { return tx.DeleteBucket(bucketReleased) }, want: "released bucket is missing"},
+		{name: "release damaged", damage: putRaw("released", "rel-1", []byte{1, 2, 3}), want: "the release \"rel-1\" is damaged"},
+		{name: "release above the mark", damage: func(tx *bolt.Tx) error {
+			return tx.Bucket(bucketReleased).Put([]byte("rel-2"), encodeRelease(Release{RequestID: "rel-2", Resource: "c", HolderID: "h", Fence: 9,
+				SecretHash: sha256.Sum256([]byte("s")), At: now}))
+		}, want: "not from 1 to the high-water mark 7"},
+		{name: "release from the future", damage: func(tx *bolt.Tx) error {
+			return tx.Bucket(bucketReleased).Put([]byte("rel-1"), encodeRelease(Release{RequestID: "rel-1", Resource: "c", HolderID: "h", Fence: 6,
+				SecretHash: sha256.Sum256([]byte("s")), At: now + 5000}))
 		}, want: "an instant from the future"},
 		{name: "file truncated", file: func(d []byte) []byte { return d[:len(d)/3] }, want: "cannot be opened"},
 		{name: "file emptied", file: func([]byte) []byte { return nil }, want: "cannot be opened"},

@@ -410,6 +410,10 @@ func TestRestartFromStore(t *testing.T) {
 		t.Fatalf("%d %v", st, out)
 	}
 	r2.grant(OpRenew, renewMsg("q5", "deploy", "a", f, secret))
+	// The release made before the restart is remembered: its retry is ok.
+	if st, out := r2.post(OpRelease, releaseMsg("q8", "other", "c", fo, so)); st != 200 || out["ok"] != true {
+		t.Fatalf("a retried release after the restart: %d %v", st, out)
+	}
 	r2.clk.Advance(1000)
 	if f3, _ := r2.grant(OpAcquire, acquireMsg("q6", "deploy", "b")); f3 != fo+1 {
 		t.Fatalf("fence %d after restart, want %d", f3, fo+1)

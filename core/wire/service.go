@@ -201,7 +201,27 @@ func (s *Service) load(ctx context.Context) error {
 	s.co = co
 	s.coMu.Unlock()
 	s.records.Store(int64(len(st.Records)))
+	// Releases of the last TTL, oldest first, so the memory keeps the
+	// newest if there are more than it holds.
+	rels := slices.Clone(st.Released)
+	slices.SortFunc(rels, func(a, b Release) int { return cmpFloat(a.At, b.At) })
+	for _, r := range rels {
+		if r.At > now.Millis+s.ttlMs {
+			return inconsistent("the release " + quoteShort(r.RequestID) + " is dated after now: an instant from the future")
+		}
+		s.rel.add(r, now.Millis)
+	}
 	return nil
+}
+
+func cmpFloat(a, b float64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
 }
 
 func (s *Service) newCoordinator() (*lease.Coordinator, error) {
@@ -221,7 +241,7 @@ func (s *Service) Call(ctx context.Context, m Message) (Reply, error) {
 		}
 		return Reply{}, errCode(CodeUnavailable, "loading the state: "+err.Error())
 	}
-	mu := &s.stripes[maphash.String(s.seed, m.Request.Resource)%stripeCount]
+	mu := &s.stripes[s.stripe(m.Request.Resource)]
 	mu.Lock()
 	defer mu.Unlock()
 	switch m.Op {
@@ -266,7 +286,7 @@ func (s *Service) acquire(ctx context.Context, m Message) (Reply, error) {
 	if had && prev.RequestID == q.RequestID && prev.HolderID == q.HolderID && !hashEqual(prev.SecretHash, hash) {
 		return Reply{}, errCode(CodeWrongSecret, "this request id belongs to an acquisition made with another secret")
 	}
-	if !had && !s.reserve() {
+	if !had && !s.reserve(s.stripe(q.Resource)) {
 		return Reply{}, errCode(CodeTooManyLeases, "the coordinator holds its maximum of "+strconv.Itoa(s.maxLeases)+" leases; retry later")
 	}
 	keep := false
@@ -372,11 +392,12 @@ func (s *Service) release(ctx context.Context, m Message) (Reply, error) {
 		s.undo(q.Resource, prev, had)
 		return Reply{}, errCode(CodeInternal, "released a lease of "+quoteShort(q.Resource)+" that has no record")
 	}
-	if err := s.apply(ctx, Change{IssuedFence: issued, Delete: []string{q.Resource}}, prev, had); err != nil {
+	rel := Release{RequestID: q.RequestID, Resource: q.Resource, HolderID: q.HolderID, Fence: q.Fence, SecretHash: hash, At: now.Millis}
+	if err := s.apply(ctx, Change{IssuedFence: issued, Delete: []string{q.Resource}, Released: []Release{rel}}, prev, had); err != nil {
 		return Reply{}, err
 	}
 	s.records.Add(-1)
-	s.rel.add(q, hash, now.Millis)
+	s.rel.add(rel, now.Millis)
 	return Reply{OK: true}, nil
 }
 
@@ -445,8 +466,13 @@ func uniqueRequestIDs(leases []lease.LeaseState) {
 	}
 }
 
-// reserve counts one more record, if the limit allows it.
-func (s *Service) reserve() bool {
+func (s *Service) stripe(resource string) int {
+	return int(maphash.String(s.seed, resource) % stripeCount)
+}
+
+// reserve counts one more record, if the limit allows it. held is the
+// stripe whose lock the caller holds.
+func (s *Service) reserve(held int) bool {
 	for {
 		n := s.records.Load()
 		if n >= int64(s.maxLeases) {
@@ -458,7 +484,7 @@ func (s *Service) reserve() bool {
 			now, err := s.clk.Now()
 			if err == nil && now.Millis-math.Float64frombits(last) >= min(s.ttlMs/10, 1000) &&
 				s.lastFullSweep.CompareAndSwap(last, math.Float64bits(now.Millis)) {
-				_, _ = s.Sweep(context.Background())
+				_, _ = s.sweep(context.Background(), held)
 				continue
 			}
 			return false
@@ -481,7 +507,11 @@ const sweepBatch = 4096
 // how many records it deleted. A record is deleted only once its lease
 // is over, so no answer changes. Run it periodically (cmd/coordinator does,
 // every half TTL); a full service also runs it before refusing.
-func (s *Service) Sweep(ctx context.Context) (int, error) {
+func (s *Service) Sweep(ctx context.Context) (int, error) { return s.sweep(ctx, -1) }
+
+// sweep is Sweep run by a caller that holds the lock of stripe skip (or
+// none, -1).
+func (s *Service) sweep(ctx context.Context, skip int) (int, error) {
 	if err := s.Load(ctx); err != nil {
 		return 0, err
 	}
@@ -494,13 +524,23 @@ func (s *Service) Sweep(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	s.rel.prune(now.Millis)
+	// Releases older than a TTL are forgotten by the store too.
+	if ids, err := s.store.Forgettable(ctx, now.Millis-s.ttlMs, sweepBatch); err != nil {
+		return 0, err
+	} else if len(ids) > 0 {
+		if err := s.store.Apply(ctx, Change{Forget: ids, ForgetBefore: now.Millis - s.ttlMs}); err != nil {
+			return 0, err
+		}
+	}
 	names, err := s.store.Expired(ctx, now.Millis, sweepBatch)
 	if err != nil || len(names) == 0 {
 		return 0, err
 	}
 	idx := make([]int, 0, len(names))
 	for _, n := range names {
-		idx = append(idx, int(maphash.String(s.seed, n)%stripeCount))
+		if i := s.stripe(n); i != skip { // the caller holds skip already
+			idx = append(idx, i)
+		}
 	}
 	slices.Sort(idx)
 	idx = slices.Compact(idx)
@@ -567,8 +607,9 @@ func coreError(err error) error {
 
 // releaseMemory remembers finished releases by request id for one TTL, at
 // most max of them, so that a retried release whose first attempt ended the
-// lease is answered ok whatever happened to the resource since. It lives in
-// memory: a restarted service has forgotten them.
+// lease is answered ok whatever happened to the resource since. The store
+// keeps them too (in the release's own write), and a restarted service
+// loads those of the last TTL.
 type releaseMemory struct {
 	mu     sync.Mutex
 	max    int
@@ -599,16 +640,17 @@ func (r *releaseMemory) done(q lease.Request, hash [32]byte, now float64) bool {
 		hashEqual(e.hash, hash)
 }
 
-func (r *releaseMemory) add(q lease.Request, hash [32]byte, now float64) {
+// add remembers rel (released at rel.At); now is the current reading.
+func (r *releaseMemory) add(rel Release, now float64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.byID == nil {
 		r.byID = make(map[string]released)
 	}
-	if _, dup := r.byID[q.RequestID]; !dup {
-		r.queue = append(r.queue, releasedAt{q.RequestID, now})
+	if _, dup := r.byID[rel.RequestID]; !dup {
+		r.queue = append(r.queue, releasedAt{rel.RequestID, rel.At})
 	}
-	r.byID[q.RequestID] = released{resource: q.Resource, holder: q.HolderID, fence: q.Fence, hash: hash, at: now}
+	r.byID[rel.RequestID] = released{resource: rel.Resource, holder: rel.HolderID, fence: rel.Fence, hash: rel.SecretHash, at: rel.At}
 	r.pruneLocked(now)
 }
 

@@ -107,11 +107,17 @@ func TestReleaseIsIdempotent(t *testing.T) {
 	forged := rel
 	forged.Secret = "not-the-holders-secret"
 	expired(forged)
-	// After one TTL the release is forgotten.
+	// After one TTL the release is forgotten, by the store too once swept.
 	r.clk.Advance(1001)
 	expired(rel)
 	if n := r.state().Released; n != 0 {
 		t.Fatalf("%d releases still remembered after a TTL", n)
+	}
+	if _, err := r.svc.Sweep(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if st := r.state(); len(st.Stored.Released) != 0 {
+		t.Fatalf("the store still keeps %+v", st.Stored.Released)
 	}
 }
 
@@ -220,5 +226,30 @@ func TestIDLimit(t *testing.T) {
 		if st, out := r.post(OpAcquire, m); st != 400 || errCodeOf(t, out) != CodeInvalidValue {
 			t.Fatalf("%+v: %d %v", m.Request, st, out)
 		}
+	}
+}
+
+// TestFullSweepOnTheCallersStripe: a full service sweeps before refusing,
+// also when the expired record shares the lock stripe of the resource
+// being acquired (which the caller already holds).
+func TestFullSweepOnTheCallersStripe(t *testing.T) {
+	clk, _ := clock.NewManual("coordinator", clock.ManualOptions{Start: 1000})
+	svc, err := NewService(ServiceConfig{Clock: clk, TTL: time.Second, MaxLeases: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &rig{t: t, clk: clk, svc: svc, h: NewHandler(svc, HandlerOptions{})}
+	first := "res-0"
+	second := ""
+	for i := 1; second == ""; i++ {
+		if n := "res-" + strconv.Itoa(i); svc.stripe(n) == svc.stripe(first) {
+			second = n
+		}
+	}
+	r.grant(OpAcquire, acquireMsg("q1", first, "a"))
+	clk.Advance(1000)
+	r.grant(OpAcquire, acquireMsg("q2", second, "b"))
+	if svc.Records() != 1 {
+		t.Fatalf("%d records", svc.Records())
 	}
 }

@@ -25,9 +25,23 @@ type Record struct {
 	SecretHash [32]byte
 }
 
+// Release is a finished release as a Store keeps it for one TTL, so that a
+// retry of it (same request id and secret) is answered ok, after a restart
+// too.
+type Release struct {
+	RequestID  string
+	Resource   string
+	HolderID   string
+	Fence      uint64
+	SecretHash [32]byte
+	// At is the coordinator's reading when the lease was released.
+	At float64
+}
+
 // Change is what one call (or one sweep) changes, applied atomically: the
 // fence high-water mark rises to at least IssuedFence, then Puts are
-// written and Deletes removed, in that order.
+// written and Deletes removed, Released written and Forget removed, in that
+// order.
 type Change struct {
 	// IssuedFence is the highest fence the service has issued so far. A
 	// store keeps the maximum of every IssuedFence it was given, in the
@@ -36,6 +50,11 @@ type Change struct {
 	IssuedFence uint64
 	Put         []Record
 	Delete      []string
+	Released    []Release
+	// Forget lists request ids of releases to drop, each only if it was
+	// released at or before ForgetBefore.
+	Forget       []string
+	ForgetBefore float64
 }
 
 // Stored is everything a Store holds, as Load returns it.
@@ -44,6 +63,7 @@ type Stored struct {
 	// ever issued, for any resource, is at most this.
 	IssuedFence uint64
 	Records     []Record
+	Released    []Release
 }
 
 // Store keeps a Service's state. A Service reads all of it once (Load),
@@ -62,6 +82,9 @@ type Store interface {
 	// Expired returns up to max resources whose record expires at or
 	// before millis.
 	Expired(ctx context.Context, millis float64, max int) ([]string, error)
+	// Forgettable returns up to max request ids of releases made at or
+	// before millis.
+	Forgettable(ctx context.Context, millis float64, max int) ([]string, error)
 }
 
 // ErrInconsistent is wrapped by the error a Store or Service returns for
@@ -83,6 +106,34 @@ func CheckStored(st Stored) error {
 			return inconsistent("resource " + quoteShort(r.Resource) + " has two records")
 		}
 		seen[r.Resource] = true
+	}
+	ids := make(map[string]bool, len(st.Released))
+	for _, r := range st.Released {
+		if err := checkRelease(r, st.IssuedFence); err != nil {
+			return err
+		}
+		if ids[r.RequestID] {
+			return inconsistent("request id " + quoteShort(r.RequestID) + " has two releases")
+		}
+		ids[r.RequestID] = true
+	}
+	return nil
+}
+
+func checkRelease(r Release, issued uint64) error {
+	at := "release " + quoteShort(r.RequestID)
+	switch {
+	case r.RequestID == "":
+		return inconsistent("a release has no request id")
+	case r.Resource == "" || r.HolderID == "":
+		return inconsistent(at + " has no resource or holder")
+	case r.Fence == 0 || r.Fence > issued:
+		return inconsistent(at + " has fence " + strconv.FormatUint(r.Fence, 10) + ", not from 1 to the high-water mark " +
+			strconv.FormatUint(issued, 10))
+	case !finite(r.At):
+		return inconsistent(at + " has a non-finite time")
+	case r.SecretHash == [32]byte{}:
+		return inconsistent(at + " has no secret hash")
 	}
 	return nil
 }
@@ -119,13 +170,16 @@ type MemoryStore struct {
 	mu     sync.Mutex
 	issued uint64
 	recs   map[string]Record
+	rels   map[string]Release
 	// Fail, if set, is called by Apply; an error it returns fails the
 	// Apply and changes nothing (for tests of the failure path).
 	Fail func(Change) error
 }
 
 // NewMemoryStore returns an empty MemoryStore.
-func NewMemoryStore() *MemoryStore { return &MemoryStore{recs: make(map[string]Record)} }
+func NewMemoryStore() *MemoryStore {
+	return &MemoryStore{recs: make(map[string]Record), rels: make(map[string]Release)}
+}
 
 var _ Store = (*MemoryStore)(nil)
 
@@ -138,6 +192,10 @@ func (m *MemoryStore) Load(context.Context) (Stored, error) {
 		st.Records = append(st.Records, r)
 	}
 	sort.Slice(st.Records, func(i, j int) bool { return st.Records[i].Resource < st.Records[j].Resource })
+	for _, r := range m.rels {
+		st.Released = append(st.Released, r)
+	}
+	sort.Slice(st.Released, func(i, j int) bool { return st.Released[i].RequestID < st.Released[j].RequestID })
 	return st, CheckStored(st)
 }
 
@@ -165,7 +223,35 @@ func (m *MemoryStore) Apply(_ context.Context, c Change) error {
 	for _, name := range c.Delete {
 		delete(m.recs, name)
 	}
+	for _, r := range c.Released {
+		m.rels[r.RequestID] = r
+	}
+	for _, id := range c.Forget {
+		if r, ok := m.rels[id]; ok && r.At <= c.ForgetBefore {
+			delete(m.rels, id)
+		}
+	}
+	if len(m.rels) == 0 {
+		m.rels = make(map[string]Release) // a Go map never shrinks
+	}
 	return nil
+}
+
+// Forgettable returns up to max request ids of releases made at or before
+// millis.
+func (m *MemoryStore) Forgettable(_ context.Context, millis float64, max int) ([]string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []string
+	for id, r := range m.rels {
+		if len(out) >= max {
+			break
+		}
+		if r.At <= millis {
+			out = append(out, id)
+		}
+	}
+	return out, nil
 }
 
 // Expired returns up to max resources whose record expires at or before

@@ -253,9 +253,19 @@ type objectStore struct {
 }
 
 const (
-	issuedKey    = "lease-fence/issuedFence"
-	recordPrefix = "lease-fence/lease/"
+	issuedKey     = "lease-fence/issuedFence"
+	recordPrefix  = "lease-fence/lease/"
+	releasePrefix = "lease-fence/released/"
 )
+
+// storedRelease is a wire.Release as JSON in the object's storage.
+type storedRelease struct {
+	Resource     string  `json:"resource"`
+	HolderID     string  `json:"holderId"`
+	Fence        uint64  `json:"fence"`
+	At           float64 `json:"at"`
+	SecretSHA256 []byte  `json:"secretSha256"`
+}
 
 // storedRecord is a wire.Record as JSON in the object's storage.
 type storedRecord struct {
@@ -284,7 +294,10 @@ func (s *objectStore) Load(context.Context) (wire.Stored, error) {
 	if st.Records, err = s.list(); err != nil {
 		return wire.Stored{}, err
 	}
-	if !hasMark && len(st.Records) > 0 {
+	if st.Released, err = s.releases(); err != nil {
+		return wire.Stored{}, err
+	}
+	if !hasMark && (len(st.Records) > 0 || len(st.Released) > 0) {
 		return wire.Stored{}, errors.Join(wire.ErrInconsistent, errors.New("a lease is stored without the fence high-water mark"))
 	}
 	if err := wire.CheckStored(st); err != nil {
@@ -333,15 +346,27 @@ func (s *objectStore) Apply(_ context.Context, c wire.Change) error {
 		}
 		entries.Set(recordPrefix+r.Resource, string(data))
 	}
+	for _, r := range c.Released {
+		data, err := json.Marshal(storedRelease{Resource: r.Resource, HolderID: r.HolderID, Fence: r.Fence, At: r.At, SecretSHA256: r.SecretHash[:]})
+		if err != nil {
+			return err
+		}
+		entries.Set(releasePrefix+r.RequestID, string(data))
+	}
 	// Both calls are made before either is awaited, so the runtime
 	// commits them as one write.
 	put := s.storage.Call("put", entries)
 	del := js.Undefined()
-	if len(c.Delete) > 0 {
-		keys := make([]any, len(c.Delete))
-		for i, name := range c.Delete {
-			keys[i] = recordPrefix + name
-		}
+	// Forget needs no check of the time here: an object runs one request
+	// at a time, and its sweep runs before the request.
+	var keys []any
+	for _, name := range c.Delete {
+		keys = append(keys, recordPrefix+name)
+	}
+	for _, id := range c.Forget {
+		keys = append(keys, releasePrefix+id)
+	}
+	if len(keys) > 0 {
 		del = s.storage.Call("delete", js.ValueOf(keys))
 	}
 	if _, err := await(put); err != nil {
@@ -368,6 +393,48 @@ func (s *objectStore) Expired(ctx context.Context, millis float64, limit int) ([
 		}
 	}
 	return out, nil
+}
+
+func (s *objectStore) Forgettable(_ context.Context, millis float64, limit int) ([]string, error) {
+	rels, err := s.releases()
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, r := range rels {
+		if len(out) < limit && r.At <= millis {
+			out = append(out, r.RequestID)
+		}
+	}
+	return out, nil
+}
+
+func (s *objectStore) releases() ([]wire.Release, error) {
+	opts := js.Global().Get("Object").New()
+	opts.Set("prefix", releasePrefix)
+	m, err := await(s.storage.Call("list", opts))
+	if err != nil {
+		return nil, err
+	}
+	var out []wire.Release
+	var bad error
+	each := js.FuncOf(func(_ js.Value, args []js.Value) any {
+		id := strings.TrimPrefix(args[1].String(), releasePrefix)
+		var r storedRelease
+		dec := json.NewDecoder(strings.NewReader(args[0].String()))
+		dec.DisallowUnknownFields()
+		if args[0].Type() != js.TypeString || dec.Decode(&r) != nil || len(r.SecretSHA256) != 32 {
+			bad = errors.Join(wire.ErrInconsistent, errors.New("the stored release "+strconv.Quote(id)+" is unreadable"))
+			return nil
+		}
+		rel := wire.Release{RequestID: id, Resource: r.Resource, HolderID: r.HolderID, Fence: r.Fence, At: r.At}
+		copy(rel.SecretHash[:], r.SecretSHA256)
+		out = append(out, rel)
+		return nil
+	})
+	m.Call("forEach", each)
+	each.Release()
+	return out, bad
 }
 
 func (s *objectStore) list() ([]wire.Record, error) {
