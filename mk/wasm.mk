@@ -8,21 +8,16 @@ BENCH += bench-js
 
 WASM_LIB  := wasm/js/lease-fence.wasm
 WASM_EXEC := wasm/js/wasm_exec.mjs
-# The plain copy of Go's shim, which the playground's page still preloads.
-WASM_EXEC_JS := wasm/js/wasm_exec.js
 WASM_SRC   = $(shell find core wasm/lib -name '*.go' -not -name '*_test.go') go.mod
 
 .PHONY: build-wasm test-js test-consumers test-wasm-fuzz-go bench-js
-build-wasm: $(WASM_LIB) $(WASM_EXEC) $(WASM_EXEC_JS)
+build-wasm: $(WASM_LIB) $(WASM_EXEC)
 
 $(WASM_LIB): $(WASM_SRC)
 	GOOS=js GOARCH=wasm $(GO) build -trimpath -ldflags='-s -w' -o $@ ./wasm/lib
 
 $(WASM_EXEC): $(GOROOT)/lib/wasm/wasm_exec.js scripts/wasm-exec-module.mjs
 	GOVERSION=$$($(GO) env GOVERSION) node scripts/wasm-exec-module.mjs $< $@
-
-$(WASM_EXEC_JS): $(GOROOT)/lib/wasm/wasm_exec.js
-	cp $< $@
 
 # The Go tests of the bridge, node --test over test/js (which includes
 # installing the npm pack tarball into an empty folder), and tsc over the
