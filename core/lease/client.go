@@ -181,6 +181,32 @@ func (c *Client) BeginRenewalAt(now clock.Instant, l *Lease) (Request, error) {
 	return c.begin(now, Request{Kind: KindRenew, Resource: l.token.Resource, Fence: l.token.Fence}, false)
 }
 
+// BeginRenewalOf is BeginRenewal for a lease known by its data rather than
+// its *Lease: t is the lease's Token and domain its Deadline's domain, as a
+// wrapper that keeps leases as plain data (the JavaScript library) holds
+// them. It refuses what BeginRenewal refuses for a lease of another client
+// (another holder or clock domain) and a token no lease could have (an empty
+// resource, a fence of 0 or above MaxFence); the renewal it begins is the one
+// BeginRenewal would, and the coordinator refuses it unless t is the current
+// lease. It makes no Lease: that is still only CompleteAcquire's and
+// CompleteRenewal's.
+func (c *Client) BeginRenewalOf(t fence.Token, domain string) (Request, error) {
+	if !c.usable() {
+		return Request{}, errNoClient()
+	}
+	if t.Resource == "" || t.Fence == 0 || t.Fence > MaxFence {
+		return Request{}, errNoLease()
+	}
+	if err := c.ownsData(t.HolderID, domain); err != nil {
+		return Request{}, err
+	}
+	now, err := c.clk.Now()
+	if err != nil {
+		return Request{}, err
+	}
+	return c.begin(now, Request{Kind: KindRenew, Resource: t.Resource, Fence: t.Fence}, true)
+}
+
 func (c *Client) owns(l *Lease) error {
 	if !c.usable() {
 		return errNoClient()
@@ -188,7 +214,11 @@ func (c *Client) owns(l *Lease) error {
 	if !l.usable() {
 		return errNoLease()
 	}
-	if l.token.HolderID != c.holder || l.domain != c.clk.Domain() {
+	return c.ownsData(l.token.HolderID, l.domain)
+}
+
+func (c *Client) ownsData(holder, domain string) error {
+	if holder != c.holder || domain != c.clk.Domain() {
 		return argErr("lease", "belongs to another client")
 	}
 	return nil

@@ -287,6 +287,24 @@ func TestBeginBadInput(t *testing.T) {
 		{"OtherClientsLease", func() (lease.Request, error) { return cl.BeginRenewal(otherLease) }, "arg"},
 		{"OtherClientsLeaseAt", func() (lease.Request, error) { return cl.BeginRenewalAt(clock.At("agent-a", 5), otherLease) }, "arg"},
 		{"ZeroLease", func() (lease.Request, error) { return cl.BeginRenewal(&lease.Lease{}) }, "arg"},
+		{"OfOtherHolder", func() (lease.Request, error) {
+			return cl.BeginRenewalOf(otherLease.Token(), "agent-a")
+		}, "arg"},
+		{"OfOtherDomain", func() (lease.Request, error) {
+			return cl.BeginRenewalOf(fence.Token{Resource: "r", HolderID: "agent-a", Fence: 1}, "agent-b")
+		}, "arg"},
+		{"OfEmptyResource", func() (lease.Request, error) {
+			return cl.BeginRenewalOf(fence.Token{HolderID: "agent-a", Fence: 1}, "agent-a")
+		}, "arg"},
+		{"OfFenceZero", func() (lease.Request, error) {
+			return cl.BeginRenewalOf(fence.Token{Resource: "r", HolderID: "agent-a"}, "agent-a")
+		}, "arg"},
+		{"OfFenceAboveMax", func() (lease.Request, error) {
+			return cl.BeginRenewalOf(fence.Token{Resource: "r", HolderID: "agent-a", Fence: lease.MaxFence + 1}, "agent-a")
+		}, "arg"},
+		{"OfZeroClient", func() (lease.Request, error) {
+			return (&lease.Client{}).BeginRenewalOf(fence.Token{Resource: "r", HolderID: "agent-a", Fence: 1}, "agent-a")
+		}, "arg"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -493,5 +511,36 @@ func must(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// BeginRenewalOf begins, from a lease's data, the same renewal BeginRenewal
+// begins from the lease, and the renewal completes into a lease.
+func TestBeginRenewalOf(t *testing.T) {
+	clk := manual(t, "agent-a", t0, 0)
+	cl := newClient(t, clk, "agent-a", 0)
+	co := newCoordinator(t, manual(t, coordDomain, 0, 0), time.Second, 0)
+	req, _ := cl.BeginAcquire("r")
+	l, err := cl.CompleteAcquire(req, mustGrant(t)(co.Acquire(req)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := clk.Advance(7); err != nil {
+		t.Fatal(err)
+	}
+	rreq, err := cl.BeginRenewalOf(l.Token(), l.Deadline().Domain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rreq.Kind != lease.KindRenew || rreq.Resource != "r" || rreq.HolderID != "agent-a" || rreq.Fence != l.Token().Fence ||
+		rreq.SentAt != clock.At("agent-a", t0+7) || rreq.RequestID == "" {
+		t.Fatalf("renewal request %+v", rreq)
+	}
+	l2, err := cl.CompleteRenewal(rreq, mustGrant(t)(co.Renew(rreq)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l2.Token() != l.Token() || l2.Deadline() != clock.At("agent-a", t0+7+1000) {
+		t.Fatalf("renewed lease %v %v", l2.Token(), l2.Deadline())
 	}
 }

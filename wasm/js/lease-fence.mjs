@@ -889,7 +889,7 @@ export class LeaseClient extends Handled {
 
   beginRenewal(lease) {
     const enc = begin();
-    put(lease);
+    putLease(lease);
     call(enc, X.lf_client_begin_renewal, handleOf(this), p);
     return readRequest();
   }
@@ -904,48 +904,85 @@ function complete(client, fn, request, grant) {
   putRequest(request);
   putGrant(grant);
   call(enc, fn, handleOf(client), p);
-  // The lease repeats the grant's strings, and its deadline is in the
-  // request's domain.
-  const h = f64();
-  skip();
-  skip();
+  // The lease repeats the grant's strings (which Go checked against the
+  // request's), its deadline is in the request's domain, and its grant's
+  // expiry in the grant's: only the numbers come back.
   const fence = f64();
   const token = Object.freeze({ resource: gtResource, holderId: gtHolder, fence });
   const deadline = new Instant(f64(), rqDomain);
-  skip();
-  return new Lease(secret, h, token, deadline, readGrantOf(gtId, gtResource, gtHolder, gtDomain), client.clock);
+  const ttlMillis = f64();
+  const g = { requestId: gtId, resource: gtResource, holderId: gtHolder, fence, ttlMillis,
+    coordinatorExpiresAt: new Instant(f64(), gtDomain) };
+  return new Lease(secret, token, deadline, g, client.clock);
 }
 
-class Lease extends Handled {
+// A Lease is plain data, held here: it has no Go object (and so no handle
+// and no finalizer). Only complete makes one (the constructor refuses
+// anything but the module's secret), from a grant Go has checked; its data
+// sits in frozen fields and in private fields that no caller can change, and
+// the calls that need it pass that data to Go, which checks it again.
+let leaseData;
+class Lease {
+  #token;
+  #deadline;
+  #domain;
   #clock;
-  constructor(key, h, token, deadline, grant, clock) {
+  constructor(key, token, deadline, grant, clock) {
     internalOnly(key, 'Lease');
-    super();
     /** The fencing token to present with every write. */
     this.token = token;
     /** End of the lease in the client's clock domain. */
     this.deadline = deadline;
     /** The grant the lease was made from. */
     this.grant = grant;
-    this.#clock = clock; // keeps a createClock source alive while the lease is
-    adopt(this, K_LEASE, h);
+    this.#token = token;
+    this.#deadline = deadline.millis; // deadline itself is the caller's to change
+    this.#domain = deadline.domain;
+    this.#clock = clock; // the client's clock (and it keeps a createClock source alive while the lease is)
     Object.freeze(this);
+  }
+
+  static {
+    // leaseData returns a lease's token, deadline millis, clock and domain,
+    // or undefined for anything that is not a Lease.
+    leaseData = (v) => (isObject(v) && #token in v ? [v.#token, v.#deadline, v.#clock, v.#domain] : undefined);
   }
 
   /** Advisory: whether the deadline has passed at this instant. Never branch a write on it. */
   hasExpired() {
+    const d = leaseData(this);
+    if (d === undefined) badThis('Lease');
     const enc = begin();
-    call(enc, X.lf_lease_has_expired, handleOf(this));
+    call(enc, X.lf_lease_has_expired, handleOf(d[2]), d[1]);
     return bool();
   }
 
   /** Advisory: whether gate would admit this token at this instant. Never branch a write on it. */
   wouldAdmit(gate) {
+    const d = leaseData(this);
+    if (d === undefined) badThis('Lease');
     const enc = begin();
+    putToken(d[0]);
     put(gate);
-    call(enc, X.lf_lease_would_admit, handleOf(this), p);
+    call(enc, X.lf_lease_would_admit, p);
     return bool();
   }
+}
+
+// putLease encodes a lease as ClientBeginRenewal reads it: a lease handle
+// tag (numbered 0: it only says that the value is a Lease) then its token
+// and its deadline's domain. Anything else is encoded as it is, and Go
+// refuses it.
+function putLease(v) {
+  const d = leaseData(v);
+  if (d === undefined) return put(v);
+  ensure(6);
+  u8[inPtr + p] = T_HANDLE;
+  u8[inPtr + p + 1] = K_LEASE;
+  dv.setUint32(inPtr + p + 2, 0, true);
+  p += 6;
+  putToken(d[0]);
+  put(d[3]);
 }
 
 // ---------------------------------------------------------------- gate

@@ -100,13 +100,13 @@ func clientCompleteRenewal(h uint32, n int32) int32 {
 }
 
 //go:wasmexport lf_lease_has_expired
-func leaseHasExpired(h uint32) int32 {
-	return published(br.LeaseHasExpired(h))
+func leaseHasExpired(h uint32, deadline float64) int32 {
+	return published(br.LeaseHasExpired(h, deadline))
 }
 
 //go:wasmexport lf_lease_would_admit
-func leaseWouldAdmit(h uint32, n int32) int32 {
-	return published(br.LeaseWouldAdmit(h, n))
+func leaseWouldAdmit(n int32) int32 {
+	return published(br.LeaseWouldAdmit(n))
 }
 
 //go:wasmexport lf_gate_new

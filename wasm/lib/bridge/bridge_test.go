@@ -67,8 +67,8 @@ func newWorld(t *testing.T) *world {
 }
 
 // acquire runs beginAcquire, acquire and completeAcquire, and returns the
-// lease handle and its token fence.
-func (w *world) acquire(t *testing.T) (uint32, lease.Grant) {
+// grant.
+func (w *world) acquire(t *testing.T) lease.Grant {
 	t.Helper()
 	b := w.b
 	req := must(t, b, b.ClientBeginAcquire(w.client, call(b, args().String("slot")))).GetRequest()
@@ -77,21 +77,22 @@ func (w *world) acquire(t *testing.T) (uint32, lease.Grant) {
 		t.Fatalf("outcome %v, want granted", code)
 	}
 	g := out.GetGrant()
+	live := b.Live()
 	out = must(t, b, b.ClientCompleteAcquire(w.client, call(b, args().PutArgRequest(req).PutArgGrant(g))))
-	lh := uint32(out.F64())
-	if res, holder, f := out.Str(), out.Str(), out.F64(); res != "slot" || holder != "agent-a" || f != float64(g.Fence) {
-		t.Fatalf("token %s %s %v", res, holder, f)
+	if f, ms, ttl, exp := out.F64(), out.F64(), out.F64(), out.F64(); f != float64(g.Fence) || ms != req.SentAt.Millis+1000-10 ||
+		ttl != 1000 || exp != g.CoordinatorExpiresAt.Millis {
+		t.Fatalf("lease fence %v deadline %v ttl %v expiry %v; want %v, sentAt+ttl-skew, 1000, %v", f, ms, ttl, exp, g.Fence, g.CoordinatorExpiresAt.Millis)
 	}
-	if ms, d := out.F64(), out.Str(); d != "agent-a" || ms != req.SentAt.Millis+1000-10 {
-		t.Fatalf("deadline %v@%s, want sentAt+ttl-skew", ms, d)
+	if b.Live() != live {
+		t.Fatal("a lease made a handle: a lease is plain data")
 	}
-	return lh, g
+	return g
 }
 
 func TestRoundTripAndStale(t *testing.T) {
 	w := newWorld(t)
 	b := w.b
-	_, g := w.acquire(t)
+	g := w.acquire(t)
 	tok := g.Token()
 	must(t, b, b.GateCommit(w.gate, call(b, args().PutArgToken(tok).Tag(convert.TagFunction))))
 	if f := must(t, b, b.GateFloor(w.gate)).F64(); f != float64(g.Fence) {
@@ -302,5 +303,44 @@ func TestGateRejectionRing(t *testing.T) {
 	}
 	for _, bad := range []float64{-1, 1.5, 1<<20 + 1} {
 		fail(t, b, b.GateNew(call(b, args().String("slot").Object().Tag(convert.TagUndefined).Number(bad))), ErrInvalidArgument, "maxRejections")
+	}
+}
+
+// A lease is plain data on the JavaScript side: beginRenewal, hasExpired and
+// wouldAdmit take its data, and anything not tagged as a lease is refused.
+func TestLeaseAsData(t *testing.T) {
+	w := newWorld(t)
+	b := w.b
+	g := w.acquire(t)
+	tok := g.Token()
+	leaseArg := func(domain string) *convert.ArgWriter {
+		return args().Handle(convert.KindLease, 0).PutArgToken(tok).String(domain)
+	}
+	req := must(t, b, b.ClientBeginRenewal(w.client, call(b, leaseArg("agent-a")))).GetRequest()
+	if req.Kind != lease.KindRenew || req.Resource != "slot" || req.HolderID != "agent-a" || req.Fence != g.Fence {
+		t.Fatalf("renewal %+v", req)
+	}
+	out := fail(t, b, b.ClientBeginRenewal(w.client, call(b, args().Object().String("slot"))), ErrInvalidArgument, "must be a lease")
+	if arg := out.Str(); arg != "lease" {
+		t.Fatalf("argument %q", arg)
+	}
+	fail(t, b, b.ClientBeginRenewal(w.client, call(b, args().Handle(convert.KindGate, w.gate))), ErrInvalidArgument, "must be a lease")
+	fail(t, b, b.ClientBeginRenewal(w.client, call(b, leaseArg("agent-b"))), ErrInvalidArgument, "another client")
+
+	now := must(t, b, b.ClockNow(w.aClock)).F64()
+	if exp := must(t, b, b.LeaseHasExpired(w.aClock, now+1000)).Bool(); exp {
+		t.Fatal("expired before its deadline")
+	}
+	if exp := must(t, b, b.LeaseHasExpired(w.aClock, now)).Bool(); !exp {
+		t.Fatal("not expired at its deadline")
+	}
+	fail(t, b, b.LeaseHasExpired(w.gate, now), ErrInvalidArgument, "not a live clock")
+
+	if ok := must(t, b, b.LeaseWouldAdmit(call(b, args().PutArgToken(tok).Handle(convert.KindGate, w.gate)))).Bool(); !ok {
+		t.Fatal("a fresh gate would not admit the lease")
+	}
+	out = fail(t, b, b.LeaseWouldAdmit(call(b, args().PutArgToken(tok).Object())), ErrInvalidArgument, "must be a FenceGate")
+	if arg := out.Str(); arg != "gate" {
+		t.Fatalf("argument %q", arg)
 	}
 }

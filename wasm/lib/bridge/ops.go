@@ -365,18 +365,36 @@ func (b *Bridge) ClientBeginAcquire(h uint32, n int32) (st int32) {
 	return OK
 }
 
-// ClientBeginRenewal begins a renewal. Args: lease. Out: request.
+// leaseWhat names what a lease argument must be.
+const leaseWhat = "a lease returned by completeAcquire or completeRenewal"
+
+// ClientBeginRenewal begins a renewal. Args: lease, as its data: a lease
+// handle tag (whose number is unused: a lease has no Go object; the tag is
+// how JavaScript says that the value is a Lease it made, and any other value
+// is refused here), then the token (an object: resource, holderId, fence),
+// and the deadline's domain. Out: request.
 func (b *Bridge) ClientBeginRenewal(h uint32, n int32) (st int32) {
 	defer b.guard(&st)
 	c, r, err := recv[*lease.Client](b, h, convert.KindClient, n)
 	if err != nil {
 		return b.status(err)
 	}
-	l, err := lastHandle[*lease.Lease](b, &r, "lease", convert.KindLease, "a lease returned by completeAcquire or completeRenewal")
+	_, err = r.Handle("lease", convert.KindLease, leaseWhat)
+	var tok fence.Token
+	if err == nil {
+		tok, err = r.Token("lease.token")
+	}
+	var domain string
+	if err == nil {
+		domain, err = r.NonEmpty("lease.deadline.domain")
+	}
+	if err == nil {
+		err = r.End()
+	}
 	if err != nil {
 		return b.status(err)
 	}
-	req, err := c.BeginRenewal(l)
+	req, err := c.BeginRenewalOf(tok, domain)
 	if err != nil {
 		return b.status(err)
 	}
@@ -410,26 +428,24 @@ func (b *Bridge) complete(h uint32, n int32, k lease.Kind) (st int32) {
 	if err != nil {
 		return b.status(err)
 	}
-	lh := b.add(l)
-	w := b.out()
-	w.F64(float64(lh))
-	putLease(w, l)
+	putLease(b.out(), l)
 	return OK
 }
 
-// putLease writes token.resource, token.holderId, token.fence, deadline, and
-// the grant.
+// putLease writes the numbers of a lease: its fence, its deadline's millis,
+// and its grant's ttlMillis and coordinatorExpiresAt millis. The strings are
+// the request's and grant's, which the caller sent and Go checked, and the
+// lease keeps no Go object: JavaScript holds it as plain data.
 func putLease(w *convert.Writer, l *lease.Lease) {
-	t := l.Token()
-	w.Str(t.Resource)
-	w.Str(t.HolderID)
-	w.F64(float64(t.Fence))
-	putInstant(w, l.Deadline())
-	w.PutGrant(l.Grant())
+	g := l.Grant()
+	w.F64(float64(g.Fence))
+	w.F64(l.Deadline().Millis)
+	w.F64(clock.Millis(g.TTL))
+	w.F64(g.CoordinatorExpiresAt.Millis)
 }
 
 // ClientCompleteAcquire completes an acquisition. Args: request, grant. Out:
-// lease handle, then the lease (putLease).
+// the lease (putLease).
 func (b *Bridge) ClientCompleteAcquire(h uint32, n int32) int32 {
 	return b.complete(h, n, lease.KindAcquire)
 }
@@ -439,26 +455,38 @@ func (b *Bridge) ClientCompleteRenewal(h uint32, n int32) int32 {
 	return b.complete(h, n, lease.KindRenew)
 }
 
-// LeaseHasExpired reports whether lease h has expired. Out: bool.
-func (b *Bridge) LeaseHasExpired(h uint32) (st int32) {
+// LeaseHasExpired reports whether a lease whose deadline is deadline
+// (milliseconds in the domain of clock h, the clock of the client that made
+// the lease) has expired: whether a fresh reading of clock h is at or past
+// it, as lease.Lease.HasExpired answers. Out: bool.
+func (b *Bridge) LeaseHasExpired(h uint32, deadline float64) (st int32) {
 	defer b.guard(&st)
-	l, err := get[*lease.Lease](b, h, convert.KindLease)
+	c, err := get[*clockObj](b, h, convert.KindClock)
 	if err != nil {
 		return b.status(err)
 	}
-	exp, err := l.HasExpired()
+	now, err := c.c.Now()
 	if err != nil {
 		return b.status(err)
 	}
-	b.out().Bool(exp)
+	left, err := clock.At(now.Domain, deadline).Since(now)
+	if err != nil {
+		return b.status(err)
+	}
+	b.out().Bool(left <= 0)
 	return OK
 }
 
-// LeaseWouldAdmit reports whether a gate would admit lease h now. Args: gate.
+// LeaseWouldAdmit reports whether a gate would admit a lease's token now.
+// Args: the lease's token (an object: resource, holderId, fence), gate.
 // Out: bool.
-func (b *Bridge) LeaseWouldAdmit(h uint32, n int32) (st int32) {
+func (b *Bridge) LeaseWouldAdmit(n int32) (st int32) {
 	defer b.guard(&st)
-	l, r, err := recv[*lease.Lease](b, h, convert.KindLease, n)
+	r, err := b.args(n)
+	if err != nil {
+		return b.status(err)
+	}
+	tok, err := r.Token("lease.token")
 	if err != nil {
 		return b.status(err)
 	}
@@ -466,7 +494,7 @@ func (b *Bridge) LeaseWouldAdmit(h uint32, n int32) (st int32) {
 	if err != nil {
 		return b.status(err)
 	}
-	ok, err := l.WouldAdmit(g)
+	ok, err := g.WouldAdmit(tok)
 	if err != nil {
 		return b.status(err)
 	}
