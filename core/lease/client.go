@@ -282,43 +282,51 @@ func (c *Client) begin(now clock.Instant, req Request, fresh bool) (Request, err
 // that answers another request, resource or holder is a *MismatchError and
 // leaves the request open.
 func (c *Client) CompleteAcquire(req Request, g Grant) (*Lease, error) {
-	return c.complete(KindAcquire, req, g)
+	l, err := c.complete(KindAcquire, req, g)
+	if err != nil {
+		return nil, err
+	}
+	return &l, nil // inlined, so a caller that keeps no pointer to it allocates nothing
 }
 
 // CompleteRenewal turns the grant answering a renewal request into a new
 // Lease with the same fence and a deadline anchored at the renewal's send
 // instant. The old Lease value keeps its old deadline.
 func (c *Client) CompleteRenewal(req Request, g Grant) (*Lease, error) {
-	return c.complete(KindRenew, req, g)
+	l, err := c.complete(KindRenew, req, g)
+	if err != nil {
+		return nil, err
+	}
+	return &l, nil
 }
 
-func (c *Client) complete(kind Kind, req Request, g Grant) (*Lease, error) {
+func (c *Client) complete(kind Kind, req Request, g Grant) (Lease, error) {
 	if !c.usable() {
-		return nil, errNoClient()
+		return Lease{}, errNoClient()
 	}
 	if err := req.validate(kind); err != nil {
-		return nil, err
+		return Lease{}, err
 	}
 	if req.HolderID != c.holder {
-		return nil, argErr("request", "was made by holder "+strconv.Quote(req.HolderID)+", not "+strconv.Quote(c.holder))
+		return Lease{}, argErr("request", "was made by holder "+strconv.Quote(req.HolderID)+", not "+strconv.Quote(c.holder))
 	}
 	if req.SentAt.Domain != c.clk.Domain() {
-		return nil, &clock.DomainError{Want: c.clk.Domain(), Got: req.SentAt.Domain}
+		return Lease{}, &clock.DomainError{Want: c.clk.Domain(), Got: req.SentAt.Domain}
 	}
 	if err := g.answers(req); err != nil {
-		return nil, err
+		return Lease{}, err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, done := c.completed[req.RequestID]; done {
-		return nil, &CompletedError{RequestID: req.RequestID}
+		return Lease{}, &CompletedError{RequestID: req.RequestID}
 	}
 	orig, ok := c.pending[req.RequestID]
 	if !ok {
-		return nil, argErr("request", strconv.Quote(req.RequestID)+" was not begun by this client (or was forgotten)")
+		return Lease{}, argErr("request", strconv.Quote(req.RequestID)+" was not begun by this client (or was forgotten)")
 	}
 	if orig != req {
-		return nil, argErr("request", strconv.Quote(req.RequestID)+" was altered after it was begun")
+		return Lease{}, argErr("request", strconv.Quote(req.RequestID)+" was altered after it was begun")
 	}
 	delete(c.pending, req.RequestID)
 	if len(c.doneOrder) >= completedMemory {
@@ -327,7 +335,7 @@ func (c *Client) complete(kind Kind, req Request, g Grant) (*Lease, error) {
 	}
 	c.completed[req.RequestID] = struct{}{}
 	c.doneOrder = append(c.doneOrder, req.RequestID)
-	return &Lease{
+	return Lease{
 		token:    g.Token(),
 		domain:   req.SentAt.Domain,
 		deadline: req.SentAt.AddMillis(clock.Millis(g.TTL) - c.skewMs),

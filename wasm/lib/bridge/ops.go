@@ -361,6 +361,7 @@ func (b *Bridge) ClientBeginAcquire(h uint32, n int32) (st int32) {
 	if err != nil {
 		return b.status(err)
 	}
+	b.strings.Add(req.RequestID) // it comes back with the request and its grant
 	b.out().PutRequest(req)
 	return OK
 }
@@ -398,6 +399,7 @@ func (b *Bridge) ClientBeginRenewal(h uint32, n int32) (st int32) {
 	if err != nil {
 		return b.status(err)
 	}
+	b.strings.Add(req.RequestID) // it comes back with the request and its grant
 	b.out().PutRequest(req)
 	return OK
 }

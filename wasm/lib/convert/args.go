@@ -256,7 +256,7 @@ func (r *Reader) Request(arg string, k lease.Kind) (lease.Request, error) {
 		return q, argErr(arg+".kind", "must be "+strconv.Quote(string(k))+", got "+describe(Value{Tag: TagString, Str: kind}))
 	}
 	q.Kind = k
-	if q.RequestID, err = r.uniqueNonEmpty(arg, "requestId"); err != nil {
+	if q.RequestID, err = r.nonEmpty(arg, "requestId"); err != nil {
 		return q, err
 	}
 	if q.Resource, err = r.nonEmpty(arg, "resource"); err != nil {
@@ -289,7 +289,7 @@ func (r *Reader) Grant(arg string) (lease.Grant, error) {
 		return g, err
 	}
 	var err error
-	if g.RequestID, err = r.uniqueNonEmpty(arg, "requestId"); err != nil {
+	if g.RequestID, err = r.nonEmpty(arg, "requestId"); err != nil {
 		return g, err
 	}
 	if g.Resource, err = r.nonEmpty(arg, "resource"); err != nil {
@@ -396,14 +396,4 @@ func path(arg, field string) string {
 		return "grant.coordinatorExpiresAt"
 	}
 	return arg + "." + field
-}
-
-// uniqueNonEmpty is nonEmpty for a value that is seldom repeated (a request
-// id): it is decoded without the interner, which it would only fill up.
-func (r *Reader) uniqueNonEmpty(arg, field string) (string, error) {
-	in := r.Strings
-	r.Strings = nil
-	s, err := r.nonEmpty(arg, field)
-	r.Strings = in
-	return s, err
 }

@@ -187,11 +187,31 @@ func TestInterner(t *testing.T) {
 	if n := testing.AllocsPerRun(100, func() { in.String([]byte("holder")) }); n != 0 {
 		t.Errorf("a known string allocated %v times", n)
 	}
-	for i := 0; i < 3*internMax; i++ {
-		in.String([]byte{byte(i), byte(i >> 8)})
+	// Every string comes back equal to its bytes, however many share a
+	// slot, and a string still in its slot is not allocated again.
+	for i := 0; i < 4*internSlots; i++ {
+		b := []byte{byte(i), byte(i >> 8), 'x', byte(i % 7), byte(i % 5)}
+		if s := in.String(b); s != string(b) {
+			t.Fatalf("got %q for %q", s, b)
+		}
+		if s := in.String(b[:i%6]); s != string(b[:i%6]) {
+			t.Fatalf("got %q for %q", s, b[:i%6])
+		}
 	}
-	if len(in.m) > internMax {
-		t.Errorf("interner grew to %d entries", len(in.m))
+	id := []byte("0123456789abcdef0123456789abcdef")
+	in.String(id)
+	if n := testing.AllocsPerRun(100, func() { in.String(id) }); n != 0 {
+		t.Errorf("a request id just seen allocated %v times", n)
+	}
+	// An added string is what decoding its bytes returns.
+	made := strings.Repeat("fedcba9876543210", 3)
+	in.Add(made)
+	if n := testing.AllocsPerRun(100, func() {
+		if in.String([]byte(made)) != made {
+			t.Fatal("added string not returned")
+		}
+	}); n > 1 { // the []byte conversion of the test itself may allocate
+		t.Errorf("an added string allocated %v times", n)
 	}
 	long := strings.Repeat("z", internLen+1)
 	if in.String([]byte(long)) != long {

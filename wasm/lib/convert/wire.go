@@ -101,32 +101,63 @@ type Reader struct {
 	Strings *Interner
 }
 
-// Interner hands out one string per distinct byte sequence, so hot calls that
-// pass the same resource and holder ids again and again allocate nothing.
-// It holds at most a fixed number of entries (it starts over when full), and
-// only strings of up to 64 bytes. The zero value is ready to use.
+// Interner hands out one string per distinct byte sequence it still holds,
+// so hot calls that pass the same resource and holder ids again and again
+// allocate nothing, and a request id decoded by one call (acquire) is not
+// allocated again by the next (complete). It is a direct-mapped cache of
+// internSlots strings of up to internLen bytes, indexed by a hash of the
+// length and the first and last bytes: finding a string costs a few integer
+// operations and one comparison, with no map hashing (which is slow in wasm,
+// where Go has no hardware-assisted string hash); a string whose slot holds
+// another replaces it. The zero value is ready to use.
 type Interner struct {
-	m map[string]string
+	slots [internSlots]string
 }
 
 const (
-	internMax = 1024
-	internLen = 64
+	internSlots = 256 // a power of two
+	internLen   = 64
 )
 
-// String returns b as a string, the same string for the same bytes.
+// internSlot returns the index of b's slot.
+func internSlot[T ~string | ~[]byte](b T) uint32 {
+	n := len(b)
+	h := uint32(n) * 0x9e3779b1
+	if n >= 4 {
+		h ^= (uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24) * 0x85ebca6b
+		h ^= (uint32(b[n-4]) | uint32(b[n-3])<<8 | uint32(b[n-2])<<16 | uint32(b[n-1])<<24) * 0xc2b2ae35
+	} else {
+		for i := 0; i < n; i++ {
+			h = (h ^ uint32(b[i])) * 0x01000193
+		}
+	}
+	h ^= h >> 15
+	h *= 0x2c1b3c6d
+	h ^= h >> 13
+	return h & (internSlots - 1)
+}
+
+// Add puts s in its slot, so that decoding its bytes next returns s without
+// allocating: the bridge adds the request id it has just made, which comes
+// back with the request.
+func (in *Interner) Add(s string) {
+	if len(s) <= internLen {
+		in.slots[internSlot(s)] = s
+	}
+}
+
+// String returns b as a string, the same string for the same bytes while
+// its slot holds it.
 func (in *Interner) String(b []byte) string {
 	if len(b) > internLen {
 		return string(b)
 	}
-	if s, ok := in.m[string(b)]; ok { // no allocation for the lookup
+	i := internSlot(b)
+	if s := in.slots[i]; s == string(b) { // no allocation for the comparison
 		return s
 	}
-	if in.m == nil || len(in.m) >= internMax {
-		in.m = make(map[string]string, 64)
-	}
 	s := string(b)
-	in.m[s] = s
+	in.slots[i] = s
 	return s
 }
 
