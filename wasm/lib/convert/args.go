@@ -23,6 +23,18 @@ func (r *Reader) Str(arg string) (string, error) {
 }
 
 func (r *Reader) str(arg, field string) (string, error) {
+	// The common case without building a Value (hot in wasm): a string
+	// that lies within the buffer. Anything else goes through Next.
+	if p := r.p; p+5 <= len(r.b) && Tag(r.b[p]) == TagString {
+		if n := int(le32(r.b[p+1:])); n <= len(r.b)-p-5 {
+			b := r.b[p+5 : p+5+n]
+			r.p = p + 5 + n
+			if r.Strings != nil {
+				return r.Strings.String(b), nil
+			}
+			return string(b), nil
+		}
+	}
 	v, err := r.Next()
 	if err != nil {
 		return "", err
@@ -52,6 +64,12 @@ func (r *Reader) Finite(arg string) (float64, error) {
 }
 
 func (r *Reader) finite(arg, field string) (float64, error) {
+	if p := r.p; p+9 <= len(r.b) && Tag(r.b[p]) == TagNumber { // the common case, as in str
+		if v := math.Float64frombits(le64(r.b[p+1:])); v-v == 0 {
+			r.p = p + 9
+			return v, nil
+		}
+	}
 	v, err := r.Next()
 	if err != nil {
 		return 0, err
@@ -146,6 +164,10 @@ func (r *Reader) Object(arg string, optional bool) (present bool, err error) {
 }
 
 func (r *Reader) object(arg, field string, optional bool) (present bool, err error) {
+	if r.p < len(r.b) && Tag(r.b[r.p]) == TagObject { // the common case, as in str
+		r.p++
+		return true, nil
+	}
 	v, err := r.Next()
 	if err != nil {
 		return false, err
