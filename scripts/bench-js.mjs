@@ -276,7 +276,7 @@ for (let round = 0; round <= ROUNDS; round++) {
     const ns = ((t.user + t.system) * 1000) / c.n;
     if (round > 0) times.get(c.name).push(ns);
     // Let the event loop turn, as an application's would: the library frees
-    // the wasm side of collected objects (leases) from finalization callbacks.
+    // the wasm side of collected objects from finalization callbacks.
     await new Promise((resolve) => setImmediate(resolve));
   }
 }

@@ -13,8 +13,9 @@
 // memory as tagged values (see put below and wasm/lib/convert), whatever the
 // caller passed, so every type and range check happens in Go, in one place.
 // Results come back in a second buffer. Objects made by the library (clocks,
-// coordinators, clients, leases, gates) are numeric handles into a table on
-// the Go side, released when the JavaScript object is garbage collected.
+// coordinators, clients, gates) are numeric handles into a table on the Go
+// side, released when the JavaScript object is garbage collected; a lease is
+// plain data held here (see class Lease).
 
 import { Go } from './wasm_exec.mjs';
 import { instantiate, loading } from './loader.mjs';
