@@ -133,6 +133,34 @@ describe('protocol misuse', () => {
     assert.throws(() => a.beginRenewal(undefined), (e) => e.argument === 'lease');
   });
 
+  test('a lease is plain data that cannot be forged: only completeAcquire/completeRenewal make one', () => {
+    const { coordinator, aClock, a } = world({ ttlMillis: 1000 });
+    const gate = new FenceGate('slot');
+    const lease = acquire(coordinator, a);
+    assert.ok(Object.isFrozen(lease) && Object.isFrozen(lease.token));
+    const Lease = lease.constructor;
+    assert.throws(() => new Lease(undefined, lease.token, lease.deadline, lease.grant, a.clock), (e) => e instanceof InvalidArgumentError);
+    const forged = [
+      Object.create(Object.getPrototypeOf(lease)),
+      Object.assign(Object.create(Object.getPrototypeOf(lease)), lease),
+      { ...lease, token: { ...lease.token, fence: lease.token.fence + 1 } },
+    ];
+    for (const f of forged) {
+      assert.throws(() => a.beginRenewal(f), (e) => e instanceof InvalidArgumentError && e.argument === 'lease');
+      assert.throws(() => lease.hasExpired.call(f), (e) => e instanceof InvalidArgumentError && e.argument === 'this');
+      assert.throws(() => lease.wouldAdmit.call(f, gate), (e) => e instanceof InvalidArgumentError && e.argument === 'this');
+    }
+    // Changing what the caller can change (the deadline object is not
+    // frozen) does not change what the lease is.
+    lease.deadline.millis += 1e9;
+    lease.deadline.domain = 'elsewhere';
+    aClock.advance(1000);
+    assert.equal(lease.hasExpired(), true);
+    const req = a.beginRenewal(lease);
+    assert.equal(req.fence, lease.token.fence);
+    assert.equal(lease.wouldAdmit(gate), true);
+  });
+
   test('the client constructor and beginAcquire check their arguments', () => {
     const clock = createManualClock('c');
     assert.throws(() => new LeaseClient({ clock, holderId: '' }), (e) => e.argument === 'options.holderId');
