@@ -2,9 +2,11 @@
 
 // Command coordinator serves the lease coordinator over HTTP on loopback:
 // POST /v1/acquire, /v1/renew and /v1/release with JSON bodies (package
-// core/wire). State is durable by default: a bbolt database, written and
-// fsynced before any answer, so a restarted coordinator issues fences above
-// every fence it ever issued and remembers the current holders. The
+// core/wire). State is durable by default: a bbolt database; every grant
+// and renewal is written and fsynced before it is answered (a release goes
+// into the next transaction, before any later grant), so a restarted
+// coordinator issues fences above every fence it ever issued and remembers
+// the current holders. The
 // database must exist: create it once with -init. -memory runs without
 // persistence, and says so.
 //
@@ -135,7 +137,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		defer bs.Close()
 		cfg.Store = bs
-		log.Info("state in " + *state + " (bbolt; every change fsynced before it is answered)")
+		log.Info("state in " + *state + " (bbolt; every grant and renewal fsynced before it is answered, releases in the next transaction)")
 	}
 	svc, err := wire.NewService(cfg)
 	if err != nil {

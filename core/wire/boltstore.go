@@ -47,24 +47,36 @@ type BoltStore struct {
 
 	mu      sync.Mutex
 	queue   []*pendingApply
-	want    int           // queue length at which the committer wants a kick
-	closed  bool          // Close was called; the committer finishes the queue and stops
-	kick    chan struct{} // wakes the committer
-	stopped chan struct{} // closed when the committer has stopped
+	waiting int            // changes in queue whose caller waits (Apply, not ApplyLater)
+	want    int            // waiting changes at which the committer wants a kick
+	closed  bool           // Close was called; the committer finishes the queue and stops
+	kick    chan struct{}  // wakes the committer
+	stopped chan struct{}  // closed when the committer has stopped
+	deleted map[string]int // resources deleted by queued ApplyLater changes not yet written
+	failed  error          // the last write failed with this; cleared by a write that succeeds
+
+	// beforeWrite, if set (tests), is called by the committer before each
+	// transaction with the changes it is about to write; an error it
+	// returns fails that transaction.
+	beforeWrite func(batch []Change) error
 }
 
 func newBoltStore(db *bolt.DB, path string) *BoltStore {
-	b := &BoltStore{db: db, path: path, want: 1, kick: make(chan struct{}, 1), stopped: make(chan struct{})}
+	b := &BoltStore{db: db, path: path, want: 1, kick: make(chan struct{}, 1), stopped: make(chan struct{}),
+		deleted: make(map[string]int)}
 	go b.commit()
 	return b
 }
 
 type pendingApply struct {
 	c    Change
-	done chan error
+	done chan error // nil for an ApplyLater change: nobody waits
 }
 
-var _ Store = (*BoltStore)(nil)
+var (
+	_ Store      = (*BoltStore)(nil)
+	_ LaterStore = (*BoltStore)(nil)
+)
 
 // CreateBoltStore creates a new, empty state database at path (mode 0600)
 // with a high-water mark of 0. It refuses a path that already exists, so an
@@ -247,11 +259,8 @@ func (b *BoltStore) Close() error {
 		return nil
 	}
 	b.closed = true
+	b.wake()
 	b.mu.Unlock()
-	select {
-	case b.kick <- struct{}{}:
-	default:
-	}
 	<-b.stopped
 	return b.db.Close()
 }
@@ -341,6 +350,12 @@ func (b *BoltStore) Load(context.Context) (Stored, error) {
 
 // Get returns the record of resource.
 func (b *BoltStore) Get(_ context.Context, resource string) (rec Record, ok bool, err error) {
+	b.mu.Lock()
+	gone := b.deleted[resource] > 0
+	b.mu.Unlock()
+	if gone {
+		return Record{}, false, nil // deleted by an ApplyLater change not yet written
+	}
 	err = b.db.View(func(tx *bolt.Tx) error {
 		v := tx.Bucket(bucketLeases).Get([]byte(resource))
 		if v == nil {
@@ -353,8 +368,59 @@ func (b *BoltStore) Get(_ context.Context, resource string) (rec Record, ok bool
 	return rec, ok, err
 }
 
-// Apply writes c durably, together with the changes of concurrent callers.
+// Apply writes c durably, together with the changes of concurrent callers
+// (and every ApplyLater change queued before it).
 func (b *BoltStore) Apply(_ context.Context, c Change) error {
+	if err := checkChange(c); err != nil {
+		return err
+	}
+	p := &pendingApply{c: c, done: make(chan error, 1)}
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return errors.New("wire: the state database is closed")
+	}
+	b.queue = append(b.queue, p)
+	b.waiting++
+	if b.waiting >= b.want {
+		b.wake()
+	}
+	b.mu.Unlock()
+	return <-p.done
+}
+
+// ApplyLater queues c, which may only delete records and add or forget
+// releases (no Put), and returns without waiting for it to be written:
+// from its return Get no longer finds the deleted records, and c is
+// written in the next transaction, before the changes of every Apply and
+// ApplyLater that comes after it. If that transaction fails, c stays at the
+// head of the queue and is written again with the next one, so no later
+// change is ever made durable without it (a later Apply fails as long as c
+// cannot be written). A crash, or Close over a failing disk, before c is
+// written loses c: the store holds what it held before c.
+func (b *BoltStore) ApplyLater(c Change) error {
+	if len(c.Put) > 0 {
+		return errors.New("wire: ApplyLater cannot store records (Put); use Apply")
+	}
+	if err := checkChange(c); err != nil {
+		return err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return errors.New("wire: the state database is closed")
+	}
+	b.queue = append(b.queue, &pendingApply{c: c})
+	for _, name := range c.Delete {
+		b.deleted[name]++
+	}
+	if len(b.queue)-b.waiting >= laterMax {
+		b.wake()
+	}
+	return nil
+}
+
+func checkChange(c Change) error {
 	for _, r := range c.Put {
 		if err := checkRecord(r, max(c.IssuedFence, r.Fence)); err != nil {
 			return err
@@ -365,22 +431,24 @@ func (b *BoltStore) Apply(_ context.Context, c Change) error {
 			return err
 		}
 	}
-	p := &pendingApply{c: c, done: make(chan error, 1)}
-	b.mu.Lock()
-	if b.closed {
-		b.mu.Unlock()
-		return errors.New("wire: the state database is closed")
-	}
-	b.queue = append(b.queue, p)
-	if len(b.queue) >= b.want {
-		select {
-		case b.kick <- struct{}{}:
-		default:
-		}
-	}
-	b.mu.Unlock()
-	return <-p.done
+	return nil
 }
+
+// wake kicks the committer; b.mu is held.
+func (b *BoltStore) wake() {
+	select {
+	case b.kick <- struct{}{}:
+	default:
+	}
+}
+
+// laterWait bounds how long an ApplyLater change waits for an Apply to
+// share its transaction with; laterMax is how many ApplyLater changes are
+// written at once without waiting.
+const (
+	laterWait = 2 * time.Millisecond
+	laterMax  = 64
+)
 
 // gatherWait bounds how long the committer waits for more changes before a
 // transaction, when the last transactions showed concurrent callers.
@@ -392,29 +460,58 @@ const gatherWait = 250 * time.Microsecond
 // transaction answers usually come back with their next change soon (a
 // round trip later); without waiting for them, several callers split into
 // groups that alternate, each paying its own fsync. So before writing, the
-// committer waits up to gatherWait until the queue holds as many changes as
-// the last transaction answered plus those that arrived while it was being
-// written. A lone caller never waits: it is the only one expected.
+// committer waits up to gatherWait until the queue holds as many waiting
+// changes as the last transaction answered plus those that arrived while it
+// was being written. A lone caller never waits: it is the only one
+// expected. ApplyLater changes have nobody waiting: a queue of only those
+// waits up to laterWait for an Apply to come and share the transaction
+// (a release is usually followed by an acquisition), unless laterMax of
+// them are queued or the store is closing. After a failed transaction the
+// ApplyLater changes of it go back to the head of the queue, and the
+// committer waits laterWait (doubling, up to a second, while writes keep
+// failing) before trying again.
 func (b *BoltStore) commit() {
 	defer close(b.stopped)
 	expect := 1
+	backoff := laterWait
 	for {
 		b.mu.Lock()
 		b.want = 1
-		for len(b.queue) == 0 && !b.closed {
-			b.mu.Unlock()
-			<-b.kick
-			b.mu.Lock()
+		if b.waiting == 0 && !b.closed && len(b.queue) < laterMax {
+			wait := laterWait
+			if b.failed != nil {
+				wait = backoff
+			}
+			var t *time.Timer
+			var tc <-chan time.Time
+		idle:
+			for b.waiting == 0 && !b.closed && len(b.queue) < laterMax {
+				if len(b.queue) > 0 && tc == nil {
+					t = time.NewTimer(wait)
+					tc = t.C
+				}
+				b.mu.Unlock()
+				select {
+				case <-b.kick:
+					b.mu.Lock()
+				case <-tc:
+					b.mu.Lock()
+					break idle
+				}
+			}
+			if t != nil {
+				t.Stop()
+			}
 		}
 		if len(b.queue) == 0 {
 			b.mu.Unlock()
-			return
+			return // closed
 		}
-		if len(b.queue) < expect && !b.closed {
+		if b.waiting > 0 && b.waiting < expect && !b.closed {
 			b.want = expect
 			t := time.NewTimer(gatherWait)
 		gather:
-			for len(b.queue) < expect && !b.closed {
+			for b.waiting < expect && !b.closed {
 				b.mu.Unlock()
 				select {
 				case <-b.kick:
@@ -428,23 +525,69 @@ func (b *BoltStore) commit() {
 		}
 		batch := b.queue
 		b.queue = nil
+		answered := b.waiting
+		b.waiting = 0
 		b.want = 1
+		closed := b.closed
 		b.mu.Unlock()
-		err := b.db.Update(func(tx *bolt.Tx) error {
-			for _, p := range batch {
-				if err := applyChange(tx, p.c); err != nil {
-					return err
+		err := b.write(batch)
+		b.mu.Lock()
+		var retry []*pendingApply
+		for _, p := range batch {
+			if p.done != nil {
+				continue
+			}
+			if err != nil && !closed {
+				retry = append(retry, p)
+				continue
+			}
+			// Written, or dropped by a Close over a failing disk (as a
+			// crash would): either way Get reads the database again.
+			for _, name := range p.c.Delete {
+				if b.deleted[name]--; b.deleted[name] <= 0 {
+					delete(b.deleted, name)
 				}
 			}
-			return nil
-		})
-		for _, p := range batch {
-			p.done <- err
 		}
-		b.mu.Lock()
-		expect = len(batch) + len(b.queue)
+		if len(retry) > 0 {
+			b.queue = append(retry, b.queue...)
+		}
+		if err != nil {
+			b.failed = err
+			backoff = min(2*backoff, time.Second)
+		} else {
+			b.failed = nil
+			backoff = laterWait
+		}
+		expect = max(1, answered+b.waiting)
 		b.mu.Unlock()
+		for _, p := range batch {
+			if p.done != nil {
+				p.done <- err
+			}
+		}
 	}
+}
+
+// write writes batch in one transaction.
+func (b *BoltStore) write(batch []*pendingApply) error {
+	if b.beforeWrite != nil {
+		cs := make([]Change, len(batch))
+		for i, p := range batch {
+			cs[i] = p.c
+		}
+		if err := b.beforeWrite(cs); err != nil {
+			return err
+		}
+	}
+	return b.db.Update(func(tx *bolt.Tx) error {
+		for _, p := range batch {
+			if err := applyChange(tx, p.c); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 func applyChange(tx *bolt.Tx, c Change) error {

@@ -393,7 +393,17 @@ func (s *Service) release(ctx context.Context, m Message) (Reply, error) {
 		return Reply{}, errCode(CodeInternal, "released a lease of "+quoteShort(q.Resource)+" that has no record")
 	}
 	rel := Release{RequestID: q.RequestID, Resource: q.Resource, HolderID: q.HolderID, Fence: q.Fence, SecretHash: hash, At: now.Millis}
-	if err := s.apply(ctx, Change{IssuedFence: issued, Delete: []string{q.Resource}, Released: []Release{rel}}, prev, had); err != nil {
+	c := Change{IssuedFence: issued, Delete: []string{q.Resource}, Released: []Release{rel}}
+	if ls, ok := s.store.(LaterStore); ok {
+		// Answered before it is durable: a crash that loses it leaves
+		// the lease held by the same holder until its TTL ends (no fence
+		// reissued, no second holder), and every later grant waits for
+		// a transaction that contains it.
+		if err := ls.ApplyLater(c); err != nil {
+			s.undo(q.Resource, prev, had)
+			return Reply{}, errCode(CodeUnavailable, "could not store the release of "+quoteShort(q.Resource)+"; nothing changed: "+err.Error())
+		}
+	} else if err := s.apply(ctx, c, prev, had); err != nil {
 		return Reply{}, err
 	}
 	s.records.Add(-1)

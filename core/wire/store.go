@@ -87,6 +87,22 @@ type Store interface {
 	Forgettable(ctx context.Context, millis float64, max int) ([]string, error)
 }
 
+// LaterStore is a Store that can also take a change without waiting for it
+// to be durable. The Service gives it releases (see docs/service.md,
+// Durable state): a release may be answered before it is written, because
+// losing it in a crash only leaves the lease held by the same holder until
+// its TTL ends, while grants and renewals still wait for Apply.
+type LaterStore interface {
+	Store
+	// ApplyLater queues c, which holds no Put (it only deletes records and
+	// adds or forgets releases). From its return, Get no longer finds the
+	// records c deletes. c is made durable before, or in the same
+	// transaction as, every change given to Apply or ApplyLater after it:
+	// no later change is made durable without it. A crash before c is
+	// written loses c (and only c and the changes after it).
+	ApplyLater(c Change) error
+}
+
 // ErrInconsistent is wrapped by the error a Store or Service returns for
 // stored state that contradicts itself; such state is refused, never
 // repaired.
