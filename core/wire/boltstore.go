@@ -414,7 +414,9 @@ func (b *BoltStore) ApplyLater(c Change) error {
 	for _, name := range c.Delete {
 		b.deleted[name]++
 	}
-	if len(b.queue)-b.waiting >= laterMax {
+	// The first queued change wakes the committer so that it starts
+	// waiting laterWait for company; laterMax of them start a write.
+	if len(b.queue) == 1 || len(b.queue)-b.waiting >= laterMax {
 		b.wake()
 	}
 	return nil
