@@ -234,7 +234,8 @@ function notStarted() {
 // ---------------------------------------------------------------- argument encoding
 
 const T_UNDEFINED = 0, T_NULL = 1, T_FALSE = 2, T_TRUE = 3, T_NUMBER = 4, T_STRING = 5, T_OBJECT = 6,
-  T_ARRAY = 7, T_FUNCTION = 8, T_OTHER = 9, T_ILLFORMED = 10, T_HANDLE = 11, T_TOOLONG = 12;
+  T_ARRAY = 7, T_FUNCTION = 8, T_OTHER = 9, T_ILLFORMED = 10, T_HANDLE = 11, T_TOOLONG = 12,
+  T_SAME = 13;
 const MAX_STRING = 1 << 20;
 const K_CLOCK = 1, K_COORDINATOR = 2, K_CLIENT = 3, K_LEASE = 4, K_GATE = 5, K_NAIVE = 6;
 
@@ -382,17 +383,28 @@ function putRequest(v) {
   }
 }
 
+// putSame encodes a grant's string field: T_SAME when it is the same string
+// as the matching field of the request putRequest just encoded (Go then uses
+// the request's, already decoded and checked), else the value itself.
+function putSame(v, same) {
+  if (typeof v === 'string' && v === same) return tag(T_SAME);
+  put(v);
+}
+
+// putGrant encodes the grant passed after the request putRequest encoded
+// (completeAcquire and completeRenewal): the strings it shares with that
+// request go as T_SAME.
 function putGrant(v) {
   if (putObj(v)) {
-    put(gtId = v.requestId);
-    put(gtResource = v.resource);
-    put(gtHolder = v.holderId);
+    putSame(gtId = v.requestId, rqId);
+    putSame(gtResource = v.resource, rqResource);
+    putSame(gtHolder = v.holderId, rqHolder);
     put(v.fence);
     put(v.ttlMillis);
     const t = v.coordinatorExpiresAt;
     if (putObj(t)) {
       put(t.millis);
-      put(gtDomain = t.domain);
+      putSame(gtDomain = t.domain, rqDomain);
     }
   }
 }

@@ -414,7 +414,7 @@ func (b *Bridge) complete(h uint32, n int32, k lease.Kind) (st int32) {
 	if err != nil {
 		return b.status(err)
 	}
-	g, err := r.Grant("grant")
+	g, err := r.GrantFor("grant", &req)
 	if err == nil {
 		err = r.End()
 	}

@@ -306,18 +306,26 @@ func (r *Reader) Request(arg string, k lease.Kind) (lease.Request, error) {
 // Grant decodes { requestId, resource, holderId, fence, ttlMillis,
 // coordinatorExpiresAt }.
 func (r *Reader) Grant(arg string) (lease.Grant, error) {
+	return r.GrantFor(arg, nil)
+}
+
+// GrantFor decodes a grant passed beside req, the request decoded before it:
+// its requestId, resource, holderId and coordinatorExpiresAt.domain may be
+// TagSame, standing for req's requestId, resource, holderId and
+// sentAt.domain. With req nil, TagSame is refused as malformed.
+func (r *Reader) GrantFor(arg string, req *lease.Request) (lease.Grant, error) {
 	var g lease.Grant
 	if _, err := r.Object(arg, false); err != nil {
 		return g, err
 	}
 	var err error
-	if g.RequestID, err = r.nonEmpty(arg, "requestId"); err != nil {
+	if g.RequestID, err = r.sameOrNonEmpty(arg, "requestId", req, func(q *lease.Request) string { return q.RequestID }); err != nil {
 		return g, err
 	}
-	if g.Resource, err = r.nonEmpty(arg, "resource"); err != nil {
+	if g.Resource, err = r.sameOrNonEmpty(arg, "resource", req, func(q *lease.Request) string { return q.Resource }); err != nil {
 		return g, err
 	}
-	if g.HolderID, err = r.nonEmpty(arg, "holderId"); err != nil {
+	if g.HolderID, err = r.sameOrNonEmpty(arg, "holderId", req, func(q *lease.Request) string { return q.HolderID }); err != nil {
 		return g, err
 	}
 	if g.Fence, err = r.count(arg, "fence"); err == nil && g.Fence == 0 {
@@ -329,8 +337,30 @@ func (r *Reader) Grant(arg string) (lease.Grant, error) {
 	if g.TTL, err = r.span(arg, "ttlMillis", true, false); err != nil {
 		return g, err
 	}
-	g.CoordinatorExpiresAt, err = r.instant(arg, "coordinatorExpiresAt")
-	return g, err
+	const at = "coordinatorExpiresAt"
+	if _, err = r.object(arg, at, false); err != nil {
+		return g, err
+	}
+	ms, err := r.finite(path(arg, at), "millis")
+	if err != nil {
+		return g, err
+	}
+	d, err := r.sameOrNonEmpty(path(arg, at), "domain", req, func(q *lease.Request) string { return q.SentAt.Domain })
+	if err != nil {
+		return g, err
+	}
+	g.CoordinatorExpiresAt = clock.At(d, ms)
+	return g, nil
+}
+
+// sameOrNonEmpty decodes a non-empty string, or TagSame standing for
+// field(req) when req is not nil.
+func (r *Reader) sameOrNonEmpty(arg, field string, req *lease.Request, get func(*lease.Request) string) (string, error) {
+	if req != nil && r.p < len(r.b) && Tag(r.b[r.p]) == TagSame {
+		r.p++
+		return get(req), nil
+	}
+	return r.nonEmpty(arg, field)
 }
 
 // End checks that every byte was consumed: a longer buffer means the two

@@ -153,6 +153,10 @@ func TestChecks(t *testing.T) {
 		{"grant ttl string", func(w *ArgWriter) {
 			w.Object().String("r").String("s").String("h").Number(1).String("10")
 		}, grant, "grant.ttlMillis", `got string "10"`},
+		{"grant with TagSame and no request", func(w *ArgWriter) {
+			w.Object().Tag(TagSame)
+		}, grant, "arguments", "malformed"},
+		{"TagSame for a string", func(w *ArgWriter) { w.Tag(TagSame) }, str, "arguments", "malformed"},
 		{"clock handle", func(w *ArgWriter) { w.Handle(KindClock, 3) }, clk, "", ""},
 		{"gate for clock", func(w *ArgWriter) { w.Handle(KindGate, 3) }, clk, "clock", "got a FenceGate"},
 		{"plain object for clock", func(w *ArgWriter) { w.Object() }, clk, "clock", "got object"},
@@ -161,6 +165,45 @@ func TestChecks(t *testing.T) {
 		{"unknown tag", func(w *ArgWriter) { w.B = append(w.B, 200) }, str, "arguments", "malformed"},
 		{"empty buffer", func(w *ArgWriter) {}, str, "arguments", "malformed"},
 	})
+}
+
+// TestGrantFor checks that TagSame in a grant stands for its request's
+// fields, that the strings may still be sent in full, and that TagSame is
+// malformed in the grant's other fields.
+func TestGrantFor(t *testing.T) {
+	q := lease.Request{Kind: lease.KindAcquire, RequestID: "id1", Resource: "res", HolderID: "hold", SentAt: clock.At("dom", 5)}
+	decode := func(w *ArgWriter) (lease.Grant, error) {
+		r := NewReader(w.B)
+		g, err := r.GrantFor("grant", &q)
+		if err == nil {
+			err = r.End()
+		}
+		return g, err
+	}
+	var w ArgWriter
+	w.Object().Tag(TagSame).Tag(TagSame).Tag(TagSame).Number(7).Number(10).Object().Number(15).Tag(TagSame)
+	g, err := decode(&w)
+	want := lease.Grant{RequestID: "id1", Resource: "res", HolderID: "hold", Fence: 7, TTL: clock.FromMillis(10),
+		CoordinatorExpiresAt: clock.At("dom", 15)}
+	if err != nil || g != want {
+		t.Fatalf("all TagSame: %+v, %v; want %+v", g, err, want)
+	}
+	var full ArgWriter
+	other := lease.Grant{RequestID: "id2", Resource: "res2", HolderID: "h2", Fence: 7, TTL: clock.FromMillis(10),
+		CoordinatorExpiresAt: clock.At("dom2", 15)}
+	if g, err := decode(full.PutArgGrant(other)); err != nil || g != other {
+		t.Fatalf("full strings: %+v, %v; want %+v", g, err, other)
+	}
+	var bad ArgWriter
+	bad.Object().Tag(TagSame).Tag(TagSame).Tag(TagSame).Tag(TagSame)
+	if _, err := decode(&bad); err == nil || !strings.Contains(err.Error(), "malformed") {
+		t.Fatalf("TagSame for the fence: %v, want malformed", err)
+	}
+	var empty ArgWriter
+	empty.Object().String("").Tag(TagSame)
+	if _, err := decode(&empty); err == nil || !strings.Contains(err.Error(), "grant.requestId") {
+		t.Fatalf("empty requestId: %v", err)
+	}
 }
 
 func TestEnd(t *testing.T) {

@@ -44,6 +44,12 @@ const (
 	tagCount
 )
 
+// TagSame stands, in a grant passed beside its request, for a string equal to
+// the matching field of that request (requestId, resource, holderId, the
+// domain of coordinatorExpiresAt against sentAt's), so the encoder need not
+// send it twice. Anywhere else it is malformed (Next refuses it).
+const TagSame = tagCount
+
 var tagNames = [tagCount]string{
 	"undefined", "null", "boolean false", "boolean true", "number", "string",
 	"object", "array", "function", "symbol or bigint",
