@@ -3,6 +3,7 @@ package bridge
 import (
 	"testing"
 
+	"github.com/lease-fence/lease-fence/core/clock"
 	"github.com/lease-fence/lease-fence/core/fence"
 	"github.com/lease-fence/lease-fence/wasm/lib/convert"
 )
@@ -76,7 +77,12 @@ func BenchmarkCycle(b *testing.B) {
 		out := ok(br.CoordAcquire(w.coord, call(br, args().PutArgRequest(req))))
 		out.F64()
 		g := out.GetGrant()
-		ok(br.ClientCompleteAcquire(w.client, call(br, args().PutArgRequest(req).PutArgGrant(g))))
+		// As the JavaScript wrapper sends it: the grant's strings that
+		// repeat the request's go as TagSame (its expiry's domain is the
+		// coordinator's, another clock's, so it goes in full).
+		ok(br.ClientCompleteAcquire(w.client, call(br, args().PutArgRequest(req).Object().
+			Tag(convert.TagSame).Tag(convert.TagSame).Tag(convert.TagSame).Number(float64(g.Fence)).Number(clock.Millis(g.TTL)).
+			Object().Number(g.CoordinatorExpiresAt.Millis).String(g.CoordinatorExpiresAt.Domain))))
 		tok := g.Token()
 		ok(br.GateCommit(w.gate, call(br, args().PutArgToken(tok).Tag(convert.TagFunction))))
 		ok(br.CoordRelease(w.coord, call(br, args().PutArgToken(tok))))
