@@ -318,14 +318,19 @@ func (r *Reader) GrantFor(arg string, req *lease.Request) (lease.Grant, error) {
 	if _, err := r.Object(arg, false); err != nil {
 		return g, err
 	}
+	var q lease.Request // with req nil, TagSame is refused
+	if req != nil {
+		q = *req
+	}
+	same := req != nil
 	var err error
-	if g.RequestID, err = r.sameOrNonEmpty(arg, "requestId", req, func(q *lease.Request) string { return q.RequestID }); err != nil {
+	if g.RequestID, err = r.sameOrNonEmpty(arg, "requestId", same, q.RequestID); err != nil {
 		return g, err
 	}
-	if g.Resource, err = r.sameOrNonEmpty(arg, "resource", req, func(q *lease.Request) string { return q.Resource }); err != nil {
+	if g.Resource, err = r.sameOrNonEmpty(arg, "resource", same, q.Resource); err != nil {
 		return g, err
 	}
-	if g.HolderID, err = r.sameOrNonEmpty(arg, "holderId", req, func(q *lease.Request) string { return q.HolderID }); err != nil {
+	if g.HolderID, err = r.sameOrNonEmpty(arg, "holderId", same, q.HolderID); err != nil {
 		return g, err
 	}
 	if g.Fence, err = r.count(arg, "fence"); err == nil && g.Fence == 0 {
@@ -345,7 +350,7 @@ func (r *Reader) GrantFor(arg string, req *lease.Request) (lease.Grant, error) {
 	if err != nil {
 		return g, err
 	}
-	d, err := r.sameOrNonEmpty(path(arg, at), "domain", req, func(q *lease.Request) string { return q.SentAt.Domain })
+	d, err := r.sameOrNonEmpty(path(arg, at), "domain", same, q.SentAt.Domain)
 	if err != nil {
 		return g, err
 	}
@@ -353,12 +358,12 @@ func (r *Reader) GrantFor(arg string, req *lease.Request) (lease.Grant, error) {
 	return g, nil
 }
 
-// sameOrNonEmpty decodes a non-empty string, or TagSame standing for
-// field(req) when req is not nil.
-func (r *Reader) sameOrNonEmpty(arg, field string, req *lease.Request, get func(*lease.Request) string) (string, error) {
-	if req != nil && r.p < len(r.b) && Tag(r.b[r.p]) == TagSame {
+// sameOrNonEmpty decodes a non-empty string, or, when same is true,
+// TagSame standing for value.
+func (r *Reader) sameOrNonEmpty(arg, field string, same bool, value string) (string, error) {
+	if same && r.p < len(r.b) && Tag(r.b[r.p]) == TagSame {
 		r.p++
-		return get(req), nil
+		return value, nil
 	}
 	return r.nonEmpty(arg, field)
 }
