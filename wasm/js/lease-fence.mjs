@@ -514,13 +514,8 @@ function readRequest() {
 // resource, holder and domain the caller knows: only its id and its send
 // instant are new.
 function readAcquireRequest(resource, holderId, domain) {
-  skip();
   const requestId = str();
-  skip();
-  skip();
   const millis = f64();
-  skip();
-  q += 8;
   return { kind: 'acquire', requestId, resource, holderId, sentAt: new Instant(millis, domain) };
 }
 
@@ -535,15 +530,11 @@ function readGrant() {
 }
 
 // readGrantOf reads a grant whose id, resource and holder are the given
-// strings and whose expiry is in domain; only the numbers are read.
+// strings and whose expiry is in domain: Go writes only its numbers.
 function readGrantOf(requestId, resource, holderId, domain) {
-  skip();
-  skip();
-  skip();
   const fence = f64();
   const ttlMillis = f64();
   const millis = f64();
-  skip();
   return { requestId, resource, holderId, fence, ttlMillis, coordinatorExpiresAt: new Instant(millis, domain) };
 }
 

@@ -5,6 +5,7 @@ import (
 
 	"github.com/lease-fence/lease-fence/core/clock"
 	"github.com/lease-fence/lease-fence/core/fence"
+	"github.com/lease-fence/lease-fence/core/lease"
 	"github.com/lease-fence/lease-fence/wasm/lib/convert"
 )
 
@@ -49,7 +50,7 @@ func BenchmarkBeginAcquire(b *testing.B) {
 func BenchmarkAcquireDenied(b *testing.B) {
 	w := newWorld(&testing.T{})
 	w.acquire(&testing.T{})
-	req := must(&testing.T{}, w.b, w.b.ClientBeginAcquire(w.client, call(w.b, args().String("slot")))).GetRequest()
+	req := w.beginAcquire(&testing.T{}, "slot")
 	n := call(w.b, args().PutArgRequest(req))
 	b.ReportAllocs()
 	for b.Loop() {
@@ -73,10 +74,13 @@ func BenchmarkCycle(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		req := ok(br.ClientBeginAcquire(w.client, call(br, args().String("slot")))).GetRequest()
-		out := ok(br.CoordAcquire(w.coord, call(br, args().PutArgRequest(req))))
+		out := ok(br.ClientBeginAcquire(w.client, call(br, args().String("slot"))))
+		id := out.Str()
+		req := lease.Request{Kind: lease.KindAcquire, RequestID: id, Resource: "slot", HolderID: "agent-a",
+			SentAt: clock.At("agent-a", out.F64())}
+		out = ok(br.CoordAcquire(w.coord, call(br, args().PutArgRequest(req))))
 		out.F64()
-		g := out.GetGrant()
+		g := grantOf(out, req)
 		// As the JavaScript wrapper sends it: the grant's strings that
 		// repeat the request's go as TagSame (its expiry's domain is the
 		// coordinator's, another clock's, so it goes in full).

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lease-fence/lease-fence/core/clock"
 	"github.com/lease-fence/lease-fence/core/lease"
 	"github.com/lease-fence/lease-fence/wasm/lib/convert"
 )
@@ -66,17 +67,38 @@ func newWorld(t *testing.T) *world {
 	return w
 }
 
+// beginAcquire runs ClientBeginAcquire on resource and builds the request
+// from its output as JavaScript does (the client is "agent-a", on the clock
+// of domain "agent-a").
+func (w *world) beginAcquire(t *testing.T, resource string) lease.Request {
+	t.Helper()
+	out := must(t, w.b, w.b.ClientBeginAcquire(w.client, call(w.b, args().String(resource))))
+	id := out.Str()
+	return lease.Request{Kind: lease.KindAcquire, RequestID: id, Resource: resource, HolderID: "agent-a",
+		SentAt: clock.At("agent-a", out.F64())}
+}
+
+// grantOf reads a granted outcome's numbers (after its code) and builds the
+// grant answering req as JavaScript does (the coordinator's clock has domain
+// "coordinator").
+func grantOf(out *convert.OutReader, req lease.Request) lease.Grant {
+	g := lease.Grant{RequestID: req.RequestID, Resource: req.Resource, HolderID: req.HolderID, Fence: uint64(out.F64())}
+	g.TTL = clock.FromMillis(out.F64())
+	g.CoordinatorExpiresAt = clock.At("coordinator", out.F64())
+	return g
+}
+
 // acquire runs beginAcquire, acquire and completeAcquire, and returns the
 // grant.
 func (w *world) acquire(t *testing.T) lease.Grant {
 	t.Helper()
 	b := w.b
-	req := must(t, b, b.ClientBeginAcquire(w.client, call(b, args().String("slot")))).GetRequest()
+	req := w.beginAcquire(t, "slot")
 	out := must(t, b, b.CoordAcquire(w.coord, call(b, args().PutArgRequest(req))))
 	if code := out.F64(); code != Granted {
 		t.Fatalf("outcome %v, want granted", code)
 	}
-	g := out.GetGrant()
+	g := grantOf(out, req)
 	live := b.Live()
 	out = must(t, b, b.ClientCompleteAcquire(w.client, call(b, args().PutArgRequest(req).PutArgGrant(g))))
 	if f, ms, ttl, exp := out.F64(), out.F64(), out.F64(), out.F64(); f != float64(g.Fence) || ms != req.SentAt.Millis+1000-10 ||
@@ -152,10 +174,10 @@ func TestErrorsMapToCodes(t *testing.T) {
 	if d := must(t, b, b.InstantSince(call(b, args().Object().Number(5).String("a").Object().Number(2).String("a")))).F64(); d != 3 {
 		t.Fatalf("since = %v", d)
 	}
-	req := must(t, b, b.ClientBeginAcquire(w.client, call(b, args().String("slot")))).GetRequest()
+	req := w.beginAcquire(t, "slot")
 	out := must(t, b, b.CoordAcquire(w.coord, call(b, args().PutArgRequest(req))))
 	out.F64()
-	g := out.GetGrant()
+	g := grantOf(out, req)
 	other := g
 	other.Resource = "other"
 	fail(t, b, b.ClientCompleteAcquire(w.client, call(b, args().PutArgRequest(req).PutArgGrant(other))), ErrGrantMismatch, "does not answer")

@@ -225,14 +225,19 @@ func (b *Bridge) CoordNew(n int32) (st int32) {
 	return b.newHandle(c)
 }
 
-// putOutcome writes an outcome: code, then the grant or heldBy and
-// retryAfterMillis.
+// putOutcome writes an outcome: code, then the grant's numbers (fence,
+// ttlMillis, coordinatorExpiresAt.millis) or heldBy and retryAfterMillis. A
+// grant's strings are not written: its requestId, resource and holderId are
+// the request's, which JavaScript passed, and its expiry's domain is the
+// coordinator's clock's.
 func (b *Bridge) putOutcome(o lease.Outcome) int32 {
 	w := b.out()
 	switch {
 	case o.OK:
 		w.F64(Granted)
-		w.PutGrant(o.Grant)
+		w.F64(float64(o.Grant.Fence))
+		w.F64(clock.Millis(o.Grant.TTL))
+		w.F64(o.Grant.CoordinatorExpiresAt.Millis)
 	case o.HeldBy != "":
 		w.F64(Denied)
 		w.Str(o.HeldBy)
@@ -343,7 +348,10 @@ func (b *Bridge) ClientNew(n int32) (st int32) {
 	return b.newHandle(c)
 }
 
-// ClientBeginAcquire begins an acquisition. Args: resource. Out: request.
+// ClientBeginAcquire begins an acquisition. Args: resource. Out: the
+// request's requestId and sentAt.millis; the rest of it is the resource
+// passed, the client's holder id and its clock's domain, which JavaScript
+// has.
 func (b *Bridge) ClientBeginAcquire(h uint32, n int32) (st int32) {
 	defer b.guard(&st)
 	c, r, err := recv[*lease.Client](b, h, convert.KindClient, n)
@@ -362,7 +370,9 @@ func (b *Bridge) ClientBeginAcquire(h uint32, n int32) (st int32) {
 		return b.status(err)
 	}
 	b.strings.Add(req.RequestID) // it comes back with the request and its grant
-	b.out().PutRequest(req)
+	w := b.out()
+	w.Str(req.RequestID)
+	w.F64(req.SentAt.Millis)
 	return OK
 }
 
