@@ -493,11 +493,6 @@ function readInstant() {
   return new Instant(millis, str());
 }
 
-// skip passes over a string the caller already has.
-function skip() {
-  q += 4 + dv.getUint32(outPtr + q, true);
-}
-
 function readRequest() {
   const kind = str();
   const requestId = str();

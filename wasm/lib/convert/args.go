@@ -389,18 +389,6 @@ func (w *Writer) PutRequest(q lease.Request) {
 	w.F64(float64(q.Fence))
 }
 
-// PutGrant encodes g: requestId, resource, holderId, fence, ttlMillis,
-// coordinatorExpiresAt.millis, coordinatorExpiresAt.domain.
-func (w *Writer) PutGrant(g lease.Grant) {
-	w.Str(g.RequestID)
-	w.Str(g.Resource)
-	w.Str(g.HolderID)
-	w.F64(float64(g.Fence))
-	w.F64(clock.Millis(g.TTL))
-	w.F64(g.CoordinatorExpiresAt.Millis)
-	w.Str(g.CoordinatorExpiresAt.Domain)
-}
-
 // PutArgRequest encodes q as the JavaScript wrapper would pass it.
 func (w *ArgWriter) PutArgRequest(q lease.Request) *ArgWriter {
 	w.Object().String(string(q.Kind)).String(q.RequestID).String(q.Resource).String(q.HolderID)
@@ -429,15 +417,6 @@ func (r *OutReader) GetRequest() lease.Request {
 	q.SentAt = clock.At(r.Str(), ms)
 	q.Fence = uint64(r.F64())
 	return q
-}
-
-// GetGrant decodes what PutGrant wrote (for tests).
-func (r *OutReader) GetGrant() lease.Grant {
-	g := lease.Grant{RequestID: r.Str(), Resource: r.Str(), HolderID: r.Str(), Fence: uint64(r.F64())}
-	g.TTL = clock.FromMillis(r.F64())
-	ms := r.F64()
-	g.CoordinatorExpiresAt = clock.At(r.Str(), ms)
-	return g
 }
 
 // path joins an argument and a field name. Error paths call it, and so does
