@@ -105,6 +105,24 @@ describe('renewal and expiry', () => {
     assert.equal(acquire(coordinator, b).token.fence, la.token.fence + 1);
   });
 
+  test('release checks the token on both paths (strings sent as interned ids, or in full)', () => {
+    const { coordinator, a } = world();
+    const la = acquire(coordinator, a);
+    const bad = (token, arg) => assert.throws(() => coordinator.release(token),
+      (e) => e instanceof InvalidArgumentError && e.argument === arg);
+    bad({ ...la.token, fence: 1.5 }, 'token.fence');
+    bad({ ...la.token, fence: 0 }, 'token.fence');
+    bad({ ...la.token, holderId: '' }, 'token.holderId');
+    bad({ ...la.token, resource: 7 }, 'token.resource');
+    bad({ ...la.token, fence: '1' }, 'token.fence');
+    bad(null, 'token');
+    assert.equal(coordinator.release({ ...la.token, resource: 'r'.repeat(100) }), false, 'a long resource goes in full');
+    let reads = 0;
+    const token = { get resource() { reads++; return la.token.resource; }, holderId: la.token.holderId, fence: la.token.fence };
+    assert.equal(coordinator.release(token), true);
+    assert.equal(reads, 1, 'each field is read once');
+  });
+
   test('renew refuses an acquisition request and acquire a renewal', () => {
     const { coordinator, a } = world();
     const lease = acquire(coordinator, a);

@@ -836,8 +836,24 @@ export class LeaseCoordinator extends Handled {
 
   /** Ends the lease token names if it is current; returns whether it did. */
   release(token) {
+    // A well-typed token goes as interned ids, with no argument buffer (as
+    // in gate.commit); Go makes every other check.
+    const t = isToken(token);
+    let resource, holderId, fence;
+    if (t) {
+      resource = token.resource;
+      holderId = token.holderId;
+      fence = token.fence;
+      if (typeof resource === 'string' && typeof holderId === 'string' && typeof fence === 'number' &&
+        tokenIds(resource, holderId)) {
+        if (dead) throw instanceDied();
+        if (reading) begin(); // throws the re-entry error
+        done(enter(X.lf_coord_release_ids, handleOf(this), idResource, idHolder, fence));
+        return bool();
+      }
+    }
     const enc = begin();
-    putToken(token);
+    putReadToken(token, t, resource, holderId, fence);
     call(enc, X.lf_coord_release, handleOf(this), p);
     return bool();
   }
@@ -996,31 +1012,35 @@ const AsyncFunctionPrototype = Object.getPrototypeOf(async () => {});
 // and fence. A well-typed call passes the token's strings as interned ids
 // and needs no argument buffer; Go makes every other check.
 function goCommit(h, token, isToken, resource, holderId, fence, fn) {
-  if (typeof fn === 'function' && typeof resource === 'string' && typeof holderId === 'string' && typeof fence === 'number') {
-    let r, id;
-    if (resource === lastResource && holderId === lastHolder) {
-      r = lastIds[0];
-      id = lastIds[1];
-    } else {
-      roomForIds(2);
-      r = idOf(resource);
-      id = r && idOf(holderId);
-      if (id) {
-        lastResource = resource;
-        lastHolder = holderId;
-        lastIds[0] = r;
-        lastIds[1] = id;
-      }
-    }
-    if (id) {
-      call4(X.lf_gate_commit_ids, h, r, id, fence);
-      return;
-    }
+  if (typeof fn === 'function' && typeof resource === 'string' && typeof holderId === 'string' && typeof fence === 'number' &&
+    tokenIds(resource, holderId)) {
+    call4(X.lf_gate_commit_ids, h, idResource, idHolder, fence);
+    return;
   }
   const enc = begin();
   putReadToken(token, isToken, resource, holderId, fence);
   put(fn);
   call(enc, X.lf_gate_commit, h, p);
+}
+
+// tokenIds sets idResource and idHolder to the ids of a token's strings and
+// returns true, or returns false when one cannot be interned.
+let idResource = 0, idHolder = 0;
+function tokenIds(resource, holderId) {
+  if (resource === lastResource && holderId === lastHolder) {
+    idResource = lastIds[0];
+    idHolder = lastIds[1];
+    return true;
+  }
+  roomForIds(2);
+  idResource = idOf(resource);
+  idHolder = idResource && idOf(holderId);
+  if (!idHolder) return false;
+  lastResource = resource;
+  lastHolder = holderId;
+  lastIds[0] = idResource;
+  lastIds[1] = idHolder;
+  return true;
 }
 
 // putReadToken encodes a token whose fields were read already.

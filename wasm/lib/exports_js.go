@@ -184,6 +184,11 @@ func resetIDs() {
 	br.ResetIDs()
 }
 
+//go:wasmexport lf_coord_release_ids
+func coordReleaseIDs(h, resource, holder uint32, fence float64) int32 {
+	return published(br.CoordReleaseIDs(h, resource, holder, fence))
+}
+
 //go:wasmexport lf_gate_commit_ids
 func gateCommitIDs(h, resource, holder uint32, fence float64) int32 {
 	return published(br.GateCommitIDs(h, resource, holder, fence))

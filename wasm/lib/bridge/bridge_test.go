@@ -228,6 +228,35 @@ func TestHandlesAreReused(t *testing.T) {
 	}
 }
 
+func TestCoordReleaseIDs(t *testing.T) {
+	w := newWorld(t)
+	b := w.b
+	g := w.acquire(t)
+	intern := func(s string) uint32 { return uint32(must(t, b, b.Intern(call(b, args().String(s)))).F64()) }
+	slot, a, other := intern(g.Resource), intern(g.HolderID), intern("other")
+	f := float64(g.Fence)
+	if must(t, b, b.CoordReleaseIDs(w.coord, slot, other, f)).Bool() {
+		t.Fatal("released for another holder")
+	}
+	if must(t, b, b.CoordReleaseIDs(w.coord, slot, a, f+1)).Bool() {
+		t.Fatal("released for another fence")
+	}
+	for _, bad := range []float64{0, -1, 1.5, math.NaN(), 1 << 53} {
+		fail(t, b, b.CoordReleaseIDs(w.coord, slot, a, bad), ErrInvalidArgument, "token.fence")
+	}
+	fail(t, b, b.CoordReleaseIDs(w.coord, 0, a, f), ErrInvalidArgument, "not interned")
+	fail(t, b, b.CoordReleaseIDs(w.coord, slot, 99, f), ErrInvalidArgument, "not interned")
+	fail(t, b, b.CoordReleaseIDs(w.gate, slot, a, f), ErrInvalidArgument, "LeaseCoordinator")
+	if !must(t, b, b.CoordReleaseIDs(w.coord, slot, a, f)).Bool() {
+		t.Fatal("the holder's token did not release")
+	}
+	if must(t, b, b.CoordReleaseIDs(w.coord, slot, a, f)).Bool() {
+		t.Fatal("released twice")
+	}
+	b.ResetIDs()
+	fail(t, b, b.CoordReleaseIDs(w.coord, slot, a, f), ErrInvalidArgument, "not interned")
+}
+
 func TestGateCommitIDs(t *testing.T) {
 	b := New()
 	gate := handle(t, b, b.GateNew(call(b, args().String("slot").Tag(convert.TagUndefined))))

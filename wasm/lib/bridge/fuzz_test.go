@@ -47,6 +47,9 @@ var ops = []func(b *Bridge, h uint32, n int32) int32{
 		return b.GateCommitIDs(h, uint32(n)&7, uint32(n)>>3&7, float64(int8(n>>6)))
 	},
 	func(b *Bridge, h uint32, n int32) int32 { return b.GateCheck(h, n, n&1 == 0) },
+	func(b *Bridge, h uint32, n int32) int32 {
+		return b.CoordReleaseIDs(h, uint32(n)&7, uint32(n)>>3&7, float64(int8(n>>6)))
+	},
 	func(b *Bridge, h uint32, _ int32) int32 { return b.GateRejectionCount(h) },
 }
 

@@ -305,6 +305,31 @@ func (b *Bridge) CoordRelease(h uint32, n int32) (st int32) {
 	return OK
 }
 
+// CoordReleaseIDs is CoordRelease with the token's strings passed as
+// interned ids and no argument buffer: JavaScript has checked that the token
+// is an object whose resource and holderId are strings and whose fence is a
+// number. Every other check is CoordRelease's. Out: released (bool).
+func (b *Bridge) CoordReleaseIDs(h, resource, holder uint32, fenceNum float64) (st int32) {
+	defer b.guard(&st)
+	c, err := get[*lease.Coordinator](b, h, convert.KindCoordinator)
+	if err != nil {
+		return b.status(err)
+	}
+	if resource == 0 || holder == 0 || int(resource) > len(b.ids) || int(holder) > len(b.ids) {
+		return b.status(&convert.ArgumentError{Arg: "token", Reason: "refers to strings that were not interned"})
+	}
+	tok, err := convert.TokenOf("token", b.ids[resource-1], b.ids[holder-1], fenceNum)
+	if err != nil {
+		return b.status(err)
+	}
+	ok, err := c.Release(tok)
+	if err != nil {
+		return b.status(err)
+	}
+	b.out().Bool(ok)
+	return OK
+}
+
 // CoordIssued returns the coordinator's issued fence. Out: fence.
 func (b *Bridge) CoordIssued(h uint32) (st int32) {
 	defer b.guard(&st)
