@@ -315,10 +315,7 @@ func (b *Bridge) CoordReleaseIDs(h, resource, holder uint32, fenceNum float64) (
 	if err != nil {
 		return b.status(err)
 	}
-	if resource == 0 || holder == 0 || int(resource) > len(b.ids) || int(holder) > len(b.ids) {
-		return b.status(&convert.ArgumentError{Arg: "token", Reason: "refers to strings that were not interned"})
-	}
-	tok, err := convert.TokenOf("token", b.ids[resource-1], b.ids[holder-1], fenceNum)
+	tok, err := b.internedToken(resource, holder, fenceNum)
 	if err != nil {
 		return b.status(err)
 	}
@@ -805,12 +802,18 @@ func (b *Bridge) GateCommitIDs(h, resource, holder uint32, fenceNum float64) (st
 	if err != nil {
 		return b.status(err)
 	}
-	if resource == 0 || holder == 0 || int(resource) > len(b.ids) || int(holder) > len(b.ids) {
-		return b.status(&convert.ArgumentError{Arg: "token", Reason: "refers to strings that were not interned"})
-	}
-	tok, err := convert.TokenOf("token", b.ids[resource-1], b.ids[holder-1], fenceNum)
+	tok, err := b.internedToken(resource, holder, fenceNum)
 	if err == nil {
 		err = g.Admit(tok)
 	}
 	return b.status(err)
+}
+
+// internedToken builds the token of a call that passed its resource and
+// holder as interned ids, with every check and error of the argument path.
+func (b *Bridge) internedToken(resource, holder uint32, fenceNum float64) (fence.Token, error) {
+	if resource == 0 || holder == 0 || int(resource) > len(b.ids) || int(holder) > len(b.ids) {
+		return fence.Token{}, &convert.ArgumentError{Arg: "token", Reason: "refers to strings that were not interned"}
+	}
+	return convert.TokenOf("token", b.ids[resource-1], b.ids[holder-1], fenceNum)
 }
