@@ -148,9 +148,7 @@ func TestConcurrentWriters(t *testing.T) {
 // process do too.
 func TestTwoProcessesSQLite(t *testing.T) {
 	b := newSQLite(t)
-	db := b.open(t)
-	createWrites(t, b, db)
-	s := open(t, b, db)
+	db, s := openWithWrites(t, b)
 	const perWriter = 60
 	var children []*exec.Cmd
 	var outs []*bufio.Reader
@@ -189,9 +187,7 @@ func TestTwoProcessesSQLite(t *testing.T) {
 // next commit goes through.
 func TestKilledWriterLeavesNothing(t *testing.T) {
 	forEach(t, func(t *testing.T, b *backend) {
-		db := b.open(t)
-		createWrites(t, b, db)
-		s := open(t, b, db)
+		db, s := openWithWrites(t, b)
 		ctx := context.Background()
 		if err := s.Commit(ctx, tok("a", 3), insertWrite(b, tok("a", 3))); err != nil {
 			t.Fatal(err)

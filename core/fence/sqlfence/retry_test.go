@@ -74,9 +74,7 @@ func TestPostgresDeadlockRetried(t *testing.T) {
 // logged. Once the lock is released the same commit lands.
 func TestSQLiteBusyReported(t *testing.T) {
 	b := newSQLite(t)
-	db := b.open(t)
-	createWrites(t, b, db)
-	s := open(t, b, db)
+	db, s := openWithWrites(t, b)
 	ctx := context.Background()
 	if err := s.Commit(ctx, tok("a", 1), insertWrite(b, tok("a", 1))); err != nil {
 		t.Fatal(err)
@@ -118,9 +116,7 @@ func TestSQLiteBusyReported(t *testing.T) {
 // is logged, and the Store keeps working on other connections.
 func TestPostgresConnectionKilledBeforeCommit(t *testing.T) {
 	b := newPostgres(t)
-	db := b.open(t)
-	createWrites(t, b, db)
-	s := open(t, b, db)
+	db, s := openWithWrites(t, b)
 	ctx := context.Background()
 	if err := s.Commit(ctx, tok("a", 1), insertWrite(b, tok("a", 1))); err != nil {
 		t.Fatal(err)

@@ -160,6 +160,14 @@ func open(t testing.TB, b *backend, db *sql.DB) *sqlfence.Store {
 	return s
 }
 
+// openWithWrites opens b's database with the writes table and a Store on it.
+func openWithWrites(t testing.TB, b *backend) (*sql.DB, *sqlfence.Store) {
+	t.Helper()
+	db := b.open(t)
+	createWrites(t, b, db)
+	return db, open(t, b, db)
+}
+
 func tok(holder string, f uint64) fence.Token {
 	return fence.Token{Resource: "ledger", HolderID: holder, Fence: f}
 }
@@ -172,9 +180,7 @@ var errWrite = errors.New("constraint failed in the caller's statement")
 // the raise of the floor back with it.
 func TestCommitInTheDatabase(t *testing.T) {
 	forEach(t, func(t *testing.T, b *backend) {
-		db := b.open(t)
-		createWrites(t, b, db)
-		s := open(t, b, db)
+		db, s := openWithWrites(t, b)
 		ctx := context.Background()
 		steps := []struct {
 			name    string
@@ -274,9 +280,7 @@ func TestCommitInTheDatabase(t *testing.T) {
 // cancelled context writes and logs nothing.
 func TestBadInputAndCancellation(t *testing.T) {
 	forEach(t, func(t *testing.T, b *backend) {
-		db := b.open(t)
-		createWrites(t, b, db)
-		s := open(t, b, db)
+		db, s := openWithWrites(t, b)
 		ctx := context.Background()
 		if err := s.Commit(ctx, tok("b", 3), insertWrite(b, tok("b", 3))); err != nil {
 			t.Fatal(err)
