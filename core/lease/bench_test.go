@@ -81,56 +81,76 @@ func newCycleInput(n int, prefix string) cycleInput {
 	return in
 }
 
-// coordinatorCycle runs the cycle from the reading start and returns the
-// last reading it used.
-func coordinatorCycle(b *testing.B, c *lease.Coordinator, in cycleInput, start float64) float64 {
-	b.Helper()
-	now := start
-	i := 0
-	sent := clock.At("agent", 0)
-	b.ReportAllocs()
-	cpu := cputime.Process()
-	for b.Loop() {
-		k := i % len(in.res)
-		i++
-		now += 0.001
-		t := at(now)
-		out, err := c.AcquireAt(t, lease.Request{Kind: lease.KindAcquire, RequestID: in.acqID[k], Resource: in.res[k], HolderID: "h", SentAt: sent})
+// cycler runs the cycle on one side, n cycles at a time, each on the next
+// resource of its pool and at a reading 0.001 ms after the previous one.
+type cycler struct {
+	in   cycleInput
+	i    int
+	now  float64 // the last reading used
+	sent clock.Instant
+}
+
+// coordinator runs n cycles on c.
+func (y *cycler) coordinator(b *testing.B, c *lease.Coordinator, n int) {
+	for range n {
+		k := y.i % len(y.in.res)
+		y.i++
+		y.now += 0.001
+		t := at(y.now)
+		out, err := c.AcquireAt(t, lease.Request{Kind: lease.KindAcquire, RequestID: y.in.acqID[k], Resource: y.in.res[k], HolderID: "h", SentAt: y.sent})
 		if err != nil || !out.OK {
 			b.Fatal(out, err)
 		}
 		f := out.Grant.Fence
-		out, err = c.RenewAt(t, lease.Request{Kind: lease.KindRenew, RequestID: in.renID[k], Resource: in.res[k], HolderID: "h", SentAt: sent, Fence: f})
+		out, err = c.RenewAt(t, lease.Request{Kind: lease.KindRenew, RequestID: y.in.renID[k], Resource: y.in.res[k], HolderID: "h", SentAt: y.sent, Fence: f})
 		if err != nil || !out.OK {
 			b.Fatal(out, err)
 		}
-		ok, err := c.ReleaseAt(t, fence.Token{Resource: in.res[k], HolderID: "h", Fence: f})
+		ok, err := c.ReleaseAt(t, fence.Token{Resource: y.in.res[k], HolderID: "h", Fence: f})
 		if err != nil || !ok {
 			b.Fatal(ok, err)
 		}
 	}
+}
+
+// baseline runs n cycles on m.
+func (y *cycler) baseline(b *testing.B, m *mapBaseline, n int) {
+	const ttl = 30_000.0
+	for range n {
+		k := y.i % len(y.in.res)
+		y.i++
+		y.now += 0.001
+		f, ok := m.acquire(y.now, y.in.res[k], "h", ttl)
+		if !ok || !m.renew(y.now, y.in.res[k], "h", f, ttl) || !m.release(y.now, y.in.res[k], "h", f) {
+			b.Fatal("baseline cycle failed")
+		}
+	}
+}
+
+// coordinatorCycle runs the cycle from the reading after start and returns
+// the last reading it used.
+func coordinatorCycle(b *testing.B, c *lease.Coordinator, in cycleInput, start float64) float64 {
+	b.Helper()
+	y := cycler{in: in, now: start, sent: clock.At("agent", 0)}
+	b.ReportAllocs()
+	cpu := cputime.Process()
+	for b.Loop() {
+		y.coordinator(b, c, 1)
+	}
 	cputime.Report(b, cpu)
-	return now
+	return y.now
 }
 
 func baselineCycle(b *testing.B, m *mapBaseline, in cycleInput, start float64) float64 {
 	b.Helper()
-	now := start
-	i := 0
-	const ttl = 30_000.0
+	y := cycler{in: in, now: start}
 	b.ReportAllocs()
 	cpu := cputime.Process()
 	for b.Loop() {
-		k := i % len(in.res)
-		i++
-		now += 0.001
-		f, ok := m.acquire(now, in.res[k], "h", ttl)
-		if !ok || !m.renew(now, in.res[k], "h", f, ttl) || !m.release(now, in.res[k], "h", f) {
-			b.Fatal("baseline cycle failed")
-		}
+		y.baseline(b, m, 1)
 	}
 	cputime.Report(b, cpu)
-	return now
+	return y.now
 }
 
 // BenchmarkCycle is one acquire, renew and release of a free resource
@@ -152,6 +172,64 @@ func BenchmarkCycle(b *testing.B) {
 			h := heldLeases(b, n)
 			h.baseNow = baselineCycle(b, h.m, h.cycle, h.baseNow+1)
 			b.ReportMetric(h.baseBytes, "B/held-lease")
+		})
+	}
+}
+
+// BenchmarkCycleInterleaved is BenchmarkCycle's comparison made so that the
+// machine's noise falls on both sides alike: one benchmark runs the
+// coordinator's cycle and the baseline's in alternating chunks of
+// interleaveChunk cycles (each b.Loop iteration is one chunk of each, the
+// side that goes first alternating), timing each chunk with the process's
+// CPU clock and the wall clock. It reports each side's cost per cycle
+// (coord-cpu-ns, base-cpu-ns, coord-ns, base-ns), their ratio (cpu-ratio,
+// wall-ratio) and each side's allocations per cycle, with 0, 1k, 100k or 1M
+// other leases held (the same held leases as BenchmarkCycle).
+func BenchmarkCycleInterleaved(b *testing.B) {
+	const interleaveChunk = 32768
+	for _, n := range []int{0, 1_000, 100_000, million} {
+		b.Run("held="+heldName(n), func(b *testing.B) {
+			h := heldLeases(b, n)
+			cy := cycler{in: h.cycle, now: h.coordNow + 1, sent: clock.At("agent", 0)}
+			by := cycler{in: h.cycle, now: h.baseNow + 1}
+			var cpu, wall, allocs [2]float64 // coordinator, baseline
+			side := func(s int) {
+				var m0, m1 runtime.MemStats
+				if b.N == 1 {
+					runtime.ReadMemStats(&m0)
+				}
+				c0, w0 := cputime.Process(), time.Now()
+				if s == 0 {
+					cy.coordinator(b, h.c, interleaveChunk)
+				} else {
+					by.baseline(b, h.m, interleaveChunk)
+				}
+				wall[s] += float64(time.Since(w0))
+				cpu[s] += float64(cputime.Process() - c0)
+				if b.N == 1 {
+					runtime.ReadMemStats(&m1)
+					allocs[s] = float64(m1.Mallocs-m0.Mallocs) / interleaveChunk
+				}
+			}
+			turn := 0
+			for b.Loop() {
+				side(turn)
+				side(1 - turn)
+				turn = 1 - turn
+			}
+			h.coordNow, h.baseNow = cy.now, by.now
+			cycles := float64(b.N) * interleaveChunk
+			if cpu[1] > 0 {
+				b.ReportMetric(cpu[0]/cycles, "coord-cpu-ns")
+				b.ReportMetric(cpu[1]/cycles, "base-cpu-ns")
+				b.ReportMetric(cpu[0]/cpu[1], "cpu-ratio")
+			}
+			b.ReportMetric(wall[0]/cycles, "coord-ns")
+			b.ReportMetric(wall[1]/cycles, "base-ns")
+			b.ReportMetric(wall[0]/wall[1], "wall-ratio")
+			b.ReportMetric(allocs[0], "coord-allocs")
+			b.ReportMetric(allocs[1], "base-allocs")
+			runtime.KeepAlive(h.names)
 		})
 	}
 }

@@ -171,22 +171,30 @@ func (c *Coordinator) Acquire(req Request) (out Outcome, err error) {
 // fence. Otherwise: a resource whose lease is live is denied with its holder
 // and the time left, even to that same holder; a free resource (never held,
 // released, or expired) is granted with a fence above every fence issued.
-func (c *Coordinator) AcquireAt(now clock.Instant, req Request) (out Outcome, err error) {
+func (c *Coordinator) AcquireAt(now clock.Instant, req Request) (Outcome, error) {
+	// Small enough to be inlined, so the request and the outcome stay in
+	// the caller's frame instead of being copied through the call.
+	var out Outcome
+	err := c.acquireAt(&now, &req, &out)
+	return out, err
+}
+
+func (c *Coordinator) acquireAt(now *clock.Instant, req *Request, out *Outcome) error {
 	if !c.usable() {
-		return Outcome{}, errNoCoordinator()
+		return errNoCoordinator()
 	}
 	if err := req.validate(KindAcquire); err != nil {
-		return Outcome{}, err
+		return err
 	}
 	// No defer: nothing between Lock and Unlock calls code that is not
 	// this package's.
 	c.mu.Lock()
-	pos, h, err := c.acquireCheck(&req)
+	pos, h, err := c.acquireCheck(req)
 	if err == nil {
-		err = c.acquireLocked(now, &req, pos, h, &out)
+		err = c.acquireLocked(*now, req, pos, h, out)
 	}
 	c.mu.Unlock()
-	return out, err
+	return err
 }
 
 // acquireCheck looks req's id up in the replay cache and refuses what can be
@@ -239,14 +247,13 @@ func (c *Coordinator) acquireLocked(now clock.Instant, req *Request, pos int, h 
 	c.record(now)
 	c.issued++
 	exp := now.Millis + c.ms
-	slot := c.replay.add(replayEntry{
-		requestID: req.RequestID, resource: req.Resource, holder: req.HolderID,
-		fence: c.issued, expiresAt: exp,
-	}, h, pos)
-	if exists {
-		cur.holder, cur.fence, cur.expiresAt, cur.slot = req.HolderID, c.issued, exp, slot
-	} else {
-		c.leases.insert(at, tag, held{resource: req.Resource, holder: req.HolderID, fence: c.issued, expiresAt: exp, slot: slot})
+	slot := c.replay.add(req.RequestID, req.Resource, req.HolderID, c.issued, exp, h, pos)
+	if !exists {
+		cur = c.leases.insert(at, tag)
+		cur.resource = req.Resource
+	}
+	cur.holder, cur.fence, cur.expiresAt, cur.slot = req.HolderID, c.issued, exp, slot
+	if !exists {
 		c.sweepStep(now.Millis)
 	}
 	out.OK = true
@@ -298,20 +305,27 @@ func (c *Coordinator) Renew(req Request) (out Outcome, err error) {
 // lease that expired while nobody else took the resource, is refused with
 // Reason Expired: an expired lease is never resurrected. A fence this
 // coordinator never issued is an *ArgumentError.
-func (c *Coordinator) RenewAt(now clock.Instant, req Request) (out Outcome, err error) {
+func (c *Coordinator) RenewAt(now clock.Instant, req Request) (Outcome, error) {
+	// Inlined, like AcquireAt.
+	var out Outcome
+	err := c.renewAt(&now, &req, &out)
+	return out, err
+}
+
+func (c *Coordinator) renewAt(now *clock.Instant, req *Request, out *Outcome) error {
 	if !c.usable() {
-		return Outcome{}, errNoCoordinator()
+		return errNoCoordinator()
 	}
 	if err := req.validate(KindRenew); err != nil {
-		return Outcome{}, err
+		return err
 	}
 	c.mu.Lock()
-	err = c.renewCheck(&req)
+	err := c.renewCheck(req)
 	if err == nil {
-		err = c.renewLocked(now, &req, &out)
+		err = c.renewLocked(*now, req, out)
 	}
 	c.mu.Unlock()
-	return out, err
+	return err
 }
 
 func (c *Coordinator) renewCheck(req *Request) error {
@@ -616,7 +630,8 @@ func (c *Coordinator) Restore(s Snapshot) error {
 	slices.SortFunc(order, func(a, b LeaseState) int { return cmp.Compare(a.Fence, b.Fence) })
 	var replayed []LeaseState
 	for _, l := range order {
-		c.leases.insert(ref{}, c.leases.tag(l.Resource), held{resource: l.Resource, holder: l.HolderID, fence: l.Fence, expiresAt: l.ExpiresAt.Millis, slot: -1})
+		rec := c.leases.insert(ref{}, c.leases.tag(l.Resource))
+		rec.resource, rec.holder, rec.fence, rec.expiresAt, rec.slot = l.Resource, l.HolderID, l.Fence, l.ExpiresAt.Millis, -1
 		if l.RequestID != "" {
 			replayed = append(replayed, l)
 		}
@@ -629,10 +644,7 @@ func (c *Coordinator) Restore(s Snapshot) error {
 	for _, l := range replayed {
 		_, h := c.replay.lookup(l.RequestID)
 		r, _ := c.leases.find(l.Resource, c.leases.tag(l.Resource))
-		r.rec().slot = c.replay.add(replayEntry{
-			requestID: l.RequestID, resource: l.Resource, holder: l.HolderID,
-			fence: l.Fence, expiresAt: l.ExpiresAt.Millis,
-		}, h, -1)
+		r.rec().slot = c.replay.add(l.RequestID, l.Resource, l.HolderID, l.Fence, l.ExpiresAt.Millis, h, -1)
 	}
 	c.issued = max(c.issued, s.IssuedFence)
 	c.restored = true

@@ -72,26 +72,27 @@ func (r *replayCache) stale(v uint32) bool {
 	return e.retired || uint32(e.tag) != v>>16
 }
 
-// add records e, the newest acquire grant, evicting the oldest of the last
+// add records the newest acquire grant, evicting the oldest of the last
 // ReplayCacheSize, and returns its ring position. h is the hash of its
 // request id (from lookup); prev is the position of a cached grant with the
 // same request id (from lookup), or -1: that entry is retired so the id now
-// finds e.
-func (r *replayCache) add(e replayEntry, h uint64, prev int) int32 {
+// finds the new one.
+func (r *replayCache) add(requestID, resource, holder string, fence uint64, expiresAt float64, h uint64, prev int) int32 {
 	if prev >= 0 {
 		r.ring[prev].retired = true
 		r.live--
 	}
-	e.tag = uint16(h)
 	pos := int(r.grants % ReplayCacheSize)
 	if len(r.ring) < ReplayCacheSize {
-		r.ring = append(r.ring, e)
-	} else {
-		if !r.ring[pos].retired {
-			r.live--
-		}
-		r.ring[pos] = e
+		r.ring = append(r.ring, replayEntry{})
+	} else if !r.ring[pos].retired {
+		r.live--
 	}
+	// Field by field: a replayEntry built and then copied into the ring
+	// costs a copy that stalls on the stores that just built it.
+	e := &r.ring[pos]
+	e.requestID, e.resource, e.holder = requestID, resource, holder
+	e.fence, e.expiresAt, e.tag, e.retired = fence, expiresAt, uint16(h), false
 	r.grants++
 	r.live++
 	if 4*(r.used+1) > 3*len(r.index) {

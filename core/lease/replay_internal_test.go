@@ -28,7 +28,7 @@ func TestReplayCacheAgreesWithTheLast1024Grants(t *testing.T) {
 			if pos >= 0 && r.ring[pos].fence != m+1 {
 				t.Fatalf("seed %d grant %d: %s found with fence %d, want %d", seed, n, id, r.ring[pos].fence, m+1)
 			}
-			r.add(replayEntry{requestID: id, fence: n + 1}, h, pos)
+			r.add(id, "", "", n+1, 0, h, pos)
 			latest[id] = n
 			if r.live > 1024 || 4*r.used > 3*len(r.index) {
 				t.Fatalf("seed %d: %d live, %d of %d slots used", seed, r.live, r.used, len(r.index))
@@ -50,7 +50,7 @@ func TestReplayCacheAddsWithoutAllocating(t *testing.T) {
 		id := ids[n%len(ids)]
 		n++
 		pos, h := r.lookup(id)
-		r.add(replayEntry{requestID: id, fence: uint64(n)}, h, pos)
+		r.add(id, "", "", uint64(n), 0, h, pos)
 	}
 	for range 3 * 1024 {
 		add()

@@ -93,9 +93,10 @@ func (t *leaseTable) find(resource string, tag uint32) (ref, bool) {
 // rec returns the record at r.
 func (r ref) rec() *held { return &r.st.recs[r.i] }
 
-// insert adds rec, whose resource is not in the table. at is the empty slot
+// insert adds a record for a resource that is not in the table and returns
+// it, zero but for its tag, for the caller to fill in. at is the empty slot
 // find returned for it, or the zero ref.
-func (t *leaseTable) insert(at ref, tag uint32, rec held) {
+func (t *leaseTable) insert(at ref, tag uint32) *held {
 	if len(t.dir) == 0 {
 		st := &subTable{tags: make([]uint32, minSlots), recs: make([]held, minSlots)}
 		t.dir, t.tables = []*subTable{st}, []*subTable{st}
@@ -112,9 +113,10 @@ func (t *leaseTable) insert(at ref, tag uint32, rec held) {
 	if at.st == nil {
 		i = st.empty(tag)
 	}
-	st.tags[i], st.recs[i] = tag, rec
+	st.tags[i] = tag
 	st.count++
 	t.count++
+	return &st.recs[i]
 }
 
 // maxDepth bounds the directory at 2^maxDepth sub-tables.

@@ -44,7 +44,8 @@ func TestLeaseTableAgreesWithAMap(t *testing.T) {
 				if rng.IntN(2) == 0 {
 					at = ref{}
 				}
-				tab.insert(at, tag, held{resource: k, expiresAt: e})
+				rec := tab.insert(at, tag)
+				rec.resource, rec.expiresAt = k, e
 				if r2, ok := tab.find(k, tag); !ok || r2.rec().resource != k {
 					t.Fatal("inserted record not found")
 				}
@@ -125,7 +126,8 @@ func TestLeaseTableSplits(t *testing.T) {
 		if ok {
 			t.Fatalf("%s found before it was inserted", k)
 		}
-		tab.insert(at, tagOf(i), held{resource: k, fence: uint64(i)})
+		rec := tab.insert(at, tagOf(i))
+		rec.resource, rec.fence = k, uint64(i)
 	}
 	if tab.count != n || tab.depth == 0 || len(tab.tables) < n/12 {
 		t.Fatalf("%d records, depth %d, %d sub-tables", tab.count, tab.depth, len(tab.tables))
