@@ -3,7 +3,10 @@
 // (user + system, which other processes' load disturbs less than wall time;
 // it includes V8's and Go's collectors). Run by `make bench-js`:
 //
-//   node scripts/bench-js.mjs [--json] [--rounds N]
+//   node scripts/bench-js.mjs [--json] [--rounds N] [--only REGEX]
+//
+// --only runs the cases (and comparisons) whose names match REGEX, e.g.
+// --only cycle.
 //
 // The cases run interleaved: every round runs each case once (in a rotating
 // order), so a burst of load from other processes hits both sides of a
@@ -18,6 +21,7 @@ import { createMonotonicClock, FenceGate, LeaseClient, LeaseCoordinator } from '
 
 const args = process.argv.slice(2);
 const ROUNDS = Number(args[args.indexOf('--rounds') + 1]) || 15;
+const ONLY = args.includes('--only') ? new RegExp(args[args.indexOf('--only') + 1]) : null;
 
 let sink = 0;
 const write = () => { sink++; return sink; };
@@ -264,7 +268,7 @@ const comparisons = [
 
 // ---------------------------------------------------------------- run
 
-const all = cases(await rawExports());
+const all = cases(await rawExports()).filter((c) => ONLY === null || ONLY.test(c.name));
 const times = new Map(all.map((c) => [c.name, []]));
 for (let round = 0; round <= ROUNDS; round++) {
   for (let k = 0; k < all.length; k++) {
@@ -286,7 +290,7 @@ const stats = (xs) => {
   return { min: s[0], median: s[s.length >> 1], max: s[s.length - 1] };
 };
 const results = all.map((c) => ({ name: c.name, n: c.n, ...stats(times.get(c.name)) }));
-const ratios = comparisons.map(([name, ref, goal]) => {
+const ratios = comparisons.filter(([name, ref]) => times.has(name) && times.has(ref)).map(([name, ref, goal]) => {
   const a = times.get(name);
   const b = times.get(ref);
   const r = stats(a.map((x, i) => x / b[i]));

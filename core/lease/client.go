@@ -51,12 +51,36 @@ type Client struct {
 	skewMs float64
 	newID  func() string
 
-	mu        sync.Mutex
-	pending   map[string]Request
-	order     []string // pending ids, oldest first (may hold completed ones)
-	completed map[string]struct{}
-	doneOrder []string
+	mu sync.Mutex
+	// reqs holds the open requests and the last completedMemory completed
+	// ones, by id: one map, so that completing a request hashes its id
+	// once.
+	reqs  map[string]*reqRecord
+	open  int      // how many of reqs are open
+	seq   uint64   // begins so far
+	order []recRef // open records, oldest first (may hold stale refs)
+	done  []*reqRecord
+	doneN int // completed records in done, a ring whose oldest is at doneN % completedMemory once full
+	free  []*reqRecord
+	spare []reqRecord // records not used yet, allocated a few at a time
 }
+
+// reqRecord is a request the client began. seq is the begin that made it (0
+// while the record is free); done says it was completed.
+type reqRecord struct {
+	req  Request
+	seq  uint64
+	done bool
+}
+
+// recRef is a record as it was when it was begun: stale once the record
+// was completed, forgotten or reused.
+type recRef struct {
+	r   *reqRecord
+	seq uint64
+}
+
+func (o recRef) open() bool { return o.r.seq == o.seq && !o.r.done }
 
 // NewClient returns a client.
 func NewClient(cfg ClientConfig) (*Client, error) {
@@ -74,13 +98,12 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		newID = randomID
 	}
 	return &Client{
-		clk:       cfg.Clock,
-		holder:    cfg.HolderID,
-		skew:      cfg.ClockSkew,
-		skewMs:    clock.Millis(cfg.ClockSkew),
-		newID:     newID,
-		pending:   make(map[string]Request),
-		completed: make(map[string]struct{}),
+		clk:    cfg.Clock,
+		holder: cfg.HolderID,
+		skew:   cfg.ClockSkew,
+		skewMs: clock.Millis(cfg.ClockSkew),
+		newID:  newID,
+		reqs:   make(map[string]*reqRecord),
 	}, nil
 }
 
@@ -251,30 +274,56 @@ func (c *Client) begin(now clock.Instant, req Request, fresh bool) (Request, err
 		return Request{}, argErr("requestId", "generator returned an empty id")
 	}
 	req.RequestID, req.HolderID, req.SentAt = id, c.holder, now
-	if _, dup := c.pending[id]; dup {
+	if _, dup := c.reqs[id]; dup {
 		return Request{}, argErr("requestId", "generator repeated id "+strconv.Quote(id))
 	}
-	if _, dup := c.completed[id]; dup {
-		return Request{}, argErr("requestId", "generator repeated id "+strconv.Quote(id))
-	}
-	for len(c.pending) >= MaxPending && len(c.order) > 0 {
-		delete(c.pending, c.order[0])
+	for c.open >= MaxPending && len(c.order) > 0 {
+		if o := c.order[0]; o.open() {
+			c.forget(o.r)
+			c.open--
+		}
 		c.order = c.order[1:]
 	}
 	if len(c.order) >= 2*MaxPending {
-		// order also holds ids completed since; drop them so a client that
-		// never has many requests open does not grow order forever.
-		live := make([]string, 0, len(c.pending)+1)
-		for _, p := range c.order {
-			if _, ok := c.pending[p]; ok {
-				live = append(live, p)
+		// order also holds records completed since; drop them so a client
+		// that never has many requests open does not grow order forever.
+		live := make([]recRef, 0, c.open+1)
+		for _, o := range c.order {
+			if o.open() {
+				live = append(live, o)
 			}
 		}
 		c.order = live
 	}
-	c.pending[id] = req
-	c.order = append(c.order, id)
+	r := c.record()
+	c.seq++
+	r.req, r.seq, r.done = req, c.seq, false
+	c.reqs[id] = r
+	c.open++
+	c.order = append(c.order, recRef{r, r.seq})
 	return req, nil
+}
+
+// record returns an unused record.
+func (c *Client) record() *reqRecord {
+	if n := len(c.free); n > 0 {
+		r := c.free[n-1]
+		c.free = c.free[:n-1]
+		return r
+	}
+	if len(c.spare) == 0 {
+		c.spare = make([]reqRecord, 32)
+	}
+	r := &c.spare[0]
+	c.spare = c.spare[1:]
+	return r
+}
+
+// forget deletes r from reqs and frees it.
+func (c *Client) forget(r *reqRecord) {
+	delete(c.reqs, r.req.RequestID)
+	*r = reqRecord{}
+	c.free = append(c.free, r)
 }
 
 // CompleteAcquire turns the grant answering req into a Lease whose deadline
@@ -318,23 +367,27 @@ func (c *Client) complete(kind Kind, req Request, g Grant) (Lease, error) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if _, done := c.completed[req.RequestID]; done {
+	r, ok := c.reqs[req.RequestID]
+	if ok && r.done {
 		return Lease{}, &CompletedError{RequestID: req.RequestID}
 	}
-	orig, ok := c.pending[req.RequestID]
 	if !ok {
 		return Lease{}, argErr("request", strconv.Quote(req.RequestID)+" was not begun by this client (or was forgotten)")
 	}
-	if orig != req {
+	if r.req != req {
 		return Lease{}, argErr("request", strconv.Quote(req.RequestID)+" was altered after it was begun")
 	}
-	delete(c.pending, req.RequestID)
-	if len(c.doneOrder) >= completedMemory {
-		delete(c.completed, c.doneOrder[0])
-		c.doneOrder = c.doneOrder[1:]
+	r.done = true
+	c.open--
+	if len(c.done) < completedMemory {
+		c.done = append(c.done, r)
+	} else {
+		// The ring is full: r takes the place of the oldest, forgotten.
+		i := c.doneN % completedMemory
+		c.forget(c.done[i])
+		c.done[i] = r
 	}
-	c.completed[req.RequestID] = struct{}{}
-	c.doneOrder = append(c.doneOrder, req.RequestID)
+	c.doneN++
 	return Lease{
 		token:    g.Token(),
 		domain:   req.SentAt.Domain,

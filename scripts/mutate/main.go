@@ -208,7 +208,7 @@ var mutations = []mutation{
 	},
 	{
 		Name: "lease/second-completion-accepted", File: "core/lease/client.go",
-		Old: "\tif _, done := c.completed[req.RequestID]; done {", New: "\tif _, done := c.completed[req.RequestID]; done && false {",
+		Old: "\tif ok && r.done {\n\t\treturn Lease{}, &CompletedError{", New: "\tif ok && r.done && false {\n\t\treturn Lease{}, &CompletedError{",
 		Why: "a request completed twice is not reported as completed",
 	},
 	// core/naive

@@ -360,52 +360,151 @@ function putToken(v) {
   }
 }
 
-// The values the last putRequest and putGrant encoded, each read once from
-// the caller's object. A call that succeeds has had them checked by Go, and
+// The fields of the request and grant arguments of the current call, each
+// read once from the caller's object (in the order Go decodes them) before
+// anything is encoded. A call that succeeds has had them checked by Go, and
 // the results that repeat them (a grant carries its request's id, resource
 // and holder; a lease its grant's) are built from these instead of decoding
 // the same strings again.
-let rqId, rqResource, rqHolder, rqDomain;
-let gtId, gtResource, gtHolder, gtDomain;
+let rqObj, rqKind, rqId, rqResource, rqHolder, rqSentAt, rqTObj, rqMillis, rqDomain, rqFence;
+let gtObj, gtId, gtResource, gtHolder, gtFence, gtTtl, gtAt, gtTObj, gtMillis, gtDomain;
+
+function isRecord(v) {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+// The request the last beginAcquire returned and the grant the last
+// coordinator.acquire of it returned, with the values they were made with:
+// Go keeps the same two (Bridge.last and Bridge.lastGrant, set by the same
+// calls), so a call passed these objects unchanged sends no arguments.
+let reusedCalls = 0; // calls that passed these two instead of their arguments (a diagnostic for tests)
+let lastReq = null, lrGen = 0, lrId, lrResource, lrHolder, lrSentAt, lrMillis, lrDomain;
+let lastGrant = null, lgId, lgResource, lgHolder, lgFence, lgTtl, lgAt, lgMillis, lgDomain;
+
+function setLastRequest(r) {
+  lastReq = r;
+  lrGen = generation;
+  lrId = r.requestId;
+  lrResource = r.resource;
+  lrHolder = r.holderId;
+  lrSentAt = r.sentAt;
+  lrMillis = lrSentAt.millis;
+  lrDomain = lrSentAt.domain;
+  lastGrant = null;
+  return r;
+}
+
+function setLastGrant(g) {
+  lastGrant = g;
+  lgId = g.requestId;
+  lgResource = g.resource;
+  lgHolder = g.holderId;
+  lgFence = g.fence;
+  lgTtl = g.ttlMillis;
+  lgAt = g.coordinatorExpiresAt;
+  lgMillis = lgAt.millis;
+  lgDomain = lgAt.domain;
+}
+
+// readRequestArg reads the fields of a request argument and reports whether
+// it is the last request beginAcquire returned, unchanged (and still the
+// last one after its fields were read: a getter could have begun another).
+function readRequestArg(v) {
+  rqObj = isRecord(v);
+  if (!rqObj) {
+    rqKind = v;
+    rqId = rqResource = rqHolder = rqDomain = undefined;
+    return false;
+  }
+  rqKind = v.kind;
+  rqId = v.requestId;
+  rqResource = v.resource;
+  rqHolder = v.holderId;
+  const t = rqSentAt = v.sentAt;
+  rqTObj = isRecord(t);
+  rqMillis = rqDomain = undefined;
+  if (rqTObj) {
+    rqMillis = t.millis;
+    rqDomain = t.domain;
+  }
+  rqFence = v.fence;
+  return v === lastReq && lrGen === generation && rqKind === 'acquire' && rqId === lrId && rqResource === lrResource &&
+    rqHolder === lrHolder && t === lrSentAt && rqMillis === lrMillis && rqDomain === lrDomain && rqFence === undefined;
+}
+
+// putReadRequest encodes the request readRequestArg read.
+function putReadRequest() {
+  if (!rqObj) return put(rqKind);
+  tag(T_OBJECT);
+  put(rqKind);
+  put(rqId);
+  put(rqResource);
+  put(rqHolder);
+  if (rqTObj) {
+    tag(T_OBJECT);
+    put(rqMillis);
+    put(rqDomain);
+  } else {
+    put(rqSentAt);
+  }
+  put(rqFence);
+}
 
 function putRequest(v) {
-  if (putObj(v)) {
-    put(v.kind);
-    put(rqId = v.requestId);
-    put(rqResource = v.resource);
-    put(rqHolder = v.holderId);
-    const t = v.sentAt;
-    if (putObj(t)) {
-      put(t.millis);
-      put(rqDomain = t.domain);
-    }
-    put(v.fence);
+  readRequestArg(v);
+  putReadRequest();
+}
+
+// readGrantArg reads the fields of a grant argument and reports whether it
+// is the last grant coordinator.acquire returned for the last request begun,
+// unchanged.
+function readGrantArg(v) {
+  gtObj = isRecord(v);
+  if (!gtObj) {
+    gtId = v;
+    return false;
   }
+  gtId = v.requestId;
+  gtResource = v.resource;
+  gtHolder = v.holderId;
+  gtFence = v.fence;
+  gtTtl = v.ttlMillis;
+  const t = gtAt = v.coordinatorExpiresAt;
+  gtTObj = isRecord(t);
+  gtMillis = gtDomain = undefined;
+  if (gtTObj) {
+    gtMillis = t.millis;
+    gtDomain = t.domain;
+  }
+  return v === lastGrant && lastReq !== null && gtId === lgId && gtResource === lgResource && gtHolder === lgHolder &&
+    gtFence === lgFence && gtTtl === lgTtl && t === lgAt && gtMillis === lgMillis && gtDomain === lgDomain;
 }
 
 // putSame encodes a grant's string field: T_SAME when it is the same string
-// as the matching field of the request putRequest just encoded (Go then uses
-// the request's, already decoded and checked), else the value itself.
+// as the matching field of the request encoded just before (Go then uses the
+// request's, already decoded and checked), else the value itself.
 function putSame(v, same) {
   if (typeof v === 'string' && v === same) return tag(T_SAME);
   put(v);
 }
 
-// putGrant encodes the grant passed after the request putRequest encoded
-// (completeAcquire and completeRenewal): the strings it shares with that
-// request go as T_SAME.
-function putGrant(v) {
-  if (putObj(v)) {
-    putSame(gtId = v.requestId, rqId);
-    putSame(gtResource = v.resource, rqResource);
-    putSame(gtHolder = v.holderId, rqHolder);
-    put(v.fence);
-    put(v.ttlMillis);
-    const t = v.coordinatorExpiresAt;
-    if (putObj(t)) {
-      put(t.millis);
-      putSame(gtDomain = t.domain, rqDomain);
-    }
+// putReadGrant encodes the grant readGrantArg read, passed after the request
+// putReadRequest encoded (completeAcquire and completeRenewal): the strings
+// it shares with that request go as T_SAME.
+function putReadGrant() {
+  if (!gtObj) return put(gtId);
+  tag(T_OBJECT);
+  putSame(gtId, rqId);
+  putSame(gtResource, rqResource);
+  putSame(gtHolder, rqHolder);
+  put(gtFence);
+  put(gtTtl);
+  if (gtTObj) {
+    tag(T_OBJECT);
+    put(gtMillis);
+    putSame(gtDomain, rqDomain);
+  } else {
+    put(gtAt);
   }
 }
 
@@ -822,7 +921,15 @@ export class LeaseCoordinator extends Handled {
 
   acquire(request) {
     const enc = begin();
-    putRequest(request);
+    if (readRequestArg(request) && request === lastReq) {
+      // The request the last beginAcquire returned, unchanged: Go has it.
+      reusedCalls++;
+      call(enc, X.lf_coord_acquire_last, handleOf(this));
+      const out = readOutcome(this.#clock.domain);
+      if (out.ok) setLastGrant(out.grant);
+      return out;
+    }
+    putReadRequest();
     call(enc, X.lf_coord_acquire, handleOf(this), p);
     return readOutcome(this.#clock.domain);
   }
@@ -865,6 +972,12 @@ export class LeaseCoordinator extends Handled {
 export class LeaseClient extends Handled {
   #clock;
   #holder;
+  static {
+    // How many acquire and completeAcquire calls passed the last request
+    // and grant by reference instead of encoding them: a diagnostic for
+    // tests that check which calls take that path.
+    Object.defineProperty(this, Symbol.for('lease-fence.reusedCalls'), { get: () => reusedCalls });
+  }
   constructor(options) {
     const enc = begin();
     let clock, holder;
@@ -895,11 +1008,22 @@ export class LeaseClient extends Handled {
     const enc = begin();
     put(resource);
     call(enc, X.lf_client_begin_acquire, handleOf(this), p);
-    return readAcquireRequest(resource, this.#holder, this.#clock.domain);
+    return setLastRequest(readAcquireRequest(resource, this.#holder, this.#clock.domain));
   }
 
   completeAcquire(request, grant) {
-    return complete(this, X.lf_client_complete_acquire, request, grant);
+    const enc = begin();
+    const sameRequest = readRequestArg(request);
+    if (readGrantArg(grant) && sameRequest && grant === lastGrant && request === lastReq) {
+      // Both unchanged from the calls that made them: Go has them.
+      reusedCalls++;
+      call(enc, X.lf_client_complete_last, handleOf(this));
+      return readLease(this);
+    }
+    putReadRequest();
+    putReadGrant();
+    call(enc, X.lf_client_complete_acquire, handleOf(this), p);
+    return readLease(this);
   }
 
   beginRenewal(lease) {
@@ -910,15 +1034,20 @@ export class LeaseClient extends Handled {
   }
 
   completeRenewal(request, grant) {
-    return complete(this, X.lf_client_complete_renewal, request, grant);
+    return complete(this, X.lf_client_complete_renewal, request, grant, begin());
   }
 }
 
-function complete(client, fn, request, grant) {
-  const enc = begin();
-  putRequest(request);
-  putGrant(grant);
+function complete(client, fn, request, grant, enc) {
+  readRequestArg(request);
+  readGrantArg(grant);
+  putReadRequest();
+  putReadGrant();
   call(enc, fn, handleOf(client), p);
+  return readLease(client);
+}
+
+function readLease(client) {
   // The lease repeats the grant's strings (which Go checked against the
   // request's), its deadline is in the request's domain, and its grant's
   // expiry in the grant's: only the numbers come back.

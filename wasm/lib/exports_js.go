@@ -184,6 +184,16 @@ func resetIDs() {
 	br.ResetIDs()
 }
 
+//go:wasmexport lf_coord_acquire_last
+func coordAcquireLast(h uint32) int32 {
+	return published(br.CoordAcquireLast(h))
+}
+
+//go:wasmexport lf_client_complete_last
+func clientCompleteLast(h uint32) int32 {
+	return published(br.ClientCompleteLast(h))
+}
+
 //go:wasmexport lf_coord_release_ids
 func coordReleaseIDs(h, resource, holder uint32, fence float64) int32 {
 	return published(br.CoordReleaseIDs(h, resource, holder, fence))

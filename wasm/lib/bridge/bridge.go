@@ -58,6 +58,15 @@ type Bridge struct {
 	// the calls that take strings as numbers (GateCommitIDs).
 	ids     []string
 	strings convert.Interner
+
+	// last is the request the last successful ClientBeginAcquire made, and
+	// lastGrant the grant of the last acquisition CoordAcquireLast granted.
+	// JavaScript keeps the objects it returned for them and, when a call
+	// passes those same objects unchanged, calls CoordAcquireLast or
+	// ClientCompleteLast with no arguments instead of encoding them again:
+	// Go then uses these values, which are the ones the objects hold.
+	last      lease.Request
+	lastGrant lease.Grant
 }
 
 // MaxIDs bounds the interned-string table; JavaScript resets it (ResetIDs)

@@ -395,3 +395,56 @@ func TestLeaseAsData(t *testing.T) {
 		t.Fatalf("argument %q", arg)
 	}
 }
+
+// TestLastRequestAndGrant: CoordAcquireLast and ClientCompleteLast (no
+// arguments: the last request begun and the last grant CoordAcquireLast
+// made) answer exactly as CoordAcquire and ClientCompleteAcquire do with
+// those values encoded, in twin worlds whose manual clocks read the same:
+// grants, denials, a second completion, a bad handle; and with nothing to
+// reuse they are an argument error.
+func TestLastRequestAndGrant(t *testing.T) {
+	fresh := newWorld(t)
+	fail(t, fresh.b, fresh.b.CoordAcquireLast(fresh.coord), ErrInvalidArgument, "is not the last one")
+	fail(t, fresh.b, fresh.b.ClientCompleteLast(fresh.client), ErrInvalidArgument, "is not the last one")
+	fresh.beginAcquire(t, "slot")
+	fail(t, fresh.b, fresh.b.ClientCompleteLast(fresh.client), ErrInvalidArgument, "is not the last one")
+
+	fast, slow := newWorld(t), newWorld(t)
+	same := func(step string, stFast, stSlow int32) {
+		t.Helper()
+		if stFast != stSlow || string(fast.b.Out.B) != string(slow.b.Out.B) {
+			t.Fatalf("%s: status %d, out %q by the reused values; status %d, out %q by the encoded ones",
+				step, stFast, fast.b.Out.B, stSlow, slow.b.Out.B)
+		}
+	}
+	w := slow.b
+	for round := range 3 {
+		resource := "slot"
+		if round == 2 {
+			resource = "other"
+		}
+		fast.beginAcquire(t, resource)
+		req := slow.beginAcquire(t, resource)
+		// A bad coordinator handle first: refused alike, nothing changed.
+		same("acquire on a client handle", fast.b.CoordAcquireLast(fast.client), w.CoordAcquire(slow.client, call(w, args().PutArgRequest(req))))
+		stFast := fast.b.CoordAcquireLast(fast.coord)
+		stSlow := w.CoordAcquire(slow.coord, call(w, args().PutArgRequest(req)))
+		same("acquire", stFast, stSlow)
+		out := &convert.OutReader{B: w.Out.B}
+		code := out.F64()
+		if want := [...]float64{Granted, Denied, Granted}[round]; code != want {
+			t.Fatalf("round %d: outcome %v, want %v", round, code, want)
+		}
+		if code != Granted {
+			continue
+		}
+		g := grantOf(out, req)
+		same("complete on a gate handle", fast.b.ClientCompleteLast(fast.gate), w.ClientCompleteAcquire(slow.gate, call(w, args().PutArgRequest(req).PutArgGrant(g))))
+		same("complete", fast.b.ClientCompleteLast(fast.client), w.ClientCompleteAcquire(slow.client, call(w, args().PutArgRequest(req).PutArgGrant(g))))
+		stFast = fast.b.ClientCompleteLast(fast.client)
+		stSlow = w.ClientCompleteAcquire(slow.client, call(w, args().PutArgRequest(req).PutArgGrant(g)))
+		if stFast != ErrRequestCompleted || stSlow != ErrRequestCompleted {
+			t.Fatalf("second completion: status %d and %d, want %d", stFast, stSlow, ErrRequestCompleted)
+		}
+	}
+}

@@ -51,6 +51,8 @@ var ops = []func(b *Bridge, h uint32, n int32) int32{
 		return b.CoordReleaseIDs(h, uint32(n)&7, uint32(n)>>3&7, float64(int8(n>>6)))
 	},
 	func(b *Bridge, h uint32, _ int32) int32 { return b.GateRejectionCount(h) },
+	func(b *Bridge, h uint32, _ int32) int32 { return b.CoordAcquireLast(h) },
+	func(b *Bridge, h uint32, _ int32) int32 { return b.ClientCompleteLast(h) },
 }
 
 // FuzzBridge drives the bridge with a program of (op, handle, arguments)

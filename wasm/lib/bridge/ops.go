@@ -392,10 +392,41 @@ func (b *Bridge) ClientBeginAcquire(h uint32, n int32) (st int32) {
 		return b.status(err)
 	}
 	b.strings.Add(req.RequestID) // it comes back with the request and its grant
+	b.last, b.lastGrant = req, lease.Grant{}
 	w := b.out()
 	w.Str(req.RequestID)
 	w.F64(req.SentAt.Millis)
 	return OK
+}
+
+// errNoLast is what CoordAcquireLast and ClientCompleteLast return when the
+// request or grant they would reuse does not exist (JavaScript never calls
+// them then).
+func errNoLast(what string) error {
+	return &convert.ArgumentError{Arg: what, Reason: "is not the last one this instance made (internal: JavaScript passed no arguments)"}
+}
+
+// CoordAcquireLast is CoordAcquire of the request the last successful
+// ClientBeginAcquire made (see Bridge.last), which JavaScript passes
+// unchanged: no arguments. Every check and error is CoordAcquire's. A grant
+// becomes lastGrant. Out: outcome.
+func (b *Bridge) CoordAcquireLast(h uint32) (st int32) {
+	defer b.guard(&st)
+	c, err := get[*lease.Coordinator](b, h, convert.KindCoordinator)
+	if err != nil {
+		return b.status(err)
+	}
+	if b.last.Kind != lease.KindAcquire {
+		return b.status(errNoLast("request"))
+	}
+	o, err := c.Acquire(b.last)
+	if err != nil {
+		return b.status(err)
+	}
+	if o.OK {
+		b.lastGrant = o.Grant
+	}
+	return b.putOutcome(o)
 }
 
 // leaseWhat names what a lease argument must be.
@@ -482,6 +513,27 @@ func putLease(w *convert.Writer, l *lease.Lease) {
 // the lease (putLease).
 func (b *Bridge) ClientCompleteAcquire(h uint32, n int32) int32 {
 	return b.complete(h, n, lease.KindAcquire)
+}
+
+// ClientCompleteLast is ClientCompleteAcquire of the last request begun and
+// the last grant CoordAcquireLast made (see Bridge.last), which JavaScript
+// passes unchanged: no arguments. Every check and error is
+// ClientCompleteAcquire's. Out: the lease (putLease).
+func (b *Bridge) ClientCompleteLast(h uint32) (st int32) {
+	defer b.guard(&st)
+	c, err := get[*lease.Client](b, h, convert.KindClient)
+	if err != nil {
+		return b.status(err)
+	}
+	if b.last.Kind != lease.KindAcquire || b.lastGrant.Fence == 0 {
+		return b.status(errNoLast("request or grant"))
+	}
+	l, err := c.CompleteAcquire(b.last, b.lastGrant)
+	if err != nil {
+		return b.status(err)
+	}
+	putLease(b.out(), l)
+	return OK
 }
 
 // ClientCompleteRenewal completes a renewal, like ClientCompleteAcquire.
