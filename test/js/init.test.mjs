@@ -81,6 +81,37 @@ describe('importing adds nothing to globalThis', () => {
   }
 });
 
+// In Node the first mention of the global Response loads Node's fetch
+// (undici), which takes longer than starting the wasm; loading from a file:
+// URL must not need it.
+const responseCheck = (load) => `
+${roundTrip}
+const real = Object.getOwnPropertyDescriptor(globalThis, 'Response');
+let touched = false;
+Object.defineProperty(globalThis, 'Response', {
+  configurable: true,
+  enumerable: real.enumerable,
+  get() { touched = true; return real.get ? real.get.call(this) : real.value; },
+  set(v) { Object.defineProperty(globalThis, 'Response', { value: v, writable: true, configurable: true, enumerable: real.enumerable }); },
+});
+const lf = await (async () => { ${load} })();
+console.log(JSON.stringify({ touched, result: roundTrip(lf) }));
+`;
+
+describe('loading from a file does not touch Response (which would load fetch in Node)', () => {
+  const cases = {
+    "import('lease-fence') (the node entry)": "return import('lease-fence');",
+    'import of the module file (read from file:)': "return import('./wasm/js/lease-fence.mjs');",
+    'lease-fence/init with init(URL)': "const lf = await import('lease-fence/init'); await lf.init(new URL('./wasm/js/lease-fence.wasm', 'file://' + process.cwd() + '/')); return lf;",
+    'lease-fence/init with init(URL string)': "const lf = await import('lease-fence/init'); await lf.init(new URL('./wasm/js/lease-fence.wasm', 'file://' + process.cwd() + '/').href); return lf;",
+  };
+  for (const [name, load] of Object.entries(cases)) {
+    test(name, async () => {
+      assert.deepEqual(await run(responseCheck(load)), { touched: false, result: ok });
+    });
+  }
+});
+
 const initCheck = (source) => `
 ${roundTrip}
 import { readFileSync } from 'node:fs';

@@ -49,11 +49,13 @@ export async function instantiate(source, imports, errors) {
   if (source instanceof ArrayBuffer || ArrayBuffer.isView(source)) {
     return compileBytes(source, imports, errors, 'the given bytes');
   }
-  if (typeof Response === 'function' && source instanceof Response) {
-    return fromResponse(source, imports, errors);
-  }
+  // URLs before Responses: in Node, the first mention of Response loads
+  // its fetch implementation, which costs more than compiling the wasm.
   if (typeof source === 'string' || source instanceof URL) {
     return fromURL(source, imports, errors);
+  }
+  if (typeof Response === 'function' && source instanceof Response) {
+    return fromResponse(source, imports, errors);
   }
   throw errors.invalid(`lease-fence: init takes a URL, a URL string, a Response, bytes (ArrayBuffer or a typed array) or a WebAssembly.Module (or a promise of one), not ${describe(source)}`);
 }
