@@ -69,6 +69,20 @@ describe('gate.commit fast path', () => {
       (e) => e instanceof StaleFenceError && e.rejection.admittedHolderId === 'h10000' && e.rejection.refusedHolderId === 'h1');
   });
 
+  test('a token of empty strings right after the intern table was reset is refused as on the general path', () => {
+    // A commit whose holder cannot be interned, when the table is full,
+    // resets it and leaves no last token: the ids the last token had must
+    // not be taken for the next token's, even one whose strings are empty.
+    const gate = new FenceGate('slot');
+    const long = 'h'.repeat(100);
+    for (let i = 1; i <= 4_200; i++) {
+      gate.commit({ resource: 'slot', holderId: `h${i}`, fence: i }, () => {});
+      gate.commit({ resource: 'slot', holderId: long, fence: i }, () => {});
+      assert.throws(() => gate.commit({ resource: '', holderId: '', fence: i }, () => assert.fail('the write ran')),
+        (e) => e instanceof InvalidArgumentError && e.argument === 'token.resource', `after ${i} holders`);
+    }
+  });
+
   test('a token with getters is read once', () => {
     const gate = new FenceGate('slot');
     let reads = 0;

@@ -144,4 +144,23 @@ describe('acquire and completeAcquire with the last request and grant', () => {
       assert.deepEqual(reads, { kind: 1, requestId: 1, resource: 1, holderId: 1, sentAt: 1 });
     }
   });
+
+  test('beginAcquire passes a resource that can be interned by id and encodes any other: the same requests and errors', () => {
+    const { a } = world();
+    for (const resource of ['slot', 'é-slot', 'x'.repeat(64), 'x'.repeat(65), 'y'.repeat(2000)]) {
+      const req = a.beginAcquire(resource);
+      assert.equal(req.resource, resource);
+      assert.equal(req.kind, 'acquire');
+    }
+    for (const [resource, argument] of [['', 'resource'], ['x\ud800', 'resource'], [5, 'resource'], [undefined, 'resource']]) {
+      assert.throws(() => a.beginAcquire(resource), (e) => e.argument === argument, String(resource));
+    }
+    // Interned or not, a request is granted and completed the same way.
+    const { coordinator, a: c } = world();
+    for (const resource of ['r1', 'r'.repeat(100)]) {
+      const req = c.beginAcquire(resource);
+      const out = coordinator.acquire(req);
+      assert.equal(c.completeAcquire(req, out.grant).token.resource, resource);
+    }
+  });
 });

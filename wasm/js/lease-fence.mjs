@@ -756,7 +756,8 @@ const ids = new Map();
 
 // roomForIds makes room for n new ids. It is called before a call's ids are
 // looked up, never between, since a reset invalidates ids already handed out.
-// The ids of the last token committed, which is usually the next one too.
+// The ids of the last token committed, which is usually the next one too;
+// lastResource is empty after a reset, when lastIds mean nothing.
 let lastResource = '', lastHolder = '';
 const lastIds = [0, 0];
 
@@ -1005,9 +1006,16 @@ export class LeaseClient extends Handled {
   }
 
   beginAcquire(resource) {
+    // A string that can be interned goes as its id, with no argument
+    // buffer; anything else is encoded, and Go makes every check.
+    const id = typeof resource === 'string' ? resourceId(resource) : 0;
     const enc = begin();
-    put(resource);
-    call(enc, X.lf_client_begin_acquire, handleOf(this), p);
+    if (id !== 0) {
+      call(enc, X.lf_client_begin_acquire_id, handleOf(this), id);
+    } else {
+      put(resource);
+      call(enc, X.lf_client_begin_acquire, handleOf(this), p);
+    }
     return setLastRequest(readAcquireRequest(resource, this.#holder, this.#clock.domain));
   }
 
@@ -1156,7 +1164,7 @@ function goCommit(h, token, isToken, resource, holderId, fence, fn) {
 // returns true, or returns false when one cannot be interned.
 let idResource = 0, idHolder = 0;
 function tokenIds(resource, holderId) {
-  if (resource === lastResource && holderId === lastHolder) {
+  if (resource === lastResource && holderId === lastHolder && resource !== '') {
     idResource = lastIds[0];
     idHolder = lastIds[1];
     return true;
@@ -1170,6 +1178,14 @@ function tokenIds(resource, holderId) {
   lastIds[0] = idResource;
   lastIds[1] = idHolder;
   return true;
+}
+
+// resourceId returns the id of a resource string, or 0 when it cannot be
+// interned.
+function resourceId(resource) {
+  if (resource === lastResource && resource !== '') return lastIds[0];
+  roomForIds(1);
+  return idOf(resource);
 }
 
 // putReadToken encodes a token whose fields were read already.

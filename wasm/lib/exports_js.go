@@ -184,6 +184,11 @@ func resetIDs() {
 	br.ResetIDs()
 }
 
+//go:wasmexport lf_client_begin_acquire_id
+func clientBeginAcquireID(h, resource uint32) int32 {
+	return published(br.ClientBeginAcquireID(h, resource))
+}
+
 //go:wasmexport lf_coord_acquire_last
 func coordAcquireLast(h uint32) int32 {
 	return published(br.CoordAcquireLast(h))

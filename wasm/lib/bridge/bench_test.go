@@ -92,3 +92,32 @@ func BenchmarkCycle(b *testing.B) {
 		ok(br.CoordRelease(w.coord, call(br, args().PutArgToken(tok))))
 	}
 }
+
+// BenchmarkCycleReused is the Go half of a whole lease from JavaScript as
+// the wrapper makes it when the calls pass back the objects it returned:
+// begin, acquire and complete of the last request and grant (no
+// arguments), commit and release with interned ids.
+func BenchmarkCycleReused(b *testing.B) {
+	w := newWorld(&testing.T{})
+	br := w.b
+	ok := func(st int32) *convert.OutReader {
+		out := &convert.OutReader{B: br.Out.B}
+		if st != OK {
+			b.Fatalf("status %d: %s", st, out.Str())
+		}
+		return out
+	}
+	slot := uint32(ok(br.Intern(call(br, args().String("slot")))).F64())
+	agent := uint32(ok(br.Intern(call(br, args().String("agent-a")))).F64())
+	begin := call(br, args().String("slot"))
+	b.ReportAllocs()
+	for b.Loop() {
+		ok(br.ClientBeginAcquire(w.client, begin))
+		out := ok(br.CoordAcquireLast(w.coord))
+		out.F64()
+		f := out.F64()
+		ok(br.ClientCompleteLast(w.client))
+		ok(br.GateCommitIDs(w.gate, slot, agent, f))
+		ok(br.CoordReleaseIDs(w.coord, slot, agent, f))
+	}
+}

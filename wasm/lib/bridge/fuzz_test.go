@@ -53,6 +53,7 @@ var ops = []func(b *Bridge, h uint32, n int32) int32{
 	func(b *Bridge, h uint32, _ int32) int32 { return b.GateRejectionCount(h) },
 	func(b *Bridge, h uint32, _ int32) int32 { return b.CoordAcquireLast(h) },
 	func(b *Bridge, h uint32, _ int32) int32 { return b.ClientCompleteLast(h) },
+	func(b *Bridge, h uint32, n int32) int32 { return b.ClientBeginAcquireID(h, uint32(n)&7) },
 }
 
 // FuzzBridge drives the bridge with a program of (op, handle, arguments)

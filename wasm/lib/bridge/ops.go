@@ -387,6 +387,25 @@ func (b *Bridge) ClientBeginAcquire(h uint32, n int32) (st int32) {
 	if err != nil {
 		return b.status(err)
 	}
+	return b.beginAcquire(c, res)
+}
+
+// ClientBeginAcquireID is ClientBeginAcquire with the resource passed as an
+// interned id and no argument buffer: JavaScript interned it, so it is a
+// string that is not empty. Out: as ClientBeginAcquire.
+func (b *Bridge) ClientBeginAcquireID(h, resource uint32) (st int32) {
+	defer b.guard(&st)
+	c, err := get[*lease.Client](b, h, convert.KindClient)
+	if err != nil {
+		return b.status(err)
+	}
+	if resource == 0 || int(resource) > len(b.ids) {
+		return b.status(&convert.ArgumentError{Arg: "resource", Reason: "refers to a string that was not interned"})
+	}
+	return b.beginAcquire(c, b.ids[resource-1])
+}
+
+func (b *Bridge) beginAcquire(c *lease.Client, res string) int32 {
 	req, err := c.BeginAcquire(res)
 	if err != nil {
 		return b.status(err)
