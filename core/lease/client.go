@@ -1,6 +1,7 @@
 package lease
 
 import (
+	"hash/maphash"
 	"math/rand/v2"
 	"strconv"
 	"sync"
@@ -53,9 +54,8 @@ type Client struct {
 
 	mu sync.Mutex
 	// reqs holds the open requests and the last completedMemory completed
-	// ones, by id: one map, so that completing a request hashes its id
-	// once.
-	reqs  map[string]*reqRecord
+	// ones, by id.
+	reqs  reqIndex
 	open  int      // how many of reqs are open
 	seq   uint64   // begins so far
 	order []recRef // open records, oldest first (may hold stale refs)
@@ -70,6 +70,7 @@ type Client struct {
 type reqRecord struct {
 	req  Request
 	seq  uint64
+	tag  uint32 // its id's tag in reqs
 	done bool
 }
 
@@ -103,7 +104,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		skew:   cfg.ClockSkew,
 		skewMs: clock.Millis(cfg.ClockSkew),
 		newID:  newID,
-		reqs:   make(map[string]*reqRecord),
+		reqs:   reqIndex{seed: maphash.MakeSeed()},
 	}, nil
 }
 
@@ -274,13 +275,16 @@ func (c *Client) begin(now clock.Instant, req Request, fresh bool) (Request, err
 		return Request{}, argErr("requestId", "generator returned an empty id")
 	}
 	req.RequestID, req.HolderID, req.SentAt = id, c.holder, now
-	if _, dup := c.reqs[id]; dup {
+	tag := c.reqs.tag(id)
+	dup, at := c.reqs.find(id, tag)
+	if dup != nil {
 		return Request{}, argErr("requestId", "generator repeated id "+strconv.Quote(id))
 	}
 	for c.open >= MaxPending && len(c.order) > 0 {
 		if o := c.order[0]; o.open() {
 			c.forget(o.r)
 			c.open--
+			at = -1 // forgetting moves entries of the index
 		}
 		c.order = c.order[1:]
 	}
@@ -298,7 +302,7 @@ func (c *Client) begin(now clock.Instant, req Request, fresh bool) (Request, err
 	r := c.record()
 	c.seq++
 	r.req, r.seq, r.done = req, c.seq, false
-	c.reqs[id] = r
+	c.reqs.insert(r, tag, at)
 	c.open++
 	c.order = append(c.order, recRef{r, r.seq})
 	return req, nil
@@ -321,7 +325,7 @@ func (c *Client) record() *reqRecord {
 
 // forget deletes r from reqs and frees it.
 func (c *Client) forget(r *reqRecord) {
-	delete(c.reqs, r.req.RequestID)
+	c.reqs.remove(r)
 	*r = reqRecord{}
 	c.free = append(c.free, r)
 }
@@ -367,7 +371,8 @@ func (c *Client) complete(kind Kind, req Request, g Grant) (Lease, error) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	r, ok := c.reqs[req.RequestID]
+	r, _ := c.reqs.find(req.RequestID, c.reqs.tag(req.RequestID))
+	ok := r != nil
 	if ok && r.done {
 		return Lease{}, &CompletedError{RequestID: req.RequestID}
 	}

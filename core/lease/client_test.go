@@ -2,6 +2,7 @@ package lease_test
 
 import (
 	"math"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -543,4 +544,101 @@ func TestBeginRenewalOf(t *testing.T) {
 	if l2.Token() != l.Token() || l2.Deadline() != clock.At("agent-a", t0+7+1000) {
 		t.Fatalf("renewed lease %v %v", l2.Token(), l2.Deadline())
 	}
+}
+
+// TestRequestMemoryModel drives one client with a seeded mix of begins,
+// completions and second completions, many more than it remembers, against
+// a plain model of what it must remember: the last MaxPending open requests
+// (the oldest open one is forgotten first) and the last 1024 completed ones.
+// Every completion must answer as the model says: a lease, a
+// *CompletedError, or an argument error for a forgotten request.
+func TestRequestMemoryModel(t *testing.T) {
+	const remembered = 1024 // completed ids a client remembers
+	rng := rand.New(rand.NewPCG(13, 7))
+	cl, err := lease.NewClient(lease.ClientConfig{Clock: manual(t, "agent-a", 0, 0), HolderID: "h", NewRequestID: seqIDs("q")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		reqs      []lease.Request
+		open      = map[string]bool{}
+		openOrder []string
+		done      = map[string]bool{}
+		doneOrder []string
+	)
+	for step := range 40_000 {
+		if len(reqs) == 0 || rng.IntN(100) < 60 {
+			r, err := cl.BeginAcquire("r")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for len(open) >= lease.MaxPending {
+				if id := openOrder[0]; open[id] {
+					delete(open, id)
+				}
+				openOrder = openOrder[1:]
+			}
+			reqs = append(reqs, r)
+			open[r.RequestID] = true
+			openOrder = append(openOrder, r.RequestID)
+			continue
+		}
+		// Mostly recent requests, some from long ago.
+		i := len(reqs) - 1 - rng.IntN(min(len(reqs), 64))
+		if rng.IntN(4) == 0 {
+			i = rng.IntN(len(reqs))
+		}
+		r := reqs[i]
+		_, err := cl.CompleteAcquire(r, lease.Grant{RequestID: r.RequestID, Resource: "r", HolderID: "h", Fence: 1, TTL: time.Second})
+		switch {
+		case done[r.RequestID]:
+			if errKind(err) != "completed" {
+				t.Fatalf("step %d: completing %s again: %v, want a *CompletedError", step, r.RequestID, err)
+			}
+		case open[r.RequestID]:
+			if err != nil {
+				t.Fatalf("step %d: completing open %s: %v", step, r.RequestID, err)
+			}
+			delete(open, r.RequestID)
+			if len(doneOrder) == remembered {
+				delete(done, doneOrder[0])
+				doneOrder = doneOrder[1:]
+			}
+			done[r.RequestID] = true
+			doneOrder = append(doneOrder, r.RequestID)
+		default:
+			if errKind(err) != "arg" || !strings.Contains(err.Error(), "forgotten") {
+				t.Fatalf("step %d: completing forgotten %s: %v, want an argument error", step, r.RequestID, err)
+			}
+		}
+	}
+	if len(open) < lease.MaxPending/2 {
+		t.Fatalf("only %d requests open at the end: the run never reached MaxPending", len(open))
+	}
+}
+
+// A client remembers the last 1024 completed request ids: a second
+// completion of one of them is a *CompletedError; older ones are forgotten.
+func TestCompletedMemoryIs1024(t *testing.T) {
+	cl := newClient(t, manual(t, "agent-a", 0, 0), "agent-a", 0)
+	complete := func() (lease.Request, lease.Grant) {
+		r, err := cl.BeginAcquire("r")
+		if err != nil {
+			t.Fatal(err)
+		}
+		g := lease.Grant{RequestID: r.RequestID, Resource: "r", HolderID: "agent-a", Fence: 1, TTL: time.Second}
+		if _, err := cl.CompleteAcquire(r, g); err != nil {
+			t.Fatal(err)
+		}
+		return r, g
+	}
+	first, g := complete()
+	for range 1023 {
+		complete()
+	}
+	_, err := cl.CompleteAcquire(first, g)
+	wantErrKind(t, err, "completed")
+	complete()
+	_, err = cl.CompleteAcquire(first, g)
+	wantErrKind(t, err, "arg")
 }

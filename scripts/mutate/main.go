@@ -211,6 +211,16 @@ var mutations = []mutation{
 		Old: "\tif ok && r.done {\n\t\treturn Lease{}, &CompletedError{", New: "\tif ok && r.done && false {\n\t\treturn Lease{}, &CompletedError{",
 		Why: "a request completed twice is not reported as completed",
 	},
+	{
+		Name: "lease/completed-memory-1023", File: "core/lease/client.go",
+		Old: "const completedMemory = 1024", New: "const completedMemory = 1023",
+		Why: "a client remembers 1023 completed requests, not 1024",
+	},
+	{
+		Name: "lease/request-index-delete-leaves-hole", File: "core/lease/reqindex.go",
+		Old: "\t\tx.tags[hole], x.recs[hole] = v, x.recs[j]\n\t\thole = j\n", New: "\t\tbreak\n",
+		Why: "forgetting a request breaks the probe run of the requests after it",
+	},
 	// core/naive
 	{
 		Name: "naive/renewal-keeps-old-deadline", File: "core/naive/naive.go",
