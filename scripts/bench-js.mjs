@@ -206,7 +206,6 @@ async function rawExports() {
   const goroot = execFileSync('go', ['env', 'GOROOT'], { encoding: 'utf8' }).trim();
   await import(join(goroot, 'lib', 'wasm', 'wasm_exec.js'));
   const go = new globalThis.Go();
-  go.importObject.lease_fence = { read: () => 0 };
   const bytes = await readFile(new URL('../wasm/js/lease-fence.wasm', import.meta.url));
   const { instance } = await WebAssembly.instantiate(bytes, go.importObject);
   go.run(instance);

@@ -203,27 +203,72 @@ test('after the instance died, init() starts a fresh one from the module it comp
   const out = await run(`
 ${roundTrip}
 const lf = await import('lease-fence');
-const old = new lf.FenceGate('old');
+// One object of every kind, and every call on them, made before the death.
+let t = 0;
+const o = {
+  clock: lf.createClock('c', () => (t += 1)), manual: lf.createManualClock('m'), mono: lf.createMonotonicClock('mono'),
+  gate: new lf.FenceGate('r'),
+};
+o.coordinator = new lf.LeaseCoordinator({ clock: o.clock, ttlMillis: 1000 });
+o.client = new lf.LeaseClient({ clock: o.manual, holderId: 'a' });
+o.request = o.client.beginAcquire('r');
+o.grant = o.coordinator.acquire(o.request).grant;
+o.lease = o.client.completeAcquire(o.request, o.grant);
+o.gate.commit(o.lease.token, () => 0);
+o.renewal = o.client.beginRenewal(o.lease);
+o.naive = lf.createNaiveLease(o.manual, 100);
+const calls = {
+  'clock.now': () => o.clock.now(), 'manual.now': () => o.manual.now(), 'monotonic.now': () => o.mono.now(),
+  'manual.advance': () => o.manual.advance(1), 'manual.set': () => o.manual.set(1e9),
+  'coordinator.acquire': () => o.coordinator.acquire(o.client.beginAcquire('s')), 'coordinator.renew': () => o.coordinator.renew(o.renewal),
+  'coordinator.release': () => o.coordinator.release(o.lease.token), 'coordinator.issuedFence': () => o.coordinator.issuedFence,
+  'client.beginAcquire': () => o.client.beginAcquire('s'), 'client.completeAcquire': () => o.client.completeAcquire(o.request, o.grant),
+  'client.beginRenewal': () => o.client.beginRenewal(o.lease), 'client.completeRenewal': () => o.client.completeRenewal(o.renewal, o.grant),
+  'lease.hasExpired': () => o.lease.hasExpired(), 'lease.wouldAdmit': () => o.lease.wouldAdmit(o.gate),
+  'gate.commit (admitted token)': () => o.gate.commit(o.lease.token, () => 0), 'gate.commit': () => o.gate.commit({ ...o.lease.token, fence: 9 }, () => 0),
+  'gate.admit': () => o.gate.admit({ ...o.lease.token, fence: 10 }), 'gate.floor': () => o.gate.floor,
+  'gate.rejections': () => o.gate.rejections, 'gate.rejectionCount': () => o.gate.rejectionCount,
+  'naive.valid': () => o.naive.valid(), 'naive.renewed': () => o.naive.renewed(), 'naive.expiresAt': () => o.naive.expiresAt,
+  'new LeaseCoordinator (old clock)': () => new lf.LeaseCoordinator({ clock: o.manual, ttlMillis: 1 }),
+  'createNaiveLease (old clock)': () => lf.createNaiveLease(o.manual, 1),
+};
+const asyncCalls = { 'gate.commitAsync': () => o.gate.commitAsync({ ...o.lease.token, fence: 11 }, () => 0) };
+async function errors() {
+  const out = {};
+  for (const [k, f] of Object.entries(calls)) { try { f(); out[k] = 'ran'; } catch (e) { out[k] = e instanceof lf.LeaseFenceError ? e.message : 'not a LeaseFenceError: ' + e; } }
+  for (const [k, f] of Object.entries(asyncCalls)) { try { await f(); out[k] = 'ran'; } catch (e) { out[k] = e instanceof lf.LeaseFenceError ? e.message : 'not a LeaseFenceError: ' + e; } }
+  return out;
+}
 const keep = [];
 let died = null;
 for (let i = 0; i < 1e6 && died === null; i++) {
   try { keep.push(new lf.FenceGate(String(i).padEnd(1000, 'x'))); } catch (e) { died = { name: e.name, message: e.message, made: i }; }
 }
+keep.length = 0;
 let afterDeath = null;
 try { new lf.FenceGate('r'); } catch (e) { afterDeath = e.message; }
+const oldBeforeInit = await errors();
 await lf.init();
-let oldUse = null;
-try { old.floor; } catch (e) { oldUse = e.message; }
+const oldAfterInit = await errors();
 const result = roundTrip(lf);
 let loop = 0;
 for (let i = 0; i < 1000; i++) if (roundTrip(lf).refused) loop++;
-console.log(JSON.stringify({ died, afterDeath, oldUse, result, loop }));
+console.log(JSON.stringify({ died, afterDeath, oldBeforeInit, oldAfterInit, result, loop }));
 `, ['--wasm-max-mem-pages=512']);
   assert.equal(out.died.name, 'LeaseFenceError');
   assert.match(out.died.message, /instance has stopped \(the Go runtime exited with code 2\); await init\(\) for a fresh one/);
   assert.ok(out.died.made > 0);
   assert.match(out.afterDeath, /instance has stopped/);
-  assert.match(out.oldUse, /made by a WebAssembly instance that has stopped/);
+  // Every call on an object of the dead instance fails with a
+  // LeaseFenceError: before init() saying the instance has stopped, after it
+  // that the object was made by an instance that has stopped.
+  assert.equal(Object.keys(out.oldBeforeInit).length, 27);
+  for (const [call, message] of Object.entries(out.oldBeforeInit)) {
+    assert.match(message, /^lease-fence: the WebAssembly instance has stopped \(the Go runtime exited with code 2\); await init\(\) for a fresh one/, call);
+  }
+  for (const [call, message] of Object.entries(out.oldAfterInit)) {
+    assert.match(message, /^lease-fence: this object was made by a WebAssembly instance that has stopped; make a new one$/, call);
+  }
   assert.deepEqual(out.result, ok);
   assert.equal(out.loop, 1000);
 });

@@ -115,38 +115,21 @@ named(GrantMismatchError, 'GrantMismatchError');
 
 // ---------------------------------------------------------------- loading
 
-// The Go side imports host.read (as lease_fence.read) to read a createClock
-// source. A source that throws must not unwind through Go's frames, so the
-// exception is parked in `thrown` and rethrown to the caller once Go has
-// returned. A source may not call back into the library (begin refuses): the
-// call reading it may hold a lock the inner call needs, and a wait for a lock
-// in a single-threaded instance would stop it for good.
-const NONE = Symbol('none');
-let thrown = NONE;
+// createClock sources, by reader id. Go never calls into JavaScript: a call
+// that needs a source's reading stops with status READ_SOURCE and changes
+// nothing, and enter reads the source here, with no Go code on the stack and
+// no Go lock held, then makes the call again with the reading (readSource).
+// While a source runs, `reading` is set and the library refuses to be called
+// (begin): the call that asked for the reading is half done, its arguments
+// sit in the shared buffer and the glue holds its state.
 let reading = false;
 const readers = new Map();
-const host = {
-  read(id) {
-    const source = readers.get(id);
-    if (source === undefined) return NaN;
-    reading = true;
-    try {
-      const v = source();
-      return typeof v === 'number' ? v : NaN;
-    } catch (e) {
-      thrown = e;
-      return NaN;
-    } finally {
-      reading = false;
-    }
-  },
-};
 
 // The current instance. init() sets all of these; after the instance died
 // (a trap or the Go runtime exiting, e.g. out of memory) init() replaces
 // them with a fresh instance, and generation tells objects made by the dead
 // one apart (their handles mean nothing to the new one).
-let go, X, memory, hdrAddr, u8, dv, hdr;
+let go, X, memory, hdrAddr, u8, dv, hdr, readingAddr;
 let dead = '';
 let generation = 0;
 let compiled; // the WebAssembly.Module, which a restart instantiates again
@@ -155,7 +138,7 @@ let starting = null;
 function views() {
   u8 = new Uint8Array(memory.buffer);
   dv = new DataView(memory.buffer);
-  hdr = new Uint32Array(memory.buffer, hdrAddr, 5);
+  hdr = new Uint32Array(memory.buffer, hdrAddr, 6);
 }
 
 const loadErrors = {
@@ -188,8 +171,9 @@ async function start(source) {
   next.exit = (code) => {
     if (next === go) dead ||= `the Go runtime exited with code ${code}`;
   };
-  next.importObject.lease_fence = host;
+  const rooms = startRooms();
   const { module, instance } = await instantiate(source, next.importObject, loadErrors);
+  await rooms;
   // run calls Go's main, which returns when it blocks (the exports are then
   // ready); run's promise settles only if Go exits. A trap in main rejects it
   // at once, and a race with an already resolved value still sees that.
@@ -202,29 +186,38 @@ async function start(source) {
   const exports = instance.exports;
   const at = exports.lf_header();
   const layout = new Uint32Array(exports.mem.buffer, at, 5)[4];
-  if (layout !== 1) {
-    throw new LeaseFenceError(`lease-fence: lease-fence.wasm has buffer layout ${layout}, this module expects 1; rebuild both together`);
+  if (layout !== 2) {
+    throw new LeaseFenceError(`lease-fence: lease-fence.wasm has buffer layout ${layout}, this module expects 2; rebuild both together`);
   }
   go = next;
   X = exports;
   memory = exports.mem;
   hdrAddr = at;
   views();
+  readingAddr = hdr[5];
   generation++;
   dead = '';
+  deathCause = undefined;
   compiled = module;
-  thrown = NONE;
   reading = false;
   readers.clear();
   ids.clear();
   lastResource = lastHolder = '';
 }
 
-function instanceDied(cause) {
-  dead ||= cause instanceof RangeError
+// When an exception comes out of a call into Go (see enter), dead is set to
+// CUT_SHORT and deathCause to the exception, inline in the catch block: plain
+// assignments, with no call that a full stack could refuse, so an instance
+// that stopped is never used again. instanceDied words it later.
+const CUT_SHORT = 'cut short';
+let deathCause;
+
+function instanceDied() {
+  const cause = deathCause;
+  const why = dead !== CUT_SHORT ? dead : cause instanceof RangeError
     ? `a call into it was cut short by ${cause.name}: ${cause.message} (the JavaScript stack was nearly full when lease-fence was called, and the Go code it interrupted may have held locks)`
     : `it trapped: ${cause && cause.message}`;
-  return new LeaseFenceError(`lease-fence: the WebAssembly instance has stopped (${dead}); await init() for a fresh one (objects made before stay unusable)`, { cause });
+  return new LeaseFenceError(`lease-fence: the WebAssembly instance has stopped (${why}); await init() for a fresh one (objects made before stay unusable)`, { cause });
 }
 
 function notStarted() {
@@ -513,17 +506,11 @@ function putReadGrant() {
 let outPtr = 0, q = 0;
 
 // done checks a call's status and positions the result reader. A status
-// other than 0 becomes the matching error; an exception a clock source threw
-// during the call is rethrown as it was.
+// other than 0 becomes the matching error.
 function done(st) {
   if (u8.length === 0) views();
   outPtr = hdr[2];
   q = 0;
-  if (thrown !== NONE) {
-    const e = thrown;
-    thrown = NONE;
-    throw e;
-  }
   if (st !== 0) throw readError(st);
 }
 
@@ -712,25 +699,177 @@ function internalOnly(key, name) {
   }
 }
 
-// call runs one export whose arguments encoding enc wrote; a trap or exit
-// marks the instance dead.
-// enter runs export fn. Go never lets an exception out of its own code (a
-// clock source's is parked in host.read), so anything fn throws cut a Go
-// call short: a trap, or a RangeError when the JavaScript stack ran out
-// while Go code was running. That code may have held a lock or been half way
-// through changing a map, so the instance is marked dead then and there
-// rather than left to fail later in some other call; init() starts a fresh
-// one.
+// ---------------------------------------------------------------- stack room
+//
+// Go code cut short by a full JavaScript stack may leave a lock held or a map
+// half changed, and the instance then has to stop. So before every call into
+// Go, room() makes sure that 8 KiB of stack are left, twice the most any call
+// into Go was measured to use (see docs/js.md), and otherwise throws the
+// engine's own RangeError here, before Go runs: the caller gets a stack
+// overflow as from any JavaScript code, and the instance stays as it was.
+//
+// room is a wasm function with no code and 8 KiB of locals. V8's baseline
+// wasm compiler (Liftoff) checks a frame that large against the stack limit
+// on entry, then zeroes it: about 80 ns a call. A function that gets hot is
+// recompiled by V8's optimizing compiler, which drops unused locals and with
+// them the check (after about 36,000 calls in Node 20). So the functions
+// come ROOM_FUNCS to a module, each used for ROOM_CALLS calls only; the next
+// module is compiled in the background while the current one is used (or on
+// the spot if it is not ready), and each module carries its own serial
+// number, since V8 would return an already optimized copy of the same bytes
+// from its cache. The check runs on V8 only (another engine may not check a
+// frame's size, or may zero it at a higher cost), and not where the host
+// forbids compiling wasm at run time (Cloudflare Workers); there a call that
+// runs out of stack inside Go stops the instance (see enter).
+const ROOM_FUNCS = 64;
+const ROOM_CALLS = 8192;
+let room = null; // the current check, or null when there is none
+let roomLeft = 0; // calls left for room
+let rooms = null; // the current module's functions
+let roomNext = 0; // the next of rooms to use
+let roomSerial = 0;
+let nextRooms = null; // the next module, once compiled in the background
+let roomsPending = false;
+
+// roomBytes returns a module of ROOM_FUNCS functions without parameters,
+// results or code, each with 1,024 i64 locals (8 KiB), exported as "0",
+// "1", ...; its custom section holds serial.
+function roomBytes(serial) {
+  const leb = (n) => (n < 0x80 ? [n] : [0x80 | (n & 0x7f), n >> 7]);
+  const section = (id, body) => [id, ...leb(body.length), ...body];
+  const funcs = [ROOM_FUNCS], exports = [ROOM_FUNCS], code = [ROOM_FUNCS];
+  for (let i = 0; i < ROOM_FUNCS; i++) {
+    funcs.push(0);
+    exports.push(1, 0x30 + i, 0x00, i);
+    code.push(5, 1, 0x80, 0x08, 0x7e, 0x0b); // 1 local group: 1,024 x i64; end
+  }
+  return new Uint8Array([
+    0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00,
+    ...section(1, [1, 0x60, 0, 0]), // type 0: [] -> []
+    ...section(3, funcs), ...section(7, exports), ...section(10, code),
+    ...section(0, [1, 0x73, serial & 0xff, (serial >>> 8) & 0xff, (serial >>> 16) & 0xff, serial >>> 24]),
+  ]);
+}
+
+function useRooms(module) {
+  const x = new WebAssembly.Instance(module).exports;
+  rooms = [];
+  for (let i = 0; i < ROOM_FUNCS; i++) rooms.push(x[String.fromCharCode(0x30 + i)]);
+  roomNext = 0;
+}
+
+// compileRooms compiles the next module in the background.
+function compileRooms() {
+  roomsPending = true;
+  WebAssembly.compile(roomBytes(++roomSerial)).then((m) => {
+    nextRooms = m;
+  }, () => {}).finally(() => {
+    roomsPending = false;
+  });
+}
+
+// nextRoom moves room on to the next function, and to the next module after
+// the last. A RangeError (the stack is full here too) leaves roomLeft at 0,
+// so the next call tries again.
+function nextRoom() {
+  if (roomNext === ROOM_FUNCS) {
+    if (nextRooms !== null) {
+      useRooms(nextRooms);
+      nextRooms = null;
+    } else {
+      useRooms(new WebAssembly.Module(roomBytes(++roomSerial)));
+    }
+  }
+  if (roomNext === ROOM_FUNCS >> 1 && nextRooms === null && !roomsPending) compileRooms();
+  room = rooms[roomNext++];
+  roomLeft = ROOM_CALLS;
+}
+
+// startRooms turns the check on where it can work (see above).
+async function startRooms() {
+  if (room !== null || !/^\s+at /m.test(new Error().stack ?? '')) return; // V8 writes frames as "    at f (file:line:col)"
+  try {
+    useRooms(await WebAssembly.compile(roomBytes(++roomSerial)));
+  } catch {
+    return; // this host compiles no wasm at run time
+  }
+  nextRoom();
+}
+
+// enter runs export fn. Go never lets an exception out of its own code and
+// never calls into JavaScript, so anything fn throws cut a Go call short: a
+// trap, or a RangeError when the JavaScript stack ran out while Go code was
+// running (where room() cannot check, see above). That code may have held a
+// lock or been half way through changing a map, so the instance is marked
+// dead then and there rather than left to fail later in some other call;
+// init() starts a fresh one. A call that needs a clock source's reading
+// comes back as READ_SOURCE (see readSource).
+const READ_SOURCE = 8;
 let wasmCalls = 0;
 function enter(fn, a, b, c, d) {
+  if (dead) throw instanceDied();
+  if (room !== null) {
+    if (--roomLeft <= 0) nextRoom();
+    room();
+  }
   wasmCalls++;
   let st;
   try {
     st = fn(a, b, c, d);
   } catch (e) {
-    throw instanceDied(e);
+    if (!dead) {
+      dead = CUT_SHORT;
+      deathCause = e;
+    }
+    throw instanceDied();
   }
   if (go.exited) throw instanceDied();
+  if (st === READ_SOURCE) return readSource(fn, a, b, c, d);
+  return st;
+}
+
+// readSource answers a call that stopped for the reading of a createClock
+// source (Out: the reader id, then a ticket). Go changed nothing and holds
+// no lock, and no Go code is on the stack: an exception the source throws,
+// a RangeError at its very entry included, goes to the caller as it is and
+// leaves the instance as it was. The reading goes into Go's Reading slot
+// with the ticket, and the call is made again: Go checks everything again
+// and acts on the reading (or refuses, reading nothing more).
+function readSource(fn, a, b, c, d) {
+  if (u8.length === 0) views();
+  const id = dv.getFloat64(hdr[2], true);
+  const ticket = dv.getFloat64(hdr[2] + 8, true);
+  const source = readers.get(id);
+  let v = NaN;
+  if (source !== undefined) {
+    reading = true;
+    try {
+      v = source();
+    } finally {
+      reading = false;
+    }
+    if (typeof v !== 'number') v = NaN;
+  }
+  if (u8.length === 0) views();
+  dv.setFloat64(readingAddr, v, true);
+  dv.setUint32(readingAddr + 8, id, true);
+  dv.setUint32(readingAddr + 12, ticket, true);
+  if (room !== null) room();
+  wasmCalls++;
+  let st;
+  try {
+    st = fn(a, b, c, d);
+  } catch (e) {
+    if (!dead) {
+      dead = CUT_SHORT;
+      deathCause = e;
+    }
+    throw instanceDied();
+  }
+  if (go.exited) throw instanceDied();
+  if (st === READ_SOURCE) {
+    throw new LeaseFenceError('lease-fence: internal error (please report): a call asked for a second clock reading; nothing was done');
+  }
   return st;
 }
 
@@ -762,6 +901,7 @@ let lastResource = '', lastHolder = '';
 const lastIds = [0, 0];
 
 function roomForIds(n) {
+  if (reading) begin(); // throws the re-entry error
   if (ids.size + n > MAX_IDS) {
     lastResource = lastHolder = '';
     ids.clear();
@@ -1247,6 +1387,8 @@ export class FenceGate extends Handled {
     // How many calls have entered the wasm instance: a diagnostic for tests
     // that check which calls take the full path through Go.
     Object.defineProperty(this, Symbol.for('lease-fence.wasmCalls'), { get: () => wasmCalls });
+    // Whether calls into Go check for stack room first (see room), for tests.
+    Object.defineProperty(this, Symbol.for('lease-fence.stackRoom'), { get: () => room !== null });
   }
 
   constructor(resource, options) {

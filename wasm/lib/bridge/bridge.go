@@ -5,13 +5,22 @@
 //
 // A call goes: JavaScript writes the arguments into In (see package convert),
 // calls a method with object handles and the argument length, and reads the
-// results from Out. The returned status is OK or one of the Err codes, in
-// which case Out holds the error (see Bridge.fail). Every method recovers
-// panics, so no input can stop the Go instance.
+// results from Out. The returned status is OK, one of the Err codes, in
+// which case Out holds the error (see Bridge.status), or ReadSource. Every
+// method recovers panics, so no input can stop the Go instance.
+//
+// Go never calls into JavaScript. A call that needs the reading of a
+// JavaScript clock source (createClock) makes every check that does not
+// depend on the time, then stops with status ReadSource and changes nothing;
+// JavaScript reads the source, puts the reading in Reading, and makes the
+// same call again, which checks everything again and acts on the reading
+// (see Reading). So no Go code, and no Go lock, is on the stack while the
+// source runs.
 package bridge
 
 import (
 	"errors"
+	"math"
 	"runtime"
 
 	"github.com/lease-fence/lease-fence/core/clock"
@@ -31,6 +40,11 @@ const (
 	ErrRequestCompleted int32 = 5 // Out: message, requestId
 	ErrGrantMismatch    int32 = 6 // Out: message, field, want, got
 	ErrInternal         int32 = 7 // Out: message; a bug, reported rather than fatal
+
+	// ReadSource is not an error: the call needs a reading of a JavaScript
+	// clock source and did nothing. Out: the source's reader id, then the
+	// ticket to put in Reading with the reading before calling again.
+	ReadSource int32 = 8
 )
 
 // Outcome codes written first by Acquire and Renew.
@@ -47,9 +61,14 @@ type Bridge struct {
 	In []byte
 	// Out holds the results of the last call.
 	Out convert.Writer
-	// HostRead returns the current reading of the JavaScript clock source
-	// registered under id (createClock). It must not panic.
-	HostRead func(id uint32) float64
+	// Reading is where JavaScript puts the reading a call asked for with
+	// ReadSource, before it makes the call again.
+	Reading Reading
+
+	// ticket numbers the requests for a reading (ReadSource); want is the
+	// reader id a clock of the current call asked for, if any.
+	ticket uint32
+	want   uint32
 
 	objs []any // index is the handle; 0 is never used
 	free []uint32
@@ -84,6 +103,44 @@ func New() *Bridge {
 		Out:  convert.Writer{B: make([]byte, 0, 4096)},
 		objs: make([]any, 1, 64),
 	}
+}
+
+// Reading is a reading of a JavaScript clock source, taken by JavaScript
+// for the call that asked for it with ReadSource. JavaScript writes it
+// straight into the wasm memory (wasm/lib publishes its address), so its
+// layout is fixed: Value at offset 0, Reader at 8, Ticket at 12.
+type Reading struct {
+	Value float64
+	// Reader is the source's reader id; 0 means no reading.
+	Reader uint32
+	// Ticket is the one ReadSource returned: a reading is used only by the
+	// call that asked for it, and only once.
+	Ticket uint32
+}
+
+// sourceReading is the read function of the clock over JavaScript source
+// reader (ClockCustom). It returns the reading JavaScript supplied for this
+// request, at most once; without one it notes the request (guard turns the
+// call's status into ReadSource) and returns NaN, which the clock refuses,
+// so the call fails before it changes anything.
+func (b *Bridge) sourceReading(reader uint32) float64 {
+	if r := &b.Reading; r.Reader == reader && reader != 0 && r.Ticket == b.ticket {
+		r.Reader = 0
+		return r.Value
+	}
+	b.want = reader
+	return math.NaN()
+}
+
+// askReading empties Out for a request for a reading of source b.want and
+// returns ReadSource.
+func (b *Bridge) askReading() int32 {
+	b.ticket++
+	w := b.out()
+	w.F64(float64(b.want))
+	w.F64(float64(b.ticket))
+	b.want = 0
+	return ReadSource
 }
 
 // clockObj is a clock and, for a manual clock, its concrete type.
@@ -163,9 +220,17 @@ func (b *Bridge) out() *convert.Writer {
 	return &b.Out
 }
 
-// guard turns a panic into ErrInternal. Deferred by every method.
+// guard turns a panic into ErrInternal, and the status of a call that
+// needs a reading of a JavaScript clock source into ReadSource. A reading
+// supplied for the call is used by it or not at all. Deferred by every
+// method.
 func (b *Bridge) guard(st *int32) {
+	b.Reading.Reader = 0
+	if b.want != 0 {
+		*st = b.askReading()
+	}
 	if p := recover(); p != nil {
+		b.want = 0
 		msg := "unexpected panic"
 		switch v := p.(type) {
 		case runtime.Error:

@@ -77,7 +77,7 @@ func FuzzBridge(f *testing.F) {
 		w := newWorld(t)
 		b := w.b
 		readings := data
-		b.HostRead = func(uint32) float64 {
+		read := func(uint32) float64 {
 			if len(readings) == 0 {
 				return math.NaN()
 			}
@@ -95,8 +95,8 @@ func FuzzBridge(f *testing.F) {
 			b.Grow(0, int32(n))
 			copy(b.In, data[i:i+n])
 			i += n
-			if st := ops[op](b, h, int32(n)); st == ErrInternal {
-				t.Fatalf("op %d on handle %d: internal error %q", op, h, (&convert.OutReader{B: b.Out.B}).Str())
+			if st := withSource(b, read, func() int32 { return ops[op](b, h, int32(n)) }); st == ErrInternal || st == ReadSource {
+				t.Fatalf("op %d on handle %d: status %d %q", op, h, st, (&convert.OutReader{B: b.Out.B}).Str())
 			}
 		}
 		fresh := newWorld(t)

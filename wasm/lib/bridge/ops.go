@@ -65,7 +65,8 @@ func (b *Bridge) ClockManual(n int32) (st int32) {
 }
 
 // ClockCustom makes a guarded clock over the JavaScript source registered as
-// reader (see HostRead). Args: domain, readMillis (a function). Out: handle.
+// reader, which JavaScript reads when a call asks for it (ReadSource; see
+// Reading). Args: domain, readMillis (a function). Out: handle.
 func (b *Bridge) ClockCustom(reader uint32, n int32) (st int32) {
 	defer b.guard(&st)
 	r, err := b.args(n)
@@ -79,14 +80,10 @@ func (b *Bridge) ClockCustom(reader uint32, n int32) (st int32) {
 	if err == nil {
 		err = r.End()
 	}
-	if err == nil && b.HostRead == nil {
-		err = &convert.ArgumentError{Arg: "readMillis", Reason: "cannot be called: this host has no clock sources"}
-	}
 	if err != nil {
 		return b.status(err)
 	}
-	read := b.HostRead
-	g, err := clock.New(domain, func() float64 { return read(reader) })
+	g, err := clock.New(domain, func() float64 { return b.sourceReading(reader) })
 	if err != nil {
 		return b.status(err)
 	}
