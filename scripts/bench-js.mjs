@@ -9,8 +9,8 @@
 // --only cycle.
 //
 // The cases run interleaved: every round runs each case once (in a rotating
-// order), so a burst of load from other processes hits both sides of a
-// comparison alike. Each case reports min/median/max nanoseconds per call
+// order), and the two sides of a comparison alternate in ten slices within
+// the round, so a burst of load from other processes hits both sides alike. Each case reports min/median/max nanoseconds per call
 // over the rounds (round 0 warms up and is dropped); each comparison also
 // reports the ratio of the two sides within every round (min/median/max).
 // The machine is shared, so compare figures from one run.
@@ -269,15 +269,36 @@ const comparisons = [
 
 const all = cases(await rawExports()).filter((c) => ONLY === null || ONLY.test(c.name));
 const times = new Map(all.map((c) => [c.name, []]));
+
+// The two sides of a comparison run as one unit, in CHUNKS alternating
+// slices of their n calls (the side that goes first alternating too), so
+// that the noise of other processes falls on both alike; every other case
+// runs its n calls at once.
+const CHUNKS = 10;
+const partner = new Map(comparisons.flatMap(([a, b]) => [[a, b], [b, a]]));
+const units = [];
+for (const c of all) {
+  if (units.some((u) => u.includes(c))) continue;
+  const other = all.find((d) => d.name === partner.get(c.name));
+  units.push(other ? [c, other] : [c]);
+}
+
 for (let round = 0; round <= ROUNDS; round++) {
-  for (let k = 0; k < all.length; k++) {
-    const c = all[(k + round) % all.length];
-    const state = c.setup();
-    const t0 = process.cpuUsage();
-    c.run(state, c.n);
-    const t = process.cpuUsage(t0);
-    const ns = ((t.user + t.system) * 1000) / c.n;
-    if (round > 0) times.get(c.name).push(ns);
+  for (let k = 0; k < units.length; k++) {
+    const unit = units[(k + round) % units.length];
+    const states = unit.map((c) => c.setup());
+    const cpu = unit.map(() => 0);
+    const chunks = unit.length === 1 ? 1 : CHUNKS;
+    for (let j = 0; j < chunks; j++) {
+      for (let s = 0; s < unit.length; s++) {
+        const i = (s + j) % unit.length;
+        const t0 = process.cpuUsage();
+        unit[i].run(states[i], unit[i].n / chunks);
+        const t = process.cpuUsage(t0);
+        cpu[i] += t.user + t.system;
+      }
+    }
+    if (round > 0) unit.forEach((c, i) => times.get(c.name).push((cpu[i] * 1000) / c.n));
     // Let the event loop turn, as an application's would: the library frees
     // the wasm side of collected objects from finalization callbacks.
     await new Promise((resolve) => setImmediate(resolve));

@@ -288,15 +288,18 @@ func (c *Client) begin(now clock.Instant, req Request, fresh bool) (Request, err
 		}
 		c.order = c.order[1:]
 	}
-	if len(c.order) >= 2*MaxPending {
-		// order also holds records completed since; drop them so a client
-		// that never has many requests open does not grow order forever.
-		live := make([]recRef, 0, c.open+1)
+	if len(c.order) >= 2*c.open+64 {
+		// order also holds records completed since; drop them so that it
+		// stays within twice the open requests (plus a little: the cost is
+		// constant per begin, amortized). In place, so that a client that
+		// keeps few requests open does not allocate for this.
+		live := c.order[:0]
 		for _, o := range c.order {
 			if o.open() {
 				live = append(live, o)
 			}
 		}
+		clear(c.order[len(live):])
 		c.order = live
 	}
 	r := c.record()
