@@ -234,9 +234,23 @@ const K_CLOCK = 1, K_COORDINATOR = 2, K_CLIENT = 3, K_LEASE = 4, K_GATE = 5, K_N
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
+// Whether s is well-formed UTF-16 (no lone surrogates): String's
+// isWellFormed where the host has it, else a scan. Not /\p{Cs}/u: V8 builds
+// that Unicode set while parsing this module, at every import, even on hosts
+// that never run the fallback.
 const wellFormed = typeof String.prototype.isWellFormed === 'function'
   ? (s) => s.isWellFormed()
-  : (s) => !/\p{Cs}/u.test(s);
+  : (s) => {
+    for (let i = 0; i < s.length; i++) {
+      const c = s.charCodeAt(i);
+      if (c >= 0xd800 && c <= 0xdfff) {
+        if (c >= 0xdc00) return false; // a low surrogate with no high one before it
+        const d = s.charCodeAt(++i); // NaN past the end
+        if (!(d >= 0xdc00 && d <= 0xdfff)) return false;
+      }
+    }
+    return true;
+  };
 
 let inPtr = 0, inCap = 0, p = 0;
 
