@@ -2,9 +2,10 @@
 
 // Command coordinator serves the lease coordinator over HTTP on loopback:
 // POST /v1/acquire, /v1/renew and /v1/release with JSON bodies (package
-// core/wire). State is durable by default: a bbolt database; every grant
-// and renewal is written and fsynced before it is answered (a release goes
-// into the next transaction, before any later grant), so a restarted
+// core/wire). State is durable by default: a bbolt database with a
+// write-ahead log next to it (the -state path + ".wal"); every grant and
+// renewal is written to the log and fdatasynced before it is answered (a
+// release goes into the next write, before any later grant), so a restarted
 // coordinator issues fences above every fence it ever issued and remembers
 // the current holders. The
 // database must exist: create it once with -init. -memory runs without
@@ -72,7 +73,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fl.SetOutput(stderr)
 	addr := fl.String("addr", "127.0.0.1:8787", "address to listen on (port 0 picks a free one)")
 	ttl := fl.Duration("ttl", 30*time.Second, "lease length")
-	state := fl.String("state", defaultStatePath, "the state database (bbolt); it must exist unless -init is given")
+	state := fl.String("state", defaultStatePath, "the state database (bbolt; its write-ahead log is this path + \".wal\"); both must exist unless -init is given")
 	initDB := fl.Bool("init", false, "create the state database (refused if it exists), then serve")
 	memory := fl.Bool("memory", false, "keep state in memory only: a restart forgets every lease and starts fences over")
 	domain := fl.String("domain", "coordinator", "name of the coordinator's clock domain")
@@ -137,7 +138,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		defer bs.Close()
 		cfg.Store = bs
-		log.Info("state in " + *state + " (bbolt; every grant and renewal fsynced before it is answered, releases in the next transaction)")
+		log.Info("state in " + *state + " (bbolt) and its log " + *state + ".wal (every grant and renewal fdatasynced before it is answered, releases in the next write)")
 	}
 	svc, err := wire.NewService(cfg)
 	if err != nil {

@@ -5,12 +5,14 @@ package wire
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/fnv"
 	"math"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,52 +21,124 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-// The layout of a state database: a "meta" bucket with the format and the
-// fence high-water mark, a "leases" bucket with one record per resource that
-// has a lease, keyed by the resource name, and a "released" bucket with the
-// releases of the last TTL, keyed by request id.
+// The layout of a state database: a "meta" bucket with the format, the
+// fence high-water mark, the id of its log and the checkpoint (the
+// sequence number and log position of the last log frame it holds), a
+// "leases" bucket with one record per resource that has a lease, keyed by
+// the resource name, and a "released" bucket with the releases of the last
+// TTL, keyed by request id.
 var (
 	bucketMeta     = []byte("meta")
 	bucketLeases   = []byte("leases")
 	bucketReleased = []byte("released")
 	keyFormat      = []byte("format")
 	keyIssued      = []byte("issuedFence")
-	formatValue    = []byte("lease-fence state v1")
+	keyLogID       = []byte("logId")
+	keyLogSeq      = []byte("logSeq")
+	keyLogPos      = []byte("logPos")
+	formatValue    = []byte("lease-fence state v2")
+	formatV1       = []byte("lease-fence state v1")
 )
 
 // recordVersion is the first byte of every encoded record.
 const recordVersion = 1
 
 // BoltStore is a Store in a bbolt database (go.etcd.io/bbolt, etcd's own
-// store): one record per resource, and every Apply is one fsync'd
-// transaction that also raises the fence high-water mark. Applies that
-// arrive while a transaction is being written are written together by the
-// next one (group commit), so concurrent callers share an fsync. The cost of
-// a change does not depend on how many records exist.
+// store) with a write-ahead log in front of it (docs/service.md, Durable
+// state): one record per resource in the database; every group of
+// concurrent changes is appended to the log as one frame and made durable
+// by one fdatasync, then answered; a checkpoint writes the frames into the
+// database in one bbolt transaction every checkpointEvery (or sooner when
+// the log fills), and the frames it has not taken yet are replayed into it
+// at open. Changes that arrive while a frame is being written are written
+// together by the next one (group commit). Reads see every change: the
+// store keeps the changes not yet in the database in memory. The cost of a
+// change does not depend on how many records exist.
 type BoltStore struct {
 	db   *bolt.DB
 	path string
+	log  *walFile
 
 	mu      sync.Mutex
 	queue   []*pendingApply
-	waiting int            // changes in queue whose caller waits (Apply, not ApplyLater)
-	want    int            // waiting changes at which the committer wants a kick
-	closed  bool           // Close was called; the committer finishes the queue and stops
-	kick    chan struct{}  // wakes the committer
-	stopped chan struct{}  // closed when the committer has stopped
-	deleted map[string]int // resources deleted by queued ApplyLater changes not yet written
-	failed  error          // the last write failed with this; cleared by a write that succeeds
+	waiting int           // changes in queue whose caller waits (Apply, not ApplyLater)
+	want    int           // waiting changes at which the committer wants a kick
+	closed  bool          // Close was called; the committer finishes the queue and stops
+	kick    chan struct{} // wakes the committer
+	stopped chan struct{} // closed when the committer has stopped
+	failed  error         // the last write failed with this; cleared by a write that succeeds
+
+	// The log, guarded by mu: the next frame's number and ring position,
+	// the fence high-water mark of everything written, and the frames
+	// written but not yet in the database (oldest first).
+	nextSeq uint64
+	head    int64
+	hw      uint64
+	pending []logFrame
+	pendSz  int64
+	ckGen   uint64     // checkpoints tried so far
+	ckErr   error      // the last checkpoint failed with this
+	ckDone  *sync.Cond // on mu: a checkpoint was tried
+
+	ckMu      sync.Mutex    // one checkpoint at a time
+	ckKick    chan struct{} // asks the checkpointer for a checkpoint now
+	ckStop    chan struct{} // stops the checkpointer
+	ckStopped chan struct{}
+
+	// The changes not yet in the database, by key, for reads: guarded by
+	// ovMu, held for reading across a read of the database too, so that
+	// a checkpoint's pruning is never seen half done.
+	ovMu     sync.RWMutex
+	ovLeases map[string]*ovLease
+	ovRels   map[string]*ovRelease
+
+	broken error // writing the log failed; owned by the committer
 
 	// beforeWrite, if set (tests), is called by the committer before each
-	// transaction with the changes it is about to write; an error it
-	// returns fails that transaction.
+	// write to the log with the changes it is about to write; an error it
+	// returns fails that write.
 	beforeWrite func(batch []Change) error
 }
 
-func newBoltStore(db *bolt.DB, path string) *BoltStore {
-	b := &BoltStore{db: db, path: path, want: 1, kick: make(chan struct{}, 1), stopped: make(chan struct{}),
-		deleted: make(map[string]int)}
+// logFrame is a frame in the log that the database does not hold yet.
+type logFrame struct {
+	seq      uint64
+	pos, end int64
+	changes  []Change
+}
+
+// ovLease is the latest change to one resource's record not yet in the
+// database: its record, or its deletion. seq is the frame that holds it,
+// or pendingSeq while it is queued (an ApplyLater change); by is the
+// queued change that made it.
+type ovLease struct {
+	rec Record
+	del bool
+	seq uint64
+	by  *pendingApply
+}
+
+type ovRelease struct {
+	rel Release
+	del bool
+	seq uint64
+	by  *pendingApply
+}
+
+const pendingSeq = math.MaxUint64
+
+// checkpointEvery is how often the frames in the log are written into the
+// database; a checkpoint also starts when they take a quarter of the ring.
+const checkpointEvery = time.Second
+
+func newBoltStore(db *bolt.DB, path string, log *walFile, seq uint64, head int64, hw uint64) *BoltStore {
+	b := &BoltStore{db: db, path: path, log: log, want: 1, kick: make(chan struct{}, 1), stopped: make(chan struct{}),
+		nextSeq: seq + 1, head: head, hw: hw,
+		ckKick: make(chan struct{}, 1), ckStop: make(chan struct{}), ckStopped: make(chan struct{}),
+		ovLeases: make(map[string]*ovLease), ovRels: make(map[string]*ovRelease)}
+	b.ckDone = sync.NewCond(&b.mu)
 	go b.commit()
+	go b.checkpointer()
 	return b
 }
 
@@ -79,9 +153,13 @@ var (
 )
 
 // CreateBoltStore creates a new, empty state database at path (mode 0600)
-// with a high-water mark of 0. It refuses a path that already exists, so an
-// existing state is never started over by mistake.
+// with a high-water mark of 0, and its log next to it (path + ".wal"). It
+// refuses a path that already exists, or whose log exists, so an existing
+// state is never started over by mistake.
 func CreateBoltStore(path string) (*BoltStore, error) {
+	if _, err := os.Lstat(walPath(path)); err == nil {
+		return nil, errors.New("wire: " + walPath(path) + " already exists; refusing to create a new state over it")
+	}
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		if errors.Is(err, os.ErrExist) {
@@ -90,10 +168,25 @@ func CreateBoltStore(path string) (*BoltStore, error) {
 		return nil, errors.New("wire: creating " + path + ": " + err.Error())
 	}
 	f.Close()
-	db, err := bolt.Open(path, 0o600, boltOptions())
+	var id [16]byte
+	if _, err := rand.Read(id[:]); err != nil {
+		_ = os.Remove(path)
+		return nil, err
+	}
+	log, err := createWAL(walPath(path), id)
 	if err != nil {
 		_ = os.Remove(path)
+		return nil, errors.New("wire: creating " + walPath(path) + ": " + err.Error())
+	}
+	fail := func(err error) (*BoltStore, error) {
+		log.close()
+		_ = os.Remove(walPath(path))
+		_ = os.Remove(path)
 		return nil, errors.New("wire: creating " + path + ": " + err.Error())
+	}
+	db, err := bolt.Open(path, 0o600, boltOptions())
+	if err != nil {
+		return fail(err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
 		meta, err := tx.CreateBucket(bucketMeta)
@@ -106,22 +199,42 @@ func CreateBoltStore(path string) (*BoltStore, error) {
 		if _, err := tx.CreateBucket(bucketReleased); err != nil {
 			return err
 		}
-		if err := meta.Put(keyFormat, formatValue); err != nil {
-			return err
+		for _, kv := range [][2][]byte{
+			{keyFormat, formatValue}, {keyIssued, make([]byte, 8)}, {keyLogID, id[:]}, {keyLogSeq, make([]byte, 8)}, {keyLogPos, make([]byte, 8)},
+		} {
+			if err := meta.Put(kv[0], kv[1]); err != nil {
+				return err
+			}
 		}
-		return meta.Put(keyIssued, binary.BigEndian.AppendUint64(nil, 0))
+		return nil
 	})
 	if err != nil {
 		db.Close()
-		_ = os.Remove(path)
-		return nil, errors.New("wire: creating " + path + ": " + err.Error())
+		return fail(err)
 	}
-	return newBoltStore(db, path), nil
+	if err := syncDir(filepath.Dir(path)); err != nil {
+		db.Close()
+		return fail(err)
+	}
+	return newBoltStore(db, path, log, 0, 0, 0), nil
+}
+
+// syncDir makes the creation of files in dir durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
 }
 
 // OpenBoltStore opens the state database at path, which must exist (a
 // missing file is an error, not a fresh start: a mistyped path must not
-// reissue fences). Its contents are checked by Load.
+// reissue fences), and its log, which must exist too, and writes the
+// frames of the log the database does not hold yet into it. A damaged
+// log is refused (docs/service.md, Fail-closed start). The database's
+// contents are checked by Load.
 func OpenBoltStore(path string) (*BoltStore, error) {
 	fi, err := os.Stat(path)
 	if errors.Is(err, os.ErrNotExist) {
@@ -144,7 +257,105 @@ func OpenBoltStore(path string) (*BoltStore, error) {
 		db.Close()
 		return nil, errors.New("wire: state database " + path + " cannot be opened: " + err.Error())
 	}
-	return newBoltStore(db, path), nil
+	log, seq, head, hw, err := replay(db, path)
+	if err != nil {
+		db.Close()
+		return nil, errors.Join(errors.New("wire: state database "+path+" cannot be opened"), err)
+	}
+	return newBoltStore(db, path, log, seq, head, hw), nil
+}
+
+// logMeta reads the log id, the checkpoint and the high-water mark from
+// the meta bucket.
+func logMeta(tx *bolt.Tx) (id [16]byte, seq uint64, pos int64, hw uint64, err error) {
+	meta := tx.Bucket(bucketMeta)
+	if meta == nil {
+		return id, 0, 0, 0, inconsistent("the meta bucket is missing (not a lease-fence state database?)")
+	}
+	if f := meta.Get(keyFormat); bytes.Equal(f, formatV1) {
+		return id, 0, 0, 0, inconsistent("format " + quoteShort(string(f)) + " is from before the write-ahead log; this build cannot use it")
+	} else if !bytes.Equal(f, formatValue) {
+		return id, 0, 0, 0, inconsistent("unknown format " + quoteShort(string(f)))
+	}
+	v := meta.Get(keyLogID)
+	if len(v) != 16 {
+		return id, 0, 0, 0, inconsistent("the log id is missing or not 16 bytes")
+	}
+	copy(id[:], v)
+	s, p := meta.Get(keyLogSeq), meta.Get(keyLogPos)
+	if len(s) != 8 || len(p) != 8 {
+		return id, 0, 0, 0, inconsistent("the log checkpoint is missing or not 8 bytes")
+	}
+	if h := meta.Get(keyIssued); len(h) == 8 {
+		hw = binary.BigEndian.Uint64(h)
+	}
+	return id, binary.BigEndian.Uint64(s), int64(binary.BigEndian.Uint64(p)), hw, nil
+}
+
+// replay opens the log of the database at path and writes the frames the
+// database does not hold yet into it, in one transaction. It returns the
+// log, the last frame's number, the ring position after it and the
+// high-water mark.
+func replay(db *bolt.DB, path string) (*walFile, uint64, int64, uint64, error) {
+	var id [16]byte
+	var seq, hw uint64
+	var pos int64
+	err := db.View(func(tx *bolt.Tx) (err error) {
+		id, seq, pos, hw, err = logMeta(tx)
+		return err
+	})
+	if err != nil {
+		return nil, 0, 0, 0, err
+	}
+	log, err := openWAL(walPath(path), id)
+	if err != nil {
+		return nil, 0, 0, 0, err
+	}
+	frames, err := log.recover(seq, pos)
+	if err != nil {
+		log.close()
+		return nil, 0, 0, 0, err
+	}
+	if len(frames) == 0 {
+		return log, seq, pos, hw, nil
+	}
+	var cs []Change
+	for _, fr := range frames {
+		c, err := decodeChanges(fr.payload)
+		if err != nil {
+			log.close()
+			return nil, 0, 0, 0, errors.Join(errors.New("wire: log frame "+strconv.FormatUint(fr.seq, 10)), err)
+		}
+		cs = append(cs, c...)
+	}
+	last := frames[len(frames)-1]
+	err = db.Update(func(tx *bolt.Tx) error {
+		for _, c := range cs {
+			if err := applyChange(tx, c); err != nil {
+				return err
+			}
+		}
+		return putCheckpoint(tx, last.seq, last.end)
+	})
+	if err == nil {
+		err = db.View(func(tx *bolt.Tx) error {
+			hw = binary.BigEndian.Uint64(tx.Bucket(bucketMeta).Get(keyIssued))
+			return nil
+		})
+	}
+	if err != nil {
+		log.close()
+		return nil, 0, 0, 0, errors.Join(errors.New("wire: replaying the log"), err)
+	}
+	return log, last.seq, last.end, hw, nil
+}
+
+func putCheckpoint(tx *bolt.Tx, seq uint64, pos int64) error {
+	meta := tx.Bucket(bucketMeta)
+	if err := meta.Put(keyLogSeq, binary.BigEndian.AppendUint64(nil, seq)); err != nil {
+		return err
+	}
+	return meta.Put(keyLogPos, binary.BigEndian.AppendUint64(nil, uint64(pos)))
 }
 
 // openBolt opens path, turning a panic of bbolt over a damaged file into an
@@ -250,8 +461,8 @@ func boltOptions() *bolt.Options {
 // Path returns the database's path.
 func (b *BoltStore) Path() string { return b.path }
 
-// Close writes the changes already queued, stops the committer and closes
-// the database. Apply fails after Close.
+// Close writes the changes already queued, stops the committer, writes
+// the log into the database and closes both. Apply fails after Close.
 func (b *BoltStore) Close() error {
 	b.mu.Lock()
 	if b.closed {
@@ -262,12 +473,19 @@ func (b *BoltStore) Close() error {
 	b.wake()
 	b.mu.Unlock()
 	<-b.stopped
-	return b.db.Close()
+	close(b.ckStop)
+	<-b.ckStopped
+	// What the checkpoint cannot write stays in the log, replayed at open.
+	_ = b.checkpoint()
+	return errors.Join(b.log.close(), b.db.Close())
 }
 
 // Load reads and checks everything: the format, the high-water mark, every
 // record (its encoding, and that its fence is not above the mark).
 func (b *BoltStore) Load(context.Context) (Stored, error) {
+	if err := b.checkpoint(); err != nil {
+		return Stored{}, errors.New("wire: state database " + b.path + ": writing the log into it: " + err.Error())
+	}
 	var st Stored
 	err := b.db.View(func(tx *bolt.Tx) error {
 		var extra []string
@@ -284,8 +502,8 @@ func (b *BoltStore) Load(context.Context) (Stored, error) {
 		if meta == nil {
 			return inconsistent("the meta bucket is missing (not a lease-fence state database?)")
 		}
-		if f := meta.Get(keyFormat); !bytes.Equal(f, formatValue) {
-			return inconsistent("unknown format " + quoteShort(string(f)))
+		if _, _, _, _, err := logMeta(tx); err != nil {
+			return err
 		}
 		v := meta.Get(keyIssued)
 		if v == nil {
@@ -297,7 +515,8 @@ func (b *BoltStore) Load(context.Context) (Stored, error) {
 		st.IssuedFence = binary.BigEndian.Uint64(v)
 		var bad error
 		_ = meta.ForEach(func(k, _ []byte) error {
-			if !bytes.Equal(k, keyFormat) && !bytes.Equal(k, keyIssued) {
+			if !bytes.Equal(k, keyFormat) && !bytes.Equal(k, keyIssued) && !bytes.Equal(k, keyLogID) &&
+				!bytes.Equal(k, keyLogSeq) && !bytes.Equal(k, keyLogPos) {
 				bad = inconsistent("unexpected meta key " + quoteShort(string(k)))
 			}
 			return nil
@@ -350,11 +569,10 @@ func (b *BoltStore) Load(context.Context) (Stored, error) {
 
 // Get returns the record of resource.
 func (b *BoltStore) Get(_ context.Context, resource string) (rec Record, ok bool, err error) {
-	b.mu.Lock()
-	gone := b.deleted[resource] > 0
-	b.mu.Unlock()
-	if gone {
-		return Record{}, false, nil // deleted by an ApplyLater change not yet written
+	b.ovMu.RLock()
+	defer b.ovMu.RUnlock()
+	if e := b.ovLeases[resource]; e != nil {
+		return e.rec, !e.del, nil
 	}
 	err = b.db.View(func(tx *bolt.Tx) error {
 		v := tx.Bucket(bucketLeases).Get([]byte(resource))
@@ -392,8 +610,8 @@ func (b *BoltStore) Apply(_ context.Context, c Change) error {
 // ApplyLater queues c, which may only delete records and add or forget
 // releases (no Put), and returns without waiting for it to be written:
 // from its return Get no longer finds the deleted records, and c is
-// written in the next transaction, before the changes of every Apply and
-// ApplyLater that comes after it. If that transaction fails, c stays at the
+// written in the next log frame, before the changes of every Apply and
+// ApplyLater that comes after it. If that write fails, c stays at the
 // head of the queue and is written again with the next one, so no later
 // change is ever made durable without it (a later Apply fails as long as c
 // cannot be written). A crash, or Close over a failing disk, before c is
@@ -405,20 +623,24 @@ func (b *BoltStore) ApplyLater(c Change) error {
 	if err := checkChange(c); err != nil {
 		return err
 	}
+	p := &pendingApply{c: c}
+	// Seen by reads before the committer can write it.
+	b.ovMu.Lock()
+	b.overlayLocked(p, pendingSeq)
+	b.ovMu.Unlock()
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	if b.closed {
+		b.mu.Unlock()
+		b.unoverlay([]*pendingApply{p})
 		return errors.New("wire: the state database is closed")
 	}
-	b.queue = append(b.queue, &pendingApply{c: c})
-	for _, name := range c.Delete {
-		b.deleted[name]++
-	}
+	b.queue = append(b.queue, p)
 	// The first queued change wakes the committer so that it starts
 	// waiting laterWait for company; laterMax of them start a write.
 	if len(b.queue) == 1 || len(b.queue)-b.waiting >= laterMax {
 		b.wake()
 	}
+	b.mu.Unlock()
 	return nil
 }
 
@@ -445,7 +667,7 @@ func (b *BoltStore) wake() {
 }
 
 // laterWait bounds how long an ApplyLater change waits for an Apply to
-// share its transaction with; laterMax is how many ApplyLater changes are
+// share its write with; laterMax is how many ApplyLater changes are
 // written at once without waiting.
 const (
 	laterWait = 2 * time.Millisecond
@@ -453,25 +675,25 @@ const (
 )
 
 // gatherWait bounds how long the committer waits for more changes before a
-// transaction, when the last transactions showed concurrent callers.
+// write, when the last writes showed concurrent callers.
 const gatherWait = 250 * time.Microsecond
 
-// commit is the committer: it writes every queued change in one fsync'd
-// transaction, over and over. Callers whose changes arrive while a
-// transaction is being written wait for the next one. The callers a
-// transaction answers usually come back with their next change soon (a
-// round trip later); without waiting for them, several callers split into
-// groups that alternate, each paying its own fsync. So before writing, the
+// commit is the committer: it writes every queued change in one log write
+// and one fdatasync, over and over. Callers whose changes arrive while a
+// write is under way wait for the next one. The callers a write answers
+// usually come back with their next change soon (a round trip later);
+// without waiting for them, several callers split into groups that
+// alternate, each paying its own fdatasync. So before writing, the
 // committer waits up to gatherWait until the queue holds as many waiting
-// changes as the last transaction answered plus those that arrived while it
-// was being written. A lone caller never waits: it is the only one
-// expected. ApplyLater changes have nobody waiting: a queue of only those
-// waits up to laterWait for an Apply to come and share the transaction
-// (a release is usually followed by an acquisition), unless laterMax of
-// them are queued or the store is closing. After a failed transaction the
-// ApplyLater changes of it go back to the head of the queue, and the
-// committer waits laterWait (doubling, up to a second, while writes keep
-// failing) before trying again.
+// changes as the last write answered plus those that arrived while it was
+// being written. A lone caller never waits: it is the only one expected.
+// ApplyLater changes have nobody waiting: a queue of only those waits up to
+// laterWait for an Apply to come and share the write (a release is usually
+// followed by an acquisition), unless laterMax of them are queued or the
+// store is closing. After a failed write the ApplyLater changes of it go
+// back to the head of the queue, and the committer waits laterWait
+// (doubling, up to a second, while writes keep failing) before trying
+// again.
 func (b *BoltStore) commit() {
 	defer close(b.stopped)
 	expect := 1
@@ -532,23 +754,20 @@ func (b *BoltStore) commit() {
 		b.want = 1
 		closed := b.closed
 		b.mu.Unlock()
-		err := b.write(batch)
+		refused, err := b.write(batch)
 		b.mu.Lock()
-		var retry []*pendingApply
-		for _, p := range batch {
+		var retry, dropped []*pendingApply
+		for i, p := range batch {
 			if p.done != nil {
 				continue
 			}
-			if err != nil && !closed {
+			switch {
+			case err != nil && !closed:
 				retry = append(retry, p)
-				continue
-			}
-			// Written, or dropped by a Close over a failing disk (as a
-			// crash would): either way Get reads the database again.
-			for _, name := range p.c.Delete {
-				if b.deleted[name]--; b.deleted[name] <= 0 {
-					delete(b.deleted, name)
-				}
+			case err != nil || refused[i] != nil:
+				// Dropped by a Close over a failing disk (as a crash
+				// would): reads see the database again.
+				dropped = append(dropped, p)
 			}
 		}
 		if len(retry) > 0 {
@@ -563,33 +782,400 @@ func (b *BoltStore) commit() {
 		}
 		expect = max(1, answered+b.waiting)
 		b.mu.Unlock()
-		for _, p := range batch {
+		b.unoverlay(dropped)
+		for i, p := range batch {
 			if p.done != nil {
-				p.done <- err
+				if err != nil {
+					p.done <- err
+				} else {
+					p.done <- refused[i]
+				}
 			}
 		}
 	}
 }
 
-// write writes batch in one transaction.
-func (b *BoltStore) write(batch []*pendingApply) error {
-	if b.beforeWrite != nil {
-		cs := make([]Change, len(batch))
-		for i, p := range batch {
-			cs[i] = p.c
+// write appends the changes of batch to the log in one write and makes
+// them durable with one fdatasync. A change whose record or release has a
+// fence above the high-water mark (its own and that of everything written
+// before) is refused (refused[i]) and not written; err is set if the write
+// failed, and then nothing of batch counts as written.
+func (b *BoltStore) write(batch []*pendingApply) (refused []error, err error) {
+	refused = make([]error, len(batch))
+	hw := b.hw
+	cs := make([]Change, 0, len(batch))
+	for i, p := range batch {
+		m := max(hw, p.c.IssuedFence)
+		if err := admit(p.c, m); err != nil {
+			refused[i] = err
+			continue
 		}
+		hw = m
+		cs = append(cs, p.c)
+	}
+	if b.beforeWrite != nil {
 		if err := b.beforeWrite(cs); err != nil {
-			return err
+			return refused, err
 		}
 	}
-	return b.db.Update(func(tx *bolt.Tx) error {
-		for _, p := range batch {
-			if err := applyChange(tx, p.c); err != nil {
-				return err
+	if len(cs) == 0 {
+		return refused, nil
+	}
+	if b.broken != nil {
+		return refused, b.broken
+	}
+	groups, err := splitFrames(cs)
+	if err != nil {
+		return refused, err
+	}
+	payloads := make([][]byte, len(groups))
+	sizes := make([]int64, len(groups))
+	for i, g := range groups {
+		payloads[i] = encodeChanges(nil, g)
+		sizes[i] = frameSize(len(payloads[i]))
+	}
+	pos, err := b.place(sizes)
+	if err != nil {
+		return refused, err
+	}
+	// One write per run of adjacent frames (two if the ring wraps), then
+	// one fdatasync.
+	var buf []byte
+	start := pos[0]
+	flush := func() error {
+		if len(buf) == 0 {
+			return nil
+		}
+		_, err := b.log.f.WriteAt(buf, walHeaderSize+start)
+		buf = buf[:0]
+		return err
+	}
+	for i, pl := range payloads {
+		if pos[i] != start+int64(len(buf)) {
+			if err := flush(); err != nil {
+				return refused, b.breakLog(err)
 			}
+			start = pos[i]
+		}
+		buf = appendFrame(buf, b.nextSeq+uint64(i), pl)
+	}
+	if err := flush(); err != nil {
+		return refused, b.breakLog(err)
+	}
+	if err := fdatasync(b.log.f); err != nil {
+		return refused, b.breakLog(err)
+	}
+	last := b.nextSeq + uint64(len(groups)) - 1
+	b.mu.Lock()
+	for i, g := range groups {
+		b.pending = append(b.pending, logFrame{seq: b.nextSeq + uint64(i), pos: pos[i], end: pos[i] + sizes[i], changes: g})
+		b.pendSz += sizes[i]
+	}
+	b.nextSeq = last + 1
+	b.head = pos[len(pos)-1] + sizes[len(sizes)-1]
+	b.hw = hw
+	full := b.pendSz > b.log.size/4
+	b.mu.Unlock()
+	if full {
+		select {
+		case b.ckKick <- struct{}{}:
+		default:
+		}
+	}
+	b.ovMu.Lock()
+	for i, p := range batch {
+		if refused[i] == nil {
+			b.overlayLocked(p, last)
+		}
+	}
+	b.ovMu.Unlock()
+	return refused, nil
+}
+
+// breakLog records that writing the log failed: what is on disk at the
+// write position is unknown, so nothing more is written to it until the
+// store is opened again (which reads what the log holds).
+func (b *BoltStore) breakLog(err error) error {
+	b.broken = errors.New("writing the log " + b.log.path + " failed (" + err.Error() + "); restart the coordinator")
+	return b.broken
+}
+
+// admit checks that c's records and releases have fences up to hw.
+func admit(c Change, hw uint64) error {
+	for _, r := range c.Put {
+		if r.Fence > hw {
+			return inconsistent("a record's fence is above the high-water mark")
+		}
+	}
+	for _, r := range c.Released {
+		if r.Fence > hw {
+			return inconsistent("a release's fence is above the high-water mark")
+		}
+	}
+	return nil
+}
+
+// splitFrames groups cs into frames of at most maxFrame bytes. A change
+// that alone is larger is split, if it only deletes records or forgets
+// releases (a sweep's); such a change is still made durable in full before
+// Apply returns, and its parts are independent.
+func splitFrames(cs []Change) ([][]Change, error) {
+	var out [][]Change
+	var cur []Change
+	curSize := 0
+	for _, c := range cs {
+		for _, part := range splitChange(c) {
+			n := len(encodeChanges(nil, []Change{part}))
+			if n > maxFrame-frameHeader {
+				return nil, errors.New("wire: a change of " + strconv.Itoa(n) + " bytes is larger than a log frame")
+			}
+			if curSize+n > maxFrame-frameHeader && len(cur) > 0 {
+				out = append(out, cur)
+				cur, curSize = nil, 0
+			}
+			cur = append(cur, part)
+			curSize += n
+		}
+	}
+	if len(cur) > 0 {
+		out = append(out, cur)
+	}
+	return out, nil
+}
+
+// splitChange splits a change that only deletes and forgets into parts of
+// at most 512 names each.
+func splitChange(c Change) []Change {
+	const most = 512
+	if len(c.Put) > 0 || len(c.Released) > 0 || len(c.Delete)+len(c.Forget) <= most {
+		return []Change{c}
+	}
+	var out []Change
+	for i := 0; i < len(c.Delete); i += most {
+		out = append(out, Change{IssuedFence: c.IssuedFence, Delete: c.Delete[i:min(i+most, len(c.Delete))]})
+	}
+	for i := 0; i < len(c.Forget); i += most {
+		out = append(out, Change{IssuedFence: c.IssuedFence, Forget: c.Forget[i:min(i+most, len(c.Forget))], ForgetBefore: c.ForgetBefore})
+	}
+	return out
+}
+
+// place returns the ring positions of frames of sizes, written after the
+// last one: each right after the previous, or at the ring's start when it
+// does not fit before the end, never over a frame the database does not
+// hold yet. If they do not fit, it has a checkpoint taken and waits for it.
+func (b *BoltStore) place(sizes []int64) ([]int64, error) {
+	var total int64
+	for _, n := range sizes {
+		total += n
+	}
+	if total > b.log.size/2 {
+		return nil, errors.New("wire: a group of " + strconv.FormatInt(total, 10) + " bytes is too large for the log")
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for tries := 0; ; tries++ {
+		if pos, ok := b.fit(sizes); ok {
+			return pos, nil
+		}
+		if tries > 0 && b.ckErr != nil {
+			return nil, errors.New("wire: the log is full and writing it into the database failed: " + b.ckErr.Error())
+		}
+		g := b.ckGen
+		select {
+		case b.ckKick <- struct{}{}:
+		default:
+		}
+		for b.ckGen == g {
+			b.ckDone.Wait()
+		}
+	}
+}
+
+// fit is place without waiting; b.mu is held.
+func (b *BoltStore) fit(sizes []int64) ([]int64, bool) {
+	size := b.log.size
+	head := b.head
+	tail := int64(-1) // position of the oldest frame the database does not hold
+	if len(b.pending) > 0 {
+		tail = b.pending[0].pos
+	}
+	wrapped := tail >= 0 && head <= tail
+	out := make([]int64, len(sizes))
+	for i, n := range sizes {
+		switch {
+		case tail < 0:
+			if head+n > size {
+				head = 0
+			}
+			tail = head
+		case !wrapped:
+			if head+n > size {
+				if n > tail {
+					return nil, false
+				}
+				head, wrapped = 0, true
+			}
+		default:
+			if head+n > tail {
+				return nil, false
+			}
+		}
+		out[i] = head
+		head += n
+	}
+	return out, true
+}
+
+// checkpointer writes the log into the database every checkpointEvery,
+// and when asked.
+func (b *BoltStore) checkpointer() {
+	defer close(b.ckStopped)
+	t := time.NewTicker(checkpointEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-b.ckStop:
+			return
+		case <-b.ckKick:
+		case <-t.C:
+		}
+		_ = b.checkpoint()
+	}
+}
+
+// checkpoint writes the frames written so far into the database in one
+// transaction, with the number and end of the last one. From then on their
+// ring space may be written over, and reads find their changes in the
+// database.
+func (b *BoltStore) checkpoint() error {
+	b.ckMu.Lock()
+	defer b.ckMu.Unlock()
+	b.mu.Lock()
+	frames := b.pending[:len(b.pending):len(b.pending)]
+	b.mu.Unlock()
+	var err error
+	if len(frames) > 0 {
+		last := frames[len(frames)-1]
+		err = b.db.Update(func(tx *bolt.Tx) error {
+			for _, fr := range frames {
+				for _, c := range fr.changes {
+					if err := applyChange(tx, c); err != nil {
+						return err
+					}
+				}
+			}
+			return putCheckpoint(tx, last.seq, last.end)
+		})
+		if err == nil {
+			b.ovMu.Lock()
+			for k, e := range b.ovLeases {
+				if e.seq <= last.seq {
+					delete(b.ovLeases, k)
+				}
+			}
+			for k, e := range b.ovRels {
+				if e.seq <= last.seq {
+					delete(b.ovRels, k)
+				}
+			}
+			if len(b.ovLeases) == 0 {
+				b.ovLeases = make(map[string]*ovLease) // a Go map never shrinks
+			}
+			if len(b.ovRels) == 0 {
+				b.ovRels = make(map[string]*ovRelease)
+			}
+			b.ovMu.Unlock()
+		}
+	}
+	b.mu.Lock()
+	if err == nil && len(frames) > 0 {
+		b.pending = append([]logFrame(nil), b.pending[len(frames):]...)
+		b.pendSz = 0
+		for _, fr := range b.pending {
+			b.pendSz += fr.end - fr.pos
+		}
+	}
+	b.ckErr = err
+	b.ckGen++
+	b.ckDone.Broadcast()
+	b.mu.Unlock()
+	return err
+}
+
+// overlayLocked records p's changes for reads, as held by frame seq (or
+// pendingSeq: queued); b.ovMu is held for writing. An entry made by a
+// change queued later is kept.
+func (b *BoltStore) overlayLocked(p *pendingApply, seq uint64) {
+	c := p.c
+	setLease := func(name string, e ovLease) {
+		if old := b.ovLeases[name]; old != nil && old.seq == pendingSeq && old.by != p {
+			return
+		}
+		e.seq, e.by = seq, p
+		b.ovLeases[name] = &e
+	}
+	setRel := func(id string, e ovRelease) {
+		if old := b.ovRels[id]; old != nil && old.seq == pendingSeq && old.by != p {
+			return
+		}
+		e.seq, e.by = seq, p
+		b.ovRels[id] = &e
+	}
+	for _, r := range c.Put {
+		setLease(r.Resource, ovLease{rec: r})
+	}
+	for _, name := range c.Delete {
+		setLease(name, ovLease{del: true})
+	}
+	for _, r := range c.Released {
+		setRel(r.RequestID, ovRelease{rel: r})
+	}
+	for _, id := range c.Forget {
+		if r, ok := b.releaseLocked(id); ok && r.At <= c.ForgetBefore {
+			setRel(id, ovRelease{del: true})
+		}
+	}
+}
+
+// unoverlay forgets the entries of queued changes that were dropped.
+func (b *BoltStore) unoverlay(ps []*pendingApply) {
+	if len(ps) == 0 {
+		return
+	}
+	b.ovMu.Lock()
+	defer b.ovMu.Unlock()
+	for _, p := range ps {
+		for k, e := range b.ovLeases {
+			if e.by == p && e.seq == pendingSeq {
+				delete(b.ovLeases, k)
+			}
+		}
+		for k, e := range b.ovRels {
+			if e.by == p && e.seq == pendingSeq {
+				delete(b.ovRels, k)
+			}
+		}
+	}
+}
+
+// releaseLocked returns the release of request id as reads see it; b.ovMu
+// is held.
+func (b *BoltStore) releaseLocked(id string) (Release, bool) {
+	if e := b.ovRels[id]; e != nil {
+		return e.rel, !e.del
+	}
+	var r Release
+	var ok bool
+	_ = b.db.View(func(tx *bolt.Tx) error {
+		if v := tx.Bucket(bucketReleased).Get([]byte(id)); v != nil {
+			var err error
+			r, err = decodeRelease([]byte(id), v)
+			ok = err == nil
 		}
 		return nil
 	})
+	return r, ok
 }
 
 func applyChange(tx *bolt.Tx, c Change) error {
@@ -638,22 +1224,6 @@ func applyChange(tx *bolt.Tx, c Change) error {
 	return nil
 }
 
-// Forgettable returns up to max request ids of releases made at or before
-// millis.
-func (b *BoltStore) Forgettable(_ context.Context, millis float64, limit int) ([]string, error) {
-	var out []string
-	err := b.db.View(func(tx *bolt.Tx) error {
-		c := tx.Bucket(bucketReleased).Cursor()
-		for k, v := c.First(); k != nil && len(out) < limit; k, v = c.Next() {
-			if len(v) >= 17 && math.Float64frombits(binary.BigEndian.Uint64(v[9:17])) <= millis {
-				out = append(out, string(k))
-			}
-		}
-		return nil
-	})
-	return out, err
-}
-
 // encodeRelease lays a release out like a record: version, fence, time of
 // the release, secret hash, then the holder id and the resource. The
 // request id is the key.
@@ -669,14 +1239,47 @@ func decodeRelease(key, v []byte) (Release, error) {
 	return Release{RequestID: string(key), Resource: r.RequestID, HolderID: r.HolderID, Fence: r.Fence, At: r.ExpiresAt, SecretHash: r.SecretHash}, nil
 }
 
+// Forgettable returns up to max request ids of releases made at or before
+// millis.
+func (b *BoltStore) Forgettable(_ context.Context, millis float64, limit int) ([]string, error) {
+	b.ovMu.RLock()
+	defer b.ovMu.RUnlock()
+	var out []string
+	for id, e := range b.ovRels {
+		if len(out) < limit && !e.del && e.rel.At <= millis {
+			out = append(out, id)
+		}
+	}
+	err := b.db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketReleased).Cursor()
+		for k, v := c.First(); k != nil && len(out) < limit; k, v = c.Next() {
+			if b.ovRels[string(k)] != nil {
+				continue
+			}
+			if len(v) >= 17 && math.Float64frombits(binary.BigEndian.Uint64(v[9:17])) <= millis {
+				out = append(out, string(k))
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
 // Expired returns up to max resources whose record expires at or before
 // millis.
 func (b *BoltStore) Expired(_ context.Context, millis float64, limit int) ([]string, error) {
+	b.ovMu.RLock()
+	defer b.ovMu.RUnlock()
 	var out []string
+	for name, e := range b.ovLeases {
+		if len(out) < limit && !e.del && e.rec.ExpiresAt <= millis {
+			out = append(out, name)
+		}
+	}
 	err := b.db.View(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bucketLeases).Cursor()
 		for k, v := c.First(); k != nil && len(out) < limit; k, v = c.Next() {
-			if len(v) < 17 {
+			if len(v) < 17 || b.ovLeases[string(k)] != nil {
 				continue // Load refused such a record; Get reports it
 			}
 			if exp := math.Float64frombits(binary.BigEndian.Uint64(v[9:17])); exp <= millis {

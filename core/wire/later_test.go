@@ -13,10 +13,14 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-// stored reads the record of resource and the release of requestID straight
-// from the database, bypassing the queue.
+// stored reads the record of resource and the release of requestID from
+// what is durable (the database, after a checkpoint of the log), bypassing
+// the queue.
 func stored(t *testing.T, b *BoltStore, resource, requestID string) (rec Record, has, released bool) {
 	t.Helper()
+	if err := b.checkpoint(); err != nil {
+		t.Fatal(err)
+	}
 	err := b.db.View(func(tx *bolt.Tx) error {
 		if v := tx.Bucket(bucketLeases).Get([]byte(resource)); v != nil {
 			var err error
