@@ -19,7 +19,6 @@
 package bridge
 
 import (
-	"errors"
 	"math"
 	"runtime"
 
@@ -253,37 +252,33 @@ func (b *Bridge) status(err error) int32 {
 	}
 	w := b.out()
 	w.Str(err.Error())
-	var (
-		stale    *fence.StaleFenceError
-		domain   *clock.DomainError
-		reading  *clock.ReadingError
-		done     *lease.CompletedError
-		mismatch *lease.MismatchError
-		invalid  interface{ InvalidArgument() bool }
-	)
-	switch {
-	case errors.As(err, &stale):
+	if stale, ok := as[*fence.StaleFenceError](err); ok {
 		putRejection(w, stale.Rejection)
 		return ErrStaleFence
-	case errors.As(err, &domain):
+	}
+	if domain, ok := as[*clock.DomainError](err); ok {
 		w.Str(domain.Want)
 		w.Str(domain.Got)
 		return ErrClockDomain
-	case errors.As(err, &reading):
+	}
+	if reading, ok := as[*clock.ReadingError](err); ok {
 		w.Str(reading.Domain)
 		w.Str(string(reading.Problem))
 		w.F64(reading.Value)
 		w.F64(reading.Previous)
 		return ErrClockReading
-	case errors.As(err, &done):
+	}
+	if done, ok := as[*lease.CompletedError](err); ok {
 		w.Str(done.RequestID)
 		return ErrRequestCompleted
-	case errors.As(err, &mismatch):
+	}
+	if mismatch, ok := as[*lease.MismatchError](err); ok {
 		w.Str(mismatch.Field)
 		w.Str(mismatch.Want)
 		w.Str(mismatch.Got)
 		return ErrGrantMismatch
-	case errors.As(err, &invalid) && invalid.InvalidArgument():
+	}
+	if invalid, ok := as[interface{ InvalidArgument() bool }](err); ok && invalid.InvalidArgument() {
 		w.Str(argName(err))
 		return ErrInvalidArgument
 	}
@@ -293,23 +288,47 @@ func (b *Bridge) status(err error) int32 {
 // argName returns the argument an invalid-argument error names, if its type
 // says.
 func argName(err error) string {
-	var (
-		c *convert.ArgumentError
-		k *clock.ArgumentError
-		f *fence.ArgumentError
-		l *lease.ArgumentError
-	)
-	switch {
-	case errors.As(err, &c):
+	if c, ok := as[*convert.ArgumentError](err); ok {
 		return c.Arg
-	case errors.As(err, &k):
+	}
+	if k, ok := as[*clock.ArgumentError](err); ok {
 		return k.Arg
-	case errors.As(err, &f):
+	}
+	if f, ok := as[*fence.ArgumentError](err); ok {
 		return f.Arg
-	case errors.As(err, &l):
+	}
+	if l, ok := as[*lease.ArgumentError](err); ok {
 		return l.Arg
 	}
 	return ""
+}
+
+// as is errors.As for the library's errors, which have no As methods: the
+// first error in err's tree (Unwrap() error and Unwrap() []error, depth
+// first, as errors.As walks it) that is a T. errors.As does this through
+// reflection, which would link internal/reflectlite into the wasm; here it
+// is a type assertion.
+func as[T any](err error) (T, bool) {
+	for err != nil {
+		if t, ok := err.(T); ok {
+			return t, true
+		}
+		switch u := err.(type) {
+		case interface{ Unwrap() error }:
+			err = u.Unwrap()
+		case interface{ Unwrap() []error }:
+			for _, e := range u.Unwrap() {
+				if t, ok := as[T](e); ok {
+					return t, true
+				}
+			}
+			err = nil
+		default:
+			err = nil
+		}
+	}
+	var zero T
+	return zero, false
 }
 
 // putRejection writes seq, resource, refusedHolderId, refusedFence,
