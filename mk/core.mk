@@ -23,7 +23,9 @@ test-core-js:
 # then its baseline: BenchmarkCycle's coordinator and map+mutex at each
 # number of held leases) alternate BENCHCOUNT times instead of running one
 # side BENCHCOUNT times and then the other. BENCH_RE narrows the set, e.g.
-# `make bench-core BENCH_RE=Cycle`.
+# `make bench-core BENCH_RE=Cycle`. BenchmarkCycleInterleaved makes the
+# same comparison inside one run, in alternating chunks, so that the noise of
+# other processes falls on both sides alike.
 BENCHCOUNT ?= 5
 BENCH_RE   ?= .
 bench-core:
