@@ -4,7 +4,9 @@
 // and once as application/octet-stream (the fallback that compiles bytes).
 // The page also lists the global object's own properties before and after
 // the import: loading adds none (Go's wasm_exec.js would add Go, fs, path
-// and a process without env).
+// and a process without env); and it recurses through commit until the
+// stack runs out, which the stack room check turns into a RangeError before
+// Go runs.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
@@ -24,7 +26,14 @@ try {
   gate.admit({ resource: 'r', holderId: 'b', fence: 2 });
   let refused = false;
   try { gate.commit(lease.token, () => {}); } catch (e) { refused = e instanceof StaleFenceError; }
-  window.result = { written, refused, deadline: lease.deadline.millis, rejections: gate.rejections.length, added, process: typeof process };
+  // Recursion through commit until the stack runs out: the room check makes
+  // it a RangeError before any call into Go, and the instance goes on.
+  const nest = () => gate.commit({ resource: 'r', holderId: 'b', fence: 2 }, nest);
+  let overflow = null;
+  try { nest(); } catch (e) { overflow = e.name; }
+  const checked = FenceGate[Symbol.for('lease-fence.stackRoom')];
+  window.result = { written, refused, deadline: lease.deadline.millis, rejections: gate.rejections.length, added, process: typeof process,
+    checked, overflow, floorAfter: gate.floor };
 } catch (e) {
   window.result = { error: String(e && e.stack || e) };
 }
@@ -62,7 +71,8 @@ async function runPage() {
   }
 }
 
-const expected = { written: 'written', refused: true, deadline: 95, rejections: 1, added: [], process: 'undefined' };
+const expected = { written: 'written', refused: true, deadline: 95, rejections: 1, added: [], process: 'undefined', checked: true,
+  overflow: 'RangeError', floorAfter: 2 };
 
 test('loads in Chromium with application/wasm', async () => {
   wasmType = 'application/wasm';

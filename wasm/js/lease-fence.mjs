@@ -717,25 +717,25 @@ function internalOnly(key, name) {
 //
 // Go code cut short by a full JavaScript stack may leave a lock held or a map
 // half changed, and the instance then has to stop. So before every call into
-// Go, room() makes sure that 8 KiB of stack are left, twice the most any call
-// into Go was measured to use (see docs/js.md), and otherwise throws the
-// engine's own RangeError here, before Go runs: the caller gets a stack
-// overflow as from any JavaScript code, and the instance stays as it was.
+// Go, room() makes sure that 8 KiB of stack are left, at least twice what any
+// call into Go was measured to use, and otherwise throws the engine's own
+// RangeError here, before Go runs: the caller gets a stack overflow as from
+// any JavaScript code, and the instance stays as it was. Costs and
+// measurements are in docs/js.md.
 //
-// room is a wasm function with no code and 8 KiB of locals. V8's baseline
+// room is a wasm function with no code and 8 KiB of locals: V8's baseline
 // wasm compiler (Liftoff) checks a frame that large against the stack limit
-// on entry, then zeroes it: about 80 ns a call. A function that gets hot is
-// recompiled by V8's optimizing compiler, which drops unused locals and with
-// them the check (after about 36,000 calls in Node 20). So the functions
-// come ROOM_FUNCS to a module, each used for ROOM_CALLS calls only; the next
-// module is compiled in the background while the current one is used (or on
-// the spot if it is not ready), and each module carries its own serial
-// number, since V8 would return an already optimized copy of the same bytes
-// from its cache. The check runs on V8 only (another engine may not check a
-// frame's size, or may zero it at a higher cost), and not where the host
+// on entry. Once a function is hot, V8's optimizing compiler recompiles it
+// without the unused locals, and so without the check. So the functions come
+// ROOM_FUNCS to a module, each used for ROOM_CALLS calls only, well before
+// that happens; the next module is compiled in the background while the
+// current one is used (or on the spot if it is not ready), and each module
+// carries its own serial number, since V8 would return an already optimized
+// copy of the same bytes from its cache. The check runs on V8 only (another
+// engine may zero such a frame at a far higher cost), and not where the host
 // forbids compiling wasm at run time (Cloudflare Workers); there a call that
 // runs out of stack inside Go stops the instance (see enter).
-const ROOM_FUNCS = 64;
+const ROOM_FUNCS = 8;
 const ROOM_CALLS = 8192;
 let room = null; // the current check, or null when there is none
 let roomLeft = 0; // calls left for room
@@ -799,10 +799,23 @@ function nextRoom() {
   roomLeft = ROOM_CALLS;
 }
 
-// startRooms turns the check on where it can work (see above).
+// startRooms turns the check on where it can work (see above). V8 is told
+// apart by how it names wasm code in a stack trace (wasm://wasm/<hash>),
+// from a module whose one function traps.
 async function startRooms() {
-  if (room !== null || !/^\s+at /m.test(new Error().stack ?? '')) return; // V8 writes frames as "    at f (file:line:col)"
+  if (room !== null) return;
   try {
+    const trap = await WebAssembly.instantiate(new Uint8Array([
+      0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00, 0x01, 0x04, 0x01, 0x60, 0x00, 0x00, 0x03, 0x02, 0x01, 0x00,
+      0x07, 0x05, 0x01, 0x01, 0x74, 0x00, 0x00, 0x0a, 0x05, 0x01, 0x03, 0x00, 0x00, 0x0b, // t: unreachable
+    ]));
+    let stack = '';
+    try {
+      trap.instance.exports.t();
+    } catch (e) {
+      stack = String(e?.stack);
+    }
+    if (!stack.includes('wasm://wasm/')) return;
     useRooms(await WebAssembly.compile(roomBytes(++roomSerial)));
   } catch {
     return; // this host compiles no wasm at run time
