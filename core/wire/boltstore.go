@@ -674,30 +674,39 @@ const (
 	laterMax  = 64
 )
 
-// gatherWait bounds how long the committer waits for more changes before a
-// write, when the last writes showed concurrent callers.
-const gatherWait = 250 * time.Microsecond
+// gatherMin and gatherMax bound how long the committer waits for more
+// changes before a write, when the last writes showed concurrent callers.
+const (
+	gatherMin = 250 * time.Microsecond
+	gatherMax = 2 * time.Millisecond
+)
 
 // commit is the committer: it writes every queued change in one log write
 // and one fdatasync, over and over. Callers whose changes arrive while a
 // write is under way wait for the next one. The callers a write answers
 // usually come back with their next change soon (a round trip later);
 // without waiting for them, several callers split into groups that
-// alternate, each paying its own fdatasync. So before writing, the
-// committer waits up to gatherWait until the queue holds as many waiting
-// changes as the last write answered plus those that arrived while it was
-// being written. A lone caller never waits: it is the only one expected.
-// ApplyLater changes have nobody waiting: a queue of only those waits up to
-// laterWait for an Apply to come and share the write (a release is usually
-// followed by an acquisition), unless laterMax of them are queued or the
-// store is closing. After a failed write the ApplyLater changes of it go
-// back to the head of the queue, and the committer waits laterWait
-// (doubling, up to a second, while writes keep failing) before trying
-// again.
+// alternate, each paying its own fdatasync (and, on busy cores, the
+// wake-ups around it). So before writing, the committer waits until the
+// queue holds as many waiting changes as the last write answered plus
+// those that arrived while it was being written, up to a bound that
+// follows how long callers take to come back: 1.5 times the running
+// average of the waits that were met, doubled after a wait that was not,
+// from gatherMin to gatherMax. A lone caller never waits: it is the only
+// one expected. ApplyLater changes have nobody waiting: a queue of only
+// those waits up to laterWait for an Apply to come and share the write (a
+// release is usually followed by an acquisition), unless laterMax of them
+// are queued or the store is closing. After a failed write the ApplyLater
+// changes of it go back to the head of the queue, and the committer waits
+// laterWait (doubling, up to a second, while writes keep failing) before
+// trying again.
 func (b *BoltStore) commit() {
 	defer close(b.stopped)
 	expect := 1
 	backoff := laterWait
+	var answeredAt time.Time // when the last write's callers were answered
+	var comeback time.Duration // running average of the met waits, from answeredAt
+	bound := gatherMin
 	for {
 		b.mu.Lock()
 		b.want = 1
@@ -733,7 +742,8 @@ func (b *BoltStore) commit() {
 		}
 		if b.waiting > 0 && b.waiting < expect && !b.closed {
 			b.want = expect
-			t := time.NewTimer(gatherWait)
+			t := time.NewTimer(bound)
+			met := true
 		gather:
 			for b.waiting < expect && !b.closed {
 				b.mu.Unlock()
@@ -742,10 +752,17 @@ func (b *BoltStore) commit() {
 					b.mu.Lock()
 				case <-t.C:
 					b.mu.Lock()
+					met = false
 					break gather
 				}
 			}
 			t.Stop()
+			if met {
+				comeback += (time.Since(answeredAt) - comeback) / 8
+				bound = min(max(comeback*3/2, gatherMin), gatherMax)
+			} else {
+				bound = min(2*bound, gatherMax)
+			}
 		}
 		batch := b.queue
 		b.queue = nil
@@ -783,6 +800,7 @@ func (b *BoltStore) commit() {
 		expect = max(1, answered+b.waiting)
 		b.mu.Unlock()
 		b.unoverlay(dropped)
+		answeredAt = time.Now()
 		for i, p := range batch {
 			if p.done != nil {
 				if err != nil {
