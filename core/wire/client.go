@@ -78,6 +78,9 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	if c.hc == nil {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
 		tr.MaxIdleConns = maxIdleConns
+		// The coordinator's answers are a few hundred bytes and never
+		// compressed: no Accept-Encoding header, no gzip reader.
+		tr.DisableCompression = true
 		tr.MaxIdleConnsPerHost = maxIdleConns
 		c.hc = &http.Client{Transport: tr}
 	}

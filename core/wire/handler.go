@@ -127,8 +127,14 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		h.log.LogAttrs(r.Context(), slog.LevelInfo, "lease call", attrs...)
 	}
+	if reply == (Reply{OK: true}) { // a release, the commonest answer
+		writeBody(w, http.StatusOK, okBody)
+		return
+	}
 	writeJSON(w, http.StatusOK, reply)
 }
+
+var okBody = []byte(`{"ok":true}`)
 
 func callAttrs(m Message) []slog.Attr {
 	return []slog.Attr{

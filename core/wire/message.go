@@ -359,7 +359,12 @@ func decodeString(name string, raw json.RawMessage, dst *string) *Error {
 		return wrongType(name, "a string", raw)
 	}
 	var s string
-	if err := json.Unmarshal(raw, &s); err != nil {
+	if len(raw) >= 2 && raw[len(raw)-1] == '"' && bytes.IndexByte(raw[1:len(raw)-1], '\\') < 0 {
+		// No escapes: raw is a string literal the decoder already
+		// checked (no control characters; the body is valid UTF-8), so
+		// its value is the bytes between the quotes.
+		s = string(raw[1 : len(raw)-1])
+	} else if err := json.Unmarshal(raw, &s); err != nil {
 		return errCode(CodeMalformedJSON, "field "+strconv.Quote(name)+": "+err.Error())
 	}
 	if s == "" {

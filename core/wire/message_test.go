@@ -183,3 +183,19 @@ func FuzzDecodeMessage(f *testing.F) {
 		}
 	})
 }
+
+// TestDecodeStringMatchesUnmarshal: the copy of a string without escapes
+// is what encoding/json makes of it, and strings with escapes go through
+// encoding/json.
+func TestDecodeStringMatchesUnmarshal(t *testing.T) {
+	for _, raw := range []string{`"abc"`, `"a\"b"`, `"\u00e9t\u00e9"`, `"été"`, `"tab\there"`, `"\\"`, `"x\/y"`, `"  "`, `"\ud83d\ude00"`, `"😀"`} {
+		var want string
+		if err := json.Unmarshal([]byte(raw), &want); err != nil {
+			t.Fatal(err)
+		}
+		var got string
+		if err := decodeString("f", json.RawMessage(raw), &got); err != nil || got != want {
+			t.Fatalf("%s: got %q (%v), want %q", raw, got, err, want)
+		}
+	}
+}

@@ -56,8 +56,12 @@ func latency(coordinator string, sizes []int, samples int) error {
 				RequestID: "req-" + strconv.Itoa(i), Fence: uint64(i + 1), ExpiresAt: exp,
 				SecretHash: sha256.Sum256([]byte("secret-" + strconv.Itoa(i)))}
 		}
-		if err := st.Apply(context.Background(), wire.Change{IssuedFence: uint64(n), Put: recs}); err != nil {
-			return err
+		// In changes of 1,000 records: a change is one log frame.
+		for i := 0; i < n; i += 1000 {
+			end := min(i+1000, n)
+			if err := st.Apply(context.Background(), wire.Change{IssuedFence: uint64(end), Put: recs[i:end]}); err != nil {
+				return err
+			}
 		}
 		if err := st.Close(); err != nil {
 			return err
