@@ -704,7 +704,7 @@ func (b *BoltStore) commit() {
 	defer close(b.stopped)
 	expect := 1
 	backoff := laterWait
-	var answeredAt time.Time // when the last write's callers were answered
+	var answeredAt time.Time   // when the last write's callers were answered
 	var comeback time.Duration // running average of the met waits, from answeredAt
 	bound := gatherMin
 	for {
