@@ -13,6 +13,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
 const root = fileURLToPath(new URL('../../', import.meta.url));
@@ -280,4 +281,16 @@ console.log(JSON.stringify({ kinds: Object.keys(seen).sort(), after, old, result
   assert.match(out.after, /instance has stopped \(a call into it was cut short by RangeError/);
   assert.match(out.old, /made by a WebAssembly instance that has stopped/);
   assert.deepEqual(out.result, { done: 10000, refused: true, rejections: 1 });
+});
+
+test('every call into Go goes through enter (which checks for stack room first)', () => {
+  // The glue calls an export only by passing it to enter (directly or through
+  // call and call4); an export called in place, such as X.lf_floor(h), would
+  // skip the check. lf_header, called once while starting, is the exception.
+  const src = readFileSync(new URL('../../wasm/js/lease-fence.mjs', import.meta.url), 'utf8').replace(/^\s*\/\/.*$/gm, '');
+  assert.deepEqual([...src.matchAll(/\b(?:X|exports)\.(lf_\w+)\s*\(/g)].map((m) => m[1]), ['lf_header']);
+  assert.ok(/function enter\(fn[^)]*\) \{[^]*?room\(\);[^]*?fn\(a, b, c, d\)/.test(src), 'enter checks for room before it calls fn');
+  const direct = [...src.matchAll(/\bfn\(a, b, c, d\)/g)].length;
+  assert.equal(direct, 2, 'fn is called in enter and in readSource only');
+  assert.ok(/function readSource\([^]*?if \(room !== null\) room\(\);\s*wasmCalls\+\+;\s*let st;\s*try \{\s*st = fn\(a, b, c, d\)/.test(src), 'readSource checks for room before its second call');
 });
