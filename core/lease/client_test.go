@@ -211,12 +211,15 @@ func TestCompleteForeignOrAlteredRequest(t *testing.T) {
 		{"SentAtNaN", func() lease.Request { r := req; r.SentAt.Millis = math.NaN(); return r }, "arg"},
 		{"NeverBegun", func() lease.Request { r := req; r.RequestID = "forged"; return r }, "arg"},
 		{"EmptyRequestID", func() lease.Request { r := req; r.RequestID = ""; return r }, "arg"},
+		// The grant is changed to match, so only the record of the request
+		// tells.
+		{"ResourceChanged", func() lease.Request { r := req; r.Resource = "other"; return r }, "arg"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			r := tc.req()
 			gr := g
-			gr.RequestID, gr.HolderID = r.RequestID, r.HolderID
+			gr.RequestID, gr.Resource, gr.HolderID = r.RequestID, r.Resource, r.HolderID
 			l, err := cl.CompleteAcquire(r, gr)
 			wantErrKind(t, err, tc.kind)
 			if l != nil {

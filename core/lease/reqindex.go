@@ -34,7 +34,7 @@ func (x *reqIndex) find(id string, tag uint32) (*reqRecord, int) {
 		switch v := x.tags[i]; {
 		case v == 0:
 			return nil, int(i)
-		case v == tag && x.recs[i].req.RequestID == id:
+		case v == tag && x.recs[i].id == id:
 			return x.recs[i], int(i)
 		}
 	}

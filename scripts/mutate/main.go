@@ -212,6 +212,12 @@ var mutations = []mutation{
 		Why: "a request completed twice is not reported as completed",
 	},
 	{
+		Name: "lease/altered-request-accepted", File: "core/lease/client.go",
+		Old: "return req.RequestID == r.id && req.Resource == r.resource && req.SentAt.Millis == r.millis &&",
+		New: "return req.RequestID == r.id && req.SentAt.Millis == r.millis &&",
+		Why: "a request whose resource was changed after it was begun completes",
+	},
+	{
 		Name: "lease/completed-memory-1023", File: "core/lease/client.go",
 		Old: "const completedMemory = 1024", New: "const completedMemory = 1023",
 		Why: "a client remembers 1023 completed requests, not 1024",

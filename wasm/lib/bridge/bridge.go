@@ -21,6 +21,7 @@ package bridge
 import (
 	"math"
 	"runtime"
+	"time"
 
 	"github.com/lease-fence/lease-fence/core/clock"
 	"github.com/lease-fence/lease-fence/core/fence"
@@ -78,13 +79,25 @@ type Bridge struct {
 	strings convert.Interner
 
 	// last is the request the last successful ClientBeginAcquire made, and
-	// lastGrant the grant of the last acquisition CoordAcquireLast granted.
-	// JavaScript keeps the objects it returned for them and, when a call
+	// grant the grant of the last acquisition CoordAcquireLast granted for
+	// it. JavaScript keeps the objects it returned for them and, when a call
 	// passes those same objects unchanged, calls CoordAcquireLast or
 	// ClientCompleteLast with no arguments instead of encoding them again:
 	// Go then uses these values, which are the ones the objects hold.
-	last      lease.Request
-	lastGrant lease.Grant
+	last  lease.Request
+	grant lastGrant
+}
+
+// lastGrant is the grant CoordAcquireLast made for Bridge.last: its request
+// id, resource and holder are last's, so only the rest is kept (a grant
+// kept whole would cost the writes of four more pointers per lease, each
+// slowed by the garbage collector's write barrier while it marks). fence is
+// 0 when there is none.
+type lastGrant struct {
+	fence  uint64
+	ttl    time.Duration
+	expiry float64
+	domain string
 }
 
 // MaxIDs bounds the interned-string table; JavaScript resets it (ResetIDs)

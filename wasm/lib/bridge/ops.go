@@ -408,7 +408,7 @@ func (b *Bridge) beginAcquire(c *lease.Client, res string) int32 {
 		return b.status(err)
 	}
 	b.strings.Add(req.RequestID) // it comes back with the request and its grant
-	b.last, b.lastGrant = req, lease.Grant{}
+	b.last, b.grant.fence = req, 0
 	w := b.out()
 	w.Str(req.RequestID)
 	w.F64(req.SentAt.Millis)
@@ -425,7 +425,7 @@ func errNoLast(what string) error {
 // CoordAcquireLast is CoordAcquire of the request the last successful
 // ClientBeginAcquire made (see Bridge.last), which JavaScript passes
 // unchanged: no arguments. Every check and error is CoordAcquire's. A grant
-// becomes lastGrant. Out: outcome.
+// becomes Bridge.grant. Out: outcome.
 func (b *Bridge) CoordAcquireLast(h uint32) (st int32) {
 	defer b.guard(&st)
 	c, err := get[*lease.Coordinator](b, h, convert.KindCoordinator)
@@ -440,7 +440,7 @@ func (b *Bridge) CoordAcquireLast(h uint32) (st int32) {
 		return b.status(err)
 	}
 	if o.OK {
-		b.lastGrant = o.Grant
+		b.grant = lastGrant{fence: o.Grant.Fence, ttl: o.Grant.TTL, expiry: o.Grant.CoordinatorExpiresAt.Millis, domain: o.Grant.CoordinatorExpiresAt.Domain}
 	}
 	return b.putOutcome(o)
 }
@@ -541,10 +541,12 @@ func (b *Bridge) ClientCompleteLast(h uint32) (st int32) {
 	if err != nil {
 		return b.status(err)
 	}
-	if b.last.Kind != lease.KindAcquire || b.lastGrant.Fence == 0 {
+	if b.last.Kind != lease.KindAcquire || b.grant.fence == 0 {
 		return b.status(errNoLast("request or grant"))
 	}
-	l, err := c.CompleteAcquire(b.last, b.lastGrant)
+	g := b.grant
+	l, err := c.CompleteAcquire(b.last, lease.Grant{RequestID: b.last.RequestID, Resource: b.last.Resource, HolderID: b.last.HolderID,
+		Fence: g.fence, TTL: g.ttl, CoordinatorExpiresAt: clock.Instant{Millis: g.expiry, Domain: g.domain}})
 	if err != nil {
 		return b.status(err)
 	}
