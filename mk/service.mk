@@ -25,7 +25,8 @@ worker:
 worker-dev: worker
 	cd $(WORKER_DIR) && $(WRANGLER_OFFLINE) wrangler dev
 
-# Handler, client, bbolt store (damaged-database table, group commit),
+# Handler, client, bbolt store and its write-ahead log (damaged-database
+# and damaged-log tables, replay, a ring gone around, group commit),
 # service (secrets, replay, idempotent release, limits, sweeping), the real
 # server (fail-closed start, 25 kill -9 restarts, 1,100 idle connections
 # under a 1024 file-descriptor limit) and the history checker, with the race

@@ -10,6 +10,8 @@
 #    coordinator is driven by wire.Client and by a minimal HTTP client like
 #    the peers' minimal clients. ROUNDS rounds, all in turn in every round,
 #    each run DURATION (or CYCLES cycles); min / median / max over the rounds.
+#    BASELINE=path/to/coordinator adds that build as "baseline-durable" and
+#    "baseline-durable-raw" in every round (an older commit, side by side).
 # 2. p50 acquire on durable coordinators holding 100 and 100,000 live
 #    leases, one sample of each in turn.
 # 3. With ALL=1 also: the coordinator in memory (wire.Client and a minimal
@@ -46,6 +48,10 @@ trap 'rm -f "$results"' EXIT
 echo "== durable, side by side: $ROUNDS rounds of $DURATION each ($(nproc) cores; $(uptime | sed 's/.*load/load/')) =="
 for round in $(seq 1 "$ROUNDS"); do
   out/bin/bench-service -targets native-durable,native-durable-raw -rounds 1 -cycles "$CYCLES" -duration "$DURATION" | tee -a "$results"
+  if [ -n "${BASELINE:-}" ]; then
+    out/bin/bench-service -coordinator "$BASELINE" -targets native-durable,native-durable-raw -rounds 1 -cycles "$CYCLES" -duration "$DURATION" |
+      sed 's/^native-/baseline-/' | tee -a "$results"
+  fi
   # A peer that fails in a round (etcd times out its own requests when the
   # machine is overloaded) is reported and left out of that round.
   for peer in redis-aof redis-lua-aof etcd; do
