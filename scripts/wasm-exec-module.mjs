@@ -31,6 +31,15 @@ replaceOnce('"use strict";', '');
 replaceOnce('fs.writeSync(fd, new Uint8Array', 'globalThis.fs.writeSync(fd, new Uint8Array');
 replaceOnce('globalThis.Go = class {', 'globalThis.Go = class {'); // a shape check: the shim still defines Go there
 
+// Go's runtime asks for random bytes (crypto.getRandomValues) as it starts.
+// Node builds its WebCrypto object on the first read of globalThis.crypto,
+// which is the costliest single step of a cold import; so the shim checks
+// that the global exists without reading it, and a Go instance may carry its
+// own source, go.getRandomValues(bytes) (lease-fence.mjs gives it one in
+// Node). Without one, the bytes come from crypto.getRandomValues as before.
+replaceOnce('if (!globalThis.crypto) {', 'if (!("crypto" in globalThis)) {');
+replaceOnce('crypto.getRandomValues(loadSlice(sp + 8));', '(this.getRandomValues ?? ((b) => crypto.getRandomValues(b)))(loadSlice(sp + 8));');
+
 // Any other bare use of a global the shim itself installs would escape the
 // stand-in; refuse rather than guess.
 const bare = /(?<![.\w$])(fs|path)\s*\.\s*\w/g;

@@ -112,6 +112,81 @@ describe('loading from a file does not touch Response (which would load fetch in
   }
 });
 
+// Go's runtime asks for random bytes as it starts. In Node they come from
+// /dev/urandom (randomSource in loader.mjs), because Node builds its
+// WebCrypto object on the first read of globalThis.crypto, the costliest step
+// of a cold import. Either way they must be random: the first request id of
+// a fresh process (128 bits from Go's generator, which those bytes seed)
+// differs from one process to the next.
+const randomCheck = (load) => `
+${roundTrip}
+const real = Object.getOwnPropertyDescriptor(globalThis, 'crypto');
+let touched = false;
+Object.defineProperty(globalThis, 'crypto', {
+  configurable: true,
+  enumerable: real.enumerable,
+  get() { touched = true; return real.get ? real.get.call(this) : real.value; },
+  set(v) { Object.defineProperty(globalThis, 'crypto', { value: v, writable: true, configurable: true, enumerable: real.enumerable }); },
+});
+const lf = await (async () => { ${load} })();
+const id = new lf.LeaseClient({ clock: lf.createManualClock('a'), holderId: 'a' }).beginAcquire('r').requestId;
+console.log(JSON.stringify({ touched, id, result: roundTrip(lf) }));
+`;
+
+describe("Go's random bytes in Node come from /dev/urandom, without WebCrypto", () => {
+  const cases = {
+    "import('lease-fence') (the node entry)": "return import('lease-fence');",
+    'import of the module file (read from file:)': "return import('./wasm/js/lease-fence.mjs');",
+    'lease-fence/init with init(URL)': "const lf = await import('lease-fence/init'); await lf.init(new URL('./wasm/js/lease-fence.wasm', 'file://' + process.cwd() + '/')); return lf;",
+  };
+  for (const [name, load] of Object.entries(cases)) {
+    test(name, async () => {
+      const [a, b] = await Promise.all([run(randomCheck(load)), run(randomCheck(load))]);
+      for (const out of [a, b]) {
+        assert.equal(out.touched, false);
+        assert.match(out.id, /^[0-9a-f]{32}$/);
+        assert.deepEqual(out.result, ok);
+      }
+      assert.notEqual(a.id, b.id);
+    });
+  }
+
+  test('the source fills the whole buffer with fresh bytes each time', async () => {
+    const { randomSource } = await import('../../wasm/js/loader.mjs');
+    const fill = randomSource();
+    assert.equal(typeof fill, 'function');
+    const seen = new Set();
+    for (const n of [1, 8, 16, 64, 4096, 100000]) {
+      const a = new Uint8Array(n + 2);
+      const b = new Uint8Array(n + 2);
+      fill(a.subarray(1, n + 1));
+      fill(b.subarray(1, n + 1));
+      assert.equal(a[0] + a[n + 1] + b[0] + b[n + 1], 0, 'nothing outside the buffer is written');
+      const hex = (x) => Buffer.from(x.subarray(1, n + 1)).toString('hex');
+      if (n >= 8) {
+        assert.notEqual(hex(a), hex(b));
+        assert.ok(a.subarray(1, n + 1).some((v) => v !== 0) && b.subarray(1, n + 1).some((v) => v !== 0));
+        if (n >= 4096) assert.ok(a.subarray(n - 7, n + 1).some((v) => v !== 0), 'the end is filled too');
+      }
+      if (n >= 8) seen.add(hex(a)).add(hex(b));
+    }
+    assert.equal(seen.size, 10);
+  });
+
+  test('where /dev/urandom may not be read (the permission model), from crypto.getRandomValues', async () => {
+    const permission = process.allowedNodeEnvironmentFlags.has('--permission') ? '--permission' : '--experimental-permission';
+    const flags = [permission, `--allow-fs-read=${root}*`];
+    const load = "return import('lease-fence');";
+    const [a, b] = await Promise.all([run(randomCheck(load), flags), run(randomCheck(load), flags)]);
+    for (const out of [a, b]) {
+      assert.equal(out.touched, true);
+      assert.match(out.id, /^[0-9a-f]{32}$/);
+      assert.deepEqual(out.result, ok);
+    }
+    assert.notEqual(a.id, b.id);
+  });
+});
+
 const initCheck = (source) => `
 ${roundTrip}
 import { readFileSync } from 'node:fs';

@@ -18,7 +18,7 @@
 // plain data held here (see class Lease).
 
 import { Go } from './wasm_exec.mjs';
-import { instantiate, loading } from './loader.mjs';
+import { instantiate, loading, randomSource } from './loader.mjs';
 
 // ---------------------------------------------------------------- errors
 //
@@ -168,6 +168,7 @@ async function start(source) {
     throw new LeaseFenceError('lease-fence: this host has no FinalizationRegistry, which the library needs to free what its objects hold (in Cloudflare Workers, set compatibility_date to 2025-05-05 or later)');
   }
   const next = new Go();
+  next.getRandomValues = randomSource();
   next.exit = (code) => {
     if (next === go) dead ||= `the Go runtime exited with code ${code}`;
   };

@@ -116,3 +116,37 @@ async function fromResponse(response, imports, errors) {
   }
   return compileBytes(bytes, imports, errors, response.url || 'the response');
 }
+
+/**
+ * The source of the Go runtime's random bytes (go.getRandomValues, see
+ * wasm_exec.mjs), or undefined for crypto.getRandomValues. In Node it reads
+ * the operating system's /dev/urandom with node:fs: Node builds its WebCrypto
+ * object on the first read of globalThis.crypto, the costliest single step of
+ * a cold import (see docs/js.md), and Go needs only a few dozen bytes, as it
+ * starts. Deno, Bun and browsers have crypto ready, so they keep it; so does
+ * Node where /dev/urandom cannot be read (Windows, a permission model).
+ */
+export function randomSource() {
+  const proc = globalThis.process;
+  if (proc?.release?.name !== 'node' || proc.platform === 'win32' || proc.versions?.bun !== undefined || globalThis.Deno !== undefined) {
+    return undefined;
+  }
+  const fs = proc.getBuiltinModule?.('node:fs');
+  if (!fs) return undefined;
+  return (bytes) => {
+    try {
+      const fd = fs.openSync('/dev/urandom', 'r');
+      try {
+        for (let n = 0; n < bytes.length;) {
+          const got = fs.readSync(fd, bytes, n, bytes.length - n, null);
+          if (!(got > 0)) throw new Error('/dev/urandom: short read');
+          n += got;
+        }
+      } finally {
+        fs.closeSync(fd);
+      }
+    } catch {
+      globalThis.crypto.getRandomValues(bytes);
+    }
+  };
+}
