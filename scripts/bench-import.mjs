@@ -6,15 +6,21 @@
 //
 //   node scripts/bench-import.mjs [runs]
 //
-// Each run starts a fresh node process per side, alternating the two sides,
-// and measures inside it from just before the import (or the floor's load)
-// to when the module is usable: the wall-clock time, and the CPU time the
+// Each run starts a fresh node process per side, alternating the sides, and
+// measures inside it from just before the import (or the floor's load) to
+// when the module is usable: the wall-clock time, and the CPU time the
 // process spent meanwhile (all threads, so V8's background compilation
 // counts), which other load on the machine disturbs less. Reports
 // min/median/max in milliseconds and the ratio of the medians, with the load
 // average: the machine is shared.
+//
+// A third side, for reference only (the goal is against the floor): the same
+// do-nothing program importing the standard library's time package (its
+// no-op reads time.Now), loaded as the floor is. Importing time links
+// syscall, syscall/js and internal/godebug and runs their init, which any Go
+// program that uses time pays; lease-fence's core uses it.
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -33,9 +39,26 @@ func noop() {}
 func main() { select {} }
 `);
   const floorWasm = join(dir, 'floor.wasm');
-  execFileSync('go', ['build', '-trimpath', '-ldflags=-s -w', '-o', floorWasm, '.'], {
-    cwd: dir, env: { ...process.env, GOOS: 'js', GOARCH: 'wasm' }, stdio: 'inherit',
+  const build = (out, cwd) => execFileSync('go', ['build', '-trimpath', '-ldflags=-s -w', '-o', out, '.'], {
+    cwd, env: { ...process.env, GOOS: 'js', GOARCH: 'wasm' }, stdio: 'inherit',
   });
+  build(floorWasm, dir);
+  const timeDir = join(dir, 'time');
+  mkdirSync(timeDir);
+  writeFileSync(join(timeDir, 'go.mod'), 'module floortime\n\ngo 1.24\n');
+  writeFileSync(join(timeDir, 'main.go'), `package main
+
+import "time"
+
+var t time.Time
+
+//go:wasmexport noop
+func noop() { t = time.Now() }
+
+func main() { select {} }
+`);
+  const timeWasm = join(dir, 'time.wasm');
+  build(timeWasm, timeDir);
   const shim = new URL('../wasm/js/wasm_exec.mjs', import.meta.url).href;
 
   const ours = `
@@ -45,47 +68,50 @@ await import('lease-fence');
 const c = process.cpuUsage(c0);
 console.log(performance.now() - t0, (c.user + c.system) / 1000);
 `;
-  const floor = `
+  const goWasm = (file) => `
 const c0 = process.cpuUsage();
 const t0 = performance.now();
 const { Go } = await import(${JSON.stringify(shim)});
 const { readFile } = await import('node:fs/promises');
 const go = new Go();
-const { instance } = await WebAssembly.instantiate(await readFile(${JSON.stringify(floorWasm)}), go.importObject);
+const { instance } = await WebAssembly.instantiate(await readFile(${JSON.stringify(file)}), go.importObject);
 go.run(instance);
 instance.exports.noop();
 const c = process.cpuUsage(c0);
 console.log(performance.now() - t0, (c.user + c.system) / 1000);
 `;
+  const sides = {
+    ours: { code: ours, label: "import('lease-fence')", wasm: join(root, 'wasm/js/lease-fence.wasm') },
+    floor: { code: goWasm(floorWasm), label: 'minimal Go wasm (the floor)', wasm: floorWasm },
+    time: { code: goWasm(timeWasm), label: 'the same importing time', wasm: timeWasm },
+  };
   const once = (code) => execFileSync(process.execPath, ['--input-type=module', '-e', code], { cwd: root, encoding: 'utf8' }).trim().split(' ').map(Number);
 
   const load = loadavg().map((n) => n.toFixed(2)).join(' ');
-  const t = { ours: [], floor: [], oursCPU: [], floorCPU: [] };
+  const wall = { ours: [], floor: [], time: [] };
+  const cpu = { ours: [], floor: [], time: [] };
   for (let i = 0; i < runs; i++) {
-    const [ow, oc] = once(ours);
-    const [fw, fc] = once(floor);
-    t.ours.push(ow);
-    t.oursCPU.push(oc);
-    t.floor.push(fw);
-    t.floorCPU.push(fc);
+    for (const [k, side] of Object.entries(sides)) {
+      const [w, c] = once(side.code);
+      wall[k].push(w);
+      cpu[k].push(c);
+    }
   }
   const stats = (xs) => {
     const s = [...xs].sort((a, b) => a - b);
     return { min: s[0], median: s.length % 2 ? s[s.length >> 1] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2, max: s[s.length - 1] };
   };
   const fmt = ({ min, median, max }) => `min ${min.toFixed(1)}  median ${median.toFixed(1)}  max ${max.toFixed(1)} ms`;
-  const o = stats(t.ours);
-  const f = stats(t.floor);
   const kib = (p) => `${(statSync(p).size / 1024).toFixed(0)} KiB`;
+  const ratio = (m, k) => (stats(m[k]).median / stats(m.floor).median).toFixed(2);
   console.log(`cold import in node ${process.version}, ${runs} fresh processes per side, alternating; load average before: ${load}`);
-  const oc = stats(t.oursCPU);
-  const fc = stats(t.floorCPU);
-  console.log(`  wall clock  import('lease-fence')          ${fmt(o)}   (wasm ${kib(join(root, 'wasm/js/lease-fence.wasm'))})`);
-  console.log(`              minimal Go wasm (the floor)    ${fmt(f)}   (wasm ${kib(floorWasm)})`);
-  console.log(`              ratio of medians: ${(o.median / f.median).toFixed(2)}x (goal: within 1.3x)`);
-  console.log(`  CPU time    import('lease-fence')          ${fmt(oc)}`);
-  console.log(`              minimal Go wasm (the floor)    ${fmt(fc)}`);
-  console.log(`              ratio of medians: ${(oc.median / fc.median).toFixed(2)}x`);
+  for (const [title, m] of [['wall clock', wall], ['CPU time  ', cpu]]) {
+    for (const [k, side] of Object.entries(sides)) {
+      const head = k === 'ours' ? `  ${title}  ` : '              ';
+      console.log(`${head}${side.label.padEnd(31)}${fmt(stats(m[k]))}${m === wall ? `   (wasm ${kib(side.wasm)})` : ''}`);
+    }
+    console.log(`              ratio of medians to the floor: ${ratio(m, 'ours')}x (goal: within 1.3x); importing time alone: ${ratio(m, 'time')}x`);
+  }
 } finally {
   rmSync(dir, { recursive: true, force: true });
 }
