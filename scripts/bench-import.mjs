@@ -107,7 +107,7 @@ console.log(performance.now() - t0, (c.user + c.system) / 1000);
   const fmt = ({ min, median, max }) => `min ${min.toFixed(1)}  median ${median.toFixed(1)}  max ${max.toFixed(1)} ms`;
   const kib = (p) => `${(statSync(p).size / 1024).toFixed(0)} KiB`;
   const ratio = (m, k) => (stats(m[k]).median / stats(m.floor).median).toFixed(2);
-  console.log(`cold import in node ${process.version}, ${runs} fresh processes per side, alternating; load average before: ${load}`);
+  console.log(`cold import in node ${process.version}, ${runs} fresh processes per side, in rotating order; load average before: ${load}`);
   for (const [title, m] of [['wall clock', wall], ['CPU time  ', cpu]]) {
     for (const [k, side] of Object.entries(sides)) {
       const head = k === 'ours' ? `  ${title}  ` : '              ';
