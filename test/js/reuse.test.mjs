@@ -9,7 +9,7 @@
 // must be equal.
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { LeaseClient, LeaseFenceError } from 'lease-fence';
+import { FenceGate, LeaseClient, LeaseFenceError } from 'lease-fence';
 import { world } from './helpers.mjs';
 
 const reused = () => LeaseClient[Symbol.for('lease-fence.reusedCalls')];
@@ -163,4 +163,27 @@ describe('acquire and completeAcquire with the last request and grant', () => {
       assert.equal(c.completeAcquire(req, out.grant).token.resource, resource);
     }
   });
+
+  test('Go gets a turn of its own (lf_yield) in a microtask after every 1,024 calls into it, and only then', async () => {
+    const wasmCalls = () => FenceGate[Symbol.for('lease-fence.wasmCalls')];
+    const { coordinator, a } = world();
+    await Promise.resolve(); // let a yield already queued run
+    const gate = new FenceGate('slot');
+    const start = wasmCalls();
+    let calls = 0;
+    while ((start + calls) % 1024 !== 1023) {
+      gate.floor; // one call into Go
+      calls++;
+    }
+    await Promise.resolve();
+    assert.equal(wasmCalls(), start + calls, 'no yield before the 1,024th call');
+    gate.floor; // the 1,024th
+    assert.equal(wasmCalls(), start + calls + 1, 'the yield waits for a microtask');
+    await Promise.resolve();
+    assert.equal(wasmCalls(), start + calls + 2, 'one yield after the 1,024th call');
+    // Everything still works after it.
+    const req = a.beginAcquire('slot');
+    assert.equal(a.completeAcquire(req, coordinator.acquire(req).grant).token.fence, 1);
+  });
 });
+

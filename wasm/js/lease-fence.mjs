@@ -834,13 +834,31 @@ async function startRooms() {
 // comes back as READ_SOURCE (see readSource).
 const READ_SOURCE = 8;
 let wasmCalls = 0;
+
+// yieldToGo lets Go's garbage collector run its mark worker (lf_yield, see
+// exports_js.go); enter queues it as a microtask every 1,024 calls, so it
+// runs once the caller's synchronous code is done, with the stack almost
+// empty.
+let yieldQueued = false;
+function yieldToGo() {
+  yieldQueued = false;
+  if (X === undefined || dead || reading) return;
+  try {
+    enter(X.lf_yield);
+  } catch {
+    // enter marked the instance dead; the next call reports it.
+  }
+}
 function enter(fn, a, b, c, d) {
   if (dead) throw instanceDied();
   if (room !== null) {
     if (--roomLeft <= 0) nextRoom();
     room();
   }
-  wasmCalls++;
+  if ((++wasmCalls & 1023) === 0 && !yieldQueued) {
+    yieldQueued = true;
+    queueMicrotask(yieldToGo);
+  }
   let st;
   try {
     st = fn(a, b, c, d);
