@@ -73,26 +73,7 @@ func (x *reqIndex) remove(r *reqRecord) {
 	for x.recs[hole] != r {
 		hole = (hole + 1) & mask
 	}
-	for j := hole; ; {
-		j = (j + 1) & mask
-		v := x.tags[j]
-		if v == 0 {
-			break
-		}
-		// The entry at j stays unless its home lies cyclically outside
-		// (hole, j].
-		home := v & mask
-		if hole <= j {
-			if hole < home && home <= j {
-				continue
-			}
-		} else if hole < home || home <= j {
-			continue
-		}
-		x.tags[hole], x.recs[hole] = v, x.recs[j]
-		hole = j
-	}
-	x.tags[hole], x.recs[hole] = 0, nil
+	backShift(x.tags, x.recs, hole)
 	x.count--
 }
 

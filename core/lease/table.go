@@ -196,14 +196,21 @@ func (t *leaseTable) remove(r ref) {
 	t.count--
 }
 
-// remove empties slot i. The entries after it in its probe run move back
-// so that every entry stays reachable from its home slot.
+// remove empties slot i.
 func (st *subTable) remove(i int) {
-	mask := uint32(len(st.tags) - 1)
-	hole := uint32(i)
+	backShift(st.tags, st.recs, uint32(i))
+	st.count--
+}
+
+// backShift empties slot hole of a linear-probing table whose tags are 0
+// for an empty slot and whose entry's home slot is its tag & (len-1). The
+// entries after hole in its probe run move back so that every entry stays
+// reachable from its home.
+func backShift[T any](tags []uint32, recs []T, hole uint32) {
+	mask := uint32(len(tags) - 1)
 	for j := hole; ; {
 		j = (j + 1) & mask
-		v := st.tags[j]
+		v := tags[j]
 		if v == 0 {
 			break
 		}
@@ -217,11 +224,11 @@ func (st *subTable) remove(i int) {
 		} else if hole < home || home <= j {
 			continue
 		}
-		st.tags[hole], st.recs[hole] = v, st.recs[j]
+		tags[hole], recs[hole] = v, recs[j]
 		hole = j
 	}
-	st.tags[hole], st.recs[hole] = 0, held{}
-	st.count--
+	var zero T
+	tags[hole], recs[hole] = 0, zero
 }
 
 // resize rebuilds st with n slots (a power of two above its count).

@@ -293,100 +293,103 @@ func appendLenString(buf []byte, s string) []byte {
 // the database's own are checked.
 func decodeChanges(b []byte) ([]Change, error) {
 	bad := inconsistent("a log frame does not decode")
-	count := func() (int, bool) {
-		n, k := binary.Uvarint(b)
-		if k <= 0 || n > uint64(len(b)) {
-			return 0, false
-		}
-		b = b[k:]
-		return int(n), true
-	}
-	str := func() (string, bool) {
-		s, rest, ok := readLenString(b)
-		b = rest
-		return s, ok
-	}
-	u64 := func() (uint64, bool) {
-		if len(b) < 8 {
-			return 0, false
-		}
-		v := binary.BigEndian.Uint64(b)
-		b = b[8:]
-		return v, true
-	}
-	n, ok := count()
-	if !ok {
+	r := &frameReader{b: b, ok: true}
+	n := r.count()
+	if !r.ok {
 		return nil, bad
 	}
 	cs := make([]Change, 0, n)
 	for range n {
 		var c Change
-		if c.IssuedFence, ok = u64(); !ok {
+		var err error
+		c.IssuedFence = r.u64()
+		if c.Put, err = readPairs(r, decodeRecord); err != nil {
+			return nil, err
+		}
+		c.Delete = r.strs()
+		if c.Released, err = readPairs(r, decodeRelease); err != nil {
+			return nil, err
+		}
+		c.Forget = r.strs()
+		c.ForgetBefore = math.Float64frombits(r.u64())
+		if !r.ok {
 			return nil, bad
 		}
-		k, ok := count()
-		if !ok {
-			return nil, bad
-		}
-		for range k {
-			key, ok1 := str()
-			v, ok2 := str()
-			if !ok1 || !ok2 {
-				return nil, bad
-			}
-			r, err := decodeRecord([]byte(key), []byte(v))
-			if err != nil {
-				return nil, err
-			}
-			c.Put = append(c.Put, r)
-		}
-		if k, ok = count(); !ok {
-			return nil, bad
-		}
-		for range k {
-			s, ok := str()
-			if !ok {
-				return nil, bad
-			}
-			c.Delete = append(c.Delete, s)
-		}
-		if k, ok = count(); !ok {
-			return nil, bad
-		}
-		for range k {
-			key, ok1 := str()
-			v, ok2 := str()
-			if !ok1 || !ok2 {
-				return nil, bad
-			}
-			r, err := decodeRelease([]byte(key), []byte(v))
-			if err != nil {
-				return nil, err
-			}
-			c.Released = append(c.Released, r)
-		}
-		if k, ok = count(); !ok {
-			return nil, bad
-		}
-		for range k {
-			s, ok := str()
-			if !ok {
-				return nil, bad
-			}
-			c.Forget = append(c.Forget, s)
-		}
-		fb, ok := u64()
-		if !ok {
-			return nil, bad
-		}
-		c.ForgetBefore = math.Float64frombits(fb)
 		if err := checkChange(c); err != nil {
 			return nil, err
 		}
 		cs = append(cs, c)
 	}
-	if len(b) != 0 {
+	if !r.ok || len(r.b) != 0 {
 		return nil, bad
 	}
 	return cs, nil
+}
+
+// frameReader reads a log frame's fields from b; ok turns false at the first
+// field that does not decode, and every read after that gives zero values.
+type frameReader struct {
+	b  []byte
+	ok bool
+}
+
+func (r *frameReader) count() int {
+	if !r.ok {
+		return 0
+	}
+	n, k := binary.Uvarint(r.b)
+	if k <= 0 || n > uint64(len(r.b)) {
+		r.ok = false
+		return 0
+	}
+	r.b = r.b[k:]
+	return int(n)
+}
+
+func (r *frameReader) str() string {
+	if !r.ok {
+		return ""
+	}
+	s, rest, ok := readLenString(r.b)
+	r.b, r.ok = rest, ok
+	return s
+}
+
+func (r *frameReader) u64() uint64 {
+	if !r.ok || len(r.b) < 8 {
+		r.ok = false
+		return 0
+	}
+	v := binary.BigEndian.Uint64(r.b)
+	r.b = r.b[8:]
+	return v
+}
+
+// strs reads a count and that many strings.
+func (r *frameReader) strs() []string {
+	var out []string
+	for range r.count() {
+		if s := r.str(); r.ok {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// readPairs reads a count and that many key/value pairs, each checked by
+// decode. A pair that does not decode leaves r.ok false and returns nil.
+func readPairs[T any](r *frameReader, decode func(key, v []byte) (T, error)) ([]T, error) {
+	var out []T
+	for range r.count() {
+		key, v := r.str(), r.str()
+		if !r.ok {
+			return nil, nil
+		}
+		x, err := decode([]byte(key), []byte(v))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, x)
+	}
+	return out, nil
 }

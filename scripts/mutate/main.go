@@ -177,8 +177,8 @@ var mutations = []mutation{
 	},
 	{
 		Name: "lease/table-delete-leaves-hole", File: "core/lease/table.go",
-		Old: "\t\tst.tags[hole], st.recs[hole] = v, st.recs[j]\n\t\thole = j\n", New: "\t\tbreak\n",
-		Why: "deleting a lease breaks the probe run of the records after it",
+		Old: "\t\ttags[hole], recs[hole] = v, recs[j]\n\t\thole = j\n", New: "\t\tbreak\n",
+		Why: "deleting a lease or forgetting a request breaks the probe run of the entries after it",
 	},
 	{
 		Name: "lease/sweep-deletes-live", File: "core/lease/coordinator.go",
@@ -221,11 +221,6 @@ var mutations = []mutation{
 		Name: "lease/completed-memory-1023", File: "core/lease/client.go",
 		Old: "const completedMemory = 1024", New: "const completedMemory = 1023",
 		Why: "a client remembers 1023 completed requests, not 1024",
-	},
-	{
-		Name: "lease/request-index-delete-leaves-hole", File: "core/lease/reqindex.go",
-		Old: "\t\tx.tags[hole], x.recs[hole] = v, x.recs[j]\n\t\thole = j\n", New: "\t\tbreak\n",
-		Why: "forgetting a request breaks the probe run of the requests after it",
 	},
 	// core/naive
 	{

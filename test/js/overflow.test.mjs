@@ -289,8 +289,11 @@ test('every call into Go goes through enter (which checks for stack room first)'
   // skip the check. lf_header, called once while starting, is the exception.
   const src = readFileSync(new URL('../../wasm/js/lease-fence.mjs', import.meta.url), 'utf8').replace(/^\s*\/\/.*$/gm, '');
   assert.deepEqual([...src.matchAll(/\b(?:X|exports)\.(lf_\w+)\s*\(/g)].map((m) => m[1]), ['lf_header']);
-  assert.ok(/function enter\(fn[^)]*\) \{[^]*?room\(\);[^]*?fn\(a, b, c, d\)/.test(src), 'enter checks for room before it calls fn');
-  const direct = [...src.matchAll(/\bfn\(a, b, c, d\)/g)].length;
-  assert.equal(direct, 2, 'fn is called in enter and in readSource only');
-  assert.ok(/function readSource\([^]*?if \(room !== null\) room\(\);\s*wasmCalls\+\+;\s*let st;\s*try \{\s*st = fn\(a, b, c, d\)/.test(src), 'readSource checks for room before its second call');
+  // fn runs in callGo only, and callGo is called by enter and readSource
+  // only, each after room().
+  assert.equal([...src.matchAll(/\bfn\(a, b, c, d\)/g)].length, 1, 'fn is called in one place');
+  assert.ok(/function callGo\(fn, a, b, c, d\) \{\s*let st;\s*try \{\s*st = fn\(a, b, c, d\)/.test(src), 'that place is callGo');
+  assert.equal([...src.matchAll(/\bcallGo\(/g)].length, 3, 'callGo is defined once and called twice');
+  assert.ok(/function enter\(fn[^)]*\) \{[^]*?room\(\);[^]*?callGo\(fn, a, b, c, d\)[^]*?\n\}/.test(src), 'enter checks for room before it calls Go');
+  assert.ok(/function readSource\([^]*?if \(room !== null\) room\(\);\s*wasmCalls\+\+;\s*const st = callGo\(fn, a, b, c, d\)/.test(src), 'readSource checks for room before its second call');
 });

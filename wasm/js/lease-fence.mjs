@@ -859,6 +859,15 @@ function enter(fn, a, b, c, d) {
     yieldQueued = true;
     queueMicrotask(yieldToGo);
   }
+  const st = callGo(fn, a, b, c, d);
+  if (st === READ_SOURCE) return readSource(fn, a, b, c, d);
+  return st;
+}
+
+// callGo runs export fn once. Anything it throws cut a Go call short (see
+// enter): the instance is marked dead with plain assignments first, since
+// building an error could itself overflow the stack.
+function callGo(fn, a, b, c, d) {
   let st;
   try {
     st = fn(a, b, c, d);
@@ -870,7 +879,6 @@ function enter(fn, a, b, c, d) {
     throw instanceDied();
   }
   if (go.exited) throw instanceDied();
-  if (st === READ_SOURCE) return readSource(fn, a, b, c, d);
   return st;
 }
 
@@ -902,17 +910,7 @@ function readSource(fn, a, b, c, d) {
   dv.setUint32(readingAddr + 12, ticket, true);
   if (room !== null) room();
   wasmCalls++;
-  let st;
-  try {
-    st = fn(a, b, c, d);
-  } catch (e) {
-    if (!dead) {
-      dead = CUT_SHORT;
-      deathCause = e;
-    }
-    throw instanceDied();
-  }
-  if (go.exited) throw instanceDied();
+  const st = callGo(fn, a, b, c, d);
   if (st === READ_SOURCE) {
     throw new LeaseFenceError('lease-fence: internal error (please report): a call asked for a second clock reading; nothing was done');
   }
