@@ -204,17 +204,17 @@ func DecodeMessage(op Op, body []byte) (Message, *Error) {
 	var m Message
 	m.Op = op
 	var seen uint32 // bit i: schema[i] was present
-	member := func(name string, raw json.RawMessage) *Error {
+	member := func(name []byte, raw json.RawMessage) *Error {
 		for i := range schema {
-			if f := &schema[i]; f.name == name {
+			if f := &schema[i]; f.name == string(name) {
 				if seen&(1<<i) != 0 {
-					return errCode(CodeDuplicateField, "field "+strconv.Quote(name)+" appears twice")
+					return errCode(CodeDuplicateField, "field "+strconv.Quote(string(name))+" appears twice")
 				}
 				seen |= 1 << i
 				return f.set(&m, raw)
 			}
 		}
-		return errCode(CodeUnknownField, "unknown field "+quoteShort(name)+" in a "+string(op)+" request")
+		return errCode(CodeUnknownField, "unknown field "+quoteShort(string(name))+" in a "+string(op)+" request")
 	}
 	if err := decodeObject("body", body, member); err != nil {
 		return Message{}, err
@@ -268,7 +268,119 @@ func finite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }
 
 // decodeObject walks one JSON object, calling member for each name and raw
 // value in order, and refuses anything else: another type, trailing data.
-func decodeObject(what string, data []byte, member func(name string, raw json.RawMessage) *Error) *Error {
+// data must be valid UTF-8.
+//
+// A body encoding/json finds valid (json.Valid, the usual case) is split
+// into its members by splitObject; any other body goes through
+// json.Decoder's tokens, which stop at the first thing wrong, so what is
+// refused and why is the same either way.
+func decodeObject(what string, data []byte, member func(name []byte, raw json.RawMessage) *Error) *Error {
+	if json.Valid(data) {
+		return splitObject(what, data, member)
+	}
+	return decodeObjectTokens(what, data, member)
+}
+
+// splitObject is decodeObject for data that json.Valid accepted: one JSON
+// value and nothing but whitespace around it. It finds where each member's
+// name and value begin and end; the name is unescaped by encoding/json when
+// it holds an escape, and the value is passed on as it is written, without
+// the whitespace around it, exactly as json.Decoder would give it.
+func splitObject(what string, data []byte, member func(name []byte, raw json.RawMessage) *Error) *Error {
+	i := skipSpace(data, 0)
+	if data[i] != '{' {
+		return errCode(CodeWrongType, what+" must be a JSON object, got "+rawType(data[i:]))
+	}
+	i = skipSpace(data, i+1)
+	if data[i] == '}' {
+		return nil
+	}
+	for {
+		end := stringEnd(data, i) // data[i] is the '"' of a name
+		name := data[i+1 : end-1]
+		if bytes.IndexByte(name, '\\') >= 0 {
+			var s string
+			if err := json.Unmarshal(data[i:end], &s); err != nil {
+				return malformed(err)
+			}
+			name = []byte(s)
+		}
+		i = skipSpace(data, end)
+		i = skipSpace(data, i+1) // past the ':'
+		vend := valueEnd(data, i)
+		if err := member(name, data[i:vend]); err != nil {
+			return err
+		}
+		i = skipSpace(data, vend)
+		if data[i] == '}' {
+			return nil
+		}
+		i = skipSpace(data, i+1) // past the ','
+	}
+}
+
+func skipSpace(data []byte, i int) int {
+	for i < len(data) {
+		switch data[i] {
+		case ' ', '\t', '\n', '\r':
+			i++
+		default:
+			return i
+		}
+	}
+	return i
+}
+
+// stringEnd returns the index just past the string literal starting at
+// data[i].
+func stringEnd(data []byte, i int) int {
+	for i++; i < len(data); i++ {
+		switch data[i] {
+		case '\\':
+			i++
+		case '"':
+			return i + 1
+		}
+	}
+	return i
+}
+
+// valueEnd returns the index just past the JSON value starting at data[i].
+func valueEnd(data []byte, i int) int {
+	switch data[i] {
+	case '"':
+		return stringEnd(data, i)
+	case '{', '[':
+		depth := 0
+		for i < len(data) {
+			switch data[i] {
+			case '"':
+				i = stringEnd(data, i)
+				continue
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return i + 1
+				}
+			}
+			i++
+		}
+		return i
+	}
+	for i < len(data) {
+		switch data[i] {
+		case ',', '}', ']', ' ', '\t', '\n', '\r':
+			return i
+		}
+		i++
+	}
+	return i
+}
+
+// decodeObjectTokens is decodeObject through json.Decoder's tokens.
+func decodeObjectTokens(what string, data []byte, member func(name []byte, raw json.RawMessage) *Error) *Error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	tok, err := dec.Token()
@@ -291,7 +403,7 @@ func decodeObject(what string, data []byte, member func(name string, raw json.Ra
 		if err := dec.Decode(&raw); err != nil {
 			return malformed(err)
 		}
-		if err := member(name, raw); err != nil {
+		if err := member([]byte(name), raw); err != nil {
 			return err
 		}
 	}
@@ -400,8 +512,9 @@ func decodeInstant(name string, raw json.RawMessage, dst *clock.Instant) *Error 
 	}
 	var t clock.Instant
 	var haveMillis, haveDomain bool
-	err := decodeObject(name, raw, func(member string, v json.RawMessage) *Error {
-		switch member {
+	// raw is a value json.Valid or json.Decoder accepted.
+	err := splitObject(name, raw, func(member []byte, v json.RawMessage) *Error {
+		switch string(member) {
 		case "millis":
 			if haveMillis {
 				return errCode(CodeDuplicateField, "field "+name+".millis appears twice")
@@ -422,7 +535,7 @@ func decodeInstant(name string, raw json.RawMessage, dst *clock.Instant) *Error 
 			haveDomain = true
 			return decodeString(name+".domain", v, &t.Domain)
 		default:
-			return errCode(CodeUnknownField, "unknown field "+quoteShort(member)+" in "+name)
+			return errCode(CodeUnknownField, "unknown field "+quoteShort(string(member))+" in "+name)
 		}
 		return nil
 	})

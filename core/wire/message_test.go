@@ -2,6 +2,7 @@ package wire
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -156,6 +157,7 @@ func FuzzDecodeMessage(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, opIndex uint8, body []byte) {
 		op := fuzzOps[int(opIndex)%len(fuzzOps)]
+		checkSplitMatchesTokens(t, body)
 		m, err := DecodeMessage(op, body)
 		if err != nil {
 			if st, ok := codeStatus[err.Code]; !ok || st != err.Status || st != 400 {
@@ -197,5 +199,44 @@ func TestDecodeStringMatchesUnmarshal(t *testing.T) {
 		if err := decodeString("f", json.RawMessage(raw), &got); err != nil || got != want {
 			t.Fatalf("%s: got %q (%v), want %q", raw, got, err, want)
 		}
+	}
+}
+
+// objectMembers lists what walk passes to member, or the refusal.
+func objectMembers(walk func(string, []byte, func([]byte, json.RawMessage) *Error) *Error, body []byte) string {
+	var out strings.Builder
+	err := walk("body", body, func(name []byte, raw json.RawMessage) *Error {
+		fmt.Fprintf(&out, "%q=%q;", name, raw)
+		return nil
+	})
+	if err != nil {
+		fmt.Fprintf(&out, "error %s: %s", err.Code, err.Message)
+	}
+	return out.String()
+}
+
+// checkSplitMatchesTokens: on a body in UTF-8 (DecodeMessage refuses any
+// other first) that json.Valid accepts, splitObject passes
+// the same names and raw values as json.Decoder's tokens, or refuses it the
+// same way.
+func checkSplitMatchesTokens(t *testing.T, body []byte) {
+	t.Helper()
+	if !utf8.Valid(body) || !json.Valid(body) {
+		return
+	}
+	if got, want := objectMembers(splitObject, body), objectMembers(decodeObjectTokens, body); got != want {
+		t.Fatalf("%q: splitObject gives %s, json.Decoder %s", body, got, want)
+	}
+}
+
+func TestSplitObjectMatchesTokens(t *testing.T) {
+	bodies := []string{goodAcquire, goodRenew, goodRelease, `{}`, ` { } `, `[1,{"a":2}]`, `"s"`, `12`, `-1.5e3`, `true`, `null`,
+		"\t{\n\"a\" :\r 1 , \"b\":[ 1, \"]}\" ,{\"c\":{}} ] ,\"c\\u0041\\\"\":\"x\\\"}\" , \"d\": { \"e\" : [ ] } }\n",
+		`{"a":{"b":"}"},"a":null,"":false}`, `{"\ud83d\ude00":1}`}
+	for _, tc := range badBodies {
+		bodies = append(bodies, tc.body)
+	}
+	for _, b := range bodies {
+		checkSplitMatchesTokens(t, []byte(b))
 	}
 }
