@@ -57,6 +57,10 @@ type Client struct {
 	attempts int
 	timeout  time.Duration
 	backoff  func(int) time.Duration
+	// reqs holds, for each op, a request with its URL already parsed,
+	// which each attempt copies; an op is missing when its URL does not
+	// parse, and then each attempt refuses it as http.NewRequest does.
+	reqs map[Op]*http.Request
 }
 
 // NewClient returns a client.
@@ -83,6 +87,12 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		tr.DisableCompression = true
 		tr.MaxIdleConnsPerHost = maxIdleConns
 		c.hc = &http.Client{Transport: tr}
+	}
+	c.reqs = make(map[Op]*http.Request, 3)
+	for _, op := range [...]Op{OpAcquire, OpRenew, OpRelease} {
+		if r, err := http.NewRequest(http.MethodPost, c.base+op.Path(), nil); err == nil {
+			c.reqs[op] = r
+		}
 	}
 	if c.attempts <= 0 {
 		c.attempts = 4
@@ -258,11 +268,10 @@ func (c *Client) CloseIdleConnections() { c.hc.CloseIdleConnections() }
 func (c *Client) attempt(ctx context.Context, op Op, body []byte) (reply Reply, retry bool, err error) {
 	actx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	hreq, err := http.NewRequestWithContext(actx, http.MethodPost, c.base+op.Path(), bytes.NewReader(body))
+	hreq, err := c.newRequest(actx, op, body)
 	if err != nil {
 		return Reply{}, false, err
 	}
-	hreq.Header.Set("Content-Type", "application/json")
 	resp, err := c.hc.Do(hreq)
 	if err != nil {
 		return Reply{}, true, err
@@ -279,10 +288,33 @@ func (c *Client) attempt(ctx context.Context, op Op, body []byte) (reply Reply, 
 		}
 		return Reply{}, e.Temporary(), e
 	}
+	if bytes.Equal(data, okBody) { // a release done, the commonest answer
+		return Reply{OK: true}, false, nil
+	}
 	if err := json.Unmarshal(data, &reply); err != nil {
 		return Reply{}, true, errors.New("wire: unreadable reply: " + err.Error())
 	}
 	return reply, false, nil
+}
+
+// newRequest is http.NewRequestWithContext for POST body to op's URL, with
+// a Content-Type of application/json, without parsing the URL again.
+func (c *Client) newRequest(ctx context.Context, op Op, body []byte) (*http.Request, error) {
+	tmpl := c.reqs[op]
+	if tmpl == nil {
+		r, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+op.Path(), bytes.NewReader(body))
+		if err != nil {
+			return nil, err
+		}
+		r.Header["Content-Type"] = contentTypeJSON
+		return r, nil
+	}
+	r := tmpl.WithContext(ctx) // a copy sharing the parsed URL, which nothing changes
+	r.Header = http.Header{"Content-Type": contentTypeJSON}
+	r.ContentLength = int64(len(body))
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	return r, nil
 }
 
 func randomID() (string, error) {

@@ -188,11 +188,18 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	writeBody(w, status, out)
 }
 
+// The values of the headers of every answer, shared: net/http only reads
+// them.
+var (
+	contentTypeJSON = []string{"application/json"}
+	cacheNoStore    = []string{"no-store"}
+)
+
 func writeBody(w http.ResponseWriter, status int, out []byte) {
 	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Cache-Control", "no-store")
-	h.Set("Content-Length", strconv.Itoa(len(out)))
+	h["Content-Type"] = contentTypeJSON
+	h["Cache-Control"] = cacheNoStore
+	h["Content-Length"] = []string{strconv.Itoa(len(out))}
 	w.WriteHeader(status)
 	_, _ = w.Write(out)
 }
