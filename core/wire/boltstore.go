@@ -842,15 +842,13 @@ func (b *BoltStore) write(batch []*pendingApply) (refused []error, err error) {
 	if b.broken != nil {
 		return refused, b.broken
 	}
-	groups, err := splitFrames(cs)
+	groups, payloads, err := splitFrames(cs)
 	if err != nil {
 		return refused, err
 	}
-	payloads := make([][]byte, len(groups))
 	sizes := make([]int64, len(groups))
-	for i, g := range groups {
-		payloads[i] = encodeChanges(nil, g)
-		sizes[i] = frameSize(len(payloads[i]))
+	for i, pl := range payloads {
+		sizes[i] = frameSize(len(pl))
 	}
 	pos, err := b.place(sizes)
 	if err != nil {
@@ -933,32 +931,39 @@ func admit(c Change, hw uint64) error {
 	return nil
 }
 
-// splitFrames groups cs into frames of at most maxFrame bytes. A change
-// that alone is larger is split, if it only deletes records or forgets
-// releases (a sweep's); such a change is still made durable in full before
-// Apply returns, and its parts are independent.
-func splitFrames(cs []Change) ([][]Change, error) {
-	var out [][]Change
+// splitFrames groups cs into frames of at most maxFrame bytes, and returns
+// each frame's payload (encodeChanges of its group). A change that alone is
+// larger is split, if it only deletes records or forgets releases (a
+// sweep's); such a change is still made durable in full before Apply
+// returns, and its parts are independent.
+func splitFrames(cs []Change) (groups [][]Change, payloads [][]byte, err error) {
 	var cur []Change
+	var curEnc, enc []byte // the encodings of cur's changes; of one change
 	curSize := 0
+	done := func() {
+		groups = append(groups, cur)
+		payloads = append(payloads, append(binary.AppendUvarint(make([]byte, 0, binary.MaxVarintLen64+len(curEnc)), uint64(len(cur))), curEnc...))
+		cur, curEnc, curSize = nil, nil, 0
+	}
 	for _, c := range cs {
 		for _, part := range splitChange(c) {
-			n := len(encodeChanges(nil, []Change{part}))
+			enc = appendChange(enc[:0], part)
+			n := 1 + len(enc) // len(encodeChanges(nil, []Change{part}))
 			if n > maxFrame-frameHeader {
-				return nil, errors.New("wire: a change of " + strconv.Itoa(n) + " bytes is larger than a log frame")
+				return nil, nil, errors.New("wire: a change of " + strconv.Itoa(n) + " bytes is larger than a log frame")
 			}
 			if curSize+n > maxFrame-frameHeader && len(cur) > 0 {
-				out = append(out, cur)
-				cur, curSize = nil, 0
+				done()
 			}
 			cur = append(cur, part)
+			curEnc = append(curEnc, enc...)
 			curSize += n
 		}
 	}
 	if len(cur) > 0 {
-		out = append(out, cur)
+		done()
 	}
-	return out, nil
+	return groups, payloads, nil
 }
 
 // splitChange splits a change that only deletes and forgets into parts of

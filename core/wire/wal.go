@@ -260,33 +260,44 @@ func (w *walFile) recover(last uint64, pos int64) ([]walFrame, error) {
 func encodeChanges(buf []byte, cs []Change) []byte {
 	buf = binary.AppendUvarint(buf, uint64(len(cs)))
 	for _, c := range cs {
-		buf = binary.BigEndian.AppendUint64(buf, c.IssuedFence)
-		buf = binary.AppendUvarint(buf, uint64(len(c.Put)))
-		for _, r := range c.Put {
-			buf = appendLenString(buf, r.Resource)
-			buf = appendLenString(buf, string(encodeRecord(r)))
-		}
-		buf = binary.AppendUvarint(buf, uint64(len(c.Delete)))
-		for _, name := range c.Delete {
-			buf = appendLenString(buf, name)
-		}
-		buf = binary.AppendUvarint(buf, uint64(len(c.Released)))
-		for _, r := range c.Released {
-			buf = appendLenString(buf, r.RequestID)
-			buf = appendLenString(buf, string(encodeRelease(r)))
-		}
-		buf = binary.AppendUvarint(buf, uint64(len(c.Forget)))
-		for _, id := range c.Forget {
-			buf = appendLenString(buf, id)
-		}
-		buf = binary.BigEndian.AppendUint64(buf, math.Float64bits(c.ForgetBefore))
+		buf = appendChange(buf, c)
 	}
 	return buf
+}
+
+// appendChange appends the encoding of one change, as encodeChanges
+// writes each.
+func appendChange(buf []byte, c Change) []byte {
+	buf = binary.BigEndian.AppendUint64(buf, c.IssuedFence)
+	buf = binary.AppendUvarint(buf, uint64(len(c.Put)))
+	for _, r := range c.Put {
+		buf = appendLenString(buf, r.Resource)
+		buf = appendLenBytes(buf, encodeRecord(r))
+	}
+	buf = binary.AppendUvarint(buf, uint64(len(c.Delete)))
+	for _, name := range c.Delete {
+		buf = appendLenString(buf, name)
+	}
+	buf = binary.AppendUvarint(buf, uint64(len(c.Released)))
+	for _, r := range c.Released {
+		buf = appendLenString(buf, r.RequestID)
+		buf = appendLenBytes(buf, encodeRelease(r))
+	}
+	buf = binary.AppendUvarint(buf, uint64(len(c.Forget)))
+	for _, id := range c.Forget {
+		buf = appendLenString(buf, id)
+	}
+	return binary.BigEndian.AppendUint64(buf, math.Float64bits(c.ForgetBefore))
 }
 
 func appendLenString(buf []byte, s string) []byte {
 	buf = binary.AppendUvarint(buf, uint64(len(s)))
 	return append(buf, s...)
+}
+
+func appendLenBytes(buf, b []byte) []byte {
+	buf = binary.AppendUvarint(buf, uint64(len(b)))
+	return append(buf, b...)
 }
 
 // decodeChanges reads what encodeChanges wrote, checking every record as

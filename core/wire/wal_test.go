@@ -366,3 +366,49 @@ func editFile(t *testing.T, path string, fn func([]byte) []byte) {
 		t.Fatal(err)
 	}
 }
+
+// TestSplitFramesPayloads: each frame's payload is encodeChanges of its
+// group, every frame fits, and the changes come out whole and in order
+// (a large sweep's split into parts).
+func TestSplitFramesPayloads(t *testing.T) {
+	frame := maxFrame
+	maxFrame = 8 << 10
+	defer func() { maxFrame = frame }()
+	var cs []Change
+	for i := range 200 {
+		name := "res-" + strconv.Itoa(i)
+		cs = append(cs, Change{IssuedFence: uint64(i + 1), Put: []Record{testRecord(name, uint64(i+1), 5000)}})
+	}
+	var sweep Change
+	for i := range 1300 {
+		sweep.Delete = append(sweep.Delete, "old-"+strconv.Itoa(i))
+	}
+	cs = append(cs, sweep, Change{IssuedFence: 200, Delete: []string{"res-1"}})
+	groups, payloads, err := splitFrames(cs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(groups) < 3 || len(groups) != len(payloads) {
+		t.Fatalf("%d groups, %d payloads", len(groups), len(payloads))
+	}
+	var deletes, puts int
+	for i, g := range groups {
+		if !bytes.Equal(payloads[i], encodeChanges(nil, g)) {
+			t.Fatalf("frame %d: payload is not encodeChanges of its group", i)
+		}
+		if len(payloads[i]) > maxFrame-frameHeader {
+			t.Fatalf("frame %d: %d bytes", i, len(payloads[i]))
+		}
+		back, err := decodeChanges(payloads[i])
+		if err != nil || len(back) != len(g) {
+			t.Fatalf("frame %d decodes to %d changes (%v)", i, len(back), err)
+		}
+		for _, c := range g {
+			puts += len(c.Put)
+			deletes += len(c.Delete)
+		}
+	}
+	if puts != 200 || deletes != 1301 {
+		t.Fatalf("%d puts, %d deletes", puts, deletes)
+	}
+}
