@@ -330,10 +330,14 @@ func replay(db *bolt.DB, path string) (*walFile, uint64, int64, uint64, error) {
 	}
 	last := frames[len(frames)-1]
 	err = db.Update(func(tx *bolt.Tx) error {
+		w := newChangeWriter(tx)
 		for _, c := range cs {
-			if err := applyChange(tx, c); err != nil {
+			if err := w.apply(c); err != nil {
 				return err
 			}
+		}
+		if err := w.done(); err != nil {
+			return err
 		}
 		return putCheckpoint(tx, last.seq, last.end)
 	})
@@ -1081,12 +1085,16 @@ func (b *BoltStore) checkpoint() error {
 	if len(frames) > 0 {
 		last := frames[len(frames)-1]
 		err = b.db.Update(func(tx *bolt.Tx) error {
+			w := newChangeWriter(tx)
 			for _, fr := range frames {
 				for _, c := range fr.changes {
-					if err := applyChange(tx, c); err != nil {
+					if err := w.apply(c); err != nil {
 						return err
 					}
 				}
+			}
+			if err := w.done(); err != nil {
+				return err
 			}
 			return putCheckpoint(tx, last.seq, last.end)
 		})
@@ -1201,50 +1209,70 @@ func (b *BoltStore) releaseLocked(id string) (Release, bool) {
 	return r, ok
 }
 
-func applyChange(tx *bolt.Tx, c Change) error {
-	meta := tx.Bucket(bucketMeta)
-	cur := meta.Get(keyIssued)
-	if len(cur) != 8 {
-		return inconsistent("the fence high-water mark is missing")
+// changeWriter applies changes to the database in one transaction: the
+// fence high-water mark is read at the first change and written once, by
+// done, with the highest IssuedFence applied.
+type changeWriter struct {
+	tx                     *bolt.Tx
+	meta, leases, released *bolt.Bucket
+	hw                     uint64
+	read                   bool
+}
+
+func newChangeWriter(tx *bolt.Tx) *changeWriter {
+	return &changeWriter{tx: tx, meta: tx.Bucket(bucketMeta), leases: tx.Bucket(bucketLeases), released: tx.Bucket(bucketReleased)}
+}
+
+func (w *changeWriter) apply(c Change) error {
+	if !w.read {
+		cur := w.meta.Get(keyIssued)
+		if len(cur) != 8 {
+			return inconsistent("the fence high-water mark is missing")
+		}
+		w.hw, w.read = binary.BigEndian.Uint64(cur), true
 	}
-	hw := max(binary.BigEndian.Uint64(cur), c.IssuedFence)
+	hw := max(w.hw, c.IssuedFence)
 	for _, r := range c.Put {
 		if r.Fence > hw {
 			return inconsistent("a record's fence is above the high-water mark")
 		}
 	}
-	if err := meta.Put(keyIssued, binary.BigEndian.AppendUint64(nil, hw)); err != nil {
-		return err
-	}
-	leases := tx.Bucket(bucketLeases)
+	w.hw = hw
 	for _, r := range c.Put {
-		if err := leases.Put([]byte(r.Resource), encodeRecord(r)); err != nil {
+		if err := w.leases.Put([]byte(r.Resource), encodeRecord(r)); err != nil {
 			return err
 		}
 	}
 	for _, name := range c.Delete {
-		if err := leases.Delete([]byte(name)); err != nil {
+		if err := w.leases.Delete([]byte(name)); err != nil {
 			return err
 		}
 	}
-	released := tx.Bucket(bucketReleased)
 	for _, r := range c.Released {
 		if r.Fence > hw {
 			return inconsistent("a release's fence is above the high-water mark")
 		}
-		if err := released.Put([]byte(r.RequestID), encodeRelease(r)); err != nil {
+		if err := w.released.Put([]byte(r.RequestID), encodeRelease(r)); err != nil {
 			return err
 		}
 	}
 	for _, id := range c.Forget {
-		v := released.Get([]byte(id))
+		v := w.released.Get([]byte(id))
 		if len(v) >= 17 && math.Float64frombits(binary.BigEndian.Uint64(v[9:17])) <= c.ForgetBefore {
-			if err := released.Delete([]byte(id)); err != nil {
+			if err := w.released.Delete([]byte(id)); err != nil {
 				return err
 			}
 		}
 	}
 	return nil
+}
+
+// done writes the high-water mark, if any change was applied.
+func (w *changeWriter) done() error {
+	if !w.read {
+		return nil
+	}
+	return w.meta.Put(keyIssued, binary.BigEndian.AppendUint64(nil, w.hw))
 }
 
 // encodeRelease lays a release out like a record: version, fence, time of
