@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"math"
 	"mime"
 	"net/http"
 	"strconv"
@@ -131,7 +132,58 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeBody(w, http.StatusOK, okBody)
 		return
 	}
+	if out, ok := appendGrantReply(make([]byte, 0, 256), reply); ok {
+		writeBody(w, http.StatusOK, out)
+		return
+	}
 	writeJSON(w, http.StatusOK, reply)
+}
+
+// appendGrantReply appends the JSON of reply, a granted one, byte for byte
+// as json.Marshal writes it, without reflection: when each string holds
+// only printable ASCII that json.Marshal leaves as it is and each number is
+// one json.Marshal writes in strconv's 'f' format. It reports false for any
+// other reply, which json.Marshal then writes.
+func appendGrantReply(out []byte, reply Reply) ([]byte, bool) {
+	g := reply.Grant
+	if !reply.OK || g == nil || reply.HeldBy != "" || reply.RetryAfterMillis != 0 || reply.Reason != "" ||
+		!plainJSONString(g.RequestID) || !plainJSONString(g.Resource) || !plainJSONString(g.HolderID) ||
+		!plainJSONString(g.CoordinatorExpiresAt.Domain) || !plainJSONFloat(g.TTLMillis) || !plainJSONFloat(g.CoordinatorExpiresAt.Millis) {
+		return nil, false
+	}
+	out = append(out, `{"ok":true,"grant":{"requestId":"`...)
+	out = append(out, g.RequestID...)
+	out = append(out, `","resource":"`...)
+	out = append(out, g.Resource...)
+	out = append(out, `","holderId":"`...)
+	out = append(out, g.HolderID...)
+	out = append(out, `","fence":`...)
+	out = strconv.AppendUint(out, g.Fence, 10)
+	out = append(out, `,"ttlMillis":`...)
+	out = strconv.AppendFloat(out, g.TTLMillis, 'f', -1, 64)
+	out = append(out, `,"coordinatorExpiresAt":{"millis":`...)
+	out = strconv.AppendFloat(out, g.CoordinatorExpiresAt.Millis, 'f', -1, 64)
+	out = append(out, `,"domain":"`...)
+	out = append(out, g.CoordinatorExpiresAt.Domain...)
+	return append(out, `"}}}`...), true
+}
+
+// plainJSONString reports whether json.Marshal writes s as s in quotes.
+func plainJSONString(s string) bool {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c < 0x20 || c > 0x7e, c == '"', c == '\\', c == '<', c == '>', c == '&':
+			return false
+		}
+	}
+	return true
+}
+
+// plainJSONFloat reports whether json.Marshal writes f as strconv's 'f'
+// format does (it uses the exponent form outside [1e-6, 1e21)).
+func plainJSONFloat(f float64) bool {
+	a := math.Abs(f)
+	return f == 0 || (a >= 1e-6 && a < 1e21)
 }
 
 var okBody = []byte(`{"ok":true}`)

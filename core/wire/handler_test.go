@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"math"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
@@ -463,5 +465,57 @@ func TestHandlerBodies(t *testing.T) {
 	}
 	if rec := send(exact, false); rec.Code != 200 {
 		t.Fatalf("a body of exactly the limit: %d %s", rec.Code, rec.Body.String())
+	}
+}
+
+// TestAppendGrantReplyMatchesMarshal: a grant written without reflection is
+// byte for byte what json.Marshal writes, and any reply it does not take
+// is left to json.Marshal.
+func TestAppendGrantReplyMatchesMarshal(t *testing.T) {
+	rng := rand.New(rand.NewPCG(10, 3))
+	strs := []string{"a", "res-1", "holder_x", "", "a b", "é", "<x>", "a&b", `q"uote`, `back\slash`, "tab\t", "\u2028", "~!@#$%^*()", "\x7f", "\xff"}
+	floats := []float64{0, math.Copysign(0, -1), 1, 30000, 1.5, 1e-6, 9.99e-7, 1e21, 9.99e20, 1.7e12 + 0.125, -42.5, 123456789.123456, math.SmallestNonzeroFloat64}
+	taken := 0
+	for i := range 5000 {
+		s := func() string {
+			if rng.IntN(8) == 0 {
+				return strs[rng.IntN(len(strs))]
+			}
+			return strs[rng.IntN(3)]
+		}
+		f := func() float64 {
+			if rng.IntN(3) == 0 {
+				return rng.NormFloat64() * math.Pow(10, float64(rng.IntN(50)-20))
+			}
+			return floats[rng.IntN(len(floats))]
+		}
+		reply := Reply{OK: true, Grant: &Grant{RequestID: s(), Resource: s(), HolderID: s(), Fence: rng.Uint64N(1 << 53),
+			TTLMillis: f(), CoordinatorExpiresAt: Instant{Millis: f(), Domain: s()}}}
+		switch i % 10 {
+		case 7:
+			reply.OK = false
+		case 8:
+			reply.Reason = "expired"
+		case 9:
+			reply = Reply{HeldBy: s(), RetryAfterMillis: f()}
+		}
+		want, err := json.Marshal(reply)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, ok := appendGrantReply(nil, reply)
+		if !ok {
+			continue
+		}
+		taken++
+		if string(got) != string(want) {
+			t.Fatalf("%+v: wrote %s, json.Marshal %s", reply, got, want)
+		}
+		if i%10 >= 7 {
+			t.Fatalf("took a reply that is not a plain grant: %+v", reply)
+		}
+	}
+	if taken < 500 {
+		t.Fatalf("only %d of 5000 grants written without reflection", taken)
 	}
 }
