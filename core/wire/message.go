@@ -249,7 +249,48 @@ func EncodeMessage(m Message) ([]byte, error) {
 	if m.Op != OpAcquire {
 		body.Fence = &r.Fence
 	}
+	if out, ok := appendWireBody(make([]byte, 0, 256), body); ok {
+		return out, nil
+	}
 	return json.Marshal(body)
+}
+
+// appendWireBody appends the JSON of b byte for byte as json.Marshal writes
+// it, without reflection, when its strings and number are ones json.Marshal
+// writes as they are (plainJSONString, plainJSONFloat); it reports false
+// otherwise.
+func appendWireBody(out []byte, b wireBody) ([]byte, bool) {
+	if !plainJSONString(b.RequestID) || !plainJSONString(b.Resource) || !plainJSONString(b.HolderID) ||
+		!plainJSONString(b.Kind) || !plainJSONString(b.Secret) ||
+		(b.SentAt != nil && (!plainJSONString(b.SentAt.Domain) || !plainJSONFloat(b.SentAt.Millis))) {
+		return nil, false
+	}
+	out = append(out, `{"requestId":"`...)
+	out = append(out, b.RequestID...)
+	out = append(out, `","resource":"`...)
+	out = append(out, b.Resource...)
+	out = append(out, `","holderId":"`...)
+	out = append(out, b.HolderID...)
+	out = append(out, '"')
+	if b.SentAt != nil {
+		out = append(out, `,"sentAt":{"millis":`...)
+		out = strconv.AppendFloat(out, b.SentAt.Millis, 'f', -1, 64)
+		out = append(out, `,"domain":"`...)
+		out = append(out, b.SentAt.Domain...)
+		out = append(out, `"}`...)
+	}
+	if b.Kind != "" {
+		out = append(out, `,"kind":"`...)
+		out = append(out, b.Kind...)
+		out = append(out, '"')
+	}
+	if b.Fence != nil {
+		out = append(out, `,"fence":`...)
+		out = strconv.AppendUint(out, *b.Fence, 10)
+	}
+	out = append(out, `,"secret":"`...)
+	out = append(out, b.Secret...)
+	return append(out, `"}`...), true
 }
 
 // wireBody is the JSON shape of every request body; EncodeMessage leaves

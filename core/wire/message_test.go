@@ -3,6 +3,8 @@ package wire
 import (
 	"encoding/json"
 	"fmt"
+	"math"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -238,5 +240,50 @@ func TestSplitObjectMatchesTokens(t *testing.T) {
 	}
 	for _, b := range bodies {
 		checkSplitMatchesTokens(t, []byte(b))
+	}
+}
+
+// TestAppendWireBodyMatchesMarshal: a request body written without
+// reflection is byte for byte what json.Marshal writes.
+func TestAppendWireBodyMatchesMarshal(t *testing.T) {
+	rng := rand.New(rand.NewPCG(10, 4))
+	strs := []string{"a", "res-1", "holder_x", "", "a b", "é", "<x>", "a&b", `q"uote`, `back\slash`, "tab\t", "\u2028", "\x7f", "\xff"}
+	floats := []float64{0, math.Copysign(0, -1), 1, 1.5, 1e-6, 9.99e-7, 1e21, 9.99e20, 1.7e12 + 0.125, -42.5, math.SmallestNonzeroFloat64}
+	taken := 0
+	for range 5000 {
+		s := func() string {
+			if rng.IntN(8) == 0 {
+				return strs[rng.IntN(len(strs))]
+			}
+			return strs[rng.IntN(3)]
+		}
+		b := wireBody{RequestID: s(), Resource: s(), HolderID: s(), Secret: s()}
+		if rng.IntN(3) > 0 {
+			f := floats[rng.IntN(len(floats))]
+			if rng.IntN(3) == 0 {
+				f = rng.NormFloat64() * math.Pow(10, float64(rng.IntN(50)-20))
+			}
+			b.SentAt = &Instant{Millis: f, Domain: s()}
+			b.Kind = s()
+		}
+		if rng.IntN(2) == 0 {
+			fence := rng.Uint64N(1 << 53)
+			b.Fence = &fence
+		}
+		want, err := json.Marshal(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, ok := appendWireBody(nil, b)
+		if !ok {
+			continue
+		}
+		taken++
+		if string(got) != string(want) {
+			t.Fatalf("%+v: wrote %s, json.Marshal %s", b, got, want)
+		}
+	}
+	if taken < 500 {
+		t.Fatalf("only %d of 5000 bodies written without reflection", taken)
 	}
 }
