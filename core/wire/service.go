@@ -512,11 +512,13 @@ func (s *Service) Records() int { return int(s.records.Load()) }
 // sweepBatch bounds the records one Sweep deletes in one write.
 const sweepBatch = 4096
 
-// Sweep deletes the records of expired leases (up to a few thousand per
-// call, in one write) and forgets releases older than one TTL, and returns
-// how many records it deleted. A record is deleted only once its lease
-// is over, so no answer changes. Run it periodically (cmd/coordinator does,
-// every half TTL); a full service also runs it before refusing.
+// Sweep deletes the records of expired leases and forgets releases older
+// than one TTL (up to a few thousand of each per call, in one write each),
+// and returns how many records and releases it removed: zero once nothing
+// is left to remove. A record is deleted only once its lease is over, so no
+// answer changes. Run it periodically, until it returns zero
+// (cmd/coordinator does, every half TTL); a full service also runs it
+// before refusing.
 func (s *Service) Sweep(ctx context.Context) (int, error) { return s.sweep(ctx, -1) }
 
 // sweep is Sweep run by a caller that holds the lock of stripe skip (or
@@ -535,16 +537,18 @@ func (s *Service) sweep(ctx context.Context, skip int) (int, error) {
 	}
 	s.rel.prune(now.Millis)
 	// Releases older than a TTL are forgotten by the store too.
+	forgot := 0
 	if ids, err := s.store.Forgettable(ctx, now.Millis-s.ttlMs, sweepBatch); err != nil {
 		return 0, err
 	} else if len(ids) > 0 {
 		if err := s.store.Apply(ctx, Change{Forget: ids, ForgetBefore: now.Millis - s.ttlMs}); err != nil {
 			return 0, err
 		}
+		forgot = len(ids)
 	}
 	names, err := s.store.Expired(ctx, now.Millis, sweepBatch)
 	if err != nil || len(names) == 0 {
-		return 0, err
+		return forgot, err
 	}
 	idx := make([]int, 0, len(names))
 	for _, n := range names {
@@ -570,13 +574,13 @@ func (s *Service) sweep(ctx context.Context, skip int) (int, error) {
 		}
 	}
 	if len(del) == 0 {
-		return 0, nil
+		return forgot, nil
 	}
 	if err := s.store.Apply(ctx, Change{Delete: del}); err != nil {
-		return 0, err
+		return forgot, err
 	}
 	s.records.Add(-int64(len(del)))
-	return len(del), nil
+	return forgot + len(del), nil
 }
 
 // checkSecret refuses a renew or release that names the resource's current

@@ -2,6 +2,7 @@ package wire
 
 import (
 	"context"
+	"math"
 	"reflect"
 	"strconv"
 	"strings"
@@ -251,5 +252,48 @@ func TestFullSweepOnTheCallersStripe(t *testing.T) {
 	r.grant(OpAcquire, acquireMsg("q2", second, "b"))
 	if svc.Records() != 1 {
 		t.Fatalf("%d records", svc.Records())
+	}
+}
+
+// TestSweepForgetsOldReleases: sweeping until Sweep returns zero forgets
+// every release older than a TTL, even more than one call removes and with
+// no expired record left to delete (the coordinator's sweep loop stops at
+// zero).
+func TestSweepForgetsOldReleases(t *testing.T) {
+	store := NewMemoryStore()
+	r := newRig(t, store)
+	ctx := context.Background()
+	const n = sweepBatch + 100
+	for i := range n {
+		id := strconv.Itoa(i)
+		rep, err := r.svc.Call(ctx, acquireMsg("a"+id, "res"+id, "h"))
+		if err != nil || !rep.OK {
+			t.Fatal(rep, err)
+		}
+		if rep, err := r.svc.Call(ctx, releaseMsg("r"+id, "res"+id, "h", rep.Grant.Fence, secretOf("h"))); err != nil || !rep.OK {
+			t.Fatal(rep, err)
+		}
+	}
+	if store.Len() != 0 {
+		t.Fatalf("%d records after releasing all", store.Len())
+	}
+	r.clk.Advance(2 * float64(ttl.Milliseconds()))
+	total, calls := 0, 0
+	for {
+		k, err := r.svc.Sweep(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if k == 0 {
+			break
+		}
+		total += k
+		calls++
+	}
+	if total != n || calls < 2 {
+		t.Fatalf("swept %d in %d calls, want %d releases in at least 2", total, calls, n)
+	}
+	if left, _ := store.Forgettable(ctx, math.MaxFloat64, 2*n); len(left) != 0 {
+		t.Fatalf("%d releases still remembered", len(left))
 	}
 }
