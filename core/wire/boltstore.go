@@ -1301,19 +1301,7 @@ func (b *BoltStore) Forgettable(_ context.Context, millis float64, limit int) ([
 			out = append(out, id)
 		}
 	}
-	err := b.db.View(func(tx *bolt.Tx) error {
-		c := tx.Bucket(bucketReleased).Cursor()
-		for k, v := c.First(); k != nil && len(out) < limit; k, v = c.Next() {
-			if b.ovRels[string(k)] != nil {
-				continue
-			}
-			if len(v) >= 17 && math.Float64frombits(binary.BigEndian.Uint64(v[9:17])) <= millis {
-				out = append(out, string(k))
-			}
-		}
-		return nil
-	})
-	return out, err
+	return b.dueIn(bucketReleased, func(k []byte) bool { return b.ovRels[string(k)] != nil }, millis, limit, out)
 }
 
 // Expired returns up to max resources whose record expires at or before
@@ -1327,13 +1315,22 @@ func (b *BoltStore) Expired(_ context.Context, millis float64, limit int) ([]str
 			out = append(out, name)
 		}
 	}
+	return b.dueIn(bucketLeases, func(k []byte) bool { return b.ovLeases[string(k)] != nil }, millis, limit, out)
+}
+
+// dueIn appends to out, up to limit in all, the keys of bucket whose
+// record's instant (a release's time, a lease's expiry: bytes 9 to 17 of
+// both encodings) is at or before millis, skipping keys the in-memory
+// overlay has (the caller counted those) and records too short to hold an
+// instant (Load refused such a record; Get reports it).
+func (b *BoltStore) dueIn(bucket []byte, inOverlay func(k []byte) bool, millis float64, limit int, out []string) ([]string, error) {
 	err := b.db.View(func(tx *bolt.Tx) error {
-		c := tx.Bucket(bucketLeases).Cursor()
+		c := tx.Bucket(bucket).Cursor()
 		for k, v := c.First(); k != nil && len(out) < limit; k, v = c.Next() {
-			if len(v) < 17 || b.ovLeases[string(k)] != nil {
-				continue // Load refused such a record; Get reports it
+			if len(v) < 17 || inOverlay(k) {
+				continue
 			}
-			if exp := math.Float64frombits(binary.BigEndian.Uint64(v[9:17])); exp <= millis {
+			if math.Float64frombits(binary.BigEndian.Uint64(v[9:17])) <= millis {
 				out = append(out, string(k))
 			}
 		}
