@@ -330,16 +330,7 @@ func replay(db *bolt.DB, path string) (*walFile, uint64, int64, uint64, error) {
 	}
 	last := frames[len(frames)-1]
 	err = db.Update(func(tx *bolt.Tx) error {
-		w := newChangeWriter(tx)
-		for _, c := range cs {
-			if err := w.apply(c); err != nil {
-				return err
-			}
-		}
-		if err := w.done(); err != nil {
-			return err
-		}
-		return putCheckpoint(tx, last.seq, last.end)
+		return checkpointTx(tx, [][]Change{cs}, last.seq, last.end)
 	})
 	if err == nil {
 		err = db.View(func(tx *bolt.Tx) error {
@@ -352,6 +343,23 @@ func replay(db *bolt.DB, path string) (*walFile, uint64, int64, uint64, error) {
 		return nil, 0, 0, 0, errors.Join(errors.New("wire: replaying the log"), err)
 	}
 	return log, last.seq, last.end, hw, nil
+}
+
+// checkpointTx writes groups of changes, in order, into the database in tx
+// and records that the log is written into it up to frame seq, ending at pos.
+func checkpointTx(tx *bolt.Tx, groups [][]Change, seq uint64, pos int64) error {
+	w := newChangeWriter(tx)
+	for _, cs := range groups {
+		for _, c := range cs {
+			if err := w.apply(c); err != nil {
+				return err
+			}
+		}
+	}
+	if err := w.done(); err != nil {
+		return err
+	}
+	return putCheckpoint(tx, seq, pos)
 }
 
 func putCheckpoint(tx *bolt.Tx, seq uint64, pos int64) error {
@@ -1084,19 +1092,12 @@ func (b *BoltStore) checkpoint() error {
 	var err error
 	if len(frames) > 0 {
 		last := frames[len(frames)-1]
+		groups := make([][]Change, len(frames))
+		for i, fr := range frames {
+			groups[i] = fr.changes
+		}
 		err = b.db.Update(func(tx *bolt.Tx) error {
-			w := newChangeWriter(tx)
-			for _, fr := range frames {
-				for _, c := range fr.changes {
-					if err := w.apply(c); err != nil {
-						return err
-					}
-				}
-			}
-			if err := w.done(); err != nil {
-				return err
-			}
-			return putCheckpoint(tx, last.seq, last.end)
+			return checkpointTx(tx, groups, last.seq, last.end)
 		})
 		if err == nil {
 			b.ovMu.Lock()
