@@ -1296,12 +1296,7 @@ func decodeRelease(key, v []byte) (Release, error) {
 func (b *BoltStore) Forgettable(_ context.Context, millis float64, limit int) ([]string, error) {
 	b.ovMu.RLock()
 	defer b.ovMu.RUnlock()
-	var out []string
-	for id, e := range b.ovRels {
-		if len(out) < limit && !e.del && e.rel.At <= millis {
-			out = append(out, id)
-		}
-	}
+	out := dueKeys(b.ovRels, func(e *ovRelease) bool { return !e.del && e.rel.At <= millis }, limit)
 	return b.dueIn(bucketReleased, func(k []byte) bool { return b.ovRels[string(k)] != nil }, millis, limit, out)
 }
 
@@ -1310,12 +1305,7 @@ func (b *BoltStore) Forgettable(_ context.Context, millis float64, limit int) ([
 func (b *BoltStore) Expired(_ context.Context, millis float64, limit int) ([]string, error) {
 	b.ovMu.RLock()
 	defer b.ovMu.RUnlock()
-	var out []string
-	for name, e := range b.ovLeases {
-		if len(out) < limit && !e.del && e.rec.ExpiresAt <= millis {
-			out = append(out, name)
-		}
-	}
+	out := dueKeys(b.ovLeases, func(e *ovLease) bool { return !e.del && e.rec.ExpiresAt <= millis }, limit)
 	return b.dueIn(bucketLeases, func(k []byte) bool { return b.ovLeases[string(k)] != nil }, millis, limit, out)
 }
 

@@ -148,7 +148,7 @@ func appendGrantReply(out []byte, reply Reply) ([]byte, bool) {
 	g := reply.Grant
 	if !reply.OK || g == nil || reply.HeldBy != "" || reply.RetryAfterMillis != 0 || reply.Reason != "" ||
 		!plainJSONString(g.RequestID) || !plainJSONString(g.Resource) || !plainJSONString(g.HolderID) ||
-		!plainJSONString(g.CoordinatorExpiresAt.Domain) || !plainJSONFloat(g.TTLMillis) || !plainJSONFloat(g.CoordinatorExpiresAt.Millis) {
+		!plainJSONFloat(g.TTLMillis) || !plainInstant(g.CoordinatorExpiresAt) {
 		return nil, false
 	}
 	out = append(out, `{"ok":true,"grant":{"requestId":"`...)
@@ -161,11 +161,22 @@ func appendGrantReply(out []byte, reply Reply) ([]byte, bool) {
 	out = strconv.AppendUint(out, g.Fence, 10)
 	out = append(out, `,"ttlMillis":`...)
 	out = strconv.AppendFloat(out, g.TTLMillis, 'f', -1, 64)
-	out = append(out, `,"coordinatorExpiresAt":{"millis":`...)
-	out = strconv.AppendFloat(out, g.CoordinatorExpiresAt.Millis, 'f', -1, 64)
+	out = append(out, `,"coordinatorExpiresAt":`...)
+	out = appendInstant(out, g.CoordinatorExpiresAt)
+	return append(out, `}}`...), true
+}
+
+// plainInstant reports whether json.Marshal writes t as appendInstant does.
+func plainInstant(t Instant) bool { return plainJSONString(t.Domain) && plainJSONFloat(t.Millis) }
+
+// appendInstant appends t's JSON as json.Marshal writes it when
+// plainInstant(t).
+func appendInstant(out []byte, t Instant) []byte {
+	out = append(out, `{"millis":`...)
+	out = strconv.AppendFloat(out, t.Millis, 'f', -1, 64)
 	out = append(out, `,"domain":"`...)
-	out = append(out, g.CoordinatorExpiresAt.Domain...)
-	return append(out, `"}}}`...), true
+	out = append(out, t.Domain...)
+	return append(out, `"}`...)
 }
 
 // plainJSONString reports whether json.Marshal writes s as s in quotes.

@@ -262,7 +262,7 @@ func EncodeMessage(m Message) ([]byte, error) {
 func appendWireBody(out []byte, b wireBody) ([]byte, bool) {
 	if !plainJSONString(b.RequestID) || !plainJSONString(b.Resource) || !plainJSONString(b.HolderID) ||
 		!plainJSONString(b.Kind) || !plainJSONString(b.Secret) ||
-		(b.SentAt != nil && (!plainJSONString(b.SentAt.Domain) || !plainJSONFloat(b.SentAt.Millis))) {
+		(b.SentAt != nil && !plainInstant(*b.SentAt)) {
 		return nil, false
 	}
 	out = append(out, `{"requestId":"`...)
@@ -273,11 +273,8 @@ func appendWireBody(out []byte, b wireBody) ([]byte, bool) {
 	out = append(out, b.HolderID...)
 	out = append(out, '"')
 	if b.SentAt != nil {
-		out = append(out, `,"sentAt":{"millis":`...)
-		out = strconv.AppendFloat(out, b.SentAt.Millis, 'f', -1, 64)
-		out = append(out, `,"domain":"`...)
-		out = append(out, b.SentAt.Domain...)
-		out = append(out, `"}`...)
+		out = append(out, `,"sentAt":`...)
+		out = appendInstant(out, *b.SentAt)
 	}
 	if b.Kind != "" {
 		out = append(out, `,"kind":"`...)

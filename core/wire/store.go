@@ -258,16 +258,7 @@ func (m *MemoryStore) Apply(_ context.Context, c Change) error {
 func (m *MemoryStore) Forgettable(_ context.Context, millis float64, max int) ([]string, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var out []string
-	for id, r := range m.rels {
-		if len(out) >= max {
-			break
-		}
-		if r.At <= millis {
-			out = append(out, id)
-		}
-	}
-	return out, nil
+	return dueKeys(m.rels, func(r Release) bool { return r.At <= millis }, max), nil
 }
 
 // Expired returns up to max resources whose record expires at or before
@@ -275,16 +266,21 @@ func (m *MemoryStore) Forgettable(_ context.Context, millis float64, max int) ([
 func (m *MemoryStore) Expired(_ context.Context, millis float64, max int) ([]string, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	return dueKeys(m.recs, func(r Record) bool { return r.ExpiresAt <= millis }, max), nil
+}
+
+// dueKeys returns the keys of m whose value is due, at most max of them.
+func dueKeys[V any](m map[string]V, due func(V) bool, max int) []string {
 	var out []string
-	for name, r := range m.recs {
+	for k, v := range m {
 		if len(out) >= max {
 			break
 		}
-		if r.ExpiresAt <= millis {
-			out = append(out, name)
+		if due(v) {
+			out = append(out, k)
 		}
 	}
-	return out, nil
+	return out
 }
 
 // Len returns the number of records.

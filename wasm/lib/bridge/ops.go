@@ -294,12 +294,7 @@ func (b *Bridge) CoordRelease(h uint32, n int32) (st int32) {
 	if err != nil {
 		return b.status(err)
 	}
-	ok, err := c.Release(tok)
-	if err != nil {
-		return b.status(err)
-	}
-	b.out().Bool(ok)
-	return OK
+	return b.release(c, tok)
 }
 
 // CoordReleaseIDs is CoordRelease with the token's strings passed as
@@ -316,6 +311,11 @@ func (b *Bridge) CoordReleaseIDs(h, resource, holder uint32, fenceNum float64) (
 	if err != nil {
 		return b.status(err)
 	}
+	return b.release(c, tok)
+}
+
+// release releases tok on c. Out: released (bool).
+func (b *Bridge) release(c *lease.Coordinator, tok fence.Token) int32 {
 	ok, err := c.Release(tok)
 	if err != nil {
 		return b.status(err)
