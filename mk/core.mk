@@ -2,7 +2,7 @@
 # internal/argerr, their one argument-error type):
 # natively, with the race detector, and under GOOS=js (Node runs the test
 # binary through go_js_wasm_exec, which the Makefile puts on PATH).
-# core/sim and core/wire are tested by their own targets.
+# core/sim and service/wire are tested by their own targets.
 TESTS += test-core test-core-race test-core-js
 BENCH += bench-core
 

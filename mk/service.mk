@@ -1,4 +1,4 @@
-# The coordinator as a service (docs/service.md): core/wire over HTTP, the
+# The coordinator as a service (docs/service.md): service/wire over HTTP, the
 # native server, the Cloudflare Worker under the local workerd runtime, and
 # the benchmarks against Redis and etcd.
 TESTS += test-service test-worker-e2e
@@ -33,8 +33,8 @@ worker-dev: worker
 # detector; a short fuzz run of the request decoder; vet/staticcheck of what
 # `make lint` does not see: the e2e build tag and the peers module.
 test-service:
-	$(GO) test -count=1 -race ./core/wire/ ./cmd/coordinator/ ./test/worker/
-	$(GO) test $(FUZZ_BRIEF) -fuzz '^FuzzDecodeMessage$$' -fuzztime 40000x ./core/wire/
+	$(GO) test -count=1 -race ./service/wire/ ./cmd/coordinator/ ./test/worker/
+	$(GO) test $(FUZZ_BRIEF) -fuzz '^FuzzDecodeMessage$$' -fuzztime 40000x ./service/wire/
 	$(GO) vet -tags e2e ./test/worker/
 	GOBIN=$(CURDIR)/out/bin $(GO) install $(STATICCHECK)
 	out/bin/staticcheck -tags e2e ./test/worker/

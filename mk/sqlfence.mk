@@ -1,4 +1,4 @@
-# core/fence/sqlfence: the fence checked by the database itself, against a
+# gates/sqlfence: the fence checked by the database itself, against a
 # SQLite file (several handles and two processes) and a real PostgreSQL
 # server that the tests start in a temporary directory (internal/pgtest;
 # scripts/setup.sh installs Debian's postgresql). Missing PostgreSQL fails the
@@ -9,7 +9,7 @@ BENCH += bench-sqlfence
 .PHONY: test-sqlfence bench-sqlfence
 
 test-sqlfence:
-	$(GO) test -count=1 ./core/fence/sqlfence/ ./internal/pgtest/...
+	$(GO) test -count=1 ./gates/sqlfence/ ./internal/pgtest/...
 
 # Commits per second with 1 and 8 writers on SQLite and PostgreSQL, fenced
 # next to the same write without fencing, interleaved in one run, with

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Commits per second through core/fence/sqlfence, fenced next to unfenced, on
+# Commits per second through gates/sqlfence, fenced next to unfenced, on
 # SQLite and PostgreSQL with 1 and 8 writers: runs BenchmarkCommits (whose
 # rounds interleave the configurations) and prints min/median/max per
 # configuration. Usage: scripts/bench-sqlfence.sh [commits per measurement]
@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 n=${1:-300}
 echo "uptime: $(uptime)"
-out=$(${GO:-go} test -run '^$' -bench '^BenchmarkCommits$' -benchtime "${n}x" ./core/fence/sqlfence/)
+out=$(${GO:-go} test -run '^$' -bench '^BenchmarkCommits$' -benchtime "${n}x" ./gates/sqlfence/)
 echo "$out" | grep '^Benchmark'
 echo
 echo "$out" | awk '

@@ -12,7 +12,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/lease-fence/lease-fence/core/wire"
+	"github.com/lease-fence/lease-fence/service/wire"
 )
 
 // listenDebug listens on addr, which must be a loopback address: the debug

@@ -2,7 +2,7 @@
 
 // Command coordinator serves the lease coordinator over HTTP on loopback:
 // POST /v1/acquire, /v1/renew and /v1/release with JSON bodies (package
-// core/wire). State is durable by default: a bbolt database with a
+// service/wire). State is durable by default: a bbolt database with a
 // write-ahead log next to it (the -state path + ".wal"); every grant and
 // renewal is written to the log and fdatasynced before it is answered (a
 // release goes into the next write, before any later grant), so a restarted
@@ -40,7 +40,7 @@ import (
 
 	"golang.org/x/net/netutil"
 
-	"github.com/lease-fence/lease-fence/core/wire"
+	"github.com/lease-fence/lease-fence/service/wire"
 )
 
 func main() {

@@ -24,7 +24,7 @@ import (
 
 	"github.com/lease-fence/lease-fence/core/clock"
 	"github.com/lease-fence/lease-fence/core/lease"
-	"github.com/lease-fence/lease-fence/core/wire"
+	"github.com/lease-fence/lease-fence/service/wire"
 )
 
 // The tests in this file run the coordinator as a child process: the test

@@ -2,12 +2,10 @@ package sim
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"sync"
 
 	"github.com/lease-fence/lease-fence/core/fence"
-	"github.com/lease-fence/lease-fence/core/fence/sqlfence"
 )
 
 // An async write runs through Gate.CommitContext on a goroutine of its own,
@@ -206,18 +204,29 @@ func (w *world) closeAsync() {
 	}
 }
 
-// sqlStore opens the run's sqlfence store if the run writes through one.
+// StoreGate is a gate kept outside the run's memory, as the simulator
+// drives it: gates/sqlfence in the tests. Commit runs the write of token
+// (recording its fence as one landed write of the resource) in the same
+// step as the fence check, or refuses it; a write that fails leaves no
+// landed write behind. Writes lists the fences of the landed writes of a
+// resource, in the order they landed.
+type StoreGate interface {
+	Admit(ctx context.Context, tok fence.Token) error
+	Commit(ctx context.Context, tok fence.Token, fail bool) (ran bool, err error)
+	Floor(ctx context.Context, resource string) (uint64, error)
+	Rejections(ctx context.Context, resource string) ([]fence.Rejection, error)
+	Writes(ctx context.Context, resource string) ([]uint64, error)
+	Close() error
+}
+
+// openSQL opens the run's store gate if the run writes through one.
 func (w *world) openSQL() {
-	if !w.p.SQL || w.opts.OpenSQL == nil || w.opts.Mode != Fenced {
+	if !w.p.SQL || w.opts.OpenStore == nil || w.opts.Mode != Fenced {
 		return
 	}
-	db, err := w.opts.OpenSQL()
+	var err error
+	w.store, err = w.opts.OpenStore()
 	must(err)
-	_, err = db.Exec(`CREATE TABLE writes (id INTEGER PRIMARY KEY AUTOINCREMENT, resource TEXT NOT NULL, fence BIGINT NOT NULL)`)
-	must(err)
-	w.store, err = sqlfence.Open(context.Background(), db, sqlfence.Options{Dialect: sqlfence.SQLite})
-	must(err)
-	w.db = db
 	w.sqlLanded = make(map[string]int)
 	w.sqlRefused = make(map[string]int)
 }
@@ -232,16 +241,7 @@ func (w *world) sqlResource(m *message) {
 		err = w.store.Admit(ctx, tok)
 	} else {
 		fail := w.rng.Float64() < w.p.WriteFail
-		err = w.store.Commit(ctx, tok, func(ctx context.Context, tx *sql.Tx) error {
-			ran = true
-			if _, err := tx.ExecContext(ctx, `INSERT INTO writes (resource, fence) VALUES (?, ?)`, tok.Resource, int64(tok.Fence)); err != nil {
-				return err
-			}
-			if fail {
-				return errWriteFailed
-			}
-			return nil
-		})
+		ran, err = w.store.Commit(ctx, tok, fail)
 		if err == nil {
 			// Only a committed write counts: a failed one rolled back.
 			w.chk.WriteRuns(tok)
@@ -266,25 +266,21 @@ func (w *world) sqlResource(m *message) {
 // closes it: rows per resource in commit order carry non-decreasing fences,
 // one row per landed write, one rejection row per refusal.
 func (w *world) closeSQL() {
-	if w.db == nil {
+	if w.store == nil {
 		return
 	}
-	defer w.db.Close()
+	defer w.store.Close()
 	ctx := context.Background()
 	for _, res := range w.resources {
-		rows, err := w.db.Query(`SELECT fence FROM writes WHERE resource = ? ORDER BY id`, res)
+		fences, err := w.store.Writes(ctx, res)
 		must(err)
 		var last uint64
 		n := 0
-		for rows.Next() {
-			var f int64
-			must(rows.Scan(&f))
-			w.chk.check(GateFloor, uint64(f) >= last, "store %s committed fence %d after fence %d", res, f, last)
-			last = uint64(f)
+		for _, f := range fences {
+			w.chk.check(GateFloor, f >= last, "store %s committed fence %d after fence %d", res, f, last)
+			last = f
 			n++
 		}
-		must(rows.Err())
-		rows.Close()
 		rej, err := w.store.Rejections(ctx, res)
 		must(err)
 		w.chk.check(GateFloor, n == w.sqlLanded[res] && len(rej) == w.sqlRefused[res],

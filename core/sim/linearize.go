@@ -217,7 +217,7 @@ type register struct {
 	Last     float64 // the latest coordinator reading the history implies
 	// Released lists the releases that ended a lease of this resource, in
 	// the order they happened (see releasedKey). A coordinator that
-	// remembers them (core/wire does, for a bounded number) answers a retry
+	// remembers them (service/wire does, for a bounded number) answers a retry
 	// of any of them, same request id, with ok again, whatever happened to
 	// the resource since. A string keeps the register comparable.
 	Released string

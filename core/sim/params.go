@@ -92,9 +92,9 @@ type Params struct {
 	// WriteTimeoutMs, if positive, is how long a waiting async write waits
 	// before its context is cancelled.
 	WriteTimeoutMs int64
-	// SQL: writes and pushes go through core/fence/sqlfence on a SQLite
-	// database instead of the in-memory gates (only when the run's
-	// Options.OpenSQL is set; about one seed in 20).
+	// SQL: writes and pushes go through Options.OpenStore (gates/sqlfence on
+	// SQLite in the tests) instead of the in-memory gates (only when the run's
+	// Options.OpenStore is set; about one seed in 20).
 	SQL bool
 }
 

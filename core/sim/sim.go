@@ -2,7 +2,6 @@ package sim
 
 import (
 	"container/heap"
-	"database/sql"
 	"errors"
 	"fmt"
 	"io"
@@ -11,7 +10,6 @@ import (
 
 	"github.com/lease-fence/lease-fence/core/clock"
 	"github.com/lease-fence/lease-fence/core/fence"
-	"github.com/lease-fence/lease-fence/core/fence/sqlfence"
 	"github.com/lease-fence/lease-fence/core/lease"
 	"github.com/lease-fence/lease-fence/core/naive"
 )
@@ -25,10 +23,11 @@ type Options struct {
 	// MaxViolations bounds how many violations a run collects before it
 	// stops (default 1).
 	MaxViolations int
-	// OpenSQL opens a fresh, empty SQLite database (e.g. modernc.org/sqlite
-	// in memory). When set, runs whose Params.SQL is true write through
-	// core/fence/sqlfence on it instead of through in-memory gates.
-	OpenSQL func() (*sql.DB, error)
+	// OpenStore opens a fresh, empty gate kept outside the run's memory (the
+	// tests give gates/sqlfence on an in-memory SQLite database). When set,
+	// runs whose Params.SQL is true write through it instead of through
+	// in-memory gates.
+	OpenStore func() (StoreGate, error)
 
 	// skipAsyncQueue is the deliberate break the tests must catch: async
 	// writes are checked when they arrive and start at once, without
@@ -258,8 +257,7 @@ type world struct {
 	running []*asyncWrite   // per resource: the async write in progress
 	queued  [][]*asyncWrite // per resource: async writes waiting, in order
 
-	store                 *sqlfence.Store // Params.SQL runs
-	db                    *sql.DB
+	store                 StoreGate // Params.SQL runs
 	sqlLanded, sqlRefused map[string]int
 }
 

@@ -72,7 +72,7 @@ func TestSimSeeds(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for s := from + uint64(wi); s < from+n; s += uint64(workers) {
-				r := Run(s, Options{OpenSQL: testOpenSQL})
+				r := Run(s, Options{OpenStore: testOpenStore})
 				mu.Lock()
 				add(&total, &r.Stats)
 				switch r.Params.Restart {
@@ -133,7 +133,7 @@ func TestSimSeeds(t *testing.T) {
 	if total.AsyncWrites == 0 || total.AsyncQueued == 0 || total.AsyncCancelled == 0 {
 		t.Errorf("async writes were not exercised: %d, %d waited, %d cancelled", total.AsyncWrites, total.AsyncQueued, total.AsyncCancelled)
 	}
-	if testOpenSQL != nil && total.SQLRuns == 0 {
+	if testOpenStore != nil && total.SQLRuns == 0 {
 		t.Errorf("no run wrote through sqlfence")
 	}
 	if outSkew.BeliefBeyondWindow == 0 {
@@ -297,7 +297,7 @@ func TestAsyncQueueSkippedIsCaught(t *testing.T) {
 // TestSQLRunsCheckTheDatabase: a run through sqlfence ends with the
 // database's rows and rejections matching what the run saw.
 func TestSQLRunsCheckTheDatabase(t *testing.T) {
-	if testOpenSQL == nil {
+	if testOpenStore == nil {
 		t.Skip("no SQLite driver under GOOS=js")
 	}
 	n := 0
@@ -306,7 +306,7 @@ func TestSQLRunsCheckTheDatabase(t *testing.T) {
 			continue
 		}
 		n++
-		r := Run(s, Options{OpenSQL: testOpenSQL})
+		r := Run(s, Options{OpenStore: testOpenStore})
 		if err := r.Err(); err != nil {
 			t.Fatalf("seed %d: %v", s, err)
 		}

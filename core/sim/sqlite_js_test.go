@@ -2,7 +2,5 @@
 
 package sim
 
-import "database/sql"
-
 // Under GOOS=js there is no SQLite driver: runs use in-memory gates only.
-var testOpenSQL func() (*sql.DB, error)
+var testOpenStore func() (StoreGate, error)

@@ -16,7 +16,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/lease-fence/lease-fence/core/wire"
+	"github.com/lease-fence/lease-fence/service/wire"
 )
 
 // latency measures the time of one acquisition (the HTTP call, fsync

@@ -33,7 +33,7 @@ import (
 	"github.com/syumai/workers/cloudflare"
 
 	"github.com/lease-fence/lease-fence/core/clock"
-	"github.com/lease-fence/lease-fence/core/wire"
+	"github.com/lease-fence/lease-fence/service/wire"
 )
 
 // namespaceBinding is the Durable Object binding in wrangler.toml.

@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/lease-fence/lease-fence/core/fence"
-	"github.com/lease-fence/lease-fence/core/fence/sqlfence"
+	"github.com/lease-fence/lease-fence/gates/sqlfence"
 )
 
 // Two commits to different resources whose statements lock two rows in

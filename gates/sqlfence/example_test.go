@@ -11,7 +11,7 @@ import (
 	_ "modernc.org/sqlite"
 
 	"github.com/lease-fence/lease-fence/core/fence"
-	"github.com/lease-fence/lease-fence/core/fence/sqlfence"
+	"github.com/lease-fence/lease-fence/gates/sqlfence"
 )
 
 // The fence checked by the database: agent-b's write (fence 2) commits,

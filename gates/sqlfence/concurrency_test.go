@@ -18,7 +18,7 @@ import (
 	"testing"
 
 	"github.com/lease-fence/lease-fence/core/fence"
-	"github.com/lease-fence/lease-fence/core/fence/sqlfence"
+	"github.com/lease-fence/lease-fence/gates/sqlfence"
 )
 
 // counts is what one writer saw.

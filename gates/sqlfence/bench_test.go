@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/lease-fence/lease-fence/core/fence"
-	"github.com/lease-fence/lease-fence/core/fence/sqlfence"
+	"github.com/lease-fence/lease-fence/gates/sqlfence"
 	"github.com/lease-fence/lease-fence/internal/pgtest"
 )
 

@@ -11,7 +11,7 @@ import (
 
 	"github.com/lease-fence/lease-fence/core/clock"
 	"github.com/lease-fence/lease-fence/core/lease"
-	"github.com/lease-fence/lease-fence/core/wire"
+	"github.com/lease-fence/lease-fence/service/wire"
 )
 
 // A coordinator served over HTTP, and two holders competing for it.

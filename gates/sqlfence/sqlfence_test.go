@@ -17,7 +17,7 @@ import (
 	_ "modernc.org/sqlite"
 
 	"github.com/lease-fence/lease-fence/core/fence"
-	"github.com/lease-fence/lease-fence/core/fence/sqlfence"
+	"github.com/lease-fence/lease-fence/gates/sqlfence"
 	"github.com/lease-fence/lease-fence/internal/pgtest"
 )
 
