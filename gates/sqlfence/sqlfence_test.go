@@ -17,6 +17,7 @@ import (
 	_ "modernc.org/sqlite"
 
 	"github.com/lease-fence/lease-fence/core/fence"
+	"github.com/lease-fence/lease-fence/gates/gatetest"
 	"github.com/lease-fence/lease-fence/gates/sqlfence"
 	"github.com/lease-fence/lease-fence/internal/pgtest"
 )
@@ -30,6 +31,11 @@ var dbSeq atomic.Int32
 func TestMain(m *testing.M) {
 	if mode := os.Getenv(childEnv); mode != "" {
 		os.Exit(child(mode))
+	}
+	if gatetest.Worker() {
+		// A writer process of the conformance suite attaches to the
+		// parent's database; it needs no server of its own.
+		os.Exit(m.Run())
 	}
 	var err error
 	pg, err = pgtest.Start(pgtest.Options{})

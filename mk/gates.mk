@@ -1,0 +1,24 @@
+# gates/: the fence gate inside other stores, and the conformance suite
+# every gate passes (gates/gatetest, run by each gate's own test):
+# gates/sqlfence against a SQLite file and a real PostgreSQL server that the
+# tests start in a temporary directory (internal/pgtest; scripts/setup.sh
+# installs Debian's postgresql), with writer processes and a SIGKILLed one.
+# A missing PostgreSQL fails the suite. core/fence itself is in test-core;
+# gatetest runs the suite against it too.
+TESTS += test-gates
+BENCH += bench-sqlfence
+
+.PHONY: test-gates test-sqlfence bench-sqlfence
+
+test-gates:
+	$(GO) test -count=1 ./gates/... ./internal/pgtest/...
+
+test-sqlfence:
+	$(GO) test -count=1 ./gates/sqlfence/ ./internal/pgtest/...
+
+# Commits per second with 1 and 8 writers on SQLite and PostgreSQL, fenced
+# next to the same write without fencing, interleaved in one run, with
+# min/median/max (durable settings: PostgreSQL with fsync, SQLite in WAL with
+# synchronous=FULL). About a minute.
+bench-sqlfence:
+	GO=$(GO) ./scripts/bench-sqlfence.sh
