@@ -3,15 +3,18 @@
 # gates/sqlfence against a SQLite file and a real PostgreSQL server that the
 # tests start in a temporary directory (internal/pgtest; scripts/setup.sh
 # installs Debian's postgresql), with writer processes and a SIGKILLed one.
-# A missing PostgreSQL fails the suite. core/fence itself is in test-core;
-# gatetest runs the suite against it too.
+# gates/redisfence against a real redis-server the tests start on a free
+# port (internal/redistest: AOF with appendfsync always; killed with SIGKILL
+# and restarted in a test). A missing PostgreSQL or redis-server fails the
+# suite. core/fence itself is in test-core; gatetest runs the suite against
+# it too.
 TESTS += test-gates
 BENCH += bench-sqlfence
 
 .PHONY: test-gates test-sqlfence bench-sqlfence
 
 test-gates:
-	$(GO) test -count=1 ./gates/... ./internal/pgtest/...
+	$(GO) test -count=1 ./gates/... ./internal/pgtest/... ./internal/redistest/...
 
 test-sqlfence:
 	$(GO) test -count=1 ./gates/sqlfence/ ./internal/pgtest/...

@@ -3,7 +3,9 @@
 # package-lock.json, Debian's chromium when /usr/bin/chromium is missing, and
 # Debian's postgresql when no /usr/lib/postgresql/*/bin/initdb exists (the
 # sqlfence tests start their own server in a temporary directory; the package
-# is installed without creating or starting the system's cluster).
+# is installed without creating or starting the system's cluster), and
+# Debian's redis-server when it is missing (the redisfence tests start their
+# own server on a free port; the package's service is not started).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -42,5 +44,22 @@ if ! compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null; then
   fi
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
+  [ -z "$policy_added" ] || rm -f /usr/sbin/policy-rc.d
+fi
+
+if ! command -v redis-server >/dev/null; then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "setup: redis-server is missing; run as root or: apt-get install -y redis-server" >&2
+    exit 1
+  fi
+  echo "setup: apt-get install redis-server (its service not started)"
+  policy_added=
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d
+    chmod 755 /usr/sbin/policy-rc.d
+    policy_added=1
+  fi
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null
   [ -z "$policy_added" ] || rm -f /usr/sbin/policy-rc.d
 fi

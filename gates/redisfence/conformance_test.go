@@ -1,0 +1,118 @@
+//go:build !js
+
+package redisfence_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lease-fence/lease-fence/core/fence"
+	"github.com/lease-fence/lease-fence/gates/gatetest"
+	"github.com/lease-fence/lease-fence/gates/redisfence"
+)
+
+// conformGate adapts a Store to the conformance suite: the suite's values
+// are a list in the resource's hash slot, appended by an RPUSH in the
+// Store's script. A failing write appends, then runs INCR on that list
+// (WRONGTYPE).
+type conformGate struct {
+	s   *redisfence.Store
+	rdb *redis.Client
+	ns  string
+}
+
+// addr is "host:port prefix".
+func attach(t testing.TB, addr string) gatetest.Gate {
+	hostPort, ns, _ := strings.Cut(addr, " ")
+	rdb := client(t, hostPort)
+	s, err := redisfence.Open(rdb, redisfence.Options{Prefix: ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &conformGate{s: s, rdb: rdb, ns: ns}
+}
+
+func (g *conformGate) valuesKey(resource string) string {
+	return redisfence.Key(resource, g.ns+"values")
+}
+
+func (g *conformGate) Commit(ctx context.Context, tok fence.Token, w gatetest.Write) error {
+	if w.Nil {
+		return g.s.Commit(ctx, tok, redisfence.Write{})
+	}
+	k := g.valuesKey(tok.Resource)
+	cmds := [][]string{{"RPUSH", k, w.Value}}
+	if w.Fail {
+		cmds = append(cmds, []string{"INCR", k})
+	}
+	return g.s.Commit(ctx, tok, redisfence.Write{Keys: []string{k}, Commands: cmds})
+}
+
+func (g *conformGate) Admit(ctx context.Context, tok fence.Token) error { return g.s.Admit(ctx, tok) }
+func (g *conformGate) Floor(ctx context.Context, r string) (uint64, error) {
+	return g.s.Floor(ctx, r)
+}
+func (g *conformGate) Rejections(ctx context.Context, r string) ([]fence.Rejection, error) {
+	return g.s.Rejections(ctx, r)
+}
+func (g *conformGate) Values(ctx context.Context, r string) ([]string, error) {
+	return g.rdb.LRange(ctx, g.valuesKey(r), 0, -1).Result()
+}
+
+func conformConfig() gatetest.Config {
+	return gatetest.Config{
+		New: func(t testing.TB, o gatetest.Options) (gatetest.Gate, string) {
+			ns := fmt.Sprintf("t%d-", nsSeq.Add(1))
+			rdb := client(t, srv.Addr())
+			s, err := redisfence.Open(rdb, redisfence.Options{Prefix: ns, MaxRejections: o.MaxRejections})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return &conformGate{s: s, rdb: rdb, ns: ns}, srv.Addr() + " " + ns
+		},
+		Attach:      attach,
+		FailedWrite: gatetest.KeepsFloor,
+		Capped:      true,
+		Restart: func(t testing.TB, addr string) {
+			if err := srv.Restart(); err != nil {
+				t.Fatal(err)
+			}
+		},
+	}
+}
+
+// The Store passes the conformance suite against a real redis-server: two
+// writer processes, a writer SIGKILLed mid-run, and the server itself
+// killed with SIGKILL and restarted from its AOF (appendfsync always): the
+// floor, the log and the values survive. A write that fails part way keeps
+// the floor raised (KeepsFloor): Redis does not undo the commands before the
+// failing one.
+func TestConformance(t *testing.T) {
+	gatetest.Run(t, conformConfig())
+}
+
+// The deliberate break: a script that compares the fence with <= instead
+// of < refuses the fence at the floor, and one that never raises the floor
+// admits stale writes. The suite fails on both.
+func TestConformanceBreakCaught(t *testing.T) {
+	for _, b := range []struct {
+		name, old, new string
+		rules          []string
+	}{
+		{"EqualRefused", "if tonumber(fence) < tonumber(floor) then", "if tonumber(fence) <= tonumber(floor) then", []string{"EqualFenceAdmitted"}},
+		{"NoRaise", "redis.call('HSET', floorKey, 'fence', fence, 'holder', holder)", "", []string{"LowerFenceRefused", "AdmitRaisesWithoutWriting"}},
+	} {
+		restore := redisfence.BreakScript(b.old, b.new)
+		got := gatetest.Failures(t, conformConfig())
+		restore()
+		for _, r := range b.rules {
+			if len(got[r]) == 0 {
+				t.Errorf("%s: rule %s did not catch the broken script (failures: %v)", b.name, r, got)
+			}
+		}
+	}
+}

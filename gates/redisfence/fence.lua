@@ -1,0 +1,70 @@
+#!lua
+-- lease-fence: the fence gate inside Redis. The fence check, the raise of
+-- the floor, the refusal log and the caller's write run as this one script,
+-- so nothing can come between them. Go's gates/redisfence and JavaScript's
+-- lease-fence/redis send this same text (a test checks they are equal).
+--
+-- KEYS: 1 the floor (a hash: fence, holder, rejections), 2 the rejection
+-- log (a list, five elements per refusal), 3 this commit's marker, then the
+-- keys the caller's commands declare. All are in one hash slot.
+-- ARGV: 1 holder, 2 fence (decimal), 3 max rejections kept, 4 marker time
+-- to live (ms), 5 number of commands, then each command as its number of
+-- strings followed by the strings.
+--
+-- Replies: {'ok'}; {'stale', seq, admittedFence, admittedHolder};
+-- {'invalid', command, reason} (nothing changed); {'failed', command,
+-- error} (the floor was raised, the commands before this one ran, it and
+-- those after it did not); {'replay', marker} (this commit already ran:
+-- the marker says how it ended).
+local floorKey, logKey, markKey = KEYS[1], KEYS[2], KEYS[3]
+local seen = redis.call('GET', markKey)
+if seen then return {'replay', seen} end
+
+local holder, fence, maxRej, ttl, n = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], tonumber(ARGV[5])
+
+-- Every command is checked before anything changes: it must exist, be
+-- allowed in a script, name at least one key, and only declared keys.
+local declared = {}
+for i = 4, #KEYS do declared[KEYS[i]] = true end
+local cmds, at = {}, 6
+for c = 1, n do
+  local argc = tonumber(ARGV[at])
+  local cmd = {}
+  for j = 1, argc do cmd[j] = ARGV[at + j] end
+  at = at + argc + 1
+  local info = redis.call('COMMAND', 'INFO', cmd[1])[1]
+  if not info then return {'invalid', c, 'is not a command this server knows'} end
+  for _, flag in ipairs(info[3]) do
+    if flag == 'noscript' or (type(flag) == 'table' and flag.ok == 'noscript') then
+      return {'invalid', c, 'is not allowed in a script'}
+    end
+  end
+  local keys = redis.pcall('COMMAND', 'GETKEYS', unpack(cmd))
+  if keys.err then return {'invalid', c, keys.err} end
+  for _, k in ipairs(keys) do
+    if not declared[k] then return {'invalid', c, 'touches a key the write did not declare: ' .. k} end
+  end
+  cmds[c] = cmd
+end
+
+local cur = redis.call('HMGET', floorKey, 'fence', 'holder')
+local floor, floorHolder = cur[1] or '0', cur[2] or ''
+if tonumber(fence) < tonumber(floor) then
+  local seq = redis.call('HINCRBY', floorKey, 'rejections', 1)
+  redis.call('RPUSH', logKey, seq, holder, fence, floorHolder, floor)
+  redis.call('LTRIM', logKey, -5 * maxRej, -1)
+  redis.call('SET', markKey, 'stale:' .. seq .. ':' .. floor .. ':' .. floorHolder, 'PX', ttl)
+  return {'stale', seq, floor, floorHolder}
+end
+if tonumber(fence) > tonumber(floor) or floorHolder == '' then
+  redis.call('HSET', floorKey, 'fence', fence, 'holder', holder)
+end
+for c = 1, n do
+  local r = redis.pcall(unpack(cmds[c]))
+  if type(r) == 'table' and r.err then
+    redis.call('SET', markKey, 'failed:' .. c .. ':' .. r.err, 'PX', ttl)
+    return {'failed', c, r.err}
+  end
+end
+redis.call('SET', markKey, 'ok', 'PX', ttl)
+return {'ok'}

@@ -1,0 +1,493 @@
+// Package redisfence is the fence gate inside Redis: the fence check, the
+// raise of the floor, the refusal log and the caller's write run as one Lua
+// script on the server, so nothing can come between them, whatever process
+// or machine the writers run in.
+//
+// The caller's write is a list of Redis commands on keys it declares, all
+// in the resource's hash slot (use Key to name them), so a Store works on a
+// single Redis and on Redis Cluster alike. Store.Commit is the method most
+// callers want:
+//
+//	err := store.Commit(ctx, lease.Token(), redisfence.Write{
+//		Keys:     []string{redisfence.Key("deploy-slot", "config")},
+//		Commands: [][]string{{"HSET", redisfence.Key("deploy-slot", "config"), "version", "42"}},
+//	})
+//
+// Per resource r the Store keeps, under its prefix (default "lease-fence:"),
+// the floor (a hash <prefix>{r}:floor with fence, holder and the count of
+// refusals) and the newest MaxRejections refusals (a list
+// <prefix>{r}:rejections), plus a short-lived marker per commit
+// (<prefix>{r}:commit:<id>) that makes a commit run at most once and lets
+// the Store find out how it ended when the connection broke.
+//
+// A command that fails inside the script: Redis does not undo the commands
+// before it. So every command is checked before anything changes (it must
+// exist, be allowed in scripts, name at least one key, and only declared
+// keys; otherwise Commit returns an *ArgumentError and nothing changed), and
+// a command that still fails when it runs (a wrong type, a value that is
+// not a number) stops the write there: the commands before it stay applied,
+// the ones after it do not run, the floor stays raised to the write's
+// fence (the store may hold part of the write, so an older fence must not
+// write after it, as with the in-memory gate), and Commit returns a
+// *CommandError naming the command.
+package redisfence
+
+import (
+	"context"
+	"crypto/rand"
+	_ "embed"
+	"encoding/hex"
+	"errors"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lease-fence/lease-fence/core/fence"
+)
+
+//go:embed fence.lua
+var script string
+
+// Script is the Lua script a Store runs for every commit and admit. It
+// starts with a #!lua line, so it needs Redis 7.0 or later.
+func Script() string { return script }
+
+var fenceScript = redis.NewScript(script)
+
+// Limits on one write.
+const (
+	MaxCommands        = 256  // commands in one write
+	MaxKeys            = 256  // keys one write declares
+	MaxArgsPerCommand  = 1024 // strings in one command, its name included
+	DefaultPrefix      = "lease-fence:"
+	DefaultMarkerTTL   = time.Minute
+	maxPrefixBytes     = 128
+	markerIDBytes      = 16
+	resolveAttempts    = 5
+	resolveAttemptTime = 2 * time.Second
+)
+
+// Options configures a Store.
+type Options struct {
+	// Prefix starts every key the Store keeps: at most 128 bytes, without
+	// '{' or '}'. Default "lease-fence:".
+	Prefix string
+	// MaxRejections is how many of the most recent refusals are kept per
+	// resource: 1 to fence.MaxMaxRejections, or 0 for
+	// fence.DefaultMaxRejections (1000). The count of refusals, and so the
+	// sequence numbers, go on past it. Stores that share keys should agree
+	// on it: each refusal trims the log to the refusing Store's value.
+	MaxRejections int
+	// MarkerTTL is how long the marker of a commit is kept: a retry of the
+	// same commit (go-redis retries a command whose connection broke) within
+	// it is answered from the marker instead of running again, and a Commit
+	// whose reply was lost reads it to learn the outcome. At least a second;
+	// 0 means one minute.
+	MarkerTTL time.Duration
+}
+
+// Store is a fence gate kept in Redis. It is safe for concurrent use, and
+// any number of Stores, in any number of processes, may guard the same
+// resources: the script runs alone on the server.
+type Store struct {
+	rdb       redis.Cmdable
+	prefix    string
+	maxRej    int
+	markerTTL time.Duration
+}
+
+// Write is what Commit writes: commands run in order, inside the script,
+// after the fence check.
+type Write struct {
+	// Keys are every key the commands touch. Each must be in the resource's
+	// hash slot (Key(resource, name) is) and must not start with the
+	// Store's own <prefix>{resource}: namespace.
+	Keys []string
+	// Commands, each its name and its arguments, e.g.
+	// {"HSET", key, "field", "value"}. At least one.
+	Commands [][]string
+}
+
+func argError(arg, reason string) error {
+	return &fence.ArgumentError{Pkg: "redisfence", Arg: arg, Reason: reason}
+}
+
+// Open returns a Store over rdb (a *redis.Client, *redis.ClusterClient or
+// anything else that is a redis.Cmdable). It sends nothing: the script is
+// loaded on first use.
+func Open(rdb redis.Cmdable, opts Options) (*Store, error) {
+	if rdb == nil {
+		return nil, argError("rdb", "must not be nil")
+	}
+	if opts.Prefix == "" {
+		opts.Prefix = DefaultPrefix
+	}
+	switch {
+	case len(opts.Prefix) > maxPrefixBytes:
+		return nil, argError("options.prefix", "must be at most 128 bytes")
+	case strings.ContainsAny(opts.Prefix, "{}"):
+		return nil, argError("options.prefix", "must not contain '{' or '}' (they would change the keys' hash slot)")
+	case opts.MaxRejections < 0 || opts.MaxRejections > fence.MaxMaxRejections:
+		return nil, argError("options.maxRejections", "must be from 1 to "+strconv.Itoa(fence.MaxMaxRejections)+", or 0 for the default")
+	case opts.MarkerTTL != 0 && opts.MarkerTTL < time.Second:
+		return nil, argError("options.markerTTL", "must be at least a second, or 0 for the default")
+	}
+	if opts.MaxRejections == 0 {
+		opts.MaxRejections = fence.DefaultMaxRejections
+	}
+	if opts.MarkerTTL == 0 {
+		opts.MarkerTTL = DefaultMarkerTTL
+	}
+	return &Store{rdb: rdb, prefix: opts.Prefix, maxRej: opts.MaxRejections, markerTTL: opts.MarkerTTL}, nil
+}
+
+// Tag returns the hash tag of resource: "{resource}", with '%', '{' and '}'
+// written as %25, %7B and %7D so that any resource name makes a tag of its
+// own. Every key of a resource's write must hash to the slot of this tag.
+func Tag(resource string) string {
+	if !strings.ContainsAny(resource, "%{}") {
+		return "{" + resource + "}"
+	}
+	r := strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D")
+	return "{" + r.Replace(resource) + "}"
+}
+
+// Key returns a key for the caller's data of resource, in its hash slot:
+// Tag(resource) + ":" + name, e.g. "{deploy-slot}:config".
+func Key(resource, name string) string { return Tag(resource) + ":" + name }
+
+func (s *Store) keys(resource string) (floor, log, base string) {
+	base = s.prefix + Tag(resource) + ":"
+	return base + "floor", base + "rejections", base
+}
+
+// Commit runs w's commands inside one script together with the fence check
+// and the raise of the floor:
+//
+//   - nil: every command ran; the floor is at least tok.Fence.
+//   - *fence.StaleFenceError: tok.Fence was below the floor; no command
+//     ran; the refusal (both holders, both fences, a per-resource Seq) was
+//     added to the log.
+//   - *fence.ArgumentError: the token or the write was invalid (see Write
+//     and the limits); nothing changed.
+//   - *CommandError: the write was admitted and a command failed as it ran:
+//     the floor is raised, the commands before it ran, the rest did not.
+//   - *DBError: Redis could not be reached or refused the script before it
+//     ran: nothing changed.
+//   - *OutcomeUnknownError: the connection broke after the script was sent
+//     and Redis could not be asked how it ended; the write may or may not
+//     have happened.
+//   - the context's error, if ctx was done before anything was sent.
+//
+// When the connection breaks after the script was sent, Commit settles the
+// outcome before returning: it writes the commit's marker as "aborted"
+// unless the script already wrote it, so the script, if it arrives late,
+// does nothing; then the marker tells how the commit ended.
+func (s *Store) Commit(ctx context.Context, tok fence.Token, w Write) error {
+	if len(w.Commands) == 0 {
+		return argError("write.commands", "must hold at least one command (use Admit to raise the floor without writing)")
+	}
+	return s.run(ctx, tok, &w)
+}
+
+// Admit raises the floor of tok's resource to tok.Fence without writing, so
+// a coordinator can push the new generation at reassignment. A token below
+// the floor is refused and logged like a stale Commit.
+func (s *Store) Admit(ctx context.Context, tok fence.Token) error {
+	return s.run(ctx, tok, nil)
+}
+
+func (s *Store) check(ctx context.Context) error {
+	switch {
+	case s == nil || s.rdb == nil:
+		return argError("store", "is nil or was not made by Open")
+	case ctx == nil:
+		return argError("ctx", "must not be nil")
+	}
+	return nil
+}
+
+func (s *Store) run(ctx context.Context, tok fence.Token, w *Write) error {
+	if err := s.check(ctx); err != nil {
+		return err
+	}
+	if err := tok.Validate(); err != nil {
+		return err
+	}
+	floorKey, logKey, base := s.keys(tok.Resource)
+	id := make([]byte, markerIDBytes)
+	_, _ = rand.Read(id)
+	markKey := base + "commit:" + hex.EncodeToString(id)
+	keys := []string{floorKey, logKey, markKey}
+	args := []any{tok.HolderID, strconv.FormatUint(tok.Fence, 10), s.maxRej, s.markerTTL.Milliseconds(), 0}
+	if w != nil {
+		var err error
+		if keys, args, err = s.addWrite(tok.Resource, base, keys, args, w); err != nil {
+			return err
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	reply, err := fenceScript.Run(ctx, s.rdb, keys, args...).Slice()
+	if err != nil {
+		if sentNothing(err) {
+			return &DBError{Op: "commit", Err: err}
+		}
+		return s.resolve(ctx, tok, markKey, err)
+	}
+	return s.outcome(tok, reply, w)
+}
+
+// addWrite checks w and appends its keys and commands to the script's.
+func (s *Store) addWrite(resource, base string, keys []string, args []any, w *Write) ([]string, []any, error) {
+	switch {
+	case len(w.Commands) > MaxCommands:
+		return nil, nil, argError("write.commands", "must hold at most "+strconv.Itoa(MaxCommands)+" commands")
+	case len(w.Keys) > MaxKeys:
+		return nil, nil, argError("write.keys", "must hold at most "+strconv.Itoa(MaxKeys)+" keys")
+	}
+	slot := Slot(base)
+	for i, k := range w.Keys {
+		arg := "write.keys[" + strconv.Itoa(i) + "]"
+		switch {
+		case k == "":
+			return nil, nil, argError(arg, "must not be empty")
+		case strings.HasPrefix(k, base):
+			return nil, nil, argError(arg, "is in the gate's own namespace "+strconv.Quote(base))
+		case Slot(k) != slot:
+			return nil, nil, argError(arg, strconv.Quote(k)+" is not in the hash slot of resource "+strconv.Quote(resource)+": name it with redisfence.Key")
+		}
+	}
+	keys = append(keys, w.Keys...)
+	args[4] = len(w.Commands)
+	for i, c := range w.Commands {
+		arg := "write.commands[" + strconv.Itoa(i) + "]"
+		switch {
+		case len(c) == 0 || c[0] == "":
+			return nil, nil, argError(arg, "must start with a command name")
+		case len(c) > MaxArgsPerCommand:
+			return nil, nil, argError(arg, "must hold at most "+strconv.Itoa(MaxArgsPerCommand)+" strings")
+		}
+		args = append(args, len(c))
+		for _, a := range c {
+			args = append(args, a)
+		}
+	}
+	return keys, args, nil
+}
+
+// sentNothing reports whether err means the script was never sent: no
+// connection could be made or had from the pool.
+func sentNothing(err error) bool {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return true
+	}
+	var rerr redis.Error
+	if errors.As(err, &rerr) {
+		// Redis answered with an error, so the script did not run (OOM,
+		// BUSY, LOADING, READONLY, a cluster redirection ...): the
+		// script's own refusals are replies, not errors.
+		return true
+	}
+	return errors.Is(err, redis.ErrPoolTimeout) || errors.Is(err, redis.ErrClosed)
+}
+
+// resolve settles a commit whose reply was lost: it marks the commit
+// aborted unless the script already marked it, then reads the marker.
+func (s *Store) resolve(ctx context.Context, tok fence.Token, markKey string, cause error) error {
+	bg := context.WithoutCancel(ctx)
+	for i := range resolveAttempts {
+		c, cancel := context.WithTimeout(bg, resolveAttemptTime)
+		set, err := s.rdb.SetNX(c, markKey, "aborted", s.markerTTL).Result()
+		var v string
+		if err == nil && !set {
+			v, err = s.rdb.Get(c, markKey).Result()
+		}
+		cancel()
+		if err == nil {
+			if set {
+				return &DBError{Op: "commit", Err: cause}
+			}
+			return s.marker(tok, v, cause)
+		}
+		if i+1 < resolveAttempts {
+			t := time.NewTimer(time.Duration(10<<i) * time.Millisecond)
+			<-t.C
+		}
+	}
+	return &OutcomeUnknownError{Err: cause}
+}
+
+// outcome turns the script's reply into Commit's result.
+func (s *Store) outcome(tok fence.Token, reply []any, w *Write) error {
+	str := func(i int) string {
+		if i < len(reply) {
+			switch v := reply[i].(type) {
+			case string:
+				return v
+			case int64:
+				return strconv.FormatInt(v, 10)
+			}
+		}
+		return ""
+	}
+	switch str(0) {
+	case "ok":
+		return nil
+	case "stale":
+		return s.stale(tok, str(1), str(2), str(3))
+	case "invalid":
+		i, _ := strconv.Atoi(str(1))
+		return argError("write.commands["+strconv.Itoa(i-1)+"]", str(2))
+	case "failed":
+		i, _ := strconv.Atoi(str(1))
+		return commandError(tok, w, i-1, str(2))
+	case "replay":
+		return s.marker(tok, str(1), nil)
+	}
+	return &DBError{Op: "commit", Err: errors.New("unexpected reply from the script")}
+}
+
+// marker turns a commit's marker into Commit's result.
+func (s *Store) marker(tok fence.Token, v string, cause error) error {
+	kind, rest, _ := strings.Cut(v, ":")
+	switch kind {
+	case "ok":
+		return nil
+	case "stale":
+		seq, rest, _ := strings.Cut(rest, ":")
+		floor, holder, _ := strings.Cut(rest, ":")
+		return s.stale(tok, seq, floor, holder)
+	case "failed":
+		i, msg, _ := strings.Cut(rest, ":")
+		n, _ := strconv.Atoi(i)
+		return commandError(tok, nil, n-1, msg)
+	case "aborted":
+		if cause == nil {
+			cause = errors.New("the commit was settled as not run")
+		}
+		return &DBError{Op: "commit", Err: cause}
+	}
+	return &OutcomeUnknownError{Err: errors.New("redisfence: unknown commit marker " + strconv.Quote(v))}
+}
+
+func (s *Store) stale(tok fence.Token, seq, floor, holder string) error {
+	q, _ := strconv.ParseUint(seq, 10, 64)
+	f, _ := strconv.ParseUint(floor, 10, 64)
+	return &fence.StaleFenceError{Rejection: fence.Rejection{
+		Seq: q, Resource: tok.Resource, RefusedHolder: tok.HolderID, RefusedFence: tok.Fence,
+		AdmittedHolder: holder, AdmittedFence: f,
+	}}
+}
+
+func commandError(tok fence.Token, w *Write, i int, msg string) error {
+	e := &CommandError{Resource: tok.Resource, Fence: tok.Fence, Index: i, Err: msg}
+	if w != nil && i >= 0 && i < len(w.Commands) {
+		e.Command = w.Commands[i][0]
+	}
+	return e
+}
+
+// CommandError is returned when a write was admitted and one of its
+// commands failed as it ran. The floor was raised to Fence (and stays
+// raised: Redis does not undo the commands before this one, so the store
+// may hold part of the write), commands 0 to Index-1 ran, and Index and the
+// ones after it did not.
+type CommandError struct {
+	Resource string
+	Fence    uint64
+	Index    int    // the failed command, counted from 0
+	Command  string // its name ("" when learnt from the marker)
+	Err      string // Redis's error
+}
+
+func (e *CommandError) Error() string {
+	return "redisfence: write to " + strconv.Quote(e.Resource) + " at fence " + strconv.FormatUint(e.Fence, 10) +
+		" admitted, but command " + strconv.Itoa(e.Index) + " " + e.Command + " failed (the commands before it ran, the rest did not): " + e.Err
+}
+
+// DBError is a failure to reach Redis, or an error Redis answered instead
+// of running the script. The write did not happen and nothing changed.
+type DBError struct {
+	Op  string
+	Err error
+}
+
+func (e *DBError) Error() string { return "redisfence: " + e.Op + " did not happen: " + e.Err.Error() }
+
+// Unwrap returns the client's error.
+func (e *DBError) Unwrap() error { return e.Err }
+
+// OutcomeUnknownError is returned when the connection broke after the
+// script was sent and Redis could not be asked afterwards. The write may or
+// may not have happened; read the floor and your keys to find out.
+type OutcomeUnknownError struct{ Err error }
+
+func (e *OutcomeUnknownError) Error() string {
+	return "redisfence: the commit's outcome is unknown: " + e.Err.Error()
+}
+
+// Unwrap returns the client's error.
+func (e *OutcomeUnknownError) Unwrap() error { return e.Err }
+
+func (s *Store) checkQuery(ctx context.Context, resource string) error {
+	if err := s.check(ctx); err != nil {
+		return err
+	}
+	switch {
+	case resource == "":
+		return argError("resource", "must not be empty")
+	case len(resource) > fence.MaxIDBytes:
+		return argError("resource", "must be at most "+strconv.Itoa(fence.MaxIDBytes)+" bytes")
+	}
+	return nil
+}
+
+// Floor returns the highest fence admitted for resource (0 if none has been).
+func (s *Store) Floor(ctx context.Context, resource string) (uint64, error) {
+	if err := s.checkQuery(ctx, resource); err != nil {
+		return 0, err
+	}
+	floorKey, _, _ := s.keys(resource)
+	v, err := s.rdb.HGet(ctx, floorKey, "fence").Result()
+	if errors.Is(err, redis.Nil) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, &DBError{Op: "reading the floor", Err: err}
+	}
+	f, err := strconv.ParseUint(v, 10, 64)
+	if err != nil {
+		return 0, &DBError{Op: "reading the floor", Err: err}
+	}
+	return f, nil
+}
+
+// Rejections returns the most recent refusals for resource (at most
+// MaxRejections of them), oldest first.
+func (s *Store) Rejections(ctx context.Context, resource string) ([]fence.Rejection, error) {
+	if err := s.checkQuery(ctx, resource); err != nil {
+		return nil, err
+	}
+	_, logKey, _ := s.keys(resource)
+	v, err := s.rdb.LRange(ctx, logKey, 0, -1).Result()
+	if err != nil {
+		return nil, &DBError{Op: "reading rejections", Err: err}
+	}
+	out := make([]fence.Rejection, 0, len(v)/5)
+	for i := 0; i+5 <= len(v); i += 5 {
+		seq, e1 := strconv.ParseUint(v[i], 10, 64)
+		rf, e2 := strconv.ParseUint(v[i+2], 10, 64)
+		af, e3 := strconv.ParseUint(v[i+4], 10, 64)
+		if err := errors.Join(e1, e2, e3); err != nil {
+			return nil, &DBError{Op: "reading rejections", Err: err}
+		}
+		out = append(out, fence.Rejection{Seq: seq, Resource: resource, RefusedHolder: v[i+1], RefusedFence: rf, AdmittedHolder: v[i+3], AdmittedFence: af})
+	}
+	return out, nil
+}

@@ -1,0 +1,281 @@
+//go:build !js
+
+package redisfence_test
+
+import (
+	"errors"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lease-fence/lease-fence/core/fence"
+	"github.com/lease-fence/lease-fence/gates/redisfence"
+)
+
+// Slot agrees with the Redis Cluster specification's examples.
+func TestSlot(t *testing.T) {
+	for key, want := range map[string]int{
+		"123456789":            0x31C3 & 16383,
+		"{user1000}.following": redisfence.Slot("user1000"),
+		"foo{}{bar}":           redisfence.Slot("foo{}{bar}"),
+		"foo{{bar}}zap":        redisfence.Slot("{bar"),
+		"foo{bar}{zap}":        redisfence.Slot("bar"),
+	} {
+		if got := redisfence.Slot(key); got != want {
+			t.Errorf("Slot(%q) = %d, want %d", key, got, want)
+		}
+	}
+	if redisfence.Slot("foo{}{bar}") == redisfence.Slot("bar") {
+		t.Error("an empty tag must hash the whole key")
+	}
+	// Any resource name, braces included, gives keys in one slot.
+	for _, r := range []string{"deploy-slot", "a}b", "}x", "{", "%7D", "a{b}c"} {
+		k := redisfence.Key(r, "data")
+		if redisfence.Slot(k) != redisfence.Slot("lease-fence:"+redisfence.Tag(r)+":floor") {
+			t.Errorf("resource %q: key %q is not in the floor's slot", r, k)
+		}
+	}
+	if redisfence.Tag("a}b") == redisfence.Tag("a%7Db") {
+		t.Error("Tag is not one-to-one")
+	}
+}
+
+// Writes the script cannot run as declared are refused before anything
+// changes: unknown commands, commands not allowed in scripts, commands
+// without keys, undeclared keys, keys in another slot or in the gate's own
+// namespace, and out-of-range options.
+func TestBadWritesChangeNothing(t *testing.T) {
+	s, rdb, ns := newStore(t, redisfence.Options{})
+	tok := fence.Token{Resource: "deploy-slot", HolderID: "agent-a", Fence: 5}
+	k := redisfence.Key("deploy-slot", ns+"data")
+	must(t, s.Commit(bg, tok, redisfence.Write{Keys: []string{k}, Commands: [][]string{{"SET", k, "v1"}}}))
+	bad := []struct {
+		name string
+		w    redisfence.Write
+		text string
+	}{
+		{"NoCommands", redisfence.Write{Keys: []string{k}}, "write.commands"},
+		{"EmptyCommand", redisfence.Write{Keys: []string{k}, Commands: [][]string{{}}}, "command name"},
+		{"UnknownCommand", redisfence.Write{Keys: []string{k}, Commands: [][]string{{"SET", k, "v2"}, {"NOSUCHCMD", k}}}, "not a command"},
+		{"WrongArity", redisfence.Write{Keys: []string{k}, Commands: [][]string{{"SET", k, "v2"}, {"SET", k}}}, "number of arguments"},
+		{"NotInScripts", redisfence.Write{Keys: []string{k}, Commands: [][]string{{"SET", k, "v2"}, {"WATCH", k}}}, "not allowed in a script"},
+		{"NoKeys", redisfence.Write{Keys: []string{k}, Commands: [][]string{{"SET", k, "v2"}, {"FLUSHALL", "ASYNC"}}}, "no key"},
+		{"NoKeysNoArgs", redisfence.Write{Keys: []string{k}, Commands: [][]string{{"SET", k, "v2"}, {"FLUSHALL"}}}, "write.commands[1]"},
+		{"Publish", redisfence.Write{Keys: []string{k}, Commands: [][]string{{"SET", k, "v2"}, {"PUBLISH", "c", "m"}}}, "no key"},
+		{"UndeclaredKey", redisfence.Write{Keys: []string{k}, Commands: [][]string{{"SET", k, "v2"}, {"SET", redisfence.Key("deploy-slot", "other"), "x"}}}, "did not declare"},
+		{"OtherSlot", redisfence.Write{Keys: []string{"plain-key"}, Commands: [][]string{{"SET", "plain-key", "x"}}}, "hash slot"},
+		{"GateNamespace", redisfence.Write{Keys: []string{ns + redisfence.Tag("deploy-slot") + ":floor"}, Commands: [][]string{{"DEL", ns + redisfence.Tag("deploy-slot") + ":floor"}}}, "own namespace"},
+		{"EmptyKey", redisfence.Write{Keys: []string{""}, Commands: [][]string{{"SET", k, "x"}}}, "must not be empty"},
+		{"TooManyArgs", redisfence.Write{Keys: []string{k}, Commands: [][]string{append([]string{"RPUSH", k}, make([]string, redisfence.MaxArgsPerCommand)...)}}, "at most"},
+	}
+	for _, b := range bad {
+		for _, f := range []uint64{6, 1} { // admitted / stale, were it valid
+			tk := tok
+			tk.Fence = f
+			err := s.Commit(bg, tk, b.w)
+			var ae *fence.ArgumentError
+			if !errors.As(err, &ae) || !strings.Contains(err.Error(), b.text) {
+				t.Errorf("%s (fence %d): err = %v, want an argument error saying %q", b.name, f, err, b.text)
+			}
+		}
+		if v, _ := rdb.Get(bg, k).Result(); v != "v1" {
+			t.Fatalf("%s: the data changed to %q", b.name, v)
+		}
+		if f, _ := s.Floor(bg, "deploy-slot"); f != 5 {
+			t.Fatalf("%s: floor moved to %d", b.name, f)
+		}
+		if r, _ := s.Rejections(bg, "deploy-slot"); len(r) != 0 {
+			t.Fatalf("%s: refusal logged: %v", b.name, r)
+		}
+	}
+	for _, o := range []redisfence.Options{{Prefix: "a{b"}, {Prefix: strings.Repeat("p", 129)}, {MaxRejections: -1}, {MaxRejections: fence.MaxMaxRejections + 1}, {MarkerTTL: 1}} {
+		if _, err := redisfence.Open(rdb, o); err == nil {
+			t.Errorf("Open(%+v) accepted", o)
+		}
+	}
+	if _, err := redisfence.Open(nil, redisfence.Options{}); err == nil {
+		t.Error("Open(nil) accepted")
+	}
+	if _, err := s.Floor(bg, ""); err == nil {
+		t.Error("Floor(\"\") accepted")
+	}
+	if _, err := s.Rejections(bg, strings.Repeat("r", fence.MaxIDBytes+1)); err == nil {
+		t.Error("Rejections of an oversized resource accepted")
+	}
+}
+
+// A command that fails as it runs stops the write there: the ones before it
+// stay, the ones after it do not run, the floor stays raised, and the
+// error names the command.
+func TestCommandFailsMidWrite(t *testing.T) {
+	s, rdb, ns := newStore(t, redisfence.Options{})
+	a, b, c := redisfence.Key("r", ns+"a"), redisfence.Key("r", ns+"b"), redisfence.Key("r", ns+"c")
+	must(t, rdb.Set(bg, b, "not a number", 0).Err())
+	err := s.Commit(bg, fence.Token{Resource: "r", HolderID: "h", Fence: 3}, redisfence.Write{
+		Keys:     []string{a, b, c},
+		Commands: [][]string{{"SET", a, "1"}, {"INCR", b}, {"SET", c, "3"}},
+	})
+	var ce *redisfence.CommandError
+	if !errors.As(err, &ce) || ce.Index != 1 || ce.Command != "INCR" || ce.Fence != 3 || !strings.Contains(ce.Err, "not an integer") {
+		t.Fatalf("err = %v", err)
+	}
+	if v, _ := rdb.Get(bg, a).Result(); v != "1" {
+		t.Errorf("the command before the failure did not stay: %q", v)
+	}
+	if n, _ := rdb.Exists(bg, c).Result(); n != 0 {
+		t.Error("a command after the failure ran")
+	}
+	if f, _ := s.Floor(bg, "r"); f != 3 {
+		t.Errorf("floor %d, want 3", f)
+	}
+}
+
+// A script that arrives after its commit was settled as aborted does
+// nothing: the marker answers it.
+func TestLateScriptAfterAbortDoesNothing(t *testing.T) {
+	_, rdb, ns := newStore(t, redisfence.Options{})
+	base := ns + redisfence.Tag("r") + ":"
+	mark := base + "commit:0123"
+	must(t, rdb.Set(bg, mark, "aborted", 0).Err())
+	k := redisfence.Key("r", ns+"v")
+	reply, err := rdb.Eval(bg, redisfence.Script(), []string{base + "floor", base + "rejections", mark, k},
+		"h", "7", 1000, 60000, 1, 3, "SET", k, "late").Slice()
+	if err != nil || len(reply) != 2 || reply[0] != "replay" || reply[1] != "aborted" {
+		t.Fatalf("reply %v, %v", reply, err)
+	}
+	if n, _ := rdb.Exists(bg, k, base+"floor").Result(); n != 0 {
+		t.Fatal("the late script wrote")
+	}
+}
+
+// cutProxy sits between a client and the server and cuts the first
+// connection that sends a script, once: after forwarding it (the script
+// runs, its reply is lost) or instead of forwarding it.
+type cutProxy struct {
+	l       net.Listener
+	target  string
+	forward bool
+	mu      sync.Mutex
+	cut     bool
+}
+
+func newCutProxy(t *testing.T, forward bool) *cutProxy {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, err)
+	p := &cutProxy{l: l, target: srv.Addr(), forward: forward}
+	t.Cleanup(func() { l.Close() })
+	go p.serve()
+	return p
+}
+
+func (p *cutProxy) serve() {
+	for {
+		c, err := p.l.Accept()
+		if err != nil {
+			return
+		}
+		go p.pipe(c)
+	}
+}
+
+func (p *cutProxy) pipe(c net.Conn) {
+	defer c.Close()
+	up, err := net.Dial("tcp", p.target)
+	if err != nil {
+		return
+	}
+	defer up.Close()
+	go func() { _, _ = io.Copy(c, up) }()
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := c.Read(buf)
+		if err != nil {
+			return
+		}
+		chunk := buf[:n]
+		p.mu.Lock()
+		cutNow := !p.cut && strings.Contains(strings.ToUpper(string(chunk)), "EVAL")
+		if cutNow {
+			p.cut = true
+		}
+		p.mu.Unlock()
+		if cutNow {
+			if p.forward {
+				// Let the script run, then drop the connection before
+				// its reply can come back.
+				_, _ = up.Write(chunk)
+				_, _ = up.Read(make([]byte, 1)) // the reply has started
+			}
+			up.Close()
+			c.Close()
+			return
+		}
+		if _, err := up.Write(chunk); err != nil {
+			return
+		}
+	}
+}
+
+// A commit whose connection breaks is settled, not guessed: the script ran
+// and its reply was lost (nil, and the write is there once), or it never
+// reached the server (a *DBError, nothing written, and a late arrival
+// could not run). With go-redis's own retries on, a retried script is
+// answered from its marker instead of running twice.
+func TestLostReplySettled(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		forward bool
+		retries int
+	}{
+		{"RanNoRetry", true, -1},
+		{"RanWithRetries", true, 3},
+		{"NotSentNoRetry", false, -1},
+		{"NotSentWithRetries", false, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newCutProxy(t, tc.forward)
+			rdb := client(t, p.l.Addr().String(), func(o *redis.Options) { o.MaxRetries = tc.retries })
+			_, direct, ns := newStore(t, redisfence.Options{})
+			s, err := redisfence.Open(rdb, redisfence.Options{Prefix: ns})
+			must(t, err)
+			must(t, rdb.Ping(bg).Err()) // load nothing yet; connection made
+			k := redisfence.Key("r", ns+"list")
+			err = s.Commit(bg, fence.Token{Resource: "r", HolderID: "h", Fence: 4}, redisfence.Write{
+				Keys: []string{k}, Commands: [][]string{{"RPUSH", k, "once"}},
+			})
+			n, _ := direct.LLen(bg, k).Result()
+			switch {
+			case tc.forward && (err != nil || n != 1):
+				t.Fatalf("script ran: err = %v, %d copies of the write", err, n)
+			case !tc.forward && tc.retries < 0:
+				var de *redisfence.DBError
+				if !errors.As(err, &de) || n != 0 {
+					t.Fatalf("script not sent: err = %v, %d copies", err, n)
+				}
+			case !tc.forward && (err != nil || n != 1):
+				// go-redis retried on a fresh connection: the write
+				// happened once.
+				t.Fatalf("retried: err = %v, %d copies", err, n)
+			}
+		})
+	}
+}
+
+// A server that is gone gives a *DBError (nothing was sent), not a hang.
+func TestServerDown(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, err)
+	addr := l.Addr().String()
+	l.Close()
+	s, err := redisfence.Open(client(t, addr, func(o *redis.Options) { o.MaxRetries = -1 }), redisfence.Options{})
+	must(t, err)
+	err = s.Admit(bg, fence.Token{Resource: "r", HolderID: "h", Fence: 1})
+	var de *redisfence.DBError
+	if !errors.As(err, &de) {
+		t.Fatalf("err = %v, want *redisfence.DBError", err)
+	}
+}

@@ -1,0 +1,211 @@
+//go:build !js
+
+// Package redistest starts a throwaway redis-server for tests: its data in a
+// temporary directory, bound to 127.0.0.1 on a free port, with the AOF on
+// and fsynced on every write (--appendonly yes --appendfsync always, no RDB
+// snapshots), never the system's service. Kill stops it the hard way
+// (SIGKILL, as a crash would) and Start again resumes from its AOF on the
+// same port. It uses Debian's redis-server (installed by scripts/setup.sh)
+// and fails, never skips, when it is missing.
+package redistest
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Server is a redis-server this process started.
+type Server struct {
+	Dir  string // data directory, removed by Stop
+	Port int
+	bin  string
+
+	cmd      *exec.Cmd
+	exited   chan struct{}
+	watchdog *exec.Cmd // kills the server and removes Dir when pipe closes
+	pipe     *os.File
+	out      bytes.Buffer
+}
+
+// Bin returns the path of redis-server, or an error saying how to install it.
+func Bin() (string, error) {
+	if p := os.Getenv("REDIS_SERVER"); p != "" {
+		return p, nil
+	}
+	p, err := exec.LookPath("redis-server")
+	if err != nil {
+		return "", errors.New("redistest: redis-server is not installed; run scripts/setup.sh as root, or apt-get install redis-server")
+	}
+	return p, nil
+}
+
+// Start starts a server on a fresh directory and a free port. The caller
+// must call Stop.
+func Start() (*Server, error) {
+	bin, err := Bin()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "redistest")
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{Dir: dir, bin: bin}
+	if err := s.watch(); err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	var lastErr error
+	for range 5 { // the free port may be taken before redis binds it
+		if s.Port, err = freePort(); err != nil {
+			s.Stop()
+			return nil, err
+		}
+		if lastErr = s.start(); lastErr == nil {
+			return s, nil
+		}
+	}
+	s.Stop()
+	return nil, lastErr
+}
+
+// Addr returns "127.0.0.1:port".
+func (s *Server) Addr() string { return "127.0.0.1:" + strconv.Itoa(s.Port) }
+
+// URL returns "redis://127.0.0.1:port".
+func (s *Server) URL() string { return "redis://" + s.Addr() }
+
+func (s *Server) start() error {
+	args := []string{
+		"--port", strconv.Itoa(s.Port), "--bind", "127.0.0.1", "--dir", s.Dir,
+		"--save", "", "--appendonly", "yes", "--appendfsync", "always",
+		"--daemonize", "no", "--logfile", filepath.Join(s.Dir, "log"),
+		"--unixsocket", "", "--protected-mode", "yes",
+	}
+	c := exec.Command(s.bin, args...)
+	c.Dir = s.Dir
+	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := c.Start(); err != nil {
+		return fmt.Errorf("redistest: starting redis-server: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(s.Dir, "pid"), []byte(strconv.Itoa(c.Process.Pid)), 0o644); err != nil {
+		_ = c.Process.Kill()
+		_ = c.Wait()
+		return err
+	}
+	exited := make(chan struct{})
+	go func() { _ = c.Wait(); close(exited) }()
+	s.cmd, s.exited = c, exited
+	// Wait until it answers PING (it reads its AOF first), or exits.
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if ping(s.Addr()) {
+			return nil
+		}
+		select {
+		case <-exited:
+			log, _ := os.ReadFile(filepath.Join(s.Dir, "log"))
+			return fmt.Errorf("redistest: redis-server exited at start:\n%s", tail(log))
+		case <-time.After(10 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			s.kill()
+			return errors.New("redistest: redis-server did not answer within 60 s")
+		}
+	}
+}
+
+func ping(addr string) bool {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return false
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+	if _, err := c.Write([]byte("PING\r\n")); err != nil {
+		return false
+	}
+	buf := make([]byte, 64)
+	n, _ := c.Read(buf)
+	return strings.HasPrefix(string(buf[:n]), "+PONG")
+}
+
+func tail(b []byte) string {
+	if len(b) > 4000 {
+		b = b[len(b)-4000:]
+	}
+	return string(b)
+}
+
+func (s *Server) kill() {
+	if s.cmd != nil {
+		_ = s.cmd.Process.Kill()
+		<-s.exited
+		s.cmd = nil
+	}
+}
+
+// Kill stops the server with SIGKILL, as a crash would, and waits for it to
+// be gone. Its directory stays.
+func (s *Server) Kill() { s.kill() }
+
+// Restart kills the server (SIGKILL) and starts it again on the same
+// directory and port; it returns once the server answers, having replayed
+// its AOF.
+func (s *Server) Restart() error {
+	s.kill()
+	return s.start()
+}
+
+// watch starts a small process that kills the server and removes its
+// directory when the write end of a pipe held by this process closes: at
+// Stop, or when this process ends in any other way (a panic, a timeout,
+// SIGKILL), so no server outlives the tests that started it.
+func (s *Server) watch() error {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	script := `cat >/dev/null; [ -f "$D/pid" ] && kill -9 "$(cat "$D/pid")" 2>/dev/null; rm -rf "$D"; exit 0`
+	c := exec.Command("sh", "-c", script, "redistest-watchdog")
+	c.Stdin = r
+	c.Stdout, c.Stderr = &s.out, &s.out
+	c.Env = append(os.Environ(), "D="+s.Dir)
+	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	err = c.Start()
+	r.Close()
+	if err != nil {
+		w.Close()
+		return fmt.Errorf("redistest: starting the watchdog: %w", err)
+	}
+	s.watchdog, s.pipe = c, w
+	return nil
+}
+
+// Stop kills the server and removes its directory.
+func (s *Server) Stop() error {
+	s.kill()
+	s.pipe.Close()
+	if err := s.watchdog.Wait(); err != nil {
+		return fmt.Errorf("redistest: stopping: %v\n%s", err, s.out.String())
+	}
+	return nil
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
