@@ -8,13 +8,20 @@
 # and restarted in a test). A missing PostgreSQL or redis-server fails the
 # suite. core/fence itself is in test-core; gatetest runs the suite against
 # it too.
-TESTS += test-gates
+TESTS += test-gates test-gates-js
 BENCH += bench-sqlfence
 
-.PHONY: test-gates test-sqlfence bench-sqlfence
+.PHONY: test-gates test-gates-js test-sqlfence bench-sqlfence
 
 test-gates:
 	$(GO) test -count=1 ./gates/... ./internal/pgtest/... ./internal/redistest/...
+
+# The JavaScript gates (lease-fence/sql, lease-fence/redis, and FenceGate)
+# against the JavaScript conformance suite, with real servers started by
+# the Go helpers above, and a Go writer and a JavaScript writer sharing one
+# floor.
+test-gates-js: build-wasm
+	node --test test/gates/
 
 test-sqlfence:
 	$(GO) test -count=1 ./gates/sqlfence/ ./internal/pgtest/...

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -277,5 +278,20 @@ func TestServerDown(t *testing.T) {
 	var de *redisfence.DBError
 	if !errors.As(err, &de) {
 		t.Fatalf("err = %v, want *redisfence.DBError", err)
+	}
+}
+
+// lease-fence/redis (wasm/js/redis.mjs) sends the same script, byte for
+// byte, so Go and JavaScript writers share one floor.
+func TestJavaScriptSendsTheSameScript(t *testing.T) {
+	b, err := os.ReadFile("../../wasm/js/redis.mjs")
+	must(t, err)
+	_, rest, ok := strings.Cut(string(b), "// fence.lua:start\nconst SCRIPT = `")
+	js, _, ok2 := strings.Cut(rest, "`;\n// fence.lua:end")
+	if !ok || !ok2 {
+		t.Fatal("wasm/js/redis.mjs has no fence.lua block")
+	}
+	if js != redisfence.Script() {
+		t.Fatal("wasm/js/redis.mjs's script differs from gates/redisfence/fence.lua")
 	}
 }

@@ -1,0 +1,103 @@
+// The JavaScript gates against the conformance suite (conformance.mjs):
+// FenceGate in this process, lease-fence/sql on a real PostgreSQL server and
+// lease-fence/redis on a real redis-server (both started here), with writer
+// processes, a SIGKILLed writer and, for Redis, the server killed and
+// restarted from its AOF. Each gate also fails the suite when broken on
+// purpose.
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import pg from 'pg';
+import { failures, runConformance } from './conformance.mjs';
+import { memoryGate, redisGate, sqlGate } from './adapters.mjs';
+import { startPostgres, startRedis } from './servers.mjs';
+
+let pgServer;
+let redisServer;
+const open = [];
+let dbSeq = 0;
+let nsSeq = 0;
+
+before(async () => {
+  [pgServer, redisServer] = await Promise.all([startPostgres(), startRedis()]);
+});
+
+after(async () => {
+  await Promise.all(open.map((g) => g.close().catch(() => {})));
+  assert.equal(await pgServer?.stop(), 0);
+  assert.equal(await redisServer?.stop(), 0);
+});
+
+async function freshDatabase() {
+  const name = `js${++dbSeq}`;
+  const admin = new pg.Client({ connectionString: pgServer.url });
+  await admin.connect();
+  await admin.query(`CREATE DATABASE ${name}`);
+  await admin.end();
+  return pgServer.url.replace('/postgres?', `/${name}?`);
+}
+
+const keep = (g) => { open.push(g); return g; };
+
+const memory = (broken) => ({
+  create: async (opts) => ({ gate: memoryGate(opts, { brokenRaiseAfter: broken }), addr: '' }),
+  failedWrite: 'keepsFloor', capped: true, inside: true,
+});
+
+const sql = (broken) => ({
+  create: async () => {
+    const url = await freshDatabase();
+    const g = keep(await sqlGate(url));
+    if (broken) {
+      // The deliberate break: a write that commits on its own connection
+      // instead of the gate's transaction (fenced in name only).
+      const commit = g.commit;
+      g.commit = async (token, w) => {
+        if (w.nil || w.fail || w.inside) return commit(token, w);
+        await g.pool.query('INSERT INTO gatetest_values (resource, value) VALUES ($1, $2)', [token.resource, w.value]);
+        return commit(token, { ...w, value: `${w.value}-ghost` }).then(() => g.pool.query(`DELETE FROM gatetest_values WHERE value = $1`, [`${w.value}-ghost`]));
+      };
+    }
+    return { gate: g, addr: url };
+  },
+  kind: broken ? undefined : 'sql', failedWrite: 'rollsBack', capped: false, inside: true,
+});
+
+const redis = (broken) => ({
+  create: async (opts) => {
+    const addr = `${redisServer.url} js${++nsSeq}-`;
+    const g = keep(await redisGate(addr, opts));
+    if (broken) {
+      // The deliberate break: the write sent as plain commands after the
+      // script (check, then act: a stale write lands, a refusal still writes).
+      const commit = g.commit;
+      g.commit = async (token, w) => {
+        if (w.nil || w.fail) return commit(token, w);
+        await g.client.rPush(`{${token.resource}}:${addr.split(' ')[1]}values`, w.value);
+        return g.store.admit(token);
+      };
+    }
+    return { gate: g, addr };
+  },
+  kind: broken ? undefined : 'redis', failedWrite: 'keepsFloor', capped: true, inside: false,
+  restart: broken ? undefined : () => redisServer.restart(),
+});
+
+describe('FenceGate', () => runConformance('FenceGate', memory(false)));
+describe('lease-fence/sql', () => runConformance('lease-fence/sql', sql(false)));
+describe('lease-fence/redis', () => runConformance('lease-fence/redis', redis(false)));
+
+describe('the suite catches a broken gate', () => {
+  test('FenceGate raising the floor after the write', async () => {
+    const got = await failures(memory(true));
+    for (const rule of ['floorRaisedBeforeWrite', 'failedWrite']) assert.ok(got[rule], `${rule} caught it: ${JSON.stringify(got)}`);
+    assert.deepEqual(await failures(memory(false)), {});
+  });
+  test('lease-fence/sql with the write outside the transaction', async () => {
+    const got = await failures(sql(true));
+    assert.ok(got.lowerFenceRefused, `lowerFenceRefused caught it: ${JSON.stringify(got)}`);
+  });
+  test('lease-fence/redis with the write outside the script', async () => {
+    const got = await failures(redis(true));
+    assert.ok(got.lowerFenceRefused, `lowerFenceRefused caught it: ${JSON.stringify(got)}`);
+  });
+});

@@ -1,0 +1,359 @@
+// lease-fence/redis: the fence gate inside Redis, from JavaScript. The
+// fence check, the raise of the floor, the refusal log and the caller's
+// write run as one Lua script on the server (the same script, keys and
+// meaning as Go's gates/redisfence), so nothing can come between them and a
+// Go writer and a JavaScript writer share one floor.
+//
+// It takes a client of the `redis` package (createClient() or
+// createCluster(), connected); it does not import it.
+import { InvalidArgumentError, LeaseFenceError } from 'lease-fence';
+import {
+  checkId, checkToken, DEFAULT_MAX_REJECTIONS, FenceStoreError, MAX_MAX_REJECTIONS, OutcomeUnknownError, rejection, staleError,
+} from './gate-common.mjs';
+
+export { FenceStoreError, OutcomeUnknownError };
+
+/** Limits on one write. */
+export const MAX_COMMANDS = 256;
+export const MAX_KEYS = 256;
+export const MAX_ARGS_PER_COMMAND = 1024;
+
+// fence.lua:start
+const SCRIPT = `#!lua
+-- lease-fence: the fence gate inside Redis. The fence check, the raise of
+-- the floor, the refusal log and the caller's write run as this one script,
+-- so nothing can come between them. Go's gates/redisfence and JavaScript's
+-- lease-fence/redis send this same text (a test checks they are equal).
+--
+-- KEYS: 1 the floor (a hash: fence, holder, rejections), 2 the rejection
+-- log (a list, five elements per refusal), 3 this commit's marker, then the
+-- keys the caller's commands declare. All are in one hash slot.
+-- ARGV: 1 holder, 2 fence (decimal), 3 max rejections kept, 4 marker time
+-- to live (ms), 5 number of commands, then each command as its number of
+-- strings followed by the strings.
+--
+-- Replies: {'ok'}; {'stale', seq, admittedFence, admittedHolder};
+-- {'invalid', command, reason} (nothing changed); {'failed', command,
+-- error} (the floor was raised, the commands before this one ran, it and
+-- those after it did not); {'replay', marker} (this commit already ran:
+-- the marker says how it ended).
+local floorKey, logKey, markKey = KEYS[1], KEYS[2], KEYS[3]
+local seen = redis.call('GET', markKey)
+if seen then return {'replay', seen} end
+
+local holder, fence, maxRej, ttl, n = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], tonumber(ARGV[5])
+
+-- Every command is checked before anything changes: it must exist, be
+-- allowed in a script, name at least one key, and only declared keys.
+local declared = {}
+for i = 4, #KEYS do declared[KEYS[i]] = true end
+local cmds, at = {}, 6
+for c = 1, n do
+  local argc = tonumber(ARGV[at])
+  local cmd = {}
+  for j = 1, argc do cmd[j] = ARGV[at + j] end
+  at = at + argc + 1
+  local info = redis.call('COMMAND', 'INFO', cmd[1])[1]
+  if not info then return {'invalid', c, 'is not a command this server knows'} end
+  for _, flag in ipairs(info[3]) do
+    if flag == 'noscript' or (type(flag) == 'table' and flag.ok == 'noscript') then
+      return {'invalid', c, 'is not allowed in a script'}
+    end
+  end
+  local keys = redis.pcall('COMMAND', 'GETKEYS', unpack(cmd))
+  if keys.err then return {'invalid', c, keys.err} end
+  for _, k in ipairs(keys) do
+    if not declared[k] then return {'invalid', c, 'touches a key the write did not declare: ' .. k} end
+  end
+  cmds[c] = cmd
+end
+
+local cur = redis.call('HMGET', floorKey, 'fence', 'holder')
+local floor, floorHolder = cur[1] or '0', cur[2] or ''
+if tonumber(fence) < tonumber(floor) then
+  local seq = redis.call('HINCRBY', floorKey, 'rejections', 1)
+  redis.call('RPUSH', logKey, seq, holder, fence, floorHolder, floor)
+  redis.call('LTRIM', logKey, -5 * maxRej, -1)
+  redis.call('SET', markKey, 'stale:' .. seq .. ':' .. floor .. ':' .. floorHolder, 'PX', ttl)
+  return {'stale', seq, floor, floorHolder}
+end
+if tonumber(fence) > tonumber(floor) or floorHolder == '' then
+  redis.call('HSET', floorKey, 'fence', fence, 'holder', holder)
+end
+for c = 1, n do
+  local r = redis.pcall(unpack(cmds[c]))
+  if type(r) == 'table' and r.err then
+    redis.call('SET', markKey, 'failed:' .. c .. ':' .. r.err, 'PX', ttl)
+    return {'failed', c, r.err}
+  end
+end
+redis.call('SET', markKey, 'ok', 'PX', ttl)
+return {'ok'}
+`;
+// fence.lua:end
+
+/** The Lua script the gate runs for every commit and admit (needs Redis 7). */
+export const script = SCRIPT;
+
+/**
+ * A write was admitted (the floor raised to `fence`) and its command
+ * `index` failed as it ran: the commands before it ran, it and the ones
+ * after it did not. Redis does not undo them, so the floor stays raised.
+ * `written` is 'partly'.
+ */
+export class CommandError extends LeaseFenceError {
+  constructor(message, options) {
+    super(message, options && 'cause' in options ? { cause: options.cause } : undefined);
+    this.resource = options?.resource ?? '';
+    this.fence = options?.fence ?? 0;
+    this.index = options?.index ?? -1;
+    this.command = options?.command ?? '';
+    this.written = 'partly';
+  }
+}
+Object.defineProperty(CommandError.prototype, 'name', { value: 'CommandError', writable: true, configurable: true });
+
+/**
+ * The hash tag of resource: `{resource}`, with %, { and } written as %25,
+ * %7B and %7D, so any resource name makes a tag of its own.
+ */
+export function redisTag(resource) {
+  checkId(resource, 'resource');
+  return `{${resource.replace(/[%{}]/g, (c) => ({ '%': '%25', '{': '%7B', '}': '%7D' })[c])}}`;
+}
+
+/** A key for the caller's data of resource, in its hash slot: `{resource}:name`. */
+export function redisKey(resource, name) {
+  if (typeof name !== 'string') throw new InvalidArgumentError('lease-fence/redis: name must be a string', 'name');
+  return `${redisTag(resource)}:${name}`;
+}
+
+const encoder = new TextEncoder();
+
+/** The Redis Cluster hash slot of key (CRC16/XMODEM of its hash tag, mod 16384). */
+export function redisSlot(key) {
+  let b = encoder.encode(key);
+  const i = b.indexOf(0x7b);
+  if (i >= 0) {
+    const j = b.indexOf(0x7d, i + 1);
+    if (j > i + 1) b = b.subarray(i + 1, j);
+  }
+  let crc = 0;
+  for (const x of b) {
+    crc ^= x << 8;
+    for (let k = 0; k < 8; k++) crc = crc & 0x8000 ? ((crc << 1) ^ 0x1021) & 0xffff : (crc << 1) & 0xffff;
+  }
+  return crc & 16383;
+}
+
+let sha;
+async function scriptSha() {
+  sha ??= crypto.subtle.digest('SHA-1', encoder.encode(SCRIPT)).then((d) =>
+    Array.from(new Uint8Array(d), (x) => x.toString(16).padStart(2, '0')).join(''));
+  return sha;
+}
+
+function hasClass(err, name) {
+  for (let p = err; p && p !== Error.prototype; p = Object.getPrototypeOf(p)) {
+    if (p.constructor?.name === name) return true;
+  }
+  return false;
+}
+
+// sentNothing: the script was never sent, or Redis answered an error
+// instead of running it.
+const sentNothing = (err) => hasClass(err, 'ErrorReply') || hasClass(err, 'ClientClosedError') ||
+  hasClass(err, 'ClientOfflineError') || hasClass(err, 'ConnectionTimeoutError') || err?.code === 'ECONNREFUSED';
+
+const arg = (argument, reason) => new InvalidArgumentError(`lease-fence/redis: ${argument} ${reason}`, argument);
+
+/**
+ * Opens the gate on client (a connected client or cluster of the `redis`
+ * package). Options: prefix (default 'lease-fence:', no braces),
+ * maxRejections (refusals kept per resource, default 1000),
+ * markerTtlMillis (how long a commit's marker is kept, default 60000).
+ * Sends nothing.
+ */
+export function openRedisFence(client, options) {
+  if (typeof client !== 'object' || client === null || typeof client.evalSha !== 'function' || typeof client.eval !== 'function') {
+    throw arg('client', 'must be a client of the redis package (with eval and evalSha)');
+  }
+  if (options !== undefined && (typeof options !== 'object' || options === null)) {
+    throw arg('options', 'must be an object such as { prefix, maxRejections }');
+  }
+  const { prefix = 'lease-fence:', maxRejections = 0, markerTtlMillis = 60_000 } = options ?? {};
+  if (typeof prefix !== 'string' || prefix === '' || prefix.length > 128 || /[{}]/.test(prefix)) {
+    throw arg('options.prefix', "must be a string of 1 to 128 characters without '{' or '}'");
+  }
+  if (!Number.isInteger(maxRejections) || maxRejections < 0 || maxRejections > MAX_MAX_REJECTIONS) {
+    throw arg('options.maxRejections', `must be from 1 to ${MAX_MAX_REJECTIONS}, or 0 for the default`);
+  }
+  if (!Number.isSafeInteger(markerTtlMillis) || markerTtlMillis < 1000) {
+    throw arg('options.markerTtlMillis', 'must be an integer of at least 1000');
+  }
+  return new RedisFence(client, prefix, maxRejections || DEFAULT_MAX_REJECTIONS, markerTtlMillis);
+}
+
+/** A fence gate kept in Redis. Made by openRedisFence. */
+class RedisFence {
+  #client;
+  #prefix;
+  #maxRej;
+  #ttl;
+
+  constructor(client, prefix, maxRej, ttl) {
+    this.#client = client;
+    this.#prefix = prefix;
+    this.#maxRej = maxRej;
+    this.#ttl = ttl;
+  }
+
+  #base(resource) {
+    return `${this.#prefix}${redisTag(resource)}:`;
+  }
+
+  /**
+   * Runs write.commands (each [name, ...args], at least one) inside the
+   * gate's script after the fence check. write.keys lists every key they
+   * touch, all in the resource's hash slot (redisKey names them). Resolves
+   * when every command ran; rejects with StaleFenceError (nothing ran; the
+   * refusal is logged), InvalidArgumentError (nothing changed),
+   * CommandError (admitted; a command failed as it ran), FenceStoreError
+   * (nothing happened) or OutcomeUnknownError.
+   */
+  async commit(token, write) {
+    checkToken(token);
+    if (typeof write !== 'object' || write === null || !Array.isArray(write.commands) || write.commands.length === 0) {
+      throw arg('write.commands', 'must hold at least one command (use admit to raise the floor without writing)');
+    }
+    return this.#run(token, write);
+  }
+
+  /** Raises the floor of token's resource without writing; an older token is refused and logged. */
+  async admit(token) {
+    checkToken(token);
+    return this.#run(token, null);
+  }
+
+  /** The highest fence admitted for resource (0 if none has been). */
+  async floor(resource) {
+    checkId(resource, 'resource');
+    let v;
+    try {
+      v = await this.#client.hGet(`${this.#base(resource)}floor`, 'fence');
+    } catch (err) {
+      throw new FenceStoreError(`lease-fence/redis: reading the floor: ${err?.message ?? err}`, { op: 'reading the floor', cause: err });
+    }
+    return v == null ? 0 : Number(v);
+  }
+
+  /** The newest refusals for resource (at most maxRejections), oldest first. */
+  async rejections(resource) {
+    checkId(resource, 'resource');
+    let v;
+    try {
+      v = await this.#client.lRange(`${this.#base(resource)}rejections`, 0, -1);
+    } catch (err) {
+      throw new FenceStoreError(`lease-fence/redis: reading rejections: ${err?.message ?? err}`, { op: 'reading rejections', cause: err });
+    }
+    const out = [];
+    for (let i = 0; i + 5 <= v.length; i += 5) out.push(rejection(v[i], resource, v[i + 1], v[i + 2], v[i + 3], v[i + 4]));
+    return out;
+  }
+
+  async #run(token, write) {
+    const base = this.#base(token.resource);
+    const id = Array.from(crypto.getRandomValues(new Uint8Array(16)), (x) => x.toString(16).padStart(2, '0')).join('');
+    const mark = `${base}commit:${id}`;
+    const keys = [`${base}floor`, `${base}rejections`, mark];
+    const args = [token.holderId, String(token.fence), String(this.#maxRej), String(this.#ttl), '0'];
+    if (write !== null) this.#addWrite(token.resource, base, keys, args, write);
+    let reply;
+    try {
+      const hash = await scriptSha();
+      try {
+        reply = await this.#client.evalSha(hash, { keys, arguments: args });
+      } catch (err) {
+        if (!String(err?.message).startsWith('NOSCRIPT')) throw err;
+        reply = await this.#client.eval(SCRIPT, { keys, arguments: args });
+      }
+    } catch (err) {
+      if (sentNothing(err)) throw new FenceStoreError(`lease-fence/redis: commit did not happen: ${err?.message ?? err}`, { op: 'commit', cause: err });
+      return this.#settle(token, mark, err);
+    }
+    return this.#outcome(token, reply, write);
+  }
+
+  #addWrite(resource, base, keys, args, write) {
+    const wkeys = write.keys ?? [];
+    if (!Array.isArray(wkeys)) throw arg('write.keys', 'must be an array of keys');
+    if (write.commands.length > MAX_COMMANDS) throw arg('write.commands', `must hold at most ${MAX_COMMANDS} commands`);
+    if (wkeys.length > MAX_KEYS) throw arg('write.keys', `must hold at most ${MAX_KEYS} keys`);
+    const slot = redisSlot(base);
+    wkeys.forEach((k, i) => {
+      const a = `write.keys[${i}]`;
+      if (typeof k !== 'string' || k === '') throw arg(a, 'must be a non-empty string');
+      if (k.startsWith(base)) throw arg(a, `is in the gate's own namespace ${JSON.stringify(base)}`);
+      if (redisSlot(k) !== slot) throw arg(a, `${JSON.stringify(k)} is not in the hash slot of resource ${JSON.stringify(resource)}: name it with redisKey`);
+      keys.push(k);
+    });
+    args[4] = String(write.commands.length);
+    write.commands.forEach((c, i) => {
+      const a = `write.commands[${i}]`;
+      if (!Array.isArray(c) || c.length === 0 || typeof c[0] !== 'string' || c[0] === '') throw arg(a, 'must start with a command name');
+      if (c.length > MAX_ARGS_PER_COMMAND) throw arg(a, `must hold at most ${MAX_ARGS_PER_COMMAND} strings`);
+      args.push(String(c.length));
+      for (const x of c) {
+        if (typeof x !== 'string' && typeof x !== 'number' && !(x instanceof Uint8Array)) throw arg(a, 'must hold strings, numbers or bytes');
+        args.push(typeof x === 'number' ? String(x) : x);
+      }
+    });
+  }
+
+  // #settle settles a commit whose reply was lost: marks it aborted unless
+  // the script already marked it, then reads how it ended.
+  async #settle(token, mark, cause) {
+    for (let i = 0; i < 5; i++) {
+      try {
+        const set = await this.#client.set(mark, 'aborted', { NX: true, PX: this.#ttl });
+        if (set === 'OK') throw new FenceStoreError(`lease-fence/redis: commit did not happen: ${cause?.message ?? cause}`, { op: 'commit', cause });
+        const v = await this.#client.get(mark);
+        if (v != null) return this.#marker(token, v, cause);
+      } catch (err) {
+        if (err instanceof LeaseFenceError) throw err;
+      }
+      await new Promise((resolve) => setTimeout(resolve, 10 * 2 ** i));
+    }
+    throw new OutcomeUnknownError(`lease-fence/redis: the commit's outcome is unknown: ${cause?.message ?? cause}`, { cause });
+  }
+
+  #outcome(token, reply, write) {
+    const s = (i) => (Array.isArray(reply) && reply[i] != null ? String(reply[i]) : '');
+    switch (s(0)) {
+      case 'ok': return undefined;
+      case 'stale': throw staleError(rejection(s(1), token.resource, token.holderId, token.fence, s(3), s(2)));
+      case 'invalid': throw arg(`write.commands[${Number(s(1)) - 1}]`, s(2));
+      case 'failed': throw this.#commandError(token, write, Number(s(1)) - 1, s(2));
+      case 'replay': return this.#marker(token, s(1), null);
+    }
+    throw new FenceStoreError('lease-fence/redis: unexpected reply from the script', { op: 'commit' });
+  }
+
+  #marker(token, v, cause) {
+    const [kind, ...rest] = v.split(':');
+    switch (kind) {
+      case 'ok': return undefined;
+      case 'stale': throw staleError(rejection(rest[0], token.resource, token.holderId, token.fence, rest.slice(2).join(':'), rest[1]));
+      case 'failed': throw this.#commandError(token, null, Number(rest[0]) - 1, rest.slice(1).join(':'));
+      case 'aborted': throw new FenceStoreError(`lease-fence/redis: commit did not happen: ${cause?.message ?? 'settled as not run'}`, { op: 'commit', cause });
+    }
+    throw new OutcomeUnknownError(`lease-fence/redis: unknown commit marker ${JSON.stringify(v)}`, { cause });
+  }
+
+  #commandError(token, write, index, message) {
+    const command = write?.commands?.[index]?.[0] ?? '';
+    return new CommandError(`lease-fence/redis: write to ${JSON.stringify(token.resource)} at fence ${token.fence} admitted, ` +
+      `but command ${index} ${command} failed (the commands before it ran, the rest did not): ${message}`,
+    { resource: token.resource, fence: token.fence, index, command });
+  }
+}

@@ -1,0 +1,57 @@
+// lease-fence/sql: the fence gate inside PostgreSQL (Node; needs the `pg`
+// package or a pool with the same connect()/query()/release() shape).
+import { LeaseFenceError } from './lease-fence.js';
+import type { FenceToken, Rejection } from './lease-fence.js';
+
+/** The store failed and the write did not happen: nothing changed. */
+export class FenceStoreError extends LeaseFenceError {
+  /** What the gate was doing, e.g. 'commit' or 'reading the floor'. */
+  readonly op: string;
+  readonly written: false;
+}
+/** The connection broke after the write was sent and the outcome could not be learnt. */
+export class OutcomeUnknownError extends LeaseFenceError {
+  readonly written: null;
+}
+
+/** How many times a transaction runs when PostgreSQL reports 40001 or 40P01. */
+export const MAX_ATTEMPTS: number;
+
+/** A client of the pool: pg's PoolClient, or anything shaped like it. */
+export interface SqlClient {
+  query(text: string, values?: unknown[]): Promise<{ rows: any[] }>;
+  release(err?: unknown): void;
+}
+/** A pool: pg.Pool, or anything whose connect() resolves to a SqlClient. */
+export interface SqlPool {
+  connect(): Promise<SqlClient>;
+  query(text: string, values?: unknown[]): Promise<{ rows: any[] }>;
+}
+
+export interface SqlFenceOptions {
+  /** Only 'postgres'. */
+  dialect?: 'postgres';
+  /** Prefix of the two tables (<table>_floor, <table>_rejection); default 'lease_fence', as Go's sqlfence. */
+  table?: string;
+}
+
+/** A fence gate kept in a PostgreSQL database; Go's sqlfence shares its tables. */
+export interface SqlFence {
+  /**
+   * Runs write(client) in one transaction with the fence check and the raise
+   * of the floor. Rejects with StaleFenceError (write did not run, refusal
+   * committed), write's own error (everything rolled back, the floor
+   * included), InvalidArgumentError, FenceStoreError or OutcomeUnknownError.
+   * Serialization failures and deadlocks are retried: write may run again.
+   */
+  commit<T>(token: FenceToken, write: (client: SqlClient) => Promise<T> | T): Promise<T>;
+  /** Raises the floor without writing; an older token is refused and logged. */
+  admit(token: FenceToken): Promise<void>;
+  /** The highest fence admitted for resource (0 if none). */
+  floor(resource: string): Promise<number>;
+  /** Every refusal logged for resource, oldest first. */
+  rejections(resource: string): Promise<Rejection[]>;
+}
+
+/** Opens the gate on pool, creating its tables if they are missing. */
+export function openSqlFence(pool: SqlPool, options?: SqlFenceOptions): Promise<SqlFence>;

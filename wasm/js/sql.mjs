@@ -1,0 +1,221 @@
+// lease-fence/sql: the fence gate inside PostgreSQL, from JavaScript. The
+// fence check, the raise of the floor and the caller's statements are one
+// transaction, so a stale holder's write can never commit, whatever process
+// or machine it runs in. The tables and their meaning are those of Go's
+// gates/sqlfence: Go and JavaScript writers on one database share one floor
+// and one rejections log.
+//
+// It takes a pool (a pg.Pool, or anything whose connect() resolves to a
+// client with query(text, values) and release(err)); it does not import pg.
+import { InvalidArgumentError } from 'lease-fence';
+import { checkId, checkToken, FenceStoreError, OutcomeUnknownError, rejection, staleError } from './gate-common.mjs';
+
+export { FenceStoreError, OutcomeUnknownError };
+
+/** How many times a transaction runs when PostgreSQL reports 40001 or 40P01. */
+export const MAX_ATTEMPTS = 8;
+
+const TABLE = /^[A-Za-z_][A-Za-z0-9_]{0,40}$/;
+
+/**
+ * Opens the gate on pool, creating its two tables (<table>_floor and
+ * <table>_rejection) if they are missing.
+ */
+export async function openSqlFence(pool, options) {
+  if (typeof pool !== 'object' || pool === null || typeof pool.connect !== 'function') {
+    throw new InvalidArgumentError('lease-fence/sql: pool must have a connect() method (a pg.Pool)', 'pool');
+  }
+  if (options !== undefined && (typeof options !== 'object' || options === null)) {
+    throw new InvalidArgumentError('lease-fence/sql: options must be an object such as { dialect, table }', 'options');
+  }
+  const { dialect = 'postgres', table = 'lease_fence' } = options ?? {};
+  if (dialect !== 'postgres') {
+    throw new InvalidArgumentError(`lease-fence/sql: options.dialect must be 'postgres', got ${JSON.stringify(dialect)}`, 'options.dialect');
+  }
+  if (typeof table !== 'string' || !TABLE.test(table)) {
+    throw new InvalidArgumentError('lease-fence/sql: options.table must be a letter or underscore followed by up to 40 letters, digits or underscores', 'options.table');
+  }
+  const store = new SqlFence(pool, table);
+  await store._createTables();
+  return store;
+}
+
+const sqlState = (err) => (err && typeof err.code === 'string' && /^[0-9A-Z]{5}$/.test(err.code) ? err.code : '');
+const transient = (err) => sqlState(err) === '40001' || sqlState(err) === '40P01';
+const pause = (i) => new Promise((resolve) => {
+  const d = 2 ** Math.min(i, 6);
+  setTimeout(resolve, d / 2 + Math.random() * d);
+});
+
+/** A fence gate kept in a PostgreSQL database. Made by openSqlFence. */
+class SqlFence {
+  #pool;
+  #q;
+
+  constructor(pool, table) {
+    this.#pool = pool;
+    const floor = `${table}_floor`;
+    const rej = `${table}_rejection`;
+    this.#q = {
+      schema: [
+        `CREATE TABLE IF NOT EXISTS ${floor} (resource TEXT PRIMARY KEY, fence BIGINT NOT NULL, holder TEXT NOT NULL, rejections BIGINT NOT NULL)`,
+        `CREATE TABLE IF NOT EXISTS ${rej} (resource TEXT NOT NULL, seq BIGINT NOT NULL, refused_holder TEXT NOT NULL, ` +
+          'refused_fence BIGINT NOT NULL, admitted_holder TEXT NOT NULL, admitted_fence BIGINT NOT NULL, PRIMARY KEY (resource, seq))',
+      ],
+      ensure: `INSERT INTO ${floor} (resource, fence, holder, rejections) VALUES ($1, 0, '', 0) ON CONFLICT (resource) DO NOTHING`,
+      lock: `SELECT fence, holder, rejections, pg_current_xact_id()::text AS xid FROM ${floor} WHERE resource = $1 FOR UPDATE`,
+      raise: `UPDATE ${floor} SET fence = $2, holder = $3 WHERE resource = $1`,
+      refuse: `UPDATE ${floor} SET rejections = $2 WHERE resource = $1`,
+      log: `INSERT INTO ${rej} (resource, seq, refused_holder, refused_fence, admitted_holder, admitted_fence) VALUES ($1, $2, $3, $4, $5, $6)`,
+      floor: `SELECT fence FROM ${floor} WHERE resource = $1`,
+      rejections: `SELECT seq, refused_holder, refused_fence, admitted_holder, admitted_fence FROM ${rej} WHERE resource = $1 ORDER BY seq`,
+      status: 'SELECT pg_xact_status($1::xid8) AS status',
+    };
+  }
+
+  async _createTables() {
+    for (const q of this.#q.schema) {
+      try {
+        await this.#retry(() => this.#query('creating tables', q, []));
+      } catch (err) {
+        // Two openers raced to create the table; it exists now.
+        if (sqlState(err.cause) !== '23505') throw err;
+      }
+    }
+  }
+
+  /**
+   * Runs write(client) in one transaction with the fence check and the raise
+   * of the floor, and resolves with what write resolved with. A token below
+   * the floor rejects with StaleFenceError (write did not run; the refusal
+   * is committed). If write throws, everything rolls back, the raise of the
+   * floor included, and its error rejects the promise. Serialization
+   * failures and deadlocks restart the transaction (write may run again).
+   */
+  async commit(token, write) {
+    if (typeof write !== 'function') {
+      checkToken(token);
+      throw new InvalidArgumentError(`lease-fence: write must be a function, got ${write === null ? 'null' : typeof write}`, 'write');
+    }
+    checkToken(token);
+    return this.#run(token, write);
+  }
+
+  /**
+   * Raises the floor of token's resource to token.fence without writing, in
+   * its own transaction. A token below the floor is refused and logged.
+   */
+  async admit(token) {
+    checkToken(token);
+    await this.#run(token, null);
+  }
+
+  /** The highest fence admitted for resource (0 if none has been). */
+  async floor(resource) {
+    checkId(resource, 'resource');
+    const { rows } = await this.#query('reading the floor', this.#q.floor, [resource]);
+    return rows.length === 0 ? 0 : Number(rows[0].fence);
+  }
+
+  /** Every refusal logged for resource, oldest first, as FenceGate's rejections. */
+  async rejections(resource) {
+    checkId(resource, 'resource');
+    const { rows } = await this.#query('reading rejections', this.#q.rejections, [resource]);
+    return rows.map((r) => rejection(r.seq, resource, r.refused_holder, r.refused_fence, r.admitted_holder, r.admitted_fence));
+  }
+
+  async #query(op, text, values) {
+    try {
+      return await this.#pool.query(text, values);
+    } catch (err) {
+      throw new FenceStoreError(`lease-fence/sql: ${op}: ${err?.message ?? err}`, { op, cause: err });
+    }
+  }
+
+  async #retry(fn) {
+    for (let i = 0; ; i++) {
+      try {
+        return await fn();
+      } catch (err) {
+        if (i + 1 >= MAX_ATTEMPTS || !transient(err instanceof FenceStoreError ? err.cause : err)) throw err;
+        await pause(i);
+      }
+    }
+  }
+
+  async #run(token, write) {
+    return this.#retry(() => this.#attempt(token, write));
+  }
+
+  // One transaction: lock the floor row, check, then either log a refusal
+  // or raise the floor and write, and commit.
+  async #attempt(token, write) {
+    let client;
+    try {
+      client = await this.#pool.connect();
+    } catch (err) {
+      throw new FenceStoreError(`lease-fence/sql: connecting: ${err?.message ?? err}`, { op: 'connecting', cause: err });
+    }
+    let broken;
+    let ended = false; // COMMIT was sent: it ends the transaction either way
+    const step = async (op, text, values) => {
+      try {
+        return await client.query(text, values);
+      } catch (err) {
+        if (!sqlState(err)) broken = err; // no answer: the connection is gone
+        throw new FenceStoreError(`lease-fence/sql: ${op}: ${err?.message ?? err}`, { op, cause: err });
+      }
+    };
+    try {
+      await step('begin', 'BEGIN', []);
+      try {
+        await step('locking the floor', this.#q.ensure, [token.resource]);
+        const { rows: [row] } = await step('reading the floor', this.#q.lock, [token.resource]);
+        const floor = Number(row.fence);
+        if (token.fence < floor) {
+          const r = rejection(Number(row.rejections) + 1, token.resource, token.holderId, token.fence, row.holder, floor);
+          await step('counting the refusal', this.#q.refuse, [token.resource, r.seq]);
+          await step('logging the refusal', this.#q.log, [token.resource, r.seq, token.holderId, token.fence, row.holder, floor]);
+          ended = true;
+          await this.#commit(step, row.xid);
+          throw staleError(r);
+        }
+        if (token.fence > floor || row.holder === '') {
+          await step('raising the floor', this.#q.raise, [token.resource, token.fence, token.holderId]);
+        }
+        const result = write === null ? undefined : await write(client);
+        ended = true;
+        await this.#commit(step, row.xid);
+        return result;
+      } catch (err) {
+        if (!broken && !ended) await client.query('ROLLBACK').catch((e) => { broken = e; });
+        throw err;
+      }
+    } finally {
+      client.release(broken);
+    }
+  }
+
+  // #commit commits; a COMMIT that failed without an answer from the server
+  // (the connection broke) may or may not have happened, so the server is
+  // asked for the transaction's status on another connection.
+  async #commit(step, xid) {
+    try {
+      await step('commit', 'COMMIT', []);
+      return;
+    } catch (err) {
+      if (sqlState(err.cause)) throw err; // the server answered: rolled back
+      for (let i = 0; i < MAX_ATTEMPTS; i++) {
+        try {
+          const { rows: [{ status }] } = await this.#pool.query(this.#q.status, [xid]);
+          if (status === 'committed') return;
+          if (status === 'aborted') throw err;
+        } catch (e) {
+          if (e === err) throw err;
+        }
+        await pause(i);
+      }
+      throw new OutcomeUnknownError(`lease-fence/sql: the commit's outcome is unknown: ${err.cause?.message ?? err.message}`, { cause: err.cause });
+    }
+  }
+}
