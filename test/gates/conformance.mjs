@@ -336,11 +336,12 @@ export function checkHistory(st, attempts, inflight) {
     else assert.ok(landed.has(v), `${v} landed but was ${refused.has(v) ? 'refused' : 'not reported landed'}`);
   }
   for (const v of landed) assert.ok(seen.has(v), `${v} was reported landed but is not in the store`);
+  const key = (r) => JSON.stringify([r.seq, r.resource, r.refusedHolderId, r.refusedFence, r.admittedHolderId, r.admittedFence]);
   const reported = new Map();
-  for (const a of refused.values()) reported.set(JSON.stringify(a.refusal), (reported.get(JSON.stringify(a.refusal)) ?? 0) + 1);
+  for (const a of refused.values()) reported.set(key(a.refusal), (reported.get(key(a.refusal)) ?? 0) + 1);
   st.rejections.forEach((r, i) => {
     assert.equal(r.seq, i + 1, 'rejections are numbered 1..n');
-    const k = JSON.stringify(r);
+    const k = key(r);
     if (reported.get(k) > 0) {
       reported.set(k, reported.get(k) - 1);
       return;

@@ -1,0 +1,152 @@
+//go:build !js
+
+// Command gatecli is a Go writer for the JavaScript tests that check Go and
+// JavaScript writers share one floor: it opens gates/sqlfence on a
+// PostgreSQL URL or gates/redisfence on "redis://host:port prefix", then
+// reads one JSON request a line from standard input and answers one JSON
+// line each:
+//
+//	{"op": "commit"|"admit"|"floor"|"rejections", "resource", "holder", "fence", "value"}
+//	-> {"ok": true} | {"stale": {seq, resource, ...}} | {"error": "..."} | {"floor": n} | {"rejections": [...]}
+//
+// A commit appends value to the resource's values (the table
+// gatetest_values, or the list {resource}:<prefix>values) as its write, as
+// test/gates/adapters.mjs does.
+package main
+
+import (
+	"bufio"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	_ "github.com/jackc/pgx/v5/stdlib"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lease-fence/lease-fence/core/fence"
+	"github.com/lease-fence/lease-fence/gates/redisfence"
+	"github.com/lease-fence/lease-fence/gates/sqlfence"
+)
+
+type request struct {
+	Op       string `json:"op"`
+	Resource string `json:"resource"`
+	Holder   string `json:"holder"`
+	Fence    uint64 `json:"fence"`
+	Value    string `json:"value"`
+}
+
+type gate struct {
+	commit     func(ctx context.Context, tok fence.Token, value string) error
+	admit      func(ctx context.Context, tok fence.Token) error
+	floor      func(ctx context.Context, r string) (uint64, error)
+	rejections func(ctx context.Context, r string) ([]fence.Rejection, error)
+}
+
+func open(ctx context.Context, addr string) (*gate, error) {
+	if url, ns, ok := strings.Cut(addr, " "); ok && strings.HasPrefix(url, "redis://") {
+		o, err := redis.ParseURL(url)
+		if err != nil {
+			return nil, err
+		}
+		rdb := redis.NewClient(o)
+		s, err := redisfence.Open(rdb, redisfence.Options{Prefix: ns})
+		if err != nil {
+			return nil, err
+		}
+		return &gate{
+			commit: func(ctx context.Context, tok fence.Token, v string) error {
+				k := redisfence.Key(tok.Resource, ns+"values")
+				return s.Commit(ctx, tok, redisfence.Write{Keys: []string{k}, Commands: [][]string{{"RPUSH", k, v}}})
+			},
+			admit: s.Admit, floor: s.Floor, rejections: s.Rejections,
+		}, nil
+	}
+	db, err := sql.Open("pgx", addr)
+	if err != nil {
+		return nil, err
+	}
+	s, err := sqlfence.Open(ctx, db, sqlfence.Options{Dialect: sqlfence.Postgres})
+	if err != nil {
+		return nil, err
+	}
+	return &gate{
+		commit: func(ctx context.Context, tok fence.Token, v string) error {
+			return s.Commit(ctx, tok, func(ctx context.Context, tx *sql.Tx) error {
+				_, err := tx.ExecContext(ctx, `INSERT INTO gatetest_values (resource, value) VALUES ($1, $2)`, tok.Resource, v)
+				return err
+			})
+		},
+		admit: s.Admit, floor: s.Floor, rejections: s.Rejections,
+	}, nil
+}
+
+// rejection is fence.Rejection in the JavaScript gate's shape.
+func rejection(r fence.Rejection) map[string]any {
+	var admitted any = r.AdmittedHolder
+	if r.AdmittedHolder == "" {
+		admitted = nil
+	}
+	return map[string]any{"seq": r.Seq, "resource": r.Resource, "refusedHolderId": r.RefusedHolder, "refusedFence": r.RefusedFence,
+		"admittedHolderId": admitted, "admittedFence": r.AdmittedFence}
+}
+
+func main() {
+	ctx := context.Background()
+	g, err := open(ctx, os.Args[1])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	out := json.NewEncoder(os.Stdout)
+	sc := bufio.NewScanner(os.Stdin)
+	for sc.Scan() {
+		var q request
+		if err := json.Unmarshal(sc.Bytes(), &q); err != nil {
+			_ = out.Encode(map[string]any{"error": err.Error()})
+			continue
+		}
+		tok := fence.Token{Resource: q.Resource, HolderID: q.Holder, Fence: q.Fence}
+		var ans map[string]any
+		switch q.Op {
+		case "commit", "admit":
+			if q.Op == "commit" {
+				err = g.commit(ctx, tok, q.Value)
+			} else {
+				err = g.admit(ctx, tok)
+			}
+			var se *fence.StaleFenceError
+			switch {
+			case err == nil:
+				ans = map[string]any{"ok": true}
+			case errors.As(err, &se):
+				ans = map[string]any{"stale": rejection(se.Rejection), "message": se.Error()}
+			default:
+				ans = map[string]any{"error": err.Error()}
+			}
+		case "floor":
+			f, err := g.floor(ctx, q.Resource)
+			ans = map[string]any{"floor": f}
+			if err != nil {
+				ans = map[string]any{"error": err.Error()}
+			}
+		case "rejections":
+			rs, err := g.rejections(ctx, q.Resource)
+			list := []map[string]any{}
+			for _, r := range rs {
+				list = append(list, rejection(r))
+			}
+			ans = map[string]any{"rejections": list}
+			if err != nil {
+				ans = map[string]any{"error": err.Error()}
+			}
+		default:
+			ans = map[string]any{"error": "unknown op " + q.Op}
+		}
+		_ = out.Encode(ans)
+	}
+}
