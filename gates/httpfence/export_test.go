@@ -1,0 +1,19 @@
+package httpfence
+
+// Waiting returns how many writes wait for resource's turn (the one in
+// progress not counted), for tests that order on it.
+func (p *Proxy) Waiting(resource string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if l := p.lanes[resource]; l != nil {
+		return len(l.waiters)
+	}
+	return 0
+}
+
+// Lanes returns how many resources have a write in progress.
+func (p *Proxy) Lanes() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.lanes)
+}

@@ -1,0 +1,619 @@
+// Package httpfence is the fence gate in front of an HTTP API: a reverse
+// proxy that admits a write only if the fence it carries is not below the
+// highest fence admitted for its resource, raises that floor durably before
+// it forwards the write, and refuses and logs a stale one without the
+// upstream ever seeing it. cmd/fence-proxy runs it; docs/fencing.md says what
+// it guarantees and what it cannot.
+//
+// A write is any request whose method is not GET, HEAD or OPTIONS. It names
+// its token in the Lease-Fence header (see Header, ParseHeader):
+//
+//	Lease-Fence: resource="deploy-slot", holder="agent-a", fence=7
+//
+// Clients add it with Transport, an http.RoundTripper. Proxy is the handler
+// most callers want (through cmd/fence-proxy); New makes one.
+package httpfence
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strconv"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/semaphore"
+
+	"github.com/lease-fence/lease-fence/core/fence"
+)
+
+// Store keeps each resource's floor and its refusals durably. Admit raises
+// the floor to the token's fence, or refuses a token below it with a
+// *fence.StaleFenceError after logging the refusal; both are durable when it
+// returns. *sqlfence.Store is one.
+//
+// The Proxy must be the only writer of the floors it reads: two Proxies, or
+// a Proxy and another program, raising the same floors would each forward
+// writes to one resource without waiting for the other's.
+type Store interface {
+	Admit(ctx context.Context, tok fence.Token) error
+	Floor(ctx context.Context, resource string) (uint64, error)
+	Rejections(ctx context.Context, resource string) ([]fence.Rejection, error)
+}
+
+// Defaults of Options.
+const (
+	DefaultUpstreamTimeout = 30 * time.Second
+	DefaultMaxBodyBytes    = 4 << 20
+	DefaultMaxBufferBytes  = 256 << 20
+	DefaultMaxQueue        = 64
+)
+
+// Options configures a Proxy. Upstream and Store are required.
+type Options struct {
+	// Upstream is the API the proxy stands in front of; a request's path is
+	// appended to Upstream's path.
+	Upstream *url.URL
+	// Store holds the floors and the refusals (sqlfence on SQLite in
+	// cmd/fence-proxy).
+	Store Store
+	// Transport sends requests to the upstream. Nil means an http.Transport
+	// with ProxyFromEnvironment off, 256 idle connections to the upstream
+	// and UpstreamTimeout as its response header timeout.
+	Transport http.RoundTripper
+	// UpstreamTimeout bounds one request to the upstream, from sending it to
+	// the end of its answer's body. Zero means DefaultUpstreamTimeout.
+	UpstreamTimeout time.Duration
+	// QueueTimeout bounds how long a write waits for its resource's turn.
+	// Zero means UpstreamTimeout.
+	QueueTimeout time.Duration
+	// MaxBodyBytes is the largest write body accepted (413 above). A write's
+	// body is read whole before the write takes its turn, so a slow sender
+	// never holds up its resource. Zero means DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+	// MaxBufferBytes bounds the write bodies held in memory at once, across
+	// all resources; a write that does not fit is answered 503 busy. Zero
+	// means DefaultMaxBufferBytes; it is raised to MaxBodyBytes if below.
+	MaxBufferBytes int64
+	// MaxQueue is how many writes may wait for the one in progress on a
+	// resource; one more is answered 503 queue_full. Zero means
+	// DefaultMaxQueue.
+	MaxQueue int
+	// Logger receives a line per refusal and per upstream failure (Warn and
+	// Error) and per forwarded write (Info). Nil logs nothing.
+	Logger *slog.Logger
+	// OnAdmit, if set, is called for each write after its floor is durably
+	// raised and before it is forwarded, on the request's goroutine: the
+	// place for a metric, and where tests stop the proxy to kill it.
+	OnAdmit func(ctx context.Context, tok fence.Token)
+}
+
+// Proxy is the gate: an http.Handler that forwards reads as they are and
+// writes under the rules of the package doc. Requests under /.lease-fence/
+// are its own (ServeHTTP) and never forwarded. Make one with New.
+type Proxy struct {
+	store        Store
+	rp           *httputil.ReverseProxy
+	transport    http.RoundTripper
+	timeout      time.Duration
+	queueTimeout time.Duration
+	maxBody      int64
+	maxQueue     int
+	buffers      *semaphore.Weighted
+	log          *slog.Logger
+	onAdmit      func(context.Context, fence.Token)
+
+	mu    sync.Mutex
+	lanes map[string]*lane
+}
+
+// lane is one resource's turn: held by the write being forwarded, handed
+// in arrival order to the writes waiting for it.
+type lane struct {
+	waiters []chan struct{} // each closed when the turn is handed to it
+}
+
+// New returns a Proxy in front of opts.Upstream.
+func New(opts Options) (*Proxy, error) {
+	arg := func(name, reason string) error {
+		return &fence.ArgumentError{Pkg: "httpfence", Arg: "options." + name, Reason: reason}
+	}
+	switch {
+	case opts.Upstream == nil || opts.Upstream.Host == "":
+		return nil, arg("upstream", "must be an absolute http or https URL")
+	case opts.Upstream.Scheme != "http" && opts.Upstream.Scheme != "https":
+		return nil, arg("upstream", "must be an http or https URL")
+	case opts.Store == nil:
+		return nil, arg("store", "must not be nil")
+	case opts.UpstreamTimeout < 0, opts.QueueTimeout < 0:
+		return nil, arg("upstreamTimeout", "and queueTimeout must not be negative")
+	case opts.MaxBodyBytes < 0, opts.MaxBufferBytes < 0, opts.MaxQueue < 0:
+		return nil, arg("maxBodyBytes", ", maxBufferBytes and maxQueue must not be negative")
+	}
+	p := &Proxy{
+		store:        opts.Store,
+		timeout:      cmpOr(opts.UpstreamTimeout, DefaultUpstreamTimeout),
+		maxBody:      cmpOr(opts.MaxBodyBytes, DefaultMaxBodyBytes),
+		maxQueue:     cmpOr(opts.MaxQueue, DefaultMaxQueue),
+		log:          opts.Logger,
+		onAdmit:      opts.OnAdmit,
+		lanes:        map[string]*lane{},
+		transport:    opts.Transport,
+		queueTimeout: opts.QueueTimeout,
+	}
+	p.queueTimeout = cmpOr(p.queueTimeout, p.timeout)
+	p.buffers = semaphore.NewWeighted(max(cmpOr(opts.MaxBufferBytes, DefaultMaxBufferBytes), p.maxBody))
+	if p.log == nil {
+		p.log = slog.New(slog.DiscardHandler)
+	}
+	if p.transport == nil {
+		p.transport = &http.Transport{
+			DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+			MaxIdleConns:          256,
+			MaxIdleConnsPerHost:   256,
+			IdleConnTimeout:       90 * time.Second,
+			TLSHandshakeTimeout:   10 * time.Second,
+			ResponseHeaderTimeout: p.timeout,
+			ExpectContinueTimeout: time.Second,
+			ForceAttemptHTTP2:     true,
+		}
+	}
+	upstream := *opts.Upstream
+	p.rp = &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(&upstream)
+			pr.SetXForwarded()
+		},
+		Transport:      p.transport,
+		ModifyResponse: p.modifyResponse,
+		ErrorHandler:   p.upstreamFailed,
+		ErrorLog:       slog.NewLogLogger(p.log.Handler(), slog.LevelWarn),
+	}
+	return p, nil
+}
+
+func cmpOr[T comparable](v, otherwise T) T {
+	var zero T
+	if v == zero {
+		return otherwise
+	}
+	return v
+}
+
+// CloseIdleConnections closes the idle connections to the upstream (for a
+// Transport that has the method).
+func (p *Proxy) CloseIdleConnections() {
+	if c, ok := p.transport.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}
+
+// IsWrite reports whether a request with this method is a write: any method
+// but GET, HEAD and OPTIONS.
+func IsWrite(method string) bool {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions:
+		return false
+	}
+	return true
+}
+
+// adminPrefix is the proxy's own path space; nothing under it is forwarded.
+const adminPrefix = "/.lease-fence/"
+
+// ServeHTTP forwards a read, gates and forwards a write, or answers one of
+// the proxy's own endpoints:
+//
+//	GET  /.lease-fence/floor?resource=r       {"resource": r, "floor": n}
+//	GET  /.lease-fence/rejections?resource=r  {"resource": r, "rejections": [...]}
+//	POST /.lease-fence/admit                  raise the floor to the Lease-Fence token without forwarding
+func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	switch {
+	case r.Method == http.MethodConnect:
+		writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", "fence-proxy does not tunnel (CONNECT)", nil)
+		return
+	case len(r.URL.Path) >= len(adminPrefix) && r.URL.Path[:len(adminPrefix)] == adminPrefix:
+		p.serveAdmin(w, r)
+		return
+	case r.Header.Get("Upgrade") != "":
+		// A switched protocol is a tunnel the proxy cannot fence.
+		writeError(w, http.StatusNotImplemented, "upgrade_not_supported", "fence-proxy does not switch protocols (Upgrade: "+r.Header.Get("Upgrade")+")", nil)
+		return
+	case !IsWrite(r.Method):
+		ctx, cancel := context.WithTimeout(r.Context(), p.timeout)
+		defer cancel()
+		p.rp.ServeHTTP(w, r.WithContext(ctx))
+		return
+	}
+	p.serveWrite(w, r)
+}
+
+// serveWrite: parse the token, read the body, wait for the resource's turn,
+// raise the floor durably (or refuse and log), forward, answer, hand the
+// turn on.
+func (p *Proxy) serveWrite(w http.ResponseWriter, r *http.Request) {
+	tok, err := ParseHeader(r.Header)
+	if errors.Is(err, ErrNoHeader) {
+		writeError(w, http.StatusPreconditionRequired, "missing_fence",
+			"a write ("+r.Method+") needs a "+Header+` header, e.g. `+Header+`: resource="deploy-slot", holder="agent-a", fence=7`, nil)
+		return
+	}
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "bad_fence_header", err.Error(), nil)
+		return
+	}
+	body, release, ok := p.readBody(w, r)
+	if !ok {
+		return
+	}
+	defer release()
+
+	qctx, cancelQueue := context.WithTimeout(r.Context(), p.queueTimeout)
+	err = p.enter(qctx, tok.Resource)
+	cancelQueue()
+	switch {
+	case errors.Is(err, errQueueFull):
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, "queue_full", "more than "+strconv.Itoa(p.maxQueue)+" writes wait for resource "+strconv.Quote(tok.Resource)+"; nothing was changed", nil)
+		return
+	case err != nil && r.Context().Err() != nil:
+		return // the client left while waiting: nothing was changed
+	case err != nil:
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, "queue_timeout", "the write waited "+p.queueTimeout.String()+" for its turn on resource "+strconv.Quote(tok.Resource)+"; nothing was changed", nil)
+		return
+	}
+	defer p.leave(tok.Resource)
+
+	// The floor is raised durably before anything is forwarded. A client
+	// that leaves now cannot undo that, and must not leave the write
+	// half-forwarded either: from here on the client's cancellation is
+	// ignored, and UpstreamTimeout bounds the rest.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), p.timeout)
+	defer cancel()
+	if err := p.store.Admit(ctx, tok); err != nil {
+		var stale *fence.StaleFenceError
+		if errors.As(err, &stale) {
+			p.log.LogAttrs(ctx, slog.LevelWarn, "stale write refused",
+				slog.String("resource", tok.Resource), slog.String("holder", tok.HolderID), slog.Uint64("fence", tok.Fence),
+				slog.Uint64("seq", stale.Seq), slog.String("admittedHolder", stale.AdmittedHolder), slog.Uint64("admittedFence", stale.AdmittedFence),
+				slog.String("method", r.Method), slog.String("path", r.URL.Path))
+			writeStale(w, stale)
+			return
+		}
+		p.log.LogAttrs(ctx, slog.LevelError, "the floor could not be checked; write not forwarded",
+			slog.String("resource", tok.Resource), slog.String("holder", tok.HolderID), slog.Uint64("fence", tok.Fence), slog.String("err", err.Error()))
+		writeError(w, http.StatusServiceUnavailable, "store_failed", "the proxy could not check the fence ("+err.Error()+"); the write was not forwarded", nil)
+		return
+	}
+	if p.onAdmit != nil {
+		p.onAdmit(ctx, tok)
+	}
+	out := r.WithContext(context.WithValue(ctx, admittedKey{}, tok))
+	out.Body = io.NopCloser(bytes.NewReader(body))
+	if len(body) == 0 {
+		out.Body = http.NoBody
+	}
+	out.ContentLength = int64(len(body))
+	out.TransferEncoding = nil
+	rec := &statusRecorder{ResponseWriter: w}
+	p.rp.ServeHTTP(rec, out)
+	p.log.LogAttrs(ctx, slog.LevelInfo, "write forwarded",
+		slog.String("resource", tok.Resource), slog.String("holder", tok.HolderID), slog.Uint64("fence", tok.Fence),
+		slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Int("status", rec.status))
+}
+
+// readBody reads a write's body whole, within MaxBodyBytes and the shared
+// buffer budget. On failure it has answered, and ok is false.
+func (p *Proxy) readBody(w http.ResponseWriter, r *http.Request) (body []byte, release func(), ok bool) {
+	if r.ContentLength > p.maxBody {
+		writeError(w, http.StatusRequestEntityTooLarge, "body_too_large", "the body is larger than "+strconv.FormatInt(p.maxBody, 10)+" bytes; nothing was changed", nil)
+		return nil, nil, false
+	}
+	reserve := p.maxBody
+	if r.ContentLength >= 0 {
+		reserve = r.ContentLength
+	}
+	if !p.buffers.TryAcquire(reserve) {
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, "busy", "the proxy holds as many write bodies as it may; nothing was changed", nil)
+		return nil, nil, false
+	}
+	var buf bytes.Buffer
+	if r.ContentLength > 0 {
+		buf.Grow(int(r.ContentLength))
+	}
+	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, p.maxBody))
+	if err != nil {
+		p.buffers.Release(reserve)
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			writeError(w, http.StatusRequestEntityTooLarge, "body_too_large", "the body is larger than "+strconv.FormatInt(p.maxBody, 10)+" bytes; nothing was changed", nil)
+		} else {
+			writeError(w, http.StatusBadRequest, "bad_body", "reading the body failed ("+err.Error()+"); nothing was changed", nil)
+		}
+		return nil, nil, false
+	}
+	if used := int64(buf.Len()); used < reserve {
+		p.buffers.Release(reserve - used)
+		reserve = used
+	}
+	return buf.Bytes(), func() { p.buffers.Release(reserve) }, true
+}
+
+var errQueueFull = errors.New("httpfence: queue full")
+
+// enter waits for resource's turn: nil when it is the caller's (leave hands
+// it on), errQueueFull, or ctx's error (nothing held).
+func (p *Proxy) enter(ctx context.Context, resource string) error {
+	p.mu.Lock()
+	l := p.lanes[resource]
+	if l == nil {
+		p.lanes[resource] = &lane{}
+		p.mu.Unlock()
+		return nil
+	}
+	if len(l.waiters) >= p.maxQueue {
+		p.mu.Unlock()
+		return errQueueFull
+	}
+	ch := make(chan struct{})
+	l.waiters = append(l.waiters, ch)
+	p.mu.Unlock()
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+	}
+	p.mu.Lock()
+	for i, x := range l.waiters {
+		if x == ch {
+			l.waiters = append(l.waiters[:i], l.waiters[i+1:]...)
+			p.mu.Unlock()
+			return ctx.Err()
+		}
+	}
+	p.mu.Unlock()
+	// The turn was handed over as ctx ended: it is ours; pass it on.
+	p.leave(resource)
+	return ctx.Err()
+}
+
+// leave hands resource's turn to the first write waiting for it, or frees
+// the lane.
+func (p *Proxy) leave(resource string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	l := p.lanes[resource]
+	if len(l.waiters) == 0 {
+		delete(p.lanes, resource)
+		return
+	}
+	ch := l.waiters[0]
+	l.waiters[0] = nil
+	l.waiters = l.waiters[1:]
+	close(ch)
+}
+
+type admittedKey struct{}
+
+// modifyResponse marks an upstream answer to an admitted write with the
+// floor, and removes a Lease-Fence-Error the upstream may have set, so the
+// header only ever comes from the proxy.
+func (p *Proxy) modifyResponse(resp *http.Response) error {
+	resp.Header.Del(ErrorHeader)
+	resp.Header.Del(FloorHeader)
+	if tok, ok := resp.Request.Context().Value(admittedKey{}).(fence.Token); ok {
+		resp.Header.Set(FloorHeader, strconv.FormatUint(tok.Fence, 10))
+	}
+	return nil
+}
+
+// upstreamFailed answers 502 when the upstream could not be reached or gave
+// no whole answer. For a write the floor stays raised: the upstream may hold
+// part of it.
+func (p *Proxy) upstreamFailed(w http.ResponseWriter, r *http.Request, err error) {
+	code, msg := "upstream_failed", "the upstream did not answer: "+err.Error()
+	if errors.Is(err, context.DeadlineExceeded) {
+		code, msg = "upstream_timeout", "the upstream did not answer within "+p.timeout.String()
+	}
+	tok, admitted := r.Context().Value(admittedKey{}).(fence.Token)
+	if admitted {
+		msg += "; the write may have reached it, and the floor stays at " + strconv.FormatUint(tok.Fence, 10)
+		w.Header().Set(FloorHeader, strconv.FormatUint(tok.Fence, 10))
+		p.log.LogAttrs(r.Context(), slog.LevelError, "write forwarded, upstream failed",
+			slog.String("resource", tok.Resource), slog.String("holder", tok.HolderID), slog.Uint64("fence", tok.Fence),
+			slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("err", err.Error()))
+	} else {
+		p.log.LogAttrs(r.Context(), slog.LevelWarn, "read forwarded, upstream failed",
+			slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("err", err.Error()))
+	}
+	writeError(w, http.StatusBadGateway, code, msg, nil)
+}
+
+// statusRecorder notes the status written through it, for the log.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	if s.status == 0 {
+		s.status = code
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusRecorder) Write(b []byte) (int, error) {
+	if s.status == 0 {
+		s.status = http.StatusOK
+	}
+	return s.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the connection (ReverseProxy
+// flushes through it).
+func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+// RejectionJSON is a refusal as the proxy reports it.
+type RejectionJSON struct {
+	Seq            uint64 `json:"seq"`
+	Resource       string `json:"resource"`
+	RefusedHolder  string `json:"refusedHolder"`
+	RefusedFence   uint64 `json:"refusedFence"`
+	AdmittedHolder string `json:"admittedHolder"`
+	AdmittedFence  uint64 `json:"admittedFence"`
+}
+
+func rejectionJSON(r fence.Rejection) RejectionJSON {
+	return RejectionJSON{Seq: r.Seq, Resource: r.Resource, RefusedHolder: r.RefusedHolder, RefusedFence: r.RefusedFence, AdmittedHolder: r.AdmittedHolder, AdmittedFence: r.AdmittedFence}
+}
+
+// Rejection returns the fence.Rejection r stands for.
+func (r RejectionJSON) Rejection() fence.Rejection {
+	return fence.Rejection{Seq: r.Seq, Resource: r.Resource, RefusedHolder: r.RefusedHolder, RefusedFence: r.RefusedFence, AdmittedHolder: r.AdmittedHolder, AdmittedFence: r.AdmittedFence}
+}
+
+// ErrorBody is the JSON of every answer the proxy makes itself that is not
+// a success: {"error": {"code", "message"[, "rejection"]}}.
+type ErrorBody struct {
+	Error struct {
+		Code      string         `json:"code"`
+		Message   string         `json:"message"`
+		Rejection *RejectionJSON `json:"rejection,omitempty"`
+	} `json:"error"`
+}
+
+func writeStale(w http.ResponseWriter, stale *fence.StaleFenceError) {
+	rj := rejectionJSON(stale.Rejection)
+	w.Header().Set(FloorHeader, strconv.FormatUint(stale.AdmittedFence, 10))
+	writeError(w, http.StatusConflict, "stale_fence", stale.Error(), &rj)
+}
+
+func writeError(w http.ResponseWriter, status int, code, msg string, rej *RejectionJSON) {
+	var b ErrorBody
+	b.Error.Code, b.Error.Message, b.Error.Rejection = code, msg, rej
+	w.Header().Set(ErrorHeader, code)
+	writeJSON(w, status, b)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	out, err := json.Marshal(v)
+	if err != nil {
+		out = []byte(`{"error":{"code":"internal","message":"encoding the answer failed"}}`)
+		status = http.StatusInternalServerError
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(out)+1))
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(out, '\n'))
+}
+
+// serveAdmin answers the proxy's own endpoints.
+func (p *Proxy) serveAdmin(w http.ResponseWriter, r *http.Request) {
+	only := func(method string) bool {
+		if r.Method == method {
+			return true
+		}
+		w.Header().Set("Allow", method)
+		writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", r.URL.Path+" takes "+method, nil)
+		return false
+	}
+	resource := func() (string, bool) {
+		q, err := url.ParseQuery(r.URL.RawQuery)
+		res := q.Get("resource")
+		switch {
+		case err != nil:
+			writeError(w, http.StatusBadRequest, "bad_query", "the query does not parse: "+err.Error(), nil)
+		case len(q["resource"]) != 1 || res == "":
+			writeError(w, http.StatusBadRequest, "bad_query", "name one resource: ?resource=NAME", nil)
+		case len(res) > fence.MaxIDBytes:
+			writeError(w, http.StatusBadRequest, "bad_query", "resource must be at most "+strconv.Itoa(fence.MaxIDBytes)+" bytes", nil)
+		default:
+			return res, true
+		}
+		return "", false
+	}
+	switch r.URL.Path {
+	case adminPrefix + "floor":
+		if !only(http.MethodGet) {
+			return
+		}
+		res, ok := resource()
+		if !ok {
+			return
+		}
+		f, err := p.store.Floor(r.Context(), res)
+		if err != nil {
+			writeError(w, http.StatusServiceUnavailable, "store_failed", "reading the floor failed: "+err.Error(), nil)
+			return
+		}
+		writeJSON(w, http.StatusOK, struct {
+			Resource string `json:"resource"`
+			Floor    uint64 `json:"floor"`
+		}{res, f})
+	case adminPrefix + "rejections":
+		if !only(http.MethodGet) {
+			return
+		}
+		res, ok := resource()
+		if !ok {
+			return
+		}
+		rs, err := p.store.Rejections(r.Context(), res)
+		if err != nil {
+			writeError(w, http.StatusServiceUnavailable, "store_failed", "reading the rejections failed: "+err.Error(), nil)
+			return
+		}
+		out := make([]RejectionJSON, len(rs))
+		for i, x := range rs {
+			out[i] = rejectionJSON(x)
+		}
+		writeJSON(w, http.StatusOK, struct {
+			Resource   string          `json:"resource"`
+			Rejections []RejectionJSON `json:"rejections"`
+		}{res, out})
+	case adminPrefix + "admit":
+		if !only(http.MethodPost) {
+			return
+		}
+		tok, err := ParseHeader(r.Header)
+		if errors.Is(err, ErrNoHeader) {
+			writeError(w, http.StatusPreconditionRequired, "missing_fence", "admit needs a "+Header+" header naming the token to admit", nil)
+			return
+		}
+		if err != nil {
+			writeError(w, http.StatusBadRequest, "bad_fence_header", err.Error(), nil)
+			return
+		}
+		if err := p.store.Admit(context.WithoutCancel(r.Context()), tok); err != nil {
+			var stale *fence.StaleFenceError
+			if errors.As(err, &stale) {
+				p.log.LogAttrs(r.Context(), slog.LevelWarn, "stale admit refused",
+					slog.String("resource", tok.Resource), slog.String("holder", tok.HolderID), slog.Uint64("fence", tok.Fence),
+					slog.Uint64("seq", stale.Seq), slog.String("admittedHolder", stale.AdmittedHolder), slog.Uint64("admittedFence", stale.AdmittedFence))
+				writeStale(w, stale)
+				return
+			}
+			writeError(w, http.StatusServiceUnavailable, "store_failed", "the floor could not be raised: "+err.Error(), nil)
+			return
+		}
+		w.Header().Set(FloorHeader, strconv.FormatUint(tok.Fence, 10))
+		writeJSON(w, http.StatusOK, struct {
+			Resource string `json:"resource"`
+			Holder   string `json:"holder"`
+			Fence    uint64 `json:"fence"`
+		}{tok.Resource, tok.HolderID, tok.Fence})
+	default:
+		writeError(w, http.StatusNotFound, "not_found", "fence-proxy serves "+adminPrefix+"floor, "+adminPrefix+"rejections and "+adminPrefix+"admit; nothing under "+adminPrefix+" is forwarded", nil)
+	}
+}
