@@ -1,0 +1,16 @@
+# gates/httpfence and cmd/fence-proxy: the fence gate in front of an HTTP API
+# (docs/fencing.md, "fence-proxy"). The tests run the proxy in-process and as
+# a child process (SIGKILLed between raising a floor and forwarding), with
+# agent and upstream processes, on SQLite state files in temporary
+# directories; a short fuzz run of the Lease-Fence header parser.
+TESTS += test-proxy
+BUILD += fence-proxy
+
+.PHONY: fence-proxy test-proxy
+
+fence-proxy:
+	$(GO) build -o out/bin/fence-proxy ./cmd/fence-proxy
+
+test-proxy:
+	$(GO) test -count=1 -race ./gates/httpfence/ ./cmd/fence-proxy/
+	$(GO) test $(FUZZ_BRIEF) -fuzz '^FuzzParseHeader$$' -fuzztime 20000x ./gates/httpfence/
