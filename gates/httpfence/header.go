@@ -148,6 +148,9 @@ func parseValue(v string) (fence.Token, error) {
 		return tok, headerError("is longer than " + strconv.Itoa(MaxHeaderBytes) + " bytes")
 	}
 	d, err := httpsfv.UnmarshalDictionary([]string{v})
+	if errors.Is(err, httpsfv.ErrNumberOutOfRange) {
+		return tok, headerError("has a number out of range: RFC 8941 integers have at most 15 digits, so a fence is at most " + strconv.FormatUint(MaxHeaderFence, 10))
+	}
 	if err != nil {
 		return tok, headerError("is not a structured-field dictionary (RFC 8941): " + err.Error())
 	}

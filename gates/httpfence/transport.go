@@ -47,6 +47,9 @@ var _ http.RoundTripper = (*Transport)(nil)
 // RoundTrip sends req, with the header when it is a write. req is not
 // modified: a write is sent as a shallow copy with its own headers.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req == nil {
+		return nil, &fence.ArgumentError{Pkg: "httpfence", Arg: "request", Reason: "must not be nil"}
+	}
 	base := t.Base
 	if base == nil {
 		base = http.DefaultTransport
