@@ -1,0 +1,63 @@
+//go:build !js
+
+package redisfence_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lease-fence/lease-fence/core/fence"
+	"github.com/lease-fence/lease-fence/gates/redisfence"
+)
+
+// A newer holder's write lands; the stalled holder's is refused by Redis and
+// logged, whatever process it runs in.
+func ExampleStore_Commit() {
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	defer rdb.Close()
+
+	// doc:start
+	store, _ := redisfence.Open(rdb, redisfence.Options{})
+	key := redisfence.Key("deploy-slot", "config") // "{deploy-slot}:config", in the resource's hash slot
+	write := func(version string) redisfence.Write {
+		return redisfence.Write{Keys: []string{key}, Commands: [][]string{{"HSET", key, "version", version}}}
+	}
+	fresh := fence.Token{Resource: "deploy-slot", HolderID: "agent-b", Fence: 2}
+	stale := fence.Token{Resource: "deploy-slot", HolderID: "agent-a", Fence: 1}
+	fmt.Println(store.Commit(ctx, fresh, write("from b")))
+	err := store.Commit(ctx, stale, write("from a"))
+	var se *fence.StaleFenceError
+	fmt.Println(errors.As(err, &se), se.AdmittedHolder, rdb.HGet(ctx, key, "version").Val())
+	// doc:end
+
+	rejections, _ := store.Rejections(ctx, "deploy-slot")
+	fmt.Printf("%+v\n", rejections)
+	// Output:
+	// <nil>
+	// true agent-b from b
+	// [{Seq:1 Resource:deploy-slot RefusedHolder:agent-a RefusedFence:1 AdmittedHolder:agent-b AdmittedFence:2}]
+}
+
+// docs/fencing.md shows the example's body as it is here.
+func TestDocShowsTheExample(t *testing.T) {
+	src, err := os.ReadFile("example_test.go")
+	must(t, err)
+	_, body, _ := strings.Cut(string(src), "// doc:start\n")
+	body, _, _ = strings.Cut(body, "\t// doc:end")
+	doc, err := os.ReadFile("../../docs/fencing.md")
+	must(t, err)
+	var lines []string
+	for _, l := range strings.Split(strings.TrimRight(body, "\n"), "\n") {
+		lines = append(lines, strings.TrimPrefix(l, "\t"))
+	}
+	if want := strings.Join(lines, "\n"); !strings.Contains(string(doc), want) {
+		t.Fatalf("docs/fencing.md does not show the example as it is in example_test.go:\n%s", want)
+	}
+}
