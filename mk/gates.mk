@@ -32,3 +32,14 @@ test-sqlfence:
 # synchronous=FULL). About a minute.
 bench-sqlfence:
 	GO=$(GO) ./scripts/bench-sqlfence.sh
+
+# Commits per second through the gates in databases, next to the same write
+# unfenced on the same store, 1 and 8 writers, Go and JavaScript side by
+# side, interleaved in one run (PostgreSQL with fsync, Redis with
+# appendfsync always); min/median/max over rounds and the load. A few
+# minutes: `make bench-gates BENCH_GATES_ARGS="5 400"` (rounds, commits).
+BENCH += bench-gates
+BENCH_GATES_ARGS ?= 5 400
+.PHONY: bench-gates
+bench-gates: build-wasm
+	node scripts/bench-gates.mjs $(BENCH_GATES_ARGS)

@@ -8,6 +8,11 @@
 //
 //	{"op": "commit"|"admit"|"floor"|"rejections", "resource", "holder", "fence", "value"}
 //	-> {"ok": true} | {"stale": {seq, resource, ...}} | {"error": "..."} | {"floor": n} | {"rejections": [...]}
+//	{"op": "bench", "resource", "writers", "n", "fenced"} -> {"rate": commits per second}
+//
+// bench makes n commits with the given number of concurrent writers, all
+// with one token (every commit admitted), through the gate or, unfenced, as
+// the same write alone (one transaction with the INSERT; the RPUSH alone).
 //
 // A commit appends value to the resource's values (the table
 // gatetest_values, or the list {resource}:<prefix>values) as its write, as
@@ -23,6 +28,9 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib"
 	"github.com/redis/go-redis/v9"
@@ -33,6 +41,9 @@ import (
 )
 
 type request struct {
+	Writers  int    `json:"writers"`
+	N        int    `json:"n"`
+	Fenced   bool   `json:"fenced"`
 	Op       string `json:"op"`
 	Resource string `json:"resource"`
 	Holder   string `json:"holder"`
@@ -41,6 +52,7 @@ type request struct {
 }
 
 type gate struct {
+	plain      func(ctx context.Context, resource, value string) error // the same write, unfenced
 	commit     func(ctx context.Context, tok fence.Token, value string) error
 	admit      func(ctx context.Context, tok fence.Token) error
 	floor      func(ctx context.Context, r string) (uint64, error)
@@ -59,6 +71,9 @@ func open(ctx context.Context, addr string) (*gate, error) {
 			return nil, err
 		}
 		return &gate{
+			plain: func(ctx context.Context, r, v string) error {
+				return rdb.RPush(ctx, redisfence.Key(r, ns+"values"), v).Err()
+			},
 			commit: func(ctx context.Context, tok fence.Token, v string) error {
 				k := redisfence.Key(tok.Resource, ns+"values")
 				return s.Commit(ctx, tok, redisfence.Write{Keys: []string{k}, Commands: [][]string{{"RPUSH", k, v}}})
@@ -74,7 +89,20 @@ func open(ctx context.Context, addr string) (*gate, error) {
 	if err != nil {
 		return nil, err
 	}
+	db.SetMaxOpenConns(20)
+	db.SetMaxIdleConns(20)
 	return &gate{
+		plain: func(ctx context.Context, r, v string) error {
+			tx, err := db.BeginTx(ctx, nil)
+			if err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, `INSERT INTO gatetest_values (resource, value) VALUES ($1, $2)`, r, v); err != nil {
+				_ = tx.Rollback()
+				return err
+			}
+			return tx.Commit()
+		},
 		commit: func(ctx context.Context, tok fence.Token, v string) error {
 			return s.Commit(ctx, tok, func(ctx context.Context, tx *sql.Tx) error {
 				_, err := tx.ExecContext(ctx, `INSERT INTO gatetest_values (resource, value) VALUES ($1, $2)`, tok.Resource, v)
@@ -144,9 +172,51 @@ func main() {
 			if err != nil {
 				ans = map[string]any{"error": err.Error()}
 			}
+		case "bench":
+			rate, err := bench(ctx, g, q)
+			ans = map[string]any{"rate": rate}
+			if err != nil {
+				ans = map[string]any{"error": err.Error()}
+			}
 		default:
 			ans = map[string]any{"error": "unknown op " + q.Op}
 		}
 		_ = out.Encode(ans)
 	}
+}
+
+// bench makes q.N writes with q.Writers concurrent writers and returns
+// writes per second.
+func bench(ctx context.Context, g *gate, q request) (float64, error) {
+	tok := fence.Token{Resource: q.Resource, HolderID: "bench", Fence: 1}
+	var left atomic.Int64
+	left.Store(int64(q.N))
+	var failed atomic.Value
+	var wg sync.WaitGroup
+	start := time.Now()
+	for w := range max(q.Writers, 1) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; left.Add(-1) >= 0; i++ {
+				v := fmt.Sprintf("bench#%d#%d", w, i)
+				var err error
+				if q.Fenced {
+					err = g.commit(ctx, tok, v)
+				} else {
+					err = g.plain(ctx, q.Resource, v)
+				}
+				if err != nil {
+					failed.Store(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	if err, _ := failed.Load().(error); err != nil {
+		return 0, err
+	}
+	return float64(q.N) / elapsed.Seconds(), nil
 }

@@ -86,7 +86,7 @@ export async function redisGate(addr, { maxRejections } = {}) {
   const store = openRedisFence(client, { prefix: ns, maxRejections });
   const key = (r) => redisKey(r, `${ns}values`);
   return {
-    store, client,
+    store, client, key,
     commit(token, w) {
       if (w.nil) return store.commit(token, { keys: [], commands: [] });
       let k = 'x'; // a token the gate will refuse needs no real key

@@ -1,12 +1,14 @@
 //go:build !js
 
 // Command pgserver starts a throwaway PostgreSQL server (internal/pgtest),
+// with fsync and synchronous commits when given -durable (benchmarks),
 // prints its postgres:// URL on one line, and stops it when its standard
 // input closes or it gets SIGINT/SIGTERM. Tests in other languages (the
 // node suite) use it to get the same real server the Go tests use.
 package main
 
 import (
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -17,7 +19,9 @@ import (
 )
 
 func main() {
-	srv, err := pgtest.Start(pgtest.Options{})
+	durable := flag.Bool("durable", false, "keep fsync and synchronous_commit on")
+	flag.Parse()
+	srv, err := pgtest.Start(pgtest.Options{Durable: *durable})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
