@@ -198,74 +198,59 @@ func (c *Coordinator) acquireAt(now *clock.Instant, req *Request, out *Outcome) 
 }
 
 // acquireCheck looks req's id up in the replay cache and refuses what can be
-// refused without a reading: an id used by another holder or for another
-// resource, and any acquisition but a retry once the fences are used up. It
-// returns the cache position of the id (-1 if absent) and its hash. c.mu must
-// be held.
+// refused without a reading (checkAcquire). It returns the cache position of
+// the id (-1 if absent) and its hash. c.mu must be held.
 func (c *Coordinator) acquireCheck(req *Request) (int, uint64, error) {
 	pos, h := c.replay.lookup(req.RequestID)
+	var prior *Grant
 	if pos >= 0 {
-		e := &c.replay.ring[pos]
-		if e.resource != req.Resource || e.holder != req.HolderID {
-			return 0, 0, argErr("requestId", "was already used by "+strconv.Quote(e.holder)+" for "+strconv.Quote(e.resource))
-		}
-	} else if c.issued >= maxFence {
-		return 0, 0, errExhausted()
+		prior = new(Grant)
+		c.cachedGrant(pos, prior)
 	}
-	return pos, h, nil
+	return pos, h, checkAcquire(c.issued, prior, req)
 }
 
 func errExhausted() error { return argErr("fence", "space is exhausted") }
 
-// acquireLocked fills in out (the zero Outcome) or returns an error.
+// acquireLocked fills in out (the zero Outcome) or returns an error: the
+// rules (decideAcquire) decide on the resource's record, then the table and
+// the replay cache take the new lease.
 func (c *Coordinator) acquireLocked(now clock.Instant, req *Request, pos int, h uint64, out *Outcome) error {
 	if err := c.observe(now); err != nil {
 		return err
 	}
 	tag := c.leases.tag(req.Resource)
 	at, exists := c.leases.find(req.Resource, tag)
+	s := State{Issued: c.issued}
 	var cur *held
 	if exists {
 		cur = at.rec()
+		s.Held, s.HolderID, s.Fence, s.ExpiresAt = true, cur.holder, cur.fence, cur.expiresAt
 	}
-	if exists && cur.liveAt(now.Millis) {
-		c.record(now)
-		if pos >= 0 && c.replay.ring[pos].fence == cur.fence {
-			// A retry of the request that made the current lease.
-			out.OK = true
-			c.cachedGrant(pos, &out.Grant)
-			return nil
-		}
-		out.HeldBy, out.RetryAfter = cur.holder, clock.FromMillis(cur.expiresAt-now.Millis)
-		return nil
+	var prior *Grant
+	if pos >= 0 {
+		prior = new(Grant)
+		c.cachedGrant(pos, prior)
 	}
-	// The lease the cached request made (if any) is over: a retry is a new
-	// acquisition.
-	if c.issued >= maxFence {
-		return errExhausted()
+	changed, err := decideAcquire(now, c.ms, c.ttl, &s, prior, req, out)
+	if err != nil {
+		return err
 	}
 	c.record(now)
-	c.issued++
-	exp := now.Millis + c.ms
-	slot := c.replay.add(req.RequestID, req.Resource, req.HolderID, c.issued, exp, h, pos)
+	if !changed {
+		return nil
+	}
+	c.issued = s.Issued
+	slot := c.replay.add(req.RequestID, req.Resource, req.HolderID, s.Fence, s.ExpiresAt, h, pos)
 	if !exists {
 		cur = c.leases.insert(at, tag)
 		cur.resource = req.Resource
 	}
-	cur.holder, cur.fence, cur.expiresAt, cur.slot = req.HolderID, c.issued, exp, slot
+	cur.holder, cur.fence, cur.expiresAt, cur.slot = req.HolderID, s.Fence, s.ExpiresAt, slot
 	if !exists {
 		c.sweepStep(now.Millis)
 	}
-	out.OK = true
-	c.grant(&out.Grant, req, c.issued, exp)
 	return nil
-}
-
-// grant fills in g, answering req with fence f until exp.
-func (c *Coordinator) grant(g *Grant, req *Request, f uint64, exp float64) {
-	g.RequestID, g.Resource, g.HolderID = req.RequestID, req.Resource, req.HolderID
-	g.Fence, g.TTL = f, c.ttl
-	g.CoordinatorExpiresAt = clock.Instant{Millis: exp, Domain: c.domain}
 }
 
 // cachedGrant fills in g with the grant at ring position pos.
@@ -328,12 +313,7 @@ func (c *Coordinator) renewAt(now *clock.Instant, req *Request, out *Outcome) er
 	return err
 }
 
-func (c *Coordinator) renewCheck(req *Request) error {
-	if req.Fence > c.issued {
-		return argErr("fence", "was never issued by this coordinator")
-	}
-	return nil
-}
+func (c *Coordinator) renewCheck(req *Request) error { return checkRenew(c.issued, req) }
 
 func (c *Coordinator) renewLocked(now clock.Instant, req *Request, out *Outcome) error {
 	if err := c.observe(now); err != nil {
@@ -341,18 +321,14 @@ func (c *Coordinator) renewLocked(now clock.Instant, req *Request, out *Outcome)
 	}
 	c.record(now)
 	r, ok := c.leases.find(req.Resource, c.leases.tag(req.Resource))
-	if !ok {
-		out.Reason = Expired
-		return nil
+	s := State{Issued: c.issued}
+	if ok {
+		cur := r.rec()
+		s.Held, s.HolderID, s.Fence, s.ExpiresAt = true, cur.holder, cur.fence, cur.expiresAt
 	}
-	cur := r.rec()
-	if cur.holder != req.HolderID || cur.fence != req.Fence || !cur.liveAt(now.Millis) {
-		out.Reason = Expired
-		return nil
+	if decideRenew(now, c.ms, c.ttl, &s, req, out) {
+		r.rec().expiresAt = s.ExpiresAt
 	}
-	cur.expiresAt = now.Millis + c.ms
-	out.OK = true
-	c.grant(&out.Grant, req, cur.fence, cur.expiresAt)
 	return nil
 }
 
@@ -400,7 +376,9 @@ func (c *Coordinator) releaseLocked(now clock.Instant, tok fence.Token) (bool, e
 	if !ok {
 		return false, nil
 	}
-	if cur := r.rec(); cur.holder != tok.HolderID || cur.fence != tok.Fence || !cur.liveAt(now.Millis) {
+	cur := r.rec()
+	s := State{Held: true, HolderID: cur.holder, Fence: cur.fence, ExpiresAt: cur.expiresAt, Issued: c.issued}
+	if !decideRelease(now.Millis, &s, &tok) {
 		return false, nil
 	}
 	c.leases.remove(r)

@@ -132,3 +132,22 @@ func ExampleCoordinatorConfig_startFence() {
 	fmt.Println(persisted, out.Grant.Fence)
 	// Output: 3 4
 }
+
+// The rules as pure functions: a store that keeps one resource's state
+// decides on it, makes the next state durable, and only then answers.
+func ExampleRules() {
+	rules := lease.Rules{Domain: "coordinator", TTL: time.Second}
+	var stored lease.State // what the store holds for "deploy-slot"
+	req := lease.Request{Kind: lease.KindAcquire, RequestID: "q1", Resource: "deploy-slot", HolderID: "agent-a",
+		SentAt: clock.At("agent-a", 5)}
+	out, next, _ := rules.Acquire(clock.At("coordinator", 100), stored, nil, req)
+	stored = next // write next durably first, then answer out
+	fmt.Println(out.OK, out.Grant.Fence, stored.HolderID, stored.ExpiresAt)
+
+	req.RequestID, req.HolderID = "q2", "agent-b"
+	out, _, _ = rules.Acquire(clock.At("coordinator", 400), stored, nil, req)
+	fmt.Println(out.OK, out.HeldBy, out.RetryAfter)
+	// Output:
+	// true 1 agent-a 1100
+	// false agent-a 700ms
+}
