@@ -158,6 +158,10 @@ class SqlFence {
     }
     let broken;
     let ended = false; // COMMIT was sent: it ends the transaction either way
+    // A connection that breaks while the client is checked out emits
+    // 'error' on it; unheard, that would crash the process.
+    const onError = (err) => { broken ??= err; };
+    client.on?.('error', onError);
     const step = async (op, text, values) => {
       try {
         return await client.query(text, values);
@@ -192,6 +196,7 @@ class SqlFence {
         throw err;
       }
     } finally {
+      if (!broken) client.off?.('error', onError);
       client.release(broken);
     }
   }

@@ -1,0 +1,113 @@
+// lease-fence/redis beyond the conformance suite: bad options and writes
+// refused before anything changes, a command failing mid-write, a reply
+// lost on a broken connection (settled through the commit's marker), a
+// server that is down, the hash slot, against a real redis-server.
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { createClient } from 'redis';
+import { InvalidArgumentError } from 'lease-fence';
+import { CommandError, FenceStoreError, openRedisFence, redisKey, redisSlot, redisTag } from 'lease-fence/redis';
+import { cutProxy } from './cutproxy.mjs';
+import { startRedis } from './servers.mjs';
+
+let server;
+let nsSeq = 0;
+const clients = [];
+before(async () => { server = await startRedis(); });
+after(async () => {
+  for (const c of clients) c.destroy();
+  assert.equal(await server.stop(), 0);
+});
+
+async function client(url = server.url, opts = {}) {
+  const c = createClient({ url, ...opts });
+  c.on('error', () => {});
+  await c.connect();
+  clients.push(c);
+  return c;
+}
+const tk = (holderId, fence, resource = 'r') => ({ resource, holderId, fence });
+
+test('the hash slot and tags agree with Go (the cluster spec vectors)', () => {
+  assert.equal(redisSlot('123456789'), 0x31c3 & 16383);
+  assert.equal(redisSlot('{user1000}.following'), redisSlot('user1000'));
+  assert.equal(redisSlot('foo{{bar}}zap'), redisSlot('{bar'));
+  assert.notEqual(redisSlot('foo{}{bar}'), redisSlot('bar'));
+  assert.equal(redisTag('a}b'), '{a%7Db}');
+  assert.notEqual(redisTag('a}b'), redisTag('a%7Db'));
+  for (const r of ['deploy-slot', 'a}b', '}x', '{', 'é']) assert.equal(redisSlot(redisKey(r, 'x')), redisSlot(`lease-fence:${redisTag(r)}:floor`));
+});
+
+test('bad options and writes are refused before anything changes', async () => {
+  const c = await client();
+  for (const [opts, argument] of [[{ prefix: 'a{' }, 'options.prefix'], [{ prefix: '' }, 'options.prefix'], [{ maxRejections: -1 }, 'options.maxRejections'],
+    [{ maxRejections: 1.5 }, 'options.maxRejections'], [{ markerTtlMillis: 10 }, 'options.markerTtlMillis'], ['x', 'options']]) {
+    assert.throws(() => openRedisFence(c, opts), (e) => e instanceof InvalidArgumentError && e.argument === argument);
+  }
+  assert.throws(() => openRedisFence({}), InvalidArgumentError);
+  const ns = `bad${++nsSeq}-`;
+  const store = openRedisFence(c, { prefix: ns });
+  const k = redisKey('r', `${ns}data`);
+  await store.commit(tk('a', 5), { keys: [k], commands: [['SET', k, 'v1']] });
+  const bad = {
+    noCommands: [{ keys: [k], commands: [] }, 'write.commands'],
+    notAnObject: [null, 'write.commands'],
+    emptyCommand: [{ keys: [k], commands: [[]] }, 'write.commands[0]'],
+    unknown: [{ keys: [k], commands: [['SET', k, 'v2'], ['NOSUCHCMD', k]] }, 'write.commands[1]'],
+    arity: [{ keys: [k], commands: [['SET', k, 'v2'], ['SET', k]] }, 'write.commands[1]'],
+    notInScripts: [{ keys: [k], commands: [['SET', k, 'v2'], ['WATCH', k]] }, 'write.commands[1]'],
+    noKeys: [{ keys: [k], commands: [['SET', k, 'v2'], ['FLUSHALL', 'ASYNC']] }, 'write.commands[1]'],
+    undeclared: [{ keys: [k], commands: [['SET', k, 'v2'], ['SET', redisKey('r', 'other'), 'x']] }, 'write.commands[1]'],
+    otherSlot: [{ keys: ['plain'], commands: [['SET', 'plain', 'x']] }, 'write.keys[0]'],
+    gateNamespace: [{ keys: [`${ns}{r}:floor`], commands: [['DEL', `${ns}{r}:floor`]] }, 'write.keys[0]'],
+    badArg: [{ keys: [k], commands: [['SET', k, {}]] }, 'write.commands[0]'],
+  };
+  for (const [name, [write, argument]] of Object.entries(bad)) {
+    for (const fence of [6, 1]) {
+      await assert.rejects(store.commit(tk('b', fence), write), (e) => e instanceof InvalidArgumentError && e.argument === argument, `${name} (fence ${fence})`);
+    }
+    assert.equal(await c.get(k), 'v1', `${name}: the data did not change`);
+    assert.equal(await store.floor('r'), 5, `${name}: the floor did not move`);
+    assert.deepEqual(await store.rejections('r'), [], `${name}: nothing was logged`);
+  }
+});
+
+test('a command failing mid-write stops it there; the floor stays raised', async () => {
+  const c = await client();
+  const ns = `mid${++nsSeq}-`;
+  const store = openRedisFence(c, { prefix: ns });
+  const [a, b, d] = ['a', 'b', 'd'].map((x) => redisKey('r', ns + x));
+  await c.set(b, 'not a number');
+  await assert.rejects(store.commit(tk('h', 3), { keys: [a, b, d], commands: [['SET', a, '1'], ['INCR', b], ['SET', d, '3']] }), (e) =>
+    e instanceof CommandError && e.index === 1 && e.command === 'INCR' && e.fence === 3 && e.written === 'partly' && /not an integer/.test(e.message));
+  assert.equal(await c.get(a), '1');
+  assert.equal(await c.exists(d), 0);
+  assert.equal(await store.floor('r'), 3);
+});
+
+test('a reply lost on a broken connection is settled through the marker', async () => {
+  const u = new URL(server.url);
+  for (const forward of [true, false]) {
+    const proxy = await cutProxy([u.hostname, Number(u.port)], /EVAL/i, { forward });
+    const c = await client(`redis://127.0.0.1:${proxy.port}`);
+    const direct = await client();
+    const ns = `cut${++nsSeq}-`;
+    const store = openRedisFence(c, { prefix: ns });
+    const k = redisKey('r', `${ns}list`);
+    const p = store.commit(tk('h', 4), { keys: [k], commands: [['RPUSH', k, 'once']] });
+    if (forward) await p;
+    else await assert.rejects(p, (e) => e instanceof FenceStoreError && e.written === false);
+    assert.ok(proxy.cut);
+    assert.equal(await direct.lLen(k), forward ? 1 : 0, 'the write is there once, or not at all');
+    assert.equal(await store.floor('r'), forward ? 4 : 0);
+    await proxy.close();
+  }
+});
+
+test('a server that is down gives FenceStoreError', async () => {
+  const c = createClient({ url: 'redis://127.0.0.1:1', disableOfflineQueue: true, socket: { reconnectStrategy: false } });
+  c.on('error', () => {});
+  await assert.rejects(c.connect());
+  const store = openRedisFence(c);
+  await assert.rejects(store.admit(tk('h', 1)), (e) => e instanceof FenceStoreError && e.written === false);
+});

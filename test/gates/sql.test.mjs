@@ -1,0 +1,125 @@
+// lease-fence/sql beyond the conformance suite: bad options, retried
+// deadlocks, a COMMIT whose connection breaks (settled with pg_xact_status),
+// a database that is down, all against a real PostgreSQL server.
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import pg from 'pg';
+import { InvalidArgumentError, StaleFenceError } from 'lease-fence';
+import { FenceStoreError, openSqlFence } from 'lease-fence/sql';
+import { cutProxy } from './cutproxy.mjs';
+import { startPostgres } from './servers.mjs';
+
+let server;
+let dbSeq = 0;
+const pools = [];
+before(async () => { server = await startPostgres(); });
+after(async () => {
+  await Promise.all(pools.map((p) => p.end().catch(() => {})));
+  assert.equal(await server.stop(), 0);
+});
+
+async function freshUrl() {
+  const name = `sq${++dbSeq}`;
+  const admin = new pg.Client({ connectionString: server.url });
+  await admin.connect();
+  await admin.query(`CREATE DATABASE ${name}`);
+  await admin.end();
+  return server.url.replace('/postgres?', `/${name}?`);
+}
+function pool(url, opts = {}) {
+  const p = new pg.Pool({ connectionString: url, max: 4, ...opts });
+  p.on('error', () => {}); // a cut connection
+  pools.push(p);
+  return p;
+}
+const tk = (holderId, fence, resource = 'r') => ({ resource, holderId, fence });
+
+test('openSqlFence refuses bad arguments before touching the database', async () => {
+  const p = pool(await freshUrl());
+  for (const [args, argument] of [
+    [[null], 'pool'], [[{}], 'pool'], [[p, 'x'], 'options'], [[p, { dialect: 'sqlite' }], 'options.dialect'],
+    [[p, { table: '1abc' }], 'options.table'], [[p, { table: 'a'.repeat(42) }], 'options.table'], [[p, { table: 'x; DROP' }], 'options.table'],
+  ]) {
+    await assert.rejects(openSqlFence(...args), (e) => e instanceof InvalidArgumentError && e.argument === argument, JSON.stringify(argument));
+  }
+  const { rows } = await p.query(`SELECT count(*)::int AS n FROM information_schema.tables WHERE table_schema = 'public'`);
+  assert.equal(rows[0].n, 0, 'no table was created');
+  const store = await openSqlFence(p, { table: 'my_fence' });
+  await store.admit(tk('a', 3));
+  assert.equal((await p.query('SELECT fence FROM my_fence_floor')).rows[0].fence, '3');
+  await assert.rejects(store.floor(''), InvalidArgumentError);
+  await assert.rejects(store.rejections(42), InvalidArgumentError);
+  await assert.rejects(store.commit(tk('a', 3), 'not a function'), (e) => e instanceof InvalidArgumentError && e.argument === 'write');
+});
+
+test('a deadlock between two commits is retried: both land once', async () => {
+  const p = pool(await freshUrl());
+  const store = await openSqlFence(p);
+  await p.query('CREATE TABLE rows (id INT PRIMARY KEY, n INT NOT NULL)');
+  await p.query('INSERT INTO rows VALUES (1, 0), (2, 0)');
+  let aHas;
+  let bHas;
+  const aLocked = new Promise((resolve) => { aHas = resolve; });
+  const bLocked = new Promise((resolve) => { bHas = resolve; });
+  let runs = 0;
+  // Two resources, so the floor rows do not serialize them; each locks
+  // one row, waits for the other, then takes the other's row.
+  const write = (first, second, mine, theirs) => async (client) => {
+    runs++;
+    await client.query('UPDATE rows SET n = n + 1 WHERE id = $1', [first]);
+    mine();
+    await theirs;
+    await client.query('UPDATE rows SET n = n + 1 WHERE id = $1', [second]);
+  };
+  await Promise.all([
+    store.commit(tk('a', 1, 'ra'), write(1, 2, aHas, bLocked)),
+    store.commit(tk('b', 1, 'rb'), write(2, 1, bHas, aLocked)),
+  ]);
+  assert.ok(runs >= 3, `one write ran again after the deadlock (${runs} runs)`);
+  const { rows } = await p.query('SELECT n FROM rows ORDER BY id');
+  assert.deepEqual(rows.map((r) => r.n), [2, 2], 'each commit landed exactly once');
+});
+
+test('a COMMIT whose connection breaks is settled with pg_xact_status', async () => {
+  const url = await freshUrl();
+  const u = new URL(url);
+  for (const forward of [true, false]) {
+    const proxy = await cutProxy([u.hostname, Number(u.port)], /COMMIT/, { forward });
+    const pu = new URL(url);
+    pu.port = String(proxy.port);
+    const p = pool(pu.toString());
+    const store = await openSqlFence(p);
+    await p.query('CREATE TABLE IF NOT EXISTS t (v TEXT)');
+    const v = `forward=${forward}`;
+    const result = store.commit(tk('a', 5, v), async (client) => {
+      await client.query('INSERT INTO t VALUES ($1)', [v]);
+      return 'written';
+    });
+    if (forward) {
+      assert.equal(await result, 'written', 'the commit happened and Commit says so');
+    } else {
+      await assert.rejects(result, (e) => e instanceof FenceStoreError && e.written === false && e.op === 'commit');
+    }
+    assert.ok(proxy.cut, 'the proxy cut the COMMIT');
+    const { rows } = await p.query('SELECT count(*)::int AS n FROM t WHERE v = $1', [v]);
+    assert.equal(rows[0].n, forward ? 1 : 0);
+    assert.equal(await store.floor(v), forward ? 5 : 0);
+    await proxy.close();
+  }
+});
+
+test('a database that is down gives FenceStoreError, nothing written', async () => {
+  const p = pool('postgres://postgres@127.0.0.1:1/x', { connectionTimeoutMillis: 2000 });
+  await assert.rejects(openSqlFence(p), (e) => e instanceof FenceStoreError && e.written === false);
+});
+
+test('a stale commit never runs its write, and Go-compatible rows record it', async () => {
+  const p = pool(await freshUrl());
+  const store = await openSqlFence(p);
+  await store.admit(tk('b', 9));
+  let ran = false;
+  await assert.rejects(store.commit(tk('a', 8), () => { ran = true; }), StaleFenceError);
+  assert.equal(ran, false);
+  const { rows } = await p.query('SELECT resource, seq, refused_holder, refused_fence, admitted_holder, admitted_fence FROM lease_fence_rejection');
+  assert.deepEqual(rows, [{ resource: 'r', seq: '1', refused_holder: 'a', refused_fence: '8', admitted_holder: 'b', admitted_fence: '9' }]);
+});
