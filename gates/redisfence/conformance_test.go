@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -13,6 +14,7 @@ import (
 	"github.com/lease-fence/lease-fence/core/fence"
 	"github.com/lease-fence/lease-fence/gates/gatetest"
 	"github.com/lease-fence/lease-fence/gates/redisfence"
+	"github.com/lease-fence/lease-fence/internal/redistest"
 )
 
 // conformGate adapts a Store to the conformance suite: the suite's values
@@ -21,14 +23,21 @@ import (
 // (WRONGTYPE).
 type conformGate struct {
 	s   *redisfence.Store
-	rdb *redis.Client
+	rdb redis.UniversalClient
 	ns  string
 }
 
-// addr is "host:port prefix".
+// addr is "host:port prefix", or "cluster:host:port,host:port,... prefix".
 func attach(t testing.TB, addr string) gatetest.Gate {
 	hostPort, ns, _ := strings.Cut(addr, " ")
-	rdb := client(t, hostPort)
+	var rdb redis.UniversalClient
+	if nodes, ok := strings.CutPrefix(hostPort, "cluster:"); ok {
+		c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(nodes, ","), Protocol: 2})
+		t.Cleanup(func() { c.Close() })
+		rdb = c
+	} else {
+		rdb = client(t, hostPort)
+	}
 	s, err := redisfence.Open(rdb, redisfence.Options{Prefix: ns})
 	if err != nil {
 		t.Fatal(err)
@@ -113,6 +122,45 @@ func TestConformanceBreakCaught(t *testing.T) {
 			if len(got[r]) == 0 {
 				t.Errorf("%s: rule %s did not catch the broken script (failures: %v)", b.name, r, got)
 			}
+		}
+	}
+}
+
+// The Store passes the suite on a Redis Cluster of three masters (go-redis's
+// ClusterClient routes each script by its first key; every key of a commit
+// is in the resource's slot), with writer processes and a SIGKILLed writer.
+// The suite's resources are on two masters (deploy-slot and other-slot in
+// slots 3772 and 1787, fresh-slot in 9665 of the three equal ranges).
+func TestConformanceCluster(t *testing.T) {
+	var cluster *redistest.Cluster
+	var once sync.Once
+	gatetest.Run(t, gatetest.Config{
+		New: func(t testing.TB, o gatetest.Options) (gatetest.Gate, string) {
+			once.Do(func() {
+				var err error
+				if cluster, err = redistest.StartCluster(3); err != nil {
+					t.Fatal(err)
+				}
+			})
+			if cluster == nil {
+				t.Fatal("no cluster")
+			}
+			addr := "cluster:" + strings.Join(cluster.Addrs(), ",") + " " + fmt.Sprintf("c%d-", nsSeq.Add(1))
+			g := attach(t, addr).(*conformGate)
+			s, err := redisfence.Open(g.rdb, redisfence.Options{Prefix: g.ns, MaxRejections: o.MaxRejections})
+			if err != nil {
+				t.Fatal(err)
+			}
+			g.s = s
+			return g, addr
+		},
+		Attach:      attach,
+		FailedWrite: gatetest.KeepsFloor,
+		Capped:      true,
+	})
+	if cluster != nil {
+		if err := cluster.Stop(); err != nil {
+			t.Error(err)
 		}
 	}
 }

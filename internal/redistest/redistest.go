@@ -28,6 +28,7 @@ type Server struct {
 	Dir  string // data directory, removed by Stop
 	Port int
 	bin  string
+	args []string // added to every start (cluster mode)
 
 	cmd      *exec.Cmd
 	exited   chan struct{}
@@ -50,7 +51,9 @@ func Bin() (string, error) {
 
 // Start starts a server on a fresh directory and a free port. The caller
 // must call Stop.
-func Start() (*Server, error) {
+func Start() (*Server, error) { return start(nil) }
+
+func start(args []string) (*Server, error) {
 	bin, err := Bin()
 	if err != nil {
 		return nil, err
@@ -59,14 +62,14 @@ func Start() (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{Dir: dir, bin: bin}
+	s := &Server{Dir: dir, bin: bin, args: args}
 	if err := s.watch(); err != nil {
 		os.RemoveAll(dir)
 		return nil, err
 	}
 	var lastErr error
 	for range 5 { // the free port may be taken before redis binds it
-		if s.Port, err = freePort(); err != nil {
+		if s.Port, err = freePort(s.args != nil); err != nil {
 			s.Stop()
 			return nil, err
 		}
@@ -91,7 +94,7 @@ func (s *Server) start() error {
 		"--daemonize", "no", "--logfile", filepath.Join(s.Dir, "log"),
 		"--unixsocket", "", "--protected-mode", "yes",
 	}
-	c := exec.Command(s.bin, args...)
+	c := exec.Command(s.bin, append(args, s.args...)...)
 	c.Dir = s.Dir
 	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := c.Start(); err != nil {
@@ -201,11 +204,91 @@ func (s *Server) Stop() error {
 	return nil
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
+// freePort returns a free port; with bus, one whose cluster bus port (port
+// + 10000) is free too.
+func freePort(bus bool) (int, error) {
+	for range 50 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return 0, err
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		if !bus {
+			return port, nil
+		}
+		if port+10000 > 65535 {
+			continue
+		}
+		if b, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port+10000)); err == nil {
+			b.Close()
+			return port, nil
+		}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return 0, errors.New("redistest: no free port with a free cluster bus port")
+}
+
+// Cluster is a Redis Cluster of servers this process started, each a
+// master owning a third (or so) of the hash slots, no replicas.
+type Cluster struct {
+	Servers []*Server
+}
+
+// Addrs returns the servers' "127.0.0.1:port" addresses.
+func (c *Cluster) Addrs() []string {
+	var out []string
+	for _, s := range c.Servers {
+		out = append(out, s.Addr())
+	}
+	return out
+}
+
+// StartCluster starts n servers in cluster mode and joins them into one
+// cluster with redis-cli --cluster create, returning once every slot is
+// served (cluster_state:ok on every node). The caller must call Stop.
+func StartCluster(n int) (*Cluster, error) {
+	c := &Cluster{}
+	for range n {
+		s, err := start([]string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "5000"})
+		if err != nil {
+			c.Stop()
+			return nil, err
+		}
+		c.Servers = append(c.Servers, s)
+	}
+	cli, err := exec.LookPath("redis-cli")
+	if err != nil {
+		c.Stop()
+		return nil, errors.New("redistest: redis-cli is not installed (Debian's redis-tools, a dependency of redis-server)")
+	}
+	args := append([]string{"--cluster", "create"}, c.Addrs()...)
+	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
+	if out, err := exec.Command(cli, args...).CombinedOutput(); err != nil {
+		c.Stop()
+		return nil, fmt.Errorf("redistest: redis-cli --cluster create: %v\n%s", err, out)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for _, s := range c.Servers {
+		for {
+			out, _ := exec.Command(cli, "-h", "127.0.0.1", "-p", strconv.Itoa(s.Port), "cluster", "info").Output()
+			if strings.Contains(string(out), "cluster_state:ok") {
+				break
+			}
+			if time.Now().After(deadline) {
+				c.Stop()
+				return nil, fmt.Errorf("redistest: the cluster is not ok after 60 s:\n%s", out)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	return c, nil
+}
+
+// Stop stops every server of the cluster and removes their directories.
+func (c *Cluster) Stop() error {
+	var errs []error
+	for _, s := range c.Servers {
+		errs = append(errs, s.Stop())
+	}
+	return errors.Join(errs...)
 }
