@@ -45,9 +45,11 @@ func holdGate(t *testing.T, g *fence.Gate, tk fence.Token) (release func(), wait
 	return func() { close(rel) }, func() error { return <-done }
 }
 
+type ctxKey struct{}
+
 func TestCommitContextOrdering(t *testing.T) {
 	g := newGate(t, "deploy-slot", 0)
-	ctx := context.Background()
+	ctx := context.WithValue(context.Background(), ctxKey{}, "parent's value")
 	steps := []struct {
 		tok     fence.Token
 		fail    error
@@ -71,8 +73,10 @@ func TestCommitContextOrdering(t *testing.T) {
 		if ran != s.wantRan || g.Floor() != s.floor || g.RejectionCount() != s.log {
 			t.Fatalf("step %d: ran %v floor %d log %d", i, ran, g.Floor(), g.RejectionCount())
 		}
-		if ran && got != ctx {
-			t.Fatalf("step %d: write got another context", i)
+		// The write's context carries the parent's values, and is cancelled
+		// (plainly: nothing superseded it) once the write has returned.
+		if ran && (got.Value(ctxKey{}) != "parent's value" || got.Err() != context.Canceled || context.Cause(got) != context.Canceled) {
+			t.Fatalf("step %d: write's context has value %v, err %v, cause %v", i, got.Value(ctxKey{}), got.Err(), context.Cause(got))
 		}
 	}
 	var se *fence.StaleFenceError

@@ -2,6 +2,7 @@ package fence
 
 import (
 	"strconv"
+	"time"
 
 	"github.com/lease-fence/lease-fence/internal/argerr"
 )
@@ -46,3 +47,78 @@ func (e *ResourceMismatchError) InvalidArgument() bool { return true }
 // package; Pkg names the package that refused the argument and prefixes the
 // message.
 type ArgumentError = argerr.Error
+
+// SupersededError is the context.Cause of a CommitContext write's context
+// when a newer fence reached the gate while the write ran: Admit raised the
+// floor past it (NewerWaiting false), or a write with a higher fence passed
+// its check and waits for this one to finish (NewerWaiting true). The
+// running write's lease has been superseded: it should stop and return. The
+// gate does not stop it; the next write starts when it has returned.
+type SupersededError struct {
+	Resource string
+	HolderID string // the running write's holder
+	Fence    uint64 // and its fence
+
+	NewerHolderID string // the holder of the newer fence
+	NewerFence    uint64
+	NewerWaiting  bool // a write with the newer fence waits for this one
+}
+
+// Error names the resource, both holders and both fences.
+func (e *SupersededError) Error() string {
+	how := " was admitted"
+	if e.NewerWaiting {
+		how = " waits for it to finish"
+	}
+	return "fence: the write of holder " + strconv.Quote(e.HolderID) + " with fence " + strconv.FormatUint(e.Fence, 10) +
+		" to " + strconv.Quote(e.Resource) + " is superseded: holder " + strconv.Quote(e.NewerHolderID) +
+		" with fence " + strconv.FormatUint(e.NewerFence, 10) + how
+}
+
+// GateBusyError is returned by CommitContext when its context ended while
+// it waited for its turn. It names the write it waited for and wraps the
+// context's error, so errors.Is(err, context.DeadlineExceeded) holds for a
+// timeout. The write did not run, nothing was logged and the floor did not
+// move.
+type GateBusyError struct {
+	Resource string
+	HolderID string // the write that gave up
+	Fence    uint64
+
+	RunningHolderID string // the write that was running
+	RunningFence    uint64
+	// Running is how long that write had run when this one gave up: from its
+	// start when it started through CommitContext or after waiting for its
+	// turn, otherwise (a Commit that found the gate free, which reads no
+	// clock) from when the first write queued behind it, so at least this
+	// long.
+	Running time.Duration
+
+	Err     error // the context's error
+	atLeast bool
+}
+
+// Error names both writes and how long the running one has run.
+func (e *GateBusyError) Error() string {
+	running := "holder " + strconv.Quote(e.RunningHolderID)
+	if e.RunningHolderID == "" {
+		running = "a holder"
+	}
+	d := "for "
+	if e.atLeast {
+		d = "for at least "
+	}
+	return "fence: the write of holder " + strconv.Quote(e.HolderID) + " with fence " + strconv.FormatUint(e.Fence, 10) +
+		" to " + strconv.Quote(e.Resource) + " gave up waiting for its turn (" + errText(e.Err) + "): " + running +
+		" has been writing with fence " + strconv.FormatUint(e.RunningFence, 10) + " " + d + e.Running.String()
+}
+
+// Unwrap returns the context's error.
+func (e *GateBusyError) Unwrap() error { return e.Err }
+
+func errText(err error) string {
+	if err == nil {
+		return "no error"
+	}
+	return err.Error()
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/lease-fence/lease-fence/core/fence"
 )
@@ -75,5 +76,64 @@ func ExampleGate_CommitContext() {
 	fmt.Println(<-done)
 	// Output:
 	// context canceled 1 0
+	// <nil>
+}
+
+// A stale holder's write learns that it was superseded: its context is
+// cancelled, with a *fence.SupersededError as the cause, as soon as a newer
+// fence is admitted (or a newer write starts waiting for it). The gate still
+// waits for the write to return before the next one starts.
+func ExampleSupersededError() {
+	gate, _ := fence.NewGate("deploy-slot", fence.Options{})
+	started := make(chan struct{})
+	done := make(chan error)
+	go func() {
+		done <- gate.CommitContext(context.Background(), fence.Token{Resource: "deploy-slot", HolderID: "agent-a", Fence: 1},
+			func(ctx context.Context) error {
+				close(started)
+				<-ctx.Done() // a long write that watches its context (an HTTP call, a query)
+				return context.Cause(ctx)
+			})
+	}()
+	<-started
+	_ = gate.Admit(fence.Token{Resource: "deploy-slot", HolderID: "agent-b", Fence: 2}) // the lease was reassigned
+
+	err := <-done
+	var se *fence.SupersededError
+	fmt.Println(errors.As(err, &se), se.HolderID, se.Fence, se.NewerHolderID, se.NewerFence)
+	fmt.Println(err)
+	// Output:
+	// true agent-a 1 agent-b 2
+	// fence: the write of holder "agent-a" with fence 1 to "deploy-slot" is superseded: holder "agent-b" with fence 2 was admitted
+}
+
+// A write that gives up waiting for its turn says what it waited for: the
+// running write's holder, fence and how long it has run. (Options.Now here
+// is a clock that moves one second per reading, to print a fixed figure.)
+func ExampleGateBusyError() {
+	t := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	gate, _ := fence.NewGate("deploy-slot", fence.Options{Now: func() time.Time { t = t.Add(time.Second); return t }})
+	started := make(chan struct{})
+	finish := make(chan struct{})
+	done := make(chan error)
+	go func() {
+		done <- gate.CommitContext(context.Background(), fence.Token{Resource: "deploy-slot", HolderID: "agent-a", Fence: 1},
+			func(ctx context.Context) error { close(started); <-finish; return nil }) // hangs until told
+	}()
+	<-started
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	err := gate.CommitContext(ctx, fence.Token{Resource: "deploy-slot", HolderID: "agent-b", Fence: 2},
+		func(ctx context.Context) error { return nil })
+	var busy *fence.GateBusyError
+	fmt.Println(errors.As(err, &busy), busy.RunningHolderID, busy.RunningFence, errors.Is(err, context.DeadlineExceeded))
+	fmt.Println(err)
+
+	close(finish)
+	fmt.Println(<-done)
+	// Output:
+	// true agent-a 1 true
+	// fence: the write of holder "agent-b" with fence 2 to "deploy-slot" gave up waiting for its turn (context deadline exceeded): holder "agent-a" has been writing with fence 1 for 1s
 	// <nil>
 }

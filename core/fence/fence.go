@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // MaxFence is the highest fence a gate accepts: 2^53-1, the largest integer
@@ -90,6 +91,12 @@ type Options struct {
 	// 1 to MaxMaxRejections, or 0 for DefaultMaxRejections (1000). Older
 	// entries are dropped; RejectionCount keeps counting all of them.
 	MaxRejections int
+
+	// Now is the clock the gate reads to tell how long a running write has
+	// run (GateBusyError.Running), and for nothing else; nil means time.Now.
+	// The gate reads it only when a write starts through CommitContext or
+	// after waiting for its turn, and when a write queues behind another.
+	Now func() time.Time
 }
 
 // Gate stands in front of one resource. Commit (a synchronous write) and
@@ -103,20 +110,31 @@ type Options struct {
 // comes, and the floor is raised to it before the write runs, so a write
 // never runs while another write is running, and never after a write with a
 // higher fence began.
+//
+// A running CommitContext write is told when a newer fence reaches the gate
+// (its context is cancelled with a *SupersededError), but the gate still
+// waits for it to finish: a write that has started cannot be stopped from
+// outside, and letting the next one in before it ends would let two writes
+// overlap.
 type Gate struct {
 	resource string
 	maxRej   int
+	now      func() time.Time
 
 	floor   atomic.Uint64 // highest fence admitted; written only under mu
 	claimed atomic.Bool   // a token has been admitted at the current floor
 
-	turn  writeLock // held while a write runs; shared by Commit and CommitContext
-	ready bool      // made by NewGate
+	turn  atomic.Uint64 // the write lock (turn.go); shared by Commit and CommitContext
+	ready bool          // made by NewGate
 
-	mu          sync.Mutex // guards the fields below and raises of floor
+	mu          sync.Mutex // guards the fields below, raises of floor and the write lock's slow paths
 	floorHolder string
+	prevFence   uint64      // the floor before the last raise
+	prevHolder  string      // and its holder
 	ring        []Rejection // the most recent refusals; ring[count%maxRej] is the next slot
 	count       uint64      // refusals so far
+	waiters     []*waiter   // writes waiting for their turn, first come first served
+	run         running     // the running write, as far as the gate knows it
 }
 
 var errNoGate = &ArgumentError{Pkg: "fence", Arg: "gate", Reason: "is nil or was not created with NewGate"}
@@ -133,9 +151,16 @@ func NewGate(resource string, opts Options) (*Gate, error) {
 	case opts.MaxRejections < 0 || opts.MaxRejections > MaxMaxRejections:
 		return nil, &ArgumentError{Pkg: "fence", Arg: "options.maxRejections", Reason: "must be from 1 to " + strconv.Itoa(MaxMaxRejections) + ", or 0 for the default"}
 	}
-	g := &Gate{resource: resource, maxRej: opts.MaxRejections, ready: true}
+	g := &Gate{resource: resource, maxRej: opts.MaxRejections, now: opts.Now, ready: true}
 	if g.maxRej == 0 {
 		g.maxRej = DefaultMaxRejections
+	}
+	if g.now == nil {
+		// time.Now reads the wall clock as well; the gate only subtracts
+		// its readings, which the monotonic clock alone serves (one
+		// reading instead of two).
+		base := time.Now()
+		g.now = func() time.Time { return base.Add(time.Since(base)) }
 	}
 	g.floor.Store(opts.InitialFloor)
 	return g, nil
@@ -205,8 +230,10 @@ func (g *Gate) RejectionCount() int {
 // While another write runs on the gate, a Commit with an older fence is
 // refused at once; one with the same or a newer fence waits for its turn and
 // is checked again then, so a token that became stale while it waited is
-// refused. Calling Commit with the same or a newer fence from inside write
-// deadlocks. Use CommitContext when the wait must be bounded.
+// refused. A Commit with a newer fence that waits tells a running
+// CommitContext write it is superseded. Calling Commit with the same or a
+// newer fence from inside write deadlocks. Use CommitContext when the wait
+// must be bounded.
 func (g *Gate) Commit(tok Token, write func() error) error {
 	if write == nil {
 		return &ArgumentError{Pkg: "fence", Arg: "write", Reason: "must not be nil"}
@@ -214,8 +241,14 @@ func (g *Gate) Commit(tok Token, write func() error) error {
 	if err := g.precheck(tok); err != nil {
 		return err
 	}
-	g.turn.lock(nil)
-	defer g.turn.unlock()
+	// The common case, a holder writing again at the floor it claimed while
+	// nothing else runs, takes the lock with one compare-and-swap: the
+	// write's holder is then the floor's, so it needs no record.
+	f := tok.Fence
+	if f != g.floor.Load() || !g.claimed.Load() || !g.turn.CompareAndSwap(0, f<<2|lockHeld) {
+		_ = g.lockSlow(tok, nil, nil) // waits for as long as it takes
+	}
+	defer g.unlock(f)
 	if err := g.raise(tok); err != nil {
 		return err
 	}
@@ -227,11 +260,26 @@ func (g *Gate) Commit(tok Token, write func() error) error {
 // so writes through Commit and CommitContext on one gate run one at a time.
 //
 // While CommitContext waits for the running write to finish, it honours ctx:
-// if ctx is done first (or already done when called), it returns ctx.Err(),
-// write does not run, nothing is logged and the floor does not move. Once its
-// turn comes the token is checked against the floor, which is raised before
-// write(ctx) runs. A running write is not interrupted: it gets ctx and should
-// pass it to its own I/O. CommitContext returns what write returns.
+// if ctx is already done when called, it returns ctx.Err(); if ctx is done
+// while it waits, it returns a *GateBusyError that names the running write
+// (holder, fence, how long it has run) and wraps ctx.Err(). Either way write
+// does not run, nothing is logged and the floor does not move. A
+// CommitContext with a newer fence that has to wait tells a running
+// CommitContext write with a lower fence that it is superseded.
+//
+// Once its turn comes the token is checked against the floor, which is
+// raised before write runs. write gets a context derived from ctx (same
+// values and deadline) that is also cancelled, with a *SupersededError as
+// its context.Cause, as soon as a newer fence reaches the gate while write
+// runs: Admit raises the floor past it, or a Commit or CommitContext with a
+// higher fence passes its check and waits for this write to finish (also
+// one that was already waiting when this write started). The gate still
+// waits for write to return before the next write starts: the signal asks
+// the stale write to stop early, it does not stop it. An equal fence (the
+// same generation) never supersedes, and nothing is signalled once write
+// has returned; that context is then cancelled with context.Canceled, as an
+// http.Request's is when its handler returns. CommitContext returns what
+// write returns.
 func (g *Gate) CommitContext(ctx context.Context, tok Token, write func(context.Context) error) error {
 	switch {
 	case ctx == nil:
@@ -248,22 +296,27 @@ func (g *Gate) CommitContext(ctx context.Context, tok Token, write func(context.
 	if err := g.precheck(tok); err != nil {
 		return err
 	}
-	if !g.turn.lock(ctx) {
-		return ctx.Err()
+	wc := &writeCtx{parent: ctx}
+	if err := g.lockSlow(tok, wc, ctx); err != nil {
+		return err
 	}
-	defer g.turn.unlock()
+	defer func() {
+		wc.end(nil) // first: nothing is signalled once write has returned
+		g.unlock(tok.Fence)
+	}()
 	if err := g.raise(tok); err != nil {
 		return err
 	}
-	return write(ctx)
+	return write(wc)
 }
 
 // Admit raises the floor to tok's fence without writing, so a coordinator can
 // push a new generation to the resource at reassignment and the old holder is
 // refused even before the new one writes. A token below the floor is refused
 // and logged like a stale write. Admit does not wait for a running write (it
-// has already started); writes still waiting are checked against the raised
-// floor when their turn comes.
+// has already started): a running CommitContext write with a lower fence is
+// told it is superseded, and writes still waiting are checked against the
+// raised floor when their turn comes.
 func (g *Gate) Admit(tok Token) error {
 	if err := g.check(tok); err != nil {
 		return err
@@ -322,15 +375,37 @@ func (g *Gate) raise(tok Token) error {
 	case tok.Fence < floor:
 		return g.refuseLocked(tok)
 	case tok.Fence > floor:
+		// Admit raising the floor past a running write: record that write
+		// (while its holder is still the floor's) and tell it.
+		past := g.pastRunning(tok.Fence)
+		g.prevFence, g.prevHolder = floor, g.floorHolder
 		g.floor.Store(tok.Fence)
 		g.floorHolder = tok.HolderID
 		g.claimed.Store(true)
+		if past {
+			g.supersede(tok, false)
+		}
 	case !g.claimed.Load():
 		// Equal to an initial floor nobody has claimed yet.
 		g.floorHolder = tok.HolderID
 		g.claimed.Store(true)
 	}
 	return nil
+}
+
+// pastRunning reports, under mu, whether a write with a fence below f is
+// running, and makes sure g.run describes it.
+func (g *Gate) pastRunning(f uint64) bool {
+	for {
+		s := g.turn.Load()
+		if s == 0 || s>>2 >= f {
+			return false
+		}
+		if s&lockSlow != 0 || g.turn.CompareAndSwap(s, s|lockSlow) {
+			g.describeRunning()
+			return true
+		}
+	}
 }
 
 func (g *Gate) refuse(tok Token) error {

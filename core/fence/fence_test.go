@@ -1,6 +1,7 @@
 package fence_test
 
 import (
+	"context"
 	"errors"
 	"math/rand/v2"
 	"strings"
@@ -498,6 +499,49 @@ func BenchmarkGateCommitAdmitted(b *testing.B) {
 	cpu := cputime.Process()
 	for b.Loop() {
 		if err := g.Commit(tk, write); err != nil {
+			b.Fatal(err)
+		}
+	}
+	cputime.Report(b, cpu)
+	sink = n
+}
+
+// CommitContext on a free gate: the write's context (made only if the write
+// looks at it), the record of the running write and its start time.
+func BenchmarkGateCommitContextAdmitted(b *testing.B) {
+	g := newGate(b, "deploy-slot", 0)
+	tk := tok("a", 1)
+	n := 0
+	write := func(context.Context) error { n++; return nil }
+	ctx := context.Background()
+	b.ReportAllocs()
+	cpu := cputime.Process()
+	for b.Loop() {
+		if err := g.CommitContext(ctx, tk, write); err != nil {
+			b.Fatal(err)
+		}
+	}
+	cputime.Report(b, cpu)
+	sink = n
+}
+
+// The same with a write that looks at its context (which makes it).
+func BenchmarkGateCommitContextLooksAtContext(b *testing.B) {
+	g := newGate(b, "deploy-slot", 0)
+	tk := tok("a", 1)
+	n := 0
+	write := func(ctx context.Context) error {
+		if ctx.Err() == nil {
+			n++
+		}
+		return nil
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	b.ReportAllocs()
+	cpu := cputime.Process()
+	for b.Loop() {
+		if err := g.CommitContext(ctx, tk, write); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -1,97 +1,184 @@
 package fence
 
 import (
-	"sync"
-	"sync/atomic"
+	"context"
+	"time"
 )
 
-// writeLock is the gate's write lock: a mutex whose lock can give up when a
-// channel (a context's Done) is closed. An uncontended lock and unlock are one compare-and-swap
-// each (a buffered channel used as the lock cost the admitted Commit about
-// 2.5x its former CPU time); waiters queue in FIFO order and the lock is
-// handed to the first of them directly, so a stream of new callers cannot
-// starve one that waits.
-type writeLock struct {
-	// state is lockFree, lockHeld, or lockQueued (held, and waiters may be
-	// queued: unlock must take mu and hand the lock on).
-	state atomic.Int32
+// The gate's write lock. Gate.turn holds 0 while no write runs, and
+// otherwise the running write's fence<<2 | lockHeld, plus lockSlow when the
+// end of that write must take Gate.mu: writes are queued behind it, or
+// Gate.run describes it. An uncontended lock and unlock are one
+// compare-and-swap each (a buffered channel used as the lock cost the
+// admitted Commit about 2.5x its former CPU time), and with the running
+// fence in the same word a waiter learns which write it waits for without
+// the write having stored anything. Waiters queue in FIFO order under
+// Gate.mu and the lock is handed to the first of them directly, so a stream
+// of new callers cannot starve one that waits.
+const (
+	lockHeld uint64 = 1
+	lockSlow uint64 = 2
+)
 
-	mu      sync.Mutex
-	waiters []chan struct{} // FIFO; each is closed when the lock is handed to it
+// waiter is a write queued for its turn.
+type waiter struct {
+	ch   chan struct{} // closed when the turn is handed to it
+	tok  Token
+	wc   *writeCtx // CommitContext's context, or nil for Commit
+	prev running   // the write that ran before it, set at the handoff
 }
 
-const (
-	lockFree int32 = iota
-	lockHeld
-	lockQueued
-)
+// running is what the gate knows of the running write, under Gate.mu. A
+// Commit that found the gate free at the floor it had claimed records
+// nothing (that path takes no lock); the first caller that needs a record
+// (a write queueing behind it, an Admit raising the floor past it) makes one
+// from the lock word and the floor.
+type running struct {
+	on     bool
+	holder string
+	fence  uint64
+	since  time.Time // zero until the gate read its clock for this write
+	exact  bool      // since is the write's start, not when the gate first looked
+	wc     *writeCtx
+}
 
-// canceller is what lock needs of a context: its Done channel.
-type canceller interface{ Done() <-chan struct{} }
-
-// lock takes the lock and reports true, or reports false without it if
-// c.Done() is closed first. A nil c waits for as long as it takes. c.Done is
-// called only when the lock is held by someone else, so a context can tell
-// (tests and the simulator do) that its caller had to wait.
-func (l *writeLock) lock(c canceller) bool {
-	if l.state.CompareAndSwap(lockFree, lockHeld) {
-		return true
-	}
-	l.mu.Lock()
+// lockSlow takes the gate's write lock for a write of tok, under mu. A free
+// gate is taken at once, with a record of the write (wc's write, from
+// CommitContext, with the time it starts). Otherwise the write queues, tells
+// a running CommitContext write with a lower fence that it is superseded,
+// and waits for its turn, or until ctx (nil for Commit: for as long as it
+// takes) is done; then it leaves the queue and returns a *GateBusyError
+// naming the write it waited for. ctx.Done is called only when the write has
+// to wait, so a context can tell (tests and the simulator do) that its
+// caller waited.
+func (g *Gate) lockSlow(tok Token, wc *writeCtx, ctx context.Context) error {
+	f := tok.Fence
+	g.mu.Lock()
 	for {
-		s := l.state.Load()
-		if s == lockFree {
-			if l.state.CompareAndSwap(lockFree, lockHeld) {
-				l.mu.Unlock()
-				return true
+		s := g.turn.Load()
+		if s == 0 {
+			if g.turn.CompareAndSwap(0, f<<2|lockHeld|lockSlow) {
+				g.run = running{on: true, holder: tok.HolderID, fence: f, wc: wc}
+				if wc != nil {
+					g.run.since, g.run.exact = g.now(), true
+				}
+				g.mu.Unlock()
+				return nil
 			}
 			continue
 		}
-		if s == lockQueued || l.state.CompareAndSwap(lockHeld, lockQueued) {
+		if s&lockSlow != 0 || g.turn.CompareAndSwap(s, s|lockSlow) {
 			break
 		}
 	}
-	w := make(chan struct{})
-	l.waiters = append(l.waiters, w)
-	l.mu.Unlock()
+	w := &waiter{ch: make(chan struct{}), tok: tok, wc: wc}
+	g.waiters = append(g.waiters, w)
+	g.describeRunning()
+	g.supersede(tok, true)
+	g.mu.Unlock()
 
 	var done <-chan struct{}
-	if c != nil {
-		done = c.Done()
+	if ctx != nil {
+		done = ctx.Done()
 	}
 	select {
-	case <-w:
-		return true
+	case <-w.ch:
+		return nil
 	case <-done:
 	}
-	l.mu.Lock()
-	for i, x := range l.waiters {
+	g.mu.Lock()
+	for i, x := range g.waiters {
 		if x == w {
-			l.waiters = append(l.waiters[:i], l.waiters[i+1:]...)
-			l.mu.Unlock()
-			return false
+			g.waiters = append(g.waiters[:i], g.waiters[i+1:]...)
+			err := g.busy(tok, g.run, ctx.Err())
+			g.mu.Unlock()
+			return err
 		}
 	}
-	l.mu.Unlock()
-	// The lock was handed over as done closed: it is ours, pass it on.
-	<-w
-	l.unlock()
-	return false
+	g.mu.Unlock()
+	// The turn was handed over as done closed: it is ours; pass it on.
+	<-w.ch
+	err := g.busy(tok, w.prev, ctx.Err())
+	g.unlock(f)
+	return err
 }
 
-// unlock releases the lock, handing it to the first waiter if there is one.
-func (l *writeLock) unlock() {
-	if l.state.CompareAndSwap(lockHeld, lockFree) {
+// unlock ends the running write, whose fence is f, and hands the turn to the
+// first waiter if there is one.
+func (g *Gate) unlock(f uint64) {
+	if g.turn.CompareAndSwap(f<<2|lockHeld, 0) {
 		return
 	}
-	l.mu.Lock()
-	if len(l.waiters) == 0 {
-		l.state.Store(lockFree)
-	} else {
-		w := l.waiters[0]
-		l.waiters[0] = nil
-		l.waiters = l.waiters[1:]
-		close(w) // the state stays lockQueued: the lock is now w's
+	g.mu.Lock()
+	prev := g.run
+	g.run = running{}
+	if len(g.waiters) == 0 {
+		g.turn.Store(0)
+		g.mu.Unlock()
+		return
 	}
-	l.mu.Unlock()
+	w := g.waiters[0]
+	g.waiters[0] = nil
+	g.waiters = g.waiters[1:]
+	w.prev = prev
+	g.turn.Store(w.tok.Fence<<2 | lockHeld | lockSlow)
+	g.run = running{on: true, holder: w.tok.HolderID, fence: w.tok.Fence, since: g.now(), exact: true, wc: w.wc}
+	// A newer fence already waiting behind it supersedes it before it starts.
+	for _, x := range g.waiters {
+		if x.tok.Fence > w.tok.Fence {
+			g.supersede(x.tok, true)
+			break
+		}
+	}
+	close(w.ch)
+	g.mu.Unlock()
+}
+
+// describeRunning makes sure g.run describes the running write and has a
+// time, under mu, with lockSlow set so that the write's end clears it. A
+// write that took the gate without a record (Commit's lock-free path) holds
+// the floor it claimed, so its holder is the floor's, or the previous floor's
+// if an Admit raised the floor past it since.
+func (g *Gate) describeRunning() {
+	if g.run.on {
+		if g.run.since.IsZero() {
+			g.run.since = g.now()
+		}
+		return
+	}
+	rf := g.turn.Load() >> 2
+	holder := ""
+	switch rf {
+	case g.floor.Load():
+		holder = g.floorHolder
+	case g.prevFence:
+		holder = g.prevHolder
+	}
+	g.run = running{on: true, holder: holder, fence: rf, since: g.now()}
+}
+
+// supersede tells the running CommitContext write, under mu, that a newer
+// fence reached the gate: its context is cancelled with a *SupersededError
+// (once; a write that already ended is not told).
+func (g *Gate) supersede(newer Token, waiting bool) {
+	r := &g.run
+	if !r.on || r.wc == nil || newer.Fence <= r.fence {
+		return
+	}
+	r.wc.end(&SupersededError{
+		Resource: g.resource, HolderID: r.holder, Fence: r.fence,
+		NewerHolderID: newer.HolderID, NewerFence: newer.Fence, NewerWaiting: waiting,
+	})
+}
+
+// busy is the error of a write of tok that gave up waiting behind r.
+func (g *Gate) busy(tok Token, r running, err error) *GateBusyError {
+	e := &GateBusyError{
+		Resource: g.resource, HolderID: tok.HolderID, Fence: tok.Fence,
+		RunningHolderID: r.holder, RunningFence: r.fence, Err: err, atLeast: !r.exact,
+	}
+	if !r.since.IsZero() {
+		e.Running = max(g.now().Sub(r.since), 0)
+	}
+	return e
 }

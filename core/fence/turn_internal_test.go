@@ -2,6 +2,7 @@ package fence
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"runtime"
 	"sync"
@@ -9,11 +10,34 @@ import (
 	"testing"
 )
 
-// Many goroutines take the lock, some with contexts that are cancelled at
-// random moments. Holders never overlap, every caller either gets the lock or
-// ctx.Err(), nobody waits for ever, and the lock ends free.
+func testGate(t *testing.T) *Gate {
+	t.Helper()
+	g, err := NewGate("r", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+// take takes g's write lock as Commit (ctx nil: no record when the gate is
+// free at a claimed floor) or CommitContext does.
+func take(g *Gate, tok Token, ctx context.Context) error {
+	if ctx == nil {
+		if tok.Fence == g.floor.Load() && g.claimed.Load() && g.turn.CompareAndSwap(0, tok.Fence<<2|lockHeld) {
+			return nil
+		}
+		return g.lockSlow(tok, nil, nil)
+	}
+	return g.lockSlow(tok, &writeCtx{parent: ctx}, ctx)
+}
+
+// Many goroutines take the lock, by both paths, some with contexts that are
+// cancelled at random moments. Holders never overlap, every caller either
+// gets the lock or a *GateBusyError wrapping ctx.Err(), nobody waits for
+// ever, and the lock ends free with no record and no waiter.
 func TestWriteLockStress(t *testing.T) {
-	var l writeLock
+	g := testGate(t)
+	g.claimed.Store(true)
 	var inside, overlaps, got, gaveUp atomic.Int32
 	var wg sync.WaitGroup
 	const workers, rounds = 8, 300
@@ -37,13 +61,11 @@ func TestWriteLockStress(t *testing.T) {
 						}()
 					}
 				}
-				var c canceller
-				if ctx != nil {
-					c = ctx
-				}
-				if !l.lock(c) {
-					if ctx == nil || ctx.Err() == nil {
-						t.Errorf("lock gave up with no cancelled context")
+				tok := Token{Resource: "r", HolderID: "w", Fence: uint64(rng.IntN(2))}
+				if err := take(g, tok, ctx); err != nil {
+					var busy *GateBusyError
+					if ctx == nil || ctx.Err() == nil || !errors.As(err, &busy) || !errors.Is(err, context.Canceled) {
+						t.Errorf("lock gave up with %v", err)
 					}
 					gaveUp.Add(1)
 					cancel()
@@ -52,12 +74,15 @@ func TestWriteLockStress(t *testing.T) {
 				if inside.Add(1) != 1 {
 					overlaps.Add(1)
 				}
+				if s := g.turn.Load(); s>>2 != tok.Fence || s&lockHeld == 0 {
+					t.Errorf("lock word %x while fence %d holds it", s, tok.Fence)
+				}
 				for range rng.IntN(4) {
 					runtime.Gosched()
 				}
 				inside.Add(-1)
 				got.Add(1)
-				l.unlock()
+				g.unlock(tok.Fence)
 				cancel()
 			}
 		}()
@@ -69,24 +94,27 @@ func TestWriteLockStress(t *testing.T) {
 	if got.Load()+gaveUp.Load() != workers*rounds || got.Load() == 0 {
 		t.Fatalf("%d got + %d gave up", got.Load(), gaveUp.Load())
 	}
-	if l.state.Load() != lockFree || len(l.waiters) != 0 {
-		t.Fatalf("lock ends in state %d with %d waiters", l.state.Load(), len(l.waiters))
+	if g.turn.Load() != 0 || len(g.waiters) != 0 || g.run.on {
+		t.Fatalf("lock ends in state %x with %d waiters, record %+v", g.turn.Load(), len(g.waiters), g.run)
 	}
 }
 
 // Waiters get the lock in the order they queued.
 func TestWriteLockFIFO(t *testing.T) {
-	var l writeLock
-	l.lock(nil)
+	g := testGate(t)
+	first := Token{Resource: "r", HolderID: "a", Fence: 1}
+	if err := take(g, first, nil); err != nil {
+		t.Fatal(err)
+	}
 	order := make(chan int, 5)
 	for i := range 5 {
 		queued := make(chan struct{})
 		go func() {
 			go func() {
 				for {
-					l.mu.Lock()
-					n := len(l.waiters)
-					l.mu.Unlock()
+					g.mu.Lock()
+					n := len(g.waiters)
+					g.mu.Unlock()
 					if n == i+1 {
 						close(queued)
 						return
@@ -94,13 +122,16 @@ func TestWriteLockFIFO(t *testing.T) {
 					runtime.Gosched()
 				}
 			}()
-			l.lock(nil)
+			tok := Token{Resource: "r", HolderID: "w", Fence: 1}
+			if err := take(g, tok, nil); err != nil {
+				t.Error(err)
+			}
 			order <- i
-			l.unlock()
+			g.unlock(tok.Fence)
 		}()
 		<-queued
 	}
-	l.unlock()
+	g.unlock(first.Fence)
 	for i := range 5 {
 		if got := <-order; got != i {
 			t.Fatalf("waiter %d got the lock in place %d", got, i)

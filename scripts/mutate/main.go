@@ -90,8 +90,48 @@ var mutations = []mutation{
 	},
 	{
 		Name: "fence/writes-not-serialized", File: "core/fence/fence.go",
-		Old: "\tg.turn.lock(nil)\n\tdefer g.turn.unlock()\n", New: "",
+		Old: "\tif f != g.floor.Load() || !g.claimed.Load() || !g.turn.CompareAndSwap(0, f<<2|lockHeld) {\n\t\t_ = g.lockSlow(tok, nil, nil) // waits for as long as it takes\n\t}\n\tdefer g.unlock(f)\n", New: "\t_ = f\n",
 		Why: "Commit runs writes without taking the gate's write lock",
+	},
+	{
+		Name: "fence/admit-does-not-supersede", File: "core/fence/fence.go",
+		Old: "\t\tif past {\n\t\t\tg.supersede(tok, false)\n\t\t}\n", New: "\t\t_ = past\n",
+		Why: "an Admit past a running CommitContext write does not tell it",
+	},
+	{
+		Name: "fence/waiter-does-not-supersede", File: "core/fence/turn.go",
+		Old: "\tg.describeRunning()\n\tg.supersede(tok, true)\n", New: "\tg.describeRunning()\n",
+		Why: "a newer write queueing behind a running CommitContext write does not tell it",
+	},
+	{
+		Name: "fence/equal-fence-supersedes", File: "core/fence/turn.go",
+		Old: "if !r.on || r.wc == nil || newer.Fence <= r.fence {", New: "if !r.on || r.wc == nil || newer.Fence < r.fence {",
+		Why: "an equal fence (the same generation) supersedes a running write",
+	},
+	{
+		Name: "fence/start-ignores-waiting-newer", File: "core/fence/turn.go",
+		Old: "\t\tif x.tok.Fence > w.tok.Fence {\n\t\t\tg.supersede(x.tok, true)", New: "\t\tif x.tok.Fence > w.tok.Fence {\n\t\t\t_ = x",
+		Why: "a write that gets its turn while a newer fence waits behind it is not told",
+	},
+	{
+		Name: "fence/signal-after-write-returned", File: "core/fence/turn.go",
+		Old: "\tprev := g.run\n\tg.run = running{}\n", New: "\tprev := g.run\n",
+		Why: "the gate keeps the record of a write that ended, so a newer fence reaches its context afterwards",
+	},
+	{
+		Name: "fence/write-context-not-ended", File: "core/fence/fence.go",
+		Old: "\t\twc.end(nil) // first: nothing is signalled once write has returned\n", New: "",
+		Why: "a CommitContext write's context is not ended when the write returns",
+	},
+	{
+		Name: "fence/busy-error-anonymous", File: "core/fence/turn.go",
+		Old: "\t\t\terr := g.busy(tok, g.run, ctx.Err())\n", New: "\t\t\terr := ctx.Err()\n",
+		Why: "a write that gives up waiting returns the bare context error, naming nothing",
+	},
+	{
+		Name: "fence/busy-names-wrong-holder", File: "core/fence/turn.go",
+		Old: "\tcase g.prevFence:\n\t\tholder = g.prevHolder\n", New: "",
+		Why: "a write that an Admit overtook is named without its holder",
 	},
 	{
 		Name: "fence/refusal-not-logged", File: "core/fence/fence.go",
