@@ -21,12 +21,14 @@ $(WASM_EXEC): $(GOROOT)/lib/wasm/wasm_exec.js scripts/wasm-exec-module.mjs
 
 # The Go tests of the bridge, node --test over test/js (which includes
 # installing the npm pack tarball into an empty folder), and tsc over the
-# typed example.
+# typed example and over a Node-only project (lib es2022, types node,
+# exactOptionalPropertyTypes) using the package.
 test-js: build-wasm
 	$(GO) test -count=1 ./wasm/lib/...
 	GOOS=js GOARCH=wasm $(GO) test -count=1 ./wasm/lib/convert ./wasm/lib/bridge
 	node --test test/js/
 	tsc -p wasm/js/tsconfig.json
+	tsc -p test/js/types-node/tsconfig.json
 
 # The package as users get it: npm pack, installed into a temp folder, and
 # small apps built and run with each host and bundler (Node ESM and CommonJS,

@@ -9,13 +9,18 @@
 //   4. the floor equals the highest admitted fence, at every step.
 // Besides: every call settles, fn runs exactly once for a write that was
 // admitted and never otherwise, a thrown or rejected value reaches the
-// caller unchanged, an aborted write never runs.
+// caller unchanged, an aborted write never runs (and one that waited rejects
+// with a GateBusyError naming the write that held the gate, its signal's
+// reason as the cause), and the signal a commitAsync fn may take aborts only
+// with a SupersededError naming that write and a newer fence, and never once
+// the write has settled. (superseded-property.test.mjs checks exactly when
+// that signal aborts.)
 //
 // The checker is also run against two deliberately broken gates, which it
 // must catch, so that it cannot pass whatever the gate does.
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { FenceGate, LeaseFenceError, StaleFenceError } from 'lease-fence';
+import { FenceGate, GateBusyError, LeaseFenceError, StaleFenceError, SupersededError } from 'lease-fence';
 import { deferred, rng, settle } from './helpers.mjs';
 
 const SCHEDULES = 1000;
@@ -60,12 +65,17 @@ export async function runSchedule(seed, makeGate) {
   let stale = 0;
 
   // A write: starts (checking overlap and order), may wait, may fail.
+  let lastStarted = null; // the write that started last: the one holding the gate while another waits
   function makeWrite(op, holder, fence) {
+    op.holderId = holder.id;
+    op.fence = fence;
     const startWrite = () => {
       op.runs++;
       if (active !== 0) fail(`${op.name} started while ${active} write(s) ran`);
       active++;
       admitted(holder.id, fence, op.name);
+      lastStarted = op;
+      op.startedAt = performance.now();
     };
     const endWrite = () => { active--; };
     const failure = new Error(`${op.name} failed`);
@@ -92,7 +102,28 @@ export async function runSchedule(seed, makeGate) {
     const waits = chance(0.5);
     const fails = chance(0.3);
     op.expectFailure = fails;
-    return async () => {
+    if (chance(0.5)) {
+      // A fn that takes the signal.
+      return async (signal) => {
+        op.signal = signal;
+        if (!(signal instanceof AbortSignal)) fail(`${op.name}'s fn got ${signal}, not an AbortSignal`);
+        startWrite();
+        try {
+          for (let i = 0; i < awaits; i++) await null;
+          if (waits) {
+            const d = deferred();
+            deferreds.add({ settle: d.resolve });
+            await d.promise;
+          }
+          if (fails) throw failure;
+          return op.value;
+        } finally {
+          endWrite();
+        }
+      };
+    }
+    return async (...args) => {
+      if (args.length !== 0) fail(`${op.name}'s fn, which declares no parameter, got ${args.length} argument(s)`);
       startWrite();
       try {
         for (let i = 0; i < awaits; i++) await null;
@@ -111,7 +142,8 @@ export async function runSchedule(seed, makeGate) {
 
   function observe(op, promise) {
     op.state = 'pending';
-    promise.then((v) => { op.state = 'fulfilled'; op.result = v; }, (e) => { op.state = 'rejected'; op.result = e; });
+    const settled = () => { op.signalAtEnd = op.signal?.aborted; op.reasonAtEnd = op.signal?.reason; };
+    promise.then((v) => { op.state = 'fulfilled'; op.result = v; settled(); }, (e) => { op.state = 'rejected'; op.result = e; settled(); });
   }
 
   // Whether some write has started and the gate has not yet handed back its
@@ -194,7 +226,11 @@ export async function runSchedule(seed, makeGate) {
         d.settle();
       } else if (what === 1 && controllers.length) {
         const ac = controllers.splice(pick(controllers.length), 1)[0];
+        const running = lastStarted; // the write holding the gate, if the aborted one waits
         ac.abort(chance(0.5) ? undefined : new Error('aborted'));
+        const op = ops.find((o) => o.controller === ac);
+        op.runningAtAbort = running;
+        op.abortedAt = performance.now();
       } else if (chance(0.3)) {
         await settle();
       }
@@ -225,7 +261,7 @@ export async function runSchedule(seed, makeGate) {
     }
   }
 
-  const counts = { fulfilled: 0, failed: 0, stale: 0, staleAfterWaiting: 0, busy: 0, aborted: 0 };
+  const counts = { fulfilled: 0, failed: 0, stale: 0, staleAfterWaiting: 0, busy: 0, aborted: 0, gaveUp: 0, superseded: 0 };
   for (const op of ops) {
     const fence = Number(op.name.slice(op.name.lastIndexOf('@') + 1));
     const holderId = op.name.slice(op.name.indexOf(' ') + 1, op.name.lastIndexOf('@'));
@@ -254,7 +290,19 @@ export async function runSchedule(seed, makeGate) {
       counts.busy++; // checked when it happened
     } else if (op.controller?.signal.aborted && e === op.controller.signal.reason) {
       if (op.runs !== 0) fail(`${op.name} aborted but its write ran`);
+      if (op.runningAtAbort !== undefined && !(e instanceof Error && /early/.test(e.message))) {
+        // Already aborted when called is the only way to get the bare reason.
+        fail(`${op.name} waited and was aborted, but rejected with the bare reason ${e}`);
+      }
       counts.aborted++;
+    } else if (e instanceof GateBusyError && op.controller?.signal.aborted && e.cause === op.controller.signal.reason) {
+      if (op.runs !== 0) fail(`${op.name} gave up waiting but its write ran`);
+      const r = op.runningAtAbort;
+      if (!r || e.runningHolderId !== r.holderId || e.runningFence !== r.fence || e.holderId !== holderId || e.fence !== fence ||
+        e.resource !== RESOURCE || !(e.runningMillis >= 0 && e.runningMillis <= Math.round(op.abortedAt - r.startedAt) + 1)) {
+        fail(`${op.name} gave up behind ${r?.name}: ${e.message} (${JSON.stringify(e)})`);
+      }
+      counts.gaveUp++;
     } else {
       fail(`${op.name} ended unexpectedly: ${e && e.stack ? e.stack : e}`);
     }
@@ -271,6 +319,21 @@ export async function runSchedule(seed, makeGate) {
   });
   if (gate.floor !== highest) fail(`at the end the floor is ${gate.floor}, the highest admitted fence ${highest}`);
   if (active !== 0) fail(`${active} writes never ended`);
+  // Superseded signals: only with a SupersededError naming the write and a
+  // newer fence, and never after the write settled (a newer fence arriving
+  // later changes nothing).
+  gate.admit?.({ resource: RESOURCE, holderId: 'last', fence: ++generation });
+  for (const op of ops) {
+    if (!op.signal) continue;
+    if (op.signal.aborted) {
+      const r = op.signal.reason;
+      if (!(r instanceof SupersededError) || r.holderId !== op.holderId || r.fence !== op.fence || !(r.newerFence > op.fence) || r.resource !== RESOURCE) {
+        fail(`${op.name}'s signal aborted with ${r}`);
+      }
+      counts.superseded++;
+    }
+    if (op.signal.aborted !== op.signalAtEnd || op.signal.reason !== op.reasonAtEnd) fail(`${op.name}'s signal changed after the write settled`);
+  }
   return { violations, counts };
 }
 

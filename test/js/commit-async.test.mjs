@@ -3,7 +3,7 @@
 // what commit and admit do while an async write runs.
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { FenceGate, InvalidArgumentError, LeaseFenceError, StaleFenceError } from 'lease-fence';
+import { FenceGate, GateBusyError, InvalidArgumentError, LeaseFenceError, StaleFenceError, SupersededError } from 'lease-fence';
 import { deferred, settle } from './helpers.mjs';
 
 const tok = (holderId, fence, resource = 'slot') => ({ resource, holderId, fence });
@@ -160,7 +160,7 @@ describe('gate.commitAsync', () => {
     assert.deepEqual(order, ['a1+', 'a1-', 'a2+', 'a2-', 'b+', 'b-', 'b2+', 'b2-']);
   });
 
-  test('abort: a waiting write rejects with the signal\'s reason, never runs, logs nothing, moves nothing', async () => {
+  test('abort: a waiting write rejects with a GateBusyError (the signal\'s reason its cause), never runs, logs nothing, moves nothing', async () => {
     const gate = new FenceGate('slot');
     const slow = deferred();
     const first = track(gate.commitAsync(tok('a', 1), () => slow.promise));
@@ -175,8 +175,13 @@ describe('gate.commitAsync', () => {
     ac2.abort(reason);
     await settle();
     assert.equal(waiting.state, 'rejected');
-    assert.ok(waiting.value instanceof DOMException && waiting.value.name === 'AbortError');
-    assert.equal(waiting2.value, reason);
+    assert.ok(waiting.value instanceof GateBusyError);
+    assert.ok(waiting.value.cause instanceof DOMException && waiting.value.cause.name === 'AbortError');
+    assert.ok(waiting2.value instanceof GateBusyError);
+    assert.equal(waiting2.value.cause, reason);
+    assert.deepEqual({ ...waiting2.value, runningMillis: 0 },
+      { resource: 'slot', holderId: 'b', fence: 9, runningHolderId: 'a', runningFence: 1, runningMillis: 0 });
+    assert.match(waiting2.value.message, /^lease-fence: the write of holder "b" with fence 9 to "slot" gave up waiting for its turn \(Error: not needed any more\): holder "a" has been writing with fence 1 for \d+ ms$/);
     slow.resolve();
     await settle();
     assert.equal(ran, false);
@@ -219,6 +224,149 @@ describe('gate.commitAsync', () => {
     });
     await inner;
     assert.deepEqual(order, ['outer end', 'inner']);
+  });
+});
+
+describe('the superseded-write signal', () => {
+  test('fires when a newer fence is admitted while the write runs, with both fences, holders and the resource; the gate still waits', async () => {
+    const gate = new FenceGate('slot');
+    const slow = deferred();
+    let signal;
+    const a = track(gate.commitAsync(tok('a', 1), async (s) => { signal = s; await slow.promise; return s.aborted; }));
+    assert.ok(signal instanceof AbortSignal);
+    assert.equal(signal.aborted, false);
+    const seen = [];
+    signal.addEventListener('abort', () => seen.push(signal.reason));
+    gate.admit(tok('b', 2));
+    assert.equal(signal.aborted, true, 'aborted as admit returns');
+    assert.equal(seen.length, 1);
+    const r = signal.reason;
+    assert.ok(r instanceof SupersededError && r instanceof LeaseFenceError && r instanceof Error);
+    assert.equal(r.name, 'SupersededError');
+    assert.deepEqual({ ...r }, { resource: 'slot', holderId: 'a', fence: 1, newerHolderId: 'b', newerFence: 2, newerWaiting: false });
+    assert.equal(r.message, 'lease-fence: the write of holder "a" with fence 1 to "slot" is superseded: holder "b" with fence 2 was admitted');
+    // A later, higher admit does not abort it again or change the reason.
+    gate.admit(tok('c', 3));
+    assert.equal(seen.length, 1);
+    assert.equal(signal.reason, r);
+    // The gate still waits for the running write: the newer write queues.
+    let cRan = false;
+    const c = track(gate.commitAsync(tok('c', 3), () => { cRan = true; }));
+    await settle();
+    assert.equal(cRan, false);
+    slow.resolve();
+    await settle();
+    assert.deepEqual(a, { state: 'fulfilled', value: true });
+    assert.equal(c.state, 'fulfilled');
+  });
+
+  test('fires when a newer write starts waiting for it (the floor moves only at that write\'s turn)', async () => {
+    const gate = new FenceGate('slot');
+    const slow = deferred();
+    let signal;
+    track(gate.commitAsync(tok('a', 1), (s) => { signal = s; return slow.promise; }));
+    const b = track(gate.commitAsync(tok('b', 2), () => 'b wrote'));
+    assert.equal(signal.aborted, true);
+    assert.deepEqual({ ...signal.reason }, { resource: 'slot', holderId: 'a', fence: 1, newerHolderId: 'b', newerFence: 2, newerWaiting: true });
+    assert.match(signal.reason.message, /holder "b" with fence 2 waits for it to finish$/);
+    assert.equal(gate.floor, 1, 'b is not admitted until its turn');
+    slow.resolve();
+    await settle();
+    assert.deepEqual(b, { state: 'fulfilled', value: 'b wrote' });
+    assert.equal(gate.floor, 2);
+  });
+
+  test('never for an equal fence (admitted or waiting, another holder\'s too), nor an older one', async () => {
+    const gate = new FenceGate('slot');
+    gate.admit(tok('a', 5));
+    const slow = deferred();
+    let signal;
+    track(gate.commitAsync(tok('a', 5), (s) => { signal = s; return slow.promise; }));
+    gate.admit(tok('a', 5));
+    gate.admit(tok('z', 5));
+    const same = track(gate.commitAsync(tok('a', 5), () => 'same'));
+    const other = track(gate.commitAsync(tok('z', 5), () => 'other'));
+    const old = track(gate.commitAsync(tok('old', 4), () => 'old'));
+    assert.throws(() => gate.admit(tok('old', 4)), StaleFenceError);
+    await settle();
+    assert.equal(old.state, 'rejected');
+    assert.equal(signal.aborted, false);
+    slow.resolve();
+    await settle();
+    assert.deepEqual([same.value, other.value], ['same', 'other']);
+    assert.equal(signal.aborted, false);
+  });
+
+  test('never after the write finished, though the signal was kept', async () => {
+    const gate = new FenceGate('slot');
+    let kept;
+    await gate.commitAsync(tok('a', 1), async (s) => { kept = s; });
+    gate.admit(tok('b', 2));
+    await gate.commitAsync(tok('c', 3), () => {});
+    let kept2;
+    gate.commitAsync(tok('c', 3), (s) => { kept2 = s; return 'sync'; });
+    gate.admit(tok('d', 4));
+    await settle();
+    assert.equal(kept.aborted, false);
+    assert.equal(kept2.aborted, false);
+  });
+
+  test('a write that gets its turn while a newer fence already waits starts with its signal aborted', async () => {
+    const gate = new FenceGate('slot');
+    const slow = deferred();
+    track(gate.commitAsync(tok('a', 1), () => slow.promise));
+    let bSignal;
+    const b = track(gate.commitAsync(tok('b', 2), (s) => { bSignal = s; return s.aborted; }));
+    track(gate.commitAsync(tok('c', 3), () => {}));
+    slow.resolve();
+    await settle();
+    assert.deepEqual(b, { state: 'fulfilled', value: true });
+    assert.deepEqual({ ...bSignal.reason }, { resource: 'slot', holderId: 'b', fence: 2, newerHolderId: 'c', newerFence: 3, newerWaiting: true });
+  });
+
+  test('a fn that declares no parameter is given none (and no signal is made for it)', async () => {
+    const gate = new FenceGate('slot');
+    const args = [];
+    await gate.commitAsync(tok('a', 1), function () { args.push(arguments.length); });
+    await gate.commitAsync(tok('a', 1), async (...rest) => { args.push(rest.length); });
+    await gate.commitAsync(tok('a', 1), function (s) { args.push(arguments.length, s instanceof AbortSignal); });
+    assert.deepEqual(args, [0, 0, 1, true]);
+  });
+
+  test('a listener of the signal may call the gate: the newer write that triggered it keeps its place', async () => {
+    const gate = new FenceGate('slot');
+    const slow = deferred();
+    const order = [];
+    track(gate.commitAsync(tok('a', 1), (s) => {
+      s.addEventListener('abort', () => { gate.commitAsync(tok('a', 1), () => order.push('a again')).catch((e) => order.push(e.name)); });
+      return slow.promise;
+    }));
+    const b = gate.commitAsync(tok('b', 2), () => order.push('b'));
+    slow.resolve();
+    await b;
+    await settle();
+    assert.deepEqual(order, ['b', 'StaleFenceError']);
+  });
+
+  test('a commitAsync made inside a running commitAsync\'s synchronous fn runs after it', async () => {
+    const gate = new FenceGate('slot');
+    let inner;
+    const outer = await gate.commitAsync(tok('a', 1), () => {
+      inner = gate.commitAsync(tok('a', 1), () => 'inner ran');
+      return 'outer';
+    });
+    assert.equal(outer, 'outer');
+    assert.equal(await inner, 'inner ran');
+  });
+
+  test('gate.commit while an async write runs names that write', async () => {
+    const gate = new FenceGate('slot');
+    const slow = deferred();
+    track(gate.commitAsync(tok('a', 7), () => slow.promise));
+    assert.throws(() => gate.commit(tok('a', 7), () => {}), (e) => e instanceof LeaseFenceError &&
+      /a write is still running on this gate \(holder "a" with fence 7, for \d+ ms/.test(e.message));
+    slow.resolve();
+    await settle();
   });
 });
 

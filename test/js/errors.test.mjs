@@ -4,7 +4,8 @@ import assert from 'node:assert/strict';
 import * as lf from 'lease-fence';
 import { acquire, world } from './helpers.mjs';
 
-const classes = ['InvalidArgumentError', 'StaleFenceError', 'ClockDomainError', 'ClockReadingError', 'RequestCompletedError', 'GrantMismatchError'];
+const classes = ['InvalidArgumentError', 'StaleFenceError', 'ClockDomainError', 'ClockReadingError', 'RequestCompletedError', 'GrantMismatchError',
+  'SupersededError', 'GateBusyError'];
 
 describe('errors', () => {
   test('every class is exported, extends LeaseFenceError and Error, and has its name', () => {
@@ -39,6 +40,11 @@ describe('errors', () => {
       { domain: 'd', problem: 'infinite', value: Infinity, previous: 1 });
     assert.deepEqual({ ...new lf.RequestCompletedError('m', { requestId: 'q' }) }, { requestId: 'q' });
     assert.deepEqual({ ...new lf.GrantMismatchError('m', { field: 'fence', expected: '1', actual: '2' }) }, { field: 'fence', expected: '1', actual: '2' });
+    const sup = { resource: 'r', holderId: 'a', fence: 1, newerHolderId: 'b', newerFence: 2, newerWaiting: true };
+    assert.deepEqual({ ...new lf.SupersededError('m', { ...sup, cause }) }, sup);
+    assert.equal(new lf.SupersededError('m', { ...sup, cause }).cause, cause);
+    const busy = { resource: 'r', holderId: 'b', fence: 2, runningHolderId: 'a', runningFence: 1, runningMillis: 1500 };
+    assert.deepEqual({ ...new lf.GateBusyError('m', { ...busy, cause }) }, busy);
   });
 
   test('thrown errors are instances of the right class with a stack', () => {
@@ -87,8 +93,8 @@ describe('errors', () => {
 
   test('the module namespace has exactly the documented exports', () => {
     assert.deepEqual(Object.keys(lf).sort(), [
-      'ClockDomainError', 'ClockReadingError', 'FenceGate', 'GrantMismatchError', 'InvalidArgumentError', 'LeaseClient',
-      'LeaseCoordinator', 'LeaseFenceError', 'RequestCompletedError', 'StaleFenceError', 'createClock', 'createManualClock',
+      'ClockDomainError', 'ClockReadingError', 'FenceGate', 'GateBusyError', 'GrantMismatchError', 'InvalidArgumentError', 'LeaseClient',
+      'LeaseCoordinator', 'LeaseFenceError', 'RequestCompletedError', 'StaleFenceError', 'SupersededError', 'createClock', 'createManualClock',
       'createMonotonicClock', 'createNaiveLease', 'init',
     ]);
   });

@@ -8,11 +8,13 @@ import {
   createNaiveLease,
   ClockDomainError,
   FenceGate,
+  GateBusyError,
   InvalidArgumentError,
   LeaseClient,
   LeaseCoordinator,
   LeaseFenceError,
   StaleFenceError,
+  SupersededError,
   type AcquireOutcome,
   type FenceToken,
   type Grant,
@@ -106,6 +108,21 @@ async function asyncWrites(): Promise<void> {
   gate.commit(token, () => Promise.resolve(1));
   // @ts-expect-error a signal is an AbortSignal
   gate.commitAsync(token, async () => 1, { signal: 'stop' });
+  // A write that takes the gate's signal: aborted (with a SupersededError)
+  // when a newer fence reaches the gate while it runs.
+  const body: string = await gate.commitAsync(token, async (signal: AbortSignal) => {
+    const res = await fetch('https://example.invalid/orders/1', { method: 'PUT', signal });
+    return res.statusText;
+  });
+  log(body);
+  try {
+    await gate.commitAsync(token, async (signal) => {
+      signal.throwIfAborted();
+    }, { signal: AbortSignal.timeout(5_000) });
+  } catch (e) {
+    if (e instanceof GateBusyError) log(e.runningHolderId, e.runningFence, e.runningMillis, e.holderId, e.fence);
+    if (e instanceof SupersededError) log(e.newerHolderId, e.newerFence, e.newerWaiting, e.holderId, e.fence, e.resource);
+  }
 }
 log(asyncWrites);
 

@@ -44,9 +44,9 @@ export interface ManualClock extends Clock {
 
 export interface ManualClockOptions {
   /** The first reading; 0 by default. */
-  start?: number;
+  start?: number | undefined;
   /** How far every read moves the clock forward; 0 by default. */
-  stepPerRead?: number;
+  stepPerRead?: number | undefined;
 }
 
 /** A clock backed by the host's monotonic clock; readings start near 0. */
@@ -121,7 +121,7 @@ export interface LeaseCoordinatorOptions {
   /** Lease length, from the moment the coordinator processes a request. */
   ttlMillis: number;
   /** The last fence already issued (a persisted issuedFence); the next is startFence + 1. */
-  startFence?: number;
+  startFence?: number | undefined;
 }
 
 /** Grants, renews and releases leases, each with a strictly increasing fence. State is in memory only. */
@@ -147,7 +147,7 @@ export interface LeaseClientOptions {
   clock: Clock;
   holderId: string;
   /** Subtracted from every deadline: an assumption about drift, not a measurement. 0 by default. */
-  clockSkewMillis?: number;
+  clockSkewMillis?: number | undefined;
 }
 
 /** A grant as its holder sees it. */
@@ -189,13 +189,13 @@ export interface Rejection {
 
 export interface FenceGateOptions {
   /** A persisted floor, so a restarted resource keeps refusing superseded fences. */
-  initialFloor?: number;
+  initialFloor?: number | undefined;
   /**
    * How many of the most recent refusals `rejections` keeps: 1 to 1,048,576;
    * absent or 0 means 1,000. Older entries are dropped; `rejectionCount`
    * keeps counting all of them.
    */
-  maxRejections?: number;
+  maxRejections?: number | undefined;
 }
 
 /**
@@ -211,14 +211,23 @@ export interface AbortSignalLike {
 
 export interface CommitAsyncOptions {
   /**
-   * Cancels the commit while it waits for its turn: the promise rejects with
-   * `signal.reason` (an `AbortError` DOMException by default), fn never
-   * runs, nothing is logged and the floor does not move. An already-aborted
-   * signal rejects at once. A write that has started is not interrupted:
-   * pass the signal into your own I/O as well.
+   * Cancels the commit while it waits for its turn: the promise rejects
+   * with a GateBusyError naming the running write (its holder, fence and
+   * how long it has run), whose cause is `signal.reason`; fn never runs,
+   * nothing is logged and the floor does not move. An already-aborted
+   * signal rejects at once with `signal.reason`. A write that has started is
+   * not interrupted by this signal.
    */
-  signal?: AbortSignalLike;
+  signal?: AbortSignalLike | undefined;
 }
+
+/**
+ * The signal a commitAsync write's fn receives: the host's AbortSignal
+ * (DOM, Node, Deno, Workers). Pass it to the write's own I/O (fetch, a
+ * database driver). It aborts, with a SupersededError as its reason, as
+ * soon as a newer fence reaches the gate while the write runs.
+ */
+export type WriteSignal = typeof globalThis extends { AbortSignal: { prototype: infer S } } ? S : AbortSignalLike;
 
 /**
  * A callback for the synchronous gate.commit: any function whose result is
@@ -266,8 +275,16 @@ export class FenceGate {
    * never a synchronous throw. The floor is raised
    * before fn runs and stays raised if fn throws or its promise rejects; the
    * promise settles with fn's value or error. Bad arguments reject at once.
+   *
+   * A fn that declares a parameter (`fn.length >= 1`) is called with a
+   * WriteSignal that aborts, with a SupersededError, as soon as a newer
+   * fence reaches the gate while the write runs: admit raises the floor past
+   * it, or a commitAsync with a higher fence starts waiting for it (or
+   * already waited when this write got its turn). Never for an equal fence,
+   * never after the write's promise settled. The gate still waits for the
+   * write to finish. A fn that declares no parameter gets no argument.
    */
-  commitAsync<T>(token: FenceToken, fn: () => T | PromiseLike<T>, options?: CommitAsyncOptions): Promise<T>;
+  commitAsync<T>(token: FenceToken, fn: (signal: WriteSignal) => T | PromiseLike<T>, options?: CommitAsyncOptions): Promise<T>;
   /**
    * Raises the floor to token's fence without writing (a coordinator pushing
    * a reassignment). It never waits: while a write runs it raises the floor
@@ -305,7 +322,7 @@ export class LeaseFenceError extends Error {
 }
 
 export interface InvalidArgumentErrorOptions extends LeaseFenceErrorOptions {
-  argument?: string;
+  argument?: string | undefined;
 }
 
 /** A wrong argument type or value; nothing changed. */
@@ -346,6 +363,54 @@ export class ClockReadingError extends LeaseFenceError {
   readonly previous: number;
 }
 
+/**
+ * The reason a commitAsync write's signal aborted: a newer fence reached the
+ * gate while the write ran. The write's lease was superseded; it should stop.
+ */
+export class SupersededError extends LeaseFenceError {
+  constructor(message: string, options: LeaseFenceErrorOptions & {
+    resource: string;
+    holderId: string;
+    fence: number;
+    newerHolderId: string;
+    newerFence: number;
+    newerWaiting: boolean;
+  });
+  readonly resource: string;
+  /** The running write's holder. */
+  readonly holderId: string;
+  /** The running write's fence. */
+  readonly fence: number;
+  readonly newerHolderId: string;
+  readonly newerFence: number;
+  /** True when a write with the newer fence waits for this one; false when gate.admit admitted it. */
+  readonly newerWaiting: boolean;
+}
+
+/**
+ * A commitAsync gave up waiting for its turn (its signal aborted); names the
+ * write it waited for. The cause is the signal's reason.
+ */
+export class GateBusyError extends LeaseFenceError {
+  constructor(message: string, options: LeaseFenceErrorOptions & {
+    resource: string;
+    holderId: string;
+    fence: number;
+    runningHolderId: string;
+    runningFence: number;
+    runningMillis: number;
+  });
+  readonly resource: string;
+  /** The write that gave up. */
+  readonly holderId: string;
+  readonly fence: number;
+  /** The write that held the gate. */
+  readonly runningHolderId: string;
+  readonly runningFence: number;
+  /** How long it had run, in whole milliseconds (since its fn returned its promise). */
+  readonly runningMillis: number;
+}
+
 /** A request was completed a second time. */
 export class RequestCompletedError extends LeaseFenceError {
   constructor(message: string, options: LeaseFenceErrorOptions & { requestId: string });
@@ -365,6 +430,17 @@ export class GrantMismatchError extends LeaseFenceError {
 }
 
 /**
+ * The host's compiled WebAssembly module type (`WebAssembly.Module`), found
+ * through `globalThis` so that these types compile without the DOM lib (a
+ * Node-only `lib: es2022` with `types: node`, which has no WebAssembly
+ * namespace); `never` where the host declares none.
+ */
+export type WasmModule = typeof globalThis extends { WebAssembly: { Module: abstract new (...args: never) => infer M } } ? M : never;
+
+/** The host's fetch `Response` type, found the same way. */
+export type WasmResponse = typeof globalThis extends { Response: { prototype: infer R } } ? R : never;
+
+/**
  * The WebAssembly module, as `init` accepts it: a URL (or URL string; file:
  * URLs are read from disk in Node, Deno and Bun), a fetch `Response`, the
  * bytes, an already compiled `WebAssembly.Module`, or a promise of one of
@@ -373,11 +449,11 @@ export class GrantMismatchError extends LeaseFenceError {
 export type WasmSource =
   | URL
   | string
-  | Response
+  | WasmResponse
   | ArrayBuffer
   | ArrayBufferView
-  | WebAssembly.Module
-  | PromiseLike<URL | string | Response | ArrayBuffer | ArrayBufferView | WebAssembly.Module>;
+  | WasmModule
+  | PromiseLike<URL | string | WasmResponse | ArrayBuffer | ArrayBufferView | WasmModule>;
 
 /**
  * Starts the WebAssembly instance from `source` and resolves once the library

@@ -113,6 +113,63 @@ export class GrantMismatchError extends LeaseFenceError {
 }
 named(GrantMismatchError, 'GrantMismatchError');
 
+/**
+ * The reason a commitAsync write's signal aborted with: a newer fence reached
+ * the gate while the write ran (admitted by gate.admit, or a write with a
+ * higher fence waiting for this one). The write's lease was superseded; the
+ * gate still waits for the write to finish.
+ */
+export class SupersededError extends LeaseFenceError {
+  constructor(message, options) {
+    super(message, errorOptions(options));
+    this.resource = field(options, 'resource', '');
+    /** The running write's holder and fence. */
+    this.holderId = field(options, 'holderId', '');
+    this.fence = field(options, 'fence', 0);
+    /** The newer fence and its holder. */
+    this.newerHolderId = field(options, 'newerHolderId', '');
+    this.newerFence = field(options, 'newerFence', 0);
+    /** True when a write with the newer fence waits for this one; false when gate.admit admitted it. */
+    this.newerWaiting = field(options, 'newerWaiting', false);
+  }
+}
+named(SupersededError, 'SupersededError');
+
+/**
+ * A commitAsync that waited for its turn and gave up (its signal aborted):
+ * names the write it waited for. The signal's reason is the cause.
+ */
+export class GateBusyError extends LeaseFenceError {
+  constructor(message, options) {
+    super(message, errorOptions(options));
+    this.resource = field(options, 'resource', '');
+    /** The write that gave up. */
+    this.holderId = field(options, 'holderId', '');
+    this.fence = field(options, 'fence', 0);
+    /** The write that was running, and how long it had run. */
+    this.runningHolderId = field(options, 'runningHolderId', '');
+    this.runningFence = field(options, 'runningFence', 0);
+    this.runningMillis = field(options, 'runningMillis', 0);
+  }
+}
+named(GateBusyError, 'GateBusyError');
+
+// checkOptions refuses an options object with an own enumerable property
+// that is not one of names (an option misspelt, or one this version does
+// not have, is an error rather than a silent default). Only the keys are
+// read: no getter runs. Non-objects are left to the caller's own checks.
+function checkOptions(options, names, what) {
+  if (typeof options !== 'object' || options === null || Array.isArray(options)) return;
+  for (const k in options) {
+    if (!names.includes(k) && Object.hasOwn(options, k)) unknownOption(k, names, what);
+  }
+}
+
+function unknownOption(k, names, what) {
+  throw new InvalidArgumentError(`lease-fence: ${what} has no option ${JSON.stringify(k)}; its options are ${names.join(', ')}`,
+    `options.${k}`);
+}
+
 // ---------------------------------------------------------------- loading
 
 // createClock sources, by reader id. Go never calls into JavaScript: a call
@@ -1040,6 +1097,7 @@ export function createMonotonicClock(domain) {
 
 /** A clock that moves only when told to, and by stepPerRead on every read. */
 export function createManualClock(domain, options) {
+  checkOptions(options, MANUAL_OPTIONS, 'createManualClock');
   const enc = begin();
   put(domain);
   if (putObj(options)) {
@@ -1049,6 +1107,8 @@ export function createManualClock(domain, options) {
   call(enc, X.lf_clock_manual, p);
   return new ManualClock(secret, f64(), domain);
 }
+
+const MANUAL_OPTIONS = ['start', 'stepPerRead'];
 
 let readerSeq = 0;
 
@@ -1065,11 +1125,14 @@ export function createClock(domain, readMillis) {
 
 // ---------------------------------------------------------------- coordinator
 
+const COORDINATOR_OPTIONS = ['clock', 'ttlMillis', 'startFence'];
+
 /** Grants, renews and releases leases, each with a fence. */
 export class LeaseCoordinator extends Handled {
   #clock;
   #ttl;
   constructor(options) {
+    checkOptions(options, COORDINATOR_OPTIONS, 'LeaseCoordinator');
     const enc = begin();
     let clock, ttl;
     if (putObj(options)) {
@@ -1153,6 +1216,8 @@ export class LeaseCoordinator extends Handled {
 
 // ---------------------------------------------------------------- client and lease
 
+const CLIENT_OPTIONS = ['clock', 'holderId', 'clockSkewMillis'];
+
 /** The holder's side: stamps send instants and turns grants into leases. */
 export class LeaseClient extends Handled {
   #clock;
@@ -1164,6 +1229,7 @@ export class LeaseClient extends Handled {
     Object.defineProperty(this, Symbol.for('lease-fence.reusedCalls'), { get: () => reusedCalls });
   }
   constructor(options) {
+    checkOptions(options, CLIENT_OPTIONS, 'LeaseClient');
     const enc = begin();
     let clock, holder;
     if (putObj(options)) {
@@ -1397,13 +1463,21 @@ function isAbortSignal(v) {
     typeof v.addEventListener === 'function' && typeof v.removeEventListener === 'function';
 }
 
-function writeRunning(resource) {
-  return new LeaseFenceError(`lease-fence: gate.commit on ${JSON.stringify(resource)} refused: a write is still running ` +
-    'on this gate (a commitAsync write, or a commit whose fn returned a promise, has not settled); fn did not run. ' +
-    'Use gate.commitAsync(token, fn) to wait for your turn');
-}
+const COMMIT_ASYNC_OPTIONS = ['signal'];
 
 let isGate;
+
+const GATE_OPTIONS = ['initialFloor', 'maxRejections'];
+
+// describeReason words an abort reason for a message: anything may be one.
+function describeReason(r) {
+  try {
+    if (typeof r === 'object' && r !== null && typeof r.message === 'string') return r.name ? `${r.name}: ${r.message}` : r.message;
+    return String(r);
+  } catch {
+    return typeof r;
+  }
+}
 
 /** Stands in front of one resource and refuses writes from superseded fences. */
 export class FenceGate extends Handled {
@@ -1425,6 +1499,16 @@ export class FenceGate extends Handled {
   #depth = 0;
   #held = 0;
   #queue = [];
+  // An upper bound on the fences in #queue (0 when it is empty): a write
+  // that starts with a fence at or above it has no newer fence waiting.
+  #queueMax = 0;
+  #draining = false; // #drain is on the stack: it starts the next write itself
+  // The running write that holds the gate (a commitAsync write, or a commit
+  // whose fn returned a promise): { holderId, fence, since, ctrl, told }, or
+  // null. ctrl is the AbortController of the signal its fn was given, if it
+  // was given one; since is performance.now() when its fn returned its
+  // promise (0 before); told, whether the signal has aborted.
+  #run = null;
 
   static {
     isGate = (o) => isObject(o) && #queue in o;
@@ -1436,6 +1520,7 @@ export class FenceGate extends Handled {
   }
 
   constructor(resource, options) {
+    checkOptions(options, GATE_OPTIONS, 'FenceGate');
     const enc = begin();
     put(resource);
     if (putObj(options)) {
@@ -1496,7 +1581,7 @@ export class FenceGate extends Handled {
       throw new InvalidArgumentError('lease-fence: fn is an async function, and gate.commit cannot keep a write fenced past ' +
         'its first await; use gate.commitAsync(token, fn), which runs writes on a gate one at a time. fn did not run', 'fn');
     }
-    if (this.#held !== 0) throw writeRunning(this.#resource);
+    if (this.#held !== 0) throw this.#writeRunning();
     let resource, holderId, fence;
     const tok = typeof token === 'object' && token !== null;
     if (tok) ({ resource, holderId, fence } = token);
@@ -1510,9 +1595,9 @@ export class FenceGate extends Handled {
     let result;
     try {
       result = fn();
-      if (isThenable(result)) result = this.#hold(result);
+      if (isThenable(result)) result = this.#hold(result, holderId, fence);
     } finally {
-      if (--this.#depth === 0 && this.#held === 0 && this.#queue.length !== 0) this.#drain();
+      if (--this.#depth === 0 && this.#held === 0 && this.#queue.length !== 0 && !this.#draining) this.#drain();
     }
     return result;
   }
@@ -1520,6 +1605,8 @@ export class FenceGate extends Handled {
   /**
    * Like commit for a write that is async: returns a promise. Writes on a
    * gate run one at a time; a waiting write is checked when its turn comes.
+   * A fn that declares a parameter gets an AbortSignal that aborts, with a
+   * SupersededError, when a newer fence reaches the gate while it runs.
    */
   commitAsync(token, fn, options) {
     return new Promise((resolve, reject) => {
@@ -1530,6 +1617,9 @@ export class FenceGate extends Handled {
       if (options !== undefined && options !== null) {
         if (!isToken(options)) {
           throw new InvalidArgumentError('lease-fence: options must be an object such as { signal }', 'options');
+        }
+        for (const k in options) {
+          if (k !== 'signal' && Object.hasOwn(options, k)) unknownOption(k, COMMIT_ASYNC_OPTIONS, 'gate.commitAsync');
         }
         signal = options.signal;
         if (signal !== undefined && signal !== null && !isAbortSignal(signal)) {
@@ -1558,12 +1648,17 @@ export class FenceGate extends Handled {
           const i = this.#queue.indexOf(w);
           if (i >= 0) {
             this.#queue.splice(i, 1);
-            reject(signal.reason);
+            if (this.#queue.length === 0) this.#queueMax = 0;
+            reject(this.#busy(w, signal.reason));
           }
         };
         signal.addEventListener('abort', w.onAbort, { once: true });
       }
       this.#queue.push(w);
+      if (fence > this.#queueMax) this.#queueMax = fence;
+      // A newer fence now waits for the running write: tell it (last, as
+      // the signal's listeners run now and may call this gate).
+      this.#supersede(holderId, fence, true);
     });
   }
 
@@ -1579,32 +1674,90 @@ export class FenceGate extends Handled {
     call(enc, X.lf_gate_admit, handleOf(this), p);
     this.#holderId = holderId;
     this.#fence = fence;
+    this.#supersede(holderId, fence, false);
   }
 
-  // #hold keeps the gate busy until thenable t settles, and returns a
-  // promise that settles as t does once the gate is free again.
-  #hold(t) {
+  // #supersede aborts the running write's signal, once, when fence (one
+  // that Go has checked) is newer than the write's.
+  #supersede(holderId, fence, waiting) {
+    const r = this.#run;
+    if (r === null || r.ctrl === null || r.told || !(fence > r.fence)) return;
+    r.told = true;
+    r.ctrl.abort(new SupersededError(`lease-fence: the write of holder ${JSON.stringify(r.holderId)} with fence ${r.fence} to ` +
+      `${JSON.stringify(this.#resource)} is superseded: holder ${JSON.stringify(holderId)} with fence ${fence} ` +
+      `${waiting ? 'waits for it to finish' : 'was admitted'}`,
+    { resource: this.#resource, holderId: r.holderId, fence: r.fence, newerHolderId: holderId, newerFence: fence, newerWaiting: waiting }));
+  }
+
+  // #running describes the write that holds the gate: the record of an
+  // async one, or the synchronous fn on the stack (whose token is the one
+  // admitted last, and which has not returned yet).
+  #running() {
+    const r = this.#run;
+    if (r !== null) return { holderId: r.holderId, fence: r.fence, millis: r.since === 0 ? 0 : performance.now() - r.since };
+    return { holderId: this.#holderId, fence: this.#fence, millis: 0 };
+  }
+
+  // #busy is the error of waiting write w that gave up because of reason.
+  #busy(w, reason) {
+    const r = this.#running();
+    const ms = Math.round(r.millis);
+    return new GateBusyError(`lease-fence: the write of holder ${JSON.stringify(w.holderId)} with fence ${w.fence} to ` +
+      `${JSON.stringify(this.#resource)} gave up waiting for its turn (${describeReason(reason)}): holder ` +
+      `${JSON.stringify(r.holderId)} has been writing with fence ${r.fence} for ${ms} ms`,
+    { resource: this.#resource, holderId: w.holderId, fence: w.fence, runningHolderId: r.holderId, runningFence: r.fence, runningMillis: ms, cause: reason });
+  }
+
+  #writeRunning() {
+    const r = this.#running();
+    return new LeaseFenceError(`lease-fence: gate.commit on ${JSON.stringify(this.#resource)} refused: a write is still running ` +
+      `on this gate (holder ${JSON.stringify(r.holderId)} with fence ${r.fence}, for ${Math.round(r.millis)} ms: a commitAsync write, ` +
+      'or a commit whose fn returned a promise, has not settled); fn did not run. Use gate.commitAsync(token, fn) to wait for your turn');
+  }
+
+  // #hold keeps the gate busy until thenable t (returned by a commit's fn
+  // for the token holderId/fence) settles, and returns a promise that
+  // settles as t does once the gate is free again.
+  #hold(t, holderId, fence) {
     this.#held++;
+    const run = { holderId, fence, since: performance.now(), ctrl: null, told: false };
+    this.#run = run;
     return Promise.resolve(t).then((v) => {
-      this.#release();
+      this.#end(run);
       return v;
     }, (e) => {
-      this.#release();
+      this.#end(run);
       throw e;
     });
   }
 
-  #release() {
-    if (--this.#held === 0 && this.#depth === 0 && this.#queue.length !== 0) this.#drain();
+  // #end frees the gate from the write of record run, and starts the
+  // writes queued meanwhile (a write queued from inside a synchronous fn
+  // included) unless #drain, further up the stack, will.
+  #end(run) {
+    if (this.#run === run) this.#run = null;
+    if (--this.#held === 0 && this.#depth === 0 && this.#queue.length !== 0 && !this.#draining) this.#drain();
   }
 
   // #drain starts waiting writes, in order, while the gate is free.
   #drain() {
-    while (this.#depth === 0 && this.#held === 0 && this.#queue.length !== 0) this.#start(this.#queue.shift());
+    this.#draining = true;
+    try {
+      while (this.#depth === 0 && this.#held === 0 && this.#queue.length !== 0) {
+        const w = this.#queue.shift();
+        if (this.#queue.length === 0) this.#queueMax = 0;
+        this.#start(w);
+      }
+    } finally {
+      this.#draining = false;
+    }
   }
 
   // #start gives write w its turn: Go checks its token now, and a token
-  // that became stale while it waited is refused (and logged).
+  // that became stale while it waited is refused (and logged). A fn that
+  // declares a parameter is given a signal: making an AbortSignal costs
+  // about 2.5 us in Node 20, several times the rest of this call, so fns
+  // that cannot receive one are not given one.
   #start(w) {
     if (w.onAbort) w.signal.removeEventListener('abort', w.onAbort);
     try {
@@ -1616,26 +1769,45 @@ export class FenceGate extends Handled {
     this.#holderId = w.holderId;
     this.#fence = w.fence;
     this.#held++;
+    const ctrl = w.fn.length === 0 ? null : new AbortController();
+    const run = { holderId: w.holderId, fence: w.fence, since: 0, ctrl, told: false };
+    this.#run = run;
+    if (ctrl !== null && this.#queueMax > w.fence) this.#newerWaiting(w.fence);
     let result;
     try {
-      result = w.fn();
+      result = ctrl === null ? w.fn() : w.fn(ctrl.signal);
       if (isThenable(result)) {
+        run.since = performance.now();
         Promise.resolve(result).then((v) => {
-          this.#release();
+          this.#end(run);
           w.resolve(v);
         }, (e) => {
-          this.#release();
+          this.#end(run);
           w.reject(e);
         });
         return;
       }
     } catch (e) {
-      this.#held--;
+      this.#end(run);
       w.reject(e);
       return;
     }
-    this.#held--;
+    this.#end(run);
     w.resolve(result);
+  }
+
+  // #newerWaiting supersedes the write starting with fence f if a newer
+  // fence already waits behind it, and tightens #queueMax when none does.
+  #newerWaiting(f) {
+    let max = 0;
+    for (const q of this.#queue) {
+      if (q.fence > f) {
+        this.#supersede(q.holderId, q.fence, true);
+        return;
+      }
+      if (q.fence > max) max = q.fence;
+    }
+    this.#queueMax = max;
   }
 }
 

@@ -17,30 +17,30 @@ export interface LeaseServiceClientOptions {
   /** Where the coordinator is served, e.g. "http://127.0.0.1:8787"; /v1/acquire etc. are appended. */
   baseURL: string;
   /** The holder id; with clock and clockSkewMillis, makes the LeaseClient. Required unless leaseClient is given. */
-  holderId?: string;
+  holderId?: string | undefined;
   /** The holder's clock; a monotonic clock whose domain is the holder id by default. */
-  clock?: Clock;
+  clock?: Clock | undefined;
   /** Subtracted from every deadline; 0 by default. */
-  clockSkewMillis?: number;
+  clockSkewMillis?: number | undefined;
   /** A LeaseClient to use instead of holderId/clock/clockSkewMillis. */
-  leaseClient?: LeaseClient;
+  leaseClient?: LeaseClient | undefined;
   /** The fetch to send with; globalThis.fetch by default. */
-  fetch?: (input: string, init: RequestInit) => Promise<Response>;
+  fetch?: ((input: string, init: RequestInit) => Promise<Response>) | undefined;
   /** How many times one call is sent at most (1 to 100); 4 by default. */
-  attempts?: number;
+  attempts?: number | undefined;
   /** How long one attempt may wait for its answer before it is retried; 5000 by default. */
-  attemptTimeoutMillis?: number;
+  attemptTimeoutMillis?: number | undefined;
   /** The default for every call's timeoutMillis; none by default (attempts bound the call). */
-  timeoutMillis?: number;
+  timeoutMillis?: number | undefined;
   /** The pause before attempt n (n >= 2), in milliseconds; 25, doubling, at most 1000 by default. */
-  backoff?: (attempt: number) => number;
+  backoff?: ((attempt: number) => number) | undefined;
 }
 
 export interface CallOptions {
   /** Ends the call at once: it rejects with signal.reason. */
-  signal?: AbortSignal;
+  signal?: AbortSignal | undefined;
   /** Bounds the whole call, retries and pauses included: it rejects with a LeaseServiceError of code 'timeout'. */
-  timeoutMillis?: number;
+  timeoutMillis?: number | undefined;
 }
 
 /** A client of the coordinator service for one holder. */

@@ -136,11 +136,26 @@ function positive(v, name, { integer = false, max = Infinity } = {}) {
   return v;
 }
 
-function callOptions(options) {
+// checkOptions refuses an own enumerable property of options that is not one
+// of names: a misspelt option (or one this version does not have) is an
+// error, not a silent default. Only the keys are read.
+function checkOptions(options, names, what) {
+  for (const k in options) {
+    if (!names.includes(k) && Object.hasOwn(options, k)) {
+      throw new InvalidArgumentError(`lease-fence: ${what} has no option ${JSON.stringify(k)}; its options are ${names.join(', ')}`, `options.${k}`);
+    }
+  }
+}
+
+const CLIENT_OPTIONS = ['baseURL', 'leaseClient', 'holderId', 'clock', 'clockSkewMillis', 'fetch', 'attempts', 'attemptTimeoutMillis', 'timeoutMillis', 'backoff'];
+const CALL_OPTIONS = ['signal', 'timeoutMillis'];
+
+function callOptions(options, what) {
   if (options === undefined) return {};
-  if (typeof options !== 'object' || options === null) {
+  if (typeof options !== 'object' || options === null || Array.isArray(options)) {
     throw new InvalidArgumentError('lease-fence: call options must be an object', 'options');
   }
+  checkOptions(options, CALL_OPTIONS, what);
   const { signal, timeoutMillis } = options;
   if (signal !== undefined && !(signal instanceof AbortSignal)) {
     throw new InvalidArgumentError('lease-fence: options.signal must be an AbortSignal', 'options.signal');
@@ -216,9 +231,10 @@ export class LeaseServiceClient {
   #secrets = new WeakMap();
 
   constructor(options) {
-    if (typeof options !== 'object' || options === null) {
+    if (typeof options !== 'object' || options === null || Array.isArray(options)) {
       throw new InvalidArgumentError('lease-fence: LeaseServiceClient takes an options object', 'options');
     }
+    checkOptions(options, CLIENT_OPTIONS, 'new LeaseServiceClient');
     const { baseURL, leaseClient, holderId, clock, clockSkewMillis, fetch: f, attempts = 4, attemptTimeoutMillis = 5000, timeoutMillis, backoff = defaultBackoff } = options;
     let url;
     try {
@@ -279,7 +295,7 @@ export class LeaseServiceClient {
    * coordinator refused or never answered, or the signal's reason.
    */
   async acquire(resource, options) {
-    const opts = callOptions(options);
+    const opts = callOptions(options, 'client.acquire');
     const request = this.#lc.beginAcquire(resource);
     const secret = base64url(randomBytes(32));
     const reply = await this.#send('acquire', acquireBody(request, secret), opts);
@@ -301,7 +317,7 @@ export class LeaseServiceClient {
    * LeaseExpiredError when it is no longer the current lease.
    */
   async renew(lease, options) {
-    const opts = callOptions(options);
+    const opts = callOptions(options, 'client.renew');
     const record = this.#record(lease, 'renew');
     const request = this.#lc.beginRenewal(lease.lease);
     const body = {
@@ -328,7 +344,7 @@ export class LeaseServiceClient {
    * when it was no longer the current lease.
    */
   async release(lease, options) {
-    const opts = callOptions(options);
+    const opts = callOptions(options, 'client.release');
     const record = this.#record(lease, 'release');
     const { resource, holderId, fence } = lease.token;
     const body = { requestId: hex(randomBytes(16)), resource, holderId, fence, secret: this.#secrets.get(record) };
@@ -549,6 +565,7 @@ export class ServiceLease {
    * `await using` calls.
    */
   async dispose(options) {
+    callOptions(options, 'lease.dispose');
     if (this.#record.ended) return;
     try {
       await this.#client.release(this, options);
