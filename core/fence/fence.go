@@ -119,7 +119,12 @@ type Options struct {
 type Gate struct {
 	resource string
 	maxRej   int
-	now      func() time.Time
+	// elapsed reads Options.Now as a duration since its first reading. No
+	// field of a Gate holds a time.Time: a program that keeps a *Gate in an
+	// interface (the wasm bridge does) would link in every method of the
+	// types of its fields, and time.Time's String with them (about 90 KB
+	// of time formatting in the wasm).
+	elapsed func() time.Duration
 
 	floor   atomic.Uint64 // highest fence admitted; written only under mu
 	claimed atomic.Bool   // a token has been admitted at the current floor
@@ -151,17 +156,11 @@ func NewGate(resource string, opts Options) (*Gate, error) {
 	case opts.MaxRejections < 0 || opts.MaxRejections > MaxMaxRejections:
 		return nil, &ArgumentError{Pkg: "fence", Arg: "options.maxRejections", Reason: "must be from 1 to " + strconv.Itoa(MaxMaxRejections) + ", or 0 for the default"}
 	}
-	g := &Gate{resource: resource, maxRej: opts.MaxRejections, now: opts.Now, ready: true}
+	g := &Gate{resource: resource, maxRej: opts.MaxRejections, ready: true}
 	if g.maxRej == 0 {
 		g.maxRej = DefaultMaxRejections
 	}
-	if g.now == nil {
-		// time.Now reads the wall clock as well; the gate only subtracts
-		// its readings, which the monotonic clock alone serves (one
-		// reading instead of two).
-		base := time.Now()
-		g.now = func() time.Time { return base.Add(time.Since(base)) }
-	}
+	g.elapsed = elapsedSince(opts.Now)
 	g.floor.Store(opts.InitialFloor)
 	return g, nil
 }
@@ -383,7 +382,7 @@ func (g *Gate) raise(tok Token) error {
 		g.floorHolder = tok.HolderID
 		g.claimed.Store(true)
 		if past {
-			g.supersede(tok, false)
+			g.supersede(tok.HolderID, tok.Fence, false)
 		}
 	case !g.claimed.Load():
 		// Equal to an initial floor nobody has claimed yet.
@@ -391,6 +390,26 @@ func (g *Gate) raise(tok Token) error {
 		g.claimed.Store(true)
 	}
 	return nil
+}
+
+// elapsedSince returns a clock of durations since its first reading of now,
+// which must be called under the gate's mu (it keeps that first reading
+// unguarded). A nil now is the monotonic clock: time.Now would read the wall
+// clock as well, and the gate only subtracts its readings.
+func elapsedSince(now func() time.Time) func() time.Duration {
+	if now == nil {
+		base := time.Now()
+		return func() time.Duration { return time.Since(base) }
+	}
+	var base time.Time
+	started := false
+	return func() time.Duration {
+		t := now()
+		if !started {
+			base, started = t, true
+		}
+		return t.Sub(base)
+	}
 }
 
 // pastRunning reports, under mu, whether a write with a fence below f is

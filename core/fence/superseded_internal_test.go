@@ -323,3 +323,8 @@ func TestBusyBehindOvertakenCommitNamesItsHolder(t *testing.T) {
 		t.Fatalf("lock word %x, record %+v", g.turn.Load(), g.run)
 	}
 }
+
+// A compile-time check kept out of the package: a blank interface variable
+// there would link the writeCtx's methods (and what they reach) into every
+// program that uses a Gate, the wasm library included.
+var _ context.Context = (*writeCtx)(nil)

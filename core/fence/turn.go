@@ -20,12 +20,15 @@ const (
 	lockSlow uint64 = 2
 )
 
-// waiter is a write queued for its turn.
+// waiter is a write queued for its turn. (Its token's holder and fence, not
+// the Token: a Token field would link Token.String into a program that
+// keeps a *Gate in an interface.)
 type waiter struct {
-	ch   chan struct{} // closed when the turn is handed to it
-	tok  Token
-	wc   *writeCtx // CommitContext's context, or nil for Commit
-	prev running   // the write that ran before it, set at the handoff
+	ch     chan struct{} // closed when the turn is handed to it
+	holder string
+	fence  uint64
+	wc     *writeCtx // CommitContext's context, or nil for Commit
+	prev   running   // the write that ran before it, set at the handoff
 }
 
 // running is what the gate knows of the running write, under Gate.mu. A
@@ -37,8 +40,9 @@ type running struct {
 	on     bool
 	holder string
 	fence  uint64
-	since  time.Time // zero until the gate read its clock for this write
-	exact  bool      // since is the write's start, not when the gate first looked
+	since  time.Duration // Gate.elapsed when it started, or when the gate first looked
+	timed  bool          // since is set
+	exact  bool          // since is the write's start, not when the gate first looked
 	wc     *writeCtx
 }
 
@@ -60,7 +64,7 @@ func (g *Gate) lockSlow(tok Token, wc *writeCtx, ctx context.Context) error {
 			if g.turn.CompareAndSwap(0, f<<2|lockHeld|lockSlow) {
 				g.run = running{on: true, holder: tok.HolderID, fence: f, wc: wc}
 				if wc != nil {
-					g.run.since, g.run.exact = g.now(), true
+					g.run.since, g.run.timed, g.run.exact = g.elapsed(), true, true
 				}
 				g.mu.Unlock()
 				return nil
@@ -71,10 +75,10 @@ func (g *Gate) lockSlow(tok Token, wc *writeCtx, ctx context.Context) error {
 			break
 		}
 	}
-	w := &waiter{ch: make(chan struct{}), tok: tok, wc: wc}
+	w := &waiter{ch: make(chan struct{}), holder: tok.HolderID, fence: tok.Fence, wc: wc}
 	g.waiters = append(g.waiters, w)
 	g.describeRunning()
-	g.supersede(tok, true)
+	g.supersede(tok.HolderID, tok.Fence, true)
 	g.mu.Unlock()
 
 	var done <-chan struct{}
@@ -98,7 +102,9 @@ func (g *Gate) lockSlow(tok Token, wc *writeCtx, ctx context.Context) error {
 	g.mu.Unlock()
 	// The turn was handed over as done closed: it is ours; pass it on.
 	<-w.ch
+	g.mu.Lock()
 	err := g.busy(tok, w.prev, ctx.Err())
+	g.mu.Unlock()
 	g.unlock(f)
 	return err
 }
@@ -121,12 +127,12 @@ func (g *Gate) unlock(f uint64) {
 	g.waiters[0] = nil
 	g.waiters = g.waiters[1:]
 	w.prev = prev
-	g.turn.Store(w.tok.Fence<<2 | lockHeld | lockSlow)
-	g.run = running{on: true, holder: w.tok.HolderID, fence: w.tok.Fence, since: g.now(), exact: true, wc: w.wc}
+	g.turn.Store(w.fence<<2 | lockHeld | lockSlow)
+	g.run = running{on: true, holder: w.holder, fence: w.fence, since: g.elapsed(), timed: true, exact: true, wc: w.wc}
 	// A newer fence already waiting behind it supersedes it before it starts.
 	for _, x := range g.waiters {
-		if x.tok.Fence > w.tok.Fence {
-			g.supersede(x.tok, true)
+		if x.fence > w.fence {
+			g.supersede(x.holder, x.fence, true)
 			break
 		}
 	}
@@ -141,8 +147,8 @@ func (g *Gate) unlock(f uint64) {
 // if an Admit raised the floor past it since.
 func (g *Gate) describeRunning() {
 	if g.run.on {
-		if g.run.since.IsZero() {
-			g.run.since = g.now()
+		if !g.run.timed {
+			g.run.since, g.run.timed = g.elapsed(), true
 		}
 		return
 	}
@@ -154,31 +160,32 @@ func (g *Gate) describeRunning() {
 	case g.prevFence:
 		holder = g.prevHolder
 	}
-	g.run = running{on: true, holder: holder, fence: rf, since: g.now()}
+	g.run = running{on: true, holder: holder, fence: rf, since: g.elapsed(), timed: true}
 }
 
 // supersede tells the running CommitContext write, under mu, that a newer
 // fence reached the gate: its context is cancelled with a *SupersededError
 // (once; a write that already ended is not told).
-func (g *Gate) supersede(newer Token, waiting bool) {
+func (g *Gate) supersede(holder string, fence uint64, waiting bool) {
 	r := &g.run
-	if !r.on || r.wc == nil || newer.Fence <= r.fence {
+	if !r.on || r.wc == nil || fence <= r.fence {
 		return
 	}
 	r.wc.end(&SupersededError{
 		Resource: g.resource, HolderID: r.holder, Fence: r.fence,
-		NewerHolderID: newer.HolderID, NewerFence: newer.Fence, NewerWaiting: waiting,
+		NewerHolderID: holder, NewerFence: fence, NewerWaiting: waiting,
 	})
 }
 
-// busy is the error of a write of tok that gave up waiting behind r.
+// busy is the error of a write of tok that gave up waiting behind r, under
+// mu.
 func (g *Gate) busy(tok Token, r running, err error) *GateBusyError {
 	e := &GateBusyError{
 		Resource: g.resource, HolderID: tok.HolderID, Fence: tok.Fence,
 		RunningHolderID: r.holder, RunningFence: r.fence, Err: err, atLeast: !r.exact,
 	}
-	if !r.since.IsZero() {
-		e.Running = max(g.now().Sub(r.since), 0)
+	if r.timed {
+		e.Running = max(g.elapsed()-r.since, 0)
 	}
 	return e
 }

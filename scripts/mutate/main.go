@@ -95,22 +95,22 @@ var mutations = []mutation{
 	},
 	{
 		Name: "fence/admit-does-not-supersede", File: "core/fence/fence.go",
-		Old: "\t\tif past {\n\t\t\tg.supersede(tok, false)\n\t\t}\n", New: "\t\t_ = past\n",
+		Old: "\t\tif past {\n\t\t\tg.supersede(tok.HolderID, tok.Fence, false)\n\t\t}\n", New: "\t\t_ = past\n",
 		Why: "an Admit past a running CommitContext write does not tell it",
 	},
 	{
 		Name: "fence/waiter-does-not-supersede", File: "core/fence/turn.go",
-		Old: "\tg.describeRunning()\n\tg.supersede(tok, true)\n", New: "\tg.describeRunning()\n",
+		Old: "\tg.describeRunning()\n\tg.supersede(tok.HolderID, tok.Fence, true)\n", New: "\tg.describeRunning()\n",
 		Why: "a newer write queueing behind a running CommitContext write does not tell it",
 	},
 	{
 		Name: "fence/equal-fence-supersedes", File: "core/fence/turn.go",
-		Old: "if !r.on || r.wc == nil || newer.Fence <= r.fence {", New: "if !r.on || r.wc == nil || newer.Fence < r.fence {",
+		Old: "if !r.on || r.wc == nil || fence <= r.fence {", New: "if !r.on || r.wc == nil || fence < r.fence {",
 		Why: "an equal fence (the same generation) supersedes a running write",
 	},
 	{
 		Name: "fence/start-ignores-waiting-newer", File: "core/fence/turn.go",
-		Old: "\t\tif x.tok.Fence > w.tok.Fence {\n\t\t\tg.supersede(x.tok, true)", New: "\t\tif x.tok.Fence > w.tok.Fence {\n\t\t\t_ = x",
+		Old: "\t\tif x.fence > w.fence {\n\t\t\tg.supersede(x.holder, x.fence, true)", New: "\t\tif x.fence > w.fence {\n\t\t\t_ = x",
 		Why: "a write that gets its turn while a newer fence waits behind it is not told",
 	},
 	{
