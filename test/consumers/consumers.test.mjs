@@ -23,6 +23,7 @@ const bin = (name) => join(repo, 'node_modules', '.bin', name);
 const started = performance.now();
 
 const expected = { added: [], fence: 1, written: 'written', refused: true, rejections: 1 };
+const service = { service: { fence: 1, written: 'written', released: true } };
 const inBrowser = { ...expected, process: 'undefined' };
 
 let dir, app, server, base, browser;
@@ -175,31 +176,31 @@ async function page(name, url = `${base}${name}/index.html`) {
 
 describe('a consumer built from the packed tarball runs the round trip', () => {
   test('Node, ES module import (the node entry)', async () => {
-    assert.deepEqual(await steps.node, { entry: 'node.mjs', ...expected, serviceClient: 'function' });
+    assert.deepEqual(await steps.node, { entry: 'node.mjs', ...expected, ...service });
   });
 
   test('Deno (the node entry)', async () => {
-    assert.deepEqual(await steps.deno, { entry: 'node.mjs', ...expected, serviceClient: 'function' });
+    assert.deepEqual(await steps.deno, { entry: 'node.mjs', ...expected, ...service });
   });
 
   test('Bun (the node entry)', async () => {
-    assert.deepEqual(await steps.bun, { entry: 'node.mjs', ...expected, serviceClient: 'function' });
+    assert.deepEqual(await steps.bun, { entry: 'node.mjs', ...expected, ...service });
   });
 
-  test('Node, CommonJS require() then load()', async () => {
-    assert.deepEqual(await steps.cjs, expected);
+  test('Node, CommonJS require() then load(), and the service client\'s require() then load()', async () => {
+    assert.deepEqual(await steps.cjs, { ...expected, ...service, sameLibrary: true });
   });
 
-  test('TypeScript module nodenext in a CommonJS project: compiles and runs', async () => {
-    assert.deepEqual(await steps['ts-cjs'], expected);
+  test('TypeScript module nodenext in a CommonJS project, the library and the service client: compiles and runs', async () => {
+    assert.deepEqual(await steps['ts-cjs'], { ...expected, serviceClient: 'a' });
   });
 
   test('TypeScript moduleResolution bundler: lease-fence/init, WasmSource, the service client; compiles and runs', async () => {
     assert.deepEqual(await steps['ts-bundler'], { ...expected, serviceClient: 'function' });
   });
 
-  test('esbuild --platform=node, wasm embedded with the binary loader, run without node_modules', async () => {
-    assert.deepEqual(await steps['esbuild-node'], expected);
+  test('esbuild --platform=node, wasm embedded with the binary loader, with the service client, run without node_modules', async () => {
+    assert.deepEqual(await steps['esbuild-node'], { ...expected, ...service });
   });
 
   test('esbuild --platform=browser, lease-fence/init with the file loader (and the service client), in Chromium', async () => {

@@ -9,10 +9,13 @@
  * auto: whether lease-fence.mjs loads the wasm itself at import. The entries
  * that load it their own way (init.mjs, node.mjs, workerd.mjs) import
  * manual.mjs, which clears it, before they import lease-fence.mjs.
+ * byApp: set by init.mjs (lease-fence/init): the app calls init(source)
+ * itself, so node.mjs, imported after it (by lease-fence/service-client),
+ * reads nothing at import either.
  * source: what init() without a source loads when nothing has been compiled
  * yet (workerd.mjs sets its imported module); unset, the URL beside this file.
  */
-export const loading = { auto: true, source: undefined };
+export const loading = { auto: true, byApp: false, source: undefined };
 
 /**
  * The wasm beside this module. Written as a literal new URL(…, import.meta.url)

@@ -1,6 +1,7 @@
 // Node, Deno and Bun: the package's "node" entry, no set-up.
-import { report } from './roundtrip.mjs';
+import { report, serviceRoundTrip } from './roundtrip.mjs';
 
 const out = await report(() => import('lease-fence'));
-const { LeaseServiceClient } = await import('lease-fence/service-client');
-console.log(JSON.stringify({ entry: import.meta.resolve('lease-fence').split('/').pop(), ...out, serviceClient: typeof LeaseServiceClient }));
+const sc = await import('lease-fence/service-client');
+const lf = await import('lease-fence');
+console.log(JSON.stringify({ entry: import.meta.resolve('lease-fence').split('/').pop(), ...out, ...(await serviceRoundTrip(lf, sc)) }));

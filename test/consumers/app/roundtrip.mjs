@@ -25,3 +25,26 @@ export async function report(load) {
   const added = Object.getOwnPropertyNames(globalThis).filter((k) => !before.includes(k));
   return { added, ...roundTrip(lf) };
 }
+
+// The service client's round trip, with the coordinator service played by
+// the library's own LeaseCoordinator behind a fetch function (the protocol's
+// bodies and answers; no server): acquire, write through a gate, release.
+export async function serviceRoundTrip(lf, sc) {
+  const coordinator = new lf.LeaseCoordinator({ clock: lf.createManualClock('coordinator'), ttlMillis: 10_000 });
+  const fetch = async (url, init) => {
+    const b = JSON.parse(init.body);
+    let answer;
+    if (url.endsWith('/v1/acquire')) {
+      answer = coordinator.acquire({ kind: 'acquire', requestId: b.requestId, resource: b.resource, holderId: b.holderId, sentAt: b.sentAt });
+    } else if (url.endsWith('/v1/release')) {
+      answer = { ok: coordinator.release({ resource: b.resource, holderId: b.holderId, fence: b.fence }) };
+    }
+    return new Response(JSON.stringify(answer), { status: 200, headers: { 'content-type': 'application/json' } });
+  };
+  const client = new sc.LeaseServiceClient({ baseURL: 'http://127.0.0.1:8787', holderId: 'agent-a', clock: lf.createManualClock('agent-a'), fetch });
+  const gate = new lf.FenceGate('deploy-slot');
+  const lease = await client.acquire('deploy-slot');
+  const written = gate.commit(lease.token, () => 'written');
+  await client.release(lease);
+  return { service: { fence: lease.token.fence, written, released: coordinator.release(lease.token) === false } };
+}

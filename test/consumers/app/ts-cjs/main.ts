@@ -1,7 +1,10 @@
 // TypeScript with module nodenext in a CommonJS project: compiled to
-// require('lease-fence'), which gives load(). (lease-fence.d.cts itself is
-// checked without skipLibCheck by make test-js, wasm/js/tsconfig.json.)
+// require('lease-fence'), which gives load(), and
+// require('lease-fence/service-client'), which gives its own load().
+// (lease-fence.d.cts and service-client.d.cts themselves are checked without
+// skipLibCheck by make test-js, wasm/js/tsconfig.json.)
 import { load } from 'lease-fence';
+import { load as loadServiceClient } from 'lease-fence/service-client';
 
 async function main(): Promise<void> {
   const lf = await load();
@@ -20,7 +23,9 @@ async function main(): Promise<void> {
   } catch (e) {
     refused = e instanceof lf.StaleFenceError;
   }
-  console.log(JSON.stringify({ added: [], fence: lease.token.fence, written, refused, rejections: gate.rejections.length }));
+  const sc = await loadServiceClient();
+  const svc = new sc.LeaseServiceClient({ baseURL: 'http://127.0.0.1:8787', holderId: 'a', timeoutMillis: 1000 });
+  console.log(JSON.stringify({ added: [], fence: lease.token.fence, written, refused, rejections: gate.rejections.length, serviceClient: svc.holderId }));
 }
 
 main();
