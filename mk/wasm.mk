@@ -23,7 +23,7 @@ $(WASM_EXEC): $(GOROOT)/lib/wasm/wasm_exec.js scripts/wasm-exec-module.mjs
 # installing the npm pack tarball into an empty folder), and tsc over the
 # typed example and over a Node-only project (lib es2022, types node,
 # exactOptionalPropertyTypes) using the package.
-test-js: build-wasm
+test-js: build-wasm coordinator
 	$(GO) test -count=1 ./wasm/lib/...
 	GOOS=js GOARCH=wasm $(GO) test -count=1 ./wasm/lib/convert ./wasm/lib/bridge
 	node --test test/js/
