@@ -37,9 +37,9 @@ bench-sqlfence:
 # unfenced on the same store, 1 and 8 writers, Go and JavaScript side by
 # side, interleaved in one run (PostgreSQL with fsync, Redis with
 # appendfsync always); min/median/max over rounds and the load. A few
-# minutes: `make bench-gates BENCH_GATES_ARGS="5 400"` (rounds, commits).
+# minutes: `make bench-gates BENCH_GATES_ARGS="5 400 40"` (rounds, commits a side, chunk).
 BENCH += bench-gates
-BENCH_GATES_ARGS ?= 5 400
+BENCH_GATES_ARGS ?= 5 400 40
 .PHONY: bench-gates
 bench-gates: build-wasm
 	node scripts/bench-gates.mjs $(BENCH_GATES_ARGS)

@@ -7,9 +7,12 @@
 //     lease-fence/redis, against the RPUSH alone.
 // Every fenced commit presents one token (all admitted): the figure is the
 // price of the check. Each round measures every configuration once, in the
-// same order; the ratio unfenced/fenced (the cost of fencing, 1.0 = free) is
-// taken within a round, then min/median/max over rounds.
-// Usage: node scripts/bench-gates.mjs [rounds] [commits per measurement]
+// same order; within a configuration the two sides alternate in chunks of
+// `chunk` commits (fenced, unfenced, fenced, ...) so that the noise of other
+// processes falls on both alike, and each side's rate is its commits over
+// its summed time. The ratio unfenced/fenced (the cost of fencing, 1.0 =
+// free) is taken within a round, then min/median/max over rounds.
+// Usage: node scripts/bench-gates.mjs [rounds] [commits per side] [chunk]
 import { spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import os from 'node:os';
@@ -19,8 +22,9 @@ import { root, startRedis } from '../test/gates/servers.mjs';
 
 const rounds = Number(process.argv[2] ?? 5);
 const n = Number(process.argv[3] ?? 400);
+const chunk = Number(process.argv[4] ?? 40);
 const load = () => os.loadavg().map((x) => x.toFixed(2)).join(' ');
-console.log(`load before: ${load()}  (${os.cpus().length} cores)  rounds ${rounds}, ${n} commits each`);
+console.log(`load before: ${load()}  (${os.cpus().length} cores)  rounds ${rounds}, ${n} commits a side in chunks of ${chunk}`);
 
 function lineProc(args) {
   const proc = spawn(process.env.GO ?? 'go', args, { cwd: root, stdio: ['pipe', 'pipe', 'inherit'] });
@@ -51,9 +55,9 @@ const goSql = lineProc(['run', './internal/gatecli', sqlUrl]);
 const goRedis = lineProc(['run', './internal/gatecli', redisAddr]);
 
 const token = (resource) => ({ resource, holderId: 'bench', fence: 1 });
-async function jsBench(kind, writers, fenced) {
+async function jsBench(kind, writers, fenced, count) {
   const resource = `bench-${kind}`;
-  let left = n;
+  let left = count;
   const one = async (w, i) => {
     const v = `bench#${w}#${i}`;
     if (kind === 'sql') {
@@ -73,13 +77,14 @@ async function jsBench(kind, writers, fenced) {
   await Promise.all(Array.from({ length: writers }, async (_, w) => {
     for (let i = 0; left-- > 0; i++) await one(w, i);
   }));
-  return n / ((performance.now() - start) / 1000);
+  return (performance.now() - start) / 1000;
 }
-async function goBench(kind, writers, fenced) {
+// goBench returns the seconds the Go writer took (its own clock).
+async function goBench(kind, writers, fenced, count) {
   const p = kind === 'sql' ? goSql : goRedis;
-  const ans = JSON.parse(await p.send(JSON.stringify({ op: 'bench', resource: `bench-${kind}`, writers, n, fenced })));
+  const ans = JSON.parse(await p.send(JSON.stringify({ op: 'bench', resource: `bench-${kind}`, writers, n: count, fenced })));
   if (ans.error) throw new Error(ans.error);
-  return ans.rate;
+  return count / ans.rate;
 }
 
 const configs = [];
@@ -92,8 +97,15 @@ const rates = new Map(); // key -> { fenced: [], unfenced: [], ratio: [] }
 for (let r = 0; r < rounds; r++) {
   for (const c of configs) {
     const f = c.lang === 'go' ? goBench : jsBench;
-    const fenced = await f(c.kind, c.writers, true);
-    const unfenced = await f(c.kind, c.writers, false);
+    let tf = 0;
+    let tu = 0;
+    for (let done = 0; done < n; done += chunk) {
+      const k = Math.min(chunk, n - done);
+      tf += await f(c.kind, c.writers, true, k);
+      tu += await f(c.kind, c.writers, false, k);
+    }
+    const fenced = n / tf;
+    const unfenced = n / tu;
     const key = `${c.kind === 'sql' ? 'PostgreSQL' : 'Redis'} ${c.lang === 'go' ? 'Go' : 'JS'} w=${c.writers}`;
     const e = rates.get(key) ?? { fenced: [], unfenced: [], ratio: [] };
     e.fenced.push(fenced);
