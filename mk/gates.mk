@@ -41,5 +41,10 @@ bench-sqlfence:
 BENCH += bench-gates
 BENCH_GATES_ARGS ?= 5 400 40
 .PHONY: bench-gates
+# Then redisfence alone in Go: fenced, the RPUSH alone and the script
+# without its commit marker, alternating in chunks of 20 (five runs).
 bench-gates: build-wasm
 	node scripts/bench-gates.mjs $(BENCH_GATES_ARGS)
+	uptime
+	$(GO) test -run '^$$' -bench CommitInterleaved -benchtime 600x -count 5 ./gates/redisfence/ | grep '^Benchmark'
+	uptime

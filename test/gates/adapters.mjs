@@ -3,7 +3,7 @@
 // table in the same database, a list in the resource's hash slot), written
 // by the gate's own kind of write.
 import pg from 'pg';
-import { createClient } from 'redis';
+import { createClient, createCluster } from 'redis';
 import { FenceGate } from 'lease-fence';
 import { openSqlFence } from 'lease-fence/sql';
 import { openRedisFence, redisKey } from 'lease-fence/redis';
@@ -77,10 +77,15 @@ export async function sqlGate(url) {
   };
 }
 
-/** lease-fence/redis at "url prefix"; values in a list in the resource's slot. */
+/**
+ * lease-fence/redis at "url prefix" (a cluster: "url,url,... prefix");
+ * values in a list in the resource's slot.
+ */
 export async function redisGate(addr, { maxRejections } = {}) {
   const [url, ns] = addr.split(' ');
-  const client = createClient({ url, RESP: 2 });
+  const client = url.includes(',')
+    ? createCluster({ rootNodes: url.split(',').map((u) => ({ url: u })), defaults: { RESP: 2 } })
+    : createClient({ url, RESP: 2 });
   client.on('error', () => {}); // reconnects after a restart
   await client.connect();
   const store = openRedisFence(client, { prefix: ns, maxRejections });
@@ -99,7 +104,7 @@ export async function redisGate(addr, { maxRejections } = {}) {
     floor: (r) => store.floor(r),
     rejections: (r) => store.rejections(r),
     values: (r) => client.lRange(key(r), 0, -1),
-    close: () => client.quit(),
+    close: () => (client.close ?? client.quit).call(client),
   };
 }
 

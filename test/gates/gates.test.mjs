@@ -9,22 +9,24 @@ import assert from 'node:assert/strict';
 import pg from 'pg';
 import { failures, runConformance } from './conformance.mjs';
 import { memoryGate, redisGate, sqlGate } from './adapters.mjs';
-import { startPostgres, startRedis } from './servers.mjs';
+import { startPostgres, startRedis, startRedisCluster } from './servers.mjs';
 
 let pgServer;
 let redisServer;
+let redisCluster;
 const open = [];
 let dbSeq = 0;
 let nsSeq = 0;
 
 before(async () => {
-  [pgServer, redisServer] = await Promise.all([startPostgres(), startRedis()]);
+  [pgServer, redisServer, redisCluster] = await Promise.all([startPostgres(), startRedis(), startRedisCluster()]);
 });
 
 after(async () => {
   await Promise.all(open.map((g) => g.close().catch(() => {})));
   assert.equal(await pgServer?.stop(), 0);
   assert.equal(await redisServer?.stop(), 0);
+  assert.equal(await redisCluster?.stop(), 0);
 });
 
 async function freshDatabase() {
@@ -85,6 +87,16 @@ const redis = (broken) => ({
 describe('FenceGate', () => runConformance('FenceGate', memory(false)));
 describe('lease-fence/sql', () => runConformance('lease-fence/sql', sql(false)));
 describe('lease-fence/redis', () => runConformance('lease-fence/redis', redis(false)));
+
+// The same on a Redis Cluster of three masters (the redis package's
+// createCluster routes each script by its first key).
+describe('lease-fence/redis on Redis Cluster', () => runConformance('lease-fence/redis (cluster)', {
+  create: async (opts) => {
+    const addr = `${redisCluster.url} jsc${++nsSeq}-`;
+    return { gate: keep(await redisGate(addr, opts)), addr };
+  },
+  kind: 'redis', failedWrite: 'keepsFloor', capped: true, inside: false,
+}));
 
 describe('the suite catches a broken gate', () => {
   test('FenceGate raising the floor after the write', async () => {

@@ -9,8 +9,8 @@ import { fileURLToPath } from 'node:url';
 
 export const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 
-async function start(pkg, hint) {
-  const proc = spawn(process.env.GO ?? 'go', ['run', pkg], { cwd: root, stdio: ['pipe', 'pipe', 'inherit'] });
+async function start(pkg, hint, args = []) {
+  const proc = spawn(process.env.GO ?? 'go', ['run', pkg, ...args], { cwd: root, stdio: ['pipe', 'pipe', 'inherit'] });
   const lines = createInterface({ input: proc.stdout });
   const waiting = [];
   lines.on('line', (l) => waiting.shift()?.(l));
@@ -35,3 +35,6 @@ async function start(pkg, hint) {
 
 export const startPostgres = () => start('./internal/pgtest/pgserver', 'is PostgreSQL installed? scripts/setup.sh');
 export const startRedis = () => start('./internal/redistest/redisserver', 'is redis-server installed? scripts/setup.sh');
+/** A Redis Cluster of three masters; url is the nodes' URLs, comma-separated. */
+export const startRedisCluster = () => startRedisClusterOf(3);
+const startRedisClusterOf = (n) => start('./internal/redistest/redisserver', 'is redis-server installed? scripts/setup.sh', ['-cluster', String(n)]);

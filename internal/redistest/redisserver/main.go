@@ -1,7 +1,9 @@
 //go:build !js
 
 // Command redisserver starts a throwaway redis-server (internal/redistest),
-// prints its redis:// URL on one line, and then reads commands from its
+// or with -cluster N a Redis Cluster of N masters, prints its redis:// URL
+// (for a cluster, the nodes' URLs separated by commas) on one line, and
+// then reads commands from its
 // standard input, one a line: "restart" kills the server with SIGKILL and
 // starts it again on the same data and port, then prints "restarted". It
 // stops the server when its standard input closes or it gets SIGINT/SIGTERM.
@@ -10,15 +12,24 @@ package main
 
 import (
 	"bufio"
+	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/lease-fence/lease-fence/internal/redistest"
 )
 
 func main() {
+	nodes := flag.Int("cluster", 0, "start a Redis Cluster of this many masters instead of one server")
+	flag.Parse()
+	if *nodes > 0 {
+		cluster(*nodes)
+		return
+	}
 	srv, err := redistest.Start()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -46,6 +57,31 @@ func main() {
 	go func() { <-sig; done <- struct{}{} }()
 	<-done
 	if err := srv.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+}
+
+// cluster serves a cluster until standard input closes ("restart" is not
+// offered for a cluster).
+func cluster(n int) {
+	c, err := redistest.StartCluster(n)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	var urls []string
+	for _, a := range c.Addrs() {
+		urls = append(urls, "redis://"+a)
+	}
+	fmt.Println(strings.Join(urls, ","))
+	done := make(chan struct{}, 2)
+	go func() { _, _ = io.Copy(io.Discard, os.Stdin); done <- struct{}{} }()
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	go func() { <-sig; done <- struct{}{} }()
+	<-done
+	if err := c.Stop(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
