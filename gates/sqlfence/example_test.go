@@ -7,6 +7,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"os"
+	"strings"
+	"testing"
 
 	_ "modernc.org/sqlite"
 
@@ -24,6 +27,7 @@ func ExampleStore_Commit() {
 	defer db.Close()
 	_, _ = db.Exec(`CREATE TABLE slot (id INTEGER PRIMARY KEY, owner TEXT)`)
 	_, _ = db.Exec(`INSERT INTO slot VALUES (1, 'nobody')`)
+	// doc:start
 	store, err := sqlfence.Open(ctx, db, sqlfence.Options{Dialect: sqlfence.SQLite})
 	if err != nil {
 		fmt.Println(err)
@@ -39,6 +43,7 @@ func ExampleStore_Commit() {
 	err = claim(fence.Token{Resource: "slot-1", HolderID: "agent-a", Fence: 1})
 	var stale *fence.StaleFenceError
 	fmt.Println(errors.As(err, &stale))
+	// doc:end
 
 	var owner string
 	_ = db.QueryRow(`SELECT owner FROM slot WHERE id = 1`).Scan(&owner)
@@ -51,4 +56,25 @@ func ExampleStore_Commit() {
 	// true
 	// agent-b 2
 	// [{Seq:1 Resource:slot-1 RefusedHolder:agent-a RefusedFence:1 AdmittedHolder:agent-b AdmittedFence:2}]
+}
+
+// docs/fencing.md shows the example's body as it is here.
+func TestDocShowsTheExample(t *testing.T) {
+	src, err := os.ReadFile("example_test.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, body, _ := strings.Cut(string(src), "// doc:start\n")
+	body, _, _ = strings.Cut(body, "\t// doc:end")
+	doc, err := os.ReadFile("../../docs/fencing.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	for _, l := range strings.Split(strings.TrimRight(body, "\n"), "\n") {
+		lines = append(lines, strings.TrimPrefix(l, "\t"))
+	}
+	if want := strings.Join(lines, "\n"); !strings.Contains(string(doc), want) {
+		t.Fatalf("docs/fencing.md does not show the example as it is in example_test.go:\n%s", want)
+	}
 }
