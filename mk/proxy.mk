@@ -3,10 +3,10 @@
 # a child process (SIGKILLed between raising a floor and forwarding), with
 # agent and upstream processes, on SQLite state files in temporary
 # directories; a short fuzz run of the Lease-Fence header parser.
-TESTS += test-proxy
+TESTS += test-proxy test-proxy-js
 BUILD += fence-proxy
 
-.PHONY: fence-proxy test-proxy
+.PHONY: fence-proxy test-proxy test-proxy-js
 
 fence-proxy:
 	$(GO) build -o out/bin/fence-proxy ./cmd/fence-proxy
@@ -14,3 +14,9 @@ fence-proxy:
 test-proxy:
 	$(GO) test -count=1 -race ./gates/httpfence/ ./cmd/fence-proxy/
 	$(GO) test $(FUZZ_BRIEF) -fuzz '^FuzzParseHeader$$' -fuzztime 20000x ./gates/httpfence/
+
+# From JavaScript: leaseFenceHeader and staleFenceError
+# (lease-fence/service-client) against the real proxy, built and run as a
+# child process, and test/gates' conformance suite through HTTP.
+test-proxy-js: build-wasm
+	node --test test/proxy/

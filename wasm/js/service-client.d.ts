@@ -116,3 +116,6 @@ export class LeaseExpiredError extends LeaseFenceError {
   readonly holderId: string;
   readonly fence: number;
 }
+
+// The Lease-Fence header of fence-proxy (docs/fencing.md).
+export { LEASE_FENCE_HEADER, MAX_HEADER_FENCE, leaseFenceHeader, staleFenceError } from './fence-header.js';

@@ -579,3 +579,6 @@ export class ServiceLease {
   }
 }
 named(ServiceLease, 'ServiceLease');
+
+// The Lease-Fence header of fence-proxy (docs/fencing.md), for writes through it.
+export { LEASE_FENCE_HEADER, MAX_HEADER_FENCE, leaseFenceHeader, staleFenceError } from './fence-header.mjs';

@@ -1,0 +1,76 @@
+// The Lease-Fence header that fence-proxy (cmd/fence-proxy, Go's
+// gates/httpfence) reads from every write it gates:
+//
+//   Lease-Fence: resource="deploy-slot", holder="agent-a", fence=7
+//
+// an RFC 8941 structured-field dictionary. leaseFenceHeader writes it for a
+// token, byte for byte as Go's httpfence.FormatHeader does; staleFenceError
+// reads the proxy's refusal of a stale write back as the StaleFenceError
+// the in-memory gate throws. Exported from lease-fence/service-client.
+import { InvalidArgumentError } from 'lease-fence';
+import { checkToken, rejection, staleError } from './gate-common.mjs';
+
+/** The request header's name. */
+export const LEASE_FENCE_HEADER = 'Lease-Fence';
+
+/**
+ * The highest fence the header can carry: RFC 8941 integers have at most 15
+ * digits, so fences from 10^15 to 2^53-1 cannot be sent (a coordinator
+ * reaches them after 10^15 grants).
+ */
+export const MAX_HEADER_FENCE = 999_999_999_999_999;
+
+const HEX = '0123456789abcdef';
+const utf8 = new TextEncoder();
+
+// An id as an RFC 8941 string when it is printable ASCII, else as an RFC
+// 9651 display string (its UTF-8 bytes, percent-encoded where needed).
+function id(s, argument) {
+  let printable = true;
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c < 0x20 || c > 0x7e) { printable = false; break; }
+  }
+  if (printable) return `"${s.replace(/["\\]/g, '\\$&')}"`;
+  if (!s.isWellFormed()) {
+    throw new InvalidArgumentError(`lease-fence: ${argument} must be well-formed Unicode (it has a lone surrogate)`, argument);
+  }
+  let out = '%"';
+  for (const b of utf8.encode(s)) {
+    out += b < 0x20 || b > 0x7e || b === 0x25 || b === 0x22 ? `%${HEX[b >> 4]}${HEX[b & 15]}` : String.fromCharCode(b);
+  }
+  return `${out}"`;
+}
+
+/**
+ * The Lease-Fence value for token ({ resource, holderId, fence }).
+ * Throws InvalidArgumentError (argument 'token', 'token.resource',
+ * 'token.holderId' or 'token.fence') for a token no gate accepts, or one
+ * whose fence is above MAX_HEADER_FENCE.
+ */
+export function leaseFenceHeader(token) {
+  checkToken(token);
+  if (token.fence > MAX_HEADER_FENCE) {
+    throw new InvalidArgumentError(`lease-fence: token.fence must be at most ${MAX_HEADER_FENCE} to be sent in a header (RFC 8941 integers have 15 digits), got ${token.fence}`, 'token.fence');
+  }
+  return `resource=${id(token.resource, 'token.resource')}, holder=${id(token.holderId, 'token.holderId')}, fence=${token.fence}`;
+}
+
+/**
+ * If response is fence-proxy's refusal of a stale write (409 with
+ * Lease-Fence-Error: stale_fence), resolves to the StaleFenceError the
+ * in-memory gate throws for it (same rejection, same message); otherwise to
+ * null. Reads a clone, so response's body stays readable.
+ */
+export async function staleFenceError(response) {
+  if (response?.status !== 409 || response.headers.get('Lease-Fence-Error') !== 'stale_fence') return null;
+  let body;
+  try {
+    body = await response.clone().json();
+  } catch {
+    return null;
+  }
+  const r = body?.error?.rejection;
+  if (!r) return null;
+  return staleError(rejection(r.seq, r.resource, r.refusedHolder, r.refusedFence, r.admittedHolder, r.admittedFence));
+}
