@@ -5,8 +5,9 @@
 # directories; a short fuzz run of the Lease-Fence header parser.
 TESTS += test-proxy test-proxy-js
 BUILD += fence-proxy
+BENCH += bench-proxy
 
-.PHONY: fence-proxy test-proxy test-proxy-js
+.PHONY: fence-proxy test-proxy test-proxy-js bench-proxy
 
 fence-proxy:
 	$(GO) build -o out/bin/fence-proxy ./cmd/fence-proxy
@@ -20,3 +21,15 @@ test-proxy:
 # child process, and test/gates' conformance suite through HTTP.
 test-proxy-js: build-wasm
 	node --test test/proxy/
+
+# The proxy's added latency (p50/p99, reads and writes, each request sent
+# directly or through the proxy in turn) and writes per second through it
+# against the same write sent directly, 1 and 8 writers, with an upstream
+# that writes to memory and one that fdatasyncs each write; then the same
+# with every write raising the floor (ARGS=... for scripts/bench-proxy's
+# flags). About 4 minutes.
+bench-proxy: fence-proxy
+	uptime
+	$(GO) run ./scripts/bench-proxy $(ARGS)
+	$(GO) run ./scripts/bench-proxy -raise -work fsync -rounds 3 $(ARGS)
+	uptime

@@ -112,7 +112,19 @@ type Proxy struct {
 
 	mu    sync.Mutex
 	lanes map[string]*lane
+
+	// floors caches, per resource, a floor the Store has made durable: the
+	// highest fence it admitted or reported, never above the Store's own
+	// (which only rises, and only through this Proxy). A write whose fence
+	// equals it is admitted without a transaction: the Store would find it
+	// equal and change nothing. Any other fence goes to the Store.
+	floorsMu sync.Mutex
+	floors   map[string]uint64
 }
+
+// maxCachedFloors bounds the floor cache; when it is full an arbitrary
+// entry is dropped (a dropped resource's next write asks the Store).
+const maxCachedFloors = 1 << 16
 
 // lane is one resource's turn: held by the write being forwarded, handed
 // in arrival order to the writes waiting for it.
@@ -145,6 +157,7 @@ func New(opts Options) (*Proxy, error) {
 		log:          opts.Logger,
 		onAdmit:      opts.OnAdmit,
 		lanes:        map[string]*lane{},
+		floors:       map[string]uint64{},
 		transport:    opts.Transport,
 		queueTimeout: opts.QueueTimeout,
 	}
@@ -172,12 +185,22 @@ func New(opts Options) (*Proxy, error) {
 			pr.SetXForwarded()
 		},
 		Transport:      p.transport,
+		BufferPool:     bufferPool{},
 		ModifyResponse: p.modifyResponse,
 		ErrorHandler:   p.upstreamFailed,
 		ErrorLog:       slog.NewLogLogger(p.log.Handler(), slog.LevelWarn),
 	}
 	return p, nil
 }
+
+// bufferPool lends ReverseProxy its 32 KB copy buffers (it allocates one
+// per request without a pool).
+type bufferPool struct{}
+
+var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+func (bufferPool) Get() []byte  { return *copyBuffers.Get().(*[]byte) }
+func (bufferPool) Put(b []byte) { copyBuffers.Put(&b) }
 
 func cmpOr[T comparable](v, otherwise T) T {
 	var zero T
@@ -278,7 +301,7 @@ func (p *Proxy) serveWrite(w http.ResponseWriter, r *http.Request) {
 	// ignored, and UpstreamTimeout bounds the rest.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), p.timeout)
 	defer cancel()
-	if err := p.store.Admit(ctx, tok); err != nil {
+	if err := p.admit(ctx, tok); err != nil {
 		var stale *fence.StaleFenceError
 		if errors.As(err, &stale) {
 			p.log.LogAttrs(ctx, slog.LevelWarn, "stale write refused",
@@ -346,6 +369,44 @@ func (p *Proxy) readBody(w http.ResponseWriter, r *http.Request) (body []byte, r
 		reserve = used
 	}
 	return buf.Bytes(), func() { p.buffers.Release(reserve) }, true
+}
+
+// admit admits tok durably or returns the Store's refusal: a fence equal to
+// the cached floor needs nothing written; any other goes to the Store, and
+// what the Store answers updates the cache.
+func (p *Proxy) admit(ctx context.Context, tok fence.Token) error {
+	p.floorsMu.Lock()
+	cached, ok := p.floors[tok.Resource]
+	p.floorsMu.Unlock()
+	if ok && tok.Fence == cached {
+		return nil
+	}
+	err := p.store.Admit(ctx, tok)
+	var stale *fence.StaleFenceError
+	switch {
+	case err == nil:
+		p.noteFloor(tok.Resource, tok.Fence)
+	case errors.As(err, &stale):
+		p.noteFloor(tok.Resource, stale.AdmittedFence)
+	}
+	return err
+}
+
+// noteFloor records that the Store's floor of resource is at least f.
+func (p *Proxy) noteFloor(resource string, f uint64) {
+	p.floorsMu.Lock()
+	defer p.floorsMu.Unlock()
+	if old, ok := p.floors[resource]; ok {
+		p.floors[resource] = max(old, f)
+		return
+	}
+	if len(p.floors) >= maxCachedFloors {
+		for k := range p.floors {
+			delete(p.floors, k)
+			break
+		}
+	}
+	p.floors[resource] = f
 }
 
 var errQueueFull = errors.New("httpfence: queue full")
@@ -595,7 +656,7 @@ func (p *Proxy) serveAdmin(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusBadRequest, "bad_fence_header", err.Error(), nil)
 			return
 		}
-		if err := p.store.Admit(context.WithoutCancel(r.Context()), tok); err != nil {
+		if err := p.admit(context.WithoutCancel(r.Context()), tok); err != nil {
 			var stale *fence.StaleFenceError
 			if errors.As(err, &stale) {
 				p.log.LogAttrs(r.Context(), slog.LevelWarn, "stale admit refused",

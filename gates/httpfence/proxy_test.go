@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -859,5 +860,41 @@ func TestQueueTimeout(t *testing.T) {
 	<-first
 	if f := e.floor(t, "q"); f != 1 {
 		t.Fatalf("floor %d, want 1", f)
+	}
+}
+
+// countingStore counts the Admits that reach the store.
+type countingStore struct {
+	*sqlfence.Store
+	admits atomic.Int64
+}
+
+func (s *countingStore) Admit(ctx context.Context, tok fence.Token) error {
+	s.admits.Add(1)
+	return s.Store.Admit(ctx, tok)
+}
+
+// A write at the floor it already raised needs no transaction; every other
+// fence (higher, lower, or on a resource not seen yet) goes to the store.
+func TestWritesAtTheFloorSkipTheStore(t *testing.T) {
+	st := &countingStore{Store: openStore(t)}
+	e := newEnv(t, httpfence.Options{Store: st})
+	for range 20 {
+		if a := e.do(t, "POST", "/w", "", hdr("r", "a", 7)); a.status != http.StatusCreated {
+			t.Fatalf("%d %s", a.status, a.body)
+		}
+	}
+	if n := st.admits.Load(); n != 1 {
+		t.Fatalf("%d admits reached the store for 20 writes at one fence, want 1", n)
+	}
+	e.do(t, "POST", "/w", "", hdr("r", "b", 7)) // equal fence, other holder: admitted, nothing to write
+	e.do(t, "POST", "/w", "", hdr("r", "c", 8))
+	proxyError(t, e.do(t, "POST", "/w", "", hdr("r", "a", 7)), http.StatusConflict, "stale_fence")
+	e.do(t, "POST", "/w", "", hdr("s", "a", 7))
+	if n := st.admits.Load(); n != 4 {
+		t.Fatalf("%d admits reached the store, want 4 (the first, 8, the stale 7, resource s)", n)
+	}
+	if rs, _ := st.Rejections(context.Background(), "r"); len(rs) != 1 || rs[0].AdmittedHolder != "c" {
+		t.Fatalf("rejections %+v", rs)
 	}
 }
