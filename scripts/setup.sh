@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the tests need on a fresh machine: the npm packages pinned in
-# package-lock.json, Debian's chromium when /usr/bin/chromium is missing, and
+# package-lock.json, Debian's chromium when /usr/bin/chromium is missing (and
+# curl when it is missing: docs/fencing.md's fence-proxy session runs it), and
 # Debian's postgresql when no /usr/lib/postgresql/*/bin/initdb exists (the
 # sqlfence tests start their own server in a temporary directory; the package
 # is installed without creating or starting the system's cluster), and
@@ -18,6 +19,7 @@ fi
 
 need=()
 [ -x /usr/bin/chromium ] || need+=(chromium)
+command -v curl >/dev/null || need+=(curl)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then
     echo "setup: missing Debian packages: ${need[*]}; run as root or: apt-get install -y ${need[*]}" >&2

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"testing"
 
 	_ "modernc.org/sqlite"
 
@@ -24,8 +25,9 @@ import (
 // Two agents write to a deploy API through the gate. agent-a's lease ran out
 // and agent-b got fence 8; agent-a, stalled, still holds fence 7. agent-b's
 // write reaches the API; agent-a's is refused and never does. docs/fencing.md
-// shows this example; TestDocsExampleIsTheExample keeps the two the same.
+// shows this example; TestDocShowsTheExample keeps the two the same.
 func Example() {
+	// doc:start
 	// The API the agents write to: here, one that prints what it receives.
 	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
@@ -36,7 +38,7 @@ func Example() {
 	// The gate in front of it, with its floors in SQLite (what fence-proxy runs).
 	dir, _ := os.MkdirTemp("", "fence-example")
 	defer os.RemoveAll(dir)
-	db, _ := sql.Open("sqlite", "file:"+filepath.Join(dir, "proxy.db")+"?_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)")
+	db, _ := sql.Open("sqlite", "file:"+filepath.Join(dir, "proxy.db")+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_txlock=immediate")
 	defer db.Close()
 	store, _ := sqlfence.Open(context.Background(), db, sqlfence.Options{Dialect: sqlfence.SQLite})
 	upstream, _ := url.Parse(api.URL)
@@ -61,8 +63,30 @@ func Example() {
 		fmt.Println("agent-a:", resp.Status, stale.Rejection)
 	}
 	resp.Body.Close()
+	// doc:end
 	// Output:
 	// api: POST /deploy "release 42"
 	// agent-b: 200 OK floor 8
 	// agent-a: 409 Conflict {1 deploy-slot agent-a 7 agent-b 8}
+}
+
+// docs/fencing.md shows the example's body as it is here.
+func TestDocShowsTheExample(t *testing.T) {
+	src, err := os.ReadFile("example_test.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, body, _ := strings.Cut(string(src), "// doc:start\n")
+	body, _, _ = strings.Cut(body, "\t// doc:end")
+	doc, err := os.ReadFile("../../docs/fencing.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	for _, l := range strings.Split(strings.TrimRight(body, "\n"), "\n") {
+		lines = append(lines, strings.TrimPrefix(l, "\t"))
+	}
+	if want := strings.Join(lines, "\n"); len(lines) < 10 || !strings.Contains(string(doc), "```go\n"+want+"\n```") {
+		t.Fatalf("docs/fencing.md does not show the example as it is in example_test.go:\n%s", want)
+	}
 }

@@ -8,11 +8,11 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawn } from 'node:child_process';
 import { createServer } from 'node:http';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { InvalidArgumentError, StaleFenceError } from 'lease-fence';
 import { LEASE_FENCE_HEADER, MAX_HEADER_FENCE, leaseFenceHeader, staleFenceError } from 'lease-fence/service-client';
 import { failures } from '../gates/conformance.mjs';
@@ -181,10 +181,37 @@ describe('through fence-proxy', () => {
     const body = await a.json();
     assert.deepEqual(body.error.rejection, { seq: 1, resource: 'deploy-slot', refusedHolder: 'agent-a', refusedFence: 7, admittedHolder: 'agent-b', admittedFence: 8 });
     assert.deepEqual(upstream.values.get('deploy-slot'), ['release 42']);
+    // Once the body is read, the refusal cannot be missed silently.
+    await assert.rejects(staleFenceError(a), (err) => err instanceof InvalidArgumentError && err.argument === 'response');
+    // An upstream's own 409 is not the proxy's refusal.
+    assert.equal(await staleFenceError(new Response('{"error":{"code":"stale_fence"}}', { status: 409 })), null);
     // A write without the header: 428, JSON.
     const none = await post(`${proxy.url}/append?resource=deploy-slot`, null, 'x');
     assert.equal(none.status, 428);
     assert.equal((await none.json()).error.code, 'missing_fence');
+  });
+
+  test('the example of docs/fencing.md, as written', async () => {
+    const doc = readFileSync(join(root, 'docs', 'fencing.md'), 'utf8');
+    const m = doc.match(/<!-- fence-proxy-js:start -->\n```js\n([\s\S]*?)```\n<!-- fence-proxy-js:end -->/);
+    assert.ok(m, 'docs/fencing.md has the fence-proxy JavaScript block');
+    // The block's imports stay at the top of a module; the rest becomes the
+    // body of a function of proxyURL and lease.
+    const lines = m[1].split('\n');
+    const imports = lines.filter((l) => l.startsWith('import '));
+    const rest = lines.filter((l) => !l.startsWith('import '));
+    const outDir = join(root, 'out', 'test');
+    mkdirSync(outDir, { recursive: true });
+    const file = join(outDir, 'fence-proxy-example.mjs');
+    writeFileSync(file, `${imports.join('\n')}\nexport async function run(proxyURL, lease) {\n${rest.join('\n')}\n}\n`);
+    const { run } = await import(pathToFileURL(file).href);
+
+    const { upstream, proxy } = await env();
+    const token = (holderId, fence) => ({ resource: 'deploy-slot', holderId, fence });
+    await run(proxy.url, { token: token('agent-b', 8) });
+    await assert.rejects(run(proxy.url, { token: token('agent-a', 7) }), (err) =>
+      err instanceof StaleFenceError && err.rejection.admittedHolderId === 'agent-b' && err.rejection.refusedFence === 7);
+    assert.deepEqual(upstream.headers, ['resource="deploy-slot", holder="agent-b", fence=8']);
   });
 
   test('the JavaScript conformance suite, through HTTP', async () => {

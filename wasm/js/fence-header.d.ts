@@ -8,5 +8,5 @@ export const LEASE_FENCE_HEADER: 'Lease-Fence';
 export const MAX_HEADER_FENCE: number;
 /** The header's value for token; throws InvalidArgumentError for a token that cannot be sent. */
 export function leaseFenceHeader(token: FenceToken): string;
-/** The StaleFenceError for fence-proxy's 409 stale_fence answer, or null for any other response. Leaves the body readable. */
+/** The StaleFenceError for fence-proxy's 409 stale_fence answer, or null for any other response. Call it before reading the body (it reads a clone); rejects with InvalidArgumentError if the body was read. */
 export function staleFenceError(response: Response): Promise<StaleFenceError | null>;

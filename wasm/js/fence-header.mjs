@@ -60,17 +60,16 @@ export function leaseFenceHeader(token) {
  * If response is fence-proxy's refusal of a stale write (409 with
  * Lease-Fence-Error: stale_fence), resolves to the StaleFenceError the
  * in-memory gate throws for it (same rejection, same message); otherwise to
- * null. Reads a clone, so response's body stays readable.
+ * null. It reads a clone, so response's body stays readable; call it before
+ * reading the body: with the body already read it rejects with an
+ * InvalidArgumentError rather than miss the refusal.
  */
 export async function staleFenceError(response) {
   if (response?.status !== 409 || response.headers.get('Lease-Fence-Error') !== 'stale_fence') return null;
-  let body;
-  try {
-    body = await response.clone().json();
-  } catch {
-    return null;
+  if (response.bodyUsed) {
+    throw new InvalidArgumentError('lease-fence: staleFenceError needs the response body unread (the proxy refused a stale write; call it before reading the body)', 'response');
   }
-  const r = body?.error?.rejection;
-  if (!r) return null;
+  const r = (await response.clone().json())?.error?.rejection;
+  if (!r) throw new InvalidArgumentError('lease-fence: the 409 stale_fence answer has no rejection (is it from fence-proxy?)', 'response');
   return staleError(rejection(r.seq, r.resource, r.refusedHolder, r.refusedFence, r.admittedHolder, r.admittedFence));
 }

@@ -1,0 +1,70 @@
+//go:build !js && !wasip1
+
+package main
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// The curl session of docs/fencing.md, run as written against a proxy on a
+// free port (the only change: 127.0.0.1:8081 becomes that port) in front of
+// an API that answers every write with 204. Each command's output must be
+// the lines the page shows under it.
+func TestDocSession(t *testing.T) {
+	curl, err := exec.LookPath("curl")
+	if err != nil {
+		t.Fatal("curl is missing (scripts/setup.sh installs it): ", err)
+	}
+	doc, err := os.ReadFile("../../docs/fencing.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, block, ok := strings.Cut(string(doc), "<!-- fence-proxy-session:start -->\n```console\n")
+	block, _, ok2 := strings.Cut(block, "```\n<!-- fence-proxy-session:end -->")
+	if !ok || !ok2 {
+		t.Fatal("docs/fencing.md has no fence-proxy session block")
+	}
+	type step struct {
+		cmd  string
+		want []string
+	}
+	var steps []step
+	for _, l := range strings.Split(strings.TrimRight(block, "\n"), "\n") {
+		if c, isCmd := strings.CutPrefix(l, "$ "); isCmd {
+			steps = append(steps, step{cmd: c})
+		} else if len(steps) > 0 {
+			steps[len(steps)-1].want = append(steps[len(steps)-1].want, l)
+		}
+	}
+	if len(steps) < 5 {
+		t.Fatalf("the session has %d commands", len(steps))
+	}
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			w.WriteHeader(http.StatusNoContent)
+		}
+	}))
+	defer api.Close()
+	s := start(t, "-upstream", api.URL, "-state", filepath.Join(t.TempDir(), "proxy.db"), "-init", "-quiet")
+	host := strings.TrimPrefix(s.url, "http://")
+	for _, st := range steps {
+		if !strings.HasPrefix(st.cmd, "curl ") {
+			t.Fatalf("not a curl command: %s", st.cmd)
+		}
+		cmd := exec.Command("bash", "-c", strings.ReplaceAll(st.cmd, "127.0.0.1:8081", host))
+		cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(curl)+":/usr/bin:/bin")
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("%s: %v", st.cmd, err)
+		}
+		if got, want := strings.TrimRight(string(out), "\n"), strings.Join(st.want, "\n"); got != want {
+			t.Errorf("%s\ngot:\n%s\nthe page shows:\n%s", st.cmd, got, want)
+		}
+	}
+}
