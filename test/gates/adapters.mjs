@@ -8,6 +8,9 @@ import { FenceGate } from 'lease-fence';
 import { openSqlFence } from 'lease-fence/sql';
 import { openRedisFence, redisKey } from 'lease-fence/redis';
 
+// opts: the options a suite write asks the gate's commit to get.
+const opts = (w) => w.options ?? (w.signal ? { signal: w.signal } : undefined);
+
 /** A FenceGate per resource, made on first use; writes through commitAsync. */
 export function memoryGate({ maxRejections } = {}, { brokenRaiseAfter = false } = {}) {
   const gates = new Map();
@@ -40,7 +43,7 @@ export function memoryGate({ maxRejections } = {}, { brokenRaiseAfter = false } 
         await fn();
         return g.admit(token);
       }
-      return g.commitAsync(token, fn);
+      return g.commitAsync(token, fn, opts(w));
     },
     async admit(token) { return gate(token?.resource).admit(token); },
     async floor(r) { return gate(r).floor; },
@@ -64,7 +67,7 @@ export async function sqlGate(url) {
         await client.query('INSERT INTO gatetest_values (resource, value) VALUES ($1, $2)', [token.resource, w.value]);
         await w.inside?.();
         if (w.fail) throw new Error('the write failed after its INSERT');
-      });
+      }, opts(w));
     },
     admit: (t) => store.admit(t),
     floor: (r) => store.floor(r),
@@ -98,7 +101,7 @@ export async function redisGate(addr, { maxRejections } = {}) {
       try { k = key(token.resource); } catch { /* refused below */ }
       const commands = [['RPUSH', k, w.value]];
       if (w.fail) commands.push(['INCR', k]);
-      return store.commit(token, { keys: [k], commands });
+      return store.commit(token, { keys: [k], commands }, opts(w));
     },
     admit: (t) => store.admit(t),
     floor: (r) => store.floor(r),

@@ -13,7 +13,7 @@
 //   inside               the adapter calls write.inside while the write runs
 //   restart(addr)        restarts the store (absent: not run)
 // }
-// gate: commit(token, { value, fail, nil, inside }), admit(token),
+// gate: commit(token, { value, fail, nil, inside, signal, options }), admit(token),
 // floor(resource), rejections(resource), values(resource), close().
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -179,6 +179,22 @@ export const rules = {
     assert.deepEqual(await snapshot(g), before, 'a missing write changed nothing');
     await g.commit(tk('agent-m', MAX_FENCE), { value: 'max' });
     assert.equal(await g.floor(R), MAX_FENCE);
+  },
+
+  async abortedSignal(c) {
+    const { gate: g } = await fresh(c);
+    await g.commit(tk('agent-a', 2), { value: 'a2' });
+    for (const f of [3, 1]) { // would be admitted; would be refused
+      const before = await snapshot(g);
+      const signal = AbortSignal.abort();
+      await assert.rejects(g.commit(tk('agent-b', f), { value: 'b', signal }), (e) => e === signal.reason, `fence ${f} with an aborted signal`);
+      assert.deepEqual(await snapshot(g), before, `fence ${f} with an aborted signal changed nothing`);
+    }
+    for (const options of ['x', { signal: 'not a signal' }]) {
+      const before = await snapshot(g);
+      await assert.rejects(Promise.resolve().then(() => g.commit(tk('agent-b', 3), { value: 'b', options })), InvalidArgumentError, JSON.stringify(options));
+      assert.deepEqual(await snapshot(g), before);
+    }
   },
 
   async rejectionLog(c) {

@@ -123,3 +123,32 @@ test('a stale commit never runs its write, and Go-compatible rows record it', as
   const { rows } = await p.query('SELECT resource, seq, refused_holder, refused_fence, admitted_holder, admitted_fence FROM lease_fence_rejection');
   assert.deepEqual(rows, [{ resource: 'r', seq: '1', refused_holder: 'a', refused_fence: '8', admitted_holder: 'b', admitted_fence: '9' }]);
 });
+
+test('a signal that aborts while the commit waits for the floor row gives up: nothing written or logged', async () => {
+  const p = pool(await freshUrl());
+  const store = await openSqlFence(p);
+  let inside;
+  let release;
+  const entered = new Promise((resolve) => { inside = resolve; });
+  const held = new Promise((resolve) => { release = resolve; });
+  const first = store.commit(tk('a', 2), async () => { inside(); await held; });
+  await entered;
+  const ac = new AbortController();
+  let ran = false;
+  // Stale (fence 1 < 2 once the first commits): aborted, it must not even be logged.
+  const second = store.commit(tk('b', 1), () => { ran = true; }, { signal: ac.signal });
+  // Wait until the second commit is blocked on the floor row's lock.
+  for (let i = 0; ; i++) {
+    const { rows } = await p.query(`SELECT count(*)::int AS n FROM pg_locks WHERE NOT granted`);
+    if (rows[0].n > 0) break;
+    assert.ok(i < 2000, 'the second commit never waited for the lock');
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+  ac.abort(new Error('gave up'));
+  release();
+  await first;
+  await assert.rejects(second, /gave up/);
+  assert.equal(ran, false);
+  assert.deepEqual(await store.rejections('r'), []);
+  assert.equal(await store.floor('r'), 2);
+});

@@ -94,3 +94,28 @@ export class OutcomeUnknownError extends LeaseFenceError {
   }
 }
 Object.defineProperty(OutcomeUnknownError.prototype, 'name', { value: 'OutcomeUnknownError', writable: true, configurable: true });
+
+/**
+ * Returns options.signal after checking options ({ signal } or absent);
+ * throws InvalidArgumentError for anything else.
+ */
+export function signalOf(options, what) {
+  if (options === undefined || options === null) return undefined;
+  if (typeof options !== 'object' || Array.isArray(options)) {
+    throw new InvalidArgumentError(`${what}: options must be an object such as { signal }`, 'options');
+  }
+  for (const k of Object.keys(options)) {
+    if (k !== 'signal') throw new InvalidArgumentError(`${what}: options.${k} is not an option (only signal)`, `options.${k}`);
+  }
+  const { signal } = options;
+  if (signal === undefined || signal === null) return undefined;
+  if (typeof signal !== 'object' || typeof signal.aborted !== 'boolean' || typeof signal.addEventListener !== 'function') {
+    throw new InvalidArgumentError(`${what}: options.signal must be an AbortSignal`, 'options.signal');
+  }
+  return signal;
+}
+
+/** Throws signal.reason if signal has aborted. */
+export function checkSignal(signal) {
+  if (signal?.aborted) throw signal.reason;
+}

@@ -6,7 +6,7 @@ import { openRedisFence, redisKey, CommandError, type RedisLikeClient } from 'le
 export async function sqlExample(pool: SqlPool, token: FenceToken): Promise<number> {
   const store = await openSqlFence(pool, { dialect: 'postgres', table: 'lease_fence' });
   try {
-    return await store.commit(token, async (client) => (await client.query('UPDATE t SET x = 1')).rows.length);
+    return await store.commit(token, async (client) => (await client.query('UPDATE t SET x = 1')).rows.length, { signal: AbortSignal.timeout(5000) });
   } catch (err) {
     if (err instanceof StaleFenceError || err instanceof FenceStoreError) return -1;
     throw err;

@@ -4,6 +4,7 @@ import { LeaseFenceError } from './lease-fence.js';
 import type { FenceToken, Rejection } from './lease-fence.js';
 
 export { FenceStoreError, OutcomeUnknownError } from './sql.js';
+import type { FenceCallOptions } from './sql.js';
 
 export const MAX_COMMANDS: number;
 export const MAX_KEYS: number;
@@ -54,9 +55,9 @@ export interface RedisWrite {
 
 export interface RedisFence {
   /** Runs write's commands after the fence check, in one script. */
-  commit(token: FenceToken, write: RedisWrite): Promise<void>;
+  commit(token: FenceToken, write: RedisWrite, options?: FenceCallOptions): Promise<void>;
   /** Raises the floor without writing; an older token is refused and logged. */
-  admit(token: FenceToken): Promise<void>;
+  admit(token: FenceToken, options?: FenceCallOptions): Promise<void>;
   floor(resource: string): Promise<number>;
   rejections(resource: string): Promise<Rejection[]>;
 }

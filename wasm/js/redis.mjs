@@ -8,7 +8,8 @@
 // createCluster(), connected); it does not import it.
 import { InvalidArgumentError, LeaseFenceError } from 'lease-fence';
 import {
-  checkId, checkToken, DEFAULT_MAX_REJECTIONS, FenceStoreError, MAX_MAX_REJECTIONS, OutcomeUnknownError, rejection, staleError,
+  checkId, checkSignal, checkToken, DEFAULT_MAX_REJECTIONS, FenceStoreError, MAX_MAX_REJECTIONS, OutcomeUnknownError, rejection,
+  signalOf, staleError,
 } from './gate-common.mjs';
 
 export { FenceStoreError, OutcomeUnknownError };
@@ -219,20 +220,23 @@ class RedisFence {
    * when every command ran; rejects with StaleFenceError (nothing ran; the
    * refusal is logged), InvalidArgumentError (nothing changed),
    * CommandError (admitted; a command failed as it ran), FenceStoreError
-   * (nothing happened) or OutcomeUnknownError.
+   * (nothing happened) or OutcomeUnknownError. options.signal: an aborted
+   * signal rejects with signal.reason before anything is sent (a script
+   * that was sent runs to its end).
    */
-  async commit(token, write) {
+  async commit(token, write, options) {
     checkToken(token);
     if (typeof write !== 'object' || write === null || !Array.isArray(write.commands) || write.commands.length === 0) {
       throw arg('write.commands', 'must hold at least one command (use admit to raise the floor without writing)');
     }
-    return this.#run(token, write);
+    const signal = signalOf(options, 'lease-fence/redis: commit');
+    return this.#run(token, write, signal);
   }
 
   /** Raises the floor of token's resource without writing; an older token is refused and logged. */
-  async admit(token) {
+  async admit(token, options) {
     checkToken(token);
-    return this.#run(token, null);
+    return this.#run(token, null, signalOf(options, 'lease-fence/redis: admit'));
   }
 
   /** The highest fence admitted for resource (0 if none has been). */
@@ -261,13 +265,14 @@ class RedisFence {
     return out;
   }
 
-  async #run(token, write) {
+  async #run(token, write, signal) {
     const base = this.#base(token.resource);
     const id = Array.from(crypto.getRandomValues(new Uint8Array(16)), (x) => x.toString(16).padStart(2, '0')).join('');
     const mark = `${base}commit:${id}`;
     const keys = [`${base}floor`, `${base}rejections`, mark];
     const args = [token.holderId, String(token.fence), String(this.#maxRej), String(this.#ttl), '0'];
     if (write !== null) this.#addWrite(token.resource, base, keys, args, write);
+    checkSignal(signal);
     let reply;
     try {
       const hash = await scriptSha();

@@ -1,7 +1,7 @@
 // lease-fence/sql: the fence gate inside PostgreSQL (Node; needs the `pg`
 // package or a pool with the same connect()/query()/release() shape).
 import { LeaseFenceError } from './lease-fence.js';
-import type { FenceToken, Rejection } from './lease-fence.js';
+import type { AbortSignalLike, FenceToken, Rejection } from './lease-fence.js';
 
 /** The store failed and the write did not happen: nothing changed. */
 export class FenceStoreError extends LeaseFenceError {
@@ -28,6 +28,17 @@ export interface SqlPool {
   query(text: string, values?: unknown[]): Promise<{ rows: any[] }>;
 }
 
+/** Options of a commit or an admit. */
+export interface FenceCallOptions {
+  /**
+   * Gives up before the write runs: an aborted signal rejects with
+   * `signal.reason` (at once, or for lease-fence/sql once the connection and
+   * the floor row's lock are had; that wait is not interrupted), and nothing
+   * was written or logged.
+   */
+  signal?: AbortSignalLike | undefined;
+}
+
 export interface SqlFenceOptions {
   /** Only 'postgres'. */
   dialect?: 'postgres';
@@ -44,9 +55,9 @@ export interface SqlFence {
    * included), InvalidArgumentError, FenceStoreError or OutcomeUnknownError.
    * Serialization failures and deadlocks are retried: write may run again.
    */
-  commit<T>(token: FenceToken, write: (client: SqlClient) => Promise<T> | T): Promise<T>;
+  commit<T>(token: FenceToken, write: (client: SqlClient) => Promise<T> | T, options?: FenceCallOptions): Promise<T>;
   /** Raises the floor without writing; an older token is refused and logged. */
-  admit(token: FenceToken): Promise<void>;
+  admit(token: FenceToken, options?: FenceCallOptions): Promise<void>;
   /** The highest fence admitted for resource (0 if none). */
   floor(resource: string): Promise<number>;
   /** Every refusal logged for resource, oldest first. */

@@ -8,7 +8,9 @@
 // It takes a pool (a pg.Pool, or anything whose connect() resolves to a
 // client with query(text, values) and release(err)); it does not import pg.
 import { InvalidArgumentError } from 'lease-fence';
-import { checkId, checkToken, FenceStoreError, OutcomeUnknownError, rejection, staleError } from './gate-common.mjs';
+import {
+  checkId, checkSignal, checkToken, FenceStoreError, OutcomeUnknownError, rejection, signalOf, staleError,
+} from './gate-common.mjs';
 
 export { FenceStoreError, OutcomeUnknownError };
 
@@ -91,23 +93,30 @@ class SqlFence {
    * is committed). If write throws, everything rolls back, the raise of the
    * floor included, and its error rejects the promise. Serialization
    * failures and deadlocks restart the transaction (write may run again).
+   * options.signal (an AbortSignal) gives up before write runs: an aborted
+   * signal rejects with signal.reason at once, or once the connection and
+   * the floor row's lock are had (the wait itself is not interrupted), and
+   * then nothing was written or logged.
    */
-  async commit(token, write) {
+  async commit(token, write, options) {
+    checkToken(token);
     if (typeof write !== 'function') {
-      checkToken(token);
       throw new InvalidArgumentError(`lease-fence: write must be a function, got ${write === null ? 'null' : typeof write}`, 'write');
     }
-    checkToken(token);
-    return this.#run(token, write);
+    const signal = signalOf(options, 'lease-fence/sql: commit');
+    checkSignal(signal);
+    return this.#run(token, write, signal);
   }
 
   /**
    * Raises the floor of token's resource to token.fence without writing, in
    * its own transaction. A token below the floor is refused and logged.
    */
-  async admit(token) {
+  async admit(token, options) {
     checkToken(token);
-    await this.#run(token, null);
+    const signal = signalOf(options, 'lease-fence/sql: admit');
+    checkSignal(signal);
+    await this.#run(token, null, signal);
   }
 
   /** The highest fence admitted for resource (0 if none has been). */
@@ -132,8 +141,9 @@ class SqlFence {
     }
   }
 
-  async #retry(fn) {
+  async #retry(fn, signal) {
     for (let i = 0; ; i++) {
+      checkSignal(signal);
       try {
         return await fn();
       } catch (err) {
@@ -143,18 +153,22 @@ class SqlFence {
     }
   }
 
-  async #run(token, write) {
-    return this.#retry(() => this.#attempt(token, write));
+  async #run(token, write, signal) {
+    return this.#retry(() => this.#attempt(token, write, signal), signal);
   }
 
   // One transaction: lock the floor row, check, then either log a refusal
   // or raise the floor and write, and commit.
-  async #attempt(token, write) {
+  async #attempt(token, write, signal) {
     let client;
     try {
       client = await this.#pool.connect();
     } catch (err) {
       throw new FenceStoreError(`lease-fence/sql: connecting: ${err?.message ?? err}`, { op: 'connecting', cause: err });
+    }
+    if (signal?.aborted) {
+      client.release();
+      throw signal.reason;
     }
     let broken;
     let ended = false; // COMMIT was sent: it ends the transaction either way
@@ -175,6 +189,7 @@ class SqlFence {
       try {
         await step('locking the floor', this.#q.ensure, [token.resource]);
         const { rows: [row] } = await step('reading the floor', this.#q.lock, [token.resource]);
+        checkSignal(signal); // gave up while waiting for the lock: roll back
         const floor = Number(row.fence);
         if (token.fence < floor) {
           const r = rejection(Number(row.rejections) + 1, token.resource, token.holderId, token.fence, row.holder, floor);
