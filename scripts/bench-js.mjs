@@ -3,10 +3,14 @@
 // (user + system, which other processes' load disturbs less than wall time;
 // it includes V8's and Go's collectors). Run by `make bench-js`:
 //
-//   node scripts/bench-js.mjs [--json] [--rounds N] [--only REGEX]
+//   node scripts/bench-js.mjs [--json] [--rounds N] [--only REGEX] [--baseline DIR]
 //
 // --only runs the cases (and comparisons) whose names match REGEX, e.g.
-// --only cycle.
+// --only cycle. --baseline DIR also loads another build of the library
+// (DIR/lease-fence.mjs, with its lease-fence.wasm beside it: a copy of
+// wasm/js built from an earlier commit) into the same process, runs every
+// case of the library on it too ("baseline: ..."), and compares each case
+// with its baseline, interleaved like the other comparisons.
 //
 // The cases run interleaved: every round runs each case once (in a rotating
 // order), and the two sides of a comparison alternate in ten slices within
@@ -16,12 +20,14 @@
 // The machine is shared, so compare figures from one run.
 import { execFileSync } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
-import { join } from 'node:path';
-import { createMonotonicClock, FenceGate, LeaseClient, LeaseCoordinator } from 'lease-fence';
+import { join, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import * as current from 'lease-fence';
 
 const args = process.argv.slice(2);
 const ROUNDS = Number(args[args.indexOf('--rounds') + 1]) || 15;
 const ONLY = args.includes('--only') ? new RegExp(args[args.indexOf('--only') + 1]) : null;
+const BASELINE = args.includes('--baseline') ? resolve(args[args.indexOf('--baseline') + 1]) : null;
 
 let sink = 0;
 const write = () => { sink++; return sink; };
@@ -214,15 +220,15 @@ async function rawExports() {
 
 // ---------------------------------------------------------------- cases
 
-const cycleState = (js) => {
-  if (js) {
+const cycleState = (lib) => {
+  if (lib === null) {
     const clock = () => performance.now(); // what createMonotonicClock reads
     return { coordinator: new JsCoordinator(clock, 30_000), client: new JsClient(clock, SHORT), gate: new JsGate('deploy-slot') };
   }
   return {
-    coordinator: new LeaseCoordinator({ clock: createMonotonicClock('c'), ttlMillis: 30_000 }),
-    client: new LeaseClient({ clock: createMonotonicClock('agent'), holderId: SHORT }),
-    gate: new FenceGate('deploy-slot'),
+    coordinator: new lib.LeaseCoordinator({ clock: lib.createMonotonicClock('c'), ttlMillis: 30_000 }),
+    client: new lib.LeaseClient({ clock: lib.createMonotonicClock('agent'), holderId: SHORT }),
+    gate: new lib.FenceGate('deploy-slot'),
   };
 };
 
@@ -240,22 +246,67 @@ const commitLoop = (holderId) => (g, n) => {
   for (let i = 0; i < n; i++) g.commit(token, write);
 };
 
+// Each call a new fence, carrying on from the floor (a run in slices
+// continues where the last slice stopped).
 const risingLoop = (holderId) => (g, n) => {
-  for (let i = 1; i <= n; i++) g.commit({ resource: 'deploy-slot', holderId, fence: i }, write);
+  for (let i = g.floor + 1, end = i + n; i < end; i++) g.commit({ resource: 'deploy-slot', holderId, fence: i }, write);
 };
 
-function cases(raw) {
+// commitAsync on an idle gate with a synchronous fn: each call runs fn at
+// once and resolves; the loop awaits the last one.
+const asyncIdleLoop = (g, n) => {
+  const token = { resource: 'deploy-slot', holderId: SHORT, fence: 1 };
+  let p;
+  for (let i = 0; i < n; i++) p = g.commitAsync(token, write);
+  return p;
+};
+
+// commitAsync with an async fn, awaited one call at a time: the common use.
+const asyncWrite = async () => { sink++; };
+const asyncAwaitLoop = (fn) => async (g, n) => {
+  const token = { resource: 'deploy-slot', holderId: SHORT, fence: 1 };
+  for (let i = 0; i < n; i++) await g.commitAsync(token, fn);
+};
+
+// commitAsync calls queued behind a running write, 100 at a time: the
+// waiting path (checked when called, started in turn).
+const asyncQueueLoop = async (g, n) => {
+  const token = { resource: 'deploy-slot', holderId: SHORT, fence: 1 };
+  for (let done = 0; done < n; done += 100) {
+    let release;
+    const first = g.commitAsync(token, () => new Promise((r) => { release = r; }));
+    const ps = [first];
+    for (let i = 1; i < 100; i++) ps.push(g.commitAsync(token, asyncWrite));
+    release();
+    await Promise.all(ps);
+  }
+};
+
+// The cases of the library lib, names prefixed with tag.
+function libraryCases(lib, raw, tag) {
+  const gate = () => new lib.FenceGate('deploy-slot');
+  return [
+    { name: `${tag}gate.commit, admitted, 7-char holder`, n: 2_000_000, setup: gate, run: commitLoop(SHORT) },
+    { name: `${tag}gate.commit, admitted, 36-char holder`, n: 2_000_000, setup: gate, run: commitLoop(UUID) },
+    { name: `${tag}gate.commit, rising fence, 7-char holder (enters Go)`, n: 200_000, setup: gate, run: risingLoop(SHORT) },
+    { name: `${tag}gate.commit, rising fence, 36-char holder (enters Go)`, n: 200_000, setup: gate, run: risingLoop(UUID) },
+    { name: `${tag}gate.commitAsync, idle gate, sync fn`, n: 200_000, setup: gate, run: asyncIdleLoop },
+    { name: `${tag}gate.commitAsync, async fn, awaited`, n: 100_000, setup: gate, run: asyncAwaitLoop(asyncWrite) },
+    { name: `${tag}gate.commitAsync, async fn taking the signal, awaited`, n: 50_000, setup: gate, run: asyncAwaitLoop(async (signal) => { sink += signal ? 1 : 0; }) },
+    { name: `${tag}gate.commitAsync, 99 queued behind a running write`, n: 100_000, setup: gate, run: asyncQueueLoop },
+    ...(raw ? [{ name: `${tag}//go:wasmexport call, one number in, none out (lf_free(0))`, n: 2_000_000, setup: () => raw, run: (x, n) => { for (let i = 0; i < n; i++) x.lf_free(0); } }] : []),
+    { name: `${tag}gate.floor (handle in, number out)`, n: 500_000, setup: gate, run: (g, n) => { for (let i = 0; i < n; i++) sink += g.floor; } },
+    { name: `${tag}cycle: beginAcquire+acquire+completeAcquire+commit+release`, n: 20_000, setup: () => cycleState(lib), run: cycle },
+  ];
+}
+
+function cases(raw, baseline) {
   return [
     { name: 'JS reference gate.commit, admitted, 7-char holder', n: 2_000_000, setup: () => new JsGate('deploy-slot'), run: commitLoop(SHORT) },
-    { name: 'gate.commit, admitted, 7-char holder', n: 2_000_000, setup: () => new FenceGate('deploy-slot'), run: commitLoop(SHORT) },
     { name: 'JS reference gate.commit, admitted, 36-char holder', n: 2_000_000, setup: () => new JsGate('deploy-slot'), run: commitLoop(UUID) },
-    { name: 'gate.commit, admitted, 36-char holder', n: 2_000_000, setup: () => new FenceGate('deploy-slot'), run: commitLoop(UUID) },
-    { name: 'gate.commit, rising fence, 7-char holder (enters Go)', n: 200_000, setup: () => new FenceGate('deploy-slot'), run: risingLoop(SHORT) },
-    { name: 'gate.commit, rising fence, 36-char holder (enters Go)', n: 200_000, setup: () => new FenceGate('deploy-slot'), run: risingLoop(UUID) },
-    { name: '//go:wasmexport call, one number in, none out (lf_free(0))', n: 2_000_000, setup: () => raw, run: (x, n) => { for (let i = 0; i < n; i++) x.lf_free(0); } },
-    { name: 'gate.floor (handle in, number out)', n: 500_000, setup: () => new FenceGate('deploy-slot'), run: (g, n) => { for (let i = 0; i < n; i++) sink += g.floor; } },
-    { name: 'JS reference cycle', n: 20_000, setup: () => cycleState(true), run: cycle },
-    { name: 'cycle: beginAcquire+acquire+completeAcquire+commit+release', n: 20_000, setup: () => cycleState(false), run: cycle },
+    { name: 'JS reference cycle', n: 20_000, setup: () => cycleState(null), run: cycle },
+    ...libraryCases(current, raw, ''),
+    ...(baseline ? libraryCases(baseline, null, 'baseline: ') : []),
   ];
 }
 
@@ -267,7 +318,16 @@ const comparisons = [
 
 // ---------------------------------------------------------------- run
 
-const all = cases(await rawExports()).filter((c) => ONLY === null || ONLY.test(c.name));
+const baseline = BASELINE ? await import(pathToFileURL(join(BASELINE, 'lease-fence.mjs')).href) : null;
+const all = cases(await rawExports(), baseline).filter((c) => ONLY === null || ONLY.test(c.name));
+// With a baseline, each case of the library is compared with its twin
+// (goal: within 10%) instead of with the JavaScript reference.
+if (baseline) {
+  comparisons.length = 0;
+  for (const c of all) {
+    if (all.some((b) => b.name === `baseline: ${c.name}`)) comparisons.push([c.name, `baseline: ${c.name}`, 1.1]);
+  }
+}
 const times = new Map(all.map((c) => [c.name, []]));
 
 // The two sides of a comparison run as one unit, in CHUNKS alternating
@@ -293,7 +353,8 @@ for (let round = 0; round <= ROUNDS; round++) {
       for (let s = 0; s < unit.length; s++) {
         const i = (s + j) % unit.length;
         const t0 = process.cpuUsage();
-        unit[i].run(states[i], unit[i].n / chunks);
+        const r = unit[i].run(states[i], unit[i].n / chunks);
+        if (r instanceof Promise) await r;
         const t = process.cpuUsage(t0);
         cpu[i] += t.user + t.system;
       }

@@ -88,10 +88,10 @@ type GateBusyError struct {
 	RunningHolderID string // the write that was running
 	RunningFence    uint64
 	// Running is how long that write had run when this one gave up: from its
-	// start when it started through CommitContext or after waiting for its
-	// turn, otherwise (a Commit that found the gate free, which reads no
-	// clock) from when the first write queued behind it, so at least this
-	// long.
+	// start when it got the gate after waiting for its turn; otherwise (it
+	// found the gate free, and the gate reads no clock then) from when the
+	// first write queued behind it, so at least this long, and the message
+	// says "at least".
 	Running time.Duration
 
 	Err     error // the context's error

@@ -108,8 +108,10 @@ func ExampleSupersededError() {
 }
 
 // A write that gives up waiting for its turn says what it waited for: the
-// running write's holder, fence and how long it has run. (Options.Now here
-// is a clock that moves one second per reading, to print a fixed figure.)
+// running write's holder, fence and how long it has run (here at least: the
+// gate reads no clock for a write that finds it free, and counts from when
+// agent-b queued). Options.Now is a clock that moves one second per
+// reading, to print a fixed figure.
 func ExampleGateBusyError() {
 	t := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 	gate, _ := fence.NewGate("deploy-slot", fence.Options{Now: func() time.Time { t = t.Add(time.Second); return t }})
@@ -134,6 +136,6 @@ func ExampleGateBusyError() {
 	fmt.Println(<-done)
 	// Output:
 	// true agent-a 1 true
-	// fence: the write of holder "agent-b" with fence 2 to "deploy-slot" gave up waiting for its turn (context deadline exceeded): holder "agent-a" has been writing with fence 1 for 1s
+	// fence: the write of holder "agent-b" with fence 2 to "deploy-slot" gave up waiting for its turn (context deadline exceeded): holder "agent-a" has been writing with fence 1 for at least 1s
 	// <nil>
 }

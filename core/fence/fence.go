@@ -93,9 +93,10 @@ type Options struct {
 	MaxRejections int
 
 	// Now is the clock the gate reads to tell how long a running write has
-	// run (GateBusyError.Running), and for nothing else; nil means time.Now.
-	// The gate reads it only when a write starts through CommitContext or
-	// after waiting for its turn, and when a write queues behind another.
+	// run (GateBusyError.Running), and for nothing else; nil means the
+	// monotonic clock. The gate reads it only when a write gets its turn
+	// after waiting, when a write queues behind another, and when a waiting
+	// write gives up: never on the path of a write that finds the gate free.
 	Now func() time.Time
 }
 
@@ -376,7 +377,10 @@ func (g *Gate) raise(tok Token) error {
 	case tok.Fence > floor:
 		// Admit raising the floor past a running write: record that write
 		// (while its holder is still the floor's) and tell it.
-		past := g.pastRunning(tok.Fence)
+		past := false
+		if s := g.turn.Load(); s != 0 && s>>2 < tok.Fence {
+			past = g.pastRunning(tok.Fence)
+		}
 		g.prevFence, g.prevHolder = floor, g.floorHolder
 		g.floor.Store(tok.Fence)
 		g.floorHolder = tok.HolderID

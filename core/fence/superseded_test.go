@@ -281,10 +281,10 @@ func TestGateBusyErrorNamesRunningWrite(t *testing.T) {
 	clk := &fakeNow{}
 	g, err := fence.NewGate("deploy-slot", fence.Options{Now: clk.now})
 	must(t, err)
-	r := startWrite(t, g, tok("a", 5)) // started through CommitContext: its start is known
+	r := startWrite(t, g, tok("a", 5)) // found the gate free: its start is not read
 	clk.advance(1500 * time.Millisecond)
 	ctx, cancel := context.WithCancel(context.Background())
-	res, ran := queue(t, g, ctx, tok("b", 6))
+	res, ran := queue(t, g, ctx, tok("b", 6)) // the gate reads its clock now
 	clk.advance(250 * time.Millisecond)
 	cancel()
 	err = <-res
@@ -293,13 +293,13 @@ func TestGateBusyErrorNamesRunningWrite(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 	want := fence.GateBusyError{Resource: "deploy-slot", HolderID: "b", Fence: 6, RunningHolderID: "a", RunningFence: 5,
-		Running: 1750 * time.Millisecond, Err: context.Canceled}
+		Running: 250 * time.Millisecond, Err: context.Canceled}
 	if busy.Resource != want.Resource || busy.HolderID != want.HolderID || busy.Fence != want.Fence || busy.RunningHolderID != want.RunningHolderID ||
 		busy.RunningFence != want.RunningFence || busy.Running != want.Running || busy.Err != want.Err {
 		t.Fatalf("got %+v", busy)
 	}
 	const msg = `fence: the write of holder "b" with fence 6 to "deploy-slot" gave up waiting for its turn (context canceled): ` +
-		`holder "a" has been writing with fence 5 for 1.75s`
+		`holder "a" has been writing with fence 5 for at least 250ms`
 	if err.Error() != msg {
 		t.Fatalf("message %q", err)
 	}
@@ -328,10 +328,10 @@ func TestGateBusyErrorNamesRunningWrite(t *testing.T) {
 	must(t, <-r.result)
 }
 
-// Behind a Commit that found the gate free (it reads no clock), the time is
-// counted from when the first write queued behind it, and the message says
-// "at least"; behind a write that got its turn after waiting, from the
-// moment it got it.
+// Behind a write that found the gate free (the gate reads no clock then),
+// the time is counted from when the first write queued behind it, and the
+// message says "at least"; behind a write that got its turn after waiting,
+// from the moment it got it.
 func TestGateBusyErrorTimes(t *testing.T) {
 	clk := &fakeNow{}
 	g, err := fence.NewGate("deploy-slot", fence.Options{Now: clk.now})

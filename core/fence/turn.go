@@ -47,8 +47,8 @@ type running struct {
 }
 
 // lockSlow takes the gate's write lock for a write of tok, under mu. A free
-// gate is taken at once, with a record of the write (wc's write, from
-// CommitContext, with the time it starts). Otherwise the write queues, tells
+// gate is taken at once, with a record of the write (and wc, the context of
+// a CommitContext write, to tell it). Otherwise the write queues, tells
 // a running CommitContext write with a lower fence that it is superseded,
 // and waits for its turn, or until ctx (nil for Commit: for as long as it
 // takes) is done; then it leaves the queue and returns a *GateBusyError
@@ -62,10 +62,9 @@ func (g *Gate) lockSlow(tok Token, wc *writeCtx, ctx context.Context) error {
 		s := g.turn.Load()
 		if s == 0 {
 			if g.turn.CompareAndSwap(0, f<<2|lockHeld|lockSlow) {
+				// No clock reading: a write that found the gate free is
+				// timed from when the first write queues behind it.
 				g.run = running{on: true, holder: tok.HolderID, fence: f, wc: wc}
-				if wc != nil {
-					g.run.since, g.run.timed, g.run.exact = g.elapsed(), true, true
-				}
 				g.mu.Unlock()
 				return nil
 			}

@@ -174,6 +174,7 @@ export async function runSchedule(seed, makeGate) {
       const fn = makeWrite(op, holder, fence);
       const before = gate.floor;
       const wasBusy = busy();
+      op.calledAt = performance.now();
       try {
         const v = gate.commit({ resource: RESOURCE, holderId: holder.id, fence }, fn);
         if (v instanceof Promise) {
@@ -207,6 +208,7 @@ export async function runSchedule(seed, makeGate) {
         options = { signal: ac.signal };
       }
       let p;
+      op.calledAt = performance.now(); // before the gate could read its clock for this write
       try {
         p = gate.commitAsync({ resource: RESOURCE, holderId: holder.id, fence }, fn, options);
       } catch (e) {
@@ -299,7 +301,7 @@ export async function runSchedule(seed, makeGate) {
       if (op.runs !== 0) fail(`${op.name} gave up waiting but its write ran`);
       const r = op.runningAtAbort;
       if (!r || e.runningHolderId !== r.holderId || e.runningFence !== r.fence || e.holderId !== holderId || e.fence !== fence ||
-        e.resource !== RESOURCE || !(e.runningMillis >= 0 && e.runningMillis <= Math.round(op.abortedAt - r.startedAt) + 1)) {
+        e.resource !== RESOURCE || !(e.runningMillis >= 0 && e.runningMillis <= Math.round(op.abortedAt - r.calledAt) + 1)) {
         fail(`${op.name} gave up behind ${r?.name}: ${e.message} (${JSON.stringify(e)})`);
       }
       counts.gaveUp++;

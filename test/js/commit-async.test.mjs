@@ -181,7 +181,7 @@ describe('gate.commitAsync', () => {
     assert.equal(waiting2.value.cause, reason);
     assert.deepEqual({ ...waiting2.value, runningMillis: 0 },
       { resource: 'slot', holderId: 'b', fence: 9, runningHolderId: 'a', runningFence: 1, runningMillis: 0 });
-    assert.match(waiting2.value.message, /^lease-fence: the write of holder "b" with fence 9 to "slot" gave up waiting for its turn \(Error: not needed any more\): holder "a" has been writing with fence 1 for \d+ ms$/);
+    assert.match(waiting2.value.message, /^lease-fence: the write of holder "b" with fence 9 to "slot" gave up waiting for its turn \(Error: not needed any more\): holder "a" has been writing with fence 1 for at least \d+ ms$/);
     slow.resolve();
     await settle();
     assert.equal(ran, false);
@@ -348,6 +348,39 @@ describe('the superseded-write signal', () => {
     assert.deepEqual(order, ['b', 'StaleFenceError']);
   });
 
+  test('runningMillis counts from the start of a write that got the gate from the queue, else from when the first write queued behind it', async () => {
+    const gate = new FenceGate('slot');
+    const a = deferred();
+    const b = deferred();
+    track(gate.commitAsync(tok('a', 1), () => a.promise)); // found the gate free: its start is not read
+    const queuedAt = performance.now();
+    track(gate.commitAsync(tok('b', 2), () => b.promise)); // queues: the gate reads the clock now
+    const ac = new AbortController();
+    const c = track(gate.commitAsync(tok('c', 3), () => {}, { signal: ac.signal }));
+    ac.abort();
+    await settle();
+    const bound = performance.now() - queuedAt;
+    assert.ok(c.value instanceof GateBusyError);
+    assert.ok(c.value.runningMillis >= 0 && c.value.runningMillis <= Math.ceil(bound), `${c.value.runningMillis} ms > ${bound}`);
+    assert.match(c.value.message, /holder "a" has been writing with fence 1 for at least \d+ ms$/);
+    const ac2 = new AbortController();
+    const d = track(gate.commitAsync(tok('d', 4), () => {}, { signal: ac2.signal }));
+    const handedFrom = performance.now();
+    a.resolve(); // b gets the gate from the queue: its start is read then
+    await settle();
+    const handedTo = performance.now();
+    const abortAt = performance.now();
+    ac2.abort();
+    const upper = performance.now() - handedFrom;
+    await settle();
+    assert.equal(d.value.runningHolderId, 'b');
+    assert.ok(d.value.runningMillis <= Math.ceil(upper), `${d.value.runningMillis} ms > ${upper}`);
+    assert.ok(d.value.runningMillis >= Math.floor(abortAt - handedTo), `${d.value.runningMillis} ms < ${abortAt - handedTo}`);
+    assert.match(d.value.message, /holder "b" has been writing with fence 2 for \d+ ms$/);
+    b.resolve();
+    await settle();
+  });
+
   test('a commitAsync made inside a running commitAsync\'s synchronous fn runs after it', async () => {
     const gate = new FenceGate('slot');
     let inner;
@@ -364,7 +397,7 @@ describe('the superseded-write signal', () => {
     const slow = deferred();
     track(gate.commitAsync(tok('a', 7), () => slow.promise));
     assert.throws(() => gate.commit(tok('a', 7), () => {}), (e) => e instanceof LeaseFenceError &&
-      /a write is still running on this gate \(holder "a" with fence 7, for \d+ ms/.test(e.message));
+      /a write is still running on this gate \(holder "a" with fence 7: /.test(e.message));
     slow.resolve();
     await settle();
   });

@@ -407,7 +407,11 @@ export class GateBusyError extends LeaseFenceError {
   /** The write that held the gate. */
   readonly runningHolderId: string;
   readonly runningFence: number;
-  /** How long it had run, in whole milliseconds (since its fn returned its promise). */
+  /**
+   * How long it had run, in whole milliseconds: from its start if it got the
+   * gate from the queue, otherwise (it found the gate free, and the gate
+   * reads no clock then) from when the first write queued behind it.
+   */
   readonly runningMillis: number;
 }
 

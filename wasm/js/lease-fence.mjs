@@ -1503,12 +1503,23 @@ export class FenceGate extends Handled {
   // that starts with a fence at or above it has no newer fence waiting.
   #queueMax = 0;
   #draining = false; // #drain is on the stack: it starts the next write itself
-  // The running write that holds the gate (a commitAsync write, or a commit
-  // whose fn returned a promise): { holderId, fence, since, ctrl, told }, or
-  // null. ctrl is the AbortController of the signal its fn was given, if it
-  // was given one; since is performance.now() when its fn returned its
-  // promise (0 before); told, whether the signal has aborted.
-  #run = null;
+  // The running write that holds the gate (#held > 0: a commitAsync write,
+  // or a commit whose fn returned a promise), in as few writes per write as
+  // can be. Its token is the one admitted last (#holderId, #fence), set as
+  // it starts, unless an admit has moved those on since: admit then copies
+  // it into #runHolder/#runFence first (null when it has not). #runCtrl is
+  // the AbortController of the signal its fn was given (null if none) and
+  // #runTold whether that signal has aborted. #runSince is performance.now()
+  // at its start when it got the gate from the queue (#runExact), otherwise
+  // when the first write queued behind it (0 until then: the gate reads no
+  // clock for a write nobody waits for). Writes never overlap and each ends
+  // once, before the next starts, so its end clears the record.
+  #runHolder = null;
+  #runFence = 0;
+  #runCtrl = null;
+  #runTold = false;
+  #runSince = 0;
+  #runExact = false;
 
   static {
     isGate = (o) => isObject(o) && #queue in o;
@@ -1595,7 +1606,7 @@ export class FenceGate extends Handled {
     let result;
     try {
       result = fn();
-      if (isThenable(result)) result = this.#hold(result, holderId, fence);
+      if (isThenable(result)) result = this.#hold(result);
     } finally {
       if (--this.#depth === 0 && this.#held === 0 && this.#queue.length !== 0 && !this.#draining) this.#drain();
     }
@@ -1640,7 +1651,7 @@ export class FenceGate extends Handled {
       }
       const w = { token, tok, resource, holderId, fence, fn, resolve, reject, signal, onAbort: null };
       if (idle) {
-        this.#start(w);
+        this.#start(w, false);
         return;
       }
       if (signal) {
@@ -1656,6 +1667,7 @@ export class FenceGate extends Handled {
       }
       this.#queue.push(w);
       if (fence > this.#queueMax) this.#queueMax = fence;
+      if (this.#held !== 0 && this.#runSince === 0) this.#runSince = performance.now();
       // A newer fence now waits for the running write: tell it (last, as
       // the signal's listeners run now and may call this gate).
       this.#supersede(holderId, fence, true);
@@ -1672,6 +1684,10 @@ export class FenceGate extends Handled {
       put(fence = token.fence);
     }
     call(enc, X.lf_gate_admit, handleOf(this), p);
+    if (this.#held !== 0 && this.#runHolder === null) {
+      this.#runHolder = this.#holderId; // the running write's token, which this moves on
+      this.#runFence = this.#fence;
+    }
     this.#holderId = holderId;
     this.#fence = fence;
     this.#supersede(holderId, fence, false);
@@ -1680,62 +1696,66 @@ export class FenceGate extends Handled {
   // #supersede aborts the running write's signal, once, when fence (one
   // that Go has checked) is newer than the write's.
   #supersede(holderId, fence, waiting) {
-    const r = this.#run;
-    if (r === null || r.ctrl === null || r.told || !(fence > r.fence)) return;
-    r.told = true;
-    r.ctrl.abort(new SupersededError(`lease-fence: the write of holder ${JSON.stringify(r.holderId)} with fence ${r.fence} to ` +
+    if (this.#runCtrl === null || this.#runTold) return;
+    const h = this.#runHolder ?? this.#holderId, f = this.#runHolder === null ? this.#fence : this.#runFence;
+    if (!(fence > f)) return;
+    this.#runTold = true;
+    this.#runCtrl.abort(new SupersededError(`lease-fence: the write of holder ${JSON.stringify(h)} with fence ${f} to ` +
       `${JSON.stringify(this.#resource)} is superseded: holder ${JSON.stringify(holderId)} with fence ${fence} ` +
       `${waiting ? 'waits for it to finish' : 'was admitted'}`,
-    { resource: this.#resource, holderId: r.holderId, fence: r.fence, newerHolderId: holderId, newerFence: fence, newerWaiting: waiting }));
+    { resource: this.#resource, holderId: h, fence: f, newerHolderId: holderId, newerFence: fence, newerWaiting: waiting }));
   }
 
   // #running describes the write that holds the gate: the record of an
   // async one, or the synchronous fn on the stack (whose token is the one
-  // admitted last, and which has not returned yet).
+  // admitted last, and which has not returned yet). millis is whole
+  // milliseconds; atLeast, whether they count from when the gate first
+  // looked rather than from the write's start.
   #running() {
-    const r = this.#run;
-    if (r !== null) return { holderId: r.holderId, fence: r.fence, millis: r.since === 0 ? 0 : performance.now() - r.since };
-    return { holderId: this.#holderId, fence: this.#fence, millis: 0 };
+    const holderId = this.#runHolder ?? this.#holderId, fence = this.#runHolder === null ? this.#fence : this.#runFence;
+    if (this.#held === 0) return { holderId, fence, millis: 0, atLeast: true };
+    if (this.#runSince === 0) this.#runSince = performance.now();
+    return { holderId, fence, millis: Math.round(performance.now() - this.#runSince), atLeast: !this.#runExact };
   }
 
   // #busy is the error of waiting write w that gave up because of reason.
   #busy(w, reason) {
     const r = this.#running();
-    const ms = Math.round(r.millis);
     return new GateBusyError(`lease-fence: the write of holder ${JSON.stringify(w.holderId)} with fence ${w.fence} to ` +
       `${JSON.stringify(this.#resource)} gave up waiting for its turn (${describeReason(reason)}): holder ` +
-      `${JSON.stringify(r.holderId)} has been writing with fence ${r.fence} for ${ms} ms`,
-    { resource: this.#resource, holderId: w.holderId, fence: w.fence, runningHolderId: r.holderId, runningFence: r.fence, runningMillis: ms, cause: reason });
+      `${JSON.stringify(r.holderId)} has been writing with fence ${r.fence} for ${r.atLeast ? 'at least ' : ''}${r.millis} ms`,
+    { resource: this.#resource, holderId: w.holderId, fence: w.fence, runningHolderId: r.holderId, runningFence: r.fence, runningMillis: r.millis, cause: reason });
   }
 
   #writeRunning() {
     const r = this.#running();
     return new LeaseFenceError(`lease-fence: gate.commit on ${JSON.stringify(this.#resource)} refused: a write is still running ` +
-      `on this gate (holder ${JSON.stringify(r.holderId)} with fence ${r.fence}, for ${Math.round(r.millis)} ms: a commitAsync write, ` +
+      `on this gate (holder ${JSON.stringify(r.holderId)} with fence ${r.fence}: a commitAsync write, ` +
       'or a commit whose fn returned a promise, has not settled); fn did not run. Use gate.commitAsync(token, fn) to wait for your turn');
   }
 
   // #hold keeps the gate busy until thenable t (returned by a commit's fn
   // for the token holderId/fence) settles, and returns a promise that
   // settles as t does once the gate is free again.
-  #hold(t, holderId, fence) {
+  #hold(t) {
     this.#held++;
-    const run = { holderId, fence, since: performance.now(), ctrl: null, told: false };
-    this.#run = run;
+    this.#runSince = 0;
+    this.#runExact = false;
     return Promise.resolve(t).then((v) => {
-      this.#end(run);
+      this.#end();
       return v;
     }, (e) => {
-      this.#end(run);
+      this.#end();
       throw e;
     });
   }
 
-  // #end frees the gate from the write of record run, and starts the
-  // writes queued meanwhile (a write queued from inside a synchronous fn
-  // included) unless #drain, further up the stack, will.
-  #end(run) {
-    if (this.#run === run) this.#run = null;
+  // #end frees the gate from the running write, and starts the writes
+  // queued meanwhile (a write queued from inside a synchronous fn included)
+  // unless #drain, further up the stack, will.
+  #end() {
+    this.#runHolder = null;
+    this.#runCtrl = null;
     if (--this.#held === 0 && this.#depth === 0 && this.#queue.length !== 0 && !this.#draining) this.#drain();
   }
 
@@ -1746,7 +1766,7 @@ export class FenceGate extends Handled {
       while (this.#depth === 0 && this.#held === 0 && this.#queue.length !== 0) {
         const w = this.#queue.shift();
         if (this.#queue.length === 0) this.#queueMax = 0;
-        this.#start(w);
+        this.#start(w, true);
       }
     } finally {
       this.#draining = false;
@@ -1758,7 +1778,7 @@ export class FenceGate extends Handled {
   // declares a parameter is given a signal: making an AbortSignal costs
   // about 2.5 us in Node 20, several times the rest of this call, so fns
   // that cannot receive one are not given one.
-  #start(w) {
+  #start(w, handed) {
     if (w.onAbort) w.signal.removeEventListener('abort', w.onAbort);
     try {
       goCommit(handleOf(this), w.token, w.tok, w.resource, w.holderId, w.fence, w.fn);
@@ -1770,29 +1790,30 @@ export class FenceGate extends Handled {
     this.#fence = w.fence;
     this.#held++;
     const ctrl = w.fn.length === 0 ? null : new AbortController();
-    const run = { holderId: w.holderId, fence: w.fence, since: 0, ctrl, told: false };
-    this.#run = run;
+    this.#runCtrl = ctrl;
+    this.#runTold = false;
+    this.#runSince = handed ? performance.now() : 0;
+    this.#runExact = handed;
     if (ctrl !== null && this.#queueMax > w.fence) this.#newerWaiting(w.fence);
     let result;
     try {
       result = ctrl === null ? w.fn() : w.fn(ctrl.signal);
       if (isThenable(result)) {
-        run.since = performance.now();
         Promise.resolve(result).then((v) => {
-          this.#end(run);
+          this.#end();
           w.resolve(v);
         }, (e) => {
-          this.#end(run);
+          this.#end();
           w.reject(e);
         });
         return;
       }
     } catch (e) {
-      this.#end(run);
+      this.#end();
       w.reject(e);
       return;
     }
-    this.#end(run);
+    this.#end();
     w.resolve(result);
   }
 
