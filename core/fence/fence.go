@@ -141,6 +141,11 @@ type Gate struct {
 	count       uint64      // refusals so far
 	waiters     []*waiter   // writes waiting for their turn, first come first served
 	run         running     // the running write, as far as the gate knows it
+
+	// freeCtx is the context of a running CommitContext write that took the
+	// gate by the lock-free path (nil otherwise): published after it took
+	// the lock, read under mu by whoever supersedes it.
+	freeCtx atomic.Pointer[writeCtx]
 }
 
 var errNoGate = &ArgumentError{Pkg: "fence", Arg: "gate", Reason: "is nil or was not created with NewGate"}
@@ -297,12 +302,31 @@ func (g *Gate) CommitContext(ctx context.Context, tok Token, write func(context.
 		return err
 	}
 	wc := &writeCtx{parent: ctx}
-	if err := g.lockSlow(tok, wc, ctx); err != nil {
+	f := tok.Fence
+	free := false
+	// The common case takes the lock-free path Commit takes, and then
+	// publishes its context; a write that queued, or an Admit that raised
+	// the floor, in between (they set lockSlow first) is caught up with.
+	if f == g.floor.Load() && g.claimed.Load() && g.turn.CompareAndSwap(0, f<<2|lockHeld) {
+		free = true
+		if testHookLockFree != nil {
+			testHookLockFree()
+		}
+		g.freeCtx.Store(wc)
+		if g.turn.Load()&lockSlow != 0 {
+			g.mu.Lock()
+			g.catchUp(f)
+			g.mu.Unlock()
+		}
+	} else if err := g.lockSlow(tok, wc, ctx); err != nil {
 		return err
 	}
 	defer func() {
-		wc.end(nil) // first: nothing is signalled once write has returned
-		g.unlock(tok.Fence)
+		wc.finish() // first: nothing is signalled once write has returned
+		if free {
+			g.freeCtx.Store(nil)
+		}
+		g.unlock(f)
 	}()
 	if err := g.raise(tok); err != nil {
 		return err
@@ -415,6 +439,10 @@ func elapsedSince(now func() time.Time) func() time.Duration {
 		return t.Sub(base)
 	}
 }
+
+// testHookLockFree, when set by a test, runs between CommitContext taking
+// the gate by the lock-free path and publishing its context.
+var testHookLockFree func()
 
 // pastRunning reports, under mu, whether a write with a fence below f is
 // running, and makes sure g.run describes it.

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 )
@@ -328,3 +329,124 @@ func TestBusyBehindOvertakenCommitNamesItsHolder(t *testing.T) {
 // there would link the writeCtx's methods (and what they reach) into every
 // program that uses a Gate, the wasm library included.
 var _ context.Context = (*writeCtx)(nil)
+
+// A CommitContext that takes the gate by the lock-free path publishes its
+// context just after taking the lock. A newer fence that reaches the gate in
+// between (a write that queues, an Admit that raises the floor) cannot find
+// the context; the write catches up as it publishes. The moment is too short
+// to hit from outside: a test hook makes the newer fence arrive in it.
+func TestLockFreeCommitContextCatchesUp(t *testing.T) {
+	for _, newer := range []string{"waiting write", "admit"} {
+		t.Run(newer, func(t *testing.T) {
+			g := testGate(t)
+			if err := g.Commit(Token{Resource: "r", HolderID: "a", Fence: 1}, func() error { return nil }); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			testHookLockFree = func() {
+				if newer == "admit" {
+					if err := g.Admit(Token{Resource: "r", HolderID: "b", Fence: 2}); err != nil {
+						t.Error(err)
+					}
+					return
+				}
+				go func() { done <- g.Commit(Token{Resource: "r", HolderID: "b", Fence: 2}, func() error { return nil }) }()
+				for {
+					g.mu.Lock()
+					n := len(g.waiters)
+					g.mu.Unlock()
+					if n == 1 {
+						return
+					}
+					runtime.Gosched()
+				}
+			}
+			defer func() { testHookLockFree = nil }()
+			var cause error
+			err := g.CommitContext(context.Background(), Token{Resource: "r", HolderID: "a", Fence: 1}, func(ctx context.Context) error {
+				testHookLockFree = nil
+				cause = context.Cause(ctx)
+				return nil
+			})
+			if newer == "admit" {
+				var stale *StaleFenceError
+				if !errors.As(err, &stale) {
+					t.Fatalf("err = %v: the write with fence 1 started after fence 2 was admitted", err)
+				}
+				return // refused at its check: it never ran, nothing to tell
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var se *SupersededError
+			if !errors.As(cause, &se) || se.HolderID != "a" || se.Fence != 1 || se.NewerHolderID != "b" || se.NewerFence != 2 || !se.NewerWaiting {
+				t.Fatalf("cause %v", cause)
+			}
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			if g.turn.Load() != 0 || g.run.on || g.freeCtx.Load() != nil {
+				t.Fatalf("lock word %x, record %+v", g.turn.Load(), g.run)
+			}
+		})
+	}
+}
+
+// The write's context ends exactly once, whichever comes first of its
+// write's return (finish, which takes no lock unless the context was made),
+// a supersession, and the first look at it (which makes it), run at once
+// from three goroutines many times: once all three are done the context is
+// cancelled, with the cause of whichever end came first, every time.
+func TestWriteContextEndsOnceUnderRaces(t *testing.T) {
+	superseded := &SupersededError{Resource: "r", HolderID: "a", Fence: 1, NewerHolderID: "b", NewerFence: 2}
+	seen := map[string]int{}
+	rng := rand.New(rand.NewPCG(5, 5))
+	for i := range 4000 {
+		wc := &writeCtx{parent: context.Background()}
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		var done <-chan struct{}
+		spins := [3]int{rng.IntN(3), rng.IntN(3), rng.IntN(3)}
+		spin := func(n int) {
+			for range n {
+				runtime.Gosched()
+			}
+		}
+		wg.Add(3)
+		go func() { defer wg.Done(); <-start; spin(spins[0]); done = wc.Done() }()
+		go func() { defer wg.Done(); <-start; spin(spins[1]); wc.finish() }()
+		go func() {
+			defer wg.Done()
+			<-start
+			spin(spins[2])
+			if i%2 == 0 {
+				wc.supersede(superseded)
+			}
+		}()
+		close(start)
+		wg.Wait()
+		select {
+		case <-done:
+		default:
+			t.Fatalf("run %d: the context is not done after its write returned", i)
+		}
+		cause := context.Cause(wc)
+		switch wc.state.Load() {
+		case ctxFinished:
+			if cause != context.Canceled {
+				t.Fatalf("run %d: finished first, cause %v", i, cause)
+			}
+			seen["finished first"]++
+		case ctxSuperseded:
+			if cause != superseded {
+				t.Fatalf("run %d: superseded first, cause %v", i, cause)
+			}
+			seen["superseded first"]++
+		default:
+			t.Fatalf("run %d: state %d", i, wc.state.Load())
+		}
+	}
+	if seen["finished first"] == 0 || seen["superseded first"] == 0 {
+		t.Logf("orders seen: %v", seen) // both orders are usual, but a scheduler may favour one
+	}
+}

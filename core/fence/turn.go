@@ -167,13 +167,39 @@ func (g *Gate) describeRunning() {
 // (once; a write that already ended is not told).
 func (g *Gate) supersede(holder string, fence uint64, waiting bool) {
 	r := &g.run
-	if !r.on || r.wc == nil || fence <= r.fence {
+	if !r.on || fence <= r.fence {
 		return
 	}
-	r.wc.end(&SupersededError{
+	wc := r.wc
+	if wc == nil {
+		// A CommitContext that took the gate by the lock-free path; nil
+		// if it has not published its context yet (it then catches up).
+		wc = g.freeCtx.Load()
+	}
+	if wc == nil {
+		return
+	}
+	wc.supersede(&SupersededError{
 		Resource: g.resource, HolderID: r.holder, Fence: r.fence,
 		NewerHolderID: holder, NewerFence: fence, NewerWaiting: waiting,
 	})
+}
+
+// catchUp, under mu, tells the CommitContext write of fence f that took the
+// gate by the lock-free path about a newer fence that reached the gate before
+// it published its context: a write waiting for it, or a floor raised past
+// it.
+func (g *Gate) catchUp(f uint64) {
+	g.describeRunning()
+	for _, x := range g.waiters {
+		if x.fence > f {
+			g.supersede(x.holder, x.fence, true)
+			return
+		}
+	}
+	if floor := g.floor.Load(); floor > f {
+		g.supersede(g.floorHolder, floor, false)
+	}
 }
 
 // busy is the error of a write of tok that gave up waiting behind r, under

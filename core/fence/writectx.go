@@ -3,6 +3,7 @@ package fence
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -27,12 +28,25 @@ type writeCtx struct {
 	// formatting in the wasm.
 	parent any
 
-	mu     sync.Mutex
-	inner  any // made on first use
+	// state is ctxLive until the first end: ctxSuperseded (cause set, under
+	// mu) or ctxFinished. made is set once inner exists. The write's own end
+	// (finish) takes no lock unless inner was made: it sets state first and
+	// then reads made, while ctx() sets made and then reads state, so one of
+	// the two always sees the other and cancels inner.
+	state atomic.Int32
+	made  atomic.Bool
+
+	mu     sync.Mutex // guards inner, cancel and cause
+	inner  any        // made on first use
 	cancel context.CancelCauseFunc
-	ended  bool
 	cause  error
 }
+
+const (
+	ctxLive int32 = iota
+	ctxSuperseded
+	ctxFinished
+)
 
 func (c *writeCtx) ctx() context.Context {
 	c.mu.Lock()
@@ -41,25 +55,36 @@ func (c *writeCtx) ctx() context.Context {
 		var inner context.Context
 		inner, c.cancel = context.WithCancelCause(c.parent.(context.Context))
 		c.inner = inner
-		if c.ended {
-			c.cancel(c.cause)
+		c.made.Store(true)
+		if c.state.Load() != ctxLive {
+			c.cancel(c.cause) // nil cause once finished: context.Canceled
 		}
 	}
 	return c.inner.(context.Context)
 }
 
-// end cancels the context with cause (nil: context.Canceled). The first call
-// decides the cause.
-func (c *writeCtx) end(cause error) {
+// supersede cancels the context with cause, unless it already ended.
+func (c *writeCtx) supersede(cause error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.ended {
+	if !c.state.CompareAndSwap(ctxLive, ctxSuperseded) {
 		return
 	}
-	c.ended, c.cause = true, cause
+	c.cause = cause
 	if c.cancel != nil {
 		c.cancel(cause)
 	}
+}
+
+// finish ends the context as its write returns: context.Canceled, unless it
+// was superseded first.
+func (c *writeCtx) finish() {
+	if !c.state.CompareAndSwap(ctxLive, ctxFinished) || !c.made.Load() {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.cancel(nil)
 }
 
 func (c *writeCtx) Deadline() (time.Time, bool) { return c.parent.(context.Context).Deadline() }

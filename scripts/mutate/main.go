@@ -105,7 +105,7 @@ var mutations = []mutation{
 	},
 	{
 		Name: "fence/equal-fence-supersedes", File: "core/fence/turn.go",
-		Old: "if !r.on || r.wc == nil || fence <= r.fence {", New: "if !r.on || r.wc == nil || fence < r.fence {",
+		Old: "if !r.on || fence <= r.fence {", New: "if !r.on || fence < r.fence {",
 		Why: "an equal fence (the same generation) supersedes a running write",
 	},
 	{
@@ -120,7 +120,7 @@ var mutations = []mutation{
 	},
 	{
 		Name: "fence/write-context-not-ended", File: "core/fence/fence.go",
-		Old: "\t\twc.end(nil) // first: nothing is signalled once write has returned\n", New: "",
+		Old: "\t\twc.finish() // first: nothing is signalled once write has returned\n", New: "",
 		Why: "a CommitContext write's context is not ended when the write returns",
 	},
 	{
@@ -132,6 +132,11 @@ var mutations = []mutation{
 		Name: "fence/busy-names-wrong-holder", File: "core/fence/turn.go",
 		Old: "\tcase g.prevFence:\n\t\tholder = g.prevHolder\n", New: "",
 		Why: "a write that an Admit overtook is named without its holder",
+	},
+	{
+		Name: "fence/lock-free-context-not-caught-up", File: "core/fence/fence.go",
+		Old: "\t\t\tg.catchUp(f)\n", New: "",
+		Why: "a CommitContext on the lock-free path misses a newer fence that arrived before it published its context",
 	},
 	{
 		Name: "fence/refusal-not-logged", File: "core/fence/fence.go",
