@@ -12,7 +12,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/lease-fence/lease-fence/service/wire"
+	"github.com/lease-fence/lease-fence/service"
 )
 
 // listenDebug listens on addr, which must be a loopback address: the debug
@@ -39,10 +39,10 @@ type memory struct {
 	Records       int    `json:"records"`
 }
 
-func debugHandler(svc *wire.Service) http.Handler {
+func debugHandler(store *service.Local) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /debug/memory", func(w http.ResponseWriter, _ *http.Request) {
-		m := memory{RSSBytes: rss(), Goroutines: runtime.NumGoroutine(), Records: svc.Records()}
+		m := memory{RSSBytes: rss(), Goroutines: runtime.NumGoroutine(), Records: store.Leases()}
 		runtime.GC()
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)

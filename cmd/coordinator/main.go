@@ -2,19 +2,20 @@
 
 // Command coordinator serves the lease coordinator over HTTP on loopback:
 // POST /v1/acquire, /v1/renew and /v1/release with JSON bodies (package
-// service/wire). State is durable by default: a bbolt database with a
-// write-ahead log next to it (the -state path + ".wal"); every grant and
-// renewal is written to the log and fdatasynced before it is answered (a
-// release goes into the next write, before any later grant), so a restarted
-// coordinator issues fences above every fence it ever issued and remembers
-// the current holders. The
-// database must exist: create it once with -init. -memory runs without
-// persistence, and says so.
+// service/wire), answered by the state machine of package service. State
+// is durable by default: a Pebble database in the -state directory
+// (package service/pebblestore); every grant and renewal is synced before
+// it is answered (a release is written at once and synced with the next
+// write), so a restarted coordinator issues fences above every fence it
+// ever issued and remembers the current holders. The state must exist:
+// create it once with -init. -memory runs without persistence, and says so.
+// After a restore from a backup, -min-fence N makes every new fence at
+// least N (docs/service.md, "Backups").
 //
 // Usage:
 //
-//	go run ./cmd/coordinator -init [-state lease-fence-state.db]   # once
-//	go run ./cmd/coordinator [-addr 127.0.0.1:8787] [-ttl 30s] [-state lease-fence-state.db]
+//	go run ./cmd/coordinator -init [-state lease-fence-state]   # once
+//	go run ./cmd/coordinator [-addr 127.0.0.1:8787] [-ttl 30s] [-state lease-fence-state] [-min-fence N]
 //	go run ./cmd/coordinator -memory
 //
 // The first line it prints is "listening on http://HOST:PORT", which is how
@@ -40,6 +41,9 @@ import (
 
 	"golang.org/x/net/netutil"
 
+	"github.com/lease-fence/lease-fence/core/lease"
+	"github.com/lease-fence/lease-fence/service"
+	"github.com/lease-fence/lease-fence/service/pebblestore"
 	"github.com/lease-fence/lease-fence/service/wire"
 )
 
@@ -54,7 +58,7 @@ func main() {
 
 // Defaults of the limits (docs/service.md lists them).
 const (
-	defaultStatePath    = "lease-fence-state.db"
+	defaultStatePath    = "lease-fence-state"
 	defaultMaxConns     = 1000
 	defaultIdleTimeout  = 60 * time.Second
 	defaultHeaderTime   = 5 * time.Second
@@ -73,12 +77,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fl.SetOutput(stderr)
 	addr := fl.String("addr", "127.0.0.1:8787", "address to listen on (port 0 picks a free one)")
 	ttl := fl.Duration("ttl", 30*time.Second, "lease length")
-	state := fl.String("state", defaultStatePath, "the state database (bbolt; its write-ahead log is this path + \".wal\"); both must exist unless -init is given")
-	initDB := fl.Bool("init", false, "create the state database (refused if it exists), then serve")
+	state := fl.String("state", defaultStatePath, "the state directory (a Pebble database); it must exist unless -init is given")
+	initDB := fl.Bool("init", false, "create the state directory (refused if it exists), then serve")
+	minFree := fl.Uint64("min-free-bytes", 64<<20, "refuse changes (503) while the state's disk has less free space than this, before it runs out")
+	minFence := fl.Uint64("min-fence", 0, "make every new fence at least this (after restoring the state from a backup: above every fence issued since the backup)")
 	memory := fl.Bool("memory", false, "keep state in memory only: a restart forgets every lease and starts fences over")
 	domain := fl.String("domain", "coordinator", "name of the coordinator's clock domain")
 	quiet := fl.Bool("quiet", false, "do not log each call")
-	maxLeases := fl.Int("max-leases", wire.DefaultMaxLeases, "most live leases; an acquisition beyond is refused with 503 too_many_leases")
+	maxLeases := fl.Int("max-leases", service.DefaultMaxLeases, "most live leases; an acquisition beyond is refused with 503 too_many_leases")
 	maxID := fl.Int("max-id-bytes", wire.DefaultMaxIDBytes, "longest resource, holder id and request id, in bytes (at most 1024)")
 	maxBody := fl.Int("max-body-bytes", wire.MaxBodyBytes, "largest request body, in bytes")
 	maxHeader := fl.Int("max-header-bytes", defaultHeaderBytes, "largest request header, in bytes")
@@ -87,7 +93,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	headerTimeout := fl.Duration("read-header-timeout", defaultHeaderTime, "time allowed to read a request's header")
 	readTimeout := fl.Duration("read-timeout", defaultReadTimeout, "time allowed to read a whole request")
 	writeTimeout := fl.Duration("write-timeout", defaultWriteTimeout, "time allowed to answer a request")
-	releaseMemory := fl.Int("release-memory", wire.DefaultReleaseMemory, "most finished releases remembered (each for one TTL) to answer their retries ok")
+	releaseMemory := fl.Int("release-memory", service.DefaultReleaseMemory, "most finished releases remembered (each for one TTL) to answer their retries ok")
 	debugAddr := fl.String("debug-addr", "", "if set, serve GET /debug/memory (a garbage collection, then live heap and RSS as JSON) on this loopback address")
 	if err := fl.Parse(args); err != nil {
 		return err
@@ -97,8 +103,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	stateSet := false
 	fl.Visit(func(f *flag.Flag) { stateSet = stateSet || f.Name == "state" })
-	if *memory && (*initDB || stateSet) {
-		return errors.New("-memory keeps no state: it cannot be combined with -state or -init")
+	if *memory && (*initDB || stateSet || *minFence != 0) {
+		return errors.New("-memory keeps no state: it cannot be combined with -state, -init or -min-fence")
+	}
+	if *minFence > lease.MaxFence {
+		return errors.New("-min-fence must be at most " + strconv.FormatUint(lease.MaxFence, 10))
 	}
 	for _, v := range []struct {
 		name string
@@ -117,34 +126,40 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	setGCPercent(os.Getenv("GOGC"))
-	clk, err := wire.WallClock(*domain)
+	clk, err := service.WallClock(*domain)
 	if err != nil {
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
-	cfg := wire.ServiceConfig{Clock: clk, TTL: *ttl, MaxLeases: *maxLeases, ReleaseMemory: *releaseMemory}
+	cfg := service.LocalConfig{Clock: clk, TTL: *ttl, MaxLeases: *maxLeases, ReleaseMemory: *releaseMemory,
+		MinFence: *minFence, FenceReserve: fenceReserve}
 	if *memory {
 		log.Warn("state in memory only (-memory): NOT durable; a restart forgets every lease and issues fences from 1 again")
-		cfg.Store = wire.NewMemoryStore()
 	} else {
-		var bs *wire.BoltStore
+		open := pebblestore.Open
 		if *initDB {
-			bs, err = wire.CreateBoltStore(*state)
-		} else {
-			bs, err = wire.OpenBoltStore(*state)
+			open = pebblestore.Create
 		}
+		ps, err := open(*state, pebblestore.Options{Logger: log, MinFreeBytes: *minFree})
 		if err != nil {
 			return err
 		}
-		defer bs.Close()
-		cfg.Store = bs
-		log.Info("state in " + *state + " (bbolt) and its log " + *state + ".wal (every grant and renewal fdatasynced before it is answered, releases in the next write)")
+		defer ps.Close()
+		cfg.Persist = ps
+		log.Info("state in " + *state + " (Pebble): every grant and renewal synced before it is answered, releases with the next write")
 	}
-	svc, err := wire.NewService(cfg)
+	store, err := service.NewLocal(cfg)
 	if err != nil {
 		return err
 	}
-	if err := svc.Load(ctx); err != nil {
+	if err := store.Load(ctx); err != nil {
+		return err
+	}
+	if *minFence > 0 {
+		log.Info("every new fence is at least -min-fence", "minFence", *minFence, "next", store.Issued()+1)
+	}
+	svc, err := service.New(service.Config{TTL: *ttl, Store: store})
+	if err != nil {
 		return err
 	}
 	if n, ok := fdLimit(); ok && *maxConns > int(n)-fdReserve {
@@ -177,7 +192,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			ln.Close()
 			return err
 		}
-		dsrv := &http.Server{Handler: debugHandler(svc), ReadHeaderTimeout: *headerTimeout}
+		dsrv := &http.Server{Handler: debugHandler(store), ReadHeaderTimeout: *headerTimeout}
 		go func() { _ = dsrv.Serve(dln) }()
 		defer dsrv.Close()
 		fmt.Fprintf(stderr, "debug on http://%s/debug/memory\n", dln.Addr())
@@ -206,7 +221,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 // sweep deletes the records of expired leases every interval (at least
 // 10ms), so memory and disk stay proportional to the live leases.
-func sweep(ctx context.Context, svc *wire.Service, every time.Duration, log *slog.Logger) {
+func sweep(ctx context.Context, svc *service.Service, every time.Duration, log *slog.Logger) {
 	t := time.NewTicker(max(every, 10*time.Millisecond))
 	defer t.Stop()
 	for {
@@ -229,6 +244,11 @@ func sweep(ctx context.Context, svc *wire.Service, every time.Duration, log *slo
 		}
 	}
 }
+
+// fenceReserve is how far ahead of the fences issued the stored fence mark
+// is raised (service.LocalConfig.FenceReserve): a restart resumes above the
+// mark, so up to this many fence numbers are skipped at each restart.
+const fenceReserve = 1024
 
 // defaultGCPercent is the garbage collector's target unless GOGC is set.
 // The coordinator's live heap is small, so with Go's default (100) the

@@ -81,10 +81,11 @@ func holder(t *testing.T, url, id string) *wire.Client {
 }
 
 // TestRestartResumesAboveTheLastFence runs the server with -state, stops it,
-// starts it again over the same file, and checks that fences go on climbing
-// and the live holder is remembered.
+// starts it again over the same directory, and checks that fences go on
+// climbing (from above the stored fence mark, which the first grant raised
+// to fenceReserve) and the live holder is remembered.
 func TestRestartResumesAboveTheLastFence(t *testing.T) {
-	state := filepath.Join(t.TempDir(), "coordinator.db")
+	state := filepath.Join(t.TempDir(), "coordinator-state")
 	ctx := context.Background()
 	s1 := start(t, "-init", "-state", state, "-ttl", "1h")
 	a := holder(t, s1.url, "agent-a")
@@ -123,8 +124,8 @@ func TestRestartResumesAboveTheLastFence(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l2.Token().Fence != 6 {
-		t.Fatalf("restarted server issued fence %d, want 6", l2.Token().Fence)
+	if l2.Token().Fence != fenceReserve+1 {
+		t.Fatalf("restarted server issued fence %d, want %d", l2.Token().Fence, fenceReserve+1)
 	}
 }
 
@@ -176,7 +177,8 @@ func TestFlags(t *testing.T) {
 	dir := t.TempDir()
 	for _, args := range [][]string{
 		{"-memory", "-ttl", "0s"}, {"-memory", "-ttl", "banana"}, {"-memory", "extra"}, {"-memory", "-addr", "256.0.0.1:0"},
-		{"-memory", "-init"}, {"-memory", "-state", filepath.Join(dir, "x.db")},
+		{"-memory", "-init"}, {"-memory", "-state", filepath.Join(dir, "x")}, {"-memory", "-min-fence", "5"},
+		{"-init", "-state", filepath.Join(dir, "y"), "-min-fence", "9007199254740992"}, {"-init", "-state", filepath.Join(dir, "z"), "-min-fence", "-1"},
 		{"-memory", "-max-leases", "0"}, {"-memory", "-max-conns", "-1"}, {"-memory", "-max-id-bytes", "1025"},
 		{"-memory", "-idle-timeout", "0s"}, {"-memory", "-debug-addr", "0.0.0.0:0"}, {"-memory", "-debug-addr", "nonsense"},
 	} {
@@ -191,7 +193,7 @@ func TestFlags(t *testing.T) {
 // database is refused with a clear message; none of them serves.
 func TestStartFailsClosed(t *testing.T) {
 	dir := t.TempDir()
-	missing := filepath.Join(dir, "typo.db")
+	missing := filepath.Join(dir, "typo")
 	err := run(context.Background(), []string{"-addr", "127.0.0.1:0", "-state", missing}, io.Discard, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "does not exist") || !strings.Contains(err.Error(), "-init") {
 		t.Fatalf("missing state: %v", err)
@@ -204,9 +206,9 @@ func TestStartFailsClosed(t *testing.T) {
 	if err := run(context.Background(), []string{"-addr", "127.0.0.1:0"}, io.Discard, io.Discard); err == nil || !strings.Contains(err.Error(), defaultStatePath) {
 		t.Fatalf("default path without -init: %v", err)
 	}
-	s := start(t, "-init", "-state", filepath.Join(dir, "ok.db"))
+	s := start(t, "-init", "-state", filepath.Join(dir, "ok"))
 	s.close(t)
-	err = run(context.Background(), []string{"-addr", "127.0.0.1:0", "-init", "-state", filepath.Join(dir, "ok.db")}, io.Discard, io.Discard)
+	err = run(context.Background(), []string{"-addr", "127.0.0.1:0", "-init", "-state", filepath.Join(dir, "ok")}, io.Discard, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "already exists") {
 		t.Fatalf("-init over an existing state: %v", err)
 	}
@@ -217,6 +219,12 @@ func TestStartFailsClosed(t *testing.T) {
 	err = run(context.Background(), []string{"-addr", "127.0.0.1:0", "-state", junk}, io.Discard, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "cannot be opened") {
 		t.Fatalf("junk state: %v", err)
+	}
+	// A directory that is not a state, and one that holds another
+	// program's Pebble database, are refused.
+	if err := run(context.Background(), []string{"-addr", "127.0.0.1:0", "-state", t.TempDir()}, io.Discard, io.Discard); err == nil ||
+		!strings.Contains(err.Error(), "holds no Pebble database") {
+		t.Fatalf("an empty directory: %v", err)
 	}
 	// -memory says it keeps nothing.
 	var errs lockedBuilder

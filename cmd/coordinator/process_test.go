@@ -21,6 +21,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/lease-fence/lease-fence/core/clock"
 	"github.com/lease-fence/lease-fence/core/lease"
@@ -51,6 +52,17 @@ type child struct {
 // through sh -c with that prefix (for ulimit).
 func startChild(t *testing.T, shell string, args ...string) *child {
 	t.Helper()
+	return startChildOn(t, shell, os.Stderr, args...)
+}
+
+// startChildLogged is startChild with the child's stderr in logs.
+func startChildLogged(t *testing.T, logs io.Writer, args ...string) *child {
+	t.Helper()
+	return startChildOn(t, "", logs, args...)
+}
+
+func startChildOn(t *testing.T, shell string, stderr io.Writer, args ...string) *child {
+	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -65,7 +77,7 @@ func startChild(t *testing.T, shell string, args ...string) *child {
 	cmd.Env = append(os.Environ(), childEnv+"=1")
 	// A child outlives nothing: if the test dies, so does the coordinator.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	cmd.Stderr = os.Stderr
+	cmd.Stderr = stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -200,7 +212,7 @@ func isAnswer(err error) bool {
 func TestKill9(t *testing.T) {
 	const kills = 25
 	dir := t.TempDir()
-	state := filepath.Join(dir, "state.db")
+	state := filepath.Join(dir, "state")
 	rng := rand.New(rand.NewPCG(9, 9))
 	srv := startChild(t, "", "-init", "-state", state, "-ttl", "1h")
 	var clients []*killClient
@@ -433,7 +445,7 @@ func post(t *testing.T, hc *http.Client, url string, m wire.Message) (int, wire.
 // acknowledged before. Ten kills.
 func TestKill9RightAfterRelease(t *testing.T) {
 	const kills, holders = 10, 4
-	state := filepath.Join(t.TempDir(), "state.db")
+	state := filepath.Join(t.TempDir(), "state")
 	hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
 	msg := func(op wire.Op, kind, id, resource, holder string, fence uint64) wire.Message {
 		q := lease.Request{Kind: lease.Kind(kind), RequestID: id, Resource: resource, HolderID: holder, Fence: fence}
@@ -507,4 +519,179 @@ func TestKill9RightAfterRelease(t *testing.T) {
 	}
 	t.Logf("%d kills right after %d answered releases: %d were durable, %d lost (held by the same holder, then released by the retry)",
 		kills, kills*holders, kept, lost)
+}
+
+// refusedStart runs the coordinator with args, expects it to refuse to
+// start, and returns what it wrote to stderr.
+func refusedStart(t *testing.T, args ...string) string {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe, append([]string{"-addr", "127.0.0.1:0", "-quiet"}, args...)...)
+	cmd.Env = append(os.Environ(), childEnv+"=1")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 || len(out) != 0 {
+		t.Fatalf("%v: exit %v, printed %q, stderr %s", args, err, out, stderr.String())
+	}
+	return stderr.String()
+}
+
+// TestSecondServerIsRefused: a second coordinator on the state another one
+// serves refuses to start and names the holder's pid.
+func TestSecondServerIsRefused(t *testing.T) {
+	state := filepath.Join(t.TempDir(), "state")
+	first := startChild(t, "", "-init", "-state", state)
+	msg := refusedStart(t, "-state", state)
+	if want := "held by another process (pid " + strconv.Itoa(first.cmd.Process.Pid) + ")"; !strings.Contains(msg, want) {
+		t.Fatalf("the second server said %q, want %q", msg, want)
+	}
+	// The first one still serves.
+	if st, r := post(t, http.DefaultClient, first.url, killMsg(wire.OpAcquire, "a1", "r", "h", 0)); st != 200 || !r.OK {
+		t.Fatalf("%d %+v", st, r)
+	}
+}
+
+func killMsg(op wire.Op, id, resource, holder string, fence uint64) wire.Message {
+	q := lease.Request{RequestID: id, Resource: resource, HolderID: holder, Fence: fence}
+	if op != wire.OpRelease {
+		q.Kind, q.SentAt = lease.Kind(op), clock.At("agent-"+holder, 1)
+	}
+	return wire.Message{Op: op, Request: q, Secret: "secret-of-" + holder + "-0123456789"}
+}
+
+// TestRestoreFromBackup: a copy of the state taken while the coordinator
+// was stopped, put back after more than half a fence reserve of grants,
+// would issue fences again (shown here: that is why -min-fence exists);
+// with -min-fence above the last fence issued, every new fence is above
+// it, and the leases the copy holds are still held.
+func TestRestoreFromBackup(t *testing.T) {
+	dir := t.TempDir()
+	state, backup := filepath.Join(dir, "state"), filepath.Join(dir, "backup")
+	srv := startChild(t, "", "-init", "-state", state, "-ttl", "1h")
+	hc := &http.Client{}
+	if st, r := post(t, hc, srv.url, killMsg(wire.OpAcquire, "kept", "kept", "h", 0)); st != 200 || !r.OK {
+		t.Fatalf("%d %+v", st, r)
+	}
+	srv.cmd.Process.Signal(syscall.SIGTERM)
+	srv.cmd.Wait()
+	if out, err := exec.Command("cp", "-a", state, backup).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v %s", err, out)
+	}
+	srv = startChild(t, "", "-state", state, "-ttl", "1h")
+	var last uint64
+	for i := range fenceReserve/2 + 100 {
+		id := "after-" + strconv.Itoa(i)
+		st, r := post(t, hc, srv.url, killMsg(wire.OpAcquire, id, id, "h", 0))
+		if st != 200 || !r.OK {
+			t.Fatalf("%d %+v", st, r)
+		}
+		last = r.Grant.Fence
+	}
+	srv.kill()
+	restore := func() {
+		if out, err := exec.Command("sh", "-c", `rm -rf "$0" && cp -a "$1" "$0"`, state, backup).CombinedOutput(); err != nil {
+			t.Fatalf("restore: %v %s", err, out)
+		}
+	}
+	restore()
+	srv = startChild(t, "", "-state", state, "-ttl", "1h")
+	st, r := post(t, hc, srv.url, killMsg(wire.OpAcquire, "x1", "x1", "h", 0))
+	if st != 200 || !r.OK || r.Grant.Fence > last {
+		t.Fatalf("without -min-fence the restored copy issued %d (last issued %d): %d %+v", r.Grant.Fence, last, st, r)
+	}
+	t.Logf("without -min-fence, the restored copy issued fence %d again (fences up to %d were issued after the copy)", r.Grant.Fence, last)
+	srv.kill()
+	restore()
+	srv = startChild(t, "", "-state", state, "-ttl", "1h", "-min-fence", strconv.FormatUint(last+1, 10))
+	if st, r := post(t, hc, srv.url, killMsg(wire.OpAcquire, "x2", "x2", "h", 0)); st != 200 || !r.OK || r.Grant.Fence != last+1 {
+		t.Fatalf("with -min-fence %d: %d %+v", last+1, st, r)
+	}
+	if st, r := post(t, hc, srv.url, killMsg(wire.OpAcquire, "x3", "kept", "other", 0)); st != 200 || r.HeldBy != "h" {
+		t.Fatalf("the copy's lease: %d %+v", st, r)
+	}
+}
+
+// TestFullDisk runs the coordinator on a small tmpfs (mounted by the test,
+// so it runs as root, as make test does) and fills it: changes are
+// refused with 503 unavailable (and the log says why, once) before the
+// disk runs out, everything else is still answered, and once there is room
+// again grants resume (and the log says so). Then a kill -9 and a restart
+// find every acknowledged lease.
+func TestFullDisk(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("this test mounts a tmpfs and needs root (make test runs as root)")
+	}
+	mnt := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=48m", "tmpfs", mnt).CombinedOutput(); err != nil {
+		t.Fatalf("mount: %v %s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("umount", "-l", mnt).Run() })
+	state := filepath.Join(mnt, "state")
+	logs := &lockedWriter{}
+	srv := startChildLogged(t, logs, "-init", "-state", state, "-ttl", "1h", "-min-free-bytes", strconv.Itoa(16<<20))
+	hc := &http.Client{}
+	acquire := func(id, res string) (int, wire.Reply) {
+		return post(t, hc, srv.url, killMsg(wire.OpAcquire, id, res, "h", 0))
+	}
+	if st, r := acquire("a1", "held"); st != 200 || !r.OK {
+		t.Fatalf("%d %+v", st, r)
+	}
+	filler := filepath.Join(mnt, "filler")
+	if out, err := exec.Command("dd", "if=/dev/zero", "of="+filler, "bs=1M", "count=36").CombinedOutput(); err != nil {
+		t.Fatalf("dd: %v %s", err, out)
+	}
+	var st int
+	for i, deadline := 0, time.Now().Add(20*time.Second); ; i++ {
+		id := "fill-" + strconv.Itoa(i) // each a new acquisition: a retry would be answered from memory
+		if st, _ = acquire(id, id); st == 503 || time.Now().After(deadline) {
+			break
+		}
+	}
+	if st != 503 || !strings.Contains(logs.String(), "disk full") {
+		t.Fatalf("on a full disk: %d; log %s", st, logs.String())
+	}
+	if st, r := acquire("a3", "held"); st != 200 || r.HeldBy != "h" {
+		t.Fatalf("a denial on a full disk: %d %+v", st, r)
+	}
+	os.Remove(filler)
+	for i, deadline := 0, time.Now().Add(20*time.Second); ; i++ {
+		if st, _ = acquire("a4-"+strconv.Itoa(i), "r4"); st == 200 || time.Now().After(deadline) {
+			break
+		}
+	}
+	for deadline := time.Now().Add(20 * time.Second); !strings.Contains(logs.String(), "writable") && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond) // the log line comes through a pipe
+	}
+	if st != 200 || strings.Count(logs.String(), "disk full") != 1 || !strings.Contains(logs.String(), "writable") {
+		t.Fatalf("with room again: %d; log %s", st, logs.String())
+	}
+	srv.kill()
+	srv = startChild(t, "", "-state", state, "-ttl", "1h")
+	for _, res := range []string{"held", "r4"} {
+		if st, r := post(t, hc, srv.url, killMsg(wire.OpAcquire, "s-"+res, res, "stranger", 0)); st != 200 || r.HeldBy != "h" {
+			t.Fatalf("%s after the restart: %d %+v", res, st, r)
+		}
+	}
+}
+
+type lockedWriter struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedWriter) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

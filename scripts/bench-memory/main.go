@@ -58,7 +58,7 @@ func start(bin string, ttl time.Duration, durable bool) (*server, error) {
 	args := []string{"-addr", "127.0.0.1:0", "-quiet", "-ttl", ttl.String(), "-max-id-bytes", "1024",
 		"-max-leases", "200000", "-debug-addr", "127.0.0.1:0"}
 	if durable {
-		args = append(args, "-init", "-state", filepath.Join(tmp, "state.db"))
+		args = append(args, "-init", "-state", filepath.Join(tmp, "state"))
 	} else {
 		args = append(args, "-memory")
 	}

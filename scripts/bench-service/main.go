@@ -9,7 +9,7 @@
 //	                connection, prebuilt requests, no lease.Client), like the
 //	                few-line RESP client scripts/peers uses for Redis: what
 //	                the server can do when the client costs little
-//	native-durable  cmd/coordinator -init -state FILE (bbolt, fsync before every answer)
+//	native-durable  cmd/coordinator -init -state DIR (Pebble, synced before every grant)
 //	native-durable-raw  the same driven by the minimal client
 //	worker          the Go Worker (wasm/worker) under wrangler dev
 //	worker-plain-js the plain-JavaScript Durable Object (wasm/worker/plain.mjs)

@@ -26,6 +26,8 @@ import (
 	"github.com/lease-fence/lease-fence/core/clock"
 	"github.com/lease-fence/lease-fence/core/lease"
 	"github.com/lease-fence/lease-fence/core/sim"
+	"github.com/lease-fence/lease-fence/service"
+	"github.com/lease-fence/lease-fence/service/pebblestore"
 	"github.com/lease-fence/lease-fence/service/wire"
 )
 
@@ -103,11 +105,25 @@ func outputOf(status int, data []byte) sim.OpOutput {
 }
 
 // history runs clients goroutines of wire clients against one service on a
-// manual clock (1ms per read, pushed forward by the clients too) and
-// returns every attempt they made, and how many replies were lost.
-func history(t *testing.T, seed uint64, clients, opsPer, resources int) (*sim.History, int) {
+// manual clock (1ms per read, pushed forward by the clients too), in memory
+// or with its state in a Pebble store, and returns every attempt they
+// made, and how many replies were lost.
+func history(t *testing.T, seed uint64, clients, opsPer, resources int, durable bool) (*sim.History, int) {
 	cc, _ := clock.NewManual("coordinator", clock.ManualOptions{StepPerRead: 1})
-	svc, err := wire.NewService(wire.ServiceConfig{Clock: cc, TTL: ttl})
+	cfg := service.LocalConfig{Clock: cc, TTL: ttl, FenceReserve: 1024}
+	if durable {
+		ps, err := pebblestore.Create(filepath.Join(t.TempDir(), "state"), pebblestore.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ps.Close()
+		cfg.Persist = ps
+	}
+	store, err := service.NewLocal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := service.New(service.Config{TTL: ttl, Store: store})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,13 +189,14 @@ func porcupineDir(t *testing.T) string {
 
 // TestLinearizableOverHTTP checks histories of concurrent wire clients,
 // recorded at the HTTP transport, against the same model as the in-process
-// histories.
+// histories: 8 with the state in memory, 4 with it in a Pebble store.
 func TestLinearizableOverHTTP(t *testing.T) {
-	const histories = 8
+	const histories = 12
 	total, lost, granted, denied, expired := 0, 0, 0, 0, 0
 	for seed := range uint64(histories) {
-		name := fmt.Sprintf("http-c6-r2-s%d", seed)
-		h, l := history(t, seed, 6, 40, 2)
+		durable := seed >= 8
+		name := fmt.Sprintf("http-c6-r2-s%d-durable-%v", seed, durable)
+		h, l := history(t, seed, 6, 40, 2, durable)
 		ops := h.Operations()
 		for _, op := range ops {
 			switch out := op.Output.(sim.OpOutput); {

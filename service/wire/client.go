@@ -6,13 +6,14 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/go-json-experiment/json"
 
 	"github.com/lease-fence/lease-fence/core/clock"
 	"github.com/lease-fence/lease-fence/core/lease"
@@ -287,9 +288,6 @@ func (c *Client) attempt(ctx context.Context, op Op, body []byte) (reply Reply, 
 			e = &Error{Status: resp.StatusCode, Code: "http_" + strconv.Itoa(resp.StatusCode), Message: "unexpected answer: " + quoteShort(string(data))}
 		}
 		return Reply{}, e.Temporary(), e
-	}
-	if bytes.Equal(data, okBody) { // a release done, the commonest answer
-		return Reply{OK: true}, false, nil
 	}
 	if err := json.Unmarshal(data, &reply); err != nil {
 		return Reply{}, true, errors.New("wire: unreadable reply: " + err.Error())

@@ -75,6 +75,10 @@ type errorBody struct {
 	} `json:"error"`
 }
 
+// NewError returns the refusal with code (one of the Code constants), the
+// status that goes with it, and msg.
+func NewError(code, msg string) *Error { return errCode(code, msg) }
+
 func errCode(code, msg string) *Error {
 	st, ok := codeStatus[code]
 	if !ok {

@@ -11,13 +11,15 @@ import (
 
 	"github.com/lease-fence/lease-fence/core/clock"
 	"github.com/lease-fence/lease-fence/core/lease"
+	"github.com/lease-fence/lease-fence/service"
 	"github.com/lease-fence/lease-fence/service/wire"
 )
 
 // A coordinator served over HTTP, and two holders competing for it.
 func Example() {
-	coordClock, _ := wire.WallClock("coordinator")
-	svc, _ := wire.NewService(wire.ServiceConfig{Clock: coordClock, TTL: 30 * time.Second})
+	coordClock, _ := service.WallClock("coordinator")
+	store, _ := service.NewLocal(service.LocalConfig{Clock: coordClock, TTL: 30 * time.Second}) // in memory
+	svc, _ := service.New(service.Config{TTL: 30 * time.Second, Store: store})
 	srv := httptest.NewServer(wire.NewHandler(svc, wire.HandlerOptions{}))
 	defer srv.Close()
 

@@ -1,15 +1,25 @@
 package wire
 
 import (
-	"encoding/json"
+	"context"
 	"errors"
 	"io"
 	"log/slog"
-	"math"
 	"mime"
 	"net/http"
 	"strconv"
+
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 )
+
+// Backend answers decoded calls: the coordinator service (package service)
+// or something in front of it (the Worker routes each call to the Durable
+// Object of its resource). A Backend returns an *Error for a refused call;
+// any other error is reported as an internal error.
+type Backend interface {
+	Call(ctx context.Context, m Message) (Reply, error)
+}
 
 // HandlerOptions configures NewHandler.
 type HandlerOptions struct {
@@ -54,15 +64,8 @@ func NewHandler(b Backend, opts HandlerOptions) http.Handler {
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	var op Op
-	switch r.URL.Path {
-	case OpAcquire.Path():
-		op = OpAcquire
-	case OpRenew.Path():
-		op = OpRenew
-	case OpRelease.Path():
-		op = OpRelease
-	default:
+	op := Op(r.URL.Path[min(len(r.URL.Path), len("/v1/")):])
+	if _, ok := schemas[op]; !ok || op.Path() != r.URL.Path {
 		h.fail(w, r, "", errCode(CodeNotFound, "no endpoint at "+quoteShort(r.URL.Path)+"; use POST /v1/acquire, /v1/renew or /v1/release"))
 		return
 	}
@@ -72,27 +75,26 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if ct := r.Header.Get("Content-Type"); ct != "" && ct != "application/json" {
-		mt, _, err := mime.ParseMediaType(ct)
-		if err != nil || mt != "application/json" {
+		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
 			h.fail(w, r, op, errCode(CodeUnsupportedMedia, "the body must be application/json, not "+quoteShort(ct)))
 			return
 		}
 	}
+	tooLarge := errCode(CodeBodyTooLarge, "the body is larger than "+strconv.FormatInt(h.maxBody, 10)+" bytes")
 	if r.ContentLength > h.maxBody {
-		h.fail(w, r, op, h.tooLarge())
+		h.fail(w, r, op, tooLarge)
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.maxBody))
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.maxBody))
 	if err != nil {
 		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			h.fail(w, r, op, h.tooLarge())
-			return
+		if !errors.As(err, &mbe) {
+			tooLarge = errCode(CodeMalformedJSON, "reading the body: "+err.Error())
 		}
-		h.fail(w, r, op, errCode(CodeMalformedJSON, "reading the body: "+err.Error()))
+		h.fail(w, r, op, tooLarge)
 		return
 	}
-	m, derr := DecodeMessage(op, body)
+	m, derr := DecodeMessage(op, data)
 	if derr != nil {
 		h.fail(w, r, op, derr)
 		return
@@ -128,76 +130,8 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		h.log.LogAttrs(r.Context(), slog.LevelInfo, "lease call", attrs...)
 	}
-	if reply == (Reply{OK: true}) { // a release, the commonest answer
-		writeBody(w, http.StatusOK, okBody)
-		return
-	}
-	if out, ok := appendGrantReply(make([]byte, 0, 256), reply); ok {
-		writeBody(w, http.StatusOK, out)
-		return
-	}
-	writeJSON(w, http.StatusOK, reply)
+	writeJSON(w, http.StatusOK, &reply)
 }
-
-// appendGrantReply appends the JSON of reply, a granted one, byte for byte
-// as json.Marshal writes it, without reflection: when each string holds
-// only printable ASCII that json.Marshal leaves as it is and each number is
-// one json.Marshal writes in strconv's 'f' format. It reports false for any
-// other reply, which json.Marshal then writes.
-func appendGrantReply(out []byte, reply Reply) ([]byte, bool) {
-	g := reply.Grant
-	if !reply.OK || g == nil || reply.HeldBy != "" || reply.RetryAfterMillis != 0 || reply.Reason != "" ||
-		!plainJSONString(g.RequestID) || !plainJSONString(g.Resource) || !plainJSONString(g.HolderID) ||
-		!plainJSONFloat(g.TTLMillis) || !plainInstant(g.CoordinatorExpiresAt) {
-		return nil, false
-	}
-	out = append(out, `{"ok":true,"grant":{"requestId":"`...)
-	out = append(out, g.RequestID...)
-	out = append(out, `","resource":"`...)
-	out = append(out, g.Resource...)
-	out = append(out, `","holderId":"`...)
-	out = append(out, g.HolderID...)
-	out = append(out, `","fence":`...)
-	out = strconv.AppendUint(out, g.Fence, 10)
-	out = append(out, `,"ttlMillis":`...)
-	out = strconv.AppendFloat(out, g.TTLMillis, 'f', -1, 64)
-	out = append(out, `,"coordinatorExpiresAt":`...)
-	out = appendInstant(out, g.CoordinatorExpiresAt)
-	return append(out, `}}`...), true
-}
-
-// plainInstant reports whether json.Marshal writes t as appendInstant does.
-func plainInstant(t Instant) bool { return plainJSONString(t.Domain) && plainJSONFloat(t.Millis) }
-
-// appendInstant appends t's JSON as json.Marshal writes it when
-// plainInstant(t).
-func appendInstant(out []byte, t Instant) []byte {
-	out = append(out, `{"millis":`...)
-	out = strconv.AppendFloat(out, t.Millis, 'f', -1, 64)
-	out = append(out, `,"domain":"`...)
-	out = append(out, t.Domain...)
-	return append(out, `"}`...)
-}
-
-// plainJSONString reports whether json.Marshal writes s as s in quotes.
-func plainJSONString(s string) bool {
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case c < 0x20 || c > 0x7e, c == '"', c == '\\', c == '<', c == '>', c == '&':
-			return false
-		}
-	}
-	return true
-}
-
-// plainJSONFloat reports whether json.Marshal writes f as strconv's 'f'
-// format does (it uses the exponent form outside [1e-6, 1e21)).
-func plainJSONFloat(f float64) bool {
-	a := math.Abs(f)
-	return f == 0 || (a >= 1e-6 && a < 1e21)
-}
-
-var okBody = []byte(`{"ok":true}`)
 
 func callAttrs(m Message) []slog.Attr {
 	return []slog.Attr{
@@ -209,17 +143,13 @@ func callAttrs(m Message) []slog.Attr {
 	}
 }
 
-func (h *handler) tooLarge() *Error {
-	return errCode(CodeBodyTooLarge, "the body is larger than "+strconv.FormatInt(h.maxBody, 10)+" bytes")
-}
-
 func (h *handler) fail(w http.ResponseWriter, r *http.Request, op Op, e *Error) {
 	if h.log != nil {
 		h.log.LogAttrs(r.Context(), slog.LevelWarn, "lease call refused",
 			slog.String("op", string(op)), slog.String("method", r.Method), slog.String("path", quoteShort(r.URL.Path)),
 			slog.String("code", e.Code))
 	}
-	writeError(w, e)
+	WriteError(w, e)
 }
 
 func (h *handler) failCall(w http.ResponseWriter, r *http.Request, m Message, e *Error) {
@@ -230,25 +160,14 @@ func (h *handler) failCall(w http.ResponseWriter, r *http.Request, m Message, e 
 		}
 		h.log.LogAttrs(r.Context(), level, "lease call refused", append(callAttrs(m), slog.String("code", e.Code))...)
 	}
-	writeError(w, e)
+	WriteError(w, e)
 }
 
 // WriteError writes e as the JSON error body with its status.
-func WriteError(w http.ResponseWriter, e *Error) { writeError(w, e) }
-
-func writeError(w http.ResponseWriter, e *Error) {
+func WriteError(w http.ResponseWriter, e *Error) {
 	var b errorBody
 	b.Error.Code, b.Error.Message = e.Code, e.Message
-	writeJSON(w, e.Status, b)
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	out, err := json.Marshal(v)
-	if err != nil {
-		status = http.StatusInternalServerError
-		out = []byte(`{"error":{"code":"internal","message":"encoding the answer failed"}}`)
-	}
-	writeBody(w, status, out)
+	writeJSON(w, e.Status, &b)
 }
 
 // The values of the headers of every answer, shared: net/http only reads
@@ -258,11 +177,18 @@ var (
 	cacheNoStore    = []string{"no-store"}
 )
 
-func writeBody(w http.ResponseWriter, status int, out []byte) {
-	h := w.Header()
-	h["Content-Type"] = contentTypeJSON
-	h["Cache-Control"] = cacheNoStore
-	h["Content-Length"] = []string{strconv.Itoa(len(out))}
+// writeJSON writes v as the answer. Strings that are not valid UTF-8 (a
+// message quoting bad input) are written with U+FFFD in their place.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	out, err := json.Marshal(v, jsontext.AllowInvalidUTF8(true))
+	if err != nil {
+		status = http.StatusInternalServerError
+		out = []byte(`{"error":{"code":"internal","message":"encoding the answer failed"}}`)
+	}
+	hd := w.Header()
+	hd["Content-Type"] = contentTypeJSON
+	hd["Cache-Control"] = cacheNoStore
+	hd["Content-Length"] = []string{strconv.Itoa(len(out))}
 	w.WriteHeader(status)
 	_, _ = w.Write(out)
 }

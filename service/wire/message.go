@@ -1,13 +1,14 @@
 package wire
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
-	"io"
 	"math"
 	"strconv"
+	"strings"
 	"unicode/utf8"
+
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/lease-fence/lease-fence/core/clock"
 	"github.com/lease-fence/lease-fence/core/lease"
@@ -78,6 +79,12 @@ type Grant struct {
 	CoordinatorExpiresAt Instant `json:"coordinatorExpiresAt"`
 }
 
+// GrantOf converts a lease.Grant.
+func GrantOf(g lease.Grant) *Grant {
+	return &Grant{RequestID: g.RequestID, Resource: g.Resource, HolderID: g.HolderID, Fence: g.Fence,
+		TTLMillis: clock.Millis(g.TTL), CoordinatorExpiresAt: FromInstant(g.CoordinatorExpiresAt)}
+}
+
 // Lease converts g to the lease.Grant a lease.Client completes.
 func (g Grant) Lease() lease.Grant {
 	return lease.Grant{
@@ -98,196 +105,287 @@ func (g Grant) Lease() lease.Grant {
 //	{"ok": true}                                          release done
 type Reply struct {
 	OK               bool    `json:"ok"`
-	Grant            *Grant  `json:"grant,omitempty"`
-	HeldBy           string  `json:"heldBy,omitempty"`
-	RetryAfterMillis float64 `json:"retryAfterMillis,omitempty"`
-	Reason           string  `json:"reason,omitempty"`
+	Grant            *Grant  `json:"grant,omitzero"`
+	HeldBy           string  `json:"heldBy,omitzero"`
+	RetryAfterMillis float64 `json:"retryAfterMillis,omitzero"`
+	Reason           string  `json:"reason,omitzero"`
 }
 
-// field describes one member of a request object.
-type field struct {
-	name     string
-	required bool
-	set      func(m *Message, raw json.RawMessage) *Error
+// body is every member a request may have, each of a type that refuses
+// null and values of the wrong JSON type, checks its value, and records
+// that it was present. Which members a call takes is checked after
+// decoding (schemas).
+type body struct {
+	RequestID idField     `json:"requestId"`
+	Resource  idField     `json:"resource"`
+	HolderID  idField     `json:"holderId"`
+	SentAt    instantBody `json:"sentAt"`
+	Kind      idField     `json:"kind"`
+	Fence     fenceField  `json:"fence"`
+	Secret    idField     `json:"secret"`
 }
 
-var (
-	fRequestID = field{"requestId", true, func(m *Message, raw json.RawMessage) *Error {
-		return decodeString("requestId", raw, &m.Request.RequestID)
-	}}
-	fResource = field{"resource", true, func(m *Message, raw json.RawMessage) *Error {
-		return decodeString("resource", raw, &m.Request.Resource)
-	}}
-	fHolderID = field{"holderId", true, func(m *Message, raw json.RawMessage) *Error {
-		return decodeString("holderId", raw, &m.Request.HolderID)
-	}}
-	fSecret = field{"secret", true, func(m *Message, raw json.RawMessage) *Error {
-		if err := decodeString("secret", raw, &m.Secret); err != nil {
-			return err
-		}
-		if n := len(m.Secret); n < MinSecretBytes || n > MaxSecretBytes {
-			return errInvalid("secret", "must be "+strconv.Itoa(MinSecretBytes)+" to "+strconv.Itoa(MaxSecretBytes)+
-				" bytes, got "+strconv.Itoa(n))
-		}
-		return nil
-	}}
-	fSentAt = field{"sentAt", true, func(m *Message, raw json.RawMessage) *Error {
-		return decodeInstant("sentAt", raw, &m.Request.SentAt)
-	}}
-	fFence = field{"fence", true, func(m *Message, raw json.RawMessage) *Error {
-		if err := decodeFence("fence", raw, &m.Request.Fence); err != nil {
-			return err
-		}
-		if m.Request.Fence == 0 {
-			return errInvalid("fence", "must be at least 1")
-		}
-		return nil
-	}}
-)
+// member is what every field type reports.
+type member interface{ present() bool }
 
-func kindField(want lease.Kind) field {
-	quoted := `"` + string(want) + `"`
-	return field{"kind", true, func(m *Message, raw json.RawMessage) *Error {
-		if string(raw) == quoted { // the usual case, without a copy
-			m.Request.Kind = want
-			return nil
-		}
-		var s string
-		if err := decodeString("kind", raw, &s); err != nil {
-			return err
-		}
-		if s != string(want) {
-			return errInvalid("kind", "must be "+strconv.Quote(string(want))+" on this path, got "+strconv.Quote(s))
-		}
-		m.Request.Kind = want
-		return nil
-	}}
+// schemas lists, for each call, the members it takes in the order they are
+// reported missing; required ones first. An acquisition may carry the zero
+// fence a serialized lease.Request has.
+var schemas = map[Op]struct{ required, optional []string }{
+	OpAcquire: {[]string{"requestId", "resource", "holderId", "sentAt", "kind", "secret"}, []string{"fence"}},
+	OpRenew:   {[]string{"requestId", "resource", "holderId", "sentAt", "kind", "fence", "secret"}, nil},
+	OpRelease: {[]string{"requestId", "resource", "holderId", "fence", "secret"}, nil},
 }
 
-var schemas = map[Op][]field{
-	OpAcquire: {fRequestID, fResource, fHolderID, fSentAt, kindField(lease.KindAcquire), fSecret,
-		// An acquisition request may carry the zero fence the core's
-		// Request has, so a serialized lease.Request is accepted as is.
-		{"fence", false, func(m *Message, raw json.RawMessage) *Error {
-			if err := decodeFence("fence", raw, &m.Request.Fence); err != nil {
-				return err
-			}
-			if m.Request.Fence != 0 {
-				return errInvalid("fence", "must be 0 (or absent) in an acquisition")
-			}
-			return nil
-		}}},
-	OpRenew:   {fRequestID, fResource, fHolderID, fSentAt, kindField(lease.KindRenew), fFence, fSecret},
-	OpRelease: {fRequestID, fResource, fHolderID, fFence, fSecret},
+func (b *body) member(name string) member {
+	switch name {
+	case "requestId":
+		return &b.RequestID
+	case "resource":
+		return &b.Resource
+	case "holderId":
+		return &b.HolderID
+	case "sentAt":
+		return &b.SentAt
+	case "kind":
+		return &b.Kind
+	case "fence":
+		return &b.Fence
+	}
+	return &b.Secret
 }
 
-// DecodeMessage parses and checks the body of a request to op. It accepts
-// exactly one JSON object with exactly the fields op takes, each of its
-// type, each at most once, in valid UTF-8, and nothing after it. A body it
-// refuses gets an *Error with a stable Code:
+var strict = json.RejectUnknownMembers(true)
+
+// DecodeMessage parses and checks the body of a request to op with
+// github.com/go-json-experiment/json (encoding/json/v2), strictly. It
+// accepts exactly one JSON object with exactly the fields op takes, each of
+// its type, each at most once, in valid UTF-8 (a lone surrogate escape such
+// as \ud800 included), and nothing after it. A body it refuses gets an
+// *Error with a stable Code:
 //
 //	malformed_json   not JSON, invalid UTF-8, or more than one value
-//	wrong_type       a value of the wrong JSON type (the body itself included)
+//	wrong_type       a value of the wrong JSON type (null and the body itself included)
 //	missing_field    a required field is absent
 //	unknown_field    a field op does not take (names are case-sensitive)
 //	duplicate_field  a field appears twice
 //	invalid_value    the right type but an unusable value (empty id, fence 0,
 //	                 a kind that does not match the path, a non-finite instant)
-func DecodeMessage(op Op, body []byte) (Message, *Error) {
+func DecodeMessage(op Op, data []byte) (Message, *Error) {
 	schema, ok := schemas[op]
 	if !ok {
-		return Message{}, &Error{Status: 404, Code: CodeNotFound, Message: "no such call " + strconv.Quote(string(op))}
+		return Message{}, errCode(CodeNotFound, "no such call "+strconv.Quote(string(op)))
 	}
-	if !utf8.Valid(body) {
-		return Message{}, errCode(CodeMalformedJSON, "body is not valid UTF-8")
+	var b *body
+	if err := json.Unmarshal(data, &b, strict); err != nil {
+		return Message{}, decodeError(op, err)
 	}
-	var m Message
-	m.Op = op
-	var seen uint32 // bit i: schema[i] was present
-	member := func(name []byte, raw json.RawMessage) *Error {
-		for i := range schema {
-			if f := &schema[i]; f.name == string(name) {
-				if seen&(1<<i) != 0 {
-					return errCode(CodeDuplicateField, "field "+strconv.Quote(string(name))+" appears twice")
-				}
-				seen |= 1 << i
-				return f.set(&m, raw)
-			}
-		}
-		return errCode(CodeUnknownField, "unknown field "+quoteShort(string(name))+" in a "+string(op)+" request")
+	if b == nil {
+		return Message{}, errCode(CodeWrongType, "the body must be a JSON object, got null")
 	}
-	if err := decodeObject("body", body, member); err != nil {
-		return Message{}, err
-	}
-	for i, f := range schema {
-		if f.required && seen&(1<<i) == 0 {
-			return Message{}, errCode(CodeMissingField, "field "+strconv.Quote(f.name)+" is required in a "+string(op)+" request")
+	for _, name := range []string{"requestId", "resource", "holderId", "sentAt", "kind", "fence", "secret"} {
+		if b.member(name).present() && !has(schema.required, name) && !has(schema.optional, name) {
+			return Message{}, errCode(CodeUnknownField, "unknown field "+strconv.Quote(name)+" in a "+string(op)+" request")
 		}
 	}
-	if op == OpAcquire || op == OpRenew {
-		m.Request.Kind = lease.Kind(op)
+	for _, name := range schema.required {
+		if !b.member(name).present() {
+			return Message{}, errCode(CodeMissingField, "field "+strconv.Quote(name)+" is required in a "+string(op)+" request")
+		}
+	}
+	if n := len(b.Secret.v); n < MinSecretBytes || n > MaxSecretBytes {
+		return Message{}, errInvalid("secret", "must be "+strconv.Itoa(MinSecretBytes)+" to "+strconv.Itoa(MaxSecretBytes)+
+			" bytes, got "+strconv.Itoa(n))
+	}
+	m := Message{Op: op, Secret: b.Secret.v, Request: lease.Request{RequestID: b.RequestID.v, Resource: b.Resource.v,
+		HolderID: b.HolderID.v, Fence: b.Fence.v}}
+	switch {
+	case op == OpAcquire && m.Request.Fence != 0:
+		return Message{}, errInvalid("fence", "must be 0 (or absent) in an acquisition")
+	case op != OpAcquire && m.Request.Fence == 0:
+		return Message{}, errInvalid("fence", "must be at least 1")
+	case op != OpRelease && b.Kind.v != string(op):
+		return Message{}, errInvalid("kind", "must be "+strconv.Quote(string(op))+" on this path, got "+strconv.Quote(b.Kind.v))
+	}
+	if op != OpRelease {
+		m.Request.Kind, m.Request.SentAt = lease.Kind(op), clock.At(b.SentAt.Domain.v, b.SentAt.Millis.v)
 	}
 	return m, nil
+}
+
+func has(names []string, name string) bool {
+	for _, n := range names {
+		if n == name {
+			return true
+		}
+	}
+	return false
+}
+
+// decodeError turns an error of json.Unmarshal into a refusal.
+func decodeError(op Op, err error) *Error {
+	var we *Error
+	var se *json.SemanticError
+	field := ""
+	if errors.As(err, &se) {
+		field = strings.ReplaceAll(strings.TrimPrefix(string(se.JSONPointer), "/"), "/", ".")
+	}
+	switch {
+	case errors.As(err, &we): // a field's own check
+		if field != "" {
+			we.Message = "field " + strconv.Quote(field) + " " + we.Message
+		}
+		return we
+	case errors.Is(err, jsontext.ErrDuplicateName):
+		return errCode(CodeDuplicateField, "a field appears twice: "+err.Error())
+	case errors.Is(err, json.ErrUnknownName):
+		return errCode(CodeUnknownField, "unknown field "+quoteShort(field)+" in a "+string(op)+" request")
+	case se != nil && se.JSONKind != 0 && field == "":
+		return errCode(CodeWrongType, "the body must be a JSON object, got "+kindName(se.JSONKind))
+	}
+	return errCode(CodeMalformedJSON, "invalid JSON: "+err.Error())
+}
+
+func kindName(k jsontext.Kind) string {
+	switch k {
+	case '"':
+		return "a string"
+	case '0':
+		return "a number"
+	case 't', 'f':
+		return "a boolean"
+	case 'n':
+		return "null"
+	case '[':
+		return "an array"
+	}
+	return "an object"
+}
+
+// readToken reads the next token, refusing any of another kind than want.
+func readToken(dec *jsontext.Decoder, want jsontext.Kind, what string) (jsontext.Token, error) {
+	if k := dec.PeekKind(); k != want && k != 0 {
+		return jsontext.Token{}, errCode(CodeWrongType, "must be "+what+", got "+kindName(k))
+	}
+	return dec.ReadToken()
+}
+
+// idField is a non-empty string of at most MaxStringBytes.
+type idField struct {
+	v   string
+	set bool
+}
+
+func (f *idField) present() bool { return f.set }
+
+func (f *idField) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
+	tok, err := readToken(dec, '"', "a string")
+	if err != nil {
+		return err
+	}
+	f.v, f.set = tok.String(), true
+	switch {
+	case f.v == "":
+		return errCode(CodeInvalidValue, "must not be empty")
+	case len(f.v) > MaxStringBytes:
+		return errCode(CodeInvalidValue, "is longer than "+strconv.Itoa(MaxStringBytes)+" bytes")
+	}
+	return nil
+}
+
+// fenceField is a JSON integer from 0 to lease.MaxFence, written as digits.
+type fenceField struct {
+	v   uint64
+	set bool
+}
+
+func (f *fenceField) present() bool { return f.set }
+
+func (f *fenceField) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
+	tok, err := readToken(dec, '0', "an integer")
+	if err != nil {
+		return err
+	}
+	f.set = true
+	n, err := strconv.ParseUint(tok.String(), 10, 64)
+	if err != nil || n > lease.MaxFence {
+		return errCode(CodeInvalidValue, "must be a whole number from 0 to "+strconv.FormatUint(lease.MaxFence, 10)+
+			", got "+quoteShort(tok.String()))
+	}
+	f.v = n
+	return nil
+}
+
+// millisField is a finite JSON number.
+type millisField struct {
+	v   float64
+	set bool
+}
+
+func (f *millisField) present() bool { return f.set }
+
+func (f *millisField) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
+	tok, err := readToken(dec, '0', "a number")
+	if err != nil {
+		return err
+	}
+	f.set = true
+	v, err := strconv.ParseFloat(tok.String(), 64)
+	if err != nil || !finite(v) {
+		return errCode(CodeInvalidValue, "must be a finite number")
+	}
+	f.v = v
+	return nil
+}
+
+// instantBody is an instant {millis, domain} in a request.
+type instantBody struct {
+	Millis millisField `json:"millis"`
+	Domain idField     `json:"domain"`
+	set    bool
+}
+
+func (f *instantBody) present() bool { return f.set }
+
+func (f *instantBody) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
+	if k := dec.PeekKind(); k != '{' && k != 0 {
+		_, err := readToken(dec, '{', "an object {millis, domain}")
+		return err
+	}
+	var in struct {
+		Millis millisField `json:"millis"`
+		Domain idField     `json:"domain"`
+	}
+	if err := json.UnmarshalDecode(dec, &in, strict); err != nil {
+		return err
+	}
+	f.Millis, f.Domain, f.set = in.Millis, in.Domain, true
+	switch {
+	case !f.Millis.set:
+		return errCode(CodeMissingField, "needs its millis")
+	case !f.Domain.set:
+		return errCode(CodeMissingField, "needs its domain")
+	}
+	return nil
 }
 
 // EncodeMessage is the inverse of DecodeMessage: the body a client sends.
 func EncodeMessage(m Message) ([]byte, error) {
 	r := m.Request
-	switch m.Op {
-	case OpAcquire, OpRenew, OpRelease:
-	default:
+	if _, ok := schemas[m.Op]; !ok {
 		return nil, errors.New("wire: unknown op " + strconv.Quote(string(m.Op)))
 	}
-	if m.Op != OpRelease && !finite(r.SentAt.Millis) {
-		return nil, errors.New("wire: sentAt.millis is not a finite number")
-	}
-	body := wireBody{RequestID: r.RequestID, Resource: r.Resource, HolderID: r.HolderID, Secret: m.Secret}
+	out := wireBody{RequestID: r.RequestID, Resource: r.Resource, HolderID: r.HolderID, Secret: m.Secret}
 	if m.Op != OpRelease {
-		body.SentAt = &Instant{Millis: r.SentAt.Millis, Domain: r.SentAt.Domain}
-		body.Kind = string(m.Op)
+		if !finite(r.SentAt.Millis) {
+			return nil, errors.New("wire: sentAt.millis is not a finite number")
+		}
+		out.SentAt, out.Kind = &Instant{Millis: r.SentAt.Millis, Domain: r.SentAt.Domain}, string(m.Op)
 	}
 	if m.Op != OpAcquire {
-		body.Fence = &r.Fence
+		out.Fence = &r.Fence
 	}
-	if out, ok := appendWireBody(make([]byte, 0, 256), body); ok {
-		return out, nil
-	}
-	return json.Marshal(body)
-}
-
-// appendWireBody appends the JSON of b byte for byte as json.Marshal writes
-// it, without reflection, when its strings and number are ones json.Marshal
-// writes as they are (plainJSONString, plainJSONFloat); it reports false
-// otherwise.
-func appendWireBody(out []byte, b wireBody) ([]byte, bool) {
-	if !plainJSONString(b.RequestID) || !plainJSONString(b.Resource) || !plainJSONString(b.HolderID) ||
-		!plainJSONString(b.Kind) || !plainJSONString(b.Secret) ||
-		(b.SentAt != nil && !plainInstant(*b.SentAt)) {
-		return nil, false
-	}
-	out = append(out, `{"requestId":"`...)
-	out = append(out, b.RequestID...)
-	out = append(out, `","resource":"`...)
-	out = append(out, b.Resource...)
-	out = append(out, `","holderId":"`...)
-	out = append(out, b.HolderID...)
-	out = append(out, '"')
-	if b.SentAt != nil {
-		out = append(out, `,"sentAt":`...)
-		out = appendInstant(out, *b.SentAt)
-	}
-	if b.Kind != "" {
-		out = append(out, `,"kind":"`...)
-		out = append(out, b.Kind...)
-		out = append(out, '"')
-	}
-	if b.Fence != nil {
-		out = append(out, `,"fence":`...)
-		out = strconv.AppendUint(out, *b.Fence, 10)
-	}
-	out = append(out, `,"secret":"`...)
-	out = append(out, b.Secret...)
-	return append(out, `"}`...), true
+	return json.Marshal(out)
 }
 
 // wireBody is the JSON shape of every request body; EncodeMessage leaves
@@ -296,299 +394,13 @@ type wireBody struct {
 	RequestID string   `json:"requestId"`
 	Resource  string   `json:"resource"`
 	HolderID  string   `json:"holderId"`
-	SentAt    *Instant `json:"sentAt,omitempty"`
-	Kind      string   `json:"kind,omitempty"`
-	Fence     *uint64  `json:"fence,omitempty"`
+	SentAt    *Instant `json:"sentAt,omitzero"`
+	Kind      string   `json:"kind,omitzero"`
+	Fence     *uint64  `json:"fence,omitzero"`
 	Secret    string   `json:"secret"`
 }
 
 func finite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }
-
-// decodeObject walks one JSON object, calling member for each name and raw
-// value in order, and refuses anything else: another type, trailing data.
-// data must be valid UTF-8.
-//
-// A body encoding/json finds valid (json.Valid, the usual case) is split
-// into its members by splitObject; any other body goes through
-// json.Decoder's tokens, which stop at the first thing wrong, so what is
-// refused and why is the same either way.
-func decodeObject(what string, data []byte, member func(name []byte, raw json.RawMessage) *Error) *Error {
-	if json.Valid(data) {
-		return splitObject(what, data, member)
-	}
-	return decodeObjectTokens(what, data, member)
-}
-
-// splitObject is decodeObject for data that json.Valid accepted: one JSON
-// value and nothing but whitespace around it. It finds where each member's
-// name and value begin and end; the name is unescaped by encoding/json when
-// it holds an escape, and the value is passed on as it is written, without
-// the whitespace around it, exactly as json.Decoder would give it.
-func splitObject(what string, data []byte, member func(name []byte, raw json.RawMessage) *Error) *Error {
-	i := skipSpace(data, 0)
-	if data[i] != '{' {
-		return errCode(CodeWrongType, what+" must be a JSON object, got "+rawType(data[i:]))
-	}
-	i = skipSpace(data, i+1)
-	if data[i] == '}' {
-		return nil
-	}
-	for {
-		end := stringEnd(data, i) // data[i] is the '"' of a name
-		name := data[i+1 : end-1]
-		if bytes.IndexByte(name, '\\') >= 0 {
-			var s string
-			if err := json.Unmarshal(data[i:end], &s); err != nil {
-				return malformed(err)
-			}
-			name = []byte(s)
-		}
-		i = skipSpace(data, end)
-		i = skipSpace(data, i+1) // past the ':'
-		vend := valueEnd(data, i)
-		if err := member(name, data[i:vend]); err != nil {
-			return err
-		}
-		i = skipSpace(data, vend)
-		if data[i] == '}' {
-			return nil
-		}
-		i = skipSpace(data, i+1) // past the ','
-	}
-}
-
-func skipSpace(data []byte, i int) int {
-	for i < len(data) {
-		switch data[i] {
-		case ' ', '\t', '\n', '\r':
-			i++
-		default:
-			return i
-		}
-	}
-	return i
-}
-
-// stringEnd returns the index just past the string literal starting at
-// data[i].
-func stringEnd(data []byte, i int) int {
-	for i++; i < len(data); i++ {
-		switch data[i] {
-		case '\\':
-			i++
-		case '"':
-			return i + 1
-		}
-	}
-	return i
-}
-
-// valueEnd returns the index just past the JSON value starting at data[i].
-func valueEnd(data []byte, i int) int {
-	switch data[i] {
-	case '"':
-		return stringEnd(data, i)
-	case '{', '[':
-		depth := 0
-		for i < len(data) {
-			switch data[i] {
-			case '"':
-				i = stringEnd(data, i)
-				continue
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return i + 1
-				}
-			}
-			i++
-		}
-		return i
-	}
-	for i < len(data) {
-		switch data[i] {
-		case ',', '}', ']', ' ', '\t', '\n', '\r':
-			return i
-		}
-		i++
-	}
-	return i
-}
-
-// decodeObjectTokens is decodeObject through json.Decoder's tokens.
-func decodeObjectTokens(what string, data []byte, member func(name []byte, raw json.RawMessage) *Error) *Error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	tok, err := dec.Token()
-	if err != nil {
-		return malformed(err)
-	}
-	if d, ok := tok.(json.Delim); !ok || d != '{' {
-		return errCode(CodeWrongType, what+" must be a JSON object, got "+jsonType(tok))
-	}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return malformed(err)
-		}
-		name, ok := tok.(string)
-		if !ok {
-			return errCode(CodeMalformedJSON, "object key is not a string")
-		}
-		var raw json.RawMessage
-		if err := dec.Decode(&raw); err != nil {
-			return malformed(err)
-		}
-		if err := member([]byte(name), raw); err != nil {
-			return err
-		}
-	}
-	if _, err := dec.Token(); err != nil { // the closing '}'
-		return malformed(err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return errCode(CodeMalformedJSON, "unexpected data after the JSON object")
-	}
-	return nil
-}
-
-func malformed(err error) *Error {
-	if err == io.EOF || errors.Is(err, io.ErrUnexpectedEOF) {
-		return errCode(CodeMalformedJSON, "body ends before the JSON value does")
-	}
-	var se *json.SyntaxError
-	if errors.As(err, &se) {
-		return errCode(CodeMalformedJSON, "invalid JSON at byte "+strconv.FormatInt(se.Offset, 10)+": "+se.Error())
-	}
-	return errCode(CodeMalformedJSON, "invalid JSON: "+err.Error())
-}
-
-func jsonType(tok json.Token) string {
-	switch v := tok.(type) {
-	case json.Delim:
-		if v == '[' {
-			return "an array"
-		}
-		return "an object"
-	case string:
-		return "a string"
-	case json.Number, float64:
-		return "a number"
-	case bool:
-		return "a boolean"
-	case nil:
-		return "null"
-	}
-	return "something else"
-}
-
-func rawType(raw json.RawMessage) string {
-	switch raw[0] {
-	case '{':
-		return "an object"
-	case '[':
-		return "an array"
-	case '"':
-		return "a string"
-	case 't', 'f':
-		return "a boolean"
-	case 'n':
-		return "null"
-	}
-	return "a number"
-}
-
-func wrongType(name, want string, raw json.RawMessage) *Error {
-	return errCode(CodeWrongType, "field "+strconv.Quote(name)+" must be "+want+", got "+rawType(raw))
-}
-
-func decodeString(name string, raw json.RawMessage, dst *string) *Error {
-	if raw[0] != '"' {
-		return wrongType(name, "a string", raw)
-	}
-	var s string
-	if len(raw) >= 2 && raw[len(raw)-1] == '"' && bytes.IndexByte(raw[1:len(raw)-1], '\\') < 0 {
-		// No escapes: raw is a string literal the decoder already
-		// checked (no control characters; the body is valid UTF-8), so
-		// its value is the bytes between the quotes.
-		s = string(raw[1 : len(raw)-1])
-	} else if err := json.Unmarshal(raw, &s); err != nil {
-		return errCode(CodeMalformedJSON, "field "+strconv.Quote(name)+": "+err.Error())
-	}
-	if s == "" {
-		return errInvalid(name, "must not be empty")
-	}
-	if len(s) > MaxStringBytes {
-		return errInvalid(name, "is longer than "+strconv.Itoa(MaxStringBytes)+" bytes")
-	}
-	*dst = s
-	return nil
-}
-
-// decodeFence accepts a JSON integer from 0 to lease.MaxFence, written as
-// digits only.
-func decodeFence(name string, raw json.RawMessage, dst *uint64) *Error {
-	if raw[0] != '-' && (raw[0] < '0' || raw[0] > '9') {
-		return wrongType(name, "an integer", raw)
-	}
-	n, err := strconv.ParseUint(string(raw), 10, 64)
-	if err != nil {
-		return errInvalid(name, "must be a whole number from 0 to "+strconv.FormatUint(lease.MaxFence, 10)+", got "+quoteShort(string(raw)))
-	}
-	if n > lease.MaxFence {
-		return errInvalid(name, "must be at most "+strconv.FormatUint(lease.MaxFence, 10))
-	}
-	*dst = n
-	return nil
-}
-
-func decodeInstant(name string, raw json.RawMessage, dst *clock.Instant) *Error {
-	if raw[0] != '{' {
-		return wrongType(name, "an object {millis, domain}", raw)
-	}
-	var t clock.Instant
-	var haveMillis, haveDomain bool
-	// raw is a value json.Valid or json.Decoder accepted.
-	err := splitObject(name, raw, func(member []byte, v json.RawMessage) *Error {
-		switch string(member) {
-		case "millis":
-			if haveMillis {
-				return errCode(CodeDuplicateField, "field "+name+".millis appears twice")
-			}
-			haveMillis = true
-			if v[0] != '-' && (v[0] < '0' || v[0] > '9') {
-				return wrongType(name+".millis", "a number", v)
-			}
-			f, err := strconv.ParseFloat(string(v), 64)
-			if err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
-				return errInvalid(name+".millis", "must be a finite number")
-			}
-			t.Millis = f
-		case "domain":
-			if haveDomain {
-				return errCode(CodeDuplicateField, "field "+name+".domain appears twice")
-			}
-			haveDomain = true
-			return decodeString(name+".domain", v, &t.Domain)
-		default:
-			return errCode(CodeUnknownField, "unknown field "+quoteShort(string(member))+" in "+name)
-		}
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	if !haveMillis {
-		return errCode(CodeMissingField, "field "+name+".millis is required")
-	}
-	if !haveDomain {
-		return errCode(CodeMissingField, "field "+name+".domain is required")
-	}
-	*dst = t
-	return nil
-}
 
 // quoteShort quotes s, cut to a length that is safe to echo in an error.
 func quoteShort(s string) string {

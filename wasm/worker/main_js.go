@@ -5,9 +5,10 @@
 // access, and readiness signal). The Worker's fetch decodes and checks each
 // call with the same wire.NewHandler the native server uses, then routes it
 // to the Durable Object named after the call's resource (idFromName). Inside
-// the object the same handler runs again over a wire.Service whose Store is
-// the object's transactional storage, so the fence counter and the lease are
-// written before the grant leaves.
+// the object the same handler runs again over the same state machine
+// (service.Service over a service.Local) as the native server, whose
+// Persister is the object's transactional storage, so the fence counter
+// and the lease are written before the grant leaves.
 //
 // JavaScript cannot be avoided for the Durable Object class itself:
 // worker.mjs defines it in a few lines and hands each request and the
@@ -19,7 +20,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"math"
 	"net/http"
@@ -29,10 +29,12 @@ import (
 	"syscall/js"
 	"time"
 
+	"github.com/go-json-experiment/json"
 	"github.com/syumai/workers"
 	"github.com/syumai/workers/cloudflare"
 
 	"github.com/lease-fence/lease-fence/core/clock"
+	"github.com/lease-fence/lease-fence/service"
 	"github.com/lease-fence/lease-fence/service/wire"
 )
 
@@ -117,7 +119,7 @@ func (r *router) Call(_ context.Context, m wire.Message) (wire.Reply, error) {
 // object is the Go side of one Durable Object instance.
 type object struct {
 	handler http.Handler
-	svc     *wire.Service
+	svc     *service.Service
 	ttl     time.Duration
 	swept   time.Time // when expired records were last deleted
 }
@@ -143,7 +145,13 @@ func (t *objectTable) open(_ js.Value, args []js.Value) (result any) {
 		}
 		ttl = clock.FromMillis(ms)
 	}
-	svc, err := wire.NewService(wire.ServiceConfig{Clock: newDateClock("coordinator"), TTL: ttl, Store: &objectStore{storage: args[0]}})
+	// The mark is written with each grant (no reserve): a Durable
+	// Object's storage never loses an acknowledged write.
+	store, err := service.NewLocal(service.LocalConfig{Clock: newDateClock("coordinator"), TTL: ttl, Persist: &objectStore{storage: args[0]}})
+	if err != nil {
+		return js.Global().Get("Error").New(err.Error())
+	}
+	svc, err := service.New(service.Config{TTL: ttl, Store: store})
 	if err != nil {
 		return js.Global().Get("Error").New(err.Error())
 	}
@@ -242,222 +250,98 @@ func (r *recorder) Write(b []byte) (int, error) {
 	return r.body.Write(b)
 }
 
-// objectStore is the wire.Store of one Durable Object: the fence
-// high-water mark under one key and the record of the object's resource
-// under another, in the object's transactional storage. Writes issued
-// without an await between them are committed together by the runtime,
-// which also holds the object's outgoing messages until they are durable.
+// objectStore is the service.Persister of one Durable Object: the fence
+// mark under one key and the entry of the object's resource under another
+// (as service.EncodeEntry writes it), in the object's transactional
+// storage. Writes issued without an await between them are committed
+// together by the runtime, which also holds the object's outgoing messages
+// until they are durable, so every write is synced.
 type objectStore struct {
 	storage js.Value
-	issued  uint64 // the stored high-water mark, read by Load
 }
 
 const (
-	issuedKey     = "lease-fence/issuedFence"
-	recordPrefix  = "lease-fence/lease/"
-	releasePrefix = "lease-fence/released/"
+	markKey     = "lease-fence/fence-mark"
+	entryPrefix = "lease-fence/entry/"
 )
 
-// storedRelease is a wire.Release as JSON in the object's storage.
-type storedRelease struct {
-	Resource     string  `json:"resource"`
-	HolderID     string  `json:"holderId"`
-	Fence        uint64  `json:"fence"`
-	At           float64 `json:"at"`
-	SecretSHA256 []byte  `json:"secretSha256"`
-}
-
-// storedRecord is a wire.Record as JSON in the object's storage.
-type storedRecord struct {
-	HolderID     string  `json:"holderId"`
-	RequestID    string  `json:"requestId"`
-	Fence        uint64  `json:"fence"`
-	ExpiresAt    float64 `json:"expiresAt"`
-	SecretSHA256 []byte  `json:"secretSha256"`
-}
-
-func (s *objectStore) Load(context.Context) (wire.Stored, error) {
-	v, err := await(s.storage.Call("get", issuedKey))
+func (s *objectStore) Load(context.Context) (service.Stored, error) {
+	opts := js.Global().Get("Object").New()
+	opts.Set("prefix", "lease-fence/")
+	m, err := await(s.storage.Call("list", opts))
 	if err != nil {
-		return wire.Stored{}, err
+		return service.Stored{}, err
 	}
-	var st wire.Stored
-	hasMark := !v.IsUndefined() && !v.IsNull()
-	if hasMark {
-		if v.Type() != js.TypeString {
-			return wire.Stored{}, errors.Join(wire.ErrInconsistent, errors.New("the stored high-water mark is not a string"))
+	var st service.Stored
+	var bad []error
+	hasMark := false
+	each := js.FuncOf(func(_ js.Value, args []js.Value) any {
+		key := args[1].String()
+		if args[0].Type() != js.TypeString {
+			bad = append(bad, errors.New("the stored "+strconv.Quote(key)+" is not a string"))
+			return nil
 		}
-		if st.IssuedFence, err = strconv.ParseUint(v.String(), 10, 64); err != nil {
-			return wire.Stored{}, errors.Join(wire.ErrInconsistent, errors.New("the stored high-water mark is unreadable"))
+		switch v := args[0].String(); {
+		case key == markKey:
+			hasMark = true
+			if st.Mark, err = strconv.ParseUint(v, 10, 64); err != nil {
+				bad = append(bad, errors.New("the stored fence mark is unreadable"))
+			}
+		case strings.HasPrefix(key, entryPrefix):
+			e, err := service.DecodeEntry(strings.TrimPrefix(key, entryPrefix), []byte(v))
+			if err != nil {
+				bad = append(bad, err)
+			}
+			st.Entries = append(st.Entries, e)
+		default:
+			bad = append(bad, errors.New("unexpected stored key "+strconv.Quote(key)))
 		}
+		return nil
+	})
+	m.Call("forEach", each)
+	each.Release()
+	if !hasMark && len(st.Entries) > 0 {
+		bad = append(bad, errors.New("a lease is stored without the fence mark"))
 	}
-	if st.Records, err = s.list(); err != nil {
-		return wire.Stored{}, err
+	if len(bad) > 0 {
+		return service.Stored{}, errors.Join(append([]error{service.ErrInconsistent}, bad...)...)
 	}
-	if st.Released, err = s.releases(); err != nil {
-		return wire.Stored{}, err
-	}
-	if !hasMark && (len(st.Records) > 0 || len(st.Released) > 0) {
-		return wire.Stored{}, errors.Join(wire.ErrInconsistent, errors.New("a lease is stored without the fence high-water mark"))
-	}
-	if err := wire.CheckStored(st); err != nil {
-		return wire.Stored{}, err
-	}
-	s.issued = st.IssuedFence
 	return st, nil
 }
 
-func decodeStored(resource string, v js.Value) (wire.Record, error) {
-	if v.Type() != js.TypeString {
-		return wire.Record{}, errors.Join(wire.ErrInconsistent, errors.New("the stored lease of "+strconv.Quote(resource)+" is not a string"))
-	}
-	dec := json.NewDecoder(strings.NewReader(v.String()))
-	dec.DisallowUnknownFields()
-	var r storedRecord
-	if err := dec.Decode(&r); err != nil || len(r.SecretSHA256) != 32 {
-		return wire.Record{}, errors.Join(wire.ErrInconsistent, errors.New("the stored lease of "+strconv.Quote(resource)+" is unreadable"))
-	}
-	rec := wire.Record{Resource: resource, HolderID: r.HolderID, RequestID: r.RequestID, Fence: r.Fence, ExpiresAt: r.ExpiresAt}
-	copy(rec.SecretHash[:], r.SecretSHA256)
-	return rec, nil
-}
-
-func (s *objectStore) Get(_ context.Context, resource string) (wire.Record, bool, error) {
-	v, err := await(s.storage.Call("get", recordPrefix+resource))
-	if err != nil {
-		return wire.Record{}, false, err
-	}
-	if v.IsUndefined() || v.IsNull() {
-		return wire.Record{}, false, nil
-	}
-	rec, err := decodeStored(resource, v)
-	return rec, err == nil, err
-}
-
-func (s *objectStore) Apply(_ context.Context, c wire.Change) error {
-	hw := max(s.issued, c.IssuedFence)
+func (s *objectStore) Write(_ context.Context, b service.Batch, _ bool) error {
 	entries := js.Global().Get("Object").New()
-	entries.Set(issuedKey, strconv.FormatUint(hw, 10))
-	for _, r := range c.Put {
-		data, err := json.Marshal(storedRecord{HolderID: r.HolderID, RequestID: r.RequestID, Fence: r.Fence,
-			ExpiresAt: r.ExpiresAt, SecretSHA256: r.SecretHash[:]})
-		if err != nil {
-			return err
-		}
-		entries.Set(recordPrefix+r.Resource, string(data))
+	if b.Mark != 0 {
+		entries.Set(markKey, strconv.FormatUint(b.Mark, 10))
 	}
-	for _, r := range c.Released {
-		data, err := json.Marshal(storedRelease{Resource: r.Resource, HolderID: r.HolderID, Fence: r.Fence, At: r.At, SecretSHA256: r.SecretHash[:]})
+	for _, e := range b.Put {
+		data, err := service.EncodeEntry(e)
 		if err != nil {
 			return err
 		}
-		entries.Set(releasePrefix+r.RequestID, string(data))
+		entries.Set(entryPrefix+e.Resource, string(data))
+	}
+	var keys []any
+	for _, name := range b.Delete {
+		keys = append(keys, entryPrefix+name)
 	}
 	// Both calls are made before either is awaited, so the runtime
 	// commits them as one write.
-	put := s.storage.Call("put", entries)
-	del := js.Undefined()
-	// Forget needs no check of the time here: an object runs one request
-	// at a time, and its sweep runs before the request.
-	var keys []any
-	for _, name := range c.Delete {
-		keys = append(keys, recordPrefix+name)
-	}
-	for _, id := range c.Forget {
-		keys = append(keys, releasePrefix+id)
+	put, del := js.Undefined(), js.Undefined()
+	if len(b.Put) > 0 || b.Mark != 0 {
+		put = s.storage.Call("put", entries)
 	}
 	if len(keys) > 0 {
 		del = s.storage.Call("delete", js.ValueOf(keys))
 	}
-	if _, err := await(put); err != nil {
-		return err
-	}
-	if !del.IsUndefined() {
-		if _, err := await(del); err != nil {
-			return err
+	for _, p := range []js.Value{put, del} {
+		if !p.IsUndefined() {
+			if _, err := await(p); err != nil {
+				return err
+			}
 		}
 	}
-	s.issued = hw
 	return nil
-}
-
-func (s *objectStore) Expired(ctx context.Context, millis float64, limit int) ([]string, error) {
-	st, err := s.list()
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, r := range st {
-		if len(out) < limit && r.ExpiresAt <= millis {
-			out = append(out, r.Resource)
-		}
-	}
-	return out, nil
-}
-
-func (s *objectStore) Forgettable(_ context.Context, millis float64, limit int) ([]string, error) {
-	rels, err := s.releases()
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, r := range rels {
-		if len(out) < limit && r.At <= millis {
-			out = append(out, r.RequestID)
-		}
-	}
-	return out, nil
-}
-
-func (s *objectStore) releases() ([]wire.Release, error) {
-	opts := js.Global().Get("Object").New()
-	opts.Set("prefix", releasePrefix)
-	m, err := await(s.storage.Call("list", opts))
-	if err != nil {
-		return nil, err
-	}
-	var out []wire.Release
-	var bad error
-	each := js.FuncOf(func(_ js.Value, args []js.Value) any {
-		id := strings.TrimPrefix(args[1].String(), releasePrefix)
-		var r storedRelease
-		dec := json.NewDecoder(strings.NewReader(args[0].String()))
-		dec.DisallowUnknownFields()
-		if args[0].Type() != js.TypeString || dec.Decode(&r) != nil || len(r.SecretSHA256) != 32 {
-			bad = errors.Join(wire.ErrInconsistent, errors.New("the stored release "+strconv.Quote(id)+" is unreadable"))
-			return nil
-		}
-		rel := wire.Release{RequestID: id, Resource: r.Resource, HolderID: r.HolderID, Fence: r.Fence, At: r.At}
-		copy(rel.SecretHash[:], r.SecretSHA256)
-		out = append(out, rel)
-		return nil
-	})
-	m.Call("forEach", each)
-	each.Release()
-	return out, bad
-}
-
-func (s *objectStore) list() ([]wire.Record, error) {
-	opts := js.Global().Get("Object").New()
-	opts.Set("prefix", recordPrefix)
-	m, err := await(s.storage.Call("list", opts))
-	if err != nil {
-		return nil, err
-	}
-	var out []wire.Record
-	var bad error
-	each := js.FuncOf(func(_ js.Value, args []js.Value) any {
-		rec, err := decodeStored(strings.TrimPrefix(args[1].String(), recordPrefix), args[0])
-		if err != nil {
-			bad = err
-		} else {
-			out = append(out, rec)
-		}
-		return nil
-	})
-	m.Call("forEach", each)
-	each.Release()
-	return out, bad
 }
 
 // newDateClock reads Date.now(), never lower than a reading it already gave.

@@ -1,4 +1,4 @@
-package wire
+package service
 
 import (
 	"context"
@@ -13,18 +13,25 @@ import (
 
 	"github.com/lease-fence/lease-fence/core/clock"
 	"github.com/lease-fence/lease-fence/core/lease"
+	"github.com/lease-fence/lease-fence/service/wire"
 )
 
-// BenchmarkServiceCycle measures one acquire + release through Service.Call.
-func BenchmarkServiceCycle(b *testing.B) {
+func benchService(b *testing.B) *Service {
 	clk, _ := WallClock("coordinator")
-	svc, _ := NewService(ServiceConfig{Clock: clk, TTL: time.Minute})
+	store, _ := NewLocal(LocalConfig{Clock: clk, TTL: time.Minute})
+	svc, _ := New(Config{TTL: time.Minute, Store: store})
+	return svc
+}
+
+// BenchmarkServiceCycle measures one acquire + release through Service.Call,
+// in memory.
+func BenchmarkServiceCycle(b *testing.B) {
+	svc := benchService(b)
 	ctx := context.Background()
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
 		id := strconv.Itoa(i)
-		m := acquireMsg("a"+id, "r", "h")
-		rep, err := svc.Call(ctx, m)
+		rep, err := svc.Call(ctx, acquireMsg("a"+id, "r", "h"))
 		if err != nil || !rep.OK {
 			b.Fatal(rep, err)
 		}
@@ -37,24 +44,19 @@ func BenchmarkServiceCycle(b *testing.B) {
 // BenchmarkHandlerCycle measures one acquire + release through the handler,
 // decoding and encoding included, without a network.
 func BenchmarkHandlerCycle(b *testing.B) {
-	clk, _ := clock.NewMonotonic("coordinator")
-	svc, _ := NewService(ServiceConfig{Clock: clk, TTL: time.Minute})
-	h := NewHandler(svc, HandlerOptions{})
+	h := wire.NewHandler(benchService(b), wire.HandlerOptions{})
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
 		id := strconv.Itoa(i)
-		body, _ := EncodeMessage(acquireMsg("a"+id, "r", "h"))
+		body, _ := wire.EncodeMessage(acquireMsg("a"+id, "r", "h"))
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/v1/acquire", strings.NewReader(string(body))))
 		if rec.Code != 200 {
 			b.Fatal(rec.Body.String())
 		}
-		m, _ := DecodeMessage(OpAcquire, body)
-		_ = m
-		secret := secretOf("h")
 		f := strings.Index(rec.Body.String(), `"fence":`)
 		fence, _ := strconv.ParseUint(strings.SplitN(rec.Body.String()[f+8:], ",", 2)[0], 10, 64)
-		body, _ = EncodeMessage(releaseMsg("r"+id, "r", "h", fence, secret))
+		body, _ = wire.EncodeMessage(releaseMsg("r"+id, "r", "h", fence, secretOf("h")))
 		rec = httptest.NewRecorder()
 		h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/v1/release", strings.NewReader(string(body))))
 		if rec.Code != 200 {
@@ -63,16 +65,26 @@ func BenchmarkHandlerCycle(b *testing.B) {
 	}
 }
 
-// BenchmarkHTTPCycle measures one acquire + release from a Client to the
-// handler over loopback HTTP, both ends in this process (for profiles of
-// the whole path: go test -bench HTTPCycle -cpuprofile). Each goroutine holds
-// its own resource; "8" runs 8 clients at once.
+// BenchmarkDecodeMessage measures the strict decoding of one acquisition
+// body.
+func BenchmarkDecodeMessage(b *testing.B) {
+	body, _ := wire.EncodeMessage(acquireMsg("0123456789abcdef0123456789abcdef", "resource-17", "holder-3"))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := wire.DecodeMessage(wire.OpAcquire, body); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkHTTPCycle measures one acquire + release from a wire.Client to
+// the handler over loopback HTTP, both ends in this process (for profiles
+// of the whole path: go test -bench HTTPCycle -cpuprofile). Each goroutine
+// holds its own resource; "8" runs 8 clients at once.
 func BenchmarkHTTPCycle(b *testing.B) {
 	for _, clients := range []int{1, 8} {
 		b.Run(strconv.Itoa(clients), func(b *testing.B) {
-			clk, _ := WallClock("coordinator")
-			svc, _ := NewService(ServiceConfig{Clock: clk, TTL: time.Minute})
-			srv := httptest.NewServer(NewHandler(svc, HandlerOptions{}))
+			srv := httptest.NewServer(wire.NewHandler(benchService(b), wire.HandlerOptions{}))
 			defer srv.Close()
 			var next atomic.Int64
 			b.ReportAllocs()
@@ -82,7 +94,7 @@ func BenchmarkHTTPCycle(b *testing.B) {
 				holder := "h" + strconv.FormatInt(n, 10)
 				hclk, _ := clock.NewMonotonic(holder)
 				lc, _ := lease.NewClient(lease.ClientConfig{Clock: hclk, HolderID: holder})
-				c, err := NewClient(ClientConfig{BaseURL: srv.URL, Lease: lc})
+				c, err := wire.NewClient(wire.ClientConfig{BaseURL: srv.URL, Lease: lc})
 				if err != nil {
 					b.Error(err)
 					return

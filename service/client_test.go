@@ -1,10 +1,11 @@
-package wire
+package service
 
 import (
 	"context"
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -14,7 +15,10 @@ import (
 
 	"github.com/lease-fence/lease-fence/core/clock"
 	"github.com/lease-fence/lease-fence/core/lease"
+	"github.com/lease-fence/lease-fence/service/wire"
 )
+
+// The tests of wire.Client, against the real service.
 
 // fault says what the test transport does with one attempt.
 type fault int
@@ -25,16 +29,19 @@ const (
 	dropRequest       // the request is lost before the server sees it
 	holdReply         // the server processes it; the reply never comes before the attempt times out
 	twice             // the request is delivered twice; the client gets the second reply
+	forge             // the secret is replaced by another one on the way
 )
 
 // transport serves requests with a handler in-process and applies a fault
-// per attempt, counting what reached the server.
+// per attempt, counting what reached the server and keeping the last
+// secret each resource's requests carried.
 type transport struct {
-	h      http.Handler
-	mu     sync.Mutex
-	plan   []fault
-	sent   int
-	served int
+	h       http.Handler
+	mu      sync.Mutex
+	plan    []fault
+	sent    int
+	served  int
+	secrets map[string]string
 }
 
 func (tr *transport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -48,10 +55,24 @@ func (tr *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if f == dropRequest {
 		return nil, errors.New("test: request lost")
 	}
+	body, _ := io.ReadAll(req.Body)
+	m, err := wire.DecodeMessage(wire.Op(strings.TrimPrefix(req.URL.Path, "/v1/")), body)
+	if err == nil {
+		tr.mu.Lock()
+		if tr.secrets == nil {
+			tr.secrets = map[string]string{}
+		}
+		tr.secrets[m.Request.Resource] = m.Secret
+		tr.mu.Unlock()
+		if f == forge {
+			m.Secret = "forged-forged-forged"
+			body, _ = wire.EncodeMessage(m)
+		}
+	}
 	serve := func() *http.Response {
 		rec := httptest.NewRecorder()
 		r := req.Clone(req.Context())
-		r.Body, _ = req.GetBody()
+		r.Body, r.ContentLength = io.NopCloser(strings.NewReader(string(body))), int64(len(body))
 		tr.h.ServeHTTP(rec, r)
 		tr.mu.Lock()
 		tr.served++
@@ -78,17 +99,22 @@ func (tr *transport) then(faults ...fault) {
 	tr.plan = append(make([]fault, tr.sent), faults...)
 }
 
+func (tr *transport) secret(resource string) string {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	return tr.secrets[resource]
+}
+
 type clientRig struct {
 	*rig
 	tr     *transport
 	agent  *clock.Manual
-	client *Client
+	client *wire.Client
 }
 
 func newClientRig(t *testing.T, holder string, plan ...fault) *clientRig {
 	t.Helper()
-	r := newRig(t, nil)
-	return r.client(t, holder, plan...)
+	return newRig(t, nil, LocalConfig{}).client(t, holder, plan...)
 }
 
 func (r *rig) client(t *testing.T, holder string, plan ...fault) *clientRig {
@@ -99,7 +125,7 @@ func (r *rig) client(t *testing.T, holder string, plan ...fault) *clientRig {
 		t.Fatal(err)
 	}
 	tr := &transport{h: r.h, plan: plan}
-	c, err := NewClient(ClientConfig{
+	c, err := wire.NewClient(wire.ClientConfig{
 		BaseURL:        "http://coordinator.test/",
 		Lease:          lc,
 		HTTPClient:     &http.Client{Transport: tr},
@@ -123,8 +149,9 @@ func TestClientRoundTrip(t *testing.T) {
 	if tok := l.Token(); tok.Fence != 1 || tok.HolderID != "a" || l.Deadline() != clock.At("agent-a", 50+1000-10) {
 		t.Fatalf("lease %v deadline %v", tok, l.Deadline())
 	}
+	secret := c.tr.secret("deploy")
 	for _, format := range []string{"%v", "%+v", "%#v", "%s"} {
-		if out := fmt.Sprintf(format, l); strings.Contains(out, l.secret) || !strings.Contains(out, "deploy") {
+		if out := fmt.Sprintf(format, l); strings.Contains(out, secret) || !strings.Contains(out, "deploy") {
 			t.Fatalf("%s prints %q", format, out)
 		}
 	}
@@ -143,10 +170,10 @@ func TestClientRoundTrip(t *testing.T) {
 	if err := c.client.Release(ctx, l2); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.client.Release(ctx, l2); !errors.Is(err, ErrExpired) {
+	if err := c.client.Release(ctx, l2); !errors.Is(err, wire.ErrExpired) {
 		t.Fatalf("second release: %v", err)
 	}
-	if _, err := c.client.Renew(ctx, l2); !errors.Is(err, ErrExpired) {
+	if _, err := c.client.Renew(ctx, l2); !errors.Is(err, wire.ErrExpired) {
 		t.Fatalf("renew after release: %v", err)
 	}
 	l3, err := c.client.Acquire(ctx, "deploy")
@@ -156,7 +183,7 @@ func TestClientRoundTrip(t *testing.T) {
 }
 
 func isDenied(err error, holder string) bool {
-	var d *DeniedError
+	var d *wire.DeniedError
 	return errors.As(err, &d) && d.HeldBy == holder && d.RetryAfter > 0
 }
 
@@ -185,10 +212,9 @@ func TestClientRetriesWithTheSameRequest(t *testing.T) {
 			if c.tr.served != tc.served {
 				t.Fatalf("server saw %d requests, want %d", c.tr.served, tc.served)
 			}
-			st := c.state()
-			if st.Snap.IssuedFence != 1 || l.Token().Fence != 1 || len(st.Stored.Records) != 1 ||
-				st.Stored.Records[0].SecretHash != sha256.Sum256([]byte(l.secret)) {
-				t.Fatalf("issued %d, lease fence %d, stored %+v", st.Snap.IssuedFence, l.Token().Fence, st.Stored)
+			e, _ := c.entry("deploy")
+			if c.store.Issued() != 1 || l.Token().Fence != 1 || e.SecretHash != sha256.Sum256([]byte(c.tr.secret("deploy"))) {
+				t.Fatalf("issued %d, lease fence %d, stored %+v", c.store.Issued(), l.Token().Fence, e)
 			}
 			if l.Deadline().Millis != 50+1000-10 {
 				t.Fatalf("deadline %v is not anchored at the first send", l.Deadline())
@@ -218,8 +244,8 @@ func TestClientRetriesRenewAndRelease(t *testing.T) {
 	if err := c.client.Release(ctx, l2); err != nil {
 		t.Fatalf("release whose first reply was lost: %v", err)
 	}
-	if st := c.state(); len(st.Stored.Records) != 0 || len(st.Snap.Leases) != 0 {
-		t.Fatalf("still held: %+v", st)
+	if e, _ := c.entry("deploy"); e.Fence != 0 || c.store.Leases() != 0 {
+		t.Fatalf("still held: %+v", e)
 	}
 }
 
@@ -232,10 +258,10 @@ func TestClientGivesUp(t *testing.T) {
 	// A refusal is final: no retry.
 	c2 := newClientRig(t, "a")
 	l, _ := c2.client.Acquire(context.Background(), "deploy")
-	forged := &Lease{Lease: l.Lease, secret: "forged-forged-forged"}
+	c2.tr.then(forge)
 	sent := c2.tr.sent
-	var we *Error
-	if _, err := c2.client.Renew(context.Background(), forged); !errors.As(err, &we) || we.Code != CodeWrongSecret {
+	var we *wire.Error
+	if _, err := c2.client.Renew(context.Background(), l); !errors.As(err, &we) || we.Code != wire.CodeWrongSecret {
 		t.Fatalf("forged renew: %v", err)
 	}
 	if c2.tr.sent != sent+1 {
@@ -250,8 +276,9 @@ func TestClientGivesUp(t *testing.T) {
 	}
 }
 
-// TestSecondClientCannotActForTheHolder: another client with the same
-// holder id and the holder's token, but not its secret, is refused.
+// TestSecondClientCannotActForTheHolder: a call with the holder id and the
+// holder's token but another secret is refused, and the holder keeps its
+// lease.
 func TestSecondClientCannotActForTheHolder(t *testing.T) {
 	c := newClientRig(t, "a")
 	ctx := context.Background()
@@ -259,19 +286,12 @@ func TestSecondClientCannotActForTheHolder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	impostor := c.rig.client(t, "a")
-	// The impostor builds a lease with the same token from its own grant
-	// for another resource... it has no way to learn the secret.
-	other, err := impostor.client.Acquire(ctx, "elsewhere")
-	if err != nil {
-		t.Fatal(err)
+	c.tr.then(forge, forge)
+	if _, err := c.client.Renew(ctx, l); err == nil {
+		t.Fatal("a forged renewal renewed")
 	}
-	fake := &Lease{Lease: l.Lease, secret: other.secret}
-	if _, err := impostor.client.Renew(ctx, fake); err == nil {
-		t.Fatal("impostor renewed")
-	}
-	if err := impostor.client.Release(ctx, fake); err == nil {
-		t.Fatal("impostor released")
+	if err := c.client.Release(ctx, l); err == nil {
+		t.Fatal("a forged release released")
 	}
 	if _, err := c.client.Renew(ctx, l); err != nil {
 		t.Fatalf("the holder lost its lease: %v", err)
@@ -281,10 +301,10 @@ func TestSecondClientCannotActForTheHolder(t *testing.T) {
 func TestNewClientChecksConfig(t *testing.T) {
 	agent, _ := clock.NewManual("a", clock.ManualOptions{})
 	lc, _ := lease.NewClient(lease.ClientConfig{Clock: agent, HolderID: "a"})
-	if _, err := NewClient(ClientConfig{Lease: lc}); err == nil {
+	if _, err := wire.NewClient(wire.ClientConfig{Lease: lc}); err == nil {
 		t.Fatal("no URL accepted")
 	}
-	if _, err := NewClient(ClientConfig{BaseURL: "http://x"}); err == nil {
+	if _, err := wire.NewClient(wire.ClientConfig{BaseURL: "http://x"}); err == nil {
 		t.Fatal("no lease client accepted")
 	}
 }
@@ -295,7 +315,7 @@ func TestClientBadURLIsFinal(t *testing.T) {
 	agent, _ := clock.NewManual("a", clock.ManualOptions{})
 	lc, _ := lease.NewClient(lease.ClientConfig{Clock: agent, HolderID: "a"})
 	tr := &transport{h: http.NotFoundHandler()}
-	c, err := NewClient(ClientConfig{BaseURL: "http://bad host", Lease: lc, HTTPClient: &http.Client{Transport: tr},
+	c, err := wire.NewClient(wire.ClientConfig{BaseURL: "http://bad host", Lease: lc, HTTPClient: &http.Client{Transport: tr},
 		Backoff: func(int) time.Duration { t.Fatal("retried"); return 0 }})
 	if err != nil {
 		t.Fatal(err)
@@ -312,20 +332,26 @@ func TestClientDrawsASecretPerAcquisition(t *testing.T) {
 	ctx := context.Background()
 	seen := map[string]bool{}
 	for i := range 20 {
-		l, err := c.client.Acquire(ctx, fmt.Sprintf("r%d", i))
+		res := fmt.Sprintf("r%d", i)
+		l, err := c.client.Acquire(ctx, res)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(l.secret) < MinSecretBytes || seen[l.secret] {
-			t.Fatalf("secret %d: %d bytes, seen before: %v", i, len(l.secret), seen[l.secret])
+		secret := c.tr.secret(res)
+		if len(secret) < wire.MinSecretBytes || seen[secret] {
+			t.Fatalf("secret %d: %d bytes, seen before: %v", i, len(secret), seen[secret])
 		}
-		seen[l.secret] = true
-		if strings.Contains(fmt.Sprint(l)+fmt.Sprintf("%#v", l), l.secret) {
+		seen[secret] = true
+		if strings.Contains(fmt.Sprint(l)+fmt.Sprintf("%#v", l), secret) {
 			t.Fatal("the lease prints its secret")
 		}
-		rec, ok, _ := c.svc.store.Get(ctx, fmt.Sprintf("r%d", i))
-		if !ok || rec.SecretHash != sha256.Sum256([]byte(l.secret)) {
-			t.Fatalf("stored %+v", rec)
+		if e, ok := c.entry(res); !ok || e.SecretHash != sha256.Sum256([]byte(secret)) {
+			t.Fatalf("stored %+v", e)
+		}
+		for k, v := range c.disk.contents() {
+			if strings.Contains(k+v, secret) {
+				t.Fatal("a secret is stored")
+			}
 		}
 	}
 }

@@ -1,0 +1,402 @@
+//go:build !js && !wasip1
+
+// Package pebblestore keeps the coordinator's state on disk, in a Pebble
+// database (github.com/cockroachdb/pebble/v2, CockroachDB's storage
+// engine): a synced write is one append to Pebble's write-ahead log and one
+// fdatasync, shared by the writes made at the same time. It is the
+// service.Persister of the native server (cmd/coordinator).
+//
+// A state directory holds three kinds of key: "meta/format" (the format
+// name), "meta/fence-mark" (the fence mark, decimal) and "lease/<resource>"
+// (the resource's service.Entry as JSON). Everything is checked when the
+// store opens, and anything unexpected is refused with the files left as
+// they were (Open reads the directory in Pebble's read-only mode first).
+package pebblestore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/lease-fence/lease-fence/service"
+)
+
+// Format is the value of the "meta/format" key of a state directory.
+const Format = "lease-fence state 2"
+
+var (
+	keyFormat = []byte("meta/format")
+	keyMark   = []byte("meta/fence-mark")
+)
+
+const leasePrefix = "lease/"
+
+// Options configures a Store. The zero value is ready to use.
+type Options struct {
+	// MinFreeBytes is the free space under which the store refuses writes
+	// (so the engine never runs out of room in the middle of one). Zero
+	// means 64 MiB.
+	MinFreeBytes uint64
+	// CheckEvery is how often the free space is checked. Zero means 100ms.
+	CheckEvery time.Duration
+	// Logger receives the store's failures (once when they start, once when
+	// they clear) and Pebble's errors. Nil logs nothing.
+	Logger *slog.Logger
+	// FS is the file system; nil is the operating system's (tests inject
+	// failures through it).
+	FS vfs.FS
+}
+
+// Store is a service.Persister in a Pebble database. It is safe for
+// concurrent use; concurrent synced writes share their fdatasync.
+type Store struct {
+	dir    string
+	opts   Options
+	db     atomic.Pointer[pebble.DB] // nil until the first Write
+	mu     sync.Mutex                // guards opening db and closed
+	closed bool
+	lock   *pebble.Lock
+	st     service.Stored // what Open read, for Load
+
+	full atomic.Bool
+	stop chan struct{}
+	done sync.WaitGroup
+}
+
+var _ service.Persister = (*Store)(nil)
+
+// Create makes a new, empty state directory at dir (mode 0700; its parent
+// must exist) and opens it. It refuses a path that exists.
+func Create(dir string, opts Options) (*Store, error) {
+	opts.defaults()
+	if _, err := opts.FS.Stat(dir); err == nil {
+		return nil, fmt.Errorf("pebblestore: the state %s already exists; -init creates a new one only", dir)
+	}
+	if err := opts.FS.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("pebblestore: creating the state %s: %w", dir, err)
+	}
+	db, err := pebble.Open(dir, opts.pebble(&pebble.Options{ErrorIfExists: true, FormatMajorVersion: pebble.FormatNewest}))
+	if err != nil {
+		return nil, fmt.Errorf("pebblestore: creating the state %s: %w", dir, err)
+	}
+	b := db.NewBatch()
+	_ = b.Set(keyFormat, []byte(Format), nil)
+	_ = b.Set(keyMark, []byte("0"), nil)
+	err = errors.Join(b.Commit(pebble.Sync), b.Close(), db.Close())
+	if err != nil {
+		return nil, fmt.Errorf("pebblestore: creating the state %s: %w", dir, err)
+	}
+	return Open(dir, opts)
+}
+
+// Open opens the state directory at dir, which must exist: a path that
+// does not is refused, never created (a mistyped path must not start the
+// fences over). It reads and checks everything before it writes anything:
+// a directory that another process holds, that is not a Pebble database,
+// that Pebble finds damaged, or whose keys are not exactly a state's
+// (format, fence mark, entries that decode and pass service.CheckEntry)
+// is refused with a message saying why, and its files are left as they
+// were.
+func Open(dir string, opts Options) (*Store, error) {
+	opts.defaults()
+	fi, err := opts.FS.Stat(dir)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return nil, fmt.Errorf("pebblestore: the state %s does not exist; start once with -init to create it", dir)
+	case err != nil:
+		return nil, fmt.Errorf("pebblestore: the state %s cannot be opened: %w", dir, err)
+	case !fi.IsDir():
+		return nil, fmt.Errorf("pebblestore: the state %s cannot be opened: it is not a directory (a state is a directory made by -init)", dir)
+	}
+	if !isPebble(opts.FS, dir) {
+		return nil, fmt.Errorf("pebblestore: the state %s cannot be opened: it holds no Pebble database (no manifest marker)", dir)
+	}
+	lock, err := pebble.LockDirectory(dir, opts.FS)
+	if errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EACCES) {
+		return nil, fmt.Errorf("pebblestore: the state %s is held by another process%s; one coordinator per state", dir, holder(opts.FS.PathJoin(dir, "LOCK")))
+	} else if err != nil {
+		return nil, fmt.Errorf("pebblestore: the state %s cannot be locked: %w", dir, err)
+	}
+	s := &Store{dir: dir, opts: opts, lock: lock, stop: make(chan struct{})}
+	if err := s.open(); err != nil {
+		_ = lock.Close()
+		return nil, err
+	}
+	s.checkSpace()
+	s.done.Add(1)
+	go s.watch()
+	return s, nil
+}
+
+// isPebble reports whether dir holds a Pebble database (its manifest
+// marker or, in older formats, its CURRENT file), before anything is
+// created in it.
+func isPebble(fs vfs.FS, dir string) bool {
+	names, _ := fs.List(dir)
+	for _, n := range names {
+		if n == "CURRENT" || strings.HasPrefix(n, "marker.manifest.") {
+			return true
+		}
+	}
+	return false
+}
+
+// open reads everything in read-only mode. The database is opened for
+// writing by the first Write (openRW), so a state the caller refuses after
+// Load (service.Local checks every entry) is left exactly as it was too.
+func (s *Store) open() error {
+	ro, err := pebble.Open(s.dir, s.opts.pebble(&pebble.Options{ReadOnly: true, Lock: s.lock, ErrorIfNotExists: true}))
+	if err != nil {
+		return fmt.Errorf("pebblestore: the state %s cannot be opened: %w", s.dir, err)
+	}
+	s.st, err = read(ro)
+	if cerr := ro.Close(); err == nil && cerr != nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("pebblestore: the state %s is refused: %w", s.dir, err)
+	}
+	return nil
+}
+
+// openRW opens the database for writing, once (Pebble replays its log into
+// a table and starts a new log).
+func (s *Store) openRW() (*pebble.DB, error) {
+	if db := s.db.Load(); db != nil {
+		return db, nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if db := s.db.Load(); db != nil {
+		return db, nil
+	}
+	if s.closed {
+		return nil, errors.New("pebblestore: the store is closed")
+	}
+	db, err := pebble.Open(s.dir, s.opts.pebble(&pebble.Options{Lock: s.lock, ErrorIfNotExists: true}))
+	if err != nil {
+		return nil, fmt.Errorf("pebblestore: the state %s cannot be opened for writing: %w", s.dir, err)
+	}
+	s.db.Store(db)
+	return db, nil
+}
+
+// read reads and checks every key of db.
+func read(db *pebble.DB) (service.Stored, error) {
+	var st service.Stored
+	it, err := db.NewIter(nil)
+	if err != nil {
+		return st, err
+	}
+	format, mark := false, false
+	for it.First(); it.Valid(); it.Next() {
+		k, v := it.Key(), it.Value()
+		switch key := string(k); {
+		case key == string(keyFormat):
+			if string(v) != Format {
+				err = damaged("it has the unknown format " + strconv.Quote(string(v)) + ", not " + strconv.Quote(Format))
+			}
+			format = true
+		case key == string(keyMark):
+			st.Mark, err = strconv.ParseUint(string(v), 10, 64)
+			if err != nil || strconv.FormatUint(st.Mark, 10) != string(v) {
+				err = damaged("its fence mark " + strconv.Quote(string(v)) + " is not a number")
+			}
+			mark = true
+		case len(key) > len(leasePrefix) && strings.HasPrefix(key, leasePrefix):
+			var e service.Entry
+			if e, err = service.DecodeEntry(key[len(leasePrefix):], v); err == nil {
+				st.Entries = append(st.Entries, e)
+			}
+		default:
+			err = damaged("it holds the unexpected key " + strconv.Quote(key))
+		}
+		if err != nil {
+			break
+		}
+	}
+	err = errors.Join(err, it.Error(), it.Close())
+	if err == nil && (!format || !mark) {
+		err = damaged("its format or fence mark is missing: not a lease-fence state, or a damaged one")
+	}
+	if err != nil && !errors.Is(err, service.ErrInconsistent) {
+		err = errors.Join(service.ErrInconsistent, err)
+	}
+	return st, err
+}
+
+func damaged(why string) error { return errors.Join(service.ErrInconsistent, errors.New(why)) }
+
+// holder names the process holding the lock file at path (Pebble locks it
+// with fcntl, which reports the holder's pid), or "" if it cannot tell.
+func holder(path string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	lk := syscall.Flock_t{Type: syscall.F_WRLCK, Whence: io.SeekStart}
+	if err := syscall.FcntlFlock(f.Fd(), syscall.F_GETLK, &lk); err != nil || lk.Type == syscall.F_UNLCK {
+		return ""
+	}
+	return " (pid " + strconv.Itoa(int(lk.Pid)) + ")"
+}
+
+// Load returns what Open read.
+func (s *Store) Load(context.Context) (service.Stored, error) { return s.st, nil }
+
+// Write applies b in one Pebble batch, synced if sync is set.
+func (s *Store) Write(_ context.Context, b service.Batch, sync bool) error {
+	if err := s.Writable(); err != nil {
+		return err
+	}
+	db, err := s.openRW()
+	if err != nil {
+		return err
+	}
+	batch := db.NewBatch()
+	defer batch.Close()
+	if b.Mark != 0 {
+		_ = batch.Set(keyMark, strconv.AppendUint(nil, b.Mark, 10), nil)
+	}
+	key := make([]byte, 0, 64)
+	for _, e := range b.Put {
+		v, err := service.EncodeEntry(e)
+		if err != nil {
+			return err
+		}
+		key = append(append(key[:0], leasePrefix...), e.Resource...)
+		_ = batch.Set(key, v, nil)
+	}
+	for _, name := range b.Delete {
+		key = append(append(key[:0], leasePrefix...), name...)
+		_ = batch.Delete(key, nil)
+	}
+	opt := pebble.NoSync
+	if sync {
+		opt = pebble.Sync
+	}
+	// A write the disk refuses does not come back here: Pebble cannot go
+	// on after a failed commit and stops the process (pebbleLogger.Fatalf).
+	return batch.Commit(opt)
+}
+
+// Writable reports why writes are refused (too little free space), or nil.
+func (s *Store) Writable() error {
+	if s.full.Load() {
+		return fmt.Errorf("pebblestore: the disk of %s has less than %d MiB free; changes are refused until there is room", s.dir, s.opts.MinFreeBytes>>20)
+	}
+	return nil
+}
+
+// watch checks the free space every CheckEvery until Close.
+func (s *Store) watch() {
+	defer s.done.Done()
+	t := time.NewTicker(s.opts.CheckEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+			s.checkSpace()
+		}
+	}
+}
+
+func (s *Store) checkSpace() {
+	u, err := s.opts.FS.GetDiskUsage(s.dir)
+	full := err == nil && u.AvailBytes < s.opts.MinFreeBytes
+	if s.full.Swap(full) == full || s.opts.Logger == nil {
+		return
+	}
+	if full {
+		s.opts.Logger.Error("disk full: acquisitions and renewals are refused with 503 unavailable until there is room",
+			"state", s.dir, "freeBytes", u.AvailBytes, "minFreeBytes", s.opts.MinFreeBytes)
+	} else {
+		s.opts.Logger.Info("disk has room again: the state is writable", "state", s.dir, "freeBytes", u.AvailBytes)
+	}
+}
+
+// Close stops the free-space checks, closes the database (what was written
+// without a sync is written by Pebble's close) and releases the directory.
+func (s *Store) Close() error {
+	close(s.stop)
+	s.done.Wait()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	var err error
+	if db := s.db.Load(); db != nil {
+		err = db.Close()
+	}
+	return errors.Join(err, s.lock.Close())
+}
+
+// Dir returns the state directory.
+func (s *Store) Dir() string { return s.dir }
+
+func (o *Options) defaults() {
+	if o.MinFreeBytes == 0 {
+		o.MinFreeBytes = 64 << 20
+	}
+	if o.CheckEvery <= 0 {
+		o.CheckEvery = 100 * time.Millisecond
+	}
+	if o.FS == nil {
+		o.FS = vfs.Default
+	}
+}
+
+// pebble fills in the options every open shares.
+func (o *Options) pebble(p *pebble.Options) *pebble.Options {
+	p.FS, p.Logger = o.FS, pebbleLogger{o.Logger}
+	logErr := func(msg string) func(any) {
+		return func(v any) {
+			if o.Logger != nil {
+				o.Logger.Error(msg, "err", fmt.Sprint(v))
+			}
+		}
+	}
+	bg, corrupt := logErr("pebble background error"), logErr("pebble found damaged data")
+	p.EventListener = &pebble.EventListener{
+		BackgroundError: func(err error) { bg(err) },
+		// The read that found it fails too; Pebble's default stops the process.
+		DataCorruption: func(info pebble.DataCorruptionInfo) { corrupt(info) },
+	}
+	return p
+}
+
+// pebbleLogger passes Pebble's errors on and drops its information lines.
+// Pebble calls Fatalf when it cannot go on, a failed write of its log
+// included, and goes on as if nothing happened if Fatalf returns: it stops
+// the process, so nothing that is not durable is ever answered.
+type pebbleLogger struct{ l *slog.Logger }
+
+func (p pebbleLogger) Infof(string, ...any) {}
+func (p pebbleLogger) Errorf(format string, args ...any) {
+	if p.l != nil {
+		p.l.Error("pebble: " + fmt.Sprintf(format, args...))
+	}
+}
+func (p pebbleLogger) Fatalf(format string, args ...any) {
+	msg := "the state cannot be written, so the coordinator stops (the call being written is not answered; restart it): " +
+		fmt.Sprintf(format, args...)
+	if p.l != nil {
+		p.l.Error(msg)
+	}
+	fmt.Fprintln(os.Stderr, "pebblestore: "+msg)
+	os.Exit(1)
+}

@@ -1,0 +1,574 @@
+//go:build !js && !wasip1
+
+package pebblestore
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/lease-fence/lease-fence/core/clock"
+	"github.com/lease-fence/lease-fence/service"
+)
+
+func entry(resource string, fence uint64, expiresAt float64) service.Entry {
+	return service.Entry{Resource: resource, HolderID: "holder-" + resource, RequestID: "req-" + resource, Fence: fence,
+		ExpiresAt: expiresAt, SecretHash: sha256.Sum256([]byte("secret-" + resource))}
+}
+
+var ctx = context.Background()
+
+func TestCreateOpenRestart(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "state")
+	if _, err := Open(dir, Options{}); err == nil || !strings.Contains(err.Error(), "does not exist") || !strings.Contains(err.Error(), "-init") {
+		t.Fatalf("opened a missing path: %v", err)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Fatal("opening a missing path created it")
+	}
+	s, err := Create(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi, _ := os.Stat(dir); fi.Mode().Perm() != 0o700 {
+		t.Fatalf("mode %v", fi.Mode())
+	}
+	if st, _ := s.Load(ctx); st.Mark != 0 || len(st.Entries) != 0 {
+		t.Fatalf("fresh: %+v", st)
+	}
+	rel := service.Release{RequestID: "rel", HolderID: "h", Fence: 2, At: 40, SecretHash: sha256.Sum256([]byte("s"))}
+	for _, w := range []service.Batch{
+		{Mark: 10},
+		{Put: []service.Entry{entry("a", 1, 5000), entry("b", 2, 6000)}},
+		{Put: []service.Entry{{Resource: "b", Released: []service.Release{rel}}}, Delete: []string{"a"}},
+	} {
+		if err := s.Write(ctx, w, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Create(dir, Options{}); err == nil || !strings.Contains(err.Error(), "already exists") {
+		t.Fatalf("created over an existing state: %v", err)
+	}
+	s, err = Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _ := s.Load(ctx)
+	want := []service.Entry{{Resource: "b", Released: []service.Release{rel}}}
+	if st.Mark != 10 || !reflect.DeepEqual(st.Entries, want) {
+		t.Fatalf("after reopening: %+v", st)
+	}
+	// Unsynced writes are written by Close.
+	if err := s.Write(ctx, service.Batch{Put: []service.Entry{entry("c", 3, 7000)}}, false); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s, err = Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if st, _ := s.Load(ctx); len(st.Entries) != 2 {
+		t.Fatalf("an unsynced write was lost by a clean close: %+v", st)
+	}
+	// The secret itself is nowhere in the files, only its hash.
+	for name, data := range files(t, dir) {
+		if bytes.Contains(data, []byte("secret-b")) {
+			t.Fatalf("a secret is stored in plain text in %s", name)
+		}
+	}
+}
+
+// TestSecondOpenIsRefused: one process at a time. In this process Pebble
+// says so; another process is named by its pid (cmd/coordinator's
+// TestSecondServerIsRefused runs two).
+func TestSecondOpenIsRefused(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "state")
+	s, err := Create(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := Open(dir, Options{}); err == nil || !strings.Contains(err.Error(), "cannot be locked") {
+		t.Fatalf("second open: %v", err)
+	}
+}
+
+// TestConcurrentWritesShareSyncs: concurrent synced writes all become
+// durable.
+func TestConcurrentWritesShareSyncs(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "state")
+	s, err := Create(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for i := range 64 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := s.Write(ctx, service.Batch{Put: []service.Entry{entry("r"+strconv.Itoa(i), 1, 1)}}, true); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	s.Close()
+	s, err = Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if st, _ := s.Load(ctx); len(st.Entries) != 64 {
+		t.Fatalf("%d entries after 64 concurrent writes", len(st.Entries))
+	}
+}
+
+// files reads every file of dir.
+func files(t *testing.T, dir string) map[string][]byte {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]byte{}
+	for _, e := range ents {
+		data, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if errors.Is(err, os.ErrNotExist) {
+			continue // deleted meanwhile by an open store's cleanup
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		out[e.Name()] = data
+	}
+	return out
+}
+
+// good makes a state with a fence mark of 7, a live lease, an expired one
+// and a release, flushed into a table file, then a few writes more in the
+// write-ahead log.
+func good(t *testing.T) string { return goodWith(t, 0) }
+
+// goodWith is good with extra synced writes of releases (about 220 bytes
+// each) after them, so that the log spans several of Pebble's 32 KiB
+// blocks.
+func goodWith(t *testing.T, extra int) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "state")
+	s, err := Create(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel := service.Release{RequestID: "rel", HolderID: "h", Fence: 6, At: now - 100, SecretHash: sha256.Sum256([]byte("s"))}
+	for i, b := range []service.Batch{
+		{Mark: 7},
+		{Put: []service.Entry{entry("a", 5, now+500), entry("b", 7, now-500)}},
+		{Put: []service.Entry{{Resource: "c", Released: []service.Release{rel}}}},
+		{Put: []service.Entry{entry("a", 5, now+500)}},
+	} {
+		if err := s.Write(ctx, b, true); err != nil {
+			t.Fatal(err)
+		}
+		if i == 1 {
+			if err := s.db.Load().Flush(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for i := range extra {
+		r := rel
+		r.RequestID = "extra-" + strconv.Itoa(i)
+		if err := s.Write(ctx, service.Batch{Put: []service.Entry{{Resource: r.RequestID, Released: []service.Release{r}}}}, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// now is the clock's reading when a state from good is loaded.
+const now = 1_000_000.0
+
+// rawSet writes key=value (or deletes key if value is nil) into the state
+// with Pebble directly.
+func rawSet(key string, value []byte) func(t *testing.T, dir string) {
+	return func(t *testing.T, dir string) {
+		db, err := pebble.Open(dir, &pebble.Options{Logger: pebbleLogger{}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if value == nil {
+			err = db.Delete([]byte(key), pebble.Sync)
+		} else {
+			err = db.Set([]byte(key), value, pebble.Sync)
+		}
+		if err = errors.Join(err, db.Close()); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// onFile changes the last file of dir (by name) whose name has suffix (or
+// prefix) with fn (nil deletes it): the newest log or table. "MANIFEST-" is
+// the current manifest, the one the manifest marker names.
+func onFile(suffix string, fn func([]byte) []byte) func(t *testing.T, dir string) {
+	return func(t *testing.T, dir string) {
+		ents, _ := os.ReadDir(dir)
+		slices.Reverse(ents)
+		if suffix == "MANIFEST-" {
+			for _, e := range ents {
+				if _, cur, ok := strings.Cut(e.Name(), ".MANIFEST-"); ok && strings.HasPrefix(e.Name(), "marker.manifest.") {
+					suffix = "MANIFEST-" + cur
+				}
+			}
+		}
+		for _, e := range ents {
+			if strings.HasPrefix(e.Name(), "marker.") != strings.HasPrefix(suffix, "marker.") {
+				continue
+			}
+			if strings.HasSuffix(e.Name(), suffix) || strings.HasPrefix(e.Name(), suffix) {
+				p := filepath.Join(dir, e.Name())
+				if fn == nil {
+					if err := os.Remove(p); err != nil {
+						t.Fatal(err)
+					}
+					return
+				}
+				data, err := os.ReadFile(p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(p, fn(data), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+		}
+		t.Fatalf("no file %q in %v", suffix, ents)
+	}
+}
+
+func flip(at func(n int) int) func([]byte) []byte {
+	return func(d []byte) []byte {
+		d = slices.Clone(d)
+		d[at(len(d))] ^= 0x40
+		return d
+	}
+}
+
+const goodEntry = `{"holderId":"h","requestId":"q","fence":5,"expiresAt":1000500,"secretSha256":"AQIDBAUGBwgJCgsMDQ4PEBESExQVFhcYGRobHB0eHyA="}`
+
+// TestDamagedStateIsRefused builds a valid state, damages it one way at a
+// time, and checks that opening it (and loading it into a service.Local
+// whose clock reads now, TTL 1s) is refused with a message naming the
+// problem, and that every file of the directory is left as it was.
+func TestDamagedStateIsRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		damage func(t *testing.T, dir string)
+		want   string
+	}{
+		// The engine's own files.
+		{"manifest deleted", onFile("MANIFEST-", nil), "cannot be opened"},
+		{"manifest emptied", onFile("MANIFEST-", func([]byte) []byte { return nil }), "cannot be opened"},
+		{"manifest truncated", onFile("MANIFEST-", func(d []byte) []byte { return d[:len(d)/2] }), "cannot be opened"},
+		{"manifest byte flipped", onFile("MANIFEST-", flip(func(n int) int { return n / 2 })), "cannot be opened"},
+		{"manifest marker deleted", onFile("marker.manifest.", nil), "holds no Pebble database"},
+		{"options garbage", onFile("OPTIONS-", func([]byte) []byte { return []byte("[Options\ngarbage") }), "cannot be opened"},
+		{"table byte flipped", onFile(".sst", flip(func(n int) int { return 40 })), "refused"},
+		{"table footer damaged", onFile(".sst", flip(func(n int) int { return n - 10 })), "invalid table"},
+		{"table truncated", onFile(".sst", func(d []byte) []byte { return d[:len(d)/2] }), "cannot be opened"},
+		{"table deleted", onFile(".sst", nil), "cannot be opened"},
+		{"log byte flipped a block before synced records", func(t *testing.T, dir string) {
+			os.RemoveAll(dir)
+			if err := os.Rename(goodWith(t, 400), dir); err != nil {
+				t.Fatal(err)
+			}
+			onFile(".log", flip(func(int) int { return 20 }))(t, dir)
+		}, "cannot be opened"},
+		{"directory replaced by a file", func(t *testing.T, dir string) {
+			if err := errors.Join(os.RemoveAll(dir), os.WriteFile(dir, []byte("not a state"), 0o600)); err != nil {
+				t.Fatal(err)
+			}
+		}, "not a directory"},
+		{"directory emptied", func(t *testing.T, dir string) {
+			if err := errors.Join(os.RemoveAll(dir), os.Mkdir(dir, 0o700), os.WriteFile(filepath.Join(dir, "x"), []byte("x"), 0o600)); err != nil {
+				t.Fatal(err)
+			}
+		}, "holds no Pebble database"},
+		{"another program's database", func(t *testing.T, dir string) {
+			os.RemoveAll(dir)
+			db, err := pebble.Open(dir, &pebble.Options{Logger: pebbleLogger{}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = db.Set([]byte("user/1"), []byte("alice"), pebble.Sync)
+			db.Close()
+		}, "unexpected key"},
+		// The keys.
+		{"format deleted", rawSet("meta/format", nil), "format or fence mark is missing"},
+		{"format changed", rawSet("meta/format", []byte("lease-fence state 3")), "unknown format"},
+		{"fence mark deleted", rawSet("meta/fence-mark", nil), "format or fence mark is missing"},
+		{"fence mark not a number", rawSet("meta/fence-mark", []byte("7x")), "is not a number"},
+		{"fence mark with a leading zero", rawSet("meta/fence-mark", []byte("07")), "is not a number"},
+		{"fence mark lowered", rawSet("meta/fence-mark", []byte("6")), "above the fence mark 6"},
+		{"fence mark zeroed", rawSet("meta/fence-mark", []byte("0")), "above the fence mark 0"},
+		{"unexpected key", rawSet("meta/start-fence", []byte("1")), "unexpected key"},
+		{"empty resource", rawSet("lease/", []byte(goodEntry)), "unexpected key"},
+		{"entry emptied", rawSet("lease/a", []byte{}), "is damaged"},
+		{"entry truncated", rawSet("lease/a", []byte(goodEntry[:40])), "is damaged"},
+		{"entry with trailing bytes", rawSet("lease/a", []byte(goodEntry+"x")), "is damaged"},
+		{"entry with an unknown member", rawSet("lease/a", []byte(strings.Replace(goodEntry, `"fence"`, `"owner":1,"fence"`, 1))), "is damaged"},
+		{"entry with a repeated member", rawSet("lease/a", []byte(strings.Replace(goodEntry, `"fence":5`, `"fence":5,"fence":6`, 1))), "is damaged"},
+		{"entry with a lone surrogate", rawSet("lease/a", []byte(strings.Replace(goodEntry, `"h"`, `"\ud800"`, 1))), "is damaged"},
+		{"entry with fence 0", rawSet("lease/a", []byte(strings.Replace(goodEntry, `"fence":5,`, ``, 1))), "holder but no fence"},
+		{"entry above the mark", rawSet("lease/a", []byte(strings.Replace(goodEntry, `"fence":5`, `"fence":8`, 1))), "above the fence mark 7"},
+		{"entry with no secret hash", rawSet("lease/a", []byte(goodEntry[:strings.Index(goodEntry, `,"secret`)]+"}")), "no secret hash"},
+		{"entry with a NaN expiry", rawSet("lease/a", []byte(strings.Replace(goodEntry, `1000500`, `"NaN"`, 1))), "is damaged"},
+		{"entry from the future", rawSet("lease/a", []byte(strings.Replace(goodEntry, `1000500`, `1e300`, 1))), "an instant from the future"},
+		{"entry just over one TTL ahead", rawSet("lease/a", []byte(strings.Replace(goodEntry, `1000500`, `1001000.5`, 1))), "an instant from the future"},
+		{"release above the mark", rawSet("lease/c", []byte(`{"released":[{"requestId":"r","holderId":"h","fence":9,"at":999000,"secretSha256":"AQIDBAUGBwgJCgsMDQ4PEBESExQVFhcYGRobHB0eHyA="}]}`)), "damaged release"},
+		{"release from the future", rawSet("lease/c", []byte(`{"released":[{"requestId":"r","holderId":"h","fence":6,"at":1005000,"secretSha256":"AQIDBAUGBwgJCgsMDQ4PEBESExQVFhcYGRobHB0eHyA="}]}`)), "an instant from the future"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := good(t)
+			tc.damage(t, dir)
+			var before map[string][]byte
+			if fi, err := os.Stat(dir); err == nil && fi.IsDir() {
+				before = files(t, dir)
+			}
+			err := openAndLoad(dir)
+			if err == nil {
+				t.Fatal("a damaged state was accepted")
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %q does not say %q", err.Error(), tc.want)
+			}
+			if before != nil {
+				if after := files(t, dir); !maps.EqualFunc(before, after, bytes.Equal) {
+					t.Fatalf("the refused state's files were changed: %v then %v", slices.Sorted(maps.Keys(before)), slices.Sorted(maps.Keys(after)))
+				}
+			}
+		})
+	}
+	// The undamaged state loads: the live lease, the expired one (swept
+	// later) and the release.
+	if err := openAndLoad(good(t)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// openAndLoad opens dir and loads it into a Local whose clock reads now.
+func openAndLoad(dir string) error {
+	s, err := Open(dir, Options{})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	clk, _ := clock.NewManual("coordinator", clock.ManualOptions{Start: now})
+	l, err := service.NewLocal(service.LocalConfig{Clock: clk, TTL: time.Second, Persist: s})
+	if err != nil {
+		return err
+	}
+	if err := l.Load(ctx); err != nil {
+		return err
+	}
+	if l.Leases() != 2 {
+		return errors.New("loaded " + strconv.Itoa(l.Leases()) + " leases, want 2")
+	}
+	return nil
+}
+
+// TestTornLogTail: a write cut short at the end of the log (a crash before
+// its sync) ends the log: the state opens without it. So does a damaged
+// last write, which cannot be told from one cut short: a write that was
+// answered is lost then, which is why service.Local raises the fence mark
+// ahead in writes of its own (FenceReserve), so fences never go back.
+func TestTornLogTail(t *testing.T) {
+	for name, damage := range map[string]func([]byte) []byte{
+		"cut short": func(d []byte) []byte { return d[:len(d)-5] },
+		"damaged":   flip(func(n int) int { return n - 5 }),
+	} {
+		dir := good(t)
+		onFile(".log", damage)(t, dir)
+		s, err := Open(dir, Options{})
+		if err != nil {
+			t.Fatal(name, err)
+		}
+		if st, _ := s.Load(ctx); st.Mark != 7 || len(st.Entries) != 3 {
+			t.Fatalf("%s: %+v", name, st)
+		}
+		s.Close()
+	}
+}
+
+// diskFS reports the free space it is told, and fails writes and syncs
+// with ENOSPC while nospace is set.
+type diskFS struct {
+	vfs.FS
+	free    atomic.Uint64
+	nospace atomic.Bool
+}
+
+func (d *diskFS) GetDiskUsage(string) (vfs.DiskUsage, error) {
+	return vfs.DiskUsage{AvailBytes: d.free.Load(), TotalBytes: 1 << 40}, nil
+}
+
+func (d *diskFS) Create(name string, c vfs.DiskWriteCategory) (vfs.File, error) {
+	f, err := d.FS.Create(name, c)
+	return &diskFile{File: f, fs: d}, err
+}
+
+func (d *diskFS) ReuseForWrite(oldname, newname string, c vfs.DiskWriteCategory) (vfs.File, error) {
+	f, err := d.FS.ReuseForWrite(oldname, newname, c)
+	return &diskFile{File: f, fs: d}, err
+}
+
+type diskFile struct {
+	vfs.File
+	fs *diskFS
+}
+
+func (f *diskFile) Write(p []byte) (int, error) {
+	if f.fs.nospace.Load() {
+		return 0, syscall.ENOSPC
+	}
+	return f.File.Write(p)
+}
+
+func (f *diskFile) Sync() error {
+	if f.fs.nospace.Load() {
+		return syscall.ENOSPC
+	}
+	return f.File.Sync()
+}
+
+func (f *diskFile) SyncData() error { return f.Sync() }
+
+// lockedBuffer is a log sink safe for the store's goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// waitFor waits for cond with a generous deadline.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); !cond(); {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not happen", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestFullDisk: with less free space than MinFreeBytes the store refuses
+// writes (and logs it once), before the engine could run out of room; once
+// there is room again it logs that and writes again.
+func TestFullDisk(t *testing.T) {
+	fs := &diskFS{FS: vfs.Default}
+	fs.free.Store(1 << 30)
+	var logs lockedBuffer
+	dir := filepath.Join(t.TempDir(), "state")
+	s, err := Create(dir, Options{FS: fs, CheckEvery: time.Millisecond, MinFreeBytes: 1 << 20, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	put := func(name string) error {
+		return s.Write(ctx, service.Batch{Put: []service.Entry{entry(name, 1, 1)}}, true)
+	}
+	if err := put("a"); err != nil {
+		t.Fatal(err)
+	}
+	fs.free.Store(1 << 19)
+	waitFor(t, "the full disk noticed", func() bool { return s.Writable() != nil })
+	if err := put("b"); err == nil || !strings.Contains(err.Error(), "less than 1 MiB free") {
+		t.Fatalf("a write on a full disk: %v", err)
+	}
+	fs.free.Store(1 << 30)
+	waitFor(t, "the room noticed", func() bool { return s.Writable() == nil })
+	if err := put("c"); err != nil {
+		t.Fatal(err)
+	}
+	out := logs.String()
+	if strings.Count(out, "disk full") != 1 || strings.Count(out, "writable") != 1 {
+		t.Fatalf("the log says:\n%s", out)
+	}
+}
+
+// TestFailedWriteStopsTheProcess: a write the disk refuses (ENOSPC, which
+// the free-space check did not foresee) stops the process with a message
+// saying why, before that write is answered (Pebble cannot go on after a
+// failed commit, and would go on as if it had worked if its fatal logger
+// returned); the state opens again afterwards with what was durable.
+func TestFailedWriteStopsTheProcess(t *testing.T) {
+	if dir := os.Getenv("PEBBLESTORE_NOSPACE_DIR"); dir != "" {
+		fs := &diskFS{FS: vfs.Default}
+		fs.free.Store(1 << 30)
+		s, err := Create(dir, Options{FS: fs, Logger: slog.New(slog.NewTextHandler(os.Stderr, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Write(ctx, service.Batch{Put: []service.Entry{entry("a", 1, 1)}}, true); err != nil {
+			t.Fatal(err)
+		}
+		fs.nospace.Store(true)
+		err = s.Write(ctx, service.Batch{Put: []service.Entry{entry("b", 1, 1)}}, true)
+		fmt.Println("the failed write came back:", err) // it must not
+		os.Exit(0)
+	}
+	dir := filepath.Join(t.TempDir(), "state")
+	cmd := exec.Command(os.Args[0], "-test.run", "^TestFailedWriteStopsTheProcess$")
+	cmd.Env = append(os.Environ(), "PEBBLESTORE_NOSPACE_DIR="+dir)
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 || strings.Contains(string(out), "came back") ||
+		!strings.Contains(string(out), "cannot be written") || !strings.Contains(string(out), "no space left") {
+		t.Fatalf("the child: %v\n%s", err, out)
+	}
+	s, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if st, _ := s.Load(ctx); len(st.Entries) != 1 || st.Entries[0].Resource != "a" {
+		t.Fatalf("after the stop: %+v", st)
+	}
+}

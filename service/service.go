@@ -1,0 +1,212 @@
+// Package service is the lease coordinator as a service: one state machine
+// (Service) that owns every decision, and the Store it keeps its state in.
+//
+// For each call the Service hands its Store a decision function for the
+// call's resource (Store.Update). The store runs it inside one transaction
+// against the resource's entry; the function decides through lease.Rules
+// (the only place the rules live), checks the holder's secret, and puts the
+// next entry; the store makes it durable, and only then is the answer
+// returned. Nothing is read back to learn what was decided, and a failed
+// write leaves nothing to undo: the entry in memory is replaced only after
+// the write.
+//
+// Local is the store most callers want: every entry in this process's
+// memory, made durable by a Persister (package pebblestore on disk, a
+// Durable Object's storage in the Worker, or none with -memory). The HTTP
+// protocol and the Go client are in package wire; NewHandler(service) is
+// the server.
+package service
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/lease-fence/lease-fence/core/clock"
+	"github.com/lease-fence/lease-fence/core/fence"
+	"github.com/lease-fence/lease-fence/core/lease"
+	"github.com/lease-fence/lease-fence/service/wire"
+)
+
+// Config configures a Service.
+type Config struct {
+	// TTL is the lease length. Required, positive; the same as the
+	// store's.
+	TTL time.Duration
+	// Store keeps the state. Required.
+	Store Store
+}
+
+// Service is the coordinator behind the HTTP handler: it answers decoded
+// calls (it is a wire.Backend). It is safe for concurrent use.
+type Service struct {
+	ttl   time.Duration
+	ttlMs float64
+	store Store
+}
+
+// New returns a service.
+func New(cfg Config) (*Service, error) {
+	if cfg.TTL <= 0 {
+		return nil, errors.New("service: Config.TTL must be positive, got " + cfg.TTL.String())
+	}
+	if cfg.Store == nil {
+		return nil, errors.New("service: Config.Store is required")
+	}
+	return &Service{ttl: cfg.TTL, ttlMs: clock.Millis(cfg.TTL), store: cfg.Store}, nil
+}
+
+// WallClock returns a guarded clock in domain that reads Unix milliseconds
+// at the moment it was created and then advances with the monotonic clock,
+// so it never steps backwards while the process runs and its readings stay
+// comparable with those of a previous run of the same host.
+func WallClock(domain string) (*clock.Guarded, error) {
+	start := time.Now()
+	base := float64(start.UnixMilli())
+	return clock.New(domain, func() float64 { return base + clock.Millis(time.Since(start)) })
+}
+
+// Sweep deletes what the store keeps of leases that are over and releases
+// older than a TTL, and returns how many it deleted. Run it periodically
+// until it returns zero (cmd/coordinator does, every half TTL).
+func (s *Service) Sweep(ctx context.Context) (int, error) { return s.store.Sweep(ctx) }
+
+// Call answers one decoded call.
+func (s *Service) Call(ctx context.Context, m wire.Message) (wire.Reply, error) {
+	var reply wire.Reply
+	hash := sha256.Sum256([]byte(m.Secret))
+	err := s.store.Update(ctx, m.Request.Resource, func(t *Txn) error {
+		reply = wire.Reply{}
+		rules := lease.Rules{Domain: t.Now.Domain, TTL: s.ttl}
+		switch m.Op {
+		case wire.OpAcquire:
+			return s.acquire(t, rules, m.Request, hash, &reply)
+		case wire.OpRenew:
+			return s.renew(t, rules, m.Request, hash, &reply)
+		case wire.OpRelease:
+			return s.release(t, rules, m.Request, hash, &reply)
+		}
+		return wire.NewError(wire.CodeNotFound, "no such call "+strconv.Quote(string(m.Op)))
+	})
+	if err != nil {
+		return wire.Reply{}, refusal(err)
+	}
+	return reply, nil
+}
+
+func (s *Service) acquire(t *Txn, rules lease.Rules, q lease.Request, hash [32]byte, reply *wire.Reply) error {
+	e := &t.Entry
+	var prior *lease.Grant
+	if e.Fence != 0 && e.RequestID == q.RequestID {
+		if e.HolderID == q.HolderID && !hashEqual(e.SecretHash, hash) {
+			return wire.NewError(wire.CodeWrongSecret, "this request id belongs to an acquisition made with another secret")
+		}
+		prior = &lease.Grant{RequestID: q.RequestID, Resource: q.Resource, HolderID: e.HolderID, Fence: e.Fence, TTL: s.ttl,
+			CoordinatorExpiresAt: clock.At(t.Now.Domain, e.ExpiresAt)}
+	}
+	out, next, err := rules.Acquire(t.Now, e.state(t.Issued), prior, q)
+	if err != nil {
+		return err
+	}
+	if !out.OK {
+		reply.HeldBy, reply.RetryAfterMillis = out.HeldBy, clock.Millis(out.RetryAfter)
+		return nil
+	}
+	reply.OK, reply.Grant = true, wire.GrantOf(out.Grant)
+	if next.Issued == t.Issued {
+		return nil // the retry of the acquisition that made the lease
+	}
+	if t.Full {
+		return wire.NewError(wire.CodeTooManyLeases, "the coordinator holds its maximum of leases; retry later")
+	}
+	t.Put(Entry{HolderID: q.HolderID, RequestID: q.RequestID, Fence: next.Fence, ExpiresAt: next.ExpiresAt, SecretHash: hash,
+		Released: recent(e.Released, t.Now.Millis, s.ttlMs, MaxReleases)}, true)
+	return nil
+}
+
+func (s *Service) renew(t *Txn, rules lease.Rules, q lease.Request, hash [32]byte, reply *wire.Reply) error {
+	e := &t.Entry
+	if err := checkSecret(e, q.HolderID, q.Fence, hash); err != nil {
+		return err
+	}
+	out, next, err := rules.Renew(t.Now, e.state(t.Issued), q)
+	if err != nil {
+		return err
+	}
+	if !out.OK {
+		reply.Reason = string(out.Reason)
+		return nil
+	}
+	reply.OK, reply.Grant = true, wire.GrantOf(out.Grant)
+	renewed := *e
+	renewed.ExpiresAt = next.ExpiresAt
+	t.Put(renewed, true)
+	return nil
+}
+
+// release ends the lease. It is stored without waiting for its sync (see
+// docs/service.md): a crash that loses it leaves the lease held by the
+// same holder until its TTL ends (no fence reissued, no second holder), and
+// any later synced change, the next grant of the resource included, makes
+// it durable first.
+func (s *Service) release(t *Txn, rules lease.Rules, q lease.Request, hash [32]byte, reply *wire.Reply) error {
+	e := &t.Entry
+	for _, r := range e.Released {
+		if r.RequestID == q.RequestID && r.HolderID == q.HolderID && r.Fence == q.Fence && hashEqual(r.SecretHash, hash) &&
+			t.Now.Millis-r.At <= s.ttlMs {
+			reply.OK = true // a retry of the release that ended the lease
+			return nil
+		}
+	}
+	if err := checkSecret(e, q.HolderID, q.Fence, hash); err != nil {
+		return err
+	}
+	done, _, err := rules.Release(t.Now, e.state(t.Issued), fence.Token{Resource: q.Resource, HolderID: q.HolderID, Fence: q.Fence})
+	if err != nil {
+		return err
+	}
+	if !done {
+		reply.Reason = string(lease.Expired)
+		return nil
+	}
+	reply.OK = true
+	rels := recent(e.Released, t.Now.Millis, s.ttlMs, MaxReleases-1)
+	if t.KeepReleases {
+		rels = append(rels, Release{RequestID: q.RequestID, HolderID: q.HolderID, Fence: q.Fence, At: t.Now.Millis, SecretHash: hash})
+	}
+	t.Put(Entry{Released: rels}, false)
+	return nil
+}
+
+// checkSecret refuses a renew or release that names the resource's lease
+// record (holder and fence) with another secret.
+func checkSecret(e *Entry, holder string, f uint64, hash [32]byte) error {
+	if e.Fence != 0 && e.HolderID == holder && e.Fence == f && !hashEqual(e.SecretHash, hash) {
+		return wire.NewError(wire.CodeWrongSecret, "the secret does not match the lease's")
+	}
+	return nil
+}
+
+func hashEqual(a, b [32]byte) bool { return subtle.ConstantTimeCompare(a[:], b[:]) == 1 }
+
+// refusal maps an error of a call to the refusal the handler answers.
+func refusal(err error) error {
+	var we *wire.Error
+	var ae *lease.ArgumentError
+	switch {
+	case errors.As(err, &we):
+		return we
+	case errors.As(err, &ae) && ae.Arg == "requestId":
+		return wire.NewError(wire.CodeRequestIDReused, err.Error())
+	case errors.As(err, &ae):
+		return wire.NewError(wire.CodeRejected, err.Error())
+	case errors.Is(err, ErrUnavailable), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return wire.NewError(wire.CodeUnavailable, "nothing changed; retry: "+err.Error())
+	case errors.Is(err, ErrInconsistent):
+		return wire.NewError(wire.CodeInternal, err.Error())
+	}
+	return wire.NewError(wire.CodeInternal, err.Error())
+}

@@ -1,0 +1,185 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"math"
+	"strconv"
+
+	"github.com/go-json-experiment/json"
+
+	"github.com/lease-fence/lease-fence/core/clock"
+	"github.com/lease-fence/lease-fence/core/lease"
+)
+
+// Store keeps the entry of every resource and makes changes durable. The
+// Service hands it, for each call, a decision function to run inside one
+// transaction on one resource's entry (Update); the store runs it against
+// what it holds (Local: the entry in memory, owned by this process; a
+// shared database: the resource's locked row), makes what it returns
+// durable, and only then returns, so the Service publishes nothing that is
+// not durable.
+type Store interface {
+	// Update runs fn on resource's entry and stores what fn puts in the
+	// Txn before it returns: durably if fn asked for it (Txn.Put). fn may
+	// be run more than once (when the fence counter moved under it) and
+	// must decide from the Txn alone. An error of fn is returned as it is
+	// and nothing is stored.
+	Update(ctx context.Context, resource string, fn func(*Txn) error) error
+	// Sweep deletes what no longer means anything at the store's current
+	// reading: lease records that have expired and releases older than
+	// one TTL. It returns how many it deleted.
+	Sweep(ctx context.Context) (int, error)
+}
+
+// Txn is one resource's entry inside a Store's transaction, and what the
+// decision function makes of it.
+type Txn struct {
+	// Now is the reading the decision acts on, in the coordinator's clock
+	// domain; for a given resource readings never go backwards.
+	Now clock.Instant
+	// Issued is the highest fence issued so far by the store's counter.
+	Issued uint64
+	// Entry is the resource's entry: its Resource is always set, the rest
+	// is zero if the store has none. Leave it as it is; Put the next one.
+	Entry Entry
+	// Full reports that the store holds its maximum of lease records, so a
+	// call that would add one (Entry has no lease record) must be refused.
+	Full bool
+	// KeepReleases reports that the store has room to remember one more
+	// finished release for its retries.
+	KeepReleases bool
+
+	next        Entry
+	write, sync bool
+}
+
+// Put makes next the resource's entry (an entry that holds nothing deletes
+// it). With sync, Update returns only once next is durable; without, next
+// is durable no later than the next synced change of any resource.
+func (t *Txn) Put(next Entry, sync bool) {
+	next.Resource = t.Entry.Resource
+	t.next, t.write, t.sync = next, true, sync
+}
+
+// Entry is what a store keeps of one resource: its lease record, if Fence
+// is not zero (live, or expired and not yet swept), and the releases of its
+// last TTL, for their retries. The secret of an acquisition is never
+// stored, only its SHA-256.
+type Entry struct {
+	Resource   string    `json:"-"`
+	HolderID   string    `json:"holderId,omitzero"`
+	RequestID  string    `json:"requestId,omitzero"`
+	Fence      uint64    `json:"fence,omitzero"`
+	ExpiresAt  float64   `json:"expiresAt,omitzero"` // coordinator milliseconds
+	SecretHash [32]byte  `json:"secretSha256,omitzero"`
+	Released   []Release `json:"released,omitzero"`
+}
+
+// Release is a release that ended a lease, remembered for one TTL so that
+// its retry (same request id and secret) is answered ok.
+type Release struct {
+	RequestID  string   `json:"requestId"`
+	HolderID   string   `json:"holderId"`
+	Fence      uint64   `json:"fence"`
+	At         float64  `json:"at"` // coordinator milliseconds
+	SecretHash [32]byte `json:"secretSha256"`
+}
+
+// MaxReleases bounds the releases an entry remembers: the newest.
+const MaxReleases = 8
+
+func (e *Entry) empty() bool { return e.Fence == 0 && len(e.Released) == 0 }
+
+// state is what the rules know of e, with the counter at issued.
+func (e *Entry) state(issued uint64) lease.State {
+	return lease.State{Held: e.Fence != 0, HolderID: e.HolderID, Fence: e.Fence, ExpiresAt: e.ExpiresAt, Issued: issued}
+}
+
+// EncodeEntry is the stored form of e (JSON, without the resource, which
+// is the key), for stores that keep entries as bytes.
+func EncodeEntry(e Entry) ([]byte, error) { return json.Marshal(e) }
+
+// DecodeEntry reads what EncodeEntry wrote for resource, strictly: unknown
+// or repeated members, wrong types and invalid UTF-8 are refused with an
+// error that wraps ErrInconsistent. The entry's values are checked by
+// CheckEntry.
+func DecodeEntry(resource string, data []byte) (Entry, error) {
+	var e Entry
+	if err := json.Unmarshal(data, &e, json.RejectUnknownMembers(true)); err != nil {
+		return Entry{}, inconsistent("the entry of " + quote(resource) + " is damaged: " + err.Error())
+	}
+	e.Resource = resource
+	return e, nil
+}
+
+// ErrInconsistent is wrapped by the error a store or the Service returns
+// for stored state that contradicts itself; such state is refused, never
+// repaired.
+var ErrInconsistent = errors.New("service: the stored state is inconsistent")
+
+// ErrUnavailable is wrapped by the error of a store that cannot read or
+// write its state right now (a full disk, a failed write): nothing changed,
+// and the call may be tried again.
+var ErrUnavailable = errors.New("service: the state cannot be stored")
+
+func inconsistent(why string) error { return errors.Join(ErrInconsistent, errors.New("service: "+why)) }
+
+// CheckEntry checks one stored entry against the fence mark (no stored
+// fence is above it): a lease record has a holder, a request id, a fence
+// from 1 to the mark, a finite expiry and a secret hash; an entry without
+// one holds at least one release and nothing else; every release has a
+// request id, a holder, a fence from 1 to the mark, a finite time and a
+// secret hash; at most MaxReleases.
+func CheckEntry(e Entry, mark uint64) error {
+	at := "the entry of " + quote(e.Resource)
+	fenceOK := func(f uint64) bool { return f >= 1 && f <= mark }
+	switch {
+	case e.Resource == "":
+		return inconsistent("an entry has no resource")
+	case e.Fence != 0 && (e.HolderID == "" || e.RequestID == ""):
+		return inconsistent(at + " has no holder or request id")
+	case e.Fence != 0 && !fenceOK(e.Fence):
+		return inconsistent(at + " has fence " + strconv.FormatUint(e.Fence, 10) + ", above the fence mark " + strconv.FormatUint(mark, 10))
+	case e.Fence != 0 && (!finite(e.ExpiresAt) || e.SecretHash == [32]byte{}):
+		return inconsistent(at + " has a non-finite expiry or no secret hash")
+	case e.Fence == 0 && (e.HolderID != "" || e.RequestID != "" || e.ExpiresAt != 0 || e.SecretHash != [32]byte{}):
+		return inconsistent(at + " has a holder but no fence")
+	case e.empty():
+		return inconsistent(at + " holds nothing")
+	case len(e.Released) > MaxReleases:
+		return inconsistent(at + " holds " + strconv.Itoa(len(e.Released)) + " releases")
+	}
+	for _, r := range e.Released {
+		if r.RequestID == "" || r.HolderID == "" || !fenceOK(r.Fence) || !finite(r.At) || r.SecretHash == [32]byte{} {
+			return inconsistent(at + " has a damaged release (" + quote(r.RequestID) + ", fence " + strconv.FormatUint(r.Fence, 10) + ")")
+		}
+	}
+	return nil
+}
+
+// checkTimes refuses an entry with an instant more than one TTL after now:
+// an instant from the future (the clock was set back while the state was
+// stored, or the state was edited).
+func checkTimes(e Entry, now, ttl float64) error {
+	last := e.ExpiresAt
+	for _, r := range e.Released {
+		last = max(last, r.At)
+	}
+	if last > now+ttl {
+		return inconsistent("the entry of " + quote(e.Resource) + " has the instant " + strconv.FormatFloat(last, 'f', -1, 64) +
+			", more than the TTL after the clock's reading " + strconv.FormatFloat(now, 'f', -1, 64) +
+			": an instant from the future (was the clock set back, or the state edited?)")
+	}
+	return nil
+}
+
+func finite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }
+
+// quote quotes s, cut to a length that is safe to put in a message.
+func quote(s string) string {
+	if len(s) > 64 {
+		return strconv.Quote(s[:64]) + "..."
+	}
+	return strconv.Quote(s)
+}
