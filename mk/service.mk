@@ -1,15 +1,16 @@
-# The coordinator as a service (docs/service.md): service/wire over HTTP, the
-# native server, the Cloudflare Worker under the local workerd runtime, and
-# the benchmarks against Redis and etcd.
+# The coordinator as a service (docs/service.md): the state machine and its
+# stores (service, service/pebblestore), the protocol and Go client
+# (service/wire), the native server, the Cloudflare Worker under the local
+# workerd runtime, and the benchmarks against Redis and etcd.
 TESTS += test-service test-worker-e2e
 BUILD += coordinator worker
-BENCH += bench-service bench-memory
+BENCH += bench-service bench-stores bench-memory
 
 WORKER_DIR := wasm/worker
 # wrangler offline: no metrics, no request.cf lookup.
 WRANGLER_OFFLINE := WRANGLER_SEND_METRICS=false CLOUDFLARE_CF_FETCH_ENABLED=false
 
-.PHONY: coordinator worker worker-dev test-service test-worker-e2e bench-service bench-memory
+.PHONY: coordinator worker worker-dev test-service test-worker-e2e bench-service bench-stores bench-memory
 
 coordinator:
 	$(GO) build -o out/bin/coordinator ./cmd/coordinator
@@ -25,15 +26,15 @@ worker:
 worker-dev: worker
 	cd $(WORKER_DIR) && $(WRANGLER_OFFLINE) wrangler dev
 
-# Handler, client, bbolt store and its write-ahead log (damaged-database
-# and damaged-log tables, replay, a ring gone around, group commit),
-# service (secrets, replay, idempotent release, limits, sweeping), the real
-# server (fail-closed start, 25 kill -9 restarts, 1,100 idle connections
-# under a 1024 file-descriptor limit) and the history checker, with the race
-# detector; a short fuzz run of the request decoder; vet/staticcheck of what
-# `make lint` does not see: the e2e build tag and the peers module.
+# The state machine, the Pebble store (damage table, full disk, ENOSPC),
+# the protocol and client, linearizability over HTTP, the real server
+# (fail-closed start, 25 kill -9 restarts, a second server, a restored
+# backup, a full tmpfs, 1,100 idle connections under a 1024 file-descriptor
+# limit) and the history checker, with the race detector; a short fuzz run
+# of the request decoder; vet/staticcheck of what `make lint` does not see:
+# the e2e build tag and the peers module.
 test-service:
-	$(GO) test -count=1 -race ./service/wire/ ./cmd/coordinator/ ./test/worker/
+	$(GO) test -count=1 -race ./service/... ./cmd/coordinator/ ./test/worker/
 	$(GO) test $(FUZZ_BRIEF) -fuzz '^FuzzDecodeMessage$$' -fuzztime 40000x ./service/wire/
 	$(GO) vet -tags e2e ./test/worker/
 	GOBIN=$(CURDIR)/out/bin $(GO) install $(STATICCHECK)
@@ -49,6 +50,11 @@ test-worker-e2e: worker
 # side, and p50 acquire at 100 and 100,000 leases (ALL=1: more targets).
 bench-service: coordinator worker
 	GO=$(GO) ./scripts/bench-service.sh
+
+# Storage engines alone: synced writes/s of one entry, Pebble, bbolt and
+# the hand-made log of commit 68fc4fa (LOG_COMMIT=), side by side.
+bench-stores:
+	GO=$(GO) ./scripts/bench-stores.sh
 
 # RSS and live heap before, during and 2 x TTL after 200,000 refused
 # renewals and 1,000,000 acquire/release cycles (a few minutes).

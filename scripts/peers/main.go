@@ -14,6 +14,8 @@
 //	etcd         embedded etcd (go.etcd.io/etcd/server/v3 embed), its
 //	             client's concurrency.Mutex: Lock (fence = the revision of
 //	             the lock key) then Unlock. etcd fsyncs its log on every write.
+//	store-*      storage engines, one synced write per cycle (stores.go;
+//	             scripts/bench-stores.sh).
 //
 // It lives in its own Go module so the library's go.mod stays small.
 package main
@@ -67,6 +69,8 @@ func main() {
 			mk, stop, err = startRedis(*redisServer, strings.HasSuffix(t, "-aof"), strings.HasPrefix(t, "redis-lua"))
 		case "etcd":
 			mk, stop, err = startEtcd()
+		case "store-pebble", "store-bbolt", "store-bbolt-batch":
+			mk, stop, err = startStore(t)
 		default:
 			err = errors.New("unknown target")
 		}
@@ -100,7 +104,8 @@ type result struct {
 // roundTrips is how many requests a cycle of each target sends: SET, INCR
 // and the release script; the two scripts; Lock and Unlock (each several
 // etcd RPCs).
-var roundTrips = map[string]int{"redis": 3, "redis-aof": 3, "redis-lua": 2, "redis-lua-aof": 2, "etcd": 2}
+var roundTrips = map[string]int{"redis": 3, "redis-aof": 3, "redis-lua": 2, "redis-lua-aof": 2, "etcd": 2,
+	"store-pebble": 1, "store-bbolt": 1, "store-bbolt-batch": 1}
 
 func (r result) print() {
 	s := r.elapsed.Seconds()
