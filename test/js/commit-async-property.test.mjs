@@ -123,7 +123,7 @@ export async function runSchedule(seed, makeGate) {
       };
     }
     return async (...args) => {
-      if (args.length !== 0) fail(`${op.name}'s fn, which declares no parameter, got ${args.length} argument(s)`);
+      if (args.length !== 1 || !(args[0] instanceof AbortSignal)) fail(`${op.name}'s fn, which declares no parameter, got ${args.length} argument(s), not its signal`);
       startWrite();
       try {
         for (let i = 0; i < awaits; i++) await null;

@@ -324,13 +324,13 @@ describe('the superseded-write signal', () => {
     assert.deepEqual({ ...bSignal.reason }, { resource: 'slot', holderId: 'b', fence: 2, newerHolderId: 'c', newerFence: 3, newerWaiting: true });
   });
 
-  test('a fn that declares no parameter is given none (and no signal is made for it)', async () => {
+  test('every fn is given the signal, also one that declares no parameter (a wrapper passes it on)', async () => {
     const gate = new FenceGate('slot');
     const args = [];
-    await gate.commitAsync(tok('a', 1), function () { args.push(arguments.length); });
-    await gate.commitAsync(tok('a', 1), async (...rest) => { args.push(rest.length); });
+    await gate.commitAsync(tok('a', 1), function () { args.push(arguments.length, arguments[0] instanceof AbortSignal); });
+    await gate.commitAsync(tok('a', 1), async (...rest) => { args.push(rest.length, rest[0] instanceof AbortSignal); });
     await gate.commitAsync(tok('a', 1), function (s) { args.push(arguments.length, s instanceof AbortSignal); });
-    assert.deepEqual(args, [0, 0, 1, true]);
+    assert.deepEqual(args, [1, true, 1, true, 1, true]);
   });
 
   test('a listener of the signal may call the gate: the newer write that triggered it keeps its place', async () => {

@@ -18,7 +18,7 @@
 // came (StaleFenceError), given up (a GateBusyError naming the running
 // write, with the abort reason as its cause), run. At the end no finished
 // write's signal has changed since it finished, and a fn that declares no
-// parameter was called with none.
+// parameter was still called with its signal.
 //
 // The same checker runs against three deliberately broken gates (no signal,
 // a signal that also aborts for an equal fence, a signal that can still
@@ -51,7 +51,7 @@ export async function runSchedule(seed, makeGate) {
   const counts = { ran: 0, refusedAtOnce: 0, refusedAtTurn: 0, gaveUp: 0, superseded: 0, supersededAtStart: 0, busyCommit: 0 };
 
   const tell = (f, waiting) => {
-    if (running !== null && running.takesSignal && told === null && f > running.fence) {
+    if (running !== null && told === null && f > running.fence) {
       told = { resource: R, holderId: holder(running.fence), fence: running.fence, newerHolderId: holder(f), newerFence: f, newerWaiting: waiting };
     }
   };
@@ -63,7 +63,7 @@ export async function runSchedule(seed, makeGate) {
     const newer = queue.find((q) => q.fence > op.fence);
     if (newer) {
       tell(newer.fence, true);
-      if (op.takesSignal) counts.supersededAtStart++;
+      counts.supersededAtStart++;
     }
   };
   // handOn follows the model through the turns after the running write
@@ -106,7 +106,7 @@ export async function runSchedule(seed, makeGate) {
       };
       const fn = op.takesSignal
         ? (signal) => { op.signal = signal; return body(); }
-        : function () { op.args = arguments.length; return body(); };
+        : function () { op.args = arguments.length; op.signal = arguments[0]; return body(); };
       let options;
       if (chance(0.4)) {
         op.controller = new AbortController();
@@ -177,7 +177,7 @@ export async function runSchedule(seed, makeGate) {
     await settle();
 
     // The running write's signal, against the model.
-    if (running !== null && running.takesSignal) {
+    if (running !== null) {
       const s = running.signal;
       if (!(s instanceof AbortSignal)) {
         fail(`step ${step}: ${running.name}'s fn got ${s}, not an AbortSignal`);
@@ -241,13 +241,13 @@ export async function runSchedule(seed, makeGate) {
       default:
         fail(`${op.name}: the model lost it (${op.expect})`);
     }
-    if (op.takesSignal && op.signal !== undefined) {
+    if (op.signal !== undefined) {
       if (op.signal.aborted) counts.superseded++;
       if (op.signal.aborted !== op.endedSignal[0] || op.signal.reason !== op.endedSignal[1]) {
         fail(`${op.name}'s signal changed after the write finished: ${op.endedSignal[0]} -> ${op.signal.aborted} (${op.signal.reason})`);
       }
     }
-    if (!op.takesSignal && op.runs && op.args !== 0) fail(`${op.name}'s fn declares no parameter but got ${op.args} argument(s)`);
+    if (!op.takesSignal && op.runs && op.args !== 1) fail(`${op.name}'s fn declares no parameter and got ${op.args} argument(s), not its signal`);
   }
   return { violations, counts };
 }
@@ -266,7 +266,7 @@ class SignalSwap {
     this.newer(token, false);
   }
   commitAsync(token, fn, options) {
-    const p = this.gate.commitAsync(token, fn.length === 0 ? fn : (signal) => {
+    const p = this.gate.commitAsync(token, (signal) => {
       const ctrl = new AbortController();
       const w = { fence: token.fence, holderId: token.holderId, ctrl, signal };
       this.current = w;

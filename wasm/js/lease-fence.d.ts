@@ -276,13 +276,12 @@ export class FenceGate {
    * before fn runs and stays raised if fn throws or its promise rejects; the
    * promise settles with fn's value or error. Bad arguments reject at once.
    *
-   * A fn that declares a parameter (`fn.length >= 1`) is called with a
-   * WriteSignal that aborts, with a SupersededError, as soon as a newer
+   * fn is called with a WriteSignal that aborts, with a SupersededError, as soon as a newer
    * fence reaches the gate while the write runs: admit raises the floor past
    * it, or a commitAsync with a higher fence starts waiting for it (or
    * already waited when this write got its turn). Never for an equal fence,
    * never after the write's promise settled. The gate still waits for the
-   * write to finish. A fn that declares no parameter gets no argument.
+   * write to finish.
    */
   commitAsync<T>(token: FenceToken, fn: (signal: WriteSignal) => T | PromiseLike<T>, options?: CommitAsyncOptions): Promise<T>;
   /**
