@@ -1,7 +1,14 @@
 // The playground's controller: reads the scenario from the URL, runs the
 // model, and renders the position the controls ask for. Every action is
 // "change the position or the scenario, then render"; nothing is drawn from
-// anywhere but the model's events.
+// anywhere but the model's events (or, in live mode, the events a real run
+// reported, in the same form).
+//
+// Editing on the drawing: every event a parameter places (an `edit` from the
+// model) gets a handle over the timeline, a slider for assistive technology.
+// Dragging it or pressing the arrow keys sets that parameter to the event's
+// new time minus its offset, re-runs the model and redraws at once; the form
+// and the URL follow.
 
 import {
   PARAMS,
@@ -13,20 +20,31 @@ import {
   runScenarioAsync,
   stateAt,
   indexAtTime,
+  applies,
   fmt,
   shown,
 } from './model.js';
-import { describe, captionAt, verdicts, warnings } from './words.js';
-import { drawLane, drawRowLabels, extentOf } from './view.js';
+import { describe, captionAt, verdicts, warnings, editCaption, editedWhat } from './words.js';
+import { drawLane, drawRowLabels, extentOf, agentsOf } from './view.js';
+import * as live from './live.js';
 
 const $ = (id) => document.getElementById(id);
 const MODES = ['naive', 'fenced'];
 const STEP_MS = 700; // real time per step at 1x
+const GROUPS = [
+  ['coordinator', 'Coordinator'],
+  ['A', 'Agent A'],
+  ['B', 'Agent B'],
+  ['C', 'Agent C'],
+  ['clocks', 'Clocks'],
+  ['resource', 'Resource (the gate)'],
+];
 
 const ui = {
   lib: null,
   scenario: null,
-  run: null,
+  run: null, // the run shown: the model's, or a live run's
+  modelRun: null, // the model's run of ui.scenario
   extent: null,
   index: 0,
   playing: false,
@@ -36,6 +54,12 @@ const ui = {
   compact: false,
   sentHeight: 0,
   runs: 0, // counts setScenario calls: only the latest one's run is shown
+  rows: '', // the agents the row labels were drawn for
+  drag: null, // the drag in progress
+  editNote: null, // the caption after an edit, until the position moves
+  urlTimer: 0,
+  drawn: {}, // per lane: what drawLane returned (scale, handles)
+  live: null, // live mode's state (live.js), when on
 };
 
 function notice(problems) {
@@ -76,7 +100,6 @@ async function start() {
   } else ui.index = parsed.at;
   wireControls();
   $('loading').hidden = true;
-  for (const mode of MODES) drawRowLabels($(`rows-${mode}`), ui.compact);
   render();
   // Redraw the timelines at their new width when the window changes.
   let pending = 0;
@@ -86,6 +109,7 @@ async function start() {
   }).observe($('lanes'));
   document.body.classList.add('ready');
   performance.mark('playground-ready');
+  if (!ui.embed) live.init({ onChange: onLiveChange, scenario: () => ui.scenario, lib: ui.lib, modelRun: () => ui.modelRun });
 }
 
 // --- scenario ----------------------------------------------------------------
@@ -93,9 +117,11 @@ async function start() {
 /**
  * Runs s; on failure keeps the previous run and says why. Resolves true
  * when s is now the run shown (false also when a later change overtook it:
- * a run whose writes await takes a few macrotask turns).
+ * a run whose writes await takes a few macrotask turns). keep: 'time' keeps
+ * the position by time, 'start' goes to the beginning; an edit keeps the
+ * end at the end.
  */
-async function setScenario(s, keepTime = true) {
+async function setScenario(s, keep = 'time') {
   const mine = ++ui.runs;
   document.body.classList.add('busy');
   let run;
@@ -108,11 +134,18 @@ async function setScenario(s, keepTime = true) {
   }
   if (mine !== ui.runs) return false;
   document.body.classList.remove('busy');
-  const keepT = ui.run && keepTime && ui.index > 0 ? ui.run.positions[ui.index].t : null;
+  const before = ui.run;
+  const atEnd = before && ui.index === before.positions.length - 1;
+  const keepT = before && keep === 'time' && ui.index > 0 ? before.positions[ui.index].t : null;
   ui.scenario = { ...s };
-  ui.run = run;
-  ui.extent = extentOf(run);
-  ui.index = keepT === null ? 0 : indexAtTime(run.positions, keepT);
+  ui.modelRun = run;
+  if (!ui.live?.shown) {
+    ui.run = run;
+    // While an event is dragged the time axis stays put under the pointer.
+    ui.extent = ui.drag ? ui.drag.extent : extentOf(run);
+    if (keep === 'time' && atEnd && before.positions.length > 1) ui.index = run.positions.length - 1;
+    else ui.index = keepT === null ? 0 : indexAtTime(run.positions, keepT);
+  }
   syncSetup();
   return true;
 }
@@ -126,33 +159,50 @@ function buildSetup() {
     select.append(o);
   }
   const form = $('params');
-  for (const def of PARAMS) {
-    const id = `param-${def.key}`;
-    const row = document.createElement('div');
-    row.className = 'param';
-    const label = document.createElement('label');
-    label.htmlFor = id;
-    label.textContent = def.label;
-    const input = document.createElement('input');
-    input.id = id;
-    input.name = def.key;
+  for (const [group, legendText] of GROUPS) {
+    const set = document.createElement('fieldset');
+    set.className = 'group';
+    set.id = `group-${group}`;
+    const legend = document.createElement('legend');
+    legend.textContent = legendText;
+    set.append(legend);
+    for (const def of PARAMS.filter((d) => d.group === group)) set.append(paramRow(def));
+    form.append(set);
+  }
+}
+
+function paramRow(def) {
+  const id = `param-${def.key}`;
+  const row = document.createElement('div');
+  row.className = def.toggle ? 'param toggle' : 'param';
+  row.id = `row-${def.key}`;
+  const label = document.createElement('label');
+  label.htmlFor = id;
+  label.textContent = def.label;
+  const input = document.createElement('input');
+  input.id = id;
+  input.name = def.key;
+  if (def.toggle) {
+    input.type = 'checkbox';
+  } else {
     input.type = 'number';
     input.inputMode = 'numeric';
     input.min = String(def.min);
     input.max = String(def.max);
     input.step = '1';
-    input.setAttribute('aria-describedby', `${id}-help`);
-    const help = document.createElement('span');
-    help.id = `${id}-help`;
-    help.className = 'help';
-    help.textContent = def.help;
-    const err = document.createElement('span');
-    err.id = `${id}-error`;
-    err.className = 'error';
-    err.setAttribute('role', 'status');
-    row.append(label, input, help, err);
-    form.append(row);
   }
+  input.setAttribute('aria-describedby', `${id}-help`);
+  const help = document.createElement('span');
+  help.id = `${id}-help`;
+  help.className = 'help';
+  help.textContent = def.help;
+  const err = document.createElement('span');
+  err.id = `${id}-error`;
+  err.className = 'error';
+  err.setAttribute('role', 'status');
+  if (def.toggle) row.append(input, label, help, err);
+  else row.append(label, input, help, err);
+  return row;
 }
 
 function syncSetup() {
@@ -164,16 +214,26 @@ function syncSetup() {
   $('warnings').hidden = warn.length === 0;
   for (const def of PARAMS) {
     const input = $(`param-${def.key}`);
-    input.value = String(ui.scenario[def.key]);
-    input.removeAttribute('aria-invalid');
-    $(`param-${def.key}-error`).textContent = '';
+    // The field being typed into keeps what is typed until it is committed.
+    if (def.toggle) input.checked = ui.scenario[def.key] === def.max;
+    else if (document.activeElement !== input || input.getAttribute('aria-invalid') !== 'true') input.value = String(ui.scenario[def.key]);
+    if (document.activeElement !== input) {
+      input.removeAttribute('aria-invalid');
+      $(`param-${def.key}-error`).textContent = '';
+    }
+    $(`row-${def.key}`).hidden = !applies(def, ui.scenario);
   }
+  $('group-C').classList.toggle('off', ui.scenario.agents !== 3);
 }
 
 function onParam(ev) {
   const input = ev.target;
   const def = PARAMS.find((d) => d.key === input.name);
   if (!def) return;
+  if (def.toggle) {
+    editParam(def.key, input.checked ? def.max : def.min);
+    return;
+  }
   const raw = input.value.trim();
   const v = /^[0-9]{1,9}$/.test(raw) ? Number(raw) : NaN;
   const err = $(`param-${def.key}-error`);
@@ -184,7 +244,19 @@ function onParam(ev) {
   }
   input.removeAttribute('aria-invalid');
   err.textContent = '';
-  setScenario({ ...ui.scenario, [def.key]: v }).then((ok) => ok && render());
+  editParam(def.key, v);
+}
+
+/** Sets one parameter and shows the new run; note is the caption's edit, if the drawing made it. */
+async function editParam(key, value, note = null) {
+  if (ui.scenario[key] === value) return false;
+  const before = ui.modelRun;
+  const ok = await setScenario({ ...ui.scenario, [key]: value });
+  if (!ok) return false;
+  ui.editNote = note ? editCaption(ui.modelRun, before, { ...note, value }) : null;
+  if (ui.live?.on) live.rerun();
+  render();
+  return true;
 }
 
 // --- controls ----------------------------------------------------------------
@@ -193,7 +265,12 @@ function wireControls() {
   $('preset').addEventListener('change', (ev) => {
     pause();
     // A new preset starts at its beginning.
-    setScenario(defaultScenario(ev.target.value), false).then((ok) => ok && render());
+    setScenario(defaultScenario(ev.target.value), 'start').then((ok) => {
+      if (!ok) return;
+      ui.editNote = null;
+      if (ui.live?.on) live.rerun();
+      render();
+    });
   });
   $('params').addEventListener('change', onParam);
   $('params').addEventListener('submit', (ev) => ev.preventDefault());
@@ -224,13 +301,18 @@ function wireControls() {
     $('notice-list').replaceChildren();
   });
   document.addEventListener('keydown', onKey);
+  for (const mode of MODES) {
+    const layer = $(`handles-${mode}`);
+    layer.addEventListener('pointerdown', onPointerDown);
+    layer.addEventListener('keydown', onHandleKey);
+  }
 }
 
 function onKey(ev) {
   if (ev.altKey || ev.ctrlKey || ev.metaKey) return;
   const tag = ev.target?.tagName;
-  // Form fields, buttons and links keep their own keys.
-  if (['INPUT', 'SELECT', 'TEXTAREA', 'BUTTON', 'A', 'SUMMARY'].includes(tag)) return;
+  // Form fields, buttons, links and the handles keep their own keys.
+  if (['INPUT', 'SELECT', 'TEXTAREA', 'BUTTON', 'A', 'SUMMARY'].includes(tag) || ev.target?.classList?.contains('handle')) return;
   const act = {
     ' ': () => (ui.playing ? pause() : play()),
     k: () => (ui.playing ? pause() : play()),
@@ -251,6 +333,7 @@ function onKey(ev) {
 function go(i) {
   const last = ui.run.positions.length - 1;
   ui.index = Math.min(Math.max(0, i), last);
+  ui.editNote = null;
   if (ui.index === last) pause();
   render();
 }
@@ -258,6 +341,7 @@ function go(i) {
 function play() {
   if (ui.index >= ui.run.positions.length - 1) ui.index = 0;
   ui.playing = true;
+  ui.editNote = null;
   render();
   tick();
 }
@@ -289,22 +373,252 @@ async function copyLink() {
   }
 }
 
+// --- editing on the drawing ------------------------------------------------------
+
+/** The parameter definition an edit sets. */
+const defOf = (key) => PARAMS.find((d) => d.key === key);
+
+// The handle elements of a lane, kept from one render to the next (so focus
+// and a drag survive the redraw), keyed by what they move.
+function handleKey(lane, e) {
+  const same = lane.events.filter((o) => o.edit && o.edit.key === e.edit.key && o.actor === e.actor && o.kind === e.kind);
+  return `${e.actor}.${e.kind}.${e.edit.key}.${same.indexOf(e)}`;
+}
+
+function renderHandles(mode, lane, drawn) {
+  const layer = $(`handles-${mode}`);
+  const editable = !ui.live?.shown;
+  layer.hidden = !editable || ui.embed;
+  layer.style.width = `${drawn.W}px`;
+  layer.style.height = `${drawn.L.H}px`;
+  if (layer.hidden) return;
+  const keep = new Map([...layer.children].map((h) => [h.dataset.id, h]));
+  const order = [];
+  for (const h of drawn.handles) {
+    const e = h.e;
+    const id = handleKey(lane, e);
+    let el = keep.get(id);
+    keep.delete(id);
+    if (!el) {
+      el = document.createElement('div');
+      el.className = 'handle';
+      el.dataset.id = id;
+      el.tabIndex = 0;
+      el.setAttribute('role', 'slider');
+      el.setAttribute('aria-orientation', 'horizontal');
+    }
+    const def = defOf(e.edit.key);
+    const value = e.t - e.edit.offset;
+    const what = editedWhat(e);
+    el.dataset.key = e.edit.key;
+    el.dataset.actor = e.actor;
+    el.dataset.kind = e.kind;
+    el.dataset.seq = String(e.seq);
+    el.dataset.t = String(e.t);
+    el.dataset.occurrence = id.split('.').at(-1);
+    el.style.left = `${h.x}px`;
+    el.style.top = `${h.y}px`;
+    el.setAttribute('aria-label', `${mode === 'naive' ? 'Naive' : 'Fenced'} lane: ${what}; sets ${def.label}`);
+    el.setAttribute('aria-valuemin', String(e.edit.min));
+    el.setAttribute('aria-valuemax', String(e.edit.max));
+    el.setAttribute('aria-valuenow', String(value));
+    el.setAttribute('aria-valuetext', `${what} at ${fmt(e.t)} ms; ${def.label} ${fmt(value)}`);
+    el.title = `Drag, or focus and press ← →: ${what} (${def.label} ${fmt(value)} ms)`;
+    el.classList.toggle('dragging', ui.drag?.el === el);
+    el.classList.remove('gone');
+    order.push(el);
+  }
+  for (const el of keep.values()) {
+    // A handle being dragged or focused stays (hidden) until its event is back.
+    if (el === ui.drag?.el || el === document.activeElement) {
+      el.classList.add('gone');
+      order.push(el);
+    } else el.remove();
+  }
+  // In time order, so Tab moves along the timeline; the pointer takes the
+  // most specific event where several coincide (later in the list is on top).
+  const rank = { expire: 0, restart: 1, grant: 2, deny: 2, extend: 2, replay: 2, 'refuse-renewal': 2, reply: 3, lost: 3, send: 4, check: 5, 'write-call': 6, write: 6 };
+  order.sort((a, b) => Number(a.dataset.t) - Number(b.dataset.t) || (rank[a.dataset.kind] ?? 0) - (rank[b.dataset.kind] ?? 0));
+  // A drag keeps the order it started with: moving the dragged element
+  // would end its pointer capture. Otherwise reorder, and give the focus
+  // back to the handle that had it (moving an element takes its focus).
+  const active = layer.contains(document.activeElement) ? document.activeElement : null;
+  if (ui.drag) {
+    for (const el of order) if (el.parentNode !== layer) layer.append(el);
+  } else {
+    order.forEach((el, i) => {
+      if (layer.children[i] !== el) layer.insertBefore(el, layer.children[i] ?? null);
+    });
+  }
+  if (active && active.isConnected && document.activeElement !== active) active.focus({ preventScroll: true });
+}
+
+// The event a handle stands for, in the run shown now.
+function eventOfHandle(mode, el) {
+  const lane = ui.run.lanes[mode];
+  return lane.events.find((e) => e.edit && handleKey(lane, e) === el.dataset.id) ?? null;
+}
+
+function noteOf(el) {
+  return { key: el.dataset.key, label: defOf(el.dataset.key).label, actor: el.dataset.actor, kind: el.dataset.kind, occurrence: Number(el.dataset.occurrence) };
+}
+
+function onHandleKey(ev) {
+  const el = ev.target.closest?.('.handle');
+  if (!el || ev.ctrlKey || ev.metaKey) return;
+  const mode = el.closest('.lane').dataset.mode;
+  const e = eventOfHandle(mode, el);
+  if (!e) return;
+  const value = e.t - e.edit.offset;
+  const unit = ev.altKey ? 1 : ev.shiftKey ? 100 : 10;
+  const to = {
+    ArrowRight: value + unit,
+    ArrowUp: value + unit,
+    ArrowLeft: value - unit,
+    ArrowDown: value - unit,
+    PageUp: value + 100,
+    PageDown: value - 100,
+    Home: e.edit.min,
+    End: e.edit.max,
+  }[ev.key];
+  if (to === undefined) return;
+  ev.preventDefault();
+  ev.stopPropagation();
+  const v = Math.min(Math.max(Math.round(to), e.edit.min), e.edit.max);
+  pause();
+  editParam(e.edit.key, v, noteOf(el));
+}
+
+function onPointerDown(ev) {
+  const el = ev.target.closest?.('.handle');
+  if (!el || ev.button !== 0 || ui.live?.shown) return;
+  const mode = el.closest('.lane').dataset.mode;
+  const e = eventOfHandle(mode, el);
+  if (!e) return;
+  ev.preventDefault();
+  el.focus({ preventScroll: true });
+  el.setPointerCapture(ev.pointerId);
+  pause();
+  const scale = ui.drawn[mode].scale;
+  ui.drag = { el, mode, startX: ev.clientX, t: e.t, edit: { ...e.edit }, note: noteOf(el), scale, extent: ui.extent, last: e.t - e.edit.offset, pending: null, busy: false, timings: [] };
+  el.classList.add('dragging');
+  const move = (m) => onDragMove(m);
+  const up = () => {
+    el.removeEventListener('pointermove', move);
+    el.removeEventListener('pointerup', up);
+    el.removeEventListener('pointercancel', up);
+    endDrag();
+  };
+  el.addEventListener('pointermove', move);
+  el.addEventListener('pointerup', up);
+  el.addEventListener('pointercancel', up);
+}
+
+// The times a dragged event snaps to: every other event's time in the
+// lanes shown, when the pointer comes within a few pixels of one.
+function snapped(t, drag) {
+  const near = 5 * drag.scale.msPerPx;
+  let best = null;
+  for (const lane of Object.values(ui.run.lanes)) {
+    for (const e of lane.events) {
+      if (Math.abs(e.t - drag.t) < 1e-9 && e.edit?.key === drag.edit.key) continue;
+      const d = Math.abs(e.t - t);
+      if (d <= near && (best === null || d < Math.abs(best - t))) best = e.t;
+    }
+  }
+  if (best !== null) return best;
+  // Otherwise whole steps that suit the zoom: 1, 5 or 10 ms.
+  const unit = drag.scale.msPerPx >= 2 ? 10 : drag.scale.msPerPx >= 0.8 ? 5 : 1;
+  return drag.edit.offset + Math.round((t - drag.edit.offset) / unit) * unit;
+}
+
+function onDragMove(ev) {
+  const d = ui.drag;
+  if (!d) return;
+  const t = snapped(d.t + (ev.clientX - d.startX) * d.scale.msPerPx, d);
+  const v = Math.min(Math.max(Math.round(t - d.edit.offset), d.edit.min), d.edit.max);
+  if (v === d.last) return;
+  d.last = v;
+  // One run at a time: a move that comes while one runs waits for it.
+  d.pending = { v, at: ev.timeStamp };
+  if (!d.busy) drain();
+}
+
+async function drain() {
+  const d = ui.drag;
+  if (!d) return;
+  while (d.pending) {
+    const { v, at } = d.pending;
+    d.pending = null;
+    d.busy = true;
+    await editParam(d.edit.key, v, d.note);
+    d.busy = false;
+    // For the benchmark: from the pointer event to the lanes redrawn.
+    document.body.offsetHeight; // eslint-disable-line no-unused-expressions
+    d.timings.push(performance.now() - at);
+  }
+}
+
+async function endDrag() {
+  const d = ui.drag;
+  if (!d) return;
+  while (d.busy) await new Promise((r) => setTimeout(r, 0));
+  window.__dragTimings = (window.__dragTimings ?? []).concat(d.timings);
+  d.el.classList.remove('dragging');
+  ui.drag = null;
+  // The axis fits the new run again.
+  ui.extent = extentOf(ui.run);
+  render();
+}
+
+// --- live mode ---------------------------------------------------------------------
+
+function onLiveChange(state) {
+  ui.live = state;
+  if (state.shown && state.run) {
+    ui.run = state.run;
+    ui.extent = extentOf(state.run);
+    ui.index = state.running ? state.run.positions.length - 1 : state.index ?? state.run.positions.length - 1;
+  } else {
+    ui.run = ui.modelRun;
+    ui.extent = extentOf(ui.run);
+    ui.index = Math.min(ui.index, ui.run.positions.length - 1);
+    if (state.left) ui.index = ui.run.positions.length - 1;
+  }
+  render();
+}
+
 // --- rendering ---------------------------------------------------------------
+
+function scheduleUrl() {
+  clearTimeout(ui.urlTimer);
+  // During a drag the address is written once the drag ends (browsers
+  // throttle history updates); otherwise at once.
+  if (ui.drag) return;
+  const query = toQuery(ui.scenario, { at: ui.index > 0 && !ui.live?.shown ? ui.index : null, embed: ui.embed });
+  history.replaceState(null, '', `?${query}`);
+  $('link').value = location.href;
+  $('copy-status').textContent = '';
+  $('open-full').href = `./?${toQuery(ui.scenario, { at: ui.index > 0 ? ui.index : null })}`;
+}
 
 /**
  * Shows the current position. updateUrl is false for a redraw at a new
  * window size, which changes nothing but the drawing.
  */
 function render(updateUrl = true) {
+  // Layout reads first, before anything is written.
+  const widths = Object.fromEntries(MODES.map((m) => [m, $(`svg-${m}`).clientWidth]));
   const pos = ui.run.positions[ui.index];
   const t = pos.t;
   const last = ui.run.positions.length - 1;
-  if (updateUrl) {
-    const query = toQuery(ui.scenario, { at: ui.index > 0 ? ui.index : null, embed: ui.embed });
-    history.replaceState(null, '', `?${query}`);
-    $('link').value = location.href;
-    $('copy-status').textContent = '';
-    $('open-full').href = `./?${toQuery(ui.scenario, { at: ui.index > 0 ? ui.index : null })}`;
+  const dragging = !!ui.drag;
+  if (updateUrl) scheduleUrl();
+
+  const agents = agentsOf(ui.run);
+  if (ui.rows !== `${agents}|${ui.compact}`) {
+    ui.rows = `${agents}|${ui.compact}`;
+    for (const mode of MODES) drawRowLabels($(`rows-${mode}`), ui.compact, agents);
   }
 
   const scrub = $('scrubber');
@@ -319,41 +633,50 @@ function render(updateUrl = true) {
   const atEnd = ui.index === last;
   // An embed opens at the end, where the verdicts tell the story: its
   // caption there is one line, to keep both lanes in a small frame.
-  const text = ui.embed && atEnd && ui.index > 0 ? `End of the run, t = ${fmt(t)} ms: each lane's verdict is below. Step back to replay it.` : caption.text;
-  if (updateUrl) $('caption').textContent = text;
+  let text = ui.embed && atEnd && ui.index > 0 ? `End of the run, t = ${fmt(t)} ms: each lane's verdict is below. Step back to replay it.` : caption.text;
+  if (ui.editNote) text = ui.editNote;
+  if (ui.live?.shown && ui.live.caption && atEnd) text = ui.live.caption;
+  if (updateUrl && $('caption').textContent !== text) $('caption').textContent = text;
   const verdict = verdicts(ui.run);
 
   for (const mode of MODES) {
     const lane = ui.run.lanes[mode];
     const st = stateAt(lane, pos);
     const value = st.value === null ? '(nothing yet)' : `"${st.value}"`;
-    $(`value-${mode}`).textContent = value;
-    const landed = st.landed.map((w) => `${w.actor} at ${fmt(w.t)}${w.fence ? ` (fence ${w.fence})` : ''}`);
-    const refused = st.rejections.length;
-    $(`writes-${mode}`).textContent =
-      `Writes landed: ${landed.length ? landed.join(', ') : 'none'}` + (mode === 'fenced' ? `. Refused: ${refused}.` : '.');
-    const summary = `At t = ${fmt(t)} ms the resource holds ${value}; ${st.landed.length} write(s) landed${mode === 'fenced' ? `, ${refused} refused` : ''}.`;
-    const plot = $(`svg-${mode}`);
-    drawLane(plot, lane, { shown: st.events, cursor: t, revealed: caption.events[mode], ghost: ui.index === 0 }, {
+    const plot = $(`draw-${mode}`);
+    const summary = `At t = ${fmt(t)} ms the resource holds ${value}; ${st.landed.length} write(s) landed${mode === 'fenced' ? `, ${st.rejections.length} refused` : ''}.`;
+    const drawn = drawLane(plot, lane, { shown: st.events, cursor: t, revealed: ui.editNote ? [] : caption.events[mode], ghost: ui.index === 0 && !ui.live?.shown }, {
       extent: ui.extent,
-      width: plot.clientWidth,
+      width: widths[mode],
       compact: ui.compact,
       summary,
+      agents,
+      scroller: $(`svg-${mode}`),
+      keepScroll: dragging,
     });
+    ui.drawn[mode] = drawn;
+    renderHandles(mode, lane, drawn);
     const v = $(`verdict-${mode}`);
     v.textContent = atEnd ? verdict[mode].text : '';
     v.dataset.tone = verdict[mode].tone;
     v.hidden = !atEnd;
     $(`lane-${mode}`).classList.toggle('has-verdict', atEnd);
-    if (updateUrl) renderLog($(`log-${mode}`), st.events, mode);
     $(`lane-${mode}`).dataset.value = st.value ?? '';
     $(`lane-${mode}`).dataset.landed = String(st.landed.length);
+    // The lists under the lanes wait for the end of a drag.
+    if (dragging) continue;
+    $(`value-${mode}`).textContent = value;
+    const landed = st.landed.map((w) => `${w.actor} at ${fmt(w.t)}${w.fence ? ` (fence ${w.fence})` : ''}`);
+    const refused = st.rejections.length;
+    $(`writes-${mode}`).textContent = `Writes landed: ${landed.length ? landed.join(', ') : 'none'}` + (mode === 'fenced' ? `. Refused: ${refused}.` : '.');
+    if (updateUrl) renderLog($(`log-${mode}`), st.events, mode);
     if (mode === 'fenced') {
       $('floor-fenced').textContent = String(st.floor);
       renderRejections(st.rejections);
     }
   }
   document.body.dataset.preset = ui.scenario.preset;
+  document.body.dataset.agents = String(agents.length);
   tellHost();
 }
 
@@ -371,7 +694,7 @@ function renderButtons() {
   const play = $('play');
   play.textContent = ui.playing ? 'Pause' : 'Play';
   play.setAttribute('aria-pressed', String(ui.playing));
-  $('play-big').hidden = ui.index !== 0 || ui.playing;
+  $('play-big').hidden = ui.index !== 0 || ui.playing || !!ui.live?.shown;
   $('back').disabled = ui.index === 0;
   $('step').disabled = ui.index === last;
   $('to-end').disabled = ui.index === last;
@@ -393,7 +716,7 @@ function renderLog(ol, events, mode) {
   if (current) current.setAttribute('aria-current', 'step');
   ol.replaceChildren(...items);
   // Follow the run: the newest event is the last one, keep it in view.
-  if (current) ol.scrollTop = Math.max(0, current.offsetTop + current.offsetHeight - ol.clientHeight + 4);
+  if (current) ol.scrollTop = ol.scrollHeight;
 }
 
 function renderRejections(rows) {
@@ -412,7 +735,7 @@ function renderRejections(rows) {
     ...rows.map((r) => {
       const tr = document.createElement('tr');
       tr.className = 'rejection';
-      for (const v of [r.seq, r.refusedHolderId, r.refusedFence, r.admittedHolderId, r.admittedFence]) {
+      for (const v of [r.seq, r.refusedHolderId, r.refusedFence, r.admittedHolderId ?? '(initial floor)', r.admittedFence]) {
         const td = document.createElement('td');
         td.textContent = String(v);
         tr.append(td);

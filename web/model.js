@@ -10,26 +10,52 @@
 
 export const RESOURCE = 'report.md';
 
-const HOLDER_KEY = { 'agent-a': 'A', 'agent-b': 'B' };
+/** The agents' holder ids, by the key the page shows ("A", "B", "C"). */
+export const HOLDERS = { A: 'agent-a', B: 'agent-b', C: 'agent-c' };
+const HOLDER_KEY = { 'agent-a': 'A', 'agent-b': 'B', 'agent-c': 'C' };
+/** The coordinator's actor key in events (the agents are A, B and C). */
+export const COORDINATOR = 'K';
+
+const RESTARTS = new Set(['restart', 'restart-kept']);
+const hasC = (s) => s.agents === 3;
+/** The agents of scenario s, by key. */
+export const agentKeys = (s) => (hasC(s) ? ['A', 'B', 'C'] : ['A', 'B']);
 
 /**
- * The numbers a visitor can change. All are whole milliseconds. The URL uses
- * the same keys.
+ * The numbers a visitor can change. All are whole numbers (milliseconds but
+ * for agents, floor and startFence). The URL uses the same keys. `group`
+ * sorts them in the form; `applies(s)` says whether a key matters to
+ * scenario s (a key that does not is left out of the URL and the form).
  */
 export const PARAMS = [
-  { key: 'ttl', label: 'Lease TTL', min: 1, max: 60000, help: 'how long the coordinator keeps a lease from the moment it processes a request' },
-  { key: 'checkAt', label: "A's validity check at", min: 0, max: 60000, help: 'when agent A checks its lease before starting the model call' },
-  { key: 'model', label: 'Model call length', min: 0, max: 60000, help: 'how long A spends between its check and its write' },
-  { key: 'upA', label: 'A → coordinator latency', min: 0, max: 10000, help: 'one-way delay of A\'s requests' },
-  { key: 'downA', label: 'coordinator → A latency', min: 0, max: 10000, help: 'one-way delay of replies to A' },
-  { key: 'upB', label: 'B → coordinator latency', min: 0, max: 10000, help: 'one-way delay of B\'s requests' },
-  { key: 'downB', label: 'coordinator → B latency', min: 0, max: 10000, help: 'one-way delay of replies to B' },
-  { key: 'skew', label: 'Assumed clock skew', min: 0, max: 10000, help: 'clockSkewMillis: subtracted from every fenced deadline' },
-  { key: 'step', label: 'Clock step per read', min: 0, max: 1000, help: 'stepPerRead: every clock moves on by this much each time it is read' },
-  { key: 'bStart', label: "B's start", min: 0, max: 60000, help: 'when agent B sends its first acquisition' },
+  { key: 'ttl', group: 'coordinator', label: 'Lease TTL', min: 1, max: 60000, help: 'how long the coordinator keeps a lease from the moment it processes a request' },
+  { key: 'checkAt', group: 'A', label: "A's validity check at", min: 0, max: 60000, help: 'when agent A checks its lease before starting the model call' },
+  { key: 'model', group: 'A', label: 'Model call length', min: 0, max: 60000, help: 'how long A spends between its check and its write' },
+  { key: 'upA', group: 'A', label: 'A → coordinator latency', min: 0, max: 10000, help: 'one-way delay of A\'s requests' },
+  { key: 'downA', group: 'A', label: 'coordinator → A latency', min: 0, max: 10000, help: 'one-way delay of replies to A' },
+  { key: 'upB', group: 'B', label: 'B → coordinator latency', min: 0, max: 10000, help: 'one-way delay of B\'s requests' },
+  { key: 'downB', group: 'B', label: 'coordinator → B latency', min: 0, max: 10000, help: 'one-way delay of replies to B' },
+  { key: 'skew', group: 'clocks', label: 'Assumed clock skew', min: 0, max: 10000, help: 'clockSkewMillis: subtracted from every fenced deadline' },
+  { key: 'step', group: 'clocks', label: 'Clock step per read', min: 0, max: 1000, help: 'stepPerRead: every clock moves on by this much each time it is read' },
+  { key: 'bStart', group: 'B', label: "B's start", min: 0, max: 60000, help: 'when agent B sends its first acquisition' },
+  { key: 'bWork', group: 'B', label: "B's work before writing", min: 0, max: 60000, help: 'how long B works between its check and its write' },
+  { key: 'floor', group: 'resource', label: "Gate's initial floor", min: 0, max: 1000, help: 'initialFloor of the FenceGate (a persisted floor): fences below it are refused from the start' },
+  { key: 'restartAt', group: 'coordinator', label: 'Coordinator restart at', min: 0, max: 60000, help: 'when the coordinator restarts (A asks for the lease again 100 ms later)', applies: (s) => RESTARTS.has(s.preset) },
+  { key: 'startFence', group: 'coordinator', label: "Successor's startFence", min: 0, max: 1000, help: 'what the restarted coordinator is created with: 0 = nothing persisted (fences start over at 1); N = the next fence is N + 1', applies: (s) => RESTARTS.has(s.preset) },
+  { key: 'agents', group: 'C', label: 'Add agent C', min: 2, max: 3, toggle: true, help: 'a third agent that acquires, checks, works and writes' },
+  { key: 'cStart', group: 'C', label: "C's start", min: 0, max: 60000, help: 'when agent C sends its first acquisition', applies: hasC },
+  { key: 'cModel', group: 'C', label: "C's work before writing", min: 0, max: 60000, help: 'how long C works between its check and its write', applies: hasC },
+  { key: 'upC', group: 'C', label: 'C → coordinator latency', min: 0, max: 10000, help: 'one-way delay of C\'s requests', applies: hasC },
+  { key: 'downC', group: 'C', label: 'coordinator → C latency', min: 0, max: 10000, help: 'one-way delay of replies to C', applies: hasC },
 ];
 
-const BASE = { ttl: 1000, checkAt: 950, model: 450, upA: 0, downA: 0, upB: 0, downB: 0, skew: 0, step: 0, bStart: 1000 };
+/** Whether parameter def matters to scenario s. */
+export const applies = (def, s) => !def.applies || def.applies(s);
+
+const BASE = {
+  ttl: 1000, checkAt: 950, model: 450, upA: 0, downA: 0, upB: 0, downB: 0, skew: 0, step: 0, bStart: 1000,
+  bWork: 0, floor: 0, restartAt: 1300, startFence: 0, agents: 2, cStart: 1600, cModel: 200, upC: 0, downC: 0,
+};
 
 /**
  * The presets. Each is a script (what the agents do, in order) and the
@@ -70,19 +96,19 @@ export const PRESETS = [
     id: 'restart-kept',
     title: 'Coordinator restarted with startFence',
     claim: 'The same restart, but the successor is created with startFence = the old issuedFence (2): A gets fence 3 and its write lands in both lanes; the gate logs nothing.',
-    params: { ...BASE, checkAt: 100, model: 100, bStart: 1100 },
+    params: { ...BASE, checkAt: 100, model: 100, bStart: 1100, startFence: 2 },
   },
   {
     id: 'early',
     title: 'A stale write that reaches the gate first',
     claim: 'B is granted fence 2 at 1000 but writes only at 1300; A\'s stale write at 1100 reaches the gate while its floor is still 1, so both lanes take it: a fence can refuse a stale holder only once the new fence has reached the resource.',
-    params: { ...BASE, model: 150 },
+    params: { ...BASE, model: 150, bWork: 300 },
   },
   {
     id: 'push',
     title: 'The coordinator pushes the new fence (gate.admit)',
     claim: 'The same run, but the coordinator calls gate.admit with each new grant\'s token: the floor is 2 from 1000, and A\'s write at 1100 is refused and logged before B has written anything.',
-    params: { ...BASE, model: 150 },
+    params: { ...BASE, model: 150, bWork: 300 },
   },
   {
     id: 'async',
@@ -95,8 +121,6 @@ export const PRESETS = [
 
 export const DEFAULT_PRESET = 'gap';
 
-/** How long B works between its check and its write in the early and push presets. */
-const B_WORK = 300;
 /** In the async preset: B's store call, A's work between its two writes, A's follow-up's store call. */
 const B_STORE = 100;
 const A_GAP = 250;
@@ -146,6 +170,7 @@ export function parseQuery(search) {
     presetId = DEFAULT_PRESET;
   }
   const scenario = defaultScenario(presetId);
+  const given = new Set();
   for (const def of PARAMS) {
     const raw = one(def.key);
     if (raw === null) continue;
@@ -155,7 +180,10 @@ export function parseQuery(search) {
       continue;
     }
     scenario[def.key] = v;
+    given.add(def.key);
   }
+  // Links made before restartAt was a parameter restart 200 ms after B's start.
+  if (RESTARTS.has(presetId) && !given.has('restartAt') && given.has('bStart')) scenario.restartAt = Math.min(scenario.bStart + 200, 60000);
   let at = null;
   const rawAt = one('at');
   if (rawAt !== null) {
@@ -175,11 +203,14 @@ export function parseQuery(search) {
   return { scenario, at, embed, problems };
 }
 
-/** The query string (without "?") that parseQuery turns back into scenario. */
+/**
+ * The query string (without "?") that parseQuery turns back into scenario:
+ * the preset and every key that applies to it (see `applies`).
+ */
 export function toQuery(scenario, { at = null, embed = false } = {}) {
   const q = new URLSearchParams();
   q.set('p', scenario.preset);
-  for (const def of PARAMS) q.set(def.key, String(scenario[def.key]));
+  for (const def of PARAMS) if (applies(def, scenario)) q.set(def.key, String(scenario[def.key]));
   if (at !== null) q.set('at', String(at));
   if (embed) q.set('embed', '1');
   return q.toString();
@@ -271,88 +302,99 @@ export function positionsOf(lanes) {
   return { positions, end: positions[positions.length - 1].t };
 }
 
-/** The script of each preset: a list of threads, each a list of steps. */
-function script(s) {
-  const writeA = [{ op: 'check', at: s.checkAt }, { op: 'model', ms: s.model }, { op: 'write', value: "A's report" }];
-  const writeB = [{ op: 'check' }, { op: 'write', value: "B's report" }];
-  const acqB = { op: 'acquire', at: s.bStart, up: s.upB, down: s.downB };
-  const B = { actor: 'B', steps: [acqB, ...writeB] };
+/**
+ * The script of a scenario: a list of threads, each a list of steps, run by
+ * LaneRun here and by the page's live mode against a real coordinator.
+ * Steps name the parameter that places them (`edit`, `upKey`, `downKey`,
+ * `editMs`), so an event can say which number moves it.
+ */
+export function script(s) {
+  const A = (at = 0) => ({ op: 'acquire', at, up: s.upA, down: s.downA, upKey: 'upA', downKey: 'downA' });
+  const writeA = [{ op: 'check', at: s.checkAt, edit: 'checkAt' }, { op: 'model', ms: s.model, edit: 'model' }, { op: 'write', value: "A's report" }];
+  // B (and C) work `bWork` (`cModel`) between the check and the write; with
+  // 0 there is no model call, and dragging the write sets it.
+  const acqB = { op: 'acquire', at: s.bStart, up: s.upB, down: s.downB, upKey: 'upB', downKey: 'downB', edit: 'bStart' };
+  const workB = { op: 'model', ms: s.bWork, edit: 'bWork', quiet0: true };
+  const B = { actor: 'B', steps: [acqB, { op: 'check' }, workB, { op: 'write', value: "B's report" }] };
+  const threads = (...th) => (hasC(s) ? [...th, agentC(s)] : th);
   switch (s.preset) {
     case 'gap':
-      return [{ actor: 'A', steps: [{ op: 'acquire', at: 0, up: s.upA, down: s.downA }, ...writeA] }, B];
+    case 'early':
+    case 'push':
+      return threads({ actor: 'A', steps: [A(), ...writeA] }, B);
     case 'renewal':
-      return [
+      return threads(
         {
           actor: 'A',
           steps: [
             // A already holds the lease when the run starts.
             { op: 'acquire', at: 0, up: 0, down: 0 },
-            { op: 'renew', at: 0, up: s.upA, down: s.downA },
+            { op: 'renew', at: 0, up: s.upA, down: s.downA, upKey: 'upA', downKey: 'downA' },
             ...writeA,
           ],
         },
         B,
-      ];
+      );
     case 'lost':
-      return [
-        {
-          actor: 'A',
-          steps: [{ op: 'acquire', at: 0, up: s.upA, down: s.downA, lose: 1, timeout: s.upA + s.downA + 100 }, ...writeA],
-        },
-        B,
-      ];
+      return threads({ actor: 'A', steps: [{ ...A(), lose: 1, timeout: s.upA + s.downA + 100 }, ...writeA] }, B);
     case 'expired':
-      return [
-        { actor: 'A', steps: [{ op: 'acquire', at: 0, up: s.upA, down: s.downA }, ...writeA] },
-        { actor: 'A', steps: [{ op: 'renew', at: s.ttl + 100, up: s.upA, down: s.downA, heartbeat: true }] },
+      return threads(
+        { actor: 'A', steps: [A(), ...writeA] },
+        { actor: 'A', steps: [{ op: 'renew', at: s.ttl + 100, up: s.upA, down: s.downA, upKey: 'upA', downKey: 'downA', heartbeat: true }] },
         B,
-      ];
-    case 'early':
-    case 'push':
-      return [
-        { actor: 'A', steps: [{ op: 'acquire', at: 0, up: s.upA, down: s.downA }, ...writeA] },
-        { actor: 'B', steps: [acqB, { op: 'check' }, { op: 'model', ms: B_WORK }, { op: 'write', value: "B's report" }] },
-      ];
+      );
     case 'async':
       // A's store call lasts `model` ms; it first tries gate.commit with its
       // async function, then uses commitAsync.
-      return [
+      return threads(
         {
           actor: 'A',
           steps: [
-            { op: 'acquire', at: 0, up: s.upA, down: s.downA },
-            { op: 'check', at: s.checkAt },
+            A(),
+            { op: 'check', at: s.checkAt, edit: 'checkAt' },
             // A does not wait for its report to be stored: it works on and
             // writes a follow-up while the report's write is still running.
-            { op: 'awrite', value: "A's report", ms: s.model, tryCommit: true, detach: true },
+            { op: 'awrite', value: "A's report", ms: s.model, editMs: 'model', tryCommit: true, detach: true },
             { op: 'model', ms: A_GAP },
             { op: 'awrite', value: "A's follow-up", ms: A_FOLLOW_UP },
           ],
         },
-        { actor: 'B', steps: [acqB, { op: 'check' }, { op: 'awrite', value: "B's report", ms: B_STORE }] },
-      ];
+        { actor: 'B', steps: [acqB, { op: 'check' }, workB, { op: 'awrite', value: "B's report", ms: B_STORE }] },
+      );
     case 'restart':
-    case 'restart-kept': {
-      const restartAt = s.bStart + 200;
-      return [
+    case 'restart-kept':
+      return threads(
         {
           actor: 'A',
           steps: [
-            { op: 'acquire', at: 0, up: s.upA, down: s.downA },
+            A(),
             ...writeA,
-            { op: 'acquire', at: restartAt + 100, up: s.upA, down: s.downA },
+            { ...A(s.restartAt + 100), edit: null },
             { op: 'check' },
             { op: 'model', ms: s.model },
             { op: 'write', value: "A's second report" },
           ],
         },
         B,
-        { actor: 'C', steps: [{ op: 'restart', at: restartAt, persist: s.preset === 'restart-kept' }] },
-      ];
-    }
+        { actor: COORDINATOR, steps: [{ op: 'restart', at: s.restartAt, edit: 'restartAt', startFence: s.startFence }] },
+      );
     default:
       throw new RangeError(`unknown preset ${shown(s.preset)}`);
   }
+}
+
+/** The third agent: acquires at cStart, checks, works cModel, writes. */
+function agentC(s) {
+  const write = s.preset === 'async' ? { op: 'awrite', value: "C's report", ms: B_STORE } : { op: 'write', value: "C's report" };
+  return {
+    actor: 'C',
+    steps: [
+      { op: 'acquire', at: s.cStart, up: s.upC, down: s.downC, upKey: 'upC', downKey: 'downC', edit: 'cStart' },
+      { op: 'check' },
+      { op: 'model', ms: s.cModel, edit: 'cModel', quiet0: true },
+      write,
+    ],
+  };
 }
 
 /**
@@ -373,17 +415,15 @@ class LaneRun {
     this.s = s;
     this.mode = mode;
     this.fenced = mode === 'fenced';
-    this.clocks = {
-      A: lib.createManualClock('agent-a', { start: 0, stepPerRead: s.step }),
-      B: lib.createManualClock('agent-b', { start: 0, stepPerRead: s.step }),
-      C: lib.createManualClock('coordinator', { start: 0, stepPerRead: s.step }),
-    };
-    this.coordinator = new lib.LeaseCoordinator({ clock: this.clocks.C, ttlMillis: s.ttl });
-    this.gate = this.fenced ? new lib.FenceGate(RESOURCE) : null;
+    const keys = agentKeys(s);
+    this.clocks = { [COORDINATOR]: lib.createManualClock('coordinator', { start: 0, stepPerRead: s.step }) };
+    for (const key of keys) this.clocks[key] = lib.createManualClock(HOLDERS[key], { start: 0, stepPerRead: s.step });
+    this.coordinator = new lib.LeaseCoordinator({ clock: this.clocks[COORDINATOR], ttlMillis: s.ttl });
+    this.gate = this.fenced ? new lib.FenceGate(RESOURCE, s.floor > 0 ? { initialFloor: s.floor } : undefined) : null;
     this.resource = { value: null, by: null };
     this.agents = {};
-    for (const key of ['A', 'B']) {
-      const id = key === 'A' ? 'agent-a' : 'agent-b';
+    for (const key of keys) {
+      const id = HOLDERS[key];
       this.agents[key] = {
         key,
         id,
@@ -407,7 +447,18 @@ class LaneRun {
   }
 
   emit(e) {
-    this.events.push({ seq: this.events.length, ...e });
+    const ev = { seq: this.events.length, ...e };
+    this.events.push(ev);
+    return ev;
+  }
+
+  // Ties event e to the parameter that places it: e.t - offset is that
+  // parameter's value; min and max bound it (in the parameter's units).
+  editable(e, key, offset, min) {
+    if (!key) return e;
+    const def = PARAMS.find((d) => d.key === key);
+    e.edit = { key, offset, min: Math.max(def.min, min ?? def.min), max: def.max };
+    return e;
   }
 
   reqName(req) {
@@ -467,13 +518,24 @@ class LaneRun {
     item.fn();
   }
 
-  // Runs thread th from step i at time t.
+  // Runs thread th from step i at time t. A step placed by a parameter
+  // (step.at) can move no earlier than t, when the thread is ready for it.
   thread(th, i, t) {
     if (i >= th.steps.length) return;
     const step = th.steps[i];
     const start = Math.max(t, step.at ?? t);
+    th.ready = t;
     if (start > t) this.at(start, () => this.exec(th, i, start));
     else this.exec(th, i, t);
+  }
+
+  // The edit of the event a step makes at t: its own `edit` (the step's
+  // start), or the one a model call before it handed on (its length).
+  stepEdit(th, step) {
+    const handed = th.handed;
+    th.handed = null;
+    if (step.edit) return { key: step.edit, offset: 0, min: th.ready };
+    return handed;
   }
 
   next(th, i, t) {
@@ -482,36 +544,51 @@ class LaneRun {
 
   exec(th, i, t) {
     const step = th.steps[i];
-    if (th.actor === 'C') {
-      this.restart(step, t);
+    if (th.actor === COORDINATOR) {
+      this.restart(step, t, this.stepEdit(th, step));
       return this.next(th, i, t);
     }
     const ag = this.agents[th.actor];
     switch (step.op) {
       case 'acquire':
-        return this.acquire(ag, th, i, t, step, 1);
+        return this.acquire(ag, th, i, t, step, 1, this.stepEdit(th, step));
       case 'renew':
-        return this.renew(ag, th, i, t, step);
+        return this.renew(ag, th, i, t, step, this.stepEdit(th, step));
       case 'check':
-        return this.check(ag, th, i, t);
-      case 'model':
+        return this.check(ag, th, i, t, this.stepEdit(th, step));
+      case 'model': {
+        this.stepEdit(th, {});
+        // The event after the call (the write) is placed by its length.
+        const hand = () => {
+          if (step.edit) th.handed = { key: step.edit, offset: t, min: 0 };
+        };
+        if (step.ms === 0 && step.quiet0) {
+          hand();
+          return this.next(th, i, t);
+        }
         this.emit({ t, actor: ag.key, kind: 'model', until: t + step.ms, ms: step.ms });
-        return this.at(t + step.ms, () => this.next(th, i, t + step.ms));
+        return this.at(t + step.ms, () => {
+          hand();
+          this.next(th, i, t + step.ms);
+        });
+      }
       case 'write':
-        return this.write(ag, th, i, t, step);
+        return this.write(ag, th, i, t, step, this.stepEdit(th, step));
       case 'awrite':
-        return this.writeAsync(ag, th, i, t, step);
+        return this.writeAsync(ag, th, i, t, step, this.stepEdit(th, step));
       default:
         throw new Error(`unknown step ${step.op}`);
     }
   }
 
-  restart(step, t) {
-    this.bring('C', t);
+  // The coordinator restarts: its successor is created with step.startFence
+  // (0: nothing was persisted, and fences start over at 1).
+  restart(step, t, edit) {
+    this.bring(COORDINATOR, t);
     const issued = this.coordinator.issuedFence;
-    const startFence = step.persist ? issued : undefined;
-    const opts = { clock: this.clocks.C, ttlMillis: this.s.ttl };
-    this.coordinator = new this.lib.LeaseCoordinator(step.persist ? { ...opts, startFence } : opts);
+    const startFence = step.startFence;
+    const opts = { clock: this.clocks[COORDINATOR], ttlMillis: this.s.ttl };
+    this.coordinator = new this.lib.LeaseCoordinator(startFence > 0 ? { ...opts, startFence } : opts);
     this.epoch++;
     for (const g of this.generations) {
       if (g.epoch < this.epoch && g.end > t) {
@@ -519,37 +596,46 @@ class LaneRun {
         g.forgotten = true;
       }
     }
-    this.emit({ t, actor: 'C', kind: 'restart', persisted: !!step.persist, startFence: startFence ?? 0, issuedBefore: issued });
+    const e = this.emit({ t, actor: COORDINATOR, kind: 'restart', persisted: startFence > 0, startFence, issuedBefore: issued });
+    if (edit) this.editable(e, edit.key, edit.offset, edit.min);
   }
 
-  // Sends req (already begun) to the coordinator; handle(outcome, t) gets the answer.
-  send(ag, t, req, step, handle, what, again, loseReply) {
+  // Sends req (already begun) to the coordinator; handle(outcome, t) gets
+  // the answer. edit: the send's own (a start time), if any; the arrival is
+  // placed by step.upKey, the answer by step.downKey.
+  send(ag, t, req, step, handle, what, again, loseReply, edit) {
     const name = this.reqName(req);
     const arrive = t + step.up;
-    this.emit({ t, actor: ag.key, kind: 'send', to: 'C', arrive, what, req: name, again, sentAt: millis(req.sentAt) });
+    const sent = this.emit({ t, actor: ag.key, kind: 'send', to: COORDINATOR, arrive, what, req: name, again, sentAt: millis(req.sentAt) });
+    if (edit) this.editable(sent, edit.key, edit.offset, edit.min);
     this.at(arrive, () => {
-      const outcome = this.process(ag, req, what, arrive);
+      const outcome = this.process(ag, req, what, arrive, step.upKey ? { key: step.upKey, offset: t } : null);
       const back = arrive + step.down;
       if (loseReply) {
-        this.emit({ t: back, actor: ag.key, kind: 'lost', from: 'C', departed: arrive, req: name });
+        this.editable(this.emit({ t: back, actor: ag.key, kind: 'lost', from: COORDINATOR, departed: arrive, req: name }), step.downKey, arrive);
         return;
       }
       this.at(back, () => {
         this.bring(ag.key, back);
-        this.emit({ t: back, actor: ag.key, kind: 'reply', from: 'C', departed: arrive, req: name, ok: !!outcome.ok });
+        this.editable(this.emit({ t: back, actor: ag.key, kind: 'reply', from: COORDINATOR, departed: arrive, req: name, ok: !!outcome.ok }), step.downKey, arrive);
         handle(outcome, back);
       });
     });
   }
 
   // The coordinator processes req at time t and answers.
-  process(ag, req, what, t) {
-    this.bring('C', t);
+  process(ag, req, what, t, edit) {
+    this.bring(COORDINATOR, t);
     const name = this.reqName(req);
     // The request crosses the wire as JSON, as it would between processes.
     const wire = JSON.parse(JSON.stringify(req));
     const outcome = what === 'renewal' ? this.coordinator.renew(wire) : this.coordinator.acquire(wire);
-    const ev = { t, actor: 'C', from: ag.key, req: name, what, issuedFence: this.coordinator.issuedFence };
+    const ev = { t, actor: COORDINATOR, from: ag.key, req: name, what, issuedFence: this.coordinator.issuedFence };
+    const emit = (e) => {
+      const out = this.emit(e);
+      if (edit) this.editable(out, edit.key, edit.offset);
+      return out;
+    };
     if (outcome.ok) {
       const g = outcome.grant;
       const until = millis(g.coordinatorExpiresAt);
@@ -557,22 +643,23 @@ class LaneRun {
       let gen = this.generations.find((x) => x.epoch === this.epoch && x.fence === g.fence && x.holder === holder);
       const prev = this.generations.filter((x) => x.epoch === this.epoch).at(-1);
       if (!gen) {
-        gen = { id: this.generations.length, epoch: this.epoch, holder, fence: g.fence, start: t, end: until };
+        gen = { id: this.generations.length, epoch: this.epoch, holder, fence: g.fence, start: t, end: until, from: until - this.s.ttl };
         this.generations.push(gen);
         const reassignedFrom = prev && prev.holder !== holder ? prev.holder : null;
-        this.emit({ ...ev, kind: 'grant', holder, fence: g.fence, until, reassignedFrom });
+        emit({ ...ev, kind: 'grant', holder, fence: g.fence, until, reassignedFrom });
         if (this.s.preset === 'push') this.push(g, t);
       } else if (what === 'renewal') {
         gen.end = until;
-        this.emit({ ...ev, kind: 'extend', holder, fence: g.fence, until });
+        gen.from = until - this.s.ttl;
+        emit({ ...ev, kind: 'extend', holder, fence: g.fence, until });
       } else {
-        this.emit({ ...ev, kind: 'replay', holder, fence: g.fence, until });
+        emit({ ...ev, kind: 'replay', holder, fence: g.fence, until });
       }
       this.genOfReq.set(req.requestId, gen.id);
     } else if (outcome.reason === 'expired') {
-      this.emit({ ...ev, kind: 'refuse-renewal' });
+      emit({ ...ev, kind: 'refuse-renewal' });
     } else {
-      this.emit({ ...ev, kind: 'deny', heldBy: outcome.heldBy, retryAfter: outcome.retryAfterMillis });
+      emit({ ...ev, kind: 'deny', heldBy: outcome.heldBy, retryAfter: outcome.retryAfterMillis });
     }
     return outcome;
   }
@@ -595,7 +682,7 @@ class LaneRun {
     }
   }
 
-  acquire(ag, th, i, t, step, attempt) {
+  acquire(ag, th, i, t, step, attempt, edit) {
     this.bring(ag.key, t);
     const req = ag.client.beginAcquire(RESOURCE);
     let sends = 0;
@@ -614,7 +701,7 @@ class LaneRun {
     const attemptSend = (ts) => {
       sends++;
       const loseReply = sends <= lose;
-      this.send(ag, ts, req, step, handle, 'acquire', sends > 1, loseReply);
+      this.send(ag, ts, req, step, handle, 'acquire', sends > 1, loseReply, sends === 1 ? edit : null);
       if (loseReply) {
         // No answer within the timeout: resend the very same request.
         const again = ts + step.timeout;
@@ -628,7 +715,7 @@ class LaneRun {
     attemptSend(t);
   }
 
-  renew(ag, th, i, t, step) {
+  renew(ag, th, i, t, step, edit) {
     this.bring(ag.key, t);
     if (!ag.lease) {
       this.emit({ t, actor: ag.key, kind: 'give-up', what: 'renewal' });
@@ -640,7 +727,7 @@ class LaneRun {
       else this.emit({ t: tr, actor: ag.key, kind: 'renewal-refused', expiresAt: this.fenced ? null : millis(ag.naive.expiresAt) });
       this.next(th, i, tr);
     };
-    this.send(ag, t, req, step, handle, 'renewal', false, false);
+    this.send(ag, t, req, step, handle, 'renewal', false, false, edit);
   }
 
   // A grant arrived at tr: make the lease.
@@ -660,23 +747,30 @@ class LaneRun {
     }
   }
 
-  check(ag, th, i, t) {
+  // Emits e with edit (from stepEdit) attached.
+  emitEdit(e, edit) {
+    const out = this.emit(e);
+    if (edit) this.editable(out, edit.key, edit.offset, edit.min);
+    return out;
+  }
+
+  check(ag, th, i, t, edit) {
     this.bring(ag.key, t);
     if (!ag.lease) {
-      this.emit({ t, actor: ag.key, kind: 'check', result: 'none' });
+      this.emitEdit({ t, actor: ag.key, kind: 'check', result: 'none' }, edit);
       return;
     }
     if (this.fenced) {
       const expired = ag.lease.hasExpired();
-      this.emit({ t, actor: ag.key, kind: 'check', result: expired ? 'expired' : 'valid', advisory: true });
+      this.emitEdit({ t, actor: ag.key, kind: 'check', result: expired ? 'expired' : 'valid', advisory: true }, edit);
       return this.next(th, i, t);
     }
     const valid = ag.naive.valid();
-    this.emit({ t, actor: ag.key, kind: 'check', result: valid ? 'valid' : 'expired', expiresAt: millis(ag.naive.expiresAt) });
+    this.emitEdit({ t, actor: ag.key, kind: 'check', result: valid ? 'valid' : 'expired', expiresAt: millis(ag.naive.expiresAt) }, edit);
     if (valid) this.next(th, i, t);
   }
 
-  write(ag, th, i, t, step) {
+  write(ag, th, i, t, step, edit) {
     this.bring(ag.key, t);
     const before = this.resource.value;
     const beforeBy = this.resource.by;
@@ -691,16 +785,16 @@ class LaneRun {
     const base = { t, actor: ag.key, kind: 'write', gen: ag.gen, value: step.value, before, beforeBy, stale };
     if (!this.fenced) {
       apply();
-      this.emit({ ...base, landed: true, fence: null });
+      this.emitEdit({ ...base, landed: true, fence: null }, edit);
       return this.next(th, i, t);
     }
     const floorBefore = this.gate.floor;
     try {
       this.gate.commit(ag.lease.token, apply);
-      this.emit({ ...base, landed: true, fence, floorBefore, floor: this.gate.floor });
+      this.emitEdit({ ...base, landed: true, fence, floorBefore, floor: this.gate.floor }, edit);
     } catch (err) {
       if (!(err instanceof this.lib.StaleFenceError)) throw err;
-      this.emit({ ...base, landed: false, fence, floorBefore, floor: this.gate.floor, rejection: plainRejection(err.rejection) });
+      this.emitEdit({ ...base, landed: false, fence, floorBefore, floor: this.gate.floor, rejection: plainRejection(err.rejection) }, edit);
     }
     this.next(th, i, t);
   }
@@ -710,7 +804,7 @@ class LaneRun {
   // async function, when step.tryCommit). The write's value lands when its
   // store call ends; events: write-call (the call, and whether it had to
   // queue), write-begin (its turn came later), write (landed or refused).
-  writeAsync(ag, th, i, t, step) {
+  writeAsync(ag, th, i, t, step, edit) {
     this.bring(ag.key, t);
     const wid = this.wids++;
     const fence = ag.lease.token.fence;
@@ -727,11 +821,13 @@ class LaneRun {
       const overtaken = this.events.some((e) => e.kind === 'write' && e.landed && e.actor !== ag.key && e.t > began);
       const stale = !(this.generations[ag.gen].end > began) || overtaken;
       const floor = this.fenced ? this.gate.floor : undefined;
-      this.emit({ ...base, t: this.now, kind: 'write', landed: true, fence: this.fenced ? fence : null, began, before, beforeBy, stale, overtaken, floorBefore, floor });
+      const e = this.emit({ ...base, t: this.now, kind: 'write', landed: true, fence: this.fenced ? fence : null, began, before, beforeBy, stale, overtaken, floorBefore, floor });
+      // The landing is placed by the store call's length, when it has one.
+      if (step.editMs) this.editable(e, step.editMs, began, 0);
     };
     if (!this.fenced) {
       began = t;
-      this.emit({ ...base, t, kind: 'write-call', fence: null, queued: false });
+      this.emitEdit({ ...base, t, kind: 'write-call', fence: null, queued: false }, edit);
       (async () => {
         await store();
         land(undefined);
@@ -765,7 +861,7 @@ class LaneRun {
       land(this.gate.floor);
     };
     const done = this.gate.commitAsync(ag.lease.token, fn);
-    this.emit({ ...base, t, kind: 'write-call', fence, queued: began === null, floorBefore: floorAtCall, floor: this.gate.floor });
+    this.emitEdit({ ...base, t, kind: 'write-call', fence, queued: began === null, floorBefore: floorAtCall, floor: this.gate.floor }, edit);
     this.lastFloor = this.gate.floor;
     // A detached write lets its thread go on at once; otherwise the thread
     // waits for the write to settle.
@@ -782,34 +878,50 @@ class LaneRun {
   }
 
   finish() {
-    const events = this.events;
-    // The coordinator never announces an expiry; it just stops honouring the
-    // lease. Draw each generation's end where it fell.
-    const last = events.reduce((m, e) => Math.max(m, e.t), 0);
-    for (const g of this.generations) {
-      if (g.end <= last) {
-        events.push({ seq: events.length, t: g.end, actor: 'C', kind: 'expire', forgotten: !!g.forgotten, holder: g.holder, fence: g.fence, prio: g.forgotten ? 1 : -1 });
-      }
-    }
-    events.sort((a, b) => a.t - b.t || (a.prio ?? 0) - (b.prio ?? 0) || a.seq - b.seq);
-    events.forEach((e, n) => {
-      e.seq = n;
-      e.rank = n > 0 && events[n - 1].t === e.t ? events[n - 1].rank + 1 : 0;
-      delete e.prio;
-    });
-    const generations = this.generations.map((g) => ({ ...g }));
-    return {
+    return finishLane({
       mode: this.mode,
-      events,
-      generations,
-      windows: staleWindows(events, generations),
+      events: this.events,
+      generations: this.generations,
       rejections: this.gate ? this.gate.rejections.map(plainRejection) : [],
       finalValue: this.resource.value,
       finalBy: this.resource.by,
       floor: this.gate ? this.gate.floor : null,
+      initialFloor: this.fenced ? this.s.floor : null,
       issuedFence: this.coordinator.issuedFence,
-    };
+    });
   }
+}
+
+/**
+ * Completes a lane from what happened in it (the model's LaneRun, or the
+ * page's live mode): adds an expiry event at the end of each generation the
+ * run reached (the coordinator never announces one; its edit is the TTL),
+ * sorts the events by time (an expiry before what happens at the same
+ * instant, a forgetting restart's end after), numbers them (seq, and rank
+ * among events at the same t) and finds the stale windows.
+ * lane: { mode, events, generations, rejections, finalValue, finalBy, floor,
+ * initialFloor, issuedFence }; generations: { id, holder, fence, start, end,
+ * from, forgotten }, `from` being the coordinator's reading its end counts
+ * the TTL from. Returns the lane (a new object; events are changed in place).
+ */
+export function finishLane(lane) {
+  const events = lane.events;
+  const last = events.reduce((m, e) => Math.max(m, e.t), 0);
+  for (const g of lane.generations) {
+    if (g.end <= last) {
+      const e = { seq: events.length, t: g.end, actor: COORDINATOR, kind: 'expire', forgotten: !!g.forgotten, holder: g.holder, fence: g.fence, prio: g.forgotten ? 1 : -1 };
+      if (!g.forgotten && g.from !== undefined) e.edit = { key: 'ttl', offset: g.from, min: 1, max: 60000 };
+      events.push(e);
+    }
+  }
+  events.sort((a, b) => a.t - b.t || (a.prio ?? 0) - (b.prio ?? 0) || a.seq - b.seq);
+  events.forEach((e, n) => {
+    e.seq = n;
+    e.rank = n > 0 && events[n - 1].t === e.t ? events[n - 1].rank + 1 : 0;
+    delete e.prio;
+  });
+  const generations = lane.generations.map((g) => ({ ...g }));
+  return { ...lane, events, generations, windows: staleWindows(events, generations) };
 }
 
 /**
@@ -868,7 +980,7 @@ export function stateAt(lane, pos) {
   const shownEvents = lane.events.filter((e) => visible(e, pos));
   let value = null;
   let by = null;
-  let floor = lane.mode === 'fenced' ? 0 : null;
+  let floor = lane.mode === 'fenced' ? lane.initialFloor ?? 0 : null;
   const landed = [];
   const rejections = [];
   for (const e of shownEvents) {

@@ -1,23 +1,56 @@
 // Drawing: one lane's events as an SVG timeline, up to a cursor time. The
 // timeline is drawn in CSS pixels at the width it is given, so text keeps its
 // size on every screen; labels are measured as they are placed and moved (or,
-// when there is no room at all, left out) so that no two overlap. Every
-// element is made with createElementNS and every string goes in through
-// textContent or setAttribute, never markup, so nothing from the URL or the
-// library can become HTML.
+// when there is no room at all, left out) so that no two overlap and none
+// crosses a drawn line. Every element is made with createElementNS and every
+// string goes in through textContent or setAttribute, never markup, so
+// nothing from the URL or the library can become HTML.
+//
+// The drawing is built apart from the page and attached once: labels are
+// measured with a canvas (fonts read once per label class from the page's
+// own CSS), so drawing a lane forces no layout. That keeps a redraw cheap
+// enough to follow a dragged event frame by frame.
 
-import { fmt } from './model.js';
+import { fmt, COORDINATOR } from './model.js';
 import { describe } from './words.js';
 
 const NS = 'http://www.w3.org/2000/svg';
-
-/** Row positions (px) of the two layouts: the playground's and the compact one of embeds. */
-export const LAYOUTS = {
-  normal: { top: 13, A: 50, B: 104, C: 160, bar: 7, beliefA: 178, beliefB: 188, token: 218, R: 240, floor: 22, floorStep: 4, outcome: 278, axis: 300, H: 320, font: 11, line: 13, minWidth: 440 },
-  compact: { top: 9, A: 27, B: 53, C: 80, bar: 6, beliefA: 92, beliefB: 101, token: 117, R: 128, floor: 15, floorStep: 3, outcome: 147, axis: 152, H: 168, font: 10, line: 11, minWidth: 0 },
-};
 const PAD_L = 10;
 const PAD_R = 14;
+
+/**
+ * Row positions (px) of a timeline with these agents ('A', 'B', maybe 'C'):
+ * the playground's layout, or the compact one of embeds. With two agents
+ * the rows are where they always were.
+ */
+export function layoutOf(agents, compact) {
+  const c = !!compact;
+  const L = { compact: c, agents: [...agents], top: c ? 9 : 13, bar: c ? 6 : 7, floor: c ? 15 : 22, floorStep: c ? 3 : 4, font: c ? 10 : 11, line: c ? 11 : 13, minWidth: c ? 0 : 440 };
+  const gap = c ? 26 : 54;
+  let y = c ? 27 : 50;
+  for (const k of agents) {
+    L[k] = y;
+    y += gap;
+  }
+  L.K = y - gap + (c ? 27 : 56);
+  L.belief = {};
+  const beliefGap = c ? 9 : 10;
+  let b = L.K + (c ? 12 : 18);
+  for (const k of agents) {
+    L.belief[k] = b;
+    b += beliefGap;
+  }
+  L.lastBelief = b - beliefGap;
+  L.token = L.lastBelief + (c ? 16 : 30);
+  L.R = L.token + (c ? 11 : 22);
+  L.outcome = L.R + (c ? 19 : 38);
+  L.axis = L.R + (c ? 24 : 60);
+  L.H = L.axis + (c ? 16 : 20);
+  return L;
+}
+
+/** The agents drawn in run (A and B, and C when the scenario has it). */
+export const agentsOf = (run) => (run.scenario?.agents === 3 ? ['A', 'B', 'C'] : ['A', 'B']);
 
 function el(name, attrs = {}, text) {
   const e = document.createElementNS(NS, name);
@@ -25,6 +58,54 @@ function el(name, attrs = {}, text) {
   if (text !== undefined) e.textContent = text;
   return e;
 }
+
+// --- measuring text without layout -------------------------------------------
+
+let probe = null;
+let canvas = null;
+const fonts = new Map();
+const widths = new Map();
+
+// The CSS font of an SVG text of class cls, read once from a hidden probe.
+function fontOf(cls, compact) {
+  const key = `${compact ? 'c' : 'n'} ${cls}`;
+  let f = fonts.get(key);
+  if (f) return f;
+  if (!probe) {
+    probe = el('svg', { class: 'tl', 'aria-hidden': 'true', width: 0, height: 0 });
+    // Through the CSSOM: the page's Content-Security-Policy refuses style attributes.
+    Object.assign(probe.style, { position: 'absolute', left: '-9999px', top: '0', visibility: 'hidden' });
+    probe.append(el('text', {}, 'x'));
+    document.body.append(probe);
+  }
+  probe.setAttribute('class', `tl${compact ? ' compact' : ''}`);
+  const t = probe.firstChild;
+  t.setAttribute('class', cls);
+  const cs = getComputedStyle(t);
+  f = `${cs.fontStyle} ${cs.fontWeight} ${cs.fontSize} ${cs.fontFamily}`;
+  fonts.set(key, f);
+  return f;
+}
+
+// The box of text drawn at (x, y) with anchor, in the font of its class:
+// canvas metrics, the same the SVG text uses (its box is the font's ascent
+// and descent high), plus half a pixel left and right.
+function measure(text, cls, compact, x, y, anchor) {
+  const font = fontOf(cls, compact);
+  const key = `${font}\u0000${text}`;
+  let m = widths.get(key);
+  if (!m) {
+    canvas ??= document.createElement('canvas').getContext('2d');
+    canvas.font = font;
+    const r = canvas.measureText(text);
+    m = { w: r.width, asc: r.fontBoundingBoxAscent, desc: r.fontBoundingBoxDescent };
+    widths.set(key, m);
+  }
+  const x0 = anchor === 'middle' ? x - m.w / 2 : anchor === 'end' ? x - m.w : x;
+  return { x: x0 - 0.5, y: y - m.asc, width: m.w + 1, height: m.asc + m.desc };
+}
+
+// --- the time axis -------------------------------------------------------------
 
 /**
  * The time range both lanes share: every event, message arrival and model
@@ -55,6 +136,20 @@ export function extentOf(run) {
   return { t0: start < 0 ? start - span * 0.02 : 0, t1: Math.max(far + span * 0.03, 1) };
 }
 
+/** The x of time t and the time at x, for a timeline W px wide over extent. */
+export function scaleOf(extent, W) {
+  const { t0, t1 } = extent;
+  const span = W - PAD_L - PAD_R;
+  return {
+    x: (t) => PAD_L + ((Math.min(Math.max(t, t0), t1) - t0) / (t1 - t0)) * span,
+    t: (x) => t0 + ((x - PAD_L) / span) * (t1 - t0),
+    msPerPx: (t1 - t0) / span,
+  };
+}
+
+/** The width a timeline is drawn at, given the width it has. */
+export const widthOf = (width, compact) => Math.max(width, compact ? 0 : 440, 200);
+
 function niceStep(span, count) {
   const raw = span / Math.max(2, count);
   const p = 10 ** Math.floor(Math.log10(raw));
@@ -63,34 +158,40 @@ function niceStep(span, count) {
 }
 
 /** The row labels, drawn apart from the timeline so they stay put while it scrolls. */
-export function drawRowLabels(container, compact) {
-  const L = compact ? LAYOUTS.compact : LAYOUTS.normal;
+export function drawRowLabels(container, compact, agents = ['A', 'B']) {
+  const L = layoutOf(agents, compact);
   const w = compact ? 84 : 92;
   const svg = el('svg', { width: w, height: L.H, viewBox: `0 0 ${w} ${L.H}`, class: `tl rows${compact ? ' compact' : ''}`, 'aria-hidden': 'true' });
-  const rows = [
-    ['A', 'Agent A', L.A, 'rowlabel who-A'],
-    ['B', 'Agent B', L.B, 'rowlabel who-B'],
-    ['C', 'Coordinator', L.C, 'rowlabel'],
-    ['a', "A's belief", L.beliefA, 'sublabel who-A'],
-    ['b', "B's belief", L.beliefB + 3, 'sublabel who-B'],
-    ['R', 'Resource', L.R, 'rowlabel'],
-    ['t', 'time, ms', L.axis + L.font - 1, 'sublabel'],
-  ];
+  const rows = agents.map((k) => [k, `Agent ${k}`, L[k], `rowlabel who-${k}`]);
+  rows.push([COORDINATOR, 'Coordinator', L.K, 'rowlabel']);
+  // The belief rows are close together: their names keep a line apart.
+  let prev = -Infinity;
+  for (const k of agents) {
+    const y = Math.max(L.belief[k], prev + (compact ? 10 : 12) - 4);
+    rows.push([k.toLowerCase(), `${k}'s belief`, y, `sublabel who-${k}`]);
+    prev = y + 4;
+  }
+  rows.push(['R', 'Resource', L.R, 'rowlabel'], ['t', 'time, ms', L.axis + L.font - 1, 'sublabel']);
   for (const [key, text, y, cls] of rows) svg.append(el('text', { x: w - 6, y: y + 4, 'text-anchor': 'end', class: cls, 'data-row': key }, text));
   container.replaceChildren(svg);
 }
+
+// --- one lane -------------------------------------------------------------------
 
 /**
  * Draws lane into container (replacing what was there) at position state:
  * { shown: events shown, cursor: virtual time, revealed: seqs this step
  * revealed, ghost: draw the whole run faintly behind (the first frame) }.
- * opts: { extent, width (px), compact, summary }.
+ * opts: { extent, width (px), compact, summary, agents }.
+ * Returns { W, scale, handles }: handles are the events shown that a
+ * parameter places (those with an `edit`), with where to grab them.
  */
 export function drawLane(container, lane, state, opts) {
-  const L = opts.compact ? LAYOUTS.compact : LAYOUTS.normal;
-  const W = Math.max(opts.width, L.minWidth, 200);
-  const { t0, t1 } = opts.extent;
-  const x = (t) => PAD_L + ((Math.min(Math.max(t, t0), t1) - t0) / (t1 - t0)) * (W - PAD_L - PAD_R);
+  const L = layoutOf(opts.agents ?? ['A', 'B'], opts.compact);
+  const W = widthOf(opts.width, opts.compact);
+  const scale = scaleOf(opts.extent, W);
+  const { x } = scale;
+  const { t1 } = opts.extent;
   const id = `tl-${lane.mode}`;
   const svg = el('svg', {
     width: W,
@@ -112,21 +213,19 @@ export function drawLane(container, lane, state, opts) {
   svg.append(defs);
 
   const back = el('g', { class: 'back' });
+  const marks = el('g', { class: 'highlights' });
   const ghost = el('g', { class: 'ghost', 'aria-hidden': 'true' });
   const shapes = el('g', { class: 'events' });
-  const marks = el('g', { class: 'highlights' });
   const texts = el('g', { class: 'labels' });
-  svg.append(back, ghost, shapes, marks, texts);
-  // Attached now so that labels can be measured as they are placed.
-  const scroll = container.scrollLeft;
-  container.replaceChildren(svg);
+  svg.append(back, marks, ghost, shapes, texts);
 
-  const ctx = { lane, L, W, x, id, t1 };
+  const ctx = { lane, L, W, x, id, t1, compact: !!opts.compact };
   const labels = [];
   const obstacles = [];
+  const segments = [];
 
   // Rows, axis, the stale windows and the cursor: behind everything else.
-  for (const key of ['A', 'B', 'C', 'R']) back.append(el('line', { x1: PAD_L, x2: W - PAD_R, y1: L[key], y2: L[key], class: 'row' }));
+  for (const key of [...L.agents, 'K', 'R']) back.append(el('line', { x1: PAD_L, x2: W - PAD_R, y1: L[key], y2: L[key], class: 'row' }));
   for (const w of lane.windows) {
     if (state.cursor <= w.from) continue;
     const to = Math.min(w.to, state.cursor);
@@ -134,12 +233,12 @@ export function drawLane(container, lane, state, opts) {
     const text = w.forgotten
       ? `${w.holder} still believes; the restarted coordinator forgot it at ${fmt(w.from)}`
       : `${w.holder} still believes in fence ${w.fence}; the coordinator let it go at ${fmt(w.from)}`;
-    labels.push({ prio: 0, x: x(w.from) + 3, y: L.top, text: opts.compact ? `${w.holder} still believes; let go at ${fmt(w.from)}` : text, alts: [`${w.holder} still believes`, `${w.holder} believes`], anchor: 'start', cls: 'window-label', kind: 'window', dys: [0, 1] });
+    labels.push({ prio: 0, x: x(w.from) + 3, y: L.top, text: opts.compact ? `${w.holder} still believes; let go at ${fmt(w.from)}` : text, alts: [`${w.holder} still believes`, `${w.holder} believes`], anchor: 'start', cls: 'window-label', kind: 'window', dys: [0, 1, 2], dxs: [0, { w: -1, px: -6 }] });
   }
   const axis = el('g', { class: 'axis' });
   axis.append(el('line', { x1: PAD_L, x2: W - PAD_R, y1: L.axis, y2: L.axis }));
-  const step = niceStep(t1 - t0, Math.floor((W - PAD_L - PAD_R) / 70));
-  for (let t = Math.ceil(t0 / step) * step; t <= t1; t += step) {
+  const step = niceStep(t1 - opts.extent.t0, Math.floor((W - PAD_L - PAD_R) / 70));
+  for (let t = Math.ceil(opts.extent.t0 / step) * step; t <= t1; t += step) {
     axis.append(el('line', { x1: x(t), x2: x(t), y1: L.axis, y2: L.axis + 4 }));
     labels.push({ prio: 1, x: x(t), y: L.axis + L.font + 3, text: fmt(t), anchor: 'middle', cls: 'tick', kind: 'tick', dys: [0] });
   }
@@ -148,65 +247,159 @@ export function drawLane(container, lane, state, opts) {
 
   if (state.ghost) {
     const all = new Set(lane.events.map((e) => e.seq));
-    drawEvents({ ...ctx, layer: ghost, vis: all, cursor: Infinity, labels: [], obstacles: [] });
+    drawEvents({ ...ctx, layer: ghost, vis: all, cursor: Infinity, labels: [], obstacles: [], segments: [], bounds: new Map() });
   }
-  drawEvents({ ...ctx, layer: shapes, vis: new Set(state.shown.map((e) => e.seq)), cursor: state.cursor, labels, obstacles });
+  const bounds = new Map();
+  drawEvents({ ...ctx, layer: shapes, vis: new Set(state.shown.map((e) => e.seq)), cursor: state.cursor, labels, obstacles, segments, bounds });
 
-  // The changed elements of this step, outlined.
+  // The changed elements of this step, marked by a halo behind them.
   for (const seq of state.revealed ?? []) {
+    const b = bounds.get(seq);
     const g = shapes.querySelector(`g.ev[data-seq="${seq}"]`);
-    if (!g) continue;
-    const b = g.getBBox();
-    if (b.width === 0 && b.height === 0) continue;
+    if (!b || !g) continue;
     g.classList.add('changed');
     marks.append(el('rect', { x: b.x - 4, y: b.y - 4, width: b.width + 8, height: b.height + 8, rx: 4, class: 'hl', 'data-seq': seq }));
   }
 
-  placeLabels(texts, labels, obstacles, W, L);
+  placeLabels(texts, labels, obstacles, segments, W, L, ctx.compact);
 
-  // On a narrow screen the timeline scrolls sideways: keep the cursor in view.
-  const shown = container.clientWidth;
-  const full = container.scrollWidth;
-  if (full > shown) {
+  // On a narrow screen the timeline scrolls sideways (opts.scroller, or
+  // container): keep the cursor in view.
+  const scroller = opts.scroller ?? container;
+  const scroll = scroller.scrollLeft;
+  container.replaceChildren(svg);
+  const shown = opts.width;
+  if (W > shown + 0.5 && !opts.keepScroll) {
     const cx = x(Math.min(state.cursor, t1));
-    container.scrollLeft = cx < scroll + 40 || cx > scroll + shown - 40 ? Math.max(0, cx - shown * 0.6) : scroll;
+    scroller.scrollLeft = cx < scroll + 40 || cx > scroll + shown - 40 ? Math.max(0, cx - shown * 0.6) : scroll;
+  }
+  // The events a parameter places, where to grab each: those shown, or on
+  // the first frame (state.ghost) every one of the faint whole run.
+  return { W, L, scale, handles: handlesOf(state.ghost ? lane.events : state.shown, L, x) };
+}
+
+/** Where to grab each event of events that a parameter places: [{ seq, e, x, y }]. */
+export function handlesOf(events, L, x) {
+  const out = [];
+  for (const e of events) {
+    if (!e.edit) continue;
+    const at = grabPoint(e, L, x);
+    if (at) out.push({ seq: e.seq, e, ...at });
+  }
+  return out;
+}
+
+// Where the pointer grabs an event to move it along its row.
+function grabPoint(e, L, x) {
+  const cx = x(e.t);
+  const row = L[e.actor];
+  switch (e.kind) {
+    case 'check':
+    case 'write-call':
+      return { x: cx, y: row };
+    case 'send':
+      return { x: cx, y: row + 12 };
+    case 'reply':
+    case 'lost':
+      return { x: cx, y: row + 12 };
+    case 'write':
+      return { x: cx, y: L.R };
+    case 'grant':
+    case 'deny':
+    case 'extend':
+    case 'replay':
+    case 'refuse-renewal':
+    case 'expire':
+      return { x: cx, y: L.K };
+    case 'restart':
+      return { x: cx, y: L.K - 18 };
+    default:
+      return null;
   }
 }
 
 function drawEvents(c) {
-  const { lane, L, x, id, layer, vis, cursor, labels, obstacles } = c;
+  const { lane, L, x, id, layer, vis, cursor, labels, obstacles, segments, bounds } = c;
   const grants = lane.events.filter((e) => e.kind === 'grant' && vis.has(e.seq));
+  let current = null; // the event whose shapes are being drawn, for its bounds
+  const grow = (x0, y0, w, h) => {
+    if (current === null) return;
+    const b = bounds.get(current);
+    if (!b) bounds.set(current, { x: x0, y: y0, width: w, height: h });
+    else {
+      const x1 = Math.max(b.x + b.width, x0 + w);
+      const y1 = Math.max(b.y + b.height, y0 + h);
+      b.x = Math.min(b.x, x0);
+      b.y = Math.min(b.y, y0);
+      b.width = x1 - b.x;
+      b.height = y1 - b.y;
+    }
+  };
   const group = (e, extra = {}) => {
+    current = e.seq;
     const g = el('g', { class: `ev ev-${e.kind} who-${e.actor}`, 'data-seq': e.seq, 'data-kind': e.kind, 'data-actor': e.actor, 'data-t': e.t, ...extra });
     g.append(el('title', {}, `t=${fmt(e.t)}: ${describe(e, lane.mode)}`));
     layer.append(g);
     return g;
   };
   const label = (e, spec) => labels.push({ seq: e.seq, ...spec });
-  const box = (x0, y0, w, h) => obstacles.push({ x: x0, y: y0, width: w, height: h });
+  const box = (x0, y0, w, h) => {
+    obstacles.push({ x: x0, y: y0, width: w, height: h });
+    grow(x0, y0, w, h);
+  };
+  // A line labels keep clear of.
+  const seg = (x1, y1, x2, y2) => {
+    segments.push({ x1, y1, x2, y2 });
+    grow(Math.min(x1, x2) - 1, Math.min(y1, y2) - 1, Math.abs(x2 - x1) + 2, Math.abs(y2 - y1) + 2);
+  };
+  // An arrowhead (the markers above: 7 stroke widths long and wide) at
+  // (xb, yb), pointing away from (xa, ya): its outline is kept clear too.
+  const head = (xa, ya, xb, yb, sw) => {
+    const len = Math.hypot(xb - xa, yb - ya);
+    if (len === 0) return;
+    const ux = (xb - xa) / len;
+    const uy = (yb - ya) / len;
+    const size = 7 * sw;
+    // The marker's tip is 0.1 of its length past the line's end (refX 9 of 10).
+    const tx = xb + ux * size * 0.1;
+    const ty = yb + uy * size * 0.1;
+    const bx = xb - ux * size * 0.9;
+    const by = yb - uy * size * 0.9;
+    const px = -uy * size * 0.5;
+    const py = ux * size * 0.5;
+    seg(tx, ty, bx + px, by + py);
+    seg(tx, ty, bx - px, by - py);
+    seg(bx + px, by + py, bx - px, by - py);
+  };
   // The token a write carries, beside its arrow.
-  const writeToken = (e, cx, yA, status) => {
+  const writeToken = (e, cx, status) => {
     const token = e.fence === null ? 'write, no token' : `write, fence ${e.fence}`;
-    label(e, { prio: 0, x: cx + 4, y: L.token, text: token, alts: e.fence === null ? ['no token', '∅'] : [`fence ${e.fence}`, `#${e.fence}`], anchor: 'start', cls: `small write-label ${status}-text`, kind: 'token', wid: e.wid, dys: [0, -1, 1, -2, 2], dxs: [0, -2] });
+    // Clear of the arrowhead, which is as wide as 3.5 stroke widths either side.
+    label(e, { prio: 0, x: cx + 8, y: L.token, text: token, alts: e.fence === null ? ['no token', '∅'] : [`fence ${e.fence}`, `#${e.fence}`], anchor: 'start', cls: `small write-label ${status}-text`, kind: 'token', wid: e.wid, dys: [0, -1, 1, -2, 2], dxs: [0, LEFT_OF_ARROW] });
   };
   // An async write in flight along the resource row, from its start to its
   // landing (or the cursor).
   const flight = (g, e, end, cx) => {
     const stop = Math.min(end ? end.t : Infinity, cursor);
-    if (stop > e.t) g.append(el('line', { x1: cx, x2: x(stop), y1: L.R, y2: L.R, class: `flight who-${e.actor}` }));
+    if (stop > e.t) {
+      g.append(el('line', { x1: cx, x2: x(stop), y1: L.R, y2: L.R, class: `flight who-${e.actor}` }));
+      box(cx, L.R - 3, x(stop) - cx, 6);
+    }
   };
+  const beliefY = (k) => L.belief[k] ?? L.lastBelief;
 
   // The coordinator's own copy of each lease generation.
+  current = null;
   for (const gen of lane.generations) {
     if (!grants.some((e) => e.holder === gen.holder && e.fence === gen.fence && e.t === gen.start)) continue;
     const end = Math.min(gen.end, cursor);
     const g = el('g', { class: `gen who-${gen.holder}`, 'data-holder': gen.holder, 'data-fence': gen.fence });
     const w = Math.max(1, x(end) - x(gen.start));
-    g.append(el('rect', { x: x(gen.start), y: L.C - L.bar, width: w, height: 2 * L.bar, rx: 3 }));
+    g.append(el('rect', { x: x(gen.start), y: L.K - L.bar, width: w, height: 2 * L.bar, rx: 3 }));
     layer.append(g);
     // Only the bar's own name goes inside it.
-    obstacles.push({ x: x(gen.start), y: L.C - L.bar, width: w, height: 2 * L.bar, bar: true });
-    labels.push({ prio: 2, x: x(gen.start) + 6, y: L.C + 4, text: `${gen.holder} #${gen.fence}`, anchor: 'start', cls: 'inbar', kind: 'inbar', dys: [0], dxs: [0, 1, 2], within: [x(gen.start), x(gen.start) + w] });
+    obstacles.push({ x: x(gen.start), y: L.K - L.bar, width: w, height: 2 * L.bar, bar: true });
+    labels.push({ prio: 2, x: x(gen.start) + 6, y: L.K + 4, text: `${gen.holder} #${gen.fence}`, anchor: 'start', cls: 'inbar', kind: 'inbar', dys: [0], dxs: [0, 1, 2], within: [x(gen.start), x(gen.start) + w] });
   }
 
   // What each holder believes, under the coordinator's copy: from a lease
@@ -218,7 +411,7 @@ function drawEvents(c) {
     if (!vis.has(e.seq)) continue;
     const later = leases.find((o) => o.actor === e.actor && o.seq > e.seq);
     const stop = later && vis.has(later.seq) ? later.t : null;
-    const y = e.actor === 'A' ? L.beliefA : L.beliefB;
+    const y = beliefY(e.actor);
     const g = group(e, { 'data-deadline': e.deadline });
     const endAll = stop === null ? e.deadline : Math.min(stop, e.deadline);
     const x0 = x(e.t);
@@ -235,24 +428,31 @@ function drawEvents(c) {
       const xd = x(e.deadline);
       g.append(el('line', { x1: xd, x2: xd, y1: y - 6, y2: y + 6, class: 'deadline dead', 'data-deadline': e.deadline }));
       g.append(el('line', { x1: xd, x2: x0, y1: y, y2: y, class: 'deadline dead' }));
+      seg(xd, y - 6, xd, y + 6);
+      seg(xd, y, x0, y);
       label(e, { prio: 1, x: x0 + 4, y: y + 4, text: `dead on arrival (deadline ${fmt(e.deadline)})`, alts: [`dead on arrival`], anchor: 'start', cls: 'small bad-text', kind: 'belief', dys: [0, 1, -1, 2], dxs: [0, -2] });
       continue;
     }
-    if (e.deadline <= c.t1) g.append(el('line', { x1: x(e.deadline), x2: x(e.deadline), y1: y - 6, y2: y + 6, class: 'deadline' }));
+    if (e.deadline <= c.t1) {
+      g.append(el('line', { x1: x(e.deadline), x2: x(e.deadline), y1: y - 6, y2: y + 6, class: 'deadline' }));
+      seg(x(e.deadline), y - 6, x(e.deadline), y + 6);
+    }
     const diff = gen ? e.deadline - gen.end : 0;
     if (gen && diff !== 0 && cursor >= Math.min(e.deadline, gen.end)) {
       const text = diff > 0 ? `${e.actor} believes ${fmt(diff)} ms too long` : `${fmt(-diff)} ms inside the coordinator's`;
       const alts = diff > 0 ? [`${e.actor}: ${fmt(diff)} ms too long`, `+${fmt(diff)} ms`] : [`${fmt(-diff)} ms inside`, `−${fmt(-diff)} ms`];
-      label(e, { prio: 1, x: x(Math.max(e.deadline, gen.end)) + 4, y: y + 4, text, alts, anchor: 'start', cls: diff > 0 ? 'small bad-text' : 'small', kind: 'belief', dys: [0, 1, 2, -1], dxs: [0, -2] });
+      label(e, { prio: 1, x: x(Math.max(e.deadline, gen.end)) + 4, y: y + 4, text, alts, anchor: 'start', cls: diff > 0 ? 'small bad-text' : 'small', kind: 'belief', dys: [0, 1, 2, -1, 3], dxs: [0, -2, 1, 2] });
     }
   }
 
   // The gate's floor, as a step line under the resource row (fenced lane).
+  current = null;
   if (lane.mode === 'fenced') {
     const level = (f) => L.R + L.floor - L.floorStep * Math.min(f, 4);
-    let f = 0;
-    let px = 0;
-    const pts = [`${PAD_L},${level(0)}`];
+    const f0 = lane.initialFloor ?? 0;
+    let f = f0;
+    let px = PAD_L;
+    const pts = [[PAD_L, level(f0)]];
     const rises = [];
     for (const e of lane.events) {
       if (!vis.has(e.seq) || e.t > cursor) continue;
@@ -262,18 +462,19 @@ function drawEvents(c) {
       else if ((e.kind === 'write-call' || e.kind === 'write-begin') && e.floor !== undefined) nf = Math.max(f, e.floor);
       if (nf !== f) {
         px = x(e.t);
-        pts.push(`${px},${level(f)}`, `${px},${level(nf)}`);
+        pts.push([px, level(f)], [px, level(nf)]);
         rises.push({ x: px, f: nf, seq: e.seq });
         f = nf;
       }
     }
-    pts.push(`${x(Math.min(cursor, c.t1))},${level(f)}`);
+    pts.push([x(Math.min(cursor, c.t1)), level(f)]);
+    for (let i = 1; i < pts.length; i++) segments.push({ x1: pts[i - 1][0], y1: pts[i - 1][1], x2: pts[i][0], y2: pts[i][1] });
     const g = el('g', { class: 'floor', 'data-floor': f });
     g.append(el('title', {}, `The gate's floor: ${f}`));
-    g.append(el('polyline', { points: pts.join(' '), class: 'floor-line' }));
+    g.append(el('polyline', { points: pts.map((p) => p.join(',')).join(' '), class: 'floor-line' }));
     layer.append(g);
-    for (const r of rises) labels.push({ seq: r.seq, prio: 0, x: r.x + 3, y: level(r.f) + 11, text: `floor ${r.f}`, alts: [`${r.f}`], anchor: 'start', cls: 'small floor-label', kind: 'floor', dys: [0, 1, 2, -2], dxs: [0, -2] });
-    if (!rises.length && cursor > 0) labels.push({ prio: 5, x: PAD_L + 2, y: level(0) + 11, text: 'floor 0', anchor: 'start', cls: 'small floor-label', kind: 'floor', dys: [0, 1] });
+    for (const r of rises) labels.push({ seq: r.seq, prio: 0, x: r.x + 3, y: level(r.f) + 11, text: `floor ${r.f}`, alts: [`${r.f}`], anchor: 'start', cls: 'small floor-label', kind: 'floor', dys: [0, 1, 2, -2], dxs: [0, { w: -1, px: -8 }, 1, 2] });
+    if (!rises.length && cursor > 0) labels.push({ prio: 5, x: PAD_L + 2, y: level(f0) + 11, text: `floor ${f0}`, anchor: 'start', cls: 'small floor-label', kind: 'floor', dys: [0, 1] });
   }
 
   for (const e of lane.events) {
@@ -285,23 +486,25 @@ function drawEvents(c) {
         const g = group(e);
         const w = Math.max(1, x(Math.min(e.until, cursor)) - x(e.t));
         g.append(el('rect', { x: x(e.t), y: yA - 7, width: w, height: 14, rx: 3, class: 'model' }));
+        obstacles.push({ x: x(e.t), y: yA - 7, width: w, height: 14, bar: true });
+        grow(x(e.t), yA - 7, w, 14);
         labels.push({ seq: e.seq, prio: 3, x: x(e.t) + 9, y: yA + 4, text: 'model call', anchor: 'start', cls: 'inbar', kind: 'inbar', dys: [0], within: [x(e.t), x(e.t) + w] });
         break;
       }
       case 'send':
-        if (shown) message(c, group(e), e.t, yA + 7, e.arrive, L.C - L.bar, cursor, e, `${e.what} ${e.req}`);
+        if (shown) message(c, group(e), e.t, yA + 7, e.arrive, L.K - L.bar, cursor, e, `${e.what} ${e.req}`, false, seg, head);
         break;
       case 'reply':
-        if (shown || e.departed < cursor) message(c, group(e), e.departed, L.C - L.bar, e.t, yA + 7, shown ? e.t : cursor, e, '');
+        if (shown || e.departed < cursor) message(c, group(e), e.departed, L.K - L.bar, e.t, yA + 7, shown ? e.t : cursor, e, '', false, seg, head);
         break;
       case 'lost':
         if (shown || e.departed < cursor) {
           const g = group(e);
           const mid = e.departed + (e.t - e.departed) * 0.6;
-          message(c, g, e.departed, L.C - L.bar, e.t, yA + 7, Math.min(cursor, mid), e, '', true);
+          message(c, g, e.departed, L.K - L.bar, e.t, yA + 7, Math.min(cursor, mid), e, '', true, seg, head);
           if (cursor >= mid) {
-            const yy = L.C - L.bar + (yA + 7 - (L.C - L.bar)) * 0.6;
-            label(e, { prio: 1, x: x(mid), y: yy + 4, text: '✕ lost', anchor: 'middle', cls: 'lost', kind: 'event', dys: [0, -1, 1] });
+            const yy = L.K - L.bar + (yA + 7 - (L.K - L.bar)) * 0.6;
+            label(e, { prio: 1, x: x(mid), y: yy + 4, text: '✕ lost', anchor: 'middle', cls: 'lost', kind: 'event', dys: [0, -1, 1], dxs: [0, 1, -1] });
           }
         }
         break;
@@ -312,8 +515,8 @@ function drawEvents(c) {
         const ok = e.result === 'valid';
         g.append(el('path', { d: `M${cx},${yA - 6} l6,6 l-6,6 l-6,-6 z`, class: ok ? 'check ok' : 'check bad' }));
         box(cx - 6, yA - 6, 12, 12);
-        const word = e.advisory ? `hasExpired ${ok ? 'false' : 'true'}` : `check ${ok ? 'valid' : 'expired'}`;
-        label(e, { prio: 2, x: cx, y: yA - 10, text: word, anchor: 'middle', cls: 'small', kind: 'event', dys: [0, -1, 1] });
+        const word = e.result === 'none' ? 'no lease' : e.advisory ? `hasExpired ${ok ? 'false' : 'true'}` : `check ${ok ? 'valid' : 'expired'}`;
+        label(e, { prio: 2, x: cx, y: yA - 10, text: word, anchor: 'middle', cls: 'small', kind: 'event', dys: [0, -1, 1], dxs: [0, 1, -1] });
         break;
       }
       case 'write': {
@@ -326,7 +529,8 @@ function drawEvents(c) {
         if (!e.async) {
           g.append(el('line', { x1: cx, x2: cx, y1: yA + 8, y2: L.R - 8, class: `write ${status}`, 'marker-end': `url(#${id}-arrow-${status})` }));
           box(cx - 2, yA + 8, 4, L.R - 8 - yA - 8);
-          writeToken(e, cx, yA, status);
+          head(cx, yA + 8, cx, L.R - 8, status === 'stale' || status === 'refused' ? 3 : 2);
+          writeToken(e, cx, status);
         }
         if (e.landed) {
           g.append(el('circle', { cx, cy: L.R, r: 6, class: `landed ${status}` }));
@@ -348,14 +552,16 @@ function drawEvents(c) {
         const cx = x(e.t);
         g.append(el('line', { x1: cx, x2: cx, y1: yA + 8, y2: L.R - 8, class: `write ${status}`, 'marker-end': `url(#${id}-arrow-${status === 'pending' ? 'ok' : status})` }));
         box(cx - 2, yA + 8, 4, L.R - 8 - yA - 8);
-        writeToken(e, cx, yA, status);
+        head(cx, yA + 8, cx, L.R - 8, status === 'stale' || status === 'refused' ? 3 : 2);
+        writeToken(e, cx, status);
         if (e.queued) {
           const turn = lane.events.find((o) => (o.kind === 'write-begin' || (o.kind === 'write' && !o.landed)) && o.wid === e.wid);
           const stop = Math.min(turn ? turn.t : Infinity, cursor);
           g.append(el('line', { x1: cx, x2: x(stop), y1: L.R, y2: L.R, class: 'wait' }));
+          box(cx, L.R - 2, Math.max(0, x(stop) - cx), 4);
           g.append(el('circle', { cx, cy: L.R, r: 4, class: 'queued' }));
           box(cx - 4, L.R - 4, 8, 8);
-          label(e, { prio: 1, x: cx + 6, y: L.R - 6, text: 'waits its turn', alts: ['waits'], anchor: 'start', cls: 'small', kind: 'event', dys: [0, -1, 2], dxs: [0, -2] });
+          label(e, { prio: 1, x: cx + 6, y: L.R - 6, text: 'waits its turn', alts: ['waits'], anchor: 'start', cls: 'small', kind: 'event', dys: [0, -1, 2, 1], dxs: [0, { w: -1, px: -12 }] });
         } else {
           flight(g, e, end, cx);
         }
@@ -369,7 +575,7 @@ function drawEvents(c) {
         g.append(el('path', { d: `M${cx - 5},${L.R - 6} l10,6 l-10,6 z`, class: `turn who-${e.actor}` }));
         box(cx - 5, L.R - 6, 10, 12);
         flight(g, e, end, cx);
-        label(e, { prio: 1, x: cx + 6, y: L.R - 6, text: `turn: ${e.fence} ≥ ${e.floorBefore}`, anchor: 'start', cls: 'small', kind: 'event', dys: [0, -1, 2], dxs: [0, -2] });
+        label(e, { prio: 1, x: cx + 6, y: L.R - 6, text: `turn: ${e.fence} ≥ ${e.floorBefore}`, alts: [`${e.fence} ≥ ${e.floorBefore}`], anchor: 'start', cls: 'small', kind: 'event', dys: [0, -1, 2, 1], dxs: [0, { w: -1, px: -12 }] });
         break;
       }
       case 'misuse': {
@@ -379,7 +585,7 @@ function drawEvents(c) {
         g.append(el('circle', { cx, cy: yA, r: 5, class: 'misuse' }));
         g.append(el('line', { x1: cx - 3.5, y1: yA + 3.5, x2: cx + 3.5, y2: yA - 3.5, class: 'misuse-bar' }));
         box(cx - 6, yA - 6, 12, 12);
-        label(e, { prio: 0, x: cx - 8, y: yA + 4, text: 'commit(async fn) refused', alts: ['commit refused'], anchor: 'end', cls: 'small bad-text', kind: 'event', dys: [0, -1, 1], dxs: [0, 2] });
+        label(e, { prio: 0, key: true, x: cx - 8, y: yA + 4, text: 'commit(async fn) refused', alts: ['commit refused'], anchor: 'end', cls: 'small bad-text', kind: 'event', dys: [0, -1, 1], dxs: [0, 2] });
         break;
       }
       case 'grant':
@@ -387,50 +593,54 @@ function drawEvents(c) {
       case 'replay': {
         if (!shown) break;
         const g = group(e, { 'data-fence': e.fence, 'data-holder': e.holder });
-        g.append(el('circle', { cx: x(e.t), cy: L.C, r: 4, class: `mark who-${e.holder}` }));
-        box(x(e.t) - 4, L.C - 4, 8, 8);
+        g.append(el('circle', { cx: x(e.t), cy: L.K, r: 4, class: `mark who-${e.holder}` }));
+        box(x(e.t) - 4, L.K - 4, 8, 8);
         const word = e.kind === 'grant' ? `grant ${e.holder} #${e.fence}` : e.kind === 'extend' ? `extend to ${fmt(e.until)}` : `same grant #${e.fence}`;
-        label(e, { prio: 1, x: x(e.t), y: L.C - 11, text: word, anchor: 'middle', cls: 'small', kind: 'event', dys: [0, -1, -2, -3], dxs: [0, 1, -1] });
+        label(e, { prio: 1, x: x(e.t), y: L.K - 11, text: word, anchor: 'middle', cls: 'small', kind: 'event', dys: [0, -1, -2, -3], dxs: [0, 1, -1, 2, -2] });
         break;
       }
       case 'deny':
       case 'refuse-renewal': {
         if (!shown) break;
         const g = group(e);
-        g.append(el('rect', { x: x(e.t) - 4, y: L.C - 4, width: 8, height: 8, class: 'deny' }));
-        box(x(e.t) - 4, L.C - 4, 8, 8);
-        label(e, { prio: e.kind === 'deny' ? 2 : 0, x: x(e.t), y: L.C - 11, text: e.kind === 'deny' ? `denied (${e.heldBy})` : 'renew: "expired"', alts: e.kind === 'deny' ? ['denied'] : ['"expired"'], anchor: 'middle', cls: 'small bad-text', kind: 'event', dys: [0, -1, -2, -3, 3], dxs: [0, 1, -1] });
+        g.append(el('rect', { x: x(e.t) - 4, y: L.K - 4, width: 8, height: 8, class: 'deny' }));
+        box(x(e.t) - 4, L.K - 4, 8, 8);
+        label(e, { prio: e.kind === 'deny' ? 2 : 0, key: e.kind !== 'deny', x: x(e.t), y: L.K - 11, text: e.kind === 'deny' ? `denied (${e.heldBy})` : 'renew: "expired"', alts: e.kind === 'deny' ? ['denied'] : ['"expired"'], anchor: 'middle', cls: 'small bad-text', kind: 'event', dys: [0, -1, -2, -3, 3], dxs: [0, 1, -1, 2, -2] });
         break;
       }
       case 'expire': {
         if (!shown) break;
         const g = group(e, { 'data-fence': e.fence, 'data-holder': e.holder });
-        g.append(el('line', { x1: x(e.t), x2: x(e.t), y1: L.C - 10, y2: L.C + 10, class: 'expire' }));
-        label(e, { prio: 1, x: x(e.t), y: L.beliefB + L.line + 2, text: `${e.holder} #${e.fence} ${e.forgotten ? 'forgotten' : 'ends'}`, anchor: 'middle', cls: 'small', kind: 'event', dys: [0, 1, -5, -6], dxs: [0, -1, 1] });
+        g.append(el('line', { x1: x(e.t), x2: x(e.t), y1: L.K - 10, y2: L.K + 10, class: 'expire' }));
+        seg(x(e.t), L.K - 10, x(e.t), L.K + 10);
+        label(e, { prio: 1, x: x(e.t), y: L.lastBelief + L.line + 2, text: `${e.holder} #${e.fence} ${e.forgotten ? 'forgotten' : 'ends'}`, anchor: 'middle', cls: 'small', kind: 'event', dys: [0, 1, -5, -6], dxs: [0, -1, 1] });
         break;
       }
       case 'admit': {
         if (!shown) break;
         const g = group(e, { 'data-fence': e.fence, 'data-pushed': e.pushed });
-        g.append(el('line', { x1: x(e.t), x2: x(e.t), y1: L.C + 8, y2: L.R - 8, class: e.pushed ? 'push' : 'push none' }));
+        g.append(el('line', { x1: x(e.t), x2: x(e.t), y1: L.K + 8, y2: L.R - 8, class: e.pushed ? 'push' : 'push none' }));
+        seg(x(e.t), L.K + 8, x(e.t), L.R - 8);
         label(e, { prio: 2, x: x(e.t) - 4, y: L.R - 10, text: e.pushed ? `admit #${e.fence}` : 'no gate', anchor: 'end', cls: 'small', kind: 'event', dys: [0, -1, 1] });
         break;
       }
       case 'restart': {
         if (!shown) break;
         const g = group(e);
-        g.append(el('line', { x1: x(e.t), x2: x(e.t), y1: L.C - 18, y2: L.beliefB + 6, class: 'restart' }));
-        label(e, { prio: 0, x: x(e.t), y: L.C - 11, text: e.persisted ? `restart, startFence ${e.startFence}` : 'restart, fence lost', alts: [e.persisted ? `startFence ${e.startFence}` : 'fence lost', 'restart'], anchor: 'middle', cls: 'small bad-text', kind: 'event', dys: [0, -1, -2, -3], dxs: [0, 1, -1] });
+        g.append(el('line', { x1: x(e.t), x2: x(e.t), y1: L.K - 18, y2: L.lastBelief + 6, class: 'restart' }));
+        seg(x(e.t), L.K - 18, x(e.t), L.lastBelief + 6);
+        label(e, { prio: 0, x: x(e.t), y: L.K - 22, key: true, text: e.persisted ? `restart, startFence ${e.startFence}` : 'restart, fence lost', alts: [e.persisted ? `startFence ${e.startFence}` : 'fence lost', 'restart'], anchor: 'middle', cls: 'small bad-text', kind: 'event', dys: [0, -1, -2, -3, 1], dxs: [0, 1, -1, 2, -2] });
         break;
       }
       default:
         break;
     }
   }
+  current = null;
 }
 
 // A message from (ta, ya) to (tb, yb), drawn up to the cursor.
-function message(c, g, ta, ya, tb, yb, cursor, e, text, lost = false) {
+function message(c, g, ta, ya, tb, yb, cursor, e, text, lost, seg, head) {
   const { x, id } = c;
   const frac = tb === ta ? 1 : Math.min(1, Math.max(0, (cursor - ta) / (tb - ta)));
   const xa = x(ta);
@@ -439,26 +649,56 @@ function message(c, g, ta, ya, tb, yb, cursor, e, text, lost = false) {
   const attrs = { x1: xa, y1: ya, x2: xb, y2: yb2, class: lost ? 'msg lost' : 'msg' };
   if (frac === 1 && !lost) attrs['marker-end'] = `url(#${id}-arrow)`;
   g.append(el('line', attrs));
+  seg(xa, ya, xb, yb2);
+  if (frac === 1 && !lost) head(xa, ya, xb, yb2, 1.4);
   if (text && frac > 0.2 && c.labels) {
-    c.labels.push({ seq: e.seq, prio: 4, x: (xa + xb) / 2 + 5, y: (ya + yb2) / 2 + 4, text, anchor: 'start', cls: 'small', kind: 'message', dys: [0, -1, 1] });
+    c.labels.push({ seq: e.seq, prio: 4, x: (xa + xb) / 2 + 5, y: (ya + yb2) / 2 + 4, text, anchor: 'start', cls: 'small', kind: 'message', dys: [0, -1, 1], dxs: [0, 1, 2] });
   }
 }
 
+// The spot left of an arrow for a label placed at its right (x + 8).
+const LEFT_OF_ARROW = { w: -1, px: -16 };
+
 const overlaps = (a, b, pad = 1) => a.x < b.x + b.width + pad && b.x < a.x + a.width + pad && a.y < b.y + b.height + pad && b.y < a.y + a.height + pad;
+
+// Whether segment s passes through box r grown by pad (Liang-Barsky clipping).
+function crosses(s, r, pad = 1.5) {
+  const x0 = r.x - pad;
+  const x1 = r.x + r.width + pad;
+  const y0 = r.y - pad;
+  const y1 = r.y + r.height + pad;
+  const dx = s.x2 - s.x1;
+  const dy = s.y2 - s.y1;
+  let lo = 0;
+  let hi = 1;
+  for (const [p, q] of [[-dx, s.x1 - x0], [dx, x1 - s.x1], [-dy, s.y1 - y0], [dy, y1 - s.y1]]) {
+    if (p === 0) {
+      if (q < 0) return false;
+    } else {
+      const t = q / p;
+      if (p < 0) lo = Math.max(lo, t);
+      else hi = Math.min(hi, t);
+      if (lo > hi) return false;
+    }
+  }
+  return true;
+}
 
 /**
  * Places labels in order of priority (0 first): each at the first of its
  * candidate spots (moved by whole lines up or down, `dys`, and by its own
  * width left or right, `dxs`) where it overlaps no placed label and no
- * obstacle and stays inside the drawing, trying its shorter forms (`alts`,
- * the full text then kept in data-full) when the full one fits nowhere; a
- * label with no free spot at all is left out and listed in
- * data-dropped-labels. In-bar labels must also fit their bar.
+ * obstacle, crosses no drawn line, and stays inside the drawing, trying its
+ * shorter forms (`alts`, the full text then kept in data-full) when the full
+ * one fits nowhere; a label with no free spot at all is left out and listed
+ * in data-dropped-labels. In-bar labels must also fit their bar.
  */
-function findSpot(b, l, placed, obstacles, W, L) {
+function findSpot(b, l, placed, obstacles, segments, W, L) {
   for (const dxUnit of l.dxs ?? [0]) {
     for (const dyUnit of l.dys ?? [0]) {
-      let dx = dxUnit * (b.width / 2 + 4);
+      // A number: half widths (plus 4 px) right or left; { w, px }: w whole
+      // widths plus px pixels (e.g. to the left of what the label is beside).
+      let dx = typeof dxUnit === 'number' ? dxUnit * (b.width / 2 + 4) : dxUnit.w * b.width + dxUnit.px;
       const dy = dyUnit * L.line;
       // Keep it inside the drawing horizontally.
       if (b.x + dx < 1) dx = 1 - b.x;
@@ -466,37 +706,61 @@ function findSpot(b, l, placed, obstacles, W, L) {
       const cand = { x: b.x + dx, y: b.y + dy, width: b.width, height: b.height };
       if (cand.y < 0 || cand.y + cand.height > L.H) continue;
       if (l.within && (cand.x < l.within[0] + 1 || cand.x + cand.width > l.within[1] - 1)) continue;
-      if (placed.some((p) => overlaps(p, cand)) || obstacles.some((o) => !(o.bar && l.kind === 'inbar') && overlaps(o, cand, 0))) continue;
+      if (placed.some((p) => overlaps(p, cand))) continue;
+      if (obstacles.some((o) => !(o.bar && l.kind === 'inbar') && overlaps(o, cand, 0))) continue;
+      if (segments.some((s) => crosses(s, cand))) continue;
       return { dx, dy, cand };
     }
   }
   return null;
 }
 
-function placeLabels(layer, labels, obstacles, W, L) {
+// For a key label that fits none of its own spots: every spot within six
+// lines up or down and two widths left or right, nearest first.
+const WIDE = (() => {
+  const out = [];
+  for (let dy = -6; dy <= 6; dy++) for (let dx = -4; dx <= 4; dx++) out.push([dx, dy]);
+  return out.sort((a, b) => Math.abs(a[0]) + Math.abs(a[1]) - (Math.abs(b[0]) + Math.abs(b[1])));
+})();
+const KEY_KINDS = new Set(['window', 'token', 'outcome', 'key']);
+
+function findWide(b, l, placed, obstacles, segments, W, L) {
+  for (const [dx, dy] of WIDE) {
+    const spot = findSpot(b, { ...l, dxs: [dx / 2], dys: [dy] }, placed, obstacles, segments, W, L);
+    if (spot) return spot;
+  }
+  return null;
+}
+
+function placeLabels(layer, labels, obstacles, segments, W, L, compact) {
   const placed = [];
   const dropped = [];
   const order = labels.map((l, i) => ({ l, i })).sort((a, b) => a.l.prio - b.l.prio || a.i - b.i);
   for (const { l } of order) {
-    const t = el('text', { x: l.x, y: l.y, 'text-anchor': l.anchor, class: l.cls, 'data-kind': l.kind });
-    if (l.seq !== undefined) t.setAttribute('data-seq', l.seq);
-    if (l.wid !== undefined) t.setAttribute('data-wid', l.wid);
-    layer.append(t);
     let spot = null;
-    // The full text first, then its shorter forms.
-    for (const text of [l.text, ...(l.alts ?? [])]) {
-      t.textContent = text;
-      spot = findSpot(t.getBBox(), l, placed, obstacles, W, L);
+    let text = l.text;
+    const texts = [l.text, ...(l.alts ?? [])];
+    // The full text first, then its shorter forms; a key label then looks further.
+    const tries = [l];
+    if (KEY_KINDS.has(l.kind) || l.key) tries.push({ wide: true });
+    for (const attempt of tries) {
+      for (const t of texts) {
+        const b = measure(t, l.cls, compact, l.x, l.y, l.anchor);
+        spot = attempt.wide ? findWide(b, l, placed, obstacles, segments, W, L) : findSpot(b, l, placed, obstacles, segments, W, L);
+        text = t;
+        if (spot) break;
+      }
       if (spot) break;
     }
     if (!spot) {
-      t.remove();
       if (l.kind !== 'inbar' && l.kind !== 'tick') dropped.push(`${l.kind}: ${l.text}`);
       continue;
     }
-    if (t.textContent !== l.text) t.setAttribute('data-full', l.text);
-    t.setAttribute('x', l.x + spot.dx);
-    t.setAttribute('y', l.y + spot.dy);
+    const t = el('text', { x: l.x + spot.dx, y: l.y + spot.dy, 'text-anchor': l.anchor, class: l.cls, 'data-kind': l.kind }, text);
+    if (l.seq !== undefined) t.setAttribute('data-seq', l.seq);
+    if (l.wid !== undefined) t.setAttribute('data-wid', l.wid);
+    if (text !== l.text) t.setAttribute('data-full', l.text);
+    layer.append(t);
     placed.push(spot.cand);
   }
   // What had no room, for the tests (and for anyone inspecting the page).

@@ -6,6 +6,9 @@
 
 import { fmt } from './model.js';
 
+/** What a rejection's refused fence lost to: a holder's fence, or the gate's initial floor. */
+const against = (r) => (r.admittedHolderId === null ? `the gate's initial floor ${r.admittedFence}` : `${r.admittedHolderId}'s ${r.admittedFence}`);
+
 /** The event list's sentence for e, in lane mode ('naive' or 'fenced'). */
 export function describe(e, mode) {
   const fenced = mode === 'fenced';
@@ -13,9 +16,9 @@ export function describe(e, mode) {
     case 'model':
       return `${e.actor} calls the model (${fmt(e.ms)} ms)`;
     case 'restart':
-      return e.persisted
-        ? `The coordinator restarts; its successor gets startFence = ${e.issuedBefore} (the old issuedFence)`
-        : `The coordinator restarts and forgets everything: the old issuedFence (${e.issuedBefore}) was not persisted`;
+      if (!e.persisted) return `The coordinator restarts and forgets everything: the old issuedFence (${e.issuedBefore}) was not persisted`;
+      if (e.startFence === e.issuedBefore) return `The coordinator restarts; its successor gets startFence = ${e.startFence} (the old issuedFence)`;
+      return `The coordinator restarts; its successor gets startFence = ${e.startFence} (the old issuedFence was ${e.issuedBefore})`;
     case 'send':
       return `${e.actor} ${e.again ? 'resends' : 'sends'} ${e.what} ${e.req}${e.again ? ' (same request id, same sentAt)' : ''}, stamped sentAt = ${fmt(e.sentAt)}`;
     case 'grant':
@@ -67,9 +70,9 @@ export function describe(e, mode) {
     case 'write':
       if (!fenced) return `${e.actor}'s write lands: the resource now holds "${e.value}"${e.before !== null ? ` (it held "${e.before}")` : ''}`;
       if (e.async && e.landed) return `${e.actor}'s store call ends: its write with fence ${e.fence} lands and the resource holds "${e.value}"`;
-      if (e.async) return `The gate refuses ${e.actor}'s waiting write when its turn comes: fence ${e.rejection.refusedFence} is below ${e.rejection.admittedHolderId}'s ${e.rejection.admittedFence} (rejection #${e.rejection.seq})`;
+      if (e.async) return `The gate refuses ${e.actor}'s waiting write when its turn comes: fence ${e.rejection.refusedFence} is below ${against(e.rejection)} (rejection #${e.rejection.seq})`;
       if (e.landed) return `The gate admits ${e.actor}'s write with fence ${e.fence} (floor now ${e.floor}): the resource holds "${e.value}"`;
-      return `The gate refuses ${e.actor}'s write: fence ${e.rejection.refusedFence} is below ${e.rejection.admittedHolderId}'s ${e.rejection.admittedFence} (rejection #${e.rejection.seq})`;
+      return `The gate refuses ${e.actor}'s write: fence ${e.rejection.refusedFence} is below ${against(e.rejection)} (rejection #${e.rejection.seq})`;
     case 'expire':
       return e.forgotten
         ? `The restarted coordinator has forgotten ${e.holder}'s lease (fence ${e.fence})`
@@ -180,8 +183,10 @@ export function plain(e, lane) {
         ? { what: `The restarted coordinator has forgotten ${e.holder}'s lease`, why: `${e.holder} does not know and still believes it holds it.` }
         : { what: `${e.holder}'s lease (fence ${e.fence}) ends on the coordinator's clock`, why: `${e.holder} is not told; the lease is free to be reassigned.` };
     case 'restart':
+      if (e.persisted && e.startFence < e.issuedBefore)
+        return { what: `The coordinator restarts with startFence ${e.startFence}, below the old issuedFence (${e.issuedBefore})`, why: `it will issue fence ${e.startFence + 1} again, a fence already used.` };
       return e.persisted
-        ? { what: `The coordinator restarts, starting from the old issuedFence (${e.issuedBefore})`, why: 'its next fence is still higher than any it issued before.' }
+        ? { what: `The coordinator restarts with startFence ${e.startFence}${e.startFence === e.issuedBefore ? ', the old issuedFence' : ` (the old issuedFence was ${e.issuedBefore})`}`, why: 'its next fence is still higher than any it issued before.' }
         : { what: `The coordinator restarts and forgets its fence counter`, why: 'it will issue fence 1 again, below fences already used.' };
     case 'admit':
       if (!fenced) return { what: `The naive resource has nothing to push ${e.holder}'s grant to`, why: '' };
@@ -246,7 +251,7 @@ function naiveVerdict(lane) {
   if (stale.length) {
     const w = stale.at(-1);
     if (w.beforeBy && w.beforeBy !== w.actor) return bad(`Naive: ${w.actor}'s write from an expired lease overwrote ${w.beforeBy}'s, and nothing noticed.`);
-    const later = writes.find((x) => x.t > w.t && x.actor !== w.actor);
+    const later = writes.find((x) => x.seq > w.seq && x.actor !== w.actor);
     if (later) return bad(`Naive: ${w.actor}'s write from an expired lease landed before ${later.actor}'s, and nothing recorded it.`);
     return bad(`Naive: ${w.actor}'s write from an expired lease landed, and nothing noticed.`);
   }
@@ -259,6 +264,13 @@ function fencedVerdict(lane) {
   const refused = writes.filter((e) => !e.landed);
   const staleLanded = writes.filter((e) => e.landed && e.stale);
   const queued = lane.events.filter((e) => e.kind === 'write-call' && e.queued);
+  // A stale write the gate admitted outweighs any it refused.
+  if (staleLanded.length) {
+    const w = staleLanded[0];
+    return limit(
+      `Fenced: admitted: the stale write reached the gate first. ${w.actor}'s write (fence ${w.fence}) arrived at ${fmt(w.t)}, before any write with a newer fence, so the gate could not refuse it: a fence refuses only once the newer one has reached the resource.`,
+    );
+  }
   if (queued.length && refused.length) {
     const r = refused[0].rejection;
     const waited = queued.filter((q) => writes.some((w) => w.wid === q.wid && w.landed)).map((q) => q.actor);
@@ -271,14 +283,22 @@ function fencedVerdict(lane) {
     const w = refused[0];
     const r = w.rejection;
     if (!w.stale) {
-      return limit(`Fenced: the restarted coordinator issued fence ${w.fence} again, below the floor ${w.floorBefore}, so ${w.actor}'s current lease was refused and logged; persist issuedFence (startFence) to avoid it.`);
+      if (r.admittedHolderId === null) {
+        return limit(`Fenced: ${w.actor}'s current lease (fence ${w.fence}) was refused and logged: the gate's initial floor (${r.admittedFence}) is above the fences this coordinator issued.`);
+      }
+      const restart = lane.events.find((e) => e.kind === 'restart');
+      if (restart?.persisted) {
+        return limit(
+          `Fenced: the restarted coordinator's startFence (${restart.startFence}) was below the old issuedFence (${restart.issuedBefore}), so it issued fence ${w.fence} again, below the floor ${w.floorBefore}, and ${w.actor}'s current lease was refused and logged.`,
+        );
+      }
+      if (restart) {
+        return limit(`Fenced: the restarted coordinator issued fence ${w.fence} again, below the floor ${w.floorBefore}, so ${w.actor}'s current lease was refused and logged; persist issuedFence (startFence) to avoid it.`);
+      }
+      return limit(`Fenced: ${w.actor}'s current lease (fence ${w.fence}) was refused and logged: the gate had already admitted fence ${r.admittedFence}.`);
     }
     const kept = w.before === null ? 'before anything was written' : `; the resource keeps "${w.before}"`;
     return good(`Fenced: fence ${r.refusedFence} < floor ${r.admittedFence}, refused and logged (rejection #${r.seq})${w.before === null ? ` ${kept}` : kept}.`);
-  }
-  if (staleLanded.length) {
-    const w = staleLanded[0];
-    return limit(`Fenced: ${w.actor}'s stale write (fence ${w.fence}) reached the gate before the newer fence did, so it was admitted: a fence refuses only once the newer one has reached the resource.`);
   }
   if (!writes.length) return neutral('Fenced: nothing was written.');
   return good(`Fenced: every write carried the highest fence so far (${writes.map((w) => w.fence).join(', ')}) and landed; there was nothing to refuse.`);
@@ -298,4 +318,59 @@ export function warnings(scenario) {
     );
   }
   return out;
+}
+
+/** What an edit's handle moves, in words: "A's write", "B's start", ... */
+export function editedWhat(e) {
+  switch (e.kind) {
+    case 'check':
+      return `${e.actor}'s check`;
+    case 'write':
+    case 'write-call':
+      return `${e.actor}'s write`;
+    case 'send':
+      return `${e.actor}'s start`;
+    case 'reply':
+      return `the reply to ${e.actor}`;
+    case 'lost':
+      return `the lost reply to ${e.actor}`;
+    case 'grant':
+    case 'deny':
+    case 'extend':
+    case 'replay':
+    case 'refuse-renewal':
+      return `${e.from}'s request at the coordinator`;
+    case 'expire':
+      return `the end of ${e.holder}'s lease (fence ${e.fence})`;
+    case 'restart':
+      return 'the coordinator restart';
+    default:
+      return `${e.actor}'s ${e.kind}`;
+  }
+}
+
+/**
+ * The caption after an edit: what moved where, what the moved event does
+ * now in each lane (its caption sentence: what and why), and each verdict
+ * that changed. run is the new run, before the previous one; edit is
+ * { key, label, value, actor, kind, occurrence } (the moved event's actor,
+ * kind and its place among the lane's events of that actor, kind and key).
+ */
+export function editCaption(run, before, edit) {
+  const parts = [];
+  const here = (lane) => lane.events.filter((e) => e.edit?.key === edit.key && e.actor === edit.actor && e.kind === edit.kind)[edit.occurrence];
+  const moved = here(run.lanes.fenced) ?? here(run.lanes.naive);
+  parts.push(moved ? `${cap(editedWhat(moved))} now at ${fmt(moved.t)} ms (${edit.label}: ${fmt(edit.value)}).` : `${edit.label}: ${fmt(edit.value)}.`);
+  const said = {};
+  for (const mode of ['naive', 'fenced']) {
+    const e = here(run.lanes[mode]);
+    said[mode] = e ? sentence(plain(e, run.lanes[mode])) : null;
+  }
+  if (said.naive && said.naive === said.fenced) parts.push(`Both lanes: ${cap(said.naive)}`);
+  else for (const mode of ['naive', 'fenced']) if (said[mode]) parts.push(`${mode === 'naive' ? 'Naive' : 'Fenced'}: ${cap(said[mode])}`);
+  const now = verdicts(run);
+  const was = before ? verdicts(before) : null;
+  const changed = ['naive', 'fenced'].filter((m) => was && was[m].text !== now[m].text);
+  if (changed.length) parts.push(`Verdict${changed.length > 1 ? 's' : ''} changed: ${changed.map((m) => now[m].text).join(' ')}`);
+  return parts.join(' ');
 }

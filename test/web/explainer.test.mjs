@@ -10,11 +10,13 @@ import assert from 'node:assert/strict';
 import { mkdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { startServer, launch, openPage, load, SCREENSHOTS, ROOT } from './harness.mjs';
+import { labelProblems, axe as axeIn } from './checks.mjs';
 import { PRESETS } from '../../web/model.js';
 
 let server;
 let browser;
 let axeSource;
+const axe = (page) => axeIn(page, axeSource);
 
 before(async () => {
   await mkdir(SCREENSHOTS, { recursive: true });
@@ -58,47 +60,6 @@ const goTo = (page, i) =>
     s.dispatchEvent(new Event('input', { bubbles: true }));
     return last;
   }, i);
-
-// In the page: the SVG texts of every timeline that overlap one another, and
-// the key labels (a write's token and outcome, a window's label) left out.
-function labelProblems() {
-  const problems = [];
-  for (const svg of document.querySelectorAll('.lane svg')) {
-    const texts = [...svg.querySelectorAll('text')].filter((t) => t.getClientRects().length);
-    const boxes = texts.map((t) => ({ t: t.textContent, r: t.getBoundingClientRect() }));
-    for (let i = 0; i < boxes.length; i++) {
-      for (let j = i + 1; j < boxes.length; j++) {
-        const a = boxes[i].r;
-        const b = boxes[j].r;
-        const w = Math.min(a.right, b.right) - Math.max(a.left, b.left);
-        const h = Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top);
-        if (w > 0.5 && h > 0.5) problems.push(`overlap: "${boxes[i].t}" and "${boxes[j].t}"`);
-      }
-    }
-    const lane = svg.closest('.lane').id;
-    for (const g of svg.querySelectorAll('g.events g.ev-write, g.events g.ev-write-call')) {
-      // A synchronous write carries its token and outcome; an async one its
-      // token at its call and its outcome where it ends.
-      const async = g.dataset.async === 'true' || g.classList.contains('ev-write-call');
-      // (A write that landed as it should may lose its "lands" to a lack of
-      // room: its green dot says it. A stale or refused one may not.)
-      const outcome = g.dataset.status === 'ok' ? [] : ['outcome'];
-      const kinds = g.classList.contains('ev-write-call') ? ['token'] : async ? outcome : ['token', ...outcome];
-      for (const kind of kinds) {
-        if (!svg.querySelector(`text[data-kind="${kind}"][data-seq="${g.dataset.seq}"]`)) problems.push(`${lane}: ${g.dataset.kind} ${g.dataset.seq} has no ${kind} label`);
-      }
-    }
-    // The coordinator refusing a renewal, gate.commit refusing an async
-    // function and a restart are each the point of their preset.
-    for (const g of svg.querySelectorAll('g.events g.ev-refuse-renewal, g.events g.ev-misuse, g.events g.ev-restart')) {
-      if (!svg.querySelector(`text[data-seq="${g.dataset.seq}"]`)) problems.push(`${lane}: ${g.dataset.kind} ${g.dataset.seq} has no label`);
-    }
-    const windows = svg.querySelectorAll('rect.window').length;
-    const windowLabels = svg.querySelectorAll('text[data-kind="window"]').length;
-    if (windowLabels !== windows) problems.push(`${lane}: ${windows} windows, ${windowLabels} labels`);
-  }
-  return problems;
-}
 
 // In the page: the contrast of every SVG text against what is drawn behind
 // it, sampled at five points of its box and composited as the browser
@@ -163,17 +124,6 @@ function svgContrast() {
     }
   }
   return out;
-}
-
-/** Runs axe-core in the page (and its frames) and returns the serious and critical violations. */
-async function axe(page) {
-  for (const f of page.frames()) {
-    if (!(await f.evaluate(() => typeof window.axe === 'object').catch(() => true))) await f.evaluate(axeSource);
-  }
-  const res = await page.evaluate(() => window.axe.run(document, { resultTypes: ['violations'] }));
-  return res.violations
-    .filter((v) => v.impact === 'serious' || v.impact === 'critical')
-    .map((v) => `${v.id} (${v.impact}): ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`);
 }
 
 // --- captions, verdicts and the failure ---------------------------------------

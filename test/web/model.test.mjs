@@ -219,12 +219,40 @@ test('positions: one step shows one more event per lane, and the last shows them
 });
 
 test('URL: a scenario survives toQuery and parseQuery unchanged', () => {
-  const s = { preset: 'lost', ttl: 777, checkAt: 12, model: 3456, upA: 1, downA: 2, upB: 3, downB: 4, skew: 5, step: 6, bStart: 789 };
+  const s = { ...defaultScenario('lost'), ttl: 777, checkAt: 12, model: 3456, upA: 1, downA: 2, upB: 3, downB: 4, skew: 5, step: 6, bStart: 789, bWork: 17, floor: 3 };
   const back = parseQuery('?' + toQuery(s, { at: 7, embed: true }));
   assert.deepEqual(back.problems, []);
   assert.deepEqual(back.scenario, s);
   assert.equal(back.at, 7);
   assert.equal(back.embed, true);
+  // With a third agent and a restart, every key is in the link.
+  const full = { ...defaultScenario('restart'), agents: 3, cStart: 10, cModel: 20, upC: 30, downC: 40, restartAt: 1700, startFence: 7 };
+  const q = toQuery(full);
+  for (const def of PARAMS) assert.match(q, new RegExp(`(^|&)${def.key}=${full[def.key]}(&|$)`), def.key);
+  assert.deepEqual(parseQuery('?' + q).scenario, full);
+});
+
+test('URL: keys that do not apply stay out of the link', () => {
+  const q = toQuery({ ...defaultScenario('gap'), cStart: 5, restartAt: 7 });
+  for (const key of ['cStart', 'cModel', 'upC', 'downC', 'restartAt', 'startFence']) assert.ok(!new RegExp(`(^|&)${key}=`).test(q), `${key} in ${q}`);
+  assert.match(q, /(^|&)agents=2(&|$)/);
+  // Given anyway, they are accepted (and change nothing the run uses).
+  assert.deepEqual(parseQuery('?p=gap&cStart=5').problems, []);
+});
+
+test('URL: links made before the new keys load as they did', () => {
+  // A link of the earlier page: ten keys, no floor, bWork, agents or restart time.
+  const old = '?p=restart&ttl=1000&checkAt=100&model=100&upA=0&downA=0&upB=0&downB=0&skew=0&step=0&bStart=1500&at=3';
+  const { scenario, problems, at } = parseQuery(old);
+  assert.deepEqual(problems, []);
+  assert.equal(at, 3);
+  // The restart came 200 ms after B's start; restart-kept's successor started at the old issuedFence (2).
+  assert.equal(scenario.restartAt, 1700);
+  assert.equal(parseQuery('?p=restart-kept').scenario.startFence, 2);
+  assert.deepEqual({ agents: scenario.agents, floor: scenario.floor, bWork: scenario.bWork, startFence: scenario.startFence }, { agents: 2, floor: 0, bWork: 0, startFence: 0 });
+  // early and push keep B's 300 ms of work; gap has none.
+  assert.equal(parseQuery('?p=early&ttl=1000').scenario.bWork, 300);
+  assert.equal(parseQuery('?p=gap&ttl=1000').scenario.bWork, 0);
 });
 
 test('URL: hostile and malformed values are reported and replaced by defaults', () => {
@@ -296,7 +324,7 @@ test('300 seeded random scenarios: runs finish and the fence rules hold', async 
   const pick = (max) => Math.floor(rand() * (max + 1));
   for (let n = 0; n < 300; n++) {
     const s = {
-      preset: PRESETS[pick(PRESETS.length - 1)].id,
+      ...defaultScenario(PRESETS[pick(PRESETS.length - 1)].id),
       ttl: 1 + pick(3000),
       checkAt: pick(3000),
       model: pick(3000),
@@ -307,6 +335,15 @@ test('300 seeded random scenarios: runs finish and the fence rules hold', async 
       skew: pick(300),
       step: pick(20),
       bStart: pick(3000),
+      bWork: pick(3) === 0 ? pick(800) : 0,
+      floor: pick(4) === 0 ? pick(3) : 0,
+      restartAt: pick(3000),
+      startFence: pick(3) === 0 ? pick(4) : 0,
+      agents: 2 + pick(1),
+      cStart: pick(3000),
+      cModel: pick(800),
+      upC: pick(600),
+      downC: pick(600),
     };
     const run = await runScenarioAsync(lib, s);
     const { naive, fenced } = run.lanes;
@@ -328,8 +365,88 @@ test('300 seeded random scenarios: runs finish and the fence rules hold', async 
       const last = grants.at(-1);
       assert.ok(e.deadline <= last.until, `${why}: deadline ${e.deadline} > coordinator ${last.until}`);
     }
+    // Every event a parameter places sits where that parameter says:
+    // t = offset + value (or at its earliest, when the value asks for less).
+    for (const lane of [naive, fenced]) {
+      for (const e of lane.events.filter((x) => x.edit)) {
+        const { key, offset, min, max } = e.edit;
+        const v = Math.min(Math.max(s[key], min), max);
+        assert.equal(e.t, offset + v, `${why}: ${lane.mode} ${e.actor} ${e.kind} at ${e.t}, ${key} = ${s[key]} from ${offset} (min ${min})`);
+      }
+    }
     // Positions cover every event exactly once, in order.
     const lastPos = run.positions.at(-1);
     assert.equal(stateAt(fenced, lastPos).events.length, fenced.events.length, why);
   }
+});
+
+test('a third agent: C is denied while B holds the lease, retries, and writes with fence 3', () => {
+  const { lanes } = runScenario(lib, { ...defaultScenario('gap'), agents: 3 });
+  for (const lane of Object.values(lanes)) {
+    assert.deepEqual(find(lane, 'deny', (e) => e.from === 'C').map((e) => [e.t, e.heldBy, e.retryAfter]), [[1600, 'agent-b', 400]]);
+    assert.deepEqual(find(lane, 'grant', (e) => e.holder === 'C').map((e) => [e.t, e.fence, e.reassignedFrom]), [[2000, 3, 'B']]);
+    assert.deepEqual(find(lane, 'model', (e) => e.actor === 'C').map((e) => [e.t, e.ms]), [[2000, 200]]);
+  }
+  assert.deepEqual(landed(lanes.naive), ['B@1000', 'A@1400', 'C@2200']);
+  assert.deepEqual(landed(lanes.fenced), ['B@1000', 'C@2200']);
+  assert.equal(lanes.fenced.finalValue, "C's report");
+  assert.equal(lanes.fenced.floor, 3);
+  // Two agents: no trace of C.
+  const two = runScenario(lib, defaultScenario('gap'));
+  assert.ok(two.lanes.fenced.events.every((e) => e.actor !== 'C' && e.holder !== 'C'));
+});
+
+test("the gate's initial floor refuses fences below it, logged against no holder", () => {
+  const { lanes } = runScenario(lib, { ...defaultScenario('gap'), floor: 2 });
+  // B's fence 2 is not below the floor 2; A's fence 1 is.
+  assert.deepEqual(landed(lanes.fenced), ['B@1000']);
+  const { lanes: high } = runScenario(lib, { ...defaultScenario('gap'), floor: 5 });
+  assert.deepEqual(landed(high.fenced), []);
+  assert.deepEqual(high.fenced.rejections.map((r) => [r.refusedHolderId, r.refusedFence, r.admittedHolderId, r.admittedFence]), [['agent-b', 2, null, 5], ['agent-a', 1, null, 5]]);
+  assert.equal(stateAt(high.fenced, { t: 0, j: 0 }).floor, 5);
+  assert.equal(high.fenced.initialFloor, 5);
+  // The naive resource has no gate: the floor changes nothing there.
+  assert.deepEqual(landed(high.naive), landed(runScenario(lib, defaultScenario('gap')).lanes.naive));
+});
+
+test('restart: its time and the successor\'s startFence are parameters', () => {
+  const later = runScenario(lib, { ...defaultScenario('restart'), restartAt: 1600 });
+  for (const lane of Object.values(later.lanes)) {
+    assert.deepEqual(find(lane, 'restart').map((e) => e.t), [1600]);
+    assert.deepEqual(find(lane, 'send', (e) => e.actor === 'A').map((e) => e.t), [0, 1700]);
+  }
+  // startFence 1: the successor issues fence 2 again, equal to B's: the gate admits it.
+  const { lanes } = runScenario(lib, { ...defaultScenario('restart'), startFence: 1 });
+  assert.deepEqual(find(lanes.fenced, 'grant', (e) => e.holder === 'A').map((e) => e.fence), [1, 2]);
+  assert.deepEqual(find(lanes.fenced, 'restart').map((e) => [e.persisted, e.startFence, e.issuedBefore]), [[true, 1, 2]]);
+  assert.deepEqual(landed(lanes.fenced), ['A@200', 'B@1100', 'A@1500']);
+  // startFence 10: fence 11.
+  const ten = runScenario(lib, { ...defaultScenario('restart-kept'), startFence: 10 });
+  assert.deepEqual(find(ten.lanes.fenced, 'grant', (e) => e.holder === 'A').map((e) => e.fence), [1, 11]);
+});
+
+test("B's work before writing: early and push keep 300 ms, gap has none, and it places B's write", () => {
+  for (const id of ['early', 'push']) {
+    const { lanes } = runScenario(lib, defaultScenario(id));
+    assert.deepEqual(find(lanes.naive, 'model', (e) => e.actor === 'B').map((e) => [e.t, e.ms]), [[1000, 300]]);
+  }
+  const gap = runScenario(lib, defaultScenario('gap')).lanes.naive;
+  assert.equal(find(gap, 'model', (e) => e.actor === 'B').length, 0);
+  const w = find(gap, 'write', (e) => e.actor === 'B')[0];
+  assert.deepEqual(w.edit, { key: 'bWork', offset: 1000, min: 0, max: 60000 });
+  const moved = runScenario(lib, { ...defaultScenario('gap'), bWork: 250 }).lanes.naive;
+  assert.deepEqual(find(moved, 'write', (e) => e.actor === 'B').map((e) => e.t), [1250]);
+});
+
+test("edits: moving A's write to B's in the gap makes the stale write reach the gate first", () => {
+  const base = runScenario(lib, defaultScenario('gap'));
+  const aWrite = find(base.lanes.fenced, 'write', (e) => e.actor === 'A')[0];
+  assert.deepEqual(aWrite.edit, { key: 'model', offset: 950, min: 0, max: 60000 });
+  // Dragged to 1000, where B writes: model = 1000 - 950.
+  const { lanes } = runScenario(lib, { ...defaultScenario('gap'), model: 1000 - aWrite.edit.offset });
+  assert.deepEqual(writes(lanes.fenced).map((e) => [e.t, e.actor, e.landed, e.stale]), [[1000, 'A', true, true], [1000, 'B', true, false]]);
+  assert.deepEqual(lanes.fenced.rejections, []);
+  // Every event that a parameter places says which one.
+  const keys = new Set(base.lanes.fenced.events.filter((e) => e.edit).map((e) => `${e.actor} ${e.kind} ${e.edit.key}`));
+  assert.deepEqual([...keys].sort(), ['A check checkAt', 'A reply downA', 'A write model', 'B reply downB', 'B send bStart', 'B write bWork', 'K expire ttl', 'K grant upA', 'K grant upB']);
 });

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { startServer, launch, openPage, load, SCREENSHOTS } from './harness.mjs';
-import { PRESETS, defaultScenario, toQuery } from '../../web/model.js';
+import { PRESETS, PARAMS, defaultScenario, toQuery } from '../../web/model.js';
 
 let server;
 let browser;
@@ -473,7 +473,7 @@ test('every control has a label', async () => {
     return out;
   });
   assert.deepEqual(unlabeled, []);
-  assert.equal(await page.locator('.param label').count(), 10);
+  assert.equal(await page.locator('.param label').count(), PARAMS.length);
   await page.close();
 });
 

@@ -35,7 +35,7 @@ const VERDICTS = {
   ],
   early: [
     ['bad', "Naive: A's write from an expired lease landed before B's, and nothing recorded it."],
-    ['limit', "Fenced: A's stale write (fence 1) reached the gate before the newer fence did, so it was admitted: a fence refuses only once the newer one has reached the resource."],
+    ['limit', "Fenced: admitted: the stale write reached the gate first. A's write (fence 1) arrived at 1100, before any write with a newer fence, so the gate could not refuse it: a fence refuses only once the newer one has reached the resource."],
   ],
   push: [
     ['bad', "Naive: A's write from an expired lease landed before B's, and nothing recorded it."],

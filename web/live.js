@@ -1,0 +1,3 @@
+// Live mode (placeholder until it is built).
+export function init() {}
+export function rerun() {}
