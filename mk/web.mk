@@ -1,14 +1,18 @@
 # The playground: a static page (web/) and the lease-fence module (wasm/js/,
-# built by build-wasm in mk/wasm.mk), served on 127.0.0.1 by a small Go server.
+# built by build-wasm in mk/wasm.mk), served on 127.0.0.1 by a small Go server
+# that also starts coordinators for live mode (cmd/coordinator, mk/service.mk).
 #
 #   make playground            build everything it needs, serve on :8080
 #   make playground PORT=0     any free port (the URL is printed first)
+#   make playground WORKER=1   live mode against the Worker too (wrangler dev; needs make deps)
 #   make test-web              the page in headless Chromium (node --test)
 #   make test-devserver        the server's Go tests
-#   make bench-web             load time and bytes transferred, in Chromium
+#   make bench-web             load time, bytes transferred and drag-to-redraw time, in Chromium
 
 PORT ?= 8080
 DEVSERVER := out/bin/devserver
+COORDINATOR_BIN := out/bin/coordinator
+WRANGLER_BIN := node_modules/.bin/wrangler
 
 TESTS += test-devserver test-web
 BENCH += bench-web
@@ -20,18 +24,22 @@ devserver:
 	@mkdir -p out/bin
 	$(GO) build -trimpath -o $(DEVSERVER) ./cmd/devserver
 
-playground: build-wasm devserver
-	@echo "playground: serving web/ and wasm/js/ (Ctrl-C stops it)"
-	$(DEVSERVER) -port $(PORT) -web web -module wasm/js
+LIVE_FLAGS = -coordinator $(COORDINATOR_BIN)$(if $(WORKER), -wrangler $(WRANGLER_BIN) -worker-dir wasm/worker)
+
+playground: build-wasm devserver coordinator $(if $(WORKER),worker)
+	@echo "playground: serving web/ and wasm/js/, live mode with $(COORDINATOR_BIN)$(if $(WORKER), and the Worker) (Ctrl-C stops it)"
+	$(DEVSERVER) -port $(PORT) -web web -module wasm/js $(LIVE_FLAGS)
 
 test-devserver:
 	$(GO) test -count=1 ./cmd/devserver/...
 
 # One file at a time: each starts its own server and Chromium, and the
-# machine has two cores.
-test-web: build-wasm devserver
+# machine has two cores. live.test.mjs runs live mode against the
+# coordinator and the Worker (wrangler dev, started by the dev server).
+test-web: build-wasm devserver coordinator worker
 	@mkdir -p out/test/screenshots
-	DEVSERVER=$(DEVSERVER) node --test --test-concurrency=1 test/web/*.test.mjs
+	DEVSERVER=$(DEVSERVER) COORDINATOR=$(CURDIR)/$(COORDINATOR_BIN) node --test --test-concurrency=1 test/web/*.test.mjs
 
 bench-web: build-wasm devserver
 	DEVSERVER=$(DEVSERVER) node scripts/bench-web.mjs
+	DEVSERVER=$(DEVSERVER) node scripts/bench-drag.mjs

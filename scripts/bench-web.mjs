@@ -5,6 +5,11 @@
 // loads reload in the same profile (the server answers 304 to revalidations).
 //
 //   node scripts/bench-web.mjs [runs]       (make bench-web)
+//   WEB_BEFORE=dir node scripts/bench-web.mjs [runs]
+//
+// With WEB_BEFORE (another copy of web/, e.g. `git archive main web`), the
+// two pages are loaded alternately, each from its own server with the same
+// module, and both are reported: a comparison within one run.
 //
 // Goal: interactive in under 1 s here. The figures are printed, not asserted.
 
@@ -37,40 +42,44 @@ const measure = (page) =>
     };
   });
 
-const server = await startServer();
-const cold = [];
-const warm = [];
+const sides = [{ name: 'this page', server: await startServer(), cold: [], warm: [] }];
+if (process.env.WEB_BEFORE) sides.unshift({ name: `before (${process.env.WEB_BEFORE})`, server: await startServer(['-web', process.env.WEB_BEFORE]), cold: [], warm: [] });
 try {
   for (let i = 0; i < runs; i++) {
-    const browser = await launch();
-    try {
-      const page = await browser.context.newPage();
-      await page.goto(server.url + '?p=gap');
-      await page.waitForSelector('body.ready');
-      cold.push(await measure(page));
-      await page.reload();
-      await page.waitForSelector('body.ready');
-      warm.push(await measure(page));
-    } finally {
-      await browser.close();
+    for (const side of sides) {
+      const browser = await launch();
+      try {
+        const page = await browser.context.newPage();
+        await page.goto(side.server.url + '?p=gap');
+        await page.waitForSelector('body.ready');
+        side.cold.push(await measure(page));
+        await page.reload();
+        await page.waitForSelector('body.ready');
+        side.warm.push(await measure(page));
+      } finally {
+        await browser.close();
+      }
     }
   }
 } finally {
-  await server.close();
+  for (const side of sides) await side.server.close();
 }
 
 const ms = (v) => `${v.toFixed(0)} ms`;
 const kb = (v) => `${(v / 1024).toFixed(1)} KiB`;
-for (const [name, rows] of [['cold', cold], ['warm', warm]]) {
-  const r = stats(rows.map((x) => x.ready));
-  const d = stats(rows.map((x) => x.domContentLoaded));
-  const w = stats(rows.map((x) => x.wasmFetchEnd));
-  const t = rows[0];
-  console.log(
-    `bench-web ${name} (${rows.length} loads): interactive median ${ms(r.median)} (min ${ms(r.min)}, max ${ms(r.max)}); ` +
-      `DOMContentLoaded median ${ms(d.median)}; wasm fetched by ${ms(w.median)}; ` +
-      `${t.requests} requests, ${kb(t.transferred)} transferred (${kb(t.decoded)} decoded; wasm ${kb(t.wasmTransferred)} of ${kb(t.wasmDecoded)})`,
-  );
+for (const side of sides) {
+  for (const [name, rows] of [['cold', side.cold], ['warm', side.warm]]) {
+    const r = stats(rows.map((x) => x.ready));
+    const d = stats(rows.map((x) => x.domContentLoaded));
+    const w = stats(rows.map((x) => x.wasmFetchEnd));
+    const t = rows[0];
+    console.log(
+      `bench-web ${side.name}, ${name} (${rows.length} loads): interactive median ${ms(r.median)} (min ${ms(r.min)}, max ${ms(r.max)}); ` +
+        `DOMContentLoaded median ${ms(d.median)}; wasm fetched by ${ms(w.median)}; ` +
+        `${t.requests} requests, ${kb(t.transferred)} transferred (${kb(t.decoded)} decoded; wasm ${kb(t.wasmTransferred)} of ${kb(t.wasmDecoded)})`,
+    );
+  }
 }
+const cold = sides.at(-1).cold;
 const goal = stats(cold.map((x) => x.ready)).median;
 console.log(`bench-web goal: cold interactive < 1000 ms: ${goal < 1000 ? 'met' : 'NOT met'} (${ms(goal)})`);

@@ -103,10 +103,13 @@ async function start() {
   render();
   // Redraw the timelines at their new width when the window changes.
   let pending = 0;
-  new ResizeObserver(() => {
+  const seen = new ResizeObserver((entries) => {
+    ui.widths = { ...ui.widths };
+    for (const entry of entries) ui.widths[entry.target.closest('.lane').dataset.mode] = entry.target.clientWidth;
     cancelAnimationFrame(pending);
     pending = requestAnimationFrame(() => render(false));
-  }).observe($('lanes'));
+  });
+  for (const mode of MODES) seen.observe($(`svg-${mode}`));
   document.body.classList.add('ready');
   performance.mark('playground-ready');
   if (!ui.embed) live.init({ onChange: onLiveChange, scenario: () => ui.scenario, lib: ui.lib, modelRun: () => ui.modelRun });
@@ -126,7 +129,7 @@ async function setScenario(s, keep = 'time') {
   document.body.classList.add('busy');
   let run;
   try {
-    run = await runScenarioAsync(ui.lib, s);
+    run = await runOf(s);
   } catch (err) {
     if (mine === ui.runs) document.body.classList.remove('busy');
     notice([`That scenario could not run: ${shown(err?.message ?? err)}. The previous one is still shown.`]);
@@ -137,6 +140,7 @@ async function setScenario(s, keep = 'time') {
   const before = ui.run;
   const atEnd = before && ui.index === before.positions.length - 1;
   const keepT = before && keep === 'time' && ui.index > 0 ? before.positions[ui.index].t : null;
+  const changed = ui.scenario ? Object.keys(s).filter((k) => s[k] !== ui.scenario[k]) : null;
   ui.scenario = { ...s };
   ui.modelRun = run;
   if (!ui.live?.shown) {
@@ -146,8 +150,23 @@ async function setScenario(s, keep = 'time') {
     if (keep === 'time' && atEnd && before.positions.length > 1) ui.index = run.positions.length - 1;
     else ui.index = keepT === null ? 0 : indexAtTime(run.positions, keepT);
   }
-  syncSetup();
+  syncSetup(ui.drag && changed?.length === 1 ? changed[0] : null);
   return true;
+}
+
+// The runs of the scenarios seen last: a run is a pure function of its
+// scenario, and a drag goes back and forth over the same values.
+const runs = new Map();
+async function runOf(s) {
+  const key = JSON.stringify(s);
+  let run = runs.get(key);
+  ui.cached = !!run;
+  if (!run) {
+    run = await runScenarioAsync(ui.lib, s);
+    runs.set(key, run);
+    if (runs.size > 64) runs.delete(runs.keys().next().value);
+  }
+  return run;
 }
 
 function buildSetup() {
@@ -205,9 +224,18 @@ function paramRow(def) {
   return row;
 }
 
-function syncSetup() {
+function syncSetup(only = null) {
+  if (only) {
+    // During a drag only the moved parameter's field follows.
+    const input = $(`param-${only}`);
+    if (input && document.activeElement !== input) input.value = String(ui.scenario[only]);
+    return;
+  }
   $('preset').value = ui.scenario.preset;
-  $('claim').textContent = presetById(ui.scenario.preset).claim;
+  // The claim tells the preset's own numbers: an edited run says so.
+  const base = defaultScenario(ui.scenario.preset);
+  const edited = PARAMS.filter((d) => applies(d, ui.scenario) && ui.scenario[d.key] !== base[d.key]).map((d) => d.label);
+  $('claim').textContent = presetById(ui.scenario.preset).claim + (edited.length ? ` (As the preset comes. This run is edited: ${edited.join(', ')}.)` : '');
   if (ui.embed) $('title').textContent = `lease-fence: ${presetById(ui.scenario.preset).title}`;
   const warn = warnings(ui.scenario);
   $('warnings').textContent = warn.join(' ');
@@ -375,22 +403,55 @@ async function copyLink() {
 
 // --- editing on the drawing ------------------------------------------------------
 
+/** Which of several handles at one place is on top (the higher). */
+const RANK = { expire: 0, restart: 1, grant: 2, deny: 2, extend: 2, replay: 2, 'refuse-renewal': 2, reply: 3, lost: 3, send: 4, check: 5, 'write-call': 6, write: 6 };
+
 /** The parameter definition an edit sets. */
 const defOf = (key) => PARAMS.find((d) => d.key === key);
 
 // The handle elements of a lane, kept from one render to the next (so focus
-// and a drag survive the redraw), keyed by what they move.
+// and a drag survive the redraw), keyed by what they move: actor, kind,
+// parameter and the event's place among the lane's events with those three.
+const handleKeys = new WeakMap(); // lane -> Map(seq -> key)
 function handleKey(lane, e) {
-  const same = lane.events.filter((o) => o.edit && o.edit.key === e.edit.key && o.actor === e.actor && o.kind === e.kind);
-  return `${e.actor}.${e.kind}.${e.edit.key}.${same.indexOf(e)}`;
+  let keys = handleKeys.get(lane);
+  if (!keys) {
+    keys = new Map();
+    const n = new Map();
+    for (const o of lane.events) {
+      if (!o.edit) continue;
+      const base = `${o.actor}.${o.kind}.${o.edit.key}`;
+      const i = n.get(base) ?? 0;
+      n.set(base, i + 1);
+      keys.set(o.seq, `${base}.${i}`);
+    }
+    handleKeys.set(lane, keys);
+  }
+  return keys.get(e.seq);
+}
+
+// Sets what differs from what was set last: a handle's attributes change
+// little from one redraw to the next.
+function put(el, name, value) {
+  const memo = (el._memo ??= {});
+  if (memo[name] === value) return;
+  memo[name] = value;
+  if (name.startsWith('data-')) el.dataset[name.slice(5)] = value;
+  else if (name === 'left' || name === 'top') el.style[name] = value;
+  else if (name === 'title') el.title = value;
+  else el.setAttribute(name, value);
 }
 
 function renderHandles(mode, lane, drawn) {
   const layer = $(`handles-${mode}`);
   const editable = !ui.live?.shown;
   layer.hidden = !editable || ui.embed;
-  layer.style.width = `${drawn.W}px`;
-  layer.style.height = `${drawn.L.H}px`;
+  if (layer._w !== drawn.W || layer._h !== drawn.L.H) {
+    layer._w = drawn.W;
+    layer._h = drawn.L.H;
+    layer.style.width = `${drawn.W}px`;
+    layer.style.height = `${drawn.L.H}px`;
+  }
   if (layer.hidden) return;
   const keep = new Map([...layer.children].map((h) => [h.dataset.id, h]));
   const order = [];
@@ -410,22 +471,24 @@ function renderHandles(mode, lane, drawn) {
     const def = defOf(e.edit.key);
     const value = e.t - e.edit.offset;
     const what = editedWhat(e);
-    el.dataset.key = e.edit.key;
-    el.dataset.actor = e.actor;
-    el.dataset.kind = e.kind;
-    el.dataset.seq = String(e.seq);
-    el.dataset.t = String(e.t);
-    el.dataset.occurrence = id.split('.').at(-1);
-    el.style.left = `${h.x}px`;
-    el.style.top = `${h.y}px`;
-    el.setAttribute('aria-label', `${mode === 'naive' ? 'Naive' : 'Fenced'} lane: ${what}; sets ${def.label}`);
-    el.setAttribute('aria-valuemin', String(e.edit.min));
-    el.setAttribute('aria-valuemax', String(e.edit.max));
-    el.setAttribute('aria-valuenow', String(value));
-    el.setAttribute('aria-valuetext', `${what} at ${fmt(e.t)} ms; ${def.label} ${fmt(value)}`);
-    el.title = `Drag, or focus and press ← →: ${what} (${def.label} ${fmt(value)} ms)`;
-    el.classList.toggle('dragging', ui.drag?.el === el);
-    el.classList.remove('gone');
+    put(el, 'data-key', e.edit.key);
+    put(el, 'data-actor', e.actor);
+    put(el, 'data-kind', e.kind);
+    put(el, 'data-seq', String(e.seq));
+    put(el, 'data-t', String(e.t));
+    put(el, 'data-occurrence', id.split('.').at(-1));
+    put(el, 'left', `${h.x}px`);
+    put(el, 'top', `${h.y}px`);
+    put(el, 'aria-label', `${mode === 'naive' ? 'Naive' : 'Fenced'} lane: ${what}; sets ${def.label}`);
+    put(el, 'aria-valuemin', String(e.edit.min));
+    put(el, 'aria-valuemax', String(e.edit.max));
+    put(el, 'aria-valuenow', String(value));
+    put(el, 'aria-valuetext', `${what} at ${fmt(e.t)} ms; ${def.label} ${fmt(value)}`);
+    put(el, 'title', `Drag, or focus and press ← →: ${what} (${def.label} ${fmt(value)} ms)`);
+    if (el.classList.contains('dragging') !== (ui.drag?.el === el)) el.classList.toggle('dragging', ui.drag?.el === el);
+    if (el.classList.contains('gone')) el.classList.remove('gone');
+    el._t = e.t;
+    el._rank = RANK[e.kind] ?? 0;
     order.push(el);
   }
   for (const el of keep.values()) {
@@ -437,8 +500,7 @@ function renderHandles(mode, lane, drawn) {
   }
   // In time order, so Tab moves along the timeline; the pointer takes the
   // most specific event where several coincide (later in the list is on top).
-  const rank = { expire: 0, restart: 1, grant: 2, deny: 2, extend: 2, replay: 2, 'refuse-renewal': 2, reply: 3, lost: 3, send: 4, check: 5, 'write-call': 6, write: 6 };
-  order.sort((a, b) => Number(a.dataset.t) - Number(b.dataset.t) || (rank[a.dataset.kind] ?? 0) - (rank[b.dataset.kind] ?? 0));
+  order.sort((a, b) => (a._t ?? 0) - (b._t ?? 0) || (a._rank ?? 0) - (b._rank ?? 0));
   // A drag keeps the order it started with: moving the dragged element
   // would end its pointer capture. Otherwise reorder, and give the focus
   // back to the handle that had it (moving an element takes its focus).
@@ -500,7 +562,7 @@ function onPointerDown(ev) {
   el.setPointerCapture(ev.pointerId);
   pause();
   const scale = ui.drawn[mode].scale;
-  ui.drag = { el, mode, startX: ev.clientX, t: e.t, edit: { ...e.edit }, note: noteOf(el), scale, extent: ui.extent, last: e.t - e.edit.offset, pending: null, busy: false, timings: [] };
+  ui.drag = { el, mode, startX: ev.clientX, t: e.t, edit: { ...e.edit }, note: noteOf(el), scale, extent: ui.extent, last: e.t - e.edit.offset, pending: null, busy: false };
   el.classList.add('dragging');
   const move = (m) => onDragMove(m);
   const up = () => {
@@ -540,7 +602,7 @@ function onDragMove(ev) {
   if (v === d.last) return;
   d.last = v;
   // One run at a time: a move that comes while one runs waits for it.
-  d.pending = { v, at: ev.timeStamp };
+  d.pending = { v, at: ev.timeStamp, began: performance.now() };
   if (!d.busy) drain();
 }
 
@@ -548,14 +610,20 @@ async function drain() {
   const d = ui.drag;
   if (!d) return;
   while (d.pending) {
-    const { v, at } = d.pending;
+    const { v, at, began } = d.pending;
     d.pending = null;
     d.busy = true;
     await editParam(d.edit.key, v, d.note);
     d.busy = false;
-    // For the benchmark: from the pointer event to the lanes redrawn.
-    document.body.offsetHeight; // eslint-disable-line no-unused-expressions
-    d.timings.push(performance.now() - at);
+    // scripts/bench-drag.mjs sets window.__benchDrag to an array: the time
+    // from the pointer event to the lanes redrawn and laid out, and its
+    // parts (waiting to be handled, the script, the layout).
+    if (Array.isArray(window.__benchDrag)) {
+      const script = performance.now();
+      void document.body.offsetHeight;
+      const done = performance.now();
+      window.__benchDrag.push({ total: done - at, queued: began - at, script: script - began, layout: done - script, cached: ui.cached });
+    }
   }
 }
 
@@ -563,7 +631,6 @@ async function endDrag() {
   const d = ui.drag;
   if (!d) return;
   while (d.busy) await new Promise((r) => setTimeout(r, 0));
-  window.__dragTimings = (window.__dragTimings ?? []).concat(d.timings);
   d.el.classList.remove('dragging');
   ui.drag = null;
   // The axis fits the new run again.
@@ -575,16 +642,22 @@ async function endDrag() {
 
 function onLiveChange(state) {
   ui.live = state;
+  pause();
   if (state.shown && state.run) {
     ui.run = state.run;
-    ui.extent = extentOf(state.run);
-    ui.index = state.running ? state.run.positions.length - 1 : state.index ?? state.run.positions.length - 1;
+    // The model's axis, grown to what the live run reached: it does not
+    // jump as the run goes on.
+    const a = extentOf(ui.modelRun);
+    const b = extentOf(state.run);
+    ui.extent = { t0: Math.min(a.t0, b.t0), t1: Math.max(a.t1, b.t1) };
+    ui.index = state.run.positions.length - 1;
   } else {
     ui.run = ui.modelRun;
     ui.extent = extentOf(ui.run);
-    ui.index = Math.min(ui.index, ui.run.positions.length - 1);
-    if (state.left) ui.index = ui.run.positions.length - 1;
+    ui.index = ui.run.positions.length - 1;
   }
+  ui.editNote = null;
+  document.body.classList.toggle('live-shown', !!state.shown);
   render();
 }
 
@@ -607,13 +680,16 @@ function scheduleUrl() {
  * window size, which changes nothing but the drawing.
  */
 function render(updateUrl = true) {
-  // Layout reads first, before anything is written.
-  const widths = Object.fromEntries(MODES.map((m) => [m, $(`svg-${m}`).clientWidth]));
+  // The timelines' widths, kept by the ResizeObserver (reading them here
+  // would make the browser lay the page out in the middle of a drag).
+  const widths = ui.widths ?? Object.fromEntries(MODES.map((m) => [m, $(`svg-${m}`).clientWidth]));
   const pos = ui.run.positions[ui.index];
   const t = pos.t;
   const last = ui.run.positions.length - 1;
-  const dragging = !!ui.drag;
-  if (updateUrl) scheduleUrl();
+  // While an event is dragged or a live run goes on, only the lanes are
+  // redrawn: the lists under them, the URL and the event lists wait.
+  const dragging = !!ui.drag || !!ui.live?.running;
+  if (updateUrl && !ui.live?.running) scheduleUrl();
 
   const agents = agentsOf(ui.run);
   if (ui.rows !== `${agents}|${ui.compact}`) {
@@ -635,9 +711,13 @@ function render(updateUrl = true) {
   // caption there is one line, to keep both lanes in a small frame.
   let text = ui.embed && atEnd && ui.index > 0 ? `End of the run, t = ${fmt(t)} ms: each lane's verdict is below. Step back to replay it.` : caption.text;
   if (ui.editNote) text = ui.editNote;
-  if (ui.live?.shown && ui.live.caption && atEnd) text = ui.live.caption;
-  if (updateUrl && $('caption').textContent !== text) $('caption').textContent = text;
+  if (ui.live?.shown && ui.live.running) text = `Live run in progress: t = ${fmt(t)} ms (the model's run ends at ${fmt(ui.modelRun.end)}). The lanes draw what the clients and the gate report as it happens.`;
+  else if (ui.live?.shown && ui.live.caption && atEnd) text = ui.live.caption;
+  // The caption is a live region: a drag writes it once, when it ends.
+  if (updateUrl && !ui.drag && $('caption').textContent !== text) $('caption').textContent = text;
   const verdict = verdicts(ui.run);
+  // A live run's verdicts wait for its end.
+  const showVerdict = atEnd && !ui.live?.running;
 
   for (const mode of MODES) {
     const lane = ui.run.lanes[mode];
@@ -657,10 +737,10 @@ function render(updateUrl = true) {
     ui.drawn[mode] = drawn;
     renderHandles(mode, lane, drawn);
     const v = $(`verdict-${mode}`);
-    v.textContent = atEnd ? verdict[mode].text : '';
+    v.textContent = showVerdict ? verdict[mode].text : '';
     v.dataset.tone = verdict[mode].tone;
-    v.hidden = !atEnd;
-    $(`lane-${mode}`).classList.toggle('has-verdict', atEnd);
+    v.hidden = !showVerdict;
+    $(`lane-${mode}`).classList.toggle('has-verdict', showVerdict);
     $(`lane-${mode}`).dataset.value = st.value ?? '';
     $(`lane-${mode}`).dataset.landed = String(st.landed.length);
     // The lists under the lanes wait for the end of a drag.

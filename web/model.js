@@ -818,7 +818,7 @@ class LaneRun {
       this.resource.by = ag.key;
       // It should not have landed if the lease had ended before the write
       // began, or if a newer holder's write landed while it was under way.
-      const overtaken = this.events.some((e) => e.kind === 'write' && e.landed && e.actor !== ag.key && e.t > began);
+      const overtaken = this.events.some((e) => e.kind === 'write' && e.landed && e.actor !== ag.key && e.t > began && newer(this.generations, e.gen, ag.gen));
       const stale = !(this.generations[ag.gen].end > began) || overtaken;
       const floor = this.fenced ? this.gate.floor : undefined;
       const e = this.emit({ ...base, t: this.now, kind: 'write', landed: true, fence: this.fenced ? fence : null, began, before, beforeBy, stale, overtaken, floorBefore, floor });
@@ -946,6 +946,13 @@ export function staleWindows(events, generations) {
     if (to > g.end) out.push({ holder: g.holder, fence: g.fence, from: g.end, to, believed, wrote, forgotten: !!g.forgotten });
   }
   return out;
+}
+
+/** Whether generation a (an index into generations) was granted after generation b. */
+export function newer(generations, a, b) {
+  const ga = generations[a];
+  const gb = generations[b];
+  return !!ga && !!gb && (ga.epoch > gb.epoch || (ga.epoch === gb.epoch && ga.start > gb.start) || (ga.epoch === gb.epoch && ga.start === gb.start && ga.id > gb.id));
 }
 
 function plainRejection(r) {

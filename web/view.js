@@ -265,11 +265,14 @@ export function drawLane(container, lane, state, opts) {
 
   // On a narrow screen the timeline scrolls sideways (opts.scroller, or
   // container): keep the cursor in view.
+  // (The scroll position is read only when the timeline is wider than its
+  // box: reading it makes the browser lay the page out.)
   const scroller = opts.scroller ?? container;
-  const scroll = scroller.scrollLeft;
-  container.replaceChildren(svg);
   const shown = opts.width;
-  if (W > shown + 0.5 && !opts.keepScroll) {
+  const scrolls = W > shown + 0.5 && !opts.keepScroll;
+  const scroll = scrolls ? scroller.scrollLeft : 0;
+  container.replaceChildren(svg);
+  if (scrolls) {
     const cx = x(Math.min(state.cursor, t1));
     scroller.scrollLeft = cx < scroll + 40 || cx > scroll + shown - 40 ? Math.max(0, cx - shown * 0.6) : scroll;
   }

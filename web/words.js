@@ -4,7 +4,7 @@
 // what just happened and why it matters) and the verdict of a lane at the
 // end. No DOM here either, so the words are tested under Node too.
 
-import { fmt } from './model.js';
+import { fmt, newer as isNewer } from './model.js';
 
 /** What a rejection's refused fence lost to: a holder's fence, or the gate's initial floor. */
 const against = (r) => (r.admittedHolderId === null ? `the gate's initial floor ${r.admittedFence}` : `${r.admittedHolderId}'s ${r.admittedFence}`);
@@ -41,6 +41,7 @@ export function describe(e, mode) {
         ? `The coordinator pushes ${e.holder}'s fence ${e.fence} to the gate (gate.admit): floor now ${e.floor}`
         : `The gate refuses the pushed fence ${e.fence}: it is below its floor`;
     case 'give-up':
+      if (e.what === 'live') return `${e.actor} stops: ${e.error}`;
       return e.what === 'renewal' ? `${e.actor} has no lease to renew` : `${e.actor} gives up acquiring`;
     case 'timeout':
       return `${e.actor} has had no answer to ${e.req} after ${fmt(e.after)} ms and resends it unchanged`;
@@ -224,7 +225,7 @@ export function captionAt(run, index, claim) {
     parts[mode] = e ? cap(sentence(plain(e, lane))) : null;
   }
   let text;
-  if (index === 0) text = `Press Play (or Step) to watch it happen, one event at a time. ${claim ?? 'The faint drawing shows where the run ends up.'}`;
+  if (index === 0) text = `Press Play (or Step) to watch it happen, one event at a time. ${claim ?? 'The faint drawing shows where the run ends up: drag a ringed event along its row to change the scenario.'}`;
   else if (parts.naive && parts.fenced && parts.naive === parts.fenced) text = `Both lanes: ${parts.naive}`;
   else text = [parts.naive && `Naive: ${parts.naive}`, parts.fenced && `Fenced: ${parts.fenced}`].filter(Boolean).join(' ');
   return { text, events: revealed };
@@ -245,8 +246,9 @@ function naiveVerdict(lane) {
   const stale = writes.filter((e) => e.stale);
   const overtaken = stale.find((e) => e.overtaken);
   if (overtaken) {
-    const newer = writes.find((e) => e.landed && e.actor !== overtaken.actor && e.t > overtaken.began && e.t < overtaken.t);
-    return bad(`Naive: ${overtaken.actor}'s write awaited across the handover and landed after ${newer.actor}'s newer one, and nothing noticed.`);
+    // The newer holder's write that landed while it was under way.
+    const newer = writes.find((e) => e.landed && e.actor !== overtaken.actor && e.t > overtaken.began && e.seq < overtaken.seq && isNewer(lane.generations, e.gen, overtaken.gen));
+    return bad(`Naive: ${overtaken.actor}'s write awaited across the handover and landed after ${newer ? `${newer.actor}'s` : 'a'} newer one, and nothing noticed.`);
   }
   if (stale.length) {
     const w = stale.at(-1);
@@ -268,7 +270,7 @@ function fencedVerdict(lane) {
   if (staleLanded.length) {
     const w = staleLanded[0];
     return limit(
-      `Fenced: admitted: the stale write reached the gate first. ${w.actor}'s write (fence ${w.fence}) arrived at ${fmt(w.t)}, before any write with a newer fence, so the gate could not refuse it: a fence refuses only once the newer one has reached the resource.`,
+      `Fenced: admitted: the stale write reached the gate first. ${w.actor}'s write (fence ${w.fence}) arrived before any write with a newer fence, so the gate could not refuse it: a fence refuses only once the newer one has reached the resource.`,
     );
   }
   if (queued.length && refused.length) {

@@ -21,9 +21,10 @@ const ModulePrefix = "/lease-fence/"
 
 // ContentSecurityPolicy is sent with every response. The page loads only
 // same-origin scripts, styles and the wasm module; 'wasm-unsafe-eval' lets it
-// compile WebAssembly and nothing else. web/index.html repeats it in a meta
+// compile WebAssembly and nothing else, and the hash allows the page's one
+// inline script, its import map (handler_test.go checks the hash matches). web/index.html repeats it in a meta
 // tag so the page keeps the policy when served by another server.
-const ContentSecurityPolicy = "default-src 'self'; script-src 'self' 'wasm-unsafe-eval'; " +
+const ContentSecurityPolicy = "default-src 'self'; script-src 'self' 'wasm-unsafe-eval' 'sha256-nwCHSovA9E+dQssuzjfIwGxGtpsf7ms2nZgWGlD8hSg='; " +
 	"style-src 'self'; img-src 'self' data:; connect-src 'self'; font-src 'self'; " +
 	"object-src 'none'; base-uri 'none'; form-action 'none'"
 

@@ -4,7 +4,11 @@
 // follows a path outside the two folders, and sends .wasm as application/wasm
 // so browsers can compile it while it streams.
 //
-//	go run ./cmd/devserver -port 8080 -web web -module wasm/js
+//	go run ./cmd/devserver -port 8080 -web web -module wasm/js [-coordinator out/bin/coordinator] [-wrangler node_modules/.bin/wrangler]
+//
+// With -coordinator (cmd/coordinator's binary) and -wrangler (the Worker
+// under wrangler dev), it also serves the page's live mode under /live/
+// (live.go): coordinators it starts, reached through the page's own origin.
 //
 // The first line it prints is the URL it listens on, so a caller that passes
 // -port 0 can read the port it got.
@@ -39,6 +43,11 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	web := fs.String("web", "web", "folder served at /")
 	module := fs.String("module", "wasm/js", "folder served at "+ModulePrefix)
 	quiet := fs.Bool("quiet", false, "do not log requests to stderr")
+	coordinator := fs.String("coordinator", "", "cmd/coordinator's binary: live mode runs the page's agents against coordinators it starts (-memory, on free loopback ports)")
+	wrangler := fs.String("wrangler", "", "wrangler's binary: live mode also runs against the Worker under wrangler dev, started in -worker-dir")
+	workerDir := fs.String("worker-dir", "wasm/worker", "the Worker's folder (its wrangler.toml), for -wrangler")
+	workerURL := fs.String("worker", "", "a Worker already running (instead of -wrangler)")
+	workerTTL := fs.Duration("worker-ttl", 4*time.Second, "the lease length of the Worker live mode starts")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -48,14 +57,26 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if *port < 0 || *port > 65535 {
 		return fmt.Errorf("-port %d is out of range 0-65535", *port)
 	}
+	if *workerTTL < time.Millisecond || *workerTTL > maxLiveTTL {
+		return fmt.Errorf("-worker-ttl %v is out of range 1ms-%v", *workerTTL, maxLiveTTL)
+	}
 	h, err := NewHandler(*web, *module)
 	if err != nil {
 		return err
 	}
 	defer h.Close()
-	var handler http.Handler = h
+	var liveLog io.Writer = os.Stderr
+	if *quiet {
+		liveLog = io.Discard
+	}
+	live := NewLive(LiveOptions{Coordinator: *coordinator, Wrangler: *wrangler, WorkerDir: *workerDir, WorkerURL: *workerURL, WorkerTTL: *workerTTL, Log: liveLog})
+	defer live.Close()
+	mux := http.NewServeMux()
+	mux.Handle(LivePrefix, securityHeaders(live))
+	mux.Handle("/", h)
+	var handler http.Handler = mux
 	if !*quiet {
-		handler = logRequests(h, os.Stderr)
+		handler = logRequests(mux, os.Stderr)
 	}
 
 	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", fmt.Sprint(*port)))
@@ -90,6 +111,18 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	return nil
+}
+
+// securityHeaders adds the headers every answer of the server carries.
+func securityHeaders(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hdr := w.Header()
+		hdr.Set("Content-Security-Policy", ContentSecurityPolicy)
+		hdr.Set("X-Content-Type-Options", "nosniff")
+		hdr.Set("Referrer-Policy", "no-referrer")
+		hdr.Set("Cross-Origin-Resource-Policy", "same-origin")
+		next.ServeHTTP(w, r)
+	})
 }
 
 // logRequests writes one line per request: method, path, status.

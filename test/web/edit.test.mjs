@@ -167,6 +167,7 @@ test('a third agent, the floor and the restart from the form: the rows, the link
   assert.equal(scenarioOf(page).agents, 3);
   assert.match(page.url(), /agents=3&cStart=1600&cModel=200&upC=0&downC=0/);
   assert.equal(await page.isVisible('#param-cStart'), true);
+  assert.match(await page.textContent('#claim'), /^The coordinator restarts at 1300 .*\(As the preset comes\. This run is edited: Add agent C\.\)$/);
   assert.deepEqual(await page.$$eval('#rows-fenced text.rowlabel', (ts) => ts.map((t) => t.textContent)), ['Agent A', 'Agent B', 'Agent C', 'Coordinator', 'Resource']);
   for (const [key, v] of [['restartAt', '1500'], ['startFence', '7'], ['floor', '1']]) {
     await page.fill(`#param-${key}`, v);

@@ -13,13 +13,14 @@ export const SCREENSHOTS = join(ROOT, 'out', 'test', 'screenshots');
 
 /**
  * Starts the dev server (built by `make devserver`; DEVSERVER overrides the
- * path, MODULE_DIR the module folder) on port 0 and resolves with
- * { url, close } once it has printed its URL.
+ * path, MODULE_DIR the module folder) on port 0, with args added (e.g. live
+ * mode's -coordinator), and resolves with { url, close } once it has printed
+ * its URL.
  */
-export async function startServer() {
+export async function startServer(args = []) {
   const bin = process.env.DEVSERVER ?? join(ROOT, 'out', 'bin', 'devserver');
   const moduleDir = process.env.MODULE_DIR ?? join(ROOT, 'wasm', 'js');
-  const child = spawn(bin, ['-port', '0', '-quiet', '-web', join(ROOT, 'web'), '-module', moduleDir], {
+  const child = spawn(bin, ['-port', '0', '-quiet', '-web', join(ROOT, 'web'), '-module', moduleDir, ...args], {
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   const url = await new Promise((resolve, reject) => {

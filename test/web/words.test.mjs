@@ -6,7 +6,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as lib from 'lease-fence';
 import { PRESETS, defaultScenario, runScenarioAsync, presetById } from '../../web/model.js';
-import { describe, plain, captionAt, verdicts, warnings } from '../../web/words.js';
+import { describe, plain, captionAt, verdicts, warnings, editCaption } from '../../web/words.js';
 
 const VERDICTS = {
   gap: [
@@ -35,7 +35,7 @@ const VERDICTS = {
   ],
   early: [
     ['bad', "Naive: A's write from an expired lease landed before B's, and nothing recorded it."],
-    ['limit', "Fenced: admitted: the stale write reached the gate first. A's write (fence 1) arrived at 1100, before any write with a newer fence, so the gate could not refuse it: a fence refuses only once the newer one has reached the resource."],
+    ['limit', "Fenced: admitted: the stale write reached the gate first. A's write (fence 1) arrived before any write with a newer fence, so the gate could not refuse it: a fence refuses only once the newer one has reached the resource."],
   ],
   push: [
     ['bad', "Naive: A's write from an expired lease landed before B's, and nothing recorded it."],
@@ -66,7 +66,7 @@ test('every step has a caption of its own; the first invites to play', async () 
     const run = await runOf(p.id);
     const first = captionAt(run, 0, presetById(p.id).claim);
     assert.equal(first.text, `Press Play (or Step) to watch it happen, one event at a time. ${p.claim}`);
-    assert.equal(captionAt(run, 0).text, 'Press Play (or Step) to watch it happen, one event at a time. The faint drawing shows where the run ends up.');
+    assert.equal(captionAt(run, 0).text, 'Press Play (or Step) to watch it happen, one event at a time. The faint drawing shows where the run ends up: drag a ringed event along its row to change the scenario.');
     assert.deepEqual(first.events, { naive: [], fenced: [] });
     for (let i = 1; i < run.positions.length; i++) {
       const c = captionAt(run, i);
@@ -120,5 +120,49 @@ test('a skew at least the TTL is warned about; a smaller one is not', () => {
     const w = warnings({ ...defaultScenario('gap'), skew });
     assert.equal(w.length, 1);
     assert.match(w[0], new RegExp(`skew \\(${skew} ms\\) is at least the TTL \\(1000 ms\\)`));
+  }
+});
+
+test("async: a write that lands with an older holder's is not taken as overtaken by it", async () => {
+  // B's write (bWork 300: called at 1300, 100 ms) lands at 1400 with A's report.
+  const run = await runScenarioAsync(lib, { ...defaultScenario('async'), bWork: 300 });
+  const landings = run.lanes.naive.events.filter((e) => e.kind === 'write').map((e) => [e.t, e.actor, e.overtaken]);
+  assert.deepEqual(landings, [[1250, 'A', false], [1400, 'A', false], [1400, 'B', false]]);
+  assert.equal(verdicts(run).naive.text, "Naive: A's write from an expired lease landed before B's, and nothing recorded it.");
+});
+
+// A small seeded generator (mulberry32).
+function rng(seed) {
+  return () => {
+    seed = (seed + 0x6d2b79f5) | 0;
+    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+test('400 seeded random scenarios: every verdict, caption, event and edit caption is worded', async () => {
+  const rand = rng(2212);
+  const pick = (n) => Math.floor(rand() * (n + 1));
+  let prev = null;
+  for (let n = 0; n < 400; n++) {
+    const s = {
+      ...defaultScenario(PRESETS[pick(PRESETS.length - 1)].id),
+      ttl: 1 + pick(3000), checkAt: pick(3000), model: pick(3000), upA: pick(600), downA: pick(600), upB: pick(600), downB: pick(600),
+      skew: pick(300), step: pick(20), bStart: pick(3000), bWork: pick(1) ? pick(800) : 0, floor: pick(2) ? 0 : pick(3),
+      restartAt: pick(3000), startFence: pick(1) ? 0 : pick(4), agents: 2 + pick(1), cStart: pick(3000), cModel: pick(800), upC: pick(600), downC: pick(600),
+    };
+    const run = await runScenarioAsync(lib, s);
+    const why = JSON.stringify(s);
+    const v = verdicts(run);
+    for (const mode of ['naive', 'fenced']) assert.ok(!/undefined|NaN|null/.test(v[mode].text), `${why}: ${v[mode].text}`);
+    for (let i = 0; i < run.positions.length; i++) assert.ok(!/undefined|NaN/.test(captionAt(run, i).text), why);
+    for (const lane of Object.values(run.lanes)) for (const e of lane.events) assert.ok(!/undefined|NaN/.test(describe(e, lane.mode)), `${why}: ${e.kind}`);
+    const moved = run.lanes.fenced.events.find((e) => e.edit);
+    if (moved) {
+      const c = editCaption(run, prev, { key: moved.edit.key, label: 'x', value: moved.t - moved.edit.offset, actor: moved.actor, kind: moved.kind, occurrence: 0 });
+      assert.ok(!/undefined|NaN/.test(c), `${why}: ${c}`);
+    }
+    prev = run;
   }
 });
