@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"runtime"
 	"strconv"
@@ -16,7 +17,8 @@ import (
 )
 
 // listenDebug listens on addr, which must be a loopback address: the debug
-// endpoint is for the operator (and the memory benchmark), not for holders.
+// endpoints (memory figures and the runtime's profiles) are for the operator
+// and the benchmarks, not for holders.
 func listenDebug(addr string) (net.Listener, error) {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
@@ -50,6 +52,9 @@ func debugHandler(store *service.Local) http.Handler {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(m)
 	})
+	// The Go runtime's profiles (go tool pprof http://ADDR/debug/pprof/profile).
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	return mux
 }
 

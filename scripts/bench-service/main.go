@@ -35,6 +35,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -57,7 +58,19 @@ func main() {
 	wrangler := flag.String("wrangler", "node_modules/.bin/wrangler", "wrangler")
 	latencySizes := flag.String("latency", "", "instead: p50 acquire on durable servers holding these many live leases, e.g. 100,100000")
 	samples := flag.Int("samples", 2000, "with -latency: acquisitions timed per server")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of this process (the clients) to this file")
+	url := flag.String("url", "", "instead: drive the coordinator already serving at this URL (the targets name the clients: native for wire.Client, native-raw for the minimal one), e.g. to profile it")
 	flag.Parse()
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			fail(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fail(err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	if *latencySizes != "" {
 		var sizes []int
 		for _, f := range strings.Split(*latencySizes, ",") {
@@ -92,6 +105,10 @@ func main() {
 		}
 	}()
 	for i, t := range names {
+		if *url != "" {
+			srvs[i] = &server{url: *url}
+			continue
+		}
 		srv, err := startTarget(t, *coordinator, *wrangler)
 		if err != nil {
 			fail(fmt.Errorf("%s: %w", t, err))
@@ -147,6 +164,9 @@ type server struct {
 }
 
 func (s *server) stop() {
+	if s.cmd == nil {
+		return // not ours (-url)
+	}
 	_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGINT)
 	select {
 	case <-s.done:

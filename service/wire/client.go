@@ -9,6 +9,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -27,10 +28,12 @@ type ClientConfig struct {
 	// Lease is the holder's side of the protocol: it stamps send instants
 	// and turns grants into leases. Required.
 	Lease *lease.Client
-	// HTTPClient sends the requests. Nil uses an http.Transport that keeps
-	// up to 64 idle connections to the coordinator (the default Transport
-	// keeps 2, so more concurrent calls than that would open and close
-	// connections all the time).
+	// HTTPClient sends the requests. Nil keeps up to 64 idle connections
+	// to the coordinator, and for an http:// BaseURL writes each request
+	// and reads its answer on the calling goroutine (net/http's request
+	// writer and response reader, without http.Transport's two goroutine
+	// hand-offs per call). Pass one for TLS settings, proxies or a custom
+	// RoundTripper.
 	HTTPClient *http.Client
 	// Attempts is how many times one call is sent before giving up. Zero
 	// means 4.
@@ -55,13 +58,10 @@ type Client struct {
 	base     string
 	lc       *lease.Client
 	hc       *http.Client
+	conns    *connPool // instead of hc: an http:// coordinator and no HTTPClient
 	attempts int
 	timeout  time.Duration
 	backoff  func(int) time.Duration
-	// reqs holds, for each op, a request with its URL already parsed,
-	// which each attempt copies; an op is missing when its URL does not
-	// parse, and then each attempt refuses it as http.NewRequest does.
-	reqs map[Op]*http.Request
 }
 
 // NewClient returns a client.
@@ -80,20 +80,15 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		timeout:  cfg.AttemptTimeout,
 		backoff:  cfg.Backoff,
 	}
-	if c.hc == nil {
+	if u, err := url.Parse(c.base); c.hc == nil && err == nil && u.Scheme == "http" && u.Host != "" && u.User == nil {
+		c.conns = &connPool{host: u.Host}
+	} else if c.hc == nil {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
-		tr.MaxIdleConns = maxIdleConns
+		tr.MaxIdleConns, tr.MaxIdleConnsPerHost = maxIdleConns, maxIdleConns
 		// The coordinator's answers are a few hundred bytes and never
 		// compressed: no Accept-Encoding header, no gzip reader.
 		tr.DisableCompression = true
-		tr.MaxIdleConnsPerHost = maxIdleConns
 		c.hc = &http.Client{Transport: tr}
-	}
-	c.reqs = make(map[Op]*http.Request, 3)
-	for _, op := range [...]Op{OpAcquire, OpRenew, OpRelease} {
-		if r, err := http.NewRequest(http.MethodPost, c.base+op.Path(), nil); err == nil {
-			c.reqs[op] = r
-		}
 	}
 	if c.attempts <= 0 {
 		c.attempts = 4
@@ -260,32 +255,43 @@ func (c *Client) send(ctx context.Context, m Message) (Reply, error) {
 
 // CloseIdleConnections closes the connections the client keeps open between
 // calls. Calls made afterwards open new ones.
-func (c *Client) CloseIdleConnections() { c.hc.CloseIdleConnections() }
+func (c *Client) CloseIdleConnections() {
+	if c.conns != nil {
+		c.conns.closeIdle()
+	} else {
+		c.hc.CloseIdleConnections()
+	}
+}
 
 // attempt sends body once. It reports whether a failure is worth another
 // attempt: a transport error, a timeout, an unreadable or temporary (5xx)
 // answer are; a request that cannot be built (a bad BaseURL) and any other
 // refusal are not.
 func (c *Client) attempt(ctx context.Context, op Op, body []byte) (reply Reply, retry bool, err error) {
-	actx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
-	hreq, err := c.newRequest(actx, op, body)
-	if err != nil {
-		return Reply{}, false, err
+	var status int
+	var data []byte
+	if c.conns != nil {
+		status, data, err = c.conns.call(ctx, c.timeout, op.Path(), body)
+	} else {
+		actx, cancel := context.WithTimeout(ctx, c.timeout)
+		defer cancel()
+		req, rerr := http.NewRequestWithContext(actx, http.MethodPost, c.base+op.Path(), bytes.NewReader(body))
+		if rerr != nil {
+			return Reply{}, false, rerr
+		}
+		req.Header["Content-Type"] = contentTypeJSON
+		status, data, err = c.do(req)
 	}
-	resp, err := c.hc.Do(hreq)
 	if err != nil {
 		return Reply{}, true, err
 	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxReplyBytes))
-	if err != nil {
-		return Reply{}, true, err
+	if status == http.StatusOK && string(data) == `{"ok":true}` {
+		return Reply{OK: true}, false, nil // a release done, the commonest answer
 	}
-	if resp.StatusCode != http.StatusOK {
-		e := ParseError(resp.StatusCode, data)
+	if status != http.StatusOK {
+		e := ParseError(status, data)
 		if e == nil {
-			e = &Error{Status: resp.StatusCode, Code: "http_" + strconv.Itoa(resp.StatusCode), Message: "unexpected answer: " + quoteShort(string(data))}
+			e = &Error{Status: status, Code: "http_" + strconv.Itoa(status), Message: "unexpected answer: " + quoteShort(string(data))}
 		}
 		return Reply{}, e.Temporary(), e
 	}
@@ -295,24 +301,15 @@ func (c *Client) attempt(ctx context.Context, op Op, body []byte) (reply Reply, 
 	return reply, false, nil
 }
 
-// newRequest is http.NewRequestWithContext for POST body to op's URL, with
-// a Content-Type of application/json, without parsing the URL again.
-func (c *Client) newRequest(ctx context.Context, op Op, body []byte) (*http.Request, error) {
-	tmpl := c.reqs[op]
-	if tmpl == nil {
-		r, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+op.Path(), bytes.NewReader(body))
-		if err != nil {
-			return nil, err
-		}
-		r.Header["Content-Type"] = contentTypeJSON
-		return r, nil
+// do sends req with the HTTPClient and reads the whole answer.
+func (c *Client) do(req *http.Request) (int, []byte, error) {
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return 0, nil, err
 	}
-	r := tmpl.WithContext(ctx) // a copy sharing the parsed URL, which nothing changes
-	r.Header = http.Header{"Content-Type": contentTypeJSON}
-	r.ContentLength = int64(len(body))
-	r.Body = io.NopCloser(bytes.NewReader(body))
-	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
-	return r, nil
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxReplyBytes))
+	return resp.StatusCode, data, err
 }
 
 func randomID() (string, error) {
