@@ -1,6 +1,7 @@
 package service
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"hash/maphash"
@@ -14,21 +15,19 @@ import (
 )
 
 // Persister keeps a Local's entries on storage that outlives the process:
-// the embedded database (package pebblestore) or a Durable Object's
-// storage.
+// the embedded database (package pebblestore) or a Durable Object's.
 type Persister interface {
-	// Load returns everything stored. It is called once, before any Write.
+	// Load returns everything stored; it is called once, before any Write.
 	Load(ctx context.Context) (Stored, error)
-	// Write applies b, all of it or nothing. With sync, b and every write
-	// made before it are durable when Write returns; without, b is durable
-	// no later than the next synced write. A failed Write changed nothing
-	// that will be read back.
+	// Write applies b, all of it or nothing. With sync, b and every earlier
+	// write are durable when it returns; without, b is durable no later
+	// than the next synced write.
 	Write(ctx context.Context, b Batch, sync bool) error
 }
 
-// Stored is what a Persister holds.
+// Stored is what a Persister holds: the fence mark (no fence the store
+// ever issued is above it) and the entries.
 type Stored struct {
-	// Mark is the fence mark: no fence the store ever issued is above it.
 	Mark    uint64
 	Entries []Entry
 }
@@ -65,28 +64,21 @@ type LocalConfig struct {
 	// MinFence makes every fence issued at least MinFence (after a restore
 	// from a backup, which is older than the fences already issued).
 	MinFence uint64
-	// FenceReserve is how far ahead of the fences issued the stored fence
-	// mark is kept: once a fence comes within FenceReserve/2 of the mark,
-	// the mark is raised to that fence + FenceReserve - 1 in a synced write
-	// of its own, made before any write holding the fence. A restarted
-	// store resumes above the mark. Then losing the last writes of a log
-	// (a torn or damaged tail, which a store cannot tell from a crash
-	// before the sync) can lose grants but never lowers the fences: to
-	// lower them, a lost tail would have to hold a mark write and the
-	// FenceReserve/2 grants after it, which Pebble refuses as damage
-	// (docs/service.md). Zero writes the mark in each grant's own write
-	// instead, which is right for storage that never loses an acknowledged
-	// write (a Durable Object's).
+	// FenceReserve keeps the stored fence mark ahead of the fences issued:
+	// once a fence comes within FenceReserve/2 of it, the mark is raised
+	// to that fence + FenceReserve - 1 in a synced write of its own, before
+	// any write holding the fence, and a restart resumes above the mark.
+	// So a log that loses its last writes (a torn or damaged tail) may lose
+	// grants but never lowers the fences (docs/service.md, "Fences"). Zero
+	// writes the mark in each grant's own write instead: right for storage
+	// that never loses an acknowledged write (a Durable Object's).
 	FenceReserve uint64
 }
 
-// Local is the Store whose entries this process owns: every entry is in
-// memory, decided on there, made durable by its Persister, and only then
-// replaced, so memory holds exactly what is durable (releases, and sweeps,
-// excepted: they are written without waiting for a sync). Calls on one
-// resource run one at a time; calls on different resources run in
-// parallel and share the Persister's syncs. Fences come from one counter
-// for all resources.
+// Local is the Store whose entries this process owns: each is decided on in
+// memory, made durable by the Persister, and only then replaced. Calls on
+// one resource run one at a time, calls on different resources in parallel
+// (sharing the Persister's syncs); fences come from one counter.
 type Local struct {
 	clk         clock.Clock
 	ttl         float64 // milliseconds
@@ -122,8 +114,7 @@ type stripe struct {
 
 var _ Store = (*Local)(nil)
 
-// NewLocal returns a Local. Its Persister is read by Load, or by the
-// first call.
+// NewLocal returns a Local; its Persister is read by Load or the first call.
 func NewLocal(cfg LocalConfig) (*Local, error) {
 	if cfg.Clock == nil || cfg.Clock.Domain() == "" {
 		return nil, errors.New("service: LocalConfig.Clock is required and needs a domain")
@@ -135,13 +126,8 @@ func NewLocal(cfg LocalConfig) (*Local, error) {
 		return nil, errors.New("service: LocalConfig limits must not be negative, and MinFence at most lease.MaxFence")
 	}
 	l := &Local{clk: cfg.Clock, ttl: clock.Millis(cfg.TTL), persist: cfg.Persist, minFence: cfg.MinFence,
-		reserve: cfg.FenceReserve, maxLeases: int64(cfg.MaxLeases), maxReleases: int64(cfg.ReleaseMemory), seed: maphash.MakeSeed()}
-	if l.maxLeases == 0 {
-		l.maxLeases = DefaultMaxLeases
-	}
-	if l.maxReleases == 0 {
-		l.maxReleases = DefaultReleaseMemory
-	}
+		reserve: cfg.FenceReserve, maxLeases: cmp.Or(int64(cfg.MaxLeases), DefaultMaxLeases),
+		maxReleases: cmp.Or(int64(cfg.ReleaseMemory), DefaultReleaseMemory), seed: maphash.MakeSeed()}
 	l.reclaimT.Store(math.Float64bits(math.Inf(-1)))
 	for i := range l.stripes {
 		l.stripes[i].m = map[string]Entry{}
@@ -149,10 +135,10 @@ func NewLocal(cfg LocalConfig) (*Local, error) {
 	return l, nil
 }
 
-// Load reads the Persister once and checks everything (CheckEntry, and no
-// instant more than one TTL after the clock's reading). Stored state that
-// is inconsistent is refused, and keeps being refused; a Persister that
-// could not be read is tried again by the next call.
+// Load reads the Persister once and checks everything (CheckEntry; no
+// instant more than a TTL after the clock's reading). Inconsistent state is
+// refused for good; a Persister that could not be read is read again next
+// time.
 func (l *Local) Load(ctx context.Context) error {
 	if l.loaded.Load() {
 		return l.loadErr
@@ -209,18 +195,16 @@ func (l *Local) stripeOf(resource string) int {
 	return int(maphash.String(l.seed, resource) % stripeCount)
 }
 
-// count moves the counts of lease records and releases from before to
-// after.
+// count moves the counts of lease records and releases from before to after.
 func (l *Local) count(before, after Entry) {
 	l.leases.Add(int64(min(after.Fence, 1)) - int64(min(before.Fence, 1)))
 	l.releases.Add(int64(len(after.Released) - len(before.Released)))
 }
 
-// Update runs fn on resource's entry in memory, under the resource's lock.
-// A new fence fn issues is claimed from the counter (fn runs again with the
-// counter's new value if another resource took it meanwhile), the stored
-// fence mark raised if needed, the change written, and only then the entry
-// in memory replaced.
+// Update runs fn on resource's entry in memory under the resource's lock,
+// claims a new fence fn issued from the counter (running fn again if another
+// resource took it meanwhile), raises the stored fence mark if needed,
+// writes the change, and only then replaces the entry in memory.
 func (l *Local) Update(ctx context.Context, resource string, fn func(*Txn) error) error {
 	if err := l.Load(ctx); err != nil {
 		return err
@@ -261,24 +245,36 @@ func (l *Local) Update(ctx context.Context, resource string, fn func(*Txn) error
 				return err
 			}
 		}
-		if next.empty() {
-			b.Delete = []string{resource}
-		} else {
-			b.Put = []Entry{next}
-		}
-		if l.persist != nil {
-			if err := l.persist.Write(ctx, b, t.sync); err != nil {
-				return errors.Join(ErrUnavailable, err)
-			}
-		}
-		l.count(cur, next)
-		if next.empty() {
-			delete(st.m, resource)
-		} else {
-			st.m[resource] = next
-		}
-		return nil
+		b.add(next)
+		return l.write(ctx, st, b, t.sync)
 	}
+}
+
+// add puts e in b, or its deletion if it holds nothing.
+func (b *Batch) add(e Entry) {
+	if e.empty() {
+		b.Delete = append(b.Delete, e.Resource)
+	} else {
+		b.Put = append(b.Put, e)
+	}
+}
+
+// write stores b through the Persister, then in the stripe's memory.
+func (l *Local) write(ctx context.Context, st *stripe, b Batch, sync bool) error {
+	if l.persist != nil {
+		if err := l.persist.Write(ctx, b, sync); err != nil {
+			return errors.Join(ErrUnavailable, err)
+		}
+	}
+	for _, e := range b.Put {
+		l.count(st.m[e.Resource], e)
+		st.m[e.Resource] = e
+	}
+	for _, name := range b.Delete {
+		l.count(st.m[name], Entry{})
+		delete(st.m, name)
+	}
+	return nil
 }
 
 // raiseMark makes sure the stored fence mark covers fence f before a write
@@ -304,10 +300,9 @@ func (l *Local) raiseMark(ctx context.Context, f uint64, b *Batch) error {
 	return nil
 }
 
-// reclaim sweeps a full store, at most once per tenth of a TTL (and per
-// second) of the clock, so that refused acquisitions cannot make it scan
-// all the time. held is the stripe whose lock the caller holds. It reports
-// whether it deleted anything.
+// reclaim sweeps a full store (held is the stripe the caller has locked),
+// at most once per tenth of a TTL and per second, and reports whether it
+// deleted anything.
 func (l *Local) reclaim(ctx context.Context, held int, now float64) bool {
 	last := l.reclaimT.Load()
 	if now-math.Float64frombits(last) < min(l.ttl/10, 1000) || !l.reclaimT.CompareAndSwap(last, math.Float64bits(now)) {
@@ -317,10 +312,9 @@ func (l *Local) reclaim(ctx context.Context, held int, now float64) bool {
 	return n > 0
 }
 
-// Sweep deletes the lease records whose lease is over and the releases
-// older than a TTL, stripe by stripe, each stripe's changes in one write
-// (not synced), and returns how many it deleted. No answer changes: an
-// expired record and no record are answered alike.
+// Sweep deletes the lease records whose lease is over and the releases a
+// TTL old, each stripe's in one unsynced write, and returns how many. No
+// answer changes: an expired record and no record are answered alike.
 func (l *Local) Sweep(ctx context.Context) (int, error) { return l.sweep(ctx, -1) }
 
 func (l *Local) sweep(ctx context.Context, held int) (int, error) {
@@ -350,31 +344,17 @@ func (l *Local) sweep(ctx context.Context, held int) (int, error) {
 			next.Released = recent(next.Released, now.Millis, l.ttl, MaxReleases)
 			if d := int(min(e.Fence, 1)-min(next.Fence, 1)) + len(e.Released) - len(next.Released); d > 0 {
 				n += d
-				if next.empty() {
-					b.Delete = append(b.Delete, e.Resource)
-				} else {
-					b.Put = append(b.Put, next)
-				}
+				b.add(next)
 			}
 		}
-		if len(b.Put)+len(b.Delete) > 0 && l.persist != nil {
-			err = l.persist.Write(ctx, b, false)
-		}
-		if err == nil {
-			for _, e := range b.Put {
-				l.count(st.m[e.Resource], e)
-				st.m[e.Resource] = e
-			}
-			for _, name := range b.Delete {
-				l.count(st.m[name], Entry{})
-				delete(st.m, name)
-			}
+		if len(b.Put)+len(b.Delete) > 0 {
+			err = l.write(ctx, st, b, false)
 		}
 		if i != held {
 			st.mu.Unlock()
 		}
 		if err != nil {
-			return n, errors.Join(ErrUnavailable, err)
+			return n, err
 		}
 	}
 	return n, nil
@@ -395,8 +375,7 @@ func recent(rels []Release, now, ttl float64, keep int) []Release {
 	return out
 }
 
-// Leases returns how many lease records the store holds: live leases,
-// and expired ones not yet swept.
+// Leases returns how many lease records (live, or expired and not swept).
 func (l *Local) Leases() int { return int(l.leases.Load()) }
 
 // Entry returns resource's entry as the store holds it in memory.

@@ -2,19 +2,15 @@
 // (Service) that owns every decision, and the Store it keeps its state in.
 //
 // For each call the Service hands its Store a decision function for the
-// call's resource (Store.Update). The store runs it inside one transaction
-// against the resource's entry; the function decides through lease.Rules
-// (the only place the rules live), checks the holder's secret, and puts the
-// next entry; the store makes it durable, and only then is the answer
-// returned. Nothing is read back to learn what was decided, and a failed
-// write leaves nothing to undo: the entry in memory is replaced only after
-// the write.
-//
-// Local is the store most callers want: every entry in this process's
-// memory, made durable by a Persister (package pebblestore on disk, a
-// Durable Object's storage in the Worker, or none with -memory). The HTTP
-// protocol and the Go client are in package wire; NewHandler(service) is
-// the server.
+// call's resource (Store.Update). The store runs it in one transaction on
+// the resource's entry; the function checks the holder's secret, decides
+// through lease.Rules (the only place the rules live) and puts the next
+// entry; the store makes it durable, and only then is the answer returned.
+// Nothing is read back to learn what was decided, and a failed write leaves
+// nothing to undo. Local is the store most callers want: every entry in
+// this process's memory, durable through a Persister (package pebblestore,
+// a Durable Object's storage, or none). The HTTP protocol and the Go client
+// are package wire; wire.NewHandler(service) is the server.
 package service
 
 import (
@@ -205,8 +201,6 @@ func refusal(err error) error {
 		return wire.NewError(wire.CodeRejected, err.Error())
 	case errors.Is(err, ErrUnavailable), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return wire.NewError(wire.CodeUnavailable, "nothing changed; retry: "+err.Error())
-	case errors.Is(err, ErrInconsistent):
-		return wire.NewError(wire.CodeInternal, err.Error())
 	}
-	return wire.NewError(wire.CodeInternal, err.Error())
+	return wire.NewError(wire.CodeInternal, err.Error()) // a bug, a broken clock, or stored state that was refused
 }

@@ -46,11 +46,10 @@ const leasePrefix = "lease/"
 // Options configures a Store. The zero value is ready to use.
 type Options struct {
 	// MinFreeBytes is the free space under which the store refuses writes
-	// (so the engine never runs out of room in the middle of one). Zero
-	// means 64 MiB.
+	// (so the engine never runs out of room in the middle of one), checked
+	// at most every CheckEvery. Zero means 64 MiB and 100 ms.
 	MinFreeBytes uint64
-	// CheckEvery is how often the free space is checked. Zero means 100ms.
-	CheckEvery time.Duration
+	CheckEvery   time.Duration
 	// Logger receives the store's failures (once when they start, once when
 	// they clear) and Pebble's errors. Nil logs nothing.
 	Logger *slog.Logger
@@ -70,9 +69,8 @@ type Store struct {
 	lock   *pebble.Lock
 	st     service.Stored // what Open read, for Load
 
-	full atomic.Bool
-	stop chan struct{}
-	done sync.WaitGroup
+	full    atomic.Bool
+	checked atomic.Int64 // when the free space was last checked (UnixNano)
 }
 
 var _ service.Persister = (*Store)(nil)
@@ -84,17 +82,17 @@ func Create(dir string, opts Options) (*Store, error) {
 	if _, err := opts.FS.Stat(dir); err == nil {
 		return nil, fmt.Errorf("pebblestore: the state %s already exists; -init creates a new one only", dir)
 	}
-	if err := opts.FS.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("pebblestore: creating the state %s: %w", dir, err)
+	var db *pebble.DB
+	err := opts.FS.MkdirAll(dir, 0o700)
+	if err == nil {
+		db, err = pebble.Open(dir, opts.pebble(&pebble.Options{ErrorIfExists: true, FormatMajorVersion: pebble.FormatNewest}))
 	}
-	db, err := pebble.Open(dir, opts.pebble(&pebble.Options{ErrorIfExists: true, FormatMajorVersion: pebble.FormatNewest}))
-	if err != nil {
-		return nil, fmt.Errorf("pebblestore: creating the state %s: %w", dir, err)
+	if err == nil {
+		b := db.NewBatch()
+		_ = b.Set(keyFormat, []byte(Format), nil)
+		_ = b.Set(keyMark, []byte("0"), nil)
+		err = errors.Join(b.Commit(pebble.Sync), b.Close(), db.Close())
 	}
-	b := db.NewBatch()
-	_ = b.Set(keyFormat, []byte(Format), nil)
-	_ = b.Set(keyMark, []byte("0"), nil)
-	err = errors.Join(b.Commit(pebble.Sync), b.Close(), db.Close())
 	if err != nil {
 		return nil, fmt.Errorf("pebblestore: creating the state %s: %w", dir, err)
 	}
@@ -129,14 +127,11 @@ func Open(dir string, opts Options) (*Store, error) {
 	} else if err != nil {
 		return nil, fmt.Errorf("pebblestore: the state %s cannot be locked: %w", dir, err)
 	}
-	s := &Store{dir: dir, opts: opts, lock: lock, stop: make(chan struct{})}
+	s := &Store{dir: dir, opts: opts, lock: lock}
 	if err := s.open(); err != nil {
 		_ = lock.Close()
 		return nil, err
 	}
-	s.checkSpace()
-	s.done.Add(1)
-	go s.watch()
 	return s, nil
 }
 
@@ -294,47 +289,28 @@ func (s *Store) Write(_ context.Context, b service.Batch, sync bool) error {
 }
 
 // Writable reports why writes are refused (too little free space), or nil.
+// It looks at the free space again if it last did CheckEvery ago, and logs
+// each change of the answer.
 func (s *Store) Writable() error {
+	if last, now := s.checked.Load(), time.Now().UnixNano(); now-last >= int64(s.opts.CheckEvery) && s.checked.CompareAndSwap(last, now) {
+		u, err := s.opts.FS.GetDiskUsage(s.dir)
+		full := err == nil && u.AvailBytes < s.opts.MinFreeBytes
+		if was := s.full.Swap(full); was != full && full {
+			s.opts.Logger.Error("disk full: acquisitions and renewals are refused with 503 unavailable until there is room",
+				"state", s.dir, "freeBytes", u.AvailBytes, "minFreeBytes", s.opts.MinFreeBytes)
+		} else if was != full {
+			s.opts.Logger.Info("disk has room again: the state is writable", "state", s.dir, "freeBytes", u.AvailBytes)
+		}
+	}
 	if s.full.Load() {
 		return fmt.Errorf("pebblestore: the disk of %s has less than %d MiB free; changes are refused until there is room", s.dir, s.opts.MinFreeBytes>>20)
 	}
 	return nil
 }
 
-// watch checks the free space every CheckEvery until Close.
-func (s *Store) watch() {
-	defer s.done.Done()
-	t := time.NewTicker(s.opts.CheckEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.stop:
-			return
-		case <-t.C:
-			s.checkSpace()
-		}
-	}
-}
-
-func (s *Store) checkSpace() {
-	u, err := s.opts.FS.GetDiskUsage(s.dir)
-	full := err == nil && u.AvailBytes < s.opts.MinFreeBytes
-	if s.full.Swap(full) == full || s.opts.Logger == nil {
-		return
-	}
-	if full {
-		s.opts.Logger.Error("disk full: acquisitions and renewals are refused with 503 unavailable until there is room",
-			"state", s.dir, "freeBytes", u.AvailBytes, "minFreeBytes", s.opts.MinFreeBytes)
-	} else {
-		s.opts.Logger.Info("disk has room again: the state is writable", "state", s.dir, "freeBytes", u.AvailBytes)
-	}
-}
-
-// Close stops the free-space checks, closes the database (what was written
-// without a sync is written by Pebble's close) and releases the directory.
+// Close closes the database (what was written without a sync is written by
+// Pebble's close) and releases the directory.
 func (s *Store) Close() error {
-	close(s.stop)
-	s.done.Wait()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.closed = true
@@ -344,9 +320,6 @@ func (s *Store) Close() error {
 	}
 	return errors.Join(err, s.lock.Close())
 }
-
-// Dir returns the state directory.
-func (s *Store) Dir() string { return s.dir }
 
 func (o *Options) defaults() {
 	if o.MinFreeBytes == 0 {
@@ -358,23 +331,20 @@ func (o *Options) defaults() {
 	if o.FS == nil {
 		o.FS = vfs.Default
 	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
 }
 
 // pebble fills in the options every open shares.
 func (o *Options) pebble(p *pebble.Options) *pebble.Options {
 	p.FS, p.Logger = o.FS, pebbleLogger{o.Logger}
-	logErr := func(msg string) func(any) {
-		return func(v any) {
-			if o.Logger != nil {
-				o.Logger.Error(msg, "err", fmt.Sprint(v))
-			}
-		}
-	}
-	bg, corrupt := logErr("pebble background error"), logErr("pebble found damaged data")
 	p.EventListener = &pebble.EventListener{
-		BackgroundError: func(err error) { bg(err) },
+		BackgroundError: func(err error) { o.Logger.Error("pebble background error", "err", err.Error()) },
 		// The read that found it fails too; Pebble's default stops the process.
-		DataCorruption: func(info pebble.DataCorruptionInfo) { corrupt(info) },
+		DataCorruption: func(info pebble.DataCorruptionInfo) {
+			o.Logger.Error("pebble found damaged data", "err", info.String())
+		},
 	}
 	return p
 }
@@ -387,16 +357,12 @@ type pebbleLogger struct{ l *slog.Logger }
 
 func (p pebbleLogger) Infof(string, ...any) {}
 func (p pebbleLogger) Errorf(format string, args ...any) {
-	if p.l != nil {
-		p.l.Error("pebble: " + fmt.Sprintf(format, args...))
-	}
+	p.l.Error("pebble: " + fmt.Sprintf(format, args...))
 }
 func (p pebbleLogger) Fatalf(format string, args ...any) {
 	msg := "the state cannot be written, so the coordinator stops (the call being written is not answered; restart it): " +
 		fmt.Sprintf(format, args...)
-	if p.l != nil {
-		p.l.Error(msg)
-	}
+	p.l.Error(msg)
 	fmt.Fprintln(os.Stderr, "pebblestore: "+msg)
 	os.Exit(1)
 }

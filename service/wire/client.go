@@ -2,10 +2,10 @@ package wire
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
-	"encoding/hex"
 	"errors"
 	"io"
 	"net/http"
@@ -72,14 +72,8 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	if cfg.Lease == nil {
 		return nil, errors.New("wire: ClientConfig.Lease is required")
 	}
-	c := &Client{
-		base:     strings.TrimRight(cfg.BaseURL, "/"),
-		lc:       cfg.Lease,
-		hc:       cfg.HTTPClient,
-		attempts: cfg.Attempts,
-		timeout:  cfg.AttemptTimeout,
-		backoff:  cfg.Backoff,
-	}
+	c := &Client{base: strings.TrimRight(cfg.BaseURL, "/"), lc: cfg.Lease, hc: cfg.HTTPClient, backoff: cfg.Backoff,
+		attempts: cmp.Or(max(cfg.Attempts, 0), 4), timeout: cmp.Or(max(cfg.AttemptTimeout, 0), 5*time.Second)}
 	if u, err := url.Parse(c.base); c.hc == nil && err == nil && u.Scheme == "http" && u.Host != "" && u.User == nil {
 		c.conns = &connPool{host: u.Host}
 	} else if c.hc == nil {
@@ -89,12 +83,6 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		// compressed: no Accept-Encoding header, no gzip reader.
 		tr.DisableCompression = true
 		c.hc = &http.Client{Transport: tr}
-	}
-	if c.attempts <= 0 {
-		c.attempts = 4
-	}
-	if c.timeout <= 0 {
-		c.timeout = 5 * time.Second
 	}
 	if c.backoff == nil {
 		c.backoff = func(n int) time.Duration {
@@ -138,7 +126,7 @@ func (c *Client) Acquire(ctx context.Context, resource string) (*Lease, error) {
 	if err != nil {
 		return nil, err
 	}
-	secret, err := newSecret()
+	secret, err := random(32)
 	if err != nil {
 		return nil, err
 	}
@@ -184,7 +172,7 @@ func (c *Client) Release(ctx context.Context, l *Lease) error {
 		return errors.New("wire: Release needs a lease")
 	}
 	tok := l.Token()
-	id, err := randomID()
+	id, err := random(16)
 	if err != nil {
 		return err
 	}
@@ -312,20 +300,12 @@ func (c *Client) do(req *http.Request) (int, []byte, error) {
 	return resp.StatusCode, data, err
 }
 
-func randomID() (string, error) {
-	var b [16]byte
-	if _, err := rand.Read(b[:]); err != nil {
+// random returns n random bytes, base64url: a release's request id (16),
+// the secret of one acquisition (32).
+func random(n int) (string, error) {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
 		return "", err
 	}
-	return hex.EncodeToString(b[:]), nil
-}
-
-// newSecret returns 32 random bytes, base64url: the secret of one
-// acquisition.
-func newSecret() (string, error) {
-	var b [32]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", err
-	}
-	return base64.RawURLEncoding.EncodeToString(b[:]), nil
+	return base64.RawURLEncoding.EncodeToString(b), nil
 }

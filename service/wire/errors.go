@@ -29,22 +29,10 @@ const (
 )
 
 var codeStatus = map[string]int{
-	CodeMalformedJSON:    http.StatusBadRequest,
-	CodeWrongType:        http.StatusBadRequest,
-	CodeMissingField:     http.StatusBadRequest,
-	CodeUnknownField:     http.StatusBadRequest,
-	CodeDuplicateField:   http.StatusBadRequest,
-	CodeInvalidValue:     http.StatusBadRequest,
-	CodeBodyTooLarge:     http.StatusRequestEntityTooLarge,
-	CodeUnsupportedMedia: http.StatusUnsupportedMediaType,
-	CodeMethodNotAllowed: http.StatusMethodNotAllowed,
-	CodeNotFound:         http.StatusNotFound,
-	CodeWrongSecret:      http.StatusForbidden,
-	CodeRequestIDReused:  http.StatusConflict,
-	CodeRejected:         http.StatusUnprocessableEntity,
-	CodeUnavailable:      http.StatusServiceUnavailable,
-	CodeTooManyLeases:    http.StatusServiceUnavailable,
-	CodeInternal:         http.StatusInternalServerError,
+	CodeMalformedJSON: 400, CodeWrongType: 400, CodeMissingField: 400, CodeUnknownField: 400, CodeDuplicateField: 400,
+	CodeInvalidValue: 400, CodeBodyTooLarge: 413, CodeUnsupportedMedia: 415, CodeMethodNotAllowed: 405, CodeNotFound: 404,
+	CodeWrongSecret: 403, CodeRequestIDReused: 409, CodeRejected: 422, CodeUnavailable: 503, CodeTooManyLeases: 503,
+	CodeInternal: 500,
 }
 
 // Error is a refused call: an HTTP status, a stable Code and a message. On

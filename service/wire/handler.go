@@ -113,52 +113,46 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if !errors.As(err, &we) {
 			we = errCode(CodeInternal, err.Error())
 		}
-		h.failCall(w, r, m, we)
+		h.logCall(r, m, we, reply)
+		WriteError(w, we)
 		return
 	}
-	if h.log != nil {
-		attrs := callAttrs(m)
-		switch {
-		case reply.Grant != nil:
-			attrs = append(attrs, slog.String("result", "granted"), slog.Uint64("grantedFence", reply.Grant.Fence))
-		case reply.HeldBy != "":
-			attrs = append(attrs, slog.String("result", "denied"), slog.String("heldBy", reply.HeldBy))
-		case reply.Reason != "":
-			attrs = append(attrs, slog.String("result", reply.Reason))
-		default:
-			attrs = append(attrs, slog.String("result", "ok"))
-		}
-		h.log.LogAttrs(r.Context(), slog.LevelInfo, "lease call", attrs...)
-	}
+	h.logCall(r, m, nil, reply)
 	writeJSON(w, http.StatusOK, &reply)
 }
 
-func callAttrs(m Message) []slog.Attr {
-	return []slog.Attr{
-		slog.String("op", string(m.Op)),
-		slog.String("resource", m.Request.Resource),
-		slog.String("holderId", m.Request.HolderID),
-		slog.String("requestId", m.Request.RequestID),
-		slog.Uint64("fence", m.Request.Fence),
+// logCall logs one decoded call with what came of it: a refusal e, or
+// reply. Secrets and bodies are never logged.
+func (h *handler) logCall(r *http.Request, m Message, e *Error, reply Reply) {
+	if h.log == nil {
+		return
 	}
+	level := slog.LevelInfo
+	attrs := []slog.Attr{slog.String("op", string(m.Op)), slog.String("resource", m.Request.Resource),
+		slog.String("holderId", m.Request.HolderID), slog.String("requestId", m.Request.RequestID), slog.Uint64("fence", m.Request.Fence)}
+	switch {
+	case e != nil && e.Status >= 500:
+		level, attrs = slog.LevelError, append(attrs, slog.String("code", e.Code))
+	case e != nil:
+		level, attrs = slog.LevelWarn, append(attrs, slog.String("code", e.Code))
+	case reply.Grant != nil:
+		attrs = append(attrs, slog.String("result", "granted"), slog.Uint64("grantedFence", reply.Grant.Fence))
+	case reply.HeldBy != "":
+		attrs = append(attrs, slog.String("result", "denied"), slog.String("heldBy", reply.HeldBy))
+	case reply.Reason != "":
+		attrs = append(attrs, slog.String("result", reply.Reason))
+	default:
+		attrs = append(attrs, slog.String("result", "ok"))
+	}
+	h.log.LogAttrs(r.Context(), level, "lease call", attrs...)
 }
 
+// fail answers a request refused before it was decoded.
 func (h *handler) fail(w http.ResponseWriter, r *http.Request, op Op, e *Error) {
 	if h.log != nil {
 		h.log.LogAttrs(r.Context(), slog.LevelWarn, "lease call refused",
 			slog.String("op", string(op)), slog.String("method", r.Method), slog.String("path", quoteShort(r.URL.Path)),
 			slog.String("code", e.Code))
-	}
-	WriteError(w, e)
-}
-
-func (h *handler) failCall(w http.ResponseWriter, r *http.Request, m Message, e *Error) {
-	if h.log != nil {
-		level := slog.LevelWarn
-		if e.Status >= 500 {
-			level = slog.LevelError
-		}
-		h.log.LogAttrs(r.Context(), level, "lease call refused", append(callAttrs(m), slog.String("code", e.Code))...)
 	}
 	WriteError(w, e)
 }

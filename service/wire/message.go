@@ -3,6 +3,7 @@ package wire
 import (
 	"errors"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -111,51 +112,30 @@ type Reply struct {
 	Reason           string  `json:"reason,omitzero"`
 }
 
-// body is every member a request may have, each of a type that refuses
-// null and values of the wrong JSON type, checks its value, and records
-// that it was present. Which members a call takes is checked after
-// decoding (schemas).
+// body is every member a request may have: each a type that records that
+// it was present and refuses null and values of another JSON type. Which
+// members a call takes, and their values, are checked after decoding.
 type body struct {
-	RequestID idField     `json:"requestId"`
-	Resource  idField     `json:"resource"`
-	HolderID  idField     `json:"holderId"`
-	SentAt    instantBody `json:"sentAt"`
-	Kind      idField     `json:"kind"`
-	Fence     fenceField  `json:"fence"`
-	Secret    idField     `json:"secret"`
+	RequestID str     `json:"requestId"`
+	Resource  str     `json:"resource"`
+	HolderID  str     `json:"holderId"`
+	SentAt    instant `json:"sentAt"`
+	Kind      str     `json:"kind"`
+	Fence     num     `json:"fence"`
+	Secret    str     `json:"secret"`
 }
 
-// member is what every field type reports.
-type member interface{ present() bool }
-
-// schemas lists, for each call, the members it takes in the order they are
-// reported missing; required ones first. An acquisition may carry the zero
-// fence a serialized lease.Request has.
-var schemas = map[Op]struct{ required, optional []string }{
-	OpAcquire: {[]string{"requestId", "resource", "holderId", "sentAt", "kind", "secret"}, []string{"fence"}},
-	OpRenew:   {[]string{"requestId", "resource", "holderId", "sentAt", "kind", "fence", "secret"}, nil},
-	OpRelease: {[]string{"requestId", "resource", "holderId", "fence", "secret"}, nil},
+// schemas lists, for each call, the members it takes, required ones first
+// in the order they are reported missing; the rest are optional (an
+// acquisition may carry the zero fence a serialized lease.Request has).
+var schemas = map[Op]struct {
+	names    []string
+	required int
+}{
+	OpAcquire: {[]string{"requestId", "resource", "holderId", "sentAt", "kind", "secret", "fence"}, 6},
+	OpRenew:   {[]string{"requestId", "resource", "holderId", "sentAt", "kind", "fence", "secret"}, 7},
+	OpRelease: {[]string{"requestId", "resource", "holderId", "fence", "secret"}, 5},
 }
-
-func (b *body) member(name string) member {
-	switch name {
-	case "requestId":
-		return &b.RequestID
-	case "resource":
-		return &b.Resource
-	case "holderId":
-		return &b.HolderID
-	case "sentAt":
-		return &b.SentAt
-	case "kind":
-		return &b.Kind
-	case "fence":
-		return &b.Fence
-	}
-	return &b.Secret
-}
-
-var strict = json.RejectUnknownMembers(true)
 
 // DecodeMessage parses and checks the body of a request to op with
 // github.com/go-json-experiment/json (encoding/json/v2), strictly. It
@@ -177,49 +157,58 @@ func DecodeMessage(op Op, data []byte) (Message, *Error) {
 		return Message{}, errCode(CodeNotFound, "no such call "+strconv.Quote(string(op)))
 	}
 	var b *body
-	if err := json.Unmarshal(data, &b, strict); err != nil {
+	if err := json.Unmarshal(data, &b, json.RejectUnknownMembers(true)); err != nil {
 		return Message{}, decodeError(op, err)
 	}
 	if b == nil {
 		return Message{}, errCode(CodeWrongType, "the body must be a JSON object, got null")
 	}
-	for _, name := range []string{"requestId", "resource", "holderId", "sentAt", "kind", "fence", "secret"} {
-		if b.member(name).present() && !has(schema.required, name) && !has(schema.optional, name) {
+	strs := map[string]*str{"requestId": &b.RequestID, "resource": &b.Resource, "holderId": &b.HolderID, "kind": &b.Kind, "secret": &b.Secret}
+	present := map[string]bool{"sentAt": b.SentAt.set, "fence": b.Fence.set}
+	for name, f := range strs {
+		present[name] = f.set
+	}
+	for name, set := range present {
+		if set && !slices.Contains(schema.names, name) {
 			return Message{}, errCode(CodeUnknownField, "unknown field "+strconv.Quote(name)+" in a "+string(op)+" request")
 		}
 	}
-	for _, name := range schema.required {
-		if !b.member(name).present() {
+	for _, name := range schema.names[:schema.required] {
+		if !present[name] {
 			return Message{}, errCode(CodeMissingField, "field "+strconv.Quote(name)+" is required in a "+string(op)+" request")
 		}
 	}
-	if n := len(b.Secret.v); n < MinSecretBytes || n > MaxSecretBytes {
-		return Message{}, errInvalid("secret", "must be "+strconv.Itoa(MinSecretBytes)+" to "+strconv.Itoa(MaxSecretBytes)+
-			" bytes, got "+strconv.Itoa(n))
-	}
-	m := Message{Op: op, Secret: b.Secret.v, Request: lease.Request{RequestID: b.RequestID.v, Resource: b.Resource.v,
-		HolderID: b.HolderID.v, Fence: b.Fence.v}}
-	switch {
-	case op == OpAcquire && m.Request.Fence != 0:
-		return Message{}, errInvalid("fence", "must be 0 (or absent) in an acquisition")
-	case op != OpAcquire && m.Request.Fence == 0:
-		return Message{}, errInvalid("fence", "must be at least 1")
-	case op != OpRelease && b.Kind.v != string(op):
-		return Message{}, errInvalid("kind", "must be "+strconv.Quote(string(op))+" on this path, got "+strconv.Quote(b.Kind.v))
-	}
-	if op != OpRelease {
-		m.Request.Kind, m.Request.SentAt = lease.Kind(op), clock.At(b.SentAt.Domain.v, b.SentAt.Millis.v)
-	}
-	return m, nil
-}
-
-func has(names []string, name string) bool {
-	for _, n := range names {
-		if n == name {
-			return true
+	for _, name := range [...]string{"requestId", "resource", "holderId", "kind", "secret"} {
+		if f := strs[name]; f.set && (f.v == "" || len(f.v) > MaxStringBytes) {
+			return Message{}, errInvalid(name, "must be 1 to "+strconv.Itoa(MaxStringBytes)+" bytes long")
 		}
 	}
-	return false
+	fence, ferr := strconv.ParseUint(b.Fence.v, 10, 64)
+	millis, merr := strconv.ParseFloat(b.SentAt.Millis.v, 64)
+	switch n := len(b.Secret.v); {
+	case n < MinSecretBytes || n > MaxSecretBytes:
+		return Message{}, errInvalid("secret", "must be "+strconv.Itoa(MinSecretBytes)+" to "+strconv.Itoa(MaxSecretBytes)+
+			" bytes, got "+strconv.Itoa(n))
+	case b.Fence.set && (ferr != nil || fence > lease.MaxFence):
+		return Message{}, errInvalid("fence", "must be a whole number from 0 to "+strconv.FormatUint(lease.MaxFence, 10)+
+			", got "+quoteShort(b.Fence.v))
+	case op == OpAcquire && fence != 0:
+		return Message{}, errInvalid("fence", "must be 0 (or absent) in an acquisition")
+	case op != OpAcquire && fence == 0:
+		return Message{}, errInvalid("fence", "must be at least 1")
+	case op != OpRelease && b.Kind.v != string(op):
+		return Message{}, errInvalid("kind", "must be "+strconv.Quote(string(op))+" on this path, got "+quoteShort(b.Kind.v))
+	case b.SentAt.set && (merr != nil || !finite(millis)):
+		return Message{}, errInvalid("sentAt.millis", "must be a finite number")
+	case b.SentAt.set && (b.SentAt.Domain.v == "" || len(b.SentAt.Domain.v) > MaxStringBytes):
+		return Message{}, errInvalid("sentAt.domain", "must be 1 to "+strconv.Itoa(MaxStringBytes)+" bytes long")
+	}
+	m := Message{Op: op, Secret: b.Secret.v, Request: lease.Request{RequestID: b.RequestID.v, Resource: b.Resource.v,
+		HolderID: b.HolderID.v, Fence: fence}}
+	if op != OpRelease {
+		m.Request.Kind, m.Request.SentAt = lease.Kind(op), clock.At(b.SentAt.Domain.v, millis)
+	}
+	return m, nil
 }
 
 // decodeError turns an error of json.Unmarshal into a refusal.
@@ -231,140 +220,62 @@ func decodeError(op Op, err error) *Error {
 		field = strings.ReplaceAll(strings.TrimPrefix(string(se.JSONPointer), "/"), "/", ".")
 	}
 	switch {
-	case errors.As(err, &we): // a field's own check
-		if field != "" {
-			we.Message = "field " + strconv.Quote(field) + " " + we.Message
-		}
+	case errors.As(err, &we): // a member of the wrong type, or an incomplete sentAt
+		we.Message = "field " + strconv.Quote(field) + " " + we.Message
 		return we
 	case errors.Is(err, jsontext.ErrDuplicateName):
 		return errCode(CodeDuplicateField, "a field appears twice: "+err.Error())
 	case errors.Is(err, json.ErrUnknownName):
 		return errCode(CodeUnknownField, "unknown field "+quoteShort(field)+" in a "+string(op)+" request")
 	case se != nil && se.JSONKind != 0 && field == "":
-		return errCode(CodeWrongType, "the body must be a JSON object, got "+kindName(se.JSONKind))
+		return errCode(CodeWrongType, "the body must be a JSON object, got "+kindNames[se.JSONKind])
 	}
 	return errCode(CodeMalformedJSON, "invalid JSON: "+err.Error())
 }
 
-func kindName(k jsontext.Kind) string {
-	switch k {
-	case '"':
-		return "a string"
-	case '0':
-		return "a number"
-	case 't', 'f':
-		return "a boolean"
-	case 'n':
-		return "null"
-	case '[':
-		return "an array"
-	}
-	return "an object"
-}
+var kindNames = map[jsontext.Kind]string{'"': "a string", '0': "a number", 't': "a boolean", 'f': "a boolean",
+	'n': "null", '[': "an array", '{': "an object"}
 
-// readToken reads the next token, refusing any of another kind than want.
-func readToken(dec *jsontext.Decoder, want jsontext.Kind, what string) (jsontext.Token, error) {
+// str is a JSON string member, num a JSON number member (its text): each
+// refuses any other JSON type.
+type (
+	str struct {
+		v   string
+		set bool
+	}
+	num str
+)
+
+func (f *str) UnmarshalJSONFrom(dec *jsontext.Decoder) error { return readInto(dec, '"', (*str)(f)) }
+func (f *num) UnmarshalJSONFrom(dec *jsontext.Decoder) error { return readInto(dec, '0', (*str)(f)) }
+
+func readInto(dec *jsontext.Decoder, want jsontext.Kind, f *str) error {
 	if k := dec.PeekKind(); k != want && k != 0 {
-		return jsontext.Token{}, errCode(CodeWrongType, "must be "+what+", got "+kindName(k))
+		return errCode(CodeWrongType, "must be "+kindNames[want]+", got "+kindNames[k])
 	}
-	return dec.ReadToken()
+	tok, err := dec.ReadToken()
+	f.v, f.set = tok.String(), err == nil
+	return err
 }
 
-// idField is a non-empty string of at most MaxStringBytes.
-type idField struct {
-	v   string
-	set bool
-}
-
-func (f *idField) present() bool { return f.set }
-
-func (f *idField) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
-	tok, err := readToken(dec, '"', "a string")
-	if err != nil {
-		return err
-	}
-	f.v, f.set = tok.String(), true
-	switch {
-	case f.v == "":
-		return errCode(CodeInvalidValue, "must not be empty")
-	case len(f.v) > MaxStringBytes:
-		return errCode(CodeInvalidValue, "is longer than "+strconv.Itoa(MaxStringBytes)+" bytes")
-	}
-	return nil
-}
-
-// fenceField is a JSON integer from 0 to lease.MaxFence, written as digits.
-type fenceField struct {
-	v   uint64
-	set bool
-}
-
-func (f *fenceField) present() bool { return f.set }
-
-func (f *fenceField) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
-	tok, err := readToken(dec, '0', "an integer")
-	if err != nil {
-		return err
-	}
-	f.set = true
-	n, err := strconv.ParseUint(tok.String(), 10, 64)
-	if err != nil || n > lease.MaxFence {
-		return errCode(CodeInvalidValue, "must be a whole number from 0 to "+strconv.FormatUint(lease.MaxFence, 10)+
-			", got "+quoteShort(tok.String()))
-	}
-	f.v = n
-	return nil
-}
-
-// millisField is a finite JSON number.
-type millisField struct {
-	v   float64
-	set bool
-}
-
-func (f *millisField) present() bool { return f.set }
-
-func (f *millisField) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
-	tok, err := readToken(dec, '0', "a number")
-	if err != nil {
-		return err
-	}
-	f.set = true
-	v, err := strconv.ParseFloat(tok.String(), 64)
-	if err != nil || !finite(v) {
-		return errCode(CodeInvalidValue, "must be a finite number")
-	}
-	f.v = v
-	return nil
-}
-
-// instantBody is an instant {millis, domain} in a request.
-type instantBody struct {
-	Millis millisField `json:"millis"`
-	Domain idField     `json:"domain"`
+// instant is the sentAt member: an object {millis, domain}, both required.
+type instant struct {
+	Millis num `json:"millis"`
+	Domain str `json:"domain"`
 	set    bool
 }
 
-func (f *instantBody) present() bool { return f.set }
-
-func (f *instantBody) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
+func (f *instant) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
 	if k := dec.PeekKind(); k != '{' && k != 0 {
-		_, err := readToken(dec, '{', "an object {millis, domain}")
+		return errCode(CodeWrongType, "must be an object {millis, domain}, got "+kindNames[k])
+	}
+	type fields instant // without this method
+	if err := json.UnmarshalDecode(dec, (*fields)(f), json.RejectUnknownMembers(true)); err != nil {
 		return err
 	}
-	var in struct {
-		Millis millisField `json:"millis"`
-		Domain idField     `json:"domain"`
-	}
-	if err := json.UnmarshalDecode(dec, &in, strict); err != nil {
-		return err
-	}
-	f.Millis, f.Domain, f.set = in.Millis, in.Domain, true
-	switch {
-	case !f.Millis.set:
-		return errCode(CodeMissingField, "needs its millis")
-	case !f.Domain.set:
-		return errCode(CodeMissingField, "needs its domain")
+	f.set = true
+	if !f.Millis.set || !f.Domain.set {
+		return errCode(CodeMissingField, "needs both millis and domain")
 	}
 	return nil
 }
@@ -375,29 +286,22 @@ func EncodeMessage(m Message) ([]byte, error) {
 	if _, ok := schemas[m.Op]; !ok {
 		return nil, errors.New("wire: unknown op " + strconv.Quote(string(m.Op)))
 	}
-	out := wireBody{RequestID: r.RequestID, Resource: r.Resource, HolderID: r.HolderID, Secret: m.Secret}
+	out := struct {
+		RequestID string   `json:"requestId"`
+		Resource  string   `json:"resource"`
+		HolderID  string   `json:"holderId"`
+		SentAt    *Instant `json:"sentAt,omitzero"`
+		Kind      string   `json:"kind,omitzero"`
+		Fence     uint64   `json:"fence,omitzero"`
+		Secret    string   `json:"secret"`
+	}{RequestID: r.RequestID, Resource: r.Resource, HolderID: r.HolderID, Fence: r.Fence, Secret: m.Secret}
 	if m.Op != OpRelease {
 		if !finite(r.SentAt.Millis) {
 			return nil, errors.New("wire: sentAt.millis is not a finite number")
 		}
 		out.SentAt, out.Kind = &Instant{Millis: r.SentAt.Millis, Domain: r.SentAt.Domain}, string(m.Op)
 	}
-	if m.Op != OpAcquire {
-		out.Fence = &r.Fence
-	}
 	return json.Marshal(out)
-}
-
-// wireBody is the JSON shape of every request body; EncodeMessage leaves
-// out what the call does not take.
-type wireBody struct {
-	RequestID string   `json:"requestId"`
-	Resource  string   `json:"resource"`
-	HolderID  string   `json:"holderId"`
-	SentAt    *Instant `json:"sentAt,omitzero"`
-	Kind      string   `json:"kind,omitzero"`
-	Fence     *uint64  `json:"fence,omitzero"`
-	Secret    string   `json:"secret"`
 }
 
 func finite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }
