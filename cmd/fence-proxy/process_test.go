@@ -152,7 +152,7 @@ type proc struct {
 	stdout *bufio.Reader
 }
 
-func spawn(t *testing.T, role string, env []string, args ...string) *proc {
+func spawn(t testing.TB, role string, env []string, args ...string) *proc {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
@@ -186,7 +186,7 @@ func spawn(t *testing.T, role string, env []string, args ...string) *proc {
 	return p
 }
 
-func (p *proc) line(t *testing.T) string {
+func (p *proc) line(t testing.TB) string {
 	t.Helper()
 	l, err := p.stdout.ReadString('\n')
 	if err != nil {
@@ -196,7 +196,7 @@ func (p *proc) line(t *testing.T) string {
 }
 
 // url reads the "listening on URL" line.
-func (p *proc) url(t *testing.T) string {
+func (p *proc) url(t testing.TB) string {
 	t.Helper()
 	return strings.TrimPrefix(p.line(t), "listening on ")
 }

@@ -36,10 +36,12 @@
 //     declared rule (Config.FailedWrite): RollsBack (a transactional store:
 //     nothing of the write and no raise of the floor remains) or KeepsFloor
 //     (the floor stays raised, because the store may hold part of the write).
-//   - InvalidInput: fence 0, a fence above fence.MaxFence, an empty or
+//   - InvalidInput: fence 0, a fence above the gate's ceiling (fence.MaxFence,
+//     or Config.MaxFence for a gate that declares a lower one), an empty or
 //     oversized resource or holder, and a missing write are refused with an
 //     argument error (an error with an InvalidArgument() bool method that
-//     reports true), before anything changes.
+//     reports true), before anything changes; the ceiling itself is
+//     admitted.
 //   - CancelledContext: a Commit whose context is already done returns an
 //     error matching the context's error, and nothing changes.
 //   - RejectionLog: refusals beyond Options.MaxRejections: a capped gate
@@ -178,6 +180,25 @@ type Config struct {
 	// the same data) and returns once it serves again; handles made before
 	// must keep working (reconnecting as they need).
 	Restart func(t testing.TB, addr string)
+	// MaxFence is the highest fence the gate can carry, for a gate whose
+	// protocol cannot carry every valid fence (fence-proxy's header: an
+	// RFC 8941 integer has at most 15 digits). Zero means fence.MaxFence.
+	// Below it, InvalidInput requires every fence from MaxFence+1 up to
+	// fence.MaxFence to be refused as invalid input before anything changes
+	// (it tries both ends), and MaxFence itself to be admitted. At least
+	// MinMaxFence: the other rules use fences up to about a thousand.
+	MaxFence uint64
+}
+
+// MinMaxFence is the lowest Config.MaxFence the suite accepts.
+const MinMaxFence = 1 << 20
+
+// maxFence is the highest fence c's gate must admit.
+func (c Config) maxFence() uint64 {
+	if c.MaxFence == 0 {
+		return fence.MaxFence
+	}
+	return c.MaxFence
 }
 
 type rule struct {
@@ -217,6 +238,9 @@ func (c Config) check(t testing.TB) {
 	}
 	if c.FailedWrite != KeepsFloor && c.FailedWrite != RollsBack {
 		t.Fatal("gatetest: Config.FailedWrite must be KeepsFloor or RollsBack")
+	}
+	if c.MaxFence != 0 && (c.MaxFence < MinMaxFence || c.MaxFence > fence.MaxFence) {
+		t.Fatalf("gatetest: Config.MaxFence must be 0 or from %d to fence.MaxFence, not %d", MinMaxFence, c.MaxFence)
 	}
 }
 

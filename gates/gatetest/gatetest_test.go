@@ -23,6 +23,17 @@ type memGate struct {
 	// the floor with Admit once the write succeeded (check-then-act),
 	// instead of Commit doing all of it as one step.
 	breakRaiseAfter bool
+	// ceiling, if not 0, is the highest fence the adapter carries (as if
+	// its protocol could not say more): a higher one is refused as bad
+	// input before it reaches the gate.
+	ceiling uint64
+}
+
+func (m *memGate) carry(tok fence.Token) error {
+	if m.ceiling != 0 && tok.Fence > m.ceiling && tok.Validate() == nil {
+		return &fence.ArgumentError{Pkg: "memgate", Arg: "token.fence", Reason: "must be at most the ceiling"}
+	}
+	return nil
 }
 
 func newMemGate(opts gatetest.Options) *memGate {
@@ -46,6 +57,9 @@ func (m *memGate) gate(resource string) (*fence.Gate, error) {
 var errWriteFailed = errors.New("the write failed after its first half")
 
 func (m *memGate) Commit(ctx context.Context, tok fence.Token, w gatetest.Write) error {
+	if err := m.carry(tok); err != nil {
+		return err
+	}
 	g, err := m.gate(tok.Resource)
 	if err != nil {
 		return err
@@ -84,6 +98,9 @@ func (m *memGate) Commit(ctx context.Context, tok fence.Token, w gatetest.Write)
 }
 
 func (m *memGate) Admit(ctx context.Context, tok fence.Token) error {
+	if err := m.carry(tok); err != nil {
+		return err
+	}
 	g, err := m.gate(tok.Resource)
 	if err != nil {
 		return err
@@ -146,6 +163,58 @@ func TestMemoryGateBreakCaught(t *testing.T) {
 	}
 	if len(gatetest.Failures(t, memConfig(false))) != 0 {
 		t.Errorf("the unbroken gate fails: %v", gatetest.Failures(t, memConfig(false)))
+	}
+}
+
+// A gate that declares a ceiling below fence.MaxFence (Config.MaxFence) must
+// refuse every fence above it as bad input and admit the ceiling itself: one
+// that carries the fences above it anyway, or refuses its own ceiling, fails
+// InvalidInput.
+func TestMaxFenceDeclared(t *testing.T) {
+	const ceiling = 999_999_999_999_999
+	with := func(carried uint64) gatetest.Config {
+		cfg := memConfig(false)
+		cfg.MaxFence = ceiling
+		next := cfg.New
+		cfg.New = func(t testing.TB, o gatetest.Options) (gatetest.Gate, string) {
+			g, addr := next(t, o)
+			g.(*memGate).ceiling = carried
+			return g, addr
+		}
+		return cfg
+	}
+	if got := gatetest.Failures(t, with(ceiling)); len(got) != 0 {
+		t.Errorf("a gate that carries fences up to its declared ceiling fails: %v", got)
+	}
+	for _, carried := range []uint64{0 /* every fence */, ceiling - 1} {
+		got := gatetest.Failures(t, with(carried))
+		if len(got["InvalidInput"]) == 0 || len(got) != 1 {
+			t.Errorf("carrying fences up to %d with a declared ceiling of %d: failures %v, want InvalidInput only", carried, uint64(ceiling), got)
+		}
+	}
+}
+
+// The Restart rule can fail: a gate whose store forgets its floors and its
+// log when restarted (a floor kept only in memory) is caught.
+func TestRestartCatchesAForgettingStore(t *testing.T) {
+	cfg := memConfig(false)
+	var made sync.Map // "" -> *memGate of the current rule
+	next := cfg.New
+	cfg.New = func(t testing.TB, o gatetest.Options) (gatetest.Gate, string) {
+		g, addr := next(t, o)
+		made.Store(addr, g)
+		return g, addr
+	}
+	cfg.Restart = func(t testing.TB, addr string) {
+		v, _ := made.Load(addr)
+		g := v.(*memGate)
+		g.mu.Lock()
+		g.gates = map[string]*fence.Gate{}
+		g.mu.Unlock()
+	}
+	got := gatetest.Failures(t, cfg)
+	if len(got["Restart"]) == 0 || len(got) != 1 {
+		t.Errorf("failures %v, want Restart only", got)
 	}
 }
 

@@ -224,7 +224,9 @@ func twoProcesses(t testing.TB, c Config) {
 		if len(done) != each || len(inflight) != 0 {
 			t.Fatalf("writer process %d reported %d commits (%d unfinished), want %d", i, len(done), len(inflight), each)
 		}
+		mu.Lock() // the local writers may still be appending theirs
 		all = append(all, done...)
+		mu.Unlock()
 	}
 	wg.Wait()
 	checkHistory(t, g, res, all, nil)

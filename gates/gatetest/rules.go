@@ -174,10 +174,11 @@ func invalidInput(t testing.TB, c Config) {
 	mustCommit(t, g, tk("agent-a", 5), "a5")
 	_ = g.Commit(ctx, tk("agent-z", 1), Write{Value: "z1"}) // one refusal in the log
 	long := strings.Repeat("r", fence.MaxIDBytes+1)
-	bad := []struct {
+	type badToken struct {
 		name string
 		tok  fence.Token
-	}{
+	}
+	bad := []badToken{
 		{"FenceZero", tk("agent-b", 0)},
 		{"FenceAboveMax", tk("agent-b", fence.MaxFence+1)},
 		{"FenceMaxUint64", tk("agent-b", ^uint64(0))},
@@ -187,6 +188,14 @@ func invalidInput(t testing.TB, c Config) {
 		{"OversizedResource", fence.Token{Resource: long, HolderID: "agent-b", Fence: 6}},
 		// Below the floor and malformed: refused as malformed, not logged.
 		{"StaleAndEmptyHolder", tk("", 1)},
+	}
+	ceiling := c.maxFence()
+	if ceiling < fence.MaxFence {
+		// Valid fences the gate cannot carry: refused as bad input too,
+		// never cut down to something it can.
+		bad = append(bad,
+			badToken{"FenceAboveGateMax", tk("agent-b", ceiling+1)},
+			badToken{"FenceMaxFenceAboveGateMax", tk("agent-b", fence.MaxFence)})
 	}
 	for _, b := range bad {
 		before := snapshot(t, g, res)
@@ -205,9 +214,9 @@ func invalidInput(t testing.TB, c Config) {
 		}
 	}
 	sameState(t, "a missing write", before, snapshot(t, g, res))
-	// The largest valid fence is admitted.
-	mustCommit(t, g, tk("agent-m", fence.MaxFence), "max")
-	wantFloor(t, g, res, fence.MaxFence)
+	// The largest fence the gate can carry is admitted.
+	mustCommit(t, g, tk("agent-m", ceiling), "max")
+	wantFloor(t, g, res, ceiling)
 }
 
 // cancelledContext: a Commit whose context is already done changes nothing.

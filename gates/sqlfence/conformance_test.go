@@ -7,6 +7,7 @@ import (
 	"database/sql"
 	"errors"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"github.com/lease-fence/lease-fence/core/fence"
@@ -18,17 +19,29 @@ import (
 // into a table of the same database, inserted by the write inside the
 // Store's transaction.
 type conformGate struct {
-	db    *sql.DB
-	s     *sqlfence.Store
-	d     sqlfence.Dialect
-	qIns  string
-	qRead string
+	mu     sync.Mutex // db and s change when Restart reopens the file
+	db     *sql.DB
+	s      *sqlfence.Store
+	d      sqlfence.Dialect
+	driver string
+	dsn    string
+	broken bool
+	qIns   string
+	qRead  string
+}
+
+// gates lists the conformGates open on each database (by DSN), for Restart.
+var gates sync.Map // dsn -> *[]*conformGate
+
+func (g *conformGate) handles() (*sql.DB, *sqlfence.Store) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.db, g.s
 }
 
 func newConformGate(t testing.TB, dialect sqlfence.Dialect, driver, dsn string, broken bool) *conformGate {
 	t.Helper()
-	db := openDB(t, driver, dsn)
-	g := &conformGate{db: db, d: dialect,
+	g := &conformGate{d: dialect, driver: driver, dsn: dsn, broken: broken,
 		qIns:  `INSERT INTO gatetest_values (resource, value) VALUES (?, ?)`,
 		qRead: `SELECT value FROM gatetest_values WHERE resource = ? ORDER BY id`}
 	create := `CREATE TABLE IF NOT EXISTS gatetest_values (id INTEGER PRIMARY KEY AUTOINCREMENT, resource TEXT NOT NULL, value TEXT NOT NULL)`
@@ -37,18 +50,52 @@ func newConformGate(t testing.TB, dialect sqlfence.Dialect, driver, dsn string, 
 		g.qIns = `INSERT INTO gatetest_values (resource, value) VALUES ($1, $2)`
 		g.qRead = `SELECT value FROM gatetest_values WHERE resource = $1 ORDER BY id`
 	}
-	if _, err := db.Exec(create); err != nil && !(dialect == sqlfence.Postgres && isUnique(err)) {
-		t.Fatal(err)
+	g.open(t, create)
+	v, _ := gates.LoadOrStore(dsn, &[]*conformGate{})
+	list := v.(*[]*conformGate)
+	*list = append(*list, g)
+	return g
+}
+
+// open opens the gate's database and its Store (again, after Restart
+// closed them: the tables are there already).
+func (g *conformGate) open(t testing.TB, create string) {
+	t.Helper()
+	db := openDB(t, g.driver, g.dsn)
+	if create != "" {
+		if _, err := db.Exec(create); err != nil && !(g.d == sqlfence.Postgres && isUnique(err)) {
+			t.Fatal(err)
+		}
 	}
-	s, err := sqlfence.Open(context.Background(), db, sqlfence.Options{Dialect: dialect})
+	s, err := sqlfence.Open(context.Background(), db, sqlfence.Options{Dialect: g.d})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if broken {
+	if g.broken {
 		sqlfence.BreakRaise(s)
 	}
-	g.s = s
-	return g
+	g.mu.Lock()
+	g.db, g.s = db, s
+	g.mu.Unlock()
+}
+
+// reopenSQLite is the SQLite store's restart: every handle on the file is
+// closed, and opened again (Open finds its tables and its rows in the file).
+func reopenSQLite(t testing.TB, dsn string) {
+	v, ok := gates.Load(dsn)
+	if !ok {
+		t.Fatalf("no gate on %s", dsn)
+	}
+	list := *v.(*[]*conformGate)
+	for _, g := range list {
+		db, _ := g.handles()
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, g := range list {
+		g.open(t, "")
+	}
 }
 
 func isUnique(err error) bool {
@@ -59,10 +106,11 @@ func isUnique(err error) bool {
 var errHalfWritten = errors.New("the write failed after its INSERT")
 
 func (g *conformGate) Commit(ctx context.Context, tok fence.Token, w gatetest.Write) error {
+	_, st := g.handles()
 	if w.Nil {
-		return g.s.Commit(ctx, tok, nil)
+		return st.Commit(ctx, tok, nil)
 	}
-	return g.s.Commit(ctx, tok, func(ctx context.Context, tx *sql.Tx) error {
+	return st.Commit(ctx, tok, func(ctx context.Context, tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, g.qIns, tok.Resource, w.Value); err != nil {
 			return err
 		}
@@ -76,16 +124,24 @@ func (g *conformGate) Commit(ctx context.Context, tok fence.Token, w gatetest.Wr
 	})
 }
 
-func (g *conformGate) Admit(ctx context.Context, tok fence.Token) error { return g.s.Admit(ctx, tok) }
-func (g *conformGate) Floor(ctx context.Context, r string) (uint64, error) {
-	return g.s.Floor(ctx, r)
+func (g *conformGate) Admit(ctx context.Context, tok fence.Token) error {
+	_, st := g.handles()
+	return st.Admit(ctx, tok)
 }
+
+func (g *conformGate) Floor(ctx context.Context, r string) (uint64, error) {
+	_, st := g.handles()
+	return st.Floor(ctx, r)
+}
+
 func (g *conformGate) Rejections(ctx context.Context, r string) ([]fence.Rejection, error) {
-	return g.s.Rejections(ctx, r)
+	_, st := g.handles()
+	return st.Rejections(ctx, r)
 }
 
 func (g *conformGate) Values(ctx context.Context, r string) ([]string, error) {
-	rows, err := g.db.QueryContext(ctx, g.qRead, r)
+	db, _ := g.handles()
+	rows, err := db.QueryContext(ctx, g.qRead, r)
 	if err != nil {
 		return nil, err
 	}
@@ -112,6 +168,7 @@ func conformSQLite(broken bool) gatetest.Config {
 		},
 		FailedWrite: gatetest.RollsBack,
 		Inside:      true,
+		Restart:     reopenSQLite,
 	}
 }
 
@@ -126,13 +183,21 @@ func conformPostgres(broken bool) gatetest.Config {
 		},
 		FailedWrite: gatetest.RollsBack,
 		Inside:      true,
+		Restart: func(t testing.TB, _ string) {
+			if err := pg.Restart(); err != nil {
+				t.Fatal(err)
+			}
+		},
 	}
 }
 
 // The Store passes the conformance suite on SQLite and on PostgreSQL,
 // writers in other processes included. A failed write rolls back, the raise
 // of the floor with it (RollsBack). The rejections table keeps every
-// refusal (not capped).
+// refusal (not capped). Restart: SQLite's file is closed by every handle and
+// opened again; the PostgreSQL server is stopped as a crash would stop it
+// (pg_ctl stop -m immediate) and started again, and the handles made before
+// reconnect through database/sql's pool.
 func TestConformance(t *testing.T) {
 	t.Run("SQLite", func(t *testing.T) { gatetest.Run(t, conformSQLite(false)) })
 	t.Run("Postgres", func(t *testing.T) { gatetest.Run(t, conformPostgres(false)) })

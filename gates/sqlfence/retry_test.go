@@ -153,3 +153,53 @@ func TestPostgresConnectionKilledBeforeCommit(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A connection in the pool that the server ended while it sat idle (as a
+// restart of the server ends them all) breaks the next statement sent on
+// it. Nothing of that transaction can have happened, so Commit, Admit,
+// Floor and Rejections run again on a fresh connection instead of failing.
+func TestPostgresBrokenIdleConnectionIsRetried(t *testing.T) {
+	b := newPostgres(t)
+	db, s := openWithWrites(t, b)
+	db.SetMaxOpenConns(1) // every call uses the one connection
+	ctx := context.Background()
+	admin := b.open(t)
+	kill := func() {
+		t.Helper()
+		var pid int
+		if err := db.QueryRowContext(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+			t.Fatal(err)
+		}
+		var ok bool
+		if err := admin.QueryRowContext(ctx, `SELECT pg_terminate_backend($1, 5000)`, pid).Scan(&ok); err != nil || !ok {
+			t.Fatalf("terminate: %v %v", ok, err)
+		}
+	}
+	runs := 0
+	kill()
+	err := s.Commit(ctx, tok("a", 1), func(ctx context.Context, tx *sql.Tx) error {
+		runs++
+		return insertWrite(b, tok("a", 1))(ctx, tx)
+	})
+	if err != nil || runs != 1 {
+		t.Fatalf("Commit on a pool whose connection was ended: %v (write ran %d times)", err, runs)
+	}
+	kill()
+	if err := s.Admit(ctx, tok("b", 2)); err != nil {
+		t.Fatalf("Admit: %v", err)
+	}
+	kill()
+	if f, err := s.Floor(ctx, "ledger"); err != nil || f != 2 {
+		t.Fatalf("Floor = %d, %v", f, err)
+	}
+	if err := s.Commit(ctx, tok("a", 1), insertWrite(b, tok("a", 1))); err == nil {
+		t.Fatal("a stale commit was admitted")
+	}
+	kill()
+	if r, err := s.Rejections(ctx, "ledger"); err != nil || len(r) != 1 {
+		t.Fatalf("Rejections = %v, %v", r, err)
+	}
+	if w := readWrites(t, db, "ledger"); len(w) != 1 {
+		t.Fatalf("writes = %v", w)
+	}
+}

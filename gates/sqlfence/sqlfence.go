@@ -20,8 +20,12 @@ package sqlfence
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
+	"io"
+	"math"
 	"math/rand/v2"
+	"net"
 	"regexp"
 	"strconv"
 	"strings"
@@ -61,8 +65,11 @@ type Options struct {
 
 // MaxAttempts is how many times Commit and Admit run their transaction when
 // the database reports a transient conflict (SQLite busy or locked,
-// PostgreSQL serialization failure 40001 or deadlock 40P01) before returning
-// the conflict as an error.
+// PostgreSQL serialization failure 40001 or deadlock 40P01), or a PostgreSQL
+// connection breaks before the transaction's COMMIT was sent (the server
+// rolls such a transaction back: after a restart of the server, the pool's
+// old connections break one by one), before returning the error. Floor and
+// Rejections retry a broken connection the same way.
 const MaxAttempts = 8
 
 // Store is a fence gate kept in a SQL database. It is safe for concurrent
@@ -72,7 +79,7 @@ type Store struct {
 	db      *sql.DB
 	dialect Dialect
 
-	qEnsure, qLock, qRaise, qRefuse, qLogRejection, qFloor, qRejections, qStatus string
+	qEnsure, qLock, qRaise, qRefuse, qLogRejection, qFloor, qRejections, qRejectionsAfter, qStatus string
 }
 
 var tableName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,40}$`)
@@ -110,7 +117,8 @@ func Open(ctx context.Context, db *sql.DB, opts Options) (*Store, error) {
 	s.qLogRejection = `INSERT INTO ` + rej + ` (resource, seq, refused_holder, refused_fence, admitted_holder, admitted_fence) VALUES (?, ?, ?, ?, ?, ?)`
 	s.qFloor = `SELECT fence FROM ` + floor + ` WHERE resource = ?`
 	s.qRejections = `SELECT seq, refused_holder, refused_fence, admitted_holder, admitted_fence FROM ` + rej + ` WHERE resource = ? ORDER BY seq`
-	for _, q := range []*string{&s.qEnsure, &s.qLock, &s.qRaise, &s.qRefuse, &s.qLogRejection, &s.qFloor, &s.qRejections, &s.qStatus} {
+	s.qRejectionsAfter = `SELECT seq, refused_holder, refused_fence, admitted_holder, admitted_fence FROM ` + rej + ` WHERE resource = ? AND seq > ? ORDER BY seq LIMIT ?`
+	for _, q := range []*string{&s.qEnsure, &s.qLock, &s.qRaise, &s.qRefuse, &s.qLogRejection, &s.qFloor, &s.qRejections, &s.qRejectionsAfter, &s.qStatus} {
 		*q = s.rebind(*q)
 	}
 	schema := []string{
@@ -184,8 +192,9 @@ func (s *Store) rebind(q string) string {
 // raised floor after a failed write because there the resource may already
 // hold part of it.) Use Admit to raise the floor without writing.
 //
-// Transient conflicts (see MaxAttempts) are retried with a fresh
-// transaction, so write may run more than once; it must act only through tx
+// Transient conflicts and connections that broke before COMMIT (see
+// MaxAttempts) are retried with a fresh transaction, so write may run more
+// than once; it must act only through tx
 // and must not commit or roll it back. Writes to one resource are serialized
 // by a lock on its floor row, held until the transaction ends.
 func (s *Store) Commit(ctx context.Context, tok fence.Token, write func(ctx context.Context, tx *sql.Tx) error) error {
@@ -300,10 +309,13 @@ func (s *Store) commit(ctx context.Context, tx *sql.Tx, xid string) error {
 	if err == nil {
 		return nil
 	}
-	if s.dialect != Postgres || sqlState(err) != "" || xid == "" {
+	if s.dialect != Postgres || (sqlState(err) != "" && !connectionEnded(sqlState(err))) || xid == "" {
 		// SQLite's COMMIT is local: an error means it did not happen (the
 		// driver rolls back whatever is left). A PostgreSQL error code
-		// means the server answered, and a failed COMMIT rolls back.
+		// means the server answered, and a failed COMMIT rolls back;
+		// except a FATAL that ends the connection (the server shutting
+		// down, the backend terminated), which may come after the commit
+		// happened, before its answer was sent.
 		return wrap("commit", err)
 	}
 	for i := range MaxAttempts {
@@ -364,14 +376,26 @@ func pause(ctx context.Context, i int) error {
 }
 
 // transient reports whether err is a conflict that a fresh transaction may
-// not meet: SQLite busy/locked, PostgreSQL serialization failure or deadlock.
+// not meet: SQLite busy/locked, PostgreSQL serialization failure or deadlock,
+// or a PostgreSQL connection that broke while the transaction was open.
 func (s *Store) transient(err error) bool {
 	if s.dialect == Postgres {
-		switch sqlState(err) {
-		case "40001", "40P01":
+		code := sqlState(err)
+		if code == "40001" || code == "40P01" {
 			return true
 		}
-		return false
+		var dbe *DBError
+		if errors.As(err, &dbe) && dbe.Op == "commit" {
+			// After COMMIT was sent: commit settled it, and it is
+			// reported as it is.
+			return false
+		}
+		if code != "" {
+			// The server ended the connection: the transaction was
+			// rolled back.
+			return connectionEnded(code)
+		}
+		return brokenConn(err)
 	}
 	var coded interface{ Code() int }
 	if errors.As(err, &coded) {
@@ -383,6 +407,35 @@ func (s *Store) transient(err error) bool {
 	}
 	msg := err.Error()
 	return strings.Contains(msg, "database is locked") || strings.Contains(msg, "SQLITE_BUSY")
+}
+
+// brokenConn reports whether err says the connection to the server broke
+// without an answer (a reset, an end of stream, a connection the driver
+// found bad), in a statement other than COMMIT: the server then rolls the
+// transaction back, so nothing of it happened. (A COMMIT whose connection
+// broke is settled by commit and never retried.)
+func brokenConn(err error) bool {
+	var unknown *OutcomeUnknownError
+	if sqlState(err) != "" || errors.As(err, &unknown) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	if errors.Is(err, driver.ErrBadConn) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return true
+	}
+	var ne net.Error
+	return errors.As(err, &ne) && !ne.Timeout()
+}
+
+// connectionEnded reports whether a PostgreSQL error code ends the
+// connection without the server having finished the transaction: the
+// server shutting down or restarting (57P01, 57P02, 57P03), an idle session
+// ended (57P05), a connection exception (class 08).
+func connectionEnded(code string) bool {
+	switch code {
+	case "57P01", "57P02", "57P03", "57P05":
+		return true
+	}
+	return strings.HasPrefix(code, "08")
 }
 
 // sqlState returns the SQLSTATE code of a PostgreSQL error (pgx's
@@ -427,7 +480,7 @@ func (s *Store) Floor(ctx context.Context, resource string) (uint64, error) {
 		return 0, err
 	}
 	var f int64
-	err := s.db.QueryRowContext(ctx, s.qFloor, resource).Scan(&f)
+	err := s.retry(ctx, func() error { return s.db.QueryRowContext(ctx, s.qFloor, resource).Scan(&f) })
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, nil
 	}
@@ -439,27 +492,56 @@ func (s *Store) Floor(ctx context.Context, resource string) (uint64, error) {
 
 // Rejections returns every refusal logged for resource, oldest first. The
 // table keeps them all (one row per refusal); prune it with your own DELETE
-// if you need to.
+// if you need to, and read a long log a page at a time with
+// RejectionsAfter.
 func (s *Store) Rejections(ctx context.Context, resource string) ([]fence.Rejection, error) {
 	if err := s.checkQuery(ctx, resource); err != nil {
 		return nil, err
 	}
-	rows, err := s.db.QueryContext(ctx, s.qRejections, resource)
-	if err != nil {
-		return nil, wrap("reading rejections", err)
+	return s.readRejections(ctx, resource, s.qRejections, resource)
+}
+
+// MaxRejectionsPage is the largest limit RejectionsAfter takes.
+const MaxRejectionsPage = 10000
+
+// RejectionsAfter returns a page of resource's refusals: those whose Seq is
+// above after, oldest first, at most limit (1 to MaxRejectionsPage) of them.
+// Start with after 0 and pass the last Seq of each page to get the next;
+// a page shorter than limit is the end of the log as it was then.
+func (s *Store) RejectionsAfter(ctx context.Context, resource string, after uint64, limit int) ([]fence.Rejection, error) {
+	if err := s.checkQuery(ctx, resource); err != nil {
+		return nil, err
 	}
-	defer rows.Close()
+	switch {
+	case after > math.MaxInt64:
+		return nil, argError("after", "must be at most "+strconv.FormatInt(math.MaxInt64, 10))
+	case limit < 1 || limit > MaxRejectionsPage:
+		return nil, argError("limit", "must be from 1 to "+strconv.Itoa(MaxRejectionsPage))
+	}
+	return s.readRejections(ctx, resource, s.qRejectionsAfter, resource, int64(after), limit)
+}
+
+func (s *Store) readRejections(ctx context.Context, resource, q string, args ...any) ([]fence.Rejection, error) {
 	var out []fence.Rejection
-	for rows.Next() {
-		var seq, rf, af int64
-		r := fence.Rejection{Resource: resource}
-		if err := rows.Scan(&seq, &r.RefusedHolder, &rf, &r.AdmittedHolder, &af); err != nil {
-			return nil, wrap("reading rejections", err)
+	err := s.retry(ctx, func() error {
+		out = out[:0]
+		rows, err := s.db.QueryContext(ctx, q, args...)
+		if err != nil {
+			return err
 		}
-		r.Seq, r.RefusedFence, r.AdmittedFence = uint64(seq), uint64(rf), uint64(af)
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
+		defer rows.Close()
+		for rows.Next() {
+			var seq, rf, af int64
+			r := fence.Rejection{Resource: resource}
+			if err := rows.Scan(&seq, &r.RefusedHolder, &rf, &r.AdmittedHolder, &af); err != nil {
+				return err
+			}
+			r.Seq, r.RefusedFence, r.AdmittedFence = uint64(seq), uint64(rf), uint64(af)
+			out = append(out, r)
+		}
+		return rows.Err()
+	})
+	if err != nil {
 		return nil, wrap("reading rejections", err)
 	}
 	return out, nil

@@ -33,6 +33,7 @@ type Server struct {
 	watchdog *exec.Cmd // stops the server when pipe closes
 	pipe     *os.File
 	out      bytes.Buffer
+	settings string // the server's -o options, port included
 }
 
 // Options tunes the server.
@@ -41,6 +42,11 @@ type Options struct {
 	// turn them off to start and run faster.
 	Durable bool
 }
+
+// Without Durable, fsync is off (the data lives in the operating system's
+// cache, which a crash of the server does not lose) but synchronous_commit
+// stays on: a commit that returned has its WAL written, so it survives
+// Restart, which stops the server as a crash would.
 
 // BinDir returns the directory of the newest installed PostgreSQL's
 // binaries, or an error saying how to install them.
@@ -106,7 +112,7 @@ func Start(opts Options) (*Server, error) {
 		"-c deadlock_timeout=50ms", // deadlock tests resolve quickly
 	}
 	if !opts.Durable {
-		settings = append(settings, "-c fsync=off", "-c synchronous_commit=off", "-c full_page_writes=off")
+		settings = append(settings, "-c fsync=off", "-c full_page_writes=off")
 	}
 	var lastErr error
 	for range 5 { // the free port may be taken before postgres binds it
@@ -118,7 +124,7 @@ func Start(opts Options) (*Server, error) {
 		o := strings.Join(append(settings, "-p "+strconv.Itoa(port)), " ")
 		out, err := s.cmd("pg_ctl", "-D", data, "-o", o, "-l", filepath.Join(dir, "log"), "-w", "-t", "60", "start").CombinedOutput()
 		if err == nil {
-			s.Port = port
+			s.Port, s.settings = port, o
 			if err := s.watch(); err != nil {
 				_, _ = s.cmd("pg_ctl", "-D", data, "-m", "immediate", "-w", "stop").CombinedOutput()
 				os.RemoveAll(dir)
@@ -134,6 +140,23 @@ func Start(opts Options) (*Server, error) {
 	}
 	os.RemoveAll(dir)
 	return nil, lastErr
+}
+
+// Restart stops the server at once, as a crash would (pg_ctl stop -m
+// immediate: the postmaster and every backend end without a checkpoint, and
+// every client connection breaks), and starts it again on the same data
+// directory and port. It returns once the server accepts connections again,
+// having replayed its WAL: every commit that returned before is there.
+func (s *Server) Restart() error {
+	data := filepath.Join(s.Dir, "data")
+	if out, err := s.cmd("pg_ctl", "-D", data, "-m", "immediate", "-w", "stop").CombinedOutput(); err != nil {
+		return fmt.Errorf("pgtest: pg_ctl stop: %v\n%s", err, out)
+	}
+	if out, err := s.cmd("pg_ctl", "-D", data, "-o", s.settings, "-l", filepath.Join(s.Dir, "log"), "-w", "-t", "60", "start").CombinedOutput(); err != nil {
+		log, _ := os.ReadFile(filepath.Join(s.Dir, "log"))
+		return fmt.Errorf("pgtest: pg_ctl start after stop: %v\n%s\n%s", err, out, log)
+	}
+	return nil
 }
 
 func (s *Server) cmd(name string, args ...string) *exec.Cmd {

@@ -4,7 +4,9 @@
 // by the gate's own kind of write.
 import pg from 'pg';
 import { createClient, createCluster } from 'redis';
-import { FenceGate } from 'lease-fence';
+import { FenceGate, InvalidArgumentError } from 'lease-fence';
+import { LEASE_FENCE_HEADER, leaseFenceHeader, staleFenceError } from 'lease-fence/service-client';
+import { rejection, signalOf } from '../../wasm/js/gate-common.mjs';
 import { openSqlFence } from 'lease-fence/sql';
 import { openRedisFence, redisKey } from 'lease-fence/redis';
 
@@ -56,6 +58,7 @@ export function memoryGate({ maxRejections } = {}, { brokenRaiseAfter = false } 
 /** lease-fence/sql on the database at url; values in gatetest_values. */
 export async function sqlGate(url) {
   const pool = new pg.Pool({ connectionString: url, max: 4 });
+  pool.on('error', () => {}); // an idle connection a server restart ended
   const store = await openSqlFence(pool, { dialect: 'postgres', table: 'lease_fence' });
   await pool.query('CREATE TABLE IF NOT EXISTS gatetest_values (id BIGSERIAL PRIMARY KEY, resource TEXT NOT NULL, value TEXT NOT NULL)')
     .catch((err) => { if (err.code !== '23505') throw err; });
@@ -111,9 +114,87 @@ export async function redisGate(addr, { maxRejections } = {}) {
   };
 }
 
+const utf8 = new TextEncoder();
+// A Lease-Fence value written without any check, so that the proxy, not
+// the client, is what refuses a bad token (a 16-digit fence included).
+function rawHeader(t) {
+  const id = (v) => {
+    const s = String(v);
+    if (/^[\x20-\x7e]*$/.test(s)) return `"${s.replace(/["\\]/g, '\\$&')}"`;
+    let out = '%"';
+    for (const b of utf8.encode(s)) out += b < 0x20 || b > 0x7e || b === 0x25 || b === 0x22 ? `%${b.toString(16).padStart(2, '0')}` : String.fromCharCode(b);
+    return `${out}"`;
+  };
+  const f = typeof t.fence === 'number' ? String(t.fence) : JSON.stringify(String(t.fence));
+  return `resource=${id(t.resource)}, holder=${id(t.holderId)}, fence=${f}`;
+}
+
+/**
+ * fence-proxy at "proxyURL upstreamURL ns" (the upstream of test/proxy: POST
+ * /append?resource=r appends the body, X-Fail then answers 500, X-Inside
+ * names a function it runs while it holds the request; GET /values lists):
+ * a write is a POST through the proxy with leaseFenceHeader's header to
+ * the list of ns + resource, read back from the upstream directly. A token
+ * the helper refuses is also sent as it is, and the proxy must refuse it
+ * (400) too. inside(fn) registers fn with the upstream and returns its key
+ * (only the process that runs the upstream can).
+ */
+export function proxyGate(addr, { inside } = {}) {
+  const [proxy, upstream, ns] = addr.split(' ');
+  const json = async (res) => {
+    if (!res.ok) throw new Error(`${res.status} ${await res.text()}`);
+    return res.json();
+  };
+  const send = async (path, token, init = {}) => {
+    let header;
+    try {
+      header = leaseFenceHeader(token);
+    } catch (err) {
+      if (!(err instanceof InvalidArgumentError) || typeof token !== 'object' || token === null) throw err;
+      const res = await fetch(`${proxy}${path}`, { method: 'POST', ...init, headers: { ...init.headers, [LEASE_FENCE_HEADER]: rawHeader(token) } });
+      const code = res.headers.get('Lease-Fence-Error');
+      await res.arrayBuffer();
+      if (res.status !== 400 || code !== 'bad_fence_header') {
+        throw new Error(`fence-proxy answered ${res.status} ${code} to a token the helper refuses (${err.message})`);
+      }
+      throw err;
+    }
+    const res = await fetch(`${proxy}${path}`, { method: 'POST', ...init, headers: { ...init.headers, [LEASE_FENCE_HEADER]: header } });
+    const stale = await staleFenceError(res);
+    if (stale) throw stale;
+    if (!res.ok) throw new Error(`fence-proxy answered ${res.status}: ${await res.text()}`);
+    await res.arrayBuffer();
+  };
+  return {
+    async commit(token, w) {
+      if (w.nil) {
+        // An HTTP write is a request: with no request there is nothing to
+        // send, and nothing to refuse but the call itself.
+        throw new InvalidArgumentError('lease-fence: a write through fence-proxy needs a request', 'write');
+      }
+      // fetch's own signal: aborted before the request is sent, nothing
+      // reaches the proxy.
+      const signal = signalOf(opts(w), 'fence-proxy: commit');
+      const headers = {};
+      if (w.fail) headers['X-Fail'] = '1';
+      if (w.inside) headers['X-Inside'] = inside(w.inside);
+      return send(`/append?resource=${encodeURIComponent(ns + token?.resource)}`, token, { body: w.value, headers, signal });
+    },
+    admit: async (token) => send('/.lease-fence/admit', token),
+    floor: async (r) => (await json(await fetch(`${proxy}/.lease-fence/floor?resource=${encodeURIComponent(r)}`))).floor,
+    async rejections(r) {
+      const { rejections } = await json(await fetch(`${proxy}/.lease-fence/rejections?resource=${encodeURIComponent(r)}`));
+      return rejections.map((x) => rejection(x.seq, x.resource, x.refusedHolder, x.refusedFence, x.admittedHolder, x.admittedFence));
+    },
+    values: async (r) => json(await fetch(`${upstream}/values?resource=${encodeURIComponent(ns + r)}`)),
+    close: async () => {},
+  };
+}
+
 /** Another handle on the store at addr, for writer processes. */
 export async function attach(kind, addr) {
   if (kind === 'sql') return sqlGate(addr);
   if (kind === 'redis') return redisGate(addr);
+  if (kind === 'proxy') return proxyGate(addr);
   throw new Error(`unknown kind ${kind}`);
 }

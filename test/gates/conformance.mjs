@@ -12,6 +12,10 @@
 //   capped               the gate keeps only the newest maxRejections refusals
 //   inside               the adapter calls write.inside while the write runs
 //   restart(addr)        restarts the store (absent: not run)
+//   maxFence             the highest fence the gate can carry, if below 2^53-1
+//                        (fence-proxy's header): the fences above it, up to
+//                        2^53-1, must be refused as invalid input before
+//                        anything changes, and maxFence itself admitted
 // }
 // gate: commit(token, { value, fail, nil, inside, signal, options }), admit(token),
 // floor(resource), rejections(resource), values(resource), close().
@@ -165,6 +169,12 @@ export const rules = {
       notAnObject: [null, 'token'],
       staleAndEmptyHolder: [tk('', 1), 'token.holderId'],
     };
+    const ceiling = c.maxFence ?? MAX_FENCE;
+    if (ceiling < MAX_FENCE) {
+      // Valid fences the gate cannot carry: refused too, never cut down.
+      bad.fenceAboveGateMax = [tk('agent-b', ceiling + 1), 'token.fence'];
+      bad.maxFenceAboveGateMax = [tk('agent-b', MAX_FENCE), 'token.fence'];
+    }
     for (const [name, [token, argument]] of Object.entries(bad)) {
       const before = await snapshot(g);
       const check = (err) => err instanceof InvalidArgumentError && err.argument === argument;
@@ -177,8 +187,8 @@ export const rules = {
       await assert.rejects(Promise.resolve().then(() => g.commit(tk('agent-b', f), { nil: true })), InvalidArgumentError, `a missing write (fence ${f})`);
     }
     assert.deepEqual(await snapshot(g), before, 'a missing write changed nothing');
-    await g.commit(tk('agent-m', MAX_FENCE), { value: 'max' });
-    assert.equal(await g.floor(R), MAX_FENCE);
+    await g.commit(tk('agent-m', ceiling), { value: 'max' });
+    assert.equal(await g.floor(R), ceiling);
   },
 
   async abortedSignal(c) {

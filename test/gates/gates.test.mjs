@@ -1,8 +1,9 @@
 // The JavaScript gates against the conformance suite (conformance.mjs):
 // FenceGate in this process, lease-fence/sql on a real PostgreSQL server and
 // lease-fence/redis on a real redis-server (both started here), with writer
-// processes, a SIGKILLed writer and, for Redis, the server killed and
-// restarted from its AOF. Each gate also fails the suite when broken on
+// processes, a SIGKILLed writer and the server restarted (Redis: killed
+// with SIGKILL and restarted from its AOF; PostgreSQL: stopped as a crash
+// would stop it and started again). Each gate also fails the suite when broken on
 // purpose.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -62,6 +63,9 @@ const sql = (broken) => ({
     return { gate: g, addr: url };
   },
   kind: broken ? undefined : 'sql', failedWrite: 'rollsBack', capped: false, inside: true,
+  // The server stopped as a crash would (pg_ctl stop -m immediate) and
+  // started again; the pools' old connections break and are replaced.
+  restart: broken ? undefined : () => pgServer.restart(),
 });
 
 const redis = (broken) => ({

@@ -152,3 +152,36 @@ test('a signal that aborts while the commit waits for the floor row gives up: no
   assert.deepEqual(await store.rejections('r'), []);
   assert.equal(await store.floor('r'), 2);
 });
+
+test('a connection the server ended before the transaction is replaced: the commit runs on a fresh one', async () => {
+  const p = pool(await freshUrl());
+  const store = await openSqlFence(p);
+  await p.query('CREATE TABLE t (v TEXT)');
+  // A client whose backend the server ended (as a restart ends them all),
+  // handed out once more by the pool before it noticed.
+  const dead = await p.connect();
+  const { rows: [{ pid }] } = await dead.query('SELECT pg_backend_pid() AS pid');
+  dead.on('error', () => {}); // the FATAL, then the connection's end
+  const ended = new Promise((resolve) => dead.once('end', resolve));
+  await p.query('SELECT pg_terminate_backend($1, 5000)', [pid]);
+  await ended;
+  const connect = p.connect;
+  let connects = 0;
+  p.connect = function (...args) {
+    connects++;
+    if (connects === 1) return Promise.resolve(dead);
+    return connect.apply(this, args); // pool.query calls it with a callback
+  };
+  let runs = 0;
+  assert.equal(await store.commit(tk('a', 3), async (client) => {
+    runs++;
+    await client.query('INSERT INTO t VALUES ($1)', ['a3']);
+    return 'written';
+  }), 'written');
+  assert.equal(runs, 1, 'the write ran once: the dead connection failed at BEGIN');
+  assert.equal(connects, 2, 'a second connection was taken');
+  p.connect = connect;
+  const { rows } = await p.query('SELECT v FROM t');
+  assert.deepEqual(rows, [{ v: 'a3' }]);
+  assert.equal(await store.floor('r'), 3);
+});

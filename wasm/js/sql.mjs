@@ -43,7 +43,26 @@ export async function openSqlFence(pool, options) {
 }
 
 const sqlState = (err) => (err && typeof err.code === 'string' && /^[0-9A-Z]{5}$/.test(err.code) ? err.code : '');
-const transient = (err) => sqlState(err) === '40001' || sqlState(err) === '40P01';
+// The server ended the connection without finishing the transaction: it
+// is shutting down or restarting (57P01, 57P02, 57P03), an idle session
+// ended (57P05), a connection exception (class 08).
+const connectionEnded = (code) => ['57P01', '57P02', '57P03', '57P05'].includes(code) || code.startsWith('08');
+// A conflict a fresh transaction may not meet, or a connection that ended
+// before COMMIT was sent (the server rolled the transaction back). A
+// COMMIT that failed otherwise is settled by #commit and reported as it is.
+const transient = (err) => {
+  if (err instanceof BrokenBeforeCommit) return true;
+  const cause = err instanceof FenceStoreError ? err.cause : err;
+  const code = sqlState(cause);
+  if (code === '40001' || code === '40P01') return true;
+  return connectionEnded(code) && !(err instanceof FenceStoreError && err.op === 'commit');
+};
+// BrokenBeforeCommit carries an error met on a connection that broke before
+// the transaction's COMMIT was sent: nothing of it happened, so it may run
+// again. #retry throws err itself once it gives up.
+class BrokenBeforeCommit {
+  constructor(err) { this.err = err; }
+}
 const pause = (i) => new Promise((resolve) => {
   const d = 2 ** Math.min(i, 6);
   setTimeout(resolve, d / 2 + Math.random() * d);
@@ -81,7 +100,7 @@ class SqlFence {
         await this.#retry(() => this.#query('creating tables', q, []));
       } catch (err) {
         // Two openers raced to create the table; it exists now.
-        if (sqlState(err.cause) !== '23505') throw err;
+        if (sqlState(err.cause) !== '23505') throw err instanceof BrokenBeforeCommit ? err.err : err;
       }
     }
   }
@@ -122,22 +141,26 @@ class SqlFence {
   /** The highest fence admitted for resource (0 if none has been). */
   async floor(resource) {
     checkId(resource, 'resource');
-    const { rows } = await this.#query('reading the floor', this.#q.floor, [resource]);
+    const { rows } = await this.#retry(() => this.#query('reading the floor', this.#q.floor, [resource]));
     return rows.length === 0 ? 0 : Number(rows[0].fence);
   }
 
   /** Every refusal logged for resource, oldest first, as FenceGate's rejections. */
   async rejections(resource) {
     checkId(resource, 'resource');
-    const { rows } = await this.#query('reading rejections', this.#q.rejections, [resource]);
+    const { rows } = await this.#retry(() => this.#query('reading rejections', this.#q.rejections, [resource]));
     return rows.map((r) => rejection(r.seq, resource, r.refused_holder, r.refused_fence, r.admitted_holder, r.admitted_fence));
   }
 
+  // #query runs one statement on the pool; a connection that broke (a
+  // restarted server's old connections) is tried again by the callers'
+  // #retry, as nothing of a lone statement happened without an answer.
   async #query(op, text, values) {
     try {
       return await this.#pool.query(text, values);
     } catch (err) {
-      throw new FenceStoreError(`lease-fence/sql: ${op}: ${err?.message ?? err}`, { op, cause: err });
+      const e = new FenceStoreError(`lease-fence/sql: ${op}: ${err?.message ?? err}`, { op, cause: err });
+      throw sqlState(err) ? e : new BrokenBeforeCommit(e);
     }
   }
 
@@ -147,7 +170,8 @@ class SqlFence {
       try {
         return await fn();
       } catch (err) {
-        if (i + 1 >= MAX_ATTEMPTS || !transient(err instanceof FenceStoreError ? err.cause : err)) throw err;
+        const plain = err instanceof BrokenBeforeCommit ? err.err : err;
+        if (i + 1 >= MAX_ATTEMPTS || !transient(err)) throw plain;
         await pause(i);
       }
     }
@@ -164,7 +188,8 @@ class SqlFence {
     try {
       client = await this.#pool.connect();
     } catch (err) {
-      throw new FenceStoreError(`lease-fence/sql: connecting: ${err?.message ?? err}`, { op: 'connecting', cause: err });
+      const e = new FenceStoreError(`lease-fence/sql: connecting: ${err?.message ?? err}`, { op: 'connecting', cause: err });
+      throw sqlState(err) ? e : new BrokenBeforeCommit(e);
     }
     if (signal?.aborted) {
       client.release();
@@ -185,8 +210,8 @@ class SqlFence {
       }
     };
     try {
-      await step('begin', 'BEGIN', []);
       try {
+        await step('begin', 'BEGIN', []);
         await step('locking the floor', this.#q.ensure, [token.resource]);
         const { rows: [row] } = await step('reading the floor', this.#q.lock, [token.resource]);
         checkSignal(signal); // gave up while waiting for the lock: roll back
@@ -208,6 +233,7 @@ class SqlFence {
         return result;
       } catch (err) {
         if (!broken && !ended) await client.query('ROLLBACK').catch((e) => { broken = e; });
+        if (broken && !ended) throw new BrokenBeforeCommit(err); // the server rolled it back
         throw err;
       }
     } finally {
@@ -224,7 +250,10 @@ class SqlFence {
       await step('commit', 'COMMIT', []);
       return;
     } catch (err) {
-      if (sqlState(err.cause)) throw err; // the server answered: rolled back
+      // The server answered: rolled back; unless with a FATAL that ends
+      // the connection, which may come after the commit happened.
+      const code = sqlState(err.cause);
+      if (code && !connectionEnded(code)) throw err;
       for (let i = 0; i < MAX_ATTEMPTS; i++) {
         try {
           const { rows: [{ status }] } = await this.#pool.query(this.#q.status, [xid]);

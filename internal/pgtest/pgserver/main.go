@@ -2,15 +2,19 @@
 
 // Command pgserver starts a throwaway PostgreSQL server (internal/pgtest),
 // with fsync and synchronous commits when given -durable (benchmarks),
-// prints its postgres:// URL on one line, and stops it when its standard
-// input closes or it gets SIGINT/SIGTERM. Tests in other languages (the
-// node suite) use it to get the same real server the Go tests use.
+// prints its postgres:// URL on one line, then reads commands from its
+// standard input, one a line: "restart" stops the server as a crash would
+// (pg_ctl stop -m immediate) and starts it again on the same data and port,
+// then prints "restarted" (or "restart failed"). It stops the server when
+// its standard input closes or it gets SIGINT/SIGTERM. Tests in other
+// languages (the node suite) use it to get the same real server the Go
+// tests use.
 package main
 
 import (
+	"bufio"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -28,7 +32,20 @@ func main() {
 	}
 	fmt.Println(srv.URL(""))
 	done := make(chan struct{}, 2)
-	go func() { _, _ = io.Copy(io.Discard, os.Stdin); done <- struct{}{} }()
+	go func() {
+		sc := bufio.NewScanner(os.Stdin)
+		for sc.Scan() {
+			if sc.Text() == "restart" {
+				if err := srv.Restart(); err != nil {
+					fmt.Fprintln(os.Stderr, err)
+					fmt.Println("restart failed")
+					continue
+				}
+				fmt.Println("restarted")
+			}
+		}
+		done <- struct{}{}
+	}()
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	go func() { <-sig; done <- struct{}{} }()
