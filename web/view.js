@@ -670,6 +670,8 @@ function crosses(s, r, pad = 1.5) {
   const x1 = r.x + r.width + pad;
   const y0 = r.y - pad;
   const y1 = r.y + r.height + pad;
+  // Apart at a glance: the segment's own box misses the rectangle.
+  if (Math.max(s.x1, s.x2) < x0 || Math.min(s.x1, s.x2) > x1 || Math.max(s.y1, s.y2) < y0 || Math.min(s.y1, s.y2) > y1) return false;
   const dx = s.x2 - s.x1;
   const dy = s.y2 - s.y1;
   let lo = 0;
