@@ -20,7 +20,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 )
 
@@ -282,7 +281,7 @@ func (l *Live) startWorker() {
 		"--show-interactive-dev-session=false", "--var", "LEASE_TTL_MS:"+strconv.FormatInt(l.opts.WorkerTTL.Milliseconds(), 10))
 	cmd.Dir = l.opts.WorkerDir
 	cmd.Env = append(os.Environ(), "WRANGLER_SEND_METRICS=false", "CLOUDFLARE_CF_FETCH_ENABLED=false", "CI=1", "NO_COLOR=1")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	ownGroup(cmd)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		fail(err)
@@ -362,15 +361,15 @@ func (l *Live) Close() {
 	}
 	if w != nil && w.Process != nil {
 		// The whole process group: wrangler and the workerd it runs.
-		_ = syscall.Kill(-w.Process.Pid, syscall.SIGINT)
+		_ = signalGroup(w.Process, os.Interrupt)
 		select {
 		case <-wDone:
 		case <-time.After(10 * time.Second):
-			_ = syscall.Kill(-w.Process.Pid, syscall.SIGKILL)
+			_ = signalGroup(w.Process, os.Kill)
 			<-wDone
 		}
 		// workerd may outlive wrangler's exit by a moment.
-		_ = syscall.Kill(-w.Process.Pid, syscall.SIGKILL)
+		_ = signalGroup(w.Process, os.Kill)
 	}
 	l.done.Wait()
 	if dir != "" {
