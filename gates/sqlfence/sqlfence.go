@@ -151,6 +151,39 @@ func Open(ctx context.Context, db *sql.DB, opts Options) (*Store, error) {
 	return s, nil
 }
 
+// PostgresRaise returns the PostgreSQL statement that raises a resource's
+// floor inside the caller's own transaction, over the tables of prefix
+// table (Options.Table; the default when empty), which Open must have
+// created. With $1 the resource, $2 the new fence (a bigint) and $3 its
+// holder, it creates the floor row if it is missing and locks it until the
+// caller's transaction ends (waiting for a Commit that holds it), then:
+//
+//   - when $2 is above the floor, sets the floor to $2 and its holder to
+//     $3, as Admit does for a newer token, and returns one row: the new
+//     floor;
+//   - otherwise changes nothing and returns no row. Admit would admit a
+//     token at the floor and refuse one below it; a coordinator that meets
+//     either with a fence it just issued must not grant it.
+//
+// This is how a coordinator whose state lives in the same database makes a
+// handover atomic (service/pgstore's FenceTable): the grant raises the
+// floor in the grant's own transaction, so from the instant the grant is
+// committed every write with an older fence is refused and logged, even if
+// the new holder never writes.
+func PostgresRaise(table string) (string, error) {
+	if table == "" {
+		table = "lease_fence"
+	}
+	if !tableName.MatchString(table) {
+		return "", argError("table", "must be a letter or underscore followed by up to 40 letters, digits or underscores")
+	}
+	floor := table + "_floor"
+	return `INSERT INTO ` + floor + ` AS f (resource, fence, holder, rejections) VALUES ($1, $2, $3, 0)
+		ON CONFLICT (resource) DO UPDATE SET fence = EXCLUDED.fence, holder = EXCLUDED.holder
+		WHERE f.fence < EXCLUDED.fence
+		RETURNING f.fence`, nil
+}
+
 // rebind turns ? placeholders into $1, $2, ... for PostgreSQL.
 func (s *Store) rebind(q string) string {
 	if s.dialect != Postgres || q == "" {
