@@ -10,8 +10,10 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-json-experiment/json"
@@ -23,8 +25,17 @@ import (
 // ClientConfig configures a Client.
 type ClientConfig struct {
 	// BaseURL is where the coordinator is served, such as
-	// "http://127.0.0.1:8787". Required.
+	// "http://127.0.0.1:8787". Required unless BaseURLs is set.
 	BaseURL string
+	// BaseURLs are several coordinators that serve the same leases
+	// (replicas over one PostgreSQL database, docs/service.md), in the
+	// order to try them. An attempt that gets no answer, times out or is
+	// answered with a 5xx moves the call to the next one, with the same
+	// body (request id and secret included), so a retried acquisition is
+	// answered with the grant it already got, whichever replica receives
+	// it. A call starts at the one that answered last. Set BaseURL or
+	// BaseURLs, not both.
+	BaseURLs []string
 	// Lease is the holder's side of the protocol: it stamps send instants
 	// and turns grants into leases. Required.
 	Lease *lease.Client
@@ -36,13 +47,16 @@ type ClientConfig struct {
 	// RoundTripper.
 	HTTPClient *http.Client
 	// Attempts is how many times one call is sent before giving up. Zero
-	// means 4.
+	// means 4, or one more than the number of BaseURLs if that is more.
 	Attempts int
 	// AttemptTimeout bounds each attempt; an attempt that gets no reply in
 	// time is retried. Zero means 5 seconds.
 	AttemptTimeout time.Duration
 	// Backoff returns the pause before attempt n (n >= 2). Nil pauses 25ms,
 	// doubling each time, at most 1s; tests pass a function returning 0.
+	// With several BaseURLs, an attempt that moves to a coordinator not
+	// yet tried in this call is sent at once; the pause comes before an
+	// attempt that returns to one already tried (n counts those only).
 	Backoff func(n int) time.Duration
 }
 
@@ -55,10 +69,11 @@ type ClientConfig struct {
 // request id included; the coordinator answers a repeated acquisition with
 // the grant it already made, so a retry never mints a second fence.
 type Client struct {
-	base     string
+	bases    []string
+	cur      atomic.Int32 // the index in bases of the coordinator that answered last
 	lc       *lease.Client
 	hc       *http.Client
-	conns    *connPool // instead of hc: an http:// coordinator and no HTTPClient
+	conns    []*connPool // instead of hc, for each base: an http:// coordinator and no HTTPClient
 	attempts int
 	timeout  time.Duration
 	backoff  func(int) time.Duration
@@ -66,17 +81,36 @@ type Client struct {
 
 // NewClient returns a client.
 func NewClient(cfg ClientConfig) (*Client, error) {
-	if cfg.BaseURL == "" {
+	bases := cfg.BaseURLs
+	switch {
+	case cfg.BaseURL != "" && len(bases) > 0:
+		return nil, errors.New("wire: set ClientConfig.BaseURL or BaseURLs, not both")
+	case cfg.BaseURL != "":
+		bases = []string{cfg.BaseURL}
+	case len(bases) == 0:
 		return nil, errors.New("wire: ClientConfig.BaseURL is required")
+	case len(bases) > maxBaseURLs:
+		return nil, errors.New("wire: ClientConfig.BaseURLs holds " + strconv.Itoa(len(bases)) + " URLs, more than " + strconv.Itoa(maxBaseURLs))
 	}
 	if cfg.Lease == nil {
 		return nil, errors.New("wire: ClientConfig.Lease is required")
 	}
-	c := &Client{base: strings.TrimRight(cfg.BaseURL, "/"), lc: cfg.Lease, hc: cfg.HTTPClient, backoff: cfg.Backoff,
-		attempts: cmp.Or(max(cfg.Attempts, 0), 4), timeout: cmp.Or(max(cfg.AttemptTimeout, 0), 5*time.Second)}
-	if u, err := url.Parse(c.base); c.hc == nil && err == nil && u.Scheme == "http" && u.Host != "" && u.User == nil {
-		c.conns = &connPool{host: u.Host}
-	} else if c.hc == nil {
+	c := &Client{lc: cfg.Lease, hc: cfg.HTTPClient, backoff: cfg.Backoff,
+		attempts: cmp.Or(max(cfg.Attempts, 0), max(4, len(bases)+1)), timeout: cmp.Or(max(cfg.AttemptTimeout, 0), 5*time.Second)}
+	own := c.hc == nil
+	for i, b := range bases {
+		if b == "" {
+			return nil, errors.New("wire: ClientConfig.BaseURLs[" + strconv.Itoa(i) + "] is empty")
+		}
+		b = strings.TrimRight(b, "/")
+		c.bases = append(c.bases, b)
+		if u, err := url.Parse(b); own && err == nil && u.Scheme == "http" && u.Host != "" && u.User == nil {
+			c.conns = append(c.conns, &connPool{host: u.Host})
+		} else {
+			c.conns = append(c.conns, nil)
+		}
+	}
+	if c.hc == nil && slices.Contains(c.conns, nil) {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
 		tr.MaxIdleConns, tr.MaxIdleConnsPerHost = maxIdleConns, maxIdleConns
 		// The coordinator's answers are a few hundred bytes and never
@@ -98,6 +132,9 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 
 // maxIdleConns is how many idle connections the default transport keeps.
 const maxIdleConns = 64
+
+// maxBaseURLs bounds ClientConfig.BaseURLs.
+const maxBaseURLs = 64
 
 // Lease is a lease held through a Client: the core lease (token, deadline)
 // and the secret that renewing or releasing it takes, which the Client chose
@@ -211,12 +248,16 @@ func (c *Client) send(ctx context.Context, m Message) (Reply, error) {
 		return Reply{}, err
 	}
 	var last error
+	start := int(c.cur.Load())
 	for n := 1; n <= c.attempts; n++ {
 		if err := ctx.Err(); err != nil {
 			return Reply{}, err
 		}
-		if n > 1 {
-			if d := c.backoff(n); d > 0 {
+		i := (start + n - 1) % len(c.bases)
+		if back := n - len(c.bases); back >= 1 {
+			// A coordinator this call already tried: pause first (the
+			// pause of the back-th retry of a client with one URL).
+			if d := c.backoff(back + 1); d > 0 {
 				t := time.NewTimer(d)
 				select {
 				case <-ctx.Done():
@@ -226,8 +267,9 @@ func (c *Client) send(ctx context.Context, m Message) (Reply, error) {
 				}
 			}
 		}
-		reply, retry, err := c.attempt(ctx, m.Op, body)
+		reply, retry, err := c.attempt(ctx, i, m.Op, body)
 		if err == nil {
+			c.cur.Store(int32(i))
 			return reply, nil
 		}
 		if ctx.Err() != nil {
@@ -244,9 +286,12 @@ func (c *Client) send(ctx context.Context, m Message) (Reply, error) {
 // CloseIdleConnections closes the connections the client keeps open between
 // calls. Calls made afterwards open new ones.
 func (c *Client) CloseIdleConnections() {
-	if c.conns != nil {
-		c.conns.closeIdle()
-	} else {
+	for _, p := range c.conns {
+		if p != nil {
+			p.closeIdle()
+		}
+	}
+	if c.hc != nil {
 		c.hc.CloseIdleConnections()
 	}
 }
@@ -255,15 +300,15 @@ func (c *Client) CloseIdleConnections() {
 // attempt: a transport error, a timeout, an unreadable or temporary (5xx)
 // answer are; a request that cannot be built (a bad BaseURL) and any other
 // refusal are not.
-func (c *Client) attempt(ctx context.Context, op Op, body []byte) (reply Reply, retry bool, err error) {
+func (c *Client) attempt(ctx context.Context, base int, op Op, body []byte) (reply Reply, retry bool, err error) {
 	var status int
 	var data []byte
-	if c.conns != nil {
-		status, data, err = c.conns.call(ctx, c.timeout, op.Path(), body)
+	if p := c.conns[base]; p != nil {
+		status, data, err = p.call(ctx, c.timeout, op.Path(), body)
 	} else {
 		actx, cancel := context.WithTimeout(ctx, c.timeout)
 		defer cancel()
-		req, rerr := http.NewRequestWithContext(actx, http.MethodPost, c.base+op.Path(), bytes.NewReader(body))
+		req, rerr := http.NewRequestWithContext(actx, http.MethodPost, c.bases[base]+op.Path(), bytes.NewReader(body))
 		if rerr != nil {
 			return Reply{}, false, rerr
 		}

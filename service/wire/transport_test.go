@@ -131,7 +131,7 @@ func TestConnPoolKeepsConnections(t *testing.T) {
 		t.Fatalf("%d connections before, %d after", before, srv.accepted())
 	}
 	c.CloseIdleConnections()
-	if len(c.conns.idle) != 0 {
+	if len(c.conns[0].idle) != 0 {
 		t.Fatal("idle connections kept after CloseIdleConnections")
 	}
 }
