@@ -199,6 +199,8 @@ func refusal(err error) error {
 		return wire.NewError(wire.CodeRequestIDReused, err.Error())
 	case errors.As(err, &ae):
 		return wire.NewError(wire.CodeRejected, err.Error())
+	case errors.Is(err, ErrOutcomeUnknown):
+		return wire.NewError(wire.CodeUnavailable, "the change may or may not have been made; retry the same call (its retry is answered from the stored state): "+err.Error())
 	case errors.Is(err, ErrUnavailable), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return wire.NewError(wire.CodeUnavailable, "nothing changed; retry: "+err.Error())
 	}

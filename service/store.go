@@ -62,6 +62,12 @@ func (t *Txn) Put(next Entry, sync bool) {
 	t.next, t.write, t.sync = next, true, sync
 }
 
+// Next returns what the decision function put (Put): the next entry and
+// whether it asked for it to be durable before Update returns; ok is false
+// if it put nothing. It is for stores outside this package, which read it
+// once fn has returned.
+func (t *Txn) Next() (next Entry, sync, ok bool) { return t.next, t.sync, t.write }
+
 // Entry is what a store keeps of one resource: its lease record, if Fence
 // is not zero (live, or expired and not yet swept), and the releases of its
 // last TTL, for their retries. The secret of an acquisition is never
@@ -122,6 +128,14 @@ var ErrInconsistent = errors.New("service: the stored state is inconsistent")
 // write its state right now (a full disk, a failed write): nothing changed,
 // and the call may be tried again.
 var ErrUnavailable = errors.New("service: the state cannot be stored")
+
+// ErrOutcomeUnknown is wrapped by the error of a store whose write may or
+// may not have been made: the answer to the commit was lost (a shared
+// database whose connection broke during COMMIT, and that could not be
+// asked afterwards). Nothing is answered as done; the call may be tried
+// again, and its retry is answered from what was stored (the same grant,
+// the same release).
+var ErrOutcomeUnknown = errors.New("service: the outcome of the write is unknown")
 
 func inconsistent(why string) error { return errors.Join(ErrInconsistent, errors.New("service: "+why)) }
 

@@ -1,0 +1,554 @@
+//go:build !js && !wasip1
+
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/go-json-experiment/json"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/lease-fence/lease-fence/core/clock"
+	"github.com/lease-fence/lease-fence/service"
+)
+
+// maxAttempts bounds the transactions one Update runs: again after a
+// connection that failed before anything was decided, after a row deleted
+// between its check and its lock, to take the counts' lock exclusively,
+// after a sweep for a full store, after a deadlock.
+const maxAttempts = 8
+
+// outcome of one attempt at a decision.
+type outcome int
+
+const (
+	done      outcome = iota // the decision is made (or failed for good)
+	again                    // run a fresh transaction
+	exclusive                // run a fresh transaction holding the counts' lock exclusively
+	reclaim                  // the store is full: sweep, then run again exclusively
+)
+
+// Update runs fn on resource's row, in one transaction that holds the row
+// locked from before the decision until it commits. The reading in
+// Txn.Now is the database server's clock, read once the row is locked, and
+// never below the reading of the last decision that wrote the row. A new
+// fence fn puts is taken from the database's sequence (fn runs again with
+// it if it is not the one fn put); a grant with FenceTable raises the
+// resource's floor in the same transaction. What fn puts is committed
+// before Update returns: synchronously if fn asked for it (the commit is
+// then on the disk of the primary, and of the synchronous standbys the
+// server's synchronous_standby_names names), else with synchronous_commit
+// off.
+func (s *Store) Update(ctx context.Context, resource string, fn func(*service.Txn) error) error {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	excl := false
+	var last error
+	for range maxAttempts {
+		out, err := s.decide(ctx, resource, fn, excl)
+		switch out {
+		case done:
+			return err
+		case reclaim:
+			s.reclaim(ctx)
+			excl = true
+		case exclusive:
+			excl = true
+		}
+		last = err
+		if ctx.Err() != nil {
+			return unavailable("deciding", errors.Join(ctx.Err(), last))
+		}
+	}
+	return unavailable("no decision after "+strconv.Itoa(maxAttempts)+" transactions", last)
+}
+
+func scanEntry(resource string, holder, requestID string, f int64, expires float64, hash []byte, released string) (service.Entry, error) {
+	e := service.Entry{Resource: resource, HolderID: holder, RequestID: requestID, Fence: uint64(max(f, 0)), ExpiresAt: expires}
+	if len(hash) != 0 && len(hash) != 32 {
+		return e, errors.Join(service.ErrInconsistent, errors.New("pgstore: the row of "+strconv.Quote(resource)+" has a secret hash of "+strconv.Itoa(len(hash))+" bytes"))
+	}
+	copy(e.SecretHash[:], hash)
+	if released != "" && released != "[]" {
+		if err := json.Unmarshal([]byte(released), &e.Released, json.RejectUnknownMembers(true)); err != nil {
+			return e, errors.Join(service.ErrInconsistent, errors.New("pgstore: the releases of "+strconv.Quote(resource)+" are damaged: "+err.Error()))
+		}
+	}
+	return e, nil
+}
+
+// decide is one transaction. It reports again, exclusive or reclaim when
+// the caller should run another one; a failure before the commit changed
+// nothing.
+func (s *Store) decide(ctx context.Context, resource string, fn func(*service.Txn) error, excl bool) (outcome, error) {
+	pc, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return again, unavailable("connecting", err)
+	}
+	defer pc.Release() // a connection left in a transaction is closed, not reused
+	conn := pc.Conn()
+
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	if excl {
+		b.Queue(`SELECT pg_advisory_xact_lock($1)`, s.countKey)
+	}
+	var placeholder bool
+	b.Queue(qEnsure, resource).Exec(func(ct pgconn.CommandTag) error {
+		placeholder = ct.RowsAffected() == 1
+		return nil
+	})
+	var (
+		holder, reqID, released string
+		f                       int64
+		expires, decidedAt      float64
+		hash                    []byte
+		found                   bool
+	)
+	b.Queue(qLock, resource).QueryRow(func(r pgx.Row) error {
+		err := r.Scan(&holder, &reqID, &f, &expires, &hash, &released, &decidedAt)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		found = err == nil
+		return err
+	})
+	var shared *bool
+	b.Queue(qShare, resource, s.countKey).QueryRow(func(r pgx.Row) error { return r.Scan(&shared) })
+	var (
+		dbNow            float64
+		lastValue        int64
+		called           bool
+		spec             *int64
+		leases, releases int64
+		maxConns         int64
+	)
+	b.Queue(qState, resource, s.offset()).QueryRow(func(r pgx.Row) error {
+		return r.Scan(&dbNow, &lastValue, &called, &spec, &leases, &releases, &maxConns)
+	})
+	if err := conn.SendBatch(ctx, b).Close(); err != nil {
+		return s.failed(ctx, conn, err)
+	}
+	if !found {
+		// The row was deleted between the insert that found it and the
+		// lock: decide again on a fresh transaction.
+		s.rollback(ctx, conn)
+		return again, errors.New("pgstore: the row of " + strconv.Quote(resource) + " went away before it was locked")
+	}
+	e := service.Entry{Resource: resource}
+	if !placeholder {
+		if e, err = scanEntry(resource, holder, reqID, f, expires, hash, released); err != nil {
+			s.rollback(ctx, conn)
+			return done, err
+		}
+	}
+	issued := uint64(0)
+	if called {
+		issued = uint64(lastValue)
+	}
+	if spec != nil {
+		issued = uint64(*spec) - 1
+	}
+	if !placeholder {
+		if err := service.CheckEntry(e, max(issued, uint64(lastValue))); err != nil {
+			s.rollback(ctx, conn)
+			return done, err
+		}
+	}
+	// The clock's guard: never below the last reading that wrote the row.
+	now := max(dbNow, decidedAt)
+	full := false
+	if e.Fence == 0 {
+		// A decision that may add a lease record. With the counts' lock
+		// shared, a count more than max_connections below the bound
+		// leaves room for every transaction that can be running at once;
+		// nearer the bound, the lock is taken exclusively and the count is
+		// exact.
+		if !excl && (shared == nil || !*shared || leases >= s.maxLeases-maxConns) {
+			s.rollback(ctx, conn)
+			return exclusive, nil
+		}
+		full = leases >= s.maxLeases
+		if full && excl && now-math.Float64frombits(s.reclaimT.Load()) >= min(s.ttl/10, 1000) {
+			s.rollback(ctx, conn)
+			return reclaim, nil
+		}
+	}
+	t := service.Txn{Now: clock.At(s.domain, now), Issued: issued, Entry: e, Full: full, KeepReleases: releases < s.maxReleases}
+	if err := fn(&t); err != nil {
+		s.rollback(ctx, conn)
+		return done, err
+	}
+	next, sync, ok := t.Next()
+	if !ok || (placeholder && empty(next)) {
+		s.rollback(ctx, conn)
+		return done, nil
+	}
+	grant := next.Fence > issued
+	if grant {
+		if spec == nil {
+			var fresh int64
+			if err := conn.QueryRow(ctx, qNextval).Scan(&fresh); err != nil {
+				return s.failed(ctx, conn, err)
+			}
+			t = service.Txn{Now: t.Now, Issued: uint64(fresh) - 1, Entry: e, Full: full, KeepReleases: t.KeepReleases}
+			if err := fn(&t); err != nil {
+				s.rollback(ctx, conn)
+				return done, err
+			}
+			issued = t.Issued
+			next, sync, ok = t.Next()
+		}
+		if !ok || next.Fence != issued+1 {
+			s.rollback(ctx, conn)
+			return done, errors.Join(service.ErrInconsistent, errors.New("pgstore: the decision did not take the fence the counter gave it"))
+		}
+	}
+	return s.write(ctx, conn, e, placeholder, next, sync, grant, now)
+}
+
+// write makes next the resource's row and commits, in one round trip.
+// grant says next holds a fence just taken from the counter.
+func (s *Store) write(ctx context.Context, conn *pgx.Conn, cur service.Entry, placeholder bool, next service.Entry, sync, grant bool, now float64) (outcome, error) {
+	resource := cur.Resource
+	b := &pgx.Batch{}
+	var xid string
+	b.Queue(qXid).QueryRow(func(r pgx.Row) error { return r.Scan(&xid) })
+	if empty(next) {
+		b.Queue(qDelete, resource)
+	} else {
+		rel, err := json.Marshal(next.Released)
+		if err != nil {
+			s.rollback(ctx, conn)
+			return done, err
+		}
+		if next.Released == nil {
+			rel = []byte("[]")
+		}
+		var hash []byte
+		if next.Fence != 0 {
+			hash = next.SecretHash[:]
+		}
+		b.Queue(qUpdate, resource, next.HolderID, next.RequestID, int64(next.Fence), next.ExpiresAt, hash,
+			string(rel), now, sweepAt(next, s.ttl))
+	}
+	if grant && s.raise != "" {
+		// The raise fails the statement (division by zero) when it raised
+		// nothing, so the server aborts the transaction and skips the
+		// COMMIT queued after it.
+		b.Queue(`WITH raised AS (`+s.raise+`) SELECT 1 / count(*)::integer FROM raised`, resource, int64(next.Fence), next.HolderID).
+			Exec(func(pgconn.CommandTag) error { return nil })
+	}
+	if placeholder {
+		cur = service.Entry{}
+	}
+	if dl, dr := int64(min(next.Fence, 1))-int64(min(cur.Fence, 1)), int64(len(next.Released)-len(cur.Released)); dl != 0 || dr != 0 {
+		b.Queue(qCount, dl, dr)
+	}
+	if !sync {
+		b.Queue(qAsync)
+	}
+	var tag pgconn.CommandTag
+	b.Queue("COMMIT").Exec(func(ct pgconn.CommandTag) error { tag = ct; return nil })
+	err := conn.SendBatch(ctx, b).Close()
+	if grant && s.raise != "" && sqlState(err) == "22012" {
+		s.rollback(ctx, conn)
+		floor := s.floorOf(ctx, resource)
+		return done, errors.Join(service.ErrInconsistent, errors.New("pgstore: the fence table "+s.fenceTable+" holds the floor "+floor+
+			" for "+strconv.Quote(resource)+", not below the new fence "+strconv.FormatUint(next.Fence, 10)+
+			": the coordinator's fences are behind the gate's (was the state restored from a backup, or the floor raised by another coordinator?); nothing was granted"))
+	}
+	if err == nil && tag.String() != "COMMIT" {
+		err = errors.New("pgstore: the commit was answered " + strconv.Quote(tag.String()))
+	}
+	if err == nil {
+		return done, nil
+	}
+	if sqlState(err) != "" || conn.PgConn().TxStatus() == 'E' {
+		// The server answered: the transaction did not commit.
+		s.rollback(ctx, conn)
+		if transient(err) {
+			return again, err
+		}
+		return done, unavailable("writing", err)
+	}
+	// The connection failed: the commit may or may not have happened.
+	conn.Close(context.WithoutCancel(ctx))
+	return done, s.resolve(ctx, xid, err)
+}
+
+// floorOf reads resource's floor in the fence table, for a message.
+func (s *Store) floorOf(ctx context.Context, resource string) string {
+	var f int64
+	if err := s.pool.QueryRow(ctx, `SELECT fence FROM `+s.fenceTable+`_floor WHERE resource = $1`, resource).Scan(&f); err != nil {
+		return "(unreadable: " + err.Error() + ")"
+	}
+	return strconv.FormatInt(f, 10)
+}
+
+// resolve asks the database what became of transaction xid, whose COMMIT
+// got no answer: nil if it committed, an error wrapping ErrUnavailable if
+// it did not, and one wrapping ErrOutcomeUnknown if the database cannot
+// say before ctx ends.
+func (s *Store) resolve(ctx context.Context, xid string, cause error) error {
+	if xid == "" {
+		return errors.Join(service.ErrOutcomeUnknown, cause)
+	}
+	for i := 0; ctx.Err() == nil; i++ {
+		var status *string
+		err := s.pool.QueryRow(ctx, qStatus, xid).Scan(&status)
+		if err == nil && status != nil {
+			switch *status {
+			case "committed":
+				return nil
+			case "aborted":
+				return unavailable("committing", cause)
+			}
+		}
+		t := time.NewTimer(time.Duration(1<<min(i, 6)) * time.Millisecond)
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+		t.Stop()
+	}
+	return errors.Join(service.ErrOutcomeUnknown, cause)
+}
+
+// failed handles a failure before the commit: nothing was written. A
+// connection that failed is closed; the decision may run again on another.
+func (s *Store) failed(ctx context.Context, conn *pgx.Conn, err error) (outcome, error) {
+	if sqlState(err) == "" {
+		conn.Close(context.WithoutCancel(ctx))
+		return again, unavailable("reading", err)
+	}
+	s.rollback(ctx, conn)
+	if transient(err) {
+		return again, err
+	}
+	return done, unavailable("reading", err)
+}
+
+// rollback ends conn's transaction; if it cannot, it closes conn.
+func (s *Store) rollback(ctx context.Context, conn *pgx.Conn) {
+	if conn.IsClosed() || conn.PgConn().TxStatus() == 'I' {
+		return
+	}
+	if _, err := conn.Exec(ctx, "ROLLBACK"); err != nil {
+		conn.Close(context.WithoutCancel(ctx))
+	}
+}
+
+// transient reports a conflict that a fresh transaction may not meet.
+func transient(err error) bool {
+	switch sqlState(err) {
+	case "40001", "40P01":
+		return true
+	}
+	return false
+}
+
+func unavailable(doing string, err error) error {
+	return errors.Join(service.ErrUnavailable, errors.New("pgstore: "+doing+": "+errString(err)))
+}
+
+func errString(err error) string {
+	if err == nil {
+		return "no error"
+	}
+	return err.Error()
+}
+
+func empty(e service.Entry) bool { return e.Fence == 0 && len(e.Released) == 0 }
+
+// sweepAt is the earliest reading at which a sweep has something to delete
+// from e: its lease's expiry, or a release's end of memory (a TTL on).
+func sweepAt(e service.Entry, ttl float64) float64 {
+	at := math.Inf(1)
+	if e.Fence != 0 {
+		at = e.ExpiresAt
+	}
+	for _, r := range e.Released {
+		at = min(at, r.At+ttl)
+	}
+	return at
+}
+
+// reclaim sweeps a full store, at most once per tenth of a TTL (and per
+// second) of the clock, so that refused acquisitions cannot make every
+// replica sweep all the time.
+func (s *Store) reclaim(ctx context.Context) {
+	s.reclaimT.Store(math.Float64bits(s.readClock(ctx)))
+	for range 16 {
+		if n, err := s.Sweep(ctx); err != nil || n == 0 {
+			return
+		}
+	}
+}
+
+// readClock reads the database's clock, or -Inf.
+func (s *Store) readClock(ctx context.Context) float64 {
+	var now float64
+	if err := s.pool.QueryRow(ctx, `SELECT `+clockSQL("$1"), s.offset()).Scan(&now); err != nil {
+		return math.Inf(-1)
+	}
+	return now
+}
+
+// sweepBatch is how many rows one sweep transaction takes.
+const sweepBatch = 256
+
+// Sweep deletes, in one transaction that is not synced, up to 256 rows'
+// worth of expired lease records and releases older than a TTL, skipping
+// rows other transactions hold (another replica's sweep, a decision), and
+// returns how many it deleted. Run it until it returns zero.
+func (s *Store) Sweep(ctx context.Context) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	if !s.sweepMu.TryLock() {
+		return 0, nil // one sweep at a time in this process
+	}
+	defer s.sweepMu.Unlock()
+	pc, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return 0, unavailable("connecting", err)
+	}
+	defer pc.Release()
+	conn := pc.Conn()
+	if _, err := conn.Exec(ctx, "BEGIN"); err != nil {
+		conn.Close(context.WithoutCancel(ctx))
+		return 0, unavailable("sweeping", err)
+	}
+	rows, err := conn.Query(ctx, qSweep, s.offset(), sweepBatch)
+	if err != nil {
+		s.rollback(ctx, conn)
+		return 0, unavailable("sweeping", err)
+	}
+	type change struct {
+		cur, next service.Entry
+		decidedAt float64
+	}
+	var changes []change
+	var scanErr error
+	for rows.Next() {
+		var (
+			resource, holder, reqID, released string
+			f                                 int64
+			expires, decidedAt, now           float64
+			hash                              []byte
+		)
+		if err := rows.Scan(&resource, &holder, &reqID, &f, &expires, &hash, &released, &decidedAt, &now); err != nil {
+			scanErr = err
+			break
+		}
+		e, err := scanEntry(resource, holder, reqID, f, expires, hash, released)
+		if err != nil {
+			s.log.Error("a row the sweep found is damaged; it is left as it is", "resource", resource, "err", err)
+			continue
+		}
+		now = max(now, decidedAt)
+		next := e
+		if next.Fence != 0 && now >= next.ExpiresAt {
+			next = service.Entry{Resource: e.Resource, Released: e.Released}
+		}
+		next.Released = recent(next.Released, now, s.ttl)
+		changes = append(changes, change{e, next, decidedAt})
+	}
+	rows.Close()
+	if err := errors.Join(scanErr, rows.Err()); err != nil {
+		s.rollback(ctx, conn)
+		return 0, unavailable("sweeping", err)
+	}
+	if len(changes) == 0 {
+		s.rollback(ctx, conn)
+		return 0, nil
+	}
+	b := &pgx.Batch{}
+	n := 0
+	var dl, dr int64
+	for _, c := range changes {
+		d := int(min(c.cur.Fence, 1)-min(c.next.Fence, 1)) + len(c.cur.Released) - len(c.next.Released)
+		if d == 0 {
+			continue
+		}
+		n += d
+		dl += int64(min(c.next.Fence, 1)) - int64(min(c.cur.Fence, 1))
+		dr += int64(len(c.next.Released) - len(c.cur.Released))
+		if empty(c.next) {
+			b.Queue(qDelete, c.cur.Resource)
+			continue
+		}
+		rel, err := json.Marshal(c.next.Released)
+		if err != nil {
+			s.rollback(ctx, conn)
+			return 0, err
+		}
+		var hash []byte
+		if c.next.Fence != 0 {
+			hash = c.next.SecretHash[:]
+		}
+		b.Queue(qUpdate, c.cur.Resource, c.next.HolderID, c.next.RequestID, int64(c.next.Fence), c.next.ExpiresAt, hash,
+			string(rel), c.decidedAt, sweepAt(c.next, s.ttl))
+	}
+	if n == 0 {
+		s.rollback(ctx, conn)
+		return 0, nil
+	}
+	b.Queue(qCount, dl, dr)
+	b.Queue(qAsync)
+	var tag pgconn.CommandTag
+	b.Queue("COMMIT").Exec(func(ct pgconn.CommandTag) error { tag = ct; return nil })
+	if err := conn.SendBatch(ctx, b).Close(); err != nil || tag.String() != "COMMIT" {
+		s.rollback(ctx, conn)
+		return 0, unavailable("sweeping", errors.Join(err, errors.New("commit answered "+strconv.Quote(tag.String()))))
+	}
+	return n, nil
+}
+
+// recent returns the releases of rels made at most ttl before now, at most
+// service.MaxReleases of them (the newest).
+func recent(rels []service.Release, now, ttl float64) []service.Release {
+	var out []service.Release
+	for _, r := range rels {
+		if now-r.At <= ttl {
+			out = append(out, r)
+		}
+	}
+	if len(out) > service.MaxReleases {
+		out = out[len(out)-service.MaxReleases:]
+	}
+	return out
+}
+
+// Leases returns how many lease records the database holds (live leases,
+// and expired ones not yet swept), for all replicas.
+func (s *Store) Leases(ctx context.Context) (int, error) {
+	var n int64
+	if err := s.pool.QueryRow(ctx, `SELECT coalesce(sum(leases), 0)::bigint FROM `+tCounts).Scan(&n); err != nil {
+		return 0, unavailable("counting", err)
+	}
+	return int(n), nil
+}
+
+// Issued returns the highest fence the counter has issued.
+func (s *Store) Issued(ctx context.Context) (uint64, error) {
+	var v int64
+	var called bool
+	if err := s.pool.QueryRow(ctx, `SELECT last_value, is_called FROM `+tFences).Scan(&v, &called); err != nil {
+		return 0, unavailable("reading the fence counter", err)
+	}
+	if !called {
+		return 0, nil
+	}
+	return uint64(v), nil
+}
+
+// Pool returns the store's connection pool (for tests and tools that read
+// the state).
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }

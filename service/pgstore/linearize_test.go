@@ -1,0 +1,222 @@
+//go:build !js && !wasip1
+
+package pgstore_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lease-fence/lease-fence/core/clock"
+	"github.com/lease-fence/lease-fence/core/lease"
+	"github.com/lease-fence/lease-fence/core/sim"
+	"github.com/lease-fence/lease-fence/service/pgstore"
+	"github.com/lease-fence/lease-fence/service/wire"
+)
+
+// timeline is the clock the replicas read: the database server's clock
+// plus an offset the clients push forward (so leases expire without the
+// test waiting). Attempts hold it shared from before they are sent until
+// their answer is recorded, and a push holds it alone, so every reading a
+// replica takes lies between the bounds recorded around its attempt.
+type timeline struct {
+	mu     sync.RWMutex
+	offset float64
+	g      *rig
+}
+
+// peek is a bound of the replicas' readings: the same wall clock the
+// database server reads (the test runs on its machine), in whole
+// milliseconds, plus the offset.
+func (tl *timeline) peek() float64 { return float64(time.Now().UnixMilli()) + tl.offset }
+
+func (tl *timeline) push(ms float64) {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	tl.offset += ms
+	tl.g.step(tl.offset)
+}
+
+// recorder is one client's transport: every attempt is an operation of the
+// history, and one reply in five is lost, so the client sends the same
+// body to the next replica.
+type recorder struct {
+	t      *testing.T
+	h      *sim.History
+	tl     *timeline
+	client int
+	rng    *rand.Rand
+	next   http.RoundTripper
+}
+
+func (rt *recorder) RoundTrip(r *http.Request) (*http.Response, error) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return nil, err
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	m, werr := wire.DecodeMessage(wire.Op(strings.TrimPrefix(r.URL.Path, "/v1/")), body)
+	if werr != nil {
+		rt.t.Errorf("the client sent a body the server cannot decode: %v", werr)
+		return nil, werr
+	}
+	in := sim.InputOf(m.Request)
+	if m.Op == wire.OpRelease {
+		in = sim.OpInput{Kind: sim.OpRelease, Resource: m.Request.Resource, Holder: m.Request.HolderID,
+			RequestID: m.Request.RequestID, Fence: m.Request.Fence}
+	}
+	rt.tl.mu.RLock()
+	p := rt.h.Begin(rt.client, in)
+	resp, err := rt.next.RoundTrip(r)
+	var data []byte
+	if err == nil {
+		data, err = io.ReadAll(resp.Body)
+		resp.Body.Close()
+	}
+	if err != nil {
+		rt.tl.mu.RUnlock()
+		rt.t.Errorf("attempt failed on 127.0.0.1: %v", err)
+		return nil, err
+	}
+	p.End(outputOf(resp.StatusCode, data))
+	rt.tl.mu.RUnlock()
+	if rt.rng.IntN(5) == 0 {
+		return nil, errors.New("test: reply lost")
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(data))
+	return resp, nil
+}
+
+// outputOf turns an HTTP answer into the model's output.
+func outputOf(status int, data []byte) sim.OpOutput {
+	var rep wire.Reply
+	if status != http.StatusOK || json.Unmarshal(data, &rep) != nil {
+		return sim.OpOutput{Err: fmt.Sprintf("status %d: %s", status, data)}
+	}
+	switch {
+	case rep.OK && rep.Grant != nil:
+		return sim.OpOutput{OK: true, Fence: rep.Grant.Fence, ExpiresAt: rep.Grant.CoordinatorExpiresAt.Millis}
+	case rep.OK:
+		return sim.OpOutput{OK: true}
+	case rep.HeldBy != "":
+		return sim.OpOutput{HeldBy: rep.HeldBy, RetryAfterMs: rep.RetryAfterMillis}
+	case rep.Reason == string(lease.Expired):
+		return sim.OpOutput{Expired: true}
+	}
+	return sim.OpOutput{Err: "unrecognised reply " + string(data)}
+}
+
+// serve serves replica i on 127.0.0.1.
+func (g *rig) serve(i int) string {
+	g.t.Helper()
+	srv := httptest.NewUnstartedServer(g.r[i].h)
+	srv.Listener.Close()
+	var err error
+	if srv.Listener, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+		g.t.Fatal(err)
+	}
+	srv.Start()
+	g.t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// Histories of six wire clients over three replicas, every client with
+// all three URLs (starting at a different one) and one reply in five lost,
+// checked linearizable by porcupine against the lease-register model: a
+// retried call answered by another replica than the first attempt's is
+// answered from the database as if by one coordinator.
+func TestLinearizableAcrossReplicas(t *testing.T) {
+	const (
+		histories = 3
+		clients   = 6
+		opsPer    = 40
+		shortTTL  = 2 * time.Second
+	)
+	total, granted, denied, expired := 0, 0, 0, 0
+	for seed := range uint64(histories) {
+		g := newRig(t, 3, pgstore.Options{TTL: shortTTL})
+		urls := []string{g.serve(0), g.serve(1), g.serve(2)}
+		tl := &timeline{g: g}
+		h := sim.NewHistory(tl.peek)
+		var wg sync.WaitGroup
+		for ci := range clients {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				rng := rand.New(rand.NewPCG(seed, uint64(ci)))
+				name := "c" + strconv.Itoa(ci)
+				hc, _ := clock.NewManual(name, clock.ManualOptions{StepPerRead: 1})
+				lc, _ := lease.NewClient(lease.ClientConfig{Clock: hc, HolderID: name})
+				rt := &recorder{t: t, h: h, tl: tl, client: ci, rng: rand.New(rand.NewPCG(seed, uint64(ci)+100)), next: http.DefaultTransport}
+				mine := append(append([]string{}, urls[ci%3:]...), urls[:ci%3]...)
+				wc, err := wire.NewClient(wire.ClientConfig{BaseURLs: mine, Lease: lc, HTTPClient: &http.Client{Transport: rt},
+					Attempts: 8, Backoff: func(int) time.Duration { return 0 }})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				ctx := context.Background()
+				var held *wire.Lease
+				for range opsPer {
+					if rng.IntN(4) == 0 {
+						tl.push(float64(rng.IntN(int(shortTTL.Milliseconds()))))
+					}
+					switch {
+					case held == nil:
+						held, _ = wc.Acquire(ctx, "r"+strconv.Itoa(rng.IntN(2)))
+					case rng.IntN(3) < 2:
+						held, _ = wc.Renew(ctx, held)
+					default:
+						_ = wc.Release(ctx, held)
+						held = nil
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		ops := h.Operations()
+		for _, op := range ops {
+			switch out := op.Output.(sim.OpOutput); {
+			case out.Err != "":
+				t.Errorf("seed %d: an attempt failed: %s", seed, out.Err)
+			case out.OK:
+				granted++
+			case out.HeldBy != "":
+				denied++
+			case out.Expired:
+				expired++
+			}
+		}
+		name := fmt.Sprintf("pg-c%d-s%d", clients, seed)
+		if _, err := sim.CheckHistory(name, porcupineDir(t), shortTTL, ops, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		total += len(ops)
+	}
+	t.Logf("checked %d attempts in %d histories (%d ok, %d denied, %d expired)", total, histories, granted, denied, expired)
+	if denied == 0 || expired == 0 {
+		t.Fatal("the histories did not exercise denials and expiry")
+	}
+}
+
+func porcupineDir(t *testing.T) string {
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(wd, "..", "..", "out", "test", "porcupine")
+}

@@ -1,0 +1,244 @@
+//go:build !js && !wasip1
+
+package pgstore_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/lease-fence/lease-fence/core/clock"
+	"github.com/lease-fence/lease-fence/core/lease"
+	"github.com/lease-fence/lease-fence/internal/pgtest"
+	"github.com/lease-fence/lease-fence/service"
+	"github.com/lease-fence/lease-fence/service/pgstore"
+	"github.com/lease-fence/lease-fence/service/wire"
+)
+
+// pg is the PostgreSQL server the tests of this package share; each rig
+// gets its own schema on it (search_path), so its state, sequence and
+// fence tables are its own.
+var pg *pgtest.Server
+
+var schemaSeq atomic.Int32
+
+func TestMain(m *testing.M) {
+	var err error
+	pg, err = pgtest.Start(pgtest.Options{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	if err := pg.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		code = 1
+	}
+	os.Exit(code)
+}
+
+const (
+	ttl   = 30 * time.Second
+	ttlMs = 30_000.0
+)
+
+// newSchema makes a fresh schema and returns a connection string whose
+// search_path is that schema.
+func newSchema(t testing.TB) string {
+	t.Helper()
+	name := fmt.Sprintf("s%d", schemaSeq.Add(1))
+	conn, err := pgx.Connect(context.Background(), pg.DSN(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(context.Background(), "CREATE SCHEMA "+name); err != nil {
+		t.Fatal(err)
+	}
+	return pg.DSN("") + " search_path=" + name
+}
+
+// exec runs q on dsn's database and schema.
+func exec(t testing.TB, dsn, q string, args ...any) {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(context.Background(), q, args...); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+}
+
+// queryRow scans the one row q returns.
+func queryRow(t testing.TB, dsn, q string, dest ...any) {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if err := conn.QueryRow(context.Background(), q).Scan(dest...); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+}
+
+// replica is one coordinator over the rig's database: its own Store (pool),
+// Service and handler, as another process would have.
+type replica struct {
+	store *pgstore.Store
+	svc   *service.Service
+	h     http.Handler
+	logs  *syncBuffer
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+type rig struct {
+	t   *testing.T
+	dsn string
+	r   []*replica
+}
+
+// newRig creates the state in a fresh schema and opens n replicas over it
+// with opts (TTL 30s unless set).
+func newRig(t *testing.T, n int, opts pgstore.Options) *rig {
+	t.Helper()
+	g := &rig{t: t, dsn: newSchema(t)}
+	if opts.TTL == 0 {
+		opts.TTL = ttl
+	}
+	for i := range n {
+		g.r = append(g.r, g.open(opts, i == 0))
+	}
+	return g
+}
+
+func (g *rig) open(opts pgstore.Options, create bool) *replica {
+	g.t.Helper()
+	if opts.TTL == 0 {
+		opts.TTL = ttl
+	}
+	logs := &syncBuffer{}
+	opts.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	open := pgstore.Open
+	if create {
+		open = pgstore.Create
+	}
+	st, err := open(context.Background(), g.dsn, opts)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	g.t.Cleanup(st.Close)
+	svc, err := service.New(service.Config{TTL: opts.TTL, Store: st})
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	return &replica{store: st, svc: svc, h: wire.NewHandler(svc, wire.HandlerOptions{}), logs: logs}
+}
+
+// post sends m to replica i and returns the status and the decoded answer.
+func (g *rig) post(i int, m wire.Message) (int, map[string]any) {
+	g.t.Helper()
+	body, err := wire.EncodeMessage(m)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	req := httptest.NewRequest(http.MethodPost, m.Op.Path(), strings.NewReader(string(body)))
+	req.Header.Set("Content-Type", "application/json")
+	rec := httptest.NewRecorder()
+	g.r[i].h.ServeHTTP(rec, req)
+	var out map[string]any
+	if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil {
+		g.t.Fatalf("answer %q is not JSON: %v", rec.Body.String(), err)
+	}
+	return rec.Code, out
+}
+
+// grant posts m to replica i, requires a grant and returns its fence and
+// coordinator expiry.
+func (g *rig) grant(i int, m wire.Message) (uint64, float64) {
+	g.t.Helper()
+	st, out := g.post(i, m)
+	if st != 200 || out["ok"] != true {
+		g.t.Fatalf("%s %s by %s on replica %d: not granted: %d %v", m.Op, m.Request.Resource, m.Request.HolderID, i, st, out)
+	}
+	gr := out["grant"].(map[string]any)
+	return uint64(gr["fence"].(float64)), gr["coordinatorExpiresAt"].(map[string]any)["millis"].(float64)
+}
+
+func errCode(t testing.TB, st int, out map[string]any) string {
+	t.Helper()
+	e, ok := out["error"].(map[string]any)
+	if !ok {
+		t.Fatalf("not an error: %d %v", st, out)
+	}
+	return e["code"].(string)
+}
+
+// secretOf is the secret holder chooses in these tests.
+func secretOf(holder string) string { return "secret-of-" + holder + "-0123456789" }
+
+func acquireMsg(id, resource, holder string) wire.Message {
+	return wire.Message{Op: wire.OpAcquire, Request: reqOf("acquire", id, resource, holder, 0), Secret: secretOf(holder)}
+}
+
+func renewMsg(id, resource, holder string, f uint64) wire.Message {
+	return wire.Message{Op: wire.OpRenew, Request: reqOf("renew", id, resource, holder, f), Secret: secretOf(holder)}
+}
+
+func releaseMsg(id, resource, holder string, f uint64) wire.Message {
+	return wire.Message{Op: wire.OpRelease, Request: reqOf("", id, resource, holder, f), Secret: secretOf(holder)}
+}
+
+func reqOf(kind, id, resource, holder string, f uint64) lease.Request {
+	r := lease.Request{Kind: lease.Kind(kind), RequestID: id, Resource: resource, HolderID: holder, Fence: f}
+	if kind != "" {
+		r.SentAt = clock.At("agent-"+holder, 1)
+	}
+	return r
+}
+
+// dbNow reads the database server's clock as the store does (Unix
+// milliseconds, whole).
+func (g *rig) dbNow() float64 {
+	g.t.Helper()
+	var now float64
+	queryRow(g.t, g.dsn, `SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::float8`, &now)
+	return now
+}
+
+// step moves the clock every replica reads by ms (from where it is now).
+func (g *rig) step(ms float64) {
+	for _, r := range g.r {
+		pgstore.SetClockOffset(r.store, ms)
+	}
+}

@@ -1,0 +1,112 @@
+//go:build !js && !wasip1
+
+package pgstore
+
+// SchemaVersion is the version of the schema this package reads and writes,
+// kept in lease_fence_meta. A database with another version is refused at
+// Open.
+const SchemaVersion = 1
+
+// The names of the store's objects. They are unqualified: the connection's
+// search_path decides the schema they live in (and so several coordinators'
+// states can share a database, each in its own schema).
+const (
+	tMeta   = "lease_fence_meta"
+	tLeases = "lease_fence_leases"
+	tCounts = "lease_fence_counts"
+	tFences = "lease_fence_fences" // the sequence
+)
+
+// countSlots is how many rows the counts of lease records and releases are
+// spread over, so that concurrent transactions that change them seldom
+// wait for one another (each takes the first slot no other transaction
+// holds).
+const countSlots = 64
+
+// schema creates version 1. maxFence is lease.MaxFence (2^53-1, the
+// largest integer JavaScript holds exactly).
+var schema = []string{
+	`CREATE TABLE ` + tMeta + ` (
+		singleton      boolean PRIMARY KEY DEFAULT true CHECK (singleton),
+		schema_version integer NOT NULL,
+		timeline       bigint NOT NULL,
+		created_at     timestamptz NOT NULL DEFAULT clock_timestamp()
+	)`,
+	`CREATE SEQUENCE ` + tFences + ` AS bigint MINVALUE 1 MAXVALUE 9007199254740991 START 1 CACHE 1 NO CYCLE`,
+	// A row is one resource's service.Entry: its lease record (fence not 0)
+	// and the releases of its last TTL (released, as JSON), plus the
+	// reading of the last decision that wrote it (decided_at, the clock's
+	// guard) and the earliest reading at which a sweep has something to
+	// delete (sweep_at). Times are the coordinator's milliseconds: the
+	// database server's clock, Unix milliseconds.
+	`CREATE TABLE ` + tLeases + ` (
+		resource      text PRIMARY KEY,
+		holder_id     text NOT NULL DEFAULT '',
+		request_id    text NOT NULL DEFAULT '',
+		fence         bigint NOT NULL DEFAULT 0 CHECK (fence >= 0),
+		expires_at    double precision NOT NULL DEFAULT 0,
+		secret_sha256 bytea CHECK (octet_length(secret_sha256) = 32),
+		released      jsonb NOT NULL DEFAULT '[]',
+		decided_at    double precision NOT NULL,
+		sweep_at      double precision NOT NULL
+	)`,
+	`CREATE TABLE ` + tCounts + ` (
+		slot     integer PRIMARY KEY,
+		leases   bigint NOT NULL,
+		releases bigint NOT NULL
+	)`,
+	`INSERT INTO ` + tCounts + ` SELECT g, 0, 0 FROM generate_series(0, 63) g`,
+}
+
+// timelineSQL reads the database's current timeline: the first eight hex
+// digits of the name of the WAL file being written. It is an error on a
+// standby (no WAL is written there).
+const timelineSQL = `SELECT ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint`
+
+// clockSQL is the database server's clock in whole Unix milliseconds,
+// read when the statement evaluates it; $N is added to it (zero but in
+// the tests, which step the clock through it).
+func clockSQL(offsetParam string) string {
+	return `(floor(extract(epoch FROM clock_timestamp()) * 1000)::float8 + ` + offsetParam + `::float8)`
+}
+
+var (
+	// qEnsure makes the resource's row exist, so that qLock has a row to
+	// lock even for a resource nobody holds: a placeholder that holds
+	// nothing, never committed as it is (the decision updates it, or the
+	// transaction rolls back). On a row that exists it does nothing and
+	// writes nothing; behind another transaction's placeholder it waits.
+	qEnsure = `INSERT INTO ` + tLeases + ` (resource, decided_at, sweep_at) VALUES ($1, 0, 0) ON CONFLICT (resource) DO NOTHING`
+	qLock   = `SELECT holder_id, request_id, fence, expires_at, secret_sha256, released::text, decided_at FROM ` + tLeases + ` WHERE resource = $1 FOR UPDATE`
+	// qShare takes the counts' lock in shared mode, without waiting, for
+	// a decision that may add a lease record (the resource has none); NULL
+	// when it has one.
+	qShare = `SELECT CASE WHEN EXISTS (SELECT 1 FROM ` + tLeases + ` WHERE resource = $1 AND fence <> 0) THEN NULL
+		ELSE pg_try_advisory_xact_lock_shared($2) END`
+	// qState reads, once the row is locked: the clock, the fence counter
+	// (and, when the resource has no live lease, the next fence ahead of
+	// the decision, so a grant needs no round trip of its own), the counts
+	// and max_connections.
+	qState = `SELECT c.now, s.last_value, s.is_called,
+		CASE WHEN NOT EXISTS (SELECT 1 FROM ` + tLeases + ` l WHERE l.resource = $1 AND l.fence <> 0 AND l.expires_at > greatest(c.now, l.decided_at))
+			THEN nextval('` + tFences + `') END,
+		k.leases, k.releases, current_setting('max_connections')::bigint
+		FROM (SELECT ` + clockSQL("$2") + ` AS now) c, ` + tFences + ` s,
+		(SELECT coalesce(sum(leases), 0)::bigint AS leases, coalesce(sum(releases), 0)::bigint AS releases FROM ` + tCounts + `) k`
+	qNextval = `SELECT nextval('` + tFences + `')`
+	qXid     = `SELECT pg_current_xact_id()::text`
+	qUpdate  = `UPDATE ` + tLeases + ` SET holder_id = $2, request_id = $3, fence = $4, expires_at = $5, secret_sha256 = $6,
+		released = $7::jsonb, decided_at = $8, sweep_at = $9 WHERE resource = $1`
+	qDelete = `DELETE FROM ` + tLeases + ` WHERE resource = $1`
+	// qCount adds to the counts in the first slot no other transaction
+	// holds, or, if every slot is held, waits for one at random.
+	qCount = `UPDATE ` + tCounts + ` SET leases = leases + $1, releases = releases + $2
+		WHERE slot = coalesce((SELECT slot FROM ` + tCounts + ` ORDER BY slot LIMIT 1 FOR UPDATE SKIP LOCKED), floor(random() * 64)::integer)`
+	qAsync  = `SET LOCAL synchronous_commit = off`
+	qStatus = `SELECT pg_xact_status($1::xid8)`
+	// qSweep locks the rows a sweep has something to delete from, skipping
+	// rows another transaction holds.
+	qSweep = `SELECT l.resource, l.holder_id, l.request_id, l.fence, l.expires_at, l.secret_sha256, l.released::text, l.decided_at, c.now
+		FROM ` + tLeases + ` l, (SELECT ` + clockSQL("$1") + ` AS now) c
+		WHERE l.sweep_at < c.now ORDER BY l.sweep_at LIMIT $2 FOR UPDATE OF l SKIP LOCKED`
+)

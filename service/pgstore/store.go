@@ -1,0 +1,410 @@
+//go:build !js && !wasip1
+
+// Package pgstore keeps the coordinator's state in PostgreSQL, so that any
+// number of coordinator processes (replicas), on any number of machines,
+// serve the same leases from one database. It is a service.Store: the
+// Service's decision function runs inside one transaction that holds the
+// resource's row locked, and the rules still run in core/lease.
+//
+// Each decision is one transaction on one connection, in two round trips:
+// the first locks the resource's row and reads the database server's clock,
+// the fence counter and the counts; the decision runs in Go; the second
+// writes the row and commits. Fences come from one sequence; the clock is
+// the database server's, guarded per resource against going backwards; a
+// retried request id is answered from the row, whichever replica receives
+// it; expired rows are swept by any replica with FOR UPDATE SKIP LOCKED.
+// With FenceTable set, a grant also raises the resource's floor in the
+// sqlfence table of that name, in the grant's own transaction: the handover
+// is atomic for resources guarded in the same database.
+//
+// Create makes the schema (once, like -init); Open refuses a database
+// without it, or with another version. docs/service.md says what each
+// failure does.
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/lease-fence/lease-fence/core/clock"
+	"github.com/lease-fence/lease-fence/gates/sqlfence"
+	"github.com/lease-fence/lease-fence/service"
+)
+
+// Defaults of Options.
+const (
+	DefaultTimeout  = 5 * time.Second
+	DefaultMaxConns = 16
+	// DefaultTimelineJump is how far the fences jump when the database is
+	// found on a new timeline (Options.TimelineJump).
+	DefaultTimelineJump = 1_000_000_000_000
+)
+
+// Options configures a Store.
+type Options struct {
+	// Domain names the coordinator's clock domain. Default "coordinator".
+	Domain string
+	// TTL is the lease length, the Service's. Required, positive; every
+	// replica should run with the same.
+	TTL time.Duration
+	// MaxLeases bounds the lease records (live, and expired ones not yet
+	// swept) of all replicas together; zero means
+	// service.DefaultMaxLeases.
+	MaxLeases int
+	// ReleaseMemory bounds the finished releases remembered for their
+	// retries; zero means service.DefaultReleaseMemory.
+	ReleaseMemory int
+	// FenceTable, if set, is the prefix of sqlfence tables in the same
+	// database (sqlfence.Options.Table, such as "lease_fence"): every grant
+	// raises the resource's floor there to the new fence in its own
+	// transaction. Open creates the tables if they are missing.
+	FenceTable string
+	// Timeout bounds each call (Update, Sweep) and is the server's
+	// statement_timeout and idle_in_transaction_session_timeout for the
+	// store's sessions, so a transaction of a replica cut off from the
+	// database holds its rows no longer than this. Zero means
+	// DefaultTimeout.
+	Timeout time.Duration
+	// TimelineJump is how far the fence counter jumps when a replica finds
+	// the database on another timeline than the one recorded (a standby
+	// was promoted, or a backup recovered to a point in time): fences the
+	// old timeline issued and lost with it (asynchronous replication, an
+	// older backup) are not issued again unless more than this many were
+	// lost. Zero means DefaultTimelineJump.
+	TimelineJump uint64
+	// Logger receives the store's warnings (a clock behind the state, a
+	// new timeline). Nil logs nothing.
+	Logger *slog.Logger
+}
+
+// Store is a service.Store in PostgreSQL. It is safe for concurrent use;
+// any number of Stores, in any number of processes, may share one
+// database.
+type Store struct {
+	pool        *pgxpool.Pool
+	domain      string
+	ttl         float64 // milliseconds
+	timeout     time.Duration
+	maxLeases   int64
+	maxReleases int64
+	jump        uint64
+	raise       string // sqlfence.PostgresRaise, or ""
+	fenceTable  string
+	countKey    int64 // the advisory lock of the counts: lease_fence_counts's OID
+	log         *slog.Logger
+
+	clockOffset atomic.Uint64 // float64 bits, milliseconds added to the database's clock (tests)
+
+	sweepMu  sync.Mutex
+	reclaimT atomic.Uint64 // float64 bits: the reading of the last sweep made for a full store
+
+	timeline atomic.Int64 // the timeline this store last checked
+}
+
+var _ service.Store = (*Store)(nil)
+
+// config turns dsn and opts into a pool configuration with the store's
+// session settings.
+func config(dsn string, opts *Options) (*pgxpool.Config, error) {
+	if opts.TTL <= 0 {
+		return nil, errors.New("pgstore: Options.TTL must be positive, got " + opts.TTL.String())
+	}
+	if opts.MaxLeases < 0 || opts.ReleaseMemory < 0 {
+		return nil, errors.New("pgstore: Options limits must not be negative")
+	}
+	if opts.FenceTable != "" {
+		if _, err := sqlfence.PostgresRaise(opts.FenceTable); err != nil {
+			return nil, errors.New("pgstore: Options.FenceTable: " + err.Error())
+		}
+	}
+	if opts.Domain == "" {
+		opts.Domain = "coordinator"
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultTimeout
+	}
+	if opts.MaxLeases == 0 {
+		opts.MaxLeases = service.DefaultMaxLeases
+	}
+	if opts.ReleaseMemory == 0 {
+		opts.ReleaseMemory = service.DefaultReleaseMemory
+	}
+	if opts.TimelineJump == 0 {
+		opts.TimelineJump = DefaultTimelineJump
+	}
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, errors.New("pgstore: the connection string: " + err.Error())
+	}
+	if !strings.Contains(dsn, "pool_max_conns") {
+		cfg.MaxConns = DefaultMaxConns
+	}
+	rp := cfg.ConnConfig.RuntimeParams
+	if rp["application_name"] == "" {
+		rp["application_name"] = "lease-fence coordinator"
+	}
+	ms := strconv.FormatInt(opts.Timeout.Milliseconds(), 10)
+	rp["statement_timeout"] = ms
+	rp["idle_in_transaction_session_timeout"] = ms
+	return cfg, nil
+}
+
+// Create makes the store's schema in the database dsn names (refused if it
+// is there already) and opens it. dsn is a PostgreSQL connection string
+// (postgres://... or key=value), as pgx reads it; several hosts and
+// target_session_attrs=read-write are how replicas follow a failover.
+func Create(ctx context.Context, dsn string, opts Options) (*Store, error) {
+	cfg, err := config(dsn, &opts)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg.ConnConfig)
+	if err != nil {
+		return nil, errors.New("pgstore: connecting: " + err.Error())
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if err := checkWritable(ctx, conn); err != nil {
+		return nil, err
+	}
+	var exists *string
+	if err := conn.QueryRow(ctx, `SELECT to_regclass($1)::text`, tMeta).Scan(&exists); err != nil {
+		return nil, errors.New("pgstore: " + err.Error())
+	}
+	if exists != nil {
+		return nil, errors.New("pgstore: the database already holds a lease-fence state (" + *exists + "); -init creates a new one only")
+	}
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return nil, errors.New("pgstore: " + err.Error())
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // after Commit, a no-op
+	for _, q := range schema {
+		if _, err := tx.Exec(ctx, q); err != nil {
+			if code := sqlState(err); code == "42P07" || code == "23505" {
+				return nil, errors.New("pgstore: the database already holds a lease-fence state (created just now by another process); -init creates a new one only")
+			}
+			return nil, errors.New("pgstore: creating the schema: " + err.Error())
+		}
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO `+tMeta+` (schema_version, timeline) VALUES ($1, (`+timelineSQL+`))`, SchemaVersion); err != nil {
+		return nil, errors.New("pgstore: creating the schema: " + err.Error())
+	}
+	if err := tx.Commit(ctx); err != nil {
+		if code := sqlState(err); code == "42P07" || code == "23505" {
+			return nil, errors.New("pgstore: the database already holds a lease-fence state (created just now by another process); -init creates a new one only")
+		}
+		return nil, errors.New("pgstore: creating the schema: " + err.Error())
+	}
+	return openConfig(ctx, cfg, opts)
+}
+
+// Open opens the store's state in the database dsn names. It refuses, with
+// a message saying why, a server that is a read-only standby, a database
+// without the schema (Create makes it), and a schema of another version.
+func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
+	cfg, err := config(dsn, &opts)
+	if err != nil {
+		return nil, err
+	}
+	return openConfig(ctx, cfg, opts)
+}
+
+func openConfig(ctx context.Context, cfg *pgxpool.Config, opts Options) (*Store, error) {
+	s := &Store{
+		domain: opts.Domain, ttl: clock.Millis(opts.TTL), timeout: opts.Timeout,
+		maxLeases: int64(opts.MaxLeases), maxReleases: int64(opts.ReleaseMemory), jump: opts.TimelineJump,
+		fenceTable: opts.FenceTable, log: opts.Logger,
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	s.reclaimT.Store(math.Float64bits(math.Inf(-1)))
+	// Every new connection checks the timeline before it is used, so the
+	// first decision made on a promoted standby comes after the jump.
+	cfg.AfterConnect = s.checkTimeline
+	conn, err := pgx.ConnectConfig(ctx, cfg.ConnConfig)
+	if err != nil {
+		return nil, errors.New("pgstore: connecting: " + err.Error())
+	}
+	err = s.checkSchema(ctx, conn)
+	if err == nil {
+		err = s.checkTimeline(ctx, conn)
+	}
+	if err == nil {
+		err = s.checkClock(ctx, conn)
+	}
+	conn.Close(context.WithoutCancel(ctx))
+	if err != nil {
+		return nil, err
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, errors.New("pgstore: " + err.Error())
+	}
+	s.pool = pool
+	if opts.FenceTable != "" {
+		if s.raise, err = sqlfence.PostgresRaise(opts.FenceTable); err != nil {
+			pool.Close()
+			return nil, errors.New("pgstore: Options.FenceTable: " + err.Error())
+		}
+		db := stdlib.OpenDBFromPool(pool)
+		_, err := sqlfence.Open(ctx, db, sqlfence.Options{Dialect: sqlfence.Postgres, Table: opts.FenceTable})
+		db.Close()
+		if err != nil {
+			pool.Close()
+			return nil, errors.New("pgstore: the fence table: " + err.Error())
+		}
+	}
+	return s, nil
+}
+
+// Close closes the store's connections.
+func (s *Store) Close() { s.pool.Close() }
+
+func checkWritable(ctx context.Context, conn *pgx.Conn) error {
+	var standby bool
+	if err := conn.QueryRow(ctx, `SELECT pg_is_in_recovery()`).Scan(&standby); err != nil {
+		return errors.New("pgstore: " + err.Error())
+	}
+	if standby {
+		return errors.New("pgstore: the server is a standby (read-only): point the connection string at the primary, or list every server with target_session_attrs=read-write")
+	}
+	return nil
+}
+
+// checkSchema refuses a database that is not exactly a lease-fence state of
+// SchemaVersion.
+func (s *Store) checkSchema(ctx context.Context, conn *pgx.Conn) error {
+	if err := checkWritable(ctx, conn); err != nil {
+		return err
+	}
+	var version int64
+	err := conn.QueryRow(ctx, `SELECT schema_version FROM `+tMeta).Scan(&version)
+	switch {
+	case sqlState(err) == "42P01":
+		return errors.New("pgstore: the database holds no lease-fence state (no table " + tMeta + " in its search_path); start once with -init to create it")
+	case sqlState(err) == "42703":
+		return errors.New("pgstore: " + tMeta + " is not a lease-fence state's (no schema_version column): " + err.Error())
+	case errors.Is(err, pgx.ErrNoRows):
+		return errors.New("pgstore: " + tMeta + " is empty: the state was not created by -init, or was damaged")
+	case err != nil:
+		return errors.New("pgstore: reading the schema version: " + err.Error())
+	case version > SchemaVersion:
+		return fmt.Errorf("pgstore: the state's schema is version %d, newer than this coordinator's (%d): run a coordinator that knows version %d", version, SchemaVersion, version)
+	case version != SchemaVersion:
+		return fmt.Errorf("pgstore: the state's schema version %d is unknown to this coordinator (it knows version %d)", version, SchemaVersion)
+	}
+	// Every object, with the columns this version reads.
+	checks := []string{
+		`SELECT singleton, schema_version, timeline, created_at FROM ` + tMeta + ` LIMIT 0`,
+		`SELECT resource, holder_id, request_id, fence, expires_at, secret_sha256, released, decided_at, sweep_at FROM ` + tLeases + ` LIMIT 0`,
+		`SELECT last_value, is_called FROM ` + tFences,
+	}
+	for _, q := range checks {
+		rows, err := conn.Query(ctx, q)
+		if err == nil {
+			rows.Close()
+			err = rows.Err()
+		}
+		if err != nil {
+			return errors.New("pgstore: the state is incomplete or damaged: " + err.Error())
+		}
+	}
+	var slots, first, last int64
+	if err := conn.QueryRow(ctx, `SELECT count(*), coalesce(min(slot), -1), coalesce(max(slot), -1) FROM `+tCounts).Scan(&slots, &first, &last); err != nil {
+		return errors.New("pgstore: the state is incomplete or damaged: " + err.Error())
+	}
+	if slots != countSlots || first != 0 || last != countSlots-1 {
+		return fmt.Errorf("pgstore: the state is damaged: %s holds %d slots (%d to %d), not %d", tCounts, slots, first, last, countSlots)
+	}
+	if err := conn.QueryRow(ctx, `SELECT $1::regclass::oid::bigint`, tCounts).Scan(&s.countKey); err != nil {
+		return errors.New("pgstore: " + err.Error())
+	}
+	return nil
+}
+
+// checkTimeline compares the database's timeline with the one recorded in
+// the state. A new timeline means a standby was promoted or a backup was
+// recovered to a point in time, either of which may have lost the last
+// grants and the fences they took; then the fence counter jumps by
+// TimelineJump, once, under the lock of the meta row, before this
+// connection makes any decision.
+func (s *Store) checkTimeline(ctx context.Context, conn *pgx.Conn) error {
+	var current, recorded int64
+	err := conn.QueryRow(ctx, `SELECT (`+timelineSQL+`), (SELECT timeline FROM `+tMeta+`)`).Scan(&current, &recorded)
+	if err != nil {
+		return errors.New("pgstore: reading the timeline: " + err.Error())
+	}
+	if current == recorded {
+		s.timeline.Store(current)
+		return nil
+	}
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return errors.New("pgstore: " + err.Error())
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // after Commit, a no-op
+	if err := tx.QueryRow(ctx, `SELECT timeline FROM `+tMeta+` FOR UPDATE`).Scan(&recorded); err != nil {
+		return errors.New("pgstore: reading the timeline: " + err.Error())
+	}
+	if current != recorded {
+		var before, after int64
+		err := tx.QueryRow(ctx, `SELECT last_value, setval('`+tFences+`', least(last_value + $1, 9007199254740991)) FROM `+tFences, int64(s.jump)).Scan(&before, &after)
+		if err != nil {
+			return errors.New("pgstore: moving the fences past the old timeline's: " + err.Error())
+		}
+		if _, err := tx.Exec(ctx, `UPDATE `+tMeta+` SET timeline = $1`, current); err != nil {
+			return errors.New("pgstore: " + err.Error())
+		}
+		if err := tx.Commit(ctx); err != nil {
+			return errors.New("pgstore: " + err.Error())
+		}
+		s.log.Warn("the database is on a new timeline (a standby was promoted, or a backup recovered): fences jump past any the old timeline may have issued and lost",
+			"timeline", current, "was", recorded, "fenceBefore", before, "fenceAfter", after)
+	}
+	s.timeline.Store(current)
+	return nil
+}
+
+// checkClock warns when the database's clock reads earlier than decisions
+// already stored: it was stepped back, or the state comes from a server
+// whose clock was ahead. Those resources are decided at their last reading
+// until the clock passes it (docs/service.md, "The clock").
+func (s *Store) checkClock(ctx context.Context, conn *pgx.Conn) error {
+	var ahead float64
+	var n int64
+	err := conn.QueryRow(ctx, `SELECT coalesce(max(decided_at), 0) - `+clockSQL("$1")+`, count(*) FILTER (WHERE decided_at > `+clockSQL("$1")+`) FROM `+tLeases,
+		s.offset()).Scan(&ahead, &n)
+	if err != nil {
+		return errors.New("pgstore: reading the clock: " + err.Error())
+	}
+	if n > 0 {
+		s.log.Warn("the database's clock reads earlier than decisions already stored (stepped back, or a server with another clock): those resources are decided at their last reading until the clock passes it",
+			"resources", n, "aheadMillis", ahead)
+	}
+	return nil
+}
+
+func (s *Store) offset() float64 { return math.Float64frombits(s.clockOffset.Load()) }
+
+// sqlState returns the SQLSTATE of a PostgreSQL error, or "".
+func sqlState(err error) string {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code
+	}
+	return ""
+}

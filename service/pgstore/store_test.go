@@ -1,0 +1,469 @@
+//go:build !js && !wasip1
+
+package pgstore_test
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/lease-fence/lease-fence/service/pgstore"
+	"github.com/lease-fence/lease-fence/service/wire"
+)
+
+// The lifecycle, with every call on another replica than the one before:
+// the replicas share everything through the database.
+func TestLifecycleAcrossReplicas(t *testing.T) {
+	g := newRig(t, 3, pgstore.Options{})
+	f1, exp1 := g.grant(0, acquireMsg("a-1", "doc", "A"))
+	if f1 != 1 {
+		t.Fatalf("first fence %d", f1)
+	}
+	// The retry of the same request, on another replica: the same grant.
+	if f, exp := g.grant(1, acquireMsg("a-1", "doc", "A")); f != f1 || exp != exp1 {
+		t.Fatalf("retry answered %d until %v, want %d until %v", f, exp, f1, exp1)
+	}
+	// Another holder is denied, with the holder and the time left.
+	st, out := g.post(2, acquireMsg("b-1", "doc", "B"))
+	if st != 200 || out["ok"] != false || out["heldBy"] != "A" || out["retryAfterMillis"].(float64) <= 0 {
+		t.Fatalf("B's acquisition: %d %v", st, out)
+	}
+	// The holder itself is denied a second lease on what it holds.
+	if _, out := g.post(1, acquireMsg("a-2", "doc", "A")); out["heldBy"] != "A" {
+		t.Fatalf("A's second acquisition: %v", out)
+	}
+	// The request id of A's lease, sent by B: refused.
+	if st, out := g.post(2, acquireMsg("a-1", "doc", "B")); errCode(t, st, out) != "request_id_reused" {
+		t.Fatalf("reused id: %d %v", st, out)
+	}
+	// A forged renewal and release: refused.
+	forged := renewMsg("r-x", "doc", "A", f1)
+	forged.Secret = "not-the-secret-0123456789"
+	if st, out := g.post(0, forged); errCode(t, st, out) != "wrong_secret" {
+		t.Fatalf("forged renewal: %d %v", st, out)
+	}
+	if f, exp := g.grant(2, renewMsg("r-1", "doc", "A", f1)); f != f1 || exp < exp1 {
+		t.Fatalf("renewal: %d until %v", f, exp)
+	}
+	if st, out := g.post(1, releaseMsg("rel-1", "doc", "A", f1)); st != 200 || out["ok"] != true {
+		t.Fatalf("release: %d %v", st, out)
+	}
+	// Its retry, on another replica, and after another holder came.
+	f2, _ := g.grant(0, acquireMsg("b-2", "doc", "B"))
+	if f2 <= f1 {
+		t.Fatalf("B's fence %d not above A's %d", f2, f1)
+	}
+	if st, out := g.post(2, releaseMsg("rel-1", "doc", "A", f1)); st != 200 || out["ok"] != true {
+		t.Fatalf("release retry: %d %v", st, out)
+	}
+	// A renewal of the released lease: expired, never resurrected.
+	if _, out := g.post(0, renewMsg("r-2", "doc", "A", f1)); out["ok"] != false || out["reason"] != "expired" {
+		t.Fatalf("renewal of a released lease: %v", out)
+	}
+	// A renewal of a fence never issued: rejected.
+	if st, out := g.post(1, renewMsg("r-3", "doc", "B", 1<<40)); errCode(t, st, out) != "rejected" {
+		t.Fatalf("renewal of a fence never issued: %d %v", st, out)
+	}
+}
+
+// Leases end by the database's clock: stepped past the TTL, the lease is
+// expired on every replica, its renewal refused, and the next grant takes
+// a higher fence.
+func TestExpiryByTheDatabaseClock(t *testing.T) {
+	g := newRig(t, 2, pgstore.Options{})
+	f1, exp := g.grant(0, acquireMsg("a-1", "doc", "A"))
+	if now := g.dbNow(); exp < now+ttlMs-60_000 || exp > now+ttlMs {
+		t.Fatalf("expiry %v is not the database's clock %v plus the TTL", exp, now)
+	}
+	g.step(ttlMs + 1)
+	if _, out := g.post(1, renewMsg("r-1", "doc", "A", f1)); out["reason"] != "expired" {
+		t.Fatalf("renewal after the TTL: %v", out)
+	}
+	if st, out := g.post(0, releaseMsg("rel-1", "doc", "A", f1)); st != 200 || out["ok"] != false {
+		t.Fatalf("release after the TTL: %d %v", st, out)
+	}
+	// The acquisition retried after the lease ended is a new acquisition.
+	if f, _ := g.grant(1, acquireMsg("a-1", "doc", "A")); f <= f1 {
+		t.Fatalf("fence %d after expiry, not above %d", f, f1)
+	}
+}
+
+// Many acquisitions at once, on three replicas: distinct fences, and one
+// holder per resource.
+func TestConcurrentGrantsAcrossReplicas(t *testing.T) {
+	g := newRig(t, 3, pgstore.Options{})
+	const n = 48
+	var mu sync.Mutex
+	fences := map[uint64]string{}
+	holders := map[string]string{}
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			holder := "h" + strconv.Itoa(i)
+			res := "r" + strconv.Itoa(i%6) // eight holders for each of six resources
+			st, out := g.post(i%3, acquireMsg("id-"+holder, res, holder))
+			if st != 200 {
+				t.Errorf("%s: %d %v", holder, st, out)
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if out["ok"] != true {
+				return
+			}
+			f := uint64(out["grant"].(map[string]any)["fence"].(float64))
+			if prev, dup := fences[f]; dup {
+				t.Errorf("fence %d granted to %s and %s", f, prev, holder)
+			}
+			fences[f] = holder
+			if prev, dup := holders[res]; dup {
+				t.Errorf("%s granted to %s and %s", res, prev, holder)
+			}
+			holders[res] = holder
+		}()
+	}
+	wg.Wait()
+	if len(holders) != 6 {
+		t.Fatalf("%d of 6 resources granted: %v", len(holders), holders)
+	}
+}
+
+// The secret is stored only as its SHA-256: no column of any row holds its
+// bytes.
+func TestSecretsHashedAtRest(t *testing.T) {
+	g := newRig(t, 1, pgstore.Options{})
+	f, _ := g.grant(0, acquireMsg("a-1", "doc", "A"))
+	g.grant(0, acquireMsg("b-1", "other", "B"))
+	if st, out := g.post(0, releaseMsg("rel", "other", "B", f+1)); out["ok"] != true {
+		t.Fatalf("release: %d %v", st, out)
+	}
+	var dump string
+	queryRow(t, g.dsn, `SELECT string_agg(row_to_json(l)::text, ' ') FROM lease_fence_leases l`, &dump)
+	for _, h := range []string{"A", "B"} {
+		if strings.Contains(dump, secretOf(h)) {
+			t.Fatalf("the secret of %s is in the table: %s", h, dump)
+		}
+	}
+	if !strings.Contains(dump, `"secret_sha256"`) || !strings.Contains(dump, "secretSha256") {
+		t.Fatalf("no hashes in the table either: %s", dump)
+	}
+}
+
+// -max-leases counts the lease records of every replica together: 40
+// acquisitions of distinct resources on three replicas at once, 10 granted
+// and 30 refused with too_many_leases; a release makes room.
+func TestMaxLeasesAcrossReplicas(t *testing.T) {
+	g := newRig(t, 3, pgstore.Options{MaxLeases: 10})
+	var granted, full, other int
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for i := range 40 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			h := "h" + strconv.Itoa(i)
+			st, out := g.post(i%3, acquireMsg("id-"+h, "r"+strconv.Itoa(i), h))
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case st == 200 && out["ok"] == true:
+				granted++
+			case st == 503 && errCode(t, st, out) == "too_many_leases":
+				full++
+			default:
+				other++
+				t.Errorf("%s: %d %v", h, st, out)
+			}
+		}()
+	}
+	wg.Wait()
+	if granted != 10 || full != 30 || other != 0 {
+		t.Fatalf("granted %d, refused %d, other %d; want 10, 30, 0", granted, full, other)
+	}
+	if n, err := g.r[0].store.Leases(context.Background()); err != nil || n != 10 {
+		t.Fatalf("the store counts %d lease records (%v)", n, err)
+	}
+	// Who holds r0..r39? Release one of them and a new resource fits.
+	var holder string
+	var f int64
+	queryRow(t, g.dsn, `SELECT holder_id, fence FROM lease_fence_leases WHERE fence <> 0 ORDER BY resource LIMIT 1`, &holder, &f)
+	res := "r" + strings.TrimPrefix(holder, "h")
+	if st, out := g.post(1, releaseMsg("rel", res, holder, uint64(f))); out["ok"] != true {
+		t.Fatalf("release: %d %v", st, out)
+	}
+	g.grant(2, acquireMsg("late", "late", "L"))
+	if st, out := g.post(0, acquireMsg("later", "later", "M")); errCode(t, st, out) != "too_many_leases" {
+		t.Fatalf("the eleventh: %d %v", st, out)
+	}
+	// Expired records give their room back: a full store sweeps them.
+	g.step(ttlMs + 1)
+	g.grant(0, acquireMsg("after", "after", "N"))
+	if n, _ := g.r[0].store.Leases(context.Background()); n != 1 {
+		t.Fatalf("%d lease records after the sweep of a full store, want 1", n)
+	}
+}
+
+// A sweep deletes expired records and releases a TTL old, on whichever
+// replica runs it; replicas sweeping at once share the work.
+func TestSweep(t *testing.T) {
+	g := newRig(t, 3, pgstore.Options{})
+	const n = 600
+	for i := range n {
+		g.grant(i%3, acquireMsg("id-"+strconv.Itoa(i), "r"+strconv.Itoa(i), "h"+strconv.Itoa(i)))
+	}
+	// A live lease survives every sweep.
+	g.step(2 * ttlMs)
+	live, _ := g.grant(0, acquireMsg("live", "live", "L"))
+	var wg sync.WaitGroup
+	deleted := make([]int, 3)
+	for i := range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				d, err := g.r[i].store.Sweep(context.Background())
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if d == 0 {
+					return
+				}
+				deleted[i] += d
+			}
+		}()
+	}
+	wg.Wait()
+	if sum := deleted[0] + deleted[1] + deleted[2]; sum != n {
+		t.Fatalf("the sweeps deleted %v, %d in all, want %d", deleted, sum, n)
+	}
+	var rows, leases int64
+	queryRow(t, g.dsn, `SELECT (SELECT count(*) FROM lease_fence_leases), (SELECT sum(leases) FROM lease_fence_counts)`, &rows, &leases)
+	if rows != 1 || leases != 1 {
+		t.Fatalf("%d rows and %d counted after the sweep, want the live one", rows, leases)
+	}
+	if f, _ := g.grant(1, renewMsg("r", "live", "L", live)); f != live {
+		t.Fatalf("the live lease after the sweep: %d", f)
+	}
+	// A release is remembered for one TTL, then swept.
+	if _, out := g.post(2, releaseMsg("rel", "live", "L", live)); out["ok"] != true {
+		t.Fatalf("release: %v", out)
+	}
+	if d, err := g.r[0].store.Sweep(context.Background()); err != nil || d != 0 {
+		t.Fatalf("a fresh release swept: %d %v", d, err)
+	}
+	g.step(3*ttlMs + 1)
+	if d, err := g.r[0].store.Sweep(context.Background()); err != nil || d != 1 {
+		t.Fatalf("an old release not swept: %d %v", d, err)
+	}
+	queryRow(t, g.dsn, `SELECT (SELECT count(*) FROM lease_fence_leases), (SELECT sum(releases) FROM lease_fence_counts)`, &rows, &leases)
+	if rows != 0 || leases != 0 {
+		t.Fatalf("%d rows and %d releases counted after the last sweep", rows, leases)
+	}
+}
+
+// The store refuses, with a message saying why, whatever is not exactly its
+// state: no schema, a second -init, another version, missing objects.
+func TestSchemaIsChecked(t *testing.T) {
+	ctx := context.Background()
+	opts := pgstore.Options{TTL: ttl}
+	for _, c := range []struct {
+		name  string
+		setup string // run after Create, before Open
+		want  string
+	}{
+		{"newer version", `UPDATE lease_fence_meta SET schema_version = 2`, "version 2, newer than this coordinator's (1)"},
+		{"unknown version", `UPDATE lease_fence_meta SET schema_version = 0`, "version 0 is unknown"},
+		{"no meta row", `DELETE FROM lease_fence_meta`, "lease_fence_meta is empty"},
+		{"no sequence", `DROP SEQUENCE lease_fence_fences`, "incomplete or damaged"},
+		{"a column missing", `ALTER TABLE lease_fence_leases DROP COLUMN sweep_at`, "incomplete or damaged"},
+		{"a slot missing", `DELETE FROM lease_fence_counts WHERE slot = 7`, "holds 63 slots"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dsn := newSchema(t)
+			st, err := pgstore.Create(ctx, dsn, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			st.Close()
+			exec(t, dsn, c.setup)
+			if _, err := pgstore.Open(ctx, dsn, opts); err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("Open: %v, want an error saying %q", err, c.want)
+			}
+		})
+	}
+	dsn := newSchema(t)
+	if _, err := pgstore.Open(ctx, dsn, opts); err == nil || !strings.Contains(err.Error(), "-init") {
+		t.Fatalf("Open of an empty schema: %v", err)
+	}
+	st, err := pgstore.Create(ctx, dsn, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	if _, err := pgstore.Create(ctx, dsn, opts); err == nil || !strings.Contains(err.Error(), "already holds") {
+		t.Fatalf("a second Create: %v", err)
+	}
+	if _, err := pgstore.Open(ctx, "postgres://[", opts); err == nil {
+		t.Fatal("a bad connection string was accepted")
+	}
+	if _, err := pgstore.Open(ctx, dsn, pgstore.Options{}); err == nil {
+		t.Fatal("no TTL was accepted")
+	}
+}
+
+// A row that contradicts itself or the fence counter is refused (500
+// internal), and nothing changes.
+func TestDamagedRowsAreRefused(t *testing.T) {
+	for _, c := range []struct{ name, damage string }{
+		{"fence above the counter", `UPDATE lease_fence_leases SET fence = 1000`},
+		{"no holder", `UPDATE lease_fence_leases SET holder_id = ''`},
+		{"released not JSON releases", `UPDATE lease_fence_leases SET released = '[{"x": 1}]'`},
+		{"released wrong type", `UPDATE lease_fence_leases SET released = '{"requestId": 1}'`},
+		{"a hash of 31 bytes", `ALTER TABLE lease_fence_leases DROP CONSTRAINT lease_fence_leases_secret_sha256_check; UPDATE lease_fence_leases SET secret_sha256 = substr(secret_sha256, 2)`},
+		{"nothing held", `UPDATE lease_fence_leases SET fence = 0, holder_id = '', request_id = '', secret_sha256 = NULL, expires_at = 0`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			g := newRig(t, 1, pgstore.Options{})
+			g.grant(0, acquireMsg("a-1", "doc", "A"))
+			exec(t, g.dsn, c.damage)
+			var before string
+			queryRow(t, g.dsn, `SELECT row_to_json(l)::text FROM lease_fence_leases l`, &before)
+			for _, m := range []wire.Message{acquireMsg("b", "doc", "B"), renewMsg("r", "doc", "A", 1), releaseMsg("rel", "doc", "A", 1)} {
+				if st, out := g.post(0, m); st != 500 || errCode(t, st, out) != "internal" {
+					t.Fatalf("%s on a damaged row: %d %v", m.Op, st, out)
+				}
+			}
+			var after string
+			queryRow(t, g.dsn, `SELECT row_to_json(l)::text FROM lease_fence_leases l`, &after)
+			if after != before {
+				t.Fatalf("the damaged row changed:\n%s\n%s", before, after)
+			}
+		})
+	}
+}
+
+// A new timeline (a promoted standby, a point-in-time recovery) makes the
+// fences jump, once, however many replicas connect to it at once.
+func TestNewTimelineMakesTheFencesJump(t *testing.T) {
+	g := newRig(t, 1, pgstore.Options{})
+	f1, _ := g.grant(0, acquireMsg("a", "r1", "A"))
+	// Pretend the state was written on another timeline.
+	exec(t, g.dsn, `UPDATE lease_fence_meta SET timeline = timeline + 7`)
+	var wg sync.WaitGroup
+	stores := make([]*replica, 4)
+	for i := range stores {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			stores[i] = g.open(pgstore.Options{TimelineJump: 1000}, false)
+		}()
+	}
+	wg.Wait()
+	g.r = append(g.r, stores...)
+	f2, _ := g.grant(2, acquireMsg("b", "r2", "B"))
+	if f2 < f1+1000 || f2 > f1+1000+1 {
+		t.Fatalf("fence after the new timeline %d, want %d (one jump of 1000)", f2, f1+1001)
+	}
+	jumps := 0
+	for _, r := range stores {
+		jumps += strings.Count(r.logs.String(), "new timeline")
+	}
+	if jumps != 1 {
+		t.Fatalf("%d replicas logged the jump, want 1", jumps)
+	}
+}
+
+func TestOptionsAreChecked(t *testing.T) {
+	dsn := newSchema(t)
+	for _, o := range []pgstore.Options{{}, {TTL: -1}, {TTL: ttl, MaxLeases: -1}, {TTL: ttl, ReleaseMemory: -1}} {
+		if _, err := pgstore.Create(context.Background(), dsn, o); err == nil {
+			t.Fatalf("%+v accepted", o)
+		}
+	}
+	if _, err := pgstore.Create(context.Background(), dsn, pgstore.Options{TTL: ttl, FenceTable: "bad name"}); err == nil || !strings.Contains(err.Error(), "FenceTable") {
+		t.Fatalf("a bad fence table: %v", err)
+	}
+	// Nothing was created by the refused calls.
+	if _, err := pgstore.Open(context.Background(), dsn, pgstore.Options{TTL: ttl}); err == nil || !strings.Contains(err.Error(), "-init") {
+		t.Fatalf("after refused Creates: %v", err)
+	}
+}
+
+// The database's clock stepped back ten minutes: a resource whose row was
+// written at a later reading is decided at that reading until the clock
+// passes it again, so no lease gets shorter (its renewal keeps its expiry,
+// a stranger is told the whole TTL is left); a resource without a row is
+// decided at the stepped clock; fences come from the counter, not the
+// clock, and keep rising.
+func TestClockSteppedBack(t *testing.T) {
+	g := newRig(t, 2, pgstore.Options{})
+	f1, exp1 := g.grant(0, acquireMsg("a-1", "doc", "A"))
+	const back = 600_000.0
+	g.step(-back)
+	f, exp := g.grant(1, renewMsg("r-1", "doc", "A", f1))
+	if f != f1 || exp != exp1 {
+		t.Fatalf("renewal after the step: fence %d until %v, want %d until %v (the lease's reading held)", f, exp, f1, exp1)
+	}
+	st, out := g.post(0, acquireMsg("b-1", "doc", "B"))
+	if st != 200 || out["heldBy"] != "A" || out["retryAfterMillis"].(float64) != ttlMs {
+		t.Fatalf("a stranger after the step: %d %v, want held by A for the whole TTL", st, out)
+	}
+	f2, exp2 := g.grant(1, acquireMsg("c-1", "other", "C"))
+	if f2 <= f1 || exp2 > exp1-back+ttlMs {
+		t.Fatalf("a free resource after the step: fence %d until %v; want a fence above %d, dated by the stepped clock (about %v)", f2, exp2, f1, exp1-back)
+	}
+	// The clock catches up: the lease ends at its expiry, by the clock.
+	g.step(ttlMs + 1)
+	if _, out := g.post(0, renewMsg("r-2", "doc", "A", f1)); out["reason"] != "expired" {
+		t.Fatalf("the lease outlived its expiry once the clock caught up: %v", out)
+	}
+}
+
+// A replica that opens while the database's clock reads earlier than
+// stored decisions logs it.
+func TestOpenWarnsOfAClockBehindTheState(t *testing.T) {
+	g := newRig(t, 1, pgstore.Options{})
+	g.grant(0, acquireMsg("a-1", "doc", "A"))
+	exec(t, g.dsn, `UPDATE lease_fence_leases SET decided_at = decided_at + 600000, expires_at = expires_at + 600000`)
+	r := g.open(pgstore.Options{}, false)
+	if !strings.Contains(r.logs.String(), "reads earlier than decisions already stored") || !strings.Contains(r.logs.String(), "resources=1") {
+		t.Fatalf("no warning: %q", r.logs.String())
+	}
+}
+
+// Near the bound the count is exact, far from it the counts' lock is
+// shared: 160 acquisitions at once on three replicas against a bound of
+// 130 (max_connections 100) take both paths and grant exactly 130.
+func TestMaxLeasesSharedAndExclusive(t *testing.T) {
+	g := newRig(t, 3, pgstore.Options{MaxLeases: 130})
+	var mu sync.Mutex
+	granted, full := 0, 0
+	var wg sync.WaitGroup
+	for i := range 160 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			h := "h" + strconv.Itoa(i)
+			st, out := g.post(i%3, acquireMsg("id-"+h, "r"+strconv.Itoa(i), h))
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case st == 200 && out["ok"] == true:
+				granted++
+			case st == 503 && errCode(t, st, out) == "too_many_leases":
+				full++
+			default:
+				t.Errorf("%s: %d %v", h, st, out)
+			}
+		}()
+	}
+	wg.Wait()
+	if granted != 130 || full != 30 {
+		t.Fatalf("granted %d, refused %d; want 130 and 30", granted, full)
+	}
+}
