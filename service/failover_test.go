@@ -190,3 +190,27 @@ func TestClientFailoverConfig(t *testing.T) {
 		}
 	}
 }
+
+// Without an HTTPClient (the client's own connections per coordinator): a
+// coordinator that refuses connections, then one that answers.
+func TestClientFailsOverOnItsOwnConnections(t *testing.T) {
+	r := newRig(t, nil, LocalConfig{})
+	down := httptest.NewServer(r.h)
+	down.Close()
+	up := httptest.NewServer(r.h)
+	defer up.Close()
+	agent, _ := clock.NewManual("agent-a", clock.ManualOptions{Start: 50})
+	lc, _ := lease.NewClient(lease.ClientConfig{Clock: agent, HolderID: "a"})
+	c, err := wire.NewClient(wire.ClientConfig{BaseURLs: []string{down.URL, up.URL}, Lease: lc, Backoff: func(int) time.Duration { return 0 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := c.Acquire(context.Background(), "deploy")
+	if err != nil || l.Token().Fence != 1 {
+		t.Fatalf("acquire: %v %v", l, err)
+	}
+	if err := c.Release(context.Background(), l); err != nil {
+		t.Fatal(err)
+	}
+	c.CloseIdleConnections()
+}
