@@ -56,6 +56,7 @@ func TestConformance(t *testing.T) {
 		},
 		Attach:      httpfencetest.Attach,
 		FailedWrite: gatetest.KeepsFloor,
+		Paged:       true,
 		Inside:      true,
 		MaxFence:    httpfence.MaxHeaderFence,
 		Restart: func(t testing.TB, addr string) {

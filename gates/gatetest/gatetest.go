@@ -47,6 +47,10 @@
 //   - RejectionLog: refusals beyond Options.MaxRejections: a capped gate
 //     (Config.Capped) keeps the newest, with their sequence numbers; an
 //     uncapped one keeps all.
+//   - RejectionPages (Config.Paged): the log read a page at a time
+//     (Pager.RejectionsAfter) is the log read whole, each page at most its
+//     limit, starting after the sequence number asked; a limit of 0 is bad
+//     input.
 //   - ConcurrentWriters: goroutines (through several handles when Attach is
 //     set) commit random fences to one resource; the values land in
 //     non-decreasing fence order, every landed write is there once, no
@@ -104,6 +108,14 @@ type Gate interface {
 	// Values returns the values appended to resource's list, in the order
 	// their writes landed in the store, read from the store directly.
 	Values(ctx context.Context, resource string) ([]string, error)
+}
+
+// Pager is a Gate whose rejection log can be read a page at a time
+// (Config.Paged).
+type Pager interface {
+	// RejectionsAfter returns the refusals kept for resource whose Seq is
+	// above after, oldest first, at most limit of them.
+	RejectionsAfter(ctx context.Context, resource string, after uint64, limit int) ([]fence.Rejection, error)
 }
 
 // Write is one write the suite makes through a Gate.
@@ -172,6 +184,8 @@ type Config struct {
 	FailedWrite FailedWrite
 	// Capped: the gate keeps only the newest Options.MaxRejections refusals.
 	Capped bool
+	// Paged: the Gate is a Pager, and RejectionPages checks its pages.
+	Paged bool
 	// Inside: the adapter calls Write.Inside while the write runs (a gate
 	// whose writes run as one indivisible step in the store, such as a
 	// Redis script, cannot).
@@ -216,6 +230,7 @@ var rules = []rule{
 	{"InvalidInput", false, invalidInput},
 	{"CancelledContext", false, cancelledContext},
 	{"RejectionLog", false, rejectionLog},
+	{"RejectionPages", false, rejectionPages},
 	{"ConcurrentWriters", false, concurrentWriters},
 	{"TwoProcesses", true, twoProcesses},
 	{"KilledWriter", true, killedWriter},
@@ -274,6 +289,8 @@ func (r rule) applies(c Config) string {
 		return "the gate lives in one process's memory (Config.Attach is nil): writers in other processes have their own gate"
 	case r.name == "Restart" && c.Restart == nil:
 		return "Config.Restart is nil: the gate has no store to restart"
+	case r.name == "RejectionPages" && !c.Paged:
+		return "Config.Paged is false: the gate's log is read whole"
 	}
 	return ""
 }

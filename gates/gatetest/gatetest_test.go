@@ -124,6 +124,27 @@ func (m *memGate) Rejections(ctx context.Context, resource string) ([]fence.Reje
 	return g.Rejections(), nil
 }
 
+// pagedGate is memGate with its log read a page at a time, by filtering
+// it; offByOne is the deliberate break (a page starts at after, not above).
+type pagedGate struct {
+	*memGate
+	offByOne bool
+}
+
+func (p pagedGate) RejectionsAfter(ctx context.Context, resource string, after uint64, limit int) ([]fence.Rejection, error) {
+	if limit < 1 {
+		return nil, &fence.ArgumentError{Pkg: "memgate", Arg: "limit", Reason: "must be at least 1"}
+	}
+	all, err := p.Rejections(ctx, resource)
+	var out []fence.Rejection
+	for _, r := range all {
+		if (r.Seq > after || p.offByOne && r.Seq == after) && len(out) < limit {
+			out = append(out, r)
+		}
+	}
+	return out, err
+}
+
 func (m *memGate) Values(ctx context.Context, resource string) ([]string, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -215,6 +236,25 @@ func TestRestartCatchesAForgettingStore(t *testing.T) {
 	got := gatetest.Failures(t, cfg)
 	if len(got["Restart"]) == 0 || len(got) != 1 {
 		t.Errorf("failures %v, want Restart only", got)
+	}
+}
+
+// RejectionPages checks a gate's pages against its whole log: a gate whose
+// page starts at the sequence number asked instead of after it fails.
+func TestRejectionPages(t *testing.T) {
+	for _, offByOne := range []bool{false, true} {
+		cfg := memConfig(false)
+		cfg.Paged = true
+		cfg.New = func(t testing.TB, o gatetest.Options) (gatetest.Gate, string) {
+			return pagedGate{newMemGate(o), offByOne}, ""
+		}
+		got := gatetest.Failures(t, cfg)
+		if offByOne && (len(got["RejectionPages"]) == 0 || len(got) != 1) {
+			t.Errorf("off by one: failures %v, want RejectionPages only", got)
+		}
+		if !offByOne && len(got) != 0 {
+			t.Errorf("failures %v", got)
+		}
 	}
 }
 

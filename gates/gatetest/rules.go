@@ -254,6 +254,69 @@ func rejectionLog(t testing.TB, c Config) {
 	}
 }
 
+// rejectionPages: the log read a page at a time is the log read whole.
+func rejectionPages(t testing.TB, c Config) {
+	const max, n, limit = 5, 8, 3
+	g, _ := c.New(t, Options{MaxRejections: max})
+	p, ok := g.(Pager)
+	if !ok {
+		t.Fatalf("Config.Paged is set but the Gate (%T) is not a gatetest.Pager", g)
+	}
+	ctx := context.Background()
+	mustCommit(t, g, tk("agent-b", 20), "b20")
+	var all []fence.Rejection
+	for i := range n {
+		r := fence.Rejection{Seq: uint64(i + 1), Resource: res, RefusedHolder: "agent-a", RefusedFence: uint64(i + 1), AdmittedHolder: "agent-b", AdmittedFence: 20}
+		wantStale(t, "refusal", g.Commit(ctx, tk("agent-a", uint64(i+1)), Write{Value: "a"}), r)
+		all = append(all, r)
+	}
+	if c.Capped {
+		all = all[n-max:]
+	}
+	page := func(after uint64, limit int) []fence.Rejection {
+		t.Helper()
+		got, err := p.RejectionsAfter(ctx, res, after, limit)
+		if err != nil {
+			t.Fatalf("RejectionsAfter(%d, %d): %v", after, limit, err)
+		}
+		if len(got) > limit {
+			t.Fatalf("RejectionsAfter(%d, %d) returned %d refusals", after, limit, len(got))
+		}
+		return got
+	}
+	var got []fence.Rejection
+	after := uint64(0)
+	for range n + 1 {
+		pg := page(after, limit)
+		got = append(got, pg...)
+		if len(pg) < limit {
+			break
+		}
+		after = pg[len(pg)-1].Seq
+	}
+	if fmt.Sprint(got) != fmt.Sprint(all) {
+		t.Fatalf("pages of %d: %+v, want %+v", limit, got, all)
+	}
+	mid := all[1].Seq
+	if got := page(mid, 100); fmt.Sprint(got) != fmt.Sprint(all[2:]) {
+		t.Errorf("after %d: %+v, want %+v", mid, got, all[2:])
+	}
+	if got := page(0, 1); fmt.Sprint(got) != fmt.Sprint(all[:1]) {
+		t.Errorf("after 0, limit 1: %+v, want %+v", got, all[:1])
+	}
+	if got := page(uint64(n), 10); len(got) != 0 {
+		t.Errorf("after the last refusal: %+v", got)
+	}
+	if got, err := p.RejectionsAfter(ctx, "other-slot", 0, 10); err != nil || len(got) != 0 {
+		t.Errorf("another resource: %+v, %v", got, err)
+	}
+	before := snapshot(t, g, res)
+	if _, err := p.RejectionsAfter(ctx, res, 0, 0); !isInvalidArgument(err) {
+		t.Errorf("limit 0: err = %v, want an argument error", err)
+	}
+	sameState(t, "a bad page", before, snapshot(t, g, res))
+}
+
 // attempt is one commit a writer made, and what became of it.
 type attempt struct {
 	Holder  string

@@ -97,6 +97,7 @@ func proxyConfig(wrap func(httpfence.Store) httpfence.Store) gatetest.Config {
 		},
 		Attach:      httpfencetest.Attach,
 		FailedWrite: gatetest.KeepsFloor,
+		Paged:       true,
 		Inside:      true,
 		MaxFence:    httpfence.MaxHeaderFence,
 		Restart: func(t testing.TB, addr string) {

@@ -37,7 +37,8 @@ import (
 // Store keeps each resource's floor and its refusals durably. Admit raises
 // the floor to the token's fence, or refuses a token below it with a
 // *fence.StaleFenceError after logging the refusal; both are durable when it
-// returns. *sqlfence.Store is one.
+// returns. RejectionsAfter returns the refusals whose Seq is above after,
+// oldest first, at most limit of them. *sqlfence.Store is one.
 //
 // The Proxy must be the only writer of the floors it reads: two Proxies, or
 // a Proxy and another program, raising the same floors would each forward
@@ -45,8 +46,12 @@ import (
 type Store interface {
 	Admit(ctx context.Context, tok fence.Token) error
 	Floor(ctx context.Context, resource string) (uint64, error)
-	Rejections(ctx context.Context, resource string) ([]fence.Rejection, error)
+	RejectionsAfter(ctx context.Context, resource string, after uint64, limit int) ([]fence.Rejection, error)
 }
+
+// MaxRejectionsPage is the most refusals GET /.lease-fence/rejections
+// returns in one answer, and its default limit.
+const MaxRejectionsPage = 1000
 
 // Defaults of Options.
 const (
@@ -235,8 +240,14 @@ const adminPrefix = "/.lease-fence/"
 // the proxy's own endpoints:
 //
 //	GET  /.lease-fence/floor?resource=r       {"resource": r, "floor": n}
-//	GET  /.lease-fence/rejections?resource=r  {"resource": r, "rejections": [...]}
+//	GET  /.lease-fence/rejections?resource=r[&after=seq][&limit=n]
+//	                                          {"resource": r, "rejections": [...], "more": bool}
 //	POST /.lease-fence/admit                  raise the floor to the Lease-Fence token without forwarding
+//
+// The rejections come a page at a time: those whose seq is above after
+// (default 0), oldest first, at most limit (1 to MaxRejectionsPage, the
+// default); more says whether there are others after them (ask again with
+// after set to the last seq).
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case r.Method == http.MethodConnect:
@@ -579,6 +590,37 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_, _ = w.Write(append(out, '\n'))
 }
 
+// RejectionsPage is the answer of GET /.lease-fence/rejections.
+type RejectionsPage struct {
+	Resource   string          `json:"resource"`
+	Rejections []RejectionJSON `json:"rejections"`
+	// More: refusals after the last of Rejections exist; ask again with
+	// after set to its seq.
+	More bool `json:"more"`
+}
+
+// pageQuery reads after (default 0) and limit (default and at most
+// MaxRejectionsPage) from q; on a bad value it has answered 400.
+func pageQuery(w http.ResponseWriter, q url.Values) (after uint64, limit int, ok bool) {
+	limit = MaxRejectionsPage
+	if vs, set := q["after"]; set {
+		var err error
+		if after, err = strconv.ParseUint(vs[0], 10, 63); err != nil || len(vs) != 1 {
+			writeError(w, http.StatusBadRequest, "bad_query", "after must appear once, a sequence number from 0 to 2^63-1", nil)
+			return 0, 0, false
+		}
+	}
+	if vs, set := q["limit"]; set {
+		n, err := strconv.Atoi(vs[0])
+		if err != nil || len(vs) != 1 || n < 1 || n > MaxRejectionsPage {
+			writeError(w, http.StatusBadRequest, "bad_query", "limit must appear once, from 1 to "+strconv.Itoa(MaxRejectionsPage), nil)
+			return 0, 0, false
+		}
+		limit = n
+	}
+	return after, limit, true
+}
+
 // serveAdmin answers the proxy's own endpoints.
 func (p *Proxy) serveAdmin(w http.ResponseWriter, r *http.Request) {
 	only := func(method string) bool {
@@ -589,12 +631,12 @@ func (p *Proxy) serveAdmin(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", r.URL.Path+" takes "+method, nil)
 		return false
 	}
+	q, qerr := url.ParseQuery(r.URL.RawQuery)
 	resource := func() (string, bool) {
-		q, err := url.ParseQuery(r.URL.RawQuery)
 		res := q.Get("resource")
 		switch {
-		case err != nil:
-			writeError(w, http.StatusBadRequest, "bad_query", "the query does not parse: "+err.Error(), nil)
+		case qerr != nil:
+			writeError(w, http.StatusBadRequest, "bad_query", "the query does not parse: "+qerr.Error(), nil)
 		case len(q["resource"]) != 1 || res == "":
 			writeError(w, http.StatusBadRequest, "bad_query", "name one resource: ?resource=NAME", nil)
 		case len(res) > fence.MaxIDBytes:
@@ -630,19 +672,24 @@ func (p *Proxy) serveAdmin(w http.ResponseWriter, r *http.Request) {
 		if !ok {
 			return
 		}
-		rs, err := p.store.Rejections(r.Context(), res)
+		after, limit, ok := pageQuery(w, q)
+		if !ok {
+			return
+		}
+		rs, err := p.store.RejectionsAfter(r.Context(), res, after, limit+1)
 		if err != nil {
 			writeError(w, http.StatusServiceUnavailable, "store_failed", "reading the rejections failed: "+err.Error(), nil)
 			return
+		}
+		more := len(rs) > limit
+		if more {
+			rs = rs[:limit]
 		}
 		out := make([]RejectionJSON, len(rs))
 		for i, x := range rs {
 			out[i] = rejectionJSON(x)
 		}
-		writeJSON(w, http.StatusOK, struct {
-			Resource   string          `json:"resource"`
-			Rejections []RejectionJSON `json:"rejections"`
-		}{res, out})
+		writeJSON(w, http.StatusOK, RejectionsPage{Resource: res, Rejections: out, More: more})
 	case adminPrefix + "admit":
 		if !only(http.MethodPost) {
 			return

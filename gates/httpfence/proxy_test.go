@@ -898,3 +898,51 @@ func TestWritesAtTheFloorSkipTheStore(t *testing.T) {
 		t.Fatalf("rejections %+v", rs)
 	}
 }
+
+// GET /.lease-fence/rejections answers a page at a time: after and limit
+// choose it, more says whether refusals follow it, and bad values are 400.
+func TestRejectionsArePaged(t *testing.T) {
+	e := newEnv(t, httpfence.Options{})
+	if a := e.do(t, "POST", "/.lease-fence/admit", "", hdr("r", "new", 10)); a.status != 200 {
+		t.Fatal(a.status, a.body)
+	}
+	const n = 5
+	for i := 1; i <= n; i++ {
+		proxyError(t, e.do(t, "POST", "/w", "x", hdr("r", "old", uint64(i))), http.StatusConflict, "stale_fence")
+	}
+	get := func(query string) httpfence.RejectionsPage {
+		t.Helper()
+		a := e.do(t, "GET", "/.lease-fence/rejections?resource=r"+query, "")
+		var p httpfence.RejectionsPage
+		if err := json.Unmarshal([]byte(a.body), &p); err != nil || a.status != 200 || p.Rejections == nil {
+			t.Fatalf("%s: %d %s", query, a.status, a.body)
+		}
+		return p
+	}
+	seqs := func(p httpfence.RejectionsPage) string {
+		var out []string
+		for _, r := range p.Rejections {
+			out = append(out, strconv.FormatUint(r.Seq, 10))
+		}
+		return strings.Join(out, ",") + " more=" + strconv.FormatBool(p.More)
+	}
+	for query, want := range map[string]string{
+		"":                           "1,2,3,4,5 more=false",
+		"&limit=2":                   "1,2 more=true",
+		"&after=2&limit=2":           "3,4 more=true",
+		"&after=4&limit=2":           "5 more=false",
+		"&after=3&limit=2":           "4,5 more=false",
+		"&after=5":                   " more=false",
+		"&after=9223372036854775807": " more=false",
+		"&limit=1000":                "1,2,3,4,5 more=false",
+		"&after=0&limit=1":           "1 more=true",
+	} {
+		if got := seqs(get(query)); got != want {
+			t.Errorf("%q: %s, want %s", query, got, want)
+		}
+	}
+	for _, query := range []string{"&limit=0", "&limit=1001", "&limit=-1", "&limit=x", "&after=-1", "&after=x", "&after=1.5",
+		"&after=9223372036854775808", "&after=1&after=2", "&limit=1&limit=2", "&after=", "&limit="} {
+		proxyError(t, e.do(t, "GET", "/.lease-fence/rejections?resource=r"+query, ""), http.StatusBadRequest, "bad_query")
+	}
+}

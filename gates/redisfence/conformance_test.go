@@ -68,6 +68,10 @@ func (g *conformGate) Floor(ctx context.Context, r string) (uint64, error) {
 func (g *conformGate) Rejections(ctx context.Context, r string) ([]fence.Rejection, error) {
 	return g.s.Rejections(ctx, r)
 }
+func (g *conformGate) RejectionsAfter(ctx context.Context, r string, after uint64, limit int) ([]fence.Rejection, error) {
+	return g.s.RejectionsAfter(ctx, r, after, limit)
+}
+
 func (g *conformGate) Values(ctx context.Context, r string) ([]string, error) {
 	return g.rdb.LRange(ctx, g.valuesKey(r), 0, -1).Result()
 }
@@ -85,6 +89,7 @@ func conformConfig() gatetest.Config {
 		},
 		Attach:      attach,
 		FailedWrite: gatetest.KeepsFloor,
+		Paged:       true,
 		Capped:      true,
 		Restart: func(t testing.TB, addr string) {
 			if err := srv.Restart(); err != nil {
@@ -156,6 +161,7 @@ func TestConformanceCluster(t *testing.T) {
 		},
 		Attach:      attach,
 		FailedWrite: gatetest.KeepsFloor,
+		Paged:       true,
 		Capped:      true,
 	})
 	if cluster != nil {

@@ -15,7 +15,8 @@
 -- {'invalid', command, reason} (nothing changed); {'failed', command,
 -- error} (the floor was raised, the commands before this one ran, it and
 -- those after it did not); {'replay', marker} (this commit already ran:
--- the marker says how it ended).
+-- the marker says how it ended); {'corrupt', key, reason} (one of the
+-- gate's own keys holds what the gate did not write: nothing changed).
 local floorKey, logKey, markKey = KEYS[1], KEYS[2], KEYS[3]
 local seen = redis.call('GET', markKey)
 if seen then return {'replay', seen} end
@@ -47,9 +48,19 @@ for c = 1, n do
   cmds[c] = cmd
 end
 
-local cur = redis.call('HMGET', floorKey, 'fence', 'holder')
+-- The gate's own keys are checked before anything changes too: the floor
+-- must be a hash whose fence and refusal count are decimal numbers, and
+-- the log (written only by a refusal) a list of whole entries.
+local cur = redis.pcall('HMGET', floorKey, 'fence', 'holder', 'rejections')
+if cur.err then return {'corrupt', floorKey, cur.err} end
 local floor, floorHolder = cur[1] or '0', cur[2] or ''
+if not string.match(floor, '^%d+$') or (cur[3] and not string.match(cur[3], '^%d+$')) then
+  return {'corrupt', floorKey, 'its fence or rejections field is not a decimal number'}
+end
 if tonumber(fence) < tonumber(floor) then
+  local n = redis.pcall('LLEN', logKey)
+  if type(n) ~= 'number' then return {'corrupt', logKey, n.err} end
+  if n % 5 ~= 0 then return {'corrupt', logKey, 'is not a list of whole refusals'} end
   local seq = redis.call('HINCRBY', floorKey, 'rejections', 1)
   redis.call('RPUSH', logKey, seq, holder, fence, floorHolder, floor)
   redis.call('LTRIM', logKey, -5 * maxRej, -1)

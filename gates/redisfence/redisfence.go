@@ -51,9 +51,17 @@ import (
 //go:embed fence.lua
 var script string
 
+//go:embed page.lua
+var pageScript string
+
+var pageLua = redis.NewScript(pageScript)
+
 // Script is the Lua script a Store runs for every commit and admit. It
 // starts with a #!lua line, so it needs Redis 7.0 or later.
 func Script() string { return script }
+
+// PageScript is the read-only Lua script RejectionsAfter runs.
+func PageScript() string { return pageScript }
 
 var fenceScript = redis.NewScript(script)
 
@@ -177,6 +185,9 @@ func (s *Store) keys(resource string) (floor, log, base string) {
 //     the floor is raised, the commands before it ran, the rest did not.
 //   - *DBError: Redis could not be reached or refused the script before it
 //     ran: nothing changed.
+//   - *CorruptKeyError: one of the Store's own keys of the resource holds
+//     what the Store did not write (a key of another type, a floor whose
+//     fence is not a number): the script refused before changing anything.
 //   - *OutcomeUnknownError: the connection broke after the script was sent
 //     and Redis could not be asked how it ended; the write may or may not
 //     have happened.
@@ -349,6 +360,8 @@ func (s *Store) outcome(tok fence.Token, reply []any, w *Write) error {
 		return commandError(tok, w, i-1, str(2))
 	case "replay":
 		return s.marker(tok, str(1), nil)
+	case "corrupt":
+		return &CorruptKeyError{Key: str(1), Reason: str(2)}
 	}
 	return &DBError{Op: "commit", Err: errors.New("unexpected reply from the script")}
 }
@@ -411,6 +424,32 @@ func (e *CommandError) Error() string {
 		" admitted, but command " + strconv.Itoa(e.Index) + " " + e.Command + " failed (the commands before it ran, the rest did not): " + e.Err
 }
 
+// CorruptKeyError is returned when one of the Store's own keys (a
+// resource's floor or rejection log) holds something the Store did not
+// write: a key of another type, a fence or a refusal count that is not a
+// number, a log that is not made of whole refusals. The script refuses
+// before changing anything, and the resource takes no write until the key
+// is repaired or deleted (deleting the floor forgets it: an older fence is
+// then admitted).
+type CorruptKeyError struct {
+	Key    string
+	Reason string // what is wrong with it, or Redis's error about it
+}
+
+func (e *CorruptKeyError) Error() string {
+	return "redisfence: the gate's key " + strconv.Quote(e.Key) + " holds what the gate did not write (" + e.Reason + "); nothing was changed"
+}
+
+// wrongType turns a WRONGTYPE error from reading one of the Store's keys
+// into a *CorruptKeyError.
+func wrongType(key string, err error) error {
+	var rerr redis.Error
+	if errors.As(err, &rerr) && strings.HasPrefix(rerr.Error(), "WRONGTYPE") {
+		return &CorruptKeyError{Key: key, Reason: rerr.Error()}
+	}
+	return nil
+}
+
 // DBError is a failure to reach Redis, or an error Redis answered instead
 // of running the script. The write did not happen and nothing changed.
 type DBError struct {
@@ -459,11 +498,14 @@ func (s *Store) Floor(ctx context.Context, resource string) (uint64, error) {
 		return 0, nil
 	}
 	if err != nil {
+		if ce := wrongType(floorKey, err); ce != nil {
+			return 0, ce
+		}
 		return 0, &DBError{Op: "reading the floor", Err: err}
 	}
 	f, err := strconv.ParseUint(v, 10, 64)
 	if err != nil {
-		return 0, &DBError{Op: "reading the floor", Err: err}
+		return 0, &CorruptKeyError{Key: floorKey, Reason: "its fence field is not a decimal number"}
 	}
 	return f, nil
 }
@@ -476,16 +518,53 @@ func (s *Store) Rejections(ctx context.Context, resource string) ([]fence.Reject
 	}
 	_, logKey, _ := s.keys(resource)
 	v, err := s.rdb.LRange(ctx, logKey, 0, -1).Result()
+	return rejections(resource, logKey, v, err)
+}
+
+// MaxRejectionsPage is the largest limit RejectionsAfter takes.
+const MaxRejectionsPage = 10000
+
+// RejectionsAfter returns a page of resource's refusals: those kept whose
+// Seq is above after, oldest first, at most limit (1 to MaxRejectionsPage)
+// of them, read in one step (a script) so that a refusal trimming the log
+// meanwhile cannot shift the page. Start with after 0 and pass the last Seq
+// of each page to get the next; a page shorter than limit is the end of the
+// log as it was then. Refusals trimmed from the log (beyond MaxRejections)
+// are gone: a page starts at the oldest one kept.
+func (s *Store) RejectionsAfter(ctx context.Context, resource string, after uint64, limit int) ([]fence.Rejection, error) {
+	if err := s.checkQuery(ctx, resource); err != nil {
+		return nil, err
+	}
+	switch {
+	case after > fence.MaxFence:
+		// Sequence numbers count refusals; Lua reads numbers as doubles.
+		return nil, argError("after", "must be at most "+strconv.FormatUint(fence.MaxFence, 10))
+	case limit < 1 || limit > MaxRejectionsPage:
+		return nil, argError("limit", "must be from 1 to "+strconv.Itoa(MaxRejectionsPage))
+	}
+	_, logKey, _ := s.keys(resource)
+	v, err := pageLua.Run(ctx, s.rdb, []string{logKey}, strconv.FormatUint(after, 10), limit).StringSlice()
+	return rejections(resource, logKey, v, err)
+}
+
+// rejections parses elements of a rejection log (five per refusal).
+func rejections(resource, logKey string, v []string, err error) ([]fence.Rejection, error) {
 	if err != nil {
+		if ce := wrongType(logKey, err); ce != nil {
+			return nil, ce
+		}
 		return nil, &DBError{Op: "reading rejections", Err: err}
+	}
+	if len(v)%5 != 0 {
+		return nil, &CorruptKeyError{Key: logKey, Reason: "is not a list of whole refusals"}
 	}
 	out := make([]fence.Rejection, 0, len(v)/5)
 	for i := 0; i+5 <= len(v); i += 5 {
 		seq, e1 := strconv.ParseUint(v[i], 10, 64)
 		rf, e2 := strconv.ParseUint(v[i+2], 10, 64)
 		af, e3 := strconv.ParseUint(v[i+4], 10, 64)
-		if err := errors.Join(e1, e2, e3); err != nil {
-			return nil, &DBError{Op: "reading rejections", Err: err}
+		if errors.Join(e1, e2, e3) != nil {
+			return nil, &CorruptKeyError{Key: logKey, Reason: "refusal " + strconv.Itoa(i/5) + " has a field that is not a decimal number"}
 		}
 		out = append(out, fence.Rejection{Seq: seq, Resource: resource, RefusedHolder: v[i+1], RefusedFence: rf, AdmittedHolder: v[i+3], AdmittedFence: af})
 	}

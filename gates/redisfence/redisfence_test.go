@@ -4,6 +4,7 @@ package redisfence_test
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -281,17 +282,176 @@ func TestServerDown(t *testing.T) {
 	}
 }
 
-// lease-fence/redis (wasm/js/redis.mjs) sends the same script, byte for
-// byte, so Go and JavaScript writers share one floor.
-func TestJavaScriptSendsTheSameScript(t *testing.T) {
+// lease-fence/redis (wasm/js/redis.mjs) sends the same scripts, byte for
+// byte, so Go and JavaScript writers share one floor and read one log.
+func TestJavaScriptSendsTheSameScripts(t *testing.T) {
 	b, err := os.ReadFile("../../wasm/js/redis.mjs")
 	must(t, err)
-	_, rest, ok := strings.Cut(string(b), "// fence.lua:start\nconst SCRIPT = `")
-	js, _, ok2 := strings.Cut(rest, "`;\n// fence.lua:end")
-	if !ok || !ok2 {
-		t.Fatal("wasm/js/redis.mjs has no fence.lua block")
+	for _, sc := range []struct{ file, name, text string }{
+		{"fence.lua", "SCRIPT", redisfence.Script()},
+		{"page.lua", "PAGE_SCRIPT", redisfence.PageScript()},
+	} {
+		_, rest, ok := strings.Cut(string(b), "// "+sc.file+":start\nconst "+sc.name+" = `")
+		js, _, ok2 := strings.Cut(rest, "`;\n// "+sc.file+":end")
+		if !ok || !ok2 {
+			t.Fatalf("wasm/js/redis.mjs has no %s block", sc.file)
+		}
+		if js != sc.text {
+			t.Fatalf("wasm/js/redis.mjs's %s differs from gates/redisfence/%s", sc.name, sc.file)
+		}
 	}
-	if js != redisfence.Script() {
-		t.Fatal("wasm/js/redis.mjs's script differs from gates/redisfence/fence.lua")
+}
+
+// dumpNamespace returns every key under ns (and the resource's data keys,
+// which carry ns in their names) with its serialized value.
+func dumpNamespace(t *testing.T, rdb *redis.Client, ns string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, pattern := range []string{ns + "*", "*" + ns + "*"} {
+		keys, err := rdb.Keys(bg, pattern).Result()
+		must(t, err)
+		for _, k := range keys {
+			v, err := rdb.Dump(bg, k).Result()
+			must(t, err)
+			out[k] = v
+		}
 	}
+	return out
+}
+
+// One of the gate's own keys holding what the gate did not write (another
+// type, a fence or a count that is not a number, a log of broken entries)
+// is refused with a *CorruptKeyError naming it, before the script changes
+// anything: no command runs, no marker is left, the floor and the log stay
+// as they were. Reads of such a key say the same.
+func TestCorruptGateKeysAreRefusedBeforeAnythingChanges(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		key     string // "floor" or "log"
+		corrupt func(rdb *redis.Client, floor, log string) error
+		stale   bool // only a refusal (which writes the log) meets it
+	}{
+		{"FloorIsAString", "floor", func(rdb *redis.Client, floor, _ string) error { return rdb.Set(bg, floor, "7", 0).Err() }, false},
+		{"FloorIsAList", "floor", func(rdb *redis.Client, floor, _ string) error { return rdb.RPush(bg, floor, "7").Err() }, false},
+		{"FenceNotANumber", "floor", func(rdb *redis.Client, floor, _ string) error {
+			return rdb.HSet(bg, floor, "fence", "seven", "holder", "h").Err()
+		}, false},
+		{"FenceNegative", "floor", func(rdb *redis.Client, floor, _ string) error {
+			return rdb.HSet(bg, floor, "fence", "-7", "holder", "h").Err()
+		}, false},
+		{"CountNotANumber", "floor", func(rdb *redis.Client, floor, _ string) error {
+			return rdb.HSet(bg, floor, "fence", "7", "holder", "h", "rejections", "x").Err()
+		}, false},
+		{"LogIsAString", "log", func(rdb *redis.Client, floor, log string) error {
+			return errors.Join(rdb.HSet(bg, floor, "fence", "7", "holder", "h").Err(), rdb.Set(bg, log, "x", 0).Err())
+		}, true},
+		{"LogIsAHash", "log", func(rdb *redis.Client, floor, log string) error {
+			return errors.Join(rdb.HSet(bg, floor, "fence", "7", "holder", "h").Err(), rdb.HSet(bg, log, "a", "b").Err())
+		}, true},
+		{"LogOfBrokenEntries", "log", func(rdb *redis.Client, floor, log string) error {
+			return errors.Join(rdb.HSet(bg, floor, "fence", "7", "holder", "h").Err(), rdb.RPush(bg, log, "1", "a", "2").Err())
+		}, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s, rdb, ns := newStore(t, redisfence.Options{})
+			base := ns + redisfence.Tag("r") + ":"
+			floor, log := base+"floor", base+"rejections"
+			must(t, c.corrupt(rdb, floor, log))
+			data := redisfence.Key("r", ns+"data")
+			must(t, rdb.Set(bg, data, "before", 0).Err())
+			want := map[string]string{"floor": floor, "log": log}[c.key]
+			before := dumpNamespace(t, rdb, ns)
+			fences := []uint64{9, 3}
+			if c.stale {
+				fences = []uint64{3}
+			}
+			for _, f := range fences {
+				tok := fence.Token{Resource: "r", HolderID: "agent", Fence: f}
+				for _, err := range []error{
+					s.Commit(bg, tok, redisfence.Write{Keys: []string{data}, Commands: [][]string{{"SET", data, "after"}}}),
+					s.Admit(bg, tok),
+				} {
+					var ce *redisfence.CorruptKeyError
+					if !errors.As(err, &ce) || ce.Key != want || !strings.Contains(err.Error(), "nothing was changed") {
+						t.Fatalf("fence %d: err = %v, want a *CorruptKeyError for %s", f, err, want)
+					}
+				}
+				if after := dumpNamespace(t, rdb, ns); fmt.Sprint(after) != fmt.Sprint(before) {
+					t.Fatalf("fence %d changed keys: %d before, %d after", f, len(before), len(after))
+				}
+			}
+			var ce *redisfence.CorruptKeyError
+			if c.key == "floor" && c.name != "CountNotANumber" {
+				if _, err := s.Floor(bg, "r"); !errors.As(err, &ce) || ce.Key != floor {
+					t.Errorf("Floor: %v", err)
+				}
+			}
+			if c.key == "log" {
+				if _, err := s.Rejections(bg, "r"); !errors.As(err, &ce) || ce.Key != log {
+					t.Errorf("Rejections: %v", err)
+				}
+				if _, err := s.RejectionsAfter(bg, "r", 0, 10); !errors.As(err, &ce) || ce.Key != log {
+					t.Errorf("RejectionsAfter: %v", err)
+				}
+			}
+		})
+	}
+}
+
+// RejectionsAfter's bounds, and a page read while refusals trim the log:
+// every page holds consecutive sequence numbers above the one asked.
+func TestRejectionsAfter(t *testing.T) {
+	s, _, _ := newStore(t, redisfence.Options{MaxRejections: 4})
+	for _, c := range []struct {
+		after uint64
+		limit int
+	}{{0, 0}, {0, -1}, {0, redisfence.MaxRejectionsPage + 1}, {fence.MaxFence + 1, 1}} {
+		if _, err := s.RejectionsAfter(bg, "r", c.after, c.limit); !isArgErr(err) {
+			t.Errorf("RejectionsAfter(%d, %d) = %v, want an argument error", c.after, c.limit, err)
+		}
+	}
+	if _, err := s.RejectionsAfter(bg, "", 0, 1); !isArgErr(err) {
+		t.Errorf("an empty resource: %v", err)
+	}
+	must(t, s.Admit(bg, fence.Token{Resource: "r", HolderID: "new", Fence: 1000}))
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := range 200 {
+			_ = s.Admit(bg, fence.Token{Resource: "r", HolderID: "old", Fence: uint64(i + 1)})
+		}
+	}()
+	for range 200 {
+		page, err := s.RejectionsAfter(bg, "r", 0, 3)
+		must(t, err)
+		for i := 1; i < len(page); i++ {
+			if page[i].Seq != page[i-1].Seq+1 {
+				t.Fatalf("page %+v is not consecutive", page)
+			}
+		}
+		if len(page) > 0 {
+			next, err := s.RejectionsAfter(bg, "r", page[0].Seq, 2)
+			must(t, err)
+			if len(next) > 0 && next[0].Seq <= page[0].Seq {
+				t.Fatalf("after %d: %+v", page[0].Seq, next)
+			}
+		}
+	}
+	wg.Wait()
+	all, err := s.Rejections(bg, "r")
+	must(t, err)
+	if len(all) != 4 || all[3].Seq != 200 {
+		t.Fatalf("the log keeps %+v", all)
+	}
+	page, err := s.RejectionsAfter(bg, "r", 0, 10)
+	must(t, err)
+	if fmt.Sprint(page) != fmt.Sprint(all) {
+		t.Fatalf("after 0: %+v, want the oldest kept on: %+v", page, all)
+	}
+}
+
+func isArgErr(err error) bool {
+	var ae *fence.ArgumentError
+	return errors.As(err, &ae)
 }

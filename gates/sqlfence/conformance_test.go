@@ -139,6 +139,11 @@ func (g *conformGate) Rejections(ctx context.Context, r string) ([]fence.Rejecti
 	return st.Rejections(ctx, r)
 }
 
+func (g *conformGate) RejectionsAfter(ctx context.Context, r string, after uint64, limit int) ([]fence.Rejection, error) {
+	_, st := g.handles()
+	return st.RejectionsAfter(ctx, r, after, limit)
+}
+
 func (g *conformGate) Values(ctx context.Context, r string) ([]string, error) {
 	db, _ := g.handles()
 	rows, err := db.QueryContext(ctx, g.qRead, r)
@@ -167,6 +172,7 @@ func conformSQLite(broken bool) gatetest.Config {
 			return newConformGate(t, sqlfence.SQLite, "sqlite", dsn, broken)
 		},
 		FailedWrite: gatetest.RollsBack,
+		Paged:       true,
 		Inside:      true,
 		Restart:     reopenSQLite,
 	}
@@ -182,6 +188,7 @@ func conformPostgres(broken bool) gatetest.Config {
 			return newConformGate(t, sqlfence.Postgres, "pgx", dsn, broken)
 		},
 		FailedWrite: gatetest.RollsBack,
+		Paged:       true,
 		Inside:      true,
 		Restart: func(t testing.TB, _ string) {
 			if err := pg.Restart(); err != nil {

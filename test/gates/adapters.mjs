@@ -2,6 +2,7 @@
 // values go into the store the gate guards (an array beside a FenceGate, a
 // table in the same database, a list in the resource's hash slot), written
 // by the gate's own kind of write.
+import assert from 'node:assert/strict';
 import pg from 'pg';
 import { createClient, createCluster } from 'redis';
 import { FenceGate, InvalidArgumentError } from 'lease-fence';
@@ -75,6 +76,7 @@ export async function sqlGate(url) {
     admit: (t) => store.admit(t),
     floor: (r) => store.floor(r),
     rejections: (r) => store.rejections(r),
+    rejectionsPage: (r, afterSeq, limit) => store.rejections(r, { afterSeq, limit }),
     async values(r) {
       const { rows } = await pool.query('SELECT value FROM gatetest_values WHERE resource = $1 ORDER BY id', [r]);
       return rows.map((x) => x.value);
@@ -109,6 +111,7 @@ export async function redisGate(addr, { maxRejections } = {}) {
     admit: (t) => store.admit(t),
     floor: (r) => store.floor(r),
     rejections: (r) => store.rejections(r),
+    rejectionsPage: (r, afterSeq, limit) => store.rejections(r, { afterSeq, limit }),
     values: (r) => client.lRange(key(r), 0, -1),
     close: () => (client.close ?? client.quit).call(client),
   };
@@ -144,6 +147,14 @@ export function proxyGate(addr, { inside } = {}) {
   const json = async (res) => {
     if (!res.ok) throw new Error(`${res.status} ${await res.text()}`);
     return res.json();
+  };
+  // One page of GET /.lease-fence/rejections; a 400 (a bad after or limit)
+  // is an InvalidArgumentError.
+  const page = async (r, after, limit) => {
+    const res = await fetch(`${proxy}/.lease-fence/rejections?resource=${encodeURIComponent(r)}&after=${after}${limit === undefined ? '' : `&limit=${limit}`}`);
+    if (res.status === 400) throw new InvalidArgumentError(`fence-proxy: ${(await res.json()).error.message}`, 'limit');
+    const { rejections, more } = await json(res);
+    return { more, rejections: rejections.map((x) => rejection(x.seq, x.resource, x.refusedHolder, x.refusedFence, x.admittedHolder, x.admittedFence)) };
   };
   const send = async (path, token, init = {}) => {
     let header;
@@ -182,10 +193,18 @@ export function proxyGate(addr, { inside } = {}) {
     },
     admit: async (token) => send('/.lease-fence/admit', token),
     floor: async (r) => (await json(await fetch(`${proxy}/.lease-fence/floor?resource=${encodeURIComponent(r)}`))).floor,
+    // Every refusal: a page after another until the proxy says no more.
     async rejections(r) {
-      const { rejections } = await json(await fetch(`${proxy}/.lease-fence/rejections?resource=${encodeURIComponent(r)}`));
-      return rejections.map((x) => rejection(x.seq, x.resource, x.refusedHolder, x.refusedFence, x.admittedHolder, x.admittedFence));
+      const all = [];
+      for (let after = 0; ;) {
+        const { rejections, more } = await page(r, after);
+        all.push(...rejections);
+        if (!more) return all;
+        assert(rejections.length > 0, 'an empty page with more');
+        after = rejections.at(-1).seq;
+      }
     },
+    rejectionsPage: async (r, afterSeq, limit) => (await page(r, afterSeq, limit)).rejections,
     values: async (r) => json(await fetch(`${upstream}/values?resource=${encodeURIComponent(ns + r)}`)),
     close: async () => {},
   };

@@ -10,6 +10,7 @@
 //   kind                 adapters.mjs kind, for writer processes (absent: one process only)
 //   failedWrite          'keepsFloor' | 'rollsBack'
 //   capped               the gate keeps only the newest maxRejections refusals
+//   paged                the gate has rejectionsPage(resource, afterSeq, limit)
 //   inside               the adapter calls write.inside while the write runs
 //   restart(addr)        restarts the store (absent: not run)
 //   maxFence             the highest fence the gate can carry, if below 2^53-1
@@ -18,7 +19,8 @@
 //                        anything changes, and maxFence itself admitted
 // }
 // gate: commit(token, { value, fail, nil, inside, signal, options }), admit(token),
-// floor(resource), rejections(resource), values(resource), close().
+// floor(resource), rejections(resource), values(resource), close(), and for
+// a paged gate rejectionsPage(resource, afterSeq, limit).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
@@ -221,6 +223,42 @@ export const rules = {
     assert.deepEqual(await g.rejections(R), c.capped ? all.slice(n - max) : all);
   },
 
+  async rejectionPages(c) {
+    const max = 5;
+    const n = 8;
+    const limit = 3;
+    const { gate: g } = await fresh(c, { maxRejections: max });
+    await g.commit(tk('agent-b', 20), { value: 'b20' });
+    let all = [];
+    for (let i = 1; i <= n; i++) {
+      const r = rej(i, 'agent-a', i, 'agent-b', 20);
+      await stale('refusal', g.commit(tk('agent-a', i), { value: 'a' }), r);
+      all.push(r);
+    }
+    if (c.capped) all = all.slice(n - max);
+    const page = async (afterSeq, lim) => {
+      const got = await g.rejectionsPage(R, afterSeq, lim);
+      assert.ok(got.length <= lim, `a page of ${lim} holds ${got.length}`);
+      return got;
+    };
+    const got = [];
+    let after = 0;
+    for (let i = 0; i <= n; i++) {
+      const p = await page(after, limit);
+      got.push(...p);
+      if (p.length < limit) break;
+      after = p.at(-1).seq;
+    }
+    assert.deepEqual(got, all, `pages of ${limit}`);
+    assert.deepEqual(await page(all[1].seq, 100), all.slice(2));
+    assert.deepEqual(await page(0, 1), all.slice(0, 1));
+    assert.deepEqual(await page(n, 10), []);
+    assert.deepEqual(await g.rejectionsPage('other-slot', 0, 10), []);
+    const before = await snapshot(g);
+    await assert.rejects(Promise.resolve().then(() => g.rejectionsPage(R, 0, 0)), InvalidArgumentError, 'limit 0');
+    assert.deepEqual(await snapshot(g), before, 'a bad page changed nothing');
+  },
+
   async concurrentWriters(c) {
     const { gate: g } = await fresh(c, { maxRejections: 1000 });
     const runs = [];
@@ -280,6 +318,7 @@ const processRules = new Set(['twoProcesses', 'killedWriter']);
 function applies(rule, c) {
   if (processRules.has(rule) && !c.kind) return false;
   if (rule === 'restart' && !c.restart) return false;
+  if (rule === 'rejectionPages' && !c.paged) return false;
   return true;
 }
 

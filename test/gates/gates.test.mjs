@@ -62,7 +62,7 @@ const sql = (broken) => ({
     }
     return { gate: g, addr: url };
   },
-  kind: broken ? undefined : 'sql', failedWrite: 'rollsBack', capped: false, inside: true,
+  kind: broken ? undefined : 'sql', failedWrite: 'rollsBack', capped: false, inside: true, paged: true,
   // The server stopped as a crash would (pg_ctl stop -m immediate) and
   // started again; the pools' old connections break and are replaced.
   restart: broken ? undefined : () => pgServer.restart(),
@@ -84,7 +84,7 @@ const redis = (broken) => ({
     }
     return { gate: g, addr };
   },
-  kind: broken ? undefined : 'redis', failedWrite: 'keepsFloor', capped: true, inside: false,
+  kind: broken ? undefined : 'redis', failedWrite: 'keepsFloor', capped: true, inside: false, paged: true,
   restart: broken ? undefined : () => redisServer.restart(),
 });
 
@@ -99,7 +99,7 @@ describe('lease-fence/redis on Redis Cluster', () => runConformance('lease-fence
     const addr = `${redisCluster.url} jsc${++nsSeq}-`;
     return { gate: keep(await redisGate(addr, opts)), addr };
   },
-  kind: 'redis', failedWrite: 'keepsFloor', capped: true, inside: false,
+  kind: 'redis', failedWrite: 'keepsFloor', capped: true, inside: false, paged: true,
 }));
 
 describe('the suite catches a broken gate', () => {

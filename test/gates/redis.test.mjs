@@ -111,3 +111,57 @@ test('a server that is down gives FenceStoreError', async () => {
   const store = openRedisFence(c);
   await assert.rejects(store.admit(tk('h', 1)), (e) => e instanceof FenceStoreError && e.written === false);
 });
+
+// Every key under ns (the gate's and the data keys, which carry ns) with
+// its serialized value.
+async function dump(c, ns) {
+  const out = {};
+  for (const pattern of [`${ns}*`, `*${ns}*`]) {
+    for (const k of await c.keys(pattern)) out[k] = (await c.sendCommand(['DUMP', k], { typeMapping: { [36]: Buffer } }))?.toString('hex');
+  }
+  return out;
+}
+
+test("a gate's own key holding what the gate did not write is refused before anything changes", async () => {
+  const c = await client();
+  const cases = {
+    floorIsAString: ['floor', false, (floor) => c.set(floor, '7')],
+    fenceNotANumber: ['floor', false, (floor) => c.hSet(floor, { fence: 'seven', holder: 'h' })],
+    countNotANumber: ['floor', false, (floor) => c.hSet(floor, { fence: '7', holder: 'h', rejections: 'x' })],
+    logIsAString: ['log', true, async (floor, log) => { await c.hSet(floor, { fence: '7', holder: 'h' }); await c.set(log, 'x'); }],
+    logOfBrokenEntries: ['log', true, async (floor, log) => { await c.hSet(floor, { fence: '7', holder: 'h' }); await c.rPush(log, ['1', 'a', '2']); }],
+  };
+  for (const [name, [which, staleOnly, corrupt]] of Object.entries(cases)) {
+    const ns = `corrupt${++nsSeq}-`;
+    const store = openRedisFence(c, { prefix: ns });
+    const floor = `${ns}{r}:floor`;
+    const log = `${ns}{r}:rejections`;
+    await corrupt(floor, log);
+    const data = redisKey('r', `${ns}data`);
+    await c.set(data, 'before');
+    const key = which === 'floor' ? floor : log;
+    const before = await dump(c, ns);
+    for (const fence of staleOnly ? [3] : [9, 3]) {
+      for (const p of [store.commit(tk('a', fence), { keys: [data], commands: [['SET', data, 'after']] }), store.admit(tk('a', fence))]) {
+        await assert.rejects(p, (e) => e instanceof FenceStoreError && e.key === key && e.written === false && /nothing was changed/.test(e.message), `${name}, fence ${fence}`);
+      }
+      assert.deepEqual(await dump(c, ns), before, `${name}, fence ${fence}: nothing changed`);
+    }
+    if (which === 'log') {
+      await assert.rejects(store.rejections('r'), (e) => e instanceof FenceStoreError && e.key === log, `${name}: rejections`);
+      await assert.rejects(store.rejections('r', { limit: 5 }), (e) => e instanceof FenceStoreError && e.key === log, `${name}: a page`);
+    } else if (name !== 'countNotANumber') {
+      await assert.rejects(store.floor('r'), (e) => e instanceof FenceStoreError && e.key === floor, `${name}: floor`);
+    }
+  }
+});
+
+test('pages of the rejection log: bad options refused', async () => {
+  const c = await client();
+  const store = openRedisFence(c, { prefix: `page${++nsSeq}-` });
+  for (const [options, argument] of [[{ limit: 0 }, 'options.limit'], [{ limit: 10001 }, 'options.limit'], [{ afterSeq: 1 }, 'options.limit'],
+    [{ afterSeq: -1, limit: 1 }, 'options.afterSeq'], [{ afterSeq: 1.5, limit: 1 }, 'options.afterSeq'], [{ limit: 1, after: 1 }, 'options.after'], ['x', 'options']]) {
+    await assert.rejects(store.rejections('r', options), (e) => e instanceof InvalidArgumentError && e.argument === argument, JSON.stringify(options));
+  }
+  assert.deepEqual(await store.rejections('r', { limit: 10 }), []);
+});

@@ -185,3 +185,16 @@ test('a connection the server ended before the transaction is replaced: the comm
   assert.deepEqual(rows, [{ v: 'a3' }]);
   assert.equal(await store.floor('r'), 3);
 });
+
+test('pages of the rejection log: bad options refused, the SQL reads Go-compatible rows', async () => {
+  const p = pool(await freshUrl());
+  const store = await openSqlFence(p);
+  for (const [options, argument] of [[{ limit: 0 }, 'options.limit'], [{ limit: 10001 }, 'options.limit'], [{ afterSeq: 1 }, 'options.limit'],
+    [{ afterSeq: -1, limit: 1 }, 'options.afterSeq'], [{ afterSeq: 2 ** 53, limit: 1 }, 'options.afterSeq'], [{ limit: 1, after: 1 }, 'options.after'], [7, 'options']]) {
+    await assert.rejects(store.rejections('r', options), (e) => e instanceof InvalidArgumentError && e.argument === argument, JSON.stringify(options));
+  }
+  await store.admit(tk('b', 9));
+  for (let i = 1; i <= 4; i++) await assert.rejects(store.admit(tk('a', i)), StaleFenceError);
+  assert.deepEqual((await store.rejections('r', { afterSeq: 1, limit: 2 })).map((r) => r.seq), [2, 3]);
+  assert.deepEqual((await store.rejections('r', { limit: 10 })).map((r) => r.refusedFence), [1, 2, 3, 4]);
+});

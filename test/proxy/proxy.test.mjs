@@ -253,6 +253,7 @@ describe('fence-proxy: the JavaScript conformance suite', () => {
     failedWrite: 'keepsFloor',
     capped: false,
     inside: true,
+    paged: true,
     maxFence: MAX_HEADER_FENCE,
     async restart(addr) {
       const old = proxies.get(addr);

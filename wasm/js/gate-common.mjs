@@ -115,6 +115,32 @@ export function signalOf(options, what) {
   return signal;
 }
 
+/** The largest limit of a page of rejections. */
+export const MAX_REJECTIONS_PAGE = 10000;
+
+/**
+ * Returns null for absent options (every refusal), or { afterSeq, limit }
+ * for a page (afterSeq defaults to 0); throws InvalidArgumentError for
+ * anything else.
+ */
+export function pageOptions(options, what) {
+  if (options === undefined || options === null) return null;
+  if (typeof options !== 'object' || Array.isArray(options)) {
+    throw new InvalidArgumentError(`${what}: options must be an object such as { afterSeq, limit }`, 'options');
+  }
+  for (const k of Object.keys(options)) {
+    if (k !== 'afterSeq' && k !== 'limit') throw new InvalidArgumentError(`${what}: options.${k} is not an option (afterSeq, limit)`, `options.${k}`);
+  }
+  const { afterSeq = 0, limit } = options;
+  if (!Number.isSafeInteger(afterSeq) || afterSeq < 0) {
+    throw new InvalidArgumentError(`${what}: options.afterSeq must be an integer from 0 to 2^53-1, got ${describe(afterSeq)}`, 'options.afterSeq');
+  }
+  if (!Number.isInteger(limit) || limit < 1 || limit > MAX_REJECTIONS_PAGE) {
+    throw new InvalidArgumentError(`${what}: options.limit must be an integer from 1 to ${MAX_REJECTIONS_PAGE}, got ${describe(limit)}`, 'options.limit');
+  }
+  return { afterSeq, limit };
+}
+
 /** Throws signal.reason if signal has aborted. */
 export function checkSignal(signal) {
   if (signal?.aborted) throw signal.reason;

@@ -3,8 +3,8 @@
 import { LeaseFenceError } from './lease-fence.js';
 import type { FenceToken, Rejection } from './lease-fence.js';
 
-export { FenceStoreError, OutcomeUnknownError } from './sql.js';
-import type { FenceCallOptions } from './sql.js';
+export { FenceStoreError, MAX_REJECTIONS_PAGE, OutcomeUnknownError } from './sql.js';
+import type { FenceCallOptions, RejectionsPage } from './sql.js';
 
 export const MAX_COMMANDS: number;
 export const MAX_KEYS: number;
@@ -59,7 +59,12 @@ export interface RedisFence {
   /** Raises the floor without writing; an older token is refused and logged. */
   admit(token: FenceToken, options?: FenceCallOptions): Promise<void>;
   floor(resource: string): Promise<number>;
-  rejections(resource: string): Promise<Rejection[]>;
+  /**
+   * The newest refusals for resource (at most maxRejections), oldest first;
+   * with a page, those kept whose seq is above page.afterSeq, at most
+   * page.limit, read in one step.
+   */
+  rejections(resource: string, page?: RejectionsPage): Promise<Rejection[]>;
 }
 
 /** Opens the gate on a connected client (createClient() or createCluster()). Sends nothing. */

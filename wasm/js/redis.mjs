@@ -8,11 +8,11 @@
 // createCluster(), connected); it does not import it.
 import { InvalidArgumentError, LeaseFenceError } from 'lease-fence';
 import {
-  checkId, checkSignal, checkToken, DEFAULT_MAX_REJECTIONS, FenceStoreError, MAX_MAX_REJECTIONS, OutcomeUnknownError, rejection,
-  signalOf, staleError,
+  checkId, checkSignal, checkToken, DEFAULT_MAX_REJECTIONS, FenceStoreError, MAX_MAX_REJECTIONS, MAX_REJECTIONS_PAGE, OutcomeUnknownError, pageOptions,
+  rejection, signalOf, staleError,
 } from './gate-common.mjs';
 
-export { FenceStoreError, OutcomeUnknownError };
+export { FenceStoreError, MAX_REJECTIONS_PAGE, OutcomeUnknownError };
 
 /** Limits on one write. */
 export const MAX_COMMANDS = 256;
@@ -37,7 +37,8 @@ const SCRIPT = `#!lua
 -- {'invalid', command, reason} (nothing changed); {'failed', command,
 -- error} (the floor was raised, the commands before this one ran, it and
 -- those after it did not); {'replay', marker} (this commit already ran:
--- the marker says how it ended).
+-- the marker says how it ended); {'corrupt', key, reason} (one of the
+-- gate's own keys holds what the gate did not write: nothing changed).
 local floorKey, logKey, markKey = KEYS[1], KEYS[2], KEYS[3]
 local seen = redis.call('GET', markKey)
 if seen then return {'replay', seen} end
@@ -69,9 +70,19 @@ for c = 1, n do
   cmds[c] = cmd
 end
 
-local cur = redis.call('HMGET', floorKey, 'fence', 'holder')
+-- The gate's own keys are checked before anything changes too: the floor
+-- must be a hash whose fence and refusal count are decimal numbers, and
+-- the log (written only by a refusal) a list of whole entries.
+local cur = redis.pcall('HMGET', floorKey, 'fence', 'holder', 'rejections')
+if cur.err then return {'corrupt', floorKey, cur.err} end
 local floor, floorHolder = cur[1] or '0', cur[2] or ''
+if not string.match(floor, '^%d+$') or (cur[3] and not string.match(cur[3], '^%d+$')) then
+  return {'corrupt', floorKey, 'its fence or rejections field is not a decimal number'}
+end
 if tonumber(fence) < tonumber(floor) then
+  local n = redis.pcall('LLEN', logKey)
+  if type(n) ~= 'number' then return {'corrupt', logKey, n.err} end
+  if n % 5 ~= 0 then return {'corrupt', logKey, 'is not a list of whole refusals'} end
   local seq = redis.call('HINCRBY', floorKey, 'rejections', 1)
   redis.call('RPUSH', logKey, seq, holder, fence, floorHolder, floor)
   redis.call('LTRIM', logKey, -5 * maxRej, -1)
@@ -92,6 +103,24 @@ redis.call('SET', markKey, 'ok', 'PX', ttl)
 return {'ok'}
 `;
 // fence.lua:end
+
+// page.lua:start
+const PAGE_SCRIPT = `#!lua flags=no-writes
+-- lease-fence: a page of a resource's rejection log, read in one step so
+-- that a refusal trimming the log meanwhile cannot shift the page. Go's
+-- gates/redisfence and JavaScript's lease-fence/redis send this same text.
+--
+-- KEYS: 1 the rejection log (a list, five elements per refusal, their
+-- sequence numbers consecutive). ARGV: 1 after (a sequence number), 2 limit.
+-- Reply: the elements of at most limit refusals whose sequence number is
+-- above after, oldest first.
+local first = redis.call('LINDEX', KEYS[1], 0)
+if not first then return {} end
+local skip = tonumber(ARGV[1]) + 1 - tonumber(first)
+if skip < 0 then skip = 0 end
+return redis.call('LRANGE', KEYS[1], skip * 5, (skip + tonumber(ARGV[2])) * 5 - 1)
+`;
+// page.lua:end
 
 /** The Lua script the gate runs for every commit and admit (needs Redis 7). */
 export const script = SCRIPT;
@@ -147,12 +176,31 @@ export function redisSlot(key) {
   return crc & 16383;
 }
 
-let sha;
-async function scriptSha() {
-  sha ??= crypto.subtle.digest('SHA-1', encoder.encode(SCRIPT)).then((d) =>
-    Array.from(new Uint8Array(d), (x) => x.toString(16).padStart(2, '0')).join(''));
-  return sha;
+const shas = new Map();
+function scriptSha(text) {
+  if (!shas.has(text)) {
+    shas.set(text, crypto.subtle.digest('SHA-1', encoder.encode(text)).then((d) =>
+      Array.from(new Uint8Array(d), (x) => x.toString(16).padStart(2, '0')).join('')));
+  }
+  return shas.get(text);
 }
+
+// runScript sends EVALSHA, and EVAL when the server does not have the
+// script yet (as go-redis's Script.Run does).
+async function runScript(client, text, keys, args) {
+  const hash = await scriptSha(text);
+  try {
+    return await client.evalSha(hash, { keys, arguments: args });
+  } catch (err) {
+    if (!String(err?.message).startsWith('NOSCRIPT')) throw err;
+    return client.eval(text, { keys, arguments: args });
+  }
+}
+
+const corrupt = (key, reason, cause) => Object.assign(new FenceStoreError(
+  `lease-fence/redis: the gate's key ${JSON.stringify(key)} holds what the gate did not write (${reason}); nothing was changed`,
+  { op: 'commit', cause }), { key });
+const wrongType = (key, err) => (String(err?.message).startsWith('WRONGTYPE') ? corrupt(key, err.message, err) : null);
 
 function hasClass(err, name) {
   for (let p = err; p && p !== Error.prototype; p = Object.getPrototypeOf(p)) {
@@ -239,29 +287,50 @@ class RedisFence {
     return this.#run(token, null, signalOf(options, 'lease-fence/redis: admit'));
   }
 
-  /** The highest fence admitted for resource (0 if none has been). */
+  /**
+   * The highest fence admitted for resource (0 if none has been). A floor
+   * key that is not the gate's hash rejects with FenceStoreError (with
+   * `key`).
+   */
   async floor(resource) {
     checkId(resource, 'resource');
+    const key = `${this.#base(resource)}floor`;
     let v;
     try {
-      v = await this.#client.hGet(`${this.#base(resource)}floor`, 'fence');
+      v = await this.#client.hGet(key, 'fence');
     } catch (err) {
-      throw new FenceStoreError(`lease-fence/redis: reading the floor: ${err?.message ?? err}`, { op: 'reading the floor', cause: err });
+      throw wrongType(key, err) ?? new FenceStoreError(`lease-fence/redis: reading the floor: ${err?.message ?? err}`, { op: 'reading the floor', cause: err });
     }
+    if (v != null && !/^\d+$/.test(v)) throw corrupt(key, 'its fence field is not a decimal number');
     return v == null ? 0 : Number(v);
   }
 
-  /** The newest refusals for resource (at most maxRejections), oldest first. */
-  async rejections(resource) {
+  /**
+   * The newest refusals for resource (at most maxRejections), oldest first.
+   * With options { afterSeq, limit }: a page, those whose seq is above
+   * afterSeq (default 0), at most limit (1 to MAX_REJECTIONS_PAGE), read in
+   * one step so that a refusal trimming the log cannot shift it; pass the
+   * last seq of a page as afterSeq for the next, until a page is shorter
+   * than limit.
+   */
+  async rejections(resource, options) {
     checkId(resource, 'resource');
+    const page = pageOptions(options, 'lease-fence/redis: rejections');
+    const key = `${this.#base(resource)}rejections`;
     let v;
     try {
-      v = await this.#client.lRange(`${this.#base(resource)}rejections`, 0, -1);
+      v = page
+        ? await runScript(this.#client, PAGE_SCRIPT, [key], [String(page.afterSeq), String(page.limit)])
+        : await this.#client.lRange(key, 0, -1);
     } catch (err) {
-      throw new FenceStoreError(`lease-fence/redis: reading rejections: ${err?.message ?? err}`, { op: 'reading rejections', cause: err });
+      throw wrongType(key, err) ?? new FenceStoreError(`lease-fence/redis: reading rejections: ${err?.message ?? err}`, { op: 'reading rejections', cause: err });
     }
+    if (v.length % 5 !== 0) throw corrupt(key, 'is not a list of whole refusals');
     const out = [];
-    for (let i = 0; i + 5 <= v.length; i += 5) out.push(rejection(v[i], resource, v[i + 1], v[i + 2], v[i + 3], v[i + 4]));
+    for (let i = 0; i + 5 <= v.length; i += 5) {
+      if (![0, 2, 4].every((j) => /^\d+$/.test(v[i + j]))) throw corrupt(key, `refusal ${i / 5} has a field that is not a decimal number`);
+      out.push(rejection(v[i], resource, v[i + 1], v[i + 2], v[i + 3], v[i + 4]));
+    }
     return out;
   }
 
@@ -275,13 +344,7 @@ class RedisFence {
     checkSignal(signal);
     let reply;
     try {
-      const hash = await scriptSha();
-      try {
-        reply = await this.#client.evalSha(hash, { keys, arguments: args });
-      } catch (err) {
-        if (!String(err?.message).startsWith('NOSCRIPT')) throw err;
-        reply = await this.#client.eval(SCRIPT, { keys, arguments: args });
-      }
+      reply = await runScript(this.#client, SCRIPT, keys, args);
     } catch (err) {
       if (sentNothing(err)) throw new FenceStoreError(`lease-fence/redis: commit did not happen: ${err?.message ?? err}`, { op: 'commit', cause: err });
       return this.#settle(token, mark, err);
@@ -340,6 +403,7 @@ class RedisFence {
       case 'invalid': throw arg(`write.commands[${Number(s(1)) - 1}]`, s(2));
       case 'failed': throw this.#commandError(token, write, Number(s(1)) - 1, s(2));
       case 'replay': return this.#marker(token, s(1), null);
+      case 'corrupt': throw corrupt(s(1), s(2));
     }
     throw new FenceStoreError('lease-fence/redis: unexpected reply from the script', { op: 'commit' });
   }

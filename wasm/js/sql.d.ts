@@ -8,14 +8,30 @@ export class FenceStoreError extends LeaseFenceError {
   /** What the gate was doing, e.g. 'commit' or 'reading the floor'. */
   readonly op: string;
   readonly written: false;
+  /**
+   * lease-fence/redis: set when one of the gate's own keys (a floor, a
+   * rejection log) holds what the gate did not write; nothing was changed.
+   */
+  readonly key?: string;
 }
 /** The connection broke after the write was sent and the outcome could not be learnt. */
 export class OutcomeUnknownError extends LeaseFenceError {
   readonly written: null;
 }
 
-/** How many times a transaction runs when PostgreSQL reports 40001 or 40P01. */
+/**
+ * How many times a transaction runs when PostgreSQL reports 40001 or 40P01,
+ * or its connection broke before COMMIT was sent.
+ */
 export const MAX_ATTEMPTS: number;
+/** The largest limit of a page of rejections (10000). */
+export const MAX_REJECTIONS_PAGE: number;
+
+/** A page of a rejection log: refusals whose seq is above afterSeq (default 0), at most limit. */
+export interface RejectionsPage {
+  afterSeq?: number;
+  limit: number;
+}
 
 /** A client of the pool: pg's PoolClient, or anything shaped like it. */
 export interface SqlClient {
@@ -53,15 +69,20 @@ export interface SqlFence {
    * of the floor. Rejects with StaleFenceError (write did not run, refusal
    * committed), write's own error (everything rolled back, the floor
    * included), InvalidArgumentError, FenceStoreError or OutcomeUnknownError.
-   * Serialization failures and deadlocks are retried: write may run again.
+   * Serialization failures, deadlocks and connections that broke before
+   * COMMIT are retried: write may run again.
    */
   commit<T>(token: FenceToken, write: (client: SqlClient) => Promise<T> | T, options?: FenceCallOptions): Promise<T>;
   /** Raises the floor without writing; an older token is refused and logged. */
   admit(token: FenceToken, options?: FenceCallOptions): Promise<void>;
   /** The highest fence admitted for resource (0 if none). */
   floor(resource: string): Promise<number>;
-  /** Every refusal logged for resource, oldest first. */
-  rejections(resource: string): Promise<Rejection[]>;
+  /**
+   * Every refusal logged for resource, oldest first; with a page, those
+   * whose seq is above page.afterSeq, at most page.limit (pass the last seq
+   * as afterSeq for the next page, until one is shorter than limit).
+   */
+  rejections(resource: string, page?: RejectionsPage): Promise<Rejection[]>;
 }
 
 /** Opens the gate on pool, creating its tables if they are missing. */

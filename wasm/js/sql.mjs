@@ -9,10 +9,10 @@
 // client with query(text, values) and release(err)); it does not import pg.
 import { InvalidArgumentError } from 'lease-fence';
 import {
-  checkId, checkSignal, checkToken, FenceStoreError, OutcomeUnknownError, rejection, signalOf, staleError,
+  checkId, checkSignal, checkToken, FenceStoreError, MAX_REJECTIONS_PAGE, OutcomeUnknownError, pageOptions, rejection, signalOf, staleError,
 } from './gate-common.mjs';
 
-export { FenceStoreError, OutcomeUnknownError };
+export { FenceStoreError, MAX_REJECTIONS_PAGE, OutcomeUnknownError };
 
 /** How many times a transaction runs when PostgreSQL reports 40001 or 40P01. */
 export const MAX_ATTEMPTS = 8;
@@ -90,6 +90,7 @@ class SqlFence {
       log: `INSERT INTO ${rej} (resource, seq, refused_holder, refused_fence, admitted_holder, admitted_fence) VALUES ($1, $2, $3, $4, $5, $6)`,
       floor: `SELECT fence FROM ${floor} WHERE resource = $1`,
       rejections: `SELECT seq, refused_holder, refused_fence, admitted_holder, admitted_fence FROM ${rej} WHERE resource = $1 ORDER BY seq`,
+      rejectionsAfter: `SELECT seq, refused_holder, refused_fence, admitted_holder, admitted_fence FROM ${rej} WHERE resource = $1 AND seq > $2 ORDER BY seq LIMIT $3`,
       status: 'SELECT pg_xact_status($1::xid8) AS status',
     };
   }
@@ -145,10 +146,18 @@ class SqlFence {
     return rows.length === 0 ? 0 : Number(rows[0].fence);
   }
 
-  /** Every refusal logged for resource, oldest first, as FenceGate's rejections. */
-  async rejections(resource) {
+  /**
+   * Every refusal logged for resource, oldest first, as FenceGate's
+   * rejections. With options { afterSeq, limit }: a page, those whose seq is
+   * above afterSeq (default 0), at most limit (1 to MAX_REJECTIONS_PAGE);
+   * pass the last seq of a page as afterSeq for the next, until a page is
+   * shorter than limit.
+   */
+  async rejections(resource, options) {
     checkId(resource, 'resource');
-    const { rows } = await this.#retry(() => this.#query('reading rejections', this.#q.rejections, [resource]));
+    const page = pageOptions(options, 'lease-fence/sql: rejections');
+    const [q, args] = page ? [this.#q.rejectionsAfter, [resource, page.afterSeq, page.limit]] : [this.#q.rejections, [resource]];
+    const { rows } = await this.#retry(() => this.#query('reading rejections', q, args));
     return rows.map((r) => rejection(r.seq, resource, r.refused_holder, r.refused_fence, r.admitted_holder, r.admitted_fence));
   }
 

@@ -142,7 +142,8 @@ func RawHeader(tok fence.Token) string {
 	return "resource=" + id(tok.Resource) + ", holder=" + id(tok.HolderID) + ", fence=" + strconv.FormatUint(tok.Fence, 10)
 }
 
-// HeaderRefused is the proxy's 400 for a malformed token: an argument error.
+// HeaderRefused is the proxy's 400 for a malformed token or query: an
+// argument error.
 type HeaderRefused struct{ Message string }
 
 func (e *HeaderRefused) Error() string { return e.Message }
@@ -220,6 +221,9 @@ func (g *Gate) get(ctx context.Context, u string, v any) error {
 		return err
 	}
 	defer resp.Body.Close()
+	if pe := httpfence.ProxyError(resp); pe != nil && pe.Error.Code == "bad_query" {
+		return &badQuery{pe.Error.Message}
+	}
 	if resp.StatusCode != 200 {
 		b, _ := io.ReadAll(resp.Body)
 		return fmt.Errorf("GET %s: %s: %s", u, resp.Status, b)
@@ -234,18 +238,59 @@ func (g *Gate) Floor(ctx context.Context, r string) (uint64, error) {
 	return out.Floor, err
 }
 
-// Rejections reads GET /.lease-fence/rejections.
+// Rejections reads GET /.lease-fence/rejections a page after another until
+// the proxy says there are no more.
 func (g *Gate) Rejections(ctx context.Context, r string) ([]fence.Rejection, error) {
-	var out struct{ Rejections []httpfence.RejectionJSON }
-	if err := g.get(ctx, g.proxy+"/.lease-fence/rejections?resource="+url.QueryEscape(r), &out); err != nil {
-		return nil, err
+	var all []fence.Rejection
+	after := uint64(0)
+	for {
+		page, more, err := g.page(ctx, r, after, "")
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, page...)
+		if !more {
+			return all, nil
+		}
+		if len(page) == 0 {
+			return nil, errors.New("httpfencetest: the proxy answered an empty page with more")
+		}
+		after = page[len(page)-1].Seq
+	}
+}
+
+// RejectionsAfter reads one page: GET /.lease-fence/rejections with after
+// and limit. A limit the proxy refuses (400) is an argument error.
+func (g *Gate) RejectionsAfter(ctx context.Context, r string, after uint64, limit int) ([]fence.Rejection, error) {
+	page, _, err := g.page(ctx, r, after, strconv.Itoa(limit))
+	return page, err
+}
+
+// page reads one page (limit "": the proxy's default).
+func (g *Gate) page(ctx context.Context, r string, after uint64, limit string) ([]fence.Rejection, bool, error) {
+	u := g.proxy + "/.lease-fence/rejections?resource=" + url.QueryEscape(r) + "&after=" + strconv.FormatUint(after, 10)
+	if limit != "" {
+		u += "&limit=" + limit
+	}
+	var out httpfence.RejectionsPage
+	if err := g.get(ctx, u, &out); err != nil {
+		var bad *badQuery
+		if errors.As(err, &bad) {
+			return nil, false, &HeaderRefused{bad.msg}
+		}
+		return nil, false, err
 	}
 	rs := make([]fence.Rejection, len(out.Rejections))
 	for i, x := range out.Rejections {
 		rs[i] = x.Rejection()
 	}
-	return rs, nil
+	return rs, out.More, nil
 }
+
+// badQuery is the proxy's 400 bad_query.
+type badQuery struct{ msg string }
+
+func (e *badQuery) Error() string { return e.msg }
 
 // Values reads the upstream's list directly.
 func (g *Gate) Values(ctx context.Context, r string) ([]string, error) {
