@@ -6,6 +6,7 @@ import (
 	"errors"
 	"hash/maphash"
 	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -44,6 +45,7 @@ type Batch struct {
 const (
 	DefaultMaxLeases     = 100_000
 	DefaultReleaseMemory = 100_000
+	DefaultFenceMemory   = 100_000
 )
 
 // LocalConfig configures a Local.
@@ -61,6 +63,14 @@ type LocalConfig struct {
 	// ReleaseMemory bounds the finished releases remembered for their
 	// retries; zero means DefaultReleaseMemory.
 	ReleaseMemory int
+	// FenceMemory bounds how many resources without a lease record keep
+	// their last fence (Entry.LastFence, an inspection's lastFence); zero
+	// means DefaultFenceMemory. Once nine tenths of it are used, each
+	// Sweep forgets those with the lowest fences (the longest ago granted)
+	// down to nine tenths; at the bound, a lease that ends leaves no last
+	// fence. A forgotten resource is answered lastFence 0, as one never
+	// held.
+	FenceMemory int
 	// MinFence makes every fence issued at least MinFence (after a restore
 	// from a backup, which is older than the fences already issued).
 	MinFence uint64
@@ -85,6 +95,7 @@ type Local struct {
 	persist     Persister
 	maxLeases   int64
 	maxReleases int64
+	maxLasts    int64
 	minFence    uint64
 	reserve     uint64
 
@@ -92,6 +103,7 @@ type Local struct {
 	mark             atomic.Uint64 // the stored fence mark
 	markMu           sync.Mutex
 	leases, releases atomic.Int64
+	lasts            atomic.Int64 // entries without a lease record that keep a LastFence
 
 	seed    maphash.Seed
 	stripes [stripeCount]stripe
@@ -122,12 +134,13 @@ func NewLocal(cfg LocalConfig) (*Local, error) {
 	if cfg.TTL <= 0 {
 		return nil, errors.New("service: LocalConfig.TTL must be positive, got " + cfg.TTL.String())
 	}
-	if cfg.MaxLeases < 0 || cfg.ReleaseMemory < 0 || cfg.MinFence > lease.MaxFence {
+	if cfg.MaxLeases < 0 || cfg.ReleaseMemory < 0 || cfg.FenceMemory < 0 || cfg.MinFence > lease.MaxFence {
 		return nil, errors.New("service: LocalConfig limits must not be negative, and MinFence at most lease.MaxFence")
 	}
 	l := &Local{clk: cfg.Clock, ttl: clock.Millis(cfg.TTL), persist: cfg.Persist, minFence: cfg.MinFence,
 		reserve: cfg.FenceReserve, maxLeases: cmp.Or(int64(cfg.MaxLeases), DefaultMaxLeases),
-		maxReleases: cmp.Or(int64(cfg.ReleaseMemory), DefaultReleaseMemory), seed: maphash.MakeSeed()}
+		maxReleases: cmp.Or(int64(cfg.ReleaseMemory), DefaultReleaseMemory),
+		maxLasts:    cmp.Or(int64(cfg.FenceMemory), DefaultFenceMemory), seed: maphash.MakeSeed()}
 	l.reclaimT.Store(math.Float64bits(math.Inf(-1)))
 	for i := range l.stripes {
 		l.stripes[i].m = map[string]Entry{}
@@ -195,10 +208,12 @@ func (l *Local) stripeOf(resource string) int {
 	return int(maphash.String(l.seed, resource) % stripeCount)
 }
 
-// count moves the counts of lease records and releases from before to after.
+// count moves the counts of lease records, releases and last fences from
+// before to after.
 func (l *Local) count(before, after Entry) {
 	l.leases.Add(int64(min(after.Fence, 1)) - int64(min(before.Fence, 1)))
 	l.releases.Add(int64(len(after.Released) - len(before.Released)))
+	l.lasts.Add(int64(min(after.LastFence, 1)) - int64(min(before.LastFence, 1)))
 }
 
 // Update runs fn on resource's entry in memory under the resource's lock,
@@ -222,7 +237,8 @@ func (l *Local) Update(ctx context.Context, resource string, fn func(*Txn) error
 		if err != nil {
 			return errors.New("service: coordinator clock: " + err.Error())
 		}
-		t := Txn{Now: now, Issued: l.issued.Load(), Entry: cur, KeepReleases: l.releases.Load() < l.maxReleases}
+		t := Txn{Now: now, Issued: l.issued.Load(), Entry: cur, KeepReleases: l.releases.Load() < l.maxReleases,
+			KeepLast: l.lasts.Load() < l.maxLasts}
 		if cur.Fence == 0 && l.leases.Load() >= l.maxLeases {
 			if l.reclaim(ctx, i, now.Millis) {
 				continue
@@ -312,10 +328,18 @@ func (l *Local) reclaim(ctx context.Context, held int, now float64) bool {
 	return n > 0
 }
 
-// Sweep deletes the lease records whose lease is over and the releases a
-// TTL old, each stripe's in one unsynced write, and returns how many. No
-// answer changes: an expired record and no record are answered alike.
+// Sweep deletes the lease records whose lease is over (keeping their fence
+// as the entry's LastFence while FenceMemory allows) and the releases
+// older than a TTL, stripe by stripe, each stripe's changes in one write
+// (not synced), and returns how many it deleted. No answer changes: an
+// expired record and no record are answered alike. Then, if the last
+// fences kept pass nine tenths of FenceMemory, it forgets the lowest ones
+// down to that.
 func (l *Local) Sweep(ctx context.Context) (int, error) { return l.sweep(ctx, -1) }
+
+// Watch never calls fn: every change to a Local's entries is made through
+// its own Update.
+func (l *Local) Watch(string, func()) (stop func()) { return func() {} }
 
 func (l *Local) sweep(ctx context.Context, held int) (int, error) {
 	if err := l.Load(ctx); err != nil {
@@ -339,7 +363,7 @@ func (l *Local) sweep(ctx context.Context, held int) (int, error) {
 		for _, e := range st.m {
 			next := e
 			if next.Fence != 0 && now.Millis >= next.ExpiresAt {
-				next = Entry{Resource: e.Resource, Released: e.Released}
+				next = e.cleared(l.lasts.Load() < l.maxLasts)
 			}
 			next.Released = recent(next.Released, now.Millis, l.ttl, MaxReleases)
 			if d := int(min(e.Fence, 1)-min(next.Fence, 1)) + len(e.Released) - len(next.Released); d > 0 {
@@ -349,6 +373,72 @@ func (l *Local) sweep(ctx context.Context, held int) (int, error) {
 		}
 		if len(b.Put)+len(b.Delete) > 0 {
 			err = l.write(ctx, st, b, false)
+		}
+		if i != held {
+			st.mu.Unlock()
+		}
+		if err != nil {
+			return n, err
+		}
+	}
+	if keep := l.maxLasts * 9 / 10; l.lasts.Load() > keep {
+		forgot, err := l.forgetLasts(ctx, held, int(l.lasts.Load()-keep))
+		n += forgot
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// forgetLasts deletes the k entries (at most) that hold nothing but the
+// lowest last fences, stripe by stripe (one unsynced write each), and
+// returns how many it deleted. held is the stripe whose lock the caller
+// holds.
+func (l *Local) forgetLasts(ctx context.Context, held, k int) (int, error) {
+	type last struct {
+		fence uint64
+		name  string
+	}
+	var all []last
+	for i := range l.stripes {
+		st := &l.stripes[i]
+		if i != held {
+			st.mu.Lock()
+		}
+		for name, e := range st.m {
+			if e.Fence == 0 && e.LastFence != 0 && len(e.Released) == 0 {
+				all = append(all, last{e.LastFence, name})
+			}
+		}
+		if i != held {
+			st.mu.Unlock()
+		}
+	}
+	if len(all) == 0 {
+		return 0, nil
+	}
+	k = min(k, len(all))
+	slices.SortFunc(all, func(a, b last) int { return cmp.Compare(a.fence, b.fence) })
+	cut := all[k-1].fence // forget those at or below it
+	n := 0
+	for i := range l.stripes {
+		st := &l.stripes[i]
+		if i != held {
+			st.mu.Lock()
+		}
+		var b Batch
+		for name, e := range st.m {
+			// Checked again under the lock: the entry may have changed.
+			if e.Fence == 0 && e.LastFence != 0 && e.LastFence <= cut && len(e.Released) == 0 {
+				b.Delete = append(b.Delete, name)
+			}
+		}
+		var err error
+		if len(b.Delete) > 0 {
+			if err = l.write(ctx, st, b, false); err == nil {
+				n += len(b.Delete)
+			}
 		}
 		if i != held {
 			st.mu.Unlock()
@@ -377,6 +467,10 @@ func recent(rels []Release, now, ttl float64, keep int) []Release {
 
 // Leases returns how many lease records (live, or expired and not swept).
 func (l *Local) Leases() int { return int(l.leases.Load()) }
+
+// LastFences returns how many resources without a lease record the store
+// remembers the last fence of.
+func (l *Local) LastFences() int { return int(l.lasts.Load()) }
 
 // Entry returns resource's entry as the store holds it in memory.
 func (l *Local) Entry(resource string) (Entry, bool) {

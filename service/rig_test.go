@@ -100,8 +100,16 @@ type rig struct {
 }
 
 // newRig is a service over a Local whose clock starts at 1000, TTL 1s,
-// persisted in disk (a fresh one if nil), with cfg's limits.
+// persisted in disk (a fresh one if nil), with cfg's limits; the service's
+// wake-ups run on the same manual clock.
 func newRig(t *testing.T, disk *memPersist, cfg LocalConfig) *rig {
+	t.Helper()
+	return newRigWaiters(t, disk, cfg, 0)
+}
+
+// newRigWaiters is newRig with a service that lets at most waiters calls
+// wait (0: the default).
+func newRigWaiters(t *testing.T, disk *memPersist, cfg LocalConfig, waiters int) *rig {
 	t.Helper()
 	clk, err := clock.NewManual("coordinator", clock.ManualOptions{Start: 1000})
 	if err != nil {
@@ -115,7 +123,7 @@ func newRig(t *testing.T, disk *memPersist, cfg LocalConfig) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc, err := New(Config{TTL: ttl, Store: store})
+	svc, err := New(Config{TTL: ttl, Store: store, AfterFunc: clk.AfterFunc, MaxWaiters: waiters})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,7 +34,34 @@ type Config struct {
 	TTL time.Duration
 	// Store keeps the state. Required.
 	Store Store
+	// MaxWait bounds how long a call may wait (Message.Wait); a longer
+	// wait is refused with invalid_value. Zero means wire.DefaultMaxWait.
+	MaxWait time.Duration
+	// MaxWaiters bounds the calls waiting at once (acquisitions and
+	// observers) plus the places kept for a retry (KeepPlace); a call
+	// that would wait beyond it is refused with 503 too_many_waiters.
+	// Zero means DefaultMaxWaiters.
+	MaxWaiters int
+	// KeepPlace is how long a waiting acquisition's place in its queue is
+	// kept once no call is attached to it (the client went away, or its
+	// wait ran out), for a retry with the same request id, which takes
+	// the place back. A place with no call attached when the resource is
+	// handed over is passed over and forgotten. Zero means
+	// DefaultKeepPlace.
+	KeepPlace time.Duration
+	// AfterFunc schedules the Service's wake-ups: a lease's expiry while
+	// calls wait on its resource, the end of a wait, the end of a kept
+	// place. It must follow the clock of the store's readings: nil means
+	// clock.RealAfterFunc, right for WallClock; with a clock.Manual, pass
+	// its AfterFunc.
+	AfterFunc clock.AfterFunc
 }
+
+// Defaults of Config.
+const (
+	DefaultMaxWaiters = 10_000
+	DefaultKeepPlace  = 5 * time.Second
+)
 
 // Service is the coordinator behind the HTTP handler: it answers decoded
 // calls (it is a wire.Backend). It is safe for concurrent use.
@@ -42,6 +69,12 @@ type Service struct {
 	ttl   time.Duration
 	ttlMs float64
 	store Store
+
+	maxWait    time.Duration
+	maxWaiters int
+	keepPlace  time.Duration
+	after      clock.AfterFunc
+	w          waits
 }
 
 // New returns a service.
@@ -52,7 +85,25 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Store == nil {
 		return nil, errors.New("service: Config.Store is required")
 	}
-	return &Service{ttl: cfg.TTL, ttlMs: clock.Millis(cfg.TTL), store: cfg.Store}, nil
+	if cfg.MaxWait < 0 || cfg.MaxWaiters < 0 || cfg.KeepPlace < 0 {
+		return nil, errors.New("service: Config.MaxWait, MaxWaiters and KeepPlace must not be negative")
+	}
+	s := &Service{ttl: cfg.TTL, ttlMs: clock.Millis(cfg.TTL), store: cfg.Store, maxWait: cfg.MaxWait,
+		maxWaiters: cfg.MaxWaiters, keepPlace: cfg.KeepPlace, after: cfg.AfterFunc}
+	if s.maxWait == 0 {
+		s.maxWait = wire.DefaultMaxWait
+	}
+	if s.maxWaiters == 0 {
+		s.maxWaiters = DefaultMaxWaiters
+	}
+	if s.keepPlace == 0 {
+		s.keepPlace = DefaultKeepPlace
+	}
+	if s.after == nil {
+		s.after = clock.RealAfterFunc
+	}
+	s.w.init()
+	return s, nil
 }
 
 // WallClock returns a guarded clock in domain that reads Unix milliseconds
@@ -70,31 +121,50 @@ func WallClock(domain string) (*clock.Guarded, error) {
 // until it returns zero (cmd/coordinator does, every half TTL).
 func (s *Service) Sweep(ctx context.Context) (int, error) { return s.store.Sweep(ctx) }
 
-// Call answers one decoded call.
+// Call answers one decoded call. A call with a Wait may take that long:
+// an acquisition of a held resource waits in the resource's queue until it
+// is handed the lease or the wait ends; an inspection with After waits for
+// the fence to change. A waiting call ends early when ctx does (the client
+// went away).
 func (s *Service) Call(ctx context.Context, m wire.Message) (wire.Reply, error) {
-	var reply wire.Reply
+	if m.Wait < 0 || m.Wait > s.maxWait {
+		return wire.Reply{}, wire.NewError(wire.CodeInvalidValue, "field \"waitMillis\" must be from 0 to "+
+			strconv.FormatInt(s.maxWait.Milliseconds(), 10)+" (this coordinator's longest wait), got "+strconv.FormatInt(m.Wait.Milliseconds(), 10))
+	}
+	switch m.Op {
+	case wire.OpInspect:
+		return s.inspect(ctx, m)
+	case wire.OpAcquire, wire.OpRenew, wire.OpRelease:
+	default:
+		return wire.Reply{}, wire.NewError(wire.CodeNotFound, "no such call "+strconv.Quote(string(m.Op)))
+	}
 	hash := sha256.Sum256([]byte(m.Secret))
-	err := s.store.Update(ctx, m.Request.Resource, func(t *Txn) error {
-		reply = wire.Reply{}
-		rules := lease.Rules{Domain: t.Now.Domain, TTL: s.ttl}
+	if m.Op == wire.OpAcquire && m.Wait > 0 {
+		return s.acquireWaiting(ctx, m, hash)
+	}
+	o, err := s.update(ctx, m.Request.Resource, func(t *Txn, rules lease.Rules, o *outcome) error {
 		switch m.Op {
 		case wire.OpAcquire:
-			return s.acquire(t, rules, m.Request, hash, &reply)
+			s.serve(t, rules, o)
+			return s.acquire(t, rules, m.Request, hash, &o.reply)
 		case wire.OpRenew:
-			return s.renew(t, rules, m.Request, hash, &reply)
-		case wire.OpRelease:
-			return s.release(t, rules, m.Request, hash, &reply)
+			s.serve(t, rules, o)
+			return s.renew(t, rules, m.Request, hash, &o.reply)
 		}
-		return wire.NewError(wire.CodeNotFound, "no such call "+strconv.Quote(string(m.Op)))
+		if err := s.release(t, rules, m.Request, hash, &o.reply); err != nil {
+			return err
+		}
+		s.serve(t, rules, o)
+		return nil
 	})
 	if err != nil {
 		return wire.Reply{}, refusal(err)
 	}
-	return reply, nil
+	return o.reply, nil
 }
 
 func (s *Service) acquire(t *Txn, rules lease.Rules, q lease.Request, hash [32]byte, reply *wire.Reply) error {
-	e := &t.Entry
+	e := t.current()
 	var prior *lease.Grant
 	if e.Fence != 0 && e.RequestID == q.RequestID {
 		if e.HolderID == q.HolderID && !hashEqual(e.SecretHash, hash) {
@@ -124,7 +194,7 @@ func (s *Service) acquire(t *Txn, rules lease.Rules, q lease.Request, hash [32]b
 }
 
 func (s *Service) renew(t *Txn, rules lease.Rules, q lease.Request, hash [32]byte, reply *wire.Reply) error {
-	e := &t.Entry
+	e := t.current()
 	if err := checkSecret(e, q.HolderID, q.Fence, hash); err != nil {
 		return err
 	}
@@ -147,9 +217,11 @@ func (s *Service) renew(t *Txn, rules lease.Rules, q lease.Request, hash [32]byt
 // docs/service.md): a crash that loses it leaves the lease held by the
 // same holder until its TTL ends (no fence reissued, no second holder), and
 // any later synced change, the next grant of the resource included, makes
-// it durable first.
+// it durable first. A release that hands the resource to a waiter is
+// synced with that grant (serve). The entry keeps the lease's fence as its
+// LastFence while the store has room.
 func (s *Service) release(t *Txn, rules lease.Rules, q lease.Request, hash [32]byte, reply *wire.Reply) error {
-	e := &t.Entry
+	e := t.current()
 	for _, r := range e.Released {
 		if r.RequestID == q.RequestID && r.HolderID == q.HolderID && r.Fence == q.Fence && hashEqual(r.SecretHash, hash) &&
 			t.Now.Millis-r.At <= s.ttlMs {
@@ -173,7 +245,11 @@ func (s *Service) release(t *Txn, rules lease.Rules, q lease.Request, hash [32]b
 	if t.KeepReleases {
 		rels = append(rels, Release{RequestID: q.RequestID, HolderID: q.HolderID, Fence: q.Fence, At: t.Now.Millis, SecretHash: hash})
 	}
-	t.Put(Entry{Released: rels}, false)
+	next := Entry{Released: rels}
+	if t.KeepLast {
+		next.LastFence = q.Fence
+	}
+	t.Put(next, false)
 	return nil
 }
 
@@ -201,7 +277,8 @@ func refusal(err error) error {
 		return wire.NewError(wire.CodeRejected, err.Error())
 	case errors.Is(err, ErrOutcomeUnknown):
 		return wire.NewError(wire.CodeUnavailable, "the change may or may not have been made; retry the same call (its retry is answered from the stored state): "+err.Error())
-	case errors.Is(err, ErrUnavailable), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, ErrUnavailable), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded),
+		errors.Is(err, errStopped):
 		return wire.NewError(wire.CodeUnavailable, "nothing changed; retry: "+err.Error())
 	}
 	return wire.NewError(wire.CodeInternal, err.Error()) // a bug, a broken clock, or stored state that was refused

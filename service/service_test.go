@@ -113,13 +113,15 @@ func TestReleaseIsIdempotent(t *testing.T) {
 	forged := rel
 	forged.Secret = "not-the-holders-secret"
 	expired(forged)
-	// After one TTL the release is forgotten, by the store too once swept.
+	// After one TTL the release is forgotten, by the store too once swept;
+	// the resource keeps only its last fence (c's).
 	r.clk.Advance(1001)
 	expired(rel)
 	if n, err := r.svc.Sweep(context.Background()); err != nil || n != 3 {
 		t.Fatalf("swept %d (%v), want c's expired lease and 2 releases", n, err)
 	}
-	if st := r.state(); len(st.Memory) != 0 || len(st.Stored) != 1 || st.Releases != 0 || st.Leases != 0 {
+	if st := r.state(); len(st.Memory) != 1 || st.Memory["deploy"].LastFence != fb+1 || st.Stored["deploy"] != `{"lastFence":3}` ||
+		st.Releases != 0 || st.Leases != 0 {
 		t.Fatalf("the store still keeps %+v", st)
 	}
 }
@@ -242,9 +244,10 @@ func TestFullSweepOnTheCallersStripe(t *testing.T) {
 	}
 }
 
-// TestSweepDeletesExpiredRecords: once a lease is over its record goes, so
-// memory and the store stay proportional to live leases; a renewed lease
-// keeps its record; fences keep climbing.
+// TestSweepDeletesExpiredRecords: once a lease is over its record goes,
+// leaving only its fence (lastFence), so memory and the store stay
+// proportional to live leases and FenceMemory; a renewed lease keeps its
+// record; fences keep climbing.
 func TestSweepDeletesExpiredRecords(t *testing.T) {
 	r := newRig(t, nil, LocalConfig{})
 	for i := range 50 {
@@ -259,7 +262,7 @@ func TestSweepDeletesExpiredRecords(t *testing.T) {
 	if n, err := r.svc.Sweep(context.Background()); n != 50 || err != nil {
 		t.Fatalf("swept %d, want 50 (%v)", n, err)
 	}
-	if st := r.state(); len(st.Stored) != 2 || st.Leases != 1 || len(st.Memory) != 1 {
+	if st := r.state(); len(st.Stored) != 52 || st.Leases != 1 || len(st.Memory) != 51 || st.Stored["res7"] != `{"lastFence":8}` {
 		t.Fatalf("after the sweep: %+v", st)
 	}
 	if g, _ := r.grant(wire.OpAcquire, acquireMsg("q-next", "res0", "b")); g != f+1 {
@@ -285,8 +288,8 @@ func TestWritesAndTheirSyncs(t *testing.T) {
 		got = append(got, strconv.FormatBool(w.sync)+":"+strconv.Itoa(len(w.b.Put))+"/"+strconv.Itoa(len(w.b.Delete)))
 	}
 	// The grant (with the fence mark: no reserve here), the renewal, the
-	// release, the sweep.
-	if want := "true:1/0 true:1/0 false:1/0 false:0/1"; strings.Join(got, " ") != want {
+	// release, the sweep (which keeps the last fence).
+	if want := "true:1/0 true:1/0 false:1/0 false:1/0"; strings.Join(got, " ") != want {
 		t.Fatalf("writes %v, want %s", got, want)
 	}
 	if r.disk.writes[0].b.Mark != 1 {

@@ -28,8 +28,27 @@ type Store interface {
 	Update(ctx context.Context, resource string, fn func(*Txn) error) error
 	// Sweep deletes what no longer means anything at the store's current
 	// reading: lease records that have expired and releases older than
-	// one TTL. It returns how many it deleted.
+	// one TTL. It returns how many it deleted. An expired lease record
+	// leaves its fence behind as the entry's LastFence.
 	Sweep(ctx context.Context) (int, error)
+	// Watch asks the store to call fn whenever resource's entry may have
+	// been changed other than through this Store value's own Update: a
+	// grant, renewal or release decided by another coordinator process
+	// that shares the store (a database whose NOTIFY reports a commit).
+	// The Service watches only the resources that have waiting calls
+	// (acquisitions and observers) and, on each call of fn, decides again
+	// through Update: a release elsewhere hands the resource to the first
+	// waiter here. So fn may be called late, spuriously, or once for
+	// several changes, but a change must not go unreported: a store that
+	// cannot deliver its reports for a while (a dropped LISTEN
+	// connection) calls fn for every watched resource when it knows it
+	// may have missed some, and periodically until it can deliver them
+	// again. Expiry is not a change: the Service arms its own timer for
+	// the expiry it read. fn must not block and must not call the store;
+	// it may be called from any goroutine. stop ends the watch: once it
+	// returns, fn is not called again. A store no one else changes
+	// (Local: its entries are this process's) never calls fn.
+	Watch(resource string, fn func()) (stop func())
 }
 
 // Txn is one resource's entry inside a Store's transaction, and what the
@@ -49,6 +68,9 @@ type Txn struct {
 	// KeepReleases reports that the store has room to remember one more
 	// finished release for its retries.
 	KeepReleases bool
+	// KeepLast reports that the store has room to remember the last fence
+	// of one more resource without a lease record (Entry.LastFence).
+	KeepLast bool
 
 	next        Entry
 	write, sync bool
@@ -56,10 +78,22 @@ type Txn struct {
 
 // Put makes next the resource's entry (an entry that holds nothing deletes
 // it). With sync, Update returns only once next is durable; without, next
-// is durable no later than the next synced change of any resource.
+// is durable no later than the next synced change of any resource. A
+// decision may Put more than once (a release, then the grant that hands
+// the resource to a waiting caller): the last entry is stored, synced if
+// any Put asked for it.
 func (t *Txn) Put(next Entry, sync bool) {
 	next.Resource = t.Entry.Resource
-	t.next, t.write, t.sync = next, true, sync
+	t.next, t.write, t.sync = next, true, t.sync || sync
+}
+
+// current is the entry as the decision so far leaves it: the last one Put,
+// or the stored one.
+func (t *Txn) current() *Entry {
+	if t.write {
+		return &t.next
+	}
+	return &t.Entry
 }
 
 // Next returns what the decision function put (Put): the next entry and
@@ -69,9 +103,16 @@ func (t *Txn) Put(next Entry, sync bool) {
 func (t *Txn) Next() (next Entry, sync, ok bool) { return t.next, t.sync, t.write }
 
 // Entry is what a store keeps of one resource: its lease record, if Fence
-// is not zero (live, or expired and not yet swept), and the releases of its
-// last TTL, for their retries. The secret of an acquisition is never
-// stored, only its SHA-256.
+// is not zero (live, or expired and not yet swept), the releases of its
+// last TTL, for their retries, and, once there is no lease record, the
+// fence of the last lease (LastFence, what an inspection answers as
+// lastFence). The secret of an acquisition is never stored, only its
+// SHA-256.
+//
+// An entry with only a LastFence is kept after its releases are forgotten,
+// so lastFence outlives the sweep; how many such entries a store keeps is
+// its choice (Local: LocalConfig.FenceMemory). A store that forgets one
+// answers lastFence 0 for that resource, as for one never held.
 type Entry struct {
 	Resource   string    `json:"-"`
 	HolderID   string    `json:"holderId,omitzero"`
@@ -80,6 +121,7 @@ type Entry struct {
 	ExpiresAt  float64   `json:"expiresAt,omitzero"` // coordinator milliseconds
 	SecretHash [32]byte  `json:"secretSha256,omitzero"`
 	Released   []Release `json:"released,omitzero"`
+	LastFence  uint64    `json:"lastFence,omitzero"`
 }
 
 // Release is a release that ended a lease, remembered for one TTL so that
@@ -95,7 +137,30 @@ type Release struct {
 // MaxReleases bounds the releases an entry remembers: the newest.
 const MaxReleases = 8
 
-func (e *Entry) empty() bool { return e.Fence == 0 && len(e.Released) == 0 }
+func (e *Entry) empty() bool { return e.Fence == 0 && len(e.Released) == 0 && e.LastFence == 0 }
+
+// last is the fence of the entry's last lease: its lease record's, the one
+// it remembers, or (for a store that keeps no LastFence) the highest of its
+// releases'.
+func (e *Entry) last() uint64 {
+	if e.Fence != 0 {
+		return e.Fence
+	}
+	last := e.LastFence
+	for _, r := range e.Released {
+		last = max(last, r.Fence)
+	}
+	return last
+}
+
+// cleared is e without its lease record, remembering its fence if keep.
+func (e *Entry) cleared(keep bool) Entry {
+	c := Entry{Resource: e.Resource, Released: e.Released}
+	if keep {
+		c.LastFence = e.last()
+	}
+	return c
+}
 
 // state is what the rules know of e, with the counter at issued.
 func (e *Entry) state(issued uint64) lease.State {
@@ -141,10 +206,10 @@ func inconsistent(why string) error { return errors.Join(ErrInconsistent, errors
 
 // CheckEntry checks one stored entry against the fence mark (no stored
 // fence is above it): a lease record has a holder, a request id, a fence
-// from 1 to the mark, a finite expiry and a secret hash; an entry without
-// one holds at least one release and nothing else; every release has a
-// request id, a holder, a fence from 1 to the mark, a finite time and a
-// secret hash; at most MaxReleases.
+// from 1 to the mark, a finite expiry and a secret hash, and no LastFence;
+// an entry without one holds a release or a LastFence (from 1 to the mark)
+// and nothing else; every release has a request id, a holder, a fence from
+// 1 to the mark, a finite time and a secret hash; at most MaxReleases.
 func CheckEntry(e Entry, mark uint64) error {
 	at := "the entry of " + quote(e.Resource)
 	fenceOK := func(f uint64) bool { return f >= 1 && f <= mark }
@@ -159,6 +224,10 @@ func CheckEntry(e Entry, mark uint64) error {
 		return inconsistent(at + " has a non-finite expiry or no secret hash")
 	case e.Fence == 0 && (e.HolderID != "" || e.RequestID != "" || e.ExpiresAt != 0 || e.SecretHash != [32]byte{}):
 		return inconsistent(at + " has a holder but no fence")
+	case e.Fence != 0 && e.LastFence != 0:
+		return inconsistent(at + " has a lease record and a last fence")
+	case e.LastFence > mark:
+		return inconsistent(at + " has last fence " + strconv.FormatUint(e.LastFence, 10) + ", above the fence mark " + strconv.FormatUint(mark, 10))
 	case e.empty():
 		return inconsistent(at + " holds nothing")
 	case len(e.Released) > MaxReleases:

@@ -17,8 +17,8 @@ import (
 )
 
 // listenDebug listens on addr, which must be a loopback address: the debug
-// endpoints (memory figures and the runtime's profiles) are for the operator
-// and the benchmarks, not for holders.
+// endpoints (memory figures, the waiting calls and the runtime's profiles)
+// are for the operator, the benchmarks and the tests, not for holders.
 func listenDebug(addr string) (net.Listener, error) {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
@@ -41,8 +41,12 @@ type memory struct {
 	Records       int    `json:"records"`
 }
 
-func debugHandler(store *service.Local) http.Handler {
+func debugHandler(store *service.Local, svc *service.Service) http.Handler {
 	mux := http.NewServeMux()
+	mux.HandleFunc("GET /debug/waiting", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(svc.WaitStats())
+	})
 	mux.HandleFunc("GET /debug/memory", func(w http.ResponseWriter, _ *http.Request) {
 		m := memory{RSSBytes: rss(), Goroutines: runtime.NumGoroutine(), Records: store.Leases()}
 		runtime.GC()

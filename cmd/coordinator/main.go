@@ -1,8 +1,11 @@
 //go:build !js && !wasip1
 
 // Command coordinator serves the lease coordinator over HTTP on loopback:
-// POST /v1/acquire, /v1/renew and /v1/release with JSON bodies (package
-// service/wire), answered by the state machine of package service. State
+// POST /v1/acquire, /v1/renew, /v1/release and /v1/inspect with JSON bodies
+// (package service/wire), answered by the state machine of package
+// service. An acquisition or an inspection may wait (waitMillis, at most
+// -max-wait): a held resource is handed to its waiters in arrival order as
+// soon as it is released or expires. State
 // is durable by default: a Pebble database in the -state directory
 // (package service/pebblestore); every grant and renewal is synced before
 // it is answered (a release is written at once and synced with the next
@@ -94,7 +97,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	readTimeout := fl.Duration("read-timeout", defaultReadTimeout, "time allowed to read a whole request")
 	writeTimeout := fl.Duration("write-timeout", defaultWriteTimeout, "time allowed to answer a request")
 	releaseMemory := fl.Int("release-memory", service.DefaultReleaseMemory, "most finished releases remembered (each for one TTL) to answer their retries ok")
-	debugAddr := fl.String("debug-addr", "", "if set, serve GET /debug/memory (a garbage collection, then live heap and RSS as JSON) on this loopback address")
+	fenceMemory := fl.Int("fence-memory", service.DefaultFenceMemory, "most free resources whose last fence is remembered (inspect's lastFence); beyond, the lowest are forgotten")
+	maxWait := fl.Duration("max-wait", wire.DefaultMaxWait, "longest waitMillis a call may ask for (a waiting acquire or observe)")
+	maxWaiters := fl.Int("max-waiters", service.DefaultMaxWaiters, "most calls waiting at once, plus places kept for a retry; beyond, 503 too_many_waiters")
+	debugAddr := fl.String("debug-addr", "", "if set, serve GET /debug/memory (a garbage collection, then live heap and RSS as JSON) and GET /debug/waiting (the waiting calls) on this loopback address")
 	if err := fl.Parse(args); err != nil {
 		return err
 	}
@@ -112,7 +118,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	for _, v := range []struct {
 		name string
 		n    int
-	}{{"max-leases", *maxLeases}, {"max-id-bytes", *maxID}, {"max-body-bytes", *maxBody}, {"max-header-bytes", *maxHeader}, {"max-conns", *maxConns}, {"release-memory", *releaseMemory}} {
+	}{{"max-leases", *maxLeases}, {"max-id-bytes", *maxID}, {"max-body-bytes", *maxBody}, {"max-header-bytes", *maxHeader}, {"max-conns", *maxConns},
+		{"release-memory", *releaseMemory}, {"fence-memory", *fenceMemory}, {"max-waiters", *maxWaiters}} {
 		if v.n <= 0 {
 			return errors.New("-" + v.name + " must be positive")
 		}
@@ -120,7 +127,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if *maxID > wire.MaxStringBytes {
 		return errors.New("-max-id-bytes must be at most " + strconv.Itoa(wire.MaxStringBytes))
 	}
-	for _, d := range []time.Duration{*idle, *headerTimeout, *readTimeout, *writeTimeout} {
+	for _, d := range []time.Duration{*idle, *headerTimeout, *readTimeout, *writeTimeout, *maxWait} {
 		if d <= 0 {
 			return errors.New("timeouts must be positive")
 		}
@@ -132,7 +139,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	cfg := service.LocalConfig{Clock: clk, TTL: *ttl, MaxLeases: *maxLeases, ReleaseMemory: *releaseMemory,
-		MinFence: *minFence, FenceReserve: fenceReserve}
+		FenceMemory: *fenceMemory, MinFence: *minFence, FenceReserve: fenceReserve}
 	if *memory {
 		log.Warn("state in memory only (-memory): NOT durable; a restart forgets every lease and issues fences from 1 again")
 	} else {
@@ -158,7 +165,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if *minFence > 0 {
 		log.Info("every new fence is at least -min-fence", "minFence", *minFence, "next", store.Issued()+1)
 	}
-	svc, err := service.New(service.Config{TTL: *ttl, Store: store})
+	svc, err := service.New(service.Config{TTL: *ttl, Store: store, MaxWait: *maxWait, MaxWaiters: *maxWaiters})
 	if err != nil {
 		return err
 	}
@@ -167,7 +174,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		log.Warn("max-conns lowered to fit the file-descriptor limit", "from", *maxConns, "to", lowered, "nofile", n)
 		*maxConns = lowered
 	}
-	opts := wire.HandlerOptions{MaxIDBytes: *maxID, MaxBodyBytes: *maxBody}
+	// A call that waits gets the write timeout on top of its wait.
+	opts := wire.HandlerOptions{MaxIDBytes: *maxID, MaxBodyBytes: *maxBody, MaxWait: *maxWait, WaitSlack: *writeTimeout}
 	if !*quiet {
 		opts.Logger = log
 	}
@@ -186,13 +194,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		ConnState:         conns.track,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
+	// Waiting calls are answered at once when the server shuts down, so
+	// that they do not hold the shutdown up.
+	srv.RegisterOnShutdown(svc.StopWaiting)
 	if *debugAddr != "" {
 		dln, err := listenDebug(*debugAddr)
 		if err != nil {
 			ln.Close()
 			return err
 		}
-		dsrv := &http.Server{Handler: debugHandler(store), ReadHeaderTimeout: *headerTimeout}
+		dsrv := &http.Server{Handler: debugHandler(store, svc), ReadHeaderTimeout: *headerTimeout}
 		go func() { _ = dsrv.Serve(dln) }()
 		defer dsrv.Close()
 		fmt.Fprintf(stderr, "debug on http://%s/debug/memory\n", dln.Addr())

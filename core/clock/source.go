@@ -107,13 +107,16 @@ type ManualOptions struct {
 
 // Manual is a deterministic clock for tests, simulations and the playground.
 // It moves only by Advance and Set, and by StepPerRead after every reading.
-// It never moves backwards. It is safe for concurrent use.
+// It never moves backwards. Its AfterFunc schedules calls that Advance and
+// Set make when the clock reaches them. It is safe for concurrent use.
 type Manual struct {
 	domain string
 	step   float64
 
-	mu  sync.Mutex
-	now float64
+	mu     sync.Mutex
+	now    float64
+	timers timerHeap
+	seq    uint64
 }
 
 // NewManual returns a manual clock in domain.
@@ -193,9 +196,10 @@ func (m *Manual) StepPerRead() float64 {
 	return m.step
 }
 
-// Advance moves the clock forward by ms milliseconds. A negative, NaN or
-// infinite amount, or one that takes the clock where its step no longer moves
-// it, is an error and changes nothing.
+// Advance moves the clock forward by ms milliseconds, then makes the calls
+// scheduled by AfterFunc that are due. A negative, NaN or infinite amount,
+// or one that takes the clock where its step no longer moves it, is an
+// error and changes nothing.
 func (m *Manual) Advance(ms float64) error {
 	if m == nil || m.domain == "" {
 		return notMade("Manual", "NewManual")
@@ -204,21 +208,25 @@ func (m *Manual) Advance(ms float64) error {
 		return &ArgumentError{Pkg: "clock", Arg: "advance", Reason: "must be a finite number >= 0, got " + FormatMillis(ms)}
 	}
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	next := m.now + ms
 	if !finite(next) {
+		m.mu.Unlock()
 		return &ArgumentError{Pkg: "clock", Arg: "advance", Reason: "moves the clock out of the finite range"}
 	}
 	if stuck(next, m.step) {
+		m.mu.Unlock()
 		return m.stuckAt("advance", next)
 	}
 	m.now = next
+	m.mu.Unlock()
+	m.fire()
 	return nil
 }
 
-// Set moves the clock to ms. Moving it backwards is a *ReadingError and
-// changes nothing; so is a value at which the clock's step would no longer
-// move it (an *ArgumentError).
+// Set moves the clock to ms, then makes the calls scheduled by AfterFunc
+// that are due. Moving it backwards is a *ReadingError and changes nothing;
+// so is a value at which the clock's step would no longer move it (an
+// *ArgumentError).
 func (m *Manual) Set(ms float64) error {
 	if m == nil || m.domain == "" {
 		return notMade("Manual", "NewManual")
@@ -227,14 +235,17 @@ func (m *Manual) Set(ms float64) error {
 		return &ArgumentError{Pkg: "clock", Arg: "set", Reason: "must be a finite number, got " + FormatMillis(ms)}
 	}
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	if ms < m.now {
+		defer m.mu.Unlock()
 		return &ReadingError{Domain: m.domain, Problem: Backwards, Value: ms, Previous: m.now}
 	}
 	if stuck(ms, m.step) {
+		m.mu.Unlock()
 		return m.stuckAt("set", ms)
 	}
 	m.now = ms
+	m.mu.Unlock()
+	m.fire()
 	return nil
 }
 

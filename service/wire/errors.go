@@ -25,6 +25,7 @@ const (
 	CodeRejected         = "rejected"
 	CodeUnavailable      = "unavailable"
 	CodeTooManyLeases    = "too_many_leases"
+	CodeTooManyWaiters   = "too_many_waiters"
 	CodeInternal         = "internal"
 )
 
@@ -32,7 +33,7 @@ var codeStatus = map[string]int{
 	CodeMalformedJSON: 400, CodeWrongType: 400, CodeMissingField: 400, CodeUnknownField: 400, CodeDuplicateField: 400,
 	CodeInvalidValue: 400, CodeBodyTooLarge: 413, CodeUnsupportedMedia: 415, CodeMethodNotAllowed: 405, CodeNotFound: 404,
 	CodeWrongSecret: 403, CodeRequestIDReused: 409, CodeRejected: 422, CodeUnavailable: 503, CodeTooManyLeases: 503,
-	CodeInternal: 500,
+	CodeTooManyWaiters: 503, CodeInternal: 500,
 }
 
 // Error is a refused call: an HTTP status, a stable Code and a message. On

@@ -8,6 +8,7 @@ import (
 	"mime"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
@@ -32,27 +33,57 @@ type HandlerOptions struct {
 	MaxIDBytes int
 	// MaxBodyBytes bounds a request body. Zero means MaxBodyBytes.
 	MaxBodyBytes int
+	// MaxWait bounds the waitMillis of a call: a longer wait is refused
+	// with invalid_value. Zero means DefaultMaxWait.
+	MaxWait time.Duration
+	// WaitSlack is how long, beyond its wait, a call that waits may take
+	// to be answered: the handler moves the connection's read and write
+	// deadlines (http.ResponseController) to the end of the wait plus
+	// WaitSlack, so that an http.Server's ReadTimeout and WriteTimeout
+	// (which would otherwise cut the call short, or cancel its context)
+	// bound only the rest of the call. Zero means 10 seconds. Where
+	// deadlines cannot be set (a Worker), nothing is moved.
+	WaitSlack time.Duration
 }
 
 // DefaultMaxIDBytes is the default bound on ids (HandlerOptions.MaxIDBytes).
 const DefaultMaxIDBytes = 256
+
+// DefaultMaxWait is the default bound on a call's wait
+// (HandlerOptions.MaxWait).
+const DefaultMaxWait = 60 * time.Second
+
+// defaultWaitSlack is the default HandlerOptions.WaitSlack.
+const defaultWaitSlack = 10 * time.Second
 
 type handler struct {
 	b       Backend
 	log     *slog.Logger
 	maxID   int
 	maxBody int64
+	maxWait time.Duration
+	slack   time.Duration
 }
 
-// NewHandler returns the HTTP face of b: POST /v1/acquire, /v1/renew and
-// /v1/release with JSON bodies (see DecodeMessage), answered with a Reply as
-// JSON and status 200, or an error {"error": {"code", "message"}} with the
-// status of its code. Any other path is 404 not_found; any other method on
-// those paths is 405 method_not_allowed with an Allow header; a body over
-// MaxBodyBytes is 413 body_too_large; a Content-Type other than
-// application/json is 415. A refused request never reaches b.
+// NewHandler returns the HTTP face of b: POST /v1/acquire, /v1/renew,
+// /v1/release and /v1/inspect with JSON bodies (see DecodeMessage),
+// answered with a Reply as JSON and status 200, or an error {"error":
+// {"code", "message"}} with the status of its code. Any other path is 404
+// not_found; any other method on those paths is 405 method_not_allowed with
+// an Allow header; a body over MaxBodyBytes is 413 body_too_large; a
+// Content-Type other than application/json is 415; a waitMillis over
+// MaxWait is 400 invalid_value. A refused request never reaches b. A call
+// that waits is passed the request's context, which ends when the client
+// goes away.
 func NewHandler(b Backend, opts HandlerOptions) http.Handler {
-	h := &handler{b: b, log: opts.Logger, maxID: opts.MaxIDBytes, maxBody: int64(opts.MaxBodyBytes)}
+	h := &handler{b: b, log: opts.Logger, maxID: opts.MaxIDBytes, maxBody: int64(opts.MaxBodyBytes), maxWait: opts.MaxWait,
+		slack: opts.WaitSlack}
+	if h.maxWait <= 0 {
+		h.maxWait = DefaultMaxWait
+	}
+	if h.slack <= 0 {
+		h.slack = defaultWaitSlack
+	}
 	if h.maxID <= 0 {
 		h.maxID = DefaultMaxIDBytes
 	}
@@ -66,7 +97,7 @@ func NewHandler(b Backend, opts HandlerOptions) http.Handler {
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	op := Op(r.URL.Path[min(len(r.URL.Path), len("/v1/")):])
 	if _, ok := schemas[op]; !ok || op.Path() != r.URL.Path {
-		h.fail(w, r, "", errCode(CodeNotFound, "no endpoint at "+quoteShort(r.URL.Path)+"; use POST /v1/acquire, /v1/renew or /v1/release"))
+		h.fail(w, r, "", errCode(CodeNotFound, "no endpoint at "+quoteShort(r.URL.Path)+"; use POST /v1/acquire, /v1/renew, /v1/release or /v1/inspect"))
 		return
 	}
 	if r.Method != http.MethodPost {
@@ -107,6 +138,19 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	if m.Wait > h.maxWait {
+		h.fail(w, r, op, errInvalid("waitMillis", "must be at most "+strconv.FormatInt(h.maxWait.Milliseconds(), 10)+
+			" (this coordinator's longest wait), got "+strconv.FormatInt(m.Wait.Milliseconds(), 10)))
+		return
+	}
+	if m.Wait > 0 {
+		// Errors are ignored: a writer without deadlines (a Worker's, a
+		// test recorder) has nothing to move.
+		rc := http.NewResponseController(w)
+		end := time.Now().Add(m.Wait + h.slack)
+		_ = rc.SetReadDeadline(end)
+		_ = rc.SetWriteDeadline(end)
+	}
 	reply, err := h.b.Call(r.Context(), m)
 	if err != nil {
 		var we *Error
@@ -128,13 +172,26 @@ func (h *handler) logCall(r *http.Request, m Message, e *Error, reply Reply) {
 		return
 	}
 	level := slog.LevelInfo
-	attrs := []slog.Attr{slog.String("op", string(m.Op)), slog.String("resource", m.Request.Resource),
-		slog.String("holderId", m.Request.HolderID), slog.String("requestId", m.Request.RequestID), slog.Uint64("fence", m.Request.Fence)}
+	attrs := []slog.Attr{slog.String("op", string(m.Op)), slog.String("resource", m.Request.Resource)}
+	if m.Op != OpInspect {
+		attrs = append(attrs, slog.String("holderId", m.Request.HolderID), slog.String("requestId", m.Request.RequestID),
+			slog.Uint64("fence", m.Request.Fence))
+	}
+	if m.HasAfter {
+		attrs = append(attrs, slog.Uint64("afterFence", m.After))
+	}
+	if m.Wait > 0 {
+		attrs = append(attrs, slog.Int64("waitMillis", m.Wait.Milliseconds()))
+	}
 	switch {
 	case e != nil && e.Status >= 500:
 		level, attrs = slog.LevelError, append(attrs, slog.String("code", e.Code))
 	case e != nil:
 		level, attrs = slog.LevelWarn, append(attrs, slog.String("code", e.Code))
+	case reply.Held != nil && *reply.Held:
+		attrs = append(attrs, slog.String("result", "held"), slog.String("heldBy", reply.HolderID), slog.Uint64("heldFence", reply.Fence))
+	case reply.Held != nil:
+		attrs = append(attrs, slog.String("result", "free"))
 	case reply.Grant != nil:
 		attrs = append(attrs, slog.String("result", "granted"), slog.Uint64("grantedFence", reply.Grant.Fence))
 	case reply.HeldBy != "":

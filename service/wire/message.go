@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/go-json-experiment/json"
@@ -15,15 +16,22 @@ import (
 	"github.com/lease-fence/lease-fence/core/lease"
 )
 
-// Op names one of the three calls.
+// Op names one of the calls.
 type Op string
 
-// The three calls, each served at /v1/<op>.
+// The calls, each served at /v1/<op>.
 const (
 	OpAcquire Op = "acquire"
 	OpRenew   Op = "renew"
 	OpRelease Op = "release"
+	// OpInspect reports who holds a resource, changing nothing; with an
+	// After fence it waits for the fence to change (observe).
+	OpInspect Op = "inspect"
 )
+
+// MaxWaitMillis bounds the waitMillis a body may carry at all; the handler
+// refuses waits longer than its own, lower, HandlerOptions.MaxWait.
+const MaxWaitMillis = 1 << 31
 
 // Path returns the URL path op is served at.
 func (op Op) Path() string { return "/v1/" + string(op) }
@@ -50,11 +58,22 @@ const (
 // Fence, and Kind and SentAt are zero. Secret is chosen by the holder for
 // each acquisition (MinSecretBytes to MaxSecretBytes, random) and presented
 // again to renew or release that lease; the coordinator keeps only its
-// SHA-256.
+// SHA-256. For inspect, Request carries only the Resource, and there is no
+// secret.
 type Message struct {
 	Op      Op
 	Request lease.Request
 	Secret  string
+	// Wait ("waitMillis", whole milliseconds) is how long the coordinator
+	// may keep the call open: an acquisition of a held resource until it
+	// can be granted, an inspection with After until the resource's fence
+	// differs from After. Zero answers at once.
+	Wait time.Duration
+	// After ("afterFence") is, when HasAfter, the fence an inspection
+	// waits to see change: the holder's fence while a lease is live, 0
+	// while none is.
+	After    uint64
+	HasAfter bool
 }
 
 // Instant is a clock.Instant as JSON: {"millis": ..., "domain": ...}.
@@ -104,12 +123,43 @@ func (g Grant) Lease() lease.Grant {
 //	{"ok": false, "heldBy": "b", "retryAfterMillis": 120} acquire denied
 //	{"ok": false, "reason": "expired"}                    renew or release refused
 //	{"ok": true}                                          release done
+//	{"ok": true, "held": true, "holderId": "b", "fence": 7, "remainingMillis": 1234}
+//	{"ok": true, "held": false, "lastFence": 7}           inspect
 type Reply struct {
 	OK               bool    `json:"ok"`
 	Grant            *Grant  `json:"grant,omitzero"`
 	HeldBy           string  `json:"heldBy,omitzero"`
 	RetryAfterMillis float64 `json:"retryAfterMillis,omitzero"`
 	Reason           string  `json:"reason,omitzero"`
+	// Held is set in an inspection's answer only; so is LastFence, when
+	// Held is false.
+	Held            *bool   `json:"held,omitzero"`
+	HolderID        string  `json:"holderId,omitzero"`
+	Fence           uint64  `json:"fence,omitzero"`
+	RemainingMillis float64 `json:"remainingMillis,omitzero"`
+	LastFence       *uint64 `json:"lastFence,omitzero"`
+}
+
+// HeldReply is an inspection's answer for a live lease.
+func HeldReply(holder string, fence uint64, remainingMillis float64) Reply {
+	held := true
+	return Reply{OK: true, Held: &held, HolderID: holder, Fence: fence, RemainingMillis: remainingMillis}
+}
+
+// FreeReply is an inspection's answer for a resource without a live
+// lease, whose last lease had fence last (0 if none is remembered).
+func FreeReply(last uint64) Reply {
+	held := false
+	return Reply{OK: true, Held: &held, LastFence: &last}
+}
+
+// Current is the fence an inspection's answer reports as current: the live
+// lease's, or 0 when none is live. An observer waits for it to change.
+func (r *Reply) Current() uint64 {
+	if r.Held != nil && *r.Held {
+		return r.Fence
+	}
+	return 0
 }
 
 // body is every member a request may have: each a type that records that
@@ -123,6 +173,8 @@ type body struct {
 	Kind      str     `json:"kind"`
 	Fence     num     `json:"fence"`
 	Secret    str     `json:"secret"`
+	Wait      num     `json:"waitMillis"`
+	After     num     `json:"afterFence"`
 }
 
 // schemas lists, for each call, the members it takes, required ones first
@@ -132,9 +184,10 @@ var schemas = map[Op]struct {
 	names    []string
 	required int
 }{
-	OpAcquire: {[]string{"requestId", "resource", "holderId", "sentAt", "kind", "secret", "fence"}, 6},
+	OpAcquire: {[]string{"requestId", "resource", "holderId", "sentAt", "kind", "secret", "fence", "waitMillis"}, 6},
 	OpRenew:   {[]string{"requestId", "resource", "holderId", "sentAt", "kind", "fence", "secret"}, 7},
 	OpRelease: {[]string{"requestId", "resource", "holderId", "fence", "secret"}, 5},
+	OpInspect: {[]string{"resource", "afterFence", "waitMillis"}, 1},
 }
 
 // DecodeMessage parses and checks the body of a request to op with
@@ -150,7 +203,9 @@ var schemas = map[Op]struct {
 //	unknown_field    a field op does not take (names are case-sensitive)
 //	duplicate_field  a field appears twice
 //	invalid_value    the right type but an unusable value (empty id, fence 0,
-//	                 a kind that does not match the path, a non-finite instant)
+//	                 a kind that does not match the path, a non-finite instant,
+//	                 a waitMillis that is not a whole number from 0 to
+//	                 MaxWaitMillis, an inspection's waitMillis without afterFence)
 func DecodeMessage(op Op, data []byte) (Message, *Error) {
 	schema, ok := schemas[op]
 	if !ok {
@@ -164,7 +219,7 @@ func DecodeMessage(op Op, data []byte) (Message, *Error) {
 		return Message{}, errCode(CodeWrongType, "the body must be a JSON object, got null")
 	}
 	strs := map[string]*str{"requestId": &b.RequestID, "resource": &b.Resource, "holderId": &b.HolderID, "kind": &b.Kind, "secret": &b.Secret}
-	present := map[string]bool{"sentAt": b.SentAt.set, "fence": b.Fence.set}
+	present := map[string]bool{"sentAt": b.SentAt.set, "fence": b.Fence.set, "waitMillis": b.Wait.set, "afterFence": b.After.set}
 	for name, f := range strs {
 		present[name] = f.set
 	}
@@ -182,6 +237,23 @@ func DecodeMessage(op Op, data []byte) (Message, *Error) {
 		if f := strs[name]; f.set && (f.v == "" || len(f.v) > MaxStringBytes) {
 			return Message{}, errInvalid(name, "must be 1 to "+strconv.Itoa(MaxStringBytes)+" bytes long")
 		}
+	}
+	wait, werr := strconv.ParseInt(b.Wait.v, 10, 64)
+	if b.Wait.set && (werr != nil || wait < 0 || wait > MaxWaitMillis) {
+		return Message{}, errInvalid("waitMillis", "must be a whole number of milliseconds from 0 to "+strconv.Itoa(MaxWaitMillis)+
+			", got "+quoteShort(b.Wait.v))
+	}
+	if op == OpInspect {
+		after, aerr := strconv.ParseUint(b.After.v, 10, 64)
+		switch {
+		case b.After.set && (aerr != nil || after > lease.MaxFence):
+			return Message{}, errInvalid("afterFence", "must be a whole number from 0 to "+strconv.FormatUint(lease.MaxFence, 10)+
+				", got "+quoteShort(b.After.v))
+		case wait > 0 && !b.After.set:
+			return Message{}, errInvalid("waitMillis", "needs afterFence: an inspection waits for the fence to change from afterFence")
+		}
+		return Message{Op: op, Request: lease.Request{Resource: b.Resource.v}, Wait: time.Duration(wait) * time.Millisecond,
+			After: after, HasAfter: b.After.set}, nil
 	}
 	fence, ferr := strconv.ParseUint(b.Fence.v, 10, 64)
 	millis, merr := strconv.ParseFloat(b.SentAt.Millis.v, 64)
@@ -204,7 +276,7 @@ func DecodeMessage(op Op, data []byte) (Message, *Error) {
 		return Message{}, errInvalid("sentAt.domain", "must be 1 to "+strconv.Itoa(MaxStringBytes)+" bytes long")
 	}
 	m := Message{Op: op, Secret: b.Secret.v, Request: lease.Request{RequestID: b.RequestID.v, Resource: b.Resource.v,
-		HolderID: b.HolderID.v, Fence: fence}}
+		HolderID: b.HolderID.v, Fence: fence}, Wait: time.Duration(wait) * time.Millisecond}
 	if op != OpRelease {
 		m.Request.Kind, m.Request.SentAt = lease.Kind(op), clock.At(b.SentAt.Domain.v, millis)
 	}
@@ -286,15 +358,34 @@ func EncodeMessage(m Message) ([]byte, error) {
 	if _, ok := schemas[m.Op]; !ok {
 		return nil, errors.New("wire: unknown op " + strconv.Quote(string(m.Op)))
 	}
+	if m.Wait < 0 || m.Wait%time.Millisecond != 0 || m.Wait > MaxWaitMillis*time.Millisecond {
+		return nil, errors.New("wire: Wait must be whole milliseconds from 0 to MaxWaitMillis, got " + m.Wait.String())
+	}
+	wait := m.Wait.Milliseconds()
+	if m.Op == OpInspect {
+		out := struct {
+			Resource   string  `json:"resource"`
+			AfterFence *uint64 `json:"afterFence,omitzero"`
+			WaitMillis int64   `json:"waitMillis,omitzero"`
+		}{Resource: r.Resource, WaitMillis: wait}
+		if m.HasAfter {
+			out.AfterFence = &m.After
+		}
+		return json.Marshal(out)
+	}
+	if wait > 0 && m.Op != OpAcquire {
+		return nil, errors.New("wire: only acquire and inspect take a Wait")
+	}
 	out := struct {
-		RequestID string   `json:"requestId"`
-		Resource  string   `json:"resource"`
-		HolderID  string   `json:"holderId"`
-		SentAt    *Instant `json:"sentAt,omitzero"`
-		Kind      string   `json:"kind,omitzero"`
-		Fence     uint64   `json:"fence,omitzero"`
-		Secret    string   `json:"secret"`
-	}{RequestID: r.RequestID, Resource: r.Resource, HolderID: r.HolderID, Fence: r.Fence, Secret: m.Secret}
+		RequestID  string   `json:"requestId"`
+		Resource   string   `json:"resource"`
+		HolderID   string   `json:"holderId"`
+		SentAt     *Instant `json:"sentAt,omitzero"`
+		Kind       string   `json:"kind,omitzero"`
+		Fence      uint64   `json:"fence,omitzero"`
+		Secret     string   `json:"secret"`
+		WaitMillis int64    `json:"waitMillis,omitzero"`
+	}{RequestID: r.RequestID, Resource: r.Resource, HolderID: r.HolderID, Fence: r.Fence, Secret: m.Secret, WaitMillis: wait}
 	if m.Op != OpRelease {
 		if !finite(r.SentAt.Millis) {
 			return nil, errors.New("wire: sentAt.millis is not a finite number")

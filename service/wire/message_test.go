@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/lease-fence/lease-fence/core/clock"
@@ -14,6 +15,7 @@ const (
 	goodAcquire = `{"requestId":"r1","resource":"deploy","holderId":"a","sentAt":{"millis":12.5,"domain":"agent-a"},"kind":"acquire","secret":"0123456789abcdef"}`
 	goodRenew   = `{"requestId":"r2","resource":"deploy","holderId":"a","sentAt":{"millis":20,"domain":"agent-a"},"kind":"renew","fence":3,"secret":"s3cret-s3cret-s3cret"}`
 	goodRelease = `{"requestId":"r3","resource":"deploy","holderId":"a","fence":3,"secret":"s3cret-s3cret-s3cret"}`
+	goodInspect = `{"resource":"deploy","afterFence":0,"waitMillis":1500}`
 )
 
 func TestDecodeGood(t *testing.T) {
@@ -42,6 +44,19 @@ func TestDecodeGood(t *testing.T) {
 	// An acquisition may carry the zero fence a serialized lease.Request has.
 	if _, err := DecodeMessage(OpAcquire, []byte(strings.Replace(goodAcquire, `"kind"`, `"fence":0,"kind"`, 1))); err != nil {
 		t.Fatal(err)
+	}
+	// An acquisition may wait.
+	m, err = DecodeMessage(OpAcquire, []byte(strings.Replace(goodAcquire, `"kind"`, `"waitMillis":30000,"kind"`, 1)))
+	if err != nil || m.Wait != 30*time.Second || m.HasAfter {
+		t.Fatalf("waiting acquire decoded as %+v (%v)", m, err)
+	}
+	m, err = DecodeMessage(OpInspect, []byte(goodInspect))
+	if err != nil || m.Request != (lease.Request{Resource: "deploy"}) || !m.HasAfter || m.After != 0 || m.Wait != 1500*time.Millisecond || m.Secret != "" {
+		t.Fatalf("inspect decoded as %+v (%v)", m, err)
+	}
+	m, err = DecodeMessage(OpInspect, []byte(`{"resource":"deploy"}`))
+	if err != nil || m.HasAfter || m.Wait != 0 {
+		t.Fatalf("plain inspect decoded as %+v (%v)", m, err)
 	}
 }
 
@@ -111,6 +126,24 @@ var badBodies = []struct {
 	{"fence on acquire", OpAcquire, strings.Replace(goodAcquire, `"kind"`, `"fence":2,"kind"`, 1), CodeInvalidValue},
 	{"huge millis", OpAcquire, strings.Replace(goodAcquire, `12.5`, `1e999`, 1), CodeInvalidValue},
 	{"long resource", OpAcquire, strings.Replace(goodAcquire, `"deploy"`, `"`+strings.Repeat("x", MaxStringBytes+1)+`"`, 1), CodeInvalidValue},
+	{"negative wait", OpAcquire, strings.Replace(goodAcquire, `"kind"`, `"waitMillis":-1,"kind"`, 1), CodeInvalidValue},
+	{"fractional wait", OpAcquire, strings.Replace(goodAcquire, `"kind"`, `"waitMillis":1.5,"kind"`, 1), CodeInvalidValue},
+	{"exponent wait", OpAcquire, strings.Replace(goodAcquire, `"kind"`, `"waitMillis":1e3,"kind"`, 1), CodeInvalidValue},
+	{"huge wait", OpAcquire, strings.Replace(goodAcquire, `"kind"`, `"waitMillis":2147483649,"kind"`, 1), CodeInvalidValue},
+	{"string wait", OpAcquire, strings.Replace(goodAcquire, `"kind"`, `"waitMillis":"10","kind"`, 1), CodeWrongType},
+	{"null wait", OpAcquire, strings.Replace(goodAcquire, `"kind"`, `"waitMillis":null,"kind"`, 1), CodeWrongType},
+	{"wait on renew", OpRenew, strings.Replace(goodRenew, `"kind"`, `"waitMillis":10,"kind"`, 1), CodeUnknownField},
+	{"wait on release", OpRelease, strings.Replace(goodRelease, `"fence"`, `"waitMillis":10,"fence"`, 1), CodeUnknownField},
+	{"afterFence on acquire", OpAcquire, strings.Replace(goodAcquire, `"kind"`, `"afterFence":1,"kind"`, 1), CodeUnknownField},
+	{"inspect without resource", OpInspect, `{"afterFence":1}`, CodeMissingField},
+	{"inspect with a secret", OpInspect, `{"resource":"r","secret":"0123456789abcdef"}`, CodeUnknownField},
+	{"inspect with a holder", OpInspect, `{"resource":"r","holderId":"a"}`, CodeUnknownField},
+	{"inspect wait without afterFence", OpInspect, `{"resource":"r","waitMillis":5}`, CodeInvalidValue},
+	{"inspect negative afterFence", OpInspect, `{"resource":"r","afterFence":-1}`, CodeInvalidValue},
+	{"inspect afterFence too big", OpInspect, `{"resource":"r","afterFence":9007199254740992}`, CodeInvalidValue},
+	{"inspect null afterFence", OpInspect, `{"resource":"r","afterFence":null}`, CodeWrongType},
+	{"inspect duplicate wait", OpInspect, `{"resource":"r","afterFence":1,"waitMillis":5,"waitMillis":6}`, CodeDuplicateField},
+	{"inspect empty resource", OpInspect, `{"resource":""}`, CodeInvalidValue},
 }
 
 func TestDecodeBad(t *testing.T) {
@@ -132,6 +165,10 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 		{Op: OpAcquire, Request: lease.Request{Kind: lease.KindAcquire, RequestID: "x\"y", Resource: "r/ü", HolderID: "h", SentAt: clock.At("d", -0.125)}, Secret: "<script>&-secret-\u2028"},
 		{Op: OpRenew, Request: lease.Request{Kind: lease.KindRenew, RequestID: "i", Resource: "r", HolderID: "h", SentAt: clock.At("d", 1e12+0.5), Fence: lease.MaxFence}, Secret: "ssssssssssssssss"},
 		{Op: OpRelease, Request: lease.Request{RequestID: "i", Resource: "r", HolderID: "h", Fence: 9}, Secret: "ssssssssssssssss"},
+		{Op: OpAcquire, Request: lease.Request{Kind: lease.KindAcquire, RequestID: "w", Resource: "r", HolderID: "h", SentAt: clock.At("d", 1)}, Secret: "ssssssssssssssss", Wait: time.Minute},
+		{Op: OpInspect, Request: lease.Request{Resource: "r"}},
+		{Op: OpInspect, Request: lease.Request{Resource: "r"}, HasAfter: true},
+		{Op: OpInspect, Request: lease.Request{Resource: "r"}, HasAfter: true, After: lease.MaxFence, Wait: MaxWaitMillis * time.Millisecond},
 	} {
 		body, err := EncodeMessage(m)
 		if err != nil {
@@ -145,12 +182,19 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 			t.Fatalf("round trip of %+v gave %+v", m, got)
 		}
 	}
-	if _, err := EncodeMessage(Message{Op: "steal"}); err == nil {
-		t.Fatal("encoded an unknown op")
+	for _, m := range []Message{
+		{Op: "steal"},
+		{Op: OpRenew, Request: lease.Request{Kind: lease.KindRenew, RequestID: "i", Resource: "r", HolderID: "h", SentAt: clock.At("d", 1), Fence: 1}, Secret: "ssssssssssssssss", Wait: time.Second},
+		{Op: OpAcquire, Request: lease.Request{Kind: lease.KindAcquire, RequestID: "w", Resource: "r", HolderID: "h", SentAt: clock.At("d", 1)}, Secret: "ssssssssssssssss", Wait: time.Microsecond},
+		{Op: OpInspect, Request: lease.Request{Resource: "r"}, Wait: -time.Millisecond},
+	} {
+		if _, err := EncodeMessage(m); err == nil {
+			t.Fatalf("encoded %+v", m)
+		}
 	}
 }
 
-var fuzzOps = []Op{OpAcquire, OpRenew, OpRelease}
+var fuzzOps = []Op{OpAcquire, OpRenew, OpRelease, OpInspect}
 
 // FuzzDecodeMessage checks that no body makes the decoder panic, that every
 // refusal carries a known code with its status, and that everything it
@@ -159,6 +203,7 @@ func FuzzDecodeMessage(f *testing.F) {
 	f.Add(uint8(0), []byte(goodAcquire))
 	f.Add(uint8(1), []byte(goodRenew))
 	f.Add(uint8(2), []byte(goodRelease))
+	f.Add(uint8(3), []byte(goodInspect))
 	for i, tc := range badBodies {
 		op := uint8(0)
 		for j, o := range fuzzOps {
@@ -179,15 +224,27 @@ func FuzzDecodeMessage(f *testing.F) {
 			}
 			return
 		}
-		if m.Op != op || m.Request.RequestID == "" || m.Request.Resource == "" || m.Request.HolderID == "" ||
-			len(m.Secret) < MinSecretBytes || len(m.Secret) > MaxSecretBytes || !utf8.Valid(body) || !json.Valid(body) {
+		if op == OpInspect {
+			if m.Op != op || m.Request.Resource == "" || m.Request.RequestID != "" || m.Secret != "" || (m.Wait > 0 && !m.HasAfter) ||
+				!utf8.Valid(body) || !json.Valid(body) {
+				t.Fatalf("accepted an incomplete or invalid inspection %+v", m)
+			}
+		} else if m.Op != op || m.Request.RequestID == "" || m.Request.Resource == "" || m.Request.HolderID == "" ||
+			len(m.Secret) < MinSecretBytes || len(m.Secret) > MaxSecretBytes || !utf8.Valid(body) || !json.Valid(body) ||
+			m.HasAfter || (m.Wait > 0 && op != OpAcquire) {
 			t.Fatalf("accepted an incomplete or invalid message %+v", m)
 		}
 		// What was accepted is what encoding/json reads from the body.
 		var std map[string]any
-		if err := json.Unmarshal(body, &std); err != nil || std["requestId"] != m.Request.RequestID ||
-			std["resource"] != m.Request.Resource || std["holderId"] != m.Request.HolderID || std["secret"] != m.Secret {
+		if err := json.Unmarshal(body, &std); err != nil || std["resource"] != m.Request.Resource ||
+			(op != OpInspect && (std["requestId"] != m.Request.RequestID || std["holderId"] != m.Request.HolderID || std["secret"] != m.Secret)) {
 			t.Fatalf("accepted %q as %+v, encoding/json reads %v (%v)", body, m, std, err)
+		}
+		if w, ok := std["waitMillis"].(float64); (ok && time.Duration(w)*time.Millisecond != m.Wait) || (!ok && m.Wait != 0) {
+			t.Fatalf("accepted %q as wait %v", body, m.Wait)
+		}
+		if a, ok := std["afterFence"].(float64); ok != m.HasAfter || (ok && uint64(a) != m.After) {
+			t.Fatalf("accepted %q as afterFence %v/%d", body, m.HasAfter, m.After)
 		}
 		again, err2 := EncodeMessage(m)
 		if err2 != nil {

@@ -53,9 +53,12 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	stopRuntime()
+	stopHoldRuntime()
 	if code != 0 {
 		fmt.Fprintln(os.Stderr, "--- wrangler dev output ---")
 		fmt.Fprintln(os.Stderr, runtimeLog.String())
+		fmt.Fprintln(os.Stderr, "--- second wrangler dev output ---")
+		fmt.Fprintln(os.Stderr, holdRuntime.log.String())
 	}
 	os.RemoveAll(dir)
 	os.Exit(code)

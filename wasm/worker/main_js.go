@@ -46,7 +46,13 @@ const defaultTTL = 30 * time.Second
 
 func main() {
 	binding := js.Global().Get("context").Get("binding")
-	front := wire.NewHandler(&router{}, wire.HandlerOptions{})
+	limits, err := readLimits()
+	if err != nil {
+		// Every call is refused with the reason: a misconfigured Worker
+		// must not serve with other limits than it was given.
+		limits.err = err
+	}
+	front := wire.NewHandler(&router{limits: limits}, wire.HandlerOptions{MaxWait: limits.maxWait})
 	// Not workers.ServeNonBlock: its handleRequest converts the request and
 	// response bodies through ReadableStreams, which measured 30% slower
 	// here than frontFetch, which takes and returns strings.
@@ -62,17 +68,57 @@ func main() {
 	select {} // one instance serves every later request of this isolate
 }
 
+// limits are the Worker's settings from its environment: LEASE_TTL_MS,
+// LEASE_MAX_WAIT_MS and LEASE_MAX_WAITERS (each Durable Object's bound: an
+// object serves one resource).
+type limits struct {
+	ttl        time.Duration
+	maxWait    time.Duration
+	maxWaiters int
+	err        error
+}
+
+func readLimits() (limits, error) {
+	l := limits{ttl: defaultTTL, maxWait: wire.DefaultMaxWait, maxWaiters: service.DefaultMaxWaiters}
+	for _, v := range []struct {
+		name string
+		set  func(float64)
+		intg bool
+	}{
+		{"LEASE_TTL_MS", func(ms float64) { l.ttl = clock.FromMillis(ms) }, false},
+		{"LEASE_MAX_WAIT_MS", func(ms float64) { l.maxWait = clock.FromMillis(ms) }, true},
+		{"LEASE_MAX_WAITERS", func(n float64) { l.maxWaiters = int(n) }, true},
+	} {
+		s := cloudflare.Getenv(v.name)
+		if s == "" {
+			continue
+		}
+		n, err := strconv.ParseFloat(s, 64)
+		if err != nil || !(n > 0) || math.IsInf(n, 0) || (v.intg && (n != math.Trunc(n) || n > 1<<31)) {
+			return l, errors.New(v.name + " must be a positive number, got " + strconv.Quote(s))
+		}
+		v.set(n)
+	}
+	return l, nil
+}
+
 // router is the Worker's backend: it forwards a checked call to the Durable
 // Object of its resource and returns the object's answer. It calls the stub
 // with a string body and reads the answer as a string: the stream
-// conversions of a general-purpose fetch cost more than the call itself.
+// conversions of a general-purpose fetch cost more than the call itself. A
+// call that waits stays open in the object until it is answered: the
+// object holds it, and its own timers and the calls it serves wake it.
 type router struct {
-	once sync.Once
-	ns   js.Value
-	err  error
+	limits limits
+	once   sync.Once
+	ns     js.Value
+	err    error
 }
 
 func (r *router) Call(_ context.Context, m wire.Message) (wire.Reply, error) {
+	if r.limits.err != nil {
+		return wire.Reply{}, &wire.Error{Status: 500, Code: wire.CodeInternal, Message: r.limits.err.Error()}
+	}
 	r.once.Do(func() {
 		r.ns = cloudflare.GetBinding(namespaceBinding)
 		if r.ns.IsUndefined() {
@@ -137,28 +183,26 @@ func (t *objectTable) open(_ js.Value, args []js.Value) (result any) {
 	if len(args) != 1 || args[0].Type() != js.TypeObject {
 		return js.Global().Get("Error").New("openObject(storage) takes the object's storage")
 	}
-	ttl := defaultTTL
-	if v := cloudflare.Getenv("LEASE_TTL_MS"); v != "" {
-		ms, err := strconv.ParseFloat(v, 64)
-		if err != nil || !(ms > 0) || math.IsInf(ms, 0) {
-			return js.Global().Get("Error").New("LEASE_TTL_MS must be a positive number of milliseconds, got " + strconv.Quote(v))
-		}
-		ttl = clock.FromMillis(ms)
-	}
-	// The mark is written with each grant (no reserve): a Durable
-	// Object's storage never loses an acknowledged write.
-	store, err := service.NewLocal(service.LocalConfig{Clock: newDateClock("coordinator"), TTL: ttl, Persist: &objectStore{storage: args[0]}})
+	l, err := readLimits()
 	if err != nil {
 		return js.Global().Get("Error").New(err.Error())
 	}
-	svc, err := service.New(service.Config{TTL: ttl, Store: store})
+	// The mark is written with each grant (no reserve): a Durable
+	// Object's storage never loses an acknowledged write.
+	store, err := service.NewLocal(service.LocalConfig{Clock: newDateClock("coordinator"), TTL: l.ttl, Persist: &objectStore{storage: args[0]}})
+	if err != nil {
+		return js.Global().Get("Error").New(err.Error())
+	}
+	// Wake-ups (an expiry with waiters, the end of a wait) are Go timers,
+	// which the Go runtime runs on the isolate's setTimeout.
+	svc, err := service.New(service.Config{TTL: l.ttl, Store: store, MaxWait: l.maxWait, MaxWaiters: l.maxWaiters})
 	if err != nil {
 		return js.Global().Get("Error").New(err.Error())
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.next++
-	t.byHandle[t.next] = &object{handler: wire.NewHandler(svc, wire.HandlerOptions{}), svc: svc, ttl: ttl}
+	t.byHandle[t.next] = &object{handler: wire.NewHandler(svc, wire.HandlerOptions{MaxWait: l.maxWait}), svc: svc, ttl: l.ttl}
 	return t.next
 }
 

@@ -1,0 +1,84 @@
+//go:build linux
+
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lease-fence/lease-fence/internal/faultproxy"
+	"github.com/lease-fence/lease-fence/internal/holdtest"
+	"github.com/lease-fence/lease-fence/service/wire"
+)
+
+// startHoldTarget starts a durable coordinator with the TTL ttl and its
+// debug endpoint, and a fault proxy in front of it.
+func startHoldTarget(t *testing.T, ttl time.Duration, args ...string) *holdtest.Target {
+	t.Helper()
+	var errs lockedBuilder
+	args = append([]string{"-init", "-state", t.TempDir() + "/state", "-ttl", ttl.String(), "-debug-addr", "127.0.0.1:0"}, args...)
+	srv := startChildLogged(t, &errs, args...)
+	var debug string
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, rest, ok := strings.Cut(errs.String(), "debug on "); ok {
+			debug = strings.TrimSuffix(strings.Fields(rest)[0], "/debug/memory")
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no debug line in %q", errs.String())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	proxy, err := faultproxy.Start(srv.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(proxy.Close)
+	return &holdtest.Target{Name: "native", Proxy: proxy, TTL: ttl, KeptPlaces: holdtest.KeptPlacesAt(debug)}
+}
+
+// TestWaiting runs the server side of the holding suite (internal/holdtest)
+// against the real server, durable, through the fault proxy.
+func TestWaiting(t *testing.T) {
+	tg := startHoldTarget(t, 1500*time.Millisecond)
+	t.Run("ArrivalOrder", func(t *testing.T) { holdtest.ArrivalOrder(t, tg) })
+	t.Run("Handover", func(t *testing.T) {
+		rel, exp := holdtest.Handover(t, tg)
+		t.Logf("handover %v after the release, %v after the expiry", rel, exp)
+	})
+	t.Run("GoneWaiter", func(t *testing.T) { holdtest.GoneWaiter(t, tg) })
+	t.Run("RetriedWaiter", func(t *testing.T) { holdtest.RetriedWaiter(t, tg) })
+	t.Run("Inspect", func(t *testing.T) { holdtest.Inspect(t, tg) })
+}
+
+// TestWaitOutlastsTheServersTimeouts: a call that waits longer than the
+// server's read and write timeouts is neither cut off nor cancelled by them
+// (the handler moves its connection's deadlines): it is answered when its
+// wait ends, with the ordinary denial.
+func TestWaitOutlastsTheServersTimeouts(t *testing.T) {
+	srv := startChild(t, "", "-memory", "-read-timeout", "200ms", "-write-timeout", "200ms")
+	a := holder(t, srv.url, "a")
+	ctx := context.Background()
+	if _, err := a.Acquire(ctx, "r"); err != nil {
+		t.Fatal(err)
+	}
+	body := `{"requestId":"w1","resource":"r","holderId":"b","sentAt":{"millis":1,"domain":"b"},"kind":"acquire","secret":"0123456789abcdef","waitMillis":1000}`
+	start := time.Now()
+	resp, err := http.Post(srv.url+"/v1/acquire", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatalf("the waiting call was cut off after %v: %v", time.Since(start), err)
+	}
+	defer resp.Body.Close()
+	var reply wire.Reply
+	if err := json.NewDecoder(resp.Body).Decode(&reply); err != nil || resp.StatusCode != 200 || reply.HeldBy != "a" {
+		t.Fatalf("after %v: %d %+v %v", time.Since(start), resp.StatusCode, reply, err)
+	}
+	if d := time.Since(start); d < time.Second {
+		t.Fatalf("answered after %v, before its wait ended", d)
+	}
+}

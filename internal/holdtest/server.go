@@ -1,0 +1,426 @@
+//go:build !js
+
+// Package holdtest is the suite of waiting, inspecting, holding and
+// elections that runs against every coordinator: the native server
+// (cmd/coordinator's tests start it as a child process) and the Worker
+// under wrangler dev (test/worker), each through a faultproxy. The server
+// tests speak the protocol with plain JSON bodies, so that what they check
+// is the server; the client tests (client.go) check wire.Client's Hold, Do
+// and elections on top.
+package holdtest
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/lease-fence/lease-fence/internal/faultproxy"
+	"github.com/lease-fence/lease-fence/service/wire"
+)
+
+// Target is a coordinator under test.
+type Target struct {
+	Name  string
+	Proxy *faultproxy.Proxy // every call goes through it
+	TTL   time.Duration     // the coordinator's lease length
+	// KeptPlaces, if not nil, reports how many places the coordinator
+	// keeps with no call attached (the native server's /debug/waiting).
+	// Nil means the coordinator cannot tell that a client went away (the
+	// Worker: workerd does not report a client's disconnect to the Worker
+	// or its Durable Object).
+	KeptPlaces func() (int, error)
+}
+
+// The tests of the suite run one at a time against their coordinator, each
+// on resources of its own: nothing else is granted meanwhile, so each new
+// fence is the last one plus 1 (the native server's counter is shared by
+// every resource, the Worker's is the resource's own).
+
+// Bound is how long a handover may take in these tests before they fail:
+// far above what it takes on a loaded machine (milliseconds), far below
+// the waits the waiters ask for (30 s), so a grant inside it can only come
+// from the coordinator's own wake-up.
+const Bound = 3 * time.Second
+
+// unique returns a resource name no earlier run used.
+func unique(prefix string) string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return prefix + "-" + hex.EncodeToString(b[:])
+}
+
+// holder is one side of the raw protocol: a holder id, and the secret of
+// its acquisition.
+type holder struct {
+	id, secret string
+}
+
+func newHolder(id string) holder { return holder{id: id, secret: "secret-of-" + id + "-0123456789"} }
+
+func (h holder) acquireBody(reqID, resource string, wait time.Duration) string {
+	w := ""
+	if wait > 0 {
+		w = `,"waitMillis":` + strconv.FormatInt(wait.Milliseconds(), 10)
+	}
+	return fmt.Sprintf(`{"requestId":%q,"resource":%q,"holderId":%q,"sentAt":{"millis":1,"domain":%q},"kind":"acquire","secret":%q%s}`,
+		reqID, resource, h.id, h.id, h.secret, w)
+}
+
+func (h holder) releaseBody(reqID, resource string, fence uint64) string {
+	return fmt.Sprintf(`{"requestId":%q,"resource":%q,"holderId":%q,"fence":%d,"secret":%q}`, reqID, resource, h.id, fence, h.secret)
+}
+
+// answer is a call's outcome.
+type answer struct {
+	status int
+	reply  wire.Reply
+	raw    string
+	err    error
+	at     time.Time // when it came
+}
+
+var client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, DisableCompression: true}}
+
+// post sends body to path through the target's proxy.
+func (tg *Target) post(ctx context.Context, path, body string) answer {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, tg.Proxy.URL+path, bytes.NewReader([]byte(body)))
+	if err != nil {
+		return answer{err: err}
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := client.Do(req)
+	if err != nil {
+		return answer{err: err, at: time.Now()}
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	a := answer{status: resp.StatusCode, raw: string(data), err: err, at: time.Now()}
+	if err == nil && resp.StatusCode == http.StatusOK {
+		a.err = json.Unmarshal(data, &a.reply)
+	}
+	return a
+}
+
+func (tg *Target) async(ctx context.Context, path, body string) <-chan answer {
+	ch := make(chan answer, 1)
+	go func() { ch <- tg.post(ctx, path, body) }()
+	return ch
+}
+
+func got(t *testing.T, what string, ch <-chan answer) answer {
+	t.Helper()
+	select {
+	case a := <-ch:
+		return a
+	case <-time.After(60 * time.Second):
+		t.Fatalf("%s: no answer after 60 s", what)
+	}
+	return answer{}
+}
+
+func pending(t *testing.T, what string, ch <-chan answer) {
+	t.Helper()
+	select {
+	case a := <-ch:
+		t.Fatalf("%s was answered too early: %d %s %v", what, a.status, a.raw, a.err)
+	default:
+	}
+}
+
+func granted(t *testing.T, what string, a answer, holderID string) *wire.Grant {
+	t.Helper()
+	if a.err != nil || a.status != 200 || !a.reply.OK || a.reply.Grant == nil || a.reply.Grant.HolderID != holderID {
+		t.Fatalf("%s: not granted to %s: %d %s %v", what, holderID, a.status, a.raw, a.err)
+	}
+	return a.reply.Grant
+}
+
+func (tg *Target) acquire(t *testing.T, h holder, reqID, resource string) *wire.Grant {
+	t.Helper()
+	return granted(t, "acquire "+resource, tg.post(context.Background(), "/v1/acquire", h.acquireBody(reqID, resource, 0)), h.id)
+}
+
+func (tg *Target) release(t *testing.T, h holder, resource string, fence uint64) time.Time {
+	t.Helper()
+	a := tg.post(context.Background(), "/v1/release", h.releaseBody(unique("rel"), resource, fence))
+	if a.err != nil || a.status != 200 || !a.reply.OK {
+		t.Fatalf("release of %s by %s: %d %s %v", resource, h.id, a.status, a.raw, a.err)
+	}
+	return a.at
+}
+
+// queue sends h's waiting acquisition (30 s) and returns once the
+// coordinator has it in the queue. The barrier is a copy of the same call
+// (same request id and secret) that waits 1 ms: a retry shares its place,
+// so the place exists, in the queue's order, by the time the copy is
+// answered (denied: the resource is held), whichever of the two the
+// coordinator saw first.
+func (tg *Target) queue(t *testing.T, ctx context.Context, h holder, reqID, resource string) <-chan answer {
+	t.Helper()
+	ch := tg.async(ctx, "/v1/acquire", h.acquireBody(reqID, resource, 30*time.Second))
+	a := tg.post(context.Background(), "/v1/acquire", h.acquireBody(reqID, resource, time.Millisecond))
+	if a.err != nil || a.status != 200 || a.reply.OK || a.reply.HeldBy == "" {
+		t.Fatalf("the barrier copy of %s's waiting call: %d %s %v", h.id, a.status, a.raw, a.err)
+	}
+	return ch
+}
+
+// ArrivalOrder: eight waiters on a held resource are granted in the order
+// they arrived, each as soon as the one before releases, each with a new,
+// higher fence.
+func ArrivalOrder(t *testing.T, tg *Target) {
+	res := unique("order")
+	h0 := newHolder("order-h0")
+	g := tg.acquire(t, h0, unique("q"), res)
+	var waits []<-chan answer
+	var hs []holder
+	for i := 1; i <= 8; i++ {
+		h := newHolder("order-w" + strconv.Itoa(i))
+		hs = append(hs, h)
+		waits = append(waits, tg.queue(t, context.Background(), h, unique("q"), res))
+	}
+	cur, fence := h0, g.Fence
+	for i, ch := range waits {
+		for j, later := range waits[i:] {
+			pending(t, "waiter "+strconv.Itoa(i+j+1), later)
+		}
+		tg.release(t, cur, res, fence)
+		next := granted(t, "waiter "+strconv.Itoa(i+1), got(t, "waiter "+strconv.Itoa(i+1), ch), hs[i].id)
+		if next.Fence != fence+1 {
+			t.Fatalf("waiter %d got fence %d after %d", i+1, next.Fence, fence)
+		}
+		cur, fence = hs[i], next.Fence
+	}
+	tg.release(t, cur, res, fence)
+}
+
+// Handover: a waiter gets the lease promptly when it is released, and when
+// it expires (by the coordinator's own timer: nothing else is sent), never
+// before the expiry. It returns the two latencies: release answered to
+// grant received, and expiry to grant received (measured against the
+// expiry the coordinator reported, converted through the grant's TTL).
+func Handover(t *testing.T, tg *Target) (afterRelease, afterExpiry time.Duration) {
+	res := unique("handover")
+	a, b, c := newHolder("handover-a"), newHolder("handover-b"), newHolder("handover-c")
+	ga := tg.acquire(t, a, unique("q"), res)
+	wb := tg.queue(t, context.Background(), b, unique("q"), res)
+	released := tg.release(t, a, res, ga.Fence)
+	ab := got(t, "b after the release", wb)
+	gb := granted(t, "b after the release", ab, b.id)
+	afterRelease = ab.at.Sub(released)
+	if afterRelease > Bound {
+		t.Fatalf("b got the lease %v after the release", afterRelease)
+	}
+	// c waits behind b's lease, which b neither renews nor releases.
+	sent := time.Now()
+	wc := tg.queue(t, context.Background(), c, unique("q"), res)
+	ac := got(t, "c after the expiry", wc)
+	gc := granted(t, "c after the expiry", ac, c.id)
+	// b's lease ends TTL after it was decided, which was before sent - …;
+	// c's grant is decided at or after it, and so expires at least a TTL
+	// after b's.
+	if gc.CoordinatorExpiresAt.Millis < gb.CoordinatorExpiresAt.Millis+gb.TTLMillis {
+		t.Fatalf("c's grant (expiring at %v) was decided before b's lease expired at %v", gc.CoordinatorExpiresAt.Millis, gb.CoordinatorExpiresAt.Millis)
+	}
+	// b's expiry, in this process's time: its grant arrived after it was
+	// decided, so b's expiry is at most ab.at + TTL.
+	expiry := ab.at.Add(tg.TTL)
+	afterExpiry = max(ac.at.Sub(expiry), 0)
+	if ac.at.Sub(expiry) > Bound {
+		t.Fatalf("c got the lease %v after b's lease expired (it asked %v before)", ac.at.Sub(expiry), expiry.Sub(sent))
+	}
+	tg.release(t, c, res, gc.Fence)
+	return afterRelease, afterExpiry
+}
+
+// GoneWaiter: a waiter whose client went away is passed over: the next
+// waiter gets the lease at the release. On a coordinator that cannot tell
+// (KeptPlaces nil: the Worker), the gone waiter is granted and the next
+// one gets the lease when that lease expires, by the coordinator's timer:
+// what the test checks there.
+func GoneWaiter(t *testing.T, tg *Target) {
+	res := unique("gone")
+	a, b, c := newHolder("gone-a"), newHolder("gone-b"), newHolder("gone-c")
+	ga := tg.acquire(t, a, unique("q"), res)
+	bctx, leave := context.WithCancel(context.Background())
+	wb := tg.queue(t, bctx, b, unique("q"), res)
+	wc := tg.queue(t, context.Background(), c, unique("q"), res)
+	var kept0 int
+	if tg.KeptPlaces != nil {
+		var err error
+		if kept0, err = tg.KeptPlaces(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	leave()
+	if ab := got(t, "b", wb); ab.err == nil {
+		t.Fatalf("b's call, ended by b, was answered %d %s", ab.status, ab.raw)
+	}
+	if tg.KeptPlaces != nil {
+		// The coordinator saw b go: its place is kept, with no call.
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			n, err := tg.KeptPlaces()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n == kept0+1 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the coordinator still keeps %d places with no call, want %d", n, kept0+1)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	released := tg.release(t, a, res, ga.Fence)
+	ac := got(t, "c", wc)
+	gc := granted(t, "c", ac, c.id)
+	lag := ac.at.Sub(released)
+	if tg.KeptPlaces != nil {
+		if gc.Fence != ga.Fence+1 || lag > Bound {
+			t.Fatalf("c got fence %d %v after a's (%d) release: b was not passed over", gc.Fence, lag, ga.Fence)
+		}
+	} else {
+		// b's grant went nowhere; c gets the lease when it expires.
+		if gc.Fence != ga.Fence+2 || lag < tg.TTL-Bound || lag > tg.TTL+Bound {
+			t.Fatalf("c got fence %d %v after a's (%d) release; want %d about a TTL (%v) later", gc.Fence, lag, ga.Fence, ga.Fence+2, tg.TTL)
+		}
+	}
+	tg.release(t, c, res, gc.Fence)
+}
+
+// RetriedWaiter: a waiting acquisition whose client gives up and sends it
+// again (same request id and secret), and whose grant's reply is then lost
+// and sent again, keeps one place and gets one fence: the waiter queued
+// after it gets the very next fence once it releases.
+func RetriedWaiter(t *testing.T, tg *Target) {
+	res := unique("retried")
+	a, b, c := newHolder("retried-a"), newHolder("retried-b"), newHolder("retried-c")
+	ga := tg.acquire(t, a, unique("q"), res)
+	bID := unique("q")
+	// b's first call: its client gives up while it waits.
+	bctx, giveUp := context.WithCancel(context.Background())
+	first := tg.queue(t, bctx, b, bID, res)
+	wc := tg.queue(t, context.Background(), c, unique("q"), res)
+	giveUp()
+	got(t, "b's first call", first)
+	// b sends it again; the reply to it (the grant) is lost, so b sends it
+	// once more.
+	body := b.acquireBody(bID, res, 30*time.Second)
+	tg.Proxy.SetPolicy(func(call *faultproxy.Call) faultproxy.Action {
+		if call.Path == "/v1/acquire" && bytes.Equal(call.Body, []byte(body)) {
+			tg.Proxy.SetPolicy(nil)
+			return faultproxy.Action{Drop: true}
+		}
+		return faultproxy.Action{}
+	})
+	retry := tg.async(context.Background(), "/v1/acquire", body)
+	a2 := tg.post(context.Background(), "/v1/acquire", b.acquireBody(bID, res, time.Millisecond)) // the barrier
+	if a2.err != nil || a2.reply.OK {
+		t.Fatalf("barrier: %d %s %v", a2.status, a2.raw, a2.err)
+	}
+	tg.release(t, a, res, ga.Fence)
+	if r := got(t, "b's retry", retry); r.err == nil {
+		t.Fatalf("the dropped reply came through: %d %s", r.status, r.raw)
+	}
+	gb := granted(t, "b's last retry", tg.post(context.Background(), "/v1/acquire", body), b.id)
+	if gb.Fence != ga.Fence+1 {
+		t.Fatalf("b got fence %d after %d", gb.Fence, ga.Fence)
+	}
+	pending(t, "c while b holds", wc)
+	tg.release(t, b, res, gb.Fence)
+	gc := granted(t, "c", got(t, "c", wc), c.id)
+	if gc.Fence != gb.Fence+1 {
+		t.Fatalf("c got fence %d after b's %d: b had a second place or fence", gc.Fence, gb.Fence)
+	}
+	tg.release(t, c, res, gc.Fence)
+}
+
+// Inspect: the answers of /v1/inspect, and an observer woken by a grant, a
+// release and an expiry.
+func Inspect(t *testing.T, tg *Target) {
+	res := unique("inspect")
+	ctx := context.Background()
+	inspect := func(body string) answer {
+		t.Helper()
+		a := tg.post(ctx, "/v1/inspect", body)
+		if a.err != nil || a.status != 200 || !a.reply.OK || a.reply.Held == nil {
+			t.Fatalf("inspect %s: %d %s %v", body, a.status, a.raw, a.err)
+		}
+		return a
+	}
+	if a := inspect(`{"resource":"` + res + `"}`); a.raw != `{"ok":true,"held":false,"lastFence":0}` {
+		t.Fatalf("a resource never held: %s", a.raw)
+	}
+	h := newHolder("inspect-a")
+	ob := tg.async(ctx, "/v1/inspect", `{"resource":"`+res+`","afterFence":0,"waitMillis":30000}`)
+	g := tg.acquire(t, h, unique("q"), res)
+	if a := got(t, "observer of the grant", ob); a.err != nil || a.reply.Current() != g.Fence || a.reply.HolderID != h.id {
+		t.Fatalf("the observer of the grant saw %d %s %v", a.status, a.raw, a.err)
+	}
+	a := inspect(`{"resource":"` + res + `"}`)
+	if a.reply.Current() != g.Fence || a.reply.HolderID != h.id || a.reply.RemainingMillis <= 0 || a.reply.RemainingMillis > g.TTLMillis || a.reply.LastFence != nil {
+		t.Fatalf("a held resource: %s", a.raw)
+	}
+	// Whether the release comes before or after the observer registers,
+	// it answers with the resource free.
+	ob = tg.async(ctx, "/v1/inspect", fmt.Sprintf(`{"resource":%q,"afterFence":%d,"waitMillis":30000}`, res, g.Fence))
+	tg.release(t, h, res, g.Fence)
+	if a := got(t, "observer of the release", ob); a.err != nil || a.reply.Current() != 0 || a.reply.LastFence == nil || *a.reply.LastFence != g.Fence {
+		t.Fatalf("the observer of the release saw %d %s %v", a.status, a.raw, a.err)
+	}
+	g2 := tg.acquire(t, h, unique("q"), res)
+	start := time.Now()
+	ob = tg.async(ctx, "/v1/inspect", fmt.Sprintf(`{"resource":%q,"afterFence":%d,"waitMillis":%d}`, res, g2.Fence, (tg.TTL+30*time.Second).Milliseconds()))
+	a = got(t, "observer of the expiry", ob)
+	if a.err != nil || a.reply.Current() != 0 || *a.reply.LastFence != g2.Fence || time.Since(start) > tg.TTL+Bound {
+		t.Fatalf("the observer of the expiry saw %d %s %v after %v", a.status, a.raw, a.err, time.Since(start))
+	}
+	for _, bad := range []struct {
+		body string
+		code string
+	}{
+		{`{"resource":"r","waitMillis":5}`, wire.CodeInvalidValue},
+		{`{"resource":"r","secret":"0123456789abcdef"}`, wire.CodeUnknownField},
+		{`{"resource":"r","afterFence":1,"waitMillis":` + strconv.Itoa(wire.MaxWaitMillis) + `}`, wire.CodeInvalidValue},
+	} {
+		a := tg.post(ctx, "/v1/inspect", bad.body)
+		if e := wire.ParseError(a.status, []byte(a.raw)); e == nil || e.Code != bad.code || a.status != 400 {
+			t.Fatalf("%s: %d %s, want %s", bad.body, a.status, a.raw, bad.code)
+		}
+	}
+}
+
+var errNoDebug = errors.New("holdtest: no debug endpoint")
+
+// KeptPlacesAt reads the kept places from a native coordinator's
+// /debug/waiting at base (http://HOST:PORT).
+func KeptPlacesAt(base string) func() (int, error) {
+	return func() (int, error) {
+		if base == "" {
+			return 0, errNoDebug
+		}
+		resp, err := http.Get(base + "/debug/waiting")
+		if err != nil {
+			return 0, err
+		}
+		defer resp.Body.Close()
+		var st struct {
+			Kept int `json:"kept"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+			return 0, err
+		}
+		return st.Kept, nil
+	}
+}

@@ -1,0 +1,135 @@
+//go:build e2e
+
+package workere2e
+
+import (
+	"bufio"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/lease-fence/lease-fence/internal/faultproxy"
+	"github.com/lease-fence/lease-fence/internal/holdtest"
+)
+
+// holdTTL is the lease length of the second runtime, which the holding
+// suite uses: short, so that expiries happen within the test.
+const holdTTL = 2 * time.Second
+
+// holdRuntime is a second `wrangler dev`, with LEASE_TTL_MS of holdTTL,
+// started by the first test that needs it and stopped by TestMain.
+var holdRuntime struct {
+	once  sync.Once
+	cmd   *exec.Cmd
+	url   string
+	err   error
+	log   lockedBuffer
+	proxy *faultproxy.Proxy
+}
+
+func startHoldRuntime() (*holdtest.Target, error) {
+	holdRuntime.once.Do(func() {
+		holdRuntime.err = func() error {
+			root, err := filepath.Abs("../..")
+			if err != nil {
+				return err
+			}
+			dir, err := os.MkdirTemp("", "lease-fence-e2e-hold-")
+			if err != nil {
+				return err
+			}
+			cmd := exec.Command(filepath.Join(root, "node_modules/.bin/wrangler"), "dev",
+				"--ip", "127.0.0.1", "--port", "0", "--persist-to", dir, "--log-level", "info", "--show-interactive-dev-session=false",
+				"--var", "LEASE_TTL_MS:"+strconv.FormatInt(holdTTL.Milliseconds(), 10))
+			cmd.Dir = filepath.Join(root, "wasm/worker")
+			cmd.Env = append(os.Environ(), "WRANGLER_SEND_METRICS=false", "CLOUDFLARE_CF_FETCH_ENABLED=false", "CI=1", "NO_COLOR=1")
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+			out, err := cmd.StdoutPipe()
+			if err != nil {
+				return err
+			}
+			cmd.Stderr = &holdRuntime.log
+			if err := cmd.Start(); err != nil {
+				return err
+			}
+			holdRuntime.cmd = cmd
+			found := make(chan string, 1)
+			go func() {
+				sc := bufio.NewScanner(out)
+				sent := false
+				for sc.Scan() {
+					holdRuntime.log.Write([]byte(sc.Text() + "\n"))
+					if m := readyLine.FindStringSubmatch(sc.Text()); m != nil && !sent {
+						found <- m[1]
+						sent = true
+					}
+				}
+				close(found)
+				os.RemoveAll(dir)
+			}()
+			select {
+			case a, ok := <-found:
+				if !ok {
+					return errors.New("the second wrangler dev exited before it was ready:\n" + holdRuntime.log.String())
+				}
+				holdRuntime.url = "http://" + a
+			case <-time.After(90 * time.Second):
+				return errors.New("the second wrangler dev was not ready after 90s")
+			}
+			holdRuntime.proxy, err = faultproxy.Start(holdRuntime.url)
+			return err
+		}()
+	})
+	if holdRuntime.err != nil {
+		return nil, holdRuntime.err
+	}
+	return &holdtest.Target{Name: "worker", Proxy: holdRuntime.proxy, TTL: holdTTL}, nil
+}
+
+// stopHoldRuntime ends the second runtime, if it was started.
+func stopHoldRuntime() {
+	if holdRuntime.cmd == nil {
+		return
+	}
+	if holdRuntime.proxy != nil {
+		holdRuntime.proxy.Close()
+	}
+	_ = syscall.Kill(-holdRuntime.cmd.Process.Pid, syscall.SIGINT)
+	done := make(chan struct{})
+	go func() { _ = holdRuntime.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(15 * time.Second):
+		_ = syscall.Kill(-holdRuntime.cmd.Process.Pid, syscall.SIGKILL)
+		<-done
+	}
+}
+
+func holdTarget(t *testing.T) *holdtest.Target {
+	t.Helper()
+	tg, err := startHoldRuntime()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tg
+}
+
+// TestWaiting runs the server side of the holding suite against the Worker:
+// each waiting call is held open in its resource's Durable Object.
+func TestWaiting(t *testing.T) {
+	tg := holdTarget(t)
+	t.Run("ArrivalOrder", func(t *testing.T) { holdtest.ArrivalOrder(t, tg) })
+	t.Run("Handover", func(t *testing.T) {
+		rel, exp := holdtest.Handover(t, tg)
+		t.Logf("handover %v after the release, %v after the expiry", rel, exp)
+	})
+	t.Run("GoneWaiter", func(t *testing.T) { holdtest.GoneWaiter(t, tg) })
+	t.Run("RetriedWaiter", func(t *testing.T) { holdtest.RetriedWaiter(t, tg) })
+	t.Run("Inspect", func(t *testing.T) { holdtest.Inspect(t, tg) })
+}
