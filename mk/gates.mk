@@ -35,9 +35,13 @@ bench-sqlfence:
 
 # Commits per second through the gates in databases, next to the same write
 # unfenced on the same store, 1 and 8 writers, Go and JavaScript side by
-# side, interleaved in one run (PostgreSQL with fsync, Redis with
-# appendfsync always); min/median/max over rounds and the load. A few
-# minutes: `make bench-gates BENCH_GATES_ARGS="5 400 40"` (rounds, commits a side, chunk).
+# side, interleaved in one run (PostgreSQL with fsync, SQLite in WAL with
+# synchronous=FULL, Redis with appendfsync always); min/median/max over
+# rounds and the load. A few minutes: `make bench-gates
+# BENCH_GATES_ARGS="5 400 40"` (rounds, commits a side, chunk); add
+# `--baseline REV` to measure the gates of git revision REV as a third side
+# of each configuration (a change against its predecessor, in one run), and
+# `--only REGEX` to keep some configurations.
 BENCH += bench-gates
 BENCH_GATES_ARGS ?= 5 400 40
 .PHONY: bench-gates

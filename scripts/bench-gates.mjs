@@ -3,31 +3,78 @@
 // JavaScript side by side, interleaved in one run:
 //   PostgreSQL (fsync on): Go gates/sqlfence and JS lease-fence/sql, against
 //     BEGIN; INSERT; COMMIT without the gate;
+//   SQLite (WAL, synchronous=FULL, as fence-proxy keeps its state): Go
+//     gates/sqlfence, against the same transaction without the gate;
 //   Redis (AOF, appendfsync always): Go gates/redisfence and JS
 //     lease-fence/redis, against the RPUSH alone.
 // Every fenced commit presents one token (all admitted): the figure is the
 // price of the check. Each round measures every configuration once, in the
-// same order; within a configuration the two sides alternate in chunks of
+// same order; within a configuration the sides alternate in chunks of
 // `chunk` commits (fenced, unfenced, fenced, ...) so that the noise of other
-// processes falls on both alike, and each side's rate is its commits over
-// its summed time. The ratio unfenced/fenced (the cost of fencing, 1.0 =
-// free) is taken within a round, then min/median/max over rounds.
-// Usage: node scripts/bench-gates.mjs [rounds] [commits per side] [chunk]
-import { spawn } from 'node:child_process';
+// processes falls on all alike, and each side's rate is its commits over its
+// summed time. The cost unfenced/fenced (1.0 = free) is taken within a
+// round, then min/median/max over rounds.
+//
+// --baseline REV adds a third side to each configuration: the gates as they
+// were at git revision REV (Go: internal/gatecli built from REV's tree; JS:
+// REV's lease-fence/sql and lease-fence/redis modules), in the same
+// alternation, so a change to a gate is measured against its predecessor in
+// one run. --only REGEX keeps the configurations whose name matches.
+// Usage: node scripts/bench-gates.mjs [rounds] [commits per side] [chunk] [--baseline REV] [--only REGEX]
+import { execFileSync, spawn } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import os from 'node:os';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import pg from 'pg';
 import { redisGate, sqlGate } from '../test/gates/adapters.mjs';
 import { root, startRedis } from '../test/gates/servers.mjs';
 
-const rounds = Number(process.argv[2] ?? 5);
-const n = Number(process.argv[3] ?? 400);
-const chunk = Number(process.argv[4] ?? 40);
+const argv = process.argv.slice(2);
+const flag = (name) => {
+  const i = argv.indexOf(name);
+  if (i < 0) return null;
+  const [, v] = argv.splice(i, 2);
+  return v;
+};
+const baseline = flag('--baseline');
+const only = flag('--only');
+const onlyRe = only ? new RegExp(only) : null;
+const rounds = Number(argv[0] ?? 5);
+const n = Number(argv[1] ?? 400);
+const chunk = Number(argv[2] ?? 40);
 const load = () => os.loadavg().map((x) => x.toFixed(2)).join(' ');
-console.log(`load before: ${load()}  (${os.cpus().length} cores)  rounds ${rounds}, ${n} commits a side in chunks of ${chunk}`);
+const git = (...a) => execFileSync('git', a, { cwd: root, encoding: 'utf8' }).trim();
+const head = git('rev-parse', '--short', 'HEAD') + (git('status', '--porcelain', '--untracked-files=no') ? '+changes' : '');
+console.log(`load before: ${load()}  (${os.cpus().length} cores)  rounds ${rounds}, ${n} commits a side in chunks of ${chunk}; gates at ${head}` +
+  (baseline ? `, baseline ${baseline}` : ''));
 
-function lineProc(args) {
-  const proc = spawn(process.env.GO ?? 'go', args, { cwd: root, stdio: ['pipe', 'pipe', 'inherit'] });
+// The baseline's gates: REV's tree exported under out/bench, its gatecli
+// built there (its own go.mod), its JS gate modules copied beside this
+// build (they import 'lease-fence', this build's, so the error classes are
+// the same).
+let base = null;
+if (baseline) {
+  const rev = git('rev-parse', '--short', baseline);
+  const dir = join(root, 'out', 'bench', `baseline-${rev}`);
+  rmSync(dir, { recursive: true, force: true });
+  mkdirSync(dir, { recursive: true });
+  execFileSync('sh', ['-c', `git archive ${rev} | tar -x -C ${dir}`], { cwd: root });
+  execFileSync(process.env.GO ?? 'go', ['build', '-o', join(dir, 'gatecli'), './internal/gatecli'], { cwd: dir, stdio: 'inherit' });
+  const js = join(root, 'out', 'bench', `js-${rev}`);
+  mkdirSync(js, { recursive: true });
+  for (const f of ['sql.mjs', 'redis.mjs', 'gate-common.mjs']) writeFileSync(join(js, f), readFileSync(join(dir, 'wasm', 'js', f)));
+  base = {
+    rev,
+    gatecli: join(dir, 'gatecli'),
+    sql: await import(pathToFileURL(join(js, 'sql.mjs')).href),
+    redis: await import(pathToFileURL(join(js, 'redis.mjs')).href),
+  };
+}
+
+function lineProc(cmd, args) {
+  const proc = spawn(cmd, args, { cwd: root, stdio: ['pipe', 'pipe', 'inherit'] });
   const waiting = [];
   createInterface({ input: proc.stdout }).on('line', (l) => waiting.shift()?.(l));
   return {
@@ -38,7 +85,12 @@ function lineProc(args) {
   };
 }
 
-const pgProc = lineProc(['run', './internal/pgtest/pgserver', '-durable']);
+const GO = process.env.GO ?? 'go';
+const gatecli = join(root, 'out', 'bench', 'gatecli');
+mkdirSync(join(root, 'out', 'bench'), { recursive: true });
+execFileSync(GO, ['build', '-o', gatecli, './internal/gatecli'], { cwd: root, stdio: 'inherit' });
+
+const pgProc = lineProc(GO, ['run', './internal/pgtest/pgserver', '-durable']);
 const pgUrl = await pgProc.next();
 const redisServer = await startRedis();
 const admin = new pg.Client({ connectionString: pgUrl });
@@ -47,21 +99,37 @@ await admin.query('CREATE DATABASE bench');
 await admin.end();
 const sqlUrl = pgUrl.replace('/postgres?', '/bench?');
 const redisAddr = `${redisServer.url} bench-`;
+const tmp = mkdtempSync(join(os.tmpdir(), 'bench-gates-'));
+const sqliteAddr = `sqlite:${join(tmp, 'bench.db')}`;
 
 const jsSql = await sqlGate(sqlUrl);
 jsSql.pool.options.max = 10;
 const jsRedis = await redisGate(redisAddr);
-const goSql = lineProc(['run', './internal/gatecli', sqlUrl]);
-const goRedis = lineProc(['run', './internal/gatecli', redisAddr]);
+const go = { sql: lineProc(gatecli, [sqlUrl]), sqlite: lineProc(gatecli, [sqliteAddr]), redis: lineProc(gatecli, [redisAddr]) };
+const goBase = base && {
+  sql: lineProc(base.gatecli, [sqlUrl]), redis: lineProc(base.gatecli, [redisAddr]),
+  // A baseline without SQLite in its gatecli has no SQLite side.
+  sqlite: git('show', `${base.rev}:internal/gatecli/main.go`).includes('sqlite:') ? lineProc(base.gatecli, [sqliteAddr]) : null,
+};
+const jsBase = base && {
+  sql: await base.sql.openSqlFence(jsSql.pool),
+  redis: base.redis.openRedisFence(jsRedis.client, { prefix: 'bench-' }),
+};
 
 const token = (resource) => ({ resource, holderId: 'bench', fence: 1 });
-async function jsBench(kind, writers, fenced, count) {
+// jsBench: count commits by `writers` concurrent writers; side is
+// 'fenced', 'base' or 'unfenced'. Returns seconds.
+async function jsBench(kind, writers, side, count) {
   const resource = `bench-${kind}`;
   let left = count;
   const one = async (w, i) => {
     const v = `bench#${w}#${i}`;
     if (kind === 'sql') {
-      if (fenced) return jsSql.commit(token(resource), { value: v });
+      if (side === 'fenced') return jsSql.commit(token(resource), { value: v });
+      if (side === 'base') {
+        return jsBase.sql.commit(token(resource), (client) =>
+          client.query('INSERT INTO gatetest_values (resource, value) VALUES ($1, $2)', [resource, v]));
+      }
       const c = await jsSql.pool.connect();
       try {
         await c.query('BEGIN');
@@ -70,8 +138,10 @@ async function jsBench(kind, writers, fenced, count) {
       } finally { c.release(); }
       return undefined;
     }
-    if (fenced) return jsRedis.commit(token(resource), { value: v });
-    return jsRedis.client.rPush(jsRedis.key(resource), v);
+    if (side === 'fenced') return jsRedis.commit(token(resource), { value: v });
+    const k = jsRedis.key(resource);
+    if (side === 'base') return jsBase.redis.commit(token(resource), { keys: [k], commands: [['RPUSH', k, v]] });
+    return jsRedis.client.rPush(k, v);
   };
   const start = performance.now();
   await Promise.all(Array.from({ length: writers }, async (_, w) => {
@@ -80,53 +150,71 @@ async function jsBench(kind, writers, fenced, count) {
   return (performance.now() - start) / 1000;
 }
 // goBench returns the seconds the Go writer took (its own clock).
-async function goBench(kind, writers, fenced, count) {
-  const p = kind === 'sql' ? goSql : goRedis;
-  const ans = JSON.parse(await p.send(JSON.stringify({ op: 'bench', resource: `bench-${kind}`, writers, n: count, fenced })));
+async function goBench(kind, writers, side, count) {
+  const p = side === 'base' ? goBase[kind] : go[kind];
+  const ans = JSON.parse(await p.send(JSON.stringify({ op: 'bench', resource: `bench-${kind}`, writers, n: count, fenced: side !== 'unfenced' })));
   if (ans.error) throw new Error(ans.error);
   return count / ans.rate;
 }
 
+const names = { sql: 'PostgreSQL', sqlite: 'SQLite', redis: 'Redis' };
 const configs = [];
-for (const kind of ['sql', 'redis']) {
+for (const kind of ['sql', 'sqlite', 'redis']) {
   for (const writers of [1, 8]) {
-    for (const lang of ['go', 'js']) configs.push({ kind, writers, lang });
+    for (const lang of kind === 'sqlite' ? ['go'] : ['go', 'js']) {
+      const name = `${names[kind]} ${lang === 'go' ? 'Go' : 'JS'} w=${writers}`;
+      if (onlyRe && !onlyRe.test(name)) continue;
+      const sides = ['fenced', 'unfenced'];
+      if (base && !(lang === 'go' && !goBase[kind])) sides.splice(1, 0, 'base');
+      configs.push({ kind, writers, lang, name, sides });
+    }
   }
 }
-const rates = new Map(); // key -> { fenced: [], unfenced: [], ratio: [] }
+const rates = new Map(); // name -> { side: [rate per round], cost: [...], baseCost: [...] }
 for (let r = 0; r < rounds; r++) {
   for (const c of configs) {
     const f = c.lang === 'go' ? goBench : jsBench;
-    let tf = 0;
-    let tu = 0;
+    const t = Object.fromEntries(c.sides.map((s) => [s, 0]));
     for (let done = 0; done < n; done += chunk) {
       const k = Math.min(chunk, n - done);
-      tf += await f(c.kind, c.writers, true, k);
-      tu += await f(c.kind, c.writers, false, k);
+      // Rotate the order chunk by chunk, so no side always follows another.
+      const order = c.sides.map((_, i) => c.sides[(i + done / chunk) % c.sides.length]);
+      for (const s of order) t[s] += await f(c.kind, c.writers, s, k);
     }
-    const fenced = n / tf;
-    const unfenced = n / tu;
-    const key = `${c.kind === 'sql' ? 'PostgreSQL' : 'Redis'} ${c.lang === 'go' ? 'Go' : 'JS'} w=${c.writers}`;
-    const e = rates.get(key) ?? { fenced: [], unfenced: [], ratio: [] };
-    e.fenced.push(fenced);
-    e.unfenced.push(unfenced);
-    e.ratio.push(unfenced / fenced);
-    rates.set(key, e);
+    const e = rates.get(c.name) ?? { fenced: [], base: [], unfenced: [], cost: [], baseCost: [], baseOverNew: [] };
+    for (const s of c.sides) e[s].push(n / t[s]);
+    e.cost.push(t.fenced / t.unfenced);
+    if ('base' in t) {
+      e.baseCost.push(t.base / t.unfenced);
+      e.baseOverNew.push(t.base / t.fenced);
+    }
+    rates.set(c.name, e);
   }
   process.stderr.write(`round ${r + 1}/${rounds} done, load ${load()}\n`);
 }
 const mmm = (xs, d = 0) => {
+  if (xs.length === 0) return '-';
   const s = [...xs].sort((a, b) => a - b);
   const med = s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
-  return [s[0], med, s[s.length - 1]].map((x) => x.toFixed(d)).join(' / ');
+  return [s[0], med, s[s.length - 1]].map((x) => x.toLocaleString('en-US', { maximumFractionDigits: d, minimumFractionDigits: d })).join(' / ');
 };
-console.log('\n| commits/s (min / median / max) | fenced | unfenced | cost: unfenced/fenced |');
-console.log('|---|---|---|---|');
-for (const [key, e] of rates) console.log(`| ${key} | ${mmm(e.fenced)} | ${mmm(e.unfenced)} | ${mmm(e.ratio, 2)}x |`);
+const mx = (xs) => (xs.length ? `${mmm(xs, 2)}x` : '-');
+if (base) {
+  console.log(`\n| commits/s (min / median / max) | fenced (${head}) | fenced (${base.rev}) | unfenced | cost (${head}) | cost (${base.rev}) | speed-up: time ${base.rev} / time ${head} |`);
+  console.log('|---|---|---|---|---|---|---|');
+  for (const [key, e] of rates) {
+    console.log(`| ${key} | ${mmm(e.fenced)} | ${mmm(e.base)} | ${mmm(e.unfenced)} | ${mx(e.cost)} | ${mx(e.baseCost)} | ${mx(e.baseOverNew)} |`);
+  }
+} else {
+  console.log('\n| commits/s (min / median / max) | fenced | unfenced | cost: unfenced/fenced |');
+  console.log('|---|---|---|---|');
+  for (const [key, e] of rates) console.log(`| ${key} | ${mmm(e.fenced)} | ${mmm(e.unfenced)} | ${mx(e.cost)} |`);
+}
 console.log(`\nload after: ${load()}`);
 
-await Promise.all([goSql.stop(), goRedis.stop()]);
+await Promise.all([...Object.values(go), ...Object.values(goBase ?? {})].filter(Boolean).map((p) => p.stop()));
 await jsSql.close();
 await jsRedis.close();
 await pgProc.stop();
 await redisServer.stop();
+rmSync(tmp, { recursive: true, force: true });

@@ -1,8 +1,10 @@
 //go:build !js
 
 // Command gatecli is a Go writer for the JavaScript tests that check Go and
-// JavaScript writers share one floor: it opens gates/sqlfence on a
-// PostgreSQL URL or gates/redisfence on "redis://host:port prefix", then
+// JavaScript writers share one floor, and for scripts/bench-gates.mjs: it
+// opens gates/sqlfence on a PostgreSQL URL or on "sqlite:PATH" (WAL,
+// synchronous=FULL, as fence-proxy keeps its state), or gates/redisfence on
+// "redis://host:port prefix", then
 // reads one JSON request a line from standard input and answers one JSON
 // line each:
 //
@@ -34,6 +36,7 @@ import (
 
 	_ "github.com/jackc/pgx/v5/stdlib"
 	"github.com/redis/go-redis/v9"
+	_ "modernc.org/sqlite"
 
 	"github.com/lease-fence/lease-fence/core/fence"
 	"github.com/lease-fence/lease-fence/gates/redisfence"
@@ -81,31 +84,49 @@ func open(ctx context.Context, addr string) (*gate, error) {
 			admit: s.Admit, floor: s.Floor, rejections: s.Rejections,
 		}, nil
 	}
-	db, err := sql.Open("pgx", addr)
+	driver, dialect := "pgx", sqlfence.Postgres
+	insert := `INSERT INTO gatetest_values (resource, value) VALUES ($1, $2)`
+	create := `CREATE TABLE IF NOT EXISTS gatetest_values (id BIGSERIAL PRIMARY KEY, resource TEXT NOT NULL, value TEXT NOT NULL)`
+	if path, ok := strings.CutPrefix(addr, "sqlite:"); ok {
+		driver, dialect = "sqlite", sqlfence.SQLite
+		addr = "file:" + path + "?_pragma=busy_timeout(20000)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)"
+		insert = `INSERT INTO gatetest_values (resource, value) VALUES (?, ?)`
+		create = `CREATE TABLE IF NOT EXISTS gatetest_values (id INTEGER PRIMARY KEY AUTOINCREMENT, resource TEXT NOT NULL, value TEXT NOT NULL)`
+	}
+	db, err := sql.Open(driver, addr)
 	if err != nil {
 		return nil, err
 	}
-	s, err := sqlfence.Open(ctx, db, sqlfence.Options{Dialect: sqlfence.Postgres})
+	s, err := sqlfence.Open(ctx, db, sqlfence.Options{Dialect: dialect})
 	if err != nil {
 		return nil, err
+	}
+	if _, err := db.ExecContext(ctx, create); err != nil && dialect == sqlfence.SQLite {
+		return nil, err // (PostgreSQL: the JavaScript side may have made it at once)
 	}
 	db.SetMaxOpenConns(20)
 	db.SetMaxIdleConns(20)
 	return &gate{
 		plain: func(ctx context.Context, r, v string) error {
-			tx, err := db.BeginTx(ctx, nil)
-			if err != nil {
-				return err
+			var err error
+			for range sqlfence.MaxAttempts { // SQLite's busy, as the Store retries it
+				var tx *sql.Tx
+				if tx, err = db.BeginTx(ctx, nil); err != nil {
+					continue
+				}
+				if _, err = tx.ExecContext(ctx, insert, r, v); err != nil {
+					_ = tx.Rollback()
+					continue
+				}
+				if err = tx.Commit(); err == nil {
+					return nil
+				}
 			}
-			if _, err := tx.ExecContext(ctx, `INSERT INTO gatetest_values (resource, value) VALUES ($1, $2)`, r, v); err != nil {
-				_ = tx.Rollback()
-				return err
-			}
-			return tx.Commit()
+			return err
 		},
 		commit: func(ctx context.Context, tok fence.Token, v string) error {
 			return s.Commit(ctx, tok, func(ctx context.Context, tx *sql.Tx) error {
-				_, err := tx.ExecContext(ctx, `INSERT INTO gatetest_values (resource, value) VALUES ($1, $2)`, tok.Resource, v)
+				_, err := tx.ExecContext(ctx, insert, tok.Resource, v)
 				return err
 			})
 		},
