@@ -29,7 +29,8 @@ test-sqlfence:
 # Commits per second with 1 and 8 writers on SQLite and PostgreSQL, fenced
 # next to the same write without fencing, interleaved in one run, with
 # min/median/max (durable settings: PostgreSQL with fsync, SQLite in WAL with
-# synchronous=FULL). About a minute.
+# synchronous=FULL); then the check-and-raise upsert against the three
+# statements it replaced (BenchmarkFloorStatements). About three minutes.
 bench-sqlfence:
 	GO=$(GO) ./scripts/bench-sqlfence.sh
 

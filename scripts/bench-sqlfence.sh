@@ -2,7 +2,10 @@
 # Commits per second through gates/sqlfence, fenced next to unfenced, on
 # SQLite and PostgreSQL with 1 and 8 writers: runs BenchmarkCommits (whose
 # rounds interleave the configurations) and prints min/median/max per
-# configuration. Usage: scripts/bench-sqlfence.sh [commits per measurement]
+# configuration; then BenchmarkFloorStatements (the one upsert that checks
+# and raises the floor against the three statements it replaced, in one
+# process, alternating in chunks of 20; three runs). Usage:
+# scripts/bench-sqlfence.sh [commits per measurement]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 n=${1:-300}
@@ -25,4 +28,6 @@ echo "$out" | awk '
       printf "%-28s %10.0f %10.0f %10.0f\n", keys[k], xs[1], med, xs[m]
     }
   }'
+echo "uptime: $(uptime)"
+${GO:-go} test -run '^$' -bench '^BenchmarkFloorStatements$' -benchtime 1500x -count 3 ./gates/sqlfence/ | grep '^Benchmark'
 echo "uptime: $(uptime)"

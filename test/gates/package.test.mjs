@@ -31,9 +31,10 @@ test('the gate entries install without pg or redis, and share the main entry\'s 
       try { await openSqlFence({}); } catch (e) { out.sql = e instanceof InvalidArgumentError && e.argument; }
       try { openRedisFence(null); } catch (e) { out.redis = e instanceof InvalidArgumentError && e.argument; }
       out.key = redisKey('deploy-slot', 'config');
-      // A fake pool whose floor is 5: the refusal is the main entry's class.
-      const rows = { fence: '5', holder: 'b', rejections: '0', xid: '1' };
-      const client = { query: async (q) => ({ rows: q.startsWith('SELECT fence, holder') ? [rows] : [] }), release() {} };
+      // A fake pool whose floor is 5 (the check returns it, the refusal
+      // counted): the refusal is the main entry's class.
+      const rows = { fence: '5', holder: 'b', rejections: '1', xid: '1' };
+      const client = { query: async (q) => ({ rows: q.includes('RETURNING fence, holder, rejections') ? [rows] : [] }), release() {} };
       const store = await openSqlFence({ connect: async () => client, query: async () => ({ rows: [] }) });
       try { await store.commit({ resource: 'r', holderId: 'a', fence: 4 }, () => {}); } catch (e) { out.stale = e instanceof StaleFenceError && e.message; }
       console.log(JSON.stringify(out));

@@ -83,10 +83,17 @@ class SqlFence {
         `CREATE TABLE IF NOT EXISTS ${rej} (resource TEXT NOT NULL, seq BIGINT NOT NULL, refused_holder TEXT NOT NULL, ` +
           'refused_fence BIGINT NOT NULL, admitted_holder TEXT NOT NULL, admitted_fence BIGINT NOT NULL, PRIMARY KEY (resource, seq))',
       ],
-      ensure: `INSERT INTO ${floor} (resource, fence, holder, rejections) VALUES ($1, 0, '', 0) ON CONFLICT (resource) DO NOTHING`,
-      lock: `SELECT fence, holder, rejections, pg_current_xact_id()::text AS xid FROM ${floor} WHERE resource = $1 FOR UPDATE`,
-      raise: `UPDATE ${floor} SET fence = $2, holder = $3 WHERE resource = $1`,
-      refuse: `UPDATE ${floor} SET rejections = $2 WHERE resource = $1`,
+      // The check and the raise as one statement, as Go's sqlfence: insert
+      // the floor row or lock it; from the row as it was, raise the floor
+      // to the fence if above it (or if the row has no holder yet), count
+      // a refusal if below; return the row as it is then. A fence below
+      // the returned floor was refused, its seq the returned count.
+      upsert: `INSERT INTO ${floor} AS f (resource, fence, holder, rejections) VALUES ($1, $2, $3, 0)
+        ON CONFLICT (resource) DO UPDATE SET
+          fence = GREATEST(f.fence, excluded.fence),
+          holder = CASE WHEN excluded.fence > f.fence OR f.holder = '' THEN excluded.holder ELSE f.holder END,
+          rejections = f.rejections + CASE WHEN excluded.fence < f.fence THEN 1 ELSE 0 END
+        RETURNING fence, holder, rejections, pg_current_xact_id()::text AS xid`,
       log: `INSERT INTO ${rej} (resource, seq, refused_holder, refused_fence, admitted_holder, admitted_fence) VALUES ($1, $2, $3, $4, $5, $6)`,
       floor: `SELECT fence FROM ${floor} WHERE resource = $1`,
       rejections: `SELECT seq, refused_holder, refused_fence, admitted_holder, admitted_fence FROM ${rej} WHERE resource = $1 ORDER BY seq`,
@@ -190,8 +197,9 @@ class SqlFence {
     return this.#retry(() => this.#attempt(token, write, signal), signal);
   }
 
-  // One transaction: lock the floor row, check, then either log a refusal
-  // or raise the floor and write, and commit.
+  // One transaction: check and raise (or count a refusal) in one statement
+  // that locks the floor row, then either log the refusal or write, and
+  // commit.
   async #attempt(token, write, signal) {
     let client;
     try {
@@ -221,20 +229,15 @@ class SqlFence {
     try {
       try {
         await step('begin', 'BEGIN', []);
-        await step('locking the floor', this.#q.ensure, [token.resource]);
-        const { rows: [row] } = await step('reading the floor', this.#q.lock, [token.resource]);
+        const { rows: [row] } = await step('checking the floor', this.#q.upsert, [token.resource, token.fence, token.holderId]);
         checkSignal(signal); // gave up while waiting for the lock: roll back
         const floor = Number(row.fence);
         if (token.fence < floor) {
-          const r = rejection(Number(row.rejections) + 1, token.resource, token.holderId, token.fence, row.holder, floor);
-          await step('counting the refusal', this.#q.refuse, [token.resource, r.seq]);
+          const r = rejection(Number(row.rejections), token.resource, token.holderId, token.fence, row.holder, floor);
           await step('logging the refusal', this.#q.log, [token.resource, r.seq, token.holderId, token.fence, row.holder, floor]);
           ended = true;
           await this.#commit(step, row.xid);
           throw staleError(r);
-        }
-        if (token.fence > floor || row.holder === '') {
-          await step('raising the floor', this.#q.raise, [token.resource, token.fence, token.holderId]);
         }
         const result = write === null ? undefined : await write(client);
         ended = true;
