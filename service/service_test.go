@@ -131,7 +131,7 @@ func TestReleaseIsIdempotent(t *testing.T) {
 // release beyond is done but not remembered (its retry is answered
 // expired, which a holder treats as over).
 func TestReleasesPerResourceAreBounded(t *testing.T) {
-	r := newRig(t, nil, LocalConfig{ReleaseMemory: 12})
+	r := newRig(t, nil, LocalConfig{ReleaseMemory: MaxReleases + 4})
 	var rels []wire.Message
 	for i := range MaxReleases + 2 {
 		id := strconv.Itoa(i)
@@ -152,8 +152,8 @@ func TestReleasesPerResourceAreBounded(t *testing.T) {
 		f, s := r.grant(wire.OpAcquire, acquireMsg("o"+strconv.Itoa(i), res, "h"))
 		r.post(wire.OpRelease, releaseMsg("orel-"+strconv.Itoa(i), res, "h", f, s))
 	}
-	if n := r.store.releases.Load(); n != 12 {
-		t.Fatalf("%d releases remembered with a memory of 12", n)
+	if n := r.store.releases.Load(); n != MaxReleases+4 {
+		t.Fatalf("%d releases remembered with a memory of %d", n, MaxReleases+4)
 	}
 	if _, out := r.post(wire.OpRelease, releaseMsg("orel-5", "other-5", "h", r.store.Issued(), secretOf("h"))); out["reason"] != "expired" {
 		t.Fatalf("a release beyond the memory is remembered: %v", out)

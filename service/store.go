@@ -135,7 +135,7 @@ type Release struct {
 }
 
 // MaxReleases bounds the releases an entry remembers: the newest.
-const MaxReleases = 8
+const MaxReleases = 4
 
 func (e *Entry) empty() bool { return e.Fence == 0 && len(e.Released) == 0 && e.LastFence == 0 }
 
