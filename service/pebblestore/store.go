@@ -338,7 +338,7 @@ func (o *Options) defaults() {
 
 // pebble fills in the options every open shares.
 func (o *Options) pebble(p *pebble.Options) *pebble.Options {
-	p.FS, p.Logger = o.FS, pebbleLogger{o.Logger}
+	p.FS, p.Logger = prefilledFS{o.FS}, pebbleLogger{o.Logger}
 	p.EventListener = &pebble.EventListener{
 		BackgroundError: func(err error) { o.Logger.Error("pebble background error", "err", err.Error()) },
 		// The read that found it fails too; Pebble's default stops the process.
@@ -347,6 +347,39 @@ func (o *Options) pebble(p *pebble.Options) *pebble.Options {
 		},
 	}
 	return p
+}
+
+// walFill is how much of each new write-ahead log is written with zeros
+// first: more than Pebble preallocates for a log of its default 4 MiB
+// memtable.
+const walFill = 5 << 20
+
+// prefilledFS writes zeros over the first walFill bytes of each new
+// write-ahead log Pebble creates (once, synced), so appending to it does not
+// change the file's size and each fdatasync has no metadata to write. Pebble
+// reuses old logs once it has some (overwriting them the same way); this
+// covers the first ones after each start, where a log that grows measured
+// about 1.6x the server CPU per synced grant on this machine's ext4. Pebble
+// reads the zeros after the last record as the end of the log.
+type prefilledFS struct{ vfs.FS }
+
+func (fs prefilledFS) Create(name string, c vfs.DiskWriteCategory) (vfs.File, error) {
+	f, err := fs.FS.Create(name, c)
+	if err != nil || !strings.HasSuffix(name, ".log") {
+		return f, err
+	}
+	zeros := make([]byte, 1<<20)
+	for off := int64(0); off < walFill && err == nil; off += int64(len(zeros)) {
+		_, err = f.WriteAt(zeros, off)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
 }
 
 // pebbleLogger passes Pebble's errors on and drops its information lines.

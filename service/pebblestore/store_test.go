@@ -166,17 +166,19 @@ func files(t *testing.T, dir string) map[string][]byte {
 	return out
 }
 
-// good makes a state with a fence mark of 7, a live lease, an expired one
-// and a release, flushed into a table file, then a few writes more in the
-// write-ahead log.
-func good(t *testing.T) string { return goodWith(t, 0) }
+// good makes a state with a fence mark of 7, a live lease and an expired
+// one flushed into a table file, then two writes of a release each (c, then
+// d) in the write-ahead log.
+func good(t *testing.T) string { return goodWith(t, 0, false) }
 
 // goodWith is good with extra synced writes of releases (about 220 bytes
 // each) after them, so that the log spans several of Pebble's 32 KiB
 // blocks.
-func goodWith(t *testing.T, extra int) string {
+// With crash, it returns a copy of the files taken before Close, as a
+// kill -9 leaves them (no end-of-log trailer).
+func goodWith(t *testing.T, extra int, crash bool) (dir string) {
 	t.Helper()
-	dir := filepath.Join(t.TempDir(), "state")
+	dir = filepath.Join(t.TempDir(), "state")
 	s, err := Create(dir, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -186,7 +188,7 @@ func goodWith(t *testing.T, extra int) string {
 		{Mark: 7},
 		{Put: []service.Entry{entry("a", 5, now+500), entry("b", 7, now-500)}},
 		{Put: []service.Entry{{Resource: "c", Released: []service.Release{rel}}}},
-		{Put: []service.Entry{entry("a", 5, now+500)}},
+		{Put: []service.Entry{{Resource: "d", Released: []service.Release{rel}}}},
 	} {
 		if err := s.Write(ctx, b, true); err != nil {
 			t.Fatal(err)
@@ -203,6 +205,18 @@ func goodWith(t *testing.T, extra int) string {
 		if err := s.Write(ctx, service.Batch{Put: []service.Entry{{Resource: r.RequestID, Released: []service.Release{r}}}}, true); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if crash {
+		copied := filepath.Join(t.TempDir(), "crashed")
+		if err := os.Mkdir(copied, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		for name, data := range files(t, dir) {
+			if err := os.WriteFile(filepath.Join(copied, name), data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		defer func() { dir = copied }()
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
@@ -305,7 +319,7 @@ func TestDamagedStateIsRefused(t *testing.T) {
 		{"table deleted", onFile(".sst", nil), "cannot be opened"},
 		{"log byte flipped a block before synced records", func(t *testing.T, dir string) {
 			os.RemoveAll(dir)
-			if err := os.Rename(goodWith(t, 400), dir); err != nil {
+			if err := os.Rename(goodWith(t, 400, false), dir); err != nil {
 				t.Fatal(err)
 			}
 			onFile(".log", flip(func(int) int { return 20 }))(t, dir)
@@ -409,20 +423,48 @@ func openAndLoad(dir string) error {
 // answered is lost then, which is why service.Local raises the fence mark
 // ahead in writes of its own (FenceReserve), so fences never go back.
 func TestTornLogTail(t *testing.T) {
+	// The log is written with zeros ahead of its records (prefilledFS):
+	// its records end at its last byte that is not zero.
+	end := func(d []byte) int {
+		n := len(d)
+		for n > 0 && d[n-1] == 0 {
+			n--
+		}
+		return n
+	}
 	for name, damage := range map[string]func([]byte) []byte{
-		"cut short": func(d []byte) []byte { return d[:len(d)-5] },
-		"damaged":   flip(func(n int) int { return n - 5 }),
+		"cut short": func(d []byte) []byte { d = slices.Clone(d); clear(d[end(d)-5:]); return d },
+		"truncated": func(d []byte) []byte { return d[:end(d)-5] },
+		"damaged":   flip(func(int) int { return -1 }),
 	} {
-		dir := good(t)
+		dir := goodWith(t, 0, true)
+		if name == "damaged" {
+			damage = func(d []byte) []byte { return flip(func(int) int { return end(d) - 5 })(d) }
+		}
 		onFile(".log", damage)(t, dir)
 		s, err := Open(dir, Options{})
 		if err != nil {
 			t.Fatal(name, err)
 		}
-		if st, _ := s.Load(ctx); st.Mark != 7 || len(st.Entries) != 3 {
-			t.Fatalf("%s: %+v", name, st)
+		if st, _ := s.Load(ctx); st.Mark != 7 || len(st.Entries) != 3 || st.Entries[2].Resource != "c" {
+			t.Fatalf("%s: the last write (d) should be lost, the rest kept: %+v", name, st)
 		}
 		s.Close()
+	}
+}
+
+// TestLogIsPrefilled: a new log is written with zeros ahead of its records
+// (so appending does not change its size), and the state reopens with
+// every record.
+func TestLogIsPrefilled(t *testing.T) {
+	dir := good(t)
+	for name, data := range files(t, dir) {
+		if strings.HasSuffix(name, ".log") && len(data) < walFill {
+			t.Fatalf("%s has %d bytes, not the %d written ahead", name, len(data), walFill)
+		}
+	}
+	if err := openAndLoad(dir); err != nil {
+		t.Fatal(err)
 	}
 }
 
