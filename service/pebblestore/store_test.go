@@ -3,6 +3,7 @@
 package pebblestore
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -174,9 +175,8 @@ func good(t *testing.T) string { return goodWith(t, 0, false) }
 // goodWith is good with extra synced writes of releases (about 220 bytes
 // each) after them, so that the log spans several of Pebble's 32 KiB
 // blocks.
-// With crash, it returns a copy of the files taken before Close, as a
-// kill -9 leaves them (no end-of-log trailer).
-func goodWith(t *testing.T, extra int, crash bool) (dir string) {
+// With open, it leaves the store open (for a kill -9 of the process).
+func goodWith(t *testing.T, extra int, open bool) (dir string) {
 	t.Helper()
 	dir = filepath.Join(t.TempDir(), "state")
 	s, err := Create(dir, Options{})
@@ -206,17 +206,8 @@ func goodWith(t *testing.T, extra int, crash bool) (dir string) {
 			t.Fatal(err)
 		}
 	}
-	if crash {
-		copied := filepath.Join(t.TempDir(), "crashed")
-		if err := os.Mkdir(copied, 0o700); err != nil {
-			t.Fatal(err)
-		}
-		for name, data := range files(t, dir) {
-			if err := os.WriteFile(filepath.Join(copied, name), data, 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
-		defer func() { dir = copied }()
+	if open {
+		return dir
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
@@ -423,6 +414,10 @@ func openAndLoad(dir string) error {
 // answered is lost then, which is why service.Local raises the fence mark
 // ahead in writes of its own (FenceReserve), so fences never go back.
 func TestTornLogTail(t *testing.T) {
+	if os.Getenv("PEBBLESTORE_CRASH") == "1" { // the child: write, then wait for the kill
+		fmt.Println(goodWith(t, 0, true))
+		select {}
+	}
 	// The log is written with zeros ahead of its records (prefilledFS):
 	// its records end at its last byte that is not zero.
 	end := func(d []byte) int {
@@ -435,12 +430,22 @@ func TestTornLogTail(t *testing.T) {
 	for name, damage := range map[string]func([]byte) []byte{
 		"cut short": func(d []byte) []byte { d = slices.Clone(d); clear(d[end(d)-5:]); return d },
 		"truncated": func(d []byte) []byte { return d[:end(d)-5] },
-		"damaged":   flip(func(int) int { return -1 }),
+		"damaged":   func(d []byte) []byte { return flip(func(int) int { return end(d) - 5 })(d) },
 	} {
-		dir := goodWith(t, 0, true)
-		if name == "damaged" {
-			damage = func(d []byte) []byte { return flip(func(int) int { return end(d) - 5 })(d) }
+		cmd := exec.Command(os.Args[0], "-test.run", "^TestTornLogTail$")
+		cmd.Env = append(os.Environ(), "PEBBLESTORE_CRASH=1")
+		out, err := cmd.StdoutPipe()
+		if err != nil || cmd.Start() != nil {
+			t.Fatal(err)
 		}
+		line, err := bufio.NewReader(out).ReadString('\n')
+		_ = cmd.Process.Kill() // kill -9, after every write was synced
+		_ = cmd.Wait()
+		dir := strings.TrimSpace(line)
+		if err != nil || !strings.HasSuffix(dir, "state") {
+			t.Fatalf("the child wrote %q: %v", line, err)
+		}
+		defer os.RemoveAll(filepath.Dir(filepath.Dir(dir))) // the child's t.TempDir, left by the kill
 		onFile(".log", damage)(t, dir)
 		s, err := Open(dir, Options{})
 		if err != nil {
