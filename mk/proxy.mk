@@ -27,7 +27,10 @@ test-proxy-js: build-wasm
 # against the same write sent directly, 1 and 8 writers, with an upstream
 # that writes to memory and one that fdatasyncs each write; then the same
 # with every write raising the floor (ARGS=... for scripts/bench-proxy's
-# flags). About 4 minutes.
+# flags: -baseline BIN adds another fence-proxy build as a third side,
+# -profile DIR takes CPU profiles of proxy and upstream under load instead).
+# About 4 minutes. BenchmarkUpstreamTransport compares the proxy's upstream
+# transport with http.Transport in one process.
 bench-proxy: fence-proxy
 	uptime
 	$(GO) run ./scripts/bench-proxy $(ARGS)

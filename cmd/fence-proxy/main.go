@@ -82,6 +82,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, onAdmit f
 	readTimeout := fl.Duration("read-timeout", defaultReadTime, "time allowed to read a whole request, body included")
 	idleTimeout := fl.Duration("idle-timeout", defaultIdleTime, "how long a kept-alive client connection may sit idle")
 	shutdownTimeout := fl.Duration("shutdown-timeout", 0, "on SIGTERM or SIGINT, time given to the requests in progress (0: the upstream timeout plus 5s)")
+	debugAddr := fl.String("debug-addr", "", "if set, serve the Go runtime's profiles (GET /debug/pprof/) on this loopback address")
 	if err := fl.Parse(args); err != nil {
 		return err
 	}
@@ -115,6 +116,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, onAdmit f
 	}
 	if *shutdownTimeout == 0 {
 		*shutdownTimeout = *upstreamTimeout + 5*time.Second
+	}
+	if *debugAddr != "" {
+		if err := checkDebugAddr(*debugAddr); err != nil {
+			return err
+		}
 	}
 
 	log := slog.New(slog.NewTextHandler(stderr, nil))
@@ -151,6 +157,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, onAdmit f
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
 		return err
+	}
+	if *debugAddr != "" {
+		dln, err := net.Listen("tcp", *debugAddr)
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		dsrv := &http.Server{Handler: debugHandler(), ReadHeaderTimeout: *headerTimeout}
+		go func() { _ = dsrv.Serve(dln) }()
+		defer dsrv.Close()
 	}
 	srv := &http.Server{
 		Handler:           proxy,

@@ -9,6 +9,7 @@ import (
 	"database/sql"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -256,6 +257,8 @@ func TestFlagsAreChecked(t *testing.T) {
 		{[]string{"-upstream", "http://x", "-max-body-bytes", "-1", "-state", path, "-init"}, "-max-body-bytes must be positive"},
 		{[]string{"-upstream", "http://x", "-upstream-timeout", "0s", "-state", path, "-init"}, "timeouts must be positive"},
 		{[]string{"-upstream", "http://x", "-state", path, "-init", "extra"}, "unexpected arguments"},
+		{[]string{"-upstream", "http://x", "-state", path, "-init", "-debug-addr", "0.0.0.0:0"}, "must be a loopback address"},
+		{[]string{"-upstream", "http://x", "-state", path, "-init", "-debug-addr", "nonsense"}, "-debug-addr"},
 	} {
 		err := runErr(t, c.args...)
 		if err == nil || !strings.Contains(err.Error(), c.says) {
@@ -308,4 +311,38 @@ func TestGracefulShutdown(t *testing.T) {
 		t.Fatalf("shutdown: %v", err)
 	}
 	s.stop = nil
+}
+
+// -debug-addr serves the runtime's profiles on a loopback address of its
+// own, not on the proxy's.
+func TestDebugAddrServesProfiles(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	defer up.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	s := start(t, "-upstream", up.URL, "-state", filepath.Join(t.TempDir(), "proxy.db"), "-init", "-debug-addr", addr)
+	resp, err := http.Get("http://" + addr + "/debug/pprof/goroutine?debug=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(body), "goroutine profile") {
+		t.Fatalf("GET /debug/pprof/goroutine: %s %.200s", resp.Status, body)
+	}
+	// On the proxy's own address that path is a read like any other,
+	// forwarded to the upstream, whose empty answer comes back.
+	resp, err = http.Get(s.url + "/debug/pprof/goroutine?debug=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || len(body) != 0 {
+		t.Fatalf("GET on the proxy's address: %s %.200s", resp.Status, body)
+	}
 }

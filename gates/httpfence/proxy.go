@@ -69,9 +69,12 @@ type Options struct {
 	// Store holds the floors and the refusals (sqlfence on SQLite in
 	// cmd/fence-proxy).
 	Store Store
-	// Transport sends requests to the upstream. Nil means an http.Transport
-	// with ProxyFromEnvironment off, 256 idle connections to the upstream
-	// and UpstreamTimeout as its response header timeout.
+	// Transport sends requests to the upstream. Nil means, for an http://
+	// upstream, HTTP/1.1 over up to 256 kept-alive connections with each
+	// request written and its answer read on the goroutine that forwards it
+	// (see upstream.go), and for https:// an http.Transport with
+	// ProxyFromEnvironment off, 256 idle connections and UpstreamTimeout as
+	// its response header timeout.
 	Transport http.RoundTripper
 	// UpstreamTimeout bounds one request to the upstream, from sending it to
 	// the end of its answer's body. Zero means DefaultUpstreamTimeout.
@@ -171,6 +174,9 @@ func New(opts Options) (*Proxy, error) {
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler)
 	}
+	if p.transport == nil && opts.Upstream.Scheme == "http" {
+		p.transport = newUpstreamTransport(upstreamAddr(opts.Upstream))
+	}
 	if p.transport == nil {
 		p.transport = &http.Transport{
 			DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
@@ -196,6 +202,14 @@ func New(opts Options) (*Proxy, error) {
 		ErrorLog:       slog.NewLogLogger(p.log.Handler(), slog.LevelWarn),
 	}
 	return p, nil
+}
+
+// upstreamAddr is the host:port to dial for u (port 80 when u has none).
+func upstreamAddr(u *url.URL) string {
+	if u.Port() != "" {
+		return u.Host
+	}
+	return net.JoinHostPort(u.Hostname(), "80")
 }
 
 // bufferPool lends ReverseProxy its 32 KB copy buffers (it allocates one
@@ -289,9 +303,7 @@ func (p *Proxy) serveWrite(w http.ResponseWriter, r *http.Request) {
 	}
 	defer release()
 
-	qctx, cancelQueue := context.WithTimeout(r.Context(), p.queueTimeout)
-	err = p.enter(qctx, tok.Resource)
-	cancelQueue()
+	err = p.enter(r.Context(), tok.Resource)
 	switch {
 	case errors.Is(err, errQueueFull):
 		w.Header().Set("Retry-After", "1")
@@ -332,8 +344,11 @@ func (p *Proxy) serveWrite(w http.ResponseWriter, r *http.Request) {
 	}
 	out := r.WithContext(context.WithValue(ctx, admittedKey{}, tok))
 	out.Body = io.NopCloser(bytes.NewReader(body))
+	// The upstream transport may send a write again, once, when writing it
+	// on a kept-alive connection failed (the upstream did not receive it).
+	out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 	if len(body) == 0 {
-		out.Body = http.NoBody
+		out.Body, out.GetBody = http.NoBody, nil
 	}
 	out.ContentLength = int64(len(body))
 	out.TransferEncoding = nil
@@ -422,8 +437,9 @@ func (p *Proxy) noteFloor(resource string, f uint64) {
 
 var errQueueFull = errors.New("httpfence: queue full")
 
-// enter waits for resource's turn: nil when it is the caller's (leave hands
-// it on), errQueueFull, or ctx's error (nothing held).
+// enter waits for resource's turn, at most QueueTimeout: nil when it is the
+// caller's (leave hands it on), errQueueFull, or the error of ctx or of the
+// timeout (nothing held). A free lane is taken without a timer.
 func (p *Proxy) enter(ctx context.Context, resource string) error {
 	p.mu.Lock()
 	l := p.lanes[resource]
@@ -439,6 +455,8 @@ func (p *Proxy) enter(ctx context.Context, resource string) error {
 	ch := make(chan struct{})
 	l.waiters = append(l.waiters, ch)
 	p.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, p.queueTimeout)
+	defer cancel()
 	select {
 	case <-ch:
 		return nil

@@ -19,7 +19,17 @@
 // per writer, so the floor is raised once and then checked; -raise makes
 // every write carry a higher fence, so every write raises (and fsyncs) it.
 //
-// Usage: go run ./scripts/bench-proxy [-rounds 5] [-n 2000] [-dur 2s] [-work memory,fsync]
+// With -profile DIR it measures nothing: it writes through the proxy with 1
+// writer, then 8 writers on 8 resources, for -dur each while taking a CPU
+// profile of the proxy (fence-proxy -debug-addr) and of the upstream at
+// once, and saves them in DIR as proxy-WORK-wN.pprof and
+// upstream-WORK-wN.pprof (go tool pprof -top out/bin/fence-proxy FILE).
+//
+// With -baseline BIN, another fence-proxy binary (an earlier build) runs
+// beside the proxy on its own state file, as a third side in the same
+// alternation, so a change to the proxy is measured against its predecessor.
+//
+// Usage: go run ./scripts/bench-proxy [-rounds 5] [-n 2000] [-dur 2s] [-work memory,fsync] [-raise] [-baseline BIN] [-profile DIR]
 package main
 
 import (
@@ -29,6 +39,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -53,14 +64,29 @@ func main() {
 	dur := flag.Duration("dur", 2*time.Second, "throughput: time per side per round")
 	proxyBin := flag.String("proxy", "out/bin/fence-proxy", "the fence-proxy binary")
 	raise := flag.Bool("raise", false, "every write carries a higher fence (raises the floor each time)")
+	baseBin := flag.String("baseline", "", "another fence-proxy binary, measured as a third side in the same alternation")
+	profile := flag.String("profile", "", "write CPU profiles of the proxy and the upstream under load to this directory instead of measuring")
+	debug := flag.String("debug", "", "upstream: serve the runtime's profiles on this address")
 	flag.Parse()
 	if *role == "upstream" {
+		if *debug != "" {
+			go func() { _ = http.ListenAndServe(*debug, debugMux()) }()
+		}
 		upstream(*work, *dir)
+		return
+	}
+	if *profile != "" {
+		for _, w := range strings.Split(*work, ",") {
+			if err := profileUnderLoad(w, *proxyBin, *profile, *dur, *raise); err != nil {
+				fmt.Fprintln(os.Stderr, "bench-proxy:", err)
+				os.Exit(1)
+			}
+		}
 		return
 	}
 	fmt.Println("load before:", loadavg())
 	for _, w := range strings.Split(*work, ",") {
-		if err := bench(w, *proxyBin, *rounds, *n, *dur, *raise); err != nil {
+		if err := bench(w, *proxyBin, *baseBin, *rounds, *n, *dur, *raise); err != nil {
 			fmt.Fprintln(os.Stderr, "bench-proxy:", err)
 			os.Exit(1)
 		}
@@ -161,7 +187,7 @@ func (c *child) stop() {
 	_ = c.cmd.Wait()
 }
 
-func bench(work, proxyBin string, rounds, n int, dur time.Duration, raise bool) error {
+func bench(work, proxyBin, baseBin string, rounds, n int, dur time.Duration, raise bool) error {
 	dir, err := os.MkdirTemp("", "bench-proxy")
 	if err != nil {
 		return err
@@ -176,11 +202,24 @@ func bench(work, proxyBin string, rounds, n int, dur time.Duration, raise bool) 
 		return err
 	}
 	defer up.stop()
-	px, err := startChild(proxyBin, "-init", "-quiet", "-listen", "127.0.0.1:0", "-upstream", up.url, "-state", filepath.Join(dir, "proxy.db"))
-	if err != nil {
-		return err
+	// The sides: the upstream called directly, through the proxy, and
+	// through the baseline proxy if there is one (each on its own state).
+	type side struct {
+		name, url string
+		proxied   bool
 	}
-	defer px.stop()
+	sides := []side{{"direct", up.url, false}}
+	for i, bin := range []string{proxyBin, baseBin} {
+		if bin == "" {
+			continue
+		}
+		px, err := startChild(bin, "-init", "-quiet", "-listen", "127.0.0.1:0", "-upstream", up.url, "-state", filepath.Join(dir, "proxy"+strconv.Itoa(i)+".db"))
+		if err != nil {
+			return err
+		}
+		defer px.stop()
+		sides = append(sides, side{[]string{"proxy", "baseline"}[i], px.url, true})
+	}
 
 	fmt.Printf("\n== upstream write: %s; %d rounds; raise every write: %v\n", work, rounds, raise)
 	base := &http.Transport{MaxIdleConns: 64, MaxIdleConnsPerHost: 64, IdleConnTimeout: time.Minute}
@@ -200,6 +239,12 @@ func bench(work, proxyBin string, rounds, n int, dur time.Duration, raise bool) 
 			}
 			return t
 		})
+	}
+	client := func(sd side, resource string, holder int) *http.Client {
+		if !sd.proxied {
+			return &http.Client{Transport: base}
+		}
+		return &http.Client{Transport: &httpfence.Transport{Base: base, Source: tokenFor(resource, holder)}}
 	}
 	body := strings.Repeat("x", 100)
 	do := func(c *http.Client, method, url string) error {
@@ -223,40 +268,49 @@ func bench(work, proxyBin string, rounds, n int, dur time.Duration, raise bool) 
 		return nil
 	}
 
-	// Latency: alternate direct and proxied requests one by one.
+	// Latency: the sides in turn, request by request.
 	for _, method := range []string{http.MethodGet, http.MethodPost} {
-		direct := &http.Client{Transport: base}
-		proxied := &http.Client{Transport: &httpfence.Transport{Base: base, Source: tokenFor("latency", 0)}}
-		for range 200 { // warm connections and the floor row
-			_ = do(direct, method, up.url+"/w")
-			_ = do(proxied, method, px.url+"/w")
+		clients := make([]*http.Client, len(sides))
+		for i, sd := range sides {
+			clients[i] = client(sd, "latency-"+sd.name, 0)
 		}
-		var p50d, p99d, p50p, p99p, added50, added99 []float64
+		for range 200 { // warm connections and the floor rows
+			for i, sd := range sides {
+				_ = do(clients[i], method, sd.url+"/w")
+			}
+		}
+		p50 := make([][]float64, len(sides))
+		p99 := make([][]float64, len(sides))
+		added50 := make([][]float64, len(sides))
+		added99 := make([][]float64, len(sides))
 		for range rounds {
-			var ld, lp []time.Duration
-			for i := range 2 * n {
-				c, u, into := direct, up.url, &ld
-				if i%2 == 1 {
-					c, u, into = proxied, px.url, &lp
-				}
+			lat := make([][]time.Duration, len(sides))
+			for i := range len(sides) * n {
+				k := i % len(sides)
 				t0 := time.Now()
-				if err := do(c, method, u+"/w"); err != nil {
+				if err := do(clients[k], method, sides[k].url+"/w"); err != nil {
 					return err
 				}
-				*into = append(*into, time.Since(t0))
+				lat[k] = append(lat[k], time.Since(t0))
 			}
-			d50, d99 := pct(ld, 50), pct(ld, 99)
-			q50, q99 := pct(lp, 50), pct(lp, 99)
-			p50d, p99d, p50p, p99p = append(p50d, d50), append(p99d, d99), append(p50p, q50), append(p99p, q99)
-			added50, added99 = append(added50, q50-d50), append(added99, q99-d99)
+			for k := range sides {
+				p50[k] = append(p50[k], pct(lat[k], 50))
+				p99[k] = append(p99[k], pct(lat[k], 99))
+				added50[k] = append(added50[k], pct(lat[k], 50)-pct(lat[0], 50))
+				added99[k] = append(added99[k], pct(lat[k], 99)-pct(lat[0], 99))
+			}
 		}
 		fmt.Printf("latency %-4s (ms, min/median/max over rounds of %d each)\n", method, n)
-		fmt.Printf("  direct  p50 %s  p99 %s\n", mmm(p50d), mmm(p99d))
-		fmt.Printf("  proxied p50 %s  p99 %s\n", mmm(p50p), mmm(p99p))
-		fmt.Printf("  added   p50 %s  p99 %s\n", mmm(added50), mmm(added99))
+		for k, sd := range sides {
+			fmt.Printf("  %-8s p50 %s  p99 %s\n", sd.name, mmm(p50[k]), mmm(p99[k]))
+		}
+		for k, sd := range sides[1:] {
+			fmt.Printf("  added by %-8s p50 %s  p99 %s\n", sd.name, mmm(added50[k+1]), mmm(added99[k+1]))
+		}
 	}
 
-	// Throughput: fixed time per side, sides alternating round by round.
+	// Throughput: fixed time per side, the order of the sides rotating
+	// round by round.
 	for _, shape := range []struct {
 		writers   int
 		resources int
@@ -265,29 +319,24 @@ func bench(work, proxyBin string, rounds, n int, dur time.Duration, raise bool) 
 			fmt.Printf("writes/s, %d writers on %d resource: not measured with -raise (their fences would refuse each other)\n", shape.writers, shape.resources)
 			continue
 		}
-		var direct, proxied, ratio []float64
+		rates := make([][]float64, len(sides))
+		ratio := make([][]float64, len(sides))
 		for r := range rounds {
-			sides := []bool{false, true}
-			if r%2 == 1 {
-				sides = []bool{true, false}
-			}
-			got := map[bool]float64{}
-			for _, viaProxy := range sides {
+			got := make([]float64, len(sides))
+			for j := range sides {
+				k := (j + r) % len(sides)
+				sd := sides[k]
 				var count atomic.Int64
 				var firstErr atomic.Value
 				deadline := time.Now().Add(dur)
 				var wg sync.WaitGroup
 				for w := range shape.writers {
-					res := "tput-" + strconv.Itoa(w%shape.resources)
-					c, u := &http.Client{Transport: base}, up.url
-					if viaProxy {
-						c, u = &http.Client{Transport: &httpfence.Transport{Base: base, Source: tokenFor(res, w)}}, px.url
-					}
+					c := client(sd, "tput-"+strconv.Itoa(w%shape.resources), w)
 					wg.Add(1)
 					go func() {
 						defer wg.Done()
 						for time.Now().Before(deadline) {
-							if err := do(c, http.MethodPost, u+"/w"); err != nil {
+							if err := do(c, http.MethodPost, sd.url+"/w"); err != nil {
 								firstErr.CompareAndSwap(nil, err)
 								return
 							}
@@ -299,15 +348,137 @@ func bench(work, proxyBin string, rounds, n int, dur time.Duration, raise bool) 
 				if err, _ := firstErr.Load().(error); err != nil {
 					return err
 				}
-				got[viaProxy] = float64(count.Load()) / dur.Seconds()
+				got[k] = float64(count.Load()) / dur.Seconds()
 			}
-			direct, proxied = append(direct, got[false]), append(proxied, got[true])
-			ratio = append(ratio, got[false]/got[true])
+			for k := range sides {
+				rates[k] = append(rates[k], got[k])
+				ratio[k] = append(ratio[k], got[0]/got[k])
+			}
 		}
 		fmt.Printf("writes/s, %d writer(s) on %d resource(s) (min/median/max over %d rounds of %s per side)\n", shape.writers, shape.resources, rounds, dur)
-		fmt.Printf("  unfenced (direct) %s\n", mmmN(direct))
-		fmt.Printf("  fenced (proxy)    %s\n", mmmN(proxied))
-		fmt.Printf("  unfenced/fenced   %s\n", mmmX(ratio))
+		for k, sd := range sides {
+			fmt.Printf("  %-8s %s\n", sd.name, mmmN(rates[k]))
+		}
+		for k, sd := range sides[1:] {
+			fmt.Printf("  direct/%-8s %s\n", sd.name, mmmX(ratio[k+1]))
+		}
+		if len(sides) == 3 {
+			var speed []float64
+			for r := range rates[1] {
+				speed = append(speed, rates[1][r]/rates[2][r])
+			}
+			fmt.Printf("  proxy/baseline (writes/s) %s\n", mmmX(speed))
+		}
+	}
+	return nil
+}
+
+func debugMux() *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	return mux
+}
+
+func freeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+// profileUnderLoad writes through the proxy for dur with 1 writer, then 8
+// writers on 8 resources, fetching a CPU profile of the proxy and of the
+// upstream over the same time.
+func profileUnderLoad(work, proxyBin, out string, dur time.Duration, raise bool) error {
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "bench-proxy")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	upDebug, err := freeAddr()
+	if err != nil {
+		return err
+	}
+	up, err := startChild(self, "-role", "upstream", "-work", work, "-dir", dir, "-debug", upDebug)
+	if err != nil {
+		return err
+	}
+	defer up.stop()
+	pxDebug, err := freeAddr()
+	if err != nil {
+		return err
+	}
+	px, err := startChild(proxyBin, "-init", "-quiet", "-listen", "127.0.0.1:0", "-upstream", up.url, "-state", filepath.Join(dir, "proxy.db"), "-debug-addr", pxDebug)
+	if err != nil {
+		return err
+	}
+	defer px.stop()
+	base := &http.Transport{MaxIdleConns: 64, MaxIdleConnsPerHost: 64, IdleConnTimeout: time.Minute}
+	body := strings.Repeat("x", 100)
+	for _, writers := range []int{1, 8} {
+		secs := int(dur.Seconds())
+		fetch := func(addr, file string, done chan<- error) {
+			resp, err := http.Get("http://" + addr + "/debug/pprof/profile?seconds=" + strconv.Itoa(secs))
+			if err != nil {
+				done <- err
+				return
+			}
+			defer resp.Body.Close()
+			f, err := os.Create(file)
+			if err == nil {
+				_, err = io.Copy(f, resp.Body)
+				f.Close()
+			}
+			done <- err
+		}
+		done := make(chan error, 2)
+		name := fmt.Sprintf("%s-w%d.pprof", work, writers)
+		go fetch(pxDebug, filepath.Join(out, "proxy-"+name), done)
+		go fetch(upDebug, filepath.Join(out, "upstream-"+name), done)
+		deadline := time.Now().Add(dur + time.Second)
+		var count atomic.Int64
+		var wg sync.WaitGroup
+		for w := range writers {
+			tok := fence.Token{Resource: "prof-" + strconv.Itoa(w), HolderID: "writer-" + strconv.Itoa(w), Fence: 1}
+			var next atomic.Uint64
+			c := &http.Client{Transport: &httpfence.Transport{Base: base, Source: httpfence.TokenFunc(func() fence.Token {
+				t := tok
+				if raise {
+					t.Fence = next.Add(1)
+				}
+				return t
+			})}}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for time.Now().Before(deadline) {
+					resp, err := c.Post(px.url+"/w", "text/plain", strings.NewReader(body))
+					if err != nil {
+						return
+					}
+					_, _ = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					count.Add(1)
+				}
+			}()
+		}
+		wg.Wait()
+		for range 2 {
+			if err := <-done; err != nil {
+				return err
+			}
+		}
+		fmt.Printf("%s, %d writer(s): %.0f writes/s through the proxy while profiling; %s\n", work, writers, float64(count.Load())/(dur+time.Second).Seconds(), filepath.Join(out, "{proxy,upstream}-"+name))
 	}
 	return nil
 }
