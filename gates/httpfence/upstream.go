@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"sync"
 	"time"
 )
@@ -163,8 +164,13 @@ func (t *upstreamTransport) RoundTrip(req *http.Request) (*http.Response, error)
 			}
 		}
 		closeBody(req)
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("%w (%v)", ctx.Err(), err)
+		if cerr := ctx.Err(); cerr != nil {
+			return nil, fmt.Errorf("%w (%v)", cerr, err)
+		}
+		// The connection's deadline is the context's: it may fire before
+		// the context's own timer does.
+		if dl, ok := ctx.Deadline(); ok && errors.Is(err, os.ErrDeadlineExceeded) && !time.Now().Before(dl) {
+			return nil, fmt.Errorf("%w (%v)", context.DeadlineExceeded, err)
 		}
 		return nil, err
 	}
