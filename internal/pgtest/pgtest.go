@@ -34,6 +34,7 @@ type Server struct {
 	pipe     *os.File
 	out      bytes.Buffer
 	settings string // the server's -o options, port included
+	killed   bool   // Kill ended it: Stop only removes its directory
 }
 
 // Options tunes the server.
@@ -217,7 +218,7 @@ func (s *Server) watch() error {
 // Stop stops the server at once and removes its directory.
 func (s *Server) Stop() error {
 	s.pipe.Close()
-	if err := s.watchdog.Wait(); err != nil {
+	if err := s.watchdog.Wait(); err != nil && !s.killed {
 		return fmt.Errorf("pgtest: pg_ctl stop: %v\n%s", err, s.out.String())
 	}
 	return nil

@@ -1,0 +1,125 @@
+//go:build !js
+
+package pgtest_test
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/lease-fence/lease-fence/internal/pgtest"
+)
+
+func mustExec(t *testing.T, dsn, q string) {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(context.Background(), q); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+}
+
+func count(t *testing.T, dsn string) int {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var n int
+	if err := conn.QueryRow(context.Background(), `SELECT count(*) FROM t`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// A synchronous standby has every commit that returned on the primary;
+// once the primary is killed (SIGKILL to every process) and the standby
+// promoted, the standby takes writes.
+func TestStandbyKillPromote(t *testing.T) {
+	p, err := pgtest.Start(pgtest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Stop()
+	mustExec(t, p.DSN(""), `CREATE TABLE t (id int)`)
+	sb, err := p.StartStandby()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Stop()
+	mustExec(t, p.DSN(""), `ALTER SYSTEM SET synchronous_standby_names = '*'`)
+	mustExec(t, p.DSN(""), `SELECT pg_reload_conf()`)
+	kids, err := sb.Children()
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, title := range kids {
+		found = found || strings.Contains(title, "walreceiver")
+	}
+	if !found {
+		t.Fatalf("no walreceiver among the standby's processes: %v", kids)
+	}
+	mustExec(t, p.DSN(""), `INSERT INTO t SELECT generate_series(1, 100)`)
+	if err := p.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pgx.Connect(context.Background(), p.DSN("")); err == nil {
+		t.Fatal("the killed primary still answers")
+	}
+	if err := sb.Promote(); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(t, sb.DSN("")); n != 100 {
+		t.Fatalf("the promoted standby holds %d rows, want 100", n)
+	}
+	mustExec(t, sb.DSN(""), `INSERT INTO t VALUES (101)`)
+}
+
+// A standby streaming through a Proxy: while the proxy holds the link, the
+// standby gets nothing (a synchronous primary's commits wait), and once it
+// heals the standby catches up.
+func TestStandbyThroughAProxy(t *testing.T) {
+	p, err := pgtest.Start(pgtest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Stop()
+	px, err := pgtest.NewProxy("127.0.0.1:" + strconv.Itoa(p.Port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer px.Close()
+	mustExec(t, p.DSN(""), `CREATE TABLE t (id int)`)
+	sb, err := p.StartStandbyVia(px.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Stop()
+	waitRows := func(n int) {
+		t.Helper()
+		for deadline := time.Now().Add(30 * time.Second); count(t, sb.DSN("")) != n; {
+			if time.Now().After(deadline) {
+				t.Fatalf("the standby holds %d rows, want %d", count(t, sb.DSN("")), n)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	mustExec(t, p.DSN(""), `INSERT INTO t VALUES (1)`)
+	waitRows(1)
+	px.Partition()
+	mustExec(t, p.DSN(""), `INSERT INTO t VALUES (2)`)
+	if n := count(t, sb.DSN("")); n != 1 {
+		t.Fatalf("the standby got %d rows through a partition", n)
+	}
+	px.Heal()
+	waitRows(2)
+}
