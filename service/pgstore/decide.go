@@ -7,7 +7,6 @@ import (
 	"errors"
 	"math"
 	"strconv"
-	"time"
 
 	"github.com/go-json-experiment/json"
 	"github.com/jackc/pgx/v5"
@@ -30,6 +29,7 @@ type outcome int
 const (
 	done      outcome = iota // the decision is made (or failed for good)
 	again                    // run a fresh transaction
+	ensure                   // run a fresh transaction that makes the row exist first
 	exclusive                // run a fresh transaction holding the counts' lock exclusively
 	reclaim                  // the store is full: sweep, then run again exclusively
 )
@@ -41,20 +41,22 @@ const (
 // fence fn puts is taken from the database's sequence (fn runs again with
 // it if it is not the one fn put); a grant with FenceTable raises the
 // resource's floor in the same transaction. What fn puts is committed
-// before Update returns: synchronously if fn asked for it (the commit is
-// then on the disk of the primary, and of the synchronous standbys the
-// server's synchronous_standby_names names), else with synchronous_commit
-// off.
+// before Update returns, synchronously even when fn did not ask for it (a
+// release): the commit is then on the disk of the primary and of the
+// standbys its synchronous_standby_names requires, so no replica, restart
+// or failover sees an answered call undone.
 func (s *Store) Update(ctx context.Context, resource string, fn func(*service.Txn) error) error {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	excl := false
+	excl, ensureRow := false, false
 	var last error
 	for range maxAttempts {
-		out, err := s.decide(ctx, resource, fn, excl)
+		out, err := s.decide(ctx, resource, fn, excl, ensureRow)
 		switch out {
 		case done:
 			return err
+		case ensure:
+			ensureRow = true
 		case reclaim:
 			s.reclaim(ctx)
 			excl = true
@@ -86,7 +88,7 @@ func scanEntry(resource string, holder, requestID string, f int64, expires float
 // decide is one transaction. It reports again, exclusive or reclaim when
 // the caller should run another one; a failure before the commit changed
 // nothing.
-func (s *Store) decide(ctx context.Context, resource string, fn func(*service.Txn) error, excl bool) (outcome, error) {
+func (s *Store) decide(ctx context.Context, resource string, fn func(*service.Txn) error, excl, ensureRow bool) (outcome, error) {
 	pc, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return again, unavailable("connecting", err)
@@ -100,27 +102,28 @@ func (s *Store) decide(ctx context.Context, resource string, fn func(*service.Tx
 		b.Queue(`SELECT pg_advisory_xact_lock($1)`, s.countKey)
 	}
 	var placeholder bool
-	b.Queue(qEnsure, resource).Exec(func(ct pgconn.CommandTag) error {
-		placeholder = ct.RowsAffected() == 1
-		return nil
-	})
+	if ensureRow {
+		b.Queue(qEnsure, resource).Exec(func(ct pgconn.CommandTag) error {
+			placeholder = ct.RowsAffected() == 1
+			return nil
+		})
+	}
 	var (
 		holder, reqID, released string
 		f                       int64
 		expires, decidedAt      float64
 		hash                    []byte
 		found                   bool
+		shared                  *bool
 	)
-	b.Queue(qLock, resource).QueryRow(func(r pgx.Row) error {
-		err := r.Scan(&holder, &reqID, &f, &expires, &hash, &released, &decidedAt)
+	b.Queue(qLock, resource, s.countKey).QueryRow(func(r pgx.Row) error {
+		err := r.Scan(&holder, &reqID, &f, &expires, &hash, &released, &decidedAt, &shared)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil
 		}
 		found = err == nil
 		return err
 	})
-	var shared *bool
-	b.Queue(qShare, resource, s.countKey).QueryRow(func(r pgx.Row) error { return r.Scan(&shared) })
 	var (
 		dbNow            float64
 		lastValue        int64
@@ -136,10 +139,11 @@ func (s *Store) decide(ctx context.Context, resource string, fn func(*service.Tx
 		return s.failed(ctx, conn, err)
 	}
 	if !found {
-		// The row was deleted between the insert that found it and the
-		// lock: decide again on a fresh transaction.
+		// No row to lock: decide again, making one first. (With the
+		// insert, the row was deleted between the insert that found it and
+		// the lock.)
 		s.rollback(ctx, conn)
-		return again, errors.New("pgstore: the row of " + strconv.Quote(resource) + " went away before it was locked")
+		return ensure, errors.New("pgstore: the row of " + strconv.Quote(resource) + " went away before it was locked")
 	}
 	e := service.Entry{Resource: resource}
 	if !placeholder {
@@ -185,7 +189,7 @@ func (s *Store) decide(ctx context.Context, resource string, fn func(*service.Tx
 		s.rollback(ctx, conn)
 		return done, err
 	}
-	next, sync, ok := t.Next()
+	next, _, ok := t.Next()
 	if !ok || (placeholder && empty(next)) {
 		s.rollback(ctx, conn)
 		return done, nil
@@ -203,25 +207,32 @@ func (s *Store) decide(ctx context.Context, resource string, fn func(*service.Tx
 				return done, err
 			}
 			issued = t.Issued
-			next, sync, ok = t.Next()
+			next, _, ok = t.Next()
 		}
 		if !ok || next.Fence != issued+1 {
 			s.rollback(ctx, conn)
 			return done, errors.Join(service.ErrInconsistent, errors.New("pgstore: the decision did not take the fence the counter gave it"))
 		}
 	}
-	return s.write(ctx, conn, e, placeholder, next, sync, grant, now)
+	return s.write(ctx, conn, e, placeholder, next, grant, now)
 }
 
 // write makes next the resource's row and commits, in one round trip.
 // grant says next holds a fence just taken from the counter.
-func (s *Store) write(ctx context.Context, conn *pgx.Conn, cur service.Entry, placeholder bool, next service.Entry, sync, grant bool, now float64) (outcome, error) {
+func (s *Store) write(ctx context.Context, conn *pgx.Conn, cur service.Entry, placeholder bool, next service.Entry, grant bool, now float64) (outcome, error) {
 	resource := cur.Resource
+	if placeholder {
+		cur = service.Entry{}
+	}
+	dl, dr := int64(min(next.Fence, 1))-int64(min(cur.Fence, 1)), int64(len(next.Released)-len(cur.Released))
+	counted := dl != 0 || dr != 0
 	b := &pgx.Batch{}
-	var xid string
-	b.Queue(qXid).QueryRow(func(r pgx.Row) error { return r.Scan(&xid) })
 	if empty(next) {
-		b.Queue(qDelete, resource)
+		if counted {
+			b.Queue(qDeleteCount, resource, dl, dr)
+		} else {
+			b.Queue(qDelete, resource)
+		}
 	} else {
 		rel, err := json.Marshal(next.Released)
 		if err != nil {
@@ -235,8 +246,12 @@ func (s *Store) write(ctx context.Context, conn *pgx.Conn, cur service.Entry, pl
 		if next.Fence != 0 {
 			hash = next.SecretHash[:]
 		}
-		b.Queue(qUpdate, resource, next.HolderID, next.RequestID, int64(next.Fence), next.ExpiresAt, hash,
-			string(rel), now, sweepAt(next, s.ttl))
+		args := []any{resource, next.HolderID, next.RequestID, int64(next.Fence), next.ExpiresAt, hash, string(rel), now, sweepAt(next, s.ttl)}
+		if counted {
+			b.Queue(qUpdateCount, append(args, dl, dr)...)
+		} else {
+			b.Queue(qUpdate, args...)
+		}
 	}
 	if grant && s.raise != "" {
 		// The raise fails the statement (division by zero) when it raised
@@ -244,15 +259,6 @@ func (s *Store) write(ctx context.Context, conn *pgx.Conn, cur service.Entry, pl
 		// COMMIT queued after it.
 		b.Queue(`WITH raised AS (`+s.raise+`) SELECT 1 / count(*)::integer FROM raised`, resource, int64(next.Fence), next.HolderID).
 			Exec(func(pgconn.CommandTag) error { return nil })
-	}
-	if placeholder {
-		cur = service.Entry{}
-	}
-	if dl, dr := int64(min(next.Fence, 1))-int64(min(cur.Fence, 1)), int64(len(next.Released)-len(cur.Released)); dl != 0 || dr != 0 {
-		b.Queue(qCount, dl, dr)
-	}
-	if !sync {
-		b.Queue(qAsync)
 	}
 	var tag pgconn.CommandTag
 	b.Queue("COMMIT").Exec(func(ct pgconn.CommandTag) error { tag = ct; return nil })
@@ -267,6 +273,13 @@ func (s *Store) write(ctx context.Context, conn *pgx.Conn, cur service.Entry, pl
 	if err == nil && tag.String() != "COMMIT" {
 		err = errors.New("pgstore: the commit was answered " + strconv.Quote(tag.String()))
 	}
+	if _, warned := s.unreplicated.LoadAndDelete(conn.PgConn()); warned && err == nil {
+		// Committed here, but maybe not on the synchronous standbys: not
+		// answered as done. The retry waits for the row until the commit
+		// is replicated (or reads the promoted standby's state).
+		conn.Close(context.WithoutCancel(ctx))
+		return done, errors.Join(service.ErrOutcomeUnknown, errors.New("pgstore: the commit stopped waiting for the synchronous standbys"))
+	}
 	if err == nil {
 		return done, nil
 	}
@@ -278,9 +291,13 @@ func (s *Store) write(ctx context.Context, conn *pgx.Conn, cur service.Entry, pl
 		}
 		return done, unavailable("writing", err)
 	}
-	// The connection failed: the commit may or may not have happened.
+	// The connection failed: the commit may or may not have happened. It
+	// is not looked up (pg_xact_status reports a commit as done while it
+	// still waits for the synchronous standbys): the call is answered as
+	// unknown, and its retry is decided on the row, which another
+	// transaction sees, or can lock, only once that commit is over.
 	conn.Close(context.WithoutCancel(ctx))
-	return done, s.resolve(ctx, xid, err)
+	return done, errors.Join(service.ErrOutcomeUnknown, errors.New("pgstore: committing: "+err.Error()))
 }
 
 // floorOf reads resource's floor in the fence table, for a message.
@@ -290,35 +307,6 @@ func (s *Store) floorOf(ctx context.Context, resource string) string {
 		return "(unreadable: " + err.Error() + ")"
 	}
 	return strconv.FormatInt(f, 10)
-}
-
-// resolve asks the database what became of transaction xid, whose COMMIT
-// got no answer: nil if it committed, an error wrapping ErrUnavailable if
-// it did not, and one wrapping ErrOutcomeUnknown if the database cannot
-// say before ctx ends.
-func (s *Store) resolve(ctx context.Context, xid string, cause error) error {
-	if xid == "" {
-		return errors.Join(service.ErrOutcomeUnknown, cause)
-	}
-	for i := 0; ctx.Err() == nil; i++ {
-		var status *string
-		err := s.pool.QueryRow(ctx, qStatus, xid).Scan(&status)
-		if err == nil && status != nil {
-			switch *status {
-			case "committed":
-				return nil
-			case "aborted":
-				return unavailable("committing", cause)
-			}
-		}
-		t := time.NewTimer(time.Duration(1<<min(i, 6)) * time.Millisecond)
-		select {
-		case <-ctx.Done():
-		case <-t.C:
-		}
-		t.Stop()
-	}
-	return errors.Join(service.ErrOutcomeUnknown, cause)
 }
 
 // failed handles a failure before the commit: nothing was written. A

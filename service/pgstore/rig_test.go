@@ -58,8 +58,14 @@ const (
 // search_path is that schema.
 func newSchema(t testing.TB) string {
 	t.Helper()
+	return newSchemaOn(t, pg)
+}
+
+// newSchemaOn is newSchema on another server.
+func newSchemaOn(t testing.TB, srv *pgtest.Server) string {
+	t.Helper()
 	name := fmt.Sprintf("s%d", schemaSeq.Add(1))
-	conn, err := pgx.Connect(context.Background(), pg.DSN(""))
+	conn, err := pgx.Connect(context.Background(), srv.DSN(""))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +73,7 @@ func newSchema(t testing.TB) string {
 	if _, err := conn.Exec(context.Background(), "CREATE SCHEMA "+name); err != nil {
 		t.Fatal(err)
 	}
-	return pg.DSN("") + " search_path=" + name
+	return srv.DSN("") + " search_path=" + name
 }
 
 // exec runs q on dsn's database and schema.

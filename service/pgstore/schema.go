@@ -63,6 +63,11 @@ var schema = []string{
 // standby (no WAL is written there).
 const timelineSQL = `SELECT ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint`
 
+func countSQL(leases, releases string) string {
+	return `UPDATE ` + tCounts + ` SET leases = leases + ` + leases + `, releases = releases + ` + releases + `
+		WHERE slot = coalesce((SELECT slot FROM ` + tCounts + ` ORDER BY slot LIMIT 1 FOR UPDATE SKIP LOCKED), floor(random() * 64)::integer)`
+}
+
 // clockSQL is the database server's clock in whole Unix milliseconds,
 // read when the statement evaluates it; $N is added to it (zero but in
 // the tests, which step the clock through it).
@@ -76,34 +81,36 @@ var (
 	// nothing, never committed as it is (the decision updates it, or the
 	// transaction rolls back). On a row that exists it does nothing and
 	// writes nothing; behind another transaction's placeholder it waits.
+	// A decision runs it only after a first transaction found no row.
 	qEnsure = `INSERT INTO ` + tLeases + ` (resource, decided_at, sweep_at) VALUES ($1, 0, 0) ON CONFLICT (resource) DO NOTHING`
-	qLock   = `SELECT holder_id, request_id, fence, expires_at, secret_sha256, released::text, decided_at FROM ` + tLeases + ` WHERE resource = $1 FOR UPDATE`
-	// qShare takes the counts' lock in shared mode, without waiting, for
-	// a decision that may add a lease record (the resource has none); NULL
-	// when it has one.
-	qShare = `SELECT CASE WHEN EXISTS (SELECT 1 FROM ` + tLeases + ` WHERE resource = $1 AND fence <> 0) THEN NULL
-		ELSE pg_try_advisory_xact_lock_shared($2) END`
+	// qLock locks and reads the resource's row and, when the row holds no
+	// lease record (a decision that may add one), takes the counts' lock in
+	// shared mode without waiting ($2 is its key): true if it got it.
+	qLock = `SELECT holder_id, request_id, fence, expires_at, secret_sha256, released::text, decided_at,
+		CASE WHEN fence = 0 THEN pg_try_advisory_xact_lock_shared($2) END
+		FROM ` + tLeases + ` WHERE resource = $1 FOR UPDATE`
 	// qState reads, once the row is locked: the clock, the fence counter
-	// (and, when the resource has no live lease, the next fence ahead of
-	// the decision, so a grant needs no round trip of its own), the counts
-	// and max_connections.
+	// (and, when the resource's row holds no live lease, the next fence
+	// ahead of the decision, so a grant needs no round trip of its own),
+	// the counts and max_connections.
 	qState = `SELECT c.now, s.last_value, s.is_called,
-		CASE WHEN NOT EXISTS (SELECT 1 FROM ` + tLeases + ` l WHERE l.resource = $1 AND l.fence <> 0 AND l.expires_at > greatest(c.now, l.decided_at))
+		CASE WHEN EXISTS (SELECT 1 FROM ` + tLeases + ` l WHERE l.resource = $1 AND NOT (l.fence <> 0 AND l.expires_at > greatest(c.now, l.decided_at)))
 			THEN nextval('` + tFences + `') END,
 		k.leases, k.releases, current_setting('max_connections')::bigint
 		FROM (SELECT ` + clockSQL("$2") + ` AS now) c, ` + tFences + ` s,
 		(SELECT coalesce(sum(leases), 0)::bigint AS leases, coalesce(sum(releases), 0)::bigint AS releases FROM ` + tCounts + `) k`
 	qNextval = `SELECT nextval('` + tFences + `')`
-	qXid     = `SELECT pg_current_xact_id()::text`
 	qUpdate  = `UPDATE ` + tLeases + ` SET holder_id = $2, request_id = $3, fence = $4, expires_at = $5, secret_sha256 = $6,
 		released = $7::jsonb, decided_at = $8, sweep_at = $9 WHERE resource = $1`
 	qDelete = `DELETE FROM ` + tLeases + ` WHERE resource = $1`
 	// qCount adds to the counts in the first slot no other transaction
 	// holds, or, if every slot is held, waits for one at random.
-	qCount = `UPDATE ` + tCounts + ` SET leases = leases + $1, releases = releases + $2
-		WHERE slot = coalesce((SELECT slot FROM ` + tCounts + ` ORDER BY slot LIMIT 1 FOR UPDATE SKIP LOCKED), floor(random() * 64)::integer)`
-	qAsync  = `SET LOCAL synchronous_commit = off`
-	qStatus = `SELECT pg_xact_status($1::xid8)`
+	qCount = countSQL("$1", "$2")
+	// A decision's write, with the counts' change in the same statement
+	// when there is one.
+	qUpdateCount = `WITH w AS (` + qUpdate + ` RETURNING 1) ` + countSQL("$10", "$11")
+	qDeleteCount = `WITH w AS (` + qDelete + ` RETURNING 1) ` + countSQL("$2", "$3")
+	qAsync       = `SET LOCAL synchronous_commit = off`
 	// qSweep locks the rows a sweep has something to delete from, skipping
 	// rows another transaction holds.
 	qSweep = `SELECT l.resource, l.holder_id, l.request_id, l.fence, l.expires_at, l.secret_sha256, l.released::text, l.decided_at, c.now

@@ -28,6 +28,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -36,10 +37,12 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/lease-fence/lease-fence/core/clock"
+	"github.com/lease-fence/lease-fence/core/lease"
 	"github.com/lease-fence/lease-fence/gates/sqlfence"
 	"github.com/lease-fence/lease-fence/service"
 )
@@ -72,11 +75,10 @@ type Options struct {
 	// raises the resource's floor there to the new fence in its own
 	// transaction. Open creates the tables if they are missing.
 	FenceTable string
-	// Timeout bounds each call (Update, Sweep) and is the server's
-	// statement_timeout and idle_in_transaction_session_timeout for the
-	// store's sessions, so a transaction of a replica cut off from the
-	// database holds its rows no longer than this. Zero means
-	// DefaultTimeout.
+	// Timeout bounds each call (Update, Sweep), and is the server's
+	// lock_timeout and idle_in_transaction_session_timeout for the store's
+	// sessions, so a transaction of a replica cut off from the database
+	// holds its rows no longer than this. Zero means DefaultTimeout.
 	Timeout time.Duration
 	// TimelineJump is how far the fence counter jumps when a replica finds
 	// the database on another timeline than the one recorded (a standby
@@ -85,6 +87,12 @@ type Options struct {
 	// older backup) are not issued again unless more than this many were
 	// lost. Zero means DefaultTimelineJump.
 	TimelineJump uint64
+	// MinFence makes every fence issued from now on at least MinFence, by
+	// moving the sequence on at Open if it is below (after restoring a
+	// logical dump of the state, which brings back an older sequence; a
+	// promotion or a point-in-time recovery moves it on by itself, see
+	// TimelineJump).
+	MinFence uint64
 	// Logger receives the store's warnings (a clock behind the state, a
 	// new timeline). Nil logs nothing.
 	Logger *slog.Logger
@@ -112,6 +120,12 @@ type Store struct {
 	reclaimT atomic.Uint64 // float64 bits: the reading of the last sweep made for a full store
 
 	timeline atomic.Int64 // the timeline this store last checked
+
+	// unreplicated holds the connections on which the server warned that
+	// a commit stopped waiting for the synchronous standbys (an operator's
+	// pg_cancel_backend, for instance): that commit is not answered as
+	// done.
+	unreplicated sync.Map // *pgconn.PgConn -> struct{}
 }
 
 var _ service.Store = (*Store)(nil)
@@ -122,8 +136,8 @@ func config(dsn string, opts *Options) (*pgxpool.Config, error) {
 	if opts.TTL <= 0 {
 		return nil, errors.New("pgstore: Options.TTL must be positive, got " + opts.TTL.String())
 	}
-	if opts.MaxLeases < 0 || opts.ReleaseMemory < 0 {
-		return nil, errors.New("pgstore: Options limits must not be negative")
+	if opts.MaxLeases < 0 || opts.ReleaseMemory < 0 || opts.MinFence > lease.MaxFence {
+		return nil, errors.New("pgstore: Options limits must not be negative, and MinFence at most lease.MaxFence")
 	}
 	if opts.FenceTable != "" {
 		if _, err := sqlfence.PostgresRaise(opts.FenceTable); err != nil {
@@ -156,10 +170,60 @@ func config(dsn string, opts *Options) (*pgxpool.Config, error) {
 	if rp["application_name"] == "" {
 		rp["application_name"] = "lease-fence coordinator"
 	}
-	ms := strconv.FormatInt(opts.Timeout.Milliseconds(), 10)
-	rp["statement_timeout"] = ms
+	ms := strconv.FormatInt(max(opts.Timeout.Milliseconds(), 1), 10)
+	rp["lock_timeout"] = ms
 	rp["idle_in_transaction_session_timeout"] = ms
+	// No statement_timeout, and no cancel request ever: a call that runs
+	// out of time closes its connection (see noCancel).
+	cfg.ConnConfig.BuildContextWatcherHandler = func(c *pgconn.PgConn) ctxwatch.Handler {
+		return &pgconn.DeadlineContextWatcherHandler{Conn: c.Conn()}
+	}
+	cfg.BeforeConnect = func(_ context.Context, c *pgx.ConnConfig) error {
+		noCancel(c)
+		return nil
+	}
 	return cfg, nil
+}
+
+// errNoCancel is what a connection of the store answers pgx's attempt to
+// send a cancel request.
+var errNoCancel = errors.New("pgstore: no cancel requests")
+
+// noCancel makes c's connection unable to send a cancel request: once it is
+// established, its dial function (which pgx uses for nothing else) refuses.
+// pgx sends one when a call runs out of time or its connection fails; a
+// COMMIT whose wait for a synchronous standby is cancelled is committed
+// and visible at once, though the standby may not have it, and a failover
+// would then lose what other calls were answered from. Without the cancel,
+// the closed connection leaves that COMMIT waiting until the standby has
+// it (and a statement waiting for a lock ends at lock_timeout).
+func noCancel(c *pgx.ConnConfig) {
+	var established atomic.Bool
+	dial, after := c.DialFunc, c.AfterConnect
+	c.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if established.Load() {
+			return nil, errNoCancel
+		}
+		return dial(ctx, network, addr)
+	}
+	c.AfterConnect = func(ctx context.Context, pc *pgconn.PgConn) error {
+		established.Store(true)
+		if after != nil {
+			return after(ctx, pc)
+		}
+		return nil
+	}
+}
+
+// connect opens one connection with cfg, unable to send cancel requests.
+func connect(ctx context.Context, cfg *pgx.ConnConfig) (*pgx.Conn, error) {
+	c := cfg.Copy()
+	noCancel(c)
+	conn, err := pgx.ConnectConfig(ctx, c)
+	if err != nil {
+		return nil, errors.New("pgstore: connecting: " + err.Error())
+	}
+	return conn, nil
 }
 
 // Create makes the store's schema in the database dsn names (refused if it
@@ -171,9 +235,9 @@ func Create(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	conn, err := pgx.ConnectConfig(ctx, cfg.ConnConfig)
+	conn, err := connect(ctx, cfg.ConnConfig)
 	if err != nil {
-		return nil, errors.New("pgstore: connecting: " + err.Error())
+		return nil, err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	if err := checkWritable(ctx, conn); err != nil {
@@ -235,9 +299,14 @@ func openConfig(ctx context.Context, cfg *pgxpool.Config, opts Options) (*Store,
 	// Every new connection checks the timeline before it is used, so the
 	// first decision made on a promoted standby comes after the jump.
 	cfg.AfterConnect = s.checkTimeline
-	conn, err := pgx.ConnectConfig(ctx, cfg.ConnConfig)
+	cfg.ConnConfig.OnNotice = func(c *pgconn.PgConn, n *pgconn.Notice) {
+		if strings.Contains(n.Message, "synchronous replication") || strings.Contains(n.Detail, "might not have been replicated") {
+			s.unreplicated.Store(c, struct{}{})
+		}
+	}
+	conn, err := connect(ctx, cfg.ConnConfig)
 	if err != nil {
-		return nil, errors.New("pgstore: connecting: " + err.Error())
+		return nil, err
 	}
 	err = s.checkSchema(ctx, conn)
 	if err == nil {
@@ -245,6 +314,9 @@ func openConfig(ctx context.Context, cfg *pgxpool.Config, opts Options) (*Store,
 	}
 	if err == nil {
 		err = s.checkClock(ctx, conn)
+	}
+	if err == nil && opts.MinFence > 1 {
+		err = s.raiseFences(ctx, conn, opts.MinFence)
 	}
 	conn.Close(context.WithoutCancel(ctx))
 	if err != nil {
@@ -376,6 +448,24 @@ func (s *Store) checkTimeline(ctx context.Context, conn *pgx.Conn) error {
 			"timeline", current, "was", recorded, "fenceBefore", before, "fenceAfter", after)
 	}
 	s.timeline.Store(current)
+	return nil
+}
+
+// raiseFences moves the sequence on so that the next fence is at least min.
+func (s *Store) raiseFences(ctx context.Context, conn *pgx.Conn, min uint64) error {
+	rows, err := conn.Query(ctx, `SELECT setval('`+tFences+`', $1, true) FROM `+tFences+`
+		WHERE CASE WHEN is_called THEN last_value ELSE last_value - 1 END < $1`, int64(min-1))
+	if err != nil {
+		return errors.New("pgstore: moving the fences on: " + err.Error())
+	}
+	moved := rows.Next()
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return errors.New("pgstore: moving the fences on: " + err.Error())
+	}
+	if moved {
+		s.log.Info("every new fence is at least the minimum", "minFence", min)
+	}
 	return nil
 }
 

@@ -136,9 +136,9 @@ func TestConcurrentGrantsAcrossReplicas(t *testing.T) {
 // bytes.
 func TestSecretsHashedAtRest(t *testing.T) {
 	g := newRig(t, 1, pgstore.Options{})
-	f, _ := g.grant(0, acquireMsg("a-1", "doc", "A"))
-	g.grant(0, acquireMsg("b-1", "other", "B"))
-	if st, out := g.post(0, releaseMsg("rel", "other", "B", f+1)); out["ok"] != true {
+	g.grant(0, acquireMsg("a-1", "doc", "A"))
+	f, _ := g.grant(0, acquireMsg("b-1", "other", "B"))
+	if st, out := g.post(0, releaseMsg("rel", "other", "B", f)); out["ok"] != true {
 		t.Fatalf("release: %d %v", st, out)
 	}
 	var dump string
@@ -465,5 +465,19 @@ func TestMaxLeasesSharedAndExclusive(t *testing.T) {
 	wg.Wait()
 	if granted != 130 || full != 30 {
 		t.Fatalf("granted %d, refused %d; want 130 and 30", granted, full)
+	}
+}
+
+// MinFence moves the sequence on, never back.
+func TestMinFence(t *testing.T) {
+	g := newRig(t, 1, pgstore.Options{})
+	f1, _ := g.grant(0, acquireMsg("a", "r1", "A"))
+	g.r = append(g.r, g.open(pgstore.Options{MinFence: 5000}, false))
+	if f, _ := g.grant(1, acquireMsg("b", "r2", "B")); f != 5000 {
+		t.Fatalf("fence after MinFence 5000: %d", f)
+	}
+	g.r = append(g.r, g.open(pgstore.Options{MinFence: 10}, false))
+	if f, _ := g.grant(2, acquireMsg("c", "r3", "C")); f != 5001 {
+		t.Fatalf("fence after a lower MinFence: %d (first was %d)", f, f1)
 	}
 }

@@ -1,0 +1,138 @@
+//go:build !js && !wasip1
+
+package pgstore_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/lease-fence/lease-fence/core/clock"
+	"github.com/lease-fence/lease-fence/core/lease"
+	"github.com/lease-fence/lease-fence/internal/pgtest"
+	"github.com/lease-fence/lease-fence/service"
+	"github.com/lease-fence/lease-fence/service/pgstore"
+	"github.com/lease-fence/lease-fence/service/wire"
+)
+
+// BenchmarkCycle compares, in this process (no HTTP), an acquire + release
+// cycle of the Service over the store with the floor of any lock service in
+// PostgreSQL: two transactions that each lock a row and update it, in two
+// round trips, committed synchronously. The two alternate in chunks within
+// each run, on a durable server (fsync on) the benchmark starts; -cpu sets
+// the number of clients (each on its own resource).
+func BenchmarkCycle(b *testing.B) {
+	srv, err := pgtest.Start(pgtest.Options{Durable: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer srv.Stop()
+	ctx := context.Background()
+	st, err := pgstore.Create(ctx, srv.DSN(""), pgstore.Options{TTL: time.Minute})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	svc, err := service.New(service.Config{TTL: time.Minute, Store: st})
+	if err != nil {
+		b.Fatal(err)
+	}
+	pool, err := pgxpool.New(ctx, srv.DSN("")+" pool_max_conns=16")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer pool.Close()
+	if _, err := pool.Exec(ctx, `CREATE TABLE bench_rows (id int PRIMARY KEY, holder text NOT NULL, fence bigint NOT NULL);
+		INSERT INTO bench_rows SELECT g, '', 0 FROM generate_series(0, 255) g`); err != nil {
+		b.Fatal(err)
+	}
+	for _, side := range []string{"store", "bare"} {
+		b.Run(side, func(b *testing.B) {
+			goCPU0, pgCPU0 := cpuOf(srv)
+			defer func() {
+				goCPU1, pgCPU1 := cpuOf(srv)
+				b.ReportMetric(float64(goCPU1-goCPU0)/float64(b.N)/1e3, "goCPU-us/op")
+				b.ReportMetric(float64(pgCPU1-pgCPU0)/float64(b.N)/1e3, "pgCPU-us/op")
+			}()
+			var next atomic.Int64
+			b.RunParallel(func(pb *testing.PB) {
+				i := int(next.Add(1))
+				res := fmt.Sprintf("bench-%s-%d", b.Name(), i)
+				conn, err := pool.Acquire(ctx)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				defer conn.Release()
+				for pb.Next() {
+					if side == "bare" {
+						for _, h := range []string{"h", ""} {
+							if err := bareTxn(ctx, conn.Conn(), i, h); err != nil {
+								b.Error(err)
+								return
+							}
+						}
+						continue
+					}
+					req := lease.Request{Kind: lease.KindAcquire, RequestID: fmt.Sprint(res, pb), Resource: res, HolderID: "h", SentAt: clock.At("h", 1)}
+					secret := "secret-secret-secret"
+					r, err := svc.Call(ctx, wire.Message{Op: wire.OpAcquire, Request: req, Secret: secret})
+					if err != nil || !r.OK {
+						b.Errorf("acquire: %v %+v", err, r)
+						return
+					}
+					rel := lease.Request{RequestID: req.RequestID + "-r", Resource: res, HolderID: "h", Fence: r.Grant.Fence}
+					if r, err := svc.Call(ctx, wire.Message{Op: wire.OpRelease, Request: rel, Secret: secret}); err != nil || !r.OK {
+						b.Errorf("release: %v %+v", err, r)
+						return
+					}
+				}
+			})
+		})
+	}
+}
+
+func bareTxn(ctx context.Context, conn *pgx.Conn, id int, holder string) error {
+	var cur string
+	var f int64
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	b.Queue(`SELECT holder, fence FROM bench_rows WHERE id = $1 FOR UPDATE`, id).QueryRow(func(r pgx.Row) error { return r.Scan(&cur, &f) })
+	if err := conn.SendBatch(ctx, b).Close(); err != nil {
+		return err
+	}
+	b = &pgx.Batch{}
+	b.Queue(`UPDATE bench_rows SET holder = $2, fence = $3 WHERE id = $1`, id, holder, f+1)
+	b.Queue("COMMIT")
+	return conn.SendBatch(ctx, b).Close()
+}
+
+// cpuOf returns the CPU time (ns) of this process and of the server's
+// processes.
+func cpuOf(srv *pgtest.Server) (int64, int64) {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	self := ru.Utime.Nano() + ru.Stime.Nano()
+	kids, _ := srv.Children()
+	var pg int64
+	for pid := range kids {
+		stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+2:]))
+		u, _ := strconv.ParseInt(f[11], 10, 64)
+		st, _ := strconv.ParseInt(f[12], 10, 64)
+		pg += (u + st) * 1e7 // clock ticks of 10 ms
+	}
+	return self, pg
+}
