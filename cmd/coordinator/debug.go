@@ -41,14 +41,14 @@ type memory struct {
 	Records       int    `json:"records"`
 }
 
-func debugHandler(store *service.Local, svc *service.Service) http.Handler {
+func debugHandler(records func() int, svc *service.Service) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /debug/waiting", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(svc.WaitStats())
 	})
 	mux.HandleFunc("GET /debug/memory", func(w http.ResponseWriter, _ *http.Request) {
-		m := memory{RSSBytes: rss(), Goroutines: runtime.NumGoroutine(), Records: store.Leases()}
+		m := memory{RSSBytes: rss(), Goroutines: runtime.NumGoroutine(), Records: records()}
 		runtime.GC()
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)

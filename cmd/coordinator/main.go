@@ -15,11 +15,18 @@
 // After a restore from a backup, -min-fence N makes every new fence at
 // least N (docs/service.md, "Backups").
 //
+// With -store postgres://..., the state is in PostgreSQL instead (package
+// service/pgstore), and any number of coordinators over one database serve
+// the same leases; -fence-table names sqlfence tables in that database
+// whose floor every grant raises in its own transaction.
+//
 // Usage:
 //
 //	go run ./cmd/coordinator -init [-state lease-fence-state]   # once
 //	go run ./cmd/coordinator [-addr 127.0.0.1:8787] [-ttl 30s] [-state lease-fence-state] [-min-fence N]
 //	go run ./cmd/coordinator -memory
+//	go run ./cmd/coordinator -init -store 'postgres://HOST/DB'   # once, for all replicas
+//	go run ./cmd/coordinator -store 'postgres://HOST1,HOST2/DB?target_session_attrs=read-write' [-fence-table lease_fence]
 //
 // The first line it prints is "listening on http://HOST:PORT", which is how
 // a caller that passed port 0 learns the port. See docs/service.md for the
@@ -39,6 +46,7 @@ import (
 	"os/signal"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -47,6 +55,7 @@ import (
 	"github.com/lease-fence/lease-fence/core/lease"
 	"github.com/lease-fence/lease-fence/service"
 	"github.com/lease-fence/lease-fence/service/pebblestore"
+	"github.com/lease-fence/lease-fence/service/pgstore"
 	"github.com/lease-fence/lease-fence/service/wire"
 )
 
@@ -101,16 +110,31 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	maxWait := fl.Duration("max-wait", wire.DefaultMaxWait, "longest waitMillis a call may ask for (a waiting acquire or observe)")
 	maxWaiters := fl.Int("max-waiters", service.DefaultMaxWaiters, "most calls waiting at once, plus places kept for a retry; beyond, 503 too_many_waiters")
 	debugAddr := fl.String("debug-addr", "", "if set, serve GET /debug/memory (a garbage collection, then live heap and RSS as JSON) and GET /debug/waiting (the waiting calls) on this loopback address")
+	pgURL := fl.String("store", "", "keep the state in PostgreSQL instead of -state: a postgres:// connection string (several hosts and target_session_attrs=read-write to follow a failover); any number of coordinators may share it")
+	fenceTable := fl.String("fence-table", "", "with -store: the prefix of sqlfence tables in the same database (such as lease_fence); every grant raises the resource's floor there in its own transaction")
+	storeTimeout := fl.Duration("store-timeout", pgstore.DefaultTimeout, "with -store: the longest a call may take in the database; beyond it the call is answered 503 unavailable")
 	if err := fl.Parse(args); err != nil {
 		return err
 	}
 	if fl.NArg() > 0 {
 		return errors.New("unexpected arguments: " + fmt.Sprint(fl.Args()))
 	}
-	stateSet := false
-	fl.Visit(func(f *flag.Flag) { stateSet = stateSet || f.Name == "state" })
-	if *memory && (*initDB || stateSet || *minFence != 0) {
-		return errors.New("-memory keeps no state: it cannot be combined with -state, -init or -min-fence")
+	set := map[string]bool{}
+	fl.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if *memory && (*initDB || set["state"] || *minFence != 0 || set["store"]) {
+		return errors.New("-memory keeps no state: it cannot be combined with -state, -store, -init or -min-fence")
+	}
+	if set["store"] {
+		switch {
+		case !strings.HasPrefix(*pgURL, "postgres://") && !strings.HasPrefix(*pgURL, "postgresql://"):
+			return errors.New("-store takes a PostgreSQL connection string (postgres://...); the embedded store is -state")
+		case set["state"] || set["min-free-bytes"]:
+			return errors.New("-store keeps the state in PostgreSQL: it cannot be combined with -state or -min-free-bytes")
+		case *storeTimeout <= 0:
+			return errors.New("-store-timeout must be positive")
+		}
+	} else if set["fence-table"] || set["store-timeout"] {
+		return errors.New("-fence-table and -store-timeout need -store")
 	}
 	if *minFence > lease.MaxFence {
 		return errors.New("-min-fence must be at most " + strconv.FormatUint(lease.MaxFence, 10))
@@ -138,32 +162,34 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
-	cfg := service.LocalConfig{Clock: clk, TTL: *ttl, MaxLeases: *maxLeases, ReleaseMemory: *releaseMemory,
-		FenceMemory: *fenceMemory, MinFence: *minFence, FenceReserve: fenceReserve}
-	if *memory {
-		log.Warn("state in memory only (-memory): NOT durable; a restart forgets every lease and issues fences from 1 again")
-	} else {
-		open := pebblestore.Open
+	var store service.Store
+	var records func() int
+	if set["store"] {
+		open := pgstore.Open
 		if *initDB {
-			open = pebblestore.Create
+			open = pgstore.Create
 		}
-		ps, err := open(*state, pebblestore.Options{Logger: log, MinFreeBytes: *minFree})
+		ps, err := open(ctx, *pgURL, pgstore.Options{Domain: *domain, TTL: *ttl, MaxLeases: *maxLeases, ReleaseMemory: *releaseMemory,
+			FenceTable: *fenceTable, Timeout: *storeTimeout, MinFence: *minFence, Logger: log})
 		if err != nil {
 			return err
 		}
 		defer ps.Close()
-		cfg.Persist = ps
-		log.Info("state in " + *state + " (Pebble): every grant and renewal synced before it is answered, releases with the next write")
-	}
-	store, err := service.NewLocal(cfg)
-	if err != nil {
-		return err
-	}
-	if err := store.Load(ctx); err != nil {
-		return err
-	}
-	if *minFence > 0 {
-		log.Info("every new fence is at least -min-fence", "minFence", *minFence, "next", store.Issued()+1)
+		store = ps
+		records = func() int { n, _ := ps.Leases(ctx); return n }
+		msg := "state in PostgreSQL: every change committed before it is answered; the clock is the database server's"
+		if *fenceTable != "" {
+			msg += "; every grant raises its resource's floor in " + *fenceTable + "_floor in the same transaction"
+		}
+		log.Info(msg)
+	} else {
+		l, closeStore, err := openLocal(ctx, log, *memory, *initDB, *state, *minFree, service.LocalConfig{Clock: clk, TTL: *ttl,
+			MaxLeases: *maxLeases, ReleaseMemory: *releaseMemory, FenceMemory: *fenceMemory, MinFence: *minFence, FenceReserve: fenceReserve})
+		if err != nil {
+			return err
+		}
+		defer closeStore()
+		store, records = l, l.Leases
 	}
 	svc, err := service.New(service.Config{TTL: *ttl, Store: store, MaxWait: *maxWait, MaxWaiters: *maxWaiters})
 	if err != nil {
@@ -203,7 +229,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			ln.Close()
 			return err
 		}
-		dsrv := &http.Server{Handler: debugHandler(store, svc), ReadHeaderTimeout: *headerTimeout}
+		dsrv := &http.Server{Handler: debugHandler(records, svc), ReadHeaderTimeout: *headerTimeout}
 		go func() { _ = dsrv.Serve(dln) }()
 		defer dsrv.Close()
 		fmt.Fprintf(stderr, "debug on http://%s/debug/memory\n", dln.Addr())
@@ -273,4 +299,37 @@ func setGCPercent(gogc string) {
 	if gogc == "" {
 		debug.SetGCPercent(defaultGCPercent)
 	}
+}
+
+// openLocal opens the embedded store, in memory or on Pebble in dir
+// (created first with create), and returns what closes it.
+func openLocal(ctx context.Context, log *slog.Logger, memory, create bool, dir string, minFree uint64, cfg service.LocalConfig) (*service.Local, func(), error) {
+	closeStore := func() {}
+	if memory {
+		log.Warn("state in memory only (-memory): NOT durable; a restart forgets every lease and issues fences from 1 again")
+	} else {
+		open := pebblestore.Open
+		if create {
+			open = pebblestore.Create
+		}
+		ps, err := open(dir, pebblestore.Options{Logger: log, MinFreeBytes: minFree})
+		if err != nil {
+			return nil, nil, err
+		}
+		closeStore = func() { ps.Close() }
+		cfg.Persist = ps
+		log.Info("state in " + dir + " (Pebble): every grant and renewal synced before it is answered, releases with the next write")
+	}
+	store, err := service.NewLocal(cfg)
+	if err == nil {
+		err = store.Load(ctx)
+	}
+	if err != nil {
+		closeStore()
+		return nil, nil, err
+	}
+	if cfg.MinFence > 0 {
+		log.Info("every new fence is at least -min-fence", "minFence", cfg.MinFence, "next", store.Issued()+1)
+	}
+	return store, closeStore, nil
 }

@@ -1,0 +1,624 @@
+//go:build linux
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/lease-fence/lease-fence/core/clock"
+	"github.com/lease-fence/lease-fence/core/lease"
+	"github.com/lease-fence/lease-fence/core/sim"
+	"github.com/lease-fence/lease-fence/service/wire"
+)
+
+// The drills of replicas_test.go run coordinator processes over one
+// PostgreSQL database (-store) and break things under load. Clients call
+// through wire.Client with every coordinator's URL; each HTTP attempt is
+// an operation of the history, bounded by the wall clock around it in
+// whole milliseconds, which is the clock the database server reads (the
+// test runs on its machine). An attempt that gets no answer (its
+// coordinator was killed, the database was down) or a 5xx may or may not
+// have changed something: a trigger the drill adds to the state's table
+// records every committed change with its reading, and after the run each
+// such attempt is found there (and enters the history with what it did)
+// or not (it changed nothing and is left out). Porcupine then checks the
+// history against the lease-register model of core/sim.
+
+// drillTTL is long enough that no lease ends by itself during a drill: a
+// renewal answered "expired" or a release answered "not held" then means
+// an acknowledged change was lost.
+const drillTTL = "1h"
+
+const drillTTLMs = 3_600_000
+
+// freeAddr returns a loopback address with a port free right now, for a
+// coordinator that must come back on the same address after a kill.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// drill is a set of coordinator processes over one database, the clients
+// that call them, and the history of their attempts.
+type drill struct {
+	t     *testing.T
+	dsn   string
+	addrs []string
+	args  []string // every coordinator's flags but -addr and -init
+	mu    sync.Mutex
+	kids  []*child
+	logs  []*lockedWriter
+
+	ticks  atomic.Int64
+	histMu sync.Mutex
+	ops    []porcupine.Operation
+	unsure []attempt
+
+	clients  []*drillClient
+	answered atomic.Int64
+	stop     chan struct{}
+	wg       sync.WaitGroup
+}
+
+// attempt is an attempt whose outcome the client did not learn.
+type attempt struct {
+	client    int
+	m         wire.Message
+	call, ret int64
+	lo, hi    float64
+}
+
+// auditSQL records every committed change of the state's rows.
+const auditSQL = `
+CREATE TABLE drill_audit (resource text, holder_id text, request_id text, fence bigint, expires_at float8, decided_at float8, released text);
+CREATE FUNCTION drill_audit() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	INSERT INTO drill_audit VALUES (NEW.resource, NEW.holder_id, NEW.request_id, NEW.fence, NEW.expires_at, NEW.decided_at, NEW.released::text);
+	RETURN NEW;
+END $$;
+CREATE TRIGGER drill_audit AFTER INSERT OR UPDATE ON lease_fence_leases FOR EACH ROW EXECUTE FUNCTION drill_audit();`
+
+// newDrill creates the state in dsn's database with the first coordinator
+// (-init), adds the audit trigger, then starts the others.
+func newDrill(t *testing.T, dsn string, replicas int, args ...string) *drill {
+	t.Helper()
+	d := &drill{t: t, dsn: dsn, args: append([]string{"-store", dsn, "-ttl", drillTTL}, args...), stop: make(chan struct{})}
+	for i := range replicas {
+		d.addrs = append(d.addrs, freeAddr(t))
+		d.logs = append(d.logs, &lockedWriter{})
+		d.kids = append(d.kids, nil)
+		d.start(i, i == 0)
+		if i == 0 {
+			pgExec(t, dsn, auditSQL)
+		}
+	}
+	return d
+}
+
+func (d *drill) start(i int, init bool) {
+	d.t.Helper()
+	args := append([]string{"-addr", d.addrs[i]}, d.args...)
+	if init {
+		args = append(args, "-init")
+	}
+	c := startChildOn(d.t, "", d.logs[i], args...)
+	d.mu.Lock()
+	d.kids[i] = c
+	d.mu.Unlock()
+}
+
+// kill9 kills coordinator i with SIGKILL and starts it again on its
+// address.
+func (d *drill) kill9(i int) {
+	d.t.Helper()
+	d.mu.Lock()
+	c := d.kids[i]
+	d.mu.Unlock()
+	c.kill()
+	d.start(i, false)
+}
+
+// urls returns the coordinators' URLs starting with the i-th.
+func (d *drill) urls(i int) []string {
+	var out []string
+	for k := range d.addrs {
+		out = append(out, "http://"+d.addrs[(i+k)%len(d.addrs)])
+	}
+	return out
+}
+
+// recorder is one client's transport: it records each attempt.
+type recorder struct {
+	d       *drill
+	client  int
+	next    http.RoundTripper
+	trace   []string // the attempts of the client's current call
+	release string   // its request id, if it is a release
+}
+
+func (rt *recorder) RoundTrip(r *http.Request) (*http.Response, error) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return nil, err
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	m, werr := wire.DecodeMessage(wire.Op(strings.TrimPrefix(r.URL.Path, "/v1/")), body)
+	if werr != nil {
+		return nil, werr
+	}
+	d := rt.d
+	lo := float64(time.Now().UnixMilli())
+	call := d.ticks.Add(1)
+	resp, err := rt.next.RoundTrip(r)
+	var data []byte
+	if err == nil {
+		data, err = io.ReadAll(resp.Body)
+		resp.Body.Close()
+	}
+	ret := d.ticks.Add(1)
+	hi := float64(time.Now().UnixMilli())
+	what := fmt.Sprintf("%s %s id %s to %s [%v, %v]: ", m.Op, m.Request.Resource, m.Request.RequestID, r.URL.Host, lo, hi)
+	if err != nil {
+		what += err.Error()
+	} else {
+		what += strconv.Itoa(resp.StatusCode) + " " + string(data)
+	}
+	rt.trace = append(rt.trace, what)
+	if m.Op == wire.OpRelease {
+		rt.release = m.Request.RequestID
+	}
+	d.histMu.Lock()
+	defer d.histMu.Unlock()
+	if err != nil || resp.StatusCode >= 500 {
+		d.unsure = append(d.unsure, attempt{client: rt.client, m: m, call: call, ret: ret, lo: lo, hi: hi})
+		if err != nil {
+			return nil, err
+		}
+	} else {
+		in := inputOf(m)
+		in.Lo, in.Hi = lo, hi
+		d.ops = append(d.ops, porcupine.Operation{ClientId: rt.client, Input: in, Call: call, Output: outputOf(resp.StatusCode, data), Return: ret})
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(data))
+	return resp, nil
+}
+
+func inputOf(m wire.Message) sim.OpInput {
+	if m.Op == wire.OpRelease {
+		return sim.OpInput{Kind: sim.OpRelease, Resource: m.Request.Resource, Holder: m.Request.HolderID,
+			RequestID: m.Request.RequestID, Fence: m.Request.Fence}
+	}
+	return sim.InputOf(m.Request)
+}
+
+// outputOf turns an answer into the model's output.
+func outputOf(status int, data []byte) sim.OpOutput {
+	var rep wire.Reply
+	if status != http.StatusOK || json.Unmarshal(data, &rep) != nil {
+		return sim.OpOutput{Err: fmt.Sprintf("status %d: %s", status, data)}
+	}
+	switch {
+	case rep.OK && rep.Grant != nil:
+		return sim.OpOutput{OK: true, Fence: rep.Grant.Fence, ExpiresAt: rep.Grant.CoordinatorExpiresAt.Millis}
+	case rep.OK:
+		return sim.OpOutput{OK: true}
+	case rep.HeldBy != "":
+		return sim.OpOutput{HeldBy: rep.HeldBy, RetryAfterMs: rep.RetryAfterMillis}
+	case rep.Reason == string(lease.Expired):
+		return sim.OpOutput{Expired: true}
+	}
+	return sim.OpOutput{Err: "unrecognised reply " + string(data)}
+}
+
+// audited is one committed version of a row.
+type audited struct {
+	resource, holder, requestID, released string
+	fence                                 int64
+	expiresAt, decidedAt                  float64
+}
+
+// resolve enters into the history, from the audit table, the attempts
+// whose outcome the clients did not learn and that changed something, and
+// returns how many did and how many did not.
+func (d *drill) resolve(dsn string) (changed, unchanged int, released map[string]bool) {
+	released = map[string]bool{}
+	d.t.Helper()
+	conn, err := pgx.Connect(context.Background(), dsn)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	rows, err := conn.Query(context.Background(), `SELECT resource, holder_id, request_id, released, fence, expires_at, decided_at FROM drill_audit WHERE decided_at > 0`)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	by := map[string][]audited{}
+	for rows.Next() {
+		var a audited
+		if err := rows.Scan(&a.resource, &a.holder, &a.requestID, &a.released, &a.fence, &a.expiresAt, &a.decidedAt); err != nil {
+			d.t.Fatal(err)
+		}
+		by[a.resource] = append(by[a.resource], a)
+	}
+	rows.Close()
+	for _, at := range d.unsure {
+		q := at.m.Request
+		var out *sim.OpOutput
+		for _, a := range by[q.Resource] {
+			if a.decidedAt < at.lo || a.decidedAt > at.hi {
+				continue
+			}
+			switch {
+			case at.m.Op == wire.OpAcquire && a.fence != 0 && a.requestID == q.RequestID && a.holder == q.HolderID:
+				out = &sim.OpOutput{OK: true, Fence: uint64(a.fence), ExpiresAt: a.expiresAt}
+			case at.m.Op == wire.OpRenew && a.fence == int64(q.Fence) && a.holder == q.HolderID && a.expiresAt == a.decidedAt+drillTTLMs:
+				out = &sim.OpOutput{OK: true, Fence: uint64(a.fence), ExpiresAt: a.expiresAt}
+			case at.m.Op == wire.OpRelease && a.fence == 0 && strings.Contains(a.released, `"requestId": `+strconv.Quote(q.RequestID)):
+				out = &sim.OpOutput{OK: true}
+				released[q.RequestID] = true
+			}
+		}
+		if out == nil {
+			unchanged++
+			continue
+		}
+		changed++
+		in := inputOf(at.m)
+		in.Lo, in.Hi = at.lo, at.hi
+		d.ops = append(d.ops, porcupine.Operation{ClientId: at.client, Input: in, Call: at.call, Output: *out, Return: at.ret})
+	}
+	return changed, unchanged, released
+}
+
+// drillClient is one holder: a wire.Client over every coordinator, which
+// retries each call (same body) until it gets an answer.
+type drillClient struct {
+	d    *drill
+	rt   *recorder
+	idx  int
+	id   string
+	c    *wire.Client
+	rng  *rand.Rand
+	held map[string]*wire.Lease
+	// what its calls were answered, for the checks after the run
+	grants  []grant
+	lost    []string // calls that got no answer at all
+	expired []string // renewals refused and releases not done: with a TTL of an hour, a lost change
+	// releases whose retry was answered "not done": lost, unless the
+	// database shows an earlier attempt of theirs did it (request id to
+	// complaint)
+	notDone map[string]string
+}
+
+type grant struct {
+	fence      uint64
+	resource   string
+	begin, end time.Time
+}
+
+func (d *drill) newClient(i int, seed uint64) *drillClient {
+	d.t.Helper()
+	id := "holder-" + strconv.Itoa(i)
+	clk, _ := clock.NewMonotonic(id)
+	lc, err := lease.NewClient(lease.ClientConfig{Clock: clk, HolderID: id})
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	rt := &recorder{d: d, client: i, next: http.DefaultTransport.(*http.Transport).Clone()}
+	wc, err := wire.NewClient(wire.ClientConfig{BaseURLs: d.urls(i), Lease: lc, Attempts: 40, AttemptTimeout: 8 * time.Second,
+		HTTPClient: &http.Client{Transport: rt}})
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	return &drillClient{d: d, rt: rt, idx: i, id: id, c: wc, rng: rand.New(rand.NewPCG(seed, uint64(i))), held: map[string]*wire.Lease{}}
+}
+
+// drillResources are the resources every client competes for.
+var drillResources = []string{"r0", "r1", "r2", "r3", "r4", "r5"}
+
+// step makes one call. It returns false when the call got no answer at all
+// (the client stops then).
+func (k *drillClient) step(ctx context.Context) bool {
+	k.rt.trace, k.rt.release = nil, ""
+	if len(k.held) > 0 && (k.rng.IntN(3) > 0 || len(k.held) == len(drillResources)) {
+		names := make([]string, 0, len(k.held))
+		for n := range k.held {
+			names = append(names, n)
+		}
+		slices.Sort(names)
+		name := names[k.rng.IntN(len(names))]
+		l := k.held[name]
+		tok := l.Token()
+		if k.rng.IntN(2) == 0 {
+			l2, err := k.c.Renew(ctx, l)
+			switch {
+			case err == nil:
+				k.held[name] = l2
+			case errors.Is(err, wire.ErrExpired):
+				delete(k.held, name)
+				k.expired = append(k.expired, fmt.Sprintf("renewal of %s #%d (attempts: %s)", name, tok.Fence, strings.Join(k.rt.trace, "; ")))
+			default:
+				return k.noAnswer("renew "+name, err)
+			}
+			return true
+		}
+		err := k.c.Release(ctx, l)
+		switch {
+		case err == nil:
+		case errors.Is(err, wire.ErrExpired):
+			if k.notDone == nil {
+				k.notDone = map[string]string{}
+			}
+			k.notDone[k.rt.release] = fmt.Sprintf("release of %s #%d (attempts: %s)", name, tok.Fence, strings.Join(k.rt.trace, "; "))
+		default:
+			return k.noAnswer("release "+name, err)
+		}
+		delete(k.held, name)
+		return true
+	}
+	var free []string
+	for _, r := range drillResources {
+		if k.held[r] == nil {
+			free = append(free, r)
+		}
+	}
+	name := free[k.rng.IntN(len(free))]
+	begin := time.Now()
+	l, err := k.c.Acquire(ctx, name)
+	var denied *wire.DeniedError
+	switch {
+	case err == nil:
+		k.held[name] = l
+		k.grants = append(k.grants, grant{fence: l.Token().Fence, resource: name, begin: begin, end: time.Now()})
+	case errors.As(err, &denied):
+	default:
+		return k.noAnswer("acquire "+name, err)
+	}
+	return true
+}
+
+func (k *drillClient) noAnswer(what string, err error) bool {
+	k.lost = append(k.lost, what+": "+err.Error())
+	return false
+}
+
+// run starts n clients calling until stopped.
+func (d *drill) run(n int, seed uint64) {
+	for i := range n {
+		k := d.newClient(i, seed)
+		d.clients = append(d.clients, k)
+		d.wg.Add(1)
+		go func() {
+			defer d.wg.Done()
+			ctx := context.Background()
+			for {
+				select {
+				case <-d.stop:
+					return
+				default:
+				}
+				if !k.step(ctx) {
+					return
+				}
+				d.answered.Add(1)
+			}
+		}()
+	}
+}
+
+// waitAnswered waits until n more calls were answered.
+func (d *drill) waitAnswered(n int64) {
+	target := d.answered.Load() + n
+	for deadline := time.Now().Add(5 * time.Minute); d.answered.Load() < target; {
+		if time.Now().After(deadline) {
+			d.t.Fatalf("%d calls answered, waiting for %d", d.answered.Load(), target)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// finish stops the clients and checks what they were answered: every call
+// got an answer, no fence was handed out twice or below a fence answered
+// before the call began, no acknowledged lease or release was lost, and
+// (if linearizable) porcupine accepts the history, with the attempts that
+// got no answer resolved from the database at dsn. It returns the
+// operations.
+func (d *drill) finish(name, dsn string, linearizable bool) []porcupine.Operation {
+	d.t.Helper()
+	close(d.stop)
+	d.wg.Wait()
+	t := d.t
+	if linearizable {
+		d.verifyHeld()
+	}
+	d.histMu.Lock()
+	changed, unchanged, releasedBefore := d.resolve(dsn)
+	d.histMu.Unlock()
+	var all []grant
+	forgotten := 0
+	for _, k := range d.clients {
+		for _, l := range k.lost {
+			t.Errorf("%s: a call got no answer: %s", k.id, l)
+		}
+		for id, e := range k.notDone {
+			if releasedBefore[id] {
+				// An attempt whose answer was lost ended the lease; by the
+				// time the retry came, the resource had remembered eight
+				// newer releases and forgot this one (docs/service.md,
+				// "Releases are idempotent").
+				forgotten++
+				continue
+			}
+			k.expired = append(k.expired, e)
+		}
+		if linearizable {
+			for _, e := range k.expired {
+				t.Errorf("%s: %s was refused: an acknowledged lease was lost", k.id, e)
+			}
+		}
+		all = append(all, k.grants...)
+	}
+	if forgotten > 0 {
+		t.Logf("%d releases done by an attempt whose answer was lost were answered \"not held\" on their retry: the resource's memory of releases had moved on", forgotten)
+	}
+	if repeated, lowered := checkFences(all); linearizable && (repeated > 0 || lowered > 0) {
+		t.Errorf("%d fences handed out twice, %d below a fence answered before the call began", repeated, lowered)
+	}
+	d.histMu.Lock()
+	defer d.histMu.Unlock()
+	ops := d.ops
+	if linearizable {
+		if _, err := sim.CheckHistory(name, porcupineDir(t), time.Hour, ops, 2*time.Minute); err != nil {
+			dumpIllegal(t, ops)
+			t.Fatal(err)
+		}
+	}
+	granted, denied := 0, 0
+	for _, op := range ops {
+		out := op.Output.(sim.OpOutput)
+		if op.Input.(sim.OpInput).Kind == sim.OpAcquire && out.OK {
+			granted++
+		}
+		if out.HeldBy != "" {
+			denied++
+		}
+	}
+	t.Logf("%s: %d attempts in the history (%d grants and replays, %d denials), of them %d without an answer that the database shows done; %d without an answer that changed nothing; %d clients",
+		name, len(ops), granted, denied, changed, unchanged, len(d.clients))
+	if granted == 0 || denied == 0 {
+		t.Errorf("the run made %d grants and %d denials: it exercised nothing", granted, denied)
+	}
+	return ops
+}
+
+// checkFences counts fences answered to two acquisitions, and fences not
+// above a fence whose grant was answered before the acquisition began.
+func checkFences(all []grant) (repeated, lowered int) {
+	seen := map[uint64]bool{}
+	for _, g := range all {
+		if seen[g.fence] {
+			repeated++
+		}
+		seen[g.fence] = true
+	}
+	byEnd := slices.Clone(all)
+	sort.Slice(byEnd, func(i, j int) bool { return byEnd[i].end.Before(byEnd[j].end) })
+	byBegin := slices.Clone(all)
+	sort.Slice(byBegin, func(i, j int) bool { return byBegin[i].begin.Before(byBegin[j].begin) })
+	var top uint64
+	j := 0
+	for _, g := range byBegin {
+		for j < len(byEnd) && byEnd[j].end.Before(g.begin) {
+			top = max(top, byEnd[j].fence)
+			j++
+		}
+		if g.fence <= top {
+			lowered++
+		}
+	}
+	return repeated, lowered
+}
+
+// verifyHeld checks, after the run, that every lease a client holds is
+// still its own: the holder renews it with the same fence, and a stranger
+// is denied it.
+func (d *drill) verifyHeld() {
+	d.t.Helper()
+	stranger := d.newClient(len(d.clients)+1, 99)
+	ctx := context.Background()
+	for _, k := range d.clients {
+		for name, l := range k.held {
+			l2, err := k.c.Renew(ctx, l)
+			if err != nil || l2.Token() != l.Token() {
+				d.t.Errorf("%s's lease on %s (#%d) after the run: %v", k.id, name, l.Token().Fence, err)
+				continue
+			}
+			var denied *wire.DeniedError
+			if _, err := stranger.c.Acquire(ctx, name); !errors.As(err, &denied) || denied.HeldBy != k.id {
+				d.t.Errorf("a stranger's acquisition of %s, held by %s: %v", name, k.id, err)
+			}
+		}
+	}
+}
+
+func porcupineDir(t *testing.T) string {
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(wd, "..", "..", "out", "test", "porcupine")
+}
+
+// dumpIllegal logs, for each resource whose history alone is not
+// linearizable, the end of porcupine's longest partial linearization and
+// the operations it could not place after it.
+func dumpIllegal(t *testing.T, ops []porcupine.Operation) {
+	by := map[string][]porcupine.Operation{}
+	for _, op := range ops {
+		r := op.Input.(sim.OpInput).Resource
+		by[r] = append(by[r], op)
+	}
+	model := sim.LeaseModel(time.Hour)
+	for r, part := range by {
+		res, info := porcupine.CheckOperationsVerbose(model, part, time.Minute)
+		if res == porcupine.Ok {
+			continue
+		}
+		var longest []porcupine.Operation
+		for _, p := range info.PartialLinearizationsOperations() {
+			for _, l := range p {
+				if len(l) > len(longest) {
+					longest = l
+				}
+			}
+		}
+		var b strings.Builder
+		state := model.Init()
+		placed := map[int64]bool{}
+		for i, op := range longest {
+			_, state = model.Step(state, op.Input, op.Output)
+			placed[op.Call] = true
+			if i >= len(longest)-8 {
+				fmt.Fprintf(&b, "  placed [%d,%d] c%d %s => %s\n", op.Call, op.Return, op.ClientId, model.DescribeOperation(op.Input, op.Output), model.DescribeState(state))
+			}
+		}
+		var first int64 = 1 << 62
+		for _, op := range part {
+			if !placed[op.Call] && op.Return < first {
+				first = op.Return
+			}
+		}
+		for _, op := range part {
+			if !placed[op.Call] && op.Call <= first {
+				fmt.Fprintf(&b, "  next?  [%d,%d] c%d %s\n", op.Call, op.Return, op.ClientId, model.DescribeOperation(op.Input, op.Output))
+			}
+		}
+		t.Logf("resource %s is not linearizable alone:\n%s", r, b.String())
+	}
+}
