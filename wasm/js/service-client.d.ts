@@ -13,9 +13,26 @@ declare global {
   }
 }
 
-export interface LeaseServiceClientOptions {
-  /** Where the coordinator is served, e.g. "http://127.0.0.1:8787"; /v1/acquire etc. are appended. */
-  baseURL: string;
+export type LeaseServiceClientOptions = LeaseServiceClientCommonOptions &
+  (
+    | {
+        /** Where the coordinator is served, e.g. "http://127.0.0.1:8787"; /v1/acquire etc. are appended. */
+        baseURL: string;
+        baseURLs?: undefined;
+      }
+    | {
+        baseURL?: undefined;
+        /**
+         * Several coordinators serving the same leases (replicas over one PostgreSQL database), in the
+         * order to try them: an attempt that gets no answer, times out or gets a 5xx moves the call to
+         * the next one with the same body, request id and secret included. A call starts at the one
+         * that answered last. 1 to 64 URLs.
+         */
+        baseURLs: readonly string[];
+      }
+  );
+
+export interface LeaseServiceClientCommonOptions {
   /** The holder id; with clock and clockSkewMillis, makes the LeaseClient. Required unless leaseClient is given. */
   holderId?: string | undefined;
   /** The holder's clock; a monotonic clock whose domain is the holder id by default. */
@@ -26,13 +43,16 @@ export interface LeaseServiceClientOptions {
   leaseClient?: LeaseClient | undefined;
   /** The fetch to send with; globalThis.fetch by default. */
   fetch?: ((input: string, init: RequestInit) => Promise<Response>) | undefined;
-  /** How many times one call is sent at most (1 to 100); 4 by default. */
+  /** How many times one call is sent at most (1 to 100); 4 by default, or one more than the baseURLs if that is more. */
   attempts?: number | undefined;
   /** How long one attempt may wait for its answer before it is retried; 5000 by default. */
   attemptTimeoutMillis?: number | undefined;
   /** The default for every call's timeoutMillis; none by default (attempts bound the call). */
   timeoutMillis?: number | undefined;
-  /** The pause before attempt n (n >= 2), in milliseconds; 25, doubling, at most 1000 by default. */
+  /**
+   * The pause before attempt n (n >= 2), in milliseconds; 25, doubling, at most 1000 by default. With
+   * several baseURLs only an attempt that returns to a coordinator already tried pauses (n counts those).
+   */
   backoff?: ((attempt: number) => number) | undefined;
 }
 
@@ -46,8 +66,10 @@ export interface CallOptions {
 /** A client of the coordinator service for one holder. */
 export class LeaseServiceClient {
   constructor(options: LeaseServiceClientOptions);
-  /** The base URL, without a trailing slash. */
+  /** The base URL (the first of baseURLs), without a trailing slash. */
   readonly baseURL: string;
+  /** Every base URL, in the order given, without trailing slashes. */
+  readonly baseURLs: string[];
   readonly holderId: string;
   readonly leaseClient: LeaseClient;
   /** Rejects with LeaseDeniedError when the resource is held, LeaseServiceError when refused or unanswered. */

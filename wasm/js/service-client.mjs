@@ -1,6 +1,10 @@
 // lease-fence/service-client: a client for the coordinator service (the
 // native coordinator or the Cloudflare Worker, docs/service.md) over fetch.
 //
+// With several coordinators (baseURLs: replicas over one PostgreSQL
+// database), an attempt that gets no answer or a 5xx moves the call to the
+// next one with the same body.
+//
 // Each call is begun with the library's LeaseClient before anything is sent,
 // so a lease's deadline is anchored at the first send of its request, then
 // sent as one JSON body that every retry repeats byte for byte, request id
@@ -102,6 +106,7 @@ named(LeaseExpiredError, 'LeaseExpiredError');
 
 const MAX_REPLY_BYTES = 1 << 20;
 const MAX_ATTEMPTS = 100;
+const MAX_BASE_URLS = 64;
 
 // Codes answered with a 5xx that sending the same call again at once will not
 // change: the coordinator is full until some lease ends.
@@ -147,7 +152,7 @@ function checkOptions(options, names, what) {
   }
 }
 
-const CLIENT_OPTIONS = ['baseURL', 'leaseClient', 'holderId', 'clock', 'clockSkewMillis', 'fetch', 'attempts', 'attemptTimeoutMillis', 'timeoutMillis', 'backoff'];
+const CLIENT_OPTIONS = ['baseURL', 'baseURLs', 'leaseClient', 'holderId', 'clock', 'clockSkewMillis', 'fetch', 'attempts', 'attemptTimeoutMillis', 'timeoutMillis', 'backoff'];
 const CALL_OPTIONS = ['signal', 'timeoutMillis'];
 
 function callOptions(options, what) {
@@ -219,7 +224,8 @@ let leaseState; // (lease) => { client, record }; set in ServiceLease's static b
  * it is safe to use from concurrent tasks.
  */
 export class LeaseServiceClient {
-  #base;
+  #bases; // the coordinators' base URLs
+  #cur = 0; // the index in #bases of the coordinator that answered last
   #lc;
   #fetch;
   #attempts;
@@ -235,17 +241,9 @@ export class LeaseServiceClient {
       throw new InvalidArgumentError('lease-fence: LeaseServiceClient takes an options object', 'options');
     }
     checkOptions(options, CLIENT_OPTIONS, 'new LeaseServiceClient');
-    const { baseURL, leaseClient, holderId, clock, clockSkewMillis, fetch: f, attempts = 4, attemptTimeoutMillis = 5000, timeoutMillis, backoff = defaultBackoff } = options;
-    let url;
-    try {
-      url = new URL(baseURL);
-    } catch {
-      url = undefined;
-    }
-    if (typeof baseURL !== 'string' || !url || (url.protocol !== 'http:' && url.protocol !== 'https:')) {
-      throw new InvalidArgumentError('lease-fence: options.baseURL must be an http: or https: URL', 'options.baseURL');
-    }
-    this.#base = baseURL.replace(/\/+$/, '');
+    const { baseURL, baseURLs, leaseClient, holderId, clock, clockSkewMillis, fetch: f, attemptTimeoutMillis = 5000, timeoutMillis, backoff = defaultBackoff } = options;
+    this.#bases = baseURLsOf(baseURL, baseURLs);
+    const { attempts = Math.max(4, this.#bases.length + 1) } = options;
     if (leaseClient !== undefined) {
       if (holderId !== undefined || clock !== undefined || clockSkewMillis !== undefined) {
         throw new InvalidArgumentError('lease-fence: pass either options.leaseClient or holderId/clock/clockSkewMillis, not both', 'options.leaseClient');
@@ -274,9 +272,14 @@ export class LeaseServiceClient {
     this.#backoff = backoff;
   }
 
-  /** The coordinator's base URL, without a trailing slash. */
+  /** The coordinator's base URL (the first of baseURLs), without a trailing slash. */
   get baseURL() {
-    return this.#base;
+    return this.#bases[0];
+  }
+
+  /** The coordinators' base URLs, in the order given, without trailing slashes. */
+  get baseURLs() {
+    return [...this.#bases];
   }
 
   /** The holder this client acquires for. */
@@ -367,7 +370,8 @@ export class LeaseServiceClient {
   // not change, runs out of attempts, or the call ends (signal, timeout).
   async #send(op, body, { signal, timeoutMillis = this.#timeout }) {
     const data = JSON.stringify(body);
-    const url = `${this.#base}/v1/${op}`;
+    const k = this.#bases.length;
+    const start = this.#cur;
     // call aborts when the caller's signal does or the call's time is up;
     // its reason is what the call rejects with.
     const call = new AbortController();
@@ -384,14 +388,22 @@ export class LeaseServiceClient {
     }
     try {
       while (n < this.#attempts) {
-        if (n > 0) {
-          const pause = this.#backoff(n + 1);
+        // Each attempt goes to the next coordinator; only one that returns
+        // to a coordinator this call already tried waits for the backoff
+        // (the pause of the back-th retry of a client with one URL).
+        const back = n + 1 - k;
+        if (back >= 1) {
+          const pause = this.#backoff(back + 1);
           if (pause > 0) await sleep(pause, call.signal);
         }
+        const i = (start + n) % k;
         n++;
-        const outcome = await this.#attempt(op, url, data, call.signal, n);
+        const outcome = await this.#attempt(op, `${this.#bases[i]}/v1/${op}`, data, call.signal, n);
         if (call.signal.aborted) throw call.signal.reason;
-        if (outcome.reply) return outcome.reply;
+        if (outcome.reply) {
+          this.#cur = i;
+          return outcome.reply;
+        }
         if (outcome.final) throw outcome.final;
         last = outcome.error;
       }
@@ -450,10 +462,40 @@ export class LeaseServiceClient {
   }
 
   toString() {
-    return `LeaseServiceClient(${this.#base}, holder ${JSON.stringify(this.#lc.holderId)})`;
+    return `LeaseServiceClient(${this.#bases.join(' ')}, holder ${JSON.stringify(this.#lc.holderId)})`;
   }
 }
 named(LeaseServiceClient, 'LeaseServiceClient');
+
+// baseURLsOf checks the client's coordinators: options.baseURL (one) or
+// options.baseURLs (several, tried in turn), not both, each an http: or
+// https: URL; trailing slashes are dropped.
+function baseURLsOf(baseURL, baseURLs) {
+  if (baseURL !== undefined && baseURLs !== undefined) {
+    throw new InvalidArgumentError('lease-fence: pass options.baseURL or options.baseURLs, not both', 'options.baseURLs');
+  }
+  let list = [baseURL];
+  let name = () => 'options.baseURL';
+  if (baseURLs !== undefined) {
+    if (!Array.isArray(baseURLs) || baseURLs.length === 0 || baseURLs.length > MAX_BASE_URLS) {
+      throw new InvalidArgumentError(`lease-fence: options.baseURLs must be an array of 1 to ${MAX_BASE_URLS} URLs`, 'options.baseURLs');
+    }
+    list = baseURLs;
+    name = (i) => `options.baseURLs[${i}]`;
+  }
+  return list.map((u, i) => {
+    let url;
+    try {
+      url = new URL(u);
+    } catch {
+      url = undefined;
+    }
+    if (typeof u !== 'string' || !url || (url.protocol !== 'http:' && url.protocol !== 'https:')) {
+      throw new InvalidArgumentError(`lease-fence: ${name(i)} must be an http: or https: URL`, name(i));
+    }
+    return u.replace(/\/+$/, '');
+  });
+}
 
 function expired(token, what) {
   const { resource, holderId, fence } = token;
