@@ -1,0 +1,705 @@
+//go:build linux
+
+// Command bench-pg measures the coordinator over PostgreSQL (make bench-pg,
+// docs/service.md "Benchmarks"), against a PostgreSQL server it starts
+// with fsync and synchronous commits on (internal/pgtest, Durable):
+//
+//   - cycles: acquire + release cycles per second with 1 and 8 clients, each
+//     on its own resource, for
+//     bare      two transactions per cycle straight to PostgreSQL with pgx,
+//     each locking one row (SELECT ... FOR UPDATE) and updating it, in
+//     two round trips (BEGIN + lock, then UPDATE + COMMIT), both
+//     committed synchronously: what any PostgreSQL lock service must at
+//     least do for a grant and a release;
+//     pg-1      one coordinator (-store) driven by wire.Client;
+//     pg-3      three coordinators over the same database, the clients
+//     spread over them;
+//     embedded  one coordinator on Pebble (-state), for comparison.
+//     Every target runs for -duration in every round, all in turn, and the
+//     figures are min / median / max over -rounds rounds, with each
+//     round's ratio to bare.
+//   - failover: three coordinators, 8 clients cycling with all three URLs;
+//     one coordinator is killed with SIGKILL (-kills times, restarted in
+//     between) and, for each client that met the dead coordinator, the time
+//     from the kill to its next answered call is taken: p50 and max.
+//   - promotion: a primary and a synchronous streaming standby, three
+//     coordinators over both (target_session_attrs=read-write), 8 clients;
+//     the primary is killed (SIGKILL to every process) and the standby
+//     promoted at once; the time from the kill to the first grant the
+//     promoted standby made (-promotions times, a fresh pair each).
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/lease-fence/lease-fence/core/clock"
+	"github.com/lease-fence/lease-fence/core/lease"
+	"github.com/lease-fence/lease-fence/internal/pgtest"
+	"github.com/lease-fence/lease-fence/service/pgstore"
+	"github.com/lease-fence/lease-fence/service/wire"
+)
+
+var coordinator = flag.String("coordinator", "out/bin/coordinator", "the built coordinator")
+
+func main() {
+	parts := flag.String("parts", "cycles,failover,promotion", "what to measure")
+	rounds := flag.Int("rounds", 5, "cycles: rounds")
+	duration := flag.Duration("duration", 3*time.Second, "cycles: how long each target runs in each round")
+	targets := flag.String("targets", "bare,pg-1,pg-3,embedded", "cycles: targets")
+	concs := flag.String("conc", "1,8", "cycles: client counts")
+	kills := flag.Int("kills", 10, "failover: how many times a coordinator is killed")
+	promotions := flag.Int("promotions", 3, "promotion: how many primaries are killed")
+	flag.Parse()
+	load, _ := os.ReadFile("/proc/loadavg")
+	fmt.Printf("bench-pg: %s, load %s", time.Now().UTC().Format("2006-01-02 15:04"), load)
+	for _, p := range strings.Split(*parts, ",") {
+		var err error
+		switch p {
+		case "cycles":
+			err = cycles(strings.Split(*targets, ","), ints(*concs), *rounds, *duration)
+		case "failover":
+			err = failover(*kills)
+		case "promotion":
+			err = promotion(*promotions)
+		default:
+			err = errors.New("unknown part " + p)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench-pg:", p+":", err)
+			os.Exit(1)
+		}
+	}
+	load, _ = os.ReadFile("/proc/loadavg")
+	fmt.Printf("bench-pg: done, load %s", load)
+}
+
+func ints(s string) []int {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(f)
+		if err != nil || n <= 0 {
+			fmt.Fprintln(os.Stderr, "bench-pg: bad count", f)
+			os.Exit(2)
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+// ---------------------------------------------------------------- processes
+
+type proc struct {
+	url  string
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+var listening = regexp.MustCompile(`listening on (http://127\.0\.0\.1:\d+)`)
+
+// start runs the coordinator with args and waits for its listening line.
+func start(args ...string) (*proc, error) {
+	cmd := exec.Command(*coordinator, append([]string{"-quiet"}, args...)...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	var logs strings.Builder
+	cmd.Stderr = &logs
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	p := &proc{cmd: cmd, done: make(chan struct{})}
+	found := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if m := listening.FindStringSubmatch(sc.Text()); m != nil {
+				found <- m[1]
+			}
+		}
+		_, _ = io.Copy(io.Discard, out)
+		close(found)
+	}()
+	go func() { _ = cmd.Wait(); close(p.done) }()
+	u, ok := <-found
+	if !ok {
+		<-p.done
+		return nil, errors.New("the coordinator exited: " + logs.String())
+	}
+	p.url = u
+	return p, nil
+}
+
+func (p *proc) kill() {
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	<-p.done
+}
+
+func (p *proc) stop() {
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(10 * time.Second):
+		p.kill()
+	}
+}
+
+func startPG() (*pgtest.Server, error) { return pgtest.Start(pgtest.Options{Durable: true}) }
+
+// client is a wire.Client for holder over urls.
+func client(holder string, urls []string, attempts int) (*wire.Client, error) {
+	clk, err := clock.NewMonotonic(holder)
+	if err != nil {
+		return nil, err
+	}
+	lc, err := lease.NewClient(lease.ClientConfig{Clock: clk, HolderID: holder})
+	if err != nil {
+		return nil, err
+	}
+	return wire.NewClient(wire.ClientConfig{BaseURLs: urls, Lease: lc, Attempts: attempts, AttemptTimeout: 10 * time.Second})
+}
+
+func rotate(urls []string, i int) []string {
+	return append(append([]string{}, urls[i%len(urls):]...), urls[:i%len(urls)]...)
+}
+
+// ---------------------------------------------------------------- cycles
+
+// A target runs n clients for d and returns cycles per second.
+type target interface {
+	run(n int, d time.Duration) (float64, error)
+	close()
+}
+
+var runSeq atomic.Int64
+
+// coordinators drives wire.Clients over the coordinators at urls.
+type coordinators struct {
+	procs []*proc
+	urls  []string
+}
+
+func (c *coordinators) close() {
+	for _, p := range c.procs {
+		p.stop()
+	}
+}
+
+func (c *coordinators) run(n int, d time.Duration) (float64, error) {
+	id := runSeq.Add(1)
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	var done atomic.Int64
+	errs := make(chan error, n)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i := range n {
+		wc, err := client(fmt.Sprintf("bench-%d", i), rotate(c.urls, i), 4)
+		if err != nil {
+			return 0, err
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer wc.CloseIdleConnections()
+			res := fmt.Sprintf("r-%d-%d", id, i)
+			for ctx.Err() == nil {
+				l, err := wc.Acquire(ctx, res)
+				if err == nil {
+					err = wc.Release(ctx, l)
+				}
+				if err != nil {
+					if ctx.Err() == nil {
+						errs <- err
+					}
+					return
+				}
+				done.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	el := time.Since(start)
+	select {
+	case err := <-errs:
+		return 0, err
+	default:
+	}
+	return float64(done.Load()) / el.Seconds(), nil
+}
+
+// bare is the floor: the same row lock and update straight in PostgreSQL.
+type bare struct{ pool *pgxpool.Pool }
+
+func (b *bare) close() { b.pool.Close() }
+
+func (b *bare) run(n int, d time.Duration) (float64, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	var done atomic.Int64
+	errs := make(chan error, n)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			conn, err := b.pool.Acquire(context.Background())
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer conn.Release()
+			for ctx.Err() == nil {
+				// A grant, then a release: each a transaction that locks the
+				// row, reads it, updates it and commits synchronously.
+				for _, holder := range []string{"h", ""} {
+					if err := bareTxn(context.Background(), conn.Conn(), i, holder); err != nil {
+						errs <- err
+						return
+					}
+				}
+				done.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	el := time.Since(start)
+	select {
+	case err := <-errs:
+		return 0, err
+	default:
+	}
+	return float64(done.Load()) / el.Seconds(), nil
+}
+
+func bareTxn(ctx context.Context, conn *pgx.Conn, id int, holder string) error {
+	var cur string
+	var fence int64
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	b.Queue(`SELECT holder, fence FROM bench_rows WHERE id = $1 FOR UPDATE`, id).QueryRow(func(r pgx.Row) error { return r.Scan(&cur, &fence) })
+	if err := conn.SendBatch(ctx, b).Close(); err != nil {
+		return err
+	}
+	b = &pgx.Batch{}
+	b.Queue(`UPDATE bench_rows SET holder = $2, fence = $3 WHERE id = $1`, id, holder, fence+1)
+	b.Queue("COMMIT")
+	return conn.SendBatch(ctx, b).Close()
+}
+
+func cycles(names []string, concs []int, rounds int, d time.Duration) error {
+	pg, err := startPG()
+	if err != nil {
+		return err
+	}
+	defer pg.Stop()
+	dir, err := os.MkdirTemp("", "bench-pg-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	targets := map[string]target{}
+	defer func() {
+		for _, t := range targets {
+			t.close()
+		}
+	}()
+	url := pg.URL("")
+	for _, name := range names {
+		switch name {
+		case "bare":
+			pool, err := pgxpool.New(context.Background(), url+"&pool_max_conns=16")
+			if err != nil {
+				return err
+			}
+			if _, err := pool.Exec(context.Background(), `CREATE TABLE bench_rows (id int PRIMARY KEY, holder text NOT NULL, fence bigint NOT NULL);
+				INSERT INTO bench_rows SELECT g, '', 0 FROM generate_series(0, 63) g`); err != nil {
+				return err
+			}
+			targets[name] = &bare{pool: pool}
+		case "pg-1", "pg-3":
+			db := strings.ReplaceAll(name, "-", "_")
+			if _, err := pgExec(url, "CREATE DATABASE "+db); err != nil {
+				return err
+			}
+			u := strings.Replace(url, "/postgres?", "/"+db+"?", 1)
+			c := &coordinators{}
+			for i := range int(name[3] - '0') {
+				args := []string{"-addr", "127.0.0.1:0", "-store", u}
+				if i == 0 {
+					args = append(args, "-init")
+				}
+				p, err := start(args...)
+				if err != nil {
+					return err
+				}
+				c.procs, c.urls = append(c.procs, p), append(c.urls, p.url)
+			}
+			targets[name] = c
+		case "embedded":
+			p, err := start("-addr", "127.0.0.1:0", "-init", "-state", filepath.Join(dir, "state"))
+			if err != nil {
+				return err
+			}
+			targets[name] = &coordinators{procs: []*proc{p}, urls: []string{p.url}}
+		default:
+			return errors.New("unknown target " + name)
+		}
+		if _, err := targets[name].run(1, 300*time.Millisecond); err != nil { // warm up
+			return fmt.Errorf("%s: %w", name, err)
+		}
+	}
+	type key struct {
+		name string
+		n    int
+	}
+	figures := map[key][]float64{}
+	ratios := map[key][]float64{}
+	fmt.Printf("== cycles/s (acquire + release), %d rounds of %v per target, all in turn ==\n", rounds, d)
+	for r := range rounds {
+		for _, n := range concs {
+			got := map[string]float64{}
+			// Each round starts with another target, so no target always
+			// follows the same one.
+			order := slices.Clone(names)
+			k := r % len(order)
+			order = append(order[k:], order[:k]...)
+			for _, name := range order {
+				v, err := targets[name].run(n, d)
+				if err != nil {
+					return fmt.Errorf("%s: %w", name, err)
+				}
+				got[name] = v
+				figures[key{name, n}] = append(figures[key{name, n}], v)
+			}
+			line := fmt.Sprintf("round %d clients=%d:", r+1, n)
+			for _, name := range names {
+				line += fmt.Sprintf("  %s %.0f", name, got[name])
+				if b, ok := got["bare"]; ok && name != "bare" {
+					ratios[key{name, n}] = append(ratios[key{name, n}], b/got[name])
+				}
+			}
+			fmt.Println(line)
+		}
+	}
+	fmt.Println("target      clients  cycles/s min / median / max      cost vs bare (bare cycles/s ÷ target's) min / median / max")
+	for _, n := range concs {
+		for _, name := range names {
+			f := figures[key{name, n}]
+			line := fmt.Sprintf("%-10s  %7d  %8.0f / %8.0f / %8.0f", name, n, minOf(f), median(f), maxOf(f))
+			if rs := ratios[key{name, n}]; len(rs) > 0 {
+				line += fmt.Sprintf("      %5.2fx / %5.2fx / %5.2fx", minOf(rs), median(rs), maxOf(rs))
+			}
+			fmt.Println(line)
+		}
+	}
+	return nil
+}
+
+func pgExec(url, q string) (int64, error) {
+	conn, err := pgx.Connect(context.Background(), url)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close(context.Background())
+	tag, err := conn.Exec(context.Background(), q)
+	return tag.RowsAffected(), err
+}
+
+func median(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s) == 0 {
+		return 0
+	}
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func minOf(v []float64) float64 { return slices.Min(v) }
+func maxOf(v []float64) float64 { return slices.Max(v) }
+
+// ---------------------------------------------------------------- failover
+
+// recording is a transport that notes, per client, the first attempt that
+// failed after a kill and the first answer after that.
+type recording struct {
+	next    http.RoundTripper
+	mu      sync.Mutex
+	since   time.Time // the last kill
+	failed  bool      // an attempt failed since the kill
+	backAt  time.Time // the first answer after a failed attempt
+	waiting bool
+}
+
+func (r *recording) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := r.next.RoundTrip(req)
+	now := time.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.waiting {
+		if err != nil || resp.StatusCode >= 500 {
+			r.failed = true
+		} else if r.failed && r.backAt.IsZero() {
+			r.backAt = now
+		}
+	}
+	return resp, err
+}
+
+func (r *recording) arm(at time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.since, r.failed, r.backAt, r.waiting = at, false, time.Time{}, true
+}
+
+// result returns the time from the kill to the first answer after a failed
+// attempt, and whether the client met a failure at all.
+func (r *recording) result() (time.Duration, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.waiting = false
+	if !r.failed || r.backAt.IsZero() {
+		return 0, r.failed
+	}
+	return r.backAt.Sub(r.since), true
+}
+
+func failover(kills int) error {
+	pg, err := startPG()
+	if err != nil {
+		return err
+	}
+	defer pg.Stop()
+	var procs []*proc
+	var addrs []string
+	defer func() {
+		for _, p := range procs {
+			p.stop()
+		}
+	}()
+	for i := range 3 {
+		args := []string{"-addr", "127.0.0.1:0", "-store", pg.URL("")}
+		if i == 0 {
+			args = append(args, "-init")
+		}
+		p, err := start(args...)
+		if err != nil {
+			return err
+		}
+		procs = append(procs, p)
+		addrs = append(addrs, p.url)
+	}
+	const clients = 8
+	var recs []*recording
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var wg sync.WaitGroup
+	var calls atomic.Int64
+	errs := make(chan error, clients)
+	for i := range clients {
+		rec := &recording{next: http.DefaultTransport.(*http.Transport).Clone()}
+		recs = append(recs, rec)
+		clk, _ := clock.NewMonotonic(fmt.Sprint("f", i))
+		lc, _ := lease.NewClient(lease.ClientConfig{Clock: clk, HolderID: fmt.Sprint("f", i)})
+		wc, err := wire.NewClient(wire.ClientConfig{BaseURLs: rotate(addrs, i), Lease: lc, Attempts: 20, AttemptTimeout: 10 * time.Second,
+			HTTPClient: &http.Client{Transport: rec}})
+		if err != nil {
+			return err
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res := fmt.Sprint("f-res-", i)
+			for ctx.Err() == nil {
+				l, err := wc.Acquire(ctx, res)
+				if err == nil {
+					calls.Add(1)
+					err = wc.Release(ctx, l)
+				}
+				if err != nil {
+					if ctx.Err() == nil {
+						errs <- err
+					}
+					return
+				}
+				calls.Add(1)
+			}
+		}()
+	}
+	waitCalls := func(n int64) {
+		target := calls.Load() + n
+		for calls.Load() < target {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	var times []float64
+	affected := 0
+	for k := range kills {
+		waitCalls(200)
+		victim := k % 3
+		at := time.Now()
+		for _, r := range recs {
+			r.arm(at)
+		}
+		procs[victim].kill()
+		waitCalls(400)
+		for _, r := range recs {
+			if d, met := r.result(); met {
+				affected++
+				if d > 0 {
+					times = append(times, float64(d)/float64(time.Millisecond))
+				}
+			}
+		}
+		// The killed coordinator comes back on its address, so the clients
+		// find it again; the next kill is of another one.
+		host := strings.TrimPrefix(addrs[victim], "http://")
+		p, err := start("-addr", host, "-store", pg.URL(""))
+		if err != nil {
+			return err
+		}
+		procs[victim] = p
+	}
+	cancel()
+	wg.Wait()
+	select {
+	case err := <-errs:
+		return err
+	default:
+	}
+	slices.Sort(times)
+	fmt.Printf("== failover: %d kills of one of three coordinators, 8 clients cycling ==\n", kills)
+	if len(times) == 0 {
+		return errors.New("no client met a killed coordinator")
+	}
+	fmt.Printf("time from the kill to a client's next answer, for the %d client-kills that met the dead coordinator: p50 %.1f ms, max %.1f ms (min %.1f)\n",
+		len(times), median(times), slices.Max(times), slices.Min(times))
+	return nil
+}
+
+// ---------------------------------------------------------------- promotion
+
+func promotion(n int) error {
+	var took []float64
+	for range n {
+		d, err := promoteOnce()
+		if err != nil {
+			return err
+		}
+		took = append(took, float64(d)/float64(time.Millisecond))
+	}
+	slices.Sort(took)
+	fmt.Printf("== promotion: %d primaries killed, synchronous standby promoted at once, 3 coordinators, 8 clients ==\n", n)
+	fmt.Printf("time from the primary's death to the first grant of the promoted standby: p50 %.0f ms, max %.0f ms (min %.0f; each: %v)\n",
+		median(took), slices.Max(took), slices.Min(took), took)
+	return nil
+}
+
+func promoteOnce() (time.Duration, error) {
+	primary, err := startPG()
+	if err != nil {
+		return 0, err
+	}
+	defer primary.Stop()
+	standby, err := primary.StartStandby()
+	if err != nil {
+		return 0, err
+	}
+	defer standby.Stop()
+	if _, err := pgExec(primary.URL(""), `ALTER SYSTEM SET synchronous_standby_names = '*'`); err != nil {
+		return 0, err
+	}
+	if _, err := pgExec(primary.URL(""), `SELECT pg_reload_conf()`); err != nil {
+		return 0, err
+	}
+	url := fmt.Sprintf("postgres://postgres@127.0.0.1:%d,127.0.0.1:%d/postgres?sslmode=disable&target_session_attrs=read-write&connect_timeout=2",
+		primary.Port, standby.Port)
+	var procs, urls = []*proc{}, []string{}
+	defer func() {
+		for _, p := range procs {
+			p.stop()
+		}
+	}()
+	for i := range 3 {
+		args := []string{"-addr", "127.0.0.1:0", "-store", url, "-store-timeout", "2s"}
+		if i == 0 {
+			args = append(args, "-init")
+		}
+		p, err := start(args...)
+		if err != nil {
+			return 0, err
+		}
+		procs, urls = append(procs, p), append(urls, p.url)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var first atomic.Int64 // unix nanos of the first grant of the new timeline
+	var calls atomic.Int64
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wc, err := client(fmt.Sprint("p", i), rotate(urls, i), 100)
+		if err != nil {
+			return 0, err
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res := fmt.Sprint("p-res-", i)
+			for ctx.Err() == nil {
+				l, err := wc.Acquire(ctx, res)
+				if err != nil {
+					continue
+				}
+				calls.Add(1)
+				if l.Token().Fence >= pgstore.DefaultTimelineJump {
+					first.CompareAndSwap(0, time.Now().UnixNano())
+				}
+				_ = wc.Release(ctx, l)
+			}
+		}()
+	}
+	for calls.Load() < 100 {
+		time.Sleep(time.Millisecond)
+	}
+	death := time.Now()
+	if err := primary.Kill(); err != nil {
+		return 0, err
+	}
+	if err := standby.Promote(); err != nil {
+		return 0, err
+	}
+	for first.Load() == 0 {
+		if time.Since(death) > time.Minute {
+			return 0, errors.New("no grant a minute after the promotion")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	wg.Wait()
+	return time.Unix(0, first.Load()).Sub(death), nil
+}
