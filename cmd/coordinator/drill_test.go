@@ -469,7 +469,7 @@ func (d *drill) finish(name, dsn string, linearizable bool) []porcupine.Operatio
 		for id, e := range k.notDone {
 			if releasedBefore[id] {
 				// An attempt whose answer was lost ended the lease; by the
-				// time the retry came, the resource had remembered eight
+				// time the retry came, the resource had remembered MaxReleases
 				// newer releases and forgot this one (docs/service.md,
 				// "Releases are idempotent").
 				forgotten++
