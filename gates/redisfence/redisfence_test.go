@@ -455,3 +455,31 @@ func isArgErr(err error) bool {
 	var ae *fence.ArgumentError
 	return errors.As(err, &ae)
 }
+
+// The commands the script lets skip COMMAND INFO exist on the server and
+// are allowed in scripts, as COMMAND INFO itself says.
+func TestScriptSafeCommandsAreSafe(t *testing.T) {
+	_, rest, ok := strings.Cut(redisfence.Script(), "local scriptSafe = '")
+	list, _, ok2 := strings.Cut(rest, "'\n")
+	if !ok || !ok2 {
+		t.Fatal("the script has no scriptSafe list")
+	}
+	names := strings.Fields(strings.NewReplacer("' ..", " ", "'", " ").Replace(list))
+	if len(names) < 40 {
+		t.Fatalf("%d names parsed from %q", len(names), list)
+	}
+	rdb := client(t, srv.Addr())
+	for _, name := range names {
+		info, err := rdb.Do(bg, "COMMAND", "INFO", name).Slice()
+		if err != nil || len(info) != 1 || info[0] == nil {
+			t.Errorf("%s: COMMAND INFO %v %v", name, info, err)
+			continue
+		}
+		flags := info[0].([]any)[2].([]any)
+		for _, f := range flags {
+			if f == "noscript" {
+				t.Errorf("%s is not allowed in scripts", name)
+			}
+		}
+	}
+}
