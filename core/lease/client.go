@@ -157,6 +157,15 @@ func (c *Client) Domain() string {
 	return c.clk.Domain()
 }
 
+// Now reads the client's clock: the reading a request begun now would be
+// stamped with.
+func (c *Client) Now() (clock.Instant, error) {
+	if !c.usable() {
+		return clock.Instant{}, errNoClient()
+	}
+	return c.clk.Now()
+}
+
 // ClockSkew returns the assumed skew.
 func (c *Client) ClockSkew() time.Duration {
 	if c == nil {
@@ -415,6 +424,7 @@ func (c *Client) complete(kind Kind, req Request, g Grant) (Lease, error) {
 		token:    g.Token(),
 		domain:   req.SentAt.Domain,
 		deadline: req.SentAt.AddMillis(clock.Millis(g.TTL) - c.skewMs),
+		sent:     req.SentAt.Millis,
 		clk:      c.clk,
 		grant:    g,
 	}, nil
@@ -487,6 +497,7 @@ type Lease struct {
 	token    fence.Token
 	domain   string
 	deadline clock.Instant
+	sent     float64 // the anchor: the request's send instant
 	clk      clock.Clock
 	grant    Grant
 }
@@ -514,6 +525,15 @@ func (l *Lease) Deadline() clock.Instant {
 		return clock.Instant{}
 	}
 	return l.deadline
+}
+
+// Anchor returns the send instant of the request the lease was completed
+// from: its deadline is Anchor + TTL - ClockSkew.
+func (l *Lease) Anchor() clock.Instant {
+	if l == nil {
+		return clock.Instant{}
+	}
+	return clock.At(l.domain, l.sent)
 }
 
 // Grant returns the grant the lease was made from.

@@ -58,6 +58,18 @@ type ClientConfig struct {
 	// yet tried in this call is sent at once; the pause comes before an
 	// attempt that returns to one already tried (n counts those only).
 	Backoff func(n int) time.Duration
+	// MaxWait is the longest wait one call asks the coordinator for
+	// (waitMillis): Hold and Election wait longer as several calls, each
+	// a retry of the first that keeps its place in the queue. It must not
+	// be more than the coordinator's -max-wait (60 s by default). Zero
+	// means 30 seconds.
+	MaxWait time.Duration
+	// AfterFunc schedules what a held lease does in time (Hold, Do,
+	// Election): its renewals and the end of its context at the holder's
+	// deadline. It must follow the clock of Lease: nil means
+	// clock.RealAfterFunc, right for clock.NewMonotonic; with a
+	// clock.Manual, pass its AfterFunc.
+	AfterFunc clock.AfterFunc
 }
 
 // Client talks to a coordinator over HTTP on behalf of one holder. Acquire is
@@ -77,6 +89,8 @@ type Client struct {
 	attempts int
 	timeout  time.Duration
 	backoff  func(int) time.Duration
+	maxWait  time.Duration
+	after    clock.AfterFunc
 }
 
 // NewClient returns a client.
@@ -95,8 +109,15 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	if cfg.Lease == nil {
 		return nil, errors.New("wire: ClientConfig.Lease is required")
 	}
+	if cfg.MaxWait < 0 || cfg.MaxWait > MaxWaitMillis*time.Millisecond {
+		return nil, errors.New("wire: ClientConfig.MaxWait must be from 0 to MaxWaitMillis milliseconds, got " + cfg.MaxWait.String())
+	}
 	c := &Client{lc: cfg.Lease, hc: cfg.HTTPClient, backoff: cfg.Backoff,
-		attempts: cmp.Or(max(cfg.Attempts, 0), max(4, len(bases)+1)), timeout: cmp.Or(max(cfg.AttemptTimeout, 0), 5*time.Second)}
+		attempts: cmp.Or(max(cfg.Attempts, 0), max(4, len(bases)+1)), timeout: cmp.Or(max(cfg.AttemptTimeout, 0), 5*time.Second),
+		maxWait: cmp.Or(cfg.MaxWait.Truncate(time.Millisecond), defaultMaxWait), after: cfg.AfterFunc}
+	if c.after == nil {
+		c.after = clock.RealAfterFunc
+	}
 	own := c.hc == nil
 	for i, b := range bases {
 		if b == "" {
@@ -129,6 +150,9 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	}
 	return c, nil
 }
+
+// defaultMaxWait is the default ClientConfig.MaxWait.
+const defaultMaxWait = 30 * time.Second
 
 // maxIdleConns is how many idle connections the default transport keeps.
 const maxIdleConns = 64
@@ -241,7 +265,8 @@ func (c *Client) complete(req lease.Request, reply Reply, secret string, fn func
 const maxReplyBytes = 1 << 20
 
 // send posts m until it gets an answer, a refusal that will not change, or
-// runs out of attempts or ctx.
+// runs out of attempts or ctx. Each attempt may take AttemptTimeout, plus
+// the wait m asks the coordinator for.
 func (c *Client) send(ctx context.Context, m Message) (Reply, error) {
 	body, err := EncodeMessage(m)
 	if err != nil {
@@ -267,7 +292,7 @@ func (c *Client) send(ctx context.Context, m Message) (Reply, error) {
 				}
 			}
 		}
-		reply, retry, err := c.attempt(ctx, i, m.Op, body)
+		reply, retry, err := c.attempt(ctx, i, m.Op, body, c.timeout+m.Wait)
 		if err == nil {
 			c.cur.Store(int32(i))
 			return reply, nil
@@ -300,13 +325,13 @@ func (c *Client) CloseIdleConnections() {
 // attempt: a transport error, a timeout, an unreadable or temporary (5xx)
 // answer are; a request that cannot be built (a bad BaseURL) and any other
 // refusal are not.
-func (c *Client) attempt(ctx context.Context, base int, op Op, body []byte) (reply Reply, retry bool, err error) {
+func (c *Client) attempt(ctx context.Context, base int, op Op, body []byte, timeout time.Duration) (reply Reply, retry bool, err error) {
 	var status int
 	var data []byte
 	if p := c.conns[base]; p != nil {
-		status, data, err = p.call(ctx, c.timeout, op.Path(), body)
+		status, data, err = p.call(ctx, timeout, op.Path(), body)
 	} else {
-		actx, cancel := context.WithTimeout(ctx, c.timeout)
+		actx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
 		req, rerr := http.NewRequestWithContext(actx, http.MethodPost, c.bases[base]+op.Path(), bytes.NewReader(body))
 		if rerr != nil {

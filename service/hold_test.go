@@ -1,0 +1,399 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lease-fence/lease-fence/core/clock"
+	"github.com/lease-fence/lease-fence/core/lease"
+	"github.com/lease-fence/lease-fence/service/wire"
+)
+
+// The tests of wire.Held against the real service in-process: the holder's
+// clock and the coordinator's are both manual and move together (the
+// holder's reading is the coordinator's minus 950), every timer of the
+// hold (renewals, the deadline) and of the service runs on them, and the
+// transport loses requests and replies or holds replies back for a
+// while of the holder's time, as a seed says. So every run is the same
+// for its seed, and the deadline is checked to the millisecond.
+
+// holdTransport serves requests in-process and, for renewals, applies a
+// seeded fault per attempt.
+type holdTransport struct {
+	h     http.Handler
+	agent *clock.Manual
+	mu    sync.Mutex
+	rng   *rand.Rand
+	// Probabilities of the faults of a renewal attempt (the rest are
+	// delivered); delays are of the holder's time, up to maxDelay.
+	dropRequest, dropReply, delay float64
+	maxDelay                      float64
+	faults                        int
+	held                          int // replies held back now
+}
+
+func (tr *holdTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	body, _ := io.ReadAll(req.Body)
+	fault, wait := 1.0, 0.0
+	if strings.HasSuffix(req.URL.Path, "/renew") {
+		tr.mu.Lock()
+		fault, wait = tr.rng.Float64(), 1+tr.rng.Float64()*tr.maxDelay
+		if fault < tr.dropRequest+tr.dropReply+tr.delay {
+			tr.faults++
+		}
+		tr.mu.Unlock()
+	}
+	if fault < tr.dropRequest {
+		return nil, errors.New("test: request lost")
+	}
+	rec := httptest.NewRecorder()
+	r := req.Clone(req.Context())
+	r.Body, r.ContentLength = io.NopCloser(strings.NewReader(string(body))), int64(len(body))
+	tr.h.ServeHTTP(rec, r)
+	switch {
+	case fault < tr.dropRequest+tr.dropReply:
+		return nil, errors.New("test: reply lost")
+	case fault < tr.dropRequest+tr.dropReply+tr.delay:
+		arrived := make(chan struct{})
+		t := tr.agent.AfterFunc(clock.FromMillis(wait), func() { close(arrived) })
+		tr.mu.Lock()
+		tr.held++
+		tr.mu.Unlock()
+		defer func() {
+			tr.mu.Lock()
+			tr.held--
+			tr.mu.Unlock()
+		}()
+		select {
+		case <-arrived:
+		case <-req.Context().Done():
+			t.Stop()
+			return nil, req.Context().Err()
+		}
+	}
+	return rec.Result(), nil
+}
+
+type holdRig struct {
+	*rig
+	agent  *clock.Manual
+	tr     *holdTransport
+	client *wire.Client
+}
+
+// newHoldRig is a service (TTL 1 s) and a holder "a" (skew 10 ms) whose
+// renewals meet the faults of tr (its h and agent are filled in).
+func newHoldRig(t *testing.T, tr *holdTransport) *holdRig {
+	t.Helper()
+	r := newRig(t, nil, LocalConfig{})
+	agent, _ := clock.NewManual("agent-a", clock.ManualOptions{Start: 50})
+	tr.h, tr.agent = r.h, agent
+	lc, err := lease.NewClient(lease.ClientConfig{Clock: agent, HolderID: "a", ClockSkew: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := wire.NewClient(wire.ClientConfig{BaseURL: "http://coordinator.test", Lease: lc, HTTPClient: &http.Client{Transport: tr},
+		AttemptTimeout: time.Hour, Backoff: func(int) time.Duration { return 0 }, AfterFunc: agent.AfterFunc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &holdRig{rig: r, agent: agent, tr: tr, client: c}
+}
+
+// settle waits until the hold has nothing left to do before its next
+// timer: two timers of the holder armed (a renewal answered and the next
+// one scheduled with the deadline, or a renewal whose reply is held back;
+// the next may be due at once, after a reply held back longer than the
+// renewal interval), or its context ended.
+func (r *holdRig) settle(h *wire.Held) {
+	r.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if h.Context().Err() != nil {
+			return
+		}
+		next, ok := r.agent.NextTimer()
+		if r.agent.Timers() == 2 {
+			return
+		}
+		if time.Now().After(deadline) {
+			r.t.Fatalf("the hold did not settle: %d timers, next %v (%v), now %v, deadline %v", r.agent.Timers(), next, ok, r.agent.Peek(), h.Lease().Deadline())
+		}
+		time.Sleep(200 * time.Microsecond)
+	}
+}
+
+// toNextTimer moves both clocks to the holder's next timer, the
+// coordinator's first.
+func (r *holdRig) toNextTimer() {
+	r.t.Helper()
+	next, ok := r.agent.NextTimer()
+	if !ok {
+		r.t.Fatal("the hold has no timer armed")
+	}
+	d := next.Millis - r.agent.Peek().Millis
+	if err := r.clk.Advance(d); err != nil {
+		r.t.Fatal(err)
+	}
+	if err := r.agent.Set(next.Millis); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// outcome of one run of the renewal property.
+type holdRun struct {
+	lost     bool
+	renewals int
+	faults   int
+}
+
+// runHold holds "r" for ten TTLs (holder time) or until the hold is lost,
+// checking after every step that while the hold's context is alive the
+// holder's deadline has not passed and the coordinator's lease is live with
+// the same fence, and that once the deadline passed the context had ended.
+func runHold(t *testing.T, seed uint64, dropRequest, dropReply, delay float64) holdRun {
+	tr := &holdTransport{rng: rand.New(rand.NewPCG(seed, 17)), dropRequest: dropRequest, dropReply: dropReply, delay: delay, maxDelay: 1200}
+	r := newHoldRig(t, tr)
+	h, err := r.client.Hold(context.Background(), "r", wire.HoldOptions{})
+	if err != nil {
+		t.Fatalf("seed %d: %v", seed, err)
+	}
+	tok := h.Token()
+	end := r.agent.Peek().Millis + 10*1000
+	for r.agent.Peek().Millis < end {
+		r.settle(h)
+		now := r.agent.Peek()
+		deadline := h.Lease().Deadline()
+		if h.Context().Err() != nil {
+			// The clock has not moved since the step that ended it.
+			if !errors.Is(context.Cause(h.Context()), wire.ErrLeaseLost) || now.Millis > deadline.Millis {
+				t.Fatalf("seed %d: the hold ended at %v (deadline %v) with %v", seed, now, deadline, context.Cause(h.Context()))
+			}
+			if h.Token() != tok {
+				t.Fatalf("seed %d: the token changed to %v", seed, h.Token())
+			}
+			// A renewal takes at most the time the lease had left: one
+			// whose reply is still held back ends with the hold.
+			eventually(t, "the renewal in flight to end with the hold", func() bool {
+				tr.mu.Lock()
+				defer tr.mu.Unlock()
+				return tr.held == 0
+			})
+			return holdRun{lost: true, renewals: h.Renewals(), faults: tr.faults}
+		}
+		if now.Millis >= deadline.Millis {
+			t.Fatalf("seed %d: at %v, at or past the holder's deadline %v, the hold's context is still alive", seed, now, deadline)
+		}
+		e, ok := r.store.Entry("r")
+		cnow := r.clk.Peek().Millis
+		if !ok || e.Fence != tok.Fence || e.HolderID != "a" || cnow >= e.ExpiresAt {
+			t.Fatalf("seed %d: at %v the hold's context is alive but the coordinator has %+v at %v", seed, now, e, cnow)
+		}
+		if h.Token() != tok {
+			t.Fatalf("seed %d: the token changed to %v", seed, h.Token())
+		}
+		r.toNextTimer()
+	}
+	r.settle(h)
+	if h.Context().Err() != nil { // lost at the last step
+		return holdRun{lost: true, renewals: h.Renewals(), faults: tr.faults}
+	}
+	if err := h.Release(context.Background()); err != nil {
+		t.Fatalf("seed %d: release: %v", seed, err)
+	}
+	if !errors.Is(context.Cause(h.Context()), wire.ErrReleased) {
+		t.Fatalf("seed %d: after Release the cause is %v", seed, context.Cause(h.Context()))
+	}
+	if e, _ := r.store.Entry("r"); e.Fence != 0 {
+		t.Fatalf("seed %d: released, the coordinator still has %+v", seed, e)
+	}
+	return holdRun{renewals: h.Renewals(), faults: tr.faults}
+}
+
+// TestHoldOutlivesTenTTLs: with every renewal answered, a hold lasts ten
+// TTLs with one fence, renewed every third of the TTL.
+func TestHoldOutlivesTenTTLs(t *testing.T) {
+	run := runHold(t, 1, 0, 0, 0)
+	if run.lost || run.renewals < 29 {
+		t.Fatalf("lost %v after %d renewals", run.lost, run.renewals)
+	}
+}
+
+// TestHoldDeadlineUnderFaults: 200 seeded runs whose renewals lose
+// requests and replies and have replies held back (up to 1.2 s of the
+// holder's time, past the deadline too): in every run the hold's context
+// ends at or before the holder's deadline, never after, and never while
+// the coordinator's lease is over.
+func TestHoldDeadlineUnderFaults(t *testing.T) {
+	lost, renewals, faults := 0, 0, 0
+	for seed := range uint64(200) {
+		p := float64(seed%5) / 10 // 0 to 0.4 of each fault
+		run := runHold(t, seed, p/2, p/2, p)
+		renewals += run.renewals
+		faults += run.faults
+		if run.lost {
+			lost++
+		}
+	}
+	t.Logf("200 runs: %d lost their lease, %d renewals, %d faults", lost, renewals, faults)
+	if lost == 0 || lost == 200 || faults == 0 {
+		t.Fatalf("the runs did not exercise both outcomes: %d of 200 lost, %d faults", lost, faults)
+	}
+}
+
+// TestHoldWaitsAndRenewsAtOnce: a hold that waited longer than the TTL
+// gets a grant anchored at its first send, already past its deadline: Hold
+// renews it before returning, so it returns a lease with its full time.
+func TestHoldWaitsAndRenewsAtOnce(t *testing.T) {
+	r := newHoldRig(t, &holdTransport{rng: rand.New(rand.NewPCG(1, 1))})
+	ctx := context.Background()
+	f, s := r.grant(wire.OpAcquire, acquireMsg("q0", "r", "b"))
+	got := make(chan error, 1)
+	var h *wire.Held
+	go func() {
+		var err error
+		h, err = r.client.Hold(ctx, "r", wire.HoldOptions{Wait: 10 * time.Second})
+		got <- err
+	}()
+	eventually(t, "a waiting", func() bool { return r.svc.Waiting() == 1 })
+	// b's lease is renewed for 3 s while a waits.
+	for i := range 3 {
+		r.clk.Advance(900)
+		r.agent.Advance(900)
+		r.grant(wire.OpRenew, renewMsg("renew-"+fmt.Sprint(i), "r", "b", f, s))
+	}
+	r.released(releaseMsg("rel", "r", "b", f, s))
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+	now := r.agent.Peek()
+	if h.Token().Fence != f+1 || h.Lease().Anchor() != now || h.Lease().Deadline().Millis != now.Millis+990 || h.Renewals() != 0 {
+		t.Fatalf("after the wait: %v anchored at %v (now %v)", h.Lease(), h.Lease().Anchor(), now)
+	}
+	if err := h.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestHoldRefusals: a wait that runs out is a *DeniedError naming the
+// holder; a RenewEvery that would let the lease lapse is refused (and the
+// lease released); Release after a loss says so; a second Release is nil.
+func TestHoldRefusals(t *testing.T) {
+	r := newHoldRig(t, &holdTransport{rng: rand.New(rand.NewPCG(1, 1))})
+	ctx := context.Background()
+	f, s := r.grant(wire.OpAcquire, acquireMsg("q0", "r", "b"))
+	if _, err := r.client.Hold(ctx, "r", wire.HoldOptions{}); !isDenied(err, "b") {
+		t.Fatalf("without a wait: %v", err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		_, err := r.client.Hold(ctx, "r", wire.HoldOptions{Wait: 300 * time.Millisecond})
+		got <- err
+	}()
+	eventually(t, "a waiting", func() bool { return r.svc.Waiting() == 1 })
+	r.clk.Advance(300)
+	r.agent.Advance(300)
+	if err := <-got; !isDenied(err, "b") {
+		t.Fatalf("after the wait: %v", err)
+	}
+	r.released(releaseMsg("rel", "r", "b", f, s))
+	if _, err := r.client.Hold(ctx, "r", wire.HoldOptions{RenewEvery: 990 * time.Millisecond}); err == nil {
+		t.Fatal("RenewEvery of the TTL minus the skew accepted")
+	}
+	eventually(t, "the refused hold's lease released", func() bool { e, _ := r.store.Entry("r"); return e.Fence == 0 })
+	h, err := r.client.Hold(ctx, "r", wire.HoldOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Renewals refused as expired (the coordinator restarted without its
+	// state, say): the hold is lost at once.
+	r.store.stripes[r.store.stripeOf("r")].mu.Lock()
+	delete(r.store.stripes[r.store.stripeOf("r")].m, "r")
+	r.store.stripes[r.store.stripeOf("r")].mu.Unlock()
+	r.toNextTimer()
+	eventually(t, "the hold lost", func() bool { return h.Context().Err() != nil })
+	if !errors.Is(context.Cause(h.Context()), wire.ErrLeaseLost) {
+		t.Fatalf("cause %v", context.Cause(h.Context()))
+	}
+	if err := h.Release(ctx); !errors.Is(err, wire.ErrLeaseLost) {
+		t.Fatalf("release after the loss: %v", err)
+	}
+	h2, err := r.client.Hold(ctx, "other", wire.HoldOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h2.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := h2.Release(ctx); err != nil {
+		t.Fatalf("second release: %v", err)
+	}
+}
+
+// TestDo: Do releases after the callback whatever it returns, and joins
+// ErrLeaseLost to its error when the lease was lost while it ran.
+func TestDo(t *testing.T) {
+	r := newHoldRig(t, &holdTransport{rng: rand.New(rand.NewPCG(1, 1)), dropRequest: 1})
+	ctx := context.Background()
+	boom := errors.New("boom")
+	err := r.client.Do(ctx, "r", wire.HoldOptions{}, func(ctx context.Context, h *wire.Held) error {
+		if e, _ := r.store.Entry("r"); e.Fence != h.Token().Fence {
+			t.Errorf("inside Do the coordinator has %+v", e)
+		}
+		return boom
+	})
+	if !errors.Is(err, boom) || errors.Is(err, wire.ErrLeaseLost) {
+		t.Fatalf("Do: %v", err)
+	}
+	if e, _ := r.store.Entry("r"); e.Fence != 0 {
+		t.Fatalf("not released: %+v", e)
+	}
+	// Every renewal is lost: the callback sees its context end at the
+	// deadline, and Do says the lease was lost.
+	err = r.client.Do(ctx, "r", wire.HoldOptions{}, func(ctx context.Context, h *wire.Held) error {
+		deadline := h.Lease().Deadline()
+		for ctx.Err() == nil {
+			r.settle(h)
+			if ctx.Err() == nil {
+				r.toNextTimer()
+			}
+		}
+		// At the deadline, within the microsecond the timer is set early.
+		if now := r.agent.Peek(); now.Millis > deadline.Millis || now.Millis < deadline.Millis-0.001 {
+			t.Errorf("the context ended at %v, the deadline is %v", now, deadline)
+		}
+		return ctx.Err()
+	})
+	if !errors.Is(err, wire.ErrLeaseLost) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("Do after a loss: %v", err)
+	}
+}
+
+// TestHoldEndsWithItsContext: when the context given to Hold ends, the
+// hold ends with its cause and the lease is released.
+func TestHoldEndsWithItsContext(t *testing.T) {
+	r := newHoldRig(t, &holdTransport{rng: rand.New(rand.NewPCG(1, 1))})
+	ctx, cancel := context.WithCancelCause(context.Background())
+	h, err := r.client.Hold(ctx, "r", wire.HoldOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := errors.New("shutting down")
+	cancel(stop)
+	eventually(t, "the lease released", func() bool { e, _ := r.store.Entry("r"); return e.Fence == 0 })
+	if !errors.Is(context.Cause(h.Context()), stop) {
+		t.Fatalf("cause %v", context.Cause(h.Context()))
+	}
+	if err := h.Release(context.Background()); !errors.Is(err, stop) {
+		t.Fatalf("release: %v", err)
+	}
+}

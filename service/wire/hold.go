@@ -1,0 +1,414 @@
+package wire
+
+import (
+	"context"
+	"errors"
+	"math"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/lease-fence/lease-fence/core/clock"
+	"github.com/lease-fence/lease-fence/core/fence"
+	"github.com/lease-fence/lease-fence/core/lease"
+)
+
+// ErrLeaseLost is the cause (context.Cause) of a Held's context when its
+// lease was lost: a renewal was refused (the lease is over at the
+// coordinator), or none succeeded before the holder's deadline. Do joins it
+// to the error of a callback that ran while the lease was lost.
+var ErrLeaseLost = errors.New("wire: lease lost")
+
+// ErrReleased is the cause of a Held's context once Release was called.
+var ErrReleased = errors.New("wire: lease released")
+
+// WaitForever, as HoldOptions.Wait, waits for the resource until the
+// context ends.
+const WaitForever = time.Duration(math.MaxInt64)
+
+// HoldOptions configures Client.Hold and Client.Do.
+type HoldOptions struct {
+	// Wait is how long to wait for a resource another holder has: the
+	// coordinator hands it over, in the order its waiters arrived, as
+	// soon as it is released or expires. Zero asks once: a held resource
+	// is a *DeniedError at once. WaitForever waits until the context ends.
+	// A wait that runs out is a *DeniedError naming the holder.
+	Wait time.Duration
+	// RenewEvery is how often the lease is renewed, counted from each
+	// renewal's send instant. Zero means a third of the TTL the
+	// coordinator grants. It must be less than the TTL minus the clock
+	// skew, or the lease would lapse between renewals.
+	RenewEvery time.Duration
+}
+
+// Held is a lease kept alive by its own renewals: the holder's side of a
+// lock held while the work runs. Token is what the work's writes present to
+// their gate; Context is the work's context: it ends when the lease is lost
+// (cause ErrLeaseLost), when Release is called (cause ErrReleased), or
+// when the context given to Hold ends (its cause), and never later than the
+// holder's deadline. Release ends it. A Held is safe for concurrent use.
+//
+// Every renewal is a new request (lease.Client.BeginRenewal), so each
+// deadline is anchored at that renewal's own send instant; a renewal takes
+// at most the time the lease has left (Context ends at the deadline, and
+// with it the renewal in flight). A renewal that gets no answer is tried
+// again sooner (lease.Keeper); one refused as expired loses the lease at
+// once. The Context cannot stop a write already on its way to the
+// resource: that write still needs the gate (fence.Gate, a fenced store),
+// which refuses it if a newer holder has written.
+type Held struct {
+	c        *Client
+	ctx      context.Context
+	cancel   context.CancelCauseFunc
+	finished chan struct{}
+
+	mu       sync.Mutex
+	k        *lease.Keeper
+	secret   string
+	renewT   clock.Timer
+	lossT    clock.Timer
+	renewing context.CancelFunc // the renewal in flight, if any
+	done     bool               // the context ended
+	released bool               // Release ended it
+	renewals int
+}
+
+// Hold acquires resource, waiting for it as opts.Wait says, and keeps the
+// lease alive until Release, a loss, or the end of ctx (which then also
+// releases it). ctx bounds the wait and, after it, the hold.
+//
+// A grant that waited is anchored, like any grant, at the send instant of
+// the acquisition; if its deadline passed during the wait (or its first
+// renewal was already due), Hold renews it before returning, so the lease
+// it returns has its full time ahead.
+func (c *Client) Hold(ctx context.Context, resource string, opts HoldOptions) (*Held, error) {
+	if opts.Wait < 0 || opts.RenewEvery < 0 {
+		return nil, errors.New("wire: HoldOptions.Wait and RenewEvery must not be negative")
+	}
+	l, err := c.acquireWaiting(ctx, resource, opts.Wait)
+	if err != nil {
+		return nil, err
+	}
+	ttl := l.Grant().TTL
+	every := opts.RenewEvery
+	if every == 0 {
+		every = ttl / 3
+	}
+	if every >= ttl-c.lc.ClockSkew() {
+		c.releaseAfter(l)
+		return nil, errors.New("wire: HoldOptions.RenewEvery (" + every.String() + ") must be less than the TTL (" + ttl.String() +
+			") minus the clock skew")
+	}
+	k, err := lease.NewKeeper(l.Lease, every)
+	if err != nil {
+		return nil, err
+	}
+	now, err := c.lc.Now()
+	if err != nil {
+		return nil, err
+	}
+	if due, _ := k.NextRenewal().Since(now); due <= 0 {
+		// The wait ate the lease's time: renew it now, anchored here.
+		l2, err := c.Renew(ctx, l)
+		if err != nil {
+			c.releaseAfter(l)
+			return nil, err
+		}
+		l = l2
+		if k, err = lease.NewKeeper(l.Lease, every); err != nil {
+			return nil, err
+		}
+	}
+	h := &Held{c: c, k: k, secret: l.secret, finished: make(chan struct{})}
+	h.ctx, h.cancel = context.WithCancelCause(ctx)
+	h.mu.Lock()
+	h.armLocked()
+	h.mu.Unlock()
+	context.AfterFunc(h.ctx, h.finish)
+	return h, nil
+}
+
+// acquireWaiting acquires resource, waiting up to wait in calls of at most
+// MaxWait: every call is the same acquisition (request id and secret), so
+// the coordinator keeps its place in the queue between them.
+func (c *Client) acquireWaiting(ctx context.Context, resource string, wait time.Duration) (*Lease, error) {
+	req, err := c.lc.BeginAcquire(resource)
+	if err != nil {
+		return nil, err
+	}
+	secret, err := random(32)
+	if err != nil {
+		return nil, err
+	}
+	for {
+		var chunk time.Duration
+		if wait > 0 {
+			chunk = c.maxWait
+			if wait != WaitForever {
+				now, err := c.lc.Now()
+				if err != nil {
+					return nil, err
+				}
+				waited, err := now.Duration(req.SentAt)
+				if err != nil {
+					return nil, err
+				}
+				chunk = min(chunk, (wait - waited).Truncate(time.Millisecond))
+			}
+		}
+		if chunk < 0 {
+			chunk = 0
+		}
+		reply, err := c.send(ctx, Message{Op: OpAcquire, Request: req, Secret: secret, Wait: chunk})
+		if err != nil {
+			return nil, err
+		}
+		if reply.OK {
+			l, err := c.complete(req, reply, secret, c.lc.CompleteAcquire)
+			if err != nil && reply.Grant != nil {
+				// The request was forgotten during a long wait (the
+				// client began MaxPending others since): make the lease
+				// from a renewal instead, anchored at its own send.
+				return c.renewGrant(ctx, reply.Grant, secret)
+			}
+			return l, err
+		}
+		if reply.HeldBy == "" {
+			return nil, errors.New("wire: acquisition refused without a holder (reason " + strconv.Quote(reply.Reason) + ")")
+		}
+		if chunk == 0 {
+			return nil, &DeniedError{Resource: resource, HeldBy: reply.HeldBy, RetryAfter: clock.FromMillis(reply.RetryAfterMillis)}
+		}
+	}
+}
+
+// renewGrant turns a grant whose request the lease.Client no longer has into
+// a lease, through a renewal.
+func (c *Client) renewGrant(ctx context.Context, g *Grant, secret string) (*Lease, error) {
+	req, err := c.lc.BeginRenewalOf(fence.Token{Resource: g.Resource, HolderID: g.HolderID, Fence: g.Fence}, c.lc.Domain())
+	if err != nil {
+		return nil, err
+	}
+	reply, err := c.send(ctx, Message{Op: OpRenew, Request: req, Secret: secret})
+	if err != nil {
+		return nil, err
+	}
+	if !reply.OK {
+		return nil, ErrExpired
+	}
+	return c.complete(req, reply, secret, c.lc.CompleteRenewal)
+}
+
+// releaseAfter releases l in the background, for a lease given up.
+func (c *Client) releaseAfter(l *Lease) {
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+		defer cancel()
+		_ = c.Release(ctx, l)
+	}()
+}
+
+// armLocked schedules the next renewal and the end at the deadline, at the
+// readings the Keeper gives, on the client's clock.
+func (h *Held) armLocked() {
+	now, err := h.c.lc.Now()
+	if err != nil {
+		// The holder's clock cannot be read: the deadline cannot be
+		// kept, so the lease is given up.
+		h.cancel(errors.Join(ErrLeaseLost, err))
+		return
+	}
+	if h.lossT != nil {
+		h.lossT.Stop()
+	}
+	left, _ := h.k.Deadline().Since(now)
+	// Half the slack early: converting the time left to a duration and
+	// back must not put the timer past the deadline.
+	h.lossT = h.c.after(ceilDuration(left-deadlineSlack/2), h.onDeadline)
+	if h.renewing == nil {
+		if h.renewT != nil {
+			h.renewT.Stop()
+		}
+		due, _ := h.k.NextRenewal().Since(now)
+		h.renewT = h.c.after(ceilDuration(due), h.onRenewal)
+	}
+}
+
+// ceilDuration is ms milliseconds (at least 0), rounded up to the
+// nanosecond, so that a timer is not due before the reading it is for.
+func ceilDuration(ms float64) time.Duration {
+	return time.Duration(math.Ceil(max(ms, 0) * float64(time.Millisecond)))
+}
+
+// deadlineSlack is how close to the deadline a firing of the deadline's
+// timer counts as reaching it: the timer is set half of it before the
+// deadline, so that the rounding of readings to durations and back never
+// puts it after.
+const deadlineSlack = 0.001 // milliseconds
+
+// onDeadline ends the hold if the holder's clock reached the deadline of
+// the current lease (a renewal may have moved it since the timer was set).
+func (h *Held) onDeadline() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.done {
+		return
+	}
+	now, err := h.c.lc.Now()
+	if err != nil {
+		h.cancel(errors.Join(ErrLeaseLost, err))
+		return
+	}
+	if left, err := h.k.Deadline().Since(now); err != nil || left < deadlineSlack {
+		// The deadline (at most a microsecond from now): lost.
+		_, _ = h.k.Check(h.k.Deadline())
+		h.cancel(ErrLeaseLost)
+		return
+	}
+	h.armLocked()
+}
+
+// onRenewal begins a renewal, unless one is in flight.
+func (h *Held) onRenewal() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.done || h.renewing != nil {
+		return
+	}
+	// The renewal ends with the hold's context: at the deadline at the
+	// latest, so it never takes longer than the time the lease has left.
+	rctx, cancel := context.WithCancel(h.ctx)
+	h.renewing = cancel
+	l := &Lease{Lease: h.k.Lease(), secret: h.secret}
+	go h.renew(rctx, l)
+}
+
+func (h *Held) renew(ctx context.Context, l *Lease) {
+	l2, err := h.c.Renew(ctx, l)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.renewing()
+	h.renewing = nil
+	if h.done {
+		// The hold ended meanwhile; finish releases the lease.
+		return
+	}
+	switch {
+	case err == nil:
+		if h.k.Renewed(l2.Lease) != nil {
+			h.cancel(ErrLeaseLost)
+			return
+		}
+		h.renewals++
+	case errors.Is(err, ErrExpired):
+		h.k.Expire()
+		h.cancel(ErrLeaseLost)
+		return
+	default:
+		now, nerr := h.c.lc.Now()
+		if nerr == nil {
+			_ = h.k.Failed(now)
+		}
+	}
+	h.armLocked()
+}
+
+// finish runs once the hold's context ended, for whatever cause: it stops
+// the timers and the renewal in flight and, unless Release is doing it,
+// releases the lease (lost at the holder's deadline, it may still be live
+// at the coordinator, and others may be waiting).
+func (h *Held) finish() {
+	h.mu.Lock()
+	h.done = true
+	for _, t := range []clock.Timer{h.renewT, h.lossT} {
+		if t != nil {
+			t.Stop()
+		}
+	}
+	if h.renewing != nil {
+		h.renewing()
+	}
+	released := h.released
+	l := &Lease{Lease: h.k.Lease(), secret: h.secret}
+	h.mu.Unlock()
+	if !released {
+		ctx, cancel := context.WithTimeout(context.Background(), h.c.timeout)
+		_ = h.c.Release(ctx, l)
+		cancel()
+	}
+	close(h.finished)
+}
+
+// Token returns the fencing token of the lease: the same for the whole
+// hold.
+func (h *Held) Token() fence.Token {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.k.Lease().Token()
+}
+
+// Lease returns the current lease: the last renewal's, with its deadline.
+func (h *Held) Lease() *Lease {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return &Lease{Lease: h.k.Lease(), secret: h.secret}
+}
+
+// Renewals returns how many renewals succeeded.
+func (h *Held) Renewals() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.renewals
+}
+
+// Context returns the work's context: see Held.
+func (h *Held) Context() context.Context { return h.ctx }
+
+// Release ends the hold: the context ends first (cause ErrReleased), then
+// the lease is released at the coordinator, which hands the resource to
+// its next waiter. It returns nil when the coordinator ended the lease (or
+// had), ErrLeaseLost if the hold was lost before, the cause of the context
+// given to Hold if that ended it (the lease was then released in the
+// background), or the transport's error. A second Release returns nil.
+func (h *Held) Release(ctx context.Context) error {
+	h.mu.Lock()
+	if h.done || h.ctx.Err() != nil {
+		released := h.released
+		h.mu.Unlock()
+		if released {
+			return nil
+		}
+		<-h.finished
+		return context.Cause(h.ctx)
+	}
+	h.released = true
+	l := &Lease{Lease: h.k.Lease(), secret: h.secret}
+	h.mu.Unlock()
+	h.cancel(ErrReleased)
+	if err := h.c.Release(ctx, l); err != nil && !errors.Is(err, ErrExpired) {
+		return err
+	}
+	return nil
+}
+
+// Do holds resource while fn runs: it acquires it as Hold does, calls fn
+// with the hold's context and the hold, and releases the lease when fn
+// returns, whatever it returns. Its error is fn's, joined with
+// ErrLeaseLost if the lease was lost while fn ran (fn should stop when
+// ctx ends), and with the release's error if that failed.
+func (c *Client) Do(ctx context.Context, resource string, opts HoldOptions, fn func(ctx context.Context, h *Held) error) error {
+	h, err := c.Hold(ctx, resource, opts)
+	if err != nil {
+		return err
+	}
+	ferr := fn(h.Context(), h)
+	lost := errors.Is(context.Cause(h.Context()), ErrLeaseLost)
+	rerr := h.Release(context.WithoutCancel(ctx))
+	if errors.Is(rerr, ErrLeaseLost) || errors.Is(rerr, context.Cause(ctx)) {
+		rerr = nil
+	}
+	if lost {
+		return errors.Join(ferr, ErrLeaseLost, rerr)
+	}
+	return errors.Join(ferr, rerr)
+}
