@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -81,4 +82,24 @@ func TestWaitOutlastsTheServersTimeouts(t *testing.T) {
 	if d := time.Since(start); d < time.Second {
 		t.Fatalf("answered after %v, before its wait ended", d)
 	}
+}
+
+// TestHolding runs the client side of the holding suite against the real
+// server through the fault proxy: a hold that outlives 10 TTLs, 200 seeded
+// runs of renewals under dropped and held-back replies, and elections of
+// five campaigner processes whose leader is killed.
+func TestHolding(t *testing.T) {
+	tg := startHoldTarget(t, 600*time.Millisecond)
+	t.Run("OutlivesTenTTLs", func(t *testing.T) { holdtest.HoldOutlivesTenTTLs(t, tg) })
+	t.Run("RenewalsUnderFaults", func(t *testing.T) {
+		lost := holdtest.RenewalsUnderFaults(t, tg, 200)
+		t.Logf("200 runs, %d lost their lease", lost)
+	})
+	t.Run("Elections", func(t *testing.T) {
+		exe, err := os.Executable()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("new leader %v after each kill (TTL %v)", holdtest.Elections(t, tg, exe), tg.TTL)
+	})
 }

@@ -25,6 +25,7 @@ import (
 
 	"github.com/lease-fence/lease-fence/core/clock"
 	"github.com/lease-fence/lease-fence/core/lease"
+	"github.com/lease-fence/lease-fence/internal/holdtest"
 	"github.com/lease-fence/lease-fence/service/wire"
 )
 
@@ -37,6 +38,10 @@ const childEnv = "LEASE_FENCE_COORDINATOR_CHILD"
 func TestMain(m *testing.M) {
 	if os.Getenv(childEnv) == "1" {
 		main()
+		os.Exit(0)
+	}
+	if os.Getenv(holdtest.EnvCampaigner) == "1" {
+		holdtest.CampaignerMain()
 		os.Exit(0)
 	}
 	os.Exit(m.Run())

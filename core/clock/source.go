@@ -115,7 +115,7 @@ type Manual struct {
 
 	mu     sync.Mutex
 	now    float64
-	timers timerHeap
+	timers []*manualTimer // pending calls, earliest first
 	seq    uint64
 }
 

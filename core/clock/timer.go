@@ -1,7 +1,7 @@
 package clock
 
 import (
-	"container/heap"
+	"slices"
 	"time"
 )
 
@@ -28,50 +28,28 @@ var _ AfterFunc = RealAfterFunc
 
 // manualTimer is a call scheduled on a Manual clock.
 type manualTimer struct {
-	m    *Manual
-	due  float64
-	seq  uint64
-	f    func()
-	slot int // index in the heap, -1 once fired or stopped
+	m       *Manual
+	due     float64
+	seq     uint64
+	f       func()
+	pending bool
 }
 
 func (t *manualTimer) Stop() bool {
 	t.m.mu.Lock()
 	defer t.m.mu.Unlock()
-	if t.slot < 0 {
+	if !t.pending {
 		return false
 	}
-	heap.Remove(&t.m.timers, t.slot)
+	t.pending = false
+	t.m.timers = slices.DeleteFunc(t.m.timers, func(o *manualTimer) bool { return o == t })
 	return true
 }
 
-// timerHeap orders timers by due reading, then by the order they were
+// before orders timers by due reading, then by the order they were
 // scheduled in.
-type timerHeap []*manualTimer
-
-func (h timerHeap) Len() int { return len(h) }
-func (h timerHeap) Less(i, j int) bool {
-	if h[i].due != h[j].due {
-		return h[i].due < h[j].due
-	}
-	return h[i].seq < h[j].seq
-}
-func (h timerHeap) Swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h[i].slot, h[j].slot = i, j
-}
-func (h *timerHeap) Push(x any) {
-	t := x.(*manualTimer)
-	t.slot = len(*h)
-	*h = append(*h, t)
-}
-func (h *timerHeap) Pop() any {
-	old := *h
-	t := old[len(old)-1]
-	old[len(old)-1] = nil
-	*h = old[:len(old)-1]
-	t.slot = -1
-	return t
+func (t *manualTimer) before(o *manualTimer) bool {
+	return t.due < o.due || (t.due == o.due && t.seq < o.seq)
 }
 
 // AfterFunc schedules f for the reading d after the clock's current one
@@ -84,13 +62,18 @@ func (h *timerHeap) Pop() any {
 // or zero Manual returns a Timer whose call is never made.
 func (m *Manual) AfterFunc(d time.Duration, f func()) Timer {
 	if m == nil || m.domain == "" {
-		return &manualTimer{m: &Manual{}, slot: -1}
+		return &manualTimer{m: &Manual{}}
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.seq++
-	t := &manualTimer{m: m, due: m.now + Millis(max(d, 0)), seq: m.seq, f: f}
-	heap.Push(&m.timers, t)
+	t := &manualTimer{m: m, due: m.now + Millis(max(d, 0)), seq: m.seq, f: f, pending: true}
+	// Kept in order: tests schedule a handful at a time.
+	i := len(m.timers)
+	for i > 0 && t.before(m.timers[i-1]) {
+		i--
+	}
+	m.timers = slices.Insert(m.timers, i, t)
 	return t
 }
 
@@ -128,7 +111,9 @@ func (m *Manual) fire() {
 			m.mu.Unlock()
 			return
 		}
-		t := heap.Pop(&m.timers).(*manualTimer)
+		t := m.timers[0]
+		m.timers = slices.Delete(m.timers, 0, 1)
+		t.pending = false
 		m.mu.Unlock()
 		t.f()
 	}

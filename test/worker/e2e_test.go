@@ -26,6 +26,7 @@ import (
 
 	"github.com/lease-fence/lease-fence/core/clock"
 	"github.com/lease-fence/lease-fence/core/lease"
+	"github.com/lease-fence/lease-fence/internal/holdtest"
 	"github.com/lease-fence/lease-fence/service/wire"
 )
 
@@ -40,6 +41,10 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv(holdtest.EnvCampaigner) == "1" {
+		holdtest.CampaignerMain()
+		os.Exit(0)
+	}
 	dir, err := os.MkdirTemp("", "lease-fence-e2e-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

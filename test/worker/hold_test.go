@@ -20,7 +20,7 @@ import (
 
 // holdTTL is the lease length of the second runtime, which the holding
 // suite uses: short, so that expiries happen within the test.
-const holdTTL = 2 * time.Second
+const holdTTL = time.Second
 
 // holdRuntime is a second `wrangler dev`, with LEASE_TTL_MS of holdTTL,
 // started by the first test that needs it and stopped by TestMain.
@@ -132,4 +132,24 @@ func TestWaiting(t *testing.T) {
 	t.Run("GoneWaiter", func(t *testing.T) { holdtest.GoneWaiter(t, tg) })
 	t.Run("RetriedWaiter", func(t *testing.T) { holdtest.RetriedWaiter(t, tg) })
 	t.Run("Inspect", func(t *testing.T) { holdtest.Inspect(t, tg) })
+}
+
+// TestHolding runs the client side of the holding suite against the
+// Worker: a hold that outlives 10 TTLs, 200 seeded runs of renewals under
+// dropped and held-back replies, elections of five campaigner processes
+// whose leader is killed.
+func TestHolding(t *testing.T) {
+	tg := holdTarget(t)
+	t.Run("OutlivesTenTTLs", func(t *testing.T) { holdtest.HoldOutlivesTenTTLs(t, tg) })
+	t.Run("RenewalsUnderFaults", func(t *testing.T) {
+		lost := holdtest.RenewalsUnderFaults(t, tg, 200)
+		t.Logf("200 runs, %d lost their lease", lost)
+	})
+	t.Run("Elections", func(t *testing.T) {
+		exe, err := os.Executable()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("new leader %v after each kill (TTL %v)", holdtest.Elections(t, tg, exe), tg.TTL)
+	})
 }

@@ -51,6 +51,10 @@ function start(env) {
   return starting;
 }
 
+// How often an object with a call open lets the Go runtime run its due
+// timers (see LeaseObject.fetch).
+const TICK_MS = 10;
+
 // The handler refuses bodies over this many bytes; a body declared larger is
 // not read at all.
 const MAX_BODY = 64 * 1024;
@@ -97,6 +101,16 @@ export class LeaseObject {
       released.register(this, { gen: this.gen, handle: this.handle });
     }
     const handle = this.handle;
-    return call((...args) => binding.objectFetch(handle, ...args), request);
+    // While the call is open (a waiting call may be for a minute), the
+    // object's own timer enters Go every TICK_MS: the Go runtime arms a
+    // single setTimeout for all its timers, in whichever request happened
+    // to run Go last, and workerd drops it when that request ends, so
+    // without this a lease's expiry could wait for the next request.
+    const tick = setInterval(() => binding.tick(), TICK_MS);
+    try {
+      return await call((...args) => binding.objectFetch(handle, ...args), request);
+    } finally {
+      clearInterval(tick);
+    }
   }
 }

@@ -1,0 +1,401 @@
+//go:build !js
+
+package holdtest
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/lease-fence/lease-fence/core/clock"
+	"github.com/lease-fence/lease-fence/core/lease"
+	"github.com/lease-fence/lease-fence/internal/faultproxy"
+	"github.com/lease-fence/lease-fence/service/wire"
+)
+
+// realClient is a wire.Client of holder id on real clocks, through the
+// target's proxy.
+func (tg *Target) realClient(t testing.TB, id string) *wire.Client {
+	t.Helper()
+	clk, err := clock.NewMonotonic(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lc, err := lease.NewClient(lease.ClientConfig{Clock: clk, HolderID: id, ClockSkew: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := wire.NewClient(wire.ClientConfig{BaseURL: tg.Proxy.URL, Lease: lc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// HoldOutlivesTenTTLs: with its renewals answered, a hold on real clocks
+// lasts ten of the coordinator's TTLs with one fence, and the coordinator
+// shows it held all along.
+func HoldOutlivesTenTTLs(t *testing.T, tg *Target) {
+	c := tg.realClient(t, "outlives")
+	res := unique("outlives")
+	ctx := context.Background()
+	h, err := c.Hold(ctx, res, wire.HoldOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := h.Token()
+	end := time.After(10 * tg.TTL)
+	check := time.NewTicker(tg.TTL / 2)
+	defer check.Stop()
+	for done := false; !done; {
+		select {
+		case <-h.Context().Done():
+			t.Fatalf("the hold ended after %d renewals: %v", h.Renewals(), context.Cause(h.Context()))
+		case <-end:
+			done = true
+		case <-check.C:
+		}
+		st, err := c.Inspect(ctx, res)
+		if err != nil || !st.Held || st.Fence != tok.Fence || st.HolderID != "outlives" || h.Token() != tok {
+			t.Fatalf("the coordinator shows %+v (%v), the hold %v", st, err, h.Token())
+		}
+	}
+	if n := h.Renewals(); n < 25 {
+		t.Fatalf("%d renewals in 10 TTLs", n)
+	}
+	if err := h.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := c.Inspect(ctx, res); err != nil || st.Held || st.LastFence != tok.Fence {
+		t.Fatalf("after the release: %+v %v", st, err)
+	}
+}
+
+// RenewalsUnderFaults runs holds whose holder's clock is manual (so the
+// deadline is checked to the millisecond) against the real coordinator
+// through the proxy, which drops renewals' replies and holds them back
+// (for up to 1.5 TTLs of the holder's time, often past the deadline), as
+// each run's seed says. In every run the hold's context ends at or before
+// the holder's deadline and never after, and the token never changes. It
+// returns how many runs lost their lease.
+func RenewalsUnderFaults(t *testing.T, tg *Target, runs int) (lost int) {
+	ttl := clock.Millis(tg.TTL)
+	faults := 0
+	for seed := range uint64(runs) {
+		agent, _ := clock.NewManual("agent", clock.ManualOptions{Start: 1000})
+		lc, _ := lease.NewClient(lease.ClientConfig{Clock: agent, HolderID: "faults", ClockSkew: 20 * time.Millisecond})
+		c, err := wire.NewClient(wire.ClientConfig{BaseURL: tg.Proxy.URL, Lease: lc, AttemptTimeout: time.Hour,
+			Backoff: func(int) time.Duration { return 0 }, AfterFunc: agent.AfterFunc})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rng := rand.New(rand.NewPCG(seed, 99))
+		p := float64(seed%4) / 10 // 0 to 0.3 each of dropped and held back
+		var mu sync.Mutex
+		body := "faults-" + strconv.FormatUint(seed, 10) + "-"
+		tg.Proxy.SetPolicy(func(call *faultproxy.Call) faultproxy.Action {
+			if call.Path != "/v1/renew" || !strings.Contains(string(call.Body), body) {
+				return faultproxy.Action{}
+			}
+			mu.Lock()
+			f, wait := rng.Float64(), 1+rng.Float64()*1.5*ttl
+			mu.Unlock()
+			switch {
+			case f < p:
+				faults++
+				return faultproxy.Action{Drop: true}
+			case f < 2*p:
+				faults++
+				release := make(chan struct{})
+				var once sync.Once
+				agent.AfterFunc(clock.FromMillis(wait), func() { once.Do(func() { close(release) }) })
+				return faultproxy.Action{Release: release}
+			}
+			return faultproxy.Action{}
+		})
+		res := body + unique("r")
+		h, err := c.Hold(context.Background(), res, wire.HoldOptions{})
+		if err != nil {
+			t.Fatalf("seed %d: %v", seed, err)
+		}
+		tok := h.Token()
+		end := agent.Peek().Millis + 5*ttl
+		for {
+			// Settled: two of the holder's timers armed (the next renewal
+			// and the deadline, or the deadline and a held-back reply's
+			// release), or the hold over.
+			deadline := time.Now().Add(30 * time.Second)
+			for h.Context().Err() == nil && agent.Timers() != 2 {
+				if time.Now().After(deadline) {
+					t.Fatalf("seed %d: the hold did not settle: %d timers", seed, agent.Timers())
+				}
+				time.Sleep(200 * time.Microsecond)
+			}
+			now, dl := agent.Peek(), h.Lease().Deadline()
+			if h.Context().Err() != nil {
+				if !errors.Is(context.Cause(h.Context()), wire.ErrLeaseLost) || now.Millis > dl.Millis {
+					t.Fatalf("seed %d: the hold ended at %v (deadline %v): %v", seed, now, dl, context.Cause(h.Context()))
+				}
+				lost++
+				break
+			}
+			if now.Millis >= dl.Millis || h.Token() != tok {
+				t.Fatalf("seed %d: at %v (deadline %v) the hold of %v is still alive, token %v", seed, now, dl, tok, h.Token())
+			}
+			if now.Millis >= end {
+				if err := h.Release(context.Background()); err != nil {
+					t.Fatalf("seed %d: release: %v", seed, err)
+				}
+				break
+			}
+			next, _ := agent.NextTimer()
+			if err := agent.Set(next.Millis); err != nil {
+				t.Fatal(err)
+			}
+		}
+		tg.Proxy.SetPolicy(nil)
+	}
+	if faults == 0 || lost == 0 || lost == runs {
+		t.Fatalf("%d runs, %d faults, %d lost: the runs did not exercise both outcomes", runs, faults, lost)
+	}
+	return lost
+}
+
+// Campaigner is what a campaigner process does (CampaignerMain): the
+// environment variables that configure it.
+const (
+	EnvCampaigner = "LEASE_FENCE_CAMPAIGNER"     // "1" in a campaigner process
+	envURL        = "LEASE_FENCE_CAMPAIGNER_URL" // the coordinator (the proxy)
+	envName       = "LEASE_FENCE_CAMPAIGNER_ELECTION"
+	envID         = "LEASE_FENCE_CAMPAIGNER_ID"
+)
+
+// CampaignerMain is the main function of a campaigner process, which a test
+// binary runs when EnvCampaigner is set: it campaigns in the election, says
+// "elected FENCE" on stdout when it leads, and leads until it is killed (or,
+// at SIGTERM, resigns and says "resigned").
+func CampaignerMain() {
+	id := os.Getenv(envID)
+	clk, _ := clock.NewMonotonic(id)
+	lc, err := lease.NewClient(lease.ClientConfig{Clock: clk, HolderID: id, ClockSkew: 20 * time.Millisecond})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	c, err := wire.NewClient(wire.ClientConfig{BaseURL: os.Getenv(envURL), Lease: lc})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	fmt.Println("campaigning")
+	h, err := wire.NewElection(c, os.Getenv(envName)).Campaign(ctx)
+	if err != nil {
+		fmt.Println("stopped:", err)
+		return
+	}
+	fmt.Println("elected", h.Token().Fence)
+	select {
+	case <-ctx.Done():
+		_ = h.Release(context.Background())
+		fmt.Println("resigned")
+	case <-h.Context().Done():
+		fmt.Println("lost:", context.Cause(h.Context()))
+	}
+}
+
+// campaigner is one campaigner process.
+type campaigner struct {
+	id    string
+	cmd   *exec.Cmd
+	lines chan string
+}
+
+// Elections: five campaigners in five processes; observers in this one.
+// Twice, the leader's process is killed (SIGKILL: its lease is not
+// released): exactly one new leader is elected each time, a TTL after the
+// leader's last renewal at most (the coordinator's timer hands over at the
+// expiry; nobody polls), and every observer sees every leader once, in
+// fence order. Returns, for each kill, the time from the kill to the next
+// election and from the killed leader's expiry (as the coordinator
+// reported it right after the kill) to the next election.
+func Elections(t *testing.T, tg *Target, self string) []time.Duration {
+	name := unique("election")
+	var cs []*campaigner
+	for i := range 5 {
+		id := "campaigner-" + strconv.Itoa(i)
+		cmd := exec.Command(self)
+		cmd.Env = append(os.Environ(), EnvCampaigner+"=1", envURL+"="+tg.Proxy.URL, envName+"="+name, envID+"="+id)
+		cmd.Stderr = os.Stderr
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		c := &campaigner{id: id, cmd: cmd, lines: make(chan string, 16)}
+		go func(r io.Reader) {
+			sc := bufio.NewScanner(r)
+			for sc.Scan() {
+				c.lines <- sc.Text()
+			}
+			close(c.lines)
+		}(out)
+		cs = append(cs, c)
+		t.Cleanup(func() {
+			_ = cmd.Process.Signal(syscall.SIGKILL)
+			_ = cmd.Wait()
+		})
+	}
+	for _, c := range cs {
+		if l := <-c.lines; l != "campaigning" {
+			t.Fatalf("%s said %q", c.id, l)
+		}
+	}
+	// Observers, in this process.
+	ctx, stopObservers := context.WithCancel(context.Background())
+	defer stopObservers()
+	seen := make([][]wire.Leader, 3)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for i := range seen {
+		o := tg.realClient(t, "observer-"+strconv.Itoa(i))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for l := range wire.NewElection(o, name).Observe(ctx) {
+				mu.Lock()
+				seen[i] = append(seen[i], l)
+				mu.Unlock()
+			}
+		}()
+	}
+	// elected waits for the one campaigner (of those alive) that says it
+	// was elected, and returns it and its fence.
+	alive := append([]*campaigner(nil), cs...)
+	type election struct {
+		c     *campaigner
+		fence uint64
+		at    time.Time
+	}
+	elections := make(chan election, 8)
+	for _, c := range cs {
+		go func() {
+			for l := range c.lines {
+				if f, ok := strings.CutPrefix(l, "elected "); ok {
+					n, _ := strconv.ParseUint(f, 10, 64)
+					elections <- election{c, n, time.Now()}
+				}
+			}
+		}()
+	}
+	next := func(what string) election {
+		select {
+		case e := <-elections:
+			return e
+		case <-time.After(tg.TTL + 30*time.Second):
+			t.Fatalf("no leader %s", what)
+		}
+		return election{}
+	}
+	var leaders []election
+	leaders = append(leaders, next("at first"))
+	var lags []time.Duration
+	inspector := tg.realClient(t, "inspector")
+	for round := range 2 {
+		cur := leaders[len(leaders)-1]
+		killed := time.Now()
+		_ = cur.c.cmd.Process.Signal(syscall.SIGKILL)
+		// The killed leader's lease ends when its last renewal runs out.
+		st, err := inspector.Inspect(context.Background(), name)
+		if err != nil || !st.Held || st.Fence != cur.fence {
+			t.Fatalf("round %d: right after the kill the coordinator shows %+v (%v)", round+1, st, err)
+		}
+		expiry := time.Now().Add(st.Remaining)
+		for i, c := range alive {
+			if c == cur.c {
+				alive = append(alive[:i], alive[i+1:]...)
+				break
+			}
+		}
+		e := next("after the kill in round " + strconv.Itoa(round+1))
+		lag := e.at.Sub(killed)
+		if e.fence <= cur.fence || lag > tg.TTL+Bound {
+			t.Fatalf("round %d: %s elected with fence %d %v after %s (fence %d) was killed", round+1, e.c.id, e.fence, lag, cur.c.id, cur.fence)
+		}
+		lags = append(lags, lag, e.at.Sub(expiry))
+		leaders = append(leaders, e)
+	}
+	// The last leader resigns (SIGTERM): the next campaigner is elected at
+	// once; then everyone stops.
+	last := leaders[len(leaders)-1]
+	resigned := time.Now()
+	_ = last.c.cmd.Process.Signal(syscall.SIGTERM)
+	e := next("after the resignation")
+	if lag := e.at.Sub(resigned); lag > Bound {
+		t.Fatalf("%s elected %v after the resignation", e.c.id, lag)
+	}
+	leaders = append(leaders, e)
+	// Every observer saw every leader, once each, in fence order.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		mu.Lock()
+		ok := true
+		for _, s := range seen {
+			ok = ok && len(s) >= len(leaders)
+		}
+		mu.Unlock()
+		if ok || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	stopObservers()
+	wg.Wait()
+	// The waiters stop first, then the leader resigns: no process is left
+	// to be elected. (On a coordinator that cannot tell that a client went
+	// away, the Worker, the lease then goes to the place of a stopped
+	// waiter, which nobody takes: the observers have stopped by then.)
+	for _, c := range alive {
+		if c != last.c && c != e.c {
+			_ = c.cmd.Process.Signal(syscall.SIGTERM)
+			_ = c.cmd.Wait()
+		}
+	}
+	_ = e.c.cmd.Process.Signal(syscall.SIGTERM)
+	_ = e.c.cmd.Wait()
+	// Nobody else was elected meanwhile.
+	select {
+	case extra := <-elections:
+		t.Fatalf("a second leader: %s with fence %d", extra.c.id, extra.fence)
+	default:
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for i, s := range seen {
+		if len(s) != len(leaders) {
+			t.Fatalf("observer %d saw %v, the leaders were %d", i, s, len(leaders))
+		}
+		for j, l := range s {
+			if l.Fence != leaders[j].fence || l.HolderID != leaders[j].c.id {
+				t.Fatalf("observer %d saw %v, want leader %d to be %s with fence %d", i, s, j, leaders[j].c.id, leaders[j].fence)
+			}
+		}
+	}
+	return lags
+}
