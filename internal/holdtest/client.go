@@ -131,7 +131,7 @@ func RenewalsUnderFaults(t *testing.T, tg *Target, runs int) (lost int) {
 			t.Fatalf("seed %d: %v", seed, err)
 		}
 		tok := h.Token()
-		end := agent.Peek().Millis + 5*ttl
+		end := agent.Peek().Millis + 3*ttl
 		for {
 			// Settled: two of the holder's timers armed (the next renewal
 			// and the deadline, or the deadline and a held-back reply's

@@ -51,6 +51,8 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	persistDir = dir
+	// The second runtime, for the holding suite, starts meanwhile.
+	go func() { _, _ = startHoldRuntime() }()
 	if err := startRuntime(); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: starting wrangler dev:", err)
 		fmt.Fprintln(os.Stderr, runtimeLog.String())
