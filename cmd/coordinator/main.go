@@ -169,7 +169,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if *initDB {
 			open = pgstore.Create
 		}
-		ps, err := open(ctx, *pgURL, pgstore.Options{Domain: *domain, TTL: *ttl, MaxLeases: *maxLeases, ReleaseMemory: *releaseMemory,
+		ps, err := open(ctx, *pgURL, pgstore.Options{Domain: *domain, TTL: *ttl, MaxLeases: *maxLeases, ReleaseMemory: *releaseMemory, FenceMemory: *fenceMemory,
 			FenceTable: *fenceTable, Timeout: *storeTimeout, MinFence: *minFence, Logger: log})
 		if err != nil {
 			return err

@@ -71,8 +71,8 @@ func (s *Store) Update(ctx context.Context, resource string, fn func(*service.Tx
 	return unavailable("no decision after "+strconv.Itoa(maxAttempts)+" transactions", last)
 }
 
-func scanEntry(resource string, holder, requestID string, f int64, expires float64, hash []byte, released string) (service.Entry, error) {
-	e := service.Entry{Resource: resource, HolderID: holder, RequestID: requestID, Fence: uint64(max(f, 0)), ExpiresAt: expires}
+func scanEntry(resource string, holder, requestID string, f int64, expires float64, hash []byte, released string, last int64) (service.Entry, error) {
+	e := service.Entry{Resource: resource, HolderID: holder, RequestID: requestID, Fence: uint64(max(f, 0)), ExpiresAt: expires, LastFence: uint64(max(last, 0))}
 	if len(hash) != 0 && len(hash) != 32 {
 		return e, errors.Join(service.ErrInconsistent, errors.New("pgstore: the row of "+strconv.Quote(resource)+" has a secret hash of "+strconv.Itoa(len(hash))+" bytes"))
 	}
@@ -110,14 +110,14 @@ func (s *Store) decide(ctx context.Context, resource string, fn func(*service.Tx
 	}
 	var (
 		holder, reqID, released string
-		f                       int64
+		f, last                 int64
 		expires, decidedAt      float64
 		hash                    []byte
 		found                   bool
 		shared                  *bool
 	)
 	b.Queue(qLock, resource, s.countKey).QueryRow(func(r pgx.Row) error {
-		err := r.Scan(&holder, &reqID, &f, &expires, &hash, &released, &decidedAt, &shared)
+		err := r.Scan(&holder, &reqID, &f, &expires, &hash, &released, &last, &decidedAt, &shared)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil
 		}
@@ -130,10 +130,10 @@ func (s *Store) decide(ctx context.Context, resource string, fn func(*service.Tx
 		called           bool
 		spec             *int64
 		leases, releases int64
-		maxConns         int64
+		lasts, maxConns  int64
 	)
 	b.Queue(qState, resource, s.offset()).QueryRow(func(r pgx.Row) error {
-		return r.Scan(&dbNow, &lastValue, &called, &spec, &leases, &releases, &maxConns)
+		return r.Scan(&dbNow, &lastValue, &called, &spec, &leases, &releases, &lasts, &maxConns)
 	})
 	if err := conn.SendBatch(ctx, b).Close(); err != nil {
 		return s.failed(ctx, conn, err)
@@ -147,7 +147,7 @@ func (s *Store) decide(ctx context.Context, resource string, fn func(*service.Tx
 	}
 	e := service.Entry{Resource: resource}
 	if !placeholder {
-		if e, err = scanEntry(resource, holder, reqID, f, expires, hash, released); err != nil {
+		if e, err = scanEntry(resource, holder, reqID, f, expires, hash, released, last); err != nil {
 			s.rollback(ctx, conn)
 			return done, err
 		}
@@ -184,7 +184,8 @@ func (s *Store) decide(ctx context.Context, resource string, fn func(*service.Tx
 			return reclaim, nil
 		}
 	}
-	t := service.Txn{Now: clock.At(s.domain, now), Issued: issued, Entry: e, Full: full, KeepReleases: releases < s.maxReleases}
+	t := service.Txn{Now: clock.At(s.domain, now), Issued: issued, Entry: e, Full: full, KeepReleases: releases < s.maxReleases,
+		KeepLast: lasts < s.maxLasts}
 	if err := fn(&t); err != nil {
 		s.rollback(ctx, conn)
 		return done, err
@@ -201,7 +202,7 @@ func (s *Store) decide(ctx context.Context, resource string, fn func(*service.Tx
 			if err := conn.QueryRow(ctx, qNextval).Scan(&fresh); err != nil {
 				return s.failed(ctx, conn, err)
 			}
-			t = service.Txn{Now: t.Now, Issued: uint64(fresh) - 1, Entry: e, Full: full, KeepReleases: t.KeepReleases}
+			t = service.Txn{Now: t.Now, Issued: uint64(fresh) - 1, Entry: e, Full: full, KeepReleases: t.KeepReleases, KeepLast: t.KeepLast}
 			if err := fn(&t); err != nil {
 				s.rollback(ctx, conn)
 				return done, err
@@ -225,11 +226,12 @@ func (s *Store) write(ctx context.Context, conn *pgx.Conn, cur service.Entry, pl
 		cur = service.Entry{}
 	}
 	dl, dr := int64(min(next.Fence, 1))-int64(min(cur.Fence, 1)), int64(len(next.Released)-len(cur.Released))
-	counted := dl != 0 || dr != 0
+	dk := int64(min(next.LastFence, 1)) - int64(min(cur.LastFence, 1))
+	counted := dl != 0 || dr != 0 || dk != 0
 	b := &pgx.Batch{}
 	if empty(next) {
 		if counted {
-			b.Queue(qDeleteCount, resource, dl, dr)
+			b.Queue(qDeleteCount, resource, dl, dr, dk)
 		} else {
 			b.Queue(qDelete, resource)
 		}
@@ -246,9 +248,9 @@ func (s *Store) write(ctx context.Context, conn *pgx.Conn, cur service.Entry, pl
 		if next.Fence != 0 {
 			hash = next.SecretHash[:]
 		}
-		args := []any{resource, next.HolderID, next.RequestID, int64(next.Fence), next.ExpiresAt, hash, string(rel), now, sweepAt(next, s.ttl)}
+		args := []any{resource, next.HolderID, next.RequestID, int64(next.Fence), next.ExpiresAt, hash, string(rel), now, sweepAt(next, s.ttl), int64(next.LastFence)}
 		if counted {
-			b.Queue(qUpdateCount, append(args, dl, dr)...)
+			b.Queue(qUpdateCount, append(args, dl, dr, dk)...)
 		} else {
 			b.Queue(qUpdate, args...)
 		}
@@ -272,6 +274,12 @@ func (s *Store) write(ctx context.Context, conn *pgx.Conn, cur service.Entry, pl
 	}
 	if err == nil && tag.String() != "COMMIT" {
 		err = errors.New("pgstore: the commit was answered " + strconv.Quote(tag.String()))
+	}
+	// A grant or a release (not a renewal: a waiter times the expiry it
+	// read) may concern waiters on other replicas: tell them once it is
+	// committed, or may be.
+	if grant || (cur.Fence != 0 && next.Fence == 0) {
+		defer s.notify(resource)
 	}
 	if _, warned := s.unreplicated.LoadAndDelete(conn.PgConn()); warned && err == nil {
 		// Committed here, but maybe not on the synchronous standbys: not
@@ -353,10 +361,12 @@ func errString(err error) string {
 	return err.Error()
 }
 
-func empty(e service.Entry) bool { return e.Fence == 0 && len(e.Released) == 0 }
+func empty(e service.Entry) bool { return e.Fence == 0 && len(e.Released) == 0 && e.LastFence == 0 }
 
 // sweepAt is the earliest reading at which a sweep has something to delete
-// from e: its lease's expiry, or a release's end of memory (a TTL on).
+// from e: its lease's expiry, or a release's end of memory (a TTL on);
+// never for a row that keeps only a last fence (those are forgotten by
+// count, the lowest first).
 func sweepAt(e service.Entry, ttl float64) float64 {
 	at := math.Inf(1)
 	if e.Fence != 0 {
@@ -393,9 +403,12 @@ func (s *Store) readClock(ctx context.Context) float64 {
 const sweepBatch = 256
 
 // Sweep deletes, in one transaction that is not synced, up to 256 rows'
-// worth of expired lease records and releases older than a TTL, skipping
-// rows other transactions hold (another replica's sweep, a decision), and
-// returns how many it deleted. Run it until it returns zero.
+// worth of expired lease records (keeping their fences as last fences
+// while FenceMemory allows) and releases older than a TTL, skipping rows
+// other transactions hold (another replica's sweep, a decision); then, if
+// the rows that keep only a last fence pass nine tenths of FenceMemory, it
+// forgets up to 256 of the lowest. It returns how many things it deleted.
+// Run it until it returns zero.
 func (s *Store) Sweep(ctx context.Context) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
@@ -409,14 +422,43 @@ func (s *Store) Sweep(ctx context.Context) (int, error) {
 	}
 	defer pc.Release()
 	conn := pc.Conn()
-	if _, err := conn.Exec(ctx, "BEGIN"); err != nil {
+	n, lasts, err := s.sweepExpired(ctx, conn)
+	if err != nil {
+		return n, err
+	}
+	if keep := s.maxLasts * 9 / 10; lasts > keep {
+		b := &pgx.Batch{}
+		b.Queue("BEGIN")
+		b.Queue(`SELECT pg_advisory_xact_lock($1)`, s.countKey+1)
+		var forgot int64
+		b.Queue(qForget, keep).QueryRow(func(r pgx.Row) error { return r.Scan(&forgot) })
+		b.Queue(qAsync)
+		b.Queue("COMMIT")
+		if err := conn.SendBatch(ctx, b).Close(); err != nil {
+			s.rollback(ctx, conn)
+			return n, unavailable("forgetting last fences", err)
+		}
+		n += int(forgot)
+	}
+	return n, nil
+}
+
+// sweepExpired is Sweep's first transaction. It also returns how many rows
+// keep only a last fence.
+func (s *Store) sweepExpired(ctx context.Context, conn *pgx.Conn) (int, int64, error) {
+	var lasts int64
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	b.Queue(qLasts).QueryRow(func(r pgx.Row) error { return r.Scan(&lasts) })
+	if err := conn.SendBatch(ctx, b).Close(); err != nil {
+		s.rollback(ctx, conn)
 		conn.Close(context.WithoutCancel(ctx))
-		return 0, unavailable("sweeping", err)
+		return 0, 0, unavailable("sweeping", err)
 	}
 	rows, err := conn.Query(ctx, qSweep, s.offset(), sweepBatch)
 	if err != nil {
 		s.rollback(ctx, conn)
-		return 0, unavailable("sweeping", err)
+		return 0, 0, unavailable("sweeping", err)
 	}
 	type change struct {
 		cur, next service.Entry
@@ -424,18 +466,19 @@ func (s *Store) Sweep(ctx context.Context) (int, error) {
 	}
 	var changes []change
 	var scanErr error
+	kept := lasts
 	for rows.Next() {
 		var (
 			resource, holder, reqID, released string
-			f                                 int64
+			f, last                           int64
 			expires, decidedAt, now           float64
 			hash                              []byte
 		)
-		if err := rows.Scan(&resource, &holder, &reqID, &f, &expires, &hash, &released, &decidedAt, &now); err != nil {
+		if err := rows.Scan(&resource, &holder, &reqID, &f, &expires, &hash, &released, &last, &decidedAt, &now); err != nil {
 			scanErr = err
 			break
 		}
-		e, err := scanEntry(resource, holder, reqID, f, expires, hash, released)
+		e, err := scanEntry(resource, holder, reqID, f, expires, hash, released, last)
 		if err != nil {
 			s.log.Error("a row the sweep found is damaged; it is left as it is", "resource", resource, "err", err)
 			continue
@@ -444,6 +487,10 @@ func (s *Store) Sweep(ctx context.Context) (int, error) {
 		next := e
 		if next.Fence != 0 && now >= next.ExpiresAt {
 			next = service.Entry{Resource: e.Resource, Released: e.Released}
+			if kept < s.maxLasts {
+				next.LastFence = e.Fence
+				kept++
+			}
 		}
 		next.Released = recent(next.Released, now, s.ttl)
 		changes = append(changes, change{e, next, decidedAt})
@@ -451,15 +498,11 @@ func (s *Store) Sweep(ctx context.Context) (int, error) {
 	rows.Close()
 	if err := errors.Join(scanErr, rows.Err()); err != nil {
 		s.rollback(ctx, conn)
-		return 0, unavailable("sweeping", err)
+		return 0, lasts, unavailable("sweeping", err)
 	}
-	if len(changes) == 0 {
-		s.rollback(ctx, conn)
-		return 0, nil
-	}
-	b := &pgx.Batch{}
+	b = &pgx.Batch{}
 	n := 0
-	var dl, dr int64
+	var dl, dr, dk int64
 	for _, c := range changes {
 		d := int(min(c.cur.Fence, 1)-min(c.next.Fence, 1)) + len(c.cur.Released) - len(c.next.Released)
 		if d == 0 {
@@ -468,6 +511,7 @@ func (s *Store) Sweep(ctx context.Context) (int, error) {
 		n += d
 		dl += int64(min(c.next.Fence, 1)) - int64(min(c.cur.Fence, 1))
 		dr += int64(len(c.next.Released) - len(c.cur.Released))
+		dk += int64(min(c.next.LastFence, 1)) - int64(min(c.cur.LastFence, 1))
 		if empty(c.next) {
 			b.Queue(qDelete, c.cur.Resource)
 			continue
@@ -475,28 +519,31 @@ func (s *Store) Sweep(ctx context.Context) (int, error) {
 		rel, err := json.Marshal(c.next.Released)
 		if err != nil {
 			s.rollback(ctx, conn)
-			return 0, err
+			return 0, lasts, err
+		}
+		if c.next.Released == nil {
+			rel = []byte("[]")
 		}
 		var hash []byte
 		if c.next.Fence != 0 {
 			hash = c.next.SecretHash[:]
 		}
 		b.Queue(qUpdate, c.cur.Resource, c.next.HolderID, c.next.RequestID, int64(c.next.Fence), c.next.ExpiresAt, hash,
-			string(rel), c.decidedAt, sweepAt(c.next, s.ttl))
+			string(rel), c.decidedAt, sweepAt(c.next, s.ttl), int64(c.next.LastFence))
 	}
 	if n == 0 {
 		s.rollback(ctx, conn)
-		return 0, nil
+		return 0, lasts, nil
 	}
-	b.Queue(qCount, dl, dr)
+	b.Queue(qCount, dl, dr, dk)
 	b.Queue(qAsync)
 	var tag pgconn.CommandTag
 	b.Queue("COMMIT").Exec(func(ct pgconn.CommandTag) error { tag = ct; return nil })
 	if err := conn.SendBatch(ctx, b).Close(); err != nil || tag.String() != "COMMIT" {
 		s.rollback(ctx, conn)
-		return 0, unavailable("sweeping", errors.Join(err, errors.New("commit answered "+strconv.Quote(tag.String()))))
+		return 0, lasts, unavailable("sweeping", errors.Join(err, errors.New("commit answered "+strconv.Quote(tag.String()))))
 	}
-	return n, nil
+	return n, lasts + dk, nil
 }
 
 // recent returns the releases of rels made at most ttl before now, at most

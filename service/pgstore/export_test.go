@@ -2,9 +2,35 @@
 
 package pgstore
 
-import "math"
+import (
+	"math"
+	"time"
+)
 
 // SetClockOffset steps the clock the store reads: ms is added to every
 // reading of the database server's clock from now on, as if that clock had
 // been stepped by ms.
 func SetClockOffset(s *Store, ms float64) { s.clockOffset.Store(math.Float64bits(ms)) }
+
+// SetWatchPolls sets how often s reports every watched resource while it
+// cannot listen, and regardless, and how long its LISTEN connection may be
+// silent before it is pinged; call it before s's first Watch.
+func SetWatchPolls(s *Store, poll, safety, heartbeat time.Duration) {
+	s.watch.poll, s.watch.safety, s.watch.beat = poll, safety, heartbeat
+}
+
+// BlockListen makes s's listener fail to connect while block is true.
+func BlockListen(s *Store, block bool) { s.watch.blocked.Store(block) }
+
+// Listening returns a channel closed once s's LISTEN connection first
+// listens.
+func Listening(s *Store) <-chan struct{} {
+	s.watch.mu.Lock()
+	defer s.watch.mu.Unlock()
+	if s.watch.listenPC == nil {
+		c := make(chan struct{})
+		close(c)
+		return c
+	}
+	return s.watch.listenPC
+}

@@ -33,8 +33,9 @@ var schema = []string{
 		created_at     timestamptz NOT NULL DEFAULT clock_timestamp()
 	)`,
 	`CREATE SEQUENCE ` + tFences + ` AS bigint MINVALUE 1 MAXVALUE 9007199254740991 START 1 CACHE 1 NO CYCLE`,
-	// A row is one resource's service.Entry: its lease record (fence not 0)
-	// and the releases of its last TTL (released, as JSON), plus the
+	// A row is one resource's service.Entry: its lease record (fence not 0),
+	// the releases of its last TTL (released, as JSON) and, without a lease
+	// record, the fence of its last lease (last_fence), plus the
 	// reading of the last decision that wrote it (decided_at, the clock's
 	// guard) and the earliest reading at which a sweep has something to
 	// delete (sweep_at). Times are the coordinator's milliseconds: the
@@ -47,15 +48,19 @@ var schema = []string{
 		expires_at    double precision NOT NULL DEFAULT 0,
 		secret_sha256 bytea CHECK (octet_length(secret_sha256) = 32),
 		released      jsonb NOT NULL DEFAULT '[]',
+		last_fence    bigint NOT NULL DEFAULT 0 CHECK (last_fence >= 0),
 		decided_at    double precision NOT NULL,
 		sweep_at      double precision NOT NULL
 	)`,
+	// The counts of lease records, remembered releases and rows that keep
+	// only a last fence, each the sum of its column.
 	`CREATE TABLE ` + tCounts + ` (
 		slot     integer PRIMARY KEY,
 		leases   bigint NOT NULL,
-		releases bigint NOT NULL
+		releases bigint NOT NULL,
+		lasts    bigint NOT NULL
 	)`,
-	`INSERT INTO ` + tCounts + ` SELECT g, 0, 0 FROM generate_series(0, 63) g`,
+	`INSERT INTO ` + tCounts + ` SELECT g, 0, 0, 0 FROM generate_series(0, 63) g`,
 }
 
 // timelineSQL reads the database's current timeline: the first eight hex
@@ -63,8 +68,8 @@ var schema = []string{
 // standby (no WAL is written there).
 const timelineSQL = `SELECT ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint`
 
-func countSQL(leases, releases string) string {
-	return `UPDATE ` + tCounts + ` SET leases = leases + ` + leases + `, releases = releases + ` + releases + `
+func countSQL(leases, releases, lasts string) string {
+	return `UPDATE ` + tCounts + ` SET leases = leases + ` + leases + `, releases = releases + ` + releases + `, lasts = lasts + ` + lasts + `
 		WHERE slot = coalesce((SELECT slot FROM ` + tCounts + ` ORDER BY slot LIMIT 1 FOR UPDATE SKIP LOCKED), floor(random() * 64)::integer)`
 }
 
@@ -86,7 +91,7 @@ var (
 	// qLock locks and reads the resource's row and, when the row holds no
 	// lease record (a decision that may add one), takes the counts' lock in
 	// shared mode without waiting ($2 is its key): true if it got it.
-	qLock = `SELECT holder_id, request_id, fence, expires_at, secret_sha256, released::text, decided_at,
+	qLock = `SELECT holder_id, request_id, fence, expires_at, secret_sha256, released::text, last_fence, decided_at,
 		CASE WHEN fence = 0 THEN pg_try_advisory_xact_lock_shared($2) END
 		FROM ` + tLeases + ` WHERE resource = $1 FOR UPDATE`
 	// qState reads, once the row is locked: the clock, the fence counter
@@ -96,24 +101,36 @@ var (
 	qState = `SELECT c.now, s.last_value, s.is_called,
 		CASE WHEN EXISTS (SELECT 1 FROM ` + tLeases + ` l WHERE l.resource = $1 AND NOT (l.fence <> 0 AND l.expires_at > greatest(c.now, l.decided_at)))
 			THEN nextval('` + tFences + `') END,
-		k.leases, k.releases, current_setting('max_connections')::bigint
+		k.leases, k.releases, k.lasts, current_setting('max_connections')::bigint
 		FROM (SELECT ` + clockSQL("$2") + ` AS now) c, ` + tFences + ` s,
-		(SELECT coalesce(sum(leases), 0)::bigint AS leases, coalesce(sum(releases), 0)::bigint AS releases FROM ` + tCounts + `) k`
+		(SELECT coalesce(sum(leases), 0)::bigint AS leases, coalesce(sum(releases), 0)::bigint AS releases,
+			coalesce(sum(lasts), 0)::bigint AS lasts FROM ` + tCounts + `) k`
 	qNextval = `SELECT nextval('` + tFences + `')`
 	qUpdate  = `UPDATE ` + tLeases + ` SET holder_id = $2, request_id = $3, fence = $4, expires_at = $5, secret_sha256 = $6,
-		released = $7::jsonb, decided_at = $8, sweep_at = $9 WHERE resource = $1`
+		released = $7::jsonb, decided_at = $8, sweep_at = $9, last_fence = $10 WHERE resource = $1`
 	qDelete = `DELETE FROM ` + tLeases + ` WHERE resource = $1`
 	// qCount adds to the counts in the first slot no other transaction
 	// holds, or, if every slot is held, waits for one at random.
-	qCount = countSQL("$1", "$2")
+	qCount = countSQL("$1", "$2", "$3")
 	// A decision's write, with the counts' change in the same statement
 	// when there is one.
-	qUpdateCount = `WITH w AS (` + qUpdate + ` RETURNING 1) ` + countSQL("$10", "$11")
-	qDeleteCount = `WITH w AS (` + qDelete + ` RETURNING 1) ` + countSQL("$2", "$3")
-	qAsync       = `SET LOCAL synchronous_commit = off`
+	qUpdateCount = `WITH w AS (` + qUpdate + ` RETURNING 1) ` + countSQL("$11", "$12", "$13")
+	qDeleteCount = `WITH w AS (` + qDelete + ` RETURNING 1) ` + countSQL("$2", "$3", "$4")
+	// qForget deletes rows that keep nothing but a last fence, the lowest
+	// first, until $1 are left (at most 256 at a time), skipping rows
+	// another transaction holds, and counts them out; it returns how many.
+	// It runs holding the advisory lock $2 (the counts' key + 1), so two
+	// replicas do not both forget the same excess.
+	qForget = `WITH f AS (SELECT resource FROM ` + tLeases + ` WHERE fence = 0 AND last_fence <> 0 AND released = '[]'::jsonb
+			ORDER BY last_fence LIMIT least(256, greatest(0, (SELECT sum(lasts) FROM ` + tCounts + `) - $1)) FOR UPDATE SKIP LOCKED),
+		d AS (DELETE FROM ` + tLeases + ` l USING f WHERE l.resource = f.resource RETURNING 1)
+		` + countSQL("0", "0", "-(SELECT count(*) FROM d)") + ` RETURNING (SELECT count(*) FROM d)`
+	// qLasts reads how many rows keep only a last fence.
+	qLasts = `SELECT coalesce(sum(lasts), 0)::bigint FROM ` + tCounts
+	qAsync = `SET LOCAL synchronous_commit = off`
 	// qSweep locks the rows a sweep has something to delete from, skipping
 	// rows another transaction holds.
-	qSweep = `SELECT l.resource, l.holder_id, l.request_id, l.fence, l.expires_at, l.secret_sha256, l.released::text, l.decided_at, c.now
+	qSweep = `SELECT l.resource, l.holder_id, l.request_id, l.fence, l.expires_at, l.secret_sha256, l.released::text, l.last_fence, l.decided_at, c.now
 		FROM ` + tLeases + ` l, (SELECT ` + clockSQL("$1") + ` AS now) c
 		WHERE l.sweep_at < c.now ORDER BY l.sweep_at LIMIT $2 FOR UPDATE OF l SKIP LOCKED`
 )

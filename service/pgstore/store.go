@@ -70,6 +70,11 @@ type Options struct {
 	// ReleaseMemory bounds the finished releases remembered for their
 	// retries; zero means service.DefaultReleaseMemory.
 	ReleaseMemory int
+	// FenceMemory bounds the resources without a lease record that keep
+	// the fence of their last lease (an inspection's lastFence); zero
+	// means service.DefaultFenceMemory. Once nine tenths of it are used,
+	// each Sweep forgets the lowest.
+	FenceMemory int
 	// FenceTable, if set, is the prefix of sqlfence tables in the same
 	// database (sqlfence.Options.Table, such as "lease_fence"): every grant
 	// raises the resource's floor there to the new fence in its own
@@ -108,6 +113,7 @@ type Store struct {
 	timeout     time.Duration
 	maxLeases   int64
 	maxReleases int64
+	maxLasts    int64
 	jump        uint64
 	raise       string // sqlfence.PostgresRaise, or ""
 	fenceTable  string
@@ -120,6 +126,10 @@ type Store struct {
 	reclaimT atomic.Uint64 // float64 bits: the reading of the last sweep made for a full store
 
 	timeline atomic.Int64 // the timeline this store last checked
+
+	id         string // in this Store's notifications, so it ignores its own
+	connConfig *pgx.ConnConfig
+	watch      watching
 
 	// unreplicated holds the connections on which the server warned that
 	// a commit stopped waiting for the synchronous standbys (an operator's
@@ -136,7 +146,7 @@ func config(dsn string, opts *Options) (*pgxpool.Config, error) {
 	if opts.TTL <= 0 {
 		return nil, errors.New("pgstore: Options.TTL must be positive, got " + opts.TTL.String())
 	}
-	if opts.MaxLeases < 0 || opts.ReleaseMemory < 0 || opts.MinFence > lease.MaxFence {
+	if opts.MaxLeases < 0 || opts.ReleaseMemory < 0 || opts.FenceMemory < 0 || opts.MinFence > lease.MaxFence {
 		return nil, errors.New("pgstore: Options limits must not be negative, and MinFence at most lease.MaxFence")
 	}
 	if opts.FenceTable != "" {
@@ -155,6 +165,9 @@ func config(dsn string, opts *Options) (*pgxpool.Config, error) {
 	}
 	if opts.ReleaseMemory == 0 {
 		opts.ReleaseMemory = service.DefaultReleaseMemory
+	}
+	if opts.FenceMemory == 0 {
+		opts.FenceMemory = service.DefaultFenceMemory
 	}
 	if opts.TimelineJump == 0 {
 		opts.TimelineJump = DefaultTimelineJump
@@ -289,7 +302,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 func openConfig(ctx context.Context, cfg *pgxpool.Config, opts Options) (*Store, error) {
 	s := &Store{
 		domain: opts.Domain, ttl: clock.Millis(opts.TTL), timeout: opts.Timeout,
-		maxLeases: int64(opts.MaxLeases), maxReleases: int64(opts.ReleaseMemory), jump: opts.TimelineJump,
+		maxLeases: int64(opts.MaxLeases), maxReleases: int64(opts.ReleaseMemory), maxLasts: int64(opts.FenceMemory), jump: opts.TimelineJump,
 		fenceTable: opts.FenceTable, log: opts.Logger,
 	}
 	if s.log == nil {
@@ -326,25 +339,29 @@ func openConfig(ctx context.Context, cfg *pgxpool.Config, opts Options) (*Store,
 	if err != nil {
 		return nil, errors.New("pgstore: " + err.Error())
 	}
-	s.pool = pool
+	s.pool, s.connConfig = pool, cfg.ConnConfig
+	s.startWatching()
 	if opts.FenceTable != "" {
 		if s.raise, err = sqlfence.PostgresRaise(opts.FenceTable); err != nil {
-			pool.Close()
+			s.Close()
 			return nil, errors.New("pgstore: Options.FenceTable: " + err.Error())
 		}
 		db := stdlib.OpenDBFromPool(pool)
 		_, err := sqlfence.Open(ctx, db, sqlfence.Options{Dialect: sqlfence.Postgres, Table: opts.FenceTable})
 		db.Close()
 		if err != nil {
-			pool.Close()
+			s.Close()
 			return nil, errors.New("pgstore: the fence table: " + err.Error())
 		}
 	}
 	return s, nil
 }
 
-// Close closes the store's connections.
-func (s *Store) Close() { s.pool.Close() }
+// Close stops the store's watches and closes its connections.
+func (s *Store) Close() {
+	s.stopWatching()
+	s.pool.Close()
+}
 
 func checkWritable(ctx context.Context, conn *pgx.Conn) error {
 	var standby bool
@@ -382,7 +399,8 @@ func (s *Store) checkSchema(ctx context.Context, conn *pgx.Conn) error {
 	// Every object, with the columns this version reads.
 	checks := []string{
 		`SELECT singleton, schema_version, timeline, created_at FROM ` + tMeta + ` LIMIT 0`,
-		`SELECT resource, holder_id, request_id, fence, expires_at, secret_sha256, released, decided_at, sweep_at FROM ` + tLeases + ` LIMIT 0`,
+		`SELECT resource, holder_id, request_id, fence, expires_at, secret_sha256, released, last_fence, decided_at, sweep_at FROM ` + tLeases + ` LIMIT 0`,
+		`SELECT slot, leases, releases, lasts FROM ` + tCounts + ` LIMIT 0`,
 		`SELECT last_value, is_called FROM ` + tFences,
 	}
 	for _, q := range checks {

@@ -210,7 +210,7 @@ func TestMaxLeasesAcrossReplicas(t *testing.T) {
 // A sweep deletes expired records and releases a TTL old, on whichever
 // replica runs it; replicas sweeping at once share the work.
 func TestSweep(t *testing.T) {
-	g := newRig(t, 3, pgstore.Options{})
+	g := newRig(t, 3, pgstore.Options{FenceMemory: 100})
 	const n = 600
 	for i := range n {
 		g.grant(i%3, acquireMsg("id-"+strconv.Itoa(i), "r"+strconv.Itoa(i), "h"+strconv.Itoa(i)))
@@ -238,31 +238,53 @@ func TestSweep(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	if sum := deleted[0] + deleted[1] + deleted[2]; sum != n {
-		t.Fatalf("the sweeps deleted %v, %d in all, want %d", deleted, sum, n)
+	// 600 expired records deleted; up to FenceMemory (100) of them keep
+	// their fence (each of three sweeps at once may keep that many), and
+	// sweeps forget the lowest down to nine tenths.
+	var rows, leases, lasts, lowest int64
+	counts := func() {
+		t.Helper()
+		queryRow(t, g.dsn, `SELECT (SELECT count(*) FROM lease_fence_leases), (SELECT sum(leases) FROM lease_fence_counts),
+			(SELECT sum(lasts) FROM lease_fence_counts), (SELECT coalesce(min(last_fence), 0) FROM lease_fence_leases WHERE last_fence <> 0)`,
+			&rows, &leases, &lasts, &lowest)
+		var realLeases, realLasts int64
+		queryRow(t, g.dsn, `SELECT count(*) FILTER (WHERE fence <> 0), count(*) FILTER (WHERE fence = 0 AND last_fence <> 0) FROM lease_fence_leases`,
+			&realLeases, &realLasts)
+		if realLeases != leases || realLasts != lasts {
+			t.Fatalf("the counts say %d lease records and %d last fences, the rows %d and %d", leases, lasts, realLeases, realLasts)
+		}
 	}
-	var rows, leases int64
-	queryRow(t, g.dsn, `SELECT (SELECT count(*) FROM lease_fence_leases), (SELECT sum(leases) FROM lease_fence_counts)`, &rows, &leases)
-	if rows != 1 || leases != 1 {
-		t.Fatalf("%d rows and %d counted after the sweep, want the live one", rows, leases)
+	counts()
+	if sum := int64(deleted[0] + deleted[1] + deleted[2]); rows != 91 || leases != 1 || lasts != 90 || sum < n+10 {
+		t.Fatalf("after the sweeps (%v deleted): %d rows, %d lease records and %d last fences; want 91, 1, 90", deleted, rows, leases, lasts)
 	}
 	if f, _ := g.grant(1, renewMsg("r", "live", "L", live)); f != live {
 		t.Fatalf("the live lease after the sweep: %d", f)
 	}
-	// A release is remembered for one TTL, then swept.
+	// A release keeps the lease's fence as the last fence: 91 now, past
+	// nine tenths, so the next sweep forgets the lowest one.
 	if _, out := g.post(2, releaseMsg("rel", "live", "L", live)); out["ok"] != true {
 		t.Fatalf("release: %v", out)
 	}
-	if d, err := g.r[0].store.Sweep(context.Background()); err != nil || d != 0 {
-		t.Fatalf("a fresh release swept: %d %v", d, err)
+	before := lowest
+	if d, err := g.r[0].store.Sweep(context.Background()); err != nil || d != 1 {
+		t.Fatalf("forgetting one: %d %v", d, err)
 	}
+	counts()
+	if rows != 90 || lasts != 90 || lowest <= before {
+		t.Fatalf("after forgetting: %d rows, %d last fences, the lowest %d (was %d)", rows, lasts, lowest, before)
+	}
+	// The release is remembered for one TTL, then swept; the last fence
+	// stays.
 	g.step(3*ttlMs + 1)
 	if d, err := g.r[0].store.Sweep(context.Background()); err != nil || d != 1 {
 		t.Fatalf("an old release not swept: %d %v", d, err)
 	}
-	queryRow(t, g.dsn, `SELECT (SELECT count(*) FROM lease_fence_leases), (SELECT sum(releases) FROM lease_fence_counts)`, &rows, &leases)
-	if rows != 0 || leases != 0 {
-		t.Fatalf("%d rows and %d releases counted after the last sweep", rows, leases)
+	var released, last int64
+	queryRow(t, g.dsn, `SELECT (SELECT sum(releases) FROM lease_fence_counts), (SELECT last_fence FROM lease_fence_leases WHERE resource = 'live')`, &released, &last)
+	counts()
+	if released != 0 || last != int64(live) || rows != 90 || lasts != 90 {
+		t.Fatalf("after the release's sweep: %d releases counted, last fence %d of live, %d rows, %d last fences", released, last, rows, lasts)
 	}
 }
 

@@ -3,41 +3,307 @@
 package pgstore
 
 import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// WatchPoll is how often Watch reports a watched resource.
+// notifyChannel is the channel a Store notifies of its grants and releases
+// (LISTEN/NOTIFY): the payload is the notifying Store's id, a colon, and
+// the resource.
+const notifyChannel = "lease_fence"
+
+// WatchPoll is how often a Store reports every watched resource while it
+// cannot hear the other replicas' notifications (its LISTEN connection is
+// down, or not yet up): a waiter here is then handed a resource released
+// elsewhere within a poll.
 const WatchPoll = 100 * time.Millisecond
 
-// Watch calls fn every WatchPoll while the watch lasts (service.Store): the
-// Store does not hear of the other replicas' commits as they happen, so it
-// reports every watched resource on a poll, and a waiter on this replica
-// is handed a resource released on another one within a poll. (A LISTEN
-// connection with a NOTIFY in each committing transaction would report at
-// once; the poll would stay as the fallback while that connection is down.)
+// watchSafety is how often a Store reports every watched resource even
+// while it hears notifications: a replica that died between its commit
+// and its notification leaves a waiter elsewhere waiting at most this
+// long (or until the lease's expiry, which the Service times itself).
+const watchSafety = 2 * time.Second
+
+// listenHeartbeat is how long the LISTEN connection may stay silent before
+// it is asked whether it is still there (a cut link sends no error).
+const listenHeartbeat = 5 * time.Second
+
+// notifyBatch bounds the notifications one statement sends, and the ones
+// waiting to be sent (beyond, they are dropped: watchSafety covers them).
+const notifyBatch = 256
+
+// watcher is one Watch. Its lock is held while fn runs, so that once stop
+// has returned fn is not called again.
+type watcher struct {
+	mu sync.Mutex
+	fn func()
+}
+
+func (w *watcher) call() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.fn != nil {
+		w.fn()
+	}
+}
+
+// watching is the state of a Store's watches: who watches what, the
+// connection that listens, and the notifications waiting to be sent.
+type watching struct {
+	mu       sync.Mutex
+	by       map[string][]*watcher
+	started  bool // listen and pollWatched run
+	closed   bool
+	deaf     bool // the LISTEN connection is down: report on the poll
+	stop     chan struct{}
+	done     sync.WaitGroup
+	outbox   chan string // resources whose grants and releases to notify
+	poll     time.Duration
+	safety   time.Duration
+	beat     time.Duration // listenHeartbeat
+	blocked  atomic.Bool   // tests: the listener may not connect
+	listenPC chan struct{} // closed when the listener first listens (tests; nil after)
+}
+
+func newID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// Watch calls fn whenever resource's row may have been changed by another
+// coordinator process (service.Store): a grant or a release another Store
+// made, reported by a NOTIFY that Store sends once its change is
+// committed, heard on one LISTEN connection per Store. While that
+// connection is down (and until it first listens) every watched resource
+// is reported every WatchPoll, and once more when it listens again; and,
+// in case a replica died between its commit and its notification, every
+// two seconds anyway.
 func (s *Store) Watch(resource string, fn func()) (stop func()) {
-	var mu sync.Mutex
-	stopped := false
-	var t *time.Timer
-	var tick func()
-	tick = func() {
-		mu.Lock()
-		if stopped {
-			mu.Unlock()
+	w := &watcher{fn: fn}
+	s.watch.mu.Lock()
+	if s.watch.by == nil {
+		s.watch.by = map[string][]*watcher{}
+	}
+	s.watch.by[resource] = append(s.watch.by[resource], w)
+	if !s.watch.started && !s.watch.closed {
+		s.watch.started, s.watch.deaf = true, true
+		s.watch.done.Add(2)
+		go s.listen()
+		go s.pollWatched()
+	}
+	s.watch.mu.Unlock()
+	return func() {
+		s.watch.mu.Lock()
+		ws := s.watch.by[resource]
+		for i, x := range ws {
+			if x == w {
+				ws = append(ws[:i:i], ws[i+1:]...)
+				break
+			}
+		}
+		if len(ws) == 0 {
+			delete(s.watch.by, resource)
+		} else {
+			s.watch.by[resource] = ws
+		}
+		s.watch.mu.Unlock()
+		w.mu.Lock() // waits for a call in progress
+		w.fn = nil
+		w.mu.Unlock()
+	}
+}
+
+// report calls the watchers of resource, or of every watched resource if
+// resource is "".
+func (s *Store) report(resource string) {
+	s.watch.mu.Lock()
+	var ws []*watcher
+	for r, rws := range s.watch.by {
+		if resource == "" || r == resource {
+			ws = append(ws, rws...)
+		}
+	}
+	s.watch.mu.Unlock()
+	for _, w := range ws {
+		w.call()
+	}
+}
+
+// pollWatched reports every watched resource every poll while the store
+// is deaf, and every safety interval regardless.
+func (s *Store) pollWatched() {
+	defer s.watch.done.Done()
+	t := time.NewTicker(s.watch.poll)
+	defer t.Stop()
+	last := time.Now()
+	for {
+		select {
+		case <-s.watch.stop:
+			return
+		case <-t.C:
+		}
+		s.watch.mu.Lock()
+		deaf := s.watch.deaf
+		s.watch.mu.Unlock()
+		if deaf || time.Since(last) >= s.watch.safety {
+			last = time.Now()
+			s.report("")
+		}
+	}
+}
+
+// listen keeps one connection listening on the channel and reports what
+// it hears; when it fails, it marks the store deaf and connects again.
+func (s *Store) listen() {
+	defer s.watch.done.Done()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		<-s.watch.stop
+		cancel()
+	}()
+	for attempt := 0; ctx.Err() == nil; attempt++ {
+		err := s.listenOnce(ctx)
+		s.watch.mu.Lock()
+		s.watch.deaf = true
+		s.watch.mu.Unlock()
+		if ctx.Err() != nil {
 			return
 		}
-		t = time.AfterFunc(WatchPoll, tick)
-		mu.Unlock()
-		fn()
+		s.log.Warn("not hearing the other replicas' changes (LISTEN): reporting every watched resource on a poll", "err", err)
+		t := time.NewTimer(min(time.Duration(attempt+1)*s.watch.poll, 5*time.Second))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
 	}
-	mu.Lock()
-	t = time.AfterFunc(WatchPoll, tick)
-	mu.Unlock()
-	return func() {
-		mu.Lock()
-		defer mu.Unlock()
-		stopped = true
-		t.Stop()
+}
+
+func (s *Store) listenOnce(ctx context.Context) error {
+	if s.watch.blocked.Load() {
+		return errors.New("pgstore: listening is blocked (test)")
+	}
+	cctx, cancel := context.WithTimeout(ctx, s.timeout)
+	conn, err := connect(cctx, s.connConfig)
+	cancel()
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, "LISTEN "+notifyChannel); err != nil {
+		return err
+	}
+	s.watch.mu.Lock()
+	s.watch.deaf = false
+	if s.watch.listenPC != nil {
+		close(s.watch.listenPC)
+		s.watch.listenPC = nil
+	}
+	s.watch.mu.Unlock()
+	// What changed while nobody listened is not known: report it all once.
+	s.report("")
+	mine := s.id + ":"
+	for {
+		wctx, cancel := context.WithTimeout(ctx, s.watch.beat)
+		n, err := conn.WaitForNotification(wctx)
+		cancel()
+		if err != nil && ctx.Err() == nil && pgconn.Timeout(err) {
+			// Silent for a heartbeat: is the connection still there? (A
+			// timeout leaves it usable.)
+			pctx, cancel := context.WithTimeout(ctx, s.timeout)
+			_, err = conn.Exec(pctx, "SELECT 1")
+			cancel()
+			if err == nil {
+				continue
+			}
+		}
+		if err != nil {
+			return err
+		}
+		if strings.HasPrefix(n.Payload, mine) {
+			continue // this Store's own change: its Update already told the Service
+		}
+		if _, resource, ok := strings.Cut(n.Payload, ":"); ok {
+			s.report(resource)
+		}
+	}
+}
+
+// startWatching makes what Watch and notify need, and starts sending
+// notifications. Close stops it.
+func (s *Store) startWatching() {
+	s.id = newID()
+	s.watch.stop = make(chan struct{})
+	s.watch.outbox = make(chan string, notifyBatch)
+	s.watch.poll, s.watch.safety, s.watch.beat = WatchPoll, watchSafety, listenHeartbeat
+	s.watch.listenPC = make(chan struct{})
+	s.watch.done.Add(1)
+	go s.sendNotifications()
+}
+
+// stopWatching stops the goroutines of the watches and notifications and
+// waits for them.
+func (s *Store) stopWatching() {
+	s.watch.mu.Lock()
+	if s.watch.closed {
+		s.watch.mu.Unlock()
+		return
+	}
+	s.watch.closed = true
+	close(s.watch.stop)
+	s.watch.mu.Unlock()
+	s.watch.done.Wait()
+}
+
+// notify queues resource for a notification to the other replicas (its
+// grant or release was committed). It never blocks: a full queue drops
+// it, and the watchers' safety poll covers what is dropped.
+func (s *Store) notify(resource string) {
+	select {
+	case s.watch.outbox <- resource:
+	default:
+	}
+}
+
+// sendNotifications sends what notify queued, in batches, on a connection
+// of the pool, outside the decisions' transactions: a NOTIFY inside them
+// would take PostgreSQL's notification lock and hold it through each
+// commit's wait for the disk, one commit at a time.
+func (s *Store) sendNotifications() {
+	defer s.watch.done.Done()
+	batch := make([]string, 0, notifyBatch)
+	for {
+		select {
+		case <-s.watch.stop:
+			return
+		case r := <-s.watch.outbox:
+			batch = append(batch[:0], s.id+":"+r)
+		}
+	more:
+		for len(batch) < notifyBatch {
+			select {
+			case r := <-s.watch.outbox:
+				batch = append(batch, s.id+":"+r)
+			default:
+				break more
+			}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
+		_, err := s.pool.Exec(ctx, `SELECT pg_notify('`+notifyChannel+`', p) FROM unnest($1::text[]) p`, batch)
+		cancel()
+		if err != nil && !errors.Is(err, context.Canceled) {
+			s.log.Warn("notifying the other replicas failed; they learn of these changes on their safety poll", "changes", len(batch), "err", err)
+		}
 	}
 }
