@@ -3,6 +3,8 @@
 package redisfence_test
 
 import (
+	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -12,38 +14,76 @@ import (
 
 // BenchmarkCommitInterleaved compares, on the test server (AOF with
 // appendfsync always), one RPUSH committed through the Store with the same
-// RPUSH sent alone, and with the Store running a script without its commit
-// marker (to show what the marker costs). The sides alternate in chunks of
-// 20 commits, so the noise of other processes falls on all of them; the
-// metrics are each side's time per commit and the ratios.
+// RPUSH sent alone, with the Store running its script without the commit
+// marker (what the marker costs), and with the script asking COMMAND INFO
+// about every command as it did before script-safe commands skipped it.
+// With 1 writer and with 8 (each on a resource of its own). The sides
+// alternate in chunks of 20 commits a writer, so the noise of other
+// processes falls on all of them; the metrics are each side's time per
+// commit and its ratio to the RPUSH alone.
 func BenchmarkCommitInterleaved(b *testing.B) {
 	s, rdb, ns := newStore(b, redisfence.Options{})
-	tok := fence.Token{Resource: "bench", HolderID: "h", Fence: 1}
-	key := redisfence.Key("bench", ns+"list")
-	w := redisfence.Write{Keys: []string{key}, Commands: [][]string{{"RPUSH", key, "v"}}}
-	const chunk = 20
-	var fenced, plain, unmarked time.Duration
-	run := func(f func() error) time.Duration {
-		start := time.Now()
-		for range chunk {
-			if err := f(); err != nil {
-				b.Fatal(err)
+	for _, writers := range []int{1, 8} {
+		b.Run("writers="+strconv.Itoa(writers), func(b *testing.B) {
+			type side struct {
+				name    string
+				old     string // the script's text replaced by new for this side
+				new     string
+				plain   bool
+				elapsed time.Duration
 			}
-		}
-		return time.Since(start)
+			sides := []*side{
+				{name: "fenced"},
+				{name: "plain", plain: true},
+				{name: "no-marker", old: "redis.call('SET', markKey, 'ok', 'PX', ttl)", new: ""},
+				{name: "info-every-command", old: "if not string.find(scriptSafe, ' ' .. string.upper(cmd[1]) .. ' ', 1, true) then", new: "if true then"},
+			}
+			const chunk = 20
+			b.ResetTimer()
+			for i := 0; i < b.N; i += chunk * writers {
+				for j := range sides {
+					sd := sides[(j+i/(chunk*writers))%len(sides)]
+					restore := func() {}
+					if sd.old != "" {
+						restore = redisfence.BreakScript(sd.old, sd.new)
+					}
+					start := time.Now()
+					var wg sync.WaitGroup
+					for w := range writers {
+						wg.Add(1)
+						go func() {
+							defer wg.Done()
+							r := "bench-" + strconv.Itoa(w)
+							key := redisfence.Key(r, ns+"list")
+							tok := fence.Token{Resource: r, HolderID: "h", Fence: 1}
+							wr := redisfence.Write{Keys: []string{key}, Commands: [][]string{{"RPUSH", key, "v"}}}
+							for range chunk {
+								var err error
+								if sd.plain {
+									err = rdb.RPush(bg, key, "v").Err()
+								} else {
+									err = s.Commit(bg, tok, wr)
+								}
+								if err != nil {
+									b.Error(err)
+									return
+								}
+							}
+						}()
+					}
+					wg.Wait()
+					sd.elapsed += time.Since(start)
+					restore()
+				}
+			}
+			n := float64((b.N + chunk*writers - 1) / (chunk * writers) * chunk * writers)
+			plain := sides[1].elapsed
+			for _, sd := range sides {
+				b.ReportMetric(float64(sd.elapsed.Nanoseconds())/n, "ns/"+sd.name)
+				if !sd.plain {
+					b.ReportMetric(float64(sd.elapsed)/float64(plain), sd.name+"/plain")
+				}
+			}
+		})
 	}
-	b.ResetTimer()
-	for i := 0; i < b.N; i += chunk {
-		fenced += run(func() error { return s.Commit(bg, tok, w) })
-		plain += run(func() error { return rdb.RPush(bg, key, "v").Err() })
-		restore := redisfence.BreakScript("redis.call('SET', markKey, 'ok', 'PX', ttl)", "")
-		unmarked += run(func() error { return s.Commit(bg, tok, w) })
-		restore()
-	}
-	n := float64((b.N + chunk - 1) / chunk * chunk)
-	b.ReportMetric(float64(fenced.Nanoseconds())/n, "ns/fenced")
-	b.ReportMetric(float64(plain.Nanoseconds())/n, "ns/plain")
-	b.ReportMetric(float64(unmarked.Nanoseconds())/n, "ns/no-marker")
-	b.ReportMetric(float64(fenced)/float64(plain), "fenced/plain")
-	b.ReportMetric(float64(unmarked)/float64(plain), "no-marker/plain")
 }

@@ -456,30 +456,68 @@ func isArgErr(err error) bool {
 	return errors.As(err, &ae)
 }
 
-// The commands the script lets skip COMMAND INFO exist on the server and
-// are allowed in scripts, as COMMAND INFO itself says.
-func TestScriptSafeCommandsAreSafe(t *testing.T) {
-	_, rest, ok := strings.Cut(redisfence.Script(), "local scriptSafe = '")
-	list, _, ok2 := strings.Cut(rest, "'\n")
+// The commands whose arity and keys the script knows itself exist on the
+// server, are allowed in scripts, take no keys elsewhere (movablekeys), and
+// have the arity, first key, last key and step the script says, as COMMAND
+// INFO itself says.
+func TestScriptKnownCommandsAreTheServers(t *testing.T) {
+	_, rest, ok := strings.Cut(redisfence.Script(), "local known = '")
+	list, _, ok2 := strings.Cut(rest, "\nlocal declared")
 	if !ok || !ok2 {
-		t.Fatal("the script has no scriptSafe list")
+		t.Fatal("the script has no list of known commands")
 	}
-	names := strings.Fields(strings.NewReplacer("' ..", " ", "'", " ").Replace(list))
-	if len(names) < 40 {
-		t.Fatalf("%d names parsed from %q", len(names), list)
+	entries := strings.Fields(strings.NewReplacer("' ..", " ", "'", " ").Replace(list))
+	if len(entries) != 51 {
+		t.Fatalf("%d commands parsed from %q", len(entries), list)
 	}
 	rdb := client(t, srv.Addr())
-	for _, name := range names {
-		info, err := rdb.Do(bg, "COMMAND", "INFO", name).Slice()
+	for _, e := range entries {
+		f := strings.Split(e, ":")
+		if len(f) != 5 {
+			t.Fatalf("entry %q", e)
+		}
+		info, err := rdb.Do(bg, "COMMAND", "INFO", f[0]).Slice()
 		if err != nil || len(info) != 1 || info[0] == nil {
-			t.Errorf("%s: COMMAND INFO %v %v", name, info, err)
+			t.Errorf("%s: COMMAND INFO %v %v", f[0], info, err)
 			continue
 		}
-		flags := info[0].([]any)[2].([]any)
-		for _, f := range flags {
-			if f == "noscript" {
-				t.Errorf("%s is not allowed in scripts", name)
+		c := info[0].([]any)
+		got := fmt.Sprintf("%s:%d:%d:%d:%d", f[0], c[1], c[3], c[4], c[5])
+		if got != e {
+			t.Errorf("the script says %s, the server %s", e, got)
+		}
+		for _, fl := range c[2].([]any) {
+			if fl == "noscript" || fl == "movablekeys" {
+				t.Errorf("%s is %s", f[0], fl)
 			}
 		}
 	}
+}
+
+// A known command with the wrong number of arguments, or an odd MSET, is
+// refused before anything changes, as an unknown one is by the server.
+func TestScriptChecksKnownCommandsArity(t *testing.T) {
+	s, rdb, ns := newStore(t, redisfence.Options{})
+	tok := fence.Token{Resource: "r", HolderID: "a", Fence: 3}
+	k, k2 := redisfence.Key("r", ns+"a"), redisfence.Key("r", ns+"b")
+	for _, cmd := range [][]string{{"INCR"}, {"INCR", k, "1"}, {"set", k}, {"MSET", k, "1", k2}, {"LMOVE", k, k2, "LEFT"}, {"HINCRBY", k, "f"}} {
+		w := redisfence.Write{Keys: []string{k, k2}, Commands: [][]string{{"SET", k, "x"}, cmd}}
+		err := s.Commit(bg, tok, w)
+		var ae *fence.ArgumentError
+		if !errors.As(err, &ae) || !strings.Contains(err.Error(), "number of arguments") {
+			t.Errorf("%q: %v", cmd, err)
+		}
+	}
+	if n, _ := rdb.Exists(bg, k).Result(); n != 0 {
+		t.Error("a refused write ran its first command")
+	}
+	// The keys of known commands are where the server says: a second key
+	// of MSET, LMOVE's destination, every key of DEL.
+	for _, cmd := range [][]string{{"MSET", k, "1", "undeclared", "2"}, {"LMOVE", k, "undeclared", "LEFT", "RIGHT"}, {"DEL", k, "undeclared"}} {
+		err := s.Commit(bg, tok, redisfence.Write{Keys: []string{k}, Commands: [][]string{cmd}})
+		if err == nil || !strings.Contains(err.Error(), "did not declare: undeclared") {
+			t.Errorf("%q: %v", cmd, err)
+		}
+	}
+	must(t, s.Commit(bg, tok, redisfence.Write{Keys: []string{k, k2}, Commands: [][]string{{"MSET", k, "1", k2, "2"}, {"del", k2}, {"LPUSH", k2, "x"}, {"LMOVE", k2, k2, "LEFT", "RIGHT"}}}))
 }
