@@ -3,7 +3,7 @@
 #
 # 1. Durable coordinator against durable peers: acquire+release cycles/s at
 #    1 and 8 clients, each client on its own resource, for cmd/coordinator
-#    with its bbolt state (fsync before every answer), Redis 7 with
+#    with its Pebble state (synced before every grant), Redis 7 with
 #    appendonly yes + appendfsync always (three round trips per cycle, and
 #    two with Lua scripts like the coordinator's two calls), and embedded
 #    etcd's concurrency.Mutex (scripts/peers, its own Go module). The

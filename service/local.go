@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"hash/maphash"
+	"maps"
 	"math"
 	"slices"
 	"sync"
@@ -120,8 +121,9 @@ type Local struct {
 const stripeCount = 256
 
 type stripe struct {
-	mu sync.Mutex
-	m  map[string]Entry
+	mu   sync.Mutex
+	m    map[string]Entry
+	peak int // the most entries m held since it was made
 }
 
 var _ Store = (*Local)(nil)
@@ -373,6 +375,13 @@ func (l *Local) sweep(ctx context.Context, held int) (int, error) {
 		}
 		if len(b.Put)+len(b.Delete) > 0 {
 			err = l.write(ctx, st, b, false)
+		}
+		// A Go map never shrinks: once it holds a quarter of its peak,
+		// copy it into one of its size.
+		if st.peak = max(st.peak, len(st.m)+len(b.Delete)); len(st.m) < st.peak/4 {
+			m := make(map[string]Entry, len(st.m))
+			maps.Copy(m, st.m)
+			st.m, st.peak = m, len(m)
 		}
 		if i != held {
 			st.mu.Unlock()

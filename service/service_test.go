@@ -440,3 +440,29 @@ func TestIDLimit(t *testing.T) {
 		}
 	}
 }
+
+// TestSweepShrinksMemory: once a sweep leaves a stripe's map at a quarter
+// of its peak, the map is copied into one of its size (a Go map never
+// gives back the room it grew to).
+func TestSweepShrinksMemory(t *testing.T) {
+	r := newRig(t, nil, LocalConfig{FenceMemory: 1})
+	for i := range 4000 {
+		r.grant(wire.OpAcquire, acquireMsg("q"+strconv.Itoa(i), "res"+strconv.Itoa(i), "a"))
+	}
+	if _, err := r.svc.Sweep(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	r.clk.Advance(5000)
+	for range 3 {
+		if _, err := r.svc.Sweep(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	peak := 0
+	for i := range r.store.stripes {
+		peak = max(peak, r.store.stripes[i].peak)
+	}
+	if st := r.state(); len(st.Memory) > 10 || peak > 10 {
+		t.Fatalf("after the sweeps: %d entries, a stripe's map sized for %d", len(st.Memory), peak)
+	}
+}

@@ -221,7 +221,7 @@ func mb(b int64) string { return fmt.Sprintf("%.1f MB", float64(b)/(1<<20)) }
 func main() {
 	bin := flag.String("coordinator", "out/bin/coordinator", "the built server")
 	ttl := flag.Duration("ttl", 5*time.Second, "lease TTL of the server (the 'after' figure is taken 2 x TTL after the load)")
-	durable := flag.Bool("durable", false, "run the server with its bbolt state instead of -memory")
+	durable := flag.Bool("durable", false, "run the server with its durable state (Pebble) instead of -memory")
 	scale := flag.Float64("scale", 1, "multiply the loads by this (for a quick try)")
 	flag.Parse()
 	scenarios := []struct {
@@ -274,7 +274,7 @@ func main() {
 	}
 	mode := "-memory"
 	if *durable {
-		mode = "bbolt state"
+		mode = "durable state (Pebble)"
 	}
 	fmt.Printf("coordinator %s, TTL %v; live heap = heap in use after a full GC\n\n", mode, *ttl)
 	fmt.Println("| load | before (RSS / live heap) | during | 2 x TTL after | live heap after - before |")
