@@ -279,7 +279,7 @@ func (d *drill) resolve(dsn string) (changed, unchanged int, released map[string
 				out = &sim.OpOutput{OK: true, Fence: uint64(a.fence), ExpiresAt: a.expiresAt}
 			case at.m.Op == wire.OpRenew && a.fence == int64(q.Fence) && a.holder == q.HolderID && a.expiresAt == a.decidedAt+drillTTLMs:
 				out = &sim.OpOutput{OK: true, Fence: uint64(a.fence), ExpiresAt: a.expiresAt}
-			case at.m.Op == wire.OpRelease && a.fence == 0 && strings.Contains(a.released, `"requestId": `+strconv.Quote(q.RequestID)):
+			case at.m.Op == wire.OpRelease && a.fence == 0 && strings.Contains(strings.ReplaceAll(a.released, `": `, `":`), `"requestId":`+strconv.Quote(q.RequestID)):
 				out = &sim.OpOutput{OK: true}
 				released[q.RequestID] = true
 			}

@@ -47,11 +47,11 @@ var schema = []string{
 		fence         bigint NOT NULL DEFAULT 0 CHECK (fence >= 0),
 		expires_at    double precision NOT NULL DEFAULT 0,
 		secret_sha256 bytea CHECK (octet_length(secret_sha256) = 32),
-		released      jsonb NOT NULL DEFAULT '[]',
+		released      json NOT NULL DEFAULT '[]',
 		last_fence    bigint NOT NULL DEFAULT 0 CHECK (last_fence >= 0),
 		decided_at    double precision NOT NULL,
 		sweep_at      double precision NOT NULL
-	)`,
+	) WITH (fillfactor = 70)`,
 	// The counts of lease records, remembered releases and rows that keep
 	// only a last fence, each the sum of its column.
 	`CREATE TABLE ` + tCounts + ` (
@@ -59,7 +59,7 @@ var schema = []string{
 		leases   bigint NOT NULL,
 		releases bigint NOT NULL,
 		lasts    bigint NOT NULL
-	)`,
+	) WITH (fillfactor = 50)`,
 	`INSERT INTO ` + tCounts + ` SELECT g, 0, 0, 0 FROM generate_series(0, 63) g`,
 }
 
@@ -107,7 +107,7 @@ var (
 			coalesce(sum(lasts), 0)::bigint AS lasts FROM ` + tCounts + `) k`
 	qNextval = `SELECT nextval('` + tFences + `')`
 	qUpdate  = `UPDATE ` + tLeases + ` SET holder_id = $2, request_id = $3, fence = $4, expires_at = $5, secret_sha256 = $6,
-		released = $7::jsonb, decided_at = $8, sweep_at = $9, last_fence = $10 WHERE resource = $1`
+		released = $7::json, decided_at = $8, sweep_at = $9, last_fence = $10 WHERE resource = $1`
 	qDelete = `DELETE FROM ` + tLeases + ` WHERE resource = $1`
 	// qCount adds to the counts in the first slot no other transaction
 	// holds, or, if every slot is held, waits for one at random.
@@ -121,7 +121,7 @@ var (
 	// another transaction holds, and counts them out; it returns how many.
 	// It runs holding the advisory lock $2 (the counts' key + 1), so two
 	// replicas do not both forget the same excess.
-	qForget = `WITH f AS (SELECT resource FROM ` + tLeases + ` WHERE fence = 0 AND last_fence <> 0 AND released = '[]'::jsonb
+	qForget = `WITH f AS (SELECT resource FROM ` + tLeases + ` WHERE fence = 0 AND last_fence <> 0 AND released::text = '[]'
 			ORDER BY last_fence LIMIT least(256, greatest(0, (SELECT sum(lasts) FROM ` + tCounts + `) - $1)) FOR UPDATE SKIP LOCKED),
 		d AS (DELETE FROM ` + tLeases + ` l USING f WHERE l.resource = f.resource RETURNING 1)
 		` + countSQL("0", "0", "-(SELECT count(*) FROM d)") + ` RETURNING (SELECT count(*) FROM d)`

@@ -186,6 +186,12 @@ func config(dsn string, opts *Options) (*pgxpool.Config, error) {
 	ms := strconv.FormatInt(max(opts.Timeout.Milliseconds(), 1), 10)
 	rp["lock_timeout"] = ms
 	rp["idle_in_transaction_session_timeout"] = ms
+	// The store's statements look rows up by key: plan each once per
+	// connection, not at every execution (PostgreSQL's choice between
+	// custom and generic plans otherwise keeps planning some of them).
+	if rp["plan_cache_mode"] == "" {
+		rp["plan_cache_mode"] = "force_generic_plan"
+	}
 	// No statement_timeout, and no cancel request ever: a call that runs
 	// out of time closes its connection (see noCancel).
 	cfg.ConnConfig.BuildContextWatcherHandler = func(c *pgconn.PgConn) ctxwatch.Handler {

@@ -36,6 +36,11 @@ const watchSafety = 2 * time.Second
 // it is asked whether it is still there (a cut link sends no error).
 const listenHeartbeat = 5 * time.Second
 
+// notifyLinger is how long the first notification of a batch waits for
+// others to join it: one statement for many changes, for a few
+// milliseconds more before the other replicas hear of them.
+const notifyLinger = 2 * time.Millisecond
+
 // notifyBatch bounds the notifications one statement sends, and the ones
 // waiting to be sent (beyond, they are dropped: watchSafety covers them).
 const notifyBatch = 256
@@ -290,15 +295,19 @@ func (s *Store) sendNotifications() {
 		case r := <-s.watch.outbox:
 			batch = append(batch[:0], s.id+":"+r)
 		}
+		linger := time.NewTimer(notifyLinger)
 	more:
 		for len(batch) < notifyBatch {
 			select {
 			case r := <-s.watch.outbox:
 				batch = append(batch, s.id+":"+r)
-			default:
+			case <-linger.C:
+				break more
+			case <-s.watch.stop:
 				break more
 			}
 		}
+		linger.Stop()
 		ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
 		_, err := s.pool.Exec(ctx, `SELECT pg_notify('`+notifyChannel+`', p) FROM unnest($1::text[]) p`, batch)
 		cancel()
