@@ -277,7 +277,7 @@ func (l *Live) startWorker() {
 		fail(err)
 		return
 	}
-	cmd := exec.Command(l.opts.Wrangler, "dev", "--ip", "127.0.0.1", "--port", "0", "--persist-to", dir, "--log-level", "info",
+	cmd := exec.Command(l.opts.Wrangler, "dev", "--ip", "127.0.0.1", "--port", "0", "--inspector-port", "0", "--persist-to", dir, "--log-level", "info",
 		"--show-interactive-dev-session=false", "--var", "LEASE_TTL_MS:"+strconv.FormatInt(l.opts.WorkerTTL.Milliseconds(), 10))
 	cmd.Dir = l.opts.WorkerDir
 	cmd.Env = append(os.Environ(), "WRANGLER_SEND_METRICS=false", "CLOUDFLARE_CF_FETCH_ENABLED=false", "CI=1", "NO_COLOR=1")

@@ -195,7 +195,7 @@ func startTarget(name, coordinator, wrangler string) (*server, error) {
 		if err != nil {
 			return nil, err
 		}
-		args := []string{"dev", "--ip", "127.0.0.1", "--port", "0", "--persist-to", tmp, "--log-level", "info", "--show-interactive-dev-session=false"}
+		args := []string{"dev", "--ip", "127.0.0.1", "--port", "0", "--inspector-port", "0", "--persist-to", tmp, "--log-level", "info", "--show-interactive-dev-session=false"}
 		if name == "worker-plain-js" {
 			args = append(args, "--config", "plain.wrangler.toml")
 		}

@@ -118,7 +118,7 @@ async function startWorker() {
   const dir = mkdtempSync(path.join(tmpdir(), 'lease-fence-svcclient-'));
   const lines = [];
   const child = spawn(path.join(root, 'node_modules/.bin/wrangler'), [
-    'dev', '--ip', '127.0.0.1', '--port', '0', '--persist-to', dir, '--log-level', 'info',
+    'dev', '--ip', '127.0.0.1', '--port', '0', '--inspector-port', '0', '--persist-to', dir, '--log-level', 'info',
     '--show-interactive-dev-session=false', '--var', 'LEASE_TTL_MS:600000',
   ], {
     cwd: path.join(root, 'wasm/worker'),

@@ -100,7 +100,7 @@ func startRuntime() error {
 	if _, err := os.Stat(filepath.Join(root, "wasm/worker/build/app.wasm")); err != nil {
 		return errors.New("the worker is not built; run make worker")
 	}
-	cmd := exec.Command(filepath.Join(root, "node_modules/.bin/wrangler"), "dev",
+	cmd := exec.Command(filepath.Join(root, "node_modules/.bin/wrangler"), "dev", "--inspector-port", "0",
 		"--ip", "127.0.0.1", "--port", "0", "--persist-to", persistDir, "--log-level", "info", "--show-interactive-dev-session=false",
 		// No lease may run out by itself during the run: the porcupine
 		// model of TestConcurrentHistory has no clock.

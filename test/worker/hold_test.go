@@ -44,7 +44,7 @@ func startHoldRuntime() (*holdtest.Target, error) {
 			if err != nil {
 				return err
 			}
-			cmd := exec.Command(filepath.Join(root, "node_modules/.bin/wrangler"), "dev",
+			cmd := exec.Command(filepath.Join(root, "node_modules/.bin/wrangler"), "dev", "--inspector-port", "0",
 				"--ip", "127.0.0.1", "--port", "0", "--persist-to", dir, "--log-level", "info", "--show-interactive-dev-session=false",
 				"--var", "LEASE_TTL_MS:"+strconv.FormatInt(holdTTL.Milliseconds(), 10))
 			cmd.Dir = filepath.Join(root, "wasm/worker")
