@@ -271,8 +271,12 @@ func failover(t *testing.T, synchronous bool, seed uint64) failoverReport {
 		}
 	}
 	rows.Close()
-	t.Logf("synchronous=%v: first grant %v after the primary's death; acquisitions %d; acknowledged leases lost %d, releases lost %d, fences repeated %d, lowered %d; fences acknowledged above the standby's counter at promotion (%d, highest acknowledged %d): %d",
-		synchronous, r.firstGrant.Round(time.Millisecond), r.acquired, r.leasesLost, r.releasesLost, r.repeated, r.lowered, standbyFence, acked, r.wouldRepeat)
+	first := "none"
+	if r.firstGrant >= 0 {
+		first = r.firstGrant.Round(time.Millisecond).String()
+	}
+	t.Logf("synchronous=%v: first grant %s after the primary's death; acquisitions %d; acknowledged leases lost %d, releases lost %d, fences repeated %d, lowered %d; fences acknowledged above the standby's counter at promotion (%d, highest acknowledged %d): %d",
+		synchronous, first, r.acquired, r.leasesLost, r.releasesLost, r.repeated, r.lowered, standbyFence, acked, r.wouldRepeat)
 	return r
 }
 
