@@ -115,6 +115,12 @@ type Local struct {
 
 	sweepMu  sync.Mutex
 	reclaimT atomic.Uint64 // float64 bits: the reading of the last sweep made for a full store
+	expired  atomic.Uint64 // lease records that ran out: replaced or swept once expired
+
+	// Lease records by owner (Entry.Owner), and the records decisions
+	// claimed for an owner (OwnerFull) and have not written yet.
+	ownMu          sync.Mutex
+	owned, claimed map[string]int64
 }
 
 // stripeCount is how many locks serialize calls per resource.
@@ -124,6 +130,55 @@ type stripe struct {
 	mu   sync.Mutex
 	m    map[string]Entry
 	peak int // the most entries m held since it was made
+	// check answers Txn.OwnerFull for the decision running under mu;
+	// full is its method value, made once.
+	check ownerCheck
+	full  func(string, int) bool
+}
+
+// ownerCheck is Txn.OwnerFull for one decision: it remembers the limits
+// the decision asked about, so that the store can hold the decision's
+// entry to them.
+type ownerCheck struct {
+	l     *Local
+	ctx   context.Context
+	held  int     // the stripe
+	now   float64 // the decision's reading
+	asked []ownerLimit
+	redo  bool // a sweep deleted records: decide again
+}
+
+type ownerLimit struct {
+	owner string
+	limit int
+}
+
+func (c *ownerCheck) reset(ctx context.Context, now float64) {
+	c.ctx, c.now, c.asked, c.redo = ctx, now, c.asked[:0], false
+}
+
+func (c *ownerCheck) ownerFull(owner string, limit int) bool {
+	c.asked = append(c.asked, ownerLimit{owner, limit})
+	if !c.l.ownerFull(owner, limit) {
+		return false
+	}
+	// Expired records of owner's may be in the way: sweep (at most once
+	// per tenth of a TTL), and if that deleted anything, decide again on
+	// what is left (the entry being decided on may have been swept).
+	if c.l.reclaim(c.ctx, c.held, c.now) {
+		c.redo = true
+	}
+	return true
+}
+
+// limitOf returns the limit the decision asked about for owner.
+func (c *ownerCheck) limitOf(owner string) (int, bool) {
+	for _, a := range c.asked {
+		if a.owner == owner {
+			return a.limit, true
+		}
+	}
+	return 0, false
 }
 
 var _ Store = (*Local)(nil)
@@ -144,8 +199,12 @@ func NewLocal(cfg LocalConfig) (*Local, error) {
 		maxReleases: cmp.Or(int64(cfg.ReleaseMemory), DefaultReleaseMemory),
 		maxLasts:    cmp.Or(int64(cfg.FenceMemory), DefaultFenceMemory), seed: maphash.MakeSeed()}
 	l.reclaimT.Store(math.Float64bits(math.Inf(-1)))
+	l.owned, l.claimed = map[string]int64{}, map[string]int64{}
 	for i := range l.stripes {
-		l.stripes[i].m = map[string]Entry{}
+		st := &l.stripes[i]
+		st.m = map[string]Entry{}
+		st.check = ownerCheck{l: l, held: i}
+		st.full = st.check.ownerFull
 	}
 	return l, nil
 }
@@ -199,7 +258,7 @@ func (l *Local) load(ctx context.Context) error {
 			return inconsistent("resource " + quote(e.Resource) + " has two entries")
 		}
 		m[e.Resource] = e
-		l.count(Entry{}, e)
+		l.count(Entry{}, e, "")
 	}
 	l.mark.Store(st.Mark)
 	l.issued.Store(max(st.Mark, l.minFence-min(l.minFence, 1)))
@@ -210,12 +269,64 @@ func (l *Local) stripeOf(resource string) int {
 	return int(maphash.String(l.seed, resource) % stripeCount)
 }
 
-// count moves the counts of lease records, releases and last fences from
-// before to after.
-func (l *Local) count(before, after Entry) {
+// count moves the counts of lease records (in all and by owner), releases
+// and last fences from before to after; claim, if not empty, is the owner
+// whose claimed record after is.
+func (l *Local) count(before, after Entry, claim string) {
 	l.leases.Add(int64(min(after.Fence, 1)) - int64(min(before.Fence, 1)))
 	l.releases.Add(int64(len(after.Released) - len(before.Released)))
 	l.lasts.Add(int64(min(after.LastFence, 1)) - int64(min(before.LastFence, 1)))
+	if before.Owner == "" && after.Owner == "" && claim == "" {
+		return
+	}
+	l.ownMu.Lock()
+	defer l.ownMu.Unlock()
+	if before.Fence != 0 && before.Owner != "" {
+		addTo(l.owned, before.Owner, -1)
+	}
+	if after.Fence != 0 && after.Owner != "" {
+		addTo(l.owned, after.Owner, 1)
+	}
+	if claim != "" {
+		addTo(l.claimed, claim, -1)
+	}
+}
+
+// addTo adds d to m[k], deleting it at zero.
+func addTo(m map[string]int64, k string, d int64) {
+	if n := m[k] + d; n != 0 {
+		m[k] = n
+	} else {
+		delete(m, k)
+	}
+}
+
+// ownerFull reports whether owner's records and claims reach limit.
+func (l *Local) ownerFull(owner string, limit int) bool {
+	l.ownMu.Lock()
+	defer l.ownMu.Unlock()
+	return l.owned[owner]+l.claimed[owner] >= int64(limit)
+}
+
+// claim takes one of owner's places under limit for a record about to be
+// written, or reports that there is none.
+func (l *Local) claim(owner string, limit int) bool {
+	l.ownMu.Lock()
+	defer l.ownMu.Unlock()
+	if l.owned[owner]+l.claimed[owner] >= int64(limit) {
+		return false
+	}
+	l.claimed[owner]++
+	return true
+}
+
+func (l *Local) unclaim(owner string) {
+	if owner == "" {
+		return
+	}
+	l.ownMu.Lock()
+	defer l.ownMu.Unlock()
+	addTo(l.claimed, owner, -1)
 }
 
 // Update runs fn on resource's entry in memory under the resource's lock,
@@ -240,31 +351,56 @@ func (l *Local) Update(ctx context.Context, resource string, fn func(*Txn) error
 			return errors.New("service: coordinator clock: " + err.Error())
 		}
 		t := Txn{Now: now, Issued: l.issued.Load(), Entry: cur, KeepReleases: l.releases.Load() < l.maxReleases,
-			KeepLast: l.lasts.Load() < l.maxLasts}
+			KeepLast: l.lasts.Load() < l.maxLasts, OwnerFull: st.full}
 		if cur.Fence == 0 && l.leases.Load() >= l.maxLeases {
 			if l.reclaim(ctx, i, now.Millis) {
 				continue
 			}
 			t.Full = true
 		}
-		if err := fn(&t); err != nil {
+		st.check.reset(ctx, now.Millis)
+		err = fn(&t)
+		if st.check.redo {
+			continue
+		}
+		if err != nil {
 			return err
 		}
 		if !t.write {
 			return nil
 		}
 		next := t.next
+		// A record that is new for its owner takes one of the owner's
+		// places, if the decision asked about the owner's limit.
+		claim := ""
+		if next.Fence != 0 && next.Owner != "" && (cur.Fence == 0 || cur.Owner != next.Owner) {
+			if limit, ok := st.check.limitOf(next.Owner); ok {
+				if !l.claim(next.Owner, limit) {
+					continue // another resource's grant took the last place: decide again
+				}
+				claim = next.Owner
+			}
+		}
 		var b Batch
 		if next.Fence > t.Issued {
 			if !l.issued.CompareAndSwap(t.Issued, next.Fence) {
+				l.unclaim(claim)
 				continue // another resource took a fence: decide again
 			}
 			if err := l.raiseMark(ctx, next.Fence, &b); err != nil {
+				l.unclaim(claim)
 				return err
 			}
 		}
 		b.add(next)
-		return l.write(ctx, st, b, t.sync)
+		if err := l.write(ctx, st, b, t.sync, claim); err != nil {
+			l.unclaim(claim)
+			return err
+		}
+		if cur.Fence != 0 && next.Fence != cur.Fence && now.Millis >= cur.ExpiresAt {
+			l.expired.Add(1) // a record replaced or cleared once it ran out
+		}
+		return nil
 	}
 }
 
@@ -277,19 +413,20 @@ func (b *Batch) add(e Entry) {
 	}
 }
 
-// write stores b through the Persister, then in the stripe's memory.
-func (l *Local) write(ctx context.Context, st *stripe, b Batch, sync bool) error {
+// write stores b through the Persister, then in the stripe's memory;
+// claim is the owner whose claimed record b holds, if any.
+func (l *Local) write(ctx context.Context, st *stripe, b Batch, sync bool, claim string) error {
 	if l.persist != nil {
 		if err := l.persist.Write(ctx, b, sync); err != nil {
 			return errors.Join(ErrUnavailable, err)
 		}
 	}
 	for _, e := range b.Put {
-		l.count(st.m[e.Resource], e)
+		l.count(st.m[e.Resource], e, claim)
 		st.m[e.Resource] = e
 	}
 	for _, name := range b.Delete {
-		l.count(st.m[name], Entry{})
+		l.count(st.m[name], Entry{}, claim)
 		delete(st.m, name)
 	}
 	return nil
@@ -362,10 +499,12 @@ func (l *Local) sweep(ctx context.Context, held int) (int, error) {
 			st.mu.Lock()
 		}
 		var b Batch
+		ran := uint64(0)
 		for _, e := range st.m {
 			next := e
 			if next.Fence != 0 && now.Millis >= next.ExpiresAt {
 				next = e.cleared(l.lasts.Load() < l.maxLasts)
+				ran++
 			}
 			next.Released = recent(next.Released, now.Millis, l.ttl, MaxReleases)
 			if d := int(min(e.Fence, 1)-min(next.Fence, 1)) + len(e.Released) - len(next.Released); d > 0 {
@@ -374,7 +513,9 @@ func (l *Local) sweep(ctx context.Context, held int) (int, error) {
 			}
 		}
 		if len(b.Put)+len(b.Delete) > 0 {
-			err = l.write(ctx, st, b, false)
+			if err = l.write(ctx, st, b, false, ""); err == nil {
+				l.expired.Add(ran)
+			}
 		}
 		// A Go map never shrinks: once it holds a quarter of its peak,
 		// copy it into one of its size.
@@ -445,7 +586,7 @@ func (l *Local) forgetLasts(ctx context.Context, held, k int) (int, error) {
 		}
 		var err error
 		if len(b.Delete) > 0 {
-			if err = l.write(ctx, st, b, false); err == nil {
+			if err = l.write(ctx, st, b, false, ""); err == nil {
 				n += len(b.Delete)
 			}
 		}
@@ -492,3 +633,29 @@ func (l *Local) Entry(resource string) (Entry, bool) {
 
 // Issued returns the highest fence issued so far.
 func (l *Local) Issued() uint64 { return l.issued.Load() }
+
+// Ready reports why changes cannot be made now: the state could not be
+// loaded, or the Persister says so (a Readier: pebblestore while its disk
+// is full). Nil when they can.
+func (l *Local) Ready(ctx context.Context) error {
+	if err := l.Load(ctx); err != nil {
+		return err
+	}
+	if r, ok := l.persist.(Readier); ok {
+		return r.Ready(ctx)
+	}
+	return nil
+}
+
+var _ Readier = (*Local)(nil)
+
+// Expired returns how many lease records ran out since the store was made:
+// swept, or replaced by a new grant, once expired.
+func (l *Local) Expired() uint64 { return l.expired.Load() }
+
+// Owned returns how many lease records owner holds (Entry.Owner).
+func (l *Local) Owned(owner string) int {
+	l.ownMu.Lock()
+	defer l.ownMu.Unlock()
+	return int(l.owned[owner])
+}

@@ -19,6 +19,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/lease-fence/lease-fence/core/clock"
@@ -75,6 +76,46 @@ type Service struct {
 	keepPlace  time.Duration
 	after      clock.AfterFunc
 	w          waits
+	stats      struct{ grants, renewals, releases atomic.Uint64 }
+}
+
+// Stats counts what the Service decided and the store made durable.
+type Stats struct {
+	// Grants counts new leases (acquisitions granted with a new fence,
+	// waiting ones included; not the retries answered with a grant that
+	// already existed), Renewals the renewals granted, Releases the leases
+	// ended by their holder (or by the coordinator, for a waiter whose
+	// client went away before its grant was answered).
+	Grants, Renewals, Releases uint64
+}
+
+// Stats returns the Service's counts since it was made.
+func (s *Service) Stats() Stats {
+	return Stats{Grants: s.stats.grants.Load(), Renewals: s.stats.renewals.Load(), Releases: s.stats.releases.Load()}
+}
+
+// Ready reports why the Service cannot make changes now (its store's
+// Ready, for a store that is a Readier), or nil.
+func (s *Service) Ready(ctx context.Context) error {
+	if r, ok := s.store.(Readier); ok {
+		return r.Ready(ctx)
+	}
+	return nil
+}
+
+// tally counts what a durable decision did.
+func (s *Service) tally(o *outcome) {
+	b, f := &o.before, &o.final
+	if f.Fence != b.Fence {
+		if f.Fence != 0 {
+			s.stats.grants.Add(1)
+		}
+		if b.Fence != 0 && o.now < b.ExpiresAt {
+			s.stats.releases.Add(1)
+		}
+	} else if f.Fence != 0 && f.ExpiresAt != b.ExpiresAt {
+		s.stats.renewals.Add(1)
+	}
 }
 
 // New returns a service.
@@ -146,7 +187,7 @@ func (s *Service) Call(ctx context.Context, m wire.Message) (wire.Reply, error) 
 		switch m.Op {
 		case wire.OpAcquire:
 			s.serve(t, rules, o)
-			return s.acquire(t, rules, m.Request, hash, &o.reply)
+			return s.acquire(t, rules, m.Request, hash, m.Caller, &o.reply)
 		case wire.OpRenew:
 			s.serve(t, rules, o)
 			return s.renew(t, rules, m.Request, hash, &o.reply)
@@ -163,7 +204,7 @@ func (s *Service) Call(ctx context.Context, m wire.Message) (wire.Reply, error) 
 	return o.reply, nil
 }
 
-func (s *Service) acquire(t *Txn, rules lease.Rules, q lease.Request, hash [32]byte, reply *wire.Reply) error {
+func (s *Service) acquire(t *Txn, rules lease.Rules, q lease.Request, hash [32]byte, caller wire.Caller, reply *wire.Reply) error {
 	e := t.current()
 	var prior *lease.Grant
 	if e.Fence != 0 && e.RequestID == q.RequestID {
@@ -185,10 +226,21 @@ func (s *Service) acquire(t *Txn, rules lease.Rules, q lease.Request, hash [32]b
 	if next.Issued == t.Issued {
 		return nil // the retry of the acquisition that made the lease
 	}
+	// The token's own limit first: a token at its limit is told so even
+	// when the coordinator is full as well.
+	if caller.MaxLeases > 0 && (e.Fence == 0 || e.Owner != caller.Name) {
+		if t.OwnerFull == nil {
+			return wire.NewError(wire.CodeInternal, "this coordinator's store does not count leases by token, so the token's maxLeases cannot be kept")
+		}
+		if t.OwnerFull(caller.Name, caller.MaxLeases) {
+			return wire.NewError(wire.CodeTooManyTokenLeases, "the token "+quote(caller.Name)+" holds its maximum of "+
+				strconv.Itoa(caller.MaxLeases)+" leases; other tokens are not affected; release one, or retry later")
+		}
+	}
 	if t.Full {
 		return wire.NewError(wire.CodeTooManyLeases, "the coordinator holds its maximum of leases; retry later")
 	}
-	t.Put(Entry{HolderID: q.HolderID, RequestID: q.RequestID, Fence: next.Fence, ExpiresAt: next.ExpiresAt, SecretHash: hash,
+	t.Put(Entry{Owner: caller.Name, HolderID: q.HolderID, RequestID: q.RequestID, Fence: next.Fence, ExpiresAt: next.ExpiresAt, SecretHash: hash,
 		Released: recent(e.Released, t.Now.Millis, s.ttlMs, MaxReleases)}, true)
 	return nil
 }

@@ -387,7 +387,7 @@ func TestDamagedEntriesAreRefused(t *testing.T) {
 	rel := `{"requestId":"r","holderId":"h","fence":4,"at":900,"secretSha256":"AQIDBAUGBwgJCgsMDQ4PEBESExQVFhcYGRobHB0eHyA="}`
 	for _, tc := range []struct{ name, value, want string }{
 		{"not JSON", `{"holderId":`, "is damaged"},
-		{"unknown member", strings.Replace(good, `"fence"`, `"owner":"x","fence"`, 1), "is damaged"},
+		{"unknown member", strings.Replace(good, `"fence"`, `"ownerName":"x","fence"`, 1), "is damaged"},
 		{"repeated member", strings.Replace(good, `"fence":5`, `"fence":5,"fence":6`, 1), "is damaged"},
 		{"wrong type", strings.Replace(good, `"fence":5`, `"fence":"5"`, 1), "is damaged"},
 		{"short hash", strings.Replace(good, `"AQIDBAUGBwgJCgsMDQ4PEBESExQVFhcYGRobHB0eHyA="`, `"AQID"`, 1), "is damaged"},
@@ -396,6 +396,7 @@ func TestDamagedEntriesAreRefused(t *testing.T) {
 		{"no holder", strings.Replace(good, `"holderId":"h",`, ``, 1), "no holder"},
 		{"no hash", strings.Replace(good, `,"secretSha256":"AQIDBAUGBwgJCgsMDQ4PEBESExQVFhcYGRobHB0eHyA="`, ``, 1), "no secret hash"},
 		{"holder without fence", strings.Replace(good, `"fence":5,`, ``, 1), "holder but no fence"},
+		{"owner without fence", `{"owner":"t","released":[` + rel + `]}`, "holder but no fence"},
 		{"nothing", `{}`, "holds nothing"},
 		{"release above the mark", `{"released":[` + strings.Replace(rel, `"fence":4`, `"fence":9`, 1) + `]}`, "damaged release"},
 		{"release without id", `{"released":[` + strings.Replace(rel, `"requestId":"r",`, ``, 1) + `]}`, "damaged release"},

@@ -51,6 +51,17 @@ type Store interface {
 	Watch(resource string, fn func()) (stop func())
 }
 
+// Readier is implemented by a Store (or a Local's Persister) that can tell
+// whether it can make changes now: what a server's readiness check
+// (/readyz) asks.
+type Readier interface {
+	// Ready returns nil if changes can be made now, or why not: a full
+	// disk, an unreachable database, a store that is closed. It changes
+	// nothing, and answers within ctx (a check that needs the network
+	// keeps its last answer for a moment rather than ask every time).
+	Ready(ctx context.Context) error
+}
+
 // Txn is one resource's entry inside a Store's transaction, and what the
 // decision function makes of it.
 type Txn struct {
@@ -71,6 +82,17 @@ type Txn struct {
 	// KeepLast reports that the store has room to remember the last fence
 	// of one more resource without a lease record (Entry.LastFence).
 	KeepLast bool
+	// OwnerFull, set by a store that counts lease records by owner
+	// (Entry.Owner), reports that owner holds limit lease records or more,
+	// so a decision that would give owner one more (a grant of a resource
+	// whose entry holds no lease record of owner's) must be refused. The
+	// store holds the decision to it: if, once fn has returned, the entry
+	// fn put would take owner past a limit fn asked about (another
+	// resource's decision took the last place meanwhile), the store runs
+	// fn again. Nil: the store does not count by owner, and the Service
+	// refuses calls whose caller has a limit of its own
+	// (wire.Caller.MaxLeases).
+	OwnerFull func(owner string, limit int) bool
 
 	next        Entry
 	write, sync bool
@@ -114,7 +136,11 @@ func (t *Txn) Next() (next Entry, sync, ok bool) { return t.next, t.sync, t.writ
 // its choice (Local: LocalConfig.FenceMemory). A store that forgets one
 // answers lastFence 0 for that resource, as for one never held.
 type Entry struct {
-	Resource   string    `json:"-"`
+	Resource string `json:"-"`
+	// Owner is the name of the token that acquired the lease record
+	// (wire.Caller.Name), empty on a server without authentication: what
+	// a token's lease records are counted by (its maxLeases).
+	Owner      string    `json:"owner,omitzero"`
 	HolderID   string    `json:"holderId,omitzero"`
 	RequestID  string    `json:"requestId,omitzero"`
 	Fence      uint64    `json:"fence,omitzero"`
@@ -153,7 +179,8 @@ func (e *Entry) last() uint64 {
 	return last
 }
 
-// cleared is e without its lease record, remembering its fence if keep.
+// cleared is e without its lease record (nor its owner), remembering its
+// fence if keep.
 func (e *Entry) cleared(keep bool) Entry {
 	c := Entry{Resource: e.Resource, Released: e.Released}
 	if keep {
@@ -222,7 +249,7 @@ func CheckEntry(e Entry, mark uint64) error {
 		return inconsistent(at + " has fence " + strconv.FormatUint(e.Fence, 10) + ", above the fence mark " + strconv.FormatUint(mark, 10))
 	case e.Fence != 0 && (!finite(e.ExpiresAt) || e.SecretHash == [32]byte{}):
 		return inconsistent(at + " has a non-finite expiry or no secret hash")
-	case e.Fence == 0 && (e.HolderID != "" || e.RequestID != "" || e.ExpiresAt != 0 || e.SecretHash != [32]byte{}):
+	case e.Fence == 0 && (e.HolderID != "" || e.RequestID != "" || e.ExpiresAt != 0 || e.SecretHash != [32]byte{} || e.Owner != ""):
 		return inconsistent(at + " has a holder but no fence")
 	case e.Fence != 0 && e.LastFence != 0:
 		return inconsistent(at + " has a lease record and a last fence")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -34,8 +35,10 @@ type waits struct {
 	mu     sync.Mutex
 	queues map[string]*queue
 	// n counts waiting calls (acquisitions and observers) and places
-	// kept with no call attached: what MaxWaiters bounds.
-	n int
+	// kept with no call attached: what MaxWaiters bounds; byOwner counts
+	// them by the caller's token (wire.Caller.MaxWaiters bounds those).
+	n       int
+	byOwner map[string]int
 	// active is len(queues), so that calls on resources without waiters
 	// can skip the lock while no resource has any.
 	active atomic.Int64
@@ -46,7 +49,34 @@ type waits struct {
 
 func (w *waits) init() {
 	w.queues = map[string]*queue{}
+	w.byOwner = map[string]int{}
 	w.stop = make(chan struct{})
+}
+
+// add counts d more waiting calls or kept places of owner (with w.mu
+// held).
+func (w *waits) add(owner string, d int) {
+	w.n += d
+	if owner != "" {
+		if n := w.byOwner[owner] + d; n > 0 {
+			w.byOwner[owner] = n
+		} else {
+			delete(w.byOwner, owner)
+		}
+	}
+}
+
+// room returns the refusal of one more waiting call by caller, or nil
+// (with w.mu held).
+func (s *Service) room(caller wire.Caller) error {
+	if s.w.n >= s.maxWaiters {
+		return s.tooManyWaiters()
+	}
+	if caller.MaxWaiters > 0 && s.w.byOwner[caller.Name] >= caller.MaxWaiters {
+		return wire.NewError(wire.CodeTooManyTokenWaiters, "the token "+quote(caller.Name)+" has its maximum of "+
+			strconv.Itoa(caller.MaxWaiters)+" waiting calls; other tokens are not affected; retry later, or without waiting")
+	}
+	return nil
 }
 
 // queue is what waits on one resource.
@@ -70,20 +100,22 @@ func (q *queue) empty() bool { return len(q.places) == 0 && len(q.observers) == 
 
 // place is a waiting acquisition's place in its queue.
 type place struct {
-	q     *queue
-	req   lease.Request
-	hash  [32]byte
-	calls int         // calls attached (the first, and retries with its request id)
-	keep  clock.Timer // while no call is attached: forgets the place
-	done  chan struct{}
-	reply wire.Reply
-	err   error
-	gone  bool // answered or forgotten: no longer in q.places
+	q      *queue
+	req    lease.Request
+	hash   [32]byte
+	caller wire.Caller
+	calls  int         // calls attached (the first, and retries with its request id)
+	keep   clock.Timer // while no call is attached: forgets the place
+	done   chan struct{}
+	reply  wire.Reply
+	err    error
+	gone   bool // answered or forgotten: no longer in q.places
 }
 
 // observer is an inspection waiting for the fence to differ from after.
 type observer struct {
 	q     *queue
+	owner string
 	after uint64
 	done  chan struct{}
 	reply wire.Reply
@@ -103,6 +135,7 @@ type outcome struct {
 	answer   wire.Reply // its grant
 	refused  []refused  // places whose acquisition was refused
 	skipped  []*place   // places passed over for having no call attached
+	before   Entry      // the entry the decision was made on
 	final    Entry      // the entry as decided
 	now      float64    // the reading the decision acted on
 }
@@ -131,10 +164,11 @@ func (s *Service) update(ctx context.Context, resource string, decide func(t *Tx
 		if err := decide(t, rules, &o); err != nil {
 			return err
 		}
-		o.final, o.now = *t.current(), t.Now.Millis
+		o.before, o.final, o.now = t.Entry, *t.current(), t.Now.Millis
 		return nil
 	})
 	if err == nil {
+		s.tally(&o)
 		s.settle(&o)
 	}
 	return o, err
@@ -177,7 +211,7 @@ func (s *Service) serve(t *Txn, rules lease.Rules, o *outcome) {
 			continue
 		}
 		var r wire.Reply
-		if err := s.acquire(t, rules, sp.p.req, sp.p.hash, &r); err != nil {
+		if err := s.acquire(t, rules, sp.p.req, sp.p.hash, sp.p.caller, &r); err != nil {
 			o.refused = append(o.refused, refused{sp.p, err})
 			var we *wire.Error
 			if errors.As(err, &we) && we.Code == wire.CodeTooManyLeases {
@@ -278,7 +312,7 @@ func (s *Service) answer(p *place, reply wire.Reply, err error) {
 
 // forget removes p, which has no call attached (with s.w.mu held).
 func (s *Service) forget(p *place) {
-	s.w.n-- // the place counted while kept without a call
+	s.w.add(p.caller.Name, -1) // the place counted while kept without a call
 	s.remove(p)
 	close(p.done)
 }
@@ -385,7 +419,7 @@ func (s *Service) acquireWaiting(ctx context.Context, m wire.Message, hash [32]b
 	res := m.Request.Resource
 	decide := func(t *Txn, rules lease.Rules, o *outcome) error {
 		s.serve(t, rules, o)
-		return s.acquire(t, rules, m.Request, hash, &o.reply)
+		return s.acquire(t, rules, m.Request, hash, m.Caller, &o.reply)
 	}
 	o, err := s.update(ctx, res, decide)
 	if err != nil {
@@ -394,7 +428,7 @@ func (s *Service) acquireWaiting(ctx context.Context, m wire.Message, hash [32]b
 	if o.reply.OK || o.reply.HeldBy == "" {
 		return o.reply, nil
 	}
-	p, err := s.join(m.Request, hash)
+	p, err := s.join(m.Request, hash, m.Caller)
 	if err != nil {
 		return o.reply, err
 	}
@@ -430,7 +464,7 @@ func (s *Service) acquireWaiting(ctx context.Context, m wire.Message, hash [32]b
 // join attaches a call with req to its place in the queue of its resource:
 // the place of the same request id if there is one (a retry keeps the
 // place), else a new place at the end.
-func (s *Service) join(req lease.Request, hash [32]byte) (*place, error) {
+func (s *Service) join(req lease.Request, hash [32]byte, caller wire.Caller) (*place, error) {
 	s.w.mu.Lock()
 	defer s.w.mu.Unlock()
 	if s.w.stopped {
@@ -451,19 +485,19 @@ func (s *Service) join(req lease.Request, hash [32]byte) (*place, error) {
 				p.keep.Stop()
 				p.keep = nil
 			} else {
-				s.w.n++
+				s.w.add(p.caller.Name, 1)
 			}
 			p.calls++
 			return p, nil
 		}
 	}
-	if s.w.n >= s.maxWaiters {
-		return nil, s.tooManyWaiters()
+	if err := s.room(caller); err != nil {
+		return nil, err
 	}
 	q := s.queueOf(req.Resource)
-	p := &place{q: q, req: req, hash: hash, calls: 1, done: make(chan struct{})}
+	p := &place{q: q, req: req, hash: hash, caller: caller, calls: 1, done: make(chan struct{})}
 	q.places = append(q.places, p)
-	s.w.n++
+	s.w.add(caller.Name, 1)
 	return p, nil
 }
 
@@ -477,12 +511,12 @@ func (s *Service) leave(p *place) {
 	s.w.mu.Lock()
 	defer s.w.mu.Unlock()
 	if p.gone {
-		s.w.n--
+		s.w.add(p.caller.Name, -1)
 		return
 	}
 	p.calls--
 	if p.calls > 0 {
-		s.w.n--
+		s.w.add(p.caller.Name, -1)
 		return
 	}
 	// The call's count now stands for the kept place.
@@ -514,7 +548,7 @@ func (s *Service) inspect(ctx context.Context, m wire.Message) (wire.Reply, erro
 	if err != nil || !m.HasAfter || m.Wait == 0 || r.Current() != m.After {
 		return r, err
 	}
-	ob, err := s.observe(res, m.After)
+	ob, err := s.observe(res, m.After, m.Caller)
 	if err != nil {
 		return wire.Reply{}, err
 	}
@@ -539,26 +573,26 @@ func (s *Service) inspect(ctx context.Context, m wire.Message) (wire.Reply, erro
 	return read()
 }
 
-func (s *Service) observe(resource string, after uint64) (*observer, error) {
+func (s *Service) observe(resource string, after uint64, caller wire.Caller) (*observer, error) {
 	s.w.mu.Lock()
 	defer s.w.mu.Unlock()
 	if s.w.stopped {
 		return nil, refusal(errStopped)
 	}
-	if s.w.n >= s.maxWaiters {
-		return nil, s.tooManyWaiters()
+	if err := s.room(caller); err != nil {
+		return nil, err
 	}
 	q := s.queueOf(resource)
-	ob := &observer{q: q, after: after, done: make(chan struct{})}
+	ob := &observer{q: q, owner: caller.Name, after: after, done: make(chan struct{})}
 	q.observers = append(q.observers, ob)
-	s.w.n++
+	s.w.add(caller.Name, 1)
 	return ob, nil
 }
 
 func (s *Service) unobserve(ob *observer) {
 	var stop func()
 	s.w.mu.Lock()
-	s.w.n--
+	s.w.add(ob.owner, -1)
 	if !ob.gone {
 		ob.gone = true
 		if i := slices.Index(ob.q.observers, ob); i >= 0 {

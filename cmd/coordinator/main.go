@@ -53,16 +53,39 @@ import (
 	"golang.org/x/net/netutil"
 
 	"github.com/lease-fence/lease-fence/core/lease"
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/lease-fence/lease-fence/service"
+	"github.com/lease-fence/lease-fence/service/auth"
 	"github.com/lease-fence/lease-fence/service/pebblestore"
 	"github.com/lease-fence/lease-fence/service/pgstore"
 	"github.com/lease-fence/lease-fence/service/wire"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+	// SIGINT or SIGTERM drains (-drain-timeout); a second one exits at
+	// once. SIGHUP reads the tokens file and the TLS files again.
+	sig := make(chan os.Signal, 4)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	ctx, stop := context.WithCancel(context.Background())
+	hup := make(chan struct{}, 1)
+	go func() {
+		for s := range sig {
+			switch {
+			case s == syscall.SIGHUP:
+				select {
+				case hup <- struct{}{}:
+				default: // a reload is pending already
+				}
+			case ctx.Err() == nil:
+				stop()
+			default:
+				fmt.Fprintln(os.Stderr, "coordinator: a second "+s.String()+" while draining: exiting at once")
+				os.Exit(1)
+			}
+		}
+	}()
+	if err := serve(ctx, os.Args[1:], os.Stdout, os.Stderr, hup); err != nil {
 		fmt.Fprintln(os.Stderr, "coordinator:", err)
 		os.Exit(1)
 	}
@@ -82,9 +105,15 @@ const (
 	fdReserve = 64
 )
 
-// run serves until ctx ends. It writes the listening line to stdout and
-// logs to stderr.
+// run serves until ctx ends, then drains. It writes the listening line to
+// stdout and logs to stderr.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	return serve(ctx, args, stdout, stderr, nil)
+}
+
+// serve is run, reading the tokens file and the TLS files again at each
+// receive from hup.
+func serve(ctx context.Context, args []string, stdout, stderr io.Writer, hup <-chan struct{}) error {
 	fl := flag.NewFlagSet("coordinator", flag.ContinueOnError)
 	fl.SetOutput(stderr)
 	addr := fl.String("addr", "127.0.0.1:8787", "address to listen on (port 0 picks a free one)")
@@ -109,6 +138,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fenceMemory := fl.Int("fence-memory", service.DefaultFenceMemory, "most free resources whose last fence is remembered (inspect's lastFence); beyond, the lowest are forgotten")
 	maxWait := fl.Duration("max-wait", wire.DefaultMaxWait, "longest waitMillis a call may ask for (a waiting acquire or observe)")
 	maxWaiters := fl.Int("max-waiters", service.DefaultMaxWaiters, "most calls waiting at once, plus places kept for a retry; beyond, 503 too_many_waiters")
+	authFile := fl.String("auth", "", "the tokens file (JSON: name, tokenSha256, resources, holders, maxLeases, maxWaiters, metrics): every call then needs Authorization: Bearer <token>, within the token's scopes and limits; read again at SIGHUP")
+	insecure := fl.Bool("insecure-listen", false, "allow listening on an address other than loopback without -auth (anyone who reaches it can take any lease)")
+	tlsCert := fl.String("tls-cert", "", "serve HTTPS with this PEM certificate (chain); with -tls-key; read again at SIGHUP")
+	tlsKey := fl.String("tls-key", "", "the PEM private key of -tls-cert")
+	tlsClientCA := fl.String("tls-client-ca", "", "require a client certificate signed by a CA in this PEM file (mutual TLS); read again at SIGHUP")
+	metricsAddr := fl.String("metrics-addr", "", "serve GET /metrics (Prometheus), /healthz and /readyz on this address of its own, without tokens (it stays open while the server drains); unset: on the API listener (with -auth, /metrics for a token with \"metrics\": true)")
+	var corsOrigins listFlag
+	fl.Var(&corsOrigins, "cors-origin", "let pages of this origin (scheme://host[:port], or *) call the API from a browser; repeat, or separate with commas")
+	drainTimeout := fl.Duration("drain-timeout", 10*time.Second, "at SIGTERM or SIGINT, how long to finish the calls in flight before closing what is left")
 	debugAddr := fl.String("debug-addr", "", "if set, serve GET /debug/memory (a garbage collection, then live heap and RSS as JSON) and GET /debug/waiting (the waiting calls) on this loopback address")
 	pgURL := fl.String("store", "", "keep the state in PostgreSQL instead of -state: a postgres:// connection string (several hosts and target_session_attrs=read-write to follow a failover); any number of coordinators may share it")
 	fenceTable := fl.String("fence-table", "", "with -store: the prefix of sqlfence tables in the same database (such as lease_fence); every grant raises the resource's floor there in its own transaction")
@@ -151,9 +189,43 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if *maxID > wire.MaxStringBytes {
 		return errors.New("-max-id-bytes must be at most " + strconv.Itoa(wire.MaxStringBytes))
 	}
-	for _, d := range []time.Duration{*idle, *headerTimeout, *readTimeout, *writeTimeout, *maxWait} {
+	for _, d := range []time.Duration{*idle, *headerTimeout, *readTimeout, *writeTimeout, *maxWait, *drainTimeout} {
 		if d <= 0 {
 			return errors.New("timeouts must be positive")
+		}
+	}
+	if (*tlsCert == "") != (*tlsKey == "") || (*tlsClientCA != "" && *tlsCert == "") {
+		return errors.New("-tls-cert and -tls-key go together, and -tls-client-ca needs them")
+	}
+	if err := wire.CheckOrigins(corsOrigins); err != nil {
+		return errors.New("-cors-origin: " + err.Error())
+	}
+	// checkTokens refuses tokens the store cannot hold to their limits.
+	checkTokens := func(s *auth.Set) error {
+		if set["store"] {
+			for _, t := range s.Tokens() {
+				if t.MaxLeases > 0 {
+					return errors.New("the tokens file gives " + strconv.Quote(t.Name) + " a maxLeases, which the PostgreSQL store (-store) cannot count yet; leave it out (the server's -max-leases applies)")
+				}
+			}
+		}
+		return nil
+	}
+	var tokens *auth.Set
+	if *authFile != "" {
+		var err error
+		if tokens, err = auth.Load(*authFile); err != nil {
+			return err
+		}
+		if err := checkTokens(tokens); err != nil {
+			return err
+		}
+	}
+	var tlsf *tlsFiles
+	if *tlsCert != "" {
+		tlsf = &tlsFiles{cert: *tlsCert, key: *tlsKey, clientCA: *tlsClientCA}
+		if err := tlsf.load(); err != nil {
+			return err
 		}
 	}
 	setGCPercent(os.Getenv("GOGC"))
@@ -162,8 +234,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
+	if err := checkListen(*addr, tokens != nil, *insecure, tlsf != nil, log); err != nil {
+		return err
+	}
+	syncs := newSyncHistogram()
 	var store service.Store
 	var records func() int
+	var stats storeStats
+	closeStore := func() error { return nil }
+	defer func() { closeStore() }()
+	watched := &watchedStore{log: log}
 	if set["store"] {
 		open := pgstore.Open
 		if *initDB {
@@ -174,44 +254,63 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		defer ps.Close()
+		closeStore = func() error { ps.Close(); closeStore = func() error { return nil }; return nil }
 		store = ps
 		records = func() int { n, _ := ps.Leases(ctx); return n }
+		stats.leases = records
+		stats.issued = func() uint64 { n, _ := ps.Issued(ctx); return n }
+		watched.syncs = syncs // a change's commit, timed around the decision
 		msg := "state in PostgreSQL: every change committed before it is answered; the clock is the database server's"
 		if *fenceTable != "" {
 			msg += "; every grant raises its resource's floor in " + *fenceTable + "_floor in the same transaction"
 		}
 		log.Info(msg)
 	} else {
-		l, closeStore, err := openLocal(ctx, log, *memory, *initDB, *state, *minFree, service.LocalConfig{Clock: clk, TTL: *ttl,
+		l, closeLocal, err := openLocal(ctx, log, *memory, *initDB, *state, *minFree, syncs, service.LocalConfig{Clock: clk, TTL: *ttl,
 			MaxLeases: *maxLeases, ReleaseMemory: *releaseMemory, FenceMemory: *fenceMemory, MinFence: *minFence, FenceReserve: fenceReserve})
 		if err != nil {
 			return err
 		}
-		defer closeStore()
+		closeStore = func() error { err := closeLocal(); closeStore = func() error { return nil }; return err }
 		store, records = l, l.Leases
+		stats = storeStats{leases: l.Leases, issued: l.Issued, expired: l.Expired}
+		watched.reported = func(err error) bool { return errors.Is(err, pebblestore.ErrDiskFull) }
 	}
-	svc, err := service.New(service.Config{TTL: *ttl, Store: store, MaxWait: *maxWait, MaxWaiters: *maxWaiters})
+	watched.Store = store
+	svc, err := service.New(service.Config{TTL: *ttl, Store: watched, MaxWait: *maxWait, MaxWaiters: *maxWaiters})
 	if err != nil {
 		return err
 	}
+	met := newMetrics(svc, stats, syncs)
 	if n, ok := fdLimit(); ok && *maxConns > int(n)-fdReserve {
 		lowered := max(int(n)-fdReserve, 1)
 		log.Warn("max-conns lowered to fit the file-descriptor limit", "from", *maxConns, "to", lowered, "nofile", n)
 		*maxConns = lowered
 	}
 	// A call that waits gets the write timeout on top of its wait.
-	opts := wire.HandlerOptions{MaxIDBytes: *maxID, MaxBodyBytes: *maxBody, MaxWait: *maxWait, WaitSlack: *writeTimeout}
+	opts := wire.HandlerOptions{MaxIDBytes: *maxID, MaxBodyBytes: *maxBody, MaxWait: *maxWait, WaitSlack: *writeTimeout,
+		Answered: met.answered}
 	if !*quiet {
 		opts.Logger = log
 	}
+	fr := &front{svc: svc, cors: corsOrigins, metrics: met, ownListener: *metricsAddr != ""}
+	if tokens != nil {
+		gopts := auth.Options{Answered: met.answered}
+		if !*quiet {
+			gopts.Logger = log
+		}
+		fr.guard = auth.NewGuard(tokens, gopts)
+		opts.Authorize = fr.guard.Authorize
+		log.Info("tokens from "+*authFile+": every call needs Authorization: Bearer <token>", "tokens", len(tokens.Tokens()))
+	}
+	fr.api = wire.NewHandler(svc, opts)
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
 		return err
 	}
 	conns := newConnLimit(*maxConns)
 	srv := &http.Server{
-		Handler:           wire.NewHandler(svc, opts),
+		Handler:           fr.handler(),
 		ReadHeaderTimeout: *headerTimeout,
 		ReadTimeout:       *readTimeout,
 		WriteTimeout:      *writeTimeout,
@@ -223,6 +322,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	// Waiting calls are answered at once when the server shuts down, so
 	// that they do not hold the shutdown up.
 	srv.RegisterOnShutdown(svc.StopWaiting)
+	var side []*http.Server // the debug and metrics servers, closed last
+	defer func() {
+		for _, s := range side {
+			s.Close()
+		}
+	}()
 	if *debugAddr != "" {
 		dln, err := listenDebug(*debugAddr)
 		if err != nil {
@@ -231,29 +336,47 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		dsrv := &http.Server{Handler: debugHandler(records, svc), ReadHeaderTimeout: *headerTimeout}
 		go func() { _ = dsrv.Serve(dln) }()
-		defer dsrv.Close()
+		side = append(side, dsrv)
 		fmt.Fprintf(stderr, "debug on http://%s/debug/memory\n", dln.Addr())
 	}
-	fmt.Fprintf(stdout, "listening on http://%s\n", ln.Addr())
+	if *metricsAddr != "" {
+		mln, err := net.Listen("tcp", *metricsAddr)
+		if err != nil {
+			ln.Close()
+			return errors.New("-metrics-addr: " + err.Error())
+		}
+		msrv := &http.Server{Handler: opsHandler(met, fr), ReadHeaderTimeout: *headerTimeout, ErrorLog: srv.ErrorLog}
+		go func() { _ = msrv.Serve(mln) }()
+		side = append(side, msrv)
+		log.Info("metrics on http://" + mln.Addr().String() + "/metrics")
+	}
+	scheme := "http"
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(netutil.LimitListener(ln, *maxConns)) }()
-	sweepCtx, stopSweep := context.WithCancel(ctx)
+	if tlsf != nil {
+		scheme = "https"
+		srv.TLSConfig = tlsf.config()
+		go func() { errc <- srv.ServeTLS(netutil.LimitListener(ln, *maxConns), "", "") }()
+	} else {
+		go func() { errc <- srv.Serve(netutil.LimitListener(ln, *maxConns)) }()
+	}
+	fmt.Fprintf(stdout, "listening on %s://%s\n", scheme, ln.Addr())
+	sweepCtx, cancelSweep := context.WithCancel(ctx)
+	swept := make(chan struct{})
+	stopSweep := func() { cancelSweep(); <-swept }
 	defer stopSweep()
-	go sweep(sweepCtx, svc, *ttl/2, log)
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
+	go func() { defer close(swept); sweep(sweepCtx, svc, *ttl/2, log) }()
+	for {
+		select {
+		case err := <-errc:
+			return err
+		case <-hup:
+			reload(log, *authFile, fr.guard, checkTokens, tlsf)
+			continue
+		case <-ctx.Done():
+		}
+		break
 	}
-	shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(shut); err != nil {
-		return err
-	}
-	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
+	return drain(srv, errc, fr, stopSweep, func() error { return closeStore() }, *drainTimeout, log)
 }
 
 // sweep deletes the records of expired leases every interval (at least
@@ -303,8 +426,9 @@ func setGCPercent(gogc string) {
 
 // openLocal opens the embedded store, in memory or on Pebble in dir
 // (created first with create), and returns what closes it.
-func openLocal(ctx context.Context, log *slog.Logger, memory, create bool, dir string, minFree uint64, cfg service.LocalConfig) (*service.Local, func(), error) {
-	closeStore := func() {}
+func openLocal(ctx context.Context, log *slog.Logger, memory, create bool, dir string, minFree uint64, syncs prometheus.Histogram,
+	cfg service.LocalConfig) (*service.Local, func() error, error) {
+	closeStore := func() error { return nil }
 	if memory {
 		log.Warn("state in memory only (-memory): NOT durable; a restart forgets every lease and issues fences from 1 again")
 	} else {
@@ -316,8 +440,8 @@ func openLocal(ctx context.Context, log *slog.Logger, memory, create bool, dir s
 		if err != nil {
 			return nil, nil, err
 		}
-		closeStore = func() { ps.Close() }
-		cfg.Persist = ps
+		closeStore = ps.Close
+		cfg.Persist = timedPersister{Persister: ps, syncs: syncs}
 		log.Info("state in " + dir + " (Pebble): every grant and renewal synced before it is answered, releases with the next write")
 	}
 	store, err := service.NewLocal(cfg)

@@ -66,8 +66,12 @@ type Store struct {
 	db     atomic.Pointer[pebble.DB] // nil until the first Write
 	mu     sync.Mutex                // guards opening db and closed
 	closed bool
-	lock   *pebble.Lock
-	st     service.Stored // what Open read, for Load
+	// use is held (read) by every Write and (write) by Close, so a write
+	// still running when the store is closed (a call cut off by the end of
+	// a drain) finishes first, and one that comes later is refused.
+	use  sync.RWMutex
+	lock *pebble.Lock
+	st   service.Stored // what Open read, for Load
 
 	full    atomic.Bool
 	checked atomic.Int64 // when the free space was last checked (UnixNano)
@@ -257,6 +261,8 @@ func (s *Store) Write(_ context.Context, b service.Batch, sync bool) error {
 	if err := s.Writable(); err != nil {
 		return err
 	}
+	s.use.RLock()
+	defer s.use.RUnlock()
 	db, err := s.openRW()
 	if err != nil {
 		return err
@@ -288,7 +294,12 @@ func (s *Store) Write(_ context.Context, b service.Batch, sync bool) error {
 	return batch.Commit(opt)
 }
 
-// Writable reports why writes are refused (too little free space), or nil.
+// ErrDiskFull is wrapped by the error of a write refused for want of free
+// space. The store logs when that starts and when it ends.
+var ErrDiskFull = errors.New("pebblestore: disk full")
+
+// Writable reports why writes are refused (too little free space, an error
+// wrapping ErrDiskFull), or nil.
 // It looks at the free space again if it last did CheckEvery ago, and logs
 // each change of the answer.
 func (s *Store) Writable() error {
@@ -303,16 +314,35 @@ func (s *Store) Writable() error {
 		}
 	}
 	if s.full.Load() {
-		return fmt.Errorf("pebblestore: the disk of %s has less than %d MiB free; changes are refused until there is room", s.dir, s.opts.MinFreeBytes>>20)
+		return fmt.Errorf("%w: the disk of %s has less than %d MiB free; changes are refused until there is room", ErrDiskFull, s.dir, s.opts.MinFreeBytes>>20)
 	}
 	return nil
 }
 
+// Ready reports why writes are refused (Writable), or that the store is
+// closed, or nil: what the coordinator's /readyz asks.
+func (s *Store) Ready(context.Context) error {
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		return errors.New("pebblestore: the store is closed")
+	}
+	return s.Writable()
+}
+
+var _ service.Readier = (*Store)(nil)
+
 // Close closes the database (what was written without a sync is written by
 // Pebble's close) and releases the directory.
 func (s *Store) Close() error {
+	s.use.Lock()
+	defer s.use.Unlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.closed {
+		return errors.New("pebblestore: the store is closed already")
+	}
 	s.closed = true
 	var err error
 	if db := s.db.Load(); db != nil {

@@ -347,7 +347,7 @@ func TestDamagedStateIsRefused(t *testing.T) {
 		{"entry emptied", rawSet("lease/a", []byte{}), "is damaged"},
 		{"entry truncated", rawSet("lease/a", []byte(goodEntry[:40])), "is damaged"},
 		{"entry with trailing bytes", rawSet("lease/a", []byte(goodEntry+"x")), "is damaged"},
-		{"entry with an unknown member", rawSet("lease/a", []byte(strings.Replace(goodEntry, `"fence"`, `"owner":1,"fence"`, 1))), "is damaged"},
+		{"entry with an unknown member", rawSet("lease/a", []byte(strings.Replace(goodEntry, `"fence"`, `"ownerName":1,"fence"`, 1))), "is damaged"},
 		{"entry with a repeated member", rawSet("lease/a", []byte(strings.Replace(goodEntry, `"fence":5`, `"fence":5,"fence":6`, 1))), "is damaged"},
 		{"entry with a lone surrogate", rawSet("lease/a", []byte(strings.Replace(goodEntry, `"h"`, `"\ud800"`, 1))), "is damaged"},
 		{"entry with fence 0", rawSet("lease/a", []byte(strings.Replace(goodEntry, `"fence":5,`, ``, 1))), "holder but no fence"},

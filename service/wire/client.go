@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/base64"
 	"errors"
 	"io"
@@ -40,12 +41,21 @@ type ClientConfig struct {
 	// and turns grants into leases. Required.
 	Lease *lease.Client
 	// HTTPClient sends the requests. Nil keeps up to 64 idle connections
-	// to the coordinator, and for an http:// BaseURL writes each request
-	// and reads its answer on the calling goroutine (net/http's request
-	// writer and response reader, without http.Transport's two goroutine
-	// hand-offs per call). Pass one for TLS settings, proxies or a custom
+	// to the coordinator, and for an http:// or https:// BaseURL writes
+	// each request and reads its answer on the calling goroutine (net/http's
+	// request writer and response reader, without http.Transport's two
+	// goroutine hand-offs per call). Pass one for proxies or a custom
 	// RoundTripper.
 	HTTPClient *http.Client
+	// Token, if set, is sent with every call as Authorization: Bearer
+	// <token> (a coordinator started with -auth). Visible ASCII only. No
+	// method prints it.
+	Token string
+	// TLS configures the connections to https:// coordinators: RootCAs for
+	// a private CA, Certificates for mutual TLS. Nil uses the host's root
+	// CAs. It is cloned; ServerName defaults to the host of the URL. With
+	// an HTTPClient, configure its transport instead (TLS must be nil).
+	TLS *tls.Config
 	// Attempts is how many times one call is sent before giving up. Zero
 	// means 4, or one more than the number of BaseURLs if that is more.
 	Attempts int
@@ -85,7 +95,8 @@ type Client struct {
 	cur      atomic.Int32 // the index in bases of the coordinator that answered last
 	lc       *lease.Client
 	hc       *http.Client
-	conns    []*connPool // instead of hc, for each base: an http:// coordinator and no HTTPClient
+	conns    []*connPool // instead of hc, for each base: an http:// or https:// coordinator and no HTTPClient
+	auth     []string    // the Authorization header's value, if a Token is set
 	attempts int
 	timeout  time.Duration
 	backoff  func(int) time.Duration
@@ -112,6 +123,14 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	if cfg.MaxWait < 0 || cfg.MaxWait > MaxWaitMillis*time.Millisecond {
 		return nil, errors.New("wire: ClientConfig.MaxWait must be from 0 to MaxWaitMillis milliseconds, got " + cfg.MaxWait.String())
 	}
+	if cfg.TLS != nil && cfg.HTTPClient != nil {
+		return nil, errors.New("wire: set ClientConfig.TLS or HTTPClient, not both (configure TLS in the HTTPClient's transport)")
+	}
+	for _, c := range []byte(cfg.Token) {
+		if c <= ' ' || c > '~' {
+			return nil, errors.New("wire: ClientConfig.Token must be visible ASCII (no spaces or line breaks)")
+		}
+	}
 	c := &Client{lc: cfg.Lease, hc: cfg.HTTPClient, backoff: cfg.Backoff,
 		attempts: cmp.Or(max(cfg.Attempts, 0), max(4, len(bases)+1)), timeout: cmp.Or(max(cfg.AttemptTimeout, 0), 5*time.Second),
 		maxWait: cmp.Or(cfg.MaxWait.Truncate(time.Millisecond), defaultMaxWait), after: cfg.AfterFunc}
@@ -125,15 +144,34 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		}
 		b = strings.TrimRight(b, "/")
 		c.bases = append(c.bases, b)
-		if u, err := url.Parse(b); own && err == nil && u.Scheme == "http" && u.Host != "" && u.User == nil {
-			c.conns = append(c.conns, &connPool{host: u.Host})
+		if u, err := url.Parse(b); own && err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" && u.User == nil {
+			p := &connPool{host: u.Host}
+			if u.Scheme == "https" {
+				p.tls = tlsFor(cfg.TLS, u)
+				if u.Port() == "" {
+					p.host = u.Host + ":443"
+				}
+			} else if u.Port() == "" {
+				p.host = u.Host + ":80"
+			}
+			p.hostHeader = u.Host
+			if cfg.Token != "" {
+				p.authLine = "Authorization: Bearer " + cfg.Token + "\r\n"
+			}
+			c.conns = append(c.conns, p)
 		} else {
 			c.conns = append(c.conns, nil)
 		}
 	}
+	if cfg.Token != "" {
+		c.auth = []string{"Bearer " + cfg.Token}
+	}
 	if c.hc == nil && slices.Contains(c.conns, nil) {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
 		tr.MaxIdleConns, tr.MaxIdleConnsPerHost = maxIdleConns, maxIdleConns
+		if cfg.TLS != nil {
+			tr.TLSClientConfig = cfg.TLS.Clone()
+		}
 		// The coordinator's answers are a few hundred bytes and never
 		// compressed: no Accept-Encoding header, no gzip reader.
 		tr.DisableCompression = true
@@ -153,6 +191,28 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 
 // defaultMaxWait is the default ClientConfig.MaxWait.
 const defaultMaxWait = 30 * time.Second
+
+// tlsFor is the TLS configuration of the connections to u: cfg (cloned),
+// naming u's host, speaking HTTP/1.1.
+func tlsFor(cfg *tls.Config, u *url.URL) *tls.Config {
+	if cfg == nil {
+		cfg = &tls.Config{}
+	}
+	cfg = cfg.Clone()
+	if cfg.ServerName == "" {
+		cfg.ServerName = u.Hostname()
+	}
+	cfg.NextProtos = []string{"http/1.1"}
+	return cfg
+}
+
+// String describes the client without its token.
+func (c *Client) String() string {
+	return "wire.Client(" + strings.Join(c.bases, ", ") + ", holder " + strconv.Quote(c.lc.HolderID()) + ")"
+}
+
+// GoString is String, so %#v does not print the token either.
+func (c *Client) GoString() string { return c.String() }
 
 // maxIdleConns is how many idle connections the default transport keeps.
 const maxIdleConns = 64
@@ -338,6 +398,9 @@ func (c *Client) attempt(ctx context.Context, base int, op Op, body []byte, time
 			return Reply{}, false, rerr
 		}
 		req.Header["Content-Type"] = contentTypeJSON
+		if c.auth != nil {
+			req.Header["Authorization"] = c.auth
+		}
 		status, data, err = c.do(req)
 	}
 	if err != nil {

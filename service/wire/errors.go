@@ -27,13 +27,34 @@ const (
 	CodeTooManyLeases    = "too_many_leases"
 	CodeTooManyWaiters   = "too_many_waiters"
 	CodeInternal         = "internal"
+	// CodeUnauthorized: the request carries no bearer token, or one the
+	// server does not know (401, with a WWW-Authenticate header).
+	CodeUnauthorized = "unauthorized"
+	// CodeForbidden: the token is known but the call names a resource or
+	// holder outside its scopes (403).
+	CodeForbidden = "forbidden"
+	// CodeTooManyTokenLeases and CodeTooManyTokenWaiters: the caller's
+	// token holds its own maximum of leases (its maxLeases), or of waiting
+	// calls (maxWaiters); other tokens are not affected (429).
+	CodeTooManyTokenLeases  = "too_many_token_leases"
+	CodeTooManyTokenWaiters = "too_many_token_waiters"
 )
 
 var codeStatus = map[string]int{
 	CodeMalformedJSON: 400, CodeWrongType: 400, CodeMissingField: 400, CodeUnknownField: 400, CodeDuplicateField: 400,
 	CodeInvalidValue: 400, CodeBodyTooLarge: 413, CodeUnsupportedMedia: 415, CodeMethodNotAllowed: 405, CodeNotFound: 404,
 	CodeWrongSecret: 403, CodeRequestIDReused: 409, CodeRejected: 422, CodeUnavailable: 503, CodeTooManyLeases: 503,
-	CodeTooManyWaiters: 503, CodeInternal: 500,
+	CodeTooManyWaiters: 503, CodeInternal: 500, CodeUnauthorized: 401, CodeForbidden: 403, CodeTooManyTokenLeases: 429,
+	CodeTooManyTokenWaiters: 429,
+}
+
+// Codes lists every stable error code, in no particular order.
+func Codes() []string {
+	out := make([]string, 0, len(codeStatus))
+	for c := range codeStatus {
+		out = append(out, c)
+	}
+	return out
 }
 
 // Error is a refused call: an HTTP status, a stable Code and a message. On

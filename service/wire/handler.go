@@ -44,7 +44,27 @@ type HandlerOptions struct {
 	// bound only the rest of the call. Zero means 10 seconds. Where
 	// deadlines cannot be set (a Worker), nothing is moved.
 	WaitSlack time.Duration
+	// Authorize, if set, is asked about every call that decoded and passed
+	// the handler's checks, before the Backend sees it: it may fill in
+	// m.Caller, and a refusal it returns is the answer (the call never
+	// reaches the Backend). Package service/auth provides it.
+	Authorize func(r *http.Request, m *Message) *Error
+	// Answered, if set, is called once for every request the handler
+	// answers: the operation (empty when the path is none of the four),
+	// the result (Result) and the refusal, if any. Metrics count here.
+	Answered func(op Op, result string, e *Error)
 }
+
+// The results Answered is given, besides "refused" (with the *Error).
+const (
+	ResultGranted = "granted" // an acquisition or renewal granted
+	ResultDenied  = "denied"  // an acquisition denied: the resource is held
+	ResultExpired = "expired" // a renewal or release of a lease no longer current
+	ResultOK      = "ok"      // a release done
+	ResultHeld    = "held"    // an inspection of a held resource
+	ResultFree    = "free"    // an inspection of a free one
+	ResultRefused = "refused" // an error answer
+)
 
 // DefaultMaxIDBytes is the default bound on ids (HandlerOptions.MaxIDBytes).
 const DefaultMaxIDBytes = 256
@@ -57,12 +77,14 @@ const DefaultMaxWait = 60 * time.Second
 const defaultWaitSlack = 10 * time.Second
 
 type handler struct {
-	b       Backend
-	log     *slog.Logger
-	maxID   int
-	maxBody int64
-	maxWait time.Duration
-	slack   time.Duration
+	b         Backend
+	authorize func(*http.Request, *Message) *Error
+	answered  func(Op, string, *Error)
+	log       *slog.Logger
+	maxID     int
+	maxBody   int64
+	maxWait   time.Duration
+	slack     time.Duration
 }
 
 // NewHandler returns the HTTP face of b: POST /v1/acquire, /v1/renew,
@@ -77,7 +99,7 @@ type handler struct {
 // goes away.
 func NewHandler(b Backend, opts HandlerOptions) http.Handler {
 	h := &handler{b: b, log: opts.Logger, maxID: opts.MaxIDBytes, maxBody: int64(opts.MaxBodyBytes), maxWait: opts.MaxWait,
-		slack: opts.WaitSlack}
+		slack: opts.WaitSlack, authorize: opts.Authorize, answered: opts.Answered}
 	if h.maxWait <= 0 {
 		h.maxWait = DefaultMaxWait
 	}
@@ -143,6 +165,13 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			" (this coordinator's longest wait), got "+strconv.FormatInt(m.Wait.Milliseconds(), 10)))
 		return
 	}
+	if h.authorize != nil {
+		if e := h.authorize(r, &m); e != nil {
+			h.logCall(r, m, e, Reply{})
+			WriteError(w, e)
+			return
+		}
+	}
 	if m.Wait > 0 {
 		// Errors are ignored: a writer without deadlines (a Worker's, a
 		// test recorder) has nothing to move.
@@ -165,14 +194,42 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, &reply)
 }
 
+// Result names what came of a call answered with reply (see Answered).
+func Result(reply Reply) string {
+	switch {
+	case reply.Held != nil && *reply.Held:
+		return ResultHeld
+	case reply.Held != nil:
+		return ResultFree
+	case reply.Grant != nil:
+		return ResultGranted
+	case reply.HeldBy != "":
+		return ResultDenied
+	case reply.Reason != "":
+		return ResultExpired
+	}
+	return ResultOK
+}
+
 // logCall logs one decoded call with what came of it: a refusal e, or
-// reply. Secrets and bodies are never logged.
+// reply, and tells Answered. Secrets, tokens and bodies are never logged;
+// the caller's token is logged by its name.
 func (h *handler) logCall(r *http.Request, m Message, e *Error, reply Reply) {
+	if h.answered != nil {
+		if e != nil {
+			h.answered(m.Op, ResultRefused, e)
+		} else {
+			h.answered(m.Op, Result(reply), nil)
+		}
+	}
 	if h.log == nil {
 		return
 	}
 	level := slog.LevelInfo
 	attrs := []slog.Attr{slog.String("op", string(m.Op)), slog.String("resource", m.Request.Resource)}
+	if m.Caller.Name != "" {
+		attrs = append(attrs, slog.String("token", m.Caller.Name))
+	}
 	if m.Op != OpInspect {
 		attrs = append(attrs, slog.String("holderId", m.Request.HolderID), slog.String("requestId", m.Request.RequestID),
 			slog.Uint64("fence", m.Request.Fence))
@@ -206,6 +263,9 @@ func (h *handler) logCall(r *http.Request, m Message, e *Error, reply Reply) {
 
 // fail answers a request refused before it was decoded.
 func (h *handler) fail(w http.ResponseWriter, r *http.Request, op Op, e *Error) {
+	if h.answered != nil {
+		h.answered(op, ResultRefused, e)
+	}
 	if h.log != nil {
 		h.log.LogAttrs(r.Context(), slog.LevelWarn, "lease call refused",
 			slog.String("op", string(op)), slog.String("method", r.Method), slog.String("path", quoteShort(r.URL.Path)),

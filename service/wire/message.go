@@ -74,6 +74,21 @@ type Message struct {
 	// while none is.
 	After    uint64
 	HasAfter bool
+	// Caller is who sent the call, as the server authenticated it; the
+	// zero value on a server without authentication. It is never read
+	// from a body nor written to one.
+	Caller Caller
+}
+
+// Caller is the sender of a call, as the server's authentication (package
+// service/auth) established it, with the limits that apply to it.
+type Caller struct {
+	// Name is the name of the caller's token.
+	Name string
+	// MaxLeases bounds the lease records the caller's token may hold at
+	// once, MaxWaiters its waiting calls (with the places kept for their
+	// retries). Zero: only the server's own bounds apply.
+	MaxLeases, MaxWaiters int
 }
 
 // Instant is a clock.Instant as JSON: {"millis": ..., "domain": ...}.

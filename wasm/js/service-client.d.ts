@@ -41,7 +41,17 @@ export interface LeaseServiceClientCommonOptions {
   clockSkewMillis?: number | undefined;
   /** A LeaseClient to use instead of holderId/clock/clockSkewMillis. */
   leaseClient?: LeaseClient | undefined;
-  /** The fetch to send with; globalThis.fetch by default. */
+  /**
+   * Sent with every call as `Authorization: Bearer <token>`, for a coordinator
+   * started with -auth (or a Worker with the LEASE_TOKENS secret). Visible
+   * ASCII. Never printed by the client.
+   */
+  token?: string | undefined;
+  /**
+   * The fetch to send with; globalThis.fetch by default. Pass one for TLS
+   * settings the host's fetch lacks (a private CA in Node without
+   * NODE_EXTRA_CA_CERTS, a client certificate): see docs/js.md.
+   */
   fetch?: ((input: string, init: RequestInit) => Promise<Response>) | undefined;
   /** How many times one call is sent at most (1 to 100); 4 by default, or one more than the baseURLs if that is more. */
   attempts?: number | undefined;

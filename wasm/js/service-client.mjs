@@ -152,7 +152,7 @@ function checkOptions(options, names, what) {
   }
 }
 
-const CLIENT_OPTIONS = ['baseURL', 'baseURLs', 'leaseClient', 'holderId', 'clock', 'clockSkewMillis', 'fetch', 'attempts', 'attemptTimeoutMillis', 'timeoutMillis', 'backoff'];
+const CLIENT_OPTIONS = ['baseURL', 'baseURLs', 'leaseClient', 'holderId', 'clock', 'clockSkewMillis', 'fetch', 'attempts', 'attemptTimeoutMillis', 'timeoutMillis', 'backoff', 'token'];
 const CALL_OPTIONS = ['signal', 'timeoutMillis'];
 
 function callOptions(options, what) {
@@ -232,6 +232,7 @@ export class LeaseServiceClient {
   #attemptTimeout;
   #timeout;
   #backoff;
+  #headers; // the headers of every request (the token's Authorization among them)
   // Acquisition record -> its secret. A lease holds its record, this map the
   // secret; a record whose lease ended is dropped from it.
   #secrets = new WeakMap();
@@ -241,7 +242,7 @@ export class LeaseServiceClient {
       throw new InvalidArgumentError('lease-fence: LeaseServiceClient takes an options object', 'options');
     }
     checkOptions(options, CLIENT_OPTIONS, 'new LeaseServiceClient');
-    const { baseURL, baseURLs, leaseClient, holderId, clock, clockSkewMillis, fetch: f, attemptTimeoutMillis = 5000, timeoutMillis, backoff = defaultBackoff } = options;
+    const { baseURL, baseURLs, leaseClient, holderId, clock, clockSkewMillis, fetch: f, attemptTimeoutMillis = 5000, timeoutMillis, backoff = defaultBackoff, token } = options;
     this.#bases = baseURLsOf(baseURL, baseURLs);
     const { attempts = Math.max(4, this.#bases.length + 1) } = options;
     if (leaseClient !== undefined) {
@@ -270,6 +271,14 @@ export class LeaseServiceClient {
       throw new InvalidArgumentError('lease-fence: options.backoff must be a function', 'options.backoff');
     }
     this.#backoff = backoff;
+    this.#headers = { 'content-type': 'application/json' };
+    if (token !== undefined) {
+      // Visible ASCII: what a header value may carry without being mangled.
+      if (typeof token !== 'string' || !/^[\x21-\x7e]+$/.test(token)) {
+        throw new InvalidArgumentError('lease-fence: options.token must be a non-empty string of visible ASCII characters', 'options.token');
+      }
+      this.#headers.authorization = `Bearer ${token}`;
+    }
   }
 
   /** The coordinator's base URL (the first of baseURLs), without a trailing slash. */
@@ -434,7 +443,7 @@ export class LeaseServiceClient {
       const send = this.#fetch;
       const res = await send(url, {
         method: 'POST',
-        headers: { 'content-type': 'application/json' },
+        headers: this.#headers,
         body: data,
         signal: attempt.signal,
         // A redirect would carry the body, secret included, elsewhere: it

@@ -1,0 +1,138 @@
+//go:build !js && !wasip1
+
+package main
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/lease-fence/lease-fence/service/auth"
+)
+
+// drain ends the server after ctx ended (SIGTERM or SIGINT): /readyz
+// answers 503 at once, the listener stops accepting, idle connections are
+// closed, the calls in flight are answered (waiting calls at once, as if
+// their wait had ended: Service.StopWaiting) and their connections closed
+// after their answer; then the sweep stops and the state is closed, which
+// makes every change answered durable (Pebble syncs its log at close).
+// All of it within timeout: calls still open then are cut off, and drain
+// returns an error.
+func drain(srv *http.Server, errc <-chan error, fr *front, stopSweep func(), closeStore func() error, timeout time.Duration, log *slog.Logger) error {
+	start := time.Now()
+	fr.draining.Store(true)
+	log.Info("draining: no new connections; answering the calls in flight (waiting calls at once)", "timeout", timeout.String())
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var cut error
+	if err := srv.Shutdown(ctx); err != nil {
+		_ = srv.Close()
+		cut = errors.New("the drain took longer than -drain-timeout " + timeout.String() + ": the connections still open were closed")
+		log.Error(cut.Error())
+	}
+	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	// Calls cut off above may still be deciding: the store refuses what
+	// they write once it is closed (they were never answered).
+	stopSweep()
+	if err := closeStore(); err != nil {
+		return errors.New("closing the state: " + err.Error())
+	}
+	if cut != nil {
+		return cut
+	}
+	log.Info("drained: every change answered is durable, and the state is closed", "took", time.Since(start).Round(time.Millisecond).String())
+	return nil
+}
+
+// reload reads the tokens file and the TLS files again (SIGHUP). A file
+// that is refused leaves what it would have replaced in force, and the log
+// says why. Leases are not touched.
+func reload(log *slog.Logger, authFile string, guard *auth.Guard, check func(*auth.Set) error, tlsf *tlsFiles) {
+	if guard == nil && tlsf == nil {
+		log.Info("SIGHUP: nothing to read again (no -auth, no -tls-cert)")
+	}
+	if guard != nil {
+		set, err := auth.Load(authFile)
+		if err == nil {
+			err = check(set)
+		}
+		if err != nil {
+			log.Error("SIGHUP: the tokens file is refused; the tokens read before stay in force", "err", err.Error())
+		} else {
+			guard.Swap(set)
+			log.Info("SIGHUP: tokens read again from "+authFile, "tokens", len(set.Tokens()))
+		}
+	}
+	if tlsf != nil {
+		if err := tlsf.load(); err != nil {
+			log.Error("SIGHUP: the TLS files are refused; the certificate read before stays in force", "err", err.Error())
+		} else {
+			log.Info("SIGHUP: TLS certificate read again from " + tlsf.cert)
+		}
+	}
+}
+
+// checkListen refuses to listen on addr, if it is not a loopback address,
+// for a server without tokens, unless insecure (-insecure-listen) says the
+// network is trusted; it is checked before anything listens. Tokens
+// without TLS on such an address are allowed (TLS may end at a proxy in
+// front), with a warning.
+func checkListen(addr string, tokens, insecure, tls bool, log *slog.Logger) error {
+	a, err := net.ResolveTCPAddr("tcp", addr)
+	if err != nil {
+		return errors.New("-addr: " + err.Error())
+	}
+	if a.IP != nil && a.IP.IsLoopback() {
+		return nil
+	}
+	switch {
+	case !tokens && !insecure:
+		return errors.New("refusing to listen on " + addr + " (not a loopback address) without -auth: anyone who reaches it could " +
+			"take or release any lease. Give -auth tokens.json, or -insecure-listen if every client on that network is trusted")
+	case !tokens:
+		log.Warn("listening on " + addr + " without tokens (-insecure-listen): anyone who reaches it can take any lease")
+	case !tls:
+		log.Warn("listening on " + addr + " without TLS: tokens and secrets travel in clear unless a proxy in front adds TLS")
+	}
+	return nil
+}
+
+// listFlag is a flag that may be repeated, each value a comma-separated
+// list.
+type listFlag []string
+
+func (l *listFlag) String() string { return strings.Join(*l, ",") }
+
+func (l *listFlag) Set(v string) error {
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			*l = append(*l, s)
+		}
+	}
+	return nil
+}
+
+// opsHandler is what -metrics-addr serves: /metrics (without tokens),
+// /healthz and /readyz. It stays open while the server drains (its
+// /readyz then answers 503), and closes last.
+func opsHandler(m *metrics, fr *front) http.Handler {
+	h := m.handler()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/metrics":
+			h.ServeHTTP(w, r)
+		case "/healthz":
+			fr.health(w, r)
+		case "/readyz":
+			fr.ready(w, r)
+		default:
+			http.NotFound(w, r)
+		}
+	})
+}

@@ -1,0 +1,327 @@
+//go:build linux
+
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/lease-fence/lease-fence/service/wire"
+)
+
+// The tests of draining: the coordinator as a child process, stopped with
+// SIGTERM while clients are calling it.
+
+// countingConn counts the bytes read from a connection.
+type countingConn struct {
+	net.Conn
+	n int
+}
+
+func (c *countingConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.n += n
+	return n, err
+}
+
+// rawCall posts body on a new connection and reads the answer, reporting
+// whether it failed after the first byte of an answer had arrived (a reset
+// mid-answer), which a drain must never do.
+func rawCall(addr, path string, body []byte) (status int, reply []byte, midAnswer bool, err error) {
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		return 0, nil, false, err
+	}
+	defer conn.Close()
+	cc := &countingConn{Conn: conn}
+	req := fmt.Sprintf("POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", path, len(body), body)
+	if _, err := conn.Write([]byte(req)); err != nil {
+		return 0, nil, false, err
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(cc), nil)
+	if err != nil {
+		return 0, nil, cc.n > 0, err
+	}
+	defer resp.Body.Close()
+	reply, err = io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, nil, true, err
+	}
+	return resp.StatusCode, reply, false, nil
+}
+
+// drainHolder is a client of the drain test: acquire, renew, release, on
+// resources of its own, each outcome recorded only once acknowledged.
+type drainHolder struct {
+	id       string
+	held     map[string]uint64 // acknowledged grants not released
+	released map[string]bool   // acknowledged releases (and not acquired again)
+	unknown  map[string]bool   // calls that got no answer: their outcome is not known
+	calls    int
+}
+
+// TestDrainUnderLoad: SIGTERM while six clients acquire, renew and release
+// over kept-alive connections, and four calls wait: the waiting calls are
+// answered at once (a denial, with the holder and retryAfterMillis), no
+// answer is cut off, /readyz on the metrics listener says draining, the
+// process exits 0, and a restart over the same state finds every
+// acknowledged lease held by its holder and every acknowledged release
+// done.
+func TestDrainUnderLoad(t *testing.T) {
+	state := filepath.Join(t.TempDir(), "state")
+	logs := &lockedWriter{}
+	srv := startChildLogged(t, logs, "-init", "-state", state, "-ttl", "1h", "-metrics-addr", "127.0.0.1:0", "-drain-timeout", "20s")
+	addr := strings.TrimPrefix(srv.url, "http://")
+	_, rest, _ := strings.Cut(logs.String(), "metrics on ")
+	opsURL := strings.TrimSuffix(strings.Trim(strings.Fields(rest)[0], `"`), "/metrics")
+	hc := &http.Client{}
+	// Four waiting calls on a held resource.
+	if st, r := post(t, hc, srv.url, killMsg(wire.OpAcquire, "h", "held", "keeper", 0)); st != 200 || !r.OK {
+		t.Fatalf("%d %+v", st, r)
+	}
+	type waited struct {
+		status int
+		reply  []byte
+		mid    bool
+		err    error
+	}
+	waits := make(chan waited, 4)
+	for i := range 4 {
+		m := killMsg(wire.OpAcquire, "w"+strconv.Itoa(i), "held", "waiter-"+strconv.Itoa(i), 0)
+		m.Wait = time.Minute
+		body, _ := wire.EncodeMessage(m)
+		go func() {
+			st, reply, mid, err := rawCall(addr, "/v1/acquire", body)
+			waits <- waited{st, reply, mid, err}
+		}()
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		if scrape(t, hc, opsURL+"/metrics", "").value("leasefence_waiters") == 4 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the calls never waited")
+		}
+	}
+	// Six clients at full speed; raw calls on new connections beside them.
+	var wg sync.WaitGroup
+	holders := make([]*drainHolder, 6)
+	var mids, rawErrs sync.Map
+	stop := make(chan struct{})
+	for i := range holders {
+		h := &drainHolder{id: "c" + strconv.Itoa(i), held: map[string]uint64{}, released: map[string]bool{}, unknown: map[string]bool{}}
+		holders[i] = h
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			c := holder(t, srv.url, h.id)
+			leases := map[string]*wire.Lease{}
+			for n := 0; ; n++ {
+				res := h.id + "-" + strconv.Itoa(n%8)
+				var err error
+				if l, ok := leases[res]; ok {
+					if n%3 == 0 {
+						_, err = c.Renew(context.Background(), l)
+					} else if err = c.Release(context.Background(), l); err == nil {
+						delete(leases, res)
+						delete(h.held, res)
+						h.released[res] = true
+					}
+				} else {
+					var l *wire.Lease
+					if l, err = c.Acquire(context.Background(), res); err == nil {
+						leases[res] = l
+						h.held[res] = l.Token().Fence
+						delete(h.released, res)
+					}
+				}
+				if err != nil {
+					if isAnswer(err) {
+						t.Errorf("%s: an answer while draining: %v", h.id, err)
+					}
+					h.unknown[res] = true // sent, never answered: its outcome is not known
+					delete(h.held, res)
+					delete(h.released, res)
+					return
+				}
+				h.calls++
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			for n := 0; ; n++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				_, _, mid, err := rawCall(addr, "/v1/inspect", []byte(`{"resource":"held"}`))
+				if mid {
+					mids.Store(n, err)
+				}
+				if err != nil {
+					rawErrs.Store(err.Error(), true)
+					if errors.Is(err, syscall.ECONNREFUSED) {
+						return
+					}
+				}
+			}
+		}()
+	}
+	// Let them run, then drain.
+	for deadline := time.Now().Add(20 * time.Second); scrape(t, hc, opsURL+"/metrics", "").value("leasefence_grants_total") < 300; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the clients made no progress")
+		}
+	}
+	if err := srv.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 4 {
+		w := <-waits
+		var r wire.Reply
+		if w.err != nil || w.status != 200 || wire.ParseError(w.status, w.reply) != nil || !strings.Contains(string(w.reply), `"heldBy":"keeper"`) ||
+			!strings.Contains(string(w.reply), `"retryAfterMillis"`) {
+			t.Errorf("waiting call %d: %d %s %v (mid-answer %v) %+v", i, w.status, w.reply, w.err, w.mid, r)
+		}
+	}
+	// The metrics listener stays open while the server drains.
+	if resp, err := http.Get(opsURL + "/readyz"); err == nil {
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 503 || !strings.Contains(string(body), "draining") {
+			t.Errorf("/readyz while draining: %d %s", resp.StatusCode, body)
+		}
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- srv.cmd.Wait() }()
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("the drained coordinator exited with %v; log:\n%s", err, logs.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the coordinator did not exit after SIGTERM; log:\n%s", logs.String())
+	}
+	close(stop)
+	wg.Wait()
+	mids.Range(func(k, v any) bool {
+		t.Errorf("a raw call (%v) was cut off mid-answer: %v", k, v)
+		return true
+	})
+	if !strings.Contains(logs.String(), "drained: every change answered is durable") {
+		t.Errorf("the log does not say it drained:\n%s", logs.String())
+	}
+	// After the restart, every acknowledged lease is held by its holder,
+	// every acknowledged release is done.
+	srv = startChild(t, "", "-state", state, "-ttl", "1h")
+	held, released := 0, 0
+	for _, h := range holders {
+		for res := range h.held {
+			st, r := post(t, hc, srv.url, killMsg(wire.OpAcquire, "s-"+res, res, "stranger", 0))
+			if st != 200 || r.HeldBy != h.id {
+				t.Errorf("%s held by %s before the drain: after it %d %+v", res, h.id, st, r)
+			}
+			held++
+		}
+		for res := range h.released {
+			st, r := post(t, hc, srv.url, killMsg(wire.OpAcquire, "s-"+res, res, "stranger", 0))
+			if st != 200 || !r.OK {
+				t.Errorf("%s released by %s before the drain: after it %d %+v", res, h.id, st, r)
+			}
+			released++
+		}
+	}
+	var errs []string
+	rawErrs.Range(func(k, _ any) bool { errs = append(errs, k.(string)); return true })
+	t.Logf("%d calls acknowledged; after the restart %d leases held and %d releases done as acknowledged; the raw calls after the drain got: %v",
+		func() (n int) {
+			for _, h := range holders {
+				n += h.calls
+			}
+			return
+		}(), held, released, errs)
+}
+
+// stall opens a call that never finishes sending its body.
+func stall(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Write([]byte("POST /v1/inspect HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"res")); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+// TestDrainTimeout: a call that holds the drain up (a body that never
+// comes) is cut off at -drain-timeout, and the coordinator exits 1, saying
+// so, well before its read timeout would have ended the call.
+func TestDrainTimeout(t *testing.T) {
+	logs := &lockedWriter{}
+	srv := startChildLogged(t, logs, "-memory", "-read-timeout", "5m", "-drain-timeout", "300ms")
+	stall(t, strings.TrimPrefix(srv.url, "http://"))
+	srv.cmd.Process.Signal(syscall.SIGTERM)
+	waitExit(t, srv, 1, 60*time.Second)
+	if !strings.Contains(logs.String(), "longer than -drain-timeout") {
+		t.Fatalf("the log does not say why:\n%s", logs.String())
+	}
+}
+
+// TestSecondSIGTERM: a second SIGTERM while a drain waits exits at once
+// (status 1, saying so).
+func TestSecondSIGTERM(t *testing.T) {
+	logs := &lockedWriter{}
+	srv := startChildLogged(t, logs, "-memory", "-read-timeout", "5m", "-drain-timeout", "5m")
+	stall(t, strings.TrimPrefix(srv.url, "http://"))
+	srv.cmd.Process.Signal(syscall.SIGTERM)
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(logs.String(), "draining"); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no drain started:\n%s", logs.String())
+		}
+	}
+	srv.cmd.Process.Signal(syscall.SIGTERM)
+	waitExit(t, srv, 1, 60*time.Second)
+	if !strings.Contains(logs.String(), "a second terminated while draining: exiting at once") {
+		t.Fatalf("the log does not say why:\n%s", logs.String())
+	}
+}
+
+// waitExit waits for the child to exit with code, failing after within
+// (far shorter than the timeouts that would otherwise have ended it).
+func waitExit(t *testing.T, c *child, code int, within time.Duration) {
+	t.Helper()
+	exited := make(chan error, 1)
+	go func() { exited <- c.cmd.Wait() }()
+	select {
+	case err := <-exited:
+		got := 0
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			got = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if got != code {
+			t.Fatalf("exited with status %d, want %d", got, code)
+		}
+	case <-time.After(within):
+		t.Fatalf("still running after %v", within)
+	}
+}

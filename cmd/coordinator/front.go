@@ -1,0 +1,117 @@
+//go:build !js && !wasip1
+
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/lease-fence/lease-fence/service"
+	"github.com/lease-fence/lease-fence/service/auth"
+	"github.com/lease-fence/lease-fence/service/wire"
+)
+
+// front is what the API listener serves: the four calls (behind CORS and
+// the tokens, if configured), /healthz, /readyz and, unless it has a
+// listener of its own, /metrics (behind the tokens: one with "metrics":
+// true).
+type front struct {
+	api         http.Handler // the wire handler
+	svc         *service.Service
+	guard       *auth.Guard // nil without -auth
+	cors        []string
+	metrics     *metrics
+	ownListener bool // /metrics is served on -metrics-addr, not here
+	draining    atomic.Bool
+}
+
+func (f *front) handler() http.Handler {
+	api := f.api
+	if f.guard != nil {
+		api = f.guard.Middleware(api)
+	}
+	if len(f.cors) > 0 {
+		api = wire.CORS(f.cors, api)
+	}
+	api = f.metrics.timed(api)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/healthz":
+			f.health(w, r)
+		case "/readyz":
+			f.ready(w, r)
+		case "/metrics":
+			if f.ownListener {
+				api.ServeHTTP(w, r) // 404 from the API, like any other path
+				return
+			}
+			f.scrape(w, r)
+		default:
+			api.ServeHTTP(w, r)
+		}
+	})
+}
+
+// health answers /healthz: the process is alive and serving.
+func (f *front) health(w http.ResponseWriter, r *http.Request) {
+	if !getOrHead(w, r) {
+		return
+	}
+	writeStatus(w, http.StatusOK, map[string]any{"alive": true})
+}
+
+// ready answers /readyz: 200 while the store takes changes, 503 with the
+// reason while it does not (a full disk, a database out of reach), while
+// the server drains, or when the store does not answer within a second.
+func (f *front) ready(w http.ResponseWriter, r *http.Request) {
+	if !getOrHead(w, r) {
+		return
+	}
+	if f.draining.Load() {
+		writeStatus(w, http.StatusServiceUnavailable, map[string]any{"ready": false, "reason": "draining: the server is shutting down"})
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), time.Second)
+	defer cancel()
+	if err := f.svc.Ready(ctx); err != nil {
+		writeStatus(w, http.StatusServiceUnavailable, map[string]any{"ready": false, "reason": err.Error()})
+		return
+	}
+	writeStatus(w, http.StatusOK, map[string]any{"ready": true})
+}
+
+// scrape answers /metrics on the API listener: with -auth, only to a token
+// with "metrics": true.
+func (f *front) scrape(w http.ResponseWriter, r *http.Request) {
+	if f.guard != nil {
+		t, e := f.guard.Authenticate(r)
+		if e == nil && !t.Metrics {
+			e = wire.NewError(wire.CodeForbidden, "the token "+t.Name+" may not read /metrics (\"metrics\": true in the tokens file)")
+		}
+		if e != nil {
+			auth.Refuse(w, e)
+			return
+		}
+	}
+	f.metrics.handler().ServeHTTP(w, r)
+}
+
+func getOrHead(w http.ResponseWriter, r *http.Request) bool {
+	if r.Method == http.MethodGet || r.Method == http.MethodHead {
+		return true
+	}
+	w.Header().Set("Allow", "GET, HEAD")
+	wire.WriteError(w, wire.NewError(wire.CodeMethodNotAllowed, r.URL.Path+" takes GET or HEAD"))
+	return false
+}
+
+func writeStatus(w http.ResponseWriter, status int, v any) {
+	data, _ := json.Marshal(v)
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(data, '\n'))
+}

@@ -1,0 +1,300 @@
+// Package auth decides who may call the coordinator: bearer tokens listed
+// in a tokens file, each with the resources and holder ids it may name
+// (its scopes) and the leases and waiting calls it may hold at once (its
+// limits).
+//
+// A tokens file is a JSON array of entries:
+//
+//	[{"name": "indexer", "tokenSha256": "<64 hex digits>",
+//	  "resources": ["jobs/*", "deploy-slot"], "holders": ["indexer-*"],
+//	  "maxLeases": 100, "maxWaiters": 20}]
+//
+// The file holds only the SHA-256 of each token, never the token. A
+// pattern is an exact name or a prefix ending in "*" ("*" alone matches
+// everything). holders defaults to ["<name>*"], so a client cannot name
+// another client's holder ids; maxLeases and maxWaiters default to the
+// server's own limits; "metrics": true lets the token read /metrics. The
+// file is read strictly: an unknown or repeated member, a null, a wrong
+// type, bad hex, a bad pattern, and two entries with the same name or the
+// same token are refused with a message that names the entry (never the
+// token or its hash).
+//
+// Guard is what a server uses: Middleware answers 401 to a request without
+// a known token before its body is read, Authorize (a
+// wire.HandlerOptions.Authorize) answers 403 to a call outside the token's
+// scopes and tells the Service the caller and its limits, and Reload swaps
+// the tokens file without touching the leases.
+package auth
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/lease-fence/lease-fence/service/wire"
+)
+
+// Token is one entry of a tokens file.
+type Token struct {
+	// Name names the token in logs, metrics and stored leases (their
+	// owner): 1 to 64 bytes of letters, digits and ._:@-.
+	Name string
+	// Hash is the SHA-256 of the token.
+	Hash [32]byte
+	// Resources are the patterns of the resources the token may name.
+	Resources []string
+	// Holders are the patterns of the holder ids it may acquire, renew
+	// and release for.
+	Holders []string
+	// MaxLeases and MaxWaiters are its limits; zero means the server's.
+	MaxLeases, MaxWaiters int
+	// Metrics lets the token read /metrics on the API listener.
+	Metrics bool
+}
+
+// Set is a parsed tokens file. It is immutable.
+type Set struct {
+	tokens []Token
+}
+
+// Limits of a tokens file.
+const (
+	MaxFileBytes = 1 << 20
+	MaxNameBytes = 64
+	// MaxTokenBytes bounds the token a request presents.
+	MaxTokenBytes = 1024
+)
+
+// members are the members an entry may have.
+var members = []string{"name", "tokenSha256", "resources", "holders", "maxLeases", "maxWaiters", "metrics"}
+
+// Load reads and parses the tokens file at path.
+func Load(path string) (*Set, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("auth: the tokens file: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("auth: reading the tokens file %s: %w", path, err)
+	}
+	if len(data) > MaxFileBytes {
+		return nil, fmt.Errorf("auth: the tokens file %s is larger than %d bytes", path, MaxFileBytes)
+	}
+	s, err := Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("auth: the tokens file %s: %w", path, err)
+	}
+	return s, nil
+}
+
+// Parse parses a tokens file (see the package doc), strictly.
+func Parse(data []byte) (*Set, error) {
+	var raw []map[string]jsontext.Value
+	if err := json.Unmarshal(data, &raw, json.RejectUnknownMembers(true)); err != nil {
+		return nil, errors.New("not a JSON array of objects: " + err.Error())
+	}
+	if len(raw) == 0 {
+		return nil, errors.New("it lists no tokens: nobody could call the coordinator")
+	}
+	s := &Set{}
+	names := map[string]int{}
+	hashes := map[[32]byte]int{}
+	for i, m := range raw {
+		t, err := parseEntry(m)
+		at := "entry " + strconv.Itoa(i+1)
+		if t.Name != "" {
+			at += " (" + strconv.Quote(t.Name) + ")"
+		}
+		if err != nil {
+			return nil, errors.New(at + ": " + err.Error())
+		}
+		if j, dup := names[t.Name]; dup {
+			return nil, fmt.Errorf("%s: the name is also entry %d's", at, j+1)
+		}
+		if j, dup := hashes[t.Hash]; dup {
+			return nil, fmt.Errorf("%s: the same tokenSha256 as entry %d (%q): a token must name one entry", at, j+1, s.tokens[j].Name)
+		}
+		names[t.Name], hashes[t.Hash] = i, i
+		s.tokens = append(s.tokens, t)
+	}
+	return s, nil
+}
+
+func parseEntry(m map[string]jsontext.Value) (Token, error) {
+	var t Token
+	for k, v := range m {
+		if !contains(members, k) {
+			return t, fmt.Errorf("unknown member %q (an entry has %s)", k, strings.Join(members, ", "))
+		}
+		if v.Kind() == 'n' {
+			return t, fmt.Errorf("member %q is null", k)
+		}
+	}
+	for _, req := range []string{"name", "tokenSha256", "resources"} {
+		if _, ok := m[req]; !ok {
+			return t, fmt.Errorf("member %q is missing", req)
+		}
+	}
+	if err := json.Unmarshal(m["name"], &t.Name); err != nil {
+		return t, errors.New(`member "name" must be a string`)
+	}
+	if !validName(t.Name) {
+		n := t.Name
+		t.Name = ""
+		return t, fmt.Errorf("name %s must be 1 to %d bytes of letters, digits and ._:@-", quoteShort(n), MaxNameBytes)
+	}
+	var hx string
+	if err := json.Unmarshal(m["tokenSha256"], &hx); err != nil {
+		return t, errors.New(`member "tokenSha256" must be a string`)
+	}
+	// The value is not repeated in the message: it is a token's hash.
+	if b, err := hex.DecodeString(hx); err != nil || len(b) != 32 {
+		return t, errors.New(`member "tokenSha256" must be 64 hexadecimal digits (the SHA-256 of the token, as sha256sum prints it)`)
+	} else {
+		copy(t.Hash[:], b)
+	}
+	var err error
+	if t.Resources, err = patterns(m["resources"], "resources"); err != nil {
+		return t, err
+	}
+	if v, ok := m["holders"]; ok {
+		if t.Holders, err = patterns(v, "holders"); err != nil {
+			return t, err
+		}
+	} else {
+		t.Holders = []string{t.Name + "*"}
+	}
+	for _, f := range []struct {
+		name string
+		to   *int
+	}{{"maxLeases", &t.MaxLeases}, {"maxWaiters", &t.MaxWaiters}} {
+		v, ok := m[f.name]
+		if !ok {
+			continue
+		}
+		var n int64
+		if err := json.Unmarshal(v, &n); err != nil || n < 1 || n > 1<<31 {
+			return t, fmt.Errorf("member %q must be a whole number from 1 to %d", f.name, 1<<31)
+		}
+		*f.to = int(n)
+	}
+	if v, ok := m["metrics"]; ok {
+		if err := json.Unmarshal(v, &t.Metrics); err != nil {
+			return t, errors.New(`member "metrics" must be true or false`)
+		}
+	}
+	return t, nil
+}
+
+// patterns reads a non-empty array of patterns.
+func patterns(v jsontext.Value, member string) ([]string, error) {
+	var ps []string
+	if err := json.Unmarshal(v, &ps); err != nil {
+		return nil, fmt.Errorf("member %q must be an array of strings", member)
+	}
+	if len(ps) == 0 {
+		return nil, fmt.Errorf("member %q lists no pattern (use [\"*\"] for all)", member)
+	}
+	for _, p := range ps {
+		switch {
+		case p == "":
+			return nil, fmt.Errorf("member %q has an empty pattern", member)
+		case len(p) > wire.MaxStringBytes:
+			return nil, fmt.Errorf("member %q has a pattern longer than %d bytes", member, wire.MaxStringBytes)
+		case strings.Contains(p[:len(p)-1], "*"):
+			return nil, fmt.Errorf("member %q has the pattern %s: a \"*\" may only end a pattern (a prefix)", member, quoteShort(p))
+		}
+	}
+	return ps, nil
+}
+
+func validName(n string) bool {
+	if n == "" || len(n) > MaxNameBytes {
+		return false
+	}
+	for _, c := range []byte(n) {
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("._:@-", c) >= 0
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+func quoteShort(s string) string {
+	if len(s) > 64 {
+		return strconv.Quote(s[:64]) + "..."
+	}
+	return strconv.Quote(s)
+}
+
+// Tokens returns the entries, in the file's order.
+func (s *Set) Tokens() []Token { return s.tokens }
+
+// Authenticate returns the entry of token, or false. It hashes token and
+// compares the hash with every entry's in constant time (crypto/subtle),
+// without stopping at a match, so the time taken does not depend on which
+// entry matched or how much of a hash did.
+func (s *Set) Authenticate(token string) (*Token, bool) {
+	h := sha256.Sum256([]byte(token))
+	found := -1
+	for i := range s.tokens {
+		eq := subtle.ConstantTimeCompare(h[:], s.tokens[i].Hash[:])
+		found = subtle.ConstantTimeSelect(eq, i, found)
+	}
+	if found < 0 {
+		return nil, false
+	}
+	return &s.tokens[found], true
+}
+
+// Match reports whether name matches pattern: an exact name, or a prefix
+// ending in "*".
+func Match(pattern, name string) bool {
+	if prefix, ok := strings.CutSuffix(pattern, "*"); ok {
+		return strings.HasPrefix(name, prefix)
+	}
+	return pattern == name
+}
+
+func matchAny(patterns []string, name string) bool {
+	for _, p := range patterns {
+		if Match(p, name) {
+			return true
+		}
+	}
+	return false
+}
+
+// Allows returns nil if t may make call m (its resource, and for every
+// call but an inspection its holder id, within t's scopes), or the 403
+// refusal that says which is not.
+func (t *Token) Allows(m *wire.Message) *wire.Error {
+	if !matchAny(t.Resources, m.Request.Resource) {
+		return wire.NewError(wire.CodeForbidden, "the token "+strconv.Quote(t.Name)+" may not name the resource "+quoteShort(m.Request.Resource))
+	}
+	if m.Op != wire.OpInspect && !matchAny(t.Holders, m.Request.HolderID) {
+		return wire.NewError(wire.CodeForbidden, "the token "+strconv.Quote(t.Name)+" may not act for the holder "+quoteShort(m.Request.HolderID))
+	}
+	return nil
+}
