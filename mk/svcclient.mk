@@ -1,10 +1,14 @@
 # LeaseServiceClient (wasm/js/service-client.mjs, docs/js.md "The service
 # client"): tsc compiles the `await using` example in test/svcclient, then
 # node --test runs the client against the native coordinator and the Worker
-# under wrangler dev (started once, offline), and in Chromium.
+# under wrangler dev (started once, offline), and in Chromium: with tokens
+# and TLS from a private CA that pkigen makes at run time
+# (test/svcclient/tls.test.mjs), and from a page on another origin
+# (-cors-origin, test/svcclient/cors.test.mjs).
 TESTS += test-svcclient
 
 .PHONY: test-svcclient
 test-svcclient: build-wasm coordinator worker
+	$(GO) build -o out/bin/pkigen ./internal/testpki/pkigen
 	tsc -p test/svcclient/tsconfig.json
-	COORDINATOR=$(CURDIR)/out/bin/coordinator node --test test/svcclient/
+	COORDINATOR=$(CURDIR)/out/bin/coordinator PKIGEN=$(CURDIR)/out/bin/pkigen node --test test/svcclient/

@@ -1,0 +1,156 @@
+// LeaseServiceClient against the native coordinator with tokens (-auth) and
+// TLS from a private CA made at run time (out/bin/pkigen, crypto/x509): the
+// CA given to Node's fetch with NODE_EXTRA_CA_CERTS (in a child Node
+// process, which reads it at start), and a fetch of one's own over
+// node:https with the CA and a client certificate, against a server that
+// requires one (-tls-client-ca). Without the CA, or without the token, the
+// calls are refused; the token is never printed.
+//
+// Run by `make test-svcclient`, which builds the coordinator and pkigen.
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn, execFileSync } from 'node:child_process';
+import { createHash, randomBytes } from 'node:crypto';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import https from 'node:https';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import util from 'node:util';
+import { InvalidArgumentError } from 'lease-fence';
+import { LeaseServiceClient, LeaseServiceError } from 'lease-fence/service-client';
+
+const root = fileURLToPath(new URL('../..', import.meta.url));
+const bin = process.env.COORDINATOR || path.join(root, 'out/bin/coordinator');
+const pkigen = process.env.PKIGEN || path.join(root, 'out/bin/pkigen');
+
+const dir = mkdtempSync(path.join(tmpdir(), 'lease-fence-tls-'));
+const token = randomBytes(32).toString('base64url');
+let pki;
+const children = [];
+
+function start(args) {
+  const child = spawn(bin, ['-addr', '127.0.0.1:0', '-memory', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  children.push(child);
+  const logs = [];
+  child.stderr.setEncoding('utf8');
+  child.stderr.on('data', (d) => logs.push(d));
+  return new Promise((resolve, reject) => {
+    let out = '';
+    child.stdout.setEncoding('utf8');
+    child.stdout.on('data', (d) => {
+      out += d;
+      const m = /listening on (https:\/\/127\.0\.0\.1:\d+)/.exec(out);
+      if (m) resolve({ url: m[1], logs });
+    });
+    child.on('exit', (code) => reject(new Error(`coordinator exited (${code}): ${logs.join('')}`)));
+  });
+}
+
+let plain, mutual; // {url, logs}
+
+before(async () => {
+  assert.ok(existsSync(bin), `${bin} is not built: run make coordinator`);
+  assert.ok(existsSync(pkigen), `${pkigen} is not built: run make test-svcclient`);
+  pki = JSON.parse(execFileSync(pkigen, [dir], { encoding: 'utf8' }));
+  const tokens = path.join(dir, 'tokens.json');
+  writeFileSync(tokens, JSON.stringify([{ name: 'js', tokenSha256: createHash('sha256').update(token).digest('hex'), resources: ['js/*'] }]));
+  plain = await start(['-auth', tokens, '-tls-cert', pki.server, '-tls-key', pki.serverKey]);
+  mutual = await start(['-tls-cert', pki.server, '-tls-key', pki.serverKey, '-tls-client-ca', pki.ca]);
+});
+
+after(async () => {
+  for (const c of children) {
+    if (c.exitCode === null) {
+      const gone = new Promise((resolve) => c.once('exit', resolve));
+      c.kill('SIGTERM');
+      await gone;
+    }
+  }
+  rmSync(dir, { recursive: true, force: true });
+});
+
+// nodeFetch is a fetch over node:https with TLS options of one's own (a CA,
+// a client certificate): what to pass as LeaseServiceClient's fetch where
+// the host's fetch cannot take them. It sends the string body the client
+// gives and honours the signal.
+function nodeFetch(tls) {
+  return (url, init) =>
+    new Promise((resolve, reject) => {
+      const req = https.request(url, { method: init.method, headers: init.headers, signal: init.signal, ...tls }, (res) => {
+        const chunks = [];
+        res.on('data', (c) => chunks.push(c));
+        res.on('end', () => resolve(new Response(Buffer.concat(chunks), { status: res.statusCode, headers: res.headers })));
+        res.on('error', reject);
+      });
+      req.on('error', reject);
+      req.end(init.body);
+    });
+}
+
+async function cycle(client, resource) {
+  const l = await client.acquire(resource);
+  const r = await client.renew(l);
+  await client.release(r);
+  return { fence: l.token.fence, renewed: r.token.fence };
+}
+
+test('NODE_EXTRA_CA_CERTS: Node fetch trusts the private CA; the token is sent', async () => {
+  const script = `
+    import { LeaseServiceClient } from 'lease-fence/service-client';
+    const c = new LeaseServiceClient({ baseURL: process.env.URL, holderId: 'js-1', token: process.env.TOKEN, attempts: 1 });
+    const l = await c.acquire('js/r');
+    const r = await c.renew(l);
+    await c.release(r);
+    console.log(JSON.stringify({ fence: l.token.fence, renewed: r.token.fence, printed: String(c) + util.inspect(c) }));
+  `;
+  const out = execFileSync(process.execPath, ['--input-type=module', '-e', `import util from 'node:util';${script}`], {
+    cwd: root,
+    encoding: 'utf8',
+    env: { ...process.env, NODE_EXTRA_CA_CERTS: pki.ca, URL: plain.url, TOKEN: token },
+  });
+  const got = JSON.parse(out);
+  assert.equal(got.renewed, got.fence);
+  assert.ok(!got.printed.includes(token), 'the client prints its token');
+});
+
+test('without the CA, the handshake fails; without the token, 401', async () => {
+  // This process was not started with NODE_EXTRA_CA_CERTS.
+  const noCA = new LeaseServiceClient({ baseURL: plain.url, holderId: 'js-1', token, attempts: 1 });
+  await assert.rejects(noCA.acquire('js/r'), (e) => e instanceof LeaseServiceError && e.code === 'no_answer' && e.status === 0);
+  const noToken = new LeaseServiceClient({ baseURL: plain.url, holderId: 'js-1', fetch: nodeFetch({ ca: readFileSync(pki.ca) }) });
+  await assert.rejects(noToken.acquire('js/r'), (e) => e instanceof LeaseServiceError && e.code === 'unauthorized' && e.status === 401 && e.attempts === 1);
+  const wrongScope = new LeaseServiceClient({ baseURL: plain.url, holderId: 'js-1', token, fetch: nodeFetch({ ca: readFileSync(pki.ca) }) });
+  await assert.rejects(wrongScope.acquire('other/r'), (e) => e.code === 'forbidden' && e.status === 403 && !e.message.includes(token));
+  const ok = new LeaseServiceClient({ baseURL: plain.url, holderId: 'js-1', token, fetch: nodeFetch({ ca: readFileSync(pki.ca) }) });
+  const { fence, renewed } = await cycle(ok, 'js/r');
+  assert.equal(renewed, fence);
+  assert.ok(!util.inspect(ok).includes(token) && !String(ok).includes(token));
+});
+
+test('mutual TLS: a fetch with the client certificate is served, one without is refused', async () => {
+  const ca = readFileSync(pki.ca);
+  const withCert = new LeaseServiceClient({
+    baseURL: mutual.url,
+    holderId: 'm-1',
+    fetch: nodeFetch({ ca, cert: readFileSync(pki.client), key: readFileSync(pki.clientKey) }),
+  });
+  const { fence, renewed } = await cycle(withCert, 'm/r');
+  assert.equal(renewed, fence);
+  const without = new LeaseServiceClient({ baseURL: mutual.url, holderId: 'm-1', fetch: nodeFetch({ ca }), attempts: 1 });
+  await assert.rejects(without.acquire('m/r'), (e) => e instanceof LeaseServiceError && e.code === 'no_answer');
+});
+
+test('the token option is checked', () => {
+  for (const bad of ['', 'with space', 'line\nbreak', 42, 'ünï']) {
+    assert.throws(() => new LeaseServiceClient({ baseURL: plain.url, holderId: 'x', token: bad }), InvalidArgumentError);
+  }
+});
+
+test('the coordinator logged no token', () => {
+  assert.ok(plain.logs.join('').includes('token=js'), 'the calls are logged with the token name');
+  const hash = createHash('sha256').update(token).digest('hex');
+  for (const l of [plain.logs.join(''), mutual.logs.join('')]) {
+    assert.ok(!l.includes(token) && !l.toLowerCase().includes(hash.slice(0, 16)));
+  }
+});
