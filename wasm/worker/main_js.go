@@ -35,11 +35,22 @@ import (
 
 	"github.com/lease-fence/lease-fence/core/clock"
 	"github.com/lease-fence/lease-fence/service"
+	"github.com/lease-fence/lease-fence/service/auth"
 	"github.com/lease-fence/lease-fence/service/wire"
 )
 
 // namespaceBinding is the Durable Object binding in wrangler.toml.
 const namespaceBinding = "LEASES"
+
+// tokensSecret names the secret that holds the tokens file, the same JSON
+// as the native server's -auth (package service/auth): `wrangler secret
+// put LEASE_TOKENS < tokens.json`. Unset, the Worker takes calls without
+// tokens. originsVar lists the origins whose pages may call the Worker
+// (comma-separated, as -cors-origin).
+const (
+	tokensSecret = "LEASE_TOKENS"
+	originsVar   = "LEASE_CORS_ORIGINS"
+)
 
 // defaultTTL applies when the LEASE_TTL_MS variable is unset.
 const defaultTTL = 30 * time.Second
@@ -52,7 +63,13 @@ func main() {
 		// must not serve with other limits than it was given.
 		limits.err = err
 	}
-	front := wire.NewHandler(&router{limits: limits}, wire.HandlerOptions{MaxWait: limits.maxWait})
+	front, err := frontHandler(&router{limits: limits}, limits)
+	if err != nil {
+		// As for the limits: refuse every call with the reason (which
+		// never holds a token or its hash).
+		limits.err = err
+		front = wire.NewHandler(&router{limits: limits}, wire.HandlerOptions{MaxWait: limits.maxWait})
+	}
 	// Not workers.ServeNonBlock: its handleRequest converts the request and
 	// response bodies through ReadableStreams, which measured 30% slower
 	// here than frontFetch, which takes and returns strings.
@@ -69,6 +86,45 @@ func main() {
 	binding.Set("tick", js.FuncOf(func(js.Value, []js.Value) any { return nil }))
 	workers.Ready()
 	select {} // one instance serves every later request of this isolate
+}
+
+// frontHandler is the Worker's own handler: the calls checked and routed
+// to their objects, behind the tokens of LEASE_TOKENS (scopes only: each
+// resource is its own object, so there is no total for a token's
+// maxLeases or maxWaiters to protect, and they are not counted) and the
+// origins of LEASE_CORS_ORIGINS, if set.
+func frontHandler(r *router, l limits) (http.Handler, error) {
+	opts := wire.HandlerOptions{MaxWait: l.maxWait}
+	var guard *auth.Guard
+	if file := cloudflare.Getenv(tokensSecret); file != "" {
+		set, err := auth.Parse([]byte(file))
+		if err != nil {
+			return nil, errors.New("the " + tokensSecret + " secret: " + err.Error())
+		}
+		guard = auth.NewGuard(set, auth.Options{})
+		opts.Authorize = func(req *http.Request, m *wire.Message) *wire.Error {
+			e := guard.Authorize(req, m)
+			m.Caller = wire.Caller{Name: m.Caller.Name} // the limits are not the objects' to keep
+			return e
+		}
+	}
+	h := wire.NewHandler(r, opts)
+	if guard != nil {
+		h = guard.Middleware(h)
+	}
+	if v := cloudflare.Getenv(originsVar); v != "" {
+		var origins []string
+		for _, o := range strings.Split(v, ",") {
+			if o = strings.TrimSpace(o); o != "" {
+				origins = append(origins, o)
+			}
+		}
+		if err := wire.CheckOrigins(origins); err != nil {
+			return nil, errors.New(originsVar + ": " + err.Error())
+		}
+		h = wire.CORS(origins, h)
+	}
+	return h, nil
 }
 
 // limits are the Worker's settings from its environment: LEASE_TTL_MS,
@@ -220,11 +276,11 @@ func (t *objectTable) close(_ js.Value, args []js.Value) any {
 }
 
 // fetch(handle, method, url, contentType, contentLength, body) answers one
-// request to an object with a promise of {status, body, allow}.
+// request to an object with a promise of {status, body, headers}.
 func (t *objectTable) fetch(_ js.Value, args []js.Value) (result any) {
 	defer recoverTo(&result)
-	if len(args) != 6 || args[0].Type() != js.TypeNumber {
-		return rejected(errors.New("objectFetch(handle, method, url, contentType, contentLength, body)"))
+	if (len(args) != 6 && len(args) != 7) || args[0].Type() != js.TypeNumber {
+		return rejected(errors.New("objectFetch(handle, method, url, contentType, contentLength, body[, headers])"))
 	}
 	t.mu.Lock()
 	o := t.byHandle[args[0].Int()]
@@ -246,12 +302,22 @@ func (o *object) sweep() {
 }
 
 // serveString runs h on a request given as (method, url, contentType,
-// contentLength, body) strings and numbers, and returns a promise of
-// {status, body, allow}. contentLength is -1 when unknown; the body may be
-// empty when the declared length is already over the limit.
+// contentLength, body[, headers]) strings, a number and an object of the
+// other headers the handler reads (authorization, origin, the preflight's),
+// and returns a promise of {status, body, headers}. contentLength is -1
+// when unknown; the body may be empty when the declared length is already
+// over the limit.
 func serveString(h http.Handler, args []js.Value, before func()) js.Value {
-	if len(args) != 5 || args[3].Type() != js.TypeNumber {
-		return rejected(errors.New("serve(method, url, contentType, contentLength, body)"))
+	if (len(args) != 5 && len(args) != 6) || args[3].Type() != js.TypeNumber {
+		return rejected(errors.New("serve(method, url, contentType, contentLength, body[, headers])"))
+	}
+	extra := http.Header{}
+	if len(args) == 6 && args[5].Type() == js.TypeObject {
+		for _, name := range forwardedHeaders {
+			if v := args[5].Get(name); v.Type() == js.TypeString {
+				extra.Set(name, v.String())
+			}
+		}
 	}
 	method, url, ctype, clen, body := args[0].String(), args[1].String(), args[2].String(), args[3].Int(), args[4].String()
 	return promise(func() (js.Value, error) {
@@ -266,17 +332,28 @@ func serveString(h http.Handler, args []js.Value, before func()) js.Value {
 		if ctype != "" {
 			req.Header.Set("Content-Type", ctype)
 		}
+		for k, v := range extra {
+			req.Header[k] = v
+		}
 		w := &recorder{header: http.Header{}, status: http.StatusOK}
 		h.ServeHTTP(w, req)
 		out := js.Global().Get("Object").New()
 		out.Set("status", w.status)
 		out.Set("body", w.body.String())
-		if allow := w.header.Get("Allow"); allow != "" {
-			out.Set("allow", allow)
+		headers := js.Global().Get("Object").New()
+		for k, vs := range w.header {
+			if k != "Content-Length" { // the runtime sets it from the body
+				headers.Set(strings.ToLower(k), strings.Join(vs, ", "))
+			}
 		}
+		out.Set("headers", headers)
 		return out, nil
 	})
 }
+
+// forwardedHeaders are the request headers worker.mjs hands to Go besides
+// the content type and length: the token, and what CORS reads.
+var forwardedHeaders = []string{"authorization", "origin", "access-control-request-method", "access-control-request-headers"}
 
 // recorder is the ResponseWriter the object's handler writes to.
 type recorder struct {

@@ -65,11 +65,18 @@ async function call(serve, request) {
   const declared = request.headers.get("content-length");
   const length = declared !== null && Number.isSafeInteger(Number(declared)) ? Number(declared) : -1;
   const body = length > MAX_BODY ? "" : await request.text();
-  const out = await serve(request.method, request.url, request.headers.get("content-type") ?? "", length, body);
-  const headers = { "content-type": "application/json", "cache-control": "no-store" };
-  if (out.allow) headers.allow = out.allow;
-  return new Response(out.body, { status: out.status, headers });
+  // The other headers Go reads: the token, and those of CORS.
+  const extra = {};
+  for (const name of FORWARDED) {
+    const v = request.headers.get(name);
+    if (v !== null) extra[name] = v;
+  }
+  const out = await serve(request.method, request.url, request.headers.get("content-type") ?? "", length, body, extra);
+  // A preflight's answer (204) has no body.
+  return new Response(out.status === 204 ? null : out.body, { status: out.status, headers: out.headers });
 }
+
+const FORWARDED = ["authorization", "origin", "access-control-request-method", "access-control-request-headers"];
 
 export default {
   async fetch(request, env) {

@@ -1,0 +1,253 @@
+//go:build e2e
+
+package workere2e
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/lease-fence/lease-fence/core/clock"
+	"github.com/lease-fence/lease-fence/core/lease"
+	"github.com/lease-fence/lease-fence/service/wire"
+)
+
+// The Worker with tokens: a third `wrangler dev`, whose LEASE_TOKENS secret
+// (from an --env-file, as `.dev.vars` or `wrangler secret put` would give
+// it) is a tokens file like the native server's -auth, and whose
+// LEASE_CORS_ORIGINS lists one origin.
+
+type workerToken struct{ name, token string }
+
+func (w workerToken) hash() string {
+	h := sha256.Sum256([]byte(w.token))
+	return hex.EncodeToString(h[:])
+}
+
+var (
+	wApp     = workerToken{"app", "tok-worker-app-0f1e2d3c4b5a69788796"}
+	wUnknown = workerToken{"nobody", "tok-worker-unknown-ab12cd34ef56"}
+)
+
+// startAuthRuntime starts the runtime with the tokens and returns its URL
+// and its log; it is stopped when the test ends.
+func startAuthRuntime(t *testing.T) (string, *lockedBuffer) {
+	t.Helper()
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	file, _ := json.Marshal([]map[string]any{
+		{"name": wApp.name, "tokenSha256": wApp.hash(), "resources": []string{"app/*"}},
+	})
+	env := filepath.Join(dir, "auth.env")
+	if err := os.WriteFile(env, []byte("LEASE_TOKENS='"+string(file)+"'\nLEASE_CORS_ORIGINS=https://app.example\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	log := &lockedBuffer{}
+	cmd := exec.Command(filepath.Join(root, "node_modules/.bin/wrangler"), "dev",
+		"--ip", "127.0.0.1", "--port", "0", "--persist-to", filepath.Join(dir, "state"), "--log-level", "info",
+		"--show-interactive-dev-session=false", "--env-file", env)
+	cmd.Dir = filepath.Join(root, "wasm/worker")
+	cmd.Env = append(os.Environ(), "WRANGLER_SEND_METRICS=false", "CLOUDFLARE_CF_FETCH_ENABLED=false", "CI=1", "NO_COLOR=1")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGINT)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(15 * time.Second):
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-done
+		}
+	})
+	found := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		sent := false
+		for sc.Scan() {
+			log.Write([]byte(sc.Text() + "\n"))
+			if m := readyLine.FindStringSubmatch(sc.Text()); m != nil && !sent {
+				found <- m[1]
+				sent = true
+			}
+		}
+		close(found)
+	}()
+	select {
+	case a, ok := <-found:
+		if !ok {
+			t.Fatalf("wrangler dev with tokens exited before it was ready:\n%s", log.String())
+		}
+		return "http://" + a, log
+	case <-time.After(90 * time.Second):
+		t.Fatalf("wrangler dev with tokens was not ready after 90s:\n%s", log.String())
+	}
+	return "", nil
+}
+
+func authPost(t *testing.T, url, method, path, tok string, headers map[string]string, body []byte) (int, http.Header, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, url+path, strings.NewReader(string(body)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header, data
+}
+
+func authMsg(op wire.Op, id, resource, holder string, fence uint64) []byte {
+	var m wire.Message
+	switch op {
+	case wire.OpInspect:
+		m = wire.Message{Op: op, Request: lease.Request{Resource: resource}}
+	default:
+		q := lease.Request{RequestID: id, Resource: resource, HolderID: holder, Fence: fence}
+		if op != wire.OpRelease {
+			q.Kind, q.SentAt = lease.Kind(op), clock.At("agent", 1)
+		}
+		m = wire.Message{Op: op, Request: q, Secret: "secret-of-" + holder + "-0123456789"}
+	}
+	b, _ := wire.EncodeMessage(m)
+	return b
+}
+
+// TestWorkerTokens: every endpoint with no token, an unknown one, one out
+// of scope and a valid one; a refusal changes nothing (an inspection with
+// the valid token sees the same); wire.Client with the token; CORS for the
+// listed origin only; no token in the runtime's log.
+func TestWorkerTokens(t *testing.T) {
+	url, log := startAuthRuntime(t)
+	code := func(data []byte) string {
+		if e := wire.ParseError(400, data); e != nil {
+			return e.Code
+		}
+		return ""
+	}
+	inspect := func(resource string) string {
+		st, _, data := authPost(t, url, "POST", "/v1/inspect", wApp.token, nil, authMsg(wire.OpInspect, "", resource, "", 0))
+		var r map[string]any
+		_ = json.Unmarshal(data, &r)
+		delete(r, "remainingMillis")
+		b, _ := json.Marshal(r)
+		return string(rune('0'+st/100)) + string(b)
+	}
+	if st, _, data := authPost(t, url, "POST", "/v1/acquire", wApp.token, nil, authMsg(wire.OpAcquire, "a1", "app/r", "app-1", 0)); st != 200 {
+		t.Fatalf("acquire with the token: %d %s", st, data)
+	}
+	for _, c := range []struct {
+		op         wire.Op
+		valid      []byte
+		outOfScope [][]byte
+	}{
+		{wire.OpAcquire, authMsg(wire.OpAcquire, "a2", "app/s", "app-2", 0),
+			[][]byte{authMsg(wire.OpAcquire, "a3", "other/r", "app-1", 0), authMsg(wire.OpAcquire, "a4", "app/t", "intruder", 0)}},
+		{wire.OpRenew, authMsg(wire.OpRenew, "n1", "app/r", "app-1", 1),
+			[][]byte{authMsg(wire.OpRenew, "n2", "app/r", "intruder", 1)}},
+		{wire.OpInspect, authMsg(wire.OpInspect, "", "app/r", "", 0), [][]byte{authMsg(wire.OpInspect, "", "other/r", "", 0)}},
+		{wire.OpRelease, authMsg(wire.OpRelease, "x1", "app/r", "app-1", 1),
+			[][]byte{authMsg(wire.OpRelease, "x2", "app/r", "intruder", 1)}},
+	} {
+		before := inspect("app/r") + inspect("app/s")
+		for _, r := range []struct {
+			tok, code string
+			status    int
+			body      []byte
+		}{{"", wire.CodeUnauthorized, 401, c.valid}, {wUnknown.token, wire.CodeUnauthorized, 401, c.valid}} {
+			st, hd, data := authPost(t, url, "POST", c.op.Path(), r.tok, nil, r.body)
+			if st != r.status || code(data) != r.code || hd.Get("WWW-Authenticate") == "" {
+				t.Errorf("%s with %q: %d %s %v", c.op, r.tok, st, data, hd)
+			}
+		}
+		for _, body := range c.outOfScope {
+			if st, _, data := authPost(t, url, "POST", c.op.Path(), wApp.token, nil, body); st != 403 || code(data) != wire.CodeForbidden {
+				t.Errorf("%s out of scope %s: %d %s", c.op, body, st, data)
+			}
+		}
+		if after := inspect("app/r") + inspect("app/s"); after != before {
+			t.Errorf("%s: the refusals changed the state: %s, then %s", c.op, before, after)
+		}
+		if st, _, data := authPost(t, url, "POST", c.op.Path(), wApp.token, nil, c.valid); st != 200 {
+			t.Errorf("%s with the token: %d %s", c.op, st, data)
+		}
+	}
+	// wire.Client with the token.
+	clk, _ := clock.NewMonotonic("app-9")
+	lc, _ := lease.NewClient(lease.ClientConfig{Clock: clk, HolderID: "app-9"})
+	wc, err := wire.NewClient(wire.ClientConfig{BaseURL: url, Lease: lc, Token: wApp.token, AttemptTimeout: 20 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := wc.Acquire(context.Background(), "app/client")
+	if err == nil {
+		l, err = wc.Renew(context.Background(), l)
+	}
+	if err == nil {
+		err = wc.Release(context.Background(), l)
+	}
+	if err != nil {
+		t.Fatalf("wire.Client with the token: %v", err)
+	}
+	if _, err := wc.Acquire(context.Background(), "other/client"); !isCodeErr(err, wire.CodeForbidden) {
+		t.Fatalf("wire.Client out of scope: %v", err)
+	}
+	// CORS: a preflight from the listed origin, and from another one.
+	pre := map[string]string{"Origin": "https://app.example", "Access-Control-Request-Method": "POST",
+		"Access-Control-Request-Headers": "authorization, content-type"}
+	st, hd, _ := authPost(t, url, "OPTIONS", "/v1/acquire", "", pre, nil)
+	if st != 204 || hd.Get("Access-Control-Allow-Origin") != "https://app.example" || !strings.Contains(hd.Get("Access-Control-Allow-Headers"), "Authorization") {
+		t.Errorf("preflight: %d %v", st, hd)
+	}
+	pre["Origin"] = "https://evil.example"
+	if st, hd, _ := authPost(t, url, "OPTIONS", "/v1/acquire", "", pre, nil); st == 204 || hd.Get("Access-Control-Allow-Origin") != "" {
+		t.Errorf("preflight of another origin: %d %v", st, hd)
+	}
+	if _, hd, _ := authPost(t, url, "POST", "/v1/inspect", wApp.token, map[string]string{"Origin": "https://app.example"},
+		authMsg(wire.OpInspect, "", "app/r", "", 0)); hd.Get("Access-Control-Allow-Origin") != "https://app.example" {
+		t.Errorf("a call from the listed origin: %v", hd)
+	}
+	for _, w := range []workerToken{wApp, wUnknown} {
+		if strings.Contains(log.String(), w.token) || strings.Contains(strings.ToLower(log.String()), w.hash()[:16]) {
+			t.Errorf("the runtime's log holds %s's token or its hash", w.name)
+		}
+	}
+}
+
+func isCodeErr(err error, code string) bool {
+	var we *wire.Error
+	return errors.As(err, &we) && we.Code == code
+}
