@@ -85,8 +85,9 @@ func TestDrainUnderLoad(t *testing.T) {
 	logs := &lockedWriter{}
 	srv := startChildLogged(t, logs, "-init", "-state", state, "-ttl", "1h", "-metrics-addr", "127.0.0.1:0", "-drain-timeout", "20s")
 	addr := strings.TrimPrefix(srv.url, "http://")
-	_, rest, _ := strings.Cut(logs.String(), "metrics on ")
-	opsURL := strings.TrimSuffix(strings.Trim(strings.Fields(rest)[0], `"`), "/metrics")
+	// The child's stderr is copied by a goroutine of exec.Cmd: the line
+	// may come after the listening line on stdout.
+	opsURL := strings.TrimSuffix(strings.Trim(strings.Fields(waitLog(t, logs, "metrics on "))[0], `"`), "/metrics")
 	hc := &http.Client{}
 	// Four waiting calls on a held resource.
 	if st, r := post(t, hc, srv.url, killMsg(wire.OpAcquire, "h", "held", "keeper", 0)); st != 200 || !r.OK {
@@ -256,17 +257,29 @@ func TestDrainUnderLoad(t *testing.T) {
 		}(), held, released, errs)
 }
 
-// stall opens a call that never finishes sending its body.
+// stall opens a call that never finishes sending its body. It returns once
+// the server's handler reads the body (the handler's first read sends 100
+// Continue), so a SIGTERM after it finds the call in flight, never still
+// in the listener's backlog.
 func stall(t *testing.T, addr string) net.Conn {
 	t.Helper()
 	conn, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := conn.Write([]byte("POST /v1/inspect HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"res")); err != nil {
+	t.Cleanup(func() { conn.Close() })
+	if _, err := conn.Write([]byte("POST /v1/inspect HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\nExpect: 100-continue\r\n\r\n")); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { conn.Close() })
+	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	line, err := bufio.NewReader(conn).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "HTTP/1.1 100 ") {
+		t.Fatalf("no 100 Continue from the server: %q %v", line, err)
+	}
+	conn.SetReadDeadline(time.Time{})
+	if _, err := conn.Write([]byte(`{"res`)); err != nil {
+		t.Fatal(err)
+	}
 	return conn
 }
 
@@ -300,6 +313,20 @@ func TestSecondSIGTERM(t *testing.T) {
 	waitExit(t, srv, 1, 60*time.Second)
 	if !strings.Contains(logs.String(), "a second terminated while draining: exiting at once") {
 		t.Fatalf("the log does not say why:\n%s", logs.String())
+	}
+}
+
+// waitLog waits (at most 10 s) until logs holds want, and returns what
+// follows it.
+func waitLog(t *testing.T, logs *lockedWriter, want string) string {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		if _, rest, ok := strings.Cut(logs.String(), want); ok && strings.Contains(rest, "\n") {
+			return rest
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the log never said %q:\n%s", want, logs.String())
+		}
 	}
 }
 
