@@ -191,9 +191,9 @@ const validArgs = {
   LeaseServiceClient: {
     args: () => [{
       baseURL: 'http://127.0.0.1:1', holderId: 'h', clock: lf.createManualClock('h'), clockSkewMillis: 1,
-      fetch: async () => new Response('{}'), attempts: 2, attemptTimeoutMillis: 100, timeoutMillis: 1000, backoff: () => 1,
+      fetch: async () => new Response('{}'), attempts: 2, attemptTimeoutMillis: 100, timeoutMillis: 1000, backoff: () => 1, token: 't0ken',
     }],
-    unused: ['leaseClient'],
-    dependent: ['holderId'],
+    unused: ['leaseClient', 'baseURLs'],
+    dependent: ['holderId', 'baseURL'],
   },
 };
