@@ -4,13 +4,13 @@
 # workerd runtime, and the benchmarks against Redis and etcd.
 TESTS += test-service test-worker-e2e
 BUILD += coordinator worker
-BENCH += bench-service bench-stores bench-memory
+BENCH += bench-service bench-stores bench-memory bench-hold
 
 WORKER_DIR := wasm/worker
 # wrangler offline: no metrics, no request.cf lookup.
 WRANGLER_OFFLINE := WRANGLER_SEND_METRICS=false CLOUDFLARE_CF_FETCH_ENABLED=false
 
-.PHONY: coordinator worker worker-dev test-service test-worker-e2e bench-service bench-stores bench-memory
+.PHONY: coordinator worker worker-dev test-service test-worker-e2e bench-service bench-stores bench-memory bench-hold
 
 coordinator:
 	$(GO) build -o out/bin/coordinator ./cmd/coordinator
@@ -60,3 +60,10 @@ bench-stores:
 # renewals and 1,000,000 acquire/release cycles (a few minutes).
 bench-memory: coordinator
 	$(GO) run ./scripts/bench-memory
+
+# Holding: handover latency (release to the next waiter holding the lease)
+# of the durable coordinator against etcd's concurrency.Mutex, side by side
+# in rounds, and of the Worker; expiry to the waiter holding; the CPU time of
+# a held lease (TTL 10 s), client and server (scripts/bench-hold.sh).
+bench-hold: coordinator worker
+	GO=$(GO) ./scripts/bench-hold.sh

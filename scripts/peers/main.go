@@ -16,6 +16,10 @@
 //	             the lock key) then Unlock. etcd fsyncs its log on every write.
 //	store-*      storage engines, one synced write per cycle (stores.go;
 //	             scripts/bench-stores.sh).
+//	etcd-handover  the time from Unlock to the next waiter's Lock returning,
+//	             two concurrency.Mutex holders passing one lock back and
+//	             forth -n times, each waiter's key in place before the
+//	             Unlock (scripts/bench-hold.sh; handover.go).
 //
 // It lives in its own Go module so the library's go.mod stays small.
 package main
@@ -49,7 +53,16 @@ func main() {
 	duration := flag.Duration("duration", 5*time.Second, "stop a run after this long")
 	concs := flag.String("conc", "1,8", "comma-separated client counts")
 	redisServer := flag.String("redis-server", "redis-server", "the redis-server binary")
+	handovers := flag.Int("n", 1000, "with etcd-handover: handovers")
+	settle := flag.Duration("settle", 150*time.Millisecond, "with etcd-handover: how long each waiter waits before the release")
+	samplesTo := flag.String("samples", "", "with etcd-handover: append every latency (milliseconds, one a line) to this file")
 	flag.Parse()
+	if *targets == "etcd-handover" {
+		if err := etcdHandover(*handovers, *settle, *samplesTo); err != nil {
+			fail(err)
+		}
+		return
+	}
 	var cs []int
 	for _, s := range strings.Split(*concs, ",") {
 		n, err := strconv.Atoi(s)
@@ -337,6 +350,42 @@ func (c *redisConn) read() (any, error) {
 
 // startEtcd runs an embedded single-member etcd on free loopback ports.
 func startEtcd() (func(int) (func(context.Context, string) error, func(), error), func(), error) {
+	cu, stop, err := startEtcdServer()
+	if err != nil {
+		return nil, nil, err
+	}
+	mk := func(int) (func(context.Context, string) error, func(), error) {
+		// No client log: a run that ends at -duration cancels Locks in
+		// flight, which the client would log as failed retries.
+		cli, err := clientv3.New(clientv3.Config{Endpoints: []string{cu.String()}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+		if err != nil {
+			return nil, nil, err
+		}
+		sess, err := concurrency.NewSession(cli, concurrency.WithTTL(30))
+		if err != nil {
+			cli.Close()
+			return nil, nil, err
+		}
+		return func(ctx context.Context, key string) error {
+				m := concurrency.NewMutex(sess, "/lock/"+key)
+				if err := m.Lock(ctx); err != nil {
+					return err
+				}
+				if m.Header().Revision < 1 {
+					return errors.New("no revision for the fence")
+				}
+				return m.Unlock(ctx)
+			}, func() {
+				sess.Close()
+				cli.Close()
+			}, nil
+	}
+	return mk, stop, nil
+}
+
+// startEtcdServer starts an embedded etcd on free loopback ports, its data
+// in a temporary directory, and returns its client URL.
+func startEtcdServer() (*url.URL, func(), error) {
 	dir, err := os.MkdirTemp("", "peers-etcd-")
 	if err != nil {
 		return nil, nil, err
@@ -371,31 +420,5 @@ func startEtcd() (func(int) (func(context.Context, string) error, func(), error)
 		e.Close()
 		os.RemoveAll(dir)
 	}
-	mk := func(int) (func(context.Context, string) error, func(), error) {
-		// No client log: a run that ends at -duration cancels Locks in
-		// flight, which the client would log as failed retries.
-		cli, err := clientv3.New(clientv3.Config{Endpoints: []string{cu.String()}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-		if err != nil {
-			return nil, nil, err
-		}
-		sess, err := concurrency.NewSession(cli, concurrency.WithTTL(30))
-		if err != nil {
-			cli.Close()
-			return nil, nil, err
-		}
-		return func(ctx context.Context, key string) error {
-				m := concurrency.NewMutex(sess, "/lock/"+key)
-				if err := m.Lock(ctx); err != nil {
-					return err
-				}
-				if m.Header().Revision < 1 {
-					return errors.New("no revision for the fence")
-				}
-				return m.Unlock(ctx)
-			}, func() {
-				sess.Close()
-				cli.Close()
-			}, nil
-	}
-	return mk, stop, nil
+	return cu, stop, nil
 }

@@ -85,6 +85,33 @@ func (c *Client) Hold(ctx context.Context, resource string, opts HoldOptions) (*
 	if opts.Wait < 0 || opts.RenewEvery < 0 {
 		return nil, errors.New("wire: HoldOptions.Wait and RenewEvery must not be negative")
 	}
+	start, err := c.lc.Now()
+	if err != nil {
+		return nil, err
+	}
+	for {
+		h, err := c.hold(ctx, resource, opts)
+		if !errors.Is(err, ErrExpired) || opts.Wait == 0 {
+			return h, err
+		}
+		// The grant expired before its first renewal (a wait longer than
+		// the TTL, and a slow answer): wait again, for what is left.
+		if opts.Wait != WaitForever {
+			now, err := c.lc.Now()
+			if err != nil {
+				return nil, err
+			}
+			waited, _ := now.Duration(start)
+			if opts.Wait -= waited; opts.Wait <= 0 {
+				return nil, ErrExpired
+			}
+			start = now
+		}
+	}
+}
+
+// hold is one attempt of Hold.
+func (c *Client) hold(ctx context.Context, resource string, opts HoldOptions) (*Held, error) {
 	l, err := c.acquireWaiting(ctx, resource, opts.Wait)
 	if err != nil {
 		return nil, err

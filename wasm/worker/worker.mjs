@@ -97,6 +97,8 @@ export class LeaseObject {
     this.env = env;
     this.gen = 0;
     this.handle = 0;
+    this.open = 0; // calls in progress
+    this.tick = undefined;
   }
 
   async fetch(request) {
@@ -108,16 +110,19 @@ export class LeaseObject {
       released.register(this, { gen: this.gen, handle: this.handle });
     }
     const handle = this.handle;
-    // While the call is open (a waiting call may be for a minute), the
-    // object's own timer enters Go every TICK_MS: the Go runtime arms a
-    // single setTimeout for all its timers, in whichever request happened
-    // to run Go last, and workerd drops it when that request ends, so
-    // without this a lease's expiry could wait for the next request.
-    const tick = setInterval(() => binding.tick(), TICK_MS);
+    // While the object has a call open (a waiting call may be open for a
+    // minute), its own interval enters Go every TICK_MS, so that the
+    // timers of its waiting calls (a lease's expiry, the end of a wait)
+    // run on time: the Go runtime keeps one setTimeout for its earliest
+    // timer, created in whichever request was running Go when that timer
+    // became the earliest, which may be another object's, and a timer
+    // dies with its request's context (a stateless request's as soon as it
+    // is answered; an object's when the object is evicted).
+    if (this.open++ === 0) this.tick = setInterval(() => binding.tick(), TICK_MS);
     try {
       return await call((...args) => binding.objectFetch(handle, ...args), request);
     } finally {
-      clearInterval(tick);
+      if (--this.open === 0) clearInterval(this.tick);
     }
   }
 }

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# Holding on loopback, side by side (docs/service.md, Benchmarks):
+#
+# 1. Handover latency, release to the next waiter holding the lease: the
+#    durable coordinator (cmd/coordinator -init, two wire.Client holders
+#    passing one resource with Hold and Release) and embedded etcd's
+#    concurrency.Mutex (Unlock to the waiter's Lock returning; scripts/peers,
+#    its own module), ROUNDS rounds of N handovers each, the two in turn in
+#    every round; p50 and p99 of each round (min / median / max over the
+#    rounds) and of all ROUNDS x N handovers pooled.
+# 2. The same for the Go Worker under wrangler dev (ROUNDS_WORKER rounds).
+# 3. Expiry to the waiter holding the lease (nobody renews or releases):
+#    native and Worker, TTL 1 s, EXPIRY samples each.
+# 4. The CPU time of a held lease, TTL 10 s (renewed every 3.3 s): HOLDS
+#    leases held for COST_DURATION, client and server, each less the same
+#    time idle; native and Worker (the whole wrangler dev process group).
+#
+# Expects `make coordinator worker` first. Load (uptime) is printed before
+# each part.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+GO=${GO:-go}
+ROUNDS=${ROUNDS:-5}
+N=${N:-200}
+ROUNDS_WORKER=${ROUNDS_WORKER:-2}
+EXPIRY=${EXPIRY:-50}
+HOLDS=${HOLDS:-1000}
+COST_DURATION=${COST_DURATION:-30s}
+
+mkdir -p out/bin
+$GO build -o out/bin/bench-hold ./scripts/bench-hold
+(cd scripts/peers && $GO build -o ../../out/bin/peers .)
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+load() { uptime | sed 's/.*load/load/'; }
+
+# quantiles FILE: p50 and p99 of the samples in FILE.
+quantiles() {
+  sort -g "$1" | awk '{ v[NR] = $1 } END { i50 = int(NR * 0.5) + 1; i99 = int(NR * 0.99) + 1; if (i99 > NR) i99 = NR;
+    printf "n=%d  p50 %.3f ms  p99 %.3f ms", NR, v[i50], v[i99] }'
+}
+
+# summary FILE NAME: min / median / max over the rounds of p50 and p99.
+summary() {
+  for q in p50 p99; do
+    grep "^$2 " "$1" | awk -v q="$q" '{ for (i = 1; i <= NF; i++) if ($i == q) print $(i+1) }' | sort -g |
+      awk -v name="$2" -v q="$q" '{ v[NR] = $1 } END { m = (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2);
+        printf "  %-16s %s over %d rounds: %8.3f / %8.3f / %8.3f ms\n", name, q, NR, v[1], m, v[NR] }'
+  done
+}
+
+echo "== handover, native durable and etcd, $ROUNDS rounds of $N each, in turn ($(nproc) cores; $(load)) =="
+for round in $(seq 1 "$ROUNDS"); do
+  out/bin/bench-hold -mode handover -target native -n "$N" -samples "$tmp/native" | tee -a "$tmp/rounds"
+  out/bin/peers -targets etcd-handover -n "$N" -samples "$tmp/etcd" | tee -a "$tmp/rounds" ||
+    echo "bench-hold: etcd failed in round $round; left out of it"
+done
+echo "per round (min / median / max):"
+summary "$tmp/rounds" native-handover
+summary "$tmp/rounds" etcd-handover
+echo "pooled:"
+echo "  native-handover  $(quantiles "$tmp/native")"
+echo "  etcd-handover    $(quantiles "$tmp/etcd")"
+
+echo
+echo "== handover, Worker under wrangler dev, $ROUNDS_WORKER rounds of $N ($(load)) =="
+for round in $(seq 1 "$ROUNDS_WORKER"); do
+  out/bin/bench-hold -mode handover -target worker -n "$N" -samples "$tmp/worker" | tee -a "$tmp/rounds-worker"
+done
+echo "pooled:"
+echo "  worker-handover  $(quantiles "$tmp/worker")"
+
+echo
+echo "== expiry to the waiter holding the lease, TTL 1 s, $EXPIRY samples ($(load)) =="
+out/bin/bench-hold -mode expiry -target native -n "$EXPIRY"
+out/bin/bench-hold -mode expiry -target worker -n "$EXPIRY"
+
+echo
+echo "== the CPU time of a held lease, TTL 10 s, $HOLDS leases for $COST_DURATION ($(load)) =="
+out/bin/bench-hold -mode cost -target native -holds "$HOLDS" -duration "$COST_DURATION"
+out/bin/bench-hold -mode cost -target worker -holds "$HOLDS" -duration "$COST_DURATION"
+echo "== done ($(load)) =="

@@ -1,0 +1,458 @@
+//go:build linux
+
+// Command bench-hold measures holding on loopback (docs/service.md,
+// Benchmarks), one measurement per invocation, as one line that
+// scripts/bench-hold.sh collects (it interleaves the targets and etcd,
+// measured by scripts/peers, in rounds):
+//
+//	-mode handover  release to the next waiter holding the lease: two
+//	                holders (wire.Client.Hold) pass one resource back and
+//	                forth; before each release the waiter is in the queue
+//	                (native: /debug/waiting; Worker: 100 ms after its call
+//	                left, which a loopback call to wrangler dev takes far
+//	                less than), and has waited -settle (150 ms) more, as
+//	                etcd's waiter does in scripts/peers. -n handovers;
+//	                p50, p99, min, max.
+//	-mode expiry    an expiry to the waiter holding the lease: the holder
+//	                neither renews nor releases; the waiter's grant arrives
+//	                after the expiry the coordinator reported. -n samples.
+//	-mode cost      the CPU time of holding: -holds leases held (Hold,
+//	                renewed every third of the TTL) for -duration, the
+//	                client's CPU (this process) and the server's
+//	                (/proc/PID/stat), each less the same duration idle, per
+//	                second of held lease.
+//
+// Targets: native (cmd/coordinator, durable: -init -state) and worker (the
+// Go Worker under wrangler dev).
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/lease-fence/lease-fence/core/clock"
+	"github.com/lease-fence/lease-fence/core/lease"
+	"github.com/lease-fence/lease-fence/service/wire"
+)
+
+func main() {
+	mode := flag.String("mode", "handover", "handover, expiry or cost")
+	target := flag.String("target", "native", "native or worker")
+	n := flag.Int("n", 1000, "handovers (or expiry samples)")
+	ttl := flag.Duration("ttl", 0, "the coordinator's TTL (default: 30s for handover, 1s for expiry, 10s for cost)")
+	holds := flag.Int("holds", 1000, "with -mode cost: leases held at once")
+	duration := flag.Duration("duration", 30*time.Second, "with -mode cost: how long they are held")
+	coordinator := flag.String("coordinator", "out/bin/coordinator", "the built native server")
+	wrangler := flag.String("wrangler", "node_modules/.bin/wrangler", "wrangler")
+	samplesTo := flag.String("samples", "", "append every latency measured (milliseconds, one a line) to this file")
+	settle := flag.Duration("settle", 150*time.Millisecond, "with -mode handover: how long each waiter waits, once queued, before the release (as scripts/peers' etcd-handover)")
+	flag.Parse()
+	samplesFile = *samplesTo
+	if *ttl == 0 {
+		*ttl = map[string]time.Duration{"handover": 30 * time.Second, "expiry": time.Second, "cost": 10 * time.Second}[*mode]
+	}
+	s, err := start(*target, *coordinator, *wrangler, *ttl)
+	if err != nil {
+		fail(err)
+	}
+	defer s.stop()
+	switch *mode {
+	case "handover":
+		err = handover(s, *target, *n, *settle)
+	case "expiry":
+		err = expiry(s, *target, *n, *ttl)
+	case "cost":
+		err = cost(s, *target, *holds, *duration, *ttl)
+	default:
+		err = errors.New("unknown -mode")
+	}
+	if err != nil {
+		s.stop()
+		fail(err)
+	}
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "bench-hold:", err)
+	os.Exit(1)
+}
+
+type server struct {
+	url, debug string
+	cmd        *exec.Cmd
+	tmp        string
+	done       chan struct{}
+}
+
+func (s *server) stop() {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return
+	}
+	_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGINT)
+	select {
+	case <-s.done:
+	case <-time.After(15 * time.Second):
+		_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
+		<-s.done
+	}
+	os.RemoveAll(s.tmp)
+	s.cmd = nil
+}
+
+var (
+	urlRe   = regexp.MustCompile(`(?:listening on|Ready on) (http://127\.0\.0\.1:\d+)`)
+	debugRe = regexp.MustCompile(`debug on (http://127\.0\.0\.1:\d+)/`)
+)
+
+// start runs the target with the TTL ttl and waits for its URL.
+func start(target, coordinator, wrangler string, ttl time.Duration) (*server, error) {
+	tmp, err := os.MkdirTemp("", "bench-hold-")
+	if err != nil {
+		return nil, err
+	}
+	var cmd *exec.Cmd
+	switch target {
+	case "native":
+		cmd = exec.Command(coordinator, "-addr", "127.0.0.1:0", "-quiet", "-init", "-state", filepath.Join(tmp, "state"),
+			"-ttl", ttl.String(), "-debug-addr", "127.0.0.1:0")
+	case "worker":
+		wr, err := filepath.Abs(wrangler)
+		if err != nil {
+			return nil, err
+		}
+		cmd = exec.Command(wr, "dev", "--ip", "127.0.0.1", "--port", "0", "--persist-to", tmp, "--log-level", "info",
+			"--show-interactive-dev-session=false", "--var", "LEASE_TTL_MS:"+strconv.FormatInt(ttl.Milliseconds(), 10))
+		cmd.Dir = "wasm/worker"
+		cmd.Env = append(os.Environ(), "WRANGLER_SEND_METRICS=false", "CLOUDFLARE_CF_FETCH_ENABLED=false", "CI=1", "NO_COLOR=1")
+	default:
+		return nil, errors.New("unknown -target (want native or worker)")
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	errp, err := cmd.StderrPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	s := &server{cmd: cmd, tmp: tmp, done: make(chan struct{})}
+	found, debug := make(chan string, 1), make(chan string, 1)
+	scan := func(r io.Reader) {
+		sc := bufio.NewScanner(r)
+		for sc.Scan() {
+			if m := urlRe.FindStringSubmatch(sc.Text()); m != nil {
+				select {
+				case found <- m[1]:
+				default:
+				}
+			}
+			if m := debugRe.FindStringSubmatch(sc.Text()); m != nil {
+				select {
+				case debug <- m[1]:
+				default:
+				}
+			}
+		}
+	}
+	go scan(out)
+	go scan(errp)
+	go func() { _ = cmd.Wait(); close(s.done) }()
+	select {
+	case s.url = <-found:
+	case <-s.done:
+		return nil, errors.New(target + " exited before it was ready")
+	case <-time.After(90 * time.Second):
+		s.stop()
+		return nil, errors.New(target + " not ready after 90s")
+	}
+	if target == "native" {
+		s.debug = <-debug
+	}
+	return s, nil
+}
+
+func client(url, id string) (*wire.Client, error) {
+	clk, err := clock.NewMonotonic(id)
+	if err != nil {
+		return nil, err
+	}
+	lc, err := lease.NewClient(lease.ClientConfig{Clock: clk, HolderID: id, ClockSkew: 10 * time.Millisecond})
+	if err != nil {
+		return nil, err
+	}
+	return wire.NewClient(wire.ClientConfig{BaseURL: url, Lease: lc, AttemptTimeout: 30 * time.Second})
+}
+
+// queued waits until the coordinator has a waiter in a queue (native), or
+// 100 ms (Worker).
+func (s *server) queued(ctx context.Context) error {
+	if s.debug == "" {
+		time.Sleep(100 * time.Millisecond)
+		return nil
+	}
+	for ctx.Err() == nil {
+		resp, err := http.Get(s.debug + "/debug/waiting")
+		if err != nil {
+			return err
+		}
+		var st struct {
+			Places int `json:"places"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&st)
+		resp.Body.Close()
+		if err != nil {
+			return err
+		}
+		if st.Places > 0 {
+			return nil
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+	return ctx.Err()
+}
+
+// handover passes one resource between two holders n times and prints the
+// latency of each: from the release's start to the waiter's Hold returning.
+func handover(s *server, target string, n int, settle time.Duration) error {
+	ctx := context.Background()
+	a, err := client(s.url, "a")
+	if err != nil {
+		return err
+	}
+	b, err := client(s.url, "b")
+	if err != nil {
+		return err
+	}
+	res := "handover-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	h, err := a.Hold(ctx, res, wire.HoldOptions{})
+	if err != nil {
+		return err
+	}
+	var lat []time.Duration
+	holder, waiter := a, b
+	for range n + 10 { // the first 10 warm up
+		type result struct {
+			h   *wire.Held
+			at  time.Time
+			err error
+		}
+		got := make(chan result, 1)
+		go func() {
+			h, err := waiter.Hold(ctx, res, wire.HoldOptions{Wait: 30 * time.Second})
+			got <- result{h, time.Now(), err}
+		}()
+		if err := s.queued(ctx); err != nil {
+			return err
+		}
+		time.Sleep(settle)
+		t0 := time.Now()
+		if err := h.Release(ctx); err != nil {
+			return err
+		}
+		r := <-got
+		if r.err != nil {
+			return r.err
+		}
+		lat = append(lat, r.at.Sub(t0))
+		h, holder, waiter = r.h, waiter, holder
+	}
+	_ = holder
+	_ = h.Release(ctx)
+	report(target+"-handover", lat[10:])
+	return nil
+}
+
+// expiry measures, n times, how long after a lease expired (nobody renews
+// or releases it) its waiter is granted it: the waiter's acquisition waits
+// (a plain POST with waitMillis, so that what is timed is the coordinator's
+// handover and not a client's renewal), and the grant's own expiry says
+// when it was decided. It prints the decision's lag after the expiry (on
+// the coordinator's clock) and the grant's arrival after it (Unix time on
+// this host, which the coordinator's clock also reads).
+func expiry(s *server, target string, n int, ttl time.Duration) error {
+	ctx := context.Background()
+	a, err := client(s.url, "a")
+	if err != nil {
+		return err
+	}
+	var decided, arrived []time.Duration
+	for i := range n + 3 {
+		res := "expiry-" + strconv.Itoa(i) + "-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+		l, err := a.Acquire(ctx, res)
+		if err != nil {
+			return err
+		}
+		exp := l.Grant().CoordinatorExpiresAt.Millis
+		body := fmt.Sprintf(`{"requestId":"w%d","resource":%q,"holderId":"b","sentAt":{"millis":1,"domain":"b"},"kind":"acquire","secret":"0123456789abcdef","waitMillis":%d}`,
+			i, res, (ttl + 30*time.Second).Milliseconds())
+		// Another call, on another resource, once the waiter waits: the
+		// Go runtime's timer then belongs to that call's request (on the
+		// Worker, see worker.mjs's tick).
+		go func() {
+			time.Sleep(ttl / 2)
+			_, _ = a.Inspect(ctx, res+"-other")
+		}()
+		resp, err := http.Post(s.url+"/v1/acquire", "application/json", strings.NewReader(body))
+		if err != nil {
+			return err
+		}
+		at := float64(time.Now().UnixMicro()) / 1000
+		var reply wire.Reply
+		err = json.NewDecoder(resp.Body).Decode(&reply)
+		resp.Body.Close()
+		if err != nil || reply.Grant == nil {
+			return fmt.Errorf("the waiter was not granted: %+v %v", reply, err)
+		}
+		decided = append(decided, clock.FromMillis(reply.Grant.CoordinatorExpiresAt.Millis-reply.Grant.TTLMillis-exp))
+		arrived = append(arrived, clock.FromMillis(at-exp))
+	}
+	report(target+"-expiry-decided", decided[3:])
+	report(target+"-expiry-arrived", arrived[3:])
+	return nil
+}
+
+// samplesFile, if set, receives every latency (-samples).
+var samplesFile string
+
+func report(name string, lat []time.Duration) {
+	if samplesFile != "" {
+		f, err := os.OpenFile(samplesFile, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+		if err != nil {
+			fail(err)
+		}
+		for _, d := range lat {
+			fmt.Fprintf(f, "%.4f\n", ms(d))
+		}
+		f.Close()
+	}
+	slices.Sort(lat)
+	q := func(p float64) float64 { return ms(lat[min(len(lat)-1, int(p*float64(len(lat))))]) }
+	fmt.Printf("%-18s n=%-5d p50 %8.3f ms  p99 %8.3f ms  min %8.3f ms  max %8.3f ms\n", name, len(lat), q(0.5), q(0.99), ms(lat[0]), ms(lat[len(lat)-1]))
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// cpuSelf is this process's CPU time.
+func cpuSelf() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// cpuOfGroup is the CPU time (user + system) of the processes of process
+// group pgid, from /proc: the coordinator, or wrangler dev with its workerd.
+func cpuOfGroup(pgid int) (time.Duration, error) {
+	dirs, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, err
+	}
+	var ticks int64
+	for _, d := range dirs {
+		if _, err := strconv.Atoi(d.Name()); err != nil {
+			continue
+		}
+		data, err := os.ReadFile("/proc/" + d.Name() + "/stat")
+		if err != nil {
+			continue // gone meanwhile
+		}
+		i := strings.LastIndexByte(string(data), ')')
+		if i < 0 || i+2 > len(data) {
+			continue
+		}
+		f := strings.Fields(string(data[i+2:]))
+		// f[0] is the state (field 3): pgrp is field 5, utime and stime
+		// fields 14 and 15, in clock ticks (USER_HZ, 100 on Linux).
+		if len(f) < 13 || f[2] != strconv.Itoa(pgid) {
+			continue
+		}
+		for _, k := range []int{11, 12} {
+			v, err := strconv.ParseInt(f[k], 10, 64)
+			if err != nil {
+				return 0, err
+			}
+			ticks += v
+		}
+	}
+	return time.Duration(ticks) * 10 * time.Millisecond, nil
+}
+
+// cost holds leases for d and prints the CPU they cost.
+func cost(s *server, target string, holds int, d, ttl time.Duration) error {
+	ctx := context.Background()
+	pid := s.cmd.Process.Pid // its process group's
+	// Idle first, as long as the measurement.
+	c0, s0 := cpuSelf(), must(cpuOfGroup(pid))
+	time.Sleep(d)
+	c1, s1 := cpuSelf(), must(cpuOfGroup(pid))
+	var hs []*wire.Held
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 16)
+	for i := range holds {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			c, err := client(s.url, "h"+strconv.Itoa(i))
+			if err != nil {
+				fail(err)
+			}
+			h, err := c.Hold(ctx, "cost-"+strconv.Itoa(i), wire.HoldOptions{})
+			if err != nil {
+				fail(err)
+			}
+			mu.Lock()
+			hs = append(hs, h)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	c2, s2 := cpuSelf(), must(cpuOfGroup(pid))
+	start := time.Now()
+	time.Sleep(d)
+	held := time.Since(start)
+	c3, s3 := cpuSelf(), must(cpuOfGroup(pid))
+	renewals := 0
+	for _, h := range hs {
+		if h.Context().Err() != nil {
+			return fmt.Errorf("a hold was lost: %v", context.Cause(h.Context()))
+		}
+		renewals += h.Renewals()
+		_ = h.Release(ctx)
+	}
+	leaseSeconds := float64(holds) * held.Seconds()
+	per := func(busy, idle time.Duration) float64 {
+		return float64(busy-idle) / float64(time.Microsecond) / leaseSeconds
+	}
+	fmt.Printf("%-18s holds=%d ttl=%v %d renewals in %.1fs  client %6.2f us/lease-s  server %6.2f us/lease-s  (idle: client %v, server %v; acquiring %d: client %v, server %v)\n",
+		target+"-cost", holds, ttl, renewals, held.Seconds(), per(c3-c2, c1-c0), per(s3-s2, s1-s0), c1-c0, s1-s0, holds, c2-c1, s2-s1)
+	return nil
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		fail(err)
+	}
+	return v
+}
