@@ -57,6 +57,15 @@ func TestWaiting(t *testing.T) {
 	t.Run("Inspect", func(t *testing.T) { holdtest.Inspect(t, tg) })
 }
 
+// TestQueueBounds runs the suite's bounds on waiting against the real
+// server, durable, with -max-wait 45s and -max-waiters 6 (its own server:
+// the bound counts every waiting call of the coordinator).
+func TestQueueBounds(t *testing.T) {
+	tg := startHoldTarget(t, 1500*time.Millisecond, "-max-wait", "45s", "-max-waiters", "6")
+	tg.MaxWait, tg.MaxWaiters = 45*time.Second, 6
+	holdtest.QueueBounds(t, tg)
+}
+
 // TestWaitOutlastsTheServersTimeouts: a call that waits longer than the
 // server's read and write timeouts is neither cut off nor cancelled by them
 // (the handler moves its connection's deadlines): it is answered when its

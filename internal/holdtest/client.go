@@ -5,13 +5,17 @@ package holdtest
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,6 +24,7 @@ import (
 	"time"
 
 	"github.com/lease-fence/lease-fence/core/clock"
+	"github.com/lease-fence/lease-fence/core/fence"
 	"github.com/lease-fence/lease-fence/core/lease"
 	"github.com/lease-fence/lease-fence/internal/faultproxy"
 	"github.com/lease-fence/lease-fence/service/wire"
@@ -180,12 +185,16 @@ const (
 	envURL        = "LEASE_FENCE_CAMPAIGNER_URL" // the coordinator (the proxy)
 	envName       = "LEASE_FENCE_CAMPAIGNER_ELECTION"
 	envID         = "LEASE_FENCE_CAMPAIGNER_ID"
+	envGate       = "LEASE_FENCE_CAMPAIGNER_GATE" // where the leader writes (a gateServer)
 )
 
 // CampaignerMain is the main function of a campaigner process, which a test
 // binary runs when EnvCampaigner is set: it campaigns in the election, says
-// "elected FENCE" on stdout when it leads, and leads until it is killed (or,
-// at SIGTERM, resigns and says "resigned").
+// "elected FENCE" on stdout when it leads, and while it leads writes to the
+// election's resource through its gate (a gateServer) every few
+// milliseconds, with its token, under the hold's context. It leads until it
+// is killed, or the lead is lost ("lost: CAUSE"), or, at SIGTERM, it stops
+// writing, resigns and says "resigned".
 func CampaignerMain() {
 	id := os.Getenv(envID)
 	clk, _ := clock.NewMonotonic(id)
@@ -208,12 +217,156 @@ func CampaignerMain() {
 		return
 	}
 	fmt.Println("elected", h.Token().Fence)
+	// The leader's work: writes through the gate until the lead ends.
+	work, stopWork := context.WithCancel(h.Context())
+	worked := make(chan struct{})
+	go func() {
+		defer close(worked)
+		tok := h.Token()
+		for n := 1; work.Err() == nil; n++ {
+			body := fmt.Sprintf(`{"holder":%q,"fence":%d,"n":%d}`, tok.HolderID, tok.Fence, n)
+			req, err := http.NewRequestWithContext(work, http.MethodPost, os.Getenv(envGate), strings.NewReader(body))
+			if err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				os.Exit(2)
+			}
+			if resp, err := http.DefaultClient.Do(req); err == nil {
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+			select {
+			case <-work.Done():
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}()
 	select {
 	case <-ctx.Done():
+		stopWork()
+		<-worked // no write of this leader is under way when it resigns
 		_ = h.Release(context.Background())
 		fmt.Println("resigned")
 	case <-h.Context().Done():
+		stopWork()
+		<-worked
 		fmt.Println("lost:", context.Cause(h.Context()))
+	}
+}
+
+// gateServer is the resource the campaigners lead: a fence.Gate in the
+// test's process, behind HTTP (POST {"holder","fence","n"}: 200 when the
+// write was admitted, 409 when the gate refused it). It can hold back the
+// next write of a holder after receiving it (a write on its way when its
+// sender was killed), and deliver it to the gate later, whatever became of
+// the sender.
+type gateServer struct {
+	gate *fence.Gate
+	srv  *httptest.Server
+
+	mu       sync.Mutex
+	admitted []gateWrite // in the order the gate admitted them
+	changed  chan struct{}
+	holdFor  string         // a holder whose next write is held back
+	held     chan heldWrite // where a held-back write is handed to the test
+	stop     chan struct{}  // closed at the test's end: held writes go on
+}
+
+type gateWrite struct {
+	Holder string `json:"holder"`
+	Fence  uint64 `json:"fence"`
+	N      int    `json:"n"`
+}
+
+// heldWrite is a write held back: close release to deliver it; its
+// outcome (the gate's error, nil if admitted) comes on result.
+type heldWrite struct {
+	w       gateWrite
+	release chan struct{}
+	result  chan error
+}
+
+func startGateServer(t *testing.T, resource string) *gateServer {
+	gate, err := fence.NewGate(resource, fence.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := &gateServer{gate: gate, changed: make(chan struct{}), held: make(chan heldWrite, 1), stop: make(chan struct{})}
+	gs.srv = httptest.NewServer(http.HandlerFunc(gs.serve))
+	t.Cleanup(gs.srv.Close)
+	t.Cleanup(func() { close(gs.stop) }) // first: Close waits for the handlers
+	return gs
+}
+
+func (gs *gateServer) serve(w http.ResponseWriter, r *http.Request) {
+	var gw gateWrite
+	if err := json.NewDecoder(r.Body).Decode(&gw); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	var hw *heldWrite
+	gs.mu.Lock()
+	if gs.holdFor != "" && gs.holdFor == gw.Holder {
+		gs.holdFor = ""
+		hw = &heldWrite{w: gw, release: make(chan struct{}), result: make(chan error, 1)}
+	}
+	gs.mu.Unlock()
+	if hw != nil {
+		// Received, and held on its way to the gate: delivered when the
+		// test says, even if its sender is gone by then.
+		gs.held <- *hw
+		select {
+		case <-hw.release:
+		case <-gs.stop:
+		}
+	}
+	err := gs.gate.Commit(fence.Token{Resource: gs.gate.Resource(), HolderID: gw.Holder, Fence: gw.Fence}, func() error {
+		gs.mu.Lock()
+		gs.admitted = append(gs.admitted, gw)
+		close(gs.changed)
+		gs.changed = make(chan struct{})
+		gs.mu.Unlock()
+		return nil
+	})
+	if hw != nil {
+		hw.result <- err
+	}
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusConflict)
+	}
+}
+
+// holdNext holds back holder's next write and returns it once received.
+func (gs *gateServer) holdNext(t *testing.T, holder string) heldWrite {
+	t.Helper()
+	gs.mu.Lock()
+	gs.holdFor = holder
+	gs.mu.Unlock()
+	select {
+	case hw := <-gs.held:
+		return hw
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s, leading, wrote nothing for 30 s", holder)
+	}
+	return heldWrite{}
+}
+
+// waitAdmitted waits until the gate admitted a write of holder with fence f.
+func (gs *gateServer) waitAdmitted(t *testing.T, holder string, f uint64) {
+	t.Helper()
+	deadline := time.After(30 * time.Second)
+	for {
+		gs.mu.Lock()
+		changed := gs.changed
+		found := slices.ContainsFunc(gs.admitted, func(w gateWrite) bool { return w.Holder == holder && w.Fence == f })
+		gs.mu.Unlock()
+		if found {
+			return
+		}
+		select {
+		case <-changed:
+		case <-deadline:
+			t.Fatalf("no write of %s with fence %d admitted in 30 s", holder, f)
+		}
 	}
 }
 
@@ -224,21 +377,29 @@ type campaigner struct {
 	lines chan string
 }
 
-// Elections: five campaigners in five processes; observers in this one.
-// Twice, the leader's process is killed (SIGKILL: its lease is not
-// released): exactly one new leader is elected each time, a TTL after the
+// Elections: five campaigners in five processes; observers in this one. The
+// leader writes to the election's resource through its gate (a fence.Gate
+// served by this process) while it leads. Twice, the leader's process is
+// killed (SIGKILL: its lease is not released) while one of its writes is
+// on its way (received, and held back from the gate): exactly one new
+// leader is elected each time, with a higher fence, a TTL after the
 // leader's last renewal at most (the coordinator's timer hands over at the
-// expiry; nobody polls), and every observer sees every leader once, in
-// fence order. Returns, for each kill, the time from the kill to the next
-// election and from the killed leader's expiry (as the coordinator
-// reported it right after the kill) to the next election.
+// expiry; nobody polls); once the new leader has written, the dead
+// leader's write reaches the gate and is refused. Then the leader resigns
+// (SIGTERM) and the next campaigner leads at once. Every observer sees
+// every leader once, in fence order; the gate admitted writes in fence
+// order, each of the leader of its fence, and a write of every leader.
+// Returns, for each kill, the time from the kill to the next election and
+// from the killed leader's expiry (as the coordinator reported it right
+// after the kill) to the next election.
 func Elections(t *testing.T, tg *Target, self string) []time.Duration {
 	name := unique("election")
+	gs := startGateServer(t, name)
 	var cs []*campaigner
 	for i := range 5 {
 		id := "campaigner-" + strconv.Itoa(i)
 		cmd := exec.Command(self)
-		cmd.Env = append(os.Environ(), EnvCampaigner+"=1", envURL+"="+tg.Proxy.URL, envName+"="+name, envID+"="+id)
+		cmd.Env = append(os.Environ(), EnvCampaigner+"=1", envURL+"="+tg.Proxy.URL, envName+"="+name, envID+"="+id, envGate+"="+gs.srv.URL)
 		cmd.Stderr = os.Stderr
 		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 		out, err := cmd.StdoutPipe()
@@ -315,10 +476,13 @@ func Elections(t *testing.T, tg *Target, self string) []time.Duration {
 	}
 	var leaders []election
 	leaders = append(leaders, next("at first"))
+	gs.waitAdmitted(t, leaders[0].c.id, leaders[0].fence)
 	var lags []time.Duration
 	inspector := tg.realClient(t, "inspector")
 	for round := range 2 {
 		cur := leaders[len(leaders)-1]
+		// One of the leader's writes is on its way when it dies.
+		held := gs.holdNext(t, cur.c.id)
 		killed := time.Now()
 		_ = cur.c.cmd.Process.Signal(syscall.SIGKILL)
 		// The killed leader's lease ends when its last renewal runs out.
@@ -340,6 +504,21 @@ func Elections(t *testing.T, tg *Target, self string) []time.Duration {
 		}
 		lags = append(lags, lag, e.at.Sub(expiry))
 		leaders = append(leaders, e)
+		// The new leader writes; then the dead leader's write arrives,
+		// and the gate refuses it.
+		gs.waitAdmitted(t, e.c.id, e.fence)
+		close(held.release)
+		var stale *fence.StaleFenceError
+		select {
+		case err := <-held.result:
+			if !errors.As(err, &stale) || stale.RefusedHolder != cur.c.id || stale.RefusedFence != cur.fence ||
+				stale.AdmittedHolder != e.c.id || stale.AdmittedFence != e.fence {
+				t.Fatalf("round %d: the write %s (fence %d) sent before it was killed reached the gate after %s (fence %d) wrote: %v",
+					round+1, cur.c.id, cur.fence, e.c.id, e.fence, err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("round %d: the held write never reached the gate", round+1)
+		}
 	}
 	// The last leader resigns (SIGTERM): the next campaigner is elected at
 	// once; then everyone stops.
@@ -351,6 +530,7 @@ func Elections(t *testing.T, tg *Target, self string) []time.Duration {
 		t.Fatalf("%s elected %v after the resignation", e.c.id, lag)
 	}
 	leaders = append(leaders, e)
+	gs.waitAdmitted(t, e.c.id, e.fence)
 	// Every observer saw every leader, once each, in fence order.
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -385,6 +565,21 @@ func Elections(t *testing.T, tg *Target, self string) []time.Duration {
 		t.Fatalf("a second leader: %s with fence %d", extra.c.id, extra.fence)
 	default:
 	}
+	// The gate admitted writes in fence order, each of its fence's leader.
+	leaderOf := map[uint64]string{}
+	for _, l := range leaders {
+		leaderOf[l.fence] = l.c.id
+	}
+	gs.mu.Lock()
+	var floor uint64
+	for i, w := range gs.admitted {
+		if w.Fence < floor || leaderOf[w.Fence] != w.Holder {
+			t.Fatalf("write %d admitted by the gate, %+v, after fence %d; the leaders were %v", i, w, floor, leaderOf)
+		}
+		floor = w.Fence
+	}
+	t.Logf("the gate admitted %d writes and refused %d", len(gs.admitted), gs.gate.RejectionCount())
+	gs.mu.Unlock()
 	mu.Lock()
 	defer mu.Unlock()
 	for i, s := range seen {

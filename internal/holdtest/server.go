@@ -38,6 +38,15 @@ type Target struct {
 	// Worker: workerd does not report a client's disconnect to the Worker
 	// or its Durable Object).
 	KeptPlaces func() (int, error)
+	// MaxWait and MaxWaiters are the coordinator's bounds on waiting
+	// (-max-wait and -max-waiters natively, LEASE_MAX_WAIT_MS and
+	// LEASE_MAX_WAITERS on the Worker), for QueueBounds; zero if the
+	// target is not for it. MaxWaiters counts every waiting call of the
+	// coordinator natively, and those of one resource on the Worker (each
+	// resource is its own Durable Object): QueueBounds needs the
+	// coordinator to itself while it runs.
+	MaxWait    time.Duration
+	MaxWaiters int
 }
 
 // The tests of the suite run one at a time against their coordinator, each
@@ -158,6 +167,31 @@ func (tg *Target) release(t *testing.T, h holder, resource string, fence uint64)
 	return a.at
 }
 
+// holdFor holds resource for holder id with wire.Client.Hold, renewed, so
+// that a test's steps may take longer than a TTL on a loaded machine
+// without the lease running out under it.
+func (tg *Target) holdFor(t *testing.T, id, resource string) *wire.Held {
+	t.Helper()
+	h, err := tg.realClient(t, id).Hold(context.Background(), resource, wire.HoldOptions{})
+	if err != nil {
+		t.Fatalf("hold of %s by %s: %v", resource, id, err)
+	}
+	return h
+}
+
+// releaseHeld releases a hold that must still be alive, and returns when
+// the release was answered.
+func (tg *Target) releaseHeld(t *testing.T, h *wire.Held) time.Time {
+	t.Helper()
+	if h.Context().Err() != nil {
+		t.Fatalf("the hold of %v ended before its release: %v", h.Token(), context.Cause(h.Context()))
+	}
+	if err := h.Release(context.Background()); err != nil {
+		t.Fatalf("release of %v: %v", h.Token(), err)
+	}
+	return time.Now()
+}
+
 // queue sends h's waiting acquisition (30 s) and returns once the
 // coordinator has it in the queue. The barrier is a copy of the same call
 // (same request id and secret) that waits 1 ms: a retry shares its place,
@@ -179,8 +213,7 @@ func (tg *Target) queue(t *testing.T, ctx context.Context, h holder, reqID, reso
 // higher fence.
 func ArrivalOrder(t *testing.T, tg *Target) {
 	res := unique("order")
-	h0 := newHolder("order-h0")
-	g := tg.acquire(t, h0, unique("q"), res)
+	h0 := tg.holdFor(t, "order-h0", res)
 	var waits []<-chan answer
 	var hs []holder
 	for i := 1; i <= 8; i++ {
@@ -188,12 +221,17 @@ func ArrivalOrder(t *testing.T, tg *Target) {
 		hs = append(hs, h)
 		waits = append(waits, tg.queue(t, context.Background(), h, unique("q"), res))
 	}
-	cur, fence := h0, g.Fence
+	var cur holder
+	fence := h0.Token().Fence
 	for i, ch := range waits {
 		for j, later := range waits[i:] {
 			pending(t, "waiter "+strconv.Itoa(i+j+1), later)
 		}
-		tg.release(t, cur, res, fence)
+		if i == 0 {
+			tg.releaseHeld(t, h0)
+		} else {
+			tg.release(t, cur, res, fence)
+		}
 		next := granted(t, "waiter "+strconv.Itoa(i+1), got(t, "waiter "+strconv.Itoa(i+1), ch), hs[i].id)
 		if next.Fence != fence+1 {
 			t.Fatalf("waiter %d got fence %d after %d", i+1, next.Fence, fence)
@@ -210,10 +248,10 @@ func ArrivalOrder(t *testing.T, tg *Target) {
 // expiry the coordinator reported, converted through the grant's TTL).
 func Handover(t *testing.T, tg *Target) (afterRelease, afterExpiry time.Duration) {
 	res := unique("handover")
-	a, b, c := newHolder("handover-a"), newHolder("handover-b"), newHolder("handover-c")
-	ga := tg.acquire(t, a, unique("q"), res)
+	b, c := newHolder("handover-b"), newHolder("handover-c")
+	a := tg.holdFor(t, "handover-a", res)
 	wb := tg.queue(t, context.Background(), b, unique("q"), res)
-	released := tg.release(t, a, res, ga.Fence)
+	released := tg.releaseHeld(t, a)
 	ab := got(t, "b after the release", wb)
 	gb := granted(t, "b after the release", ab, b.id)
 	afterRelease = ab.at.Sub(released)
@@ -249,8 +287,9 @@ func Handover(t *testing.T, tg *Target) (afterRelease, afterExpiry time.Duration
 // what the test checks there.
 func GoneWaiter(t *testing.T, tg *Target) {
 	res := unique("gone")
-	a, b, c := newHolder("gone-a"), newHolder("gone-b"), newHolder("gone-c")
-	ga := tg.acquire(t, a, unique("q"), res)
+	b, c := newHolder("gone-b"), newHolder("gone-c")
+	a := tg.holdFor(t, "gone-a", res)
+	ga := a.Token()
 	bctx, leave := context.WithCancel(context.Background())
 	wb := tg.queue(t, bctx, b, unique("q"), res)
 	wc := tg.queue(t, context.Background(), c, unique("q"), res)
@@ -282,7 +321,7 @@ func GoneWaiter(t *testing.T, tg *Target) {
 			time.Sleep(5 * time.Millisecond)
 		}
 	}
-	released := tg.release(t, a, res, ga.Fence)
+	released := tg.releaseHeld(t, a)
 	ac := got(t, "c", wc)
 	gc := granted(t, "c", ac, c.id)
 	lag := ac.at.Sub(released)
@@ -305,8 +344,9 @@ func GoneWaiter(t *testing.T, tg *Target) {
 // after it gets the very next fence once it releases.
 func RetriedWaiter(t *testing.T, tg *Target) {
 	res := unique("retried")
-	a, b, c := newHolder("retried-a"), newHolder("retried-b"), newHolder("retried-c")
-	ga := tg.acquire(t, a, unique("q"), res)
+	b, c := newHolder("retried-b"), newHolder("retried-c")
+	a := tg.holdFor(t, "retried-a", res)
+	ga := a.Token()
 	bID := unique("q")
 	// b's first call: its client gives up while it waits.
 	bctx, giveUp := context.WithCancel(context.Background())
@@ -329,7 +369,7 @@ func RetriedWaiter(t *testing.T, tg *Target) {
 	if a2.err != nil || a2.reply.OK {
 		t.Fatalf("barrier: %d %s %v", a2.status, a2.raw, a2.err)
 	}
-	tg.release(t, a, res, ga.Fence)
+	tg.releaseHeld(t, a)
 	if r := got(t, "b's retry", retry); r.err == nil {
 		t.Fatalf("the dropped reply came through: %d %s", r.status, r.raw)
 	}
@@ -423,4 +463,121 @@ func KeptPlacesAt(base string) func() (int, error) {
 		}
 		return st.Kept, nil
 	}
+}
+
+// QueueBounds: the coordinator's bounds on waiting (its -max-wait and
+// -max-waiters, Target.MaxWait and MaxWaiters), each refusal changing
+// nothing. A wait over MaxWait is 400 invalid_value, for an acquisition and
+// for an observer; one of exactly MaxWait waits. With MaxWaiters calls
+// waiting on a resource, one more waiting acquisition or observer is 503
+// too_many_waiters, while a call that does not wait is answered as usual
+// and a retry of a waiting call (same request id and secret) is not a new
+// waiter: it keeps its place, even once that call's client went away. A
+// handover makes room again (on a coordinator that cannot tell that a
+// client went away, KeptPlaces nil, the gone call counts until its wait
+// ends: there the second handover does). At the end every waiter is served once, in
+// the order of its first arrival, with consecutive fences: nothing refused
+// took a place.
+func QueueBounds(t *testing.T, tg *Target) {
+	if tg.MaxWait <= 30*time.Second || tg.MaxWaiters < 2 {
+		t.Fatalf("the target's MaxWait (%v) must be over 30 s and its MaxWaiters (%d) at least 2", tg.MaxWait, tg.MaxWaiters)
+	}
+	ctx := context.Background()
+	res := unique("bounds")
+	// h0 holds the resource throughout, renewing (the TTL is short).
+	h0 := newHolder("bounds-h0")
+	held := tg.holdFor(t, h0.id, res)
+	g0 := held.Token()
+	refused := func(what string, a answer, status int, code string) {
+		t.Helper()
+		if e := wire.ParseError(a.status, []byte(a.raw)); a.err != nil || e == nil || e.Code != code || a.status != status {
+			t.Fatalf("%s: %d %s %v, want %d %s", what, a.status, a.raw, a.err, status, code)
+		}
+	}
+	x := newHolder("bounds-x")
+	over := tg.MaxWait + time.Millisecond
+	refused("a wait over -max-wait", tg.post(ctx, "/v1/acquire", x.acquireBody(unique("q"), res, over)), 400, wire.CodeInvalidValue)
+	refused("an observer's wait over -max-wait", tg.post(ctx, "/v1/inspect",
+		fmt.Sprintf(`{"resource":%q,"afterFence":%d,"waitMillis":%d}`, res, g0.Fence, over.Milliseconds())), 400, wire.CodeInvalidValue)
+
+	// MaxWaiters waiters, the first waiting exactly MaxWait; the last one's
+	// client will go away.
+	lctx, leave := context.WithCancel(ctx)
+	defer leave()
+	var ws []holder
+	var ids []string
+	var waits []<-chan answer
+	for i := range tg.MaxWaiters {
+		h, id := newHolder("bounds-w"+strconv.Itoa(i+1)), unique("q")
+		wait, cctx := 30*time.Second, ctx
+		if i == 0 {
+			wait = tg.MaxWait
+		}
+		if i == tg.MaxWaiters-1 {
+			cctx = lctx
+		}
+		ch := tg.async(cctx, "/v1/acquire", h.acquireBody(id, res, wait))
+		// The barrier: a copy that waits 1 ms (a retry: it shares the
+		// place, and is no new waiter).
+		if a := tg.post(ctx, "/v1/acquire", h.acquireBody(id, res, time.Millisecond)); a.err != nil || a.status != 200 || a.reply.HeldBy != h0.id {
+			t.Fatalf("the barrier copy of waiter %d: %d %s %v", i+1, a.status, a.raw, a.err)
+		}
+		ws, ids, waits = append(ws, h), append(ids, id), append(waits, ch)
+	}
+	// Full: one more waiter or observer is refused; a call that does not
+	// wait, and an inspection, are answered.
+	refused("a waiter beyond -max-waiters", tg.post(ctx, "/v1/acquire", x.acquireBody(unique("q"), res, 30*time.Second)), 503, wire.CodeTooManyWaiters)
+	refused("an observer beyond -max-waiters", tg.post(ctx, "/v1/inspect",
+		fmt.Sprintf(`{"resource":%q,"afterFence":%d,"waitMillis":30000}`, res, g0.Fence)), 503, wire.CodeTooManyWaiters)
+	if a := tg.post(ctx, "/v1/acquire", x.acquireBody(unique("q"), res, 0)); a.err != nil || a.status != 200 || a.reply.OK || a.reply.HeldBy != h0.id {
+		t.Fatalf("an acquisition that does not wait, with the queue full: %d %s %v", a.status, a.raw, a.err)
+	}
+	if a := tg.post(ctx, "/v1/inspect", `{"resource":"`+res+`"}`); a.err != nil || a.status != 200 || a.reply.HolderID != h0.id {
+		t.Fatalf("an inspection with the queue full: %d %s %v", a.status, a.raw, a.err)
+	}
+	// The last waiter's client goes away, and it sends its call again (a
+	// retry): it keeps its place, full as the queue is.
+	last := len(ws) - 1
+	leave()
+	if a := got(t, "the call whose client went away", waits[last]); a.err == nil {
+		t.Fatalf("the call whose client went away was answered %d %s", a.status, a.raw)
+	}
+	waits[last] = tg.async(ctx, "/v1/acquire", ws[last].acquireBody(ids[last], res, 30*time.Second))
+	if a := tg.post(ctx, "/v1/acquire", ws[last].acquireBody(ids[last], res, time.Millisecond)); a.err != nil || a.status != 200 || a.reply.HeldBy != h0.id {
+		t.Fatalf("the barrier of the last waiter's retry, with the queue full: %d %s %v", a.status, a.raw, a.err)
+	}
+	refused("a waiter beyond -max-waiters, after the retry", tg.post(ctx, "/v1/acquire", x.acquireBody(unique("q"), res, 30*time.Second)), 503, wire.CodeTooManyWaiters)
+	// A handover makes room: x queues behind the others.
+	tg.releaseHeld(t, held)
+	g := granted(t, "waiter 1 (waiting -max-wait)", got(t, "waiter 1", waits[0]), ws[0].id)
+	if g.Fence != g0.Fence+1 {
+		t.Fatalf("waiter 1 got fence %d after %d", g.Fence, g0.Fence)
+	}
+	cur, fence, from := ws[0], g.Fence, 1
+	if tg.KeptPlaces == nil {
+		// A coordinator that cannot tell that a client went away (the
+		// Worker) counts the last waiter's first call until its wait ends,
+		// beside the retry: still full; the next handover makes room.
+		refused("a waiter beyond -max-waiters, a gone call still counted", tg.post(ctx, "/v1/acquire", x.acquireBody(unique("q"), res, 30*time.Second)), 503, wire.CodeTooManyWaiters)
+		tg.release(t, cur, res, fence)
+		g := granted(t, "waiter 2", got(t, "waiter 2", waits[1]), ws[1].id)
+		if g.Fence != fence+1 {
+			t.Fatalf("waiter 2 got fence %d after %d", g.Fence, fence)
+		}
+		cur, fence, from = ws[1], g.Fence, 2
+	}
+	xw := tg.queue(t, ctx, x, unique("q"), res)
+	ws, waits = append(ws, x), append(waits, xw)
+	for i := from; i < len(ws); i++ {
+		for j := i; j < len(ws); j++ {
+			pending(t, "waiter "+strconv.Itoa(j+1), waits[j])
+		}
+		tg.release(t, cur, res, fence)
+		next := granted(t, "waiter "+strconv.Itoa(i+1), got(t, "waiter "+strconv.Itoa(i+1), waits[i]), ws[i].id)
+		if next.Fence != fence+1 {
+			t.Fatalf("waiter %d (%s) got fence %d after %d", i+1, ws[i].id, next.Fence, fence)
+		}
+		cur, fence = ws[i], next.Fence
+	}
+	tg.release(t, cur, res, fence)
 }

@@ -20,7 +20,15 @@ import (
 
 // holdTTL is the lease length of the second runtime, which the holding
 // suite uses: short, so that expiries happen within the test.
-const holdTTL = time.Second
+const holdTTL = 2 * time.Second
+
+// The second runtime's bounds on waiting (LEASE_MAX_WAIT_MS and
+// LEASE_MAX_WAITERS, per resource), for holdtest.QueueBounds: over the
+// suite's 30 s waits and the 8 waiters of ArrivalOrder.
+const (
+	holdMaxWait    = 45 * time.Second
+	holdMaxWaiters = 12
+)
 
 // holdRuntime is a second `wrangler dev`, with LEASE_TTL_MS of holdTTL,
 // started by the first test that needs it and stopped by TestMain.
@@ -46,7 +54,9 @@ func startHoldRuntime() (*holdtest.Target, error) {
 			}
 			cmd := exec.Command(filepath.Join(root, "node_modules/.bin/wrangler"), "dev", "--inspector-port", "0",
 				"--ip", "127.0.0.1", "--port", "0", "--persist-to", dir, "--log-level", "info", "--show-interactive-dev-session=false",
-				"--var", "LEASE_TTL_MS:"+strconv.FormatInt(holdTTL.Milliseconds(), 10))
+				"--var", "LEASE_TTL_MS:"+strconv.FormatInt(holdTTL.Milliseconds(), 10),
+				"--var", "LEASE_MAX_WAIT_MS:"+strconv.FormatInt(holdMaxWait.Milliseconds(), 10),
+				"--var", "LEASE_MAX_WAITERS:"+strconv.Itoa(holdMaxWaiters))
 			cmd.Dir = filepath.Join(root, "wasm/worker")
 			cmd.Env = append(os.Environ(), "WRANGLER_SEND_METRICS=false", "CLOUDFLARE_CF_FETCH_ENABLED=false", "CI=1", "NO_COLOR=1")
 			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -89,7 +99,7 @@ func startHoldRuntime() (*holdtest.Target, error) {
 	if holdRuntime.err != nil {
 		return nil, holdRuntime.err
 	}
-	return &holdtest.Target{Name: "worker", Proxy: holdRuntime.proxy, TTL: holdTTL}, nil
+	return &holdtest.Target{Name: "worker", Proxy: holdRuntime.proxy, TTL: holdTTL, MaxWait: holdMaxWait, MaxWaiters: holdMaxWaiters}, nil
 }
 
 // stopHoldRuntime ends the second runtime, if it was started.
@@ -132,6 +142,7 @@ func TestWaiting(t *testing.T) {
 	t.Run("GoneWaiter", func(t *testing.T) { holdtest.GoneWaiter(t, tg) })
 	t.Run("RetriedWaiter", func(t *testing.T) { holdtest.RetriedWaiter(t, tg) })
 	t.Run("Inspect", func(t *testing.T) { holdtest.Inspect(t, tg) })
+	t.Run("QueueBounds", func(t *testing.T) { holdtest.QueueBounds(t, tg) })
 }
 
 // TestHolding runs the client side of the holding suite against the
