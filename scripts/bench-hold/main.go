@@ -433,13 +433,19 @@ func cost(s *server, target string, holds int, d, ttl time.Duration) error {
 	time.Sleep(d)
 	held := time.Since(start)
 	c3, s3 := cpuSelf(), must(cpuOfGroup(pid))
-	renewals := 0
+	renewals, lost := 0, 0
+	var cause error
 	for _, h := range hs {
 		if h.Context().Err() != nil {
-			return fmt.Errorf("a hold was lost: %v", context.Cause(h.Context()))
+			lost++
+			cause = context.Cause(h.Context())
 		}
 		renewals += h.Renewals()
 		_ = h.Release(ctx)
+	}
+	if lost > 0 {
+		return fmt.Errorf("%d of %d holds were lost (the coordinator did not keep up with %.0f renewals/s?): %v",
+			lost, holds, float64(holds)/(ttl/3).Seconds(), cause)
 	}
 	leaseSeconds := float64(holds) * held.Seconds()
 	per := func(busy, idle time.Duration) float64 {
