@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -67,6 +68,7 @@ func reload(log *slog.Logger, authFile string, guard *auth.Guard, check func(*au
 		} else {
 			guard.Swap(set)
 			log.Info("SIGHUP: tokens read again from "+authFile, "tokens", len(set.Tokens()))
+			warnExpired(log, set, time.Now())
 		}
 	}
 	if tlsf != nil {
@@ -74,6 +76,18 @@ func reload(log *slog.Logger, authFile string, guard *auth.Guard, check func(*au
 			log.Error("SIGHUP: the TLS files are refused; the certificate read before stays in force", "err", err.Error())
 		} else {
 			log.Info("SIGHUP: TLS certificate read again from " + tlsf.cert)
+		}
+	}
+}
+
+// warnExpired logs each token of s that has expired at now: the file is
+// good, but those entries are refused (401) until they are removed or
+// given a later "expires".
+func warnExpired(log *slog.Logger, s *auth.Set, now time.Time) {
+	for _, t := range s.Tokens() {
+		if t.Expired(now) {
+			log.Warn("the token "+strconv.Quote(t.Name)+" expired at "+t.Expires.UTC().Format(time.RFC3339)+": its calls are refused with 401",
+				"token", t.Name)
 		}
 	}
 }

@@ -138,7 +138,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, hup <-c
 	fenceMemory := fl.Int("fence-memory", service.DefaultFenceMemory, "most free resources whose last fence is remembered (inspect's lastFence); beyond, the lowest are forgotten")
 	maxWait := fl.Duration("max-wait", wire.DefaultMaxWait, "longest waitMillis a call may ask for (a waiting acquire or observe)")
 	maxWaiters := fl.Int("max-waiters", service.DefaultMaxWaiters, "most calls waiting at once, plus places kept for a retry; beyond, 503 too_many_waiters")
-	authFile := fl.String("auth", "", "the tokens file (JSON: name, tokenSha256, resources, holders, maxLeases, maxWaiters, metrics): every call then needs Authorization: Bearer <token>, within the token's scopes and limits; read again at SIGHUP")
+	authFile := fl.String("auth", "", "the tokens file (JSON: name, tokenSha256, resources, holders, maxLeases, maxWaiters, metrics, expires): every call then needs Authorization: Bearer <token>, within the token's scopes and limits; read again at SIGHUP")
 	insecure := fl.Bool("insecure-listen", false, "allow listening on an address other than loopback without -auth (anyone who reaches it can take any lease)")
 	tlsCert := fl.String("tls-cert", "", "serve HTTPS with this PEM certificate (chain); with -tls-key; read again at SIGHUP")
 	tlsKey := fl.String("tls-key", "", "the PEM private key of -tls-cert")
@@ -302,6 +302,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, hup <-c
 		fr.guard = auth.NewGuard(tokens, gopts)
 		opts.Authorize = fr.guard.Authorize
 		log.Info("tokens from "+*authFile+": every call needs Authorization: Bearer <token>", "tokens", len(tokens.Tokens()))
+		warnExpired(log, tokens, time.Now())
 	}
 	fr.api = wire.NewHandler(svc, opts)
 	ln, err := net.Listen("tcp", *addr)

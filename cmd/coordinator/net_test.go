@@ -37,6 +37,7 @@ type token struct {
 	maxLeases   int
 	maxWaiters  int
 	metrics     bool
+	expires     string // RFC 3339; "" for none
 }
 
 func (tk token) hash() string {
@@ -62,6 +63,9 @@ func writeTokens(t *testing.T, path string, toks ...token) string {
 		if tk.metrics {
 			e["metrics"] = true
 		}
+		if tk.expires != "" {
+			e["expires"] = tk.expires
+		}
 		out = append(out, e)
 	}
 	data, err := json.Marshal(out)
@@ -79,6 +83,9 @@ var (
 	adminTok = token{name: "admin", token: "tok-admin-0a1b2c3d4e5f60718293", resources: []string{"*"}, holders: []string{"*"}, metrics: true}
 	// unknownTok is a token no file lists.
 	unknownTok = token{name: "nobody", token: "tok-unknown-5566778899aabbccdd"}
+	// expiredTok is listed, with the scopes of adminTok, but expired.
+	expiredTok = token{name: "retired", token: "tok-retired-a1b2c3d4e5f6a7b8c9", resources: []string{"*"}, holders: []string{"*"}, metrics: true,
+		expires: "2001-01-01T00:00:00Z"}
 )
 
 // netServer is a server run by serve in this process, with a SIGHUP
@@ -193,13 +200,14 @@ func view(t *testing.T, url string, resources ...string) string {
 }
 
 // TestEveryEndpointNeedsItsToken: each of the four calls and /metrics with
-// no token (401), a token the server does not know (401), a token whose
+// no token (401), a token the server does not know (401), a token that
+// expired (401, though its scopes would allow the call), a token whose
 // scopes leave the resource or the holder out (403), and a valid one
 // (200); a refusal changes nothing. /healthz and /readyz need no token.
 func TestEveryEndpointNeedsItsToken(t *testing.T) {
 	dir := t.TempDir()
 	logs := &lockedBuilder{}
-	file := writeTokens(t, filepath.Join(dir, "tokens.json"), appTok, adminTok)
+	file := writeTokens(t, filepath.Join(dir, "tokens.json"), appTok, adminTok, expiredTok)
 	srv := startNet(t, logs, "-auth", file, "-init", "-state", filepath.Join(dir, "state"), "-ttl", "1h")
 	hc := &http.Client{}
 	resources := []string{"app/r", "other/r"}
@@ -231,6 +239,7 @@ func TestEveryEndpointNeedsItsToken(t *testing.T) {
 		}{
 			{"no token", "", wire.CodeUnauthorized, 401, c.valid},
 			{"unknown token", unknownTok.token, wire.CodeUnauthorized, 401, c.valid},
+			{"expired token", expiredTok.token, wire.CodeUnauthorized, 401, c.valid},
 		}
 		for _, m := range c.outOfScope {
 			refusals = append(refusals, struct {
@@ -260,7 +269,7 @@ func TestEveryEndpointNeedsItsToken(t *testing.T) {
 	for _, tc := range []struct {
 		tok    string
 		status int
-	}{{"", 401}, {unknownTok.token, 401}, {appTok.token, 403}, {adminTok.token, 200}} {
+	}{{"", 401}, {unknownTok.token, 401}, {expiredTok.token, 401}, {appTok.token, 403}, {adminTok.token, 200}} {
 		if a := send(t, hc, "GET", srv.url, "/metrics", tc.tok, nil); a.status != tc.status {
 			t.Errorf("/metrics with %q: %d", tc.tok, a.status)
 		}
@@ -274,9 +283,12 @@ func TestEveryEndpointNeedsItsToken(t *testing.T) {
 		}
 	}
 	srv.close(t)
-	assertNoSecrets(t, logs.String(), appTok, adminTok, unknownTok)
+	assertNoSecrets(t, logs.String(), appTok, adminTok, unknownTok, expiredTok)
 	if !strings.Contains(logs.String(), "token=app") {
 		t.Errorf("the log does not name the token of the calls:\n%s", logs)
+	}
+	if !strings.Contains(logs.String(), `the token \"retired\" expired at 2001-01-01T00:00:00Z`) {
+		t.Errorf("the log does not warn of the expired token at start:\n%s", logs)
 	}
 }
 

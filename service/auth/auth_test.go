@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/lease-fence/lease-fence/core/lease"
 	"github.com/lease-fence/lease-fence/service/wire"
@@ -30,16 +31,16 @@ func TestParseDefaultsAndAuthenticate(t *testing.T) {
 	s, err := Parse([]byte(`[
 		{"name": "indexer", "tokenSha256": "` + hA + `", "resources": ["jobs/*", "deploy-slot"]},
 		{"name": "deployer", "tokenSha256": "` + strings.ToUpper(hB) + `", "resources": ["*"], "holders": ["deploy-1", "ci-*"],
-		 "maxLeases": 5, "maxWaiters": 2, "metrics": true}]`))
+		 "maxLeases": 5, "maxWaiters": 2, "metrics": true, "expires": "2030-01-01T01:00:00+01:00"}]`))
 	if err != nil {
 		t.Fatal(err)
 	}
 	a, ok := s.Authenticate(tokA)
-	if !ok || a.Name != "indexer" || strings.Join(a.Holders, ",") != "indexer*" || a.MaxLeases != 0 || a.MaxWaiters != 0 || a.Metrics {
+	if !ok || a.Name != "indexer" || strings.Join(a.Holders, ",") != "indexer*" || a.MaxLeases != 0 || a.MaxWaiters != 0 || a.Metrics || !a.Expires.IsZero() {
 		t.Fatalf("indexer: %+v %v", a, ok)
 	}
 	b, ok := s.Authenticate(tokB)
-	if !ok || b.Name != "deployer" || b.MaxLeases != 5 || b.MaxWaiters != 2 || !b.Metrics {
+	if !ok || b.Name != "deployer" || b.MaxLeases != 5 || b.MaxWaiters != 2 || !b.Metrics || !b.Expires.Equal(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)) {
 		t.Fatalf("deployer: %+v %v", b, ok)
 	}
 	for _, bad := range []string{"", tokA + " ", tokA[:len(tokA)-1], hA, strings.ToUpper(tokA)} {
@@ -82,6 +83,10 @@ func TestParseRefuses(t *testing.T) {
 		{"maxLeases fraction", entry(`, "maxLeases": 1.5`), `"maxLeases" must be a whole number`},
 		{"maxWaiters a string", entry(`, "maxWaiters": "5"`), `"maxWaiters" must be a whole number`},
 		{"metrics a string", entry(`, "metrics": "yes"`), `"metrics" must be true or false`},
+		{"expires a number", entry(`, "expires": 1893456000`), `"expires" must be a string`},
+		{"expires without a zone", entry(`, "expires": "2030-01-01T00:00:00"`), `not an RFC 3339 instant with its zone`},
+		{"expires a date", entry(`, "expires": "2030-01-01"`), `not an RFC 3339 instant with its zone`},
+		{"expires in words", entry(`, "expires": "next year"`), `"expires" is "next year"`},
 		{"same name", `[{"name": "a", "tokenSha256": "` + hA + `", "resources": ["*"]}, {"name": "a", "tokenSha256": "` + hB + `", "resources": ["*"]}]`,
 			`entry 2 ("a"): the name is also entry 1's`},
 		{"same token", `[{"name": "a", "tokenSha256": "` + hA + `", "resources": ["*"]}, {"name": "b", "tokenSha256": "` + strings.ToUpper(hA) + `", "resources": ["*"]}]`,
@@ -239,5 +244,56 @@ func TestGuard(t *testing.T) {
 	// A request that did not pass the middleware is not authorized.
 	if e := g.Authorize(httptest.NewRequest("POST", "/v1/acquire", nil), msg(wire.OpAcquire, "jobs/1", "x")); e == nil || e.Status != 401 {
 		t.Fatalf("without the middleware: %v", e)
+	}
+}
+
+// TestGuardExpiry: a token is served until the instant of its "expires",
+// and from that instant on refused with 401 saying so (the clock is the
+// guard's Now); one without "expires" never expires.
+func TestGuardExpiry(t *testing.T) {
+	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	s, err := Parse([]byte(`[{"name": "indexer", "tokenSha256": "` + hA + `", "resources": ["*"], "expires": "2030-01-01T00:00:00Z"},
+		{"name": "deployer", "tokenSha256": "` + hB + `", "resources": ["*"]}]`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := t0.Add(-time.Nanosecond)
+	var refused []string
+	g := NewGuard(s, Options{Now: func() time.Time { return now }, Answered: func(op wire.Op, _ string, e *wire.Error) { refused = append(refused, e.Code) }})
+	h := g.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(204) }))
+	do := func(tok string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest("POST", "/v1/acquire", strings.NewReader("{}"))
+		req.Header.Set("Authorization", "Bearer "+tok)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec
+	}
+	for _, step := range []struct {
+		at       time.Time
+		indexer  int
+		deployer int
+	}{
+		{t0.Add(-time.Nanosecond), 204, 204},
+		{t0, 401, 204},
+		{t0.Add(100 * 365 * 24 * time.Hour), 401, 204},
+	} {
+		now = step.at
+		a, b := do(tokA), do(tokB)
+		if a.Code != step.indexer || b.Code != step.deployer {
+			t.Fatalf("at %v: indexer %d %s, deployer %d", step.at, a.Code, a.Body, b.Code)
+		}
+		if a.Code == 401 {
+			e := wire.ParseError(a.Code, a.Body.Bytes())
+			if e == nil || e.Code != wire.CodeUnauthorized || !strings.Contains(e.Message, `"indexer" expired at 2030-01-01T00:00:00Z`) ||
+				a.Header().Get("WWW-Authenticate") == "" || strings.Contains(a.Body.String(), tokA) {
+				t.Fatalf("at %v: %s %v", step.at, a.Body, a.Header())
+			}
+		}
+	}
+	if len(refused) != 2 || refused[0] != wire.CodeUnauthorized {
+		t.Fatalf("Answered was told %v", refused)
+	}
+	if tok, _ := s.Authenticate(tokA); !tok.Expired(t0) || tok.Expired(t0.Add(-time.Nanosecond)) {
+		t.Fatalf("Expired around %v: %v", t0, tok.Expires)
 	}
 }

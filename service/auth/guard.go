@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/lease-fence/lease-fence/service/wire"
 )
@@ -27,10 +28,16 @@ type Options struct {
 	// Answered, if set, is told of each request Middleware refuses, as
 	// wire.HandlerOptions.Answered is of the others.
 	Answered func(op wire.Op, result string, e *wire.Error)
+	// Now is the clock a token's expiry is read against; nil is
+	// time.Now.
+	Now func() time.Time
 }
 
 // NewGuard returns a guard over s.
 func NewGuard(s *Set, opts Options) *Guard {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
 	g := &Guard{opts: opts}
 	g.set.Store(s)
 	return g
@@ -58,7 +65,8 @@ func TokenOf(ctx context.Context) (*Token, bool) {
 
 // Authenticate returns the entry of the bearer token of r, or the 401
 // refusal: no Authorization header, more than one, another scheme than
-// Bearer, an empty or over-long token, or a token the set does not list.
+// Bearer, an empty or over-long token, a token the set does not list, or
+// one that expired (Token.Expires).
 func (g *Guard) Authenticate(r *http.Request) (*Token, *wire.Error) {
 	vs := r.Header.Values("Authorization")
 	if len(vs) == 0 {
@@ -78,6 +86,9 @@ func (g *Guard) Authenticate(r *http.Request) (*Token, *wire.Error) {
 	t, ok := g.set.Load().Authenticate(token)
 	if !ok {
 		return nil, wire.NewError(wire.CodeUnauthorized, "the bearer token is not one this coordinator knows")
+	}
+	if t.Expired(g.opts.Now()) {
+		return nil, wire.NewError(wire.CodeUnauthorized, "the bearer token "+strconv.Quote(t.Name)+" expired at "+t.Expires.UTC().Format(time.RFC3339))
 	}
 	return t, nil
 }

@@ -7,20 +7,22 @@
 //
 //	[{"name": "indexer", "tokenSha256": "<64 hex digits>",
 //	  "resources": ["jobs/*", "deploy-slot"], "holders": ["indexer-*"],
-//	  "maxLeases": 100, "maxWaiters": 20}]
+//	  "maxLeases": 100, "maxWaiters": 20, "expires": "2027-06-30T00:00:00Z"}]
 //
 // The file holds only the SHA-256 of each token, never the token. A
 // pattern is an exact name or a prefix ending in "*" ("*" alone matches
 // everything). holders defaults to ["<name>*"], so a client cannot name
 // another client's holder ids; maxLeases and maxWaiters default to the
-// server's own limits; "metrics": true lets the token read /metrics. The
+// server's own limits; "metrics": true lets the token read /metrics;
+// "expires" (RFC 3339, with a zone) is the instant from which the token is
+// refused, as if it were not listed (absent: never). The
 // file is read strictly: an unknown or repeated member, a null, a wrong
 // type, bad hex, a bad pattern, and two entries with the same name or the
 // same token are refused with a message that names the entry (never the
 // token or its hash).
 //
 // Guard is what a server uses: Middleware answers 401 to a request without
-// a known token before its body is read, Authorize (a
+// a known token (or with one that expired) before its body is read, Authorize (a
 // wire.HandlerOptions.Authorize) answers 403 to a call outside the token's
 // scopes and tells the Service the caller and its limits, and Reload swaps
 // the tokens file without touching the leases.
@@ -36,6 +38,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
@@ -59,6 +62,15 @@ type Token struct {
 	MaxLeases, MaxWaiters int
 	// Metrics lets the token read /metrics on the API listener.
 	Metrics bool
+	// Expires is the instant from which the token is refused; zero means
+	// never.
+	Expires time.Time
+}
+
+// Expired reports whether t is refused at now: now is at or after
+// t.Expires.
+func (t *Token) Expired(now time.Time) bool {
+	return !t.Expires.IsZero() && !now.Before(t.Expires)
 }
 
 // Set is a parsed tokens file. It is immutable.
@@ -75,7 +87,7 @@ const (
 )
 
 // members are the members an entry may have.
-var members = []string{"name", "tokenSha256", "resources", "holders", "maxLeases", "maxWaiters", "metrics"}
+var members = []string{"name", "tokenSha256", "resources", "holders", "maxLeases", "maxWaiters", "metrics", "expires"}
 
 // Load reads and parses the tokens file at path.
 func Load(path string) (*Set, error) {
@@ -192,6 +204,17 @@ func parseEntry(m map[string]jsontext.Value) (Token, error) {
 	if v, ok := m["metrics"]; ok {
 		if err := json.Unmarshal(v, &t.Metrics); err != nil {
 			return t, errors.New(`member "metrics" must be true or false`)
+		}
+	}
+	if v, ok := m["expires"]; ok {
+		var at string
+		if err := json.Unmarshal(v, &at); err != nil {
+			return t, errors.New(`member "expires" must be a string (RFC 3339, such as "2027-06-30T00:00:00Z")`)
+		}
+		// time.RFC3339 requires the zone (Z or ±hh:mm): an instant, not a
+		// wall-clock time of some unnamed place.
+		if t.Expires, err = time.Parse(time.RFC3339, at); err != nil {
+			return t, fmt.Errorf(`member "expires" is %s, not an RFC 3339 instant with its zone (such as "2027-06-30T00:00:00Z")`, quoteShort(at))
 		}
 	}
 	return t, nil

@@ -39,6 +39,8 @@ func (w workerToken) hash() string {
 var (
 	wApp     = workerToken{"app", "tok-worker-app-0f1e2d3c4b5a69788796"}
 	wUnknown = workerToken{"nobody", "tok-worker-unknown-ab12cd34ef56"}
+	// wExpired is listed with every scope, and expired.
+	wExpired = workerToken{"retired", "tok-worker-retired-77aa88bb99cc"}
 )
 
 // startAuthRuntime starts the runtime with the tokens and returns its URL
@@ -52,13 +54,14 @@ func startAuthRuntime(t *testing.T) (string, *lockedBuffer) {
 	dir := t.TempDir()
 	file, _ := json.Marshal([]map[string]any{
 		{"name": wApp.name, "tokenSha256": wApp.hash(), "resources": []string{"app/*"}},
+		{"name": wExpired.name, "tokenSha256": wExpired.hash(), "resources": []string{"*"}, "holders": []string{"*"}, "expires": "2001-01-01T00:00:00Z"},
 	})
 	env := filepath.Join(dir, "auth.env")
 	if err := os.WriteFile(env, []byte("LEASE_TOKENS='"+string(file)+"'\nLEASE_CORS_ORIGINS=https://app.example\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	log := &lockedBuffer{}
-	cmd := exec.Command(filepath.Join(root, "node_modules/.bin/wrangler"), "dev",
+	cmd := exec.Command(filepath.Join(root, "node_modules/.bin/wrangler"), "dev", "--inspector-port", "0",
 		"--ip", "127.0.0.1", "--port", "0", "--persist-to", filepath.Join(dir, "state"), "--log-level", "info",
 		"--show-interactive-dev-session=false", "--env-file", env)
 	cmd.Dir = filepath.Join(root, "wasm/worker")
@@ -146,8 +149,8 @@ func authMsg(op wire.Op, id, resource, holder string, fence uint64) []byte {
 	return b
 }
 
-// TestWorkerTokens: every endpoint with no token, an unknown one, one out
-// of scope and a valid one; a refusal changes nothing (an inspection with
+// TestWorkerTokens: every endpoint with no token, an unknown one, an
+// expired one, one out of scope and a valid one; a refusal changes nothing (an inspection with
 // the valid token sees the same); wire.Client with the token; CORS for the
 // listed origin only; no token in the runtime's log.
 func TestWorkerTokens(t *testing.T) {
@@ -187,7 +190,7 @@ func TestWorkerTokens(t *testing.T) {
 			tok, code string
 			status    int
 			body      []byte
-		}{{"", wire.CodeUnauthorized, 401, c.valid}, {wUnknown.token, wire.CodeUnauthorized, 401, c.valid}} {
+		}{{"", wire.CodeUnauthorized, 401, c.valid}, {wUnknown.token, wire.CodeUnauthorized, 401, c.valid}, {wExpired.token, wire.CodeUnauthorized, 401, c.valid}} {
 			st, hd, data := authPost(t, url, "POST", c.op.Path(), r.tok, nil, r.body)
 			if st != r.status || code(data) != r.code || hd.Get("WWW-Authenticate") == "" {
 				t.Errorf("%s with %q: %d %s %v", c.op, r.tok, st, data, hd)
@@ -240,7 +243,7 @@ func TestWorkerTokens(t *testing.T) {
 		authMsg(wire.OpInspect, "", "app/r", "", 0)); hd.Get("Access-Control-Allow-Origin") != "https://app.example" {
 		t.Errorf("a call from the listed origin: %v", hd)
 	}
-	for _, w := range []workerToken{wApp, wUnknown} {
+	for _, w := range []workerToken{wApp, wUnknown, wExpired} {
 		if strings.Contains(log.String(), w.token) || strings.Contains(strings.ToLower(log.String()), w.hash()[:16]) {
 			t.Errorf("the runtime's log holds %s's token or its hash", w.name)
 		}
