@@ -623,7 +623,8 @@ func TestRestoreFromBackup(t *testing.T) {
 
 // TestFullDisk runs the coordinator on a small tmpfs (mounted by the test,
 // so it runs as root, as make test does) and fills it: changes are
-// refused with 503 unavailable (and the log says why, once) before the
+// refused with 503 unavailable (and the log says why, once, and /readyz
+// answers 503 with the reason until there is room) before the
 // disk runs out, everything else is still answered, and once there is room
 // again grants resume (and the log says so). Then a kill -9 and a restart
 // find every acknowledged lease.
@@ -661,6 +662,9 @@ func TestFullDisk(t *testing.T) {
 		t.Fatalf("on a full disk: %d; log %s", st, logs.String())
 	}
 	waitLog(t, logs, "disk full") // the log line comes through a pipe
+	if st, body := getReady(t, hc, srv.url); st != 503 || !strings.Contains(body, "less than 16 MiB free") {
+		t.Fatalf("/readyz on a full disk: %d %s", st, body)
+	}
 	if st, r := acquire("a3", "held"); st != 200 || r.HeldBy != "h" {
 		t.Fatalf("a denial on a full disk: %d %+v", st, r)
 	}
@@ -676,6 +680,9 @@ func TestFullDisk(t *testing.T) {
 	if st != 200 || strings.Count(logs.String(), "disk full") != 1 || !strings.Contains(logs.String(), "writable") {
 		t.Fatalf("with room again: %d; log %s", st, logs.String())
 	}
+	if st, body := getReady(t, hc, srv.url); st != 200 {
+		t.Fatalf("/readyz with room again: %d %s", st, body)
+	}
 	srv.kill()
 	srv = startChild(t, "", "-state", state, "-ttl", "1h")
 	for _, res := range []string{"held", "r4"} {
@@ -683,6 +690,18 @@ func TestFullDisk(t *testing.T) {
 			t.Fatalf("%s after the restart: %d %+v", res, st, r)
 		}
 	}
+}
+
+// getReady answers GET url/readyz.
+func getReady(t *testing.T, hc *http.Client, url string) (int, string) {
+	t.Helper()
+	resp, err := hc.Get(url + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
 }
 
 type lockedWriter struct {

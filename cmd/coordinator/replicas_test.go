@@ -311,6 +311,9 @@ func TestFailoverSynchronous(t *testing.T) {
 // arrive, answers do not), its transaction holds the resource's row on the
 // server until idle_in_transaction_session_timeout ends it, and the other
 // coordinator then decides. Healed, it answers from the database again.
+// While cut off, its /readyz answers 503 with the reason (the other's 200),
+// and its log says once that the store refuses changes, with the cause,
+// and once, at the first change after the heal, that it takes them again.
 func TestPartitionedReplica(t *testing.T) {
 	pg := startPG(t, pgtest.Options{})
 	px, err := pgtest.NewProxy("127.0.0.1:" + strconv.Itoa(pg.Port))
@@ -319,8 +322,14 @@ func TestPartitionedReplica(t *testing.T) {
 	}
 	defer px.Close()
 	const timeout = time.Second
-	cut := startChild(t, "", "-store", "postgres://postgres@"+px.Addr()+"/postgres?sslmode=disable", "-init", "-ttl", drillTTL,
+	cutLog := &lockedWriter{}
+	cut := startChildLogged(t, cutLog, "-store", "postgres://postgres@"+px.Addr()+"/postgres?sslmode=disable", "-init", "-ttl", drillTTL,
 		"-store-timeout", timeout.String())
+	defer func() {
+		if t.Failed() {
+			t.Logf("the cut coordinator's log:\n%s", cutLog)
+		}
+	}()
 	direct := startChild(t, "", "-store", pg.URL(""), "-ttl", drillTTL, "-store-timeout", "5s")
 	hc := &http.Client{Timeout: time.Minute}
 	call := func(c *child, m wire.Message) (int, wire.Reply, time.Duration) {
@@ -333,8 +342,17 @@ func TestPartitionedReplica(t *testing.T) {
 		t.Fatalf("before the cut: %d %+v", st, r)
 	}
 	f1 := r.Grant.Fence
+	if st, body := getReady(t, hc, cut.url); st != 200 {
+		t.Fatalf("/readyz before the cut: %d %s", st, body)
+	}
 
 	px.Partition()
+	if st, body := getReady(t, hc, cut.url); st != 503 || !strings.Contains(body, `"ready":false`) || !strings.Contains(body, "reason") {
+		t.Fatalf("/readyz of the cut coordinator: %d %s", st, body)
+	}
+	if st, body := getReady(t, hc, direct.url); st != 200 {
+		t.Fatalf("/readyz of the other coordinator: %d %s", st, body)
+	}
 	unavailable := func(m wire.Message) {
 		t.Helper()
 		st, r, took := call(cut, m)
@@ -377,6 +395,16 @@ func TestPartitionedReplica(t *testing.T) {
 	}
 	if r := answered(killMsg(wire.OpAcquire, "c2", "r1", "C", 0)); r.HeldBy != "B" {
 		t.Fatalf("C's acquisition after the heal: %+v", r)
+	}
+	if r := answered(killMsg(wire.OpAcquire, "h1", "r-healed", "H", 0)); !r.OK {
+		t.Fatalf("an acquisition of a free resource after the heal: %+v", r)
+	}
+	waitLog(t, cutLog, "store writable again")
+	if n := strings.Count(cutLog.String(), "the store refuses changes"); n != 1 || !strings.Contains(cutLog.String(), "cause=") {
+		t.Fatalf("the failure was logged %d times (want once, with its cause):\n%s", n, cutLog)
+	}
+	if st, body := getReady(t, hc, cut.url); st != 200 {
+		t.Fatalf("/readyz after the heal: %d %s", st, body)
 	}
 
 	// Requests arrive, answers do not: the cut coordinator's transaction
