@@ -352,3 +352,79 @@ func waitExit(t *testing.T, c *child, code int, within time.Duration) {
 		t.Fatalf("still running after %v", within)
 	}
 }
+
+// TestDrainKeepsHolds: a lease kept by Client.Hold lives through a drain
+// and a restart of the coordinator on the same address: its renewals fail
+// while no server listens and are tried again sooner, the first one after
+// the restart succeeds, and the work's context never ends. An observer
+// waiting when SIGTERM comes is answered at once with the state then (held
+// by the keeper, its fence).
+func TestDrainKeepsHolds(t *testing.T) {
+	state := filepath.Join(t.TempDir(), "state")
+	logs := &lockedWriter{}
+	srv := startChildLogged(t, logs, "-init", "-state", state, "-ttl", "6s")
+	addr := strings.TrimPrefix(srv.url, "http://")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	h, err := holder(t, srv.url, "keeper").Hold(ctx, "kept", wire.HoldOptions{RenewEvery: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fence := h.Token().Fence
+	waitRenewals := func(n int, what string) {
+		t.Helper()
+		for deadline := time.Now().Add(20 * time.Second); h.Renewals() < n; time.Sleep(time.Millisecond) {
+			if h.Context().Err() != nil {
+				t.Fatalf("%s: the hold ended: %v; log:\n%s", what, context.Cause(h.Context()), logs)
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %d renewals, want %d; log:\n%s", what, h.Renewals(), n, logs)
+			}
+		}
+	}
+	waitRenewals(2, "before the drain")
+	type observed struct {
+		st  wire.Status
+		err error
+	}
+	obs := make(chan observed, 1)
+	go func() {
+		st, err := holder(t, srv.url, "observer").Observe(ctx, "kept", fence, 30*time.Second)
+		obs <- observed{st, err}
+	}()
+	for deadline := time.Now().Add(10 * time.Second); scrape(t, http.DefaultClient, srv.url+"/metrics", "").value("leasefence_waiters") != 1; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			select {
+			case o := <-obs:
+				t.Fatalf("the observer never waited: answered %+v %v", o.st, o.err)
+			default:
+			}
+			t.Fatalf("the observer never waited: leasefence_waiters %v", scrape(t, http.DefaultClient, srv.url+"/metrics", "").value("leasefence_waiters"))
+		}
+	}
+	if err := srv.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case o := <-obs:
+		if o.err != nil || !o.st.Held || o.st.HolderID != "keeper" || o.st.Fence != fence {
+			t.Fatalf("the observer, at the drain: %+v %v", o.st, o.err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the observer was not answered at the drain")
+	}
+	waitExit(t, srv, 0, 30*time.Second)
+	before := h.Renewals()
+	srv = startChildLogged(t, logs, "-state", state, "-ttl", "6s", "-addr", addr)
+	waitRenewals(before+2, "after the restart")
+	if h.Token().Fence != fence || h.Context().Err() != nil {
+		t.Fatalf("the hold after the restart: fence %d (was %d), %v", h.Token().Fence, fence, context.Cause(h.Context()))
+	}
+	st, err := holder(t, srv.url, "observer").Inspect(ctx, "kept")
+	if err != nil || !st.Held || st.HolderID != "keeper" || st.Fence != fence {
+		t.Fatalf("after the restart: %+v %v", st, err)
+	}
+	if err := h.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
