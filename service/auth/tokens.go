@@ -76,6 +76,7 @@ func (t *Token) Expired(now time.Time) bool {
 // Set is a parsed tokens file. It is immutable.
 type Set struct {
 	tokens []Token
+	byHash map[[32]byte]int // the index in tokens of each hash
 }
 
 // Limits of a tokens file.
@@ -119,9 +120,9 @@ func Parse(data []byte) (*Set, error) {
 	if len(raw) == 0 {
 		return nil, errors.New("it lists no tokens: nobody could call the coordinator")
 	}
-	s := &Set{}
+	s := &Set{byHash: map[[32]byte]int{}}
 	names := map[string]int{}
-	hashes := map[[32]byte]int{}
+	hashes := s.byHash
 	for i, m := range raw {
 		t, err := parseEntry(m)
 		at := "entry " + strconv.Itoa(i+1)
@@ -274,21 +275,23 @@ func quoteShort(s string) string {
 // Tokens returns the entries, in the file's order.
 func (s *Set) Tokens() []Token { return s.tokens }
 
-// Authenticate returns the entry of token, or false. It hashes token and
-// compares the hash with every entry's in constant time (crypto/subtle),
-// without stopping at a match, so the time taken does not depend on which
-// entry matched or how much of a hash did.
+// Authenticate returns the entry of token, or false. The token itself is
+// never compared: it is hashed (SHA-256), and the hash is looked up among
+// the entries' hashes, then compared with the entry's in constant time
+// (crypto/subtle). The time a lookup takes can depend on the hash of the
+// token presented, never on the token's bytes beyond it: at most, timing
+// could tell a guesser how much of a guess's hash matches a stored hash,
+// and a hash does not give its token (that is a preimage of SHA-256). So
+// the cost is the same for a file of 1 entry or 10,000 (comparing with
+// every entry in turn cost about 40 ns an entry: 5 µs a call at 100
+// tokens, BenchmarkAuthenticate).
 func (s *Set) Authenticate(token string) (*Token, bool) {
 	h := sha256.Sum256([]byte(token))
-	found := -1
-	for i := range s.tokens {
-		eq := subtle.ConstantTimeCompare(h[:], s.tokens[i].Hash[:])
-		found = subtle.ConstantTimeSelect(eq, i, found)
-	}
-	if found < 0 {
+	i, ok := s.byHash[h]
+	if !ok || subtle.ConstantTimeCompare(h[:], s.tokens[i].Hash[:]) != 1 {
 		return nil, false
 	}
-	return &s.tokens[found], true
+	return &s.tokens[i], true
 }
 
 // Match reports whether name matches pattern: an exact name, or a prefix
