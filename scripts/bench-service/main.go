@@ -14,6 +14,13 @@
 //	worker          the Go Worker (wasm/worker) under wrangler dev
 //	worker-plain-js the plain-JavaScript Durable Object (wasm/worker/plain.mjs)
 //
+// A native target may end in -auth (the server with -auth: a tokens file
+// of 10 entries, the clients' token the last; every call carries it), -tls
+// (the server with -tls-cert/-tls-key of a private CA made at the start;
+// the clients trust it, and keep their connections alive: one handshake
+// per client and run), or both, in that order: native-raw-auth-tls,
+// native-durable-auth.
+//
 // Every client holds its own resource, so the figures measure throughput,
 // not contention. All targets run side by side and are measured in turns
 // (-rounds); each target's figure stops after -cycles cycles or -duration in
@@ -24,6 +31,9 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -45,6 +55,7 @@ import (
 
 	"github.com/lease-fence/lease-fence/core/clock"
 	"github.com/lease-fence/lease-fence/core/lease"
+	"github.com/lease-fence/lease-fence/internal/testpki"
 	"github.com/lease-fence/lease-fence/service/wire"
 )
 
@@ -119,7 +130,7 @@ func main() {
 		totals := make([]Result, len(names))
 		for round := 0; round < *rounds; round++ {
 			for i, t := range names {
-				r, err := measure(srvs[i].url, t, c, *cycles / *rounds, *duration/time.Duration(*rounds))
+				r, err := measure(srvs[i], t, c, *cycles / *rounds, *duration/time.Duration(*rounds))
 				if err != nil {
 					for _, s := range srvs {
 						s.stop()
@@ -161,6 +172,10 @@ type server struct {
 	cmd  *exec.Cmd
 	tmp  string
 	done chan struct{}
+	// token is the clients' bearer token ("" without -auth); tls their
+	// configuration for an https:// server.
+	token string
+	tls   *tls.Config
 }
 
 func (s *server) stop() {
@@ -177,7 +192,38 @@ func (s *server) stop() {
 	os.RemoveAll(s.tmp)
 }
 
-var urlRe = regexp.MustCompile(`(?:listening on|Ready on) (http://127\.0\.0\.1:\d+)`)
+var urlRe = regexp.MustCompile(`(?:listening on|Ready on) (https?://127\.0\.0\.1:\d+)`)
+
+// benchToken is the clients' token with -auth.
+const benchToken = "bench-token-of-the-clients-0123456789abcdef"
+
+// nativeOptions cuts the -auth and -tls ends off a native target's name.
+func nativeOptions(name string) (base string, withAuth, withTLS bool) {
+	base, withTLS = strings.CutSuffix(name, "-tls")
+	base, withAuth = strings.CutSuffix(base, "-auth")
+	return base, withAuth, withTLS
+}
+
+// tokensFile writes a tokens file of 10 entries in dir, benchToken's the
+// last, and returns its path.
+func tokensFile(dir string) (string, error) {
+	var file []map[string]any
+	for i := range 10 {
+		tok := "bench-token-" + strconv.Itoa(i) + "-unused-0123456789"
+		name := "other-" + strconv.Itoa(i)
+		if i == 9 {
+			tok, name = benchToken, "bench"
+		}
+		h := sha256.Sum256([]byte(tok))
+		file = append(file, map[string]any{"name": name, "tokenSha256": hex.EncodeToString(h[:]), "resources": []string{"*"}, "holders": []string{"*"}})
+	}
+	data, err := json.Marshal(file)
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, "tokens.json")
+	return path, os.WriteFile(path, data, 0o600)
+}
 
 func startTarget(name, coordinator, wrangler string) (*server, error) {
 	tmp, err := os.MkdirTemp("", "bench-service-")
@@ -185,11 +231,32 @@ func startTarget(name, coordinator, wrangler string) (*server, error) {
 		return nil, err
 	}
 	var cmd *exec.Cmd
-	switch name {
+	base, withAuth, withTLS := nativeOptions(name)
+	var extra []string
+	var token string
+	var tlsCfg *tls.Config
+	if withAuth {
+		file, err := tokensFile(tmp)
+		if err != nil {
+			return nil, err
+		}
+		extra, token = append(extra, "-auth", file), benchToken
+	}
+	if withTLS {
+		pki, err := testpki.New(tmp, "bench")
+		if err != nil {
+			return nil, err
+		}
+		if tlsCfg, err = pki.ClientConfig(false); err != nil {
+			return nil, err
+		}
+		extra = append(extra, "-tls-cert", pki.Server, "-tls-key", pki.ServerKey)
+	}
+	switch base {
 	case "native", "native-raw":
-		cmd = exec.Command(coordinator, "-addr", "127.0.0.1:0", "-quiet", "-memory")
+		cmd = exec.Command(coordinator, append([]string{"-addr", "127.0.0.1:0", "-quiet", "-memory"}, extra...)...)
 	case "native-durable", "native-durable-raw":
-		cmd = exec.Command(coordinator, "-addr", "127.0.0.1:0", "-quiet", "-init", "-state", filepath.Join(tmp, "state.db"))
+		cmd = exec.Command(coordinator, append([]string{"-addr", "127.0.0.1:0", "-quiet", "-init", "-state", filepath.Join(tmp, "state.db")}, extra...)...)
 	case "worker", "worker-plain-js":
 		wr, err := filepath.Abs(wrangler)
 		if err != nil {
@@ -203,14 +270,18 @@ func startTarget(name, coordinator, wrangler string) (*server, error) {
 		cmd.Dir = "wasm/worker"
 		cmd.Env = append(os.Environ(), "WRANGLER_SEND_METRICS=false", "CLOUDFLARE_CF_FETCH_ENABLED=false", "CI=1", "NO_COLOR=1")
 	default:
-		return nil, errors.New("unknown target (want native, native-raw, native-durable, native-durable-raw, worker, worker-plain-js)")
+		return nil, errors.New("unknown target (want native, native-raw, native-durable, native-durable-raw, each with -auth, -tls or -auth-tls or not, worker, worker-plain-js)")
+	}
+	if (withAuth || withTLS) && !strings.HasPrefix(base, "native") {
+		return nil, errors.New("-auth and -tls are for native targets")
 	}
 	s, err := startCmd(cmd, tmp)
 	if err != nil {
 		return nil, err
 	}
+	s.token, s.tls = token, tlsCfg
 	// Warm up: the first call to a Worker compiles and starts the wasm.
-	if _, err := measure(s.url, name+"-warmup", 1, 20, 30*time.Second); err != nil {
+	if _, err := measure(s, name+"-warmup", 1, 20, 30*time.Second); err != nil {
 		s.stop()
 		return nil, err
 	}
@@ -268,9 +339,9 @@ var run atomic.Int64
 
 // measure runs clients goroutines of acquire+release cycles on their own
 // resources until cycles are done or d has passed.
-func measure(url, name string, clients, cycles int, d time.Duration) (Result, error) {
-	if strings.HasSuffix(name, "-raw") {
-		return measureRaw(url, name, clients, cycles, d)
+func measure(s *server, name string, clients, cycles int, d time.Duration) (Result, error) {
+	if base, _, _ := nativeOptions(strings.TrimSuffix(name, "-warmup")); strings.HasSuffix(base, "-raw") {
+		return measureRaw(s, name, clients, cycles, d)
 	}
 	// Each client has its own wire.Client in its default configuration,
 	// whose kept-alive connection it reuses: one connection per client,
@@ -294,7 +365,7 @@ func measure(url, name string, clients, cycles int, d time.Duration) (Result, er
 		if err != nil {
 			return Result{}, err
 		}
-		if ws[i], err = wire.NewClient(wire.ClientConfig{BaseURL: url, Lease: lc, AttemptTimeout: 30 * time.Second}); err != nil {
+		if ws[i], err = wire.NewClient(wire.ClientConfig{BaseURL: s.url, Lease: lc, AttemptTimeout: 30 * time.Second, Token: s.token, TLS: s.tls}); err != nil {
 			return Result{}, err
 		}
 	}
@@ -334,12 +405,11 @@ func measure(url, name string, clients, cycles int, d time.Duration) (Result, er
 }
 
 // measureRaw is measure with rawClient instead of wire.Client.
-func measureRaw(url, name string, clients, cycles int, d time.Duration) (Result, error) {
-	host := strings.TrimPrefix(url, "http://")
+func measureRaw(s *server, name string, clients, cycles int, d time.Duration) (Result, error) {
 	id := run.Add(1)
 	cs := make([]*rawClient, clients)
 	for i := range cs {
-		c, err := dialRaw(host)
+		c, err := dialRaw(s)
 		if err != nil {
 			return Result{}, err
 		}
@@ -374,25 +444,41 @@ func measureRaw(url, name string, clients, cycles int, d time.Duration) (Result,
 	return Result{Name: name, Clients: clients, Cycles: done.Load(), Elapsed: time.Since(start)}, nil
 }
 
-// rawClient speaks just enough HTTP/1.1 over one kept-alive connection.
+// rawClient speaks just enough HTTP/1.1 over one kept-alive connection
+// (a TLS one to an https:// server).
 type rawClient struct {
 	conn net.Conn
 	r    *bufio.Reader
 	buf  []byte
+	auth string // the Authorization header line, or ""
 }
 
-func dialRaw(host string) (*rawClient, error) {
-	c, err := net.Dial("tcp", host)
+func dialRaw(s *server) (*rawClient, error) {
+	var c net.Conn
+	var err error
+	if host, ok := strings.CutPrefix(s.url, "https://"); ok {
+		cfg := s.tls.Clone()
+		cfg.NextProtos = []string{"http/1.1"}
+		c, err = tls.Dial("tcp", host, cfg)
+	} else {
+		c, err = net.Dial("tcp", strings.TrimPrefix(s.url, "http://"))
+	}
 	if err != nil {
 		return nil, err
 	}
-	return &rawClient{conn: c, r: bufio.NewReader(c)}, nil
+	rc := &rawClient{conn: c, r: bufio.NewReader(c)}
+	if s.token != "" {
+		rc.auth = "Authorization: Bearer " + s.token + "\r\n"
+	}
+	return rc, nil
 }
 
 func (c *rawClient) post(path string, body []byte) ([]byte, error) {
 	c.buf = append(c.buf[:0], "POST "...)
 	c.buf = append(c.buf, path...)
-	c.buf = append(c.buf, " HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\nContent-Length: "...)
+	c.buf = append(c.buf, " HTTP/1.1\r\nHost: bench\r\n"...)
+	c.buf = append(c.buf, c.auth...)
+	c.buf = append(c.buf, "Content-Type: application/json\r\nContent-Length: "...)
 	c.buf = strconv.AppendInt(c.buf, int64(len(body)), 10)
 	c.buf = append(c.buf, "\r\n\r\n"...)
 	c.buf = append(c.buf, body...)
