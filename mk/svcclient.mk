@@ -4,7 +4,8 @@
 # under wrangler dev (started once, offline), and in Chromium: with tokens
 # and TLS from a private CA that pkigen makes at run time
 # (test/svcclient/tls.test.mjs), and from a page on another origin
-# (-cors-origin, test/svcclient/cors.test.mjs).
+# (-cors-origin; the Worker's LEASE_CORS_ORIGINS under a second wrangler
+# dev: test/svcclient/cors.test.mjs).
 TESTS += test-svcclient
 
 .PHONY: test-svcclient

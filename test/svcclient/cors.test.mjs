@@ -1,10 +1,11 @@
 // LeaseServiceClient in Chromium from a page on another origin than the
 // coordinator's: the coordinator (out/bin/coordinator, with -auth and
-// -cors-origin) lists the page's origin, so the browser's preflight is
-// answered and the page acquires, renews, is denied and releases with its
-// token. The same page from an origin the coordinator does not list
-// (localhost instead of 127.0.0.1: another origin) is refused by the
-// browser itself.
+// -cors-origin; and the Worker under wrangler dev, with the same tokens
+// file in LEASE_TOKENS and the origin in LEASE_CORS_ORIGINS) lists the
+// page's origin, so the browser's preflight is answered and the page
+// acquires, renews, is denied and releases with its token. The same page
+// from an origin the coordinator does not list (localhost instead of
+// 127.0.0.1: another origin) is refused by the browser itself.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
@@ -41,10 +42,27 @@ try {
 }
 </script>`;
 
-let coordinator, server, pagePort, coordinatorURL, browser;
+let coordinator, worker, server, pagePort, coordinatorURL, workerURL, browser;
 const dir = mkdtempSync(join(tmpdir(), 'lease-fence-cors-'));
 const token = randomBytes(32).toString('base64url');
 const logs = [];
+const workerLogs = [];
+
+// waitForURL resolves with the first match of re in child's stdout.
+function waitForURL(child, re, what, lines) {
+  return new Promise((resolve, reject) => {
+    let out = '';
+    child.stdout.setEncoding('utf8');
+    child.stdout.on('data', (d) => {
+      out += d;
+      lines.push(d);
+      const m = re.exec(out);
+      if (m) resolve(m[1]);
+    });
+    child.on('exit', (code) => reject(new Error(`${what} exited (${code}): ${lines.join('')}`)));
+    setTimeout(() => reject(new Error(`${what} was not ready after 90 s: ${lines.join('')}`)), 90_000).unref();
+  });
+}
 
 before(async () => {
   server = createServer((req, res) => servePackage(res, new URL(req.url, 'http://x').pathname.slice(1), page));
@@ -52,21 +70,32 @@ before(async () => {
   pagePort = server.address().port;
   const bin = process.env.COORDINATOR || join(root, 'out/bin/coordinator');
   assert.ok(existsSync(bin), `${bin} is not built: run make coordinator`);
+  assert.ok(existsSync(join(root, 'wasm/worker/build/app.wasm')), 'the Worker is not built: run make worker');
   const tokens = join(dir, 'tokens.json');
-  writeFileSync(tokens, JSON.stringify([{ name: 'web', tokenSha256: createHash('sha256').update(token).digest('hex'), resources: ['web/*'], holders: ['web-*'] }]));
+  const file = JSON.stringify([{ name: 'web', tokenSha256: createHash('sha256').update(token).digest('hex'), resources: ['web/*'], holders: ['web-*'] }]);
+  writeFileSync(tokens, file);
   coordinator = spawn(bin, ['-addr', '127.0.0.1:0', '-memory', '-auth', tokens, '-cors-origin', `http://127.0.0.1:${pagePort}`], { stdio: ['ignore', 'pipe', 'pipe'] });
   coordinator.stderr.setEncoding('utf8');
   coordinator.stderr.on('data', (d) => logs.push(d));
-  coordinatorURL = await new Promise((resolve, reject) => {
-    let out = '';
-    coordinator.stdout.setEncoding('utf8');
-    coordinator.stdout.on('data', (d) => {
-      out += d;
-      const m = /listening on (http:\/\/127\.0\.0\.1:\d+)/.exec(out);
-      if (m) resolve(m[1]);
-    });
-    coordinator.on('exit', (code) => reject(new Error(`coordinator exited (${code}): ${logs.join('')}`)));
+  // The Worker reads the same file from its LEASE_TOKENS secret (here from
+  // an env file, as .dev.vars would give it).
+  const env = join(dir, 'worker.env');
+  writeFileSync(env, `LEASE_TOKENS='${file}'\nLEASE_CORS_ORIGINS=http://127.0.0.1:${pagePort}\n`);
+  worker = spawn(join(root, 'node_modules/.bin/wrangler'), [
+    'dev', '--ip', '127.0.0.1', '--port', '0', '--inspector-port', '0', '--persist-to', join(dir, 'worker-state'), '--log-level', 'info',
+    '--show-interactive-dev-session=false', '--env-file', env,
+  ], {
+    cwd: join(root, 'wasm/worker'),
+    env: { ...process.env, WRANGLER_SEND_METRICS: 'false', CLOUDFLARE_CF_FETCH_ENABLED: 'false', CI: '1', NO_COLOR: '1' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+    detached: true, // its own process group, ended as one
   });
+  worker.stderr.setEncoding('utf8');
+  worker.stderr.on('data', (d) => workerLogs.push(d));
+  [coordinatorURL, workerURL] = await Promise.all([
+    waitForURL(coordinator, /listening on (http:\/\/127\.0\.0\.1:\d+)/, 'coordinator', logs),
+    waitForURL(worker, /Ready on (http:\/\/127\.0\.0\.1:\d+)/, 'wrangler dev', workerLogs),
+  ]);
   browser = await launch();
 });
 
@@ -79,10 +108,23 @@ after(async () => {
     coordinator.kill('SIGTERM');
     await gone;
   }
+  if (worker && worker.exitCode === null && worker.signalCode === null) {
+    const gone = new Promise((resolve) => worker.once('exit', resolve));
+    const signal = (sig) => {
+      try {
+        process.kill(-worker.pid, sig);
+      } catch {
+        // already gone
+      }
+    };
+    signal('SIGINT');
+    const kill = setTimeout(() => signal('SIGKILL'), 15_000);
+    await gone.finally(() => clearTimeout(kill));
+  }
   rmSync(dir, { recursive: true, force: true });
 });
 
-async function run(origin) {
+async function run(origin, coordinatorURL) {
   const tab = await browser.context.newPage();
   const console = [];
   tab.on('console', (m) => console.push(m.text()));
@@ -96,17 +138,19 @@ async function run(origin) {
   }
 }
 
-test('a page of a listed origin calls the coordinator with its token', async () => {
-  const { result } = await run(`http://127.0.0.1:${pagePort}`);
-  assert.equal(result.error, undefined, JSON.stringify(result));
-  assert.deepEqual(result, { fence: result.fence, same: true, denied: 'web-a', forbidden: 'forbidden 403' });
-  assert.ok(result.fence >= 1);
-});
+for (const [name, url, log] of [['the native coordinator', () => coordinatorURL, logs], ['the Worker under wrangler dev', () => workerURL, workerLogs]]) {
+  test(`${name}: a page of a listed origin calls it with its token`, async () => {
+    const { result } = await run(`http://127.0.0.1:${pagePort}`, url());
+    assert.equal(result.error, undefined, JSON.stringify(result));
+    assert.deepEqual(result, { fence: result.fence, same: true, denied: 'web-a', forbidden: 'forbidden 403' });
+    assert.ok(result.fence >= 1);
+  });
 
-test('a page of another origin is refused by the browser', async () => {
-  const { result, console } = await run(`http://localhost:${pagePort}`);
-  assert.equal(result.error, 'no_answer', JSON.stringify(result));
-  assert.equal(result.status, 0);
-  assert.ok(console.some((l) => /CORS/.test(l)), `the browser did not say CORS: ${console.join('\n')}`);
-  assert.ok(!logs.join('').includes(token));
-});
+  test(`${name}: a page of another origin is refused by the browser`, async () => {
+    const { result, console } = await run(`http://localhost:${pagePort}`, url());
+    assert.equal(result.error, 'no_answer', JSON.stringify(result));
+    assert.equal(result.status, 0);
+    assert.ok(console.some((l) => /CORS/.test(l)), `the browser did not say CORS: ${console.join('\n')}`);
+    assert.ok(!log.join('').includes(token));
+  });
+}
