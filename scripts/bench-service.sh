@@ -18,9 +18,12 @@
 #    memory with -auth (a tokens file of 10 entries), with TLS (a private CA
 #    made at the start, kept-alive connections), with both, and without,
 #    driven by wire.Client and by the minimal client; and durable without
-#    and with both. ROUNDS rounds of NET_DURATION (2s) per target and
-#    client count, all targets in turn in every round; then each side's
-#    cycles/s over the plain one of its round, min / median / max.
+#    and with both. ROUNDS rounds of NET_DURATION (4s) per target and
+#    client count, the targets taking 10 turns in every round; cycles/s,
+#    and the server's and the client's CPU time per cycle (steadier than
+#    cycles/s on a machine shared with other work); then each side over
+#    the plain one of its round, min / median / max.
+#    NET_ONLY=1 runs this part alone.
 # 4. With ALL=1 also: the coordinator in memory (wire.Client and a minimal
 #    client), the Go Worker and a plain-JS Durable Object under wrangler dev,
 #    Redis without persistence.
@@ -54,62 +57,73 @@ results=$(mktemp)
 net_results=$(mktemp)
 trap 'rm -f "$results" "$net_results"' EXIT
 
-# summarize FILE: cycles/s by target and client count, min / median / max
-# over the rounds.
+# summarize FILE [UNIT]: UNIT (cycles/s unless given) by target and client
+# count, min / median / max over the rounds.
 summarize() {
-  awk '{ for (i = 1; i <= NF; i++) if ($i == "cycles/s") print $1, $2, $(i-1) }' "$1" |
+  awk -v unit="${2:-cycles/s}" '{ for (i = 1; i <= NF; i++) if ($i == unit) print $1, $2, $(i-1) }' "$1" |
     sort -k1,1 -k2,2 -k3,3n |
     awk '{ key = $1 " " $2; v[key] = v[key] " " $3; n[key]++ }
          END { for (k in v) { split(substr(v[k], 2), a, " "); c = n[k];
-               printf "  %-24s %-10s %7.0f / %7.0f / %7.0f\n", substr(k, 1, index(k, " ") - 1), substr(k, index(k, " ") + 1), a[1], (c % 2 ? a[(c + 1) / 2] : (a[c / 2] + a[c / 2 + 1]) / 2), a[c] } }' |
+               printf "  %-24s %-10s %7.1f / %7.1f / %7.1f\n", substr(k, 1, index(k, " ") - 1), substr(k, index(k, " ") + 1), a[1], (c % 2 ? a[(c + 1) / 2] : (a[c / 2] + a[c / 2 + 1]) / 2), a[c] } }' |
     sort
 }
-echo "== durable, side by side: $ROUNDS rounds of $DURATION each ($(nproc) cores; $(uptime | sed 's/.*load/load/')) =="
-for round in $(seq 1 "$ROUNDS"); do
-  out/bin/bench-service -targets native-durable,native-durable-raw -rounds 1 -cycles "$CYCLES" -duration "$DURATION" | tee -a "$results"
-  if [ -n "${BASELINE:-}" ]; then
-    out/bin/bench-service -coordinator "$BASELINE" -targets native-durable,native-durable-raw -rounds 1 -cycles "$CYCLES" -duration "$DURATION" |
-      sed 's/^native-/baseline-/' | tee -a "$results"
-  fi
-  # A peer that fails in a round (etcd times out its own requests when the
-  # machine is overloaded) is reported and left out of that round.
-  for peer in redis-aof redis-lua-aof etcd; do
-    out/bin/peers -targets "$peer" -cycles "$CYCLES" -duration "$DURATION" | tee -a "$results" ||
-      echo "bench-service: $peer failed in round $round; left out of it"
-  done
-done
-echo
-echo "cycles/s over $ROUNDS rounds (min / median / max):"
-summarize "$results"
-echo
-echo "== p50 acquire at 100 and 100,000 existing leases ($(uptime | sed 's/.*load/load/')) =="
-out/bin/bench-service -latency 100,100000 -samples "$SAMPLES"
 
-if [ "${NET:-1}" = 1 ]; then
-  NET_TARGETS=${NET_TARGETS:-native,native-auth,native-tls,native-auth-tls,native-raw,native-raw-auth,native-raw-tls,native-raw-auth-tls,native-durable,native-durable-auth-tls}
-  echo
-  echo "== tokens and TLS against without: $ROUNDS rounds of ${NET_DURATION:-2s} each ($(uptime | sed 's/.*load/load/')) =="
-  for round in $(seq 1 "$ROUNDS"); do
-    echo "round $round" >>"$net_results"
-    out/bin/bench-service -targets "$NET_TARGETS" -rounds 1 -cycles "$CYCLES" -duration "${NET_DURATION:-2s}" | tee -a "$net_results"
-  done
-  echo
-  echo "cycles/s over $ROUNDS rounds (min / median / max):"
-  summarize "$net_results"
-  echo
-  echo "cycles/s over the same client's without tokens or TLS in the same round, over $ROUNDS rounds (min / median / max):"
-  # Each side over the plain target of its family (the name without -auth
-  # and -tls), round by round.
-  awk '$1 == "round" { r = $2; next }
-       { for (i = 1; i <= NF; i++) if ($i == "cycles/s") v[r " " $1 " " $2] = $(i-1); names[$1 " " $2] = 1 }
+# ratios FILE UNIT: for each target whose name ends in -auth and/or -tls,
+# its UNIT over that of the same target without them, with the same client
+# count, in the same round ("round N" lines), min / median / max.
+ratios() {
+  awk -v unit="$2" '$1 == "round" { r = $2; next }
+       { for (i = 1; i <= NF; i++) if ($i == unit) v[r " " $1 " " $2] = $(i-1); names[$1 " " $2] = 1 }
        END { for (k in names) { split(k, f, " "); base = f[1]; sub(/-tls$/, "", base); sub(/-auth$/, "", base);
                if (base == f[1]) continue;
-               for (rr = 1; rr <= r; rr++) { a = v[rr " " k]; b = v[rr " " base " " f[2]]; if (a != "" && b > 0) print f[1] "/" base, f[2], a / b } } }' "$net_results" |
+               for (rr = 1; rr <= r; rr++) { a = v[rr " " k]; b = v[rr " " base " " f[2]]; if (a != "" && b > 0) print f[1] "/" base, f[2], a / b } } }' "$1" |
     sort -k1,1 -k2,2 -k3,3n |
     awk '{ key = $1 " " $2; v[key] = v[key] " " $3; n[key]++ }
          END { for (k in v) { split(substr(v[k], 2), a, " "); c = n[k];
                printf "  %-40s %-10s %5.3f / %5.3f / %5.3f\n", substr(k, 1, index(k, " ") - 1), substr(k, index(k, " ") + 1), a[1], (c % 2 ? a[(c + 1) / 2] : (a[c / 2] + a[c / 2 + 1]) / 2), a[c] } }' |
     sort
+}
+
+if [ "${NET_ONLY:-0}" != 1 ]; then
+  echo "== durable, side by side: $ROUNDS rounds of $DURATION each ($(nproc) cores; $(uptime | sed 's/.*load/load/')) =="
+  for round in $(seq 1 "$ROUNDS"); do
+    out/bin/bench-service -targets native-durable,native-durable-raw -rounds 1 -cycles "$CYCLES" -duration "$DURATION" | tee -a "$results"
+    if [ -n "${BASELINE:-}" ]; then
+      out/bin/bench-service -coordinator "$BASELINE" -targets native-durable,native-durable-raw -rounds 1 -cycles "$CYCLES" -duration "$DURATION" |
+        sed 's/^native-/baseline-/' | tee -a "$results"
+    fi
+    # A peer that fails in a round (etcd times out its own requests when the
+    # machine is overloaded) is reported and left out of that round.
+    for peer in redis-aof redis-lua-aof etcd; do
+      out/bin/peers -targets "$peer" -cycles "$CYCLES" -duration "$DURATION" | tee -a "$results" ||
+        echo "bench-service: $peer failed in round $round; left out of it"
+    done
+  done
+  echo
+  echo "cycles/s over $ROUNDS rounds (min / median / max):"
+  summarize "$results"
+  echo
+  echo "== p50 acquire at 100 and 100,000 existing leases ($(uptime | sed 's/.*load/load/')) =="
+  out/bin/bench-service -latency 100,100000 -samples "$SAMPLES"
+fi
+
+if [ "${NET:-1}" = 1 ]; then
+  NET_TARGETS=${NET_TARGETS:-native,native-auth,native-tls,native-auth-tls,native-raw,native-raw-auth,native-raw-tls,native-raw-auth-tls,native-durable,native-durable-auth-tls}
+  NET_DURATION=${NET_DURATION:-4s}
+  echo
+  echo "== tokens and TLS against without: $ROUNDS rounds of $NET_DURATION per target, in 10 turns ($(uptime | sed 's/.*load/load/')) =="
+  for round in $(seq 1 "$ROUNDS"); do
+    echo "round $round" >>"$net_results"
+    out/bin/bench-service -targets "$NET_TARGETS" -rounds 10 -cycles "$CYCLES" -duration "$NET_DURATION" | tee -a "$net_results"
+  done
+  for unit in cycles/s server-us/cycle client-us/cycle; do
+    echo
+    echo "$unit over $ROUNDS rounds (min / median / max):"
+    summarize "$net_results" "$unit"
+    echo
+    echo "$unit over the same target's without tokens or TLS in the same round (min / median / max):"
+    ratios "$net_results" "$unit"
+  done
 fi
 
 if [ "${ALL:-0}" = 1 ]; then

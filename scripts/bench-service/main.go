@@ -130,7 +130,10 @@ func main() {
 		totals := make([]Result, len(names))
 		for round := 0; round < *rounds; round++ {
 			for i, t := range names {
+				srv0, cli0 := srvs[i].cpu(), selfCPU()
 				r, err := measure(srvs[i], t, c, *cycles / *rounds, *duration/time.Duration(*rounds))
+				totals[i].ServerCPU += srvs[i].cpu() - srv0
+				totals[i].ClientCPU += selfCPU() - cli0
 				if err != nil {
 					for _, s := range srvs {
 						s.stop()
@@ -159,12 +162,55 @@ type Result struct {
 	Clients int
 	Cycles  int64
 	Elapsed time.Duration
+	// ServerCPU is the CPU time the server process used meanwhile (native
+	// targets only), ClientCPU this process's: on a machine shared with
+	// other work, CPU time per cycle is steadier than cycles per second.
+	ServerCPU, ClientCPU time.Duration
 }
 
 func (r Result) print() {
 	s := r.Elapsed.Seconds()
-	fmt.Printf("%-18s clients=%-2d %6d cycles in %5.2fs  %8.0f cycles/s  %8.0f calls/s\n",
+	fmt.Printf("%-18s clients=%-2d %6d cycles in %5.2fs  %8.0f cycles/s  %8.0f calls/s",
 		r.Name, r.Clients, r.Cycles, s, float64(r.Cycles)/s, 2*float64(r.Cycles)/s)
+	if r.ServerCPU > 0 && r.Cycles > 0 {
+		fmt.Printf("  %7.1f server-us/cycle  %7.1f client-us/cycle", r.ServerCPU.Seconds()*1e6/float64(r.Cycles), r.ClientCPU.Seconds()*1e6/float64(r.Cycles))
+	}
+	fmt.Println()
+}
+
+// selfCPU is the CPU time this process used so far.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// cpu is the CPU time the server's process used so far, the sum over its
+// threads of /proc/PID/task/TID/schedstat's first field (nanoseconds on a
+// CPU); 0 for a server that is not a native coordinator of ours.
+func (s *server) cpu() time.Duration {
+	if s.cmd == nil || !s.native {
+		return 0
+	}
+	dir := "/proc/" + strconv.Itoa(s.cmd.Process.Pid) + "/task"
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		return 0
+	}
+	var total time.Duration
+	for _, t := range tasks {
+		data, err := os.ReadFile(dir + "/" + t.Name() + "/schedstat")
+		if err != nil {
+			continue // the thread ended meanwhile
+		}
+		if f := strings.Fields(string(data)); len(f) > 0 {
+			n, _ := strconv.ParseInt(f[0], 10, 64)
+			total += time.Duration(n)
+		}
+	}
+	return total
 }
 
 type server struct {
@@ -174,8 +220,9 @@ type server struct {
 	done chan struct{}
 	// token is the clients' bearer token ("" without -auth); tls their
 	// configuration for an https:// server.
-	token string
-	tls   *tls.Config
+	token  string
+	tls    *tls.Config
+	native bool // cmd is the coordinator itself
 }
 
 func (s *server) stop() {
@@ -279,7 +326,7 @@ func startTarget(name, coordinator, wrangler string) (*server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.token, s.tls = token, tlsCfg
+	s.token, s.tls, s.native = token, tlsCfg, strings.HasPrefix(base, "native")
 	// Warm up: the first call to a Worker compiles and starts the wasm.
 	if _, err := measure(s, name+"-warmup", 1, 20, 30*time.Second); err != nil {
 		s.stop()
