@@ -551,6 +551,14 @@ function onHandleKey(ev) {
   editParam(e.edit.key, v, noteOf(el));
 }
 
+// A pointer's moves as they come: pointerrawupdate where the browser has it
+// (Chromium, in a secure context such as 127.0.0.1 or https). pointermove
+// is held until the next frame begins (up to 16 ms, more under load), and
+// the redraw would start only then; a raw move starts it at once, so the
+// lanes are ready when the frame is. drain then redraws at most once a
+// frame: moves that come faster wait for the next one, newest value first.
+const MOVE = typeof window !== 'undefined' && 'onpointerrawupdate' in window ? 'pointerrawupdate' : 'pointermove';
+
 function onPointerDown(ev) {
   const el = ev.target.closest?.('.handle');
   if (!el || ev.button !== 0 || ui.live?.shown) return;
@@ -562,16 +570,16 @@ function onPointerDown(ev) {
   el.setPointerCapture(ev.pointerId);
   pause();
   const scale = ui.drawn[mode].scale;
-  ui.drag = { el, mode, startX: ev.clientX, t: e.t, edit: { ...e.edit }, note: noteOf(el), scale, extent: ui.extent, last: e.t - e.edit.offset, pending: null, busy: false };
+  ui.drag = { el, mode, startX: ev.clientX, t: e.t, edit: { ...e.edit }, note: noteOf(el), scale, extent: ui.extent, last: e.t - e.edit.offset, pending: null, busy: false, drawn: false, waiting: false };
   el.classList.add('dragging');
   const move = (m) => onDragMove(m);
   const up = () => {
-    el.removeEventListener('pointermove', move);
+    el.removeEventListener(MOVE, move);
     el.removeEventListener('pointerup', up);
     el.removeEventListener('pointercancel', up);
     endDrag();
   };
-  el.addEventListener('pointermove', move);
+  el.addEventListener(MOVE, move);
   el.addEventListener('pointerup', up);
   el.addEventListener('pointercancel', up);
 }
@@ -601,23 +609,38 @@ function onDragMove(ev) {
   const v = Math.min(Math.max(Math.round(t - d.edit.offset), d.edit.min), d.edit.max);
   if (v === d.last) return;
   d.last = v;
-  // One run at a time: a move that comes while one runs waits for it.
-  d.pending = { v, at: ev.timeStamp, began: performance.now() };
-  if (!d.busy) drain();
+  // One run at a time: a move that comes while one runs (or after this
+  // frame's redraw) replaces any move still waiting, and waits.
+  d.pending = { v, at: ev.timeStamp };
+  drain();
 }
 
 async function drain() {
   const d = ui.drag;
-  if (!d) return;
+  if (!d || d.busy) return;
   while (d.pending) {
-    const { v, at, began } = d.pending;
+    if (d.drawn) {
+      // Redrawn in this frame already: the newest move waits for the next.
+      d.waiting = true;
+      return;
+    }
+    const { v, at } = d.pending;
+    const began = performance.now();
     d.pending = null;
     d.busy = true;
     await editParam(d.edit.key, v, d.note);
     d.busy = false;
+    d.drawn = true;
+    requestAnimationFrame(() => {
+      d.drawn = false;
+      if (d.waiting) {
+        d.waiting = false;
+        drain();
+      }
+    });
     // scripts/bench-drag.mjs sets window.__benchDrag to an array: the time
     // from the pointer event to the lanes redrawn and laid out, and its
-    // parts (waiting to be handled, the script, the layout).
+    // parts (waiting for its redraw to start, the script, the layout).
     if (Array.isArray(window.__benchDrag)) {
       const script = performance.now();
       void document.body.offsetHeight;
@@ -630,7 +653,14 @@ async function drain() {
 async function endDrag() {
   const d = ui.drag;
   if (!d) return;
-  while (d.busy) await new Promise((r) => setTimeout(r, 0));
+  // The last move is drawn now, whatever the frame.
+  for (;;) {
+    d.drawn = false;
+    d.waiting = false;
+    if (!d.busy && d.pending) drain();
+    if (!d.busy && !d.pending) break;
+    await new Promise((r) => setTimeout(r, 0));
+  }
   d.el.classList.remove('dragging');
   ui.drag = null;
   // The axis fits the new run again.

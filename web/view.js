@@ -6,10 +6,17 @@
 // string goes in through textContent or setAttribute, never markup, so
 // nothing from the URL or the library can become HTML.
 //
-// The drawing is built apart from the page and attached once: labels are
-// measured with a canvas (fonts read once per label class from the page's
-// own CSS), so drawing a lane forces no layout. That keeps a redraw cheap
-// enough to follow a dragged event frame by frame.
+// The drawing is built apart from the page, as plain objects (V), then
+// written into it: labels are measured with a canvas (fonts read once per
+// label class from the page's own CSS), so drawing a lane forces no layout.
+// A redraw updates the elements already in the page (patch): an element
+// whose tag and attribute names match the one drawn at its place keeps its
+// node and gets only the attributes and text that changed; the rest are
+// made anew. The page ends with exactly the markup a fresh drawing makes
+// (attributes in the same order), at the cost of what changed: a dragged
+// event moves a few elements, it does not rebuild two timelines. A lane
+// drawn again with the same inputs (a drag going back over a value) reuses
+// its drawing.
 
 import { fmt, COORDINATOR } from './model.js';
 import { describe } from './words.js';
@@ -52,11 +59,145 @@ export function layoutOf(agents, compact) {
 /** The agents drawn in run (A and B, and C when the scenario has it). */
 export const agentsOf = (run) => (run.scenario?.agents === 3 ? ['A', 'B', 'C'] : ['A', 'B']);
 
+// --- the drawing as data, and writing it into the page ---------------------------
+
+/**
+ * An SVG element to be: its tag, its attributes in the order they are set
+ * (as the DOM keeps them), its text or its children. Built by the drawing
+ * code through the few DOM methods it uses (append, setAttribute), never
+ * changed once drawn, so a drawing can be kept and drawn again.
+ */
+class V {
+  constructor(name, attrs, text) {
+    this.name = name;
+    this.keys = [];
+    this.vals = [];
+    for (const k in attrs) {
+      this.keys.push(k);
+      this.vals.push(String(attrs[k]));
+    }
+    this.text = text === undefined ? undefined : String(text);
+    this.kids = [];
+    this.sig = null;
+  }
+
+  append(...kids) {
+    for (const k of kids) this.kids.push(k);
+  }
+
+  setAttribute(k, v) {
+    const i = this.keys.indexOf(k);
+    if (i < 0) {
+      this.keys.push(k);
+      this.vals.push(String(v));
+    } else this.vals[i] = String(v);
+    this.sig = null;
+  }
+
+  getAttribute(k) {
+    const i = this.keys.indexOf(k);
+    return i < 0 ? null : this.vals[i];
+  }
+
+  /** classList.add: the class attribute's words, then cls (set as the DOM serializes them). */
+  addClass(cls) {
+    const words = (this.getAttribute('class') ?? '').split(/\s+/).filter(Boolean);
+    if (!words.includes(cls)) words.push(cls);
+    this.setAttribute('class', [...new Set(words)].join(' '));
+  }
+
+  /** What an element must share with another to be updated into it: tag, attribute names, text or children. */
+  shape() {
+    return (this.sig ??= `${this.name}|${this.keys.join(' ')}|${this.text === undefined ? '' : 't'}`);
+  }
+}
+
 function el(name, attrs = {}, text) {
-  const e = document.createElementNS(NS, name);
-  for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, String(v));
-  if (text !== undefined) e.textContent = text;
-  return e;
+  return new V(name, attrs, text);
+}
+
+// A new node for v and its children.
+function make(v) {
+  const n = document.createElementNS(NS, v.name);
+  for (let i = 0; i < v.keys.length; i++) n.setAttribute(v.keys[i], v.vals[i]);
+  if (v.text !== undefined) n.textContent = v.text;
+  for (const k of v.kids) n.appendChild(make(k));
+  return n;
+}
+
+// Turns node n, which shows old, into one that shows v (same shape).
+function patch(n, old, v) {
+  if (old === v) return;
+  for (let i = 0; i < v.keys.length; i++) if (old.vals[i] !== v.vals[i]) n.setAttribute(v.keys[i], v.vals[i]);
+  if (v.text !== undefined) {
+    if (v.text !== old.text) n.textContent = v.text;
+    return;
+  }
+  patchKids(n, old.kids, v.kids);
+}
+
+// The same for the children of parent (which show olds, in order): each new
+// child takes the node of an old one that is exactly the same if there is
+// one, else of one of the same class and shape, else of the same shape, in
+// order; the nodes left over go, and new ones are made for the rest.
+function patchKids(parent, olds, news) {
+  const nodes = parent.childNodes;
+  if (olds.length === news.length) {
+    let same = true;
+    for (let i = 0; i < news.length && same; i++) same = olds[i].shape() === news[i].shape();
+    if (same) {
+      // The usual redraw: the same elements, some moved.
+      for (let i = 0; i < news.length; i++) patch(nodes[i], olds[i], news[i]);
+      return;
+    }
+  }
+  const was = [...nodes];
+  const taken = new Array(olds.length).fill(false);
+  const match = new Array(news.length).fill(-1);
+  const exact = (v) => `${v.shape()}|${v.vals.join('\u0000')}|${v.text ?? ''}|${v.kids.length}`;
+  const classed = (v) => `${v.shape()}|${v.getAttribute('class') ?? ''}`;
+  for (const key of [exact, classed, (v) => v.shape()]) {
+    const free = new Map();
+    for (let i = 0; i < olds.length; i++) {
+      if (taken[i]) continue;
+      const k = key(olds[i]);
+      const list = free.get(k);
+      if (list) list.push(i);
+      else free.set(k, [i]);
+    }
+    for (let j = 0; j < news.length; j++) {
+      if (match[j] >= 0) continue;
+      const list = free.get(key(news[j]));
+      if (!list?.length) continue;
+      const i = list.shift();
+      taken[i] = true;
+      match[j] = i;
+    }
+  }
+  for (let i = 0; i < olds.length; i++) if (!taken[i]) was[i].remove();
+  let ref = parent.firstChild;
+  for (let j = 0; j < news.length; j++) {
+    let n;
+    if (match[j] >= 0) {
+      n = was[match[j]];
+      patch(n, olds[match[j]], news[j]);
+    } else n = make(news[j]);
+    if (n === ref) ref = ref.nextSibling;
+    else parent.insertBefore(n, ref);
+  }
+}
+
+/** Shows drawing v (an svg) in container: updates what container shows, if it shows a drawing of ours. */
+function show(container, v) {
+  const shown = container._drawn;
+  if (shown && container.childNodes.length === 1 && container.firstChild === shown.node && shown.v.shape() === v.shape()) {
+    patch(shown.node, shown.v, v);
+    shown.v = v;
+    return;
+  }
+  const node = make(v);
+  container.replaceChildren(node);
+  container._drawn = { node, v };
 }
 
 // --- measuring text without layout -------------------------------------------
@@ -72,10 +213,10 @@ function fontOf(cls, compact) {
   let f = fonts.get(key);
   if (f) return f;
   if (!probe) {
-    probe = el('svg', { class: 'tl', 'aria-hidden': 'true', width: 0, height: 0 });
+    probe = make(el('svg', { class: 'tl', 'aria-hidden': 'true', width: 0, height: 0 }));
     // Through the CSSOM: the page's Content-Security-Policy refuses style attributes.
     Object.assign(probe.style, { position: 'absolute', left: '-9999px', top: '0', visibility: 'hidden' });
-    probe.append(el('text', {}, 'x'));
+    probe.append(make(el('text', {}, 'x')));
     document.body.append(probe);
   }
   probe.setAttribute('class', `tl${compact ? ' compact' : ''}`);
@@ -173,7 +314,7 @@ export function drawRowLabels(container, compact, agents = ['A', 'B']) {
   }
   rows.push(['R', 'Resource', L.R, 'rowlabel'], ['t', 'time, ms', L.axis + L.font - 1, 'sublabel']);
   for (const [key, text, y, cls] of rows) svg.append(el('text', { x: w - 6, y: y + 4, 'text-anchor': 'end', class: cls, 'data-row': key }, text));
-  container.replaceChildren(svg);
+  show(container, svg);
 }
 
 // --- one lane -------------------------------------------------------------------
@@ -255,13 +396,13 @@ export function drawLane(container, lane, state, opts) {
   // The changed elements of this step, marked by a halo behind them.
   for (const seq of state.revealed ?? []) {
     const b = bounds.get(seq);
-    const g = shapes.querySelector(`g.ev[data-seq="${seq}"]`);
+    const g = shapes.kids.find((k) => k.name === 'g' && k.getAttribute('data-seq') === String(seq) && k.getAttribute('class').split(' ').includes('ev'));
     if (!b || !g) continue;
-    g.classList.add('changed');
+    g.addClass('changed');
     marks.append(el('rect', { x: b.x - 4, y: b.y - 4, width: b.width + 8, height: b.height + 8, rx: 4, class: 'hl', 'data-seq': seq }));
   }
 
-  placeLabels(texts, labels, obstacles, segments, W, L, ctx.compact);
+  placeLabels(svg, texts, labels, obstacles, segments, W, L, ctx.compact);
 
   // On a narrow screen the timeline scrolls sideways (opts.scroller, or
   // container): keep the cursor in view.
@@ -271,7 +412,7 @@ export function drawLane(container, lane, state, opts) {
   const shown = opts.width;
   const scrolls = W > shown + 0.5 && !opts.keepScroll;
   const scroll = scrolls ? scroller.scrollLeft : 0;
-  container.replaceChildren(svg);
+  show(container, svg);
   if (scrolls) {
     const cx = x(Math.min(state.cursor, t1));
     scroller.scrollLeft = cx < scroll + 40 || cx > scroll + shown - 40 ? Math.max(0, cx - shown * 0.6) : scroll;
@@ -737,7 +878,7 @@ function findWide(b, l, placed, obstacles, segments, W, L) {
   return null;
 }
 
-function placeLabels(layer, labels, obstacles, segments, W, L, compact) {
+function placeLabels(svg, layer, labels, obstacles, segments, W, L, compact) {
   const placed = [];
   const dropped = [];
   const order = labels.map((l, i) => ({ l, i })).sort((a, b) => a.l.prio - b.l.prio || a.i - b.i);
@@ -769,6 +910,6 @@ function placeLabels(layer, labels, obstacles, segments, W, L, compact) {
     placed.push(spot.cand);
   }
   // What had no room, for the tests (and for anyone inspecting the page).
-  layer.ownerSVGElement.setAttribute('data-dropped', dropped.length);
-  layer.ownerSVGElement.setAttribute('data-dropped-labels', dropped.join(' | '));
+  svg.setAttribute('data-dropped', dropped.length);
+  svg.setAttribute('data-dropped-labels', dropped.join(' | '));
 }

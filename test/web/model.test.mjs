@@ -173,6 +173,40 @@ test('async: commit refuses the async function, commitAsync queues B behind A an
   assert.equal(stateAt(fenced, { t: turn.t, j: turn.rank + 1 }).value, "A's report");
 });
 
+test("the async preset settles its promises on microtask turns exactly as on a macrotask turn after every action (300 seeded scenarios)", async () => {
+  const rand = rng(2202);
+  const pick = (max) => Math.floor(rand() * (max + 1));
+  const base = defaultScenario('async');
+  let refused = 0;
+  for (let n = 0; n < 300; n++) {
+    const s = n === 0 ? base : {
+      ...base,
+      ttl: 1 + pick(2000),
+      checkAt: pick(2000),
+      model: pick(1500),
+      upA: pick(300),
+      downA: pick(300),
+      upB: pick(300),
+      downB: pick(300),
+      skew: pick(200),
+      step: pick(10),
+      bStart: pick(2000),
+      bWork: pick(2) === 0 ? pick(800) : 0,
+      floor: pick(4) === 0 ? pick(3) : 0,
+      agents: 2 + pick(1),
+      cStart: pick(2000),
+      upC: pick(300),
+      downC: pick(300),
+    };
+    const run = (settle) => runScenarioAsync(lib, s, { settle }).then((r) => r, (err) => `${err.name}: ${err.message}`);
+    const task = await run('task');
+    if (typeof task === 'string') refused++;
+    assert.deepEqual(await run('microtasks'), task, JSON.stringify(s));
+  }
+  assert.ok(refused < 30, `${refused} of 300 scenarios did not run`);
+  await assert.rejects(runScenarioAsync(lib, base, { settle: 'later' }), TypeError);
+});
+
 test('the same scenario gives the same events', async () => {
   for (const p of PRESETS) {
     const s = { ...defaultScenario(p.id), step: 3, skew: 20 };
