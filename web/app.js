@@ -62,6 +62,23 @@ const ui = {
   live: null, // live mode's state (live.js), when on
 };
 
+// A write that changes nothing still costs the browser work (a range
+// input lays itself out again when its max is set, a text node is
+// replaced): while an event is dragged, render makes only the writes that
+// change something.
+function setText(node, text) {
+  if (node.textContent !== text) node.textContent = text;
+}
+function setProp(node, key, value) {
+  if (node[key] !== value) node[key] = value;
+}
+function setAttr(node, name, value) {
+  if (node.getAttribute(name) !== value) node.setAttribute(name, value);
+}
+function setData(node, key, value) {
+  if (node.dataset[key] !== value) node.dataset[key] = value;
+}
+
 function notice(problems) {
   const list = $('notice-list');
   for (const p of problems) {
@@ -453,7 +470,8 @@ function renderHandles(mode, lane, drawn) {
     layer.style.height = `${drawn.L.H}px`;
   }
   if (layer.hidden) return;
-  const keep = new Map([...layer.children].map((h) => [h.dataset.id, h]));
+  const keep = new Map();
+  for (const h of layer.children) keep.set(h._id ?? h.dataset.id, h);
   const order = [];
   for (const h of drawn.handles) {
     const e = h.e;
@@ -464,6 +482,7 @@ function renderHandles(mode, lane, drawn) {
       el = document.createElement('div');
       el.className = 'handle';
       el.dataset.id = id;
+      el._id = id;
       el.tabIndex = 0;
       el.setAttribute('role', 'slider');
       el.setAttribute('aria-orientation', 'horizontal');
@@ -728,10 +747,10 @@ function render(updateUrl = true) {
   }
 
   const scrub = $('scrubber');
-  scrub.max = String(last);
-  scrub.value = String(ui.index);
-  scrub.setAttribute('aria-valuetext', `t = ${fmt(t)} ms, position ${ui.index + 1} of ${ui.run.positions.length}`);
-  $('clock').textContent = `t = ${fmt(t)} ms (${ui.index + 1}/${ui.run.positions.length})`;
+  setProp(scrub, 'max', String(last));
+  setProp(scrub, 'value', String(ui.index));
+  setAttr(scrub, 'aria-valuetext', `t = ${fmt(t)} ms, position ${ui.index + 1} of ${ui.run.positions.length}`);
+  setText($('clock'), `t = ${fmt(t)} ms (${ui.index + 1}/${ui.run.positions.length})`);
   renderButtons();
 
   // An embed shows no scenario box: its first caption carries the claim.
@@ -767,12 +786,13 @@ function render(updateUrl = true) {
     ui.drawn[mode] = drawn;
     renderHandles(mode, lane, drawn);
     const v = $(`verdict-${mode}`);
-    v.textContent = showVerdict ? verdict[mode].text : '';
-    v.dataset.tone = verdict[mode].tone;
-    v.hidden = !showVerdict;
-    $(`lane-${mode}`).classList.toggle('has-verdict', showVerdict);
-    $(`lane-${mode}`).dataset.value = st.value ?? '';
-    $(`lane-${mode}`).dataset.landed = String(st.landed.length);
+    setText(v, showVerdict ? verdict[mode].text : '');
+    setData(v, 'tone', verdict[mode].tone);
+    setProp(v, 'hidden', !showVerdict);
+    const laneBox = $(`lane-${mode}`);
+    laneBox.classList.toggle('has-verdict', showVerdict);
+    setData(laneBox, 'value', st.value ?? '');
+    setData(laneBox, 'landed', String(st.landed.length));
     // The lists under the lanes wait for the end of a drag.
     if (dragging) continue;
     $(`value-${mode}`).textContent = value;
@@ -785,8 +805,8 @@ function render(updateUrl = true) {
       renderRejections(st.rejections);
     }
   }
-  document.body.dataset.preset = ui.scenario.preset;
-  document.body.dataset.agents = String(agents.length);
+  setData(document.body, 'preset', ui.scenario.preset);
+  setData(document.body, 'agents', String(agents.length));
   tellHost();
 }
 
@@ -802,12 +822,12 @@ function tellHost() {
 function renderButtons() {
   const last = ui.run.positions.length - 1;
   const play = $('play');
-  play.textContent = ui.playing ? 'Pause' : 'Play';
-  play.setAttribute('aria-pressed', String(ui.playing));
-  $('play-big').hidden = ui.index !== 0 || ui.playing || !!ui.live?.shown;
-  $('back').disabled = ui.index === 0;
-  $('step').disabled = ui.index === last;
-  $('to-end').disabled = ui.index === last;
+  setText(play, ui.playing ? 'Pause' : 'Play');
+  setAttr(play, 'aria-pressed', String(ui.playing));
+  setProp($('play-big'), 'hidden', ui.index !== 0 || ui.playing || !!ui.live?.shown);
+  setProp($('back'), 'disabled', ui.index === 0);
+  setProp($('step'), 'disabled', ui.index === last);
+  setProp($('to-end'), 'disabled', ui.index === last);
 }
 
 /** The event list, with the latest event marked and scrolled into the list's view. */

@@ -65,7 +65,10 @@ export const agentsOf = (run) => (run.scenario?.agents === 3 ? ['A', 'B', 'C'] :
  * An SVG element to be: its tag, its attributes in the order they are set
  * (as the DOM keeps them), its text or its children. Built by the drawing
  * code through the few DOM methods it uses (append, setAttribute), never
- * changed once drawn, so a drawing can be kept and drawn again.
+ * changed once drawn, so a drawing can be kept and drawn again. Attribute
+ * values are kept as given (numbers mostly) and made text only when set:
+ * printing a number is the costliest part of building a drawing, and two
+ * values that differ as given differ as text or are set again harmlessly.
  */
 class V {
   constructor(name, attrs, text) {
@@ -74,7 +77,7 @@ class V {
     this.vals = [];
     for (const k in attrs) {
       this.keys.push(k);
-      this.vals.push(String(attrs[k]));
+      this.vals.push(attrs[k]);
     }
     this.text = text === undefined ? undefined : String(text);
     this.kids = [];
@@ -89,14 +92,14 @@ class V {
     const i = this.keys.indexOf(k);
     if (i < 0) {
       this.keys.push(k);
-      this.vals.push(String(v));
-    } else this.vals[i] = String(v);
+      this.vals.push(v);
+    } else this.vals[i] = v;
     this.sig = null;
   }
 
   getAttribute(k) {
     const i = this.keys.indexOf(k);
-    return i < 0 ? null : this.vals[i];
+    return i < 0 ? null : String(this.vals[i]);
   }
 
   /** classList.add: the class attribute's words, then cls (set as the DOM serializes them). */
@@ -112,6 +115,13 @@ class V {
   }
 }
 
+// a.shape() === b.shape(), without making the strings.
+function sameShape(a, b) {
+  if (a.name !== b.name || a.keys.length !== b.keys.length || (a.text === undefined) !== (b.text === undefined)) return false;
+  for (let i = 0; i < a.keys.length; i++) if (a.keys[i] !== b.keys[i]) return false;
+  return true;
+}
+
 function el(name, attrs = {}, text) {
   return new V(name, attrs, text);
 }
@@ -119,7 +129,7 @@ function el(name, attrs = {}, text) {
 // A new node for v and its children.
 function make(v) {
   const n = document.createElementNS(NS, v.name);
-  for (let i = 0; i < v.keys.length; i++) n.setAttribute(v.keys[i], v.vals[i]);
+  for (let i = 0; i < v.keys.length; i++) n.setAttribute(v.keys[i], String(v.vals[i]));
   if (v.text !== undefined) n.textContent = v.text;
   for (const k of v.kids) n.appendChild(make(k));
   return n;
@@ -128,7 +138,7 @@ function make(v) {
 // Turns node n, which shows old, into one that shows v (same shape).
 function patch(n, old, v) {
   if (old === v) return;
-  for (let i = 0; i < v.keys.length; i++) if (old.vals[i] !== v.vals[i]) n.setAttribute(v.keys[i], v.vals[i]);
+  for (let i = 0; i < v.keys.length; i++) if (old.vals[i] !== v.vals[i]) n.setAttribute(v.keys[i], String(v.vals[i]));
   if (v.text !== undefined) {
     if (v.text !== old.text) n.textContent = v.text;
     return;
@@ -144,7 +154,7 @@ function patchKids(parent, olds, news) {
   const nodes = parent.childNodes;
   if (olds.length === news.length) {
     let same = true;
-    for (let i = 0; i < news.length && same; i++) same = olds[i].shape() === news[i].shape();
+    for (let i = 0; i < news.length && same; i++) same = sameShape(olds[i], news[i]);
     if (same) {
       // The usual redraw: the same elements, some moved.
       for (let i = 0; i < news.length; i++) patch(nodes[i], olds[i], news[i]);
@@ -190,7 +200,7 @@ function patchKids(parent, olds, news) {
 /** Shows drawing v (an svg) in container: updates what container shows, if it shows a drawing of ours. */
 function show(container, v) {
   const shown = container._drawn;
-  if (shown && container.childNodes.length === 1 && container.firstChild === shown.node && shown.v.shape() === v.shape()) {
+  if (shown && container.childNodes.length === 1 && container.firstChild === shown.node && sameShape(shown.v, v)) {
     patch(shown.node, shown.v, v);
     shown.v = v;
     return;
@@ -328,6 +338,25 @@ export function drawRowLabels(container, compact, agents = ['A', 'B']) {
  * parameter places (those with an `edit`), with where to grab them.
  */
 export function drawLane(container, lane, state, opts) {
+  // A lane drawn again as it was drawn last (a drag back over a value whose
+  // run is kept) shows the drawing it made then.
+  const key = JSON.stringify([
+    state.shown.map((e) => e.seq),
+    state.cursor,
+    state.revealed ?? [],
+    !!state.ghost,
+    opts.extent.t0,
+    opts.extent.t1,
+    opts.width,
+    !!opts.compact,
+    opts.summary,
+    opts.agents ?? null,
+  ]);
+  const kept = drawings.get(lane);
+  if (kept?.key === key) {
+    showLane(container, kept.svg, state, opts, kept.result);
+    return kept.result;
+  }
   const L = layoutOf(opts.agents ?? ['A', 'B'], opts.compact);
   const W = widthOf(opts.width, opts.compact);
   const scale = scaleOf(opts.extent, W);
@@ -404,22 +433,31 @@ export function drawLane(container, lane, state, opts) {
 
   placeLabels(svg, texts, labels, obstacles, segments, W, L, ctx.compact);
 
-  // On a narrow screen the timeline scrolls sideways (opts.scroller, or
-  // container): keep the cursor in view.
-  // (The scroll position is read only when the timeline is wider than its
-  // box: reading it makes the browser lay the page out.)
+  // The events a parameter places, where to grab each: those shown, or on
+  // the first frame (state.ghost) every one of the faint whole run.
+  const result = { W, L, scale, handles: handlesOf(state.ghost ? lane.events : state.shown, L, x) };
+  drawings.set(lane, { key, svg, result });
+  showLane(container, svg, state, opts, result);
+  return result;
+}
+
+// The drawing last made of each lane, with its inputs (key) and what drawLane returned.
+const drawings = new WeakMap();
+
+// Shows a lane's drawing svg in container. On a narrow screen the timeline
+// scrolls sideways (opts.scroller, or container): keep the cursor in view.
+// (The scroll position is read only when the timeline is wider than its
+// box: reading it makes the browser lay the page out.)
+function showLane(container, svg, state, opts, { W, scale }) {
   const scroller = opts.scroller ?? container;
   const shown = opts.width;
   const scrolls = W > shown + 0.5 && !opts.keepScroll;
   const scroll = scrolls ? scroller.scrollLeft : 0;
   show(container, svg);
   if (scrolls) {
-    const cx = x(Math.min(state.cursor, t1));
+    const cx = scale.x(Math.min(state.cursor, opts.extent.t1));
     scroller.scrollLeft = cx < scroll + 40 || cx > scroll + shown - 40 ? Math.max(0, cx - shown * 0.6) : scroll;
   }
-  // The events a parameter places, where to grab each: those shown, or on
-  // the first frame (state.ghost) every one of the faint whole run.
-  return { W, L, scale, handles: handlesOf(state.ghost ? lane.events : state.shown, L, x) };
 }
 
 /** Where to grab each event of events that a parameter places: [{ seq, e, x, y }]. */

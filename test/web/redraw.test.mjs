@@ -118,7 +118,7 @@ for (const [query, where, lane, actor, kind, path] of DRAGS) {
   });
 }
 
-test('120 seeded random drawings, each drawn over the one before, match the same drawings made afresh', async () => {
+test('120 seeded random drawings (and some from before again), each drawn over the one before, match the same drawings made afresh', async () => {
   const { page, errors } = await open('?p=gap');
   const report = await page.evaluate(async () => {
     const { drawLane, extentOf, agentsOf } = await import('./view.js');
@@ -139,6 +139,8 @@ test('120 seeded random drawings, each drawn over the one before, match the same
     let s = defaultScenario('gap');
     let run = await runScenarioAsync(lib, s);
     let drawn = 0;
+    let again = 0;
+    const history = [];
     for (let n = 0; n < 120; n++) {
       // Mostly small edits of one parameter (a drag), sometimes another preset.
       const r = rand();
@@ -154,29 +156,54 @@ test('120 seeded random drawings, each drawn over the one before, match the same
       } catch {
         continue; // a scenario the model refuses draws nothing new
       }
-      const extent = pick(4) === 0 ? { t0: 0, t1: 1000 + pick(3000) } : extentOf(run);
-      const i = pick(3) === 0 ? pick(run.positions.length) : run.positions.length - 1;
-      const width = pick(5) === 0 ? 300 + pick(900) : 1000;
-      for (const mode of ['naive', 'fenced']) {
-        const lane = run.lanes[mode];
-        const st = stateAt(lane, run.positions[i]);
-        const state = { shown: st.events, cursor: run.positions[i].t, revealed: pick(2) ? st.events.slice(-1).map((e) => e.seq) : [], ghost: i === 0 };
-        const opts = { extent, width, compact: false, summary: `summary ${n}`, agents: agentsOf(run) };
+      // The run at one position, then often the same run again with one
+      // input changed (the position, the halo, the axis or the width).
+      let extent = pick(4) === 0 ? { t0: 0, t1: 1000 + pick(3000) } : extentOf(run);
+      let i = pick(3) === 0 ? pick(run.positions.length) : run.positions.length - 1;
+      let width = pick(5) === 0 ? 300 + pick(900) : 1000;
+      let halo = pick(2) === 0;
+      const start = history.length;
+      for (let k = 0; k < 1 + pick(3); k++) {
+        if (k > 0) {
+          const what = pick(4);
+          if (what === 0) i = pick(run.positions.length);
+          else if (what === 1) halo = !halo;
+          else if (what === 2) extent = { t0: extent.t0, t1: extent.t1 + 1 + pick(500) };
+          else width = 300 + pick(900);
+        }
+        for (const mode of ['naive', 'fenced']) {
+          const lane = run.lanes[mode];
+          const st = stateAt(lane, run.positions[i]);
+          const state = { shown: st.events, cursor: run.positions[i].t, revealed: halo ? st.events.slice(-1).map((e) => e.seq) : [], ghost: i === 0 };
+          const opts = { extent, width, compact: false, summary: `summary ${n}`, agents: agentsOf(run) };
+          history.push([mode, lane, state, opts]);
+        }
+      }
+      // Now and then a drawing from before again (a drag going back over a
+      // value: the page keeps the runs, and the lane its drawing).
+      const draws = history.slice(start);
+      if (history.length > 8 && pick(3) === 0) draws.unshift(history[history.length - 3 - pick(6)]);
+      for (const entry of draws) {
+        const [mode, lane, state, opts] = entry;
         const a = drawLane(kept[mode], lane, state, opts);
+        if (entry[4] === a) again++; // the lane's kept drawing, shown again
+        entry[4] = a;
+        // Afresh: an empty container, and a copy of the lane (nothing kept).
         fresh.replaceChildren();
-        const b = drawLane(fresh, lane, state, opts);
+        const b = drawLane(fresh, { ...lane }, state, opts);
         drawn++;
-        if (kept[mode].innerHTML !== fresh.innerHTML) problems.push(`drawing ${n} (${mode}, ${JSON.stringify(s)}, position ${i}): the markup differs`);
+        if (kept[mode].innerHTML !== fresh.innerHTML) problems.push(`drawing ${n} (${mode}, ${JSON.stringify(s)}, cursor ${state.cursor}): the markup differs`);
         if (JSON.stringify(a.handles.map((h) => [h.seq, h.x, h.y])) !== JSON.stringify(b.handles.map((h) => [h.seq, h.x, h.y]))) problems.push(`drawing ${n} (${mode}): the handles differ`);
       }
     }
     kept.naive.remove();
     kept.fenced.remove();
     fresh.remove();
-    return { problems, drawn };
+    return { problems, drawn, again };
   });
   assert.deepEqual(report.problems, []);
   assert.ok(report.drawn >= 200, `only ${report.drawn} drawings`);
+  assert.ok(report.again >= 10, `only ${report.again} drawings shown again`);
   assert.deepEqual(errors, []);
   await page.close();
 });
