@@ -7,7 +7,7 @@
 #   make playground WORKER=1   live mode against the Worker too (wrangler dev; needs make deps)
 #   make test-web              the page in headless Chromium (node --test)
 #   make test-devserver        the server's Go tests
-#   make bench-web             load time, bytes transferred and drag-to-redraw time, in Chromium
+#   make bench-web             load time, bytes transferred, drag-to-redraw time and a redraw's work, in Chromium
 
 PORT ?= 8080
 DEVSERVER := out/bin/devserver
@@ -43,3 +43,4 @@ test-web: build-wasm devserver coordinator worker
 bench-web: build-wasm devserver
 	DEVSERVER=$(DEVSERVER) node scripts/bench-web.mjs
 	DEVSERVER=$(DEVSERVER) node scripts/bench-drag.mjs
+	DEVSERVER=$(DEVSERVER) node scripts/bench-redraw.mjs

@@ -2,15 +2,24 @@
 // drags an event along its row (A's write, then B's start) back and forth;
 // for each pointer move that changes the scenario, the page records the time
 // from the event's timeStamp to both lanes redrawn and laid out (the model
-// re-run, both timelines rebuilt and their labels placed, the handles moved;
+// re-run, both timelines redrawn and their labels placed, the handles moved;
 // app.js measures it when window.__benchDrag is an array). Paint is not
-// included. The time from the event includes its wait to be dispatched
-// (Chromium hands pointer moves to the page once per frame); the time from
-// the handler is the page's own work. Going back over a value takes the page's kept run of it (a run
-// is a pure function of its scenario): the figures for new values alone are
-// printed too.
+// included. The time from the event includes its wait for its redraw to
+// start ("queued": the page takes Chromium's pointerrawupdate, which comes
+// as the input does, where pointermove would wait for the next frame, and
+// redraws at most once a frame, so a move may wait for the one before it
+// or for the next frame); the time from the handler is the page's own
+// work. Going back over a value takes the page's kept run of it (a run is
+// a pure function of its scenario) and the lanes' kept drawings: the
+// figures for new values alone are printed too.
 //
-//   node scripts/bench-drag.mjs [moves]       (make bench-web)
+//   node scripts/bench-drag.mjs [moves] [rounds]             (make bench-web)
+//   WEB_BEFORE=dir node scripts/bench-drag.mjs [moves] [rounds]
+//
+// With WEB_BEFORE (another copy of web/, e.g. `git archive main web`), each
+// round drags on that page and then on this one, each from its own server
+// with the same module (3 rounds unless told): a comparison within one run,
+// the two sides interleaved, each round with the load average at its start.
 //
 // Goal: p95 under 16 ms (one frame at 60 Hz). The figures are printed, not
 // asserted.
@@ -19,6 +28,7 @@ import { loadavg } from 'node:os';
 import { startServer, launch } from '../test/web/harness.mjs';
 
 const moves = Math.max(10, Number(process.argv[2] ?? 120) | 0);
+const rounds = Math.max(1, Number(process.argv[3] ?? (process.env.WEB_BEFORE ? 3 : 1)) | 0);
 
 function stats(xs) {
   const s = [...xs].sort((a, b) => a - b);
@@ -54,11 +64,9 @@ const CASES = [
   ['?p=async', 'fenced', 'B', 'send'],
 ];
 
-const server = await startServer();
-const browser = await launch();
-const load = loadavg().map((x) => x.toFixed(1)).join(' ');
-const all = [];
-try {
+// Drags every case on the page server serves; resolves with every redraw's figures.
+async function dragAll(browser, server, name) {
+  const all = [];
   for (const [query, lane, actor, kind] of CASES) {
     const page = await browser.context.newPage();
     await page.setViewportSize({ width: 1280, height: 900 });
@@ -83,14 +91,32 @@ try {
     await page.waitForFunction(() => !document.body.classList.contains('busy'));
     const t = await page.evaluate(() => window.__benchDrag);
     all.push(...t);
-    console.log(`bench-drag ${query} ${lane} ${actor} ${kind}: ${line(t)}`);
+    console.log(`bench-drag ${name} ${query} ${lane} ${actor} ${kind}: ${line(t)}`);
     await page.close();
+  }
+  return all;
+}
+
+const sides = [{ name: 'this page', server: await startServer(), rows: [] }];
+if (process.env.WEB_BEFORE) sides.unshift({ name: `before (${process.env.WEB_BEFORE})`, server: await startServer(['-web', process.env.WEB_BEFORE]), rows: [] });
+const browser = await launch();
+const load = () => loadavg().map((x) => x.toFixed(1)).join(' ');
+try {
+  for (let r = 1; r <= rounds; r++) {
+    for (const side of sides) {
+      const at = load();
+      const rows = await dragAll(browser, side.server, side.name);
+      side.rows.push(...rows);
+      console.log(`bench-drag ${side.name}, round ${r} of ${rounds}: ${line(rows)} (load average at the start ${at})`);
+    }
   }
 } finally {
   await browser.close();
-  await server.close();
+  for (const side of sides) await side.server.close();
 }
-const s = stats(all.map((x) => x.total));
-const h = stats(all.map((x) => x.script + x.layout));
-console.log(`bench-drag all: ${line(all)} (load average at the start ${load})`);
-console.log(`bench-drag goal: p95 < 16 ms: from the event ${s.p95 < 16 ? 'met' : 'NOT met'} (${f(s.p95)} ms); from the handler ${h.p95 < 16 ? 'met' : 'NOT met'} (${f(h.p95)} ms)`);
+for (const side of sides) {
+  const s = stats(side.rows.map((x) => x.total));
+  const h = stats(side.rows.map((x) => x.script + x.layout));
+  console.log(`bench-drag ${side.name}, all ${rounds} round(s): ${line(side.rows)} (load average at the end ${load()})`);
+  console.log(`bench-drag ${side.name}, goal: p95 < 16 ms: from the event ${s.p95 < 16 ? 'met' : 'NOT met'} (${f(s.p95)} ms); from the handler ${h.p95 < 16 ? 'met' : 'NOT met'} (${f(h.p95)} ms)`);
+}
