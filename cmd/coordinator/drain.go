@@ -54,15 +54,12 @@ func drain(srv *http.Server, errc <-chan error, fr *front, stopSweep func(), clo
 // reload reads the tokens file and the TLS files again (SIGHUP). A file
 // that is refused leaves what it would have replaced in force, and the log
 // says why. Leases are not touched.
-func reload(log *slog.Logger, authFile string, guard *auth.Guard, check func(*auth.Set) error, tlsf *tlsFiles) {
+func reload(log *slog.Logger, authFile string, guard *auth.Guard, tlsf *tlsFiles) {
 	if guard == nil && tlsf == nil {
 		log.Info("SIGHUP: nothing to read again (no -auth, no -tls-cert)")
 	}
 	if guard != nil {
 		set, err := auth.Load(authFile)
-		if err == nil {
-			err = check(set)
-		}
 		if err != nil {
 			log.Error("SIGHUP: the tokens file is refused; the tokens read before stay in force", "err", err.Error())
 		} else {
@@ -98,11 +95,11 @@ func warnExpired(log *slog.Logger, s *auth.Set, now time.Time) {
 // without TLS on such an address are allowed (TLS may end at a proxy in
 // front), with a warning.
 func checkListen(addr string, tokens, insecure, tls bool, log *slog.Logger) error {
-	a, err := net.ResolveTCPAddr("tcp", addr)
+	loopback, err := isLoopback(addr)
 	if err != nil {
 		return errors.New("-addr: " + err.Error())
 	}
-	if a.IP != nil && a.IP.IsLoopback() {
+	if loopback {
 		return nil
 	}
 	switch {
@@ -115,6 +112,40 @@ func checkListen(addr string, tokens, insecure, tls bool, log *slog.Logger) erro
 		log.Warn("listening on " + addr + " without TLS: tokens and secrets travel in clear unless a proxy in front adds TLS")
 	}
 	return nil
+}
+
+// checkMetricsListen refuses a -metrics-addr that is not a loopback
+// address unless its /metrics is behind the tokens (-auth: a token with
+// "metrics": true, as on the API listener) or -insecure-listen says the
+// network is trusted; it reports whether the address is loopback (where
+// /metrics is served without a token, to a local scraper).
+func checkMetricsListen(addr string, tokens, insecure, tls bool, log *slog.Logger) (loopback bool, err error) {
+	loopback, err = isLoopback(addr)
+	if err != nil {
+		return false, errors.New("-metrics-addr: " + err.Error())
+	}
+	switch {
+	case loopback:
+	case !tokens && !insecure:
+		return false, errors.New("refusing -metrics-addr " + addr + " (not a loopback address) without -auth: anyone who reaches it could " +
+			"read the metrics. Put it on loopback, give -auth (a token with \"metrics\": true then reads it), or -insecure-listen if every client on that network is trusted")
+	case !tokens:
+		log.Warn("metrics on " + addr + " without tokens (-insecure-listen): anyone who reaches it can read them")
+	case !tls:
+		log.Warn("metrics on " + addr + " without TLS: the tokens that read them travel in clear unless a proxy in front adds TLS")
+	}
+	return loopback, nil
+}
+
+// isLoopback reports whether addr (host:port) is a loopback address; an
+// empty host (every address) is not. (A variable: the tests, which listen
+// on loopback only, make it say no to run a server as it runs elsewhere.)
+var isLoopback = func(addr string) (bool, error) {
+	a, err := net.ResolveTCPAddr("tcp", addr)
+	if err != nil {
+		return false, err
+	}
+	return a.IP != nil && a.IP.IsLoopback(), nil
 }
 
 // listFlag is a flag that may be repeated, each value a comma-separated
@@ -132,11 +163,15 @@ func (l *listFlag) Set(v string) error {
 	return nil
 }
 
-// opsHandler is what -metrics-addr serves: /metrics (without tokens),
-// /healthz and /readyz. It stays open while the server drains (its
-// /readyz then answers 503), and closes last.
-func opsHandler(m *metrics, fr *front) http.Handler {
+// opsHandler is what -metrics-addr serves: /metrics (without tokens on
+// loopback; with guarded, only to a token with "metrics": true), /healthz
+// and /readyz. It stays open while the server drains (its /readyz then
+// answers 503), and closes last.
+func opsHandler(m *metrics, fr *front, guarded bool) http.Handler {
 	h := m.handler()
+	if guarded {
+		h = http.HandlerFunc(fr.scrape)
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/metrics":

@@ -139,11 +139,11 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, hup <-c
 	maxWait := fl.Duration("max-wait", wire.DefaultMaxWait, "longest waitMillis a call may ask for (a waiting acquire or observe)")
 	maxWaiters := fl.Int("max-waiters", service.DefaultMaxWaiters, "most calls waiting at once, plus places kept for a retry; beyond, 503 too_many_waiters")
 	authFile := fl.String("auth", "", "the tokens file (JSON: name, tokenSha256, resources, holders, maxLeases, maxWaiters, metrics, expires): every call then needs Authorization: Bearer <token>, within the token's scopes and limits; read again at SIGHUP")
-	insecure := fl.Bool("insecure-listen", false, "allow listening on an address other than loopback without -auth (anyone who reaches it can take any lease)")
+	insecure := fl.Bool("insecure-listen", false, "allow -addr and -metrics-addr on an address other than loopback without -auth (anyone who reaches them can take any lease, read the metrics)")
 	tlsCert := fl.String("tls-cert", "", "serve HTTPS with this PEM certificate (chain); with -tls-key; read again at SIGHUP")
 	tlsKey := fl.String("tls-key", "", "the PEM private key of -tls-cert")
 	tlsClientCA := fl.String("tls-client-ca", "", "require a client certificate signed by a CA in this PEM file (mutual TLS); read again at SIGHUP")
-	metricsAddr := fl.String("metrics-addr", "", "serve GET /metrics (Prometheus), /healthz and /readyz on this address of its own, without tokens (it stays open while the server drains); unset: on the API listener (with -auth, /metrics for a token with \"metrics\": true)")
+	metricsAddr := fl.String("metrics-addr", "", "serve GET /metrics (Prometheus), /healthz and /readyz on this address of its own (it stays open while the server drains): on loopback without tokens; elsewhere as the API (with -auth, /metrics for a token with \"metrics\": true; TLS with -tls-cert), refused without -auth unless -insecure-listen; unset: on the API listener")
 	var corsOrigins listFlag
 	fl.Var(&corsOrigins, "cors-origin", "let pages of this origin (scheme://host[:port], or *) call the API from a browser; repeat, or separate with commas")
 	drainTimeout := fl.Duration("drain-timeout", 10*time.Second, "at SIGTERM or SIGINT, how long to finish the calls in flight before closing what is left")
@@ -200,24 +200,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, hup <-c
 	if err := wire.CheckOrigins(corsOrigins); err != nil {
 		return errors.New("-cors-origin: " + err.Error())
 	}
-	// checkTokens refuses tokens the store cannot hold to their limits.
-	checkTokens := func(s *auth.Set) error {
-		if set["store"] {
-			for _, t := range s.Tokens() {
-				if t.MaxLeases > 0 {
-					return errors.New("the tokens file gives " + strconv.Quote(t.Name) + " a maxLeases, which the PostgreSQL store (-store) cannot count yet; leave it out (the server's -max-leases applies)")
-				}
-			}
-		}
-		return nil
-	}
 	var tokens *auth.Set
 	if *authFile != "" {
 		var err error
 		if tokens, err = auth.Load(*authFile); err != nil {
-			return err
-		}
-		if err := checkTokens(tokens); err != nil {
 			return err
 		}
 	}
@@ -236,6 +222,16 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, hup <-c
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	if err := checkListen(*addr, tokens != nil, *insecure, tlsf != nil, log); err != nil {
 		return err
+	}
+	// On an address other than loopback, the metrics listener is served as
+	// the API listener is: its /metrics behind the tokens, over TLS.
+	metricsGuarded, metricsTLS := false, false
+	if *metricsAddr != "" {
+		loopback, err := checkMetricsListen(*metricsAddr, tokens != nil, *insecure, tlsf != nil, log)
+		if err != nil {
+			return err
+		}
+		metricsGuarded, metricsTLS = !loopback && tokens != nil, !loopback && tlsf != nil
 	}
 	syncs := newSyncHistogram()
 	var store service.Store
@@ -346,10 +342,20 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, hup <-c
 			ln.Close()
 			return errors.New("-metrics-addr: " + err.Error())
 		}
-		msrv := &http.Server{Handler: opsHandler(met, fr), ReadHeaderTimeout: *headerTimeout, ErrorLog: srv.ErrorLog}
-		go func() { _ = msrv.Serve(mln) }()
+		msrv := &http.Server{Handler: opsHandler(met, fr, metricsGuarded), ReadHeaderTimeout: *headerTimeout, ErrorLog: srv.ErrorLog}
+		mscheme := "http"
+		if metricsTLS {
+			mscheme, msrv.TLSConfig = "https", tlsf.config()
+			go func() { _ = msrv.ServeTLS(mln, "", "") }()
+		} else {
+			go func() { _ = msrv.Serve(mln) }()
+		}
 		side = append(side, msrv)
-		log.Info("metrics on http://" + mln.Addr().String() + "/metrics")
+		msg := "metrics on " + mscheme + "://" + mln.Addr().String() + "/metrics"
+		if metricsGuarded {
+			msg += " (for a token with \"metrics\": true)"
+		}
+		log.Info(msg)
 	}
 	scheme := "http"
 	errc := make(chan error, 1)
@@ -371,7 +377,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, hup <-c
 		case err := <-errc:
 			return err
 		case <-hup:
-			reload(log, *authFile, fr.guard, checkTokens, tlsf)
+			reload(log, *authFile, fr.guard, tlsf)
 			continue
 		case <-ctx.Done():
 		}

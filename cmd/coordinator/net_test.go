@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -14,6 +15,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,6 +24,7 @@ import (
 
 	"github.com/lease-fence/lease-fence/core/clock"
 	"github.com/lease-fence/lease-fence/core/lease"
+	"github.com/lease-fence/lease-fence/internal/testpki"
 	"github.com/lease-fence/lease-fence/service/wire"
 )
 
@@ -310,15 +313,27 @@ func assertNoSecrets(t *testing.T, log string, toks ...token) {
 	}
 }
 
+// floodTok floods, calmTok does not; the server's -max-leases is 50.
+var (
+	floodTok = token{name: "flood", token: "tok-flood-00112233445566778899", resources: []string{"*"}, maxLeases: 40}
+	calmTok  = token{name: "calm", token: "tok-calm-99887766554433221100", resources: []string{"*"}}
+)
+
 // TestTokenFloodLeavesRoomForOthers: one token acquiring as fast as it can,
 // from 16 clients at once, gets its maxLeases and no more, while another
 // token still acquires; the server's own limit is not reached.
 func TestTokenFloodLeavesRoomForOthers(t *testing.T) {
 	dir := t.TempDir()
-	flood := token{name: "flood", token: "tok-flood-00112233445566778899", resources: []string{"*"}, maxLeases: 40}
-	calm := token{name: "calm", token: "tok-calm-99887766554433221100", resources: []string{"*"}}
 	srv := startNet(t, io.Discard, "-quiet", "-memory", "-max-leases", "50", "-ttl", "1h",
-		"-auth", writeTokens(t, filepath.Join(dir, "tokens.json"), flood, calm))
+		"-auth", writeTokens(t, filepath.Join(dir, "tokens.json"), floodTok, calmTok))
+	flood(t, srv.url, srv.url)
+}
+
+// flood runs floodTok's 16 clients against floodURL until they have been
+// refused 100 times, then takes the ten places left with calmTok on
+// calmURL, and checks that the server is then full.
+func flood(t *testing.T, floodURL, calmURL string) {
+	t.Helper()
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	granted, limited := 0, 0
@@ -327,7 +342,7 @@ func TestTokenFloodLeavesRoomForOthers(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			wc := tokenClient(t, srv.url, "flood-"+strconv.Itoa(c), flood.token)
+			wc := tokenClient(t, floodURL, "flood-"+strconv.Itoa(c), floodTok.token)
 			for i := 0; ; i++ {
 				select {
 				case <-stop:
@@ -350,16 +365,21 @@ func TestTokenFloodLeavesRoomForOthers(t *testing.T) {
 		}()
 	}
 	// While the flood goes on, the other token takes the ten places left.
-	for deadline := time.Now().Add(10 * time.Second); ; {
+	for deadline := time.Now().Add(30 * time.Second); ; {
 		mu.Lock()
 		n := limited
 		mu.Unlock()
-		if n >= 100 || time.Now().After(deadline) {
+		if n >= 100 {
 			break
+		}
+		if time.Now().After(deadline) {
+			close(stop)
+			wg.Wait()
+			t.Fatalf("the flood was not limited within 30 s: %d granted", granted)
 		}
 		time.Sleep(time.Millisecond)
 	}
-	cc := tokenClient(t, srv.url, "calm-1", calm.token)
+	cc := tokenClient(t, calmURL, "calm-1", calmTok.token)
 	for i := range 10 {
 		if _, err := cc.Acquire(context.Background(), "c-"+strconv.Itoa(i)); err != nil {
 			t.Fatalf("the calm token's acquisition %d during the flood: %v", i, err)
@@ -433,5 +453,117 @@ func TestListenAddress(t *testing.T) {
 		if (err == nil) != (tc.wantErr == "") || (err != nil && !strings.Contains(err.Error(), tc.wantErr)) || !strings.Contains(logs.String(), tc.wantWarn) {
 			t.Errorf("%+v: %v; log %q", tc, err, logs.String())
 		}
+	}
+}
+
+// TestMetricsAddress: a -metrics-addr that is not loopback is refused
+// without -auth (nothing is opened) unless -insecure-listen; with tokens
+// its /metrics needs a token with "metrics": true and, with -tls-cert, it
+// is served over TLS; /healthz and /readyz stay open there; on loopback
+// /metrics needs no token.
+func TestMetricsAddress(t *testing.T) {
+	dir := t.TempDir()
+	for _, addr := range []string{"0.0.0.0:0", ":0", "[::]:0", "192.0.2.1:0"} {
+		state := filepath.Join(dir, "state-"+strconv.Itoa(len(addr)))
+		err := run(context.Background(), []string{"-metrics-addr", addr, "-init", "-state", state}, io.Discard, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), "-metrics-addr") || !strings.Contains(err.Error(), "-insecure-listen") {
+			t.Fatalf("%s: %v", addr, err)
+		}
+		if _, err := os.Stat(state); !os.IsNotExist(err) {
+			t.Fatalf("%s: the state was created before the refusal", addr)
+		}
+	}
+	var logs strings.Builder
+	log := newTestLogger(&logs)
+	for _, tc := range []struct {
+		addr              string
+		tokens, insecure  bool
+		tls               bool
+		loopback          bool
+		wantErr, wantWarn string
+	}{
+		{"127.0.0.1:0", false, false, false, true, "", ""},
+		{"[::1]:0", false, false, false, true, "", ""},
+		{"localhost:0", false, false, false, true, "", ""},
+		{"0.0.0.0:0", false, true, false, false, "", "without tokens"},
+		{"0.0.0.0:0", true, false, false, false, "", "without TLS"},
+		{"0.0.0.0:0", true, false, true, false, "", ""},
+		{"0.0.0.0:0", false, false, true, false, "without -auth", ""},
+		{"nonsense", true, false, false, false, "-metrics-addr", ""},
+	} {
+		logs.Reset()
+		loopback, err := checkMetricsListen(tc.addr, tc.tokens, tc.insecure, tc.tls, log)
+		if (err == nil) != (tc.wantErr == "") || (err != nil && !strings.Contains(err.Error(), tc.wantErr)) ||
+			!strings.Contains(logs.String(), tc.wantWarn) || (tc.wantWarn == "" && logs.Len() > 0) || loopback != tc.loopback {
+			t.Errorf("%+v: %v, loopback %v; log %q", tc, err, loopback, logs.String())
+		}
+	}
+
+	// Whole servers, with 127.0.0.1 taken for an address of the network.
+	pki, err := testpki.New(dir, "metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokens := writeTokens(t, filepath.Join(dir, "tokens.json"), appTok, adminTok)
+	tlsHC := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pki.CAPool}}}
+	for _, tc := range []struct {
+		name      string
+		args      []string
+		scheme    string
+		hc        *http.Client
+		anonymous int // the status of /metrics without a token
+	}{
+		{"loopback", []string{"-auth", tokens}, "http", http.DefaultClient, 200},
+		{"tokens", []string{"-auth", tokens}, "http", http.DefaultClient, 401},
+		{"tokens and TLS", []string{"-auth", tokens, "-tls-cert", pki.Server, "-tls-key", pki.ServerKey}, "https", tlsHC, 401},
+		{"insecure", []string{"-insecure-listen"}, "http", http.DefaultClient, 200},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.name != "loopback" {
+				was := isLoopback
+				isLoopback = func(string) (bool, error) { return false, nil }
+				t.Cleanup(func() { isLoopback = was })
+			}
+			var logs lockedBuilder
+			startNet(t, &logs, append([]string{"-memory", "-metrics-addr", "127.0.0.1:0"}, tc.args...)...)
+			m := regexp.MustCompile(`metrics on (https?://[^ "]+)/metrics`).FindStringSubmatch(logs.String())
+			if m == nil {
+				t.Fatalf("no metrics line: %s", logs.String())
+			}
+			opsURL := m[1]
+			if !strings.HasPrefix(opsURL, tc.scheme+"://127.0.0.1:") {
+				t.Fatalf("metrics at %s, want %s", opsURL, tc.scheme)
+			}
+			if a := send(t, tc.hc, "GET", opsURL, "/metrics", "", nil); a.status != tc.anonymous {
+				t.Errorf("/metrics without a token: %d %v", a.status, a.body)
+			}
+			if tc.anonymous == 401 {
+				for _, c := range []struct {
+					tok    string
+					status int
+				}{{unknownTok.token, 401}, {appTok.token, 403}, {adminTok.token, 200}} {
+					if a := send(t, tc.hc, "GET", opsURL, "/metrics", c.tok, nil); a.status != c.status {
+						t.Errorf("/metrics with %s: %d %v", c.tok, a.status, a.body)
+					}
+				}
+				if !strings.Contains(logs.String(), `for a token with \"metrics\": true`) {
+					t.Errorf("the metrics line does not say it needs a token: %s", logs.String())
+				}
+			}
+			for _, path := range []string{"/healthz", "/readyz"} {
+				if a := send(t, tc.hc, "GET", opsURL, path, "", nil); a.status != 200 {
+					t.Errorf("%s: %d %v", path, a.status, a.body)
+				}
+			}
+			if tc.scheme == "https" {
+				// Go's TLS server answers a plain HTTP request 400.
+				if a := send(t, http.DefaultClient, "GET", "http"+strings.TrimPrefix(opsURL, "https"), "/healthz", "", nil); a.status != 400 {
+					t.Errorf("the TLS metrics listener answered plain HTTP: %d %v", a.status, a.body)
+				}
+			}
+			if tc.name == "insecure" && !strings.Contains(logs.String(), "metrics on 127.0.0.1:0 without tokens") {
+				t.Errorf("no warning for metrics without tokens: %s", logs.String())
+			}
+		})
 	}
 }

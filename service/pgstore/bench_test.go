@@ -136,3 +136,66 @@ func cpuOf(srv *pgtest.Server) (int64, int64) {
 	}
 	return self, pg
 }
+
+// BenchmarkTokenCycle is BenchmarkCycle's store side for calls of a token
+// (wire.Caller): without a token; with a token without a maxLeases (its
+// records are counted, no lock); with a maxLeases far above what it holds
+// (the count read under the token's lock shared: one more round trip);
+// and with one below max_connections (the lock exclusive: the token's
+// grants one at a time). Each client holds at most one lease, so no call
+// is refused. Run with -count to take the sides in turns.
+func BenchmarkTokenCycle(b *testing.B) {
+	srv, err := pgtest.Start(pgtest.Options{Durable: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer srv.Stop()
+	ctx := context.Background()
+	st, err := pgstore.Create(ctx, srv.DSN(""), pgstore.Options{TTL: time.Minute})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	svc, err := service.New(service.Config{TTL: time.Minute, Store: st})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, side := range []struct {
+		name   string
+		caller wire.Caller
+	}{
+		{"none", wire.Caller{}},
+		{"token", wire.Caller{Name: "t"}},
+		{"far", wire.Caller{Name: "far", MaxLeases: 1_000_000}},
+		{"near", wire.Caller{Name: "near", MaxLeases: 64}},
+	} {
+		b.Run(side.name, func(b *testing.B) {
+			goCPU0, pgCPU0 := cpuOf(srv)
+			defer func() {
+				goCPU1, pgCPU1 := cpuOf(srv)
+				b.ReportMetric(float64(goCPU1-goCPU0)/float64(b.N)/1e3, "goCPU-us/op")
+				b.ReportMetric(float64(pgCPU1-pgCPU0)/float64(b.N)/1e3, "pgCPU-us/op")
+			}()
+			var next atomic.Int64
+			b.RunParallel(func(pb *testing.PB) {
+				res := fmt.Sprintf("bench-%s-%d", b.Name(), next.Add(1))
+				n := 0
+				for pb.Next() {
+					n++
+					req := lease.Request{Kind: lease.KindAcquire, RequestID: res + "-" + strconv.Itoa(n), Resource: res, HolderID: "h", SentAt: clock.At("h", 1)}
+					secret := "secret-secret-secret"
+					r, err := svc.Call(ctx, wire.Message{Op: wire.OpAcquire, Request: req, Secret: secret, Caller: side.caller})
+					if err != nil || !r.OK {
+						b.Errorf("acquire: %v %+v", err, r)
+						return
+					}
+					rel := lease.Request{RequestID: req.RequestID + "-r", Resource: res, HolderID: "h", Fence: r.Grant.Fence}
+					if r, err := svc.Call(ctx, wire.Message{Op: wire.OpRelease, Request: rel, Secret: secret, Caller: side.caller}); err != nil || !r.OK {
+						b.Errorf("release: %v %+v", err, r)
+						return
+					}
+				}
+			})
+		})
+	}
+}

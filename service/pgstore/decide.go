@@ -5,7 +5,9 @@ package pgstore
 import (
 	"context"
 	"errors"
+	"maps"
 	"math"
+	"slices"
 	"strconv"
 
 	"github.com/go-json-experiment/json"
@@ -19,8 +21,9 @@ import (
 
 // maxAttempts bounds the transactions one Update runs: again after a
 // connection that failed before anything was decided, after a row deleted
-// between its check and its lock, to take the counts' lock exclusively,
-// after a sweep for a full store, after a deadlock.
+// between its check and its lock, to take the counts' lock (or an owner's)
+// exclusively, after a sweep for a full store (or owner), after a
+// deadlock.
 const maxAttempts = 8
 
 // outcome of one attempt at a decision.
@@ -32,7 +35,27 @@ const (
 	ensure                   // run a fresh transaction that makes the row exist first
 	exclusive                // run a fresh transaction holding the counts' lock exclusively
 	reclaim                  // the store is full: sweep, then run again exclusively
+	owners                   // run a fresh transaction holding the locks of attempt.owners exclusively (after sweeping attempt.sweep's records)
 )
+
+// attempt is what the next transaction of a decision does first.
+type attempt struct {
+	excl, ensureRow bool
+	// owners are the owners whose count's lock the transaction takes
+	// exclusively before it locks the row, in order (sorted, no repeats).
+	owners []string
+	// sweep is an owner at its limit whose expired records to sweep
+	// before the transaction.
+	sweep string
+}
+
+// addOwner adds owner to a.owners, keeping them sorted.
+func (a *attempt) addOwner(owner string) {
+	i, found := slices.BinarySearch(a.owners, owner)
+	if !found {
+		a.owners = slices.Insert(a.owners, i, owner)
+	}
+}
 
 // Update runs fn on resource's row, in one transaction that holds the row
 // locked from before the decision until it commits. The reading in
@@ -48,20 +71,25 @@ const (
 func (s *Store) Update(ctx context.Context, resource string, fn func(*service.Txn) error) error {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	excl, ensureRow := false, false
+	var a attempt
 	var last error
 	for range maxAttempts {
-		out, err := s.decide(ctx, resource, fn, excl, ensureRow)
+		out, err := s.decide(ctx, resource, fn, &a)
 		switch out {
 		case done:
 			return err
 		case ensure:
-			ensureRow = true
+			a.ensureRow = true
 		case reclaim:
-			s.reclaim(ctx)
-			excl = true
+			s.reclaim(ctx, "")
+			a.excl = true
 		case exclusive:
-			excl = true
+			a.excl = true
+		case owners:
+			if a.sweep != "" {
+				s.reclaim(ctx, a.sweep)
+				a.sweep = ""
+			}
 		}
 		last = err
 		if ctx.Err() != nil {
@@ -71,8 +99,9 @@ func (s *Store) Update(ctx context.Context, resource string, fn func(*service.Tx
 	return unavailable("no decision after "+strconv.Itoa(maxAttempts)+" transactions", last)
 }
 
-func scanEntry(resource string, holder, requestID string, f int64, expires float64, hash []byte, released string, last int64) (service.Entry, error) {
-	e := service.Entry{Resource: resource, HolderID: holder, RequestID: requestID, Fence: uint64(max(f, 0)), ExpiresAt: expires, LastFence: uint64(max(last, 0))}
+func scanEntry(resource, owner, holder, requestID string, f int64, expires float64, hash []byte, released string, last int64) (service.Entry, error) {
+	e := service.Entry{Resource: resource, Owner: owner, HolderID: holder, RequestID: requestID, Fence: uint64(max(f, 0)), ExpiresAt: expires,
+		LastFence: uint64(max(last, 0))}
 	if len(hash) != 0 && len(hash) != 32 {
 		return e, errors.Join(service.ErrInconsistent, errors.New("pgstore: the row of "+strconv.Quote(resource)+" has a secret hash of "+strconv.Itoa(len(hash))+" bytes"))
 	}
@@ -85,10 +114,11 @@ func scanEntry(resource string, holder, requestID string, f int64, expires float
 	return e, nil
 }
 
-// decide is one transaction. It reports again, exclusive or reclaim when
-// the caller should run another one; a failure before the commit changed
-// nothing.
-func (s *Store) decide(ctx context.Context, resource string, fn func(*service.Txn) error, excl, ensureRow bool) (outcome, error) {
+// decide is one transaction, as a says. It reports again, ensure,
+// exclusive, reclaim or owners (and updates a) when the caller should run
+// another one; a failure before the commit changed nothing.
+func (s *Store) decide(ctx context.Context, resource string, fn func(*service.Txn) error, a *attempt) (outcome, error) {
+	excl, ensureRow := a.excl, a.ensureRow
 	pc, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return again, unavailable("connecting", err)
@@ -101,6 +131,12 @@ func (s *Store) decide(ctx context.Context, resource string, fn func(*service.Tx
 	if excl {
 		b.Queue(`SELECT pg_advisory_xact_lock($1)`, s.countKey)
 	}
+	// The owners' locks after the counts' lock, in the owners' order: a
+	// transaction waits for these only here, before it holds any row, so
+	// transactions that wait for one another always do it in one order.
+	for _, o := range a.owners {
+		b.Queue(`SELECT pg_advisory_xact_lock($1)`, s.ownerKey(o))
+	}
 	var placeholder bool
 	if ensureRow {
 		b.Queue(qEnsure, resource).Exec(func(ct pgconn.CommandTag) error {
@@ -110,6 +146,7 @@ func (s *Store) decide(ctx context.Context, resource string, fn func(*service.Tx
 	}
 	var (
 		holder, reqID, released string
+		owner                   string
 		f, last                 int64
 		expires, decidedAt      float64
 		hash                    []byte
@@ -117,7 +154,7 @@ func (s *Store) decide(ctx context.Context, resource string, fn func(*service.Tx
 		shared                  *bool
 	)
 	b.Queue(qLock, resource, s.countKey).QueryRow(func(r pgx.Row) error {
-		err := r.Scan(&holder, &reqID, &f, &expires, &hash, &released, &last, &decidedAt, &shared)
+		err := r.Scan(&holder, &reqID, &f, &expires, &hash, &released, &last, &decidedAt, &owner, &shared)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil
 		}
@@ -147,7 +184,7 @@ func (s *Store) decide(ctx context.Context, resource string, fn func(*service.Tx
 	}
 	e := service.Entry{Resource: resource}
 	if !placeholder {
-		if e, err = scanEntry(resource, holder, reqID, f, expires, hash, released, last); err != nil {
+		if e, err = scanEntry(resource, owner, holder, reqID, f, expires, hash, released, last); err != nil {
 			s.rollback(ctx, conn)
 			return done, err
 		}
@@ -179,14 +216,19 @@ func (s *Store) decide(ctx context.Context, resource string, fn func(*service.Tx
 			return exclusive, nil
 		}
 		full = leases >= s.maxLeases
-		if full && excl && now-math.Float64frombits(s.reclaimT.Load()) >= min(s.ttl/10, 1000) {
+		if full && excl && s.mayReclaim("", now) {
 			s.rollback(ctx, conn)
 			return reclaim, nil
 		}
 	}
+	oc := &ownerCheck{s: s, ctx: ctx, conn: conn, now: now, margin: maxConns, excl: a.owners}
 	t := service.Txn{Now: clock.At(s.domain, now), Issued: issued, Entry: e, Full: full, KeepReleases: releases < s.maxReleases,
-		KeepLast: lasts < s.maxLasts}
-	if err := fn(&t); err != nil {
+		KeepLast: lasts < s.maxLasts, OwnerFull: oc.full}
+	err = fn(&t)
+	if out, err := oc.settle(ctx, a); out != done || err != nil {
+		return out, err
+	}
+	if err != nil {
 		s.rollback(ctx, conn)
 		return done, err
 	}
@@ -202,8 +244,13 @@ func (s *Store) decide(ctx context.Context, resource string, fn func(*service.Tx
 			if err := conn.QueryRow(ctx, qNextval).Scan(&fresh); err != nil {
 				return s.failed(ctx, conn, err)
 			}
-			t = service.Txn{Now: t.Now, Issued: uint64(fresh) - 1, Entry: e, Full: full, KeepReleases: t.KeepReleases, KeepLast: t.KeepLast}
-			if err := fn(&t); err != nil {
+			t = service.Txn{Now: t.Now, Issued: uint64(fresh) - 1, Entry: e, Full: full, KeepReleases: t.KeepReleases, KeepLast: t.KeepLast,
+				OwnerFull: oc.full}
+			err := fn(&t)
+			if out, err := oc.settle(ctx, a); out != done || err != nil {
+				return out, err
+			}
+			if err != nil {
 				s.rollback(ctx, conn)
 				return done, err
 			}
@@ -248,12 +295,16 @@ func (s *Store) write(ctx context.Context, conn *pgx.Conn, cur service.Entry, pl
 		if next.Fence != 0 {
 			hash = next.SecretHash[:]
 		}
-		args := []any{resource, next.HolderID, next.RequestID, int64(next.Fence), next.ExpiresAt, hash, string(rel), now, sweepAt(next, s.ttl), int64(next.LastFence)}
+		args := []any{resource, next.HolderID, next.RequestID, int64(next.Fence), next.ExpiresAt, hash, string(rel), now, sweepAt(next, s.ttl),
+			int64(next.LastFence), next.Owner}
 		if counted {
 			b.Queue(qUpdateCount, append(args, dl, dr, dk)...)
 		} else {
 			b.Queue(qUpdate, args...)
 		}
+	}
+	for _, d := range ownerDeltas(cur, next) {
+		b.Queue(qOwnerCount, d.owner, d.n)
 	}
 	if grant && s.raise != "" {
 		// The raise fails the statement (division by zero) when it raised
@@ -378,16 +429,36 @@ func sweepAt(e service.Entry, ttl float64) float64 {
 	return at
 }
 
-// reclaim sweeps a full store, at most once per tenth of a TTL (and per
-// second) of the clock, so that refused acquisitions cannot make every
-// replica sweep all the time.
-func (s *Store) reclaim(ctx context.Context) {
-	s.reclaimT.Store(math.Float64bits(s.readClock(ctx)))
+// reclaim sweeps a full store (owner ""), or the records of an owner at its
+// limit, at most once per tenth of a TTL (and per second) of the clock for
+// each (ownerCheck and decide check when the last one was), so that
+// refused acquisitions cannot make every replica sweep all the time.
+func (s *Store) reclaim(ctx context.Context, owner string) {
+	now := s.readClock(ctx)
+	if owner == "" {
+		s.reclaimT.Store(math.Float64bits(now))
+	} else {
+		s.ownerSwept.Store(owner, now)
+	}
 	for range 16 {
-		if n, err := s.Sweep(ctx); err != nil || n == 0 {
+		if n, err := s.sweep(ctx, owner); err != nil || n == 0 {
 			return
 		}
 	}
+}
+
+// mayReclaim reports whether owner's records (owner "": the store's) were
+// last swept for being at the limit at least a tenth of a TTL (and a
+// second) before now.
+func (s *Store) mayReclaim(owner string, now float64) bool {
+	last := math.Float64frombits(s.reclaimT.Load())
+	if owner != "" {
+		last = math.Inf(-1)
+		if v, ok := s.ownerSwept.Load(owner); ok {
+			last = v.(float64)
+		}
+	}
+	return now-last >= min(s.ttl/10, 1000)
 }
 
 // readClock reads the database's clock, or -Inf.
@@ -409,7 +480,11 @@ const sweepBatch = 256
 // the rows that keep only a last fence pass nine tenths of FenceMemory, it
 // forgets up to 256 of the lowest. It returns how many things it deleted.
 // Run it until it returns zero.
-func (s *Store) Sweep(ctx context.Context) (int, error) {
+func (s *Store) Sweep(ctx context.Context) (int, error) { return s.sweep(ctx, "") }
+
+// sweep is Sweep; with an owner, only that owner's records (and the rows
+// holding them) are swept.
+func (s *Store) sweep(ctx context.Context, owner string) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	if !s.sweepMu.TryLock() {
@@ -422,11 +497,11 @@ func (s *Store) Sweep(ctx context.Context) (int, error) {
 	}
 	defer pc.Release()
 	conn := pc.Conn()
-	n, lasts, err := s.sweepExpired(ctx, conn)
+	n, lasts, err := s.sweepExpired(ctx, conn, owner)
 	if err != nil {
 		return n, err
 	}
-	if keep := s.maxLasts * 9 / 10; lasts > keep {
+	if keep := s.maxLasts * 9 / 10; lasts > keep && owner == "" {
 		b := &pgx.Batch{}
 		b.Queue("BEGIN")
 		b.Queue(`SELECT pg_advisory_xact_lock($1)`, s.countKey+1)
@@ -445,7 +520,7 @@ func (s *Store) Sweep(ctx context.Context) (int, error) {
 
 // sweepExpired is Sweep's first transaction. It also returns how many rows
 // keep only a last fence.
-func (s *Store) sweepExpired(ctx context.Context, conn *pgx.Conn) (int, int64, error) {
+func (s *Store) sweepExpired(ctx context.Context, conn *pgx.Conn, owner string) (int, int64, error) {
 	var lasts int64
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
@@ -455,7 +530,7 @@ func (s *Store) sweepExpired(ctx context.Context, conn *pgx.Conn) (int, int64, e
 		conn.Close(context.WithoutCancel(ctx))
 		return 0, 0, unavailable("sweeping", err)
 	}
-	rows, err := conn.Query(ctx, qSweep, s.offset(), sweepBatch)
+	rows, err := conn.Query(ctx, qSweep, s.offset(), sweepBatch, owner)
 	if err != nil {
 		s.rollback(ctx, conn)
 		return 0, 0, unavailable("sweeping", err)
@@ -470,15 +545,16 @@ func (s *Store) sweepExpired(ctx context.Context, conn *pgx.Conn) (int, int64, e
 	for rows.Next() {
 		var (
 			resource, holder, reqID, released string
+			owner                             string
 			f, last                           int64
 			expires, decidedAt, now           float64
 			hash                              []byte
 		)
-		if err := rows.Scan(&resource, &holder, &reqID, &f, &expires, &hash, &released, &last, &decidedAt, &now); err != nil {
+		if err := rows.Scan(&resource, &holder, &reqID, &f, &expires, &hash, &released, &last, &decidedAt, &owner, &now); err != nil {
 			scanErr = err
 			break
 		}
-		e, err := scanEntry(resource, holder, reqID, f, expires, hash, released, last)
+		e, err := scanEntry(resource, owner, holder, reqID, f, expires, hash, released, last)
 		if err != nil {
 			s.log.Error("a row the sweep found is damaged; it is left as it is", "resource", resource, "err", err)
 			continue
@@ -503,6 +579,7 @@ func (s *Store) sweepExpired(ctx context.Context, conn *pgx.Conn) (int, int64, e
 	b = &pgx.Batch{}
 	n := 0
 	var dl, dr, dk int64
+	byOwner := map[string]int64{}
 	for _, c := range changes {
 		d := int(min(c.cur.Fence, 1)-min(c.next.Fence, 1)) + len(c.cur.Released) - len(c.next.Released)
 		if d == 0 {
@@ -512,6 +589,9 @@ func (s *Store) sweepExpired(ctx context.Context, conn *pgx.Conn) (int, int64, e
 		dl += int64(min(c.next.Fence, 1)) - int64(min(c.cur.Fence, 1))
 		dr += int64(len(c.next.Released) - len(c.cur.Released))
 		dk += int64(min(c.next.LastFence, 1)) - int64(min(c.cur.LastFence, 1))
+		for _, d := range ownerDeltas(c.cur, c.next) {
+			byOwner[d.owner] += d.n
+		}
 		if empty(c.next) {
 			b.Queue(qDelete, c.cur.Resource)
 			continue
@@ -529,13 +609,20 @@ func (s *Store) sweepExpired(ctx context.Context, conn *pgx.Conn) (int, int64, e
 			hash = c.next.SecretHash[:]
 		}
 		b.Queue(qUpdate, c.cur.Resource, c.next.HolderID, c.next.RequestID, int64(c.next.Fence), c.next.ExpiresAt, hash,
-			string(rel), c.decidedAt, sweepAt(c.next, s.ttl), int64(c.next.LastFence))
+			string(rel), c.decidedAt, sweepAt(c.next, s.ttl), int64(c.next.LastFence), c.next.Owner)
 	}
 	if n == 0 {
 		s.rollback(ctx, conn)
 		return 0, lasts, nil
 	}
 	b.Queue(qCount, dl, dr, dk)
+	// The owners' counts after the counts, in the owners' order, as a
+	// decision's write takes them.
+	for _, o := range slices.Sorted(maps.Keys(byOwner)) {
+		if byOwner[o] != 0 {
+			b.Queue(qOwnerCount, o, byOwner[o])
+		}
+	}
 	b.Queue(qAsync)
 	var tag pgconn.CommandTag
 	b.Queue("COMMIT").Exec(func(ct pgconn.CommandTag) error { tag = ct; return nil })

@@ -102,6 +102,16 @@ func queryRow(t testing.TB, dsn, q string, dest ...any) {
 	}
 }
 
+// conn opens a connection to the rig's database and schema.
+func (g *rig) conn() *pgx.Conn {
+	g.t.Helper()
+	conn, err := pgx.Connect(context.Background(), g.dsn)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	return conn
+}
+
 // replica is one coordinator over the rig's database: its own Store (pool),
 // Service and handler, as another process would have.
 type replica struct {

@@ -3,9 +3,13 @@
 package pgstore
 
 // SchemaVersion is the version of the schema this package reads and writes,
-// kept in lease_fence_meta. A database with another version is refused at
-// Open.
-const SchemaVersion = 1
+// kept in lease_fence_meta. Open upgrades a state of version 1 (see
+// upgradeV1) and refuses any other version.
+//
+// Version 2 stores the owner of each lease record (the token that acquired
+// it) and counts the records of each owner (lease_fence_owners), so that a
+// token's maxLeases holds across replicas.
+const SchemaVersion = 2
 
 // The names of the store's objects. They are unqualified: the connection's
 // search_path decides the schema they live in (and so several coordinators'
@@ -13,7 +17,13 @@ const SchemaVersion = 1
 const (
 	tMeta   = "lease_fence_meta"
 	tLeases = "lease_fence_leases"
-	tCounts = "lease_fence_counts"
+	// tCounts was lease_fence_counts in version 1. Its new name is what
+	// keeps a coordinator of version 1 that still runs after the upgrade
+	// from writing: every decision of its reads the old name, and fails,
+	// rather than write rows without their owner (which the counts by
+	// owner would not follow).
+	tCounts = "lease_fence_totals"
+	tOwners = "lease_fence_owners"
 	tFences = "lease_fence_fences" // the sequence
 )
 
@@ -37,9 +47,11 @@ var schema = []string{
 	// the releases of its last TTL (released, as JSON) and, without a lease
 	// record, the fence of its last lease (last_fence), plus the
 	// reading of the last decision that wrote it (decided_at, the clock's
-	// guard) and the earliest reading at which a sweep has something to
-	// delete (sweep_at). Times are the coordinator's milliseconds: the
-	// database server's clock, Unix milliseconds.
+	// guard), the earliest reading at which a sweep has something to
+	// delete (sweep_at) and the name of the token that acquired the lease
+	// record (owner; '' without tokens, and without a lease record). Times
+	// are the coordinator's milliseconds: the database server's clock, Unix
+	// milliseconds.
 	`CREATE TABLE ` + tLeases + ` (
 		resource      text PRIMARY KEY,
 		holder_id     text NOT NULL DEFAULT '',
@@ -50,7 +62,8 @@ var schema = []string{
 		released      json NOT NULL DEFAULT '[]',
 		last_fence    bigint NOT NULL DEFAULT 0 CHECK (last_fence >= 0),
 		decided_at    double precision NOT NULL,
-		sweep_at      double precision NOT NULL
+		sweep_at      double precision NOT NULL,
+		owner         text NOT NULL DEFAULT ''
 	) WITH (fillfactor = 70)`,
 	// The counts of lease records, remembered releases and rows that keep
 	// only a last fence, each the sum of its column.
@@ -61,6 +74,29 @@ var schema = []string{
 		lasts    bigint NOT NULL
 	) WITH (fillfactor = 50)`,
 	`INSERT INTO ` + tCounts + ` SELECT g, 0, 0, 0 FROM generate_series(0, 63) g`,
+	ownersTable,
+}
+
+// ownersTable counts the lease records of each owner: an owner's count is
+// the sum of its rows' leases. Its rows are made as they are first needed,
+// up to countSlots an owner (one more only when every row of the owner is
+// held by another transaction), so that concurrent grants and releases of
+// one owner seldom wait for one another.
+const ownersTable = `CREATE TABLE ` + tOwners + ` (
+		owner  text NOT NULL,
+		slot   integer NOT NULL,
+		leases bigint NOT NULL,
+		PRIMARY KEY (owner, slot)
+	) WITH (fillfactor = 50)`
+
+// upgradeV1 makes a state of version 1 a state of version 2, in one
+// transaction that holds the meta row: the owner column (no lease record
+// of version 1 has one), the counts by owner, the counts' new name.
+var upgradeV1 = []string{
+	`ALTER TABLE ` + tLeases + ` ADD COLUMN owner text NOT NULL DEFAULT ''`,
+	`ALTER TABLE lease_fence_counts RENAME TO ` + tCounts,
+	ownersTable,
+	`UPDATE ` + tMeta + ` SET schema_version = 2`,
 }
 
 // timelineSQL reads the database's current timeline: the first eight hex
@@ -91,7 +127,7 @@ var (
 	// qLock locks and reads the resource's row and, when the row holds no
 	// lease record (a decision that may add one), takes the counts' lock in
 	// shared mode without waiting ($2 is its key): true if it got it.
-	qLock = `SELECT holder_id, request_id, fence, expires_at, secret_sha256, released::text, last_fence, decided_at,
+	qLock = `SELECT holder_id, request_id, fence, expires_at, secret_sha256, released::text, last_fence, decided_at, owner,
 		CASE WHEN fence = 0 THEN pg_try_advisory_xact_lock_shared($2) END
 		FROM ` + tLeases + ` WHERE resource = $1 FOR UPDATE`
 	// qState reads, once the row is locked: the clock, the fence counter
@@ -107,14 +143,14 @@ var (
 			coalesce(sum(lasts), 0)::bigint AS lasts FROM ` + tCounts + `) k`
 	qNextval = `SELECT nextval('` + tFences + `')`
 	qUpdate  = `UPDATE ` + tLeases + ` SET holder_id = $2, request_id = $3, fence = $4, expires_at = $5, secret_sha256 = $6,
-		released = $7::json, decided_at = $8, sweep_at = $9, last_fence = $10 WHERE resource = $1`
+		released = $7::json, decided_at = $8, sweep_at = $9, last_fence = $10, owner = $11 WHERE resource = $1`
 	qDelete = `DELETE FROM ` + tLeases + ` WHERE resource = $1`
 	// qCount adds to the counts in the first slot no other transaction
 	// holds, or, if every slot is held, waits for one at random.
 	qCount = countSQL("$1", "$2", "$3")
 	// A decision's write, with the counts' change in the same statement
 	// when there is one.
-	qUpdateCount = `WITH w AS (` + qUpdate + ` RETURNING 1) ` + countSQL("$11", "$12", "$13")
+	qUpdateCount = `WITH w AS (` + qUpdate + ` RETURNING 1) ` + countSQL("$12", "$13", "$14")
 	qDeleteCount = `WITH w AS (` + qDelete + ` RETURNING 1) ` + countSQL("$2", "$3", "$4")
 	// qForget deletes rows that keep nothing but a last fence, the lowest
 	// first, until $1 are left (at most 256 at a time), skipping rows
@@ -130,7 +166,16 @@ var (
 	qAsync = `SET LOCAL synchronous_commit = off`
 	// qSweep locks the rows a sweep has something to delete from, skipping
 	// rows another transaction holds.
-	qSweep = `SELECT l.resource, l.holder_id, l.request_id, l.fence, l.expires_at, l.secret_sha256, l.released::text, l.last_fence, l.decided_at, c.now
+	qSweep = `SELECT l.resource, l.holder_id, l.request_id, l.fence, l.expires_at, l.secret_sha256, l.released::text, l.last_fence, l.decided_at,
+		l.owner, c.now
 		FROM ` + tLeases + ` l, (SELECT ` + clockSQL("$1") + ` AS now) c
-		WHERE l.sweep_at < c.now ORDER BY l.sweep_at LIMIT $2 FOR UPDATE OF l SKIP LOCKED`
+		WHERE l.sweep_at < c.now AND ($3 = '' OR l.owner = $3) ORDER BY l.sweep_at LIMIT $2 FOR UPDATE OF l SKIP LOCKED`
+	// qOwnerCount adds $2 to the count of owner $1, in the first of its
+	// rows no other transaction holds, or else in a row at random (made if
+	// it is not there, waited for if it is held).
+	qOwnerCount = `INSERT INTO ` + tOwners + ` AS o (owner, slot, leases) VALUES ($1,
+		coalesce((SELECT slot FROM ` + tOwners + ` WHERE owner = $1 ORDER BY slot LIMIT 1 FOR UPDATE SKIP LOCKED), floor(random() * 64)::integer), $2)
+		ON CONFLICT (owner, slot) DO UPDATE SET leases = o.leases + excluded.leases`
+	// qOwned reads the count of owner $1.
+	qOwned = `SELECT coalesce(sum(leases), 0)::bigint FROM ` + tOwners + ` WHERE owner = $1`
 )

@@ -26,6 +26,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"math"
 	"net"
@@ -117,13 +118,15 @@ type Store struct {
 	jump        uint64
 	raise       string // sqlfence.PostgresRaise, or ""
 	fenceTable  string
-	countKey    int64 // the advisory lock of the counts: lease_fence_counts's OID
+	countKey    int64 // the advisory lock of the counts: lease_fence_totals's OID
+	ownerKeys   int64 // lease_fence_owners's OID << 32: ownerKey's high bits
 	log         *slog.Logger
 
 	clockOffset atomic.Uint64 // float64 bits, milliseconds added to the database's clock (tests)
 
-	sweepMu  sync.Mutex
-	reclaimT atomic.Uint64 // float64 bits: the reading of the last sweep made for a full store
+	sweepMu    sync.Mutex
+	reclaimT   atomic.Uint64 // float64 bits: the reading of the last sweep made for a full store
+	ownerSwept sync.Map      // owner -> float64: the reading of the last sweep made for an owner at its limit
 
 	timeline atomic.Int64 // the timeline this store last checked
 
@@ -388,6 +391,12 @@ func (s *Store) checkSchema(ctx context.Context, conn *pgx.Conn) error {
 	}
 	var version int64
 	err := conn.QueryRow(ctx, `SELECT schema_version FROM `+tMeta).Scan(&version)
+	if err == nil && version == 1 {
+		if err = s.upgrade(ctx, conn); err != nil {
+			return err
+		}
+		version = SchemaVersion
+	}
 	switch {
 	case sqlState(err) == "42P01":
 		return errors.New("pgstore: the database holds no lease-fence state (no table " + tMeta + " in its search_path); start once with -init to create it")
@@ -405,8 +414,9 @@ func (s *Store) checkSchema(ctx context.Context, conn *pgx.Conn) error {
 	// Every object, with the columns this version reads.
 	checks := []string{
 		`SELECT singleton, schema_version, timeline, created_at FROM ` + tMeta + ` LIMIT 0`,
-		`SELECT resource, holder_id, request_id, fence, expires_at, secret_sha256, released, last_fence, decided_at, sweep_at FROM ` + tLeases + ` LIMIT 0`,
+		`SELECT resource, holder_id, request_id, fence, expires_at, secret_sha256, released, last_fence, decided_at, sweep_at, owner FROM ` + tLeases + ` LIMIT 0`,
 		`SELECT slot, leases, releases, lasts FROM ` + tCounts + ` LIMIT 0`,
+		`SELECT owner, slot, leases FROM ` + tOwners + ` LIMIT 0`,
 		`SELECT last_value, is_called FROM ` + tFences,
 	}
 	for _, q := range checks {
@@ -426,10 +436,50 @@ func (s *Store) checkSchema(ctx context.Context, conn *pgx.Conn) error {
 	if slots != countSlots || first != 0 || last != countSlots-1 {
 		return fmt.Errorf("pgstore: the state is damaged: %s holds %d slots (%d to %d), not %d", tCounts, slots, first, last, countSlots)
 	}
-	if err := conn.QueryRow(ctx, `SELECT $1::regclass::oid::bigint`, tCounts).Scan(&s.countKey); err != nil {
+	var ownersOID int64
+	if err := conn.QueryRow(ctx, `SELECT $1::regclass::oid::bigint, $2::regclass::oid::bigint`, tCounts, tOwners).Scan(&s.countKey, &ownersOID); err != nil {
 		return errors.New("pgstore: " + err.Error())
 	}
+	s.ownerKeys = ownersOID << 32
 	return nil
+}
+
+// upgrade makes a state of version 1 one of version 2 (upgradeV1), in one
+// transaction holding the meta row, unless another coordinator did it
+// first. Coordinators of version 1 that still run fail their calls from
+// then on (docs/service.md, "Upgrading the schema").
+func (s *Store) upgrade(ctx context.Context, conn *pgx.Conn) error {
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return errors.New("pgstore: upgrading the schema: " + err.Error())
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // after Commit, a no-op
+	var version int64
+	if err := tx.QueryRow(ctx, `SELECT schema_version FROM `+tMeta+` FOR UPDATE`).Scan(&version); err != nil {
+		return errors.New("pgstore: upgrading the schema: " + err.Error())
+	}
+	if version != 1 {
+		return nil // upgraded meanwhile
+	}
+	for _, q := range upgradeV1 {
+		if _, err := tx.Exec(ctx, q); err != nil {
+			return errors.New("pgstore: upgrading the schema from version 1 to 2 (nothing was changed): " + err.Error())
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return errors.New("pgstore: upgrading the schema from version 1 to 2: " + err.Error())
+	}
+	s.log.Warn("the state's schema was upgraded from version 1 to 2 (the token that acquired each lease, counted by token): coordinators of version 1 still running now fail every call (503) until they are replaced")
+	return nil
+}
+
+// ownerKey is the advisory lock of owner's count: the OID of the counts by
+// owner in the high 32 bits (so it is none of the counts' own locks, which
+// are OIDs), the owner's FNV-1a hash in the low.
+func (s *Store) ownerKey(owner string) int64 {
+	h := fnv.New32a()
+	h.Write([]byte(owner))
+	return s.ownerKeys | int64(h.Sum32())
 }
 
 // checkTimeline compares the database's timeline with the one recorded in

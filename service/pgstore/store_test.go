@@ -244,8 +244,8 @@ func TestSweep(t *testing.T) {
 	var rows, leases, lasts, lowest int64
 	counts := func() {
 		t.Helper()
-		queryRow(t, g.dsn, `SELECT (SELECT count(*) FROM lease_fence_leases), (SELECT sum(leases) FROM lease_fence_counts),
-			(SELECT sum(lasts) FROM lease_fence_counts), (SELECT coalesce(min(last_fence), 0) FROM lease_fence_leases WHERE last_fence <> 0)`,
+		queryRow(t, g.dsn, `SELECT (SELECT count(*) FROM lease_fence_leases), (SELECT sum(leases) FROM lease_fence_totals),
+			(SELECT sum(lasts) FROM lease_fence_totals), (SELECT coalesce(min(last_fence), 0) FROM lease_fence_leases WHERE last_fence <> 0)`,
 			&rows, &leases, &lasts, &lowest)
 		var realLeases, realLasts int64
 		queryRow(t, g.dsn, `SELECT count(*) FILTER (WHERE fence <> 0), count(*) FILTER (WHERE fence = 0 AND last_fence <> 0) FROM lease_fence_leases`,
@@ -281,7 +281,7 @@ func TestSweep(t *testing.T) {
 		t.Fatalf("an old release not swept: %d %v", d, err)
 	}
 	var released, last int64
-	queryRow(t, g.dsn, `SELECT (SELECT sum(releases) FROM lease_fence_counts), (SELECT last_fence FROM lease_fence_leases WHERE resource = 'live')`, &released, &last)
+	queryRow(t, g.dsn, `SELECT (SELECT sum(releases) FROM lease_fence_totals), (SELECT last_fence FROM lease_fence_leases WHERE resource = 'live')`, &released, &last)
 	counts()
 	if released != 0 || last != int64(live) || rows != 90 || lasts != 90 {
 		t.Fatalf("after the release's sweep: %d releases counted, last fence %d of live, %d rows, %d last fences", released, last, rows, lasts)
@@ -298,12 +298,14 @@ func TestSchemaIsChecked(t *testing.T) {
 		setup string // run after Create, before Open
 		want  string
 	}{
-		{"newer version", `UPDATE lease_fence_meta SET schema_version = 2`, "version 2, newer than this coordinator's (1)"},
+		{"newer version", `UPDATE lease_fence_meta SET schema_version = 3`, "version 3, newer than this coordinator's (2)"},
 		{"unknown version", `UPDATE lease_fence_meta SET schema_version = 0`, "version 0 is unknown"},
 		{"no meta row", `DELETE FROM lease_fence_meta`, "lease_fence_meta is empty"},
 		{"no sequence", `DROP SEQUENCE lease_fence_fences`, "incomplete or damaged"},
 		{"a column missing", `ALTER TABLE lease_fence_leases DROP COLUMN sweep_at`, "incomplete or damaged"},
-		{"a slot missing", `DELETE FROM lease_fence_counts WHERE slot = 7`, "holds 63 slots"},
+		{"a slot missing", `DELETE FROM lease_fence_totals WHERE slot = 7`, "holds 63 slots"},
+		{"no owner column", `ALTER TABLE lease_fence_leases DROP COLUMN owner`, "incomplete or damaged"},
+		{"no counts by owner", `DROP TABLE lease_fence_owners`, "incomplete or damaged"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dsn := newSchema(t)
