@@ -172,16 +172,5 @@ func opsHandler(m *metrics, fr *front, guarded bool) http.Handler {
 	if guarded {
 		h = http.HandlerFunc(fr.scrape)
 	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch r.URL.Path {
-		case "/metrics":
-			h.ServeHTTP(w, r)
-		case "/healthz":
-			fr.health(w, r)
-		case "/readyz":
-			fr.ready(w, r)
-		default:
-			http.NotFound(w, r)
-		}
-	})
+	return fr.route(h, http.NotFoundHandler())
 }

@@ -37,6 +37,16 @@ func (f *front) handler() http.Handler {
 		api = wire.CORS(f.cors, api)
 	}
 	api = f.metrics.timed(api)
+	var scrape http.Handler = http.HandlerFunc(f.scrape)
+	if f.ownListener {
+		scrape = api // 404 from the API, like any other path
+	}
+	return f.route(scrape, api)
+}
+
+// route serves /healthz and /readyz, /metrics with metrics, and every
+// other path with other.
+func (f *front) route(metrics, other http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/healthz":
@@ -44,13 +54,9 @@ func (f *front) handler() http.Handler {
 		case "/readyz":
 			f.ready(w, r)
 		case "/metrics":
-			if f.ownListener {
-				api.ServeHTTP(w, r) // 404 from the API, like any other path
-				return
-			}
-			f.scrape(w, r)
+			metrics.ServeHTTP(w, r)
 		default:
-			api.ServeHTTP(w, r)
+			other.ServeHTTP(w, r)
 		}
 	})
 }

@@ -15,10 +15,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
-	"github.com/lease-fence/lease-fence/core/clock"
-	"github.com/lease-fence/lease-fence/core/lease"
 	"github.com/lease-fence/lease-fence/service/wire"
 )
 
@@ -36,11 +33,19 @@ func start(t *testing.T, args ...string) *server {
 
 func startLogged(t *testing.T, stderr io.Writer, args ...string) *server {
 	t.Helper()
+	return startServe(t, stderr, nil, append([]string{"-quiet"}, args...)...)
+}
+
+// startServe runs serve in this process on a free loopback port (args
+// after -addr 127.0.0.1:0), its SIGHUP being a send on hup (may be nil),
+// and waits for its listening line; it is stopped when the test ends.
+func startServe(t *testing.T, stderr io.Writer, hup <-chan struct{}, args ...string) *server {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
 	s := &server{stop: cancel, done: make(chan error, 1)}
 	go func() {
-		err := run(ctx, append([]string{"-addr", "127.0.0.1:0", "-quiet"}, args...), pw, stderr)
+		err := serve(ctx, append([]string{"-addr", "127.0.0.1:0"}, args...), pw, stderr, hup)
 		pw.CloseWithError(errors.New("coordinator exited"))
 		s.done <- err
 	}()
@@ -66,18 +71,10 @@ func (s *server) close(t *testing.T) {
 	}
 }
 
+// holder is a wire.Client for id, without a token.
 func holder(t *testing.T, url, id string) *wire.Client {
 	t.Helper()
-	clk, _ := clock.NewMonotonic(id)
-	lc, err := lease.NewClient(lease.ClientConfig{Clock: clk, HolderID: id})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := wire.NewClient(wire.ClientConfig{BaseURL: url, Lease: lc, Backoff: func(int) time.Duration { return 0 }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
+	return tokenClient(t, url, id, "")
 }
 
 // TestRestartResumesAboveTheLastFence runs the server with -state, stops it,

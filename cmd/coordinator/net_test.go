@@ -3,7 +3,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -100,24 +99,8 @@ type netServer struct {
 
 func startNet(t *testing.T, stderr io.Writer, args ...string) *netServer {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	pr, pw := io.Pipe()
 	hup := make(chan struct{}, 1)
-	s := &server{stop: cancel, done: make(chan error, 1)}
-	go func() {
-		err := serve(ctx, append([]string{"-addr", "127.0.0.1:0"}, args...), pw, stderr, hup)
-		pw.CloseWithError(errors.New("coordinator exited"))
-		s.done <- err
-	}()
-	line, err := bufio.NewReader(pr).ReadString('\n')
-	if err != nil {
-		cancel()
-		t.Fatalf("no listening line: %v (%v)", err, <-s.done)
-	}
-	go func() { _, _ = io.Copy(io.Discard, pr) }()
-	s.url = strings.TrimSpace(strings.TrimPrefix(line, "listening on "))
-	t.Cleanup(func() { s.close(t) })
-	return &netServer{s, hup}
+	return &netServer{startServe(t, stderr, hup, args...), hup}
 }
 
 // answer is a decoded answer.
@@ -416,65 +399,34 @@ func tokenClient(t *testing.T, url, holder, tok string) *wire.Client {
 	return c
 }
 
-// TestListenAddress: without -auth, an address that is not loopback is
-// refused (nothing is opened: the state is not created) unless
+// TestListenAddress: without -auth, an -addr or -metrics-addr that is not
+// loopback is refused (nothing is opened: the state is not created) unless
 // -insecure-listen; with tokens it is allowed (checked without listening
 // there: tests bind loopback only).
 func TestListenAddress(t *testing.T) {
 	dir := t.TempDir()
-	for _, addr := range []string{"0.0.0.0:0", ":0", "[::]:0"} {
-		state := filepath.Join(dir, "state-"+strconv.Itoa(len(addr)))
-		err := run(context.Background(), []string{"-addr", addr, "-init", "-state", state}, io.Discard, io.Discard)
-		if err == nil || !strings.Contains(err.Error(), "without -auth") || !strings.Contains(err.Error(), "-insecure-listen") {
-			t.Fatalf("%s: %v", addr, err)
-		}
-		if _, err := os.Stat(state); !os.IsNotExist(err) {
-			t.Fatalf("%s: the state was created before the refusal", addr)
-		}
-	}
-	var logs strings.Builder
-	log := newTestLogger(&logs)
-	for _, tc := range []struct {
-		addr              string
-		tokens, insecure  bool
-		tls               bool
-		wantErr, wantWarn string
-	}{
-		{"127.0.0.1:0", false, false, false, "", ""},
-		{"[::1]:0", false, false, false, "", ""},
-		{"localhost:0", false, false, false, "", ""},
-		{"0.0.0.0:0", false, true, false, "", "without tokens"},
-		{"0.0.0.0:0", true, false, false, "", "without TLS"},
-		{"0.0.0.0:0", true, false, true, "", ""},
-		{"192.0.2.1:0", false, false, false, "without -auth", ""},
-	} {
-		logs.Reset()
-		err := checkListen(tc.addr, tc.tokens, tc.insecure, tc.tls, log)
-		if (err == nil) != (tc.wantErr == "") || (err != nil && !strings.Contains(err.Error(), tc.wantErr)) || !strings.Contains(logs.String(), tc.wantWarn) {
-			t.Errorf("%+v: %v; log %q", tc, err, logs.String())
-		}
-	}
-}
-
-// TestMetricsAddress: a -metrics-addr that is not loopback is refused
-// without -auth (nothing is opened) unless -insecure-listen; with tokens
-// its /metrics needs a token with "metrics": true and, with -tls-cert, it
-// is served over TLS; /healthz and /readyz stay open there; on loopback
-// /metrics needs no token.
-func TestMetricsAddress(t *testing.T) {
-	dir := t.TempDir()
-	for _, addr := range []string{"0.0.0.0:0", ":0", "[::]:0", "192.0.2.1:0"} {
-		state := filepath.Join(dir, "state-"+strconv.Itoa(len(addr)))
-		err := run(context.Background(), []string{"-metrics-addr", addr, "-init", "-state", state}, io.Discard, io.Discard)
-		if err == nil || !strings.Contains(err.Error(), "-metrics-addr") || !strings.Contains(err.Error(), "-insecure-listen") {
-			t.Fatalf("%s: %v", addr, err)
-		}
-		if _, err := os.Stat(state); !os.IsNotExist(err) {
-			t.Fatalf("%s: the state was created before the refusal", addr)
+	for _, flag := range []string{"-addr", "-metrics-addr"} {
+		for _, addr := range []string{"0.0.0.0:0", ":0", "[::]:0", "192.0.2.1:0"} {
+			state := filepath.Join(dir, "state"+flag+strconv.Itoa(len(addr)))
+			err := run(context.Background(), []string{flag, addr, "-init", "-state", state}, io.Discard, io.Discard)
+			if err == nil || !strings.Contains(err.Error(), "without -auth") || !strings.Contains(err.Error(), "-insecure-listen") ||
+				(flag == "-metrics-addr") != strings.Contains(err.Error(), "-metrics-addr") {
+				t.Fatalf("%s %s: %v", flag, addr, err)
+			}
+			if _, err := os.Stat(state); !os.IsNotExist(err) {
+				t.Fatalf("%s %s: the state was created before the refusal", flag, addr)
+			}
 		}
 	}
 	var logs strings.Builder
 	log := newTestLogger(&logs)
+	apiCheck := func(addr string, tokens, insecure, tls bool) (bool, error) {
+		loopback, _ := isLoopback(addr)
+		return loopback, checkListen(addr, tokens, insecure, tls, log)
+	}
+	metricsCheck := func(addr string, tokens, insecure, tls bool) (bool, error) {
+		return checkMetricsListen(addr, tokens, insecure, tls, log)
+	}
 	for _, tc := range []struct {
 		addr              string
 		tokens, insecure  bool
@@ -489,16 +441,27 @@ func TestMetricsAddress(t *testing.T) {
 		{"0.0.0.0:0", true, false, false, false, "", "without TLS"},
 		{"0.0.0.0:0", true, false, true, false, "", ""},
 		{"0.0.0.0:0", false, false, true, false, "without -auth", ""},
-		{"nonsense", true, false, false, false, "-metrics-addr", ""},
+		{"192.0.2.1:0", false, false, false, false, "without -auth", ""},
+		{"nonsense", true, false, false, false, "-addr", ""},
 	} {
-		logs.Reset()
-		loopback, err := checkMetricsListen(tc.addr, tc.tokens, tc.insecure, tc.tls, log)
-		if (err == nil) != (tc.wantErr == "") || (err != nil && !strings.Contains(err.Error(), tc.wantErr)) ||
-			!strings.Contains(logs.String(), tc.wantWarn) || (tc.wantWarn == "" && logs.Len() > 0) || loopback != tc.loopback {
-			t.Errorf("%+v: %v, loopback %v; log %q", tc, err, loopback, logs.String())
+		for name, check := range map[string]func(string, bool, bool, bool) (bool, error){"-addr": apiCheck, "-metrics-addr": metricsCheck} {
+			logs.Reset()
+			loopback, err := check(tc.addr, tc.tokens, tc.insecure, tc.tls)
+			if (err == nil) != (tc.wantErr == "") || (err != nil && !strings.Contains(err.Error(), tc.wantErr)) ||
+				!strings.Contains(logs.String(), tc.wantWarn) || (tc.wantWarn == "" && logs.Len() > 0) || (err == nil && loopback != tc.loopback) {
+				t.Errorf("%s %+v: %v, loopback %v; log %q", name, tc, err, loopback, logs.String())
+			}
 		}
 	}
+}
 
+// TestMetricsAddress: a -metrics-addr that is not loopback (127.0.0.1 taken
+// for an address of the network) with tokens serves /metrics only to a
+// token with "metrics": true and, with -tls-cert, over TLS; with
+// -insecure-listen and no tokens, to anyone; /healthz and /readyz stay
+// open there; on loopback /metrics needs no token.
+func TestMetricsAddress(t *testing.T) {
+	dir := t.TempDir()
 	// Whole servers, with 127.0.0.1 taken for an address of the network.
 	pki, err := testpki.New(dir, "metrics")
 	if err != nil {

@@ -31,21 +31,8 @@ import (
 // each run, on a durable server (fsync on) the benchmark starts; -cpu sets
 // the number of clients (each on its own resource).
 func BenchmarkCycle(b *testing.B) {
-	srv, err := pgtest.Start(pgtest.Options{Durable: true})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer srv.Stop()
+	srv, svc := benchService(b)
 	ctx := context.Background()
-	st, err := pgstore.Create(ctx, srv.DSN(""), pgstore.Options{TTL: time.Minute})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer st.Close()
-	svc, err := service.New(service.Config{TTL: time.Minute, Store: st})
-	if err != nil {
-		b.Fatal(err)
-	}
 	pool, err := pgxpool.New(ctx, srv.DSN("")+" pool_max_conns=16")
 	if err != nil {
 		b.Fatal(err)
@@ -101,6 +88,27 @@ func BenchmarkCycle(b *testing.B) {
 	}
 }
 
+// benchService starts a durable server (fsync on) and a Service over a
+// store in it, TTL one minute; they are stopped when the benchmark ends.
+func benchService(b *testing.B) (*pgtest.Server, *service.Service) {
+	b.Helper()
+	srv, err := pgtest.Start(pgtest.Options{Durable: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { srv.Stop() })
+	st, err := pgstore.Create(context.Background(), srv.DSN(""), pgstore.Options{TTL: time.Minute})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(st.Close)
+	svc, err := service.New(service.Config{TTL: time.Minute, Store: st})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return srv, svc
+}
+
 func bareTxn(ctx context.Context, conn *pgx.Conn, id int, holder string) error {
 	var cur string
 	var f int64
@@ -145,21 +153,8 @@ func cpuOf(srv *pgtest.Server) (int64, int64) {
 // grants one at a time). Each client holds at most one lease, so no call
 // is refused. Run with -count to take the sides in turns.
 func BenchmarkTokenCycle(b *testing.B) {
-	srv, err := pgtest.Start(pgtest.Options{Durable: true})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer srv.Stop()
+	srv, svc := benchService(b)
 	ctx := context.Background()
-	st, err := pgstore.Create(ctx, srv.DSN(""), pgstore.Options{TTL: time.Minute})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer st.Close()
-	svc, err := service.New(service.Config{TTL: time.Minute, Store: st})
-	if err != nil {
-		b.Fatal(err)
-	}
 	for _, side := range []struct {
 		name   string
 		caller wire.Caller

@@ -5,6 +5,7 @@ package pgstore_test
 import (
 	"context"
 	"errors"
+	"maps"
 	"strconv"
 	"strings"
 	"sync"
@@ -69,32 +70,20 @@ func (g *rig) owned(owner string) int {
 }
 
 // flood sends n acquisitions of distinct resources by owner (limit max) at
-// once, spread over the replicas, and returns how many were granted and
-// how many refused with too_many_token_leases.
-func (g *rig) flood(owner string, limit, n int, prefix string) (granted, limited int) {
+// once, spread over the replicas, and fails unless exactly limit are
+// granted and the others refused with too_many_token_leases.
+func (g *rig) flood(owner string, limit, n int, prefix string) {
 	g.t.Helper()
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			h := owner + "-" + strconv.Itoa(i)
-			reply, err := g.call(i%len(g.r), as(acquireMsg(prefix+h, prefix+strconv.Itoa(i), h), owner, limit))
-			mu.Lock()
-			defer mu.Unlock()
-			switch {
-			case err == nil && reply.OK:
-				granted++
-			case isCode(err, wire.CodeTooManyTokenLeases):
-				limited++
-			default:
-				g.t.Errorf("%s: %+v %v", h, reply, err)
-			}
-		}()
+	got := g.atOnce(n, func(i int) wire.Message {
+		h := owner + "-" + strconv.Itoa(i)
+		return as(acquireMsg(prefix+h, prefix+strconv.Itoa(i), h), owner, limit)
+	})
+	if want := map[string]int{"granted": limit, "429 too_many_token_leases": n - limit}; !maps.Equal(got, want) {
+		g.t.Fatalf("%d acquisitions of %s's at once against its limit of %d: %v, want %v", n, owner, limit, got, want)
 	}
-	wg.Wait()
-	return granted, limited
+	if n := g.owned(owner); n != limit {
+		g.t.Fatalf("%s owns %d, want %d", owner, n, limit)
+	}
 }
 
 // TestTokenLimitAcrossReplicas: 40 acquisitions of one token (maxLeases 10)
@@ -104,13 +93,7 @@ func (g *rig) flood(owner string, limit, n int, prefix string) (granted, limited
 // moves the place from one token to the other.
 func TestTokenLimitAcrossReplicas(t *testing.T) {
 	g := newRig(t, 3, pgstore.Options{})
-	granted, limited := g.flood("a", 10, 40, "f")
-	if granted != 10 || limited != 30 {
-		t.Fatalf("granted %d, limited %d; want 10 and 30", granted, limited)
-	}
-	if n := g.owned("a"); n != 10 {
-		t.Fatalf("a owns %d", n)
-	}
+	g.flood("a", 10, 40, "f")
 	var e service.Entry
 	for i := range 40 {
 		reply, err := g.r[0].svc.Call(context.Background(), wire.Message{Op: wire.OpInspect, Request: reqOf("", "", "f"+strconv.Itoa(i), "", 0)})
@@ -194,13 +177,7 @@ func TestTokenLimitAcrossReplicas(t *testing.T) {
 // both paths and grant exactly 130.
 func TestTokenLimitSharedAndExclusive(t *testing.T) {
 	g := newRig(t, 3, pgstore.Options{})
-	granted, limited := g.flood("big", 130, 160, "s")
-	if granted != 130 || limited != 30 {
-		t.Fatalf("granted %d, limited %d; want 130 and 30", granted, limited)
-	}
-	if n := g.owned("big"); n != 130 {
-		t.Fatalf("big owns %d", n)
-	}
+	g.flood("big", 130, 160, "s")
 }
 
 // TestTokenLimitChanges: the limit is the call's (the tokens file in force

@@ -5,12 +5,9 @@ package pgstore_test
 import (
 	"context"
 	"errors"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/lease-fence/lease-fence/internal/pgtest"
 	"github.com/lease-fence/lease-fence/service"
 	"github.com/lease-fence/lease-fence/service/pgstore"
 )
@@ -20,17 +17,7 @@ import (
 // a reason; healed, it is ready again.
 func TestReady(t *testing.T) {
 	g := newRig(t, 1, pgstore.Options{})
-	px, err := pgtest.NewProxy("127.0.0.1:" + strconv.Itoa(pg.Port))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer px.Close()
-	dsn := strings.Replace(g.dsn, "port="+strconv.Itoa(pg.Port), "port="+strconv.Itoa(px.Port()), 1)
-	st, err := pgstore.Open(context.Background(), dsn, pgstore.Options{TTL: ttl, Timeout: 300 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	px, st := g.throughProxy()
 	ready := func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 		defer cancel()
@@ -40,7 +27,7 @@ func TestReady(t *testing.T) {
 		t.Fatalf("reachable: %v", err)
 	}
 	px.Partition()
-	err = ready()
+	err := ready()
 	if err == nil || !errors.Is(err, service.ErrUnavailable) {
 		t.Fatalf("cut off: %v", err)
 	}

@@ -6,11 +6,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -100,6 +102,56 @@ func queryRow(t testing.TB, dsn, q string, dest ...any) {
 	if err := conn.QueryRow(context.Background(), q).Scan(dest...); err != nil {
 		t.Fatalf("%s: %v", q, err)
 	}
+}
+
+// atOnce makes the calls msg(0) to msg(n-1) at once, call i on replica
+// i%len(g.r), and counts their answers: "granted" (an ok answer), or the
+// refusal's status and code ("503 too_many_leases").
+func (g *rig) atOnce(n int, msg func(i int) wire.Message) map[string]int {
+	got := map[string]int{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			reply, err := g.r[i%len(g.r)].svc.Call(context.Background(), msg(i))
+			var we *wire.Error
+			key := "granted"
+			switch {
+			case errors.As(err, &we):
+				key = strconv.Itoa(we.Status) + " " + we.Code
+			case err != nil:
+				key = err.Error()
+			case !reply.OK:
+				key = fmt.Sprintf("not ok: %+v", reply)
+			}
+			mu.Lock()
+			got[key]++
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return got
+}
+
+// throughProxy opens one more store over the rig's state, connected through
+// a proxy (pgtest.Proxy) that the test can cut; a call on it has 300 ms.
+// Both are closed when the test ends.
+func (g *rig) throughProxy() (*pgtest.Proxy, *pgstore.Store) {
+	g.t.Helper()
+	px, err := pgtest.NewProxy("127.0.0.1:" + strconv.Itoa(pg.Port))
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	g.t.Cleanup(func() { px.Close() })
+	dsn := strings.Replace(g.dsn, "port="+strconv.Itoa(pg.Port), "port="+strconv.Itoa(px.Port()), 1)
+	st, err := pgstore.Open(context.Background(), dsn, pgstore.Options{TTL: ttl, Timeout: 300 * time.Millisecond})
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	g.t.Cleanup(st.Close)
+	return px, st
 }
 
 // conn opens a connection to the rig's database and schema.

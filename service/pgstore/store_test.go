@@ -4,6 +4,7 @@ package pgstore_test
 
 import (
 	"context"
+	"maps"
 	"strconv"
 	"strings"
 	"sync"
@@ -158,31 +159,12 @@ func TestSecretsHashedAtRest(t *testing.T) {
 // and 30 refused with too_many_leases; a release makes room.
 func TestMaxLeasesAcrossReplicas(t *testing.T) {
 	g := newRig(t, 3, pgstore.Options{MaxLeases: 10})
-	var granted, full, other int
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for i := range 40 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			h := "h" + strconv.Itoa(i)
-			st, out := g.post(i%3, acquireMsg("id-"+h, "r"+strconv.Itoa(i), h))
-			mu.Lock()
-			defer mu.Unlock()
-			switch {
-			case st == 200 && out["ok"] == true:
-				granted++
-			case st == 503 && errCode(t, st, out) == "too_many_leases":
-				full++
-			default:
-				other++
-				t.Errorf("%s: %d %v", h, st, out)
-			}
-		}()
-	}
-	wg.Wait()
-	if granted != 10 || full != 30 || other != 0 {
-		t.Fatalf("granted %d, refused %d, other %d; want 10, 30, 0", granted, full, other)
+	got := g.atOnce(40, func(i int) wire.Message {
+		h := "h" + strconv.Itoa(i)
+		return acquireMsg("id-"+h, "r"+strconv.Itoa(i), h)
+	})
+	if want := map[string]int{"granted": 10, "503 too_many_leases": 30}; !maps.Equal(got, want) {
+		t.Fatalf("%v, want %v", got, want)
 	}
 	if n, err := g.r[0].store.Leases(context.Background()); err != nil || n != 10 {
 		t.Fatalf("the store counts %d lease records (%v)", n, err)
@@ -465,30 +447,12 @@ func TestOpenWarnsOfAClockBehindTheState(t *testing.T) {
 // 130 (max_connections 100) take both paths and grant exactly 130.
 func TestMaxLeasesSharedAndExclusive(t *testing.T) {
 	g := newRig(t, 3, pgstore.Options{MaxLeases: 130})
-	var mu sync.Mutex
-	granted, full := 0, 0
-	var wg sync.WaitGroup
-	for i := range 160 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			h := "h" + strconv.Itoa(i)
-			st, out := g.post(i%3, acquireMsg("id-"+h, "r"+strconv.Itoa(i), h))
-			mu.Lock()
-			defer mu.Unlock()
-			switch {
-			case st == 200 && out["ok"] == true:
-				granted++
-			case st == 503 && errCode(t, st, out) == "too_many_leases":
-				full++
-			default:
-				t.Errorf("%s: %d %v", h, st, out)
-			}
-		}()
-	}
-	wg.Wait()
-	if granted != 130 || full != 30 {
-		t.Fatalf("granted %d, refused %d; want 130 and 30", granted, full)
+	got := g.atOnce(160, func(i int) wire.Message {
+		h := "h" + strconv.Itoa(i)
+		return acquireMsg("id-"+h, "r"+strconv.Itoa(i), h)
+	})
+	if want := map[string]int{"granted": 130, "503 too_many_leases": 30}; !maps.Equal(got, want) {
+		t.Fatalf("%v, want %v", got, want)
 	}
 }
 

@@ -4,14 +4,11 @@ package pgstore_test
 
 import (
 	"context"
-	"strconv"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/lease-fence/lease-fence/core/lease"
-	"github.com/lease-fence/lease-fence/internal/pgtest"
 	"github.com/lease-fence/lease-fence/service/pgstore"
 	"github.com/lease-fence/lease-fence/service/wire"
 )
@@ -132,17 +129,7 @@ func TestWatchFallsBackToThePoll(t *testing.T) {
 // every watched resource on the poll until it listens again.
 func TestWatchFindsASilentLink(t *testing.T) {
 	g := newRig(t, 1, pgstore.Options{})
-	px, err := pgtest.NewProxy("127.0.0.1:" + strconv.Itoa(pg.Port))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer px.Close()
-	dsn := strings.Replace(g.dsn, "port="+strconv.Itoa(pg.Port), "port="+strconv.Itoa(px.Port()), 1)
-	st, err := pgstore.Open(context.Background(), dsn, pgstore.Options{TTL: ttl, Timeout: 300 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	px, st := g.throughProxy()
 	pgstore.SetWatchPolls(st, 20*time.Millisecond, time.Hour, 100*time.Millisecond)
 	c := &watchCounter{t: t}
 	stop := st.Watch("r", func() { c.calls.Add(1) })

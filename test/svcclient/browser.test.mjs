@@ -7,14 +7,9 @@
 // `await using` syntax (Chromium has it), aborts a call, and is denied.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
 import { createServer } from 'node:http';
-import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { launch, servePackage } from '../chromium.mjs';
-
-const root = fileURLToPath(new URL('../..', import.meta.url));
+import { startCoordinator, stop } from './children.mjs';
 
 const page = `<!doctype html><meta charset="utf-8">
 <script type="importmap">{"imports": {"lease-fence": "/lease-fence.mjs", "lease-fence/service-client": "/service-client.mjs"}}</script>
@@ -53,19 +48,8 @@ let coordinator, server, base, browser;
 const posted = [];
 
 before(async () => {
-  const bin = process.env.COORDINATOR || join(root, 'out/bin/coordinator');
-  assert.ok(existsSync(bin), `${bin} is not built: run make coordinator`);
-  coordinator = spawn(bin, ['-addr', '127.0.0.1:0', '-memory', '-quiet'], { stdio: ['ignore', 'pipe', 'inherit'] });
-  const target = await new Promise((resolve, reject) => {
-    let out = '';
-    coordinator.stdout.setEncoding('utf8');
-    coordinator.stdout.on('data', (d) => {
-      out += d;
-      const m = /listening on (http:\/\/127\.0\.0\.1:\d+)/.exec(out);
-      if (m) resolve(m[1]);
-    });
-    coordinator.on('exit', (code) => reject(new Error(`coordinator exited (${code}): ${out}`)));
-  });
+  coordinator = await startCoordinator(['-memory', '-quiet']);
+  const target = coordinator.url;
   let dropped = false;
   server = createServer(async (req, res) => {
     const name = new URL(req.url, 'http://x').pathname.slice(1);
@@ -96,11 +80,7 @@ after(async () => {
   await browser?.close();
   server?.closeAllConnections();
   server?.close();
-  if (coordinator && coordinator.exitCode === null) {
-    const gone = new Promise((resolve) => coordinator.once('exit', resolve));
-    coordinator.kill('SIGINT');
-    await gone;
-  }
+  await stop(coordinator?.child);
 });
 
 test('in Chromium: a lost answer retried, await using, denied, expired, abort', async () => {

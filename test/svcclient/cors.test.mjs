@@ -8,16 +8,13 @@
 // 127.0.0.1: another origin) is refused by the browser itself.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { launch, servePackage } from '../chromium.mjs';
-
-const root = fileURLToPath(new URL('../..', import.meta.url));
+import { startCoordinator, startWorker, stop } from './children.mjs';
 
 // The page reads the coordinator's URL and the token from its fragment.
 const page = `<!doctype html><meta charset="utf-8">
@@ -42,59 +39,27 @@ try {
 }
 </script>`;
 
-let coordinator, worker, server, pagePort, coordinatorURL, workerURL, browser;
+let server, pagePort, browser;
+let coordinator = { log: [] };
+let worker = { log: [] };
+const children = [];
 const dir = mkdtempSync(join(tmpdir(), 'lease-fence-cors-'));
 const token = randomBytes(32).toString('base64url');
-const logs = [];
-const workerLogs = [];
-
-// waitForURL resolves with the first match of re in child's stdout.
-function waitForURL(child, re, what, lines) {
-  return new Promise((resolve, reject) => {
-    let out = '';
-    child.stdout.setEncoding('utf8');
-    child.stdout.on('data', (d) => {
-      out += d;
-      lines.push(d);
-      const m = re.exec(out);
-      if (m) resolve(m[1]);
-    });
-    child.on('exit', (code) => reject(new Error(`${what} exited (${code}): ${lines.join('')}`)));
-    setTimeout(() => reject(new Error(`${what} was not ready after 90 s: ${lines.join('')}`)), 90_000).unref();
-  });
-}
 
 before(async () => {
   server = createServer((req, res) => servePackage(res, new URL(req.url, 'http://x').pathname.slice(1), page));
   await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
   pagePort = server.address().port;
-  const bin = process.env.COORDINATOR || join(root, 'out/bin/coordinator');
-  assert.ok(existsSync(bin), `${bin} is not built: run make coordinator`);
-  assert.ok(existsSync(join(root, 'wasm/worker/build/app.wasm')), 'the Worker is not built: run make worker');
   const tokens = join(dir, 'tokens.json');
   const file = JSON.stringify([{ name: 'web', tokenSha256: createHash('sha256').update(token).digest('hex'), resources: ['web/*'], holders: ['web-*'] }]);
   writeFileSync(tokens, file);
-  coordinator = spawn(bin, ['-addr', '127.0.0.1:0', '-memory', '-auth', tokens, '-cors-origin', `http://127.0.0.1:${pagePort}`], { stdio: ['ignore', 'pipe', 'pipe'] });
-  coordinator.stderr.setEncoding('utf8');
-  coordinator.stderr.on('data', (d) => logs.push(d));
   // The Worker reads the same file from its LEASE_TOKENS secret (here from
   // an env file, as .dev.vars would give it).
   const env = join(dir, 'worker.env');
   writeFileSync(env, `LEASE_TOKENS='${file}'\nLEASE_CORS_ORIGINS=http://127.0.0.1:${pagePort}\n`);
-  worker = spawn(join(root, 'node_modules/.bin/wrangler'), [
-    'dev', '--ip', '127.0.0.1', '--port', '0', '--inspector-port', '0', '--persist-to', join(dir, 'worker-state'), '--log-level', 'info',
-    '--show-interactive-dev-session=false', '--env-file', env,
-  ], {
-    cwd: join(root, 'wasm/worker'),
-    env: { ...process.env, WRANGLER_SEND_METRICS: 'false', CLOUDFLARE_CF_FETCH_ENABLED: 'false', CI: '1', NO_COLOR: '1' },
-    stdio: ['ignore', 'pipe', 'pipe'],
-    detached: true, // its own process group, ended as one
-  });
-  worker.stderr.setEncoding('utf8');
-  worker.stderr.on('data', (d) => workerLogs.push(d));
-  [coordinatorURL, workerURL] = await Promise.all([
-    waitForURL(coordinator, /listening on (http:\/\/127\.0\.0\.1:\d+)/, 'coordinator', logs),
-    waitForURL(worker, /Ready on (http:\/\/127\.0\.0\.1:\d+)/, 'wrangler dev', workerLogs),
+  [coordinator, worker] = await Promise.all([
+    startCoordinator(['-memory', '-auth', tokens, '-cors-origin', `http://127.0.0.1:${pagePort}`], children),
+    startWorker(['--env-file', env], children),
   ]);
   browser = await launch();
 });
@@ -103,24 +68,7 @@ after(async () => {
   await browser?.close();
   server?.closeAllConnections();
   server?.close();
-  if (coordinator && coordinator.exitCode === null) {
-    const gone = new Promise((resolve) => coordinator.once('exit', resolve));
-    coordinator.kill('SIGTERM');
-    await gone;
-  }
-  if (worker && worker.exitCode === null && worker.signalCode === null) {
-    const gone = new Promise((resolve) => worker.once('exit', resolve));
-    const signal = (sig) => {
-      try {
-        process.kill(-worker.pid, sig);
-      } catch {
-        // already gone
-      }
-    };
-    signal('SIGINT');
-    const kill = setTimeout(() => signal('SIGKILL'), 15_000);
-    await gone.finally(() => clearTimeout(kill));
-  }
+  await Promise.all(children.map((c) => stop(c)));
   rmSync(dir, { recursive: true, force: true });
 });
 
@@ -138,19 +86,19 @@ async function run(origin, coordinatorURL) {
   }
 }
 
-for (const [name, url, log] of [['the native coordinator', () => coordinatorURL, logs], ['the Worker under wrangler dev', () => workerURL, workerLogs]]) {
+for (const [name, target] of [['the native coordinator', () => coordinator], ['the Worker under wrangler dev', () => worker]]) {
   test(`${name}: a page of a listed origin calls it with its token`, async () => {
-    const { result } = await run(`http://127.0.0.1:${pagePort}`, url());
+    const { result } = await run(`http://127.0.0.1:${pagePort}`, target().url);
     assert.equal(result.error, undefined, JSON.stringify(result));
     assert.deepEqual(result, { fence: result.fence, same: true, denied: 'web-a', forbidden: 'forbidden 403' });
     assert.ok(result.fence >= 1);
   });
 
   test(`${name}: a page of another origin is refused by the browser`, async () => {
-    const { result, console } = await run(`http://localhost:${pagePort}`, url());
+    const { result, console } = await run(`http://localhost:${pagePort}`, target().url);
     assert.equal(result.error, 'no_answer', JSON.stringify(result));
     assert.equal(result.status, 0);
     assert.ok(console.some((l) => /CORS/.test(l)), `the browser did not say CORS: ${console.join('\n')}`);
-    assert.ok(!log.join('').includes(token));
+    assert.ok(!target().log.join('').includes(token));
   });
 }

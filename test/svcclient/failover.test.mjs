@@ -11,44 +11,18 @@
 // Run by `make test-svcclient`.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { InvalidArgumentError } from 'lease-fence';
 import { LeaseServiceClient, LeaseServiceError } from 'lease-fence/service-client';
 import { startPostgres } from '../gates/servers.mjs';
-
-const root = fileURLToPath(new URL('../..', import.meta.url));
-const bin = process.env.COORDINATOR || path.join(root, 'out/bin/coordinator');
+import { startCoordinator } from './children.mjs';
 
 const children = [];
 let pg;
 
-// startCoordinator starts the native coordinator over the database and
+// startOnPostgres starts the native coordinator over the database and
 // resolves with its URL and process.
-function startCoordinator(args) {
-  assert.ok(existsSync(bin), `${bin} is not built: run make coordinator`);
-  const child = spawn(bin, ['-addr', '127.0.0.1:0', '-quiet', '-ttl', '1h', '-store', pg.url, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
-  children.push(child);
-  let out = '';
-  return new Promise((resolve, reject) => {
-    const guard = setTimeout(() => reject(new Error(`coordinator not ready after 120 s:\n${out}`)), 120_000);
-    const onData = (chunk) => {
-      out += chunk;
-      const m = /listening on (http:\/\/127\.0\.0\.1:\d+)/.exec(out);
-      if (m) {
-        clearTimeout(guard);
-        resolve({ url: m[1], child });
-      }
-    };
-    child.stdout.setEncoding('utf8').on('data', onData);
-    child.stderr.setEncoding('utf8').on('data', onData);
-    child.on('exit', (code) => {
-      clearTimeout(guard);
-      reject(new Error(`coordinator exited (${code}):\n${out}`));
-    });
-  });
+function startOnPostgres(args) {
+  return startCoordinator(['-quiet', '-ttl', '1h', '-store', pg.url, ...args], children);
 }
 
 function kill(child) {
@@ -90,8 +64,8 @@ describe('several coordinators (baseURLs)', () => {
   let b;
   before(async () => {
     pg = await startPostgres();
-    a = await startCoordinator(['-init']);
-    b = await startCoordinator([]);
+    a = await startOnPostgres(['-init']);
+    b = await startOnPostgres([]);
   });
   after(async () => {
     await Promise.all(children.map(kill));
@@ -118,7 +92,7 @@ describe('several coordinators (baseURLs)', () => {
   });
 
   test('a coordinator killed with SIGKILL is failed over; the lease lives on', async () => {
-    const c = await startCoordinator([]);
+    const c = await startOnPostgres([]);
     const rec = recording();
     const client = new LeaseServiceClient({ baseURLs: [c.url, b.url], holderId: 'agent-c', fetch: rec.fetch, backoff: noPause });
     const lease = await client.acquire('killed');

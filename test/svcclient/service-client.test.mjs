@@ -13,12 +13,10 @@
 // out/test/svcclient) first.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import http from 'node:http';
-import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { fileURLToPath, pathToFileURL } from 'node:url';
+import { pathToFileURL } from 'node:url';
 import util from 'node:util';
 import { FenceGate, InvalidArgumentError, LeaseClient, LeaseFenceError, createManualClock } from 'lease-fence';
 import {
@@ -28,8 +26,8 @@ import {
   LeaseServiceError,
   ServiceLease,
 } from 'lease-fence/service-client';
+import { root, startCoordinator, startWorker, stop } from './children.mjs';
 
-const root = fileURLToPath(new URL('../..', import.meta.url));
 
 // Everything secret that crossed a proxy, every error a test caught, every
 // object printed: checked together by the last test.
@@ -58,96 +56,14 @@ async function rejects(promise, check) {
 
 const children = [];
 
-function collect(stream, lines, onLine) {
-  let rest = '';
-  stream.setEncoding('utf8');
-  stream.on('data', (chunk) => {
-    rest += chunk;
-    let i;
-    while ((i = rest.indexOf('\n')) >= 0) {
-      const line = rest.slice(0, i);
-      rest = rest.slice(i + 1);
-      lines.push(line);
-      onLine?.(line);
-    }
-  });
-  stream.on('end', () => {
-    if (rest) lines.push(rest);
-  });
+async function nativeTarget() {
+  const { url, log, child } = await startCoordinator(['-memory'], children);
+  return { name: 'native coordinator', url, log, child };
 }
 
-// waitFor resolves with the first match of re in child's output, and fails
-// if the child exits first or nothing matches within the start-up guard.
-function waitFor(child, lines, re, what) {
-  return new Promise((resolve, reject) => {
-    const guard = setTimeout(() => reject(new Error(`${what}: not ready after 120 s:\n${lines.join('\n')}`)), 120_000);
-    const onLine = (line) => {
-      const m = re.exec(line);
-      if (m) {
-        clearTimeout(guard);
-        resolve(m[1]);
-      }
-    };
-    collect(child.stdout, lines, onLine);
-    collect(child.stderr, lines, onLine);
-    child.on('exit', (code) => {
-      clearTimeout(guard);
-      reject(new Error(`${what} exited (${code}) before it was ready:\n${lines.join('\n')}`));
-    });
-  });
-}
-
-async function startNative() {
-  const bin = process.env.COORDINATOR || path.join(root, 'out/bin/coordinator');
-  assert.ok(existsSync(bin), `${bin} is not built: run make coordinator`);
-  const usage = spawnSync(bin, ['-h'], { encoding: 'utf8' });
-  const flags = `${usage.stdout}${usage.stderr}`;
-  const args = ['-addr', '127.0.0.1:0'];
-  // The hardened coordinator keeps durable state by default and runs in
-  // memory only when told to.
-  if (/^\s+-memory\b/m.test(flags)) args.push('-memory');
-  const lines = [];
-  const child = spawn(bin, args, { stdio: ['ignore', 'pipe', 'pipe'] });
-  children.push(child);
-  const url = await waitFor(child, lines, /listening on (http:\/\/127\.0\.0\.1:\d+)/, 'coordinator');
-  return { name: 'native coordinator', url, log: lines, child };
-}
-
-async function startWorker() {
-  assert.ok(existsSync(path.join(root, 'wasm/worker/build/app.wasm')), 'the Worker is not built: run make worker');
-  const dir = mkdtempSync(path.join(tmpdir(), 'lease-fence-svcclient-'));
-  const lines = [];
-  const child = spawn(path.join(root, 'node_modules/.bin/wrangler'), [
-    'dev', '--ip', '127.0.0.1', '--port', '0', '--inspector-port', '0', '--persist-to', dir, '--log-level', 'info',
-    '--show-interactive-dev-session=false', '--var', 'LEASE_TTL_MS:600000',
-  ], {
-    cwd: path.join(root, 'wasm/worker'),
-    env: { ...process.env, WRANGLER_SEND_METRICS: 'false', CLOUDFLARE_CF_FETCH_ENABLED: 'false', CI: '1', NO_COLOR: '1' },
-    stdio: ['ignore', 'pipe', 'pipe'],
-    detached: true, // its own process group, ended as one
-  });
-  children.push(child);
-  child.on('exit', () => rmSync(dir, { recursive: true, force: true }));
-  const url = await waitFor(child, lines, /Ready on (http:\/\/127\.0\.0\.1:\d+)/, 'wrangler dev');
-  return { name: 'Worker under wrangler dev', url, log: lines, child };
-}
-
-// stop ends a child (wrangler: its whole process group) with SIGINT, and
-// with SIGKILL if it is still there 15 s later.
-function stop(child) {
-  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
-  const done = new Promise((resolve) => child.once('exit', resolve));
-  const signal = (sig) => {
-    try {
-      if (child.spawnargs[0].endsWith('wrangler')) process.kill(-child.pid, sig);
-      else child.kill(sig);
-    } catch {
-      // already gone
-    }
-  };
-  signal('SIGINT');
-  const kill = setTimeout(() => signal('SIGKILL'), 15_000);
-  return done.finally(() => clearTimeout(kill));
+async function workerTarget() {
+  const { url, log, child } = await startWorker(['--var', 'LEASE_TTL_MS:600000'], children);
+  return { name: 'Worker under wrangler dev', url, log, child };
 }
 
 // ---------------------------------------------------------------- the proxy
@@ -251,7 +167,7 @@ const targets = {};
 let usingTs;
 
 before(async () => {
-  const [native, worker] = await Promise.all([startNative(), startWorker()]);
+  const [native, worker] = await Promise.all([nativeTarget(), workerTarget()]);
   for (const t of [native, worker]) {
     t.proxy = await startProxy(t.url);
     targets[t === native ? 'native' : 'worker'] = t;

@@ -9,19 +9,17 @@
 // Run by `make test-svcclient`, which builds the coordinator and pkigen.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, execFileSync } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import https from 'node:https';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import util from 'node:util';
 import { InvalidArgumentError } from 'lease-fence';
 import { LeaseServiceClient, LeaseServiceError } from 'lease-fence/service-client';
+import { coordinatorBin as bin, root, startCoordinator, stop } from './children.mjs';
 
-const root = fileURLToPath(new URL('../..', import.meta.url));
-const bin = process.env.COORDINATOR || path.join(root, 'out/bin/coordinator');
 const pkigen = process.env.PKIGEN || path.join(root, 'out/bin/pkigen');
 
 const dir = mkdtempSync(path.join(tmpdir(), 'lease-fence-tls-'));
@@ -30,24 +28,10 @@ let pki;
 const children = [];
 
 function start(args) {
-  const child = spawn(bin, ['-addr', '127.0.0.1:0', '-memory', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
-  children.push(child);
-  const logs = [];
-  child.stderr.setEncoding('utf8');
-  child.stderr.on('data', (d) => logs.push(d));
-  return new Promise((resolve, reject) => {
-    let out = '';
-    child.stdout.setEncoding('utf8');
-    child.stdout.on('data', (d) => {
-      out += d;
-      const m = /listening on (https:\/\/127\.0\.0\.1:\d+)/.exec(out);
-      if (m) resolve({ url: m[1], logs });
-    });
-    child.on('exit', (code) => reject(new Error(`coordinator exited (${code}): ${logs.join('')}`)));
-  });
+  return startCoordinator(['-memory', ...args], children);
 }
 
-let plain, mutual; // {url, logs}
+let plain, mutual; // {url, log}
 
 before(async () => {
   assert.ok(existsSync(bin), `${bin} is not built: run make coordinator`);
@@ -60,13 +44,7 @@ before(async () => {
 });
 
 after(async () => {
-  for (const c of children) {
-    if (c.exitCode === null) {
-      const gone = new Promise((resolve) => c.once('exit', resolve));
-      c.kill('SIGTERM');
-      await gone;
-    }
-  }
+  await Promise.all(children.map((c) => stop(c, 'SIGTERM')));
   rmSync(dir, { recursive: true, force: true });
 });
 
@@ -148,9 +126,9 @@ test('the token option is checked', () => {
 });
 
 test('the coordinator logged no token', () => {
-  assert.ok(plain.logs.join('').includes('token=js'), 'the calls are logged with the token name');
+  assert.ok(plain.log.join('').includes('token=js'), 'the calls are logged with the token name');
   const hash = createHash('sha256').update(token).digest('hex');
-  for (const l of [plain.logs.join(''), mutual.logs.join('')]) {
+  for (const l of [plain.log.join(''), mutual.log.join('')]) {
     assert.ok(!l.includes(token) && !l.toLowerCase().includes(hash.slice(0, 16)));
   }
 });

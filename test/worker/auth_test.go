@@ -3,7 +3,6 @@
 package workere2e
 
 import (
-	"bufio"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -12,10 +11,8 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -47,10 +44,6 @@ var (
 // and its log; it is stopped when the test ends.
 func startAuthRuntime(t *testing.T) (string, *lockedBuffer) {
 	t.Helper()
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
 	dir := t.TempDir()
 	file, _ := json.Marshal([]map[string]any{
 		{"name": wApp.name, "tokenSha256": wApp.hash(), "resources": []string{"app/*"}},
@@ -61,54 +54,12 @@ func startAuthRuntime(t *testing.T) (string, *lockedBuffer) {
 		t.Fatal(err)
 	}
 	log := &lockedBuffer{}
-	cmd := exec.Command(filepath.Join(root, "node_modules/.bin/wrangler"), "dev", "--inspector-port", "0",
-		"--ip", "127.0.0.1", "--port", "0", "--persist-to", filepath.Join(dir, "state"), "--log-level", "info",
-		"--show-interactive-dev-session=false", "--env-file", env)
-	cmd.Dir = filepath.Join(root, "wasm/worker")
-	cmd.Env = append(os.Environ(), "WRANGLER_SEND_METRICS=false", "CLOUDFLARE_CF_FETCH_ENABLED=false", "CI=1", "NO_COLOR=1")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	out, err := cmd.StdoutPipe()
+	w, err := startWrangler(filepath.Join(dir, "state"), log, "--env-file", env)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("wrangler dev with tokens: %v\n%s", err, log.String())
 	}
-	cmd.Stderr = log
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGINT)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(15 * time.Second):
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-done
-		}
-	})
-	found := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		sent := false
-		for sc.Scan() {
-			log.Write([]byte(sc.Text() + "\n"))
-			if m := readyLine.FindStringSubmatch(sc.Text()); m != nil && !sent {
-				found <- m[1]
-				sent = true
-			}
-		}
-		close(found)
-	}()
-	select {
-	case a, ok := <-found:
-		if !ok {
-			t.Fatalf("wrangler dev with tokens exited before it was ready:\n%s", log.String())
-		}
-		return "http://" + a, log
-	case <-time.After(90 * time.Second):
-		t.Fatalf("wrangler dev with tokens was not ready after 90s:\n%s", log.String())
-	}
-	return "", nil
+	t.Cleanup(w.stop)
+	return w.url(), log
 }
 
 func authPost(t *testing.T, url, method, path, tok string, headers map[string]string, body []byte) (int, http.Header, []byte) {

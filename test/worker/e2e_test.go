@@ -3,7 +3,6 @@
 package workere2e
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,13 +11,9 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -36,7 +31,7 @@ import (
 var (
 	addr       atomic.Value // string, host:port
 	persistDir string
-	runtime    *exec.Cmd
+	runtime    *wranglerDev
 	runtimeLog = &lockedBuffer{}
 )
 
@@ -71,94 +66,25 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-var readyLine = regexp.MustCompile(`Ready on http://(127\.0\.0\.1:\d+)`)
-
-// startRuntime runs `wrangler dev` on a free loopback port, offline, and
-// waits for its ready line.
+// startRuntime runs the runtime over persistDir. No lease may run out by
+// itself during the run: the porcupine model of TestConcurrentHistory has
+// no clock.
 func startRuntime() error {
-	root, err := filepath.Abs("../..")
+	w, err := startWrangler(persistDir, runtimeLog, "--var", "LEASE_TTL_MS:600000")
 	if err != nil {
 		return err
 	}
-	if _, err := os.Stat(filepath.Join(root, "wasm/worker/build/app.wasm")); err != nil {
-		return errors.New("the worker is not built; run make worker")
-	}
-	cmd := exec.Command(filepath.Join(root, "node_modules/.bin/wrangler"), "dev", "--inspector-port", "0",
-		"--ip", "127.0.0.1", "--port", "0", "--persist-to", persistDir, "--log-level", "info", "--show-interactive-dev-session=false",
-		// No lease may run out by itself during the run: the porcupine
-		// model of TestConcurrentHistory has no clock.
-		"--var", "LEASE_TTL_MS:600000")
-	cmd.Dir = filepath.Join(root, "wasm/worker")
-	cmd.Env = append(os.Environ(), "WRANGLER_SEND_METRICS=false", "CLOUDFLARE_CF_FETCH_ENABLED=false", "CI=1", "NO_COLOR=1")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		return err
-	}
-	cmd.Stderr = runtimeLog
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	runtime = cmd
-	found := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		sent := false
-		for sc.Scan() {
-			line := sc.Text()
-			runtimeLog.Write([]byte(line + "\n"))
-			if m := readyLine.FindStringSubmatch(line); m != nil && !sent {
-				found <- m[1]
-				sent = true
-			}
-		}
-		close(found)
-	}()
-	select {
-	case a, ok := <-found:
-		if !ok {
-			return errors.New("wrangler dev exited before it was ready")
-		}
-		addr.Store(a)
-		return nil
-	case <-time.After(90 * time.Second):
-		stopRuntime()
-		return errors.New("wrangler dev was not ready after 90s")
-	}
+	runtime = w
+	addr.Store(w.addr)
+	return nil
 }
 
-// stopRuntime ends the wrangler process group it started.
+// stopRuntime ends the runtime, if it runs.
 func stopRuntime() {
-	if runtime == nil {
-		return
+	if runtime != nil {
+		runtime.stop()
+		runtime = nil
 	}
-	_ = syscall.Kill(-runtime.Process.Pid, syscall.SIGINT)
-	done := make(chan struct{})
-	go func() { _ = runtime.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(15 * time.Second):
-		_ = syscall.Kill(-runtime.Process.Pid, syscall.SIGKILL)
-		<-done
-	}
-	runtime = nil
 }
 
 // retarget sends every request to the runtime's current address, so a

@@ -3,14 +3,10 @@
 package workere2e
 
 import (
-	"bufio"
 	"errors"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -34,8 +30,8 @@ const (
 // started by the first test that needs it and stopped by TestMain.
 var holdRuntime struct {
 	once  sync.Once
-	cmd   *exec.Cmd
-	url   string
+	w     *wranglerDev
+	dir   string // its state, removed when it stops
 	err   error
 	log   lockedBuffer
 	proxy *faultproxy.Proxy
@@ -44,55 +40,20 @@ var holdRuntime struct {
 func startHoldRuntime() (*holdtest.Target, error) {
 	holdRuntime.once.Do(func() {
 		holdRuntime.err = func() error {
-			root, err := filepath.Abs("../..")
-			if err != nil {
-				return err
-			}
 			dir, err := os.MkdirTemp("", "lease-fence-e2e-hold-")
 			if err != nil {
 				return err
 			}
-			cmd := exec.Command(filepath.Join(root, "node_modules/.bin/wrangler"), "dev", "--inspector-port", "0",
-				"--ip", "127.0.0.1", "--port", "0", "--persist-to", dir, "--log-level", "info", "--show-interactive-dev-session=false",
+			holdRuntime.dir = dir
+			holdRuntime.w, err = startWrangler(dir, &holdRuntime.log,
 				"--var", "LEASE_TTL_MS:"+strconv.FormatInt(holdTTL.Milliseconds(), 10),
 				"--var", "LEASE_MAX_WAIT_MS:"+strconv.FormatInt(holdMaxWait.Milliseconds(), 10),
 				"--var", "LEASE_MAX_WAITERS:"+strconv.Itoa(holdMaxWaiters))
-			cmd.Dir = filepath.Join(root, "wasm/worker")
-			cmd.Env = append(os.Environ(), "WRANGLER_SEND_METRICS=false", "CLOUDFLARE_CF_FETCH_ENABLED=false", "CI=1", "NO_COLOR=1")
-			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-			out, err := cmd.StdoutPipe()
 			if err != nil {
-				return err
-			}
-			cmd.Stderr = &holdRuntime.log
-			if err := cmd.Start(); err != nil {
-				return err
-			}
-			holdRuntime.cmd = cmd
-			found := make(chan string, 1)
-			go func() {
-				sc := bufio.NewScanner(out)
-				sent := false
-				for sc.Scan() {
-					holdRuntime.log.Write([]byte(sc.Text() + "\n"))
-					if m := readyLine.FindStringSubmatch(sc.Text()); m != nil && !sent {
-						found <- m[1]
-						sent = true
-					}
-				}
-				close(found)
 				os.RemoveAll(dir)
-			}()
-			select {
-			case a, ok := <-found:
-				if !ok {
-					return errors.New("the second wrangler dev exited before it was ready:\n" + holdRuntime.log.String())
-				}
-				holdRuntime.url = "http://" + a
-			case <-time.After(90 * time.Second):
-				return errors.New("the second wrangler dev was not ready after 90s")
+				return errors.New("the second wrangler dev: " + err.Error())
 			}
-			holdRuntime.proxy, err = faultproxy.Start(holdRuntime.url)
+			holdRuntime.proxy, err = faultproxy.Start(holdRuntime.w.url())
 			return err
 		}()
 	})
@@ -104,20 +65,14 @@ func startHoldRuntime() (*holdtest.Target, error) {
 
 // stopHoldRuntime ends the second runtime, if it was started.
 func stopHoldRuntime() {
-	if holdRuntime.cmd == nil {
-		return
-	}
 	if holdRuntime.proxy != nil {
 		holdRuntime.proxy.Close()
 	}
-	_ = syscall.Kill(-holdRuntime.cmd.Process.Pid, syscall.SIGINT)
-	done := make(chan struct{})
-	go func() { _ = holdRuntime.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(15 * time.Second):
-		_ = syscall.Kill(-holdRuntime.cmd.Process.Pid, syscall.SIGKILL)
-		<-done
+	if holdRuntime.w != nil {
+		holdRuntime.w.stop()
+	}
+	if holdRuntime.dir != "" {
+		os.RemoveAll(holdRuntime.dir)
 	}
 }
 
