@@ -4,8 +4,12 @@
 // markup:
 // - the lanes, row labels and handles after drags and key presses with
 //   those of the same scenario loaded from the link the page then shows;
-// - 120 seeded random drawings, each drawn over the one before in the same
-//   container, with the same drawing made in an empty container.
+// - 120 seeded random drawings (and now and then one from before again),
+//   each drawn over the one before in the same container, with the same
+//   drawing made afresh in an empty one.
+// And the pace of a drag: five raw pointer moves between two frames make
+// one redraw at once and one of the newest at the next frame; without
+// pointerrawupdate (a browser that lacks it) the page follows pointermove.
 
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -204,6 +208,71 @@ test('120 seeded random drawings (and some from before again), each drawn over t
   assert.deepEqual(report.problems, []);
   assert.ok(report.drawn >= 200, `only ${report.drawn} drawings`);
   assert.ok(report.again >= 10, `only ${report.again} drawings shown again`);
+  assert.deepEqual(errors, []);
+  await page.close();
+});
+
+test('raw pointer moves faster than frames: one redraw at once, the newest of the rest at the next frame', async () => {
+  const { page, errors } = await open('?p=gap');
+  await page.click('#to-end');
+  assert.equal(await page.evaluate(() => 'onpointerrawupdate' in window), true, 'Chromium on 127.0.0.1 has pointerrawupdate');
+  const h = page.locator('#handles-fenced .handle[data-actor="A"][data-kind="write"]').first();
+  await h.scrollIntoViewIfNeeded();
+  const box = await h.boundingBox();
+  const x0 = box.x + box.width / 2;
+  await page.mouse.move(x0, box.y + box.height / 2);
+  await page.mouse.down();
+  // Five moves in one task: the first starts a redraw, which finishes in
+  // the promise jobs after the task (the gap preset's run does not wait
+  // for anything); the other four come while it runs, as a fast mouse's
+  // raw moves come between two frames.
+  const seen = await page.evaluate(async (x0) => {
+    window.__benchDrag = [];
+    const el = document.querySelector('#handles-fenced .handle.dragging');
+    const field = document.getElementById('param-model');
+    for (const dx of [-10, -20, -30, -40, -50]) el.dispatchEvent(new PointerEvent('pointerrawupdate', { bubbles: true, clientX: x0 + dx, pointerId: 1 }));
+    for (let i = 0; i < 100; i++) await null;
+    const first = { value: field.value, redraws: window.__benchDrag.length };
+    await new Promise((resolve) => requestAnimationFrame(() => requestAnimationFrame(resolve)));
+    return { first, after: field.value, redraws: window.__benchDrag.length };
+  }, x0);
+  await page.mouse.up();
+  await settled(page);
+  const final = new URL(page.url()).searchParams.get('model');
+  // The first move is drawn at once and the field follows; the next four
+  // wait, and only the newest is drawn, at the next frame.
+  assert.deepEqual(seen.first.redraws, 1, 'one redraw before the next frame');
+  assert.notEqual(seen.first.value, '450', 'the first move was drawn at once');
+  assert.equal(seen.redraws, 2, `${seen.redraws} redraws for 5 moves in one frame`);
+  assert.equal(seen.after, final, 'the newest move is the one drawn');
+  assert.ok(Number(final) < Number(seen.first.value), `the last move (model ${final}) is left of the first (${seen.first.value})`);
+  await sameAsLink(page, 'after the burst', true);
+  assert.deepEqual(errors, []);
+  await page.close();
+});
+
+test('without pointerrawupdate (other browsers), a drag follows pointermove and draws the same', async () => {
+  const o = await openPage(browser.context, { width: 1280, height: 900 });
+  // A browser without it: no handler property to find, and no such events.
+  await o.page.addInitScript(() => {
+    delete Window.prototype.onpointerrawupdate;
+    delete window.onpointerrawupdate;
+    window.addEventListener('pointerrawupdate', (e) => e.stopImmediatePropagation(), true);
+  });
+  await load(o.page, `${server.url}?p=gap`);
+  const { page, errors } = o;
+  assert.equal(await page.evaluate(() => 'onpointerrawupdate' in window), false);
+  await page.click('#to-end');
+  const h = page.locator('#handles-fenced .handle[data-actor="A"][data-kind="write"]').first();
+  await h.scrollIntoViewIfNeeded();
+  const box = await h.boundingBox();
+  await page.mouse.move(box.x + box.width / 2, box.y + box.height / 2);
+  await page.mouse.down();
+  for (let k = 1; k <= 6; k++) await page.mouse.move(box.x + box.width / 2 - k * 15, box.y + box.height / 2);
+  await page.mouse.up();
+  await settled(page);
+  assert.notEqual(new URL(page.url()).searchParams.get('model'), '450', 'the drag moved A\'s write');
+  await sameAsLink(page, 'after a drag with pointermove', true);
   assert.deepEqual(errors, []);
   await page.close();
 });
