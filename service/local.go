@@ -75,6 +75,11 @@ type LocalConfig struct {
 	// MinFence makes every fence issued at least MinFence (after a restore
 	// from a backup, which is older than the fences already issued).
 	MinFence uint64
+	// Ledger, if set, counts the lease records of owners with a limit
+	// instead of this Local (whose own counts by owner are then not
+	// consulted): for stores that each hold a part of the records, such as
+	// a Worker's Durable Objects, one per resource.
+	Ledger Ledger
 	// FenceReserve keeps the stored fence mark ahead of the fences issued:
 	// once a fence comes within FenceReserve/2 of it, the mark is raised
 	// to that fence + FenceReserve - 1 in a synced write of its own, before
@@ -84,6 +89,30 @@ type LocalConfig struct {
 	// writes the mark in each grant's own write instead: right for storage
 	// that never loses an acknowledged write (a Durable Object's).
 	FenceReserve uint64
+}
+
+// Ledger counts the lease records of owners (Entry.Owner) across stores
+// that each hold some of them, for a Local configured with it
+// (LocalConfig.Ledger). The Local calls it while it holds the resource's
+// lock: Reserve before it writes a new record of an owner whose limit the
+// decision asked about (Txn.OwnerFull), Renewed before it writes a
+// renewal of a record that has an owner, Ended once it has written the end
+// of one (a release, a new grant over it; not the sweep of an expired
+// one: a place held for a record lapses at the record's expiry, which
+// Reserve and Renewed give).
+type Ledger interface {
+	// Reserve takes a place among owner's, at most limit, for the record
+	// e (its resource, fence and expiry), or reports that there is none
+	// (ok false: the decision is made again, with OwnerFull reporting
+	// owner full). A place taken for e's resource before is replaced. An
+	// error refuses the call (ErrUnavailable): nothing is written.
+	Reserve(ctx context.Context, owner string, limit int, e Entry) (ok bool, err error)
+	// Renewed moves the place of the record e to its new expiry. An error
+	// refuses the renewal (ErrUnavailable): nothing is written.
+	Renewed(ctx context.Context, e Entry) error
+	// Ended gives the place of the record e back. It does not fail: a
+	// place it could not give back lapses at e's expiry.
+	Ended(ctx context.Context, e Entry)
 }
 
 // Local is the Store whose entries this process owns: each is decided on in
@@ -99,6 +128,7 @@ type Local struct {
 	maxLasts    int64
 	minFence    uint64
 	reserve     uint64
+	ledger      Ledger
 
 	issued           atomic.Uint64 // the highest fence issued
 	mark             atomic.Uint64 // the stored fence mark
@@ -144,8 +174,12 @@ type ownerCheck struct {
 	ctx   context.Context
 	held  int     // the stripe
 	now   float64 // the decision's reading
+	cur   *Entry  // the stored entry the decision is made on
 	asked []ownerLimit
 	redo  bool // a sweep deleted records: decide again
+	// refused are the owners whose Ledger refused a place during this
+	// Update: their limit is reached.
+	refused []string
 }
 
 type ownerLimit struct {
@@ -153,12 +187,18 @@ type ownerLimit struct {
 	limit int
 }
 
-func (c *ownerCheck) reset(ctx context.Context, now float64) {
-	c.ctx, c.now, c.asked, c.redo = ctx, now, c.asked[:0], false
+func (c *ownerCheck) reset(ctx context.Context, now float64, cur *Entry) {
+	c.ctx, c.now, c.cur, c.asked, c.redo = ctx, now, cur, c.asked[:0], false
 }
 
 func (c *ownerCheck) ownerFull(owner string, limit int) bool {
 	c.asked = append(c.asked, ownerLimit{owner, limit})
+	if c.l.ledger != nil {
+		return slices.Contains(c.refused, owner)
+	}
+	if c.cur.Fence != 0 && c.cur.Owner == owner {
+		return false // the owner's record is replaced: its count does not change
+	}
 	if !c.l.ownerFull(owner, limit) {
 		return false
 	}
@@ -195,7 +235,7 @@ func NewLocal(cfg LocalConfig) (*Local, error) {
 		return nil, errors.New("service: LocalConfig limits must not be negative, and MinFence at most lease.MaxFence")
 	}
 	l := &Local{clk: cfg.Clock, ttl: clock.Millis(cfg.TTL), persist: cfg.Persist, minFence: cfg.MinFence,
-		reserve: cfg.FenceReserve, maxLeases: cmp.Or(int64(cfg.MaxLeases), DefaultMaxLeases),
+		reserve: cfg.FenceReserve, ledger: cfg.Ledger, maxLeases: cmp.Or(int64(cfg.MaxLeases), DefaultMaxLeases),
 		maxReleases: cmp.Or(int64(cfg.ReleaseMemory), DefaultReleaseMemory),
 		maxLasts:    cmp.Or(int64(cfg.FenceMemory), DefaultFenceMemory), seed: maphash.MakeSeed()}
 	l.reclaimT.Store(math.Float64bits(math.Inf(-1)))
@@ -341,6 +381,7 @@ func (l *Local) Update(ctx context.Context, resource string, fn func(*Txn) error
 	st := &l.stripes[i]
 	st.mu.Lock()
 	defer st.mu.Unlock()
+	st.check.refused = st.check.refused[:0]
 	for {
 		cur, ok := st.m[resource]
 		if !ok {
@@ -358,7 +399,7 @@ func (l *Local) Update(ctx context.Context, resource string, fn func(*Txn) error
 			}
 			t.Full = true
 		}
-		st.check.reset(ctx, now.Millis)
+		st.check.reset(ctx, now.Millis, &cur)
 		err = fn(&t)
 		if st.check.redo {
 			continue
@@ -370,10 +411,18 @@ func (l *Local) Update(ctx context.Context, resource string, fn func(*Txn) error
 			return nil
 		}
 		next := t.next
+		if l.ledger != nil {
+			if again, err := l.toLedger(ctx, st, &cur, &next); again || err != nil {
+				if err != nil {
+					return err
+				}
+				continue
+			}
+		}
 		// A record that is new for its owner takes one of the owner's
 		// places, if the decision asked about the owner's limit.
 		claim := ""
-		if next.Fence != 0 && next.Owner != "" && (cur.Fence == 0 || cur.Owner != next.Owner) {
+		if l.ledger == nil && next.Fence != 0 && next.Owner != "" && (cur.Fence == 0 || cur.Owner != next.Owner) {
 			if limit, ok := st.check.limitOf(next.Owner); ok {
 				if !l.claim(next.Owner, limit) {
 					continue // another resource's grant took the last place: decide again
@@ -400,8 +449,39 @@ func (l *Local) Update(ctx context.Context, resource string, fn func(*Txn) error
 		if cur.Fence != 0 && next.Fence != cur.Fence && now.Millis >= cur.ExpiresAt {
 			l.expired.Add(1) // a record replaced or cleared once it ran out
 		}
+		if l.ledger != nil && cur.Fence != 0 && cur.Owner != "" && next.Fence != cur.Fence {
+			l.ledger.Ended(ctx, cur)
+		}
 		return nil
 	}
+}
+
+// toLedger tells the Ledger of the record next makes (Reserve) or renews
+// (Renewed), before it is written. again is true when the Ledger refused
+// a place: the decision is made again (OwnerFull then reports the owner
+// full).
+func (l *Local) toLedger(ctx context.Context, st *stripe, cur, next *Entry) (again bool, err error) {
+	switch {
+	case next.Fence == 0 || next.Owner == "":
+	case next.Fence != cur.Fence:
+		limit, asked := st.check.limitOf(next.Owner)
+		if !asked {
+			return false, nil
+		}
+		ok, err := l.ledger.Reserve(ctx, next.Owner, limit, *next)
+		if err != nil {
+			return false, errors.Join(ErrUnavailable, err)
+		}
+		if !ok {
+			st.check.refused = append(st.check.refused, next.Owner)
+			return true, nil
+		}
+	case next.ExpiresAt != cur.ExpiresAt:
+		if err := l.ledger.Renewed(ctx, *next); err != nil {
+			return false, errors.Join(ErrUnavailable, err)
+		}
+	}
+	return false, nil
 }
 
 // add puts e in b, or its deletion if it holds nothing.

@@ -227,8 +227,9 @@ func (s *Service) acquire(t *Txn, rules lease.Rules, q lease.Request, hash [32]b
 		return nil // the retry of the acquisition that made the lease
 	}
 	// The token's own limit first: a token at its limit is told so even
-	// when the coordinator is full as well.
-	if caller.MaxLeases > 0 && (e.Fence == 0 || e.Owner != caller.Name) {
+	// when the coordinator is full as well. (A grant over the token's own
+	// expired record replaces it: the store answers accordingly.)
+	if caller.MaxLeases > 0 {
 		if t.OwnerFull == nil {
 			return wire.NewError(wire.CodeInternal, "this coordinator's store does not count leases by token, so the token's maxLeases cannot be kept")
 		}

@@ -83,9 +83,10 @@ type Txn struct {
 	// of one more resource without a lease record (Entry.LastFence).
 	KeepLast bool
 	// OwnerFull, set by a store that counts lease records by owner
-	// (Entry.Owner), reports that owner holds limit lease records or more,
-	// so a decision that would give owner one more (a grant of a resource
-	// whose entry holds no lease record of owner's) must be refused. The
+	// (Entry.Owner), reports that a grant of the resource to owner would
+	// give it more than limit lease records, so it must be refused: owner
+	// holds limit records or more, not counting the resource's own record
+	// if that is owner's (a grant over it replaces it). The
 	// store holds the decision to it: if, once fn has returned, the entry
 	// fn put would take owner past a limit fn asked about (another
 	// resource's decision took the last place meanwhile), the store runs

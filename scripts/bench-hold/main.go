@@ -16,6 +16,13 @@
 //	-mode expiry    an expiry to the waiter holding the lease: the holder
 //	                neither renews nor releases; the waiter's grant arrives
 //	                after the expiry the coordinator reported. -n samples.
+//	-mode limits    a token's maxLeases on the Worker (-target worker):
+//	                one wrangler dev whose LEASE_TOKENS lists a token
+//	                with a maxLeases (its leases counted in its own
+//	                Durable Object) and one without; -rounds rounds, the
+//	                two in turn in each: -n acquisitions then releases of
+//	                a fresh resource (the latency of each), and -n
+//	                handovers as in -mode handover.
 //	-mode cost      the CPU time of holding: -holds leases held (Hold,
 //	                renewed every third of the TTL) for -duration, the
 //	                client's CPU (this process) and the server's
@@ -29,6 +36,8 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -52,7 +61,8 @@ import (
 )
 
 func main() {
-	mode := flag.String("mode", "handover", "handover, expiry or cost")
+	mode := flag.String("mode", "handover", "handover, expiry, limits or cost")
+	rounds := flag.Int("rounds", 3, "with -mode limits: rounds")
 	target := flag.String("target", "native", "native or worker")
 	n := flag.Int("n", 1000, "handovers (or expiry samples)")
 	ttl := flag.Duration("ttl", 0, "the coordinator's TTL (default: 30s for handover, 1s for expiry, 10s for cost)")
@@ -65,9 +75,16 @@ func main() {
 	flag.Parse()
 	samplesFile = *samplesTo
 	if *ttl == 0 {
-		*ttl = map[string]time.Duration{"handover": 30 * time.Second, "expiry": time.Second, "cost": 10 * time.Second}[*mode]
+		*ttl = map[string]time.Duration{"handover": 30 * time.Second, "expiry": time.Second, "cost": 10 * time.Second, "limits": 30 * time.Second}[*mode]
 	}
-	s, err := start(*target, *coordinator, *wrangler, *ttl)
+	var env string
+	if *mode == "limits" {
+		if *target != "worker" {
+			fail(errors.New("-mode limits needs -target worker"))
+		}
+		env = limitsEnv()
+	}
+	s, err := start(*target, *coordinator, *wrangler, *ttl, env)
 	if err != nil {
 		fail(err)
 	}
@@ -79,6 +96,8 @@ func main() {
 		err = expiry(s, *target, *n, *ttl)
 	case "cost":
 		err = cost(s, *target, *holds, *duration, *ttl)
+	case "limits":
+		err = limits(s, *n, *rounds, *settle)
 	default:
 		err = errors.New("unknown -mode")
 	}
@@ -120,8 +139,9 @@ var (
 	debugRe = regexp.MustCompile(`debug on (http://127\.0\.0\.1:\d+)/`)
 )
 
-// start runs the target with the TTL ttl and waits for its URL.
-func start(target, coordinator, wrangler string, ttl time.Duration) (*server, error) {
+// start runs the target with the TTL ttl (the Worker with the lines of env
+// in an --env-file, if any) and waits for its URL.
+func start(target, coordinator, wrangler string, ttl time.Duration, env string) (*server, error) {
 	tmp, err := os.MkdirTemp("", "bench-hold-")
 	if err != nil {
 		return nil, err
@@ -136,8 +156,16 @@ func start(target, coordinator, wrangler string, ttl time.Duration) (*server, er
 		if err != nil {
 			return nil, err
 		}
-		cmd = exec.Command(wr, "dev", "--ip", "127.0.0.1", "--port", "0", "--persist-to", tmp, "--log-level", "info",
-			"--show-interactive-dev-session=false", "--var", "LEASE_TTL_MS:"+strconv.FormatInt(ttl.Milliseconds(), 10))
+		args := []string{"dev", "--ip", "127.0.0.1", "--port", "0", "--inspector-port", "0", "--persist-to", filepath.Join(tmp, "state"),
+			"--log-level", "info", "--show-interactive-dev-session=false", "--var", "LEASE_TTL_MS:" + strconv.FormatInt(ttl.Milliseconds(), 10)}
+		if env != "" {
+			file := filepath.Join(tmp, "bench.env")
+			if err := os.WriteFile(file, []byte(env), 0o600); err != nil {
+				return nil, err
+			}
+			args = append(args, "--env-file", file)
+		}
+		cmd = exec.Command(wr, args...)
 		cmd.Dir = "wasm/worker"
 		cmd.Env = append(os.Environ(), "WRANGLER_SEND_METRICS=false", "CLOUDFLARE_CF_FETCH_ENABLED=false", "CI=1", "NO_COLOR=1")
 	default:
@@ -191,7 +219,10 @@ func start(target, coordinator, wrangler string, ttl time.Duration) (*server, er
 	return s, nil
 }
 
-func client(url, id string) (*wire.Client, error) {
+func client(url, id string) (*wire.Client, error) { return tokenClient(url, id, "") }
+
+// tokenClient is client with a bearer token (none if "").
+func tokenClient(url, id, token string) (*wire.Client, error) {
 	clk, err := clock.NewMonotonic(id)
 	if err != nil {
 		return nil, err
@@ -200,7 +231,7 @@ func client(url, id string) (*wire.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return wire.NewClient(wire.ClientConfig{BaseURL: url, Lease: lc, AttemptTimeout: 30 * time.Second})
+	return wire.NewClient(wire.ClientConfig{BaseURL: url, Lease: lc, Token: token, AttemptTimeout: 30 * time.Second})
 }
 
 // queued waits until the coordinator has a waiter in a queue (native), or
@@ -234,19 +265,30 @@ func (s *server) queued(ctx context.Context) error {
 // handover passes one resource between two holders n times and prints the
 // latency of each: from the release's start to the waiter's Hold returning.
 func handover(s *server, target string, n int, settle time.Duration) error {
-	ctx := context.Background()
-	a, err := client(s.url, "a")
+	lat, err := handovers(s, n, settle, "")
 	if err != nil {
 		return err
 	}
-	b, err := client(s.url, "b")
+	report(target+"-handover", lat)
+	return nil
+}
+
+// handovers passes one resource between two holders with the token n
+// times (after 10 to warm up) and returns the latency of each.
+func handovers(s *server, n int, settle time.Duration, token string) ([]time.Duration, error) {
+	ctx := context.Background()
+	a, err := tokenClient(s.url, "a", token)
 	if err != nil {
-		return err
+		return nil, err
+	}
+	b, err := tokenClient(s.url, "b", token)
+	if err != nil {
+		return nil, err
 	}
 	res := "handover-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	h, err := a.Hold(ctx, res, wire.HoldOptions{})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	var lat []time.Duration
 	holder, waiter := a, b
@@ -262,24 +304,23 @@ func handover(s *server, target string, n int, settle time.Duration) error {
 			got <- result{h, time.Now(), err}
 		}()
 		if err := s.queued(ctx); err != nil {
-			return err
+			return nil, err
 		}
 		time.Sleep(settle)
 		t0 := time.Now()
 		if err := h.Release(ctx); err != nil {
-			return err
+			return nil, err
 		}
 		r := <-got
 		if r.err != nil {
-			return r.err
+			return nil, r.err
 		}
 		lat = append(lat, r.at.Sub(t0))
 		h, holder, waiter = r.h, waiter, holder
 	}
 	_ = holder
 	_ = h.Release(ctx)
-	report(target+"-handover", lat[10:])
-	return nil
+	return lat[10:], nil
 }
 
 // expiry measures, n times, how long after a lease expired (nobody renews
@@ -461,4 +502,91 @@ func must[T any](v T, err error) T {
 		fail(err)
 	}
 	return v
+}
+
+// The tokens of -mode limits: one with a maxLeases, one without.
+const (
+	limitedToken = "bench-limited-token-0123456789abcdef"
+	plainToken   = "bench-plain-token-0123456789abcdef01"
+)
+
+// limitsEnv is the env file of -mode limits: LEASE_TOKENS with both.
+func limitsEnv() string {
+	hash := func(tok string) string {
+		h := sha256.Sum256([]byte(tok))
+		return hex.EncodeToString(h[:])
+	}
+	file, _ := json.Marshal([]map[string]any{
+		{"name": "limited", "tokenSha256": hash(limitedToken), "resources": []string{"*"}, "holders": []string{"*"}, "maxLeases": 1000},
+		{"name": "plain", "tokenSha256": hash(plainToken), "resources": []string{"*"}, "holders": []string{"*"}},
+	})
+	return "LEASE_TOKENS='" + string(file) + "'\n"
+}
+
+// limits measures, in rounds, the two tokens of limitsEnv in turn: n
+// acquisitions and releases of fresh resources (after 5 to warm up), then
+// n handovers; it reports each side's samples pooled over the rounds, and
+// for each measure the ratio of the limited token's p50 to the plain
+// one's in the same round (min / median / max over the rounds).
+func limits(s *server, n, rounds int, settle time.Duration) error {
+	ctx := context.Background()
+	sides := []struct{ name, token string }{{"plain", plainToken}, {"limited", limitedToken}}
+	acq, rel, hand := map[string][]time.Duration{}, map[string][]time.Duration{}, map[string][]time.Duration{}
+	ratios := map[string][]float64{}
+	p50 := func(lat []time.Duration) float64 {
+		l := slices.Clone(lat)
+		slices.Sort(l)
+		return ms(l[len(l)/2])
+	}
+	for r := range rounds {
+		marks := map[string]int{}
+		for _, m := range []map[string][]time.Duration{acq, rel, hand} {
+			for _, side := range sides {
+				marks[fmt.Sprintf("%p/%s", m, side.name)] = len(m[side.name])
+			}
+		}
+		for i := range sides {
+			side := sides[(i+r)%len(sides)] // which side goes first alternates
+			c, err := tokenClient(s.url, "cycler", side.token)
+			if err != nil {
+				return err
+			}
+			for j := range n + 5 {
+				res := fmt.Sprintf("cycle-%s-%d-%d-%d", side.name, r, j, time.Now().UnixNano())
+				t0 := time.Now()
+				l, err := c.Acquire(ctx, res)
+				if err != nil {
+					return fmt.Errorf("%s: acquire: %w", side.name, err)
+				}
+				t1 := time.Now()
+				if err := c.Release(ctx, l); err != nil {
+					return fmt.Errorf("%s: release: %w", side.name, err)
+				}
+				if j >= 5 {
+					acq[side.name] = append(acq[side.name], t1.Sub(t0))
+					rel[side.name] = append(rel[side.name], time.Since(t1))
+				}
+			}
+			lat, err := handovers(s, n, settle, side.token)
+			if err != nil {
+				return fmt.Errorf("%s: %w", side.name, err)
+			}
+			hand[side.name] = append(hand[side.name], lat...)
+		}
+		for name, m := range map[string]map[string][]time.Duration{"acquire": acq, "release": rel, "handover": hand} {
+			round := func(side string) []time.Duration { return m[side][marks[fmt.Sprintf("%p/%s", m, side)]:] }
+			ratios[name] = append(ratios[name], p50(round("limited"))/p50(round("plain")))
+		}
+	}
+	for _, side := range sides {
+		report("worker-"+side.name+"-acquire", acq[side.name])
+		report("worker-"+side.name+"-release", rel[side.name])
+		report("worker-"+side.name+"-handover", hand[side.name])
+	}
+	for _, name := range []string{"acquire", "release", "handover"} {
+		rs := slices.Clone(ratios[name])
+		slices.Sort(rs)
+		fmt.Printf("%-9s p50 limited/plain in the same round, over %d rounds: min %.2f median %.2f max %.2f\n", name, len(rs), rs[0], rs[len(rs)/2], rs[len(rs)-1])
+	}
+	return nil
 }

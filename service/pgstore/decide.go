@@ -221,7 +221,7 @@ func (s *Store) decide(ctx context.Context, resource string, fn func(*service.Tx
 			return reclaim, nil
 		}
 	}
-	oc := &ownerCheck{s: s, ctx: ctx, conn: conn, now: now, margin: maxConns, excl: a.owners}
+	oc := &ownerCheck{s: s, ctx: ctx, conn: conn, now: now, margin: maxConns, excl: a.owners, cur: &e}
 	t := service.Txn{Now: clock.At(s.domain, now), Issued: issued, Entry: e, Full: full, KeepReleases: releases < s.maxReleases,
 		KeepLast: lasts < s.maxLasts, OwnerFull: oc.full}
 	err = fn(&t)

@@ -43,6 +43,7 @@ type ownerCheck struct {
 	now    float64
 	margin int64    // max_connections
 	excl   []string // the owners whose lock the transaction took at its start (sorted)
+	cur    *service.Entry
 
 	answers []ownerAnswer // what was answered, for the decision's second run
 	redo    []string      // owners whose lock the next transaction must take first
@@ -60,6 +61,9 @@ type ownerAnswer struct {
 // decide (a lock it could not take, a sweep to make, a failed statement),
 // it answers true to everything: the decision is thrown away (settle).
 func (c *ownerCheck) full(owner string, limit int) bool {
+	if c.cur.Fence != 0 && c.cur.Owner == owner {
+		return false // the owner's record is replaced: its count does not change
+	}
 	for _, a := range c.answers {
 		if a.owner == owner && a.limit == limit {
 			return a.full

@@ -44,17 +44,26 @@ var (
 // and its log; it is stopped when the test ends.
 func startAuthRuntime(t *testing.T) (string, *lockedBuffer) {
 	t.Helper()
+	return startTokensRuntime(t, "LEASE_CORS_ORIGINS=https://app.example\n", nil,
+		map[string]any{"name": wApp.name, "tokenSha256": wApp.hash(), "resources": []string{"app/*"}},
+		map[string]any{"name": wExpired.name, "tokenSha256": wExpired.hash(), "resources": []string{"*"}, "holders": []string{"*"},
+			"expires": "2001-01-01T00:00:00Z"})
+}
+
+// startTokensRuntime starts a runtime whose LEASE_TOKENS secret lists
+// tokens (from an env file, as .dev.vars or `wrangler secret put` would
+// give it), with more lines of the env file and more arguments of wrangler
+// dev; it returns its URL and log, and is stopped when the test ends.
+func startTokensRuntime(t *testing.T, env string, args []string, tokens ...map[string]any) (string, *lockedBuffer) {
+	t.Helper()
 	dir := t.TempDir()
-	file, _ := json.Marshal([]map[string]any{
-		{"name": wApp.name, "tokenSha256": wApp.hash(), "resources": []string{"app/*"}},
-		{"name": wExpired.name, "tokenSha256": wExpired.hash(), "resources": []string{"*"}, "holders": []string{"*"}, "expires": "2001-01-01T00:00:00Z"},
-	})
-	env := filepath.Join(dir, "auth.env")
-	if err := os.WriteFile(env, []byte("LEASE_TOKENS='"+string(file)+"'\nLEASE_CORS_ORIGINS=https://app.example\n"), 0o600); err != nil {
+	file, _ := json.Marshal(tokens)
+	envFile := filepath.Join(dir, "tokens.env")
+	if err := os.WriteFile(envFile, []byte("LEASE_TOKENS='"+string(file)+"'\n"+env), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	log := &lockedBuffer{}
-	w, err := startWrangler(filepath.Join(dir, "state"), log, "--env-file", env)
+	w, err := startWrangler(filepath.Join(dir, "state"), log, append([]string{"--env-file", envFile}, args...)...)
 	if err != nil {
 		t.Fatalf("wrangler dev with tokens: %v\n%s", err, log.String())
 	}

@@ -81,6 +81,10 @@ func main() {
 	binding.Set("openObject", js.FuncOf(objects.open))
 	binding.Set("closeObject", js.FuncOf(objects.close))
 	binding.Set("objectFetch", js.FuncOf(objects.fetch))
+	tokens := &tokenTable{byHandle: map[int]*tokenObject{}}
+	binding.Set("openToken", js.FuncOf(tokens.open))
+	binding.Set("closeToken", js.FuncOf(tokens.close))
+	binding.Set("tokenFetch", js.FuncOf(tokens.fetch))
 	// tick() does nothing: calling into Go lets the runtime run the timers
 	// that are due (worker.mjs calls it while an object has a call open).
 	binding.Set("tick", js.FuncOf(func(js.Value, []js.Value) any { return nil }))
@@ -89,24 +93,21 @@ func main() {
 }
 
 // frontHandler is the Worker's own handler: the calls checked and routed
-// to their objects, behind the tokens of LEASE_TOKENS (scopes only: each
-// resource is its own object, so there is no total for a token's
-// maxLeases or maxWaiters to protect, and they are not counted) and the
-// origins of LEASE_CORS_ORIGINS, if set.
+// to their objects, behind the tokens of LEASE_TOKENS and the origins of
+// LEASE_CORS_ORIGINS, if set. The router hands each object the caller (the
+// token's name and limits): the object keeps the token's maxWaiters for
+// its resource, and its maxLeases through the token's own object
+// (tokens_js.go).
 func frontHandler(r *router, l limits) (http.Handler, error) {
 	opts := wire.HandlerOptions{MaxWait: l.maxWait}
 	var guard *auth.Guard
-	if file := cloudflare.Getenv(tokensSecret); file != "" {
-		set, err := auth.Parse([]byte(file))
-		if err != nil {
-			return nil, errors.New("the " + tokensSecret + " secret: " + err.Error())
-		}
+	set, err := tokenSet()
+	if err != nil {
+		return nil, err
+	}
+	if set != nil {
 		guard = auth.NewGuard(set, auth.Options{})
-		opts.Authorize = func(req *http.Request, m *wire.Message) *wire.Error {
-			e := guard.Authorize(req, m)
-			m.Caller = wire.Caller{Name: m.Caller.Name} // the limits are not the objects' to keep
-			return e
-		}
+		opts.Authorize = guard.Authorize
 	}
 	h := wire.NewHandler(r, opts)
 	if guard != nil {
@@ -196,6 +197,9 @@ func (r *router) Call(_ context.Context, m wire.Message) (wire.Reply, error) {
 	init.Set("method", http.MethodPost)
 	headers := js.Global().Get("Object").New()
 	headers.Set("content-type", "application/json")
+	if m.Caller.Name != "" {
+		headers.Set(callerHeader, encodeCaller(m.Caller))
+	}
 	init.Set("headers", headers)
 	init.Set("body", string(body))
 	resp, err := await(stub.Call("fetch", "https://lease-object"+m.Op.Path(), init))
@@ -247,8 +251,19 @@ func (t *objectTable) open(_ js.Value, args []js.Value) (result any) {
 		return js.Global().Get("Error").New(err.Error())
 	}
 	// The mark is written with each grant (no reserve): a Durable
-	// Object's storage never loses an acknowledged write.
-	store, err := service.NewLocal(service.LocalConfig{Clock: newDateClock("coordinator"), TTL: l.ttl, Persist: &objectStore{storage: args[0]}})
+	// Object's storage never loses an acknowledged write. The leases of
+	// tokens with a maxLeases are counted in the tokens' objects.
+	cfg := service.LocalConfig{Clock: newDateClock("coordinator"), TTL: l.ttl, Persist: &objectStore{storage: args[0]}}
+	set, err := tokenSet()
+	if err != nil {
+		return js.Global().Get("Error").New(err.Error())
+	}
+	if set != nil {
+		if led := newTokenLedger(set); led != nil {
+			cfg.Ledger = led
+		}
+	}
+	store, err := service.NewLocal(cfg)
 	if err != nil {
 		return js.Global().Get("Error").New(err.Error())
 	}
@@ -261,7 +276,18 @@ func (t *objectTable) open(_ js.Value, args []js.Value) (result any) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.next++
-	t.byHandle[t.next] = &object{handler: wire.NewHandler(svc, wire.HandlerOptions{MaxWait: l.maxWait}), svc: svc, ttl: l.ttl}
+	// The caller comes from the front, the only one that calls an object.
+	caller := func(r *http.Request, m *wire.Message) *wire.Error {
+		if v := r.Header.Get(callerHeader); v != "" {
+			c, ok := decodeCaller(v)
+			if !ok {
+				return wire.NewError(wire.CodeInternal, "the front handed the object an unreadable caller")
+			}
+			m.Caller = c
+		}
+		return nil
+	}
+	t.byHandle[t.next] = &object{handler: wire.NewHandler(svc, wire.HandlerOptions{MaxWait: l.maxWait, Authorize: caller}), svc: svc, ttl: l.ttl}
 	return t.next
 }
 
@@ -353,7 +379,7 @@ func serveString(h http.Handler, args []js.Value, before func()) js.Value {
 
 // forwardedHeaders are the request headers worker.mjs hands to Go besides
 // the content type and length: the token, and what CORS reads.
-var forwardedHeaders = []string{"authorization", "origin", "access-control-request-method", "access-control-request-headers"}
+var forwardedHeaders = []string{"authorization", "origin", "access-control-request-method", "access-control-request-headers", callerHeader}
 
 // recorder is the ResponseWriter the object's handler writes to.
 type recorder struct {

@@ -61,13 +61,14 @@ const MAX_BODY = 64 * 1024;
 
 // call hands a request to a Go handler as strings (cheaper than streaming it
 // through syumai's Request conversion) and turns the answer into a Response.
-async function call(serve, request) {
+async function call(serve, request, forwarded = FORWARDED) {
   const declared = request.headers.get("content-length");
   const length = declared !== null && Number.isSafeInteger(Number(declared)) ? Number(declared) : -1;
   const body = length > MAX_BODY ? "" : await request.text();
-  // The other headers Go reads: the token, and those of CORS.
+  // The other headers Go reads: the token, and those of CORS (an object:
+  // the caller the front found).
   const extra = {};
-  for (const name of FORWARDED) {
+  for (const name of forwarded) {
     const v = request.headers.get(name);
     if (v !== null) extra[name] = v;
   }
@@ -77,6 +78,8 @@ async function call(serve, request) {
 }
 
 const FORWARDED = ["authorization", "origin", "access-control-request-method", "access-control-request-headers"];
+// Only the front calls an object; it names the caller it found.
+const OBJECT_FORWARDED = [...FORWARDED, "x-lease-fence-caller"];
 
 export default {
   async fetch(request, env) {
@@ -120,9 +123,37 @@ export class LeaseObject {
     // is answered; an object's when the object is evicted).
     if (this.open++ === 0) this.tick = setInterval(() => binding.tick(), TICK_MS);
     try {
-      return await call((...args) => binding.objectFetch(handle, ...args), request);
+      return await call((...args) => binding.objectFetch(handle, ...args), request, OBJECT_FORWARDED);
     } finally {
       if (--this.open === 0) clearInterval(this.tick);
     }
+  }
+}
+
+const releasedTokens = new FinalizationRegistry(({ gen, handle }) => {
+  if (gen === generation) binding.closeToken(handle);
+});
+
+// TokenObject is the Durable Object of one token (named after it): the
+// places of the token's live leases, for its maxLeases. Only the objects
+// of resources call it, and only for tokens that have a maxLeases.
+export class TokenObject {
+  constructor(state, env) {
+    this.state = state;
+    this.env = env;
+    this.gen = 0;
+    this.handle = 0;
+  }
+
+  async fetch(request) {
+    await start(this.env);
+    if (this.gen !== generation) {
+      this.handle = binding.openToken(this.state.storage);
+      if (this.handle instanceof Error) throw this.handle;
+      this.gen = generation;
+      releasedTokens.register(this, { gen: this.gen, handle: this.handle });
+    }
+    const out = await binding.tokenFetch(this.handle, await request.text());
+    return new Response(out.body, { status: out.status, headers: { "content-type": "application/json" } });
   }
 }
