@@ -113,7 +113,7 @@ func TestTokenLimitsReloadAcrossReplicas(t *testing.T) {
 	assertNoSecrets(t, logsA.String()+logsB.String(), tok)
 }
 
-// TestTokenLeasesExpireAcrossReplicas: with a TTL of one second, a token at
+// TestTokenLeasesExpireAcrossReplicas: with a TTL of two seconds, a token at
 // its limit on one replica gets a lease on the other once its leases have
 // expired, and the sweeps of the replicas count every expired lease out of
 // the token's count.
@@ -121,7 +121,7 @@ func TestTokenLeasesExpireAcrossReplicas(t *testing.T) {
 	pg := startPG(t, pgtest.Options{})
 	dir := t.TempDir()
 	tok := token{name: "short", token: "tok-short-8a7b6c5d4e3f20112233", resources: []string{"*"}, maxLeases: 3}
-	args := []string{"-quiet", "-store", pg.URL(""), "-ttl", "1s", "-auth", writeTokens(t, filepath.Join(dir, "tokens.json"), tok)}
+	args := []string{"-quiet", "-store", pg.URL(""), "-ttl", "2s", "-auth", writeTokens(t, filepath.Join(dir, "tokens.json"), tok)}
 	a := startNet(t, io.Discard, append(args, "-init")...)
 	b := startNet(t, io.Discard, args...)
 	ca, cb := tokenClient(t, a.url, "short-a", tok.token), tokenClient(t, b.url, "short-b", tok.token)

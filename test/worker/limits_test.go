@@ -28,7 +28,7 @@ var (
 
 // limitsTTL is the lease length of the runtime of TestWorkerTokenLimits:
 // long enough for the flood, short enough to wait for an expiry.
-const limitsTTL = 5 * time.Second
+const limitsTTL = 10 * time.Second
 
 func limitedTokens() []map[string]any {
 	return []map[string]any{
