@@ -14,7 +14,6 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
-import http from 'node:http';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import util from 'node:util';
@@ -27,6 +26,7 @@ import {
   ServiceLease,
 } from 'lease-fence/service-client';
 import { root, startCoordinator, startWorker, stop } from './children.mjs';
+import { startProxy as startHarnessProxy } from './harness.mjs';
 
 
 // Everything secret that crossed a proxy, every error a test caught, every
@@ -81,85 +81,7 @@ function noteSecrets(text, answer = false) {
   }
 }
 
-/**
- * A recording proxy in front of target. proxy.policy(entry) picks what happens
- * to each request (entry: { n, path, body, json }); it returns nothing
- * (forward and answer) or an object:
- *   { drop: true }        forward, then close the connection instead of answering
- *   { holdReply: true }   forward, never answer
- *   { hold: true }        do not forward, never answer
- *   { answer: { status, body } }  answer this instead of forwarding
- *   { rewrite: (json) => json }   forward a changed body
- *   { before: async () => {} }    run this, then forward
- * proxy.seen lists every request; proxy.on(path) those to one path.
- */
-async function startProxy(target) {
-  const proxy = { seen: [], policy: null, waiting: [] };
-  const open = new Set();
-  const server = http.createServer(async (req, res) => {
-    const chunks = [];
-    for await (const c of req) chunks.push(c);
-    const body = Buffer.concat(chunks).toString('utf8');
-    noteSecrets(body);
-    let json;
-    try {
-      json = JSON.parse(body);
-    } catch {
-      json = undefined;
-    }
-    const entry = { n: proxy.seen.length + 1, path: req.url, body, json };
-    proxy.seen.push(entry);
-    for (const w of proxy.waiting.splice(0)) w(entry);
-    const action = (proxy.policy && (await proxy.policy(entry))) || {};
-    if (action.hold) return;
-    if (action.answer) {
-      const text = typeof action.answer.body === 'string' ? action.answer.body : JSON.stringify(action.answer.body);
-      res.writeHead(action.answer.status, { 'content-type': 'application/json', ...action.answer.headers });
-      res.end(text);
-      return;
-    }
-    if (action.before) await action.before();
-    const sent = action.rewrite ? JSON.stringify(action.rewrite(json)) : body;
-    let status, text;
-    try {
-      const r = await fetch(target + req.url, { method: req.method, headers: { 'content-type': 'application/json' }, body: sent });
-      status = r.status;
-      text = await r.text();
-    } catch (e) {
-      res.writeHead(599);
-      res.end(String(e));
-      return;
-    }
-    noteSecrets(text, true);
-    entry.status = status;
-    entry.reply = text;
-    if (action.drop) {
-      req.socket.destroy();
-      return;
-    }
-    if (action.holdReply) return;
-    res.writeHead(status, { 'content-type': 'application/json' });
-    res.end(text);
-  });
-  server.on('connection', (s) => {
-    open.add(s);
-    s.on('close', () => open.delete(s));
-  });
-  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
-  proxy.url = `http://127.0.0.1:${server.address().port}`;
-  proxy.on = (p) => proxy.seen.filter((e) => e.path === p);
-  /** Resolves with the next request the proxy receives. */
-  proxy.next = () => new Promise((resolve) => proxy.waiting.push(resolve));
-  proxy.reset = () => {
-    proxy.policy = null;
-    proxy.seen.length = 0;
-  };
-  proxy.close = () => {
-    for (const s of open) s.destroy();
-    return new Promise((resolve) => server.close(resolve));
-  };
-  return proxy;
-}
+const startProxy = (target) => startHarnessProxy(target, { onBody: noteSecrets });
 
 // ---------------------------------------------------------------- set-up
 

@@ -1,0 +1,256 @@
+// What the hold tests share with the service-client tests: the
+// coordinators (children.mjs) with the options the hold tests need, the
+// fault proxy in front of them, and a manual scheduler for the client's
+// timers seam.
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import http from 'node:http';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { root, startCoordinator, startWorker as startChildWorker, stop } from './children.mjs';
+
+// ---------------------------------------------------------------- processes
+
+// The coordinators, started by children.mjs; children lists what this
+// file's users started, for stopAll.
+export const children = [];
+export { root };
+
+/**
+ * The native coordinator on a free port: in memory by default; with ttl,
+ * durable in a temporary state directory, with that lease length and its
+ * debug endpoint (debugURL).
+ */
+export async function startNative({ ttl } = {}) {
+  let args = ['-memory'];
+  let dir;
+  if (ttl !== undefined) {
+    dir = mkdtempSync(path.join(tmpdir(), 'lease-fence-svcclient-native-'));
+    args = ['-init', '-state', path.join(dir, 'state'), '-ttl', `${ttl}ms`, '-debug-addr', '127.0.0.1:0'];
+  }
+  const { url, log, child } = await startCoordinator(args, children);
+  if (dir) child.on('exit', () => rmSync(dir, { recursive: true, force: true }));
+  let debugURL;
+  if (ttl !== undefined) {
+    // The debug line comes after the listening one.
+    const start = performance.now();
+    while (!(debugURL = log.map((l) => /debug on (http:\/\/127\.0\.0\.1:\d+)/.exec(l)?.[1]).find(Boolean))) {
+      assert.ok(performance.now() - start < 120_000, `no debug line from the coordinator:\n${log.join('\n')}`);
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+  }
+  return { name: 'native coordinator', kind: 'native', url, debugURL, ttl, log, child };
+}
+
+/** The Worker under wrangler dev on a free port (children.mjs), with LEASE_TTL_MS ttl. */
+export async function startWorker({ ttl = 600_000 } = {}) {
+  const { url, log, child } = await startChildWorker(['--var', `LEASE_TTL_MS:${ttl}`], children);
+  return { name: 'Worker under wrangler dev', kind: 'worker', url, ttl, log, child };
+}
+
+export function stopAll() {
+  return Promise.all(children.map((c) => stop(c)));
+}
+
+// ---------------------------------------------------------------- the proxy
+
+/**
+ * A recording proxy in front of target. proxy.policy(entry) picks what happens
+ * to each request (entry: { n, path, body, json, headers }); it returns
+ * nothing (forward and answer) or an object:
+ *   { drop: true }        forward, then close the connection instead of answering
+ *   { holdReply: true }   forward, never answer
+ *   { hold: true }        do not forward, never answer
+ *   { reset: true }       do not forward, close the connection
+ *   { detach: true }      forward, and close the client's connection at once
+ *                         while the coordinator's call goes on (its answer is
+ *                         dropped): a client that sees its call fail while
+ *                         the coordinator still has it
+ *   { answer: { status, body } }  answer this instead of forwarding
+ *   { rewrite: (json) => json }   forward a changed body
+ *   { before: async () => {} }    run this, then forward
+ * A client that goes away before its answer ends the forwarded call too, so
+ * the coordinator sees a waiting client leave. hooks.onBody(text, answer)
+ * sees every body in each direction; hooks.onPark(entry) is called when a
+ * request is parked for good (hold, or holdReply once the coordinator
+ * answered). proxy.seen lists every request; proxy.on(path) those to one path.
+ */
+export async function startProxy(target, hooks = {}) {
+  const proxy = { seen: [], policy: null, waiting: [] };
+  const open = new Set();
+  const server = http.createServer(async (req, res) => {
+    const chunks = [];
+    for await (const c of req) chunks.push(c);
+    const body = Buffer.concat(chunks).toString('utf8');
+    hooks.onBody?.(body, false);
+    let json;
+    try {
+      json = JSON.parse(body);
+    } catch {
+      json = undefined;
+    }
+    const entry = { n: proxy.seen.length + 1, path: req.url, body, json, headers: req.headers };
+    proxy.seen.push(entry);
+    for (const w of proxy.waiting.splice(0)) w(entry);
+    const action = (proxy.policy && (await proxy.policy(entry))) || {};
+    if (action.hold) {
+      entry.parked = true;
+      hooks.onPark?.(entry);
+      return;
+    }
+    if (action.reset) {
+      req.socket.destroy();
+      return;
+    }
+    if (action.answer) {
+      const text = typeof action.answer.body === 'string' ? action.answer.body : JSON.stringify(action.answer.body);
+      res.writeHead(action.answer.status, { 'content-type': 'application/json', ...action.answer.headers });
+      res.end(text);
+      return;
+    }
+    if (action.before) await action.before();
+    const sent = action.rewrite ? JSON.stringify(action.rewrite(json)) : body;
+    const upstream = new AbortController();
+    if (action.detach) {
+      req.socket.destroy();
+    } else {
+      res.on('close', () => {
+        if (!res.writableFinished && !entry.parked) upstream.abort();
+      });
+    }
+    let status, text;
+    try {
+      const r = await fetch(target + req.url, { method: req.method, headers: { 'content-type': 'application/json' }, body: sent, signal: upstream.signal });
+      status = r.status;
+      text = await r.text();
+    } catch (e) {
+      entry.error = e;
+      if (!res.destroyed) {
+        res.writeHead(599);
+        res.end(String(e));
+      }
+      return;
+    }
+    hooks.onBody?.(text, true);
+    entry.status = status;
+    entry.reply = text;
+    entry.at = performance.now();
+    if (action.drop || action.detach) {
+      req.socket.destroy();
+      return;
+    }
+    if (action.holdReply) {
+      entry.parked = true;
+      hooks.onPark?.(entry);
+      return;
+    }
+    res.writeHead(status, { 'content-type': 'application/json' });
+    res.end(text);
+  });
+  server.on('connection', (s) => {
+    open.add(s);
+    s.on('close', () => open.delete(s));
+  });
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  proxy.url = `http://127.0.0.1:${server.address().port}`;
+  proxy.on = (p) => proxy.seen.filter((e) => e.path === p);
+  /** Resolves with the next request the proxy receives (that matches, if given a test). */
+  proxy.next = (match = () => true) => new Promise((resolve) => {
+    const w = (e) => (match(e) ? resolve(e) : proxy.waiting.push(w));
+    proxy.waiting.push(w);
+  });
+  proxy.reset = () => {
+    proxy.policy = null;
+    proxy.seen.length = 0;
+  };
+  proxy.close = () => {
+    for (const s of open) s.destroy();
+    return new Promise((resolve) => server.close(resolve));
+  };
+  return proxy;
+}
+
+// ---------------------------------------------------------------- waiting
+
+/** Resolves once check() is true, looking after every macrotask; fails after guardMillis. */
+export async function until(check, what, guardMillis = 60_000) {
+  const start = performance.now();
+  while (!check()) {
+    if (performance.now() - start > guardMillis) throw new Error(`${what}: not true after ${guardMillis} ms`);
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+}
+
+/** promise, and a flag that says whether it has settled. */
+export function tracked(promise) {
+  const t = { settled: false, value: undefined, error: undefined, at: 0 };
+  t.promise = promise.then(
+    (v) => Object.assign(t, { settled: true, value: v, at: performance.now() }),
+    (e) => Object.assign(t, { settled: true, error: e, at: performance.now() }),
+  );
+  return t;
+}
+
+// ---------------------------------------------------------------- manual timers
+
+/**
+ * Timers on a ManualClock, for the client's `timers` option: a timer set
+ * for ms fires when the clock is moved to (or past) its instant, with the
+ * clock set to exactly that instant, in order of their instants (then of
+ * setting).
+ */
+export class ManualTimers {
+  #clock;
+  #queue = [];
+  #seq = 0;
+
+  constructor(clock) {
+    this.#clock = clock;
+    this.setTimeout = (fn, ms) => {
+      const id = ++this.#seq;
+      this.#queue.push({ id, at: this.#clock.now().millis + ms, fn });
+      return id;
+    };
+    this.clearTimeout = (id) => {
+      const i = this.#queue.findIndex((t) => t.id === id);
+      if (i >= 0) this.#queue.splice(i, 1);
+    };
+  }
+
+  /** How many timers are set. */
+  get count() {
+    return this.#queue.length;
+  }
+
+  /** The timers set, for a failure's message. */
+  describe() {
+    return this.#queue.map((t) => `at ${t.at}: ${String(t.fn).slice(0, 120)}`).join('\n');
+  }
+
+  /** The instant of the earliest timer, or undefined. */
+  get nextAt() {
+    return this.#earliest()?.at;
+  }
+
+  #earliest() {
+    let e;
+    for (const t of this.#queue) if (e === undefined || t.at < e.at || (t.at === e.at && t.id < e.id)) e = t;
+    return e;
+  }
+
+  /** Fires the earliest timer at its instant (the clock moves there); false if none. */
+  fireNext() {
+    const t = this.#earliest();
+    if (!t) return false;
+    this.#queue.splice(this.#queue.indexOf(t), 1);
+    if (t.at > this.#clock.now().millis) this.#clock.set(t.at);
+    t.fn();
+    return true;
+  }
+
+  /** Moves the clock to ms, firing every timer due by then at its own instant. */
+  advanceTo(ms) {
+    for (let t = this.#earliest(); t && t.at <= ms; t = this.#earliest()) this.fireNext();
+    if (ms > this.#clock.now().millis) this.#clock.set(ms);
+  }
+}
