@@ -12,12 +12,19 @@
 // already gave, so a retry never mints a second fence. The holder secret that
 // renewing and releasing a lease takes lives in a private field of the
 // client and is never part of a message, a log line or a printed object.
+//
+// On top of the four calls: hold (a lease kept alive by its own renewals,
+// with an AbortSignal that ends at the holder's deadline when they fail),
+// withLease, inspect, and elections. Their timing is the holder's clock (the
+// LeaseClient's) and the client's timers, and has the meaning of Go's
+// wire.Client Hold/Do/Election (service/wire/hold.go).
 
 // The package's own entry, by name: the host's export condition picks it
 // (node, workerd, browser), so this module shares the one instance and the
 // one set of classes with the caller's `import … from 'lease-fence'`, and
 // loads the wasm the way that entry does.
 import { createMonotonicClock, InvalidArgumentError, LeaseClient, LeaseFenceError } from 'lease-fence';
+import { LEASE_FENCE_HEADER, leaseFenceHeader, staleFenceError } from './fence-header.mjs';
 
 // ---------------------------------------------------------------- protocol
 
@@ -102,6 +109,58 @@ export class LeaseExpiredError extends LeaseFenceError {
 }
 named(LeaseExpiredError, 'LeaseExpiredError');
 
+/**
+ * A held lease was lost: the coordinator refused a renewal (the lease is
+ * over there; `cause` is that LeaseExpiredError), or no renewal succeeded
+ * before the holder's deadline (`cause` is the last renewal's failure, if
+ * one failed). The reason of a HeldLease's signal, and part of what
+ * withLease rejects with when the lease was lost while its callback ran.
+ */
+export class LeaseLostError extends LeaseFenceError {
+  constructor(message, options) {
+    super(message, errorOptions(options));
+    this.code = 'lease_lost';
+    this.resource = field(options, 'resource', '');
+    this.holderId = field(options, 'holderId', '');
+    this.fence = field(options, 'fence', 0);
+    /** The holder's deadline of the last lease it had (its clock's domain): the work had to stop by then. */
+    this.deadline = field(options, 'deadline', null);
+  }
+}
+named(LeaseLostError, 'LeaseLostError');
+
+/** The reason of a HeldLease's signal once release() ended the hold. */
+export class LeaseReleasedError extends LeaseFenceError {
+  constructor(message, options) {
+    super(message, errorOptions(options));
+    this.code = 'released';
+    this.resource = field(options, 'resource', '');
+    this.holderId = field(options, 'holderId', '');
+    this.fence = field(options, 'fence', 0);
+  }
+}
+named(LeaseReleasedError, 'LeaseReleasedError');
+
+/**
+ * Whether err is, or holds, a LeaseLostError: err itself, an
+ * AggregateError's errors (what withLease rejects with when the callback
+ * failed and the lease was lost), a SuppressedError's error and suppressed
+ * (`await using`), or a cause, to any depth (as Go's errors.Is(err,
+ * wire.ErrLeaseLost)).
+ */
+export function isLeaseLost(err) {
+  const seen = new Set();
+  const walk = (e) => {
+    if (typeof e !== 'object' || e === null || seen.has(e)) return false;
+    seen.add(e);
+    if (e instanceof LeaseLostError) return true;
+    if (e instanceof AggregateError && Array.isArray(e.errors) && e.errors.some(walk)) return true;
+    if (typeof SuppressedError === 'function' && e instanceof SuppressedError && (walk(e.error) || walk(e.suppressed))) return true;
+    return 'cause' in e && walk(e.cause);
+  };
+  return walk(err);
+}
+
 // ---------------------------------------------------------------- helpers
 
 const MAX_REPLY_BYTES = 1 << 20;
@@ -152,32 +211,82 @@ function checkOptions(options, names, what) {
   }
 }
 
-const CLIENT_OPTIONS = ['baseURL', 'baseURLs', 'leaseClient', 'holderId', 'clock', 'clockSkewMillis', 'fetch', 'attempts', 'attemptTimeoutMillis', 'timeoutMillis', 'backoff', 'token'];
+const CLIENT_OPTIONS = ['baseURL', 'baseURLs', 'leaseClient', 'holderId', 'clock', 'clockSkewMillis', 'fetch', 'attempts', 'attemptTimeoutMillis', 'timeoutMillis', 'backoff', 'token',
+  'maxWaitMillis', 'timers'];
 const CALL_OPTIONS = ['signal', 'timeoutMillis'];
+const HOLD_OPTIONS = ['waitMillis', 'signal', 'renewEveryMillis'];
+const INSPECT_OPTIONS = ['signal', 'timeoutMillis', 'afterFence', 'waitMillis'];
+const ELECTION_OPTIONS = ['renewEveryMillis'];
+const CAMPAIGN_OPTIONS = ['signal'];
+const OBSERVE_OPTIONS = ['signal'];
+
+// The longest wait one call may ask for (the protocol's bound), and the
+// default: hold and observe wait longer as several calls.
+const MAX_WAIT_MILLIS = 2 ** 31;
+const DEFAULT_MAX_WAIT_MILLIS = 30_000;
+const MAX_FENCE = Number.MAX_SAFE_INTEGER;
+
+// setTimeout's longest delay; a timer due later is set again when it fires.
+const MAX_TIMER_MILLIS = 2 ** 31 - 1;
+// A failed renewal is tried again after a quarter of the lesser of the
+// renewal interval and the time left, and never sooner than this.
+const MIN_RETRY_MILLIS = 10;
+// The deadline's timer counts the lease lost when this little or less is
+// left: a host's timer may fire up to a millisecond before its delay has
+// passed by the holder's clock, and the signal must not fire after the
+// deadline for want of another timer turn.
+const DEADLINE_EARLY_MILLIS = 1;
+
+const defaultTimers = Object.freeze({
+  setTimeout: (fn, ms) => setTimeout(fn, ms),
+  clearTimeout: (handle) => clearTimeout(handle),
+});
+
+function isOptions(v) {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+function checkSignal(signal, name) {
+  if (signal !== undefined && !(signal instanceof AbortSignal)) {
+    throw new InvalidArgumentError(`lease-fence: ${name} must be an AbortSignal`, name);
+  }
+  return signal;
+}
 
 function callOptions(options, what) {
   if (options === undefined) return {};
-  if (typeof options !== 'object' || options === null || Array.isArray(options)) {
+  if (!isOptions(options)) {
     throw new InvalidArgumentError('lease-fence: call options must be an object', 'options');
+  }
+  if (what === 'client.acquire' && Object.hasOwn(options, 'waitMillis')) {
+    throw new InvalidArgumentError('lease-fence: client.acquire has no option "waitMillis": it never waits; client.hold waits for a held resource (and keeps the lease alive)', 'options.waitMillis');
   }
   checkOptions(options, CALL_OPTIONS, what);
   const { signal, timeoutMillis } = options;
-  if (signal !== undefined && !(signal instanceof AbortSignal)) {
-    throw new InvalidArgumentError('lease-fence: options.signal must be an AbortSignal', 'options.signal');
-  }
+  checkSignal(signal, 'options.signal');
   if (timeoutMillis !== undefined) positive(timeoutMillis, 'options.timeoutMillis');
   return { signal, timeoutMillis };
 }
 
-// sleep waits ms or until signal aborts, whichever is first.
-function sleep(ms, signal) {
+// wholeMillis checks a count of milliseconds from 0 to max (Infinity
+// allowed when infinite is set).
+function wholeMillis(v, name, max, infinite = false) {
+  if (infinite && v === Infinity) return v;
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < 0 || v > max) {
+    throw new InvalidArgumentError(`lease-fence: ${name} must be a whole number of milliseconds from 0 to ${max}${infinite ? ', or Infinity' : ''}`, name);
+  }
+  return v;
+}
+
+// sleep waits ms on timers or until signal aborts, whichever is first.
+function sleep(timers, ms, signal) {
   return new Promise((resolve, reject) => {
     if (signal.aborted) return reject(signal.reason);
     const onAbort = () => {
-      clearTimeout(t);
+      timers.clearTimeout(t);
       reject(signal.reason);
     };
-    const t = setTimeout(() => {
+    const t = timers.setTimeout(() => {
       signal.removeEventListener('abort', onAbort);
       resolve();
     }, ms);
@@ -218,6 +327,7 @@ function short(s) {
 
 const internal = Symbol('lease-fence service-client internal');
 let leaseState; // (lease) => { client, record }; set in ServiceLease's static block
+let clientTools; // (client) => { timers, clock, fetch, backoff, maxWait, renew }; set in LeaseServiceClient's static block
 
 /**
  * A client of the coordinator service for one holder. Every method is async;
@@ -233,16 +343,27 @@ export class LeaseServiceClient {
   #timeout;
   #backoff;
   #headers; // the headers of every request (the token's Authorization among them)
+  #maxWait;
+  #timers;
   // Acquisition record -> its secret. A lease holds its record, this map the
   // secret; a record whose lease ended is dropped from it.
   #secrets = new WeakMap();
 
+  static {
+    clientTools = (c) => ({
+      timers: c.#timers, clock: c.#lc.clock, fetch: c.#fetch, backoff: c.#backoff, maxWait: c.#maxWait,
+      renew: (lease, opts) => c.#renew(lease, opts),
+      acquire: (resource, opts, waitMillis) => c.#acquire(resource, opts, waitMillis),
+    });
+  }
+
   constructor(options) {
-    if (typeof options !== 'object' || options === null || Array.isArray(options)) {
+    if (!isOptions(options)) {
       throw new InvalidArgumentError('lease-fence: LeaseServiceClient takes an options object', 'options');
     }
     checkOptions(options, CLIENT_OPTIONS, 'new LeaseServiceClient');
-    const { baseURL, baseURLs, leaseClient, holderId, clock, clockSkewMillis, fetch: f, attemptTimeoutMillis = 5000, timeoutMillis, backoff = defaultBackoff, token } = options;
+    const { baseURL, baseURLs, leaseClient, holderId, clock, clockSkewMillis, fetch: f, attemptTimeoutMillis = 5000, timeoutMillis, backoff = defaultBackoff, token,
+      maxWaitMillis = DEFAULT_MAX_WAIT_MILLIS, timers = defaultTimers } = options;
     this.#bases = baseURLsOf(baseURL, baseURLs);
     const { attempts = Math.max(4, this.#bases.length + 1) } = options;
     if (leaseClient !== undefined) {
@@ -279,6 +400,11 @@ export class LeaseServiceClient {
       }
       this.#headers.authorization = `Bearer ${token}`;
     }
+    this.#maxWait = positive(maxWaitMillis, 'options.maxWaitMillis', { integer: true, max: MAX_WAIT_MILLIS });
+    if (!isOptions(timers) || typeof timers.setTimeout !== 'function' || typeof timers.clearTimeout !== 'function') {
+      throw new InvalidArgumentError('lease-fence: options.timers must be an object with setTimeout(fn, ms) and clearTimeout(handle)', 'options.timers');
+    }
+    this.#timers = timers;
   }
 
   /** The coordinator's base URL (the first of baseURLs), without a trailing slash. */
@@ -308,19 +434,49 @@ export class LeaseServiceClient {
    */
   async acquire(resource, options) {
     const opts = callOptions(options, 'client.acquire');
+    return (await this.#acquire(resource, opts, 0)).lease;
+  }
+
+  // acquire acquires resource, waiting for it up to waitMillis (0: not at
+  // all; Infinity: until the call's signal aborts) in calls of at most
+  // maxWaitMillis each. Every call is the same acquisition (request id and
+  // secret), so the coordinator keeps its place in the queue between them.
+  // Resolves to { lease, sentAt } (sentAt: the request's send instant).
+  async #acquire(resource, opts, waitMillis) {
     const request = this.#lc.beginAcquire(resource);
     const secret = base64url(randomBytes(32));
-    const reply = await this.#send('acquire', acquireBody(request, secret), opts);
-    if (reply.ok !== true) {
-      // parseReply admits a refused acquisition only with both fields.
-      const { heldBy, retryAfterMillis } = reply;
-      throw new LeaseDeniedError(`lease-fence: ${JSON.stringify(request.resource)} is held by ${JSON.stringify(heldBy)} for ${retryAfterMillis} ms more`,
-        { resource: request.resource, heldBy, retryAfterMillis });
+    const body = acquireBody(request, secret);
+    for (;;) {
+      let wait = 0;
+      if (waitMillis > 0) {
+        wait = this.#maxWait;
+        if (waitMillis !== Infinity) wait = Math.min(wait, Math.floor(waitMillis - (this.#lc.clock.now().millis - request.sentAt.millis)));
+        wait = Math.max(wait, 0);
+      }
+      const reply = await this.#send('acquire', wait > 0 ? { ...body, waitMillis: wait } : body, { ...opts, waitMillis: wait });
+      if (reply.ok === true) {
+        let core;
+        try {
+          core = this.#lc.completeAcquire(request, reply.grant);
+        } catch (e) {
+          // The LeaseClient no longer knows the request (it forgets the
+          // oldest of more than 4,096 begun and never completed): the
+          // grant cannot be made a lease anchored at its send. End it.
+          const { resource: r, holderId, fence } = reply.grant;
+          this.#send('release', { requestId: hex(randomBytes(16)), resource: r, holderId, fence, secret }, {}).catch(() => {});
+          throw e;
+        }
+        const record = { ended: false };
+        this.#secrets.set(record, secret);
+        return { lease: new ServiceLease(internal, this, record, core), sentAt: request.sentAt.millis };
+      }
+      if (wait === 0) {
+        // parseReply admits a refused acquisition only with both fields.
+        const { heldBy, retryAfterMillis } = reply;
+        throw new LeaseDeniedError(`lease-fence: ${JSON.stringify(request.resource)} is held by ${JSON.stringify(heldBy)} for ${retryAfterMillis} ms more`,
+          { resource: request.resource, heldBy, retryAfterMillis });
+      }
     }
-    const core = this.#lc.completeAcquire(request, reply.grant);
-    const record = { ended: false };
-    this.#secrets.set(record, secret);
-    return new ServiceLease(internal, this, record, core);
   }
 
   /**
@@ -330,6 +486,11 @@ export class LeaseServiceClient {
    */
   async renew(lease, options) {
     const opts = callOptions(options, 'client.renew');
+    return (await this.#renew(lease, opts)).lease;
+  }
+
+  // renew renews lease; resolves to { lease, sentAt }.
+  async #renew(lease, opts) {
     const record = this.#record(lease, 'renew');
     const request = this.#lc.beginRenewal(lease.lease);
     const body = {
@@ -347,7 +508,7 @@ export class LeaseServiceClient {
       this.#secrets.delete(record);
       throw expired(lease.token, 'renewal');
     }
-    return new ServiceLease(internal, this, record, this.#lc.completeRenewal(request, reply.grant));
+    return { lease: new ServiceLease(internal, this, record, this.#lc.completeRenewal(request, reply.grant)), sentAt: request.sentAt.millis };
   }
 
   /**
@@ -366,6 +527,97 @@ export class LeaseServiceClient {
     if (reply.ok !== true) throw expired(lease.token, 'release');
   }
 
+  /**
+   * Acquires resource and keeps the lease alive by renewing it until
+   * release(), a loss, or options.signal; see HeldLease. Waits up to
+   * options.waitMillis for a held resource (0, the default: a held
+   * resource is LeaseDeniedError at once; Infinity: until the signal).
+   */
+  async hold(resource, options) {
+    const opts = holdOptions(options, 'client.hold');
+    return makeHold(this, resource, opts);
+  }
+
+  /**
+   * Holds resource while fn(held) runs, and releases it when fn settles,
+   * whatever it settles with. Resolves to fn's value; rejects with fn's
+   * error, with the LeaseLostError if the lease was lost while fn ran, or
+   * with an AggregateError of them (fn's error, the LeaseLostError, the
+   * release's failure: those that happened, in that order) when more than
+   * one did. isLeaseLost(err) tells whether the lease was lost.
+   */
+  async withLease(resource, fn, options) {
+    if (typeof fn !== 'function') {
+      throw new InvalidArgumentError('lease-fence: withLease takes a function (held) => ... as its second argument', 'fn');
+    }
+    const opts = holdOptions(options, 'client.withLease');
+    const held = await makeHold(this, resource, opts);
+    let value, error;
+    let failed = false;
+    try {
+      value = await fn(held);
+    } catch (e) {
+      failed = true;
+      error = e;
+    }
+    const reason = held.signal.reason;
+    const lost = held.signal.aborted && reason instanceof LeaseLostError ? reason : undefined;
+    let releaseError;
+    try {
+      await held.release();
+    } catch (e) {
+      // The caller's own signal ended the hold: its reason is not news.
+      if (!(opts.signal?.aborted && e === opts.signal.reason)) releaseError = e;
+    }
+    const errors = [];
+    if (failed) errors.push(error);
+    if (lost && !(failed && error === lost)) errors.push(lost);
+    if (releaseError !== undefined) errors.push(releaseError);
+    if (errors.length === 0) return value;
+    if (errors.length === 1) throw errors[0];
+    const what = [failed && 'the callback failed', lost && 'the lease was lost while it ran', releaseError !== undefined && 'the release failed'].filter(Boolean);
+    throw new AggregateError(errors, `lease-fence: withLease(${JSON.stringify(held.token.resource)}): ${what.join(', and ')}`);
+  }
+
+  /**
+   * Who holds resource, changing nothing: { held: true, holderId, fence,
+   * remainingMillis } or { held: false, lastFence }. With afterFence and
+   * waitMillis, answers as soon as the current fence (the live lease's, 0
+   * when none is live) differs from afterFence, or when the wait ends.
+   */
+  async inspect(resource, options) {
+    if (options !== undefined && !isOptions(options)) {
+      throw new InvalidArgumentError('lease-fence: call options must be an object', 'options');
+    }
+    checkOptions(options ?? {}, INSPECT_OPTIONS, 'client.inspect');
+    const { signal, timeoutMillis, afterFence, waitMillis } = options ?? {};
+    checkSignal(signal, 'options.signal');
+    if (timeoutMillis !== undefined) positive(timeoutMillis, 'options.timeoutMillis');
+    checkResource(resource, 'resource');
+    const body = { resource };
+    if (afterFence !== undefined) body.afterFence = wholeMillis(afterFence, 'options.afterFence', MAX_FENCE);
+    if (waitMillis !== undefined) {
+      if (afterFence === undefined) {
+        throw new InvalidArgumentError('lease-fence: options.waitMillis needs options.afterFence: an inspection waits for the fence to change from it', 'options.waitMillis');
+      }
+      body.waitMillis = wholeMillis(waitMillis, 'options.waitMillis', MAX_WAIT_MILLIS);
+    }
+    const reply = await this.#send('inspect', body, { signal, timeoutMillis, waitMillis: body.waitMillis ?? 0 });
+    return reply.status;
+  }
+
+  /** The election named name: campaign to lead it, see who leads, follow the leaders. */
+  election(name, options) {
+    if (options !== undefined && !isOptions(options)) {
+      throw new InvalidArgumentError('lease-fence: election options must be an object', 'options');
+    }
+    checkOptions(options ?? {}, ELECTION_OPTIONS, 'client.election');
+    checkResource(name, 'name');
+    const { renewEveryMillis } = options ?? {};
+    if (renewEveryMillis !== undefined) positive(renewEveryMillis, 'options.renewEveryMillis');
+    return new LeaseElection(internal, this, name, renewEveryMillis);
+  }
+
   #record(lease, what) {
     const { client, record } = lease instanceof ServiceLease ? leaseState(lease) : {};
     if (client !== this) {
@@ -377,7 +629,9 @@ export class LeaseServiceClient {
 
   // send posts body to /v1/<op> until it gets an answer, a refusal that will
   // not change, runs out of attempts, or the call ends (signal, timeout).
-  async #send(op, body, { signal, timeoutMillis = this.#timeout }) {
+  // waitMillis is how long the coordinator may keep the call open: each
+  // attempt gets that on top of attemptTimeoutMillis.
+  async #send(op, body, { signal, timeoutMillis = this.#timeout, waitMillis = 0 }) {
     const data = JSON.stringify(body);
     const k = this.#bases.length;
     const start = this.#cur;
@@ -393,7 +647,8 @@ export class LeaseServiceClient {
       signal.addEventListener('abort', onAbort, { once: true });
     }
     if (timeoutMillis !== undefined) {
-      timer = setTimeout(() => call.abort(new LeaseServiceError(`lease-fence: ${op} timed out after ${timeoutMillis} ms`, { code: 'timeout', attempts: n })), timeoutMillis);
+      timer = this.#timers.setTimeout(() => call.abort(new LeaseServiceError(`lease-fence: ${op} timed out after ${timeoutMillis} ms`, { code: 'timeout', attempts: n })),
+        Math.min(timeoutMillis, MAX_TIMER_MILLIS));
     }
     try {
       while (n < this.#attempts) {
@@ -403,11 +658,14 @@ export class LeaseServiceClient {
         const back = n + 1 - k;
         if (back >= 1) {
           const pause = this.#backoff(back + 1);
-          if (pause > 0) await sleep(pause, call.signal);
+          if (pause > 0) await sleep(this.#timers, pause, call.signal);
         }
+        // The call may have ended between the pause's end and this
+        // continuation (timers that fire together, an abort in a microtask).
+        if (call.signal.aborted) throw call.signal.reason;
         const i = (start + n) % k;
         n++;
-        const outcome = await this.#attempt(op, `${this.#bases[i]}/v1/${op}`, data, call.signal, n);
+        const outcome = await this.#attempt(op, `${this.#bases[i]}/v1/${op}`, data, call.signal, n, waitMillis);
         if (call.signal.aborted) throw call.signal.reason;
         if (outcome.reply) {
           this.#cur = i;
@@ -419,7 +677,7 @@ export class LeaseServiceClient {
     } catch (e) {
       throw call.signal.aborted ? call.signal.reason : e;
     } finally {
-      clearTimeout(timer);
+      if (timer !== undefined) this.#timers.clearTimeout(timer);
       if (signal) signal.removeEventListener('abort', onAbort);
     }
     if (last instanceof LeaseServiceError) {
@@ -431,11 +689,12 @@ export class LeaseServiceClient {
 
   // attempt sends once. It returns { reply } for an answer, { final } for a
   // refusal not worth repeating, or { error } for one that is.
-  async #attempt(op, url, data, callSignal, n) {
+  async #attempt(op, url, data, callSignal, n, waitMillis) {
     const attempt = new AbortController();
     const onAbort = () => attempt.abort(callSignal.reason);
     callSignal.addEventListener('abort', onAbort, { once: true });
-    const timer = setTimeout(() => attempt.abort(new Error(`attempt ${n} timed out`)), this.#attemptTimeout);
+    const limit = this.#attemptTimeout + waitMillis;
+    const timer = this.#timers.setTimeout(() => attempt.abort(new Error(`attempt ${n} timed out after ${limit} ms`)), Math.min(limit, MAX_TIMER_MILLIS));
     let status, text;
     try {
       // Called as a plain function: fetch invoked as a method of another
@@ -455,7 +714,7 @@ export class LeaseServiceClient {
     } catch (e) {
       return { error: attempt.signal.aborted ? attempt.signal.reason : e };
     } finally {
-      clearTimeout(timer);
+      this.#timers.clearTimeout(timer);
       callSignal.removeEventListener('abort', onAbort);
     }
     if (status === 200) {
@@ -506,10 +765,21 @@ function baseURLsOf(baseURL, baseURLs) {
   });
 }
 
+// checkResource refuses what cannot be a resource name before anything is
+// sent (the coordinator checks the rest: its length limit).
+function checkResource(v, name) {
+  if (typeof v !== 'string' || v === '' || !v.isWellFormed()) {
+    throw new InvalidArgumentError(`lease-fence: ${name} must be a non-empty, well-formed string`, name);
+  }
+  return v;
+}
+
 function expired(token, what) {
   const { resource, holderId, fence } = token;
   return new LeaseExpiredError(`lease-fence: ${what} of ${JSON.stringify(resource)} fence ${fence}: the lease is no longer current`, { resource, holderId, fence });
 }
+
+const isFence = (v) => Number.isSafeInteger(v) && v >= 0;
 
 // parseReply returns the answer in text if it has one of the shapes op
 // answers with, or undefined.
@@ -521,6 +791,15 @@ function parseReply(op, text) {
     return undefined;
   }
   if (typeof v !== 'object' || v === null || Array.isArray(v) || typeof v.ok !== 'boolean') return undefined;
+  if (op === 'inspect') {
+    if (v.ok !== true) return undefined;
+    if (v.held === true) {
+      if (typeof v.holderId !== 'string' || !isFence(v.fence) || v.fence === 0 || typeof v.remainingMillis !== 'number' || !Number.isFinite(v.remainingMillis)) return undefined;
+      return { ok: true, status: Object.freeze({ held: true, holderId: v.holderId, fence: v.fence, remainingMillis: v.remainingMillis }) };
+    }
+    if (v.held !== false || !isFence(v.lastFence)) return undefined;
+    return { ok: true, status: Object.freeze({ held: false, lastFence: v.lastFence }) };
+  }
   if (v.ok) {
     if (op === 'release') return { ok: true };
     if (typeof v.grant !== 'object' || v.grant === null || Array.isArray(v.grant)) return undefined;
@@ -630,6 +909,507 @@ export class ServiceLease {
   }
 }
 named(ServiceLease, 'ServiceLease');
+
+// ---------------------------------------------------------------- holding
+
+function holdOptions(options, what) {
+  if (options === undefined) return { waitMillis: 0 };
+  if (!isOptions(options)) {
+    throw new InvalidArgumentError(`lease-fence: ${what} options must be an object`, 'options');
+  }
+  checkOptions(options, HOLD_OPTIONS, what);
+  const { waitMillis = 0, signal, renewEveryMillis } = options;
+  wholeMillis(waitMillis, 'options.waitMillis', Number.MAX_SAFE_INTEGER, true);
+  checkSignal(signal, 'options.signal');
+  if (renewEveryMillis !== undefined) positive(renewEveryMillis, 'options.renewEveryMillis');
+  return { waitMillis, signal, renewEveryMillis };
+}
+
+// makeHold acquires resource (waiting as waitMillis says) and starts a
+// HeldLease on it.
+async function makeHold(client, resource, { waitMillis, signal, renewEveryMillis }) {
+  const tools = clientTools(client);
+  let { lease, sentAt } = await tools.acquire(resource, { signal }, waitMillis);
+  const giveUp = (e) => {
+    client.release(lease).catch(() => {});
+    throw e;
+  };
+  const ttl = lease.grant.ttlMillis;
+  const skew = sentAt + ttl - lease.deadline.millis;
+  const every = renewEveryMillis ?? ttl / 3;
+  if (!(every < ttl - skew)) {
+    giveUp(new InvalidArgumentError(`lease-fence: options.renewEveryMillis (${every}) must be less than the TTL (${ttl} ms) minus the clock skew (${skew} ms), or the lease would lapse between renewals`,
+      'options.renewEveryMillis'));
+  }
+  // A grant that waited is anchored, like any, at the acquisition's send:
+  // if the wait ate the time to its first renewal (or its whole deadline),
+  // renew now, so the lease handed over has its time ahead.
+  let now;
+  try {
+    now = tools.clock.now().millis;
+  } catch (e) {
+    giveUp(e);
+  }
+  if (now >= sentAt + every) {
+    try {
+      ({ lease, sentAt } = await tools.renew(lease, { signal }));
+    } catch (e) {
+      giveUp(e);
+    }
+  }
+  return new HeldLease(internal, client, tools, lease, sentAt, every, signal);
+}
+
+/** What a HeldLease dispatches: 'renewed', 'lost' and 'released'. */
+export class HoldEvent extends Event {
+  constructor(type, options) {
+    super(type);
+    /** The hold's current lease (ServiceLease) when the event was dispatched. */
+    this.lease = field(options, 'lease', null);
+    /** For 'lost': the LeaseLostError, also the signal's reason. */
+    this.error = field(options, 'error', null);
+  }
+}
+named(HoldEvent, 'HoldEvent');
+
+/**
+ * A lease kept alive by its own renewals while the work runs: what
+ * client.hold resolves to and withLease's callback receives.
+ *
+ * `signal` is the work's signal. It aborts when the lease is lost, with a
+ * LeaseLostError: at the latest at the holder's deadline (the last
+ * successful renewal's send instant + TTL - clock skew, by the holder's
+ * clock) when renewals fail, at once when the coordinator refuses one; when
+ * release() ends the hold, with a LeaseReleasedError; and when the signal
+ * given to hold aborts, with its reason (the lease is then released). It
+ * never aborts after the holder's deadline. It cannot stop a write already
+ * on its way to the resource: that write still needs the resource's gate.
+ *
+ * Every renewal is a new request (LeaseClient.beginRenewal), so each
+ * deadline is anchored at that renewal's own send; renewals are begun
+ * renewEveryMillis after the last one's send (a third of the TTL by
+ * default), a failed one is tried again sooner, and the one in flight is
+ * aborted at the deadline. Timers are set from the holder's clock for the
+ * instants the deadline and the next renewal fall on, never by adding
+ * intervals; all of them are cleared when the hold ends, so a released or
+ * lost hold keeps nothing alive.
+ *
+ * An EventTarget: 'renewed' after each successful renewal, 'lost' when the
+ * lease is lost, 'released' when release() or the hold's signal ended it;
+ * each a HoldEvent.
+ */
+export class HeldLease extends EventTarget {
+  #client;
+  #tools;
+  #lease; // the current ServiceLease: the last renewal's
+  #every;
+  #next; // holder millis: when to begin the next renewal
+  #ac = new AbortController();
+  #outer;
+  #onOuter;
+  #renewT;
+  #lossT;
+  #renewing; // the AbortController of the renewal in flight
+  #renewals = 0;
+  #failure; // the last renewal's failure since the last success
+  #done = false;
+  #releasing; // the release sent, a promise
+
+  static {
+    if (typeof Symbol.asyncDispose === 'symbol') {
+      Object.defineProperty(this.prototype, Symbol.asyncDispose, {
+        value: function dispose() {
+          return this.release();
+        },
+        writable: true,
+        configurable: true,
+      });
+    }
+  }
+
+  constructor(key, client, tools, lease, sentAt, every, outer) {
+    if (key !== internal) {
+      throw new InvalidArgumentError('lease-fence: HeldLease objects are made by LeaseServiceClient.hold, not with new', 'this');
+    }
+    super();
+    this.#client = client;
+    this.#tools = tools;
+    this.#lease = lease;
+    this.#every = every;
+    this.#next = sentAt + every;
+    /**
+     * fetch(input, init) with this hold's Lease-Fence header, for writes
+     * through fence-proxy; a function of its own, so it can be passed on
+     * (`const { fetch } = held`).
+     */
+    Object.defineProperty(this, 'fetch', { value: (input, init) => this.#fetch(input, init), enumerable: true });
+    if (outer) {
+      this.#outer = outer;
+      this.#onOuter = () => this.#endBy(outer.reason);
+      if (outer.aborted) {
+        this.#endBy(outer.reason);
+        return;
+      }
+      outer.addEventListener('abort', this.#onOuter, { once: true });
+    }
+    this.#arm();
+  }
+
+  /** The fencing token every write of the work presents: the same for the whole hold. */
+  get token() {
+    return this.#lease.token;
+  }
+
+  /** The current lease (a ServiceLease): the last successful renewal's. */
+  get lease() {
+    return this.#lease;
+  }
+
+  /** The holder's deadline of the current lease, in its clock's domain. */
+  get deadline() {
+    return this.#lease.deadline;
+  }
+
+  /** The work's signal: see HeldLease. */
+  get signal() {
+    return this.#ac.signal;
+  }
+
+  /** How many renewals succeeded. */
+  get renewals() {
+    return this.#renewals;
+  }
+
+  /**
+   * Ends the hold: the signal aborts first (a LeaseReleasedError), then the
+   * lease is released at the coordinator, which hands the resource to its
+   * next waiter. Resolves once the coordinator ended the lease or it had
+   * ended (a lost hold, a released one: a second call resolves too); rejects
+   * if the release got no answer or was refused (call it again to retry).
+   * A lost lease is not an error here: the signal, the 'lost' event and
+   * withLease tell it.
+   */
+  async release(options) {
+    callOptions(options, 'held.release');
+    if (!this.#done) {
+      const { resource, holderId, fence } = this.#lease.token;
+      this.#end(new LeaseReleasedError(`lease-fence: the hold on ${JSON.stringify(resource)} (fence ${fence}) was released`, { resource, holderId, fence }));
+      this.dispatchEvent(new HoldEvent('released', { lease: this.#lease }));
+    }
+    if (this.#releasing === undefined) this.#releasing = this.#sendRelease(options);
+    const p = this.#releasing;
+    try {
+      await p;
+    } catch (e) {
+      if (this.#releasing === p) this.#releasing = undefined;
+      throw e;
+    }
+  }
+
+  /** release(options): what `await using` calls. */
+  dispose(options) {
+    return this.release(options);
+  }
+
+  #sendRelease(options) {
+    return this.#client.release(this.#lease, options).catch((e) => {
+      if (!(e instanceof LeaseExpiredError)) throw e;
+    });
+  }
+
+  // releaseInBackground releases a lease given up (lost at the holder's
+  // deadline it may still be live at the coordinator, with others waiting);
+  // release() waits for it, or sends again if it failed.
+  #releaseInBackground() {
+    const p = this.#sendRelease();
+    this.#releasing = p;
+    p.catch(() => {
+      if (this.#releasing === p) this.#releasing = undefined;
+    });
+  }
+
+  #after(ms, fn) {
+    return this.#tools.timers.setTimeout(fn, Math.min(Math.max(Math.floor(ms), 0), MAX_TIMER_MILLIS));
+  }
+
+  #clearTimers() {
+    if (this.#renewT !== undefined) this.#tools.timers.clearTimeout(this.#renewT);
+    if (this.#lossT !== undefined) this.#tools.timers.clearTimeout(this.#lossT);
+    this.#renewT = this.#lossT = undefined;
+  }
+
+  // arm sets the timers for the deadline and the next renewal from a
+  // reading of the holder's clock, or finds the lease lost.
+  #arm() {
+    let now;
+    try {
+      now = this.#tools.clock.now().millis;
+    } catch (e) {
+      // The deadline cannot be kept without the clock: give the lease up.
+      this.#lose(e);
+      return;
+    }
+    const deadline = this.#lease.deadline.millis;
+    if (deadline - now <= DEADLINE_EARLY_MILLIS) {
+      this.#lose(this.#failure);
+      return;
+    }
+    const timers = this.#tools.timers;
+    if (this.#lossT !== undefined) timers.clearTimeout(this.#lossT);
+    this.#lossT = this.#after(deadline - now, () => {
+      this.#lossT = undefined;
+      if (!this.#done) this.#arm();
+    });
+    if (this.#renewing === undefined) {
+      if (this.#renewT !== undefined) timers.clearTimeout(this.#renewT);
+      this.#renewT = this.#after(Math.min(this.#next, deadline) - now, () => {
+        this.#renewT = undefined;
+        this.#onRenewal();
+      });
+    }
+  }
+
+  #onRenewal() {
+    if (this.#done || this.#renewing !== undefined) return;
+    const ac = new AbortController();
+    this.#renewing = ac;
+    this.#renew(ac);
+  }
+
+  async #renew(ac) {
+    const before = this.#lease;
+    let out, err;
+    try {
+      out = await this.#tools.renew(before, { signal: ac.signal });
+    } catch (e) {
+      err = e;
+    }
+    if (this.#renewing === ac) this.#renewing = undefined;
+    // Ended meanwhile (the end aborted this renewal, or its answer came
+    // after): the end releases the lease.
+    if (this.#done) return;
+    let now;
+    try {
+      now = this.#tools.clock.now().millis;
+    } catch (e) {
+      this.#lose(e);
+      return;
+    }
+    if (out !== undefined) {
+      // An answer taken after the deadline does not revive the hold: the
+      // work had to stop at the deadline (its timer was late).
+      if (before.deadline.millis - now <= DEADLINE_EARLY_MILLIS) {
+        this.#lose(this.#failure);
+        return;
+      }
+      if (out.lease.deadline.millis > this.#lease.deadline.millis) {
+        this.#lease = out.lease;
+        this.#next = out.sentAt + this.#every;
+      }
+      this.#renewals++;
+      this.#failure = undefined;
+      this.dispatchEvent(new HoldEvent('renewed', { lease: this.#lease }));
+      if (this.#done) return; // a listener released it
+    } else if (err instanceof LeaseExpiredError) {
+      this.#lose(err);
+      return;
+    } else {
+      this.#failure = err;
+      const left = this.#lease.deadline.millis - now;
+      this.#next = now + Math.max(Math.min(this.#every, left) / 4, MIN_RETRY_MILLIS);
+    }
+    this.#arm();
+  }
+
+  // end ends the hold: timers cleared, the renewal in flight aborted, the
+  // signal aborted with reason.
+  #end(reason) {
+    this.#done = true;
+    this.#clearTimers();
+    const r = this.#renewing;
+    this.#renewing = undefined;
+    r?.abort(reason);
+    this.#outer?.removeEventListener('abort', this.#onOuter);
+    this.#ac.abort(reason);
+  }
+
+  #lose(cause) {
+    if (this.#done) return;
+    const lease = this.#lease;
+    const { resource, holderId, fence } = lease.token;
+    const why = cause instanceof LeaseExpiredError
+      ? 'the coordinator refused its renewal (it is no longer current)'
+      : `no renewal succeeded before the holder's deadline, ${lease.deadline}`;
+    const options = { resource, holderId, fence, deadline: lease.deadline };
+    if (cause !== undefined) options.cause = cause;
+    const err = new LeaseLostError(`lease-fence: the lease on ${JSON.stringify(resource)} (fence ${fence}) was lost: ${why}`, options);
+    this.#end(err);
+    this.dispatchEvent(new HoldEvent('lost', { lease, error: err }));
+    this.#releaseInBackground();
+  }
+
+  #endBy(reason) {
+    if (this.#done) return;
+    this.#end(reason);
+    this.dispatchEvent(new HoldEvent('released', { lease: this.#lease }));
+    this.#releaseInBackground();
+  }
+
+  async #fetch(input, init) {
+    if (init !== undefined && !isOptions(init)) {
+      throw new InvalidArgumentError('lease-fence: held.fetch takes (input, init) with init an object', 'init');
+    }
+    // Read the clock rather than trust the deadline's timer to have run:
+    // nothing is sent after the deadline.
+    if (!this.#done) {
+      try {
+        if (this.#lease.deadline.millis - this.#tools.clock.now().millis <= DEADLINE_EARLY_MILLIS) this.#lose(this.#failure);
+      } catch (e) {
+        this.#lose(e);
+      }
+    }
+    const hold = this.#ac.signal;
+    if (hold.aborted) throw hold.reason;
+    const isRequest = typeof Request === 'function' && input instanceof Request;
+    const headers = new Headers(init?.headers ?? (isRequest ? input.headers : undefined));
+    if (headers.has(LEASE_FENCE_HEADER)) {
+      throw new InvalidArgumentError(`lease-fence: held.fetch sets the ${LEASE_FENCE_HEADER} header itself; init.headers has one`, 'init.headers');
+    }
+    headers.set(LEASE_FENCE_HEADER, leaseFenceHeader(this.#lease.token));
+    const own = init?.signal ?? (isRequest ? input.signal : undefined);
+    checkSignal(own ?? undefined, 'init.signal');
+    // The request is aborted if the hold ends before its answer comes; the
+    // caller's own signal aborts it (and the body) as fetch's would.
+    const ac = new AbortController();
+    const onHold = () => ac.abort(hold.reason);
+    const onOwn = () => ac.abort(own.reason);
+    if (own) {
+      if (own.aborted) throw own.reason;
+      own.addEventListener('abort', onOwn, { once: true });
+    }
+    hold.addEventListener('abort', onHold, { once: true });
+    let res;
+    try {
+      const send = this.#tools.fetch;
+      res = await send(input, { ...init, headers, signal: ac.signal });
+    } catch (e) {
+      throw ac.signal.aborted ? ac.signal.reason : e;
+    } finally {
+      hold.removeEventListener('abort', onHold);
+    }
+    const stale = await staleFenceError(res);
+    if (stale) throw stale;
+    return res;
+  }
+
+  toString() {
+    const { resource, holderId, fence } = this.#lease.token;
+    const state = this.#done ? `, ended: ${this.#ac.signal.reason?.name ?? String(this.#ac.signal.reason)}` : '';
+    return `HeldLease(${JSON.stringify(resource)} held by ${JSON.stringify(holderId)}, fence ${fence}, until ${this.#lease.deadline}, ${this.#renewals} renewals${state})`;
+  }
+}
+named(HeldLease, 'HeldLease');
+
+// ---------------------------------------------------------------- elections
+
+/**
+ * Leader election over one resource, the election's name: the leader is
+ * the holder of its lease. Made by client.election(name).
+ */
+export class LeaseElection {
+  #client;
+  #name;
+  #every;
+
+  constructor(key, client, name, every) {
+    if (key !== internal) {
+      throw new InvalidArgumentError('lease-fence: LeaseElection objects are made by LeaseServiceClient.election, not with new', 'this');
+    }
+    this.#client = client;
+    this.#name = name;
+    this.#every = every;
+  }
+
+  /** The election's name: the resource whose holder leads. */
+  get name() {
+    return this.#name;
+  }
+
+  /**
+   * Waits, in the resource's queue, until this holder leads, or the signal
+   * aborts (rejects with its reason). The HeldLease renews itself; its
+   * signal aborts when the lead is lost; release() resigns, handing the
+   * lead to the next campaigner at once.
+   */
+  async campaign(options) {
+    if (options !== undefined && !isOptions(options)) {
+      throw new InvalidArgumentError('lease-fence: election.campaign options must be an object', 'options');
+    }
+    checkOptions(options ?? {}, CAMPAIGN_OPTIONS, 'election.campaign');
+    const signal = checkSignal(options?.signal, 'options.signal');
+    return makeHold(this.#client, this.#name, { waitMillis: Infinity, signal, renewEveryMillis: this.#every });
+  }
+
+  /** The current leader, { holderId, fence }, or null when nobody leads. */
+  async leader(options) {
+    const st = await this.#client.inspect(this.#name, callOptions(options, 'election.leader'));
+    return st.held ? Object.freeze({ holderId: st.holderId, fence: st.fence }) : null;
+  }
+
+  /**
+   * The leaders, as an async iterable: the current one first (if anyone
+   * leads), then each new leader as it is elected, once each and in fence
+   * order, { holderId, fence }. The coordinator answers each change at once
+   * (an inspection waiting with afterFence), so a new leader is seen when
+   * it is elected, not at a next poll. Ends when the signal aborts or the
+   * loop breaks; failures to reach the coordinator are retried with the
+   * client's backoff; a refusal that will not change (a 4xx) is thrown.
+   */
+  observe(options) {
+    if (options !== undefined && !isOptions(options)) {
+      throw new InvalidArgumentError('lease-fence: election.observe options must be an object', 'options');
+    }
+    checkOptions(options ?? {}, OBSERVE_OPTIONS, 'election.observe');
+    return this.#observe(checkSignal(options?.signal, 'options.signal'));
+  }
+
+  async *#observe(signal) {
+    const client = this.#client;
+    const { timers, backoff, maxWait } = clientTools(client);
+    let after = 0;
+    let last = 0;
+    let first = true;
+    let fails = 0;
+    while (!signal?.aborted) {
+      let st;
+      try {
+        st = await client.inspect(this.#name, first ? { signal } : { signal, afterFence: after, waitMillis: maxWait });
+      } catch (e) {
+        if (signal?.aborted) return;
+        if (e instanceof InvalidArgumentError || (e instanceof LeaseServiceError && !e.retryable)) throw e;
+        fails++;
+        try {
+          await sleep(timers, Math.max(backoff(Math.min(fails, 8) + 1), MIN_RETRY_MILLIS), signal ?? new AbortController().signal);
+        } catch {
+          return;
+        }
+        continue;
+      }
+      first = false;
+      fails = 0;
+      after = st.held ? st.fence : 0;
+      if (st.held && st.fence > last) {
+        last = st.fence;
+        yield Object.freeze({ holderId: st.holderId, fence: st.fence });
+      }
+    }
+  }
+
+  toString() {
+    return `LeaseElection(${JSON.stringify(this.#name)})`;
+  }
+}
+named(LeaseElection, 'LeaseElection');
 
 // The Lease-Fence header of fence-proxy (docs/fencing.md), for writes through it.
 export { LEASE_FENCE_HEADER, MAX_HEADER_FENCE, leaseFenceHeader, staleFenceError } from './fence-header.mjs';
