@@ -1,0 +1,813 @@
+// Holding with LeaseServiceClient (hold, withLease, inspect, elections,
+// held.fetch) against the real coordinators: the native server (durable,
+// TTL 2 s, with its debug endpoint) and the Worker under `wrangler dev`
+// (TTL 2 s), each through the fault proxy of harness.mjs, which drops,
+// holds and refuses calls as a test's policy says.
+//
+// Timing: a bound on a handover or a loss is BOUND, far above what either
+// takes on a loaded machine and far below the waits asked for (30 s), so a
+// grant inside it can only come from the coordinator's own wake-up. The
+// renewal property runs on manual time (the client's clock and its timers
+// seam), 200 seeded runs per coordinator, and exactly: the signal fires at
+// the holder's deadline, never after; the real-time runs check the same
+// with bounds far above noise.
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import http from 'node:http';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { createInterface } from 'node:readline';
+import { createManualClock, InvalidArgumentError, StaleFenceError } from 'lease-fence';
+import {
+  HeldLease,
+  HoldEvent,
+  LeaseDeniedError,
+  LeaseElection,
+  LeaseExpiredError,
+  LeaseLostError,
+  LeaseReleasedError,
+  LeaseServiceClient,
+  LeaseServiceError,
+  isLeaseLost,
+  leaseFenceHeader,
+} from 'lease-fence/service-client';
+import { rng } from '../js/helpers.mjs';
+import { ManualTimers, children, root, startNative, startProxy, startWorker, stopAll, tracked, until } from './harness.mjs';
+
+const TTL = 2000;
+const BOUND = 3000;
+const RUNS = Number(process.env.HOLD_RUNS ?? 200);
+const SEED = Number(process.env.HOLD_SEED ?? 20_170);
+
+// Fault ids (x-fault-id) of requests the proxy parked for good: the
+// seeded runs wait until every call in flight is one of them.
+const parked = new Set();
+const targets = {};
+
+before(async () => {
+  const [native, worker] = await Promise.all([startNative({ ttl: TTL }), startWorker({ ttl: TTL })]);
+  for (const t of [native, worker]) {
+    t.proxy = await startProxy(t.url, { onPark: (e) => e.headers['x-fault-id'] && parked.add(e.headers['x-fault-id']) });
+    targets[t.kind] = t;
+  }
+});
+
+after(async () => {
+  for (const t of Object.values(targets)) await t.proxy.close();
+  await stopAll();
+});
+
+let seq = 0;
+function resourceName(what) {
+  return `hold-${what}-${process.pid}-${++seq}`;
+}
+
+/** A client through target's proxy; retries at once, attempts wait long. */
+function client(t, holderId, options = {}) {
+  return new LeaseServiceClient({ baseURL: t.proxy.url, holderId, backoff: () => 0, attemptTimeoutMillis: 30_000, ...options });
+}
+
+async function rejects(promise, check) {
+  let err;
+  try {
+    await promise;
+  } catch (e) {
+    err = e;
+  }
+  assert.ok(err !== undefined, 'expected a rejection');
+  check?.(err);
+  return err;
+}
+
+async function post(url, body) {
+  const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  return { status: res.status, json: await res.json() };
+}
+
+/**
+ * Starts holder's waiting hold on resource (30 s) and resolves, with it
+ * tracked, once the coordinator has it in the queue: a copy of the same
+ * call (same request id and secret) that waits 1 ms shares its place, so
+ * the place exists, in the queue's order, by the time the copy is denied.
+ */
+async function queue(t, c, resource, options = {}) {
+  const seen = t.proxy.next((e) => e.path === '/v1/acquire' && e.json?.holderId === c.holderId && e.json?.resource === resource);
+  const held = tracked(c.hold(resource, { waitMillis: 30_000, ...options }));
+  const e = await seen;
+  const barrier = await post(`${t.url}/v1/acquire`, { ...e.json, waitMillis: 1 });
+  assert.equal(barrier.status, 200, JSON.stringify(barrier.json));
+  assert.equal(barrier.json.ok, false, `the barrier copy of ${c.holderId}'s call was answered ${JSON.stringify(barrier.json)}`);
+  return held;
+}
+
+/** The secret of the acquisition that made lease, as the proxy saw it. */
+function wireSecret(t, lease) {
+  const e = t.proxy.seen.find((x) => x.path === '/v1/acquire' && x.json?.requestId === lease.grant.requestId);
+  assert.ok(e, 'acquisition not seen');
+  return e.json.secret;
+}
+
+/** Ends lease at the coordinator behind its holder's back. */
+async function releaseBehindItsBack(t, lease) {
+  const { resource, holderId, fence } = lease.token;
+  const r = await post(`${t.url}/v1/release`, { requestId: `behind-${++seq}-0123456789`, resource, holderId, fence, secret: wireSecret(t, lease) });
+  assert.deepEqual(r.json, { ok: true });
+}
+
+/** The places kept with no call attached, on the native server (/debug/waiting). */
+async function kept(t) {
+  const res = await fetch(`${t.debugURL}/debug/waiting`);
+  return (await res.json()).kept;
+}
+
+const aborted = (signal) => new Promise((resolve) => {
+  if (signal.aborted) resolve(signal.reason);
+  else signal.addEventListener('abort', () => resolve(signal.reason), { once: true });
+});
+
+// ---------------------------------------------------------------- both coordinators
+
+for (const which of ['native', 'worker']) {
+  describe(which === 'native' ? 'native coordinator (durable, TTL 2 s)' : 'Worker under wrangler dev (TTL 2 s)', () => {
+    const t = () => targets[which];
+    // The long hold: started first, checked after 10 TTLs by the last test.
+    let long;
+
+    test('a hold renews itself: one fence, every renewal anchored at its own send, seen by inspect, denied to others', async () => {
+      const T = t();
+      T.proxy.reset();
+      const a = client(T, 'long-a');
+      const r = resourceName('long');
+      const held = await a.hold(r);
+      assert.ok(held instanceof HeldLease && held instanceof EventTarget);
+      const fence = held.token.fence;
+      const renewed = [];
+      held.addEventListener('renewed', (e) => {
+        assert.ok(e instanceof HoldEvent);
+        renewed.push({ fence: e.lease.token.fence, deadline: e.lease.deadline.millis, at: performance.now() });
+      });
+      long = { held, a, r, fence, renewed, start: performance.now() };
+      const st = await a.inspect(r);
+      assert.deepEqual(st, { held: true, holderId: 'long-a', fence, remainingMillis: st.remainingMillis });
+      await rejects(client(T, 'long-b').acquire(r), (e) => assert.ok(e instanceof LeaseDeniedError && e.heldBy === 'long-a'));
+      await until(() => renewed.length >= 2, 'two renewals', 4 * TTL);
+      const bodies = T.proxy.on('/v1/renew').filter((e) => e.json.resource === r);
+      for (const x of renewed) {
+        // deadline = that renewal's own sentAt + TTL (no skew here).
+        assert.ok(bodies.some((b) => b.json.sentAt.millis + TTL === x.deadline), `a deadline ${x.deadline} not anchored at a renewal's send`);
+      }
+      assert.equal(new Set(bodies.map((b) => b.json.requestId)).size, bodies.length, 'every renewal is a new request');
+    });
+
+    test('8 waiters are granted in arrival order, each at the release of the one before', async () => {
+      const T = t();
+      T.proxy.reset();
+      const r = resourceName('order');
+      let cur = await client(T, 'order-h0').hold(r);
+      const waiters = [];
+      for (let i = 1; i <= 8; i++) waiters.push(await queue(T, client(T, `order-w${i}`), r));
+      for (const [i, w] of waiters.entries()) {
+        for (const later of waiters.slice(i)) assert.equal(later.settled, false, 'a waiter was answered before its turn');
+        await cur.release();
+        await w.promise;
+        assert.equal(w.error, undefined, String(w.error));
+        assert.equal(w.value.token.holderId, `order-w${i + 1}`);
+        assert.equal(w.value.token.fence, cur.token.fence + 1);
+        assert.ok(cur.signal.reason instanceof LeaseReleasedError);
+        cur = w.value;
+      }
+      await cur.release();
+    });
+
+    test('a waiter holds promptly after a release and after an expiry (the coordinator wakes it)', async (ctx) => {
+      const T = t();
+      T.proxy.reset();
+      const r = resourceName('handover');
+      const a = await client(T, 'ho-a').hold(r);
+      const wb = await queue(T, client(T, 'ho-b'), r);
+      const released = performance.now();
+      await a.release();
+      await wb.promise;
+      assert.equal(wb.error, undefined, String(wb.error));
+      const afterRelease = wb.at - released;
+      assert.ok(afterRelease < BOUND, `b held ${afterRelease} ms after the release`);
+      assert.equal(wb.value.token.fence, a.token.fence + 1);
+      await wb.value.release();
+      // d holds without renewing; c waits behind it.
+      const d = client(T, 'ho-d');
+      const dSent = performance.now();
+      const dl = await d.acquire(r);
+      const dGot = performance.now();
+      const wc = await queue(T, client(T, 'ho-c'), r);
+      await wc.promise;
+      assert.equal(wc.error, undefined, String(wc.error));
+      assert.equal(wc.value.token.fence, dl.token.fence + 1);
+      assert.ok(wc.at - dSent >= TTL, `c held ${wc.at - dSent} ms after d's acquisition was sent, before its TTL (${TTL} ms) ran out`);
+      const afterExpiry = wc.at - (dGot + TTL);
+      assert.ok(afterExpiry < BOUND, `c held ${afterExpiry} ms after d's lease expired`);
+      ctx.diagnostic(`handover ${afterRelease.toFixed(1)} ms after the release, at most ${Math.max(afterExpiry, 0).toFixed(1)} ms after the expiry`);
+      await wc.value.release();
+    });
+
+    test('a waiter whose signal aborts leaves; the next waiter is served', async () => {
+      const T = t();
+      T.proxy.reset();
+      const r = resourceName('gone');
+      const a = await client(T, 'gone-a').hold(r);
+      const ac = new AbortController();
+      const wb = await queue(T, client(T, 'gone-b'), r, { signal: ac.signal });
+      const wc = await queue(T, client(T, 'gone-c'), r);
+      const kept0 = which === 'native' ? await kept(T) : 0;
+      const why = new Error('b gives up');
+      ac.abort(why);
+      await wb.promise;
+      assert.equal(wb.error, why);
+      if (which === 'native') {
+        // The coordinator saw b go: its place is kept, with no call.
+        for (const start = performance.now(); (await kept(T)) !== kept0 + 1;) {
+          assert.ok(performance.now() - start < 30_000, 'the coordinator never saw b go');
+        }
+      }
+      const released = performance.now();
+      await a.release();
+      await wc.promise;
+      assert.equal(wc.error, undefined, String(wc.error));
+      const lag = wc.at - released;
+      if (which === 'native') {
+        assert.equal(wc.value.token.fence, a.token.fence + 1, 'b was passed over');
+        assert.ok(lag < BOUND, `c held ${lag} ms after the release`);
+      } else {
+        // workerd does not tell the Worker that b went away
+        // (docs/service.md): b's place is granted, nobody renews it, and c
+        // holds when that lease expires.
+        assert.equal(wc.value.token.fence, a.token.fence + 2);
+        assert.ok(lag > TTL - BOUND && lag < TTL + BOUND, `c held ${lag} ms after the release`);
+      }
+      await wc.value.release();
+    });
+
+    test('a waiting acquisition retried (its call cut, its grant lost) keeps one place and gets one fence', async () => {
+      const T = t();
+      T.proxy.reset();
+      const r = resourceName('retried');
+      const a = await client(T, 'ret-a').hold(r);
+      const mine = (e) => e.path === '/v1/acquire' && e.json?.holderId === 'ret-b';
+      let n = 0;
+      T.proxy.policy = (e) => {
+        if (!mine(e)) return undefined;
+        n++;
+        // The first call is cut while the coordinator keeps it waiting; the
+        // retry's answer (the grant) is lost; the third gets it.
+        if (n === 1) return { detach: true };
+        if (n === 2) return { drop: true };
+        return undefined;
+      };
+      const wb = tracked(client(T, 'ret-b').hold(r, { waitMillis: 30_000 }));
+      await until(() => T.proxy.seen.filter(mine).length >= 2, 'the retry of the waiting call');
+      const [first] = T.proxy.seen.filter(mine);
+      const barrier = await post(`${T.url}/v1/acquire`, { ...first.json, waitMillis: 1 });
+      assert.equal(barrier.json.ok, false);
+      const wc = await queue(T, client(T, 'ret-c'), r);
+      await a.release();
+      await wb.promise;
+      assert.equal(wb.error, undefined, String(wb.error));
+      const b = wb.value;
+      assert.equal(b.token.fence, a.token.fence + 1);
+      const calls = T.proxy.seen.filter(mine);
+      assert.equal(calls.length, 3);
+      for (const e of calls) assert.equal(e.body, first.body, 'every attempt is the same call');
+      for (const e of calls.filter((x) => x.reply)) assert.equal(JSON.parse(e.reply).grant.fence, b.token.fence, 'one grant');
+      assert.equal(wc.settled, false, 'c is served while b holds');
+      await b.release();
+      await wc.promise;
+      assert.equal(wc.value.token.fence, b.token.fence + 1, 'b had one place and one fence');
+      await wc.value.release();
+      T.proxy.policy = null;
+    });
+
+    test(`renewals under faults, ${RUNS} seeded runs on manual time: the signal fires at the holder's deadline, never after`, async (ctx) => {
+      const T = t();
+      T.proxy.reset();
+      const r = resourceName('seeded');
+      const faults = ['drop', 'holdReply', 'hold', 'reset', '503'];
+      let lostByDeadline = 0;
+      let refused = 0;
+      let renewalsSeen = 0;
+      for (let run = 0; run < RUNS; run++) {
+        const seed = SEED + run * 7919 + (which === 'worker' ? 1 : 0);
+        const rand = rng(seed);
+        const randBackoff = rng(seed ^ 0x5bd1e995);
+        const clock = createManualClock(`seeded-${run}`, { start: 1000 });
+        const timers = new ManualTimers(clock);
+        const holderId = `seeded-${run}`;
+        const skew = Math.floor(rand() * 300);
+        const every = Math.floor(TTL / 6 + rand() * ((TTL - skew) * 0.9 - TTL / 6));
+        const health = rand();
+        let failing = false;
+        // Every call of this run's client carries a fault id; the run
+        // waits until each call in flight is parked by the proxy for good.
+        const inflight = new Set();
+        const urls = new Map();
+        let ids = 0;
+        const wrapped = async (url, init) => {
+          const id = `${which}-${run}-${++ids}`;
+          inflight.add(id);
+          urls.set(id, `${url} ${init.body}`);
+          const done = () => inflight.delete(id);
+          init.signal.addEventListener('abort', done, { once: true });
+          try {
+            const res = await fetch(url, { ...init, headers: { ...init.headers, 'x-fault-id': id } });
+            const text = await res.text();
+            return new Response(text, { status: res.status, headers: res.headers });
+          } finally {
+            done();
+          }
+        };
+        const quiet = async () => {
+          const start = performance.now();
+          for (let calm = 0; calm < 3;) {
+            await new Promise((resolve) => setImmediate(resolve));
+            calm = [...inflight].every((id) => parked.has(id)) ? calm + 1 : 0;
+            assert.ok(performance.now() - start < 60_000, `run ${run} (seed ${seed}): calls still in flight after 60 s`);
+          }
+        };
+        T.proxy.policy = (e) => {
+          if (e.path !== '/v1/renew' || e.json?.holderId !== holderId) return undefined;
+          if (!failing && rand() < health) return undefined;
+          const f = faults[Math.floor(rand() * faults.length)];
+          if (process.env.HOLD_TRACE) console.error(run, clock.now().millis, 'fault', f, e.json.sentAt.millis, e.headers['x-fault-id']);
+          return f === '503' ? { answer: { status: 503, body: { error: { code: 'unavailable', message: 'injected' } } } } : { [f]: true };
+        };
+        const c = new LeaseServiceClient({
+          baseURL: T.proxy.url, holderId, clock, clockSkewMillis: skew, timers, fetch: wrapped,
+          attempts: 1 + Math.floor(rand() * 4), attemptTimeoutMillis: 50 + Math.floor(rand() * TTL),
+          backoff: () => Math.floor(randBackoff() * 100),
+        });
+        const held = await c.hold(r, { renewEveryMillis: every });
+        const fence = held.token.fence;
+        const firstDeadline = held.deadline.millis;
+        let deadline = firstDeadline;
+        let abortedAt;
+        let lateRenewal = false;
+        held.addEventListener('renewed', (e) => {
+          if (held.signal.aborted) lateRenewal = true;
+          assert.equal(e.lease.token.fence, fence);
+          assert.ok(e.lease.deadline.millis >= deadline);
+          deadline = e.lease.deadline.millis;
+          renewalsSeen++;
+        });
+        held.signal.addEventListener('abort', () => {
+          if (process.env.HOLD_TRACE) console.error(run, clock.now().millis, 'abort', String(held.signal.reason));
+          abortedAt = clock.now().millis;
+        });
+        for (let step = 0; !held.signal.aborted; step++) {
+          assert.ok(step < 2000, `run ${run} (seed ${seed}): still held after 2000 steps`);
+          if (step === 40) failing = true; // every run ends in a loss
+          await quiet();
+          const now = clock.now().millis;
+          assert.ok(now < deadline || held.signal.aborted, `run ${run} (seed ${seed}): at ${now}, past the deadline ${deadline}, the signal has not fired`);
+          if (held.signal.aborted) break;
+          assert.ok(timers.count >= 1, 'a held lease always has its deadline timer');
+          if (process.env.HOLD_TRACE) console.error(run, now, 'step', timers.describe().replace(/\n/g, ' | '));
+          if (rand() < 0.5) timers.fireNext();
+          else timers.advanceTo(now + Math.floor(rand() * TTL * 0.6));
+          assert.ok(clock.now().millis < deadline || held.signal.aborted,
+            `run ${run} (seed ${seed}): at ${clock.now().millis}, past the deadline ${deadline}, the signal has not fired`);
+        }
+        await quiet();
+        const reason = held.signal.reason;
+        assert.ok(reason instanceof LeaseLostError, `run ${run}: ${reason}`);
+        assert.equal(reason.deadline.millis, deadline, 'the loss names the last deadline the holder had');
+        assert.equal(reason.fence, fence);
+        assert.ok(isLeaseLost(reason));
+        assert.ok(abortedAt <= deadline, `run ${run} (seed ${seed}): the signal fired at ${abortedAt}, after the deadline ${deadline}`);
+        if (reason.cause instanceof LeaseExpiredError) {
+          refused++; // the coordinator's own TTL ran out in real time
+        } else {
+          assert.equal(abortedAt, deadline, `run ${run} (seed ${seed}): fired at ${abortedAt}, not at the deadline ${deadline}`);
+          lostByDeadline++;
+        }
+        assert.equal(lateRenewal, false, 'no renewal is taken after the loss');
+        // Every accepted deadline is some renewal's own send + TTL - skew.
+        if (deadline !== firstDeadline) {
+          const sends = T.proxy.on('/v1/renew').filter((e) => e.json.holderId === holderId).map((e) => e.json.sentAt.millis);
+          assert.ok(sends.includes(deadline - TTL + skew), `run ${run}: deadline ${deadline} is not a renewal's send + TTL - skew`);
+        }
+        T.proxy.policy = null;
+        await held.release();
+        assert.equal(timers.count, 0, `run ${run} (seed ${seed}): timers left after the release:\n${timers.describe()}\nin flight: ${[...inflight].map((id) => urls.get(id)).join('\n')}\nparked ${[...inflight].map((id) => parked.has(id))}`);
+        T.proxy.seen.length = 0;
+      }
+      assert.equal(lostByDeadline + refused, RUNS);
+      assert.ok(lostByDeadline > RUNS / 2, `only ${lostByDeadline} runs ended at the holder's deadline`);
+      assert.ok(renewalsSeen > RUNS, `only ${renewalsSeen} renewals in ${RUNS} runs`);
+      ctx.diagnostic(`${RUNS} runs: ${lostByDeadline} lost at the deadline, ${refused} refused by the coordinator, ${renewalsSeen} renewals`);
+    });
+
+    test('real time: renewals fail, the signal fires at the deadline (within 500 ms), before the next holder is granted', async (ctx) => {
+      const T = t();
+      T.proxy.reset();
+      const late = [];
+      for (let run = 0; run < 3; run++) {
+        const rand = rng(SEED + 100 + run);
+        const r = resourceName('realtime');
+        const skew = 300;
+        const a = client(T, `rt-a-${run}`, { clockSkewMillis: skew, attemptTimeoutMillis: 250 });
+        const held = await a.hold(r, { renewEveryMillis: TTL / 4 });
+        let deadline = held.deadline.millis;
+        let firedAt, reading;
+        held.addEventListener('renewed', (e) => {
+          deadline = e.lease.deadline.millis;
+        });
+        held.signal.addEventListener('abort', () => {
+          firedAt = performance.now();
+          reading = a.leaseClient.clock.now().millis;
+        });
+        let answered = Math.floor(rand() * 3);
+        const fault = ['drop', 'holdReply', 'hold', 'reset'][run % 4];
+        T.proxy.policy = (e) => {
+          if (e.path !== '/v1/renew' || e.json?.resource !== r) return undefined;
+          return answered-- > 0 ? undefined : { [fault]: true };
+        };
+        const wb = tracked(client(T, `rt-b-${run}`).hold(r, { waitMillis: 30_000 }));
+        await until(() => held.signal.aborted, 'the loss', 6 * TTL);
+        const reason = held.signal.reason;
+        assert.ok(reason instanceof LeaseLostError, String(reason));
+        assert.equal(reason.deadline.millis, deadline);
+        assert.ok(reading >= deadline - 1, `fired ${deadline - reading} ms before the deadline`);
+        assert.ok(reading - deadline < 500, `fired ${reading - deadline} ms after the deadline`);
+        late.push(reading - deadline);
+        await wb.promise;
+        assert.equal(wb.error, undefined, String(wb.error));
+        assert.ok(wb.at > firedAt, 'the next holder was granted before the signal fired');
+        T.proxy.policy = null;
+        await wb.value.release();
+        await held.release();
+      }
+      ctx.diagnostic(`fired ${late.map((x) => x.toFixed(2)).join(', ')} ms after the deadline`);
+    });
+
+    test('withLease: the value; the callback\'s error; lost while it ran; released every time', async () => {
+      const T = t();
+      T.proxy.reset();
+      const r = resourceName('with');
+      const a = client(T, 'with-a');
+      let token;
+      const v = await a.withLease(r, async (held) => {
+        ({ token } = held);
+        assert.equal((await a.inspect(r)).holderId, 'with-a');
+        assert.equal(held.signal.aborted, false);
+        return 42;
+      });
+      assert.equal(v, 42);
+      assert.deepEqual(await a.inspect(r), { held: false, lastFence: token.fence });
+      const boom = new Error('boom');
+      await rejects(a.withLease(r, async () => {
+        throw boom;
+      }), (e) => assert.equal(e, boom));
+      assert.equal((await a.inspect(r)).held, false);
+      // Lost while the callback runs: its lease is ended behind its back,
+      // the next renewal is refused.
+      const stopped = new Error('stopped');
+      const e1 = await rejects(a.withLease(r, async ({ lease, signal }) => {
+        await releaseBehindItsBack(T, lease);
+        await aborted(signal);
+        throw stopped;
+      }, { renewEveryMillis: 100 }), (e) => {
+        assert.ok(e instanceof AggregateError, String(e));
+        assert.equal(e.errors.length, 2);
+        assert.equal(e.errors[0], stopped);
+        assert.ok(e.errors[1] instanceof LeaseLostError);
+        assert.ok(e.errors[1].cause instanceof LeaseExpiredError);
+        assert.match(e.message, /the callback failed, and the lease was lost while it ran/);
+        assert.ok(isLeaseLost(e));
+      });
+      assert.ok(!isLeaseLost(stopped) && !isLeaseLost(undefined) && !isLeaseLost(new AggregateError([stopped])));
+      assert.ok(isLeaseLost(new Error('wrapped', { cause: e1 })));
+      // A callback that returns although the lease was lost: the loss.
+      await rejects(a.withLease(r, async ({ lease, signal }) => {
+        await releaseBehindItsBack(T, lease);
+        await aborted(signal);
+        return 'done anyway';
+      }, { renewEveryMillis: 100 }), (e) => assert.ok(e instanceof LeaseLostError));
+      // One that throws the signal's reason: that, alone.
+      await rejects(a.withLease(r, async ({ lease, signal }) => {
+        await releaseBehindItsBack(T, lease);
+        await aborted(signal);
+        signal.throwIfAborted();
+      }, { renewEveryMillis: 100 }), (e) => assert.ok(e instanceof LeaseLostError));
+      // The caller's signal ends the hold: the callback's error, the lease released.
+      const ac = new AbortController();
+      const why = new Error('shutting down');
+      await rejects(a.withLease(r, async ({ signal }) => {
+        ac.abort(why);
+        assert.equal(signal.reason, why);
+        throw signal.reason;
+      }, { signal: ac.signal }), (e) => assert.equal(e, why));
+      assert.equal((await a.inspect(r)).held, false);
+      // Denied: no callback.
+      const b = client(T, 'with-b');
+      const held = await b.hold(r);
+      let ran = false;
+      await rejects(a.withLease(r, () => {
+        ran = true;
+      }), (e) => assert.ok(e instanceof LeaseDeniedError && e.heldBy === 'with-b'));
+      assert.equal(ran, false);
+      await held.release();
+    });
+
+    test('inspect, and an inspection that waits for the fence to change', async () => {
+      const T = t();
+      T.proxy.reset();
+      const r = resourceName('inspect');
+      const a = client(T, 'insp-a');
+      assert.deepEqual(await a.inspect(r), { held: false, lastFence: 0 });
+      const held = await a.hold(r);
+      const st = await a.inspect(r);
+      assert.deepEqual(Object.keys(st), ['held', 'holderId', 'fence', 'remainingMillis']);
+      assert.equal(st.held, true);
+      assert.equal(st.holderId, 'insp-a');
+      assert.equal(st.fence, held.token.fence);
+      assert.ok(st.remainingMillis > 0 && st.remainingMillis <= TTL);
+      assert.ok(Object.isFrozen(st));
+      const watching = tracked(a.inspect(r, { afterFence: held.token.fence, waitMillis: 30_000 }));
+      // Nothing changes while it is held and renewed.
+      await until(() => held.renewals >= 1, 'a renewal', 4 * TTL);
+      assert.equal(watching.settled, false);
+      const released = performance.now();
+      await held.release();
+      await watching.promise;
+      assert.deepEqual(watching.value, { held: false, lastFence: held.token.fence });
+      assert.ok(watching.at - released < BOUND);
+      // The wait runs out: answered with the state then.
+      const start = performance.now();
+      assert.deepEqual(await a.inspect(r, { afterFence: 0, waitMillis: 300 }), { held: false, lastFence: held.token.fence });
+      assert.ok(performance.now() - start >= 290);
+    });
+
+    test('elections: 5 campaigners in their own processes; a killed leader is followed by exactly one, after its TTL; every observer sees each leader once, in fence order', async (ctx) => {
+      const T = t();
+      T.proxy.reset();
+      const name = resourceName('election');
+      const procs = [];
+      for (let i = 1; i <= 5; i++) {
+        const id = `cand-${i}`;
+        const child = spawn(process.execPath, [path.join(root, 'test/svcclient/campaigner.mjs'), T.proxy.url, id, name], { stdio: ['pipe', 'pipe', 'inherit'] });
+        children.push(child);
+        const p = { id, child, events: [] };
+        createInterface({ input: child.stdout }).on('line', (line) => p.events.push({ ...JSON.parse(line), at: performance.now() }));
+        procs.push(p);
+      }
+      const e = new LeaseServiceClient({ baseURL: T.proxy.url, holderId: 'observer', backoff: () => 0 }).election(name);
+      assert.ok(e instanceof LeaseElection);
+      const stopObserving = new AbortController();
+      const observers = [0, 1, 2].map(() => {
+        const seen = [];
+        const done = (async () => {
+          for await (const l of e.observe({ signal: stopObserving.signal })) seen.push({ ...l });
+        })();
+        return { seen, done };
+      });
+      const elected = () => procs.flatMap((p) => p.events.filter((x) => x.ev === 'elected').map((x) => ({ p, ...x })));
+      const leading = () => procs.filter((p) => p.child.exitCode === null && p.child.signalCode === null && p.events.some((x) => x.ev === 'elected') &&
+        !p.events.some((x) => x.ev === 'lost' || x.ev === 'resigned'));
+      // The n-th leader, once elected; by then its predecessor has said
+      // it resigned or is dead (a resignation's line may come second: it
+      // is another process's pipe).
+      const nextLeader = async (n, what) => {
+        await until(() => elected().length >= n, what, TTL + 2 * BOUND + 60_000);
+        assert.equal(elected().length, n, `${what}: more than one new leader`);
+        await until(() => leading().length <= 1, `${what}: the one before has not ended`, BOUND);
+        assert.equal(leading().length, 1, `${what}: ${leading().length} leaders`);
+        return elected()[n - 1];
+      };
+      const kill = async (p) => {
+        if (p.child.exitCode !== null || p.child.signalCode !== null) return performance.now();
+        const gone = new Promise((resolve) => p.child.once('exit', resolve));
+        p.child.kill('SIGKILL');
+        await gone;
+        return performance.now();
+      };
+      try {
+        const l1 = await nextLeader(1, 'the first leader');
+        const k1 = await kill(l1.p);
+        const l2 = await nextLeader(2, 'the leader after the first was killed');
+        assert.ok(l2.at - k1 < TTL + BOUND, `the next leader came ${l2.at - k1} ms after the kill`);
+        assert.equal(l2.fence, l1.fence + 1);
+        const r1 = l2.at - k1;
+        l2.p.child.stdin.write('resign\n');
+        const resigned = performance.now();
+        const l3 = await nextLeader(3, 'the leader after the second resigned');
+        assert.ok(l3.at - resigned < BOUND, `the next leader came ${l3.at - resigned} ms after the resignation`);
+        assert.equal(l3.fence, l2.fence + 1);
+        const k3 = await kill(l3.p);
+        const l4 = await nextLeader(4, 'the leader after the third was killed');
+        assert.ok(l4.at - k3 < TTL + BOUND, `the next leader came ${l4.at - k3} ms after the kill`);
+        assert.equal(l4.fence, l3.fence + 1);
+        // It keeps the lead (three renewals), and nobody else is elected.
+        await until(() => l4.p.events.filter((x) => x.ev === 'renewed').length >= 3, 'the last leader renews', 4 * TTL);
+        assert.equal(elected().length, 4);
+        assert.equal(leading().length, 1);
+        const leaders = [l1, l2, l3, l4].map((l) => ({ holderId: l.p.id, fence: l.fence }));
+        await until(() => observers.every((o) => o.seen.length >= 4), 'the observers see the fourth leader', BOUND);
+        for (const o of observers) assert.deepEqual(o.seen, leaders, 'an observer in this process');
+        // The campaigners' own observers, in the processes still alive.
+        for (const p of procs.filter((x) => x.child.exitCode === null && x.child.signalCode === null)) {
+          await until(() => p.events.filter((x) => x.ev === 'observed').length >= 4, `${p.id} observes the fourth leader`, BOUND);
+          assert.deepEqual(p.events.filter((x) => x.ev === 'observed').map(({ holderId, fence }) => ({ holderId, fence })), leaders, `${p.id}'s observer`);
+        }
+        assert.deepEqual(await e.leader(), leaders[3]);
+        ctx.diagnostic(`new leader ${r1.toFixed(0)} and ${(l4.at - k3).toFixed(0)} ms after a kill (TTL ${TTL} ms), ${(l3.at - resigned).toFixed(1)} ms after a resignation`);
+      } finally {
+        stopObserving.abort();
+        await Promise.all(observers.map((o) => o.done));
+        await Promise.all(procs.map((p) => kill(p)));
+      }
+    });
+
+    test('a hold\'s timers keep Node alive while it holds, and nothing after a release or a loss', async () => {
+      const T = t();
+      const run = (mode) => {
+        const child = spawn(process.execPath, [path.join(root, 'test/svcclient/holder-exit.mjs'), T.proxy.url, resourceName(`exit-${mode}`), mode], { stdio: ['ignore', 'pipe', 'inherit'] });
+        children.push(child);
+        const lines = [];
+        createInterface({ input: child.stdout }).on('line', (l) => lines.push(l));
+        const exited = new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
+        return { child, lines, exited };
+      };
+      for (const mode of ['release', 'lost']) {
+        const p = run(mode);
+        // A hold that left a timer behind would renew every 200 ms forever.
+        const guard = setTimeout(() => p.child.kill('SIGKILL'), 30_000);
+        const { code, signal } = await p.exited;
+        clearTimeout(guard);
+        assert.deepEqual({ code, signal }, { code: 0, signal: null }, `${mode}: ${p.lines.join(' ')}`);
+        assert.deepEqual(p.lines, ['held', mode === 'release' ? 'released' : 'lost']);
+      }
+      const keep = run('keep');
+      await until(() => keep.lines.filter((l) => l === 'renewed').length >= 5, 'five renewals', 30_000);
+      assert.equal(keep.child.exitCode, null, 'a holding process ended by itself');
+      keep.child.kill('SIGKILL');
+      await keep.exited;
+    });
+
+    test('the long hold outlived 10 TTLs with one fence', async () => {
+      const T = t();
+      const { held, a, r, fence, renewed, start } = long;
+      await until(() => performance.now() - start >= 10 * TTL, '10 TTLs', 12 * TTL);
+      assert.equal(held.signal.aborted, false, String(held.signal.reason));
+      assert.ok(held.renewals >= 25, `${held.renewals} renewals`);
+      assert.equal(held.renewals, renewed.length);
+      assert.ok(renewed.every((x) => x.fence === fence));
+      for (let i = 1; i < renewed.length; i++) assert.ok(renewed[i].deadline > renewed[i - 1].deadline);
+      const st = await a.inspect(r);
+      assert.deepEqual(st, { held: true, holderId: 'long-a', fence, remainingMillis: st.remainingMillis });
+      await rejects(client(T, 'long-c').acquire(r), (e) => assert.ok(e instanceof LeaseDeniedError));
+      await held.release();
+      assert.deepEqual(await a.inspect(r), { held: false, lastFence: fence });
+    });
+  });
+}
+
+// ---------------------------------------------------------------- held.fetch through fence-proxy
+
+describe('held.fetch through cmd/fence-proxy', () => {
+  let upstream, fenceProxy, dir;
+  const writes = [];
+
+  before(async () => {
+    upstream = http.createServer(async (req, res) => {
+      const chunks = [];
+      for await (const c of req) chunks.push(c);
+      writes.push({ method: req.method, header: req.headers['lease-fence'] ?? null, body: Buffer.concat(chunks).toString() });
+      res.writeHead(req.method === 'GET' ? 200 : 201, { 'content-type': 'text/plain' }).end(`stored ${writes.length}`);
+    });
+    await new Promise((resolve) => upstream.listen(0, '127.0.0.1', resolve));
+    dir = mkdtempSync(path.join(tmpdir(), 'lease-fence-held-fetch-'));
+    const bin = process.env.FENCE_PROXY || path.join(root, 'out/bin/fence-proxy');
+    const child = spawn(bin, ['-init', '-listen', '127.0.0.1:0', '-upstream', `http://127.0.0.1:${upstream.address().port}`, '-state', path.join(dir, 'proxy.db'), '-quiet'],
+      { stdio: ['ignore', 'pipe', 'inherit'] });
+    children.push(child);
+    const line = await new Promise((resolve, reject) => {
+      createInterface({ input: child.stdout }).once('line', resolve);
+      child.once('exit', (code) => reject(new Error(`fence-proxy exited with ${code} (make fence-proxy builds it)`)));
+    });
+    fenceProxy = line.replace('listening on ', '');
+  });
+
+  after(() => {
+    upstream?.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  test('writes carry the hold\'s Lease-Fence header; a stale hold is refused as StaleFenceError; a lost one sends nothing', async () => {
+    const T = targets.native;
+    T.proxy.reset();
+    const r = resourceName('deploy');
+    const a = client(T, 'agent-a');
+    const heldA = await a.hold(r, { renewEveryMillis: TTL - 100 });
+    const res = await heldA.fetch(`${fenceProxy}/deploy`, { method: 'POST', body: 'release 41' });
+    assert.equal(res.status, 201);
+    assert.equal(await res.text(), 'stored 1');
+    assert.equal(res.headers.get('lease-fence-floor'), String(heldA.token.fence));
+    assert.equal(writes.at(-1).header, leaseFenceHeader(heldA.token));
+    // Destructured, as withLease's callback takes it; with a Request.
+    const { fetch: write } = heldA;
+    assert.equal((await write(new Request(`${fenceProxy}/deploy`, { method: 'PUT', body: 'again', headers: { 'x-a': '1' } }))).status, 201);
+    assert.equal(writes.at(-1).header, leaseFenceHeader(heldA.token));
+    await rejects(heldA.fetch(`${fenceProxy}/deploy`, { method: 'POST', headers: { 'Lease-Fence': 'resource="x", holder="y", fence=1' } }),
+      (e) => assert.ok(e instanceof InvalidArgumentError && e.argument === 'init.headers'));
+    await rejects(heldA.fetch(`${fenceProxy}/deploy`, 'POST'), (e) => assert.equal(e.argument, 'init'));
+
+    // agent-a's lease ends without it knowing; agent-b holds and writes.
+    await releaseBehindItsBack(T, heldA.lease);
+    const heldB = await client(T, 'agent-b').hold(r);
+    assert.equal(heldB.token.fence, heldA.token.fence + 1);
+    assert.equal((await heldB.fetch(`${fenceProxy}/deploy`, { method: 'POST', body: 'release 42' })).status, 201);
+    const n = writes.length;
+    assert.equal(heldA.signal.aborted, false, 'a does not know yet');
+    await rejects(heldA.fetch(`${fenceProxy}/deploy`, { method: 'POST', body: 'release 41, late' }), (e) => {
+      assert.ok(e instanceof StaleFenceError, String(e));
+      assert.equal(e.rejection.refusedHolderId, 'agent-a');
+      assert.equal(e.rejection.refusedFence, heldA.token.fence);
+      assert.equal(e.rejection.admittedHolderId, 'agent-b');
+      assert.equal(e.rejection.admittedFence, heldB.token.fence);
+    });
+    assert.equal(writes.length, n, 'the stale write never reached the upstream');
+    // Once a knows (its next renewal is refused), it sends nothing at all.
+    await until(() => heldA.signal.aborted, 'a finds out', 3 * TTL);
+    assert.ok(heldA.signal.reason instanceof LeaseLostError && heldA.signal.reason.cause instanceof LeaseExpiredError);
+    await rejects(heldA.fetch(`${fenceProxy}/deploy`, { method: 'POST', body: 'x' }), (e) => assert.equal(e, heldA.signal.reason));
+    assert.equal(writes.length, n);
+    // A released hold too.
+    await heldB.release();
+    await rejects(heldB.fetch(`${fenceProxy}/deploy`, { method: 'POST' }), (e) => assert.ok(e instanceof LeaseReleasedError));
+    assert.equal(writes.length, n);
+  });
+});
+
+// ---------------------------------------------------------------- bad input
+
+test('bad options are InvalidArgumentError naming the option, and send nothing', async () => {
+  const T = targets.native;
+  T.proxy.reset();
+  const a = client(T, 'bad-a');
+  const r = resourceName('bad');
+  const bad = [
+    [() => a.hold(r, { wait: 5 }), 'options.wait'],
+    [() => a.hold(r, { waitMillis: -1 }), 'options.waitMillis'],
+    [() => a.hold(r, { waitMillis: 1.5 }), 'options.waitMillis'],
+    [() => a.hold(r, { waitMillis: '5' }), 'options.waitMillis'],
+    [() => a.hold(r, { renewEveryMillis: 0 }), 'options.renewEveryMillis'],
+    [() => a.hold(r, { signal: 'x' }), 'options.signal'],
+    [() => a.hold(r, 7), 'options'],
+    [() => a.hold('', {}), 'resource'],
+    [() => a.hold(r, { signal: AbortSignal.abort(new Error('already')) }), null],
+    [() => a.withLease(r, async () => {}, { timeoutMillis: 5 }), 'options.timeoutMillis'],
+    [() => a.withLease(r, 'not a function'), 'fn'],
+    [() => a.acquire(r, { waitMillis: 5 }), 'options.waitMillis'],
+    [() => a.inspect(r, { waitMillis: 5 }), 'options.waitMillis'],
+    [() => a.inspect(r, { afterFence: -1 }), 'options.afterFence'],
+    [() => a.inspect(r, { afterFence: 2 ** 53 }), 'options.afterFence'],
+    [() => a.inspect(r, { afterFence: 0, waitMillis: 2 ** 31 + 1 }), 'options.waitMillis'],
+    [() => a.inspect(r, { after: 0 }), 'options.after'],
+    [() => a.inspect(''), 'resource'],
+    [() => a.inspect(7), 'resource'],
+    [async () => a.election(''), 'name'],
+    [async () => a.election(r, { ttl: 5 }), 'options.ttl'],
+    [() => a.election(r).campaign({ wait: 1 }), 'options.wait'],
+    [async () => a.election(r).observe({ signal: {} }), 'options.signal'],
+    [async () => a.election(r).observe({ afterFence: 1 }), 'options.afterFence'],
+    [() => a.election(r).leader({ waitMillis: 1 }), 'options.waitMillis'],
+  ];
+  for (const [call, argument] of bad) {
+    await rejects(call(), (e) => {
+      if (argument === null) return assert.equal(e.message, 'already');
+      assert.ok(e instanceof InvalidArgumentError, `${call}: ${e}`);
+      assert.equal(e.argument, argument, String(call));
+    });
+  }
+  for (const options of [{ maxWaitMillis: 0 }, { maxWaitMillis: 2 ** 31 + 1 }, { maxWaitMillis: 1.5 }, { timers: {} }, { timers: { setTimeout() {} } }, { timers: null }]) {
+    assert.throws(() => client(T, 'bad-b', options), (e) => e instanceof InvalidArgumentError && e.argument === `options.${Object.keys(options)[0]}`);
+  }
+  assert.equal(T.proxy.seen.length, 0, 'nothing was sent');
+  // renewEveryMillis must leave the lease time to renew: checked at the
+  // grant, which is then released.
+  await rejects(a.hold(r, { renewEveryMillis: TTL }), (e) => assert.equal(e.argument, 'options.renewEveryMillis'));
+  await until(() => T.proxy.on('/v1/release').some((e) => e.reply), 'the release of the refused hold');
+  assert.deepEqual(await a.inspect(r), { held: false, lastFence: JSON.parse(T.proxy.on('/v1/acquire')[0].reply).grant.fence });
+  assert.throws(() => new HeldLease(), InvalidArgumentError);
+  assert.throws(() => new LeaseElection(), InvalidArgumentError);
+  // A held lease's release takes call options only.
+  const held = await a.hold(r);
+  await rejects(held.release({ force: true }), (e) => assert.equal(e.argument, 'options.force'));
+  assert.equal(held.signal.aborted, false, 'a refused release changes nothing');
+  await held.release();
+  await held.release(); // a second release resolves
+  assert.ok(held.signal.reason instanceof LeaseReleasedError);
+  assert.equal(held.signal.reason.code, 'released');
+  assert.match(String(held), /HeldLease\("hold-bad-.*" held by "bad-a", fence \d+, until .*, \d+ renewals, ended: LeaseReleasedError\)/);
+  assert.ok(new LeaseServiceError('x') instanceof Error);
+});
