@@ -64,6 +64,24 @@ export interface LeaseServiceClientCommonOptions {
    * several baseURLs only an attempt that returns to a coordinator already tried pauses (n counts those).
    */
   backoff?: ((attempt: number) => number) | undefined;
+  /**
+   * The longest wait one call asks the coordinator for (1 to 2**31 ms); 30000 by default. hold and
+   * observe wait longer as several calls, each a retry of the first (it keeps its place in the
+   * queue). It must not be more than the coordinator's -max-wait (60 s by default).
+   */
+  maxWaitMillis?: number | undefined;
+  /**
+   * The timers a hold's renewals, its deadline, attempt timeouts and backoff pauses run on; the
+   * host's setTimeout/clearTimeout by default. They must follow the holder's clock: tests with a
+   * manual clock pass timers that fire as that clock moves.
+   */
+  timers?: Timers | undefined;
+}
+
+/** What LeaseServiceClientOptions.timers takes: setTimeout(fn, ms) returning a handle clearTimeout(handle) cancels. */
+export interface Timers {
+  setTimeout(fn: () => void, ms: number): unknown;
+  clearTimeout(handle: any): void;
 }
 
 export interface CallOptions {
@@ -88,6 +106,156 @@ export class LeaseServiceClient {
   renew(lease: ServiceLease, options?: CallOptions): Promise<ServiceLease>;
   /** Resolves when the lease was ended (a retry of a release that ended it included); LeaseExpiredError otherwise. */
   release(lease: ServiceLease, options?: CallOptions): Promise<void>;
+  /**
+   * Acquires resource, waiting up to options.waitMillis for it (0 by default: LeaseDeniedError at
+   * once when it is held; Infinity: until options.signal aborts; a wait that runs out is
+   * LeaseDeniedError), and keeps the lease alive by renewing it until release(), a loss, or
+   * options.signal. See HeldLease.
+   */
+  hold(resource: string, options?: HoldOptions): Promise<HeldLease>;
+  /**
+   * Holds resource while fn runs and releases it when fn settles, whatever the outcome. Resolves to
+   * fn's value; rejects with fn's error, the LeaseLostError when the lease was lost while fn ran, or
+   * an AggregateError of those (and the release's failure) when more than one happened.
+   * isLeaseLost(err) tells whether the lease was lost.
+   */
+  withLease<T>(resource: string, fn: (held: HeldLease) => T | PromiseLike<T>, options?: HoldOptions): Promise<Awaited<T>>;
+  /**
+   * Who holds resource, changing nothing. With afterFence and waitMillis, answers as soon as the
+   * current fence (the live lease's, 0 when none is live) differs from afterFence, or when the wait
+   * ends, with the state then.
+   */
+  inspect(resource: string, options?: InspectOptions): Promise<LeaseStatus>;
+  /** The election named name: the leader is the holder of its lease. */
+  election(name: string, options?: ElectionOptions): LeaseElection;
+  toString(): string;
+}
+
+export interface HoldOptions {
+  /**
+   * How long to wait for a resource another holder has, in whole milliseconds, or Infinity: the
+   * coordinator hands it over in arrival order as soon as it is released or expires. 0 by default.
+   */
+  waitMillis?: number | undefined;
+  /** Ends the wait (rejecting with signal.reason), or later the hold (the lease is released; HeldLease.signal aborts with signal.reason). */
+  signal?: AbortSignal | undefined;
+  /**
+   * How often to renew, counted from each renewal's send; a third of the TTL by default. It must be
+   * less than the TTL minus the clock skew (checked at the grant: InvalidArgumentError, and the
+   * lease is released).
+   */
+  renewEveryMillis?: number | undefined;
+}
+
+export interface InspectOptions extends CallOptions {
+  /** Answer when the current fence (the live lease's, or 0) differs from this. */
+  afterFence?: number | undefined;
+  /** With afterFence: how long the coordinator may wait for the change (0 to 2**31, at most its -max-wait). */
+  waitMillis?: number | undefined;
+}
+
+/** What inspect answers: the live lease, or the fence of the last one (0 if none is remembered). */
+export type LeaseStatus =
+  | { readonly held: true; readonly holderId: string; readonly fence: number; readonly remainingMillis: number }
+  | { readonly held: false; readonly lastFence: number };
+
+export interface ElectionOptions {
+  /** The campaign's hold's renewEveryMillis. */
+  renewEveryMillis?: number | undefined;
+}
+
+export interface SignalOptions {
+  /** Ends the call: it rejects with (or, for observe, ends at) signal.reason. */
+  signal?: AbortSignal | undefined;
+}
+
+/** The leader of an election: the holder of its lease. */
+export interface Leader {
+  readonly holderId: string;
+  readonly fence: number;
+}
+
+/** The events a HeldLease dispatches. */
+export interface HeldLeaseEventMap {
+  /** After each successful renewal; event.lease is the new lease. */
+  renewed: HoldEvent;
+  /** The lease was lost; event.error is the LeaseLostError (also signal.reason). */
+  lost: HoldEvent;
+  /** release() or the signal given to hold ended the hold. */
+  released: HoldEvent;
+}
+
+/**
+ * A lease kept alive by its own renewals while the work runs: what hold resolves to and withLease's
+ * fn receives.
+ *
+ * `signal` aborts when the lease is lost, with a LeaseLostError: when the coordinator refuses a
+ * renewal, or at the holder's deadline (the last successful renewal's send + TTL - clock skew, by
+ * the holder's clock) when no renewal succeeded, never after it as far as the host runs its timers
+ * on time; with a LeaseReleasedError when release() ends the hold; with the reason of the signal
+ * given to hold when that aborts. It cannot stop a write already on its way to the resource: that
+ * write still needs the resource's gate.
+ */
+export class HeldLease extends EventTarget {
+  private constructor();
+  /** The fencing token every write presents: the same for the whole hold. */
+  readonly token: FenceToken;
+  /** The current lease: the last successful renewal's. */
+  readonly lease: ServiceLease;
+  /** The holder's deadline of the current lease. */
+  readonly deadline: Instant;
+  /** The work's signal (see above). */
+  readonly signal: AbortSignal;
+  /** How many renewals succeeded. */
+  readonly renewals: number;
+  /**
+   * Ends the hold (signal aborts with a LeaseReleasedError) and releases the lease, which hands the
+   * resource to the next waiter. Resolves once the coordinator ended it or it had ended (a lost hold
+   * included; a second call resolves too); rejects if the release got no answer (call again).
+   */
+  release(options?: CallOptions): Promise<void>;
+  /** release(options). */
+  dispose(options?: CallOptions): Promise<void>;
+  /** release(): what `await using` calls. */
+  [Symbol.asyncDispose](): Promise<void>;
+  addEventListener<K extends keyof HeldLeaseEventMap>(type: K, listener: (this: HeldLease, event: HeldLeaseEventMap[K]) => unknown,
+    options?: boolean | AddEventListenerOptions): void;
+  addEventListener(type: string, listener: EventListener | EventListenerObject | null, options?: boolean | AddEventListenerOptions): void;
+  removeEventListener<K extends keyof HeldLeaseEventMap>(type: K, listener: (this: HeldLease, event: HeldLeaseEventMap[K]) => unknown,
+    options?: boolean | EventListenerOptions): void;
+  removeEventListener(type: string, listener: EventListener | EventListenerObject | null, options?: boolean | EventListenerOptions): void;
+  toString(): string;
+}
+
+/** An event of a HeldLease: 'renewed', 'lost' or 'released'. */
+export class HoldEvent extends Event {
+  private constructor();
+  readonly type: keyof HeldLeaseEventMap;
+  /** The hold's lease when the event was dispatched. */
+  readonly lease: ServiceLease;
+  /** For 'lost', the LeaseLostError; null otherwise. */
+  readonly error: LeaseLostError | null;
+}
+
+/** Leader election over one resource, the election's name: the leader is the holder of its lease. */
+export class LeaseElection {
+  private constructor();
+  /** The election's name: the resource whose holder leads. */
+  readonly name: string;
+  /**
+   * Waits, in the resource's queue, until this holder leads, or options.signal aborts. The
+   * HeldLease renews itself, its signal aborts when the lead is lost, and release() resigns (the
+   * next campaigner leads at once).
+   */
+  campaign(options?: SignalOptions): Promise<HeldLease>;
+  /** The current leader, or null when nobody leads. */
+  leader(options?: CallOptions): Promise<Leader | null>;
+  /**
+   * The leaders: the current one first (if any), then each new one as it is elected, once each, in
+   * fence order. Ends when options.signal aborts or the loop breaks; failures to reach the
+   * coordinator are retried with the client's backoff, a refusal that will not change is thrown.
+   */
+  observe(options?: SignalOptions): AsyncIterableIterator<Leader>;
   toString(): string;
 }
 
@@ -148,6 +316,35 @@ export class LeaseExpiredError extends LeaseFenceError {
   readonly holderId: string;
   readonly fence: number;
 }
+
+/**
+ * A held lease was lost: the coordinator refused a renewal (cause: that LeaseExpiredError), or no
+ * renewal succeeded before the holder's deadline (cause: the last renewal's failure, if any).
+ */
+export class LeaseLostError extends LeaseFenceError {
+  constructor(message?: string, options?: { resource?: string; holderId?: string; fence?: number; deadline?: Instant; cause?: unknown });
+  readonly code: 'lease_lost';
+  readonly resource: string;
+  readonly holderId: string;
+  readonly fence: number;
+  /** The holder's deadline of the last lease it had: the work had to stop by then. null if not given. */
+  readonly deadline: Instant | null;
+}
+
+/** The reason a HeldLease's signal aborts with when release() ended the hold. */
+export class LeaseReleasedError extends LeaseFenceError {
+  constructor(message?: string, options?: { resource?: string; holderId?: string; fence?: number; cause?: unknown });
+  readonly code: 'released';
+  readonly resource: string;
+  readonly holderId: string;
+  readonly fence: number;
+}
+
+/**
+ * Whether err is or holds a LeaseLostError: itself, an AggregateError's errors, a SuppressedError's
+ * error or suppressed, or a cause, at any depth.
+ */
+export function isLeaseLost(err: unknown): boolean;
 
 // The Lease-Fence header of fence-proxy (docs/fencing.md).
 export { LEASE_FENCE_HEADER, MAX_HEADER_FENCE, leaseFenceHeader, staleFenceError } from './fence-header.js';

@@ -24,7 +24,6 @@
 // one set of classes with the caller's `import … from 'lease-fence'`, and
 // loads the wasm the way that entry does.
 import { createMonotonicClock, InvalidArgumentError, LeaseClient, LeaseFenceError } from 'lease-fence';
-import { LEASE_FENCE_HEADER, leaseFenceHeader, staleFenceError } from './fence-header.mjs';
 
 // ---------------------------------------------------------------- protocol
 
@@ -327,7 +326,7 @@ function short(s) {
 
 const internal = Symbol('lease-fence service-client internal');
 let leaseState; // (lease) => { client, record }; set in ServiceLease's static block
-let clientTools; // (client) => { timers, clock, fetch, backoff, maxWait, renew }; set in LeaseServiceClient's static block
+let clientTools; // (client) => { timers, clock, backoff, maxWait, renew, acquire }; set in LeaseServiceClient's static block
 
 /**
  * A client of the coordinator service for one holder. Every method is async;
@@ -351,7 +350,7 @@ export class LeaseServiceClient {
 
   static {
     clientTools = (c) => ({
-      timers: c.#timers, clock: c.#lc.clock, fetch: c.#fetch, backoff: c.#backoff, maxWait: c.#maxWait,
+      timers: c.#timers, clock: c.#lc.clock, backoff: c.#backoff, maxWait: c.#maxWait,
       renew: (lease, opts) => c.#renew(lease, opts),
       acquire: (resource, opts, waitMillis) => c.#acquire(resource, opts, waitMillis),
     });
@@ -962,12 +961,15 @@ async function makeHold(client, resource, { waitMillis, signal, renewEveryMillis
 
 /** What a HeldLease dispatches: 'renewed', 'lost' and 'released'. */
 export class HoldEvent extends Event {
-  constructor(type, options) {
+  constructor(key, type, lease, error = null) {
+    if (key !== internal) {
+      throw new InvalidArgumentError('lease-fence: HoldEvent objects are dispatched by a HeldLease, not made with new', 'this');
+    }
     super(type);
     /** The hold's current lease (ServiceLease) when the event was dispatched. */
-    this.lease = field(options, 'lease', null);
-    /** For 'lost': the LeaseLostError, also the signal's reason. */
-    this.error = field(options, 'error', null);
+    this.lease = lease;
+    /** For 'lost': the LeaseLostError, also the signal's reason; null otherwise. */
+    this.error = error;
   }
 }
 named(HoldEvent, 'HoldEvent');
@@ -1037,12 +1039,6 @@ export class HeldLease extends EventTarget {
     this.#lease = lease;
     this.#every = every;
     this.#next = sentAt + every;
-    /**
-     * fetch(input, init) with this hold's Lease-Fence header, for writes
-     * through fence-proxy; a function of its own, so it can be passed on
-     * (`const { fetch } = held`).
-     */
-    Object.defineProperty(this, 'fetch', { value: (input, init) => this.#fetch(input, init), enumerable: true });
     if (outer) {
       this.#outer = outer;
       this.#onOuter = () => this.#endBy(outer.reason);
@@ -1094,7 +1090,7 @@ export class HeldLease extends EventTarget {
     if (!this.#done) {
       const { resource, holderId, fence } = this.#lease.token;
       this.#end(new LeaseReleasedError(`lease-fence: the hold on ${JSON.stringify(resource)} (fence ${fence}) was released`, { resource, holderId, fence }));
-      this.dispatchEvent(new HoldEvent('released', { lease: this.#lease }));
+      this.dispatchEvent(new HoldEvent(internal, 'released', this.#lease));
     }
     if (this.#releasing === undefined) this.#releasing = this.#sendRelease(options);
     const p = this.#releasing;
@@ -1208,7 +1204,7 @@ export class HeldLease extends EventTarget {
       }
       this.#renewals++;
       this.#failure = undefined;
-      this.dispatchEvent(new HoldEvent('renewed', { lease: this.#lease }));
+      this.dispatchEvent(new HoldEvent(internal, 'renewed', this.#lease));
       if (this.#done) return; // a listener released it
     } else if (err instanceof LeaseExpiredError) {
       this.#lose(err);
@@ -1244,62 +1240,15 @@ export class HeldLease extends EventTarget {
     if (cause !== undefined) options.cause = cause;
     const err = new LeaseLostError(`lease-fence: the lease on ${JSON.stringify(resource)} (fence ${fence}) was lost: ${why}`, options);
     this.#end(err);
-    this.dispatchEvent(new HoldEvent('lost', { lease, error: err }));
+    this.dispatchEvent(new HoldEvent(internal, 'lost', lease, err));
     this.#releaseInBackground();
   }
 
   #endBy(reason) {
     if (this.#done) return;
     this.#end(reason);
-    this.dispatchEvent(new HoldEvent('released', { lease: this.#lease }));
+    this.dispatchEvent(new HoldEvent(internal, 'released', this.#lease));
     this.#releaseInBackground();
-  }
-
-  async #fetch(input, init) {
-    if (init !== undefined && !isOptions(init)) {
-      throw new InvalidArgumentError('lease-fence: held.fetch takes (input, init) with init an object', 'init');
-    }
-    // Read the clock rather than trust the deadline's timer to have run:
-    // nothing is sent after the deadline.
-    if (!this.#done) {
-      try {
-        if (this.#lease.deadline.millis - this.#tools.clock.now().millis <= DEADLINE_EARLY_MILLIS) this.#lose(this.#failure);
-      } catch (e) {
-        this.#lose(e);
-      }
-    }
-    const hold = this.#ac.signal;
-    if (hold.aborted) throw hold.reason;
-    const isRequest = typeof Request === 'function' && input instanceof Request;
-    const headers = new Headers(init?.headers ?? (isRequest ? input.headers : undefined));
-    if (headers.has(LEASE_FENCE_HEADER)) {
-      throw new InvalidArgumentError(`lease-fence: held.fetch sets the ${LEASE_FENCE_HEADER} header itself; init.headers has one`, 'init.headers');
-    }
-    headers.set(LEASE_FENCE_HEADER, leaseFenceHeader(this.#lease.token));
-    const own = init?.signal ?? (isRequest ? input.signal : undefined);
-    checkSignal(own ?? undefined, 'init.signal');
-    // The request is aborted if the hold ends before its answer comes; the
-    // caller's own signal aborts it (and the body) as fetch's would.
-    const ac = new AbortController();
-    const onHold = () => ac.abort(hold.reason);
-    const onOwn = () => ac.abort(own.reason);
-    if (own) {
-      if (own.aborted) throw own.reason;
-      own.addEventListener('abort', onOwn, { once: true });
-    }
-    hold.addEventListener('abort', onHold, { once: true });
-    let res;
-    try {
-      const send = this.#tools.fetch;
-      res = await send(input, { ...init, headers, signal: ac.signal });
-    } catch (e) {
-      throw ac.signal.aborted ? ac.signal.reason : e;
-    } finally {
-      hold.removeEventListener('abort', onHold);
-    }
-    const stale = await staleFenceError(res);
-    if (stale) throw stale;
-    return res;
   }
 
   toString() {
