@@ -30,6 +30,9 @@ import {
   isLeaseLost,
 } from 'lease-fence/service-client';
 import { rng } from '../js/helpers.mjs';
+import { existsSync } from 'node:fs';
+import { pathToFileURL } from 'node:url';
+import { FenceGate } from 'lease-fence';
 import { ManualTimers, children, root, startNative, startProxy, startWorker, stopAll, tracked, until } from './harness.mjs';
 
 const TTL = 2000;
@@ -42,7 +45,12 @@ const SEED = Number(process.env.HOLD_SEED ?? 20_170);
 const parked = new Set();
 const targets = {};
 
+let holdTs;
+
 before(async () => {
+  const compiled = path.join(root, 'out/test/svcclient/hold.js');
+  assert.ok(existsSync(compiled), 'hold.ts is not compiled: run tsc -p test/svcclient/tsconfig.json');
+  holdTs = await import(pathToFileURL(compiled).href);
   const [native, worker] = await Promise.all([startNative({ ttl: TTL }), startWorker({ ttl: TTL })]);
   for (const t of [native, worker]) {
     t.proxy = await startProxy(t.url, { onPark: (e) => e.headers['x-fault-id'] && parked.add(e.headers['x-fault-id']) });
@@ -281,6 +289,42 @@ for (const which of ['native', 'worker']) {
       assert.equal(wc.value.token.fence, b.token.fence + 1, 'b had one place and one fence');
       await wc.value.release();
       T.proxy.policy = null;
+    });
+
+    test('a waited grant whose first renewal is refused as expired: hold waits again, for what is left of the wait', async () => {
+      const T = t();
+      T.proxy.reset();
+      const r = resourceName('rewait');
+      const a = await client(T, 'rw-a').hold(r);
+      // b's own time is manual: its wait outlasts a TTL by b's clock, so
+      // the grant's deadline (anchored at the send) has passed when it
+      // comes and b renews it at once; that renewal is answered as expired.
+      const clock = createManualClock('rw-b', { start: 1000 });
+      const timers = new ManualTimers(clock);
+      const b = client(T, 'rw-b', { clock, timers });
+      let refused = 0;
+      T.proxy.policy = (e) => {
+        if (e.path !== '/v1/renew' || e.json?.holderId !== 'rw-b' || refused > 0) return undefined;
+        refused++;
+        return { answer: { status: 200, body: { ok: false, reason: 'expired' } } };
+      };
+      const wb = await queue(T, b, r);
+      clock.set(1000 + TTL + 1);
+      await a.release();
+      await wb.promise;
+      assert.equal(wb.error, undefined, String(wb.error));
+      assert.equal(refused, 1);
+      const acquisitions = T.proxy.on('/v1/acquire').filter((e) => e.json?.holderId === 'rw-b');
+      assert.equal(new Set(acquisitions.map((e) => e.json.requestId)).size, 2, 'b acquired again, as a new request');
+      assert.ok(acquisitions.at(-1).json.waitMillis <= 30_000 - TTL, `the second wait asked for ${acquisitions.at(-1).json.waitMillis} ms`);
+      // The first grant (a + 1) ran out at the coordinator; b holds the next.
+      assert.equal(wb.value.token.fence, a.token.fence + 2);
+      const st = await b.inspect(r);
+      assert.deepEqual(st, { held: true, holderId: 'rw-b', fence: a.token.fence + 2, remainingMillis: st.remainingMillis });
+      assert.equal(wb.value.signal.aborted, false);
+      T.proxy.policy = null;
+      await wb.value.release();
+      assert.equal(timers.count, 0, timers.describe());
     });
 
     test(`renewals under faults, ${RUNS} seeded runs on manual time: the signal fires at the holder's deadline, never after`, async (ctx) => {
@@ -692,6 +736,43 @@ for (const which of ['native', 'worker']) {
         assert.ok(w.at - at < TTL + BOUND, `${mode}: the waiter held ${w.at - at} ms after the holder died`);
         await w.value.release();
       }
+    });
+
+    test('TypeScript (compiled): await using a hold, withLease, inspect, elections', async () => {
+      const T = t();
+      T.proxy.reset();
+      const a = client(T, 'ts-a');
+      const r = resourceName('ts');
+      const gate = new FenceGate(r);
+      const { token, signal } = await holdTs.holdAndWrite(a, r, gate);
+      assert.equal(gate.floor, token.fence);
+      assert.ok(signal.aborted && signal.reason instanceof LeaseReleasedError, 'await using released the hold');
+      assert.equal(await holdTs.describe(a, r), `free after fence ${token.fence}`);
+      // Waiting behind another holder, inside the block.
+      const b = await client(T, 'ts-b').hold(r);
+      const waiting = tracked(holdTs.holdAndWrite(a, r, gate, { waitMillis: 30_000 }));
+      await until(() => T.proxy.on('/v1/acquire').length >= 3, 'the waiting acquisition');
+      assert.equal(await holdTs.describe(a, r), `held by ts-b with fence ${b.token.fence}`);
+      await b.release();
+      await waiting.promise;
+      assert.equal(waiting.error, undefined, String(waiting.error));
+      assert.equal(waiting.value.token.fence, b.token.fence + 1);
+      assert.equal(await holdTs.report(a, r), '2 pages');
+      const name = resourceName('ts-election');
+      const h1 = await client(T, 'ts-leader-1').election(name).campaign();
+      const seen = tracked(holdTs.leaders(a, name, 2));
+      // The observer saw leader 1 and waits for the next.
+      await until(() => T.proxy.on('/v1/inspect').some((e) => e.json?.resource === name && e.json.afterFence === h1.token.fence), 'the observer waits');
+      const next = tracked(client(T, 'ts-leader-2').election(name).campaign());
+      await until(() => T.proxy.on('/v1/acquire').some((e) => e.json?.resource === name && e.json.holderId === 'ts-leader-2'), 'leader 2 campaigns');
+      await h1.release();
+      await next.promise;
+      await seen.promise;
+      assert.equal(seen.error, undefined, String(seen.error));
+      assert.deepEqual(seen.value, [{ holderId: 'ts-leader-1', fence: h1.token.fence }, { holderId: 'ts-leader-2', fence: next.value.token.fence }]);
+      await next.value.release();
+      const f3 = await holdTs.leadOnce(client(T, 'ts-leader-3'), name);
+      assert.equal(f3, next.value.token.fence + 1);
     });
 
     test('the long hold outlived 10 TTLs with one fence', async () => {

@@ -925,9 +925,28 @@ function holdOptions(options, what) {
 }
 
 // makeHold acquires resource (waiting as waitMillis says) and starts a
-// HeldLease on it.
-async function makeHold(client, resource, { waitMillis, signal, renewEveryMillis }) {
+// HeldLease on it. A waited grant whose first renewal is refused (it
+// expired at the coordinator before the renewal came: a wait longer than
+// the TTL and a slow answer) is waited for again, for what is left of the
+// wait, as Go's wire.Client.Hold does.
+async function makeHold(client, resource, opts) {
   const tools = clientTools(client);
+  let { waitMillis } = opts;
+  for (;;) {
+    const start = tools.clock.now().millis;
+    try {
+      return await holdOnce(client, tools, resource, { ...opts, waitMillis });
+    } catch (e) {
+      if (!(e instanceof LeaseExpiredError) || waitMillis === 0) throw e;
+      if (waitMillis !== Infinity) {
+        waitMillis -= tools.clock.now().millis - start;
+        if (waitMillis < 1) throw e;
+      }
+    }
+  }
+}
+
+async function holdOnce(client, tools, resource, { waitMillis, signal, renewEveryMillis }) {
   let { lease, sentAt } = await tools.acquire(resource, { signal }, waitMillis);
   const giveUp = (e) => {
     client.release(lease).catch(() => {});

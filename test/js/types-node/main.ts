@@ -7,9 +7,12 @@ import {
   createManualClock, FenceGate, GateBusyError, init, LeaseClient, LeaseCoordinator, SupersededError,
   type FenceToken, type WasmSource,
 } from 'lease-fence';
-import { LeaseServiceClient, type CallOptions } from 'lease-fence/service-client';
+import { LeaseServiceClient, isLeaseLost, type CallOptions, type HoldOptions, type InspectOptions } from 'lease-fence/service-client';
 
 interface Settings {
+  wait?: number;
+  renewEvery?: number;
+  after?: number;
   start?: number;
   skew?: number;
   floor?: number;
@@ -38,4 +41,22 @@ export async function use(s: Settings, token: FenceToken): Promise<string> {
     if (e instanceof SupersededError) return `${e.newerHolderId} ${e.newerFence}`;
     throw e;
   }
+}
+
+// Holding, with the caller's optional values passed through.
+export async function hold(s: Settings): Promise<string> {
+  const svc = new LeaseServiceClient({ baseURL: 'http://127.0.0.1:8787', holderId: 'a', maxWaitMillis: s.wait, timers: undefined });
+  const options: HoldOptions = { waitMillis: s.wait, signal: s.signal, renewEveryMillis: s.renewEvery };
+  const held = await svc.hold('r', options);
+  held.addEventListener('lost', (e) => console.log(e.error?.deadline?.millis, e.lease.token.fence));
+  held.addEventListener('renewed', (e) => console.log(e.type));
+  await held.release({ signal: s.signal });
+  const inspect: InspectOptions = { afterFence: s.after, waitMillis: s.wait, signal: s.signal, timeoutMillis: s.timeoutMillis };
+  const st = await svc.inspect('r', inspect);
+  const n = await svc.withLease('r', async ({ token, signal }) => (signal.aborted ? 0 : token.fence), options).catch((e: unknown) => (isLeaseLost(e) ? -1 : -2));
+  const e = svc.election('leader', { renewEveryMillis: s.renewEvery });
+  const leader = await e.leader({ signal: s.signal });
+  for await (const l of e.observe({ signal: s.signal })) console.log(l.holderId);
+  await (await e.campaign({ signal: s.signal })).release();
+  return `${st.held ? st.fence : st.lastFence} ${n} ${leader?.holderId}`;
 }
