@@ -16,6 +16,7 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { createManualClock, InvalidArgumentError } from 'lease-fence';
 import {
   HeldLease,
@@ -552,6 +553,24 @@ for (const which of ['native', 'worker']) {
         await aborted(signal);
         signal.throwIfAborted();
       }, { renewEveryMillis: 100 }), (e) => assert.ok(e instanceof LeaseLostError));
+      // One stopped by an AbortError whose cause is the loss (as
+      // node:timers/promises rejects): the loss alone.
+      await rejects(a.withLease(r, async ({ lease, signal }) => {
+        await releaseBehindItsBack(T, lease);
+        await sleep(60_000, undefined, { signal });
+      }, { renewEveryMillis: 100 }), (e) => assert.ok(e instanceof LeaseLostError && e.cause instanceof LeaseExpiredError, String(e)));
+      // An AbortError for another reason is the callback's own error.
+      const other = new AbortController();
+      await rejects(a.withLease(r, async ({ lease, signal }) => {
+        await releaseBehindItsBack(T, lease);
+        await aborted(signal);
+        other.abort(new Error('another reason'));
+        await sleep(60_000, undefined, { signal: other.signal });
+      }, { renewEveryMillis: 100 }), (e) => {
+        assert.ok(e instanceof AggregateError, String(e));
+        assert.equal(e.errors[0].name, 'AbortError');
+        assert.ok(e.errors[1] instanceof LeaseLostError);
+      });
       // The caller's signal ends the hold: the callback's error, the lease released.
       const ac = new AbortController();
       const why = new Error('shutting down');

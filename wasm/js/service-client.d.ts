@@ -116,8 +116,9 @@ export class LeaseServiceClient {
   /**
    * Holds resource while fn runs and releases it when fn settles, whatever the outcome. Resolves to
    * fn's value; rejects with fn's error, the LeaseLostError when the lease was lost while fn ran, or
-   * an AggregateError of those (and the release's failure) when more than one happened.
-   * isLeaseLost(err) tells whether the lease was lost.
+   * an AggregateError of those (and the release's failure) when more than one happened; fn's error
+   * is left out when it is the loss or an AbortError caused by it. isLeaseLost(err) tells whether
+   * the lease was lost.
    */
   withLease<T>(resource: string, fn: (held: HeldLease) => T | PromiseLike<T>, options?: HoldOptions): Promise<Awaited<T>>;
   /**

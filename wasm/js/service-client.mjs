@@ -543,7 +543,9 @@ export class LeaseServiceClient {
    * error, with the LeaseLostError if the lease was lost while fn ran, or
    * with an AggregateError of them (fn's error, the LeaseLostError, the
    * release's failure: those that happened, in that order) when more than
-   * one did. isLeaseLost(err) tells whether the lease was lost.
+   * one did. fn's error is left out when it is the loss itself or has it as
+   * its cause (an AbortError of the signal). isLeaseLost(err) tells whether
+   * the lease was lost.
    */
   async withLease(resource, fn, options) {
     if (typeof fn !== 'function') {
@@ -569,12 +571,16 @@ export class LeaseServiceClient {
       if (!(opts.signal?.aborted && e === opts.signal.reason)) releaseError = e;
     }
     const errors = [];
-    if (failed) errors.push(error);
-    if (lost && !(failed && error === lost)) errors.push(lost);
+    // fn stopped because of the loss (it threw the signal's reason, or an
+    // AbortError caused by it, as node:timers/promises and events.once
+    // reject): the loss alone says it.
+    const stoppedByLoss = failed && lost !== undefined && (error === lost || (typeof error === 'object' && error !== null && error.cause === lost));
+    if (failed && !stoppedByLoss) errors.push(error);
+    if (lost) errors.push(lost);
     if (releaseError !== undefined) errors.push(releaseError);
     if (errors.length === 0) return value;
     if (errors.length === 1) throw errors[0];
-    const what = [failed && 'the callback failed', lost && 'the lease was lost while it ran', releaseError !== undefined && 'the release failed'].filter(Boolean);
+    const what = [failed && !stoppedByLoss && 'the callback failed', lost && 'the lease was lost while it ran', releaseError !== undefined && 'the release failed'].filter(Boolean);
     throw new AggregateError(errors, `lease-fence: withLease(${JSON.stringify(held.token.resource)}): ${what.join(', and ')}`);
   }
 
