@@ -172,12 +172,16 @@ export async function startProxy(target, hooks = {}) {
 
 // ---------------------------------------------------------------- waiting
 
-/** Resolves once check() is true, looking after every macrotask; fails after guardMillis. */
+/**
+ * Resolves once check() is true, looking every 2 ms (a look after every
+ * macrotask would keep this process busy while it waits, and slow the
+ * coordinators it shares the machine with); fails after guardMillis.
+ */
 export async function until(check, what, guardMillis = 60_000) {
   const start = performance.now();
   while (!check()) {
     if (performance.now() - start > guardMillis) throw new Error(`${what}: not true after ${guardMillis} ms`);
-    await new Promise((resolve) => setImmediate(resolve));
+    await new Promise((resolve) => setTimeout(resolve, 2));
   }
 }
 
