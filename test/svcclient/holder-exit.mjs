@@ -2,10 +2,11 @@
 //
 //   node holder-exit.mjs BASE_URL RESOURCE MODE
 //
-// MODE release: hold, print "held", release, print "released" (the process
-// must then end by itself, promptly). MODE lost: hold, end the lease at the
-// coordinator behind the hold's back, print "lost" when the hold finds out
-// (it must then end by itself, having released nothing more). MODE keep:
+// MODE release: hold, print "held", release, print "released", then "active
+// [...]": what keeps Node's event loop alive (nothing: the process must then
+// end by itself). MODE lost: hold, end the lease at the coordinator behind
+// the hold's back, print "lost" when the hold finds out, then "active
+// [...]" once its release is answered (nothing). MODE keep:
 // hold, print "renewed" at each renewal (it must not end by itself; the
 // test kills it). MODE crash: hold, and at the first renewal throw an
 // uncaught exception (the process dies with exit code 1, releasing
@@ -16,11 +17,19 @@ const [baseURL, resource, mode] = process.argv.slice(2);
 const client = new LeaseServiceClient({ baseURL, holderId: `exit-${mode}`, backoff: () => 0 });
 const held = await client.hold(resource, { renewEveryMillis: 200 });
 console.log('held');
+// What keeps Node's event loop alive once the hold is over, but for this
+// process's own stdout and stderr (pipes): nothing.
+const active = () => setImmediate(() => console.log(`active ${JSON.stringify(process.getActiveResourcesInfo().filter((r) => r !== 'PipeWrap'))}`));
 if (mode === 'release') {
   await held.release();
   console.log('released');
+  active();
 } else if (mode === 'lost') {
-  held.addEventListener('lost', () => console.log('lost'));
+  held.addEventListener('lost', async () => {
+    console.log('lost');
+    await held.release(); // resolves once the release sent at the loss is answered
+    active();
+  });
   await client.release(held.lease);
 } else if (mode === 'crash') {
   held.addEventListener('renewed', () => {
