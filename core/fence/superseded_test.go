@@ -318,9 +318,12 @@ func TestGateBusyErrorNamesRunningWrite(t *testing.T) {
 
 	// A deadline that passes while it waits: errors.Is DeadlineExceeded.
 	r = startWrite(t, g, tok("a", 5))
-	tctx, tcancel := context.WithTimeout(context.Background(), time.Millisecond)
-	defer tcancel()
-	if err := g.CommitContext(tctx, tok("b", 6), func(context.Context) error { return nil }); !errors.As(err, &busy) ||
+	// The deadline passes once the write is queued (a real 1 ms timeout
+	// could pass before CommitContext is even called, on a busy machine).
+	dctx := &expiringCtx{Context: context.Background(), done: make(chan struct{})}
+	res, _ = queue(t, g, dctx, tok("b", 6))
+	dctx.expire()
+	if err := <-res; !errors.As(err, &busy) ||
 		!errors.Is(err, context.DeadlineExceeded) || busy.RunningHolderID != "a" || busy.RunningFence != 5 {
 		t.Fatalf("err = %v", err)
 	}
@@ -373,3 +376,21 @@ func TestGateBusyErrorTimes(t *testing.T) {
 	close(dRel)
 	must(t, <-dDone)
 }
+
+// expiringCtx is a context whose deadline passes when the test says so.
+type expiringCtx struct {
+	context.Context
+	done    chan struct{}
+	expired atomic.Bool
+}
+
+func (c *expiringCtx) Done() <-chan struct{} { return c.done }
+
+func (c *expiringCtx) Err() error {
+	if c.expired.Load() {
+		return context.DeadlineExceeded
+	}
+	return nil
+}
+
+func (c *expiringCtx) expire() { c.expired.Store(true); close(c.done) }
