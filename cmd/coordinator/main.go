@@ -449,7 +449,7 @@ func openLocal(ctx context.Context, log *slog.Logger, memory, create bool, dir s
 		}
 		closeStore = ps.Close
 		cfg.Persist = timedPersister{Persister: ps, syncs: syncs}
-		log.Info("state in " + dir + " (Pebble): every grant and renewal synced before it is answered, releases with the next write")
+		log.Info("state in " + dir + " (Pebble): every grant and renewal synced before it is answered, releases with the next synced write or within 2 ms")
 	}
 	store, err := service.NewLocal(cfg)
 	if err == nil {

@@ -3,14 +3,15 @@
 // Package pebblestore keeps the coordinator's state on disk, in a Pebble
 // database (github.com/cockroachdb/pebble/v2, CockroachDB's storage
 // engine): a synced write is one append to Pebble's write-ahead log and one
-// fdatasync, shared by the writes made at the same time. It is the
-// service.Persister of the native server (cmd/coordinator).
+// fdatasync, shared by the synced writes made at the same time (Write). It
+// is the service.Persister of the native server (cmd/coordinator).
 //
 // A state directory holds three kinds of key: "meta/format" (the format
 // name), "meta/fence-mark" (the fence mark, decimal) and "lease/<resource>"
-// (the resource's service.Entry as JSON). Everything is checked when the
-// store opens, and anything unexpected is refused with the files left as
-// they were (Open reads the directory in Pebble's read-only mode first).
+// (the resource's service.Entry in a binary layout, entry.go). Everything is
+// checked when the store opens, and anything unexpected is refused with the
+// files left as they were (Open reads the directory in Pebble's read-only
+// mode first).
 package pebblestore
 
 import (
@@ -34,7 +35,12 @@ import (
 )
 
 // Format is the value of the "meta/format" key of a state directory.
-const Format = "lease-fence state 2"
+const Format = "lease-fence state 3"
+
+// formatJSON is the previous format, whose entries are JSON
+// (service.EncodeEntry). Such a state is read (as strictly) and rewritten in
+// Format at its first write.
+const formatJSON = "lease-fence state 2"
 
 var (
 	keyFormat = []byte("meta/format")
@@ -72,9 +78,15 @@ type Store struct {
 	use  sync.RWMutex
 	lock *pebble.Lock
 	st   service.Stored // what Open read, for Load
+	// upgrade: the state is in the previous format (formatJSON); the first
+	// Write rewrites it in this one.
+	upgrade bool
+	fatal   pebbleLogger
 
 	full    atomic.Bool
 	checked atomic.Int64 // when the free space was last checked (UnixNano)
+
+	w writer // the order of the writes, the pending ones, the group commit (write.go)
 }
 
 var _ service.Persister = (*Store)(nil)
@@ -131,7 +143,7 @@ func Open(dir string, opts Options) (*Store, error) {
 	} else if err != nil {
 		return nil, fmt.Errorf("pebblestore: the state %s cannot be locked: %w", dir, err)
 	}
-	s := &Store{dir: dir, opts: opts, lock: lock}
+	s := &Store{dir: dir, opts: opts, lock: lock, fatal: pebbleLogger{opts.Logger}}
 	if err := s.open(); err != nil {
 		_ = lock.Close()
 		return nil, err
@@ -160,7 +172,7 @@ func (s *Store) open() error {
 	if err != nil {
 		return fmt.Errorf("pebblestore: the state %s cannot be opened: %w", s.dir, err)
 	}
-	s.st, err = read(ro)
+	s.st, s.upgrade, err = read(ro)
 	if cerr := ro.Close(); err == nil && cerr != nil {
 		err = cerr
 	}
@@ -188,26 +200,52 @@ func (s *Store) openRW() (*pebble.DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pebblestore: the state %s cannot be opened for writing: %w", s.dir, err)
 	}
+	if s.upgrade {
+		// Every entry as read (nothing was written since) in this format,
+		// and the format key, in one synced batch.
+		b := db.NewBatch()
+		_ = b.Set(keyFormat, []byte(Format), nil)
+		s.encode(b, service.Batch{Put: s.st.Entries})
+		if err := errors.Join(b.Commit(pebble.Sync), b.Close()); err != nil {
+			db.Close()
+			return nil, fmt.Errorf("pebblestore: the state %s cannot be rewritten in the format %q: %w", s.dir, Format, err)
+		}
+		s.upgrade = false
+		s.opts.Logger.Info("the state was rewritten in the current format", "state", s.dir, "from", formatJSON, "to", Format)
+	}
 	s.db.Store(db)
 	return db, nil
 }
 
-// read reads and checks every key of db.
-func read(db *pebble.DB) (service.Stored, error) {
+// read reads and checks every key of db, and reports whether the state is
+// in the previous format (formatJSON), whose entries are JSON.
+func read(db *pebble.DB) (service.Stored, bool, error) {
 	var st service.Stored
+	decode, old := decodeEntry, false
+	switch v, closer, err := db.Get(keyFormat); {
+	case errors.Is(err, pebble.ErrNotFound):
+		return st, false, damaged("its format or fence mark is missing: not a lease-fence state, or a damaged one")
+	case err != nil:
+		return st, false, err
+	case string(v) == formatJSON:
+		decode, old = service.DecodeEntry, true
+		closer.Close()
+	case string(v) != Format:
+		err = damaged("it has the unknown format " + strconv.Quote(string(v)) + ", not " + strconv.Quote(Format))
+		closer.Close()
+		return st, false, err
+	default:
+		closer.Close()
+	}
 	it, err := db.NewIter(nil)
 	if err != nil {
-		return st, err
+		return st, false, err
 	}
-	format, mark := false, false
+	mark := false
 	for it.First(); it.Valid(); it.Next() {
 		k, v := it.Key(), it.Value()
 		switch key := string(k); {
 		case key == string(keyFormat):
-			if string(v) != Format {
-				err = damaged("it has the unknown format " + strconv.Quote(string(v)) + ", not " + strconv.Quote(Format))
-			}
-			format = true
 		case key == string(keyMark):
 			st.Mark, err = strconv.ParseUint(string(v), 10, 64)
 			if err != nil || strconv.FormatUint(st.Mark, 10) != string(v) {
@@ -216,7 +254,7 @@ func read(db *pebble.DB) (service.Stored, error) {
 			mark = true
 		case len(key) > len(leasePrefix) && strings.HasPrefix(key, leasePrefix):
 			var e service.Entry
-			if e, err = service.DecodeEntry(key[len(leasePrefix):], v); err == nil {
+			if e, err = decode(key[len(leasePrefix):], v); err == nil {
 				st.Entries = append(st.Entries, e)
 			}
 		default:
@@ -227,13 +265,13 @@ func read(db *pebble.DB) (service.Stored, error) {
 		}
 	}
 	err = errors.Join(err, it.Error(), it.Close())
-	if err == nil && (!format || !mark) {
+	if err == nil && !mark {
 		err = damaged("its format or fence mark is missing: not a lease-fence state, or a damaged one")
 	}
 	if err != nil && !errors.Is(err, service.ErrInconsistent) {
 		err = errors.Join(service.ErrInconsistent, err)
 	}
-	return st, err
+	return st, old, err
 }
 
 func damaged(why string) error { return errors.Join(service.ErrInconsistent, errors.New(why)) }
@@ -255,44 +293,6 @@ func holder(path string) string {
 
 // Load returns what Open read.
 func (s *Store) Load(context.Context) (service.Stored, error) { return s.st, nil }
-
-// Write applies b in one Pebble batch, synced if sync is set.
-func (s *Store) Write(_ context.Context, b service.Batch, sync bool) error {
-	if err := s.Writable(); err != nil {
-		return err
-	}
-	s.use.RLock()
-	defer s.use.RUnlock()
-	db, err := s.openRW()
-	if err != nil {
-		return err
-	}
-	batch := db.NewBatch()
-	defer batch.Close()
-	if b.Mark != 0 {
-		_ = batch.Set(keyMark, strconv.AppendUint(nil, b.Mark, 10), nil)
-	}
-	key := make([]byte, 0, 64)
-	for _, e := range b.Put {
-		v, err := service.EncodeEntry(e)
-		if err != nil {
-			return err
-		}
-		key = append(append(key[:0], leasePrefix...), e.Resource...)
-		_ = batch.Set(key, v, nil)
-	}
-	for _, name := range b.Delete {
-		key = append(append(key[:0], leasePrefix...), name...)
-		_ = batch.Delete(key, nil)
-	}
-	opt := pebble.NoSync
-	if sync {
-		opt = pebble.Sync
-	}
-	// A write the disk refuses does not come back here: Pebble cannot go
-	// on after a failed commit and stops the process (pebbleLogger.Fatalf).
-	return batch.Commit(opt)
-}
 
 // ErrDiskFull is wrapped by the error of a write refused for want of free
 // space. The store logs when that starts and when it ends.
@@ -333,8 +333,9 @@ func (s *Store) Ready(context.Context) error {
 
 var _ service.Readier = (*Store)(nil)
 
-// Close closes the database (what was written without a sync is written by
-// Pebble's close) and releases the directory.
+// Close waits for the writes under way (a synced one until it is durable),
+// writes the pending changes (synced), closes the database and releases
+// the directory. Writes after it are refused.
 func (s *Store) Close() error {
 	s.use.Lock()
 	defer s.use.Unlock()
@@ -346,7 +347,7 @@ func (s *Store) Close() error {
 	s.closed = true
 	var err error
 	if db := s.db.Load(); db != nil {
-		err = db.Close()
+		err = errors.Join(s.closeWrites(db), db.Close())
 	}
 	return errors.Join(err, s.lock.Close())
 }

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -285,7 +286,32 @@ func flip(at func(n int) int) func([]byte) []byte {
 	}
 }
 
-const goodEntry = `{"holderId":"h","requestId":"q","fence":5,"expiresAt":1000500,"secretSha256":"AQIDBAUGBwgJCgsMDQ4PEBESExQVFhcYGRobHB0eHyA="}`
+// goodEntry is a stored lease record of "a" (fence 5, expiring 500 ms after
+// now); bin stores e, and goodWith changes it before storing it.
+var goodEntry = bin(goodLease())
+
+func goodLease() service.Entry {
+	e := service.Entry{HolderID: "h", RequestID: "q", Fence: 5, ExpiresAt: now + 500}
+	for i := range e.SecretHash {
+		e.SecretHash[i] = byte(i + 1)
+	}
+	return e
+}
+
+func bin(e service.Entry) []byte { return appendEntry(nil, &e) }
+
+func goodWith2(fn func(e *service.Entry)) []byte {
+	e := goodLease()
+	fn(&e)
+	return bin(e)
+}
+
+func goodRelease(fence uint64, at float64) []byte {
+	return bin(service.Entry{Released: []service.Release{{RequestID: "r", HolderID: "h", Fence: fence, At: at, SecretHash: goodLease().SecretHash}}})
+}
+
+// edit returns a copy of d with fn applied.
+func edit(d []byte, fn func([]byte) []byte) []byte { return fn(slices.Clone(d)) }
 
 // TestDamagedStateIsRefused builds a valid state, damages it one way at a
 // time, and checks that opening it (and loading it into a service.Local
@@ -333,31 +359,43 @@ func TestDamagedStateIsRefused(t *testing.T) {
 			}
 			_ = db.Set([]byte("user/1"), []byte("alice"), pebble.Sync)
 			db.Close()
-		}, "unexpected key"},
+		}, "not a lease-fence state"},
 		// The keys.
 		{"format deleted", rawSet("meta/format", nil), "format or fence mark is missing"},
-		{"format changed", rawSet("meta/format", []byte("lease-fence state 3")), "unknown format"},
+		{"format changed", rawSet("meta/format", []byte("lease-fence state 4")), "unknown format"},
 		{"fence mark deleted", rawSet("meta/fence-mark", nil), "format or fence mark is missing"},
 		{"fence mark not a number", rawSet("meta/fence-mark", []byte("7x")), "is not a number"},
 		{"fence mark with a leading zero", rawSet("meta/fence-mark", []byte("07")), "is not a number"},
 		{"fence mark lowered", rawSet("meta/fence-mark", []byte("6")), "above the fence mark 6"},
 		{"fence mark zeroed", rawSet("meta/fence-mark", []byte("0")), "above the fence mark 0"},
 		{"unexpected key", rawSet("meta/start-fence", []byte("1")), "unexpected key"},
-		{"empty resource", rawSet("lease/", []byte(goodEntry)), "unexpected key"},
-		{"entry emptied", rawSet("lease/a", []byte{}), "is damaged"},
-		{"entry truncated", rawSet("lease/a", []byte(goodEntry[:40])), "is damaged"},
-		{"entry with trailing bytes", rawSet("lease/a", []byte(goodEntry+"x")), "is damaged"},
-		{"entry with an unknown member", rawSet("lease/a", []byte(strings.Replace(goodEntry, `"fence"`, `"ownerName":1,"fence"`, 1))), "is damaged"},
-		{"entry with a repeated member", rawSet("lease/a", []byte(strings.Replace(goodEntry, `"fence":5`, `"fence":5,"fence":6`, 1))), "is damaged"},
-		{"entry with a lone surrogate", rawSet("lease/a", []byte(strings.Replace(goodEntry, `"h"`, `"\ud800"`, 1))), "is damaged"},
-		{"entry with fence 0", rawSet("lease/a", []byte(strings.Replace(goodEntry, `"fence":5,`, ``, 1))), "holder but no fence"},
-		{"entry above the mark", rawSet("lease/a", []byte(strings.Replace(goodEntry, `"fence":5`, `"fence":8`, 1))), "above the fence mark 7"},
-		{"entry with no secret hash", rawSet("lease/a", []byte(goodEntry[:strings.Index(goodEntry, `,"secret`)]+"}")), "no secret hash"},
-		{"entry with a NaN expiry", rawSet("lease/a", []byte(strings.Replace(goodEntry, `1000500`, `"NaN"`, 1))), "is damaged"},
-		{"entry from the future", rawSet("lease/a", []byte(strings.Replace(goodEntry, `1000500`, `1e300`, 1))), "an instant from the future"},
-		{"entry just over one TTL ahead", rawSet("lease/a", []byte(strings.Replace(goodEntry, `1000500`, `1001000.5`, 1))), "an instant from the future"},
-		{"release above the mark", rawSet("lease/c", []byte(`{"released":[{"requestId":"r","holderId":"h","fence":9,"at":999000,"secretSha256":"AQIDBAUGBwgJCgsMDQ4PEBESExQVFhcYGRobHB0eHyA="}]}`)), "damaged release"},
-		{"release from the future", rawSet("lease/c", []byte(`{"released":[{"requestId":"r","holderId":"h","fence":6,"at":1005000,"secretSha256":"AQIDBAUGBwgJCgsMDQ4PEBESExQVFhcYGRobHB0eHyA="}]}`)), "an instant from the future"},
+		{"empty resource", rawSet("lease/", goodEntry), "unexpected key"},
+		{"entry emptied", rawSet("lease/a", []byte{}), "is damaged: it is cut short"},
+		{"entry truncated", rawSet("lease/a", goodEntry[:20]), "is damaged: it is cut short"},
+		{"entry with trailing bytes", rawSet("lease/a", append(slices.Clone(goodEntry), 0)), "is damaged: it has bytes after its end"},
+		{"entry of another version", rawSet("lease/a", edit(goodEntry, func(d []byte) []byte { d[0] = 2; return d })), "is damaged: it has the unknown version 2"},
+		{"entry in JSON", rawSet("lease/a", []byte(`{"holderId":"h","requestId":"q","fence":5}`)), "is damaged: it has the unknown version 123"},
+		{"entry with a number not in its shortest form", rawSet("lease/a", edit(goodEntry, func(d []byte) []byte {
+			return append([]byte{d[0], 0x85, 0x00}, d[2:]...) // fence 5 in two bytes
+		})), "is damaged: a number is not written in its shortest form"},
+		{"entry with a number too large", rawSet("lease/a", edit(goodEntry, func(d []byte) []byte {
+			return append(append([]byte{d[0]}, bytes.Repeat([]byte{0xff}, 10)...), d[2:]...)
+		})), "is damaged: a number is cut short or too large"},
+		{"entry with invalid UTF-8", rawSet("lease/a", goodWith2(func(e *service.Entry) { e.HolderID = "\xff" })), "is damaged: an id is not valid UTF-8"},
+		{"entry with a surrogate", rawSet("lease/a", goodWith2(func(e *service.Entry) { e.HolderID = "\xed\xa0\x80" })), "is damaged: an id is not valid UTF-8"},
+		{"entry with an id too long", rawSet("lease/a", goodWith2(func(e *service.Entry) { e.HolderID = strings.Repeat("h", 1025) })), "is damaged: an id is longer than 1024 bytes"},
+		{"entry with too many releases", rawSet("lease/c", bin(service.Entry{Released: make([]service.Release, 5)})), "is damaged: it holds more than 4 releases"},
+		{"entry with an empty holder", rawSet("lease/a", goodWith2(func(e *service.Entry) { e.HolderID = "" })), "no holder or request id"},
+		{"entry with fence 0", rawSet("lease/a", goodWith2(func(e *service.Entry) { e.Fence = 0 })), "holds nothing"},
+		{"entry above the mark", rawSet("lease/a", goodWith2(func(e *service.Entry) { e.Fence = 8 })), "above the fence mark 7"},
+		{"entry with no secret hash", rawSet("lease/a", goodWith2(func(e *service.Entry) { e.SecretHash = [32]byte{} })), "no secret hash"},
+		{"entry with a NaN expiry", rawSet("lease/a", goodWith2(func(e *service.Entry) { e.ExpiresAt = math.NaN() })), "non-finite expiry"},
+		{"entry with a record and a last fence", rawSet("lease/a", goodWith2(func(e *service.Entry) { e.LastFence = 3 })), "a lease record and a last fence"},
+		{"entry from the future", rawSet("lease/a", goodWith2(func(e *service.Entry) { e.ExpiresAt = 1e300 })), "an instant from the future"},
+		{"entry just over one TTL ahead", rawSet("lease/a", goodWith2(func(e *service.Entry) { e.ExpiresAt = now + 1000.5 })), "an instant from the future"},
+		{"release above the mark", rawSet("lease/c", goodRelease(9, now-1000)), "damaged release"},
+		{"release from the future", rawSet("lease/c", goodRelease(6, now+5000)), "an instant from the future"},
+		{"release with no secret hash", rawSet("lease/c", bin(service.Entry{Released: []service.Release{{RequestID: "r", HolderID: "h", Fence: 6, At: now}}})), "damaged release"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := good(t)

@@ -1,0 +1,315 @@
+//go:build !js && !wasip1
+
+package pebblestore
+
+import (
+	"bufio"
+	"crypto/sha256"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/lease-fence/lease-fence/service"
+)
+
+// TestEntryRoundTrip: what appendEntry writes, decodeEntry reads back as
+// it was, and every shorter prefix of it is refused.
+func TestEntryRoundTrip(t *testing.T) {
+	h := sha256.Sum256([]byte("s"))
+	rel := service.Release{RequestID: "rq-é", HolderID: "h", Fence: 1 << 40, At: -0.5, SecretHash: h}
+	for _, e := range []service.Entry{
+		{Resource: "a", HolderID: "holder", RequestID: "req", Fence: 1, ExpiresAt: 1.7e12 + 0.25, SecretHash: h},
+		{Resource: "a", HolderID: strings.Repeat("x", 1024), RequestID: "r", Fence: math.MaxInt64, ExpiresAt: math.MaxFloat64, SecretHash: h,
+			Released: []service.Release{rel, rel, rel, rel}},
+		{Resource: "a", LastFence: 300},
+		{Resource: "a", Released: []service.Release{rel}, LastFence: 7},
+	} {
+		data := bin(e)
+		got, err := decodeEntry("a", data)
+		if err != nil || !reflect.DeepEqual(got, e) {
+			t.Fatalf("%+v came back as %+v, %v", e, got, err)
+		}
+		for n := range len(data) {
+			if _, err := decodeEntry("a", data[:n]); err == nil {
+				t.Fatalf("%d of %d bytes of %+v were accepted", n, len(data), e)
+			}
+		}
+	}
+}
+
+// FuzzDecodeEntry: any bytes are either refused or an entry that is stored
+// as exactly those bytes (one encoding per entry).
+func FuzzDecodeEntry(f *testing.F) {
+	f.Add(goodEntry)
+	f.Add(goodRelease(6, now))
+	f.Add([]byte{1, 0, 7, 0})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		e, err := decodeEntry("r", data)
+		if err != nil {
+			return
+		}
+		if again := bin(e); string(again) != string(data) {
+			t.Fatalf("%x decoded to %+v, stored as %x", data, e, again)
+		}
+	})
+}
+
+// TestPreviousFormatIsRewritten: a state in the previous format (entries
+// as JSON) is read as strictly, and its first write rewrites it in the
+// current format.
+func TestPreviousFormatIsRewritten(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "state")
+	db, err := pebble.Open(dir, &pebble.Options{Logger: pebbleLogger{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	live := entry("a", 5, now+500)
+	rel := service.Entry{Resource: "c", Released: []service.Release{{RequestID: "r", HolderID: "h", Fence: 4, At: now - 10, SecretHash: live.SecretHash}}}
+	for k, v := range map[string]string{"meta/format": formatJSON, "meta/fence-mark": "7"} {
+		_ = db.Set([]byte(k), []byte(v), nil)
+	}
+	for _, e := range []service.Entry{live, rel} {
+		v, _ := service.EncodeEntry(e)
+		_ = db.Set([]byte(leasePrefix+e.Resource), v, nil)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := s.Load(ctx); st.Mark != 7 || !reflect.DeepEqual(st.Entries, []service.Entry{live, rel}) {
+		t.Fatalf("read %+v", st)
+	}
+	if err := s.Write(ctx, service.Batch{Put: []service.Entry{entry("b", 6, now+500)}}, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err = pebble.Open(dir, &pebble.Options{Logger: pebbleLogger{}, ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"meta/format", "lease/a", "lease/b", "lease/c"} {
+		v, closer, err := db.Get([]byte(k))
+		if err != nil {
+			t.Fatal(k, err)
+		}
+		if k == "meta/format" && string(v) != Format || k != "meta/format" && v[0] != entryVersion {
+			t.Fatalf("%s is %q after the first write", k, v)
+		}
+		closer.Close()
+	}
+	db.Close()
+	s, err = Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if st, _ := s.Load(ctx); len(st.Entries) != 3 || !reflect.DeepEqual(st.Entries[0], live) || !reflect.DeepEqual(st.Entries[2], rel) {
+		t.Fatalf("reopened: %+v", st)
+	}
+}
+
+// TestUnsyncedWrites: a write without a sync waits in memory; the next
+// synced write, of any key, takes it into its batch (a newer change of the
+// same key replacing it), and otherwise it reaches Pebble's log after
+// pendingDelay; so each survives a kill -9 of the process once a synced
+// write came after it or the delay has passed.
+func TestUnsyncedWrites(t *testing.T) {
+	if os.Getenv("PEBBLESTORE_UNSYNCED") == "1" { // the child: write, then wait for the kill
+		dir := filepath.Join(t.TempDir(), "state")
+		s, err := Create(dir, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		write := func(b service.Batch, sync bool) {
+			if err := s.Write(ctx, b, sync); err != nil {
+				t.Fatal(err)
+			}
+		}
+		write(service.Batch{Mark: 100}, true)
+		write(service.Batch{Put: []service.Entry{entry("a", 1, now), entry("b", 2, now), entry("c", 3, now)}}, true)
+		// a released, then granted again (synced): the grant wins.
+		write(service.Batch{Put: []service.Entry{{Resource: "a", LastFence: 1}}}, false)
+		write(service.Batch{Put: []service.Entry{entry("a", 4, now)}}, true)
+		// b released, then d granted: b's release goes with d's grant.
+		write(service.Batch{Delete: []string{"b"}}, false)
+		write(service.Batch{Put: []service.Entry{entry("d", 5, now)}}, true)
+		// c released, and nothing after it: written after pendingDelay.
+		write(service.Batch{Put: []service.Entry{{Resource: "c", LastFence: 3}}}, false)
+		for deadline := time.Now().Add(30 * time.Second); ; {
+			s.w.mu.Lock()
+			n := len(s.w.pending)
+			s.w.mu.Unlock()
+			if n == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the pending write was never written")
+			}
+			time.Sleep(time.Millisecond)
+		}
+		fmt.Println(dir)
+		select {}
+	}
+	cmd := exec.Command(os.Args[0], "-test.run", "^TestUnsyncedWrites$")
+	cmd.Env = append(os.Environ(), "PEBBLESTORE_UNSYNCED=1")
+	out, err := cmd.StdoutPipe()
+	if err != nil || cmd.Start() != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	_ = cmd.Process.Kill() // kill -9
+	_ = cmd.Wait()
+	dir := strings.TrimSpace(line)
+	if err != nil || !strings.HasSuffix(dir, "state") {
+		t.Fatalf("the child wrote %q: %v", line, err)
+	}
+	defer os.RemoveAll(filepath.Dir(filepath.Dir(dir)))
+	s, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	st, _ := s.Load(ctx)
+	want := []service.Entry{entry("a", 4, now), {Resource: "c", LastFence: 3}, entry("d", 5, now)}
+	if st.Mark != 100 || !reflect.DeepEqual(st.Entries, want) {
+		t.Fatalf("after the kill: mark %d, %+v\nwant %+v", st.Mark, st.Entries, want)
+	}
+}
+
+// TestSyncedWritesAreGathered: synced writes that come while a sync is under
+// way are committed together, in one batch and one sync; and the next group
+// waits for as many writes as the last one answered (plus those that came
+// meanwhile) before it is written, so writers that come back one after the
+// other still share one sync.
+func TestSyncedWritesAreGathered(t *testing.T) {
+	fs := &gateFS{FS: vfs.Default, release: make(chan struct{})}
+	dir := filepath.Join(t.TempDir(), "state")
+	s, err := Create(dir, Options{FS: fs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Write(ctx, service.Batch{Mark: 100}, true); err != nil { // alone: opens the log
+		t.Fatal(err)
+	}
+	queued := func() int {
+		s.w.mu.Lock()
+		defer s.w.mu.Unlock()
+		return len(s.w.queue)
+	}
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(100 * time.Microsecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("waiting for %s: %d syncs, %d writes queued", what, fs.syncs.Load(), queued())
+			}
+		}
+	}
+	const n = 64
+	var wg sync.WaitGroup
+	write := func(name string) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := s.Write(ctx, service.Batch{Put: []service.Entry{entry(name, 1, 1)}}, true); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	// 1. n writes at once, the first one's sync held until the others
+	// wait for it: two syncs.
+	fs.syncs.Store(0)
+	fs.hold.Store(true)
+	for i := range n {
+		write("a" + strconv.Itoa(i))
+	}
+	waitFor("the first sync and n-1 writes behind it", func() bool { return fs.syncs.Load() == 1 && queued() == n-1 })
+	fs.hold.Store(false)
+	close(fs.release)
+	wg.Wait()
+	if got := fs.syncs.Load(); got != 2 {
+		t.Fatalf("%d writes at once made %d syncs of the log, want 2 (the first, then the %d that came meanwhile)", n, got, n-1)
+	}
+	// 2. n-1 writes one after the other: the group waits for all of them
+	// (as many as the last group answered), here as long as it takes, so
+	// that the test does not depend on timing; then one sync.
+	s.w.mu.Lock()
+	s.w.minWait, s.w.maxWait, s.w.bound = time.Hour, time.Hour, time.Hour
+	s.w.mu.Unlock()
+	fs.syncs.Store(0)
+	for i := range n - 1 {
+		write("b" + strconv.Itoa(i))
+		waitFor("the write to queue", func() bool { return queued() == i+1 || fs.syncs.Load() > 0 })
+	}
+	wg.Wait()
+	if got := fs.syncs.Load(); got != 1 {
+		t.Fatalf("%d writes one after the other made %d syncs of the log, want 1", n-1, got)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err = Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if st, _ := s.Load(ctx); len(st.Entries) != 2*n-1 || st.Mark != 100 {
+		t.Fatalf("%d entries after %d writes, mark %d", len(st.Entries), 2*n-1, st.Mark)
+	}
+}
+
+// gateFS counts the syncs of write-ahead logs and, while hold is set,
+// makes them wait for release.
+type gateFS struct {
+	vfs.FS
+	syncs   atomic.Int32
+	hold    atomic.Bool
+	release chan struct{}
+}
+
+func (g *gateFS) Create(name string, c vfs.DiskWriteCategory) (vfs.File, error) {
+	f, err := g.FS.Create(name, c)
+	if err != nil || !strings.HasSuffix(name, ".log") {
+		return f, err
+	}
+	return &gateFile{File: f, fs: g}, nil
+}
+
+func (g *gateFS) ReuseForWrite(oldname, newname string, c vfs.DiskWriteCategory) (vfs.File, error) {
+	f, err := g.FS.ReuseForWrite(oldname, newname, c)
+	if err != nil {
+		return f, err
+	}
+	return &gateFile{File: f, fs: g}, nil
+}
+
+type gateFile struct {
+	vfs.File
+	fs *gateFS
+}
+
+func (f *gateFile) Sync() error {
+	f.fs.syncs.Add(1)
+	if f.fs.hold.Load() {
+		<-f.fs.release
+	}
+	return f.File.Sync()
+}
+
+func (f *gateFile) SyncData() error { return f.Sync() }
