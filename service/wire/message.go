@@ -233,24 +233,31 @@ func DecodeMessage(op Op, data []byte) (Message, *Error) {
 	if b == nil {
 		return Message{}, errCode(CodeWrongType, "the body must be a JSON object, got null")
 	}
-	strs := map[string]*str{"requestId": &b.RequestID, "resource": &b.Resource, "holderId": &b.HolderID, "kind": &b.Kind, "secret": &b.Secret}
-	present := map[string]bool{"sentAt": b.SentAt.set, "fence": b.Fence.set, "waitMillis": b.Wait.set, "afterFence": b.After.set}
-	for name, f := range strs {
-		present[name] = f.set
+	// Every member with whether it was present, in the order of body.
+	members := [...]struct {
+		name string
+		set  bool
+		s    *str // a string member, checked for length
+	}{
+		{"requestId", b.RequestID.set, &b.RequestID}, {"resource", b.Resource.set, &b.Resource}, {"holderId", b.HolderID.set, &b.HolderID},
+		{"sentAt", b.SentAt.set, nil}, {"kind", b.Kind.set, &b.Kind}, {"fence", b.Fence.set, nil}, {"secret", b.Secret.set, &b.Secret},
+		{"waitMillis", b.Wait.set, nil}, {"afterFence", b.After.set, nil},
 	}
-	for name, set := range present {
-		if set && !slices.Contains(schema.names, name) {
-			return Message{}, errCode(CodeUnknownField, "unknown field "+strconv.Quote(name)+" in a "+string(op)+" request")
+	for _, f := range members {
+		if f.set && !slices.Contains(schema.names, f.name) {
+			return Message{}, errCode(CodeUnknownField, "unknown field "+strconv.Quote(f.name)+" in a "+string(op)+" request")
 		}
 	}
 	for _, name := range schema.names[:schema.required] {
-		if !present[name] {
-			return Message{}, errCode(CodeMissingField, "field "+strconv.Quote(name)+" is required in a "+string(op)+" request")
+		for _, f := range members {
+			if f.name == name && !f.set {
+				return Message{}, errCode(CodeMissingField, "field "+strconv.Quote(name)+" is required in a "+string(op)+" request")
+			}
 		}
 	}
-	for _, name := range [...]string{"requestId", "resource", "holderId", "kind", "secret"} {
-		if f := strs[name]; f.set && (f.v == "" || len(f.v) > MaxStringBytes) {
-			return Message{}, errInvalid(name, "must be 1 to "+strconv.Itoa(MaxStringBytes)+" bytes long")
+	for _, f := range members {
+		if f.s != nil && f.set && (f.s.v == "" || len(f.s.v) > MaxStringBytes) {
+			return Message{}, errInvalid(f.name, "must be 1 to "+strconv.Itoa(MaxStringBytes)+" bytes long")
 		}
 	}
 	wait, werr := strconv.ParseInt(b.Wait.v, 10, 64)
