@@ -42,6 +42,8 @@ type Options struct {
 	// Durable keeps fsync and synchronous_commit on (benchmarks); tests
 	// turn them off to start and run faster.
 	Durable bool
+	// Settings are more of the server's settings, each "name=value".
+	Settings []string
 }
 
 // Without Durable, fsync is off (the data lives in the operating system's
@@ -111,6 +113,9 @@ func Start(opts Options) (*Server, error) {
 		"-c max_connections=100",
 		"-c shared_buffers=32MB",
 		"-c deadlock_timeout=50ms", // deadlock tests resolve quickly
+	}
+	for _, x := range opts.Settings {
+		settings = append(settings, "-c "+x)
 	}
 	if !opts.Durable {
 		settings = append(settings, "-c fsync=off", "-c full_page_writes=off")

@@ -221,7 +221,7 @@ func (s *Store) openRW() (*pebble.DB, error) {
 // in the previous format (formatJSON), whose entries are JSON.
 func read(db *pebble.DB) (service.Stored, bool, error) {
 	var st service.Stored
-	decode, old := decodeEntry, false
+	decode, old := service.DecodeEntryBinary, false
 	switch v, closer, err := db.Get(keyFormat); {
 	case errors.Is(err, pebble.ErrNotFound):
 		return st, false, damaged("its format or fence mark is missing: not a lease-fence state, or a damaged one")

@@ -298,7 +298,7 @@ func goodLease() service.Entry {
 	return e
 }
 
-func bin(e service.Entry) []byte { return appendEntry(nil, &e) }
+func bin(e service.Entry) []byte { return service.AppendEntryBinary(nil, &e) }
 
 func goodWith2(fn func(e *service.Entry)) []byte {
 	e := goodLease()

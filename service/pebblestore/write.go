@@ -250,7 +250,7 @@ func (s *Store) encode(batch *pebble.Batch, b service.Batch) {
 	for i := range b.Put {
 		e := &b.Put[i]
 		key = append(append(key[:0], leasePrefix...), e.Resource...)
-		v = appendEntry(v[:0], e)
+		v = service.AppendEntryBinary(v[:0], e)
 		_ = batch.Set(key, v, nil)
 	}
 	for _, name := range b.Delete {

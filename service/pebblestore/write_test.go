@@ -4,9 +4,7 @@ package pebblestore
 
 import (
 	"bufio"
-	"crypto/sha256"
 	"fmt"
-	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,48 +21,6 @@ import (
 
 	"github.com/lease-fence/lease-fence/service"
 )
-
-// TestEntryRoundTrip: what appendEntry writes, decodeEntry reads back as
-// it was, and every shorter prefix of it is refused.
-func TestEntryRoundTrip(t *testing.T) {
-	h := sha256.Sum256([]byte("s"))
-	rel := service.Release{RequestID: "rq-é", HolderID: "h", Fence: 1 << 40, At: -0.5, SecretHash: h}
-	for _, e := range []service.Entry{
-		{Resource: "a", HolderID: "holder", RequestID: "req", Fence: 1, ExpiresAt: 1.7e12 + 0.25, SecretHash: h},
-		{Resource: "a", HolderID: strings.Repeat("x", 1024), RequestID: "r", Fence: math.MaxInt64, ExpiresAt: math.MaxFloat64, SecretHash: h,
-			Released: []service.Release{rel, rel, rel, rel}},
-		{Resource: "a", LastFence: 300},
-		{Resource: "a", Released: []service.Release{rel}, LastFence: 7},
-	} {
-		data := bin(e)
-		got, err := decodeEntry("a", data)
-		if err != nil || !reflect.DeepEqual(got, e) {
-			t.Fatalf("%+v came back as %+v, %v", e, got, err)
-		}
-		for n := range len(data) {
-			if _, err := decodeEntry("a", data[:n]); err == nil {
-				t.Fatalf("%d of %d bytes of %+v were accepted", n, len(data), e)
-			}
-		}
-	}
-}
-
-// FuzzDecodeEntry: any bytes are either refused or an entry that is stored
-// as exactly those bytes (one encoding per entry).
-func FuzzDecodeEntry(f *testing.F) {
-	f.Add(goodEntry)
-	f.Add(goodRelease(6, now))
-	f.Add([]byte{1, 0, 7, 0})
-	f.Fuzz(func(t *testing.T, data []byte) {
-		e, err := decodeEntry("r", data)
-		if err != nil {
-			return
-		}
-		if again := bin(e); string(again) != string(data) {
-			t.Fatalf("%x decoded to %+v, stored as %x", data, e, again)
-		}
-	})
-}
 
 // TestPreviousFormatIsRewritten: a state in the previous format (entries
 // as JSON) is read as strictly, and its first write rewrites it in the
@@ -109,7 +65,7 @@ func TestPreviousFormatIsRewritten(t *testing.T) {
 		if err != nil {
 			t.Fatal(k, err)
 		}
-		if k == "meta/format" && string(v) != Format || k != "meta/format" && v[0] != entryVersion {
+		if k == "meta/format" && string(v) != Format || k != "meta/format" && v[0] != service.EntryBinaryVersion {
 			t.Fatalf("%s is %q after the first write", k, v)
 		}
 		closer.Close()

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -27,11 +28,19 @@ import (
 // BenchmarkCycle compares, in this process (no HTTP), an acquire + release
 // cycle of the Service over the store with the floor of any lock service in
 // PostgreSQL: two transactions that each lock a row and update it, in two
-// round trips, committed synchronously. The two alternate in chunks within
-// each run, on a durable server (fsync on) the benchmark starts; -cpu sets
-// the number of clients (each on its own resource).
+// round trips, committed synchronously; 1 and 8 clients (goroutines, each
+// on its own resource, at the GOMAXPROCS the process has: -cpu changes the
+// Go runtime's cost, not the clients), on a durable server (fsync on) the
+// benchmark starts. goCPU and pgCPU are this process's and the server's
+// CPU time per cycle. With PGSTORE_STATEMENTS=1 it also prints, after each
+// run, the statements that took the server's time (pg_stat_statements).
 func BenchmarkCycle(b *testing.B) {
-	srv, svc := benchService(b)
+	opts := pgtest.Options{Durable: true}
+	statements := os.Getenv("PGSTORE_STATEMENTS") == "1"
+	if statements {
+		opts.Settings = []string{"shared_preload_libraries=pg_stat_statements"}
+	}
+	srv, svc := benchService(b, opts)
 	ctx := context.Background()
 	pool, err := pgxpool.New(ctx, srv.DSN("")+" pool_max_conns=16")
 	if err != nil {
@@ -42,15 +51,23 @@ func BenchmarkCycle(b *testing.B) {
 		INSERT INTO bench_rows SELECT g, '', 0 FROM generate_series(0, 255) g`); err != nil {
 		b.Fatal(err)
 	}
-	for _, side := range []string{"store", "bare"} {
-		b.Run(side, func(b *testing.B) {
+	for _, run := range []struct {
+		side    string
+		clients int
+	}{{"store", 1}, {"bare", 1}, {"store", 8}, {"bare", 8}} {
+		side := run.side
+		b.Run(side+"/clients="+strconv.Itoa(run.clients), func(b *testing.B) {
 			goCPU0, pgCPU0 := cpuOf(srv)
+			if statements {
+				defer printStatements(b, pool)
+			}
 			defer func() {
 				goCPU1, pgCPU1 := cpuOf(srv)
 				b.ReportMetric(float64(goCPU1-goCPU0)/float64(b.N)/1e3, "goCPU-us/op")
 				b.ReportMetric(float64(pgCPU1-pgCPU0)/float64(b.N)/1e3, "pgCPU-us/op")
 			}()
 			var next atomic.Int64
+			b.SetParallelism((run.clients + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
 			b.RunParallel(func(pb *testing.PB) {
 				i := int(next.Add(1))
 				res := fmt.Sprintf("bench-%s-%d", b.Name(), i)
@@ -90,9 +107,9 @@ func BenchmarkCycle(b *testing.B) {
 
 // benchService starts a durable server (fsync on) and a Service over a
 // store in it, TTL one minute; they are stopped when the benchmark ends.
-func benchService(b *testing.B) (*pgtest.Server, *service.Service) {
+func benchService(b *testing.B, opts pgtest.Options) (*pgtest.Server, *service.Service) {
 	b.Helper()
-	srv, err := pgtest.Start(pgtest.Options{Durable: true})
+	srv, err := pgtest.Start(opts)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -153,7 +170,7 @@ func cpuOf(srv *pgtest.Server) (int64, int64) {
 // grants one at a time). Each client holds at most one lease, so no call
 // is refused. Run with -count to take the sides in turns.
 func BenchmarkTokenCycle(b *testing.B) {
-	srv, svc := benchService(b)
+	srv, svc := benchService(b, pgtest.Options{Durable: true})
 	ctx := context.Background()
 	for _, side := range []struct {
 		name   string
@@ -192,5 +209,33 @@ func BenchmarkTokenCycle(b *testing.B) {
 				}
 			})
 		})
+	}
+}
+
+// printStatements prints the statements that took the most of the server's
+// time since the last call, with their time per call and per cycle (a
+// statement's time includes its waits), and starts counting again.
+func printStatements(b *testing.B, pool *pgxpool.Pool) {
+	ctx := context.Background()
+	if _, err := pool.Exec(ctx, "CREATE EXTENSION IF NOT EXISTS pg_stat_statements"); err != nil {
+		b.Fatal(err)
+	}
+	rows, err := pool.Query(ctx, `SELECT calls, total_exec_time * 1000 / calls, total_exec_time * 1000 / $1,
+		left(regexp_replace(query, '\s+', ' ', 'g'), 100) FROM pg_stat_statements WHERE calls > 0 ORDER BY total_exec_time DESC LIMIT 12`, b.N)
+	if err != nil {
+		b.Fatal(err)
+	}
+	fmt.Printf("%s, %d cycles:\n", b.Name(), b.N)
+	for rows.Next() {
+		var calls int64
+		var perCall, perCycle float64
+		var q string
+		if err := rows.Scan(&calls, &perCall, &perCycle, &q); err != nil {
+			b.Fatal(err)
+		}
+		fmt.Printf("%9d calls %8.1f us/call %8.1f us/cycle  %s\n", calls, perCall, perCycle, q)
+	}
+	if _, err := pool.Exec(ctx, "SELECT pg_stat_statements_reset()"); err != nil {
+		b.Fatal(err)
 	}
 }
