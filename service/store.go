@@ -239,31 +239,30 @@ func inconsistent(why string) error { return errors.Join(ErrInconsistent, errors
 // and nothing else; every release has a request id, a holder, a fence from
 // 1 to the mark, a finite time and a secret hash; at most MaxReleases.
 func CheckEntry(e Entry, mark uint64) error {
-	at := "the entry of " + quote(e.Resource)
 	fenceOK := func(f uint64) bool { return f >= 1 && f <= mark }
 	switch {
 	case e.Resource == "":
 		return inconsistent("an entry has no resource")
 	case e.Fence != 0 && (e.HolderID == "" || e.RequestID == ""):
-		return inconsistent(at + " has no holder or request id")
+		return inconsistent(entryAt(e.Resource) + " has no holder or request id")
 	case e.Fence != 0 && !fenceOK(e.Fence):
-		return inconsistent(at + " has fence " + strconv.FormatUint(e.Fence, 10) + ", above the fence mark " + strconv.FormatUint(mark, 10))
+		return inconsistent(entryAt(e.Resource) + " has fence " + strconv.FormatUint(e.Fence, 10) + ", above the fence mark " + strconv.FormatUint(mark, 10))
 	case e.Fence != 0 && (!finite(e.ExpiresAt) || e.SecretHash == [32]byte{}):
-		return inconsistent(at + " has a non-finite expiry or no secret hash")
+		return inconsistent(entryAt(e.Resource) + " has a non-finite expiry or no secret hash")
 	case e.Fence == 0 && (e.HolderID != "" || e.RequestID != "" || e.ExpiresAt != 0 || e.SecretHash != [32]byte{} || e.Owner != ""):
-		return inconsistent(at + " has a holder but no fence")
+		return inconsistent(entryAt(e.Resource) + " has a holder but no fence")
 	case e.Fence != 0 && e.LastFence != 0:
-		return inconsistent(at + " has a lease record and a last fence")
+		return inconsistent(entryAt(e.Resource) + " has a lease record and a last fence")
 	case e.LastFence > mark:
-		return inconsistent(at + " has last fence " + strconv.FormatUint(e.LastFence, 10) + ", above the fence mark " + strconv.FormatUint(mark, 10))
+		return inconsistent(entryAt(e.Resource) + " has last fence " + strconv.FormatUint(e.LastFence, 10) + ", above the fence mark " + strconv.FormatUint(mark, 10))
 	case e.empty():
-		return inconsistent(at + " holds nothing")
+		return inconsistent(entryAt(e.Resource) + " holds nothing")
 	case len(e.Released) > MaxReleases:
-		return inconsistent(at + " holds " + strconv.Itoa(len(e.Released)) + " releases")
+		return inconsistent(entryAt(e.Resource) + " holds " + strconv.Itoa(len(e.Released)) + " releases")
 	}
 	for _, r := range e.Released {
 		if r.RequestID == "" || r.HolderID == "" || !fenceOK(r.Fence) || !finite(r.At) || r.SecretHash == [32]byte{} {
-			return inconsistent(at + " has a damaged release (" + quote(r.RequestID) + ", fence " + strconv.FormatUint(r.Fence, 10) + ")")
+			return inconsistent(entryAt(e.Resource) + " has a damaged release (" + quote(r.RequestID) + ", fence " + strconv.FormatUint(r.Fence, 10) + ")")
 		}
 	}
 	return nil
@@ -294,3 +293,6 @@ func quote(s string) string {
 	}
 	return strconv.Quote(s)
 }
+
+// entryAt names the entry of resource in a message.
+func entryAt(resource string) string { return "the entry of " + quote(resource) }

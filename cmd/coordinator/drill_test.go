@@ -29,6 +29,7 @@ import (
 	"github.com/lease-fence/lease-fence/core/clock"
 	"github.com/lease-fence/lease-fence/core/lease"
 	"github.com/lease-fence/lease-fence/core/sim"
+	"github.com/lease-fence/lease-fence/service"
 	"github.com/lease-fence/lease-fence/service/wire"
 )
 
@@ -96,10 +97,10 @@ type attempt struct {
 
 // auditSQL records every committed change of the state's rows.
 const auditSQL = `
-CREATE TABLE drill_audit (resource text, holder_id text, request_id text, fence bigint, expires_at float8, decided_at float8, released text);
+CREATE TABLE drill_audit (resource text, holder_id text, request_id text, fence bigint, expires_at float8, decided_at float8, releases bytea);
 CREATE FUNCTION drill_audit() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-	INSERT INTO drill_audit VALUES (NEW.resource, NEW.holder_id, NEW.request_id, NEW.fence, NEW.expires_at, NEW.decided_at, NEW.released::text);
+	INSERT INTO drill_audit VALUES (NEW.resource, NEW.holder_id, NEW.request_id, NEW.fence, NEW.expires_at, NEW.decided_at, NEW.releases);
 	RETURN NEW;
 END $$;
 CREATE TRIGGER drill_audit AFTER INSERT OR UPDATE ON lease_fence_leases FOR EACH ROW EXECUTE FUNCTION drill_audit();`
@@ -238,9 +239,10 @@ func outputOf(status int, data []byte) sim.OpOutput {
 
 // audited is one committed version of a row.
 type audited struct {
-	resource, holder, requestID, released string
-	fence                                 int64
-	expiresAt, decidedAt                  float64
+	resource, holder, requestID string
+	releases                    []service.Release
+	fence                       int64
+	expiresAt, decidedAt        float64
 }
 
 // resolve enters into the history, from the audit table, the attempts
@@ -254,14 +256,18 @@ func (d *drill) resolve(dsn string) (changed, unchanged int, released map[string
 		d.t.Fatal(err)
 	}
 	defer conn.Close(context.Background())
-	rows, err := conn.Query(context.Background(), `SELECT resource, holder_id, request_id, released, fence, expires_at, decided_at FROM drill_audit WHERE decided_at > 0`)
+	rows, err := conn.Query(context.Background(), `SELECT resource, holder_id, request_id, releases, fence, expires_at, decided_at FROM drill_audit WHERE decided_at > 0`)
 	if err != nil {
 		d.t.Fatal(err)
 	}
 	by := map[string][]audited{}
 	for rows.Next() {
 		var a audited
-		if err := rows.Scan(&a.resource, &a.holder, &a.requestID, &a.released, &a.fence, &a.expiresAt, &a.decidedAt); err != nil {
+		var rels []byte
+		if err := rows.Scan(&a.resource, &a.holder, &a.requestID, &rels, &a.fence, &a.expiresAt, &a.decidedAt); err != nil {
+			d.t.Fatal(err)
+		}
+		if a.releases, err = service.DecodeReleasesBinary(a.resource, rels); err != nil {
 			d.t.Fatal(err)
 		}
 		by[a.resource] = append(by[a.resource], a)
@@ -279,7 +285,7 @@ func (d *drill) resolve(dsn string) (changed, unchanged int, released map[string
 				out = &sim.OpOutput{OK: true, Fence: uint64(a.fence), ExpiresAt: a.expiresAt}
 			case at.m.Op == wire.OpRenew && a.fence == int64(q.Fence) && a.holder == q.HolderID && a.expiresAt == a.decidedAt+drillTTLMs:
 				out = &sim.OpOutput{OK: true, Fence: uint64(a.fence), ExpiresAt: a.expiresAt}
-			case at.m.Op == wire.OpRelease && a.fence == 0 && strings.Contains(strings.ReplaceAll(a.released, `": `, `":`), `"requestId":`+strconv.Quote(q.RequestID)):
+			case at.m.Op == wire.OpRelease && a.fence == 0 && slices.ContainsFunc(a.releases, func(r service.Release) bool { return r.RequestID == q.RequestID }):
 				out = &sim.OpOutput{OK: true}
 				released[q.RequestID] = true
 			}

@@ -77,7 +77,7 @@ func BenchmarkCycle(b *testing.B) {
 					return
 				}
 				defer conn.Release()
-				for pb.Next() {
+				for n := 0; pb.Next(); n++ {
 					if side == "bare" {
 						for _, h := range []string{"h", ""} {
 							if err := bareTxn(ctx, conn.Conn(), i, h); err != nil {
@@ -87,7 +87,7 @@ func BenchmarkCycle(b *testing.B) {
 						}
 						continue
 					}
-					req := lease.Request{Kind: lease.KindAcquire, RequestID: fmt.Sprint(res, pb), Resource: res, HolderID: "h", SentAt: clock.At("h", 1)}
+					req := lease.Request{Kind: lease.KindAcquire, RequestID: res + "-" + strconv.Itoa(n), Resource: res, HolderID: "h", SentAt: clock.At("h", 1)}
 					secret := "secret-secret-secret"
 					r, err := svc.Call(ctx, wire.Message{Op: wire.OpAcquire, Request: req, Secret: secret})
 					if err != nil || !r.OK {

@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strconv"
 
-	"github.com/go-json-experiment/json"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -99,17 +98,16 @@ func (s *Store) Update(ctx context.Context, resource string, fn func(*service.Tx
 	return unavailable("no decision after "+strconv.Itoa(maxAttempts)+" transactions", last)
 }
 
-func scanEntry(resource, owner, holder, requestID string, f int64, expires float64, hash []byte, released string, last int64) (service.Entry, error) {
+func scanEntry(resource, owner, holder, requestID string, f int64, expires float64, hash []byte, released []byte, last int64) (service.Entry, error) {
 	e := service.Entry{Resource: resource, Owner: owner, HolderID: holder, RequestID: requestID, Fence: uint64(max(f, 0)), ExpiresAt: expires,
 		LastFence: uint64(max(last, 0))}
 	if len(hash) != 0 && len(hash) != 32 {
 		return e, errors.Join(service.ErrInconsistent, errors.New("pgstore: the row of "+strconv.Quote(resource)+" has a secret hash of "+strconv.Itoa(len(hash))+" bytes"))
 	}
 	copy(e.SecretHash[:], hash)
-	if released != "" && released != "[]" {
-		if err := json.Unmarshal([]byte(released), &e.Released, json.RejectUnknownMembers(true)); err != nil {
-			return e, errors.Join(service.ErrInconsistent, errors.New("pgstore: the releases of "+strconv.Quote(resource)+" are damaged: "+err.Error()))
-		}
+	var err error
+	if e.Released, err = service.DecodeReleasesBinary(resource, released); err != nil {
+		return e, err
 	}
 	return e, nil
 }
@@ -145,13 +143,14 @@ func (s *Store) decide(ctx context.Context, resource string, fn func(*service.Tx
 		})
 	}
 	var (
-		holder, reqID, released string
-		owner                   string
-		f, last                 int64
-		expires, decidedAt      float64
-		hash                    []byte
-		found                   bool
-		shared                  *bool
+		holder, reqID      string
+		released           []byte
+		owner              string
+		f, last            int64
+		expires, decidedAt float64
+		hash               []byte
+		found              bool
+		shared             *bool
 	)
 	b.Queue(qLock, resource, s.countKey).QueryRow(func(r pgx.Row) error {
 		err := r.Scan(&holder, &reqID, &f, &expires, &hash, &released, &last, &decidedAt, &owner, &shared)
@@ -283,19 +282,12 @@ func (s *Store) write(ctx context.Context, conn *pgx.Conn, cur service.Entry, pl
 			b.Queue(qDelete, resource)
 		}
 	} else {
-		rel, err := json.Marshal(next.Released)
-		if err != nil {
-			s.rollback(ctx, conn)
-			return done, err
-		}
-		if next.Released == nil {
-			rel = []byte("[]")
-		}
+		rel := service.AppendReleasesBinary(nil, next.Released)
 		var hash []byte
 		if next.Fence != 0 {
 			hash = next.SecretHash[:]
 		}
-		args := []any{resource, next.HolderID, next.RequestID, int64(next.Fence), next.ExpiresAt, hash, string(rel), now, sweepAt(next, s.ttl),
+		args := []any{resource, next.HolderID, next.RequestID, int64(next.Fence), next.ExpiresAt, hash, rel, now, sweepAt(next, s.ttl),
 			int64(next.LastFence), next.Owner}
 		if counted {
 			b.Queue(qUpdateCount, append(args, dl, dr, dk)...)
@@ -544,11 +536,12 @@ func (s *Store) sweepExpired(ctx context.Context, conn *pgx.Conn, owner string) 
 	kept := lasts
 	for rows.Next() {
 		var (
-			resource, holder, reqID, released string
-			owner                             string
-			f, last                           int64
-			expires, decidedAt, now           float64
-			hash                              []byte
+			resource, holder, reqID string
+			released                []byte
+			owner                   string
+			f, last                 int64
+			expires, decidedAt, now float64
+			hash                    []byte
 		)
 		if err := rows.Scan(&resource, &holder, &reqID, &f, &expires, &hash, &released, &last, &decidedAt, &owner, &now); err != nil {
 			scanErr = err
@@ -596,20 +589,13 @@ func (s *Store) sweepExpired(ctx context.Context, conn *pgx.Conn, owner string) 
 			b.Queue(qDelete, c.cur.Resource)
 			continue
 		}
-		rel, err := json.Marshal(c.next.Released)
-		if err != nil {
-			s.rollback(ctx, conn)
-			return 0, lasts, err
-		}
-		if c.next.Released == nil {
-			rel = []byte("[]")
-		}
+		rel := service.AppendReleasesBinary(nil, c.next.Released)
 		var hash []byte
 		if c.next.Fence != 0 {
 			hash = c.next.SecretHash[:]
 		}
 		b.Queue(qUpdate, c.cur.Resource, c.next.HolderID, c.next.RequestID, int64(c.next.Fence), c.next.ExpiresAt, hash,
-			string(rel), c.decidedAt, sweepAt(c.next, s.ttl), int64(c.next.LastFence), c.next.Owner)
+			rel, c.decidedAt, sweepAt(c.next, s.ttl), int64(c.next.LastFence), c.next.Owner)
 	}
 	if n == 0 {
 		s.rollback(ctx, conn)

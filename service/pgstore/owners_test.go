@@ -339,11 +339,10 @@ func TestUpgradeFromVersion1(t *testing.T) {
 	f := g.granted(0, acquireMsg("old", "old", "old-holder"))
 	g.r[0].store.Close()
 	// What version 1 was: no owner column, no counts by owner, the counts
-	// under their first name.
-	exec(t, g.dsn, `DROP TABLE lease_fence_owners; ALTER TABLE lease_fence_leases DROP COLUMN owner;
-		ALTER TABLE lease_fence_totals RENAME TO lease_fence_counts; UPDATE lease_fence_meta SET schema_version = 1`)
+	// under their first name, releases as JSON.
+	downgrade(t, g.dsn, 1, "")
 	g.r = []*replica{g.open(pgstore.Options{}, false), g.open(pgstore.Options{}, false)}
-	if !strings.Contains(g.r[0].logs.String(), "upgraded from version 1 to 2") {
+	if !strings.Contains(g.r[0].logs.String(), "upgraded from version 1 to 3") {
 		t.Fatalf("the upgrade was not logged: %s", g.r[0].logs.String())
 	}
 	if strings.Contains(g.r[1].logs.String(), "upgraded") {
@@ -351,7 +350,7 @@ func TestUpgradeFromVersion1(t *testing.T) {
 	}
 	var version int64
 	queryRow(t, g.dsn, `SELECT schema_version FROM lease_fence_meta`, &version)
-	if version != 2 {
+	if version != 3 {
 		t.Fatalf("schema version %d", version)
 	}
 	conn := g.conn()

@@ -36,6 +36,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/go-json-experiment/json"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
@@ -391,7 +392,7 @@ func (s *Store) checkSchema(ctx context.Context, conn *pgx.Conn) error {
 	}
 	var version int64
 	err := conn.QueryRow(ctx, `SELECT schema_version FROM `+tMeta).Scan(&version)
-	if err == nil && version == 1 {
+	if err == nil && (version == 1 || version == 2) {
 		if err = s.upgrade(ctx, conn); err != nil {
 			return err
 		}
@@ -414,7 +415,7 @@ func (s *Store) checkSchema(ctx context.Context, conn *pgx.Conn) error {
 	// Every object, with the columns this version reads.
 	checks := []string{
 		`SELECT singleton, schema_version, timeline, created_at FROM ` + tMeta + ` LIMIT 0`,
-		`SELECT resource, holder_id, request_id, fence, expires_at, secret_sha256, released, last_fence, decided_at, sweep_at, owner FROM ` + tLeases + ` LIMIT 0`,
+		`SELECT resource, holder_id, request_id, fence, expires_at, secret_sha256, releases, last_fence, decided_at, sweep_at, owner FROM ` + tLeases + ` LIMIT 0`,
 		`SELECT slot, leases, releases, lasts FROM ` + tCounts + ` LIMIT 0`,
 		`SELECT owner, slot, leases FROM ` + tOwners + ` LIMIT 0`,
 		`SELECT last_value, is_called FROM ` + tFences,
@@ -428,6 +429,10 @@ func (s *Store) checkSchema(ctx context.Context, conn *pgx.Conn) error {
 		if err != nil {
 			return errors.New("pgstore: the state is incomplete or damaged: " + err.Error())
 		}
+	}
+	var typ string
+	if err := conn.QueryRow(ctx, `SELECT format_type(atttypid, atttypmod) FROM pg_attribute WHERE attrelid = $1::regclass AND attname = 'releases'`, tLeases).Scan(&typ); err != nil || typ != "bytea" {
+		return fmt.Errorf("pgstore: the state is damaged: %s.releases is %q, not bytea (%v)", tLeases, typ, err)
 	}
 	var slots, first, last int64
 	if err := conn.QueryRow(ctx, `SELECT count(*), coalesce(min(slot), -1), coalesce(max(slot), -1) FROM `+tCounts).Scan(&slots, &first, &last); err != nil {
@@ -444,32 +449,90 @@ func (s *Store) checkSchema(ctx context.Context, conn *pgx.Conn) error {
 	return nil
 }
 
-// upgrade makes a state of version 1 one of version 2 (upgradeV1), in one
+// upgrade makes a state of version 1 or 2 one of SchemaVersion, in one
 // transaction holding the meta row, unless another coordinator did it
-// first. Coordinators of version 1 that still run fail their calls from
-// then on (docs/service.md, "Upgrading the schema").
+// first: version 1 to 2 (upgradeV1), then 2 to 3 (upgradeV2). Coordinators
+// of an older version that still run fail their calls from then on
+// (docs/service.md, "Upgrading the schema").
 func (s *Store) upgrade(ctx context.Context, conn *pgx.Conn) error {
 	tx, err := conn.Begin(ctx)
 	if err != nil {
 		return errors.New("pgstore: upgrading the schema: " + err.Error())
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // after Commit, a no-op
-	var version int64
+	var version, from int64
 	if err := tx.QueryRow(ctx, `SELECT schema_version FROM `+tMeta+` FOR UPDATE`).Scan(&version); err != nil {
 		return errors.New("pgstore: upgrading the schema: " + err.Error())
 	}
-	if version != 1 {
+	from = version
+	if version == 1 {
+		for _, q := range upgradeV1 {
+			if _, err := tx.Exec(ctx, q); err != nil {
+				return errors.New("pgstore: upgrading the schema from version 1 to 2 (nothing was changed): " + err.Error())
+			}
+		}
+		version = 2
+	}
+	if version == 2 {
+		if err := upgradeV2(ctx, tx); err != nil {
+			return fmt.Errorf("pgstore: upgrading the schema from version %d to %d (nothing was changed): %w", from, SchemaVersion, err)
+		}
+		version = 3
+	}
+	if version == from {
 		return nil // upgraded meanwhile
 	}
-	for _, q := range upgradeV1 {
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("pgstore: upgrading the schema from version %d to %d: %w", from, SchemaVersion, err)
+	}
+	s.log.Warn(fmt.Sprintf("the state's schema was upgraded from version %d to %d (version 2: the token that acquired each lease, counted by token; "+
+		"version 3: releases in a binary layout): coordinators of older versions still running now fail every call until they are replaced", from, SchemaVersion))
+	return nil
+}
+
+// upgradeV2 makes a state of version 2 one of version 3 within tx: each
+// row's releases, JSON in the column released, are read strictly and
+// written in the binary layout to the new column releases, and the old
+// column is dropped (a coordinator of version 2 still running then fails
+// every decision, which reads it). Releases that do not decode refuse the
+// upgrade.
+func upgradeV2(ctx context.Context, tx pgx.Tx) error {
+	if _, err := tx.Exec(ctx, `ALTER TABLE `+tLeases+` ADD COLUMN releases bytea NOT NULL DEFAULT '\x00'`); err != nil {
+		return err
+	}
+	rows, err := tx.Query(ctx, `SELECT resource, released::text FROM `+tLeases+` WHERE released::text <> '[]'`)
+	if err != nil {
+		return err
+	}
+	b := &pgx.Batch{}
+	for rows.Next() {
+		var resource, text string
+		if err := rows.Scan(&resource, &text); err != nil {
+			rows.Close()
+			return err
+		}
+		var rels []service.Release
+		if err := json.Unmarshal([]byte(text), &rels, json.RejectUnknownMembers(true)); err != nil || len(rels) > service.MaxReleases {
+			rows.Close()
+			return fmt.Errorf("the releases of %q are damaged (%d of them): %v", resource, len(rels), err)
+		}
+		b.Queue(`UPDATE `+tLeases+` SET releases = $2 WHERE resource = $1`, resource, service.AppendReleasesBinary(nil, rels))
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return err
+	}
+	for _, q := range []string{
+		`ALTER TABLE ` + tLeases + ` DROP COLUMN released`,
+		`UPDATE ` + tMeta + ` SET schema_version = 3`,
+	} {
 		if _, err := tx.Exec(ctx, q); err != nil {
-			return errors.New("pgstore: upgrading the schema from version 1 to 2 (nothing was changed): " + err.Error())
+			return err
 		}
 	}
-	if err := tx.Commit(ctx); err != nil {
-		return errors.New("pgstore: upgrading the schema from version 1 to 2: " + err.Error())
-	}
-	s.log.Warn("the state's schema was upgraded from version 1 to 2 (the token that acquired each lease, counted by token): coordinators of version 1 still running now fail every call (503) until they are replaced")
 	return nil
 }
 

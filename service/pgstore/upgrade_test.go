@@ -1,0 +1,136 @@
+//go:build !js && !wasip1
+
+package pgstore_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/lease-fence/lease-fence/core/lease"
+	"github.com/lease-fence/lease-fence/service"
+	"github.com/lease-fence/lease-fence/service/pgstore"
+	"github.com/lease-fence/lease-fence/service/wire"
+)
+
+// downgrade turns the state at dsn back into schema version 2, whose rows
+// keep their releases as JSON in the column released (go-json-experiment's
+// encoding of []service.Release, as version 2 wrote them), or version 1,
+// which also had no owners and its counts under their first name. damage,
+// if set, replaces the releases of every row that has some.
+func downgrade(t *testing.T, dsn string, version int, damage string) {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	rows, err := conn.Query(context.Background(), `SELECT resource, releases FROM lease_fence_leases WHERE releases <> '\x00'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	asJSON := map[string]string{}
+	for rows.Next() {
+		var resource string
+		var bin []byte
+		if err := rows.Scan(&resource, &bin); err != nil {
+			t.Fatal(err)
+		}
+		rels, err := service.DecodeReleasesBinary(resource, bin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text, _ := jsonv2.Marshal(rels)
+		asJSON[resource] = string(text)
+		if damage != "" {
+			asJSON[resource] = damage
+		}
+	}
+	rows.Close()
+	if damage != "" && len(asJSON) == 0 {
+		t.Fatal("no row has releases to damage")
+	}
+	qs := []string{
+		`ALTER TABLE lease_fence_leases ADD COLUMN released json NOT NULL DEFAULT '[]'`,
+		`ALTER TABLE lease_fence_leases DROP COLUMN releases`,
+		`UPDATE lease_fence_meta SET schema_version = 2`,
+	}
+	if version == 1 {
+		qs = append(qs, `DROP TABLE lease_fence_owners`, `ALTER TABLE lease_fence_leases DROP COLUMN owner`,
+			`ALTER TABLE lease_fence_totals RENAME TO lease_fence_counts`, `UPDATE lease_fence_meta SET schema_version = 1`)
+	}
+	for _, q := range qs {
+		if _, err := conn.Exec(context.Background(), q); err != nil {
+			t.Fatal(q, err)
+		}
+	}
+	for resource, text := range asJSON {
+		if _, err := conn.Exec(context.Background(), `UPDATE lease_fence_leases SET released = $2::json WHERE resource = $1`, resource, text); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A state of schema version 2 (releases as JSON) is upgraded when a
+// coordinator of this version opens it: the releases are answered as
+// before (a retried release ok, the last fence), and the live lease is
+// still held; a statement of version 2 fails from then on. Releases that do
+// not decode refuse the upgrade, and the state is left at version 2.
+func TestUpgradeFromVersion2(t *testing.T) {
+	g := newRig(t, 1, pgstore.Options{})
+	f1, _ := g.grant(0, acquireMsg("a-1", "doc", "A"))
+	if st, out := g.post(0, releaseMsg("rel-1", "doc", "A", f1)); st != 200 || out["ok"] != true {
+		t.Fatalf("release: %d %v", st, out)
+	}
+	f2, _ := g.grant(0, acquireMsg("b-1", "live", "B"))
+	g.r[0].store.Close()
+	downgrade(t, g.dsn, 2, "")
+
+	g.r[0] = g.open(pgstore.Options{}, false)
+	if logs := g.r[0].logs.String(); !strings.Contains(logs, "upgraded from version 2 to 3") {
+		t.Fatalf("no upgrade logged: %s", logs)
+	}
+	var version int64
+	var typ string
+	queryRow(t, g.dsn, `SELECT (SELECT schema_version FROM lease_fence_meta), (SELECT format_type(atttypid, atttypmod) FROM pg_attribute
+		WHERE attrelid = 'lease_fence_leases'::regclass AND attname = 'releases')`, &version, &typ)
+	if version != 3 || typ != "bytea" {
+		t.Fatalf("after the upgrade: version %d, released %s", version, typ)
+	}
+	conn := g.conn()
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(context.Background(), `SELECT released FROM lease_fence_leases`); err == nil {
+		t.Fatal("a statement of version 2 still works")
+	}
+	if st, out := g.post(0, releaseMsg("rel-1", "doc", "A", f1)); st != 200 || out["ok"] != true {
+		t.Fatalf("the retried release after the upgrade: %d %v", st, out)
+	}
+	if st, out := g.post(0, wire.Message{Op: wire.OpInspect, Request: lease.Request{Resource: "doc"}}); st != 200 || out["held"] != false || out["lastFence"] != float64(f1) {
+		t.Fatalf("inspect after the upgrade: %d %v", st, out)
+	}
+	if st, out := g.post(0, releaseMsg("rel-2", "live", "B", f2)); st != 200 || out["ok"] != true {
+		t.Fatalf("the live lease's release after the upgrade: %d %v", st, out)
+	}
+	if f3, _ := g.grant(0, acquireMsg("a-2", "doc", "A")); f3 <= f2 {
+		t.Fatalf("fence %d after %d", f3, f2)
+	}
+
+	// Damaged releases: refused, nothing changed.
+	d := newRig(t, 1, pgstore.Options{})
+	f1, _ = d.grant(0, acquireMsg("a-1", "doc", "A"))
+	d.post(0, releaseMsg("rel-1", "doc", "A", f1))
+	d.r[0].store.Close()
+	downgrade(t, d.dsn, 2, `[{"requestId": 1}]`)
+	if _, err := pgstore.Open(context.Background(), d.dsn, pgstore.Options{TTL: ttl}); err == nil ||
+		!strings.Contains(err.Error(), "nothing was changed") || !strings.Contains(err.Error(), `"doc"`) {
+		t.Fatalf("Open of a version 1 state with damaged releases: %v", err)
+	}
+	var text string
+	queryRow(t, d.dsn, `SELECT (SELECT schema_version FROM lease_fence_meta), (SELECT released::text FROM lease_fence_leases WHERE resource = 'doc')`, &version, &text)
+	if version != 2 || text != `[{"requestId": 1}]` {
+		t.Fatalf("after the refused upgrade: version %d, releases %s", version, text)
+	}
+}
