@@ -26,8 +26,14 @@ type writer struct {
 	mu       sync.Mutex
 	pending  map[string]pendingEntry
 	pendMark uint64
-	flushT   *time.Timer // armed while pending holds something
-	shut     bool        // closed: nothing more is written
+	// flushT writes the pending changes pendingDelay after the oldest of
+	// them came (pendSince). It is left armed when a synced write takes
+	// them (a stopped timer still wakes the scheduler at its time), and
+	// armed again for the rest of the delay when it finds newer ones.
+	flushT    *time.Timer
+	armed     bool
+	pendSince time.Time
+	shut      bool // closed: nothing more is written
 
 	// The group commit: the synced writes waiting for the next batch, and
 	// whether one of them (the leader) is gathering or committing one.
@@ -121,13 +127,14 @@ func (s *Store) Write(_ context.Context, b service.Batch, sync bool) error {
 			w.pending[name] = pendingEntry{del: true}
 		}
 		w.pendMark = max(w.pendMark, b.Mark)
+		if was == 0 {
+			w.pendSince = time.Now()
+		}
 		switch {
-		case w.flushT == nil:
-			w.flushT = time.AfterFunc(pendingDelay, s.flushPending)
 		case len(w.pending) >= pendingMax:
-			w.flushT.Reset(0) // write them now, on the timer's goroutine
-		case was == 0:
-			w.flushT.Reset(pendingDelay)
+			s.armFlush(0) // write them now, on the timer's goroutine
+		case !w.armed:
+			s.armFlush(pendingDelay)
 		}
 		return nil
 	}
@@ -294,13 +301,20 @@ func (s *Store) encodePending(batch *pebble.Batch, over service.Batch) {
 // handed to Pebble. w.mu is held.
 func (s *Store) clearPending() {
 	w := &s.w
-	if len(w.pending) > 0 {
-		clear(w.pending)
-		if w.flushT != nil {
-			w.flushT.Stop()
-		}
-	}
+	clear(w.pending)
 	w.pendMark = 0
+}
+
+// armFlush arms the timer of the pending changes to fire in d. w.mu is
+// held.
+func (s *Store) armFlush(d time.Duration) {
+	w := &s.w
+	if w.flushT == nil {
+		w.flushT = time.AfterFunc(d, s.flushPending)
+	} else {
+		w.flushT.Reset(d)
+	}
+	w.armed = true
 }
 
 // flushLocked writes the pending changes to Pebble's log, without waiting
@@ -348,10 +362,20 @@ func (s *Store) flushPending() {
 		w.mu.Unlock()
 		return
 	}
+	w.armed = false
+	if len(w.pending) == 0 && w.pendMark == 0 {
+		w.mu.Unlock()
+		return // a synced write took them
+	}
+	if age := time.Since(w.pendSince); age < pendingDelay && len(w.pending) < pendingMax {
+		s.armFlush(pendingDelay - age) // newer ones than those it was armed for
+		w.mu.Unlock()
+		return
+	}
 	batch, err := s.flushLocked(db)
 	if err != nil {
 		s.opts.Logger.Error("pebblestore: writing the changes made without a sync", "err", err.Error())
-		w.flushT.Reset(pendingDelay)
+		s.armFlush(pendingDelay)
 	}
 	w.mu.Unlock()
 	_ = s.syncWait(batch)
@@ -365,6 +389,7 @@ func (s *Store) closeWrites(db *pebble.DB) error {
 	w.shut = true
 	if w.flushT != nil {
 		w.flushT.Stop()
+		w.armed = false
 	}
 	batch, err := s.flushLocked(db)
 	w.mu.Unlock()
