@@ -161,6 +161,7 @@ func (s *Store) decide(ctx context.Context, resource string, fn func(*service.Tx
 		return err
 	})
 	var (
+		listening        bool
 		dbNow            float64
 		lastValue        int64
 		called           bool
@@ -169,7 +170,7 @@ func (s *Store) decide(ctx context.Context, resource string, fn func(*service.Tx
 		lasts, maxConns  int64
 	)
 	b.Queue(qState, resource, s.offset()).QueryRow(func(r pgx.Row) error {
-		return r.Scan(&dbNow, &lastValue, &called, &spec, &leases, &releases, &lasts, &maxConns)
+		return r.Scan(&listening, &dbNow, &lastValue, &called, &spec, &leases, &releases, &lasts, &maxConns)
 	})
 	if err := conn.SendBatch(ctx, b).Close(); err != nil {
 		return s.failed(ctx, conn, err)
@@ -261,12 +262,12 @@ func (s *Store) decide(ctx context.Context, resource string, fn func(*service.Tx
 			return done, errors.Join(service.ErrInconsistent, errors.New("pgstore: the decision did not take the fence the counter gave it"))
 		}
 	}
-	return s.write(ctx, conn, e, placeholder, next, grant, now)
+	return s.write(ctx, conn, e, placeholder, next, grant, now, listening)
 }
 
 // write makes next the resource's row and commits, in one round trip.
 // grant says next holds a fence just taken from the counter.
-func (s *Store) write(ctx context.Context, conn *pgx.Conn, cur service.Entry, placeholder bool, next service.Entry, grant bool, now float64) (outcome, error) {
+func (s *Store) write(ctx context.Context, conn *pgx.Conn, cur service.Entry, placeholder bool, next service.Entry, grant bool, now float64, listening bool) (outcome, error) {
 	resource := cur.Resource
 	if placeholder {
 		cur = service.Entry{}
@@ -320,8 +321,12 @@ func (s *Store) write(ctx context.Context, conn *pgx.Conn, cur service.Entry, pl
 	}
 	// A grant or a release (not a renewal: a waiter times the expiry it
 	// read) may concern waiters on other replicas: tell them once it is
-	// committed, or may be.
-	if grant || (cur.Fence != 0 && next.Fence == 0) {
+	// committed, or may be, if any replica listens (its mark, read once
+	// the row was locked, is in the meta row). A replica that starts to
+	// listen marks it before it listens, then decides again on every
+	// resource it watches: a decision that read no mark holds its row
+	// until it commits, so that new decision sees its change.
+	if listening && (grant || (cur.Fence != 0 && next.Fence == 0)) {
 		defer s.notify(resource)
 	}
 	if _, warned := s.unreplicated.LoadAndDelete(conn.PgConn()); warned && err == nil {

@@ -34,3 +34,6 @@ func Listening(s *Store) <-chan struct{} {
 	}
 	return s.watch.listenPC
 }
+
+// Notified returns how many changes s has queued a notification of.
+func Notified(s *Store) int64 { return s.watch.notified.Load() }

@@ -45,11 +45,15 @@ const countSlots = 64
 // schema creates version 3. maxFence is lease.MaxFence (2^53-1, the
 // largest integer JavaScript holds exactly).
 var schema = []string{
+	// listening_until: until when (the database server's clock, Unix
+	// milliseconds) some coordinator listens for the others' changes
+	// (Store.Watch): before it, decisions send no notifications.
 	`CREATE TABLE ` + tMeta + ` (
-		singleton      boolean PRIMARY KEY DEFAULT true CHECK (singleton),
-		schema_version integer NOT NULL,
-		timeline       bigint NOT NULL,
-		created_at     timestamptz NOT NULL DEFAULT clock_timestamp()
+		singleton       boolean PRIMARY KEY DEFAULT true CHECK (singleton),
+		schema_version  integer NOT NULL,
+		timeline        bigint NOT NULL,
+		created_at      timestamptz NOT NULL DEFAULT clock_timestamp(),
+		listening_until double precision NOT NULL DEFAULT 0
 	)`,
 	`CREATE SEQUENCE ` + tFences + ` AS bigint MINVALUE 1 MAXVALUE 9007199254740991 START 1 CACHE 1 NO CYCLE`,
 	// A row is one resource's service.Entry: its lease record (fence not 0),
@@ -119,6 +123,14 @@ func countSQL(leases, releases, lasts string) string {
 		WHERE slot = pg_backend_pid() % ` + strconv.Itoa(countSlots)
 }
 
+// realClockSQL is the database server's clock in Unix milliseconds.
+const realClockSQL = `(extract(epoch FROM clock_timestamp()) * 1000)::float8`
+
+// qListening says, on the LISTEN connection, that this coordinator listens
+// for listenFor more: until then, decisions notify.
+var qListening = `UPDATE ` + tMeta + ` SET listening_until = greatest(listening_until, ` + realClockSQL + ` + ` +
+	strconv.FormatInt(listenFor.Milliseconds(), 10) + `)`
+
 // clockSQL is the database server's clock in whole Unix milliseconds,
 // read when the statement evaluates it; $N is added to it (zero but in
 // the tests, which step the clock through it).
@@ -140,15 +152,17 @@ var (
 	qLock = `SELECT holder_id, request_id, fence, expires_at, secret_sha256, releases, last_fence, decided_at, owner,
 		CASE WHEN fence = 0 THEN pg_try_advisory_xact_lock_shared($2) END
 		FROM ` + tLeases + ` WHERE resource = $1 FOR UPDATE`
-	// qState reads, once the row is locked: the clock, the fence counter
+	// qState reads, once the row is locked: whether some coordinator
+	// listens for notifications (on the server's own clock, which tests do
+	// not step), the clock, the fence counter
 	// (and, when the resource's row holds no live lease, the next fence
 	// ahead of the decision, so a grant needs no round trip of its own),
 	// the counts and max_connections.
-	qState = `SELECT c.now, s.last_value, s.is_called,
+	qState = `SELECT m.listening_until > ` + realClockSQL + `, c.now, s.last_value, s.is_called,
 		CASE WHEN EXISTS (SELECT 1 FROM ` + tLeases + ` l WHERE l.resource = $1 AND NOT (l.fence <> 0 AND l.expires_at > greatest(c.now, l.decided_at)))
 			THEN nextval('` + tFences + `') END,
 		k.leases, k.releases, k.lasts, current_setting('max_connections')::bigint
-		FROM (SELECT ` + clockSQL("$2") + ` AS now) c, ` + tFences + ` s,
+		FROM (SELECT ` + clockSQL("$2") + ` AS now) c, ` + tFences + ` s, ` + tMeta + ` m,
 		(SELECT coalesce(sum(leases), 0)::bigint AS leases, coalesce(sum(releases), 0)::bigint AS releases,
 			coalesce(sum(lasts), 0)::bigint AS lasts FROM ` + tCounts + `) k`
 	qNextval = `SELECT nextval('` + tFences + `')`

@@ -414,7 +414,7 @@ func (s *Store) checkSchema(ctx context.Context, conn *pgx.Conn) error {
 	}
 	// Every object, with the columns this version reads.
 	checks := []string{
-		`SELECT singleton, schema_version, timeline, created_at FROM ` + tMeta + ` LIMIT 0`,
+		`SELECT singleton, schema_version, timeline, created_at, listening_until FROM ` + tMeta + ` LIMIT 0`,
 		`SELECT resource, holder_id, request_id, fence, expires_at, secret_sha256, releases, last_fence, decided_at, sweep_at, owner FROM ` + tLeases + ` LIMIT 0`,
 		`SELECT slot, leases, releases, lasts FROM ` + tCounts + ` LIMIT 0`,
 		`SELECT owner, slot, leases FROM ` + tOwners + ` LIMIT 0`,
@@ -494,8 +494,8 @@ func (s *Store) upgrade(ctx context.Context, conn *pgx.Conn) error {
 // row's releases, JSON in the column released, are read strictly and
 // written in the binary layout to the new column releases, and the old
 // column is dropped (a coordinator of version 2 still running then fails
-// every decision, which reads it). Releases that do not decode refuse the
-// upgrade.
+// every decision, which reads it); the meta row gets listening_until.
+// Releases that do not decode refuse the upgrade.
 func upgradeV2(ctx context.Context, tx pgx.Tx) error {
 	if _, err := tx.Exec(ctx, `ALTER TABLE `+tLeases+` ADD COLUMN releases bytea NOT NULL DEFAULT '\x00'`); err != nil {
 		return err
@@ -527,6 +527,7 @@ func upgradeV2(ctx context.Context, tx pgx.Tx) error {
 	}
 	for _, q := range []string{
 		`ALTER TABLE ` + tLeases + ` DROP COLUMN released`,
+		`ALTER TABLE ` + tMeta + ` ADD COLUMN listening_until double precision NOT NULL DEFAULT 0`,
 		`UPDATE ` + tMeta + ` SET schema_version = 3`,
 	} {
 		if _, err := tx.Exec(ctx, q); err != nil {

@@ -18,7 +18,8 @@ import (
 
 // downgrade turns the state at dsn back into schema version 2, whose rows
 // keep their releases as JSON in the column released (go-json-experiment's
-// encoding of []service.Release, as version 2 wrote them), or version 1,
+// encoding of []service.Release, as version 2 wrote them) and whose meta
+// row has no listening_until, or version 1,
 // which also had no owners and its counts under their first name. damage,
 // if set, replaces the releases of every row that has some.
 func downgrade(t *testing.T, dsn string, version int, damage string) {
@@ -56,6 +57,7 @@ func downgrade(t *testing.T, dsn string, version int, damage string) {
 	qs := []string{
 		`ALTER TABLE lease_fence_leases ADD COLUMN released json NOT NULL DEFAULT '[]'`,
 		`ALTER TABLE lease_fence_leases DROP COLUMN releases`,
+		`ALTER TABLE lease_fence_meta DROP COLUMN listening_until`,
 		`UPDATE lease_fence_meta SET schema_version = 2`,
 	}
 	if version == 1 {

@@ -36,6 +36,12 @@ const watchSafety = 2 * time.Second
 // it is asked whether it is still there (a cut link sends no error).
 const listenHeartbeat = 5 * time.Second
 
+// listenFor is how long a listening coordinator's mark (qListening) lasts;
+// it marks again every listenFor/3 while it listens, on its LISTEN
+// connection (if it cannot, the connection is down and the coordinator
+// is deaf: it polls).
+const listenFor = 60 * time.Second
+
 // notifyLinger is how long the first notification of a batch waits for
 // others to join it: one statement for many changes, for a few
 // milliseconds more before the other replicas hear of them.
@@ -70,7 +76,8 @@ type watching struct {
 	deaf     bool // the LISTEN connection is down: report on the poll
 	stop     chan struct{}
 	done     sync.WaitGroup
-	outbox   chan string // resources whose grants and releases to notify
+	outbox   chan string  // resources whose grants and releases to notify
+	notified atomic.Int64 // how many notify queued (tests)
 	poll     time.Duration
 	safety   time.Duration
 	beat     time.Duration // listenHeartbeat
@@ -206,6 +213,13 @@ func (s *Store) listenOnce(ctx context.Context) error {
 		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
+	// The mark first: from its commit on, every decision that reads it
+	// notifies (see Store.write); then LISTEN; then every watched resource
+	// is decided again (report below).
+	if _, err := conn.Exec(ctx, qListening); err != nil {
+		return err
+	}
+	marked := time.Now()
 	if _, err := conn.Exec(ctx, "LISTEN "+notifyChannel); err != nil {
 		return err
 	}
@@ -220,6 +234,15 @@ func (s *Store) listenOnce(ctx context.Context) error {
 	s.report("")
 	mine := s.id + ":"
 	for {
+		if time.Since(marked) >= listenFor/3 {
+			pctx, cancel := context.WithTimeout(ctx, s.timeout)
+			_, err := conn.Exec(pctx, qListening)
+			cancel()
+			if err != nil {
+				return err
+			}
+			marked = time.Now()
+		}
 		wctx, cancel := context.WithTimeout(ctx, s.watch.beat)
 		n, err := conn.WaitForNotification(wctx)
 		cancel()
@@ -275,6 +298,7 @@ func (s *Store) stopWatching() {
 // grant or release was committed). It never blocks: a full queue drops
 // it, and the watchers' safety poll covers what is dropped.
 func (s *Store) notify(resource string) {
+	s.watch.notified.Add(1)
 	select {
 	case s.watch.outbox <- resource:
 	default:

@@ -179,3 +179,32 @@ func TestInspectLastFenceAcrossReplicas(t *testing.T) {
 		t.Fatalf("never held: %v %d", held, last)
 	}
 }
+
+// TestNotifiesOnlyWhileListened: while no coordinator listens, grants and
+// releases send no notifications; once one listens (it marks the meta row
+// before its LISTEN), every grant and release of every replica does.
+func TestNotifiesOnlyWhileListened(t *testing.T) {
+	g := newRig(t, 2, pgstore.Options{})
+	cycle := func(id string) {
+		f, _ := g.grant(0, acquireMsg("a-"+id, "r", "a"))
+		if st, out := g.post(0, releaseMsg("rel-"+id, "r", "a", f)); st != 200 || out["ok"] != true {
+			t.Fatalf("release: %d %v", st, out)
+		}
+	}
+	cycle("1")
+	if n := pgstore.Notified(g.r[0].store); n != 0 {
+		t.Fatalf("%d notifications with no coordinator listening", n)
+	}
+	stop := g.r[1].store.Watch("other", func() {})
+	defer stop()
+	<-pgstore.Listening(g.r[1].store)
+	var marked bool
+	queryRow(t, g.dsn, `SELECT listening_until > extract(epoch FROM clock_timestamp()) * 1000 + 50000 FROM lease_fence_meta`, &marked)
+	if !marked {
+		t.Fatal("the listening coordinator did not mark the meta row for a minute")
+	}
+	cycle("2")
+	if n := pgstore.Notified(g.r[0].store); n != 2 {
+		t.Fatalf("%d notifications of a grant and a release while a coordinator listens, want 2", n)
+	}
+}
