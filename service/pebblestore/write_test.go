@@ -4,7 +4,9 @@ package pebblestore
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -40,9 +42,21 @@ func TestPreviousFormatIsRewritten(t *testing.T) {
 		v, _ := service.EncodeEntry(e)
 		_ = db.Set([]byte(leasePrefix+e.Resource), v, nil)
 	}
+	// First with a damaged entry (an unknown member): refused as strictly as
+	// before, and left as it was.
+	v, _ := service.EncodeEntry(live)
+	_ = db.Set([]byte(leasePrefix+"x"), append([]byte(`{"owner2":"o",`), v[1:]...), nil)
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
+	before := files(t, dir)
+	if _, err := Open(dir, Options{}); err == nil || !strings.Contains(err.Error(), `the entry of "x" is damaged`) {
+		t.Fatalf("a damaged entry of format 2: %v", err)
+	}
+	if after := files(t, dir); !maps.EqualFunc(before, after, bytes.Equal) {
+		t.Fatal("the refused state's files were changed")
+	}
+	rawSet(leasePrefix+"x", nil)(t, dir)
 	s, err := Open(dir, Options{})
 	if err != nil {
 		t.Fatal(err)
