@@ -85,7 +85,14 @@ func (p *connPool) exchange(ctx context.Context, timeout time.Duration, pc *pers
 		resp, err = http.ReadResponse(pc.br, nil)
 	}
 	if err == nil {
-		data, err = io.ReadAll(io.LimitReader(resp.Body, maxReplyBytes))
+		if n := resp.ContentLength; n >= 0 && n < maxReplyBytes {
+			// The answer's length is known (the coordinator always says
+			// it): one read into a buffer of that size.
+			data = make([]byte, n)
+			_, err = io.ReadFull(resp.Body, data)
+		} else {
+			data, err = io.ReadAll(io.LimitReader(resp.Body, maxReplyBytes))
+		}
 		resp.Body.Close()
 	}
 	if !stop() {
