@@ -87,7 +87,7 @@ func main() {
 		}
 		env = limitsEnv()
 	}
-	
+
 	var logTo io.Writer = io.Discard
 	if *serverLog != "" {
 		f, err := os.Create(*serverLog)
