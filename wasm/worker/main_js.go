@@ -23,6 +23,7 @@ import (
 	"errors"
 	"math"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -85,9 +86,10 @@ func main() {
 	binding.Set("openToken", js.FuncOf(tokens.open))
 	binding.Set("closeToken", js.FuncOf(tokens.close))
 	binding.Set("tokenFetch", js.FuncOf(tokens.fetch))
-	// tick() does nothing: calling into Go lets the runtime run the timers
-	// that are due (worker.mjs calls it while an object has a call open).
-	binding.Set("tick", js.FuncOf(func(js.Value, []js.Value) any { return nil }))
+	// tick(handle) runs the object's wake-ups that are due, in the
+	// object's own context (worker.mjs calls it from the object's interval
+	// while it has a call open).
+	binding.Set("tick", js.FuncOf(objects.tick))
 	workers.Ready()
 	select {} // one instance serves every later request of this isolate
 }
@@ -231,6 +233,7 @@ type object struct {
 	svc     *service.Service
 	ttl     time.Duration
 	swept   time.Time // when expired records were last deleted
+	timers  *objectTimers
 }
 
 type objectTable struct {
@@ -267,9 +270,13 @@ func (t *objectTable) open(_ js.Value, args []js.Value) (result any) {
 	if err != nil {
 		return js.Global().Get("Error").New(err.Error())
 	}
-	// Wake-ups (an expiry with waiters, the end of a wait) are Go timers,
-	// which the Go runtime runs on the isolate's setTimeout.
-	svc, err := service.New(service.Config{TTL: l.ttl, Store: store, MaxWait: l.maxWait, MaxWaiters: l.maxWaiters})
+	// Wake-ups (an expiry with waiters, the end of a wait) are the
+	// object's own timers, run only when the object itself enters Go
+	// (objectTimers): not Go timers, which the runtime fires in whichever
+	// request or object is running Go at the time, where the object's
+	// storage refuses every call.
+	timers := &objectTimers{}
+	svc, err := service.New(service.Config{TTL: l.ttl, Store: store, MaxWait: l.maxWait, MaxWaiters: l.maxWaiters, AfterFunc: timers.after})
 	if err != nil {
 		return js.Global().Get("Error").New(err.Error())
 	}
@@ -287,7 +294,7 @@ func (t *objectTable) open(_ js.Value, args []js.Value) (result any) {
 		}
 		return nil
 	}
-	t.byHandle[t.next] = &object{handler: wire.NewHandler(svc, wire.HandlerOptions{MaxWait: l.maxWait, Authorize: caller}), svc: svc, ttl: l.ttl}
+	t.byHandle[t.next] = &object{handler: wire.NewHandler(svc, wire.HandlerOptions{MaxWait: l.maxWait, Authorize: caller}), svc: svc, ttl: l.ttl, timers: timers}
 	return t.next
 }
 
@@ -314,7 +321,86 @@ func (t *objectTable) fetch(_ js.Value, args []js.Value) (result any) {
 	if o == nil {
 		return rejected(errors.New("objectFetch: unknown object handle"))
 	}
+	o.timers.run()
 	return serveString(o.handler, args[1:], o.sweep)
+}
+
+// tick(handle) runs the due wake-ups of an object: worker.mjs calls it
+// from the object's own interval.
+func (t *objectTable) tick(_ js.Value, args []js.Value) any {
+	if len(args) == 1 && args[0].Type() == js.TypeNumber {
+		t.mu.Lock()
+		o := t.byHandle[args[0].Int()]
+		t.mu.Unlock()
+		if o != nil {
+			o.timers.run()
+		}
+	}
+	return nil
+}
+
+// objectTimers are the wake-ups of one object's Service (its
+// clock.AfterFunc). A Go timer would fire in whichever JavaScript context
+// happens to be running Go when it is due (another object's, or a
+// stateless request's), and the storage calls of the decision it starts
+// would be refused there ("Cannot perform I/O on behalf of a different
+// Durable Object"): the decision fails, and the fence it took is lost.
+// These run only from run, which the object calls from its own context
+// (its interval, its requests); each function runs in a goroutine of its
+// own, which the Go runtime runs, up to its first wait, before it returns
+// to JavaScript, so its storage calls are made in that context, and its
+// awaits resume from the object's own promises.
+type objectTimers struct {
+	mu   sync.Mutex
+	list []*objectTimer
+}
+
+type objectTimer struct {
+	ts   *objectTimers
+	at   time.Time
+	f    func()
+	done bool
+}
+
+func (ts *objectTimers) after(d time.Duration, f func()) clock.Timer {
+	ot := &objectTimer{ts: ts, at: time.Now().Add(d), f: f}
+	ts.mu.Lock()
+	ts.list = append(ts.list, ot)
+	ts.mu.Unlock()
+	return ot
+}
+
+func (ot *objectTimer) Stop() bool {
+	ot.ts.mu.Lock()
+	defer ot.ts.mu.Unlock()
+	if ot.done {
+		return false
+	}
+	ot.done = true
+	if i := slices.Index(ot.ts.list, ot); i >= 0 {
+		ot.ts.list = slices.Delete(ot.ts.list, i, i+1)
+	}
+	return true
+}
+
+// run starts the functions of the timers that are due.
+func (ts *objectTimers) run() {
+	now := time.Now()
+	var due []func()
+	ts.mu.Lock()
+	for i := 0; i < len(ts.list); {
+		if ot := ts.list[i]; !now.Before(ot.at) {
+			ot.done = true
+			due = append(due, ot.f)
+			ts.list = slices.Delete(ts.list, i, i+1)
+			continue
+		}
+		i++
+	}
+	ts.mu.Unlock()
+	for _, f := range due {
+		go f()
+	}
 }
 
 // sweep deletes the object's record if its lease expired, at most once per

@@ -114,14 +114,13 @@ export class LeaseObject {
     }
     const handle = this.handle;
     // While the object has a call open (a waiting call may be open for a
-    // minute), its own interval enters Go every TICK_MS, so that the
-    // timers of its waiting calls (a lease's expiry, the end of a wait)
-    // run on time: the Go runtime keeps one setTimeout for its earliest
-    // timer, created in whichever request was running Go when that timer
-    // became the earliest, which may be another object's, and a timer
-    // dies with its request's context (a stateless request's as soon as it
-    // is answered; an object's when the object is evicted).
-    if (this.open++ === 0) this.tick = setInterval(() => binding.tick(), TICK_MS);
+    // minute), its own interval enters Go every TICK_MS to run the
+    // object's due wake-ups (a lease's expiry, the end of a wait): they
+    // are not Go timers but the object's own (objectTimers in main_js.go),
+    // run only from the object's context, because a decision they start
+    // writes the object's storage, which refuses calls made from another
+    // object's or request's context.
+    if (this.open++ === 0) this.tick = setInterval(() => binding.tick(handle), TICK_MS);
     try {
       return await call((...args) => binding.objectFetch(handle, ...args), request, OBJECT_FORWARDED);
     } finally {
