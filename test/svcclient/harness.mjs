@@ -89,7 +89,7 @@ export async function startProxy(target, hooks = {}) {
     } catch {
       json = undefined;
     }
-    const entry = { n: proxy.seen.length + 1, path: req.url, body, json, headers: req.headers };
+    const entry = { n: proxy.seen.length + 1, path: req.url, body, json, headers: req.headers, start: performance.now() };
     proxy.seen.push(entry);
     for (const w of proxy.waiting.splice(0)) w(entry);
     const action = (proxy.policy && (await proxy.policy(entry))) || {};

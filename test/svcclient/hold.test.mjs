@@ -92,9 +92,20 @@ async function rejects(promise, check) {
   return err;
 }
 
+// wrangler dev's proxy at times answers a POST with this 503 although the
+// Worker never restarted (its kept-alive connection to workerd closed under
+// it: workers-sdk issue 14641), and retries only GET and HEAD itself. The
+// calls posted here carry their request id, so sending one again is safe.
+const WRANGLER_PROXY_LOST = /^Your worker restarted mid-request/;
+
 async function post(url, body) {
-  const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
-  const text = await res.text();
+  let res;
+  let text;
+  for (let attempt = 1; ; attempt++) {
+    res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    text = await res.text();
+    if (res.status !== 503 || !WRANGLER_PROXY_LOST.test(text) || attempt === 3) break;
+  }
   try {
     return { status: res.status, json: JSON.parse(text) };
   } catch {
@@ -146,21 +157,6 @@ const aborted = (signal) => new Promise((resolve) => {
   if (signal.aborted) resolve(signal.reason);
   else signal.addEventListener('abort', () => resolve(signal.reason), { once: true });
 });
-
-// The fence of a grant handed over at a lease's expiry: the previous one
-// plus 1, on the native server (whose counter these tests have to
-// themselves) and on the Worker (each resource its own counter,
-// docs/service.md). The Worker, with other objects busy meanwhile, at times
-// hands over at an expiry with a fence that skipped numbers (seen on
-// 2026-12-02 under load 12-17: 1 then 3 for a waiter whose one call got the
-// grant; 3 then 9): still higher, which is all a gate compares, so it is
-// counted in skippedFences and reported by the last test, not failed here.
-const skippedFences = [];
-function expiryFence(T, got, want, what) {
-  if (T.kind === 'native' || got === want) return assert.equal(got, want, what);
-  assert.ok(got > want, `${what}: fence ${got}, want ${want} or more`);
-  skippedFences.push(`${what}: ${got} where ${want} was next`);
-}
 
 // ---------------------------------------------------------------- both coordinators
 
@@ -253,7 +249,7 @@ for (const which of ['native', 'worker']) {
       const wc = await queue(T, client(T, 'ho-c'), r);
       await wc.promise;
       assert.equal(wc.error, undefined, String(wc.error));
-      expiryFence(T, wc.value.token.fence, dl.token.fence + 1, 'handover at the expiry');
+      assert.equal(wc.value.token.fence, dl.token.fence + 1, 'handover at the expiry');
       assert.ok(wc.at - dSent >= TTL, `c held ${wc.at - dSent} ms after d's acquisition was sent, before its TTL (${TTL} ms) ran out`);
       const afterExpiry = wc.at - (dGot + TTL);
       assert.ok(afterExpiry < BOUND, `c held ${afterExpiry} ms after d's lease expired`);
@@ -292,7 +288,7 @@ for (const which of ['native', 'worker']) {
         // workerd does not tell the Worker that b went away
         // (docs/service.md): b's place is granted, nobody renews it, and c
         // holds when that lease expires.
-        expiryFence(T, wc.value.token.fence, a.token.fence + 2, 'the waiter after the gone waiter\'s lease expired');
+        assert.equal(wc.value.token.fence, a.token.fence + 2, 'the waiter after the gone waiter\'s lease expired');
         assert.ok(lag > TTL - BOUND && lag < TTL + BOUND, `c held ${lag} ms after the release`);
       }
       await wc.value.release();
@@ -364,7 +360,7 @@ for (const which of ['native', 'worker']) {
       assert.equal(new Set(acquisitions.map((e) => e.json.requestId)).size, 2, 'b acquired again, as a new request');
       assert.ok(acquisitions.at(-1).json.waitMillis <= 30_000 - TTL, `the second wait asked for ${acquisitions.at(-1).json.waitMillis} ms`);
       // The first grant (a + 1) ran out at the coordinator; b holds the next.
-      expiryFence(T, wb.value.token.fence, a.token.fence + 2, 'the second wait, after the first grant expired');
+      assert.equal(wb.value.token.fence, a.token.fence + 2, 'the second wait, after the first grant expired');
       const st = await b.inspect(r);
       assert.deepEqual(st, { held: true, holderId: 'rw-b', fence: wb.value.token.fence, remainingMillis: st.remainingMillis });
       assert.equal(wb.value.signal.aborted, false);
@@ -716,7 +712,7 @@ for (const which of ['native', 'worker']) {
         const k1 = await kill(l1.p);
         const l2 = await nextLeader(2, 'the leader after the first was killed');
         assert.ok(l2.at - k1 < TTL + BOUND, `the next leader came ${l2.at - k1} ms after the kill`);
-        expiryFence(T, l2.fence, l1.fence + 1, 'the leader after the first kill');
+        assert.equal(l2.fence, l1.fence + 1, 'the leader after the first kill');
         const r1 = l2.at - k1;
         l2.p.child.stdin.write('resign\n');
         const resigned = performance.now();
@@ -726,7 +722,7 @@ for (const which of ['native', 'worker']) {
         const k3 = await kill(l3.p);
         const l4 = await nextLeader(4, 'the leader after the third was killed');
         assert.ok(l4.at - k3 < TTL + BOUND, `the next leader came ${l4.at - k3} ms after the kill`);
-        expiryFence(T, l4.fence, l3.fence + 1, 'the leader after the second kill');
+        assert.equal(l4.fence, l3.fence + 1, 'the leader after the second kill');
         // It keeps the lead (three renewals), and nobody else is elected.
         await until(() => l4.p.events.filter((x) => x.ev === 'renewed').length >= 3, 'the last leader renews', 4 * TTL);
         const story = () => procs.map((p) => `${p.id}: ${p.events.filter((x) => x.ev !== 'renewed' || true).map((x) => `${x.ev}${x.fence ?? ''}@${Math.round(x.at - l1.at)}`).join(' ')}`).join('\n');
@@ -736,8 +732,16 @@ for (const which of ['native', 'worker']) {
         await until(() => observers.every((o) => o.seen.length >= 4), 'the observers see the fourth leader', SEEN);
         for (const o of observers) assert.deepEqual(o.seen, leaders, 'an observer in this process');
         // The campaigners' own observers, in the processes still alive.
+        // What the observers asked and were answered, for a failure: the
+        // inspections of this election, when each was sent and answered.
+        const inspections = () => T.proxy.seen.filter((x) => x.json?.resource === name && x.path === '/v1/inspect')
+          .map((x) => `#${x.n} ${Math.round(x.start - l1.at)}..${x.at === undefined ? '-' : Math.round(x.at - l1.at)} after ${x.json.afterFence ?? '-'}: ${x.status ?? x.error ?? 'open'} ${x.reply ?? ''}`).join('\n');
         for (const p of procs.filter((x) => x.child.exitCode === null && x.child.signalCode === null)) {
-          await until(() => p.events.filter((x) => x.ev === 'observed').length >= 4, `${p.id} observes the fourth leader`, SEEN);
+          try {
+            await until(() => p.events.filter((x) => x.ev === 'observed').length >= 4, `${p.id} observes the fourth leader`, SEEN);
+          } catch (e) {
+            throw new Error(`${e.message}\n${story()}\ninspections (ms after the first election):\n${inspections()}`, { cause: e });
+          }
           assert.deepEqual(p.events.filter((x) => x.ev === 'observed').map(({ holderId, fence }) => ({ holderId, fence })), leaders, `${p.id}'s observer`);
         }
         assert.deepEqual(await e.leader(), leaders[3]);
@@ -799,7 +803,7 @@ for (const which of ['native', 'worker']) {
         assert.equal(w.settled, false, 'the waiter was granted while the holder lived');
         await w.promise;
         assert.equal(w.error, undefined, String(w.error));
-        expiryFence(T, w.value.token.fence, fence + 1, `the waiter after the ${mode} holder's lease expired`);
+        assert.equal(w.value.token.fence, fence + 1, `the waiter after the ${mode} holder's lease expired`);
         // The dead holder's last lease runs out at most a TTL after it died.
         assert.ok(w.at - at < TTL + BOUND, `${mode}: the waiter held ${w.at - at} ms after the holder died`);
         await w.value.release();
@@ -921,8 +925,4 @@ test('bad options are InvalidArgumentError naming the option, and send nothing',
   assert.equal(held.signal.reason.code, 'released');
   assert.match(String(held), /HeldLease\("hold-bad-.*" held by "bad-a", fence \d+, until .*, \d+ renewals, ended: LeaseReleasedError\)/);
   assert.ok(new LeaseServiceError('x') instanceof Error);
-});
-
-test('the Worker\'s fences that skipped numbers at an expiry handover (reported, see expiryFence)', (ctx) => {
-  ctx.diagnostic(skippedFences.length === 0 ? 'none' : skippedFences.join('; '));
 });

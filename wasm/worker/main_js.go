@@ -88,7 +88,7 @@ func main() {
 	binding.Set("tokenFetch", js.FuncOf(tokens.fetch))
 	// tick(handle) runs the object's wake-ups that are due, in the
 	// object's own context (worker.mjs calls it from the object's interval
-	// while it has a call open).
+	// while it has a call open or wake-ups pending).
 	binding.Set("tick", js.FuncOf(objects.tick))
 	workers.Ready()
 	select {} // one instance serves every later request of this isolate
@@ -325,18 +325,20 @@ func (t *objectTable) fetch(_ js.Value, args []js.Value) (result any) {
 	return serveString(o.handler, args[1:], o.sweep)
 }
 
-// tick(handle) runs the due wake-ups of an object: worker.mjs calls it
-// from the object's own interval.
+// tick(handle) runs the due wake-ups of an object (worker.mjs calls it
+// from the object's own interval) and answers whether the object still has
+// wake-ups pending: its interval goes on until it has none and no call open.
 func (t *objectTable) tick(_ js.Value, args []js.Value) any {
-	if len(args) == 1 && args[0].Type() == js.TypeNumber {
-		t.mu.Lock()
-		o := t.byHandle[args[0].Int()]
-		t.mu.Unlock()
-		if o != nil {
-			o.timers.run()
-		}
+	if len(args) != 1 || args[0].Type() != js.TypeNumber {
+		return false
 	}
-	return nil
+	t.mu.Lock()
+	o := t.byHandle[args[0].Int()]
+	t.mu.Unlock()
+	if o == nil {
+		return false
+	}
+	return o.timers.run()
 }
 
 // objectTimers are the wake-ups of one object's Service (its
@@ -383,24 +385,36 @@ func (ot *objectTimer) Stop() bool {
 	return true
 }
 
-// run starts the functions of the timers that are due.
-func (ts *objectTimers) run() {
+// run runs the functions of the timers that are due, in the order they
+// were due, one after the other in one goroutine (a Service's wake-up
+// functions only take its lock or start goroutines of their own, so none
+// holds up the next for long), and says whether timers are still pending.
+// In that order a kept place that ran out is forgotten before an expiry due
+// later serves the queue, as Go timers would have done on time.
+func (ts *objectTimers) run() (pending bool) {
 	now := time.Now()
-	var due []func()
+	var due []*objectTimer
 	ts.mu.Lock()
 	for i := 0; i < len(ts.list); {
 		if ot := ts.list[i]; !now.Before(ot.at) {
 			ot.done = true
-			due = append(due, ot.f)
+			due = append(due, ot)
 			ts.list = slices.Delete(ts.list, i, i+1)
 			continue
 		}
 		i++
 	}
+	pending = len(ts.list) > 0
 	ts.mu.Unlock()
-	for _, f := range due {
-		go f()
+	if len(due) > 0 {
+		slices.SortStableFunc(due, func(a, b *objectTimer) int { return a.at.Compare(b.at) })
+		go func() {
+			for _, ot := range due {
+				ot.f()
+			}
+		}()
 	}
+	return pending
 }
 
 // sweep deletes the object's record if its lease expired, at most once per

@@ -51,8 +51,8 @@ function start(env) {
   return starting;
 }
 
-// How often an object with a call open lets the Go runtime run its due
-// timers (see LeaseObject.fetch).
+// How often an object with a call open or wake-ups pending runs those that
+// are due (see LeaseObject.fetch).
 const TICK_MS = 10;
 
 // The handler refuses bodies over this many bytes; a body declared larger is
@@ -114,17 +114,28 @@ export class LeaseObject {
     }
     const handle = this.handle;
     // While the object has a call open (a waiting call may be open for a
-    // minute), its own interval enters Go every TICK_MS to run the
-    // object's due wake-ups (a lease's expiry, the end of a wait): they
-    // are not Go timers but the object's own (objectTimers in main_js.go),
-    // run only from the object's context, because a decision they start
-    // writes the object's storage, which refuses calls made from another
-    // object's or request's context.
-    if (this.open++ === 0) this.tick = setInterval(() => binding.tick(handle), TICK_MS);
+    // minute) or wake-ups pending (a kept place's end, an expiry with
+    // waiters), its own interval enters Go every TICK_MS to run the
+    // object's due wake-ups: they are not Go timers but the object's own
+    // (objectTimers in main_js.go), run only from the object's context,
+    // because a decision they start writes the object's storage, which
+    // refuses calls made from another object's or request's context.
+    this.open++;
+    if (this.tick === undefined) {
+      this.tick = setInterval(() => {
+        // this.handle: a Go instance started afresh meanwhile numbers its
+        // objects anew, and the old handle may be another object's.
+        const pending = this.gen === generation && binding.tick(this.handle);
+        if (!pending && this.open === 0) {
+          clearInterval(this.tick);
+          this.tick = undefined;
+        }
+      }, TICK_MS);
+    }
     try {
       return await call((...args) => binding.objectFetch(handle, ...args), request, OBJECT_FORWARDED);
     } finally {
-      if (--this.open === 0) clearInterval(this.tick);
+      this.open--;
     }
   }
 }
