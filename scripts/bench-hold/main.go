@@ -27,7 +27,9 @@
 //	                renewed every third of the TTL) for -duration, the
 //	                client's CPU (this process) and the server's
 //	                (/proc/PID/stat), each less the same duration idle, per
-//	                second of held lease.
+//	                second of held lease. With -client js, the client is
+//	                a Node process (scripts/bench-hold/holder.mjs, with
+//	                LeaseServiceClient.hold), its CPU read from /proc.
 //
 // Targets: native (cmd/coordinator, durable: -init -state) and worker (the
 // Go Worker under wrangler dev).
@@ -69,6 +71,7 @@ func main() {
 	n := flag.Int("n", 1000, "handovers (or expiry samples)")
 	ttl := flag.Duration("ttl", 0, "the coordinator's TTL (default: 30s for handover, 1s for expiry, 10s for cost)")
 	holds := flag.Int("holds", 1000, "with -mode cost: leases held at once")
+	clientKind := flag.String("client", "go", "with -mode cost: go (wire.Client, in this process) or js (LeaseServiceClient in a Node process)")
 	duration := flag.Duration("duration", 30*time.Second, "with -mode cost: how long they are held")
 	coordinator := flag.String("coordinator", "out/bin/coordinator", "the built native server")
 	wrangler := flag.String("wrangler", "node_modules/.bin/wrangler", "wrangler")
@@ -113,7 +116,14 @@ func main() {
 	case "expiry":
 		err = expiry(s, *target, *n, *ttl)
 	case "cost":
-		err = cost(s, *target, *holds, *duration, *ttl)
+		switch *clientKind {
+		case "go":
+			err = cost(s, *target, *holds, *duration, *ttl)
+		case "js":
+			err = costJS(s, *target, *holds, *duration, *ttl)
+		default:
+			err = errors.New("unknown -client (want go or js)")
+		}
 	case "limits":
 		err = limits(s, *n, *rounds, *settle)
 	default:
@@ -554,6 +564,61 @@ func cost(s *server, target string, holds int, d, ttl time.Duration) error {
 	}
 	fmt.Printf("%-18s holds=%d ttl=%v %d renewals in %.1fs  client %6.2f us/lease-s  server %6.2f us/lease-s  (idle: client %v, server %v; acquiring %d: client %v, server %v, %d tried again)\n",
 		target+"-cost", holds, ttl, renewals, held.Seconds(), per(c3-c2, c1-c0), per(s3-s2, s1-s0), c1-c0, s1-s0, holds, c2-c1, s2-s1, retried)
+	return nil
+}
+
+// costJS is cost with the client in a Node process (holder.mjs), which
+// says when each phase begins; both processes' CPU times are read then.
+func costJS(s *server, target string, holds int, d, ttl time.Duration) error {
+	cmd := exec.Command("node", "scripts/bench-hold/holder.mjs", s.url, strconv.Itoa(holds),
+		strconv.FormatInt(d.Milliseconds(), 10), strconv.FormatInt(ttl.Milliseconds(), 10))
+	cmd.Stderr = os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	defer func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); _ = cmd.Wait() }()
+	spid := s.cmd.Process.Pid
+	type sample struct{ client, server time.Duration }
+	at := map[string]sample{}
+	var times = map[string]time.Time{}
+	var end []string
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) == 0 {
+			continue
+		}
+		at[f[0]] = sample{must(cpuOfGroup(cmd.Process.Pid)), must(cpuOfGroup(spid))}
+		times[f[0]] = time.Now()
+		if f[0] == "end" {
+			end = f[1:]
+			break
+		}
+	}
+	if len(end) != 3 {
+		if err := cmd.Wait(); err != nil {
+			return fmt.Errorf("holder.mjs: %w", err)
+		}
+		return errors.New("holder.mjs ended without its end line")
+	}
+	if err := cmd.Wait(); err != nil {
+		return fmt.Errorf("holder.mjs: %w", err)
+	}
+	idleC, idleS := at["taking"].client-at["idle"].client, at["taking"].server-at["idle"].server
+	busyC, busyS := at["end"].client-at["held"].client, at["end"].server-at["held"].server
+	held := times["end"].Sub(times["held"])
+	leaseSeconds := float64(holds) * held.Seconds()
+	per := func(busy, idle time.Duration) float64 {
+		return float64(busy-idle) / float64(time.Microsecond) / leaseSeconds
+	}
+	fmt.Printf("%-18s holds=%d ttl=%v %s renewals in %.1fs  client %6.2f us/lease-s  server %6.2f us/lease-s  (idle: client %v, server %v; acquiring %d: client %v, server %v, %s tried again)\n",
+		target+"-cost-js", holds, ttl, end[0], held.Seconds(), per(busyC, idleC), per(busyS, idleS), idleC, idleS, holds,
+		at["held"].client-at["taking"].client, at["held"].server-at["taking"].server, end[2])
 	return nil
 }
 
