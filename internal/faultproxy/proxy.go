@@ -20,6 +20,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/lease-fence/lease-fence/internal/wranglerdev"
 )
 
 // Call is one request the proxy received.
@@ -76,7 +78,10 @@ func Start(target string) (*Proxy, error) {
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = 256
-	p := &Proxy{URL: "http://" + ln.Addr().String(), target: target, hc: &http.Client{Transport: tr}}
+	// wranglerdev.Transport: a call that wrangler dev's own proxy lost is
+	// sent again, as the client would, instead of failing a test on a fault
+	// of the test harness's runtime that the test did not ask for.
+	p := &Proxy{URL: "http://" + ln.Addr().String(), target: target, hc: &http.Client{Transport: wranglerdev.Transport{Base: tr}}}
 	p.srv = &http.Server{Handler: p, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = p.srv.Serve(ln) }()
 	return p, nil

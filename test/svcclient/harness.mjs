@@ -16,6 +16,25 @@ import { root, startCoordinator, startWorker as startChildWorker, stop } from '.
 export const children = [];
 export { root };
 
+// wrangler dev's proxy at times answers a POST with this 503 although the
+// Worker never restarted (its kept-alive connection to workerd closed under
+// it: workers-sdk issue 14641), and sends only GET and HEAD again itself.
+const WRANGLER_PROXY_LOST = /^Your worker restarted mid-request/;
+
+/**
+ * fetch, then the answer's text: { status, text }. A call that wrangler
+ * dev's proxy lost (that 503) is sent again, up to 3 times in all; the
+ * service's calls carry their request id, so a call sent twice is answered
+ * as one. Every other answer is passed on as it came.
+ */
+export async function fetchText(url, init) {
+  for (let attempt = 1; ; attempt++) {
+    const res = await fetch(url, init);
+    const text = await res.text();
+    if (res.status !== 503 || !WRANGLER_PROXY_LOST.test(text) || attempt === 3) return { status: res.status, text };
+  }
+}
+
 /**
  * The native coordinator on a free port: in memory by default; with ttl,
  * durable in a temporary state directory, with that lease length and its
@@ -120,9 +139,7 @@ export async function startProxy(target, hooks = {}) {
     }
     let status, text;
     try {
-      const r = await fetch(target + req.url, { method: req.method, headers: { 'content-type': 'application/json' }, body: sent, signal: upstream.signal });
-      status = r.status;
-      text = await r.text();
+      ({ status, text } = await fetchText(target + req.url, { method: req.method, headers: { 'content-type': 'application/json' }, body: sent, signal: upstream.signal }));
     } catch (e) {
       entry.error = e;
       if (!res.destroyed) {

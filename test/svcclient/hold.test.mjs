@@ -34,7 +34,7 @@ import { rng } from '../js/helpers.mjs';
 import { existsSync, writeFileSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
 import { FenceGate } from 'lease-fence';
-import { ManualTimers, children, root, startNative, startProxy, startWorker, stopAll, tracked, until } from './harness.mjs';
+import { ManualTimers, children, fetchText, root, startNative, startProxy, startWorker, stopAll, tracked, until } from './harness.mjs';
 
 const TTL = 2000;
 const BOUND = 3000;
@@ -92,24 +92,12 @@ async function rejects(promise, check) {
   return err;
 }
 
-// wrangler dev's proxy at times answers a POST with this 503 although the
-// Worker never restarted (its kept-alive connection to workerd closed under
-// it: workers-sdk issue 14641), and retries only GET and HEAD itself. The
-// calls posted here carry their request id, so sending one again is safe.
-const WRANGLER_PROXY_LOST = /^Your worker restarted mid-request/;
-
 async function post(url, body) {
-  let res;
-  let text;
-  for (let attempt = 1; ; attempt++) {
-    res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
-    text = await res.text();
-    if (res.status !== 503 || !WRANGLER_PROXY_LOST.test(text) || attempt === 3) break;
-  }
+  const { status, text } = await fetchText(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
   try {
-    return { status: res.status, json: JSON.parse(text) };
+    return { status, json: JSON.parse(text) };
   } catch {
-    throw new Error(`${url} answered ${res.status}: ${text}`);
+    throw new Error(`${url} answered ${status}: ${text}`);
   }
 }
 

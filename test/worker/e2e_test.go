@@ -22,6 +22,7 @@ import (
 	"github.com/lease-fence/lease-fence/core/clock"
 	"github.com/lease-fence/lease-fence/core/lease"
 	"github.com/lease-fence/lease-fence/internal/holdtest"
+	"github.com/lease-fence/lease-fence/internal/wranglerdev"
 	"github.com/lease-fence/lease-fence/service/wire"
 )
 
@@ -97,7 +98,9 @@ func (r retarget) RoundTrip(req *http.Request) (*http.Response, error) {
 	return r.base.RoundTrip(req)
 }
 
-var httpClient = &http.Client{Transport: retarget{http.DefaultTransport}}
+// httpClient reaches the runtime wherever it runs now, and sends a call
+// that wrangler dev's own proxy lost again (wranglerdev.Transport).
+var httpClient = &http.Client{Transport: wranglerdev.Transport{Base: retarget{http.DefaultTransport}}}
 
 func newHolder(t *testing.T, id string) *wire.Client {
 	t.Helper()
