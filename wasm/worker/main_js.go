@@ -348,9 +348,9 @@ func (t *objectTable) tick(_ js.Value, args []js.Value) any {
 // would be refused there ("Cannot perform I/O on behalf of a different
 // Durable Object"): the decision fails, and the fence it took is lost.
 // These run only from run, which the object calls from its own context
-// (its interval, its requests); each function runs in a goroutine of its
-// own, which the Go runtime runs, up to its first wait, before it returns
-// to JavaScript, so its storage calls are made in that context, and its
+// (its interval, its requests), in a goroutine that the Go runtime runs,
+// with those it starts, up to their first wait before it returns to
+// JavaScript, so their storage calls are made in that context, and their
 // awaits resume from the object's own promises.
 type objectTimers struct {
 	mu   sync.Mutex
