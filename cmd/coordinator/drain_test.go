@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lease-fence/lease-fence/internal/syncio"
 	"github.com/lease-fence/lease-fence/service/wire"
 )
 
@@ -82,7 +83,7 @@ type drainHolder struct {
 // done.
 func TestDrainUnderLoad(t *testing.T) {
 	state := filepath.Join(t.TempDir(), "state")
-	logs := &lockedWriter{}
+	logs := &syncio.Buffer{}
 	srv := startChildLogged(t, logs, "-init", "-state", state, "-ttl", "1h", "-metrics-addr", "127.0.0.1:0", "-drain-timeout", "20s")
 	addr := strings.TrimPrefix(srv.url, "http://")
 	// The child's stderr is copied by a goroutine of exec.Cmd: the line
@@ -287,7 +288,7 @@ func stall(t *testing.T, addr string) net.Conn {
 // comes) is cut off at -drain-timeout, and the coordinator exits 1, saying
 // so, well before its read timeout would have ended the call.
 func TestDrainTimeout(t *testing.T) {
-	logs := &lockedWriter{}
+	logs := &syncio.Buffer{}
 	srv := startChildLogged(t, logs, "-memory", "-read-timeout", "5m", "-drain-timeout", "300ms")
 	stall(t, strings.TrimPrefix(srv.url, "http://"))
 	srv.cmd.Process.Signal(syscall.SIGTERM)
@@ -300,7 +301,7 @@ func TestDrainTimeout(t *testing.T) {
 // TestSecondSIGTERM: a second SIGTERM while a drain waits exits at once
 // (status 1, saying so).
 func TestSecondSIGTERM(t *testing.T) {
-	logs := &lockedWriter{}
+	logs := &syncio.Buffer{}
 	srv := startChildLogged(t, logs, "-memory", "-read-timeout", "5m", "-drain-timeout", "5m")
 	stall(t, strings.TrimPrefix(srv.url, "http://"))
 	srv.cmd.Process.Signal(syscall.SIGTERM)
@@ -318,7 +319,7 @@ func TestSecondSIGTERM(t *testing.T) {
 
 // waitLog waits (at most 10 s) until logs holds want, and returns what
 // follows it.
-func waitLog(t *testing.T, logs *lockedWriter, want string) string {
+func waitLog(t *testing.T, logs *syncio.Buffer, want string) string {
 	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
 		if _, rest, ok := strings.Cut(logs.String(), want); ok && strings.Contains(rest, "\n") {
@@ -361,7 +362,7 @@ func waitExit(t *testing.T, c *child, code int, within time.Duration) {
 // by the keeper, its fence).
 func TestDrainKeepsHolds(t *testing.T) {
 	state := filepath.Join(t.TempDir(), "state")
-	logs := &lockedWriter{}
+	logs := &syncio.Buffer{}
 	srv := startChildLogged(t, logs, "-init", "-state", state, "-ttl", "6s")
 	addr := strings.TrimPrefix(srv.url, "http://")
 	ctx, cancel := context.WithCancel(context.Background())

@@ -29,6 +29,7 @@ import (
 	"github.com/lease-fence/lease-fence/core/clock"
 	"github.com/lease-fence/lease-fence/core/lease"
 	"github.com/lease-fence/lease-fence/core/sim"
+	"github.com/lease-fence/lease-fence/internal/syncio"
 	"github.com/lease-fence/lease-fence/service"
 	"github.com/lease-fence/lease-fence/service/wire"
 )
@@ -74,7 +75,7 @@ type drill struct {
 	args  []string // every coordinator's flags but -addr and -init
 	mu    sync.Mutex
 	kids  []*child
-	logs  []*lockedWriter
+	logs  []*syncio.Buffer
 
 	ticks  atomic.Int64
 	histMu sync.Mutex
@@ -112,7 +113,7 @@ func newDrill(t *testing.T, dsn string, replicas int, args ...string) *drill {
 	d := &drill{t: t, dsn: dsn, args: append([]string{"-store", dsn, "-ttl", drillTTL}, args...), stop: make(chan struct{})}
 	for i := range replicas {
 		d.addrs = append(d.addrs, freeAddr(t))
-		d.logs = append(d.logs, &lockedWriter{})
+		d.logs = append(d.logs, &syncio.Buffer{})
 		d.kids = append(d.kids, nil)
 		d.start(i, i == 0)
 		if i == 0 {

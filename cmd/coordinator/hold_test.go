@@ -13,6 +13,7 @@ import (
 
 	"github.com/lease-fence/lease-fence/internal/faultproxy"
 	"github.com/lease-fence/lease-fence/internal/holdtest"
+	"github.com/lease-fence/lease-fence/internal/syncio"
 	"github.com/lease-fence/lease-fence/service/wire"
 )
 
@@ -20,7 +21,7 @@ import (
 // debug endpoint, and a fault proxy in front of it.
 func startHoldTarget(t *testing.T, ttl time.Duration, args ...string) *holdtest.Target {
 	t.Helper()
-	var errs lockedBuilder
+	var errs syncio.Buffer
 	args = append([]string{"-init", "-state", t.TempDir() + "/state", "-ttl", ttl.String(), "-debug-addr", "127.0.0.1:0"}, args...)
 	srv := startChildLogged(t, &errs, args...)
 	var debug string

@@ -13,9 +13,9 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"strings"
-	"sync"
 	"testing"
 
+	"github.com/lease-fence/lease-fence/internal/syncio"
 	"github.com/lease-fence/lease-fence/service/wire"
 )
 
@@ -224,7 +224,7 @@ func TestStartFailsClosed(t *testing.T) {
 		t.Fatalf("an empty directory: %v", err)
 	}
 	// -memory says it keeps nothing.
-	var errs lockedBuilder
+	var errs syncio.Buffer
 	m := startLogged(t, &errs, "-memory")
 	m.close(t)
 	if !strings.Contains(errs.String(), "NOT durable") {
@@ -250,7 +250,7 @@ func TestGCPercent(t *testing.T) {
 // TestDebugMemory: -debug-addr serves the memory figures the memory
 // benchmark reads.
 func TestDebugMemory(t *testing.T) {
-	var errs lockedBuilder
+	var errs syncio.Buffer
 	s := startLogged(t, &errs, "-memory", "-debug-addr", "127.0.0.1:0")
 	if _, err := holder(t, s.url, "a").Acquire(context.Background(), "r"); err != nil {
 		t.Fatal(err)
@@ -268,22 +268,4 @@ func TestDebugMemory(t *testing.T) {
 	if err := json.NewDecoder(resp.Body).Decode(&m); err != nil || m.LiveHeapBytes == 0 || m.Records != 1 || m.RSSBytes <= 0 {
 		t.Fatalf("%+v %v", m, err)
 	}
-}
-
-// lockedBuilder is a strings.Builder safe for the server's goroutines.
-type lockedBuilder struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuilder) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuilder) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

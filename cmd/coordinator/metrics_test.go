@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/lease-fence/lease-fence/internal/syncio"
 	"github.com/lease-fence/lease-fence/service/wire"
 )
 
@@ -90,7 +91,7 @@ next:
 // did.
 func TestMetricsCountTheScript(t *testing.T) {
 	dir := t.TempDir()
-	var logs lockedBuilder
+	var logs syncio.Buffer
 	srv := startNet(t, &logs, "-quiet", "-init", "-state", filepath.Join(dir, "state"), "-ttl", "1h", "-metrics-addr", "127.0.0.1:0",
 		"-auth", writeTokens(t, filepath.Join(dir, "tokens.json"), appTok, adminTok))
 	_, rest, ok := strings.Cut(logs.String(), "metrics on ")

@@ -23,6 +23,7 @@ import (
 
 	"github.com/lease-fence/lease-fence/core/clock"
 	"github.com/lease-fence/lease-fence/core/lease"
+	"github.com/lease-fence/lease-fence/internal/syncio"
 	"github.com/lease-fence/lease-fence/internal/testpki"
 	"github.com/lease-fence/lease-fence/service/wire"
 )
@@ -192,7 +193,7 @@ func view(t *testing.T, url string, resources ...string) string {
 // (200); a refusal changes nothing. /healthz and /readyz need no token.
 func TestEveryEndpointNeedsItsToken(t *testing.T) {
 	dir := t.TempDir()
-	logs := &lockedBuilder{}
+	logs := &syncio.Buffer{}
 	file := writeTokens(t, filepath.Join(dir, "tokens.json"), appTok, adminTok, expiredTok)
 	srv := startNet(t, logs, "-auth", file, "-init", "-state", filepath.Join(dir, "state"), "-ttl", "1h")
 	hc := &http.Client{}
@@ -487,7 +488,7 @@ func TestMetricsAddress(t *testing.T) {
 				isLoopback = func(string) (bool, error) { return false, nil }
 				t.Cleanup(func() { isLoopback = was })
 			}
-			var logs lockedBuilder
+			var logs syncio.Buffer
 			startNet(t, &logs, append([]string{"-memory", "-metrics-addr", "127.0.0.1:0"}, tc.args...)...)
 			m := regexp.MustCompile(`metrics on (https?://[^ "]+)/metrics`).FindStringSubmatch(logs.String())
 			if m == nil {

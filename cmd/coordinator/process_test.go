@@ -26,6 +26,7 @@ import (
 	"github.com/lease-fence/lease-fence/core/clock"
 	"github.com/lease-fence/lease-fence/core/lease"
 	"github.com/lease-fence/lease-fence/internal/holdtest"
+	"github.com/lease-fence/lease-fence/internal/syncio"
 	"github.com/lease-fence/lease-fence/service/wire"
 )
 
@@ -638,7 +639,7 @@ func TestFullDisk(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = exec.Command("umount", "-l", mnt).Run() })
 	state := filepath.Join(mnt, "state")
-	logs := &lockedWriter{}
+	logs := &syncio.Buffer{}
 	srv := startChildLogged(t, logs, "-init", "-state", state, "-ttl", "1h", "-min-free-bytes", strconv.Itoa(16<<20))
 	hc := &http.Client{}
 	acquire := func(id, res string) (int, wire.Reply) {
@@ -702,21 +703,4 @@ func getReady(t *testing.T, hc *http.Client, url string) (int, string) {
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(body)
-}
-
-type lockedWriter struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedWriter) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/lease-fence/lease-fence/internal/pgtest"
+	"github.com/lease-fence/lease-fence/internal/syncio"
 	"github.com/lease-fence/lease-fence/service/pgstore"
 	"github.com/lease-fence/lease-fence/service/wire"
 )
@@ -322,7 +323,7 @@ func TestPartitionedReplica(t *testing.T) {
 	}
 	defer px.Close()
 	const timeout = time.Second
-	cutLog := &lockedWriter{}
+	cutLog := &syncio.Buffer{}
 	cut := startChildLogged(t, cutLog, "-store", "postgres://postgres@"+px.Addr()+"/postgres?sslmode=disable", "-init", "-ttl", drillTTL,
 		"-store-timeout", timeout.String())
 	defer func() {

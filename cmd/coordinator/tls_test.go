@@ -16,6 +16,7 @@ import (
 
 	"github.com/lease-fence/lease-fence/core/clock"
 	"github.com/lease-fence/lease-fence/core/lease"
+	"github.com/lease-fence/lease-fence/internal/syncio"
 	"github.com/lease-fence/lease-fence/internal/testpki"
 	"github.com/lease-fence/lease-fence/service/wire"
 )
@@ -55,7 +56,7 @@ func TestTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := startNet(t, &lockedBuilder{}, "-quiet", "-memory", "-tls-cert", pki.Server, "-tls-key", pki.ServerKey,
+	srv := startNet(t, &syncio.Buffer{}, "-quiet", "-memory", "-tls-cert", pki.Server, "-tls-key", pki.ServerKey,
 		"-auth", writeTokens(t, filepath.Join(dir, "tokens.json"), appTok))
 	if !strings.HasPrefix(srv.url, "https://127.0.0.1:") {
 		t.Fatalf("the listening line says %s", srv.url)
@@ -102,7 +103,7 @@ func TestMutualTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := startNet(t, &lockedBuilder{}, "-quiet", "-memory", "-tls-cert", pki.Server, "-tls-key", pki.ServerKey, "-tls-client-ca", pki.CA)
+	srv := startNet(t, &syncio.Buffer{}, "-quiet", "-memory", "-tls-cert", pki.Server, "-tls-key", pki.ServerKey, "-tls-client-ca", pki.CA)
 	with, _ := pki.ClientConfig(true)
 	if err := cycle(tlsClient(t, srv.url, "h", "", with), "r"); err != nil {
 		t.Fatalf("with a client certificate: %v", err)
@@ -131,7 +132,7 @@ func TestSIGHUPReadsTheFilesAgain(t *testing.T) {
 	}
 	tokens := filepath.Join(dir, "tokens.json")
 	writeTokens(t, tokens, appTok, adminTok)
-	logs := &lockedBuilder{}
+	logs := &syncio.Buffer{}
 	srv := startNet(t, logs, "-quiet", "-init", "-state", filepath.Join(dir, "state"), "-ttl", "1h", "-auth", tokens,
 		"-tls-cert", pki.Server, "-tls-key", pki.ServerKey)
 	cfg, _ := pki.ClientConfig(false)

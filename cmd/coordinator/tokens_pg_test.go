@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/lease-fence/lease-fence/internal/pgtest"
+	"github.com/lease-fence/lease-fence/internal/syncio"
 	"github.com/lease-fence/lease-fence/service/wire"
 )
 
@@ -40,7 +41,7 @@ func TestTokenFloodAcrossReplicas(t *testing.T) {
 
 // reloaded sends SIGHUP to srv and waits for the n-th "tokens read again"
 // in its log.
-func reloaded(t *testing.T, srv *netServer, logs *lockedBuilder, n int) {
+func reloaded(t *testing.T, srv *netServer, logs *syncio.Buffer, n int) {
 	t.Helper()
 	srv.hup <- struct{}{}
 	for deadline := time.Now().Add(10 * time.Second); strings.Count(logs.String(), "tokens read again") < n; time.Sleep(time.Millisecond) {
@@ -62,7 +63,7 @@ func TestTokenLimitsReloadAcrossReplicas(t *testing.T) {
 	tok := token{name: "batch", token: "tok-batch-0f1e2d3c4b5a69788796", resources: []string{"jobs/*"}, maxLeases: 2}
 	file := writeTokens(t, filepath.Join(dir, "tokens.json"), tok)
 	args := []string{"-store", pg.URL(""), "-ttl", "1h", "-auth", file}
-	logsA, logsB := &lockedBuilder{}, &lockedBuilder{}
+	logsA, logsB := &syncio.Buffer{}, &syncio.Buffer{}
 	a := startNet(t, logsA, append(args, "-init")...)
 	b := startNet(t, logsB, args...)
 	ca, cb := tokenClient(t, a.url, "batch-a", tok.token), tokenClient(t, b.url, "batch-b", tok.token)

@@ -15,9 +15,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/lease-fence/lease-fence/internal/syncio"
 )
 
 // server is run() in a goroutine of the test.
@@ -25,24 +26,7 @@ type server struct {
 	url    string
 	stop   context.CancelFunc
 	done   chan error
-	stderr *syncBuffer
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	stderr *syncio.Buffer
 }
 
 // start runs the proxy with args (after -listen 127.0.0.1:0) until the
@@ -51,7 +35,7 @@ func start(t *testing.T, args ...string) *server {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
-	s := &server{stop: cancel, done: make(chan error, 1), stderr: &syncBuffer{}}
+	s := &server{stop: cancel, done: make(chan error, 1), stderr: &syncio.Buffer{}}
 	go func() {
 		err := run(ctx, append([]string{"-listen", "127.0.0.1:0"}, args...), pw, s.stderr, nil)
 		pw.Close()
@@ -84,7 +68,7 @@ func runErr(t *testing.T, args ...string) error {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var out, errOut syncBuffer
+	var out, errOut syncio.Buffer
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, append([]string{"-listen", "127.0.0.1:0"}, args...), &out, &errOut, nil) }()
 	select {

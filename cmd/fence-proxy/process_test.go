@@ -21,6 +21,7 @@ import (
 
 	"github.com/lease-fence/lease-fence/core/fence"
 	"github.com/lease-fence/lease-fence/gates/httpfence"
+	"github.com/lease-fence/lease-fence/internal/syncio"
 )
 
 // The tests in this file run the proxy, the upstream API and the agents as
@@ -162,7 +163,7 @@ func spawn(t testing.TB, role string, env []string, args ...string) *proc {
 	cmd.Env = append(append(os.Environ(), roleEnv+"="+role), env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	// A child's log is shown only if the test fails.
-	stderr := &syncBuffer{}
+	stderr := &syncio.Buffer{}
 	cmd.Stderr = stderr
 	p := &proc{cmd: cmd}
 	if p.stdin, err = cmd.StdinPipe(); err != nil {

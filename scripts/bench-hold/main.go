@@ -61,6 +61,8 @@ import (
 
 	"github.com/lease-fence/lease-fence/core/clock"
 	"github.com/lease-fence/lease-fence/core/lease"
+	"github.com/lease-fence/lease-fence/internal/procgroup"
+	"github.com/lease-fence/lease-fence/internal/syncio"
 	"github.com/lease-fence/lease-fence/service/wire"
 )
 
@@ -98,7 +100,7 @@ func main() {
 			fail(err)
 		}
 		defer f.Close()
-		logTo = &lockedWriter{w: f}
+		logTo = &syncio.Writer{W: f} // the server's two pipes
 	}
 	s, err := start(*target, *coordinator, *wrangler, *ttl, env, logTo)
 	if err != nil {
@@ -161,13 +163,7 @@ func (s *server) stop() {
 		if s.cmd.Process == nil {
 			return
 		}
-		_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGINT)
-		select {
-		case <-s.done:
-		case <-time.After(15 * time.Second):
-			_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
-			<-s.done
-		}
+		procgroup.Stop(s.cmd.Process.Pid, s.done, 15*time.Second)
 		os.RemoveAll(s.tmp)
 	})
 }
@@ -176,18 +172,6 @@ var (
 	urlRe   = regexp.MustCompile(`(?:listening on|Ready on) (http://127\.0\.0\.1:\d+)`)
 	debugRe = regexp.MustCompile(`debug on (http://127\.0\.0\.1:\d+)/`)
 )
-
-// lockedWriter serializes the writes of the server's two pipes.
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
-}
 
 // start runs the target with the TTL ttl (the Worker with the lines of env
 // in an --env-file, if any), copies its output to logTo and waits for its URL.
@@ -492,10 +476,11 @@ func cpuOfGroup(pgid int) (time.Duration, error) {
 func cost(s *server, target string, holds int, d, ttl time.Duration) error {
 	ctx := context.Background()
 	pid := s.cmd.Process.Pid // its process group's
+	now := func() mark { return mark{time.Now(), cpuSelf(), must(cpuOfGroup(pid))} }
 	// Idle first, as long as the measurement.
-	c0, s0 := cpuSelf(), must(cpuOfGroup(pid))
+	idle := now()
 	time.Sleep(d)
-	c1, s1 := cpuSelf(), must(cpuOfGroup(pid))
+	taking := now()
 	var hs []*wire.Held
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -539,11 +524,9 @@ func cost(s *server, target string, holds int, d, ttl time.Duration) error {
 		}()
 	}
 	wg.Wait()
-	c2, s2 := cpuSelf(), must(cpuOfGroup(pid))
-	start := time.Now()
+	held := now()
 	time.Sleep(d)
-	held := time.Since(start)
-	c3, s3 := cpuSelf(), must(cpuOfGroup(pid))
+	end := now()
 	renewals, lost := 0, 0
 	var cause error
 	for _, h := range hs {
@@ -558,13 +541,29 @@ func cost(s *server, target string, holds int, d, ttl time.Duration) error {
 		return fmt.Errorf("%d of %d holds were lost (the coordinator did not keep up with %.0f renewals/s?): %v",
 			lost, holds, float64(holds)/(ttl/3).Seconds(), cause)
 	}
-	leaseSeconds := float64(holds) * held.Seconds()
+	printCost(target+"-cost", holds, ttl, renewals, retried, idle, taking, held, end)
+	return nil
+}
+
+// mark is the client's and the server's CPU time at one instant.
+type mark struct {
+	at             time.Time
+	client, server time.Duration
+}
+
+// printCost prints the line of a cost run: the CPU time of holds leases
+// held from held to end, less the same time idle (idle to taking), per
+// second of held lease, and what taking them cost (taking to held).
+func printCost(name string, holds int, ttl time.Duration, renewals, retried int, idle, taking, held, end mark) {
+	d := end.at.Sub(held.at)
+	leaseSeconds := float64(holds) * d.Seconds()
 	per := func(busy, idle time.Duration) float64 {
 		return float64(busy-idle) / float64(time.Microsecond) / leaseSeconds
 	}
+	idleC, idleS := taking.client-idle.client, taking.server-idle.server
 	fmt.Printf("%-18s holds=%d ttl=%v %d renewals in %.1fs  client %6.2f us/lease-s  server %6.2f us/lease-s  (idle: client %v, server %v; acquiring %d: client %v, server %v, %d tried again)\n",
-		target+"-cost", holds, ttl, renewals, held.Seconds(), per(c3-c2, c1-c0), per(s3-s2, s1-s0), c1-c0, s1-s0, holds, c2-c1, s2-s1, retried)
-	return nil
+		name, holds, ttl, renewals, d.Seconds(), per(end.client-held.client, idleC), per(end.server-held.server, idleS), idleC, idleS, holds,
+		held.client-taking.client, held.server-taking.server, retried)
 }
 
 // costJS is cost with the client in a Node process (holder.mjs), which
@@ -581,11 +580,7 @@ func costJS(s *server, target string, holds int, d, ttl time.Duration) error {
 	if err := cmd.Start(); err != nil {
 		return err
 	}
-	defer func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); _ = cmd.Wait() }()
-	spid := s.cmd.Process.Pid
-	type sample struct{ client, server time.Duration }
-	at := map[string]sample{}
-	var times = map[string]time.Time{}
+	marks := map[string]mark{}
 	var end []string
 	sc := bufio.NewScanner(out)
 	for sc.Scan() {
@@ -593,32 +588,26 @@ func costJS(s *server, target string, holds int, d, ttl time.Duration) error {
 		if len(f) == 0 {
 			continue
 		}
-		at[f[0]] = sample{must(cpuOfGroup(cmd.Process.Pid)), must(cpuOfGroup(spid))}
-		times[f[0]] = time.Now()
+		marks[f[0]] = mark{time.Now(), must(cpuOfGroup(cmd.Process.Pid)), must(cpuOfGroup(s.cmd.Process.Pid))}
 		if f[0] == "end" {
 			end = f[1:]
 			break
 		}
 	}
-	if len(end) != 3 {
-		if err := cmd.Wait(); err != nil {
-			return fmt.Errorf("holder.mjs: %w", err)
-		}
-		return errors.New("holder.mjs ended without its end line")
-	}
 	if err := cmd.Wait(); err != nil {
 		return fmt.Errorf("holder.mjs: %w", err)
 	}
-	idleC, idleS := at["taking"].client-at["idle"].client, at["taking"].server-at["idle"].server
-	busyC, busyS := at["end"].client-at["held"].client, at["end"].server-at["held"].server
-	held := times["end"].Sub(times["held"])
-	leaseSeconds := float64(holds) * held.Seconds()
-	per := func(busy, idle time.Duration) float64 {
-		return float64(busy-idle) / float64(time.Microsecond) / leaseSeconds
+	var renewals, retried int
+	if len(end) == 3 {
+		renewals, err = strconv.Atoi(end[0])
+		if err == nil {
+			retried, err = strconv.Atoi(end[2])
+		}
 	}
-	fmt.Printf("%-18s holds=%d ttl=%v %s renewals in %.1fs  client %6.2f us/lease-s  server %6.2f us/lease-s  (idle: client %v, server %v; acquiring %d: client %v, server %v, %s tried again)\n",
-		target+"-cost-js", holds, ttl, end[0], held.Seconds(), per(busyC, idleC), per(busyS, idleS), idleC, idleS, holds,
-		at["held"].client-at["taking"].client, at["held"].server-at["taking"].server, end[2])
+	if len(end) != 3 || err != nil {
+		return fmt.Errorf("holder.mjs ended without its end line (%q)", end)
+	}
+	printCost(target+"-cost-js", holds, ttl, renewals, retried, marks["idle"], marks["taking"], marks["held"], marks["end"])
 	return nil
 }
 

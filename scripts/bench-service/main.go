@@ -55,6 +55,7 @@ import (
 
 	"github.com/lease-fence/lease-fence/core/clock"
 	"github.com/lease-fence/lease-fence/core/lease"
+	"github.com/lease-fence/lease-fence/internal/procgroup"
 	"github.com/lease-fence/lease-fence/internal/testpki"
 	"github.com/lease-fence/lease-fence/service/wire"
 )
@@ -229,13 +230,7 @@ func (s *server) stop() {
 	if s.cmd == nil {
 		return // not ours (-url)
 	}
-	_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGINT)
-	select {
-	case <-s.done:
-	case <-time.After(15 * time.Second):
-		_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
-		<-s.done
-	}
+	procgroup.Stop(s.cmd.Process.Pid, s.done, 15*time.Second)
 	os.RemoveAll(s.tmp)
 }
 

@@ -29,6 +29,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/lease-fence/lease-fence/core/clock"
+	"github.com/lease-fence/lease-fence/internal/syncio"
 	"github.com/lease-fence/lease-fence/service"
 )
 
@@ -560,24 +561,6 @@ func (f *diskFile) Sync() error {
 
 func (f *diskFile) SyncData() error { return f.Sync() }
 
-// lockedBuffer is a log sink safe for the store's goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // waitFor waits for cond with a generous deadline.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
@@ -595,7 +578,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 func TestFullDisk(t *testing.T) {
 	fs := &diskFS{FS: vfs.Default}
 	fs.free.Store(1 << 30)
-	var logs lockedBuffer
+	var logs syncio.Buffer
 	dir := filepath.Join(t.TempDir(), "state")
 	s, err := Create(dir, Options{FS: fs, CheckEvery: time.Millisecond, MinFreeBytes: 1 << 20, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {

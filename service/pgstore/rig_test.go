@@ -3,7 +3,6 @@
 package pgstore_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -24,6 +23,7 @@ import (
 	"github.com/lease-fence/lease-fence/core/clock"
 	"github.com/lease-fence/lease-fence/core/lease"
 	"github.com/lease-fence/lease-fence/internal/pgtest"
+	"github.com/lease-fence/lease-fence/internal/syncio"
 	"github.com/lease-fence/lease-fence/service"
 	"github.com/lease-fence/lease-fence/service/pgstore"
 	"github.com/lease-fence/lease-fence/service/wire"
@@ -170,24 +170,7 @@ type replica struct {
 	store *pgstore.Store
 	svc   *service.Service
 	h     http.Handler
-	logs  *syncBuffer
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	logs  *syncio.Buffer
 }
 
 type rig struct {
@@ -215,7 +198,7 @@ func (g *rig) open(opts pgstore.Options, create bool) *replica {
 	if opts.TTL == 0 {
 		opts.TTL = ttl
 	}
-	logs := &syncBuffer{}
+	logs := &syncio.Buffer{}
 	opts.Logger = slog.New(slog.NewTextHandler(logs, nil))
 	open := pgstore.Open
 	if create {

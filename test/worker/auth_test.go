@@ -18,6 +18,7 @@ import (
 
 	"github.com/lease-fence/lease-fence/core/clock"
 	"github.com/lease-fence/lease-fence/core/lease"
+	"github.com/lease-fence/lease-fence/internal/syncio"
 	"github.com/lease-fence/lease-fence/service/wire"
 )
 
@@ -42,7 +43,7 @@ var (
 
 // startAuthRuntime starts the runtime with the tokens and returns its URL
 // and its log; it is stopped when the test ends.
-func startAuthRuntime(t *testing.T) (string, *lockedBuffer) {
+func startAuthRuntime(t *testing.T) (string, *syncio.Buffer) {
 	t.Helper()
 	return startTokensRuntime(t, "LEASE_CORS_ORIGINS=https://app.example\n", nil,
 		map[string]any{"name": wApp.name, "tokenSha256": wApp.hash(), "resources": []string{"app/*"}},
@@ -54,7 +55,7 @@ func startAuthRuntime(t *testing.T) (string, *lockedBuffer) {
 // tokens (from an env file, as .dev.vars or `wrangler secret put` would
 // give it), with more lines of the env file and more arguments of wrangler
 // dev; it returns its URL and log, and is stopped when the test ends.
-func startTokensRuntime(t *testing.T, env string, args []string, tokens ...map[string]any) (string, *lockedBuffer) {
+func startTokensRuntime(t *testing.T, env string, args []string, tokens ...map[string]any) (string, *syncio.Buffer) {
 	t.Helper()
 	dir := t.TempDir()
 	file, _ := json.Marshal(tokens)
@@ -62,7 +63,7 @@ func startTokensRuntime(t *testing.T, env string, args []string, tokens ...map[s
 	if err := os.WriteFile(envFile, []byte("LEASE_TOKENS='"+string(file)+"'\n"+env), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	log := &lockedBuffer{}
+	log := &syncio.Buffer{}
 	w, err := startWrangler(filepath.Join(dir, "state"), log, append([]string{"--env-file", envFile}, args...)...)
 	if err != nil {
 		t.Fatalf("wrangler dev with tokens: %v\n%s", err, log.String())

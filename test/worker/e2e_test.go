@@ -22,6 +22,7 @@ import (
 	"github.com/lease-fence/lease-fence/core/clock"
 	"github.com/lease-fence/lease-fence/core/lease"
 	"github.com/lease-fence/lease-fence/internal/holdtest"
+	"github.com/lease-fence/lease-fence/internal/syncio"
 	"github.com/lease-fence/lease-fence/internal/wranglerdev"
 	"github.com/lease-fence/lease-fence/service/wire"
 )
@@ -33,7 +34,7 @@ var (
 	addr       atomic.Value // string, host:port
 	persistDir string
 	runtime    *wranglerDev
-	runtimeLog = &lockedBuffer{}
+	runtimeLog = &syncio.Buffer{}
 )
 
 func TestMain(m *testing.M) {

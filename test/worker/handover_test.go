@@ -16,6 +16,7 @@ import (
 
 	"github.com/lease-fence/lease-fence/core/clock"
 	"github.com/lease-fence/lease-fence/core/lease"
+	"github.com/lease-fence/lease-fence/internal/syncio"
 	"github.com/lease-fence/lease-fence/service/wire"
 )
 
@@ -32,7 +33,7 @@ const handoverTTL = 1000 * time.Millisecond
 // fence is the last answered). A grant made and persisted but never
 // answered, or a fence counter advanced without a grant, shows as a gap.
 func TestExpiryHandoverFences(t *testing.T) {
-	log := &lockedBuffer{}
+	log := &syncio.Buffer{}
 	w, err := startWrangler(t.TempDir(), log, "--var", "LEASE_TTL_MS:"+fmt.Sprint(handoverTTL.Milliseconds()),
 		"--var", "LEASE_MAX_WAIT_MS:20000")
 	if err != nil {

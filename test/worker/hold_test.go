@@ -12,6 +12,7 @@ import (
 
 	"github.com/lease-fence/lease-fence/internal/faultproxy"
 	"github.com/lease-fence/lease-fence/internal/holdtest"
+	"github.com/lease-fence/lease-fence/internal/syncio"
 )
 
 // holdTTL is the lease length of the second runtime, which the holding
@@ -33,7 +34,7 @@ var holdRuntime struct {
 	w     *wranglerDev
 	dir   string // its state, removed when it stops
 	err   error
-	log   lockedBuffer
+	log   syncio.Buffer
 	proxy *faultproxy.Proxy
 }
 

@@ -9,10 +9,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strings"
-	"sync"
 	"syscall"
 	"time"
+
+	"github.com/lease-fence/lease-fence/internal/procgroup"
+	"github.com/lease-fence/lease-fence/internal/syncio"
 )
 
 // wranglerDev is one `wrangler dev` of the Worker (the runtime): offline,
@@ -21,14 +22,14 @@ import (
 type wranglerDev struct {
 	cmd  *exec.Cmd
 	addr string // host:port
-	log  *lockedBuffer
+	log  *syncio.Buffer
 }
 
 var readyLine = regexp.MustCompile(`Ready on http://(127\.0\.0\.1:\d+)`)
 
 // startWrangler starts the runtime with extra arguments (--var, --env-file)
 // and waits for its ready line (at most 90 s); its output goes to log.
-func startWrangler(persist string, log *lockedBuffer, extra ...string) (*wranglerDev, error) {
+func startWrangler(persist string, log *syncio.Buffer, extra ...string) (*wranglerDev, error) {
 	root, err := filepath.Abs("../..")
 	if err != nil {
 		return nil, err
@@ -83,30 +84,7 @@ func (w *wranglerDev) url() string { return "http://" + w.addr }
 
 // stop ends the runtime's process group: SIGINT, then SIGKILL after 15 s.
 func (w *wranglerDev) stop() {
-	_ = syscall.Kill(-w.cmd.Process.Pid, syscall.SIGINT)
 	done := make(chan struct{})
 	go func() { _ = w.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(15 * time.Second):
-		_ = syscall.Kill(-w.cmd.Process.Pid, syscall.SIGKILL)
-		<-done
-	}
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
+	procgroup.Stop(w.cmd.Process.Pid, done, 15*time.Second)
 }

@@ -83,6 +83,14 @@ export class LeaseServiceError extends LeaseFenceError {
 }
 named(LeaseServiceError, 'LeaseServiceError');
 
+// leaseFields sets the lease's resource, holderId and fence on an error
+// about one lease (expired, lost, released) from its options.
+function leaseFields(e, options) {
+  e.resource = field(options, 'resource', '');
+  e.holderId = field(options, 'holderId', '');
+  e.fence = field(options, 'fence', 0);
+}
+
 /** An acquisition was denied: the resource is held by a live lease (the caller's own included). */
 export class LeaseDeniedError extends LeaseFenceError {
   constructor(message, options) {
@@ -101,9 +109,7 @@ export class LeaseExpiredError extends LeaseFenceError {
   constructor(message, options) {
     super(message, errorOptions(options));
     this.code = 'expired';
-    this.resource = field(options, 'resource', '');
-    this.holderId = field(options, 'holderId', '');
-    this.fence = field(options, 'fence', 0);
+    leaseFields(this, options);
   }
 }
 named(LeaseExpiredError, 'LeaseExpiredError');
@@ -119,9 +125,7 @@ export class LeaseLostError extends LeaseFenceError {
   constructor(message, options) {
     super(message, errorOptions(options));
     this.code = 'lease_lost';
-    this.resource = field(options, 'resource', '');
-    this.holderId = field(options, 'holderId', '');
-    this.fence = field(options, 'fence', 0);
+    leaseFields(this, options);
     /** The holder's deadline of the last lease it had (its clock's domain): the work had to stop by then. */
     this.deadline = field(options, 'deadline', null);
   }
@@ -133,9 +137,7 @@ export class LeaseReleasedError extends LeaseFenceError {
   constructor(message, options) {
     super(message, errorOptions(options));
     this.code = 'released';
-    this.resource = field(options, 'resource', '');
-    this.holderId = field(options, 'holderId', '');
-    this.fence = field(options, 'fence', 0);
+    leaseFields(this, options);
   }
 }
 named(LeaseReleasedError, 'LeaseReleasedError');

@@ -78,11 +78,11 @@ func main() {
 		defer recoverTo(&result)
 		return serveString(front, args, nil)
 	}))
-	objects := &objectTable{byHandle: map[int]*object{}}
+	objects := &objectTable{}
 	binding.Set("openObject", js.FuncOf(objects.open))
 	binding.Set("closeObject", js.FuncOf(objects.close))
 	binding.Set("objectFetch", js.FuncOf(objects.fetch))
-	tokens := &tokenTable{byHandle: map[int]*tokenObject{}}
+	tokens := &tokenTable{}
 	binding.Set("openToken", js.FuncOf(tokens.open))
 	binding.Set("closeToken", js.FuncOf(tokens.close))
 	binding.Set("tokenFetch", js.FuncOf(tokens.fetch))
@@ -236,10 +236,48 @@ type object struct {
 	timers  *objectTimers
 }
 
-type objectTable struct {
-	mu       sync.Mutex
-	next     int
-	byHandle map[int]*object
+// objectTable holds the Go side of the resources' objects of this isolate.
+type objectTable struct{ handles[*object] }
+
+// handles numbers the Go side of each Durable Object instance of one class,
+// for worker.mjs, which passes the number back with each call.
+type handles[T any] struct {
+	mu   sync.Mutex
+	next int
+	by   map[int]T
+}
+
+// add keeps v and returns its handle.
+func (h *handles[T]) add(v T) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.by == nil {
+		h.by = map[int]T{}
+	}
+	h.next++
+	h.by[h.next] = v
+	return h.next
+}
+
+// get is the instance whose handle is arg, if arg is the number of one.
+func (h *handles[T]) get(arg js.Value) (v T, ok bool) {
+	if arg.Type() != js.TypeNumber {
+		return v, false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	v, ok = h.by[arg.Int()]
+	return v, ok
+}
+
+// close(handle) forgets an instance the runtime has let go of.
+func (h *handles[T]) close(_ js.Value, args []js.Value) any {
+	if len(args) == 1 && args[0].Type() == js.TypeNumber {
+		h.mu.Lock()
+		delete(h.by, args[0].Int())
+		h.mu.Unlock()
+	}
+	return nil
 }
 
 // open(storage) makes the Go side of a new object instance and returns its
@@ -280,9 +318,6 @@ func (t *objectTable) open(_ js.Value, args []js.Value) (result any) {
 	if err != nil {
 		return js.Global().Get("Error").New(err.Error())
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.next++
 	// The caller comes from the front, the only one that calls an object.
 	caller := func(r *http.Request, m *wire.Message) *wire.Error {
 		if v := r.Header.Get(callerHeader); v != "" {
@@ -294,18 +329,7 @@ func (t *objectTable) open(_ js.Value, args []js.Value) (result any) {
 		}
 		return nil
 	}
-	t.byHandle[t.next] = &object{handler: wire.NewHandler(svc, wire.HandlerOptions{MaxWait: l.maxWait, Authorize: caller}), svc: svc, ttl: l.ttl, timers: timers}
-	return t.next
-}
-
-// close(handle) forgets an object instance the runtime has let go of.
-func (t *objectTable) close(_ js.Value, args []js.Value) any {
-	if len(args) == 1 && args[0].Type() == js.TypeNumber {
-		t.mu.Lock()
-		delete(t.byHandle, args[0].Int())
-		t.mu.Unlock()
-	}
-	return nil
+	return t.add(&object{handler: wire.NewHandler(svc, wire.HandlerOptions{MaxWait: l.maxWait, Authorize: caller}), svc: svc, ttl: l.ttl, timers: timers})
 }
 
 // fetch(handle, method, url, contentType, contentLength, body) answers one
@@ -315,10 +339,8 @@ func (t *objectTable) fetch(_ js.Value, args []js.Value) (result any) {
 	if (len(args) != 6 && len(args) != 7) || args[0].Type() != js.TypeNumber {
 		return rejected(errors.New("objectFetch(handle, method, url, contentType, contentLength, body[, headers])"))
 	}
-	t.mu.Lock()
-	o := t.byHandle[args[0].Int()]
-	t.mu.Unlock()
-	if o == nil {
+	o, ok := t.get(args[0])
+	if !ok {
 		return rejected(errors.New("objectFetch: unknown object handle"))
 	}
 	o.timers.run()
@@ -329,16 +351,11 @@ func (t *objectTable) fetch(_ js.Value, args []js.Value) (result any) {
 // from the object's own interval) and answers whether the object still has
 // wake-ups pending: its interval goes on until it has none and no call open.
 func (t *objectTable) tick(_ js.Value, args []js.Value) any {
-	if len(args) != 1 || args[0].Type() != js.TypeNumber {
+	if len(args) != 1 {
 		return false
 	}
-	t.mu.Lock()
-	o := t.byHandle[args[0].Int()]
-	t.mu.Unlock()
-	if o == nil {
-		return false
-	}
-	return o.timers.run()
+	o, ok := t.get(args[0])
+	return ok && o.timers.run()
 }
 
 // objectTimers are the wake-ups of one object's Service (its

@@ -334,11 +334,7 @@ func marshal(v any) string {
 func errorJSON(err error) string { return marshal(map[string]string{"error": err.Error()}) }
 
 // tokenTable holds the Go side of the token objects of this isolate.
-type tokenTable struct {
-	mu       sync.Mutex
-	next     int
-	byHandle map[int]*tokenObject
-}
+type tokenTable struct{ handles[*tokenObject] }
 
 // open(storage) makes the Go side of a token object and returns its
 // handle.
@@ -348,21 +344,7 @@ func (t *tokenTable) open(_ js.Value, args []js.Value) (result any) {
 		return js.Global().Get("Error").New("openToken(storage) takes the object's storage")
 	}
 	date := js.Global().Get("Date")
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.next++
-	t.byHandle[t.next] = &tokenObject{storage: args[0], now: func() float64 { return date.Call("now").Float() }}
-	return t.next
-}
-
-// close(handle) forgets a token object the runtime has let go of.
-func (t *tokenTable) close(_ js.Value, args []js.Value) any {
-	if len(args) == 1 && args[0].Type() == js.TypeNumber {
-		t.mu.Lock()
-		delete(t.byHandle, args[0].Int())
-		t.mu.Unlock()
-	}
-	return nil
+	return t.add(&tokenObject{storage: args[0], now: func() float64 { return date.Call("now").Float() }})
 }
 
 // fetch(handle, body) answers a call to a token object with a promise of
@@ -372,10 +354,8 @@ func (t *tokenTable) fetch(_ js.Value, args []js.Value) (result any) {
 	if len(args) != 2 || args[0].Type() != js.TypeNumber || args[1].Type() != js.TypeString {
 		return rejected(errors.New("tokenFetch(handle, body)"))
 	}
-	t.mu.Lock()
-	o := t.byHandle[args[0].Int()]
-	t.mu.Unlock()
-	if o == nil {
+	o, ok := t.get(args[0])
+	if !ok {
 		return rejected(errors.New("tokenFetch: unknown token object handle"))
 	}
 	body := args[1].String()

@@ -88,31 +88,52 @@ export default {
   },
 };
 
-const released = new FinalizationRegistry(({ gen, handle }) => {
-  if (gen === generation) binding.closeObject(handle);
-});
+// closer is a FinalizationRegistry that closes the Go side of the objects
+// it is given (binding[close](handle)) once the runtime lets them go,
+// unless that Go instance has been replaced since.
+const closer = (close) =>
+  new FinalizationRegistry(({ gen, handle }) => {
+    if (gen === generation) binding[close](handle);
+  });
 
-// LeaseObject is the Durable Object of one resource. Its storage holds the
-// resource's fence counter and lease; Go reads and writes it.
-export class LeaseObject {
+// GoObject is a Durable Object whose work Go does: its Go side is opened
+// (binding[open](storage) returns its handle) once per Go instance, and
+// closed by registry when the runtime lets the object go.
+class GoObject {
   constructor(state, env) {
     this.state = state;
     this.env = env;
     this.gen = 0;
     this.handle = 0;
+  }
+
+  // goHandle starts the Go instance if needed and returns this object's
+  // handle in it.
+  async goHandle(open, registry) {
+    await start(this.env);
+    if (this.gen !== generation) {
+      this.handle = binding[open](this.state.storage);
+      if (this.handle instanceof Error) throw this.handle;
+      this.gen = generation;
+      registry.register(this, { gen: this.gen, handle: this.handle });
+    }
+    return this.handle;
+  }
+}
+
+const released = closer("closeObject");
+
+// LeaseObject is the Durable Object of one resource. Its storage holds the
+// resource's fence counter and lease; Go reads and writes it.
+export class LeaseObject extends GoObject {
+  constructor(state, env) {
+    super(state, env);
     this.open = 0; // calls in progress
     this.tick = undefined;
   }
 
   async fetch(request) {
-    await start(this.env);
-    if (this.gen !== generation) {
-      this.handle = binding.openObject(this.state.storage);
-      if (this.handle instanceof Error) throw this.handle;
-      this.gen = generation;
-      released.register(this, { gen: this.gen, handle: this.handle });
-    }
-    const handle = this.handle;
+    const handle = await this.goHandle("openObject", released);
     // While the object has a call open (a waiting call may be open for a
     // minute) or wake-ups pending (a kept place's end, an expiry with
     // waiters), its own interval enters Go every TICK_MS to run the
@@ -140,30 +161,15 @@ export class LeaseObject {
   }
 }
 
-const releasedTokens = new FinalizationRegistry(({ gen, handle }) => {
-  if (gen === generation) binding.closeToken(handle);
-});
+const releasedTokens = closer("closeToken");
 
 // TokenObject is the Durable Object of one token (named after it): the
 // places of the token's live leases, for its maxLeases. Only the objects
 // of resources call it, and only for tokens that have a maxLeases.
-export class TokenObject {
-  constructor(state, env) {
-    this.state = state;
-    this.env = env;
-    this.gen = 0;
-    this.handle = 0;
-  }
-
+export class TokenObject extends GoObject {
   async fetch(request) {
-    await start(this.env);
-    if (this.gen !== generation) {
-      this.handle = binding.openToken(this.state.storage);
-      if (this.handle instanceof Error) throw this.handle;
-      this.gen = generation;
-      releasedTokens.register(this, { gen: this.gen, handle: this.handle });
-    }
-    const out = await binding.tokenFetch(this.handle, await request.text());
+    const handle = await this.goHandle("openToken", releasedTokens);
+    const out = await binding.tokenFetch(handle, await request.text());
     return new Response(out.body, { status: out.status, headers: { "content-type": "application/json" } });
   }
 }
