@@ -1,4 +1,4 @@
-# The coordinator over PostgreSQL (docs/service.md, "PostgreSQL: replicas
+# The coordinator over PostgreSQL (docs/postgres.md, "The coordinator over PostgreSQL: replicas
 # over one database"): service/pgstore and the short drills of
 # cmd/coordinator run in test-service (mk/service.mk); the long drills and
 # the benchmarks have their own targets.

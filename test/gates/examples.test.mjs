@@ -1,4 +1,4 @@
-// The examples of docs/js.md for lease-fence/sql and lease-fence/redis, run
+// The examples of docs/fencing.md for lease-fence/sql and lease-fence/redis, run
 // as written (each block is read from the page into a module inside the
 // repository, so 'lease-fence/sql' and 'pg' resolve as for the tests)
 // against real servers, with leases from the library: the newer holder's
@@ -14,9 +14,9 @@ import { createManualClock, LeaseClient, LeaseCoordinator, StaleFenceError } fro
 import { root, startPostgres, startRedis } from './servers.mjs';
 
 function loadExample(name) {
-  const doc = readFileSync(join(root, 'docs', 'js.md'), 'utf8');
+  const doc = readFileSync(join(root, 'docs', 'fencing.md'), 'utf8');
   const m = doc.match(new RegExp(`<!-- ${name}:start -->\\n\`\`\`js\\n([\\s\\S]*?)\`\`\`\\n<!-- ${name}:end -->`));
-  assert.ok(m, `docs/js.md has the ${name} block`);
+  assert.ok(m, `docs/fencing.md has the ${name} block`);
   const dir = join(root, 'out', 'test');
   mkdirSync(dir, { recursive: true });
   const file = join(dir, `${name}.mjs`);
@@ -50,7 +50,7 @@ after(async () => {
   assert.equal(await redisServer.stop(), 0);
 });
 
-test('docs/js.md: lease-fence/sql example', async () => {
+test('docs/fencing.md: lease-fence/sql example', async () => {
   const { shipOrder } = await loadExample('sql-example');
   const pool = new pg.Pool({ connectionString: pgServer.url, max: 2 });
   try {
@@ -70,7 +70,7 @@ test('docs/js.md: lease-fence/sql example', async () => {
   }
 });
 
-test('docs/js.md: lease-fence/redis example', async () => {
+test('docs/fencing.md: lease-fence/redis example', async () => {
   const { publishConfig } = await loadExample('redis-example');
   const client = createClient({ url: redisServer.url });
   await client.connect();
