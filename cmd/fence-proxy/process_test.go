@@ -137,7 +137,7 @@ func agentRole() int {
 			res.Admitted++
 		case stale != nil:
 			r := stale.Rejection
-			res.Stale = append(res.Stale, httpfence.RejectionJSON{Seq: r.Seq, Resource: r.Resource, RefusedHolder: r.RefusedHolder, RefusedFence: r.RefusedFence, AdmittedHolder: r.AdmittedHolder, AdmittedFence: r.AdmittedFence})
+			res.Stale = append(res.Stale, httpfence.RejectionJSON{Seq: r.Seq, Resource: r.Resource, RefusedHolderID: r.RefusedHolderID, RefusedFence: r.RefusedFence, AdmittedHolderID: r.AdmittedHolderID, AdmittedFence: r.AdmittedFence})
 		default:
 			res.Other = append(res.Other, resp.Status)
 		}
@@ -298,7 +298,7 @@ func TestTwoAgentProcessesThroughTheProxy(t *testing.T) {
 		t.Fatalf("agent-a after the handover: %+v", r)
 	}
 	for i, s := range r.Stale {
-		want := httpfence.RejectionJSON{Seq: uint64(i + 1), Resource: "deploy-slot", RefusedHolder: "agent-a", RefusedFence: 7, AdmittedHolder: "agent-b", AdmittedFence: 8}
+		want := httpfence.RejectionJSON{Seq: uint64(i + 1), Resource: "deploy-slot", RefusedHolderID: "agent-a", RefusedFence: 7, AdmittedHolderID: "agent-b", AdmittedFence: 8}
 		if s != want {
 			t.Fatalf("refusal %d: %+v, want %+v", i, s, want)
 		}
@@ -390,7 +390,7 @@ func TestProxyKilledBetweenRaisingTheFloorAndForwarding(t *testing.T) {
 	if got := upstreamWrites(t, logPath); len(got) != 0 {
 		t.Fatalf("the upstream saw %q; the write was never forwarded", got)
 	}
-	if r := runAgent(t, proxyURL, "agent-a", 8, 1); len(r.Stale) != 1 || r.Stale[0].AdmittedFence != 9 || r.Stale[0].AdmittedHolder != "agent-b" {
+	if r := runAgent(t, proxyURL, "agent-a", 8, 1); len(r.Stale) != 1 || r.Stale[0].AdmittedFence != 9 || r.Stale[0].AdmittedHolderID != "agent-b" {
 		t.Fatalf("agent-a (fence 8) after the restart: %+v", r)
 	}
 	if r := runAgent(t, proxyURL, "agent-b", 9, 1); r.Admitted != 1 {

@@ -81,7 +81,7 @@ func TestCommitContextOrdering(t *testing.T) {
 	}
 	var se *fence.StaleFenceError
 	if err := g.CommitContext(ctx, tok("a", 1), func(context.Context) error { return nil }); !errors.As(err, &se) ||
-		se.AdmittedHolder != "c" || se.AdmittedFence != 3 || se.RefusedHolder != "a" || se.Seq != 3 {
+		se.AdmittedHolderID != "c" || se.AdmittedFence != 3 || se.RefusedHolderID != "a" || se.Seq != 3 {
 		t.Fatalf("err = %v", err)
 	}
 }
@@ -220,7 +220,7 @@ func TestCommitContextStaleWhenItsTurnComes(t *testing.T) {
 	release()
 	must(t, wait())
 	var se *fence.StaleFenceError
-	if err := <-res; !errors.As(err, &se) || se.RefusedFence != 2 || se.AdmittedFence != 3 || se.AdmittedHolder != "c" {
+	if err := <-res; !errors.As(err, &se) || se.RefusedFence != 2 || se.AdmittedFence != 3 || se.AdmittedHolderID != "c" {
 		t.Fatalf("err = %v", err)
 	}
 	if g.RejectionCount() != 1 {

@@ -1,6 +1,7 @@
 package fence
 
 import (
+	"errors"
 	"strconv"
 	"time"
 
@@ -16,13 +17,22 @@ type StaleFenceError struct {
 // Error names both holders, both fences and the rejection's sequence number.
 func (e *StaleFenceError) Error() string {
 	admitted := "the initial floor"
-	if e.AdmittedHolder != "" {
-		admitted = "holder " + strconv.Quote(e.AdmittedHolder)
+	if e.AdmittedHolderID != "" {
+		admitted = "holder " + strconv.Quote(e.AdmittedHolderID)
 	}
 	return "fence: stale write to " + strconv.Quote(e.Resource) + " refused (rejection #" +
-		strconv.FormatUint(e.Seq, 10) + "): holder " + strconv.Quote(e.RefusedHolder) +
+		strconv.FormatUint(e.Seq, 10) + "): holder " + strconv.Quote(e.RefusedHolderID) +
 		" has fence " + strconv.FormatUint(e.RefusedFence, 10) + " but " + admitted +
 		" was admitted at fence " + strconv.FormatUint(e.AdmittedFence, 10)
+}
+
+// IsStale reports whether err is a gate's refusal of a stale fence (a
+// *StaleFenceError from Gate, sqlfence, redisfence or httpfence), however
+// deeply it is wrapped: fmt.Errorf's %w chains, errors.Join, and any error
+// with an Unwrap method. Use errors.As to read the refusal's fields.
+func IsStale(err error) bool {
+	var se *StaleFenceError
+	return errors.As(err, &se)
 }
 
 // ResourceMismatchError is returned when a token for one resource is presented

@@ -28,7 +28,7 @@ func ExampleGate_Commit() {
 	// <nil>
 	// true from b
 	// fence: stale write to "deploy-slot" refused (rejection #1): holder "agent-a" has fence 1 but holder "agent-b" was admitted at fence 2
-	// [{Seq:1 Resource:deploy-slot RefusedHolder:agent-a RefusedFence:1 AdmittedHolder:agent-b AdmittedFence:2}]
+	// [{Seq:1 Resource:deploy-slot RefusedHolderID:agent-a RefusedFence:1 AdmittedHolderID:agent-b AdmittedFence:2}]
 }
 
 // Admit pushes a new generation to the resource at reassignment time, so the

@@ -72,12 +72,12 @@ func (t Token) Validate() error {
 
 // Rejection is one entry of a gate's rejections log.
 type Rejection struct {
-	Seq            uint64 // 1 for the gate's first refusal, then 2, 3, ...
-	Resource       string
-	RefusedHolder  string
-	RefusedFence   uint64
-	AdmittedHolder string // holder of the floor; empty if the floor came from InitialFloor
-	AdmittedFence  uint64 // the floor at the moment of refusal
+	Seq              uint64 // 1 for the gate's first refusal, then 2, 3, ...
+	Resource         string
+	RefusedHolderID  string
+	RefusedFence     uint64
+	AdmittedHolderID string // holder of the floor; empty if the floor came from InitialFloor
+	AdmittedFence    uint64 // the floor at the moment of refusal
 }
 
 // Options configures a Gate.
@@ -468,12 +468,12 @@ func (g *Gate) refuse(tok Token) error {
 func (g *Gate) refuseLocked(tok Token) error {
 	g.count++
 	r := Rejection{
-		Seq:            g.count,
-		Resource:       g.resource,
-		RefusedHolder:  tok.HolderID,
-		RefusedFence:   tok.Fence,
-		AdmittedHolder: g.floorHolder,
-		AdmittedFence:  g.floor.Load(),
+		Seq:              g.count,
+		Resource:         g.resource,
+		RefusedHolderID:  tok.HolderID,
+		RefusedFence:     tok.Fence,
+		AdmittedHolderID: g.floorHolder,
+		AdmittedFence:    g.floor.Load(),
 	}
 	if len(g.ring) < g.maxRej {
 		g.ring = append(g.ring, r)

@@ -142,8 +142,8 @@ func TestRejectionLogEntries(t *testing.T) {
 	must(t, g.Commit(tok("agent-c", 9), nop))
 	err2 := g.Commit(tok("agent-a", 7), nop)
 	want := []fence.Rejection{
-		{Seq: 1, Resource: "deploy-slot", RefusedHolder: "agent-a", RefusedFence: 7, AdmittedHolder: "agent-b", AdmittedFence: 8},
-		{Seq: 2, Resource: "deploy-slot", RefusedHolder: "agent-a", RefusedFence: 7, AdmittedHolder: "agent-c", AdmittedFence: 9},
+		{Seq: 1, Resource: "deploy-slot", RefusedHolderID: "agent-a", RefusedFence: 7, AdmittedHolderID: "agent-b", AdmittedFence: 8},
+		{Seq: 2, Resource: "deploy-slot", RefusedHolderID: "agent-a", RefusedFence: 7, AdmittedHolderID: "agent-c", AdmittedFence: 9},
 	}
 	got := g.Rejections()
 	if len(got) != len(want) {
@@ -167,8 +167,8 @@ func TestRejectionLogEntries(t *testing.T) {
 		}
 	}
 	// The log is a copy: changing it changes nothing in the gate.
-	got[0].RefusedHolder = "forged"
-	if g.Rejections()[0].RefusedHolder != "agent-a" {
+	got[0].RefusedHolderID = "forged"
+	if g.Rejections()[0].RefusedHolderID != "agent-a" {
 		t.Fatal("Rejections returned the gate's own slice")
 	}
 }
@@ -181,11 +181,11 @@ func TestInitialFloor(t *testing.T) {
 		{name: "AboveFloor", token: tok("newer", 6), wantFloor: 6, wantLog: 1, wantRan: true},
 	})
 	r := g.Rejections()[0]
-	if r.AdmittedHolder != "" || r.AdmittedFence != 5 {
+	if r.AdmittedHolderID != "" || r.AdmittedFence != 5 {
 		t.Fatalf("refusal before any admit = %+v", r)
 	}
 	var se *fence.StaleFenceError
-	if err := g.Commit(tok("old", 4), nop); !errors.As(err, &se) || se.AdmittedHolder != "newer" {
+	if err := g.Commit(tok("old", 4), nop); !errors.As(err, &se) || se.AdmittedHolderID != "newer" {
 		t.Fatalf("err = %v", err)
 	}
 	g2 := newGate(t, "deploy-slot", 5)
@@ -196,7 +196,7 @@ func TestInitialFloor(t *testing.T) {
 	// Claiming the floor's own fence records the claimant.
 	must(t, g2.Commit(tok("heir", 5), nop))
 	err = g2.Commit(tok("old", 4), nop)
-	if !errors.As(err, &se) || se.AdmittedHolder != "heir" {
+	if !errors.As(err, &se) || se.AdmittedHolderID != "heir" {
 		t.Fatalf("err = %v", err)
 	}
 }
@@ -213,7 +213,7 @@ func TestAdmitRaisesFloorAheadOfWrites(t *testing.T) {
 		{name: "AdmitStaleA1", token: tok("a", 1), admit: true, wantErr: "stale", wantFloor: 2, wantLog: 2},
 		{name: "AdmitSameB2", token: tok("b", 2), admit: true, wantFloor: 2, wantLog: 2},
 	})
-	if r := g.Rejections()[0]; r.AdmittedHolder != "b" || r.RefusedHolder != "a" {
+	if r := g.Rejections()[0]; r.AdmittedHolderID != "b" || r.RefusedHolderID != "a" {
 		t.Fatalf("rejection = %+v", r)
 	}
 }
@@ -339,7 +339,7 @@ func TestReentrantOlderFenceRefused(t *testing.T) {
 		t.Fatal("reentrant stale write ran")
 	}
 	r := g.Rejections()
-	if len(r) != 1 || r[0].RefusedFence != 1 || r[0].AdmittedFence != 2 || r[0].AdmittedHolder != "b" {
+	if len(r) != 1 || r[0].RefusedFence != 1 || r[0].AdmittedFence != 2 || r[0].AdmittedHolderID != "b" {
 		t.Fatalf("log = %+v", r)
 	}
 }

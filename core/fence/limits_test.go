@@ -132,7 +132,7 @@ func TestRejectionLogIsARing(t *testing.T) {
 		}
 		for k, r := range log {
 			seq := uint64(i - len(log) + k + 1)
-			if r.Seq != seq || r.RefusedFence != seq || r.RefusedHolder != "a"+strconv.Itoa(int(seq)) {
+			if r.Seq != seq || r.RefusedFence != seq || r.RefusedHolderID != "a"+strconv.Itoa(int(seq)) {
 				t.Fatalf("after %d refusals entry %d = %+v", i, k, r)
 			}
 		}

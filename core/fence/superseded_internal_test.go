@@ -133,7 +133,7 @@ func runSchedule(t *testing.T, seed uint64) {
 			if h.fence < m.floor {
 				m.refusals++
 				var se *StaleFenceError
-				if err := waitResult(h); !errors.As(err, &se) || se.RefusedHolder != h.id {
+				if err := waitResult(h); !errors.As(err, &se) || se.RefusedHolderID != h.id {
 					fail("queued %s (fence %d, floor %d) returned %v, want a refusal", h.id, h.fence, m.floor, err)
 				}
 				h.finished = true

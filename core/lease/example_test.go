@@ -75,7 +75,7 @@ func Example() {
 	// B denied: held by agent-a free in 30s
 	// B writes: <nil>
 	// A's late write refused: true slot: v2 from B
-	// log: {Seq:1 Resource:deploy-slot RefusedHolder:agent-a RefusedFence:1 AdmittedHolder:agent-b AdmittedFence:2}
+	// log: {Seq:1 Resource:deploy-slot RefusedHolderID:agent-a RefusedFence:1 AdmittedHolderID:agent-b AdmittedFence:2}
 	// B renewed "agent-b"@"deploy-slot"#2 until 79500ms@"agent-b" coordinator's copy until 80100ms@"coordinator"
 	// A renewal: false expired
 }

@@ -130,7 +130,7 @@ func TestOverlapNaiveVersusFenced(t *testing.T) {
 		if !errors.As(errA, &se) {
 			t.Fatalf("A's write: %v, want *fence.StaleFenceError", errA)
 		}
-		want := fence.Rejection{Seq: 1, Resource: "r", RefusedHolder: "agent-a", RefusedFence: 1, AdmittedHolder: "agent-b", AdmittedFence: 2}
+		want := fence.Rejection{Seq: 1, Resource: "r", RefusedHolderID: "agent-a", RefusedFence: 1, AdmittedHolderID: "agent-b", AdmittedFence: 2}
 		if se.Rejection != want {
 			t.Fatalf("rejection %+v, want %+v", se.Rejection, want)
 		}
@@ -261,7 +261,7 @@ func TestTimelineCheckThenStall(t *testing.T) {
 				t.Fatalf("naive: %v; A's stale write should have landed last", naiveStore.writes)
 			}
 			var se *fence.StaleFenceError
-			if !errors.As(errA, &se) || se.RefusedHolder != "agent-a" || se.AdmittedHolder != "agent-b" || se.RefusedFence != 1 || se.AdmittedFence != 2 || se.Seq != 1 {
+			if !errors.As(errA, &se) || se.RefusedHolderID != "agent-a" || se.AdmittedHolderID != "agent-b" || se.RefusedFence != 1 || se.AdmittedFence != 2 || se.Seq != 1 {
 				t.Fatalf("fenced: %v", errA)
 			}
 			if fencedStore.value != "agent-b" || len(fencedStore.writes) != 1 {

@@ -57,7 +57,7 @@ func floorRaisedBeforeWrite(t testing.TB, c Config) {
 		t.Fatalf("the adapter called Write.Inside %d times, want 1", inside)
 	}
 	wantStale(t, "an older fence arriving while the newer write ran", <-older,
-		fence.Rejection{Seq: 1, Resource: res, RefusedHolder: "agent-a", RefusedFence: 1, AdmittedHolder: "agent-b", AdmittedFence: 2})
+		fence.Rejection{Seq: 1, Resource: res, RefusedHolderID: "agent-a", RefusedFence: 1, AdmittedHolderID: "agent-b", AdmittedFence: 2})
 	wantFloor(t, g, res, 2)
 	wantValues(t, g, res, "a1", "b2")
 }
@@ -74,7 +74,7 @@ func equalFenceAdmitted(t testing.TB, c Config) {
 	wantRejections(t, g, res)
 	err := g.Commit(context.Background(), tk("agent-c", 2), Write{Value: "c2"})
 	wantStale(t, "fence 2 after fence 3", err,
-		fence.Rejection{Seq: 1, Resource: res, RefusedHolder: "agent-c", RefusedFence: 2, AdmittedHolder: "agent-a", AdmittedFence: 3})
+		fence.Rejection{Seq: 1, Resource: res, RefusedHolderID: "agent-c", RefusedFence: 2, AdmittedHolderID: "agent-a", AdmittedFence: 3})
 	if err := g.Admit(context.Background(), tk("agent-d", 3)); err != nil {
 		t.Fatalf("Admit at the floor = %v, want nil", err)
 	}
@@ -88,10 +88,10 @@ func lowerFenceRefused(t testing.TB, c Config) {
 	ctx := context.Background()
 	mustCommit(t, g, tk("agent-a", 1), "a1")
 	mustCommit(t, g, tk("agent-b", 2), "b2")
-	r1 := fence.Rejection{Seq: 1, Resource: res, RefusedHolder: "agent-a", RefusedFence: 1, AdmittedHolder: "agent-b", AdmittedFence: 2}
+	r1 := fence.Rejection{Seq: 1, Resource: res, RefusedHolderID: "agent-a", RefusedFence: 1, AdmittedHolderID: "agent-b", AdmittedFence: 2}
 	wantStale(t, "fence 1 after fence 2", g.Commit(ctx, tk("agent-a", 1), Write{Value: "a1-late"}), r1)
 	mustCommit(t, g, tk("agent-c", 7), "c7")
-	r2 := fence.Rejection{Seq: 2, Resource: res, RefusedHolder: "agent-b", RefusedFence: 2, AdmittedHolder: "agent-c", AdmittedFence: 7}
+	r2 := fence.Rejection{Seq: 2, Resource: res, RefusedHolderID: "agent-b", RefusedFence: 2, AdmittedHolderID: "agent-c", AdmittedFence: 7}
 	wantStale(t, "fence 2 after fence 7", g.Commit(ctx, tk("agent-b", 2), Write{Value: "b2-late"}), r2)
 	wantValues(t, g, res, "a1", "b2", "c7")
 	wantFloor(t, g, res, 7)
@@ -101,7 +101,7 @@ func lowerFenceRefused(t testing.TB, c Config) {
 	other := "other-slot"
 	mustCommit(t, g, fence.Token{Resource: other, HolderID: "agent-x", Fence: 4}, "x4")
 	err := g.Commit(ctx, fence.Token{Resource: other, HolderID: "agent-y", Fence: 3}, Write{Value: "y3"})
-	ro := fence.Rejection{Seq: 1, Resource: other, RefusedHolder: "agent-y", RefusedFence: 3, AdmittedHolder: "agent-x", AdmittedFence: 4}
+	ro := fence.Rejection{Seq: 1, Resource: other, RefusedHolderID: "agent-y", RefusedFence: 3, AdmittedHolderID: "agent-x", AdmittedFence: 4}
 	wantStale(t, "another resource", err, ro)
 	wantRejections(t, g, other, ro)
 	wantValues(t, g, other, "x4")
@@ -120,9 +120,9 @@ func admitRaisesWithoutWriting(t testing.TB, c Config) {
 	}
 	wantFloor(t, g, res, 5)
 	wantValues(t, g, res, "a1")
-	r1 := fence.Rejection{Seq: 1, Resource: res, RefusedHolder: "agent-a", RefusedFence: 1, AdmittedHolder: "agent-b", AdmittedFence: 5}
+	r1 := fence.Rejection{Seq: 1, Resource: res, RefusedHolderID: "agent-a", RefusedFence: 1, AdmittedHolderID: "agent-b", AdmittedFence: 5}
 	wantStale(t, "a write below an admitted fence", g.Commit(ctx, tk("agent-a", 1), Write{Value: "a1-late"}), r1)
-	r2 := fence.Rejection{Seq: 2, Resource: res, RefusedHolder: "agent-c", RefusedFence: 4, AdmittedHolder: "agent-b", AdmittedFence: 5}
+	r2 := fence.Rejection{Seq: 2, Resource: res, RefusedHolderID: "agent-c", RefusedFence: 4, AdmittedHolderID: "agent-b", AdmittedFence: 5}
 	wantStale(t, "Admit of an older token", g.Admit(ctx, tk("agent-c", 4)), r2)
 	wantRejections(t, g, res, r1, r2)
 	wantFloor(t, g, res, 5)
@@ -158,7 +158,7 @@ func failedWrite(t testing.TB, c Config) {
 	case KeepsFloor:
 		wantFloor(t, g, res, 2)
 		wantValues(t, g, res, "a1", "b2-part")
-		r := fence.Rejection{Seq: 1, Resource: res, RefusedHolder: "agent-a", RefusedFence: 1, AdmittedHolder: "agent-b", AdmittedFence: 2}
+		r := fence.Rejection{Seq: 1, Resource: res, RefusedHolderID: "agent-a", RefusedFence: 1, AdmittedHolderID: "agent-b", AdmittedFence: 2}
 		wantStale(t, "the older fence after a failed newer write", g.Commit(ctx, tk("agent-a", 1), Write{Value: "a1-again"}), r)
 		wantValues(t, g, res, "a1", "b2-part")
 	}
@@ -243,7 +243,7 @@ func rejectionLog(t testing.TB, c Config) {
 	mustCommit(t, g, tk("agent-b", 10), "b10")
 	var all []fence.Rejection
 	for i := range n {
-		r := fence.Rejection{Seq: uint64(i + 1), Resource: res, RefusedHolder: "agent-a", RefusedFence: uint64(i + 1), AdmittedHolder: "agent-b", AdmittedFence: 10}
+		r := fence.Rejection{Seq: uint64(i + 1), Resource: res, RefusedHolderID: "agent-a", RefusedFence: uint64(i + 1), AdmittedHolderID: "agent-b", AdmittedFence: 10}
 		wantStale(t, "refusal", g.Commit(context.Background(), tk("agent-a", uint64(i+1)), Write{Value: "a"}), r)
 		all = append(all, r)
 	}
@@ -266,7 +266,7 @@ func rejectionPages(t testing.TB, c Config) {
 	mustCommit(t, g, tk("agent-b", 20), "b20")
 	var all []fence.Rejection
 	for i := range n {
-		r := fence.Rejection{Seq: uint64(i + 1), Resource: res, RefusedHolder: "agent-a", RefusedFence: uint64(i + 1), AdmittedHolder: "agent-b", AdmittedFence: 20}
+		r := fence.Rejection{Seq: uint64(i + 1), Resource: res, RefusedHolderID: "agent-a", RefusedFence: uint64(i + 1), AdmittedHolderID: "agent-b", AdmittedFence: 20}
 		wantStale(t, "refusal", g.Commit(ctx, tk("agent-a", uint64(i+1)), Write{Value: "a"}), r)
 		all = append(all, r)
 	}
@@ -377,7 +377,7 @@ func checkHistory(t testing.TB, g Gate, resource string, attempts, inflight []at
 			maxLanded = max(maxLanded, a.Fence)
 		case a.Outcome == "refused":
 			refused[a.Value] = a
-			if a.Refusal.RefusedFence != a.Fence || a.Refusal.RefusedHolder != a.Holder || a.Refusal.AdmittedFence <= a.Fence || a.Refusal.Resource != resource {
+			if a.Refusal.RefusedFence != a.Fence || a.Refusal.RefusedHolderID != a.Holder || a.Refusal.AdmittedFence <= a.Fence || a.Refusal.Resource != resource {
 				t.Errorf("refusal of %s carries %+v", a.Value, a.Refusal)
 			}
 		default:
@@ -442,7 +442,7 @@ func checkHistory(t testing.TB, g Gate, resource string, attempts, inflight []at
 		}
 		matched := false
 		for v, a := range maybe {
-			if a.Holder == r.RefusedHolder && a.Fence == r.RefusedFence && !seen[v] {
+			if a.Holder == r.RefusedHolderID && a.Fence == r.RefusedFence && !seen[v] {
 				delete(maybe, v)
 				matched = true
 				break
@@ -494,7 +494,7 @@ func restart(t testing.TB, c Config) {
 	ctx := context.Background()
 	mustCommit(t, g, tk("agent-a", 1), "a1")
 	mustCommit(t, g, tk("agent-b", 2), "b2")
-	r1 := fence.Rejection{Seq: 1, Resource: res, RefusedHolder: "agent-a", RefusedFence: 1, AdmittedHolder: "agent-b", AdmittedFence: 2}
+	r1 := fence.Rejection{Seq: 1, Resource: res, RefusedHolderID: "agent-a", RefusedFence: 1, AdmittedHolderID: "agent-b", AdmittedFence: 2}
 	wantStale(t, "before the restart", g.Commit(ctx, tk("agent-a", 1), Write{Value: "a1-late"}), r1)
 	if err := g.Admit(ctx, tk("agent-c", 3)); err != nil {
 		t.Fatal(err)
@@ -503,7 +503,7 @@ func restart(t testing.TB, c Config) {
 	wantFloor(t, g, res, 3)
 	wantValues(t, g, res, "a1", "b2")
 	wantRejections(t, g, res, r1)
-	r2 := fence.Rejection{Seq: 2, Resource: res, RefusedHolder: "agent-b", RefusedFence: 2, AdmittedHolder: "agent-c", AdmittedFence: 3}
+	r2 := fence.Rejection{Seq: 2, Resource: res, RefusedHolderID: "agent-b", RefusedFence: 2, AdmittedHolderID: "agent-c", AdmittedFence: 3}
 	wantStale(t, "after the restart", g.Commit(ctx, tk("agent-b", 2), Write{Value: "b2-late"}), r2)
 	mustCommit(t, g, tk("agent-c", 3), "c3")
 	h := c.Attach

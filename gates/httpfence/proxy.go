@@ -329,7 +329,7 @@ func (p *Proxy) serveWrite(w http.ResponseWriter, r *http.Request) {
 		if errors.As(err, &stale) {
 			p.log.LogAttrs(ctx, slog.LevelWarn, "stale write refused",
 				slog.String("resource", tok.Resource), slog.String("holder", tok.HolderID), slog.Uint64("fence", tok.Fence),
-				slog.Uint64("seq", stale.Seq), slog.String("admittedHolder", stale.AdmittedHolder), slog.Uint64("admittedFence", stale.AdmittedFence),
+				slog.Uint64("seq", stale.Seq), slog.String("admittedHolderId", stale.AdmittedHolderID), slog.Uint64("admittedFence", stale.AdmittedFence),
 				slog.String("method", r.Method), slog.String("path", r.URL.Path))
 			writeStale(w, stale)
 			return
@@ -554,21 +554,21 @@ func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter 
 
 // RejectionJSON is a refusal as the proxy reports it.
 type RejectionJSON struct {
-	Seq            uint64 `json:"seq"`
-	Resource       string `json:"resource"`
-	RefusedHolder  string `json:"refusedHolder"`
-	RefusedFence   uint64 `json:"refusedFence"`
-	AdmittedHolder string `json:"admittedHolder"`
-	AdmittedFence  uint64 `json:"admittedFence"`
+	Seq              uint64 `json:"seq"`
+	Resource         string `json:"resource"`
+	RefusedHolderID  string `json:"refusedHolderId"`
+	RefusedFence     uint64 `json:"refusedFence"`
+	AdmittedHolderID string `json:"admittedHolderId"`
+	AdmittedFence    uint64 `json:"admittedFence"`
 }
 
 func rejectionJSON(r fence.Rejection) RejectionJSON {
-	return RejectionJSON{Seq: r.Seq, Resource: r.Resource, RefusedHolder: r.RefusedHolder, RefusedFence: r.RefusedFence, AdmittedHolder: r.AdmittedHolder, AdmittedFence: r.AdmittedFence}
+	return RejectionJSON{Seq: r.Seq, Resource: r.Resource, RefusedHolderID: r.RefusedHolderID, RefusedFence: r.RefusedFence, AdmittedHolderID: r.AdmittedHolderID, AdmittedFence: r.AdmittedFence}
 }
 
 // Rejection returns the fence.Rejection r stands for.
 func (r RejectionJSON) Rejection() fence.Rejection {
-	return fence.Rejection{Seq: r.Seq, Resource: r.Resource, RefusedHolder: r.RefusedHolder, RefusedFence: r.RefusedFence, AdmittedHolder: r.AdmittedHolder, AdmittedFence: r.AdmittedFence}
+	return fence.Rejection{Seq: r.Seq, Resource: r.Resource, RefusedHolderID: r.RefusedHolderID, RefusedFence: r.RefusedFence, AdmittedHolderID: r.AdmittedHolderID, AdmittedFence: r.AdmittedFence}
 }
 
 // ErrorBody is the JSON of every answer the proxy makes itself that is not
@@ -726,7 +726,7 @@ func (p *Proxy) serveAdmin(w http.ResponseWriter, r *http.Request) {
 			if errors.As(err, &stale) {
 				p.log.LogAttrs(r.Context(), slog.LevelWarn, "stale admit refused",
 					slog.String("resource", tok.Resource), slog.String("holder", tok.HolderID), slog.Uint64("fence", tok.Fence),
-					slog.Uint64("seq", stale.Seq), slog.String("admittedHolder", stale.AdmittedHolder), slog.Uint64("admittedFence", stale.AdmittedFence))
+					slog.Uint64("seq", stale.Seq), slog.String("admittedHolderId", stale.AdmittedHolderID), slog.Uint64("admittedFence", stale.AdmittedFence))
 				writeStale(w, stale)
 				return
 			}

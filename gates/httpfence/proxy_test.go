@@ -305,7 +305,7 @@ func TestStaleWriteIsRefusedLoggedAndNeverForwarded(t *testing.T) {
 	for i := 1; i <= 2; i++ {
 		a := e.do(t, "POST", "/deploy", "a's", hdr("deploy-slot", "agent-a", 7))
 		b := proxyError(t, a, http.StatusConflict, "stale_fence")
-		want := httpfence.RejectionJSON{Seq: uint64(i), Resource: "deploy-slot", RefusedHolder: "agent-a", RefusedFence: 7, AdmittedHolder: "agent-b", AdmittedFence: 8}
+		want := httpfence.RejectionJSON{Seq: uint64(i), Resource: "deploy-slot", RefusedHolderID: "agent-a", RefusedFence: 7, AdmittedHolderID: "agent-b", AdmittedFence: 8}
 		if b.Error.Rejection == nil || *b.Error.Rejection != want {
 			t.Fatalf("rejection %+v, want %+v", b.Error.Rejection, want)
 		}
@@ -319,7 +319,7 @@ func TestStaleWriteIsRefusedLoggedAndNeverForwarded(t *testing.T) {
 			} `json:"error"`
 		}
 		_ = json.Unmarshal([]byte(a.body), &raw)
-		for _, k := range []string{"seq", "resource", "refusedHolder", "refusedFence", "admittedHolder", "admittedFence"} {
+		for _, k := range []string{"seq", "resource", "refusedHolderId", "refusedFence", "admittedHolderId", "admittedFence"} {
 			if _, ok := raw.Error.Rejection[k]; !ok {
 				t.Fatalf("rejection JSON %s lacks %q", a.body, k)
 			}
@@ -364,7 +364,7 @@ func TestAdmitRaisesTheFloorWithoutForwarding(t *testing.T) {
 	}
 	// The holder that was pushed out is refused at its first write.
 	b := proxyError(t, e.do(t, "POST", "/deploy", "", hdr("deploy-slot", "agent-a", 8)), http.StatusConflict, "stale_fence")
-	if r := b.Error.Rejection; r.AdmittedHolder != "agent-b" || r.AdmittedFence != 9 || r.Seq != 1 {
+	if r := b.Error.Rejection; r.AdmittedHolderID != "agent-b" || r.AdmittedFence != 9 || r.Seq != 1 {
 		t.Fatalf("rejection %+v", r)
 	}
 	// An older admit is refused and logged too.
@@ -769,7 +769,7 @@ func TestAQueuedWriteIsCheckedAtItsTurn(t *testing.T) {
 		t.Fatalf("the write in flight: %d %s", a.status, a.body)
 	}
 	b := proxyError(t, <-queued, http.StatusConflict, "stale_fence")
-	if r := b.Error.Rejection; r.RefusedFence != 7 || r.AdmittedFence != 8 || r.AdmittedHolder != "agent-b" {
+	if r := b.Error.Rejection; r.RefusedFence != 7 || r.AdmittedFence != 8 || r.AdmittedHolderID != "agent-b" {
 		t.Fatalf("rejection %+v", r)
 	}
 	for _, s := range e.up.seen() {
@@ -894,7 +894,7 @@ func TestWritesAtTheFloorSkipTheStore(t *testing.T) {
 	if n := st.admits.Load(); n != 4 {
 		t.Fatalf("%d admits reached the store, want 4 (the first, 8, the stale 7, resource s)", n)
 	}
-	if rs, _ := st.Rejections(context.Background(), "r"); len(rs) != 1 || rs[0].AdmittedHolder != "c" {
+	if rs, _ := st.Rejections(context.Background(), "r"); len(rs) != 1 || rs[0].AdmittedHolderID != "c" {
 		t.Fatalf("rejections %+v", rs)
 	}
 }

@@ -113,7 +113,7 @@ func StaleFence(resp *http.Response) *fence.StaleFenceError {
 	var r fence.Rejection
 	if resp.Request != nil {
 		if tok, err := ParseHeader(resp.Request.Header); err == nil {
-			r.Resource, r.RefusedHolder, r.RefusedFence = tok.Resource, tok.HolderID, tok.Fence
+			r.Resource, r.RefusedHolderID, r.RefusedFence = tok.Resource, tok.HolderID, tok.Fence
 		}
 	}
 	r.AdmittedFence, _ = strconv.ParseUint(resp.Header.Get(FloorHeader), 10, 64)

@@ -115,7 +115,7 @@ func TestTransportThroughTheProxy(t *testing.T) {
 		t.Fatal(err)
 	}
 	stale := httpfence.StaleFence(resp)
-	want := fence.Rejection{Seq: 1, Resource: "deploy-slot", RefusedHolder: "agent-a", RefusedFence: 7, AdmittedHolder: "agent-ü", AdmittedFence: 8}
+	want := fence.Rejection{Seq: 1, Resource: "deploy-slot", RefusedHolderID: "agent-a", RefusedFence: 7, AdmittedHolderID: "agent-ü", AdmittedFence: 8}
 	if stale == nil || stale.Rejection != want {
 		t.Fatalf("StaleFence = %+v, want %+v", stale, want)
 	}
@@ -132,7 +132,7 @@ func TestTransportThroughTheProxy(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	want = fence.Rejection{Resource: "deploy-slot", RefusedHolder: "agent-a", RefusedFence: 7, AdmittedFence: 8}
+	want = fence.Rejection{Resource: "deploy-slot", RefusedHolderID: "agent-a", RefusedFence: 7, AdmittedFence: 8}
 	if stale := httpfence.StaleFence(resp); stale == nil || stale.Rejection != want {
 		t.Fatalf("StaleFence after Close = %+v, want %+v", stale, want)
 	}

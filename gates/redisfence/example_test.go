@@ -34,7 +34,7 @@ func ExampleStore_Commit() {
 	fmt.Println(store.Commit(ctx, fresh, write("from b")))
 	err := store.Commit(ctx, stale, write("from a"))
 	var se *fence.StaleFenceError
-	fmt.Println(errors.As(err, &se), se.AdmittedHolder, rdb.HGet(ctx, key, "version").Val())
+	fmt.Println(errors.As(err, &se), se.AdmittedHolderID, rdb.HGet(ctx, key, "version").Val())
 	// doc:end
 
 	rejections, _ := store.Rejections(ctx, "deploy-slot")
@@ -42,7 +42,7 @@ func ExampleStore_Commit() {
 	// Output:
 	// <nil>
 	// true agent-b from b
-	// [{Seq:1 Resource:deploy-slot RefusedHolder:agent-a RefusedFence:1 AdmittedHolder:agent-b AdmittedFence:2}]
+	// [{Seq:1 Resource:deploy-slot RefusedHolderID:agent-a RefusedFence:1 AdmittedHolderID:agent-b AdmittedFence:2}]
 }
 
 // docs/fencing.md shows the example's body as it is here.

@@ -11,7 +11,7 @@
 -- to live (ms), 5 number of commands, then each command as its number of
 -- strings followed by the strings.
 --
--- Replies: {'ok'}; {'stale', seq, admittedFence, admittedHolder};
+-- Replies: {'ok'}; {'stale', seq, admittedFence, admittedHolderId};
 -- {'invalid', command, reason} (nothing changed); {'failed', command,
 -- error} (the floor was raised, the commands before this one ran, it and
 -- those after it did not); {'replay', marker} (this commit already ran:

@@ -393,8 +393,8 @@ func (s *Store) stale(tok fence.Token, seq, floor, holder string) error {
 	q, _ := strconv.ParseUint(seq, 10, 64)
 	f, _ := strconv.ParseUint(floor, 10, 64)
 	return &fence.StaleFenceError{Rejection: fence.Rejection{
-		Seq: q, Resource: tok.Resource, RefusedHolder: tok.HolderID, RefusedFence: tok.Fence,
-		AdmittedHolder: holder, AdmittedFence: f,
+		Seq: q, Resource: tok.Resource, RefusedHolderID: tok.HolderID, RefusedFence: tok.Fence,
+		AdmittedHolderID: holder, AdmittedFence: f,
 	}}
 }
 
@@ -566,7 +566,7 @@ func rejections(resource, logKey string, v []string, err error) ([]fence.Rejecti
 		if errors.Join(e1, e2, e3) != nil {
 			return nil, &CorruptKeyError{Key: logKey, Reason: "refusal " + strconv.Itoa(i/5) + " has a field that is not a decimal number"}
 		}
-		out = append(out, fence.Rejection{Seq: seq, Resource: resource, RefusedHolder: v[i+1], RefusedFence: rf, AdmittedHolder: v[i+3], AdmittedFence: af})
+		out = append(out, fence.Rejection{Seq: seq, Resource: resource, RefusedHolderID: v[i+1], RefusedFence: rf, AdmittedHolderID: v[i+3], AdmittedFence: af})
 	}
 	return out, nil
 }

@@ -50,7 +50,7 @@ func writeLoop(ctx context.Context, b *backend, s *sqlfence.Store, holder string
 		case err == nil:
 			c.Landed++
 		case errors.As(err, &se):
-			if se.RefusedFence != tk.Fence || se.RefusedHolder != holder || se.AdmittedFence <= tk.Fence {
+			if se.RefusedFence != tk.Fence || se.RefusedHolderID != holder || se.AdmittedFence <= tk.Fence {
 				c.Other++
 				c.Errors = append(c.Errors, fmt.Sprintf("bad refusal %+v for %v", se.Rejection, tk))
 				continue
@@ -97,7 +97,7 @@ func checkHistory(t *testing.T, db *sql.DB, s *sqlfence.Store, total counts) {
 		landedFences[r.fence] = true
 	}
 	for i, r := range rej {
-		if r.Seq != uint64(i+1) || r.RefusedFence >= r.AdmittedFence || !landedFences[r.AdmittedFence] || r.AdmittedHolder == "" {
+		if r.Seq != uint64(i+1) || r.RefusedFence >= r.AdmittedFence || !landedFences[r.AdmittedFence] || r.AdmittedHolderID == "" {
 			t.Fatalf("rejection %d = %+v", i, r)
 		}
 	}

@@ -55,7 +55,7 @@ func ExampleStore_Commit() {
 	// <nil>
 	// true
 	// agent-b 2
-	// [{Seq:1 Resource:slot-1 RefusedHolder:agent-a RefusedFence:1 AdmittedHolder:agent-b AdmittedFence:2}]
+	// [{Seq:1 Resource:slot-1 RefusedHolderID:agent-a RefusedFence:1 AdmittedHolderID:agent-b AdmittedFence:2}]
 }
 
 // docs/fencing.md shows the example's body as it is here.

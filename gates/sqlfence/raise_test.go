@@ -66,7 +66,7 @@ func TestPostgresRaiseInTheCallersTransaction(t *testing.T) {
 		t.Fatal(err)
 	}
 	var stale *fence.StaleFenceError
-	if err := <-late; !errors.As(err, &stale) || stale.AdmittedHolder != "B" || stale.AdmittedFence != 2 || stale.RefusedFence != 1 {
+	if err := <-late; !errors.As(err, &stale) || stale.AdmittedHolderID != "B" || stale.AdmittedFence != 2 || stale.RefusedFence != 1 {
 		t.Fatalf("A's late write: %v, want refused against B's fence 2", err)
 	}
 	var writes int
@@ -74,7 +74,7 @@ func TestPostgresRaiseInTheCallersTransaction(t *testing.T) {
 		t.Fatalf("%d writes (%v), want A's first only", writes, err)
 	}
 	rej, err := s.Rejections(ctx, "doc")
-	if err != nil || len(rej) != 1 || rej[0].AdmittedHolder != "B" {
+	if err != nil || len(rej) != 1 || rej[0].AdmittedHolderID != "B" {
 		t.Fatalf("rejections %+v, %v", rej, err)
 	}
 

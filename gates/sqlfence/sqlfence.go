@@ -115,10 +115,10 @@ func Open(ctx context.Context, db *sql.DB, opts Options) (*Store, error) {
 	if s.dialect == Postgres {
 		s.qStatus = `SELECT pg_xact_status(?::xid8)`
 	}
-	s.qLogRejection = `INSERT INTO ` + rej + ` (resource, seq, refused_holder, refused_fence, admitted_holder, admitted_fence) VALUES (?, ?, ?, ?, ?, ?)`
+	s.qLogRejection = `INSERT INTO ` + rej + ` (resource, seq, refused_holder_id, refused_fence, admitted_holder_id, admitted_fence) VALUES (?, ?, ?, ?, ?, ?)`
 	s.qFloor = `SELECT fence FROM ` + floor + ` WHERE resource = ?`
-	s.qRejections = `SELECT seq, refused_holder, refused_fence, admitted_holder, admitted_fence FROM ` + rej + ` WHERE resource = ? ORDER BY seq`
-	s.qRejectionsAfter = `SELECT seq, refused_holder, refused_fence, admitted_holder, admitted_fence FROM ` + rej + ` WHERE resource = ? AND seq > ? ORDER BY seq LIMIT ?`
+	s.qRejections = `SELECT seq, refused_holder_id, refused_fence, admitted_holder_id, admitted_fence FROM ` + rej + ` WHERE resource = ? ORDER BY seq`
+	s.qRejectionsAfter = `SELECT seq, refused_holder_id, refused_fence, admitted_holder_id, admitted_fence FROM ` + rej + ` WHERE resource = ? AND seq > ? ORDER BY seq LIMIT ?`
 	for _, q := range []*string{&s.qUpsert, &s.qLogRejection, &s.qFloor, &s.qRejections, &s.qRejectionsAfter, &s.qStatus} {
 		*q = s.rebind(*q)
 	}
@@ -132,10 +132,10 @@ func Open(ctx context.Context, db *sql.DB, opts Options) (*Store, error) {
 		`CREATE TABLE IF NOT EXISTS ` + rej + ` (
 			resource        TEXT NOT NULL,
 			seq             BIGINT NOT NULL,
-			refused_holder  TEXT NOT NULL,
-			refused_fence   BIGINT NOT NULL,
-			admitted_holder TEXT NOT NULL,
-			admitted_fence  BIGINT NOT NULL,
+			refused_holder_id  TEXT NOT NULL,
+			refused_fence      BIGINT NOT NULL,
+			admitted_holder_id TEXT NOT NULL,
+			admitted_fence     BIGINT NOT NULL,
 			PRIMARY KEY (resource, seq)
 		)`,
 	}
@@ -146,17 +146,62 @@ func Open(ctx context.Context, db *sql.DB, opts Options) (*Store, error) {
 				// Two Opens raced to create the table; it exists now.
 				continue
 			}
-			return nil, wrap("creating tables", err)
+			return nil, ended(ctx, wrap("creating tables", err))
 		}
+	}
+	if err := s.upgrade(ctx, rej); err != nil {
+		return nil, ended(ctx, wrap("upgrading tables", err))
 	}
 	if err := s.retry(ctx, func() error {
 		var err error
 		s.upsert, err = db.PrepareContext(ctx, s.qUpsert)
 		return err
 	}); err != nil {
-		return nil, wrap("preparing statements", err)
+		return nil, ended(ctx, wrap("preparing statements", err))
 	}
 	return s, nil
+}
+
+// renamedColumns are the rejection table's columns that earlier versions
+// named otherwise: old name, then new.
+var renamedColumns = [][2]string{
+	{"refused_holder", "refused_holder_id"},
+	{"admitted_holder", "admitted_holder_id"},
+}
+
+// upgrade renames the columns of a rejection table made by an earlier
+// version (renamedColumns). Several Opens may race: one that finds a column
+// already renamed by another goes on.
+func (s *Store) upgrade(ctx context.Context, rej string) error {
+	q := `SELECT count(*) FROM pragma_table_info(?) WHERE name = ?`
+	if s.dialect == Postgres {
+		q = `SELECT count(*) FROM pg_attribute WHERE attrelid = to_regclass($1) AND attname = $2 AND NOT attisdropped`
+	}
+	has := func(col string) (bool, error) {
+		var n int
+		err := s.retry(ctx, func() error { return s.db.QueryRowContext(ctx, q, rej, col).Scan(&n) })
+		return n > 0, err
+	}
+	for _, c := range renamedColumns {
+		old, err := has(c[0])
+		if err != nil {
+			return err
+		}
+		if !old {
+			continue
+		}
+		err = s.retry(ctx, func() error {
+			_, err := s.db.ExecContext(ctx, `ALTER TABLE `+rej+` RENAME COLUMN `+c[0]+` TO `+c[1])
+			return err
+		})
+		if err != nil {
+			if renamed, herr := has(c[1]); herr == nil && renamed {
+				continue
+			}
+			return err
+		}
+	}
+	return nil
 }
 
 // PostgresRaise returns the PostgreSQL statement that raises a resource's
@@ -247,7 +292,7 @@ func (s *Store) rebind(q string) string {
 //     run; the refusal (both holders, both fences, and a per-resource Seq) was
 //     committed to the rejections table.
 //   - any other error: nothing was written and nothing was logged: the
-//     context ended, write returned an error (returned as is, or wrapped),
+//     context ended (the error is then context.Cause(ctx)), write returned an error (returned as is, or wrapped),
 //     the token was invalid, or the database failed. If the database fails in
 //     a way that leaves the outcome unknown (a PostgreSQL connection lost
 //     during COMMIT), Commit asks the database what became of the
@@ -299,12 +344,26 @@ func (s *Store) run(ctx context.Context, tok fence.Token, write func(context.Con
 		return err
 	})
 	if err != nil {
-		return err
+		return ended(ctx, err)
 	}
 	if stale != nil {
 		return stale
 	}
 	return nil
+}
+
+// ended returns context.Cause(ctx) for an error that ctx's end caused (the
+// context's own error, or a transaction database/sql rolled back when ctx
+// ended), so that a caller's cancel cause comes back as it was given; any
+// other error as it is.
+func ended(ctx context.Context, err error) error {
+	if err == nil || ctx.Err() == nil {
+		return err
+	}
+	if errors.Is(err, ctx.Err()) || errors.Is(err, sql.ErrTxDone) {
+		return context.Cause(ctx)
+	}
+	return err
 }
 
 // attempt is one transaction: check the token and raise (or count a
@@ -339,10 +398,10 @@ func (s *Store) attempt(ctx context.Context, tok fence.Token, write func(context
 	if f < floor {
 		r := fence.Rejection{
 			Seq: uint64(rejections), Resource: tok.Resource,
-			RefusedHolder: tok.HolderID, RefusedFence: tok.Fence,
-			AdmittedHolder: holder, AdmittedFence: uint64(floor),
+			RefusedHolderID: tok.HolderID, RefusedFence: tok.Fence,
+			AdmittedHolderID: holder, AdmittedFence: uint64(floor),
 		}
-		if _, err := tx.ExecContext(ctx, s.qLogRejection, tok.Resource, int64(r.Seq), r.RefusedHolder, f, r.AdmittedHolder, floor); err != nil {
+		if _, err := tx.ExecContext(ctx, s.qLogRejection, tok.Resource, int64(r.Seq), r.RefusedHolderID, f, r.AdmittedHolderID, floor); err != nil {
 			return nil, wrap("logging the refusal", err)
 		}
 		if err := s.commit(ctx, tx, xid); err != nil {
@@ -545,7 +604,7 @@ func (s *Store) Floor(ctx context.Context, resource string) (uint64, error) {
 		return 0, nil
 	}
 	if err != nil {
-		return 0, wrap("reading the floor", err)
+		return 0, ended(ctx, wrap("reading the floor", err))
 	}
 	return uint64(f), nil
 }
@@ -593,7 +652,7 @@ func (s *Store) readRejections(ctx context.Context, resource, q string, args ...
 		for rows.Next() {
 			var seq, rf, af int64
 			r := fence.Rejection{Resource: resource}
-			if err := rows.Scan(&seq, &r.RefusedHolder, &rf, &r.AdmittedHolder, &af); err != nil {
+			if err := rows.Scan(&seq, &r.RefusedHolderID, &rf, &r.AdmittedHolderID, &af); err != nil {
 				return err
 			}
 			r.Seq, r.RefusedFence, r.AdmittedFence = uint64(seq), uint64(rf), uint64(af)
@@ -602,7 +661,7 @@ func (s *Store) readRejections(ctx context.Context, resource, q string, args ...
 		return rows.Err()
 	})
 	if err != nil {
-		return nil, wrap("reading rejections", err)
+		return nil, ended(ctx, wrap("reading rejections", err))
 	}
 	return out, nil
 }

@@ -246,10 +246,10 @@ func TestCommitInTheDatabase(t *testing.T) {
 			}
 		}
 		want := []fence.Rejection{
-			{Seq: 1, Resource: "ledger", RefusedHolder: "a", RefusedFence: 1, AdmittedHolder: "b", AdmittedFence: 2},
-			{Seq: 2, Resource: "ledger", RefusedHolder: "a", RefusedFence: 1, AdmittedHolder: "b", AdmittedFence: 2},
-			{Seq: 3, Resource: "ledger", RefusedHolder: "b", RefusedFence: 2, AdmittedHolder: "d", AdmittedFence: 5},
-			{Seq: 4, Resource: "ledger", RefusedHolder: "c", RefusedFence: 4, AdmittedHolder: "d", AdmittedFence: 5},
+			{Seq: 1, Resource: "ledger", RefusedHolderID: "a", RefusedFence: 1, AdmittedHolderID: "b", AdmittedFence: 2},
+			{Seq: 2, Resource: "ledger", RefusedHolderID: "a", RefusedFence: 1, AdmittedHolderID: "b", AdmittedFence: 2},
+			{Seq: 3, Resource: "ledger", RefusedHolderID: "b", RefusedFence: 2, AdmittedHolderID: "d", AdmittedFence: 5},
+			{Seq: 4, Resource: "ledger", RefusedHolderID: "c", RefusedFence: 4, AdmittedHolderID: "d", AdmittedFence: 5},
 		}
 		got, err := s.Rejections(ctx, "ledger")
 		if err != nil {
@@ -260,7 +260,7 @@ func TestCommitInTheDatabase(t *testing.T) {
 		}
 		// The error is the logged row.
 		var se *fence.StaleFenceError
-		if err := s.Commit(ctx, tok("a", 1), insertWrite(b, tok("a", 1))); !errors.As(err, &se) || se.Seq != 5 || se.AdmittedHolder != "d" {
+		if err := s.Commit(ctx, tok("a", 1), insertWrite(b, tok("a", 1))); !errors.As(err, &se) || se.Seq != 5 || se.AdmittedHolderID != "d" {
 			t.Fatalf("err = %v", err)
 		}
 		// Another resource has its own floor and its own sequence.

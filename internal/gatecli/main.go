@@ -136,11 +136,11 @@ func open(ctx context.Context, addr string) (*gate, error) {
 
 // rejection is fence.Rejection in the JavaScript gate's shape.
 func rejection(r fence.Rejection) map[string]any {
-	var admitted any = r.AdmittedHolder
-	if r.AdmittedHolder == "" {
+	var admitted any = r.AdmittedHolderID
+	if r.AdmittedHolderID == "" {
 		admitted = nil
 	}
-	return map[string]any{"seq": r.Seq, "resource": r.Resource, "refusedHolderId": r.RefusedHolder, "refusedFence": r.RefusedFence,
+	return map[string]any{"seq": r.Seq, "resource": r.Resource, "refusedHolderId": r.RefusedHolderID, "refusedFence": r.RefusedFence,
 		"admittedHolderId": admitted, "admittedFence": r.AdmittedFence}
 }
 

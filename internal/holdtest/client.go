@@ -511,8 +511,8 @@ func Elections(t *testing.T, tg *Target, self string) []time.Duration {
 		var stale *fence.StaleFenceError
 		select {
 		case err := <-held.result:
-			if !errors.As(err, &stale) || stale.RefusedHolder != cur.c.id || stale.RefusedFence != cur.fence ||
-				stale.AdmittedHolder != e.c.id || stale.AdmittedFence != e.fence {
+			if !errors.As(err, &stale) || stale.RefusedHolderID != cur.c.id || stale.RefusedFence != cur.fence ||
+				stale.AdmittedHolderID != e.c.id || stale.AdmittedFence != e.fence {
 				t.Fatalf("round %d: the write %s (fence %d) sent before it was killed reached the gate after %s (fence %d) wrote: %v",
 					round+1, cur.c.id, cur.fence, e.c.id, e.fence, err)
 			}

@@ -92,7 +92,7 @@ func TestStaleWriteThatReachesTheGateFirst(t *testing.T) {
 				if floor != fb {
 					t.Fatalf("the floor after B's grant is %d, want B's fence %d", floor, fb)
 				}
-				if !errors.As(err, &stale) || stale.AdmittedHolder != "B" || stale.AdmittedFence != fb {
+				if !errors.As(err, &stale) || stale.AdmittedHolderID != "B" || stale.AdmittedFence != fb {
 					t.Fatalf("A's late write: %v, want refused against B's fence", err)
 				}
 				if n := writesBy(t, db, "B"); n != 0 {
@@ -102,7 +102,7 @@ func TestStaleWriteThatReachesTheGateFirst(t *testing.T) {
 					t.Fatalf("A's writes in the table: %d, want its first only", n)
 				}
 				rej, err := gt.Rejections(ctx, "doc")
-				if err != nil || len(rej) != 1 || rej[0].RefusedHolder != "A" || rej[0].AdmittedHolder != "B" {
+				if err != nil || len(rej) != 1 || rej[0].RefusedHolderID != "A" || rej[0].AdmittedHolderID != "B" {
 					t.Fatalf("rejections %+v %v", rej, err)
 				}
 				return

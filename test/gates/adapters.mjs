@@ -154,7 +154,7 @@ export function proxyGate(addr, { inside } = {}) {
     const res = await fetch(`${proxy}/.lease-fence/rejections?resource=${encodeURIComponent(r)}&after=${after}${limit === undefined ? '' : `&limit=${limit}`}`);
     if (res.status === 400) throw new InvalidArgumentError(`fence-proxy: ${(await res.json()).error.message}`, 'limit');
     const { rejections, more } = await json(res);
-    return { more, rejections: rejections.map((x) => rejection(x.seq, x.resource, x.refusedHolder, x.refusedFence, x.admittedHolder, x.admittedFence)) };
+    return { more, rejections: rejections.map((x) => rejection(x.seq, x.resource, x.refusedHolderId, x.refusedFence, x.admittedHolderId, x.admittedFence)) };
   };
   const send = async (path, token, init = {}) => {
     let header;

@@ -25,7 +25,7 @@ test('the gate entries install without pg or redis, and share the main entry\'s 
     assert.ok(!existsSync(join(app, 'node_modules', 'pg')) && !existsSync(join(app, 'node_modules', 'redis')), 'pg and redis were not installed');
     writeFileSync(join(app, 'main.mjs'), `
       import { InvalidArgumentError, StaleFenceError } from 'lease-fence';
-      import { openSqlFence } from 'lease-fence/sql';
+      import { isStaleFence, openSqlFence } from 'lease-fence/sql';
       import { openRedisFence, redisKey } from 'lease-fence/redis';
       const out = {};
       try { await openSqlFence({}); } catch (e) { out.sql = e instanceof InvalidArgumentError && e.argument; }
@@ -36,13 +36,14 @@ test('the gate entries install without pg or redis, and share the main entry\'s 
       const rows = { fence: '5', holder: 'b', rejections: '1', xid: '1' };
       const client = { query: async (q) => ({ rows: q.includes('RETURNING fence, holder, rejections') ? [rows] : [] }), release() {} };
       const store = await openSqlFence({ connect: async () => client, query: async () => ({ rows: [] }) });
-      try { await store.commit({ resource: 'r', holderId: 'a', fence: 4 }, () => {}); } catch (e) { out.stale = e instanceof StaleFenceError && e.message; }
+      try { await store.commit({ resource: 'r', holderId: 'a', fence: 4 }, () => {}); } catch (e) { out.stale = e instanceof StaleFenceError && e.message; out.wrapped = isStaleFence(new AggregateError([new Error('x', { cause: e })])); }
       console.log(JSON.stringify(out));
     `);
     const out = JSON.parse(execFileSync(process.execPath, ['main.mjs'], { cwd: app, encoding: 'utf8' }));
     assert.deepEqual(out, {
       sql: 'pool', redis: 'client', key: '{deploy-slot}:config',
       stale: 'fence: stale write to "r" refused (rejection #1): holder "a" has fence 4 but holder "b" was admitted at fence 5',
+      wrapped: true,
     });
   } finally {
     rmSync(dir, { recursive: true, force: true });

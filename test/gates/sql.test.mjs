@@ -120,8 +120,25 @@ test('a stale commit never runs its write, and Go-compatible rows record it', as
   let ran = false;
   await assert.rejects(store.commit(tk('a', 8), () => { ran = true; }), StaleFenceError);
   assert.equal(ran, false);
-  const { rows } = await p.query('SELECT resource, seq, refused_holder, refused_fence, admitted_holder, admitted_fence FROM lease_fence_rejection');
-  assert.deepEqual(rows, [{ resource: 'r', seq: '1', refused_holder: 'a', refused_fence: '8', admitted_holder: 'b', admitted_fence: '9' }]);
+  const { rows } = await p.query('SELECT resource, seq, refused_holder_id, refused_fence, admitted_holder_id, admitted_fence FROM lease_fence_rejection');
+  assert.deepEqual(rows, [{ resource: 'r', seq: '1', refused_holder_id: 'a', refused_fence: '8', admitted_holder_id: 'b', admitted_fence: '9' }]);
+});
+
+test('tables of an earlier version (refused_holder, admitted_holder) are upgraded at open, their rows kept', async () => {
+  const p = pool(await freshUrl());
+  await p.query('CREATE TABLE lease_fence_floor (resource TEXT PRIMARY KEY, fence BIGINT NOT NULL, holder TEXT NOT NULL, rejections BIGINT NOT NULL)');
+  await p.query('CREATE TABLE lease_fence_rejection (resource TEXT NOT NULL, seq BIGINT NOT NULL, refused_holder TEXT NOT NULL, ' +
+    'refused_fence BIGINT NOT NULL, admitted_holder TEXT NOT NULL, admitted_fence BIGINT NOT NULL, PRIMARY KEY (resource, seq))');
+  await p.query(`INSERT INTO lease_fence_floor VALUES ('r', 5, 'b', 1)`);
+  await p.query(`INSERT INTO lease_fence_rejection VALUES ('r', 1, 'a', 4, 'b', 5)`);
+  const [s1, s2] = await Promise.all([openSqlFence(p), openSqlFence(p)]);
+  await assert.rejects(s1.commit(tk('c', 3), () => {}), StaleFenceError);
+  const want = [
+    { seq: 1, resource: 'r', refusedHolderId: 'a', refusedFence: 4, admittedHolderId: 'b', admittedFence: 5 },
+    { seq: 2, resource: 'r', refusedHolderId: 'c', refusedFence: 3, admittedHolderId: 'b', admittedFence: 5 },
+  ];
+  assert.deepEqual(await s2.rejections('r'), want);
+  assert.deepEqual(await (await openSqlFence(p)).rejections('r'), want, 'a later open changes nothing');
 });
 
 test('a signal that aborts while the commit waits for the floor row gives up: nothing written or logged', async () => {

@@ -95,7 +95,7 @@ describe('errors', () => {
     assert.deepEqual(Object.keys(lf).sort(), [
       'ClockDomainError', 'ClockReadingError', 'FenceGate', 'GateBusyError', 'GrantMismatchError', 'InvalidArgumentError', 'LeaseClient',
       'LeaseCoordinator', 'LeaseFenceError', 'RequestCompletedError', 'StaleFenceError', 'SupersededError', 'createClock', 'createManualClock',
-      'createMonotonicClock', 'createNaiveLease', 'init',
+      'createMonotonicClock', 'createNaiveLease', 'init', 'isStaleFence',
     ]);
   });
 });

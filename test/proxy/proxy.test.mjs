@@ -185,7 +185,7 @@ describe('through fence-proxy', () => {
     assert.equal(err.message, 'fence: stale write to "deploy-slot" refused (rejection #1): holder "agent-a" has fence 7 but holder "agent-b" was admitted at fence 8');
     // The body is still readable after staleFenceError.
     const body = await a.json();
-    assert.deepEqual(body.error.rejection, { seq: 1, resource: 'deploy-slot', refusedHolder: 'agent-a', refusedFence: 7, admittedHolder: 'agent-b', admittedFence: 8 });
+    assert.deepEqual(body.error.rejection, { seq: 1, resource: 'deploy-slot', refusedHolderId: 'agent-a', refusedFence: 7, admittedHolderId: 'agent-b', admittedFence: 8 });
     assert.deepEqual(upstream.values.get('deploy-slot'), ['release 42']);
     // Once the body is read, the refusal cannot be missed silently.
     await assert.rejects(staleFenceError(a), (err) => err instanceof InvalidArgumentError && err.argument === 'response');

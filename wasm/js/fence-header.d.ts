@@ -2,6 +2,8 @@
 // Lease-Fence header fence-proxy reads. See docs/fencing.md, "fence-proxy".
 import type { FenceToken, StaleFenceError } from './lease-fence.js';
 
+export { isStaleFence } from './lease-fence.js';
+
 /** 'Lease-Fence'. */
 export const LEASE_FENCE_HEADER: 'Lease-Fence';
 /** 999999999999999: RFC 8941 integers have at most 15 digits. */

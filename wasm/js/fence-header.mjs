@@ -6,9 +6,12 @@
 // an RFC 8941 structured-field dictionary. leaseFenceHeader writes it for a
 // token, byte for byte as Go's httpfence.FormatHeader does; staleFenceError
 // reads the proxy's refusal of a stale write back as the StaleFenceError
-// the in-memory gate throws. Exported from lease-fence/service-client.
+// the in-memory gate throws; isStaleFence (lease-fence's) recognises it
+// however it is wrapped. Exported from lease-fence/service-client.
 import { InvalidArgumentError } from 'lease-fence';
 import { checkToken, rejection, staleError } from './gate-common.mjs';
+
+export { isStaleFence } from 'lease-fence';
 
 /** The request header's name. */
 export const LEASE_FENCE_HEADER = 'Lease-Fence';
@@ -71,5 +74,5 @@ export async function staleFenceError(response) {
   }
   const r = (await response.clone().json())?.error?.rejection;
   if (!r) throw new InvalidArgumentError('lease-fence: the 409 stale_fence answer has no rejection (is it from fence-proxy?)', 'response');
-  return staleError(rejection(r.seq, r.resource, r.refusedHolder, r.refusedFence, r.admittedHolder, r.admittedFence));
+  return staleError(rejection(r.seq, r.resource, r.refusedHolderId, r.refusedFence, r.admittedHolderId, r.admittedFence));
 }

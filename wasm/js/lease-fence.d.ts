@@ -341,6 +341,14 @@ export class StaleFenceError extends LeaseFenceError {
   readonly rejection: Rejection;
 }
 
+/**
+ * Whether err is a gate's refusal of a stale fence (a StaleFenceError),
+ * however deeply it is wrapped: through `cause` chains and the `errors` of an
+ * AggregateError. Plain JavaScript: it needs no WebAssembly. Also exported
+ * from lease-fence/sql, lease-fence/redis and lease-fence/service-client.
+ */
+export function isStaleFence(err: unknown): boolean;
+
 /** Instants from two clock domains were compared or subtracted. */
 export class ClockDomainError extends LeaseFenceError {
   constructor(message: string, options: LeaseFenceErrorOptions & { expectedDomain: string; actualDomain: string });

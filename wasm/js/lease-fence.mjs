@@ -69,6 +69,29 @@ export class StaleFenceError extends LeaseFenceError {
 }
 named(StaleFenceError, 'StaleFenceError');
 
+/**
+ * Whether err is a gate's refusal of a stale fence (StaleFenceError from
+ * FenceGate, lease-fence/sql, lease-fence/redis or fence-proxy's answer),
+ * however deeply it is wrapped: through `cause` chains and the `errors` of an
+ * AggregateError (and a SuppressedError's `error` and `suppressed`). Each
+ * object is visited once, so a cycle ends. Plain JavaScript: it needs no
+ * WebAssembly.
+ */
+export function isStaleFence(err) {
+  const seen = new Set();
+  const todo = [err];
+  while (todo.length > 0) {
+    const e = todo.pop();
+    if (typeof e !== 'object' || e === null || seen.has(e)) continue;
+    seen.add(e);
+    if (e instanceof StaleFenceError) return true;
+    if ('cause' in e) todo.push(e.cause);
+    if (Array.isArray(e.errors)) todo.push(...e.errors);
+    if (e.name === 'SuppressedError') todo.push(e.error, e.suppressed);
+  }
+  return false;
+}
+
 /** Two instants from different clock domains were compared or subtracted. */
 export class ClockDomainError extends LeaseFenceError {
   constructor(message, options) {

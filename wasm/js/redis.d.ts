@@ -3,7 +3,7 @@
 import { LeaseFenceError } from './lease-fence.js';
 import type { FenceToken, Rejection } from './lease-fence.js';
 
-export { FenceStoreError, MAX_REJECTIONS_PAGE, OutcomeUnknownError } from './sql.js';
+export { FenceStoreError, isStaleFence, MAX_REJECTIONS_PAGE, OutcomeUnknownError } from './sql.js';
 import type { FenceCallOptions, RejectionsPage } from './sql.js';
 
 export const MAX_COMMANDS: number;

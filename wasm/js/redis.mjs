@@ -6,13 +6,13 @@
 //
 // It takes a client of the `redis` package (createClient() or
 // createCluster(), connected); it does not import it.
-import { InvalidArgumentError, LeaseFenceError } from 'lease-fence';
+import { InvalidArgumentError, isStaleFence, LeaseFenceError } from 'lease-fence';
 import {
   checkId, checkSignal, checkToken, DEFAULT_MAX_REJECTIONS, FenceStoreError, MAX_MAX_REJECTIONS, MAX_REJECTIONS_PAGE, OutcomeUnknownError, pageOptions,
   rejection, signalOf, staleError,
 } from './gate-common.mjs';
 
-export { FenceStoreError, MAX_REJECTIONS_PAGE, OutcomeUnknownError };
+export { FenceStoreError, isStaleFence, MAX_REJECTIONS_PAGE, OutcomeUnknownError };
 
 /** Limits on one write. */
 export const MAX_COMMANDS = 256;
@@ -33,7 +33,7 @@ const SCRIPT = `#!lua
 -- to live (ms), 5 number of commands, then each command as its number of
 -- strings followed by the strings.
 --
--- Replies: {'ok'}; {'stale', seq, admittedFence, admittedHolder};
+-- Replies: {'ok'}; {'stale', seq, admittedFence, admittedHolderId};
 -- {'invalid', command, reason} (nothing changed); {'failed', command,
 -- error} (the floor was raised, the commands before this one ran, it and
 -- those after it did not); {'replay', marker} (this commit already ran:

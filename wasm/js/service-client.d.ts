@@ -348,4 +348,4 @@ export class LeaseReleasedError extends LeaseFenceError {
 export function isLeaseLost(err: unknown): boolean;
 
 // The Lease-Fence header of fence-proxy (docs/fencing.md).
-export { LEASE_FENCE_HEADER, MAX_HEADER_FENCE, leaseFenceHeader, staleFenceError } from './fence-header.js';
+export { LEASE_FENCE_HEADER, MAX_HEADER_FENCE, isStaleFence, leaseFenceHeader, staleFenceError } from './fence-header.js';

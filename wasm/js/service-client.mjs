@@ -1388,4 +1388,4 @@ export class LeaseElection {
 named(LeaseElection, 'LeaseElection');
 
 // The Lease-Fence header of fence-proxy (docs/fencing.md), for writes through it.
-export { LEASE_FENCE_HEADER, MAX_HEADER_FENCE, leaseFenceHeader, staleFenceError } from './fence-header.mjs';
+export { LEASE_FENCE_HEADER, MAX_HEADER_FENCE, isStaleFence, leaseFenceHeader, staleFenceError } from './fence-header.mjs';

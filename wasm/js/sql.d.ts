@@ -3,6 +3,8 @@
 import { LeaseFenceError } from './lease-fence.js';
 import type { AbortSignalLike, FenceToken, Rejection } from './lease-fence.js';
 
+export { isStaleFence } from './lease-fence.js';
+
 /** The store failed and the write did not happen: nothing changed. */
 export class FenceStoreError extends LeaseFenceError {
   /** What the gate was doing, e.g. 'commit' or 'reading the floor'. */

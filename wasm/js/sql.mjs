@@ -7,17 +7,19 @@
 //
 // It takes a pool (a pg.Pool, or anything whose connect() resolves to a
 // client with query(text, values) and release(err)); it does not import pg.
-import { InvalidArgumentError } from 'lease-fence';
+import { InvalidArgumentError, isStaleFence } from 'lease-fence';
 import {
   checkId, checkSignal, checkToken, FenceStoreError, MAX_REJECTIONS_PAGE, OutcomeUnknownError, pageOptions, rejection, signalOf, staleError,
 } from './gate-common.mjs';
 
-export { FenceStoreError, MAX_REJECTIONS_PAGE, OutcomeUnknownError };
+export { FenceStoreError, isStaleFence, MAX_REJECTIONS_PAGE, OutcomeUnknownError };
 
 /** How many times a transaction runs when PostgreSQL reports 40001 or 40P01. */
 export const MAX_ATTEMPTS = 8;
 
 const TABLE = /^[A-Za-z_][A-Za-z0-9_]{0,40}$/;
+// The rejection table's columns that earlier versions named otherwise.
+const RENAMED_COLUMNS = [['refused_holder', 'refused_holder_id'], ['admitted_holder', 'admitted_holder_id']];
 
 /**
  * Opens the gate on pool, creating its two tables (<table>_floor and
@@ -80,8 +82,8 @@ class SqlFence {
     this.#q = {
       schema: [
         `CREATE TABLE IF NOT EXISTS ${floor} (resource TEXT PRIMARY KEY, fence BIGINT NOT NULL, holder TEXT NOT NULL, rejections BIGINT NOT NULL)`,
-        `CREATE TABLE IF NOT EXISTS ${rej} (resource TEXT NOT NULL, seq BIGINT NOT NULL, refused_holder TEXT NOT NULL, ` +
-          'refused_fence BIGINT NOT NULL, admitted_holder TEXT NOT NULL, admitted_fence BIGINT NOT NULL, PRIMARY KEY (resource, seq))',
+        `CREATE TABLE IF NOT EXISTS ${rej} (resource TEXT NOT NULL, seq BIGINT NOT NULL, refused_holder_id TEXT NOT NULL, ` +
+          'refused_fence BIGINT NOT NULL, admitted_holder_id TEXT NOT NULL, admitted_fence BIGINT NOT NULL, PRIMARY KEY (resource, seq))',
       ],
       // The check and the raise as one statement, as Go's sqlfence: insert
       // the floor row or lock it; from the row as it was, raise the floor
@@ -94,11 +96,15 @@ class SqlFence {
           holder = CASE WHEN excluded.fence > f.fence OR f.holder = '' THEN excluded.holder ELSE f.holder END,
           rejections = f.rejections + CASE WHEN excluded.fence < f.fence THEN 1 ELSE 0 END
         RETURNING fence, holder, rejections, pg_current_xact_id()::text AS xid`,
-      log: `INSERT INTO ${rej} (resource, seq, refused_holder, refused_fence, admitted_holder, admitted_fence) VALUES ($1, $2, $3, $4, $5, $6)`,
+      log: `INSERT INTO ${rej} (resource, seq, refused_holder_id, refused_fence, admitted_holder_id, admitted_fence) VALUES ($1, $2, $3, $4, $5, $6)`,
       floor: `SELECT fence FROM ${floor} WHERE resource = $1`,
-      rejections: `SELECT seq, refused_holder, refused_fence, admitted_holder, admitted_fence FROM ${rej} WHERE resource = $1 ORDER BY seq`,
-      rejectionsAfter: `SELECT seq, refused_holder, refused_fence, admitted_holder, admitted_fence FROM ${rej} WHERE resource = $1 AND seq > $2 ORDER BY seq LIMIT $3`,
+      rejections: `SELECT seq, refused_holder_id, refused_fence, admitted_holder_id, admitted_fence FROM ${rej} WHERE resource = $1 ORDER BY seq`,
+      rejectionsAfter: `SELECT seq, refused_holder_id, refused_fence, admitted_holder_id, admitted_fence FROM ${rej} WHERE resource = $1 AND seq > $2 ORDER BY seq LIMIT $3`,
       status: 'SELECT pg_xact_status($1::xid8) AS status',
+      // Tables made by an earlier version name two rejection columns
+      // otherwise; opening renames them, as Go's sqlfence does.
+      hasColumn: 'SELECT count(*)::int AS n FROM pg_attribute WHERE attrelid = to_regclass($1) AND attname = $2 AND NOT attisdropped',
+      renames: RENAMED_COLUMNS.map(([from, to]) => [rej, from, to, `ALTER TABLE ${rej} RENAME COLUMN ${from} TO ${to}`]),
     };
   }
 
@@ -109,6 +115,19 @@ class SqlFence {
       } catch (err) {
         // Two openers raced to create the table; it exists now.
         if (sqlState(err.cause) !== '23505') throw err instanceof BrokenBeforeCommit ? err.err : err;
+      }
+    }
+    const has = async (table, column) => {
+      const { rows } = await this.#retry(() => this.#query('upgrading tables', this.#q.hasColumn, [table, column]));
+      return (rows[0]?.n ?? 0) > 0;
+    };
+    for (const [table, from, to, rename] of this.#q.renames) {
+      if (!(await has(table, from))) continue;
+      try {
+        await this.#retry(() => this.#query('upgrading tables', rename, []));
+      } catch (err) {
+        // Another opener renamed it first.
+        if (!(await has(table, to))) throw err;
       }
     }
   }
@@ -165,7 +184,7 @@ class SqlFence {
     const page = pageOptions(options, 'lease-fence/sql: rejections');
     const [q, args] = page ? [this.#q.rejectionsAfter, [resource, page.afterSeq, page.limit]] : [this.#q.rejections, [resource]];
     const { rows } = await this.#retry(() => this.#query('reading rejections', q, args));
-    return rows.map((r) => rejection(r.seq, resource, r.refused_holder, r.refused_fence, r.admitted_holder, r.admitted_fence));
+    return rows.map((r) => rejection(r.seq, resource, r.refused_holder_id, r.refused_fence, r.admitted_holder_id, r.admitted_fence));
   }
 
   // #query runs one statement on the pool; a connection that broke (a

@@ -349,9 +349,9 @@ func as[T any](err error) (T, bool) {
 func putRejection(w *convert.Writer, r fence.Rejection) {
 	w.F64(float64(r.Seq))
 	w.Str(r.Resource)
-	w.Str(r.RefusedHolder)
+	w.Str(r.RefusedHolderID)
 	w.F64(float64(r.RefusedFence))
-	w.Str(r.AdmittedHolder)
+	w.Str(r.AdmittedHolderID)
 	w.F64(float64(r.AdmittedFence))
 }
 
