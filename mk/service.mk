@@ -1,6 +1,7 @@
 # The coordinator as a service (docs/service.md): the state machine and its
-# stores (service, service/pebblestore), the protocol and Go client
-# (service/wire), the native server, the Cloudflare Worker under the local
+# stores (service, service/pebblestore), the protocol (service/wire), the
+# HTTP server (service/httpapi) and Go client (service/client), the native
+# server, the Cloudflare Worker under the local
 # workerd runtime, and the benchmarks against Redis and etcd.
 TESTS += test-service test-worker-e2e
 BUILD += coordinator worker

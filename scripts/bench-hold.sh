@@ -2,7 +2,7 @@
 # Holding on loopback, side by side (docs/service.md, Benchmarks):
 #
 # 1. Handover latency, release to the next waiter holding the lease: the
-#    durable coordinator (cmd/coordinator -init, two wire.Client holders
+#    durable coordinator (cmd/coordinator -init, two client.Client holders
 #    passing one resource with Hold and Release) and embedded etcd's
 #    concurrency.Mutex (Unlock to the waiter's Lock returning; scripts/peers,
 #    its own module), ROUNDS rounds of N handovers each, the two in turn in

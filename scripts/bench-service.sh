@@ -7,7 +7,7 @@
 #    appendonly yes + appendfsync always (three round trips per cycle, and
 #    two with Lua scripts like the coordinator's two calls), and embedded
 #    etcd's concurrency.Mutex (scripts/peers, its own Go module). The
-#    coordinator is driven by wire.Client and by a minimal HTTP client like
+#    coordinator is driven by client.Client and by a minimal HTTP client like
 #    the peers' minimal clients. ROUNDS rounds, all in turn in every round,
 #    each run DURATION (or CYCLES cycles); min / median / max over the rounds.
 #    BASELINE=path/to/coordinator adds that build as "baseline-durable" and
@@ -17,14 +17,14 @@
 # 3. Tokens and TLS against without (NET=0 skips it): the coordinator in
 #    memory with -auth (a tokens file of 10 entries), with TLS (a private CA
 #    made at the start, kept-alive connections), with both, and without,
-#    driven by wire.Client and by the minimal client; and durable without
+#    driven by client.Client and by the minimal client; and durable without
 #    and with both. ROUNDS rounds of NET_DURATION (4s) per target and
 #    client count, the targets taking 10 turns in every round; cycles/s,
 #    and the server's and the client's CPU time per cycle (steadier than
 #    cycles/s on a machine shared with other work); then each side over
 #    the plain one of its round, min / median / max.
 #    NET_ONLY=1 runs this part alone.
-# 4. With ALL=1 also: the coordinator in memory (wire.Client and a minimal
+# 4. With ALL=1 also: the coordinator in memory (client.Client and a minimal
 #    client), the Go Worker and a plain-JS Durable Object under wrangler dev,
 #    Redis without persistence.
 #

@@ -13,6 +13,8 @@ import (
 
 	"github.com/lease-fence/lease-fence/core/clock"
 	"github.com/lease-fence/lease-fence/core/lease"
+	"github.com/lease-fence/lease-fence/service/client"
+	"github.com/lease-fence/lease-fence/service/httpapi"
 	"github.com/lease-fence/lease-fence/service/wire"
 )
 
@@ -44,7 +46,7 @@ func BenchmarkServiceCycle(b *testing.B) {
 // BenchmarkHandlerCycle measures one acquire + release through the handler,
 // decoding and encoding included, without a network.
 func BenchmarkHandlerCycle(b *testing.B) {
-	h := wire.NewHandler(benchService(b), wire.HandlerOptions{})
+	h := httpapi.NewHandler(benchService(b), httpapi.HandlerOptions{})
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
 		id := strconv.Itoa(i)
@@ -77,14 +79,14 @@ func BenchmarkDecodeMessage(b *testing.B) {
 	}
 }
 
-// BenchmarkHTTPCycle measures one acquire + release from a wire.Client to
+// BenchmarkHTTPCycle measures one acquire + release from a client.Client to
 // the handler over loopback HTTP, both ends in this process (for profiles
 // of the whole path: go test -bench HTTPCycle -cpuprofile). Each goroutine
 // holds its own resource; "8" runs 8 clients at once.
 func BenchmarkHTTPCycle(b *testing.B) {
 	for _, clients := range []int{1, 8} {
 		b.Run(strconv.Itoa(clients), func(b *testing.B) {
-			srv := httptest.NewServer(wire.NewHandler(benchService(b), wire.HandlerOptions{}))
+			srv := httptest.NewServer(httpapi.NewHandler(benchService(b), httpapi.HandlerOptions{}))
 			defer srv.Close()
 			var next atomic.Int64
 			b.ReportAllocs()
@@ -94,7 +96,7 @@ func BenchmarkHTTPCycle(b *testing.B) {
 				holder := "h" + strconv.FormatInt(n, 10)
 				hclk, _ := clock.NewMonotonic(holder)
 				lc, _ := lease.NewClient(lease.ClientConfig{Clock: hclk, HolderID: holder})
-				c, err := wire.NewClient(wire.ClientConfig{BaseURL: srv.URL, Lease: lc})
+				c, err := client.NewClient(client.ClientConfig{BaseURL: srv.URL, Lease: lc})
 				if err != nil {
 					b.Error(err)
 					return

@@ -15,10 +15,11 @@ import (
 
 	"github.com/lease-fence/lease-fence/core/clock"
 	"github.com/lease-fence/lease-fence/core/lease"
+	"github.com/lease-fence/lease-fence/service/client"
 	"github.com/lease-fence/lease-fence/service/wire"
 )
 
-// The tests of wire.Client, against the real service.
+// The tests of client.Client, against the real service.
 
 // fault says what the test transport does with one attempt.
 type fault int
@@ -109,7 +110,7 @@ type clientRig struct {
 	*rig
 	tr     *transport
 	agent  *clock.Manual
-	client *wire.Client
+	client *client.Client
 }
 
 func newClientRig(t *testing.T, holder string, plan ...fault) *clientRig {
@@ -125,7 +126,7 @@ func (r *rig) client(t *testing.T, holder string, plan ...fault) *clientRig {
 		t.Fatal(err)
 	}
 	tr := &transport{h: r.h, plan: plan}
-	c, err := wire.NewClient(wire.ClientConfig{
+	c, err := client.NewClient(client.ClientConfig{
 		BaseURL:        "http://coordinator.test/",
 		Lease:          lc,
 		HTTPClient:     &http.Client{Transport: tr},
@@ -170,10 +171,10 @@ func TestClientRoundTrip(t *testing.T) {
 	if err := c.client.Release(ctx, l2); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.client.Release(ctx, l2); !errors.Is(err, wire.ErrExpired) {
+	if err := c.client.Release(ctx, l2); !errors.Is(err, client.ErrExpired) {
 		t.Fatalf("second release: %v", err)
 	}
-	if _, err := c.client.Renew(ctx, l2); !errors.Is(err, wire.ErrExpired) {
+	if _, err := c.client.Renew(ctx, l2); !errors.Is(err, client.ErrExpired) {
 		t.Fatalf("renew after release: %v", err)
 	}
 	l3, err := c.client.Acquire(ctx, "deploy")
@@ -183,7 +184,7 @@ func TestClientRoundTrip(t *testing.T) {
 }
 
 func isDenied(err error, holder string) bool {
-	var d *wire.DeniedError
+	var d *client.DeniedError
 	return errors.As(err, &d) && d.HeldBy == holder && d.RetryAfter > 0
 }
 
@@ -301,10 +302,10 @@ func TestSecondClientCannotActForTheHolder(t *testing.T) {
 func TestNewClientChecksConfig(t *testing.T) {
 	agent, _ := clock.NewManual("a", clock.ManualOptions{})
 	lc, _ := lease.NewClient(lease.ClientConfig{Clock: agent, HolderID: "a"})
-	if _, err := wire.NewClient(wire.ClientConfig{Lease: lc}); err == nil {
+	if _, err := client.NewClient(client.ClientConfig{Lease: lc}); err == nil {
 		t.Fatal("no URL accepted")
 	}
-	if _, err := wire.NewClient(wire.ClientConfig{BaseURL: "http://x"}); err == nil {
+	if _, err := client.NewClient(client.ClientConfig{BaseURL: "http://x"}); err == nil {
 		t.Fatal("no lease client accepted")
 	}
 }
@@ -315,7 +316,7 @@ func TestClientBadURLIsFinal(t *testing.T) {
 	agent, _ := clock.NewManual("a", clock.ManualOptions{})
 	lc, _ := lease.NewClient(lease.ClientConfig{Clock: agent, HolderID: "a"})
 	tr := &transport{h: http.NotFoundHandler()}
-	c, err := wire.NewClient(wire.ClientConfig{BaseURL: "http://bad host", Lease: lc, HTTPClient: &http.Client{Transport: tr},
+	c, err := client.NewClient(client.ClientConfig{BaseURL: "http://bad host", Lease: lc, HTTPClient: &http.Client{Transport: tr},
 		Backoff: func(int) time.Duration { t.Fatal("retried"); return 0 }})
 	if err != nil {
 		t.Fatal(err)

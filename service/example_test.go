@@ -14,7 +14,7 @@ import (
 // The state machine over a store in memory: each call is decided through
 // lease.Rules and made durable (here: nowhere) before it is answered. The
 // native server gives NewLocal a pebblestore.Store as its Persister, and
-// serves the Service with wire.NewHandler.
+// serves the Service with httpapi.NewHandler.
 func Example() {
 	clk, _ := clock.NewManual("coordinator", clock.ManualOptions{Start: 1000})
 	store, _ := service.NewLocal(service.LocalConfig{Clock: clk, TTL: time.Second})

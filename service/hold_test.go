@@ -15,10 +15,11 @@ import (
 
 	"github.com/lease-fence/lease-fence/core/clock"
 	"github.com/lease-fence/lease-fence/core/lease"
+	"github.com/lease-fence/lease-fence/service/client"
 	"github.com/lease-fence/lease-fence/service/wire"
 )
 
-// The tests of wire.Held against the real service in-process: the holder's
+// The tests of client.Held against the real service in-process: the holder's
 // clock and the coordinator's are both manual and move together (the
 // holder's reading is the coordinator's minus 950), every timer of the
 // hold (renewals, the deadline) and of the service runs on them, and the
@@ -87,7 +88,7 @@ type holdRig struct {
 	*rig
 	agent  *clock.Manual
 	tr     *holdTransport
-	client *wire.Client
+	client *client.Client
 }
 
 // newHoldRig is a service (TTL 1 s) and a holder "a" (skew 10 ms) whose
@@ -101,7 +102,7 @@ func newHoldRig(t *testing.T, tr *holdTransport) *holdRig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := wire.NewClient(wire.ClientConfig{BaseURL: "http://coordinator.test", Lease: lc, HTTPClient: &http.Client{Transport: tr},
+	c, err := client.NewClient(client.ClientConfig{BaseURL: "http://coordinator.test", Lease: lc, HTTPClient: &http.Client{Transport: tr},
 		AttemptTimeout: time.Hour, Backoff: func(int) time.Duration { return 0 }, AfterFunc: agent.AfterFunc})
 	if err != nil {
 		t.Fatal(err)
@@ -114,7 +115,7 @@ func newHoldRig(t *testing.T, tr *holdTransport) *holdRig {
 // one scheduled with the deadline, or a renewal whose reply is held back;
 // the next may be due at once, after a reply held back longer than the
 // renewal interval), or its context ended.
-func (r *holdRig) settle(h *wire.Held) {
+func (r *holdRig) settle(h *client.Held) {
 	r.t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -163,7 +164,7 @@ type holdRun struct {
 func runHold(t *testing.T, seed uint64, dropRequest, dropReply, delay float64) holdRun {
 	tr := &holdTransport{rng: rand.New(rand.NewPCG(seed, 17)), dropRequest: dropRequest, dropReply: dropReply, delay: delay, maxDelay: 1200}
 	r := newHoldRig(t, tr)
-	h, err := r.client.Hold(context.Background(), "r", wire.HoldOptions{})
+	h, err := r.client.Hold(context.Background(), "r", client.HoldOptions{})
 	if err != nil {
 		t.Fatalf("seed %d: %v", seed, err)
 	}
@@ -175,7 +176,7 @@ func runHold(t *testing.T, seed uint64, dropRequest, dropReply, delay float64) h
 		deadline := h.Lease().Deadline()
 		if h.Context().Err() != nil {
 			// The clock has not moved since the step that ended it.
-			if !errors.Is(context.Cause(h.Context()), wire.ErrLeaseLost) || now.Millis > deadline.Millis {
+			if !errors.Is(context.Cause(h.Context()), client.ErrLeaseLost) || now.Millis > deadline.Millis {
 				t.Fatalf("seed %d: the hold ended at %v (deadline %v) with %v", seed, now, deadline, context.Cause(h.Context()))
 			}
 			if h.Token() != tok {
@@ -210,7 +211,7 @@ func runHold(t *testing.T, seed uint64, dropRequest, dropReply, delay float64) h
 	if err := h.Release(context.Background()); err != nil {
 		t.Fatalf("seed %d: release: %v", seed, err)
 	}
-	if !errors.Is(context.Cause(h.Context()), wire.ErrReleased) {
+	if !errors.Is(context.Cause(h.Context()), client.ErrReleased) {
 		t.Fatalf("seed %d: after Release the cause is %v", seed, context.Cause(h.Context()))
 	}
 	if e, _ := r.store.Entry("r"); e.Fence != 0 {
@@ -258,10 +259,10 @@ func TestHoldWaitsAndRenewsAtOnce(t *testing.T) {
 	ctx := context.Background()
 	f, s := r.grant(wire.OpAcquire, acquireMsg("q0", "r", "b"))
 	got := make(chan error, 1)
-	var h *wire.Held
+	var h *client.Held
 	go func() {
 		var err error
-		h, err = r.client.Hold(ctx, "r", wire.HoldOptions{Wait: 10 * time.Second})
+		h, err = r.client.Hold(ctx, "r", client.HoldOptions{Wait: 10 * time.Second})
 		got <- err
 	}()
 	eventually(t, "a waiting", func() bool { return r.svc.Waiting() == 1 })
@@ -291,12 +292,12 @@ func TestHoldRefusals(t *testing.T) {
 	r := newHoldRig(t, &holdTransport{rng: rand.New(rand.NewPCG(1, 1))})
 	ctx := context.Background()
 	f, s := r.grant(wire.OpAcquire, acquireMsg("q0", "r", "b"))
-	if _, err := r.client.Hold(ctx, "r", wire.HoldOptions{}); !isDenied(err, "b") {
+	if _, err := r.client.Hold(ctx, "r", client.HoldOptions{}); !isDenied(err, "b") {
 		t.Fatalf("without a wait: %v", err)
 	}
 	got := make(chan error, 1)
 	go func() {
-		_, err := r.client.Hold(ctx, "r", wire.HoldOptions{Wait: 300 * time.Millisecond})
+		_, err := r.client.Hold(ctx, "r", client.HoldOptions{Wait: 300 * time.Millisecond})
 		got <- err
 	}()
 	eventually(t, "a waiting", func() bool { return r.svc.Waiting() == 1 })
@@ -306,11 +307,11 @@ func TestHoldRefusals(t *testing.T) {
 		t.Fatalf("after the wait: %v", err)
 	}
 	r.released(releaseMsg("rel", "r", "b", f, s))
-	if _, err := r.client.Hold(ctx, "r", wire.HoldOptions{RenewEvery: 990 * time.Millisecond}); err == nil {
+	if _, err := r.client.Hold(ctx, "r", client.HoldOptions{RenewEvery: 990 * time.Millisecond}); err == nil {
 		t.Fatal("RenewEvery of the TTL minus the skew accepted")
 	}
 	eventually(t, "the refused hold's lease released", func() bool { e, _ := r.store.Entry("r"); return e.Fence == 0 })
-	h, err := r.client.Hold(ctx, "r", wire.HoldOptions{})
+	h, err := r.client.Hold(ctx, "r", client.HoldOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -321,13 +322,13 @@ func TestHoldRefusals(t *testing.T) {
 	r.store.stripes[r.store.stripeOf("r")].mu.Unlock()
 	r.toNextTimer()
 	eventually(t, "the hold lost", func() bool { return h.Context().Err() != nil })
-	if !errors.Is(context.Cause(h.Context()), wire.ErrLeaseLost) {
+	if !errors.Is(context.Cause(h.Context()), client.ErrLeaseLost) {
 		t.Fatalf("cause %v", context.Cause(h.Context()))
 	}
-	if err := h.Release(ctx); !errors.Is(err, wire.ErrLeaseLost) {
+	if err := h.Release(ctx); !errors.Is(err, client.ErrLeaseLost) {
 		t.Fatalf("release after the loss: %v", err)
 	}
-	h2, err := r.client.Hold(ctx, "other", wire.HoldOptions{})
+	h2, err := r.client.Hold(ctx, "other", client.HoldOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -345,13 +346,13 @@ func TestDo(t *testing.T) {
 	r := newHoldRig(t, &holdTransport{rng: rand.New(rand.NewPCG(1, 1)), dropRequest: 1})
 	ctx := context.Background()
 	boom := errors.New("boom")
-	err := r.client.Do(ctx, "r", wire.HoldOptions{}, func(ctx context.Context, h *wire.Held) error {
+	err := r.client.Do(ctx, "r", client.HoldOptions{}, func(ctx context.Context, h *client.Held) error {
 		if e, _ := r.store.Entry("r"); e.Fence != h.Token().Fence {
 			t.Errorf("inside Do the coordinator has %+v", e)
 		}
 		return boom
 	})
-	if !errors.Is(err, boom) || errors.Is(err, wire.ErrLeaseLost) {
+	if !errors.Is(err, boom) || errors.Is(err, client.ErrLeaseLost) {
 		t.Fatalf("Do: %v", err)
 	}
 	if e, _ := r.store.Entry("r"); e.Fence != 0 {
@@ -359,7 +360,7 @@ func TestDo(t *testing.T) {
 	}
 	// Every renewal is lost: the callback sees its context end at the
 	// deadline, and Do says the lease was lost.
-	err = r.client.Do(ctx, "r", wire.HoldOptions{}, func(ctx context.Context, h *wire.Held) error {
+	err = r.client.Do(ctx, "r", client.HoldOptions{}, func(ctx context.Context, h *client.Held) error {
 		deadline := h.Lease().Deadline()
 		for ctx.Err() == nil {
 			r.settle(h)
@@ -373,7 +374,7 @@ func TestDo(t *testing.T) {
 		}
 		return ctx.Err()
 	})
-	if !errors.Is(err, wire.ErrLeaseLost) || !errors.Is(err, context.Canceled) {
+	if !errors.Is(err, client.ErrLeaseLost) || !errors.Is(err, context.Canceled) {
 		t.Fatalf("Do after a loss: %v", err)
 	}
 }
@@ -383,7 +384,7 @@ func TestDo(t *testing.T) {
 func TestHoldEndsWithItsContext(t *testing.T) {
 	r := newHoldRig(t, &holdTransport{rng: rand.New(rand.NewPCG(1, 1))})
 	ctx, cancel := context.WithCancelCause(context.Background())
-	h, err := r.client.Hold(ctx, "r", wire.HoldOptions{})
+	h, err := r.client.Hold(ctx, "r", client.HoldOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/lease-fence/lease-fence/core/clock"
 	"github.com/lease-fence/lease-fence/core/lease"
+	"github.com/lease-fence/lease-fence/service/httpapi"
 	"github.com/lease-fence/lease-fence/service/wire"
 )
 
@@ -128,7 +129,7 @@ func newRigWaiters(t *testing.T, disk *memPersist, cfg LocalConfig, waiters int)
 		t.Fatal(err)
 	}
 	logs := &bytes.Buffer{}
-	h := wire.NewHandler(svc, wire.HandlerOptions{Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	h := httpapi.NewHandler(svc, httpapi.HandlerOptions{Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	return &rig{t: t, clk: clk, disk: disk, store: store, svc: svc, h: h, logs: logs}
 }
 

@@ -10,7 +10,7 @@
 // nothing to undo. Local is the store most callers want: every entry in
 // this process's memory, durable through a Persister (package pebblestore,
 // a Durable Object's storage, or none). The HTTP protocol and the Go client
-// are package wire; wire.NewHandler(service) is the server.
+// are package wire; httpapi.NewHandler(service) is the server.
 package service
 
 import (
@@ -65,7 +65,7 @@ const (
 )
 
 // Service is the coordinator behind the HTTP handler: it answers decoded
-// calls (it is a wire.Backend). It is safe for concurrent use.
+// calls (it is a httpapi.Backend). It is safe for concurrent use.
 type Service struct {
 	ttl   time.Duration
 	ttlMs float64

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/lease-fence/lease-fence/core/clock"
+	"github.com/lease-fence/lease-fence/service/httpapi"
 	"github.com/lease-fence/lease-fence/service/wire"
 )
 
@@ -433,7 +434,7 @@ func TestDamagedEntriesAreRefused(t *testing.T) {
 // anything is looked up.
 func TestIDLimit(t *testing.T) {
 	r := newRig(t, nil, LocalConfig{})
-	r.h = wire.NewHandler(r.svc, wire.HandlerOptions{MaxIDBytes: 8})
+	r.h = httpapi.NewHandler(r.svc, httpapi.HandlerOptions{MaxIDBytes: 8})
 	r.grant(wire.OpAcquire, acquireMsg("12345678", "12345678", "12345678"))
 	for _, m := range []wire.Message{acquireMsg("123456789", "r", "h"), acquireMsg("q", "123456789", "h"), acquireMsg("q", "r", "123456789")} {
 		if st, out := r.post(wire.OpAcquire, m); st != 400 || errCodeOf(t, out) != wire.CodeInvalidValue {

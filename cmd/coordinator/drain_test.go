@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/lease-fence/lease-fence/internal/syncio"
+	"github.com/lease-fence/lease-fence/service/client"
 	"github.com/lease-fence/lease-fence/service/wire"
 )
 
@@ -130,7 +131,7 @@ func TestDrainUnderLoad(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			c := holder(t, srv.url, h.id)
-			leases := map[string]*wire.Lease{}
+			leases := map[string]*client.Lease{}
 			for n := 0; ; n++ {
 				res := h.id + "-" + strconv.Itoa(n%8)
 				var err error
@@ -143,7 +144,7 @@ func TestDrainUnderLoad(t *testing.T) {
 						h.released[res] = true
 					}
 				} else {
-					var l *wire.Lease
+					var l *client.Lease
 					if l, err = c.Acquire(context.Background(), res); err == nil {
 						leases[res] = l
 						h.held[res] = l.Token().Fence
@@ -367,7 +368,7 @@ func TestDrainKeepsHolds(t *testing.T) {
 	addr := strings.TrimPrefix(srv.url, "http://")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	h, err := holder(t, srv.url, "keeper").Hold(ctx, "kept", wire.HoldOptions{RenewEvery: 300 * time.Millisecond})
+	h, err := holder(t, srv.url, "keeper").Hold(ctx, "kept", client.HoldOptions{RenewEvery: 300 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -385,7 +386,7 @@ func TestDrainKeepsHolds(t *testing.T) {
 	}
 	waitRenewals(2, "before the drain")
 	type observed struct {
-		st  wire.Status
+		st  client.Status
 		err error
 	}
 	obs := make(chan observed, 1)

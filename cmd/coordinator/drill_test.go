@@ -31,12 +31,13 @@ import (
 	"github.com/lease-fence/lease-fence/core/sim"
 	"github.com/lease-fence/lease-fence/internal/syncio"
 	"github.com/lease-fence/lease-fence/service"
+	"github.com/lease-fence/lease-fence/service/client"
 	"github.com/lease-fence/lease-fence/service/wire"
 )
 
 // The drills of replicas_test.go run coordinator processes over one
 // PostgreSQL database (-store) and break things under load. Clients call
-// through wire.Client with every coordinator's URL; each HTTP attempt is
+// through client.Client with every coordinator's URL; each HTTP attempt is
 // an operation of the history, bounded by the wall clock around it in
 // whole milliseconds, which is the clock the database server reads (the
 // test runs on its machine). An attempt that gets no answer (its
@@ -303,16 +304,16 @@ func (d *drill) resolve(dsn string) (changed, unchanged int, released map[string
 	return changed, unchanged, released
 }
 
-// drillClient is one holder: a wire.Client over every coordinator, which
+// drillClient is one holder: a client.Client over every coordinator, which
 // retries each call (same body) until it gets an answer.
 type drillClient struct {
 	d    *drill
 	rt   *recorder
 	idx  int
 	id   string
-	c    *wire.Client
+	c    *client.Client
 	rng  *rand.Rand
-	held map[string]*wire.Lease
+	held map[string]*client.Lease
 	// what its calls were answered, for the checks after the run
 	grants  []grant
 	lost    []string // calls that got no answer at all
@@ -338,12 +339,12 @@ func (d *drill) newClient(i int, seed uint64) *drillClient {
 		d.t.Fatal(err)
 	}
 	rt := &recorder{d: d, client: i, next: http.DefaultTransport.(*http.Transport).Clone()}
-	wc, err := wire.NewClient(wire.ClientConfig{BaseURLs: d.urls(i), Lease: lc, Attempts: 40, AttemptTimeout: 8 * time.Second,
+	wc, err := client.NewClient(client.ClientConfig{BaseURLs: d.urls(i), Lease: lc, Attempts: 40, AttemptTimeout: 8 * time.Second,
 		HTTPClient: &http.Client{Transport: rt}})
 	if err != nil {
 		d.t.Fatal(err)
 	}
-	return &drillClient{d: d, rt: rt, idx: i, id: id, c: wc, rng: rand.New(rand.NewPCG(seed, uint64(i))), held: map[string]*wire.Lease{}}
+	return &drillClient{d: d, rt: rt, idx: i, id: id, c: wc, rng: rand.New(rand.NewPCG(seed, uint64(i))), held: map[string]*client.Lease{}}
 }
 
 // drillResources are the resources every client competes for.
@@ -367,7 +368,7 @@ func (k *drillClient) step(ctx context.Context) bool {
 			switch {
 			case err == nil:
 				k.held[name] = l2
-			case errors.Is(err, wire.ErrExpired):
+			case errors.Is(err, client.ErrExpired):
 				delete(k.held, name)
 				k.expired = append(k.expired, fmt.Sprintf("renewal of %s #%d (attempts: %s)", name, tok.Fence, strings.Join(k.rt.trace, "; ")))
 			default:
@@ -378,7 +379,7 @@ func (k *drillClient) step(ctx context.Context) bool {
 		err := k.c.Release(ctx, l)
 		switch {
 		case err == nil:
-		case errors.Is(err, wire.ErrExpired):
+		case errors.Is(err, client.ErrExpired):
 			if k.notDone == nil {
 				k.notDone = map[string]string{}
 			}
@@ -398,7 +399,7 @@ func (k *drillClient) step(ctx context.Context) bool {
 	name := free[k.rng.IntN(len(free))]
 	begin := time.Now()
 	l, err := k.c.Acquire(ctx, name)
-	var denied *wire.DeniedError
+	var denied *client.DeniedError
 	switch {
 	case err == nil:
 		k.held[name] = l
@@ -566,7 +567,7 @@ func (d *drill) verifyHeld() {
 				d.t.Errorf("%s's lease on %s (#%d) after the run: %v", k.id, name, l.Token().Fence, err)
 				continue
 			}
-			var denied *wire.DeniedError
+			var denied *client.DeniedError
 			if _, err := stranger.c.Acquire(ctx, name); !errors.As(err, &denied) || denied.HeldBy != k.id {
 				d.t.Errorf("a stranger's acquisition of %s, held by %s: %v", name, k.id, err)
 			}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/lease-fence/lease-fence/service"
 	"github.com/lease-fence/lease-fence/service/auth"
+	"github.com/lease-fence/lease-fence/service/httpapi"
 	"github.com/lease-fence/lease-fence/service/wire"
 )
 
@@ -34,7 +35,7 @@ func (f *front) handler() http.Handler {
 		api = f.guard.Middleware(api)
 	}
 	if len(f.cors) > 0 {
-		api = wire.CORS(f.cors, api)
+		api = httpapi.CORS(f.cors, api)
 	}
 	api = f.metrics.timed(api)
 	var scrape http.Handler = http.HandlerFunc(f.scrape)
@@ -110,7 +111,7 @@ func getOrHead(w http.ResponseWriter, r *http.Request) bool {
 		return true
 	}
 	w.Header().Set("Allow", "GET, HEAD")
-	wire.WriteError(w, wire.NewError(wire.CodeMethodNotAllowed, r.URL.Path+" takes GET or HEAD"))
+	httpapi.WriteError(w, wire.NewError(wire.CodeMethodNotAllowed, r.URL.Path+" takes GET or HEAD"))
 	return false
 }
 

@@ -18,7 +18,7 @@ import (
 
 	"github.com/lease-fence/lease-fence/service"
 	"github.com/lease-fence/lease-fence/service/auth"
-	"github.com/lease-fence/lease-fence/service/wire"
+	"github.com/lease-fence/lease-fence/service/httpapi"
 )
 
 // benchTokens is how many entries the tokens file of the auth side has;
@@ -64,11 +64,11 @@ func newBenchSide(b *testing.B, name string, metricsOn, authOn bool) *benchSide 
 	}
 	sd := &benchSide{name: name}
 	if !metricsOn && !authOn {
-		sd.h = wire.NewHandler(svc, wire.HandlerOptions{})
+		sd.h = httpapi.NewHandler(svc, httpapi.HandlerOptions{})
 		return sd
 	}
 	met := newMetrics(svc, storeStats{leases: l.Leases, issued: l.Issued, expired: l.Expired}, newSyncHistogram())
-	opts := wire.HandlerOptions{Answered: met.answered}
+	opts := httpapi.HandlerOptions{Answered: met.answered}
 	fr := &front{svc: svc, metrics: met}
 	if authOn {
 		var file []map[string]any
@@ -86,7 +86,7 @@ func newBenchSide(b *testing.B, name string, metricsOn, authOn bool) *benchSide 
 		fr.guard = auth.NewGuard(set, auth.Options{Answered: met.answered})
 		opts.Authorize = fr.guard.Authorize
 	}
-	fr.api = wire.NewHandler(svc, opts)
+	fr.api = httpapi.NewHandler(svc, opts)
 	sd.h = fr.handler()
 	return sd
 }

@@ -57,6 +57,7 @@ import (
 
 	"github.com/lease-fence/lease-fence/service"
 	"github.com/lease-fence/lease-fence/service/auth"
+	"github.com/lease-fence/lease-fence/service/httpapi"
 	"github.com/lease-fence/lease-fence/service/pebblestore"
 	"github.com/lease-fence/lease-fence/service/pgstore"
 	"github.com/lease-fence/lease-fence/service/wire"
@@ -197,7 +198,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, hup <-c
 	if (*tlsCert == "") != (*tlsKey == "") || (*tlsClientCA != "" && *tlsCert == "") {
 		return errors.New("-tls-cert and -tls-key go together, and -tls-client-ca needs them")
 	}
-	if err := wire.CheckOrigins(corsOrigins); err != nil {
+	if err := httpapi.CheckOrigins(corsOrigins); err != nil {
 		return errors.New("-cors-origin: " + err.Error())
 	}
 	var tokens *auth.Set
@@ -284,7 +285,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, hup <-c
 		*maxConns = lowered
 	}
 	// A call that waits gets the write timeout on top of its wait.
-	opts := wire.HandlerOptions{MaxIDBytes: *maxID, MaxBodyBytes: *maxBody, MaxWait: *maxWait, WaitSlack: *writeTimeout,
+	opts := httpapi.HandlerOptions{MaxIDBytes: *maxID, MaxBodyBytes: *maxBody, MaxWait: *maxWait, WaitSlack: *writeTimeout,
 		Answered: met.answered}
 	if !*quiet {
 		opts.Logger = log
@@ -300,7 +301,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, hup <-c
 		log.Info("tokens from "+*authFile+": every call needs Authorization: Bearer <token>", "tokens", len(tokens.Tokens()))
 		warnExpired(log, tokens, time.Now())
 	}
-	fr.api = wire.NewHandler(svc, opts)
+	fr.api = httpapi.NewHandler(svc, opts)
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
 		return err

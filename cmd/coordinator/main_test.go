@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/lease-fence/lease-fence/internal/syncio"
+	"github.com/lease-fence/lease-fence/service/client"
 	"github.com/lease-fence/lease-fence/service/wire"
 )
 
@@ -71,8 +72,8 @@ func (s *server) close(t *testing.T) {
 	}
 }
 
-// holder is a wire.Client for id, without a token.
-func holder(t *testing.T, url, id string) *wire.Client {
+// holder is a client.Client for id, without a token.
+func holder(t *testing.T, url, id string) *client.Client {
 	t.Helper()
 	return tokenClient(t, url, id, "")
 }
@@ -86,7 +87,7 @@ func TestRestartResumesAboveTheLastFence(t *testing.T) {
 	ctx := context.Background()
 	s1 := start(t, "-init", "-state", state, "-ttl", "1h")
 	a := holder(t, s1.url, "agent-a")
-	var l *wire.Lease
+	var l *client.Lease
 	for i := 0; i < 5; i++ {
 		var err error
 		if l, err = a.Acquire(ctx, "deploy"); err != nil {
@@ -109,7 +110,7 @@ func TestRestartResumesAboveTheLastFence(t *testing.T) {
 		t.Fatalf("restarted at %s, not %s", s2.url, s1.url)
 	}
 	b := holder(t, s2.url, "agent-b")
-	var denied *wire.DeniedError
+	var denied *client.DeniedError
 	if _, err := b.Acquire(ctx, "deploy"); !errors.As(err, &denied) || denied.HeldBy != "agent-a" {
 		t.Fatalf("after restart: %v", err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/lease-fence/lease-fence/service"
+	"github.com/lease-fence/lease-fence/service/httpapi"
 	"github.com/lease-fence/lease-fence/service/wire"
 )
 
@@ -28,14 +29,14 @@ type metrics struct {
 	syncs    prometheus.Histogram
 }
 
-// results are the results of each operation (wire.Answered), refused
+// results are the results of each operation (httpapi.Answered), refused
 // included.
 var results = map[wire.Op][]string{
-	wire.OpAcquire: {wire.ResultGranted, wire.ResultDenied, wire.ResultRefused},
-	wire.OpRenew:   {wire.ResultGranted, wire.ResultExpired, wire.ResultRefused},
-	wire.OpRelease: {wire.ResultOK, wire.ResultExpired, wire.ResultRefused},
-	wire.OpInspect: {wire.ResultHeld, wire.ResultFree, wire.ResultRefused},
-	"":             {wire.ResultRefused}, // a path that is none of the four
+	wire.OpAcquire: {httpapi.ResultGranted, httpapi.ResultDenied, httpapi.ResultRefused},
+	wire.OpRenew:   {httpapi.ResultGranted, httpapi.ResultExpired, httpapi.ResultRefused},
+	wire.OpRelease: {httpapi.ResultOK, httpapi.ResultExpired, httpapi.ResultRefused},
+	wire.OpInspect: {httpapi.ResultHeld, httpapi.ResultFree, httpapi.ResultRefused},
+	"":             {httpapi.ResultRefused}, // a path that is none of the four
 }
 
 // storeStats are what the metrics read from the store when scraped; a
@@ -107,7 +108,7 @@ func newMetrics(svc *service.Service, store storeStats, syncs prometheus.Histogr
 	return m
 }
 
-// answered is the wire.HandlerOptions.Answered (and auth.Options.Answered)
+// answered is the httpapi.HandlerOptions.Answered (and auth.Options.Answered)
 // of the server.
 func (m *metrics) answered(op wire.Op, result string, e *wire.Error) {
 	byResult := m.calls[op]

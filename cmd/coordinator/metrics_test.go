@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/lease-fence/lease-fence/internal/syncio"
+	"github.com/lease-fence/lease-fence/service/client"
 	"github.com/lease-fence/lease-fence/service/wire"
 )
 
@@ -105,7 +106,7 @@ func TestMetricsCountTheScript(t *testing.T) {
 	b := tokenClient(t, srv.url, "app-b", appTok.token)
 	// The script.
 	const held = 5
-	var leases []*wire.Lease
+	var leases []*client.Lease
 	for i := range held { // 5 grants
 		l, err := a.Acquire(ctx, "app/"+strconv.Itoa(i))
 		if err != nil {
@@ -114,7 +115,7 @@ func TestMetricsCountTheScript(t *testing.T) {
 		leases = append(leases, l)
 	}
 	for i := range 3 { // 3 denials
-		var de *wire.DeniedError
+		var de *client.DeniedError
 		if _, err := b.Acquire(ctx, "app/"+strconv.Itoa(i)); !errors.As(err, &de) {
 			t.Fatalf("denial %d: %v", i, err)
 		}
@@ -131,7 +132,7 @@ func TestMetricsCountTheScript(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := a.Release(ctx, leases[held-1]); !errors.Is(err, wire.ErrExpired) { // 1 release refused: expired
+	if err := a.Release(ctx, leases[held-1]); !errors.Is(err, client.ErrExpired) { // 1 release refused: expired
 		t.Fatalf("release again: %v", err)
 	}
 	for range 2 { // 2 inspections: held, free

@@ -25,6 +25,7 @@ import (
 	"github.com/lease-fence/lease-fence/core/lease"
 	"github.com/lease-fence/lease-fence/internal/syncio"
 	"github.com/lease-fence/lease-fence/internal/testpki"
+	"github.com/lease-fence/lease-fence/service/client"
 	"github.com/lease-fence/lease-fence/service/wire"
 )
 
@@ -385,15 +386,15 @@ func isWireCode(err error, code string) bool {
 	return errors.As(err, &we) && we.Code == code
 }
 
-// tokenClient is a wire.Client for holder with a bearer token.
-func tokenClient(t *testing.T, url, holder, tok string) *wire.Client {
+// tokenClient is a client.Client for holder with a bearer token.
+func tokenClient(t *testing.T, url, holder, tok string) *client.Client {
 	t.Helper()
 	clk, _ := clock.NewMonotonic(holder)
 	lc, err := lease.NewClient(lease.ClientConfig{Clock: clk, HolderID: holder})
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := wire.NewClient(wire.ClientConfig{BaseURL: url, Lease: lc, Token: tok, Backoff: func(int) time.Duration { return 0 }})
+	c, err := client.NewClient(client.ClientConfig{BaseURL: url, Lease: lc, Token: tok, Backoff: func(int) time.Duration { return 0 }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/lease-fence/lease-fence/core/lease"
 	"github.com/lease-fence/lease-fence/internal/holdtest"
 	"github.com/lease-fence/lease-fence/internal/syncio"
+	"github.com/lease-fence/lease-fence/service/client"
 	"github.com/lease-fence/lease-fence/service/wire"
 )
 
@@ -112,19 +113,19 @@ func (c *child) kill() {
 // killClient is one holder of the kill test, with its own resources.
 type killClient struct {
 	id     string
-	c      *wire.Client
+	c      *client.Client
 	rng    *rand.Rand
-	free   []string               // resources it may acquire
-	held   map[string]*wire.Lease // acknowledged, not released
-	fences []uint64               // every fence acknowledged to it
+	free   []string                 // resources it may acquire
+	held   map[string]*client.Lease // acknowledged, not released
+	fences []uint64                 // every fence acknowledged to it
 	// released holds the leases whose release was answered ok since the
 	// last restart: a release may be answered before it is durable, so
 	// after a kill each is either ended or still held by this client.
-	released map[string]*wire.Lease
+	released map[string]*client.Lease
 }
 
 func newKillClient(t *testing.T, id, url string, seed uint64) *killClient {
-	k := &killClient{id: id, rng: rand.New(rand.NewPCG(seed, 1)), held: map[string]*wire.Lease{}, released: map[string]*wire.Lease{}}
+	k := &killClient{id: id, rng: rand.New(rand.NewPCG(seed, 1)), held: map[string]*client.Lease{}, released: map[string]*client.Lease{}}
 	k.connect(t, url)
 	for i := range 400 {
 		k.free = append(k.free, id+"-res-"+strconv.Itoa(i))
@@ -138,7 +139,7 @@ func (k *killClient) connect(t *testing.T, url string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	k.c, err = wire.NewClient(wire.ClientConfig{BaseURL: url, Lease: lc, Attempts: 1})
+	k.c, err = client.NewClient(client.ClientConfig{BaseURL: url, Lease: lc, Attempts: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,8 +200,8 @@ func (k *killClient) step(ctx context.Context) error {
 // that got no answer.
 func isAnswer(err error) bool {
 	var we *wire.Error
-	var de *wire.DeniedError
-	return errors.Is(err, wire.ErrExpired) || errors.As(err, &de) || errors.As(err, &we)
+	var de *client.DeniedError
+	return errors.Is(err, client.ErrExpired) || errors.As(err, &de) || errors.As(err, &we)
 }
 
 // TestKill9 kills the durable coordinator with SIGKILL 25 times while four
@@ -300,7 +301,7 @@ func TestKill9(t *testing.T) {
 			for _, name := range names {
 				l := k.released[name]
 				sl, err := stranger.c.Acquire(ctx, name)
-				var de *wire.DeniedError
+				var de *client.DeniedError
 				switch {
 				case err == nil:
 					releasesKept++
@@ -329,7 +330,7 @@ func TestKill9(t *testing.T) {
 			}
 			clear(k.released)
 			for name, l := range k.held {
-				var de *wire.DeniedError
+				var de *client.DeniedError
 				if _, err := stranger.c.Acquire(ctx, name); !errors.As(err, &de) || de.HeldBy != k.id {
 					t.Fatalf("round %d: the acknowledged lease %v was lost: a stranger got %v", round, l.Token(), err)
 				}

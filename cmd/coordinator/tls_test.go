@@ -18,24 +18,25 @@ import (
 	"github.com/lease-fence/lease-fence/core/lease"
 	"github.com/lease-fence/lease-fence/internal/syncio"
 	"github.com/lease-fence/lease-fence/internal/testpki"
+	"github.com/lease-fence/lease-fence/service/client"
 	"github.com/lease-fence/lease-fence/service/wire"
 )
 
-func tlsClient(t *testing.T, url, holder, tok string, cfg *tls.Config) *wire.Client {
+func tlsClient(t *testing.T, url, holder, tok string, cfg *tls.Config) *client.Client {
 	t.Helper()
 	clk, _ := clock.NewMonotonic(holder)
 	lc, err := lease.NewClient(lease.ClientConfig{Clock: clk, HolderID: holder})
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := wire.NewClient(wire.ClientConfig{BaseURL: url, Lease: lc, Token: tok, TLS: cfg, Attempts: 1})
+	c, err := client.NewClient(client.ClientConfig{BaseURL: url, Lease: lc, Token: tok, TLS: cfg, Attempts: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return c
 }
 
-func cycle(c *wire.Client, resource string) error {
+func cycle(c *client.Client, resource string) error {
 	l, err := c.Acquire(context.Background(), resource)
 	if err != nil {
 		return err
@@ -47,7 +48,7 @@ func cycle(c *wire.Client, resource string) error {
 }
 
 // TestTLS: a server with a certificate of a private CA (made at run time)
-// is reached by wire.Client given the CA, over kept-alive connections, and
+// is reached by client.Client given the CA, over kept-alive connections, and
 // with a token; without the CA the handshake fails, and so does plain
 // HTTP. Browsers' HTTP/2 is served too.
 func TestTLS(t *testing.T) {
@@ -201,6 +202,6 @@ func TestSIGHUPReadsTheFilesAgain(t *testing.T) {
 // failure to reach it.
 func isWireAnswer(err error) bool {
 	var we *wire.Error
-	var de *wire.DeniedError
-	return errors.Is(err, wire.ErrExpired) || errors.As(err, &de) || errors.As(err, &we)
+	var de *client.DeniedError
+	return errors.Is(err, client.ErrExpired) || errors.As(err, &de) || errors.As(err, &we)
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/lease-fence/lease-fence/internal/pgtest"
 	"github.com/lease-fence/lease-fence/internal/syncio"
+	"github.com/lease-fence/lease-fence/service/client"
 	"github.com/lease-fence/lease-fence/service/wire"
 )
 
@@ -68,8 +69,8 @@ func TestTokenLimitsReloadAcrossReplicas(t *testing.T) {
 	b := startNet(t, logsB, args...)
 	ca, cb := tokenClient(t, a.url, "batch-a", tok.token), tokenClient(t, b.url, "batch-b", tok.token)
 	ctx := context.Background()
-	var leases []*wire.Lease
-	acquire := func(c *wire.Client, res string, want string) {
+	var leases []*client.Lease
+	acquire := func(c *client.Client, res string, want string) {
 		t.Helper()
 		l, err := c.Acquire(ctx, res)
 		switch {

@@ -16,7 +16,7 @@ import (
 //
 // A Keeper does no I/O and reads no clock: every method that depends on
 // time takes the reading it acts on, in the holder's clock domain.
-// wire.Held drives one over HTTP with timers; the simulator drives many
+// client.Held drives one over HTTP with timers; the simulator drives many
 // over a simulated network. Once lost, a Keeper stays lost: a renewal that
 // completes after the deadline does not revive it (the work already
 // stopped; the lease should be released). A Keeper is not safe for

@@ -13,7 +13,7 @@ import (
 )
 
 // Holds: a deterministic simulation of holders that keep their leases alive
-// the way wire.Held does (a lease.Keeper deciding when to renew and when the
+// the way client.Held does (a lease.Keeper deciding when to renew and when the
 // lease is lost), over a network that delays, loses and duplicates
 // messages, with holder clocks that drift within the assumed skew. Each
 // holder works while its work signal is un-aborted: from the grant's
@@ -329,7 +329,7 @@ func (h *holder) schedule() {
 		})
 	}
 	if w.br != HoldNoDeadline {
-		// The deadline's timer (wire.Held's): still the deadline if no
+		// The deadline's timer (client.Held's): still the deadline if no
 		// renewal moved it since.
 		stopAt := h.stopAt
 		w.at(h.trueAt(stopAt), func() {

@@ -27,12 +27,12 @@ import (
 	"github.com/lease-fence/lease-fence/core/fence"
 	"github.com/lease-fence/lease-fence/core/lease"
 	"github.com/lease-fence/lease-fence/internal/faultproxy"
-	"github.com/lease-fence/lease-fence/service/wire"
+	"github.com/lease-fence/lease-fence/service/client"
 )
 
-// realClient is a wire.Client of holder id on real clocks, through the
+// realClient is a client.Client of holder id on real clocks, through the
 // target's proxy.
-func (tg *Target) realClient(t testing.TB, id string) *wire.Client {
+func (tg *Target) realClient(t testing.TB, id string) *client.Client {
 	t.Helper()
 	clk, err := clock.NewMonotonic(id)
 	if err != nil {
@@ -42,7 +42,7 @@ func (tg *Target) realClient(t testing.TB, id string) *wire.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := wire.NewClient(wire.ClientConfig{BaseURL: tg.Proxy.URL, Lease: lc})
+	c, err := client.NewClient(client.ClientConfig{BaseURL: tg.Proxy.URL, Lease: lc})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +56,7 @@ func HoldOutlivesTenTTLs(t *testing.T, tg *Target) {
 	c := tg.realClient(t, "outlives")
 	res := unique("outlives")
 	ctx := context.Background()
-	h, err := c.Hold(ctx, res, wire.HoldOptions{})
+	h, err := c.Hold(ctx, res, client.HoldOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +101,7 @@ func RenewalsUnderFaults(t *testing.T, tg *Target, runs int) (lost int) {
 	for seed := range uint64(runs) {
 		agent, _ := clock.NewManual("agent", clock.ManualOptions{Start: 1000})
 		lc, _ := lease.NewClient(lease.ClientConfig{Clock: agent, HolderID: "faults", ClockSkew: 20 * time.Millisecond})
-		c, err := wire.NewClient(wire.ClientConfig{BaseURL: tg.Proxy.URL, Lease: lc, AttemptTimeout: time.Hour,
+		c, err := client.NewClient(client.ClientConfig{BaseURL: tg.Proxy.URL, Lease: lc, AttemptTimeout: time.Hour,
 			Backoff: func(int) time.Duration { return 0 }, AfterFunc: agent.AfterFunc})
 		if err != nil {
 			t.Fatal(err)
@@ -131,7 +131,7 @@ func RenewalsUnderFaults(t *testing.T, tg *Target, runs int) (lost int) {
 			return faultproxy.Action{}
 		})
 		res := body + unique("r")
-		h, err := c.Hold(context.Background(), res, wire.HoldOptions{})
+		h, err := c.Hold(context.Background(), res, client.HoldOptions{})
 		if err != nil {
 			t.Fatalf("seed %d: %v", seed, err)
 		}
@@ -150,7 +150,7 @@ func RenewalsUnderFaults(t *testing.T, tg *Target, runs int) (lost int) {
 			}
 			now, dl := agent.Peek(), h.Lease().Deadline()
 			if h.Context().Err() != nil {
-				if !errors.Is(context.Cause(h.Context()), wire.ErrLeaseLost) || now.Millis > dl.Millis {
+				if !errors.Is(context.Cause(h.Context()), client.ErrLeaseLost) || now.Millis > dl.Millis {
 					t.Fatalf("seed %d: the hold ended at %v (deadline %v): %v", seed, now, dl, context.Cause(h.Context()))
 				}
 				lost++
@@ -203,7 +203,7 @@ func CampaignerMain() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
-	c, err := wire.NewClient(wire.ClientConfig{BaseURL: os.Getenv(envURL), Lease: lc})
+	c, err := client.NewClient(client.ClientConfig{BaseURL: os.Getenv(envURL), Lease: lc})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
@@ -211,7 +211,7 @@ func CampaignerMain() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
 	fmt.Println("campaigning")
-	h, err := wire.NewElection(c, os.Getenv(envName)).Campaign(ctx)
+	h, err := client.NewElection(c, os.Getenv(envName)).Campaign(ctx)
 	if err != nil {
 		fmt.Println("stopped:", err)
 		return
@@ -431,7 +431,7 @@ func Elections(t *testing.T, tg *Target, self string) []time.Duration {
 	// Observers, in this process.
 	ctx, stopObservers := context.WithCancel(context.Background())
 	defer stopObservers()
-	seen := make([][]wire.Leader, 3)
+	seen := make([][]client.Leader, 3)
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for i := range seen {
@@ -439,7 +439,7 @@ func Elections(t *testing.T, tg *Target, self string) []time.Duration {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for l := range wire.NewElection(o, name).Observe(ctx) {
+			for l := range client.NewElection(o, name).Observe(ctx) {
 				mu.Lock()
 				seen[i] = append(seen[i], l)
 				mu.Unlock()

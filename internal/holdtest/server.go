@@ -5,7 +5,7 @@
 // (cmd/coordinator's tests start it as a child process) and the Worker
 // under wrangler dev (test/worker), each through a faultproxy. The server
 // tests speak the protocol with plain JSON bodies, so that what they check
-// is the server; the client tests (client.go) check wire.Client's Hold, Do
+// is the server; the client tests (client.go) check client.Client's Hold, Do
 // and elections on top.
 package holdtest
 
@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/lease-fence/lease-fence/internal/faultproxy"
+	"github.com/lease-fence/lease-fence/service/client"
 	"github.com/lease-fence/lease-fence/service/wire"
 )
 
@@ -97,7 +98,7 @@ type answer struct {
 	at     time.Time // when it came
 }
 
-var client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, DisableCompression: true}}
+var httpClient = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, DisableCompression: true}}
 
 // post sends body to path through the target's proxy.
 func (tg *Target) post(ctx context.Context, path, body string) answer {
@@ -106,7 +107,7 @@ func (tg *Target) post(ctx context.Context, path, body string) answer {
 		return answer{err: err}
 	}
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := client.Do(req)
+	resp, err := httpClient.Do(req)
 	if err != nil {
 		return answer{err: err, at: time.Now()}
 	}
@@ -167,12 +168,12 @@ func (tg *Target) release(t *testing.T, h holder, resource string, fence uint64)
 	return a.at
 }
 
-// holdFor holds resource for holder id with wire.Client.Hold, renewed, so
+// holdFor holds resource for holder id with client.Client.Hold, renewed, so
 // that a test's steps may take longer than a TTL on a loaded machine
 // without the lease running out under it.
-func (tg *Target) holdFor(t *testing.T, id, resource string) *wire.Held {
+func (tg *Target) holdFor(t *testing.T, id, resource string) *client.Held {
 	t.Helper()
-	h, err := tg.realClient(t, id).Hold(context.Background(), resource, wire.HoldOptions{})
+	h, err := tg.realClient(t, id).Hold(context.Background(), resource, client.HoldOptions{})
 	if err != nil {
 		t.Fatalf("hold of %s by %s: %v", resource, id, err)
 	}
@@ -181,7 +182,7 @@ func (tg *Target) holdFor(t *testing.T, id, resource string) *wire.Held {
 
 // releaseHeld releases a hold that must still be alive, and returns when
 // the release was answered.
-func (tg *Target) releaseHeld(t *testing.T, h *wire.Held) time.Time {
+func (tg *Target) releaseHeld(t *testing.T, h *client.Held) time.Time {
 	t.Helper()
 	if h.Context().Err() != nil {
 		t.Fatalf("the hold of %v ended before its release: %v", h.Token(), context.Cause(h.Context()))

@@ -6,7 +6,7 @@
 // measured by scripts/peers, in rounds):
 //
 //	-mode handover  release to the next waiter holding the lease: two
-//	                holders (wire.Client.Hold) pass one resource back and
+//	                holders (client.Client.Hold) pass one resource back and
 //	                forth; before each release the waiter is in the queue
 //	                (native: /debug/waiting; Worker: 100 ms after its call
 //	                left, which a loopback call to wrangler dev takes far
@@ -63,6 +63,7 @@ import (
 	"github.com/lease-fence/lease-fence/core/lease"
 	"github.com/lease-fence/lease-fence/internal/procgroup"
 	"github.com/lease-fence/lease-fence/internal/syncio"
+	"github.com/lease-fence/lease-fence/service/client"
 	"github.com/lease-fence/lease-fence/service/wire"
 )
 
@@ -73,7 +74,7 @@ func main() {
 	n := flag.Int("n", 1000, "handovers (or expiry samples)")
 	ttl := flag.Duration("ttl", 0, "the coordinator's TTL (default: 30s for handover, 1s for expiry, 10s for cost)")
 	holds := flag.Int("holds", 1000, "with -mode cost: leases held at once")
-	clientKind := flag.String("client", "go", "with -mode cost: go (wire.Client, in this process) or js (LeaseServiceClient in a Node process)")
+	clientKind := flag.String("client", "go", "with -mode cost: go (client.Client, in this process) or js (LeaseServiceClient in a Node process)")
 	duration := flag.Duration("duration", 30*time.Second, "with -mode cost: how long they are held")
 	coordinator := flag.String("coordinator", "out/bin/coordinator", "the built native server")
 	wrangler := flag.String("wrangler", "node_modules/.bin/wrangler", "wrangler")
@@ -254,10 +255,10 @@ func start(target, coordinator, wrangler string, ttl time.Duration, env string, 
 	return s, nil
 }
 
-func client(url, id string) (*wire.Client, error) { return tokenClient(url, id, "") }
+func newClient(url, id string) (*client.Client, error) { return tokenClient(url, id, "") }
 
 // tokenClient is client with a bearer token (none if "").
-func tokenClient(url, id, token string) (*wire.Client, error) {
+func tokenClient(url, id, token string) (*client.Client, error) {
 	clk, err := clock.NewMonotonic(id)
 	if err != nil {
 		return nil, err
@@ -266,7 +267,7 @@ func tokenClient(url, id, token string) (*wire.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return wire.NewClient(wire.ClientConfig{BaseURL: url, Lease: lc, Token: token, AttemptTimeout: 30 * time.Second})
+	return client.NewClient(client.ClientConfig{BaseURL: url, Lease: lc, Token: token, AttemptTimeout: 30 * time.Second})
 }
 
 // queued waits until the coordinator has a waiter in a queue (native), or
@@ -321,7 +322,7 @@ func handovers(s *server, n int, settle time.Duration, token string) ([]time.Dur
 		return nil, err
 	}
 	res := "handover-" + strconv.FormatInt(time.Now().UnixNano(), 36)
-	h, err := a.Hold(ctx, res, wire.HoldOptions{})
+	h, err := a.Hold(ctx, res, client.HoldOptions{})
 	if err != nil {
 		return nil, err
 	}
@@ -329,13 +330,13 @@ func handovers(s *server, n int, settle time.Duration, token string) ([]time.Dur
 	holder, waiter := a, b
 	for range n + 10 { // the first 10 warm up
 		type result struct {
-			h   *wire.Held
+			h   *client.Held
 			at  time.Time
 			err error
 		}
 		got := make(chan result, 1)
 		go func() {
-			h, err := waiter.Hold(ctx, res, wire.HoldOptions{Wait: 30 * time.Second})
+			h, err := waiter.Hold(ctx, res, client.HoldOptions{Wait: 30 * time.Second})
 			got <- result{h, time.Now(), err}
 		}()
 		if err := s.queued(ctx); err != nil {
@@ -367,7 +368,7 @@ func handovers(s *server, n int, settle time.Duration, token string) ([]time.Dur
 // this host, which the coordinator's clock also reads).
 func expiry(s *server, target string, n int, ttl time.Duration) error {
 	ctx := context.Background()
-	a, err := client(s.url, "a")
+	a, err := newClient(s.url, "a")
 	if err != nil {
 		return err
 	}
@@ -481,7 +482,7 @@ func cost(s *server, target string, holds int, d, ttl time.Duration) error {
 	idle := now()
 	time.Sleep(d)
 	taking := now()
-	var hs []*wire.Held
+	var hs []*client.Held
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	// Taking the leases is not measured. They are taken evenly over one
@@ -502,12 +503,12 @@ func cost(s *server, target string, holds int, d, ttl time.Duration) error {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			c, err := client(s.url, "h"+strconv.Itoa(i))
+			c, err := newClient(s.url, "h"+strconv.Itoa(i))
 			if err != nil {
 				fail(err)
 			}
 			for try := 1; ; try++ {
-				h, err := c.Hold(ctx, "cost-"+strconv.Itoa(i), wire.HoldOptions{})
+				h, err := c.Hold(ctx, "cost-"+strconv.Itoa(i), client.HoldOptions{})
 				if err == nil {
 					mu.Lock()
 					hs = append(hs, h)

@@ -11,7 +11,7 @@
 //     two round trips (BEGIN + lock, then UPDATE + COMMIT), both
 //     committed synchronously: what any PostgreSQL lock service must at
 //     least do for a grant and a release;
-//     pg-1      one coordinator (-store) driven by wire.Client;
+//     pg-1      one coordinator (-store) driven by client.Client;
 //     pg-3      three coordinators over the same database, the clients
 //     spread over them;
 //     embedded  one coordinator on Pebble (-state), for comparison.
@@ -55,8 +55,8 @@ import (
 	"github.com/lease-fence/lease-fence/core/clock"
 	"github.com/lease-fence/lease-fence/core/lease"
 	"github.com/lease-fence/lease-fence/internal/pgtest"
+	"github.com/lease-fence/lease-fence/service/client"
 	"github.com/lease-fence/lease-fence/service/pgstore"
-	"github.com/lease-fence/lease-fence/service/wire"
 )
 
 var coordinator = flag.String("coordinator", "out/bin/coordinator", "the built coordinator")
@@ -167,8 +167,8 @@ func (p *proc) stop() {
 
 func startPG() (*pgtest.Server, error) { return pgtest.Start(pgtest.Options{Durable: true}) }
 
-// client is a wire.Client for holder over urls.
-func client(holder string, urls []string, attempts int) (*wire.Client, error) {
+// newClient is a client.Client for holder over urls.
+func newClient(holder string, urls []string, attempts int) (*client.Client, error) {
 	clk, err := clock.NewMonotonic(holder)
 	if err != nil {
 		return nil, err
@@ -177,7 +177,7 @@ func client(holder string, urls []string, attempts int) (*wire.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return wire.NewClient(wire.ClientConfig{BaseURLs: urls, Lease: lc, Attempts: attempts, AttemptTimeout: 10 * time.Second})
+	return client.NewClient(client.ClientConfig{BaseURLs: urls, Lease: lc, Attempts: attempts, AttemptTimeout: 10 * time.Second})
 }
 
 func rotate(urls []string, i int) []string {
@@ -194,7 +194,7 @@ type target interface {
 
 var runSeq atomic.Int64
 
-// coordinators drives wire.Clients over the coordinators at urls.
+// coordinators drives client.Clients over the coordinators at urls.
 type coordinators struct {
 	procs []*proc
 	urls  []string
@@ -215,7 +215,7 @@ func (c *coordinators) run(n int, d time.Duration) (float64, error) {
 	var wg sync.WaitGroup
 	start := time.Now()
 	for i := range n {
-		wc, err := client(fmt.Sprintf("bench-%d", i), rotate(c.urls, i), 4)
+		wc, err := newClient(fmt.Sprintf("bench-%d", i), rotate(c.urls, i), 4)
 		if err != nil {
 			return 0, err
 		}
@@ -526,7 +526,7 @@ func failover(kills int) error {
 		recs = append(recs, rec)
 		clk, _ := clock.NewMonotonic(fmt.Sprint("f", i))
 		lc, _ := lease.NewClient(lease.ClientConfig{Clock: clk, HolderID: fmt.Sprint("f", i)})
-		wc, err := wire.NewClient(wire.ClientConfig{BaseURLs: rotate(addrs, i), Lease: lc, Attempts: 20, AttemptTimeout: 10 * time.Second,
+		wc, err := client.NewClient(client.ClientConfig{BaseURLs: rotate(addrs, i), Lease: lc, Attempts: 20, AttemptTimeout: 10 * time.Second,
 			HTTPClient: &http.Client{Transport: rec}})
 		if err != nil {
 			return err
@@ -678,7 +678,7 @@ func promoteOnce() (time.Duration, time.Duration, error) {
 	var calls atomic.Int64
 	var wg sync.WaitGroup
 	for i := range 8 {
-		wc, err := client(fmt.Sprint("p", i), rotate(urls, i), 100)
+		wc, err := newClient(fmt.Sprint("p", i), rotate(urls, i), 100)
 		if err != nil {
 			return 0, 0, err
 		}

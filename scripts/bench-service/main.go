@@ -57,7 +57,7 @@ import (
 	"github.com/lease-fence/lease-fence/core/lease"
 	"github.com/lease-fence/lease-fence/internal/procgroup"
 	"github.com/lease-fence/lease-fence/internal/testpki"
-	"github.com/lease-fence/lease-fence/service/wire"
+	"github.com/lease-fence/lease-fence/service/client"
 )
 
 func main() {
@@ -71,7 +71,7 @@ func main() {
 	latencySizes := flag.String("latency", "", "instead: p50 acquire on durable servers holding these many live leases, e.g. 100,100000")
 	samples := flag.Int("samples", 2000, "with -latency: acquisitions timed per server")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of this process (the clients) to this file")
-	url := flag.String("url", "", "instead: drive the coordinator already serving at this URL (the targets name the clients: native for wire.Client, native-raw for the minimal one), e.g. to profile it")
+	url := flag.String("url", "", "instead: drive the coordinator already serving at this URL (the targets name the clients: native for client.Client, native-raw for the minimal one), e.g. to profile it")
 	flag.Parse()
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
@@ -385,10 +385,10 @@ func measure(s *server, name string, clients, cycles int, d time.Duration) (Resu
 	if base, _, _ := nativeOptions(strings.TrimSuffix(name, "-warmup")); strings.HasSuffix(base, "-raw") {
 		return measureRaw(s, name, clients, cycles, d)
 	}
-	// Each client has its own wire.Client in its default configuration,
+	// Each client has its own client.Client in its default configuration,
 	// whose kept-alive connection it reuses: one connection per client,
 	// as for the RESP clients of scripts/peers.
-	ws := make([]*wire.Client, clients)
+	ws := make([]*client.Client, clients)
 	defer func() {
 		for _, c := range ws {
 			if c != nil {
@@ -407,7 +407,7 @@ func measure(s *server, name string, clients, cycles int, d time.Duration) (Resu
 		if err != nil {
 			return Result{}, err
 		}
-		if ws[i], err = wire.NewClient(wire.ClientConfig{BaseURL: s.url, Lease: lc, AttemptTimeout: 30 * time.Second, Token: s.token, TLS: s.tls}); err != nil {
+		if ws[i], err = client.NewClient(client.ClientConfig{BaseURL: s.url, Lease: lc, AttemptTimeout: 30 * time.Second, Token: s.token, TLS: s.tls}); err != nil {
 			return Result{}, err
 		}
 	}
@@ -420,7 +420,7 @@ func measure(s *server, name string, clients, cycles int, d time.Duration) (Resu
 	start := time.Now()
 	for i, c := range ws {
 		wg.Add(1)
-		go func(i int, c *wire.Client) {
+		go func(i int, c *client.Client) {
 			defer wg.Done()
 			res := fmt.Sprintf("bench-%s-%d-%d", name, id, i)
 			for ctx.Err() == nil && done.Load() < int64(cycles) {
@@ -446,7 +446,7 @@ func measure(s *server, name string, clients, cycles int, d time.Duration) (Resu
 	return Result{Name: name, Clients: clients, Cycles: done.Load(), Elapsed: el}, nil
 }
 
-// measureRaw is measure with rawClient instead of wire.Client.
+// measureRaw is measure with rawClient instead of client.Client.
 func measureRaw(s *server, name string, clients, cycles int, d time.Duration) (Result, error) {
 	id := run.Add(1)
 	cs := make([]*rawClient, clients)

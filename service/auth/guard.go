@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/lease-fence/lease-fence/service/httpapi"
 	"github.com/lease-fence/lease-fence/service/wire"
 )
 
@@ -26,7 +27,7 @@ type Options struct {
 	// path, the method and the code; never the header). Nil logs nothing.
 	Logger *slog.Logger
 	// Answered, if set, is told of each request Middleware refuses, as
-	// wire.HandlerOptions.Answered is of the others.
+	// httpapi.HandlerOptions.Answered is of the others.
 	Answered func(op wire.Op, result string, e *wire.Error)
 	// Now is the clock a token's expiry is read against; nil is
 	// time.Now.
@@ -107,7 +108,7 @@ func (g *Guard) Middleware(next http.Handler) http.Handler {
 					slog.String("remote", r.RemoteAddr))
 			}
 			if g.opts.Answered != nil {
-				g.opts.Answered(op, wire.ResultRefused, e)
+				g.opts.Answered(op, httpapi.ResultRefused, e)
 			}
 			Refuse(w, e)
 			return
@@ -121,7 +122,7 @@ func Refuse(w http.ResponseWriter, e *wire.Error) {
 	if e.Status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="lease-fence"`)
 	}
-	wire.WriteError(w, e)
+	httpapi.WriteError(w, e)
 }
 
 // opOf returns the operation served at path, or "".
@@ -134,7 +135,7 @@ func opOf(path string) wire.Op {
 	return ""
 }
 
-// Authorize is a wire.HandlerOptions.Authorize: it refuses (403
+// Authorize is a httpapi.HandlerOptions.Authorize: it refuses (403
 // forbidden) a call whose resource or holder id is outside the scopes of
 // the request's token, and fills in m.Caller (the token's name and
 // limits). A request that did not pass Middleware is refused with 401.

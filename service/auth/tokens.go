@@ -23,7 +23,7 @@
 //
 // Guard is what a server uses: Middleware answers 401 to a request without
 // a known token (or with one that expired) before its body is read, Authorize (a
-// wire.HandlerOptions.Authorize) answers 403 to a call outside the token's
+// httpapi.HandlerOptions.Authorize) answers 403 to a call outside the token's
 // scopes and tells the Service the caller and its limits, and Reload swaps
 // the tokens file without touching the leases.
 package auth

@@ -27,6 +27,8 @@ import (
 	"github.com/lease-fence/lease-fence/core/lease"
 	"github.com/lease-fence/lease-fence/core/sim"
 	"github.com/lease-fence/lease-fence/service"
+	"github.com/lease-fence/lease-fence/service/client"
+	"github.com/lease-fence/lease-fence/service/httpapi"
 	"github.com/lease-fence/lease-fence/service/pebblestore"
 	"github.com/lease-fence/lease-fence/service/wire"
 )
@@ -127,7 +129,7 @@ func history(t *testing.T, seed uint64, clients, opsPer, resources int, durable 
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewUnstartedServer(wire.NewHandler(svc, wire.HandlerOptions{}))
+	srv := httptest.NewUnstartedServer(httpapi.NewHandler(svc, httpapi.HandlerOptions{}))
 	srv.Listener.Close()
 	if srv.Listener, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
 		t.Fatal(err)
@@ -147,14 +149,14 @@ func history(t *testing.T, seed uint64, clients, opsPer, resources int, durable 
 			name := "c" + strconv.Itoa(ci)
 			hc, _ := clock.NewManual(name, clock.ManualOptions{StepPerRead: 1})
 			lc, _ := lease.NewClient(lease.ClientConfig{Clock: hc, HolderID: name})
-			wc, err := wire.NewClient(wire.ClientConfig{BaseURL: srv.URL, Lease: lc,
+			wc, err := client.NewClient(client.ClientConfig{BaseURL: srv.URL, Lease: lc,
 				HTTPClient: &http.Client{Transport: rt}, Attempts: 8, Backoff: func(int) time.Duration { return 0 }})
 			if err != nil {
 				t.Error(err)
 				return
 			}
 			ctx := context.Background()
-			var held *wire.Lease
+			var held *client.Lease
 			for range opsPer {
 				if rng.IntN(4) == 0 {
 					_ = cc.Advance(float64(rng.IntN(int(ttl.Milliseconds()))))

@@ -24,6 +24,7 @@ import (
 	"github.com/lease-fence/lease-fence/core/clock"
 	"github.com/lease-fence/lease-fence/core/lease"
 	"github.com/lease-fence/lease-fence/core/sim"
+	"github.com/lease-fence/lease-fence/service/client"
 	"github.com/lease-fence/lease-fence/service/pgstore"
 	"github.com/lease-fence/lease-fence/service/wire"
 )
@@ -163,14 +164,14 @@ func TestLinearizableAcrossReplicas(t *testing.T) {
 				lc, _ := lease.NewClient(lease.ClientConfig{Clock: hc, HolderID: name})
 				rt := &recorder{t: t, h: h, tl: tl, client: ci, rng: rand.New(rand.NewPCG(seed, uint64(ci)+100)), next: http.DefaultTransport}
 				mine := append(append([]string{}, urls[ci%3:]...), urls[:ci%3]...)
-				wc, err := wire.NewClient(wire.ClientConfig{BaseURLs: mine, Lease: lc, HTTPClient: &http.Client{Transport: rt},
+				wc, err := client.NewClient(client.ClientConfig{BaseURLs: mine, Lease: lc, HTTPClient: &http.Client{Transport: rt},
 					Attempts: 8, Backoff: func(int) time.Duration { return 0 }})
 				if err != nil {
 					t.Error(err)
 					return
 				}
 				ctx := context.Background()
-				var held *wire.Lease
+				var held *client.Lease
 				for range opsPer {
 					if rng.IntN(4) == 0 {
 						tl.push(float64(rng.IntN(int(shortTTL.Milliseconds()))))

@@ -25,6 +25,7 @@ import (
 	"github.com/lease-fence/lease-fence/internal/pgtest"
 	"github.com/lease-fence/lease-fence/internal/syncio"
 	"github.com/lease-fence/lease-fence/service"
+	"github.com/lease-fence/lease-fence/service/httpapi"
 	"github.com/lease-fence/lease-fence/service/pgstore"
 	"github.com/lease-fence/lease-fence/service/wire"
 )
@@ -213,7 +214,7 @@ func (g *rig) open(opts pgstore.Options, create bool) *replica {
 	if err != nil {
 		g.t.Fatal(err)
 	}
-	return &replica{store: st, svc: svc, h: wire.NewHandler(svc, wire.HandlerOptions{}), logs: logs}
+	return &replica{store: st, svc: svc, h: httpapi.NewHandler(svc, httpapi.HandlerOptions{}), logs: logs}
 }
 
 // post sends m to replica i and returns the status and the decoded answer.

@@ -1,10 +1,9 @@
 package wire
 
 import (
-	"errors"
-	"net/http"
 	"strconv"
-	"time"
+
+	"github.com/go-json-experiment/json"
 )
 
 // Stable error codes. They are part of the protocol: clients branch on them,
@@ -77,8 +76,8 @@ func (e *Error) Temporary() bool {
 	return e.Status >= 500
 }
 
-// errorBody is the JSON shape of an Error.
-type errorBody struct {
+// ErrorBody is the JSON shape of an Error.
+type ErrorBody struct {
 	Error struct {
 		Code    string `json:"code"`
 		Message string `json:"message"`
@@ -92,29 +91,23 @@ func NewError(code, msg string) *Error { return errCode(code, msg) }
 func errCode(code, msg string) *Error {
 	st, ok := codeStatus[code]
 	if !ok {
-		st = http.StatusInternalServerError
+		st = 500
 	}
 	return &Error{Status: st, Code: code, Message: msg}
 }
 
-func errInvalid(name, reason string) *Error {
+// InvalidField returns the invalid_value refusal of the field name, which
+// reason says what is wrong with.
+func InvalidField(name, reason string) *Error {
 	return errCode(CodeInvalidValue, "field "+strconv.Quote(name)+" "+reason)
 }
 
-// DeniedError is returned by Client.Acquire when the resource is held by a
-// live lease, the holder's own included.
-type DeniedError struct {
-	Resource   string
-	HeldBy     string
-	RetryAfter time.Duration
+// ParseError reads an error body written by the handler. It returns nil if
+// body is not one.
+func ParseError(status int, body []byte) *Error {
+	var b ErrorBody
+	if err := json.Unmarshal(body, &b); err != nil || b.Error.Code == "" {
+		return nil
+	}
+	return &Error{Status: status, Code: b.Error.Code, Message: b.Error.Message}
 }
-
-func (e *DeniedError) Error() string {
-	return "wire: " + strconv.Quote(e.Resource) + " is held by " + strconv.Quote(e.HeldBy) +
-		" for " + e.RetryAfter.String() + " more"
-}
-
-// ErrExpired is returned by Client.Renew and Client.Release when the lease is
-// no longer the resource's current lease: it ran out, was released, or was
-// reassigned. An expired lease is never extended; acquire again.
-var ErrExpired = errors.New("wire: lease expired")

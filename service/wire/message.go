@@ -36,6 +36,12 @@ const MaxWaitMillis = 1 << 31
 // Path returns the URL path op is served at.
 func (op Op) Path() string { return "/v1/" + string(op) }
 
+// Known reports whether op is one of the calls of the protocol.
+func (op Op) Known() bool {
+	_, ok := schemas[op]
+	return ok
+}
+
 // MaxBodyBytes is the largest request body the handler reads. Larger bodies
 // are refused with status 413 and code "body_too_large".
 const MaxBodyBytes = 64 << 10
@@ -43,6 +49,13 @@ const MaxBodyBytes = 64 << 10
 // MaxStringBytes bounds every string field of a request. The handler
 // applies lower limits to ids (HandlerOptions.MaxIDBytes).
 const MaxStringBytes = 1024
+
+// DefaultMaxIDBytes is the default bound on ids (httpapi.HandlerOptions.MaxIDBytes).
+const DefaultMaxIDBytes = 256
+
+// DefaultMaxWait is the default bound on a call's wait
+// (httpapi.HandlerOptions.MaxWait).
+const DefaultMaxWait = 60 * time.Second
 
 // MinSecretBytes and MaxSecretBytes bound the secret a holder chooses at
 // acquisition and presents to renew or release.
@@ -257,22 +270,22 @@ func DecodeMessage(op Op, data []byte) (Message, *Error) {
 	}
 	for _, f := range members {
 		if f.s != nil && f.set && (f.s.v == "" || len(f.s.v) > MaxStringBytes) {
-			return Message{}, errInvalid(f.name, "must be 1 to "+strconv.Itoa(MaxStringBytes)+" bytes long")
+			return Message{}, InvalidField(f.name, "must be 1 to "+strconv.Itoa(MaxStringBytes)+" bytes long")
 		}
 	}
 	wait, werr := strconv.ParseInt(b.Wait.v, 10, 64)
 	if b.Wait.set && (werr != nil || wait < 0 || wait > MaxWaitMillis) {
-		return Message{}, errInvalid("waitMillis", "must be a whole number of milliseconds from 0 to "+strconv.Itoa(MaxWaitMillis)+
-			", got "+quoteShort(b.Wait.v))
+		return Message{}, InvalidField("waitMillis", "must be a whole number of milliseconds from 0 to "+strconv.Itoa(MaxWaitMillis)+
+			", got "+QuoteShort(b.Wait.v))
 	}
 	if op == OpInspect {
 		after, aerr := strconv.ParseUint(b.After.v, 10, 64)
 		switch {
 		case b.After.set && (aerr != nil || after > lease.MaxFence):
-			return Message{}, errInvalid("afterFence", "must be a whole number from 0 to "+strconv.FormatUint(lease.MaxFence, 10)+
-				", got "+quoteShort(b.After.v))
+			return Message{}, InvalidField("afterFence", "must be a whole number from 0 to "+strconv.FormatUint(lease.MaxFence, 10)+
+				", got "+QuoteShort(b.After.v))
 		case wait > 0 && !b.After.set:
-			return Message{}, errInvalid("waitMillis", "needs afterFence: an inspection waits for the fence to change from afterFence")
+			return Message{}, InvalidField("waitMillis", "needs afterFence: an inspection waits for the fence to change from afterFence")
 		}
 		return Message{Op: op, Request: lease.Request{Resource: b.Resource.v}, Wait: time.Duration(wait) * time.Millisecond,
 			After: after, HasAfter: b.After.set}, nil
@@ -281,21 +294,21 @@ func DecodeMessage(op Op, data []byte) (Message, *Error) {
 	millis, merr := strconv.ParseFloat(b.SentAt.Millis.v, 64)
 	switch n := len(b.Secret.v); {
 	case n < MinSecretBytes || n > MaxSecretBytes:
-		return Message{}, errInvalid("secret", "must be "+strconv.Itoa(MinSecretBytes)+" to "+strconv.Itoa(MaxSecretBytes)+
+		return Message{}, InvalidField("secret", "must be "+strconv.Itoa(MinSecretBytes)+" to "+strconv.Itoa(MaxSecretBytes)+
 			" bytes, got "+strconv.Itoa(n))
 	case b.Fence.set && (ferr != nil || fence > lease.MaxFence):
-		return Message{}, errInvalid("fence", "must be a whole number from 0 to "+strconv.FormatUint(lease.MaxFence, 10)+
-			", got "+quoteShort(b.Fence.v))
+		return Message{}, InvalidField("fence", "must be a whole number from 0 to "+strconv.FormatUint(lease.MaxFence, 10)+
+			", got "+QuoteShort(b.Fence.v))
 	case op == OpAcquire && fence != 0:
-		return Message{}, errInvalid("fence", "must be 0 (or absent) in an acquisition")
+		return Message{}, InvalidField("fence", "must be 0 (or absent) in an acquisition")
 	case op != OpAcquire && fence == 0:
-		return Message{}, errInvalid("fence", "must be at least 1")
+		return Message{}, InvalidField("fence", "must be at least 1")
 	case op != OpRelease && b.Kind.v != string(op):
-		return Message{}, errInvalid("kind", "must be "+strconv.Quote(string(op))+" on this path, got "+quoteShort(b.Kind.v))
+		return Message{}, InvalidField("kind", "must be "+strconv.Quote(string(op))+" on this path, got "+QuoteShort(b.Kind.v))
 	case b.SentAt.set && (merr != nil || !finite(millis)):
-		return Message{}, errInvalid("sentAt.millis", "must be a finite number")
+		return Message{}, InvalidField("sentAt.millis", "must be a finite number")
 	case b.SentAt.set && (b.SentAt.Domain.v == "" || len(b.SentAt.Domain.v) > MaxStringBytes):
-		return Message{}, errInvalid("sentAt.domain", "must be 1 to "+strconv.Itoa(MaxStringBytes)+" bytes long")
+		return Message{}, InvalidField("sentAt.domain", "must be 1 to "+strconv.Itoa(MaxStringBytes)+" bytes long")
 	}
 	m := Message{Op: op, Secret: b.Secret.v, Request: lease.Request{RequestID: b.RequestID.v, Resource: b.Resource.v,
 		HolderID: b.HolderID.v, Fence: fence}, Wait: time.Duration(wait) * time.Millisecond}
@@ -320,7 +333,7 @@ func decodeError(op Op, err error) *Error {
 	case errors.Is(err, jsontext.ErrDuplicateName):
 		return errCode(CodeDuplicateField, "a field appears twice: "+err.Error())
 	case errors.Is(err, json.ErrUnknownName):
-		return errCode(CodeUnknownField, "unknown field "+quoteShort(field)+" in a "+string(op)+" request")
+		return errCode(CodeUnknownField, "unknown field "+QuoteShort(field)+" in a "+string(op)+" request")
 	case se != nil && se.JSONKind != 0 && field == "":
 		return errCode(CodeWrongType, "the body must be a JSON object, got "+kindNames[se.JSONKind])
 	}
@@ -419,8 +432,8 @@ func EncodeMessage(m Message) ([]byte, error) {
 
 func finite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }
 
-// quoteShort quotes s, cut to a length that is safe to echo in an error.
-func quoteShort(s string) string {
+// QuoteShort quotes s, cut to a length that is safe to echo in an error.
+func QuoteShort(s string) string {
 	const max = 64
 	if len(s) > max {
 		cut := max

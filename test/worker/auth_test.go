@@ -19,6 +19,7 @@ import (
 	"github.com/lease-fence/lease-fence/core/clock"
 	"github.com/lease-fence/lease-fence/core/lease"
 	"github.com/lease-fence/lease-fence/internal/syncio"
+	"github.com/lease-fence/lease-fence/service/client"
 	"github.com/lease-fence/lease-fence/service/wire"
 )
 
@@ -112,7 +113,7 @@ func authMsg(op wire.Op, id, resource, holder string, fence uint64) []byte {
 
 // TestWorkerTokens: every endpoint with no token, an unknown one, an
 // expired one, one out of scope and a valid one; a refusal changes nothing (an inspection with
-// the valid token sees the same); wire.Client with the token; CORS for the
+// the valid token sees the same); client.Client with the token; CORS for the
 // listed origin only; no token in the runtime's log.
 func TestWorkerTokens(t *testing.T) {
 	url, log := startAuthRuntime(t)
@@ -169,10 +170,10 @@ func TestWorkerTokens(t *testing.T) {
 			t.Errorf("%s with the token: %d %s", c.op, st, data)
 		}
 	}
-	// wire.Client with the token.
+	// client.Client with the token.
 	clk, _ := clock.NewMonotonic("app-9")
 	lc, _ := lease.NewClient(lease.ClientConfig{Clock: clk, HolderID: "app-9"})
-	wc, err := wire.NewClient(wire.ClientConfig{BaseURL: url, Lease: lc, Token: wApp.token, AttemptTimeout: 20 * time.Second})
+	wc, err := client.NewClient(client.ClientConfig{BaseURL: url, Lease: lc, Token: wApp.token, AttemptTimeout: 20 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,10 +185,10 @@ func TestWorkerTokens(t *testing.T) {
 		err = wc.Release(context.Background(), l)
 	}
 	if err != nil {
-		t.Fatalf("wire.Client with the token: %v", err)
+		t.Fatalf("client.Client with the token: %v", err)
 	}
 	if _, err := wc.Acquire(context.Background(), "other/client"); !isCodeErr(err, wire.CodeForbidden) {
-		t.Fatalf("wire.Client out of scope: %v", err)
+		t.Fatalf("client.Client out of scope: %v", err)
 	}
 	// CORS: a preflight from the listed origin, and from another one.
 	pre := map[string]string{"Origin": "https://app.example", "Access-Control-Request-Method": "POST",

@@ -24,6 +24,7 @@ import (
 	"github.com/lease-fence/lease-fence/internal/holdtest"
 	"github.com/lease-fence/lease-fence/internal/syncio"
 	"github.com/lease-fence/lease-fence/internal/wranglerdev"
+	"github.com/lease-fence/lease-fence/service/client"
 	"github.com/lease-fence/lease-fence/service/wire"
 )
 
@@ -103,7 +104,7 @@ func (r retarget) RoundTrip(req *http.Request) (*http.Response, error) {
 // that wrangler dev's own proxy lost again (wranglerdev.Transport).
 var httpClient = &http.Client{Transport: wranglerdev.Transport{Base: retarget{http.DefaultTransport}}}
 
-func newHolder(t *testing.T, id string) *wire.Client {
+func newHolder(t *testing.T, id string) *client.Client {
 	t.Helper()
 	clk, err := clock.NewMonotonic(id)
 	if err != nil {
@@ -113,7 +114,7 @@ func newHolder(t *testing.T, id string) *wire.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := wire.NewClient(wire.ClientConfig{BaseURL: "http://worker.invalid", Lease: lc, HTTPClient: httpClient, AttemptTimeout: 20 * time.Second})
+	c, err := client.NewClient(client.ClientConfig{BaseURL: "http://worker.invalid", Lease: lc, HTTPClient: httpClient, AttemptTimeout: 20 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +140,7 @@ func post(t *testing.T, method, path, ctype, body string) (int, http.Header, []b
 }
 
 func denied(err error, by string) bool {
-	var d *wire.DeniedError
+	var d *client.DeniedError
 	return errors.As(err, &d) && d.HeldBy == by
 }
 
@@ -167,7 +168,7 @@ func TestLifecycle(t *testing.T) {
 	if err := a.Release(ctx, l2); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.Renew(ctx, l2); !errors.Is(err, wire.ErrExpired) {
+	if _, err := a.Renew(ctx, l2); !errors.Is(err, client.ErrExpired) {
 		t.Fatalf("renew after release: %v", err)
 	}
 	lb, err := b.Acquire(ctx, "lifecycle")
@@ -308,7 +309,7 @@ func TestConcurrentHistory(t *testing.T) {
 			defer wg.Done()
 			rng := rand.New(rand.NewPCG(42, uint64(c)))
 			h := newHolder(t, ClientName(c))
-			var held *wire.Lease
+			var held *client.Lease
 			for n := 0; n < perClient; n++ {
 				if held == nil {
 					res := resources[rng.IntN(len(resources))]
@@ -319,7 +320,7 @@ func TestConcurrentHistory(t *testing.T) {
 						g := l.Grant()
 						e.OK, e.Fence, e.ExpiresAt, e.TTLMillis = true, g.Fence, g.CoordinatorExpiresAt.Millis, clock.Millis(g.TTL)
 						held = l
-					} else if d := new(wire.DeniedError); errors.As(err, &d) {
+					} else if d := new(client.DeniedError); errors.As(err, &d) {
 						e.HeldBy = d.HeldBy
 					} else {
 						errs <- fmt.Errorf("client %d acquire: %w", c, err)
@@ -338,7 +339,7 @@ func TestConcurrentHistory(t *testing.T) {
 						g := l.Grant()
 						e.OK, e.ExpiresAt, e.TTLMillis = true, g.CoordinatorExpiresAt.Millis, clock.Millis(g.TTL)
 						held = l
-					case errors.Is(err, wire.ErrExpired):
+					case errors.Is(err, client.ErrExpired):
 						held = nil
 					default:
 						errs <- fmt.Errorf("client %d renew: %w", c, err)
@@ -349,7 +350,7 @@ func TestConcurrentHistory(t *testing.T) {
 				}
 				err := h.Release(ctx, held)
 				e := Event{Client: c, Op: "release", Resource: tok.Resource, Start: start, End: since(), Fence: tok.Fence, OK: err == nil}
-				if err != nil && !errors.Is(err, wire.ErrExpired) {
+				if err != nil && !errors.Is(err, client.ErrExpired) {
 					errs <- fmt.Errorf("client %d release: %w", c, err)
 					return
 				}
@@ -360,7 +361,7 @@ func TestConcurrentHistory(t *testing.T) {
 				tok := held.Token()
 				start := since()
 				err := h.Release(ctx, held)
-				if err != nil && !errors.Is(err, wire.ErrExpired) {
+				if err != nil && !errors.Is(err, client.ErrExpired) {
 					errs <- err
 				}
 				record(Event{Client: c, Op: "release", Resource: tok.Resource, Start: start, End: since(), Fence: tok.Fence, OK: err == nil})
@@ -407,7 +408,7 @@ func TestConcurrentHistory(t *testing.T) {
 func TestRestart(t *testing.T) {
 	ctx := context.Background()
 	a, b := newHolder(t, "agent-a"), newHolder(t, "agent-b")
-	var l *wire.Lease
+	var l *client.Lease
 	for i := 0; i < 3; i++ {
 		var err error
 		if l, err = a.Acquire(ctx, "restart"); err != nil {

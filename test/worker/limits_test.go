@@ -14,6 +14,7 @@ import (
 
 	"github.com/lease-fence/lease-fence/core/clock"
 	"github.com/lease-fence/lease-fence/core/lease"
+	"github.com/lease-fence/lease-fence/service/client"
 	"github.com/lease-fence/lease-fence/service/wire"
 )
 
@@ -37,16 +38,16 @@ func limitedTokens() []map[string]any {
 	}
 }
 
-// workerClient is a wire.Client for holder with the token tok, which tries
+// workerClient is a client.Client for holder with the token tok, which tries
 // each call once.
-func workerClient(t *testing.T, url, holder, tok string) *wire.Client {
+func workerClient(t *testing.T, url, holder, tok string) *client.Client {
 	t.Helper()
 	clk, _ := clock.NewMonotonic(holder)
 	lc, err := lease.NewClient(lease.ClientConfig{Clock: clk, HolderID: holder})
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := wire.NewClient(wire.ClientConfig{BaseURL: url, Lease: lc, Token: tok, Attempts: 1, AttemptTimeout: 30 * time.Second})
+	c, err := client.NewClient(client.ClientConfig{BaseURL: url, Lease: lc, Token: tok, Attempts: 1, AttemptTimeout: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +65,7 @@ func TestWorkerTokenLimits(t *testing.T) {
 	ctx := context.Background()
 	var mu sync.Mutex
 	got := map[string]int{}
-	var leases []*wire.Lease
+	var leases []*client.Lease
 	var wg sync.WaitGroup
 	for i := range 12 {
 		wg.Add(1)
@@ -100,7 +101,7 @@ func TestWorkerTokenLimits(t *testing.T) {
 		t.Fatalf("a fourth: %v", err)
 	}
 	// A renewal keeps the place; a release gives it back.
-	owner := func(l *wire.Lease) *wire.Client {
+	owner := func(l *client.Lease) *client.Client {
 		return workerClient(t, url, l.Token().HolderID, wLimited.token)
 	}
 	if _, err := owner(leases[0]).Renew(ctx, leases[0]); err != nil {

@@ -17,7 +17,7 @@
 // with an AbortSignal that ends at the holder's deadline when they fail),
 // withLease, inspect, and elections. Their timing is the holder's clock (the
 // LeaseClient's) and the client's timers, and has the meaning of Go's
-// wire.Client Hold/Do/Election (service/wire/hold.go).
+// client.Client Hold/Do/Election (service/client/hold.go).
 
 // The package's own entry, by name: the host's export condition picks it
 // (node, workerd, browser), so this module shares the one instance and the
@@ -147,7 +147,7 @@ named(LeaseReleasedError, 'LeaseReleasedError');
  * AggregateError's errors (what withLease rejects with when the callback
  * failed and the lease was lost), a SuppressedError's error and suppressed
  * (`await using`), or a cause, to any depth (as Go's errors.Is(err,
- * wire.ErrLeaseLost)).
+ * client.ErrLeaseLost)).
  */
 export function isLeaseLost(err) {
   const seen = new Set();
@@ -936,7 +936,7 @@ function holdOptions(options, what) {
 // HeldLease on it. A waited grant whose first renewal is refused (it
 // expired at the coordinator before the renewal came: a wait longer than
 // the TTL and a slow answer) is waited for again, for what is left of the
-// wait, as Go's wire.Client.Hold does.
+// wait, as Go's client.Client.Hold does.
 async function makeHold(client, resource, opts) {
   const tools = clientTools(client);
   let { waitMillis } = opts;

@@ -3,7 +3,7 @@
 // Command worker is the lease coordinator as a Cloudflare Worker, built with
 // github.com/syumai/workers (its runtime glue, environment and bindings
 // access, and readiness signal). The Worker's fetch decodes and checks each
-// call with the same wire.NewHandler the native server uses, then routes it
+// call with the same httpapi.NewHandler the native server uses, then routes it
 // to the Durable Object named after the call's resource (idFromName). Inside
 // the object the same handler runs again over the same state machine
 // (service.Service over a service.Local) as the native server, whose
@@ -37,6 +37,7 @@ import (
 	"github.com/lease-fence/lease-fence/core/clock"
 	"github.com/lease-fence/lease-fence/service"
 	"github.com/lease-fence/lease-fence/service/auth"
+	"github.com/lease-fence/lease-fence/service/httpapi"
 	"github.com/lease-fence/lease-fence/service/wire"
 )
 
@@ -69,7 +70,7 @@ func main() {
 		// As for the limits: refuse every call with the reason (which
 		// never holds a token or its hash).
 		limits.err = err
-		front = wire.NewHandler(&router{limits: limits}, wire.HandlerOptions{MaxWait: limits.maxWait})
+		front = httpapi.NewHandler(&router{limits: limits}, httpapi.HandlerOptions{MaxWait: limits.maxWait})
 	}
 	// Not workers.ServeNonBlock: its handleRequest converts the request and
 	// response bodies through ReadableStreams, which measured 30% slower
@@ -101,7 +102,7 @@ func main() {
 // its resource, and its maxLeases through the token's own object
 // (tokens_js.go).
 func frontHandler(r *router, l limits) (http.Handler, error) {
-	opts := wire.HandlerOptions{MaxWait: l.maxWait}
+	opts := httpapi.HandlerOptions{MaxWait: l.maxWait}
 	var guard *auth.Guard
 	set, err := tokenSet()
 	if err != nil {
@@ -111,7 +112,7 @@ func frontHandler(r *router, l limits) (http.Handler, error) {
 		guard = auth.NewGuard(set, auth.Options{})
 		opts.Authorize = guard.Authorize
 	}
-	h := wire.NewHandler(r, opts)
+	h := httpapi.NewHandler(r, opts)
 	if guard != nil {
 		h = guard.Middleware(h)
 	}
@@ -122,10 +123,10 @@ func frontHandler(r *router, l limits) (http.Handler, error) {
 				origins = append(origins, o)
 			}
 		}
-		if err := wire.CheckOrigins(origins); err != nil {
+		if err := httpapi.CheckOrigins(origins); err != nil {
 			return nil, errors.New(originsVar + ": " + err.Error())
 		}
-		h = wire.CORS(origins, h)
+		h = httpapi.CORS(origins, h)
 	}
 	return h, nil
 }
@@ -329,7 +330,7 @@ func (t *objectTable) open(_ js.Value, args []js.Value) (result any) {
 		}
 		return nil
 	}
-	return t.add(&object{handler: wire.NewHandler(svc, wire.HandlerOptions{MaxWait: l.maxWait, Authorize: caller}), svc: svc, ttl: l.ttl, timers: timers})
+	return t.add(&object{handler: httpapi.NewHandler(svc, httpapi.HandlerOptions{MaxWait: l.maxWait, Authorize: caller}), svc: svc, ttl: l.ttl, timers: timers})
 }
 
 // fetch(handle, method, url, contentType, contentLength, body) answers one

@@ -1,6 +1,6 @@
 //go:build !js
 
-package wire_test
+package client_test
 
 import (
 	"context"
@@ -19,7 +19,8 @@ import (
 	"github.com/lease-fence/lease-fence/core/fence"
 	"github.com/lease-fence/lease-fence/core/lease"
 	"github.com/lease-fence/lease-fence/service"
-	"github.com/lease-fence/lease-fence/service/wire"
+	"github.com/lease-fence/lease-fence/service/client"
+	"github.com/lease-fence/lease-fence/service/httpapi"
 )
 
 // The examples of holding, waiting, elections and inspecting; the blocks
@@ -28,15 +29,15 @@ import (
 
 // coordinator serves a coordinator (TTL 500 ms, in memory) for the
 // examples; holder returns a client of it for a holder id.
-func coordinator() (holder func(id string) *wire.Client, stop func()) {
+func coordinator() (holder func(id string) *client.Client, stop func()) {
 	clk, _ := service.WallClock("coordinator")
 	store, _ := service.NewLocal(service.LocalConfig{Clock: clk, TTL: 500 * time.Millisecond})
 	svc, _ := service.New(service.Config{TTL: 500 * time.Millisecond, Store: store})
-	srv := httptest.NewServer(wire.NewHandler(svc, wire.HandlerOptions{}))
-	return func(id string) *wire.Client {
+	srv := httptest.NewServer(httpapi.NewHandler(svc, httpapi.HandlerOptions{}))
+	return func(id string) *client.Client {
 		clk, _ := clock.NewMonotonic(id)
 		lc, _ := lease.NewClient(lease.ClientConfig{Clock: clk, HolderID: id, ClockSkew: 50 * time.Millisecond})
-		c, _ := wire.NewClient(wire.ClientConfig{BaseURL: srv.URL, Lease: lc})
+		c, _ := client.NewClient(client.ClientConfig{BaseURL: srv.URL, Lease: lc})
 		return c
 	}, srv.Close
 }
@@ -47,19 +48,19 @@ func coordinator() (holder func(id string) *wire.Client, stop func()) {
 func ExampleClient_Hold() {
 	holder, stop := coordinator()
 	defer stop()
-	client := holder("agent-a")
+	c := holder("agent-a")
 	ctx := context.Background()
 	gate, _ := fence.NewGate("deploy-slot", fence.Options{})
 	deploy := func(ctx context.Context) error { return ctx.Err() }
 
 	// doc:start hold
-	h, err := client.Hold(ctx, "deploy-slot", wire.HoldOptions{Wait: 30 * time.Second})
+	h, err := c.Hold(ctx, "deploy-slot", client.HoldOptions{Wait: 30 * time.Second})
 	if err != nil {
-		log.Fatal(err) // a *wire.DeniedError naming the holder once 30 s have passed
+		log.Fatal(err) // a *client.DeniedError naming the holder once 30 s have passed
 	}
 	defer h.Release(context.WithoutCancel(ctx))
 	// h.Context() ends when the lease is lost (context.Cause is
-	// wire.ErrLeaseLost), at the holder's deadline at the latest; a write
+	// client.ErrLeaseLost), at the holder's deadline at the latest; a write
 	// already on its way is for the gate to refuse.
 	err = gate.CommitContext(h.Context(), h.Token(), func(ctx context.Context) error {
 		return deploy(ctx)
@@ -74,16 +75,16 @@ func ExampleClient_Hold() {
 func ExampleClient_Do() {
 	holder, stop := coordinator()
 	defer stop()
-	client := holder("agent-b")
+	c := holder("agent-b")
 	ctx := context.Background()
 	writeReport := func(ctx context.Context, t fence.Token) error { return nil }
 
 	// doc:start do
-	err := client.Do(ctx, "nightly-report", wire.HoldOptions{Wait: time.Minute},
-		func(ctx context.Context, h *wire.Held) error {
+	err := c.Do(ctx, "nightly-report", client.HoldOptions{Wait: time.Minute},
+		func(ctx context.Context, h *client.Held) error {
 			return writeReport(ctx, h.Token()) // stop when ctx ends
 		})
-	if errors.Is(err, wire.ErrLeaseLost) {
+	if errors.Is(err, client.ErrLeaseLost) {
 		log.Print("the lease was lost while the report was written; the gate refuses a late write")
 	}
 	// doc:end
@@ -114,9 +115,9 @@ func ExampleElection() {
 		}
 	}
 	campaign := func(ctx context.Context, id string) error {
-		client := holder(id)
+		c := holder(id)
 		// doc:start campaign
-		e := wire.NewElection(client, "leader/indexer")
+		e := client.NewElection(c, "leader/indexer")
 		h, err := e.Campaign(ctx) // waits, in the queue, until elected
 		if err != nil {
 			return err // ctx ended
@@ -127,13 +128,13 @@ func ExampleElection() {
 		return runIndexer(h.Context(), h.Token())
 		// doc:end
 	}
-	leaders := make(chan wire.Leader, 4)
+	leaders := make(chan client.Leader, 4)
 	wg.Add(3)
 	observer := holder("observer")
 	go func() {
 		defer wg.Done()
 		// doc:start observe
-		for l := range wire.NewElection(observer, "leader/indexer").Observe(ctx) {
+		for l := range client.NewElection(observer, "leader/indexer").Observe(ctx) {
 			leaders <- l // the current leader first, then each new one, in fence order
 		}
 		// doc:end
@@ -154,7 +155,7 @@ func ExampleElection() {
 func ExampleClient_Inspect() {
 	holder, stop := coordinator()
 	defer stop()
-	client := holder("ops")
+	c := holder("ops")
 	ctx := context.Background()
 	// agent-a's lease is not renewed: it expires after the TTL.
 	if _, err := holder("agent-a").Acquire(ctx, "deploy-slot"); err != nil {
@@ -162,13 +163,13 @@ func ExampleClient_Inspect() {
 	}
 
 	// doc:start inspect
-	st, err := client.Inspect(ctx, "deploy-slot")
+	st, err := c.Inspect(ctx, "deploy-slot")
 	if err != nil {
 		log.Fatal(err)
 	}
 	fmt.Println(st.Held, st.HolderID, st.Fence) // and st.Remaining
 	// Wait (up to 30 s) for the fence to change: a release, an expiry, a new holder.
-	st, err = client.Observe(ctx, "deploy-slot", st.Current(), 30*time.Second)
+	st, err = c.Observe(ctx, "deploy-slot", st.Current(), 30*time.Second)
 	if err != nil {
 		log.Fatal(err)
 	}

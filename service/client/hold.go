@@ -1,4 +1,4 @@
-package wire
+package client
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/lease-fence/lease-fence/core/clock"
 	"github.com/lease-fence/lease-fence/core/fence"
 	"github.com/lease-fence/lease-fence/core/lease"
+	"github.com/lease-fence/lease-fence/service/wire"
 )
 
 // ErrLeaseLost is the cause (context.Cause) of a Held's context when its
@@ -186,7 +187,7 @@ func (c *Client) acquireWaiting(ctx context.Context, resource string, wait time.
 		if chunk < 0 {
 			chunk = 0
 		}
-		reply, err := c.send(ctx, Message{Op: OpAcquire, Request: req, Secret: secret, Wait: chunk})
+		reply, err := c.send(ctx, wire.Message{Op: wire.OpAcquire, Request: req, Secret: secret, Wait: chunk})
 		if err != nil {
 			return nil, err
 		}
@@ -211,12 +212,12 @@ func (c *Client) acquireWaiting(ctx context.Context, resource string, wait time.
 
 // renewGrant turns a grant whose request the lease.Client no longer has into
 // a lease, through a renewal.
-func (c *Client) renewGrant(ctx context.Context, g *Grant, secret string) (*Lease, error) {
+func (c *Client) renewGrant(ctx context.Context, g *wire.Grant, secret string) (*Lease, error) {
 	req, err := c.lc.BeginRenewalOf(fence.Token{Resource: g.Resource, HolderID: g.HolderID, Fence: g.Fence}, c.lc.Domain())
 	if err != nil {
 		return nil, err
 	}
-	reply, err := c.send(ctx, Message{Op: OpRenew, Request: req, Secret: secret})
+	reply, err := c.send(ctx, wire.Message{Op: wire.OpRenew, Request: req, Secret: secret})
 	if err != nil {
 		return nil, err
 	}

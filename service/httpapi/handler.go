@@ -1,4 +1,4 @@
-package wire
+package httpapi
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/lease-fence/lease-fence/service/wire"
 )
 
 // Backend answers decoded calls: the coordinator service (package service)
@@ -19,7 +21,7 @@ import (
 // Object of its resource). A Backend returns an *Error for a refused call;
 // any other error is reported as an internal error.
 type Backend interface {
-	Call(ctx context.Context, m Message) (Reply, error)
+	Call(ctx context.Context, m wire.Message) (wire.Reply, error)
 }
 
 // HandlerOptions configures NewHandler.
@@ -29,12 +31,12 @@ type HandlerOptions struct {
 	// logged. Nil logs nothing.
 	Logger *slog.Logger
 	// MaxIDBytes bounds the resource, the holder id and the request id, in
-	// bytes. Zero means DefaultMaxIDBytes; at most MaxStringBytes.
+	// bytes. Zero means wire.DefaultMaxIDBytes; at most MaxStringBytes.
 	MaxIDBytes int
 	// MaxBodyBytes bounds a request body. Zero means MaxBodyBytes.
 	MaxBodyBytes int
 	// MaxWait bounds the waitMillis of a call: a longer wait is refused
-	// with invalid_value. Zero means DefaultMaxWait.
+	// with invalid_value. Zero means wire.DefaultMaxWait.
 	MaxWait time.Duration
 	// WaitSlack is how long, beyond its wait, a call that waits may take
 	// to be answered: the handler moves the connection's read and write
@@ -48,11 +50,11 @@ type HandlerOptions struct {
 	// the handler's checks, before the Backend sees it: it may fill in
 	// m.Caller, and a refusal it returns is the answer (the call never
 	// reaches the Backend). Package service/auth provides it.
-	Authorize func(r *http.Request, m *Message) *Error
+	Authorize func(r *http.Request, m *wire.Message) *wire.Error
 	// Answered, if set, is called once for every request the handler
 	// answers: the operation (empty when the path is none of the four),
 	// the result (Result) and the refusal, if any. Metrics count here.
-	Answered func(op Op, result string, e *Error)
+	Answered func(op wire.Op, result string, e *wire.Error)
 }
 
 // The results Answered is given, besides "refused" (with the *Error).
@@ -66,20 +68,13 @@ const (
 	ResultRefused = "refused" // an error answer
 )
 
-// DefaultMaxIDBytes is the default bound on ids (HandlerOptions.MaxIDBytes).
-const DefaultMaxIDBytes = 256
-
-// DefaultMaxWait is the default bound on a call's wait
-// (HandlerOptions.MaxWait).
-const DefaultMaxWait = 60 * time.Second
-
 // defaultWaitSlack is the default HandlerOptions.WaitSlack.
 const defaultWaitSlack = 10 * time.Second
 
 type handler struct {
 	b         Backend
-	authorize func(*http.Request, *Message) *Error
-	answered  func(Op, string, *Error)
+	authorize func(*http.Request, *wire.Message) *wire.Error
+	answered  func(wire.Op, string, *wire.Error)
 	log       *slog.Logger
 	maxID     int
 	maxBody   int64
@@ -101,39 +96,39 @@ func NewHandler(b Backend, opts HandlerOptions) http.Handler {
 	h := &handler{b: b, log: opts.Logger, maxID: opts.MaxIDBytes, maxBody: int64(opts.MaxBodyBytes), maxWait: opts.MaxWait,
 		slack: opts.WaitSlack, authorize: opts.Authorize, answered: opts.Answered}
 	if h.maxWait <= 0 {
-		h.maxWait = DefaultMaxWait
+		h.maxWait = wire.DefaultMaxWait
 	}
 	if h.slack <= 0 {
 		h.slack = defaultWaitSlack
 	}
 	if h.maxID <= 0 {
-		h.maxID = DefaultMaxIDBytes
+		h.maxID = wire.DefaultMaxIDBytes
 	}
-	h.maxID = min(h.maxID, MaxStringBytes)
+	h.maxID = min(h.maxID, wire.MaxStringBytes)
 	if h.maxBody <= 0 {
-		h.maxBody = MaxBodyBytes
+		h.maxBody = wire.MaxBodyBytes
 	}
 	return h
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	op := Op(r.URL.Path[min(len(r.URL.Path), len("/v1/")):])
-	if _, ok := schemas[op]; !ok || op.Path() != r.URL.Path {
-		h.fail(w, r, "", errCode(CodeNotFound, "no endpoint at "+quoteShort(r.URL.Path)+"; use POST /v1/acquire, /v1/renew, /v1/release or /v1/inspect"))
+	op := wire.Op(r.URL.Path[min(len(r.URL.Path), len("/v1/")):])
+	if !op.Known() || op.Path() != r.URL.Path {
+		h.fail(w, r, "", wire.NewError(wire.CodeNotFound, "no endpoint at "+wire.QuoteShort(r.URL.Path)+"; use POST /v1/acquire, /v1/renew, /v1/release or /v1/inspect"))
 		return
 	}
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
-		h.fail(w, r, op, errCode(CodeMethodNotAllowed, op.Path()+" takes POST, not "+quoteShort(r.Method)))
+		h.fail(w, r, op, wire.NewError(wire.CodeMethodNotAllowed, op.Path()+" takes POST, not "+wire.QuoteShort(r.Method)))
 		return
 	}
 	if ct := r.Header.Get("Content-Type"); ct != "" && ct != "application/json" {
 		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
-			h.fail(w, r, op, errCode(CodeUnsupportedMedia, "the body must be application/json, not "+quoteShort(ct)))
+			h.fail(w, r, op, wire.NewError(wire.CodeUnsupportedMedia, "the body must be application/json, not "+wire.QuoteShort(ct)))
 			return
 		}
 	}
-	tooLarge := errCode(CodeBodyTooLarge, "the body is larger than "+strconv.FormatInt(h.maxBody, 10)+" bytes")
+	tooLarge := wire.NewError(wire.CodeBodyTooLarge, "the body is larger than "+strconv.FormatInt(h.maxBody, 10)+" bytes")
 	if r.ContentLength > h.maxBody {
 		h.fail(w, r, op, tooLarge)
 		return
@@ -142,12 +137,12 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if !errors.As(err, &mbe) {
-			tooLarge = errCode(CodeMalformedJSON, "reading the body: "+err.Error())
+			tooLarge = wire.NewError(wire.CodeMalformedJSON, "reading the body: "+err.Error())
 		}
 		h.fail(w, r, op, tooLarge)
 		return
 	}
-	m, derr := DecodeMessage(op, data)
+	m, derr := wire.DecodeMessage(op, data)
 	if derr != nil {
 		h.fail(w, r, op, derr)
 		return
@@ -156,18 +151,18 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		{"requestId", m.Request.RequestID}, {"resource", m.Request.Resource}, {"holderId", m.Request.HolderID},
 	} {
 		if len(f.v) > h.maxID {
-			h.fail(w, r, op, errInvalid(f.name, "is longer than "+strconv.Itoa(h.maxID)+" bytes"))
+			h.fail(w, r, op, wire.InvalidField(f.name, "is longer than "+strconv.Itoa(h.maxID)+" bytes"))
 			return
 		}
 	}
 	if m.Wait > h.maxWait {
-		h.fail(w, r, op, errInvalid("waitMillis", "must be at most "+strconv.FormatInt(h.maxWait.Milliseconds(), 10)+
+		h.fail(w, r, op, wire.InvalidField("waitMillis", "must be at most "+strconv.FormatInt(h.maxWait.Milliseconds(), 10)+
 			" (this coordinator's longest wait), got "+strconv.FormatInt(m.Wait.Milliseconds(), 10)))
 		return
 	}
 	if h.authorize != nil {
 		if e := h.authorize(r, &m); e != nil {
-			h.logCall(r, m, e, Reply{})
+			h.logCall(r, m, e, wire.Reply{})
 			WriteError(w, e)
 			return
 		}
@@ -182,9 +177,9 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	reply, err := h.b.Call(r.Context(), m)
 	if err != nil {
-		var we *Error
+		var we *wire.Error
 		if !errors.As(err, &we) {
-			we = errCode(CodeInternal, err.Error())
+			we = wire.NewError(wire.CodeInternal, err.Error())
 		}
 		h.logCall(r, m, we, reply)
 		WriteError(w, we)
@@ -195,7 +190,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // Result names what came of a call answered with reply (see Answered).
-func Result(reply Reply) string {
+func Result(reply wire.Reply) string {
 	switch {
 	case reply.Held != nil && *reply.Held:
 		return ResultHeld
@@ -214,7 +209,7 @@ func Result(reply Reply) string {
 // logCall logs one decoded call with what came of it: a refusal e, or
 // reply, and tells Answered. Secrets, tokens and bodies are never logged;
 // the caller's token is logged by its name.
-func (h *handler) logCall(r *http.Request, m Message, e *Error, reply Reply) {
+func (h *handler) logCall(r *http.Request, m wire.Message, e *wire.Error, reply wire.Reply) {
 	if h.answered != nil {
 		if e != nil {
 			h.answered(m.Op, ResultRefused, e)
@@ -230,7 +225,7 @@ func (h *handler) logCall(r *http.Request, m Message, e *Error, reply Reply) {
 	if m.Caller.Name != "" {
 		attrs = append(attrs, slog.String("token", m.Caller.Name))
 	}
-	if m.Op != OpInspect {
+	if m.Op != wire.OpInspect {
 		attrs = append(attrs, slog.String("holderId", m.Request.HolderID), slog.String("requestId", m.Request.RequestID),
 			slog.Uint64("fence", m.Request.Fence))
 	}
@@ -262,21 +257,21 @@ func (h *handler) logCall(r *http.Request, m Message, e *Error, reply Reply) {
 }
 
 // fail answers a request refused before it was decoded.
-func (h *handler) fail(w http.ResponseWriter, r *http.Request, op Op, e *Error) {
+func (h *handler) fail(w http.ResponseWriter, r *http.Request, op wire.Op, e *wire.Error) {
 	if h.answered != nil {
 		h.answered(op, ResultRefused, e)
 	}
 	if h.log != nil {
 		h.log.LogAttrs(r.Context(), slog.LevelWarn, "lease call refused",
-			slog.String("op", string(op)), slog.String("method", r.Method), slog.String("path", quoteShort(r.URL.Path)),
+			slog.String("op", string(op)), slog.String("method", r.Method), slog.String("path", wire.QuoteShort(r.URL.Path)),
 			slog.String("code", e.Code))
 	}
 	WriteError(w, e)
 }
 
 // WriteError writes e as the JSON error body with its status.
-func WriteError(w http.ResponseWriter, e *Error) {
-	var b errorBody
+func WriteError(w http.ResponseWriter, e *wire.Error) {
+	var b wire.ErrorBody
 	b.Error.Code, b.Error.Message = e.Code, e.Message
 	writeJSON(w, e.Status, &b)
 }
@@ -302,14 +297,4 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	hd["Content-Length"] = []string{strconv.Itoa(len(out))}
 	w.WriteHeader(status)
 	_, _ = w.Write(out)
-}
-
-// ParseError reads an error body written by the handler. It returns nil if
-// body is not one.
-func ParseError(status int, body []byte) *Error {
-	var b errorBody
-	if err := json.Unmarshal(body, &b); err != nil || b.Error.Code == "" {
-		return nil
-	}
-	return &Error{Status: status, Code: b.Error.Code, Message: b.Error.Message}
 }

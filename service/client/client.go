@@ -1,4 +1,4 @@
-package wire
+package client
 
 import (
 	"bytes"
@@ -21,6 +21,7 @@ import (
 
 	"github.com/lease-fence/lease-fence/core/clock"
 	"github.com/lease-fence/lease-fence/core/lease"
+	"github.com/lease-fence/lease-fence/service/wire"
 )
 
 // ClientConfig configures a Client.
@@ -120,7 +121,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	if cfg.Lease == nil {
 		return nil, errors.New("wire: ClientConfig.Lease is required")
 	}
-	if cfg.MaxWait < 0 || cfg.MaxWait > MaxWaitMillis*time.Millisecond {
+	if cfg.MaxWait < 0 || cfg.MaxWait > wire.MaxWaitMillis*time.Millisecond {
 		return nil, errors.New("wire: ClientConfig.MaxWait must be from 0 to MaxWaitMillis milliseconds, got " + cfg.MaxWait.String())
 	}
 	if cfg.TLS != nil && cfg.HTTPClient != nil {
@@ -208,7 +209,7 @@ func tlsFor(cfg *tls.Config, u *url.URL) *tls.Config {
 
 // String describes the client without its token.
 func (c *Client) String() string {
-	return "wire.Client(" + strings.Join(c.bases, ", ") + ", holder " + strconv.Quote(c.lc.HolderID()) + ")"
+	return "client.Client(" + strings.Join(c.bases, ", ") + ", holder " + strconv.Quote(c.lc.HolderID()) + ")"
 }
 
 // GoString is String, so %#v does not print the token either.
@@ -251,7 +252,7 @@ func (c *Client) Acquire(ctx context.Context, resource string) (*Lease, error) {
 	if err != nil {
 		return nil, err
 	}
-	reply, err := c.send(ctx, Message{Op: OpAcquire, Request: req, Secret: secret})
+	reply, err := c.send(ctx, wire.Message{Op: wire.OpAcquire, Request: req, Secret: secret})
 	if err != nil {
 		return nil, err
 	}
@@ -275,7 +276,7 @@ func (c *Client) Renew(ctx context.Context, l *Lease) (*Lease, error) {
 	if err != nil {
 		return nil, err
 	}
-	reply, err := c.send(ctx, Message{Op: OpRenew, Request: req, Secret: l.secret})
+	reply, err := c.send(ctx, wire.Message{Op: wire.OpRenew, Request: req, Secret: l.secret})
 	if err != nil {
 		return nil, err
 	}
@@ -297,7 +298,7 @@ func (c *Client) Release(ctx context.Context, l *Lease) error {
 	if err != nil {
 		return err
 	}
-	reply, err := c.send(ctx, Message{Op: OpRelease, Secret: l.secret, Request: lease.Request{
+	reply, err := c.send(ctx, wire.Message{Op: wire.OpRelease, Secret: l.secret, Request: lease.Request{
 		RequestID: id, Resource: tok.Resource, HolderID: tok.HolderID, Fence: tok.Fence,
 	}})
 	if err != nil {
@@ -309,7 +310,7 @@ func (c *Client) Release(ctx context.Context, l *Lease) error {
 	return nil
 }
 
-func (c *Client) complete(req lease.Request, reply Reply, secret string, fn func(lease.Request, lease.Grant) (*lease.Lease, error)) (*Lease, error) {
+func (c *Client) complete(req lease.Request, reply wire.Reply, secret string, fn func(lease.Request, lease.Grant) (*lease.Lease, error)) (*Lease, error) {
 	g := reply.Grant
 	if g == nil {
 		return nil, errors.New("wire: a granted reply without a grant")
@@ -324,19 +325,23 @@ func (c *Client) complete(req lease.Request, reply Reply, secret string, fn func
 // maxReplyBytes bounds what the client reads of a reply.
 const maxReplyBytes = 1 << 20
 
+// contentTypeJSON is the Content-Type header of every call, shared: net/http
+// only reads it.
+var contentTypeJSON = []string{"application/json"}
+
 // send posts m until it gets an answer, a refusal that will not change, or
 // runs out of attempts or ctx. Each attempt may take AttemptTimeout, plus
 // the wait m asks the coordinator for.
-func (c *Client) send(ctx context.Context, m Message) (Reply, error) {
-	body, err := EncodeMessage(m)
+func (c *Client) send(ctx context.Context, m wire.Message) (wire.Reply, error) {
+	body, err := wire.EncodeMessage(m)
 	if err != nil {
-		return Reply{}, err
+		return wire.Reply{}, err
 	}
 	var last error
 	start := int(c.cur.Load())
 	for n := 1; n <= c.attempts; n++ {
 		if err := ctx.Err(); err != nil {
-			return Reply{}, err
+			return wire.Reply{}, err
 		}
 		i := (start + n - 1) % len(c.bases)
 		if back := n - len(c.bases); back >= 1 {
@@ -347,7 +352,7 @@ func (c *Client) send(ctx context.Context, m Message) (Reply, error) {
 				select {
 				case <-ctx.Done():
 					t.Stop()
-					return Reply{}, ctx.Err()
+					return wire.Reply{}, ctx.Err()
 				case <-t.C:
 				}
 			}
@@ -358,14 +363,14 @@ func (c *Client) send(ctx context.Context, m Message) (Reply, error) {
 			return reply, nil
 		}
 		if ctx.Err() != nil {
-			return Reply{}, ctx.Err()
+			return wire.Reply{}, ctx.Err()
 		}
 		if !retry {
-			return Reply{}, err
+			return wire.Reply{}, err
 		}
 		last = err
 	}
-	return Reply{}, errors.Join(errors.New("wire: "+string(m.Op)+" got no answer after "+strconv.Itoa(c.attempts)+" attempts"), last)
+	return wire.Reply{}, errors.Join(errors.New("wire: "+string(m.Op)+" got no answer after "+strconv.Itoa(c.attempts)+" attempts"), last)
 }
 
 // CloseIdleConnections closes the connections the client keeps open between
@@ -385,7 +390,7 @@ func (c *Client) CloseIdleConnections() {
 // attempt: a transport error, a timeout, an unreadable or temporary (5xx)
 // answer are; a request that cannot be built (a bad BaseURL) and any other
 // refusal are not.
-func (c *Client) attempt(ctx context.Context, base int, op Op, body []byte, timeout time.Duration) (reply Reply, retry bool, err error) {
+func (c *Client) attempt(ctx context.Context, base int, op wire.Op, body []byte, timeout time.Duration) (reply wire.Reply, retry bool, err error) {
 	var status int
 	var data []byte
 	if p := c.conns[base]; p != nil {
@@ -395,7 +400,7 @@ func (c *Client) attempt(ctx context.Context, base int, op Op, body []byte, time
 		defer cancel()
 		req, rerr := http.NewRequestWithContext(actx, http.MethodPost, c.bases[base]+op.Path(), bytes.NewReader(body))
 		if rerr != nil {
-			return Reply{}, false, rerr
+			return wire.Reply{}, false, rerr
 		}
 		req.Header["Content-Type"] = contentTypeJSON
 		if c.auth != nil {
@@ -404,20 +409,20 @@ func (c *Client) attempt(ctx context.Context, base int, op Op, body []byte, time
 		status, data, err = c.do(req)
 	}
 	if err != nil {
-		return Reply{}, true, err
+		return wire.Reply{}, true, err
 	}
 	if status == http.StatusOK && string(data) == `{"ok":true}` {
-		return Reply{OK: true}, false, nil // a release done, the commonest answer
+		return wire.Reply{OK: true}, false, nil // a release done, the commonest answer
 	}
 	if status != http.StatusOK {
-		e := ParseError(status, data)
+		e := wire.ParseError(status, data)
 		if e == nil {
-			e = &Error{Status: status, Code: "http_" + strconv.Itoa(status), Message: "unexpected answer: " + quoteShort(string(data))}
+			e = &wire.Error{Status: status, Code: "http_" + strconv.Itoa(status), Message: "unexpected answer: " + wire.QuoteShort(string(data))}
 		}
-		return Reply{}, e.Temporary(), e
+		return wire.Reply{}, e.Temporary(), e
 	}
 	if err := json.Unmarshal(data, &reply); err != nil {
-		return Reply{}, true, errors.New("wire: unreadable reply: " + err.Error())
+		return wire.Reply{}, true, errors.New("wire: unreadable reply: " + err.Error())
 	}
 	return reply, false, nil
 }

@@ -1,4 +1,4 @@
-package wire
+package client
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/lease-fence/lease-fence/core/clock"
 	"github.com/lease-fence/lease-fence/core/lease"
+	"github.com/lease-fence/lease-fence/service/httpapi"
 )
 
 // headerBackend is echoBackend that records the Authorization header each
@@ -45,7 +46,7 @@ func TestClientTokenAndTLS(t *testing.T) {
 	}{{"http", false, true}, {"https", true, true}, {"https HTTPClient", true, false}} {
 		t.Run(tc.name, func(t *testing.T) {
 			hb := &headerBackend{}
-			srv := httptest.NewUnstartedServer(hb.wrap(NewHandler(&echoBackend{}, HandlerOptions{})))
+			srv := httptest.NewUnstartedServer(hb.wrap(httpapi.NewHandler(&echoBackend{}, httpapi.HandlerOptions{})))
 			if tc.tls {
 				srv.StartTLS()
 			} else {
@@ -82,7 +83,7 @@ func TestClientTokenAndTLS(t *testing.T) {
 					t.Fatalf("request %d: Authorization %q, TLS %v", i, a, hb.tls[i])
 				}
 			}
-			if printed := fmt.Sprintf("%v %+v %#v %s", c, c, c, c); strings.Contains(printed, tok) || !strings.Contains(printed, "wire.Client(") {
+			if printed := fmt.Sprintf("%v %+v %#v %s", c, c, c, c); strings.Contains(printed, tok) || !strings.Contains(printed, "client.Client(") {
 				t.Fatalf("printed: %s", printed)
 			}
 		})

@@ -1,4 +1,4 @@
-package wire
+package client
 
 import (
 	"context"
@@ -14,6 +14,8 @@ import (
 
 	"github.com/lease-fence/lease-fence/core/clock"
 	"github.com/lease-fence/lease-fence/core/lease"
+	"github.com/lease-fence/lease-fence/service/httpapi"
+	"github.com/lease-fence/lease-fence/service/wire"
 )
 
 // echoBackend grants every acquisition with the next fence, and can hold
@@ -23,20 +25,20 @@ type echoBackend struct {
 	hold  chan struct{} // if not nil, each call waits for it
 }
 
-func (b *echoBackend) Call(ctx context.Context, m Message) (Reply, error) {
+func (b *echoBackend) Call(ctx context.Context, m wire.Message) (wire.Reply, error) {
 	if b.hold != nil {
 		select {
 		case <-b.hold:
 		case <-ctx.Done():
-			return Reply{}, ctx.Err()
+			return wire.Reply{}, ctx.Err()
 		}
 	}
-	if m.Op == OpRelease {
-		return Reply{OK: true}, nil
+	if m.Op == wire.OpRelease {
+		return wire.Reply{OK: true}, nil
 	}
 	q := m.Request
-	return Reply{OK: true, Grant: &Grant{RequestID: q.RequestID, Resource: q.Resource, HolderID: q.HolderID,
-		Fence: b.fence.Add(1), TTLMillis: 1000, CoordinatorExpiresAt: Instant{Millis: 1, Domain: "coordinator"}}}, nil
+	return wire.Reply{OK: true, Grant: &wire.Grant{RequestID: q.RequestID, Resource: q.Resource, HolderID: q.HolderID,
+		Fence: b.fence.Add(1), TTLMillis: 1000, CoordinatorExpiresAt: wire.Instant{Millis: 1, Domain: "coordinator"}}}, nil
 }
 
 // connServer is an HTTP server on 127.0.0.1 that counts the connections it
@@ -47,9 +49,9 @@ type connServer struct {
 	conns []net.Conn
 }
 
-func newConnServer(t *testing.T, b Backend) *connServer {
+func newConnServer(t *testing.T, b httpapi.Backend) *connServer {
 	s := &connServer{}
-	s.Server = httptest.NewUnstartedServer(NewHandler(b, HandlerOptions{}))
+	s.Server = httptest.NewUnstartedServer(httpapi.NewHandler(b, httpapi.HandlerOptions{}))
 	s.Config.ConnState = func(c net.Conn, st http.ConnState) {
 		if st == http.StateNew {
 			s.mu.Lock()

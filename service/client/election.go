@@ -1,4 +1,4 @@
-package wire
+package client
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/lease-fence/lease-fence/core/clock"
 	"github.com/lease-fence/lease-fence/core/lease"
+	"github.com/lease-fence/lease-fence/service/wire"
 )
 
 // Status is what Inspect and Observe report of a resource.
@@ -34,7 +35,7 @@ func (s Status) Current() uint64 {
 
 // Inspect reports who holds resource, changing nothing.
 func (c *Client) Inspect(ctx context.Context, resource string) (Status, error) {
-	return c.inspect(ctx, Message{Op: OpInspect, Request: lease.Request{Resource: resource}})
+	return c.inspect(ctx, wire.Message{Op: wire.OpInspect, Request: lease.Request{Resource: resource}})
 }
 
 // Observe reports resource's state as soon as its current fence (the live
@@ -45,11 +46,11 @@ func (c *Client) Observe(ctx context.Context, resource string, after uint64, wai
 	if wait < 0 || wait > c.maxWait {
 		return Status{}, errors.New("wire: Observe waits from 0 to the client's MaxWait (" + c.maxWait.String() + "), not " + wait.String())
 	}
-	return c.inspect(ctx, Message{Op: OpInspect, Request: lease.Request{Resource: resource}, After: after, HasAfter: true,
+	return c.inspect(ctx, wire.Message{Op: wire.OpInspect, Request: lease.Request{Resource: resource}, After: after, HasAfter: true,
 		Wait: wait.Truncate(time.Millisecond)})
 }
 
-func (c *Client) inspect(ctx context.Context, m Message) (Status, error) {
+func (c *Client) inspect(ctx context.Context, m wire.Message) (Status, error) {
 	reply, err := c.send(ctx, m)
 	if err != nil {
 		return Status{}, err

@@ -1,6 +1,6 @@
 //go:build !js
 
-package wire_test
+package client_test
 
 import (
 	"context"
@@ -12,7 +12,8 @@ import (
 	"github.com/lease-fence/lease-fence/core/clock"
 	"github.com/lease-fence/lease-fence/core/lease"
 	"github.com/lease-fence/lease-fence/service"
-	"github.com/lease-fence/lease-fence/service/wire"
+	"github.com/lease-fence/lease-fence/service/client"
+	"github.com/lease-fence/lease-fence/service/httpapi"
 )
 
 // A coordinator served over HTTP, and two holders competing for it.
@@ -20,13 +21,13 @@ func Example() {
 	coordClock, _ := service.WallClock("coordinator")
 	store, _ := service.NewLocal(service.LocalConfig{Clock: coordClock, TTL: 30 * time.Second}) // in memory
 	svc, _ := service.New(service.Config{TTL: 30 * time.Second, Store: store})
-	srv := httptest.NewServer(wire.NewHandler(svc, wire.HandlerOptions{}))
+	srv := httptest.NewServer(httpapi.NewHandler(svc, httpapi.HandlerOptions{}))
 	defer srv.Close()
 
-	holder := func(id string) *wire.Client {
+	holder := func(id string) *client.Client {
 		clk, _ := clock.NewMonotonic(id)
 		lc, _ := lease.NewClient(lease.ClientConfig{Clock: clk, HolderID: id, ClockSkew: 500 * time.Millisecond})
-		c, _ := wire.NewClient(wire.ClientConfig{BaseURL: srv.URL, Lease: lc})
+		c, _ := client.NewClient(client.ClientConfig{BaseURL: srv.URL, Lease: lc})
 		return c
 	}
 	a, b := holder("agent-a"), holder("agent-b")
@@ -39,7 +40,7 @@ func Example() {
 	fmt.Println("agent-a holds fence", l.Token().Fence)
 
 	_, err = b.Acquire(ctx, "deploy-slot")
-	var denied *wire.DeniedError
+	var denied *client.DeniedError
 	if errors.As(err, &denied) {
 		fmt.Println("agent-b denied; held by", denied.HeldBy)
 	}

@@ -1,4 +1,4 @@
-package wire
+package httpapi
 
 import (
 	"errors"
@@ -6,6 +6,8 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+
+	"github.com/lease-fence/lease-fence/service/wire"
 )
 
 // CORS lets pages served from origins call the API endpoints (the four
@@ -49,8 +51,8 @@ func CORS(origins []string, next http.Handler) http.Handler {
 }
 
 func apiPath(p string) bool {
-	switch Op(strings.TrimPrefix(p, "/v1/")) {
-	case OpAcquire, OpRenew, OpRelease, OpInspect:
+	switch wire.Op(strings.TrimPrefix(p, "/v1/")) {
+	case wire.OpAcquire, wire.OpRenew, wire.OpRelease, wire.OpInspect:
 		return strings.HasPrefix(p, "/v1/")
 	}
 	return false
@@ -67,7 +69,7 @@ func CheckOrigins(origins []string) error {
 		u, err := url.Parse(o)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil ||
 			u.Path != "" || u.RawQuery != "" || u.Fragment != "" || strings.HasSuffix(o, "/") || u.String() != o {
-			return errors.New("wire: " + quoteShort(o) + " is not an origin: write scheme://host[:port], as in https://app.example.com, or *")
+			return errors.New("wire: " + wire.QuoteShort(o) + " is not an origin: write scheme://host[:port], as in https://app.example.com, or *")
 		}
 	}
 	return nil
