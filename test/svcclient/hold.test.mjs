@@ -9,8 +9,8 @@
 // grant inside it can only come from the coordinator's own wake-up. The
 // renewal property runs on manual time (the client's clock and its timers
 // seam), 200 seeded runs per coordinator, and exactly: the signal fires at
-// the holder's deadline, never after; the real-time runs check the same
-// with bounds far above noise.
+// the loss margin before the holder's deadline, never after it; the
+// real-time runs check the same with the host's timers.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
@@ -37,6 +37,9 @@ import { FenceGate } from 'lease-fence';
 import { ManualTimers, children, fetchText, root, startNative, startProxy, startWorker, stopAll, tracked, until } from './harness.mjs';
 
 const TTL = 2000;
+// How long before the holder's deadline a hold counts its lease lost: 5 %
+// of the TTL (at most 250 ms), so that a late timer still fires before it.
+const MARGIN = 100;
 const BOUND = 3000;
 // How long an observer may take to report a leader it must see (a deadline
 // against a hang, not a measured bound: a child process on a busy machine
@@ -456,11 +459,12 @@ for (const which of ['native', 'worker']) {
         if (reason.cause instanceof LeaseExpiredError) {
           refused++; // the coordinator's own TTL ran out in real time
         } else {
-          // At the deadline, or up to a millisecond before it when another
-          // timer ran then (the client counts the lease lost with 1 ms or
-          // less left, so that a host timer that fires a little early or a
-          // whole-millisecond delay never puts the signal after it).
-          assert.ok(abortedAt >= deadline - 1, `run ${run} (seed ${seed}): fired at ${abortedAt}, before the deadline ${deadline}`);
+          // At the loss margin before the deadline, or up to a millisecond
+          // before that when another timer ran then (the client counts the
+          // lease lost with the margin and 1 ms or less left, so that a host
+          // timer that fires a little early or a whole-millisecond delay
+          // never leaves it held past the margin).
+          assert.ok(abortedAt >= deadline - MARGIN - 1, `run ${run} (seed ${seed}): fired at ${abortedAt}, more than the margin before the deadline ${deadline}`);
           lostByDeadline++;
         }
         assert.equal(lateRenewal, false, 'no renewal is taken after the loss');
@@ -489,7 +493,7 @@ for (const which of ['native', 'worker']) {
       ctx.diagnostic(`${RUNS} runs: ${lostByDeadline} lost at the deadline, ${refused} refused by the coordinator, ${renewalsSeen} renewals`);
     });
 
-    test('real time: renewals fail, the signal fires at the deadline (within 500 ms), before the next holder is granted', async (ctx) => {
+    test('real time: renewals fail, the signal fires before the holder\'s deadline (within the margin), before the next holder is granted', async (ctx) => {
       const T = t();
       T.proxy.reset();
       const late = [];
@@ -520,8 +524,8 @@ for (const which of ['native', 'worker']) {
         const reason = held.signal.reason;
         assert.ok(reason instanceof LeaseLostError, String(reason));
         assert.equal(reason.deadline.millis, deadline);
-        assert.ok(reading >= deadline - 1, `fired ${deadline - reading} ms before the deadline`);
-        assert.ok(reading - deadline < 500, `fired ${reading - deadline} ms after the deadline`);
+        assert.ok(reading >= deadline - MARGIN - 1, `fired ${deadline - reading} ms before the deadline`);
+        assert.ok(reading <= deadline, `fired ${reading - deadline} ms after the deadline`);
         late.push(reading - deadline);
         await wb.promise;
         assert.equal(wb.error, undefined, String(wb.error));
@@ -530,7 +534,7 @@ for (const which of ['native', 'worker']) {
         await wb.value.release();
         await held.release();
       }
-      ctx.diagnostic(`fired ${late.map((x) => x.toFixed(2)).join(', ')} ms after the deadline`);
+      ctx.diagnostic(`fired ${late.map((x) => (-x).toFixed(2)).join(', ')} ms before the deadline`);
     });
 
     test('withLease: the value; the callback\'s error; lost while it ran; released every time', async () => {

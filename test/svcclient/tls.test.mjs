@@ -92,10 +92,53 @@ test('NODE_EXTRA_CA_CERTS: Node fetch trusts the private CA; the token is sent',
   assert.ok(!got.printed.includes(token), 'the client prints its token');
 });
 
-test('without the CA, the handshake fails; without the token, 401', async () => {
-  // This process was not started with NODE_EXTRA_CA_CERTS.
-  const noCA = new LeaseServiceClient({ baseURL: plain.url, holderId: 'js-1', token, attempts: 1 });
-  await assert.rejects(noCA.acquire('js/r'), (e) => e instanceof LeaseServiceError && e.code === 'no_answer' && e.status === 0);
+// A certificate that cannot be verified, or that is not for the host, is
+// final: one attempt, the reason on the first line, not "no answer".
+function certificateRefused(what) {
+  return (e) => {
+    assert.ok(e instanceof LeaseServiceError, String(e));
+    assert.equal(e.code, 'tls_certificate');
+    assert.equal(e.status, 0);
+    assert.equal(e.attempts, 1);
+    assert.equal(e.retryable, false);
+    const [first] = e.message.split('\n');
+    assert.match(first, new RegExp(`^lease-fence: acquire: the TLS certificate of https://127\\.0\\.0\\.1:\\d+ ${what} \\(`));
+    assert.match(first, /not retried: trust its CA/);
+    assert.ok(!e.message.includes(token));
+    return true;
+  };
+}
+
+test('a certificate that cannot be verified is final and named: not retried, not "no answer"', async () => {
+  // This process was not started with NODE_EXTRA_CA_CERTS: the host's fetch.
+  let sent = 0;
+  const counting = (url, init) => {
+    sent++;
+    return fetch(url, init);
+  };
+  const noCA = new LeaseServiceClient({ baseURL: plain.url, holderId: 'js-1', token, fetch: counting });
+  await assert.rejects(noCA.acquire('js/r'), certificateRefused('cannot be verified'));
+  assert.equal(sent, 1);
+  // node:https without the CA: the same.
+  const own = new LeaseServiceClient({ baseURL: plain.url, holderId: 'js-1', token, fetch: nodeFetch({}) });
+  await assert.rejects(own.acquire('js/r'), certificateRefused('cannot be verified'));
+});
+
+test('a certificate for another name is final and named', async () => {
+  // The CA is trusted, but the name checked is one the certificate does not have.
+  let sent = 0;
+  const inner = nodeFetch({ ca: readFileSync(pki.ca), servername: 'elsewhere.invalid' });
+  const wrongName = new LeaseServiceClient({
+    baseURL: plain.url, holderId: 'js-1', token, fetch: (url, init) => {
+      sent++;
+      return inner(url, init);
+    },
+  });
+  await assert.rejects(wrongName.acquire('js/r'), certificateRefused('is not for its host'));
+  assert.equal(sent, 1);
+});
+
+test('without the token, 401', async () => {
   const noToken = new LeaseServiceClient({ baseURL: plain.url, holderId: 'js-1', fetch: nodeFetch({ ca: readFileSync(pki.ca) }) });
   await assert.rejects(noToken.acquire('js/r'), (e) => e instanceof LeaseServiceError && e.code === 'unauthorized' && e.status === 401 && e.attempts === 1);
   const wrongScope = new LeaseServiceClient({ baseURL: plain.url, holderId: 'js-1', token, fetch: nodeFetch({ ca: readFileSync(pki.ca) }) });

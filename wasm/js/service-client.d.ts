@@ -16,7 +16,11 @@ declare global {
 export type LeaseServiceClientOptions = LeaseServiceClientCommonOptions &
   (
     | {
-        /** Where the coordinator is served, e.g. "http://127.0.0.1:8787"; /v1/acquire etc. are appended. */
+        /**
+         * Where the coordinator is served: an http: or https: URL with a host and, behind a reverse
+         * proxy, a path prefix ("https://host/leases"); /v1/acquire etc. are appended. No user name,
+         * password, query or fragment. A mistake is InvalidArgumentError at construction.
+         */
         baseURL: string;
         baseURLs?: undefined;
       }
@@ -55,7 +59,12 @@ export interface LeaseServiceClientCommonOptions {
   fetch?: ((input: string, init: RequestInit) => Promise<Response>) | undefined;
   /** How many times one call is sent at most (1 to 100); 4 by default, or one more than the baseURLs if that is more. */
   attempts?: number | undefined;
-  /** How long one attempt may wait for its answer before it is retried; 5000 by default. */
+  /**
+   * How long one attempt may wait for its answer before it is retried; 5000 by default. A renewal's
+   * attempt waits at most half the time left before its lease would count as lost, and so does an
+   * attempt of the release a hold sends after a loss (within its 2 s), so a lost answer leaves time
+   * for another attempt.
+   */
   attemptTimeoutMillis?: number | undefined;
   /** The default for every call's timeoutMillis; none by default (attempts bound the call). */
   timeoutMillis?: number | undefined;
@@ -118,7 +127,8 @@ export class LeaseServiceClient {
    * fn's value; rejects with fn's error, the LeaseLostError when the lease was lost while fn ran, or
    * an AggregateError of those (and the release's failure) when more than one happened; fn's error
    * is left out when it is the loss or an AbortError caused by it. isLeaseLost(err) tells whether
-   * the lease was lost.
+   * the lease was lost. After a loss (or options.signal) it reports the release the hold sent
+   * itself, which ends within 2 s of the loss: it settles then even if the coordinator never answers.
    */
   withLease<T>(resource: string, fn: (held: HeldLease) => T | PromiseLike<T>, options?: HoldOptions): Promise<Awaited<T>>;
   /**
@@ -142,8 +152,8 @@ export interface HoldOptions {
   signal?: AbortSignal | undefined;
   /**
    * How often to renew, counted from each renewal's send; a third of the TTL by default. It must be
-   * less than the TTL minus the clock skew (checked at the grant: InvalidArgumentError, and the
-   * lease is released).
+   * less than the TTL minus the clock skew and the loss margin (see HeldLease; checked at the grant:
+   * InvalidArgumentError, and the lease is released).
    */
   renewEveryMillis?: number | undefined;
 }
@@ -191,11 +201,13 @@ export interface HeldLeaseEventMap {
  * fn receives.
  *
  * `signal` aborts when the lease is lost, with a LeaseLostError: when the coordinator refuses a
- * renewal, or at the holder's deadline (the last successful renewal's send + TTL - clock skew, by
- * the holder's clock) when no renewal succeeded, never after it as far as the host runs its timers
- * on time; with a LeaseReleasedError when release() ends the hold; with the reason of the signal
- * given to hold when that aborts. It cannot stop a write already on its way to the resource: that
- * write still needs the resource's gate.
+ * renewal, or, when no renewal succeeded, a margin before the holder's deadline (the last successful
+ * renewal's send + TTL - clock skew, by the holder's clock): the margin is 5 % of the TTL, at most
+ * 250 ms, so a timer that fires up to that late still aborts it before the deadline; with a
+ * LeaseReleasedError when release() ends the hold; with the reason of the signal given to hold when
+ * that aborts. It cannot stop a write already on its way to the resource: that write still needs
+ * the resource's gate. After a loss (or the hold's signal) the hold releases the lease itself,
+ * within 2 s.
  */
 export class HeldLease extends EventTarget {
   private constructor();
@@ -212,7 +224,9 @@ export class HeldLease extends EventTarget {
   /**
    * Ends the hold (signal aborts with a LeaseReleasedError) and releases the lease, which hands the
    * resource to the next waiter. Resolves once the coordinator ended it or it had ended (a lost hold
-   * included; a second call resolves too); rejects if the release got no answer (call again).
+   * included; a second call resolves too); rejects if the release got no answer (call again). After
+   * a loss it waits for the release the hold sent itself (which ends within 2 s of the loss), or sends
+   * again if that one failed.
    */
   release(options?: CallOptions): Promise<void>;
   /** release(options). */
@@ -286,7 +300,8 @@ export class ServiceLease {
  * The coordinator refused a call or gave no usable answer. `code` is the
  * service's stable code ('wrong_secret', 'too_many_leases', 'unavailable',
  * 'invalid_value', ...) or the client's own: 'no_answer', 'bad_reply',
- * 'timeout', 'http_<status>'.
+ * 'timeout', 'http_<status>', 'tls_certificate' (the server's certificate
+ * cannot be verified or is not for its host; sent once, not retried).
  */
 export class LeaseServiceError extends LeaseFenceError {
   constructor(message?: string, options?: { code?: string; status?: number; attempts?: number; cause?: unknown });
@@ -295,7 +310,7 @@ export class LeaseServiceError extends LeaseFenceError {
   readonly status: number;
   /** How many times the request was sent. */
   readonly attempts: number;
-  /** Whether the same call may succeed later (5xx, no answer, timeout); a 4xx never will. */
+  /** Whether the same call may succeed later (5xx, 408, 429, no answer, timeout); another 4xx or 'tls_certificate' never will. */
   readonly retryable: boolean;
 }
 

@@ -64,7 +64,9 @@ function field(options, key, otherwise) {
 /**
  * The coordinator refused a call, or answered in no usable way. `code` is the
  * service's stable error code (docs/service.md) or one of the client's own:
- * 'no_answer', 'bad_reply', 'timeout', 'http_<status>'.
+ * 'no_answer', 'bad_reply', 'timeout', 'http_<status>', 'tls_certificate'
+ * (the server's certificate cannot be verified or is not for its host: not
+ * retried).
  */
 export class LeaseServiceError extends LeaseFenceError {
   constructor(message, options) {
@@ -76,9 +78,14 @@ export class LeaseServiceError extends LeaseFenceError {
     this.attempts = field(options, 'attempts', 0);
   }
 
-  /** Whether the same call may succeed later: a 5xx, no answer, or a timeout. A 4xx never will. */
+  /**
+   * Whether the same call may succeed later: a 5xx, 408, 429, no answer, or
+   * a timeout. Another 4xx never will, nor a certificate that cannot be
+   * verified.
+   */
   get retryable() {
-    return this.status === 0 || this.status >= 500;
+    if (this.code === 'tls_certificate') return false;
+    return this.status === 0 || this.status >= 500 || this.status === 408 || this.status === 429;
   }
 }
 named(LeaseServiceError, 'LeaseServiceError');
@@ -168,9 +175,29 @@ const MAX_REPLY_BYTES = 1 << 20;
 const MAX_ATTEMPTS = 100;
 const MAX_BASE_URLS = 64;
 
-// Codes answered with a 5xx that sending the same call again at once will not
-// change: the coordinator is full until some lease ends.
-const FINAL_CODES = new Set(['too_many_leases']);
+// Codes answered with a 5xx or a 429 that sending the same call again at once
+// will not change: the coordinator (or the token's share of it) is full
+// until some lease or wait ends.
+const FINAL_CODES = new Set(['too_many_leases', 'too_many_token_leases', 'too_many_token_waiters']);
+
+// Statuses worth sending the same call again for, besides 5xx: the server
+// timed the request out, or asks for fewer requests. Every other 4xx is
+// final: the same call will be refused the same way.
+const RETRIED_4XX = new Set([408, 429]);
+
+// The error codes (Node's, on the cause of fetch's TypeError, or on the
+// error of node:https) of a TLS certificate that cannot be verified or does
+// not name the host: a setting to fix, not a failure to retry. Browsers give
+// no such detail (a failed handshake is a network error there, retried).
+const CERTIFICATE_CODES = new Set([
+  'UNABLE_TO_GET_ISSUER_CERT', 'UNABLE_TO_GET_CRL', 'UNABLE_TO_DECRYPT_CERT_SIGNATURE', 'UNABLE_TO_DECRYPT_CRL_SIGNATURE',
+  'UNABLE_TO_DECODE_ISSUER_PUBLIC_KEY', 'CERT_SIGNATURE_FAILURE', 'CRL_SIGNATURE_FAILURE', 'CERT_NOT_YET_VALID', 'CERT_HAS_EXPIRED',
+  'CRL_NOT_YET_VALID', 'CRL_HAS_EXPIRED', 'ERROR_IN_CERT_NOT_BEFORE_FIELD', 'ERROR_IN_CERT_NOT_AFTER_FIELD', 'DEPTH_ZERO_SELF_SIGNED_CERT',
+  'SELF_SIGNED_CERT_IN_CHAIN', 'UNABLE_TO_GET_ISSUER_CERT_LOCALLY', 'UNABLE_TO_VERIFY_LEAF_SIGNATURE', 'CERT_CHAIN_TOO_LONG', 'CERT_REVOKED',
+  'INVALID_CA', 'PATH_LENGTH_EXCEEDED', 'INVALID_PURPOSE', 'CERT_UNTRUSTED', 'CERT_REJECTED', 'HOSTNAME_MISMATCH',
+  'ERR_TLS_CERT_ALTNAME_INVALID', 'ERR_TLS_CERT_ALTNAME_FORMAT',
+]);
+const NAME_MISMATCH_CODES = new Set(['HOSTNAME_MISMATCH', 'ERR_TLS_CERT_ALTNAME_INVALID', 'ERR_TLS_CERT_ALTNAME_FORMAT']);
 
 function defaultBackoff(n) {
   return Math.min(25 * 2 ** (n - 2), 1000);
@@ -232,11 +259,38 @@ const MAX_TIMER_MILLIS = 2 ** 31 - 1;
 // A failed renewal is tried again after a quarter of the lesser of the
 // renewal interval and the time left, and never sooner than this.
 const MIN_RETRY_MILLIS = 10;
-// The deadline's timer counts the lease lost when this little or less is
-// left: a host's timer may fire up to a millisecond before its delay has
-// passed by the holder's clock, and the signal must not fire after the
-// deadline for want of another timer turn.
+// A hold counts its lease lost LOSS_MARGIN before the holder's deadline
+// (lossMargin: 5 % of the TTL, at most 250 ms, at least 1 ms), so that a
+// loss timer that fires late (by up to that margin) still aborts the signal
+// before the deadline. The timer is set for that instant, and the lease
+// counts as lost when its firing finds the margin plus DEADLINE_EARLY_MILLIS
+// or less left: a host's timer may fire up to a millisecond before its delay
+// has passed by the holder's clock, and delays are whole milliseconds.
+const LOSS_MARGIN_FRACTION = 0.05;
+const MAX_LOSS_MARGIN_MILLIS = 250;
 const DEADLINE_EARLY_MILLIS = 1;
+// An attempt of a call with an end (a renewal: the holder's deadline; the
+// release a hold sends when it ends without release(): ENDING_RELEASE_MILLIS
+// after the end) waits for its answer at most this fraction of the time left
+// to that end, so that one lost answer still leaves time for another
+// attempt; never less than MIN_RETRY_MILLIS.
+const ATTEMPT_FRACTION = 0.5;
+// How long the release a hold sends itself when the lease was lost (or the
+// hold's signal ended it) may take, retries included.
+const ENDING_RELEASE_MILLIS = 2000;
+
+function lossMargin(ttlMillis) {
+  return Math.max(DEADLINE_EARLY_MILLIS, Math.min(ttlMillis * LOSS_MARGIN_FRACTION, MAX_LOSS_MARGIN_MILLIS));
+}
+
+// durationText says ms as "12 ms", "3.4 ms" or "2.35 s".
+function durationText(ms) {
+  const a = Math.abs(ms);
+  if (a >= 10_000) return `${(ms / 1000).toFixed(1)} s`;
+  if (a >= 1000) return `${(ms / 1000).toFixed(2)} s`;
+  if (a >= 10) return `${Math.round(ms)} ms`;
+  return `${ms.toFixed(1)} ms`;
+}
 
 const defaultTimers = Object.freeze({
   setTimeout: (fn, ms) => setTimeout(fn, ms),
@@ -328,7 +382,8 @@ function short(s) {
 
 const internal = Symbol('lease-fence service-client internal');
 let leaseState; // (lease) => { client, record }; set in ServiceLease's static block
-let clientTools; // (client) => { timers, clock, backoff, maxWait, renew, acquire }; set in LeaseServiceClient's static block
+let clientTools; // (client) => { timers, clock, backoff, maxWait, renew, acquire, release }; set in LeaseServiceClient's static block
+let heldOwnRelease; // (held) => the release a HeldLease sent itself, or undefined; set in HeldLease's static block
 
 /**
  * A client of the coordinator service for one holder. Every method is async;
@@ -352,9 +407,10 @@ export class LeaseServiceClient {
 
   static {
     clientTools = (c) => ({
-      timers: c.#timers, clock: c.#lc.clock, backoff: c.#backoff, maxWait: c.#maxWait,
+      timers: c.#timers, clock: c.#lc.clock, backoff: c.#backoff, maxWait: c.#maxWait, timeout: c.#timeout,
       renew: (lease, opts) => c.#renew(lease, opts),
       acquire: (resource, opts, waitMillis) => c.#acquire(resource, opts, waitMillis),
+      release: (lease, opts) => c.#release(lease, opts),
     });
   }
 
@@ -490,7 +546,9 @@ export class LeaseServiceClient {
     return (await this.#renew(lease, opts)).lease;
   }
 
-  // renew renews lease; resolves to { lease, sentAt }.
+  // renew renews lease; resolves to { lease, sentAt }. Its attempts share
+  // the time left before opts.until (holder millis; the lease's deadline by
+  // default), a fraction each (see #send).
   async #renew(lease, opts) {
     const record = this.#record(lease, 'renew');
     const request = this.#lc.beginRenewal(lease.lease);
@@ -503,7 +561,7 @@ export class LeaseServiceClient {
       fence: request.fence,
       secret: this.#secrets.get(record),
     };
-    const reply = await this.#send('renew', body, opts);
+    const reply = await this.#send('renew', body, { until: lease.deadline.millis, ...opts });
     if (reply.ok !== true) {
       record.ended = true;
       this.#secrets.delete(record);
@@ -518,7 +576,11 @@ export class LeaseServiceClient {
    * when it was no longer the current lease.
    */
   async release(lease, options) {
-    const opts = callOptions(options, 'client.release');
+    return this.#release(lease, callOptions(options, 'client.release'));
+  }
+
+  // release releases lease with the options of #send.
+  async #release(lease, opts) {
     const record = this.#record(lease, 'release');
     const { resource, holderId, fence } = lease.token;
     const body = { requestId: hex(randomBytes(16)), resource, holderId, fence, secret: this.#secrets.get(record) };
@@ -567,7 +629,9 @@ export class LeaseServiceClient {
     const lost = held.signal.aborted && reason instanceof LeaseLostError ? reason : undefined;
     let releaseError;
     try {
-      await held.release();
+      // Ended by a loss or the caller's signal, the hold released the lease
+      // itself, within ENDING_RELEASE_MILLIS: its outcome, not a new call.
+      await (heldOwnRelease(held) ?? held.release());
     } catch (e) {
       // The caller's own signal ended the hold: its reason is not news.
       if (!(opts.signal?.aborted && e === opts.signal.reason)) releaseError = e;
@@ -637,8 +701,10 @@ export class LeaseServiceClient {
   // send posts body to /v1/<op> until it gets an answer, a refusal that will
   // not change, runs out of attempts, or the call ends (signal, timeout).
   // waitMillis is how long the coordinator may keep the call open: each
-  // attempt gets that on top of attemptTimeoutMillis.
-  async #send(op, body, { signal, timeoutMillis = this.#timeout, waitMillis = 0 }) {
+  // attempt gets that on top of attemptTimeoutMillis. until (holder millis)
+  // is when the call's answer stops being of use: while it is ahead, an
+  // attempt waits at most ATTEMPT_FRACTION of the time left to it.
+  async #send(op, body, { signal, timeoutMillis = this.#timeout, waitMillis = 0, until }) {
     const data = JSON.stringify(body);
     const k = this.#bases.length;
     const start = this.#cur;
@@ -672,7 +738,7 @@ export class LeaseServiceClient {
         if (call.signal.aborted) throw call.signal.reason;
         const i = (start + n) % k;
         n++;
-        const outcome = await this.#attempt(op, `${this.#bases[i]}/v1/${op}`, data, call.signal, n, waitMillis);
+        const outcome = await this.#attempt(op, this.#bases[i], data, call.signal, n, this.#attemptLimit(waitMillis, until));
         if (call.signal.aborted) throw call.signal.reason;
         if (outcome.reply) {
           this.#cur = i;
@@ -694,14 +760,29 @@ export class LeaseServiceClient {
     throw new LeaseServiceError(`lease-fence: ${op} got no answer after ${n} attempts`, { code: 'no_answer', attempts: n, cause: last });
   }
 
-  // attempt sends once. It returns { reply } for an answer, { final } for a
-  // refusal not worth repeating, or { error } for one that is.
-  async #attempt(op, url, data, callSignal, n, waitMillis) {
+  // attemptLimit is how long the next attempt may wait for its answer.
+  #attemptLimit(waitMillis, until) {
+    const limit = this.#attemptTimeout + waitMillis;
+    if (until === undefined) return limit;
+    let left;
+    try {
+      left = until - this.#lc.clock.now().millis;
+    } catch {
+      return limit;
+    }
+    if (!(left > 0)) return limit;
+    return Math.min(limit, Math.max(left * ATTEMPT_FRACTION, MIN_RETRY_MILLIS));
+  }
+
+  // attempt sends once to the coordinator at base. It returns { reply } for
+  // an answer, { final } for a refusal or a failure not worth repeating, or
+  // { error } for one that is.
+  async #attempt(op, base, data, callSignal, n, limit) {
+    const url = `${base}/v1/${op}`;
     const attempt = new AbortController();
     const onAbort = () => attempt.abort(callSignal.reason);
     callSignal.addEventListener('abort', onAbort, { once: true });
-    const limit = this.#attemptTimeout + waitMillis;
-    const timer = this.#timers.setTimeout(() => attempt.abort(new Error(`attempt ${n} timed out after ${limit} ms`)), Math.min(limit, MAX_TIMER_MILLIS));
+    const timer = this.#timers.setTimeout(() => attempt.abort(new Error(`attempt ${n} timed out after ${durationText(limit)}`)), Math.min(limit, MAX_TIMER_MILLIS));
     let status, text;
     try {
       // Called as a plain function: fetch invoked as a method of another
@@ -719,7 +800,16 @@ export class LeaseServiceClient {
       status = res.status;
       text = await readBody(res);
     } catch (e) {
-      return { error: attempt.signal.aborted ? attempt.signal.reason : e };
+      if (attempt.signal.aborted) return { error: attempt.signal.reason };
+      const bad = certificateFailure(e);
+      if (bad) {
+        const what = NAME_MISMATCH_CODES.has(bad.code) ? 'is not for its host' : 'cannot be verified';
+        return {
+          final: new LeaseServiceError(`lease-fence: ${op}: the TLS certificate of ${base} ${what} (${bad.code}: ${bad.message}); not retried: ` +
+            'trust its CA (in Node, NODE_EXTRA_CA_CERTS, or a fetch of your own: see docs/js.md) or use the name it was issued for', { code: 'tls_certificate', attempts: n, cause: e }),
+        };
+      }
+      return { error: e };
     } finally {
       this.#timers.clearTimeout(timer);
       callSignal.removeEventListener('abort', onAbort);
@@ -732,7 +822,7 @@ export class LeaseServiceClient {
       return { reply };
     }
     const err = parseError(op, status, text, n);
-    if (status >= 500 && !FINAL_CODES.has(err.code)) return { error: err };
+    if ((status >= 500 || RETRIED_4XX.has(status)) && !FINAL_CODES.has(err.code)) return { error: err };
     return { final: err };
   }
 
@@ -742,9 +832,20 @@ export class LeaseServiceClient {
 }
 named(LeaseServiceClient, 'LeaseServiceClient');
 
+// certificateFailure returns { code, message } when e (or one of its
+// causes) is a TLS certificate that cannot be verified or is not for the
+// host, and undefined otherwise.
+function certificateFailure(e) {
+  for (let depth = 0; typeof e === 'object' && e !== null && depth < 8; depth++, e = e.cause) {
+    if (typeof e.code === 'string' && CERTIFICATE_CODES.has(e.code)) return { code: e.code, message: String(e.message) };
+  }
+  return undefined;
+}
+
 // baseURLsOf checks the client's coordinators: options.baseURL (one) or
 // options.baseURLs (several, tried in turn), not both, each an http: or
-// https: URL; trailing slashes are dropped.
+// https: URL with a host and at most a path (a prefix the calls' paths are
+// appended to); trailing slashes are dropped.
 function baseURLsOf(baseURL, baseURLs) {
   if (baseURL !== undefined && baseURLs !== undefined) {
     throw new InvalidArgumentError('lease-fence: pass options.baseURL or options.baseURLs, not both', 'options.baseURLs');
@@ -758,18 +859,40 @@ function baseURLsOf(baseURL, baseURLs) {
     list = baseURLs;
     name = (i) => `options.baseURLs[${i}]`;
   }
-  return list.map((u, i) => {
-    let url;
-    try {
-      url = new URL(u);
-    } catch {
-      url = undefined;
-    }
-    if (typeof u !== 'string' || !url || (url.protocol !== 'http:' && url.protocol !== 'https:')) {
-      throw new InvalidArgumentError(`lease-fence: ${name(i)} must be an http: or https: URL`, name(i));
-    }
-    return u.replace(/\/+$/, '');
-  });
+  return list.map((u, i) => checkBaseURL(u, name(i)));
+}
+
+const BASE_URL_EXAMPLE = '"http://127.0.0.1:8787" or "https://leases.example.com/prefix"';
+
+function checkBaseURL(u, name) {
+  const bad = (why) => new InvalidArgumentError(`lease-fence: ${name} ${why}`, name);
+  if (typeof u !== 'string') {
+    throw bad(`must be a string: an http: or https: URL with a host, such as ${BASE_URL_EXAMPLE}`);
+  }
+  const shown = JSON.stringify(u.length > 200 ? `${u.slice(0, 200)}…` : u);
+  let url;
+  try {
+    url = new URL(u);
+  } catch {
+    url = undefined;
+  }
+  if (!/^[A-Za-z][A-Za-z0-9+.-]*:\/\//.test(u) && (!url || (url.protocol !== 'http:' && url.protocol !== 'https:'))) {
+    // "localhost:8787" parses as the scheme "localhost:".
+    throw bad(`${shown} has no scheme: write it with http:// or https:// in front, such as ${BASE_URL_EXAMPLE}`);
+  }
+  if (!url) throw bad(`${shown} is not a URL: it must be an http: or https: URL with a host, such as ${BASE_URL_EXAMPLE}`);
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') {
+    throw bad(`${shown} has the scheme ${JSON.stringify(url.protocol)}: it must be http: or https:`);
+  }
+  if (url.hostname === '') throw bad(`${shown} has no host: it must be an http: or https: URL with a host, such as ${BASE_URL_EXAMPLE}`);
+  if (url.username !== '' || url.password !== '') {
+    // Not shown: the password would be in the message.
+    throw bad('has a user name or password in it: a base URL is a scheme, a host and a path; send a token with options.token');
+  }
+  if (url.search !== '' || url.hash !== '' || u.includes('?') || u.includes('#')) {
+    throw bad(`${shown} has a query or a fragment: a base URL is a scheme, a host and a path, to which /v1/acquire and the like are appended`);
+  }
+  return u.replace(/\/+$/, '');
 }
 
 // checkResource refuses what cannot be a resource name before anything is
@@ -963,9 +1086,10 @@ async function holdOnce(client, tools, resource, { waitMillis, signal, renewEver
   const ttl = lease.grant.ttlMillis;
   const skew = sentAt + ttl - lease.deadline.millis;
   const every = renewEveryMillis ?? ttl / 3;
-  if (!(every < ttl - skew)) {
-    giveUp(new InvalidArgumentError(`lease-fence: options.renewEveryMillis (${every}) must be less than the TTL (${ttl} ms) minus the clock skew (${skew} ms), or the lease would lapse between renewals`,
-      'options.renewEveryMillis'));
+  const margin = lossMargin(ttl);
+  if (!(every < ttl - skew - margin)) {
+    giveUp(new InvalidArgumentError(`lease-fence: options.renewEveryMillis (${every}) must be less than the TTL (${ttl} ms) minus the clock skew (${skew} ms) ` +
+      `and the loss margin (${margin} ms), or the lease would lapse between renewals`, 'options.renewEveryMillis'));
   }
   // A grant that waited is anchored, like any, at the acquisition's send:
   // if the wait ate the time to its first renewal (or its whole deadline),
@@ -983,7 +1107,7 @@ async function holdOnce(client, tools, resource, { waitMillis, signal, renewEver
       giveUp(e);
     }
   }
-  return new HeldLease(internal, client, tools, lease, sentAt, every, signal);
+  return new HeldLease(internal, client, tools, lease, sentAt, every, margin, signal);
 }
 
 /** What a HeldLease dispatches: 'renewed', 'lost' and 'released'. */
@@ -1006,19 +1130,22 @@ named(HoldEvent, 'HoldEvent');
  * client.hold resolves to and withLease's callback receives.
  *
  * `signal` is the work's signal. It aborts when the lease is lost, with a
- * LeaseLostError: at the latest at the holder's deadline (the last
- * successful renewal's send instant + TTL - clock skew, by the holder's
- * clock) when renewals fail, at once when the coordinator refuses one; when
- * release() ends the hold, with a LeaseReleasedError; and when the signal
- * given to hold aborts, with its reason (the lease is then released). It
- * never aborts after the holder's deadline. It cannot stop a write already
- * on its way to the resource: that write still needs the resource's gate.
+ * LeaseLostError: when renewals fail, a margin (lossMargin: 5 % of the TTL,
+ * at most 250 ms) before the holder's deadline (the last successful
+ * renewal's send instant + TTL - clock skew, by the holder's clock), at once
+ * when the coordinator refuses one; when release() ends the hold, with a
+ * LeaseReleasedError; and when the signal given to hold aborts, with its
+ * reason (the lease is then released, within ENDING_RELEASE_MILLIS, as after
+ * a loss). It never aborts after the holder's deadline unless its timer
+ * fires later than the margin. It cannot stop a write already on its way to
+ * the resource: that write still needs the resource's gate.
  *
  * Every renewal is a new request (LeaseClient.beginRenewal), so each
  * deadline is anchored at that renewal's own send; renewals are begun
  * renewEveryMillis after the last one's send (a third of the TTL by
- * default), a failed one is tried again sooner, and the one in flight is
- * aborted at the deadline. Timers are set from the holder's clock for the
+ * default), a failed one is tried again sooner, each of its attempts waits
+ * at most half the time left before the loss, and the one in flight is
+ * aborted at the loss. Timers are set from the holder's clock for the
  * instants the deadline and the next renewal fall on, never by adding
  * intervals; all of them are cleared when the hold ends, so a released or
  * lost hold keeps nothing alive.
@@ -1031,7 +1158,9 @@ export class HeldLease extends EventTarget {
   #client;
   #tools;
   #lease; // the current ServiceLease: the last renewal's
+  #sentAt; // holder millis: the send of the current lease's request
   #every;
+  #margin; // how long before the deadline the lease counts as lost
   #next; // holder millis: when to begin the next renewal
   #ac = new AbortController();
   #outer;
@@ -1043,6 +1172,11 @@ export class HeldLease extends EventTarget {
   #failure; // the last renewal's failure since the last success
   #done = false;
   #releasing; // the release sent, a promise
+  #own; // the release the hold sent itself when it ended without release(), a promise
+
+  static {
+    heldOwnRelease = (h) => h.#own;
+  }
 
   static {
     if (typeof Symbol.asyncDispose === 'symbol') {
@@ -1056,7 +1190,7 @@ export class HeldLease extends EventTarget {
     }
   }
 
-  constructor(key, client, tools, lease, sentAt, every, outer) {
+  constructor(key, client, tools, lease, sentAt, every, margin, outer) {
     if (key !== internal) {
       throw new InvalidArgumentError('lease-fence: HeldLease objects are made by LeaseServiceClient.hold, not with new', 'this');
     }
@@ -1064,7 +1198,9 @@ export class HeldLease extends EventTarget {
     this.#client = client;
     this.#tools = tools;
     this.#lease = lease;
+    this.#sentAt = sentAt;
     this.#every = every;
+    this.#margin = margin;
     this.#next = sentAt + every;
     if (outer) {
       this.#outer = outer;
@@ -1141,11 +1277,25 @@ export class HeldLease extends EventTarget {
   }
 
   // releaseInBackground releases a lease given up (lost at the holder's
-  // deadline it may still be live at the coordinator, with others waiting);
-  // release() waits for it, or sends again if it failed.
+  // deadline it may still be live at the coordinator, with others waiting),
+  // within ENDING_RELEASE_MILLIS (less if the client's timeoutMillis is), so
+  // that withLease and release() settle soon after a loss even when the
+  // coordinator does not answer. release() waits for it, or sends again if
+  // it failed; withLease waits for it and reports its failure (#own).
   #releaseInBackground() {
-    const p = this.#sendRelease();
+    const tools = this.#tools;
+    const timeoutMillis = Math.min(ENDING_RELEASE_MILLIS, tools.timeout ?? Infinity);
+    let until;
+    try {
+      until = tools.clock.now().millis + timeoutMillis;
+    } catch {
+      until = undefined;
+    }
+    const p = tools.release(this.#lease, { timeoutMillis, until }).catch((e) => {
+      if (!(e instanceof LeaseExpiredError)) throw e;
+    });
     this.#releasing = p;
+    this.#own = p;
     p.catch(() => {
       if (this.#releasing === p) this.#releasing = undefined;
     });
@@ -1169,23 +1319,24 @@ export class HeldLease extends EventTarget {
       now = this.#tools.clock.now().millis;
     } catch (e) {
       // The deadline cannot be kept without the clock: give the lease up.
-      this.#lose(e);
+      this.#lose(e, undefined, true);
       return;
     }
     const deadline = this.#lease.deadline.millis;
-    if (deadline - now <= DEADLINE_EARLY_MILLIS) {
-      this.#lose(this.#failure);
+    const lossAt = deadline - this.#margin;
+    if (lossAt - now <= DEADLINE_EARLY_MILLIS) {
+      this.#lose(this.#failure, now);
       return;
     }
     const timers = this.#tools.timers;
     if (this.#lossT !== undefined) timers.clearTimeout(this.#lossT);
-    this.#lossT = this.#after(deadline - now, () => {
+    this.#lossT = this.#after(lossAt - now, () => {
       this.#lossT = undefined;
       if (!this.#done) this.#arm();
     });
     if (this.#renewing === undefined) {
       if (this.#renewT !== undefined) timers.clearTimeout(this.#renewT);
-      this.#renewT = this.#after(Math.min(this.#next, deadline) - now, () => {
+      this.#renewT = this.#after(Math.min(this.#next, lossAt) - now, () => {
         this.#renewT = undefined;
         this.#onRenewal();
       });
@@ -1203,7 +1354,7 @@ export class HeldLease extends EventTarget {
     const before = this.#lease;
     let out, err;
     try {
-      out = await this.#tools.renew(before, { signal: ac.signal });
+      out = await this.#tools.renew(before, { signal: ac.signal, until: before.deadline.millis - this.#margin });
     } catch (e) {
       err = e;
     }
@@ -1215,18 +1366,19 @@ export class HeldLease extends EventTarget {
     try {
       now = this.#tools.clock.now().millis;
     } catch (e) {
-      this.#lose(e);
+      this.#lose(e, undefined, true);
       return;
     }
     if (out !== undefined) {
-      // An answer taken after the deadline does not revive the hold: the
-      // work had to stop at the deadline (its timer was late).
-      if (before.deadline.millis - now <= DEADLINE_EARLY_MILLIS) {
-        this.#lose(this.#failure);
+      // An answer taken after the lease counted as lost does not revive
+      // the hold: the work had to stop by then (the loss timer was late).
+      if (before.deadline.millis - this.#margin - now <= DEADLINE_EARLY_MILLIS) {
+        this.#lose(this.#failure, now);
         return;
       }
       if (out.lease.deadline.millis > this.#lease.deadline.millis) {
         this.#lease = out.lease;
+        this.#sentAt = out.sentAt;
         this.#next = out.sentAt + this.#every;
       }
       this.#renewals++;
@@ -1234,7 +1386,7 @@ export class HeldLease extends EventTarget {
       this.dispatchEvent(new HoldEvent(internal, 'renewed', this.#lease));
       if (this.#done) return; // a listener released it
     } else if (err instanceof LeaseExpiredError) {
-      this.#lose(err);
+      this.#lose(err, now);
       return;
     } else {
       this.#failure = err;
@@ -1256,13 +1408,26 @@ export class HeldLease extends EventTarget {
     this.#ac.abort(reason);
   }
 
-  #lose(cause) {
+  // lose ends the hold with a LeaseLostError: cause is the renewal's
+  // refusal (a LeaseExpiredError), the last renewal's failure, or (noClock)
+  // the clock's; now is the holder's reading when the loss was found. The
+  // message gives durations (since the lease's send, to or past its
+  // deadline), not instants of the holder's clock domain.
+  #lose(cause, now, noClock = false) {
     if (this.#done) return;
     const lease = this.#lease;
     const { resource, holderId, fence } = lease.token;
-    const why = cause instanceof LeaseExpiredError
-      ? 'the coordinator refused its renewal (it is no longer current)'
-      : `no renewal succeeded before the holder's deadline, ${lease.deadline}`;
+    const deadline = lease.deadline.millis;
+    const when = now === undefined ? '' : `${durationText(now - this.#sentAt)} after the send of the call that last extended it, ` +
+      (now <= deadline ? `${durationText(deadline - now)} before the holder's deadline` : `${durationText(now - deadline)} after the holder's deadline`);
+    let why;
+    if (noClock) {
+      why = `the holder's clock could not be read (${cause?.message ?? cause}), so its deadline could not be kept`;
+    } else if (cause instanceof LeaseExpiredError) {
+      why = `the coordinator refused its renewal (it is no longer current), ${when}`;
+    } else {
+      why = `no renewal succeeded in time; given up ${when}`;
+    }
     const options = { resource, holderId, fence, deadline: lease.deadline };
     if (cause !== undefined) options.cause = cause;
     const err = new LeaseLostError(`lease-fence: the lease on ${JSON.stringify(resource)} (fence ${fence}) was lost: ${why}`, options);

@@ -1,0 +1,360 @@
+// LeaseServiceClient fails fast, bounded, and says why (issue #26's client
+// items), against the native coordinator (durable, TTL 2 s):
+// - a base URL with a path prefix, behind a reverse proxy that serves the
+//   coordinator under /prefix/ only: acquire, renew, release, hold;
+// - base URLs checked at construction, each mistake named;
+// - a 4xx other than 408 and 429 is final (one attempt), 408 and 429 are
+//   retried (the TLS certificate failures are in tls.test.mjs);
+// - a renewal attempt waits at most half the time left before the loss
+//   margin, so a lost reply leaves time for a retry: TTL 2 s, the first
+//   renewal's reply never comes, the lease is kept;
+// - the lost signal fires before the holder's deadline, with real timers,
+//   and its message gives durations, not instants;
+// - after a loss, withLease settles within 2 s of the signal against a
+//   frozen coordinator (a proxy that takes calls and never answers), on
+//   manual time (exactly) and on real time.
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import http from 'node:http';
+import { createManualClock, InvalidArgumentError } from 'lease-fence';
+import { LeaseExpiredError, LeaseLostError, LeaseServiceClient, LeaseServiceError, isLeaseLost } from 'lease-fence/service-client';
+import { ManualTimers, fetchText, startNative, startProxy, stopAll, tracked, until } from './harness.mjs';
+
+const TTL = 2000;
+// The loss margin of a 2 s TTL: 5 % of it (at most 250 ms).
+const MARGIN = 100;
+// The release a hold sends itself after a loss takes at most this long.
+const ENDING_RELEASE = 2000;
+// A guard against hangs, far above what anything here takes.
+const GUARD = 60_000;
+
+let native, proxy;
+
+before(async () => {
+  native = await startNative({ ttl: TTL });
+  proxy = await startProxy(native.url);
+});
+
+after(async () => {
+  await proxy?.close();
+  await stopAll();
+});
+
+let seq = 0;
+function resourceName(what) {
+  return `failfast-${what}-${process.pid}-${++seq}`;
+}
+
+async function rejects(promise, check) {
+  let err;
+  try {
+    await promise;
+  } catch (e) {
+    err = e;
+  }
+  assert.ok(err !== undefined, 'expected a rejection');
+  check?.(err);
+  return err;
+}
+
+const aborted = (signal) => new Promise((resolve) => {
+  if (signal.aborted) resolve(signal.reason);
+  else signal.addEventListener('abort', () => resolve(signal.reason), { once: true });
+});
+
+// ---------------------------------------------------------------- base URLs
+
+test('a base URL with a path prefix: every call goes under it, behind a proxy that serves only there', async () => {
+  // The reverse proxy: /prefix/<rest> goes to the coordinator's /<rest>;
+  // anything else is a 404 from the proxy itself.
+  const paths = [];
+  const server = http.createServer(async (req, res) => {
+    paths.push(req.url);
+    const chunks = [];
+    for await (const c of req) chunks.push(c);
+    if (!req.url.startsWith('/prefix/')) {
+      res.writeHead(404, { 'content-type': 'text/plain' });
+      res.end('not under /prefix/');
+      return;
+    }
+    const { status, text } = await fetchText(native.url + req.url.slice('/prefix'.length), {
+      method: req.method, headers: { 'content-type': 'application/json' }, body: Buffer.concat(chunks),
+    });
+    res.writeHead(status, { 'content-type': 'application/json' });
+    res.end(text);
+  });
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const base = `http://127.0.0.1:${server.address().port}`;
+  try {
+    const c = new LeaseServiceClient({ baseURL: `${base}/prefix/`, holderId: 'prefix-a', backoff: () => 0 });
+    assert.equal(c.baseURL, `${base}/prefix`);
+    const r = resourceName('prefix');
+    const lease = await c.acquire(r);
+    const renewed = await c.renew(lease);
+    assert.equal(renewed.token.fence, lease.token.fence);
+    const st = await c.inspect(r);
+    assert.deepEqual([st.held, st.holderId, st.fence], [true, 'prefix-a', lease.token.fence]);
+    await c.release(renewed);
+    const held = await c.hold(r);
+    await until(() => held.renewals >= 1, 'a renewal of the hold', GUARD);
+    assert.equal(held.signal.aborted, false);
+    await held.release();
+    assert.deepEqual((await c.inspect(r)).held, false);
+    assert.deepEqual(new Set(paths), new Set(['/prefix/v1/acquire', '/prefix/v1/renew', '/prefix/v1/release', '/prefix/v1/inspect']));
+    // Without the prefix the proxy answers 404: final, named on the first line, one attempt.
+    paths.length = 0;
+    const wrong = new LeaseServiceClient({ baseURL: base, holderId: 'prefix-b', backoff: () => 0 });
+    await rejects(wrong.acquire(r), (e) => {
+      assert.ok(e instanceof LeaseServiceError, String(e));
+      assert.equal(e.status, 404);
+      assert.equal(e.code, 'http_404');
+      assert.equal(e.attempts, 1);
+      assert.equal(e.retryable, false);
+      assert.match(e.message.split('\n')[0], /^lease-fence: acquire: unexpected answer 404: "not under \/prefix\/"$/);
+    });
+    assert.deepEqual(paths, ['/v1/acquire']);
+  } finally {
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
+  }
+});
+
+test('base URLs are checked at construction, each mistake named', () => {
+  const cases = [
+    [{ baseURL: 'localhost:8787' }, 'options.baseURL', /"localhost:8787" has no scheme: write it with http:\/\/ or https:\/\/ in front/],
+    [{ baseURL: '127.0.0.1:8787' }, 'options.baseURL', /has no scheme/],
+    [{ baseURL: 'ftp://x.example' }, 'options.baseURL', /"ftp:\/\/x.example" has the scheme "ftp:": it must be http: or https:/],
+    [{ baseURL: 'http://' }, 'options.baseURL', /"http:\/\/" is not a URL: it must be an http: or https: URL with a host/],
+    [{ baseURL: 'http://[::1' }, 'options.baseURL', /is not a URL/],
+    [{ baseURL: 'http://host:99999' }, 'options.baseURL', /is not a URL/],
+    [{ baseURL: 'not a url' }, 'options.baseURL', /has no scheme/],
+    [{ baseURL: 42 }, 'options.baseURL', /must be a string: an http: or https: URL with a host/],
+    [{ baseURL: undefined }, 'options.baseURL', /must be a string/],
+    [{ baseURL: 'http://user:hunter2@127.0.0.1:1' }, 'options.baseURL', /has a user name or password in it: .*options\.token$/],
+    [{ baseURL: 'http://127.0.0.1:1/p?x=1' }, 'options.baseURL', /has a query or a fragment/],
+    [{ baseURL: 'http://127.0.0.1:1/p#f' }, 'options.baseURL', /has a query or a fragment/],
+    [{ baseURLs: ['http://127.0.0.1:1', 'localhost:2'] }, 'options.baseURLs[1]', /"localhost:2" has no scheme/],
+  ];
+  for (const [options, argument, message] of cases) {
+    assert.throws(() => new LeaseServiceClient({ holderId: 'a', ...options }), (e) => {
+      assert.ok(e instanceof InvalidArgumentError, String(e));
+      assert.equal(e.argument, argument);
+      assert.match(e.message, message);
+      assert.match(e.message, new RegExp(`^lease-fence: ${argument.replace(/[[\]]/g, '\\$&')} `));
+      assert.ok(!e.message.includes('hunter2'), 'the password is printed');
+      return true;
+    }, JSON.stringify(options));
+  }
+  for (const ok of ['http://127.0.0.1:1', 'https://leases.example.com/prefix/', 'HTTP://[::1]:8787/a/b']) {
+    assert.equal(new LeaseServiceClient({ holderId: 'a', baseURL: ok }).baseURL, ok.replace(/\/+$/, ''));
+  }
+});
+
+// ---------------------------------------------------------------- retry rules
+
+describe('which answers are retried', () => {
+  let client;
+  const c = () => (client ??= new LeaseServiceClient({ baseURL: proxy.url, holderId: 'retry-a', backoff: () => 0 }));
+
+  for (const status of [408, 429]) {
+    test(`${status} is retried with the same body, then the answer`, async () => {
+      proxy.reset();
+      proxy.policy = (e) => (e.n < 3 ? { answer: { status, body: 'try again' } } : undefined);
+      const lease = await c().acquire(resourceName(`s${status}`));
+      assert.equal(proxy.seen.length, 3);
+      assert.equal(new Set(proxy.seen.map((e) => e.body)).size, 1);
+      proxy.reset();
+      proxy.policy = () => ({ answer: { status, body: 'try again' } });
+      await rejects(c().release(lease), (e) => {
+        assert.equal(e.code, `http_${status}`);
+        assert.equal(e.attempts, 4);
+        assert.equal(e.retryable, true);
+      });
+      proxy.reset();
+      await c().release(lease);
+    });
+  }
+
+  test('a 4xx other than 408 and 429 is final; so are the coordinator\'s "full" codes under 429', async () => {
+    for (const [status, body, code, retryable] of [
+      [400, { error: { code: 'invalid_value', message: 'bad' } }, 'invalid_value', false],
+      [401, { error: { code: 'unauthorized', message: 'no token' } }, 'unauthorized', false],
+      [404, '404 page not found', 'http_404', false],
+      [409, { error: { code: 'request_id_reused', message: 'reused' } }, 'request_id_reused', false],
+      [429, { error: { code: 'too_many_token_leases', message: 'full' } }, 'too_many_token_leases', true],
+    ]) {
+      proxy.reset();
+      proxy.policy = () => ({ answer: { status, body } });
+      await rejects(c().acquire(resourceName('final')), (e) => {
+        assert.ok(e instanceof LeaseServiceError, String(e));
+        assert.equal(e.code, code);
+        assert.equal(e.status, status);
+        assert.equal(e.attempts, 1);
+        assert.equal(e.retryable, retryable);
+        assert.match(e.message, new RegExp(`^lease-fence: acquire: .*${status}`));
+      });
+      assert.equal(proxy.seen.length, 1, `${status} was sent again`);
+    }
+    proxy.reset();
+  });
+});
+
+// ---------------------------------------------------------------- holding
+
+describe('holding (TTL 2 s)', () => {
+  test('the first renewal\'s reply never comes: the attempt times out at half the time left, the retry keeps the lease', async () => {
+    for (const fault of ['holdReply', 'drop']) {
+      proxy.reset();
+      // Default attempt timeout (5 s, longer than the TTL) and backoff.
+      const c = new LeaseServiceClient({ baseURL: proxy.url, holderId: `kept-${fault}` });
+      let first;
+      proxy.policy = (e) => {
+        if (e.path !== '/v1/renew') return undefined;
+        first ??= e.json.requestId;
+        return e.json.requestId === first && proxy.on('/v1/renew').length === 1 ? { [fault]: true } : undefined;
+      };
+      const held = await c.hold(resourceName(`kept-${fault}`));
+      const firstDeadline = held.deadline.millis;
+      await until(() => held.renewals >= 2 || held.signal.aborted, 'two renewals', GUARD);
+      assert.equal(held.signal.aborted, false, String(held.signal.reason));
+      const renewals = proxy.on('/v1/renew');
+      // The first renewal was sent twice, the same request: the retry got the answer.
+      assert.equal(renewals[1].json.requestId, renewals[0].json.requestId);
+      assert.equal(renewals[1].body, renewals[0].body);
+      assert.ok(held.deadline.millis > firstDeadline);
+      assert.equal(held.token.fence, (await c.inspect(held.token.resource)).fence);
+      await held.release();
+    }
+    proxy.reset();
+  });
+
+  test('on manual time: a renewal attempt waits half the time left before the loss margin', async () => {
+    proxy.reset();
+    const clock = createManualClock('half', { start: 1000 });
+    const timers = new ManualTimers(clock);
+    const c = new LeaseServiceClient({ baseURL: proxy.url, holderId: 'half', clock, timers, backoff: () => 0 });
+    const held = await c.hold(resourceName('half'));
+    const sentAt = held.deadline.millis - TTL;
+    proxy.policy = (e) => (e.path === '/v1/renew' ? { holdReply: true } : undefined);
+    const sent = () => proxy.on('/v1/renew').length;
+    // The renewal at a third of the TTL (666 ms: timers take whole ms).
+    timers.advanceTo(sentAt + 666);
+    await until(() => sent() === 1, 'the renewal', GUARD);
+    const left = TTL - MARGIN - 666;
+    timers.advanceTo(sentAt + 666 + left / 2 - 1);
+    assert.equal(sent(), 1);
+    timers.advanceTo(sentAt + 666 + left / 2);
+    await until(() => sent() === 2, 'the renewal sent again', GUARD);
+    await held.release().catch(() => {});
+    proxy.reset();
+  });
+
+  test('real timers: every renewal lost, the signal fires before the holder\'s deadline, within the margin', async (ctx) => {
+    const early = [];
+    for (let run = 0; run < 3; run++) {
+      proxy.reset();
+      const c = new LeaseServiceClient({ baseURL: proxy.url, holderId: `rt-${run}` });
+      const held = await c.hold(resourceName('rt'));
+      let deadline = held.deadline.millis;
+      held.addEventListener('renewed', (e) => {
+        deadline = e.lease.deadline.millis;
+      });
+      let reading;
+      held.signal.addEventListener('abort', () => {
+        reading = c.leaseClient.clock.now().millis;
+      });
+      let answered = run;
+      proxy.policy = (e) => (e.path === '/v1/renew' && answered-- <= 0 ? { [['holdReply', 'hold', 'drop'][run]]: true } : undefined);
+      await until(() => held.signal.aborted, 'the loss', GUARD);
+      const reason = held.signal.reason;
+      assert.ok(reason instanceof LeaseLostError, String(reason));
+      assert.equal(reason.deadline.millis, deadline);
+      assert.ok(reading <= deadline, `the signal fired ${(reading - deadline).toFixed(3)} ms after the holder's deadline`);
+      assert.ok(reading >= deadline - MARGIN - 1, `the signal fired ${(deadline - reading).toFixed(3)} ms before the holder's deadline`);
+      early.push(deadline - reading);
+      proxy.policy = null;
+      await held.release();
+    }
+    proxy.reset();
+    ctx.diagnostic(`fired ${early.map((x) => x.toFixed(2)).join(', ')} ms before the deadline (margin ${MARGIN} ms)`);
+  });
+
+  test('a lost lease\'s message gives durations: since the last send, to the deadline', async () => {
+    proxy.reset();
+    const clock = createManualClock('words', { start: 1000 });
+    const timers = new ManualTimers(clock);
+    const c = new LeaseServiceClient({ baseURL: proxy.url, holderId: 'words', clock, timers, backoff: () => 0 });
+    // Lost at the deadline: no renewal answered.
+    const r = resourceName('words');
+    let held = await c.hold(r);
+    const fence = held.token.fence;
+    proxy.policy = (e) => (e.path === '/v1/renew' ? { hold: true } : undefined);
+    timers.advanceTo(held.deadline.millis - MARGIN);
+    assert.ok(held.signal.aborted);
+    assert.equal(held.signal.reason.message,
+      `lease-fence: the lease on ${JSON.stringify(r)} (fence ${fence}) was lost: no renewal succeeded in time; ` +
+      'given up 1.90 s after the send of the call that last extended it, 100 ms before the holder\'s deadline');
+    assert.doesNotMatch(held.signal.reason.message, /@/);
+    proxy.policy = null;
+    await held.release();
+    // Refused: the coordinator answers the renewal "expired".
+    held = await c.hold(r);
+    proxy.policy = (e) => (e.path === '/v1/renew' ? { answer: { status: 200, body: { ok: false, reason: 'expired' } } } : undefined);
+    timers.advanceTo(held.deadline.millis - TTL + 666);
+    await until(() => held.signal.aborted, 'the refusal', GUARD);
+    assert.ok(held.signal.reason.cause instanceof LeaseExpiredError);
+    assert.equal(held.signal.reason.message,
+      `lease-fence: the lease on ${JSON.stringify(r)} (fence ${held.token.fence}) was lost: the coordinator refused its renewal (it is no longer current), ` +
+      '666 ms after the send of the call that last extended it, 1.33 s before the holder\'s deadline');
+    proxy.policy = null;
+    await held.release();
+    proxy.reset();
+  });
+
+  test('a frozen coordinator: withLease settles within 2 s of the loss, on manual time', async () => {
+    proxy.reset();
+    const clock = createManualClock('frozen', { start: 1000 });
+    const timers = new ManualTimers(clock);
+    const c = new LeaseServiceClient({ baseURL: proxy.url, holderId: 'frozen', clock, timers });
+    let lossAt;
+    const w = tracked(c.withLease(resourceName('frozen'), async (held) => {
+      // Frozen from now on: every call is taken and never answered.
+      proxy.policy = () => ({ hold: true });
+      held.signal.addEventListener('abort', () => {
+        lossAt = clock.now().millis;
+      });
+      timers.advanceTo(held.deadline.millis);
+      await aborted(held.signal);
+    }));
+    await until(() => lossAt !== undefined, 'the loss', GUARD);
+    // Everything up to 2 s after the loss fires; nothing later.
+    timers.advanceTo(lossAt + ENDING_RELEASE);
+    await until(() => w.settled, 'withLease settled', GUARD);
+    assert.equal(clock.now().millis, lossAt + ENDING_RELEASE);
+    const e = w.error;
+    assert.ok(e instanceof AggregateError, String(e));
+    assert.match(e.message, /the lease was lost while it ran, and the release failed/);
+    assert.ok(e.errors[0] instanceof LeaseLostError && isLeaseLost(e));
+    assert.ok(e.errors[1] instanceof LeaseServiceError && e.errors[1].retryable, String(e.errors[1]));
+    assert.ok(proxy.on('/v1/release').length >= 1, 'the release was sent');
+    proxy.reset();
+  });
+
+  test('a frozen coordinator: withLease settles within 2 s of the loss, on real time', async (ctx) => {
+    proxy.reset();
+    const c = new LeaseServiceClient({ baseURL: proxy.url, holderId: 'frozen-rt' });
+    let lossAt;
+    const w = tracked(c.withLease(resourceName('frozen-rt'), async (held) => {
+      proxy.policy = () => ({ hold: true });
+      await aborted(held.signal);
+      lossAt = performance.now();
+    }));
+    await w.promise;
+    assert.ok(isLeaseLost(w.error), String(w.error));
+    const took = w.at - lossAt;
+    // 2 s, and a margin for a loaded machine: it took 20 s and more before.
+    assert.ok(took < ENDING_RELEASE + 1500, `withLease settled ${took.toFixed(0)} ms after the loss`);
+    ctx.diagnostic(`settled ${took.toFixed(0)} ms after the loss`);
+    proxy.reset();
+  });
+});
