@@ -151,7 +151,16 @@ type Local struct {
 	// claimed for an owner (OwnerFull) and have not written yet.
 	ownMu          sync.Mutex
 	owned, claimed map[string]int64
+
+	// onExpired is told of each record a sweep cleared as expired
+	// (ReportExpired).
+	onExpired func(Entry)
 }
+
+// ReportExpired makes the sweep call fn with each lease record it clears
+// because it expired, once that is stored (under the resource's lock).
+// Call it before the Local is used.
+func (l *Local) ReportExpired(fn func(expired Entry)) { l.onExpired = fn }
 
 // stripeCount is how many locks serialize calls per resource.
 const stripeCount = 256
@@ -446,6 +455,7 @@ func (l *Local) Update(ctx context.Context, resource string, fn func(*Txn) error
 			l.unclaim(claim)
 			return err
 		}
+		t.Committed()
 		if cur.Fence != 0 && next.Fence != cur.Fence && now.Millis >= cur.ExpiresAt {
 			l.expired.Add(1) // a record replaced or cleared once it ran out
 		}
@@ -579,12 +589,12 @@ func (l *Local) sweep(ctx context.Context, held int) (int, error) {
 			st.mu.Lock()
 		}
 		var b Batch
-		ran := uint64(0)
+		var ranOut []Entry
 		for _, e := range st.m {
 			next := e
 			if next.Fence != 0 && now.Millis >= next.ExpiresAt {
 				next = e.cleared(l.lasts.Load() < l.maxLasts)
-				ran++
+				ranOut = append(ranOut, e)
 			}
 			next.Released = recent(next.Released, now.Millis, l.ttl, MaxReleases)
 			if d := int(min(e.Fence, 1)-min(next.Fence, 1)) + len(e.Released) - len(next.Released); d > 0 {
@@ -594,7 +604,12 @@ func (l *Local) sweep(ctx context.Context, held int) (int, error) {
 		}
 		if len(b.Put)+len(b.Delete) > 0 {
 			if err = l.write(ctx, st, b, false, ""); err == nil {
-				l.expired.Add(ran)
+				l.expired.Add(uint64(len(ranOut)))
+				if l.onExpired != nil {
+					for _, e := range ranOut {
+						l.onExpired(e)
+					}
+				}
 			}
 		}
 		// A Go map never shrinks: once it holds a quarter of its peak,

@@ -19,6 +19,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -56,6 +57,12 @@ type Config struct {
 	// clock.RealAfterFunc, right for WallClock; with a clock.Manual, pass
 	// its AfterFunc.
 	AfterFunc clock.AfterFunc
+	// WatchBuffer bounds the events queued for one watcher (Watch): a
+	// watcher that falls that far behind gets its overflow frame and is
+	// closed. WatchHistory bounds the events kept for resumes;
+	// MaxWatchers the watchers at once, MaxWatchersPerToken those of one
+	// token. Zero means the Default of each.
+	WatchBuffer, WatchHistory, MaxWatchers, MaxWatchersPerToken int
 }
 
 // Defaults of Config.
@@ -76,6 +83,8 @@ type Service struct {
 	keepPlace  time.Duration
 	after      clock.AfterFunc
 	w          waits
+	h          hub
+	shareOnce  sync.Once
 	stats      struct{ grants, renewals, releases atomic.Uint64 }
 }
 
@@ -126,8 +135,9 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Store == nil {
 		return nil, errors.New("service: Config.Store is required")
 	}
-	if cfg.MaxWait < 0 || cfg.MaxWaiters < 0 || cfg.KeepPlace < 0 {
-		return nil, errors.New("service: Config.MaxWait, MaxWaiters and KeepPlace must not be negative")
+	if cfg.MaxWait < 0 || cfg.MaxWaiters < 0 || cfg.KeepPlace < 0 || cfg.WatchBuffer < 0 || cfg.WatchHistory < 0 ||
+		cfg.MaxWatchers < 0 || cfg.MaxWatchersPerToken < 0 {
+		return nil, errors.New("service: Config.MaxWait, MaxWaiters, KeepPlace and the watch limits must not be negative")
 	}
 	s := &Service{ttl: cfg.TTL, ttlMs: clock.Millis(cfg.TTL), store: cfg.Store, maxWait: cfg.MaxWait,
 		maxWaiters: cfg.MaxWaiters, keepPlace: cfg.KeepPlace, after: cfg.AfterFunc}
@@ -144,6 +154,10 @@ func New(cfg Config) (*Service, error) {
 		s.after = clock.RealAfterFunc
 	}
 	s.w.init()
+	s.h.init(cfg.WatchBuffer, cfg.WatchHistory, cfg.MaxWatchers, cfg.MaxWatchersPerToken)
+	if r, ok := cfg.Store.(ExpiryReporter); ok {
+		r.ReportExpired(s.expiredBySweep)
+	}
 	return s, nil
 }
 
@@ -190,7 +204,9 @@ func (s *Service) Call(ctx context.Context, m wire.Message) (wire.Reply, error) 
 			return s.acquire(t, rules, m.Request, hash, m.Caller, &o.reply)
 		case wire.OpRenew:
 			s.serve(t, rules, o)
-			return s.renew(t, rules, m.Request, hash, &o.reply)
+			err := s.renew(t, rules, m.Request, hash, &o.reply)
+			o.renewed = err == nil && o.reply.OK
+			return err
 		}
 		if err := s.release(t, rules, m.Request, hash, &o.reply); err != nil {
 			return err

@@ -97,6 +97,19 @@ type Txn struct {
 
 	next        Entry
 	write, sync bool
+	committed   func()
+}
+
+// Committed tells the decision that what it put is durable. A store calls
+// it once the write is durable and before any later decision on the
+// resource can be made (Local: under the resource's lock), so that the
+// decisions' events are published in the order they were made; a store
+// that does not call it has the Service publish them once Update returns.
+func (t *Txn) Committed() {
+	if f := t.committed; f != nil {
+		t.committed = nil
+		f()
+	}
 }
 
 // Put makes next the resource's entry (an entry that holds nothing deletes

@@ -138,6 +138,15 @@ type outcome struct {
 	before   Entry      // the entry the decision was made on
 	final    Entry      // the entry as decided
 	now      float64    // the reading the decision acted on
+	resource string
+	// ended is the event type of the end of a live lease by this
+	// decision, if not wire.EventReleased (a revocation); extra are
+	// events no change of the entry shows (a proclamation), published
+	// after the entry's. published: they were (publishOutcome).
+	ended     string
+	extra     []wire.Event
+	renewed   bool // a renewal granted
+	published bool
 }
 
 type seen struct {
@@ -158,16 +167,18 @@ var errStopped = errors.New("service: the coordinator is shutting down")
 func (s *Service) update(ctx context.Context, resource string, decide func(t *Txn, rules lease.Rules, o *outcome) error) (outcome, error) {
 	var o outcome
 	err := s.store.Update(ctx, resource, func(t *Txn) error {
-		o = outcome{}
+		o = outcome{resource: resource}
 		s.look(resource, &o)
 		rules := lease.Rules{Domain: t.Now.Domain, TTL: s.ttl}
 		if err := decide(t, rules, &o); err != nil {
 			return err
 		}
 		o.before, o.final, o.now = t.Entry, *t.current(), t.Now.Millis
+		t.committed = func() { s.publishOutcome(&o) }
 		return nil
 	})
 	if err == nil {
+		s.publishOutcome(&o)
 		s.tally(&o)
 		s.settle(&o)
 	}
@@ -238,11 +249,13 @@ func (s *Service) settle(o *outcome) {
 	for _, p := range o.skipped {
 		if !p.gone && p.calls == 0 {
 			s.forget(p)
+			s.queueEvent(wire.EventLeft, p)
 		}
 	}
 	for _, r := range o.refused {
 		if !r.p.gone {
 			s.answer(r.p, wire.Reply{}, refusal(r.err))
+			s.queueEvent(wire.EventLeft, r.p)
 		}
 	}
 	if p := o.served; p != nil {
@@ -498,6 +511,7 @@ func (s *Service) join(req lease.Request, hash [32]byte, caller wire.Caller) (*p
 	p := &place{q: q, req: req, hash: hash, caller: caller, calls: 1, done: make(chan struct{})}
 	q.places = append(q.places, p)
 	s.w.add(caller.Name, 1)
+	s.queueEvent(wire.EventWaiting, p)
 	return p, nil
 }
 
@@ -525,6 +539,7 @@ func (s *Service) leave(p *place) {
 		s.w.mu.Lock()
 		if !p.gone && p.calls == 0 {
 			s.forget(p)
+			s.queueEvent(wire.EventLeft, p)
 			stop = s.dropIfEmpty(p.q)
 		}
 		s.w.mu.Unlock()
@@ -618,6 +633,7 @@ func (s *Service) StopWaiting() {
 		s.w.stopped = true
 		close(s.w.stop)
 	}
+	s.h.stop()
 }
 
 // Waiting returns how many calls wait, plus the places kept for a retry:

@@ -37,6 +37,14 @@ const (
 	// calls (maxWaiters); other tokens are not affected (429).
 	CodeTooManyTokenLeases  = "too_many_token_leases"
 	CodeTooManyTokenWaiters = "too_many_token_waiters"
+	// CodeTooManyWatchers: the coordinator has its maximum of watchers
+	// (503); CodeTooManyTokenWatchers: the caller's token has its own
+	// (429).
+	CodeTooManyWatchers      = "too_many_watchers"
+	CodeTooManyTokenWatchers = "too_many_token_watchers"
+	// CodeNotSupported: this server does not offer the call (501), such
+	// as a Worker's list and watch.
+	CodeNotSupported = "not_supported"
 )
 
 var codeStatus = map[string]int{
@@ -44,7 +52,7 @@ var codeStatus = map[string]int{
 	CodeInvalidValue: 400, CodeBodyTooLarge: 413, CodeUnsupportedMedia: 415, CodeMethodNotAllowed: 405, CodeNotFound: 404,
 	CodeWrongSecret: 403, CodeRequestIDReused: 409, CodeRejected: 422, CodeUnavailable: 503, CodeTooManyLeases: 503,
 	CodeTooManyWaiters: 503, CodeInternal: 500, CodeUnauthorized: 401, CodeForbidden: 403, CodeTooManyTokenLeases: 429,
-	CodeTooManyTokenWaiters: 429,
+	CodeTooManyTokenWaiters: 429, CodeTooManyWatchers: 503, CodeTooManyTokenWatchers: 429, CodeNotSupported: 501,
 }
 
 // Codes lists every stable error code, in no particular order.
