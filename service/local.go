@@ -8,6 +8,7 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,6 +26,20 @@ type Persister interface {
 	// write are durable when it returns; without, b is durable no later
 	// than the next synced write.
 	Write(ctx context.Context, b Batch, sync bool) error
+}
+
+// MarkSaver is implemented by a Persister whose write-ahead log can lose
+// its tail (a torn, cut, damaged, emptied or deleted last log) while the
+// writes before it survive: Pebble's. Local raises the stored fence mark
+// through SaveMark instead of Write, and issues no fence above a mark before
+// SaveMark has returned.
+type MarkSaver interface {
+	// SaveMark stores mark (the fence mark only ever rises) durably and
+	// somewhere that losing or damaging the log's tail cannot undo (Pebble:
+	// a table and the manifest), before it returns. So a fence issued
+	// under the mark is never issued again after a restart, whatever
+	// happens to the log that holds its grant.
+	SaveMark(ctx context.Context, mark uint64) error
 }
 
 // Stored is what a Persister holds: the fence mark (no fence the store
@@ -80,14 +95,19 @@ type LocalConfig struct {
 	// consulted): for stores that each hold a part of the records, such as
 	// a Worker's Durable Objects, one per resource.
 	Ledger Ledger
-	// FenceReserve keeps the stored fence mark ahead of the fences issued:
-	// once a fence comes within FenceReserve/2 of it, the mark is raised
-	// to that fence + FenceReserve - 1 in a synced write of its own, before
-	// any write holding the fence, and a restart resumes above the mark.
-	// So a log that loses its last writes (a torn or damaged tail) may lose
-	// grants but never lowers the fences (docs/service.md, "Fences"). Zero
-	// writes the mark in each grant's own write instead: right for storage
-	// that never loses an acknowledged write (a Durable Object's).
+	// FenceReserve keeps the stored fence mark ahead of the fences issued.
+	// Load raises it to FenceReserve above the stored mark (or above
+	// MinFence - 1, if higher) before the first fence of the run, and
+	// once a fence comes within FenceReserve/2 of the mark it is raised
+	// to that fence + FenceReserve - 1; a restart resumes above the
+	// stored mark. Each raise is a write of its own, made durable before
+	// any fence above the previous mark is issued: through
+	// MarkSaver.SaveMark if the Persister has it (so it outlives a damaged
+	// log tail), else as a synced Write. So a log that loses its last
+	// writes (a torn, cut or damaged tail, or a lost last log) may lose
+	// grants but never lowers the fences (docs/service.md, "Fences").
+	// Zero writes the mark in each grant's own write instead: right for
+	// storage that never loses an acknowledged write (a Durable Object's).
 	FenceReserve uint64
 }
 
@@ -295,6 +315,11 @@ func (l *Local) load(ctx context.Context) error {
 	if err != nil {
 		return errors.New("service: coordinator clock: " + err.Error())
 	}
+	if st.Mark > lease.MaxFence {
+		return inconsistent("the stored fence mark " + strconv.FormatUint(st.Mark, 10) + " is above the highest fence, " +
+			strconv.FormatUint(lease.MaxFence, 10) + " (2^53-1): no fence could be issued (a damaged or edited state)")
+	}
+	seen := make(map[string]struct{}, len(st.Entries))
 	for _, e := range st.Entries {
 		if err := CheckEntry(e, st.Mark); err != nil {
 			return err
@@ -302,16 +327,37 @@ func (l *Local) load(ctx context.Context) error {
 		if err := checkTimes(e, now.Millis, l.ttl); err != nil {
 			return err
 		}
-		m := l.stripes[l.stripeOf(e.Resource)].m
-		if _, dup := m[e.Resource]; dup {
+		if _, dup := seen[e.Resource]; dup {
 			return inconsistent("resource " + quote(e.Resource) + " has two entries")
 		}
-		m[e.Resource] = e
+		seen[e.Resource] = struct{}{}
+	}
+	// The first fence of the run comes straight after the stored mark, so
+	// the mark that covers it is raised, durably, before anything is
+	// issued (FenceReserve).
+	base, mark := max(st.Mark, l.minFence-min(l.minFence, 1)), st.Mark
+	if l.reserve > 0 && l.persist != nil {
+		mark = min(base+min(l.reserve, lease.MaxFence), lease.MaxFence)
+		if err := l.saveMark(ctx, mark); err != nil {
+			return errors.Join(ErrUnavailable, err)
+		}
+	}
+	for _, e := range st.Entries {
+		l.stripes[l.stripeOf(e.Resource)].m[e.Resource] = e
 		l.count(Entry{}, e, "")
 	}
-	l.mark.Store(st.Mark)
-	l.issued.Store(max(st.Mark, l.minFence-min(l.minFence, 1)))
+	l.mark.Store(mark)
+	l.issued.Store(base)
 	return nil
+}
+
+// saveMark stores the fence mark m durably: through the Persister's
+// SaveMark if it has one, else in a synced write of its own.
+func (l *Local) saveMark(ctx context.Context, m uint64) error {
+	if ms, ok := l.persist.(MarkSaver); ok {
+		return ms.SaveMark(ctx, m)
+	}
+	return l.persist.Write(ctx, Batch{Mark: m}, true)
 }
 
 func (l *Local) stripeOf(resource string) int {
@@ -523,8 +569,9 @@ func (l *Local) write(ctx context.Context, st *stripe, b Batch, sync bool, claim
 }
 
 // raiseMark makes sure the stored fence mark covers fence f before a write
-// holding f is made: in b itself without a reserve, or else by a synced
-// write of its own when f comes within half the reserve of the mark.
+// holding f is made: in b itself without a reserve, or else by a durable
+// write of its own (saveMark) when f comes within half the reserve of the
+// mark.
 func (l *Local) raiseMark(ctx context.Context, f uint64, b *Batch) error {
 	if l.reserve == 0 {
 		b.Mark = f
@@ -537,7 +584,7 @@ func (l *Local) raiseMark(ctx context.Context, f uint64, b *Batch) error {
 	}
 	m := min(f+l.reserve-1, lease.MaxFence)
 	if l.persist != nil {
-		if err := l.persist.Write(ctx, Batch{Mark: m}, true); err != nil {
+		if err := l.saveMark(ctx, m); err != nil {
 			return errors.Join(ErrUnavailable, err)
 		}
 	}

@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"errors"
 	"reflect"
 	"strconv"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/lease-fence/lease-fence/core/clock"
+	"github.com/lease-fence/lease-fence/core/lease"
 	"github.com/lease-fence/lease-fence/service/httpapi"
 	"github.com/lease-fence/lease-fence/service/wire"
 )
@@ -345,6 +347,83 @@ func TestMinFence(t *testing.T) {
 	r3 := newRig(t, r2.disk, LocalConfig{FenceReserve: 10, MinFence: 7})
 	if f, _ := r3.grant(wire.OpAcquire, acquireMsg("q3", "t", "a")); f != 5010 {
 		t.Fatalf("fence %d: -min-fence below the mark lowered it", f)
+	}
+}
+
+// markSaver is a memPersist that is a MarkSaver: it records each mark saved
+// and after which write, and fails when told to.
+type markSaver struct {
+	*memPersist
+	saved []string // "mark@writes before it"
+	fail  error
+}
+
+func (m *markSaver) SaveMark(ctx context.Context, mark uint64) error {
+	if m.fail != nil {
+		return m.fail
+	}
+	m.mu.Lock()
+	m.saved = append(m.saved, strconv.FormatUint(mark, 10)+"@"+strconv.Itoa(len(m.writes)))
+	m.mark = max(m.mark, mark)
+	m.mu.Unlock()
+	return nil
+}
+
+// TestMarkSavedBeforeTheFirstFence: Load raises the stored mark a reserve
+// above the stored one (or above MinFence - 1) through the Persister's
+// SaveMark before anything is issued, and later raises go through
+// SaveMark too, so a log that loses the writes after a start (the first
+// grants and, in a log, the mark written with them) cannot lower the
+// fences. A mark the Persister could not save leaves the Local unloaded,
+// and the next call loads it again; a stored mark above lease.MaxFence is
+// refused.
+func TestMarkSavedBeforeTheFirstFence(t *testing.T) {
+	disk := &markSaver{memPersist: newMemPersist()}
+	disk.mark = 1024
+	disk.fail = errors.New("disk gone")
+	clk, _ := clock.NewManual("coordinator", clock.ManualOptions{Start: 1000})
+	l, _ := NewLocal(LocalConfig{Clock: clk, TTL: ttl, Persist: disk, FenceReserve: 1024})
+	_ = disk.memPersist.Write(context.Background(), Batch{Put: []Entry{{Resource: "kept", LastFence: 1000}}}, true)
+	if err := l.Load(context.Background()); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("Load with the mark unsaved: %v", err)
+	}
+	disk.fail = nil
+	if err := l.Load(context.Background()); err != nil || l.Issued() != 1024 {
+		t.Fatalf("Load again: %v, issued %d", err, l.Issued())
+	}
+	svc, _ := New(Config{TTL: ttl, Store: l, AfterFunc: clk.AfterFunc})
+	var fences []uint64
+	for i := range 600 {
+		rep, err := svc.Call(context.Background(), acquireMsg("q"+strconv.Itoa(i), "r"+strconv.Itoa(i), "a"))
+		if err != nil || !rep.OK {
+			t.Fatal(rep, err)
+		}
+		fences = append(fences, rep.Grant.Fence)
+	}
+	// Saved at the start, before any write; then once fence 1537 came
+	// within half the reserve of 2048, before its grant was written.
+	if got := strings.Join(disk.saved, " "); fences[0] != 1025 || got != "2048@1 2560@513" {
+		t.Fatalf("first fence %d, marks saved %q", fences[0], got)
+	}
+	for _, w := range disk.writes {
+		if w.b.Mark != 0 {
+			t.Fatalf("a mark written with Write: %+v", w)
+		}
+	}
+	// With MinFence above the stored mark, the mark saved covers it too.
+	disk2 := &markSaver{memPersist: newMemPersist()}
+	disk2.mark = 10
+	l2, _ := NewLocal(LocalConfig{Clock: clk, TTL: ttl, Persist: disk2, FenceReserve: 1024, MinFence: 5000})
+	if err := l2.Load(context.Background()); err != nil || l2.Issued() != 4999 || strings.Join(disk2.saved, " ") != "6023@0" {
+		t.Fatalf("with MinFence: %v, issued %d, saved %q", err, l2.Issued(), disk2.saved)
+	}
+	// A mark above lease.MaxFence (a damaged or edited state) is refused,
+	// and nothing is written.
+	disk3 := &markSaver{memPersist: newMemPersist()}
+	disk3.mark = lease.MaxFence + 1
+	l3, _ := NewLocal(LocalConfig{Clock: clk, TTL: ttl, Persist: disk3, FenceReserve: 1024})
+	if err := l3.Load(context.Background()); !errors.Is(err, ErrInconsistent) || !strings.Contains(err.Error(), "above the highest fence") || len(disk3.saved) != 0 {
+		t.Fatalf("a mark above MaxFence: %v, saved %q", err, disk3.saved)
 	}
 }
 

@@ -456,6 +456,13 @@ func openLocal(ctx context.Context, log *slog.Logger, memory, create bool, dir s
 	if err == nil {
 		err = store.Load(ctx)
 	}
+	if err != nil && !memory && errors.Is(err, service.ErrUnavailable) {
+		// The state was read and checked; the raised fence mark, written
+		// before anything is served, could not be.
+		err = errors.New("the state " + dir + " cannot be written, and the fence mark is raised (written) before the coordinator serves: " +
+			strings.ReplaceAll(strings.TrimPrefix(err.Error(), service.ErrUnavailable.Error()+"\n"), "\n", ": ") +
+			"; start again once it can be written (free some space, or lower -min-free-bytes)")
+	}
 	if err != nil {
 		closeStore()
 		return nil, nil, err

@@ -167,6 +167,20 @@ func (p timedPersister) Write(ctx context.Context, b service.Batch, sync bool) e
 	return err
 }
 
+// SaveMark passes the fence mark on to the Persister's SaveMark
+// (service.MarkSaver: a synced write and a flush, timed as one synced
+// write), or writes it synced if it has none.
+func (p timedPersister) SaveMark(ctx context.Context, mark uint64) error {
+	ms, ok := p.Persister.(service.MarkSaver)
+	if !ok {
+		return p.Write(ctx, service.Batch{Mark: mark}, true)
+	}
+	start := time.Now()
+	err := ms.SaveMark(ctx, mark)
+	p.syncs.Observe(time.Since(start).Seconds())
+	return err
+}
+
 // Ready passes the Persister's readiness on (pebblestore's full disk).
 func (p timedPersister) Ready(ctx context.Context) error {
 	if r, ok := p.Persister.(service.Readier); ok {

@@ -189,7 +189,7 @@ func TestMetricsCountTheScript(t *testing.T) {
 		{"leasefence_waiters", nil, 0},
 		{"leasefence_fence_issued", nil, 6},
 		// Every grant and renewal is one synced write, and so is the
-		// fence mark raised ahead before the first grant.
+		// fence mark raised at start, before the first grant.
 		{"leasefence_store_sync_seconds", nil, 6 + 4 + 1},
 		{"leasefence_request_duration_seconds", []string{"op", "acquire"}, 12},
 		{"leasefence_request_duration_seconds", []string{"op", "renew"}, 4},

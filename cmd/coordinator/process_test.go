@@ -686,7 +686,14 @@ func TestFullDisk(t *testing.T) {
 		t.Fatalf("/readyz with room again: %d %s", st, body)
 	}
 	srv.kill()
-	srv = startChild(t, "", "-state", state, "-ttl", "1h")
+	// A start with less than -min-free-bytes free is refused: the raised
+	// fence mark is written before the coordinator serves.
+	msg := refusedStart(t, "-state", state, "-ttl", "1h")
+	if _, last, _ := strings.Cut(msg, "\ncoordinator: "); !strings.Contains(last, "fence mark is raised (written) before the coordinator serves: pebblestore: disk full") ||
+		strings.Count(strings.TrimSpace(last), "\n") != 0 {
+		t.Fatalf("a start on a full disk said %q", msg)
+	}
+	srv = startChild(t, "", "-state", state, "-ttl", "1h", "-min-free-bytes", strconv.Itoa(16<<20))
 	for _, res := range []string{"held", "r4"} {
 		if st, r := post(t, hc, srv.url, killMsg(wire.OpAcquire, "s-"+res, res, "stranger", 0)); st != 200 || r.HeldBy != "h" {
 			t.Fatalf("%s after the restart: %d %+v", res, st, r)

@@ -294,6 +294,37 @@ func holder(path string) string {
 // Load returns what Open read.
 func (s *Store) Load(context.Context) (service.Stored, error) { return s.st, nil }
 
+// SaveMark stores the fence mark (service.MarkSaver): a synced write, then
+// a flush of Pebble's memtable to a table and the manifest, so the mark
+// does not live only in the write-ahead log, whose last block a crash or a
+// damaged disk can lose (Pebble then replays the log up to the damage and
+// opens without what follows). Whatever happens to the log after SaveMark
+// returns, the state opens with this mark or, if it is refused as
+// damaged, not at all.
+func (s *Store) SaveMark(ctx context.Context, mark uint64) error {
+	if err := s.Write(ctx, service.Batch{Mark: mark}, true); err != nil {
+		return err
+	}
+	s.use.RLock()
+	defer s.use.RUnlock()
+	db := s.db.Load()
+	if db == nil || s.w.isShut() {
+		return errors.New("pebblestore: the store is closed")
+	}
+	flushed, err := db.AsyncFlush()
+	if err != nil {
+		return fmt.Errorf("pebblestore: flushing the fence mark of %s to a table: %w", s.dir, err)
+	}
+	select {
+	case <-flushed:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("pebblestore: flushing the fence mark of %s to a table: %w", s.dir, context.Cause(ctx))
+	}
+}
+
+var _ service.MarkSaver = (*Store)(nil)
+
 // ErrDiskFull is wrapped by the error of a write refused for want of free
 // space. The store logs when that starts and when it ends.
 var ErrDiskFull = errors.New("pebblestore: disk full")

@@ -646,3 +646,54 @@ func TestFailedWriteStopsTheProcess(t *testing.T) {
 		t.Fatalf("after the stop: %+v", st)
 	}
 }
+
+// TestSavedMarkOutlivesTheLog: a mark saved with SaveMark is in a table,
+// not only in the write-ahead log: with every log deleted (what a lost or
+// damaged log tail can at most take), the state opens with that mark,
+// while a mark only written (Write) is lost with the log.
+func TestSavedMarkOutlivesTheLog(t *testing.T) {
+	for _, save := range []bool{true, false} {
+		dir := filepath.Join(t.TempDir(), "state")
+		s, err := Create(dir, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Write(ctx, service.Batch{Mark: 1024}, true); err != nil {
+			t.Fatal(err)
+		}
+		if save {
+			err = s.SaveMark(ctx, 2048)
+		} else {
+			err = s.Write(ctx, service.Batch{Mark: 2048}, true)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Write(ctx, service.Batch{Put: []service.Entry{entry("a", 2000, 1)}}, true); err != nil {
+			t.Fatal(err)
+		}
+		// A copy of the files as they are now (as a kill -9 leaves them),
+		// without the logs.
+		copyDir := filepath.Join(t.TempDir(), "copy")
+		if err := os.Mkdir(copyDir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		for name, data := range files(t, dir) {
+			if !strings.HasSuffix(name, ".log") {
+				if err := os.WriteFile(filepath.Join(copyDir, name), data, 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		s.Close()
+		c, err := Open(copyDir, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, _ := c.Load(ctx)
+		c.Close()
+		if want := map[bool]uint64{true: 2048, false: 0}[save]; st.Mark != want {
+			t.Fatalf("saved %v: the mark without the logs is %d, want %d", save, st.Mark, want)
+		}
+	}
+}

@@ -51,6 +51,12 @@ type writer struct {
 	answeredAt       time.Time
 }
 
+func (w *writer) isShut() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.shut
+}
+
 // pendingEntry is a key's newest change written without a sync.
 type pendingEntry struct {
 	e   service.Entry
