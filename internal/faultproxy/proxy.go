@@ -67,6 +67,8 @@ type Proxy struct {
 	policy func(*Call) Action
 	calls  []*Call
 	notify []chan *Call
+	active int // requests being served
+	parked int // of those, requests held or whose reply is held or delayed
 }
 
 // Start serves a proxy in front of target (such as "http://127.0.0.1:8787")
@@ -113,6 +115,30 @@ func (p *Proxy) Calls() []*Call {
 	return out
 }
 
+// InFlight returns how many requests the proxy is serving (received, and
+// neither answered nor ended by their client yet) and how many of those are
+// parked: held, or with their reply held back or delayed, waiting for the
+// test or their client. A test whose holder runs on a manual clock waits
+// for active == parked before moving the clock: every other request is
+// still on its way.
+func (p *Proxy) InFlight() (active, parked int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.active, p.parked
+}
+
+// park counts a request as parked until the returned function is called.
+func (p *Proxy) park() func() {
+	p.mu.Lock()
+	p.parked++
+	p.mu.Unlock()
+	return func() {
+		p.mu.Lock()
+		p.parked--
+		p.mu.Unlock()
+	}
+}
+
 // Next returns a channel that receives the next request the proxy
 // receives, before it is forwarded.
 func (p *Proxy) Next() <-chan *Call {
@@ -131,10 +157,16 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.mu.Lock()
 	c := &Call{N: len(p.calls) + 1, Path: r.URL.Path, Body: body}
 	p.calls = append(p.calls, c)
+	p.active++
 	policy := p.policy
 	notify := p.notify
 	p.notify = nil
 	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		p.active--
+		p.mu.Unlock()
+	}()
 	for _, ch := range notify {
 		cp := *c
 		ch <- &cp
@@ -145,7 +177,9 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx := r.Context()
 	if act.Hold {
+		unpark := p.park()
 		<-ctx.Done()
+		unpark()
 		return
 	}
 	if act.Before != nil {
@@ -184,12 +218,17 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	case act.HoldReply:
+		unpark := p.park()
 		<-ctx.Done()
+		unpark()
 		return
 	case act.Release != nil:
+		unpark := p.park()
 		select {
 		case <-act.Release:
+			unpark()
 		case <-ctx.Done():
+			unpark()
 			return
 		}
 	}
