@@ -310,19 +310,15 @@ func TestNewClientChecksConfig(t *testing.T) {
 	}
 }
 
-// TestClientBadURLIsFinal: a BaseURL no request can be built from fails the
-// call at the first attempt instead of being retried.
-func TestClientBadURLIsFinal(t *testing.T) {
+// TestClientBadURLIsRefused: a BaseURL no request can be built from is
+// refused by NewClient, with an HTTPClient too.
+func TestClientBadURLIsRefused(t *testing.T) {
 	agent, _ := clock.NewManual("a", clock.ManualOptions{})
 	lc, _ := lease.NewClient(lease.ClientConfig{Clock: agent, HolderID: "a"})
 	tr := &transport{h: http.NotFoundHandler()}
-	c, err := client.NewClient(client.ClientConfig{BaseURL: "http://bad host", Lease: lc, HTTPClient: &http.Client{Transport: tr},
-		Backoff: func(int) time.Duration { t.Fatal("retried"); return 0 }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Acquire(context.Background(), "deploy"); err == nil || tr.sent != 0 {
-		t.Fatalf("bad URL: %v after %d sends", err, tr.sent)
+	_, err := client.NewClient(client.ClientConfig{BaseURL: "http://bad host", Lease: lc, HTTPClient: &http.Client{Transport: tr}})
+	if err == nil || !strings.Contains(err.Error(), `"http://bad host" is not a URL`) {
+		t.Fatalf("bad URL: %v", err)
 	}
 }
 

@@ -109,6 +109,7 @@ func RenewalsUnderFaults(t *testing.T, tg *Target, runs int) (lost int) {
 		rng := rand.New(rand.NewPCG(seed, 99))
 		p := float64(seed%4) / 10 // 0 to 0.3 each of dropped and held back
 		var mu sync.Mutex
+		releases := 0 // the policy's timers on the holder's clock not yet fired
 		body := "faults-" + strconv.FormatUint(seed, 10) + "-"
 		tg.Proxy.SetPolicy(func(call *faultproxy.Call) faultproxy.Action {
 			if call.Path != "/v1/renew" || !strings.Contains(string(call.Body), body) {
@@ -124,8 +125,15 @@ func RenewalsUnderFaults(t *testing.T, tg *Target, runs int) (lost int) {
 			case f < 2*p:
 				faults++
 				release := make(chan struct{})
-				var once sync.Once
-				agent.AfterFunc(clock.FromMillis(wait), func() { once.Do(func() { close(release) }) })
+				mu.Lock()
+				releases++
+				mu.Unlock()
+				agent.AfterFunc(clock.FromMillis(wait), func() {
+					mu.Lock()
+					releases--
+					mu.Unlock()
+					close(release)
+				})
 				return faultproxy.Action{Release: release}
 			}
 			return faultproxy.Action{}
@@ -137,14 +145,23 @@ func RenewalsUnderFaults(t *testing.T, tg *Target, runs int) (lost int) {
 		}
 		tok := h.Token()
 		end := agent.Peek().Millis + 3*ttl
+		settled := func() bool {
+			// Every request at the proxy parked (a reply held back), and
+			// two of the holder's timers armed besides the policy's (the
+			// next renewal and the loss; or the loss and the renewal
+			// attempt's cut, its reply held back), or the hold over.
+			mu.Lock()
+			want := 2 + releases
+			mu.Unlock()
+			active, parked := tg.Proxy.InFlight()
+			return h.Context().Err() != nil || (active == parked && agent.Timers() == want)
+		}
 		for {
-			// Settled: two of the holder's timers armed (the next renewal
-			// and the deadline, or the deadline and a held-back reply's
-			// release), or the hold over.
 			deadline := time.Now().Add(30 * time.Second)
-			for h.Context().Err() == nil && agent.Timers() != 2 {
+			for !settled() {
 				if time.Now().After(deadline) {
-					t.Fatalf("seed %d: the hold did not settle: %d timers", seed, agent.Timers())
+					active, parked := tg.Proxy.InFlight()
+					t.Fatalf("seed %d: the hold did not settle: %d timers, %d requests at the proxy, %d parked", seed, agent.Timers(), active, parked)
 				}
 				time.Sleep(200 * time.Microsecond)
 			}

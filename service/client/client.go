@@ -11,7 +11,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -26,8 +25,12 @@ import (
 
 // ClientConfig configures a Client.
 type ClientConfig struct {
-	// BaseURL is where the coordinator is served, such as
-	// "http://127.0.0.1:8787". Required unless BaseURLs is set.
+	// BaseURL is where the coordinator is served: an http:// or https://
+	// URL with a host and at most a path, such as "http://127.0.0.1:8787"
+	// or "https://leases.example.com/prefix" (the calls go to
+	// /prefix/v1/acquire and the like). NewClient refuses anything else,
+	// naming the mistake ("localhost:8787" has no scheme). Required unless
+	// BaseURLs is set.
 	BaseURL string
 	// BaseURLs are several coordinators that serve the same leases
 	// (replicas over one PostgreSQL database, docs/service.md), in the
@@ -42,11 +45,10 @@ type ClientConfig struct {
 	// and turns grants into leases. Required.
 	Lease *lease.Client
 	// HTTPClient sends the requests. Nil keeps up to 64 idle connections
-	// to the coordinator, and for an http:// or https:// BaseURL writes
-	// each request and reads its answer on the calling goroutine (net/http's
-	// request writer and response reader, without http.Transport's two
-	// goroutine hand-offs per call). Pass one for proxies or a custom
-	// RoundTripper.
+	// to each coordinator, and writes each request and reads its answer
+	// on the calling goroutine (net/http's request writer and response
+	// reader, without http.Transport's two goroutine hand-offs per call).
+	// Pass one for proxies or a custom RoundTripper.
 	HTTPClient *http.Client
 	// Token, if set, is sent with every call as Authorization: Bearer
 	// <token> (a coordinator started with -auth). Visible ASCII only. No
@@ -140,43 +142,37 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	}
 	own := c.hc == nil
 	for i, b := range bases {
-		if b == "" {
-			return nil, errors.New("wire: ClientConfig.BaseURLs[" + strconv.Itoa(i) + "] is empty")
+		name := "BaseURL"
+		if cfg.BaseURL == "" {
+			name = "BaseURLs[" + strconv.Itoa(i) + "]"
+		}
+		u, err := checkBaseURL(b, name)
+		if err != nil {
+			return nil, err
 		}
 		b = strings.TrimRight(b, "/")
 		c.bases = append(c.bases, b)
-		if u, err := url.Parse(b); own && err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" && u.User == nil {
-			p := &connPool{host: u.Host}
-			if u.Scheme == "https" {
-				p.tls = tlsFor(cfg.TLS, u)
-				if u.Port() == "" {
-					p.host = u.Host + ":443"
-				}
-			} else if u.Port() == "" {
-				p.host = u.Host + ":80"
-			}
-			p.hostHeader = u.Host
-			if cfg.Token != "" {
-				p.authLine = "Authorization: Bearer " + cfg.Token + "\r\n"
-			}
-			c.conns = append(c.conns, p)
-		} else {
+		if !own {
 			c.conns = append(c.conns, nil)
+			continue
 		}
+		p := &connPool{host: u.Host, prefix: strings.TrimRight(u.EscapedPath(), "/")}
+		if u.Scheme == "https" {
+			p.tls = tlsFor(cfg.TLS, u)
+			if u.Port() == "" {
+				p.host = u.Host + ":443"
+			}
+		} else if u.Port() == "" {
+			p.host = u.Host + ":80"
+		}
+		p.hostHeader = u.Host
+		if cfg.Token != "" {
+			p.authLine = "Authorization: Bearer " + cfg.Token + "\r\n"
+		}
+		c.conns = append(c.conns, p)
 	}
 	if cfg.Token != "" {
 		c.auth = []string{"Bearer " + cfg.Token}
-	}
-	if c.hc == nil && slices.Contains(c.conns, nil) {
-		tr := http.DefaultTransport.(*http.Transport).Clone()
-		tr.MaxIdleConns, tr.MaxIdleConnsPerHost = maxIdleConns, maxIdleConns
-		if cfg.TLS != nil {
-			tr.TLSClientConfig = cfg.TLS.Clone()
-		}
-		// The coordinator's answers are a few hundred bytes and never
-		// compressed: no Accept-Encoding header, no gzip reader.
-		tr.DisableCompression = true
-		c.hc = &http.Client{Transport: tr}
 	}
 	if c.backoff == nil {
 		c.backoff = func(n int) time.Duration {
@@ -215,6 +211,75 @@ func (c *Client) String() string {
 // GoString is String, so %#v does not print the token either.
 func (c *Client) GoString() string { return c.String() }
 
+// baseURLExample is what the refusals of a base URL show.
+const baseURLExample = `"http://127.0.0.1:8787" or "https://leases.example.com/prefix"`
+
+// checkBaseURL checks one of ClientConfig's base URLs (name is its field):
+// an http:// or https:// URL with a host, a valid port if any, and at most
+// a path, which the calls' paths are appended to. Each mistake is named, as
+// lease-fence/service-client names them.
+func checkBaseURL(s, name string) (*url.URL, error) {
+	bad := func(why string) error { return errors.New("wire: ClientConfig." + name + " " + why) }
+	if s == "" {
+		return nil, bad("is empty: it must be an http:// or https:// URL with a host, such as " + baseURLExample)
+	}
+	shown := wire.QuoteShort(s)
+	u, err := url.Parse(s)
+	scheme, _, hasSep := strings.Cut(s, "://")
+	if !hasSep || !validScheme(scheme) {
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") {
+			// "localhost:8787" parses as the scheme "localhost".
+			return nil, bad(shown + " has no scheme: write it with http:// or https:// in front, such as " + baseURLExample)
+		}
+	}
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		if strings.Contains(s, "@") {
+			// Neither it nor net/url's error is shown: a password may be
+			// in them.
+			return nil, bad("is not a URL: it must be an http:// or https:// URL with a host, such as " + baseURLExample)
+		}
+		return nil, bad(shown + " is not a URL (" + err.Error() + "): it must be an http:// or https:// URL with a host, such as " + baseURLExample)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return nil, bad(shown + " has the scheme " + strconv.Quote(u.Scheme) + ": it must be http or https")
+	}
+	if u.User != nil {
+		// Not shown: the password would be in the message.
+		return nil, bad("has a user name or password in it: a base URL is a scheme, a host and a path; send a token with ClientConfig.Token")
+	}
+	if u.Opaque != "" || u.Hostname() == "" {
+		return nil, bad(shown + " has no host: it must be an http:// or https:// URL with a host, such as " + baseURLExample)
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.ParseUint(p, 10, 16); err != nil || n == 0 {
+			return nil, bad(shown + " has the port " + p + ": a port is from 1 to 65535")
+		}
+	} else if strings.HasSuffix(u.Host, ":") {
+		return nil, bad(shown + " has an empty port: write the port after the colon, or no colon")
+	}
+	if u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || strings.ContainsAny(s, "?#") {
+		return nil, bad(shown + " has a query or a fragment: a base URL is a scheme, a host and a path, to which /v1/acquire and the like are appended")
+	}
+	return u, nil
+}
+
+// validScheme reports whether s is a URL scheme's syntax (RFC 3986).
+func validScheme(s string) bool {
+	for i, c := range []byte(s) {
+		switch {
+		case 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z':
+		case i > 0 && ('0' <= c && c <= '9' || c == '+' || c == '-' || c == '.'):
+		default:
+			return false
+		}
+	}
+	return s != ""
+}
+
 // maxIdleConns is how many idle connections the default transport keeps.
 const maxIdleConns = 64
 
@@ -252,7 +317,7 @@ func (c *Client) Acquire(ctx context.Context, resource string) (*Lease, error) {
 	if err != nil {
 		return nil, err
 	}
-	reply, err := c.send(ctx, wire.Message{Op: wire.OpAcquire, Request: req, Secret: secret})
+	reply, err := c.send(ctx, wire.Message{Op: wire.OpAcquire, Request: req, Secret: secret}, clock.Instant{})
 	if err != nil {
 		return nil, err
 	}
@@ -269,6 +334,12 @@ func (c *Client) Acquire(ctx context.Context, resource string) (*Lease, error) {
 // anchored at this renewal's send instant, or ErrExpired if l is no longer
 // the current lease.
 func (c *Client) Renew(ctx context.Context, l *Lease) (*Lease, error) {
+	return c.renew(ctx, l, clock.Instant{})
+}
+
+// renew is Renew whose attempts share the time left before until (see
+// send).
+func (c *Client) renew(ctx context.Context, l *Lease, until clock.Instant) (*Lease, error) {
 	if l == nil {
 		return nil, errors.New("wire: Renew needs a lease")
 	}
@@ -276,7 +347,7 @@ func (c *Client) Renew(ctx context.Context, l *Lease) (*Lease, error) {
 	if err != nil {
 		return nil, err
 	}
-	reply, err := c.send(ctx, wire.Message{Op: wire.OpRenew, Request: req, Secret: l.secret})
+	reply, err := c.send(ctx, wire.Message{Op: wire.OpRenew, Request: req, Secret: l.secret}, until)
 	if err != nil {
 		return nil, err
 	}
@@ -290,6 +361,12 @@ func (c *Client) Renew(ctx context.Context, l *Lease) (*Lease, error) {
 // had, for a retry whose first reply was lost) and ErrExpired when l was no
 // longer the current lease.
 func (c *Client) Release(ctx context.Context, l *Lease) error {
+	return c.release(ctx, l, clock.Instant{})
+}
+
+// release is Release whose attempts share the time left before until (see
+// send).
+func (c *Client) release(ctx context.Context, l *Lease, until clock.Instant) error {
 	if l == nil {
 		return errors.New("wire: Release needs a lease")
 	}
@@ -300,7 +377,7 @@ func (c *Client) Release(ctx context.Context, l *Lease) error {
 	}
 	reply, err := c.send(ctx, wire.Message{Op: wire.OpRelease, Secret: l.secret, Request: lease.Request{
 		RequestID: id, Resource: tok.Resource, HolderID: tok.HolderID, Fence: tok.Fence,
-	}})
+	}}, until)
 	if err != nil {
 		return err
 	}
@@ -331,8 +408,12 @@ var contentTypeJSON = []string{"application/json"}
 
 // send posts m until it gets an answer, a refusal that will not change, or
 // runs out of attempts or ctx. Each attempt may take AttemptTimeout, plus
-// the wait m asks the coordinator for.
-func (c *Client) send(ctx context.Context, m wire.Message) (wire.Reply, error) {
+// the wait m asks the coordinator for. until, unless zero, is an instant
+// of the holder's clock after which the answer is of no use (a renewal's:
+// when its lease counts as lost): while it is ahead, an attempt also waits
+// at most attemptFraction of the time left to it (on the client's
+// AfterFunc), so that one lost answer still leaves time for another.
+func (c *Client) send(ctx context.Context, m wire.Message, until clock.Instant) (wire.Reply, error) {
 	body, err := wire.EncodeMessage(m)
 	if err != nil {
 		return wire.Reply{}, err
@@ -357,7 +438,11 @@ func (c *Client) send(ctx context.Context, m wire.Message) (wire.Reply, error) {
 				}
 			}
 		}
-		reply, retry, err := c.attempt(ctx, i, m.Op, body, c.timeout+m.Wait)
+		actx, stop := c.attemptContext(ctx, until)
+		reply, retry, err := c.attempt(actx, i, m.Op, body, c.timeout+m.Wait)
+		if cut := stop(); cut != nil && err != nil {
+			err = cut
+		}
 		if err == nil {
 			c.cur.Store(int32(i))
 			return reply, nil
@@ -373,6 +458,50 @@ func (c *Client) send(ctx context.Context, m wire.Message) (wire.Reply, error) {
 	return wire.Reply{}, errors.Join(errors.New("wire: "+string(m.Op)+" got no answer after "+strconv.Itoa(c.attempts)+" attempts"), last)
 }
 
+// attemptFraction is the most of the time left before a call's until (see
+// send) that one of its attempts waits for its answer.
+const attemptFraction = 0.5
+
+// attemptTimeoutError is the failure of an attempt that send cut at its
+// share of the time left before the call's until.
+type attemptTimeoutError struct{ after time.Duration }
+
+func (e *attemptTimeoutError) Error() string {
+	return "wire: no answer within " + durationText(clock.Millis(e.after)) + " (half the time left before the answer would be of no use)"
+}
+
+// attemptContext returns the context of one attempt of a call that ends at
+// until (see send), and the function that ends it, which returns the
+// attempt's failure if the attempt was cut at its share of the time left.
+func (c *Client) attemptContext(ctx context.Context, until clock.Instant) (context.Context, func() error) {
+	if until.Domain == "" {
+		return ctx, noCut
+	}
+	now, err := c.lc.Now()
+	if err != nil {
+		return ctx, noCut
+	}
+	left, err := until.Since(now)
+	if err != nil || !(left > 0) {
+		return ctx, noCut
+	}
+	d := max(ceilDuration(left*attemptFraction), lease.MinRetry)
+	actx, cancel := context.WithCancelCause(ctx)
+	cut := &attemptTimeoutError{after: d}
+	t := c.after(d, func() { cancel(cut) })
+	return actx, func() error {
+		t.Stop()
+		cause := context.Cause(actx)
+		cancel(nil)
+		if cause == error(cut) {
+			return cut
+		}
+		return nil
+	}
+}
+
+func noCut() error { return nil }
+
 // CloseIdleConnections closes the connections the client keeps open between
 // calls. Calls made afterwards open new ones.
 func (c *Client) CloseIdleConnections() {
@@ -386,9 +515,15 @@ func (c *Client) CloseIdleConnections() {
 	}
 }
 
+// finalCodes are refusals answered with a 5xx or a 429 that sending the
+// same call again at once will not change: the coordinator (or the token's
+// share of it) is full until some lease or wait ends.
+var finalCodes = map[string]bool{wire.CodeTooManyLeases: true, wire.CodeTooManyTokenLeases: true, wire.CodeTooManyTokenWaiters: true}
+
 // attempt sends body once. It reports whether a failure is worth another
-// attempt: a transport error, a timeout, an unreadable or temporary (5xx)
-// answer are; a request that cannot be built (a bad BaseURL) and any other
+// attempt: a transport error, a timeout, an unreadable answer, a 5xx, 408
+// or 429 are (but finalCodes); a TLS certificate that cannot be verified
+// (a *CertificateError), a request that cannot be built and any other
 // refusal are not.
 func (c *Client) attempt(ctx context.Context, base int, op wire.Op, body []byte, timeout time.Duration) (reply wire.Reply, retry bool, err error) {
 	var status int
@@ -409,6 +544,9 @@ func (c *Client) attempt(ctx context.Context, base int, op wire.Op, body []byte,
 		status, data, err = c.do(req)
 	}
 	if err != nil {
+		if cert, mismatch := certificateFailure(err); cert != nil {
+			return wire.Reply{}, false, &CertificateError{Op: op, BaseURL: c.bases[base], NameMismatch: mismatch, Err: cert}
+		}
 		return wire.Reply{}, true, err
 	}
 	if status == http.StatusOK && string(data) == `{"ok":true}` {
@@ -419,7 +557,7 @@ func (c *Client) attempt(ctx context.Context, base int, op wire.Op, body []byte,
 		if e == nil {
 			e = &wire.Error{Status: status, Code: "http_" + strconv.Itoa(status), Message: "unexpected answer: " + wire.QuoteShort(string(data))}
 		}
-		return wire.Reply{}, e.Temporary(), e
+		return wire.Reply{}, e.Temporary() && !finalCodes[e.Code], e
 	}
 	if err := json.Unmarshal(data, &reply); err != nil {
 		return wire.Reply{}, true, errors.New("wire: unreadable reply: " + err.Error())

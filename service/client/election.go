@@ -51,7 +51,7 @@ func (c *Client) Observe(ctx context.Context, resource string, after uint64, wai
 }
 
 func (c *Client) inspect(ctx context.Context, m wire.Message) (Status, error) {
-	reply, err := c.send(ctx, m)
+	reply, err := c.send(ctx, m, clock.Instant{})
 	if err != nil {
 		return Status{}, err
 	}

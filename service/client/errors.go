@@ -1,9 +1,13 @@
 package client
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"strconv"
 	"time"
+
+	"github.com/lease-fence/lease-fence/service/wire"
 )
 
 // DeniedError is returned by Client.Acquire when the resource is held by a
@@ -23,3 +27,47 @@ func (e *DeniedError) Error() string {
 // no longer the resource's current lease: it ran out, was released, or was
 // reassigned. An expired lease is never extended; acquire again.
 var ErrExpired = errors.New("wire: lease expired")
+
+// CertificateError is the failure of a call whose coordinator's TLS
+// certificate cannot be verified (an unknown CA, expired, not yet valid) or
+// was not issued for the host of its base URL. It is final: sending the
+// same call again would fail the same way, so the call stops at the first
+// attempt. Err is crypto/tls's or crypto/x509's error.
+type CertificateError struct {
+	Op      wire.Op
+	BaseURL string
+	// NameMismatch: the certificate is valid but for other names.
+	NameMismatch bool
+	Err          error
+}
+
+func (e *CertificateError) Error() string {
+	what := "cannot be verified"
+	if e.NameMismatch {
+		what = "is not for its host"
+	}
+	return "wire: " + string(e.Op) + ": the TLS certificate of " + e.BaseURL + " " + what + " (" + e.Err.Error() +
+		"); not retried: trust its CA (ClientConfig.TLS.RootCAs) or use a name it was issued for"
+}
+
+func (e *CertificateError) Unwrap() error { return e.Err }
+
+// certificateFailure returns the certificate error in err, if it is one
+// (CertificateError), and whether the name did not match.
+func certificateFailure(err error) (cert error, nameMismatch bool) {
+	var verr *tls.CertificateVerificationError
+	var host x509.HostnameError
+	var unknown x509.UnknownAuthorityError
+	var invalid x509.CertificateInvalidError
+	switch {
+	case errors.As(err, &host):
+		return host, true
+	case errors.As(err, &verr):
+		return verr.Err, false
+	case errors.As(err, &unknown):
+		return unknown, false
+	case errors.As(err, &invalid):
+		return invalid, false
+	}
+	return nil, false
+}

@@ -14,11 +14,96 @@ import (
 	"github.com/lease-fence/lease-fence/service/wire"
 )
 
-// ErrLeaseLost is the cause (context.Cause) of a Held's context when its
-// lease was lost: a renewal was refused (the lease is over at the
-// coordinator), or none succeeded before the holder's deadline. Do joins it
-// to the error of a callback that ran while the lease was lost.
+// ErrLeaseLost is what the cause (context.Cause) of a Held's context is, by
+// errors.Is, when its lease was lost: a renewal was refused (the lease is
+// over at the coordinator), or none succeeded in time. The cause itself is
+// a *LostError that says which, and when. Do joins it to the error of a
+// callback that ran while the lease was lost.
 var ErrLeaseLost = errors.New("wire: lease lost")
+
+// LostError is the cause of a Held's context when its lease was lost. It
+// is ErrLeaseLost by errors.Is. Its message gives durations, not instants
+// of the holder's clock: how long after the send of the call that last
+// extended the lease it was given up, and how long before (or after) the
+// holder's deadline.
+type LostError struct {
+	Token fence.Token
+	// Refused: the coordinator refused a renewal (the lease is no longer
+	// current there). Otherwise no renewal succeeded in time.
+	Refused bool
+	// SinceSent is how long after the send of the call that last extended
+	// the lease the loss was found, and Left how long the lease had left
+	// then, to the holder's deadline (negative: past it), both by the
+	// holder's clock. Known is false when the clock could not be read.
+	SinceSent, Left time.Duration
+	Known           bool
+	// Failure is the last renewal's failure (a transport error, a refusal)
+	// since the last success, or the clock's error; nil if none.
+	Failure error
+}
+
+func (e *LostError) Error() string {
+	msg := "wire: the lease on " + strconv.Quote(e.Token.Resource) + " (fence " + strconv.FormatUint(e.Token.Fence, 10) + ") was lost: "
+	when := ""
+	if e.Known {
+		when = durationText(clock.Millis(e.SinceSent)) + " after the send of the call that last extended it, "
+		if e.Left >= 0 {
+			when += durationText(clock.Millis(e.Left)) + " before the holder's deadline"
+		} else {
+			when += durationText(clock.Millis(-e.Left)) + " after the holder's deadline"
+		}
+	}
+	switch {
+	case !e.Known:
+		msg += "the holder's clock could not be read, so its deadline could not be kept"
+		if e.Failure != nil {
+			msg += " (" + e.Failure.Error() + ")"
+		}
+	case e.Refused:
+		msg += "the coordinator refused its renewal (it is no longer current), " + when
+	default:
+		msg += "no renewal succeeded in time; given up " + when
+	}
+	return msg
+}
+
+// Is reports whether target is ErrLeaseLost.
+func (e *LostError) Is(target error) bool { return target == ErrLeaseLost }
+
+// durationText says ms milliseconds as "12 ms", "3.4 ms" or "2.35 s", as
+// lease-fence/service-client does.
+func durationText(ms float64) string {
+	a := math.Abs(ms)
+	switch {
+	case a >= 10_000:
+		return strconv.FormatFloat(ms/1000, 'f', 1, 64) + " s"
+	case a >= 1000:
+		return strconv.FormatFloat(ms/1000, 'f', 2, 64) + " s"
+	case a >= 10:
+		return strconv.FormatFloat(math.Round(ms), 'f', 0, 64) + " ms"
+	}
+	return strconv.FormatFloat(ms, 'f', 1, 64) + " ms"
+}
+
+// A hold counts its lease lost lossMargin(TTL) before the holder's
+// deadline: 5 % of the TTL, at most 250 ms, at least 1 ms; so that a loss
+// timer that fires late, by up to that margin, still ends the context
+// before the deadline.
+const (
+	lossMarginFraction = 0.05
+	maxLossMargin      = 250 * time.Millisecond
+	minLossMargin      = time.Millisecond
+)
+
+func lossMargin(ttl time.Duration) time.Duration {
+	return max(minLossMargin, min(time.Duration(float64(ttl)*lossMarginFraction), maxLossMargin))
+}
+
+// endingRelease bounds the release a hold sends itself when it ends
+// without Release (a loss, the end of the context given to Hold), retries
+// included, so that Do settles soon after a loss even when the coordinator
+// does not answer.
+const endingRelease = 2 * time.Second
 
 // ErrReleased is the cause of a Held's context once Release was called.
 var ErrReleased = errors.New("wire: lease released")
@@ -38,25 +123,33 @@ type HoldOptions struct {
 	// RenewEvery is how often the lease is renewed, counted from each
 	// renewal's send instant. Zero means a third of the TTL the
 	// coordinator grants. It must be less than the TTL minus the clock
-	// skew, or the lease would lapse between renewals.
+	// skew and the loss margin (5 % of the TTL, at most 250 ms), or the
+	// lease would lapse between renewals.
 	RenewEvery time.Duration
 }
 
 // Held is a lease kept alive by its own renewals: the holder's side of a
 // lock held while the work runs. Token is what the work's writes present to
 // their gate; Context is the work's context: it ends when the lease is lost
-// (cause ErrLeaseLost), when Release is called (cause ErrReleased), or
-// when the context given to Hold ends (its cause), and never later than the
-// holder's deadline. Release ends it. A Held is safe for concurrent use.
+// (cause a *LostError, which is ErrLeaseLost), when Release is called
+// (cause ErrReleased), or when the context given to Hold ends (its cause).
+// When renewals fail it ends a margin before the holder's deadline (5 % of
+// the TTL, at most 250 ms), so that a timer that fires late still ends it
+// before the deadline; it never ends after the deadline unless its timer
+// fires later than that margin. Release ends it. A Held is safe for
+// concurrent use.
 //
 // Every renewal is a new request (lease.Client.BeginRenewal), so each
 // deadline is anchored at that renewal's own send instant; a renewal takes
-// at most the time the lease has left (Context ends at the deadline, and
-// with it the renewal in flight). A renewal that gets no answer is tried
-// again sooner (lease.Keeper); one refused as expired loses the lease at
-// once. The Context cannot stop a write already on its way to the
-// resource: that write still needs the gate (fence.Gate, a fenced store),
-// which refuses it if a newer holder has written.
+// at most the time the lease has left before it counts as lost (the
+// renewal in flight ends with the Context), and each of its attempts at
+// most half of what is left then, so one lost answer leaves time for
+// another attempt. A renewal that gets no answer is tried again sooner
+// (lease.Keeper); one refused as expired loses the lease at once. When the
+// hold ends without Release, it releases the lease itself, within 2
+// seconds (and AttemptTimeout). The Context cannot stop a write already on
+// its way to the resource: that write still needs the gate (fence.Gate, a
+// fenced store), which refuses it if a newer holder has written.
 type Held struct {
 	c        *Client
 	ctx      context.Context
@@ -65,6 +158,7 @@ type Held struct {
 
 	mu       sync.Mutex
 	k        *lease.Keeper
+	margin   float64 // milliseconds: how long before the deadline the lease counts as lost
 	secret   string
 	renewT   clock.Timer
 	lossT    clock.Timer
@@ -72,6 +166,8 @@ type Held struct {
 	done     bool               // the context ended
 	released bool               // Release ended it
 	renewals int
+	failure  error // the last renewal's failure since the last success
+	ownErr   error // the failure of the release finish sent, if it sent one
 }
 
 // Hold acquires resource, waiting for it as opts.Wait says, and keeps the
@@ -122,10 +218,11 @@ func (c *Client) hold(ctx context.Context, resource string, opts HoldOptions) (*
 	if every == 0 {
 		every = ttl / 3
 	}
-	if every >= ttl-c.lc.ClockSkew() {
+	margin := lossMargin(ttl)
+	if every >= ttl-c.lc.ClockSkew()-margin {
 		c.releaseAfter(l)
 		return nil, errors.New("wire: HoldOptions.RenewEvery (" + every.String() + ") must be less than the TTL (" + ttl.String() +
-			") minus the clock skew")
+			") minus the clock skew (" + c.lc.ClockSkew().String() + ") and the loss margin (" + margin.String() + "), or the lease would lapse between renewals")
 	}
 	k, err := lease.NewKeeper(l.Lease, every)
 	if err != nil {
@@ -147,7 +244,7 @@ func (c *Client) hold(ctx context.Context, resource string, opts HoldOptions) (*
 			return nil, err
 		}
 	}
-	h := &Held{c: c, k: k, secret: l.secret, finished: make(chan struct{})}
+	h := &Held{c: c, k: k, margin: clock.Millis(margin), secret: l.secret, finished: make(chan struct{})}
 	h.ctx, h.cancel = context.WithCancelCause(ctx)
 	h.mu.Lock()
 	h.armLocked()
@@ -187,7 +284,7 @@ func (c *Client) acquireWaiting(ctx context.Context, resource string, wait time.
 		if chunk < 0 {
 			chunk = 0
 		}
-		reply, err := c.send(ctx, wire.Message{Op: wire.OpAcquire, Request: req, Secret: secret, Wait: chunk})
+		reply, err := c.send(ctx, wire.Message{Op: wire.OpAcquire, Request: req, Secret: secret, Wait: chunk}, clock.Instant{})
 		if err != nil {
 			return nil, err
 		}
@@ -217,7 +314,7 @@ func (c *Client) renewGrant(ctx context.Context, g *wire.Grant, secret string) (
 	if err != nil {
 		return nil, err
 	}
-	reply, err := c.send(ctx, wire.Message{Op: wire.OpRenew, Request: req, Secret: secret})
+	reply, err := c.send(ctx, wire.Message{Op: wire.OpRenew, Request: req, Secret: secret}, clock.Instant{})
 	if err != nil {
 		return nil, err
 	}
@@ -236,31 +333,36 @@ func (c *Client) releaseAfter(l *Lease) {
 	}()
 }
 
-// armLocked schedules the next renewal and the end at the deadline, at the
-// readings the Keeper gives, on the client's clock.
+// armLocked schedules the next renewal and the loss, a margin before the
+// deadline, at the readings the Keeper gives, on the client's clock.
 func (h *Held) armLocked() {
 	now, err := h.c.lc.Now()
 	if err != nil {
 		// The holder's clock cannot be read: the deadline cannot be
 		// kept, so the lease is given up.
-		h.cancel(errors.Join(ErrLeaseLost, err))
+		h.loseLocked(clock.Instant{}, false, err)
 		return
 	}
 	if h.lossT != nil {
 		h.lossT.Stop()
 	}
-	left, _ := h.k.Deadline().Since(now)
+	lossAt := h.lossAt()
+	left, _ := lossAt.Since(now)
 	// Half the slack early: converting the time left to a duration and
-	// back must not put the timer past the deadline.
+	// back must not put the timer past the loss.
 	h.lossT = h.c.after(ceilDuration(left-deadlineSlack/2), h.onDeadline)
 	if h.renewing == nil {
 		if h.renewT != nil {
 			h.renewT.Stop()
 		}
 		due, _ := h.k.NextRenewal().Since(now)
-		h.renewT = h.c.after(ceilDuration(due), h.onRenewal)
+		h.renewT = h.c.after(ceilDuration(min(due, left)), h.onRenewal)
 	}
 }
+
+// lossAt is when the current lease counts as lost: the margin before its
+// deadline.
+func (h *Held) lossAt() clock.Instant { return h.k.Deadline().AddMillis(-h.margin) }
 
 // ceilDuration is ms milliseconds (at least 0), rounded up to the
 // nanosecond, so that a timer is not due before the reading it is for.
@@ -268,14 +370,13 @@ func ceilDuration(ms float64) time.Duration {
 	return time.Duration(math.Ceil(max(ms, 0) * float64(time.Millisecond)))
 }
 
-// deadlineSlack is how close to the deadline a firing of the deadline's
-// timer counts as reaching it: the timer is set half of it before the
-// deadline, so that the rounding of readings to durations and back never
-// puts it after.
+// deadlineSlack is how close to the loss a firing of its timer counts as
+// reaching it: the timer is set half of it before, so that the rounding of
+// readings to durations and back never puts it after.
 const deadlineSlack = 0.001 // milliseconds
 
-// onDeadline ends the hold if the holder's clock reached the deadline of
-// the current lease (a renewal may have moved it since the timer was set).
+// onDeadline ends the hold if the holder's clock reached the loss of the
+// current lease (a renewal may have moved it since the timer was set).
 func (h *Held) onDeadline() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -284,16 +385,30 @@ func (h *Held) onDeadline() {
 	}
 	now, err := h.c.lc.Now()
 	if err != nil {
-		h.cancel(errors.Join(ErrLeaseLost, err))
+		h.loseLocked(clock.Instant{}, false, err)
 		return
 	}
-	if left, err := h.k.Deadline().Since(now); err != nil || left < deadlineSlack {
-		// The deadline (at most a microsecond from now): lost.
-		_, _ = h.k.Check(h.k.Deadline())
-		h.cancel(ErrLeaseLost)
+	if left, err := h.lossAt().Since(now); err != nil || left < deadlineSlack {
+		// The loss (at most a microsecond from now), or past it.
+		h.loseLocked(now, false, h.failure)
 		return
 	}
 	h.armLocked()
+}
+
+// loseLocked ends the hold with a *LostError: at now (zero if the clock
+// could not be read, failure then being its error), refused if the
+// coordinator refused a renewal.
+func (h *Held) loseLocked(now clock.Instant, refused bool, failure error) {
+	_, _ = h.k.Check(h.k.Deadline())
+	l := h.k.Lease()
+	e := &LostError{Token: l.Token(), Refused: refused, Failure: failure}
+	if now.Domain != "" {
+		since, err1 := now.Duration(l.Anchor())
+		left, err2 := l.Deadline().Duration(now)
+		e.SinceSent, e.Left, e.Known = since, left, err1 == nil && err2 == nil
+	}
+	h.cancel(e)
 }
 
 // onRenewal begins a renewal, unless one is in flight.
@@ -303,16 +418,17 @@ func (h *Held) onRenewal() {
 	if h.done || h.renewing != nil {
 		return
 	}
-	// The renewal ends with the hold's context: at the deadline at the
-	// latest, so it never takes longer than the time the lease has left.
+	// The renewal ends with the hold's context: at the loss at the
+	// latest, so it never takes longer than the time the lease has left;
+	// each attempt takes at most half of what is left then.
 	rctx, cancel := context.WithCancel(h.ctx)
 	h.renewing = cancel
 	l := &Lease{Lease: h.k.Lease(), secret: h.secret}
-	go h.renew(rctx, l)
+	go h.renew(rctx, l, h.lossAt())
 }
 
-func (h *Held) renew(ctx context.Context, l *Lease) {
-	l2, err := h.c.Renew(ctx, l)
+func (h *Held) renew(ctx context.Context, l *Lease, lossAt clock.Instant) {
+	l2, err := h.c.renew(ctx, l, lossAt)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.renewing()
@@ -321,22 +437,29 @@ func (h *Held) renew(ctx context.Context, l *Lease) {
 		// The hold ended meanwhile; finish releases the lease.
 		return
 	}
+	now, nerr := h.c.lc.Now()
+	if nerr != nil {
+		h.loseLocked(clock.Instant{}, false, nerr)
+		return
+	}
 	switch {
 	case err == nil:
-		if h.k.Renewed(l2.Lease) != nil {
-			h.cancel(ErrLeaseLost)
+		// An answer taken after the lease counted as lost does not
+		// revive the hold: the work had to stop by then (the loss
+		// timer is late).
+		if left, lerr := lossAt.Since(now); lerr != nil || left < deadlineSlack || h.k.Renewed(l2.Lease) != nil {
+			h.loseLocked(now, false, h.failure)
 			return
 		}
 		h.renewals++
+		h.failure = nil
 	case errors.Is(err, ErrExpired):
 		h.k.Expire()
-		h.cancel(ErrLeaseLost)
+		h.loseLocked(now, true, err)
 		return
 	default:
-		now, nerr := h.c.lc.Now()
-		if nerr == nil {
-			_ = h.k.Failed(now)
-		}
+		h.failure = err
+		_ = h.k.Failed(now)
 	}
 	h.armLocked()
 }
@@ -360,11 +483,43 @@ func (h *Held) finish() {
 	l := &Lease{Lease: h.k.Lease(), secret: h.secret}
 	h.mu.Unlock()
 	if !released {
-		ctx, cancel := context.WithTimeout(context.Background(), h.c.timeout)
-		_ = h.c.Release(ctx, l)
-		cancel()
+		if err := h.c.releaseBounded(l); err != nil {
+			h.mu.Lock()
+			h.ownErr = err
+			h.mu.Unlock()
+		}
 	}
 	close(h.finished)
+}
+
+// releaseBounded releases l for a hold that ended without Release, within
+// endingRelease (or AttemptTimeout, if less) of the holder's clock and of
+// real time, each attempt at most half the time left. A lease the
+// coordinator no longer has is not an error.
+func (c *Client) releaseBounded(l *Lease) error {
+	bound := min(endingRelease, c.timeout)
+	ctx, cancel := context.WithTimeoutCause(context.Background(), bound,
+		errors.New("wire: the release of a lost hold got no answer within "+bound.String()))
+	defer cancel()
+	var until clock.Instant
+	if now, err := c.lc.Now(); err == nil {
+		until = now.Add(bound)
+		bctx, bcancel := context.WithCancelCause(ctx)
+		defer bcancel(nil)
+		t := c.after(bound, func() {
+			bcancel(errors.New("wire: the release of a lost hold got no answer within " + bound.String() + " of the holder's clock"))
+		})
+		defer t.Stop()
+		ctx = bctx
+	}
+	err := c.release(ctx, l, until)
+	if err != nil && ctx.Err() != nil {
+		err = errors.Join(context.Cause(ctx), err)
+	}
+	if errors.Is(err, ErrExpired) {
+		return nil
+	}
+	return err
 }
 
 // Token returns the fencing token of the lease: the same for the whole
@@ -421,22 +576,30 @@ func (h *Held) Release(ctx context.Context) error {
 
 // Do holds resource while fn runs: it acquires it as Hold does, calls fn
 // with the hold's context and the hold, and releases the lease when fn
-// returns, whatever it returns. Its error is fn's, joined with
-// ErrLeaseLost if the lease was lost while fn ran (fn should stop when
-// ctx ends), and with the release's error if that failed.
+// returns, whatever it returns. Its error is fn's, joined with the
+// *LostError (errors.Is ErrLeaseLost) if the lease was lost while fn ran
+// (fn should stop when ctx ends; fn's own error alone if it is that
+// loss), and with the release's error if that failed. After a loss, or
+// the end of ctx, the release is the one the hold sent itself, bounded to
+// 2 seconds: Do returns within that of fn's return.
 func (c *Client) Do(ctx context.Context, resource string, opts HoldOptions, fn func(ctx context.Context, h *Held) error) error {
 	h, err := c.Hold(ctx, resource, opts)
 	if err != nil {
 		return err
 	}
 	ferr := fn(h.Context(), h)
-	lost := errors.Is(context.Cause(h.Context()), ErrLeaseLost)
+	cause := context.Cause(h.Context())
+	lost := errors.Is(cause, ErrLeaseLost)
 	rerr := h.Release(context.WithoutCancel(ctx))
 	if errors.Is(rerr, ErrLeaseLost) || errors.Is(rerr, context.Cause(ctx)) {
 		rerr = nil
 	}
-	if lost {
-		return errors.Join(ferr, ErrLeaseLost, rerr)
+	h.mu.Lock()
+	own := h.ownErr
+	h.mu.Unlock()
+	rerr = errors.Join(rerr, own)
+	if lost && !errors.Is(ferr, cause) {
+		return errors.Join(ferr, cause, rerr)
 	}
 	return errors.Join(ferr, rerr)
 }

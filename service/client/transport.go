@@ -27,6 +27,7 @@ import (
 type connPool struct {
 	host       string // host:port to dial
 	hostHeader string // the Host header
+	prefix     string // the base URL's path ("/prefix"), escaped, without a trailing slash
 	tls        *tls.Config
 	authLine   string // "Authorization: Bearer ...\r\n", or empty
 	dialer     net.Dialer
@@ -73,7 +74,7 @@ func (p *connPool) exchange(ctx context.Context, timeout time.Duration, pc *pers
 		stop = context.AfterFunc(ctx, func() { _ = pc.SetDeadline(aLongTimeAgo) })
 	}
 	b := append(pc.buf[:0], "POST "...)
-	b = append(append(append(b, path...), " HTTP/1.1\r\nHost: "...), p.hostHeader...)
+	b = append(append(append(append(b, p.prefix...), path...), " HTTP/1.1\r\nHost: "...), p.hostHeader...)
 	b = append(append(b, "\r\n"...), p.authLine...)
 	b = append(b, "Content-Type: application/json\r\nContent-Length: "...)
 	b = append(append(strconv.AppendInt(b, int64(len(body)), 10), "\r\n\r\n"...), body...)

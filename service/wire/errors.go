@@ -79,9 +79,11 @@ func (e *Error) Error() string {
 
 // Temporary reports whether the same call may succeed if sent again: the
 // coordinator could not store its answer, or failed in a way that changed
-// nothing.
+// nothing (a 5xx), or a server on the way timed the request out (408) or
+// asks for fewer requests (429). Any other 4xx will be refused the same
+// way again.
 func (e *Error) Temporary() bool {
-	return e.Status >= 500
+	return e.Status >= 500 || e.Status == 408 || e.Status == 429
 }
 
 // ErrorBody is the JSON shape of an Error.

@@ -1,0 +1,510 @@
+//go:build !js
+
+package client_test
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/lease-fence/lease-fence/core/clock"
+	"github.com/lease-fence/lease-fence/core/lease"
+	"github.com/lease-fence/lease-fence/internal/faultproxy"
+	"github.com/lease-fence/lease-fence/internal/testpki"
+	"github.com/lease-fence/lease-fence/service"
+	"github.com/lease-fence/lease-fence/service/client"
+	"github.com/lease-fence/lease-fence/service/httpapi"
+	"github.com/lease-fence/lease-fence/service/wire"
+)
+
+// Issue #26's fail-fast items, as test/svcclient/failfast.test.mjs checks
+// them for lease-fence/service-client.
+
+// serveCoordinator serves an in-memory coordinator with the TTL ttl on
+// real time, and returns its URL.
+func serveCoordinator(t *testing.T, ttl time.Duration) string {
+	t.Helper()
+	clk, err := service.WallClock("coordinator")
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := service.NewLocal(service.LocalConfig{Clock: clk, TTL: ttl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := service.New(service.Config{TTL: ttl, Store: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(httpapi.NewHandler(svc, httpapi.HandlerOptions{}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// startProxy starts a fault proxy in front of target.
+func startProxy(t *testing.T, target string) *faultproxy.Proxy {
+	t.Helper()
+	px, err := faultproxy.Start(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(px.Close)
+	return px
+}
+
+// freeze makes px a frozen coordinator from now on: it accepts every
+// request and never answers.
+func freeze(px *faultproxy.Proxy) {
+	px.SetPolicy(func(*faultproxy.Call) faultproxy.Action { return faultproxy.Action{Hold: true} })
+}
+
+// leaseClient is a lease.Client of holder id on clk (a real clock if nil).
+func leaseClient(t *testing.T, id string, clk clock.Clock) *lease.Client {
+	t.Helper()
+	if clk == nil {
+		var err error
+		if clk, err = clock.NewMonotonic(id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lc, err := lease.NewClient(lease.ClientConfig{Clock: clk, HolderID: id, ClockSkew: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lc
+}
+
+// TestBaseURLPrefix: behind a reverse proxy that serves the coordinator
+// under /leases/ (and strips it), a BaseURL with that path reaches it, with
+// or without a trailing slash, on the client's own connections and
+// through an HTTPClient; every call goes to /leases/v1/<op>.
+func TestBaseURLPrefix(t *testing.T) {
+	target, err := url.Parse(serveCoordinator(t, 10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var paths []string
+	var seen atomic.Int32
+	mux := http.NewServeMux()
+	rp := httputil.NewSingleHostReverseProxy(target)
+	mux.Handle("/leases/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen.Add(1)
+		paths = append(paths, r.URL.Path) // one call at a time
+		http.StripPrefix("/leases", rp).ServeHTTP(w, r)
+	}))
+	front := httptest.NewServer(mux) // anything else: 404
+	defer front.Close()
+	for _, tc := range []struct {
+		name, base string
+		hc         *http.Client
+	}{
+		{"own connections", front.URL + "/leases", nil},
+		{"trailing slash", front.URL + "/leases/", nil},
+		{"HTTPClient", front.URL + "/leases", front.Client()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			paths = nil
+			c, err := client.NewClient(client.ClientConfig{BaseURL: tc.base, Lease: leaseClient(t, "a", nil), HTTPClient: tc.hc, Attempts: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			l, err := c.Acquire(ctx, "r-"+tc.name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if l, err = c.Renew(ctx, l); err != nil {
+				t.Fatal(err)
+			}
+			if st, err := c.Inspect(ctx, "r-"+tc.name); err != nil || !st.Held || st.Fence != l.Token().Fence {
+				t.Fatalf("inspect: %+v %v", st, err)
+			}
+			if err := c.Release(ctx, l); err != nil {
+				t.Fatal(err)
+			}
+			want := []string{"/leases/v1/acquire", "/leases/v1/renew", "/leases/v1/inspect", "/leases/v1/release"}
+			if strings.Join(paths, " ") != strings.Join(want, " ") {
+				t.Fatalf("the proxy saw %v, want %v", paths, want)
+			}
+		})
+	}
+}
+
+// TestNewClientChecksBaseURLs: each base URL that is not an http:// or
+// https:// URL with a host and at most a path is refused by NewClient,
+// with a message naming the field and the mistake (and not showing a
+// password); good ones are taken.
+func TestNewClientChecksBaseURLs(t *testing.T) {
+	lc := leaseClient(t, "a", nil)
+	for _, tc := range []struct{ url, want string }{
+		{"localhost:8787", `BaseURL "localhost:8787" has no scheme: write it with http:// or https:// in front`},
+		{"127.0.0.1:8787", `BaseURL "127.0.0.1:8787" has no scheme`},
+		{"ftp://h/x", `BaseURL "ftp://h/x" has the scheme "ftp": it must be http or https`},
+		{"http://", `BaseURL "http://" has no host`},
+		{"http:/x", `BaseURL "http:/x" has no host`},
+		{"https://:8787", `BaseURL "https://:8787" has no host`},
+		{"http://bad host", `BaseURL "http://bad host" is not a URL (invalid character " " in host name)`},
+		{"http://h:99999", `BaseURL "http://h:99999" has the port 99999: a port is from 1 to 65535`},
+		{"http://h:0", `has the port 0`},
+		{"http://h:", `has an empty port`},
+		{"http://h/p?x=1", `BaseURL "http://h/p?x=1" has a query or a fragment`},
+		{"http://h/p#top", `has a query or a fragment`},
+		{"http://h/p?", `has a query or a fragment`},
+		{"http://user:hunter2@h", `BaseURL has a user name or password in it`},
+		{"http://user:hunter2@bad host", `BaseURL is not a URL`},
+		{"", `BaseURL is required`},
+	} {
+		_, err := client.NewClient(client.ClientConfig{BaseURL: tc.url, Lease: lc})
+		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("%q: %v, want %q", tc.url, err, tc.want)
+		}
+	}
+	_, err := client.NewClient(client.ClientConfig{BaseURLs: []string{"http://a", "a:1"}, Lease: lc})
+	if err == nil || !strings.Contains(err.Error(), `ClientConfig.BaseURLs[1] "a:1" has no scheme`) {
+		t.Errorf("BaseURLs: %v", err)
+	}
+	for _, good := range []string{"http://127.0.0.1:1", "https://leases.example.com/prefix/", "http://[::1]:8787/a/b", "HTTP://h"} {
+		if _, err := client.NewClient(client.ClientConfig{BaseURL: good, Lease: lc}); err != nil {
+			t.Errorf("%q: %v", good, err)
+		}
+	}
+}
+
+// TestCertificateErrorsAreFinal: a coordinator whose TLS certificate is of
+// an unknown CA, or not for the name the client asks for, fails the call at
+// the first attempt with a *client.CertificateError saying so on its first
+// line, on the client's own connections and through an HTTPClient; with
+// the CA and the right name, the same server answers.
+func TestCertificateErrorsAreFinal(t *testing.T) {
+	pki, err := testpki.New(t.TempDir(), "failfast")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair, err := tls.LoadX509KeyPair(pki.Server, pki.ServerKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var calls atomic.Int32
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		http.NotFound(w, r)
+	}))
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{pair}}
+	srv.StartTLS()
+	defer srv.Close()
+	lc := leaseClient(t, "a", nil)
+	for _, tc := range []struct {
+		name     string
+		tls      *tls.Config
+		hc       *http.Client
+		mismatch bool
+	}{
+		{"unknown CA", nil, nil, false},
+		{"unknown CA, HTTPClient", nil, &http.Client{}, false},
+		{"name mismatch", &tls.Config{RootCAs: pki.CAPool, ServerName: "other.test"}, nil, true},
+		{"name mismatch, HTTPClient", nil, &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pki.CAPool, ServerName: "other.test"}}}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := client.NewClient(client.ClientConfig{BaseURL: srv.URL, Lease: lc, TLS: tc.tls, HTTPClient: tc.hc,
+				Backoff: func(n int) time.Duration { t.Errorf("attempt %d", n); return 0 }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = c.Acquire(context.Background(), "r")
+			var ce *client.CertificateError
+			if !errors.As(err, &ce) || ce.NameMismatch != tc.mismatch || ce.BaseURL != srv.URL {
+				t.Fatalf("%#v", err)
+			}
+			first, _, _ := strings.Cut(err.Error(), "\n")
+			want := "wire: acquire: the TLS certificate of " + srv.URL + " cannot be verified (x509: certificate signed by unknown authority"
+			if tc.mismatch {
+				want = "wire: acquire: the TLS certificate of " + srv.URL + " is not for its host (x509: certificate is valid for"
+			}
+			if !strings.HasPrefix(first, want) || !strings.Contains(first, "not retried") {
+				t.Fatalf("first line %q, want %q...", first, want)
+			}
+		})
+	}
+	if calls.Load() != 0 {
+		t.Fatalf("the server got %d requests", calls.Load())
+	}
+	// The same server, trusted: its answer (404) comes through.
+	c, err := client.NewClient(client.ClientConfig{BaseURL: srv.URL, Lease: lc, TLS: &tls.Config{RootCAs: pki.CAPool}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Acquire(context.Background(), "r"); !isCode(err, "http_404") || calls.Load() != 1 {
+		t.Fatalf("trusted: %v after %d requests", err, calls.Load())
+	}
+}
+
+func isCode(err error, code string) bool {
+	var we *wire.Error
+	return errors.As(err, &we) && we.Code == code
+}
+
+// TestStatusesRetriedOrFinal: a 4xx other than 408 and 429 is final at the
+// first attempt, and so are the refusals of a full coordinator or token
+// (too_many_leases, too_many_token_leases, too_many_token_waiters); a 408,
+// a 429 and a 5xx are sent again, up to Attempts.
+func TestStatusesRetriedOrFinal(t *testing.T) {
+	var status atomic.Int32
+	var code atomic.Value
+	var calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		if c := code.Load().(string); c != "" {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(int(status.Load()))
+			_, _ = w.Write([]byte(`{"error":{"code":"` + c + `","message":"m"}}`))
+			return
+		}
+		http.Error(w, "no", int(status.Load()))
+	}))
+	defer srv.Close()
+	c, err := client.NewClient(client.ClientConfig{BaseURL: srv.URL, Lease: leaseClient(t, "a", nil), Attempts: 3,
+		Backoff: func(int) time.Duration { return 0 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		status int
+		code   string
+		sent   int32
+	}{
+		{400, "", 1}, {401, "unauthorized", 1}, {403, "", 1}, {404, "", 1}, {409, "request_id_reused", 1}, {422, "rejected", 1},
+		{408, "", 3}, {429, "", 3}, {500, "internal", 3}, {502, "", 3}, {503, "unavailable", 3},
+		{503, wire.CodeTooManyLeases, 1}, {429, wire.CodeTooManyTokenLeases, 1}, {429, wire.CodeTooManyTokenWaiters, 1},
+	} {
+		status.Store(int32(tc.status))
+		code.Store(tc.code)
+		calls.Store(0)
+		_, err := c.Acquire(context.Background(), "r")
+		var we *wire.Error
+		if !errors.As(err, &we) || we.Status != tc.status || calls.Load() != tc.sent {
+			t.Errorf("%d %s: sent %d times (want %d): %v", tc.status, tc.code, calls.Load(), tc.sent, err)
+		}
+		if first, _, _ := strings.Cut(err.Error(), "\n"); tc.sent == 1 && !strings.HasPrefix(first, "wire: ") || strings.Contains(first, "no answer") != (tc.sent > 1) {
+			t.Errorf("%d %s: first line %q", tc.status, tc.code, first)
+		}
+	}
+}
+
+// TestRenewalOutlivesALostReply: TTL 2 s, real timers; the first renewal's
+// first attempt is never answered (the proxy holds its reply until the
+// client gives up). The attempt waits for half the time left before the
+// lease would count as lost, not AttemptTimeout (5 s, more than the TTL),
+// so the renewal is sent again in time and the lease is kept, with the
+// same request.
+func TestRenewalOutlivesALostReply(t *testing.T) {
+	t.Parallel()
+	px := startProxy(t, serveCoordinator(t, 2*time.Second))
+	var renewals atomic.Int32
+	px.SetPolicy(func(call *faultproxy.Call) faultproxy.Action {
+		if call.Path == "/v1/renew" && renewals.Add(1) == 1 {
+			return faultproxy.Action{HoldReply: true}
+		}
+		return faultproxy.Action{}
+	})
+	c, err := client.NewClient(client.ClientConfig{BaseURL: px.URL, Lease: leaseClient(t, "a", nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	h, err := c.Hold(ctx, "r", client.HoldOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := h.Token()
+	deadline := time.After(30 * time.Second)
+	for h.Renewals() < 2 {
+		select {
+		case <-h.Context().Done():
+			t.Fatalf("the hold was lost after %d renewals: %v", h.Renewals(), context.Cause(h.Context()))
+		case <-deadline:
+			t.Fatal("no two renewals in 30 s")
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	var bodies []string
+	for _, call := range px.Calls() {
+		if call.Path == "/v1/renew" {
+			bodies = append(bodies, string(call.Body))
+		}
+	}
+	if len(bodies) < 3 || bodies[0] != bodies[1] || bodies[1] == bodies[2] {
+		t.Fatalf("renewals sent: %q", bodies)
+	}
+	if st, err := c.Inspect(ctx, "r"); err != nil || !st.Held || st.Fence != tok.Fence || h.Token() != tok {
+		t.Fatalf("the coordinator has %+v (%v), the hold %v", st, err, h.Token())
+	}
+	if err := h.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestLossBeforeTheDeadlineRealTimers: real timers, TTL 5 s, and a
+// coordinator that freezes once the lease is granted. The hold counts its
+// lease lost a margin (250 ms) before the holder's deadline, so its
+// context ends before the deadline even if the timer fires late by less
+// than that: the *LostError found it before the deadline by the holder's
+// clock. Do then settles within 2 s of the loss, although AttemptTimeout
+// is 30 s: the release the hold sends itself is bounded.
+func TestLossBeforeTheDeadlineRealTimers(t *testing.T) {
+	t.Parallel()
+	px := startProxy(t, serveCoordinator(t, 5*time.Second))
+	c, err := client.NewClient(client.ClientConfig{BaseURL: px.URL, Lease: leaseClient(t, "a", nil), AttemptTimeout: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lostAt time.Time
+	var deadline clock.Instant
+	start := time.Now()
+	err = c.Do(context.Background(), "r", client.HoldOptions{}, func(ctx context.Context, h *client.Held) error {
+		deadline = h.Lease().Deadline()
+		freeze(px)
+		<-ctx.Done()
+		lostAt = time.Now()
+		return context.Cause(ctx)
+	})
+	settled := time.Since(lostAt)
+	var lost *client.LostError
+	if !errors.As(err, &lost) || !errors.Is(err, client.ErrLeaseLost) || lost.Refused || !lost.Known {
+		t.Fatalf("Do: %v", err)
+	}
+	t.Logf("lost %v after the start, %v before the deadline (%v); Do settled %v after the loss: %v", lostAt.Sub(start), lost.Left, deadline, settled, err)
+	if lost.Left <= 0 {
+		t.Errorf("the loss was found %v after the holder's deadline", -lost.Left)
+	}
+	// The release the hold sent itself got no answer: Do says so.
+	if !strings.Contains(err.Error(), "\nwire: release got no answer") && !strings.Contains(err.Error(), "\nwire: the release of a lost hold got no answer within 2s") {
+		t.Errorf("Do: %v", err)
+	}
+	// Bounded to 2 s; the rest is room for a loaded machine (the release
+	// would take AttemptTimeout, 30 s, unbounded).
+	if settled > 10*time.Second {
+		t.Errorf("Do settled %v after the loss", settled)
+	}
+	var releases int
+	for _, call := range px.Calls() {
+		if call.Path == "/v1/release" {
+			releases++
+		}
+	}
+	if releases < 2 {
+		t.Errorf("%d release attempts, want one cut at half the time and another", releases)
+	}
+}
+
+// TestLossAndReleaseManualClock: the same on the holder's manual clock,
+// to the microsecond. TTL 1 s, skew 20 ms: the deadline is 980 ms after
+// the acquisition's send, the loss 50 ms (5 % of the TTL) before it; the
+// loss's message gives those durations. Once lost, the release the hold
+// sends to the frozen coordinator is cut at half the time left of its 2 s,
+// sent again, cut again, and so on (Attempts is 100) until, 2 s after the
+// loss, it is given up: Release (as Do) returns then, and not before.
+func TestLossAndReleaseManualClock(t *testing.T) {
+	px := startProxy(t, serveCoordinator(t, time.Second))
+	agent, err := clock.NewManual("agent-a", clock.ManualOptions{Start: 5000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.NewClient(client.ClientConfig{BaseURL: px.URL, Lease: leaseClient(t, "agent-a", agent), AttemptTimeout: time.Hour,
+		Attempts: 100, Backoff: func(int) time.Duration { return 0 }, AfterFunc: agent.AfterFunc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	h, err := c.Hold(ctx, "r", client.HoldOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := h.Lease().Deadline(); got.Millis != 5980 {
+		t.Fatalf("deadline %v", got)
+	}
+	freeze(px)
+	done := make(chan error, 1)
+	go func() {
+		<-h.Context().Done()
+		done <- h.Release(ctx)
+	}()
+	// step waits until a new request reached the proxy and is parked
+	// there, the only one (or the release returned), then moves the
+	// holder's clock to its next timer, which must not be past limit. It
+	// reports whether the release returned. Every step after the first
+	// sends one request: the cut attempt's retry, or at the loss the
+	// release.
+	sent := len(px.Calls())
+	first := true
+	step := func(limit float64) (bool, error) {
+		t.Helper()
+		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		for !first {
+			select {
+			case err := <-done:
+				return true, err
+			default:
+			}
+			active, parked := px.InFlight()
+			if n := len(px.Calls()); active == parked && active == 1 && n > sent {
+				sent = n
+				break
+			}
+			if wctx.Err() != nil {
+				t.Fatalf("at %v: %d requests at the proxy, %d parked", agent.Peek(), active, parked)
+			}
+			time.Sleep(100 * time.Microsecond)
+		}
+		first = false
+		next, ok := agent.NextTimer()
+		if !ok || next.Millis > limit {
+			t.Fatalf("at %v the next timer is %v (%v), past %v", agent.Peek(), next, ok, limit)
+		}
+		return false, agent.Set(next.Millis)
+	}
+	// The renewals: every attempt held, each cut at half the time left,
+	// until the loss.
+	for h.Context().Err() == nil {
+		if _, err := step(5930); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// At the loss, within the microsecond its timer is set early.
+	var lost *client.LostError
+	near := func(d, want time.Duration) bool { return d >= want-time.Microsecond && d <= want+time.Microsecond }
+	lossAt := agent.Peek()
+	if lossAt.Millis > 5930 || lossAt.Millis < 5929.999 || !errors.As(context.Cause(h.Context()), &lost) ||
+		!near(lost.Left, 50*time.Millisecond) || !near(lost.SinceSent, 930*time.Millisecond) {
+		t.Fatalf("lost at %v: %#v", lossAt, context.Cause(h.Context()))
+	}
+	want := `wire: the lease on "r" (fence 1) was lost: no renewal succeeded in time; given up 930 ms after the send of the call that last extended it, 50 ms before the holder's deadline`
+	if lost.Error() != want {
+		t.Fatalf("message %q, want %q", lost.Error(), want)
+	}
+	releases := 0
+	for {
+		returned, err := step(lossAt.Millis + 2000)
+		if returned {
+			if err != context.Cause(h.Context()) {
+				t.Fatalf("Release: %v", err)
+			}
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		releases++
+	}
+	if now := agent.Peek(); now.Millis != lossAt.Millis+2000 || releases < 8 {
+		t.Fatalf("the release ended at %v after %d attempts", agent.Peek(), releases)
+	}
+}
