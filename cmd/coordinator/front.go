@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"sync/atomic"
 	"time"
@@ -27,12 +28,16 @@ type front struct {
 	metrics     *metrics
 	ownListener bool // /metrics is served on -metrics-addr, not here
 	draining    atomic.Bool
+	log         *slog.Logger
+	tokenWarned atomic.Bool // a call without -auth carried a token, and it was logged
 }
 
 func (f *front) handler() http.Handler {
 	api := f.api
 	if f.guard != nil {
 		api = f.guard.Middleware(api)
+	} else {
+		api = f.warnUncheckedTokens(api)
 	}
 	if len(f.cors) > 0 {
 		api = httpapi.CORS(f.cors, api)
@@ -43,6 +48,21 @@ func (f *front) handler() http.Handler {
 		scrape = api // 404 from the API, like any other path
 	}
 	return f.route(scrape, api)
+}
+
+// warnUncheckedTokens serves the calls of a server started without -auth
+// as next does, and logs the first call that carries an Authorization
+// header, once per process: its client sends a token it expects to be
+// checked, and nothing checks it.
+func (f *front) warnUncheckedTokens(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if f.log != nil && r.Header.Get("Authorization") != "" && !f.tokenWarned.Load() && f.tokenWarned.CompareAndSwap(false, true) {
+			f.log.Warn("a call carried a token (Authorization header), but this coordinator was started without -auth: tokens are not checked, "+
+				"and any client that reaches it may take or release any lease. Start it with -auth tokens.json, or stop sending the token. "+
+				"Logged once", "remote", r.RemoteAddr, "path", r.URL.Path)
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // route serves /healthz and /readyz, /metrics with metrics, and every

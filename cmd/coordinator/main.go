@@ -290,7 +290,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, hup <-c
 	if !*quiet {
 		opts.Logger = log
 	}
-	fr := &front{svc: svc, cors: corsOrigins, metrics: met, ownListener: *metricsAddr != ""}
+	fr := &front{svc: svc, cors: corsOrigins, metrics: met, ownListener: *metricsAddr != "", log: log}
 	if tokens != nil {
 		gopts := auth.Options{Answered: met.answered}
 		if !*quiet {

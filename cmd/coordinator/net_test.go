@@ -532,3 +532,39 @@ func TestMetricsAddress(t *testing.T) {
 		})
 	}
 }
+
+// TestTokenWithoutAuthIsLoggedOnce: a coordinator started without -auth
+// answers calls that carry a token as it answers any other, and logs, once
+// for the process, that tokens are sent to it and not checked.
+func TestTokenWithoutAuthIsLoggedOnce(t *testing.T) {
+	logs := &syncio.Buffer{}
+	srv := startNet(t, logs, "-memory")
+	hc := &http.Client{}
+	const warning = "was started without -auth: tokens are not checked"
+	if a := send(t, hc, "POST", srv.url, "/v1/inspect", "", encode(t, msgOf(wire.OpInspect, "", "r", "", 0))); a.status != 200 {
+		t.Fatalf("inspect without a token: %+v", a)
+	}
+	if strings.Contains(logs.String(), warning) {
+		t.Fatalf("logged for a call without a token: %s", logs.String())
+	}
+	for i := range 3 {
+		acq := msgOf(wire.OpAcquire, "t"+strconv.Itoa(i), "r"+strconv.Itoa(i), "h", 0)
+		if a := send(t, hc, "POST", srv.url, "/v1/acquire", appTok.token, encode(t, acq)); a.status != 200 || a.body["ok"] != true {
+			t.Fatalf("acquire %d with a token: %+v", i, a)
+		}
+	}
+	c := tokenClient(t, srv.url, "h2", adminTok.token)
+	l, err := c.Acquire(context.Background(), "r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Release(context.Background(), l); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(logs.String(), warning); n != 1 {
+		t.Fatalf("logged %d times:\n%s", n, logs.String())
+	}
+	if strings.Contains(logs.String(), appTok.token) || strings.Contains(logs.String(), adminTok.token) {
+		t.Fatalf("a token in the log:\n%s", logs.String())
+	}
+}
