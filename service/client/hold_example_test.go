@@ -59,9 +59,10 @@ func ExampleClient_Hold() {
 		log.Fatal(err) // a *client.DeniedError naming the holder once 30 s have passed
 	}
 	defer h.Release(context.WithoutCancel(ctx))
-	// h.Context() ends when the lease is lost (context.Cause is
-	// client.ErrLeaseLost), at the holder's deadline at the latest; a write
-	// already on its way is for the gate to refuse.
+	// h.Context() ends when the lease is lost (context.Cause is a
+	// *client.LostError, errors.Is client.ErrLeaseLost), before the
+	// holder's deadline; a write already on its way is for the gate to
+	// refuse.
 	err = gate.CommitContext(h.Context(), h.Token(), func(ctx context.Context) error {
 		return deploy(ctx)
 	})
