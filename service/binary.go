@@ -13,19 +13,55 @@ import (
 // (package pebblestore; an entry is written on every grant, and JSON cost
 // several percent of the native server's CPU per cycle, docs/service.md):
 //
-//	byte     EntryBinaryVersion (1)
+//	byte     EntryBinaryVersion (2)
 //	uvarint  fence (0: no lease record)
 //	         if fence != 0: string owner, string holder id, string request id,
-//	         8 bytes expiry (float64 bits, big-endian), 32 bytes secret hash
+//	         8 bytes expiry (float64 bits, big-endian), 32 bytes secret hash,
+//	         string value
 //	uvarint  last fence
 //	releases (AppendReleasesBinary)
+//	uvarint  revoked fence (0: no revocation)
+//	         if not 0: string holder id, 8 bytes time (float64 bits, big-endian)
 //
 // where a string is a uvarint length and that many bytes of UTF-8. There is
 // exactly one encoding of each entry: DecodeEntryBinary refuses another
 // version, a varint that is not the shortest, invalid UTF-8, a length or
-// count beyond the bounds, and bytes left over.
+// count beyond the bounds, and bytes left over. It also reads version 1,
+// written before values and revocations (without the value and the
+// revocation): a state written then opens as it is, and each entry is
+// written in version 2 at its next change.
 func AppendEntryBinary(b []byte, e *Entry) []byte {
 	b = append(b, EntryBinaryVersion)
+	b = binary.AppendUvarint(b, e.Fence)
+	if e.Fence != 0 {
+		b = appendString(b, e.Owner)
+		b = appendString(b, e.HolderID)
+		b = appendString(b, e.RequestID)
+		b = binary.BigEndian.AppendUint64(b, math.Float64bits(e.ExpiresAt))
+		b = append(b, e.SecretHash[:]...)
+		b = appendString(b, e.Value)
+	}
+	b = binary.AppendUvarint(b, e.LastFence)
+	b = AppendReleasesBinary(b, e.Released)
+	b = binary.AppendUvarint(b, e.Revoked.Fence)
+	if e.Revoked.Fence != 0 {
+		b = appendString(b, e.Revoked.HolderID)
+		b = binary.BigEndian.AppendUint64(b, math.Float64bits(e.Revoked.At))
+	}
+	return b
+}
+
+// EntryBinaryVersion is the first byte of AppendEntryBinary's layout;
+// entryBinaryV1 the previous layout's, which DecodeEntryBinary still reads.
+const (
+	EntryBinaryVersion = 2
+	entryBinaryV1      = 1
+)
+
+// AppendEntryBinaryV1 appends e in version 1 of the layout (no value, no
+// revocation): what the previous version wrote, for upgrade tests.
+func AppendEntryBinaryV1(b []byte, e *Entry) []byte {
+	b = append(b, entryBinaryV1)
 	b = binary.AppendUvarint(b, e.Fence)
 	if e.Fence != 0 {
 		b = appendString(b, e.Owner)
@@ -37,9 +73,6 @@ func AppendEntryBinary(b []byte, e *Entry) []byte {
 	b = binary.AppendUvarint(b, e.LastFence)
 	return AppendReleasesBinary(b, e.Released)
 }
-
-// EntryBinaryVersion is the first byte of AppendEntryBinary's layout.
-const EntryBinaryVersion = 1
 
 // AppendReleasesBinary appends rels to b in a binary layout (a store that
 // keeps the rest of an entry in columns of its own keeps its releases so:
@@ -64,8 +97,11 @@ func appendString(b []byte, s string) []byte {
 }
 
 // maxStoredString bounds a stored id (the handler allows at most
-// wire.MaxStringBytes).
-const maxStoredString = 1024
+// wire.MaxStringBytes), maxStoredValue a stored value (wire.MaxValueBytes).
+const (
+	maxStoredString = 1024
+	maxStoredValue  = 4096
+)
 
 // DecodeEntryBinary reads what AppendEntryBinary wrote for resource,
 // strictly: the error wraps ErrInconsistent and says what is wrong. The
@@ -73,15 +109,24 @@ const maxStoredString = 1024
 func DecodeEntryBinary(resource string, data []byte) (Entry, error) {
 	e := Entry{Resource: resource}
 	r := binReader{d: data}
-	if v := r.bytes(1)[0]; r.err == nil && v != EntryBinaryVersion {
+	v := r.bytes(1)[0]
+	if r.err == nil && v != EntryBinaryVersion && v != entryBinaryV1 {
 		r.fail("it has the unknown version " + strconv.Itoa(int(v)))
 	}
 	if e.Fence = r.uvarint(); e.Fence != 0 {
 		e.Owner, e.HolderID, e.RequestID, e.ExpiresAt = r.string(), r.string(), r.string(), r.float()
 		copy(e.SecretHash[:], r.bytes(32))
+		if v == EntryBinaryVersion {
+			e.Value = r.text(maxStoredValue, "a value")
+		}
 	}
 	e.LastFence = r.uvarint()
 	e.Released = r.releases()
+	if v == EntryBinaryVersion {
+		if e.Revoked.Fence = r.uvarint(); e.Revoked.Fence != 0 {
+			e.Revoked.HolderID, e.Revoked.At = r.string(), r.float()
+		}
+	}
 	if err := r.end(); err != nil {
 		return Entry{}, inconsistent("the entry of " + quote(resource) + " is damaged: " + err.Error())
 	}
@@ -143,15 +188,18 @@ func (r *binReader) bytes(n int) []byte {
 	return b
 }
 
-func (r *binReader) string() string {
+func (r *binReader) string() string { return r.text(maxStoredString, "an id") }
+
+// text reads a string of at most limit bytes; what names it in a message.
+func (r *binReader) text(limit uint64, what string) string {
 	n := r.uvarint()
-	if n > maxStoredString {
-		r.fail("an id is longer than " + strconv.Itoa(maxStoredString) + " bytes")
+	if n > limit {
+		r.fail(what + " is longer than " + strconv.FormatUint(limit, 10) + " bytes")
 		return ""
 	}
 	s := string(r.bytes(int(n)))
 	if !utf8.ValidString(s) {
-		r.fail("an id is not valid UTF-8")
+		r.fail(what + " is not valid UTF-8")
 		return ""
 	}
 	return s

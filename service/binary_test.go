@@ -21,6 +21,9 @@ func TestBinaryRoundTrip(t *testing.T) {
 			Released: []Release{rel, rel, rel, rel}},
 		{Resource: "a", LastFence: 300},
 		{Resource: "a", Released: []Release{rel}, LastFence: 7},
+		{Resource: "a", HolderID: "holder", RequestID: "req", Fence: 9, ExpiresAt: 2, SecretHash: h, Value: strings.Repeat("v", 4096),
+			Revoked: Revocation{HolderID: "old", Fence: 8, At: 1.5}},
+		{Resource: "a", LastFence: 8, Revoked: Revocation{HolderID: "old", Fence: 8, At: 1.5}},
 	} {
 		data := AppendEntryBinary(nil, &e)
 		got, err := DecodeEntryBinary("a", data)
@@ -42,6 +45,31 @@ func TestBinaryRoundTrip(t *testing.T) {
 	}
 }
 
+// TestBinaryVersion1IsRead: an entry the previous version wrote (layout
+// version 1: no value, no revocation) is read as it was.
+func TestBinaryVersion1IsRead(t *testing.T) {
+	h := sha256.Sum256([]byte("s"))
+	for _, e := range []Entry{
+		{Resource: "a", Owner: "t", HolderID: "holder", RequestID: "req", Fence: 3, ExpiresAt: 5, SecretHash: h},
+		{Resource: "a", Released: []Release{{RequestID: "r", HolderID: "h", Fence: 2, At: 1, SecretHash: h}}, LastFence: 2},
+	} {
+		data := AppendEntryBinaryV1(nil, &e)
+		if data[0] != 1 {
+			t.Fatalf("version byte %d", data[0])
+		}
+		got, err := DecodeEntryBinary("a", data)
+		if err != nil || !reflect.DeepEqual(got, e) {
+			t.Fatalf("%+v came back as %+v, %v", e, got, err)
+		}
+		if _, err := DecodeEntryBinary("a", append(data, 0)); err == nil {
+			t.Fatalf("version 1 with a byte more was accepted")
+		}
+	}
+	if _, err := DecodeEntryBinary("a", []byte{3, 0, 0, 0, 0}); err == nil || !strings.Contains(err.Error(), "unknown version 3") {
+		t.Fatalf("version 3: %v", err)
+	}
+}
+
 // FuzzDecodeEntryBinary: any bytes are either refused or an entry that is
 // stored as exactly those bytes (one encoding per entry).
 func FuzzDecodeEntryBinary(f *testing.F) {
@@ -52,13 +80,18 @@ func FuzzDecodeEntryBinary(f *testing.F) {
 	} {
 		f.Add(AppendEntryBinary(nil, &e))
 	}
+	f.Add([]byte{2, 0, 7, 0, 0})
 	f.Add([]byte{1, 0, 7, 0})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		e, err := DecodeEntryBinary("r", data)
 		if err != nil {
 			return
 		}
-		if again := AppendEntryBinary(nil, &e); string(again) != string(data) {
+		again := AppendEntryBinary(nil, &e)
+		if data[0] == 1 {
+			again = AppendEntryBinaryV1(nil, &e) // the previous version's layout, read as it was written
+		}
+		if string(again) != string(data) {
 			t.Fatalf("%x decoded to %+v, stored as %x", data, e, again)
 		}
 	})

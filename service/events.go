@@ -288,6 +288,10 @@ func (s *Service) publishOutcome(o *outcome) {
 		if f.Fence != 0 {
 			g := ev(wire.EventGranted, f)
 			g.RemainingMillis = f.ExpiresAt - o.now
+			if f.Value != "" {
+				v := f.Value
+				g.Value = &v
+			}
 			s.h.publish(g, true)
 		}
 	} else if f.Fence != 0 && (o.renewed || f.ExpiresAt != b.ExpiresAt) {

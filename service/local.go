@@ -644,7 +644,8 @@ func (l *Local) sweep(ctx context.Context, held int) (int, error) {
 				ranOut = append(ranOut, e)
 			}
 			next.Released = recent(next.Released, now.Millis, l.ttl, MaxReleases)
-			if d := int(min(e.Fence, 1)-min(next.Fence, 1)) + len(e.Released) - len(next.Released); d > 0 {
+			next.Revoked = next.revokedNow(now.Millis, l.ttl)
+			if d := int(min(e.Fence, 1)-min(next.Fence, 1)) + len(e.Released) - len(next.Released) + int(min(e.Revoked.Fence, 1)-min(next.Revoked.Fence, 1)); d > 0 {
 				n += d
 				b.add(next)
 			}

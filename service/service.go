@@ -189,7 +189,9 @@ func (s *Service) Call(ctx context.Context, m wire.Message) (wire.Reply, error) 
 	switch m.Op {
 	case wire.OpInspect:
 		return s.inspect(ctx, m)
-	case wire.OpAcquire, wire.OpRenew, wire.OpRelease:
+	case wire.OpRevoke:
+		return s.revoke(ctx, m)
+	case wire.OpAcquire, wire.OpRenew, wire.OpRelease, wire.OpProclaim:
 	default:
 		return wire.Reply{}, wire.NewError(wire.CodeNotFound, "no such call "+strconv.Quote(string(m.Op)))
 	}
@@ -201,12 +203,15 @@ func (s *Service) Call(ctx context.Context, m wire.Message) (wire.Reply, error) 
 		switch m.Op {
 		case wire.OpAcquire:
 			s.serve(t, rules, o)
-			return s.acquire(t, rules, m.Request, hash, m.Caller, &o.reply)
+			return s.acquire(t, rules, m.Request, m.Value, hash, m.Caller, &o.reply)
 		case wire.OpRenew:
 			s.serve(t, rules, o)
 			err := s.renew(t, rules, m.Request, hash, &o.reply)
 			o.renewed = err == nil && o.reply.OK
 			return err
+		case wire.OpProclaim:
+			s.serve(t, rules, o)
+			return s.proclaim(t, m.Request, m.Value, hash, o)
 		}
 		if err := s.release(t, rules, m.Request, hash, &o.reply); err != nil {
 			return err
@@ -220,7 +225,7 @@ func (s *Service) Call(ctx context.Context, m wire.Message) (wire.Reply, error) 
 	return o.reply, nil
 }
 
-func (s *Service) acquire(t *Txn, rules lease.Rules, q lease.Request, hash [32]byte, caller wire.Caller, reply *wire.Reply) error {
+func (s *Service) acquire(t *Txn, rules lease.Rules, q lease.Request, value string, hash [32]byte, caller wire.Caller, reply *wire.Reply) error {
 	e := t.current()
 	var prior *lease.Grant
 	if e.Fence != 0 && e.RequestID == q.RequestID {
@@ -258,12 +263,16 @@ func (s *Service) acquire(t *Txn, rules lease.Rules, q lease.Request, hash [32]b
 		return wire.NewError(wire.CodeTooManyLeases, "the coordinator holds its maximum of leases; retry later")
 	}
 	t.Put(Entry{Owner: caller.Name, HolderID: q.HolderID, RequestID: q.RequestID, Fence: next.Fence, ExpiresAt: next.ExpiresAt, SecretHash: hash,
-		Released: recent(e.Released, t.Now.Millis, s.ttlMs, MaxReleases)}, true)
+		Released: recent(e.Released, t.Now.Millis, s.ttlMs, MaxReleases), Value: value, Revoked: e.revokedNow(t.Now.Millis, s.ttlMs)}, true)
 	return nil
 }
 
 func (s *Service) renew(t *Txn, rules lease.Rules, q lease.Request, hash [32]byte, reply *wire.Reply) error {
 	e := t.current()
+	if e.IsRevoked(q.HolderID, q.Fence, t.Now.Millis, s.ttlMs) {
+		reply.Reason = wire.ReasonRevoked
+		return nil
+	}
 	if err := checkSecret(e, q.HolderID, q.Fence, hash); err != nil {
 		return err
 	}
@@ -298,6 +307,10 @@ func (s *Service) release(t *Txn, rules lease.Rules, q lease.Request, hash [32]b
 			return nil
 		}
 	}
+	if e.IsRevoked(q.HolderID, q.Fence, t.Now.Millis, s.ttlMs) {
+		reply.Reason = wire.ReasonRevoked
+		return nil
+	}
 	if err := checkSecret(e, q.HolderID, q.Fence, hash); err != nil {
 		return err
 	}
@@ -314,11 +327,37 @@ func (s *Service) release(t *Txn, rules lease.Rules, q lease.Request, hash [32]b
 	if t.KeepReleases {
 		rels = append(rels, Release{RequestID: q.RequestID, HolderID: q.HolderID, Fence: q.Fence, At: t.Now.Millis, SecretHash: hash})
 	}
-	next := Entry{Released: rels}
+	next := Entry{Released: rels, Revoked: e.revokedNow(t.Now.Millis, s.ttlMs)}
 	if t.KeepLast {
 		next.LastFence = q.Fence
 	}
 	t.Put(next, false)
+	return nil
+}
+
+// proclaim changes the value of the live lease of q's holder and fence.
+func (s *Service) proclaim(t *Txn, q lease.Request, value string, hash [32]byte, o *outcome) error {
+	reply := &o.reply
+	e := t.current()
+	if e.IsRevoked(q.HolderID, q.Fence, t.Now.Millis, s.ttlMs) {
+		reply.Reason = wire.ReasonRevoked
+		return nil
+	}
+	if err := checkSecret(e, q.HolderID, q.Fence, hash); err != nil {
+		return err
+	}
+	if e.Fence != q.Fence || e.HolderID != q.HolderID || t.Now.Millis >= e.ExpiresAt {
+		reply.Reason = string(lease.Expired)
+		return nil
+	}
+	reply.OK = true
+	if e.Value != value {
+		next := *e
+		next.Value = value
+		t.Put(next, true)
+		v := value
+		o.extra = append(o.extra, wire.Event{Type: wire.EventProclaimed, HolderID: e.HolderID, Fence: e.Fence, Value: &v})
+	}
 	return nil
 }
 

@@ -98,6 +98,7 @@ type Txn struct {
 	next        Entry
 	write, sync bool
 	committed   func()
+	floor       uint64
 }
 
 // Committed tells the decision that what it put is durable. A store calls
@@ -111,6 +112,15 @@ func (t *Txn) Committed() {
 		f()
 	}
 }
+
+// RaiseFloor says the decision ended the lease with fence f before its
+// expiry (a revoke): a store that raises a fence table's floors at grants
+// (pgstore's FenceTable) raises the resource's floor above f in the same
+// transaction, so the gate refuses f from the commit on.
+func (t *Txn) RaiseFloor(f uint64) { t.floor = max(t.floor, f) }
+
+// Floor returns the fence RaiseFloor was given (the highest), or 0.
+func (t *Txn) Floor() uint64 { return t.floor }
 
 // Put makes next the resource's entry (an entry that holds nothing deletes
 // it). With sync, Update returns only once next is durable; without, next
@@ -162,6 +172,37 @@ type Entry struct {
 	SecretHash [32]byte  `json:"secretSha256,omitzero"`
 	Released   []Release `json:"released,omitzero"`
 	LastFence  uint64    `json:"lastFence,omitzero"`
+	// Value is the lease record's value (an election's), at most
+	// wire.MaxValueBytes; empty without a lease record.
+	Value string `json:"value,omitzero"`
+	// Revoked is the last lease of the resource that a revoke ended, kept
+	// for one TTL so that its holder's renew, release or proclaim is
+	// answered "revoked" rather than "expired".
+	Revoked Revocation `json:"revoked,omitzero"`
+}
+
+// Revocation is a lease ended by a revoke (Entry.Revoked); the zero value
+// is none.
+type Revocation struct {
+	HolderID string  `json:"holderId"`
+	Fence    uint64  `json:"fence"`
+	At       float64 `json:"at"` // coordinator milliseconds
+}
+
+// revokedNow returns the revocation of e that is still remembered at now
+// (at most ttl old), or the zero one.
+func (e *Entry) revokedNow(now, ttl float64) Revocation {
+	if e.Revoked.Fence != 0 && now-e.Revoked.At <= ttl {
+		return e.Revoked
+	}
+	return Revocation{}
+}
+
+// IsRevoked reports whether holder's lease with fence f is the one a
+// revoke ended, remembered at now (coordinator milliseconds) for ttl.
+func (e *Entry) IsRevoked(holder string, f uint64, now, ttl float64) bool {
+	r := e.revokedNow(now, ttl)
+	return r.Fence != 0 && r.Fence == f && r.HolderID == holder
 }
 
 // Release is a release that ended a lease, remembered for one TTL so that
@@ -177,7 +218,9 @@ type Release struct {
 // MaxReleases bounds the releases an entry remembers: the newest.
 const MaxReleases = 4
 
-func (e *Entry) empty() bool { return e.Fence == 0 && len(e.Released) == 0 && e.LastFence == 0 }
+func (e *Entry) empty() bool {
+	return e.Fence == 0 && len(e.Released) == 0 && e.LastFence == 0 && e.Revoked.Fence == 0
+}
 
 // last is the fence of the entry's last lease: its lease record's, the one
 // it remembers, or (for a store that keeps no LastFence) the highest of its
@@ -196,7 +239,7 @@ func (e *Entry) last() uint64 {
 // cleared is e without its lease record (nor its owner), remembering its
 // fence if keep.
 func (e *Entry) cleared(keep bool) Entry {
-	c := Entry{Resource: e.Resource, Released: e.Released}
+	c := Entry{Resource: e.Resource, Released: e.Released, Revoked: e.Revoked}
 	if keep {
 		c.LastFence = e.last()
 	}
@@ -262,7 +305,7 @@ func CheckEntry(e Entry, mark uint64) error {
 		return inconsistent(entryAt(e.Resource) + " has fence " + strconv.FormatUint(e.Fence, 10) + ", above the fence mark " + strconv.FormatUint(mark, 10))
 	case e.Fence != 0 && (!finite(e.ExpiresAt) || e.SecretHash == [32]byte{}):
 		return inconsistent(entryAt(e.Resource) + " has a non-finite expiry or no secret hash")
-	case e.Fence == 0 && (e.HolderID != "" || e.RequestID != "" || e.ExpiresAt != 0 || e.SecretHash != [32]byte{} || e.Owner != ""):
+	case e.Fence == 0 && (e.HolderID != "" || e.RequestID != "" || e.ExpiresAt != 0 || e.SecretHash != [32]byte{} || e.Owner != "" || e.Value != ""):
 		return inconsistent(entryAt(e.Resource) + " has a holder but no fence")
 	case e.Fence != 0 && e.LastFence != 0:
 		return inconsistent(entryAt(e.Resource) + " has a lease record and a last fence")
@@ -272,6 +315,10 @@ func CheckEntry(e Entry, mark uint64) error {
 		return inconsistent(entryAt(e.Resource) + " holds nothing")
 	case len(e.Released) > MaxReleases:
 		return inconsistent(entryAt(e.Resource) + " holds " + strconv.Itoa(len(e.Released)) + " releases")
+	case len(e.Value) > maxStoredValue:
+		return inconsistent(entryAt(e.Resource) + " has a value of " + strconv.Itoa(len(e.Value)) + " bytes")
+	case e.Revoked != Revocation{} && (e.Revoked.HolderID == "" || !fenceOK(e.Revoked.Fence) || !finite(e.Revoked.At)):
+		return inconsistent(entryAt(e.Resource) + " has a damaged revocation (fence " + strconv.FormatUint(e.Revoked.Fence, 10) + ")")
 	}
 	for _, r := range e.Released {
 		if r.RequestID == "" || r.HolderID == "" || !fenceOK(r.Fence) || !finite(r.At) || r.SecretHash == [32]byte{} {
@@ -285,7 +332,7 @@ func CheckEntry(e Entry, mark uint64) error {
 // an instant from the future (the clock was set back while the state was
 // stored, or the state was edited).
 func checkTimes(e Entry, now, ttl float64) error {
-	last := e.ExpiresAt
+	last := max(e.ExpiresAt, e.Revoked.At)
 	for _, r := range e.Released {
 		last = max(last, r.At)
 	}

@@ -102,6 +102,7 @@ func (q *queue) empty() bool { return len(q.places) == 0 && len(q.observers) == 
 type place struct {
 	q      *queue
 	req    lease.Request
+	value  string // the lease's value, once granted
 	hash   [32]byte
 	caller wire.Caller
 	calls  int         // calls attached (the first, and retries with its request id)
@@ -112,14 +113,17 @@ type place struct {
 	gone   bool // answered or forgotten: no longer in q.places
 }
 
-// observer is an inspection waiting for the fence to differ from after.
+// observer is an inspection waiting for the fence to differ from after
+// (or, with hasValue, the value from value).
 type observer struct {
-	q     *queue
-	owner string
-	after uint64
-	done  chan struct{}
-	reply wire.Reply
-	gone  bool
+	q        *queue
+	owner    string
+	after    uint64
+	value    string
+	hasValue bool
+	done     chan struct{}
+	reply    wire.Reply
+	gone     bool
 }
 
 // outcome is what one decision did, to settle once it is durable.
@@ -135,6 +139,7 @@ type outcome struct {
 	answer   wire.Reply // its grant
 	refused  []refused  // places whose acquisition was refused
 	skipped  []*place   // places passed over for having no call attached
+	removed  *place     // a place a revoke removed
 	before   Entry      // the entry the decision was made on
 	final    Entry      // the entry as decided
 	now      float64    // the reading the decision acted on
@@ -222,7 +227,10 @@ func (s *Service) serve(t *Txn, rules lease.Rules, o *outcome) {
 			continue
 		}
 		var r wire.Reply
-		if err := s.acquire(t, rules, sp.p.req, sp.p.hash, sp.p.caller, &r); err != nil {
+		if sp.p == o.removed {
+			continue
+		}
+		if err := s.acquire(t, rules, sp.p.req, sp.p.value, sp.p.hash, sp.p.caller, &r); err != nil {
 			o.refused = append(o.refused, refused{sp.p, err})
 			var we *wire.Error
 			if errors.As(err, &we) && we.Code == wire.CodeTooManyLeases {
@@ -258,6 +266,14 @@ func (s *Service) settle(o *outcome) {
 			s.queueEvent(wire.EventLeft, r.p)
 		}
 	}
+	if p := o.removed; p != nil && !p.gone {
+		if p.calls == 0 {
+			s.forget(p)
+		} else {
+			s.answer(p, wire.Reply{Reason: wire.ReasonRevoked}, nil)
+		}
+		s.queueEvent(wire.EventLeft, p)
+	}
 	if p := o.served; p != nil {
 		if p.gone || p.calls == 0 {
 			// Its client went away while the grant was being made
@@ -274,9 +290,8 @@ func (s *Service) settle(o *outcome) {
 		q.settled = o.seq
 		live := o.final.Fence != 0 && o.now < o.final.ExpiresAt
 		status := statusOf(o.final, o.now)
-		cur := status.Current()
 		for i := 0; i < len(q.observers); {
-			if ob := q.observers[i]; ob.after != cur {
+			if ob := q.observers[i]; ob.changed(status) {
 				ob.reply, ob.gone = status, true
 				close(ob.done)
 				q.observers = slices.Delete(q.observers, i, i+1)
@@ -311,9 +326,17 @@ func (s *Service) settle(o *outcome) {
 // statusOf is an inspection's answer for e at now.
 func statusOf(e Entry, now float64) wire.Reply {
 	if e.Fence != 0 && now < e.ExpiresAt {
-		return wire.HeldReply(e.HolderID, e.Fence, e.ExpiresAt-now)
+		r := wire.HeldReply(e.HolderID, e.Fence, e.ExpiresAt-now)
+		r.Value = e.Value
+		return r
 	}
 	return wire.FreeReply(e.last())
+}
+
+// changed reports whether an inspection answered r differs from what ob
+// waits to see change.
+func (ob *observer) changed(r wire.Reply) bool {
+	return r.Current() != ob.after || (ob.hasValue && r.Value != ob.value)
 }
 
 // answer completes p (with s.w.mu held): its calls return reply or err.
@@ -432,7 +455,7 @@ func (s *Service) acquireWaiting(ctx context.Context, m wire.Message, hash [32]b
 	res := m.Request.Resource
 	decide := func(t *Txn, rules lease.Rules, o *outcome) error {
 		s.serve(t, rules, o)
-		return s.acquire(t, rules, m.Request, hash, m.Caller, &o.reply)
+		return s.acquire(t, rules, m.Request, m.Value, hash, m.Caller, &o.reply)
 	}
 	o, err := s.update(ctx, res, decide)
 	if err != nil {
@@ -441,7 +464,7 @@ func (s *Service) acquireWaiting(ctx context.Context, m wire.Message, hash [32]b
 	if o.reply.OK || o.reply.HeldBy == "" {
 		return o.reply, nil
 	}
-	p, err := s.join(m.Request, hash, m.Caller)
+	p, err := s.join(m.Request, m.Value, hash, m.Caller)
 	if err != nil {
 		return o.reply, err
 	}
@@ -477,7 +500,7 @@ func (s *Service) acquireWaiting(ctx context.Context, m wire.Message, hash [32]b
 // join attaches a call with req to its place in the queue of its resource:
 // the place of the same request id if there is one (a retry keeps the
 // place), else a new place at the end.
-func (s *Service) join(req lease.Request, hash [32]byte, caller wire.Caller) (*place, error) {
+func (s *Service) join(req lease.Request, value string, hash [32]byte, caller wire.Caller) (*place, error) {
 	s.w.mu.Lock()
 	defer s.w.mu.Unlock()
 	if s.w.stopped {
@@ -508,7 +531,7 @@ func (s *Service) join(req lease.Request, hash [32]byte, caller wire.Caller) (*p
 		return nil, err
 	}
 	q := s.queueOf(req.Resource)
-	p := &place{q: q, req: req, hash: hash, caller: caller, calls: 1, done: make(chan struct{})}
+	p := &place{q: q, req: req, value: value, hash: hash, caller: caller, calls: 1, done: make(chan struct{})}
 	q.places = append(q.places, p)
 	s.w.add(caller.Name, 1)
 	s.queueEvent(wire.EventWaiting, p)
@@ -559,11 +582,12 @@ func (s *Service) inspect(ctx context.Context, m wire.Message) (wire.Reply, erro
 		}
 		return statusOf(o.final, o.now), nil
 	}
+	want := &observer{after: m.After, value: m.AfterValue, hasValue: m.HasAfterValue}
 	r, err := read()
-	if err != nil || !m.HasAfter || m.Wait == 0 || r.Current() != m.After {
+	if err != nil || !m.HasAfter || m.Wait == 0 || want.changed(r) {
 		return r, err
 	}
-	ob, err := s.observe(res, m.After, m.Caller)
+	ob, err := s.observe(res, want, m.Caller)
 	if err != nil {
 		return wire.Reply{}, err
 	}
@@ -571,7 +595,7 @@ func (s *Service) inspect(ctx context.Context, m wire.Message) (wire.Reply, erro
 	// Read once more now that the observer is registered (this also arms
 	// the expiry timer): a change made between the first read and
 	// registering would be missed otherwise.
-	if r, err = read(); err != nil || r.Current() != m.After {
+	if r, err = read(); err != nil || want.changed(r) {
 		return r, err
 	}
 	end := make(chan struct{})
@@ -588,7 +612,7 @@ func (s *Service) inspect(ctx context.Context, m wire.Message) (wire.Reply, erro
 	return read()
 }
 
-func (s *Service) observe(resource string, after uint64, caller wire.Caller) (*observer, error) {
+func (s *Service) observe(resource string, want *observer, caller wire.Caller) (*observer, error) {
 	s.w.mu.Lock()
 	defer s.w.mu.Unlock()
 	if s.w.stopped {
@@ -598,7 +622,7 @@ func (s *Service) observe(resource string, after uint64, caller wire.Caller) (*o
 		return nil, err
 	}
 	q := s.queueOf(resource)
-	ob := &observer{q: q, owner: caller.Name, after: after, done: make(chan struct{})}
+	ob := &observer{q: q, owner: caller.Name, after: want.after, value: want.value, hasValue: want.hasValue, done: make(chan struct{})}
 	q.observers = append(q.observers, ob)
 	s.w.add(caller.Name, 1)
 	return ob, nil

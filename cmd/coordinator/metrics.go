@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -32,11 +33,13 @@ type metrics struct {
 // results are the results of each operation (httpapi.Answered), refused
 // included.
 var results = map[wire.Op][]string{
-	wire.OpAcquire: {httpapi.ResultGranted, httpapi.ResultDenied, httpapi.ResultRefused},
-	wire.OpRenew:   {httpapi.ResultGranted, httpapi.ResultExpired, httpapi.ResultRefused},
-	wire.OpRelease: {httpapi.ResultOK, httpapi.ResultExpired, httpapi.ResultRefused},
-	wire.OpInspect: {httpapi.ResultHeld, httpapi.ResultFree, httpapi.ResultRefused},
-	"":             {httpapi.ResultRefused}, // a path that is none of the four
+	wire.OpAcquire:  {httpapi.ResultGranted, httpapi.ResultDenied, httpapi.ResultRefused},
+	wire.OpRenew:    {httpapi.ResultGranted, httpapi.ResultExpired, httpapi.ResultRefused},
+	wire.OpRelease:  {httpapi.ResultOK, httpapi.ResultExpired, httpapi.ResultRefused},
+	wire.OpInspect:  {httpapi.ResultHeld, httpapi.ResultFree, httpapi.ResultRefused},
+	wire.OpRevoke:   {httpapi.ResultOK, httpapi.ResultRefused},
+	wire.OpProclaim: {httpapi.ResultOK, httpapi.ResultExpired, httpapi.ResultRefused},
+	"":              {httpapi.ResultRefused}, // a path that is none of the four
 }
 
 // storeStats are what the metrics read from the store when scraped; a
@@ -138,10 +141,8 @@ func (m *metrics) timed(next http.Handler) http.Handler {
 }
 
 func opOfPath(path string) wire.Op {
-	for _, op := range []wire.Op{wire.OpAcquire, wire.OpRenew, wire.OpRelease, wire.OpInspect} {
-		if op.Path() == path {
-			return op
-		}
+	if op := wire.Op(strings.TrimPrefix(path, "/v1/")); op.Known() && op.Path() == path {
+		return op
 	}
 	return ""
 }

@@ -127,10 +127,8 @@ func Refuse(w http.ResponseWriter, e *wire.Error) {
 
 // opOf returns the operation served at path, or "".
 func opOf(path string) wire.Op {
-	for _, op := range []wire.Op{wire.OpAcquire, wire.OpRenew, wire.OpRelease, wire.OpInspect} {
-		if op.Path() == path {
-			return op
-		}
+	if op := wire.Op(strings.TrimPrefix(path, "/v1/")); op.Known() && op.Path() == path {
+		return op
 	}
 	return ""
 }

@@ -15,7 +15,11 @@
 // another client's holder ids; maxLeases and maxWaiters default to the
 // server's own limits; "metrics": true lets the token read /metrics;
 // "expires" (RFC 3339, with a zone) is the instant from which the token is
-// refused, as if it were not listed (absent: never). The
+// refused, as if it were not listed (absent: never); "admin": true lets the
+// token revoke (POST /v1/revoke) the leases and waiters of the resources
+// its "resources" patterns match, whatever their holder ids (its
+// "holders" patterns do not apply to a revoke; without "admin", a revoke is
+// 403 forbidden). The
 // file is read strictly: an unknown or repeated member, a null, a wrong
 // type, bad hex, a bad pattern, and two entries with the same name or the
 // same token are refused with a message that names the entry (never the
@@ -62,6 +66,9 @@ type Token struct {
 	MaxLeases, MaxWaiters int
 	// Metrics lets the token read /metrics on the API listener.
 	Metrics bool
+	// Admin lets the token revoke leases and waiters of the resources its
+	// Resources match (wire.OpRevoke).
+	Admin bool
 	// Expires is the instant from which the token is refused; zero means
 	// never.
 	Expires time.Time
@@ -88,7 +95,7 @@ const (
 )
 
 // members are the members an entry may have.
-var members = []string{"name", "tokenSha256", "resources", "holders", "maxLeases", "maxWaiters", "metrics", "expires"}
+var members = []string{"name", "tokenSha256", "resources", "holders", "maxLeases", "maxWaiters", "metrics", "expires", "admin"}
 
 // Load reads and parses the tokens file at path.
 func Load(path string) (*Set, error) {
@@ -202,9 +209,14 @@ func parseEntry(m map[string]jsontext.Value) (Token, error) {
 		}
 		*f.to = int(n)
 	}
-	if v, ok := m["metrics"]; ok {
-		if err := json.Unmarshal(v, &t.Metrics); err != nil {
-			return t, errors.New(`member "metrics" must be true or false`)
+	for _, f := range []struct {
+		name string
+		to   *bool
+	}{{"metrics", &t.Metrics}, {"admin", &t.Admin}} {
+		if v, ok := m[f.name]; ok {
+			if err := json.Unmarshal(v, f.to); err != nil {
+				return t, fmt.Errorf("member %q must be true or false", f.name)
+			}
 		}
 	}
 	if v, ok := m["expires"]; ok {
@@ -313,11 +325,17 @@ func matchAny(patterns []string, name string) bool {
 }
 
 // Allows returns nil if t may make call m (its resource, and for every
-// call but an inspection its holder id, within t's scopes), or the 403
-// refusal that says which is not.
+// call but an inspection and a revoke its holder id, within t's scopes; a
+// revoke needs Admin), or the 403 refusal that says which is not.
 func (t *Token) Allows(m *wire.Message) *wire.Error {
 	if !matchAny(t.Resources, m.Request.Resource) {
 		return wire.NewError(wire.CodeForbidden, "the token "+strconv.Quote(t.Name)+" may not name the resource "+quoteShort(m.Request.Resource))
+	}
+	if m.Op == wire.OpRevoke {
+		if !t.Admin {
+			return wire.NewError(wire.CodeForbidden, "the token "+strconv.Quote(t.Name)+" may not revoke: it is not an admin token (\"admin\": true in tokens.json)")
+		}
+		return nil
 	}
 	if m.Op != wire.OpInspect && !matchAny(t.Holders, m.Request.HolderID) {
 		return wire.NewError(wire.CodeForbidden, "the token "+strconv.Quote(t.Name)+" may not act for the holder "+quoteShort(m.Request.HolderID))

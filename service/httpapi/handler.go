@@ -6,7 +6,9 @@ import (
 	"io"
 	"log/slog"
 	"mime"
+	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"time"
 
@@ -166,6 +168,10 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			WriteError(w, e)
 			return
 		}
+	} else if e := RevokeAllowed(m.Op, r.RemoteAddr); e != nil {
+		h.logCall(r, m, e, wire.Reply{})
+		WriteError(w, e)
+		return
 	}
 	if m.Wait > 0 {
 		// Errors are ignored: a writer without deadlines (a Worker's, a
@@ -187,6 +193,27 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	h.logCall(r, m, nil, reply)
 	writeJSON(w, http.StatusOK, &reply)
+}
+
+// RevokeAllowed is the rule of a server without authentication
+// (HandlerOptions.Authorize nil): a revoke (wire.OpRevoke) is taken only
+// from a loopback address (remoteAddr is an http.Request's RemoteAddr,
+// host:port), anything else is refused with 403 forbidden; other calls
+// are allowed (nil). With Authorize, the authorization decides instead
+// (package service/auth: a token with "admin": true).
+func RevokeAllowed(op wire.Op, remoteAddr string) *wire.Error {
+	if op != wire.OpRevoke {
+		return nil
+	}
+	host, _, err := net.SplitHostPort(remoteAddr)
+	if err != nil {
+		host = remoteAddr
+	}
+	if ip, err := netip.ParseAddr(host); err == nil && ip.Unmap().IsLoopback() {
+		return nil
+	}
+	return wire.NewError(wire.CodeForbidden, "a revoke is taken only from a loopback address on a coordinator without -auth (or with an admin token under -auth), not from "+
+		wire.QuoteShort(remoteAddr))
 }
 
 // Result names what came of a call answered with reply (see Answered).

@@ -380,7 +380,7 @@ func TestDamagedStateIsRefused(t *testing.T) {
 		{"entry emptied", rawSet("lease/a", []byte{}), "is damaged: it is cut short"},
 		{"entry truncated", rawSet("lease/a", goodEntry[:20]), "is damaged: it is cut short"},
 		{"entry with trailing bytes", rawSet("lease/a", append(slices.Clone(goodEntry), 0)), "is damaged: it has bytes after its end"},
-		{"entry of another version", rawSet("lease/a", edit(goodEntry, func(d []byte) []byte { d[0] = 2; return d })), "is damaged: it has the unknown version 2"},
+		{"entry of another version", rawSet("lease/a", edit(goodEntry, func(d []byte) []byte { d[0] = 3; return d })), "is damaged: it has the unknown version 3"},
 		{"entry in JSON", rawSet("lease/a", []byte(`{"holderId":"h","requestId":"q","fence":5}`)), "is damaged: it has the unknown version 123"},
 		{"entry with a number not in its shortest form", rawSet("lease/a", edit(goodEntry, func(d []byte) []byte {
 			return append([]byte{d[0], 0x85, 0x00}, d[2:]...) // fence 5 in two bytes

@@ -95,6 +95,54 @@ func TestPreviousFormatIsRewritten(t *testing.T) {
 	}
 }
 
+// TestPreviousEntryLayoutIsRead: a state of the previous version (format
+// 3, entries in layout version 1, without values and revocations) opens
+// as it is, and keeps working: a changed entry is written in the current
+// layout, with its value and revocation, and both layouts are read back
+// after a restart.
+func TestPreviousEntryLayoutIsRead(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "state")
+	db, err := pebble.Open(dir, &pebble.Options{Logger: pebbleLogger{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	live := entry("a", 5, now+500)
+	rel := service.Entry{Resource: "c", Released: []service.Release{{RequestID: "r", HolderID: "h", Fence: 4, At: now - 10, SecretHash: live.SecretHash}}}
+	for k, v := range map[string]string{"meta/format": Format, "meta/fence-mark": "7"} {
+		_ = db.Set([]byte(k), []byte(v), nil)
+	}
+	for _, e := range []service.Entry{live, rel} {
+		_ = db.Set([]byte(leasePrefix+e.Resource), service.AppendEntryBinaryV1(nil, &e), nil)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := s.Load(ctx); st.Mark != 7 || !reflect.DeepEqual(st.Entries, []service.Entry{live, rel}) {
+		t.Fatalf("read %+v", st)
+	}
+	b := entry("b", 6, now+500)
+	b.Value = "leader at 10.0.0.1"
+	b.Revoked = service.Revocation{HolderID: "old", Fence: 3, At: now - 1}
+	if err := s.Write(ctx, service.Batch{Put: []service.Entry{b}}, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err = Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if st, _ := s.Load(ctx); !reflect.DeepEqual(st.Entries, []service.Entry{live, b, rel}) {
+		t.Fatalf("reopened: %+v", st)
+	}
+}
+
 // TestUnsyncedWrites: a write without a sync waits in memory; the next
 // synced write, of any key, takes it into its batch (a newer change of the
 // same key replacing it), and otherwise it reaches Pebble's log after

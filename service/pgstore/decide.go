@@ -9,6 +9,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -98,9 +99,24 @@ func (s *Store) Update(ctx context.Context, resource string, fn func(*service.Tx
 	return unavailable("no decision after "+strconv.Itoa(maxAttempts)+" transactions", last)
 }
 
-func scanEntry(resource, owner, holder, requestID string, f int64, expires float64, hash []byte, released []byte, last int64) (service.Entry, error) {
+// revokedCols are a row's columns of version 4, as scanned.
+type revokedCols struct {
+	value, holder string
+	fence         int64
+	at            float64
+}
+
+// args are the columns as qUpdate's $12 to $15.
+func (c revokedCols) args() []any { return []any{c.value, c.holder, c.fence, c.at} }
+
+func colsOf(e service.Entry) revokedCols {
+	return revokedCols{value: e.Value, holder: e.Revoked.HolderID, fence: int64(e.Revoked.Fence), at: e.Revoked.At}
+}
+
+func scanEntry(resource, owner, holder, requestID string, f int64, expires float64, hash []byte, released []byte, last int64, rc revokedCols) (service.Entry, error) {
 	e := service.Entry{Resource: resource, Owner: owner, HolderID: holder, RequestID: requestID, Fence: uint64(max(f, 0)), ExpiresAt: expires,
-		LastFence: uint64(max(last, 0))}
+		LastFence: uint64(max(last, 0)), Value: rc.value,
+		Revoked: service.Revocation{HolderID: rc.holder, Fence: uint64(max(rc.fence, 0)), At: rc.at}}
 	if len(hash) != 0 && len(hash) != 32 {
 		return e, errors.Join(service.ErrInconsistent, errors.New("pgstore: the row of "+strconv.Quote(resource)+" has a secret hash of "+strconv.Itoa(len(hash))+" bytes"))
 	}
@@ -151,9 +167,10 @@ func (s *Store) decide(ctx context.Context, resource string, fn func(*service.Tx
 		hash               []byte
 		found              bool
 		shared             *bool
+		rc                 revokedCols
 	)
 	b.Queue(qLock, resource, s.countKey).QueryRow(func(r pgx.Row) error {
-		err := r.Scan(&holder, &reqID, &f, &expires, &hash, &released, &last, &decidedAt, &owner, &shared)
+		err := r.Scan(&holder, &reqID, &f, &expires, &hash, &released, &last, &decidedAt, &owner, &rc.value, &rc.holder, &rc.fence, &rc.at, &shared)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil
 		}
@@ -184,7 +201,7 @@ func (s *Store) decide(ctx context.Context, resource string, fn func(*service.Tx
 	}
 	e := service.Entry{Resource: resource}
 	if !placeholder {
-		if e, err = scanEntry(resource, owner, holder, reqID, f, expires, hash, released, last); err != nil {
+		if e, err = scanEntry(resource, owner, holder, reqID, f, expires, hash, released, last, rc); err != nil {
 			s.rollback(ctx, conn)
 			return done, err
 		}
@@ -262,12 +279,14 @@ func (s *Store) decide(ctx context.Context, resource string, fn func(*service.Tx
 			return done, errors.Join(service.ErrInconsistent, errors.New("pgstore: the decision did not take the fence the counter gave it"))
 		}
 	}
-	return s.write(ctx, conn, e, placeholder, next, grant, now, listening)
+	return s.write(ctx, conn, e, placeholder, next, grant, t.Floor(), now, listening)
 }
 
 // write makes next the resource's row and commits, in one round trip.
-// grant says next holds a fence just taken from the counter.
-func (s *Store) write(ctx context.Context, conn *pgx.Conn, cur service.Entry, placeholder bool, next service.Entry, grant bool, now float64, listening bool) (outcome, error) {
+// grant says next holds a fence just taken from the counter; floor, if
+// not 0, is a revoked fence the fence table's floor is raised above
+// (service.Txn.RaiseFloor).
+func (s *Store) write(ctx context.Context, conn *pgx.Conn, cur service.Entry, placeholder bool, next service.Entry, grant bool, floor uint64, now float64, listening bool) (outcome, error) {
 	resource := cur.Resource
 	if placeholder {
 		cur = service.Entry{}
@@ -288,8 +307,8 @@ func (s *Store) write(ctx context.Context, conn *pgx.Conn, cur service.Entry, pl
 		if next.Fence != 0 {
 			hash = next.SecretHash[:]
 		}
-		args := []any{resource, next.HolderID, next.RequestID, int64(next.Fence), next.ExpiresAt, hash, rel, now, sweepAt(next, s.ttl),
-			int64(next.LastFence), next.Owner}
+		args := append([]any{resource, next.HolderID, next.RequestID, int64(next.Fence), next.ExpiresAt, hash, rel, now, sweepAt(next, s.ttl),
+			int64(next.LastFence), next.Owner}, colsOf(next).args()...)
 		if counted {
 			b.Queue(qUpdateCount, append(args, dl, dr, dk)...)
 		} else {
@@ -305,6 +324,14 @@ func (s *Store) write(ctx context.Context, conn *pgx.Conn, cur service.Entry, pl
 		// COMMIT queued after it.
 		b.Queue(`WITH raised AS (`+s.raise+`) SELECT 1 / count(*)::integer FROM raised`, resource, int64(next.Fence), next.HolderID).
 			Exec(func(pgconn.CommandTag) error { return nil })
+	}
+	if floor != 0 && !grant && s.raise != "" {
+		// A revoke that granted nothing: the floor is raised to a fence
+		// taken from the counter for it (above the revoked one, and below
+		// every later grant's, whose own raise must find the floor below
+		// it), with no holder. A floor already that high stays.
+		b.Queue(`WITH n AS (SELECT nextval('`+tFences+`') AS f), raised AS (`+strings.NewReplacer("$2", "(SELECT f FROM n)", "$3", "$2").Replace(s.raise)+
+			`) SELECT count(*) FROM raised`, resource, "").Exec(func(pgconn.CommandTag) error { return nil })
 	}
 	var tag pgconn.CommandTag
 	b.Queue("COMMIT").Exec(func(ct pgconn.CommandTag) error { tag = ct; return nil })
@@ -409,7 +436,9 @@ func errString(err error) string {
 	return err.Error()
 }
 
-func empty(e service.Entry) bool { return e.Fence == 0 && len(e.Released) == 0 && e.LastFence == 0 }
+func empty(e service.Entry) bool {
+	return e.Fence == 0 && len(e.Released) == 0 && e.LastFence == 0 && e.Revoked.Fence == 0
+}
 
 // sweepAt is the earliest reading at which a sweep has something to delete
 // from e: its lease's expiry, or a release's end of memory (a TTL on);
@@ -422,6 +451,9 @@ func sweepAt(e service.Entry, ttl float64) float64 {
 	}
 	for _, r := range e.Released {
 		at = min(at, r.At+ttl)
+	}
+	if e.Revoked.Fence != 0 {
+		at = min(at, e.Revoked.At+ttl)
 	}
 	return at
 }
@@ -547,12 +579,14 @@ func (s *Store) sweepExpired(ctx context.Context, conn *pgx.Conn, owner string) 
 			f, last                 int64
 			expires, decidedAt, now float64
 			hash                    []byte
+			rc                      revokedCols
 		)
-		if err := rows.Scan(&resource, &holder, &reqID, &f, &expires, &hash, &released, &last, &decidedAt, &owner, &now); err != nil {
+		if err := rows.Scan(&resource, &holder, &reqID, &f, &expires, &hash, &released, &last, &decidedAt, &owner,
+			&rc.value, &rc.holder, &rc.fence, &rc.at, &now); err != nil {
 			scanErr = err
 			break
 		}
-		e, err := scanEntry(resource, owner, holder, reqID, f, expires, hash, released, last)
+		e, err := scanEntry(resource, owner, holder, reqID, f, expires, hash, released, last, rc)
 		if err != nil {
 			s.log.Error("a row the sweep found is damaged; it is left as it is", "resource", resource, "err", err)
 			continue
@@ -560,13 +594,16 @@ func (s *Store) sweepExpired(ctx context.Context, conn *pgx.Conn, owner string) 
 		now = max(now, decidedAt)
 		next := e
 		if next.Fence != 0 && now >= next.ExpiresAt {
-			next = service.Entry{Resource: e.Resource, Released: e.Released}
+			next = service.Entry{Resource: e.Resource, Released: e.Released, Revoked: e.Revoked}
 			if kept < s.maxLasts {
 				next.LastFence = e.Fence
 				kept++
 			}
 		}
 		next.Released = recent(next.Released, now, s.ttl)
+		if next.Revoked.Fence != 0 && now-next.Revoked.At > s.ttl {
+			next.Revoked = service.Revocation{}
+		}
 		changes = append(changes, change{e, next, decidedAt})
 	}
 	rows.Close()
@@ -579,7 +616,8 @@ func (s *Store) sweepExpired(ctx context.Context, conn *pgx.Conn, owner string) 
 	var dl, dr, dk int64
 	byOwner := map[string]int64{}
 	for _, c := range changes {
-		d := int(min(c.cur.Fence, 1)-min(c.next.Fence, 1)) + len(c.cur.Released) - len(c.next.Released)
+		d := int(min(c.cur.Fence, 1)-min(c.next.Fence, 1)) + len(c.cur.Released) - len(c.next.Released) +
+			int(min(c.cur.Revoked.Fence, 1)-min(c.next.Revoked.Fence, 1))
 		if d == 0 {
 			continue
 		}
@@ -599,8 +637,8 @@ func (s *Store) sweepExpired(ctx context.Context, conn *pgx.Conn, owner string) 
 		if c.next.Fence != 0 {
 			hash = c.next.SecretHash[:]
 		}
-		b.Queue(qUpdate, c.cur.Resource, c.next.HolderID, c.next.RequestID, int64(c.next.Fence), c.next.ExpiresAt, hash,
-			rel, c.decidedAt, sweepAt(c.next, s.ttl), int64(c.next.LastFence), c.next.Owner)
+		b.Queue(qUpdate, append([]any{c.cur.Resource, c.next.HolderID, c.next.RequestID, int64(c.next.Fence), c.next.ExpiresAt, hash,
+			rel, c.decidedAt, sweepAt(c.next, s.ttl), int64(c.next.LastFence), c.next.Owner}, colsOf(c.next).args()...)...)
 	}
 	if n == 0 {
 		s.rollback(ctx, conn)

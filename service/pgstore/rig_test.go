@@ -226,6 +226,7 @@ func (g *rig) post(i int, m wire.Message) (int, map[string]any) {
 	}
 	req := httptest.NewRequest(http.MethodPost, m.Op.Path(), strings.NewReader(string(body)))
 	req.Header.Set("Content-Type", "application/json")
+	req.RemoteAddr = "127.0.0.1:4000" // a loopback caller: a revoke is taken
 	rec := httptest.NewRecorder()
 	g.r[i].h.ServeHTTP(rec, req)
 	var out map[string]any

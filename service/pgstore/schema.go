@@ -5,16 +5,18 @@ package pgstore
 import "strconv"
 
 // SchemaVersion is the version of the schema this package reads and writes,
-// kept in lease_fence_meta. Open upgrades a state of version 1 or 2 (see
-// upgradeV1 and Store.upgradeV2) and refuses any other version.
+// kept in lease_fence_meta. Open upgrades a state of version 1, 2 or 3
+// (see upgradeV1, upgradeV2 and upgradeV3) and refuses any other version.
 //
 // Version 2 stores the owner of each lease record (the token that acquired
 // it) and counts the records of each owner (lease_fence_owners), so that a
 // token's maxLeases holds across replicas. Version 3 keeps a row's releases
 // in a binary layout (the column releases, bytea) instead of JSON (the
 // column released): no JSON to write and parse at every decision, and rows
-// less than half as wide.
-const SchemaVersion = 3
+// less than half as wide. Version 4 keeps a lease record's value (an
+// election's) and the last revoked lease of a resource for one TTL (so
+// its holder's renewal is answered "revoked").
+const SchemaVersion = 4
 
 // The names of the store's objects. They are unqualified: the connection's
 // search_path decides the schema they live in (and so several coordinators'
@@ -42,7 +44,7 @@ const (
 // scan of the slots and a tuple lock, a write of its own, per decision.)
 const countSlots = 64
 
-// schema creates version 3. maxFence is lease.MaxFence (2^53-1, the
+// schema creates version 4. maxFence is lease.MaxFence (2^53-1, the
 // largest integer JavaScript holds exactly).
 var schema = []string{
 	// listening_until: until when (the database server's clock, Unix
@@ -77,7 +79,11 @@ var schema = []string{
 		last_fence    bigint NOT NULL DEFAULT 0 CHECK (last_fence >= 0),
 		decided_at    double precision NOT NULL,
 		sweep_at      double precision NOT NULL,
-		owner         text NOT NULL DEFAULT ''
+		owner         text NOT NULL DEFAULT '',
+		` + revokedColumns[0] + `,
+		` + revokedColumns[1] + `,
+		` + revokedColumns[2] + `,
+		` + revokedColumns[3] + `
 	) WITH (fillfactor = 70)`,
 	// The counts of lease records, remembered releases and rows that keep
 	// only a last fence, each the sum of its column.
@@ -102,6 +108,25 @@ const ownersTable = `CREATE TABLE ` + tOwners + ` (
 		leases bigint NOT NULL,
 		PRIMARY KEY (owner, slot)
 	) WITH (fillfactor = 50)`
+
+// revokedColumns are the columns version 4 added: the lease record's
+// value (” without a lease record), and the last lease a revoke ended
+// (revoked_fence 0: none), kept for one TTL from revoked_at.
+var revokedColumns = [4]string{
+	`value          text NOT NULL DEFAULT ''`,
+	`revoked_holder text NOT NULL DEFAULT ''`,
+	`revoked_fence  bigint NOT NULL DEFAULT 0 CHECK (revoked_fence >= 0)`,
+	`revoked_at     double precision NOT NULL DEFAULT 0`,
+}
+
+// upgradeV3 makes a state of version 3 a state of version 4 within the
+// upgrade's transaction: the new columns, whose defaults are what a row of
+// version 3 means (no value, no revocation).
+var upgradeV3 = []string{
+	`ALTER TABLE ` + tLeases + ` ADD COLUMN ` + revokedColumns[0] + `, ADD COLUMN ` + revokedColumns[1] +
+		`, ADD COLUMN ` + revokedColumns[2] + `, ADD COLUMN ` + revokedColumns[3],
+	`UPDATE ` + tMeta + ` SET schema_version = 4`,
+}
 
 // upgradeV1 makes a state of version 1 a state of version 2, in one
 // transaction that holds the meta row: the owner column (no lease record
@@ -150,6 +175,7 @@ var (
 	// lease record (a decision that may add one), takes the counts' lock in
 	// shared mode without waiting ($2 is its key): true if it got it.
 	qLock = `SELECT holder_id, request_id, fence, expires_at, secret_sha256, releases, last_fence, decided_at, owner,
+		value, revoked_holder, revoked_fence, revoked_at,
 		CASE WHEN fence = 0 THEN pg_try_advisory_xact_lock_shared($2) END
 		FROM ` + tLeases + ` WHERE resource = $1 FOR UPDATE`
 	// qState reads, once the row is locked: whether some coordinator
@@ -167,14 +193,15 @@ var (
 			coalesce(sum(lasts), 0)::bigint AS lasts FROM ` + tCounts + `) k`
 	qNextval = `SELECT nextval('` + tFences + `')`
 	qUpdate  = `UPDATE ` + tLeases + ` SET holder_id = $2, request_id = $3, fence = $4, expires_at = $5, secret_sha256 = $6,
-		releases = $7, decided_at = $8, sweep_at = $9, last_fence = $10, owner = $11 WHERE resource = $1`
+		releases = $7, decided_at = $8, sweep_at = $9, last_fence = $10, owner = $11, value = $12, revoked_holder = $13,
+		revoked_fence = $14, revoked_at = $15 WHERE resource = $1`
 	qDelete = `DELETE FROM ` + tLeases + ` WHERE resource = $1`
 	// qCount adds to the counts in the first slot no other transaction
 	// holds, or, if every slot is held, waits for one at random.
 	qCount = countSQL("$1", "$2", "$3")
 	// A decision's write, with the counts' change in the same statement
 	// when there is one.
-	qUpdateCount = `WITH w AS (` + qUpdate + ` RETURNING 1) ` + countSQL("$12", "$13", "$14")
+	qUpdateCount = `WITH w AS (` + qUpdate + ` RETURNING 1) ` + countSQL("$16", "$17", "$18")
 	qDeleteCount = `WITH w AS (` + qDelete + ` RETURNING 1) ` + countSQL("$2", "$3", "$4")
 	// qForget deletes rows that keep nothing but a last fence, the lowest
 	// first, until $1 are left (at most 256 at a time), skipping rows
@@ -191,7 +218,7 @@ var (
 	// qSweep locks the rows a sweep has something to delete from, skipping
 	// rows another transaction holds.
 	qSweep = `SELECT l.resource, l.holder_id, l.request_id, l.fence, l.expires_at, l.secret_sha256, l.releases, l.last_fence, l.decided_at,
-		l.owner, c.now
+		l.owner, l.value, l.revoked_holder, l.revoked_fence, l.revoked_at, c.now
 		FROM ` + tLeases + ` l, (SELECT ` + clockSQL("$1") + ` AS now) c
 		WHERE l.sweep_at < c.now AND ($3 = '' OR l.owner = $3) ORDER BY l.sweep_at LIMIT $2 FOR UPDATE OF l SKIP LOCKED`
 	// qOwnerCount adds $2 to the count of owner $1, in the first of its

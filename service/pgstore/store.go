@@ -392,7 +392,7 @@ func (s *Store) checkSchema(ctx context.Context, conn *pgx.Conn) error {
 	}
 	var version int64
 	err := conn.QueryRow(ctx, `SELECT schema_version FROM `+tMeta).Scan(&version)
-	if err == nil && (version == 1 || version == 2) {
+	if err == nil && version >= 1 && version < SchemaVersion {
 		if err = s.upgrade(ctx, conn); err != nil {
 			return err
 		}
@@ -415,7 +415,8 @@ func (s *Store) checkSchema(ctx context.Context, conn *pgx.Conn) error {
 	// Every object, with the columns this version reads.
 	checks := []string{
 		`SELECT singleton, schema_version, timeline, created_at, listening_until FROM ` + tMeta + ` LIMIT 0`,
-		`SELECT resource, holder_id, request_id, fence, expires_at, secret_sha256, releases, last_fence, decided_at, sweep_at, owner FROM ` + tLeases + ` LIMIT 0`,
+		`SELECT resource, holder_id, request_id, fence, expires_at, secret_sha256, releases, last_fence, decided_at, sweep_at, owner,
+			value, revoked_holder, revoked_fence, revoked_at FROM ` + tLeases + ` LIMIT 0`,
 		`SELECT slot, leases, releases, lasts FROM ` + tCounts + ` LIMIT 0`,
 		`SELECT owner, slot, leases FROM ` + tOwners + ` LIMIT 0`,
 		`SELECT last_value, is_called FROM ` + tFences,
@@ -449,9 +450,10 @@ func (s *Store) checkSchema(ctx context.Context, conn *pgx.Conn) error {
 	return nil
 }
 
-// upgrade makes a state of version 1 or 2 one of SchemaVersion, in one
+// upgrade makes a state of version 1, 2 or 3 one of SchemaVersion, in one
 // transaction holding the meta row, unless another coordinator did it
-// first: version 1 to 2 (upgradeV1), then 2 to 3 (upgradeV2). Coordinators
+// first: version 1 to 2 (upgradeV1), then 2 to 3 (upgradeV2), then 3 to 4
+// (upgradeV3). Coordinators
 // of an older version that still run fail their calls from then on
 // (docs/service.md, "Upgrading the schema").
 func (s *Store) upgrade(ctx context.Context, conn *pgx.Conn) error {
@@ -479,6 +481,14 @@ func (s *Store) upgrade(ctx context.Context, conn *pgx.Conn) error {
 		}
 		version = 3
 	}
+	if version == 3 {
+		for _, q := range upgradeV3 {
+			if _, err := tx.Exec(ctx, q); err != nil {
+				return fmt.Errorf("pgstore: upgrading the schema from version %d to %d (nothing was changed): %w", from, SchemaVersion, err)
+			}
+		}
+		version = 4
+	}
 	if version == from {
 		return nil // upgraded meanwhile
 	}
@@ -486,7 +496,7 @@ func (s *Store) upgrade(ctx context.Context, conn *pgx.Conn) error {
 		return fmt.Errorf("pgstore: upgrading the schema from version %d to %d: %w", from, SchemaVersion, err)
 	}
 	s.log.Warn(fmt.Sprintf("the state's schema was upgraded from version %d to %d (version 2: the token that acquired each lease, counted by token; "+
-		"version 3: releases in a binary layout): coordinators of older versions still running now fail every call until they are replaced", from, SchemaVersion))
+		"version 3: releases in a binary layout; version 4: election values and revocations): coordinators of older versions still running now fail every call until they are replaced", from, SchemaVersion))
 	return nil
 }
 

@@ -16,7 +16,8 @@ import (
 	"github.com/lease-fence/lease-fence/service/wire"
 )
 
-// downgrade turns the state at dsn back into schema version 2, whose rows
+// downgrade turns the state at dsn back into schema version 3 (without
+// values and revocations), or 2, whose rows
 // keep their releases as JSON in the column released (go-json-experiment's
 // encoding of []service.Release, as version 2 wrote them) and whose meta
 // row has no listening_until, or version 1,
@@ -55,10 +56,16 @@ func downgrade(t *testing.T, dsn string, version int, damage string) {
 		t.Fatal("no row has releases to damage")
 	}
 	qs := []string{
-		`ALTER TABLE lease_fence_leases ADD COLUMN released json NOT NULL DEFAULT '[]'`,
-		`ALTER TABLE lease_fence_leases DROP COLUMN releases`,
-		`ALTER TABLE lease_fence_meta DROP COLUMN listening_until`,
-		`UPDATE lease_fence_meta SET schema_version = 2`,
+		`ALTER TABLE lease_fence_leases DROP COLUMN value, DROP COLUMN revoked_holder, DROP COLUMN revoked_fence, DROP COLUMN revoked_at`,
+		`UPDATE lease_fence_meta SET schema_version = 3`,
+	}
+	if version == 3 {
+		asJSON = nil
+	} else {
+		qs = append(qs, `ALTER TABLE lease_fence_leases ADD COLUMN released json NOT NULL DEFAULT '[]'`,
+			`ALTER TABLE lease_fence_leases DROP COLUMN releases`,
+			`ALTER TABLE lease_fence_meta DROP COLUMN listening_until`,
+			`UPDATE lease_fence_meta SET schema_version = 2`)
 	}
 	if version == 1 {
 		qs = append(qs, `DROP TABLE lease_fence_owners`, `ALTER TABLE lease_fence_leases DROP COLUMN owner`,
@@ -92,14 +99,14 @@ func TestUpgradeFromVersion2(t *testing.T) {
 	downgrade(t, g.dsn, 2, "")
 
 	g.r[0] = g.open(pgstore.Options{}, false)
-	if logs := g.r[0].logs.String(); !strings.Contains(logs, "upgraded from version 2 to 3") {
+	if logs := g.r[0].logs.String(); !strings.Contains(logs, "upgraded from version 2 to 4") {
 		t.Fatalf("no upgrade logged: %s", logs)
 	}
 	var version int64
 	var typ string
 	queryRow(t, g.dsn, `SELECT (SELECT schema_version FROM lease_fence_meta), (SELECT format_type(atttypid, atttypmod) FROM pg_attribute
 		WHERE attrelid = 'lease_fence_leases'::regclass AND attname = 'releases')`, &version, &typ)
-	if version != 3 || typ != "bytea" {
+	if version != 4 || typ != "bytea" {
 		t.Fatalf("after the upgrade: version %d, released %s", version, typ)
 	}
 	conn := g.conn()

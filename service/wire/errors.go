@@ -45,6 +45,9 @@ const (
 	// CodeNotSupported: this server does not offer the call (501), such
 	// as a Worker's list and watch.
 	CodeNotSupported = "not_supported"
+	// CodeNotHeld: a revoke found nothing to revoke: no live lease (with
+	// that holder id or fence), and no waiter with that holder id (409).
+	CodeNotHeld = "not_held"
 )
 
 var codeStatus = map[string]int{
@@ -52,7 +55,7 @@ var codeStatus = map[string]int{
 	CodeInvalidValue: 400, CodeBodyTooLarge: 413, CodeUnsupportedMedia: 415, CodeMethodNotAllowed: 405, CodeNotFound: 404,
 	CodeWrongSecret: 403, CodeRequestIDReused: 409, CodeRejected: 422, CodeUnavailable: 503, CodeTooManyLeases: 503,
 	CodeTooManyWaiters: 503, CodeInternal: 500, CodeUnauthorized: 401, CodeForbidden: 403, CodeTooManyTokenLeases: 429,
-	CodeTooManyTokenWaiters: 429, CodeTooManyWatchers: 503, CodeTooManyTokenWatchers: 429, CodeNotSupported: 501,
+	CodeTooManyTokenWaiters: 429, CodeTooManyWatchers: 503, CodeTooManyTokenWatchers: 429, CodeNotSupported: 501, CodeNotHeld: 409,
 }
 
 // Codes lists every stable error code, in no particular order.

@@ -27,7 +27,22 @@ const (
 	// OpInspect reports who holds a resource, changing nothing; with an
 	// After fence it waits for the fence to change (observe).
 	OpInspect Op = "inspect"
+	// OpRevoke ends a resource's lease, or removes one of its waiters, on
+	// an operator's order (needs an admin token, or a loopback caller).
+	OpRevoke Op = "revoke"
+	// OpProclaim changes the value of a live lease, by its holder.
+	OpProclaim Op = "proclaim"
 )
+
+// ReasonRevoked is the reason of a renew, release or proclaim refused
+// because the lease was revoked (OpRevoke), and of a waiting acquisition
+// whose place a revoke removed; such a lease's record is kept for one TTL.
+const ReasonRevoked = "revoked"
+
+// MaxValueBytes bounds a lease's value (an election's: the leader's
+// address, say): UTF-8, not secret, answered to anyone who may inspect the
+// resource.
+const MaxValueBytes = 4096
 
 // MaxWaitMillis bounds the waitMillis a body may carry at all; the handler
 // refuses waits longer than its own, lower, HandlerOptions.MaxWait.
@@ -87,6 +102,13 @@ type Message struct {
 	// while none is.
 	After    uint64
 	HasAfter bool
+	// Value ("value") is the lease's value: an acquisition's (absent: "")
+	// or a proclamation's, at most MaxValueBytes.
+	Value string
+	// AfterValue ("afterValue"), when HasAfterValue, is the value an
+	// observing inspection also waits to see change (with After).
+	AfterValue    string
+	HasAfterValue bool
 	// Caller is who sent the call, as the server authenticated it; the
 	// zero value on a server without authentication. It is never read
 	// from a body nor written to one.
@@ -153,6 +175,11 @@ func (g Grant) Lease() lease.Grant {
 //	{"ok": true}                                          release done
 //	{"ok": true, "held": true, "holderId": "b", "fence": 7, "remainingMillis": 1234}
 //	{"ok": true, "held": false, "lastFence": 7}           inspect
+//	{"ok": true, "revoked": {"holderId": "b", "fence": 7}} revoke of a lease
+//	{"ok": true, "removedWaiter": "c"}                    revoke of a waiter
+//
+// An inspection of a held resource also carries the lease's "value" when
+// it is not empty.
 type Reply struct {
 	OK               bool    `json:"ok"`
 	Grant            *Grant  `json:"grant,omitzero"`
@@ -166,6 +193,17 @@ type Reply struct {
 	Fence           uint64  `json:"fence,omitzero"`
 	RemainingMillis float64 `json:"remainingMillis,omitzero"`
 	LastFence       *uint64 `json:"lastFence,omitzero"`
+	Value           string  `json:"value,omitzero"`
+	// Revoked is the lease a revoke ended, RemovedWaiter the holder id of
+	// the waiter it removed.
+	Revoked       *Revoked `json:"revoked,omitzero"`
+	RemovedWaiter string   `json:"removedWaiter,omitzero"`
+}
+
+// Revoked names the lease a revoke ended.
+type Revoked struct {
+	HolderID string `json:"holderId"`
+	Fence    uint64 `json:"fence"`
 }
 
 // HeldReply is an inspection's answer for a live lease.
@@ -203,6 +241,8 @@ type body struct {
 	Secret    str     `json:"secret"`
 	Wait      num     `json:"waitMillis"`
 	After     num     `json:"afterFence"`
+	Value     str     `json:"value"`
+	AfterVal  str     `json:"afterValue"`
 }
 
 // schemas lists, for each call, the members it takes, required ones first
@@ -212,10 +252,12 @@ var schemas = map[Op]struct {
 	names    []string
 	required int
 }{
-	OpAcquire: {[]string{"requestId", "resource", "holderId", "sentAt", "kind", "secret", "fence", "waitMillis"}, 6},
-	OpRenew:   {[]string{"requestId", "resource", "holderId", "sentAt", "kind", "fence", "secret"}, 7},
-	OpRelease: {[]string{"requestId", "resource", "holderId", "fence", "secret"}, 5},
-	OpInspect: {[]string{"resource", "afterFence", "waitMillis"}, 1},
+	OpAcquire:  {[]string{"requestId", "resource", "holderId", "sentAt", "kind", "secret", "fence", "waitMillis", "value"}, 6},
+	OpRenew:    {[]string{"requestId", "resource", "holderId", "sentAt", "kind", "fence", "secret"}, 7},
+	OpRelease:  {[]string{"requestId", "resource", "holderId", "fence", "secret"}, 5},
+	OpInspect:  {[]string{"resource", "afterFence", "waitMillis", "afterValue"}, 1},
+	OpRevoke:   {[]string{"resource", "holderId", "fence"}, 1},
+	OpProclaim: {[]string{"requestId", "resource", "holderId", "fence", "secret", "value"}, 6},
 }
 
 // DecodeMessage parses and checks the body of a request to op with
@@ -254,7 +296,7 @@ func DecodeMessage(op Op, data []byte) (Message, *Error) {
 	}{
 		{"requestId", b.RequestID.set, &b.RequestID}, {"resource", b.Resource.set, &b.Resource}, {"holderId", b.HolderID.set, &b.HolderID},
 		{"sentAt", b.SentAt.set, nil}, {"kind", b.Kind.set, &b.Kind}, {"fence", b.Fence.set, nil}, {"secret", b.Secret.set, &b.Secret},
-		{"waitMillis", b.Wait.set, nil}, {"afterFence", b.After.set, nil},
+		{"waitMillis", b.Wait.set, nil}, {"afterFence", b.After.set, nil}, {"value", b.Value.set, nil}, {"afterValue", b.AfterVal.set, nil},
 	}
 	for _, f := range members {
 		if f.set && !slices.Contains(schema.names, f.name) {
@@ -273,6 +315,14 @@ func DecodeMessage(op Op, data []byte) (Message, *Error) {
 			return Message{}, InvalidField(f.name, "must be 1 to "+strconv.Itoa(MaxStringBytes)+" bytes long")
 		}
 	}
+	for _, f := range [...]struct {
+		name string
+		s    *str
+	}{{"value", &b.Value}, {"afterValue", &b.AfterVal}} {
+		if len(f.s.v) > MaxValueBytes {
+			return Message{}, InvalidField(f.name, "must be at most "+strconv.Itoa(MaxValueBytes)+" bytes long, got "+strconv.Itoa(len(f.s.v)))
+		}
+	}
 	wait, werr := strconv.ParseInt(b.Wait.v, 10, 64)
 	if b.Wait.set && (werr != nil || wait < 0 || wait > MaxWaitMillis) {
 		return Message{}, InvalidField("waitMillis", "must be a whole number of milliseconds from 0 to "+strconv.Itoa(MaxWaitMillis)+
@@ -286,11 +336,20 @@ func DecodeMessage(op Op, data []byte) (Message, *Error) {
 				", got "+QuoteShort(b.After.v))
 		case wait > 0 && !b.After.set:
 			return Message{}, InvalidField("waitMillis", "needs afterFence: an inspection waits for the fence to change from afterFence")
+		case b.AfterVal.set && !b.After.set:
+			return Message{}, InvalidField("afterValue", "needs afterFence: an inspection waits for the fence or the value to change")
 		}
 		return Message{Op: op, Request: lease.Request{Resource: b.Resource.v}, Wait: time.Duration(wait) * time.Millisecond,
-			After: after, HasAfter: b.After.set}, nil
+			After: after, HasAfter: b.After.set, AfterValue: b.AfterVal.v, HasAfterValue: b.AfterVal.set}, nil
 	}
 	fence, ferr := strconv.ParseUint(b.Fence.v, 10, 64)
+	if op == OpRevoke {
+		if b.Fence.set && (ferr != nil || fence < 1 || fence > lease.MaxFence) {
+			return Message{}, InvalidField("fence", "must be a whole number from 1 to "+strconv.FormatUint(lease.MaxFence, 10)+
+				", got "+QuoteShort(b.Fence.v))
+		}
+		return Message{Op: op, Request: lease.Request{Resource: b.Resource.v, HolderID: b.HolderID.v, Fence: fence}}, nil
+	}
 	millis, merr := strconv.ParseFloat(b.SentAt.Millis.v, 64)
 	switch n := len(b.Secret.v); {
 	case n < MinSecretBytes || n > MaxSecretBytes:
@@ -303,7 +362,7 @@ func DecodeMessage(op Op, data []byte) (Message, *Error) {
 		return Message{}, InvalidField("fence", "must be 0 (or absent) in an acquisition")
 	case op != OpAcquire && fence == 0:
 		return Message{}, InvalidField("fence", "must be at least 1")
-	case op != OpRelease && b.Kind.v != string(op):
+	case (op == OpAcquire || op == OpRenew) && b.Kind.v != string(op):
 		return Message{}, InvalidField("kind", "must be "+strconv.Quote(string(op))+" on this path, got "+QuoteShort(b.Kind.v))
 	case b.SentAt.set && (merr != nil || !finite(millis)):
 		return Message{}, InvalidField("sentAt.millis", "must be a finite number")
@@ -311,8 +370,8 @@ func DecodeMessage(op Op, data []byte) (Message, *Error) {
 		return Message{}, InvalidField("sentAt.domain", "must be 1 to "+strconv.Itoa(MaxStringBytes)+" bytes long")
 	}
 	m := Message{Op: op, Secret: b.Secret.v, Request: lease.Request{RequestID: b.RequestID.v, Resource: b.Resource.v,
-		HolderID: b.HolderID.v, Fence: fence}, Wait: time.Duration(wait) * time.Millisecond}
-	if op != OpRelease {
+		HolderID: b.HolderID.v, Fence: fence}, Wait: time.Duration(wait) * time.Millisecond, Value: b.Value.v}
+	if op == OpAcquire || op == OpRenew {
 		m.Request.Kind, m.Request.SentAt = lease.Kind(op), clock.At(b.SentAt.Domain.v, millis)
 	}
 	return m, nil
@@ -397,16 +456,33 @@ func EncodeMessage(m Message) ([]byte, error) {
 		return nil, errors.New("wire: Wait must be whole milliseconds from 0 to MaxWaitMillis, got " + m.Wait.String())
 	}
 	wait := m.Wait.Milliseconds()
-	if m.Op == OpInspect {
+	if len(m.Value) > MaxValueBytes || len(m.AfterValue) > MaxValueBytes {
+		return nil, errors.New("wire: a value is longer than MaxValueBytes")
+	}
+	switch m.Op {
+	case OpInspect:
 		out := struct {
 			Resource   string  `json:"resource"`
 			AfterFence *uint64 `json:"afterFence,omitzero"`
 			WaitMillis int64   `json:"waitMillis,omitzero"`
+			AfterValue *string `json:"afterValue,omitzero"`
 		}{Resource: r.Resource, WaitMillis: wait}
 		if m.HasAfter {
 			out.AfterFence = &m.After
 		}
+		if m.HasAfterValue {
+			out.AfterValue = &m.AfterValue
+		}
 		return json.Marshal(out)
+	case OpRevoke:
+		if wait > 0 {
+			return nil, errors.New("wire: a revoke takes no Wait")
+		}
+		return json.Marshal(struct {
+			Resource string `json:"resource"`
+			HolderID string `json:"holderId,omitzero"`
+			Fence    uint64 `json:"fence,omitzero"`
+		}{r.Resource, r.HolderID, r.Fence})
 	}
 	if wait > 0 && m.Op != OpAcquire {
 		return nil, errors.New("wire: only acquire and inspect take a Wait")
@@ -420,8 +496,17 @@ func EncodeMessage(m Message) ([]byte, error) {
 		Fence      uint64   `json:"fence,omitzero"`
 		Secret     string   `json:"secret"`
 		WaitMillis int64    `json:"waitMillis,omitzero"`
+		Value      *string  `json:"value,omitzero"`
 	}{RequestID: r.RequestID, Resource: r.Resource, HolderID: r.HolderID, Fence: r.Fence, Secret: m.Secret, WaitMillis: wait}
-	if m.Op != OpRelease {
+	switch {
+	case m.Op == OpProclaim:
+		out.Value = &m.Value
+	case m.Op == OpAcquire && m.Value != "":
+		out.Value = &m.Value
+	case m.Value != "":
+		return nil, errors.New("wire: only acquire and proclaim take a Value")
+	}
+	if m.Op == OpAcquire || m.Op == OpRenew {
 		if !finite(r.SentAt.Millis) {
 			return nil, errors.New("wire: sentAt.millis is not a finite number")
 		}
