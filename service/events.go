@@ -272,6 +272,9 @@ func (s *Service) publishOutcome(o *outcome) {
 		if o.served != nil {
 			waiters--
 		}
+		if o.removed != nil {
+			waiters--
+		}
 	}
 	ev := func(typ string, e *Entry) wire.Event {
 		n := waiters

@@ -214,3 +214,50 @@ func TestElectionValues(t *testing.T) {
 		t.Fatalf("proclaim of an expired lease: %+v", reply)
 	}
 }
+
+// TestRevokeAndProclaimEvents: a revoke publishes revoked (then granted
+// to the waiter it hands over to, with its value), a removed waiter left,
+// and a proclamation proclaimed with its value (none when the value does
+// not change).
+func TestRevokeAndProclaimEvents(t *testing.T) {
+	r := newRig(t, nil, LocalConfig{})
+	w, err := r.svc.Watch(wire.WatchRequest{}, wire.Caller{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	ctx := context.Background()
+	f := r.granted(acquireMsg("q1", "slot", "a"))
+	wb := waitingAcquire("qb", "slot", "b", 5*time.Second)
+	wb.Value = "b's address"
+	b := r.join(ctx, wb, 1)
+	c := r.join(ctx, waitingAcquire("qc", "slot", "c", 5*time.Second), 2)
+	if _, err := r.call(revokeMsg("slot", "c", 0)); err != nil {
+		t.Fatal(err)
+	}
+	got(t, c)
+	if _, err := r.call(revokeMsg("slot", "", 0)); err != nil {
+		t.Fatal(err)
+	}
+	fb := mustGrant(t, got(t, b).reply, nil)
+	p := proclaimMsg("p1", "slot", "b", fb, "new")
+	for range 2 {
+		if reply, err := r.call(p); err != nil || !reply.OK {
+			t.Fatalf("proclaim: %+v %v", reply, err)
+		}
+	}
+	evs := drained(w)
+	want := []string{"granted slot a", "waiting slot b", "waiting slot c", "left slot c", "revoked slot a", "granted slot b", "proclaimed slot b"}
+	if g := kinds(t, evs, 0); strings.Join(g, ",") != strings.Join(want, ",") {
+		t.Fatalf("events %v, want %v", g, want)
+	}
+	if ev := evs[4]; ev.Fence != f {
+		t.Fatalf("revoked event %+v", ev)
+	}
+	if ev := evs[5]; ev.Value == nil || *ev.Value != "b's address" || ev.Fence != fb {
+		t.Fatalf("granted event %+v", ev)
+	}
+	if ev := evs[6]; ev.Value == nil || *ev.Value != "new" || ev.Fence != fb {
+		t.Fatalf("proclaimed event %+v", ev)
+	}
+}
