@@ -114,6 +114,21 @@ func TestLogDamageNeverReissuesFences(t *testing.T) {
 		}
 	}
 
+	// A log put in the state by hand after the newest one (here a copy of
+	// its first 100 bytes) makes the newest one a log that must end
+	// cleanly, which one cut by a kill does not: the start is refused in
+	// one line that names both and says what to do.
+	dir := filepath.Join(t.TempDir(), "state")
+	writeState(t, dir, files)
+	if err := os.WriteFile(filepath.Join(dir, "999999.log"), log[:100], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	msg := refusedStart(t, "-state", dir, "-ttl", "1h")
+	if _, last, _ := strings.Cut(msg, "coordinator: "); !strings.Contains(last, "its log "+filepath.Join(dir, newest)+" cannot be read past offset") ||
+		!strings.Contains(last, "newer logs follow it (999999.log)") || !strings.Contains(last, "move it out of the state") || strings.Count(strings.TrimSpace(last), "\n") != 0 {
+		t.Errorf("with a log put in by hand: %q", msg)
+	}
+
 	// Each byte of the first 4 KiB flipped, one at a time, opened in this
 	// process on a copy in memory (the whole start, the writes aside, is
 	// what the six damages above run).

@@ -87,7 +87,8 @@ func main() {
 		}
 	}()
 	if err := serve(ctx, os.Args[1:], os.Stdout, os.Stderr, hup); err != nil {
-		fmt.Fprintln(os.Stderr, "coordinator:", err)
+		// One line, whatever the error joins.
+		fmt.Fprintln(os.Stderr, "coordinator:", strings.ReplaceAll(err.Error(), "\n", ": "))
 		os.Exit(1)
 	}
 }

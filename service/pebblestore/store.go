@@ -21,6 +21,8 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -28,6 +30,7 @@ import (
 	"syscall"
 	"time"
 
+	crerrors "github.com/cockroachdb/errors"
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 
@@ -168,19 +171,108 @@ func isPebble(fs vfs.FS, dir string) bool {
 // writing by the first Write (openRW), so a state the caller refuses after
 // Load (service.Local checks every entry) is left exactly as it was too.
 func (s *Store) open() error {
-	ro, err := pebble.Open(s.dir, s.opts.pebble(&pebble.Options{ReadOnly: true, Lock: s.lock, ErrorIfNotExists: true}))
+	// Damage Pebble finds while the state is read is named in the refusal
+	// (one line), not logged on its own.
+	var damagedFile string
+	po := s.opts.pebble(&pebble.Options{ReadOnly: true, Lock: s.lock, ErrorIfNotExists: true})
+	po.EventListener.DataCorruption = func(info pebble.DataCorruptionInfo) {
+		if damagedFile == "" {
+			damagedFile = info.Path
+		}
+	}
+	ro, err := pebble.Open(s.dir, po)
 	if err != nil {
-		return fmt.Errorf("pebblestore: the state %s cannot be opened: %w", s.dir, err)
+		return s.refusal("cannot be opened", err, damagedFile)
 	}
 	s.st, s.upgrade, err = read(ro)
 	if cerr := ro.Close(); err == nil && cerr != nil {
 		err = cerr
 	}
 	if err != nil {
-		return fmt.Errorf("pebblestore: the state %s is refused: %w", s.dir, err)
+		return s.refusal("is refused", err, damagedFile)
 	}
 	return nil
 }
+
+// restoreHint is what the operator can do about a state the engine finds
+// damaged.
+const restoreHint = "restore the state from a backup (docs/service.md, \"Backups and restoring one\")"
+
+// refusal is the error of a state that could not be read: one line that
+// names the damaged file, if Pebble said which, and what to do. err is
+// kept for errors.Is.
+func (s *Store) refusal(what string, err error, damagedFile string) error {
+	msg := strings.ReplaceAll(err.Error(), "\n", ": ")
+	if crerrors.Is(err, pebble.ErrDBNotPristine) || crerrors.Is(err, pebble.ErrCorruption) || damagedFile != "" {
+		msg = firstLine(err) // the lines after it are the engine's details
+	}
+	switch {
+	case crerrors.Is(err, pebble.ErrDBNotPristine):
+		marker := "its format-version marker (marker.format-version.*)"
+		if names, _ := s.opts.FS.List(s.dir); slices.ContainsFunc(names, func(n string) bool { return strings.HasPrefix(n, "marker.format-version.") }) {
+			marker = "a file Pebble expects"
+		}
+		msg = marker + " is missing while it holds tables and logs: a file of the state was deleted or the state is damaged (" + msg + "); " + restoreHint
+	case crerrors.Is(err, pebble.ErrCorruption) || damagedFile != "":
+		file := damagedFile
+		if num, off, ok := walAt(err); ok {
+			var newer []string
+			names, _ := s.opts.FS.List(s.dir)
+			slices.Sort(names)
+			for _, n := range names {
+				if k, isLog := strings.CutSuffix(n, ".log"); isLog {
+					if v, err := strconv.ParseUint(k, 10, 64); err == nil && v > num {
+						newer = append(newer, n)
+					}
+				}
+			}
+			msg = fmt.Sprintf("its log %s cannot be read past offset %s (%s)", s.opts.FS.PathJoin(s.dir, fmt.Sprintf("%06d.log", num)), off, msg)
+			if len(newer) > 0 {
+				msg += ", and newer logs follow it (" + strings.Join(newer, ", ") + "): a log that is not the newest must end cleanly. If a newer log is not the coordinator's (put there by hand), move it out of the state; otherwise " + restoreHint
+			} else {
+				msg += "; " + restoreHint
+			}
+		} else if file != "" {
+			msg = "its file " + file + " is damaged (" + msg + "); " + restoreHint
+		} else {
+			msg = "it is damaged (" + msg + "); " + restoreHint
+		}
+	case errors.Is(err, service.ErrInconsistent):
+		msg += "; " + restoreHint
+	}
+	return &refused{msg: "pebblestore: the state " + s.dir + " " + what + ": " + msg, err: err}
+}
+
+// refused is a refusal: its message is one line; it wraps the engine's
+// error.
+type refused struct {
+	msg string
+	err error
+}
+
+func (r *refused) Error() string { return r.msg }
+func (r *refused) Unwrap() error { return r.err }
+
+// firstLine is err's message up to its first line break (Pebble's errors
+// carry details and stack traces on the lines after it).
+func firstLine(err error) string {
+	msg, _, _ := strings.Cut(err.Error(), "\n")
+	return msg
+}
+
+// walAt reads, from an error of Pebble's log replay, which log and offset
+// it was replaying (the detail "replaying wal N, offset (PATH: O)").
+func walAt(err error) (num uint64, offset string, ok bool) {
+	for _, d := range crerrors.GetAllDetails(err) {
+		if m := replaying.FindStringSubmatch(d); m != nil {
+			num, _ = strconv.ParseUint(m[1], 10, 64)
+			return num, m[2], true
+		}
+	}
+	return 0, "", false
+}
+
+var replaying = regexp.MustCompile(`^replaying wal (\d+), offset \(?(?:[^()]*: )?(\d+)`)
 
 // openRW opens the database for writing, once (Pebble replays its log into
 // a table and starts a new log).
@@ -405,7 +497,7 @@ func (o *Options) pebble(p *pebble.Options) *pebble.Options {
 		BackgroundError: func(err error) { o.Logger.Error("pebble background error", "err", err.Error()) },
 		// The read that found it fails too; Pebble's default stops the process.
 		DataCorruption: func(info pebble.DataCorruptionInfo) {
-			o.Logger.Error("pebble found damaged data", "err", info.String())
+			o.Logger.Error("pebble found damaged data: "+restoreHint, "file", info.Path, "err", firstLine(info.Details))
 		},
 	}
 	return p

@@ -337,7 +337,8 @@ func TestDamagedStateIsRefused(t *testing.T) {
 		{"manifest byte flipped", onFile("MANIFEST-", flip(func(n int) int { return n / 2 })), "cannot be opened|format or fence mark is missing"},
 		{"manifest marker deleted", onFile("marker.manifest.", nil), "holds no Pebble database"},
 		{"options garbage", onFile("OPTIONS-", func([]byte) []byte { return []byte("[Options\ngarbage") }), "cannot be opened"},
-		{"table byte flipped", onFile(".sst", flip(func(n int) int { return 40 })), "refused"},
+		{"table byte flipped", onFile(".sst", flip(func(n int) int { return 40 })), "is refused: its file "},
+		{"format-version marker deleted", onFile("marker.format-version.", nil), "its format-version marker (marker.format-version.*) is missing"},
 		{"table footer damaged", onFile(".sst", flip(func(n int) int { return n - 10 })), "invalid table"},
 		{"table truncated", onFile(".sst", func(d []byte) []byte { return d[:len(d)/2] }), "cannot be opened"},
 		{"table deleted", onFile(".sst", nil), "cannot be opened"},
@@ -417,6 +418,17 @@ func TestDamagedStateIsRefused(t *testing.T) {
 			}
 			if !slices.ContainsFunc(strings.Split(tc.want, "|"), func(w string) bool { return strings.Contains(err.Error(), w) }) {
 				t.Fatalf("error %q does not say %q", err.Error(), tc.want)
+			}
+			// What the engine finds is said in one line, which names the
+			// damaged file and says what to do.
+			var r *refused
+			if errors.As(err, &r) {
+				if strings.Contains(err.Error(), "\n") || !strings.Contains(err.Error(), "pebblestore: the state "+dir) {
+					t.Fatalf("the refusal is not one line naming the state: %q", err.Error())
+				}
+				if strings.Contains(err.Error(), "damaged") && !strings.Contains(err.Error(), "restore the state from a backup") {
+					t.Fatalf("the refusal does not say what to do: %q", err.Error())
+				}
 			}
 			if before != nil {
 				if after := files(t, dir); !maps.EqualFunc(before, after, bytes.Equal) {
