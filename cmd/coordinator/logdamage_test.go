@@ -78,35 +78,48 @@ func TestLogDamageNeverReissuesFences(t *testing.T) {
 
 	// The six damages, each started as a coordinator.
 	const header = 11 // a record's header in Pebble's recyclable log format
+	// Each damage but the deleted log is said in one warning, which names the
+	// log and the offset where its reading stopped.
 	damages := []struct {
 		name   string
 		damage func(path string) error
+		warn   string // what the warning says was found
 	}{
-		{"deleted", os.Remove},
-		{"emptied", func(p string) error { return os.Truncate(p, 0) }},
-		{"cut to one byte", func(p string) error { return os.Truncate(p, 1) }},
-		{"cut inside its first record", func(p string) error { return os.Truncate(p, header+20) }},
-		{"a byte of the record's header flipped", flipAt(2)},
-		{"a byte of the record's payload flipped", flipAt(header + 12)},
+		{"left as the kill left it", func(string) error { return nil }, ""},
+		{"deleted", os.Remove, ""},
+		{"emptied", func(p string) error { return os.Truncate(p, 0) }, "the log has 0 bytes"},
+		{"cut to one byte", func(p string) error { return os.Truncate(p, 1) }, "the log has 1 bytes"},
+		{"cut inside its first record", func(p string) error { return os.Truncate(p, header+20) }, "a record of this log at offset 0"},
+		{"a byte of the record's header flipped", flipAt(2), "a record of this log at offset 0"},
+		{"a byte of the record's payload flipped", flipAt(header + 12), "a record of this log at offset 0"},
 	}
+	const warning = "the state's log was read only up to a damaged or cut record"
 	for _, d := range damages {
 		dir := filepath.Join(t.TempDir(), "state")
 		writeState(t, dir, files)
 		if err := d.damage(filepath.Join(dir, newest)); err != nil {
 			t.Fatal(err)
 		}
-		srv, refusal := tryChild(t, "-state", dir, "-ttl", "1h")
+		srv, logs := tryChild(t, "-state", dir, "-ttl", "1h")
 		if srv == nil {
-			t.Logf("%s: the start was refused: %s", d.name, strings.TrimSpace(refusal))
+			t.Logf("%s: the start was refused: %s", d.name, strings.TrimSpace(logs.String()))
 			continue
 		}
-		f := acquire(srv, "stranger-"+d.name, "res-holder-c", "stranger")
-		if st, r := post(t, hc, srv.url, killMsg(wire.OpAcquire, "new-"+d.name, "new", "stranger", 0)); st != 200 || !r.OK {
-			t.Fatalf("%s: %d %+v", d.name, st, r)
-		} else {
+		// holder-c's resource is still held by it (its grant was kept) or
+		// granted anew; a new resource is granted.
+		f := acquire(srv, "new-"+d.name, "new", "stranger")
+		if st, r := post(t, hc, srv.url, killMsg(wire.OpAcquire, "stranger-"+d.name, "res-holder-c", "stranger", 0)); st == 200 && r.OK {
 			f = min(f, r.Grant.Fence)
+		} else if st != 200 || r.HeldBy != "holder-c" {
+			t.Fatalf("%s: holder-c's resource: %d %+v", d.name, st, r)
 		}
-		srv.kill()
+		srv.kill() // its log is all written once it has exited
+		switch n := strings.Count(logs.String(), warning); {
+		case d.warn == "" && n != 0, d.warn != "" && n != 1:
+			t.Errorf("%s: %d warnings of the log's replay:\n%s", d.name, n, logs.String())
+		case d.warn != "" && (!strings.Contains(logs.String(), "file="+filepath.Join(dir, newest)+" offset=0") || !strings.Contains(logs.String(), d.warn)):
+			t.Errorf("%s: the warning does not name the log, the offset and %q:\n%s", d.name, d.warn, logs.String())
+		}
 		if f <= acked {
 			t.Errorf("%s: a start granted fence %d, at or below %d, acknowledged before the kill", d.name, f, acked)
 		} else {
@@ -268,8 +281,8 @@ func (r readOnly) Load(ctx context.Context) (service.Stored, error) { return r.p
 func (readOnly) Write(context.Context, service.Batch, bool) error   { return nil }
 
 // tryChild starts the coordinator with args and returns it once it
-// listens, or nil and what it wrote to stderr if it exits first.
-func tryChild(t *testing.T, args ...string) (*child, string) {
+// listens (or nil if it exits first), and what it writes to stderr.
+func tryChild(t *testing.T, args ...string) (*child, *syncio.Buffer) {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
@@ -290,11 +303,11 @@ func tryChild(t *testing.T, args ...string) (*child, string) {
 	line, err := bufio.NewReader(out).ReadString('\n')
 	if err != nil {
 		_ = cmd.Wait()
-		return nil, stderr.String()
+		return nil, stderr
 	}
 	c := &child{cmd: cmd, url: strings.TrimSpace(strings.TrimPrefix(line, "listening on "))}
 	t.Cleanup(func() { c.kill() })
-	return c, ""
+	return c, stderr
 }
 
 // flipAt flips the byte at off of the file at path.

@@ -16,6 +16,7 @@ package pebblestore
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -33,6 +34,7 @@ import (
 	crerrors "github.com/cockroachdb/errors"
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/wal"
 
 	"github.com/lease-fence/lease-fence/service"
 )
@@ -65,6 +67,8 @@ type Options struct {
 	// FS is the file system; nil is the operating system's (tests inject
 	// failures through it).
 	FS vfs.FS
+
+	warned *sync.Map // the log replays warned about (pebbleLogger)
 }
 
 // Store is a service.Persister in a Pebble database. It is safe for
@@ -146,7 +150,7 @@ func Open(dir string, opts Options) (*Store, error) {
 	} else if err != nil {
 		return nil, fmt.Errorf("pebblestore: the state %s cannot be locked: %w", dir, err)
 	}
-	s := &Store{dir: dir, opts: opts, lock: lock, fatal: pebbleLogger{opts.Logger}}
+	s := &Store{dir: dir, opts: opts, lock: lock, fatal: pebbleLogger{l: opts.Logger}}
 	if err := s.open(); err != nil {
 		_ = lock.Close()
 		return nil, err
@@ -488,11 +492,14 @@ func (o *Options) defaults() {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	if o.warned == nil {
+		o.warned = &sync.Map{}
+	}
 }
 
 // pebble fills in the options every open shares.
 func (o *Options) pebble(p *pebble.Options) *pebble.Options {
-	p.FS, p.Logger = prefilledFS{o.FS}, pebbleLogger{o.Logger}
+	p.FS, p.Logger = prefilledFS{o.FS}, pebbleLogger{l: o.Logger, fs: o.FS, warned: o.warned}
 	p.EventListener = &pebble.EventListener{
 		BackgroundError: func(err error) { o.Logger.Error("pebble background error", "err", err.Error()) },
 		// The read that found it fails too; Pebble's default stops the process.
@@ -536,13 +543,82 @@ func (fs prefilledFS) Create(name string, c vfs.DiskWriteCategory) (vfs.File, er
 	return f, nil
 }
 
-// pebbleLogger passes Pebble's errors on and drops its information lines.
-// Pebble calls Fatalf when it cannot go on, a failed write of its log
-// included, and goes on as if nothing happened if Fatalf returns: it stops
-// the process, so nothing that is not durable is ever answered.
-type pebbleLogger struct{ l *slog.Logger }
+// pebbleLogger passes Pebble's errors on and drops its information lines,
+// but for a log replay that stopped before the end of what was written
+// (replayStopped). Pebble calls Fatalf when it cannot go on, a failed write
+// of its log included, and goes on as if nothing happened if Fatalf
+// returns: it stops the process, so nothing that is not durable is ever
+// answered.
+type pebbleLogger struct {
+	l      *slog.Logger
+	fs     vfs.FS
+	warned *sync.Map // the replays warned about, by file and offset
+}
 
-func (p pebbleLogger) Infof(string, ...any) {}
+func (p pebbleLogger) Infof(format string, args ...any) {
+	if strings.Contains(format, "stopped reading at offset") && len(args) >= 3 {
+		if off, ok := args[2].(wal.Offset); ok {
+			p.replayStopped(off)
+		}
+	}
+}
+
+// replayStopped warns, once per file and offset, when Pebble's replay of a
+// log stopped before the end of what was written to it: a chunk of this
+// log lies at or after the offset where it stopped (a damaged or cut
+// record), or the log is shorter than every log is written (prefilledFS):
+// it was cut. What follows that point is lost.
+func (p pebbleLogger) replayStopped(off wal.Offset) {
+	if p.fs == nil || p.warned == nil || off.PhysicalFile == "" {
+		return
+	}
+	why := replayCut(p.fs, off.PhysicalFile, off.Physical)
+	if why == "" {
+		return
+	}
+	if _, dup := p.warned.LoadOrStore(off.PhysicalFile+"@"+strconv.FormatInt(off.Physical, 10), true); dup {
+		return
+	}
+	p.l.Warn("the state's log was read only up to a damaged or cut record: what was written after it is lost "+
+		"(a crash in the middle of a write, or a damaged disk). Grants written after it may be forgotten; "+
+		"no fence is issued again (the fence mark is kept in a table)",
+		"file", off.PhysicalFile, "offset", off.Physical, "found", why)
+}
+
+// replayCut says why the log at path holds more than was replayed from it
+// up to offset off, or "" if nothing says so.
+func replayCut(fs vfs.FS, path string, off int64) string {
+	num, err := strconv.ParseUint(strings.TrimSuffix(fs.PathBase(path), ".log"), 10, 32)
+	if err != nil {
+		return ""
+	}
+	f, err := fs.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return ""
+	}
+	buf := make([]byte, min(st.Size()-off, 1<<20))
+	if len(buf) > 0 {
+		if n, _ := f.ReadAt(buf, off); n < len(buf) {
+			buf = buf[:n]
+		}
+	}
+	// A chunk header of Pebble's recyclable or walSync formats: checksum
+	// (4), length (2), encoding (5-12), log number (4).
+	for i := 0; i+11 <= len(buf); i++ {
+		if e := buf[i+6]; e >= 5 && e <= 12 && binary.LittleEndian.Uint32(buf[i+7:i+11]) == uint32(num) {
+			return "a record of this log at offset " + strconv.FormatInt(off+int64(i), 10) + " could not be read"
+		}
+	}
+	if st.Size() < walFill {
+		return "the log has " + strconv.FormatInt(st.Size(), 10) + " bytes, fewer than the " + strconv.Itoa(walFill) + " every log is written with: it was cut"
+	}
+	return ""
+}
 func (p pebbleLogger) Errorf(format string, args ...any) {
 	p.l.Error("pebble: " + fmt.Sprintf(format, args...))
 }
