@@ -454,13 +454,15 @@ func TestLossAndReleaseManualClock(t *testing.T) {
 				return true, err
 			default:
 			}
+			// Two timers: the loss (or the release's bound) and the cut
+			// of the attempt.
 			active, parked := px.InFlight()
-			if n := len(px.Calls()); active == parked && active == 1 && n > sent {
+			if n := len(px.Calls()); active == parked && active == 1 && n > sent && agent.Timers() == 2 {
 				sent = n
 				break
 			}
 			if wctx.Err() != nil {
-				t.Fatalf("at %v: %d requests at the proxy, %d parked", agent.Peek(), active, parked)
+				t.Fatalf("at %v: %d requests at the proxy, %d parked, %d timers", agent.Peek(), active, parked, agent.Timers())
 			}
 			time.Sleep(100 * time.Microsecond)
 		}
@@ -506,5 +508,79 @@ func TestLossAndReleaseManualClock(t *testing.T) {
 	}
 	if now := agent.Peek(); now.Millis != lossAt.Millis+2000 || releases < 8 {
 		t.Fatalf("the release ended at %v after %d attempts", agent.Peek(), releases)
+	}
+}
+
+// TestRenewalOutlivesALostReplyManualClock: TestRenewalOutlivesALostReply
+// on the holder's manual clock, to the instant. TTL 1 s, skew 20 ms: the
+// first renewal is begun a third of the TTL after the acquisition's send,
+// with 596.67 ms left before the loss (50 ms before the deadline); its
+// first attempt, never answered, is cut half of that later; the second,
+// the same body, is answered; the lease is kept, its deadline anchored at
+// the renewal's first send.
+func TestRenewalOutlivesALostReplyManualClock(t *testing.T) {
+	px := startProxy(t, serveCoordinator(t, time.Second))
+	var renewals atomic.Int32
+	px.SetPolicy(func(call *faultproxy.Call) faultproxy.Action {
+		if call.Path == "/v1/renew" && renewals.Add(1) == 1 {
+			return faultproxy.Action{HoldReply: true}
+		}
+		return faultproxy.Action{}
+	})
+	agent, err := clock.NewManual("agent-a", clock.ManualOptions{Start: 5000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.NewClient(client.ClientConfig{BaseURL: px.URL, Lease: leaseClient(t, "agent-a", agent), AttemptTimeout: time.Hour,
+		Backoff: func(int) time.Duration { return 0 }, AfterFunc: agent.AfterFunc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	h, err := c.Hold(ctx, "r", client.HoldOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := h.Token()
+	near := func(got clock.Instant, want float64) bool { return got.Millis >= want-0.001 && got.Millis <= want+0.001 }
+	renewAt, ok := agent.NextTimer()
+	if !ok || !near(renewAt, 5000+1000.0/3) || !near(h.Lease().Deadline(), 5980) {
+		t.Fatalf("next timer %v, deadline %v", renewAt, h.Lease().Deadline())
+	}
+	if err := agent.Set(renewAt.Millis); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if !px.Wait(wctx, func([]*faultproxy.Call) bool { a, p := px.InFlight(); return renewals.Load() == 1 && a == 1 && p == 1 }) {
+		t.Fatal("the first renewal did not reach the proxy")
+	}
+	cut, ok := agent.NextTimer()
+	if want := renewAt.Millis + (5930-renewAt.Millis)/2; !ok || !near(cut, want) {
+		t.Fatalf("the attempt's cut at %v, want %v", cut, want)
+	}
+	if err := agent.Set(cut.Millis); err != nil {
+		t.Fatal(err)
+	}
+	for h.Renewals() != 1 {
+		if h.Context().Err() != nil || wctx.Err() != nil {
+			t.Fatalf("not renewed: %v", context.Cause(h.Context()))
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+	var bodies []string
+	for _, call := range px.Calls() {
+		if call.Path == "/v1/renew" {
+			bodies = append(bodies, string(call.Body))
+		}
+	}
+	if len(bodies) != 2 || bodies[0] != bodies[1] {
+		t.Fatalf("renewals sent: %q", bodies)
+	}
+	if !near(h.Lease().Deadline(), renewAt.Millis+980) || h.Token() != tok || h.Context().Err() != nil {
+		t.Fatalf("after the renewal: deadline %v, token %v, %v", h.Lease().Deadline(), h.Token(), context.Cause(h.Context()))
+	}
+	if err := h.Release(ctx); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -433,7 +433,7 @@ func (h *Held) renew(ctx context.Context, l *Lease, lossAt clock.Instant) {
 	defer h.mu.Unlock()
 	h.renewing()
 	h.renewing = nil
-	if h.done {
+	if h.done || h.ctx.Err() != nil {
 		// The hold ended meanwhile; finish releases the lease.
 		return
 	}
@@ -493,24 +493,29 @@ func (h *Held) finish() {
 }
 
 // releaseBounded releases l for a hold that ended without Release, within
-// endingRelease (or AttemptTimeout, if less) of the holder's clock and of
-// real time, each attempt at most half the time left. A lease the
-// coordinator no longer has is not an error.
+// endingRelease (or AttemptTimeout, if less) of the holder's clock, each
+// attempt at most half the time left, and within AttemptTimeout of real
+// time. A lease the coordinator no longer has is not an error.
 func (c *Client) releaseBounded(l *Lease) error {
 	bound := min(endingRelease, c.timeout)
-	ctx, cancel := context.WithTimeoutCause(context.Background(), bound,
-		errors.New("wire: the release of a lost hold got no answer within "+bound.String()))
+	noAnswer := func(d time.Duration, of string) error {
+		return errors.New("wire: the release of a lost hold got no answer within " + d.String() + of)
+	}
+	ctx, cancel := context.WithTimeoutCause(context.Background(), c.timeout, noAnswer(c.timeout, ""))
 	defer cancel()
 	var until clock.Instant
 	if now, err := c.lc.Now(); err == nil {
 		until = now.Add(bound)
 		bctx, bcancel := context.WithCancelCause(ctx)
 		defer bcancel(nil)
-		t := c.after(bound, func() {
-			bcancel(errors.New("wire: the release of a lost hold got no answer within " + bound.String() + " of the holder's clock"))
-		})
+		t := c.after(bound, func() { bcancel(noAnswer(bound, " of the holder's clock")) })
 		defer t.Stop()
 		ctx = bctx
+	} else {
+		// No holder's clock: the bound in real time.
+		var bcancel context.CancelFunc
+		ctx, bcancel = context.WithTimeoutCause(ctx, bound, noAnswer(bound, ""))
+		defer bcancel()
 	}
 	err := c.release(ctx, l, until)
 	if err != nil && ctx.Err() != nil {
