@@ -542,7 +542,9 @@ func TestRenewalOutlivesALostReplyManualClock(t *testing.T) {
 		t.Fatal(err)
 	}
 	tok := h.Token()
-	near := func(got clock.Instant, want float64) bool { return got.Millis >= want-0.001 && got.Millis <= want+0.001 }
+	near := func(got clock.Instant, want float64) bool {
+		return got.Millis >= want-0.001 && got.Millis <= want+0.001
+	}
 	renewAt, ok := agent.NextTimer()
 	if !ok || !near(renewAt, 5000+1000.0/3) || !near(h.Lease().Deadline(), 5980) {
 		t.Fatalf("next timer %v, deadline %v", renewAt, h.Lease().Deadline())
