@@ -65,8 +65,6 @@ type hub struct {
 	byOwner map[string]int
 	stopped bool
 	share   func(wire.Event) // to the other processes, once started
-	started bool
-	startFn func()
 }
 
 func (h *hub) init(buffer, history, maxW, perToken int) {
@@ -247,7 +245,7 @@ func (s *Service) Watchers() int {
 // the store, at the first watch (until then a process keeps no one
 // listening for them).
 func (s *Service) startSharing() {
-	sh, ok := s.store.(EventSharer)
+	sh, ok := storeAs[EventSharer](s.store)
 	if !ok {
 		return
 	}

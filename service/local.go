@@ -9,9 +9,12 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/google/btree"
 
 	"github.com/lease-fence/lease-fence/core/clock"
 	"github.com/lease-fence/lease-fence/core/lease"
@@ -172,6 +175,11 @@ type Local struct {
 	ownMu          sync.Mutex
 	owned, claimed map[string]int64
 
+	// live is the resources that have a lease record, in byte order, for
+	// List: kept as records come and go (write), not per renewal.
+	idxMu sync.Mutex
+	live  *btree.BTreeG[string]
+
 	// onExpired is told of each record a sweep cleared as expired
 	// (ReportExpired).
 	onExpired func(Entry)
@@ -266,7 +274,8 @@ func NewLocal(cfg LocalConfig) (*Local, error) {
 	l := &Local{clk: cfg.Clock, ttl: clock.Millis(cfg.TTL), persist: cfg.Persist, minFence: cfg.MinFence,
 		reserve: cfg.FenceReserve, ledger: cfg.Ledger, maxLeases: cmp.Or(int64(cfg.MaxLeases), DefaultMaxLeases),
 		maxReleases: cmp.Or(int64(cfg.ReleaseMemory), DefaultReleaseMemory),
-		maxLasts:    cmp.Or(int64(cfg.FenceMemory), DefaultFenceMemory), seed: maphash.MakeSeed()}
+		maxLasts:    cmp.Or(int64(cfg.FenceMemory), DefaultFenceMemory), seed: maphash.MakeSeed(),
+		live: btree.NewG(32, func(a, b string) bool { return a < b })}
 	l.reclaimT.Store(math.Float64bits(math.Inf(-1)))
 	l.owned, l.claimed = map[string]int64{}, map[string]int64{}
 	for i := range l.stripes {
@@ -345,6 +354,9 @@ func (l *Local) load(ctx context.Context) error {
 	for _, e := range st.Entries {
 		l.stripes[l.stripeOf(e.Resource)].m[e.Resource] = e
 		l.count(Entry{}, e, "")
+		if e.Fence != 0 {
+			l.live.ReplaceOrInsert(e.Resource)
+		}
 	}
 	l.mark.Store(mark)
 	l.issued.Store(base)
@@ -558,14 +570,69 @@ func (l *Local) write(ctx context.Context, st *stripe, b Batch, sync bool, claim
 		}
 	}
 	for _, e := range b.Put {
-		l.count(st.m[e.Resource], e, claim)
+		old := st.m[e.Resource]
+		l.count(old, e, claim)
+		l.index(e.Resource, old.Fence != 0, e.Fence != 0)
 		st.m[e.Resource] = e
 	}
 	for _, name := range b.Delete {
-		l.count(st.m[name], Entry{}, claim)
+		old := st.m[name]
+		l.count(old, Entry{}, claim)
+		l.index(name, old.Fence != 0, false)
 		delete(st.m, name)
 	}
 	return nil
+}
+
+// index keeps resource in the index of lease records if it has one.
+func (l *Local) index(resource string, had, has bool) {
+	if had == has {
+		return
+	}
+	l.idxMu.Lock()
+	defer l.idxMu.Unlock()
+	if has {
+		l.live.ReplaceOrInsert(resource)
+	} else {
+		l.live.Delete(resource)
+	}
+}
+
+// List returns the live lease records under prefix whose resources come
+// after after ("" from the first), in byte order: at most limit of them,
+// read from the index of lease records in O(limit log n). next is the
+// resource to continue after, "" if none follows; a page may hold fewer
+// than limit with a next (records that expired and are not yet swept are
+// skipped, not counted).
+func (l *Local) List(ctx context.Context, prefix, after string, limit int) (live []Entry, now float64, next string, err error) {
+	if err := l.Load(ctx); err != nil {
+		return nil, 0, "", err
+	}
+	at, err := l.clk.Now()
+	if err != nil {
+		return nil, 0, "", errors.New("service: coordinator clock: " + err.Error())
+	}
+	names := make([]string, 0, limit+1)
+	l.idxMu.Lock()
+	l.live.AscendGreaterOrEqual(max(prefix, after), func(r string) bool {
+		if !strings.HasPrefix(r, prefix) {
+			return false
+		}
+		if r != after || after == "" {
+			names = append(names, r)
+		}
+		return len(names) <= limit
+	})
+	l.idxMu.Unlock()
+	if len(names) > limit {
+		names, next = names[:limit], names[limit-1]
+	}
+	for _, r := range names {
+		if e, ok := l.Entry(r); ok && e.Fence != 0 && at.Millis < e.ExpiresAt {
+			live = append(live, e)
+		}
+	}
+	return live, at.Millis, next, nil
 }
 
 // raiseMark makes sure the stored fence mark covers fence f before a write

@@ -155,7 +155,7 @@ func New(cfg Config) (*Service, error) {
 	}
 	s.w.init()
 	s.h.init(cfg.WatchBuffer, cfg.WatchHistory, cfg.MaxWatchers, cfg.MaxWatchersPerToken)
-	if r, ok := cfg.Store.(ExpiryReporter); ok {
+	if r, ok := storeAs[ExpiryReporter](cfg.Store); ok {
 		r.ReportExpired(s.expiredBySweep)
 	}
 	return s, nil

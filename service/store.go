@@ -51,6 +51,35 @@ type Store interface {
 	Watch(resource string, fn func()) (stop func())
 }
 
+// storeAs returns s, or the Store it wraps (a Store with an Unwrap()
+// Store method, such as a wrapper that logs), as a T: for the optional
+// interfaces (Lister, EventSharer, ExpiryReporter, Readier).
+func storeAs[T any](s Store) (T, bool) {
+	for s != nil {
+		if t, ok := s.(T); ok {
+			return t, true
+		}
+		u, ok := s.(interface{ Unwrap() Store })
+		if !ok {
+			break
+		}
+		s = u.Unwrap()
+	}
+	var zero T
+	return zero, false
+}
+
+// Lister is a Store that lists its live lease records (POST /v1/list).
+type Lister interface {
+	// List returns the lease records live at the store's reading now,
+	// under prefix, whose resources come after after ("" from the first),
+	// in byte order of resource, at most limit; next is the resource to
+	// continue after, "" when none follows. A page may hold fewer than
+	// limit with a next. A record live throughout a listing paged with
+	// next is returned exactly once. Its cost is bounded by the page.
+	List(ctx context.Context, prefix, after string, limit int) (live []Entry, now float64, next string, err error)
+}
+
 // Readier is implemented by a Store (or a Local's Persister) that can tell
 // whether it can make changes now: what a server's readiness check
 // (/readyz) asks.

@@ -140,6 +140,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, hup <-c
 	fenceMemory := fl.Int("fence-memory", service.DefaultFenceMemory, "most free resources whose last fence is remembered (inspect's lastFence); beyond, the lowest are forgotten")
 	maxWait := fl.Duration("max-wait", wire.DefaultMaxWait, "longest waitMillis a call may ask for (a waiting acquire or observe)")
 	maxWaiters := fl.Int("max-waiters", service.DefaultMaxWaiters, "most calls waiting at once, plus places kept for a retry; beyond, 503 too_many_waiters")
+	watchBuffer := fl.Int("watch-buffer", service.DefaultWatchBuffer, "most events queued for one watcher (POST /v1/watch); a watcher that falls further behind gets an overflow event and is closed")
+	watchHistory := fl.Int("watch-history", service.DefaultWatchHistory, "most recent events kept for watchers that resume after a disconnect")
+	maxWatchers := fl.Int("max-watchers", service.DefaultMaxWatchers, "most watchers at once; beyond, 503 too_many_watchers")
+	maxWatchersPerToken := fl.Int("max-watchers-per-token", service.DefaultMaxWatchersPerToken, "with -auth, most watchers of one token at once; beyond, 429 too_many_token_watchers")
 	authFile := fl.String("auth", "", "the tokens file (JSON: name, tokenSha256, resources, holders, maxLeases, maxWaiters, metrics, expires): every call then needs Authorization: Bearer <token>, within the token's scopes and limits; read again at SIGHUP")
 	insecure := fl.Bool("insecure-listen", false, "allow -addr and -metrics-addr on an address other than loopback without -auth (anyone who reaches them can take any lease, read the metrics)")
 	tlsCert := fl.String("tls-cert", "", "serve HTTPS with this PEM certificate (chain); with -tls-key; read again at SIGHUP")
@@ -183,7 +187,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, hup <-c
 		name string
 		n    int
 	}{{"max-leases", *maxLeases}, {"max-id-bytes", *maxID}, {"max-body-bytes", *maxBody}, {"max-header-bytes", *maxHeader}, {"max-conns", *maxConns},
-		{"release-memory", *releaseMemory}, {"fence-memory", *fenceMemory}, {"max-waiters", *maxWaiters}} {
+		{"release-memory", *releaseMemory}, {"fence-memory", *fenceMemory}, {"max-waiters", *maxWaiters},
+		{"watch-buffer", *watchBuffer}, {"watch-history", *watchHistory}, {"max-watchers", *maxWatchers}, {"max-watchers-per-token", *maxWatchersPerToken}} {
 		if v.n <= 0 {
 			return errors.New("-" + v.name + " must be positive")
 		}
@@ -275,7 +280,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, hup <-c
 		watched.reported = func(err error) bool { return errors.Is(err, pebblestore.ErrDiskFull) }
 	}
 	watched.Store = store
-	svc, err := service.New(service.Config{TTL: *ttl, Store: watched, MaxWait: *maxWait, MaxWaiters: *maxWaiters})
+	svc, err := service.New(service.Config{TTL: *ttl, Store: watched, MaxWait: *maxWait, MaxWaiters: *maxWaiters,
+		WatchBuffer: *watchBuffer, WatchHistory: *watchHistory, MaxWatchers: *maxWatchers, MaxWatchersPerToken: *maxWatchersPerToken})
 	if err != nil {
 		return err
 	}
@@ -298,7 +304,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, hup <-c
 			gopts.Logger = log
 		}
 		fr.guard = auth.NewGuard(tokens, gopts)
-		opts.Authorize = fr.guard.Authorize
+		opts.Authorize, opts.Scope = fr.guard.Authorize, fr.guard.Scope
 		log.Info("tokens from "+*authFile+": every call needs Authorization: Bearer <token>", "tokens", len(tokens.Tokens()))
 		warnExpired(log, tokens, time.Now())
 	}

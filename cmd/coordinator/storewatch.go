@@ -30,6 +30,10 @@ type watchedStore struct {
 	syncs prometheus.Histogram
 }
 
+// Unwrap returns the store watched, for its optional interfaces
+// (service.Lister and others).
+func (w *watchedStore) Unwrap() service.Store { return w.Store }
+
 func (w *watchedStore) Update(ctx context.Context, resource string, fn func(*service.Txn) error) error {
 	if w.syncs != nil {
 		start := time.Now()

@@ -130,6 +130,9 @@ func opOf(path string) wire.Op {
 	if op := wire.Op(strings.TrimPrefix(path, "/v1/")); op.Known() && op.Path() == path {
 		return op
 	}
+	if path == wire.ListPath || path == wire.WatchPath {
+		return wire.Op(path[len("/v1/"):])
+	}
 	return ""
 }
 
@@ -144,4 +147,15 @@ func (g *Guard) Authorize(r *http.Request, m *wire.Message) *wire.Error {
 	}
 	m.Caller = wire.Caller{Name: t.Name, MaxLeases: t.MaxLeases, MaxWaiters: t.MaxWaiters}
 	return t.Allows(m)
+}
+
+// Scope is a httpapi.HandlerOptions.Scope: a list or a watch sees only
+// the resources matching the patterns of the request's token. A request
+// that did not pass Middleware is refused with 401.
+func (g *Guard) Scope(r *http.Request) (wire.Caller, func(resource string) bool, *wire.Error) {
+	t, ok := TokenOf(r.Context())
+	if !ok {
+		return wire.Caller{}, nil, wire.NewError(wire.CodeUnauthorized, "the request was not authenticated")
+	}
+	return wire.Caller{Name: t.Name, MaxLeases: t.MaxLeases, MaxWaiters: t.MaxWaiters}, t.Sees, nil
 }

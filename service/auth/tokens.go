@@ -324,6 +324,10 @@ func matchAny(patterns []string, name string) bool {
 	return false
 }
 
+// Sees reports whether t may see resource in a list or a watch: it
+// matches one of t's resource patterns.
+func (t *Token) Sees(resource string) bool { return matchAny(t.Resources, resource) }
+
 // Allows returns nil if t may make call m (its resource, and for every
 // call but an inspection and a revoke its holder id, within t's scopes; a
 // revoke needs Admin), or the 403 refusal that says which is not.

@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -105,6 +106,11 @@ type Client struct {
 	backoff  func(int) time.Duration
 	maxWait  time.Duration
 	after    clock.AfterFunc
+	// stream sends watches (long answers read as they come): the
+	// HTTPClient, or one of its own made at the first watch.
+	streamOnce sync.Once
+	stream     *http.Client
+	tls        *tls.Config
 }
 
 // NewClient returns a client.
@@ -136,7 +142,10 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	}
 	c := &Client{lc: cfg.Lease, hc: cfg.HTTPClient, backoff: cfg.Backoff,
 		attempts: cmp.Or(max(cfg.Attempts, 0), max(4, len(bases)+1)), timeout: cmp.Or(max(cfg.AttemptTimeout, 0), 5*time.Second),
-		maxWait: cmp.Or(cfg.MaxWait.Truncate(time.Millisecond), defaultMaxWait), after: cfg.AfterFunc}
+		maxWait: cmp.Or(cfg.MaxWait.Truncate(time.Millisecond), defaultMaxWait), after: cfg.AfterFunc, stream: cfg.HTTPClient}
+	if cfg.TLS != nil {
+		c.tls = cfg.TLS.Clone()
+	}
 	if c.after == nil {
 		c.after = clock.RealAfterFunc
 	}
@@ -526,24 +535,12 @@ var finalCodes = map[string]bool{wire.CodeTooManyLeases: true, wire.CodeTooManyT
 // (a *CertificateError), a request that cannot be built and any other
 // refusal are not.
 func (c *Client) attempt(ctx context.Context, base int, op wire.Op, body []byte, timeout time.Duration) (reply wire.Reply, retry bool, err error) {
-	var status int
-	var data []byte
-	if p := c.conns[base]; p != nil {
-		status, data, err = p.call(ctx, timeout, op.Path(), body)
-	} else {
-		actx, cancel := context.WithTimeout(ctx, timeout)
-		defer cancel()
-		req, rerr := http.NewRequestWithContext(actx, http.MethodPost, c.bases[base]+op.Path(), bytes.NewReader(body))
-		if rerr != nil {
-			return wire.Reply{}, false, rerr
-		}
-		req.Header["Content-Type"] = contentTypeJSON
-		if c.auth != nil {
-			req.Header["Authorization"] = c.auth
-		}
-		status, data, err = c.do(req)
-	}
+	status, data, err := c.exchange(ctx, base, op.Path(), body, timeout)
 	if err != nil {
+		var be buildError
+		if errors.As(err, &be) {
+			return wire.Reply{}, false, err
+		}
 		if cert, mismatch := certificateFailure(err); cert != nil {
 			return wire.Reply{}, false, &CertificateError{Op: op, BaseURL: c.bases[base], NameMismatch: mismatch, Err: cert}
 		}
@@ -564,6 +561,31 @@ func (c *Client) attempt(ctx context.Context, base int, op wire.Op, body []byte,
 	}
 	return reply, false, nil
 }
+
+// exchange posts body to path of the base-th coordinator once and reads
+// the whole answer.
+func (c *Client) exchange(ctx context.Context, base int, path string, body []byte, timeout time.Duration) (int, []byte, error) {
+	if p := c.conns[base]; p != nil {
+		return p.call(ctx, timeout, path, body)
+	}
+	actx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(actx, http.MethodPost, c.bases[base]+path, bytes.NewReader(body))
+	if err != nil {
+		return 0, nil, buildError{err}
+	}
+	req.Header["Content-Type"] = contentTypeJSON
+	if c.auth != nil {
+		req.Header["Authorization"] = c.auth
+	}
+	return c.do(req)
+}
+
+// buildError is exchange's error when no request can be built (a bad
+// BaseURL): sending again does not help.
+type buildError struct{ error }
+
+func (e buildError) Unwrap() error { return e.error }
 
 // do sends req with the HTTPClient and reads the whole answer.
 func (c *Client) do(req *http.Request) (int, []byte, error) {

@@ -57,6 +57,14 @@ type HandlerOptions struct {
 	// answers: the operation (empty when the path is none of the four),
 	// the result (Result) and the refusal, if any. Metrics count here.
 	Answered func(op wire.Op, result string, e *wire.Error)
+	// Scope, if set, is asked about every list and watch before the
+	// Backend sees it: it returns the caller and which resources it may
+	// see (nil: all), or the refusal. Package service/auth provides it
+	// (Guard.Scope).
+	Scope func(r *http.Request) (wire.Caller, func(resource string) bool, *wire.Error)
+	// Keepalive is how often a watch with nothing to send writes a
+	// comment line. Zero means 15 seconds.
+	Keepalive time.Duration
 }
 
 // The results Answered is given, besides "refused" (with the *Error).
@@ -82,6 +90,8 @@ type handler struct {
 	maxBody   int64
 	maxWait   time.Duration
 	slack     time.Duration
+	scope     func(*http.Request) (wire.Caller, func(string) bool, *wire.Error)
+	keepalive time.Duration
 }
 
 // NewHandler returns the HTTP face of b: POST /v1/acquire, /v1/renew,
@@ -96,7 +106,10 @@ type handler struct {
 // goes away.
 func NewHandler(b Backend, opts HandlerOptions) http.Handler {
 	h := &handler{b: b, log: opts.Logger, maxID: opts.MaxIDBytes, maxBody: int64(opts.MaxBodyBytes), maxWait: opts.MaxWait,
-		slack: opts.WaitSlack, authorize: opts.Authorize, answered: opts.Answered}
+		slack: opts.WaitSlack, authorize: opts.Authorize, answered: opts.Answered, scope: opts.Scope, keepalive: opts.Keepalive}
+	if h.keepalive <= 0 {
+		h.keepalive = defaultKeepalive
+	}
 	if h.maxWait <= 0 {
 		h.maxWait = wire.DefaultMaxWait
 	}
@@ -114,34 +127,17 @@ func NewHandler(b Backend, opts HandlerOptions) http.Handler {
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == wire.ListPath || r.URL.Path == wire.WatchPath {
+		h.serveStream(w, r)
+		return
+	}
 	op := wire.Op(r.URL.Path[min(len(r.URL.Path), len("/v1/")):])
 	if !op.Known() || op.Path() != r.URL.Path {
 		h.fail(w, r, "", wire.NewError(wire.CodeNotFound, "no endpoint at "+wire.QuoteShort(r.URL.Path)+"; use POST /v1/acquire, /v1/renew, /v1/release or /v1/inspect"))
 		return
 	}
-	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", http.MethodPost)
-		h.fail(w, r, op, wire.NewError(wire.CodeMethodNotAllowed, op.Path()+" takes POST, not "+wire.QuoteShort(r.Method)))
-		return
-	}
-	if ct := r.Header.Get("Content-Type"); ct != "" && ct != "application/json" {
-		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
-			h.fail(w, r, op, wire.NewError(wire.CodeUnsupportedMedia, "the body must be application/json, not "+wire.QuoteShort(ct)))
-			return
-		}
-	}
-	tooLarge := wire.NewError(wire.CodeBodyTooLarge, "the body is larger than "+strconv.FormatInt(h.maxBody, 10)+" bytes")
-	if r.ContentLength > h.maxBody {
-		h.fail(w, r, op, tooLarge)
-		return
-	}
-	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.maxBody))
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if !errors.As(err, &mbe) {
-			tooLarge = wire.NewError(wire.CodeMalformedJSON, "reading the body: "+err.Error())
-		}
-		h.fail(w, r, op, tooLarge)
+	data, ok := h.body(w, r, op)
+	if !ok {
 		return
 	}
 	m, derr := wire.DecodeMessage(op, data)
@@ -324,4 +320,35 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	hd["Content-Length"] = []string{strconv.Itoa(len(out))}
 	w.WriteHeader(status)
 	_, _ = w.Write(out)
+}
+
+// body reads the body of a POST to op, or answers the refusal (a method
+// other than POST, a content type other than JSON, a body too large).
+func (h *handler) body(w http.ResponseWriter, r *http.Request, op wire.Op) ([]byte, bool) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		h.fail(w, r, op, wire.NewError(wire.CodeMethodNotAllowed, op.Path()+" takes POST, not "+wire.QuoteShort(r.Method)))
+		return nil, false
+	}
+	if ct := r.Header.Get("Content-Type"); ct != "" && ct != "application/json" {
+		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
+			h.fail(w, r, op, wire.NewError(wire.CodeUnsupportedMedia, "the body must be application/json, not "+wire.QuoteShort(ct)))
+			return nil, false
+		}
+	}
+	tooLarge := wire.NewError(wire.CodeBodyTooLarge, "the body is larger than "+strconv.FormatInt(h.maxBody, 10)+" bytes")
+	if r.ContentLength > h.maxBody {
+		h.fail(w, r, op, tooLarge)
+		return nil, false
+	}
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.maxBody))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if !errors.As(err, &mbe) {
+			tooLarge = wire.NewError(wire.CodeMalformedJSON, "reading the body: "+err.Error())
+		}
+		h.fail(w, r, op, tooLarge)
+		return nil, false
+	}
+	return data, true
 }

@@ -210,3 +210,20 @@ func checkPrefix(p string) *Error {
 	}
 	return nil
 }
+
+// EventStream is one watcher's events, as a server's backend gives them
+// to the HTTP handler (service.Watch).
+type EventStream interface {
+	// Hello is the first frame.
+	Hello() Hello
+	// Replay is the events of the history to send after Hello.
+	Replay() []Event
+	// Events delivers the events as they are published; it is closed
+	// when the stream ends (the watcher overflowed, or the server stops).
+	Events() <-chan Event
+	// Overflow reports, once Events is closed, whether the watcher's
+	// buffer overflowed, and the last sequence number it was sent.
+	Overflow() (resumeFrom uint64, overflowed bool)
+	// Close ends the stream.
+	Close()
+}
