@@ -23,6 +23,20 @@ func drained(w *Watch) []wire.Event {
 	}
 }
 
+// kinds returns "type resource holder" of each event, and checks that
+// their seqs follow from after.
+func kinds(t *testing.T, evs []wire.Event, after uint64) []string {
+	t.Helper()
+	var out []string
+	for i, ev := range evs {
+		if ev.Seq != after+uint64(i)+1 {
+			t.Fatalf("event %d has seq %d, want %d: %+v", i, ev.Seq, after+uint64(i)+1, evs)
+		}
+		out = append(out, ev.Type+" "+ev.Resource+" "+ev.HolderID)
+	}
+	return out
+}
+
 // TestDecisionsPublishTheirEvents: grants, renewals, releases and expiries
 // (at the next decision, and at the sweep) each publish one event in the
 // order they were decided; other prefixes are not sent.

@@ -43,8 +43,12 @@ func (s *Service) List(ctx context.Context, q wire.ListRequest, allow func(strin
 		if allow != nil && !allow(e.Resource) {
 			continue
 		}
-		out.Leases = append(out.Leases, wire.LeaseInfo{Resource: e.Resource, HolderID: e.HolderID, Fence: e.Fence,
-			RemainingMillis: e.ExpiresAt - now})
+		l := wire.LeaseInfo{Resource: e.Resource, HolderID: e.HolderID, Fence: e.Fence, RemainingMillis: e.ExpiresAt - now}
+		if e.Value != "" {
+			v := e.Value
+			l.Value = &v
+		}
+		out.Leases = append(out.Leases, l)
 	}
 	if s.w.active.Load() == 0 || len(out.Leases) == 0 {
 		return out, nil

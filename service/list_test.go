@@ -255,3 +255,18 @@ func TestListAndWatchInScope(t *testing.T) {
 		t.Fatalf("watch in scope saw %v", got)
 	}
 }
+
+// TestListShowsTheValue: a lease acquired with a value is listed with it.
+func TestListShowsTheValue(t *testing.T) {
+	svc, _ := memService(t, 10, Config{})
+	m := acquireMsg("q1", "leader", "h")
+	m.Value = "10.0.0.7:8080"
+	if r, err := svc.Call(context.Background(), m); err != nil || !r.OK {
+		t.Fatalf("%+v %v", r, err)
+	}
+	take(t, svc, "plain", "h")
+	page, err := svc.List(context.Background(), wire.ListRequest{}, nil)
+	if err != nil || len(page.Leases) != 2 || page.Leases[0].Value == nil || *page.Leases[0].Value != "10.0.0.7:8080" || page.Leases[1].Value != nil {
+		t.Fatalf("%+v %v", page, err)
+	}
+}
