@@ -87,6 +87,7 @@ func (tr *holdTransport) RoundTrip(req *http.Request) (resp *http.Response, err 
 	rec := httptest.NewRecorder()
 	r := req.Clone(req.Context())
 	r.Body, r.ContentLength = io.NopCloser(strings.NewReader(string(body))), int64(len(body))
+	r.RemoteAddr = "127.0.0.1:40000" // in-process: a loopback caller
 	tr.h.ServeHTTP(rec, r)
 	switch {
 	case fault < tr.dropRequest+tr.dropReply:

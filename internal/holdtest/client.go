@@ -228,7 +228,7 @@ func CampaignerMain() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
 	fmt.Println("campaigning")
-	h, err := client.NewElection(c, os.Getenv(envName)).Campaign(ctx)
+	h, err := client.NewElection(c, os.Getenv(envName)).Campaign(ctx, "")
 	if err != nil {
 		fmt.Println("stopped:", err)
 		return

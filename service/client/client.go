@@ -341,7 +341,8 @@ func (c *Client) Acquire(ctx context.Context, resource string) (*Lease, error) {
 
 // Renew extends l. It returns a new Lease with the same fence and a deadline
 // anchored at this renewal's send instant, or ErrExpired if l is no longer
-// the current lease.
+// the current lease (an error that is also ErrLeaseRevoked if an operator
+// revoked it).
 func (c *Client) Renew(ctx context.Context, l *Lease) (*Lease, error) {
 	return c.renew(ctx, l, clock.Instant{})
 }
@@ -361,14 +362,14 @@ func (c *Client) renew(ctx context.Context, l *Lease, until clock.Instant) (*Lea
 		return nil, err
 	}
 	if !reply.OK {
-		return nil, ErrExpired
+		return nil, refusedReason(reply.Reason)
 	}
 	return c.complete(req, reply, l.secret, c.lc.CompleteRenewal)
 }
 
 // Release ends l. It returns nil when the coordinator ended it (or already
 // had, for a retry whose first reply was lost) and ErrExpired when l was no
-// longer the current lease.
+// longer the current lease (also ErrLeaseRevoked if it was revoked).
 func (c *Client) Release(ctx context.Context, l *Lease) error {
 	return c.release(ctx, l, clock.Instant{})
 }
@@ -391,7 +392,7 @@ func (c *Client) release(ctx context.Context, l *Lease, until clock.Instant) err
 		return err
 	}
 	if !reply.OK {
-		return ErrExpired
+		return refusedReason(reply.Reason)
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"iter"
+	"sync"
 	"time"
 
 	"github.com/lease-fence/lease-fence/core/clock"
@@ -23,6 +24,9 @@ type Status struct {
 	// lease: 0 if it was never held (or so long ago that the coordinator
 	// forgot it).
 	LastFence uint64
+	// Value is the live lease's value (HoldOptions.Value, Proclaim), ""
+	// if none.
+	Value string
 }
 
 // Current is the fence an observer compares: the live lease's, or 0.
@@ -59,15 +63,18 @@ func (c *Client) inspect(ctx context.Context, m wire.Message) (Status, error) {
 		return Status{}, errors.New("wire: an inspection's answer without its state")
 	}
 	if *reply.Held {
-		return Status{Held: true, HolderID: reply.HolderID, Fence: reply.Fence, Remaining: clock.FromMillis(reply.RemainingMillis)}, nil
+		return Status{Held: true, HolderID: reply.HolderID, Fence: reply.Fence, Remaining: clock.FromMillis(reply.RemainingMillis),
+			Value: reply.Value}, nil
 	}
 	return Status{LastFence: *reply.LastFence}, nil
 }
 
-// Leader is the holder of an election's lease.
+// Leader is the holder of an election's lease, and the value it
+// campaigned with or last proclaimed.
 type Leader struct {
 	HolderID string
 	Fence    uint64
+	Value    string
 }
 
 // Election is leader election over one resource, the election's name: the
@@ -77,8 +84,11 @@ type Election struct {
 	c    *Client
 	name string
 	// Options are those of the hold Campaign makes; its Wait is
-	// WaitForever whatever is set here.
+	// WaitForever and its Value Campaign's, whatever is set here.
 	Options HoldOptions
+
+	mu   sync.Mutex
+	held *Held // the last Campaign's
 }
 
 // NewElection returns the election of name, campaigned and observed through
@@ -86,12 +96,36 @@ type Election struct {
 func NewElection(c *Client, name string) *Election { return &Election{c: c, name: name} }
 
 // Campaign waits, in the resource's queue, until this holder leads, or ctx
-// ends. The Held renews itself; Release resigns (and hands the lead to the
-// next campaigner at once); its Context ends when the lead is lost.
-func (e *Election) Campaign(ctx context.Context) (*Held, error) {
+// ends; value (at most wire.MaxValueBytes, not secret: the leader's
+// address, say) is the lead's value, which observers receive with the
+// leader. The Held renews itself; Release resigns (and hands the lead to
+// the next campaigner at once); its Context ends when the lead is lost.
+func (e *Election) Campaign(ctx context.Context, value string) (*Held, error) {
 	opts := e.Options
-	opts.Wait = WaitForever
-	return e.c.Hold(ctx, e.name, opts)
+	opts.Wait, opts.Value = WaitForever, value
+	h, err := e.c.Hold(ctx, e.name, opts)
+	if err == nil {
+		e.mu.Lock()
+		e.held = h
+		e.mu.Unlock()
+	}
+	return h, err
+}
+
+// Proclaim changes the value of the lead this Election's last Campaign
+// won. It returns ErrExpired if that lead is over (also ErrLeaseRevoked if
+// it was revoked), an error if Campaign never won.
+func (e *Election) Proclaim(ctx context.Context, value string) error {
+	e.mu.Lock()
+	h := e.held
+	e.mu.Unlock()
+	if h == nil {
+		return errors.New("wire: Proclaim needs a lead won by this Election's Campaign")
+	}
+	if h.Context().Err() != nil {
+		return ErrExpired
+	}
+	return e.c.Proclaim(ctx, h.Lease(), value)
 }
 
 // Leader returns the current leader, and false if nobody leads.
@@ -100,12 +134,13 @@ func (e *Election) Leader(ctx context.Context) (Leader, bool, error) {
 	if err != nil || !st.Held {
 		return Leader{}, false, err
 	}
-	return Leader{HolderID: st.HolderID, Fence: st.Fence}, true, nil
+	return Leader{HolderID: st.HolderID, Fence: st.Fence, Value: st.Value}, true, nil
 }
 
 // Observe yields the election's leaders until ctx ends or the loop
 // breaks: the current leader first (if there is one), then each new
-// leader as it is elected, once each and in fence order. A leader whose
+// leader as it is elected, once each and in fence order, and the leader
+// again each time it proclaims a new value. A leader whose
 // lease ended while nobody waited is followed by the next one elected. The
 // coordinator answers each change at once (an inspection waiting with
 // afterFence), so a new leader is seen as soon as it is elected, not at
@@ -114,6 +149,7 @@ func (e *Election) Leader(ctx context.Context) (Leader, bool, error) {
 func (e *Election) Observe(ctx context.Context) iter.Seq[Leader] {
 	return func(yield func(Leader) bool) {
 		var after, last uint64
+		var value, lastValue string
 		first, fails := true, 0
 		for ctx.Err() == nil {
 			var st Status
@@ -121,7 +157,8 @@ func (e *Election) Observe(ctx context.Context) iter.Seq[Leader] {
 			if first {
 				st, err = e.c.Inspect(ctx, e.name)
 			} else {
-				st, err = e.c.Observe(ctx, e.name, after, e.c.maxWait)
+				st, err = e.c.inspect(ctx, wire.Message{Op: wire.OpInspect, Request: lease.Request{Resource: e.name}, After: after, HasAfter: true,
+					AfterValue: value, HasAfterValue: true, Wait: e.c.maxWait.Truncate(time.Millisecond)})
 			}
 			if err != nil {
 				fails++
@@ -131,10 +168,10 @@ func (e *Election) Observe(ctx context.Context) iter.Seq[Leader] {
 				continue
 			}
 			first, fails = false, 0
-			after = st.Current()
-			if st.Held && st.Fence > last {
-				last = st.Fence
-				if !yield(Leader{HolderID: st.HolderID, Fence: st.Fence}) {
+			after, value = st.Current(), st.Value
+			if st.Held && (st.Fence > last || st.Fence == last && st.Value != lastValue) {
+				last, lastValue = st.Fence, st.Value
+				if !yield(Leader{HolderID: st.HolderID, Fence: st.Fence, Value: st.Value}) {
 					return
 				}
 			}

@@ -28,6 +28,32 @@ func (e *DeniedError) Error() string {
 // reassigned. An expired lease is never extended; acquire again.
 var ErrExpired = errors.New("wire: lease expired")
 
+// ErrLeaseRevoked is, by errors.Is, the error of a renewal, release or
+// proclamation of a lease that an operator revoked (POST /v1/revoke), and
+// the cause of a Held's context whose renewal was answered so (with
+// ErrLeaseLost: the cause is a *LostError with Revoked set). Renew and
+// Release return an error that is both ErrLeaseRevoked and ErrExpired.
+var ErrLeaseRevoked = errors.New("wire: lease revoked")
+
+// revokedError is the answer "revoked": the lease is over (ErrExpired),
+// ended by a revoke (ErrLeaseRevoked).
+type revokedError struct{}
+
+func (revokedError) Error() string {
+	return "wire: lease revoked: an operator ended it (POST /v1/revoke); acquire again"
+}
+
+func (revokedError) Is(target error) bool { return target == ErrLeaseRevoked || target == ErrExpired }
+
+// refusedReason is the error of a renewal, release or proclamation the
+// coordinator answered with reason: revoked, or else expired.
+func refusedReason(reason string) error {
+	if reason == wire.ReasonRevoked {
+		return revokedError{}
+	}
+	return ErrExpired
+}
+
 // CertificateError is the failure of a call whose coordinator's TLS
 // certificate cannot be verified (an unknown CA, expired, not yet valid) or
 // was not issued for the host of its base URL. It is final: sending the

@@ -31,6 +31,9 @@ type LostError struct {
 	// Refused: the coordinator refused a renewal (the lease is no longer
 	// current there). Otherwise no renewal succeeded in time.
 	Refused bool
+	// Revoked: the refusal said an operator revoked the lease (the
+	// error is then also ErrLeaseRevoked).
+	Revoked bool
 	// SinceSent is how long after the send of the call that last extended
 	// the lease the loss was found, and Left how long the lease had left
 	// then, to the holder's deadline (negative: past it), both by the
@@ -59,6 +62,8 @@ func (e *LostError) Error() string {
 		if e.Failure != nil {
 			msg += " (" + e.Failure.Error() + ")"
 		}
+	case e.Revoked:
+		msg += "an operator revoked it (the coordinator answered its renewal \"revoked\"), " + when
 	case e.Refused:
 		msg += "the coordinator refused its renewal (it is no longer current), " + when
 	default:
@@ -67,8 +72,11 @@ func (e *LostError) Error() string {
 	return msg
 }
 
-// Is reports whether target is ErrLeaseLost.
-func (e *LostError) Is(target error) bool { return target == ErrLeaseLost }
+// Is reports whether target is ErrLeaseLost, or ErrLeaseRevoked when the
+// lease was revoked.
+func (e *LostError) Is(target error) bool {
+	return target == ErrLeaseLost || (e.Revoked && target == ErrLeaseRevoked)
+}
 
 // durationText says ms milliseconds as "12 ms", "3.4 ms" or "2.35 s", as
 // lease-fence/service-client does.
@@ -126,6 +134,10 @@ type HoldOptions struct {
 	// skew and the loss margin (5 % of the TTL, at most 250 ms), or the
 	// lease would lapse between renewals.
 	RenewEvery time.Duration
+	// Value is the lease's value (an election's: the leader's address,
+	// say), at most wire.MaxValueBytes of UTF-8, answered to anyone who
+	// inspects the resource; not secret. Empty: none.
+	Value string
 }
 
 // Held is a lease kept alive by its own renewals: the holder's side of a
@@ -209,7 +221,7 @@ func (c *Client) Hold(ctx context.Context, resource string, opts HoldOptions) (*
 
 // hold is one attempt of Hold.
 func (c *Client) hold(ctx context.Context, resource string, opts HoldOptions) (*Held, error) {
-	l, err := c.acquireWaiting(ctx, resource, opts.Wait)
+	l, err := c.acquireWaiting(ctx, resource, opts.Wait, opts.Value)
 	if err != nil {
 		return nil, err
 	}
@@ -256,7 +268,7 @@ func (c *Client) hold(ctx context.Context, resource string, opts HoldOptions) (*
 // acquireWaiting acquires resource, waiting up to wait in calls of at most
 // MaxWait: every call is the same acquisition (request id and secret), so
 // the coordinator keeps its place in the queue between them.
-func (c *Client) acquireWaiting(ctx context.Context, resource string, wait time.Duration) (*Lease, error) {
+func (c *Client) acquireWaiting(ctx context.Context, resource string, wait time.Duration, value string) (*Lease, error) {
 	req, err := c.lc.BeginAcquire(resource)
 	if err != nil {
 		return nil, err
@@ -284,7 +296,7 @@ func (c *Client) acquireWaiting(ctx context.Context, resource string, wait time.
 		if chunk < 0 {
 			chunk = 0
 		}
-		reply, err := c.send(ctx, wire.Message{Op: wire.OpAcquire, Request: req, Secret: secret, Wait: chunk}, clock.Instant{})
+		reply, err := c.send(ctx, wire.Message{Op: wire.OpAcquire, Request: req, Secret: secret, Wait: chunk, Value: value}, clock.Instant{})
 		if err != nil {
 			return nil, err
 		}
@@ -402,7 +414,7 @@ func (h *Held) onDeadline() {
 func (h *Held) loseLocked(now clock.Instant, refused bool, failure error) {
 	_, _ = h.k.Check(h.k.Deadline())
 	l := h.k.Lease()
-	e := &LostError{Token: l.Token(), Refused: refused, Failure: failure}
+	e := &LostError{Token: l.Token(), Refused: refused, Revoked: refused && errors.Is(failure, ErrLeaseRevoked), Failure: failure}
 	if now.Domain != "" {
 		since, err1 := now.Duration(l.Anchor())
 		left, err2 := l.Deadline().Duration(now)

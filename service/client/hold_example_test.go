@@ -119,7 +119,7 @@ func ExampleElection() {
 		c := holder(id)
 		// doc:start campaign
 		e := client.NewElection(c, "leader/indexer")
-		h, err := e.Campaign(ctx) // waits, in the queue, until elected
+		h, err := e.Campaign(ctx, id+".internal:8080") // waits, in the queue, until elected; the value is the lead's
 		if err != nil {
 			return err // ctx ended
 		}
@@ -147,8 +147,8 @@ func ExampleElection() {
 	fmt.Println(<-leaders)
 	close(resign["indexer-2"])
 	// Output:
-	// {indexer-1 1}
-	// {indexer-2 2}
+	// {indexer-1 1 indexer-1.internal:8080}
+	// {indexer-2 2 indexer-2.internal:8080}
 }
 
 // Inspect and Observe: who holds a resource, and waiting for that to
