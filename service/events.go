@@ -36,11 +36,13 @@ const (
 // carries events between them (pgstore: LISTEN/NOTIFY), so that each
 // process's stream holds the decisions of all of them.
 type EventSharer interface {
-	// ShareEvents starts delivering the events other processes decided
-	// to receive (from any goroutine, in the order each process
-	// published them) and returns the function that sends this process's
-	// own events to the others. It is called once. send must not block.
-	ShareEvents(receive func(wire.Event)) (send func(wire.Event))
+	// SendEvents returns the function that sends this process's own
+	// events to the others (while some listen). It must not block.
+	SendEvents() (send func(wire.Event))
+	// ReceiveEvents starts delivering the events other processes send to
+	// receive (from any goroutine, in the order each process sent them).
+	// It is called once, at the first watch.
+	ReceiveEvents(receive func(wire.Event))
 }
 
 // ExpiryReporter is a Store whose Sweep tells of each live-looking lease
@@ -241,19 +243,16 @@ func (s *Service) Watchers() int {
 	return len(s.h.all)
 }
 
-// startSharing starts carrying events between the processes that share
-// the store, at the first watch (until then a process keeps no one
-// listening for them).
+// startSharing starts receiving the events of the other processes that
+// share the store, at the first watch (until then this process does not
+// listen for them).
 func (s *Service) startSharing() {
 	sh, ok := storeAs[EventSharer](s.store)
 	if !ok {
 		return
 	}
 	s.shareOnce.Do(func() {
-		send := sh.ShareEvents(func(ev wire.Event) { s.h.publish(ev, false) })
-		s.h.mu.Lock()
-		s.h.share = send
-		s.h.mu.Unlock()
+		sh.ReceiveEvents(func(ev wire.Event) { s.h.publish(ev, false) })
 	})
 }
 

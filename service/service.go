@@ -155,6 +155,9 @@ func New(cfg Config) (*Service, error) {
 	}
 	s.w.init()
 	s.h.init(cfg.WatchBuffer, cfg.WatchHistory, cfg.MaxWatchers, cfg.MaxWatchersPerToken)
+	if sh, ok := storeAs[EventSharer](cfg.Store); ok {
+		s.h.share = sh.SendEvents()
+	}
 	if r, ok := storeAs[ExpiryReporter](cfg.Store); ok {
 		r.ReportExpired(s.expiredBySweep)
 	}

@@ -192,6 +192,7 @@ func (s *Store) decide(ctx context.Context, resource string, fn func(*service.Tx
 	if err := conn.SendBatch(ctx, b).Close(); err != nil {
 		return s.failed(ctx, conn, err)
 	}
+	s.watch.heard.Store(listening)
 	if !found {
 		// No row to lock: decide again, making one first. (With the
 		// insert, the row was deleted between the insert that found it and
@@ -658,6 +659,13 @@ func (s *Store) sweepExpired(ctx context.Context, conn *pgx.Conn, owner string) 
 	if err := conn.SendBatch(ctx, b).Close(); err != nil || tag.String() != "COMMIT" {
 		s.rollback(ctx, conn)
 		return 0, lasts, unavailable("sweeping", errors.Join(err, errors.New("commit answered "+strconv.Quote(tag.String()))))
+	}
+	if fn := s.onExpired; fn != nil {
+		for _, c := range changes {
+			if c.cur.Fence != 0 && c.next.Fence == 0 {
+				fn(c.cur)
+			}
+		}
 	}
 	return n, lasts + dk, nil
 }

@@ -95,7 +95,13 @@ var schema = []string{
 	) WITH (fillfactor = 50)`,
 	`INSERT INTO ` + tCounts + ` SELECT g, 0, 0, 0 FROM generate_series(0, ` + strconv.Itoa(countSlots-1) + `) g`,
 	ownersTable,
+	byteOrderIndex,
 }
+
+// byteOrderIndex orders the resources by their bytes, whatever the
+// database's collation, for the keyset paging of a list (qList): resource
+// never changes, so the index costs no update its own.
+const byteOrderIndex = `CREATE INDEX IF NOT EXISTS lease_fence_leases_bytes ON ` + tLeases + ` ((resource COLLATE "C"))`
 
 // ownersTable counts the lease records of each owner: an owner's count is
 // the sum of its rows' leases. Its rows are made as they are first needed,
@@ -125,6 +131,7 @@ var revokedColumns = [4]string{
 var upgradeV3 = []string{
 	`ALTER TABLE ` + tLeases + ` ADD COLUMN ` + revokedColumns[0] + `, ADD COLUMN ` + revokedColumns[1] +
 		`, ADD COLUMN ` + revokedColumns[2] + `, ADD COLUMN ` + revokedColumns[3],
+	byteOrderIndex,
 	`UPDATE ` + tMeta + ` SET schema_version = 4`,
 }
 
@@ -192,7 +199,16 @@ var (
 		(SELECT coalesce(sum(leases), 0)::bigint AS leases, coalesce(sum(releases), 0)::bigint AS releases,
 			coalesce(sum(lasts), 0)::bigint AS lasts FROM ` + tCounts + `) k`
 	qNextval = `SELECT nextval('` + tFences + `')`
-	qUpdate  = `UPDATE ` + tLeases + ` SET holder_id = $2, request_id = $3, fence = $4, expires_at = $5, secret_sha256 = $6,
+	// qList reads the live lease records after $1 whose resource begins
+	// with $2 (and, if $3 is not null, is below it: the end of the
+	// prefix's range), in byte order, at most $4, at the clock ($5 the
+	// offset): a keyset query on byteOrderIndex.
+	qList = `SELECT l.resource, l.holder_id, l.fence, l.expires_at, l.value, c.now FROM (SELECT ` + clockSQL("$5") + ` AS now) c,
+		LATERAL (SELECT resource, holder_id, fence, expires_at, value FROM ` + tLeases + `
+			WHERE (resource COLLATE "C") > $1 AND (resource COLLATE "C") >= $2 AND ($3::text IS NULL OR (resource COLLATE "C") < $3)
+				AND starts_with(resource, $2) AND fence <> 0 AND expires_at > greatest(c.now, decided_at)
+			ORDER BY (resource COLLATE "C") LIMIT $4) l`
+	qUpdate = `UPDATE ` + tLeases + ` SET holder_id = $2, request_id = $3, fence = $4, expires_at = $5, secret_sha256 = $6,
 		releases = $7, decided_at = $8, sweep_at = $9, last_fence = $10, owner = $11, value = $12, revoked_holder = $13,
 		revoked_fence = $14, revoked_at = $15 WHERE resource = $1`
 	qDelete = `DELETE FROM ` + tLeases + ` WHERE resource = $1`

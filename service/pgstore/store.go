@@ -134,6 +134,7 @@ type Store struct {
 	id         string // in this Store's notifications, so it ignores its own
 	connConfig *pgx.ConnConfig
 	watch      watching
+	onExpired  func(service.Entry) // ReportExpired
 
 	// unreplicated holds the connections on which the server warned that
 	// a commit stopped waiting for the synchronous standbys (an operator's

@@ -12,7 +12,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/go-json-experiment/json"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/lease-fence/lease-fence/service"
+	"github.com/lease-fence/lease-fence/service/wire"
 )
 
 // notifyChannel is the channel a Store notifies of its grants and releases
@@ -47,9 +51,14 @@ const listenFor = 60 * time.Second
 // milliseconds more before the other replicas hear of them.
 const notifyLinger = 2 * time.Millisecond
 
-// notifyBatch bounds the notifications one statement sends, and the ones
-// waiting to be sent (beyond, they are dropped: watchSafety covers them).
-const notifyBatch = 256
+// notifyBatch bounds the notifications one statement sends; notifyQueue
+// the ones waiting to be sent (beyond, they are dropped: watchSafety
+// covers a waiter's, and a dropped event is missing from the other
+// replicas' streams).
+const (
+	notifyBatch = 256
+	notifyQueue = 16 * notifyBatch
+)
 
 // watcher is one Watch. Its lock is held while fn runs, so that once stop
 // has returned fn is not called again.
@@ -83,6 +92,11 @@ type watching struct {
 	beat     time.Duration // listenHeartbeat
 	blocked  atomic.Bool   // tests: the listener may not connect
 	listenPC chan struct{} // closed when the listener first listens (tests; nil after)
+	// heard is what the last decision read of the listening mark: whether
+	// some coordinator listens, so events are worth sending.
+	heard atomic.Bool
+	// receive is given the events of the other replicas (ShareEvents).
+	receive func(wire.Event)
 }
 
 func newID() string {
@@ -233,6 +247,9 @@ func (s *Store) listenOnce(ctx context.Context) error {
 	// What changed while nobody listened is not known: report it all once.
 	s.report("")
 	mine := s.id + ":"
+	// The events of the other replicas from here on; what they decided
+	// while nobody listened is not known (a watcher that resumes across
+	// that gap is told to reload: see ShareEvents).
 	for {
 		if time.Since(marked) >= listenFor/3 {
 			pctx, cancel := context.WithTimeout(ctx, s.timeout)
@@ -259,11 +276,13 @@ func (s *Store) listenOnce(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if strings.HasPrefix(n.Payload, mine) {
+		if strings.HasPrefix(n.Payload, mine) || strings.HasPrefix(n.Payload, s.id+";") {
 			continue // this Store's own change: its Update already told the Service
 		}
-		if _, resource, ok := strings.Cut(n.Payload, ":"); ok {
-			s.report(resource)
+		if i := strings.IndexAny(n.Payload, ":;"); i >= 0 && n.Payload[i] == ';' {
+			s.received(n.Payload[i+1:])
+		} else if i >= 0 {
+			s.report(n.Payload[i+1:])
 		}
 	}
 }
@@ -273,7 +292,7 @@ func (s *Store) listenOnce(ctx context.Context) error {
 func (s *Store) startWatching() {
 	s.id = newID()
 	s.watch.stop = make(chan struct{})
-	s.watch.outbox = make(chan string, notifyBatch)
+	s.watch.outbox = make(chan string, notifyQueue)
 	s.watch.poll, s.watch.safety, s.watch.beat = WatchPoll, watchSafety, listenHeartbeat
 	s.watch.listenPC = make(chan struct{})
 	s.watch.done.Add(1)
@@ -300,7 +319,7 @@ func (s *Store) stopWatching() {
 func (s *Store) notify(resource string) {
 	s.watch.notified.Add(1)
 	select {
-	case s.watch.outbox <- resource:
+	case s.watch.outbox <- s.id + ":" + resource:
 	default:
 	}
 }
@@ -316,15 +335,15 @@ func (s *Store) sendNotifications() {
 		select {
 		case <-s.watch.stop:
 			return
-		case r := <-s.watch.outbox:
-			batch = append(batch[:0], s.id+":"+r)
+		case p := <-s.watch.outbox:
+			batch = append(batch[:0], p)
 		}
 		linger := time.NewTimer(notifyLinger)
 	more:
 		for len(batch) < notifyBatch {
 			select {
-			case r := <-s.watch.outbox:
-				batch = append(batch, s.id+":"+r)
+			case p := <-s.watch.outbox:
+				batch = append(batch, p)
 			case <-linger.C:
 				break more
 			case <-s.watch.stop:
@@ -340,3 +359,69 @@ func (s *Store) sendNotifications() {
 		}
 	}
 }
+
+// maxPayload bounds a notification's payload (PostgreSQL refuses 8000
+// bytes and more).
+const maxPayload = 7999
+
+// ReceiveEvents (service.EventSharer): this Store listens from now on (as
+// Watch does) and hands receive the events other replicas send.
+func (s *Store) ReceiveEvents(receive func(wire.Event)) {
+	s.watch.mu.Lock()
+	defer s.watch.mu.Unlock()
+	s.watch.receive = receive
+	if !s.watch.started && !s.watch.closed {
+		s.watch.started, s.watch.deaf = true, true
+		s.watch.done.Add(2)
+		go s.listen()
+		go s.pollWatched()
+	}
+}
+
+// SendEvents (service.EventSharer) returns the function that sends this
+// replica's events to the others, as notifications on the channel the
+// replicas listen on, while some coordinator listens (the listening mark
+// its last decision read). An event is sent after its decision committed,
+// by one goroutine in the order given; a notification dropped (the queue
+// full, a failed send, a replica that died between its commit and its
+// send) is missing from the others' streams.
+func (s *Store) SendEvents() (send func(wire.Event)) {
+	return func(ev wire.Event) {
+		if !s.watch.heard.Load() {
+			return
+		}
+		data, err := json.Marshal(ev)
+		if err != nil || len(s.id)+1+len(data) > maxPayload {
+			return
+		}
+		select {
+		case s.watch.outbox <- s.id + ";" + string(data):
+		default:
+		}
+	}
+}
+
+// received hands the event of another replica to the Service.
+func (s *Store) received(data string) {
+	var ev wire.Event
+	if err := json.Unmarshal([]byte(data), &ev); err != nil || ev.Type == "" || ev.Resource == "" {
+		return
+	}
+	s.watch.mu.Lock()
+	fn := s.watch.receive
+	s.watch.mu.Unlock()
+	if fn != nil {
+		fn(ev)
+	}
+}
+
+// ReportExpired (service.ExpiryReporter) makes Sweep call fn with each
+// lease record it cleared because it expired, once committed. Call it
+// before the Store is used.
+func (s *Store) ReportExpired(fn func(expired service.Entry)) { s.onExpired = fn }
+
+var (
+	_ service.EventSharer    = (*Store)(nil)
+	_ service.ExpiryReporter = (*Store)(nil)
+	_ service.Lister         = (*Store)(nil)
+)

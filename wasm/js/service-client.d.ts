@@ -139,7 +139,74 @@ export class LeaseServiceClient {
   inspect(resource: string, options?: InspectOptions): Promise<LeaseStatus>;
   /** The election named name: the leader is the holder of its lease. */
   election(name: string, options?: ElectionOptions): LeaseElection;
+  // #27: list and watch.
+  /** One page of the live leases under options.prefix, in byte order of resource; the last page has no cursor. */
+  listPage(options?: ListOptions): Promise<LeasePage>;
+  /** Every live lease under options.prefix, one page at a time. */
+  list(options?: ListOptions): AsyncIterableIterator<LeaseInfo>;
+  /**
+   * The events on resources under options.prefix: a hello first (and again only when a reconnect
+   * could not resume: reload with list), then each event once, in sequence, across reconnects.
+   */
+  watch(options?: WatchOptions): AsyncIterableIterator<WatchHello | WatchEvent>;
   toString(): string;
+}
+
+// #27: list and watch.
+export interface ListOptions extends CallOptions {
+  /** The resources whose names begin with it ("" all). At most 1024 bytes. */
+  prefix?: string | undefined;
+  /** The cursor of the page before (listPage). */
+  cursor?: string | undefined;
+  /** 1 to 1000 leases a page; 1000 by default. */
+  limit?: number | undefined;
+  /** List each lease's waiters' holder ids, in queue order. */
+  waiters?: boolean | undefined;
+}
+
+export interface LeaseInfo {
+  readonly resource: string;
+  readonly holderId: string;
+  readonly fence: number;
+  readonly remainingMillis: number;
+  readonly waiters: number;
+  readonly waiterIds?: readonly string[];
+  readonly value?: string;
+}
+
+export interface LeasePage {
+  readonly leases: readonly LeaseInfo[];
+  readonly cursor?: string;
+}
+
+export interface WatchOptions {
+  /** The resources whose events are sent ("" all). */
+  prefix?: string | undefined;
+  /** Resume an earlier watch: the events of stream after afterSeq, if the coordinator still holds them. */
+  stream?: string | undefined;
+  afterSeq?: number | undefined;
+  /** Ends the watch: the iterator is done. */
+  signal?: AbortSignal | undefined;
+}
+
+export interface WatchHello {
+  readonly type: 'hello';
+  readonly stream: string;
+  readonly seq: number;
+  readonly resumed: false;
+}
+
+export interface WatchEvent {
+  readonly seq: number;
+  readonly type: 'granted' | 'renewed' | 'released' | 'expired' | 'revoked' | 'waiting' | 'left' | 'proclaimed';
+  readonly resource: string;
+  readonly holderId?: string;
+  readonly fence?: number;
+  readonly remainingMillis?: number;
+  readonly value?: string;
+  readonly waiters?: number;
+  /** The coordinator's wall clock, Unix milliseconds. */
+  readonly at: number;
 }
 
 export interface HoldOptions {

@@ -826,6 +826,154 @@ export class LeaseServiceClient {
     return { final: err };
   }
 
+  // ---- #27: list and watch ----
+
+  /**
+   * One page of the live leases under options.prefix (POST /v1/list), in
+   * byte order of resource: { leases: [{ resource, holderId, fence,
+   * remainingMillis, waiters, waiterIds?, value? }], cursor? }. Pass the
+   * cursor back for the next page; the last page has none. A page may hold
+   * fewer than options.limit (1 to 1000, default 1000) leases, even none,
+   * and still have a cursor. A Worker answers not_supported.
+   */
+  async listPage(options) {
+    if (options !== undefined && !isOptions(options)) {
+      throw new InvalidArgumentError('lease-fence: list options must be an object', 'options');
+    }
+    checkOptions(options ?? {}, LIST_OPTIONS, 'client.listPage');
+    const { signal, timeoutMillis, prefix, cursor, limit, waiters } = options ?? {};
+    checkSignal(signal, 'options.signal');
+    if (timeoutMillis !== undefined) positive(timeoutMillis, 'options.timeoutMillis');
+    const body = listBody(prefix, cursor, limit, waiters);
+    const reply = await this.#send('list', body, { signal, timeoutMillis });
+    return reply.page;
+  }
+
+  /**
+   * Every live lease under options.prefix, reading one page at a time: an
+   * async iterator of the leases listPage answers. A lease live throughout
+   * the listing is yielded exactly once.
+   */
+  async *list(options) {
+    if (options !== undefined && !isOptions(options)) {
+      throw new InvalidArgumentError('lease-fence: list options must be an object', 'options');
+    }
+    checkOptions(options ?? {}, LIST_OPTIONS, 'client.list');
+    let cursor = options?.cursor;
+    do {
+      const page = await this.listPage({ ...options, cursor });
+      yield* page.leases;
+      cursor = page.cursor;
+    } while (cursor !== undefined);
+  }
+
+  /**
+   * The events on resources under options.prefix (POST /v1/watch,
+   * Server-Sent Events read from fetch's body), as an async iterator:
+   * first { type: 'hello', stream, seq, resumed: false }, then each event
+   * { seq, type, resource, holderId?, fence?, remainingMillis?, value?,
+   * waiters?, at }. After a disconnect (the coordinator went away, or
+   * closed a watcher too slow for its buffer) it connects again and
+   * resumes after the last event it yielded; a hello is yielded again only
+   * when the coordinator could not resume: reload the picture (list) then.
+   * options.stream and options.afterSeq resume an earlier watch. Ends when
+   * options.signal aborts or the loop stops; throws a refusal that will not
+   * change, or the last failure after `attempts` failed connections in a row.
+   */
+  async *watch(options) {
+    if (options !== undefined && !isOptions(options)) {
+      throw new InvalidArgumentError('lease-fence: watch options must be an object', 'options');
+    }
+    checkOptions(options ?? {}, WATCH_OPTIONS, 'client.watch');
+    const { signal, prefix = '' } = options ?? {};
+    let { stream, afterSeq } = options ?? {};
+    checkSignal(signal, 'options.signal');
+    if (typeof prefix !== 'string' || utf8Length(prefix) > MAX_PREFIX_BYTES) {
+      throw new InvalidArgumentError(`lease-fence: options.prefix must be a string of at most ${MAX_PREFIX_BYTES} bytes`, 'options.prefix');
+    }
+    if (stream !== undefined && (typeof stream !== 'string' || stream === '')) {
+      throw new InvalidArgumentError('lease-fence: options.stream must be a non-empty string', 'options.stream');
+    }
+    if (afterSeq !== undefined) wholeMillis(afterSeq, 'options.afterSeq', Number.MAX_SAFE_INTEGER);
+    const k = this.#bases.length;
+    let base = this.#cur;
+    let failures = 0;
+    let last;
+    while (!signal?.aborted) {
+      if (failures > 0) {
+        if (failures >= this.#attempts) {
+          throw last instanceof LeaseServiceError ? last
+            : new LeaseServiceError(`lease-fence: watch could not connect after ${failures} attempts`, { code: 'no_answer', attempts: failures, cause: last });
+        }
+        base = (base + 1) % k;
+        const pause = this.#backoff(failures + 1);
+        if (pause > 0) {
+          try {
+            await sleep(this.#timers, pause, signal);
+          } catch {
+            return;
+          }
+        }
+      }
+      const body = { prefix };
+      if (stream !== undefined) Object.assign(body, { stream, afterSeq: afterSeq ?? 0 });
+      const conn = new AbortController();
+      const onAbort = () => conn.abort(signal.reason);
+      signal?.addEventListener('abort', onAbort, { once: true });
+      try {
+        let res;
+        try {
+          const send = this.#fetch;
+          res = await send(`${this.#bases[base]}/v1/watch`, {
+            method: 'POST', headers: { ...this.#headers, accept: 'text/event-stream' }, body: JSON.stringify(body),
+            signal: conn.signal, redirect: 'manual',
+          });
+        } catch (e) {
+          if (signal?.aborted) return;
+          failures++;
+          last = e;
+          continue;
+        }
+        if (res.status !== 200) {
+          const err = parseError('watch', res.status, await readBody(res), failures + 1);
+          if (res.status >= 500 || RETRIED_4XX.has(res.status)) {
+            failures++;
+            last = err;
+            continue;
+          }
+          throw err;
+        }
+        failures = 0;
+        try {
+          for await (const { event, data } of sseFrames(res.body)) {
+            const v = JSON.parse(data);
+            if (event === 'hello') {
+              stream = v.stream;
+              afterSeq = v.seq;
+              if (!v.resumed) yield Object.freeze({ type: 'hello', stream: v.stream, seq: v.seq, resumed: false });
+            } else if (event === 'overflow') {
+              break; // the coordinator closes it: resume after the last event
+            } else {
+              afterSeq = v.seq;
+              yield Object.freeze(v);
+            }
+          }
+          // The stream ended (an overflow, the coordinator's drain):
+          // connect again at once, resuming after the last event.
+        } catch (e) {
+          if (signal?.aborted) return;
+          failures++;
+          last = e;
+        }
+      } finally {
+        signal?.removeEventListener('abort', onAbort);
+        conn.abort();
+      }
+    }
+  }
+
+  // ---- end of #27 list and watch ----
+
   toString() {
     return `LeaseServiceClient(${this.#bases.join(' ')}, holder ${JSON.stringify(this.#lc.holderId)})`;
   }
@@ -913,6 +1061,96 @@ const isFence = (v) => Number.isSafeInteger(v) && v >= 0;
 
 // parseReply returns the answer in text if it has one of the shapes op
 // answers with, or undefined.
+// ---- #27: list and watch helpers ----
+
+const LIST_OPTIONS = ['signal', 'timeoutMillis', 'prefix', 'cursor', 'limit', 'waiters'];
+const WATCH_OPTIONS = ['signal', 'prefix', 'stream', 'afterSeq'];
+// The protocol's bounds (service/wire: MaxPrefixBytes, MaxListLimit).
+const MAX_PREFIX_BYTES = 1024;
+const MAX_LIST_LIMIT = 1000;
+
+function utf8Length(s) {
+  return new TextEncoder().encode(s).length;
+}
+
+// listBody is the body of a list, its options checked.
+function listBody(prefix, cursor, limit, waiters) {
+  const body = {};
+  if (prefix !== undefined) {
+    if (typeof prefix !== 'string' || utf8Length(prefix) > MAX_PREFIX_BYTES) {
+      throw new InvalidArgumentError(`lease-fence: options.prefix must be a string of at most ${MAX_PREFIX_BYTES} bytes`, 'options.prefix');
+    }
+    if (prefix !== '') body.prefix = prefix;
+  }
+  if (cursor !== undefined) {
+    if (typeof cursor !== 'string' || cursor === '') throw new InvalidArgumentError('lease-fence: options.cursor must be a cursor a list answered', 'options.cursor');
+    body.cursor = cursor;
+  }
+  if (limit !== undefined) {
+    if (!Number.isInteger(limit) || limit < 1 || limit > MAX_LIST_LIMIT) {
+      throw new InvalidArgumentError(`lease-fence: options.limit must be a whole number from 1 to ${MAX_LIST_LIMIT}`, 'options.limit');
+    }
+    body.limit = limit;
+  }
+  if (waiters !== undefined) {
+    if (typeof waiters !== 'boolean') throw new InvalidArgumentError('lease-fence: options.waiters must be a boolean', 'options.waiters');
+    if (waiters) body.waiters = true;
+  }
+  return body;
+}
+
+// parseList reads a list's answer: { ok: true, page } or undefined.
+function parseList(v) {
+  if (v.ok !== true || !Array.isArray(v.leases) || (v.cursor !== undefined && typeof v.cursor !== 'string')) return undefined;
+  for (const l of v.leases) {
+    if (typeof l !== 'object' || l === null || typeof l.resource !== 'string' || typeof l.holderId !== 'string' || !isFence(l.fence) ||
+      typeof l.remainingMillis !== 'number' || !Number.isInteger(l.waiters)) return undefined;
+    Object.freeze(l);
+  }
+  const page = { leases: Object.freeze(v.leases) };
+  if (v.cursor !== undefined) page.cursor = v.cursor;
+  return { ok: true, page: Object.freeze(page) };
+}
+
+// sseFrames reads Server-Sent Events from a fetch body: { event, data } for
+// each frame with data (comments and keepalives skipped).
+async function* sseFrames(body) {
+  const reader = body.getReader();
+  const decoder = new TextDecoder();
+  let buf = '';
+  try {
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) return;
+      buf += decoder.decode(value, { stream: true });
+      let i;
+      while ((i = buf.indexOf('\n\n')) >= 0) {
+        const block = buf.slice(0, i);
+        buf = buf.slice(i + 2);
+        let event = 'message';
+        const data = [];
+        for (const line of block.split('\n')) {
+          if (line === '' || line.startsWith(':')) continue;
+          const c = line.indexOf(':');
+          const name = c < 0 ? line : line.slice(0, c);
+          let val = c < 0 ? '' : line.slice(c + 1);
+          if (val.startsWith(' ')) val = val.slice(1);
+          if (name === 'event') event = val;
+          else if (name === 'data') data.push(val);
+        }
+        if (data.length > 0) yield { event, data: data.join('\n') };
+      }
+      if (buf.length > MAX_FRAME_CHARS) throw new LeaseServiceError('lease-fence: a watch frame is too long', { code: 'bad_reply', attempts: 1 });
+    }
+  } finally {
+    reader.cancel().catch(() => {});
+  }
+}
+
+const MAX_FRAME_CHARS = 1 << 20;
+
+// ---- end of #27 list and watch helpers ----
+
 function parseReply(op, text) {
   let v;
   try {
@@ -921,6 +1159,7 @@ function parseReply(op, text) {
     return undefined;
   }
   if (typeof v !== 'object' || v === null || Array.isArray(v) || typeof v.ok !== 'boolean') return undefined;
+  if (op === 'list') return parseList(v);
   if (op === 'inspect') {
     if (v.ok !== true) return undefined;
     if (v.held === true) {
