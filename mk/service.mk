@@ -5,13 +5,13 @@
 # workerd runtime, and the benchmarks against Redis and etcd.
 TESTS += test-service test-worker-e2e
 BUILD += coordinator worker
-BENCH += bench-service bench-stores bench-memory bench-hold
+BENCH += bench-service bench-stores bench-memory bench-hold bench-watch
 
 WORKER_DIR := wasm/worker
 # wrangler offline: no metrics, no request.cf lookup.
 WRANGLER_OFFLINE := WRANGLER_SEND_METRICS=false CLOUDFLARE_CF_FETCH_ENABLED=false
 
-.PHONY: coordinator worker worker-dev test-service test-worker-e2e bench-service bench-stores bench-memory bench-hold
+.PHONY: coordinator worker worker-dev test-service test-worker-e2e bench-service bench-stores bench-memory bench-hold bench-watch
 
 coordinator:
 	$(GO) build -o out/bin/coordinator ./cmd/coordinator
@@ -68,3 +68,10 @@ bench-memory: coordinator
 # a held lease (TTL 10 s), client and server (scripts/bench-hold.sh).
 bench-hold: coordinator worker
 	GO=$(GO) ./scripts/bench-hold.sh
+
+# Watch event delay at 1,000 events/s and a list of 100,000 leases end to
+# end, against the native coordinator (issue 27), then what one page of a
+# list costs with 10,000 and 100,000 leases held.
+bench-watch: coordinator
+	$(GO) run ./scripts/bench-watch
+	$(GO) test -run '^$$' -bench '^BenchmarkListPage$$' -count 3 ./service/

@@ -1,0 +1,252 @@
+//go:build linux
+
+// Command bench-watch measures #27's watch and list against the native
+// coordinator (out/bin/coordinator -memory, on loopback), with the Go
+// client (service/client):
+//
+//	watch  the delay of each event: from the send of the acquisition that
+//	       decided it to the watcher reading it, at -rate events per
+//	       second for -seconds (an upper bound of decision to delivery:
+//	       it includes the acquisition's own request)
+//	list   -leases live leases listed end to end (client.List, pages of
+//	       1,000), -runs times, with the server's live heap (after a full
+//	       collection, through -debug-addr) before and after: nothing is
+//	       kept. (What one page costs the server, and that it does not grow
+//	       with the leases held: BenchmarkListPage in package service.)
+//
+// Usage, after make coordinator:
+//
+//	go run ./scripts/bench-watch [-rate 1000] [-seconds 5] [-leases 100000] [-runs 3]
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"net/http"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/lease-fence/lease-fence/core/clock"
+	"github.com/lease-fence/lease-fence/core/lease"
+	"github.com/lease-fence/lease-fence/service/client"
+	"github.com/lease-fence/lease-fence/service/wire"
+)
+
+func main() {
+	bin := flag.String("coordinator", "out/bin/coordinator", "the coordinator binary")
+	rate := flag.Int("rate", 1000, "events per second")
+	seconds := flag.Int("seconds", 5, "how long to produce events")
+	leases := flag.Int("leases", 100_000, "live leases to list")
+	runs := flag.Int("runs", 3, "listings")
+	flag.Parse()
+	if err := run(*bin, *rate, *seconds, *leases, *runs); err != nil {
+		fmt.Fprintln(os.Stderr, "bench-watch:", err)
+		os.Exit(1)
+	}
+}
+
+func start(bin string, maxLeases int) (*exec.Cmd, string, error) {
+	cmd := exec.Command(bin, "-addr", "127.0.0.1:0", "-memory", "-quiet", "-ttl", "10m", "-debug-addr", "127.0.0.1:0",
+		"-max-leases", strconv.Itoa(maxLeases), "-release-memory", strconv.Itoa(maxLeases), "-max-conns", "1000")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, "", err
+	}
+	errp, err := cmd.StderrPipe()
+	if err != nil {
+		return nil, "", err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, "", err
+	}
+	dbg := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(errp)
+		for sc.Scan() {
+			if _, rest, ok := strings.Cut(sc.Text(), "debug on "); ok {
+				dbg <- strings.TrimSpace(rest)
+			}
+		}
+	}()
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		_ = cmd.Process.Kill()
+		return nil, "", errors.New("no listening line from the coordinator")
+	}
+	debugURL = <-dbg
+	return cmd, strings.TrimSpace(strings.TrimPrefix(line, "listening on ")), nil
+}
+
+var debugURL string
+
+// liveHeap reads the server's live heap after a full collection.
+func liveHeap() (uint64, error) {
+	resp, err := http.Get(debugURL)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	var m struct {
+		LiveHeapBytes uint64 `json:"liveHeapBytes"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&m)
+	return m.LiveHeapBytes, err
+}
+
+func newClient(url, holder string) (*client.Client, error) {
+	clk, err := clock.NewMonotonic("agent-" + holder)
+	if err != nil {
+		return nil, err
+	}
+	lc, err := lease.NewClient(lease.ClientConfig{Clock: clk, HolderID: holder})
+	if err != nil {
+		return nil, err
+	}
+	return client.NewClient(client.ClientConfig{BaseURL: url, Lease: lc})
+}
+
+func ms(d time.Duration) string { return strconv.FormatFloat(float64(d.Microseconds())/1000, 'f', 2, 64) + " ms" }
+
+func run(bin string, rate, seconds, leases, runs int) error {
+	cmd, url, err := start(bin, leases+rate*seconds+1000)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		_ = cmd.Process.Signal(syscall.SIGINT)
+		_ = cmd.Wait()
+	}()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	// Watch: one watcher, one producer at rate.
+	w, err := newClient(url, "watcher")
+	if err != nil {
+		return err
+	}
+	p, err := newClient(url, "producer")
+	if err != nil {
+		return err
+	}
+	var sent sync.Map // resource -> time.Time of the send
+	n := rate * seconds
+	delays := make([]time.Duration, 0, n)
+	done := make(chan error, 1)
+	ready := make(chan struct{})
+	go func() {
+		for ev, err := range w.Watch(ctx, client.WatchOptions{Prefix: "w/"}) {
+			if err != nil {
+				done <- err
+				return
+			}
+			now := time.Now()
+			if ev.Type == wire.EventHello {
+				close(ready)
+				continue
+			}
+			if t, ok := sent.Load(ev.Resource); ok {
+				delays = append(delays, now.Sub(t.(time.Time)))
+			}
+			if len(delays) == n {
+				done <- nil
+				return
+			}
+		}
+	}()
+	<-ready
+	tick := time.NewTicker(time.Second / time.Duration(rate))
+	begin := time.Now()
+	for i := range n {
+		<-tick.C
+		r := "w/" + strconv.Itoa(i)
+		sent.Store(r, time.Now())
+		if _, err := p.Acquire(ctx, r); err != nil {
+			return err
+		}
+	}
+	tick.Stop()
+	produced := time.Since(begin)
+	select {
+	case err := <-done:
+		if err != nil {
+			return err
+		}
+	case <-time.After(30 * time.Second):
+		return errors.New("the watcher did not get every event")
+	}
+	slices.Sort(delays)
+	q := func(f float64) time.Duration { return delays[min(len(delays)-1, int(f*float64(len(delays))))] }
+	fmt.Printf("watch: %d events at %.0f/s: delay p50 %s, p90 %s, p99 %s, max %s\n", len(delays), float64(n)/produced.Seconds(),
+		ms(q(0.5)), ms(q(0.9)), ms(q(0.99)), ms(delays[len(delays)-1]))
+
+	// List: fill, then list end to end.
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, 32)
+	for g := range 32 {
+		c, err := newClient(url, "filler"+strconv.Itoa(g))
+		if err != nil {
+			return err
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := next.Add(1) - 1
+				if i >= int64(leases) {
+					return
+				}
+				if _, err := c.Acquire(ctx, "l/"+strconv.FormatInt(i, 10)); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	select {
+	case err := <-errs:
+		return err
+	default:
+	}
+	heap0, err := liveHeap()
+	if err != nil {
+		return err
+	}
+	var took []time.Duration
+	for range runs {
+		startList := time.Now()
+		count := 0
+		for _, err := range w.List(ctx, client.ListOptions{Prefix: "l/"}) {
+			if err != nil {
+				return err
+			}
+			count++
+		}
+		took = append(took, time.Since(startList))
+		if count != leases {
+			return fmt.Errorf("listed %d leases of %d", count, leases)
+		}
+	}
+	heap1, err := liveHeap()
+	if err != nil {
+		return err
+	}
+	sorted := slices.Clone(took)
+	slices.Sort(sorted)
+	fmt.Printf("list: %d leases end to end, %d runs: min %s, median %s, max %s\n", leases, runs, ms(sorted[0]), ms(sorted[len(sorted)/2]), ms(sorted[len(sorted)-1]))
+	fmt.Printf("list: server live heap %.1f MB before the listings, %.1f MB after\n", float64(heap0)/(1<<20), float64(heap1)/(1<<20))
+	return nil
+}
