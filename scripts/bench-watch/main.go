@@ -26,8 +26,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"os"
 	"net/http"
+	"os"
 	"os/exec"
 	"slices"
 	"strconv"
@@ -117,7 +117,9 @@ func newClient(url, holder string) (*client.Client, error) {
 	return client.NewClient(client.ClientConfig{BaseURL: url, Lease: lc})
 }
 
-func ms(d time.Duration) string { return strconv.FormatFloat(float64(d.Microseconds())/1000, 'f', 2, 64) + " ms" }
+func ms(d time.Duration) string {
+	return strconv.FormatFloat(float64(d.Microseconds())/1000, 'f', 2, 64) + " ms"
+}
 
 func run(bin string, rate, seconds, leases, runs int) error {
 	cmd, url, err := start(bin, leases+rate*seconds+1000)

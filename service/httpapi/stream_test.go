@@ -12,7 +12,9 @@ import (
 
 type callOnly struct{}
 
-func (callOnly) Call(context.Context, wire.Message) (wire.Reply, error) { return wire.Reply{OK: true}, nil }
+func (callOnly) Call(context.Context, wire.Message) (wire.Reply, error) {
+	return wire.Reply{OK: true}, nil
+}
 
 // TestListAndWatchNotSupported: a Backend that can neither list nor watch
 // (a Worker's router: one Durable Object per resource, no index of them
