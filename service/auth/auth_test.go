@@ -43,6 +43,13 @@ func TestParseDefaultsAndAuthenticate(t *testing.T) {
 	if !ok || b.Name != "deployer" || b.MaxLeases != 5 || b.MaxWaiters != 2 || !b.Metrics || !b.Expires.Equal(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)) {
 		t.Fatalf("deployer: %+v %v", b, ok)
 	}
+	if a.Admin || b.Admin {
+		t.Fatal("a token without \"admin\" is an admin")
+	}
+	adm, err := Parse([]byte(`[{"name": "ops", "tokenSha256": "` + hA + `", "resources": ["jobs/*"], "admin": true}]`))
+	if tok, ok := adm.Authenticate(tokA); err != nil || !ok || !tok.Admin {
+		t.Fatalf("admin: %+v %v", tok, err)
+	}
 	for _, bad := range []string{"", tokA + " ", tokA[:len(tokA)-1], hA, strings.ToUpper(tokA)} {
 		if tok, ok := s.Authenticate(bad); ok {
 			t.Fatalf("%q authenticated as %s", bad, tok.Name)
@@ -83,6 +90,9 @@ func TestParseRefuses(t *testing.T) {
 		{"maxLeases fraction", entry(`, "maxLeases": 1.5`), `"maxLeases" must be a whole number`},
 		{"maxWaiters a string", entry(`, "maxWaiters": "5"`), `"maxWaiters" must be a whole number`},
 		{"metrics a string", entry(`, "metrics": "yes"`), `"metrics" must be true or false`},
+		{"admin a string", entry(`, "admin": "yes"`), `"admin" must be true or false`},
+		{"admin null", entry(`, "admin": null`), `member "admin" is null`},
+		{"admin twice", entry(`, "admin": true, "admin": true`), `not a JSON array`},
 		{"expires a number", entry(`, "expires": 1893456000`), `"expires" must be a string`},
 		{"expires without a zone", entry(`, "expires": "2030-01-01T00:00:00"`), `not an RFC 3339 instant with its zone`},
 		{"expires a date", entry(`, "expires": "2030-01-01"`), `not an RFC 3339 instant with its zone`},
@@ -169,6 +179,7 @@ func TestAllows(t *testing.T) {
 		{msg(wire.OpRelease, "jobs/1", "deployer-1"), "may not act for the holder"},
 		{msg(wire.OpInspect, "jobs/1", ""), ""},
 		{msg(wire.OpInspect, "secret-thing", ""), "may not name the resource"},
+		{msg(wire.OpRevoke, "jobs/1", ""), "is not an admin token"},
 	} {
 		e := tok.Allows(tc.m)
 		switch {
@@ -176,6 +187,33 @@ func TestAllows(t *testing.T) {
 			t.Errorf("%s %s %s: refused %v", tc.m.Op, tc.m.Request.Resource, tc.m.Request.HolderID, e)
 		case tc.want != "" && (e == nil || e.Code != wire.CodeForbidden || e.Status != 403 || !strings.Contains(e.Message, tc.want)):
 			t.Errorf("%s %s %s: %v, want 403 %q", tc.m.Op, tc.m.Request.Resource, tc.m.Request.HolderID, e, tc.want)
+		}
+	}
+}
+
+// TestRevokeScope: an admin token revokes within its resources whatever
+// the holder id (its holders patterns do not apply to a revoke), and never
+// outside them; a token without "admin" never revokes.
+func TestRevokeScope(t *testing.T) {
+	admin := Token{Name: "ops", Resources: []string{"jobs/*", "deploy-slot"}, Holders: []string{"ops*"}, Admin: true}
+	user := admin
+	user.Admin = false
+	for _, tc := range []struct {
+		resource, holder string
+		admin, user      bool
+	}{
+		{"jobs/1", "", true, false}, {"jobs/1", "indexer-7", true, false}, {"deploy-slot", "x", true, false},
+		{"jobs", "", false, false}, {"deploy-slot-2", "", false, false}, {"other/jobs/1", "ops-1", false, false},
+	} {
+		for _, c := range []struct {
+			tok  Token
+			want bool
+		}{{admin, tc.admin}, {user, tc.user}} {
+			m := msg(wire.OpRevoke, tc.resource, tc.holder)
+			e := c.tok.Allows(m)
+			if (e == nil) != c.want || (e != nil && (e.Status != 403 || e.Code != wire.CodeForbidden)) {
+				t.Errorf("admin %v: revoke %s %q: %v, want allowed %v", c.tok.Admin, tc.resource, tc.holder, e, c.want)
+			}
 		}
 	}
 }
