@@ -60,8 +60,8 @@ func TestClientRevoke(t *testing.T) {
 	if rv, err := r.client.Revoke(ctx, "r", client.RevokeOptions{HolderID: "a"}); err != nil || rv.RemovedWaiter != "a" {
 		t.Fatalf("revoke of the waiter: %+v %v", rv, err)
 	}
-	if err := <-got; err == nil {
-		t.Fatal("the removed waiter's Hold succeeded")
+	if err := <-got; !errors.Is(err, client.ErrLeaseRevoked) {
+		t.Fatalf("the removed waiter's Hold: %v", err)
 	}
 	if e, _ := r.store.Entry("r"); e.Fence != f {
 		t.Fatalf("removing the waiter changed the lease: %+v", e)

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"strconv"
 	"sync"
@@ -309,6 +310,9 @@ func (c *Client) acquireWaiting(ctx context.Context, resource string, wait time.
 				return c.renewGrant(ctx, reply.Grant, secret)
 			}
 			return l, err
+		}
+		if reply.Reason == wire.ReasonRevoked {
+			return nil, fmt.Errorf("wire: the wait for %q was ended by an operator's revoke (its place in the queue was removed): %w", resource, ErrLeaseRevoked)
 		}
 		if reply.HeldBy == "" {
 			return nil, errors.New("wire: acquisition refused without a holder (reason " + strconv.Quote(reply.Reason) + ")")

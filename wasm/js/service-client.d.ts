@@ -149,8 +149,31 @@ export class LeaseServiceClient {
    * could not resume: reload with list), then each event once, in sequence, across reconnects.
    */
   watch(options?: WatchOptions): AsyncIterableIterator<WatchHello | WatchEvent>;
+  /**
+   * Changes lease's value (at most 4096 bytes of UTF-8, not secret). LeaseExpiredError when the lease
+   * is no longer current (revoked: true if an operator revoked it).
+   */
+  proclaim(lease: ServiceLease, value: string, options?: CallOptions): Promise<void>;
+  /**
+   * Ends resource's live lease (options.holderId: only that holder's; options.fence: only that
+   * fence's), or removes the waiter options.holderId names, on an operator's order: needs a token
+   * with "admin": true, or a loopback caller of a coordinator without -auth. Resolves to the lease
+   * ended or the waiter removed; LeaseServiceError code 'not_held' when there is nothing to revoke,
+   * 'forbidden' without the right to. Sent again after a lost answer only with a fence.
+   */
+  revoke(resource: string, options?: RevokeOptions): Promise<RevokeResult>;
   toString(): string;
 }
+
+export interface RevokeOptions extends CallOptions {
+  /** The holder whose lease to end, or the waiter to remove. */
+  holderId?: string | undefined;
+  /** End the lease only if it has this fence. */
+  fence?: number | undefined;
+}
+
+/** What a revoke did: the lease it ended, or the waiter it removed. */
+export type RevokeResult = { readonly holderId: string; readonly fence: number } | { readonly removedWaiter: string };
 
 // #27: list and watch.
 export interface ListOptions extends CallOptions {
@@ -223,18 +246,22 @@ export interface HoldOptions {
    * InvalidArgumentError, and the lease is released).
    */
   renewEveryMillis?: number | undefined;
+  /** The lease's value (at most 4096 bytes of UTF-8, not secret): what inspect and an election's leader report. */
+  value?: string | undefined;
 }
 
 export interface InspectOptions extends CallOptions {
   /** Answer when the current fence (the live lease's, or 0) differs from this. */
   afterFence?: number | undefined;
+  /** With afterFence: also answer when the live lease's value differs from this. */
+  afterValue?: string | undefined;
   /** With afterFence: how long the coordinator may wait for the change (0 to 2**31, at most its -max-wait). */
   waitMillis?: number | undefined;
 }
 
 /** What inspect answers: the live lease, or the fence of the last one (0 if none is remembered). */
 export type LeaseStatus =
-  | { readonly held: true; readonly holderId: string; readonly fence: number; readonly remainingMillis: number }
+  | { readonly held: true; readonly holderId: string; readonly fence: number; readonly remainingMillis: number; readonly value?: string }
   | { readonly held: false; readonly lastFence: number };
 
 export interface ElectionOptions {
@@ -251,6 +278,8 @@ export interface SignalOptions {
 export interface Leader {
   readonly holderId: string;
   readonly fence: number;
+  /** The value it campaigned with or last proclaimed; absent when it has none. */
+  readonly value?: string;
 }
 
 /** The events a HeldLease dispatches. */
@@ -327,14 +356,18 @@ export class LeaseElection {
   /**
    * Waits, in the resource's queue, until this holder leads, or options.signal aborts. The
    * HeldLease renews itself, its signal aborts when the lead is lost, and release() resigns (the
-   * next campaigner leads at once).
+   * next campaigner leads at once). value (at most 4096 bytes of UTF-8, not secret: the leader's
+   * address, say) is the lead's value, reported with the leader.
    */
+  campaign(value?: string, options?: SignalOptions): Promise<HeldLease>;
   campaign(options?: SignalOptions): Promise<HeldLease>;
+  /** Changes the value of the lead this election's last campaign won; LeaseExpiredError once it is over. */
+  proclaim(value: string, options?: CallOptions): Promise<void>;
   /** The current leader, or null when nobody leads. */
   leader(options?: CallOptions): Promise<Leader | null>;
   /**
    * The leaders: the current one first (if any), then each new one as it is elected, once each, in
-   * fence order. Ends when options.signal aborts or the loop breaks; failures to reach the
+   * fence order, and the leader again when its value changes. Ends when options.signal aborts or the loop breaks; failures to reach the
    * coordinator are retried with the client's backoff, a refusal that will not change is thrown.
    */
   observe(options?: SignalOptions): AsyncIterableIterator<Leader>;
@@ -393,11 +426,13 @@ export class LeaseDeniedError extends LeaseFenceError {
 
 /** A renewal or release found the lease no longer current (ran out, released or reassigned). */
 export class LeaseExpiredError extends LeaseFenceError {
-  constructor(message?: string, options?: { resource?: string; holderId?: string; fence?: number; cause?: unknown });
+  constructor(message?: string, options?: { resource?: string; holderId?: string; fence?: number; revoked?: boolean; cause?: unknown });
   readonly code: 'expired';
   readonly resource: string;
   readonly holderId: string;
   readonly fence: number;
+  /** true (and only then present) when an operator revoked the lease. */
+  readonly revoked?: true;
 }
 
 /**
@@ -413,6 +448,9 @@ export class LeaseLostError extends LeaseFenceError {
   /** The holder's deadline of the last lease it had: the work had to stop by then. null if not given. */
   readonly deadline: Instant | null;
 }
+
+/** A held lease was revoked by an operator (its renewal was answered "revoked"): a LeaseLostError, the signal's reason. */
+export class LeaseRevokedError extends LeaseLostError {}
 
 /** The reason a HeldLease's signal aborts with when release() ended the hold. */
 export class LeaseReleasedError extends LeaseFenceError {

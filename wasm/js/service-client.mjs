@@ -32,8 +32,8 @@ import { createMonotonicClock, InvalidArgumentError, LeaseClient, LeaseFenceErro
  * client chose for it. The coordinator keeps only the secret's hash and
  * never sends it back; renew and release present it again.
  */
-function acquireBody(request, secret) {
-  return {
+function acquireBody(request, secret, value) {
+  const body = {
     requestId: request.requestId,
     resource: request.resource,
     holderId: request.holderId,
@@ -41,6 +41,19 @@ function acquireBody(request, secret) {
     kind: 'acquire',
     secret,
   };
+  if (value !== undefined && value !== '') body.value = value;
+  return body;
+}
+
+// MAX_VALUE_BYTES bounds a lease's value (wire.MaxValueBytes).
+const MAX_VALUE_BYTES = 4096;
+
+// checkValue refuses what cannot be a lease's value before anything is sent.
+function checkValue(v, name) {
+  if (typeof v !== 'string' || !v.isWellFormed() || new TextEncoder().encode(v).length > MAX_VALUE_BYTES) {
+    throw new InvalidArgumentError(`lease-fence: ${name} must be a well-formed string of at most ${MAX_VALUE_BYTES} bytes of UTF-8`, name);
+  }
+  return v;
 }
 
 // ---------------------------------------------------------------- errors
@@ -111,12 +124,17 @@ export class LeaseDeniedError extends LeaseFenceError {
 }
 named(LeaseDeniedError, 'LeaseDeniedError');
 
-/** A renewal or release found the lease no longer current: it ran out, was released or was reassigned. */
+/**
+ * A renewal or release found the lease no longer current: it ran out, was
+ * released or was reassigned; `revoked` is true (and only then present)
+ * when an operator revoked it (POST /v1/revoke).
+ */
 export class LeaseExpiredError extends LeaseFenceError {
   constructor(message, options) {
     super(message, errorOptions(options));
     this.code = 'expired';
     leaseFields(this, options);
+    if (field(options, 'revoked', false) === true) this.revoked = true;
   }
 }
 named(LeaseExpiredError, 'LeaseExpiredError');
@@ -138,6 +156,14 @@ export class LeaseLostError extends LeaseFenceError {
   }
 }
 named(LeaseLostError, 'LeaseLostError');
+
+/**
+ * A held lease was revoked by an operator (POST /v1/revoke): its renewal
+ * was answered "revoked". A LeaseLostError (its code too, 'lease_lost';
+ * isLeaseLost is true); the reason of the HeldLease's signal.
+ */
+export class LeaseRevokedError extends LeaseLostError {}
+named(LeaseRevokedError, 'LeaseRevokedError');
 
 /** The reason of a HeldLease's signal once release() ended the hold. */
 export class LeaseReleasedError extends LeaseFenceError {
@@ -242,8 +268,9 @@ function checkOptions(options, names, what) {
 const CLIENT_OPTIONS = ['baseURL', 'baseURLs', 'leaseClient', 'holderId', 'clock', 'clockSkewMillis', 'fetch', 'attempts', 'attemptTimeoutMillis', 'timeoutMillis', 'backoff', 'token',
   'maxWaitMillis', 'timers'];
 const CALL_OPTIONS = ['signal', 'timeoutMillis'];
-const HOLD_OPTIONS = ['waitMillis', 'signal', 'renewEveryMillis'];
-const INSPECT_OPTIONS = ['signal', 'timeoutMillis', 'afterFence', 'waitMillis'];
+const HOLD_OPTIONS = ['waitMillis', 'signal', 'renewEveryMillis', 'value'];
+const INSPECT_OPTIONS = ['signal', 'timeoutMillis', 'afterFence', 'waitMillis', 'afterValue'];
+const REVOKE_OPTIONS = ['signal', 'timeoutMillis', 'holderId', 'fence'];
 const ELECTION_OPTIONS = ['renewEveryMillis'];
 const CAMPAIGN_OPTIONS = ['signal'];
 const OBSERVE_OPTIONS = ['signal'];
@@ -409,7 +436,7 @@ export class LeaseServiceClient {
     clientTools = (c) => ({
       timers: c.#timers, clock: c.#lc.clock, backoff: c.#backoff, maxWait: c.#maxWait, timeout: c.#timeout,
       renew: (lease, opts) => c.#renew(lease, opts),
-      acquire: (resource, opts, waitMillis) => c.#acquire(resource, opts, waitMillis),
+      acquire: (resource, opts, waitMillis, value) => c.#acquire(resource, opts, waitMillis, value),
       release: (lease, opts) => c.#release(lease, opts),
     });
   }
@@ -499,10 +526,10 @@ export class LeaseServiceClient {
   // maxWaitMillis each. Every call is the same acquisition (request id and
   // secret), so the coordinator keeps its place in the queue between them.
   // Resolves to { lease, sentAt } (sentAt: the request's send instant).
-  async #acquire(resource, opts, waitMillis) {
+  async #acquire(resource, opts, waitMillis, value) {
     const request = this.#lc.beginAcquire(resource);
     const secret = base64url(randomBytes(32));
-    const body = acquireBody(request, secret);
+    const body = acquireBody(request, secret, value);
     for (;;) {
       let wait = 0;
       if (waitMillis > 0) {
@@ -526,6 +553,10 @@ export class LeaseServiceClient {
         const record = { ended: false };
         this.#secrets.set(record, secret);
         return { lease: new ServiceLease(internal, this, record, core), sentAt: request.sentAt.millis };
+      }
+      if (reply.reason === 'revoked') {
+        throw new LeaseServiceError(`lease-fence: the wait for ${JSON.stringify(request.resource)} was ended by an operator's revoke (its place in the queue was removed)`,
+          { code: 'revoked', status: 200, attempts: 1 });
       }
       if (wait === 0) {
         // parseReply admits a refused acquisition only with both fields.
@@ -565,7 +596,7 @@ export class LeaseServiceClient {
     if (reply.ok !== true) {
       record.ended = true;
       this.#secrets.delete(record);
-      throw expired(lease.token, 'renewal');
+      throw expired(lease.token, 'renewal', reply.reason);
     }
     return { lease: new ServiceLease(internal, this, record, this.#lc.completeRenewal(request, reply.grant)), sentAt: request.sentAt.millis };
   }
@@ -587,7 +618,53 @@ export class LeaseServiceClient {
     const reply = await this.#send('release', body, opts);
     record.ended = true;
     this.#secrets.delete(record);
-    if (reply.ok !== true) throw expired(lease.token, 'release');
+    if (reply.ok !== true) throw expired(lease.token, 'release', reply.reason);
+  }
+
+  /**
+   * Changes lease's value (at most 4096 bytes of UTF-8, not secret: an
+   * election's leader's address, say). Resolves when the coordinator
+   * changed it; rejects with LeaseExpiredError (revoked: true if an
+   * operator revoked it) when it is no longer the current lease.
+   */
+  async proclaim(lease, value, options) {
+    const opts = callOptions(options, 'client.proclaim');
+    checkValue(value, 'value');
+    const record = this.#record(lease, 'proclaim');
+    const { resource, holderId, fence } = lease.token;
+    const body = { requestId: hex(randomBytes(16)), resource, holderId, fence, secret: this.#secrets.get(record), value };
+    const reply = await this.#send('proclaim', body, opts);
+    if (reply.ok !== true) throw expired(lease.token, 'proclaim', reply.reason);
+  }
+
+  /**
+   * Ends resource's live lease, or removes a waiter, on an operator's
+   * order (POST /v1/revoke: a token with "admin": true, or a loopback
+   * caller of a coordinator without -auth). options.holderId names the
+   * holder (or the waiter to remove); options.fence ends only the lease
+   * with that fence. Resolves to { holderId, fence } (the lease ended) or
+   * { removedWaiter }; rejects with LeaseServiceError code 'not_held' when
+   * there is nothing to revoke, 'forbidden' without the right to. Sent
+   * again after a lost answer only with a fence (without one, a second
+   * revoke could end the next holder's lease).
+   */
+  async revoke(resource, options) {
+    if (options !== undefined && !isOptions(options)) {
+      throw new InvalidArgumentError('lease-fence: revoke options must be an object', 'options');
+    }
+    checkOptions(options ?? {}, REVOKE_OPTIONS, 'client.revoke');
+    const { signal, timeoutMillis, holderId, fence } = options ?? {};
+    checkSignal(signal, 'options.signal');
+    if (timeoutMillis !== undefined) positive(timeoutMillis, 'options.timeoutMillis');
+    checkResource(resource, 'resource');
+    const body = { resource };
+    if (holderId !== undefined) body.holderId = checkResource(holderId, 'options.holderId');
+    if (fence !== undefined) {
+      body.fence = wholeMillis(fence, 'options.fence', MAX_FENCE);
+      if (body.fence === 0) throw new InvalidArgumentError('lease-fence: options.fence must be at least 1', 'options.fence');
+    }
+    const reply = await this.#send('revoke', body, { signal, timeoutMillis, attempts: fence === undefined ? 1 : undefined });
+    return reply.revoked;
   }
 
   /**
@@ -661,12 +738,18 @@ export class LeaseServiceClient {
       throw new InvalidArgumentError('lease-fence: call options must be an object', 'options');
     }
     checkOptions(options ?? {}, INSPECT_OPTIONS, 'client.inspect');
-    const { signal, timeoutMillis, afterFence, waitMillis } = options ?? {};
+    const { signal, timeoutMillis, afterFence, waitMillis, afterValue } = options ?? {};
     checkSignal(signal, 'options.signal');
     if (timeoutMillis !== undefined) positive(timeoutMillis, 'options.timeoutMillis');
     checkResource(resource, 'resource');
     const body = { resource };
     if (afterFence !== undefined) body.afterFence = wholeMillis(afterFence, 'options.afterFence', MAX_FENCE);
+    if (afterValue !== undefined) {
+      if (afterFence === undefined) {
+        throw new InvalidArgumentError('lease-fence: options.afterValue needs options.afterFence: an inspection waits for the fence or the value to change', 'options.afterValue');
+      }
+      body.afterValue = checkValue(afterValue, 'options.afterValue');
+    }
     if (waitMillis !== undefined) {
       if (afterFence === undefined) {
         throw new InvalidArgumentError('lease-fence: options.waitMillis needs options.afterFence: an inspection waits for the fence to change from it', 'options.waitMillis');
@@ -704,7 +787,7 @@ export class LeaseServiceClient {
   // attempt gets that on top of attemptTimeoutMillis. until (holder millis)
   // is when the call's answer stops being of use: while it is ahead, an
   // attempt waits at most ATTEMPT_FRACTION of the time left to it.
-  async #send(op, body, { signal, timeoutMillis = this.#timeout, waitMillis = 0, until }) {
+  async #send(op, body, { signal, timeoutMillis = this.#timeout, waitMillis = 0, until, attempts = this.#attempts }) {
     const data = JSON.stringify(body);
     const k = this.#bases.length;
     const start = this.#cur;
@@ -724,7 +807,7 @@ export class LeaseServiceClient {
         Math.min(timeoutMillis, MAX_TIMER_MILLIS));
     }
     try {
-      while (n < this.#attempts) {
+      while (n < attempts) {
         // Each attempt goes to the next coordinator; only one that returns
         // to a coordinator this call already tried waits for the backoff
         // (the pause of the back-th retry of a client with one URL).
@@ -1052,8 +1135,12 @@ function checkResource(v, name) {
   return v;
 }
 
-function expired(token, what) {
+function expired(token, what, reason) {
   const { resource, holderId, fence } = token;
+  if (reason === 'revoked') {
+    return new LeaseExpiredError(`lease-fence: ${what} of ${JSON.stringify(resource)} fence ${fence}: the lease was revoked by an operator`,
+      { resource, holderId, fence, revoked: true });
+  }
   return new LeaseExpiredError(`lease-fence: ${what} of ${JSON.stringify(resource)} fence ${fence}: the lease is no longer current`, { resource, holderId, fence });
 }
 
@@ -1164,16 +1251,29 @@ function parseReply(op, text) {
     if (v.ok !== true) return undefined;
     if (v.held === true) {
       if (typeof v.holderId !== 'string' || !isFence(v.fence) || v.fence === 0 || typeof v.remainingMillis !== 'number' || !Number.isFinite(v.remainingMillis)) return undefined;
-      return { ok: true, status: Object.freeze({ held: true, holderId: v.holderId, fence: v.fence, remainingMillis: v.remainingMillis }) };
+      if (v.value !== undefined && typeof v.value !== 'string') return undefined;
+      const st = { held: true, holderId: v.holderId, fence: v.fence, remainingMillis: v.remainingMillis };
+      if (v.value !== undefined) st.value = v.value;
+      return { ok: true, status: Object.freeze(st) };
     }
     if (v.held !== false || !isFence(v.lastFence)) return undefined;
     return { ok: true, status: Object.freeze({ held: false, lastFence: v.lastFence }) };
   }
+  if (op === 'revoke') {
+    if (v.ok !== true) return undefined;
+    const r = v.revoked;
+    if (typeof r === 'object' && r !== null && typeof r.holderId === 'string' && isFence(r.fence) && r.fence > 0) {
+      return { ok: true, revoked: Object.freeze({ holderId: r.holderId, fence: r.fence }) };
+    }
+    if (typeof v.removedWaiter === 'string' && v.removedWaiter !== '') return { ok: true, revoked: Object.freeze({ removedWaiter: v.removedWaiter }) };
+    return undefined;
+  }
   if (v.ok) {
-    if (op === 'release') return { ok: true };
+    if (op === 'release' || op === 'proclaim') return { ok: true };
     if (typeof v.grant !== 'object' || v.grant === null || Array.isArray(v.grant)) return undefined;
     return { ok: true, grant: v.grant };
   }
+  if (v.reason === 'revoked') return { ok: false, reason: 'revoked' };
   if (op === 'acquire') {
     if (typeof v.heldBy !== 'string' || typeof v.retryAfterMillis !== 'number') return undefined;
     return { ok: false, heldBy: v.heldBy, retryAfterMillis: v.retryAfterMillis };
@@ -1287,11 +1387,12 @@ function holdOptions(options, what) {
     throw new InvalidArgumentError(`lease-fence: ${what} options must be an object`, 'options');
   }
   checkOptions(options, HOLD_OPTIONS, what);
-  const { waitMillis = 0, signal, renewEveryMillis } = options;
+  const { waitMillis = 0, signal, renewEveryMillis, value } = options;
   wholeMillis(waitMillis, 'options.waitMillis', Number.MAX_SAFE_INTEGER, true);
   checkSignal(signal, 'options.signal');
   if (renewEveryMillis !== undefined) positive(renewEveryMillis, 'options.renewEveryMillis');
-  return { waitMillis, signal, renewEveryMillis };
+  if (value !== undefined) checkValue(value, 'options.value');
+  return { waitMillis, signal, renewEveryMillis, value };
 }
 
 // makeHold acquires resource (waiting as waitMillis says) and starts a
@@ -1316,8 +1417,8 @@ async function makeHold(client, resource, opts) {
   }
 }
 
-async function holdOnce(client, tools, resource, { waitMillis, signal, renewEveryMillis }) {
-  let { lease, sentAt } = await tools.acquire(resource, { signal }, waitMillis);
+async function holdOnce(client, tools, resource, { waitMillis, signal, renewEveryMillis, value }) {
+  let { lease, sentAt } = await tools.acquire(resource, { signal }, waitMillis, value);
   const giveUp = (e) => {
     client.release(lease).catch(() => {});
     throw e;
@@ -1662,6 +1763,8 @@ export class HeldLease extends EventTarget {
     let why;
     if (noClock) {
       why = `the holder's clock could not be read (${cause?.message ?? cause}), so its deadline could not be kept`;
+    } else if (cause instanceof LeaseExpiredError && cause.revoked) {
+      why = `an operator revoked it (the coordinator answered its renewal "revoked"), ${when}`;
     } else if (cause instanceof LeaseExpiredError) {
       why = `the coordinator refused its renewal (it is no longer current), ${when}`;
     } else {
@@ -1669,7 +1772,8 @@ export class HeldLease extends EventTarget {
     }
     const options = { resource, holderId, fence, deadline: lease.deadline };
     if (cause !== undefined) options.cause = cause;
-    const err = new LeaseLostError(`lease-fence: the lease on ${JSON.stringify(resource)} (fence ${fence}) was lost: ${why}`, options);
+    const Lost = cause instanceof LeaseExpiredError && cause.revoked ? LeaseRevokedError : LeaseLostError;
+    const err = new Lost(`lease-fence: the lease on ${JSON.stringify(resource)} (fence ${fence}) was lost: ${why}`, options);
     this.#end(err);
     this.dispatchEvent(new HoldEvent(internal, 'lost', lease, err));
     this.#releaseInBackground();
@@ -1700,6 +1804,7 @@ export class LeaseElection {
   #client;
   #name;
   #every;
+  #held; // the HeldLease of the last campaign won
 
   constructor(key, client, name, every) {
     if (key !== internal) {
@@ -1717,29 +1822,55 @@ export class LeaseElection {
 
   /**
    * Waits, in the resource's queue, until this holder leads, or the signal
-   * aborts (rejects with its reason). The HeldLease renews itself; its
+   * aborts (rejects with its reason). value (optional; at most 4096 bytes
+   * of UTF-8, not secret: the leader's address, say) is the lead's value,
+   * which leader() and observe() report. The HeldLease renews itself; its
    * signal aborts when the lead is lost; release() resigns, handing the
-   * lead to the next campaigner at once.
+   * lead to the next campaigner at once. campaign(options) without a value
+   * is campaign('', options).
    */
-  async campaign(options) {
+  async campaign(value, options) {
+    if (value === undefined || isOptions(value)) [value, options] = ['', value];
+    checkValue(value, 'value');
     if (options !== undefined && !isOptions(options)) {
       throw new InvalidArgumentError('lease-fence: election.campaign options must be an object', 'options');
     }
     checkOptions(options ?? {}, CAMPAIGN_OPTIONS, 'election.campaign');
     const signal = checkSignal(options?.signal, 'options.signal');
-    return makeHold(this.#client, this.#name, { waitMillis: Infinity, signal, renewEveryMillis: this.#every });
+    const held = await makeHold(this.#client, this.#name, { waitMillis: Infinity, signal, renewEveryMillis: this.#every, value });
+    this.#held = held;
+    return held;
   }
 
-  /** The current leader, { holderId, fence }, or null when nobody leads. */
+  /**
+   * Changes the value of the lead this election's last campaign won.
+   * Rejects with LeaseExpiredError when that lead is over (revoked: true
+   * if an operator revoked it), InvalidArgumentError if no campaign won.
+   */
+  async proclaim(value, options) {
+    checkValue(value, 'value');
+    const held = this.#held;
+    if (held === undefined) {
+      throw new InvalidArgumentError('lease-fence: election.proclaim needs a lead won by this election\'s campaign()', 'this');
+    }
+    if (held.signal.aborted) {
+      const { resource, holderId, fence } = held.token;
+      throw new LeaseExpiredError(`lease-fence: proclaim of ${JSON.stringify(resource)} fence ${fence}: the lead is over`, { resource, holderId, fence });
+    }
+    return this.#client.proclaim(held.lease, value, options);
+  }
+
+  /** The current leader, { holderId, fence, value? } (value when it has one), or null when nobody leads. */
   async leader(options) {
     const st = await this.#client.inspect(this.#name, callOptions(options, 'election.leader'));
-    return st.held ? Object.freeze({ holderId: st.holderId, fence: st.fence }) : null;
+    return st.held ? leaderOf(st) : null;
   }
 
   /**
    * The leaders, as an async iterable: the current one first (if anyone
    * leads), then each new leader as it is elected, once each and in fence
-   * order, { holderId, fence }. The coordinator answers each change at once
+   * order, and the leader again each time its value changes (proclaim):
+   * { holderId, fence, value? }. The coordinator answers each change at once
    * (an inspection waiting with afterFence), so a new leader is seen when
    * it is elected, not at a next poll. Ends when the signal aborts or the
    * loop breaks; failures to reach the coordinator are retried with the
@@ -1757,13 +1888,15 @@ export class LeaseElection {
     const client = this.#client;
     const { timers, backoff, maxWait } = clientTools(client);
     let after = 0;
+    let value = '';
     let last = 0;
+    let lastValue = '';
     let first = true;
     let fails = 0;
     while (!signal?.aborted) {
       let st;
       try {
-        st = await client.inspect(this.#name, first ? { signal } : { signal, afterFence: after, waitMillis: maxWait });
+        st = await client.inspect(this.#name, first ? { signal } : { signal, afterFence: after, afterValue: value, waitMillis: maxWait });
       } catch (e) {
         if (signal?.aborted) return;
         if (e instanceof InvalidArgumentError || (e instanceof LeaseServiceError && !e.retryable)) throw e;
@@ -1778,9 +1911,11 @@ export class LeaseElection {
       first = false;
       fails = 0;
       after = st.held ? st.fence : 0;
-      if (st.held && st.fence > last) {
+      value = (st.held && st.value) || '';
+      if (st.held && (st.fence > last || (st.fence === last && value !== lastValue))) {
         last = st.fence;
-        yield Object.freeze({ holderId: st.holderId, fence: st.fence });
+        lastValue = value;
+        yield leaderOf(st);
       }
     }
   }
@@ -1790,6 +1925,14 @@ export class LeaseElection {
   }
 }
 named(LeaseElection, 'LeaseElection');
+
+// leaderOf is the leader an inspection of a held election reports:
+// { holderId, fence }, and value when the lease has one.
+function leaderOf(st) {
+  const l = { holderId: st.holderId, fence: st.fence };
+  if (st.value) l.value = st.value;
+  return Object.freeze(l);
+}
 
 // The Lease-Fence header of fence-proxy (docs/fencing.md), for writes through it.
 export { LEASE_FENCE_HEADER, MAX_HEADER_FENCE, isStaleFence, leaseFenceHeader, staleFenceError } from './fence-header.mjs';

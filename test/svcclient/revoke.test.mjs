@@ -1,0 +1,151 @@
+// Revoke and election values with LeaseServiceClient against the real
+// coordinators: the native server (TTL 2 s, no -auth: this process is a
+// loopback caller, so it may revoke) and the Worker under `wrangler dev`
+// (no tokens: a revoke is refused, 403, as docs/service.md says).
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { InvalidArgumentError } from 'lease-fence';
+import {
+  LeaseExpiredError,
+  LeaseLostError,
+  LeaseRevokedError,
+  LeaseServiceClient,
+  LeaseServiceError,
+  isLeaseLost,
+} from 'lease-fence/service-client';
+import { startNative, startWorker, stopAll, tracked, until } from './harness.mjs';
+
+const TTL = 2000;
+const targets = {};
+
+before(async () => {
+  const [native, worker] = await Promise.all([startNative({ ttl: TTL }), startWorker({ ttl: TTL })]);
+  targets.native = native;
+  targets.worker = worker;
+});
+
+after(() => stopAll());
+
+let seq = 0;
+const resourceName = (what) => `revoke-${what}-${process.pid}-${++seq}`;
+
+function client(t, holderId) {
+  return new LeaseServiceClient({ baseURL: t.url, holderId, backoff: () => 0, attemptTimeoutMillis: 30_000 });
+}
+
+async function rejection(promise) {
+  try {
+    await promise;
+  } catch (e) {
+    return e;
+  }
+  assert.fail('expected a rejection');
+}
+
+describe('native coordinator', () => {
+  test('revoke ends a hold: its signal aborts with a LeaseRevokedError, the next fence is above', async () => {
+    const T = targets.native;
+    const r = resourceName('hold');
+    const a = client(T, 'rv-a');
+    const ops = client(T, 'ops');
+    const held = await a.hold(r);
+    const fence = held.token.fence;
+    assert.deepEqual(await ops.revoke(r), { holderId: 'rv-a', fence });
+    await until(() => held.signal.aborted, 'the hold ends at its next renewal', 30_000);
+    const reason = held.signal.reason;
+    assert.ok(reason instanceof LeaseRevokedError, String(reason));
+    assert.ok(reason instanceof LeaseLostError && isLeaseLost(reason));
+    assert.equal(reason.code, 'lease_lost');
+    assert.ok(reason.cause instanceof LeaseExpiredError && reason.cause.revoked === true, String(reason.cause));
+    assert.match(reason.message, /revoked/);
+    const again = await rejection(ops.revoke(r, { fence }));
+    assert.ok(again instanceof LeaseServiceError && again.code === 'not_held' && again.status === 409, String(again));
+    const b = await client(T, 'rv-b').acquire(r);
+    assert.ok(b.token.fence > fence, `${b.token.fence} after ${fence}`);
+    // Holder and fence narrow it: another holder's or fence's is not held.
+    assert.equal((await rejection(ops.revoke(r, { holderId: 'rv-a' }))).code, 'not_held');
+    assert.equal((await rejection(ops.revoke(r, { fence: b.token.fence + 1 }))).code, 'not_held');
+    assert.deepEqual(await ops.revoke(r, { holderId: 'rv-b', fence: b.token.fence }), { holderId: 'rv-b', fence: b.token.fence });
+  });
+
+  test('a renewal and a release of a revoked lease are LeaseExpiredError with revoked', async () => {
+    const T = targets.native;
+    const r = resourceName('renew');
+    const a = client(T, 'rv-c');
+    const lease = await a.acquire(r);
+    await client(T, 'ops').revoke(r);
+    const e = await rejection(a.renew(lease));
+    assert.ok(e instanceof LeaseExpiredError && e.revoked === true, String(e));
+    const plain = await a.acquire(resourceName('plain'));
+    await a.release(plain);
+    assert.equal('revoked' in (await rejection(a.release(plain))), false);
+  });
+
+  test('revoke removes a waiter: its hold rejects with code revoked', async () => {
+    const T = targets.native;
+    const r = resourceName('waiter');
+    const holder = await client(T, 'rv-d').acquire(r);
+    const waiting = tracked(client(T, 'rv-e').hold(r, { waitMillis: 60_000 }));
+    const ops = client(T, 'ops');
+    let removed;
+    for (let i = 0; removed === undefined; i++) {
+      try {
+        removed = await ops.revoke(r, { holderId: 'rv-e' });
+      } catch (e) {
+        if (e.code !== 'not_held' || i > 3000) throw e;
+        await new Promise((resolve) => setTimeout(resolve, 5)); // the waiter has not joined the queue yet
+      }
+    }
+    assert.deepEqual(removed, { removedWaiter: 'rv-e' });
+    await waiting.promise;
+    assert.ok(waiting.error instanceof LeaseServiceError && waiting.error.code === 'revoked', String(waiting.error));
+    const st = await ops.inspect(r);
+    assert.equal(st.fence, holder.token.fence);
+  });
+});
+
+describe('Worker under wrangler dev', () => {
+  test('a revoke without an admin token is refused: 403 forbidden', async () => {
+    const T = targets.worker;
+    const r = resourceName('worker');
+    const lease = await client(T, 'rv-w').acquire(r);
+    const e = await rejection(client(T, 'ops').revoke(r));
+    assert.ok(e instanceof LeaseServiceError && e.code === 'forbidden' && e.status === 403, String(e));
+    await client(T, 'rv-w').inspect(r).then((st) => assert.equal(st.fence, lease.token.fence));
+  });
+});
+
+for (const kind of ['native', 'worker']) {
+  describe(`election values (${kind})`, () => {
+    test('campaign(value), proclaim(value), leaders with their values', async () => {
+      const T = targets[kind];
+      const name = resourceName(`election-${kind}`);
+      const e = client(T, 'ev-a').election(name);
+      await assert.rejects(e.proclaim('x'), InvalidArgumentError);
+      const big = 'é'.repeat(2049);
+      await assert.rejects(e.campaign(big), InvalidArgumentError);
+      const h = await e.campaign('10.0.0.1:80');
+      const fence = h.token.fence;
+      assert.deepEqual(await e.leader(), { holderId: 'ev-a', fence, value: '10.0.0.1:80' });
+      const ac = new AbortController();
+      const seen = [];
+      const observed = tracked((async () => {
+        for await (const l of client(T, 'ev-o').election(name).observe({ signal: ac.signal })) {
+          seen.push(l);
+          if (seen.length === 2) break;
+        }
+      })());
+      await until(() => seen.length === 1, 'the first leader observed', 30_000);
+      await e.proclaim('10.0.0.2:80');
+      await observed.promise;
+      assert.equal(observed.error, undefined, String(observed.error));
+      assert.deepEqual(seen, [{ holderId: 'ev-a', fence, value: '10.0.0.1:80' }, { holderId: 'ev-a', fence, value: '10.0.0.2:80' }]);
+      await h.release();
+      const late = await rejection(e.proclaim('late'));
+      assert.ok(late instanceof LeaseExpiredError, String(late));
+      const plain = await client(T, 'ev-b').election(name).campaign();
+      assert.deepEqual(await e.leader(), { holderId: 'ev-b', fence: plain.token.fence });
+      await plain.release();
+    });
+  });
+}
