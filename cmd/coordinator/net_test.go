@@ -41,6 +41,7 @@ type token struct {
 	maxLeases   int
 	maxWaiters  int
 	metrics     bool
+	admin       bool
 	expires     string // RFC 3339; "" for none
 }
 
@@ -66,6 +67,9 @@ func writeTokens(t *testing.T, path string, toks ...token) string {
 		}
 		if tk.metrics {
 			e["metrics"] = true
+		}
+		if tk.admin {
+			e["admin"] = true
 		}
 		if tk.expires != "" {
 			e["expires"] = tk.expires
