@@ -194,7 +194,7 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 	}
 }
 
-var fuzzOps = []Op{OpAcquire, OpRenew, OpRelease, OpInspect}
+var fuzzOps = []Op{OpAcquire, OpRenew, OpRelease, OpInspect, OpRevoke, OpProclaim}
 
 // FuzzDecodeMessage checks that no body makes the decoder panic, that every
 // refusal carries a known code with its status, and that everything it
@@ -204,6 +204,9 @@ func FuzzDecodeMessage(f *testing.F) {
 	f.Add(uint8(1), []byte(goodRenew))
 	f.Add(uint8(2), []byte(goodRelease))
 	f.Add(uint8(3), []byte(goodInspect))
+	f.Add(uint8(3), []byte(`{"resource":"r","afterFence":3,"afterValue":"v","waitMillis":10}`))
+	f.Add(uint8(4), []byte(`{"resource":"r","holderId":"h","fence":3}`))
+	f.Add(uint8(5), []byte(`{"requestId":"q","resource":"r","holderId":"h","fence":3,"secret":"0123456789abcdef","value":"v"}`))
 	for i, tc := range badBodies {
 		op := uint8(0)
 		for j, o := range fuzzOps {
@@ -224,20 +227,21 @@ func FuzzDecodeMessage(f *testing.F) {
 			}
 			return
 		}
-		if op == OpInspect {
+		if op == OpInspect || op == OpRevoke {
 			if m.Op != op || m.Request.Resource == "" || m.Request.RequestID != "" || m.Secret != "" || (m.Wait > 0 && !m.HasAfter) ||
-				!utf8.Valid(body) || !json.Valid(body) {
-				t.Fatalf("accepted an incomplete or invalid inspection %+v", m)
+				(m.HasAfterValue && !m.HasAfter) || !utf8.Valid(body) || !json.Valid(body) || len(m.AfterValue) > MaxValueBytes {
+				t.Fatalf("accepted an incomplete or invalid inspection or revoke %+v", m)
 			}
 		} else if m.Op != op || m.Request.RequestID == "" || m.Request.Resource == "" || m.Request.HolderID == "" ||
 			len(m.Secret) < MinSecretBytes || len(m.Secret) > MaxSecretBytes || !utf8.Valid(body) || !json.Valid(body) ||
-			m.HasAfter || (m.Wait > 0 && op != OpAcquire) {
+			m.HasAfter || (m.Wait > 0 && op != OpAcquire) || len(m.Value) > MaxValueBytes {
 			t.Fatalf("accepted an incomplete or invalid message %+v", m)
 		}
 		// What was accepted is what encoding/json reads from the body.
 		var std map[string]any
 		if err := json.Unmarshal(body, &std); err != nil || std["resource"] != m.Request.Resource ||
-			(op != OpInspect && (std["requestId"] != m.Request.RequestID || std["holderId"] != m.Request.HolderID || std["secret"] != m.Secret)) {
+			(op != OpInspect && op != OpRevoke && (std["requestId"] != m.Request.RequestID || std["holderId"] != m.Request.HolderID || std["secret"] != m.Secret)) ||
+			(op == OpRevoke && (std["holderId"] != nil || m.Request.HolderID != "") && std["holderId"] != m.Request.HolderID) {
 			t.Fatalf("accepted %q as %+v, encoding/json reads %v (%v)", body, m, std, err)
 		}
 		if w, ok := std["waitMillis"].(float64); (ok && time.Duration(w)*time.Millisecond != m.Wait) || (!ok && m.Wait != 0) {
@@ -245,6 +249,12 @@ func FuzzDecodeMessage(f *testing.F) {
 		}
 		if a, ok := std["afterFence"].(float64); ok != m.HasAfter || (ok && uint64(a) != m.After) {
 			t.Fatalf("accepted %q as afterFence %v/%d", body, m.HasAfter, m.After)
+		}
+		if v, ok := std["value"].(string); (ok && v != m.Value) || (!ok && m.Value != "") || (op == OpProclaim && !ok) {
+			t.Fatalf("accepted %q as value %q", body, m.Value)
+		}
+		if v, ok := std["afterValue"].(string); ok != m.HasAfterValue || v != m.AfterValue {
+			t.Fatalf("accepted %q as afterValue %v/%q", body, m.HasAfterValue, m.AfterValue)
 		}
 		again, err2 := EncodeMessage(m)
 		if err2 != nil {
