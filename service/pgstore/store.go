@@ -23,6 +23,7 @@
 package pgstore
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -100,6 +101,11 @@ type Options struct {
 	// promotion or a point-in-time recovery moves it on by itself, see
 	// TimelineJump).
 	MinFence uint64
+	// StartWait is how long Open tries a database it cannot reach, or
+	// that stops answering while the state is checked (a server
+	// restarting), before it gives up with an error saying the database
+	// is unreachable. Zero means DefaultStartWait.
+	StartWait time.Duration
 	// Logger receives the store's warnings (a clock behind the state, a
 	// new timeline). Nil logs nothing.
 	Logger *slog.Logger
@@ -245,9 +251,25 @@ func connect(ctx context.Context, cfg *pgx.ConnConfig) (*pgx.Conn, error) {
 	noCancel(c)
 	conn, err := pgx.ConnectConfig(ctx, c)
 	if err != nil {
-		return nil, errors.New("pgstore: connecting: " + err.Error())
+		return nil, fmt.Errorf("pgstore: connecting: %w", err)
 	}
 	return conn, nil
+}
+
+// refusedByServer reports whether err carries an answer of the server that
+// is not about reaching it (a wrong password, a database that does not
+// exist), as opposed to a connection that failed or a server that is
+// starting, stopping or full (SQLSTATE class 08, 57P01-57P03, 53300).
+func refusedByServer(err error) bool {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) {
+		return false
+	}
+	switch {
+	case strings.HasPrefix(pe.Code, "08"), pe.Code == "57P01", pe.Code == "57P02", pe.Code == "57P03", pe.Code == "53300":
+		return false
+	}
+	return true
 }
 
 // Create makes the store's schema in the database dsn names (refused if it
@@ -328,23 +350,32 @@ func openConfig(ctx context.Context, cfg *pgxpool.Config, opts Options) (*Store,
 			s.unreplicated.Store(c, struct{}{})
 		}
 	}
-	conn, err := connect(ctx, cfg.ConnConfig)
-	if err != nil {
-		return nil, err
-	}
-	err = s.checkSchema(ctx, conn)
-	if err == nil {
-		err = s.checkTimeline(ctx, conn)
-	}
-	if err == nil {
-		err = s.checkClock(ctx, conn)
-	}
-	if err == nil && opts.MinFence > 1 {
-		err = s.raiseFences(ctx, conn, opts.MinFence)
-	}
-	conn.Close(context.WithoutCancel(ctx))
-	if err != nil {
-		return nil, err
+	// A database that cannot be reached, or stops answering during the
+	// checks (a server restarting), is tried again for StartWait, then
+	// reported as unreachable: never as a damaged state.
+	wait, pause, warned := cmp.Or(opts.StartWait, DefaultStartWait), 100*time.Millisecond, false
+	deadline := time.Now().Add(wait)
+	for {
+		err := s.check(ctx, cfg, opts)
+		var u *unreachable
+		if err == nil || !errors.As(err, &u) {
+			if err != nil {
+				return nil, err
+			}
+			break
+		}
+		if ctx.Err() != nil || time.Now().Add(pause).After(deadline) {
+			return nil, fmt.Errorf("pgstore: the database is unreachable (tried for %s): %s; the state was not found damaged: start again once the database answers", wait, u.err)
+		}
+		if !warned {
+			warned = true
+			s.log.Warn("the database is unreachable; trying again", "for", wait.String(), "err", u.err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, 2*time.Second)
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
@@ -450,6 +481,55 @@ func (s *Store) checkSchema(ctx context.Context, conn *pgx.Conn) error {
 	s.ownerKeys = ownersOID << 32
 	return nil
 }
+
+// check connects and checks the state (schema, timeline, clock) and moves
+// the counter on to MinFence. An error found while the connection was lost
+// (a failed connect, or a connection that closed or no longer answers
+// after a failed check) is an *unreachable.
+func (s *Store) check(ctx context.Context, cfg *pgxpool.Config, opts Options) error {
+	conn, err := connect(ctx, cfg.ConnConfig)
+	if err != nil {
+		if refusedByServer(err) || ctx.Err() != nil {
+			return err
+		}
+		return &unreachable{err: strings.TrimPrefix(err.Error(), "pgstore: ")}
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	err = s.checkSchema(ctx, conn)
+	if err == nil {
+		err = s.checkTimeline(ctx, conn)
+	}
+	if err == nil {
+		err = s.checkClock(ctx, conn)
+	}
+	if err == nil && opts.MinFence > 1 {
+		err = s.raiseFences(ctx, conn, opts.MinFence)
+	}
+	if err != nil && ctx.Err() == nil {
+		pctx, cancel := context.WithTimeout(ctx, s.timeout)
+		defer cancel()
+		if conn.IsClosed() || conn.Ping(pctx) != nil {
+			// What the check made of the failure (a state "incomplete or
+			// damaged") does not hold: only the connection's error does.
+			msg := err.Error()
+			for _, pre := range []string{"pgstore: ", "the state is incomplete or damaged: ", "the state is damaged: "} {
+				msg = strings.TrimPrefix(msg, pre)
+			}
+			return &unreachable{err: "the connection was lost while the state was checked: " + msg}
+		}
+	}
+	return err
+}
+
+// unreachable is a failure to reach the database, or a check cut off by
+// the connection's loss (err says what failed).
+type unreachable struct{ err string }
+
+func (u *unreachable) Error() string { return "pgstore: the database is unreachable: " + u.err }
+
+// DefaultStartWait is how long Open and Create try an unreachable
+// database before they give up (Options.StartWait).
+const DefaultStartWait = 30 * time.Second
 
 // upgrade makes a state of version 1, 2 or 3 one of SchemaVersion, in one
 // transaction holding the meta row, unless another coordinator did it

@@ -1,0 +1,153 @@
+package pgstore_test
+
+import (
+	"context"
+	"encoding/binary"
+	"io"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/lease-fence/lease-fence/internal/syncio"
+	"github.com/lease-fence/lease-fence/service/pgstore"
+)
+
+// resetProxy forwards loopback connections to target; the first cuts of
+// them are reset once cutAfter queries were answered (in the middle of the
+// state's checks), as a server that restarts resets them.
+type resetProxy struct {
+	ln       net.Listener
+	target   string
+	cutAfter int // queries
+	cuts     atomic.Int32
+	wg       sync.WaitGroup
+}
+
+func newResetProxy(t *testing.T, target string, cuts int32, cutAfter int) *resetProxy {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &resetProxy{ln: ln, target: target, cutAfter: cutAfter}
+	p.cuts.Store(cuts)
+	p.wg.Add(1)
+	go p.serve()
+	t.Cleanup(func() { ln.Close(); p.wg.Wait() })
+	return p
+}
+
+func (p *resetProxy) port() string { return strconv.Itoa(p.ln.Addr().(*net.TCPAddr).Port) }
+
+func (p *resetProxy) serve() {
+	defer p.wg.Done()
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		s, err := net.Dial("tcp", p.target)
+		if err != nil {
+			c.Close()
+			continue
+		}
+		cut := p.cuts.Add(-1) >= 0
+		p.wg.Add(2)
+		go func() {
+			defer p.wg.Done()
+			_, _ = io.Copy(c, s)
+			c.Close()
+		}()
+		go func() {
+			defer p.wg.Done()
+			if cut {
+				forwardQueries(s, c, p.cutAfter)
+				c.(*net.TCPConn).SetLinger(0) // a reset, not a clean end
+				c.Close()
+				s.Close()
+				return
+			}
+			_, _ = io.Copy(s, c)
+			s.Close()
+		}()
+	}
+}
+
+// forwardQueries forwards what the client c sends to the server s: the
+// startup message, then messages until n queries have ended (n Sync
+// messages of the extended protocol), and stops before the next message.
+func forwardQueries(s, c net.Conn, n int) {
+	var head [5]byte
+	if _, err := io.ReadFull(c, head[:4]); err != nil {
+		return
+	}
+	size := int(binary.BigEndian.Uint32(head[:4]))
+	if _, err := s.Write(head[:4]); err != nil {
+		return
+	}
+	if _, err := io.CopyN(s, c, int64(size-4)); err != nil {
+		return
+	}
+	for n > 0 {
+		if _, err := io.ReadFull(c, head[:]); err != nil {
+			return
+		}
+		if _, err := s.Write(head[:]); err != nil {
+			return
+		}
+		if _, err := io.CopyN(s, c, int64(binary.BigEndian.Uint32(head[1:])-4)); err != nil {
+			return
+		}
+		if head[0] == 'S' {
+			n--
+		}
+	}
+}
+
+// TestUnreachableIsNotDamaged: a database whose connections are reset in
+// the middle of the state's checks (a server restarting) is tried again,
+// said once in the log, and opened once it answers; one that keeps
+// resetting them is reported as unreachable, never as a damaged state.
+func TestUnreachableIsNotDamaged(t *testing.T) {
+	ctx := context.Background()
+	dsn := newSchema(t)
+	st, err := pgstore.Create(ctx, dsn, pgstore.Options{TTL: ttl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	via := func(p *resetProxy) string {
+		return strings.Replace(dsn, "port="+strconv.Itoa(pg.Port), "port="+p.port(), 1)
+	}
+	// The connection is reset after the first queries, while the state's
+	// objects are checked. Twice, then the database answers.
+	const startup = 5
+	p := newResetProxy(t, "127.0.0.1:"+strconv.Itoa(pg.Port), 2, startup)
+	logs := &syncio.Buffer{}
+	st, err = pgstore.Open(ctx, via(p), pgstore.Options{TTL: ttl, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	if err != nil {
+		t.Fatalf("a database that answers again was refused: %v", err)
+	}
+	st.Close()
+	if n := strings.Count(logs.String(), "the database is unreachable; trying again"); n != 1 || strings.Contains(logs.String(), "damaged") {
+		t.Fatalf("the log: %s", logs.String())
+	}
+	t.Log(strings.TrimSpace(logs.String()))
+	// Always cut: unreachable, after StartWait.
+	p = newResetProxy(t, "127.0.0.1:"+strconv.Itoa(pg.Port), 1<<30, startup)
+	_, err = pgstore.Open(ctx, via(p), pgstore.Options{TTL: ttl, StartWait: 300 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+	if err == nil || !strings.Contains(err.Error(), "the database is unreachable (tried for 300ms)") || strings.Contains(err.Error(), "incomplete or damaged") {
+		t.Fatalf("a database that keeps resetting: %v", err)
+	}
+	// A refusal of the server's own (a database that does not exist) is
+	// not retried.
+	start := time.Now()
+	_, err = pgstore.Open(ctx, strings.Replace(dsn, "dbname=postgres", "dbname=nosuchdb", 1), pgstore.Options{TTL: ttl, StartWait: time.Hour})
+	if err == nil || !strings.Contains(err.Error(), "nosuchdb") || time.Since(start) > time.Minute {
+		t.Fatalf("a database that does not exist: %v", err)
+	}
+}
