@@ -68,7 +68,8 @@ type Options struct {
 	// failures through it).
 	FS vfs.FS
 
-	warned *sync.Map // the log replays warned about (pebbleLogger)
+	warned *sync.Map   // the log replays warned about (pebbleLogger)
+	bg     *background // Pebble's background writes (tests set its clock)
 }
 
 // Store is a service.Persister in a Pebble database. It is safe for
@@ -432,7 +433,13 @@ var ErrDiskFull = errors.New("pebblestore: disk full")
 func (s *Store) Writable() error {
 	if last, now := s.checked.Load(), time.Now().UnixNano(); now-last >= int64(s.opts.CheckEvery) && s.checked.CompareAndSwap(last, now) {
 		u, err := s.opts.FS.GetDiskUsage(s.dir)
-		full := err == nil && u.AvailBytes < s.opts.MinFreeBytes
+		// Once full, the disk has room again only a margin above the
+		// minimum, so a disk near it does not flap between the two.
+		floor := s.opts.MinFreeBytes
+		if s.full.Load() {
+			floor += max(s.opts.MinFreeBytes/4, roomMargin)
+		}
+		full := err == nil && u.AvailBytes < floor
 		if was := s.full.Swap(full); was != full && full {
 			s.opts.Logger.Error("disk full: acquisitions and renewals are refused with 503 unavailable until there is room",
 				"state", s.dir, "freeBytes", u.AvailBytes, "minFreeBytes", s.opts.MinFreeBytes)
@@ -441,9 +448,21 @@ func (s *Store) Writable() error {
 		}
 	}
 	if s.full.Load() {
-		return fmt.Errorf("%w: the disk of %s has less than %d MiB free; changes are refused until there is room", ErrDiskFull, s.dir, s.opts.MinFreeBytes>>20)
+		return fmt.Errorf("%w: the disk of %s has less than %s free; changes are refused until there is room", ErrDiskFull, s.dir, bytesText(s.opts.MinFreeBytes))
 	}
-	return nil
+	return s.opts.bg.err(s.dir)
+}
+
+// roomMargin is the least free space above MinFreeBytes at which a full
+// disk has room again.
+const roomMargin = 8 << 20
+
+// bytesText is n in MiB, or in bytes below one.
+func bytesText(n uint64) string {
+	if n < 1<<20 {
+		return strconv.FormatUint(n, 10) + " bytes"
+	}
+	return strconv.FormatUint(n>>20, 10) + " MiB"
 }
 
 // Ready reports why writes are refused (Writable), or that the store is
@@ -495,18 +514,21 @@ func (o *Options) defaults() {
 	if o.warned == nil {
 		o.warned = &sync.Map{}
 	}
+	if o.bg == nil {
+		o.bg = &background{log: o.Logger, now: time.Now, sleep: time.Sleep}
+	}
 }
 
 // pebble fills in the options every open shares.
 func (o *Options) pebble(p *pebble.Options) *pebble.Options {
 	p.FS, p.Logger = prefilledFS{o.FS}, pebbleLogger{l: o.Logger, fs: o.FS, warned: o.warned}
 	p.EventListener = &pebble.EventListener{
-		BackgroundError: func(err error) { o.Logger.Error("pebble background error", "err", err.Error()) },
 		// The read that found it fails too; Pebble's default stops the process.
 		DataCorruption: func(info pebble.DataCorruptionInfo) {
 			o.Logger.Error("pebble found damaged data: "+restoreHint, "file", info.Path, "err", firstLine(info.Details))
 		},
 	}
+	o.bg.listen(p.EventListener)
 	return p
 }
 
