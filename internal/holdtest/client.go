@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -97,7 +98,7 @@ func HoldOutlivesTenTTLs(t *testing.T, tg *Target) {
 // returns how many runs lost their lease.
 func RenewalsUnderFaults(t *testing.T, tg *Target, runs int) (lost int) {
 	ttl := clock.Millis(tg.TTL)
-	faults := 0
+	var faults atomic.Int64 // the proxy's policy runs on its own goroutines
 	for seed := range uint64(runs) {
 		agent, _ := clock.NewManual("agent", clock.ManualOptions{Start: 1000})
 		lc, _ := lease.NewClient(lease.ClientConfig{Clock: agent, HolderID: "faults", ClockSkew: 20 * time.Millisecond})
@@ -120,10 +121,10 @@ func RenewalsUnderFaults(t *testing.T, tg *Target, runs int) (lost int) {
 			mu.Unlock()
 			switch {
 			case f < p:
-				faults++
+				faults.Add(1)
 				return faultproxy.Action{Drop: true}
 			case f < 2*p:
-				faults++
+				faults.Add(1)
 				release := make(chan struct{})
 				mu.Lock()
 				releases++
@@ -189,8 +190,8 @@ func RenewalsUnderFaults(t *testing.T, tg *Target, runs int) (lost int) {
 		}
 		tg.Proxy.SetPolicy(nil)
 	}
-	if faults == 0 || lost == 0 || lost == runs {
-		t.Fatalf("%d runs, %d faults, %d lost: the runs did not exercise both outcomes", runs, faults, lost)
+	if faults.Load() == 0 || lost == 0 || lost == runs {
+		t.Fatalf("%d runs, %d faults, %d lost: the runs did not exercise both outcomes", runs, faults.Load(), lost)
 	}
 	return lost
 }
