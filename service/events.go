@@ -274,8 +274,7 @@ func (s *Service) publishOutcome(o *outcome) {
 		}
 	}
 	ev := func(typ string, e *Entry) wire.Event {
-		n := waiters
-		return wire.Event{Type: typ, Resource: o.resource, HolderID: e.HolderID, Fence: e.Fence, Waiters: &n}
+		return wire.Event{Type: typ, Resource: o.resource, HolderID: e.HolderID, Fence: e.Fence, Waiters: count(waiters)}
 	}
 	if f.Fence != b.Fence {
 		if b.Fence != 0 {
@@ -308,12 +307,28 @@ func (s *Service) publishOutcome(o *outcome) {
 // queueEvent publishes a waiter's joining or leaving p's queue (with
 // s.w.mu held).
 func (s *Service) queueEvent(typ string, p *place) {
-	n := len(p.q.places)
-	s.h.publish(wire.Event{Type: typ, Resource: p.q.resource, HolderID: p.req.HolderID, Waiters: &n}, true)
+	s.h.publish(wire.Event{Type: typ, Resource: p.q.resource, HolderID: p.req.HolderID, Waiters: count(len(p.q.places))}, true)
 }
 
 // expiredBySweep publishes the expiry of a record the store's sweep
 // cleared.
 func (s *Service) expiredBySweep(e Entry) {
 	s.h.publish(wire.Event{Type: wire.EventExpired, Resource: e.Resource, HolderID: e.HolderID, Fence: e.Fence}, true)
+}
+
+// smallCounts are the counts most events carry, shared (never written
+// through) so that an event's Waiters costs no allocation.
+var smallCounts = func() (a [64]int) {
+	for i := range a {
+		a[i] = i
+	}
+	return a
+}()
+
+// count returns a pointer to n.
+func count(n int) *int {
+	if n >= 0 && n < len(smallCounts) {
+		return &smallCounts[n]
+	}
+	return &n
 }

@@ -55,6 +55,14 @@ func (b *doneBody) Close() error {
 	return b.ReadCloser.Close()
 }
 
+// faultCount reads how many renewals got a fault (a renewal may still be
+// in flight on another goroutine).
+func (tr *holdTransport) faultCount() int {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	return tr.faults
+}
+
 func (tr *holdTransport) RoundTrip(req *http.Request) (resp *http.Response, err error) {
 	tr.mu.Lock()
 	tr.active++
@@ -223,7 +231,7 @@ func runHold(t *testing.T, seed uint64, dropRequest, dropReply, delay float64) h
 				defer tr.mu.Unlock()
 				return tr.held == 0
 			})
-			return holdRun{lost: true, renewals: h.Renewals(), faults: tr.faults}
+			return holdRun{lost: true, renewals: h.Renewals(), faults: tr.faultCount()}
 		}
 		if now.Millis >= deadline.Millis {
 			t.Fatalf("seed %d: at %v, at or past the holder's deadline %v, the hold's context is still alive", seed, now, deadline)
@@ -240,7 +248,7 @@ func runHold(t *testing.T, seed uint64, dropRequest, dropReply, delay float64) h
 	}
 	r.settle(h)
 	if h.Context().Err() != nil { // lost at the last step
-		return holdRun{lost: true, renewals: h.Renewals(), faults: tr.faults}
+		return holdRun{lost: true, renewals: h.Renewals(), faults: tr.faultCount()}
 	}
 	if err := h.Release(context.Background()); err != nil {
 		t.Fatalf("seed %d: release: %v", seed, err)
@@ -251,7 +259,7 @@ func runHold(t *testing.T, seed uint64, dropRequest, dropReply, delay float64) h
 	if e, _ := r.store.Entry("r"); e.Fence != 0 {
 		t.Fatalf("seed %d: released, the coordinator still has %+v", seed, e)
 	}
-	return holdRun{renewals: h.Renewals(), faults: tr.faults}
+	return holdRun{renewals: h.Renewals(), faults: tr.faultCount()}
 }
 
 // TestHoldOutlivesTenTTLs: with every renewal answered, a hold lasts ten

@@ -126,8 +126,10 @@ type Txn struct {
 
 	next        Entry
 	write, sync bool
-	committed   func()
 	floor       uint64
+	// svc and committed: the decision whose events Committed publishes.
+	svc       *Service
+	committed *outcome
 }
 
 // Committed tells the decision that what it put is durable. A store calls
@@ -136,9 +138,9 @@ type Txn struct {
 // decisions' events are published in the order they were made; a store
 // that does not call it has the Service publish them once Update returns.
 func (t *Txn) Committed() {
-	if f := t.committed; f != nil {
+	if o := t.committed; o != nil {
 		t.committed = nil
-		f()
+		t.svc.publishOutcome(o)
 	}
 }
 

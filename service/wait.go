@@ -179,7 +179,7 @@ func (s *Service) update(ctx context.Context, resource string, decide func(t *Tx
 			return err
 		}
 		o.before, o.final, o.now = t.Entry, *t.current(), t.Now.Millis
-		t.committed = func() { s.publishOutcome(&o) }
+		t.svc, t.committed = s, &o
 		return nil
 	})
 	if err == nil {
