@@ -431,8 +431,8 @@ export class LeaseExpiredError extends LeaseFenceError {
   readonly resource: string;
   readonly holderId: string;
   readonly fence: number;
-  /** true (and only then present) when an operator revoked the lease. */
-  readonly revoked?: true;
+  /** true when an operator revoked the lease, false otherwise. */
+  readonly revoked: boolean;
 }
 
 /**

@@ -126,15 +126,15 @@ named(LeaseDeniedError, 'LeaseDeniedError');
 
 /**
  * A renewal or release found the lease no longer current: it ran out, was
- * released or was reassigned; `revoked` is true (and only then present)
- * when an operator revoked it (POST /v1/revoke).
+ * released or was reassigned; `revoked` is true when an operator revoked it
+ * (POST /v1/revoke), false otherwise.
  */
 export class LeaseExpiredError extends LeaseFenceError {
   constructor(message, options) {
     super(message, errorOptions(options));
     this.code = 'expired';
     leaseFields(this, options);
-    if (field(options, 'revoked', false) === true) this.revoked = true;
+    this.revoked = field(options, 'revoked', false) === true;
   }
 }
 named(LeaseExpiredError, 'LeaseExpiredError');
