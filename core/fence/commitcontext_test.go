@@ -245,19 +245,30 @@ func TestCommitContextOlderFenceRefusedAtOnce(t *testing.T) {
 // another goroutine closes), so a gate that let two writes in at once is
 // caught without the race detector. Fences of started writes never decrease;
 // ran + refused + cancelled = attempts; every refusal is logged.
+//
+// With shared admission (the default), writes with the same fence may run
+// together, and only writes with different fences never overlap.
 func TestGateWritesSerialized(t *testing.T) {
+	t.Run("Exclusive", func(t *testing.T) { gateWritesSerialized(t, true) })
+	t.Run("Shared", func(t *testing.T) { gateWritesSerialized(t, false) })
+}
+
+func gateWritesSerialized(t *testing.T, exclusive bool) {
 	const writers, perWriter = 8, 40
-	g, err := fence.NewGate("deploy-slot", fence.Options{MaxRejections: writers * perWriter})
+	g, err := fence.NewGate("deploy-slot", fence.Options{MaxRejections: writers * perWriter, Exclusive: exclusive})
 	must(t, err)
 	var inside, overlaps atomic.Int32
 	var mu sync.Mutex
 	var started []uint64
+	running := map[uint64]int{}
 	var ran, refused, cancelled atomic.Int32
 	body := func(f uint64, rng *rand.Rand) {
-		if inside.Add(1) != 1 {
+		inside.Add(1)
+		mu.Lock()
+		if len(running) > 1 || len(running) == 1 && (running[f] == 0 || exclusive) {
 			overlaps.Add(1)
 		}
-		mu.Lock()
+		running[f]++
 		started = append(started, f)
 		mu.Unlock()
 		for range rng.IntN(20) {
@@ -268,6 +279,11 @@ func TestGateWritesSerialized(t *testing.T) {
 			go func() { runtime.Gosched(); close(ch) }()
 			<-ch
 		}
+		mu.Lock()
+		if running[f]--; running[f] == 0 {
+			delete(running, f)
+		}
+		mu.Unlock()
 		inside.Add(-1)
 		ran.Add(1)
 	}

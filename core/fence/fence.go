@@ -98,6 +98,12 @@ type Options struct {
 	// after waiting, when a write queues behind another, and when a waiting
 	// write gives up: never on the path of a write that finds the gate free.
 	Now func() time.Time
+
+	// Exclusive runs writes one at a time whatever their fences, as a gate
+	// did before shared admission: a write with the floor's fence then
+	// waits for a running write with the same fence. By default such
+	// writes run together (shared admission).
+	Exclusive bool
 }
 
 // Gate stands in front of one resource. Commit (a synchronous write) and
@@ -106,11 +112,15 @@ type Options struct {
 // for concurrent use. The zero Gate, and a nil *Gate, refuse every call with
 // an *ArgumentError.
 //
-// Writes on a gate run one at a time, whichever of Commit and CommitContext
-// starts them. A write's fence is checked against the floor when its turn
-// comes, and the floor is raised to it before the write runs, so a write
-// never runs while another write is running, and never after a write with a
-// higher fence began.
+// Writes with the same fence run together (shared admission): a write
+// whose fence equals that of the running writes joins them at once, unless
+// a write with a higher fence already waits. A write with a higher fence
+// waits until every running write has finished, then raises the floor and
+// runs (exclusive admission). This holds whichever of Commit and
+// CommitContext starts them. A write's fence is checked against the floor
+// when its turn comes, and the floor is raised to it before the write runs,
+// so once a fence is admitted no write with a lower fence runs or starts.
+// With Options.Exclusive, writes run one at a time whatever their fences.
 //
 // A running CommitContext write is told when a newer fence reaches the gate
 // (its context is cancelled with a *SupersededError), but the gate still
@@ -118,8 +128,9 @@ type Options struct {
 // outside, and letting the next one in before it ends would let two writes
 // overlap.
 type Gate struct {
-	resource string
-	maxRej   int
+	resource  string
+	maxRej    int
+	exclusive bool
 	// elapsed reads Options.Now as a duration since its first reading. No
 	// field of a Gate holds a time.Time: a program that keeps a *Gate in an
 	// interface (the wasm bridge does) would link in every method of the
@@ -141,6 +152,11 @@ type Gate struct {
 	count       uint64      // refusals so far
 	waiters     []*waiter   // writes waiting for their turn, first come first served
 	run         running     // the running write, as far as the gate knows it
+	// joined are the writes that share the turn with the running one
+	// (shared admission: the same fence) and have not ended, one entry
+	// each: the context of a CommitContext write, nil for a Commit. The
+	// turn ends when the running write and all of them have ended.
+	joined []*writeCtx
 
 	// freeCtx is the context of a running CommitContext write that took the
 	// gate by the lock-free path (nil otherwise): published after it took
@@ -162,7 +178,7 @@ func NewGate(resource string, opts Options) (*Gate, error) {
 	case opts.MaxRejections < 0 || opts.MaxRejections > MaxMaxRejections:
 		return nil, &ArgumentError{Pkg: "fence", Arg: "options.maxRejections", Reason: "must be from 1 to " + strconv.Itoa(MaxMaxRejections) + ", or 0 for the default"}
 	}
-	g := &Gate{resource: resource, maxRej: opts.MaxRejections, ready: true}
+	g := &Gate{resource: resource, maxRej: opts.MaxRejections, exclusive: opts.Exclusive, ready: true}
 	if g.maxRej == 0 {
 		g.maxRej = DefaultMaxRejections
 	}
@@ -253,7 +269,7 @@ func (g *Gate) Commit(tok Token, write func() error) error {
 	if f != g.floor.Load() || !g.claimed.Load() || !g.turn.CompareAndSwap(0, f<<2|lockHeld) {
 		_ = g.lockSlow(tok, nil, nil) // waits for as long as it takes
 	}
-	defer g.unlock(f)
+	defer g.unlock(f, nil)
 	if err := g.raise(tok); err != nil {
 		return err
 	}
@@ -326,7 +342,7 @@ func (g *Gate) CommitContext(ctx context.Context, tok Token, write func(context.
 		if free {
 			g.freeCtx.Store(nil)
 		}
-		g.unlock(f)
+		g.unlock(f, wc)
 	}()
 	if err := g.raise(tok); err != nil {
 		return err

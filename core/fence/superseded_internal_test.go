@@ -60,7 +60,7 @@ type pModel struct {
 
 func runSchedule(t *testing.T, seed uint64) {
 	rng := rand.New(rand.NewPCG(seed, 17))
-	g, err := NewGate("r", Options{})
+	g, err := NewGate("r", Options{Exclusive: true}) // the model runs writes one at a time
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -319,7 +319,7 @@ func TestBusyBehindOvertakenCommitNamesItsHolder(t *testing.T) {
 	if !errors.As(err, &busy) || busy.RunningHolderID != "a" || busy.RunningFence != 5 {
 		t.Fatalf("err = %v", err)
 	}
-	g.unlock(5)
+	g.unlock(5, nil)
 	if g.turn.Load() != 0 || g.run.on {
 		t.Fatalf("lock word %x, record %+v", g.turn.Load(), g.run)
 	}

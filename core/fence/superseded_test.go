@@ -156,7 +156,8 @@ func TestWaitingNewerWriteSupersedesRunningWrite(t *testing.T) {
 // equal fence (another holder's as well) leaves the running write's context
 // alone, and so does an older fence (refused at once).
 func TestEqualFenceNeverSupersedes(t *testing.T) {
-	g := newGate(t, "deploy-slot", 0)
+	g, err := fence.NewGate("deploy-slot", fence.Options{Exclusive: true}) // equal fences queue
+	must(t, err)
 	must(t, g.Commit(tok("a", 5), nop))
 	r := startWrite(t, g, tok("a", 5))
 	must(t, g.Admit(tok("a", 5)))
@@ -394,3 +395,43 @@ func (c *expiringCtx) Err() error {
 }
 
 func (c *expiringCtx) expire() { c.expired.Store(true); close(c.done) }
+
+// Shared admission: writes with the floor's fence run together; a write
+// with a higher fence that arrives waits for all of them and tells each one
+// it is superseded; an old fence that arrives after it waits behind it and
+// is refused when its turn comes.
+func TestEqualFencesShareTheGate(t *testing.T) {
+	g := newGate(t, "deploy-slot", 0)
+	must(t, g.Commit(tok("a", 5), nop))
+	var rs []*running
+	for range 8 {
+		rs = append(rs, startWrite(t, g, tok("a", 5))) // each starts while the others run
+	}
+	raise, raised := queue(t, g, context.Background(), tok("b", 6))
+	for i, r := range rs {
+		var sup *fence.SupersededError
+		if !errors.As(context.Cause(r.ctx), &sup) || sup.NewerFence != 6 || sup.Fence != 5 || !sup.NewerWaiting {
+			t.Fatalf("write %d: cause %v, want superseded by fence 6", i, context.Cause(r.ctx))
+		}
+	}
+	late, lateRan := queue(t, g, context.Background(), tok("a", 5))
+	for i, r := range rs {
+		select {
+		case <-raised:
+			t.Fatalf("fence 6 ran while %d writes with fence 5 had not ended", len(rs)-i)
+		default:
+		}
+		r.release()
+		must(t, <-r.result)
+	}
+	must(t, <-raise)
+	checkErr(t, <-late, "stale", nil)
+	select {
+	case <-lateRan:
+		t.Fatal("fence 5 ran after fence 6")
+	default:
+	}
+	if g.Floor() != 6 {
+		t.Fatalf("floor %d", g.Floor())
+	}
+}

@@ -74,6 +74,14 @@ func (g *Gate) lockSlow(tok Token, wc *writeCtx, ctx context.Context) error {
 			break
 		}
 	}
+	if !g.exclusive && g.turn.Load()>>2 == f && len(g.waiters) == 0 {
+		// Shared admission: the running write has this fence and no
+		// higher one waits; run alongside it.
+		g.describeRunning()
+		g.joined = append(g.joined, wc)
+		g.mu.Unlock()
+		return nil
+	}
 	w := &waiter{ch: make(chan struct{}), holder: tok.HolderID, fence: tok.Fence, wc: wc}
 	g.waiters = append(g.waiters, w)
 	g.describeRunning()
@@ -104,17 +112,39 @@ func (g *Gate) lockSlow(tok Token, wc *writeCtx, ctx context.Context) error {
 	g.mu.Lock()
 	err := g.busy(tok, w.prev, ctx.Err())
 	g.mu.Unlock()
-	g.unlock(f)
+	g.unlock(f, wc)
 	return err
 }
 
-// unlock ends the running write, whose fence is f, and hands the turn to the
-// first waiter if there is one.
-func (g *Gate) unlock(f uint64) {
+// unlock ends a running write, whose fence is f and context wc (nil for a
+// Commit). When it was the last write of the turn it hands the turn to the
+// first waiter if there is one (and, with shared admission, to the waiters
+// right behind it with the same fence).
+func (g *Gate) unlock(f uint64, wc *writeCtx) {
 	if g.turn.CompareAndSwap(f<<2|lockHeld, 0) {
 		return
 	}
 	g.mu.Lock()
+	if n := len(g.joined); n > 0 {
+		// Others share the turn: only this write ends. If it is not one
+		// of those that joined, it was the running write: one that joined
+		// takes its place.
+		i := n - 1
+		for j, x := range g.joined {
+			if x == wc {
+				i = j
+				break
+			}
+		}
+		if g.joined[i] != wc {
+			g.run.wc = g.joined[i]
+		}
+		g.joined[i] = g.joined[n-1]
+		g.joined[n-1] = nil
+		g.joined = g.joined[:n-1]
+		g.mu.Unlock()
+		return
+	}
 	prev := g.run
 	g.run = running{}
 	if len(g.waiters) == 0 {
@@ -128,6 +158,16 @@ func (g *Gate) unlock(f uint64) {
 	w.prev = prev
 	g.turn.Store(w.fence<<2 | lockHeld | lockSlow)
 	g.run = running{on: true, holder: w.holder, fence: w.fence, since: g.elapsed(), timed: true, exact: true, wc: w.wc}
+	for !g.exclusive && len(g.waiters) > 0 && g.waiters[0].fence == w.fence {
+		// Shared admission: the waiters right behind it with its fence
+		// run with it.
+		x := g.waiters[0]
+		g.waiters[0] = nil
+		g.waiters = g.waiters[1:]
+		x.prev = prev
+		g.joined = append(g.joined, x.wc)
+		close(x.ch)
+	}
 	// A newer fence already waiting behind it supersedes it before it starts.
 	for _, x := range g.waiters {
 		if x.fence > w.fence {
@@ -176,13 +216,18 @@ func (g *Gate) supersede(holder string, fence uint64, waiting bool) {
 		// if it has not published its context yet (it then catches up).
 		wc = g.freeCtx.Load()
 	}
-	if wc == nil {
-		return
-	}
-	wc.supersede(&SupersededError{
+	e := &SupersededError{
 		Resource: g.resource, HolderID: r.holder, Fence: r.fence,
 		NewerHolderID: holder, NewerFence: fence, NewerWaiting: waiting,
-	})
+	}
+	if wc != nil {
+		wc.supersede(e)
+	}
+	for _, x := range g.joined {
+		if x != nil {
+			x.supersede(e)
+		}
+	}
 }
 
 // catchUp, under mu, tells the CommitContext write of fence f that took the

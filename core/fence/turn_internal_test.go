@@ -12,7 +12,12 @@ import (
 
 func testGate(t *testing.T) *Gate {
 	t.Helper()
-	g, err := NewGate("r", Options{})
+	return testGateWith(t, Options{Exclusive: true})
+}
+
+func testGateWith(t *testing.T, opts Options) *Gate {
+	t.Helper()
+	g, err := NewGate("r", opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +41,17 @@ func take(g *Gate, tok Token, ctx context.Context) error {
 // gets the lock or a *GateBusyError wrapping ctx.Err(), nobody waits for
 // ever, and the lock ends free with no record and no waiter.
 func TestWriteLockStress(t *testing.T) {
-	g := testGate(t)
+	t.Run("Exclusive", func(t *testing.T) { writeLockStress(t, true) })
+	t.Run("Shared", func(t *testing.T) { writeLockStress(t, false) })
+}
+
+// writeLockStress: with exclusive, holders never overlap; with shared
+// admission, holders with different fences never do.
+func writeLockStress(t *testing.T, exclusive bool) {
+	g := testGateWith(t, Options{Exclusive: exclusive})
+	var fmu sync.Mutex
+	var byFence [2]int
+	shared := atomic.Int32{}
 	g.claimed.Store(true)
 	var inside, overlaps, got, gaveUp atomic.Int32
 	var wg sync.WaitGroup
@@ -71,18 +86,28 @@ func TestWriteLockStress(t *testing.T) {
 					cancel()
 					continue
 				}
-				if inside.Add(1) != 1 {
+				fmu.Lock()
+				if byFence[1-tok.Fence] != 0 || (exclusive && byFence[tok.Fence] != 0) {
 					overlaps.Add(1)
 				}
+				if byFence[tok.Fence] != 0 {
+					shared.Add(1)
+				}
+				byFence[tok.Fence]++
+				fmu.Unlock()
+				inside.Add(1)
 				if s := g.turn.Load(); s>>2 != tok.Fence || s&lockHeld == 0 {
 					t.Errorf("lock word %x while fence %d holds it", s, tok.Fence)
 				}
 				for range rng.IntN(4) {
 					runtime.Gosched()
 				}
+				fmu.Lock()
+				byFence[tok.Fence]--
+				fmu.Unlock()
 				inside.Add(-1)
 				got.Add(1)
-				g.unlock(tok.Fence)
+				g.unlock(tok.Fence, nil)
 				cancel()
 			}
 		}()
@@ -94,9 +119,10 @@ func TestWriteLockStress(t *testing.T) {
 	if got.Load()+gaveUp.Load() != workers*rounds || got.Load() == 0 {
 		t.Fatalf("%d got + %d gave up", got.Load(), gaveUp.Load())
 	}
-	if g.turn.Load() != 0 || len(g.waiters) != 0 || g.run.on {
-		t.Fatalf("lock ends in state %x with %d waiters, record %+v", g.turn.Load(), len(g.waiters), g.run)
+	if g.turn.Load() != 0 || len(g.waiters) != 0 || g.run.on || len(g.joined) != 0 {
+		t.Fatalf("lock ends in state %x with %d waiters, %d joined, record %+v", g.turn.Load(), len(g.waiters), len(g.joined), g.run)
 	}
+	t.Logf("%d of %d writes ran alongside another with their fence", shared.Load(), got.Load())
 }
 
 // Waiters get the lock in the order they queued.
@@ -127,11 +153,11 @@ func TestWriteLockFIFO(t *testing.T) {
 				t.Error(err)
 			}
 			order <- i
-			g.unlock(tok.Fence)
+			g.unlock(tok.Fence, nil)
 		}()
 		<-queued
 	}
-	g.unlock(first.Fence)
+	g.unlock(first.Fence, nil)
 	for i := range 5 {
 		if got := <-order; got != i {
 			t.Fatalf("waiter %d got the lock in place %d", got, i)

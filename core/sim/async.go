@@ -16,7 +16,11 @@ import (
 // started its write, returned, or queued behind the running write. A queued
 // CommitContext is seen by its context: the gate asks for Done only when it
 // has to wait. The gate hands its lock to waiters in FIFO order (documented),
-// which is the order the simulation keeps them in.
+// which is the order the simulation keeps them in. Writes with the same
+// fence share the gate (shared admission): one that arrives while writes
+// with its fence run, and nothing waits, starts at once; the waiters at the
+// head of the queue with the fence of the one handed the turn start with
+// it.
 type asyncWrite struct {
 	m      *message
 	ri     int
@@ -48,7 +52,7 @@ func (c *askCtx) Done() <-chan struct{} {
 	return c.Context.Done()
 }
 
-func (w *world) gateBusy(ri int) bool { return w.running[ri] != nil || len(w.queued[ri]) > 0 }
+func (w *world) gateBusy(ri int) bool { return len(w.running[ri]) > 0 || len(w.queued[ri]) > 0 }
 
 // startAsync begins an async write of m lasting dur.
 func (w *world) startAsync(m *message, ri int, dur int64) {
@@ -86,6 +90,8 @@ func (w *world) startAsync(m *message, ri int, dur int64) {
 	select {
 	case e := <-aw.ev:
 		if e.started {
+			w.chk.check(GateFloor, len(w.queued[ri]) == 0,
+				"gate %s started the write of %s ahead of the waiting write of %s", m.tok.Resource, m.tok, w.queuedTok(ri))
 			w.asyncStarted(aw)
 		} else {
 			w.asyncDone(aw, e.err, false)
@@ -104,25 +110,45 @@ func (w *world) startAsync(m *message, ri int, dur int64) {
 func (w *world) asyncStarted(aw *asyncWrite) {
 	aw.queued = false
 	ri := aw.ri
-	w.chk.check(GateFloor, w.running[ri] == nil,
-		"gate %s started the write of %s while the write of %s was running", aw.m.tok.Resource, aw.m.tok, w.runningTok(ri))
-	w.running[ri] = aw
+	other := w.runningTok(ri)
+	w.chk.check(GateFloor, other.Fence == 0 || other.Fence == aw.m.tok.Fence,
+		"gate %s started the write of %s while the write of %s was running", aw.m.tok.Resource, aw.m.tok, other)
+	w.running[ri] = append(w.running[ri], aw)
 	w.chk.WriteRuns(aw.m.tok)
 	w.push(&event{at: w.now + aw.dur, kind: evWriteEnd, aw: aw})
 }
 
+// runningTok is the token of a running write with another fence than the
+// first's if there is one (the writes running together must share one),
+// else of the first running write, else the zero Token.
 func (w *world) runningTok(ri int) fence.Token {
-	if w.running[ri] == nil {
+	rs := w.running[ri]
+	if len(rs) == 0 {
 		return fence.Token{}
 	}
-	return w.running[ri].m.tok
+	for _, r := range rs[1:] {
+		if r.m.tok.Fence != rs[0].m.tok.Fence {
+			return r.m.tok
+		}
+	}
+	return rs[0].m.tok
+}
+
+func (w *world) queuedTok(ri int) fence.Token {
+	if len(w.queued[ri]) == 0 {
+		return fence.Token{}
+	}
+	return w.queued[ri][0].m.tok
 }
 
 // writeEnd finishes the running write aw and lets the queue move on.
 func (w *world) writeEnd(aw *asyncWrite) {
 	ri := aw.ri
-	if w.running[ri] == aw {
-		w.running[ri] = nil
+	for i, r := range w.running[ri] {
+		if r == aw {
+			w.running[ri] = append(w.running[ri][:i:i], w.running[ri][i+1:]...)
+			break
+		}
 	}
 	if aw.broken {
 		var err error
@@ -138,18 +164,32 @@ func (w *world) writeEnd(aw *asyncWrite) {
 	w.handOn(ri)
 }
 
-// handOn waits for the first queued write to take its turn: it starts, or
+// handOn, once no write runs, waits for the first queued write to take its
+// turn: it starts (with the waiters right behind it that have its fence), or
 // it is refused and hands on to the next.
 func (w *world) handOn(ri int) {
-	for len(w.queued[ri]) > 0 && w.running[ri] == nil {
+	for len(w.queued[ri]) > 0 && len(w.running[ri]) == 0 {
 		head := w.queued[ri][0]
 		w.queued[ri] = w.queued[ri][1:]
 		e := <-head.ev
-		if e.started {
-			w.asyncStarted(head)
-			return
+		if !e.started {
+			w.asyncDone(head, e.err, false)
+			continue
 		}
-		w.asyncDone(head, e.err, false)
+		w.asyncStarted(head)
+		for len(w.queued[ri]) > 0 && w.queued[ri][0].m.tok.Fence == head.m.tok.Fence {
+			next := w.queued[ri][0]
+			w.queued[ri] = w.queued[ri][1:]
+			e := <-next.ev
+			w.chk.check(GateFloor, e.started,
+				"gate %s refused the waiting write of %s, with the fence of %s that it admitted (%v)", next.m.tok.Resource, next.m.tok, head.m.tok, e.err)
+			if e.started {
+				w.asyncStarted(next)
+			} else {
+				w.asyncDone(next, e.err, false)
+			}
+		}
+		return
 	}
 }
 
@@ -196,9 +236,11 @@ func (w *world) closeAsync() {
 			}
 		}
 		w.queued[ri] = nil
-		if aw := w.running[ri]; aw != nil && !aw.broken {
-			close(aw.finish)
-			<-aw.ev
+		for _, aw := range w.running[ri] {
+			if !aw.broken {
+				close(aw.finish)
+				<-aw.ev
+			}
 		}
 		w.running[ri] = nil
 	}

@@ -254,7 +254,7 @@ type world struct {
 
 	firstOverlap string
 
-	running []*asyncWrite   // per resource: the async write in progress
+	running [][]*asyncWrite // per resource: the async writes in progress (one fence)
 	queued  [][]*asyncWrite // per resource: async writes waiting, in order
 
 	store                 StoreGate // Params.SQL runs
@@ -287,7 +287,7 @@ func newWorld(p Params, opts Options) *world {
 		w.gates = append(w.gates, g)
 	}
 	w.naiveGen = make([]uint64, p.Resources)
-	w.running = make([]*asyncWrite, p.Resources)
+	w.running = make([][]*asyncWrite, p.Resources)
 	w.queued = make([][]*asyncWrite, p.Resources)
 	for i := 0; i < p.Agents; i++ {
 		a := &agent{id: i, name: fmt.Sprintf("agent-%02d", i), done: make(map[string]bool)}

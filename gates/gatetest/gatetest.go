@@ -51,6 +51,15 @@
 //     (Pager.RejectionsAfter) is the log read whole, each page at most its
 //     limit, starting after the sequence number asked; a limit of 0 is bad
 //     input.
+//   - RaiseWaitsForEqualWrites (Config.Inside): once fence f is admitted,
+//     no write with a lower fence runs or is admitted. Writes with the
+//     floor's fence are in flight (8 at once with Config.Shared: they must
+//     all be admitted together; else 1); a higher fence that arrives then
+//     is not admitted until every one of them has finished, and a write
+//     with the old fence that arrives after the higher one does not start
+//     (it is refused once the higher one is admitted). The suite gives a
+//     broken gate ShowTime to admit what it must not; a correct gate
+//     passes however slow it is.
 //   - ConcurrentWriters: goroutines (through several handles when Attach is
 //     set) commit random fences to one resource; the values land in
 //     non-decreasing fence order, every landed write is there once, no
@@ -202,6 +211,17 @@ type Config struct {
 	// (it tries both ends), and MaxFence itself to be admitted. At least
 	// MinMaxFence: the other rules use fences up to about a thousand.
 	MaxFence uint64
+	// Shared: the gate admits writes with the fence of the floor in
+	// parallel (shared admission), so RaiseWaitsForEqualWrites runs 8 of
+	// them at once; a gate that runs them one at a time runs it with 1.
+	Shared bool
+	// Unordered: writes waiting for the gate are not served in the order
+	// they arrived (SQLite's busy handler retries them in no order;
+	// PostgreSQL may wake the waiters for a row lock in any order), so a
+	// write with the old fence that arrives after a waiting raise may run
+	// before it; RaiseWaitsForEqualWrites then does not require it to be
+	// refused. Once the raise is admitted nothing lower runs, still.
+	Unordered bool
 }
 
 // MinMaxFence is the lowest Config.MaxFence the suite accepts.
@@ -231,6 +251,7 @@ var rules = []rule{
 	{"CancelledContext", false, cancelledContext},
 	{"RejectionLog", false, rejectionLog},
 	{"RejectionPages", false, rejectionPages},
+	{"RaiseWaitsForEqualWrites", false, raiseWaitsForEqualWrites},
 	{"ConcurrentWriters", false, concurrentWriters},
 	{"TwoProcesses", true, twoProcesses},
 	{"KilledWriter", true, killedWriter},
@@ -291,6 +312,8 @@ func (r rule) applies(c Config) string {
 		return "Config.Restart is nil: the gate has no store to restart"
 	case r.name == "RejectionPages" && !c.Paged:
 		return "Config.Paged is false: the gate's log is read whole"
+	case r.name == "RaiseWaitsForEqualWrites" && !c.Inside:
+		return "Config.Inside is false: the gate's writes are indivisible steps in the store, none is in flight when another arrives"
 	}
 	return ""
 }

@@ -161,6 +161,7 @@ func memConfig(brk bool) gatetest.Config {
 		FailedWrite: gatetest.KeepsFloor,
 		Capped:      true,
 		Inside:      true,
+		Shared:      true,
 	}
 }
 
@@ -177,7 +178,7 @@ func TestMemoryGate(t *testing.T) {
 // where it was although the resource holds part of it.
 func TestMemoryGateBreakCaught(t *testing.T) {
 	got := gatetest.Failures(t, memConfig(true))
-	for _, rule := range []string{"FloorRaisedBeforeWrite", "FailedWrite"} {
+	for _, rule := range []string{"FloorRaisedBeforeWrite", "FailedWrite", "RaiseWaitsForEqualWrites"} {
 		if len(got[rule]) == 0 {
 			t.Errorf("rule %s did not catch a gate that raises the floor after the write; failures: %v", rule, got)
 		}

@@ -8,7 +8,9 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/lease-fence/lease-fence/core/fence"
 )
@@ -509,5 +511,120 @@ func restart(t testing.TB, c Config) {
 	h := c.Attach
 	if h != nil {
 		wantValues(t, h(t, addr), res, "a1", "b2", "c3")
+	}
+}
+
+// ShowTime is how long RaiseWaitsForEqualWrites gives a gate to admit a
+// write it must not (a higher fence while equal-fence writes are in
+// flight, an old fence after the higher one arrived) before it takes the
+// gate to be waiting. It can only make the rule miss a break on a machine
+// slower than that, never fail a correct gate.
+var ShowTime = 2 * time.Second
+
+// raiseWaitsForEqualWrites: writes with the floor's fence run (n at once);
+// a higher fence arriving waits for all of them, then is admitted; an old
+// fence arriving after it never starts.
+func raiseWaitsForEqualWrites(t testing.TB, c Config) {
+	g, _ := c.New(t, Options{})
+	ctx := context.Background()
+	n := 1
+	if c.Shared {
+		n = 8
+	}
+	mustCommit(t, g, tk("agent-a", 5), "a5")
+	var inflight atomic.Int32
+	entered := make(chan struct{}, n)
+	release := make(chan struct{})
+	equal := make(chan error, n)
+	for i := range n {
+		go func() {
+			equal <- g.Commit(ctx, tk("agent-a", 5), Write{Value: value("agent-a", 5, i), Inside: func() {
+				inflight.Add(1)
+				entered <- struct{}{}
+				<-release
+				inflight.Add(-1)
+			}})
+		}()
+	}
+	released := false
+	defer func() {
+		if !released {
+			close(release)
+		}
+	}()
+	deadline := time.After(time.Minute)
+	for i := range n {
+		select {
+		case <-entered:
+		case err := <-equal:
+			t.Fatalf("an equal-fence write ended before it was released: %v", err)
+		case <-deadline:
+			t.Fatalf("only %d of %d writes with the floor's fence were admitted at once: the gate runs them one at a time", i, n)
+		}
+	}
+	// The raise arrives while the n writes are in flight.
+	var raiseSaw atomic.Int32
+	raiseIn := make(chan struct{})
+	raise := make(chan error, 1)
+	go func() {
+		raise <- g.Commit(ctx, tk("agent-b", 6), Write{Value: "b6", Inside: func() {
+			raiseSaw.Store(inflight.Load())
+			close(raiseIn)
+		}})
+	}()
+	select {
+	case <-raiseIn:
+		t.Errorf("fence 6 was admitted while %d writes with fence 5 were in flight", raiseSaw.Load())
+	case err := <-raise:
+		t.Fatalf("fence 6 ended while writes with fence 5 were in flight: %v", err)
+	case <-time.After(ShowTime):
+	}
+	// An old fence arriving after the higher one must not start.
+	var lateRan atomic.Bool
+	late := make(chan error, 1)
+	if c.Unordered {
+		late <- &fence.StaleFenceError{Rejection: fence.Rejection{Seq: 1, Resource: res, RefusedHolderID: "agent-a", RefusedFence: 5, AdmittedHolderID: "agent-b", AdmittedFence: 6}}
+	} else {
+		go func() {
+			late <- g.Commit(ctx, tk("agent-a", 5), Write{Value: "a5-late", Inside: func() { lateRan.Store(true) }})
+		}()
+		select {
+		case err := <-late:
+			if lateRan.Load() {
+				t.Errorf("a write with fence 5 started after fence 6 arrived (and returned %v)", err)
+			}
+			late <- err
+		case <-time.After(ShowTime):
+			if lateRan.Load() {
+				t.Errorf("a write with fence 5 started after fence 6 arrived")
+			}
+		}
+	}
+	released = true
+	close(release)
+	for range n {
+		if err := <-equal; err != nil {
+			t.Errorf("a write with fence 5 admitted before the raise: %v", err)
+		}
+	}
+	if err := <-raise; err != nil {
+		t.Fatalf("Commit(b, 6) = %v", err)
+	}
+	if k := raiseSaw.Load(); k != 0 {
+		t.Errorf("fence 6 was admitted while %d writes with fence 5 were still in flight", k)
+	}
+	err := <-late
+	if lateRan.Load() {
+		t.Errorf("a write with fence 5 ran after fence 6 arrived")
+	}
+	wantStale(t, "an old fence arriving after a raise", err,
+		fence.Rejection{Seq: 1, Resource: res, RefusedHolderID: "agent-a", RefusedFence: 5, AdmittedHolderID: "agent-b", AdmittedFence: 6})
+	wantFloor(t, g, res, 6)
+	got, err := g.Values(ctx, res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != n+2 || got[0] != "a5" || got[n+1] != "b6" {
+		t.Fatalf("values %q: want a5, the %d writes with fence 5, then b6", got, n)
 	}
 }

@@ -90,7 +90,7 @@ var mutations = []mutation{
 	},
 	{
 		Name: "fence/writes-not-serialized", File: "core/fence/fence.go",
-		Old: "\tif f != g.floor.Load() || !g.claimed.Load() || !g.turn.CompareAndSwap(0, f<<2|lockHeld) {\n\t\t_ = g.lockSlow(tok, nil, nil) // waits for as long as it takes\n\t}\n\tdefer g.unlock(f)\n", New: "\t_ = f\n",
+		Old: "\tif f != g.floor.Load() || !g.claimed.Load() || !g.turn.CompareAndSwap(0, f<<2|lockHeld) {\n\t\t_ = g.lockSlow(tok, nil, nil) // waits for as long as it takes\n\t}\n\tdefer g.unlock(f, nil)\n", New: "\t_ = f\n",
 		Why: "Commit runs writes without taking the gate's write lock",
 	},
 	{
@@ -102,6 +102,16 @@ var mutations = []mutation{
 		Name: "fence/waiter-does-not-supersede", File: "core/fence/turn.go",
 		Old: "\tg.describeRunning()\n\tg.supersede(tok.HolderID, tok.Fence, true)\n", New: "\tg.describeRunning()\n",
 		Why: "a newer write queueing behind a running CommitContext write does not tell it",
+	},
+	{
+		Name: "fence/raise-joins-running", File: "core/fence/turn.go",
+		Old: "if !g.exclusive && g.turn.Load()>>2 == f && len(g.waiters) == 0 {", New: "if !g.exclusive && len(g.waiters) == 0 {",
+		Why: "a write with a higher fence runs alongside the running writes instead of waiting for them",
+	},
+	{
+		Name: "fence/equal-joins-ahead-of-raise", File: "core/fence/turn.go",
+		Old: "if !g.exclusive && g.turn.Load()>>2 == f && len(g.waiters) == 0 {", New: "if !g.exclusive && g.turn.Load()>>2 == f {",
+		Why: "a write with the running fence joins it while a higher fence waits",
 	},
 	{
 		Name: "fence/equal-fence-supersedes", File: "core/fence/turn.go",
