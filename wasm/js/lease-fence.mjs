@@ -17,8 +17,16 @@
 // side, released when the JavaScript object is garbage collected; a lease is
 // plain data held here (see class Lease).
 
-import { Go } from './wasm_exec.mjs';
-import { instantiate, loading, randomSource } from './loader.mjs';
+import { instantiate, loading, MISSING_FIX, randomSource } from './loader.mjs';
+
+// Go's runtime glue (wasm_exec.mjs, a build output beside this file), imported
+// at once but by a dynamic import, so that a package or checkout without it
+// rejects the import with a LeaseFenceError that says how to build it (a
+// static import would fail before this module could say anything).
+const goRuntime = import('./wasm_exec.mjs').then((m) => m.Go, (e) => {
+  throw new LeaseFenceError(`lease-fence: loading wasm_exec.mjs (the Go runtime's glue, beside lease-fence.mjs) failed: ${e?.message ?? e}; ${MISSING_FIX}`, { cause: e });
+});
+goRuntime.catch(() => {}); // reported by init
 
 // ---------------------------------------------------------------- errors
 //
@@ -247,6 +255,10 @@ async function start(source) {
   if (registry === null) {
     throw new LeaseFenceError('lease-fence: this host has no FinalizationRegistry, which the library needs to free what its objects hold (in Cloudflare Workers, set compatibility_date to 2025-05-05 or later)');
   }
+  // A promise of the wasm (node.mjs's read) may reject while the glue
+  // loads: instantiate reports it; until then it is handled here.
+  if (source instanceof Promise) source.catch(() => {});
+  const Go = await goRuntime;
   const next = new Go();
   next.getRandomValues = randomSource();
   next.exit = (code) => {

@@ -26,6 +26,18 @@ export function defaultWasmURL() {
   return new URL('./lease-fence.wasm', import.meta.url);
 }
 
+/**
+ * What to do when a file of the package is not there (lease-fence.wasm,
+ * wasm_exec.mjs): both are build outputs that git ignores.
+ */
+export const MISSING_FIX = 'in a checkout of lease-fence, build it with `make build-wasm` (it needs Go); a package made by npm pack always has it ' +
+  '(reinstall it); a bundle must copy lease-fence.wasm beside the module or pass the wasm to init() (docs/js.md, "Using it in your build")';
+
+// missing adds MISSING_FIX to message when e says a file is not there.
+function missing(message, e) {
+  return e?.code === 'ENOENT' ? `${message}: the file is not there; ${MISSING_FIX}` : message;
+}
+
 function describe(v) {
   if (v === null) return 'null';
   if (typeof v === 'object') return v.constructor?.name ?? 'an object';
@@ -43,7 +55,7 @@ export async function instantiate(source, imports, errors) {
     try {
       source = await source;
     } catch (e) {
-      throw errors.failed(`lease-fence: getting the wasm failed: ${e?.message ?? e}`, e);
+      throw errors.failed(missing(`lease-fence: getting the wasm failed: ${e?.message ?? e}`, e), e);
     }
   }
   if (source instanceof WebAssembly.Module) {
@@ -85,7 +97,7 @@ async function fromURL(url, imports, errors) {
       try {
         bytes = await fs.promises.readFile(parsed);
       } catch (e) {
-        throw errors.failed(`lease-fence: reading ${parsed} failed: ${e.message}`, e);
+        throw errors.failed(missing(`lease-fence: reading ${parsed} failed: ${e.message}`, e), e);
       }
       return compileBytes(bytes, imports, errors, parsed.href);
     }
@@ -101,7 +113,8 @@ async function fromURL(url, imports, errors) {
 
 async function fromResponse(response, imports, errors) {
   if (!response.ok) {
-    throw errors.failed(`lease-fence: fetching ${response.url || 'the wasm'} failed: ${response.status} ${response.statusText}`);
+    const hint = response.status === 404 && /lease-fence\.wasm$/.test(new URL(response.url || 'x:', 'x:').pathname) ? `; ${MISSING_FIX}` : '';
+    throw errors.failed(`lease-fence: fetching ${response.url || 'the wasm'} failed: ${response.status} ${response.statusText}${hint}`);
   }
   if (typeof WebAssembly.instantiateStreaming === 'function') {
     try {

@@ -1,0 +1,58 @@
+// npm pack and npm publish run this first (package.json "prepack"): the
+// package ships two build outputs that git ignores, wasm/js/lease-fence.wasm
+// and wasm/js/wasm_exec.mjs (make build-wasm). Packing without them, or with
+// a wasm older than the Go it is built from (the sources make build-wasm
+// depends on: mk/wasm.mk), would give a package that fails at import or
+// runs old code; this refuses instead, and says how to build them.
+import { readdirSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = fileURLToPath(new URL('..', import.meta.url));
+const fix = 'run `make build-wasm` in this checkout (it needs Go), then npm pack again';
+
+function mtime(file) {
+  try {
+    return statSync(join(root, file)).mtimeMs;
+  } catch (e) {
+    if (e.code === 'ENOENT') return undefined;
+    throw e;
+  }
+}
+
+// goSources lists the non-test .go files under dir (relative to root).
+function goSources(dir) {
+  const out = [];
+  let entries;
+  try {
+    entries = readdirSync(join(root, dir), { withFileTypes: true });
+  } catch (e) {
+    if (e.code === 'ENOENT') return out;
+    throw e;
+  }
+  for (const e of entries) {
+    const p = join(dir, e.name);
+    if (e.isDirectory()) out.push(...goSources(p));
+    else if (e.name.endsWith('.go') && !e.name.endsWith('_test.go')) out.push(p);
+  }
+  return out;
+}
+
+const problems = [];
+const built = {
+  'wasm/js/lease-fence.wasm': ['go.mod', ...goSources('core'), ...goSources('wasm/lib')],
+  'wasm/js/wasm_exec.mjs': ['scripts/wasm-exec-module.mjs'],
+};
+for (const [file, sources] of Object.entries(built)) {
+  const at = mtime(file);
+  if (at === undefined) {
+    problems.push(`${file} is missing`);
+    continue;
+  }
+  const newer = sources.filter((s) => (mtime(s) ?? 0) > at);
+  if (newer.length > 0) problems.push(`${file} is older than ${newer.slice(0, 3).join(', ')}${newer.length > 3 ? ` and ${newer.length - 3} more` : ''}`);
+}
+if (problems.length > 0) {
+  console.error(`lease-fence: npm pack refused: ${problems.join('; ')}: ${fix}.`);
+  process.exit(1);
+}
