@@ -60,8 +60,8 @@ export interface LeaseServiceClientCommonOptions {
   /** How many times one call is sent at most (1 to 100); 4 by default, or one more than the baseURLs if that is more. */
   attempts?: number | undefined;
   /**
-   * How long one attempt may wait for its answer before it is retried; 5000 by default. A renewal's
-   * attempt waits at most half the time left before its lease would count as lost, and so does an
+   * How long one attempt may wait for its answer before it is retried; 5000 by default. A hold's
+   * renewal's attempt waits at most half the time left before its lease would count as lost, and so does an
    * attempt of the release a hold sends after a loss (within its 2 s), so a lost answer leaves time
    * for another attempt.
    */

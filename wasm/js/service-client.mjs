@@ -577,9 +577,10 @@ export class LeaseServiceClient {
     return (await this.#renew(lease, opts)).lease;
   }
 
-  // renew renews lease; resolves to { lease, sentAt }. Its attempts share
-  // the time left before opts.until (holder millis; the lease's deadline by
-  // default), a fraction each (see #send).
+  // renew renews lease; resolves to { lease, sentAt }. With opts.until
+  // (holder millis: a hold's loss), its attempts share the time left before
+  // it, a fraction each (see #send); client.renew keeps attemptTimeoutMillis,
+  // as the caller's own call with its own timeouts.
   async #renew(lease, opts) {
     const record = this.#record(lease, 'renew');
     const request = this.#lc.beginRenewal(lease.lease);
@@ -592,7 +593,7 @@ export class LeaseServiceClient {
       fence: request.fence,
       secret: this.#secrets.get(record),
     };
-    const reply = await this.#send('renew', body, { until: lease.deadline.millis, ...opts });
+    const reply = await this.#send('renew', body, opts);
     if (reply.ok !== true) {
       record.ended = true;
       this.#secrets.delete(record);
