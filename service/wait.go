@@ -464,6 +464,12 @@ func (s *Service) acquireWaiting(ctx context.Context, m wire.Message, hash [32]b
 	if o.reply.OK || o.reply.HeldBy == "" {
 		return o.reply, nil
 	}
+	// The wait's timer first: once the call counts as waiting (join), its
+	// end is armed (a manual clock advanced by someone who saw it waiting
+	// ends it).
+	end := make(chan struct{})
+	timer := s.after(m.Wait, func() { close(end) })
+	defer timer.Stop()
 	p, err := s.join(m.Request, m.Value, hash, m.Caller)
 	if err != nil {
 		return o.reply, err
@@ -477,9 +483,6 @@ func (s *Service) acquireWaiting(ctx context.Context, m wire.Message, hash [32]b
 	}); err != nil {
 		return wire.Reply{}, refusal(err)
 	}
-	end := make(chan struct{})
-	timer := s.after(m.Wait, func() { close(end) })
-	defer timer.Stop()
 	select {
 	case <-p.done:
 		return p.reply, p.err
@@ -587,6 +590,9 @@ func (s *Service) inspect(ctx context.Context, m wire.Message) (wire.Reply, erro
 	if err != nil || !m.HasAfter || m.Wait == 0 || want.changed(r) {
 		return r, err
 	}
+	end := make(chan struct{})
+	timer := s.after(m.Wait, func() { close(end) })
+	defer timer.Stop()
 	ob, err := s.observe(res, want, m.Caller)
 	if err != nil {
 		return wire.Reply{}, err
@@ -598,9 +604,6 @@ func (s *Service) inspect(ctx context.Context, m wire.Message) (wire.Reply, erro
 	if r, err = read(); err != nil || want.changed(r) {
 		return r, err
 	}
-	end := make(chan struct{})
-	timer := s.after(m.Wait, func() { close(end) })
-	defer timer.Stop()
 	select {
 	case <-ob.done:
 		return ob.reply, nil
