@@ -350,8 +350,7 @@ func TestUnreadableStoreIsRetried(t *testing.T) {
 	clk, _ := clock.NewManual("coordinator", clock.ManualOptions{Start: 1000})
 	store, _ := NewLocal(LocalConfig{Clock: clk, TTL: ttl, Persist: flaky})
 	svc, _ := New(Config{TTL: ttl, Store: store})
-	var we *wire.Error
-	if _, err := svc.Call(context.Background(), acquireMsg("q1", "r", "a")); !errors.As(err, &we) || we.Code != wire.CodeUnavailable {
+	if _, err := svc.Call(context.Background(), acquireMsg("q1", "r", "a")); !isCode(err, wire.CodeUnavailable) {
 		t.Fatalf("unreadable store: %v", err)
 	}
 	if rep, err := svc.Call(context.Background(), acquireMsg("q1", "r", "a")); err != nil || !rep.OK {
@@ -361,7 +360,7 @@ func TestUnreadableStoreIsRetried(t *testing.T) {
 	store2, _ := NewLocal(LocalConfig{Clock: clk, TTL: ttl, Persist: disk})
 	svc2, _ := New(Config{TTL: ttl, Store: store2})
 	for range 2 {
-		if _, err := svc2.Call(context.Background(), acquireMsg("q2", "r", "a")); !errors.As(err, &we) || we.Code != wire.CodeInternal || !errors.Is(store2.Load(context.Background()), ErrInconsistent) {
+		if _, err := svc2.Call(context.Background(), acquireMsg("q2", "r", "a")); !isCode(err, wire.CodeInternal) || !errors.Is(store2.Load(context.Background()), ErrInconsistent) {
 			t.Fatalf("inconsistent store: %v", err)
 		}
 	}

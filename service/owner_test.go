@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/lease-fence/lease-fence/core/clock"
+	"github.com/lease-fence/lease-fence/service/httpapi"
 	"github.com/lease-fence/lease-fence/service/wire"
 )
 
@@ -288,7 +289,11 @@ func TestTokenLimitNeedsAStoreThatCounts(t *testing.T) {
 	mustGrant(t, reply, err)
 }
 
+// errAs returns the answer of the HTTP layer to a refusal.
 func errAs(_ wire.Reply, err error) (*wire.Error, bool) {
-	we, ok := err.(*wire.Error)
-	return we, ok
+	rf, ok := err.(*wire.Refusal)
+	if !ok {
+		return nil, false
+	}
+	return httpapi.ErrorOf(rf), true
 }

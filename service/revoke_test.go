@@ -191,7 +191,7 @@ func TestElectionValues(t *testing.T) {
 	}
 	wrong := proclaimMsg("p3", "leader", "a", f, "x")
 	wrong.Secret = secretOf("z")
-	if _, err := r.call(wrong); err == nil || err.(*wire.Error).Code != wire.CodeWrongSecret {
+	if _, err := r.call(wrong); !isCode(err, wire.CodeWrongSecret) {
 		t.Fatalf("a wrong secret proclaimed: %v", err)
 	}
 	r2 := newRig(t, r.disk, LocalConfig{})

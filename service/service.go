@@ -186,7 +186,7 @@ func (s *Service) Sweep(ctx context.Context) (int, error) { return s.store.Sweep
 // went away).
 func (s *Service) Call(ctx context.Context, m wire.Message) (wire.Reply, error) {
 	if m.Wait < 0 || m.Wait > s.maxWait {
-		return wire.Reply{}, wire.NewError(wire.CodeInvalidValue, "field \"waitMillis\" must be from 0 to "+
+		return wire.Reply{}, refuse(wire.RefusedInvalidValue, "field \"waitMillis\" must be from 0 to "+
 			strconv.FormatInt(s.maxWait.Milliseconds(), 10)+" (this coordinator's longest wait), got "+strconv.FormatInt(m.Wait.Milliseconds(), 10))
 	}
 	switch m.Op {
@@ -196,7 +196,7 @@ func (s *Service) Call(ctx context.Context, m wire.Message) (wire.Reply, error) 
 		return s.revoke(ctx, m)
 	case wire.OpAcquire, wire.OpRenew, wire.OpRelease, wire.OpProclaim:
 	default:
-		return wire.Reply{}, wire.NewError(wire.CodeNotFound, "no such call "+strconv.Quote(string(m.Op)))
+		return wire.Reply{}, refuse(wire.RefusedUnknownCall, "no such call "+strconv.Quote(string(m.Op)))
 	}
 	hash := sha256.Sum256([]byte(m.Secret))
 	if m.Op == wire.OpAcquire && m.Wait > 0 {
@@ -233,7 +233,7 @@ func (s *Service) acquire(t *Txn, rules lease.Rules, q lease.Request, value stri
 	var prior *lease.Grant
 	if e.Fence != 0 && e.RequestID == q.RequestID {
 		if e.HolderID == q.HolderID && !hashEqual(e.SecretHash, hash) {
-			return wire.NewError(wire.CodeWrongSecret, "this request id belongs to an acquisition made with another secret")
+			return refuse(wire.RefusedWrongSecret, "this request id belongs to an acquisition made with another secret")
 		}
 		prior = &lease.Grant{RequestID: q.RequestID, Resource: q.Resource, HolderID: e.HolderID, Fence: e.Fence, TTL: s.ttl,
 			CoordinatorExpiresAt: clock.At(t.Now.Domain, e.ExpiresAt)}
@@ -255,15 +255,15 @@ func (s *Service) acquire(t *Txn, rules lease.Rules, q lease.Request, value stri
 	// expired record replaces it: the store answers accordingly.)
 	if caller.MaxLeases > 0 {
 		if t.OwnerFull == nil {
-			return wire.NewError(wire.CodeInternal, "this coordinator's store does not count leases by token, so the token's maxLeases cannot be kept")
+			return refuse(wire.RefusedInternal, "this coordinator's store does not count leases by token, so the token's maxLeases cannot be kept")
 		}
 		if t.OwnerFull(caller.Name, caller.MaxLeases) {
-			return wire.NewError(wire.CodeTooManyTokenLeases, "the token "+quote(caller.Name)+" holds its maximum of "+
+			return refuse(wire.RefusedTooManyTokenLeases, "the token "+quote(caller.Name)+" holds its maximum of "+
 				strconv.Itoa(caller.MaxLeases)+" leases; other tokens are not affected; release one, or retry later")
 		}
 	}
 	if t.Full {
-		return wire.NewError(wire.CodeTooManyLeases, "the coordinator holds its maximum of leases; retry later")
+		return refuse(wire.RefusedTooManyLeases, "the coordinator holds its maximum of leases; retry later")
 	}
 	t.Put(Entry{Owner: caller.Name, HolderID: q.HolderID, RequestID: q.RequestID, Fence: next.Fence, ExpiresAt: next.ExpiresAt, SecretHash: hash,
 		Released: recent(e.Released, t.Now.Millis, s.ttlMs, MaxReleases), Value: value, Revoked: e.revokedNow(t.Now.Millis, s.ttlMs)}, true)
@@ -368,29 +368,38 @@ func (s *Service) proclaim(t *Txn, q lease.Request, value string, hash [32]byte,
 // record (holder and fence) with another secret.
 func checkSecret(e *Entry, holder string, f uint64, hash [32]byte) error {
 	if e.Fence != 0 && e.HolderID == holder && e.Fence == f && !hashEqual(e.SecretHash, hash) {
-		return wire.NewError(wire.CodeWrongSecret, "the secret does not match the lease's")
+		return refuse(wire.RefusedWrongSecret, "the secret does not match the lease's")
 	}
 	return nil
 }
 
 func hashEqual(a, b [32]byte) bool { return subtle.ConstantTimeCompare(a[:], b[:]) == 1 }
 
-// refusal maps an error of a call to the refusal the handler answers.
+// refusal says why a call failed with err: the Refusal the HTTP layer
+// answers.
 func refusal(err error) error {
+	var rf *wire.Refusal
 	var we *wire.Error
 	var ae *lease.ArgumentError
 	switch {
-	case errors.As(err, &we):
+	case errors.As(err, &rf):
+		return rf
+	case errors.As(err, &we): // answered as it is (list, revoke)
 		return we
 	case errors.As(err, &ae) && ae.Arg == "requestId":
-		return wire.NewError(wire.CodeRequestIDReused, err.Error())
+		return refuse(wire.RefusedRequestIDReused, err.Error())
 	case errors.As(err, &ae):
-		return wire.NewError(wire.CodeRejected, err.Error())
+		return refuse(wire.RefusedRejected, err.Error())
 	case errors.Is(err, ErrOutcomeUnknown):
-		return wire.NewError(wire.CodeUnavailable, "the change may or may not have been made; retry the same call (its retry is answered from the stored state): "+err.Error())
+		return refuse(wire.RefusedUnavailable, "the change may or may not have been made; retry the same call (its retry is answered from the stored state): "+err.Error())
 	case errors.Is(err, ErrUnavailable), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded),
 		errors.Is(err, errStopped):
-		return wire.NewError(wire.CodeUnavailable, "nothing changed; retry: "+err.Error())
+		return refuse(wire.RefusedUnavailable, "nothing changed; retry: "+err.Error())
 	}
-	return wire.NewError(wire.CodeInternal, err.Error()) // a bug, a broken clock, or stored state that was refused
+	return refuse(wire.RefusedInternal, err.Error()) // a bug, a broken clock, or stored state that was refused
+}
+
+// refuse returns the refusal of a call for reason, with msg.
+func refuse(reason wire.Reason, msg string) *wire.Refusal {
+	return &wire.Refusal{Reason: reason, Message: msg}
 }

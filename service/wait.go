@@ -73,7 +73,7 @@ func (s *Service) room(caller wire.Caller) error {
 		return s.tooManyWaiters()
 	}
 	if caller.MaxWaiters > 0 && s.w.byOwner[caller.Name] >= caller.MaxWaiters {
-		return wire.NewError(wire.CodeTooManyTokenWaiters, "the token "+quote(caller.Name)+" has its maximum of "+
+		return refuse(wire.RefusedTooManyTokenWaiters, "the token "+quote(caller.Name)+" has its maximum of "+
 			strconv.Itoa(caller.MaxWaiters)+" waiting calls; other tokens are not affected; retry later, or without waiting")
 	}
 	return nil
@@ -232,8 +232,8 @@ func (s *Service) serve(t *Txn, rules lease.Rules, o *outcome) {
 		}
 		if err := s.acquire(t, rules, sp.p.req, sp.p.value, sp.p.hash, sp.p.caller, &r); err != nil {
 			o.refused = append(o.refused, refused{sp.p, err})
-			var we *wire.Error
-			if errors.As(err, &we) && we.Code == wire.CodeTooManyLeases {
+			var rf *wire.Refusal
+			if errors.As(err, &rf) && rf.Reason == wire.RefusedTooManyLeases {
 				return
 			}
 			continue
@@ -516,9 +516,9 @@ func (s *Service) join(req lease.Request, value string, hash [32]byte, caller wi
 			}
 			switch {
 			case p.req.HolderID != req.HolderID:
-				return nil, wire.NewError(wire.CodeRequestIDReused, "this request id is waiting for "+quote(req.Resource)+" for another holder")
+				return nil, refuse(wire.RefusedRequestIDReused, "this request id is waiting for "+quote(req.Resource)+" for another holder")
 			case !hashEqual(p.hash, hash):
-				return nil, wire.NewError(wire.CodeWrongSecret, "this request id is waiting with another secret")
+				return nil, refuse(wire.RefusedWrongSecret, "this request id is waiting with another secret")
 			}
 			if p.calls == 0 {
 				p.keep.Stop()
@@ -542,7 +542,7 @@ func (s *Service) join(req lease.Request, value string, hash [32]byte, caller wi
 }
 
 func (s *Service) tooManyWaiters() error {
-	return wire.NewError(wire.CodeTooManyWaiters, "the coordinator has its maximum of waiting calls; retry later, or without waiting")
+	return refuse(wire.RefusedTooManyWaiters, "the coordinator has its maximum of waiting calls; retry later, or without waiting")
 }
 
 // leave detaches a call from p. The last call to leave a place still in

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/lease-fence/lease-fence/core/lease"
+	"github.com/lease-fence/lease-fence/service/httpapi"
 	"github.com/lease-fence/lease-fence/service/wire"
 )
 
@@ -246,7 +247,7 @@ func TestRetryKeepsItsPlace(t *testing.T) {
 	}()} {
 		if _, err := r.svc.Call(ctx, bad); err == nil {
 			t.Fatalf("%s with b's waiting request id was accepted", bad.Request.HolderID)
-		} else if we := new(wire.Error); !errors.As(err, &we) || (we.Code != wire.CodeRequestIDReused && we.Code != wire.CodeWrongSecret) {
+		} else if !isCode(err, wire.CodeRequestIDReused) && !isCode(err, wire.CodeWrongSecret) {
 			t.Fatalf("refused with %v", err)
 		}
 	}
@@ -305,9 +306,11 @@ func TestTooManyWaiters(t *testing.T) {
 	r.noWaiters()
 }
 
+// isCode reports whether err is a refusal that the HTTP layer answers with
+// code.
 func isCode(err error, code string) bool {
-	var we *wire.Error
-	return errors.As(err, &we) && we.Code == code
+	var rf *wire.Refusal
+	return errors.As(err, &rf) && httpapi.ErrorOf(rf).Code == code
 }
 
 func equalState(a, b state) bool {

@@ -20,8 +20,9 @@ import (
 
 // Backend answers decoded calls: the coordinator service (package service)
 // or something in front of it (the Worker routes each call to the Durable
-// Object of its resource). A Backend returns an *Error for a refused call;
-// any other error is reported as an internal error.
+// Object of its resource). A Backend returns a *wire.Refusal or a
+// *wire.Error for a refused call (see ErrorOf); any other error is
+// reported as an internal error.
 type Backend interface {
 	Call(ctx context.Context, m wire.Message) (wire.Reply, error)
 }
@@ -179,10 +180,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	reply, err := h.b.Call(r.Context(), m)
 	if err != nil {
-		var we *wire.Error
-		if !errors.As(err, &we) {
-			we = wire.NewError(wire.CodeInternal, err.Error())
-		}
+		we := ErrorOf(err)
 		h.logCall(r, m, we, reply)
 		WriteError(w, we)
 		return

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/lease-fence/lease-fence/service"
+	"github.com/lease-fence/lease-fence/service/httpapi"
 	"github.com/lease-fence/lease-fence/service/pgstore"
 	"github.com/lease-fence/lease-fence/service/wire"
 )
@@ -45,9 +46,11 @@ func (g *rig) granted(i int, m wire.Message) uint64 {
 	return reply.Grant.Fence
 }
 
+// isCode reports whether err is a refusal that the HTTP layer answers with
+// code.
 func isCode(err error, code string) bool {
-	var we *wire.Error
-	return errors.As(err, &we) && we.Code == code
+	var rf *wire.Refusal
+	return errors.As(err, &rf) && httpapi.ErrorOf(rf).Code == code
 }
 
 // owned is what the store counts for owner, checked against the rows.
@@ -107,8 +110,8 @@ func TestTokenLimitAcrossReplicas(t *testing.T) {
 	}
 	// The refusal says which limit, and changes nothing.
 	_, err := g.call(1, as(acquireMsg("more", "more", "a-more"), "a", 10))
-	var we *wire.Error
-	if !errors.As(err, &we) || we.Status != 429 || !strings.Contains(we.Message, `"a"`) {
+	var rf *wire.Refusal
+	if !errors.As(err, &rf) || httpapi.ErrorOf(rf).Status != 429 || !strings.Contains(rf.Message, `"a"`) {
 		t.Fatalf("the eleventh: %v", err)
 	}
 	// Other tokens, limited or not, and calls without a token.

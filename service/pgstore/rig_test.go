@@ -117,10 +117,11 @@ func (g *rig) atOnce(n int, msg func(i int) wire.Message) map[string]int {
 		go func() {
 			defer wg.Done()
 			reply, err := g.r[i%len(g.r)].svc.Call(context.Background(), msg(i))
-			var we *wire.Error
+			var rf *wire.Refusal
 			key := "granted"
 			switch {
-			case errors.As(err, &we):
+			case errors.As(err, &rf):
+				we := httpapi.ErrorOf(rf)
 				key = strconv.Itoa(we.Status) + " " + we.Code
 			case err != nil:
 				key = err.Error()

@@ -7,6 +7,8 @@
 // fence, ttlMillis, coordinatorExpiresAt, ok, grant, heldBy,
 // retryAfterMillis, reason), plus a secret the holder chose for each
 // acquisition. DecodeMessage reads a request strictly and EncodeMessage
-// writes one; an Error is a refusal with its code. Package
-// service/httpapi serves the protocol and package service/client calls it.
+// writes one; an Error is a refusal as it is answered, with its code. The
+// state machine refuses a call with a Refusal, which names its Reason
+// only: package service/httpapi, which serves the protocol, gives it its
+// code and status. Package service/client calls the protocol.
 package wire
