@@ -448,14 +448,7 @@ func (c *Client) send(ctx context.Context, m wire.Message, until clock.Instant) 
 				}
 			}
 		}
-		cutAt := until
-		if n == c.attempts {
-			// The last attempt waits all the time left (ctx ends it): no
-			// retry would follow, so a cut would only give up on a slow
-			// answer that could still come in time.
-			cutAt = clock.Instant{}
-		}
-		actx, stop := c.attemptContext(ctx, cutAt)
+		actx, stop := c.attemptContext(ctx, until)
 		reply, retry, err := c.attempt(actx, i, m.Op, body, c.timeout+m.Wait)
 		if cut := stop(); cut != nil && err != nil {
 			err = cut

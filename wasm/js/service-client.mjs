@@ -822,7 +822,7 @@ export class LeaseServiceClient {
         if (call.signal.aborted) throw call.signal.reason;
         const i = (start + n) % k;
         n++;
-        const outcome = await this.#attempt(op, this.#bases[i], data, call.signal, n, this.#attemptLimit(waitMillis, until, n === attempts));
+        const outcome = await this.#attempt(op, this.#bases[i], data, call.signal, n, this.#attemptLimit(waitMillis, until));
         if (call.signal.aborted) throw call.signal.reason;
         if (outcome.reply) {
           this.#cur = i;
@@ -844,11 +844,8 @@ export class LeaseServiceClient {
     throw new LeaseServiceError(`lease-fence: ${op} got no answer after ${n} attempts`, { code: 'no_answer', attempts: n, cause: last });
   }
 
-  // attemptLimit is how long the next attempt may wait for its answer. The
-  // last attempt of a call with an end waits all the time left to it: no
-  // retry would follow, so cutting it short would only give up on a slow
-  // answer that could still come in time.
-  #attemptLimit(waitMillis, until, lastAttempt) {
+  // attemptLimit is how long the next attempt may wait for its answer.
+  #attemptLimit(waitMillis, until) {
     const limit = this.#attemptTimeout + waitMillis;
     if (until === undefined) return limit;
     let left;
@@ -858,7 +855,7 @@ export class LeaseServiceClient {
       return limit;
     }
     if (!(left > 0)) return limit;
-    return Math.min(limit, Math.max(lastAttempt ? left : left * ATTEMPT_FRACTION, MIN_RETRY_MILLIS));
+    return Math.min(limit, Math.max(left * ATTEMPT_FRACTION, MIN_RETRY_MILLIS));
   }
 
   // attempt sends once to the coordinator at base. It returns { reply } for
