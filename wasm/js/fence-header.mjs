@@ -8,10 +8,10 @@
 // reads the proxy's refusal of a stale write back as the StaleFenceError
 // the in-memory gate throws; isStaleFence (lease-fence's) recognises it
 // however it is wrapped. Exported from lease-fence/service-client.
-import { InvalidArgumentError } from 'lease-fence';
+import { InvalidArgumentError } from './errors.mjs';
 import { checkToken, rejection, staleError } from './gate-common.mjs';
 
-export { isStaleFence } from 'lease-fence';
+export { isStaleFence } from './errors.mjs';
 
 /** The request header's name. */
 export const LEASE_FENCE_HEADER = 'Lease-Fence';

@@ -1,9 +1,9 @@
 // What lease-fence/sql and lease-fence/redis share: the token check and the
 // refusal, worded as the in-memory FenceGate words them (the JavaScript
 // conformance suite compares them), and the errors that say whether a write
-// may have happened. The error classes come from the package itself, so
+// may have happened. The error classes come from errors.mjs (no wasm), so
 // `instanceof StaleFenceError` holds whichever entry the caller imported.
-import { InvalidArgumentError, LeaseFenceError, StaleFenceError } from 'lease-fence';
+import { InvalidArgumentError, LeaseFenceError, StaleFenceError } from './errors.mjs';
 
 /** The highest fence a gate accepts: 2^53-1, as in core/fence. */
 export const MAX_FENCE = Number.MAX_SAFE_INTEGER;

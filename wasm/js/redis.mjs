@@ -6,7 +6,7 @@
 //
 // It takes a client of the `redis` package (createClient() or
 // createCluster(), connected); it does not import it.
-import { InvalidArgumentError, isStaleFence, LeaseFenceError } from 'lease-fence';
+import { InvalidArgumentError, isStaleFence, LeaseFenceError } from './errors.mjs';
 import {
   checkId, checkSignal, checkToken, DEFAULT_MAX_REJECTIONS, FenceStoreError, MAX_MAX_REJECTIONS, MAX_REJECTIONS_PAGE, OutcomeUnknownError, pageOptions,
   rejection, signalOf, staleError,

@@ -7,7 +7,7 @@
 //
 // It takes a pool (a pg.Pool, or anything whose connect() resolves to a
 // client with query(text, values) and release(err)); it does not import pg.
-import { InvalidArgumentError, isStaleFence } from 'lease-fence';
+import { InvalidArgumentError, isStaleFence } from './errors.mjs';
 import {
   checkId, checkSignal, checkToken, FenceStoreError, MAX_REJECTIONS_PAGE, OutcomeUnknownError, pageOptions, rejection, signalOf, staleError,
 } from './gate-common.mjs';
