@@ -366,7 +366,7 @@ console.log(JSON.stringify({ error, call }));
 test('a missing wasm makes the import of an entry reject with a LeaseFenceError naming the file', async () => {
   const dir = mkdtempSync(join(tmpdir(), 'lease-fence-nowasm-'));
   try {
-    for (const f of ['lease-fence.mjs', 'loader.mjs', 'wasm_exec.mjs', 'manual.mjs', 'node.mjs']) cpSync(join(root, 'wasm/js', f), join(dir, f));
+    for (const f of ['lease-fence.mjs', 'errors.mjs', 'loader.mjs', 'wasm_exec.mjs', 'manual.mjs', 'node.mjs']) cpSync(join(root, 'wasm/js', f), join(dir, f));
     const attempt = (entry) => `
 try { await import(${JSON.stringify(pathToFileURL(join(dir, entry)).href)}); console.log('null'); } catch (e) { console.log(JSON.stringify({ name: e.name, message: e.message, cause: e.cause?.code })); }
 `;
