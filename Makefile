@@ -43,7 +43,7 @@ deps:
 # fsync, child processes and timers, not on the two cores. Each suite starts
 # its own servers on port 0 in temporary directories, so they do not meet.
 # Output is kept per suite (--output-sync) so a failure reads whole.
-TEST_JOBS ?= 3
+TEST_JOBS ?= 2
 
 test: deps
 	$(MAKE) --no-print-directory -j$(TEST_JOBS) --output-sync=target lint $(TESTS)

@@ -45,7 +45,7 @@ test-service:
 # End to end against the Worker under wrangler dev (workerd), on a free port
 # with its state in a temporary directory; about a minute.
 test-worker-e2e: worker
-	$(WRANGLER_OFFLINE) $(GO) test -count=1 -tags e2e -timeout 5m ./test/worker/
+	$(WRANGLER_OFFLINE) $(GO) test -count=1 -tags e2e -timeout 15m ./test/worker/
 
 # Durable coordinator against Redis (appendfsync always) and etcd, side by
 # side, and p50 acquire at 100 and 100,000 leases (ALL=1: more targets).

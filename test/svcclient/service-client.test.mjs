@@ -573,7 +573,7 @@ describe('retry rules', () => {
     const [service, denied, expiredErr] = usingTs.made(cause);
     assert.deepEqual({ ...service, retryable: service.retryable }, { code: 'wrong_secret', status: 403, attempts: 1, retryable: false });
     assert.deepEqual({ ...denied }, { code: 'denied', resource: 'r', heldBy: 'b', retryAfterMillis: 5 });
-    assert.deepEqual({ ...expiredErr }, { code: 'expired', resource: 'r', holderId: 'a', fence: 3 });
+    assert.deepEqual({ ...expiredErr }, { code: 'expired', resource: 'r', holderId: 'a', fence: 3, revoked: false });
     for (const [e, cls] of [[service, LeaseServiceError], [denied, LeaseDeniedError], [expiredErr, LeaseExpiredError]]) {
       assert.ok(e instanceof cls && e instanceof LeaseFenceError && e instanceof Error);
       assert.equal(e.name, cls.name);
