@@ -30,8 +30,12 @@ import (
 // written before values and revocations (without the value and the
 // revocation): a state written then opens as it is, and each entry is
 // written in version 2 at its next change.
-func AppendEntryBinary(b []byte, e *Entry) []byte {
-	b = append(b, EntryBinaryVersion)
+func AppendEntryBinary(b []byte, e *Entry) []byte { return appendEntry(b, e, EntryBinaryVersion) }
+
+// appendEntry appends e in layout version v: version 1 lacks the value and
+// the revocation.
+func appendEntry(b []byte, e *Entry, v byte) []byte {
+	b = append(b, v)
 	b = binary.AppendUvarint(b, e.Fence)
 	if e.Fence != 0 {
 		b = appendString(b, e.Owner)
@@ -39,10 +43,15 @@ func AppendEntryBinary(b []byte, e *Entry) []byte {
 		b = appendString(b, e.RequestID)
 		b = binary.BigEndian.AppendUint64(b, math.Float64bits(e.ExpiresAt))
 		b = append(b, e.SecretHash[:]...)
-		b = appendString(b, e.Value)
+		if v >= 2 {
+			b = appendString(b, e.Value)
+		}
 	}
 	b = binary.AppendUvarint(b, e.LastFence)
 	b = AppendReleasesBinary(b, e.Released)
+	if v < 2 {
+		return b
+	}
 	b = binary.AppendUvarint(b, e.Revoked.Fence)
 	if e.Revoked.Fence != 0 {
 		b = appendString(b, e.Revoked.HolderID)
@@ -60,19 +69,7 @@ const (
 
 // AppendEntryBinaryV1 appends e in version 1 of the layout (no value, no
 // revocation): what the previous version wrote, for upgrade tests.
-func AppendEntryBinaryV1(b []byte, e *Entry) []byte {
-	b = append(b, entryBinaryV1)
-	b = binary.AppendUvarint(b, e.Fence)
-	if e.Fence != 0 {
-		b = appendString(b, e.Owner)
-		b = appendString(b, e.HolderID)
-		b = appendString(b, e.RequestID)
-		b = binary.BigEndian.AppendUint64(b, math.Float64bits(e.ExpiresAt))
-		b = append(b, e.SecretHash[:]...)
-	}
-	b = binary.AppendUvarint(b, e.LastFence)
-	return AppendReleasesBinary(b, e.Released)
-}
+func AppendEntryBinaryV1(b []byte, e *Entry) []byte { return appendEntry(b, e, entryBinaryV1) }
 
 // AppendReleasesBinary appends rels to b in a binary layout (a store that
 // keeps the rest of an entry in columns of its own keeps its releases so:
