@@ -25,7 +25,8 @@ type conformGate struct {
 	d      sqlfence.Dialect
 	driver string
 	dsn    string
-	broken bool
+	brk    breakage
+	excl   bool
 	qIns   string
 	qRead  string
 }
@@ -39,9 +40,19 @@ func (g *conformGate) handles() (*sql.DB, *sqlfence.Store) {
 	return g.db, g.s
 }
 
-func newConformGate(t testing.TB, dialect sqlfence.Dialect, driver, dsn string, broken bool) *conformGate {
+// breakage is a deliberate break of the Store, for the tests that show the
+// suite catches it.
+type breakage int
+
+const (
+	unbroken breakage = iota
+	noRaise           // sqlfence.BreakRaise
+	noWait            // sqlfence.BreakWait
+)
+
+func newConformGate(t testing.TB, dialect sqlfence.Dialect, driver, dsn string, brk breakage, exclusive bool) *conformGate {
 	t.Helper()
-	g := &conformGate{d: dialect, driver: driver, dsn: dsn, broken: broken,
+	g := &conformGate{d: dialect, driver: driver, dsn: dsn, brk: brk, excl: exclusive,
 		qIns:  `INSERT INTO gatetest_values (resource, value) VALUES (?, ?)`,
 		qRead: `SELECT value FROM gatetest_values WHERE resource = ? ORDER BY id`}
 	create := `CREATE TABLE IF NOT EXISTS gatetest_values (id INTEGER PRIMARY KEY AUTOINCREMENT, resource TEXT NOT NULL, value TEXT NOT NULL)`
@@ -67,12 +78,15 @@ func (g *conformGate) open(t testing.TB, create string) {
 			t.Fatal(err)
 		}
 	}
-	s, err := sqlfence.Open(context.Background(), db, sqlfence.Options{Dialect: g.d})
+	s, err := sqlfence.Open(context.Background(), db, sqlfence.Options{Dialect: g.d, Exclusive: g.excl})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if g.broken {
+	switch g.brk {
+	case noRaise:
 		sqlfence.BreakRaise(s)
+	case noWait:
+		sqlfence.BreakWait(s)
 	}
 	g.mu.Lock()
 	g.db, g.s = db, s
@@ -162,36 +176,44 @@ func (g *conformGate) Values(ctx context.Context, r string) ([]string, error) {
 	return out, rows.Err()
 }
 
-func conformSQLite(broken bool) gatetest.Config {
+func conformSQLite(brk breakage) gatetest.Config {
 	return gatetest.Config{
 		New: func(t testing.TB, _ gatetest.Options) (gatetest.Gate, string) {
 			dsn := sqliteDSN(filepath.Join(t.TempDir(), "fence.db"))
-			return newConformGate(t, sqlfence.SQLite, "sqlite", dsn, broken), dsn
+			return newConformGate(t, sqlfence.SQLite, "sqlite", dsn, brk, false), dsn
 		},
 		Attach: func(t testing.TB, dsn string) gatetest.Gate {
-			return newConformGate(t, sqlfence.SQLite, "sqlite", dsn, broken)
+			return newConformGate(t, sqlfence.SQLite, "sqlite", dsn, brk, false)
 		},
 		FailedWrite: gatetest.RollsBack,
 		Paged:       true,
 		Inside:      true,
-		Unordered:   true, // SQLite's busy handler retries waiting writers in no order
-		Restart:     reopenSQLite,
+		// SQLite runs one writer at a time (not Shared), and its busy
+		// handler retries waiting writers in no order.
+		Unordered: true,
+		Restart:   reopenSQLite,
 	}
 }
 
-func conformPostgres(broken bool) gatetest.Config {
+// conformPostgres is the suite's configuration for a Store on PostgreSQL;
+// exclusive opens it with Options.Exclusive.
+func conformPostgres(brk breakage, exclusive bool) gatetest.Config {
 	return gatetest.Config{
 		New: func(t testing.TB, _ gatetest.Options) (gatetest.Gate, string) {
 			b := newPostgres(t)
-			return newConformGate(t, sqlfence.Postgres, "pgx", b.dsn, broken), b.dsn
+			return newConformGate(t, sqlfence.Postgres, "pgx", b.dsn, brk, exclusive), b.dsn
 		},
 		Attach: func(t testing.TB, dsn string) gatetest.Gate {
-			return newConformGate(t, sqlfence.Postgres, "pgx", dsn, broken)
+			return newConformGate(t, sqlfence.Postgres, "pgx", dsn, brk, exclusive)
 		},
 		FailedWrite: gatetest.RollsBack,
 		Paged:       true,
 		Inside:      true,
-		Unordered:   true, // writers waiting for the floor row's lock may be woken in any order
+		Shared:      !exclusive,
+		// Exclusive: writers waiting for the floor row's lock may be woken
+		// in any order. Shared: a write with the floor's fence that
+		// arrives after a raise queues behind it on the advisory lock.
+		Unordered: exclusive,
 		Restart: func(t testing.TB, _ string) {
 			if err := pg.Restart(); err != nil {
 				t.Fatal(err)
@@ -207,20 +229,39 @@ func conformPostgres(broken bool) gatetest.Config {
 // opened again; the PostgreSQL server is stopped as a crash would stop it
 // (pg_ctl stop -m immediate) and started again, and the handles made before
 // reconnect through database/sql's pool.
+//
+// On PostgreSQL writes with the floor's fence run in parallel (Shared);
+// PostgresExclusive (Options.Exclusive) runs them one at a time, in this
+// process (the multi-process rules run on the default Store above).
 func TestConformance(t *testing.T) {
-	t.Run("SQLite", func(t *testing.T) { gatetest.Run(t, conformSQLite(false)) })
-	t.Run("Postgres", func(t *testing.T) { gatetest.Run(t, conformPostgres(false)) })
+	t.Run("SQLite", func(t *testing.T) { gatetest.Run(t, conformSQLite(unbroken)) })
+	t.Run("Postgres", func(t *testing.T) { gatetest.Run(t, conformPostgres(unbroken, false)) })
+	t.Run("PostgresExclusive", func(t *testing.T) {
+		c := conformPostgres(unbroken, true)
+		c.Attach, c.Restart = nil, nil
+		gatetest.Run(t, c)
+	})
 }
 
 // The deliberate break: a Store whose raise of the floor does nothing
 // fails the suite on both databases.
 func TestConformanceBreakCaught(t *testing.T) {
-	for name, cfg := range map[string]gatetest.Config{"SQLite": conformSQLite(true), "Postgres": conformPostgres(true)} {
+	for name, cfg := range map[string]gatetest.Config{"SQLite": conformSQLite(noRaise), "Postgres": conformPostgres(noRaise, false)} {
 		got := gatetest.Failures(t, cfg)
 		for _, rule := range []string{"FloorRaisedBeforeWrite", "LowerFenceRefused", "AdmitRaisesWithoutWriting"} {
 			if len(got[rule]) == 0 {
 				t.Errorf("%s: rule %s did not catch a Store that does not raise its floor (failures: %v)", name, rule, got)
 			}
 		}
+	}
+}
+
+// The deliberate break of shared admission: a Store that admits a higher
+// fence through the share statement (a raise that does not wait for the
+// writes in flight) fails RaiseWaitsForEqualWrites.
+func TestConformanceNoWaitCaught(t *testing.T) {
+	got := gatetest.Failures(t, conformPostgres(noWait, false))
+	if len(got["RaiseWaitsForEqualWrites"]) == 0 {
+		t.Errorf("RaiseWaitsForEqualWrites did not catch a raise that does not wait (failures: %v)", got)
 	}
 }

@@ -14,3 +14,19 @@ func BreakRaise(s *Store) {
 	}
 	s.upsert = stmt
 }
+
+// BreakWait makes s admit a higher fence the way it admits the floor's own:
+// through the share statement, without waiting for the writes in flight and
+// without raising the floor. The conformance test shows that the suite
+// fails a Store broken this way.
+func BreakWait(s *Store) {
+	if s.share == nil {
+		panic("sqlfence: BreakWait on a Store without the share statement")
+	}
+	s.qShare = s.rebind(share("lease_fence_floor", true))
+	stmt, err := s.db.PrepareContext(context.Background(), s.qShare)
+	if err != nil {
+		panic(err)
+	}
+	s.share = stmt
+}

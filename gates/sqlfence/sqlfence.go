@@ -61,6 +61,14 @@ type Options struct {
 	// <Table>_rejection: a letter or underscore, then up to 40 letters,
 	// digits or underscores. Default "lease_fence".
 	Table string
+	// Exclusive runs a resource's writes one at a time whatever their
+	// fences: every transaction takes the floor row's lock for update. By
+	// default (PostgreSQL) a write whose fence equals the floor takes the
+	// row's lock in share mode, so writes of one generation run in
+	// parallel, and only a raise (or a refusal, which counts itself) takes
+	// it for update, waiting for them. SQLite runs one writer at a time
+	// anyway: Exclusive changes nothing there.
+	Exclusive bool
 }
 
 // MaxAttempts is how many times Commit and Admit run their transaction when
@@ -79,12 +87,14 @@ type Store struct {
 	db      *sql.DB
 	dialect Dialect
 
-	qUpsert, qLogRejection, qFloor, qRejections, qRejectionsAfter, qStatus string
+	qUpsert, qShare, qRaiseLock, qLogRejection, qFloor, qRejections, qRejectionsAfter, qStatus string
 
 	// upsert is qUpsert prepared: database/sql prepares it once on each
 	// connection and keeps it, so a commit does not parse it again (in
-	// SQLite, parsing it took a third of a commit's CPU).
-	upsert *sql.Stmt
+	// SQLite, parsing it took a third of a commit's CPU). share and
+	// raiseLock are qShare and qRaiseLock prepared, nil when writes are
+	// exclusive (Options.Exclusive, SQLite).
+	upsert, share, raiseLock *sql.Stmt
 }
 
 var tableName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,40}$`)
@@ -114,12 +124,15 @@ func Open(ctx context.Context, db *sql.DB, opts Options) (*Store, error) {
 	s.qUpsert = upsert(s.dialect, floor, false)
 	if s.dialect == Postgres {
 		s.qStatus = `SELECT pg_xact_status(?::xid8)`
+		if !opts.Exclusive {
+			s.qShare, s.qRaiseLock = share(floor, false), raiseLock(floor)
+		}
 	}
 	s.qLogRejection = `INSERT INTO ` + rej + ` (resource, seq, refused_holder_id, refused_fence, admitted_holder_id, admitted_fence) VALUES (?, ?, ?, ?, ?, ?)`
 	s.qFloor = `SELECT fence FROM ` + floor + ` WHERE resource = ?`
 	s.qRejections = `SELECT seq, refused_holder_id, refused_fence, admitted_holder_id, admitted_fence FROM ` + rej + ` WHERE resource = ? ORDER BY seq`
 	s.qRejectionsAfter = `SELECT seq, refused_holder_id, refused_fence, admitted_holder_id, admitted_fence FROM ` + rej + ` WHERE resource = ? AND seq > ? ORDER BY seq LIMIT ?`
-	for _, q := range []*string{&s.qUpsert, &s.qLogRejection, &s.qFloor, &s.qRejections, &s.qRejectionsAfter, &s.qStatus} {
+	for _, q := range []*string{&s.qUpsert, &s.qShare, &s.qRaiseLock, &s.qLogRejection, &s.qFloor, &s.qRejections, &s.qRejectionsAfter, &s.qStatus} {
 		*q = s.rebind(*q)
 	}
 	schema := []string{
@@ -154,7 +167,13 @@ func Open(ctx context.Context, db *sql.DB, opts Options) (*Store, error) {
 	}
 	if err := s.retry(ctx, func() error {
 		var err error
-		s.upsert, err = db.PrepareContext(ctx, s.qUpsert)
+		if s.upsert, err = db.PrepareContext(ctx, s.qUpsert); err != nil || s.qShare == "" {
+			return err
+		}
+		if s.share, err = db.PrepareContext(ctx, s.qShare); err != nil {
+			return err
+		}
+		s.raiseLock, err = db.PrepareContext(ctx, s.qRaiseLock)
 		return err
 	}); err != nil {
 		return nil, ended(ctx, wrap("preparing statements", err))
@@ -266,6 +285,50 @@ func upsert(d Dialect, floor string, broken bool) string {
 		RETURNING fence, holder, rejections` + ret
 }
 
+// share is the PostgreSQL statement of a write whose fence equals the floor
+// (arguments: resource, fence). Only if the row's fence is the token's, it
+// takes the resource's advisory lock (advisoryKey) in share mode, then locks
+// the floor row in share mode until the transaction ends, and returns it.
+// Share locks do not conflict with each other, so writes of one generation
+// run in parallel. A raise takes the advisory lock for itself (raiseLock)
+// before its upsert: it waits for the writes in flight, and a share request
+// that comes after it queues behind it (PostgreSQL's lock manager serves a
+// request that conflicts with a waiting one after it; its row locks do
+// not). Once the raise committed, the share lock's row has a new fence and
+// no row comes back: the write goes on to the upsert, and is refused. With
+// broken (the deliberate break of the tests) a higher fence takes this
+// path too: a raise that neither waits nor raises.
+func share(floor string, broken bool) string {
+	cmp := "="
+	if broken {
+		cmp = "<="
+	}
+	return `SELECT fence, holder, rejections, pg_current_xact_id()::text,
+			pg_advisory_xact_lock_shared(` + advisoryKey(floor) + `)::text
+		FROM ` + floor + ` WHERE resource = ? AND fence ` + cmp + ` ? FOR SHARE`
+}
+
+// raiseLock is the PostgreSQL statement a write that the share statement did
+// not admit runs before its upsert (argument: resource): it takes the
+// resource's advisory lock for itself, unless the transaction holds it in
+// share mode already (the share statement took it, then found the floor
+// raised: the write is refused, and asking for the lock again would
+// deadlock with another such write).
+func raiseLock(floor string) string {
+	return `SELECT count(pg_advisory_xact_lock(` + advisoryKey(floor) + `)) FROM (SELECT 1) AS one
+		WHERE NOT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()
+			AND classid = hashtext('` + floor + `')::oid AND objid = hashtext($1)::oid AND objsubid = 2)`
+}
+
+// advisoryKey is the two-int4 advisory lock key of a resource's floor row
+// (the resource being the statement's first argument): the hash of the
+// floor table's name and that of the resource. Two resources (or another
+// program's lock) with the same key only wait for each other more than
+// they need to: the floor row's own lock decides.
+func advisoryKey(floor string) string {
+	return `hashtext('` + floor + `'), hashtext($1)`
+}
+
 // rebind turns ? placeholders into $1, $2, ... for PostgreSQL.
 func (s *Store) rebind(q string) string {
 	if s.dialect != Postgres || q == "" {
@@ -310,8 +373,12 @@ func (s *Store) rebind(q string) string {
 // Transient conflicts and connections that broke before COMMIT (see
 // MaxAttempts) are retried with a fresh transaction, so write may run more
 // than once; it must act only through tx
-// and must not commit or roll it back. Writes to one resource are serialized
-// by a lock on its floor row, held until the transaction ends.
+// and must not commit or roll it back. Each transaction holds a lock on its
+// resource's floor row until it ends: in PostgreSQL a share lock for a
+// fence equal to the floor, so such writes run in parallel, and a lock for
+// update for a raise or a refusal, which waits for them (Options.Exclusive:
+// for update always); in SQLite the database's write lock, so writes run
+// one at a time.
 func (s *Store) Commit(ctx context.Context, tok fence.Token, write func(ctx context.Context, tx *sql.Tx) error) error {
 	if write == nil {
 		return argError("write", "must not be nil")
@@ -368,7 +435,10 @@ func ended(ctx context.Context, err error) error {
 
 // attempt is one transaction: check the token and raise (or count a
 // refusal) in one statement that locks the floor row, then either log the
-// refusal or write, and commit.
+// refusal or write, and commit. In PostgreSQL, a fence equal to the floor
+// is first tried with the share statement, which locks the row in share
+// mode and changes nothing; when it returns no row (a raise, a refusal, a
+// new resource) the upsert decides.
 func (s *Store) attempt(ctx context.Context, tok fence.Token, write func(context.Context, *sql.Tx) error) (*fence.StaleFenceError, error) {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
@@ -380,17 +450,31 @@ func (s *Store) attempt(ctx context.Context, tok fence.Token, write func(context
 			_ = tx.Rollback()
 		}
 	}()
-	// The upsert is the transaction's first statement: in SQLite it takes
-	// the database's write lock before anything is read; in PostgreSQL it
-	// locks the resource's floor row.
+	// The upsert (or the share statement) is the transaction's first
+	// statement: in SQLite it takes the database's write lock before
+	// anything is read; in PostgreSQL it locks the resource's floor row.
 	f := int64(tok.Fence)
 	var floor, rejections int64
 	var holder, xid string
-	row := tx.StmtContext(ctx, s.upsert).QueryRowContext(ctx, tok.Resource, f, tok.HolderID)
-	if s.dialect == Postgres {
-		err = row.Scan(&floor, &holder, &rejections, &xid)
-	} else {
-		err = row.Scan(&floor, &holder, &rejections)
+	err = sql.ErrNoRows
+	if s.share != nil {
+		var locked string
+		err = tx.StmtContext(ctx, s.share).QueryRowContext(ctx, tok.Resource, f).Scan(&floor, &holder, &rejections, &xid, &locked)
+		if errors.Is(err, sql.ErrNoRows) {
+			var n int64
+			err = tx.StmtContext(ctx, s.raiseLock).QueryRowContext(ctx, tok.Resource).Scan(&n)
+			if err == nil {
+				err = sql.ErrNoRows
+			}
+		}
+	}
+	if errors.Is(err, sql.ErrNoRows) {
+		row := tx.StmtContext(ctx, s.upsert).QueryRowContext(ctx, tok.Resource, f, tok.HolderID)
+		if s.dialect == Postgres {
+			err = row.Scan(&floor, &holder, &rejections, &xid)
+		} else {
+			err = row.Scan(&floor, &holder, &rejections)
+		}
 	}
 	if err != nil {
 		return nil, wrap("checking the floor", err)
