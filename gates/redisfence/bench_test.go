@@ -18,14 +18,21 @@ import (
 // marker (what the marker costs), and with the script looking every
 // command up with COMMAND INFO and COMMAND GETKEYS, as it did before it
 // knew its core commands.
-// With 1 writer and with 8 (each on a resource of its own). The sides
+// With 1 writer, with 8 each on a resource of its own, and with 8 writers of
+// one holder on one resource (one token: what a gate with shared admission
+// runs in parallel). The sides
 // alternate in chunks of 20 commits a writer, so the noise of other
 // processes falls on all of them; the metrics are each side's time per
 // commit and its ratio to the RPUSH alone.
 func BenchmarkCommitInterleaved(b *testing.B) {
 	s, rdb, ns := newStore(b, redisfence.Options{})
-	for _, writers := range []int{1, 8} {
-		b.Run("writers="+strconv.Itoa(writers), func(b *testing.B) {
+	for _, cf := range []struct {
+		name     string
+		writers  int
+		resource string // "" for a resource per writer
+	}{{"writers=1", 1, ""}, {"writers=8", 8, ""}, {"writers=8/one-resource", 8, "bench-one"}} {
+		writers := cf.writers
+		b.Run(cf.name, func(b *testing.B) {
 			type side struct {
 				name    string
 				old     string // the script's text replaced by new for this side
@@ -54,7 +61,10 @@ func BenchmarkCommitInterleaved(b *testing.B) {
 						wg.Add(1)
 						go func() {
 							defer wg.Done()
-							r := "bench-" + strconv.Itoa(w)
+							r := cf.resource
+							if r == "" {
+								r = "bench-" + strconv.Itoa(w)
+							}
 							key := redisfence.Key(r, ns+"list")
 							tok := fence.Token{Resource: r, HolderID: "h", Fence: 1}
 							wr := redisfence.Write{Keys: []string{key}, Commands: [][]string{{"RPUSH", key, "v"}}}

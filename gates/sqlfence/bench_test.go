@@ -5,6 +5,7 @@ package sqlfence_test
 import (
 	"context"
 	"database/sql"
+	"flag"
 	"fmt"
 	"path/filepath"
 	"strconv"
@@ -18,14 +19,18 @@ import (
 	"github.com/lease-fence/lease-fence/internal/pgtest"
 )
 
+var benchRounds = flag.Int("rounds", 3, "BenchmarkCommits: rounds of every configuration")
+
 // BenchmarkCommits measures commits per second of one small write (an INSERT
 // of one row) with 1 and 8 concurrent writers, on SQLite (a file in WAL
 // mode, synchronous=FULL) and on PostgreSQL (its own server, fsync on),
-// through Store.Commit ("fenced") and as the same transaction without the
-// Store ("unfenced"). All fenced writers present the same token for one
-// resource, so every commit is admitted: the figure is the price of the
-// check, not of refusals. The rounds interleave the configurations, so each
-// fenced figure has its unfenced twin measured next to it.
+// through Store.Commit ("fenced"; on PostgreSQL also with Options.Exclusive,
+// "exclusive") and as the same transaction without the Store ("unfenced").
+// All fenced writers present the same token for one resource (8 writers of
+// one holder), so every commit is admitted: the figure is the price of the
+// check, not of refusals. The rounds (-args -rounds N) interleave the
+// configurations, so each fenced figure has its unfenced twin measured next
+// to it.
 func BenchmarkCommits(b *testing.B) {
 	srv, err := pgtest.Start(pgtest.Options{Durable: true})
 	if err != nil {
@@ -39,11 +44,12 @@ func BenchmarkCommits(b *testing.B) {
 	dir := b.TempDir()
 	admin := openDB(b, "pgx", srv.DSN(""))
 	dbs := map[string]*backend{}
+	modes := map[string][]string{"SQLite": {"fenced", "unfenced"}, "Postgres": {"fenced", "exclusive", "unfenced"}}
 	for _, name := range []string{"SQLite", "Postgres"} {
 		for _, w := range []int{1, 8} {
-			for _, mode := range []string{"fenced", "unfenced"} {
+			for _, mode := range modes[name] {
 				key := fmt.Sprintf("%s/writers=%d/%s", name, w, mode)
-				be := &backend{name: name}
+				be := &backend{name: name, exclusive: mode == "exclusive"}
 				if name == "SQLite" {
 					be.dialect, be.driver = sqlfence.SQLite, "sqlite"
 					be.dsn = "file:" + filepath.Join(dir, strconv.Itoa(len(dbs))+".db") + "?_pragma=busy_timeout(60000)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)"
@@ -59,15 +65,16 @@ func BenchmarkCommits(b *testing.B) {
 			}
 		}
 	}
-	const rounds = 3
-	for round := range rounds {
+	for round := range *benchRounds {
 		for _, name := range []string{"SQLite", "Postgres"} {
 			for _, w := range []int{1, 8} {
-				for _, mode := range []string{"fenced", "unfenced"} {
+				ms := modes[name]
+				for i := range ms {
+					// The sides take turns at going first.
+					mode := ms[(i+round)%len(ms)]
 					key := fmt.Sprintf("%s/writers=%d/%s", name, w, mode)
 					b.Run(key, func(b *testing.B) {
-						_ = round
-						benchCommits(b, dbs[key], w, mode == "fenced")
+						benchCommits(b, dbs[key], w, mode != "unfenced")
 					})
 				}
 			}

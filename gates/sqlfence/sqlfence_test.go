@@ -61,6 +61,7 @@ type backend struct {
 	// dsn is what a child process passes to sql.Open(driver, dsn).
 	driver, dsn string
 	path        string // the SQLite file
+	exclusive   bool   // open's Store has Options.Exclusive
 }
 
 func sqliteDSN(path string) string {
@@ -159,7 +160,7 @@ func readWrites(t testing.TB, db *sql.DB, resource string) []written {
 
 func open(t testing.TB, b *backend, db *sql.DB) *sqlfence.Store {
 	t.Helper()
-	s, err := sqlfence.Open(context.Background(), db, sqlfence.Options{Dialect: b.dialect})
+	s, err := sqlfence.Open(context.Background(), db, sqlfence.Options{Dialect: b.dialect, Exclusive: b.exclusive})
 	if err != nil {
 		t.Fatal(err)
 	}
