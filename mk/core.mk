@@ -34,9 +34,9 @@ bench-core:
 	  $(GO) test -run '^$$' -bench '$(BENCH_RE)' -benchmem -count 1 $(CORE_PKGS) | grep -v '^ok\|^PASS\|^goos\|^goarch\|^cpu\|^pkg'; \
 	done
 
-# The mutation run (scripts/mutate): named single-point breaks of core/,
-# applied one at a time, each followed by `make test-core`; every one must
-# be caught. Several minutes, so not part of `make test`, which only checks
+# The mutation run (scripts/mutate): named single-point breaks of core/
+# and of the gates, applied one at a time, each followed by its suite
+# (`make test-core`, a gate's conformance rules); every one must be caught. Several minutes, so not part of `make test`, which only checks
 # that every mutation still applies to the current source.
 TESTS += test-mutate-patterns
 .PHONY: mutate test-mutate-patterns

@@ -1,8 +1,10 @@
-// Command mutate checks that the core test suite catches careless changes.
-// It applies named single-point breaks ("mutations") to core/ one at a time,
-// runs `make test-core` for each, restores the file, and prints a table. A
-// mutation is caught when the suite fails; one that survives is a hole in the
-// tests. `make mutate` runs it from the repository root.
+// Command mutate checks that the test suites catch careless changes. It
+// applies named single-point breaks ("mutations") to core/ and to the gates
+// one at a time, runs the mutation's suite for each (`make test-core` for
+// core/; a gate's conformance suite for a gate), restores the file, and
+// prints a table. A mutation is caught when the suite fails; one that
+// survives is a hole in the tests. `make mutate` runs it from the
+// repository root.
 //
 // Every mutation replaces one exact piece of source text that must occur
 // exactly once in its file. If a pattern is missing or ambiguous (the code
@@ -38,11 +40,37 @@ import (
 
 // A mutation replaces Old by New in File (relative to the repository root).
 type mutation struct {
-	Name string
-	File string
-	Old  string
-	New  string
-	Why  string // what the break does
+	Name  string
+	File  string
+	Old   string
+	New   string
+	Why   string // what the break does
+	Suite string // the key in suites of the suite that must catch it; "" is "core"
+}
+
+// A suite is the command that must fail for a mutation to be caught, and
+// the packages compiled (tests too) first, so that a mutation that does not
+// build is reported as broken rather than caught.
+type suite struct {
+	cmd  []string
+	pkgs []string
+}
+
+var suites = map[string]suite{
+	"core": {cmd: []string{"make", "test-core"}, pkgs: corePkgs},
+	// The PostgreSQL Store's conformance suite in this process (the rules
+	// that show whether a raise waits for the writes in flight).
+	"sqlfence": {
+		cmd:  []string{"go", "test", "-count=1", "-run", "^TestConformance$/^Postgres$/^(RaiseWaitsForEqualWrites|FloorRaisedBeforeWrite|ConcurrentWriters)$", "./gates/sqlfence/"},
+		pkgs: []string{"./gates/sqlfence/"},
+	},
+}
+
+func (m mutation) suite() suite {
+	if m.Suite == "" {
+		return suites["core"]
+	}
+	return suites[m.Suite]
 }
 
 var mutations = []mutation{
@@ -283,6 +311,22 @@ var mutations = []mutation{
 		Old: "\tl.expiresAt = now.Add(l.ttl)\n", New: "\tif l.expiresAt.Domain == \"\" {\n\t\tl.expiresAt = now.Add(l.ttl)\n\t}\n",
 		Why: "the naive lease ignores renewals",
 	},
+	// gates/sqlfence
+	{
+		Name: "sqlfence/raise-joins-share", File: "gates/sqlfence/sqlfence.go", Suite: "sqlfence",
+		Old: "\tcmp := \"=\"\n\tif broken {", New: "\tcmp := \"<=\"\n\tif broken {",
+		Why: "a higher fence takes the share path: it runs alongside the writes in flight instead of waiting, and does not raise",
+	},
+	{
+		Name: "sqlfence/share-without-advisory-lock", File: "gates/sqlfence/sqlfence.go", Suite: "sqlfence",
+		Old: "pg_advisory_xact_lock_shared(` + advisoryKey(floor) + `)::text", New: "''::text",
+		Why: "an equal-fence write takes only the row's share lock, so one that arrives after a waiting raise runs before it",
+	},
+	{
+		Name: "sqlfence/raise-skips-advisory-lock", File: "gates/sqlfence/sqlfence.go", Suite: "sqlfence",
+		Old: "\t\t\terr = tx.StmtContext(ctx, s.raiseLock).QueryRowContext(ctx, tok.Resource).Scan(&n)\n", New: "\t\t\t_ = n\n",
+		Why: "a raise waits only on the floor row, so equal-fence writes that arrive after it share the row ahead of it",
+	},
 }
 
 // corePkgs are the packages `make test-core` tests (mk/core.mk).
@@ -337,11 +381,18 @@ func main() {
 
 	env := append(os.Environ(), "GOFLAGS="+strings.TrimSpace(os.Getenv("GOFLAGS")+" -timeout="+timeout.String()))
 	start := time.Now()
-	fmt.Println("mutate: the unmutated suite first")
-	if out, err := run(env, "make", "test-core"); err != nil {
-		os.Stderr.Write(out)
-		r.restoreAll()
-		fatal(errors.New("make test-core fails without any mutation; fix that first"))
+	seen := map[string]bool{}
+	for _, m := range selected {
+		cmd := m.suite().cmd
+		if key := strings.Join(cmd, " "); !seen[key] {
+			seen[key] = true
+			fmt.Printf("mutate: the unmutated suite first: %s\n", key)
+			if out, err := run(env, cmd[0], cmd[1:]...); err != nil {
+				os.Stderr.Write(out)
+				r.restoreAll()
+				fatal(fmt.Errorf("%s fails without any mutation; fix that first", key))
+			}
+		}
 	}
 
 	type result struct {
@@ -360,10 +411,11 @@ func main() {
 		verdict, detail := "caught", ""
 		// Compile everything (tests too) without running a test: a mutation
 		// that does not build would look caught.
-		if out, err := run(env, "go", append([]string{"test", "-count=1", "-run", "^$"}, corePkgs...)...); err != nil {
+		su := m.suite()
+		if out, err := run(env, "go", append([]string{"test", "-count=1", "-run", "^$"}, su.pkgs...)...); err != nil {
 			verdict, detail = "BROKEN", firstLines(out, 3)
 			broken++
-		} else if out, err := run(env, "make", "test-core"); err == nil {
+		} else if out, err := run(env, su.cmd[0], su.cmd[1:]...); err == nil {
 			verdict = "SURVIVED"
 			survived++
 		} else {

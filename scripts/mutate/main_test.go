@@ -29,6 +29,9 @@ func TestEveryMutationApplies(t *testing.T) {
 		if m.Why == "" {
 			t.Errorf("%s: no description", m.Name)
 		}
+		if _, ok := suites[m.Suite]; m.Suite != "" && !ok {
+			t.Errorf("%s: no suite %q", m.Name, m.Suite)
+		}
 	}
 }
 
