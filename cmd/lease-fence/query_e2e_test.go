@@ -6,8 +6,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
+	"net"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 
@@ -232,5 +235,100 @@ func TestTLS(t *testing.T) {
 	}
 	if code, _, errs := runCLI(t, url, "ls", "--cert", pki.Client, "--key", pki.ClientKey); code != exitConn || !strings.Contains(errs, "certificate") {
 		t.Fatalf("ls without the CA: exit %d: %s", code, errs)
+	}
+}
+
+// cutter is a TCP proxy in front of a coordinator whose connections the
+// test can cut.
+type cutter struct {
+	ln       net.Listener
+	target   string
+	mu       sync.Mutex
+	conns    []net.Conn
+	accepted int
+}
+
+func newCutter(t *testing.T, target string) *cutter {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &cutter{ln: ln, target: target}
+	t.Cleanup(func() { ln.Close(); c.cut() })
+	go func() {
+		for {
+			in, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			out, err := net.Dial("tcp", target)
+			if err != nil {
+				in.Close()
+				continue
+			}
+			c.mu.Lock()
+			c.conns = append(c.conns, in, out)
+			c.accepted++
+			c.mu.Unlock()
+			go func() { _, _ = io.Copy(out, in); out.Close() }()
+			go func() { _, _ = io.Copy(in, out); in.Close() }()
+		}
+	}()
+	return c
+}
+
+// cut closes every connection open through the proxy.
+func (c *cutter) cut() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, conn := range c.conns {
+		conn.Close()
+	}
+	c.conns = nil
+}
+
+func (c *cutter) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.accepted
+}
+
+// watch resumes after a disconnect: each event once, in sequence, and no
+// second hello.
+func TestWatchResumesAfterADisconnect(t *testing.T) {
+	url := coordinator(t)
+	px := newCutter(t, strings.TrimPrefix(url, "http://"))
+	w := startCLI(t, "http://"+px.ln.Addr().String(), "watch", "--json", "jobs/")
+	if l := w.next(); !strings.Contains(l, `"type":"hello"`) {
+		t.Fatalf("first line %q", l)
+	}
+	ctx := context.Background()
+	c := goClient(t, url, "agent-a")
+	nextEvent := func() wire.Event {
+		t.Helper()
+		l := w.next()
+		var ev wire.Event
+		if err := json.Unmarshal([]byte(l), &ev); err != nil || ev.Type == "hello" {
+			t.Fatalf("not an event: %q", l)
+		}
+		return ev
+	}
+	if _, err := c.Acquire(ctx, "jobs/1"); err != nil {
+		t.Fatal(err)
+	}
+	first := nextEvent()
+	px.cut()
+	for _, r := range []string{"jobs/2", "jobs/3"} {
+		if _, err := c.Acquire(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, r := range []string{"jobs/2", "jobs/3"} {
+		if ev := nextEvent(); ev.Type != wire.EventGranted || ev.Resource != r || ev.Seq != first.Seq+uint64(i)+1 {
+			t.Fatalf("after the cut, event %+v; want %s granted at seq %d", ev, r, first.Seq+uint64(i)+1)
+		}
+	}
+	if n := px.count(); n < 2 {
+		t.Fatalf("%d connections: the watch did not reconnect", n)
 	}
 }
