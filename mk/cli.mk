@@ -4,11 +4,18 @@
 # test binary itself, told what to do through its standard input.
 TESTS += test-cli
 BUILD += lease-fence
+BENCH += bench-cli
 
-.PHONY: lease-fence test-cli
+.PHONY: lease-fence test-cli bench-cli
 
 lease-fence:
 	$(GO) build -o out/bin/lease-fence ./cmd/lease-fence
 
 test-cli: lease-fence coordinator fence-proxy
 	LEASE_FENCE_TEST_BIN=$(CURDIR)/out/bin $(GO) test -count=1 -race ./cmd/lease-fence/
+
+# lease-fence lock's time from its start to the command's exec, and the
+# whole run, against the same command run directly and under flock(1), in
+# turn round after round, with a coordinator on loopback.
+bench-cli: lease-fence coordinator
+	$(GO) run ./scripts/bench-cli
