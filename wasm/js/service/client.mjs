@@ -1,0 +1,381 @@
+// LeaseServiceClient: the calls of the coordinator service for one holder.
+// Each call is begun with the library's LeaseClient before anything is
+// sent (so a lease's deadline is anchored at its first send) and sent by
+// the transport (transport.mjs) as one JSON body that every retry repeats.
+// The holder secrets live in a private field, never in a message.
+
+// The package's own entry, by name: the host's export condition picks it
+// (node, workerd, browser), so this module shares the one instance and the
+// one set of classes with the caller's `import … from 'lease-fence'`, and
+// loads the wasm the way that entry does.
+import { createMonotonicClock, LeaseClient } from 'lease-fence';
+import { InvalidArgumentError } from '../errors.mjs';
+import { baseURLsOf } from './base-url.mjs';
+import { expired, LeaseDeniedError, LeaseServiceError, named } from './errors.mjs';
+import { LeaseElection } from './election.mjs';
+import { holdOptions, makeHold, withHold } from './hold.mjs';
+import { internal, leaseState, ServiceLease } from './lease.mjs';
+import { list, listPage, watch } from './list-watch.mjs';
+import {
+  callOptions, checkOptions, checkResource, checkSignal, checkValue, DEFAULT_MAX_WAIT_MILLIS, isOptions, MAX_FENCE, MAX_WAIT_MILLIS, positive, wholeMillis,
+} from './options.mjs';
+import { acquireBody, base64url, hex, randomBytes } from './protocol.mjs';
+import { defaultBackoff, defaultTimers } from './timers.mjs';
+import { MAX_ATTEMPTS, Transport } from './transport.mjs';
+
+const CLIENT_OPTIONS = ['baseURL', 'baseURLs', 'leaseClient', 'holderId', 'clock', 'clockSkewMillis', 'fetch', 'attempts', 'attemptTimeoutMillis', 'timeoutMillis', 'backoff', 'token',
+  'maxWaitMillis', 'timers'];
+const INSPECT_OPTIONS = ['signal', 'timeoutMillis', 'afterFence', 'waitMillis', 'afterValue'];
+const REVOKE_OPTIONS = ['signal', 'timeoutMillis', 'holderId', 'fence'];
+const ELECTION_OPTIONS = ['renewEveryMillis'];
+
+/**
+ * A client of the coordinator service for one holder. Every method is async;
+ * it is safe to use from concurrent tasks.
+ */
+export class LeaseServiceClient {
+  #transport; // the settings calls are sent with (transport.mjs)
+  #lc;
+  #maxWait;
+  #tools; // what hold and election use: the client's own calls and settings
+  // Acquisition record -> its secret. A lease holds its record, this map the
+  // secret; a record whose lease ended is dropped from it.
+  #secrets = new WeakMap();
+
+  constructor(options) {
+    if (!isOptions(options)) {
+      throw new InvalidArgumentError('lease-fence: LeaseServiceClient takes an options object', 'options');
+    }
+    checkOptions(options, CLIENT_OPTIONS, 'new LeaseServiceClient');
+    const { baseURL, baseURLs, leaseClient, holderId, clock, clockSkewMillis, fetch: f, attemptTimeoutMillis = 5000, timeoutMillis, backoff = defaultBackoff, token,
+      maxWaitMillis = DEFAULT_MAX_WAIT_MILLIS, timers = defaultTimers } = options;
+    const bases = baseURLsOf(baseURL, baseURLs);
+    const { attempts = Math.max(4, bases.length + 1) } = options;
+    if (leaseClient !== undefined) {
+      if (holderId !== undefined || clock !== undefined || clockSkewMillis !== undefined) {
+        throw new InvalidArgumentError('lease-fence: pass either options.leaseClient or holderId/clock/clockSkewMillis, not both', 'options.leaseClient');
+      }
+      if (!(leaseClient instanceof LeaseClient)) {
+        throw new InvalidArgumentError('lease-fence: options.leaseClient must be a LeaseClient', 'options.leaseClient');
+      }
+      this.#lc = leaseClient;
+    } else {
+      if (typeof holderId !== 'string') {
+        throw new InvalidArgumentError('lease-fence: options.holderId must be a string', 'options.holderId');
+      }
+      this.#lc = new LeaseClient({ clock: clock ?? createMonotonicClock(holderId), holderId, clockSkewMillis });
+    }
+    const fetch = f ?? globalThis.fetch;
+    if (typeof fetch !== 'function') {
+      throw new InvalidArgumentError('lease-fence: options.fetch must be a function (this host has no global fetch)', 'options.fetch');
+    }
+    positive(attempts, 'options.attempts', { integer: true, max: MAX_ATTEMPTS });
+    positive(attemptTimeoutMillis, 'options.attemptTimeoutMillis');
+    if (timeoutMillis !== undefined) positive(timeoutMillis, 'options.timeoutMillis');
+    if (typeof backoff !== 'function') {
+      throw new InvalidArgumentError('lease-fence: options.backoff must be a function', 'options.backoff');
+    }
+    const headers = { 'content-type': 'application/json' };
+    if (token !== undefined) {
+      // Visible ASCII: what a header value may carry without being mangled.
+      if (typeof token !== 'string' || !/^[\x21-\x7e]+$/.test(token)) {
+        throw new InvalidArgumentError('lease-fence: options.token must be a non-empty string of visible ASCII characters', 'options.token');
+      }
+      headers.authorization = `Bearer ${token}`;
+    }
+    this.#maxWait = positive(maxWaitMillis, 'options.maxWaitMillis', { integer: true, max: MAX_WAIT_MILLIS });
+    if (!isOptions(timers) || typeof timers.setTimeout !== 'function' || typeof timers.clearTimeout !== 'function') {
+      throw new InvalidArgumentError('lease-fence: options.timers must be an object with setTimeout(fn, ms) and clearTimeout(handle)', 'options.timers');
+    }
+    this.#transport = new Transport({
+      bases, fetch, attempts, attemptTimeout: attemptTimeoutMillis, timeout: timeoutMillis, backoff, headers, timers, clock: this.#lc.clock,
+    });
+    this.#tools = {
+      timers, clock: this.#lc.clock, backoff, maxWait: this.#maxWait, timeout: timeoutMillis,
+      renew: (lease, opts) => this.#renew(lease, opts),
+      acquire: (resource, opts, waitMillis, value) => this.#acquire(resource, opts, waitMillis, value),
+      release: (lease, opts) => this.#release(lease, opts),
+    };
+  }
+
+  /** The coordinator's base URL (the first of baseURLs), without a trailing slash. */
+  get baseURL() {
+    return this.#transport.bases[0];
+  }
+
+  /** The coordinators' base URLs, in the order given, without trailing slashes. */
+  get baseURLs() {
+    return [...this.#transport.bases];
+  }
+
+  /** The holder this client acquires for. */
+  get holderId() {
+    return this.#lc.holderId;
+  }
+
+  /** The LeaseClient that stamps requests and makes leases. */
+  get leaseClient() {
+    return this.#lc;
+  }
+
+  /**
+   * Acquires resource. Resolves to a ServiceLease; rejects with
+   * LeaseDeniedError when the resource is held, LeaseServiceError when the
+   * coordinator refused or never answered, or the signal's reason.
+   */
+  async acquire(resource, options) {
+    const opts = callOptions(options, 'client.acquire');
+    return (await this.#acquire(resource, opts, 0)).lease;
+  }
+
+  // acquire acquires resource, waiting for it up to waitMillis (0: not at
+  // all; Infinity: until the call's signal aborts) in calls of at most
+  // maxWaitMillis each. Every call is the same acquisition (request id and
+  // secret), so the coordinator keeps its place in the queue between them.
+  // Resolves to { lease, sentAt } (sentAt: the request's send instant).
+  async #acquire(resource, opts, waitMillis, value) {
+    const request = this.#lc.beginAcquire(resource);
+    const secret = base64url(randomBytes(32));
+    const body = acquireBody(request, secret, value);
+    for (;;) {
+      let wait = 0;
+      if (waitMillis > 0) {
+        wait = this.#maxWait;
+        if (waitMillis !== Infinity) wait = Math.min(wait, Math.floor(waitMillis - (this.#lc.clock.now().millis - request.sentAt.millis)));
+        wait = Math.max(wait, 0);
+      }
+      const reply = await this.#transport.send('acquire', wait > 0 ? { ...body, waitMillis: wait } : body, { ...opts, waitMillis: wait });
+      if (reply.ok === true) {
+        let core;
+        try {
+          core = this.#lc.completeAcquire(request, reply.grant);
+        } catch (e) {
+          // The LeaseClient no longer knows the request (it forgets the
+          // oldest of more than 4,096 begun and never completed): the
+          // grant cannot be made a lease anchored at its send. End it.
+          const { resource: r, holderId, fence } = reply.grant;
+          this.#transport.send('release', { requestId: hex(randomBytes(16)), resource: r, holderId, fence, secret }, {}).catch(() => {});
+          throw e;
+        }
+        const record = { ended: false };
+        this.#secrets.set(record, secret);
+        return { lease: new ServiceLease(internal, this, record, core), sentAt: request.sentAt.millis };
+      }
+      if (reply.reason === 'revoked') {
+        throw new LeaseServiceError(`lease-fence: the wait for ${JSON.stringify(request.resource)} was ended by an operator's revoke (its place in the queue was removed)`,
+          { code: 'revoked', status: 200, attempts: 1 });
+      }
+      if (wait === 0) {
+        // parseReply admits a refused acquisition only with both fields.
+        const { heldBy, retryAfterMillis } = reply;
+        throw new LeaseDeniedError(`lease-fence: ${JSON.stringify(request.resource)} is held by ${JSON.stringify(heldBy)} for ${retryAfterMillis} ms more`,
+          { resource: request.resource, heldBy, retryAfterMillis });
+      }
+    }
+  }
+
+  /**
+   * Renews lease. Resolves to a new ServiceLease with the same fence and a
+   * deadline anchored at this renewal's first send; rejects with
+   * LeaseExpiredError when it is no longer the current lease.
+   */
+  async renew(lease, options) {
+    const opts = callOptions(options, 'client.renew');
+    return (await this.#renew(lease, opts)).lease;
+  }
+
+  // renew renews lease; resolves to { lease, sentAt }. With opts.until
+  // (holder millis: a hold's loss), its attempts share the time left before
+  // it, a fraction each (see #send); client.renew keeps attemptTimeoutMillis,
+  // as the caller's own call with its own timeouts.
+  async #renew(lease, opts) {
+    const record = this.#record(lease, 'renew');
+    const request = this.#lc.beginRenewal(lease.lease);
+    const body = {
+      requestId: request.requestId,
+      resource: request.resource,
+      holderId: request.holderId,
+      sentAt: { millis: request.sentAt.millis, domain: request.sentAt.domain },
+      kind: 'renew',
+      fence: request.fence,
+      secret: this.#secrets.get(record),
+    };
+    const reply = await this.#transport.send('renew', body, opts);
+    if (reply.ok !== true) {
+      record.ended = true;
+      this.#secrets.delete(record);
+      throw expired(lease.token, 'renewal', reply.reason);
+    }
+    return { lease: new ServiceLease(internal, this, record, this.#lc.completeRenewal(request, reply.grant)), sentAt: request.sentAt.millis };
+  }
+
+  /**
+   * Releases lease. Resolves when the coordinator ended it (or already had,
+   * for a retry whose first answer was lost); rejects with LeaseExpiredError
+   * when it was no longer the current lease.
+   */
+  async release(lease, options) {
+    return this.#release(lease, callOptions(options, 'client.release'));
+  }
+
+  // release releases lease with the options of #send.
+  async #release(lease, opts) {
+    const record = this.#record(lease, 'release');
+    const { resource, holderId, fence } = lease.token;
+    const body = { requestId: hex(randomBytes(16)), resource, holderId, fence, secret: this.#secrets.get(record) };
+    const reply = await this.#transport.send('release', body, opts);
+    record.ended = true;
+    this.#secrets.delete(record);
+    if (reply.ok !== true) throw expired(lease.token, 'release', reply.reason);
+  }
+
+  /**
+   * Changes lease's value (at most 4096 bytes of UTF-8, not secret: an
+   * election's leader's address, say). Resolves when the coordinator
+   * changed it; rejects with LeaseExpiredError (revoked: true if an
+   * operator revoked it) when it is no longer the current lease.
+   */
+  async proclaim(lease, value, options) {
+    const opts = callOptions(options, 'client.proclaim');
+    checkValue(value, 'value');
+    const record = this.#record(lease, 'proclaim');
+    const { resource, holderId, fence } = lease.token;
+    const body = { requestId: hex(randomBytes(16)), resource, holderId, fence, secret: this.#secrets.get(record), value };
+    const reply = await this.#transport.send('proclaim', body, opts);
+    if (reply.ok !== true) throw expired(lease.token, 'proclaim', reply.reason);
+  }
+
+  /**
+   * Ends resource's live lease, or removes a waiter, on an operator's
+   * order (POST /v1/revoke: a token with "admin": true, or a loopback
+   * caller of a coordinator without -auth). options.holderId names the
+   * holder (or the waiter to remove); options.fence ends only the lease
+   * with that fence. Resolves to { holderId, fence } (the lease ended) or
+   * { removedWaiter }; rejects with LeaseServiceError code 'not_held' when
+   * there is nothing to revoke, 'forbidden' without the right to. Sent
+   * again after a lost answer only with a fence (without one, a second
+   * revoke could end the next holder's lease).
+   */
+  async revoke(resource, options) {
+    if (options !== undefined && !isOptions(options)) {
+      throw new InvalidArgumentError('lease-fence: revoke options must be an object', 'options');
+    }
+    checkOptions(options ?? {}, REVOKE_OPTIONS, 'client.revoke');
+    const { signal, timeoutMillis, holderId, fence } = options ?? {};
+    checkSignal(signal, 'options.signal');
+    if (timeoutMillis !== undefined) positive(timeoutMillis, 'options.timeoutMillis');
+    checkResource(resource, 'resource');
+    const body = { resource };
+    if (holderId !== undefined) body.holderId = checkResource(holderId, 'options.holderId');
+    if (fence !== undefined) {
+      body.fence = wholeMillis(fence, 'options.fence', MAX_FENCE);
+      if (body.fence === 0) throw new InvalidArgumentError('lease-fence: options.fence must be at least 1', 'options.fence');
+    }
+    const reply = await this.#transport.send('revoke', body, { signal, timeoutMillis, attempts: fence === undefined ? 1 : undefined });
+    return reply.revoked;
+  }
+
+  /**
+   * Acquires resource and keeps the lease alive by renewing it until
+   * release(), a loss, or options.signal; see HeldLease. Waits up to
+   * options.waitMillis for a held resource (0, the default: a held
+   * resource is LeaseDeniedError at once; Infinity: until the signal).
+   */
+  async hold(resource, options) {
+    const opts = holdOptions(options, 'client.hold');
+    return makeHold(this, this.#tools, resource, opts);
+  }
+
+  /**
+   * Holds resource while fn(held) runs, and releases it when fn settles,
+   * whatever it settles with. Resolves to fn's value; rejects with fn's
+   * error, with the LeaseLostError if the lease was lost while fn ran, or
+   * with an AggregateError of them (fn's error, the LeaseLostError, the
+   * release's failure: those that happened, in that order) when more than
+   * one did. fn's error is left out when it is the loss itself or has it as
+   * its cause (an AbortError of the signal). isLeaseLost(err) tells whether
+   * the lease was lost.
+   */
+  async withLease(resource, fn, options) {
+    if (typeof fn !== 'function') {
+      throw new InvalidArgumentError('lease-fence: withLease takes a function (held) => ... as its second argument', 'fn');
+    }
+    const opts = holdOptions(options, 'client.withLease');
+    return withHold(this, this.#tools, resource, fn, opts);
+  }
+
+  /**
+   * Who holds resource, changing nothing: { held: true, holderId, fence,
+   * remainingMillis } or { held: false, lastFence }. With afterFence and
+   * waitMillis, answers as soon as the current fence (the live lease's, 0
+   * when none is live) differs from afterFence, or when the wait ends.
+   */
+  async inspect(resource, options) {
+    if (options !== undefined && !isOptions(options)) {
+      throw new InvalidArgumentError('lease-fence: call options must be an object', 'options');
+    }
+    checkOptions(options ?? {}, INSPECT_OPTIONS, 'client.inspect');
+    const { signal, timeoutMillis, afterFence, waitMillis, afterValue } = options ?? {};
+    checkSignal(signal, 'options.signal');
+    if (timeoutMillis !== undefined) positive(timeoutMillis, 'options.timeoutMillis');
+    checkResource(resource, 'resource');
+    const body = { resource };
+    if (afterFence !== undefined) body.afterFence = wholeMillis(afterFence, 'options.afterFence', MAX_FENCE);
+    if (afterValue !== undefined) {
+      if (afterFence === undefined) {
+        throw new InvalidArgumentError('lease-fence: options.afterValue needs options.afterFence: an inspection waits for the fence or the value to change', 'options.afterValue');
+      }
+      body.afterValue = checkValue(afterValue, 'options.afterValue');
+    }
+    if (waitMillis !== undefined) {
+      if (afterFence === undefined) {
+        throw new InvalidArgumentError('lease-fence: options.waitMillis needs options.afterFence: an inspection waits for the fence to change from it', 'options.waitMillis');
+      }
+      body.waitMillis = wholeMillis(waitMillis, 'options.waitMillis', MAX_WAIT_MILLIS);
+    }
+    const reply = await this.#transport.send('inspect', body, { signal, timeoutMillis, waitMillis: body.waitMillis ?? 0 });
+    return reply.status;
+  }
+
+  /** The election named name: campaign to lead it, see who leads, follow the leaders. */
+  election(name, options) {
+    if (options !== undefined && !isOptions(options)) {
+      throw new InvalidArgumentError('lease-fence: election options must be an object', 'options');
+    }
+    checkOptions(options ?? {}, ELECTION_OPTIONS, 'client.election');
+    checkResource(name, 'name');
+    const { renewEveryMillis } = options ?? {};
+    if (renewEveryMillis !== undefined) positive(renewEveryMillis, 'options.renewEveryMillis');
+    return new LeaseElection(internal, this, this.#tools, name, renewEveryMillis);
+  }
+
+  #record(lease, what) {
+    const { client, record } = lease instanceof ServiceLease ? leaseState(lease) : {};
+    if (client !== this) {
+      throw new InvalidArgumentError(`lease-fence: ${what} takes a lease acquired through this LeaseServiceClient`, 'lease');
+    }
+    if (record.ended) throw expired(lease.token, what);
+    return record;
+  }
+
+  /** One page of the live leases under options.prefix (POST /v1/list): see list-watch.mjs. */
+  async listPage(options) {
+    return listPage(this.#transport, options);
+  }
+
+  /** Every live lease under options.prefix, one page at a time: see list-watch.mjs. */
+  async *list(options) {
+    yield* list(this, options);
+  }
+
+  /** The events on resources under options.prefix (POST /v1/watch): see list-watch.mjs. */
+  async *watch(options) {
+    yield* watch(this.#transport, options);
+  }
+
+
+  toString() {
+    return `LeaseServiceClient(${this.#transport.bases.join(' ')}, holder ${JSON.stringify(this.#lc.holderId)})`;
+  }
+}
+named(LeaseServiceClient, 'LeaseServiceClient');

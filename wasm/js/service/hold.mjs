@@ -1,0 +1,481 @@
+// Holding a lease: client.hold and withLease, and the HeldLease they give,
+// which renews its lease until release(), a loss or its caller's signal.
+// Timing is the holder's clock and the client's timers, with the meaning
+// of Go's client.Client Hold/Do (service/client/hold.go).
+import { InvalidArgumentError } from '../errors.mjs';
+import { LeaseExpiredError, LeaseLostError, LeaseReleasedError, LeaseRevokedError, named } from './errors.mjs';
+import { internal } from './lease.mjs';
+import { callOptions, checkOptions, checkSignal, checkValue, isOptions, positive, wholeMillis } from './options.mjs';
+import { durationText, MAX_TIMER_MILLIS, MIN_RETRY_MILLIS } from './timers.mjs';
+
+// A hold counts its lease lost LOSS_MARGIN before the holder's deadline
+// (lossMargin: 5 % of the TTL, at most 250 ms, at least 1 ms), so that a
+// loss timer that fires late (by up to that margin) still aborts the signal
+// before the deadline. The timer is set for that instant, and the lease
+// counts as lost when its firing finds the margin plus DEADLINE_EARLY_MILLIS
+// or less left: a host's timer may fire up to a millisecond before its delay
+// has passed by the holder's clock, and delays are whole milliseconds.
+const LOSS_MARGIN_FRACTION = 0.05;
+const MAX_LOSS_MARGIN_MILLIS = 250;
+const DEADLINE_EARLY_MILLIS = 1;
+// How long the release a hold sends itself when the lease was lost (or the
+// hold's signal ended it) may take, retries included.
+const ENDING_RELEASE_MILLIS = 2000;
+
+function lossMargin(ttlMillis) {
+  return Math.max(DEADLINE_EARLY_MILLIS, Math.min(ttlMillis * LOSS_MARGIN_FRACTION, MAX_LOSS_MARGIN_MILLIS));
+}
+
+let ownRelease; // (held) => the release a HeldLease sent itself, or undefined; set in HeldLease's static block
+
+const HOLD_OPTIONS = ['waitMillis', 'signal', 'renewEveryMillis', 'value'];
+
+// holdOptions checks the options of hold, withLease (what names the call).
+export function holdOptions(options, what) {
+  if (options === undefined) return { waitMillis: 0 };
+  if (!isOptions(options)) {
+    throw new InvalidArgumentError(`lease-fence: ${what} options must be an object`, 'options');
+  }
+  checkOptions(options, HOLD_OPTIONS, what);
+  const { waitMillis = 0, signal, renewEveryMillis, value } = options;
+  wholeMillis(waitMillis, 'options.waitMillis', Number.MAX_SAFE_INTEGER, true);
+  checkSignal(signal, 'options.signal');
+  if (renewEveryMillis !== undefined) positive(renewEveryMillis, 'options.renewEveryMillis');
+  if (value !== undefined) checkValue(value, 'options.value');
+  return { waitMillis, signal, renewEveryMillis, value };
+}
+
+// makeHold acquires resource through client (tools: the client's own
+// calls and settings), waiting as waitMillis says, and starts a
+// HeldLease on it. A waited grant whose first renewal is refused (it
+// expired at the coordinator before the renewal came: a wait longer than
+// the TTL and a slow answer) is waited for again, for what is left of the
+// wait, as Go's client.Client.Hold does.
+export async function makeHold(client, tools, resource, opts) {
+  let { waitMillis } = opts;
+  for (;;) {
+    const start = tools.clock.now().millis;
+    try {
+      return await holdOnce(client, tools, resource, { ...opts, waitMillis });
+    } catch (e) {
+      if (!(e instanceof LeaseExpiredError) || waitMillis === 0) throw e;
+      if (waitMillis !== Infinity) {
+        waitMillis -= tools.clock.now().millis - start;
+        if (waitMillis < 1) throw e;
+      }
+    }
+  }
+}
+
+async function holdOnce(client, tools, resource, { waitMillis, signal, renewEveryMillis, value }) {
+  let { lease, sentAt } = await tools.acquire(resource, { signal }, waitMillis, value);
+  const giveUp = (e) => {
+    client.release(lease).catch(() => {});
+    throw e;
+  };
+  const ttl = lease.grant.ttlMillis;
+  const skew = sentAt + ttl - lease.deadline.millis;
+  const every = renewEveryMillis ?? ttl / 3;
+  const margin = lossMargin(ttl);
+  if (!(every < ttl - skew - margin)) {
+    giveUp(new InvalidArgumentError(`lease-fence: options.renewEveryMillis (${every}) must be less than the TTL (${ttl} ms) minus the clock skew (${skew} ms) ` +
+      `and the loss margin (${margin} ms), or the lease would lapse between renewals`, 'options.renewEveryMillis'));
+  }
+  // A grant that waited is anchored, like any, at the acquisition's send:
+  // if the wait ate the time to its first renewal (or its whole deadline),
+  // renew now, so the lease handed over has its time ahead.
+  let now;
+  try {
+    now = tools.clock.now().millis;
+  } catch (e) {
+    giveUp(e);
+  }
+  if (now >= sentAt + every) {
+    try {
+      ({ lease, sentAt } = await tools.renew(lease, { signal }));
+    } catch (e) {
+      giveUp(e);
+    }
+  }
+  return new HeldLease(internal, client, tools, lease, sentAt, every, margin, signal);
+}
+
+// withHold is client.withLease(resource, fn) once its arguments are checked
+// (opts: holdOptions's).
+export async function withHold(client, tools, resource, fn, opts) {
+  const held = await makeHold(client, tools, resource, opts);
+  let value, error;
+  let failed = false;
+  try {
+    value = await fn(held);
+  } catch (e) {
+    failed = true;
+    error = e;
+  }
+  const reason = held.signal.reason;
+  const lost = held.signal.aborted && reason instanceof LeaseLostError ? reason : undefined;
+  let releaseError;
+  try {
+    // Ended by a loss or the caller's signal, the hold released the lease
+    // itself, within ENDING_RELEASE_MILLIS: its outcome, not a new call.
+    await (ownRelease(held) ?? held.release());
+  } catch (e) {
+    // The caller's own signal ended the hold: its reason is not news.
+    if (!(opts.signal?.aborted && e === opts.signal.reason)) releaseError = e;
+  }
+  const errors = [];
+  // fn stopped because of the loss (it threw the signal's reason, or an
+  // AbortError caused by it, as node:timers/promises and events.once
+  // reject): the loss alone says it.
+  const stoppedByLoss = failed && lost !== undefined && (error === lost || (typeof error === 'object' && error !== null && error.cause === lost));
+  if (failed && !stoppedByLoss) errors.push(error);
+  if (lost) errors.push(lost);
+  if (releaseError !== undefined) errors.push(releaseError);
+  if (errors.length === 0) return value;
+  if (errors.length === 1) throw errors[0];
+  const what = [failed && !stoppedByLoss && 'the callback failed', lost && 'the lease was lost while it ran', releaseError !== undefined && 'the release failed'].filter(Boolean);
+  throw new AggregateError(errors, `lease-fence: withLease(${JSON.stringify(held.token.resource)}): ${what.join(', and ')}`);
+}
+
+export class HoldEvent extends Event {
+  constructor(key, type, lease, error = null) {
+    if (key !== internal) {
+      throw new InvalidArgumentError('lease-fence: HoldEvent objects are dispatched by a HeldLease, not made with new', 'this');
+    }
+    super(type);
+    /** The hold's current lease (ServiceLease) when the event was dispatched. */
+    this.lease = lease;
+    /** For 'lost': the LeaseLostError, also the signal's reason; null otherwise. */
+    this.error = error;
+  }
+}
+named(HoldEvent, 'HoldEvent');
+
+/**
+ * A lease kept alive by its own renewals while the work runs: what
+ * client.hold resolves to and withLease's callback receives.
+ *
+ * `signal` is the work's signal. It aborts when the lease is lost, with a
+ * LeaseLostError: when renewals fail, a margin (lossMargin: 5 % of the TTL,
+ * at most 250 ms) before the holder's deadline (the last successful
+ * renewal's send instant + TTL - clock skew, by the holder's clock), at once
+ * when the coordinator refuses one; when release() ends the hold, with a
+ * LeaseReleasedError; and when the signal given to hold aborts, with its
+ * reason (the lease is then released, within ENDING_RELEASE_MILLIS, as after
+ * a loss). It never aborts after the holder's deadline unless its timer
+ * fires later than the margin. It cannot stop a write already on its way to
+ * the resource: that write still needs the resource's gate.
+ *
+ * Every renewal is a new request (LeaseClient.beginRenewal), so each
+ * deadline is anchored at that renewal's own send; renewals are begun
+ * renewEveryMillis after the last one's send (a third of the TTL by
+ * default), a failed one is tried again sooner, each of its attempts waits
+ * at most half the time left before the loss, and the one in flight is
+ * aborted at the loss. Timers are set from the holder's clock for the
+ * instants the deadline and the next renewal fall on, never by adding
+ * intervals; all of them are cleared when the hold ends, so a released or
+ * lost hold keeps nothing alive.
+ *
+ * An EventTarget: 'renewed' after each successful renewal, 'lost' when the
+ * lease is lost, 'released' when release() or the hold's signal ended it;
+ * each a HoldEvent.
+ */
+export class HeldLease extends EventTarget {
+  #client;
+  #tools;
+  #lease; // the current ServiceLease: the last renewal's
+  #sentAt; // holder millis: the send of the current lease's request
+  #every;
+  #margin; // how long before the deadline the lease counts as lost
+  #next; // holder millis: when to begin the next renewal
+  #ac = new AbortController();
+  #outer;
+  #onOuter;
+  #renewT;
+  #lossT;
+  #renewing; // the AbortController of the renewal in flight
+  #renewals = 0;
+  #failure; // the last renewal's failure since the last success
+  #done = false;
+  #releasing; // the release sent, a promise
+  #own; // the release the hold sent itself when it ended without release(), a promise
+
+  static {
+    ownRelease = (h) => h.#own;
+  }
+
+  static {
+    if (typeof Symbol.asyncDispose === 'symbol') {
+      Object.defineProperty(this.prototype, Symbol.asyncDispose, {
+        value: function dispose() {
+          return this.release();
+        },
+        writable: true,
+        configurable: true,
+      });
+    }
+  }
+
+  constructor(key, client, tools, lease, sentAt, every, margin, outer) {
+    if (key !== internal) {
+      throw new InvalidArgumentError('lease-fence: HeldLease objects are made by LeaseServiceClient.hold, not with new', 'this');
+    }
+    super();
+    this.#client = client;
+    this.#tools = tools;
+    this.#lease = lease;
+    this.#sentAt = sentAt;
+    this.#every = every;
+    this.#margin = margin;
+    this.#next = sentAt + every;
+    if (outer) {
+      this.#outer = outer;
+      this.#onOuter = () => this.#endBy(outer.reason);
+      if (outer.aborted) {
+        this.#endBy(outer.reason);
+        return;
+      }
+      outer.addEventListener('abort', this.#onOuter, { once: true });
+    }
+    this.#arm();
+  }
+
+  /** The fencing token every write of the work presents: the same for the whole hold. */
+  get token() {
+    return this.#lease.token;
+  }
+
+  /** The current lease (a ServiceLease): the last successful renewal's. */
+  get lease() {
+    return this.#lease;
+  }
+
+  /** The holder's deadline of the current lease, in its clock's domain. */
+  get deadline() {
+    return this.#lease.deadline;
+  }
+
+  /** The work's signal: see HeldLease. */
+  get signal() {
+    return this.#ac.signal;
+  }
+
+  /** How many renewals succeeded. */
+  get renewals() {
+    return this.#renewals;
+  }
+
+  /**
+   * Ends the hold: the signal aborts first (a LeaseReleasedError), then the
+   * lease is released at the coordinator, which hands the resource to its
+   * next waiter. Resolves once the coordinator ended the lease or it had
+   * ended (a lost hold, a released one: a second call resolves too); rejects
+   * if the release got no answer or was refused (call it again to retry).
+   * A lost lease is not an error here: the signal, the 'lost' event and
+   * withLease tell it.
+   */
+  async release(options) {
+    callOptions(options, 'held.release');
+    if (!this.#done) {
+      const { resource, holderId, fence } = this.#lease.token;
+      this.#end(new LeaseReleasedError(`lease-fence: the hold on ${JSON.stringify(resource)} (fence ${fence}) was released`, { resource, holderId, fence }));
+      this.dispatchEvent(new HoldEvent(internal, 'released', this.#lease));
+    }
+    if (this.#releasing === undefined) this.#releasing = this.#sendRelease(options);
+    const p = this.#releasing;
+    try {
+      await p;
+    } catch (e) {
+      if (this.#releasing === p) this.#releasing = undefined;
+      throw e;
+    }
+  }
+
+  /** release(options): what `await using` calls. */
+  dispose(options) {
+    return this.release(options);
+  }
+
+  #sendRelease(options) {
+    return this.#client.release(this.#lease, options).catch((e) => {
+      if (!(e instanceof LeaseExpiredError)) throw e;
+    });
+  }
+
+  // releaseInBackground releases a lease given up (lost at the holder's
+  // deadline it may still be live at the coordinator, with others waiting),
+  // within ENDING_RELEASE_MILLIS (less if the client's timeoutMillis is), so
+  // that withLease and release() settle soon after a loss even when the
+  // coordinator does not answer. release() waits for it, or sends again if
+  // it failed; withLease waits for it and reports its failure (#own).
+  #releaseInBackground() {
+    const tools = this.#tools;
+    const timeoutMillis = Math.min(ENDING_RELEASE_MILLIS, tools.timeout ?? Infinity);
+    let until;
+    try {
+      until = tools.clock.now().millis + timeoutMillis;
+    } catch {
+      until = undefined;
+    }
+    const p = tools.release(this.#lease, { timeoutMillis, until }).catch((e) => {
+      if (!(e instanceof LeaseExpiredError)) throw e;
+    });
+    this.#releasing = p;
+    this.#own = p;
+    p.catch(() => {
+      if (this.#releasing === p) this.#releasing = undefined;
+    });
+  }
+
+  #after(ms, fn) {
+    return this.#tools.timers.setTimeout(fn, Math.min(Math.max(Math.floor(ms), 0), MAX_TIMER_MILLIS));
+  }
+
+  #clearTimers() {
+    if (this.#renewT !== undefined) this.#tools.timers.clearTimeout(this.#renewT);
+    if (this.#lossT !== undefined) this.#tools.timers.clearTimeout(this.#lossT);
+    this.#renewT = this.#lossT = undefined;
+  }
+
+  // arm sets the timers for the deadline and the next renewal from a
+  // reading of the holder's clock, or finds the lease lost.
+  #arm() {
+    let now;
+    try {
+      now = this.#tools.clock.now().millis;
+    } catch (e) {
+      // The deadline cannot be kept without the clock: give the lease up.
+      this.#lose(e, undefined, true);
+      return;
+    }
+    const deadline = this.#lease.deadline.millis;
+    const lossAt = deadline - this.#margin;
+    if (lossAt - now <= DEADLINE_EARLY_MILLIS) {
+      this.#lose(this.#failure, now);
+      return;
+    }
+    const timers = this.#tools.timers;
+    if (this.#lossT !== undefined) timers.clearTimeout(this.#lossT);
+    this.#lossT = this.#after(lossAt - now, () => {
+      this.#lossT = undefined;
+      if (!this.#done) this.#arm();
+    });
+    if (this.#renewing === undefined) {
+      if (this.#renewT !== undefined) timers.clearTimeout(this.#renewT);
+      this.#renewT = this.#after(Math.min(this.#next, lossAt) - now, () => {
+        this.#renewT = undefined;
+        this.#onRenewal();
+      });
+    }
+  }
+
+  #onRenewal() {
+    if (this.#done || this.#renewing !== undefined) return;
+    const ac = new AbortController();
+    this.#renewing = ac;
+    this.#renew(ac);
+  }
+
+  async #renew(ac) {
+    const before = this.#lease;
+    let out, err;
+    try {
+      out = await this.#tools.renew(before, { signal: ac.signal, until: before.deadline.millis - this.#margin });
+    } catch (e) {
+      err = e;
+    }
+    if (this.#renewing === ac) this.#renewing = undefined;
+    // Ended meanwhile (the end aborted this renewal, or its answer came
+    // after): the end releases the lease.
+    if (this.#done) return;
+    let now;
+    try {
+      now = this.#tools.clock.now().millis;
+    } catch (e) {
+      this.#lose(e, undefined, true);
+      return;
+    }
+    if (out !== undefined) {
+      // An answer taken after the lease counted as lost does not revive
+      // the hold: the work had to stop by then (the loss timer was late).
+      if (before.deadline.millis - this.#margin - now <= DEADLINE_EARLY_MILLIS) {
+        this.#lose(this.#failure, now);
+        return;
+      }
+      if (out.lease.deadline.millis > this.#lease.deadline.millis) {
+        this.#lease = out.lease;
+        this.#sentAt = out.sentAt;
+        this.#next = out.sentAt + this.#every;
+      }
+      this.#renewals++;
+      this.#failure = undefined;
+      this.dispatchEvent(new HoldEvent(internal, 'renewed', this.#lease));
+      if (this.#done) return; // a listener released it
+    } else if (err instanceof LeaseExpiredError) {
+      this.#lose(err, now);
+      return;
+    } else {
+      this.#failure = err;
+      const left = this.#lease.deadline.millis - now;
+      this.#next = now + Math.max(Math.min(this.#every, left) / 4, MIN_RETRY_MILLIS);
+    }
+    this.#arm();
+  }
+
+  // end ends the hold: timers cleared, the renewal in flight aborted, the
+  // signal aborted with reason.
+  #end(reason) {
+    this.#done = true;
+    this.#clearTimers();
+    const r = this.#renewing;
+    this.#renewing = undefined;
+    r?.abort(reason);
+    this.#outer?.removeEventListener('abort', this.#onOuter);
+    this.#ac.abort(reason);
+  }
+
+  // lose ends the hold with a LeaseLostError: cause is the renewal's
+  // refusal (a LeaseExpiredError), the last renewal's failure, or (noClock)
+  // the clock's; now is the holder's reading when the loss was found. The
+  // message gives durations (since the lease's send, to or past its
+  // deadline), not instants of the holder's clock domain.
+  #lose(cause, now, noClock = false) {
+    if (this.#done) return;
+    const lease = this.#lease;
+    const { resource, holderId, fence } = lease.token;
+    const deadline = lease.deadline.millis;
+    const when = now === undefined ? '' : `${durationText(now - this.#sentAt)} after the send of the call that last extended it, ` +
+      (now <= deadline ? `${durationText(deadline - now)} before the holder's deadline` : `${durationText(now - deadline)} after the holder's deadline`);
+    let why;
+    if (noClock) {
+      why = `the holder's clock could not be read (${cause?.message ?? cause}), so its deadline could not be kept`;
+    } else if (cause instanceof LeaseExpiredError && cause.revoked) {
+      why = `an operator revoked it (the coordinator answered its renewal "revoked"), ${when}`;
+    } else if (cause instanceof LeaseExpiredError) {
+      why = `the coordinator refused its renewal (it is no longer current), ${when}`;
+    } else {
+      why = `no renewal succeeded in time; given up ${when}`;
+    }
+    const options = { resource, holderId, fence, deadline: lease.deadline };
+    if (cause !== undefined) options.cause = cause;
+    const Lost = cause instanceof LeaseExpiredError && cause.revoked ? LeaseRevokedError : LeaseLostError;
+    const err = new Lost(`lease-fence: the lease on ${JSON.stringify(resource)} (fence ${fence}) was lost: ${why}`, options);
+    this.#end(err);
+    this.dispatchEvent(new HoldEvent(internal, 'lost', lease, err));
+    this.#releaseInBackground();
+  }
+
+  #endBy(reason) {
+    if (this.#done) return;
+    this.#end(reason);
+    this.dispatchEvent(new HoldEvent(internal, 'released', this.#lease));
+    this.#releaseInBackground();
+  }
+
+  toString() {
+    const { resource, holderId, fence } = this.#lease.token;
+    const state = this.#done ? `, ended: ${this.#ac.signal.reason?.name ?? String(this.#ac.signal.reason)}` : '';
+    return `HeldLease(${JSON.stringify(resource)} held by ${JSON.stringify(holderId)}, fence ${fence}, until ${this.#lease.deadline}, ${this.#renewals} renewals${state})`;
+  }
+}
+named(HeldLease, 'HeldLease');

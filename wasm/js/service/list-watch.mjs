@@ -1,0 +1,192 @@
+// list and watch (POST /v1/list, POST /v1/watch): the pages of the live
+// leases, and their events as Server-Sent Events read from fetch's body,
+// resumed after a disconnect.
+import { InvalidArgumentError } from '../errors.mjs';
+import { LeaseServiceError } from './errors.mjs';
+import { checkOptions, checkSignal, isOptions, positive, wholeMillis } from './options.mjs';
+import { listBody, MAX_PREFIX_BYTES, parseError, readBody, utf8Length } from './protocol.mjs';
+import { sleep } from './timers.mjs';
+import { RETRIED_4XX } from './transport.mjs';
+
+const LIST_OPTIONS = ['signal', 'timeoutMillis', 'prefix', 'cursor', 'limit', 'waiters'];
+const WATCH_OPTIONS = ['signal', 'prefix', 'stream', 'afterSeq'];
+const MAX_FRAME_CHARS = 1 << 20;
+
+/**
+ * One page of the live leases under options.prefix (POST /v1/list), in
+ * byte order of resource: { leases: [{ resource, holderId, fence,
+ * remainingMillis, waiters, waiterIds?, value? }], cursor? }. Pass the
+ * cursor back for the next page; the last page has none. A page may hold
+ * fewer than options.limit (1 to 1000, default 1000) leases, even none,
+ * and still have a cursor. A Worker answers not_supported.
+ */
+export async function listPage(transport, options) {
+  if (options !== undefined && !isOptions(options)) {
+    throw new InvalidArgumentError('lease-fence: list options must be an object', 'options');
+  }
+  checkOptions(options ?? {}, LIST_OPTIONS, 'client.listPage');
+  const { signal, timeoutMillis, prefix, cursor, limit, waiters } = options ?? {};
+  checkSignal(signal, 'options.signal');
+  if (timeoutMillis !== undefined) positive(timeoutMillis, 'options.timeoutMillis');
+  const body = listBody(prefix, cursor, limit, waiters);
+  const reply = await transport.send('list', body, { signal, timeoutMillis });
+  return reply.page;
+}
+
+/**
+ * Every live lease under options.prefix, reading one page at a time: an
+ * async iterator of the leases listPage answers. A lease live throughout
+ * the listing is yielded exactly once.
+ */
+export async function* list(client, options) {
+  if (options !== undefined && !isOptions(options)) {
+    throw new InvalidArgumentError('lease-fence: list options must be an object', 'options');
+  }
+  checkOptions(options ?? {}, LIST_OPTIONS, 'client.list');
+  let cursor = options?.cursor;
+  do {
+    const page = await client.listPage({ ...options, cursor });
+    yield* page.leases;
+    cursor = page.cursor;
+  } while (cursor !== undefined);
+}
+
+/**
+ * The events on resources under options.prefix (POST /v1/watch,
+ * Server-Sent Events read from fetch's body), as an async iterator:
+ * first { type: 'hello', stream, seq, resumed: false }, then each event
+ * { seq, type, resource, holderId?, fence?, remainingMillis?, value?,
+ * waiters?, at }. After a disconnect (the coordinator went away, or
+ * closed a watcher too slow for its buffer) it connects again and
+ * resumes after the last event it yielded; a hello is yielded again only
+ * when the coordinator could not resume: reload the picture (list) then.
+ * options.stream and options.afterSeq resume an earlier watch. Ends when
+ * options.signal aborts or the loop stops; throws a refusal that will not
+ * change, or the last failure after `attempts` failed connections in a row.
+ */
+export async function* watch(transport, options) {
+  if (options !== undefined && !isOptions(options)) {
+    throw new InvalidArgumentError('lease-fence: watch options must be an object', 'options');
+  }
+  checkOptions(options ?? {}, WATCH_OPTIONS, 'client.watch');
+  const { signal, prefix = '' } = options ?? {};
+  let { stream, afterSeq } = options ?? {};
+  checkSignal(signal, 'options.signal');
+  if (typeof prefix !== 'string' || utf8Length(prefix) > MAX_PREFIX_BYTES) {
+    throw new InvalidArgumentError(`lease-fence: options.prefix must be a string of at most ${MAX_PREFIX_BYTES} bytes`, 'options.prefix');
+  }
+  if (stream !== undefined && (typeof stream !== 'string' || stream === '')) {
+    throw new InvalidArgumentError('lease-fence: options.stream must be a non-empty string', 'options.stream');
+  }
+  if (afterSeq !== undefined) wholeMillis(afterSeq, 'options.afterSeq', Number.MAX_SAFE_INTEGER);
+  const k = transport.bases.length;
+  let base = transport.cur;
+  let failures = 0;
+  let last;
+  while (!signal?.aborted) {
+    if (failures > 0) {
+      if (failures >= transport.attempts) {
+        throw last instanceof LeaseServiceError ? last
+          : new LeaseServiceError(`lease-fence: watch could not connect after ${failures} attempts`, { code: 'no_answer', attempts: failures, cause: last });
+      }
+      base = (base + 1) % k;
+      const pause = transport.backoff(failures + 1);
+      if (pause > 0) {
+        try {
+          await sleep(transport.timers, pause, signal);
+        } catch {
+          return;
+        }
+      }
+    }
+    const body = { prefix };
+    if (stream !== undefined) Object.assign(body, { stream, afterSeq: afterSeq ?? 0 });
+    const conn = new AbortController();
+    const onAbort = () => conn.abort(signal.reason);
+    signal?.addEventListener('abort', onAbort, { once: true });
+    try {
+      let res;
+      try {
+        const send = transport.fetch;
+        res = await send(`${transport.bases[base]}/v1/watch`, {
+          method: 'POST', headers: { ...transport.headers, accept: 'text/event-stream' }, body: JSON.stringify(body),
+          signal: conn.signal, redirect: 'manual',
+        });
+      } catch (e) {
+        if (signal?.aborted) return;
+        failures++;
+        last = e;
+        continue;
+      }
+      if (res.status !== 200) {
+        const err = parseError('watch', res.status, await readBody(res), failures + 1);
+        if (res.status >= 500 || RETRIED_4XX.has(res.status)) {
+          failures++;
+          last = err;
+          continue;
+        }
+        throw err;
+      }
+      failures = 0;
+      try {
+        for await (const { event, data } of sseFrames(res.body)) {
+          const v = JSON.parse(data);
+          if (event === 'hello') {
+            stream = v.stream;
+            afterSeq = v.seq;
+            if (!v.resumed) yield Object.freeze({ type: 'hello', stream: v.stream, seq: v.seq, resumed: false });
+          } else if (event === 'overflow') {
+            break; // the coordinator closes it: resume after the last event
+          } else {
+            afterSeq = v.seq;
+            yield Object.freeze(v);
+          }
+        }
+        // The stream ended (an overflow, the coordinator's drain):
+        // connect again at once, resuming after the last event.
+      } catch (e) {
+        if (signal?.aborted) return;
+        failures++;
+        last = e;
+      }
+    } finally {
+      signal?.removeEventListener('abort', onAbort);
+      conn.abort();
+    }
+  }
+}
+
+// sseFrames reads Server-Sent Events from a fetch body: { event, data } for
+// each frame with data (comments and keepalives skipped).
+async function* sseFrames(body) {
+  const reader = body.getReader();
+  const decoder = new TextDecoder();
+  let buf = '';
+  try {
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) return;
+      buf += decoder.decode(value, { stream: true });
+      let i;
+      while ((i = buf.indexOf('\n\n')) >= 0) {
+        const block = buf.slice(0, i);
+        buf = buf.slice(i + 2);
+        let event = 'message';
+        const data = [];
+        for (const line of block.split('\n')) {
+          if (line === '' || line.startsWith(':')) continue;
+          const c = line.indexOf(':');
+          const name = c < 0 ? line : line.slice(0, c);
+          let val = c < 0 ? '' : line.slice(c + 1);
+          if (val.startsWith(' ')) val = val.slice(1);
+          if (name === 'event') event = val;
+          else if (name === 'data') data.push(val);
+        }
+        if (data.length > 0) yield { event, data: data.join('\n') };
+      }
+      if (buf.length > MAX_FRAME_CHARS) throw new LeaseServiceError('lease-fence: a watch frame is too long', { code: 'bad_reply', attempts: 1 });
+    }
+  } finally {
+    reader.cancel().catch(() => {});
+  }
+}

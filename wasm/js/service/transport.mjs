@@ -1,0 +1,200 @@
+// The service client's transport: one call sent as a POST of one JSON body,
+// tried again (the same bytes, request id included) on the next coordinator
+// after no answer or a 5xx, within the call's attempts, timeout and signal.
+import { LeaseServiceError } from './errors.mjs';
+import { parseError, parseReply, readBody } from './protocol.mjs';
+import { durationText, MAX_TIMER_MILLIS, MIN_RETRY_MILLIS, sleep } from './timers.mjs';
+
+export const MAX_ATTEMPTS = 100;
+
+// Codes answered with a 5xx or a 429 that sending the same call again at once
+// will not change: the coordinator (or the token's share of it) is full
+// until some lease or wait ends.
+const FINAL_CODES = new Set(['too_many_leases', 'too_many_token_leases', 'too_many_token_waiters']);
+
+// Statuses worth sending the same call again for, besides 5xx: the server
+// timed the request out, or asks for fewer requests. Every other 4xx is
+// final: the same call will be refused the same way.
+export const RETRIED_4XX = new Set([408, 429]);
+
+// The error codes (Node's, on the cause of fetch's TypeError, or on the
+// error of node:https) of a TLS certificate that cannot be verified or does
+// not name the host: a setting to fix, not a failure to retry. Browsers give
+// no such detail (a failed handshake is a network error there, retried).
+const CERTIFICATE_CODES = new Set([
+  'UNABLE_TO_GET_ISSUER_CERT', 'UNABLE_TO_GET_CRL', 'UNABLE_TO_DECRYPT_CERT_SIGNATURE', 'UNABLE_TO_DECRYPT_CRL_SIGNATURE',
+  'UNABLE_TO_DECODE_ISSUER_PUBLIC_KEY', 'CERT_SIGNATURE_FAILURE', 'CRL_SIGNATURE_FAILURE', 'CERT_NOT_YET_VALID', 'CERT_HAS_EXPIRED',
+  'CRL_NOT_YET_VALID', 'CRL_HAS_EXPIRED', 'ERROR_IN_CERT_NOT_BEFORE_FIELD', 'ERROR_IN_CERT_NOT_AFTER_FIELD', 'DEPTH_ZERO_SELF_SIGNED_CERT',
+  'SELF_SIGNED_CERT_IN_CHAIN', 'UNABLE_TO_GET_ISSUER_CERT_LOCALLY', 'UNABLE_TO_VERIFY_LEAF_SIGNATURE', 'CERT_CHAIN_TOO_LONG', 'CERT_REVOKED',
+  'INVALID_CA', 'PATH_LENGTH_EXCEEDED', 'INVALID_PURPOSE', 'CERT_UNTRUSTED', 'CERT_REJECTED', 'HOSTNAME_MISMATCH',
+  'ERR_TLS_CERT_ALTNAME_INVALID', 'ERR_TLS_CERT_ALTNAME_FORMAT',
+]);
+const NAME_MISMATCH_CODES = new Set(['HOSTNAME_MISMATCH', 'ERR_TLS_CERT_ALTNAME_INVALID', 'ERR_TLS_CERT_ALTNAME_FORMAT']);
+
+// An attempt of a call with an end (a renewal: the holder's deadline; the
+// release a hold sends when it ends without release(): ENDING_RELEASE_MILLIS
+// after the end) waits for its answer at most this fraction of the time left
+// to that end, so that one lost answer still leaves time for another
+// attempt; never less than MIN_RETRY_MILLIS.
+const ATTEMPT_FRACTION = 0.5;
+
+/**
+ * The settings a LeaseServiceClient sends its calls with: bases (its
+ * coordinators' base URLs), cur (the index in bases of the coordinator that
+ * answered last), fetch, attempts, attemptTimeout, timeout (a call's, or
+ * undefined), backoff, headers (of every request: the token's Authorization
+ * among them), timers and clock (the holder's). Internal to the client,
+ * which keeps it in a private field: its headers carry the token.
+ */
+export class Transport {
+  constructor({ bases, fetch, attempts, attemptTimeout, timeout, backoff, headers, timers, clock }) {
+    this.bases = bases;
+    this.cur = 0;
+    this.fetch = fetch;
+    this.attempts = attempts;
+    this.attemptTimeout = attemptTimeout;
+    this.timeout = timeout;
+    this.backoff = backoff;
+    this.headers = headers;
+    this.timers = timers;
+    this.clock = clock;
+  }
+
+  // send posts body to /v1/<op> until it gets an answer, a refusal that will
+  // not change, runs out of attempts, or the call ends (signal, timeout).
+  // waitMillis is how long the coordinator may keep the call open: each
+  // attempt gets that on top of attemptTimeoutMillis. until (holder millis)
+  // is when the call's answer stops being of use: while it is ahead, an
+  // attempt waits at most ATTEMPT_FRACTION of the time left to it.
+  async send(op, body, { signal, timeoutMillis = this.timeout, waitMillis = 0, until, attempts = this.attempts }) {
+    const data = JSON.stringify(body);
+    const k = this.bases.length;
+    const start = this.cur;
+    // call aborts when the caller's signal does or the call's time is up;
+    // its reason is what the call rejects with.
+    const call = new AbortController();
+    const onAbort = () => call.abort(signal.reason);
+    let n = 0; // attempts sent
+    let last; // the failure of the last attempt
+    let timer;
+    if (signal) {
+      if (signal.aborted) throw signal.reason;
+      signal.addEventListener('abort', onAbort, { once: true });
+    }
+    if (timeoutMillis !== undefined) {
+      timer = this.timers.setTimeout(() => call.abort(new LeaseServiceError(`lease-fence: ${op} timed out after ${timeoutMillis} ms`, { code: 'timeout', attempts: n })),
+        Math.min(timeoutMillis, MAX_TIMER_MILLIS));
+    }
+    try {
+      while (n < attempts) {
+        // Each attempt goes to the next coordinator; only one that returns
+        // to a coordinator this call already tried waits for the backoff
+        // (the pause of the back-th retry of a client with one URL).
+        const back = n + 1 - k;
+        if (back >= 1) {
+          const pause = this.backoff(back + 1);
+          if (pause > 0) await sleep(this.timers, pause, call.signal);
+        }
+        // The call may have ended between the pause's end and this
+        // continuation (timers that fire together, an abort in a microtask).
+        if (call.signal.aborted) throw call.signal.reason;
+        const i = (start + n) % k;
+        n++;
+        const outcome = await this.attempt(op, this.bases[i], data, call.signal, n, this.attemptLimit(waitMillis, until));
+        if (call.signal.aborted) throw call.signal.reason;
+        if (outcome.reply) {
+          this.cur = i;
+          return outcome.reply;
+        }
+        if (outcome.final) throw outcome.final;
+        last = outcome.error;
+      }
+    } catch (e) {
+      throw call.signal.aborted ? call.signal.reason : e;
+    } finally {
+      if (timer !== undefined) this.timers.clearTimeout(timer);
+      if (signal) signal.removeEventListener('abort', onAbort);
+    }
+    if (last instanceof LeaseServiceError) {
+      last.attempts = n;
+      throw last;
+    }
+    throw new LeaseServiceError(`lease-fence: ${op} got no answer after ${n} attempts`, { code: 'no_answer', attempts: n, cause: last });
+  }
+
+  // attemptLimit is how long the next attempt may wait for its answer.
+  attemptLimit(waitMillis, until) {
+    const limit = this.attemptTimeout + waitMillis;
+    if (until === undefined) return limit;
+    let left;
+    try {
+      left = until - this.clock.now().millis;
+    } catch {
+      return limit;
+    }
+    if (!(left > 0)) return limit;
+    return Math.min(limit, Math.max(left * ATTEMPT_FRACTION, MIN_RETRY_MILLIS));
+  }
+
+  // attempt sends once to the coordinator at base. It returns { reply } for
+  // an answer, { final } for a refusal or a failure not worth repeating, or
+  // { error } for one that is.
+  async attempt(op, base, data, callSignal, n, limit) {
+    const url = `${base}/v1/${op}`;
+    const attempt = new AbortController();
+    const onAbort = () => attempt.abort(callSignal.reason);
+    callSignal.addEventListener('abort', onAbort, { once: true });
+    const timer = this.timers.setTimeout(() => attempt.abort(new Error(`attempt ${n} timed out after ${durationText(limit)}`)), Math.min(limit, MAX_TIMER_MILLIS));
+    let status, text;
+    try {
+      // Called as a plain function: fetch invoked as a method of another
+      // object throws "Illegal invocation" in browsers and Workers.
+      const send = this.fetch;
+      const res = await send(url, {
+        method: 'POST',
+        headers: this.headers,
+        body: data,
+        signal: attempt.signal,
+        // A redirect would carry the body, secret included, elsewhere: it
+        // is an answer like any other non-200 (final below 500).
+        redirect: 'manual',
+      });
+      status = res.status;
+      text = await readBody(res);
+    } catch (e) {
+      if (attempt.signal.aborted) return { error: attempt.signal.reason };
+      const bad = certificateFailure(e);
+      if (bad) {
+        const what = NAME_MISMATCH_CODES.has(bad.code) ? 'is not for its host' : 'cannot be verified';
+        return {
+          final: new LeaseServiceError(`lease-fence: ${op}: the TLS certificate of ${base} ${what} (${bad.code}: ${bad.message}); not retried: ` +
+            'trust its CA (in Node, NODE_EXTRA_CA_CERTS, or a fetch of your own: see docs/js.md) or use the name it was issued for', { code: 'tls_certificate', attempts: n, cause: e }),
+        };
+      }
+      return { error: e };
+    } finally {
+      this.timers.clearTimeout(timer);
+      callSignal.removeEventListener('abort', onAbort);
+    }
+    if (status === 200) {
+      const reply = parseReply(op, text);
+      if (reply === undefined) {
+        return { error: new LeaseServiceError(`lease-fence: ${op} got an unreadable answer`, { code: 'bad_reply', status, attempts: n }) };
+      }
+      return { reply };
+    }
+    const err = parseError(op, status, text, n);
+    if ((status >= 500 || RETRIED_4XX.has(status)) && !FINAL_CODES.has(err.code)) return { error: err };
+    return { final: err };
+  }
+}
+
+// certificateFailure returns { code, message } when e (or one of its
+// causes) is a TLS certificate that cannot be verified or is not for the
+// host, and undefined otherwise.
+function certificateFailure(e) {
+  for (let depth = 0; typeof e === 'object' && e !== null && depth < 8; depth++, e = e.cause) {
+    if (typeof e.code === 'string' && CERTIFICATE_CODES.has(e.code)) return { code: e.code, message: String(e.message) };
+  }
+  return undefined;
+}
