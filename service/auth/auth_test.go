@@ -335,3 +335,15 @@ func TestGuardExpiry(t *testing.T) {
 		t.Fatalf("Expired around %v: %v", t0, tok.Expires)
 	}
 }
+
+// TokenSHA256 is what sha256sum prints (FIPS 180-2's "abc"), and what
+// Authenticate finds the token by.
+func TestTokenSHA256(t *testing.T) {
+	if got := TokenSHA256("abc"); got != "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad" {
+		t.Fatalf("TokenSHA256(abc) = %s", got)
+	}
+	s, err := Parse([]byte(`[{"name": "ops", "tokenSha256": "` + TokenSHA256(tokA) + `", "resources": ["*"]}]`))
+	if tok, ok := s.Authenticate(tokA); err != nil || !ok || tok.Name != "ops" {
+		t.Fatalf("the entry with TokenSHA256 does not authenticate its token: %+v %v", tok, err)
+	}
+}

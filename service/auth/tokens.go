@@ -306,6 +306,14 @@ func (s *Set) Authenticate(token string) (*Token, bool) {
 	return &s.tokens[i], true
 }
 
+// TokenSHA256 is the tokenSha256 member of token's entry in a tokens
+// file: the SHA-256 of its bytes in hex, as sha256sum prints it, which
+// Authenticate looks the token up by.
+func TokenSHA256(token string) string {
+	h := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(h[:])
+}
+
 // Match reports whether name matches pattern: an exact name, or a prefix
 // ending in "*".
 func Match(pattern, name string) bool {
