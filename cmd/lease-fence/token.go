@@ -4,7 +4,6 @@ package main
 
 import (
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -55,8 +54,7 @@ func newToken(name string, resources, holders []string, admin bool, maxLeases in
 		return "", "", err
 	}
 	token = hex.EncodeToString(raw[:])
-	sum := sha256.Sum256([]byte(token))
-	e := map[string]any{"name": name, "tokenSha256": hex.EncodeToString(sum[:]), "resources": resources}
+	e := map[string]any{"name": name, "tokenSha256": auth.TokenSHA256(token), "resources": resources}
 	if len(holders) > 0 {
 		e["holders"] = holders
 	}
