@@ -56,11 +56,16 @@ export function memoryGate({ maxRejections } = {}, { brokenRaiseAfter = false } 
   };
 }
 
-/** lease-fence/sql on the database at url; values in gatetest_values. */
-export async function sqlGate(url) {
-  const pool = new pg.Pool({ connectionString: url, max: 4 });
+/**
+ * lease-fence/sql on the database at url; values in gatetest_values.
+ * options: { exclusive } for openSqlFence, and rewrite(text), when given,
+ * changes the text of every statement the store sends (a deliberate break).
+ */
+export async function sqlGate(url, { exclusive = false, rewrite } = {}) {
+  // Room for 8 writes in flight, a raise and a late write.
+  const pool = new pg.Pool({ connectionString: url, max: 12 });
   pool.on('error', () => {}); // an idle connection a server restart ended
-  const store = await openSqlFence(pool, { dialect: 'postgres', table: 'lease_fence' });
+  const store = await openSqlFence(rewrite ? rewritten(pool, rewrite) : pool, { dialect: 'postgres', table: 'lease_fence', exclusive });
   await pool.query('CREATE TABLE IF NOT EXISTS gatetest_values (id BIGSERIAL PRIMARY KEY, resource TEXT NOT NULL, value TEXT NOT NULL)')
     .catch((err) => { if (err.code !== '23505') throw err; });
   return {
@@ -82,6 +87,22 @@ export async function sqlGate(url) {
       return rows.map((x) => x.value);
     },
     close: () => pool.end(),
+  };
+}
+
+// rewritten is pool as the store sees it, with rewrite applied to the text
+// of each statement.
+function rewritten(pool, rewrite) {
+  const wrap = (client) => new Proxy(client, {
+    get(target, k) {
+      if (k === 'query') return (text, values) => target.query(typeof text === 'string' ? rewrite(text) : text, values);
+      const v = Reflect.get(target, k);
+      return typeof v === 'function' ? v.bind(target) : v;
+    },
+  });
+  return {
+    connect: async () => wrap(await pool.connect()),
+    query: (text, values) => pool.query(typeof text === 'string' ? rewrite(text) : text, values),
   };
 }
 

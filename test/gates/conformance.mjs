@@ -17,6 +17,12 @@
 //                        (fence-proxy's header): the fences above it, up to
 //                        2^53-1, must be refused as invalid input before
 //                        anything changes, and maxFence itself admitted
+//   shared               the gate admits writes with the floor's fence in
+//                        parallel: raiseWaitsForEqualWrites runs 8 at once
+//                        (else 1)
+//   unordered            waiting writes are not served in arrival order: a
+//                        write with the old fence that arrives after a
+//                        waiting raise may run before it (not checked)
 // }
 // gate: commit(token, { value, fail, nil, inside, signal, options }), admit(token),
 // floor(resource), rejections(resource), values(resource), close(), and for
@@ -259,6 +265,69 @@ export const rules = {
     assert.deepEqual(await snapshot(g), before, 'a bad page changed nothing');
   },
 
+  // Once fence f is admitted, no write with a lower fence runs or is
+  // admitted. Writes with the floor's fence are in flight (8 at once with
+  // c.shared, all admitted together; else 1); a higher fence that arrives
+  // then is not admitted until every one of them has finished, and a write
+  // with the old fence that arrives after it does not start (it is refused
+  // once the higher one is admitted). A broken gate gets SHOW_TIME to admit
+  // what it must not; a correct gate passes however slow it is.
+  async raiseWaitsForEqualWrites(c) {
+    const { gate: g } = await fresh(c);
+    const n = c.shared ? 8 : 1;
+    await g.commit(tk('agent-a', 5), { value: 'a5' });
+    const seen = watcher();
+    let inflight = 0;
+    let entered = 0;
+    let release;
+    const released = new Promise((resolve) => { release = resolve; });
+    const equal = [];
+    for (let i = 0; i < n; i++) {
+      equal.push(settled(g.commit(tk('agent-a', 5), {
+        value: `agent-a#5#${i}`,
+        inside: async () => { inflight++; entered++; seen.poke(); await released; inflight--; },
+      })));
+    }
+    try {
+      const ended = Promise.race(equal).then((r) => r);
+      const all = await Promise.race([seen.until(() => entered === n, 60_000), ended]);
+      if (all !== true) {
+        assert.fail(all === false ? `only ${entered} of ${n} writes with the floor's fence were admitted at once: the gate runs them one at a time`
+          : `an equal-fence write ended before it was released: ${all.error ?? 'fulfilled'}`);
+      }
+      // The raise arrives while the n writes are in flight.
+      let raiseSaw = -1;
+      const raise = settled(g.commit(tk('agent-b', 6), { value: 'b6', inside: async () => { raiseSaw = inflight; seen.poke(); } }));
+      const early = await Promise.race([seen.until(() => raiseSaw >= 0, SHOW_TIME), raise]);
+      if (early === true) assert.fail(`fence 6 was admitted while ${raiseSaw} writes with fence 5 were in flight`);
+      if (early !== false) assert.fail(`fence 6 ended while writes with fence 5 were in flight: ${early.error ?? 'fulfilled'}`);
+      // An old fence arriving after the higher one must not start.
+      let lateRan = false;
+      let late = null;
+      if (!c.unordered) {
+        late = settled(g.commit(tk('agent-a', 5), { value: 'a5-late', inside: async () => { lateRan = true; } }));
+        await Promise.race([late, seen.until(() => false, SHOW_TIME)]);
+        assert.ok(!lateRan, 'a write with fence 5 started after fence 6 arrived');
+      }
+      release();
+      for (const r of await Promise.all(equal)) assert.ok(!('error' in r), `a write with fence 5 admitted before the raise: ${r.error}`);
+      const r6 = await raise;
+      assert.ok(!('error' in r6), `commit(b, 6): ${r6.error}`);
+      assert.equal(raiseSaw, 0, `fence 6 was admitted while ${raiseSaw} writes with fence 5 were still in flight`);
+      if (late !== null) {
+        await stale('an old fence arriving after a raise', late.then((r) => ('error' in r ? Promise.reject(r.error) : r.value)),
+          rej(1, 'agent-a', 5, 'agent-b', 6));
+        assert.ok(!lateRan, 'a write with fence 5 ran after fence 6 arrived');
+      }
+      assert.equal(await g.floor(R), 6);
+      const got = await g.values(R);
+      assert.ok(got.length === n + 2 && got[0] === 'a5' && got[n + 1] === 'b6', `values ${JSON.stringify(got)}: want a5, the ${n} writes with fence 5, then b6`);
+    } finally {
+      release();
+      await Promise.all(equal);
+    }
+  },
+
   async concurrentWriters(c) {
     const { gate: g } = await fresh(c, { maxRejections: 1000 });
     const runs = [];
@@ -313,9 +382,44 @@ export const rules = {
   },
 };
 
+/**
+ * How long raiseWaitsForEqualWrites gives a gate to admit a write it must
+ * not (a higher fence while equal-fence writes are in flight, an old fence
+ * after the higher one arrived) before it takes the gate to be waiting. It
+ * can only make the rule miss a break on a machine slower than that, never
+ * fail a correct gate.
+ */
+export const SHOW_TIME = 2000;
+
+// settled(p) resolves with { value } or { error } as p settles.
+const settled = (p) => Promise.resolve(p).then((value) => ({ value }), (error) => ({ error }));
+
+// watcher: until(cond, ms) resolves true once cond() holds (checked at each
+// poke()), false after ms.
+function watcher() {
+  const waiting = new Set();
+  return {
+    poke() { for (const w of waiting) w(); },
+    until(cond, ms) {
+      return new Promise((resolve) => {
+        const check = () => {
+          if (!cond()) return;
+          clearTimeout(timer);
+          waiting.delete(check);
+          resolve(true);
+        };
+        const timer = setTimeout(() => { waiting.delete(check); resolve(false); }, ms);
+        waiting.add(check);
+        check();
+      });
+    },
+  };
+}
+
 const processRules = new Set(['twoProcesses', 'killedWriter']);
 
 function applies(rule, c) {
+  if (rule === 'raiseWaitsForEqualWrites' && !c.inside) return false;
   if (processRules.has(rule) && !c.kind) return false;
   if (rule === 'restart' && !c.restart) return false;
   if (rule === 'rejectionPages' && !c.paged) return false;

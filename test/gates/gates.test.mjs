@@ -46,11 +46,14 @@ const memory = (broken) => ({
   failedWrite: 'keepsFloor', capped: true, inside: true,
 });
 
-const sql = (broken) => ({
+// broken: true (the write outside the transaction) or 'noWait' (a raise
+// that takes the share statement: it neither waits nor raises).
+const sql = (broken, { exclusive = false } = {}) => ({
   create: async () => {
     const url = await freshDatabase();
-    const g = keep(await sqlGate(url));
-    if (broken) {
+    const rewrite = broken === 'noWait' ? (text) => text.replace('AND fence = $2 FOR SHARE', 'AND fence <= $2 FOR SHARE') : undefined;
+    const g = keep(await sqlGate(url, { exclusive, rewrite }));
+    if (broken === true) {
       // The deliberate break: a write that commits on its own connection
       // instead of the gate's transaction (fenced in name only).
       const commit = g.commit;
@@ -62,10 +65,15 @@ const sql = (broken) => ({
     }
     return { gate: g, addr: url };
   },
-  kind: broken ? undefined : 'sql', failedWrite: 'rollsBack', capped: false, inside: true, paged: true,
+  kind: broken || exclusive ? undefined : 'sql', failedWrite: 'rollsBack', capped: false, inside: true, paged: true,
+  // Writes with the floor's fence share the floor row; a write with the
+  // old fence that arrives after a raise queues behind it on the advisory
+  // lock. exclusive: one at a time, and writers waiting for the row's lock
+  // are woken in any order.
+  shared: !exclusive, unordered: exclusive,
   // The server stopped as a crash would (pg_ctl stop -m immediate) and
   // started again; the pools' old connections break and are replaced.
-  restart: broken ? undefined : () => pgServer.restart(),
+  restart: broken || exclusive ? undefined : () => pgServer.restart(),
 });
 
 const redis = (broken) => ({
@@ -90,6 +98,7 @@ const redis = (broken) => ({
 
 describe('FenceGate', () => runConformance('FenceGate', memory(false)));
 describe('lease-fence/sql', () => runConformance('lease-fence/sql', sql(false)));
+describe('lease-fence/sql exclusive', () => runConformance('lease-fence/sql (exclusive)', sql(false, { exclusive: true })));
 describe('lease-fence/redis', () => runConformance('lease-fence/redis', redis(false)));
 
 // The same on a Redis Cluster of three masters (the redis package's
@@ -111,6 +120,10 @@ describe('the suite catches a broken gate', () => {
   test('lease-fence/sql with the write outside the transaction', async () => {
     const got = await failures(sql(true));
     assert.ok(got.lowerFenceRefused, `lowerFenceRefused caught it: ${JSON.stringify(got)}`);
+  });
+  test('lease-fence/sql with a raise that does not wait', async () => {
+    const got = await failures(sql('noWait'));
+    assert.ok(got.raiseWaitsForEqualWrites, `raiseWaitsForEqualWrites caught it: ${JSON.stringify(got)}`);
   });
   test('lease-fence/redis with the write outside the script', async () => {
     const got = await failures(redis(true));

@@ -39,6 +39,7 @@ test('openSqlFence refuses bad arguments before touching the database', async ()
   for (const [args, argument] of [
     [[null], 'pool'], [[{}], 'pool'], [[p, 'x'], 'options'], [[p, { dialect: 'sqlite' }], 'options.dialect'],
     [[p, { table: '1abc' }], 'options.table'], [[p, { table: 'a'.repeat(42) }], 'options.table'], [[p, { table: 'x; DROP' }], 'options.table'],
+    [[p, { exclusive: 'yes' }], 'options.exclusive'],
   ]) {
     await assert.rejects(openSqlFence(...args), (e) => e instanceof InvalidArgumentError && e.argument === argument, JSON.stringify(argument));
   }

@@ -62,6 +62,13 @@ export interface SqlFenceOptions {
   dialect?: 'postgres';
   /** Prefix of the two tables (<table>_floor, <table>_rejection); default 'lease_fence', as Go's sqlfence. */
   table?: string;
+  /**
+   * Run a resource's writes one at a time whatever their fences (every
+   * transaction locks the floor row for update). By default a write whose
+   * fence equals the floor locks it in share mode, so writes of one
+   * generation run in parallel and a raise waits for them, as Go's sqlfence.
+   */
+  exclusive?: boolean;
 }
 
 /** A fence gate kept in a PostgreSQL database; Go's sqlfence shares its tables. */

@@ -30,16 +30,19 @@ export async function openSqlFence(pool, options) {
     throw new InvalidArgumentError('lease-fence/sql: pool must have a connect() method (a pg.Pool)', 'pool');
   }
   if (options !== undefined && (typeof options !== 'object' || options === null)) {
-    throw new InvalidArgumentError('lease-fence/sql: options must be an object such as { dialect, table }', 'options');
+    throw new InvalidArgumentError('lease-fence/sql: options must be an object such as { dialect, table, exclusive }', 'options');
   }
-  const { dialect = 'postgres', table = 'lease_fence' } = options ?? {};
+  const { dialect = 'postgres', table = 'lease_fence', exclusive = false } = options ?? {};
   if (dialect !== 'postgres') {
     throw new InvalidArgumentError(`lease-fence/sql: options.dialect must be 'postgres', got ${JSON.stringify(dialect)}`, 'options.dialect');
   }
   if (typeof table !== 'string' || !TABLE.test(table)) {
     throw new InvalidArgumentError('lease-fence/sql: options.table must be a letter or underscore followed by up to 40 letters, digits or underscores', 'options.table');
   }
-  const store = new SqlFence(pool, table);
+  if (typeof exclusive !== 'boolean') {
+    throw new InvalidArgumentError(`lease-fence/sql: options.exclusive must be a boolean, got ${typeof exclusive}`, 'options.exclusive');
+  }
+  const store = new SqlFence(pool, table, exclusive);
   await store._createTables();
   return store;
 }
@@ -75,10 +78,12 @@ class SqlFence {
   #pool;
   #q;
 
-  constructor(pool, table) {
+  constructor(pool, table, exclusive) {
     this.#pool = pool;
     const floor = `${table}_floor`;
     const rej = `${table}_rejection`;
+    // The advisory lock of a resource's floor row, as Go's sqlfence.
+    const key = `hashtext('${floor}'), hashtext($1)`;
     this.#q = {
       schema: [
         `CREATE TABLE IF NOT EXISTS ${floor} (resource TEXT PRIMARY KEY, fence BIGINT NOT NULL, holder TEXT NOT NULL, rejections BIGINT NOT NULL)`,
@@ -96,6 +101,19 @@ class SqlFence {
           holder = CASE WHEN excluded.fence > f.fence OR f.holder = '' THEN excluded.holder ELSE f.holder END,
           rejections = f.rejections + CASE WHEN excluded.fence < f.fence THEN 1 ELSE 0 END
         RETURNING fence, holder, rejections, pg_current_xact_id()::text AS xid`,
+      // Shared admission, as Go's sqlfence (null with exclusive): a fence
+      // equal to the floor takes the resource's advisory lock, then the
+      // floor row, in share mode, and changes nothing; any other write
+      // (no row back) takes the advisory lock for itself, unless the share
+      // statement took it already, before the upsert. A raise so waits for
+      // the writes in flight, and a share request made after it queues
+      // behind it.
+      share: exclusive ? null : `SELECT fence, holder, rejections, pg_current_xact_id()::text AS xid,
+          pg_advisory_xact_lock_shared(${key})::text AS locked
+        FROM ${floor} WHERE resource = $1 AND fence = $2 FOR SHARE`,
+      raiseLock: `SELECT count(pg_advisory_xact_lock(${key})) FROM (SELECT 1) AS one
+        WHERE NOT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()
+          AND classid = hashtext('${floor}')::oid AND objid = hashtext($1)::oid AND objsubid = 2)`,
       log: `INSERT INTO ${rej} (resource, seq, refused_holder_id, refused_fence, admitted_holder_id, admitted_fence) VALUES ($1, $2, $3, $4, $5, $6)`,
       floor: `SELECT fence FROM ${floor} WHERE resource = $1`,
       rejections: `SELECT seq, refused_holder_id, refused_fence, admitted_holder_id, admitted_fence FROM ${rej} WHERE resource = $1 ORDER BY seq`,
@@ -218,7 +236,8 @@ class SqlFence {
 
   // One transaction: check and raise (or count a refusal) in one statement
   // that locks the floor row, then either log the refusal or write, and
-  // commit.
+  // commit. A fence equal to the floor is first tried with the share
+  // statement (not with exclusive).
   async #attempt(token, write, signal) {
     let client;
     try {
@@ -248,7 +267,12 @@ class SqlFence {
     try {
       try {
         await step('begin', 'BEGIN', []);
-        const { rows: [row] } = await step('checking the floor', this.#q.upsert, [token.resource, token.fence, token.holderId]);
+        let row;
+        if (this.#q.share !== null) {
+          [row] = (await step('checking the floor', this.#q.share, [token.resource, token.fence])).rows;
+          if (row === undefined) await step('checking the floor', this.#q.raiseLock, [token.resource]);
+        }
+        row ??= (await step('checking the floor', this.#q.upsert, [token.resource, token.fence, token.holderId])).rows[0];
         checkSignal(signal); // gave up while waiting for the lock: roll back
         const floor = Number(row.fence);
         if (token.fence < floor) {
