@@ -11,6 +11,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -111,6 +112,11 @@ type Client struct {
 	streamOnce sync.Once
 	stream     *http.Client
 	tls        *tls.Config
+	// holds are the client's Held, whose renewals share calls;
+	// noBatch is set once a coordinator answered that it takes no batch
+	// of renewals.
+	holds   holds
+	noBatch atomic.Bool
 }
 
 // NewClient returns a client.
@@ -420,97 +426,219 @@ var contentTypeJSON = []string{"application/json"}
 // runs out of attempts or ctx. Each attempt may take AttemptTimeout, plus
 // the wait m asks the coordinator for. until, unless zero, is an instant
 // of the holder's clock after which the answer is of no use (a renewal's:
-// when its lease counts as lost): while it is ahead, an attempt also waits
-// at most attemptFraction of the time left to it (on the client's
-// AfterFunc), so that one lost answer still leaves time for another.
+// when its lease counts as lost): see deliver.
 func (c *Client) send(ctx context.Context, m wire.Message, until clock.Instant) (wire.Reply, error) {
 	body, err := wire.EncodeMessage(m)
 	if err != nil {
 		return wire.Reply{}, err
 	}
+	var untilFn func() clock.Instant
+	if until.Domain != "" {
+		untilFn = func() clock.Instant { return until }
+	}
+	var reply wire.Reply
+	err = c.deliver(ctx, m.Op, m.Op.Path(), body, m.Wait, untilFn, func(data []byte) error {
+		if string(data) == `{"ok":true}` {
+			reply = wire.Reply{OK: true} // a release done, the commonest answer
+			return nil
+		}
+		reply = wire.Reply{}
+		return json.Unmarshal(data, &reply)
+	})
+	return reply, err
+}
+
+// deliver posts body to path until an answer with status 200 that parse
+// takes, a refusal that will not change, or it runs out of attempts or
+// ctx. Without until, the attempts are sent one after the other. With
+// until (it returns an instant of the holder's clock after which the
+// answer is of no use), an attempt left without an answer for
+// attemptFraction of the time left to until is not given up: a second one
+// is sent beside it (a hedge), and so on while time is left, at most
+// Attempts open at once (the oldest is given up for a new one), and
+// whichever answers first is taken; so a reply that is merely slow is
+// still taken while a lost one leaves time for another attempt. op names
+// the call in errors.
+func (c *Client) deliver(ctx context.Context, op wire.Op, path string, body []byte, wait time.Duration, until func() clock.Instant, parse func([]byte) error) error {
+	if until != nil {
+		return c.hedged(ctx, op, path, body, wait, until, parse)
+	}
 	var last error
 	start := int(c.cur.Load())
 	for n := 1; n <= c.attempts; n++ {
 		if err := ctx.Err(); err != nil {
-			return wire.Reply{}, err
+			return err
 		}
 		i := (start + n - 1) % len(c.bases)
-		if back := n - len(c.bases); back >= 1 {
-			// A coordinator this call already tried: pause first (the
-			// pause of the back-th retry of a client with one URL).
-			if d := c.backoff(back + 1); d > 0 {
-				t := time.NewTimer(d)
-				select {
-				case <-ctx.Done():
-					t.Stop()
-					return wire.Reply{}, ctx.Err()
-				case <-t.C:
-				}
-			}
+		if err := c.backoffBefore(ctx, n); err != nil {
+			return err
 		}
-		actx, stop := c.attemptContext(ctx, until)
-		reply, retry, err := c.attempt(actx, i, m.Op, body, c.timeout+m.Wait)
-		if cut := stop(); cut != nil && err != nil {
-			err = cut
-		}
+		data, retry, err := c.attempt(ctx, i, op, path, body, c.timeout+wait)
 		if err == nil {
-			c.cur.Store(int32(i))
-			return reply, nil
+			if err = parse(data); err == nil {
+				c.cur.Store(int32(i))
+				return nil
+			}
+			err, retry = errors.New("wire: unreadable reply: "+err.Error()), true
 		}
 		if ctx.Err() != nil {
-			return wire.Reply{}, ctx.Err()
+			return ctx.Err()
 		}
 		if !retry {
-			return wire.Reply{}, err
+			return err
 		}
 		last = err
 	}
-	return wire.Reply{}, errors.Join(errors.New("wire: "+string(m.Op)+" got no answer after "+strconv.Itoa(c.attempts)+" attempts"), last)
+	return errors.Join(errors.New("wire: "+string(op)+" got no answer after "+strconv.Itoa(c.attempts)+" attempts"), last)
 }
 
-// attemptFraction is the most of the time left before a call's until (see
-// send) that one of its attempts waits for its answer.
-const attemptFraction = 0.5
-
-// attemptTimeoutError is the failure of an attempt that send cut at its
-// share of the time left before the call's until.
-type attemptTimeoutError struct{ after time.Duration }
-
-func (e *attemptTimeoutError) Error() string {
-	return "wire: no answer within " + durationText(clock.Millis(e.after)) + " (half the time left before the answer would be of no use)"
-}
-
-// attemptContext returns the context of one attempt of a call that ends at
-// until (see send), and the function that ends it, which returns the
-// attempt's failure if the attempt was cut at its share of the time left.
-func (c *Client) attemptContext(ctx context.Context, until clock.Instant) (context.Context, func() error) {
-	if until.Domain == "" {
-		return ctx, noCut
+// backoffBefore waits before the n-th attempt of a call when it returns to
+// a coordinator the call already tried (the pause of the back-th retry of
+// a client with one URL).
+func (c *Client) backoffBefore(ctx context.Context, n int) error {
+	back := n - len(c.bases)
+	if back < 1 {
+		return nil
 	}
-	now, err := c.lc.Now()
-	if err != nil {
-		return ctx, noCut
+	d := c.backoff(back + 1)
+	if d <= 0 {
+		return nil
 	}
-	left, err := until.Since(now)
-	if err != nil || !(left > 0) {
-		return ctx, noCut
-	}
-	d := max(ceilDuration(left*attemptFraction), lease.MinRetry)
-	actx, cancel := context.WithCancelCause(ctx)
-	cut := &attemptTimeoutError{after: d}
-	t := c.after(d, func() { cancel(cut) })
-	return actx, func() error {
-		t.Stop()
-		cause := context.Cause(actx)
-		cancel(nil)
-		if cause == error(cut) {
-			return cut
-		}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
 		return nil
 	}
 }
 
-func noCut() error { return nil }
+// attemptFraction is the part of the time left before a call's until (see
+// deliver) after which an attempt without an answer gets a hedge.
+const attemptFraction = 0.5
+
+// hedged is deliver with until.
+func (c *Client) hedged(ctx context.Context, op wire.Op, path string, body []byte, wait time.Duration, until func() clock.Instant, parse func([]byte) error) error {
+	type result struct {
+		id, base int
+		data     []byte
+		retry    bool
+		err      error
+	}
+	type open struct {
+		id     int
+		cancel context.CancelFunc
+	}
+	actx, cancelAll := context.WithCancel(ctx)
+	defer cancelAll()
+	done := make(chan struct{})
+	defer close(done)
+	results := make(chan result)
+	hedges := make(chan int)
+	var (
+		opened           []open
+		launched, failed int
+		gen              int
+		hedge            clock.Timer
+		last             error
+	)
+	start := int(c.cur.Load())
+	launch := func() {
+		i := (start + launched) % len(c.bases)
+		launched++
+		id := launched
+		a, cancel := context.WithCancel(actx)
+		opened = append(opened, open{id, cancel})
+		go func() {
+			data, retry, err := c.attempt(a, i, op, path, body, c.timeout+wait)
+			select {
+			case results <- result{id, i, data, retry, err}:
+			case <-done:
+			}
+		}()
+	}
+	arm := func() {
+		if hedge != nil {
+			hedge.Stop()
+			hedge = nil
+		}
+		gen++
+		now, err := c.lc.Now()
+		if err != nil {
+			return
+		}
+		left, err := until().Since(now)
+		if err != nil || !(left > 0) {
+			return
+		}
+		g := gen
+		hedge = c.after(max(ceilDuration(left*attemptFraction), lease.MinRetry), func() {
+			go func() {
+				select {
+				case hedges <- g:
+				case <-done:
+				}
+			}()
+		})
+	}
+	defer func() {
+		if hedge != nil {
+			hedge.Stop()
+		}
+	}()
+	launch()
+	arm()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case g := <-hedges:
+			if g != gen {
+				continue // a timer stopped too late
+			}
+			if len(opened) >= c.attempts {
+				opened[0].cancel()
+				opened = opened[1:]
+			}
+			launch()
+			arm()
+		case r := <-results:
+			k := slices.IndexFunc(opened, func(o open) bool { return o.id == r.id })
+			if k < 0 {
+				continue // given up for a newer one
+			}
+			opened[k].cancel()
+			opened = slices.Delete(opened, k, k+1)
+			if r.err == nil {
+				if r.err = parse(r.data); r.err == nil {
+					c.cur.Store(int32(r.base))
+					return nil
+				}
+				r.err, r.retry = errors.New("wire: unreadable reply: "+r.err.Error()), true
+			}
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if !r.retry {
+				return r.err
+			}
+			failed++
+			last = r.err
+			if len(opened) > 0 {
+				continue
+			}
+			if failed >= c.attempts {
+				return errors.Join(errors.New("wire: "+string(op)+" got no answer after "+strconv.Itoa(failed)+" attempts"), last)
+			}
+			if err := c.backoffBefore(ctx, launched+1); err != nil {
+				return err
+			}
+			launch()
+			arm()
+		}
+	}
+}
 
 // CloseIdleConnections closes the connections the client keeps open between
 // calls. Calls made afterwards open new ones.
@@ -527,40 +655,36 @@ func (c *Client) CloseIdleConnections() {
 
 // finalCodes are refusals answered with a 5xx or a 429 that sending the
 // same call again at once will not change: the coordinator (or the token's
-// share of it) is full until some lease or wait ends.
-var finalCodes = map[string]bool{wire.CodeTooManyLeases: true, wire.CodeTooManyTokenLeases: true, wire.CodeTooManyTokenWaiters: true}
+// share of it) is full until some lease or wait ends, or it does not offer
+// the call.
+var finalCodes = map[string]bool{wire.CodeTooManyLeases: true, wire.CodeTooManyTokenLeases: true, wire.CodeTooManyTokenWaiters: true,
+	wire.CodeNotSupported: true}
 
-// attempt sends body once. It reports whether a failure is worth another
-// attempt: a transport error, a timeout, an unreadable answer, a 5xx, 408
-// or 429 are (but finalCodes); a TLS certificate that cannot be verified
-// (a *CertificateError), a request that cannot be built and any other
-// refusal are not.
-func (c *Client) attempt(ctx context.Context, base int, op wire.Op, body []byte, timeout time.Duration) (reply wire.Reply, retry bool, err error) {
-	status, data, err := c.exchange(ctx, base, op.Path(), body, timeout)
+// attempt sends body to path once and returns the answer of status 200. It
+// reports whether a failure is worth another attempt: a transport error, a
+// timeout, a 5xx, 408 or 429 are (but finalCodes); a TLS certificate that
+// cannot be verified (a *CertificateError), a request that cannot be built
+// and any other refusal are not.
+func (c *Client) attempt(ctx context.Context, base int, op wire.Op, path string, body []byte, timeout time.Duration) (data []byte, retry bool, err error) {
+	status, data, err := c.exchange(ctx, base, path, body, timeout)
 	if err != nil {
 		var be buildError
 		if errors.As(err, &be) {
-			return wire.Reply{}, false, err
+			return nil, false, err
 		}
 		if cert, mismatch := certificateFailure(err); cert != nil {
-			return wire.Reply{}, false, &CertificateError{Op: op, BaseURL: c.bases[base], NameMismatch: mismatch, Err: cert}
+			return nil, false, &CertificateError{Op: op, BaseURL: c.bases[base], NameMismatch: mismatch, Err: cert}
 		}
-		return wire.Reply{}, true, err
-	}
-	if status == http.StatusOK && string(data) == `{"ok":true}` {
-		return wire.Reply{OK: true}, false, nil // a release done, the commonest answer
+		return nil, true, err
 	}
 	if status != http.StatusOK {
 		e := wire.ParseError(status, data)
 		if e == nil {
 			e = &wire.Error{Status: status, Code: "http_" + strconv.Itoa(status), Message: "unexpected answer: " + wire.QuoteShort(string(data))}
 		}
-		return wire.Reply{}, e.Temporary() && !finalCodes[e.Code], e
+		return nil, e.Temporary() && !finalCodes[e.Code], e
 	}
-	if err := json.Unmarshal(data, &reply); err != nil {
-		return wire.Reply{}, true, errors.New("wire: unreadable reply: " + err.Error())
-	}
-	return reply, false, nil
+	return data, false, nil
 }
 
 // exchange posts body to path of the base-th coordinator once and reads

@@ -172,12 +172,13 @@ type Held struct {
 	mu       sync.Mutex
 	k        *lease.Keeper
 	margin   float64 // milliseconds: how long before the deadline the lease counts as lost
+	every    float64 // milliseconds: the renewal interval
 	secret   string
 	renewT   clock.Timer
 	lossT    clock.Timer
-	renewing context.CancelFunc // the renewal in flight, if any
-	done     bool               // the context ended
-	released bool               // Release ended it
+	renewing func() // leaves the renewal in flight, if any
+	done     bool   // the context ended
+	released bool   // Release ended it
 	renewals int
 	failure  error // the last renewal's failure since the last success
 	ownErr   error // the failure of the release finish sent, if it sent one
@@ -257,11 +258,12 @@ func (c *Client) hold(ctx context.Context, resource string, opts HoldOptions) (*
 			return nil, err
 		}
 	}
-	h := &Held{c: c, k: k, margin: clock.Millis(margin), secret: l.secret, finished: make(chan struct{})}
+	h := &Held{c: c, k: k, margin: clock.Millis(margin), every: clock.Millis(every), secret: l.secret, finished: make(chan struct{})}
 	h.ctx, h.cancel = context.WithCancelCause(ctx)
 	h.mu.Lock()
 	h.armLocked()
 	h.mu.Unlock()
+	c.holds.add(h)
 	context.AfterFunc(h.ctx, h.finish)
 	return h, nil
 }
@@ -427,28 +429,50 @@ func (h *Held) loseLocked(now clock.Instant, refused bool, failure error) {
 	h.cancel(e)
 }
 
-// onRenewal begins a renewal, unless one is in flight.
-func (h *Held) onRenewal() {
+// onRenewal begins a renewal, unless one is in flight, with the renewals
+// of the client's other holds that are due within their window.
+func (h *Held) onRenewal() { h.c.renewDue(h) }
+
+// join puts the hold's renewal in a batch being made, unless it ended or
+// a renewal is in flight: the first (whose renewal fell due), or another
+// whose renewal is due within batchWindow of its interval at now (its
+// renewal timer is then stopped). leave makes the function that takes the
+// hold out of the batch (when it ends, or takes its answer).
+func (h *Held) join(first bool, now clock.Instant, nowOK bool, leave func(*member) func()) *member {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.done || h.renewing != nil {
-		return
+		return nil
 	}
-	// The renewal ends with the hold's context: at the loss at the
-	// latest, so it never takes longer than the time the lease has left;
-	// each attempt takes at most half of what is left then.
-	rctx, cancel := context.WithCancel(h.ctx)
-	h.renewing = cancel
-	l := &Lease{Lease: h.k.Lease(), secret: h.secret}
-	go h.renew(rctx, l, h.lossAt())
+	if !first {
+		if !nowOK {
+			return nil
+		}
+		if due, err := h.k.NextRenewal().Since(now); err != nil || due > h.every*batchWindow {
+			return nil
+		}
+		if h.renewT != nil {
+			h.renewT.Stop()
+		}
+	}
+	// The renewal ends with the batch's context, once every hold in it
+	// has ended or taken its answer; each hold's loss ends its own wait
+	// (the attempts are hedged on the earliest loss in the batch).
+	m := &member{h: h, l: &Lease{Lease: h.k.Lease(), secret: h.secret}, lossAt: h.lossAt()}
+	h.renewing = leave(m)
+	return m
 }
 
-func (h *Held) renew(ctx context.Context, l *Lease, lossAt clock.Instant) {
-	l2, err := h.c.renew(ctx, l, lossAt)
+// renewed takes the answer of the hold's renewal: the renewed lease l2, or
+// the failure err; lossAt is when the lease the renewal was begun from
+// counted as lost.
+func (h *Held) renewed(l2 *Lease, err error, lossAt clock.Instant) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.renewing()
-	h.renewing = nil
+	if h.renewing != nil {
+		h.renewing()
+		h.renewing = nil
+	}
 	if h.done || h.ctx.Err() != nil {
 		// The hold ended meanwhile; finish releases the lease.
 		return
@@ -498,6 +522,7 @@ func (h *Held) finish() {
 	released := h.released
 	l := &Lease{Lease: h.k.Lease(), secret: h.secret}
 	h.mu.Unlock()
+	h.c.holds.remove(h)
 	if !released {
 		if err := h.c.releaseBounded(l); err != nil {
 			h.mu.Lock()

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 
+	"github.com/go-json-experiment/json"
+
 	"github.com/lease-fence/lease-fence/core/clock"
 	"github.com/lease-fence/lease-fence/core/lease"
 	"github.com/lease-fence/lease-fence/service/wire"
@@ -66,8 +68,15 @@ func (c *Client) sendOnce(ctx context.Context, m wire.Message) (wire.Reply, erro
 		return wire.Reply{}, err
 	}
 	i := int(c.cur.Load())
-	reply, _, err := c.attempt(ctx, i, m.Op, body, c.timeout)
-	return reply, err
+	data, _, err := c.attempt(ctx, i, m.Op, m.Op.Path(), body, c.timeout)
+	if err != nil {
+		return wire.Reply{}, err
+	}
+	var reply wire.Reply
+	if err := json.Unmarshal(data, &reply); err != nil {
+		return wire.Reply{}, errors.New("wire: unreadable reply: " + err.Error())
+	}
+	return reply, nil
 }
 
 // Proclaim changes the value of l (at most wire.MaxValueBytes; an

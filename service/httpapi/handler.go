@@ -132,12 +132,16 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.serveStream(w, r)
 		return
 	}
+	if r.URL.Path == wire.RenewalsPath {
+		h.serveRenewals(w, r)
+		return
+	}
 	op := wire.Op(r.URL.Path[min(len(r.URL.Path), len("/v1/")):])
 	if !op.Known() || op.Path() != r.URL.Path {
 		h.fail(w, r, "", wire.NewError(wire.CodeNotFound, "no endpoint at "+wire.QuoteShort(r.URL.Path)+"; use POST /v1/acquire, /v1/renew, /v1/release or /v1/inspect"))
 		return
 	}
-	data, ok := h.body(w, r, op)
+	data, ok := h.body(w, r, op, h.maxBody)
 	if !ok {
 		return
 	}
@@ -146,13 +150,9 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, op, derr)
 		return
 	}
-	for _, f := range [...]struct{ name, v string }{
-		{"requestId", m.Request.RequestID}, {"resource", m.Request.Resource}, {"holderId", m.Request.HolderID},
-	} {
-		if len(f.v) > h.maxID {
-			h.fail(w, r, op, wire.InvalidField(f.name, "is longer than "+strconv.Itoa(h.maxID)+" bytes"))
-			return
-		}
+	if e := h.checkIDs(&m); e != nil {
+		h.fail(w, r, op, e)
+		return
 	}
 	if m.Wait > h.maxWait {
 		h.fail(w, r, op, wire.InvalidField("waitMillis", "must be at most "+strconv.FormatInt(h.maxWait.Milliseconds(), 10)+
@@ -187,6 +187,18 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	h.logCall(r, m, nil, reply)
 	writeJSON(w, http.StatusOK, &reply)
+}
+
+// checkIDs refuses ids longer than MaxIDBytes.
+func (h *handler) checkIDs(m *wire.Message) *wire.Error {
+	for _, f := range [...]struct{ name, v string }{
+		{"requestId", m.Request.RequestID}, {"resource", m.Request.Resource}, {"holderId", m.Request.HolderID},
+	} {
+		if len(f.v) > h.maxID {
+			return wire.InvalidField(f.name, "is longer than "+strconv.Itoa(h.maxID)+" bytes")
+		}
+	}
+	return nil
 }
 
 // RevokeAllowed is the rule of a server without authentication
@@ -322,7 +334,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 
 // body reads the body of a POST to op, or answers the refusal (a method
 // other than POST, a content type other than JSON, a body too large).
-func (h *handler) body(w http.ResponseWriter, r *http.Request, op wire.Op) ([]byte, bool) {
+func (h *handler) body(w http.ResponseWriter, r *http.Request, op wire.Op, limit int64) ([]byte, bool) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
 		h.fail(w, r, op, wire.NewError(wire.CodeMethodNotAllowed, op.Path()+" takes POST, not "+wire.QuoteShort(r.Method)))
@@ -334,12 +346,12 @@ func (h *handler) body(w http.ResponseWriter, r *http.Request, op wire.Op) ([]by
 			return nil, false
 		}
 	}
-	tooLarge := wire.NewError(wire.CodeBodyTooLarge, "the body is larger than "+strconv.FormatInt(h.maxBody, 10)+" bytes")
-	if r.ContentLength > h.maxBody {
+	tooLarge := wire.NewError(wire.CodeBodyTooLarge, "the body is larger than "+strconv.FormatInt(limit, 10)+" bytes")
+	if r.ContentLength > limit {
 		h.fail(w, r, op, tooLarge)
 		return nil, false
 	}
-	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.maxBody))
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if !errors.As(err, &mbe) {

@@ -39,7 +39,7 @@ const watchWriteSlack = 30 * time.Second
 // serveStream answers POST /v1/list and /v1/watch.
 func (h *handler) serveStream(w http.ResponseWriter, r *http.Request) {
 	op := wire.Op(r.URL.Path[len("/v1/"):])
-	data, ok := h.body(w, r, op)
+	data, ok := h.body(w, r, op, h.maxBody)
 	if !ok {
 		return
 	}
