@@ -568,12 +568,18 @@ func (c *Client) hedged(ctx context.Context, op wire.Op, path string, body []byt
 		if err != nil {
 			return
 		}
-		left, err := until().Since(now)
-		if err != nil || !(left > 0) {
+		u := until()
+		if u.Domain == "" {
 			return
 		}
+		left, err := u.Since(now)
+		if err != nil {
+			return
+		}
+		// Past until (a hold whose loss ends its wait has not left yet),
+		// the next hedge after MinRetry.
 		g := gen
-		hedge = c.after(max(ceilDuration(left*attemptFraction), lease.MinRetry), func() {
+		hedge = c.after(max(ceilDuration(max(left, 0)*attemptFraction), lease.MinRetry), func() {
 			go func() {
 				select {
 				case hedges <- g:

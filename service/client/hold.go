@@ -583,6 +583,13 @@ func (h *Held) Lease() *Lease {
 	return &Lease{Lease: h.k.Lease(), secret: h.secret}
 }
 
+// Renewing reports whether a renewal of the lease is in flight.
+func (h *Held) Renewing() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.renewing != nil
+}
+
 // Renewals returns how many renewals succeeded.
 func (h *Held) Renewals() int {
 	h.mu.Lock()
