@@ -74,6 +74,7 @@ func main() {
 	n := flag.Int("n", 1000, "handovers (or expiry samples)")
 	ttl := flag.Duration("ttl", 0, "the coordinator's TTL (default: 30s for handover, 1s for expiry, 10s for cost)")
 	holds := flag.Int("holds", 1000, "with -mode cost: leases held at once")
+	oneClient := flag.Bool("one-client", false, "with -mode cost and -client go: every hold through one client.Client (one process holding them all, whose renewals share calls), not one client each")
 	clientKind := flag.String("client", "go", "with -mode cost: go (client.Client, in this process) or js (LeaseServiceClient in a Node process)")
 	duration := flag.Duration("duration", 30*time.Second, "with -mode cost: how long they are held")
 	coordinator := flag.String("coordinator", "out/bin/coordinator", "the built native server")
@@ -121,7 +122,7 @@ func main() {
 	case "cost":
 		switch *clientKind {
 		case "go":
-			err = cost(s, *target, *holds, *duration, *ttl)
+			err = cost(s, *target, *holds, *duration, *ttl, *oneClient)
 		case "js":
 			err = costJS(s, *target, *holds, *duration, *ttl)
 		default:
@@ -474,7 +475,7 @@ func cpuOfGroup(pgid int) (time.Duration, error) {
 }
 
 // cost holds leases for d and prints the CPU they cost.
-func cost(s *server, target string, holds int, d, ttl time.Duration) error {
+func cost(s *server, target string, holds int, d, ttl time.Duration, oneClient bool) error {
 	ctx := context.Background()
 	pid := s.cmd.Process.Pid // its process group's
 	now := func() mark { return mark{time.Now(), cpuSelf(), must(cpuOfGroup(pid))} }
@@ -494,6 +495,13 @@ func cost(s *server, target string, holds int, d, ttl time.Duration) error {
 	// ErrExpired) is tried again.
 	sem := make(chan struct{}, map[string]int{"native": 16, "worker": 4}[target])
 	retried := 0
+	var shared *client.Client
+	if oneClient {
+		var err error
+		if shared, err = newClient(s.url, "h"); err != nil {
+			return err
+		}
+	}
 	pace := time.NewTicker(ttl / 3 / time.Duration(holds))
 	defer pace.Stop()
 	for i := range holds {
@@ -503,9 +511,12 @@ func cost(s *server, target string, holds int, d, ttl time.Duration) error {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			c, err := newClient(s.url, "h"+strconv.Itoa(i))
-			if err != nil {
-				fail(err)
+			c := shared
+			if c == nil {
+				var err error
+				if c, err = newClient(s.url, "h"+strconv.Itoa(i)); err != nil {
+					fail(err)
+				}
 			}
 			for try := 1; ; try++ {
 				h, err := c.Hold(ctx, "cost-"+strconv.Itoa(i), client.HoldOptions{})
@@ -542,7 +553,11 @@ func cost(s *server, target string, holds int, d, ttl time.Duration) error {
 		return fmt.Errorf("%d of %d holds were lost (the coordinator did not keep up with %.0f renewals/s?): %v",
 			lost, holds, float64(holds)/(ttl/3).Seconds(), cause)
 	}
-	printCost(target+"-cost", holds, ttl, renewals, retried, idle, taking, held, end)
+	name := target + "-cost"
+	if oneClient {
+		name += "-one"
+	}
+	printCost(name, holds, ttl, renewals, retried, idle, taking, held, end)
 	return nil
 }
 

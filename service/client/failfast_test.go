@@ -300,10 +300,9 @@ func TestStatusesRetriedOrFinal(t *testing.T) {
 
 // TestRenewalOutlivesALostReply: TTL 2 s, real timers; the first renewal's
 // first attempt is never answered (the proxy holds its reply until the
-// client gives up). The attempt waits for half the time left before the
-// lease would count as lost, not AttemptTimeout (5 s, more than the TTL),
-// so the renewal is sent again in time and the lease is kept, with the
-// same request.
+// client gives up). After half the time left before the lease would count
+// as lost, not AttemptTimeout (5 s, more than the TTL), a hedge is sent
+// beside it, in time, and the lease is kept, with the same request.
 func TestRenewalOutlivesALostReply(t *testing.T) {
 	t.Parallel()
 	px := startProxy(t, serveCoordinator(t, 2*time.Second))
@@ -408,8 +407,8 @@ func TestLossBeforeTheDeadlineRealTimers(t *testing.T) {
 // to the microsecond. TTL 1 s, skew 20 ms: the deadline is 980 ms after
 // the acquisition's send, the loss 50 ms (5 % of the TTL) before it; the
 // loss's message gives those durations. Once lost, the release the hold
-// sends to the frozen coordinator is cut at half the time left of its 2 s,
-// sent again, cut again, and so on (Attempts is 100) until, 2 s after the
+// sends to the frozen coordinator is hedged at half the time left of its
+// 2 s, hedged again, and so on (Attempts is 100) until, 2 s after the
 // loss, it is given up: Release (as Do) returns then, and not before.
 func TestLossAndReleaseManualClock(t *testing.T) {
 	px := startProxy(t, serveCoordinator(t, time.Second))
@@ -437,10 +436,10 @@ func TestLossAndReleaseManualClock(t *testing.T) {
 		done <- h.Release(ctx)
 	}()
 	// step waits until a new request reached the proxy and is parked
-	// there, the only one (or the release returned), then moves the
+	// there, all parked (or the release returned), then moves the
 	// holder's clock to its next timer, which must not be past limit. It
 	// reports whether the release returned. Every step after the first
-	// sends one request: the cut attempt's retry, or at the loss the
+	// sends one request: the hedge of the attempts, or at the loss the
 	// release.
 	sent := len(px.Calls())
 	first := true
@@ -473,7 +472,7 @@ func TestLossAndReleaseManualClock(t *testing.T) {
 		}
 		return false, agent.Set(next.Millis)
 	}
-	// The renewals: every attempt held, each cut at half the time left,
+	// The renewals: every attempt held, each hedged at half the time left,
 	// until the loss.
 	for h.Context().Err() == nil {
 		if _, err := step(5930); err != nil {
@@ -515,8 +514,8 @@ func TestLossAndReleaseManualClock(t *testing.T) {
 // on the holder's manual clock, to the instant. TTL 1 s, skew 20 ms: the
 // first renewal is begun a third of the TTL after the acquisition's send,
 // with 596.67 ms left before the loss (50 ms before the deadline); its
-// first attempt, never answered, is cut half of that later; the second,
-// the same body, is answered; the lease is kept, its deadline anchored at
+// first attempt, never answered, gets a hedge half of that later; the
+// hedge, the same body, is answered; the lease is kept, its deadline anchored at
 // the renewal's first send.
 func TestRenewalOutlivesALostReplyManualClock(t *testing.T) {
 	px := startProxy(t, serveCoordinator(t, time.Second))
@@ -557,11 +556,11 @@ func TestRenewalOutlivesALostReplyManualClock(t *testing.T) {
 	if !px.Wait(wctx, func([]*faultproxy.Call) bool { a, p := px.InFlight(); return renewals.Load() == 1 && a == 1 && p == 1 }) {
 		t.Fatal("the first renewal did not reach the proxy")
 	}
-	cut, ok := agent.NextTimer()
-	if want := renewAt.Millis + (5930-renewAt.Millis)/2; !ok || !near(cut, want) {
-		t.Fatalf("the attempt's cut at %v, want %v", cut, want)
+	hedge, ok := agent.NextTimer()
+	if want := renewAt.Millis + (5930-renewAt.Millis)/2; !ok || !near(hedge, want) {
+		t.Fatalf("the attempt's hedge at %v, want %v", hedge, want)
 	}
-	if err := agent.Set(cut.Millis); err != nil {
+	if err := agent.Set(hedge.Millis); err != nil {
 		t.Fatal(err)
 	}
 	for h.Renewals() != 1 {

@@ -155,9 +155,12 @@ type HoldOptions struct {
 // Every renewal is a new request (lease.Client.BeginRenewal), so each
 // deadline is anchored at that renewal's own send instant; a renewal takes
 // at most the time the lease has left before it counts as lost (the
-// renewal in flight ends with the Context), and each of its attempts at
-// most half of what is left then, so one lost answer leaves time for
-// another attempt. A renewal that gets no answer is tried again sooner
+// renewal in flight ends with the Context); an attempt without an answer
+// after half of what is left then gets a hedge beside it (see deliver), so
+// one lost answer leaves time for another attempt and a slow one still
+// counts. The renewals of a Client's holds that fall due within a quarter
+// of their interval of one another share one call (RenewEach), each
+// answered on its own. A renewal that gets no answer is tried again sooner
 // (lease.Keeper); one refused as expired loses the lease at once. When the
 // hold ends without Release, it releases the lease itself, within 2
 // seconds (and AttemptTimeout). The Context cannot stop a write already on
@@ -535,7 +538,7 @@ func (h *Held) finish() {
 
 // releaseBounded releases l for a hold that ended without Release, within
 // endingRelease (or AttemptTimeout, if less) of the holder's clock, each
-// attempt at most half the time left, and within AttemptTimeout of real
+// attempt hedged at half the time left, and within AttemptTimeout of real
 // time. A lease the coordinator no longer has is not an error.
 func (c *Client) releaseBounded(l *Lease) error {
 	bound := min(endingRelease, c.timeout)
