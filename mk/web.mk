@@ -7,6 +7,7 @@
 #   make playground WORKER=1   live mode against the Worker too (wrangler dev; needs make deps)
 #   make test-web              the page in headless Chromium (node --test)
 #   make test-devserver        the server's Go tests
+#   make screenshots-web       every preset's end, drawn into out/test/screenshots
 #   make bench-web             load time, bytes transferred, drag-to-redraw time and a redraw's work, in Chromium
 
 PORT ?= 8080
@@ -14,10 +15,10 @@ DEVSERVER := out/bin/devserver
 COORDINATOR_BIN := out/bin/coordinator
 WRANGLER_BIN := node_modules/.bin/wrangler
 
-TESTS += test-devserver test-web
+TESTS += test-devserver test-web-explainer test-web-pages
 BENCH += bench-web
 
-.PHONY: playground devserver test-web test-devserver bench-web
+.PHONY: playground devserver test-web test-web-explainer test-web-pages test-devserver screenshots-web bench-web
 
 # Always handed to go build: its cache makes an unchanged rebuild cheap.
 devserver:
@@ -33,12 +34,28 @@ playground: build-wasm devserver coordinator $(if $(WORKER),worker)
 test-devserver:
 	$(GO) test -count=1 ./cmd/devserver/...
 
-# One file at a time: each starts its own server and Chromium, and the
-# machine has two cores. live.test.mjs runs live mode against the
-# coordinator and the Worker (wrangler dev, started by the dev server).
-test-web: build-wasm devserver coordinator worker
+# Two targets, so that make test can run the longest file beside the rest:
+# explainer.test.mjs alone, then the other files one at a time (each starts
+# its own server and Chromium, and the machine has two cores).
+# live.test.mjs runs live mode against the coordinator and the Worker
+# (wrangler dev, started by the dev server).
+WEB_TESTS := $(sort $(wildcard test/web/*.test.mjs))
+WEB_EXPLAINER := test/web/explainer.test.mjs
+
+test-web: test-web-explainer test-web-pages
+
+test-web-explainer: build-wasm devserver
 	@mkdir -p out/test/screenshots
-	DEVSERVER=$(DEVSERVER) COORDINATOR=$(CURDIR)/$(COORDINATOR_BIN) node --test --test-concurrency=1 test/web/*.test.mjs
+	DEVSERVER=$(DEVSERVER) node --test $(WEB_EXPLAINER)
+
+test-web-pages: build-wasm devserver coordinator worker
+	@mkdir -p out/test/screenshots
+	DEVSERVER=$(DEVSERVER) COORDINATOR=$(CURDIR)/$(COORDINATOR_BIN) node --test --test-concurrency=1 $(filter-out $(WEB_EXPLAINER),$(WEB_TESTS))
+
+# Every preset's end at 1280 px, in a 560-px-high iframe and at 390 px, into
+# out/test/screenshots: pictures to look at, no check, so not in make test.
+screenshots-web: build-wasm devserver
+	DEVSERVER=$(DEVSERVER) node scripts/screenshots-web.mjs
 
 bench-web: build-wasm devserver
 	DEVSERVER=$(DEVSERVER) node scripts/bench-web.mjs

@@ -1,9 +1,9 @@
 // The playground as an explainer, in headless Chromium: captions and
 // verdicts, the failure drawn, the first frame, labels that never collide,
 // contrast computed for every SVG text, axe-core on the playground, embed
-// mode and the tour, embeds in an iframe, and the screenshots of every
-// preset's end at 1280 px, in a 560-px-high iframe on an 820-px page and at
-// 390 px (out/test/screenshots).
+// mode and the tour, and embeds in an iframe. The screenshots of every
+// preset's end are taken by scripts/screenshots-web.mjs (make
+// screenshots-web): they check nothing.
 
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -455,20 +455,6 @@ test('phone: the row labels stay in view while the timeline scrolls', async () =
   const names = await page.$$eval('#rows-fenced text', (ts) => ts.map((t) => t.textContent));
   for (const n of ['Agent A', 'Agent B', 'Coordinator', 'Resource']) assert.ok(names.includes(n));
   await page.close();
-});
-
-test('screenshots of every preset\'s end: 1280 px, an 820-px page with a 560-px-high iframe, 390 px', async () => {
-  for (const preset of PRESETS) {
-    const wide = await openEnd(`?p=${preset.id}`, { width: 1280, height: 900 });
-    await shot(wide.page, `end-${preset.id}-1280`);
-    await wide.page.close();
-    const { page } = await host(820, { width: '100%', height: 560 }, `?p=${preset.id}&embed=1`, false);
-    await page.screenshot({ path: join(SCREENSHOTS, `end-${preset.id}-820-iframe-560.png`) });
-    await page.close();
-    const phone = await openEnd(`?p=${preset.id}`, { width: 390, height: 844 });
-    await shot(phone.page, `end-${preset.id}-390`);
-    await phone.page.close();
-  }
 });
 
 // --- the tour -----------------------------------------------------------------
