@@ -35,7 +35,7 @@ worker-dev: worker
 # of the request decoder; vet/staticcheck of what `make lint` does not see:
 # the e2e build tag and the peers module.
 test-service:
-	$(GO) test -count=1 -race ./service/... ./cmd/coordinator/ ./test/worker/
+	$(GO) test -count=1 -race -timeout 30m ./service/... ./cmd/coordinator/ ./test/worker/
 	$(GO) test $(FUZZ_BRIEF) -fuzz '^FuzzDecodeMessage$$' -fuzztime 40000x ./service/wire/
 	$(GO) vet -tags e2e ./test/worker/
 	GOBIN=$(CURDIR)/out/bin $(GO) install $(STATICCHECK)
