@@ -149,6 +149,9 @@ func exitCode(err error) int {
 	var ce *client.CertificateError
 	switch {
 	case errors.As(err, &we):
+		if we.Code == wire.CodeNotSupported {
+			return exitError // a Worker: it cannot list or watch
+		}
 		if we.Status == http.StatusUnauthorized || we.Status == http.StatusForbidden || we.Status >= 500 {
 			return exitConn
 		}

@@ -187,7 +187,7 @@ func (u *upstream) got() []string {
 // LEASE_FENCE_HEADER, is refused; once lease-fence runs again (SIGCONT) it
 // ends the command and exits 76.
 func TestLockStoppedPastTheTTL(t *testing.T) {
-	url := coordinator(t, "-ttl", "3s")
+	url := coordinator(t, "-ttl", "4s")
 	api := &upstream{}
 	srv := httptest.NewServer(api)
 	defer srv.Close()

@@ -8,10 +8,15 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/lease-fence/lease-fence/internal/argerr"
+	"github.com/lease-fence/lease-fence/service/wire"
 )
 
 // runIn runs the command line in this process with env as its whole
@@ -141,5 +146,27 @@ func writeFile(t *testing.T, path, body string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The exit code of each kind of failure.
+func TestExitCode(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		code int
+	}{
+		{&wire.Error{Status: 409, Code: wire.CodeNotHeld}, exitError},
+		{&wire.Error{Status: 400, Code: wire.CodeInvalidValue}, exitError},
+		{&wire.Error{Status: 501, Code: wire.CodeNotSupported}, exitError},
+		{&wire.Error{Status: 401, Code: wire.CodeUnauthorized}, exitConn},
+		{&wire.Error{Status: 403, Code: wire.CodeForbidden}, exitConn},
+		{&wire.Error{Status: 503, Code: wire.CodeUnavailable}, exitConn},
+		{fmt.Errorf("wrapped: %w", &wire.Error{Status: 503, Code: wire.CodeUnavailable}), exitConn},
+		{argerr.New("lease", "resource", "must not be empty"), exitUsage},
+		{errors.New("dial tcp 127.0.0.1:1: connect: connection refused"), exitConn},
+	} {
+		if got := exitCode(c.err); got != c.code {
+			t.Errorf("exitCode(%v) = %d, want %d", c.err, got, c.code)
+		}
 	}
 }
