@@ -14,7 +14,9 @@
 // the one taken just before the side's process was started, so it covers
 // lease-fence's start, its acquisition and the fork and exec of MARK (and
 // MARK's own runtime start, the same in every side). "whole" is until the
-// side's process was reaped: lease-fence's release included. Each side's
+// side's process was reaped: lease-fence's release included; "cpu" is the
+// user and system time of the side's process and what it waited for
+// (MARK included). Each side's
 // figures are min / median / max over the rounds, and the lock/plain
 // ratio is taken round by round.
 //
@@ -95,6 +97,7 @@ func run(rounds int, bin string) error {
 	env := append(os.Environ(), markEnv+"=1", "LEASE_FENCE_URL="+url)
 	toExec := make([][]time.Duration, len(sides))
 	whole := make([][]time.Duration, len(sides))
+	cpu := make([][]time.Duration, len(sides))
 	for r := -1; r < rounds; r++ { // round -1 warms up
 		for i, s := range sides {
 			cmd := exec.Command(s.argv[0], s.argv[1:]...)
@@ -114,14 +117,15 @@ func run(rounds int, bin string) error {
 			if r >= 0 {
 				toExec[i] = append(toExec[i], time.Duration(mark-start.UnixNano()))
 				whole[i] = append(whole[i], end.Sub(start))
+				cpu[i] = append(cpu[i], cmd.ProcessState.UserTime()+cmd.ProcessState.SystemTime())
 			}
 		}
 	}
 	load, _ := os.ReadFile("/proc/loadavg")
 	fmt.Printf("%d rounds, sides in turn; load %s", rounds, load)
-	fmt.Printf("%-6s %-28s %-28s\n", "side", "to exec min/median/max", "whole min/median/max")
+	fmt.Printf("%-6s %-28s %-28s %-28s\n", "side", "to exec min/median/max", "whole min/median/max", "cpu min/median/max")
 	for i, s := range sides {
-		fmt.Printf("%-6s %-28s %-28s\n", s.name, mmm(toExec[i]), mmm(whole[i]))
+		fmt.Printf("%-6s %-28s %-28s %-28s\n", s.name, mmm(toExec[i]), mmm(whole[i]), mmm(cpu[i]))
 	}
 	for j := 1; j < len(sides); j++ {
 		var ratio, over []float64
