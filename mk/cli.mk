@@ -1,6 +1,6 @@
-# cmd/lease-fence: the command-line tool (docs/cli.md). The tests run the
-# built lease-fence against a real coordinator and fence-proxy, each a child
-# process on a port the kernel picks; the command lease-fence runs is the
+# cmd/lease-fence: the command-line tool (docs/cli.md). The tests build
+# lease-fence with the race detector and run it against a real coordinator
+# and fence-proxy, each a child process on a port the kernel picks; the command lease-fence runs is the
 # test binary itself, told what to do through its standard input.
 TESTS += test-cli
 BUILD += lease-fence
@@ -11,7 +11,7 @@ BENCH += bench-cli
 lease-fence:
 	$(GO) build -o out/bin/lease-fence ./cmd/lease-fence
 
-test-cli: lease-fence coordinator fence-proxy
+test-cli: coordinator fence-proxy
 	LEASE_FENCE_TEST_BIN=$(CURDIR)/out/bin $(GO) test -count=1 -race ./cmd/lease-fence/
 
 # lease-fence lock's time from its start to the command's exec, and the

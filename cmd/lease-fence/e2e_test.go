@@ -28,10 +28,10 @@ import (
 	"github.com/lease-fence/lease-fence/service/client"
 )
 
-// The tests in this file run the real programs: lease-fence, the
-// coordinator and fence-proxy, built once (or taken from
-// $LEASE_FENCE_TEST_BIN, where make test-cli builds them), each on a port
-// chosen by the kernel. The command lease-fence runs is this test binary
+// The tests in this file run the real programs: lease-fence (built once,
+// with the race detector), the coordinator and fence-proxy (built once, or
+// taken from $LEASE_FENCE_TEST_BIN, where make test-cli builds them), each
+// on a port chosen by the kernel. The command lease-fence runs is this test binary
 // in the role of a child (childMain), which takes orders on its standard
 // input and reports on its standard output: the test talks to it through
 // the pipes lease-fence hands down.
@@ -49,30 +49,35 @@ func TestMain(m *testing.M) {
 		childMain()
 		os.Exit(0)
 	}
+	// The coordinator and fence-proxy are taken from $LEASE_FENCE_TEST_BIN
+	// if set; lease-fence is built here, with the race detector.
 	dir := os.Getenv("LEASE_FENCE_TEST_BIN")
-	if dir == "" {
-		tmp, err := os.MkdirTemp("", "lease-fence-e2e-")
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
+	tmp, err := os.MkdirTemp("", "lease-fence-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	build := func(pkg string, flags ...string) string {
+		out := filepath.Join(tmp, pkg)
+		cmd := exec.Command("go", append(append([]string{"build"}, flags...), "-o", out, "../"+pkg)...)
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Run(); err != nil {
+			fmt.Fprintln(os.Stderr, "building", pkg+":", err)
+			os.RemoveAll(tmp)
 			os.Exit(1)
 		}
-		for _, pkg := range []string{"lease-fence", "coordinator", "fence-proxy"} {
-			cmd := exec.Command("go", "build", "-o", filepath.Join(tmp, pkg), "../"+pkg)
-			cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-			if err := cmd.Run(); err != nil {
-				fmt.Fprintln(os.Stderr, "building", pkg+":", err)
-				os.Exit(1)
-			}
-		}
-		dir = tmp
+		return out
 	}
-	bins.cli = filepath.Join(dir, "lease-fence")
-	bins.coordinator = filepath.Join(dir, "coordinator")
-	bins.proxy = filepath.Join(dir, "fence-proxy")
+	bins.cli = build("lease-fence", "-race")
+	if dir != "" {
+		bins.coordinator = filepath.Join(dir, "coordinator")
+		bins.proxy = filepath.Join(dir, "fence-proxy")
+	} else {
+		bins.coordinator = build("coordinator")
+		bins.proxy = build("fence-proxy")
+	}
 	code := m.Run()
-	if dir != os.Getenv("LEASE_FENCE_TEST_BIN") {
-		os.RemoveAll(dir)
-	}
+	os.RemoveAll(tmp)
 	os.Exit(code)
 }
 

@@ -26,6 +26,7 @@ func (c *cli) nextLeader() leaderJSON {
 func TestElect(t *testing.T) {
 	url := coordinator(t)
 	obs := startCLI(t, url, "elect", "--observe", "--json", "web/leader")
+	people := startCLI(t, url, "elect", "--observe", "web/leader")
 	a := startCLI(t, url, "elect", "--holder", "web-1", "--value", "10.0.0.1:80", "web/leader", "--", os.Args[0])
 	r := a.report()
 	if r.Resource != "web/leader" || r.Holder != "web-1" || r.Fence == "" || r.Header == "" {
@@ -34,6 +35,9 @@ func TestElect(t *testing.T) {
 	first := leaderJSON{HolderID: "web-1", Fence: 1, Value: "10.0.0.1:80"}
 	if got := obs.nextLeader(); got != first {
 		t.Fatalf("the observer printed %+v, want %+v", got, first)
+	}
+	if l := people.next(); l != `fence 1  holder web-1  value "10.0.0.1:80"` {
+		t.Fatalf("elect --observe printed %q", l)
 	}
 	b := startCLI(t, url, "elect", "--holder", "web-2", "--value", "10.0.0.2:80", "--json", "web/leader")
 	if got := b.nextLeader(); got != first {

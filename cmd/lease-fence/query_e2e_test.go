@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"path/filepath"
@@ -149,6 +150,7 @@ func iterPull(seq func(func(client.Event, error) bool)) (func(*testing.T) client
 func TestWatchJSON(t *testing.T) {
 	url := coordinator(t)
 	w := startCLI(t, url, "watch", "--json", "jobs/")
+	people := startCLI(t, url, "watch", "jobs/")
 	var hello helloJSON
 	if err := json.Unmarshal([]byte(w.next()), &hello); err != nil || hello.Type != "hello" || hello.Stream == "" {
 		t.Fatalf("the first line is not a hello: %+v (%v)", hello, err)
@@ -176,6 +178,18 @@ func TestWatchJSON(t *testing.T) {
 	if got[0].Type != wire.EventGranted || got[0].Resource != "jobs/w" || got[0].HolderID != "agent-a" || got[0].Fence != l.Token().Fence ||
 		got[1].Type != wire.EventReleased || got[1].Seq != got[0].Seq+1 {
 		t.Fatalf("events %+v", got)
+	}
+	// The same events for people, after a hello on stderr.
+	granted := fmt.Sprintf("%-8d %-10s jobs/w  holder agent-a  fence %d  remaining ", got[0].Seq, "granted", got[0].Fence)
+	if l := people.next(); !strings.HasPrefix(l, granted) || !strings.HasSuffix(l, "  waiters 0") {
+		t.Fatalf("watch printed %q, want %q...", l, granted)
+	}
+	released := fmt.Sprintf("%-8d %-10s jobs/w  holder agent-a  fence %d  waiters 0", got[1].Seq, "released", got[1].Fence)
+	if l := people.next(); l != released {
+		t.Fatalf("watch printed %q, want %q", l, released)
+	}
+	if !strings.Contains(people.stderr.String(), "lease-fence: watching stream "+hello.Stream+" from seq ") {
+		t.Fatalf("watch's stderr: %q", people.stderr.String())
 	}
 	if err := w.cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
