@@ -9,9 +9,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/lease-fence/lease-fence/internal/prom"
 	"github.com/lease-fence/lease-fence/service"
 	"github.com/lease-fence/lease-fence/service/httpapi"
 	"github.com/lease-fence/lease-fence/service/wire"
@@ -60,7 +59,7 @@ func newSyncHistogram() prometheus.Histogram {
 }
 
 func newMetrics(svc *service.Service, store storeStats, syncs prometheus.Histogram) *metrics {
-	m := &metrics{reg: prometheus.NewRegistry(), calls: map[wire.Op]map[string]prometheus.Counter{},
+	m := &metrics{reg: prom.NewRegistry(), calls: map[wire.Op]map[string]prometheus.Counter{},
 		refusals: map[string]prometheus.Counter{}, requests: map[wire.Op]prometheus.Observer{}, syncs: syncs}
 	calls := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "leasefence_calls_total",
 		Help: "Calls answered, by operation (op, empty for a path that is none of the four) and result (granted, denied, expired, ok, held, free, refused)."},
@@ -69,7 +68,7 @@ func newMetrics(svc *service.Service, store storeStats, syncs prometheus.Histogr
 		Help: "Calls refused, by the stable error code of the answer (docs/service.md, Errors)."}, []string{"code"})
 	requests := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "leasefence_request_duration_seconds",
 		Help:    "Time from a request's arrival to its answer, by operation; a waiting call includes its wait.",
-		Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}}, []string{"op"})
+		Buckets: prom.LatencyBuckets}, []string{"op"})
 	for op, rs := range results {
 		m.calls[op] = map[string]prometheus.Counter{}
 		for _, r := range rs {
@@ -94,7 +93,6 @@ func newMetrics(svc *service.Service, store storeStats, syncs prometheus.Histogr
 		counter("leasefence_releases_total", "Leases ended by a release.", func() float64 { return float64(svc.Stats().Releases) }),
 		gauge("leasefence_waiters", "Calls waiting (acquisitions and observers), plus places kept for a retry.",
 			func() float64 { return float64(svc.Waiting()) }),
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
 	if store.expired != nil {
 		m.reg.MustRegister(counter("leasefence_expiries_total", "Leases that ran out: swept, or replaced by a new grant, once expired.",
@@ -149,7 +147,7 @@ func opOfPath(path string) wire.Op {
 
 // handler serves the registry.
 func (m *metrics) handler() http.Handler {
-	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+	return prom.Handler(m.reg)
 }
 
 // timedPersister times the synced writes of a Persister.

@@ -82,6 +82,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, onAdmit f
 	readTimeout := fl.Duration("read-timeout", defaultReadTime, "time allowed to read a whole request, body included")
 	idleTimeout := fl.Duration("idle-timeout", defaultIdleTime, "how long a kept-alive client connection may sit idle")
 	shutdownTimeout := fl.Duration("shutdown-timeout", 0, "on SIGTERM or SIGINT, time given to the requests in progress (0: the upstream timeout plus 5s)")
+	rejHistory := fl.Int("rejection-history", httpfence.DefaultRejectionHistory, "refusals kept in memory for GET /.lease-fence/rejections/stream to resume from")
+	maxStreams := fl.Int("max-streams", httpfence.DefaultMaxStreams, "refusal streams served at once; more are answered 503")
+	streamBuffer := fl.Int("stream-buffer", httpfence.DefaultStreamBuffer, "refusals that may wait for one stream's reader; a reader further behind gets an overflow event and is closed")
 	debugAddr := fl.String("debug-addr", "", "if set, serve the Go runtime's profiles (GET /debug/pprof/) on this loopback address")
 	if err := fl.Parse(args); err != nil {
 		return err
@@ -101,7 +104,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, onAdmit f
 	for _, v := range []struct {
 		name string
 		n    int64
-	}{{"max-queue", int64(*maxQueue)}, {"max-body-bytes", *maxBody}, {"max-buffer-bytes", *maxBuffer}, {"max-header-bytes", int64(*maxHeader)}, {"max-conns", int64(*maxConns)}} {
+	}{{"max-queue", int64(*maxQueue)}, {"max-body-bytes", *maxBody}, {"max-buffer-bytes", *maxBuffer}, {"max-header-bytes", int64(*maxHeader)}, {"max-conns", int64(*maxConns)},
+		{"rejection-history", int64(*rejHistory)}, {"max-streams", int64(*maxStreams)}, {"stream-buffer", int64(*streamBuffer)}} {
 		if v.n <= 0 {
 			return errors.New("-" + v.name + " must be positive")
 		}
@@ -140,15 +144,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, onAdmit f
 		plog = slog.New(levelAtLeast{log.Handler(), slog.LevelWarn})
 	}
 	proxy, err := httpfence.New(httpfence.Options{
-		Upstream:        up,
-		Store:           st.store,
-		UpstreamTimeout: *upstreamTimeout,
-		QueueTimeout:    *queueTimeout,
-		MaxBodyBytes:    *maxBody,
-		MaxBufferBytes:  *maxBuffer,
-		MaxQueue:        *maxQueue,
-		Logger:          plog,
-		OnAdmit:         onAdmit,
+		Upstream:         up,
+		Store:            st.store,
+		UpstreamTimeout:  *upstreamTimeout,
+		QueueTimeout:     *queueTimeout,
+		MaxBodyBytes:     *maxBody,
+		MaxBufferBytes:   *maxBuffer,
+		MaxQueue:         *maxQueue,
+		Logger:           plog,
+		OnAdmit:          onAdmit,
+		RejectionHistory: *rejHistory,
+		MaxStreams:       *maxStreams,
+		StreamBuffer:     *streamBuffer,
 	})
 	if err != nil {
 		return err
@@ -176,6 +183,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, onAdmit f
 		MaxHeaderBytes:    *maxHeader,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
+	// Shutdown waits for the requests in progress; the refusal streams
+	// would never end by themselves.
+	srv.RegisterOnShutdown(proxy.Drain)
 	log.Info("fence-proxy", "upstream", up.String(), "state", *statePath)
 	fmt.Fprintf(stdout, "listening on http://%s\n", ln.Addr())
 	errc := make(chan error, 1)

@@ -17,3 +17,17 @@ func (p *Proxy) Lanes() int {
 	defer p.mu.Unlock()
 	return len(p.lanes)
 }
+
+// Streams returns how many refusal streams are open.
+func (p *Proxy) Streams() int {
+	p.feed.mu.Lock()
+	defer p.feed.mu.Unlock()
+	return len(p.feed.subs)
+}
+
+// HistoryLen returns how many refusals the stream history holds.
+func (p *Proxy) HistoryLen() int {
+	p.feed.mu.Lock()
+	defer p.feed.mu.Unlock()
+	return len(p.feed.ring)
+}

@@ -26,12 +26,14 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"golang.org/x/sync/semaphore"
 
 	"github.com/lease-fence/lease-fence/core/fence"
+	"github.com/lease-fence/lease-fence/internal/prom"
 )
 
 // Store keeps each resource's floor and its refusals durably. Admit raises
@@ -48,6 +50,25 @@ type Store interface {
 	Floor(ctx context.Context, resource string) (uint64, error)
 	RejectionsAfter(ctx context.Context, resource string, after uint64, limit int) ([]fence.Rejection, error)
 }
+
+// FloorLister is a Store that lists its floors a page at a time, for GET
+// /.lease-fence/floors (*sqlfence.Store is one): those of the resources
+// that start with prefix and sort after after, in order, at most limit.
+type FloorLister interface {
+	FloorsAfter(ctx context.Context, prefix, after string, limit int) ([]fence.Floor, error)
+}
+
+// RejectionCounter is a Store that counts the refusals it has logged, across
+// resources (*sqlfence.Store is one). The refusal stream's sequence
+// numbers continue from that count, so that they keep rising across
+// restarts of the proxy.
+type RejectionCounter interface {
+	RejectionTotal(ctx context.Context) (uint64, error)
+}
+
+// MaxFloorsPage is the most floors GET /.lease-fence/floors returns in one
+// answer, and its default limit.
+const MaxFloorsPage = 1000
 
 // MaxRejectionsPage is the most refusals GET /.lease-fence/rejections
 // returns in one answer, and its default limit.
@@ -98,25 +119,44 @@ type Options struct {
 	// Error) and per forwarded write (Info). Nil logs nothing.
 	Logger *slog.Logger
 	// OnAdmit, if set, is called for each write after its floor is durably
-	// raised and before it is forwarded, on the request's goroutine: the
-	// place for a metric, and where tests stop the proxy to kill it.
+	// raised and before it is forwarded, on the request's goroutine: where
+	// tests stop the proxy to kill it.
 	OnAdmit func(ctx context.Context, tok fence.Token)
+	// RejectionHistory is how many of the newest refusals the proxy keeps
+	// in memory for GET /.lease-fence/rejections/stream to resume from.
+	// Zero means DefaultRejectionHistory.
+	RejectionHistory int
+	// MaxStreams bounds the refusal streams served at once (503 above).
+	// Zero means DefaultMaxStreams.
+	MaxStreams int
+	// StreamBuffer is how many refusals may wait for one stream's reader; a
+	// stream whose reader falls further behind is closed with an overflow
+	// event. Zero means DefaultStreamBuffer.
+	StreamBuffer int
+	// Now is the clock of the refusals' "at" in the stream; nil means
+	// time.Now.
+	Now func() time.Time
 }
 
 // Proxy is the gate: an http.Handler that forwards reads as they are and
 // writes under the rules of the package doc. Requests under /.lease-fence/
 // are its own (ServeHTTP) and never forwarded. Make one with New.
 type Proxy struct {
-	store        Store
-	rp           *httputil.ReverseProxy
-	transport    http.RoundTripper
-	timeout      time.Duration
-	queueTimeout time.Duration
-	maxBody      int64
-	maxQueue     int
-	buffers      *semaphore.Weighted
-	log          *slog.Logger
-	onAdmit      func(context.Context, fence.Token)
+	store          Store
+	rp             *httputil.ReverseProxy
+	transport      http.RoundTripper
+	timeout        time.Duration
+	queueTimeout   time.Duration
+	maxBody        int64
+	maxQueue       int
+	buffers        *semaphore.Weighted
+	log            *slog.Logger
+	onAdmit        func(context.Context, fence.Token)
+	m              *metrics
+	feed           *feed
+	metricsHandler http.Handler
+	now            func() time.Time
+	pingInterval   time.Duration
 
 	mu    sync.Mutex
 	lanes map[string]*lane
@@ -156,6 +196,18 @@ func New(opts Options) (*Proxy, error) {
 		return nil, arg("upstreamTimeout", "and queueTimeout must not be negative")
 	case opts.MaxBodyBytes < 0, opts.MaxBufferBytes < 0, opts.MaxQueue < 0:
 		return nil, arg("maxBodyBytes", ", maxBufferBytes and maxQueue must not be negative")
+	case opts.RejectionHistory < 0, opts.MaxStreams < 0, opts.StreamBuffer < 0:
+		return nil, arg("rejectionHistory", ", maxStreams and streamBuffer must not be negative")
+	}
+	var first uint64
+	if rc, ok := opts.Store.(RejectionCounter); ok {
+		ctx, cancel := context.WithTimeout(context.Background(), cmpOr(opts.UpstreamTimeout, DefaultUpstreamTimeout))
+		n, err := rc.RejectionTotal(ctx)
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+		first = n
 	}
 	p := &Proxy{
 		store:        opts.Store,
@@ -168,8 +220,16 @@ func New(opts Options) (*Proxy, error) {
 		floors:       map[string]uint64{},
 		transport:    opts.Transport,
 		queueTimeout: opts.QueueTimeout,
+		m:            newMetrics(),
+		feed:         newFeed(first, cmpOr(opts.RejectionHistory, DefaultRejectionHistory), cmpOr(opts.StreamBuffer, DefaultStreamBuffer), cmpOr(opts.MaxStreams, DefaultMaxStreams)),
+		now:          opts.Now,
+		pingInterval: PingInterval,
 	}
 	p.queueTimeout = cmpOr(p.queueTimeout, p.timeout)
+	if p.now == nil {
+		p.now = time.Now
+	}
+	p.metricsHandler = prom.Handler(p.m.reg)
 	p.buffers = semaphore.NewWeighted(max(cmpOr(opts.MaxBufferBytes, DefaultMaxBufferBytes), p.maxBody))
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler)
@@ -254,14 +314,22 @@ const adminPrefix = "/.lease-fence/"
 // the proxy's own endpoints:
 //
 //	GET  /.lease-fence/floor?resource=r       {"resource": r, "floor": n}
+//	GET  /.lease-fence/floors[?after=r][&limit=n][&prefix=p]
+//	                                          {"floors": [...], "next": r} (FloorsPage)
 //	GET  /.lease-fence/rejections?resource=r[&after=seq][&limit=n]
 //	                                          {"resource": r, "rejections": [...], "more": bool}
+//	GET  /.lease-fence/rejections/stream[?after=seq]
+//	                                          Server-Sent Events, one per refusal (StreamedRejection)
 //	POST /.lease-fence/admit                  raise the floor to the Lease-Fence token without forwarding
+//	GET  /.lease-fence/healthz                {"status": "ok"}, or 503 if the Store cannot be read
+//	GET  /.lease-fence/metrics                Prometheus text format
 //
 // The rejections come a page at a time: those whose seq is above after
 // (default 0), oldest first, at most limit (1 to MaxRejectionsPage, the
 // default); more says whether there are others after them (ask again with
-// after set to the last seq).
+// after set to the last seq). The floors likewise, by resource name, at
+// most MaxFloorsPage; next is set when more follow. docs/fencing.md
+// describes each.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case r.Method == http.MethodConnect:
@@ -283,38 +351,56 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.serveWrite(w, r)
 }
 
-// serveWrite: parse the token, read the body, wait for the resource's turn,
-// raise the floor durably (or refuse and log), forward, answer, hand the
-// turn on.
+// serveWrite gates and forwards a write, and counts what became of it.
 func (p *Proxy) serveWrite(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	code := p.write(w, r)
+	d := time.Since(start).Seconds()
+	switch code {
+	case "":
+		p.m.forwardedDur.Observe(d)
+	case clientLeft:
+	default:
+		p.m.refusal(code)
+		p.m.refusedDur.Observe(d)
+	}
+}
+
+// clientLeft is write's result when the client left while its write
+// waited: nothing was answered or changed.
+const clientLeft = "-"
+
+// write: parse the token, read the body, wait for the resource's turn,
+// raise the floor durably (or refuse and log), forward, answer, hand the
+// turn on. It returns the code it refused the write with, "" if it
+// forwarded it.
+func (p *Proxy) write(w http.ResponseWriter, r *http.Request) string {
 	tok, err := ParseHeader(r.Header)
 	if errors.Is(err, ErrNoHeader) {
-		writeError(w, http.StatusPreconditionRequired, "missing_fence",
+		return writeError(w, http.StatusPreconditionRequired, "missing_fence",
 			"a write ("+r.Method+") needs a "+Header+` header, e.g. `+Header+`: resource="deploy-slot", holder="agent-a", fence=7`, nil)
-		return
 	}
 	if err != nil {
-		writeError(w, http.StatusBadRequest, "bad_fence_header", err.Error(), nil)
-		return
+		return writeError(w, http.StatusBadRequest, "bad_fence_header", err.Error(), nil)
 	}
-	body, release, ok := p.readBody(w, r)
-	if !ok {
-		return
+	body, release, code := p.readBody(w, r)
+	if code != "" {
+		return code
 	}
 	defer release()
 
+	p.m.waiting.Inc()
 	err = p.enter(r.Context(), tok.Resource)
+	p.m.waiting.Dec()
 	switch {
 	case errors.Is(err, errQueueFull):
 		w.Header().Set("Retry-After", "1")
-		writeError(w, http.StatusServiceUnavailable, "queue_full", "more than "+strconv.Itoa(p.maxQueue)+" writes wait for resource "+strconv.Quote(tok.Resource)+"; nothing was changed", nil)
-		return
+		return writeError(w, http.StatusServiceUnavailable, "queue_full", "more than "+strconv.Itoa(p.maxQueue)+" writes wait for resource "+strconv.Quote(tok.Resource)+"; nothing was changed", nil)
 	case err != nil && r.Context().Err() != nil:
-		return // the client left while waiting: nothing was changed
+		return clientLeft // nothing was changed
 	case err != nil:
 		w.Header().Set("Retry-After", "1")
-		writeError(w, http.StatusServiceUnavailable, "queue_timeout", "the write waited "+p.queueTimeout.String()+" for its turn on resource "+strconv.Quote(tok.Resource)+"; nothing was changed", nil)
-		return
+		return writeError(w, http.StatusServiceUnavailable, "queue_timeout", "the write waited "+p.queueTimeout.String()+" for its turn on resource "+strconv.Quote(tok.Resource)+"; nothing was changed", nil)
 	}
 	defer p.leave(tok.Resource)
 
@@ -331,13 +417,11 @@ func (p *Proxy) serveWrite(w http.ResponseWriter, r *http.Request) {
 				slog.String("resource", tok.Resource), slog.String("holder", tok.HolderID), slog.Uint64("fence", tok.Fence),
 				slog.Uint64("seq", stale.Seq), slog.String("admittedHolderId", stale.AdmittedHolderID), slog.Uint64("admittedFence", stale.AdmittedFence),
 				slog.String("method", r.Method), slog.String("path", r.URL.Path))
-			writeStale(w, stale)
-			return
+			return writeStale(w, stale)
 		}
 		p.log.LogAttrs(ctx, slog.LevelError, "the floor could not be checked; write not forwarded",
 			slog.String("resource", tok.Resource), slog.String("holder", tok.HolderID), slog.Uint64("fence", tok.Fence), slog.String("err", err.Error()))
-		writeError(w, http.StatusServiceUnavailable, "store_failed", "the proxy could not check the fence ("+err.Error()+"); the write was not forwarded", nil)
-		return
+		return writeError(w, http.StatusServiceUnavailable, "store_failed", "the proxy could not check the fence ("+err.Error()+"); the write was not forwarded", nil)
 	}
 	if p.onAdmit != nil {
 		p.onAdmit(ctx, tok)
@@ -353,18 +437,22 @@ func (p *Proxy) serveWrite(w http.ResponseWriter, r *http.Request) {
 	out.ContentLength = int64(len(body))
 	out.TransferEncoding = nil
 	rec := &statusRecorder{ResponseWriter: w}
+	p.m.forwarding.Inc()
+	p.m.forwarded.Inc()
 	p.rp.ServeHTTP(rec, out)
+	p.m.forwarding.Dec()
 	p.log.LogAttrs(ctx, slog.LevelInfo, "write forwarded",
 		slog.String("resource", tok.Resource), slog.String("holder", tok.HolderID), slog.Uint64("fence", tok.Fence),
 		slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Int("status", rec.status))
+	return ""
 }
 
 // readBody reads a write's body whole, within MaxBodyBytes and the shared
-// buffer budget. On failure it has answered, and ok is false.
-func (p *Proxy) readBody(w http.ResponseWriter, r *http.Request) (body []byte, release func(), ok bool) {
+// buffer budget. On failure it has answered, and returns the code it
+// answered with.
+func (p *Proxy) readBody(w http.ResponseWriter, r *http.Request) (body []byte, release func(), code string) {
 	if r.ContentLength > p.maxBody {
-		writeError(w, http.StatusRequestEntityTooLarge, "body_too_large", "the body is larger than "+strconv.FormatInt(p.maxBody, 10)+" bytes; nothing was changed", nil)
-		return nil, nil, false
+		return nil, nil, writeError(w, http.StatusRequestEntityTooLarge, "body_too_large", "the body is larger than "+strconv.FormatInt(p.maxBody, 10)+" bytes; nothing was changed", nil)
 	}
 	reserve := p.maxBody
 	if r.ContentLength >= 0 {
@@ -372,8 +460,7 @@ func (p *Proxy) readBody(w http.ResponseWriter, r *http.Request) (body []byte, r
 	}
 	if !p.buffers.TryAcquire(reserve) {
 		w.Header().Set("Retry-After", "1")
-		writeError(w, http.StatusServiceUnavailable, "busy", "the proxy holds as many write bodies as it may; nothing was changed", nil)
-		return nil, nil, false
+		return nil, nil, writeError(w, http.StatusServiceUnavailable, "busy", "the proxy holds as many write bodies as it may; nothing was changed", nil)
 	}
 	var buf bytes.Buffer
 	if r.ContentLength > 0 {
@@ -384,17 +471,15 @@ func (p *Proxy) readBody(w http.ResponseWriter, r *http.Request) (body []byte, r
 		p.buffers.Release(reserve)
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
-			writeError(w, http.StatusRequestEntityTooLarge, "body_too_large", "the body is larger than "+strconv.FormatInt(p.maxBody, 10)+" bytes; nothing was changed", nil)
-		} else {
-			writeError(w, http.StatusBadRequest, "bad_body", "reading the body failed ("+err.Error()+"); nothing was changed", nil)
+			return nil, nil, writeError(w, http.StatusRequestEntityTooLarge, "body_too_large", "the body is larger than "+strconv.FormatInt(p.maxBody, 10)+" bytes; nothing was changed", nil)
 		}
-		return nil, nil, false
+		return nil, nil, writeError(w, http.StatusBadRequest, "bad_body", "reading the body failed ("+err.Error()+"); nothing was changed", nil)
 	}
 	if used := int64(buf.Len()); used < reserve {
 		p.buffers.Release(reserve - used)
 		reserve = used
 	}
-	return buf.Bytes(), func() { p.buffers.Release(reserve) }, true
+	return buf.Bytes(), func() { p.buffers.Release(reserve) }, ""
 }
 
 // admit admits tok durably or returns the Store's refusal: a fence equal to
@@ -405,15 +490,21 @@ func (p *Proxy) admit(ctx context.Context, tok fence.Token) error {
 	cached, ok := p.floors[tok.Resource]
 	p.floorsMu.Unlock()
 	if ok && tok.Fence == cached {
+		p.m.admitted.Inc()
 		return nil
 	}
 	err := p.store.Admit(ctx, tok)
 	var stale *fence.StaleFenceError
 	switch {
 	case err == nil:
+		p.m.admitted.Inc()
+		if !ok || tok.Fence > cached {
+			p.m.raised.Inc()
+		}
 		p.noteFloor(tok.Resource, tok.Fence)
 	case errors.As(err, &stale):
 		p.noteFloor(tok.Resource, stale.AdmittedFence)
+		p.feed.publish(streamed(stale.Rejection, p.now()))
 	}
 	return err
 }
@@ -516,12 +607,14 @@ func (p *Proxy) upstreamFailed(w http.ResponseWriter, r *http.Request, err error
 	}
 	tok, admitted := r.Context().Value(admittedKey{}).(fence.Token)
 	if admitted {
+		p.m.upstreamWrit.Inc()
 		msg += "; the write may have reached it, and the floor stays at " + strconv.FormatUint(tok.Fence, 10)
 		w.Header().Set(FloorHeader, strconv.FormatUint(tok.Fence, 10))
 		p.log.LogAttrs(r.Context(), slog.LevelError, "write forwarded, upstream failed",
 			slog.String("resource", tok.Resource), slog.String("holder", tok.HolderID), slog.Uint64("fence", tok.Fence),
 			slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("err", err.Error()))
 	} else {
+		p.m.upstreamRead.Inc()
 		p.log.LogAttrs(r.Context(), slog.LevelWarn, "read forwarded, upstream failed",
 			slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("err", err.Error()))
 	}
@@ -581,17 +674,23 @@ type ErrorBody struct {
 	} `json:"error"`
 }
 
-func writeStale(w http.ResponseWriter, stale *fence.StaleFenceError) {
+func writeStale(w http.ResponseWriter, stale *fence.StaleFenceError) string {
 	rj := rejectionJSON(stale.Rejection)
 	w.Header().Set(FloorHeader, strconv.FormatUint(stale.AdmittedFence, 10))
-	writeError(w, http.StatusConflict, "stale_fence", stale.Error(), &rj)
+	return writeError(w, http.StatusConflict, "stale_fence", stale.Error(), &rj)
 }
 
-func writeError(w http.ResponseWriter, status int, code, msg string, rej *RejectionJSON) {
+// writeError answers with the error shape, and returns code.
+func writeError(w http.ResponseWriter, status int, code, msg string, rej *RejectionJSON) string {
 	var b ErrorBody
 	b.Error.Code, b.Error.Message, b.Error.Rejection = code, msg, rej
 	w.Header().Set(ErrorHeader, code)
 	writeJSON(w, status, b)
+	return code
+}
+
+func streamed(r fence.Rejection, at time.Time) StreamedRejection {
+	return StreamedRejection{At: at.UnixMilli(), Resource: r.Resource, RefusedHolderID: r.RefusedHolderID, RefusedFence: r.RefusedFence, AdmittedHolderID: r.AdmittedHolderID, AdmittedFence: r.AdmittedFence}
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -617,27 +716,117 @@ type RejectionsPage struct {
 	More bool `json:"more"`
 }
 
-// pageQuery reads after (default 0) and limit (default and at most
-// MaxRejectionsPage) from q; on a bad value it has answered 400.
-func pageQuery(w http.ResponseWriter, q url.Values) (after uint64, limit int, ok bool) {
-	limit = MaxRejectionsPage
-	if vs, set := q["after"]; set {
-		var err error
-		if after, err = strconv.ParseUint(vs[0], 10, 63); err != nil || len(vs) != 1 {
-			writeError(w, http.StatusBadRequest, "bad_query", "after must appear once, a sequence number from 0 to 2^63-1", nil)
-			return 0, 0, false
-		}
-	}
-	if vs, set := q["limit"]; set {
-		n, err := strconv.Atoi(vs[0])
-		if err != nil || len(vs) != 1 || n < 1 || n > MaxRejectionsPage {
-			writeError(w, http.StatusBadRequest, "bad_query", "limit must appear once, from 1 to "+strconv.Itoa(MaxRejectionsPage), nil)
-			return 0, 0, false
-		}
-		limit = n
-	}
-	return after, limit, true
+// query is an admin request's query string, checked: members outside
+// allowed, a member given twice, or a string that does not parse are
+// answered 400 bad_query.
+type query struct {
+	w   http.ResponseWriter
+	q   url.Values
+	bad bool
 }
+
+func parseQuery(w http.ResponseWriter, r *http.Request, allowed ...string) *query {
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	qq := &query{w: w, q: q}
+	if err != nil {
+		qq.fail("the query does not parse: " + err.Error())
+		return qq
+	}
+	for k, vs := range q {
+		known := false
+		for _, a := range allowed {
+			known = known || k == a
+		}
+		switch {
+		case !known && len(allowed) == 0:
+			qq.fail(r.URL.Path + " takes no query members, not " + strconv.Quote(k))
+		case !known:
+			qq.fail("unknown query member " + strconv.Quote(k) + ": " + r.URL.Path + " takes " + strings.Join(allowed, ", "))
+		case len(vs) != 1:
+			qq.fail(k + " must appear once")
+		default:
+			continue
+		}
+		break
+	}
+	return qq
+}
+
+func (q *query) fail(msg string) {
+	if !q.bad {
+		q.bad = true
+		writeError(q.w, http.StatusBadRequest, "bad_query", msg, nil)
+	}
+}
+
+// name reads a name member (a resource, a cursor, a prefix): at most
+// fence.MaxIDBytes bytes, and not empty if required.
+func (q *query) name(key string, required bool) string {
+	v, set := q.q[key]
+	switch {
+	case q.bad:
+	case !set && required, set && required && v[0] == "":
+		q.fail("name one " + key + ": ?" + key + "=NAME")
+	case set && len(v[0]) > fence.MaxIDBytes:
+		q.fail(key + " must be at most " + strconv.Itoa(fence.MaxIDBytes) + " bytes")
+	case set:
+		return v[0]
+	}
+	return ""
+}
+
+// seq reads a sequence number member (default 0).
+func (q *query) seq(key string) uint64 {
+	v, set := q.q[key]
+	if q.bad || !set {
+		return 0
+	}
+	n, err := strconv.ParseUint(v[0], 10, 63)
+	if err != nil {
+		q.fail(key + " must be a sequence number from 0 to 2^63-1")
+	}
+	return n
+}
+
+// limit reads limit, from 1 to most (the default).
+func (q *query) limit(most int) int {
+	v, set := q.q["limit"]
+	if q.bad || !set {
+		return most
+	}
+	n, err := strconv.Atoi(v[0])
+	if err != nil || n < 1 || n > most {
+		q.fail("limit must be from 1 to " + strconv.Itoa(most))
+	}
+	return n
+}
+
+// FloorsPage is the answer of GET /.lease-fence/floors.
+type FloorsPage struct {
+	Floors []FloorJSON `json:"floors"`
+	// Next, when set, is the cursor of the next page: ask again with
+	// after=Next. Absent on the last page.
+	Next string `json:"next,omitempty"`
+}
+
+// FloorJSON is one resource's floor as GET /.lease-fence/floors lists it.
+type FloorJSON struct {
+	Resource string `json:"resource"`
+	Floor    uint64 `json:"floor"`
+	HolderID string `json:"holderId"`
+}
+
+// healthProbe is the resource whose floor GET /.lease-fence/healthz reads
+// (a query on the floors' table; it need not exist).
+const healthProbe = adminPrefix + "healthz"
+
+// HealthTimeout bounds GET /.lease-fence/healthz's read of the store.
+const HealthTimeout = 2 * time.Second
+
+// Drain ends the refusal streams and makes GET /.lease-fence/healthz answer
+// 503: call it when the server starts shutting down
+// (http.Server.RegisterOnShutdown), which otherwise waits for the streams.
+func (p *Proxy) Drain() { p.feed.closeAll() }
 
 // serveAdmin answers the proxy's own endpoints.
 func (p *Proxy) serveAdmin(w http.ResponseWriter, r *http.Request) {
@@ -649,28 +838,25 @@ func (p *Proxy) serveAdmin(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", r.URL.Path+" takes "+method, nil)
 		return false
 	}
-	q, qerr := url.ParseQuery(r.URL.RawQuery)
-	resource := func() (string, bool) {
-		res := q.Get("resource")
-		switch {
-		case qerr != nil:
-			writeError(w, http.StatusBadRequest, "bad_query", "the query does not parse: "+qerr.Error(), nil)
-		case len(q["resource"]) != 1 || res == "":
-			writeError(w, http.StatusBadRequest, "bad_query", "name one resource: ?resource=NAME", nil)
-		case len(res) > fence.MaxIDBytes:
-			writeError(w, http.StatusBadRequest, "bad_query", "resource must be at most "+strconv.Itoa(fence.MaxIDBytes)+" bytes", nil)
-		default:
-			return res, true
+	method := http.MethodGet
+	if r.URL.Path == adminPrefix+"admit" {
+		method = http.MethodPost
+	}
+	switch r.URL.Path {
+	case adminPrefix + "floor", adminPrefix + "rejections", adminPrefix + "admit", adminPrefix + "floors",
+		adminPrefix + "healthz", adminPrefix + "metrics", adminPrefix + "rejections/stream":
+		if !only(method) {
+			return
 		}
-		return "", false
+	default:
+		writeError(w, http.StatusNotFound, "not_found", "fence-proxy serves "+adminPrefix+"floor, floors, rejections, rejections/stream, admit, healthz and metrics; nothing under "+adminPrefix+" is forwarded", nil)
+		return
 	}
 	switch r.URL.Path {
 	case adminPrefix + "floor":
-		if !only(http.MethodGet) {
-			return
-		}
-		res, ok := resource()
-		if !ok {
+		q := parseQuery(w, r, "resource")
+		res := q.name("resource", true)
+		if q.bad {
 			return
 		}
 		f, err := p.store.Floor(r.Context(), res)
@@ -682,16 +868,35 @@ func (p *Proxy) serveAdmin(w http.ResponseWriter, r *http.Request) {
 			Resource string `json:"resource"`
 			Floor    uint64 `json:"floor"`
 		}{res, f})
+	case adminPrefix + "floors":
+		q := parseQuery(w, r, "after", "limit", "prefix")
+		after, prefix, limit := q.name("after", false), q.name("prefix", false), q.limit(MaxFloorsPage)
+		if q.bad {
+			return
+		}
+		fl, ok := p.store.(FloorLister)
+		if !ok {
+			writeError(w, http.StatusNotImplemented, "not_supported", "the proxy's store cannot list its floors", nil)
+			return
+		}
+		fs, err := fl.FloorsAfter(r.Context(), prefix, after, limit+1)
+		if err != nil {
+			writeError(w, http.StatusServiceUnavailable, "store_failed", "reading the floors failed: "+err.Error(), nil)
+			return
+		}
+		page := FloorsPage{Floors: make([]FloorJSON, 0, min(len(fs), limit))}
+		if len(fs) > limit {
+			fs = fs[:limit]
+			page.Next = fs[limit-1].Resource
+		}
+		for _, f := range fs {
+			page.Floors = append(page.Floors, FloorJSON{Resource: f.Resource, Floor: f.Fence, HolderID: f.HolderID})
+		}
+		writeJSON(w, http.StatusOK, page)
 	case adminPrefix + "rejections":
-		if !only(http.MethodGet) {
-			return
-		}
-		res, ok := resource()
-		if !ok {
-			return
-		}
-		after, limit, ok := pageQuery(w, q)
-		if !ok {
+		q := parseQuery(w, r, "resource", "after", "limit")
+		res, after, limit := q.name("resource", true), q.seq("after"), q.limit(MaxRejectionsPage)
+		if q.bad {
 			return
 		}
 		rs, err := p.store.RejectionsAfter(r.Context(), res, after, limit+1)
@@ -708,8 +913,46 @@ func (p *Proxy) serveAdmin(w http.ResponseWriter, r *http.Request) {
 			out[i] = rejectionJSON(x)
 		}
 		writeJSON(w, http.StatusOK, RejectionsPage{Resource: res, Rejections: out, More: more})
+	case adminPrefix + "rejections/stream":
+		q := parseQuery(w, r, "after")
+		after := q.seq("after")
+		if _, set := q.q["after"]; !set && !q.bad && r.Header.Get("Last-Event-ID") != "" {
+			n, err := strconv.ParseUint(r.Header.Get("Last-Event-ID"), 10, 63)
+			if err != nil {
+				q.fail("Last-Event-ID must be a sequence number from 0 to 2^63-1")
+			}
+			after = n
+		}
+		if q.bad {
+			return
+		}
+		p.serveStream(w, r, after)
+	case adminPrefix + "healthz":
+		if q := parseQuery(w, r); q.bad {
+			return
+		}
+		select {
+		case <-p.feed.done:
+			writeError(w, http.StatusServiceUnavailable, "shutting_down", "the proxy is shutting down", nil)
+			return
+		default:
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), HealthTimeout)
+		defer cancel()
+		if _, err := p.store.Floor(ctx, healthProbe); err != nil {
+			writeError(w, http.StatusServiceUnavailable, "store_failed", "the state store does not answer: "+err.Error(), nil)
+			return
+		}
+		writeJSON(w, http.StatusOK, struct {
+			Status string `json:"status"`
+		}{"ok"})
+	case adminPrefix + "metrics":
+		if q := parseQuery(w, r); q.bad {
+			return
+		}
+		p.metricsHandler.ServeHTTP(w, r)
 	case adminPrefix + "admit":
-		if !only(http.MethodPost) {
+		if q := parseQuery(w, r); q.bad {
 			return
 		}
 		tok, err := ParseHeader(r.Header)
@@ -724,6 +967,7 @@ func (p *Proxy) serveAdmin(w http.ResponseWriter, r *http.Request) {
 		if err := p.admit(context.WithoutCancel(r.Context()), tok); err != nil {
 			var stale *fence.StaleFenceError
 			if errors.As(err, &stale) {
+				p.m.refusal("stale_fence")
 				p.log.LogAttrs(r.Context(), slog.LevelWarn, "stale admit refused",
 					slog.String("resource", tok.Resource), slog.String("holder", tok.HolderID), slog.Uint64("fence", tok.Fence),
 					slog.Uint64("seq", stale.Seq), slog.String("admittedHolderId", stale.AdmittedHolderID), slog.Uint64("admittedFence", stale.AdmittedFence))
@@ -739,7 +983,5 @@ func (p *Proxy) serveAdmin(w http.ResponseWriter, r *http.Request) {
 			Holder   string `json:"holder"`
 			Fence    uint64 `json:"fence"`
 		}{tok.Resource, tok.HolderID, tok.Fence})
-	default:
-		writeError(w, http.StatusNotFound, "not_found", "fence-proxy serves "+adminPrefix+"floor, "+adminPrefix+"rejections and "+adminPrefix+"admit; nothing under "+adminPrefix+" is forwarded", nil)
 	}
 }

@@ -88,6 +88,7 @@ type Store struct {
 	dialect Dialect
 
 	qUpsert, qShare, qRaiseLock, qLogRejection, qFloor, qRejections, qRejectionsAfter, qStatus string
+	qFloorsAfter, qRejectionTotal                                                              string
 
 	// upsert is qUpsert prepared: database/sql prepares it once on each
 	// connection and keeps it, so a commit does not parse it again (in
@@ -132,7 +133,8 @@ func Open(ctx context.Context, db *sql.DB, opts Options) (*Store, error) {
 	s.qFloor = `SELECT fence FROM ` + floor + ` WHERE resource = ?`
 	s.qRejections = `SELECT seq, refused_holder_id, refused_fence, admitted_holder_id, admitted_fence FROM ` + rej + ` WHERE resource = ? ORDER BY seq`
 	s.qRejectionsAfter = `SELECT seq, refused_holder_id, refused_fence, admitted_holder_id, admitted_fence FROM ` + rej + ` WHERE resource = ? AND seq > ? ORDER BY seq LIMIT ?`
-	for _, q := range []*string{&s.qUpsert, &s.qShare, &s.qRaiseLock, &s.qLogRejection, &s.qFloor, &s.qRejections, &s.qRejectionsAfter, &s.qStatus} {
+	s.qFloorsAfter, s.qRejectionTotal = floorsQueries(s.dialect, floor)
+	for _, q := range []*string{&s.qUpsert, &s.qShare, &s.qRaiseLock, &s.qLogRejection, &s.qFloor, &s.qRejections, &s.qRejectionsAfter, &s.qStatus, &s.qFloorsAfter} {
 		*q = s.rebind(*q)
 	}
 	schema := []string{
