@@ -18,6 +18,7 @@ import (
 // stderr) must be the lines the page shows under it, durations and
 // remainingMillis read as any number, runs of spaces as one.
 func TestDocSession(t *testing.T) {
+	t.Parallel()
 	doc, err := os.ReadFile("../../docs/cli.md")
 	if err != nil {
 		t.Fatal(err)

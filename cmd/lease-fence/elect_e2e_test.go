@@ -24,6 +24,7 @@ func (c *cli) nextLeader() leaderJSON {
 // a campaigner prints each leader and leads once the command exits; an
 // observer sees them all; SIGTERM makes the campaigner resign, exit 0.
 func TestElect(t *testing.T) {
+	t.Parallel()
 	url := coordinator(t)
 	obs := startCLI(t, url, "elect", "--observe", "--json", "web/leader")
 	people := startCLI(t, url, "elect", "--observe", "web/leader")

@@ -26,6 +26,7 @@ import (
 // the lease in its environment; its exit status is lock's, and the lease
 // is released when it exits.
 func TestLockRunsTheCommandUnderTheLease(t *testing.T) {
+	t.Parallel()
 	url := coordinator(t)
 	c := startCLI(t, url, "lock", "--holder", "job-1", "jobs/nightly", "--", os.Args[0])
 	r := c.report()
@@ -60,6 +61,7 @@ func TestLockRunsTheCommandUnderTheLease(t *testing.T) {
 // command not found, 75 for a lease not obtained in time, 77 for a
 // coordinator that cannot be reached.
 func TestLockExitCodes(t *testing.T) {
+	t.Parallel()
 	url := coordinator(t)
 	held, err := goClient(t, url, "other").Hold(context.Background(), "busy", client.HoldOptions{})
 	if err != nil {
@@ -99,6 +101,7 @@ func TestLockExitCodes(t *testing.T) {
 // Signals to lease-fence go to the command's process group; the command's
 // death by one is lock's status.
 func TestLockForwardsSignals(t *testing.T) {
+	t.Parallel()
 	url := coordinator(t)
 	c := startCLI(t, url, "lock", "r", "--", os.Args[0])
 	c.report()
@@ -128,6 +131,7 @@ func TestLockForwardsSignals(t *testing.T) {
 // lease revoked, sends SIGTERM to the command's group and SIGKILL
 // --kill-after later, and exits 76.
 func TestLockRevokedKillsTheCommand(t *testing.T) {
+	t.Parallel()
 	url := coordinator(t, "-ttl", "60s")
 	const renew = 2 * time.Second
 	c := startCLI(t, url, "lock", "--renew-every", renew.String(), "--kill-after", "1s", "--holder", "stuck", "jobs/a", "--", os.Args[0])
@@ -187,6 +191,7 @@ func (u *upstream) got() []string {
 // LEASE_FENCE_HEADER, is refused; once lease-fence runs again (SIGCONT) it
 // ends the command and exits 76.
 func TestLockStoppedPastTheTTL(t *testing.T) {
+	t.Parallel()
 	url := coordinator(t, "-ttl", "4s")
 	api := &upstream{}
 	srv := httptest.NewServer(api)

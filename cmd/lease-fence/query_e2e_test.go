@@ -40,6 +40,7 @@ func ndjson[T any](t *testing.T, out string) []T {
 // ls and inspect show the live leases, their waiters and values; revoke
 // removes a waiter, and says when there is nothing to revoke.
 func TestLsInspectRevoke(t *testing.T) {
+	t.Parallel()
 	url := coordinator(t)
 	ctx, cancel := context.WithTimeout(context.Background(), deadline)
 	defer cancel()
@@ -148,6 +149,7 @@ func iterPull(seq func(func(client.Event, error) bool)) (func(*testing.T) client
 // watch --json prints a hello, then each event under the prefix as a JSON
 // line, in sequence; SIGINT ends it with 0.
 func TestWatchJSON(t *testing.T) {
+	t.Parallel()
 	url := coordinator(t)
 	w := startCLI(t, url, "watch", "--json", "jobs/")
 	people := startCLI(t, url, "watch", "jobs/")
@@ -202,6 +204,7 @@ func TestWatchJSON(t *testing.T) {
 // With a token from token new: lock and ls within its scope; no token, or
 // a revoke outside its scope, exits 77 and says why.
 func TestTokens(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	code, out, errs := runCLI(t, "", "token", "new", "ops", "--resources", "jobs/*")
 	lines := strings.Split(strings.TrimSpace(out), "\n")
@@ -232,6 +235,7 @@ func TestTokens(t *testing.T) {
 // TLS: --ca trusts the coordinator's CA, --cert and --key present a client
 // certificate; without them the call fails with 77, naming the cause.
 func TestTLS(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	pki, err := testpki.New(dir, "cli")
 	if err != nil {
@@ -310,6 +314,7 @@ func (c *cutter) count() int {
 // watch resumes after a disconnect: each event once, in sequence, and no
 // second hello.
 func TestWatchResumesAfterADisconnect(t *testing.T) {
+	t.Parallel()
 	url := coordinator(t)
 	px := newCutter(t, strings.TrimPrefix(url, "http://"))
 	w := startCLI(t, "http://"+px.ln.Addr().String(), "watch", "--json", "jobs/")
