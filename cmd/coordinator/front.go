@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -26,7 +27,8 @@ type front struct {
 	guard       *auth.Guard // nil without -auth
 	cors        []string
 	metrics     *metrics
-	ownListener bool // /metrics is served on -metrics-addr, not here
+	ownListener bool         // /metrics is served on -metrics-addr, not here
+	ui          http.Handler // the console (-ui), or nil
 	draining    atomic.Bool
 	log         *slog.Logger
 	tokenWarned atomic.Bool // a call without -auth carried a token, and it was logged
@@ -76,7 +78,17 @@ func (f *front) route(metrics, other http.Handler) http.Handler {
 			f.ready(w, r)
 		case "/metrics":
 			metrics.ServeHTTP(w, r)
+		case "/ui":
+			if f.ui == nil {
+				other.ServeHTTP(w, r)
+				return
+			}
+			http.Redirect(w, r, uiPrefix, http.StatusMovedPermanently)
 		default:
+			if f.ui != nil && strings.HasPrefix(r.URL.Path, uiPrefix) {
+				f.ui.ServeHTTP(w, r)
+				return
+			}
 			other.ServeHTTP(w, r)
 		}
 	})

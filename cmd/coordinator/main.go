@@ -154,6 +154,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, hup <-c
 	fl.Var(&corsOrigins, "cors-origin", "let pages of this origin (scheme://host[:port], or *) call the API from a browser; repeat, or separate with commas")
 	drainTimeout := fl.Duration("drain-timeout", 10*time.Second, "at SIGTERM or SIGINT, how long to finish the calls in flight before closing what is left")
 	debugAddr := fl.String("debug-addr", "", "if set, serve GET /debug/memory (a garbage collection, then live heap and RSS as JSON) and GET /debug/waiting (the waiting calls) on this loopback address")
+	ui := fl.Bool("ui", false, "serve the console, a live picture of the leases, at /ui/ (its files are in the binary; it calls this API with the page's token)")
+	var uiGates listFlag
+	fl.Var(&uiGates, "ui-gates", "with -ui: the base URLs of fence-proxies whose refusals the console draws (comma-separated or repeated); the coordinator reads their /.lease-fence/rejections/stream")
+	uiGateHistory := fl.Int("ui-gate-history", defaultGateHistory, "with -ui-gates: most refusals kept per gate for pages that reconnect")
 	pgURL := fl.String("store", "", "keep the state in PostgreSQL instead of -state: a postgres:// connection string (several hosts and target_session_attrs=read-write to follow a failover); any number of coordinators may share it")
 	fenceTable := fl.String("fence-table", "", "with -store: the prefix of sqlfence tables in the same database (such as lease_fence); every grant raises the resource's floor there in its own transaction")
 	storeTimeout := fl.Duration("store-timeout", pgstore.DefaultTimeout, "with -store: the longest a call may take in the database; beyond it the call is answered 503 unavailable")
@@ -180,6 +184,13 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, hup <-c
 	} else if set["fence-table"] || set["store-timeout"] {
 		return errors.New("-fence-table and -store-timeout need -store")
 	}
+	gates, err := parseGates(uiGates)
+	if err != nil {
+		return err
+	}
+	if !*ui && (len(gates) > 0 || set["ui-gate-history"]) {
+		return errors.New("-ui-gates and -ui-gate-history need -ui")
+	}
 	if *minFence > lease.MaxFence {
 		return errors.New("-min-fence must be at most " + strconv.FormatUint(lease.MaxFence, 10))
 	}
@@ -188,7 +199,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, hup <-c
 		n    int
 	}{{"max-leases", *maxLeases}, {"max-id-bytes", *maxID}, {"max-body-bytes", *maxBody}, {"max-header-bytes", *maxHeader}, {"max-conns", *maxConns},
 		{"release-memory", *releaseMemory}, {"fence-memory", *fenceMemory}, {"max-waiters", *maxWaiters},
-		{"watch-buffer", *watchBuffer}, {"watch-history", *watchHistory}, {"max-watchers", *maxWatchers}, {"max-watchers-per-token", *maxWatchersPerToken}} {
+		{"watch-buffer", *watchBuffer}, {"ui-gate-history", *uiGateHistory}, {"watch-history", *watchHistory}, {"max-watchers", *maxWatchers}, {"max-watchers-per-token", *maxWatchersPerToken}} {
 		if v.n <= 0 {
 			return errors.New("-" + v.name + " must be positive")
 		}
@@ -309,6 +320,17 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, hup <-c
 		warnExpired(log, tokens, time.Now())
 	}
 	fr.api = httpapi.NewHandler(svc, opts)
+	var relay *gateRelay
+	if len(gates) > 0 {
+		relay = newGateRelay(gates, *uiGateHistory, &http.Client{}, log)
+		defer relay.stop()
+	}
+	if *ui {
+		if fr.ui, err = newConsole(relay, fr.guard); err != nil {
+			return err
+		}
+		log.Info("console at /ui/", "gates", len(gates))
+	}
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
 		return err
@@ -327,6 +349,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, hup <-c
 	// Waiting calls are answered at once when the server shuts down, so
 	// that they do not hold the shutdown up.
 	srv.RegisterOnShutdown(svc.StopWaiting)
+	if relay != nil {
+		srv.RegisterOnShutdown(relay.cancel) // the pages' refusal streams end
+	}
 	var side []*http.Server // the debug and metrics servers, closed last
 	defer func() {
 		for _, s := range side {

@@ -1,0 +1,16 @@
+# The console: cmd/coordinator -ui serves web/console.* (drawn by the
+# playground's web/view.js) from the binary; docs/console.md.
+#
+#   make test-console    its model in Node, and the page in headless Chromium against a real coordinator
+#
+# The Go side (the files, the headers, the gate relay) is tested with
+# cmd/coordinator by test-service.
+
+TESTS += test-console
+
+.PHONY: test-console
+
+# One file at a time: the Chromium tests start a coordinator each.
+test-console: coordinator
+	@mkdir -p out/console
+	COORDINATOR=$(CURDIR)/out/bin/coordinator node --test --test-concurrency=1 test/console/*.test.mjs

@@ -1,0 +1,607 @@
+// The console: a live picture of the coordinator that serves this page
+// (cmd/coordinator -ui). It lists the leases (POST /v1/list), follows their
+// events (POST /v1/watch, Server-Sent Events read with fetch so that the
+// bearer token is sent) and the gates' refusals (GET /ui/api/rejections),
+// and draws one lane per resource with the playground's drawing (view.js).
+// It loads no wasm. Everything shown from the coordinator goes into the
+// page as text (textContent, setAttribute), never as markup.
+
+import { Picture, fmtDuration, visible } from './console-state.js';
+import { drawLeaseRow, drawTimeAxis, ROW } from './view.js';
+
+const TOKEN_KEY = 'lease-fence-console-token';
+const ROW_H = ROW.H + 8; // px per table row
+const OVERSCAN = 4; // rows drawn above and below the viewport
+const SILENT_MS = 20_000; // the watch sends a keepalive every 15 s
+const RETRY_MIN = 250;
+const RETRY_MAX = 5000;
+const MAX_FRAME_CHARS = 1 << 20;
+
+const $ = (id) => document.getElementById(id);
+const picture = new Picture();
+
+// --- the coordinator's clock ---------------------------------------------------------
+// Events carry the coordinator's wall clock; the lanes are drawn against it.
+// The page's own clock may differ: the offset is the largest (at - arrival)
+// seen, each event having arrived after it was made.
+let skew = null;
+const now = () => Date.now() + (skew ?? 0);
+function sawClock(at) {
+  const d = at - Date.now();
+  if (skew === null || d > skew) skew = d;
+}
+
+// --- the token -------------------------------------------------------------------------
+let token = sessionStorage.getItem(TOKEN_KEY) ?? '';
+const headers = (extra = {}) => (token ? { ...extra, authorization: `Bearer ${token}` } : extra);
+
+class HTTPError extends Error {
+  constructor(status, code, message) {
+    super(message);
+    this.status = status;
+    this.code = code;
+  }
+}
+
+async function call(path, body) {
+  const res = await fetch(path, { method: 'POST', headers: headers({ 'content-type': 'application/json' }), body: JSON.stringify(body) });
+  const text = await res.text();
+  let v;
+  try {
+    v = JSON.parse(text);
+  } catch {
+    throw new HTTPError(res.status, 'bad_reply', `${path} answered ${res.status} with something that is not JSON`);
+  }
+  if (!res.ok) throw new HTTPError(res.status, v?.error?.code ?? 'error', v?.error?.message ?? `${path} answered ${res.status}`);
+  return v;
+}
+
+function askToken(message) {
+  const form = $('token-form');
+  form.hidden = false;
+  $('token-error').textContent = message ?? '';
+  $('token-input').focus();
+}
+
+$('token-form').addEventListener('submit', (e) => {
+  e.preventDefault();
+  token = $('token-input').value.trim();
+  sessionStorage.setItem(TOKEN_KEY, token);
+  $('token-input').value = '';
+  $('token-form').hidden = true;
+  $('token-open').hidden = false;
+  restart('the token changed');
+});
+$('token-forget').addEventListener('click', () => {
+  token = '';
+  sessionStorage.removeItem(TOKEN_KEY);
+  $('token-input').value = '';
+  askToken('The token is forgotten.');
+  restart('the token was forgotten');
+});
+$('token-open').addEventListener('click', () => askToken(''));
+
+// --- Server-Sent Events over fetch ------------------------------------------------------
+// Yields { event, data, id } for each frame with data; calls onBytes at
+// each chunk (a keepalive included), for the silence watchdog.
+async function* sse(res, onBytes) {
+  const reader = res.body.getReader();
+  const decoder = new TextDecoder();
+  let buf = '';
+  try {
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) return;
+      onBytes();
+      buf += decoder.decode(value, { stream: true });
+      let i;
+      while ((i = buf.indexOf('\n\n')) >= 0) {
+        const block = buf.slice(0, i);
+        buf = buf.slice(i + 2);
+        let event = 'message';
+        let id = '';
+        const data = [];
+        for (const line of block.split('\n')) {
+          if (line === '' || line.startsWith(':')) continue;
+          const c = line.indexOf(':');
+          const name = c < 0 ? line : line.slice(0, c);
+          let val = c < 0 ? '' : line.slice(c + 1);
+          if (val.startsWith(' ')) val = val.slice(1);
+          if (name === 'event') event = val;
+          else if (name === 'data') data.push(val);
+          else if (name === 'id') id = val;
+        }
+        if (data.length) yield { event, id, data: data.join('\n') };
+      }
+      if (buf.length > MAX_FRAME_CHARS) throw new Error('a frame longer than 1 MiB');
+    }
+  } finally {
+    reader.cancel().catch(() => {});
+  }
+}
+
+const sleep = (ms, signal) => new Promise((resolve) => {
+  const t = setTimeout(resolve, ms);
+  signal.addEventListener('abort', () => { clearTimeout(t); resolve(); }, { once: true });
+});
+
+// --- the connection --------------------------------------------------------------------
+const conn = {
+  stream: null, // the coordinator's stream id (hello)
+  seq: 0, // the last event applied
+  state: 'connecting',
+  lastBytes: Date.now(),
+  failures: 0,
+  error: '',
+  note: '', // what the last (re)connection did
+  abort: new AbortController(),
+};
+// For tests and the benchmark: what the page did, without reading the drawing.
+// drawn: the last events drawn, { seq, type, resource, at, drawn } (page's
+// wall clock at the end of the frame that drew it).
+const stats = { events: 0, resumes: 0, reloads: 0, frames: 0, latencies: [], refusals: 0 };
+const drawn = [];
+window.__console = { stats, picture, conn, drawn };
+
+function setState(state, error = '') {
+  conn.state = state;
+  conn.error = error;
+  showStatus();
+}
+
+function showStatus() {
+  const banner = $('banner');
+  const silent = conn.state === 'live' && Date.now() - conn.lastBytes > SILENT_MS;
+  let text = '';
+  if (conn.state === 'retrying') text = `The event stream failed (${conn.error}). Reconnecting, attempt ${conn.failures}…`;
+  else if (silent) text = `The event stream has sent nothing for ${Math.round((Date.now() - conn.lastBytes) / 1000)} s: the picture may be stale. Waiting for it…`;
+  else if (conn.state === 'forbidden') text = conn.error;
+  const gates = gateProblems();
+  if (gates) text = text ? `${text} ${gates}` : gates;
+  banner.hidden = !text;
+  banner.dataset.state = silent ? 'silent' : conn.state;
+  if (banner.textContent !== text) banner.textContent = text;
+  const s = conn.state === 'live' ? `Live: event ${conn.seq} of stream ${conn.stream}.${conn.note ? ` ${conn.note}` : ''}`
+    : conn.state === 'connecting' ? 'Connecting…' : conn.state === 'loading' ? 'Loading the leases…' : conn.state === 'retrying' ? 'Reconnecting…' : 'Not connected.';
+  if ($('status').textContent !== s) $('status').textContent = s;
+  $('status').dataset.state = conn.state;
+}
+
+async function loadList() {
+  const all = [];
+  let cursor;
+  do {
+    const body = { waiters: true };
+    if (cursor !== undefined) body.cursor = cursor;
+    const page = await call('/v1/list', body);
+    all.push(...page.leases);
+    cursor = page.cursor;
+  } while (cursor !== undefined);
+  picture.load(all, now());
+  invalidate(true);
+}
+
+// follow connects, resumes and reconnects until the token changes.
+async function follow(signal) {
+  while (!signal.aborted) {
+    let buffered = null; // events that arrive while the list loads
+    try {
+      const body = conn.stream ? { stream: conn.stream, afterSeq: conn.seq } : {};
+      const res = await fetch('/v1/watch', { method: 'POST', headers: headers({ 'content-type': 'application/json', accept: 'text/event-stream' }), body: JSON.stringify(body), signal });
+      if (res.status === 401) {
+        setState('forbidden', 'This coordinator needs a token (or the token is not one it knows).');
+        askToken('Enter a token this coordinator knows.');
+        return;
+      }
+      if (res.status !== 200) {
+        let msg = `answered ${res.status}`;
+        try {
+          msg = (await res.json()).error.message;
+        } catch { /* keep the status */ }
+        throw new Error(msg);
+      }
+      conn.lastBytes = Date.now();
+      for await (const f of sse(res, () => { conn.lastBytes = Date.now(); })) {
+        const arrived = performance.now();
+        const v = JSON.parse(f.data);
+        if (f.event === 'hello') {
+          conn.failures = 0;
+          const before = conn.stream;
+          if (v.resumed) {
+            stats.resumes++;
+            conn.note = `Resumed after event ${conn.seq}: nothing was missed.`;
+            setState('live');
+            continue;
+          }
+          conn.stream = v.stream;
+          conn.seq = v.seq;
+          setState('loading');
+          buffered = [];
+          await loadList();
+          for (const [e, at] of buffered) take(e, at);
+          buffered = null;
+          if (before !== null) {
+            stats.reloads++;
+            conn.note = before === v.stream
+              ? 'Events were missed (the coordinator no longer had them): the list was reloaded.'
+              : 'The coordinator restarted (a new event stream): the list was reloaded.';
+          }
+          setState('live');
+        } else if (f.event === 'overflow') {
+          conn.note = 'This page fell behind: resumed.';
+          break;
+        } else if (buffered) buffered.push([v, arrived]);
+        else take(v, arrived);
+      }
+      if (!signal.aborted) throw new Error('the stream ended');
+    } catch (e) {
+      if (signal.aborted) return;
+      conn.failures++;
+      setState('retrying', e.message);
+      await sleep(Math.min(RETRY_MAX, RETRY_MIN * 2 ** (conn.failures - 1)), signal);
+    }
+  }
+}
+
+function take(ev, arrived) {
+  if (typeof ev.seq === 'number') conn.seq = ev.seq;
+  sawClock(ev.at);
+  const r = picture.apply(ev);
+  stats.events++;
+  pending.push(arrived);
+  pendingEvents.push({ seq: ev.seq, type: ev.type, resource: ev.resource, at: ev.at });
+  dirty.add(r);
+  schedule();
+}
+
+// --- the gates' refusals -------------------------------------------------------------
+const gates = { stream: '', after: 0, status: new Map(), none: false };
+
+function gateProblems() {
+  const down = [...gates.status.values()].filter((s) => !s.up);
+  if (!down.length) return '';
+  return `No refusals from ${down.map((s) => `${s.gate} (${s.error ?? 'down'})`).join(', ')}.`;
+}
+
+async function followGates(signal) {
+  let failures = 0;
+  while (!signal.aborted) {
+    try {
+      const q = gates.after ? `?after=${gates.after}&stream=${encodeURIComponent(gates.stream)}` : '';
+      const res = await fetch(`/ui/api/rejections${q}`, { headers: headers({ accept: 'text/event-stream' }), signal });
+      if (res.status === 501) {
+        gates.none = true;
+        $('gates').textContent = 'No gate is connected (start the coordinator with -ui-gates to draw their refusals).';
+        return;
+      }
+      if (res.status !== 200) throw new Error(`answered ${res.status}`);
+      failures = 0;
+      for await (const f of sse(res, () => {})) {
+        const v = JSON.parse(f.data);
+        if (f.event === 'hello') gates.stream = v.stream;
+        else if (f.event === 'status') {
+          gates.status.set(v.gate, v);
+          $('gates').textContent = `Gates: ${[...gates.status.values()].map((s) => `${s.gate} ${s.up ? 'connected' : 'not connected'}`).join('; ')}.`;
+          showStatus();
+        } else if (f.event === 'rejected') {
+          gates.after = v.seq;
+          sawClock(v.at);
+          stats.refusals++;
+          dirty.add(picture.refused(v));
+          pending.push(performance.now());
+          pendingEvents.push({ seq: `r${v.seq}`, type: 'refused', resource: v.resource, at: v.at });
+          schedule();
+        } else if (f.event === 'overflow') break;
+      }
+    } catch (e) {
+      if (signal.aborted) return;
+      failures++;
+      await sleep(Math.min(RETRY_MAX, RETRY_MIN * 2 ** failures), signal);
+    }
+  }
+}
+
+function restart(why) {
+  conn.abort.abort(why);
+  conn.abort = new AbortController();
+  conn.stream = null;
+  conn.seq = 0;
+  conn.failures = 0;
+  gates.after = 0;
+  picture.resources.clear();
+  picture.version++;
+  invalidate(true);
+  setState('connecting');
+  follow(conn.abort.signal);
+  followGates(conn.abort.signal);
+}
+
+// --- the table -------------------------------------------------------------------------
+const view = { prefix: '', sort: 'name', desc: false, span: 120_000, rows: [], rowsVersion: -1, rowsAt: 0, laneWidth: 480, selected: null };
+const viewport = $('viewport');
+const spacer = $('spacer');
+const pool = []; // row elements, reused as the viewport scrolls
+const dirty = new Set();
+let pending = []; // arrival times of the events not yet drawn
+let pendingEvents = []; // and the events
+let scheduled = false;
+let all = true; // every visible row must be drawn again
+
+function schedule() {
+  if (scheduled) return;
+  scheduled = true;
+  requestAnimationFrame(frame);
+}
+
+function invalidate(rows) {
+  if (rows) view.rowsVersion = -1;
+  all = true;
+  schedule();
+}
+
+function makeRow() {
+  const tr = document.createElement('div');
+  tr.className = 'tr';
+  tr.setAttribute('role', 'row');
+  const cell = (cls) => {
+    const c = document.createElement('div');
+    c.className = `cell ${cls}`;
+    c.setAttribute('role', 'cell');
+    tr.append(c);
+    return c;
+  };
+  const name = document.createElement('button');
+  name.type = 'button';
+  name.className = 'name';
+  cell('c-name').append(name);
+  const holder = cell('c-holder');
+  const fence = cell('c-fence');
+  const left = cell('c-left');
+  const lane = cell('c-lane');
+  const wait = cell('c-wait');
+  const count = document.createElement('span');
+  count.className = 'wcount';
+  const queue = document.createElement('ol');
+  queue.className = 'queue';
+  wait.append(count, queue);
+  name.addEventListener('click', () => select(tr._r?.name ?? null));
+  name.addEventListener('keydown', (e) => {
+    if (e.key !== 'ArrowDown' && e.key !== 'ArrowUp') return;
+    e.preventDefault();
+    moveFocus(tr._i + (e.key === 'ArrowDown' ? 1 : -1));
+  });
+  const row = { tr, name, holder, fence, left, lane, count, queue };
+  tr._row = row;
+  spacer.append(tr);
+  return row;
+}
+
+function moveFocus(i) {
+  if (i < 0 || i >= view.rows.length) return;
+  const top = i * ROW_H;
+  if (top < viewport.scrollTop) viewport.scrollTop = top;
+  else if (top + ROW_H > viewport.scrollTop + viewport.clientHeight) viewport.scrollTop = top + ROW_H - viewport.clientHeight;
+  render(); // the row must exist before it can take focus
+  const row = pool.find((p) => p.tr._i === i);
+  row?.name.focus();
+}
+
+const setText = (node, s) => {
+  if (node.textContent !== s) node.textContent = s;
+};
+
+function laneLabel(r, t) {
+  const parts = [`Lane of resource ${visible(r.name)}`];
+  parts.push(r.holder === null ? 'free' : `held by ${visible(r.holder)}, fence ${r.fence}, ${fmtDuration(r.remaining(t))} left`);
+  const q = r.queue();
+  if (q.ids.length || q.more) parts.push(`waiters in order: ${[...q.ids.map(visible), ...(q.more ? [`${q.more} more`] : [])].join(', ')}`);
+  return parts.join('; ');
+}
+
+function fill(row, r, i, t, extent) {
+  row.tr._r = r;
+  row.tr._i = i;
+  row.tr.setAttribute('aria-rowindex', String(i + 2));
+  row.tr.style.transform = `translateY(${i * ROW_H}px)`;
+  row.tr.dataset.resource = r.name;
+  row.tr.classList.toggle('selected', view.selected === r.name);
+  setText(row.name, visible(r.name));
+  row.name.setAttribute('aria-label', `${visible(r.name)}: details`);
+  setText(row.holder, r.holder === null ? '—' : visible(r.holder));
+  setText(row.fence, r.holder === null ? (r.fence ? `(${r.fence})` : '—') : String(r.fence));
+  setText(row.left, fmtDuration(r.remaining(t)));
+  const q = r.queue();
+  setText(row.count, String(Math.max(q.ids.length + q.more, 0)));
+  // The queue beside the lane: the first few, in order.
+  const ids = q.ids.slice(0, 3);
+  while (row.queue.children.length > ids.length) row.queue.lastChild.remove();
+  ids.forEach((id, k) => {
+    let li = row.queue.children[k];
+    if (!li) {
+      li = document.createElement('li');
+      row.queue.append(li);
+    }
+    setText(li, visible(id));
+  });
+  const more = q.ids.length - ids.length + q.more;
+  row.queue.dataset.more = more > 0 ? `+${more}` : '';
+  drawLeaseRow(row.lane, shownLane(r.lane(t)), { extent, width: view.laneWidth, label: laneLabel(r, t) });
+}
+
+// The lane with its names as shown (visible): the drawing writes them as text.
+function shownLane(lane) {
+  for (const g of lane.gens) g.holder = visible(g.holder);
+  lane.refusals = lane.refusals.map((e) => ({ ...e, holder: visible(e.holder), admittedHolder: visible(e.admittedHolder), gate: visible(e.gate) }));
+  return lane;
+}
+
+function render() {
+  const t = now();
+  if (view.rowsVersion !== picture.version || (view.sort === 'remaining' && t - view.rowsAt > 1000)) {
+    view.rows = picture.rows(view.prefix, view.sort, view.desc, t);
+    view.rowsVersion = picture.version;
+    view.rowsAt = t;
+    spacer.style.height = `${view.rows.length * ROW_H}px`;
+    $('table').setAttribute('aria-rowcount', String(view.rows.length + 1));
+    setText($('count'), `${view.rows.length} of ${picture.resources.size} resources`);
+    all = true;
+  }
+  const first = Math.max(0, Math.floor(viewport.scrollTop / ROW_H) - OVERSCAN);
+  const last = Math.min(view.rows.length, Math.ceil((viewport.scrollTop + viewport.clientHeight) / ROW_H) + OVERSCAN);
+  const need = last - first;
+  while (pool.length < need) pool.push(makeRow());
+  // Rows already showing a resource in range keep it: only the others move.
+  const extent = { t0: t - view.span, t1: t };
+  for (let k = 0; k < pool.length; k++) {
+    const row = pool[k];
+    const i = first + k;
+    if (i >= last) {
+      row.tr.hidden = true;
+      row.tr._r = null;
+      continue;
+    }
+    row.tr.hidden = false;
+    const r = view.rows[i];
+    if (all || row.tr._r !== r || dirty.has(r)) fill(row, r, i, t, extent);
+  }
+  all = false;
+  dirty.clear();
+  if (view.selected) showDetail(t);
+}
+
+function frame() {
+  scheduled = false;
+  render();
+  stats.frames++;
+  const done = performance.now();
+  for (const a of pending) stats.latencies.push(done - a);
+  if (stats.latencies.length > 100_000) stats.latencies.splice(0, stats.latencies.length - 100_000);
+  pending = [];
+  const wall = Date.now();
+  for (const e of pendingEvents) drawn.push({ ...e, drawn: wall });
+  if (drawn.length > 512) drawn.splice(0, drawn.length - 512);
+  pendingEvents = [];
+}
+
+viewport.addEventListener('scroll', () => schedule(), { passive: true });
+new ResizeObserver(() => {
+  const w = Math.floor($('axis').parentElement.getBoundingClientRect().width) - 8;
+  if (w > 0 && w !== view.laneWidth) {
+    view.laneWidth = w;
+    invalidate(false);
+  }
+}).observe(viewport);
+
+$('filter').addEventListener('input', () => {
+  view.prefix = $('filter').value;
+  viewport.scrollTop = 0;
+  invalidate(true);
+});
+$('span').addEventListener('change', () => {
+  view.span = Number($('span').value);
+  invalidate(false);
+});
+for (const b of document.querySelectorAll('[data-sort]')) {
+  b.addEventListener('click', () => {
+    const key = b.dataset.sort;
+    view.desc = view.sort === key ? !view.desc : key !== 'name';
+    view.sort = key;
+    for (const o of document.querySelectorAll('[data-sort]')) {
+      o.parentElement.setAttribute('aria-sort', o === b ? (view.desc ? 'descending' : 'ascending') : 'none');
+    }
+    invalidate(true);
+  });
+}
+
+// Time moves: every lane in view is drawn again each second.
+setInterval(() => {
+  drawTimeAxis($('axis'), { t0: -view.span, t1: 0 }, view.laneWidth, (t) => (t === 0 ? 'now' : `${t / 1000} s`));
+  picture.forget(now());
+  showStatus();
+  invalidate(false);
+}, 1000);
+
+// --- the detail pane -------------------------------------------------------------------
+const WORDS = { listed: 'held (listed)', granted: 'granted', renewed: 'renewed', released: 'released', expired: 'expired', revoked: 'revoked', waiting: 'waits', left: 'left the queue', proclaimed: 'value set', refused: 'write refused' };
+
+function select(name) {
+  view.selected = name;
+  $('detail').hidden = name === null;
+  $('revoke-confirm').hidden = true;
+  $('revoke-result').textContent = '';
+  if (name !== null) {
+    showDetail(now());
+    $('detail-h').focus();
+  }
+  invalidate(false);
+}
+
+function showDetail(t) {
+  const r = picture.resources.get(view.selected);
+  if (!r) return;
+  setText($('detail-h'), visible(r.name));
+  setText($('d-holder'), r.holder === null ? 'nobody' : visible(r.holder));
+  setText($('d-fence'), r.fence ? String(r.fence) : '—');
+  setText($('d-left'), fmtDuration(r.remaining(t)));
+  setText($('d-value'), r.value === undefined ? '—' : visible(r.value));
+  $('revoke').disabled = r.holder === null;
+  const ol = $('d-waiters');
+  const q = r.queue();
+  const items = [...q.ids.map(visible), ...(q.more ? [`and ${q.more} more (waiting on another replica, or before this page connected)`] : [])];
+  if (ol._key !== items.join('\u0000')) {
+    ol.replaceChildren(...items.map((id) => Object.assign(document.createElement('li'), { textContent: id })));
+    ol._key = items.join('\u0000');
+  }
+  const h = $('d-history');
+  if (h._v !== r.version) {
+    h._v = r.version;
+    const evs = r.events().reverse();
+    h.replaceChildren(...evs.map((e) => {
+      const li = document.createElement('li');
+      li.dataset.type = e.type;
+      const when = document.createElement('time');
+      when.textContent = new Date(e.t).toISOString().slice(11, 23);
+      const what = e.type === 'refused'
+        ? ` ${visible(e.gate)}: ${visible(e.holder)} #${e.fence} refused, after ${visible(e.admittedHolder)} #${e.admittedFence}`
+        : ` ${WORDS[e.type] ?? e.type}${e.holder ? `: ${visible(e.holder)}` : ''}${e.fence ? ` #${e.fence}` : ''}`;
+      li.append(when, what);
+      return li;
+    }));
+  }
+}
+
+$('detail-close').addEventListener('click', () => {
+  const name = view.selected;
+  select(null);
+  pool.find((p) => p.tr._r?.name === name)?.name.focus();
+});
+$('revoke').addEventListener('click', () => {
+  const r = picture.resources.get(view.selected);
+  if (!r || r.holder === null) return;
+  $('revoke-q').textContent = `Revoke ${visible(r.holder)}'s lease on ${visible(r.name)} (fence ${r.fence})? It ends at once; its holder's next renewal is refused, and the first waiter is granted. This needs an admin token.`;
+  $('revoke-confirm').hidden = false;
+  $('revoke-confirm').dataset.fence = String(r.fence);
+  $('revoke-no').focus();
+});
+$('revoke-no').addEventListener('click', () => {
+  $('revoke-confirm').hidden = true;
+  $('revoke').focus();
+});
+$('revoke-yes').addEventListener('click', async () => {
+  const name = view.selected;
+  const fence = Number($('revoke-confirm').dataset.fence);
+  $('revoke-confirm').hidden = true;
+  try {
+    const v = await call('/v1/revoke', { resource: name, fence });
+    $('revoke-result').textContent = `Revoked: ${v.revoked.holderId}, fence ${v.revoked.fence}.`;
+  } catch (e) {
+    $('revoke-result').textContent = e.code === 'forbidden' ? `Not revoked: ${e.message} (a revoke needs a token with "admin": true)` : `Not revoked: ${e.message}`;
+  }
+  $('revoke').focus();
+});
+
+// --- start -----------------------------------------------------------------------------
+setText($('where'), location.host);
+$('token-open').hidden = !token;
+drawTimeAxis($('axis'), { t0: -view.span, t1: 0 }, view.laneWidth, (t) => (t === 0 ? 'now' : `${t / 1000} s`));
+restart('start');
