@@ -83,6 +83,10 @@ func TestLockExitCodes(t *testing.T) {
 		{[]string{"lock", "--wait", "0", "busy", "--", "true"}, url, exitNotObtained, `"busy" is held by "other"`},
 		{[]string{"lock", "--wait", "200ms", "busy", "--", "true"}, url, exitNotObtained, "not obtained within --wait 200ms"},
 		{[]string{"lock", "r", "--", "true"}, "http://127.0.0.1:1", exitConn, "127.0.0.1:1"},
+		// Replicas: the first does not answer, the second does.
+		{[]string{"lock", "r", "--", "true"}, "http://127.0.0.1:1, " + url, 0, ""},
+		// --url overrides LEASE_FENCE_URL.
+		{[]string{"lock", "--url", url, "r", "--", "true"}, "http://127.0.0.1:1", 0, ""},
 		{[]string{"lock", "r"}, url, exitUsage, "lock needs a command"},
 	} {
 		code, out, errs := runCLI(t, c.url, c.args...)
