@@ -64,6 +64,18 @@ var suites = map[string]suite{
 		cmd:  []string{"go", "test", "-count=1", "-run", "^TestConformance$/^Postgres$/^(RaiseWaitsForEqualWrites|FloorRaisedBeforeWrite|ConcurrentWriters)$", "./gates/sqlfence/"},
 		pkgs: []string{"./gates/sqlfence/"},
 	},
+	// FenceGate.commitAsync against the JavaScript conformance suite and
+	// its own tests of shared admission.
+	"js-gate": jsSuite("FenceGate|share the gate", "test/gates/gates.test.mjs", "test/js/commit-async.test.mjs"),
+	// lease-fence/sql against the JavaScript conformance rule.
+	"js-sql": jsSuite("lease-fence/sql: raiseWaitsForEqualWrites", "test/gates/gates.test.mjs"),
+}
+
+// jsSuite is node --test over the test files, on the tests whose name
+// matches pattern (the JavaScript gates use the wasm module that make
+// build-wasm made; the mutations change only their JavaScript).
+func jsSuite(pattern string, files ...string) suite {
+	return suite{cmd: append([]string{"node", "--test", "--test-name-pattern=" + pattern}, files...)}
 }
 
 func (m mutation) suite() suite {
@@ -327,6 +339,27 @@ var mutations = []mutation{
 		Old: "\t\t\terr = tx.StmtContext(ctx, s.raiseLock).QueryRowContext(ctx, tok.Resource).Scan(&n)\n", New: "\t\t\t_ = n\n",
 		Why: "a raise waits only on the floor row, so equal-fence writes that arrive after it share the row ahead of it",
 	},
+	// wasm/js: FenceGate.commitAsync and lease-fence/sql
+	{
+		Name: "js/commitAsync-raise-joins", File: "wasm/js/lease-fence.mjs", Suite: "js-gate",
+		Old: "!this.#runTold && this.#runHolder === null && fence === this.#fence;", New: "!this.#runTold && this.#runHolder === null && fence >= this.#fence;",
+		Why: "a commitAsync write with a higher fence starts alongside the running writes instead of waiting for them",
+	},
+	{
+		Name: "js/commitAsync-joins-ahead-of-waiting", File: "wasm/js/lease-fence.mjs", Suite: "js-gate",
+		Old: "(head || this.#queue.length === 0) && !this.#runTold && ", New: "",
+		Why: "a commitAsync write with the running fence joins it while a higher fence waits",
+	},
+	{
+		Name: "js/sql-raise-joins-share", File: "wasm/js/sql.mjs", Suite: "js-sql",
+		Old: "WHERE resource = $1 AND fence = $2 FOR SHARE", New: "WHERE resource = $1 AND fence <= $2 FOR SHARE",
+		Why: "lease-fence/sql admits a higher fence through the share statement: it neither waits nor raises",
+	},
+	{
+		Name: "js/sql-share-without-advisory-lock", File: "wasm/js/sql.mjs", Suite: "js-sql",
+		Old: "pg_advisory_xact_lock_shared(${key})::text AS locked", New: "''::text AS locked",
+		Why: "lease-fence/sql's equal-fence write takes only the row's share lock, so one that arrives after a waiting raise runs before it",
+	},
 }
 
 // corePkgs are the packages `make test-core` tests (mk/core.mk).
@@ -412,8 +445,12 @@ func main() {
 		// Compile everything (tests too) without running a test: a mutation
 		// that does not build would look caught.
 		su := m.suite()
-		if out, err := run(env, "go", append([]string{"test", "-count=1", "-run", "^$"}, su.pkgs...)...); err != nil {
-			verdict, detail = "BROKEN", firstLines(out, 3)
+		compiled, cerr := []byte(nil), error(nil)
+		if len(su.pkgs) != 0 { // JavaScript has nothing to compile first
+			compiled, cerr = run(env, "go", append([]string{"test", "-count=1", "-run", "^$"}, su.pkgs...)...)
+		}
+		if cerr != nil {
+			verdict, detail = "BROKEN", firstLines(compiled, 3)
 			broken++
 		} else if out, err := run(env, su.cmd[0], su.cmd[1:]...); err == nil {
 			verdict = "SURVIVED"
@@ -574,7 +611,8 @@ func stopRunning() {
 	cmd.Process.Kill()
 }
 
-// firstFailure returns the name of the first failing test in go test output.
+// firstFailure returns the name of the first failing test in go test (or
+// node --test) output.
 func firstFailure(out []byte) string {
 	for _, line := range strings.Split(string(out), "\n") {
 		if f := strings.TrimSpace(line); strings.HasPrefix(f, "--- FAIL: ") {
@@ -582,11 +620,18 @@ func firstFailure(out []byte) string {
 		}
 	}
 	for _, line := range strings.Split(string(out), "\n") {
+		if f := strings.TrimSpace(line); strings.HasPrefix(f, "not ok ") {
+			if _, name, ok := strings.Cut(f, " - "); ok {
+				return name
+			}
+		}
+	}
+	for _, line := range strings.Split(string(out), "\n") {
 		if strings.Contains(line, "panic: test timed out") {
 			return "timed out"
 		}
 	}
-	return "(see make test-core)"
+	return "(see the suite's output)"
 }
 
 func firstLines(out []byte, n int) string {

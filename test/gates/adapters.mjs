@@ -14,15 +14,19 @@ import { openRedisFence, redisKey } from 'lease-fence/redis';
 // opts: the options a suite write asks the gate's commit to get.
 const opts = (w) => w.options ?? (w.signal ? { signal: w.signal } : undefined);
 
-/** A FenceGate per resource, made on first use; writes through commitAsync. */
-export function memoryGate({ maxRejections } = {}, { brokenRaiseAfter = false } = {}) {
+/**
+ * A FenceGate per resource, made on first use; writes through commitAsync.
+ * exclusive: the gates' option. brokenRaiseAfter and brokenNoWait are
+ * deliberate breaks.
+ */
+export function memoryGate({ maxRejections } = {}, { brokenRaiseAfter = false, brokenNoWait = false, exclusive = false } = {}) {
   const gates = new Map();
   const values = new Map();
   const gate = (r) => {
     if (!gates.has(r)) {
       let g;
       try {
-        g = new FenceGate(r, { maxRejections });
+        g = new FenceGate(r, { maxRejections, exclusive });
       } catch {
         // Not a resource a gate can have: a gate of another resource
         // refuses the token for what is wrong with it.
@@ -45,6 +49,12 @@ export function memoryGate({ maxRejections } = {}, { brokenRaiseAfter = false } 
         if (!g.wouldAdmit?.(token) && token.fence < g.floor) return g.admit(token);
         await fn();
         return g.admit(token);
+      }
+      if (brokenNoWait && fn && token.fence > g.floor) {
+        // The deliberate break: a raise that does not wait for the writes
+        // in flight (admitted at once, then written).
+        g.admit(token);
+        return fn();
       }
       return g.commitAsync(token, fn, opts(w));
     },

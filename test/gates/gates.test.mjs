@@ -41,9 +41,11 @@ async function freshDatabase() {
 
 const keep = (g) => { open.push(g); return g; };
 
-const memory = (broken) => ({
-  create: async (opts) => ({ gate: memoryGate(opts, { brokenRaiseAfter: broken }), addr: '' }),
-  failedWrite: 'keepsFloor', capped: true, inside: true,
+// broken: true (raise after the write) or 'noWait' (a raise that does not
+// wait for the writes in flight).
+const memory = (broken, { exclusive = false } = {}) => ({
+  create: async (opts) => ({ gate: memoryGate(opts, { brokenRaiseAfter: broken === true, brokenNoWait: broken === 'noWait', exclusive }), addr: '' }),
+  failedWrite: 'keepsFloor', capped: true, inside: true, shared: !exclusive,
 });
 
 // broken: true (the write outside the transaction) or 'noWait' (a raise
@@ -97,6 +99,7 @@ const redis = (broken) => ({
 });
 
 describe('FenceGate', () => runConformance('FenceGate', memory(false)));
+describe('FenceGate exclusive', () => runConformance('FenceGate (exclusive)', memory(false, { exclusive: true })));
 describe('lease-fence/sql', () => runConformance('lease-fence/sql', sql(false)));
 describe('lease-fence/sql exclusive', () => runConformance('lease-fence/sql (exclusive)', sql(false, { exclusive: true })));
 describe('lease-fence/redis', () => runConformance('lease-fence/redis', redis(false)));
@@ -116,6 +119,10 @@ describe('the suite catches a broken gate', () => {
     const got = await failures(memory(true));
     for (const rule of ['floorRaisedBeforeWrite', 'failedWrite']) assert.ok(got[rule], `${rule} caught it: ${JSON.stringify(got)}`);
     assert.deepEqual(await failures(memory(false)), {});
+  });
+  test('FenceGate with a raise that does not wait', async () => {
+    const got = await failures(memory('noWait'));
+    assert.ok(got.raiseWaitsForEqualWrites, `raiseWaitsForEqualWrites caught it: ${JSON.stringify(got)}`);
   });
   test('lease-fence/sql with the write outside the transaction', async () => {
     const got = await failures(sql(true));

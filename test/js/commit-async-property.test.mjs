@@ -17,7 +17,10 @@
 // that signal aborts.)
 //
 // The checker is also run against two deliberately broken gates, which it
-// must catch, so that it cannot pass whatever the gate does.
+// must catch, so that it cannot pass whatever the gate does. The gates are
+// exclusive (one write at a time, property 1); shared admission is checked
+// by commit-async.test.mjs and the conformance suite's
+// raiseWaitsForEqualWrites.
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { FenceGate, GateBusyError, LeaseFenceError, StaleFenceError, SupersededError } from 'lease-fence';
@@ -345,7 +348,7 @@ export async function runSchedule(seed, makeGate) {
 // What both share: FenceGate's floor, log and admit, and a commit that admits
 // the token and runs fn, whatever fn returns.
 class BrokenGate {
-  constructor(resource) { this.gate = new FenceGate(resource); }
+  constructor(resource) { this.gate = new FenceGate(resource, { exclusive: true }); }
   get floor() { return this.gate.floor; }
   get rejections() { return this.gate.rejections; }
   admit(token) { this.gate.admit(token); }
@@ -390,7 +393,7 @@ describe('gate under random async schedules', () => {
     const total = {};
     const violations = [];
     for (let seed = 1; seed <= SCHEDULES; seed++) {
-      const r = await runSchedule(seed, (resource) => new FenceGate(resource));
+      const r = await runSchedule(seed, (resource) => new FenceGate(resource, { exclusive: true }));
       for (const [k, v] of Object.entries(r.counts)) total[k] = (total[k] ?? 0) + v;
       violations.push(...r.violations);
     }

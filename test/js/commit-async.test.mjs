@@ -52,8 +52,8 @@ describe('gate.commitAsync', () => {
     assert.deepEqual(gate.rejections, [{ seq: 1, resource: 'slot', refusedHolderId: 'a', refusedFence: 1, admittedHolderId: 'b', admittedFence: 2 }]);
   });
 
-  test('while a newer write runs, an older fence is refused at once (as Gate.Commit does); the same fence waits', async () => {
-    const gate = new FenceGate('slot');
+  test('while a newer write runs, an older fence is refused at once (as Gate.Commit does); the same fence waits (exclusive)', async () => {
+    const gate = new FenceGate('slot', { exclusive: true });
     const slowB = deferred();
     const order = [];
     const b = track(gate.commitAsync(tok('b', 2), async () => { order.push('b start'); await slowB.promise; order.push('b end'); }));
@@ -137,8 +137,43 @@ describe('gate.commitAsync', () => {
     assert.equal(await gate.commitAsync(tok('c', 5), () => ({ then(ok) { ok('thenable value'); } })), 'thenable value');
   });
 
-  test('writes run one at a time, waiting writes in the order they were made', async () => {
+  test('writes with the running fence share the gate; a higher fence waits for all of them, and the writes of its fence behind it start with it', async () => {
     const gate = new FenceGate('slot');
+    let running = 0;
+    let most = 0;
+    const order = [];
+    const write = (name) => async () => {
+      running++;
+      most = Math.max(most, running);
+      order.push(`${name}+`);
+      for (let i = 0; i < 3; i++) await null;
+      order.push(`${name}-`);
+      running--;
+      return name;
+    };
+    let lateRan = false;
+    const results = await Promise.allSettled([
+      gate.commitAsync(tok('a', 1), write('a1')),
+      gate.commitAsync(tok('a', 1), write('a2')),
+      gate.commitAsync(tok('b', 2), write('b')),
+      gate.commitAsync(tok('b', 2), write('b2')),
+      gate.commitAsync(tok('a', 1), async () => { lateRan = true; }), // behind the raise: refused at its turn
+    ]);
+    assert.deepEqual(results.slice(0, 4).map((r) => r.value), ['a1', 'a2', 'b', 'b2']);
+    assert.equal(results[4].status, 'rejected');
+    assert.ok(results[4].reason instanceof StaleFenceError);
+    assert.deepEqual(results[4].reason.rejection, { seq: 1, resource: 'slot', refusedHolderId: 'a', refusedFence: 1, admittedHolderId: 'b', admittedFence: 2 });
+    assert.equal(lateRan, false);
+    assert.equal(most, 2);
+    assert.deepEqual(order, ['a1+', 'a2+', 'a1-', 'a2-', 'b+', 'b2+', 'b-', 'b2-']);
+  });
+
+  test('FenceGate options.exclusive must be a boolean', () => {
+    assert.throws(() => new FenceGate('slot', { exclusive: 'yes' }), (e) => e instanceof InvalidArgumentError && e.argument === 'options.exclusive');
+  });
+
+  test('exclusive: writes run one at a time, waiting writes in the order they were made', async () => {
+    const gate = new FenceGate('slot', { exclusive: true });
     let running = 0;
     const order = [];
     const write = (name) => async () => {
@@ -471,8 +506,8 @@ describe('gate.commit with promises', () => {
 });
 
 describe('gate.admit while a write runs', () => {
-  test('admit raises the floor at once; the running write finishes; older waiting writes are refused at their turn', async () => {
-    const gate = new FenceGate('slot');
+  test('admit raises the floor at once; the running write finishes; older waiting writes are refused at their turn (exclusive)', async () => {
+    const gate = new FenceGate('slot', { exclusive: true });
     const slow = deferred();
     const order = [];
     const running = track(gate.commitAsync(tok('a', 1), async () => { order.push('a+'); await slow.promise; order.push('a-'); }));

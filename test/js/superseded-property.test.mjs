@@ -22,7 +22,8 @@
 //
 // The same checker runs against three deliberately broken gates (no signal,
 // a signal that also aborts for an equal fence, a signal that can still
-// abort after its write finished), which it must catch.
+// abort after its write finished), which it must catch. The model runs one
+// write at a time: the gates are exclusive.
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { FenceGate, GateBusyError, LeaseFenceError, StaleFenceError, SupersededError } from 'lease-fence';
@@ -255,7 +256,7 @@ export async function runSchedule(seed, makeGate) {
 // Broken gates: FenceGate underneath, with the signal handed to fn replaced.
 class SignalSwap {
   constructor(resource) {
-    this.gate = new FenceGate(resource);
+    this.gate = new FenceGate(resource, { exclusive: true });
     this.current = null; // { fence, ctrl } of the write in fn
   }
   get floor() { return this.gate.floor; }
@@ -320,7 +321,7 @@ describe('the superseded-write signal under random schedules', () => {
     const total = {};
     const violations = [];
     for (let seed = 1; seed <= SCHEDULES; seed++) {
-      const r = await runSchedule(seed, (resource) => new FenceGate(resource));
+      const r = await runSchedule(seed, (resource) => new FenceGate(resource, { exclusive: true }));
       for (const [k, v] of Object.entries(r.counts)) total[k] = (total[k] ?? 0) + v;
       violations.push(...r.violations);
     }

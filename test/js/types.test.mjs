@@ -187,7 +187,7 @@ for (const [specifier, file] of Object.entries(files)) {
 const validArgs = {
   LeaseCoordinator: { args: () => [{ clock: lf.createManualClock('c'), ttlMillis: 100, startFence: 3 }] },
   LeaseClient: { args: () => [{ clock: lf.createManualClock('a'), holderId: 'a', clockSkewMillis: 5 }] },
-  FenceGate: { args: () => ['r', { initialFloor: 2, maxRejections: 5 }] },
+  FenceGate: { args: () => ['r', { initialFloor: 2, maxRejections: 5, exclusive: true }] },
   LeaseServiceClient: {
     args: () => [{
       baseURL: 'http://127.0.0.1:1', holderId: 'h', clock: lf.createManualClock('h'), clockSkewMillis: 1,

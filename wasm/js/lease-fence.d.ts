@@ -196,6 +196,12 @@ export interface FenceGateOptions {
    * keeps counting all of them.
    */
   maxRejections?: number | undefined;
+  /**
+   * Run commitAsync writes one at a time whatever their fences. By default
+   * writes with the fence of the running ones start alongside them when
+   * nothing waits, and a higher fence waits for all of them.
+   */
+  exclusive?: boolean | undefined;
 }
 
 /**
@@ -266,9 +272,12 @@ export class FenceGate {
    */
   commit<T>(token: FenceToken, fn: SyncWrite<T>): T;
   /**
-   * Runs an async write under the gate; always returns a promise. Writes on
-   * a gate run one at a time: this one waits until the running write's
-   * promise settles and the writes queued before it have had their turn.
+   * Runs an async write under the gate; always returns a promise. A write
+   * with the fence of the running commitAsync writes starts alongside them
+   * when nothing waits; any other waits until the running writes' promises
+   * settle and the writes queued before it have had their turn, and the
+   * writes with its fence queued right behind it start with it (the gate's
+   * exclusive option: one at a time).
    * The token is checked when its turn comes, so a token that went stale
    * while it waited is refused (one already below the floor is refused at
    * once): the promise rejects with StaleFenceError (logged in rejections),

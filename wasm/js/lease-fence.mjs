@@ -1359,7 +1359,7 @@ const COMMIT_ASYNC_OPTIONS = ['signal'];
 
 let isGate;
 
-const GATE_OPTIONS = ['initialFloor', 'maxRejections'];
+const GATE_OPTIONS = ['initialFloor', 'maxRejections', 'exclusive'];
 
 // describeReason words an abort reason for a message: anything may be one.
 function describeReason(r) {
@@ -1387,9 +1387,14 @@ export class FenceGate extends Handled {
   #made = generation; // the instance whose Go gate this is
   // Writes in progress: synchronous fns on the stack (a reentrant commit
   // inside fn nests), and writes whose promise has not settled. A write
-  // that waits (commitAsync) is queued until both are 0.
+  // that waits (commitAsync) is queued until both are 0, unless it shares
+  // the gate (see #joins).
   #depth = 0;
   #held = 0;
+  // options.exclusive: commitAsync writes run one at a time whatever their
+  // fences. Otherwise writes with the running commitAsync writes' fence
+  // run alongside them when nothing waits (shared admission).
+  #exclusive = false;
   #queue = [];
   // An upper bound on the fences in #queue (0 when it is empty): a write
   // that starts with a fence at or above it has no newer fence waiting.
@@ -1399,16 +1404,17 @@ export class FenceGate extends Handled {
   // or a commit whose fn returned a promise), in as few writes per write as
   // can be. Its token is the one admitted last (#holderId, #fence), set as
   // it starts, unless an admit has moved those on since: admit then copies
-  // it into #runHolder/#runFence first (null when it has not). #runCtrl is
-  // the AbortController of the signal its fn was given (null if none) and
-  // #runTold whether that signal has aborted. #runSince is performance.now()
+  // it into #runHolder/#runFence first (null when it has not). #runCtrls
+  // holds the AbortControllers of the signals the running commitAsync
+  // writes' fns were given (several when they share the gate, all with one
+  // fence) and #runTold whether those signals have aborted. #runSince is performance.now()
   // at its start when it got the gate from the queue (#runExact), otherwise
   // when the first write queued behind it (0 until then: the gate reads no
   // clock for a write nobody waits for). Writes never overlap and each ends
   // once, before the next starts, so its end clears the record.
   #runHolder = null;
   #runFence = 0;
-  #runCtrl = null;
+  #runCtrls = new Set();
   #runTold = false;
   #runSince = 0;
   #runExact = false;
@@ -1424,6 +1430,10 @@ export class FenceGate extends Handled {
 
   constructor(resource, options) {
     checkOptions(options, GATE_OPTIONS, 'FenceGate');
+    const exclusive = isObject(options) ? options.exclusive : undefined;
+    if (exclusive !== undefined && typeof exclusive !== 'boolean') {
+      throw new InvalidArgumentError(`lease-fence: FenceGate: options.exclusive must be a boolean, got ${typeof exclusive}`, 'options.exclusive');
+    }
     const enc = begin();
     put(resource);
     if (putObj(options)) {
@@ -1435,6 +1445,7 @@ export class FenceGate extends Handled {
     super();
     adopt(this, K_GATE, h);
     this.#resource = resource;
+    this.#exclusive = exclusive === true;
   }
 
   get resource() {
@@ -1506,8 +1517,11 @@ export class FenceGate extends Handled {
   }
 
   /**
-   * Like commit for a write that is async: returns a promise. Writes on a
-   * gate run one at a time; a waiting write is checked when its turn comes.
+   * Like commit for a write that is async: returns a promise. Writes with
+   * the fence of the running commitAsync writes start alongside them when
+   * nothing waits; any other write waits for the gate to be free, and is
+   * checked when its turn comes, and writes with its fence queued right
+   * behind it start with it (options.exclusive of the gate: one at a time).
    * A fn that declares a parameter gets an AbortSignal that aborts, with a
    * SupersededError, when a newer fence reaches the gate while it runs.
    */
@@ -1529,7 +1543,7 @@ export class FenceGate extends Handled {
           throw new InvalidArgumentError('lease-fence: options.signal must be an AbortSignal', 'options.signal');
         }
       }
-      const idle = this.#depth === 0 && this.#held === 0 && this.#queue.length === 0;
+      const idle = (this.#depth === 0 && this.#held === 0 && this.#queue.length === 0) || this.#joins(fence);
       const aborted = signal?.aborted === true;
       if (!idle || aborted) {
         // Refuse a bad call now rather than when its turn comes, and, like
@@ -1588,14 +1602,24 @@ export class FenceGate extends Handled {
   // #supersede aborts the running write's signal, once, when fence (one
   // that Go has checked) is newer than the write's.
   #supersede(holderId, fence, waiting) {
-    if (this.#runCtrl === null || this.#runTold) return;
+    if (this.#runCtrls.size === 0 || this.#runTold) return;
     const h = this.#runHolder ?? this.#holderId, f = this.#runHolder === null ? this.#fence : this.#runFence;
     if (!(fence > f)) return;
     this.#runTold = true;
-    this.#runCtrl.abort(new SupersededError(`lease-fence: the write of holder ${JSON.stringify(h)} with fence ${f} to ` +
+    const err = new SupersededError(`lease-fence: the write of holder ${JSON.stringify(h)} with fence ${f} to ` +
       `${JSON.stringify(this.#resource)} is superseded: holder ${JSON.stringify(holderId)} with fence ${fence} ` +
       `${waiting ? 'waits for it to finish' : 'was admitted'}`,
-    { resource: this.#resource, holderId: h, fence: f, newerHolderId: holderId, newerFence: fence, newerWaiting: waiting }));
+    { resource: this.#resource, holderId: h, fence: f, newerHolderId: holderId, newerFence: fence, newerWaiting: waiting });
+    for (const ctrl of [...this.#runCtrls]) ctrl.abort(err);
+  }
+
+  // #joins reports whether a commitAsync write with fence starts now
+  // alongside the running writes: they are all commitAsync writes with that
+  // fence (the one admitted last, which no newer fence has superseded), and
+  // nothing waits ahead of it (head: it is the first of the queue).
+  #joins(fence, head = false) {
+    return !this.#exclusive && this.#held !== 0 && this.#held === this.#runCtrls.size && this.#depth === 0 &&
+      (head || this.#queue.length === 0) && !this.#runTold && this.#runHolder === null && fence === this.#fence;
   }
 
   // #running describes the write that holds the gate: the record of an
@@ -1645,10 +1669,11 @@ export class FenceGate extends Handled {
   // #end frees the gate from the running write, and starts the writes
   // queued meanwhile (a write queued from inside a synchronous fn included)
   // unless #drain, further up the stack, will.
-  #end() {
+  #end(ctrl) {
+    if (ctrl !== undefined) this.#runCtrls.delete(ctrl);
+    if (--this.#held !== 0) return;
     this.#runHolder = null;
-    this.#runCtrl = null;
-    if (--this.#held === 0 && this.#depth === 0 && this.#queue.length !== 0 && !this.#draining) this.#drain();
+    if (this.#depth === 0 && this.#queue.length !== 0 && !this.#draining) this.#drain();
   }
 
   // #drain starts waiting writes, in order, while the gate is free.
@@ -1659,6 +1684,12 @@ export class FenceGate extends Handled {
         const w = this.#queue.shift();
         if (this.#queue.length === 0) this.#queueMax = 0;
         this.#start(w, true);
+        // The writes with its fence queued right behind it share its turn.
+        while (this.#queue.length !== 0 && this.#joins(this.#queue[0].fence, true)) {
+          const q = this.#queue.shift();
+          if (this.#queue.length === 0) this.#queueMax = 0;
+          this.#start(q, true);
+        }
       }
     } finally {
       this.#draining = false;
@@ -1681,32 +1712,33 @@ export class FenceGate extends Handled {
     }
     this.#holderId = w.holderId;
     this.#fence = w.fence;
-    this.#held++;
+    if (this.#held++ === 0) {
+      this.#runTold = false;
+      this.#runSince = handed ? performance.now() : 0;
+      this.#runExact = handed;
+    }
     const ctrl = new AbortController();
-    this.#runCtrl = ctrl;
-    this.#runTold = false;
-    this.#runSince = handed ? performance.now() : 0;
-    this.#runExact = handed;
+    this.#runCtrls.add(ctrl);
     if (this.#queueMax > w.fence) this.#newerWaiting(w.fence);
     let result;
     try {
       result = w.fn(ctrl.signal);
       if (isThenable(result)) {
         Promise.resolve(result).then((v) => {
-          this.#end();
+          this.#end(ctrl);
           w.resolve(v);
         }, (e) => {
-          this.#end();
+          this.#end(ctrl);
           w.reject(e);
         });
         return;
       }
     } catch (e) {
-      this.#end();
+      this.#end(ctrl);
       w.reject(e);
       return;
     }
-    this.#end();
+    this.#end(ctrl);
     w.resolve(result);
   }
 
