@@ -11,6 +11,6 @@ TESTS += test-console
 .PHONY: test-console
 
 # One file at a time: the Chromium tests start a coordinator each.
-test-console: coordinator
+test-console: coordinator fence-proxy
 	@mkdir -p out/console
-	COORDINATOR=$(CURDIR)/out/bin/coordinator node --test --test-concurrency=1 test/console/*.test.mjs
+	COORDINATOR=$(CURDIR)/out/bin/coordinator FENCE_PROXY=$(CURDIR)/out/bin/fence-proxy node --test --test-concurrency=1 test/console/*.test.mjs

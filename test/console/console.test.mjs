@@ -14,12 +14,14 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
+import { createServer } from 'node:http';
+import { once } from 'node:events';
 import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { launch } from '../chromium.mjs';
 import { axe } from '../web/checks.mjs';
-import { COORDINATOR, startCoordinator, api, acquire, renew, release, writeTokens, watchFromNode, startRelay } from './harness.mjs';
+import { COORDINATOR, FENCE_PROXY, startFenceProxy, startCoordinator, api, acquire, renew, release, writeTokens, watchFromNode, startRelay } from './harness.mjs';
 import { visible } from '../../web/console-state.js';
 
 const ROOT = new URL('../../', import.meta.url).pathname;
@@ -34,6 +36,7 @@ let axeSource;
 
 before(async () => {
   assert.ok(existsSync(COORDINATOR), `${COORDINATOR} is not built: run make coordinator`);
+  assert.ok(existsSync(FENCE_PROXY), `${FENCE_PROXY} is not built: run make fence-proxy`);
   await mkdir(SHOTS, { recursive: true });
   axeSource = await readFile(join(ROOT, 'node_modules', 'axe-core', 'axe.min.js'), 'utf8');
   browser = await launch({ viewport: { width: 1400, height: 820 } });
@@ -119,6 +122,42 @@ test('an acquire, a renewal, a release, an expiry and a revoke each appear on th
   const bars = await page.$$eval(`${rowSel('jobs/one')} .gen`, (gs) => gs.map((g) => [g.getAttribute('data-holder'), g.getAttribute('data-how')]));
   assert.deepEqual(bars, [['worker-1', 'released'], ['worker-4', 'live']]);
   await page.screenshot({ path: join(SHOTS, 'lanes.png') });
+});
+
+test("a fence-proxy's refusal appears as a mark on the right lane, with both holders and fences", { timeout: 120_000 }, async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'lease-fence-console-'));
+  t.after(() => rm(dir, { recursive: true, force: true }));
+  // The API behind the proxy: it takes every write.
+  const upstream = createServer((req, res) => req.resume().on('end', () => res.end('ok')));
+  upstream.listen(0, '127.0.0.1');
+  await once(upstream, 'listening');
+  t.after(() => upstream.close());
+  const proxy = await startFenceProxy(dir, `http://127.0.0.1:${upstream.address().port}`);
+  t.after(() => proxy.stop());
+  const c = await startCoordinator(['-memory', '-ui', '-ttl', '60s', '-ui-gates', proxy.url]);
+  t.after(() => c.stop());
+  const page = await open(t, c.url);
+  await live(page);
+  await page.waitForFunction(() => /connected/.test(document.getElementById('gates').textContent), null, { timeout: LONG });
+
+  // A holds fence 1, lets it go; B gets fence 2 and writes; A's late write
+  // with fence 1 is refused by the proxy.
+  const a = await acquire(c.url, 'gated/r', 'agent-a');
+  await release(c.url, 'gated/r', 'agent-a', a);
+  const b = await acquire(c.url, 'gated/r', 'agent-b');
+  const write = (holder, fence) => fetch(`${proxy.url}/orders`, { method: 'POST', headers: { 'lease-fence': `resource="gated/r", holder="${holder}", fence=${fence}` }, body: 'x' });
+  assert.equal((await write('agent-b', b.grant.fence)).status, 200);
+  const refused = await write('agent-a', a.grant.fence);
+  assert.equal(refused.status, 409);
+  const sel = `${rowSel('gated/r')} .ev-refused[data-holder="agent-a"][data-fence="${a.grant.fence}"][data-admitted-fence="${b.grant.fence}"]`;
+  await page.waitForSelector(sel, { state: 'attached', timeout: LONG });
+  const d = await page.evaluate(() => window.__console.drawn.find((e) => e.type === 'refused' && e.resource === 'gated/r'));
+  assert.ok(d.drawn - d.at < DEADLINE, `the refusal was drawn ${d.drawn - d.at} ms after the proxy made it`);
+  latencies.push(d.drawn - d.at);
+  assert.match(await page.textContent(`${sel} title`), /agent-a with fence 1 refused; agent-b had written with fence 2/);
+  // No other lane has it.
+  assert.equal(await page.$$eval('.ev-refused', (es) => es.length), 1);
+  await page.screenshot({ path: join(SHOTS, 'refusal.png') });
 });
 
 test('the waiters are shown in order, beside the lane and in the detail', { timeout: 120_000 }, async (t) => {

@@ -165,3 +165,30 @@ export async function startRelay(port) {
     },
   };
 }
+
+export const FENCE_PROXY = process.env.FENCE_PROXY ?? new URL('../../out/bin/fence-proxy', import.meta.url).pathname;
+
+/**
+ * Starts fence-proxy (a fresh state file in dir) in front of upstream on
+ * 127.0.0.1:0. Resolves with { url, stop() }.
+ */
+export async function startFenceProxy(dir, upstream) {
+  const proc = spawn(FENCE_PROXY, ['-init', '-state', join(dir, 'fence-proxy.db'), '-upstream', upstream, '-listen', '127.0.0.1:0', '-quiet'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const log = [];
+  proc.stderr.on('data', (d) => log.push(String(d)));
+  const lines = createInterface({ input: proc.stdout });
+  const exited = once(proc, 'exit').then(([code]) => { throw new Error(`fence-proxy exited (${code}): ${log.join('')}`); });
+  const line = await Promise.race([new Promise((resolve) => lines.once('line', resolve)), exited]);
+  exited.catch(() => {});
+  const m = /^listening on (http:\/\/127\.0\.0\.1:\d+)$/.exec(line);
+  if (!m) throw new Error(`unexpected first line: ${line}`);
+  return {
+    url: m[1],
+    async stop() {
+      if (proc.exitCode !== null || proc.signalCode !== null) return;
+      const gone = once(proc, 'exit');
+      proc.kill('SIGKILL');
+      await gone;
+    },
+  };
+}
