@@ -120,7 +120,8 @@ export class Resource {
 export class Picture {
   constructor() {
     this.resources = new Map();
-    this.version = 0; // bumped when a resource is added or dropped, or the order may change
+    this.version = 0; // bumped when a resource is added or dropped
+    this.changes = 0; // bumped at every change (a sort by fence or waiters may have to be redone)
   }
 
   get(name) {
@@ -199,7 +200,7 @@ export class Picture {
     // excludes the waiter it is handed to, whose grant follows).
     r.waiterCount = typeof ev.waiters === 'number' ? ev.waiters : r.waiters.length;
     r.push(e);
-    this.version++;
+    this.changes++;
     return r;
   }
 
@@ -207,6 +208,7 @@ export class Picture {
   refused(rf) {
     const r = this.get(rf.resource);
     r.push({ type: 'refused', t: rf.at, holder: rf.refusedHolderId, fence: rf.refusedFence, admittedHolder: rf.admittedHolderId, admittedFence: rf.admittedFence, gate: rf.gate });
+    this.changes++;
     return r;
   }
 

@@ -139,7 +139,7 @@ const conn = {
 // For tests and the benchmark: what the page did, without reading the drawing.
 // drawn: the last events drawn, { seq, type, resource, at, drawn } (page's
 // wall clock at the end of the frame that drew it).
-const stats = { events: 0, resumes: 0, reloads: 0, frames: 0, latencies: [], refusals: 0 };
+const stats = { events: 0, resumes: 0, reloads: 0, frames: 0, latencies: [], work: [], refusals: 0 };
 const drawn = [];
 window.__console = { stats, picture, conn, drawn };
 
@@ -382,7 +382,7 @@ function moveFocus(i) {
   if (top < viewport.scrollTop) viewport.scrollTop = top;
   else if (top + ROW_H > viewport.scrollTop + viewport.clientHeight) viewport.scrollTop = top + ROW_H - viewport.clientHeight;
   render(); // the row must exist before it can take focus
-  const row = pool.find((p) => p.tr._i === i);
+  const row = pool.find((p) => p.tr._r && p.tr._i === i);
   row?.name.focus();
 }
 
@@ -398,11 +398,16 @@ function laneLabel(r, t) {
   return parts.join('; ');
 }
 
-function fill(row, r, i, t, extent) {
-  row.tr._r = r;
+function place(row, i) {
   row.tr._i = i;
   row.tr.setAttribute('aria-rowindex', String(i + 2));
   row.tr.style.transform = `translateY(${i * ROW_H}px)`;
+}
+
+function fill(row, r, i, t, extent) {
+  row.tr._r = r;
+  row.tr._t = t;
+  place(row, i);
   row.tr.dataset.resource = r.name;
   row.tr.classList.toggle('selected', view.selected === r.name);
   setText(row.name, visible(r.name));
@@ -435,45 +440,70 @@ function shownLane(lane) {
   return lane;
 }
 
+// Rows redrawn per frame only because time moved (the others wait for the
+// next frame): a frame stays short whatever the number of rows in view.
+const STALE_PER_FRAME = 6;
+
 function render() {
   const t = now();
-  if (view.rowsVersion !== picture.version || (view.sort === 'remaining' && t - view.rowsAt > 1000)) {
+  const resort = view.sort !== 'name' && t - view.rowsAt > 500 && (view.sort === 'remaining' || view.rowsChanges !== picture.changes);
+  if (view.rowsVersion !== picture.version || resort) {
     view.rows = picture.rows(view.prefix, view.sort, view.desc, t);
     view.rowsVersion = picture.version;
+    view.rowsChanges = picture.changes;
     view.rowsAt = t;
     spacer.style.height = `${view.rows.length * ROW_H}px`;
     $('table').setAttribute('aria-rowcount', String(view.rows.length + 1));
     setText($('count'), `${view.rows.length} of ${picture.resources.size} resources`);
-    all = true;
   }
   const first = Math.max(0, Math.floor(viewport.scrollTop / ROW_H) - OVERSCAN);
   const last = Math.min(view.rows.length, Math.ceil((viewport.scrollTop + viewport.clientHeight) / ROW_H) + OVERSCAN);
-  const need = last - first;
-  while (pool.length < need) pool.push(makeRow());
-  // Rows already showing a resource in range keep it: only the others move.
+  // A resource still in view keeps its row element; the rows of those that
+  // left take the newcomers.
+  const want = new Map();
+  for (let i = first; i < last; i++) want.set(view.rows[i], i);
+  const free = [];
+  for (const row of pool) {
+    if (row.tr._r && want.has(row.tr._r)) continue;
+    row.tr._r = null;
+    free.push(row);
+  }
   const extent = { t0: t - view.span, t1: t };
-  for (let k = 0; k < pool.length; k++) {
-    const row = pool[k];
-    const i = first + k;
-    if (i >= last) {
-      row.tr.hidden = true;
-      row.tr._r = null;
+  let staleBudget = all ? Infinity : STALE_PER_FRAME;
+  const byRes = new Map();
+  for (const row of pool) if (row.tr._r) byRes.set(row.tr._r, row);
+  for (const [r, i] of want) {
+    let row = byRes.get(r);
+    if (!row) {
+      row = free.pop() ?? makeRow();
+      if (!pool.includes(row)) pool.push(row);
+      row.tr.hidden = false;
+      fill(row, r, i, t, extent);
       continue;
     }
-    row.tr.hidden = false;
-    const r = view.rows[i];
-    if (all || row.tr._r !== r || dirty.has(r)) fill(row, r, i, t, extent);
+    if (row.tr._i !== i) place(row, i);
+    if (dirty.has(r) || all) fill(row, r, i, t, extent);
+    else if (row.tr._t < t - 999 && staleBudget > 0) {
+      staleBudget--;
+      fill(row, r, i, t, extent);
+    }
   }
+  for (const row of free) if (!row.tr._r) row.tr.hidden = true;
   all = false;
   dirty.clear();
   if (view.selected) showDetail(t);
+  // Rows whose time has moved on and that waited: the next frame.
+  if (pool.some((row) => row.tr._r && row.tr._t < t - 999)) schedule();
 }
 
 function frame() {
   scheduled = false;
+  const start = performance.now();
   render();
   stats.frames++;
   const done = performance.now();
+  stats.work.push(done - start);
+  if (stats.work.length > 100_000) stats.work.splice(0, stats.work.length - 100_000);
   for (const a of pending) stats.latencies.push(done - a);
   if (stats.latencies.length > 100_000) stats.latencies.splice(0, stats.latencies.length - 100_000);
   pending = [];
@@ -513,12 +543,13 @@ for (const b of document.querySelectorAll('[data-sort]')) {
   });
 }
 
-// Time moves: every lane in view is drawn again each second.
+// Time moves: every lane in view is drawn again each second (a few per
+// frame: render's STALE_PER_FRAME).
 setInterval(() => {
   drawTimeAxis($('axis'), { t0: -view.span, t1: 0 }, view.laneWidth, (t) => (t === 0 ? 'now' : `${t / 1000} s`));
   picture.forget(now());
   showStatus();
-  invalidate(false);
+  schedule();
 }, 1000);
 
 // --- the detail pane -------------------------------------------------------------------
