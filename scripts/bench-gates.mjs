@@ -65,6 +65,9 @@ if (baseline) {
   const js = join(root, 'out', 'bench', `js-${rev}`);
   mkdirSync(js, { recursive: true });
   for (const f of ['sql.mjs', 'redis.mjs', 'gate-common.mjs']) writeFileSync(join(js, f), readFileSync(join(dir, 'wasm', 'js', f)));
+  // A baseline whose modules import ./errors.mjs gets this build's error
+  // classes through it, so both sides' errors are the same classes.
+  writeFileSync(join(js, 'errors.mjs'), `export * from ${JSON.stringify(pathToFileURL(join(root, 'wasm', 'js', 'errors.mjs')).href)};\n`);
   base = {
     rev,
     gatecli: join(dir, 'gatecli'),
