@@ -53,8 +53,15 @@ TEST_ORDER := test-web-explainer test-service test-svcclient test-worker-e2e lin
   test-wasm-fuzz-go test-core-js test-consumers lint-pg-drill test-proxy-js
 TEST_GOALS = $(foreach t,$(TEST_ORDER),$(filter $(t),lint $(TESTS))) $(filter-out $(TEST_ORDER),lint $(TESTS))
 
+# What the suites need built (make build, and the dev server) is built
+# first and then taken as made (-o): a suite whose prerequisites are still
+# being built when make reaches it is put off until make has gone through
+# every other goal, which would start the longest suites last.
+TEST_BUILDS = $(BUILD) devserver
+
 test: deps
-	$(MAKE) --no-print-directory -j$(TEST_JOBS) --output-sync=target $(TEST_GOALS)
+	$(MAKE) --no-print-directory -j$(TEST_JOBS) $(TEST_BUILDS)
+	$(MAKE) --no-print-directory -j$(TEST_JOBS) --output-sync=target $(addprefix -o ,$(TEST_BUILDS)) $(TEST_GOALS)
 	@echo "make test: all suites passed"
 
 lint:
