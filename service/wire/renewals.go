@@ -18,8 +18,8 @@ import (
 //
 // A result is a renewal's Reply ({"ok": true, "grant": {...}} or {"ok":
 // false, "reason": "expired"}), or {"ok": false, "error": {"code",
-// "message"}} for a renewal refused as /v1/renew would refuse it with an
-// error status. A server that does not offer batches answers 501
+// "message", "status"}} for a renewal refused as /v1/renew would refuse it
+// with that error status. A server that does not offer batches answers 501
 // not_supported (a Worker: one Durable Object per resource); a client then
 // sends each renewal to /v1/renew.
 const RenewalsPath = "/v1/renewals"
@@ -38,11 +38,12 @@ type Result struct {
 	Error *ErrorDetail `json:"error,omitzero"`
 }
 
-// ErrorDetail is a refusal inside an answer: its stable code and message.
-// Its status is the code's (NewError).
+// ErrorDetail is a refusal inside an answer: its stable code, message,
+// and the HTTP status the same call alone is answered with.
 type ErrorDetail struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
+	Status  int    `json:"status"`
 }
 
 // Err returns the refusal, or nil for an answer.
@@ -50,14 +51,18 @@ func (r *Result) Err() *Error {
 	if r.Error == nil {
 		return nil
 	}
-	return NewError(r.Error.Code, r.Error.Message)
+	e := NewError(r.Error.Code, r.Error.Message)
+	if r.Error.Status >= 400 && r.Error.Status <= 599 {
+		e.Status = r.Error.Status
+	}
+	return e
 }
 
 // ResultOf is the result of a renewal answered with reply, or refused
 // with e.
 func ResultOf(reply Reply, e *Error) Result {
 	if e != nil {
-		return Result{Error: &ErrorDetail{Code: e.Code, Message: e.Message}}
+		return Result{Error: &ErrorDetail{Code: e.Code, Message: e.Message, Status: e.Status}}
 	}
 	return Result{Reply: reply}
 }

@@ -85,7 +85,7 @@ func TestResultShapes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `{"ok":true,"results":[{"ok":false,"reason":"expired"},{"ok":false,"error":{"code":"wrong_secret","message":"no"}}]}`
+	want := `{"ok":true,"results":[{"ok":false,"reason":"expired"},{"ok":false,"error":{"code":"wrong_secret","message":"no","status":403}}]}`
 	if string(out) != want {
 		t.Fatalf("%s\nwant %s", out, want)
 	}
