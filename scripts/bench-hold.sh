@@ -92,11 +92,12 @@ for round in $(seq 1 "$COST_ROUNDS"); do
   out/bin/bench-hold -mode cost -target native -holds "$HOLDS" -duration "$COST_DURATION" | tee -a "$tmp/cost"
   out/bin/bench-hold -mode cost -one-client -target native -holds "$HOLDS" -duration "$COST_DURATION" | tee -a "$tmp/cost"
   out/bin/bench-hold -mode cost -client js -target native -holds "$HOLDS_JS" -duration "$COST_DURATION" | tee -a "$tmp/cost"
+  out/bin/bench-hold -mode cost -one-client -client js -target native -holds "$HOLDS_JS" -duration "$COST_DURATION" | tee -a "$tmp/cost"
   out/bin/bench-hold -mode cost -target worker -holds "$HOLDS_WORKER" -duration "$COST_DURATION" | tee -a "$tmp/cost" ||
     echo "bench-hold: the Worker's cost run failed in round $round; left out of it"
 done
 echo "per round, us of CPU per second of held lease (min / median / max):"
-for target in native-cost native-cost-one native-cost-js worker-cost; do
+for target in native-cost native-cost-one native-cost-js native-cost-js-one worker-cost; do
   for side in client server; do
     grep "^$target " "$tmp/cost" | awk -v side="$side" '{ for (i = 1; i <= NF; i++) if ($i == side && $(i+2) == "us/lease-s") print $(i+1) }' | sort -g |
       awk -v name="$target" -v side="$side" 'NR { v[NR] = $1 } END { if (NR == 0) exit; m = (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2);

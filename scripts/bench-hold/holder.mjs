@@ -3,7 +3,11 @@
 // line each, so that bench-hold reads this process's CPU time and the
 // server's at the same moments:
 //
-//   node holder.mjs BASE_URL HOLDS DURATION_MS TTL_MS
+//   node holder.mjs BASE_URL HOLDS DURATION_MS TTL_MS [one]
+//
+// With "one", every lease is held through one LeaseServiceClient (one
+// process holding them all, whose renewals share calls); otherwise each
+// through its own.
 //
 // "idle" (nothing held for DURATION_MS), "taking" (HOLDS leases taken
 // evenly over a third of the TTL, so their renewals are spread as
@@ -12,7 +16,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { LeaseServiceClient } from 'lease-fence/service-client';
 
-const [baseURL, holdsArg, durationArg, ttlArg] = process.argv.slice(2);
+const [baseURL, holdsArg, durationArg, ttlArg, oneArg] = process.argv.slice(2);
 const holds = Number(holdsArg);
 const duration = Number(durationArg);
 const ttl = Number(ttlArg);
@@ -29,8 +33,9 @@ const held = [];
 let triedAgain = 0;
 const taking = [];
 const pace = ttl / 3 / holds;
+const shared = oneArg === 'one' ? new LeaseServiceClient({ baseURL, holderId: 'js-h', attemptTimeoutMillis: 30_000 }) : undefined;
 for (let i = 0; i < holds; i++) {
-  const client = new LeaseServiceClient({ baseURL, holderId: `js-h${i}`, attemptTimeoutMillis: 30_000 });
+  const client = shared ?? new LeaseServiceClient({ baseURL, holderId: `js-h${i}`, attemptTimeoutMillis: 30_000 });
   taking.push((async () => {
     for (let attempt = 1; ; attempt++) {
       try {

@@ -74,7 +74,7 @@ func main() {
 	n := flag.Int("n", 1000, "handovers (or expiry samples)")
 	ttl := flag.Duration("ttl", 0, "the coordinator's TTL (default: 30s for handover, 1s for expiry, 10s for cost)")
 	holds := flag.Int("holds", 1000, "with -mode cost: leases held at once")
-	oneClient := flag.Bool("one-client", false, "with -mode cost and -client go: every hold through one client.Client (one process holding them all, whose renewals share calls), not one client each")
+	oneClient := flag.Bool("one-client", false, "with -mode cost: every hold through one client (client.Client, or LeaseServiceClient with -client js: one process holding them all, whose renewals share calls), not one client each")
 	clientKind := flag.String("client", "go", "with -mode cost: go (client.Client, in this process) or js (LeaseServiceClient in a Node process)")
 	duration := flag.Duration("duration", 30*time.Second, "with -mode cost: how long they are held")
 	coordinator := flag.String("coordinator", "out/bin/coordinator", "the built native server")
@@ -124,7 +124,7 @@ func main() {
 		case "go":
 			err = cost(s, *target, *holds, *duration, *ttl, *oneClient)
 		case "js":
-			err = costJS(s, *target, *holds, *duration, *ttl)
+			err = costJS(s, *target, *holds, *duration, *ttl, *oneClient)
 		default:
 			err = errors.New("unknown -client (want go or js)")
 		}
@@ -584,9 +584,12 @@ func printCost(name string, holds int, ttl time.Duration, renewals, retried int,
 
 // costJS is cost with the client in a Node process (holder.mjs), which
 // says when each phase begins; both processes' CPU times are read then.
-func costJS(s *server, target string, holds int, d, ttl time.Duration) error {
-	cmd := exec.Command("node", "scripts/bench-hold/holder.mjs", s.url, strconv.Itoa(holds),
-		strconv.FormatInt(d.Milliseconds(), 10), strconv.FormatInt(ttl.Milliseconds(), 10))
+func costJS(s *server, target string, holds int, d, ttl time.Duration, oneClient bool) error {
+	args := []string{"scripts/bench-hold/holder.mjs", s.url, strconv.Itoa(holds), strconv.FormatInt(d.Milliseconds(), 10), strconv.FormatInt(ttl.Milliseconds(), 10)}
+	if oneClient {
+		args = append(args, "one")
+	}
+	cmd := exec.Command("node", args...)
 	cmd.Stderr = os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	out, err := cmd.StdoutPipe()
@@ -623,7 +626,11 @@ func costJS(s *server, target string, holds int, d, ttl time.Duration) error {
 	if len(end) != 3 || err != nil {
 		return fmt.Errorf("holder.mjs ended without its end line (%q)", end)
 	}
-	printCost(target+"-cost-js", holds, ttl, renewals, retried, marks["idle"], marks["taking"], marks["held"], marks["end"])
+	name := target + "-cost-js"
+	if oneClient {
+		name += "-one"
+	}
+	printCost(name, holds, ttl, renewals, retried, marks["idle"], marks["taking"], marks["held"], marks["end"])
 	return nil
 }
 

@@ -493,6 +493,158 @@ for (const which of ['native', 'worker']) {
       ctx.diagnostic(`${RUNS} runs: ${lostByDeadline} lost at the deadline, ${refused} refused by the coordinator, ${renewalsSeen} renewals`);
     });
 
+    test(`three holds of one client, their renewals batched, under faults, ${RUNS} seeded runs on manual time: every signal fires at its holder's deadline, never after`, async (ctx) => {
+      const T = t();
+      T.proxy.reset();
+      const r = resourceName('batched');
+      const faults = ['drop', 'holdReply', 'hold', 'reset', '503'];
+      let lostByDeadline = 0;
+      let refused = 0;
+      let renewalsSeen = 0;
+      let batches = 0;
+      for (let run = 0; run < RUNS; run++) {
+        const seed = SEED + 31 + run * 7919 + (which === 'worker' ? 1 : 0);
+        const rand = rng(seed);
+        const randBackoff = rng(seed ^ 0x5bd1e995);
+        const clock = createManualClock(`batched-${run}`, { start: 1000 });
+        const timers = new ManualTimers(clock);
+        const holderId = `batched-${run}`;
+        const skew = Math.floor(rand() * 300);
+        const health = rand();
+        let failing = false;
+        const inflight = new Set();
+        let ids = 0;
+        const wrapped = async (url, init) => {
+          const id = `${which}-b${run}-${++ids}`;
+          inflight.add(id);
+          const done = () => inflight.delete(id);
+          init.signal.addEventListener('abort', done, { once: true });
+          try {
+            const res = await fetch(url, { ...init, headers: { ...init.headers, 'x-fault-id': id } });
+            const text = await res.text();
+            return new Response(text, { status: res.status, headers: res.headers });
+          } finally {
+            done();
+          }
+        };
+        const quiet = async () => {
+          const start = performance.now();
+          for (let calm = 0; calm < 3;) {
+            await new Promise((resolve) => setImmediate(resolve));
+            calm = [...inflight].every((id) => parked.has(id)) ? calm + 1 : 0;
+            assert.ok(performance.now() - start < 60_000, `run ${run} (seed ${seed}): calls still in flight after 60 s`);
+          }
+        };
+        const holderOf = (e) => (e.path === '/v1/renewals' ? e.json?.renewals?.[0]?.holderId : e.json?.holderId);
+        T.proxy.policy = (e) => {
+          if ((e.path !== '/v1/renew' && e.path !== '/v1/renewals') || holderOf(e) !== holderId) return undefined;
+          if (e.path === '/v1/renewals') batches++;
+          if (!failing && rand() < health) return undefined;
+          const f = faults[Math.floor(rand() * faults.length)];
+          return f === '503' ? { answer: { status: 503, body: { error: { code: 'unavailable', message: 'injected' } } } } : { [f]: true };
+        };
+        const c = new LeaseServiceClient({
+          baseURL: T.proxy.url, holderId, clock, clockSkewMillis: skew, timers, fetch: wrapped,
+          attempts: 1 + Math.floor(rand() * 4), attemptTimeoutMillis: 50 + Math.floor(rand() * TTL),
+          backoff: () => Math.floor(randBackoff() * 100),
+        });
+        // Taken gap apart: within a quarter of the renewal interval of one
+        // another (one call from the first renewal on), or not.
+        const gap = Math.floor(rand() * 400);
+        const helds = [];
+        for (let i = 0; i < 3; i++) {
+          if (i > 0) {
+            timers.advanceTo(clock.now().millis + gap);
+            await quiet();
+          }
+          helds.push(await c.hold(`${r}-${run}-${i}`));
+        }
+        const states = helds.map((held) => {
+          const st = { fence: held.token.fence, first: held.deadline.millis, deadline: held.deadline.millis, abortedAt: undefined, late: false };
+          held.addEventListener('renewed', (e) => {
+            if (held.signal.aborted) st.late = true;
+            assert.equal(e.lease.token.fence, st.fence);
+            assert.ok(e.lease.deadline.millis >= st.deadline);
+            st.deadline = e.lease.deadline.millis;
+            renewalsSeen++;
+          });
+          held.signal.addEventListener('abort', () => {
+            st.abortedAt = clock.now().millis;
+          });
+          if (held.signal.aborted) st.abortedAt = clock.now().millis;
+          return st;
+        });
+        const past = () => helds.findIndex((held, i) => !held.signal.aborted && clock.now().millis >= states[i].deadline);
+        for (let step = 0; helds.some((held) => !held.signal.aborted); step++) {
+          assert.ok(step < 3000, `run ${run} (seed ${seed}): still held after 3000 steps`);
+          if (step === 40) failing = true; // every run ends in losses
+          await quiet();
+          assert.equal(past(), -1, `run ${run} (seed ${seed}): at ${clock.now().millis}, past a holder's deadline, its signal has not fired`);
+          if (helds.every((held) => held.signal.aborted)) break;
+          if (rand() < 0.5) timers.fireNext();
+          else timers.advanceTo(clock.now().millis + Math.floor(rand() * TTL * 0.6));
+          assert.equal(past(), -1, `run ${run} (seed ${seed}): at ${clock.now().millis}, past a holder's deadline, its signal has not fired`);
+        }
+        await quiet();
+        const sends = [...T.proxy.on('/v1/renew'), ...T.proxy.on('/v1/renewals')].flatMap((e) => (e.path === '/v1/renewals' ? e.json?.renewals ?? [] : [e.json]))
+          .filter((b) => b?.holderId === holderId).map((b) => b.sentAt.millis);
+        helds.forEach((held, i) => {
+          const st = states[i];
+          const reason = held.signal.reason;
+          assert.ok(reason instanceof LeaseLostError, `run ${run} hold ${i}: ${reason}`);
+          assert.equal(reason.deadline.millis, st.deadline, 'the loss names the last deadline the holder had');
+          assert.ok(st.abortedAt <= st.deadline, `run ${run} (seed ${seed}) hold ${i}: the signal fired at ${st.abortedAt}, after the deadline ${st.deadline}`);
+          if (reason.cause instanceof LeaseExpiredError) {
+            refused++;
+          } else {
+            assert.ok(st.abortedAt >= st.deadline - MARGIN - 1, `run ${run} (seed ${seed}) hold ${i}: fired at ${st.abortedAt}, more than the margin before the deadline ${st.deadline}`);
+            lostByDeadline++;
+          }
+          assert.equal(st.late, false, 'no renewal is taken after the loss');
+          if (st.deadline !== st.first) assert.ok(sends.includes(st.deadline - TTL + skew), `run ${run} hold ${i}: deadline ${st.deadline} is not a renewal's send + TTL - skew`);
+        });
+        T.proxy.policy = null;
+        const released = helds.map((held) => tracked(held.release()));
+        for (let step = 0; !released.every((x) => x.settled); step++) {
+          assert.ok(step < 1000, `run ${run} (seed ${seed}): the releases did not settle`);
+          await quiet();
+          if (!released.every((x) => x.settled) && !timers.fireNext()) await new Promise((resolve) => setImmediate(resolve));
+        }
+        for (const x of released) assert.equal(x.error, undefined, String(x.error));
+        assert.equal(timers.count, 0, `run ${run} (seed ${seed}): timers left after the releases:\n${timers.describe()}`);
+        T.proxy.seen.length = 0;
+      }
+      assert.equal(lostByDeadline + refused, 3 * RUNS);
+      assert.ok(lostByDeadline > RUNS, `only ${lostByDeadline} holds ended at the holder's deadline`);
+      assert.ok(renewalsSeen > RUNS, `only ${renewalsSeen} renewals in ${RUNS} runs`);
+      assert.ok(batches > 0, 'no batch of renewals was sent');
+      ctx.diagnostic(`${RUNS} runs of 3 holds: ${lostByDeadline} lost at the deadline, ${refused} refused by the coordinator, ${renewalsSeen} renewals, ${batches} batches`);
+    });
+
+    test('renewEach: one call renews a client\'s leases, each answered on its own; a Worker\'s 501 falls back to one call each', async () => {
+      const T = t();
+      T.proxy.reset();
+      const r = resourceName('each');
+      const c = client(T, `each-${which}`);
+      const leases = [];
+      for (let i = 0; i < 3; i++) leases.push(await c.acquire(`${r}-${i}`));
+      await releaseBehindItsBack(T, leases[1]);
+      const out = await c.renewEach(leases);
+      assert.equal(out[0].lease.token.fence, leases[0].token.fence);
+      assert.ok(out[1].error instanceof LeaseExpiredError, String(out[1].error));
+      assert.equal(out[2].lease.token.fence, leases[2].token.fence);
+      assert.ok(out[2].lease.deadline.millis >= leases[2].deadline.millis);
+      const batchCalls = T.proxy.on('/v1/renewals').length;
+      const single = T.proxy.on('/v1/renew').length;
+      if (which === 'native') assert.deepEqual([batchCalls, single], [1, 0]);
+      else assert.deepEqual([batchCalls, single], [1, 3]); // answered 501, then one call each
+      const again = await c.renewEach([out[0].lease, out[2].lease]);
+      assert.ok(again.every((x) => x.lease !== undefined), String(again.map((x) => x.error)));
+      assert.equal(T.proxy.on('/v1/renewals').length, which === 'native' ? 2 : 1, 'a Worker is not asked for a batch again');
+      for (const x of again) await c.release(x.lease);
+      await c.release(out[0].lease).catch(() => {});
+    });
+
     test('real time: renewals fail, the signal fires before the holder\'s deadline (within the margin), before the next holder is granted', async (ctx) => {
       const T = t();
       T.proxy.reset();

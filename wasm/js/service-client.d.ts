@@ -113,6 +113,8 @@ export class LeaseServiceClient {
   acquire(resource: string, options?: CallOptions): Promise<ServiceLease>;
   /** A new lease with the same fence and a later deadline; LeaseExpiredError when the lease is no longer current. */
   renew(lease: ServiceLease, options?: CallOptions): Promise<ServiceLease>;
+  /** Renews each lease in one call (POST /v1/renewals), each answered on its own: { lease } or { error }. */
+  renewEach(leases: ServiceLease[], options?: CallOptions): Promise<Array<{ lease: ServiceLease } | { error: Error }>>;
   /** Resolves when the lease was ended (a retry of a release that ended it included); LeaseExpiredError otherwise. */
   release(lease: ServiceLease, options?: CallOptions): Promise<void>;
   /**

@@ -21,7 +21,10 @@ import {
 } from './options.mjs';
 import { acquireBody, base64url, hex, randomBytes } from './protocol.mjs';
 import { defaultBackoff, defaultTimers } from './timers.mjs';
-import { MAX_ATTEMPTS, Transport } from './transport.mjs';
+import { FINAL_CODES, MAX_ATTEMPTS, RETRIED_4XX, Transport } from './transport.mjs';
+
+// The most renewals one batch (POST /v1/renewals) carries.
+const MAX_RENEWALS = 256;
 
 const CLIENT_OPTIONS = ['baseURL', 'baseURLs', 'leaseClient', 'holderId', 'clock', 'clockSkewMillis', 'fetch', 'attempts', 'attemptTimeoutMillis', 'timeoutMillis', 'backoff', 'token',
   'maxWaitMillis', 'timers'];
@@ -41,6 +44,9 @@ export class LeaseServiceClient {
   // Acquisition record -> its secret. A lease holds its record, this map the
   // secret; a record whose lease ended is dropped from it.
   #secrets = new WeakMap();
+  // Set once a coordinator answered that it takes no batch of renewals (a
+  // Worker: 501): each renewal is then its own call.
+  #noBatch = false;
 
   constructor(options) {
     if (!isOptions(options)) {
@@ -93,6 +99,8 @@ export class LeaseServiceClient {
     this.#tools = {
       timers, clock: this.#lc.clock, backoff, maxWait: this.#maxWait, timeout: timeoutMillis,
       renew: (lease, opts) => this.#renew(lease, opts),
+      renewEach: (leases, opts) => this.#renewEach(leases, opts),
+      holds: new Set(), // the client's HeldLeases, whose renewals share calls
       acquire: (resource, opts, waitMillis, value) => this.#acquire(resource, opts, waitMillis, value),
       release: (lease, opts) => this.#release(lease, opts),
     };
@@ -207,6 +215,109 @@ export class LeaseServiceClient {
       throw expired(lease.token, 'renewal', reply.reason);
     }
     return { lease: new ServiceLease(internal, this, record, this.#lc.completeRenewal(request, reply.grant)), sentAt: request.sentAt.millis };
+  }
+
+  /**
+   * Renews each of leases in one call (POST /v1/renewals; several past 256),
+   * each on its own: resolves to an array whose i-th element answers
+   * leases[i], { lease } (a new ServiceLease anchored at the batch's send)
+   * or { error } (what renew would reject with), so that one refused never
+   * affects another. A coordinator without batches (a Worker: 501) gets one
+   * call per lease, from then on.
+   */
+  async renewEach(leases, options) {
+    const opts = callOptions(options, 'client.renewEach');
+    if (!Array.isArray(leases)) throw new InvalidArgumentError('lease-fence: renewEach takes an array of leases', 'leases');
+    return (await this.#renewEach(leases, opts)).map((r) => (r.error !== undefined ? { error: r.error } : { lease: r.lease }));
+  }
+
+  // renewEach renews each of leases; resolves to [{ lease, sentAt } or
+  // { error }], one per lease. opts are #renew's (opts.until may be a
+  // function: a batch of holds' renewals).
+  async #renewEach(leases, opts) {
+    const out = new Array(leases.length);
+    const items = [];
+    for (let i = 0; i < leases.length; i++) {
+      try {
+        const record = this.#record(leases[i], 'renew');
+        const request = this.#lc.beginRenewal(leases[i].lease);
+        const body = {
+          requestId: request.requestId, resource: request.resource, holderId: request.holderId,
+          sentAt: { millis: request.sentAt.millis, domain: request.sentAt.domain }, kind: 'renew', fence: request.fence, secret: this.#secrets.get(record),
+        };
+        items.push({ i, record, request, body });
+      } catch (e) {
+        out[i] = { error: e };
+      }
+    }
+    const answer = (it, reply, error) => {
+      if (error !== undefined) {
+        out[it.i] = { error };
+      } else if (reply.ok !== true) {
+        it.record.ended = true;
+        this.#secrets.delete(it.record);
+        out[it.i] = { error: expired(leases[it.i].token, 'renewal', reply.reason) };
+      } else {
+        try {
+          out[it.i] = { lease: new ServiceLease(internal, this, it.record, this.#lc.completeRenewal(it.request, reply.grant)), sentAt: it.request.sentAt.millis };
+        } catch (e) {
+          out[it.i] = { error: e };
+        }
+      }
+    };
+    const apart = (list) => Promise.all(list.map(async (it) => {
+      let reply;
+      try {
+        reply = await this.#transport.send('renew', it.body, opts);
+      } catch (e) {
+        answer(it, undefined, e);
+        return;
+      }
+      answer(it, reply);
+    }));
+    const chunks = [];
+    for (let k = 0; k < items.length; k += MAX_RENEWALS) chunks.push(items.slice(k, k + MAX_RENEWALS));
+    await Promise.all(chunks.map(async (chunk) => {
+      let pending = chunk;
+      for (let round = 1; pending.length > 0; round++) {
+        if (pending.length === 1 || this.#noBatch) {
+          await apart(pending);
+          return;
+        }
+        let reply;
+        try {
+          reply = await this.#transport.send('renewals', { renewals: pending.map((it) => it.body) }, opts);
+        } catch (e) {
+          if (e instanceof LeaseServiceError && (e.code === 'not_supported' || e.code === 'not_found')) {
+            this.#noBatch = true; // a Worker, or a coordinator older than batches
+            await apart(pending);
+            return;
+          }
+          for (const it of pending) answer(it, undefined, e);
+          return;
+        }
+        if (reply.results.length !== pending.length) {
+          const e = new LeaseServiceError(`lease-fence: a batch of ${pending.length} renewals answered with ${reply.results.length} results`, { code: 'bad_reply', status: 200, attempts: 1 });
+          for (const it of pending) answer(it, undefined, e);
+          return;
+        }
+        const again = [];
+        pending.forEach((it, j) => {
+          const r = reply.results[j];
+          if (r.error !== undefined) {
+            // This renewal alone met a failure that changed nothing (its
+            // resource's store was unavailable): sent again, the same request.
+            const st = r.error.status;
+            if ((st >= 500 || RETRIED_4XX.has(st)) && !FINAL_CODES.has(r.error.code) && round < this.#transport.attempts && !opts.signal?.aborted) again.push(it);
+            answer(it, undefined, r.error);
+            return;
+          }
+          answer(it, r);
+        });
+        pending = again;
+      }
+    }));
+    return out;
   }
 
   /**

@@ -27,6 +27,62 @@ function lossMargin(ttlMillis) {
 }
 
 let ownRelease; // (held) => the release a HeldLease sent itself, or undefined; set in HeldLease's static block
+let joinBatch; // (held, first, now, leave) => a member of a batch of renewals, or undefined; set in HeldLease's static block
+let takeAnswer; // (held, member, out, err): a batch's answer for held; set in HeldLease's static block
+
+// A hold's renewal not due yet joins another hold's of the same client that
+// is, when due within this part of its renewal interval: sent that much
+// early at most, and from then on due with it.
+const BATCH_WINDOW = 0.25;
+const MAX_BATCH = 256;
+
+// renewDue begins the renewal of first, which fell due, with those of the
+// client's other holds due within their window, in one call (tools.renewEach:
+// POST /v1/renewals). The call's signal aborts once every hold in it has
+// ended or taken its answer; its attempts share the time left before the
+// earliest loss among the holds still in it.
+function renewDue(first, tools) {
+  let now;
+  try {
+    now = tools.clock.now().millis;
+  } catch {
+    now = undefined;
+  }
+  const ac = new AbortController();
+  let left = 0;
+  const leave = (m) => () => {
+    if (!m.in) return;
+    m.in = false;
+    if (--left === 0) ac.abort(new Error('every hold of the batch ended'));
+  };
+  const members = [];
+  const take = (h, isFirst) => {
+    const m = joinBatch(h, isFirst, now, leave);
+    if (m !== undefined) {
+      left++;
+      members.push(m);
+    }
+  };
+  take(first, true);
+  if (members.length === 0) return;
+  for (const h of tools.holds) {
+    if (members.length >= MAX_BATCH) break;
+    if (h !== first) take(h, false);
+  }
+  const until = () => {
+    let u;
+    for (const m of members) if (m.in && (u === undefined || m.lossAt < u)) u = m.lossAt;
+    return u;
+  };
+  if (members.length === 1) {
+    const [m] = members;
+    tools.renew(m.before, { signal: ac.signal, until: m.lossAt }).then((out) => takeAnswer(m.held, m, out), (e) => takeAnswer(m.held, m, undefined, e));
+    return;
+  }
+  tools.renewEach(members.map((m) => m.before), { signal: ac.signal, until }).then(
+    (results) => results.forEach((r, i) => takeAnswer(members[i].held, members[i], r.error === undefined ? r : undefined, r.error)),
+    (e) => members.forEach((m) => takeAnswer(m.held, m, undefined, e)));
+}
 
 const HOLD_OPTIONS = ['waitMillis', 'signal', 'renewEveryMillis', 'value'];
 
@@ -171,7 +227,9 @@ named(HoldEvent, 'HoldEvent');
  * renewEveryMillis after the last one's send (a third of the TTL by
  * default), a failed one is tried again sooner, each of its attempts waits
  * at most half the time left before the loss, and the one in flight is
- * aborted at the loss. Timers are set from the holder's clock for the
+ * aborted at the loss. The renewals of a client's holds due within a
+ * quarter of their interval of one another share one call (POST
+ * /v1/renewals), each answered on its own. Timers are set from the holder's clock for the
  * instants the deadline and the next renewal fall on, never by adding
  * intervals; all of them are cleared when the hold ends, so a released or
  * lost hold keeps nothing alive.
@@ -202,6 +260,8 @@ export class HeldLease extends EventTarget {
 
   static {
     ownRelease = (h) => h.#own;
+    joinBatch = (h, first, now, leave) => h.#join(first, now, leave);
+    takeAnswer = (h, m, out, err) => h.#taken(m, out, err);
   }
 
   static {
@@ -228,6 +288,7 @@ export class HeldLease extends EventTarget {
     this.#every = every;
     this.#margin = margin;
     this.#next = sentAt + every;
+    tools.holds.add(this);
     if (outer) {
       this.#outer = outer;
       this.#onOuter = () => this.#endBy(outer.reason);
@@ -371,20 +432,35 @@ export class HeldLease extends EventTarget {
 
   #onRenewal() {
     if (this.#done || this.#renewing !== undefined) return;
-    const ac = new AbortController();
-    this.#renewing = ac;
-    this.#renew(ac);
+    renewDue(this, this.#tools);
   }
 
-  async #renew(ac) {
-    const before = this.#lease;
-    let out, err;
-    try {
-      out = await this.#tools.renew(before, { signal: ac.signal, until: before.deadline.millis - this.#margin });
-    } catch (e) {
-      err = e;
+  // join puts this hold's renewal in a batch being made (renewDue), unless
+  // it ended or a renewal is in flight: first (its renewal fell due), or
+  // due within BATCH_WINDOW of its interval at now (its renewal timer is
+  // then cleared). leave(member) makes what takes it out of the batch.
+  #join(first, now, leave) {
+    if (this.#done || this.#renewing !== undefined) return undefined;
+    const lossAt = this.#lease.deadline.millis - this.#margin;
+    if (!first) {
+      if (now === undefined || Math.min(this.#next, lossAt) - now > this.#every * BATCH_WINDOW) return undefined;
+      if (this.#renewT !== undefined) this.#tools.timers.clearTimeout(this.#renewT);
+      this.#renewT = undefined;
     }
-    if (this.#renewing === ac) this.#renewing = undefined;
+    const m = { held: this, before: this.#lease, lossAt, in: true };
+    const out = leave(m);
+    // What #end aborts: this hold leaves the batch.
+    m.ctl = { abort: out };
+    this.#renewing = m.ctl;
+    return m;
+  }
+
+  // taken takes the answer of this hold's renewal in the batch m: out
+  // ({ lease, sentAt }) or the failure err.
+  #taken(m, out, err) {
+    if (this.#renewing === m.ctl) this.#renewing = undefined;
+    m.ctl.abort();
+    const before = m.before;
     // Ended meanwhile (the end aborted this renewal, or its answer came
     // after): the end releases the lease.
     if (this.#done) return;
@@ -426,6 +502,7 @@ export class HeldLease extends EventTarget {
   // signal aborted with reason.
   #end(reason) {
     this.#done = true;
+    this.#tools.holds.delete(this);
     this.#clearTimers();
     const r = this.#renewing;
     this.#renewing = undefined;

@@ -102,6 +102,7 @@ export function parseReply(op, text) {
   }
   if (typeof v !== 'object' || v === null || Array.isArray(v) || typeof v.ok !== 'boolean') return undefined;
   if (op === 'list') return parseList(v);
+  if (op === 'renewals') return parseRenewals(v);
   if (op === 'inspect') {
     if (v.ok !== true) return undefined;
     if (v.held === true) {
@@ -139,6 +140,28 @@ export function parseReply(op, text) {
 
 // parseError turns a non-200 answer into a LeaseServiceError: the service's
 // {"error": {"code", "message"}} when it is one, http_<status> otherwise.
+// parseRenewals reads the answer to a batch of renewals: { ok: true,
+// results }, each result a renew's reply (parseReply's) or { error } (a
+// LeaseServiceError with the code, message and status the renewal alone
+// would have been refused with); undefined if it is not one.
+function parseRenewals(v) {
+  if (v.ok !== true || !Array.isArray(v.results)) return undefined;
+  const results = [];
+  for (const r of v.results) {
+    if (typeof r !== 'object' || r === null || Array.isArray(r)) return undefined;
+    const e = r.error;
+    if (e !== undefined) {
+      if (typeof e !== 'object' || e === null || typeof e.code !== 'string' || typeof e.message !== 'string' || !Number.isInteger(e.status)) return undefined;
+      results.push({ error: new LeaseServiceError(`lease-fence: renew: ${e.code} (${e.status}): ${e.message}`, { code: e.code, status: e.status, attempts: 1 }) });
+      continue;
+    }
+    const reply = parseReply('renew', JSON.stringify(r));
+    if (reply === undefined) return undefined;
+    results.push(reply);
+  }
+  return { ok: true, results };
+}
+
 export function parseError(op, status, text, attempts) {
   let code, message;
   try {

@@ -9,8 +9,8 @@ export const MAX_ATTEMPTS = 100;
 
 // Codes answered with a 5xx or a 429 that sending the same call again at once
 // will not change: the coordinator (or the token's share of it) is full
-// until some lease or wait ends.
-const FINAL_CODES = new Set(['too_many_leases', 'too_many_token_leases', 'too_many_token_waiters']);
+// until some lease or wait ends, or it does not offer the call.
+export const FINAL_CODES = new Set(['too_many_leases', 'too_many_token_leases', 'too_many_token_waiters', 'not_supported']);
 
 // Statuses worth sending the same call again for, besides 5xx: the server
 // timed the request out, or asks for fewer requests. Every other 4xx is
@@ -125,6 +125,8 @@ export class Transport {
   // attemptLimit is how long the next attempt may wait for its answer.
   attemptLimit(waitMillis, until) {
     const limit = this.attemptTimeout + waitMillis;
+    // A batch of a hold's renewals: the earliest loss among its holds still in it.
+    if (typeof until === 'function') until = until();
     if (until === undefined) return limit;
     let left;
     try {
