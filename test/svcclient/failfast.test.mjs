@@ -5,9 +5,10 @@
 // - base URLs checked at construction, each mistake named;
 // - a 4xx other than 408 and 429 is final (one attempt), 408 and 429 are
 //   retried (the TLS certificate failures are in tls.test.mjs);
-// - a renewal attempt waits at most half the time left before the loss
-//   margin, so a lost reply leaves time for a retry: TTL 2 s, the first
-//   renewal's reply never comes, the lease is kept;
+// - a renewal attempt without an answer after half the time left before the
+//   loss margin gets a hedge beside it, so a lost reply leaves time for
+//   another attempt: TTL 2 s, the first renewal's reply never comes, the
+//   lease is kept;
 // - the lost signal fires before the holder's deadline, with real timers,
 //   and its message gives durations, not instants;
 // - after a loss, withLease settles within 2 s of the signal against a
@@ -202,7 +203,7 @@ describe('which answers are retried', () => {
 // ---------------------------------------------------------------- holding
 
 describe('holding (TTL 2 s)', () => {
-  test('the first renewal\'s reply never comes: the attempt times out at half the time left, the retry keeps the lease', async () => {
+  test('the first renewal\'s reply never comes: a hedge at half the time left keeps the lease', async () => {
     for (const fault of ['holdReply', 'drop']) {
       proxy.reset();
       // Default attempt timeout (5 s, longer than the TTL) and backoff.
@@ -218,7 +219,7 @@ describe('holding (TTL 2 s)', () => {
       await until(() => held.renewals >= 2 || held.signal.aborted, 'two renewals', GUARD);
       assert.equal(held.signal.aborted, false, String(held.signal.reason));
       const renewals = proxy.on('/v1/renew');
-      // The first renewal was sent twice, the same request: the retry got the answer.
+      // The first renewal was sent twice, the same request: the hedge got the answer.
       assert.equal(renewals[1].json.requestId, renewals[0].json.requestId);
       assert.equal(renewals[1].body, renewals[0].body);
       assert.ok(held.deadline.millis > firstDeadline);
@@ -228,7 +229,7 @@ describe('holding (TTL 2 s)', () => {
     proxy.reset();
   });
 
-  test('on manual time: a renewal attempt waits half the time left before the loss margin', async () => {
+  test('on manual time: a renewal attempt gets its hedge at half the time left before the loss margin', async () => {
     proxy.reset();
     const clock = createManualClock('half', { start: 1000 });
     const timers = new ManualTimers(clock);

@@ -225,9 +225,9 @@ named(HoldEvent, 'HoldEvent');
  * Every renewal is a new request (LeaseClient.beginRenewal), so each
  * deadline is anchored at that renewal's own send; renewals are begun
  * renewEveryMillis after the last one's send (a third of the TTL by
- * default), a failed one is tried again sooner, each of its attempts waits
- * at most half the time left before the loss, and the one in flight is
- * aborted at the loss. The renewals of a client's holds due within a
+ * default), a failed one is tried again sooner, an attempt unanswered after
+ * half the time left before the loss gets a hedge beside it, and the one in
+ * flight is aborted at the loss. The renewals of a client's holds due within a
  * quarter of their interval of one another share one call (POST
  * /v1/renewals), each answered on its own. Timers are set from the holder's clock for the
  * instants the deadline and the next renewal fall on, never by adding

@@ -33,9 +33,9 @@ const NAME_MISMATCH_CODES = new Set(['HOSTNAME_MISMATCH', 'ERR_TLS_CERT_ALTNAME_
 
 // An attempt of a call with an end (a renewal: the holder's deadline; the
 // release a hold sends when it ends without release(): ENDING_RELEASE_MILLIS
-// after the end) waits for its answer at most this fraction of the time left
-// to that end, so that one lost answer still leaves time for another
-// attempt; never less than MIN_RETRY_MILLIS.
+// after the end) without an answer after this fraction of the time left to
+// that end gets a hedge beside it (see hedged), so that one lost answer
+// still leaves time for another attempt; never sooner than MIN_RETRY_MILLIS.
 const ATTEMPT_FRACTION = 0.5;
 
 /**
@@ -63,9 +63,9 @@ export class Transport {
   // send posts body to /v1/<op> until it gets an answer, a refusal that will
   // not change, runs out of attempts, or the call ends (signal, timeout).
   // waitMillis is how long the coordinator may keep the call open: each
-  // attempt gets that on top of attemptTimeoutMillis. until (holder millis)
-  // is when the call's answer stops being of use: while it is ahead, an
-  // attempt waits at most ATTEMPT_FRACTION of the time left to it.
+  // attempt gets that on top of attemptTimeoutMillis. until (holder millis,
+  // or a function that returns them) is when the call's answer stops being
+  // of use: its attempts are then hedged (see hedged).
   async send(op, body, { signal, timeoutMillis = this.timeout, waitMillis = 0, until, attempts = this.attempts }) {
     const data = JSON.stringify(body);
     const k = this.bases.length;
@@ -86,6 +86,7 @@ export class Transport {
         Math.min(timeoutMillis, MAX_TIMER_MILLIS));
     }
     try {
+      if (until !== undefined) return await this.hedged(op, data, call.signal, { until, waitMillis, attempts });
       while (n < attempts) {
         // Each attempt goes to the next coordinator; only one that returns
         // to a coordinator this call already tried waits for the backoff
@@ -100,7 +101,7 @@ export class Transport {
         if (call.signal.aborted) throw call.signal.reason;
         const i = (start + n) % k;
         n++;
-        const outcome = await this.attempt(op, this.bases[i], data, call.signal, n, this.attemptLimit(waitMillis, until));
+        const outcome = await this.attempt(op, this.bases[i], data, call.signal, n, this.attemptTimeout + waitMillis);
         if (call.signal.aborted) throw call.signal.reason;
         if (outcome.reply) {
           this.cur = i;
@@ -122,20 +123,110 @@ export class Transport {
     throw new LeaseServiceError(`lease-fence: ${op} got no answer after ${n} attempts`, { code: 'no_answer', attempts: n, cause: last });
   }
 
-  // attemptLimit is how long the next attempt may wait for its answer.
-  attemptLimit(waitMillis, until) {
+  // hedged sends a call that has an end (until: holder millis, or a
+  // function that returns them): an attempt without an answer after
+  // ATTEMPT_FRACTION of the time left to until is not given up; another,
+  // the same bytes, is sent beside it (a hedge), and so on while the call
+  // lasts, at most `attempts` open at once (the oldest is given up for a
+  // new one), and whichever answers first is taken. So a lost answer
+  // leaves time for another attempt, and one that is merely slow still
+  // counts. Failed attempts are sent again (after the backoff) while fewer
+  // than `attempts` have failed.
+  hedged(op, data, signal, { until, waitMillis, attempts }) {
+    const k = this.bases.length;
+    const start = this.cur;
     const limit = this.attemptTimeout + waitMillis;
-    // A batch of a hold's renewals: the earliest loss among its holds still in it.
-    if (typeof until === 'function') until = until();
-    if (until === undefined) return limit;
-    let left;
-    try {
-      left = until - this.clock.now().millis;
-    } catch {
-      return limit;
-    }
-    if (!(left > 0)) return limit;
-    return Math.min(limit, Math.max(left * ATTEMPT_FRACTION, MIN_RETRY_MILLIS));
+    return new Promise((resolve, reject) => {
+      const open = new Map(); // attempt number -> its AbortController
+      let launched = 0;
+      let failed = 0;
+      let last;
+      let hedgeT;
+      let pauseT;
+      let settled = false;
+      const finish = (ok, v) => {
+        if (settled) return;
+        settled = true;
+        if (hedgeT !== undefined) this.timers.clearTimeout(hedgeT);
+        if (pauseT !== undefined) this.timers.clearTimeout(pauseT);
+        signal.removeEventListener('abort', onAbort);
+        for (const ac of open.values()) ac.abort(new Error('another attempt of the call was answered'));
+        open.clear();
+        if (ok) resolve(v);
+        else reject(v);
+      };
+      const onAbort = () => finish(false, signal.reason);
+      signal.addEventListener('abort', onAbort, { once: true });
+      const arm = () => {
+        if (hedgeT !== undefined) this.timers.clearTimeout(hedgeT);
+        hedgeT = undefined;
+        const u = typeof until === 'function' ? until() : until;
+        if (u === undefined) return;
+        let left;
+        try {
+          left = Math.max(u - this.clock.now().millis, 0);
+        } catch {
+          return;
+        }
+        hedgeT = this.timers.setTimeout(() => {
+          hedgeT = undefined;
+          if (settled) return;
+          if (open.size >= attempts) {
+            const [oldest, ac] = open.entries().next().value;
+            open.delete(oldest);
+            ac.abort(new Error('given up for a newer attempt'));
+          }
+          launch();
+        }, Math.min(Math.max(left * ATTEMPT_FRACTION, MIN_RETRY_MILLIS), MAX_TIMER_MILLIS));
+      };
+      const launch = () => {
+        const i = (start + launched) % k;
+        const n = ++launched;
+        const ac = new AbortController();
+        open.set(n, ac);
+        arm();
+        this.attempt(op, this.bases[i], data, ac.signal, n, limit).then((outcome) => {
+          if (settled || !open.has(n)) return;
+          open.delete(n);
+          if (outcome.reply) {
+            this.cur = i;
+            finish(true, outcome.reply);
+            return;
+          }
+          if (outcome.final) {
+            finish(false, outcome.final);
+            return;
+          }
+          failed++;
+          last = outcome.error;
+          if (open.size > 0 || pauseT !== undefined) return;
+          if (failed >= attempts) {
+            if (last instanceof LeaseServiceError) {
+              last.attempts = launched;
+              finish(false, last);
+            } else {
+              finish(false, new LeaseServiceError(`lease-fence: ${op} got no answer after ${launched} attempts`, { code: 'no_answer', attempts: launched, cause: last }));
+            }
+            return;
+          }
+          // As send: only an attempt that returns to a coordinator the call
+          // already tried waits for the backoff.
+          const back = launched + 1 - k;
+          const pause = back >= 1 ? this.backoff(back + 1) : 0;
+          if (!(pause > 0)) {
+            launch();
+            return;
+          }
+          if (hedgeT !== undefined) this.timers.clearTimeout(hedgeT);
+          hedgeT = undefined;
+          pauseT = this.timers.setTimeout(() => {
+            pauseT = undefined;
+            if (!settled) launch();
+          }, Math.min(pause, MAX_TIMER_MILLIS));
+        }, (e) => finish(false, e));
+      };
+      launch();
+    });
   }
 
   // attempt sends once to the coordinator at base. It returns { reply } for
