@@ -493,7 +493,11 @@ for (const which of ['native', 'worker']) {
       ctx.diagnostic(`${RUNS} runs: ${lostByDeadline} lost at the deadline, ${refused} refused by the coordinator, ${renewalsSeen} renewals`);
     });
 
-    test(`three holds of one client, their renewals batched, under faults, ${RUNS} seeded runs on manual time: every signal fires at its holder's deadline, never after`, async (ctx) => {
+    // The Worker answers a batch 501 (each renewal then goes alone): fewer
+    // runs there, where the renewals are not batched and cost the most.
+    const batchedRuns = which === 'native' ? RUNS : Math.ceil(RUNS / 5);
+    test(`three holds of one client, their renewals batched, under faults, ${batchedRuns} seeded runs on manual time: every signal fires at its holder's deadline, never after`, async (ctx) => {
+      const RUNS = batchedRuns;
       const T = t();
       T.proxy.reset();
       const r = resourceName('batched');
