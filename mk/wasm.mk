@@ -1,5 +1,5 @@
 # The library for JavaScript: wasm/lib (Go, GOOS=js) compiled into
-# wasm/js/lease-fence.wasm, loaded by wasm/js/lease-fence.mjs through
+# wasm/js/lease-fence.wasm, loaded by wasm/js/runtime.mjs through
 # wasm/js/wasm_exec.mjs (Go's wasm_exec.js made into a module that leaves
 # globalThis alone, generated from the installed Go's copy).
 BUILD += build-wasm

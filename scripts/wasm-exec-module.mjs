@@ -35,7 +35,7 @@ replaceOnce('globalThis.Go = class {', 'globalThis.Go = class {'); // a shape ch
 // Node builds its WebCrypto object on the first read of globalThis.crypto,
 // which is the costliest single step of a cold import; so the shim checks
 // that the global exists without reading it, and a Go instance may carry its
-// own source, go.getRandomValues(bytes) (lease-fence.mjs gives it one in
+// own source, go.getRandomValues(bytes) (runtime.mjs gives it one in
 // Node). Without one, the bytes come from crypto.getRandomValues as before.
 replaceOnce('if (!globalThis.crypto) {', 'if (!("crypto" in globalThis)) {');
 replaceOnce('crypto.getRandomValues(loadSlice(sp + 8));', '(this.getRandomValues ?? ((b) => crypto.getRandomValues(b)))(loadSlice(sp + 8));');

@@ -341,12 +341,12 @@ var mutations = []mutation{
 	},
 	// wasm/js: FenceGate.commitAsync and lease-fence/sql
 	{
-		Name: "js/commitAsync-raise-joins", File: "wasm/js/lease-fence.mjs", Suite: "js-gate",
+		Name: "js/commitAsync-raise-joins", File: "wasm/js/gate.mjs", Suite: "js-gate",
 		Old: "!this.#runTold && this.#runHolder === null && fence === this.#fence;", New: "!this.#runTold && this.#runHolder === null && fence >= this.#fence;",
 		Why: "a commitAsync write with a higher fence starts alongside the running writes instead of waiting for them",
 	},
 	{
-		Name: "js/commitAsync-joins-ahead-of-waiting", File: "wasm/js/lease-fence.mjs", Suite: "js-gate",
+		Name: "js/commitAsync-joins-ahead-of-waiting", File: "wasm/js/gate.mjs", Suite: "js-gate",
 		Old: "(head || this.#queue.length === 0) && !this.#runTold && ", New: "",
 		Why: "a commitAsync write with the running fence joins it while a higher fence waits",
 	},

@@ -366,7 +366,9 @@ console.log(JSON.stringify({ error, call }));
 test('a missing wasm makes the import of an entry reject with a LeaseFenceError naming the file', async () => {
   const dir = mkdtempSync(join(tmpdir(), 'lease-fence-nowasm-'));
   try {
-    for (const f of ['lease-fence.mjs', 'errors.mjs', 'loader.mjs', 'wasm_exec.mjs', 'manual.mjs', 'node.mjs']) cpSync(join(root, 'wasm/js', f), join(dir, f));
+    for (const f of ['lease-fence.mjs', 'api.mjs', 'runtime.mjs', 'codec.mjs', 'gate.mjs', 'errors.mjs', 'loader.mjs', 'wasm_exec.mjs', 'init.mjs', 'node.mjs']) {
+      cpSync(join(root, 'wasm/js', f), join(dir, f));
+    }
     const attempt = (entry) => `
 try { await import(${JSON.stringify(pathToFileURL(join(dir, entry)).href)}); console.log('null'); } catch (e) { console.log(JSON.stringify({ name: e.name, message: e.message, cause: e.cause?.code })); }
 `;
@@ -379,6 +381,19 @@ try { await import(${JSON.stringify(pathToFileURL(join(dir, entry)).href)}); con
       assert.match(out.message, message);
       assert.equal(out.cause, 'ENOENT');
     }
+    // Importing init.mjs first changes nothing (no flag set by an import):
+    // node.mjs still reads the file. Once init(source) has been called,
+    // node.mjs reads nothing and its import succeeds.
+    const url = (f) => JSON.stringify(pathToFileURL(join(dir, f)).href);
+    const out = await run(`
+const lf = await import(${url('init.mjs')});
+const before = await import(${url('node.mjs')}).then(() => null, (e) => e.cause?.code);
+await lf.init(await import('node:fs/promises').then((fs) => fs.readFile(${JSON.stringify(join(root, 'wasm/js/lease-fence.wasm'))})));
+const node = await import(${url('node.mjs')} + '?again');
+${roundTrip}
+console.log(JSON.stringify({ before, same: node.FenceGate === lf.FenceGate, result: roundTrip(node) }));
+`);
+    assert.deepEqual(out, { before: 'ENOENT', same: true, result: ok });
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

@@ -1,5 +1,5 @@
 // Strings that are not well-formed UTF-16 (lone surrogates) are refused as
-// arguments. lease-fence.mjs asks String.prototype.isWellFormed where the
+// arguments. codec.mjs asks String.prototype.isWellFormed where the
 // host has it and scans the string itself where it does not; both must
 // refuse exactly the strings isWellFormed refuses. The scan runs here in a
 // fresh node whose String.prototype has no isWellFormed.
@@ -50,6 +50,6 @@ test('lone surrogates are refused where the host has String.prototype.isWellForm
   assert.deepEqual(await run(''), expected);
 });
 
-test('and where it has not (the scan in lease-fence.mjs), exactly the same strings', async () => {
+test('and where it has not (the scan in codec.mjs), exactly the same strings', async () => {
   assert.deepEqual(await run("delete String.prototype.isWellFormed; if ('isWellFormed' in String.prototype) throw new Error('still there');\n"), expected);
 });

@@ -1,21 +1,9 @@
-// How lease-fence.mjs gets its WebAssembly: from the source given to init(),
-// or, when none is given, from lease-fence.wasm beside this file. Nothing
-// here imports from node: (the browser entry includes this file); on file:
+// How the runtime (runtime.mjs) gets its WebAssembly: from the source given
+// to init(), or, when none is given, from lease-fence.wasm beside this file.
+// Nothing here imports from node: (the browser entry includes this file); on file:
 // URLs it reads the file through process.getBuiltinModule where the host has
 // it (Node 20.16+, Deno, Bun) and through fetch otherwise (Deno and Bun fetch
 // file: URLs).
-
-/**
- * auto: whether lease-fence.mjs loads the wasm itself at import. The entries
- * that load it their own way (init.mjs, node.mjs, workerd.mjs) import
- * manual.mjs, which clears it, before they import lease-fence.mjs.
- * byApp: set by init.mjs (lease-fence/init): the app calls init(source)
- * itself, so node.mjs, imported after it (by lease-fence/service-client),
- * reads nothing at import either.
- * source: what init() without a source loads when nothing has been compiled
- * yet (workerd.mjs sets its imported module); unset, the URL beside this file.
- */
-export const loading = { auto: true, byApp: false, source: undefined };
 
 /**
  * The wasm beside this module. Written as a literal new URL(…, import.meta.url)
@@ -50,7 +38,7 @@ function describe(v) {
  * and errors.failed(message, cause) make the errors it throws.
  */
 export async function instantiate(source, imports, errors) {
-  if (source === undefined) source = loading.source ?? defaultWasmURL();
+  if (source === undefined) source = defaultWasmURL();
   if (source !== null && (typeof source === 'object' || typeof source === 'function') && typeof source.then === 'function') {
     try {
       source = await source;

@@ -4,10 +4,12 @@
 // also forbid what starting the Go runtime does (timers, random numbers) at
 // import, so nothing starts here: `await init()` inside a handler, before
 // the first call, starts it from this module.
-import { loading } from './loader.mjs';
-import './manual.mjs';
+import { init as start } from './api.mjs';
 import wasm from './lease-fence.wasm';
 
-loading.source = wasm;
+export * from './api.mjs';
 
-export * from './lease-fence.mjs';
+/** init(source) of the API, from this entry's wasm module when source is not given. */
+export function init(source) {
+  return start(source ?? wasm);
+}

@@ -1,7 +1,7 @@
 //go:build js && wasm
 
 // The wasm exports: one per bridge method, each publishing the buffers after
-// the call (see publish). lease-fence.mjs calls them through instance.exports.
+// the call (see publish). wasm/js/runtime.mjs calls them through instance.exports.
 
 package main
 
@@ -23,7 +23,7 @@ func published(st int32) int32 {
 // turn of its own and a mark phase lasts until the assists that allocation
 // pays for have finished it: in the lease benchmark of bench-js, about 0.75 s
 // per collection, with the write barrier slowing every pointer write
-// throughout (about a fifth of a lease's time); with it, 72 ms. lease-fence.mjs
+// throughout (about a fifth of a lease's time); with it, 72 ms. runtime.mjs
 // calls it from a microtask (with an almost empty JavaScript stack) after
 // every 1,024 calls. No other goroutine touches the bridge, and the yielding
 // goroutine stays runnable, so the instance never idles back to JavaScript

@@ -2,7 +2,7 @@
 
 // Command lib is the lease-fence library compiled for JavaScript
 // (GOOS=js GOARCH=wasm). It exports the methods of package bridge with
-// //go:wasmexport; wasm/js/lease-fence.mjs loads it, runs main once, and then
+// //go:wasmexport; wasm/js/runtime.mjs loads it, runs main once, and then
 // calls the exports directly with numbers, sharing two byte buffers in the
 // wasm memory for everything else. It does not use syscall/js, and it never
 // calls into JavaScript: JavaScript reads createClock sources itself, between

@@ -1,6 +1,6 @@
 // Package bridge is the library's JavaScript API expressed with numbers and
 // byte buffers, so that it runs and is tested natively. wasm/lib (GOOS=js)
-// exports each method with //go:wasmexport; wasm/js/lease-fence.mjs calls
+// exports each method with //go:wasmexport; wasm/js/runtime.mjs calls
 // them through instance.exports.
 //
 // A call goes: JavaScript writes the arguments into In (see package convert),

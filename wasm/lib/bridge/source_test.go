@@ -44,7 +44,7 @@ func newSourceWorld(t *testing.T) *sourceWorld {
 }
 
 func TestReadingSlotLayout(t *testing.T) {
-	// lease-fence.mjs writes Value, Reader and Ticket at these offsets.
+	// wasm/js/runtime.mjs writes Value, Reader and Ticket at these offsets.
 	var r Reading
 	if unsafe.Offsetof(r.Value) != 0 || unsafe.Offsetof(r.Reader) != 8 || unsafe.Offsetof(r.Ticket) != 12 || unsafe.Sizeof(r) != 16 {
 		t.Fatalf("Reading layout: Value@%d Reader@%d Ticket@%d size %d, want 0, 8, 12, 16",

@@ -3,7 +3,7 @@
 // runs and is fuzzed natively.
 //
 // Arguments travel as a sequence of tagged values in a byte buffer the
-// JavaScript wrapper fills (wasm/js/lease-fence.mjs, function put). Every
+// JavaScript wrapper fills (wasm/js/codec.mjs, function put). Every
 // value is a one-byte Tag followed by its payload: 8 bytes of little-endian
 // float64 for a number, a 4-byte little-endian length and UTF-8 bytes for a
 // string, a 1-byte Kind and 4-byte handle for an object the library made, and
