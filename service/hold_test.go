@@ -620,6 +620,8 @@ func runHolds(t *testing.T, seed uint64, gap, dropRequest, dropReply, delay floa
 			t.Fatalf("seed %d: release: %v", seed, err)
 		}
 	}
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
 	return lost, refused, tr.batches
 }
 
