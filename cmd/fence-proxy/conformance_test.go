@@ -58,6 +58,7 @@ func TestConformance(t *testing.T) {
 		FailedWrite: gatetest.KeepsFloor,
 		Paged:       true,
 		Inside:      true,
+		Shared:      true,
 		MaxFence:    httpfence.MaxHeaderFence,
 		Restart: func(t testing.TB, addr string) {
 			v, _ := processes.Load(addr)

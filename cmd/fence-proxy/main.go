@@ -6,8 +6,9 @@
 // carries a fence not below the highest one admitted for its resource. The
 // floor is raised durably, in an SQLite state file (gates/sqlfence's tables),
 // before the write is forwarded; a stale write is refused with 409, logged in
-// the same file, and never reaches the upstream. Writes to one resource are
-// forwarded one at a time.
+// the same file, and never reaches the upstream. Writes to one resource with
+// the fence of its floor are forwarded together; a higher fence waits until
+// they have all been answered (-exclusive: one write at a time).
 //
 // Usage:
 //
@@ -73,7 +74,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, onAdmit f
 	quiet := fl.Bool("quiet", false, "log refusals and failures only, not each forwarded write")
 	upstreamTimeout := fl.Duration("upstream-timeout", httpfence.DefaultUpstreamTimeout, "time allowed for one request to the upstream, answer body included")
 	queueTimeout := fl.Duration("queue-timeout", 0, "time a write may wait for its resource's turn (0: the upstream timeout)")
-	maxQueue := fl.Int("max-queue", httpfence.DefaultMaxQueue, "writes that may wait for the one in progress on a resource; more are answered 503")
+	maxQueue := fl.Int("max-queue", httpfence.DefaultMaxQueue, "writes that may wait for their turn on a resource; more are answered 503")
+	exclusive := fl.Bool("exclusive", false, "forward the writes to a resource one at a time, equal fences too (default: writes with the same fence are forwarded together)")
 	maxBody := fl.Int64("max-body-bytes", httpfence.DefaultMaxBodyBytes, "largest write body, in bytes (413 above)")
 	maxBuffer := fl.Int64("max-buffer-bytes", httpfence.DefaultMaxBufferBytes, "write bodies held in memory at once, in bytes (503 busy above)")
 	maxHeader := fl.Int("max-header-bytes", defaultHeaderBytes, "largest request header, in bytes (431 above)")
@@ -151,6 +153,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, onAdmit f
 		MaxBodyBytes:     *maxBody,
 		MaxBufferBytes:   *maxBuffer,
 		MaxQueue:         *maxQueue,
+		Exclusive:        *exclusive,
 		Logger:           plog,
 		OnAdmit:          onAdmit,
 		RejectionHistory: *rejHistory,

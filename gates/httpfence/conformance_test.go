@@ -29,6 +29,8 @@ type proxyInstance struct {
 	state, addr string
 	upstream    *url.URL
 	wrap        func(httpfence.Store) httpfence.Store
+	newProxy    func(httpfence.Options) (*httpfence.Proxy, error)
+	exclusive   bool
 	mu          sync.Mutex
 	db          *sql.DB
 	srv         *http.Server
@@ -48,7 +50,11 @@ func (p *proxyInstance) start(t testing.TB) {
 	if p.wrap != nil {
 		store = p.wrap(st)
 	}
-	h, err := httpfence.New(httpfence.Options{Upstream: p.upstream, Store: store})
+	newProxy := httpfence.New
+	if p.newProxy != nil {
+		newProxy = p.newProxy
+	}
+	h, err := newProxy(httpfence.Options{Upstream: p.upstream, Store: store, Exclusive: p.exclusive})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,12 +89,14 @@ func cmpOr(s, otherwise string) string {
 
 var proxies sync.Map // addr -> *proxyInstance
 
-func proxyConfig(wrap func(httpfence.Store) httpfence.Store) gatetest.Config {
+// proxyConfig is the suite's config for proxies made by p's fields (state,
+// addr and upstream set per gate).
+func proxyConfig(like *proxyInstance) gatetest.Config {
 	return gatetest.Config{
 		New: func(t testing.TB, _ gatetest.Options) (gatetest.Gate, string) {
 			api := httpfencetest.NewAPI(t)
 			up, _ := url.Parse(api.URL)
-			p := &proxyInstance{state: filepath.Join(t.TempDir(), "proxy.db"), upstream: up, wrap: wrap}
+			p := &proxyInstance{state: filepath.Join(t.TempDir(), "proxy.db"), upstream: up, wrap: like.wrap, newProxy: like.newProxy, exclusive: like.exclusive}
 			p.start(t)
 			t.Cleanup(p.stop)
 			addr := httpfencetest.Addr("http://"+p.addr, api)
@@ -99,6 +107,7 @@ func proxyConfig(wrap func(httpfence.Store) httpfence.Store) gatetest.Config {
 		FailedWrite: gatetest.KeepsFloor,
 		Paged:       true,
 		Inside:      true,
+		Shared:      !like.exclusive,
 		MaxFence:    httpfence.MaxHeaderFence,
 		Restart: func(t testing.TB, addr string) {
 			v, _ := proxies.Load(addr)
@@ -109,7 +118,9 @@ func proxyConfig(wrap func(httpfence.Store) httpfence.Store) gatetest.Config {
 	}
 }
 
-// The proxy passes the conformance suite, writer processes included. Its
+// The proxy passes the conformance suite, writer processes included, with
+// shared admission (RaiseWaitsForEqualWrites with 8 writes at the floor's
+// fence in flight). Its
 // header carries fences up to httpfence.MaxHeaderFence (an RFC 8941 integer
 // has at most 15 digits), so it declares that ceiling: the fences above it,
 // up to fence.MaxFence, are refused as malformed (400) before anything
@@ -118,7 +129,25 @@ func proxyConfig(wrap func(httpfence.Store) httpfence.Store) gatetest.Config {
 // kept in the state file. Restart closes the proxy and its state file and
 // serves again on the same address.
 func TestConformance(t *testing.T) {
-	gatetest.Run(t, proxyConfig(nil))
+	gatetest.Run(t, proxyConfig(&proxyInstance{}))
+}
+
+// With Exclusive, writes to a resource are forwarded one at a time: the
+// in-process rules with one write at a time at the floor's fence.
+func TestConformanceExclusive(t *testing.T) {
+	c := proxyConfig(&proxyInstance{exclusive: true})
+	c.Attach = nil
+	gatetest.Run(t, c)
+}
+
+// The deliberate break of shared admission: a raise that does not wait for
+// the writes in flight with the floor's fence (httpfence.NewBroken) fails
+// RaiseWaitsForEqualWrites.
+func TestConformanceRaiseThatDoesNotWaitCaught(t *testing.T) {
+	got := gatetest.Failures(t, proxyConfig(&proxyInstance{newProxy: httpfence.NewBroken}))
+	if len(got["RaiseWaitsForEqualWrites"]) == 0 {
+		t.Errorf("rule RaiseWaitsForEqualWrites did not catch a proxy whose raise does not wait (failures: %v)", got)
+	}
 }
 
 // forgetfulStore is the deliberate break: it refuses and logs a stale token
@@ -140,7 +169,7 @@ func (s forgetfulStore) Admit(ctx context.Context, tok fence.Token) error {
 }
 
 func TestConformanceBreakCaught(t *testing.T) {
-	got := gatetest.Failures(t, proxyConfig(func(s httpfence.Store) httpfence.Store { return forgetfulStore{s.(*sqlfence.Store)} }))
+	got := gatetest.Failures(t, proxyConfig(&proxyInstance{wrap: func(s httpfence.Store) httpfence.Store { return forgetfulStore{s.(*sqlfence.Store)} }}))
 	for _, rule := range []string{"FloorRaisedBeforeWrite", "LowerFenceRefused", "AdmitRaisesWithoutWriting", "FailedWrite"} {
 		if len(got[rule]) == 0 {
 			t.Errorf("rule %s did not catch a proxy whose store never raises the floor (failures: %v)", rule, got)

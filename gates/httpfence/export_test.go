@@ -1,14 +1,24 @@
 package httpfence
 
-// Waiting returns how many writes wait for resource's turn (the one in
-// progress not counted), for tests that order on it.
+// Waiting returns how many writes wait for their turn on resource (those
+// running not counted), for tests that order on it.
 func (p *Proxy) Waiting(resource string) int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if l := p.lanes[resource]; l != nil {
-		return len(l.waiters)
+		return l.waiting
 	}
 	return 0
+}
+
+// NewBroken returns a Proxy with the deliberate break of the conformance
+// tests: a raise does not wait for the writes in flight.
+func NewBroken(opts Options) (*Proxy, error) {
+	p, err := New(opts)
+	if p != nil {
+		p.breakRaise = true
+	}
+	return p, err
 }
 
 // Lanes returns how many resources have a write in progress.

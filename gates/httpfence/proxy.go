@@ -111,10 +111,15 @@ type Options struct {
 	// all resources; a write that does not fit is answered 503 busy. Zero
 	// means DefaultMaxBufferBytes; it is raised to MaxBodyBytes if below.
 	MaxBufferBytes int64
-	// MaxQueue is how many writes may wait for the one in progress on a
-	// resource; one more is answered 503 queue_full. Zero means
-	// DefaultMaxQueue.
+	// MaxQueue is how many writes may wait for their turn on a resource
+	// (behind writes with another fence, or, with Exclusive, any write);
+	// one more is answered 503 queue_full. Zero means DefaultMaxQueue.
 	MaxQueue int
+	// Exclusive forwards the writes to a resource one at a time whatever
+	// their fences, as the proxy did before shared admission: a write with
+	// the floor's fence then waits for a running write with the same
+	// fence. By default such writes are forwarded together (see Proxy).
+	Exclusive bool
 	// Logger receives a line per refusal and per upstream failure (Warn and
 	// Error) and per forwarded write (Info). Nil logs nothing.
 	Logger *slog.Logger
@@ -158,6 +163,12 @@ type Proxy struct {
 	now            func() time.Time
 	pingInterval   time.Duration
 
+	exclusive bool
+	// breakRaise is the deliberate break of the tests (export_test.go): a
+	// write whose fence is above the cached floor skips the gate, so a
+	// raise does not wait for the writes in flight.
+	breakRaise bool
+
 	mu    sync.Mutex
 	lanes map[string]*lane
 
@@ -174,10 +185,15 @@ type Proxy struct {
 // entry is dropped (a dropped resource's next write asks the Store).
 const maxCachedFloors = 1 << 16
 
-// lane is one resource's turn: held by the write being forwarded, handed
-// in arrival order to the writes waiting for it.
+// lane is a resource with writes in progress: the gate that admits them
+// (core/fence's admission, its floor kept in step with the Store's by the
+// writes it runs), and the count of writes in it, waiting or running. It
+// is dropped when the count is back to 0; the next write makes a new one,
+// whose gate starts at floor 0 (the Store still refuses what it must).
 type lane struct {
-	waiters []chan struct{} // each closed when the turn is handed to it
+	gate    *fence.Gate
+	n       int // writes in the lane, under Proxy.mu
+	waiting int // of which not yet admitted by the gate, under Proxy.mu
 }
 
 // New returns a Proxy in front of opts.Upstream.
@@ -214,6 +230,7 @@ func New(opts Options) (*Proxy, error) {
 		timeout:      cmpOr(opts.UpstreamTimeout, DefaultUpstreamTimeout),
 		maxBody:      cmpOr(opts.MaxBodyBytes, DefaultMaxBodyBytes),
 		maxQueue:     cmpOr(opts.MaxQueue, DefaultMaxQueue),
+		exclusive:    opts.Exclusive,
 		log:          opts.Logger,
 		onAdmit:      opts.OnAdmit,
 		lanes:        map[string]*lane{},
@@ -383,45 +400,88 @@ func (p *Proxy) write(w http.ResponseWriter, r *http.Request) string {
 	if err != nil {
 		return writeError(w, http.StatusBadRequest, "bad_fence_header", err.Error(), nil)
 	}
-	body, release, code := p.readBody(w, r)
-	if code != "" {
-		return code
+	body, release, rcode := p.readBody(w, r)
+	if rcode != "" {
+		return rcode
 	}
 	defer release()
 
-	p.m.waiting.Inc()
-	err = p.enter(r.Context(), tok.Resource)
-	p.m.waiting.Dec()
-	switch {
-	case errors.Is(err, errQueueFull):
+	l, err := p.enter(tok.Resource)
+	if err != nil {
 		w.Header().Set("Retry-After", "1")
 		return writeError(w, http.StatusServiceUnavailable, "queue_full", "more than "+strconv.Itoa(p.maxQueue)+" writes wait for resource "+strconv.Quote(tok.Resource)+"; nothing was changed", nil)
-	case err != nil && r.Context().Err() != nil:
-		return clientLeft // nothing was changed
-	case err != nil:
-		w.Header().Set("Retry-After", "1")
-		return writeError(w, http.StatusServiceUnavailable, "queue_timeout", "the write waited "+p.queueTimeout.String()+" for its turn on resource "+strconv.Quote(tok.Resource)+"; nothing was changed", nil)
 	}
-	defer p.leave(tok.Resource)
+	started := false
+	defer func() { p.leave(tok.Resource, l, started) }()
 
 	// The floor is raised durably before anything is forwarded. A client
-	// that leaves now cannot undo that, and must not leave the write
-	// half-forwarded either: from here on the client's cancellation is
-	// ignored, and UpstreamTimeout bounds the rest.
+	// that leaves once the write is admitted cannot undo that, and must not
+	// leave the write half-forwarded either: from there on the client's
+	// cancellation is ignored, and UpstreamTimeout bounds the rest.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), p.timeout)
 	defer cancel()
-	if err := p.admit(ctx, tok); err != nil {
+	code := clientLeft
+	forward := func(context.Context) error {
+		started = true
+		p.start(l)
+		code = p.forward(ctx, w, r, tok, body)
+		return nil
+	}
+	var stale *fence.StaleFenceError
+	if cached, ok := p.cachedFloor(tok.Resource); ok && tok.Fence < cached {
+		// Below a floor the Store has made durable: the Store refuses it,
+		// whatever runs. No turn is needed.
+		if err = p.admitted(ctx, tok); err == nil {
+			err = errors.New("httpfence: the store admitted a fence below a floor it had made durable")
+		}
+	} else if p.breakRaise && (!ok || tok.Fence > cached) {
+		err = forward(ctx)
+	} else {
+		// Wait for the turn (a bounded wait the client may end), then
+		// admit and forward within it: writes with the fence of the
+		// running ones join them; a higher fence waits for them all.
+		wait, stop := context.WithTimeout(r.Context(), p.queueTimeout)
+		err = l.gate.CommitContext(wait, tok, forward)
+		stop()
+		if errors.As(err, &stale) {
+			err = p.refuseBelow(ctx, l, tok, stale)
+		}
+	}
+	var busy *fence.GateBusyError
+	switch {
+	case err == nil:
+		return code
+	case errors.As(err, &stale):
+		return p.refused(ctx, w, r, tok, stale)
+	case errors.As(err, &busy), errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		if r.Context().Err() != nil {
+			return clientLeft // the client left while waiting: nothing was changed
+		}
+		w.Header().Set("Retry-After", "1")
+		return writeError(w, http.StatusServiceUnavailable, "queue_timeout", "the write waited "+p.queueTimeout.String()+" for its turn on resource "+strconv.Quote(tok.Resource)+"; nothing was changed", nil)
+	default:
+		return p.storeFailed(ctx, w, tok, err)
+	}
+}
+
+// start marks a write of l that the gate just admitted as no longer
+// waiting.
+func (p *Proxy) start(l *lane) {
+	p.mu.Lock()
+	l.waiting--
+	p.mu.Unlock()
+	p.m.waiting.Dec()
+}
+
+// forward admits tok durably and forwards the write, within its turn; it
+// returns the code it refused the write with, "" if it forwarded it.
+func (p *Proxy) forward(ctx context.Context, w http.ResponseWriter, r *http.Request, tok fence.Token, body []byte) string {
+	if err := p.admitted(ctx, tok); err != nil {
 		var stale *fence.StaleFenceError
 		if errors.As(err, &stale) {
-			p.log.LogAttrs(ctx, slog.LevelWarn, "stale write refused",
-				slog.String("resource", tok.Resource), slog.String("holder", tok.HolderID), slog.Uint64("fence", tok.Fence),
-				slog.Uint64("seq", stale.Seq), slog.String("admittedHolderId", stale.AdmittedHolderID), slog.Uint64("admittedFence", stale.AdmittedFence),
-				slog.String("method", r.Method), slog.String("path", r.URL.Path))
-			return writeStale(w, stale)
+			return p.refused(ctx, w, r, tok, stale)
 		}
-		p.log.LogAttrs(ctx, slog.LevelError, "the floor could not be checked; write not forwarded",
-			slog.String("resource", tok.Resource), slog.String("holder", tok.HolderID), slog.Uint64("fence", tok.Fence), slog.String("err", err.Error()))
-		return writeError(w, http.StatusServiceUnavailable, "store_failed", "the proxy could not check the fence ("+err.Error()+"); the write was not forwarded", nil)
+		return p.storeFailed(ctx, w, tok, err)
 	}
 	if p.onAdmit != nil {
 		p.onAdmit(ctx, tok)
@@ -445,6 +505,63 @@ func (p *Proxy) write(w http.ResponseWriter, r *http.Request) string {
 		slog.String("resource", tok.Resource), slog.String("holder", tok.HolderID), slog.Uint64("fence", tok.Fence),
 		slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Int("status", rec.status))
 	return ""
+}
+
+// refused answers a stale write with the Store's refusal.
+func (p *Proxy) refused(ctx context.Context, w http.ResponseWriter, r *http.Request, tok fence.Token, stale *fence.StaleFenceError) string {
+	p.log.LogAttrs(ctx, slog.LevelWarn, "stale write refused",
+		slog.String("resource", tok.Resource), slog.String("holder", tok.HolderID), slog.Uint64("fence", tok.Fence),
+		slog.Uint64("seq", stale.Seq), slog.String("admittedHolderId", stale.AdmittedHolderID), slog.Uint64("admittedFence", stale.AdmittedFence),
+		slog.String("method", r.Method), slog.String("path", r.URL.Path))
+	return writeStale(w, stale)
+}
+
+func (p *Proxy) storeFailed(ctx context.Context, w http.ResponseWriter, tok fence.Token, err error) string {
+	p.log.LogAttrs(ctx, slog.LevelError, "the floor could not be checked; write not forwarded",
+		slog.String("resource", tok.Resource), slog.String("holder", tok.HolderID), slog.Uint64("fence", tok.Fence), slog.String("err", err.Error()))
+	return writeError(w, http.StatusServiceUnavailable, "store_failed", "the proxy could not check the fence ("+err.Error()+"); the write was not forwarded", nil)
+}
+
+// refuseBelow turns the gate's refusal of tok (a higher fence was admitted
+// by the gate while tok waited or arrived) into the Store's, which logs it
+// durably with its own sequence number. The Store refuses tok once its
+// floor is at the gate's; it is, unless the write that raised the gate's
+// floor has not raised the Store's yet (it is doing so in its turn, or its
+// Store failed). Then the raise is made here, within a turn of the gate's
+// fence, where no higher fence can be admitted meanwhile.
+func (p *Proxy) refuseBelow(ctx context.Context, l *lane, tok fence.Token, gate *fence.StaleFenceError) error {
+	for range 8 {
+		if cached, ok := p.cachedFloor(tok.Resource); ok && cached >= gate.AdmittedFence {
+			return p.admitted(ctx, tok)
+		}
+		at := fence.Token{Resource: tok.Resource, HolderID: gate.AdmittedHolderID, Fence: gate.AdmittedFence}
+		if at.HolderID == "" {
+			at.HolderID = tok.HolderID // not reached: the gate starts unclaimed at 0
+		}
+		var out error
+		err := l.gate.CommitContext(ctx, at, func(context.Context) error {
+			if f, err := p.store.Floor(ctx, tok.Resource); err != nil {
+				return err
+			} else if f < at.Fence {
+				if err := p.admitted(ctx, at); err != nil && !fence.IsStale(err) {
+					return err
+				}
+			}
+			out = p.admitted(ctx, tok)
+			return nil
+		})
+		if err == nil {
+			if out == nil {
+				return errors.New("httpfence: the store admitted a fence below one the gate admitted")
+			}
+			return out
+		}
+		if !errors.As(err, &gate) {
+			return err
+		}
+		// The gate's floor rose further meanwhile: again, at that one.
+	}
+	return errors.New("httpfence: the gate's floor kept rising while a stale write was refused")
 }
 
 // readBody reads a write's body whole, within MaxBodyBytes and the shared
@@ -482,10 +599,10 @@ func (p *Proxy) readBody(w http.ResponseWriter, r *http.Request) (body []byte, r
 	return buf.Bytes(), func() { p.buffers.Release(reserve) }, ""
 }
 
-// admit admits tok durably or returns the Store's refusal: a fence equal to
+// admitted admits tok durably or returns the Store's refusal: a fence equal to
 // the cached floor needs nothing written; any other goes to the Store, and
 // what the Store answers updates the cache.
-func (p *Proxy) admit(ctx context.Context, tok fence.Token) error {
+func (p *Proxy) admitted(ctx context.Context, tok fence.Token) error {
 	p.floorsMu.Lock()
 	cached, ok := p.floors[tok.Resource]
 	p.floorsMu.Unlock()
@@ -509,6 +626,14 @@ func (p *Proxy) admit(ctx context.Context, tok fence.Token) error {
 	return err
 }
 
+// cachedFloor returns the cached floor of resource, if there is one.
+func (p *Proxy) cachedFloor(resource string) (uint64, bool) {
+	p.floorsMu.Lock()
+	defer p.floorsMu.Unlock()
+	f, ok := p.floors[resource]
+	return f, ok
+}
+
 // noteFloor records that the Store's floor of resource is at least f.
 func (p *Proxy) noteFloor(resource string, f uint64) {
 	p.floorsMu.Lock()
@@ -528,59 +653,42 @@ func (p *Proxy) noteFloor(resource string, f uint64) {
 
 var errQueueFull = errors.New("httpfence: queue full")
 
-// enter waits for resource's turn, at most QueueTimeout: nil when it is the
-// caller's (leave hands it on), errQueueFull, or the error of ctx or of the
-// timeout (nothing held). A free lane is taken without a timer.
-func (p *Proxy) enter(ctx context.Context, resource string) error {
-	p.mu.Lock()
-	l := p.lanes[resource]
-	if l == nil {
-		p.lanes[resource] = &lane{}
-		p.mu.Unlock()
-		return nil
-	}
-	if len(l.waiters) >= p.maxQueue {
-		p.mu.Unlock()
-		return errQueueFull
-	}
-	ch := make(chan struct{})
-	l.waiters = append(l.waiters, ch)
-	p.mu.Unlock()
-	ctx, cancel := context.WithTimeout(ctx, p.queueTimeout)
-	defer cancel()
-	select {
-	case <-ch:
-		return nil
-	case <-ctx.Done():
-	}
-	p.mu.Lock()
-	for i, x := range l.waiters {
-		if x == ch {
-			l.waiters = append(l.waiters[:i], l.waiters[i+1:]...)
-			p.mu.Unlock()
-			return ctx.Err()
-		}
-	}
-	p.mu.Unlock()
-	// The turn was handed over as ctx ended: it is ours; pass it on.
-	p.leave(resource)
-	return ctx.Err()
-}
-
-// leave hands resource's turn to the first write waiting for it, or frees
-// the lane.
-func (p *Proxy) leave(resource string) {
+// enter puts a write in resource's lane (making the lane if there is none),
+// or returns errQueueFull if MaxQueue writes already wait in it.
+func (p *Proxy) enter(resource string) (*lane, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	l := p.lanes[resource]
-	if len(l.waiters) == 0 {
-		delete(p.lanes, resource)
-		return
+	if l == nil {
+		g, err := fence.NewGate(resource, fence.Options{Exclusive: p.exclusive, MaxRejections: 1})
+		if err != nil {
+			return nil, err // not reached: ParseHeader checked the name
+		}
+		l = &lane{gate: g}
+		p.lanes[resource] = l
 	}
-	ch := l.waiters[0]
-	l.waiters[0] = nil
-	l.waiters = l.waiters[1:]
-	close(ch)
+	if l.waiting >= p.maxQueue {
+		return nil, errQueueFull // l has a write, or it would have none waiting
+	}
+	l.n++
+	l.waiting++
+	p.m.waiting.Inc()
+	return l, nil
+}
+
+// leave takes a write out of resource's lane (started: the gate admitted it
+// to run), and drops the lane when it was the last.
+func (p *Proxy) leave(resource string, l *lane, started bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	l.n--
+	if !started {
+		l.waiting--
+		p.m.waiting.Dec()
+	}
+	if l.n == 0 {
+		delete(p.lanes, resource)
+	}
 }
 
 type admittedKey struct{}
@@ -964,7 +1072,7 @@ func (p *Proxy) serveAdmin(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusBadRequest, "bad_fence_header", err.Error(), nil)
 			return
 		}
-		if err := p.admit(context.WithoutCancel(r.Context()), tok); err != nil {
+		if err := p.admitted(context.WithoutCancel(r.Context()), tok); err != nil {
 			var stale *fence.StaleFenceError
 			if errors.As(err, &stale) {
 				p.m.refusal("stale_fence")

@@ -519,45 +519,69 @@ func TestBufferBudget(t *testing.T) {
 	}
 }
 
-func TestWritesToOneResourceAreForwardedOneAtATime(t *testing.T) {
-	e := newEnv(t, httpfence.Options{})
-	var mu sync.Mutex
-	inFlight := map[string]int{}
-	most := map[string]int{}
-	e.up.setHandle(func(w http.ResponseWriter, r *http.Request) {
-		res := r.URL.Query().Get("res")
-		mu.Lock()
-		inFlight[res]++
-		most[res] = max(most[res], inFlight[res])
-		mu.Unlock()
-		// Give other writes every chance to overlap this one.
-		for range 3 {
-			_, _ = e.store.Floor(context.Background(), res)
-		}
-		mu.Lock()
-		inFlight[res]--
-		mu.Unlock()
-		w.WriteHeader(http.StatusNoContent)
-	})
-	var wg sync.WaitGroup
-	for i := range 16 {
-		res := []string{"a", "b"}[i%2]
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for j := range 5 {
-				a := e.do(t, "POST", "/w?res="+res, "x", hdr(res, "h", uint64(1+j)))
-				if a.status != http.StatusNoContent && a.status != http.StatusConflict {
-					t.Errorf("status %d %s", a.status, a.body)
+// Writes to one resource with different fences never overlap at the
+// upstream; with shared admission, writes with the same fence do (8
+// writers at one fence are all in flight at once), and with Exclusive no
+// two writes to a resource overlap at all. Different resources do not wait
+// for each other.
+func TestWritesToOneResourceOverlapOnlyAtOneFence(t *testing.T) {
+	for _, exclusive := range []bool{false, true} {
+		t.Run(map[bool]string{false: "shared", true: "exclusive"}[exclusive], func(t *testing.T) {
+			e := newEnv(t, httpfence.Options{Exclusive: exclusive})
+			var mu sync.Mutex
+			inFlight := map[string]map[string]int{} // resource -> fence -> writes
+			most := map[string]int{}
+			mixed := ""
+			e.up.setHandle(func(w http.ResponseWriter, r *http.Request) {
+				res, f := r.URL.Query().Get("res"), r.URL.Query().Get("f")
+				mu.Lock()
+				if inFlight[res] == nil {
+					inFlight[res] = map[string]int{}
 				}
+				inFlight[res][f]++
+				n := 0
+				for g, k := range inFlight[res] {
+					if g != f && k > 0 {
+						mixed = "fences " + f + " and " + g + " in flight at once on " + res
+					}
+					n += k
+				}
+				most[res] = max(most[res], n)
+				mu.Unlock()
+				// Give other writes every chance to overlap this one.
+				for range 3 {
+					_, _ = e.store.Floor(context.Background(), res)
+				}
+				mu.Lock()
+				inFlight[res][f]--
+				mu.Unlock()
+				w.WriteHeader(http.StatusNoContent)
+			})
+			var wg sync.WaitGroup
+			for i := range 16 {
+				res := []string{"a", "b"}[i%2]
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for j := range 5 {
+						f := strconv.Itoa(1 + j)
+						a := e.do(t, "POST", "/w?res="+res+"&f="+f, "x", hdr(res, "h", uint64(1+j)))
+						if a.status != http.StatusNoContent && a.status != http.StatusConflict {
+							t.Errorf("status %d %s", a.status, a.body)
+						}
+					}
+				}()
 			}
-		}()
-	}
-	wg.Wait()
-	mu.Lock()
-	defer mu.Unlock()
-	if most["a"] != 1 || most["b"] != 1 {
-		t.Fatalf("most writes in flight at once per resource: %v, want 1 each", most)
+			wg.Wait()
+			mu.Lock()
+			defer mu.Unlock()
+			if mixed != "" {
+				t.Fatal(mixed)
+			}
+			if exclusive && (most["a"] != 1 || most["b"] != 1) {
+				t.Fatalf("most writes in flight at once per resource: %v, want 1 each", most)
+			}
+		})
 	}
 }
 
@@ -686,8 +710,9 @@ func TestAClientLeavingDoesNotCutAForwardedWrite(t *testing.T) {
 	if err := <-first; !errors.Is(err, context.Canceled) {
 		t.Fatalf("the first client: %v, want canceled", err)
 	}
+	// The next fence waits for the first write to end at the upstream.
 	second := make(chan answer)
-	go func() { second <- e.do(t, "POST", "/second", "", hdr("r", "a", 1)) }()
+	go func() { second <- e.do(t, "POST", "/second", "", hdr("r", "b", 2)) }()
 	waitFor(t, "the second write to queue", func() bool { return e.proxy.Waiting("r") == 1 })
 	if len(arrived) != 0 {
 		t.Fatal("the second write reached the upstream while the first was still in it")
@@ -751,34 +776,42 @@ func blockFirst(e *env) (held, release chan struct{}) {
 // A write that waits in its resource's queue is checked when its turn
 // comes, not when it arrived: a newer fence admitted meanwhile refuses it.
 func TestAQueuedWriteIsCheckedAtItsTurn(t *testing.T) {
-	e := newEnv(t, httpfence.Options{})
-	held, release := blockFirst(e)
-	first := make(chan answer)
-	go func() { first <- e.do(t, "POST", "/hold", "", hdr("deploy-slot", "agent-a", 7)) }()
-	<-held
-	queued := make(chan answer)
-	go func() { queued <- e.do(t, "POST", "/queued", "late", hdr("deploy-slot", "agent-a", 7)) }()
-	waitFor(t, "the second write to queue", func() bool { return e.proxy.Waiting("deploy-slot") == 1 })
-	// The coordinator pushes agent-b's fence while agent-a's writes are
-	// in flight and queued; the push does not wait for the queue.
-	if a := e.do(t, "POST", "/.lease-fence/admit", "", hdr("deploy-slot", "agent-b", 8)); a.status != 200 {
-		t.Fatalf("admit: %d %s", a.status, a.body)
-	}
-	close(release)
-	if a := <-first; a.status != http.StatusNoContent {
-		t.Fatalf("the write in flight: %d %s", a.status, a.body)
-	}
-	b := proxyError(t, <-queued, http.StatusConflict, "stale_fence")
-	if r := b.Error.Rejection; r.RefusedFence != 7 || r.AdmittedFence != 8 || r.AdmittedHolderID != "agent-b" {
-		t.Fatalf("rejection %+v", r)
-	}
-	for _, s := range e.up.seen() {
-		if s.Path == "/queued" {
-			t.Fatal("the queued stale write reached the upstream")
-		}
-	}
-	if n := e.proxy.Lanes(); n != 0 {
-		t.Fatalf("%d lanes left after every write ended", n)
+	for _, c := range []struct {
+		name      string
+		exclusive bool
+		queued    uint64 // the fence of the queued write: higher than the running one's, or (Exclusive) the same
+	}{{"shared", false, 8}, {"exclusive", true, 7}} {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t, httpfence.Options{Exclusive: c.exclusive})
+			held, release := blockFirst(e)
+			first := make(chan answer)
+			go func() { first <- e.do(t, "POST", "/hold", "", hdr("deploy-slot", "agent-a", 7)) }()
+			<-held
+			queued := make(chan answer)
+			go func() { queued <- e.do(t, "POST", "/queued", "late", hdr("deploy-slot", "agent-b", c.queued)) }()
+			waitFor(t, "the second write to queue", func() bool { return e.proxy.Waiting("deploy-slot") == 1 })
+			// The coordinator pushes agent-c's fence while the writes are
+			// in flight and queued; the push does not wait for the queue.
+			if a := e.do(t, "POST", "/.lease-fence/admit", "", hdr("deploy-slot", "agent-c", 9)); a.status != 200 {
+				t.Fatalf("admit: %d %s", a.status, a.body)
+			}
+			close(release)
+			if a := <-first; a.status != http.StatusNoContent {
+				t.Fatalf("the write in flight: %d %s", a.status, a.body)
+			}
+			b := proxyError(t, <-queued, http.StatusConflict, "stale_fence")
+			if r := b.Error.Rejection; r.RefusedFence != c.queued || r.AdmittedFence != 9 || r.AdmittedHolderID != "agent-c" || r.Seq != 1 {
+				t.Fatalf("rejection %+v", r)
+			}
+			for _, s := range e.up.seen() {
+				if s.Path == "/queued" {
+					t.Fatal("the queued stale write reached the upstream")
+				}
+			}
+			if n := e.proxy.Lanes(); n != 0 {
+				t.Fatalf("%d lanes left after every write ended", n)
+			}
+		})
 	}
 }
 
@@ -789,14 +822,14 @@ func TestQueueBounds(t *testing.T) {
 	go func() { first <- e.do(t, "POST", "/hold", "", hdr("r", "a", 1)) }()
 	<-held
 	second := make(chan answer)
-	go func() { second <- e.do(t, "POST", "/second", "", hdr("r", "a", 1)) }()
+	go func() { second <- e.do(t, "POST", "/second", "", hdr("r", "a", 2)) }()
 	waitFor(t, "the second write to queue", func() bool { return e.proxy.Waiting("r") == 1 })
-	a := e.do(t, "POST", "/third", "", hdr("r", "a", 2))
+	a := e.do(t, "POST", "/third", "", hdr("r", "a", 3))
 	proxyError(t, a, http.StatusServiceUnavailable, "queue_full")
 	if a.header.Get("Retry-After") == "" {
 		t.Fatal("queue_full without Retry-After")
 	}
-	// The refused write changed nothing: its fence 2 was not admitted.
+	// The refused write changed nothing: its fence 3 was not admitted.
 	if f := e.floor(t, "r"); f != 1 {
 		t.Fatalf("floor %d, want 1", f)
 	}

@@ -9,7 +9,8 @@
 //     for reads (GET) and writes (POST with the Lease-Fence header);
 //   - throughput: writes per second with 1 and 8 writers for a fixed time,
 //     through the proxy (fenced) and directly (unfenced), the 8 writers on
-//     one resource (the proxy forwards them one at a time) and on 8.
+//     one resource (one holder at one fence: the proxy forwards them
+//     together, or one at a time with -exclusive) and on 8.
 //
 // The upstream is another process (this program with -role upstream); its
 // write is either an append to memory ("memory": the proxy's overhead at its
@@ -27,9 +28,12 @@
 //
 // With -baseline BIN, another fence-proxy binary (an earlier build) runs
 // beside the proxy on its own state file, as a third side in the same
-// alternation, so a change to the proxy is measured against its predecessor.
+// alternation, so a change to the proxy is measured against its predecessor;
+// -baseline-args gives it flags (-baseline out/bin/fence-proxy
+// -baseline-args -exclusive measures shared admission against one write at
+// a time).
 //
-// Usage: go run ./scripts/bench-proxy [-rounds 5] [-n 2000] [-dur 2s] [-work memory,fsync] [-raise] [-baseline BIN] [-profile DIR]
+// Usage: go run ./scripts/bench-proxy [-rounds 5] [-n 2000] [-dur 2s] [-work memory,fsync] [-raise] [-baseline BIN [-baseline-args FLAGS]] [-profile DIR]
 package main
 
 import (
@@ -65,6 +69,7 @@ func main() {
 	proxyBin := flag.String("proxy", "out/bin/fence-proxy", "the fence-proxy binary")
 	raise := flag.Bool("raise", false, "every write carries a higher fence (raises the floor each time)")
 	baseBin := flag.String("baseline", "", "another fence-proxy binary, measured as a third side in the same alternation")
+	baseArgs := flag.String("baseline-args", "", "flags for the baseline proxy (space-separated), e.g. -exclusive with -baseline out/bin/fence-proxy")
 	profile := flag.String("profile", "", "write CPU profiles of the proxy and the upstream under load to this directory instead of measuring")
 	debug := flag.String("debug", "", "upstream: serve the runtime's profiles on this address")
 	flag.Parse()
@@ -86,7 +91,7 @@ func main() {
 	}
 	fmt.Println("load before:", loadavg())
 	for _, w := range strings.Split(*work, ",") {
-		if err := bench(w, *proxyBin, *baseBin, *rounds, *n, *dur, *raise); err != nil {
+		if err := bench(w, *proxyBin, *baseBin, strings.Fields(*baseArgs), *rounds, *n, *dur, *raise); err != nil {
 			fmt.Fprintln(os.Stderr, "bench-proxy:", err)
 			os.Exit(1)
 		}
@@ -187,7 +192,7 @@ func (c *child) stop() {
 	_ = c.cmd.Wait()
 }
 
-func bench(work, proxyBin, baseBin string, rounds, n int, dur time.Duration, raise bool) error {
+func bench(work, proxyBin, baseBin string, baseArgs []string, rounds, n int, dur time.Duration, raise bool) error {
 	dir, err := os.MkdirTemp("", "bench-proxy")
 	if err != nil {
 		return err
@@ -213,7 +218,11 @@ func bench(work, proxyBin, baseBin string, rounds, n int, dur time.Duration, rai
 		if bin == "" {
 			continue
 		}
-		px, err := startChild(bin, "-init", "-quiet", "-listen", "127.0.0.1:0", "-upstream", up.url, "-state", filepath.Join(dir, "proxy"+strconv.Itoa(i)+".db"))
+		args := []string{"-init", "-quiet", "-listen", "127.0.0.1:0", "-upstream", up.url, "-state", filepath.Join(dir, "proxy"+strconv.Itoa(i)+".db")}
+		if i == 1 {
+			args = append(args, baseArgs...)
+		}
+		px, err := startChild(bin, args...)
 		if err != nil {
 			return err
 		}
@@ -331,7 +340,9 @@ func bench(work, proxyBin, baseBin string, rounds, n int, dur time.Duration, rai
 				deadline := time.Now().Add(dur)
 				var wg sync.WaitGroup
 				for w := range shape.writers {
-					c := client(sd, "tput-"+strconv.Itoa(w%shape.resources), w)
+					// The writers of one resource are one holder, writing
+					// at its fence in parallel (shared admission).
+					c := client(sd, "tput-"+strconv.Itoa(w%shape.resources), w%shape.resources)
 					wg.Add(1)
 					go func() {
 						defer wg.Done()

@@ -226,8 +226,9 @@ describe('through fence-proxy', () => {
 // fence-proxy process with its own state file, in front of one upstream.
 // The header carries fences up to MAX_HEADER_FENCE, so the gate declares
 // that ceiling: above it, the helper refuses the token and the proxy refuses
-// it too (400). Restart kills the proxy with SIGKILL and starts it again on
-// the same state file and address.
+// it too (400). Writes with the floor's fence are forwarded together
+// (shared: raiseWaitsForEqualWrites with 8 in flight). Restart kills the
+// proxy with SIGKILL and starts it again on the same state file and address.
 describe('fence-proxy: the JavaScript conformance suite', () => {
   let upstream;
   let insideSeq = 0;
@@ -253,6 +254,7 @@ describe('fence-proxy: the JavaScript conformance suite', () => {
     failedWrite: 'keepsFloor',
     capped: false,
     inside: true,
+    shared: true,
     paged: true,
     maxFence: MAX_HEADER_FENCE,
     async restart(addr) {
