@@ -86,6 +86,21 @@ after(() => {
   if (latencies.length) console.log(`# sent-to-drawn (ms): ${latencies.join(' ')}`);
 });
 
+test("docs/console.md's example serves the console, and nothing without -ui", { timeout: 60_000 }, async (t) => {
+  const doc = await readFile(join(ROOT, 'docs', 'console.md'), 'utf8');
+  const block = /```sh\n([^`]*)```/.exec(doc)[1];
+  const lines = block.split('\n').filter((l) => l.startsWith('out/bin/coordinator '));
+  assert.deepEqual(lines, ['out/bin/coordinator -memory -ui']);
+  // The example, on a free port (startCoordinator adds -addr 127.0.0.1:0).
+  const c = await startCoordinator(lines[0].split(' ').slice(1));
+  t.after(() => c.stop());
+  const page = await open(t, c.url);
+  await live(page);
+  const off = await startCoordinator(['-memory']);
+  t.after(() => off.stop());
+  assert.equal((await fetch(`${off.url}/ui/`)).status, 404);
+});
+
 test('an acquire, a renewal, a release, an expiry and a revoke each appear on the lane within 1 s', { timeout: 120_000 }, async (t) => {
   const c = await startCoordinator(['-memory', '-ui', '-ttl', '2s']);
   t.after(() => c.stop());
