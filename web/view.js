@@ -1083,7 +1083,9 @@ export function drawTimeAxis(container, extent, width, format) {
   const step = niceStep(extent.t1 - extent.t0, Math.floor((W - PAD_L - PAD_R) / 80));
   for (let t = Math.ceil(extent.t0 / step) * step; t <= extent.t1; t += step) {
     axis.append(el('line', { x1: x(t), x2: x(t), y1: 4, y2: 8 }));
-    axis.append(el('text', { x: x(t), y: 19, 'text-anchor': 'middle', class: 'tick' }, format(t)));
+    // Near an edge, a tick's label keeps inside the drawing.
+    const anchor = x(t) < PAD_L + 20 ? 'start' : x(t) > W - PAD_R - 20 ? 'end' : 'middle';
+    axis.append(el('text', { x: x(t), y: 19, 'text-anchor': anchor, class: 'tick' }, format(t)));
   }
   svg.append(axis);
   show(container, svg);
