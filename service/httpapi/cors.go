@@ -10,8 +10,8 @@ import (
 	"github.com/lease-fence/lease-fence/service/wire"
 )
 
-// CORS lets pages served from origins call the API endpoints (the four
-// POST /v1/... paths) from a browser, and nothing else: a preflight
+// CORS lets pages served from origins call the API endpoints (POST
+// /v1/acquire, renew, release, inspect and renewals) from a browser, and nothing else: a preflight
 // (OPTIONS with Access-Control-Request-Method) of one of those paths from
 // one of the origins is answered 204 with the methods (POST) and headers
 // (Content-Type, Authorization) it may send, and the answers to its calls
@@ -51,6 +51,9 @@ func CORS(origins []string, next http.Handler) http.Handler {
 }
 
 func apiPath(p string) bool {
+	if p == wire.RenewalsPath {
+		return true // a client's holds renew together
+	}
 	switch wire.Op(strings.TrimPrefix(p, "/v1/")) {
 	case wire.OpAcquire, wire.OpRenew, wire.OpRelease, wire.OpInspect:
 		return strings.HasPrefix(p, "/v1/")

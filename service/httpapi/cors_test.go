@@ -33,7 +33,7 @@ func TestCORS(t *testing.T) {
 		h.ServeHTTP(rec, req)
 		return rec
 	}
-	for _, path := range []string{"/v1/acquire", "/v1/renew", "/v1/release", "/v1/inspect"} {
+	for _, path := range []string{"/v1/acquire", "/v1/renew", "/v1/release", "/v1/inspect", "/v1/renewals"} {
 		rec := do("OPTIONS", path, "https://app.example", true)
 		hd := rec.Header()
 		if rec.Code != 204 || hd.Get("Access-Control-Allow-Origin") != "https://app.example" || hd.Get("Access-Control-Allow-Methods") != "POST" ||
