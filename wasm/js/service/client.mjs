@@ -265,16 +265,24 @@ export class LeaseServiceClient {
         }
       }
     };
-    const apart = (list) => Promise.all(list.map(async (it) => {
-      let reply;
-      try {
-        reply = await this.#transport.send('renew', it.body, opts);
-      } catch (e) {
-        answer(it, undefined, e);
-        return;
-      }
-      answer(it, reply);
-    }));
+    // apart sends each of list alone; resolves to whether the coordinator
+    // answered any (a reply, or an error status).
+    const apart = async (list) => {
+      let answered = false;
+      await Promise.all(list.map(async (it) => {
+        let reply;
+        try {
+          reply = await this.#transport.send('renew', it.body, opts);
+        } catch (e) {
+          if (e instanceof LeaseServiceError && e.status > 0) answered = true;
+          answer(it, undefined, e);
+          return;
+        }
+        answered = true;
+        answer(it, reply);
+      }));
+      return answered;
+    };
     const chunks = [];
     for (let k = 0; k < items.length; k += MAX_RENEWALS) chunks.push(items.slice(k, k + MAX_RENEWALS));
     await Promise.all(chunks.map(async (chunk) => {
@@ -291,6 +299,14 @@ export class LeaseServiceClient {
           if (e instanceof LeaseServiceError && (e.code === 'not_supported' || e.code === 'not_found')) {
             this.#noBatch = true; // a Worker, or a coordinator older than batches
             await apart(pending);
+            return;
+          }
+          if (e instanceof LeaseServiceError && e.code === 'no_answer' && !opts.signal?.aborted) {
+            // No answer at all: the network, or (in a browser) a
+            // coordinator older than batches whose CORS refuses their
+            // preflight. Each alone; if one is answered, batches are not
+            // tried again.
+            if (await apart(pending)) this.#noBatch = true;
             return;
           }
           for (const it of pending) answer(it, undefined, e);
