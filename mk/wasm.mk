@@ -8,10 +8,16 @@ BENCH += bench-js
 
 WASM_LIB  := wasm/js/lease-fence.wasm
 WASM_EXEC := wasm/js/wasm_exec.mjs
+# The texts the JavaScript gates send (lease-fence/redis's Lua scripts,
+# lease-fence/sql's statements), generated from the files Go embeds.
+GATE_TEXTS := wasm/js/gate-texts.mjs
 WASM_SRC   = $(shell find core wasm/lib -name '*.go' -not -name '*_test.go') go.mod
 
 .PHONY: build-wasm test-js test-consumers test-wasm-fuzz-go bench-js
-build-wasm: $(WASM_LIB) $(WASM_EXEC)
+build-wasm: $(WASM_LIB) $(WASM_EXEC) $(GATE_TEXTS)
+
+$(GATE_TEXTS): gates/redisfence/fence.lua gates/redisfence/page.lua gates/sqlfence/statements.sql scripts/gate-texts.mjs
+	node scripts/gate-texts.mjs
 
 $(WASM_LIB): $(WASM_SRC)
 	GOOS=js GOARCH=wasm $(GO) build -trimpath -ldflags='-s -w' -o $@ ./wasm/lib

@@ -1,10 +1,12 @@
-// npm pack and npm publish run this first (package.json "prepack"): the
-// package ships two build outputs that git ignores, wasm/js/lease-fence.wasm
-// and wasm/js/wasm_exec.mjs (make build-wasm). Packing without them, or with
+// npm pack and npm publish run this first (package.json "prepack"): it
+// writes wasm/js/gate-texts.mjs (scripts/gate-texts.mjs: the gates' scripts
+// and statements from the files Go embeds), and the package ships two more
+// build outputs that git ignores, wasm/js/lease-fence.wasm and
+// wasm/js/wasm_exec.mjs (make build-wasm). Packing without them, or with
 // a wasm older than the Go it is built from (the sources make build-wasm
 // depends on: mk/wasm.mk), would give a package that fails at import or
 // runs old code; this refuses instead, and says how to build them.
-import { readdirSync, statSync } from 'node:fs';
+import { existsSync, readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -37,6 +39,9 @@ function goSources(dir) {
   }
   return out;
 }
+
+// In a checkout (the texts' sources are there), write the gate texts.
+if (existsSync(join(root, 'gates/sqlfence/statements.sql'))) (await import('./gate-texts.mjs')).write(root);
 
 const problems = [];
 const built = {

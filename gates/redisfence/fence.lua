@@ -1,8 +1,9 @@
 #!lua
 -- lease-fence: the fence gate inside Redis. The fence check, the raise of
 -- the floor, the refusal log and the caller's write run as this one script,
--- so nothing can come between them. Go's gates/redisfence and JavaScript's
--- lease-fence/redis send this same text (a test checks they are equal).
+-- so nothing can come between them. Go's gates/redisfence embeds this file
+-- and JavaScript's lease-fence/redis sends it from wasm/js/gate-texts.mjs,
+-- generated from it: the same text (test/gates/texts.test.mjs).
 --
 -- KEYS: 1 the floor (a hash: fence, holder, rejections), 2 the rejection
 -- log (a list, five elements per refusal), 3 this commit's marker, then the

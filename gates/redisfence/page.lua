@@ -1,7 +1,8 @@
 #!lua flags=no-writes
 -- lease-fence: a page of a resource's rejection log, read in one step so
 -- that a refusal trimming the log meanwhile cannot shift the page. Go's
--- gates/redisfence and JavaScript's lease-fence/redis send this same text.
+-- gates/redisfence and JavaScript's lease-fence/redis send this same text,
+-- this file (see fence.lua).
 --
 -- KEYS: 1 the rejection log (a list, five elements per refusal, their
 -- sequence numbers consecutive). ARGV: 1 after (a sequence number), 2 limit.

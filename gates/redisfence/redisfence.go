@@ -48,6 +48,9 @@ import (
 	"github.com/lease-fence/lease-fence/core/fence"
 )
 
+// The scripts' one source: lease-fence/redis sends the same files' text
+// (wasm/js/gate-texts.mjs is generated from them).
+//
 //go:embed fence.lua
 var script string
 

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -279,26 +278,6 @@ func TestServerDown(t *testing.T) {
 	var de *redisfence.DBError
 	if !errors.As(err, &de) {
 		t.Fatalf("err = %v, want *redisfence.DBError", err)
-	}
-}
-
-// lease-fence/redis (wasm/js/redis.mjs) sends the same scripts, byte for
-// byte, so Go and JavaScript writers share one floor and read one log.
-func TestJavaScriptSendsTheSameScripts(t *testing.T) {
-	b, err := os.ReadFile("../../wasm/js/redis.mjs")
-	must(t, err)
-	for _, sc := range []struct{ file, name, text string }{
-		{"fence.lua", "SCRIPT", redisfence.Script()},
-		{"page.lua", "PAGE_SCRIPT", redisfence.PageScript()},
-	} {
-		_, rest, ok := strings.Cut(string(b), "// "+sc.file+":start\nconst "+sc.name+" = `")
-		js, _, ok2 := strings.Cut(rest, "`;\n// "+sc.file+":end")
-		if !ok || !ok2 {
-			t.Fatalf("wasm/js/redis.mjs has no %s block", sc.file)
-		}
-		if js != sc.text {
-			t.Fatalf("wasm/js/redis.mjs's %s differs from gates/redisfence/%s", sc.name, sc.file)
-		}
 	}
 }
 

@@ -11,7 +11,7 @@ import (
 // still counts refusals. The conformance test shows that the suite fails a
 // Store broken this way.
 func BreakRaise(s *Store) {
-	s.qUpsert = s.rebind(upsert(s.dialect, "lease_fence_floor", true))
+	s.qUpsert = upsert(s.dialect, "lease_fence_floor", true)
 	stmt, err := s.db.PrepareContext(context.Background(), s.qUpsert)
 	if err != nil {
 		panic(err)
@@ -27,7 +27,7 @@ func BreakWait(s *Store) {
 	if s.share == nil {
 		panic("sqlfence: BreakWait on a Store without the share statement")
 	}
-	s.qShare = s.rebind(share("lease_fence_floor", true))
+	s.qShare = share("lease_fence_floor", true)
 	stmt, err := s.db.PrepareContext(context.Background(), s.qShare)
 	if err != nil {
 		panic(err)

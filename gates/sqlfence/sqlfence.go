@@ -87,6 +87,8 @@ type Store struct {
 	db      *sql.DB
 	dialect Dialect
 
+	// The statements' texts (statements.go), as sent: PostgreSQL's with $n.
+	qFloorTable, qRejectionTable, qHasColumn                                                   string
 	qUpsert, qShare, qRaiseLock, qLogRejection, qFloor, qRejections, qRejectionsAfter, qStatus string
 	qFloorsAfter, qRejectionTotal                                                              string
 
@@ -121,40 +123,8 @@ func Open(ctx context.Context, db *sql.DB, opts Options) (*Store, error) {
 		return nil, argError("options.table", "must be a letter or underscore followed by up to 40 letters, digits or underscores")
 	}
 	s := &Store{db: db, dialect: opts.Dialect}
-	floor, rej := opts.Table+"_floor", opts.Table+"_rejection"
-	s.qUpsert = upsert(s.dialect, floor, false)
-	if s.dialect == Postgres {
-		s.qStatus = `SELECT pg_xact_status(?::xid8)`
-		if !opts.Exclusive {
-			s.qShare, s.qRaiseLock = share(floor, false), raiseLock(floor)
-		}
-	}
-	s.qLogRejection = `INSERT INTO ` + rej + ` (resource, seq, refused_holder_id, refused_fence, admitted_holder_id, admitted_fence) VALUES (?, ?, ?, ?, ?, ?)`
-	s.qFloor = `SELECT fence FROM ` + floor + ` WHERE resource = ?`
-	s.qRejections = `SELECT seq, refused_holder_id, refused_fence, admitted_holder_id, admitted_fence FROM ` + rej + ` WHERE resource = ? ORDER BY seq`
-	s.qRejectionsAfter = `SELECT seq, refused_holder_id, refused_fence, admitted_holder_id, admitted_fence FROM ` + rej + ` WHERE resource = ? AND seq > ? ORDER BY seq LIMIT ?`
-	s.qFloorsAfter, s.qRejectionTotal = floorsQueries(s.dialect, floor)
-	for _, q := range []*string{&s.qUpsert, &s.qShare, &s.qRaiseLock, &s.qLogRejection, &s.qFloor, &s.qRejections, &s.qRejectionsAfter, &s.qStatus, &s.qFloorsAfter} {
-		*q = s.rebind(*q)
-	}
-	schema := []string{
-		`CREATE TABLE IF NOT EXISTS ` + floor + ` (
-			resource   TEXT PRIMARY KEY,
-			fence      BIGINT NOT NULL,
-			holder     TEXT NOT NULL,
-			rejections BIGINT NOT NULL
-		)`,
-		`CREATE TABLE IF NOT EXISTS ` + rej + ` (
-			resource        TEXT NOT NULL,
-			seq             BIGINT NOT NULL,
-			refused_holder_id  TEXT NOT NULL,
-			refused_fence      BIGINT NOT NULL,
-			admitted_holder_id TEXT NOT NULL,
-			admitted_fence     BIGINT NOT NULL,
-			PRIMARY KEY (resource, seq)
-		)`,
-	}
-	for _, q := range schema {
+	s.setStatements(opts)
+	for _, q := range []string{s.qFloorTable, s.qRejectionTable} {
 		err := s.retry(ctx, func() error { _, err := db.ExecContext(ctx, q); return err })
 		if err != nil {
 			if s.dialect == Postgres && isUniqueViolation(err) {
@@ -164,7 +134,7 @@ func Open(ctx context.Context, db *sql.DB, opts Options) (*Store, error) {
 			return nil, ended(ctx, wrap("creating tables", err))
 		}
 	}
-	if err := s.upgrade(ctx, rej); err != nil {
+	if err := s.upgrade(ctx, opts.Table+"_rejection"); err != nil {
 		return nil, ended(ctx, wrap("upgrading tables", err))
 	}
 	if err := s.retry(ctx, func() error {
@@ -194,10 +164,7 @@ var renamedColumns = [][2]string{
 // version (renamedColumns). Several Opens may race: one that finds a column
 // already renamed by another goes on.
 func (s *Store) upgrade(ctx context.Context, rej string) error {
-	q := `SELECT count(*) FROM pragma_table_info(?) WHERE name = ?`
-	if s.dialect == Postgres {
-		q = `SELECT count(*) FROM pg_attribute WHERE attrelid = to_regclass($1) AND attname = $2 AND NOT attisdropped`
-	}
+	q := s.qHasColumn
 	has := func(col string) (bool, error) {
 		var n int
 		err := s.retry(ctx, func() error { return s.db.QueryRowContext(ctx, q, rej, col).Scan(&n) })
@@ -212,7 +179,7 @@ func (s *Store) upgrade(ctx context.Context, rej string) error {
 			continue
 		}
 		err = s.retry(ctx, func() error {
-			_, err := s.db.ExecContext(ctx, `ALTER TABLE `+rej+` RENAME COLUMN `+c[0]+` TO `+c[1])
+			_, err := s.db.ExecContext(ctx, statement("rename_column", s.dialect, "", rej, "{from}", c[0], "{to}", c[1]))
 			return err
 		})
 		if err != nil {
@@ -251,11 +218,7 @@ func PostgresRaise(table string) (string, error) {
 	if !tableName.MatchString(table) {
 		return "", argError("table", "must be a letter or underscore followed by up to 40 letters, digits or underscores")
 	}
-	floor := table + "_floor"
-	return `INSERT INTO ` + floor + ` AS f (resource, fence, holder, rejections) VALUES ($1, $2, $3, 0)
-		ON CONFLICT (resource) DO UPDATE SET fence = EXCLUDED.fence, holder = EXCLUDED.holder
-		WHERE f.fence < EXCLUDED.fence
-		RETURNING f.fence`, nil
+	return statement("raise", Postgres, table+"_floor", ""), nil
 }
 
 // upsert is the statement that checks a token against its resource's floor
@@ -271,25 +234,19 @@ func PostgresRaise(table string) (string, error) {
 // With broken (the deliberate break of the tests) the floor is never
 // raised: a new row's is 0, an existing one's stays.
 func upsert(d Dialect, floor string, broken bool) string {
-	greatest, ret := "max", ""
-	if d == Postgres {
-		greatest, ret = "GREATEST", ", pg_current_xact_id()::text"
-	}
 	inserted, raised := "?", "excluded.fence"
 	if broken {
 		inserted, raised = "0 * ?", "f.fence"
 	}
-	return `INSERT INTO ` + floor + ` AS f (resource, fence, holder, rejections) VALUES (?, ` + inserted + `, ?, 0)
-		ON CONFLICT (resource) DO UPDATE SET
-			fence = ` + greatest + `(f.fence, ` + raised + `),
-			holder = CASE WHEN excluded.fence > f.fence OR f.holder = '' THEN excluded.holder ELSE f.holder END,
-			rejections = f.rejections + CASE WHEN excluded.fence < f.fence THEN 1 ELSE 0 END
-		RETURNING fence, holder, rejections` + ret
+	return statement("upsert", d, floor, "", "{inserted}", inserted, "{raised}", raised)
 }
 
 // share is the PostgreSQL statement of a write whose fence equals the floor
 // (arguments: resource, fence). Only if the row's fence is the token's, it
-// takes the resource's advisory lock (advisoryKey) in share mode, then locks
+// takes the resource's advisory lock in share mode (its key: the hashes of the
+// floor table's name and of the resource; two resources, or another
+// program's lock, with the same key only wait for each other more than they
+// need to: the floor row's own lock decides), then locks
 // the floor row in share mode until the transaction ends, and returns it.
 // Share locks do not conflict with each other, so writes of one generation
 // run in parallel. A raise takes the advisory lock for itself (raiseLock)
@@ -305,9 +262,7 @@ func share(floor string, broken bool) string {
 	if broken {
 		cmp = "<="
 	}
-	return `SELECT fence, holder, rejections, pg_current_xact_id()::text,
-			pg_advisory_xact_lock_shared(` + advisoryKey(floor) + `)::text
-		FROM ` + floor + ` WHERE resource = ? AND fence ` + cmp + ` ? FOR SHARE`
+	return statement("share", Postgres, floor, "", "{cmp}", cmp)
 }
 
 // raiseLock is the PostgreSQL statement a write that the share statement did
@@ -317,25 +272,11 @@ func share(floor string, broken bool) string {
 // raised: the write is refused, and asking for the lock again would
 // deadlock with another such write).
 func raiseLock(floor string) string {
-	return `SELECT count(pg_advisory_xact_lock(` + advisoryKey(floor) + `)) FROM (SELECT 1) AS one
-		WHERE NOT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()
-			AND classid = hashtext('` + floor + `')::oid AND objid = hashtext($1)::oid AND objsubid = 2)`
+	return statement("raise_lock", Postgres, floor, "")
 }
 
-// advisoryKey is the two-int4 advisory lock key of a resource's floor row
-// (the resource being the statement's first argument): the hash of the
-// floor table's name and that of the resource. Two resources (or another
-// program's lock) with the same key only wait for each other more than
-// they need to: the floor row's own lock decides.
-func advisoryKey(floor string) string {
-	return `hashtext('` + floor + `'), hashtext($1)`
-}
-
-// rebind turns ? placeholders into $1, $2, ... for PostgreSQL.
-func (s *Store) rebind(q string) string {
-	if s.dialect != Postgres || q == "" {
-		return q
-	}
+// rebind turns ? placeholders into $1, $2, ... (PostgreSQL's).
+func rebind(q string) string {
 	var b strings.Builder
 	n := 0
 	for _, c := range q {

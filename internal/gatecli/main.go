@@ -6,7 +6,8 @@
 // synchronous=FULL, as fence-proxy keeps its state), or gates/redisfence on
 // "redis://host:port prefix", then
 // reads one JSON request a line from standard input and answers one JSON
-// line each:
+// line each (with -texts TABLE instead, it prints the texts the gates send:
+// see texts):
 //
 //	{"op": "commit"|"admit"|"floor"|"rejections", "resource", "holder", "fence", "value"}
 //	-> {"ok": true} | {"stale": {seq, resource, ...}} | {"error": "..."} | {"floor": n} | {"rejections": [...]}
@@ -145,6 +146,10 @@ func rejection(r fence.Rejection) map[string]any {
 }
 
 func main() {
+	if len(os.Args) == 3 && os.Args[1] == "-texts" {
+		texts(os.Args[2])
+		return
+	}
 	ctx := context.Background()
 	g, err := open(ctx, os.Args[1])
 	if err != nil {
@@ -240,4 +245,17 @@ func bench(ctx context.Context, g *gate, q request) (float64, error) {
 		return 0, err
 	}
 	return float64(q.N) / elapsed.Seconds(), nil
+}
+
+// texts prints, as one JSON object, the texts Go's gates send for table:
+// {"fence": fence.lua, "page": page.lua, "postgres": {name: statement}}, for
+// the test that checks lease-fence/redis and lease-fence/sql send the same
+// bytes (test/gates/texts.test.mjs).
+func texts(table string) {
+	statements, err := sqlfence.Statements(sqlfence.Options{Dialect: sqlfence.Postgres, Table: table})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	_ = json.NewEncoder(os.Stdout).Encode(map[string]any{"fence": redisfence.Script(), "page": redisfence.PageScript(), "postgres": statements})
 }

@@ -330,8 +330,8 @@ var mutations = []mutation{
 		Why: "a higher fence takes the share path: it runs alongside the writes in flight instead of waiting, and does not raise",
 	},
 	{
-		Name: "sqlfence/share-without-advisory-lock", File: "gates/sqlfence/sqlfence.go", Suite: "sqlfence",
-		Old: "pg_advisory_xact_lock_shared(` + advisoryKey(floor) + `)::text", New: "''::text",
+		Name: "sqlfence/share-without-advisory-lock", File: "gates/sqlfence/statements.sql", Suite: "sqlfence",
+		Old: "pg_advisory_xact_lock_shared(hashtext('{floor}'), hashtext($1))::text AS locked", New: "''::text AS locked",
 		Why: "an equal-fence write takes only the row's share lock, so one that arrives after a waiting raise runs before it",
 	},
 	{
@@ -352,12 +352,12 @@ var mutations = []mutation{
 	},
 	{
 		Name: "js/sql-raise-joins-share", File: "wasm/js/sql.mjs", Suite: "js-sql",
-		Old: "WHERE resource = $1 AND fence = $2 FOR SHARE", New: "WHERE resource = $1 AND fence <= $2 FOR SHARE",
+		Old: "'{cmp}': '='", New: "'{cmp}': '<='",
 		Why: "lease-fence/sql admits a higher fence through the share statement: it neither waits nor raises",
 	},
 	{
 		Name: "js/sql-share-without-advisory-lock", File: "wasm/js/sql.mjs", Suite: "js-sql",
-		Old: "pg_advisory_xact_lock_shared(${key})::text AS locked", New: "''::text AS locked",
+		Old: "share: exclusive ? null : q('share'),", New: "share: exclusive ? null : q('share').replace(/pg_advisory_xact_lock_shared\\(.*?\\)\\)::text/, \"''::text\"),",
 		Why: "lease-fence/sql's equal-fence write takes only the row's share lock, so one that arrives after a waiting raise runs before it",
 	},
 }

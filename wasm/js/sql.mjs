@@ -8,6 +8,7 @@
 // It takes a pool (a pg.Pool, or anything whose connect() resolves to a
 // client with query(text, values) and release(err)); it does not import pg.
 import { InvalidArgumentError, isStaleFence } from './errors.mjs';
+import { SQL } from './gate-texts.mjs';
 import {
   checkId, checkSignal, checkToken, FenceStoreError, MAX_REJECTIONS_PAGE, OutcomeUnknownError, pageOptions, rejection, signalOf, staleError,
 } from './gate-common.mjs';
@@ -20,6 +21,21 @@ export const MAX_ATTEMPTS = 8;
 const TABLE = /^[A-Za-z_][A-Za-z0-9_]{0,40}$/;
 // The rejection table's columns that earlier versions named otherwise.
 const RENAMED_COLUMNS = [['refused_holder', 'refused_holder_id'], ['admitted_holder', 'admitted_holder_id']];
+
+// The tokens of gates/sqlfence/statements.sql and their PostgreSQL values
+// (the tests' deliberate breaks are Go's alone).
+const TOKENS = { '{greatest}': 'GREATEST', '{xid}': ', pg_current_xact_id()::text AS xid', '{inserted}': '?', '{raised}': 'excluded.fence', '{cmp}': '=' };
+
+// statement is the PostgreSQL text of the statement called name over the
+// tables floor and rej, as Go's sqlfence makes it: its tokens replaced
+// (more: further token, value pairs), then its ? placeholders numbered
+// $1, $2, ...
+function statement(name, floor, rej, ...more) {
+  const values = { ...TOKENS, '{floor}': floor, '{rejection}': rej };
+  for (let i = 0; i < more.length; i += 2) values[more[i]] = more[i + 1];
+  let n = 0;
+  return SQL[name].replace(/\{[a-z]+\}/g, (t) => values[t] ?? t).replace(/\?/g, () => `$${++n}`);
+}
 
 /**
  * Opens the gate on pool, creating its two tables (<table>_floor and
@@ -82,47 +98,30 @@ class SqlFence {
     this.#pool = pool;
     const floor = `${table}_floor`;
     const rej = `${table}_rejection`;
-    // The advisory lock of a resource's floor row, as Go's sqlfence.
-    const key = `hashtext('${floor}'), hashtext($1)`;
+    // The statements are Go's sqlfence's, from their one source,
+    // gates/sqlfence/statements.sql, with its tokens replaced as Go replaces
+    // them for PostgreSQL (see statement below). Their meaning is said in
+    // gates/sqlfence/sqlfence.go.
+    const q = (name, ...more) => statement(name, floor, rej, ...more);
     this.#q = {
-      schema: [
-        `CREATE TABLE IF NOT EXISTS ${floor} (resource TEXT PRIMARY KEY, fence BIGINT NOT NULL, holder TEXT NOT NULL, rejections BIGINT NOT NULL)`,
-        `CREATE TABLE IF NOT EXISTS ${rej} (resource TEXT NOT NULL, seq BIGINT NOT NULL, refused_holder_id TEXT NOT NULL, ` +
-          'refused_fence BIGINT NOT NULL, admitted_holder_id TEXT NOT NULL, admitted_fence BIGINT NOT NULL, PRIMARY KEY (resource, seq))',
-      ],
-      // The check and the raise as one statement, as Go's sqlfence: insert
-      // the floor row or lock it; from the row as it was, raise the floor
-      // to the fence if above it (or if the row has no holder yet), count
-      // a refusal if below; return the row as it is then. A fence below
-      // the returned floor was refused, its seq the returned count.
-      upsert: `INSERT INTO ${floor} AS f (resource, fence, holder, rejections) VALUES ($1, $2, $3, 0)
-        ON CONFLICT (resource) DO UPDATE SET
-          fence = GREATEST(f.fence, excluded.fence),
-          holder = CASE WHEN excluded.fence > f.fence OR f.holder = '' THEN excluded.holder ELSE f.holder END,
-          rejections = f.rejections + CASE WHEN excluded.fence < f.fence THEN 1 ELSE 0 END
-        RETURNING fence, holder, rejections, pg_current_xact_id()::text AS xid`,
-      // Shared admission, as Go's sqlfence (null with exclusive): a fence
-      // equal to the floor takes the resource's advisory lock, then the
-      // floor row, in share mode, and changes nothing; any other write
-      // (no row back) takes the advisory lock for itself, unless the share
-      // statement took it already, before the upsert. A raise so waits for
-      // the writes in flight, and a share request made after it queues
-      // behind it.
-      share: exclusive ? null : `SELECT fence, holder, rejections, pg_current_xact_id()::text AS xid,
-          pg_advisory_xact_lock_shared(${key})::text AS locked
-        FROM ${floor} WHERE resource = $1 AND fence = $2 FOR SHARE`,
-      raiseLock: `SELECT count(pg_advisory_xact_lock(${key})) FROM (SELECT 1) AS one
-        WHERE NOT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()
-          AND classid = hashtext('${floor}')::oid AND objid = hashtext($1)::oid AND objsubid = 2)`,
-      log: `INSERT INTO ${rej} (resource, seq, refused_holder_id, refused_fence, admitted_holder_id, admitted_fence) VALUES ($1, $2, $3, $4, $5, $6)`,
-      floor: `SELECT fence FROM ${floor} WHERE resource = $1`,
-      rejections: `SELECT seq, refused_holder_id, refused_fence, admitted_holder_id, admitted_fence FROM ${rej} WHERE resource = $1 ORDER BY seq`,
-      rejectionsAfter: `SELECT seq, refused_holder_id, refused_fence, admitted_holder_id, admitted_fence FROM ${rej} WHERE resource = $1 AND seq > $2 ORDER BY seq LIMIT $3`,
-      status: 'SELECT pg_xact_status($1::xid8) AS status',
+      schema: [q('floor_table'), q('rejection_table')],
+      upsert: q('upsert'),
+      // Shared admission (null with exclusive): a fence equal to the floor
+      // takes the resource's advisory lock, then the floor row, in share
+      // mode, and changes nothing; any other write (no row back) takes the
+      // advisory lock for itself (raiseLock), unless the share statement
+      // took it already, before the upsert.
+      share: exclusive ? null : q('share'),
+      raiseLock: q('raise_lock'),
+      log: q('log_rejection'),
+      floor: q('floor'),
+      rejections: q('rejections'),
+      rejectionsAfter: q('rejections_after'),
+      status: q('status'),
       // Tables made by an earlier version name two rejection columns
       // otherwise; opening renames them, as Go's sqlfence does.
-      hasColumn: 'SELECT count(*)::int AS n FROM pg_attribute WHERE attrelid = to_regclass($1) AND attname = $2 AND NOT attisdropped',
-      renames: RENAMED_COLUMNS.map(([from, to]) => [rej, from, to, `ALTER TABLE ${rej} RENAME COLUMN ${from} TO ${to}`]),
+      hasColumn: q('has_column_postgres'),
+      renames: RENAMED_COLUMNS.map(([from, to]) => [rej, from, to, q('rename_column', '{from}', from, '{to}', to)]),
     };
   }
 
