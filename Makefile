@@ -49,7 +49,7 @@ TEST_JOBS ?= 2
 # alone at the end; those not named here follow in the order of mk/*.mk.
 # Their times: docs/benchmarks.md, "Test suite times".
 TEST_ORDER := test-web-explainer test-service test-svcclient test-worker-e2e lint \
-  test-web-pages test-proxy test-js test-sim test-gates-js test-core-race test-gates \
+  test-web-pages test-console test-proxy test-js test-sim test-gates-js test-core-race test-gates \
   test-wasm-fuzz-go test-core-js test-consumers lint-pg-drill test-proxy-js
 TEST_GOALS = $(foreach t,$(TEST_ORDER),$(filter $(t),lint $(TESTS))) $(filter-out $(TEST_ORDER),lint $(TESTS))
 
