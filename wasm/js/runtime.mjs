@@ -342,7 +342,7 @@ const READ_SOURCE = 8;
 export let wasmCalls = 0;
 
 // yieldToGo lets Go's garbage collector run its mark worker (lf_yield, see
-// exports_js.go); enter queues it as a microtask every 1,024 calls, so it
+// main_js.go); enter queues it as a microtask every 1,024 calls, so it
 // runs once the caller's synchronous code is done, with the stack almost
 // empty.
 let yieldQueued = false;

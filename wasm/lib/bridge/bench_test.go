@@ -9,15 +9,31 @@ import (
 	"github.com/lease-fence/lease-fence/wasm/lib/convert"
 )
 
+// The operations the benchmarks run, looked up once.
+var (
+	opClientBeginAcquire    = OpNamed("client_begin_acquire")
+	opClientCompleteAcquire = OpNamed("client_complete_acquire")
+	opClientCompleteLast    = OpNamed("client_complete_last")
+	opCoordAcquire          = OpNamed("coord_acquire")
+	opCoordAcquireLast      = OpNamed("coord_acquire_last")
+	opCoordRelease          = OpNamed("coord_release")
+	opCoordReleaseIds       = OpNamed("coord_release_ids")
+	opGateCommit            = OpNamed("gate_commit")
+	opGateCommitIds         = OpNamed("gate_commit_ids")
+	opGateFloor             = OpNamed("gate_floor")
+	opGateNew               = OpNamed("gate_new")
+	opIntern                = OpNamed("intern")
+)
+
 // BenchmarkGateCommit is the Go half of gate.commit from JavaScript:
 // decoding the token and callback tag, the floor check, and the status.
 func BenchmarkGateCommit(b *testing.B) {
 	br := New()
-	h := uint32(must(&testing.T{}, br, br.GateNew(call(br, args().String("deploy-slot").Tag(convert.TagUndefined)))).F64())
+	h := uint32(must(&testing.T{}, br, br.Do(opGateNew, Call{N: call(br, args().String("deploy-slot").Tag(convert.TagUndefined))})).F64())
 	n := call(br, args().PutArgToken(fence.Token{Resource: "deploy-slot", HolderID: "agent-a", Fence: 1}).Tag(convert.TagFunction))
 	b.ReportAllocs()
 	for b.Loop() {
-		if st := br.GateCommit(h, n); st != OK {
+		if st := br.Do(opGateCommit, Call{H: h, N: n}); st != OK {
 			b.Fatal(st)
 		}
 	}
@@ -26,10 +42,10 @@ func BenchmarkGateCommit(b *testing.B) {
 // BenchmarkGateFloor is the smallest call: a handle lookup and one number.
 func BenchmarkGateFloor(b *testing.B) {
 	br := New()
-	h := uint32(must(&testing.T{}, br, br.GateNew(call(br, args().String("deploy-slot").Tag(convert.TagUndefined)))).F64())
+	h := uint32(must(&testing.T{}, br, br.Do(opGateNew, Call{N: call(br, args().String("deploy-slot").Tag(convert.TagUndefined))})).F64())
 	b.ReportAllocs()
 	for b.Loop() {
-		br.GateFloor(h)
+		br.Do(opGateFloor, Call{H: h})
 	}
 }
 
@@ -39,7 +55,7 @@ func BenchmarkBeginAcquire(b *testing.B) {
 	n := call(w.b, args().String("deploy-slot"))
 	b.ReportAllocs()
 	for b.Loop() {
-		if st := w.b.ClientBeginAcquire(w.client, n); st != OK {
+		if st := w.b.Do(opClientBeginAcquire, Call{H: w.client, N: n}); st != OK {
 			b.Fatal(st)
 		}
 	}
@@ -54,7 +70,7 @@ func BenchmarkAcquireDenied(b *testing.B) {
 	n := call(w.b, args().PutArgRequest(req))
 	b.ReportAllocs()
 	for b.Loop() {
-		if st := w.b.CoordAcquire(w.coord, n); st != OK {
+		if st := w.b.Do(opCoordAcquire, Call{H: w.coord, N: n}); st != OK {
 			b.Fatal(st)
 		}
 	}
@@ -74,22 +90,22 @@ func BenchmarkCycle(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		out := ok(br.ClientBeginAcquire(w.client, call(br, args().String("slot"))))
+		out := ok(br.Do(opClientBeginAcquire, Call{H: w.client, N: call(br, args().String("slot"))}))
 		id := out.Str()
 		req := lease.Request{Kind: lease.KindAcquire, RequestID: id, Resource: "slot", HolderID: "agent-a",
 			SentAt: clock.At("agent-a", out.F64())}
-		out = ok(br.CoordAcquire(w.coord, call(br, args().PutArgRequest(req))))
+		out = ok(br.Do(opCoordAcquire, Call{H: w.coord, N: call(br, args().PutArgRequest(req))}))
 		out.F64()
 		g := grantOf(out, req)
 		// As the JavaScript wrapper sends it: the grant's strings that
 		// repeat the request's go as TagSame (its expiry's domain is the
 		// coordinator's, another clock's, so it goes in full).
-		ok(br.ClientCompleteAcquire(w.client, call(br, args().PutArgRequest(req).Object().
+		ok(br.Do(opClientCompleteAcquire, Call{H: w.client, N: call(br, args().PutArgRequest(req).Object().
 			Tag(convert.TagSame).Tag(convert.TagSame).Tag(convert.TagSame).Number(float64(g.Fence)).Number(clock.Millis(g.TTL)).
-			Object().Number(g.CoordinatorExpiresAt.Millis).String(g.CoordinatorExpiresAt.Domain))))
+			Object().Number(g.CoordinatorExpiresAt.Millis).String(g.CoordinatorExpiresAt.Domain))}))
 		tok := g.Token()
-		ok(br.GateCommit(w.gate, call(br, args().PutArgToken(tok).Tag(convert.TagFunction))))
-		ok(br.CoordRelease(w.coord, call(br, args().PutArgToken(tok))))
+		ok(br.Do(opGateCommit, Call{H: w.gate, N: call(br, args().PutArgToken(tok).Tag(convert.TagFunction))}))
+		ok(br.Do(opCoordRelease, Call{H: w.coord, N: call(br, args().PutArgToken(tok))}))
 	}
 }
 
@@ -107,17 +123,17 @@ func BenchmarkCycleReused(b *testing.B) {
 		}
 		return out
 	}
-	slot := uint32(ok(br.Intern(call(br, args().String("slot")))).F64())
-	agent := uint32(ok(br.Intern(call(br, args().String("agent-a")))).F64())
+	slot := uint32(ok(br.Do(opIntern, Call{N: call(br, args().String("slot"))})).F64())
+	agent := uint32(ok(br.Do(opIntern, Call{N: call(br, args().String("agent-a"))})).F64())
 	begin := call(br, args().String("slot"))
 	b.ReportAllocs()
 	for b.Loop() {
-		ok(br.ClientBeginAcquire(w.client, begin))
-		out := ok(br.CoordAcquireLast(w.coord))
+		ok(br.Do(opClientBeginAcquire, Call{H: w.client, N: begin}))
+		out := ok(br.Do(opCoordAcquireLast, Call{H: w.coord}))
 		out.F64()
 		f := out.F64()
-		ok(br.ClientCompleteLast(w.client))
-		ok(br.GateCommitIDs(w.gate, slot, agent, f))
-		ok(br.CoordReleaseIDs(w.coord, slot, agent, f))
+		ok(br.Do(opClientCompleteLast, Call{H: w.client}))
+		ok(br.Do(opGateCommitIds, Call{H: w.gate, ID1: slot, ID2: agent, X: f}))
+		ok(br.Do(opCoordReleaseIds, Call{H: w.coord, ID1: slot, ID2: agent, X: f}))
 	}
 }

@@ -1,13 +1,14 @@
 // Package bridge is the library's JavaScript API expressed with numbers and
-// byte buffers, so that it runs and is tested natively. wasm/lib (GOOS=js)
-// exports each method with //go:wasmexport; wasm/js/runtime.mjs calls
-// them through instance.exports.
+// byte buffers, so that it runs and is tested natively. Its operations are
+// one table, Ops, run by Bridge.Do; wasm/lib (GOOS=js) exports each as
+// lf_<Name> with //go:wasmexport (exports_js.go, generated from Ops);
+// wasm/js/runtime.mjs calls them through instance.exports.
 //
 // A call goes: JavaScript writes the arguments into In (see package convert),
-// calls a method with object handles and the argument length, and reads the
-// results from Out. The returned status is OK, one of the Err codes, in
-// which case Out holds the error (see Bridge.status), or ReadSource. Every
-// method recovers panics, so no input can stop the Go instance.
+// calls an operation with object handles and the argument length, and reads
+// the results from Out. The returned status is OK, one of the Err codes, in
+// which case Out holds the error (see Bridge.status), or ReadSource. Do
+// recovers panics, so no input can stop the Go instance.
 //
 // Go never calls into JavaScript. A call that needs the reading of a
 // JavaScript clock source (createClock) makes every check that does not
@@ -26,10 +27,11 @@ import (
 	"github.com/lease-fence/lease-fence/core/clock"
 	"github.com/lease-fence/lease-fence/core/fence"
 	"github.com/lease-fence/lease-fence/core/lease"
+	"github.com/lease-fence/lease-fence/core/naive"
 	"github.com/lease-fence/lease-fence/wasm/lib/convert"
 )
 
-// Status codes returned by every method. JavaScript maps each error code to
+// Status codes returned by every operation. JavaScript maps each error code to
 // the error class of the same name.
 const (
 	OK                  int32 = 0
@@ -47,7 +49,7 @@ const (
 	ReadSource int32 = 8
 )
 
-// Outcome codes written first by Acquire and Renew.
+// Outcome codes written first by coord_acquire and coord_renew.
 const (
 	Granted = 1 // then the grant
 	Denied  = 2 // then heldBy, retryAfterMillis
@@ -74,21 +76,21 @@ type Bridge struct {
 	free []uint32
 
 	// ids holds the strings JavaScript registered with Intern, by id, for
-	// the calls that take strings as numbers (GateCommitIDs).
+	// the calls that take strings as numbers (gate_commit_ids).
 	ids     []string
 	strings convert.Interner
 
-	// last is the request the last successful ClientBeginAcquire made, and
-	// grant the grant of the last acquisition CoordAcquireLast granted for
+	// last is the request the last successful client_begin_acquire made, and
+	// grant the grant of the last acquisition coord_acquire_last granted for
 	// it. JavaScript keeps the objects it returned for them and, when a call
-	// passes those same objects unchanged, calls CoordAcquireLast or
-	// ClientCompleteLast with no arguments instead of encoding them again:
+	// passes those same objects unchanged, calls coord_acquire_last or
+	// client_complete_last with no arguments instead of encoding them again:
 	// Go then uses these values, which are the ones the objects hold.
 	last  lease.Request
 	grant lastGrant
 }
 
-// lastGrant is the grant CoordAcquireLast made for Bridge.last: its request
+// lastGrant is the grant coord_acquire_last made for Bridge.last: its request
 // id, resource and holder are last's, so only the rest is kept (a grant
 // kept whole would cost the writes of four more pointers per lease, each
 // slowed by the garbage collector's write barrier while it marks). fence is
@@ -131,7 +133,7 @@ type Reading struct {
 }
 
 // sourceReading is the read function of the clock over JavaScript source
-// reader (ClockCustom). It returns the reading JavaScript supplied for this
+// reader (clock_custom). It returns the reading JavaScript supplied for this
 // request, at most once; without one it notes the request (guard turns the
 // call's status into ReadSource) and returns NaN, which the clock refuses,
 // so the call fails before it changes anything.
@@ -193,6 +195,12 @@ func (b *Bridge) Free(h uint32) {
 	b.free = append(b.free, h)
 }
 
+// ResetIDs forgets every interned string (see the operation intern).
+func (b *Bridge) ResetIDs() {
+	clear(b.ids)
+	b.ids = b.ids[:0]
+}
+
 func (b *Bridge) add(o any) uint32 {
 	if n := len(b.free); n > 0 {
 		h := b.free[n-1]
@@ -204,14 +212,32 @@ func (b *Bridge) add(o any) uint32 {
 	return uint32(len(b.objs) - 1)
 }
 
-func get[T any](b *Bridge, h uint32, k convert.Kind) (T, error) {
-	var zero T
+// lookup returns the object handle h names if it is a live object of kind
+// k.
+func (b *Bridge) lookup(h uint32, k convert.Kind) (any, error) {
 	if int(h) < len(b.objs) {
-		if o, ok := b.objs[h].(T); ok {
+		if o := b.objs[h]; o != nil && kindOf(o) == k {
 			return o, nil
 		}
 	}
-	return zero, &convert.ArgumentError{Arg: "this", Reason: "is not a live " + k.String()}
+	return nil, &convert.ArgumentError{Arg: "this", Reason: "is not a live " + k.String()}
+}
+
+// kindOf returns the kind of a handle's object.
+func kindOf(o any) convert.Kind {
+	switch o.(type) {
+	case *fence.Gate:
+		return convert.KindGate
+	case *lease.Coordinator:
+		return convert.KindCoordinator
+	case *lease.Client:
+		return convert.KindClient
+	case *clockObj:
+		return convert.KindClock
+	case *naive.Lease:
+		return convert.KindNaive
+	}
+	return 0
 }
 
 // args returns a reader over the first n bytes of In.
@@ -234,8 +260,7 @@ func (b *Bridge) out() *convert.Writer {
 
 // guard turns a panic into ErrInternal, and the status of a call that
 // needs a reading of a JavaScript clock source into ReadSource. A reading
-// supplied for the call is used by it or not at all. Deferred by every
-// method.
+// supplied for the call is used by it or not at all. Deferred by Do.
 func (b *Bridge) guard(st *int32) {
 	b.Reading.Reader = 0
 	if b.want != 0 {
@@ -368,41 +393,38 @@ func (b *Bridge) clockArg(r *convert.Reader, arg string) (clock.Clock, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := get[*clockObj](b, h, convert.KindClock)
+	o, err := b.lookup(h, convert.KindClock)
 	if err != nil {
 		return nil, err
 	}
-	return c.c, nil
+	return o.(*clockObj).c, nil
 }
 
-// newHandle writes h as the result.
-func (b *Bridge) newHandle(o any) int32 {
-	h := b.add(o)
-	b.out().F64(float64(h))
-	return OK
-}
-
-// recv looks up the receiver, handle h of kind k, then opens the argument
-// list of n bytes; an op's first two steps.
-func recv[T any](b *Bridge, h uint32, k convert.Kind, n int32) (T, convert.Reader, error) {
-	o, err := get[T](b, h, k)
+// newHandle makes a handle for o, the object a constructor returned with
+// err, and writes it as the result; or returns err.
+func (b *Bridge) newHandle(o any, err error) error {
 	if err != nil {
-		return o, convert.Reader{}, err
+		return err
 	}
-	r, err := b.args(n)
-	return o, r, err
+	b.out().F64(float64(b.add(o)))
+	return nil
+}
+
+// newClock is newHandle for a clock.
+func (b *Bridge) newClock(c clock.Clock, err error) error {
+	if err != nil {
+		return err
+	}
+	m, _ := c.(*clock.Manual)
+	return b.newHandle(&clockObj{c: c, manual: m}, nil)
 }
 
 // lastHandle reads the final argument, a handle of kind k (described by what
 // in errors), ends the argument list, and looks the handle up.
-func lastHandle[T any](b *Bridge, r *convert.Reader, arg string, k convert.Kind, what string) (T, error) {
+func (b *Bridge) lastHandle(r *convert.Reader, arg string, k convert.Kind, what string) (any, error) {
 	h, err := r.Handle(arg, k, what)
-	if err == nil {
-		err = r.End()
+	if err = end(r, err); err != nil {
+		return nil, err
 	}
-	if err != nil {
-		var zero T
-		return zero, err
-	}
-	return get[T](b, h, k)
+	return b.lookup(h, k)
 }

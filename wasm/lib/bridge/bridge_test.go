@@ -22,6 +22,15 @@ func call(b *Bridge, w *convert.ArgWriter) int32 {
 
 func args() *convert.ArgWriter { return &convert.ArgWriter{} }
 
+// do runs the operation named name, as its wasm export does.
+func (b *Bridge) do(name string, c Call) int32 {
+	op := OpNamed(name)
+	if op == nil {
+		panic("no operation " + name)
+	}
+	return b.Do(op, c)
+}
+
 // withSource makes the call op as the JavaScript glue does: if it stops
 // for the reading of a clock source (ReadSource), it takes read(reader),
 // puts it in b.Reading with the ticket and makes the call again.
@@ -73,11 +82,11 @@ func newWorld(t *testing.T) *world {
 	t.Helper()
 	b := New()
 	w := &world{b: b}
-	w.coordClock = handle(t, b, b.ClockManual(call(b, args().String("coordinator").Object().Number(0).Number(1))))
-	w.aClock = handle(t, b, b.ClockManual(call(b, args().String("agent-a").Tag(convert.TagUndefined))))
-	w.coord = handle(t, b, b.CoordNew(call(b, args().Object().Handle(convert.KindClock, w.coordClock).Number(1000).Tag(convert.TagUndefined))))
-	w.client = handle(t, b, b.ClientNew(call(b, args().Object().Handle(convert.KindClock, w.aClock).String("agent-a").Number(10))))
-	w.gate = handle(t, b, b.GateNew(call(b, args().String("slot").Tag(convert.TagNull))))
+	w.coordClock = handle(t, b, b.do("clock_manual", Call{N: call(b, args().String("coordinator").Object().Number(0).Number(1))}))
+	w.aClock = handle(t, b, b.do("clock_manual", Call{N: call(b, args().String("agent-a").Tag(convert.TagUndefined))}))
+	w.coord = handle(t, b, b.do("coord_new", Call{N: call(b, args().Object().Handle(convert.KindClock, w.coordClock).Number(1000).Tag(convert.TagUndefined))}))
+	w.client = handle(t, b, b.do("client_new", Call{N: call(b, args().Object().Handle(convert.KindClock, w.aClock).String("agent-a").Number(10))}))
+	w.gate = handle(t, b, b.do("gate_new", Call{N: call(b, args().String("slot").Tag(convert.TagNull))}))
 	return w
 }
 
@@ -86,7 +95,7 @@ func newWorld(t *testing.T) *world {
 // of domain "agent-a").
 func (w *world) beginAcquire(t *testing.T, resource string) lease.Request {
 	t.Helper()
-	out := must(t, w.b, w.b.ClientBeginAcquire(w.client, call(w.b, args().String(resource))))
+	out := must(t, w.b, w.b.do("client_begin_acquire", Call{H: w.client, N: call(w.b, args().String(resource))}))
 	id := out.Str()
 	return lease.Request{Kind: lease.KindAcquire, RequestID: id, Resource: resource, HolderID: "agent-a",
 		SentAt: clock.At("agent-a", out.F64())}
@@ -108,13 +117,13 @@ func (w *world) acquire(t *testing.T) lease.Grant {
 	t.Helper()
 	b := w.b
 	req := w.beginAcquire(t, "slot")
-	out := must(t, b, b.CoordAcquire(w.coord, call(b, args().PutArgRequest(req))))
+	out := must(t, b, b.do("coord_acquire", Call{H: w.coord, N: call(b, args().PutArgRequest(req))}))
 	if code := out.F64(); code != Granted {
 		t.Fatalf("outcome %v, want granted", code)
 	}
 	g := grantOf(out, req)
 	live := b.Live()
-	out = must(t, b, b.ClientCompleteAcquire(w.client, call(b, args().PutArgRequest(req).PutArgGrant(g))))
+	out = must(t, b, b.do("client_complete_acquire", Call{H: w.client, N: call(b, args().PutArgRequest(req).PutArgGrant(g))}))
 	if f, ms, ttl, exp := out.F64(), out.F64(), out.F64(), out.F64(); f != float64(g.Fence) || ms != req.SentAt.Millis+1000-10 ||
 		ttl != 1000 || exp != g.CoordinatorExpiresAt.Millis {
 		t.Fatalf("lease fence %v deadline %v ttl %v expiry %v; want %v, sentAt+ttl-skew, 1000, %v", f, ms, ttl, exp, g.Fence, g.CoordinatorExpiresAt.Millis)
@@ -130,23 +139,23 @@ func TestRoundTripAndStale(t *testing.T) {
 	b := w.b
 	g := w.acquire(t)
 	tok := g.Token()
-	must(t, b, b.GateCommit(w.gate, call(b, args().PutArgToken(tok).Tag(convert.TagFunction))))
-	if f := must(t, b, b.GateFloor(w.gate)).F64(); f != float64(g.Fence) {
+	must(t, b, b.do("gate_commit", Call{H: w.gate, N: call(b, args().PutArgToken(tok).Tag(convert.TagFunction))}))
+	if f := must(t, b, b.do("gate_floor", Call{H: w.gate})).F64(); f != float64(g.Fence) {
 		t.Fatalf("floor %v", f)
 	}
 	newer := tok
 	newer.Fence, newer.HolderID = tok.Fence+1, "agent-b"
-	must(t, b, b.GateAdmit(w.gate, call(b, args().PutArgToken(newer))))
-	out := fail(t, b, b.GateCommit(w.gate, call(b, args().PutArgToken(tok).Tag(convert.TagFunction))), ErrStaleFence, "stale write")
+	must(t, b, b.do("gate_admit", Call{H: w.gate, N: call(b, args().PutArgToken(newer))}))
+	out := fail(t, b, b.do("gate_commit", Call{H: w.gate, N: call(b, args().PutArgToken(tok).Tag(convert.TagFunction))}), ErrStaleFence, "stale write")
 	if seq, res, refused, rf, admitted, af := out.F64(), out.Str(), out.Str(), out.F64(), out.Str(), out.F64(); seq != 1 || res != "slot" ||
 		refused != "agent-a" || rf != float64(tok.Fence) || admitted != "agent-b" || af != float64(newer.Fence) {
 		t.Fatalf("rejection %v %s %s %v %s %v", seq, res, refused, rf, admitted, af)
 	}
-	out = must(t, b, b.GateRejections(w.gate, 0))
+	out = must(t, b, b.do("gate_rejections", Call{H: w.gate, X: 0}))
 	if count, max, n := out.F64(), out.F64(), out.F64(); count != 1 || max != 1000 || n != 1 {
 		t.Fatalf("count %v, max %v, %v entries", count, max, n)
 	}
-	out = must(t, b, b.GateRejections(w.gate, 1))
+	out = must(t, b, b.do("gate_rejections", Call{H: w.gate, X: 1}))
 	if count, _, n := out.F64(), out.F64(), out.F64(); count != 1 || n != 0 {
 		t.Fatalf("count %v, %v entries after the first", count, n)
 	}
@@ -157,49 +166,49 @@ func TestBadCallsChangeNothing(t *testing.T) {
 	b := w.b
 	// A commit whose callback is not a function is refused before the floor moves.
 	tok := args().PutArgToken(lease.Grant{Resource: "slot", HolderID: "x", Fence: 5}.Token())
-	fail(t, b, b.GateCommit(w.gate, call(b, tok.Tag(convert.TagNull))), ErrInvalidArgument, "fn must be a function")
-	if f := must(t, b, b.GateFloor(w.gate)).F64(); f != 0 {
+	fail(t, b, b.do("gate_commit", Call{H: w.gate, N: call(b, tok.Tag(convert.TagNull))}), ErrInvalidArgument, "fn must be a function")
+	if f := must(t, b, b.do("gate_floor", Call{H: w.gate})).F64(); f != 0 {
 		t.Fatalf("floor moved to %v", f)
 	}
 	// A request of the wrong kind does not read (and so step) the coordinator's clock.
 	ren := lease.Request{Kind: lease.KindRenew, RequestID: "r", Resource: "slot", HolderID: "a", Fence: 1}
 	ren.SentAt.Millis, ren.SentAt.Domain = 1, "agent-a"
-	out := fail(t, b, b.CoordAcquire(w.coord, call(b, args().PutArgRequest(ren))), ErrInvalidArgument, `must be "acquire"`)
+	out := fail(t, b, b.do("coord_acquire", Call{H: w.coord, N: call(b, args().PutArgRequest(ren))}), ErrInvalidArgument, `must be "acquire"`)
 	if arg := out.Str(); arg != "request.kind" {
 		t.Fatalf("argument %q", arg)
 	}
-	if ms := must(t, b, b.ClockNow(w.coordClock)).F64(); ms != 0 {
+	if ms := must(t, b, b.do("clock_now", Call{H: w.coordClock})).F64(); ms != 0 {
 		t.Fatalf("coordinator clock at %v, want untouched 0", ms)
 	}
 	// Wrong handles and kinds.
-	fail(t, b, b.GateFloor(w.coord), ErrInvalidArgument, "not a live FenceGate")
-	fail(t, b, b.ClockNow(9999), ErrInvalidArgument, "not a live clock")
-	fail(t, b, b.ClockAdvance(w.coordClock, call(b, args().Number(-1))), ErrInvalidArgument, "must not be negative")
-	fail(t, b, b.ClockSet(w.coordClock, call(b, args().Number(-1))), ErrClockReading, "lower than an earlier reading")
-	fail(t, b, b.ClockNow(0), ErrInvalidArgument, "not a live clock")
-	fail(t, b, b.ClockManual(-1), ErrInvalidArgument, "out of range")
+	fail(t, b, b.do("gate_floor", Call{H: w.coord}), ErrInvalidArgument, "not a live FenceGate")
+	fail(t, b, b.do("clock_now", Call{H: 9999}), ErrInvalidArgument, "not a live clock")
+	fail(t, b, b.do("clock_advance", Call{H: w.coordClock, N: call(b, args().Number(-1))}), ErrInvalidArgument, "must not be negative")
+	fail(t, b, b.do("clock_set", Call{H: w.coordClock, N: call(b, args().Number(-1))}), ErrClockReading, "lower than an earlier reading")
+	fail(t, b, b.do("clock_now", Call{H: 0}), ErrInvalidArgument, "not a live clock")
+	fail(t, b, b.do("clock_manual", Call{N: -1}), ErrInvalidArgument, "out of range")
 }
 
 func TestErrorsMapToCodes(t *testing.T) {
 	w := newWorld(t)
 	b := w.b
-	fail(t, b, b.InstantSince(call(b, args().Object().Number(1).String("a").Object().Number(0).String("b"))), ErrClockDomain, "cannot be measured")
-	if d := must(t, b, b.InstantSince(call(b, args().Object().Number(5).String("a").Object().Number(2).String("a")))).F64(); d != 3 {
+	fail(t, b, b.do("instant_since", Call{N: call(b, args().Object().Number(1).String("a").Object().Number(0).String("b"))}), ErrClockDomain, "cannot be measured")
+	if d := must(t, b, b.do("instant_since", Call{N: call(b, args().Object().Number(5).String("a").Object().Number(2).String("a"))})).F64(); d != 3 {
 		t.Fatalf("since = %v", d)
 	}
 	req := w.beginAcquire(t, "slot")
-	out := must(t, b, b.CoordAcquire(w.coord, call(b, args().PutArgRequest(req))))
+	out := must(t, b, b.do("coord_acquire", Call{H: w.coord, N: call(b, args().PutArgRequest(req))}))
 	out.F64()
 	g := grantOf(out, req)
 	other := g
 	other.Resource = "other"
-	fail(t, b, b.ClientCompleteAcquire(w.client, call(b, args().PutArgRequest(req).PutArgGrant(other))), ErrGrantMismatch, "does not answer")
-	must(t, b, b.ClientCompleteAcquire(w.client, call(b, args().PutArgRequest(req).PutArgGrant(g))))
-	fail(t, b, b.ClientCompleteAcquire(w.client, call(b, args().PutArgRequest(req).PutArgGrant(g))), ErrRequestCompleted, "already completed")
+	fail(t, b, b.do("client_complete_acquire", Call{H: w.client, N: call(b, args().PutArgRequest(req).PutArgGrant(other))}), ErrGrantMismatch, "does not answer")
+	must(t, b, b.do("client_complete_acquire", Call{H: w.client, N: call(b, args().PutArgRequest(req).PutArgGrant(g))}))
+	fail(t, b, b.do("client_complete_acquire", Call{H: w.client, N: call(b, args().PutArgRequest(req).PutArgGrant(g))}), ErrRequestCompleted, "already completed")
 
 	nan := New()
-	h := handle(t, nan, nan.ClockCustom(1, call(nan, args().String("src").Tag(convert.TagFunction))))
-	out = fail(t, nan, withSource(nan, func(uint32) float64 { return math.NaN() }, func() int32 { return nan.ClockNow(h) }),
+	h := handle(t, nan, nan.do("clock_custom", Call{H: 1, N: call(nan, args().String("src").Tag(convert.TagFunction))}))
+	out = fail(t, nan, withSource(nan, func(uint32) float64 { return math.NaN() }, func() int32 { return nan.do("clock_now", Call{H: h}) }),
 		ErrClockReading, "not a number")
 	if d, p := out.Str(), out.Str(); d != "src" || p != "not a number" {
 		t.Fatalf("reading error fields %q %q", d, p)
@@ -214,16 +223,16 @@ func TestPanicBecomesInternalError(t *testing.T) {
 	}
 	fail(t, b, explode(), ErrInternal, "exploded")
 	// The bridge goes on working.
-	g := handle(t, b, b.GateNew(call(b, args().String("g").Tag(convert.TagUndefined))))
-	must(t, b, b.GateAdmit(g, call(b, args().PutArgToken(lease.Grant{Resource: "g", HolderID: "a", Fence: 3}.Token()))))
-	if f := must(t, b, b.GateFloor(g)).F64(); f != 3 {
+	g := handle(t, b, b.do("gate_new", Call{N: call(b, args().String("g").Tag(convert.TagUndefined))}))
+	must(t, b, b.do("gate_admit", Call{H: g, N: call(b, args().PutArgToken(lease.Grant{Resource: "g", HolderID: "a", Fence: 3}.Token()))}))
+	if f := must(t, b, b.do("gate_floor", Call{H: g})).F64(); f != 3 {
 		t.Fatalf("floor %v after a recovered panic, want 3", f)
 	}
 }
 
 func TestHandlesAreReused(t *testing.T) {
 	b := New()
-	h := handle(t, b, b.GateNew(call(b, args().String("g").Tag(convert.TagUndefined))))
+	h := handle(t, b, b.do("gate_new", Call{N: call(b, args().String("g").Tag(convert.TagUndefined))}))
 	if b.Live() != 1 {
 		t.Fatalf("live %d", b.Live())
 	}
@@ -233,8 +242,8 @@ func TestHandlesAreReused(t *testing.T) {
 	if b.Live() != 0 {
 		t.Fatalf("live %d after free", b.Live())
 	}
-	fail(t, b, b.GateFloor(h), ErrInvalidArgument, "not a live FenceGate")
-	if h2 := handle(t, b, b.GateNew(call(b, args().String("g2").Tag(convert.TagUndefined)))); h2 != h {
+	fail(t, b, b.do("gate_floor", Call{H: h}), ErrInvalidArgument, "not a live FenceGate")
+	if h2 := handle(t, b, b.do("gate_new", Call{N: call(b, args().String("g2").Tag(convert.TagUndefined))})); h2 != h {
 		t.Fatalf("handle %d not reused (got %d)", h, h2)
 	}
 }
@@ -243,61 +252,65 @@ func TestCoordReleaseIDs(t *testing.T) {
 	w := newWorld(t)
 	b := w.b
 	g := w.acquire(t)
-	intern := func(s string) uint32 { return uint32(must(t, b, b.Intern(call(b, args().String(s)))).F64()) }
+	intern := func(s string) uint32 {
+		return uint32(must(t, b, b.do("intern", Call{N: call(b, args().String(s))})).F64())
+	}
 	slot, a, other := intern(g.Resource), intern(g.HolderID), intern("other")
 	f := float64(g.Fence)
-	if must(t, b, b.CoordReleaseIDs(w.coord, slot, other, f)).Bool() {
+	if must(t, b, b.do("coord_release_ids", Call{H: w.coord, ID1: slot, ID2: other, X: f})).Bool() {
 		t.Fatal("released for another holder")
 	}
-	if must(t, b, b.CoordReleaseIDs(w.coord, slot, a, f+1)).Bool() {
+	if must(t, b, b.do("coord_release_ids", Call{H: w.coord, ID1: slot, ID2: a, X: f + 1})).Bool() {
 		t.Fatal("released for another fence")
 	}
 	for _, bad := range []float64{0, -1, 1.5, math.NaN(), 1 << 53} {
-		fail(t, b, b.CoordReleaseIDs(w.coord, slot, a, bad), ErrInvalidArgument, "token.fence")
+		fail(t, b, b.do("coord_release_ids", Call{H: w.coord, ID1: slot, ID2: a, X: bad}), ErrInvalidArgument, "token.fence")
 	}
-	fail(t, b, b.CoordReleaseIDs(w.coord, 0, a, f), ErrInvalidArgument, "not interned")
-	fail(t, b, b.CoordReleaseIDs(w.coord, slot, 99, f), ErrInvalidArgument, "not interned")
-	fail(t, b, b.CoordReleaseIDs(w.gate, slot, a, f), ErrInvalidArgument, "LeaseCoordinator")
-	if !must(t, b, b.CoordReleaseIDs(w.coord, slot, a, f)).Bool() {
+	fail(t, b, b.do("coord_release_ids", Call{H: w.coord, ID1: 0, ID2: a, X: f}), ErrInvalidArgument, "not interned")
+	fail(t, b, b.do("coord_release_ids", Call{H: w.coord, ID1: slot, ID2: 99, X: f}), ErrInvalidArgument, "not interned")
+	fail(t, b, b.do("coord_release_ids", Call{H: w.gate, ID1: slot, ID2: a, X: f}), ErrInvalidArgument, "LeaseCoordinator")
+	if !must(t, b, b.do("coord_release_ids", Call{H: w.coord, ID1: slot, ID2: a, X: f})).Bool() {
 		t.Fatal("the holder's token did not release")
 	}
-	if must(t, b, b.CoordReleaseIDs(w.coord, slot, a, f)).Bool() {
+	if must(t, b, b.do("coord_release_ids", Call{H: w.coord, ID1: slot, ID2: a, X: f})).Bool() {
 		t.Fatal("released twice")
 	}
 	b.ResetIDs()
-	fail(t, b, b.CoordReleaseIDs(w.coord, slot, a, f), ErrInvalidArgument, "not interned")
+	fail(t, b, b.do("coord_release_ids", Call{H: w.coord, ID1: slot, ID2: a, X: f}), ErrInvalidArgument, "not interned")
 }
 
 func TestGateCommitIDs(t *testing.T) {
 	b := New()
-	gate := handle(t, b, b.GateNew(call(b, args().String("slot").Tag(convert.TagUndefined))))
-	intern := func(s string) uint32 { return uint32(must(t, b, b.Intern(call(b, args().String(s)))).F64()) }
+	gate := handle(t, b, b.do("gate_new", Call{N: call(b, args().String("slot").Tag(convert.TagUndefined))}))
+	intern := func(s string) uint32 {
+		return uint32(must(t, b, b.do("intern", Call{N: call(b, args().String(s))})).F64())
+	}
 	slot, a, other := intern("slot"), intern("agent-a"), intern("other")
-	must(t, b, b.GateCommitIDs(gate, slot, a, 3))
-	if f := must(t, b, b.GateFloor(gate)).F64(); f != 3 {
+	must(t, b, b.do("gate_commit_ids", Call{H: gate, ID1: slot, ID2: a, X: 3}))
+	if f := must(t, b, b.do("gate_floor", Call{H: gate})).F64(); f != 3 {
 		t.Fatalf("floor %v", f)
 	}
-	fail(t, b, b.GateCommitIDs(gate, slot, a, 2), ErrStaleFence, "stale write")
-	fail(t, b, b.GateCommitIDs(gate, other, a, 9), ErrInvalidArgument, "presented to the gate")
+	fail(t, b, b.do("gate_commit_ids", Call{H: gate, ID1: slot, ID2: a, X: 2}), ErrStaleFence, "stale write")
+	fail(t, b, b.do("gate_commit_ids", Call{H: gate, ID1: other, ID2: a, X: 9}), ErrInvalidArgument, "presented to the gate")
 	for _, bad := range []float64{0, -1, 1.5, math.NaN(), math.Inf(1), 1 << 53} {
-		out := fail(t, b, b.GateCommitIDs(gate, slot, a, bad), ErrInvalidArgument, "token.fence")
+		out := fail(t, b, b.do("gate_commit_ids", Call{H: gate, ID1: slot, ID2: a, X: bad}), ErrInvalidArgument, "token.fence")
 		if arg := out.Str(); arg != "token.fence" {
 			t.Errorf("fence %v: argument %q", bad, arg)
 		}
 	}
-	fail(t, b, b.GateCommitIDs(gate, 0, a, 4), ErrInvalidArgument, "not interned")
-	fail(t, b, b.GateCommitIDs(gate, slot, 99, 4), ErrInvalidArgument, "not interned")
-	fail(t, b, b.GateCommitIDs(slot+100, slot, a, 4), ErrInvalidArgument, "not a live FenceGate")
-	must(t, b, b.Intern(call(b, args().String(strings.Repeat("x", MaxIDBytes)))))
-	fail(t, b, b.Intern(call(b, args().String(strings.Repeat("x", MaxIDBytes+1)))), ErrInvalidArgument, "cannot be interned")
-	fail(t, b, b.Intern(call(b, args().Number(1))), ErrInvalidArgument, "must be a string")
+	fail(t, b, b.do("gate_commit_ids", Call{H: gate, ID1: 0, ID2: a, X: 4}), ErrInvalidArgument, "not interned")
+	fail(t, b, b.do("gate_commit_ids", Call{H: gate, ID1: slot, ID2: 99, X: 4}), ErrInvalidArgument, "not interned")
+	fail(t, b, b.do("gate_commit_ids", Call{H: slot + 100, ID1: slot, ID2: a, X: 4}), ErrInvalidArgument, "not a live FenceGate")
+	must(t, b, b.do("intern", Call{N: call(b, args().String(strings.Repeat("x", MaxIDBytes)))}))
+	fail(t, b, b.do("intern", Call{N: call(b, args().String(strings.Repeat("x", MaxIDBytes+1)))}), ErrInvalidArgument, "cannot be interned")
+	fail(t, b, b.do("intern", Call{N: call(b, args().Number(1))}), ErrInvalidArgument, "must be a string")
 	b.ResetIDs()
-	fail(t, b, b.GateCommitIDs(gate, slot, a, 4), ErrInvalidArgument, "not interned")
+	fail(t, b, b.do("gate_commit_ids", Call{H: gate, ID1: slot, ID2: a, X: 4}), ErrInvalidArgument, "not interned")
 	for i := 0; i < MaxIDs; i++ {
 		intern("x")
 	}
-	fail(t, b, b.Intern(call(b, args().String("y"))), ErrInvalidArgument, "table is full")
-	if f := must(t, b, b.GateFloor(gate)).F64(); f != 3 {
+	fail(t, b, b.do("intern", Call{N: call(b, args().String("y"))}), ErrInvalidArgument, "table is full")
+	if f := must(t, b, b.do("gate_floor", Call{H: gate})).F64(); f != 3 {
 		t.Fatalf("floor moved to %v by refused calls", f)
 	}
 }
@@ -311,24 +324,24 @@ func TestGateCheck(t *testing.T) {
 	tok := func(holder string, f float64) *convert.ArgWriter {
 		return args().Object().String("slot").String(holder).Number(f)
 	}
-	must(t, b, b.GateAdmit(w.gate, call(b, tok("b", 5))))
+	must(t, b, b.do("gate_admit", Call{H: w.gate, N: call(b, tok("b", 5))}))
 	for _, refuseStale := range []bool{false, true} {
-		must(t, b, b.GateCheck(w.gate, call(b, tok("a", 7).Tag(convert.TagFunction)), refuseStale))
-		must(t, b, b.GateCheck(w.gate, call(b, tok("a", 5).Tag(convert.TagFunction)), refuseStale))
-		fail(t, b, b.GateCheck(w.gate, call(b, tok("a", 0).Tag(convert.TagFunction)), refuseStale), ErrInvalidArgument, "token.fence")
-		fail(t, b, b.GateCheck(w.gate, call(b, tok("a", 7).Tag(convert.TagNull)), refuseStale), ErrInvalidArgument, "fn must be a function")
-		fail(t, b, b.GateCheck(w.gate, call(b, args().Object().String("other").String("a").Number(7).Tag(convert.TagFunction)), refuseStale), ErrInvalidArgument, "presented to the gate")
-		fail(t, b, b.GateCheck(w.client, call(b, tok("a", 7).Tag(convert.TagFunction)), refuseStale), ErrInvalidArgument, "not a live")
+		must(t, b, b.do("gate_check", Call{H: w.gate, N: call(b, tok("a", 7).Tag(convert.TagFunction)), Flag: refuseStale}))
+		must(t, b, b.do("gate_check", Call{H: w.gate, N: call(b, tok("a", 5).Tag(convert.TagFunction)), Flag: refuseStale}))
+		fail(t, b, b.do("gate_check", Call{H: w.gate, N: call(b, tok("a", 0).Tag(convert.TagFunction)), Flag: refuseStale}), ErrInvalidArgument, "token.fence")
+		fail(t, b, b.do("gate_check", Call{H: w.gate, N: call(b, tok("a", 7).Tag(convert.TagNull)), Flag: refuseStale}), ErrInvalidArgument, "fn must be a function")
+		fail(t, b, b.do("gate_check", Call{H: w.gate, N: call(b, args().Object().String("other").String("a").Number(7).Tag(convert.TagFunction)), Flag: refuseStale}), ErrInvalidArgument, "presented to the gate")
+		fail(t, b, b.do("gate_check", Call{H: w.client, N: call(b, tok("a", 7).Tag(convert.TagFunction)), Flag: refuseStale}), ErrInvalidArgument, "not a live")
 	}
-	must(t, b, b.GateCheck(w.gate, call(b, tok("a", 1).Tag(convert.TagFunction)), false)) // stale, but only checked
-	if n := must(t, b, b.GateRejectionCount(w.gate)).F64(); n != 0 {
+	must(t, b, b.do("gate_check", Call{H: w.gate, N: call(b, tok("a", 1).Tag(convert.TagFunction)), Flag: false})) // stale, but only checked
+	if n := must(t, b, b.do("gate_rejection_count", Call{H: w.gate})).F64(); n != 0 {
 		t.Fatalf("%v rejections, want 0", n)
 	}
-	fail(t, b, b.GateCheck(w.gate, call(b, tok("a", 1).Tag(convert.TagFunction)), true), ErrStaleFence, "stale")
-	if n := must(t, b, b.GateRejectionCount(w.gate)).F64(); n != 1 {
+	fail(t, b, b.do("gate_check", Call{H: w.gate, N: call(b, tok("a", 1).Tag(convert.TagFunction)), Flag: true}), ErrStaleFence, "stale")
+	if n := must(t, b, b.do("gate_rejection_count", Call{H: w.gate})).F64(); n != 1 {
 		t.Fatalf("%v rejections, want 1", n)
 	}
-	if f := must(t, b, b.GateFloor(w.gate)).F64(); f != 5 {
+	if f := must(t, b, b.do("gate_floor", Call{H: w.gate})).F64(); f != 5 {
 		t.Fatalf("floor %v, want 5", f)
 	}
 }
@@ -337,15 +350,15 @@ func TestGateCheck(t *testing.T) {
 // GateRejections returns those after a Seq.
 func TestGateRejectionRing(t *testing.T) {
 	b := New()
-	h := handle(t, b, b.GateNew(call(b, args().String("slot").Object().Tag(convert.TagUndefined).Number(3))))
-	must(t, b, b.GateAdmit(h, call(b, args().Object().String("slot").String("b").Number(100))))
+	h := handle(t, b, b.do("gate_new", Call{N: call(b, args().String("slot").Object().Tag(convert.TagUndefined).Number(3))}))
+	must(t, b, b.do("gate_admit", Call{H: h, N: call(b, args().Object().String("slot").String("b").Number(100))}))
 	for f := 1; f <= 10; f++ {
-		fail(t, b, b.GateAdmit(h, call(b, args().Object().String("slot").String("a").Number(float64(f)))), ErrStaleFence, "stale")
+		fail(t, b, b.do("gate_admit", Call{H: h, N: call(b, args().Object().String("slot").String("a").Number(float64(f)))}), ErrStaleFence, "stale")
 	}
-	if n := must(t, b, b.GateRejectionCount(h)).F64(); n != 10 {
+	if n := must(t, b, b.do("gate_rejection_count", Call{H: h})).F64(); n != 10 {
 		t.Fatalf("count %v, want 10", n)
 	}
-	out := must(t, b, b.GateRejections(h, 0))
+	out := must(t, b, b.do("gate_rejections", Call{H: h, X: 0}))
 	if count, max, n := out.F64(), out.F64(), out.F64(); count != 10 || max != 3 || n != 3 {
 		t.Fatalf("count %v, max %v, %v entries; want 10, 3, 3", count, max, n)
 	}
@@ -359,12 +372,12 @@ func TestGateRejectionRing(t *testing.T) {
 		out.Str()
 		out.F64()
 	}
-	out = must(t, b, b.GateRejections(h, 9))
+	out = must(t, b, b.do("gate_rejections", Call{H: h, X: 9}))
 	if _, _, n := out.F64(), out.F64(), out.F64(); n != 1 {
 		t.Fatalf("%v entries after seq 9, want 1", n)
 	}
 	for _, bad := range []float64{-1, 1.5, 1<<20 + 1} {
-		fail(t, b, b.GateNew(call(b, args().String("slot").Object().Tag(convert.TagUndefined).Number(bad))), ErrInvalidArgument, "maxRejections")
+		fail(t, b, b.do("gate_new", Call{N: call(b, args().String("slot").Object().Tag(convert.TagUndefined).Number(bad))}), ErrInvalidArgument, "maxRejections")
 	}
 }
 
@@ -378,30 +391,30 @@ func TestLeaseAsData(t *testing.T) {
 	leaseArg := func(domain string) *convert.ArgWriter {
 		return args().Handle(convert.KindLease, 0).PutArgToken(tok).String(domain)
 	}
-	req := must(t, b, b.ClientBeginRenewal(w.client, call(b, leaseArg("agent-a")))).GetRequest()
+	req := must(t, b, b.do("client_begin_renewal", Call{H: w.client, N: call(b, leaseArg("agent-a"))})).GetRequest()
 	if req.Kind != lease.KindRenew || req.Resource != "slot" || req.HolderID != "agent-a" || req.Fence != g.Fence {
 		t.Fatalf("renewal %+v", req)
 	}
-	out := fail(t, b, b.ClientBeginRenewal(w.client, call(b, args().Object().String("slot"))), ErrInvalidArgument, "must be a lease")
+	out := fail(t, b, b.do("client_begin_renewal", Call{H: w.client, N: call(b, args().Object().String("slot"))}), ErrInvalidArgument, "must be a lease")
 	if arg := out.Str(); arg != "lease" {
 		t.Fatalf("argument %q", arg)
 	}
-	fail(t, b, b.ClientBeginRenewal(w.client, call(b, args().Handle(convert.KindGate, w.gate))), ErrInvalidArgument, "must be a lease")
-	fail(t, b, b.ClientBeginRenewal(w.client, call(b, leaseArg("agent-b"))), ErrInvalidArgument, "another client")
+	fail(t, b, b.do("client_begin_renewal", Call{H: w.client, N: call(b, args().Handle(convert.KindGate, w.gate))}), ErrInvalidArgument, "must be a lease")
+	fail(t, b, b.do("client_begin_renewal", Call{H: w.client, N: call(b, leaseArg("agent-b"))}), ErrInvalidArgument, "another client")
 
-	now := must(t, b, b.ClockNow(w.aClock)).F64()
-	if exp := must(t, b, b.LeaseHasExpired(w.aClock, now+1000)).Bool(); exp {
+	now := must(t, b, b.do("clock_now", Call{H: w.aClock})).F64()
+	if exp := must(t, b, b.do("lease_has_expired", Call{H: w.aClock, X: now + 1000})).Bool(); exp {
 		t.Fatal("expired before its deadline")
 	}
-	if exp := must(t, b, b.LeaseHasExpired(w.aClock, now)).Bool(); !exp {
+	if exp := must(t, b, b.do("lease_has_expired", Call{H: w.aClock, X: now})).Bool(); !exp {
 		t.Fatal("not expired at its deadline")
 	}
-	fail(t, b, b.LeaseHasExpired(w.gate, now), ErrInvalidArgument, "not a live clock")
+	fail(t, b, b.do("lease_has_expired", Call{H: w.gate, X: now}), ErrInvalidArgument, "not a live clock")
 
-	if ok := must(t, b, b.LeaseWouldAdmit(call(b, args().PutArgToken(tok).Handle(convert.KindGate, w.gate)))).Bool(); !ok {
+	if ok := must(t, b, b.do("lease_would_admit", Call{N: call(b, args().PutArgToken(tok).Handle(convert.KindGate, w.gate))})).Bool(); !ok {
 		t.Fatal("a fresh gate would not admit the lease")
 	}
-	out = fail(t, b, b.LeaseWouldAdmit(call(b, args().PutArgToken(tok).Object())), ErrInvalidArgument, "must be a FenceGate")
+	out = fail(t, b, b.do("lease_would_admit", Call{N: call(b, args().PutArgToken(tok).Object())}), ErrInvalidArgument, "must be a FenceGate")
 	if arg := out.Str(); arg != "gate" {
 		t.Fatalf("argument %q", arg)
 	}
@@ -415,10 +428,10 @@ func TestLeaseAsData(t *testing.T) {
 // reuse they are an argument error.
 func TestLastRequestAndGrant(t *testing.T) {
 	fresh := newWorld(t)
-	fail(t, fresh.b, fresh.b.CoordAcquireLast(fresh.coord), ErrInvalidArgument, "is not the last one")
-	fail(t, fresh.b, fresh.b.ClientCompleteLast(fresh.client), ErrInvalidArgument, "is not the last one")
+	fail(t, fresh.b, fresh.b.do("coord_acquire_last", Call{H: fresh.coord}), ErrInvalidArgument, "is not the last one")
+	fail(t, fresh.b, fresh.b.do("client_complete_last", Call{H: fresh.client}), ErrInvalidArgument, "is not the last one")
 	fresh.beginAcquire(t, "slot")
-	fail(t, fresh.b, fresh.b.ClientCompleteLast(fresh.client), ErrInvalidArgument, "is not the last one")
+	fail(t, fresh.b, fresh.b.do("client_complete_last", Call{H: fresh.client}), ErrInvalidArgument, "is not the last one")
 
 	fast, slow := newWorld(t), newWorld(t)
 	same := func(step string, stFast, stSlow int32) {
@@ -437,9 +450,9 @@ func TestLastRequestAndGrant(t *testing.T) {
 		fast.beginAcquire(t, resource)
 		req := slow.beginAcquire(t, resource)
 		// A bad coordinator handle first: refused alike, nothing changed.
-		same("acquire on a client handle", fast.b.CoordAcquireLast(fast.client), w.CoordAcquire(slow.client, call(w, args().PutArgRequest(req))))
-		stFast := fast.b.CoordAcquireLast(fast.coord)
-		stSlow := w.CoordAcquire(slow.coord, call(w, args().PutArgRequest(req)))
+		same("acquire on a client handle", fast.b.do("coord_acquire_last", Call{H: fast.client}), w.do("coord_acquire", Call{H: slow.client, N: call(w, args().PutArgRequest(req))}))
+		stFast := fast.b.do("coord_acquire_last", Call{H: fast.coord})
+		stSlow := w.do("coord_acquire", Call{H: slow.coord, N: call(w, args().PutArgRequest(req))})
 		same("acquire", stFast, stSlow)
 		out := &convert.OutReader{B: w.Out.B}
 		code := out.F64()
@@ -450,10 +463,10 @@ func TestLastRequestAndGrant(t *testing.T) {
 			continue
 		}
 		g := grantOf(out, req)
-		same("complete on a gate handle", fast.b.ClientCompleteLast(fast.gate), w.ClientCompleteAcquire(slow.gate, call(w, args().PutArgRequest(req).PutArgGrant(g))))
-		same("complete", fast.b.ClientCompleteLast(fast.client), w.ClientCompleteAcquire(slow.client, call(w, args().PutArgRequest(req).PutArgGrant(g))))
-		stFast = fast.b.ClientCompleteLast(fast.client)
-		stSlow = w.ClientCompleteAcquire(slow.client, call(w, args().PutArgRequest(req).PutArgGrant(g)))
+		same("complete on a gate handle", fast.b.do("client_complete_last", Call{H: fast.gate}), w.do("client_complete_acquire", Call{H: slow.gate, N: call(w, args().PutArgRequest(req).PutArgGrant(g))}))
+		same("complete", fast.b.do("client_complete_last", Call{H: fast.client}), w.do("client_complete_acquire", Call{H: slow.client, N: call(w, args().PutArgRequest(req).PutArgGrant(g))}))
+		stFast = fast.b.do("client_complete_last", Call{H: fast.client})
+		stSlow = w.do("client_complete_acquire", Call{H: slow.client, N: call(w, args().PutArgRequest(req).PutArgGrant(g))})
 		if stFast != ErrRequestCompleted || stSlow != ErrRequestCompleted {
 			t.Fatalf("second completion: status %d and %d, want %d", stFast, stSlow, ErrRequestCompleted)
 		}

@@ -8,52 +8,21 @@ import (
 	"github.com/lease-fence/lease-fence/wasm/lib/convert"
 )
 
-// ops is every bridge method, called with a handle chosen by the fuzzer and
-// the fuzzer's bytes as arguments.
-var ops = []func(b *Bridge, h uint32, n int32) int32{
-	func(b *Bridge, _ uint32, n int32) int32 { return b.ClockMonotonic(n) },
-	func(b *Bridge, _ uint32, n int32) int32 { return b.ClockManual(n) },
-	func(b *Bridge, h uint32, n int32) int32 { return b.ClockCustom(h, n) },
-	func(b *Bridge, h uint32, _ int32) int32 { return b.ClockNow(h) },
-	(*Bridge).ClockAdvance,
-	(*Bridge).ClockSet,
-	func(b *Bridge, _ uint32, n int32) int32 { return b.InstantSince(n) },
-	func(b *Bridge, _ uint32, n int32) int32 { return b.CoordNew(n) },
-	(*Bridge).CoordAcquire,
-	(*Bridge).CoordRenew,
-	(*Bridge).CoordRelease,
-	func(b *Bridge, h uint32, _ int32) int32 { return b.CoordIssued(h) },
-	func(b *Bridge, _ uint32, n int32) int32 { return b.ClientNew(n) },
-	(*Bridge).ClientBeginAcquire,
-	(*Bridge).ClientBeginRenewal,
-	(*Bridge).ClientCompleteAcquire,
-	(*Bridge).ClientCompleteRenewal,
-	func(b *Bridge, h uint32, n int32) int32 { return b.LeaseHasExpired(h, float64(n)) },
-	func(b *Bridge, _ uint32, n int32) int32 { return b.LeaseWouldAdmit(n) },
-	func(b *Bridge, _ uint32, n int32) int32 { return b.GateNew(n) },
-	(*Bridge).GateCommit,
-	(*Bridge).GateAdmit,
-	func(b *Bridge, h uint32, _ int32) int32 { return b.GateFloor(h) },
-	func(b *Bridge, h uint32, n int32) int32 { return b.GateRejections(h, float64(n)) },
-	func(b *Bridge, _ uint32, n int32) int32 { return b.NaiveNew(n) },
-	func(b *Bridge, h uint32, _ int32) int32 { return b.NaiveValid(h) },
-	func(b *Bridge, h uint32, _ int32) int32 { return b.NaiveRenewed(h) },
-	func(b *Bridge, h uint32, _ int32) int32 { return b.NaiveExpiresAt(h) },
-	func(b *Bridge, h uint32, _ int32) int32 { b.Free(h); return OK },
-	func(b *Bridge, h uint32, n int32) int32 { return b.Grow(int32(h), n) },
-	func(b *Bridge, _ uint32, n int32) int32 { return b.Intern(n) },
-	func(b *Bridge, _ uint32, _ int32) int32 { b.ResetIDs(); return OK },
-	func(b *Bridge, h uint32, n int32) int32 {
-		return b.GateCommitIDs(h, uint32(n)&7, uint32(n)>>3&7, float64(int8(n>>6)))
-	},
-	func(b *Bridge, h uint32, n int32) int32 { return b.GateCheck(h, n, n&1 == 0) },
-	func(b *Bridge, h uint32, n int32) int32 {
-		return b.CoordReleaseIDs(h, uint32(n)&7, uint32(n)>>3&7, float64(int8(n>>6)))
-	},
-	func(b *Bridge, h uint32, _ int32) int32 { return b.GateRejectionCount(h) },
-	func(b *Bridge, h uint32, _ int32) int32 { return b.CoordAcquireLast(h) },
-	func(b *Bridge, h uint32, _ int32) int32 { return b.ClientCompleteLast(h) },
-	func(b *Bridge, h uint32, n int32) int32 { return b.ClientBeginAcquireID(h, uint32(n)&7) },
+// fuzzStep runs step op of a fuzz program: one of Ops, or Free, Grow or
+// ResetIDs, with handle h and the fuzzer's n bytes of arguments; the
+// numbers of a call that takes no argument list are made from h and n.
+func fuzzStep(b *Bridge, op int, h uint32, n int32) int32 {
+	switch op -= len(Ops); op {
+	case 0:
+		b.Free(h)
+		return OK
+	case 1:
+		return b.Grow(int32(h), n)
+	case 2:
+		b.ResetIDs()
+		return OK
+	}
+	return b.Do(&Ops[op+len(Ops)], Call{H: h, N: n, ID1: uint32(n) & 7, ID2: uint32(n) >> 3 & 7, X: float64(n%64) - 1, Flag: n&1 == 0})
 }
 
 // FuzzBridge drives the bridge with a program of (op, handle, arguments)
@@ -85,9 +54,9 @@ func FuzzBridge(f *testing.F) {
 			readings = readings[1:]
 			return v
 		}
-		handle(t, b, b.ClockCustom(1, call(b, args().String("js").Tag(convert.TagFunction))))
+		handle(t, b, b.do("clock_custom", Call{H: 1, N: call(b, args().String("js").Tag(convert.TagFunction))}))
 		for i := 0; i+3 <= len(data); {
-			op, h, n := int(data[i])%len(ops), uint32(data[i+1])%16, int(data[i+2])
+			op, h, n := int(data[i])%(len(Ops)+3), uint32(data[i+1])%16, int(data[i+2])
 			i += 3
 			if n > len(data)-i {
 				n = len(data) - i
@@ -95,7 +64,7 @@ func FuzzBridge(f *testing.F) {
 			b.Grow(0, int32(n))
 			copy(b.In, data[i:i+n])
 			i += n
-			if st := withSource(b, read, func() int32 { return ops[op](b, h, int32(n)) }); st == ErrInternal || st == ReadSource {
+			if st := withSource(b, read, func() int32 { return fuzzStep(b, op, h, int32(n)) }); st == ErrInternal || st == ReadSource {
 				t.Fatalf("op %d on handle %d: status %d %q", op, h, st, (&convert.OutReader{B: b.Out.B}).Str())
 			}
 		}

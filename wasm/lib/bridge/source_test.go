@@ -36,10 +36,10 @@ func newSourceWorld(t *testing.T) *sourceWorld {
 	t.Helper()
 	b := New()
 	w := &sourceWorld{b: b}
-	w.coordClock = handle(t, b, b.ClockCustom(1, call(b, args().String("coordinator").Tag(convert.TagFunction))))
-	w.aClk = handle(t, b, b.ClockCustom(2, call(b, args().String("agent-a").Tag(convert.TagFunction))))
-	w.coord = handle(t, b, b.CoordNew(call(b, args().Object().Handle(convert.KindClock, w.coordClock).Number(1000).Tag(convert.TagUndefined))))
-	w.client = handle(t, b, b.ClientNew(call(b, args().Object().Handle(convert.KindClock, w.aClk).String("agent-a").Number(0))))
+	w.coordClock = handle(t, b, b.do("clock_custom", Call{H: 1, N: call(b, args().String("coordinator").Tag(convert.TagFunction))}))
+	w.aClk = handle(t, b, b.do("clock_custom", Call{H: 2, N: call(b, args().String("agent-a").Tag(convert.TagFunction))}))
+	w.coord = handle(t, b, b.do("coord_new", Call{N: call(b, args().Object().Handle(convert.KindClock, w.coordClock).Number(1000).Tag(convert.TagUndefined))}))
+	w.client = handle(t, b, b.do("client_new", Call{N: call(b, args().Object().Handle(convert.KindClock, w.aClk).String("agent-a").Number(0))}))
 	return w
 }
 
@@ -58,24 +58,24 @@ func TestSourceIsReadBetweenTwoCalls(t *testing.T) {
 	w := newSourceWorld(t)
 	b := w.b
 	begin := call(b, args().String("slot"))
-	ticket := asks(t, b, b.ClientBeginAcquire(w.client, begin), 2)
+	ticket := asks(t, b, b.do("client_begin_acquire", Call{H: w.client, N: begin}), 2)
 
 	// Between the two calls nothing is locked: every object can be used,
 	// including the coordinator whose clock has the same kind of source.
-	must(t, b, b.CoordIssued(w.coord))
-	other := handle(t, b, b.ClockManual(call(b, args().String("m").Tag(convert.TagUndefined))))
-	must(t, b, b.ClockNow(other))
+	must(t, b, b.do("coord_issued", Call{H: w.coord}))
+	other := handle(t, b, b.do("clock_manual", Call{N: call(b, args().String("m").Tag(convert.TagUndefined))}))
+	must(t, b, b.do("clock_now", Call{H: other}))
 
 	b.Reading = Reading{Value: 40, Reader: 2, Ticket: ticket}
-	out := must(t, b, b.ClientBeginAcquire(w.client, call(b, args().String("slot"))))
+	out := must(t, b, b.do("client_begin_acquire", Call{H: w.client, N: call(b, args().String("slot"))}))
 	req := lease.Request{Kind: lease.KindAcquire, RequestID: out.Str(), Resource: "slot", HolderID: "agent-a", SentAt: clock.At("agent-a", out.F64())}
 	if req.SentAt.Millis != 40 {
 		t.Fatalf("sentAt %v, want the reading 40", req.SentAt.Millis)
 	}
 
-	acquire := func() int32 { return b.CoordAcquire(w.coord, call(b, args().PutArgRequest(req))) }
+	acquire := func() int32 { return b.do("coord_acquire", Call{H: w.coord, N: call(b, args().PutArgRequest(req))}) }
 	ticket = asks(t, b, acquire(), 1)
-	if f := must(t, b, b.CoordIssued(w.coord)).F64(); f != 0 {
+	if f := must(t, b, b.do("coord_issued", Call{H: w.coord})).F64(); f != 0 {
 		t.Fatalf("issued %v before the reading, want 0", f)
 	}
 	b.Reading = Reading{Value: 100, Reader: 1, Ticket: ticket}
@@ -94,12 +94,12 @@ func TestRefusedCallAsksForNoReading(t *testing.T) {
 	w := newSourceWorld(t)
 	b := w.b
 	ren := lease.Request{Kind: lease.KindRenew, RequestID: "r", Resource: "slot", HolderID: "a", Fence: 1, SentAt: clock.At("agent-a", 1)}
-	fail(t, b, b.CoordAcquire(w.coord, call(b, args().PutArgRequest(ren))), ErrInvalidArgument, `must be "acquire"`)
-	fail(t, b, b.CoordRenew(w.coord, call(b, args().PutArgRequest(ren))), ErrInvalidArgument, "never issued")
-	fail(t, b, b.CoordRelease(w.coord, call(b, args().PutArgToken(lease.Grant{Resource: "slot", HolderID: "a"}.Token()))), ErrInvalidArgument, "fence")
-	fail(t, b, b.ClientBeginAcquire(w.client, call(b, args().String(""))), ErrInvalidArgument, "resource")
-	fail(t, b, b.ClientBeginRenewal(w.client, call(b, args().Number(1))), ErrInvalidArgument, "lease")
-	fail(t, b, b.ClockNow(9999), ErrInvalidArgument, "not a live clock")
+	fail(t, b, b.do("coord_acquire", Call{H: w.coord, N: call(b, args().PutArgRequest(ren))}), ErrInvalidArgument, `must be "acquire"`)
+	fail(t, b, b.do("coord_renew", Call{H: w.coord, N: call(b, args().PutArgRequest(ren))}), ErrInvalidArgument, "never issued")
+	fail(t, b, b.do("coord_release", Call{H: w.coord, N: call(b, args().PutArgToken(lease.Grant{Resource: "slot", HolderID: "a"}.Token()))}), ErrInvalidArgument, "fence")
+	fail(t, b, b.do("client_begin_acquire", Call{H: w.client, N: call(b, args().String(""))}), ErrInvalidArgument, "resource")
+	fail(t, b, b.do("client_begin_renewal", Call{H: w.client, N: call(b, args().Number(1))}), ErrInvalidArgument, "lease")
+	fail(t, b, b.do("clock_now", Call{H: 9999}), ErrInvalidArgument, "not a live clock")
 	if b.ticket != 0 {
 		t.Fatalf("%d readings asked for, want none", b.ticket)
 	}
@@ -110,7 +110,7 @@ func TestRefusedCallAsksForNoReading(t *testing.T) {
 func TestReadingAnswersOneRequestOnce(t *testing.T) {
 	w := newSourceWorld(t)
 	b := w.b
-	now := func() int32 { return b.ClockNow(w.coordClock) }
+	now := func() int32 { return b.do("clock_now", Call{H: w.coordClock}) }
 	t1 := asks(t, b, now(), 1)
 	b.Reading = Reading{Value: 5, Reader: 2, Ticket: t1} // another source
 	t2 := asks(t, b, now(), 1)
@@ -128,14 +128,14 @@ func TestReadingAnswersOneRequestOnce(t *testing.T) {
 	}
 	t4 := asks(t, b, now(), 1) // used once
 	b.Reading = Reading{Value: 9, Reader: 1, Ticket: t4}
-	must(t, b, b.CoordIssued(w.coord)) // a call in between drops it
+	must(t, b, b.do("coord_issued", Call{H: w.coord})) // a call in between drops it
 	asks(t, b, now(), 1)
 	// Reader 0 is no source (JavaScript numbers them from 1): a clock made
 	// with it never gets a reading, even from a zero Reading and ticket.
-	z := handle(t, b, b.ClockCustom(0, call(b, args().String("z").Tag(convert.TagFunction))))
+	z := handle(t, b, b.do("clock_custom", Call{H: 0, N: call(b, args().String("z").Tag(convert.TagFunction))}))
 	b.Reading = Reading{}
 	b.ticket = 0
-	fail(t, b, b.ClockNow(z), ErrClockReading, "not a number")
+	fail(t, b, b.do("clock_now", Call{H: z}), ErrClockReading, "not a number")
 }
 
 // The guard applies to readings taken between calls as to any other.
@@ -148,7 +148,7 @@ func TestSourceReadingsAreGuarded(t *testing.T) {
 		readings = readings[1:]
 		return v
 	}
-	now := func() int32 { return b.ClockNow(w.coordClock) }
+	now := func() int32 { return b.do("clock_now", Call{H: w.coordClock}) }
 	if ms := must(t, b, withSource(b, read, now)).F64(); ms != 10 {
 		t.Fatalf("read %v", ms)
 	}
