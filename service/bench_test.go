@@ -96,7 +96,7 @@ func BenchmarkHTTPCycle(b *testing.B) {
 				holder := "h" + strconv.FormatInt(n, 10)
 				hclk, _ := clock.NewMonotonic(holder)
 				lc, _ := lease.NewClient(lease.ClientConfig{Clock: hclk, HolderID: holder})
-				c, err := client.NewClient(client.ClientConfig{BaseURL: srv.URL, Lease: lc})
+				c, err := client.New(client.Config{BaseURL: srv.URL, Lease: lc})
 				if err != nil {
 					b.Error(err)
 					return

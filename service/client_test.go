@@ -126,7 +126,7 @@ func (r *rig) client(t *testing.T, holder string, plan ...fault) *clientRig {
 		t.Fatal(err)
 	}
 	tr := &transport{h: r.h, plan: plan}
-	c, err := client.NewClient(client.ClientConfig{
+	c, err := client.New(client.Config{
 		BaseURL:        "http://coordinator.test/",
 		Lease:          lc,
 		HTTPClient:     &http.Client{Transport: tr},
@@ -299,13 +299,13 @@ func TestSecondClientCannotActForTheHolder(t *testing.T) {
 	}
 }
 
-func TestNewClientChecksConfig(t *testing.T) {
+func TestClientNewChecksConfig(t *testing.T) {
 	agent, _ := clock.NewManual("a", clock.ManualOptions{})
 	lc, _ := lease.NewClient(lease.ClientConfig{Clock: agent, HolderID: "a"})
-	if _, err := client.NewClient(client.ClientConfig{Lease: lc}); err == nil {
+	if _, err := client.New(client.Config{Lease: lc}); err == nil {
 		t.Fatal("no URL accepted")
 	}
-	if _, err := client.NewClient(client.ClientConfig{BaseURL: "http://x"}); err == nil {
+	if _, err := client.New(client.Config{BaseURL: "http://x"}); err == nil {
 		t.Fatal("no lease client accepted")
 	}
 }
@@ -316,7 +316,7 @@ func TestClientBadURLIsRefused(t *testing.T) {
 	agent, _ := clock.NewManual("a", clock.ManualOptions{})
 	lc, _ := lease.NewClient(lease.ClientConfig{Clock: agent, HolderID: "a"})
 	tr := &transport{h: http.NotFoundHandler()}
-	_, err := client.NewClient(client.ClientConfig{BaseURL: "http://bad host", Lease: lc, HTTPClient: &http.Client{Transport: tr}})
+	_, err := client.New(client.Config{BaseURL: "http://bad host", Lease: lc, HTTPClient: &http.Client{Transport: tr}})
 	if err == nil || !strings.Contains(err.Error(), `"http://bad host" is not a URL`) {
 		t.Fatalf("bad URL: %v", err)
 	}

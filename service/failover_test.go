@@ -77,7 +77,7 @@ func (hs *hosts) attempts() []string {
 	return out
 }
 
-func failoverClient(t *testing.T, r *rig, hs *hosts, cfg client.ClientConfig) *client.Client {
+func failoverClient(t *testing.T, r *rig, hs *hosts, cfg client.Config) *client.Client {
 	t.Helper()
 	agent, _ := clock.NewManual("agent-a", clock.ManualOptions{Start: 50})
 	lc, err := lease.NewClient(lease.ClientConfig{Clock: agent, HolderID: "a"})
@@ -88,7 +88,7 @@ func failoverClient(t *testing.T, r *rig, hs *hosts, cfg client.ClientConfig) *c
 	if cfg.Backoff == nil {
 		cfg.Backoff = func(int) time.Duration { return 0 }
 	}
-	c, err := client.NewClient(cfg)
+	c, err := client.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +102,7 @@ func failoverClient(t *testing.T, r *rig, hs *hosts, cfg client.ClientConfig) *c
 func TestClientFailsOverToTheNextCoordinator(t *testing.T) {
 	r := newRig(t, nil, LocalConfig{})
 	hs := &hosts{h: r.h, state: map[string]string{"a": "down", "b": "503", "c": "lost", "d": "up"}}
-	c := failoverClient(t, r, hs, client.ClientConfig{BaseURLs: []string{"http://a", "http://b/", "http://c", "http://d"}})
+	c := failoverClient(t, r, hs, client.Config{BaseURLs: []string{"http://a", "http://b/", "http://c", "http://d"}})
 	l, err := c.Acquire(context.Background(), "deploy")
 	if err != nil {
 		t.Fatal(err)
@@ -146,7 +146,7 @@ func TestClientFailsOverToTheNextCoordinator(t *testing.T) {
 func TestClientFailoverLimits(t *testing.T) {
 	r := newRig(t, nil, LocalConfig{})
 	hs := &hosts{h: r.h, state: map[string]string{"a": "400", "b": "up"}}
-	c := failoverClient(t, r, hs, client.ClientConfig{BaseURLs: []string{"http://a", "http://b"}})
+	c := failoverClient(t, r, hs, client.Config{BaseURLs: []string{"http://a", "http://b"}})
 	var we *wire.Error
 	if _, err := c.Acquire(context.Background(), "deploy"); !errors.As(err, &we) || we.Code != "invalid_value" {
 		t.Fatalf("a 400: %v", err)
@@ -164,7 +164,7 @@ func TestClientFailoverLimits(t *testing.T) {
 	hs.set("a", "down")
 	hs.set("b", "down")
 	var pauses []int
-	c = failoverClient(t, r, hs, client.ClientConfig{BaseURLs: []string{"http://a", "http://b", "http://a"},
+	c = failoverClient(t, r, hs, client.Config{BaseURLs: []string{"http://a", "http://b", "http://a"},
 		Backoff: func(n int) time.Duration { pauses = append(pauses, n); return 0 }})
 	if _, err := c.Acquire(context.Background(), "other"); err == nil || !strings.Contains(err.Error(), "after 4 attempts") {
 		t.Fatalf("every coordinator down: %v", err)
@@ -180,13 +180,13 @@ func TestClientFailoverLimits(t *testing.T) {
 func TestClientFailoverConfig(t *testing.T) {
 	clk, _ := clock.NewMonotonic("a")
 	lc, _ := lease.NewClient(lease.ClientConfig{Clock: clk, HolderID: "a"})
-	for _, cfg := range []client.ClientConfig{
+	for _, cfg := range []client.Config{
 		{BaseURL: "http://a", BaseURLs: []string{"http://b"}, Lease: lc},
 		{BaseURLs: []string{"http://a", ""}, Lease: lc},
 		{BaseURLs: make([]string, 65), Lease: lc},
 		{BaseURLs: []string{}, Lease: lc},
 	} {
-		if _, err := client.NewClient(cfg); err == nil {
+		if _, err := client.New(cfg); err == nil {
 			t.Fatalf("%+v accepted", cfg)
 		}
 	}
@@ -202,7 +202,7 @@ func TestClientFailsOverOnItsOwnConnections(t *testing.T) {
 	defer up.Close()
 	agent, _ := clock.NewManual("agent-a", clock.ManualOptions{Start: 50})
 	lc, _ := lease.NewClient(lease.ClientConfig{Clock: agent, HolderID: "a"})
-	c, err := client.NewClient(client.ClientConfig{BaseURLs: []string{down.URL, up.URL}, Lease: lc, Backoff: func(int) time.Duration { return 0 }})
+	c, err := client.New(client.Config{BaseURLs: []string{down.URL, up.URL}, Lease: lc, Backoff: func(int) time.Duration { return 0 }})
 	if err != nil {
 		t.Fatal(err)
 	}

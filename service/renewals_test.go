@@ -71,7 +71,7 @@ func batchClient(t *testing.T, tr http.RoundTripper, agent *clock.Manual) *clien
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := client.NewClient(client.ClientConfig{BaseURL: "http://coordinator.test", Lease: lc, HTTPClient: &http.Client{Transport: tr},
+	c, err := client.New(client.Config{BaseURL: "http://coordinator.test", Lease: lc, HTTPClient: &http.Client{Transport: tr},
 		AttemptTimeout: time.Hour, Backoff: func(int) time.Duration { return 0 }, AfterFunc: agent.AfterFunc})
 	if err != nil {
 		t.Fatal(err)

@@ -48,7 +48,7 @@ func TestListAndWatchThroughTokens(t *testing.T) {
 	defer cancel() // before srv.Close: the watch's stream ends first
 	agent, _ := clock.NewManual("agent", clock.ManualOptions{Start: 50})
 	lc, _ := lease.NewClient(lease.ClientConfig{Clock: agent, HolderID: "w"})
-	c, err := client.NewClient(client.ClientConfig{BaseURL: srv.URL, Lease: lc, Token: "token-of-indexer", Backoff: func(int) time.Duration { return 0 }})
+	c, err := client.New(client.Config{BaseURL: srv.URL, Lease: lc, Token: "token-of-indexer", Backoff: func(int) time.Duration { return 0 }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,7 +26,7 @@ func watchClient(t *testing.T, url string) *client.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := client.NewClient(client.ClientConfig{BaseURL: url, Lease: lc, Backoff: func(int) time.Duration { return 0 }})
+	c, err := client.New(client.Config{BaseURL: url, Lease: lc, Backoff: func(int) time.Duration { return 0 }})
 	if err != nil {
 		t.Fatal(err)
 	}

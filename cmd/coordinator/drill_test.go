@@ -339,7 +339,7 @@ func (d *drill) newClient(i int, seed uint64) *drillClient {
 		d.t.Fatal(err)
 	}
 	rt := &recorder{d: d, client: i, next: http.DefaultTransport.(*http.Transport).Clone()}
-	wc, err := client.NewClient(client.ClientConfig{BaseURLs: d.urls(i), Lease: lc, Attempts: 40, AttemptTimeout: 8 * time.Second,
+	wc, err := client.New(client.Config{BaseURLs: d.urls(i), Lease: lc, Attempts: 40, AttemptTimeout: 8 * time.Second,
 		HTTPClient: &http.Client{Transport: rt}})
 	if err != nil {
 		d.t.Fatal(err)

@@ -398,7 +398,7 @@ func tokenClient(t *testing.T, url, holder, tok string) *client.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := client.NewClient(client.ClientConfig{BaseURL: url, Lease: lc, Token: tok, Backoff: func(int) time.Duration { return 0 }})
+	c, err := client.New(client.Config{BaseURL: url, Lease: lc, Token: tok, Backoff: func(int) time.Duration { return 0 }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -139,7 +139,7 @@ func (k *killClient) connect(t *testing.T, url string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	k.c, err = client.NewClient(client.ClientConfig{BaseURL: url, Lease: lc, Attempts: 1})
+	k.c, err = client.New(client.Config{BaseURL: url, Lease: lc, Attempts: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,7 +29,7 @@ func tlsClient(t *testing.T, url, holder, tok string, cfg *tls.Config) *client.C
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := client.NewClient(client.ClientConfig{BaseURL: url, Lease: lc, Token: tok, TLS: cfg, Attempts: 1})
+	c, err := client.New(client.Config{BaseURL: url, Lease: lc, Token: tok, TLS: cfg, Attempts: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -57,7 +57,7 @@ func (c *connFlags) client(getenv func(string) string, holder string) (*client.C
 			urls = append(urls, u)
 		}
 	}
-	cfg := client.ClientConfig{}
+	cfg := client.Config{}
 	if len(urls) == 1 {
 		cfg.BaseURL = urls[0]
 	} else {
@@ -92,7 +92,7 @@ func (c *connFlags) client(getenv func(string) string, holder string) (*client.C
 		return nil, &usageError{"the holder id " + strconv.Quote(holder) + " is refused: " + err.Error()}
 	}
 	cfg.Lease = lc
-	cl, err := client.NewClient(cfg)
+	cl, err := client.New(cfg)
 	if err != nil {
 		return nil, &usageError{"the coordinator URL (" + from + ") is refused: " + strings.TrimPrefix(err.Error(), "wire: ")}
 	}

@@ -345,7 +345,7 @@ func goClient(t *testing.T, url, holder string) *client.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := client.NewClient(client.ClientConfig{BaseURL: url, Lease: lc})
+	c, err := client.New(client.Config{BaseURL: url, Lease: lc})
 	if err != nil {
 		t.Fatal(err)
 	}

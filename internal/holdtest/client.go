@@ -43,7 +43,7 @@ func (tg *Target) realClient(t testing.TB, id string) *client.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := client.NewClient(client.ClientConfig{BaseURL: tg.Proxy.URL, Lease: lc})
+	c, err := client.New(client.Config{BaseURL: tg.Proxy.URL, Lease: lc})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +102,7 @@ func RenewalsUnderFaults(t *testing.T, tg *Target, runs int) (lost int) {
 	for seed := range uint64(runs) {
 		agent, _ := clock.NewManual("agent", clock.ManualOptions{Start: 1000})
 		lc, _ := lease.NewClient(lease.ClientConfig{Clock: agent, HolderID: "faults", ClockSkew: 20 * time.Millisecond})
-		c, err := client.NewClient(client.ClientConfig{BaseURL: tg.Proxy.URL, Lease: lc, AttemptTimeout: time.Hour,
+		c, err := client.New(client.Config{BaseURL: tg.Proxy.URL, Lease: lc, AttemptTimeout: time.Hour,
 			Backoff: func(int) time.Duration { return 0 }, AfterFunc: agent.AfterFunc})
 		if err != nil {
 			t.Fatal(err)
@@ -221,7 +221,7 @@ func CampaignerMain() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
-	c, err := client.NewClient(client.ClientConfig{BaseURL: os.Getenv(envURL), Lease: lc})
+	c, err := client.New(client.Config{BaseURL: os.Getenv(envURL), Lease: lc})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)

@@ -268,7 +268,7 @@ func tokenClient(url, id, token string) (*client.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return client.NewClient(client.ClientConfig{BaseURL: url, Lease: lc, Token: token, AttemptTimeout: 30 * time.Second})
+	return client.New(client.Config{BaseURL: url, Lease: lc, Token: token, AttemptTimeout: 30 * time.Second})
 }
 
 // queued waits until the coordinator has a waiter in a queue (native), or

@@ -177,7 +177,7 @@ func newClient(holder string, urls []string, attempts int) (*client.Client, erro
 	if err != nil {
 		return nil, err
 	}
-	return client.NewClient(client.ClientConfig{BaseURLs: urls, Lease: lc, Attempts: attempts, AttemptTimeout: 10 * time.Second})
+	return client.New(client.Config{BaseURLs: urls, Lease: lc, Attempts: attempts, AttemptTimeout: 10 * time.Second})
 }
 
 func rotate(urls []string, i int) []string {
@@ -526,7 +526,7 @@ func failover(kills int) error {
 		recs = append(recs, rec)
 		clk, _ := clock.NewMonotonic(fmt.Sprint("f", i))
 		lc, _ := lease.NewClient(lease.ClientConfig{Clock: clk, HolderID: fmt.Sprint("f", i)})
-		wc, err := client.NewClient(client.ClientConfig{BaseURLs: rotate(addrs, i), Lease: lc, Attempts: 20, AttemptTimeout: 10 * time.Second,
+		wc, err := client.New(client.Config{BaseURLs: rotate(addrs, i), Lease: lc, Attempts: 20, AttemptTimeout: 10 * time.Second,
 			HTTPClient: &http.Client{Transport: rec}})
 		if err != nil {
 			return err

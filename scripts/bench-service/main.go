@@ -407,7 +407,7 @@ func measure(s *server, name string, clients, cycles int, d time.Duration) (Resu
 		if err != nil {
 			return Result{}, err
 		}
-		if ws[i], err = client.NewClient(client.ClientConfig{BaseURL: s.url, Lease: lc, AttemptTimeout: 30 * time.Second, Token: s.token, TLS: s.tls}); err != nil {
+		if ws[i], err = client.New(client.Config{BaseURL: s.url, Lease: lc, AttemptTimeout: 30 * time.Second, Token: s.token, TLS: s.tls}); err != nil {
 			return Result{}, err
 		}
 	}

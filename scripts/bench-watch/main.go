@@ -114,7 +114,7 @@ func newClient(url, holder string) (*client.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return client.NewClient(client.ClientConfig{BaseURL: url, Lease: lc})
+	return client.New(client.Config{BaseURL: url, Lease: lc})
 }
 
 func ms(d time.Duration) string {

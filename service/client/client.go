@@ -25,12 +25,12 @@ import (
 	"github.com/lease-fence/lease-fence/service/wire"
 )
 
-// ClientConfig configures a Client.
-type ClientConfig struct {
+// Config configures a Client.
+type Config struct {
 	// BaseURL is where the coordinator is served: an http:// or https://
 	// URL with a host and at most a path, such as "http://127.0.0.1:8787"
 	// or "https://leases.example.com/prefix" (the calls go to
-	// /prefix/v1/acquire and the like). NewClient refuses anything else,
+	// /prefix/v1/acquire and the like). New refuses anything else,
 	// naming the mistake ("localhost:8787" has no scheme). Required unless
 	// BaseURLs is set.
 	BaseURL string
@@ -119,31 +119,31 @@ type Client struct {
 	noBatch atomic.Bool
 }
 
-// NewClient returns a client.
-func NewClient(cfg ClientConfig) (*Client, error) {
+// New returns a client.
+func New(cfg Config) (*Client, error) {
 	bases := cfg.BaseURLs
 	switch {
 	case cfg.BaseURL != "" && len(bases) > 0:
-		return nil, errors.New("wire: set ClientConfig.BaseURL or BaseURLs, not both")
+		return nil, errors.New("client: set Config.BaseURL or BaseURLs, not both")
 	case cfg.BaseURL != "":
 		bases = []string{cfg.BaseURL}
 	case len(bases) == 0:
-		return nil, errors.New("wire: ClientConfig.BaseURL is required")
+		return nil, errors.New("client: Config.BaseURL is required")
 	case len(bases) > maxBaseURLs:
-		return nil, errors.New("wire: ClientConfig.BaseURLs holds " + strconv.Itoa(len(bases)) + " URLs, more than " + strconv.Itoa(maxBaseURLs))
+		return nil, errors.New("client: Config.BaseURLs holds " + strconv.Itoa(len(bases)) + " URLs, more than " + strconv.Itoa(maxBaseURLs))
 	}
 	if cfg.Lease == nil {
-		return nil, errors.New("wire: ClientConfig.Lease is required")
+		return nil, errors.New("client: Config.Lease is required")
 	}
 	if cfg.MaxWait < 0 || cfg.MaxWait > wire.MaxWaitMillis*time.Millisecond {
-		return nil, errors.New("wire: ClientConfig.MaxWait must be from 0 to MaxWaitMillis milliseconds, got " + cfg.MaxWait.String())
+		return nil, errors.New("client: Config.MaxWait must be from 0 to MaxWaitMillis milliseconds, got " + cfg.MaxWait.String())
 	}
 	if cfg.TLS != nil && cfg.HTTPClient != nil {
-		return nil, errors.New("wire: set ClientConfig.TLS or HTTPClient, not both (configure TLS in the HTTPClient's transport)")
+		return nil, errors.New("client: set Config.TLS or HTTPClient, not both (configure TLS in the HTTPClient's transport)")
 	}
 	for _, c := range []byte(cfg.Token) {
 		if c <= ' ' || c > '~' {
-			return nil, errors.New("wire: ClientConfig.Token must be visible ASCII (no spaces or line breaks)")
+			return nil, errors.New("client: Config.Token must be visible ASCII (no spaces or line breaks)")
 		}
 	}
 	c := &Client{lc: cfg.Lease, hc: cfg.HTTPClient, backoff: cfg.Backoff,
@@ -201,7 +201,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	return c, nil
 }
 
-// defaultMaxWait is the default ClientConfig.MaxWait.
+// defaultMaxWait is the default Config.MaxWait.
 const defaultMaxWait = 30 * time.Second
 
 // tlsFor is the TLS configuration of the connections to u: cfg (cloned),
@@ -229,12 +229,12 @@ func (c *Client) GoString() string { return c.String() }
 // baseURLExample is what the refusals of a base URL show.
 const baseURLExample = `"http://127.0.0.1:8787" or "https://leases.example.com/prefix"`
 
-// checkBaseURL checks one of ClientConfig's base URLs (name is its field):
+// checkBaseURL checks one of Config's base URLs (name is its field):
 // an http:// or https:// URL with a host, a valid port if any, and at most
 // a path, which the calls' paths are appended to. Each mistake is named, as
 // lease-fence/service-client names them.
 func checkBaseURL(s, name string) (*url.URL, error) {
-	bad := func(why string) error { return errors.New("wire: ClientConfig." + name + " " + why) }
+	bad := func(why string) error { return errors.New("client: Config." + name + " " + why) }
 	if s == "" {
 		return nil, bad("is empty: it must be an http:// or https:// URL with a host, such as " + baseURLExample)
 	}
@@ -264,7 +264,7 @@ func checkBaseURL(s, name string) (*url.URL, error) {
 	}
 	if u.User != nil {
 		// Not shown: the password would be in the message.
-		return nil, bad("has a user name or password in it: a base URL is a scheme, a host and a path; send a token with ClientConfig.Token")
+		return nil, bad("has a user name or password in it: a base URL is a scheme, a host and a path; send a token with Config.Token")
 	}
 	if u.Opaque != "" || u.Hostname() == "" {
 		return nil, bad(shown + " has no host: it must be an http:// or https:// URL with a host, such as " + baseURLExample)
@@ -298,7 +298,7 @@ func validScheme(s string) bool {
 // maxIdleConns is how many idle connections the default transport keeps.
 const maxIdleConns = 64
 
-// maxBaseURLs bounds ClientConfig.BaseURLs.
+// maxBaseURLs bounds Config.BaseURLs.
 const maxBaseURLs = 64
 
 // Lease is a lease held through a Client: the core lease (token, deadline)
@@ -340,7 +340,7 @@ func (c *Client) Acquire(ctx context.Context, resource string) (*Lease, error) {
 		if reply.HeldBy != "" {
 			return nil, &DeniedError{Resource: resource, HeldBy: reply.HeldBy, RetryAfter: clock.FromMillis(reply.RetryAfterMillis)}
 		}
-		return nil, errors.New("wire: acquisition refused without a holder (reason " + strconv.Quote(reply.Reason) + ")")
+		return nil, errors.New("client: acquisition refused without a holder (reason " + strconv.Quote(reply.Reason) + ")")
 	}
 	return c.complete(req, reply, secret, c.lc.CompleteAcquire)
 }
@@ -357,7 +357,7 @@ func (c *Client) Renew(ctx context.Context, l *Lease) (*Lease, error) {
 // send).
 func (c *Client) renew(ctx context.Context, l *Lease, until clock.Instant) (*Lease, error) {
 	if l == nil {
-		return nil, errors.New("wire: Renew needs a lease")
+		return nil, errors.New("client: Renew needs a lease")
 	}
 	req, err := c.lc.BeginRenewal(l.Lease)
 	if err != nil {
@@ -384,7 +384,7 @@ func (c *Client) Release(ctx context.Context, l *Lease) error {
 // send).
 func (c *Client) release(ctx context.Context, l *Lease, until clock.Instant) error {
 	if l == nil {
-		return errors.New("wire: Release needs a lease")
+		return errors.New("client: Release needs a lease")
 	}
 	tok := l.Token()
 	id, err := random(16)
@@ -406,7 +406,7 @@ func (c *Client) release(ctx context.Context, l *Lease, until clock.Instant) err
 func (c *Client) complete(req lease.Request, reply wire.Reply, secret string, fn func(lease.Request, lease.Grant) (*lease.Lease, error)) (*Lease, error) {
 	g := reply.Grant
 	if g == nil {
-		return nil, errors.New("wire: a granted reply without a grant")
+		return nil, errors.New("client: a granted reply without a grant")
 	}
 	l, err := fn(req, g.Lease())
 	if err != nil {
@@ -479,7 +479,7 @@ func (c *Client) deliver(ctx context.Context, op wire.Op, path string, body []by
 				c.cur.Store(int32(i))
 				return nil
 			}
-			err, retry = errors.New("wire: unreadable reply: "+err.Error()), true
+			err, retry = errors.New("client: unreadable reply: "+err.Error()), true
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -489,7 +489,7 @@ func (c *Client) deliver(ctx context.Context, op wire.Op, path string, body []by
 		}
 		last = err
 	}
-	return errors.Join(errors.New("wire: "+string(op)+" got no answer after "+strconv.Itoa(c.attempts)+" attempts"), last)
+	return errors.Join(errors.New("client: "+string(op)+" got no answer after "+strconv.Itoa(c.attempts)+" attempts"), last)
 }
 
 // backoffBefore waits before the n-th attempt of a call when it returns to
@@ -621,7 +621,7 @@ func (c *Client) hedged(ctx context.Context, op wire.Op, path string, body []byt
 					c.cur.Store(int32(r.base))
 					return nil
 				}
-				r.err, r.retry = errors.New("wire: unreadable reply: "+r.err.Error()), true
+				r.err, r.retry = errors.New("client: unreadable reply: "+r.err.Error()), true
 			}
 			if ctx.Err() != nil {
 				return ctx.Err()
@@ -635,7 +635,7 @@ func (c *Client) hedged(ctx context.Context, op wire.Op, path string, body []byt
 				continue
 			}
 			if failed >= c.attempts {
-				return errors.Join(errors.New("wire: "+string(op)+" got no answer after "+strconv.Itoa(failed)+" attempts"), last)
+				return errors.Join(errors.New("client: "+string(op)+" got no answer after "+strconv.Itoa(failed)+" attempts"), last)
 			}
 			if err := c.backoffBefore(ctx, launched+1); err != nil {
 				return err

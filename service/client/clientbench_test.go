@@ -49,7 +49,7 @@ func BenchmarkClientCycle(b *testing.B) {
 	}()
 	clk, _ := clock.NewMonotonic("h")
 	lc, _ := lease.NewClient(lease.ClientConfig{Clock: clk, HolderID: "h"})
-	c, _ := NewClient(ClientConfig{BaseURL: "http://coordinator.test", Lease: lc})
+	c, _ := New(Config{BaseURL: "http://coordinator.test", Lease: lc})
 	c.conns[0].idle = []*persistConn{{Conn: cli, br: bufio.NewReader(cli)}}
 	ctx := context.Background()
 	b.ReportAllocs()

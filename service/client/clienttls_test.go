@@ -55,14 +55,14 @@ func TestClientTokenAndTLS(t *testing.T) {
 			defer srv.Close()
 			clk, _ := clock.NewMonotonic("h")
 			lc, _ := lease.NewClient(lease.ClientConfig{Clock: clk, HolderID: "h"})
-			cfg := ClientConfig{BaseURL: srv.URL, Lease: lc, Token: tok, Attempts: 1}
+			cfg := Config{BaseURL: srv.URL, Lease: lc, Token: tok, Attempts: 1}
 			if tc.tls {
 				cfg.TLS = &tls.Config{RootCAs: srv.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs}
 			}
 			if !tc.owned {
 				cfg.TLS, cfg.HTTPClient = nil, srv.Client()
 			}
-			c, err := NewClient(cfg)
+			c, err := New(cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -91,11 +91,11 @@ func TestClientTokenAndTLS(t *testing.T) {
 	clk, _ := clock.NewMonotonic("h")
 	lc, _ := lease.NewClient(lease.ClientConfig{Clock: clk, HolderID: "h"})
 	for _, bad := range []string{"with space", "line\nbreak", "tab\t", "ünï"} {
-		if _, err := NewClient(ClientConfig{BaseURL: "http://127.0.0.1:1", Lease: lc, Token: bad}); err == nil {
+		if _, err := New(Config{BaseURL: "http://127.0.0.1:1", Lease: lc, Token: bad}); err == nil {
 			t.Errorf("token %q accepted", bad)
 		}
 	}
-	if _, err := NewClient(ClientConfig{BaseURL: "https://127.0.0.1:1", Lease: lc, TLS: &tls.Config{}, HTTPClient: http.DefaultClient}); err == nil {
+	if _, err := New(Config{BaseURL: "https://127.0.0.1:1", Lease: lc, TLS: &tls.Config{}, HTTPClient: http.DefaultClient}); err == nil {
 		t.Error("TLS and HTTPClient both accepted")
 	}
 }

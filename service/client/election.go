@@ -48,7 +48,7 @@ func (c *Client) Inspect(ctx context.Context, resource string) (Status, error) {
 // Current of the last Status it had.
 func (c *Client) Observe(ctx context.Context, resource string, after uint64, wait time.Duration) (Status, error) {
 	if wait < 0 || wait > c.maxWait {
-		return Status{}, errors.New("wire: Observe waits from 0 to the client's MaxWait (" + c.maxWait.String() + "), not " + wait.String())
+		return Status{}, errors.New("client: Observe waits from 0 to the client's MaxWait (" + c.maxWait.String() + "), not " + wait.String())
 	}
 	return c.inspect(ctx, wire.Message{Op: wire.OpInspect, Request: lease.Request{Resource: resource}, After: after, HasAfter: true,
 		Wait: wait.Truncate(time.Millisecond)})
@@ -60,7 +60,7 @@ func (c *Client) inspect(ctx context.Context, m wire.Message) (Status, error) {
 		return Status{}, err
 	}
 	if !reply.OK || reply.Held == nil || (!*reply.Held && reply.LastFence == nil) {
-		return Status{}, errors.New("wire: an inspection's answer without its state")
+		return Status{}, errors.New("client: an inspection's answer without its state")
 	}
 	if *reply.Held {
 		return Status{Held: true, HolderID: reply.HolderID, Fence: reply.Fence, Remaining: clock.FromMillis(reply.RemainingMillis),
@@ -120,7 +120,7 @@ func (e *Election) Proclaim(ctx context.Context, value string) error {
 	h := e.held
 	e.mu.Unlock()
 	if h == nil {
-		return errors.New("wire: Proclaim needs a lead won by this Election's Campaign")
+		return errors.New("client: Proclaim needs a lead won by this Election's Campaign")
 	}
 	if h.Context().Err() != nil {
 		return ErrExpired

@@ -19,28 +19,28 @@ type DeniedError struct {
 }
 
 func (e *DeniedError) Error() string {
-	return "wire: " + strconv.Quote(e.Resource) + " is held by " + strconv.Quote(e.HeldBy) +
+	return "client: " + strconv.Quote(e.Resource) + " is held by " + strconv.Quote(e.HeldBy) +
 		" for " + e.RetryAfter.String() + " more"
 }
 
 // ErrExpired is returned by Client.Renew and Client.Release when the lease is
 // no longer the resource's current lease: it ran out, was released, or was
 // reassigned. An expired lease is never extended; acquire again.
-var ErrExpired = errors.New("wire: lease expired")
+var ErrExpired = errors.New("client: lease expired")
 
 // ErrLeaseRevoked is, by errors.Is, the error of a renewal, release or
 // proclamation of a lease that an operator revoked (POST /v1/revoke), and
 // the cause of a Held's context whose renewal was answered so (with
 // ErrLeaseLost: the cause is a *LostError with Revoked set). Renew and
 // Release return an error that is both ErrLeaseRevoked and ErrExpired.
-var ErrLeaseRevoked = errors.New("wire: lease revoked")
+var ErrLeaseRevoked = errors.New("client: lease revoked")
 
 // revokedError is the answer "revoked": the lease is over (ErrExpired),
 // ended by a revoke (ErrLeaseRevoked).
 type revokedError struct{}
 
 func (revokedError) Error() string {
-	return "wire: lease revoked: an operator ended it (POST /v1/revoke); acquire again"
+	return "client: lease revoked: an operator ended it (POST /v1/revoke); acquire again"
 }
 
 func (revokedError) Is(target error) bool { return target == ErrLeaseRevoked || target == ErrExpired }
@@ -72,8 +72,8 @@ func (e *CertificateError) Error() string {
 	if e.NameMismatch {
 		what = "is not for its host"
 	}
-	return "wire: " + string(e.Op) + ": the TLS certificate of " + e.BaseURL + " " + what + " (" + e.Err.Error() +
-		"); not retried: trust its CA (ClientConfig.TLS.RootCAs) or use a name it was issued for"
+	return "client: " + string(e.Op) + ": the TLS certificate of " + e.BaseURL + " " + what + " (" + e.Err.Error() +
+		"); not retried: trust its CA (Config.TLS.RootCAs) or use a name it was issued for"
 }
 
 func (e *CertificateError) Unwrap() error { return e.Err }

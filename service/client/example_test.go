@@ -27,7 +27,7 @@ func Example() {
 	holder := func(id string) *client.Client {
 		clk, _ := clock.NewMonotonic(id)
 		lc, _ := lease.NewClient(lease.ClientConfig{Clock: clk, HolderID: id, ClockSkew: 500 * time.Millisecond})
-		c, _ := client.NewClient(client.ClientConfig{BaseURL: srv.URL, Lease: lc})
+		c, _ := client.New(client.Config{BaseURL: srv.URL, Lease: lc})
 		return c
 	}
 	a, b := holder("agent-a"), holder("agent-b")

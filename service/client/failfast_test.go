@@ -112,7 +112,7 @@ func TestBaseURLPrefix(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			paths = nil
-			c, err := client.NewClient(client.ClientConfig{BaseURL: tc.base, Lease: leaseClient(t, "a", nil), HTTPClient: tc.hc, Attempts: 1})
+			c, err := client.New(client.Config{BaseURL: tc.base, Lease: leaseClient(t, "a", nil), HTTPClient: tc.hc, Attempts: 1})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -138,11 +138,11 @@ func TestBaseURLPrefix(t *testing.T) {
 	}
 }
 
-// TestNewClientChecksBaseURLs: each base URL that is not an http:// or
-// https:// URL with a host and at most a path is refused by NewClient,
+// TestNewChecksBaseURLs: each base URL that is not an http:// or
+// https:// URL with a host and at most a path is refused by New,
 // with a message naming the field and the mistake (and not showing a
 // password); good ones are taken.
-func TestNewClientChecksBaseURLs(t *testing.T) {
+func TestNewChecksBaseURLs(t *testing.T) {
 	lc := leaseClient(t, "a", nil)
 	for _, tc := range []struct{ url, want string }{
 		{"localhost:8787", `BaseURL "localhost:8787" has no scheme: write it with http:// or https:// in front`},
@@ -162,17 +162,17 @@ func TestNewClientChecksBaseURLs(t *testing.T) {
 		{"http://user:hunter2@bad host", `BaseURL is not a URL`},
 		{"", `BaseURL is required`},
 	} {
-		_, err := client.NewClient(client.ClientConfig{BaseURL: tc.url, Lease: lc})
+		_, err := client.New(client.Config{BaseURL: tc.url, Lease: lc})
 		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "hunter2") {
 			t.Errorf("%q: %v, want %q", tc.url, err, tc.want)
 		}
 	}
-	_, err := client.NewClient(client.ClientConfig{BaseURLs: []string{"http://a", "a:1"}, Lease: lc})
-	if err == nil || !strings.Contains(err.Error(), `ClientConfig.BaseURLs[1] "a:1" has no scheme`) {
+	_, err := client.New(client.Config{BaseURLs: []string{"http://a", "a:1"}, Lease: lc})
+	if err == nil || !strings.Contains(err.Error(), `Config.BaseURLs[1] "a:1" has no scheme`) {
 		t.Errorf("BaseURLs: %v", err)
 	}
 	for _, good := range []string{"http://127.0.0.1:1", "https://leases.example.com/prefix/", "http://[::1]:8787/a/b", "HTTP://h"} {
-		if _, err := client.NewClient(client.ClientConfig{BaseURL: good, Lease: lc}); err != nil {
+		if _, err := client.New(client.Config{BaseURL: good, Lease: lc}); err != nil {
 			t.Errorf("%q: %v", good, err)
 		}
 	}
@@ -213,7 +213,7 @@ func TestCertificateErrorsAreFinal(t *testing.T) {
 		{"name mismatch, HTTPClient", nil, &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pki.CAPool, ServerName: "other.test"}}}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := client.NewClient(client.ClientConfig{BaseURL: srv.URL, Lease: lc, TLS: tc.tls, HTTPClient: tc.hc,
+			c, err := client.New(client.Config{BaseURL: srv.URL, Lease: lc, TLS: tc.tls, HTTPClient: tc.hc,
 				Backoff: func(n int) time.Duration { t.Errorf("attempt %d", n); return 0 }})
 			if err != nil {
 				t.Fatal(err)
@@ -224,9 +224,9 @@ func TestCertificateErrorsAreFinal(t *testing.T) {
 				t.Fatalf("%#v", err)
 			}
 			first, _, _ := strings.Cut(err.Error(), "\n")
-			want := "wire: acquire: the TLS certificate of " + srv.URL + " cannot be verified (x509: certificate signed by unknown authority"
+			want := "client: acquire: the TLS certificate of " + srv.URL + " cannot be verified (x509: certificate signed by unknown authority"
 			if tc.mismatch {
-				want = "wire: acquire: the TLS certificate of " + srv.URL + " is not for its host (x509: certificate is valid for"
+				want = "client: acquire: the TLS certificate of " + srv.URL + " is not for its host (x509: certificate is valid for"
 			}
 			if !strings.HasPrefix(first, want) || !strings.Contains(first, "not retried") {
 				t.Fatalf("first line %q, want %q...", first, want)
@@ -237,7 +237,7 @@ func TestCertificateErrorsAreFinal(t *testing.T) {
 		t.Fatalf("the server got %d requests", calls.Load())
 	}
 	// The same server, trusted: its answer (404) comes through.
-	c, err := client.NewClient(client.ClientConfig{BaseURL: srv.URL, Lease: lc, TLS: &tls.Config{RootCAs: pki.CAPool}})
+	c, err := client.New(client.Config{BaseURL: srv.URL, Lease: lc, TLS: &tls.Config{RootCAs: pki.CAPool}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -270,7 +270,7 @@ func TestStatusesRetriedOrFinal(t *testing.T) {
 		http.Error(w, "no", int(status.Load()))
 	}))
 	defer srv.Close()
-	c, err := client.NewClient(client.ClientConfig{BaseURL: srv.URL, Lease: leaseClient(t, "a", nil), Attempts: 3,
+	c, err := client.New(client.Config{BaseURL: srv.URL, Lease: leaseClient(t, "a", nil), Attempts: 3,
 		Backoff: func(int) time.Duration { return 0 }})
 	if err != nil {
 		t.Fatal(err)
@@ -313,7 +313,7 @@ func TestRenewalOutlivesALostReply(t *testing.T) {
 		}
 		return faultproxy.Action{}
 	})
-	c, err := client.NewClient(client.ClientConfig{BaseURL: px.URL, Lease: leaseClient(t, "a", nil)})
+	c, err := client.New(client.Config{BaseURL: px.URL, Lease: leaseClient(t, "a", nil)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -360,7 +360,7 @@ func TestRenewalOutlivesALostReply(t *testing.T) {
 func TestLossBeforeTheDeadlineRealTimers(t *testing.T) {
 	t.Parallel()
 	px := startProxy(t, serveCoordinator(t, 5*time.Second))
-	c, err := client.NewClient(client.ClientConfig{BaseURL: px.URL, Lease: leaseClient(t, "a", nil), AttemptTimeout: 30 * time.Second})
+	c, err := client.New(client.Config{BaseURL: px.URL, Lease: leaseClient(t, "a", nil), AttemptTimeout: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -384,7 +384,7 @@ func TestLossBeforeTheDeadlineRealTimers(t *testing.T) {
 		t.Errorf("the loss was found %v after the holder's deadline", -lost.Left)
 	}
 	// The release the hold sent itself got no answer: Do says so.
-	if !strings.Contains(err.Error(), "\nwire: release got no answer") && !strings.Contains(err.Error(), "\nwire: the release of a lost hold got no answer within 2s") {
+	if !strings.Contains(err.Error(), "\nclient: release got no answer") && !strings.Contains(err.Error(), "\nclient: the release of a lost hold got no answer within 2s") {
 		t.Errorf("Do: %v", err)
 	}
 	// Bounded to 2 s; the rest is room for a loaded machine (the release
@@ -416,7 +416,7 @@ func TestLossAndReleaseManualClock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := client.NewClient(client.ClientConfig{BaseURL: px.URL, Lease: leaseClient(t, "agent-a", agent), AttemptTimeout: time.Hour,
+	c, err := client.New(client.Config{BaseURL: px.URL, Lease: leaseClient(t, "agent-a", agent), AttemptTimeout: time.Hour,
 		Attempts: 100, Backoff: func(int) time.Duration { return 0 }, AfterFunc: agent.AfterFunc})
 	if err != nil {
 		t.Fatal(err)
@@ -487,7 +487,7 @@ func TestLossAndReleaseManualClock(t *testing.T) {
 		!near(lost.Left, 50*time.Millisecond) || !near(lost.SinceSent, 930*time.Millisecond) {
 		t.Fatalf("lost at %v: %#v", lossAt, context.Cause(h.Context()))
 	}
-	want := `wire: the lease on "r" (fence 1) was lost: no renewal succeeded in time; given up 930 ms after the send of the call that last extended it, 50 ms before the holder's deadline`
+	want := `client: the lease on "r" (fence 1) was lost: no renewal succeeded in time; given up 930 ms after the send of the call that last extended it, 50 ms before the holder's deadline`
 	if lost.Error() != want {
 		t.Fatalf("message %q, want %q", lost.Error(), want)
 	}
@@ -530,7 +530,7 @@ func TestRenewalOutlivesALostReplyManualClock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := client.NewClient(client.ClientConfig{BaseURL: px.URL, Lease: leaseClient(t, "agent-a", agent), AttemptTimeout: time.Hour,
+	c, err := client.New(client.Config{BaseURL: px.URL, Lease: leaseClient(t, "agent-a", agent), AttemptTimeout: time.Hour,
 		Backoff: func(int) time.Duration { return 0 }, AfterFunc: agent.AfterFunc})
 	if err != nil {
 		t.Fatal(err)

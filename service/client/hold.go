@@ -20,7 +20,7 @@ import (
 // over at the coordinator), or none succeeded in time. The cause itself is
 // a *LostError that says which, and when. Do joins it to the error of a
 // callback that ran while the lease was lost.
-var ErrLeaseLost = errors.New("wire: lease lost")
+var ErrLeaseLost = errors.New("client: lease lost")
 
 // LostError is the cause of a Held's context when its lease was lost. It
 // is ErrLeaseLost by errors.Is. Its message gives durations, not instants
@@ -47,7 +47,7 @@ type LostError struct {
 }
 
 func (e *LostError) Error() string {
-	msg := "wire: the lease on " + strconv.Quote(e.Token.Resource) + " (fence " + strconv.FormatUint(e.Token.Fence, 10) + ") was lost: "
+	msg := "client: the lease on " + strconv.Quote(e.Token.Resource) + " (fence " + strconv.FormatUint(e.Token.Fence, 10) + ") was lost: "
 	when := ""
 	if e.Known {
 		when = durationText(clock.Millis(e.SinceSent)) + " after the send of the call that last extended it, "
@@ -115,7 +115,7 @@ func lossMargin(ttl time.Duration) time.Duration {
 const endingRelease = 2 * time.Second
 
 // ErrReleased is the cause of a Held's context once Release was called.
-var ErrReleased = errors.New("wire: lease released")
+var ErrReleased = errors.New("client: lease released")
 
 // WaitForever, as HoldOptions.Wait, waits for the resource until the
 // context ends.
@@ -197,7 +197,7 @@ type Held struct {
 // it returns has its full time ahead.
 func (c *Client) Hold(ctx context.Context, resource string, opts HoldOptions) (*Held, error) {
 	if opts.Wait < 0 || opts.RenewEvery < 0 {
-		return nil, errors.New("wire: HoldOptions.Wait and RenewEvery must not be negative")
+		return nil, errors.New("client: HoldOptions.Wait and RenewEvery must not be negative")
 	}
 	start, err := c.lc.Now()
 	if err != nil {
@@ -238,7 +238,7 @@ func (c *Client) hold(ctx context.Context, resource string, opts HoldOptions) (*
 	margin := lossMargin(ttl)
 	if every >= ttl-c.lc.ClockSkew()-margin {
 		c.releaseAfter(l)
-		return nil, errors.New("wire: HoldOptions.RenewEvery (" + every.String() + ") must be less than the TTL (" + ttl.String() +
+		return nil, errors.New("client: HoldOptions.RenewEvery (" + every.String() + ") must be less than the TTL (" + ttl.String() +
 			") minus the clock skew (" + c.lc.ClockSkew().String() + ") and the loss margin (" + margin.String() + "), or the lease would lapse between renewals")
 	}
 	k, err := lease.NewKeeper(l.Lease, every)
@@ -317,10 +317,10 @@ func (c *Client) acquireWaiting(ctx context.Context, resource string, wait time.
 			return l, err
 		}
 		if reply.Reason == wire.ReasonRevoked {
-			return nil, fmt.Errorf("wire: the wait for %q was ended by an operator's revoke (its place in the queue was removed): %w", resource, ErrLeaseRevoked)
+			return nil, fmt.Errorf("client: the wait for %q was ended by an operator's revoke (its place in the queue was removed): %w", resource, ErrLeaseRevoked)
 		}
 		if reply.HeldBy == "" {
-			return nil, errors.New("wire: acquisition refused without a holder (reason " + strconv.Quote(reply.Reason) + ")")
+			return nil, errors.New("client: acquisition refused without a holder (reason " + strconv.Quote(reply.Reason) + ")")
 		}
 		if chunk == 0 {
 			return nil, &DeniedError{Resource: resource, HeldBy: reply.HeldBy, RetryAfter: clock.FromMillis(reply.RetryAfterMillis)}
@@ -543,7 +543,7 @@ func (h *Held) finish() {
 func (c *Client) releaseBounded(l *Lease) error {
 	bound := min(endingRelease, c.timeout)
 	noAnswer := func(d time.Duration, of string) error {
-		return errors.New("wire: the release of a lost hold got no answer within " + d.String() + of)
+		return errors.New("client: the release of a lost hold got no answer within " + d.String() + of)
 	}
 	ctx, cancel := context.WithTimeoutCause(context.Background(), c.timeout, noAnswer(c.timeout, ""))
 	defer cancel()

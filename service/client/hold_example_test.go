@@ -37,7 +37,7 @@ func coordinator() (holder func(id string) *client.Client, stop func()) {
 	return func(id string) *client.Client {
 		clk, _ := clock.NewMonotonic(id)
 		lc, _ := lease.NewClient(lease.ClientConfig{Clock: clk, HolderID: id, ClockSkew: 50 * time.Millisecond})
-		c, _ := client.NewClient(client.ClientConfig{BaseURL: srv.URL, Lease: lc})
+		c, _ := client.New(client.Config{BaseURL: srv.URL, Lease: lc})
 		return c
 	}, srv.Close
 }

@@ -37,7 +37,7 @@ func (c *Client) renewBatch(ctx context.Context, ls []*Lease, out []*Lease, errs
 	var at []int // the index in ls of each of ms
 	for i, l := range ls {
 		if l == nil {
-			errs[i] = errors.New("wire: Renew needs a lease")
+			errs[i] = errors.New("client: Renew needs a lease")
 			continue
 		}
 		req, err := c.lc.BeginRenewal(l.Lease)

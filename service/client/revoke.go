@@ -58,7 +58,7 @@ func (c *Client) Revoke(ctx context.Context, resource string, opts RevokeOptions
 	case reply.OK && reply.RemovedWaiter != "":
 		return Revoked{RemovedWaiter: reply.RemovedWaiter}, nil
 	}
-	return Revoked{}, errors.New("wire: a revoke's answer without what it revoked")
+	return Revoked{}, errors.New("client: a revoke's answer without what it revoked")
 }
 
 // sendOnce posts m once, to the coordinator the client used last.
@@ -74,7 +74,7 @@ func (c *Client) sendOnce(ctx context.Context, m wire.Message) (wire.Reply, erro
 	}
 	var reply wire.Reply
 	if err := json.Unmarshal(data, &reply); err != nil {
-		return wire.Reply{}, errors.New("wire: unreadable reply: " + err.Error())
+		return wire.Reply{}, errors.New("client: unreadable reply: " + err.Error())
 	}
 	return reply, nil
 }
@@ -84,7 +84,7 @@ func (c *Client) sendOnce(ctx context.Context, m wire.Message) (wire.Reply, erro
 // longer the current lease (also ErrLeaseRevoked if it was revoked).
 func (c *Client) Proclaim(ctx context.Context, l *Lease, value string) error {
 	if l == nil {
-		return errors.New("wire: Proclaim needs a lease")
+		return errors.New("client: Proclaim needs a lease")
 	}
 	tok := l.Token()
 	id, err := random(16)

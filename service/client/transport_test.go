@@ -82,7 +82,7 @@ func newTestClient(t *testing.T, url string, timeout time.Duration, attempts int
 	t.Helper()
 	clk, _ := clock.NewMonotonic("h")
 	lc, _ := lease.NewClient(lease.ClientConfig{Clock: clk, HolderID: "h"})
-	c, err := NewClient(ClientConfig{BaseURL: url, Lease: lc, AttemptTimeout: timeout, Attempts: attempts, Backoff: func(int) time.Duration { return 0 }})
+	c, err := New(Config{BaseURL: url, Lease: lc, AttemptTimeout: timeout, Attempts: attempts, Backoff: func(int) time.Duration { return 0 }})
 	if err != nil {
 		t.Fatal(err)
 	}

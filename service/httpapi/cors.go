@@ -72,7 +72,7 @@ func CheckOrigins(origins []string) error {
 		u, err := url.Parse(o)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil ||
 			u.Path != "" || u.RawQuery != "" || u.Fragment != "" || strings.HasSuffix(o, "/") || u.String() != o {
-			return errors.New("wire: " + wire.QuoteShort(o) + " is not an origin: write scheme://host[:port], as in https://app.example.com, or *")
+			return errors.New("httpapi: " + wire.QuoteShort(o) + " is not an origin: write scheme://host[:port], as in https://app.example.com, or *")
 		}
 	}
 	return nil

@@ -149,7 +149,7 @@ func history(t *testing.T, seed uint64, clients, opsPer, resources int, durable 
 			name := "c" + strconv.Itoa(ci)
 			hc, _ := clock.NewManual(name, clock.ManualOptions{StepPerRead: 1})
 			lc, _ := lease.NewClient(lease.ClientConfig{Clock: hc, HolderID: name})
-			wc, err := client.NewClient(client.ClientConfig{BaseURL: srv.URL, Lease: lc,
+			wc, err := client.New(client.Config{BaseURL: srv.URL, Lease: lc,
 				HTTPClient: &http.Client{Transport: rt}, Attempts: 8, Backoff: func(int) time.Duration { return 0 }})
 			if err != nil {
 				t.Error(err)

@@ -164,7 +164,7 @@ func TestLinearizableAcrossReplicas(t *testing.T) {
 				lc, _ := lease.NewClient(lease.ClientConfig{Clock: hc, HolderID: name})
 				rt := &recorder{t: t, h: h, tl: tl, client: ci, rng: rand.New(rand.NewPCG(seed, uint64(ci)+100)), next: http.DefaultTransport}
 				mine := append(append([]string{}, urls[ci%3:]...), urls[:ci%3]...)
-				wc, err := client.NewClient(client.ClientConfig{BaseURLs: mine, Lease: lc, HTTPClient: &http.Client{Transport: rt},
+				wc, err := client.New(client.Config{BaseURLs: mine, Lease: lc, HTTPClient: &http.Client{Transport: rt},
 					Attempts: 8, Backoff: func(int) time.Duration { return 0 }})
 				if err != nil {
 					t.Error(err)

@@ -173,7 +173,7 @@ func TestWorkerTokens(t *testing.T) {
 	// client.Client with the token.
 	clk, _ := clock.NewMonotonic("app-9")
 	lc, _ := lease.NewClient(lease.ClientConfig{Clock: clk, HolderID: "app-9"})
-	wc, err := client.NewClient(client.ClientConfig{BaseURL: url, Lease: lc, Token: wApp.token, AttemptTimeout: 20 * time.Second})
+	wc, err := client.New(client.Config{BaseURL: url, Lease: lc, Token: wApp.token, AttemptTimeout: 20 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

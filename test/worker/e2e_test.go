@@ -114,7 +114,7 @@ func newHolder(t *testing.T, id string) *client.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := client.NewClient(client.ClientConfig{BaseURL: "http://worker.invalid", Lease: lc, HTTPClient: httpClient, AttemptTimeout: 20 * time.Second})
+	c, err := client.New(client.Config{BaseURL: "http://worker.invalid", Lease: lc, HTTPClient: httpClient, AttemptTimeout: 20 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -47,7 +47,7 @@ func workerClient(t *testing.T, url, holder, tok string) *client.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := client.NewClient(client.ClientConfig{BaseURL: url, Lease: lc, Token: tok, Attempts: 1, AttemptTimeout: 30 * time.Second})
+	c, err := client.New(client.Config{BaseURL: url, Lease: lc, Token: tok, Attempts: 1, AttemptTimeout: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
