@@ -213,9 +213,9 @@ func (s *Service) Watch(q wire.WatchRequest, caller wire.Caller, allow func(stri
 	case h.stopped:
 		return nil, refusal(errStopped)
 	case len(h.all) >= h.max:
-		return nil, wire.NewError(wire.CodeTooManyWatchers, "the coordinator has its maximum of "+strconv.Itoa(h.max)+" watchers; retry later")
+		return nil, refuse(wire.RefusedTooManyWatchers, "the coordinator has its maximum of "+strconv.Itoa(h.max)+" watchers; retry later")
 	case caller.Name != "" && h.byOwner[caller.Name] >= h.perTok:
-		return nil, wire.NewError(wire.CodeTooManyTokenWatchers, "the token "+quote(caller.Name)+" has its maximum of "+
+		return nil, refuse(wire.RefusedTooManyTokenWatchers, "the token "+quote(caller.Name)+" has its maximum of "+
 			strconv.Itoa(h.perTok)+" watchers; other tokens are not affected")
 	}
 	w := &Watch{h: h, owner: caller.Name, prefix: q.Prefix, allow: allow, ch: make(chan wire.Event, h.buffer), last: h.seq}

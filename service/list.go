@@ -17,13 +17,13 @@ import (
 func (s *Service) List(ctx context.Context, q wire.ListRequest, allow func(string) bool) (wire.ListReply, error) {
 	ls, ok := storeAs[Lister](s.store)
 	if !ok {
-		return wire.ListReply{}, wire.NewError(wire.CodeNotSupported, "this coordinator's store cannot list its leases")
+		return wire.ListReply{}, refuse(wire.RefusedNotSupported, "this coordinator's store cannot list its leases")
 	}
 	after := ""
 	if q.Cursor != "" {
 		raw, err := base64.RawURLEncoding.DecodeString(q.Cursor)
 		if err != nil || len(raw) == 0 {
-			return wire.ListReply{}, wire.InvalidField("cursor", "is not a cursor this coordinator gave")
+			return wire.ListReply{}, refuse(wire.RefusedInvalidValue, `field "cursor" is not a cursor this coordinator gave`)
 		}
 		after = string(raw)
 	}

@@ -44,7 +44,7 @@ func (s *Service) revoke(ctx context.Context, m wire.Message) (wire.Reply, error
 				}
 			}
 		}
-		return wire.NewError(wire.CodeNotHeld, notHeld(q))
+		return refuse(wire.RefusedNotHeld, notHeld(q))
 	})
 	if err != nil {
 		return wire.Reply{}, refusal(err)

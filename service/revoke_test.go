@@ -21,7 +21,7 @@ func proclaimMsg(id, resource, holder string, fence uint64, value string) wire.M
 func refusedNotHeld(t *testing.T, r *rig, m wire.Message) {
 	t.Helper()
 	reply, err := r.call(m)
-	we, ok := err.(*wire.Error)
+	we, ok := errAs(reply, err)
 	if !ok || we.Code != wire.CodeNotHeld || we.Status != 409 {
 		t.Fatalf("want 409 not_held, got %+v %v", reply, err)
 	}

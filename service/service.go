@@ -379,13 +379,10 @@ func hashEqual(a, b [32]byte) bool { return subtle.ConstantTimeCompare(a[:], b[:
 // answers.
 func refusal(err error) error {
 	var rf *wire.Refusal
-	var we *wire.Error
 	var ae *lease.ArgumentError
 	switch {
 	case errors.As(err, &rf):
 		return rf
-	case errors.As(err, &we): // answered as it is (list, revoke)
-		return we
 	case errors.As(err, &ae) && ae.Arg == "requestId":
 		return refuse(wire.RefusedRequestIDReused, err.Error())
 	case errors.As(err, &ae):

@@ -2,7 +2,6 @@ package service
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -239,8 +238,7 @@ func TestWatcherLimits(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w1.Close()
-	var we *wire.Error
-	if _, err := svc.Watch(wire.WatchRequest{}, wire.Caller{Name: "t"}, nil); !errors.As(err, &we) || we.Code != wire.CodeTooManyTokenWatchers || we.Status != 429 {
+	if _, err := svc.Watch(wire.WatchRequest{}, wire.Caller{Name: "t"}, nil); !isCode(err, wire.CodeTooManyTokenWatchers) || httpapi.ErrorOf(err).Status != 429 {
 		t.Fatalf("a second watcher of t: %v", err)
 	}
 	w2, err := svc.Watch(wire.WatchRequest{}, wire.Caller{Name: "u"}, nil)

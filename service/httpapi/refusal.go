@@ -9,17 +9,21 @@ import (
 // refusalCodes is the code on the wire of each reason of a refusal; its
 // status is the code's (wire.NewError).
 var refusalCodes = [...]string{
-	wire.RefusedInternal:            wire.CodeInternal,
-	wire.RefusedInvalidValue:        wire.CodeInvalidValue,
-	wire.RefusedUnknownCall:         wire.CodeNotFound,
-	wire.RefusedWrongSecret:         wire.CodeWrongSecret,
-	wire.RefusedRequestIDReused:     wire.CodeRequestIDReused,
-	wire.RefusedRejected:            wire.CodeRejected,
-	wire.RefusedUnavailable:         wire.CodeUnavailable,
-	wire.RefusedTooManyLeases:       wire.CodeTooManyLeases,
-	wire.RefusedTooManyWaiters:      wire.CodeTooManyWaiters,
-	wire.RefusedTooManyTokenLeases:  wire.CodeTooManyTokenLeases,
-	wire.RefusedTooManyTokenWaiters: wire.CodeTooManyTokenWaiters,
+	wire.RefusedInternal:             wire.CodeInternal,
+	wire.RefusedInvalidValue:         wire.CodeInvalidValue,
+	wire.RefusedUnknownCall:          wire.CodeNotFound,
+	wire.RefusedWrongSecret:          wire.CodeWrongSecret,
+	wire.RefusedRequestIDReused:      wire.CodeRequestIDReused,
+	wire.RefusedRejected:             wire.CodeRejected,
+	wire.RefusedUnavailable:          wire.CodeUnavailable,
+	wire.RefusedTooManyLeases:        wire.CodeTooManyLeases,
+	wire.RefusedTooManyWaiters:       wire.CodeTooManyWaiters,
+	wire.RefusedTooManyTokenLeases:   wire.CodeTooManyTokenLeases,
+	wire.RefusedTooManyTokenWaiters:  wire.CodeTooManyTokenWaiters,
+	wire.RefusedTooManyWatchers:      wire.CodeTooManyWatchers,
+	wire.RefusedTooManyTokenWatchers: wire.CodeTooManyTokenWatchers,
+	wire.RefusedNotSupported:         wire.CodeNotSupported,
+	wire.RefusedNotHeld:              wire.CodeNotHeld,
 }
 
 // ErrorOf is the answer to a call that a Backend failed with err: an

@@ -3,7 +3,6 @@ package httpapi
 import (
 	"bytes"
 	"context"
-	"errors"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -72,7 +71,7 @@ func (h *handler) serveStream(w http.ResponseWriter, r *http.Request) {
 		}
 		out, err := ls.List(r.Context(), lq, allow)
 		if err != nil {
-			h.fail(w, r, op, asWireError(err))
+			h.fail(w, r, op, ErrorOf(err))
 			return
 		}
 		if h.answered != nil {
@@ -88,7 +87,7 @@ func (h *handler) serveStream(w http.ResponseWriter, r *http.Request) {
 	}
 	st, err := wb.WatchEvents(wq, caller, allow)
 	if err != nil {
-		h.fail(w, r, op, asWireError(err))
+		h.fail(w, r, op, ErrorOf(err))
 		return
 	}
 	defer st.Close()
@@ -104,14 +103,6 @@ func (h *handler) serveStream(w http.ResponseWriter, r *http.Request) {
 func notSupported(what string) *wire.Error {
 	return wire.NewError(wire.CodeNotSupported, "this server does not offer "+what+
 		" (a Worker keeps each resource in its own Durable Object, with no index of them all)")
-}
-
-func asWireError(err error) *wire.Error {
-	var we *wire.Error
-	if !errors.As(err, &we) {
-		we = wire.NewError(wire.CodeInternal, err.Error())
-	}
-	return we
 }
 
 // stream writes st as Server-Sent Events until it ends, the client goes
