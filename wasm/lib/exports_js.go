@@ -10,180 +10,180 @@ import "github.com/lease-fence/lease-fence/wasm/lib/bridge"
 
 //go:wasmexport lf_clock_monotonic
 func clockMonotonic(n int32) int32 {
-	return published(br.Do(&bridge.Ops[0], bridge.Call{N: n}))
+	return published(br.Do(&bridge.Ops[0], 0, n, 0, 0, 0, false))
 }
 
 //go:wasmexport lf_clock_manual
 func clockManual(n int32) int32 {
-	return published(br.Do(&bridge.Ops[1], bridge.Call{N: n}))
+	return published(br.Do(&bridge.Ops[1], 0, n, 0, 0, 0, false))
 }
 
 //go:wasmexport lf_clock_custom
 func clockCustom(h uint32, n int32) int32 {
-	return published(br.Do(&bridge.Ops[2], bridge.Call{H: h, N: n}))
+	return published(br.Do(&bridge.Ops[2], h, n, 0, 0, 0, false))
 }
 
 //go:wasmexport lf_clock_now
 func clockNow(h uint32) int32 {
-	return published(br.Do(&bridge.Ops[3], bridge.Call{H: h}))
+	return published(br.Do(&bridge.Ops[3], h, 0, 0, 0, 0, false))
 }
 
 //go:wasmexport lf_clock_advance
 func clockAdvance(h uint32, n int32) int32 {
-	return published(br.Do(&bridge.Ops[4], bridge.Call{H: h, N: n}))
+	return published(br.Do(&bridge.Ops[4], h, n, 0, 0, 0, false))
 }
 
 //go:wasmexport lf_clock_set
 func clockSet(h uint32, n int32) int32 {
-	return published(br.Do(&bridge.Ops[5], bridge.Call{H: h, N: n}))
+	return published(br.Do(&bridge.Ops[5], h, n, 0, 0, 0, false))
 }
 
 //go:wasmexport lf_instant_since
 func instantSince(n int32) int32 {
-	return published(br.Do(&bridge.Ops[6], bridge.Call{N: n}))
+	return published(br.Do(&bridge.Ops[6], 0, n, 0, 0, 0, false))
 }
 
 //go:wasmexport lf_coord_new
 func coordNew(n int32) int32 {
-	return published(br.Do(&bridge.Ops[7], bridge.Call{N: n}))
+	return published(br.Do(&bridge.Ops[7], 0, n, 0, 0, 0, false))
 }
 
 //go:wasmexport lf_coord_acquire
 func coordAcquire(h uint32, n int32) int32 {
-	return published(br.Do(&bridge.Ops[8], bridge.Call{H: h, N: n}))
+	return published(br.Do(&bridge.Ops[8], h, n, 0, 0, 0, false))
 }
 
 //go:wasmexport lf_coord_renew
 func coordRenew(h uint32, n int32) int32 {
-	return published(br.Do(&bridge.Ops[9], bridge.Call{H: h, N: n}))
+	return published(br.Do(&bridge.Ops[9], h, n, 0, 0, 0, false))
 }
 
 //go:wasmexport lf_coord_release
 func coordRelease(h uint32, n int32) int32 {
-	return published(br.Do(&bridge.Ops[10], bridge.Call{H: h, N: n}))
+	return published(br.Do(&bridge.Ops[10], h, n, 0, 0, 0, false))
 }
 
 //go:wasmexport lf_coord_issued
 func coordIssued(h uint32) int32 {
-	return published(br.Do(&bridge.Ops[11], bridge.Call{H: h}))
+	return published(br.Do(&bridge.Ops[11], h, 0, 0, 0, 0, false))
 }
 
 //go:wasmexport lf_client_new
 func clientNew(n int32) int32 {
-	return published(br.Do(&bridge.Ops[12], bridge.Call{N: n}))
+	return published(br.Do(&bridge.Ops[12], 0, n, 0, 0, 0, false))
 }
 
 //go:wasmexport lf_client_begin_acquire
 func clientBeginAcquire(h uint32, n int32) int32 {
-	return published(br.Do(&bridge.Ops[13], bridge.Call{H: h, N: n}))
+	return published(br.Do(&bridge.Ops[13], h, n, 0, 0, 0, false))
 }
 
 //go:wasmexport lf_client_begin_renewal
 func clientBeginRenewal(h uint32, n int32) int32 {
-	return published(br.Do(&bridge.Ops[14], bridge.Call{H: h, N: n}))
+	return published(br.Do(&bridge.Ops[14], h, n, 0, 0, 0, false))
 }
 
 //go:wasmexport lf_client_complete_acquire
 func clientCompleteAcquire(h uint32, n int32) int32 {
-	return published(br.Do(&bridge.Ops[15], bridge.Call{H: h, N: n}))
+	return published(br.Do(&bridge.Ops[15], h, n, 0, 0, 0, false))
 }
 
 //go:wasmexport lf_client_complete_renewal
 func clientCompleteRenewal(h uint32, n int32) int32 {
-	return published(br.Do(&bridge.Ops[16], bridge.Call{H: h, N: n}))
+	return published(br.Do(&bridge.Ops[16], h, n, 0, 0, 0, false))
 }
 
 //go:wasmexport lf_lease_has_expired
 func leaseHasExpired(h uint32, x float64) int32 {
-	return published(br.Do(&bridge.Ops[17], bridge.Call{H: h, X: x}))
+	return published(br.Do(&bridge.Ops[17], h, 0, 0, 0, x, false))
 }
 
 //go:wasmexport lf_lease_would_admit
 func leaseWouldAdmit(n int32) int32 {
-	return published(br.Do(&bridge.Ops[18], bridge.Call{N: n}))
+	return published(br.Do(&bridge.Ops[18], 0, n, 0, 0, 0, false))
 }
 
 //go:wasmexport lf_gate_new
 func gateNew(n int32) int32 {
-	return published(br.Do(&bridge.Ops[19], bridge.Call{N: n}))
+	return published(br.Do(&bridge.Ops[19], 0, n, 0, 0, 0, false))
 }
 
 //go:wasmexport lf_gate_commit
 func gateCommit(h uint32, n int32) int32 {
-	return published(br.Do(&bridge.Ops[20], bridge.Call{H: h, N: n}))
+	return published(br.Do(&bridge.Ops[20], h, n, 0, 0, 0, false))
 }
 
 //go:wasmexport lf_gate_admit
 func gateAdmit(h uint32, n int32) int32 {
-	return published(br.Do(&bridge.Ops[21], bridge.Call{H: h, N: n}))
+	return published(br.Do(&bridge.Ops[21], h, n, 0, 0, 0, false))
 }
 
 //go:wasmexport lf_gate_check
 func gateCheck(h uint32, n int32, flag bool) int32 {
-	return published(br.Do(&bridge.Ops[22], bridge.Call{H: h, N: n, Flag: flag}))
+	return published(br.Do(&bridge.Ops[22], h, n, 0, 0, 0, flag))
 }
 
 //go:wasmexport lf_gate_floor
 func gateFloor(h uint32) int32 {
-	return published(br.Do(&bridge.Ops[23], bridge.Call{H: h}))
+	return published(br.Do(&bridge.Ops[23], h, 0, 0, 0, 0, false))
 }
 
 //go:wasmexport lf_gate_rejections
 func gateRejections(h uint32, x float64) int32 {
-	return published(br.Do(&bridge.Ops[24], bridge.Call{H: h, X: x}))
+	return published(br.Do(&bridge.Ops[24], h, 0, 0, 0, x, false))
 }
 
 //go:wasmexport lf_gate_rejection_count
 func gateRejectionCount(h uint32) int32 {
-	return published(br.Do(&bridge.Ops[25], bridge.Call{H: h}))
+	return published(br.Do(&bridge.Ops[25], h, 0, 0, 0, 0, false))
 }
 
 //go:wasmexport lf_naive_new
 func naiveNew(n int32) int32 {
-	return published(br.Do(&bridge.Ops[26], bridge.Call{N: n}))
+	return published(br.Do(&bridge.Ops[26], 0, n, 0, 0, 0, false))
 }
 
 //go:wasmexport lf_naive_valid
 func naiveValid(h uint32) int32 {
-	return published(br.Do(&bridge.Ops[27], bridge.Call{H: h}))
+	return published(br.Do(&bridge.Ops[27], h, 0, 0, 0, 0, false))
 }
 
 //go:wasmexport lf_naive_renewed
 func naiveRenewed(h uint32) int32 {
-	return published(br.Do(&bridge.Ops[28], bridge.Call{H: h}))
+	return published(br.Do(&bridge.Ops[28], h, 0, 0, 0, 0, false))
 }
 
 //go:wasmexport lf_naive_expires_at
 func naiveExpiresAt(h uint32) int32 {
-	return published(br.Do(&bridge.Ops[29], bridge.Call{H: h}))
+	return published(br.Do(&bridge.Ops[29], h, 0, 0, 0, 0, false))
 }
 
 //go:wasmexport lf_intern
 func intern(n int32) int32 {
-	return published(br.Do(&bridge.Ops[30], bridge.Call{N: n}))
+	return published(br.Do(&bridge.Ops[30], 0, n, 0, 0, 0, false))
 }
 
 //go:wasmexport lf_client_begin_acquire_id
 func clientBeginAcquireID(h uint32, id1 uint32) int32 {
-	return published(br.Do(&bridge.Ops[31], bridge.Call{H: h, ID1: id1}))
+	return published(br.Do(&bridge.Ops[31], h, 0, id1, 0, 0, false))
 }
 
 //go:wasmexport lf_coord_acquire_last
 func coordAcquireLast(h uint32) int32 {
-	return published(br.Do(&bridge.Ops[32], bridge.Call{H: h}))
+	return published(br.Do(&bridge.Ops[32], h, 0, 0, 0, 0, false))
 }
 
 //go:wasmexport lf_client_complete_last
 func clientCompleteLast(h uint32) int32 {
-	return published(br.Do(&bridge.Ops[33], bridge.Call{H: h}))
+	return published(br.Do(&bridge.Ops[33], h, 0, 0, 0, 0, false))
 }
 
 //go:wasmexport lf_coord_release_ids
 func coordReleaseIDs(h uint32, id1 uint32, id2 uint32, x float64) int32 {
-	return published(br.Do(&bridge.Ops[34], bridge.Call{H: h, ID1: id1, ID2: id2, X: x}))
+	return published(br.Do(&bridge.Ops[34], h, 0, id1, id2, x, false))
 }
 
 //go:wasmexport lf_gate_commit_ids
 func gateCommitIDs(h uint32, id1 uint32, id2 uint32, x float64) int32 {
-	return published(br.Do(&bridge.Ops[35], bridge.Call{H: h, ID1: id1, ID2: id2, X: x}))
+	return published(br.Do(&bridge.Ops[35], h, 0, id1, id2, x, false))
 }

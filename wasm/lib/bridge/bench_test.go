@@ -29,11 +29,11 @@ var (
 // decoding the token and callback tag, the floor check, and the status.
 func BenchmarkGateCommit(b *testing.B) {
 	br := New()
-	h := uint32(must(&testing.T{}, br, br.Do(opGateNew, Call{N: call(br, args().String("deploy-slot").Tag(convert.TagUndefined))})).F64())
+	h := uint32(must(&testing.T{}, br, br.run(opGateNew, Call{N: call(br, args().String("deploy-slot").Tag(convert.TagUndefined))})).F64())
 	n := call(br, args().PutArgToken(fence.Token{Resource: "deploy-slot", HolderID: "agent-a", Fence: 1}).Tag(convert.TagFunction))
 	b.ReportAllocs()
 	for b.Loop() {
-		if st := br.Do(opGateCommit, Call{H: h, N: n}); st != OK {
+		if st := br.run(opGateCommit, Call{H: h, N: n}); st != OK {
 			b.Fatal(st)
 		}
 	}
@@ -42,10 +42,10 @@ func BenchmarkGateCommit(b *testing.B) {
 // BenchmarkGateFloor is the smallest call: a handle lookup and one number.
 func BenchmarkGateFloor(b *testing.B) {
 	br := New()
-	h := uint32(must(&testing.T{}, br, br.Do(opGateNew, Call{N: call(br, args().String("deploy-slot").Tag(convert.TagUndefined))})).F64())
+	h := uint32(must(&testing.T{}, br, br.run(opGateNew, Call{N: call(br, args().String("deploy-slot").Tag(convert.TagUndefined))})).F64())
 	b.ReportAllocs()
 	for b.Loop() {
-		br.Do(opGateFloor, Call{H: h})
+		br.run(opGateFloor, Call{H: h})
 	}
 }
 
@@ -55,7 +55,7 @@ func BenchmarkBeginAcquire(b *testing.B) {
 	n := call(w.b, args().String("deploy-slot"))
 	b.ReportAllocs()
 	for b.Loop() {
-		if st := w.b.Do(opClientBeginAcquire, Call{H: w.client, N: n}); st != OK {
+		if st := w.b.run(opClientBeginAcquire, Call{H: w.client, N: n}); st != OK {
 			b.Fatal(st)
 		}
 	}
@@ -70,7 +70,7 @@ func BenchmarkAcquireDenied(b *testing.B) {
 	n := call(w.b, args().PutArgRequest(req))
 	b.ReportAllocs()
 	for b.Loop() {
-		if st := w.b.Do(opCoordAcquire, Call{H: w.coord, N: n}); st != OK {
+		if st := w.b.run(opCoordAcquire, Call{H: w.coord, N: n}); st != OK {
 			b.Fatal(st)
 		}
 	}
@@ -90,22 +90,22 @@ func BenchmarkCycle(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		out := ok(br.Do(opClientBeginAcquire, Call{H: w.client, N: call(br, args().String("slot"))}))
+		out := ok(br.run(opClientBeginAcquire, Call{H: w.client, N: call(br, args().String("slot"))}))
 		id := out.Str()
 		req := lease.Request{Kind: lease.KindAcquire, RequestID: id, Resource: "slot", HolderID: "agent-a",
 			SentAt: clock.At("agent-a", out.F64())}
-		out = ok(br.Do(opCoordAcquire, Call{H: w.coord, N: call(br, args().PutArgRequest(req))}))
+		out = ok(br.run(opCoordAcquire, Call{H: w.coord, N: call(br, args().PutArgRequest(req))}))
 		out.F64()
 		g := grantOf(out, req)
 		// As the JavaScript wrapper sends it: the grant's strings that
 		// repeat the request's go as TagSame (its expiry's domain is the
 		// coordinator's, another clock's, so it goes in full).
-		ok(br.Do(opClientCompleteAcquire, Call{H: w.client, N: call(br, args().PutArgRequest(req).Object().
+		ok(br.run(opClientCompleteAcquire, Call{H: w.client, N: call(br, args().PutArgRequest(req).Object().
 			Tag(convert.TagSame).Tag(convert.TagSame).Tag(convert.TagSame).Number(float64(g.Fence)).Number(clock.Millis(g.TTL)).
 			Object().Number(g.CoordinatorExpiresAt.Millis).String(g.CoordinatorExpiresAt.Domain))}))
 		tok := g.Token()
-		ok(br.Do(opGateCommit, Call{H: w.gate, N: call(br, args().PutArgToken(tok).Tag(convert.TagFunction))}))
-		ok(br.Do(opCoordRelease, Call{H: w.coord, N: call(br, args().PutArgToken(tok))}))
+		ok(br.run(opGateCommit, Call{H: w.gate, N: call(br, args().PutArgToken(tok).Tag(convert.TagFunction))}))
+		ok(br.run(opCoordRelease, Call{H: w.coord, N: call(br, args().PutArgToken(tok))}))
 	}
 }
 
@@ -123,17 +123,17 @@ func BenchmarkCycleReused(b *testing.B) {
 		}
 		return out
 	}
-	slot := uint32(ok(br.Do(opIntern, Call{N: call(br, args().String("slot"))})).F64())
-	agent := uint32(ok(br.Do(opIntern, Call{N: call(br, args().String("agent-a"))})).F64())
+	slot := uint32(ok(br.run(opIntern, Call{N: call(br, args().String("slot"))})).F64())
+	agent := uint32(ok(br.run(opIntern, Call{N: call(br, args().String("agent-a"))})).F64())
 	begin := call(br, args().String("slot"))
 	b.ReportAllocs()
 	for b.Loop() {
-		ok(br.Do(opClientBeginAcquire, Call{H: w.client, N: begin}))
-		out := ok(br.Do(opCoordAcquireLast, Call{H: w.coord}))
+		ok(br.run(opClientBeginAcquire, Call{H: w.client, N: begin}))
+		out := ok(br.run(opCoordAcquireLast, Call{H: w.coord}))
 		out.F64()
 		f := out.F64()
-		ok(br.Do(opClientCompleteLast, Call{H: w.client}))
-		ok(br.Do(opGateCommitIds, Call{H: w.gate, ID1: slot, ID2: agent, X: f}))
-		ok(br.Do(opCoordReleaseIds, Call{H: w.coord, ID1: slot, ID2: agent, X: f}))
+		ok(br.run(opClientCompleteLast, Call{H: w.client}))
+		ok(br.run(opGateCommitIds, Call{H: w.gate, ID1: slot, ID2: agent, X: f}))
+		ok(br.run(opCoordReleaseIds, Call{H: w.coord, ID1: slot, ID2: agent, X: f}))
 	}
 }

@@ -72,7 +72,8 @@ type Bridge struct {
 	ticket uint32
 	want   uint32
 
-	objs []any // index is the handle; 0 is never used
+	call Call     // the numbers of the current call (see Do)
+	objs []object // index is the handle; 0 is never used
 	free []uint32
 
 	// ids holds the strings JavaScript registered with Intern, by id, for
@@ -115,7 +116,7 @@ func New() *Bridge {
 	return &Bridge{
 		In:   make([]byte, 4096),
 		Out:  convert.Writer{B: make([]byte, 0, 4096)},
-		objs: make([]any, 1, 64),
+		objs: make([]object, 1, 64),
 	}
 }
 
@@ -188,10 +189,10 @@ func (b *Bridge) Live() int { return len(b.objs) - 1 - len(b.free) }
 // Free releases handle h; JavaScript calls it when the object's wrapper is
 // garbage collected. Unknown handles are ignored.
 func (b *Bridge) Free(h uint32) {
-	if h == 0 || int(h) >= len(b.objs) || b.objs[h] == nil {
+	if h == 0 || int(h) >= len(b.objs) || b.objs[h].o == nil {
 		return
 	}
-	b.objs[h] = nil
+	b.objs[h] = object{}
 	b.free = append(b.free, h)
 }
 
@@ -201,29 +202,40 @@ func (b *Bridge) ResetIDs() {
 	b.ids = b.ids[:0]
 }
 
+// object is an object JavaScript holds a handle to, and its kind.
+type object struct {
+	o any
+	k convert.Kind
+}
+
 func (b *Bridge) add(o any) uint32 {
+	obj := object{o, kindOf(o)}
 	if n := len(b.free); n > 0 {
 		h := b.free[n-1]
 		b.free = b.free[:n-1]
-		b.objs[h] = o
+		b.objs[h] = obj
 		return h
 	}
-	b.objs = append(b.objs, o)
+	b.objs = append(b.objs, obj)
 	return uint32(len(b.objs) - 1)
 }
 
 // lookup returns the object handle h names if it is a live object of kind
 // k.
 func (b *Bridge) lookup(h uint32, k convert.Kind) (any, error) {
-	if int(h) < len(b.objs) {
-		if o := b.objs[h]; o != nil && kindOf(o) == k {
-			return o, nil
-		}
+	if int(h) < len(b.objs) && b.objs[h].k == k {
+		return b.objs[h].o, nil
 	}
-	return nil, &convert.ArgumentError{Arg: "this", Reason: "is not a live " + k.String()}
+	return nil, notLive(k)
 }
 
-// kindOf returns the kind of a handle's object.
+// notLive is the error of a receiver handle that is not a live object of
+// kind k.
+func notLive(k convert.Kind) error {
+	return &convert.ArgumentError{Arg: "this", Reason: "is not a live " + k.String()}
+}
+
+// kindOf returns the kind of an object a handle is made for.
 func kindOf(o any) convert.Kind {
 	switch o.(type) {
 	case *fence.Gate:
@@ -240,19 +252,11 @@ func kindOf(o any) convert.Kind {
 	return 0
 }
 
-// args returns a reader over the first n bytes of In.
-func (b *Bridge) args(n int32) (convert.Reader, error) {
-	r := convert.Reader{Strings: &b.strings}
-	if n < 0 || int(n) > len(b.In) {
-		return r, &convert.ArgumentError{Arg: "arguments", Reason: "length is out of range"}
-	}
-	r.Reset(b.In[:n])
-	return r, nil
-}
+// errArgsLength is the error of an argument list longer than In, or of a
+// negative length.
+var errArgsLength error = &convert.ArgumentError{Arg: "arguments", Reason: "length is out of range"}
 
-// out empties Out for the results of the current call. Methods call it only
-// after the core call returns: a JavaScript clock source read during the call
-// may re-enter the bridge and use Out itself.
+// out empties Out for the results of the current call.
 func (b *Bridge) out() *convert.Writer {
 	b.Out.Reset()
 	return &b.Out

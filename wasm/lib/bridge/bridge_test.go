@@ -28,7 +28,12 @@ func (b *Bridge) do(name string, c Call) int32 {
 	if op == nil {
 		panic("no operation " + name)
 	}
-	return b.Do(op, c)
+	return b.run(op, c)
+}
+
+// run runs op with the numbers in c.
+func (b *Bridge) run(op *Op, c Call) int32 {
+	return b.Do(op, c.H, c.N, c.ID1, c.ID2, c.X, c.Flag)
 }
 
 // withSource makes the call op as the JavaScript glue does: if it stops

@@ -69,25 +69,26 @@ package main
 import "github.com/lease-fence/lease-fence/wasm/lib/bridge"
 `)
 	for i, op := range Ops {
-		var params, fields []string
+		var params []string
+		args := []string{"0", "0", "0", "0", "0", "false"} // h, n, id1, id2, x, flag
 		ids := 0
 		for _, c := range op.Sig {
 			switch c {
 			case 'h':
-				params, fields = append(params, "h uint32"), append(fields, "H: h")
+				params, args[0] = append(params, "h uint32"), "h"
 			case 'n':
-				params, fields = append(params, "n int32"), append(fields, "N: n")
+				params, args[1] = append(params, "n int32"), "n"
 			case 'i':
 				ids++
-				params, fields = append(params, fmt.Sprintf("id%d uint32", ids)), append(fields, fmt.Sprintf("ID%d: id%d", ids, ids))
+				params, args[1+ids] = append(params, fmt.Sprintf("id%d uint32", ids)), fmt.Sprintf("id%d", ids)
 			case 'x':
-				params, fields = append(params, "x float64"), append(fields, "X: x")
+				params, args[4] = append(params, "x float64"), "x"
 			case 'f':
-				params, fields = append(params, "flag bool"), append(fields, "Flag: flag")
+				params, args[5] = append(params, "flag bool"), "flag"
 			}
 		}
-		fmt.Fprintf(&b, "\n//go:wasmexport lf_%s\nfunc %s(%s) int32 {\n\treturn published(br.Do(&bridge.Ops[%d], bridge.Call{%s}))\n}\n",
-			op.Name, goName(op.Name), strings.Join(params, ", "), i, strings.Join(fields, ", "))
+		fmt.Fprintf(&b, "\n//go:wasmexport lf_%s\nfunc %s(%s) int32 {\n\treturn published(br.Do(&bridge.Ops[%d], %s))\n}\n",
+			op.Name, goName(op.Name), strings.Join(params, ", "), i, strings.Join(args, ", "))
 	}
 	return b.Bytes()
 }

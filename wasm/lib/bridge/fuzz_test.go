@@ -22,7 +22,7 @@ func fuzzStep(b *Bridge, op int, h uint32, n int32) int32 {
 		b.ResetIDs()
 		return OK
 	}
-	return b.Do(&Ops[op+len(Ops)], Call{H: h, N: n, ID1: uint32(n) & 7, ID2: uint32(n) >> 3 & 7, X: float64(n%64) - 1, Flag: n&1 == 0})
+	return b.run(&Ops[op+len(Ops)], Call{H: h, N: n, ID1: uint32(n) & 7, ID2: uint32(n) >> 3 & 7, X: float64(n%64) - 1, Flag: n&1 == 0})
 }
 
 // FuzzBridge drives the bridge with a program of (op, handle, arguments)

@@ -10,8 +10,8 @@ import (
 	"github.com/lease-fence/lease-fence/wasm/lib/convert"
 )
 
-// Call holds the numbers JavaScript passed to an operation; which of them
-// it passes is the operation's Sig.
+// Call holds the numbers JavaScript passed to an operation (see Do);
+// which of them it passes is the operation's Sig.
 type Call struct {
 	H        uint32  // h: the receiver's handle (clock_custom: the source's reader id)
 	N        int32   // n: the length of the argument list in In
@@ -32,30 +32,39 @@ type Op struct {
 	// Recv is the kind of the object handle H names, which Do looks up
 	// first; 0 when H is not a receiver.
 	Recv convert.Kind
-	// run decodes the arguments (r is open over the first N bytes of In;
-	// o is the receiver), makes the call and writes the results to Out.
-	run func(b *Bridge, o any, r convert.Reader, c Call) error
+	// run decodes the arguments (argsOf), makes the call on o, the
+	// receiver, and writes the results to Out.
+	run func(b *Bridge, o any, c *Call) error
 }
 
-// Do runs op: it looks the receiver up, opens the argument list, runs the
-// operation, and returns OK or writes the error to Out and returns its code
-// (see status); the one error path of every operation. It recovers panics
-// (see guard).
-func (b *Bridge) Do(op *Op, c Call) (st int32) {
+// Do runs op with the numbers JavaScript passed (see Call; those its Sig
+// does not name are zero): it looks the receiver up, checks the argument
+// list's length, runs the operation, and returns OK or writes the error to
+// Out and returns its code (see status); the one error path of every
+// operation. It recovers panics (see guard).
+//
+// The numbers come as parameters and go to the operation in b.call, not as
+// a Call value: in wasm a struct of six fields is zeroed and copied with
+// bulk memory instructions, which cost more than the rest of a small call.
+func (b *Bridge) Do(op *Op, h uint32, n int32, id1, id2 uint32, x float64, flag bool) (st int32) {
 	defer b.guard(&st)
+	c := &b.call
+	c.H, c.N, c.ID1, c.ID2, c.X, c.Flag = h, n, id1, id2, x, flag
+	// Spelled out rather than a call to lookup: every call takes this path.
 	var o any
-	var err error
-	if op.Recv != 0 {
-		o, err = b.lookup(c.H, op.Recv)
+	if k := op.Recv; k != 0 {
+		if int(h) >= len(b.objs) || b.objs[h].k != k {
+			return b.status(notLive(k))
+		}
+		o = b.objs[h].o
 	}
-	var r convert.Reader
-	if err == nil {
-		r, err = b.args(c.N)
+	if n < 0 || int(n) > len(b.In) {
+		return b.status(errArgsLength)
 	}
-	if err == nil {
-		err = op.run(b, o, r, c)
+	if err := op.run(b, o, c); err != nil {
+		return b.status(err)
 	}
-	return b.status(err)
+	return OK
 }
 
 // OpNamed returns the operation named name, or nil.
@@ -72,7 +81,8 @@ func OpNamed(name string) *Op {
 // the list in In) and its results (Out).
 var Ops = []Op{
 	// Makes a monotonic clock. Args: domain. Out: handle.
-	{Name: "clock_monotonic", Sig: "n", run: func(b *Bridge, _ any, r convert.Reader, _ Call) error {
+	{Name: "clock_monotonic", Sig: "n", run: func(b *Bridge, _ any, c *Call) error {
+		r := b.argsOf(c)
 		domain, err := r.NonEmpty("domain")
 		if err = end(&r, err); err != nil {
 			return err
@@ -81,7 +91,8 @@ var Ops = []Op{
 	}},
 	// Makes a manual clock. Args: domain, options?{start, stepPerRead}.
 	// Out: handle.
-	{Name: "clock_manual", Sig: "n", run: func(b *Bridge, _ any, r convert.Reader, _ Call) error {
+	{Name: "clock_manual", Sig: "n", run: func(b *Bridge, _ any, c *Call) error {
+		r := b.argsOf(c)
 		domain, err := r.NonEmpty("domain")
 		var opts clock.ManualOptions
 		if err == nil {
@@ -105,7 +116,8 @@ var Ops = []Op{
 	// reader H, which JavaScript reads when a call asks for it
 	// (ReadSource; see Reading). Args: domain, readMillis (a function).
 	// Out: handle.
-	{Name: "clock_custom", Sig: "hn", run: func(b *Bridge, _ any, r convert.Reader, c Call) error {
+	{Name: "clock_custom", Sig: "hn", run: func(b *Bridge, _ any, c *Call) error {
+		r := b.argsOf(c)
 		domain, err := r.NonEmpty("domain")
 		if err == nil {
 			err = r.Function("readMillis")
@@ -113,10 +125,11 @@ var Ops = []Op{
 		if err = end(&r, err); err != nil {
 			return err
 		}
-		return b.newClock(clock.New(domain, func() float64 { return b.sourceReading(c.H) }))
+		reader := c.H // c is the current call's, overwritten by the next
+		return b.newClock(clock.New(domain, func() float64 { return b.sourceReading(reader) }))
 	}},
 	// Reads clock H. Out: millis.
-	{Name: "clock_now", Sig: "h", Recv: convert.KindClock, run: func(b *Bridge, o any, _ convert.Reader, _ Call) error {
+	{Name: "clock_now", Sig: "h", Recv: convert.KindClock, run: func(b *Bridge, o any, _ *Call) error {
 		now, err := o.(*clockObj).c.Now()
 		if err == nil {
 			b.out().F64(now.Millis)
@@ -124,7 +137,8 @@ var Ops = []Op{
 		return err
 	}},
 	// Moves manual clock H forward. Args: ms.
-	{Name: "clock_advance", Sig: "hn", Recv: convert.KindClock, run: func(b *Bridge, o any, r convert.Reader, _ Call) error {
+	{Name: "clock_advance", Sig: "hn", Recv: convert.KindClock, run: func(b *Bridge, o any, c *Call) error {
+		r := b.argsOf(c)
 		m, ms, err := manualArg(o, &r)
 		if err == nil && ms < 0 {
 			err = &convert.ArgumentError{Arg: "ms", Reason: "must not be negative (a clock never moves backwards), got " + clock.FormatMillis(ms)}
@@ -135,7 +149,8 @@ var Ops = []Op{
 		return m.Advance(ms)
 	}},
 	// Moves manual clock H to a reading. Args: ms.
-	{Name: "clock_set", Sig: "hn", Recv: convert.KindClock, run: func(b *Bridge, o any, r convert.Reader, _ Call) error {
+	{Name: "clock_set", Sig: "hn", Recv: convert.KindClock, run: func(b *Bridge, o any, c *Call) error {
+		r := b.argsOf(c)
 		m, ms, err := manualArg(o, &r)
 		if err != nil {
 			return err
@@ -143,7 +158,8 @@ var Ops = []Op{
 		return m.Set(ms)
 	}},
 	// Subtracts two instants. Args: instant, earlier. Out: millis.
-	{Name: "instant_since", Sig: "n", run: func(b *Bridge, _ any, r convert.Reader, _ Call) error {
+	{Name: "instant_since", Sig: "n", run: func(b *Bridge, _ any, c *Call) error {
+		r := b.argsOf(c)
 		t, err := r.Instant("this")
 		var e clock.Instant
 		if err == nil {
@@ -160,7 +176,8 @@ var Ops = []Op{
 	}},
 	// Makes a coordinator. Args: options{clock, ttlMillis, startFence}.
 	// Out: handle.
-	{Name: "coord_new", Sig: "n", run: func(b *Bridge, _ any, r convert.Reader, _ Call) error {
+	{Name: "coord_new", Sig: "n", run: func(b *Bridge, _ any, c *Call) error {
+		r := b.argsOf(c)
 		var cfg lease.CoordinatorConfig
 		_, err := r.Object("options", false)
 		if err == nil {
@@ -181,15 +198,18 @@ var Ops = []Op{
 		return b.newHandle(lease.NewCoordinator(cfg))
 	}},
 	// Processes an acquisition. Args: request. Out: outcome (putOutcome).
-	{Name: "coord_acquire", Sig: "hn", Recv: convert.KindCoordinator, run: func(b *Bridge, o any, r convert.Reader, _ Call) error {
+	{Name: "coord_acquire", Sig: "hn", Recv: convert.KindCoordinator, run: func(b *Bridge, o any, c *Call) error {
+		r := b.argsOf(c)
 		return b.coordRequest(o.(*lease.Coordinator), &r, lease.KindAcquire)
 	}},
 	// Processes a renewal. Args: request. Out: outcome (putOutcome).
-	{Name: "coord_renew", Sig: "hn", Recv: convert.KindCoordinator, run: func(b *Bridge, o any, r convert.Reader, _ Call) error {
+	{Name: "coord_renew", Sig: "hn", Recv: convert.KindCoordinator, run: func(b *Bridge, o any, c *Call) error {
+		r := b.argsOf(c)
 		return b.coordRequest(o.(*lease.Coordinator), &r, lease.KindRenew)
 	}},
 	// Releases a lease. Args: token. Out: released (bool).
-	{Name: "coord_release", Sig: "hn", Recv: convert.KindCoordinator, run: func(b *Bridge, o any, r convert.Reader, _ Call) error {
+	{Name: "coord_release", Sig: "hn", Recv: convert.KindCoordinator, run: func(b *Bridge, o any, c *Call) error {
+		r := b.argsOf(c)
 		tok, err := r.Token("token")
 		if err = end(&r, err); err != nil {
 			return err
@@ -197,13 +217,14 @@ var Ops = []Op{
 		return b.release(o.(*lease.Coordinator), tok)
 	}},
 	// Returns the coordinator's issued fence. Out: fence.
-	{Name: "coord_issued", Sig: "h", Recv: convert.KindCoordinator, run: func(b *Bridge, o any, _ convert.Reader, _ Call) error {
+	{Name: "coord_issued", Sig: "h", Recv: convert.KindCoordinator, run: func(b *Bridge, o any, _ *Call) error {
 		b.out().F64(float64(o.(*lease.Coordinator).IssuedFence()))
 		return nil
 	}},
 	// Makes a client. Args: options{clock, holderId, clockSkewMillis}.
 	// Out: handle.
-	{Name: "client_new", Sig: "n", run: func(b *Bridge, _ any, r convert.Reader, _ Call) error {
+	{Name: "client_new", Sig: "n", run: func(b *Bridge, _ any, c *Call) error {
+		r := b.argsOf(c)
 		var cfg lease.ClientConfig
 		_, err := r.Object("options", false)
 		if err == nil {
@@ -223,7 +244,8 @@ var Ops = []Op{
 	// Begins an acquisition. Args: resource. Out: the request's requestId
 	// and sentAt.millis; the rest of it is the resource passed, the
 	// client's holder id and its clock's domain, which JavaScript has.
-	{Name: "client_begin_acquire", Sig: "hn", Recv: convert.KindClient, run: func(b *Bridge, o any, r convert.Reader, _ Call) error {
+	{Name: "client_begin_acquire", Sig: "hn", Recv: convert.KindClient, run: func(b *Bridge, o any, c *Call) error {
+		r := b.argsOf(c)
 		res, err := r.NonEmpty("resource")
 		if err = end(&r, err); err != nil {
 			return err
@@ -235,7 +257,8 @@ var Ops = []Op{
 	// JavaScript says that the value is a Lease it made, and any other
 	// value is refused here), then the token (an object: resource,
 	// holderId, fence), and the deadline's domain. Out: request.
-	{Name: "client_begin_renewal", Sig: "hn", Recv: convert.KindClient, run: func(b *Bridge, o any, r convert.Reader, _ Call) error {
+	{Name: "client_begin_renewal", Sig: "hn", Recv: convert.KindClient, run: func(b *Bridge, o any, c *Call) error {
+		r := b.argsOf(c)
 		_, err := r.Handle("lease", convert.KindLease, "a lease returned by completeAcquire or completeRenewal")
 		var tok fence.Token
 		if err == nil {
@@ -258,18 +281,20 @@ var Ops = []Op{
 	}},
 	// Completes an acquisition. Args: request, grant. Out: the lease
 	// (putLease).
-	{Name: "client_complete_acquire", Sig: "hn", Recv: convert.KindClient, run: func(b *Bridge, o any, r convert.Reader, _ Call) error {
+	{Name: "client_complete_acquire", Sig: "hn", Recv: convert.KindClient, run: func(b *Bridge, o any, c *Call) error {
+		r := b.argsOf(c)
 		return b.complete(o.(*lease.Client), &r, lease.KindAcquire)
 	}},
 	// Completes a renewal, like client_complete_acquire.
-	{Name: "client_complete_renewal", Sig: "hn", Recv: convert.KindClient, run: func(b *Bridge, o any, r convert.Reader, _ Call) error {
+	{Name: "client_complete_renewal", Sig: "hn", Recv: convert.KindClient, run: func(b *Bridge, o any, c *Call) error {
+		r := b.argsOf(c)
 		return b.complete(o.(*lease.Client), &r, lease.KindRenew)
 	}},
 	// Reports whether a lease whose deadline is X (milliseconds in the
 	// domain of clock H, the clock of the client that made the lease) has
 	// expired: whether a fresh reading of clock H is at or past it, as
 	// lease.Lease.HasExpired answers. Out: bool.
-	{Name: "lease_has_expired", Sig: "hx", Recv: convert.KindClock, run: func(b *Bridge, o any, _ convert.Reader, c Call) error {
+	{Name: "lease_has_expired", Sig: "hx", Recv: convert.KindClock, run: func(b *Bridge, o any, c *Call) error {
 		now, err := o.(*clockObj).c.Now()
 		if err != nil {
 			return err
@@ -283,7 +308,8 @@ var Ops = []Op{
 	// Reports whether a gate would admit a lease's token now. Args: the
 	// lease's token (an object: resource, holderId, fence), gate. Out:
 	// bool.
-	{Name: "lease_would_admit", Sig: "n", run: func(b *Bridge, _ any, r convert.Reader, _ Call) error {
+	{Name: "lease_would_admit", Sig: "n", run: func(b *Bridge, _ any, c *Call) error {
+		r := b.argsOf(c)
 		tok, err := r.Token("lease.token")
 		var g any
 		if err == nil {
@@ -300,7 +326,8 @@ var Ops = []Op{
 	}},
 	// Makes a gate. Args: resource, options?{initialFloor, maxRejections}.
 	// Out: handle.
-	{Name: "gate_new", Sig: "n", run: func(b *Bridge, _ any, r convert.Reader, _ Call) error {
+	{Name: "gate_new", Sig: "n", run: func(b *Bridge, _ any, c *Call) error {
+		r := b.argsOf(c)
 		res, err := r.NonEmpty("resource")
 		var opts fence.Options
 		if err == nil {
@@ -325,11 +352,13 @@ var Ops = []Op{
 	// JavaScript wrapper runs the write after an OK. Args: token, fn
 	// (which must be a function; it is checked first so that a bad call
 	// changes nothing).
-	{Name: "gate_commit", Sig: "hn", Recv: convert.KindGate, run: func(b *Bridge, o any, r convert.Reader, _ Call) error {
+	{Name: "gate_commit", Sig: "hn", Recv: convert.KindGate, run: func(b *Bridge, o any, c *Call) error {
+		r := b.argsOf(c)
 		return gateAdmit(o.(*fence.Gate), &r, true)
 	}},
 	// Raises gate H's floor to a token without writing. Args: token.
-	{Name: "gate_admit", Sig: "hn", Recv: convert.KindGate, run: func(b *Bridge, o any, r convert.Reader, _ Call) error {
+	{Name: "gate_admit", Sig: "hn", Recv: convert.KindGate, run: func(b *Bridge, o any, c *Call) error {
+		r := b.argsOf(c)
 		return gateAdmit(o.(*fence.Gate), &r, false)
 	}},
 	// Checks the arguments of a gate.commitAsync that has to wait for its
@@ -338,7 +367,8 @@ var Ops = []Op{
 	// Gate.Commit refuses an older fence while another write runs;
 	// otherwise nothing changes. The check that admits is made when the
 	// turn comes, by gate_commit_ids or gate_commit. Args: token, fn.
-	{Name: "gate_check", Sig: "hnf", Recv: convert.KindGate, run: func(b *Bridge, o any, r convert.Reader, c Call) error {
+	{Name: "gate_check", Sig: "hnf", Recv: convert.KindGate, run: func(b *Bridge, o any, c *Call) error {
+		r := b.argsOf(c)
 		g := o.(*fence.Gate)
 		tok, err := r.Token("token")
 		if err == nil {
@@ -353,7 +383,7 @@ var Ops = []Op{
 		return err
 	}},
 	// Returns gate H's floor. Out: floor.
-	{Name: "gate_floor", Sig: "h", Recv: convert.KindGate, run: func(b *Bridge, o any, _ convert.Reader, _ Call) error {
+	{Name: "gate_floor", Sig: "h", Recv: convert.KindGate, run: func(b *Bridge, o any, _ *Call) error {
 		b.out().F64(float64(o.(*fence.Gate).Floor()))
 		return nil
 	}},
@@ -363,7 +393,7 @@ var Ops = []Op{
 	// the number of entries that follow, then each (putRejection), oldest
 	// first. It costs O(MaxRejections), however many refusals there have
 	// been.
-	{Name: "gate_rejections", Sig: "hx", Recv: convert.KindGate, run: func(b *Bridge, o any, _ convert.Reader, c Call) error {
+	{Name: "gate_rejections", Sig: "hx", Recv: convert.KindGate, run: func(b *Bridge, o any, c *Call) error {
 		g := o.(*fence.Gate)
 		rs := g.Rejections()
 		i := 0
@@ -381,13 +411,14 @@ var Ops = []Op{
 	}},
 	// Returns how many refusals gate H has made, including those its log
 	// no longer keeps. Out: count.
-	{Name: "gate_rejection_count", Sig: "h", Recv: convert.KindGate, run: func(b *Bridge, o any, _ convert.Reader, _ Call) error {
+	{Name: "gate_rejection_count", Sig: "h", Recv: convert.KindGate, run: func(b *Bridge, o any, _ *Call) error {
 		b.out().F64(float64(o.(*fence.Gate).RejectionCount()))
 		return nil
 	}},
 	// Starts a naive lease. Args: clock, ttlMillis. Out: handle.
-	{Name: "naive_new", Sig: "n", run: func(b *Bridge, _ any, r convert.Reader, _ Call) error {
-		c, err := b.clockArg(&r, "clock")
+	{Name: "naive_new", Sig: "n", run: func(b *Bridge, _ any, c *Call) error {
+		r := b.argsOf(c)
+		clk, err := b.clockArg(&r, "clock")
 		var ttl time.Duration
 		if err == nil {
 			ttl, err = r.Span("ttlMillis", true, false)
@@ -395,10 +426,10 @@ var Ops = []Op{
 		if err = end(&r, err); err != nil {
 			return err
 		}
-		return b.newHandle(naive.Acquire(c, ttl))
+		return b.newHandle(naive.Acquire(clk, ttl))
 	}},
 	// Reports now < expiresAt. Out: bool.
-	{Name: "naive_valid", Sig: "h", Recv: convert.KindNaive, run: func(b *Bridge, o any, _ convert.Reader, _ Call) error {
+	{Name: "naive_valid", Sig: "h", Recv: convert.KindNaive, run: func(b *Bridge, o any, _ *Call) error {
 		ok, err := o.(*naive.Lease).Valid()
 		if err == nil {
 			b.out().Bool(ok)
@@ -406,17 +437,18 @@ var Ops = []Op{
 		return err
 	}},
 	// Sets expiresAt = now + ttl.
-	{Name: "naive_renewed", Sig: "h", Recv: convert.KindNaive, run: func(b *Bridge, o any, _ convert.Reader, _ Call) error {
+	{Name: "naive_renewed", Sig: "h", Recv: convert.KindNaive, run: func(b *Bridge, o any, _ *Call) error {
 		return o.(*naive.Lease).Renewed()
 	}},
 	// Returns the stored deadline. Out: instant.
-	{Name: "naive_expires_at", Sig: "h", Recv: convert.KindNaive, run: func(b *Bridge, o any, _ convert.Reader, _ Call) error {
+	{Name: "naive_expires_at", Sig: "h", Recv: convert.KindNaive, run: func(b *Bridge, o any, _ *Call) error {
 		putInstant(b.out(), o.(*naive.Lease).ExpiresAt())
 		return nil
 	}},
 	// Registers a string for the calls that take strings by id. Args: the
 	// string (at most MaxIDBytes bytes). Out: its id, from 1.
-	{Name: "intern", Sig: "n", run: func(b *Bridge, _ any, r convert.Reader, _ Call) error {
+	{Name: "intern", Sig: "n", run: func(b *Bridge, _ any, c *Call) error {
+		r := b.argsOf(c)
 		s, err := r.Str("string")
 		if err = end(&r, err); err == nil && (len(s) > MaxIDBytes || len(b.ids) >= MaxIDs) {
 			err = &convert.ArgumentError{Arg: "string", Reason: "cannot be interned (longer than 192 bytes, or the table is full)"}
@@ -431,7 +463,7 @@ var Ops = []Op{
 	// client_begin_acquire with the resource passed as interned id ID1 and
 	// no argument list: JavaScript interned it, so it is a string that is
 	// not empty. Out: as client_begin_acquire.
-	{Name: "client_begin_acquire_id", Sig: "hi", Recv: convert.KindClient, run: func(b *Bridge, o any, _ convert.Reader, c Call) error {
+	{Name: "client_begin_acquire_id", Sig: "hi", Recv: convert.KindClient, run: func(b *Bridge, o any, c *Call) error {
 		if c.ID1 == 0 || int(c.ID1) > len(b.ids) {
 			return &convert.ArgumentError{Arg: "resource", Reason: "refers to a string that was not interned"}
 		}
@@ -441,7 +473,7 @@ var Ops = []Op{
 	// made (see Bridge.last), which JavaScript passes unchanged: no
 	// arguments. Every check and error is coord_acquire's. A grant becomes
 	// Bridge.grant. Out: outcome.
-	{Name: "coord_acquire_last", Sig: "h", Recv: convert.KindCoordinator, run: func(b *Bridge, o any, _ convert.Reader, _ Call) error {
+	{Name: "coord_acquire_last", Sig: "h", Recv: convert.KindCoordinator, run: func(b *Bridge, o any, _ *Call) error {
 		if b.last.Kind != lease.KindAcquire {
 			return errNoLast("request")
 		}
@@ -460,7 +492,7 @@ var Ops = []Op{
 	// coord_acquire_last made (see Bridge.last), which JavaScript passes
 	// unchanged: no arguments. Every check and error is
 	// client_complete_acquire's. Out: the lease (putLease).
-	{Name: "client_complete_last", Sig: "h", Recv: convert.KindClient, run: func(b *Bridge, o any, _ convert.Reader, _ Call) error {
+	{Name: "client_complete_last", Sig: "h", Recv: convert.KindClient, run: func(b *Bridge, o any, _ *Call) error {
 		if b.last.Kind != lease.KindAcquire || b.grant.fence == 0 {
 			return errNoLast("request or grant")
 		}
@@ -477,7 +509,7 @@ var Ops = []Op{
 	// JavaScript has checked that the token is an object whose resource
 	// and holderId are strings and whose fence is a number. Every other
 	// check is coord_release's. Out: released (bool).
-	{Name: "coord_release_ids", Sig: "hiix", Recv: convert.KindCoordinator, run: func(b *Bridge, o any, _ convert.Reader, c Call) error {
+	{Name: "coord_release_ids", Sig: "hiix", Recv: convert.KindCoordinator, run: func(b *Bridge, o any, c *Call) error {
 		tok, err := b.internedToken(c)
 		if err != nil {
 			return err
@@ -488,13 +520,13 @@ var Ops = []Op{
 	// coord_release_ids takes it and no argument list: JavaScript has
 	// also checked that fn is a function. Every other check, and every
 	// error, is gate_commit's.
-	{Name: "gate_commit_ids", Sig: "hiix", run: func(b *Bridge, _ any, _ convert.Reader, c Call) error {
+	{Name: "gate_commit_ids", Sig: "hiix", run: func(b *Bridge, _ any, c *Call) error {
 		// The common case, checked inline: a live gate, known ids, a
 		// fence that is a whole number in range. Anything else takes the
 		// checked path below, which produces the errors.
 		if int(c.H) < len(b.objs) && c.ID1-1 < uint32(len(b.ids)) && c.ID2-1 < uint32(len(b.ids)) &&
 			c.X >= 1 && c.X <= convert.MaxSafeInteger && c.X == float64(uint64(c.X)) {
-			if g, ok := b.objs[c.H].(*fence.Gate); ok {
+			if g, ok := b.objs[c.H].o.(*fence.Gate); ok {
 				if hid := b.ids[c.ID2-1]; hid != "" {
 					return g.Admit(fence.Token{Resource: b.ids[c.ID1-1], HolderID: hid, Fence: uint64(c.X)})
 				}
@@ -510,6 +542,14 @@ var Ops = []Op{
 		}
 		return o.(*fence.Gate).Admit(tok)
 	}},
+}
+
+// argsOf returns a reader over the argument list of c, whose length Do has
+// checked.
+func (b *Bridge) argsOf(c *Call) convert.Reader {
+	r := convert.Reader{Strings: &b.strings}
+	r.Reset(b.In[:c.N])
+	return r
 }
 
 // end ends the argument list if err, the error of decoding it, is nil.
@@ -650,7 +690,7 @@ func gateAdmit(g *fence.Gate, r *convert.Reader, write bool) error {
 // internedToken builds the token of a call that passed its resource and
 // holder as interned ids and its fence as a number, with every check and
 // error of the argument path.
-func (b *Bridge) internedToken(c Call) (fence.Token, error) {
+func (b *Bridge) internedToken(c *Call) (fence.Token, error) {
 	resource, holder := c.ID1, c.ID2
 	if resource == 0 || holder == 0 || int(resource) > len(b.ids) || int(holder) > len(b.ids) {
 		return fence.Token{}, &convert.ArgumentError{Arg: "token", Reason: "refers to strings that were not interned"}
