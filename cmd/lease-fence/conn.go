@@ -94,7 +94,7 @@ func (c *connFlags) client(getenv func(string) string, holder string) (*client.C
 	cfg.Lease = lc
 	cl, err := client.New(cfg)
 	if err != nil {
-		return nil, &usageError{"the coordinator URL (" + from + ") is refused: " + strings.TrimPrefix(err.Error(), "wire: ")}
+		return nil, &usageError{"the coordinator URL (" + from + ") is refused: " + strings.TrimPrefix(err.Error(), "client: ")}
 	}
 	return cl, nil
 }
