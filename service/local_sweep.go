@@ -1,0 +1,174 @@
+// The sweep of a Local: expired lease records and old releases deleted,
+// last fences forgotten past FenceMemory, and a full store reclaimed.
+
+package service
+
+import (
+	"cmp"
+	"context"
+	"maps"
+	"math"
+	"slices"
+)
+
+// reclaim sweeps a full store (held is the stripe the caller has locked),
+// at most once per tenth of a TTL and per second, and reports whether it
+// deleted anything.
+func (l *Local) reclaim(ctx context.Context, held int, now float64) bool {
+	last := l.reclaimT.Load()
+	if now-math.Float64frombits(last) < min(l.ttl/10, 1000) || !l.reclaimT.CompareAndSwap(last, math.Float64bits(now)) {
+		return false
+	}
+	n, _ := l.sweep(ctx, held)
+	return n > 0
+}
+
+// Sweep deletes the lease records whose lease is over (keeping their fence
+// as the entry's LastFence while FenceMemory allows) and the releases
+// older than a TTL, stripe by stripe, each stripe's changes in one write
+// (not synced), and returns how many it deleted. No answer changes: an
+// expired record and no record are answered alike. Then, if the last
+// fences kept pass nine tenths of FenceMemory, it forgets the lowest ones
+// down to that.
+func (l *Local) Sweep(ctx context.Context) (int, error) { return l.sweep(ctx, -1) }
+
+func (l *Local) sweep(ctx context.Context, held int) (int, error) {
+	if err := l.Load(ctx); err != nil {
+		return 0, err
+	}
+	if !l.sweepMu.TryLock() {
+		return 0, nil // one sweep at a time
+	}
+	defer l.sweepMu.Unlock()
+	now, err := l.clk.Now()
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for i := range l.stripes {
+		st := &l.stripes[i]
+		if i != held {
+			st.mu.Lock()
+		}
+		var b Batch
+		var ranOut []Entry
+		for _, e := range st.m {
+			next := e
+			if next.Fence != 0 && now.Millis >= next.ExpiresAt {
+				next = e.cleared(l.lasts.Load() < l.maxLasts)
+				ranOut = append(ranOut, e)
+			}
+			next.Released = recent(next.Released, now.Millis, l.ttl, MaxReleases)
+			next.Revoked = next.revokedNow(now.Millis, l.ttl)
+			if d := int(min(e.Fence, 1)-min(next.Fence, 1)) + len(e.Released) - len(next.Released) + int(min(e.Revoked.Fence, 1)-min(next.Revoked.Fence, 1)); d > 0 {
+				n += d
+				b.add(next)
+			}
+		}
+		if len(b.Put)+len(b.Delete) > 0 {
+			if err = l.write(ctx, st, b, false, ""); err == nil {
+				l.expired.Add(uint64(len(ranOut)))
+				if l.onExpired != nil {
+					for _, e := range ranOut {
+						l.onExpired(e)
+					}
+				}
+			}
+		}
+		// A Go map never shrinks: once it holds a quarter of its peak,
+		// copy it into one of its size.
+		if st.peak = max(st.peak, len(st.m)+len(b.Delete)); len(st.m) < st.peak/4 {
+			m := make(map[string]Entry, len(st.m))
+			maps.Copy(m, st.m)
+			st.m, st.peak = m, len(m)
+		}
+		if i != held {
+			st.mu.Unlock()
+		}
+		if err != nil {
+			return n, err
+		}
+	}
+	if keep := l.maxLasts * 9 / 10; l.lasts.Load() > keep {
+		forgot, err := l.forgetLasts(ctx, held, int(l.lasts.Load()-keep))
+		n += forgot
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// forgetLasts deletes the k entries (at most) that hold nothing but the
+// lowest last fences, stripe by stripe (one unsynced write each), and
+// returns how many it deleted. held is the stripe whose lock the caller
+// holds.
+func (l *Local) forgetLasts(ctx context.Context, held, k int) (int, error) {
+	type last struct {
+		fence uint64
+		name  string
+	}
+	var all []last
+	for i := range l.stripes {
+		st := &l.stripes[i]
+		if i != held {
+			st.mu.Lock()
+		}
+		for name, e := range st.m {
+			if e.Fence == 0 && e.LastFence != 0 && len(e.Released) == 0 {
+				all = append(all, last{e.LastFence, name})
+			}
+		}
+		if i != held {
+			st.mu.Unlock()
+		}
+	}
+	if len(all) == 0 {
+		return 0, nil
+	}
+	k = min(k, len(all))
+	slices.SortFunc(all, func(a, b last) int { return cmp.Compare(a.fence, b.fence) })
+	cut := all[k-1].fence // forget those at or below it
+	n := 0
+	for i := range l.stripes {
+		st := &l.stripes[i]
+		if i != held {
+			st.mu.Lock()
+		}
+		var b Batch
+		for name, e := range st.m {
+			// Checked again under the lock: the entry may have changed.
+			if e.Fence == 0 && e.LastFence != 0 && e.LastFence <= cut && len(e.Released) == 0 {
+				b.Delete = append(b.Delete, name)
+			}
+		}
+		var err error
+		if len(b.Delete) > 0 {
+			if err = l.write(ctx, st, b, false, ""); err == nil {
+				n += len(b.Delete)
+			}
+		}
+		if i != held {
+			st.mu.Unlock()
+		}
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// recent returns a new slice of the releases of rels made at most ttl
+// before now, at most keep of them (the newest).
+func recent(rels []Release, now, ttl float64, keep int) []Release {
+	var out []Release
+	for _, r := range rels {
+		if now-r.At <= ttl {
+			out = append(out, r)
+		}
+	}
+	if len(out) > keep {
+		out = out[len(out)-keep:]
+	}
+	return out
+}
