@@ -328,6 +328,9 @@ describe('holding (TTL 2 s)', () => {
       await aborted(held.signal);
     }));
     await until(() => lossAt !== undefined, 'the loss', GUARD);
+    // The release goes out at the loss; on manual time, let it reach the
+    // (frozen) coordinator over the real network before its 2 s pass.
+    await until(() => proxy.on('/v1/release').length >= 1, 'the release sent', GUARD);
     // Everything up to 2 s after the loss fires; nothing later.
     timers.advanceTo(lossAt + ENDING_RELEASE);
     await until(() => w.settled, 'withLease settled', GUARD);
