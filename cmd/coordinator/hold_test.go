@@ -99,7 +99,7 @@ func TestWaitOutlastsTheServersTimeouts(t *testing.T) {
 // runs of renewals under dropped and held-back replies, and elections of
 // five campaigner processes whose leader is killed.
 func TestHolding(t *testing.T) {
-	tg := startHoldTarget(t, 600*time.Millisecond)
+	tg := startHoldTarget(t, 1000*time.Millisecond)
 	t.Run("OutlivesTenTTLs", func(t *testing.T) { holdtest.HoldOutlivesTenTTLs(t, tg) })
 	t.Run("RenewalsUnderFaults", func(t *testing.T) {
 		lost := holdtest.RenewalsUnderFaults(t, tg, 200)
