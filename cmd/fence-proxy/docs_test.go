@@ -12,6 +12,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/lease-fence/lease-fence/internal/docsession"
 )
 
 // curlTimedOut is curl's exit status when --max-time ends it (the session
@@ -29,26 +31,9 @@ func TestDocSession(t *testing.T) {
 	if err != nil {
 		t.Fatal("curl is missing (scripts/setup.sh installs it): ", err)
 	}
-	doc, err := os.ReadFile("../../docs/fencing.md")
+	steps, err := docsession.Read("../../docs/fencing.md", "fence-proxy-session")
 	if err != nil {
 		t.Fatal(err)
-	}
-	_, block, ok := strings.Cut(string(doc), "<!-- fence-proxy-session:start -->\n```console\n")
-	block, _, ok2 := strings.Cut(block, "```\n<!-- fence-proxy-session:end -->")
-	if !ok || !ok2 {
-		t.Fatal("docs/fencing.md has no fence-proxy session block")
-	}
-	type step struct {
-		cmd  string
-		want []string
-	}
-	var steps []step
-	for _, l := range strings.Split(strings.TrimRight(block, "\n"), "\n") {
-		if c, isCmd := strings.CutPrefix(l, "$ "); isCmd {
-			steps = append(steps, step{cmd: c})
-		} else if len(steps) > 0 {
-			steps[len(steps)-1].want = append(steps[len(steps)-1].want, l)
-		}
 	}
 	if len(steps) < 5 {
 		t.Fatalf("the session has %d commands", len(steps))
@@ -62,20 +47,20 @@ func TestDocSession(t *testing.T) {
 	s := start(t, "-upstream", api.URL, "-state", filepath.Join(t.TempDir(), "proxy.db"), "-init", "-quiet")
 	host := strings.TrimPrefix(s.url, "http://")
 	for _, st := range steps {
-		if !strings.HasPrefix(st.cmd, "curl ") {
-			t.Fatalf("not a curl command: %s", st.cmd)
+		if !strings.HasPrefix(st.Cmd, "curl ") {
+			t.Fatalf("not a curl command: %s", st.Cmd)
 		}
-		cmd := exec.Command("bash", "-c", strings.ReplaceAll(st.cmd, "127.0.0.1:8081", host))
+		cmd := exec.Command("bash", "-c", strings.ReplaceAll(st.Cmd, "127.0.0.1:8081", host))
 		cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(curl)+":/usr/bin:/bin")
 		out, err := cmd.Output()
 		var exit *exec.ExitError
-		if err != nil && !(strings.Contains(st.cmd, "--max-time") && errors.As(err, &exit) && exit.ExitCode() == curlTimedOut) {
-			t.Fatalf("%s: %v", st.cmd, err)
+		if err != nil && !(strings.Contains(st.Cmd, "--max-time") && errors.As(err, &exit) && exit.ExitCode() == curlTimedOut) {
+			t.Fatalf("%s: %v", st.Cmd, err)
 		}
 		// A refusal's time differs from the page's.
 		got := refusalTime.ReplaceAllString(string(out), `"at":1767225600000`)
-		if got, want := strings.TrimRight(got, "\n"), strings.Join(st.want, "\n"); got != want {
-			t.Errorf("%s\ngot:\n%s\nthe page shows:\n%s", st.cmd, got, want)
+		if got, want := strings.TrimRight(got, "\n"), strings.Join(st.Want, "\n"); got != want {
+			t.Errorf("%s\ngot:\n%s\nthe page shows:\n%s", st.Cmd, got, want)
 		}
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/lease-fence/lease-fence/internal/docsession"
 )
 
 // The session of docs/cli.md, run as written in one bash against a fresh
@@ -19,26 +21,9 @@ import (
 // remainingMillis read as any number, runs of spaces as one.
 func TestDocSession(t *testing.T) {
 	t.Parallel()
-	doc, err := os.ReadFile("../../docs/cli.md")
+	steps, err := docsession.Read("../../docs/cli.md", "cli-session")
 	if err != nil {
 		t.Fatal(err)
-	}
-	_, block, ok := strings.Cut(string(doc), "<!-- cli-session:start -->\n```console\n")
-	block, _, ok2 := strings.Cut(block, "```\n<!-- cli-session:end -->")
-	if !ok || !ok2 {
-		t.Fatal("docs/cli.md has no session block")
-	}
-	type step struct {
-		cmd  string
-		want []string
-	}
-	var steps []step
-	for _, l := range strings.Split(strings.TrimRight(block, "\n"), "\n") {
-		if c, isCmd := strings.CutPrefix(l, "$ "); isCmd {
-			steps = append(steps, step{cmd: c})
-		} else if len(steps) > 0 {
-			steps[len(steps)-1].want = append(steps[len(steps)-1].want, l)
-		}
 	}
 	if len(steps) < 8 {
 		t.Fatalf("the session has %d commands", len(steps))
@@ -49,7 +34,7 @@ func TestDocSession(t *testing.T) {
 	script.WriteString("exec 2>&1\n")
 	for i, st := range steps {
 		script.WriteString("echo @@" + strconv.Itoa(i) + "\n")
-		script.WriteString(strings.ReplaceAll(st.cmd, "127.0.0.1:8787", host) + "\n")
+		script.WriteString(strings.ReplaceAll(st.Cmd, "127.0.0.1:8787", host) + "\n")
 	}
 	cmd := exec.Command("bash", "-c", script.String())
 	cmd.Dir = t.TempDir()
@@ -63,9 +48,9 @@ func TestDocSession(t *testing.T) {
 		t.Fatalf("the session printed %d parts for %d commands:\n%s", len(parts)-1, len(steps), out)
 	}
 	for i, st := range steps {
-		got, want := normalize(strings.TrimRight(parts[i+1], "\n")), normalize(strings.Join(st.want, "\n"))
+		got, want := normalize(strings.TrimRight(parts[i+1], "\n")), normalize(strings.Join(st.Want, "\n"))
 		if got != want {
-			t.Errorf("$ %s\ngot:\n%s\nthe page shows:\n%s", st.cmd, parts[i+1], strings.Join(st.want, "\n"))
+			t.Errorf("$ %s\ngot:\n%s\nthe page shows:\n%s", st.Cmd, parts[i+1], strings.Join(st.Want, "\n"))
 		}
 	}
 }
