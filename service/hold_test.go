@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/lease-fence/lease-fence/core/clock"
@@ -201,22 +202,17 @@ func newHoldRig(t *testing.T, tr *holdTransport) *holdRig {
 // the loss and the cut of its attempt).
 func (r *holdRig) settle(h *client.Held) {
 	r.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if h.Context().Err() != nil {
-			return
-		}
-		next, ok := r.agent.NextTimer()
-		r.tr.mu.Lock()
-		held, active := r.tr.held, r.tr.active
-		r.tr.mu.Unlock()
-		if active == held && r.agent.Timers() == 2+held {
-			return
-		}
-		if time.Now().After(deadline) {
-			r.t.Fatalf("the hold did not settle: %d timers, next %v (%v), now %v, deadline %v", r.agent.Timers(), next, ok, r.agent.Peek(), h.Lease().Deadline())
-		}
-		time.Sleep(200 * time.Microsecond)
+	synctest.Wait()
+	if h.Context().Err() != nil {
+		return
+	}
+	next, ok := r.agent.NextTimer()
+	r.tr.mu.Lock()
+	held, active := r.tr.held, r.tr.active
+	r.tr.mu.Unlock()
+	if active != held || r.agent.Timers() != 2+held {
+		r.t.Fatalf("the hold settled in an unexpected state: %d timers, next %v (%v), %d active, %d held, now %v, deadline %v",
+			r.agent.Timers(), next, ok, active, held, r.agent.Peek(), h.Lease().Deadline())
 	}
 }
 
@@ -248,7 +244,24 @@ type holdRun struct {
 // checking after every step that while the hold's context is alive the
 // holder's deadline has not passed and the coordinator's lease is live with
 // the same fence, and that once the deadline passed the context had ended.
-func runHold(t *testing.T, seed uint64, dropRequest, dropReply, delay float64) holdRun {
+func runHold(t *testing.T, seed uint64, dropRequest, dropReply, delay float64) (run holdRun) {
+	t.Helper()
+	inBubble(t, func(t *testing.T) { run = runHoldIn(t, seed, dropRequest, dropReply, delay) })
+	return run
+}
+
+// inBubble runs f in a synctest bubble, so that settle can wait until
+// every goroutine of the hold and the service is blocked, and stops t if
+// f failed.
+func inBubble(t *testing.T, f func(t *testing.T)) {
+	t.Helper()
+	synctest.Test(t, f)
+	if t.Failed() {
+		t.FailNow()
+	}
+}
+
+func runHoldIn(t *testing.T, seed uint64, dropRequest, dropReply, delay float64) holdRun {
 	tr := &holdTransport{rng: rand.New(rand.NewPCG(seed, 17)), dropRequest: dropRequest, dropReply: dropReply, delay: delay, maxDelay: 1200}
 	r := newHoldRig(t, tr)
 	h, err := r.client.Hold(context.Background(), "r", client.HoldOptions{})
@@ -430,41 +443,43 @@ func TestHoldRefusals(t *testing.T) {
 // TestDo: Do releases after the callback whatever it returns, and joins
 // ErrLeaseLost to its error when the lease was lost while it ran.
 func TestDo(t *testing.T) {
-	r := newHoldRig(t, &holdTransport{rng: rand.New(rand.NewPCG(1, 1)), dropRequest: 1})
-	ctx := context.Background()
-	boom := errors.New("boom")
-	err := r.client.Do(ctx, "r", client.HoldOptions{}, func(ctx context.Context, h *client.Held) error {
-		if e, _ := r.store.Entry("r"); e.Fence != h.Token().Fence {
-			t.Errorf("inside Do the coordinator has %+v", e)
-		}
-		return boom
-	})
-	if !errors.Is(err, boom) || errors.Is(err, client.ErrLeaseLost) {
-		t.Fatalf("Do: %v", err)
-	}
-	if e, _ := r.store.Entry("r"); e.Fence != 0 {
-		t.Fatalf("not released: %+v", e)
-	}
-	// Every renewal is lost: the callback sees its context end at the
-	// deadline, and Do says the lease was lost.
-	err = r.client.Do(ctx, "r", client.HoldOptions{}, func(ctx context.Context, h *client.Held) error {
-		deadline := h.Lease().Deadline()
-		for ctx.Err() == nil {
-			r.settle(h)
-			if ctx.Err() == nil {
-				r.toNextTimer()
+	inBubble(t, func(t *testing.T) {
+		r := newHoldRig(t, &holdTransport{rng: rand.New(rand.NewPCG(1, 1)), dropRequest: 1})
+		ctx := context.Background()
+		boom := errors.New("boom")
+		err := r.client.Do(ctx, "r", client.HoldOptions{}, func(ctx context.Context, h *client.Held) error {
+			if e, _ := r.store.Entry("r"); e.Fence != h.Token().Fence {
+				t.Errorf("inside Do the coordinator has %+v", e)
 			}
+			return boom
+		})
+		if !errors.Is(err, boom) || errors.Is(err, client.ErrLeaseLost) {
+			t.Fatalf("Do: %v", err)
 		}
-		// The loss margin (5 % of the TTL, 1 s) before the deadline,
-		// within the microsecond the timer is set early.
-		if now, lossAt := r.agent.Peek(), deadline.Millis-50; now.Millis > lossAt || now.Millis < lossAt-0.001 {
-			t.Errorf("the context ended at %v, the deadline is %v", now, deadline)
+		if e, _ := r.store.Entry("r"); e.Fence != 0 {
+			t.Fatalf("not released: %+v", e)
 		}
-		return ctx.Err()
+		// Every renewal is lost: the callback sees its context end at the
+		// deadline, and Do says the lease was lost.
+		err = r.client.Do(ctx, "r", client.HoldOptions{}, func(ctx context.Context, h *client.Held) error {
+			deadline := h.Lease().Deadline()
+			for ctx.Err() == nil {
+				r.settle(h)
+				if ctx.Err() == nil {
+					r.toNextTimer()
+				}
+			}
+			// The loss margin (5 % of the TTL, 1 s) before the deadline,
+			// within the microsecond the timer is set early.
+			if now, lossAt := r.agent.Peek(), deadline.Millis-50; now.Millis > lossAt || now.Millis < lossAt-0.001 {
+				t.Errorf("the context ended at %v, the deadline is %v", now, deadline)
+			}
+			return ctx.Err()
+		})
+		if !errors.Is(err, client.ErrLeaseLost) || !errors.Is(err, context.Canceled) {
+			t.Fatalf("Do after a loss: %v", err)
+		}
 	})
-	if !errors.Is(err, client.ErrLeaseLost) || !errors.Is(err, context.Canceled) {
-		t.Fatalf("Do after a loss: %v", err)
-	}
 }
 
 // TestHoldEndsWithItsContext: when the context given to Hold ends, the
@@ -495,39 +510,33 @@ func TestHoldEndsWithItsContext(t *testing.T) {
 // replies'.
 func (r *holdRig) settleAll(hs []*client.Held) {
 	r.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		r.tr.mu.Lock()
-		held, active, bodies := r.tr.held, r.tr.active, len(r.tr.heldBodies)
-		renewing := map[string]bool{}
-		for res := range r.tr.heldRes {
-			renewing[res] = true
+	synctest.Wait()
+	r.tr.mu.Lock()
+	held, active, bodies := r.tr.held, r.tr.active, len(r.tr.heldBodies)
+	renewing := map[string]bool{}
+	for res := range r.tr.heldRes {
+		renewing[res] = true
+	}
+	r.tr.mu.Unlock()
+	want, ok := bodies+held, active == held
+	for _, h := range hs {
+		if h.Context().Err() != nil {
+			continue
 		}
-		r.tr.mu.Unlock()
-		want, ok := bodies+held, active == held
-		for _, h := range hs {
-			if h.Context().Err() != nil {
-				continue
-			}
-			rn := h.Renewing()
+		rn := h.Renewing()
+		want++
+		if !rn {
 			want++
-			if !rn {
-				want++
-			}
-			ok = ok && rn == renewing[h.Token().Resource]
 		}
-		if ok && r.agent.Timers() == want {
-			return
+		ok = ok && rn == renewing[h.Token().Resource]
+	}
+	if !ok || r.agent.Timers() != want {
+		var states []string
+		for _, h := range hs {
+			states = append(states, fmt.Sprintf("%s alive %v renewing %v held %v lossAt %v", h.Token().Resource, h.Context().Err() == nil,
+				h.Renewing(), renewing[h.Token().Resource], h.Lease().Deadline().Millis-50))
 		}
-		if time.Now().After(deadline) {
-			var states []string
-			for _, h := range hs {
-				states = append(states, fmt.Sprintf("%s alive %v renewing %v held %v lossAt %v", h.Token().Resource, h.Context().Err() == nil,
-					h.Renewing(), renewing[h.Token().Resource], h.Lease().Deadline().Millis-50))
-			}
-			r.t.Fatalf("the holds did not settle: %d timers (want %d), %d active, %d held in %d bodies, now %v: %v", r.agent.Timers(), want, active, held, bodies, r.agent.Peek(), states)
-		}
-		time.Sleep(200 * time.Microsecond)
+		r.t.Fatalf("the holds settled in an unexpected state: %d timers (want %d), %d active, %d held in %d bodies, now %v: %v", r.agent.Timers(), want, active, held, bodies, r.agent.Peek(), states)
 	}
 }
 
@@ -537,6 +546,14 @@ func (r *holdRig) settleAll(hs []*client.Held) {
 // (a restart without its state): that hold alone is lost, refused, at its
 // next renewal.
 func runHolds(t *testing.T, seed uint64, gap, dropRequest, dropReply, delay float64, forget bool) (lost, refused, batches int) {
+	t.Helper()
+	inBubble(t, func(t *testing.T) {
+		lost, refused, batches = runHoldsIn(t, seed, gap, dropRequest, dropReply, delay, forget)
+	})
+	return lost, refused, batches
+}
+
+func runHoldsIn(t *testing.T, seed uint64, gap, dropRequest, dropReply, delay float64, forget bool) (lost, refused, batches int) {
 	tr := &holdTransport{rng: rand.New(rand.NewPCG(seed, 29)), dropRequest: dropRequest, dropReply: dropReply, delay: delay, maxDelay: 1200}
 	r := newHoldRig(t, tr)
 	var hs []*client.Held

@@ -17,55 +17,57 @@ import (
 // lease are ErrExpired and ErrLeaseRevoked; a second revoke is not_held; a
 // revoke naming a waiter removes it.
 func TestClientRevoke(t *testing.T) {
-	r := newHoldRig(t, &holdTransport{rng: rand.New(rand.NewPCG(1, 1))})
-	ctx := context.Background()
-	h, err := r.client.Hold(ctx, "r", client.HoldOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok := h.Token()
-	rv, err := r.client.Revoke(ctx, "r", client.RevokeOptions{})
-	if err != nil || rv != (client.Revoked{HolderID: "a", Fence: tok.Fence}) {
-		t.Fatalf("revoke: %+v %v", rv, err)
-	}
-	if h.Context().Err() != nil {
-		t.Fatal("the hold ended before its next renewal")
-	}
-	r.settle(h)
-	r.toNextTimer()
-	eventually(t, "the hold lost", func() bool { return h.Context().Err() != nil })
-	cause := context.Cause(h.Context())
-	var lost *client.LostError
-	if !errors.Is(cause, client.ErrLeaseRevoked) || !errors.Is(cause, client.ErrLeaseLost) || !errors.As(cause, &lost) || !lost.Revoked {
-		t.Fatalf("cause %v", cause)
-	}
-	if err := r.client.Release(ctx, h.Lease()); !errors.Is(err, client.ErrLeaseRevoked) || !errors.Is(err, client.ErrExpired) {
-		t.Fatalf("release of the revoked lease: %v", err)
-	}
-	if _, err := r.client.Renew(ctx, h.Lease()); !errors.Is(err, client.ErrLeaseRevoked) || !errors.Is(err, client.ErrExpired) {
-		t.Fatalf("renew of the revoked lease: %v", err)
-	}
-	var we *wire.Error
-	if _, err := r.client.Revoke(ctx, "r", client.RevokeOptions{Fence: tok.Fence}); !errors.As(err, &we) || we.Code != wire.CodeNotHeld {
-		t.Fatalf("second revoke: %v", err)
-	}
-	// A waiter removed: its Hold ends with the revoke.
-	f, _ := r.grant(wire.OpAcquire, acquireMsg("q0", "r", "b"))
-	got := make(chan error, 1)
-	go func() {
-		_, err := r.client.Hold(ctx, "r", client.HoldOptions{Wait: 10 * time.Second})
-		got <- err
-	}()
-	eventually(t, "a waiting", func() bool { return r.svc.Waiting() == 1 })
-	if rv, err := r.client.Revoke(ctx, "r", client.RevokeOptions{HolderID: "a"}); err != nil || rv.RemovedWaiter != "a" {
-		t.Fatalf("revoke of the waiter: %+v %v", rv, err)
-	}
-	if err := <-got; !errors.Is(err, client.ErrLeaseRevoked) {
-		t.Fatalf("the removed waiter's Hold: %v", err)
-	}
-	if e, _ := r.store.Entry("r"); e.Fence != f {
-		t.Fatalf("removing the waiter changed the lease: %+v", e)
-	}
+	inBubble(t, func(t *testing.T) {
+		r := newHoldRig(t, &holdTransport{rng: rand.New(rand.NewPCG(1, 1))})
+		ctx := context.Background()
+		h, err := r.client.Hold(ctx, "r", client.HoldOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tok := h.Token()
+		rv, err := r.client.Revoke(ctx, "r", client.RevokeOptions{})
+		if err != nil || rv != (client.Revoked{HolderID: "a", Fence: tok.Fence}) {
+			t.Fatalf("revoke: %+v %v", rv, err)
+		}
+		if h.Context().Err() != nil {
+			t.Fatal("the hold ended before its next renewal")
+		}
+		r.settle(h)
+		r.toNextTimer()
+		eventually(t, "the hold lost", func() bool { return h.Context().Err() != nil })
+		cause := context.Cause(h.Context())
+		var lost *client.LostError
+		if !errors.Is(cause, client.ErrLeaseRevoked) || !errors.Is(cause, client.ErrLeaseLost) || !errors.As(cause, &lost) || !lost.Revoked {
+			t.Fatalf("cause %v", cause)
+		}
+		if err := r.client.Release(ctx, h.Lease()); !errors.Is(err, client.ErrLeaseRevoked) || !errors.Is(err, client.ErrExpired) {
+			t.Fatalf("release of the revoked lease: %v", err)
+		}
+		if _, err := r.client.Renew(ctx, h.Lease()); !errors.Is(err, client.ErrLeaseRevoked) || !errors.Is(err, client.ErrExpired) {
+			t.Fatalf("renew of the revoked lease: %v", err)
+		}
+		var we *wire.Error
+		if _, err := r.client.Revoke(ctx, "r", client.RevokeOptions{Fence: tok.Fence}); !errors.As(err, &we) || we.Code != wire.CodeNotHeld {
+			t.Fatalf("second revoke: %v", err)
+		}
+		// A waiter removed: its Hold ends with the revoke.
+		f, _ := r.grant(wire.OpAcquire, acquireMsg("q0", "r", "b"))
+		got := make(chan error, 1)
+		go func() {
+			_, err := r.client.Hold(ctx, "r", client.HoldOptions{Wait: 10 * time.Second})
+			got <- err
+		}()
+		eventually(t, "a waiting", func() bool { return r.svc.Waiting() == 1 })
+		if rv, err := r.client.Revoke(ctx, "r", client.RevokeOptions{HolderID: "a"}); err != nil || rv.RemovedWaiter != "a" {
+			t.Fatalf("revoke of the waiter: %+v %v", rv, err)
+		}
+		if err := <-got; !errors.Is(err, client.ErrLeaseRevoked) {
+			t.Fatalf("the removed waiter's Hold: %v", err)
+		}
+		if e, _ := r.store.Entry("r"); e.Fence != f {
+			t.Fatalf("removing the waiter changed the lease: %+v", e)
+		}
+	})
 }
 
 // TestClientElectionValues: Campaign's value is the Leader's; Proclaim
