@@ -1,12 +1,12 @@
 # The core Go library (core/clock, core/fence, core/lease, core/naive, and
-# internal/argerr, their one argument-error type):
+# core/argerr, their one argument-error type):
 # natively, with the race detector, and under GOOS=js (Node runs the test
 # binary through go_js_wasm_exec, which the Makefile puts on PATH).
 # core/sim and service/wire are tested by their own targets.
 TESTS += test-core test-core-race test-core-js
 BENCH += bench-core
 
-CORE_PKGS := ./core/clock/... ./core/fence ./core/lease/... ./core/naive/... ./internal/argerr/...
+CORE_PKGS := ./core/clock/... ./core/fence ./core/lease/... ./core/naive/... ./core/argerr/...
 
 .PHONY: test-core test-core-race test-core-js bench-core
 test-core:

@@ -13,9 +13,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/lease-fence/lease-fence/core/argerr"
 	"github.com/lease-fence/lease-fence/core/clock"
 	"github.com/lease-fence/lease-fence/core/lease"
-	"github.com/lease-fence/lease-fence/internal/argerr"
 	"github.com/lease-fence/lease-fence/service/client"
 	"github.com/lease-fence/lease-fence/service/wire"
 )

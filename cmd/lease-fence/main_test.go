@@ -15,7 +15,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lease-fence/lease-fence/internal/argerr"
+	"github.com/lease-fence/lease-fence/core/argerr"
 	"github.com/lease-fence/lease-fence/service/wire"
 )
 

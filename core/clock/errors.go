@@ -3,7 +3,7 @@ package clock
 import (
 	"strconv"
 
-	"github.com/lease-fence/lease-fence/internal/argerr"
+	"github.com/lease-fence/lease-fence/core/argerr"
 )
 
 // DomainError is returned when two instants from different clock domains are

@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/lease-fence/lease-fence/internal/argerr"
+	"github.com/lease-fence/lease-fence/core/argerr"
 )
 
 // StaleFenceError is returned when a gate refuses a token whose fence is below

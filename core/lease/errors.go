@@ -3,7 +3,7 @@ package lease
 import (
 	"strconv"
 
-	"github.com/lease-fence/lease-fence/internal/argerr"
+	"github.com/lease-fence/lease-fence/core/argerr"
 )
 
 // ArgumentError reports an invalid argument or request. Nothing changed. It is

@@ -11,8 +11,8 @@ package naive
 import (
 	"time"
 
+	"github.com/lease-fence/lease-fence/core/argerr"
 	"github.com/lease-fence/lease-fence/core/clock"
-	"github.com/lease-fence/lease-fence/internal/argerr"
 )
 
 // ArgumentError reports an invalid argument; nothing changed. It is the one

@@ -363,7 +363,7 @@ var mutations = []mutation{
 }
 
 // corePkgs are the packages `make test-core` tests (mk/core.mk).
-var corePkgs = []string{"./core/clock/...", "./core/fence/...", "./core/lease/...", "./core/naive/...", "./internal/argerr/..."}
+var corePkgs = []string{"./core/clock/...", "./core/fence/...", "./core/lease/...", "./core/naive/...", "./core/argerr/..."}
 
 func main() {
 	runPat := flag.String("run", "", "run only the mutations whose name matches this regexp")

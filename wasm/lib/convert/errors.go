@@ -3,7 +3,7 @@ package convert
 import (
 	"strconv"
 
-	"github.com/lease-fence/lease-fence/internal/argerr"
+	"github.com/lease-fence/lease-fence/core/argerr"
 )
 
 // ArgumentError reports an argument from JavaScript that has the wrong type or

@@ -7,11 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lease-fence/lease-fence/core/argerr"
 	"github.com/lease-fence/lease-fence/core/clock"
 	"github.com/lease-fence/lease-fence/core/fence"
 	"github.com/lease-fence/lease-fence/core/lease"
 	"github.com/lease-fence/lease-fence/core/naive"
-	"github.com/lease-fence/lease-fence/internal/argerr"
 	"github.com/lease-fence/lease-fence/wasm/lib/convert"
 )
 
