@@ -292,7 +292,7 @@ func TestStatusesRetriedOrFinal(t *testing.T) {
 		if !errors.As(err, &we) || we.Status != tc.status || calls.Load() != tc.sent {
 			t.Errorf("%d %s: sent %d times (want %d): %v", tc.status, tc.code, calls.Load(), tc.sent, err)
 		}
-		if first, _, _ := strings.Cut(err.Error(), "\n"); tc.sent == 1 && !strings.HasPrefix(first, "wire: ") || strings.Contains(first, "no answer") != (tc.sent > 1) {
+		if first, _, _ := strings.Cut(err.Error(), "\n"); tc.sent == 1 && !strings.HasPrefix(first, "coordinator: ") || strings.Contains(first, "no answer") != (tc.sent > 1) {
 			t.Errorf("%d %s: first line %q", tc.status, tc.code, first)
 		}
 	}

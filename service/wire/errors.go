@@ -67,9 +67,11 @@ func Codes() []string {
 	return out
 }
 
-// Error is a refused call: an HTTP status, a stable Code and a message. On
-// the wire it is {"error": {"code": ..., "message": ...}}. A refused call
-// changed nothing on the coordinator.
+// Error is a call the coordinator refused: an HTTP status, a stable Code
+// and a message. On the wire it is {"error": {"code": ..., "message": ...}};
+// its Error() says "coordinator:", the side that refused (the client's own
+// failures say "client:"). A refused call changed nothing on the
+// coordinator.
 type Error struct {
 	Status  int
 	Code    string
@@ -77,7 +79,7 @@ type Error struct {
 }
 
 func (e *Error) Error() string {
-	return "wire: " + e.Code + " (" + strconv.Itoa(e.Status) + "): " + e.Message
+	return "coordinator: " + e.Code + " (" + strconv.Itoa(e.Status) + "): " + e.Message
 }
 
 // Temporary reports whether the same call may succeed if sent again: the

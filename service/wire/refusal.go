@@ -8,7 +8,7 @@ type Refusal struct {
 	Message string
 }
 
-func (r *Refusal) Error() string { return "wire: refused: " + r.Message }
+func (r *Refusal) Error() string { return "coordinator: refused: " + r.Message }
 
 // Reason is why the state machine refused a call.
 type Reason uint8
