@@ -1,10 +1,10 @@
 # gates/: the fence gate inside other stores, and the conformance suite
 # every gate passes (gates/gatetest, run by each gate's own test):
 # gates/sqlfence against a SQLite file and a real PostgreSQL server that the
-# tests start in a temporary directory (internal/pgtest; scripts/setup.sh
+# tests start in a temporary directory (internal/testrig/pgtest; scripts/setup.sh
 # installs Debian's postgresql), with writer processes and a SIGKILLed one.
 # gates/redisfence against a real redis-server the tests start on a free
-# port (internal/redistest: AOF with appendfsync always; killed with SIGKILL
+# port (internal/testrig/redistest: AOF with appendfsync always; killed with SIGKILL
 # and restarted in a test). A missing PostgreSQL or redis-server fails the
 # suite. core/fence itself is in test-core; gatetest runs the suite against
 # it too.
@@ -14,7 +14,7 @@ BENCH += bench-sqlfence
 .PHONY: test-gates test-gates-js test-sqlfence bench-sqlfence
 
 test-gates:
-	$(GO) test -count=1 ./gates/... ./internal/pgtest/... ./internal/redistest/...
+	$(GO) test -count=1 ./gates/... ./internal/testrig/pgtest/... ./internal/testrig/redistest/...
 
 # The JavaScript gates (lease-fence/sql, lease-fence/redis, and FenceGate)
 # against the JavaScript conformance suite, with real servers started by
@@ -24,7 +24,7 @@ test-gates-js: build-wasm
 	node --test test/gates/
 
 test-sqlfence:
-	$(GO) test -count=1 ./gates/sqlfence/ ./internal/pgtest/...
+	$(GO) test -count=1 ./gates/sqlfence/ ./internal/testrig/pgtest/...
 
 # Commits per second with 1 and 8 writers on SQLite and PostgreSQL, fenced
 # next to the same write without fencing, interleaved in one run, with

@@ -19,7 +19,7 @@ FUZZ_MINIMIZE   ?= 2s
 # corpus as regression tests, and a brief run of each core/sim fuzz target.
 test-sim:
 	$(GO) test -count=1 ./core/sim -args -seeds=$(SIM_SEEDS) -naiveseeds=2000
-	$(GO) test -count=1 ./service/httpcheck
+	$(GO) test -count=1 ./test/httpcheck
 	$(GO) test $(FUZZ_BRIEF) -fuzz '^FuzzOps$$' -fuzztime 50000x ./core/sim
 	$(GO) test $(FUZZ_BRIEF) -fuzz '^FuzzSimSeed$$' -fuzztime 2500x ./core/sim
 

@@ -10,6 +10,6 @@ TESTS += test-svcclient
 
 .PHONY: test-svcclient
 test-svcclient: build-wasm coordinator worker
-	$(GO) build -o out/bin/pkigen ./internal/testpki/pkigen
+	$(GO) build -o out/bin/pkigen ./internal/testrig/testpki/pkigen
 	tsc -p test/svcclient/tsconfig.json
 	COORDINATOR=$(CURDIR)/out/bin/coordinator PKIGEN=$(CURDIR)/out/bin/pkigen node --test test/svcclient/

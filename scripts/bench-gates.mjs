@@ -16,13 +16,13 @@
 // round, then min/median/max over rounds.
 //
 // --baseline REV adds a third side to each configuration: the gates as they
-// were at git revision REV (Go: internal/gatecli built from REV's tree; JS:
+// were at git revision REV (Go: internal/testrig/gatecli built from REV's tree; JS:
 // REV's lease-fence/sql and lease-fence/redis modules), in the same
 // alternation, so a change to a gate is measured against its predecessor in
 // one run. --only REGEX keeps the configurations whose name matches.
 // Usage: node scripts/bench-gates.mjs [rounds] [commits per side] [chunk] [--baseline REV] [--only REGEX]
 import { execFileSync, spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import os from 'node:os';
 import { join } from 'node:path';
@@ -61,7 +61,9 @@ if (baseline) {
   rmSync(dir, { recursive: true, force: true });
   mkdirSync(dir, { recursive: true });
   execFileSync('sh', ['-c', `git archive ${rev} | tar -x -C ${dir}`], { cwd: root });
-  execFileSync(process.env.GO ?? 'go', ['build', '-o', join(dir, 'gatecli'), './internal/gatecli'], { cwd: dir, stdio: 'inherit' });
+  // gatecli moved from internal/ to internal/testrig/; a baseline has one.
+  const cli = ['internal/testrig/gatecli', 'internal/gatecli'].find((d) => existsSync(join(dir, d, 'main.go')));
+  execFileSync(process.env.GO ?? 'go', ['build', '-o', join(dir, 'gatecli'), `./${cli}`], { cwd: dir, stdio: 'inherit' });
   const js = join(root, 'out', 'bench', `js-${rev}`);
   mkdirSync(js, { recursive: true });
   for (const f of ['sql.mjs', 'redis.mjs', 'gate-common.mjs']) writeFileSync(join(js, f), readFileSync(join(dir, 'wasm', 'js', f)));
@@ -69,7 +71,7 @@ if (baseline) {
   // classes through it, so both sides' errors are the same classes.
   writeFileSync(join(js, 'errors.mjs'), `export * from ${JSON.stringify(pathToFileURL(join(root, 'wasm', 'js', 'errors.mjs')).href)};\n`);
   base = {
-    rev,
+    rev, dir, cli,
     gatecli: join(dir, 'gatecli'),
     sql: await import(pathToFileURL(join(js, 'sql.mjs')).href),
     redis: await import(pathToFileURL(join(js, 'redis.mjs')).href),
@@ -91,9 +93,9 @@ function lineProc(cmd, args) {
 const GO = process.env.GO ?? 'go';
 const gatecli = join(root, 'out', 'bench', 'gatecli');
 mkdirSync(join(root, 'out', 'bench'), { recursive: true });
-execFileSync(GO, ['build', '-o', gatecli, './internal/gatecli'], { cwd: root, stdio: 'inherit' });
+execFileSync(GO, ['build', '-o', gatecli, './internal/testrig/gatecli'], { cwd: root, stdio: 'inherit' });
 
-const pgProc = lineProc(GO, ['run', './internal/pgtest/pgserver', '-durable']);
+const pgProc = lineProc(GO, ['run', './internal/testrig/pgtest/pgserver', '-durable']);
 const pgUrl = await pgProc.next();
 const redisServer = await startRedis();
 const admin = new pg.Client({ connectionString: pgUrl });
@@ -112,7 +114,7 @@ const go = { sql: lineProc(gatecli, [sqlUrl]), sqlite: lineProc(gatecli, [sqlite
 const goBase = base && {
   sql: lineProc(base.gatecli, [sqlUrl]), redis: lineProc(base.gatecli, [redisAddr]),
   // A baseline without SQLite in its gatecli has no SQLite side.
-  sqlite: git('show', `${base.rev}:internal/gatecli/main.go`).includes('sqlite:') ? lineProc(base.gatecli, [sqliteAddr]) : null,
+  sqlite: readFileSync(join(base.dir, base.cli, 'main.go'), 'utf8').includes('sqlite:') ? lineProc(base.gatecli, [sqliteAddr]) : null,
 };
 const jsBase = base && {
   sql: await base.sql.openSqlFence(jsSql.pool),

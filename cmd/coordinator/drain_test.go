@@ -19,7 +19,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lease-fence/lease-fence/internal/syncio"
+	"github.com/lease-fence/lease-fence/internal/testrig/syncio"
 	"github.com/lease-fence/lease-fence/service/client"
 	"github.com/lease-fence/lease-fence/service/wire"
 )

@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lease-fence/lease-fence/internal/faultproxy"
-	"github.com/lease-fence/lease-fence/internal/holdtest"
-	"github.com/lease-fence/lease-fence/internal/syncio"
+	"github.com/lease-fence/lease-fence/internal/testrig/faultproxy"
+	"github.com/lease-fence/lease-fence/internal/testrig/holdtest"
+	"github.com/lease-fence/lease-fence/internal/testrig/syncio"
 	"github.com/lease-fence/lease-fence/service/wire"
 )
 
@@ -44,7 +44,7 @@ func startHoldTarget(t *testing.T, ttl time.Duration, args ...string) *holdtest.
 	return &holdtest.Target{Name: "native", Proxy: proxy, TTL: ttl, KeptPlaces: holdtest.KeptPlacesAt(debug)}
 }
 
-// TestWaiting runs the server side of the holding suite (internal/holdtest)
+// TestWaiting runs the server side of the holding suite (internal/testrig/holdtest)
 // against the real server, durable, through the fault proxy.
 func TestWaiting(t *testing.T) {
 	tg := startHoldTarget(t, 1500*time.Millisecond)

@@ -23,7 +23,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
-	"github.com/lease-fence/lease-fence/internal/syncio"
+	"github.com/lease-fence/lease-fence/internal/testrig/syncio"
 	"github.com/lease-fence/lease-fence/service"
 	"github.com/lease-fence/lease-fence/service/pebblestore"
 	"github.com/lease-fence/lease-fence/service/wire"

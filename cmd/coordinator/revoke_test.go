@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/lease-fence/lease-fence/core/lease"
-	"github.com/lease-fence/lease-fence/internal/syncio"
+	"github.com/lease-fence/lease-fence/internal/testrig/syncio"
 	"github.com/lease-fence/lease-fence/service/wire"
 )
 

@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lease-fence/lease-fence/internal/syncio"
+	"github.com/lease-fence/lease-fence/internal/testrig/syncio"
 )
 
 // server is run() in a goroutine of the test.

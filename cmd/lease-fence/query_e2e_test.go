@@ -16,7 +16,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/lease-fence/lease-fence/internal/testpki"
+	"github.com/lease-fence/lease-fence/internal/testrig/testpki"
 	"github.com/lease-fence/lease-fence/service/client"
 	"github.com/lease-fence/lease-fence/service/wire"
 )

@@ -13,7 +13,7 @@ import (
 
 	"github.com/lease-fence/lease-fence/gates/gatetest"
 	"github.com/lease-fence/lease-fence/gates/redisfence"
-	"github.com/lease-fence/lease-fence/internal/redistest"
+	"github.com/lease-fence/lease-fence/internal/testrig/redistest"
 )
 
 // srv is the redis-server every test in this package shares; each test

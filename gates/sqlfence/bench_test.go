@@ -16,7 +16,7 @@ import (
 
 	"github.com/lease-fence/lease-fence/core/fence"
 	"github.com/lease-fence/lease-fence/gates/sqlfence"
-	"github.com/lease-fence/lease-fence/internal/pgtest"
+	"github.com/lease-fence/lease-fence/internal/testrig/pgtest"
 )
 
 var benchRounds = flag.Int("rounds", 3, "BenchmarkCommits: rounds of every configuration")

@@ -2,7 +2,7 @@
 
 // Command bench-pg measures the coordinator over PostgreSQL (make bench-pg,
 // docs/service.md "Benchmarks"), against a PostgreSQL server it starts
-// with fsync and synchronous commits on (internal/pgtest, Durable):
+// with fsync and synchronous commits on (internal/testrig/pgtest, Durable):
 //
 //   - cycles: acquire + release cycles per second with 1 and 8 clients, each
 //     on its own resource, for
@@ -54,7 +54,7 @@ import (
 
 	"github.com/lease-fence/lease-fence/core/clock"
 	"github.com/lease-fence/lease-fence/core/lease"
-	"github.com/lease-fence/lease-fence/internal/pgtest"
+	"github.com/lease-fence/lease-fence/internal/testrig/pgtest"
 	"github.com/lease-fence/lease-fence/service/client"
 	"github.com/lease-fence/lease-fence/service/pgstore"
 )

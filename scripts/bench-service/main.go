@@ -55,8 +55,8 @@ import (
 
 	"github.com/lease-fence/lease-fence/core/clock"
 	"github.com/lease-fence/lease-fence/core/lease"
-	"github.com/lease-fence/lease-fence/internal/procgroup"
-	"github.com/lease-fence/lease-fence/internal/testpki"
+	"github.com/lease-fence/lease-fence/internal/testrig/procgroup"
+	"github.com/lease-fence/lease-fence/internal/testrig/testpki"
 	"github.com/lease-fence/lease-fence/service/client"
 )
 

@@ -17,8 +17,8 @@ import (
 
 	"github.com/lease-fence/lease-fence/core/clock"
 	"github.com/lease-fence/lease-fence/core/lease"
-	"github.com/lease-fence/lease-fence/internal/faultproxy"
-	"github.com/lease-fence/lease-fence/internal/testpki"
+	"github.com/lease-fence/lease-fence/internal/testrig/faultproxy"
+	"github.com/lease-fence/lease-fence/internal/testrig/testpki"
 	"github.com/lease-fence/lease-fence/service"
 	"github.com/lease-fence/lease-fence/service/client"
 	"github.com/lease-fence/lease-fence/service/httpapi"

@@ -21,9 +21,9 @@ import (
 
 	"github.com/lease-fence/lease-fence/core/clock"
 	"github.com/lease-fence/lease-fence/core/lease"
-	"github.com/lease-fence/lease-fence/internal/holdtest"
-	"github.com/lease-fence/lease-fence/internal/syncio"
-	"github.com/lease-fence/lease-fence/internal/wranglerdev"
+	"github.com/lease-fence/lease-fence/internal/testrig/holdtest"
+	"github.com/lease-fence/lease-fence/internal/testrig/syncio"
+	"github.com/lease-fence/lease-fence/internal/testrig/wranglerdev"
 	"github.com/lease-fence/lease-fence/service/client"
 	"github.com/lease-fence/lease-fence/service/wire"
 )

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lease-fence/lease-fence/internal/faultproxy"
-	"github.com/lease-fence/lease-fence/internal/holdtest"
-	"github.com/lease-fence/lease-fence/internal/syncio"
+	"github.com/lease-fence/lease-fence/internal/testrig/faultproxy"
+	"github.com/lease-fence/lease-fence/internal/testrig/holdtest"
+	"github.com/lease-fence/lease-fence/internal/testrig/syncio"
 )
 
 // holdTTL is the lease length of the second runtime, which the holding

@@ -12,8 +12,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/lease-fence/lease-fence/internal/procgroup"
-	"github.com/lease-fence/lease-fence/internal/syncio"
+	"github.com/lease-fence/lease-fence/internal/testrig/procgroup"
+	"github.com/lease-fence/lease-fence/internal/testrig/syncio"
 )
 
 // wranglerDev is one `wrangler dev` of the Worker (the runtime): offline,

@@ -10,7 +10,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/lease-fence/lease-fence/internal/testpki"
+	"github.com/lease-fence/lease-fence/internal/testrig/testpki"
 )
 
 func main() {

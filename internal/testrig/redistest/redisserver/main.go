@@ -1,6 +1,6 @@
 //go:build !js
 
-// Command redisserver starts a throwaway redis-server (internal/redistest),
+// Command redisserver starts a throwaway redis-server (internal/testrig/redistest),
 // or with -cluster N a Redis Cluster of N masters, prints its redis:// URL
 // (for a cluster, the nodes' URLs separated by commas) on one line, and
 // then reads commands from its
@@ -20,7 +20,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/lease-fence/lease-fence/internal/redistest"
+	"github.com/lease-fence/lease-fence/internal/testrig/redistest"
 )
 
 func main() {

@@ -1,6 +1,6 @@
 //go:build !js
 
-// Command pgserver starts a throwaway PostgreSQL server (internal/pgtest),
+// Command pgserver starts a throwaway PostgreSQL server (internal/testrig/pgtest),
 // with fsync and synchronous commits when given -durable (benchmarks),
 // prints its postgres:// URL on one line, then reads commands from its
 // standard input, one a line: "restart" stops the server as a crash would
@@ -19,7 +19,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/lease-fence/lease-fence/internal/pgtest"
+	"github.com/lease-fence/lease-fence/internal/testrig/pgtest"
 )
 
 func main() {

@@ -23,7 +23,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lease-fence/lease-fence/internal/faultproxy"
+	"github.com/lease-fence/lease-fence/internal/testrig/faultproxy"
 	"github.com/lease-fence/lease-fence/service/client"
 	"github.com/lease-fence/lease-fence/service/wire"
 )

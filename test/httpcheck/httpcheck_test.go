@@ -186,7 +186,7 @@ func porcupineDir(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return filepath.Join(wd, "..", "..", "..", "out", "test", "porcupine")
+	return filepath.Join(wd, "..", "..", "out", "test", "porcupine")
 }
 
 // TestLinearizableOverHTTP checks histories of concurrent wire clients,

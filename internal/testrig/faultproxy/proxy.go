@@ -21,7 +21,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/lease-fence/lease-fence/internal/wranglerdev"
+	"github.com/lease-fence/lease-fence/internal/testrig/wranglerdev"
 )
 
 // Call is one request the proxy received.
