@@ -3,7 +3,10 @@
 # natively, with the race detector, and under GOOS=js (Node runs the test
 # binary through go_js_wasm_exec, which the Makefile puts on PATH).
 # core/sim and service/wire are tested by their own targets.
-TESTS += test-core test-core-race test-core-js
+# make test runs test-core-race and not test-core: the same tests of the
+# same packages, the race detector besides. test-core is what `make mutate`
+# runs after each mutation (quicker without -race).
+TESTS += test-core-race test-core-js
 BENCH += bench-core
 
 CORE_PKGS := ./core/clock/... ./core/fence ./core/lease/... ./core/naive/... ./core/argerr/...
