@@ -5,15 +5,12 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
@@ -30,6 +27,7 @@ import (
 	"github.com/lease-fence/lease-fence/core/lease"
 	"github.com/lease-fence/lease-fence/core/sim"
 	"github.com/lease-fence/lease-fence/internal/testrig/syncio"
+	"github.com/lease-fence/lease-fence/internal/testrig/wirehist"
 	"github.com/lease-fence/lease-fence/service"
 	"github.com/lease-fence/lease-fence/service/client"
 	"github.com/lease-fence/lease-fence/service/wire"
@@ -166,14 +164,9 @@ type recorder struct {
 }
 
 func (rt *recorder) RoundTrip(r *http.Request) (*http.Response, error) {
-	body, err := io.ReadAll(r.Body)
+	m, err := wirehist.ReadRequest(r)
 	if err != nil {
 		return nil, err
-	}
-	r.Body = io.NopCloser(bytes.NewReader(body))
-	m, werr := wire.DecodeMessage(wire.Op(strings.TrimPrefix(r.URL.Path, "/v1/")), body)
-	if werr != nil {
-		return nil, werr
 	}
 	d := rt.d
 	lo := float64(time.Now().UnixMilli())
@@ -204,39 +197,12 @@ func (rt *recorder) RoundTrip(r *http.Request) (*http.Response, error) {
 			return nil, err
 		}
 	} else {
-		in := inputOf(m)
+		in := wirehist.InputOf(m)
 		in.Lo, in.Hi = lo, hi
-		d.ops = append(d.ops, porcupine.Operation{ClientId: rt.client, Input: in, Call: call, Output: outputOf(resp.StatusCode, data), Return: ret})
+		d.ops = append(d.ops, porcupine.Operation{ClientId: rt.client, Input: in, Call: call, Output: wirehist.OutputOf(resp.StatusCode, data), Return: ret})
 	}
 	resp.Body = io.NopCloser(bytes.NewReader(data))
 	return resp, nil
-}
-
-func inputOf(m wire.Message) sim.OpInput {
-	if m.Op == wire.OpRelease {
-		return sim.OpInput{Kind: sim.OpRelease, Resource: m.Request.Resource, Holder: m.Request.HolderID,
-			RequestID: m.Request.RequestID, Fence: m.Request.Fence}
-	}
-	return sim.InputOf(m.Request)
-}
-
-// outputOf turns an answer into the model's output.
-func outputOf(status int, data []byte) sim.OpOutput {
-	var rep wire.Reply
-	if status != http.StatusOK || json.Unmarshal(data, &rep) != nil {
-		return sim.OpOutput{Err: fmt.Sprintf("status %d: %s", status, data)}
-	}
-	switch {
-	case rep.OK && rep.Grant != nil:
-		return sim.OpOutput{OK: true, Fence: rep.Grant.Fence, ExpiresAt: rep.Grant.CoordinatorExpiresAt.Millis}
-	case rep.OK:
-		return sim.OpOutput{OK: true}
-	case rep.HeldBy != "":
-		return sim.OpOutput{HeldBy: rep.HeldBy, RetryAfterMs: rep.RetryAfterMillis}
-	case rep.Reason == string(lease.Expired):
-		return sim.OpOutput{Expired: true}
-	}
-	return sim.OpOutput{Err: "unrecognised reply " + string(data)}
 }
 
 // audited is one committed version of a row.
@@ -297,7 +263,7 @@ func (d *drill) resolve(dsn string) (changed, unchanged int, released map[string
 			continue
 		}
 		changed++
-		in := inputOf(at.m)
+		in := wirehist.InputOf(at.m)
 		in.Lo, in.Hi = at.lo, at.hi
 		d.ops = append(d.ops, porcupine.Operation{ClientId: at.client, Input: in, Call: at.call, Output: *out, Return: at.ret})
 	}
@@ -502,7 +468,7 @@ func (d *drill) finish(name, dsn string, linearizable bool) []porcupine.Operatio
 	defer d.histMu.Unlock()
 	ops := d.ops
 	if linearizable {
-		if _, err := sim.CheckHistory(name, porcupineDir(t), time.Hour, ops, 2*time.Minute); err != nil {
+		if _, err := sim.CheckHistory(name, wirehist.PorcupineDir(t), time.Hour, ops, 2*time.Minute); err != nil {
 			dumpIllegal(t, ops)
 			t.Fatal(err)
 		}
@@ -573,14 +539,6 @@ func (d *drill) verifyHeld() {
 			}
 		}
 	}
-}
-
-func porcupineDir(t *testing.T) string {
-	wd, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return filepath.Join(wd, "..", "..", "out", "test", "porcupine")
 }
 
 // dumpIllegal logs, for each resource whose history alone is not

@@ -5,7 +5,6 @@ package pgstore_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,10 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -24,9 +20,9 @@ import (
 	"github.com/lease-fence/lease-fence/core/clock"
 	"github.com/lease-fence/lease-fence/core/lease"
 	"github.com/lease-fence/lease-fence/core/sim"
+	"github.com/lease-fence/lease-fence/internal/testrig/wirehist"
 	"github.com/lease-fence/lease-fence/service/client"
 	"github.com/lease-fence/lease-fence/service/pgstore"
-	"github.com/lease-fence/lease-fence/service/wire"
 )
 
 // timeline is the clock the replicas read: the database server's clock
@@ -65,21 +61,12 @@ type recorder struct {
 }
 
 func (rt *recorder) RoundTrip(r *http.Request) (*http.Response, error) {
-	body, err := io.ReadAll(r.Body)
+	m, err := wirehist.ReadRequest(r)
 	if err != nil {
+		rt.t.Errorf("the client sent a body the server cannot decode: %v", err)
 		return nil, err
 	}
-	r.Body = io.NopCloser(bytes.NewReader(body))
-	m, werr := wire.DecodeMessage(wire.Op(strings.TrimPrefix(r.URL.Path, "/v1/")), body)
-	if werr != nil {
-		rt.t.Errorf("the client sent a body the server cannot decode: %v", werr)
-		return nil, werr
-	}
-	in := sim.InputOf(m.Request)
-	if m.Op == wire.OpRelease {
-		in = sim.OpInput{Kind: sim.OpRelease, Resource: m.Request.Resource, Holder: m.Request.HolderID,
-			RequestID: m.Request.RequestID, Fence: m.Request.Fence}
-	}
+	in := wirehist.InputOf(m)
 	rt.tl.mu.RLock()
 	p := rt.h.Begin(rt.client, in)
 	resp, err := rt.next.RoundTrip(r)
@@ -93,32 +80,13 @@ func (rt *recorder) RoundTrip(r *http.Request) (*http.Response, error) {
 		rt.t.Errorf("attempt failed on 127.0.0.1: %v", err)
 		return nil, err
 	}
-	p.End(outputOf(resp.StatusCode, data))
+	p.End(wirehist.OutputOf(resp.StatusCode, data))
 	rt.tl.mu.RUnlock()
 	if rt.rng.IntN(5) == 0 {
 		return nil, errors.New("test: reply lost")
 	}
 	resp.Body = io.NopCloser(bytes.NewReader(data))
 	return resp, nil
-}
-
-// outputOf turns an HTTP answer into the model's output.
-func outputOf(status int, data []byte) sim.OpOutput {
-	var rep wire.Reply
-	if status != http.StatusOK || json.Unmarshal(data, &rep) != nil {
-		return sim.OpOutput{Err: fmt.Sprintf("status %d: %s", status, data)}
-	}
-	switch {
-	case rep.OK && rep.Grant != nil:
-		return sim.OpOutput{OK: true, Fence: rep.Grant.Fence, ExpiresAt: rep.Grant.CoordinatorExpiresAt.Millis}
-	case rep.OK:
-		return sim.OpOutput{OK: true}
-	case rep.HeldBy != "":
-		return sim.OpOutput{HeldBy: rep.HeldBy, RetryAfterMs: rep.RetryAfterMillis}
-	case rep.Reason == string(lease.Expired):
-		return sim.OpOutput{Expired: true}
-	}
-	return sim.OpOutput{Err: "unrecognised reply " + string(data)}
 }
 
 // serve serves replica i on 127.0.0.1.
@@ -203,7 +171,7 @@ func TestLinearizableAcrossReplicas(t *testing.T) {
 			}
 		}
 		name := fmt.Sprintf("pg-c%d-s%d", clients, seed)
-		if _, err := sim.CheckHistory(name, porcupineDir(t), shortTTL, ops, time.Minute); err != nil {
+		if _, err := sim.CheckHistory(name, wirehist.PorcupineDir(t), shortTTL, ops, time.Minute); err != nil {
 			t.Fatal(err)
 		}
 		total += len(ops)
@@ -212,12 +180,4 @@ func TestLinearizableAcrossReplicas(t *testing.T) {
 	if denied == 0 || expired == 0 {
 		t.Fatal("the histories did not exercise denials and expiry")
 	}
-}
-
-func porcupineDir(t *testing.T) string {
-	wd, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return filepath.Join(wd, "..", "..", "out", "test", "porcupine")
 }

@@ -7,7 +7,6 @@ package httpcheck
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -15,10 +14,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -26,11 +23,11 @@ import (
 	"github.com/lease-fence/lease-fence/core/clock"
 	"github.com/lease-fence/lease-fence/core/lease"
 	"github.com/lease-fence/lease-fence/core/sim"
+	"github.com/lease-fence/lease-fence/internal/testrig/wirehist"
 	"github.com/lease-fence/lease-fence/service"
 	"github.com/lease-fence/lease-fence/service/client"
 	"github.com/lease-fence/lease-fence/service/httpapi"
 	"github.com/lease-fence/lease-fence/service/pebblestore"
-	"github.com/lease-fence/lease-fence/service/wire"
 )
 
 const ttl = 40 * time.Millisecond
@@ -52,21 +49,12 @@ type recorder struct {
 }
 
 func (rt *recorder) RoundTrip(r *http.Request) (*http.Response, error) {
-	body, err := io.ReadAll(r.Body)
+	m, err := wirehist.ReadRequest(r)
 	if err != nil {
+		rt.t.Errorf("the client sent a body the server cannot decode: %v", err)
 		return nil, err
 	}
-	r.Body = io.NopCloser(bytes.NewReader(body))
-	m, werr := wire.DecodeMessage(wire.Op(strings.TrimPrefix(r.URL.Path, "/v1/")), body)
-	if werr != nil {
-		rt.t.Errorf("the client sent a body the server cannot decode: %v", werr)
-		return nil, werr
-	}
-	in := sim.InputOf(m.Request)
-	if m.Op == wire.OpRelease {
-		in = sim.OpInput{Kind: sim.OpRelease, Resource: m.Request.Resource, Holder: m.Request.HolderID,
-			RequestID: m.Request.RequestID, Fence: m.Request.Fence}
-	}
+	in := wirehist.InputOf(m)
 	p := rt.h.Begin(rt.client, in)
 	resp, err := rt.next.RoundTrip(r)
 	if err != nil {
@@ -78,32 +66,13 @@ func (rt *recorder) RoundTrip(r *http.Request) (*http.Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	p.End(outputOf(resp.StatusCode, data))
+	p.End(wirehist.OutputOf(resp.StatusCode, data))
 	if rt.rng.IntN(5) == 0 {
 		rt.lost++
 		return nil, errors.New("httpcheck: reply lost")
 	}
 	resp.Body = io.NopCloser(bytes.NewReader(data))
 	return resp, nil
-}
-
-// outputOf turns an HTTP answer into the model's output.
-func outputOf(status int, data []byte) sim.OpOutput {
-	var rep wire.Reply
-	if status != http.StatusOK || json.Unmarshal(data, &rep) != nil {
-		return sim.OpOutput{Err: fmt.Sprintf("status %d: %s", status, data)}
-	}
-	switch {
-	case rep.OK && rep.Grant != nil:
-		return sim.OpOutput{OK: true, Fence: rep.Grant.Fence, ExpiresAt: rep.Grant.CoordinatorExpiresAt.Millis}
-	case rep.OK:
-		return sim.OpOutput{OK: true} // release done
-	case rep.HeldBy != "":
-		return sim.OpOutput{HeldBy: rep.HeldBy, RetryAfterMs: rep.RetryAfterMillis}
-	case rep.Reason == string(lease.Expired):
-		return sim.OpOutput{Expired: true}
-	}
-	return sim.OpOutput{Err: "unrecognised reply " + string(data)}
 }
 
 // history runs clients goroutines of wire clients against one service on a
@@ -181,14 +150,6 @@ func history(t *testing.T, seed uint64, clients, opsPer, resources int, durable 
 	return h, lost
 }
 
-func porcupineDir(t *testing.T) string {
-	wd, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return filepath.Join(wd, "..", "..", "out", "test", "porcupine")
-}
-
 // TestLinearizableOverHTTP checks histories of concurrent wire clients,
 // recorded at the HTTP transport, against the same model as the in-process
 // histories: 8 with the state in memory, 4 with it in a Pebble store.
@@ -212,7 +173,7 @@ func TestLinearizableOverHTTP(t *testing.T) {
 				expired++
 			}
 		}
-		if _, err := sim.CheckHistory(name, porcupineDir(t), ttl, ops, time.Minute); err != nil {
+		if _, err := sim.CheckHistory(name, wirehist.PorcupineDir(t), ttl, ops, time.Minute); err != nil {
 			t.Fatal(err)
 		}
 		total += len(ops)

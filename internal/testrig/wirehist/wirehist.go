@@ -1,0 +1,85 @@
+// Package wirehist turns the coordinator's HTTP exchanges into core/sim
+// history operations, for the linearizability tests over HTTP
+// (test/httpcheck, service/pgstore's replicas, cmd/coordinator's drill):
+// what an attempt asked, what it was answered, and where porcupine draws a
+// history that fails.
+package wirehist
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/lease-fence/lease-fence/core/lease"
+	"github.com/lease-fence/lease-fence/core/sim"
+	"github.com/lease-fence/lease-fence/service/wire"
+)
+
+// ReadRequest reads the body of a request to /v1/OP, puts it back for the
+// next transport, and decodes it.
+func ReadRequest(r *http.Request) (wire.Message, error) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return wire.Message{}, err
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	m, werr := wire.DecodeMessage(wire.Op(strings.TrimPrefix(r.URL.Path, "/v1/")), body)
+	if werr != nil {
+		return wire.Message{}, werr
+	}
+	return m, nil
+}
+
+// InputOf describes a request (acquire, renew or release) for the history.
+func InputOf(m wire.Message) sim.OpInput {
+	if m.Op == wire.OpRelease {
+		return sim.OpInput{Kind: sim.OpRelease, Resource: m.Request.Resource, Holder: m.Request.HolderID,
+			RequestID: m.Request.RequestID, Fence: m.Request.Fence}
+	}
+	return sim.InputOf(m.Request)
+}
+
+// OutputOf turns an HTTP answer into the model's output.
+func OutputOf(status int, data []byte) sim.OpOutput {
+	var rep wire.Reply
+	if status != http.StatusOK || json.Unmarshal(data, &rep) != nil {
+		return sim.OpOutput{Err: fmt.Sprintf("status %d: %s", status, data)}
+	}
+	switch {
+	case rep.OK && rep.Grant != nil:
+		return sim.OpOutput{OK: true, Fence: rep.Grant.Fence, ExpiresAt: rep.Grant.CoordinatorExpiresAt.Millis}
+	case rep.OK:
+		return sim.OpOutput{OK: true} // release done
+	case rep.HeldBy != "":
+		return sim.OpOutput{HeldBy: rep.HeldBy, RetryAfterMs: rep.RetryAfterMillis}
+	case rep.Reason == string(lease.Expired):
+		return sim.OpOutput{Expired: true}
+	}
+	return sim.OpOutput{Err: "unrecognised reply " + string(data)}
+}
+
+// PorcupineDir is where failing histories are drawn: out/test/porcupine at
+// the module root (gitignored).
+func PorcupineDir(t testing.TB) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return filepath.Join(dir, "out", "test", "porcupine")
+		}
+		up := filepath.Dir(dir)
+		if up == dir {
+			t.Fatal("no go.mod above the test's directory")
+		}
+		dir = up
+	}
+}
