@@ -26,17 +26,16 @@
 package main
 
 import (
-	"bufio"
 	"flag"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
+
+	"github.com/lease-fence/lease-fence/internal/testrig/benchkit"
 )
 
 const markEnv = "BENCH_CLI_MARK"
@@ -60,21 +59,12 @@ func run(rounds int, bin string) error {
 	if err != nil {
 		return err
 	}
-	coord := exec.Command(filepath.Join(bin, "coordinator"), "-addr", "127.0.0.1:0", "-memory", "-quiet")
-	coord.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	out, err := coord.StdoutPipe()
+	coord, err := benchkit.Start(exec.Command(filepath.Join(bin, "coordinator"), "-addr", "127.0.0.1:0", "-memory", "-quiet"), false)
 	if err != nil {
 		return err
 	}
-	if err := coord.Start(); err != nil {
-		return err
-	}
-	defer func() { _ = coord.Process.Kill(); _ = coord.Wait() }()
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil {
-		return fmt.Errorf("the coordinator printed no listening line: %v", err)
-	}
-	url := strings.TrimSpace(strings.TrimPrefix(line, "listening on "))
+	defer func() { _ = coord.Cmd.Process.Kill(); _ = coord.Cmd.Wait() }()
+	url := coord.URL
 
 	dir, err := os.MkdirTemp("", "bench-cli-")
 	if err != nil {
@@ -121,8 +111,7 @@ func run(rounds int, bin string) error {
 			}
 		}
 	}
-	load, _ := os.ReadFile("/proc/loadavg")
-	fmt.Printf("%d rounds, sides in turn; load %s", rounds, load)
+	fmt.Printf("%d rounds, sides in turn; load %s\n", rounds, benchkit.Load())
 	fmt.Printf("%-6s %-28s %-28s %-28s\n", "side", "to exec min/median/max", "whole min/median/max", "cpu min/median/max")
 	for i, s := range sides {
 		fmt.Printf("%-6s %-28s %-28s %-28s\n", s.name, mmm(toExec[i]), mmm(whole[i]), mmm(cpu[i]))
@@ -133,22 +122,9 @@ func run(rounds int, bin string) error {
 			ratio = append(ratio, float64(toExec[0][r])/float64(toExec[j][r]))
 			over = append(over, float64(toExec[0][r]-toExec[j][r])/float64(time.Millisecond))
 		}
-		fmt.Printf("lock/%s to exec: ratio %s, lock's extra time %s ms\n", sides[j].name, mmmf(ratio, "%.2f"), mmmf(over, "%.2f"))
+		fmt.Printf("lock/%s to exec: ratio %s, lock's extra time %s ms\n", sides[j].name, benchkit.MMM(ratio, "%.2f"), benchkit.MMM(over, "%.2f"))
 	}
 	return nil
 }
 
-func mmm(d []time.Duration) string {
-	s := slices.Clone(d)
-	slices.Sort(s)
-	f := func(x time.Duration) string {
-		return strconv.FormatFloat(float64(x)/float64(time.Millisecond), 'f', 2, 64)
-	}
-	return f(s[0]) + " / " + f(s[len(s)/2]) + " / " + f(s[len(s)-1]) + " ms"
-}
-
-func mmmf(v []float64, format string) string {
-	s := slices.Clone(v)
-	slices.Sort(s)
-	return fmt.Sprintf(format+" / "+format+" / "+format, s[0], s[len(s)/2], s[len(s)-1])
-}
+func mmm(d []time.Duration) string { return benchkit.MMM(benchkit.Millis(d), "%.2f") + " ms" }

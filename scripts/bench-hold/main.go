@@ -59,6 +59,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/lease-fence/lease-fence/internal/testrig/cputime"
+
 	"github.com/lease-fence/lease-fence/core/clock"
 	"github.com/lease-fence/lease-fence/core/lease"
 	"github.com/lease-fence/lease-fence/internal/testrig/procgroup"
@@ -430,13 +432,6 @@ func report(name string, lat []time.Duration) {
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
-// cpuSelf is this process's CPU time.
-func cpuSelf() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
 // cpuOfGroup is the CPU time (user + system) of the processes of process
 // group pgid, from /proc: the coordinator, or wrangler dev with its workerd.
 func cpuOfGroup(pgid int) (time.Duration, error) {
@@ -478,7 +473,7 @@ func cpuOfGroup(pgid int) (time.Duration, error) {
 func cost(s *server, target string, holds int, d, ttl time.Duration, oneClient bool) error {
 	ctx := context.Background()
 	pid := s.cmd.Process.Pid // its process group's
-	now := func() mark { return mark{time.Now(), cpuSelf(), must(cpuOfGroup(pid))} }
+	now := func() mark { return mark{time.Now(), cputime.Process(), must(cpuOfGroup(pid))} }
 	// Idle first, as long as the measurement.
 	idle := now()
 	time.Sleep(d)

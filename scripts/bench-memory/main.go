@@ -17,10 +17,8 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -34,6 +32,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/lease-fence/lease-fence/internal/testrig/benchkit"
 )
 
 type memory struct {
@@ -62,37 +62,12 @@ func start(bin string, ttl time.Duration, durable bool) (*server, error) {
 	} else {
 		args = append(args, "-memory")
 	}
-	cmd := exec.Command(bin, args...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	out, err := cmd.StdoutPipe()
+	c, err := benchkit.Start(exec.Command(bin, args...), true)
 	if err != nil {
+		os.RemoveAll(tmp)
 		return nil, err
 	}
-	errp, err := cmd.StderrPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	s := &server{cmd: cmd, tmp: tmp}
-	debug := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(errp)
-		for sc.Scan() {
-			if _, rest, ok := strings.Cut(sc.Text(), "debug on "); ok {
-				debug <- strings.TrimSpace(rest)
-			}
-		}
-	}()
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil {
-		s.stop()
-		return nil, errors.New("no listening line")
-	}
-	s.url = strings.TrimSpace(strings.TrimPrefix(line, "listening on "))
-	s.debug = <-debug
-	return s, nil
+	return &server{cmd: c.Cmd, tmp: tmp, url: c.URL, debug: c.Debug}, nil
 }
 
 func (s *server) stop() {

@@ -49,6 +49,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/lease-fence/lease-fence/internal/testrig/benchkit"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -70,8 +72,7 @@ func main() {
 	kills := flag.Int("kills", 10, "failover: how many times a coordinator is killed")
 	promotions := flag.Int("promotions", 3, "promotion: how many primaries are killed")
 	flag.Parse()
-	load, _ := os.ReadFile("/proc/loadavg")
-	fmt.Printf("bench-pg: %s, load %s", time.Now().UTC().Format("2006-01-02 15:04"), load)
+	fmt.Printf("bench-pg: %s, load %s\n", time.Now().UTC().Format("2006-01-02 15:04"), benchkit.Load())
 	for _, p := range strings.Split(*parts, ",") {
 		var err error
 		switch p {
@@ -89,8 +90,7 @@ func main() {
 			os.Exit(1)
 		}
 	}
-	load, _ = os.ReadFile("/proc/loadavg")
-	fmt.Printf("bench-pg: done, load %s", load)
+	fmt.Printf("bench-pg: done, load %s\n", benchkit.Load())
 }
 
 func ints(s string) []int {
@@ -408,9 +408,9 @@ func cycles(names []string, concs []int, rounds int, d time.Duration) error {
 	for _, n := range concs {
 		for _, name := range names {
 			f := figures[key{name, n}]
-			line := fmt.Sprintf("%-10s  %7d  %8.0f / %8.0f / %8.0f", name, n, minOf(f), median(f), maxOf(f))
+			line := fmt.Sprintf("%-10s  %7d  %s", name, n, benchkit.MMM(f, "%8.0f"))
 			if rs := ratios[key{name, n}]; len(rs) > 0 {
-				line += fmt.Sprintf("      %5.2fx / %5.2fx / %5.2fx", minOf(rs), median(rs), maxOf(rs))
+				line += fmt.Sprintf("      %s", benchkit.MMM(rs, "%5.2fx"))
 			}
 			fmt.Println(line)
 		}
@@ -429,19 +429,9 @@ func pgExec(url, q string) (int64, error) {
 }
 
 func median(v []float64) float64 {
-	s := slices.Clone(v)
-	slices.Sort(s)
-	if len(s) == 0 {
-		return 0
-	}
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+	_, m, _ := benchkit.Spread(v)
+	return m
 }
-
-func minOf(v []float64) float64 { return slices.Min(v) }
-func maxOf(v []float64) float64 { return slices.Max(v) }
 
 // ---------------------------------------------------------------- failover
 

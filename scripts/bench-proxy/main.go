@@ -37,7 +37,6 @@
 package main
 
 import (
-	"bufio"
 	"flag"
 	"fmt"
 	"io"
@@ -54,6 +53,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/lease-fence/lease-fence/internal/testrig/benchkit"
 
 	"github.com/lease-fence/lease-fence/core/fence"
 	"github.com/lease-fence/lease-fence/gates/httpfence"
@@ -89,23 +90,14 @@ func main() {
 		}
 		return
 	}
-	fmt.Println("load before:", loadavg())
+	fmt.Println("load before:", benchkit.Load())
 	for _, w := range strings.Split(*work, ",") {
 		if err := bench(w, *proxyBin, *baseBin, strings.Fields(*baseArgs), *rounds, *n, *dur, *raise); err != nil {
 			fmt.Fprintln(os.Stderr, "bench-proxy:", err)
 			os.Exit(1)
 		}
 	}
-	fmt.Println("load after:", loadavg())
-}
-
-func loadavg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "?"
-	}
-	f := strings.Fields(string(b))
-	return strings.Join(f[:3], " ")
+	fmt.Println("load after:", benchkit.Load())
 }
 
 // upstream serves GET (a small answer) and POST (the write) until stdin
@@ -164,26 +156,16 @@ type child struct {
 
 func startChild(name string, args ...string) (*child, error) {
 	cmd := exec.Command(name, args...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	cmd.Stderr = os.Stderr
 	in, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err
 	}
-	out, err := cmd.StdoutPipe()
+	c, err := benchkit.Start(cmd, false)
 	if err != nil {
 		return nil, err
 	}
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil {
-		_ = cmd.Process.Kill()
-		return nil, fmt.Errorf("%s printed no listening line: %w", name, err)
-	}
-	go func() { _, _ = io.Copy(io.Discard, out) }()
-	return &child{cmd: cmd, stdin: in, url: strings.TrimPrefix(strings.TrimSpace(line), "listening on ")}, nil
+	return &child{cmd: cmd, stdin: in, url: c.URL}, nil
 }
 
 func (c *child) stop() {
@@ -501,27 +483,8 @@ func pct(ds []time.Duration, p int) float64 {
 	return float64(s[i]) / float64(time.Millisecond)
 }
 
-func stats(xs []float64) (lo, med, hi float64) {
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	m := s[len(s)/2]
-	if len(s)%2 == 0 {
-		m = (s[len(s)/2-1] + s[len(s)/2]) / 2
-	}
-	return s[0], m, s[len(s)-1]
-}
+func mmm(xs []float64) string { return benchkit.MMM(xs, "%.3f") }
 
-func mmm(xs []float64) string {
-	lo, med, hi := stats(xs)
-	return fmt.Sprintf("%.3f / %.3f / %.3f", lo, med, hi)
-}
+func mmmN(xs []float64) string { return benchkit.MMM(xs, "%.0f") }
 
-func mmmN(xs []float64) string {
-	lo, med, hi := stats(xs)
-	return fmt.Sprintf("%.0f / %.0f / %.0f", lo, med, hi)
-}
-
-func mmmX(xs []float64) string {
-	lo, med, hi := stats(xs)
-	return fmt.Sprintf("%.2fx / %.2fx / %.2fx", lo, med, hi)
-}
+func mmmX(xs []float64) string { return benchkit.MMM(xs, "%.2fx") }

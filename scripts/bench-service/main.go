@@ -53,6 +53,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/lease-fence/lease-fence/internal/testrig/cputime"
+
 	"github.com/lease-fence/lease-fence/core/clock"
 	"github.com/lease-fence/lease-fence/core/lease"
 	"github.com/lease-fence/lease-fence/internal/testrig/procgroup"
@@ -131,10 +133,10 @@ func main() {
 		totals := make([]Result, len(names))
 		for round := 0; round < *rounds; round++ {
 			for i, t := range names {
-				srv0, cli0 := srvs[i].cpu(), selfCPU()
+				srv0, cli0 := srvs[i].cpu(), cputime.Process()
 				r, err := measure(srvs[i], t, c, *cycles / *rounds, *duration/time.Duration(*rounds))
 				totals[i].ServerCPU += srvs[i].cpu() - srv0
-				totals[i].ClientCPU += selfCPU() - cli0
+				totals[i].ClientCPU += cputime.Process() - cli0
 				if err != nil {
 					for _, s := range srvs {
 						s.stop()
@@ -177,15 +179,6 @@ func (r Result) print() {
 		fmt.Printf("  %7.1f server-us/cycle  %7.1f client-us/cycle", r.ServerCPU.Seconds()*1e6/float64(r.Cycles), r.ClientCPU.Seconds()*1e6/float64(r.Cycles))
 	}
 	fmt.Println()
-}
-
-// selfCPU is the CPU time this process used so far.
-func selfCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // cpu is the CPU time the server's process used so far, the sum over its

@@ -20,7 +20,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -31,11 +30,12 @@ import (
 	"os/exec"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/lease-fence/lease-fence/internal/testrig/benchkit"
 
 	"github.com/lease-fence/lease-fence/core/clock"
 	"github.com/lease-fence/lease-fence/core/lease"
@@ -59,34 +59,12 @@ func main() {
 func start(bin string, maxLeases int) (*exec.Cmd, string, error) {
 	cmd := exec.Command(bin, "-addr", "127.0.0.1:0", "-memory", "-quiet", "-ttl", "10m", "-debug-addr", "127.0.0.1:0",
 		"-max-leases", strconv.Itoa(maxLeases), "-release-memory", strconv.Itoa(maxLeases), "-max-conns", "1000")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	out, err := cmd.StdoutPipe()
+	c, err := benchkit.Start(cmd, true)
 	if err != nil {
 		return nil, "", err
 	}
-	errp, err := cmd.StderrPipe()
-	if err != nil {
-		return nil, "", err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, "", err
-	}
-	dbg := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(errp)
-		for sc.Scan() {
-			if _, rest, ok := strings.Cut(sc.Text(), "debug on "); ok {
-				dbg <- strings.TrimSpace(rest)
-			}
-		}
-	}()
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil {
-		_ = cmd.Process.Kill()
-		return nil, "", errors.New("no listening line from the coordinator")
-	}
-	debugURL = <-dbg
-	return cmd, strings.TrimSpace(strings.TrimPrefix(line, "listening on ")), nil
+	debugURL = c.Debug
+	return cmd, c.URL, nil
 }
 
 var debugURL string
