@@ -299,7 +299,7 @@ func TestRestartFromStore(t *testing.T) {
 
 func TestNewChecksConfig(t *testing.T) {
 	clk, _ := clock.NewManual("c", clock.ManualOptions{})
-	for _, cfg := range []LocalConfig{{TTL: ttl}, {Clock: clk}, {Clock: clk, TTL: ttl, MaxLeases: -1}, {Clock: clk, TTL: ttl, MinFence: 1 << 53}} {
+	for _, cfg := range []LocalConfig{{TTL: ttl}, {Clock: clk}, {Clock: clk, TTL: ttl, Limits: Limits{MaxLeases: -1}}, {Clock: clk, TTL: ttl, MinFence: 1 << 53}} {
 		if _, err := NewLocal(cfg); err == nil {
 			t.Fatalf("%+v accepted", cfg)
 		}

@@ -227,7 +227,7 @@ func TestWatchWakesWaitersOfAnotherProcess(t *testing.T) {
 // FenceMemory free resources: at the bound a lease that ends leaves none,
 // and the sweep forgets the lowest down to nine tenths.
 func TestFenceMemoryIsBounded(t *testing.T) {
-	r := newRig(t, nil, LocalConfig{FenceMemory: 10, ReleaseMemory: 1})
+	r := newRig(t, nil, LocalConfig{Limits: Limits{FenceMemory: 10, ReleaseMemory: 1}})
 	for i := range 12 {
 		res := "r" + strconv.Itoa(i)
 		f, s := r.grant(wire.OpAcquire, acquireMsg("q"+strconv.Itoa(i), res, "a"))

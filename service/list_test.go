@@ -23,7 +23,7 @@ func memService(t testing.TB, n int, cfg Config) (*Service, *clock.Manual) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store, err := NewLocal(LocalConfig{Clock: clk, TTL: ttl, MaxLeases: n, ReleaseMemory: n, FenceMemory: n})
+	store, err := NewLocal(LocalConfig{Clock: clk, TTL: ttl, Limits: Limits{MaxLeases: n, ReleaseMemory: n, FenceMemory: n}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,11 +1,9 @@
 package service
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"hash/maphash"
-	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -59,13 +57,6 @@ type Batch struct {
 	Delete []string
 }
 
-// Defaults of LocalConfig.
-const (
-	DefaultMaxLeases     = 100_000
-	DefaultReleaseMemory = 100_000
-	DefaultFenceMemory   = 100_000
-)
-
 // LocalConfig configures a Local.
 type LocalConfig struct {
 	// Clock is the coordinator's clock. Required. With a Persister, use a
@@ -75,20 +66,8 @@ type LocalConfig struct {
 	TTL time.Duration
 	// Persist keeps the entries durable; nil keeps them in memory only.
 	Persist Persister
-	// MaxLeases bounds the lease records (live, and expired ones not yet
-	// swept); zero means DefaultMaxLeases. A live lease is never evicted.
-	MaxLeases int
-	// ReleaseMemory bounds the finished releases remembered for their
-	// retries; zero means DefaultReleaseMemory.
-	ReleaseMemory int
-	// FenceMemory bounds how many resources without a lease record keep
-	// their last fence (Entry.LastFence, an inspection's lastFence); zero
-	// means DefaultFenceMemory. Once nine tenths of it are used, each
-	// Sweep forgets those with the lowest fences (the longest ago granted)
-	// down to nine tenths; at the bound, a lease that ends leaves no last
-	// fence. A forgotten resource is answered lastFence 0, as one never
-	// held.
-	FenceMemory int
+	// Limits bound what the store keeps; zero fields mean their defaults.
+	Limits Limits
 	// MinFence makes every fence issued at least MinFence (after a restore
 	// from a backup, which is older than the fences already issued).
 	MinFence uint64
@@ -142,15 +121,13 @@ type Ledger interface {
 // one resource run one at a time, calls on different resources in parallel
 // (sharing the Persister's syncs); fences come from one counter.
 type Local struct {
-	clk         clock.Clock
-	ttl         float64 // milliseconds
-	persist     Persister
-	maxLeases   int64
-	maxReleases int64
-	maxLasts    int64
-	minFence    uint64
-	reserve     uint64
-	ledger      Ledger
+	clk      clock.Clock
+	ttl      float64 // milliseconds
+	persist  Persister
+	limits   Limits
+	minFence uint64
+	reserve  uint64
+	ledger   Ledger
 
 	issued           atomic.Uint64 // the highest fence issued
 	mark             atomic.Uint64 // the stored fence mark
@@ -166,7 +143,7 @@ type Local struct {
 	loadErr error
 
 	sweepMu  sync.Mutex
-	reclaimT atomic.Uint64 // float64 bits: the reading of the last sweep made for a full store
+	reclaims Reclaims
 	expired  atomic.Uint64 // lease records that ran out: replaced or swept once expired
 
 	// Lease records by owner (Entry.Owner), and the records decisions
@@ -267,15 +244,13 @@ func NewLocal(cfg LocalConfig) (*Local, error) {
 	if cfg.TTL <= 0 {
 		return nil, errors.New("service: LocalConfig.TTL must be positive, got " + cfg.TTL.String())
 	}
-	if cfg.MaxLeases < 0 || cfg.ReleaseMemory < 0 || cfg.FenceMemory < 0 || cfg.MinFence > lease.MaxFence {
-		return nil, errors.New("service: LocalConfig limits must not be negative, and MinFence at most lease.MaxFence")
+	limits, err := cfg.Limits.WithDefaults()
+	if err != nil || cfg.MinFence > lease.MaxFence {
+		return nil, errors.New("service: LocalConfig.Limits must not be negative, and MinFence at most lease.MaxFence")
 	}
 	l := &Local{clk: cfg.Clock, ttl: clock.Millis(cfg.TTL), persist: cfg.Persist, minFence: cfg.MinFence,
-		reserve: cfg.FenceReserve, ledger: cfg.Ledger, maxLeases: cmp.Or(int64(cfg.MaxLeases), DefaultMaxLeases),
-		maxReleases: cmp.Or(int64(cfg.ReleaseMemory), DefaultReleaseMemory),
-		maxLasts:    cmp.Or(int64(cfg.FenceMemory), DefaultFenceMemory), seed: maphash.MakeSeed(),
+		reserve: cfg.FenceReserve, ledger: cfg.Ledger, limits: limits, seed: maphash.MakeSeed(),
 		live: btree.NewG(32, func(a, b string) bool { return a < b })}
-	l.reclaimT.Store(math.Float64bits(math.Inf(-1)))
 	l.owned, l.claimed = map[string]int64{}, map[string]int64{}
 	for i := range l.stripes {
 		st := &l.stripes[i]
@@ -375,13 +350,19 @@ func (l *Local) stripeOf(resource string) int {
 	return int(maphash.String(l.seed, resource) % stripeCount)
 }
 
+// counts is what the store holds now.
+func (l *Local) counts() Counts {
+	return Counts{Leases: l.leases.Load(), Releases: l.releases.Load(), Lasts: l.lasts.Load()}
+}
+
 // count moves the counts of lease records (in all and by owner), releases
 // and last fences from before to after; claim, if not empty, is the owner
 // whose claimed record after is.
 func (l *Local) count(before, after Entry, claim string) {
-	l.leases.Add(int64(min(after.Fence, 1)) - int64(min(before.Fence, 1)))
-	l.releases.Add(int64(len(after.Released) - len(before.Released)))
-	l.lasts.Add(int64(min(after.LastFence, 1)) - int64(min(before.LastFence, 1)))
+	d := Change(before, after)
+	l.leases.Add(d.Leases)
+	l.releases.Add(d.Releases)
+	l.lasts.Add(d.Lasts)
 	if before.Owner == "" && after.Owner == "" && claim == "" {
 		return
 	}
@@ -457,14 +438,10 @@ func (l *Local) Update(ctx context.Context, resource string, fn func(*Txn) error
 		if err != nil {
 			return errors.New("service: coordinator clock: " + err.Error())
 		}
-		t := Txn{Now: now, Issued: l.issued.Load(), Entry: cur, KeepReleases: l.releases.Load() < l.maxReleases,
-			KeepLast: l.lasts.Load() < l.maxLasts, OwnerFull: st.full}
-		if cur.Fence == 0 && l.leases.Load() >= l.maxLeases {
-			if l.reclaim(ctx, i, now.Millis) {
-				continue
-			}
-			t.Full = true
+		if cur.Fence == 0 && l.limits.Full(l.counts()) && l.reclaim(ctx, i, now.Millis) {
+			continue
 		}
+		t := Txn{Now: now, Issued: l.issued.Load(), Entry: cur, Counts: l.counts(), Limits: l.limits, OwnerFull: st.full}
 		st.check.reset(ctx, now.Millis, &cur)
 		err = fn(&t)
 		if st.check.redo {

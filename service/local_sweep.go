@@ -7,7 +7,6 @@ import (
 	"cmp"
 	"context"
 	"maps"
-	"math"
 	"slices"
 )
 
@@ -15,8 +14,7 @@ import (
 // at most once per tenth of a TTL and per second, and reports whether it
 // deleted anything.
 func (l *Local) reclaim(ctx context.Context, held int, now float64) bool {
-	last := l.reclaimT.Load()
-	if now-math.Float64frombits(last) < min(l.ttl/10, 1000) || !l.reclaimT.CompareAndSwap(last, math.Float64bits(now)) {
+	if !l.reclaims.Take("", now, l.ttl) {
 		return false
 	}
 	n, _ := l.sweep(ctx, held)
@@ -53,14 +51,10 @@ func (l *Local) sweep(ctx context.Context, held int) (int, error) {
 		var b Batch
 		var ranOut []Entry
 		for _, e := range st.m {
-			next := e
-			if next.Fence != 0 && now.Millis >= next.ExpiresAt {
-				next = e.cleared(l.lasts.Load() < l.maxLasts)
-				ranOut = append(ranOut, e)
-			}
-			next.Released = recent(next.Released, now.Millis, l.ttl, MaxReleases)
-			next.Revoked = next.revokedNow(now.Millis, l.ttl)
-			if d := int(min(e.Fence, 1)-min(next.Fence, 1)) + len(e.Released) - len(next.Released) + int(min(e.Revoked.Fence, 1)-min(next.Revoked.Fence, 1)); d > 0 {
+			if next, d := e.Swept(now.Millis, l.ttl, l.limits.KeepLast(l.counts())); d > 0 {
+				if next.Fence == 0 && e.Fence != 0 {
+					ranOut = append(ranOut, e)
+				}
 				n += d
 				b.add(next)
 			}
@@ -89,8 +83,8 @@ func (l *Local) sweep(ctx context.Context, held int) (int, error) {
 			return n, err
 		}
 	}
-	if keep := l.maxLasts * 9 / 10; l.lasts.Load() > keep {
-		forgot, err := l.forgetLasts(ctx, held, int(l.lasts.Load()-keep))
+	if k := l.limits.LastsToForget(l.counts()); k > 0 {
+		forgot, err := l.forgetLasts(ctx, held, int(k))
 		n += forgot
 		if err != nil {
 			return n, err
@@ -156,19 +150,4 @@ func (l *Local) forgetLasts(ctx context.Context, held, k int) (int, error) {
 		}
 	}
 	return n, nil
-}
-
-// recent returns a new slice of the releases of rels made at most ttl
-// before now, at most keep of them (the newest).
-func recent(rels []Release, now, ttl float64, keep int) []Release {
-	var out []Release
-	for _, r := range rels {
-		if now-r.At <= ttl {
-			out = append(out, r)
-		}
-	}
-	if len(out) > keep {
-		out = out[len(out)-keep:]
-	}
-	return out
 }

@@ -2,7 +2,6 @@ package service
 
 import (
 	"context"
-	"math"
 	"strconv"
 	"sync"
 	"testing"
@@ -144,7 +143,7 @@ func TestTokenLeaseLimitUnderAFlood(t *testing.T) {
 	const limit, calls = 10, 64
 	// No sweep for the full token while the writes are held: it would
 	// wait for their stripes (nothing has expired here anyway).
-	r.store.reclaimT.Store(math.Float64bits(r.clk.Peek().Millis))
+	r.store.reclaims.Take("", r.clk.Peek().Millis, r.store.ttl)
 	// Resources on distinct lock stripes, so that no call waits for the
 	// stripe of a write that is held.
 	var names []string

@@ -25,7 +25,7 @@ func (s *Service) revoke(ctx context.Context, m wire.Message) (wire.Reply, error
 	o, err := s.update(ctx, q.Resource, func(t *Txn, rules lease.Rules, o *outcome) error {
 		e := t.current()
 		if e.Fence != 0 && t.Now.Millis < e.ExpiresAt && (q.HolderID == "" || q.HolderID == e.HolderID) && (q.Fence == 0 || q.Fence == e.Fence) {
-			next := e.cleared(t.KeepLast)
+			next := e.cleared(t.keepLast())
 			next.Revoked = Revocation{HolderID: e.HolderID, Fence: e.Fence, At: t.Now.Millis}
 			t.Put(next, true)
 			t.RaiseFloor(e.Fence)

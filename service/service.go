@@ -262,7 +262,7 @@ func (s *Service) acquire(t *Txn, rules lease.Rules, q lease.Request, value stri
 				strconv.Itoa(caller.MaxLeases)+" leases; other tokens are not affected; release one, or retry later")
 		}
 	}
-	if t.Full {
+	if t.Entry.Fence == 0 && t.Limits.Full(t.Counts) {
 		return refuse(wire.RefusedTooManyLeases, "the coordinator holds its maximum of leases; retry later")
 	}
 	t.Put(Entry{Owner: caller.Name, HolderID: q.HolderID, RequestID: q.RequestID, Fence: next.Fence, ExpiresAt: next.ExpiresAt, SecretHash: hash,
@@ -327,11 +327,11 @@ func (s *Service) release(t *Txn, rules lease.Rules, q lease.Request, hash [32]b
 	}
 	reply.OK = true
 	rels := recent(e.Released, t.Now.Millis, s.ttlMs, MaxReleases-1)
-	if t.KeepReleases {
+	if t.Limits.KeepRelease(t.Counts) {
 		rels = append(rels, Release{RequestID: q.RequestID, HolderID: q.HolderID, Fence: q.Fence, At: t.Now.Millis, SecretHash: hash})
 	}
 	next := Entry{Released: rels, Revoked: e.revokedNow(t.Now.Millis, s.ttlMs)}
-	if t.KeepLast {
+	if t.keepLast() {
 		next.LastFence = q.Fence
 	}
 	t.Put(next, false)

@@ -134,7 +134,7 @@ func TestReleaseIsIdempotent(t *testing.T) {
 // release beyond is done but not remembered (its retry is answered
 // expired, which a holder treats as over).
 func TestReleasesPerResourceAreBounded(t *testing.T) {
-	r := newRig(t, nil, LocalConfig{ReleaseMemory: MaxReleases + 4})
+	r := newRig(t, nil, LocalConfig{Limits: Limits{ReleaseMemory: MaxReleases + 4}})
 	var rels []wire.Message
 	for i := range MaxReleases + 2 {
 		id := strconv.Itoa(i)
@@ -195,7 +195,7 @@ func TestRefusedCallsCreateNoState(t *testing.T) {
 // too_many_leases, never evicts a live one, takes back the room of released
 // and expired ones, and still answers everything else.
 func TestLiveLeaseLimit(t *testing.T) {
-	r := newRig(t, nil, LocalConfig{MaxLeases: 3})
+	r := newRig(t, nil, LocalConfig{Limits: Limits{MaxLeases: 3}})
 	fences := map[string]uint64{}
 	for _, res := range []string{"r1", "r2", "r3"} {
 		fences[res], _ = r.grant(wire.OpAcquire, acquireMsg("q-"+res, res, "a"))
@@ -232,7 +232,7 @@ func TestLiveLeaseLimit(t *testing.T) {
 // also when the expired record shares the lock stripe of the resource
 // being acquired (which the caller already holds).
 func TestFullSweepOnTheCallersStripe(t *testing.T) {
-	r := newRig(t, nil, LocalConfig{MaxLeases: 1})
+	r := newRig(t, nil, LocalConfig{Limits: Limits{MaxLeases: 1}})
 	first, second := "res-0", ""
 	for i := 1; second == ""; i++ {
 		if n := "res-" + strconv.Itoa(i); r.store.stripeOf(n) == r.store.stripeOf(first) {
@@ -526,7 +526,7 @@ func TestIDLimit(t *testing.T) {
 // of its peak, the map is copied into one of its size (a Go map never
 // gives back the room it grew to).
 func TestSweepShrinksMemory(t *testing.T) {
-	r := newRig(t, nil, LocalConfig{FenceMemory: 1})
+	r := newRig(t, nil, LocalConfig{Limits: Limits{FenceMemory: 1}})
 	for i := range 4000 {
 		r.grant(wire.OpAcquire, acquireMsg("q"+strconv.Itoa(i), "res"+strconv.Itoa(i), "a"))
 	}

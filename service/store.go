@@ -102,15 +102,13 @@ type Txn struct {
 	// Entry is the resource's entry: its Resource is always set, the rest
 	// is zero if the store has none. Leave it as it is; Put the next one.
 	Entry Entry
-	// Full reports that the store holds its maximum of lease records, so a
-	// call that would add one (Entry has no lease record) must be refused.
-	Full bool
-	// KeepReleases reports that the store has room to remember one more
-	// finished release for its retries.
-	KeepReleases bool
-	// KeepLast reports that the store has room to remember the last fence
-	// of one more resource without a lease record (Entry.LastFence).
-	KeepLast bool
+	// Counts is what the store holds, and Limits its bounds: the Service
+	// decides from them whether a call that would add a lease record
+	// (Entry has none) is refused, and whether a release and a last fence
+	// are remembered. Counts must be exact when Limits.Full would be true
+	// and Entry has no lease record.
+	Counts Counts
+	Limits Limits
 	// OwnerFull, set by a store that counts lease records by owner
 	// (Entry.Owner), reports that a grant of the resource to owner would
 	// give it more than limit lease records, so it must be refused: owner
@@ -131,6 +129,9 @@ type Txn struct {
 	svc       *Service
 	committed *outcome
 }
+
+// keepLast reports that the store has room for one more last fence.
+func (t *Txn) keepLast() bool { return t.Limits.KeepLast(t.Counts) }
 
 // Committed tells the decision that what it put is durable. A store calls
 // it once the write is durable and before any later decision on the

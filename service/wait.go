@@ -443,7 +443,7 @@ func (s *Service) releaseOrphan(p *place, f uint64) {
 	_, _ = s.update(context.Background(), p.req.Resource, func(t *Txn, rules lease.Rules, o *outcome) error {
 		e := t.current()
 		if e.Fence == f && e.HolderID == p.req.HolderID && hashEqual(e.SecretHash, p.hash) && t.Now.Millis < e.ExpiresAt {
-			t.Put(e.cleared(t.KeepLast), false)
+			t.Put(e.cleared(t.keepLast()), false)
 		}
 		s.serve(t, rules, o)
 		return nil

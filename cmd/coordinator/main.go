@@ -251,6 +251,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, hup <-c
 		}
 		metricsGuarded, metricsTLS = !loopback && tokens != nil, !loopback && tlsf != nil
 	}
+	limits := service.Limits{MaxLeases: *maxLeases, ReleaseMemory: *releaseMemory, FenceMemory: *fenceMemory}
 	syncs := newSyncHistogram()
 	var store service.Store
 	var records func() int
@@ -263,7 +264,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, hup <-c
 		if *initDB {
 			open = pgstore.Create
 		}
-		ps, err := open(ctx, *pgURL, pgstore.Options{Domain: *domain, TTL: *ttl, MaxLeases: *maxLeases, ReleaseMemory: *releaseMemory, FenceMemory: *fenceMemory,
+		ps, err := open(ctx, *pgURL, pgstore.Options{Domain: *domain, TTL: *ttl, Limits: limits,
 			FenceTable: *fenceTable, Timeout: *storeTimeout, MinFence: *minFence, Logger: log})
 		if err != nil {
 			return err
@@ -281,7 +282,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, hup <-c
 		log.Info(msg)
 	} else {
 		l, closeLocal, err := openLocal(ctx, log, *memory, *initDB, *state, *minFree, syncs, service.LocalConfig{Clock: clk, TTL: *ttl,
-			MaxLeases: *maxLeases, ReleaseMemory: *releaseMemory, FenceMemory: *fenceMemory, MinFence: *minFence, FenceReserve: fenceReserve})
+			Limits: limits, MinFence: *minFence, FenceReserve: fenceReserve})
 		if err != nil {
 			return err
 		}

@@ -222,26 +222,24 @@ func (s *Store) decide(ctx context.Context, resource string, fn func(*service.Tx
 	}
 	// The clock's guard: never below the last reading that wrote the row.
 	now := max(dbNow, decidedAt)
-	full := false
+	counts := service.Counts{Leases: leases, Releases: releases, Lasts: lasts}
 	if e.Fence == 0 {
 		// A decision that may add a lease record. With the counts' lock
 		// shared, a count more than max_connections below the bound
 		// leaves room for every transaction that can be running at once;
 		// nearer the bound, the lock is taken exclusively and the count is
 		// exact.
-		if !excl && (shared == nil || !*shared || leases >= s.maxLeases-maxConns) {
+		if !excl && (shared == nil || !*shared || leases >= int64(s.limits.MaxLeases)-maxConns) {
 			s.rollback(ctx, conn)
 			return exclusive, nil
 		}
-		full = leases >= s.maxLeases
-		if full && excl && s.mayReclaim("", now) {
+		if excl && s.limits.Full(counts) && s.reclaims.Take("", now, s.ttl) {
 			s.rollback(ctx, conn)
 			return reclaim, nil
 		}
 	}
 	oc := &ownerCheck{s: s, ctx: ctx, conn: conn, now: now, margin: maxConns, excl: a.owners, cur: &e}
-	t := service.Txn{Now: clock.At(s.domain, now), Issued: issued, Entry: e, Full: full, KeepReleases: releases < s.maxReleases,
-		KeepLast: lasts < s.maxLasts, OwnerFull: oc.full}
+	t := service.Txn{Now: clock.At(s.domain, now), Issued: issued, Entry: e, Counts: counts, Limits: s.limits, OwnerFull: oc.full}
 	err = fn(&t)
 	if out, err := oc.settle(ctx, a); out != done || err != nil {
 		return out, err
@@ -262,8 +260,7 @@ func (s *Store) decide(ctx context.Context, resource string, fn func(*service.Tx
 			if err := conn.QueryRow(ctx, qNextval).Scan(&fresh); err != nil {
 				return s.failed(ctx, conn, err)
 			}
-			t = service.Txn{Now: t.Now, Issued: uint64(fresh) - 1, Entry: e, Full: full, KeepReleases: t.KeepReleases, KeepLast: t.KeepLast,
-				OwnerFull: oc.full}
+			t = service.Txn{Now: t.Now, Issued: uint64(fresh) - 1, Entry: e, Counts: counts, Limits: s.limits, OwnerFull: oc.full}
 			err := fn(&t)
 			if out, err := oc.settle(ctx, a); out != done || err != nil {
 				return out, err
@@ -292,13 +289,12 @@ func (s *Store) write(ctx context.Context, conn *pgx.Conn, cur service.Entry, pl
 	if placeholder {
 		cur = service.Entry{}
 	}
-	dl, dr := int64(min(next.Fence, 1))-int64(min(cur.Fence, 1)), int64(len(next.Released)-len(cur.Released))
-	dk := int64(min(next.LastFence, 1)) - int64(min(cur.LastFence, 1))
-	counted := dl != 0 || dr != 0 || dk != 0
+	d := service.Change(cur, next)
+	counted := d != service.Counts{}
 	b := &pgx.Batch{}
 	if empty(next) {
 		if counted {
-			b.Queue(qDeleteCount, resource, dl, dr, dk)
+			b.Queue(qDeleteCount, resource, d.Leases, d.Releases, d.Lasts)
 		} else {
 			b.Queue(qDelete, resource)
 		}
@@ -311,7 +307,7 @@ func (s *Store) write(ctx context.Context, conn *pgx.Conn, cur service.Entry, pl
 		args := append([]any{resource, next.HolderID, next.RequestID, int64(next.Fence), next.ExpiresAt, hash, rel, now, sweepAt(next, s.ttl),
 			int64(next.LastFence), next.Owner}, colsOf(next).args()...)
 		if counted {
-			b.Queue(qUpdateCount, append(args, dl, dr, dk)...)
+			b.Queue(qUpdateCount, append(args, d.Leases, d.Releases, d.Lasts)...)
 		} else {
 			b.Queue(qUpdate, args...)
 		}
@@ -460,44 +456,13 @@ func sweepAt(e service.Entry, ttl float64) float64 {
 }
 
 // reclaim sweeps a full store (owner ""), or the records of an owner at its
-// limit, at most once per tenth of a TTL (and per second) of the clock for
-// each (ownerCheck and decide check when the last one was), so that
-// refused acquisitions cannot make every replica sweep all the time.
+// limit, as paced by s.reclaims (decide and ownerCheck take a turn there).
 func (s *Store) reclaim(ctx context.Context, owner string) {
-	now := s.readClock(ctx)
-	if owner == "" {
-		s.reclaimT.Store(math.Float64bits(now))
-	} else {
-		s.ownerSwept.Store(owner, now)
-	}
 	for range 16 {
 		if n, err := s.sweep(ctx, owner); err != nil || n == 0 {
 			return
 		}
 	}
-}
-
-// mayReclaim reports whether owner's records (owner "": the store's) were
-// last swept for being at the limit at least a tenth of a TTL (and a
-// second) before now.
-func (s *Store) mayReclaim(owner string, now float64) bool {
-	last := math.Float64frombits(s.reclaimT.Load())
-	if owner != "" {
-		last = math.Inf(-1)
-		if v, ok := s.ownerSwept.Load(owner); ok {
-			last = v.(float64)
-		}
-	}
-	return now-last >= min(s.ttl/10, 1000)
-}
-
-// readClock reads the database's clock, or -Inf.
-func (s *Store) readClock(ctx context.Context) float64 {
-	var now float64
-	if err := s.pool.QueryRow(ctx, `SELECT `+clockSQL("$1"), s.offset()).Scan(&now); err != nil {
-		return math.Inf(-1)
-	}
-	return now
 }
 
 // sweepBatch is how many rows one sweep transaction takes.
@@ -531,7 +496,8 @@ func (s *Store) sweep(ctx context.Context, owner string) (int, error) {
 	if err != nil {
 		return n, err
 	}
-	if keep := s.maxLasts * 9 / 10; lasts > keep && owner == "" {
+	if forget := s.limits.LastsToForget(service.Counts{Lasts: lasts}); forget > 0 && owner == "" {
+		keep := lasts - forget
 		b := &pgx.Batch{}
 		b.Queue("BEGIN")
 		b.Queue(`SELECT pg_advisory_xact_lock($1)`, s.countKey+1)
@@ -568,6 +534,7 @@ func (s *Store) sweepExpired(ctx context.Context, conn *pgx.Conn, owner string) 
 	type change struct {
 		cur, next service.Entry
 		decidedAt float64
+		deleted   int
 	}
 	var changes []change
 	var scanErr error
@@ -592,20 +559,12 @@ func (s *Store) sweepExpired(ctx context.Context, conn *pgx.Conn, owner string) 
 			s.log.Error("a row the sweep found is damaged; it is left as it is", "resource", resource, "err", err)
 			continue
 		}
-		now = max(now, decidedAt)
-		next := e
-		if next.Fence != 0 && now >= next.ExpiresAt {
-			next = service.Entry{Resource: e.Resource, Released: e.Released, Revoked: e.Revoked}
-			if kept < s.maxLasts {
-				next.LastFence = e.Fence
-				kept++
-			}
+		next, d := e.Swept(max(now, decidedAt), s.ttl, s.limits.KeepLast(service.Counts{Lasts: kept}))
+		if d == 0 {
+			continue
 		}
-		next.Released = recent(next.Released, now, s.ttl)
-		if next.Revoked.Fence != 0 && now-next.Revoked.At > s.ttl {
-			next.Revoked = service.Revocation{}
-		}
-		changes = append(changes, change{e, next, decidedAt})
+		kept += service.Change(e, next).Lasts
+		changes = append(changes, change{e, next, decidedAt, d})
 	}
 	rows.Close()
 	if err := errors.Join(scanErr, rows.Err()); err != nil {
@@ -614,18 +573,12 @@ func (s *Store) sweepExpired(ctx context.Context, conn *pgx.Conn, owner string) 
 	}
 	b = &pgx.Batch{}
 	n := 0
-	var dl, dr, dk int64
+	var dc service.Counts
 	byOwner := map[string]int64{}
 	for _, c := range changes {
-		d := int(min(c.cur.Fence, 1)-min(c.next.Fence, 1)) + len(c.cur.Released) - len(c.next.Released) +
-			int(min(c.cur.Revoked.Fence, 1)-min(c.next.Revoked.Fence, 1))
-		if d == 0 {
-			continue
-		}
-		n += d
-		dl += int64(min(c.next.Fence, 1)) - int64(min(c.cur.Fence, 1))
-		dr += int64(len(c.next.Released) - len(c.cur.Released))
-		dk += int64(min(c.next.LastFence, 1)) - int64(min(c.cur.LastFence, 1))
+		n += c.deleted
+		d := service.Change(c.cur, c.next)
+		dc = service.Counts{Leases: dc.Leases + d.Leases, Releases: dc.Releases + d.Releases, Lasts: dc.Lasts + d.Lasts}
 		for _, d := range ownerDeltas(c.cur, c.next) {
 			byOwner[d.owner] += d.n
 		}
@@ -645,7 +598,7 @@ func (s *Store) sweepExpired(ctx context.Context, conn *pgx.Conn, owner string) 
 		s.rollback(ctx, conn)
 		return 0, lasts, nil
 	}
-	b.Queue(qCount, dl, dr, dk)
+	b.Queue(qCount, dc.Leases, dc.Releases, dc.Lasts)
 	// The owners' counts after the counts, in the owners' order, as a
 	// decision's write takes them.
 	for _, o := range slices.Sorted(maps.Keys(byOwner)) {
@@ -667,22 +620,7 @@ func (s *Store) sweepExpired(ctx context.Context, conn *pgx.Conn, owner string) 
 			}
 		}
 	}
-	return n, lasts + dk, nil
-}
-
-// recent returns the releases of rels made at most ttl before now, at most
-// service.MaxReleases of them (the newest).
-func recent(rels []service.Release, now, ttl float64) []service.Release {
-	var out []service.Release
-	for _, r := range rels {
-		if now-r.At <= ttl {
-			out = append(out, r)
-		}
-	}
-	if len(out) > service.MaxReleases {
-		out = out[len(out)-service.MaxReleases:]
-	}
-	return out
+	return n, lasts + dc.Lasts, nil
 }
 
 // Leases returns how many lease records the database holds (live leases,

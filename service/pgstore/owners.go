@@ -113,7 +113,7 @@ func (c *ownerCheck) count(owner string, limit int64) (full, ok bool) {
 	if n < limit {
 		return false, true
 	}
-	if c.s.mayReclaim(owner, c.now) {
+	if c.s.reclaims.Take(owner, c.now, c.s.ttl) {
 		c.sweep = owner
 		return true, false
 	}

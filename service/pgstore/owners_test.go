@@ -221,7 +221,7 @@ func TestTokenLimitChanges(t *testing.T) {
 // acquires and releases on another replica; the flood gets exactly its
 // limit, the other token every lease it asks for.
 func TestTokenFloodOnOneReplica(t *testing.T) {
-	g := newRig(t, 2, pgstore.Options{MaxLeases: 60})
+	g := newRig(t, 2, pgstore.Options{Limits: service.Limits{MaxLeases: 60}})
 	const limit = 20
 	stop := make(chan struct{})
 	var mu sync.Mutex

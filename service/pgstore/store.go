@@ -66,18 +66,9 @@ type Options struct {
 	// TTL is the lease length, the Service's. Required, positive; every
 	// replica should run with the same.
 	TTL time.Duration
-	// MaxLeases bounds the lease records (live, and expired ones not yet
-	// swept) of all replicas together; zero means
-	// service.DefaultMaxLeases.
-	MaxLeases int
-	// ReleaseMemory bounds the finished releases remembered for their
-	// retries; zero means service.DefaultReleaseMemory.
-	ReleaseMemory int
-	// FenceMemory bounds the resources without a lease record that keep
-	// the fence of their last lease (an inspection's lastFence); zero
-	// means service.DefaultFenceMemory. Once nine tenths of it are used,
-	// each Sweep forgets the lowest.
-	FenceMemory int
+	// Limits bound what the store keeps, for all replicas together; zero
+	// fields mean their defaults.
+	Limits service.Limits
 	// FenceTable, if set, is the prefix of sqlfence tables in the same
 	// database (sqlfence.Options.Table, such as "lease_fence"): every grant
 	// raises the resource's floor there to the new fence in its own
@@ -115,25 +106,22 @@ type Options struct {
 // any number of Stores, in any number of processes, may share one
 // database.
 type Store struct {
-	pool        *pgxpool.Pool
-	domain      string
-	ttl         float64 // milliseconds
-	timeout     time.Duration
-	maxLeases   int64
-	maxReleases int64
-	maxLasts    int64
-	jump        uint64
-	raise       string // sqlfence.PostgresRaise, or ""
-	fenceTable  string
-	countKey    int64 // the advisory lock of the counts: lease_fence_totals's OID
-	ownerKeys   int64 // lease_fence_owners's OID << 32: ownerKey's high bits
-	log         *slog.Logger
+	pool       *pgxpool.Pool
+	domain     string
+	ttl        float64 // milliseconds
+	timeout    time.Duration
+	limits     service.Limits
+	jump       uint64
+	raise      string // sqlfence.PostgresRaise, or ""
+	fenceTable string
+	countKey   int64 // the advisory lock of the counts: lease_fence_totals's OID
+	ownerKeys  int64 // lease_fence_owners's OID << 32: ownerKey's high bits
+	log        *slog.Logger
 
 	clockOffset atomic.Uint64 // float64 bits, milliseconds added to the database's clock (tests)
 
-	sweepMu    sync.Mutex
-	reclaimT   atomic.Uint64 // float64 bits: the reading of the last sweep made for a full store
-	ownerSwept sync.Map      // owner -> float64: the reading of the last sweep made for an owner at its limit
+	sweepMu  sync.Mutex
+	reclaims service.Reclaims // the sweeps made for a full store (""), or an owner at its limit
 
 	timeline atomic.Int64 // the timeline this store last checked
 
@@ -157,8 +145,9 @@ func config(dsn string, opts *Options) (*pgxpool.Config, error) {
 	if opts.TTL <= 0 {
 		return nil, errors.New("pgstore: Options.TTL must be positive, got " + opts.TTL.String())
 	}
-	if opts.MaxLeases < 0 || opts.ReleaseMemory < 0 || opts.FenceMemory < 0 || opts.MinFence > lease.MaxFence {
-		return nil, errors.New("pgstore: Options limits must not be negative, and MinFence at most lease.MaxFence")
+	var err error
+	if opts.Limits, err = opts.Limits.WithDefaults(); err != nil || opts.MinFence > lease.MaxFence {
+		return nil, errors.New("pgstore: Options.Limits must not be negative, and MinFence at most lease.MaxFence")
 	}
 	if opts.FenceTable != "" {
 		if _, err := sqlfence.PostgresRaise(opts.FenceTable); err != nil {
@@ -170,15 +159,6 @@ func config(dsn string, opts *Options) (*pgxpool.Config, error) {
 	}
 	if opts.Timeout <= 0 {
 		opts.Timeout = DefaultTimeout
-	}
-	if opts.MaxLeases == 0 {
-		opts.MaxLeases = service.DefaultMaxLeases
-	}
-	if opts.ReleaseMemory == 0 {
-		opts.ReleaseMemory = service.DefaultReleaseMemory
-	}
-	if opts.FenceMemory == 0 {
-		opts.FenceMemory = service.DefaultFenceMemory
 	}
 	if opts.TimelineJump == 0 {
 		opts.TimelineJump = DefaultTimelineJump
@@ -335,13 +315,12 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 func openConfig(ctx context.Context, cfg *pgxpool.Config, opts Options) (*Store, error) {
 	s := &Store{
 		domain: opts.Domain, ttl: clock.Millis(opts.TTL), timeout: opts.Timeout,
-		maxLeases: int64(opts.MaxLeases), maxReleases: int64(opts.ReleaseMemory), maxLasts: int64(opts.FenceMemory), jump: opts.TimelineJump,
+		limits: opts.Limits, jump: opts.TimelineJump,
 		fenceTable: opts.FenceTable, log: opts.Logger,
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
-	s.reclaimT.Store(math.Float64bits(math.Inf(-1)))
 	// Every new connection checks the timeline before it is used, so the
 	// first decision made on a promoted standby comes after the jump.
 	cfg.AfterConnect = s.checkTimeline

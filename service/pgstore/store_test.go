@@ -12,6 +12,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/lease-fence/lease-fence/service"
 	"github.com/lease-fence/lease-fence/service/pgstore"
 	"github.com/lease-fence/lease-fence/service/wire"
 )
@@ -162,7 +163,7 @@ func TestSecretsHashedAtRest(t *testing.T) {
 // acquisitions of distinct resources on three replicas at once, 10 granted
 // and 30 refused with too_many_leases; a release makes room.
 func TestMaxLeasesAcrossReplicas(t *testing.T) {
-	g := newRig(t, 3, pgstore.Options{MaxLeases: 10})
+	g := newRig(t, 3, pgstore.Options{Limits: service.Limits{MaxLeases: 10}})
 	got := g.atOnce(40, func(i int) wire.Message {
 		h := "h" + strconv.Itoa(i)
 		return acquireMsg("id-"+h, "r"+strconv.Itoa(i), h)
@@ -196,7 +197,7 @@ func TestMaxLeasesAcrossReplicas(t *testing.T) {
 // A sweep deletes expired records and releases a TTL old, on whichever
 // replica runs it; replicas sweeping at once share the work.
 func TestSweep(t *testing.T) {
-	g := newRig(t, 3, pgstore.Options{FenceMemory: 100})
+	g := newRig(t, 3, pgstore.Options{Limits: service.Limits{FenceMemory: 100}})
 	const n = 600
 	for i := range n {
 		g.grant(i%3, acquireMsg("id-"+strconv.Itoa(i), "r"+strconv.Itoa(i), "h"+strconv.Itoa(i)))
@@ -392,7 +393,7 @@ func TestNewTimelineMakesTheFencesJump(t *testing.T) {
 
 func TestOptionsAreChecked(t *testing.T) {
 	dsn := newSchema(t)
-	for _, o := range []pgstore.Options{{}, {TTL: -1}, {TTL: ttl, MaxLeases: -1}, {TTL: ttl, ReleaseMemory: -1}} {
+	for _, o := range []pgstore.Options{{}, {TTL: -1}, {TTL: ttl, Limits: service.Limits{MaxLeases: -1}}, {TTL: ttl, Limits: service.Limits{ReleaseMemory: -1}}} {
 		if _, err := pgstore.Create(context.Background(), dsn, o); err == nil {
 			t.Fatalf("%+v accepted", o)
 		}
@@ -452,7 +453,7 @@ func TestOpenWarnsOfAClockBehindTheState(t *testing.T) {
 // shared: 160 acquisitions at once on three replicas against a bound of
 // 130 (max_connections 100) take both paths and grant exactly 130.
 func TestMaxLeasesSharedAndExclusive(t *testing.T) {
-	g := newRig(t, 3, pgstore.Options{MaxLeases: 130})
+	g := newRig(t, 3, pgstore.Options{Limits: service.Limits{MaxLeases: 130}})
 	got := g.atOnce(160, func(i int) wire.Message {
 		h := "h" + strconv.Itoa(i)
 		return acquireMsg("id-"+h, "r"+strconv.Itoa(i), h)

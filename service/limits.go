@@ -1,0 +1,140 @@
+package service
+
+import (
+	"cmp"
+	"errors"
+	"sync"
+)
+
+// Defaults of Limits.
+const (
+	DefaultMaxLeases     = 100_000
+	DefaultReleaseMemory = 100_000
+	DefaultFenceMemory   = 100_000
+)
+
+// Limits bound what a store keeps. One value configures every store
+// (LocalConfig.Limits, pgstore.Options.Limits; the coordinator's
+// -max-leases, -release-memory and -fence-memory): the store reports its
+// Counts in each Txn and the Service decides from them. A zero field means
+// its default.
+type Limits struct {
+	// MaxLeases bounds the lease records (live, and expired ones not yet
+	// swept); an acquisition that would add one more is refused with
+	// too_many_leases. A live lease is never evicted.
+	MaxLeases int
+	// ReleaseMemory bounds the finished releases remembered for their
+	// retries.
+	ReleaseMemory int
+	// FenceMemory bounds how many resources without a lease record keep
+	// their last fence (Entry.LastFence, an inspection's lastFence). Once
+	// nine tenths of it are used, each sweep forgets those with the lowest
+	// fences (the longest ago granted) down to nine tenths; at the bound,
+	// a lease that ends leaves no last fence. A forgotten resource is
+	// answered lastFence 0, as one never held.
+	FenceMemory int
+}
+
+// WithDefaults returns l with each zero field at its default, or an error
+// if a field is negative.
+func (l Limits) WithDefaults() (Limits, error) {
+	if l.MaxLeases < 0 || l.ReleaseMemory < 0 || l.FenceMemory < 0 {
+		return l, errors.New("service: Limits must not be negative")
+	}
+	return Limits{MaxLeases: cmp.Or(l.MaxLeases, DefaultMaxLeases), ReleaseMemory: cmp.Or(l.ReleaseMemory, DefaultReleaseMemory),
+		FenceMemory: cmp.Or(l.FenceMemory, DefaultFenceMemory)}, nil
+}
+
+// Counts is what a store holds, as its Limits count it.
+type Counts struct {
+	Leases   int64 // lease records, live and expired
+	Releases int64 // finished releases remembered
+	Lasts    int64 // entries without a lease record that keep a LastFence
+}
+
+// CountsOf is what the entry e counts for.
+func CountsOf(e Entry) Counts {
+	return Counts{Leases: int64(min(e.Fence, 1)), Releases: int64(len(e.Released)), Lasts: int64(min(e.LastFence, 1))}
+}
+
+// Change is how the counts move when the entry before becomes after.
+func Change(before, after Entry) Counts {
+	b, a := CountsOf(before), CountsOf(after)
+	return Counts{Leases: a.Leases - b.Leases, Releases: a.Releases - b.Releases, Lasts: a.Lasts - b.Lasts}
+}
+
+// Full reports that a store at c holds its maximum of lease records.
+func (l Limits) Full(c Counts) bool { return c.Leases >= int64(l.MaxLeases) }
+
+// KeepRelease reports that a store at c has room for one more release.
+func (l Limits) KeepRelease(c Counts) bool { return c.Releases < int64(l.ReleaseMemory) }
+
+// KeepLast reports that a store at c has room for one more last fence.
+func (l Limits) KeepLast(c Counts) bool { return c.Lasts < int64(l.FenceMemory) }
+
+// LastsToForget is how many last fences a sweep of a store at c forgets
+// (the lowest): those above nine tenths of FenceMemory.
+func (l Limits) LastsToForget(c Counts) int64 { return max(c.Lasts-int64(l.FenceMemory)*9/10, 0) }
+
+// Swept is e as a sweep at now leaves it, for a store with room for one
+// more last fence if keepLast: an expired lease record cleared (its fence
+// kept as LastFence if keepLast), releases and a revocation older than ttl
+// forgotten (and releases beyond MaxReleases, the oldest). deleted is how
+// many things it removed; zero means e is left as it is.
+func (e Entry) Swept(now, ttl float64, keepLast bool) (next Entry, deleted int) {
+	next = e
+	if next.Fence != 0 && now >= next.ExpiresAt {
+		next = e.cleared(keepLast)
+	}
+	next.Released = recent(next.Released, now, ttl, MaxReleases)
+	next.Revoked = next.revokedNow(now, ttl)
+	deleted = int(min(e.Fence, 1)-min(next.Fence, 1)) + len(e.Released) - len(next.Released) + int(min(e.Revoked.Fence, 1)-min(next.Revoked.Fence, 1))
+	return next, deleted
+}
+
+// recent returns a new slice of the releases of rels made at most ttl
+// before now, at most keep of them (the newest).
+func recent(rels []Release, now, ttl float64, keep int) []Release {
+	var out []Release
+	for _, r := range rels {
+		if now-r.At <= ttl {
+			out = append(out, r)
+		}
+	}
+	if len(out) > keep {
+		out = out[len(out)-keep:]
+	}
+	return out
+}
+
+// Reclaims paces the sweeps a store makes to reclaim room: because it is
+// full (key "") or an owner is at its limit (key: the owner). At most one
+// per key per tenth of a TTL (and per second) of the store's clock, so
+// refused acquisitions cannot make a store sweep all the time. The zero
+// value is ready.
+type Reclaims struct {
+	mu   sync.Mutex
+	last map[string]float64
+}
+
+// Take reports whether a sweep for key may be made at now (store
+// milliseconds) with leases of ttl milliseconds, and if so records it.
+func (r *Reclaims) Take(key string, now, ttl float64) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if last, ok := r.last[key]; ok && now-last < min(ttl/10, 1000) {
+		return false
+	}
+	if r.last == nil {
+		r.last = map[string]float64{}
+	}
+	if len(r.last) >= 1024 {
+		for k, t := range r.last {
+			if now-t >= min(ttl/10, 1000) {
+				delete(r.last, k) // it would allow a sweep anyway
+			}
+		}
+	}
+	r.last[key] = now
+	return true
+}
