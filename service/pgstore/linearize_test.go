@@ -115,7 +115,7 @@ func TestLinearizableAcrossReplicas(t *testing.T) {
 		opsPer    = 40
 		shortTTL  = 2 * time.Second
 	)
-	total, granted, denied, expired := 0, 0, 0, 0
+	var ta wirehist.Tally
 	for seed := range uint64(histories) {
 		g := newRig(t, 3, pgstore.Options{TTL: shortTTL})
 		urls := []string{g.serve(0), g.serve(1), g.serve(2)}
@@ -138,46 +138,14 @@ func TestLinearizableAcrossReplicas(t *testing.T) {
 					t.Error(err)
 					return
 				}
-				ctx := context.Background()
-				var held *client.Lease
-				for range opsPer {
-					if rng.IntN(4) == 0 {
-						tl.push(float64(rng.IntN(int(shortTTL.Milliseconds()))))
-					}
-					switch {
-					case held == nil:
-						held, _ = wc.Acquire(ctx, "r"+strconv.Itoa(rng.IntN(2)))
-					case rng.IntN(3) < 2:
-						held, _ = wc.Renew(ctx, held)
-					default:
-						_ = wc.Release(ctx, held)
-						held = nil
-					}
-				}
+				wirehist.Walk(context.Background(), wc, rng, opsPer, 2, shortTTL, tl.push)
 			}()
 		}
 		wg.Wait()
-		ops := h.Operations()
-		for _, op := range ops {
-			switch out := op.Output.(sim.OpOutput); {
-			case out.Err != "":
-				t.Errorf("seed %d: an attempt failed: %s", seed, out.Err)
-			case out.OK:
-				granted++
-			case out.HeldBy != "":
-				denied++
-			case out.Expired:
-				expired++
-			}
-		}
-		name := fmt.Sprintf("pg-c%d-s%d", clients, seed)
-		if _, err := sim.CheckHistory(name, wirehist.PorcupineDir(t), shortTTL, ops, time.Minute); err != nil {
-			t.Fatal(err)
-		}
-		total += len(ops)
+		ta.Check(t, fmt.Sprintf("pg-c%d-s%d", clients, seed), shortTTL, h.Operations())
 	}
-	t.Logf("checked %d attempts in %d histories (%d ok, %d denied, %d expired)", total, histories, granted, denied, expired)
-	if denied == 0 || expired == 0 {
+	t.Logf("checked %d attempts in %d histories (%d ok, %d denied, %d expired)", ta.Attempts, histories, ta.Granted, ta.Denied, ta.Expired)
+	if ta.Denied == 0 || ta.Expired == 0 {
 		t.Fatal("the histories did not exercise denials and expiry")
 	}
 }

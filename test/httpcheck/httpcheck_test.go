@@ -124,22 +124,7 @@ func history(t *testing.T, seed uint64, clients, opsPer, resources int, durable 
 				t.Error(err)
 				return
 			}
-			ctx := context.Background()
-			var held *client.Lease
-			for range opsPer {
-				if rng.IntN(4) == 0 {
-					_ = cc.Advance(float64(rng.IntN(int(ttl.Milliseconds()))))
-				}
-				switch {
-				case held == nil:
-					held, _ = wc.Acquire(ctx, "r"+strconv.Itoa(rng.IntN(resources)))
-				case rng.IntN(3) < 2:
-					held, _ = wc.Renew(ctx, held)
-				default:
-					_ = wc.Release(ctx, held)
-					held = nil
-				}
-			}
+			wirehist.Walk(context.Background(), wc, rng, opsPer, resources, ttl, func(ms float64) { _ = cc.Advance(ms) })
 		}()
 	}
 	wg.Wait()
@@ -155,33 +140,17 @@ func history(t *testing.T, seed uint64, clients, opsPer, resources int, durable 
 // histories: 8 with the state in memory, 4 with it in a Pebble store.
 func TestLinearizableOverHTTP(t *testing.T) {
 	const histories = 12
-	total, lost, granted, denied, expired := 0, 0, 0, 0, 0
+	var ta wirehist.Tally
+	lost := 0
 	for seed := range uint64(histories) {
 		durable := seed >= 8
-		name := fmt.Sprintf("http-c6-r2-s%d-durable-%v", seed, durable)
 		h, l := history(t, seed, 6, 40, 2, durable)
-		ops := h.Operations()
-		for _, op := range ops {
-			switch out := op.Output.(sim.OpOutput); {
-			case out.Err != "":
-				t.Errorf("%s: an attempt failed: %s", name, out.Err)
-			case out.OK:
-				granted++
-			case out.HeldBy != "":
-				denied++
-			case out.Expired:
-				expired++
-			}
-		}
-		if _, err := sim.CheckHistory(name, wirehist.PorcupineDir(t), ttl, ops, time.Minute); err != nil {
-			t.Fatal(err)
-		}
-		total += len(ops)
+		ta.Check(t, fmt.Sprintf("http-c6-r2-s%d-durable-%v", seed, durable), ttl, h.Operations())
 		lost += l
 	}
 	t.Logf("checked %d HTTP attempts in %d histories (%d ok, %d denied, %d expired); %d replies lost and retried",
-		total, histories, granted, denied, expired, lost)
-	if lost == 0 || denied == 0 || expired == 0 {
+		ta.Attempts, histories, ta.Granted, ta.Denied, ta.Expired, lost)
+	if lost == 0 || ta.Denied == 0 || ta.Expired == 0 {
 		t.Fatal("the histories did not exercise lost replies, denials and expiry")
 	}
 }

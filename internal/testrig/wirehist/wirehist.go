@@ -7,17 +7,23 @@ package wirehist
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/anishathalye/porcupine"
 	"github.com/lease-fence/lease-fence/core/lease"
 	"github.com/lease-fence/lease-fence/core/sim"
+	"github.com/lease-fence/lease-fence/service/client"
 	"github.com/lease-fence/lease-fence/service/wire"
 )
 
@@ -82,4 +88,55 @@ func PorcupineDir(t testing.TB) string {
 		}
 		dir = up
 	}
+}
+
+// Walk makes calls of c, seeded by rng: an acquire of one of resources
+// ("r0", "r1", ...) while it holds nothing, else a renewal (two times in
+// three) or the release. Before a call, one time in four, it calls
+// advance with a number of milliseconds below ttl. Refusals and errors are
+// the history's to judge, so Walk ignores them.
+func Walk(ctx context.Context, c *client.Client, rng *rand.Rand, calls, resources int, ttl time.Duration, advance func(ms float64)) {
+	var held *client.Lease
+	for range calls {
+		if rng.IntN(4) == 0 {
+			advance(float64(rng.IntN(int(ttl.Milliseconds()))))
+		}
+		switch {
+		case held == nil:
+			held, _ = c.Acquire(ctx, "r"+strconv.Itoa(rng.IntN(resources)))
+		case rng.IntN(3) < 2:
+			held, _ = c.Renew(ctx, held)
+		default:
+			_ = c.Release(ctx, held)
+			held = nil
+		}
+	}
+}
+
+// Tally counts the outcomes of the histories it checked.
+type Tally struct {
+	Attempts, Granted, Denied, Expired int
+}
+
+// Check counts the outcomes of ops, reports each failed attempt as an
+// error of t, and checks ops against the lease-register model with the TTL
+// ttl (drawing them under PorcupineDir if they are not linearizable).
+func (ta *Tally) Check(t testing.TB, name string, ttl time.Duration, ops []porcupine.Operation) {
+	t.Helper()
+	for _, op := range ops {
+		switch out := op.Output.(sim.OpOutput); {
+		case out.Err != "":
+			t.Errorf("%s: an attempt failed: %s", name, out.Err)
+		case out.OK:
+			ta.Granted++
+		case out.HeldBy != "":
+			ta.Denied++
+		case out.Expired:
+			ta.Expired++
+		}
+	}
+	if _, err := sim.CheckHistory(name, PorcupineDir(t), ttl, ops, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	ta.Attempts += len(ops)
 }
