@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package benchkit is what the benchmark programs under scripts/ share: the
 // machine's load, the minimum / median / maximum of a side's rounds, and
 // the start of a server that prints "listening on URL" (and, given
