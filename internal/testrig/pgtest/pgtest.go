@@ -21,6 +21,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/lease-fence/lease-fence/internal/testrig/rigproc"
 )
 
 // Server is a running PostgreSQL server.
@@ -30,8 +32,7 @@ type Server struct {
 	bin  string
 	run  []string // prefix that runs a command as the server's user
 
-	watchdog *exec.Cmd // stops the server when pipe closes
-	pipe     *os.File
+	watchdog *rigproc.Watchdog // stops the server
 	out      bytes.Buffer
 	settings string // the server's -o options, port included
 	killed   bool   // Kill ended it: Stop only removes its directory
@@ -198,32 +199,20 @@ func (s *Server) URL(db string) string {
 // Stop, or when this process ends in any other way (a panic, a test timeout,
 // SIGKILL), so no server outlives the tests that started it.
 func (s *Server) watch() error {
-	r, w, err := os.Pipe()
-	if err != nil {
-		return err
-	}
 	script := `cat >/dev/null; "$@"; rc=$?; rm -rf "$PGTEST_DIR"; exit $rc`
-	args := append([]string{"-c", script, "pgtest-watchdog"}, s.run...)
+	args := append([]string{script, "pgtest-watchdog"}, s.run...)
 	args = append(args, filepath.Join(s.bin, "pg_ctl"), "-D", filepath.Join(s.Dir, "data"), "-m", "immediate", "-w", "stop")
-	c := exec.Command("sh", args...)
-	c.Stdin = r
-	c.Stdout, c.Stderr = &s.out, &s.out
-	c.Env = append(os.Environ(), "PGTEST_DIR="+s.Dir, "LC_ALL=C")
-	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	err = c.Start()
-	r.Close()
+	d, err := rigproc.StartWatchdog(&s.out, []string{"PGTEST_DIR=" + s.Dir, "LC_ALL=C"}, args...)
 	if err != nil {
-		w.Close()
 		return fmt.Errorf("pgtest: starting the watchdog: %w", err)
 	}
-	s.watchdog, s.pipe = c, w
+	s.watchdog = d
 	return nil
 }
 
 // Stop stops the server at once and removes its directory.
 func (s *Server) Stop() error {
-	s.pipe.Close()
-	if err := s.watchdog.Wait(); err != nil && !s.killed {
+	if err := s.watchdog.Stop(); err != nil && !s.killed {
 		return fmt.Errorf("pgtest: pg_ctl stop: %v\n%s", err, s.out.String())
 	}
 	return nil

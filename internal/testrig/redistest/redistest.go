@@ -21,6 +21,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/lease-fence/lease-fence/internal/testrig/rigproc"
 )
 
 // Server is a redis-server this process started.
@@ -32,8 +34,7 @@ type Server struct {
 
 	cmd      *exec.Cmd
 	exited   chan struct{}
-	watchdog *exec.Cmd // kills the server and removes Dir when pipe closes
-	pipe     *os.File
+	watchdog *rigproc.Watchdog // kills the server and removes Dir
 	out      bytes.Buffer
 }
 
@@ -174,31 +175,19 @@ func (s *Server) Restart() error {
 // Stop, or when this process ends in any other way (a panic, a timeout,
 // SIGKILL), so no server outlives the tests that started it.
 func (s *Server) watch() error {
-	r, w, err := os.Pipe()
-	if err != nil {
-		return err
-	}
 	script := `cat >/dev/null; [ -f "$D/pid" ] && kill -9 "$(cat "$D/pid")" 2>/dev/null; rm -rf "$D"; exit 0`
-	c := exec.Command("sh", "-c", script, "redistest-watchdog")
-	c.Stdin = r
-	c.Stdout, c.Stderr = &s.out, &s.out
-	c.Env = append(os.Environ(), "D="+s.Dir)
-	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	err = c.Start()
-	r.Close()
+	d, err := rigproc.StartWatchdog(&s.out, []string{"D=" + s.Dir}, script, "redistest-watchdog")
 	if err != nil {
-		w.Close()
 		return fmt.Errorf("redistest: starting the watchdog: %w", err)
 	}
-	s.watchdog, s.pipe = c, w
+	s.watchdog = d
 	return nil
 }
 
 // Stop kills the server and removes its directory.
 func (s *Server) Stop() error {
 	s.kill()
-	s.pipe.Close()
-	if err := s.watchdog.Wait(); err != nil {
+	if err := s.watchdog.Stop(); err != nil {
 		return fmt.Errorf("redistest: stopping: %v\n%s", err, s.out.String())
 	}
 	return nil

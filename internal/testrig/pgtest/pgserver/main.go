@@ -12,14 +12,12 @@
 package main
 
 import (
-	"bufio"
 	"flag"
 	"fmt"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/lease-fence/lease-fence/internal/testrig/pgtest"
+	"github.com/lease-fence/lease-fence/internal/testrig/rigproc"
 )
 
 func main() {
@@ -30,28 +28,5 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	fmt.Println(srv.URL(""))
-	done := make(chan struct{}, 2)
-	go func() {
-		sc := bufio.NewScanner(os.Stdin)
-		for sc.Scan() {
-			if sc.Text() == "restart" {
-				if err := srv.Restart(); err != nil {
-					fmt.Fprintln(os.Stderr, err)
-					fmt.Println("restart failed")
-					continue
-				}
-				fmt.Println("restarted")
-			}
-		}
-		done <- struct{}{}
-	}()
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
-	go func() { <-sig; done <- struct{}{} }()
-	<-done
-	if err := srv.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
+	rigproc.Serve(srv.URL(""), srv.Restart, srv.Stop)
 }

@@ -11,16 +11,13 @@
 package main
 
 import (
-	"bufio"
 	"flag"
 	"fmt"
-	"io"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 
 	"github.com/lease-fence/lease-fence/internal/testrig/redistest"
+	"github.com/lease-fence/lease-fence/internal/testrig/rigproc"
 )
 
 func main() {
@@ -35,31 +32,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	fmt.Println(srv.URL())
-	done := make(chan struct{}, 2)
-	go func() {
-		sc := bufio.NewScanner(os.Stdin)
-		for sc.Scan() {
-			switch sc.Text() {
-			case "restart":
-				if err := srv.Restart(); err != nil {
-					fmt.Fprintln(os.Stderr, err)
-					fmt.Println("restart failed")
-					continue
-				}
-				fmt.Println("restarted")
-			}
-		}
-		done <- struct{}{}
-	}()
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
-	go func() { <-sig; done <- struct{}{} }()
-	<-done
-	if err := srv.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
+	rigproc.Serve(srv.URL(), srv.Restart, srv.Stop)
 }
 
 // cluster serves a cluster until standard input closes ("restart" is not
@@ -74,15 +47,5 @@ func cluster(n int) {
 	for _, a := range c.Addrs() {
 		urls = append(urls, "redis://"+a)
 	}
-	fmt.Println(strings.Join(urls, ","))
-	done := make(chan struct{}, 2)
-	go func() { _, _ = io.Copy(io.Discard, os.Stdin); done <- struct{}{} }()
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
-	go func() { <-sig; done <- struct{}{} }()
-	<-done
-	if err := c.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
+	rigproc.Serve(strings.Join(urls, ","), nil, c.Stop)
 }
