@@ -9,8 +9,8 @@
 // (out/bin/coordinator, `make coordinator`; make test-js builds it). A block
 // right after an `<!-- name:start -->` marker belongs to the test that reads
 // it by its markers (the lease-fence/sql and lease-fence/redis examples:
-// test/gates/examples.test.mjs, against real servers); it is left to that
-// test, which must exist.
+// test/gates/examples.test.mjs, against real servers; the TLS agent's:
+// test/svcclient/tls.test.mjs); it is left to that test, which must exist.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile, spawn, spawnSync } from 'node:child_process';
@@ -99,7 +99,7 @@ test('docs/js.md has examples to run, and this is the Node the package supports'
 });
 
 test('the blocks left to other tests are read by them, by their markers', () => {
-  const tests = ['test/js', 'test/gates'].flatMap((d) => existsSync(join(root, d))
+  const tests = ['test/js', 'test/gates', 'test/svcclient'].flatMap((d) => existsSync(join(root, d))
     ? readdirSync(join(root, d)).filter((f) => f.endsWith('.test.mjs')).map((f) => readFileSync(join(root, d, f), 'utf8'))
     : []);
   for (const b of blocks.filter((x) => x.marker)) {

@@ -191,10 +191,10 @@ const validArgs = {
   LeaseServiceClient: {
     args: () => [{
       baseURL: 'http://127.0.0.1:1', holderId: 'h', clock: lf.createManualClock('h'), clockSkewMillis: 1,
-      fetch: async () => new Response('{}'), attempts: 2, attemptTimeoutMillis: 100, timeoutMillis: 1000, backoff: () => 1, token: 't0ken',
+      fetch: async () => new Response('{}'), transport: 'fetch', attempts: 2, attemptTimeoutMillis: 100, timeoutMillis: 1000, backoff: () => 1, token: 't0ken',
       maxWaitMillis: 5000, timers: { setTimeout: (fn, ms) => setTimeout(fn, ms), clearTimeout: (h) => clearTimeout(h) },
     }],
-    unused: ['leaseClient', 'baseURLs'],
+    unused: ['leaseClient', 'baseURLs', 'agent'],
     dependent: ['holderId', 'baseURL'],
   },
 };

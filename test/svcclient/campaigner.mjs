@@ -8,7 +8,7 @@
 // {"ev":"renewed","fence"}, {"ev":"lost"}, {"ev":"resigned"} (when it
 // begins to release the lead). A line "resign" on stdin releases it.
 import { createInterface } from 'node:readline';
-import { LeaseServiceClient } from 'lease-fence/service-client';
+import { LeaseServiceClient } from './transport.mjs';
 
 const [baseURL, holderId, name] = process.argv.slice(2);
 const client = new LeaseServiceClient({ baseURL, holderId, backoff: () => 0, attemptTimeoutMillis: 30_000 });

@@ -18,7 +18,8 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
 import { createManualClock, InvalidArgumentError } from 'lease-fence';
-import { LeaseExpiredError, LeaseLostError, LeaseServiceClient, LeaseServiceError, isLeaseLost } from 'lease-fence/service-client';
+import { LeaseExpiredError, LeaseLostError, LeaseServiceError, isLeaseLost } from 'lease-fence/service-client';
+import { LeaseServiceClient } from './transport.mjs';
 import { ManualTimers, fetchText, startNative, startProxy, stopAll, tracked, until } from './harness.mjs';
 
 const TTL = 2000;

@@ -12,7 +12,8 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { InvalidArgumentError } from 'lease-fence';
-import { LeaseServiceClient, LeaseServiceError } from 'lease-fence/service-client';
+import { LeaseServiceError } from 'lease-fence/service-client';
+import { LeaseServiceClient, send } from './transport.mjs';
 import { startPostgres } from '../gates/servers.mjs';
 import { startCoordinator } from './children.mjs';
 
@@ -46,7 +47,7 @@ function recording() {
       const code = fault === '503' ? 'unavailable' : 'invalid_value';
       return new Response(JSON.stringify({ error: { code, message: 'injected' } }), { status: Number(fault), headers: { 'content-type': 'application/json' } });
     }
-    const res = await fetch(url, init);
+    const res = await send(url, init);
     if (fault === 'lost') {
       await res.text();
       throw new TypeError('answer lost (injected)');

@@ -26,10 +26,10 @@ import {
   LeaseExpiredError,
   LeaseLostError,
   LeaseReleasedError,
-  LeaseServiceClient,
   LeaseServiceError,
   isLeaseLost,
 } from 'lease-fence/service-client';
+import { LeaseServiceClient, send } from './transport.mjs';
 import { rng } from '../js/helpers.mjs';
 import { existsSync, writeFileSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
@@ -391,7 +391,7 @@ for (const which of ['native', 'worker']) {
           const done = () => inflight.delete(id);
           init.signal.addEventListener('abort', done, { once: true });
           try {
-            const res = await fetch(url, { ...init, headers: { ...init.headers, 'x-fault-id': id } });
+            const res = await send(url, { ...init, headers: { ...init.headers, 'x-fault-id': id } });
             const text = await res.text();
             return new Response(text, { status: res.status, headers: res.headers });
           } finally {
@@ -524,7 +524,7 @@ for (const which of ['native', 'worker']) {
           const done = () => inflight.delete(id);
           init.signal.addEventListener('abort', done, { once: true });
           try {
-            const res = await fetch(url, { ...init, headers: { ...init.headers, 'x-fault-id': id } });
+            const res = await send(url, { ...init, headers: { ...init.headers, 'x-fault-id': id } });
             const text = await res.text();
             return new Response(text, { status: res.status, headers: res.headers });
           } finally {

@@ -11,7 +11,7 @@
 // test kills it). MODE crash: hold, and at the first renewal throw an
 // uncaught exception (the process dies with exit code 1, releasing
 // nothing).
-import { LeaseServiceClient } from 'lease-fence/service-client';
+import { LeaseServiceClient } from './transport.mjs';
 
 const [baseURL, resource, mode] = process.argv.slice(2);
 const client = new LeaseServiceClient({ baseURL, holderId: `exit-${mode}`, backoff: () => 0 });

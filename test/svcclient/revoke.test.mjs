@@ -9,10 +9,10 @@ import {
   LeaseExpiredError,
   LeaseLostError,
   LeaseRevokedError,
-  LeaseServiceClient,
   LeaseServiceError,
   isLeaseLost,
 } from 'lease-fence/service-client';
+import { LeaseServiceClient } from './transport.mjs';
 import { startNative, startWorker, stopAll, tracked, until } from './harness.mjs';
 
 const TTL = 2000;

@@ -14,6 +14,8 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
+import http from 'node:http';
+import https from 'node:https';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import util from 'node:util';
@@ -21,10 +23,11 @@ import { FenceGate, InvalidArgumentError, LeaseClient, LeaseFenceError, createMa
 import {
   LeaseDeniedError,
   LeaseExpiredError,
-  LeaseServiceClient,
   LeaseServiceError,
   ServiceLease,
 } from 'lease-fence/service-client';
+import { LeaseServiceClient as PackageClient } from 'lease-fence/service-client';
+import { LeaseServiceClient } from './transport.mjs';
 import { root, startCoordinator, startWorker, stop } from './children.mjs';
 import { startProxy as startHarnessProxy } from './harness.mjs';
 
@@ -529,6 +532,25 @@ describe('retry rules', () => {
     });
   });
 
+  test('on Node, calls go over node:http unless fetch is asked for, kept alive', async () => {
+    const T = t();
+    T.proxy.reset();
+    // The package's class itself: no transport chosen for it by the suite.
+    for (const [options, overFetch] of [[{}, false], [{ transport: 'auto' }, false], [{ transport: 'node' }, false], [{ transport: 'fetch' }, true],
+      [{ agent: new http.Agent({ keepAlive: true }) }, false], [{ fetch: (url, init) => fetch(url, init) }, true]]) {
+      const c = new PackageClient({ baseURL: T.proxy.url, holderId: 'agent-t', ...options });
+      await c.inspect(resourceName('transport'));
+      await c.inspect(resourceName('transport'));
+      const seen = T.proxy.seen.splice(0);
+      assert.equal(seen.length, 2, util.inspect(options));
+      for (const e of seen) {
+        // undici's fetch sends the headers of the fetch standard; node:http sends none of them.
+        assert.equal('sec-fetch-mode' in e.headers, overFetch, `${util.inspect(options)}: ${util.inspect(e.headers)}`);
+        assert.equal(e.headers.connection, 'keep-alive');
+      }
+    }
+  });
+
   test('bad arguments are InvalidArgumentError and send nothing', async () => {
     const T = t();
     T.proxy.reset();
@@ -538,6 +560,11 @@ describe('retry rules', () => {
       { baseURL: T.proxy.url, holderId: 'a', attempts: 1.5 }, { baseURL: T.proxy.url, holderId: 'a', attemptTimeoutMillis: -1 },
       { baseURL: T.proxy.url, holderId: 'a', timeoutMillis: NaN }, { baseURL: T.proxy.url, holderId: 'a', backoff: 5 },
       { baseURL: T.proxy.url, holderId: 'a', fetch: 'no' },
+      { baseURL: T.proxy.url, holderId: 'a', transport: 'undici' }, { baseURL: T.proxy.url, holderId: 'a', transport: 1n },
+      { baseURL: T.proxy.url, holderId: 'a', fetch, transport: 'node' }, { baseURL: T.proxy.url, holderId: 'a', fetch, agent: new http.Agent() },
+      { baseURL: T.proxy.url, holderId: 'a', transport: 'fetch', agent: new http.Agent() }, { baseURL: T.proxy.url, holderId: 'a', agent: 'keep-alive' },
+      { baseURL: T.proxy.url, holderId: 'a', agent: { http: new https.Agent() } }, { baseURL: T.proxy.url, holderId: 'a', agent: { https: new http.Agent() } },
+      { baseURL: T.proxy.url, holderId: 'a', agent: { ftp: new http.Agent() } },
       { baseURL: T.proxy.url, holderId: 'a', leaseClient: new LeaseClient({ clock: createManualClock('x'), holderId: 'a' }) },
       { baseURL: T.proxy.url, leaseClient: {} },
     ];

@@ -1,9 +1,10 @@
 // LeaseServiceClient against the native coordinator with tokens (-auth) and
 // TLS from a private CA made at run time (out/bin/pkigen, crypto/x509): the
-// CA given to Node's fetch with NODE_EXTRA_CA_CERTS (in a child Node
-// process, which reads it at start), and a fetch of one's own over
-// node:https with the CA and a client certificate, against a server that
-// requires one (-tls-client-ca). Without the CA, or without the token, the
+// CA given to Node with NODE_EXTRA_CA_CERTS (in a child Node process, which
+// reads it at start), and the CA and a client certificate in an
+// https.Agent (the node transport) or a fetch of one's own over
+// node:https (the fetch transport), against a server that requires one
+// (-tls-client-ca). Without the CA, or without the token, the
 // calls are refused; the token is never printed.
 //
 // Run by `make test-svcclient`, which builds the coordinator and pkigen.
@@ -11,13 +12,14 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import https from 'node:https';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import util from 'node:util';
 import { InvalidArgumentError } from 'lease-fence';
-import { LeaseServiceClient, LeaseServiceError } from 'lease-fence/service-client';
+import { LeaseServiceError } from 'lease-fence/service-client';
+import { LeaseServiceClient, send, sender, TRANSPORT } from './transport.mjs';
 import { coordinatorBin as bin, root, startCoordinator, stop } from './children.mjs';
 
 const pkigen = process.env.PKIGEN || path.join(root, 'out/bin/pkigen');
@@ -66,6 +68,18 @@ function nodeFetch(tls) {
     });
 }
 
+// withTLS gives the client options that send with TLS settings of one's
+// own on the transport under test: an https.Agent with them (the node
+// transport), or nodeFetch (the fetch transport).
+function withTLS(tls) {
+  return TRANSPORT === 'node' ? { agent: new https.Agent({ keepAlive: true, ...tls }) } : { fetch: nodeFetch(tls) };
+}
+
+// tlsSender is withTLS's sender, fetch-shaped, for a test to wrap.
+function tlsSender(tls) {
+  return TRANSPORT === 'node' ? sender(new https.Agent({ keepAlive: true, ...tls })) : nodeFetch(tls);
+}
+
 async function cycle(client, resource) {
   const l = await client.acquire(resource);
   const r = await client.renew(l);
@@ -73,10 +87,10 @@ async function cycle(client, resource) {
   return { fence: l.token.fence, renewed: r.token.fence };
 }
 
-test('NODE_EXTRA_CA_CERTS: Node fetch trusts the private CA; the token is sent', async () => {
+test('NODE_EXTRA_CA_CERTS: Node trusts the private CA; the token is sent', async () => {
   const script = `
     import { LeaseServiceClient } from 'lease-fence/service-client';
-    const c = new LeaseServiceClient({ baseURL: process.env.URL, holderId: 'js-1', token: process.env.TOKEN, attempts: 1 });
+    const c = new LeaseServiceClient({ baseURL: process.env.URL, holderId: 'js-1', token: process.env.TOKEN, attempts: 1, transport: process.env.SVCCLIENT_TRANSPORT || 'node' });
     const l = await c.acquire('js/r');
     const r = await c.renew(l);
     await c.release(r);
@@ -110,24 +124,24 @@ function certificateRefused(what) {
 }
 
 test('a certificate that cannot be verified is final and named: not retried, not "no answer"', async () => {
-  // This process was not started with NODE_EXTRA_CA_CERTS: the host's fetch.
+  // This process was not started with NODE_EXTRA_CA_CERTS: the transport's defaults.
   let sent = 0;
   const counting = (url, init) => {
     sent++;
-    return fetch(url, init);
+    return send(url, init);
   };
   const noCA = new LeaseServiceClient({ baseURL: plain.url, holderId: 'js-1', token, fetch: counting });
   await assert.rejects(noCA.acquire('js/r'), certificateRefused('cannot be verified'));
   assert.equal(sent, 1);
-  // node:https without the CA: the same.
-  const own = new LeaseServiceClient({ baseURL: plain.url, holderId: 'js-1', token, fetch: nodeFetch({}) });
+  // TLS settings of one's own without the CA: the same.
+  const own = new LeaseServiceClient({ baseURL: plain.url, holderId: 'js-1', token, ...withTLS({}) });
   await assert.rejects(own.acquire('js/r'), certificateRefused('cannot be verified'));
 });
 
 test('a certificate for another name is final and named', async () => {
   // The CA is trusted, but the name checked is one the certificate does not have.
   let sent = 0;
-  const inner = nodeFetch({ ca: readFileSync(pki.ca), servername: 'elsewhere.invalid' });
+  const inner = tlsSender({ ca: readFileSync(pki.ca), servername: 'elsewhere.invalid' });
   const wrongName = new LeaseServiceClient({
     baseURL: plain.url, holderId: 'js-1', token, fetch: (url, init) => {
       sent++;
@@ -139,11 +153,11 @@ test('a certificate for another name is final and named', async () => {
 });
 
 test('without the token, 401', async () => {
-  const noToken = new LeaseServiceClient({ baseURL: plain.url, holderId: 'js-1', fetch: nodeFetch({ ca: readFileSync(pki.ca) }) });
+  const noToken = new LeaseServiceClient({ baseURL: plain.url, holderId: 'js-1', ...withTLS({ ca: readFileSync(pki.ca) }) });
   await assert.rejects(noToken.acquire('js/r'), (e) => e instanceof LeaseServiceError && e.code === 'unauthorized' && e.status === 401 && e.attempts === 1);
-  const wrongScope = new LeaseServiceClient({ baseURL: plain.url, holderId: 'js-1', token, fetch: nodeFetch({ ca: readFileSync(pki.ca) }) });
+  const wrongScope = new LeaseServiceClient({ baseURL: plain.url, holderId: 'js-1', token, ...withTLS({ ca: readFileSync(pki.ca) }) });
   await assert.rejects(wrongScope.acquire('other/r'), (e) => e.code === 'forbidden' && e.status === 403 && !e.message.includes(token));
-  const ok = new LeaseServiceClient({ baseURL: plain.url, holderId: 'js-1', token, fetch: nodeFetch({ ca: readFileSync(pki.ca) }) });
+  const ok = new LeaseServiceClient({ baseURL: plain.url, holderId: 'js-1', token, ...withTLS({ ca: readFileSync(pki.ca) }) });
   const { fence, renewed } = await cycle(ok, 'js/r');
   assert.equal(renewed, fence);
   assert.ok(!util.inspect(ok).includes(token) && !String(ok).includes(token));
@@ -154,12 +168,28 @@ test('mutual TLS: a fetch with the client certificate is served, one without is 
   const withCert = new LeaseServiceClient({
     baseURL: mutual.url,
     holderId: 'm-1',
-    fetch: nodeFetch({ ca, cert: readFileSync(pki.client), key: readFileSync(pki.clientKey) }),
+    ...withTLS({ ca, cert: readFileSync(pki.client), key: readFileSync(pki.clientKey) }),
   });
   const { fence, renewed } = await cycle(withCert, 'm/r');
   assert.equal(renewed, fence);
-  const without = new LeaseServiceClient({ baseURL: mutual.url, holderId: 'm-1', fetch: nodeFetch({ ca }), attempts: 1 });
+  const without = new LeaseServiceClient({ baseURL: mutual.url, holderId: 'm-1', ...withTLS({ ca }), attempts: 1 });
   await assert.rejects(without.acquire('m/r'), (e) => e instanceof LeaseServiceError && e.code === 'no_answer');
+});
+
+test('docs/js.md\'s example of an https.Agent with a CA and a client certificate runs as written', async () => {
+  const doc = readFileSync(path.join(root, 'docs/js.md'), 'utf8');
+  const m = /<!-- tls-agent:start -->\n```js\n([\s\S]*?)```\n<!-- tls-agent:end -->/.exec(doc);
+  assert.ok(m, 'docs/js.md has no tls-agent block');
+  // In the repository, so that lease-fence resolves as it does for a user; the files it reads beside it.
+  const where = path.join(root, 'out/test/docs-tls');
+  mkdirSync(where, { recursive: true });
+  copyFileSync(pki.ca, path.join(where, 'ca.pem'));
+  copyFileSync(pki.client, path.join(where, 'client.pem'));
+  copyFileSync(pki.clientKey, path.join(where, 'client-key.pem'));
+  writeFileSync(path.join(where, 'example.mjs'), m[1]);
+  const out = execFileSync(process.execPath, ['example.mjs'], { cwd: where, encoding: 'utf8', env: { ...process.env, COORDINATOR_URL: mutual.url } });
+  const want = m[1].trimEnd().split('\n');
+  assert.deepEqual(out.trimEnd().split('\n'), want.slice(want.indexOf('// Output:') + 1).map((l) => l.replace(/^\/\/ ?/, '')));
 });
 
 test('the token option is checked', () => {

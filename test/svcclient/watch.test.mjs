@@ -8,7 +8,7 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
 import { InvalidArgumentError } from 'lease-fence';
-import { LeaseServiceClient } from 'lease-fence/service-client';
+import { LeaseServiceClient } from './transport.mjs';
 import { startNative, stopAll } from './harness.mjs';
 
 let native, proxy;

@@ -1,5 +1,5 @@
 // Types for service-client.mjs (import from 'lease-fence/service-client'): a
-// client for the coordinator service over fetch. See docs/js.md, "The
+// client for the coordinator service over node:http (on Node) or fetch. See docs/js.md, "The
 // service client".
 
 import type { Clock, FenceGate, FenceToken, Grant, Instant, Lease, LeaseClient } from './lease-fence.js';
@@ -52,11 +52,26 @@ export interface LeaseServiceClientCommonOptions {
    */
   token?: string | undefined;
   /**
-   * The fetch to send with; globalThis.fetch by default. Pass one for TLS
-   * settings the host's fetch lacks (a private CA in Node without
-   * NODE_EXTRA_CA_CERTS, a client certificate): see docs/js.md.
+   * A fetch to send every call with, instead of the transport's choice (a
+   * fetch with a dispatcher of your own, a recording wrapper). Not with
+   * agent, nor with transport 'node'.
    */
   fetch?: ((input: string, init: RequestInit) => Promise<Response>) | undefined;
+  /**
+   * What calls are sent with: 'auto' (the default) is node:http and
+   * node:https with keep-alive agents on Node 20.16 and later, and
+   * globalThis.fetch elsewhere (browsers, Workers, Deno, Bun); 'node'
+   * insists on node:http (InvalidArgumentError where there is none);
+   * 'fetch' always uses globalThis.fetch.
+   */
+  transport?: 'auto' | 'node' | 'fetch' | undefined;
+  /**
+   * With the node transport: an http.Agent or https.Agent of your own (for
+   * the base URLs of its protocol), or { http, https }; a private CA or a
+   * client certificate goes in an https.Agent's ca, cert and key. By
+   * default every client shares one keep-alive agent per protocol.
+   */
+  agent?: object | { http?: object | undefined; https?: object | undefined } | undefined;
   /** How many times one call is sent at most (1 to 100); 4 by default, or one more than the baseURLs if that is more. */
   attempts?: number | undefined;
   /**

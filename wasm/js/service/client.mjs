@@ -20,17 +20,47 @@ import {
   callOptions, checkOptions, checkResource, checkSignal, checkValue, DEFAULT_MAX_WAIT_MILLIS, isOptions, MAX_FENCE, MAX_WAIT_MILLIS, positive, wholeMillis,
 } from './options.mjs';
 import { acquireBody, base64url, hex, randomBytes } from './protocol.mjs';
+import { nodeModules, nodeSender } from './node-http.mjs';
 import { defaultBackoff, defaultTimers } from './timers.mjs';
 import { FINAL_CODES, MAX_ATTEMPTS, RETRIED_4XX, Transport } from './transport.mjs';
 
 // The most renewals one batch (POST /v1/renewals) carries.
 const MAX_RENEWALS = 256;
 
-const CLIENT_OPTIONS = ['baseURL', 'baseURLs', 'leaseClient', 'holderId', 'clock', 'clockSkewMillis', 'fetch', 'attempts', 'attemptTimeoutMillis', 'timeoutMillis', 'backoff', 'token',
+const CLIENT_OPTIONS = ['baseURL', 'baseURLs', 'leaseClient', 'holderId', 'clock', 'clockSkewMillis', 'fetch', 'transport', 'agent', 'attempts', 'attemptTimeoutMillis', 'timeoutMillis', 'backoff', 'token',
   'maxWaitMillis', 'timers'];
 const INSPECT_OPTIONS = ['signal', 'timeoutMillis', 'afterFence', 'waitMillis', 'afterValue'];
 const REVOKE_OPTIONS = ['signal', 'timeoutMillis', 'holderId', 'fence'];
 const ELECTION_OPTIONS = ['renewEveryMillis'];
+
+// senderOf picks what the client sends its calls with (options.fetch,
+// options.transport, options.agent): node:http and node:https with
+// keep-alive agents on Node ('auto', the default, or 'node'), fetch
+// elsewhere, with options.fetch, or with transport 'fetch'.
+function senderOf(f, transport = 'auto', agent) {
+  if (transport !== 'auto' && transport !== 'node' && transport !== 'fetch') {
+    throw new InvalidArgumentError(`lease-fence: options.transport must be 'auto', 'node' or 'fetch', not ${typeof transport === 'string' ? JSON.stringify(transport) : typeof transport}`, 'options.transport');
+  }
+  if (f !== undefined) {
+    if (typeof f !== 'function') throw new InvalidArgumentError('lease-fence: options.fetch must be a function', 'options.fetch');
+    if (transport === 'node' || agent !== undefined) {
+      throw new InvalidArgumentError(`lease-fence: options.fetch sends every call itself: it cannot be given with ${agent !== undefined ? 'options.agent' : "transport 'node'"}`, 'options.fetch');
+    }
+    return f;
+  }
+  const mods = transport === 'fetch' ? undefined : nodeModules();
+  if (mods !== undefined) return nodeSender(mods, agent);
+  if (transport === 'node') {
+    throw new InvalidArgumentError("lease-fence: options.transport 'node' needs node:http (Node 20.16 or later); this host has fetch", 'options.transport');
+  }
+  if (agent !== undefined) {
+    throw new InvalidArgumentError(`lease-fence: options.agent is for the node transport; ${transport === 'fetch' ? "transport 'fetch' was asked for" : 'this host has no node:http'}`, 'options.agent');
+  }
+  if (typeof globalThis.fetch !== 'function') {
+    throw new InvalidArgumentError('lease-fence: this host has neither node:http nor a global fetch: pass options.fetch', 'options.fetch');
+  }
+  return globalThis.fetch;
+}
 
 /**
  * A client of the coordinator service for one holder. Every method is async;
@@ -71,10 +101,7 @@ export class LeaseServiceClient {
       }
       this.#lc = new LeaseClient({ clock: clock ?? createMonotonicClock(holderId), holderId, clockSkewMillis });
     }
-    const fetch = f ?? globalThis.fetch;
-    if (typeof fetch !== 'function') {
-      throw new InvalidArgumentError('lease-fence: options.fetch must be a function (this host has no global fetch)', 'options.fetch');
-    }
+    const fetch = senderOf(f, options.transport, options.agent);
     positive(attempts, 'options.attempts', { integer: true, max: MAX_ATTEMPTS });
     positive(attemptTimeoutMillis, 'options.attemptTimeoutMillis');
     if (timeoutMillis !== undefined) positive(timeoutMillis, 'options.timeoutMillis');
