@@ -15,7 +15,8 @@
 #    leases held for COST_DURATION, client and server, each less the same
 #    time idle; native and Worker (HOLDS_WORKER leases; the whole wrangler
 #    dev process group); and native with the JavaScript client
-#    (LeaseServiceClient.hold in a Node process, HOLDS_JS leases); native
+#    (LeaseServiceClient.hold in a Node process, HOLDS_JS leases, on the
+#    node:http transport then on fetch, in turn in each round); native
 #    with every hold through one Go client (native-cost-one: one process
 #    holding them all, whose renewals share calls).
 #
@@ -91,17 +92,30 @@ echo "== the CPU time of a held lease, TTL 10 s, $HOLDS leases (the Worker $HOLD
 for round in $(seq 1 "$COST_ROUNDS"); do
   out/bin/bench-hold -mode cost -target native -holds "$HOLDS" -duration "$COST_DURATION" | tee -a "$tmp/cost"
   out/bin/bench-hold -mode cost -one-client -target native -holds "$HOLDS" -duration "$COST_DURATION" | tee -a "$tmp/cost"
-  out/bin/bench-hold -mode cost -client js -target native -holds "$HOLDS_JS" -duration "$COST_DURATION" | tee -a "$tmp/cost"
-  out/bin/bench-hold -mode cost -one-client -client js -target native -holds "$HOLDS_JS" -duration "$COST_DURATION" | tee -a "$tmp/cost"
+  for transport in node fetch; do
+    out/bin/bench-hold -mode cost -client js -transport "$transport" -target native -holds "$HOLDS_JS" -duration "$COST_DURATION" | tee -a "$tmp/cost"
+    out/bin/bench-hold -mode cost -one-client -client js -transport "$transport" -target native -holds "$HOLDS_JS" -duration "$COST_DURATION" | tee -a "$tmp/cost"
+  done
   out/bin/bench-hold -mode cost -target worker -holds "$HOLDS_WORKER" -duration "$COST_DURATION" | tee -a "$tmp/cost" ||
     echo "bench-hold: the Worker's cost run failed in round $round; left out of it"
 done
 echo "per round, us of CPU per second of held lease (min / median / max):"
-for target in native-cost native-cost-one native-cost-js native-cost-js-one worker-cost; do
+for target in native-cost native-cost-one native-cost-js native-cost-js-fetch native-cost-js-one native-cost-js-one-fetch worker-cost; do
   for side in client server; do
     grep "^$target " "$tmp/cost" | awk -v side="$side" '{ for (i = 1; i <= NF; i++) if ($i == side && $(i+2) == "us/lease-s") print $(i+1) }' | sort -g |
       awk -v name="$target" -v side="$side" 'NR { v[NR] = $1 } END { if (NR == 0) exit; m = (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2);
-        printf "  %-12s %-6s over %d rounds: %9.2f / %9.2f / %9.2f\n", name, side, NR, v[1], m, v[NR] }'
+        printf "  %-24s %-6s over %d rounds: %9.2f / %9.2f / %9.2f\n", name, side, NR, v[1], m, v[NR] }'
+  done
+done
+# costs NAME SIDE: the us/lease-s of SIDE of each NAME line, in round order.
+costs() { grep "^$1 " "$tmp/cost" | awk -v side="$2" '{ for (i = 1; i <= NF; i++) if ($i == side && $(i+2) == "us/lease-s") print $(i+1) }'; }
+echo "the JS client on node:http over the same on fetch, in the same round (min / median / max):"
+for pair in "native-cost-js native-cost-js-fetch" "native-cost-js-one native-cost-js-one-fetch"; do
+  set -- $pair
+  for side in client server; do
+    paste <(costs "$1" "$side") <(costs "$2" "$side") | awk '$2 > 0 { print $1 / $2 }' | sort -g |
+      awk -v name="$1" -v side="$side" 'NR { v[NR] = $1 } END { if (NR == 0) exit; m = (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2);
+        printf "  %-24s %-6s over %d rounds: %6.3fx / %6.3fx / %6.3fx\n", name, side, NR, v[1], m, v[NR] }'
   done
 done
 echo "== done ($(load)) =="

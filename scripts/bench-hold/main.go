@@ -29,7 +29,10 @@
 //	                (/proc/PID/stat), each less the same duration idle, per
 //	                second of held lease. With -client js, the client is
 //	                a Node process (scripts/bench-hold/holder.mjs, with
-//	                LeaseServiceClient.hold), its CPU read from /proc.
+//	                LeaseServiceClient.hold, over -transport: node for
+//	                node:http, fetch for fetch), its CPU read from /proc.
+//	                The renewals counted are those of the held phase
+//	                (expected: holds x duration / (TTL/3)).
 //
 // Targets: native (cmd/coordinator, durable: -init -state) and worker (the
 // Go Worker under wrangler dev).
@@ -78,6 +81,7 @@ func main() {
 	holds := flag.Int("holds", 1000, "with -mode cost: leases held at once")
 	oneClient := flag.Bool("one-client", false, "with -mode cost: every hold through one client (client.Client, or LeaseServiceClient with -client js: one process holding them all, whose renewals share calls), not one client each")
 	clientKind := flag.String("client", "go", "with -mode cost: go (client.Client, in this process) or js (LeaseServiceClient in a Node process)")
+	transport := flag.String("transport", "node", "with -client js: the LeaseServiceClient's transport (node or fetch)")
 	duration := flag.Duration("duration", 30*time.Second, "with -mode cost: how long they are held")
 	coordinator := flag.String("coordinator", "out/bin/coordinator", "the built native server")
 	wrangler := flag.String("wrangler", "node_modules/.bin/wrangler", "wrangler")
@@ -126,7 +130,7 @@ func main() {
 		case "go":
 			err = cost(s, *target, *holds, *duration, *ttl, *oneClient)
 		case "js":
-			err = costJS(s, *target, *holds, *duration, *ttl, *oneClient)
+			err = costJS(s, *target, *holds, *duration, *ttl, *oneClient, *transport)
 		default:
 			err = errors.New("unknown -client (want go or js)")
 		}
@@ -531,10 +535,16 @@ func cost(s *server, target string, holds int, d, ttl time.Duration, oneClient b
 		}()
 	}
 	wg.Wait()
+	// The renewals of the held phase only: those made while the leases
+	// were being taken are not in its time.
+	renewals := 0
+	for _, h := range hs {
+		renewals -= h.Renewals()
+	}
 	held := now()
 	time.Sleep(d)
 	end := now()
-	renewals, lost := 0, 0
+	lost := 0
 	var cause error
 	for _, h := range hs {
 		if h.Context().Err() != nil {
@@ -572,18 +582,22 @@ func printCost(name string, holds int, ttl time.Duration, renewals, retried int,
 		return float64(busy-idle) / float64(time.Microsecond) / leaseSeconds
 	}
 	idleC, idleS := taking.client-idle.client, taking.server-idle.server
-	fmt.Printf("%-18s holds=%d ttl=%v %d renewals in %.1fs  client %6.2f us/lease-s  server %6.2f us/lease-s  (idle: client %v, server %v; acquiring %d: client %v, server %v, %d tried again)\n",
-		name, holds, ttl, renewals, d.Seconds(), per(end.client-held.client, idleC), per(end.server-held.server, idleS), idleC, idleS, holds,
+	fmt.Printf("%-22s holds=%d ttl=%v %d renewals (expected %.0f) in %.1fs  client %6.2f us/lease-s  server %6.2f us/lease-s  (idle: client %v, server %v; acquiring %d: client %v, server %v, %d tried again)\n",
+		name, holds, ttl, renewals, float64(holds)*d.Seconds()/(ttl/3).Seconds(), d.Seconds(), per(end.client-held.client, idleC), per(end.server-held.server, idleS), idleC, idleS, holds,
 		held.client-taking.client, held.server-taking.server, retried)
 }
 
 // costJS is cost with the client in a Node process (holder.mjs), which
 // says when each phase begins; both processes' CPU times are read then.
-func costJS(s *server, target string, holds int, d, ttl time.Duration, oneClient bool) error {
-	args := []string{"scripts/bench-hold/holder.mjs", s.url, strconv.Itoa(holds), strconv.FormatInt(d.Milliseconds(), 10), strconv.FormatInt(ttl.Milliseconds(), 10)}
-	if oneClient {
-		args = append(args, "one")
+func costJS(s *server, target string, holds int, d, ttl time.Duration, oneClient bool, transport string) error {
+	if transport != "node" && transport != "fetch" {
+		return fmt.Errorf("unknown -transport %q (want node or fetch)", transport)
 	}
+	many := "many"
+	if oneClient {
+		many = "one"
+	}
+	args := []string{"scripts/bench-hold/holder.mjs", s.url, strconv.Itoa(holds), strconv.FormatInt(d.Milliseconds(), 10), strconv.FormatInt(ttl.Milliseconds(), 10), many, transport}
 	cmd := exec.Command("node", args...)
 	cmd.Stderr = os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -624,6 +638,9 @@ func costJS(s *server, target string, holds int, d, ttl time.Duration, oneClient
 	name := target + "-cost-js"
 	if oneClient {
 		name += "-one"
+	}
+	if transport == "fetch" {
+		name += "-fetch"
 	}
 	printCost(name, holds, ttl, renewals, retried, marks["idle"], marks["taking"], marks["held"], marks["end"])
 	return nil
