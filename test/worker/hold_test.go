@@ -16,8 +16,12 @@ import (
 )
 
 // holdTTL is the lease length of the second runtime, which the holding
-// suite uses: short, so that expiries happen within the test.
-const holdTTL = 2 * time.Second
+// suite uses: short, so that expiries happen within the test, and long
+// enough that a hold or a leader renewing every third of it on real timers
+// outlives a stall of its process, wrangler dev or workerd of up to 3 s,
+// which a loaded 2-core runner reaches (at 2 s, the native suite's holds
+// and leaders were lost to such stalls).
+const holdTTL = 5 * time.Second
 
 // The second runtime's bounds on waiting (LEASE_MAX_WAIT_MS and
 // LEASE_MAX_WAITERS, per resource), for holdtest.QueueBounds: over the
