@@ -47,7 +47,8 @@ func startHoldTarget(t *testing.T, ttl time.Duration, args ...string) *holdtest.
 // TestWaiting runs the server side of the holding suite (internal/testrig/holdtest)
 // against the real server, durable, through the fault proxy.
 func TestWaiting(t *testing.T) {
-	tg := startHoldTarget(t, 1500*time.Millisecond)
+	t.Parallel()
+	tg := startHoldTarget(t, holdTTL)
 	t.Run("ArrivalOrder", func(t *testing.T) { holdtest.ArrivalOrder(t, tg) })
 	t.Run("Handover", func(t *testing.T) {
 		rel, exp := holdtest.Handover(t, tg)
@@ -62,7 +63,8 @@ func TestWaiting(t *testing.T) {
 // server, durable, with -max-wait 45s and -max-waiters 6 (its own server:
 // the bound counts every waiting call of the coordinator).
 func TestQueueBounds(t *testing.T) {
-	tg := startHoldTarget(t, 1500*time.Millisecond, "-max-wait", "45s", "-max-waiters", "6")
+	t.Parallel()
+	tg := startHoldTarget(t, holdTTL, "-max-wait", "45s", "-max-waiters", "6")
 	tg.MaxWait, tg.MaxWaiters = 45*time.Second, 6
 	holdtest.QueueBounds(t, tg)
 }
@@ -72,6 +74,7 @@ func TestQueueBounds(t *testing.T) {
 // (the handler moves its connection's deadlines): it is answered when its
 // wait ends, with the ordinary denial.
 func TestWaitOutlastsTheServersTimeouts(t *testing.T) {
+	t.Parallel()
 	srv := startChild(t, "", "-memory", "-read-timeout", "200ms", "-write-timeout", "200ms")
 	a := holder(t, srv.url, "a")
 	ctx := context.Background()
@@ -94,11 +97,12 @@ func TestWaitOutlastsTheServersTimeouts(t *testing.T) {
 	}
 }
 
-// holdTTL is the lease length of TestHolding's coordinators: its holds and
-// campaigners renew on real timers every third of it, so a hold survives a
-// stall of its process (or the coordinator's) of up to 3 s, which a loaded
-// 2-core runner under -race reaches; at 1 s a campaigner lost its lead and
-// a hold its lease to a stall in 2 of 6 runs beside two CPU burners.
+// holdTTL is the lease length of the holding suite's coordinators: its
+// holds and campaigners renew on real timers every third of it, so a hold
+// survives a stall of its process (or the coordinator's) of up to 3 s,
+// which a loaded 2-core runner under -race reaches; at 1 s a campaigner lost
+// its lead and a hold its lease to a stall beside two CPU burners, and at
+// 1.5 s RetriedWaiter's first holder lost its lease.
 const holdTTL = 5 * time.Second
 
 // TestHolding runs the client side of the holding suite against the real

@@ -39,6 +39,7 @@ import (
 // copy in memory). A start may refuse the state or lose the grants, but no
 // start may grant a fence at or below one acknowledged before the kill.
 func TestLogDamageNeverReissuesFences(t *testing.T) {
+	t.Parallel()
 	state := filepath.Join(t.TempDir(), "state")
 	hc := &http.Client{}
 	acquire := func(srv *child, id, res, holder string) uint64 {

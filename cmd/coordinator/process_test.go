@@ -37,6 +37,10 @@ import (
 // file-descriptor limit.
 const childEnv = "LEASE_FENCE_COORDINATOR_CHILD"
 
+// The tests that spend their time waiting on fsync or real timers, each
+// with its own child processes and state directory (TestKill9, the log
+// damage, the holding suites), call t.Parallel: go test runs them
+// GOMAXPROCS at a time, after the others, so their waits overlap.
 func TestMain(m *testing.M) {
 	if os.Getenv(childEnv) == "1" {
 		main()
@@ -217,6 +221,7 @@ func isAnswer(err error) bool {
 // same holder (the release was answered before it was durable), who can
 // then release it; never anything else.
 func TestKill9(t *testing.T) {
+	t.Parallel()
 	const kills = 25
 	dir := t.TempDir()
 	state := filepath.Join(dir, "state")
@@ -451,6 +456,7 @@ func post(t *testing.T, hc *http.Client, url string, m wire.Message) (int, wire.
 // same secret) is answered ok and ends it. Fences stay above every fence
 // acknowledged before. Ten kills.
 func TestKill9RightAfterRelease(t *testing.T) {
+	t.Parallel()
 	const kills, holders = 10, 4
 	state := filepath.Join(t.TempDir(), "state")
 	hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
