@@ -3,7 +3,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -17,9 +16,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/lease-fence/lease-fence/internal/testrig/serverproc"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
@@ -291,22 +291,13 @@ func tryChild(t *testing.T, args ...string) (*child, *syncio.Buffer) {
 	}
 	cmd := exec.Command(exe, append([]string{"-addr", "127.0.0.1:0", "-quiet"}, args...)...)
 	cmd.Env = append(os.Environ(), childEnv+"=1")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	stderr := &syncio.Buffer{}
 	cmd.Stderr = stderr
-	out, err := cmd.StdoutPipe()
+	srv, err := serverproc.Start(cmd, false)
 	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil {
-		_ = cmd.Wait()
 		return nil, stderr
 	}
-	c := &child{cmd: cmd, url: strings.TrimSpace(strings.TrimPrefix(line, "listening on "))}
+	c := &child{cmd: cmd, url: srv.URL}
 	t.Cleanup(func() { c.kill() })
 	return c, stderr
 }

@@ -23,6 +23,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lease-fence/lease-fence/internal/testrig/serverproc"
+
 	"github.com/lease-fence/lease-fence/core/clock"
 	"github.com/lease-fence/lease-fence/core/lease"
 	"github.com/lease-fence/lease-fence/internal/testrig/holdtest"
@@ -86,23 +88,13 @@ func startChildOn(t *testing.T, shell string, stderr io.Writer, args ...string) 
 		cmd = exec.Command(exe, args...)
 	}
 	cmd.Env = append(os.Environ(), childEnv+"=1")
-	// A child outlives nothing: if the test dies, so does the coordinator.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	cmd.Stderr = stderr
-	out, err := cmd.StdoutPipe()
+	// A child outlives nothing: if the test dies, so does the coordinator.
+	srv, err := serverproc.Start(cmd, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		t.Fatalf("the coordinator printed no listening line: %v", err)
-	}
-	c := &child{cmd: cmd, url: strings.TrimSpace(strings.TrimPrefix(line, "listening on "))}
+	c := &child{cmd: cmd, url: srv.URL}
 	t.Cleanup(func() { c.kill() })
 	return c
 }

@@ -21,6 +21,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lease-fence/lease-fence/internal/testrig/serverproc"
+
 	"github.com/lease-fence/lease-fence/core/clock"
 	"github.com/lease-fence/lease-fence/core/lease"
 	"github.com/lease-fence/lease-fence/gates/httpfence"
@@ -162,15 +164,11 @@ func coordinator(t *testing.T, args ...string) string {
 func startServer(t *testing.T, exe string, args ...string) string {
 	t.Helper()
 	cmd := exec.Command(exe, args...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	logs := &syncio.Buffer{}
 	cmd.Stderr = logs
-	out, err := cmd.StdoutPipe()
+	srv, err := serverproc.Start(cmd, false)
 	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+		t.Fatalf("%v; its log:\n%s", err, logs.String())
 	}
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
@@ -179,11 +177,7 @@ func startServer(t *testing.T, exe string, args ...string) string {
 			t.Logf("%s's log:\n%s", filepath.Base(exe), logs.String())
 		}
 	})
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil {
-		t.Fatalf("%s printed no listening line: %v", exe, err)
-	}
-	return strings.TrimSpace(strings.TrimPrefix(line, "listening on "))
+	return srv.URL
 }
 
 // cli is one lease-fence process.

@@ -35,6 +35,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lease-fence/lease-fence/internal/testrig/serverproc"
+
 	"github.com/lease-fence/lease-fence/internal/testrig/benchkit"
 )
 
@@ -59,7 +61,7 @@ func run(rounds int, bin string) error {
 	if err != nil {
 		return err
 	}
-	coord, err := benchkit.Start(exec.Command(filepath.Join(bin, "coordinator"), "-addr", "127.0.0.1:0", "-memory", "-quiet"), false)
+	coord, err := serverproc.Start(exec.Command(filepath.Join(bin, "coordinator"), "-addr", "127.0.0.1:0", "-memory", "-quiet"), false)
 	if err != nil {
 		return err
 	}

@@ -33,7 +33,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/lease-fence/lease-fence/internal/testrig/benchkit"
+	"github.com/lease-fence/lease-fence/internal/testrig/serverproc"
 )
 
 type memory struct {
@@ -62,7 +62,7 @@ func start(bin string, ttl time.Duration, durable bool) (*server, error) {
 	} else {
 		args = append(args, "-memory")
 	}
-	c, err := benchkit.Start(exec.Command(bin, args...), true)
+	c, err := serverproc.Start(exec.Command(bin, args...), true)
 	if err != nil {
 		os.RemoveAll(tmp)
 		return nil, err

@@ -54,6 +54,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/lease-fence/lease-fence/internal/testrig/serverproc"
+
 	"github.com/lease-fence/lease-fence/internal/testrig/benchkit"
 
 	"github.com/lease-fence/lease-fence/core/fence"
@@ -161,7 +163,7 @@ func startChild(name string, args ...string) (*child, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := benchkit.Start(cmd, false)
+	c, err := serverproc.Start(cmd, false)
 	if err != nil {
 		return nil, err
 	}

@@ -35,7 +35,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/lease-fence/lease-fence/internal/testrig/benchkit"
+	"github.com/lease-fence/lease-fence/internal/testrig/serverproc"
 
 	"github.com/lease-fence/lease-fence/core/clock"
 	"github.com/lease-fence/lease-fence/core/lease"
@@ -59,7 +59,7 @@ func main() {
 func start(bin string, maxLeases int) (*exec.Cmd, string, error) {
 	cmd := exec.Command(bin, "-addr", "127.0.0.1:0", "-memory", "-quiet", "-ttl", "10m", "-debug-addr", "127.0.0.1:0",
 		"-max-leases", strconv.Itoa(maxLeases), "-release-memory", strconv.Itoa(maxLeases), "-max-conns", "1000")
-	c, err := benchkit.Start(cmd, true)
+	c, err := serverproc.Start(cmd, true)
 	if err != nil {
 		return nil, "", err
 	}

@@ -1,21 +1,13 @@
-//go:build linux
-
 // Package benchkit is what the benchmark programs under scripts/ share: the
-// machine's load, the minimum / median / maximum of a side's rounds, and
-// the start of a server that prints "listening on URL" (and, given
-// -debug-addr, "debug on URL" on its standard error).
+// machine's load and the minimum / median / maximum of a side's rounds.
+// (They start their servers with internal/testrig/serverproc.)
 package benchkit
 
 import (
-	"bufio"
-	"errors"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -69,70 +61,4 @@ func Millis(ds []time.Duration) []float64 {
 		out[i] = Ms(d)
 	}
 	return out
-}
-
-// Server is a process a benchmark started and whose listening line it read.
-type Server struct {
-	Cmd *exec.Cmd
-	// URL follows "listening on " in the first line of its standard output.
-	URL string
-	// Debug follows "debug on " on its standard error, if Start was asked
-	// to wait for it.
-	Debug string
-}
-
-// Start starts cmd, killed when this process dies unless cmd.SysProcAttr
-// says otherwise, and reads the first line of its standard output. With
-// debug it also waits for the "debug on URL" line on its standard error
-// (cmd.Stderr must then be nil); otherwise the standard error goes to
-// cmd.Stderr, or nowhere. The rest of the standard output is drained.
-func Start(cmd *exec.Cmd, debug bool) (*Server, error) {
-	if cmd.SysProcAttr == nil {
-		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	var errp io.Reader
-	if debug {
-		if errp, err = cmd.StderrPipe(); err != nil {
-			return nil, err
-		}
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	dbg := make(chan string, 1)
-	if debug {
-		go func() {
-			sc := bufio.NewScanner(errp)
-			for sc.Scan() {
-				if _, rest, ok := strings.Cut(sc.Text(), "debug on "); ok {
-					select {
-					case dbg <- strings.TrimSpace(rest):
-					default:
-					}
-				}
-			}
-			close(dbg)
-		}()
-	}
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		return nil, fmt.Errorf("%s printed no listening line: %w", cmd.Path, err)
-	}
-	go func() { _, _ = io.Copy(io.Discard, out) }()
-	s := &Server{Cmd: cmd, URL: strings.TrimSpace(strings.TrimPrefix(line, "listening on "))}
-	if debug {
-		var ok bool
-		if s.Debug, ok = <-dbg; !ok {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-			return nil, errors.New(cmd.Path + " printed no debug line")
-		}
-	}
-	return s, nil
 }
