@@ -1,5 +1,6 @@
 // lease-fence/service-client: a client for the coordinator service (the
-// native coordinator or the Cloudflare Worker, docs/service.md) over fetch.
+// native coordinator or the Cloudflare Worker, docs/service.md) over
+// node:http and node:https with keep-alive agents on Node, fetch elsewhere.
 //
 // With several coordinators (baseURLs: replicas over one PostgreSQL
 // database), an attempt that gets no answer or a 5xx moves the call to the
@@ -21,6 +22,7 @@
 
 // The modules of service/, one job each: client.mjs (LeaseServiceClient),
 // transport.mjs (sending a call, retries, coordinators in turn),
+// node-http.mjs (the sender on Node),
 // protocol.mjs (bodies and answers), errors.mjs, options.mjs (argument
 // checks), base-url.mjs, timers.mjs, lease.mjs (ServiceLease), hold.mjs
 // (hold, withLease, HeldLease), election.mjs and list-watch.mjs.
