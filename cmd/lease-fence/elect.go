@@ -40,13 +40,8 @@ func (s *stdio) elect(ctx context.Context, args []string) int {
 		return s.fail(fs, &usageError{"elect needs one NAME"})
 	case *observe && (len(cmd) > 0 || *value != ""):
 		return s.fail(fs, &usageError{"--observe does not campaign: it takes no --value and no command"})
-	case hf.killAfter < 0 || hf.renewEvery < 0:
-		return s.fail(fs, &usageError{"--kill-after and --renew-every must not be negative"})
 	}
-	if hf.holder == "" {
-		hf.holder = defaultHolder()
-	}
-	c, err := conn.client(s.getenv, hf.holder)
+	c, err := hf.client(s.getenv, conn)
 	if err != nil {
 		return s.fail(fs, err)
 	}

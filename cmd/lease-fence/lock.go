@@ -71,6 +71,18 @@ func addHoldFlags(fs *flag.FlagSet, h *holdFlags) {
 	fs.DurationVar(&h.renewEvery, "renew-every", 0, "how often the lease is renewed (default a third of the coordinator's TTL)")
 }
 
+// client checks hf, names the holder (HOSTNAME-PID unless --holder says)
+// and returns conn's client for it.
+func (hf *holdFlags) client(getenv func(string) string, conn *connFlags) (*client.Client, error) {
+	if hf.killAfter < 0 || hf.renewEvery < 0 {
+		return nil, &usageError{"--kill-after and --renew-every must not be negative"}
+	}
+	if hf.holder == "" {
+		hf.holder = defaultHolder()
+	}
+	return conn.client(getenv, hf.holder)
+}
+
 func (s *stdio) lock(ctx context.Context, args []string) int {
 	fs := s.newFlags("lock", lockLine)
 	wait := waitFlag{d: client.WaitForever}
@@ -87,13 +99,8 @@ func (s *stdio) lock(ctx context.Context, args []string) int {
 		return s.fail(fs, &usageError{"lock needs a RESOURCE and a command"})
 	case len(cmd) == 0:
 		return s.fail(fs, &usageError{"lock needs a command to run: lease-fence lock RESOURCE -- CMD [ARGS...]"})
-	case hf.killAfter < 0 || hf.renewEvery < 0:
-		return s.fail(fs, &usageError{"--kill-after and --renew-every must not be negative"})
 	}
-	if hf.holder == "" {
-		hf.holder = defaultHolder()
-	}
-	c, err := conn.client(s.getenv, hf.holder)
+	c, err := hf.client(s.getenv, conn)
 	if err != nil {
 		return s.fail(fs, err)
 	}
