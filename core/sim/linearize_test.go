@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -13,31 +12,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lease-fence/lease-fence/internal/testrig/repodir"
+
 	"github.com/anishathalye/porcupine"
 
 	"github.com/lease-fence/lease-fence/core/clock"
 	"github.com/lease-fence/lease-fence/core/lease"
 )
-
-// porcupineDir is where failing histories are drawn: out/test/porcupine at
-// the module root (gitignored).
-func porcupineDir(t testing.TB) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return filepath.Join(dir, "out", "test", "porcupine")
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("no go.mod above the test directory")
-		}
-		dir = parent
-	}
-}
 
 // concurrentHistory runs clients goroutines against one coordinator whose
 // manual clock every call reads (stepping 1ms per read) and which the clients
@@ -179,7 +160,7 @@ func TestLinearizableInProcess(t *testing.T) {
 					expired++
 				}
 			}
-			if _, err := CheckHistory(name, porcupineDir(t), ttl, ops, time.Minute); err != nil {
+			if _, err := CheckHistory(name, repodir.Out(t, "test", "porcupine"), ttl, ops, time.Minute); err != nil {
 				t.Fatal(err)
 			}
 			total += len(ops)
@@ -299,7 +280,7 @@ func TestModelRejectsBadHistories(t *testing.T) {
 			op(0, 13, 14, ren("a", 1, 60, 60), OpOutput{Expired: true}),
 		}},
 	}
-	dir := porcupineDir(t)
+	dir := repodir.Out(t, "test", "porcupine")
 	for _, c := range cases {
 		path, err := CheckHistory(c.name, dir, ttl, c.ops, 10*time.Second)
 		if c.ok {

@@ -13,12 +13,12 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lease-fence/lease-fence/internal/testrig/repodir"
 
 	"github.com/anishathalye/porcupine"
 	"github.com/lease-fence/lease-fence/core/lease"
@@ -72,23 +72,7 @@ func OutputOf(status int, data []byte) sim.OpOutput {
 
 // PorcupineDir is where failing histories are drawn: out/test/porcupine at
 // the module root (gitignored).
-func PorcupineDir(t testing.TB) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return filepath.Join(dir, "out", "test", "porcupine")
-		}
-		up := filepath.Dir(dir)
-		if up == dir {
-			t.Fatal("no go.mod above the test's directory")
-		}
-		dir = up
-	}
-}
+func PorcupineDir(t testing.TB) string { return repodir.Out(t, "test", "porcupine") }
 
 // Walk makes calls of c, seeded by rng: an acquire of one of resources
 // ("r0", "r1", ...) while it holds nothing, else a renewal (two times in
