@@ -1,6 +1,7 @@
 // list and watch (POST /v1/list, POST /v1/watch): the pages of the live
-// leases, and their events as Server-Sent Events read from fetch's body,
-// resumed after a disconnect.
+// leases, and their events as Server-Sent Events read from the answer's
+// body (fetch's, or node-http.mjs's reader of it), resumed after a
+// disconnect.
 import { InvalidArgumentError } from '../errors.mjs';
 import { LeaseServiceError } from './errors.mjs';
 import { checkOptions, checkSignal, isOptions, positive, wholeMillis } from './options.mjs';
@@ -53,7 +54,7 @@ export async function* list(client, options) {
 
 /**
  * The events on resources under options.prefix (POST /v1/watch,
- * Server-Sent Events read from fetch's body), as an async iterator:
+ * Server-Sent Events read from the answer's body), as an async iterator:
  * first { type: 'hello', stream, seq, resumed: false }, then each event
  * { seq, type, resource, holderId?, fence?, remainingMillis?, value?,
  * waiters?, at }. After a disconnect (the coordinator went away, or

@@ -41,7 +41,8 @@ const ATTEMPT_FRACTION = 0.5;
 /**
  * The settings a LeaseServiceClient sends its calls with: bases (its
  * coordinators' base URLs), cur (the index in bases of the coordinator that
- * answered last), fetch, attempts, attemptTimeout, timeout (a call's, or
+ * answered last), fetch (what calls are sent with, fetch-shaped: a fetch,
+ * or node-http.mjs's sender on Node), attempts, attemptTimeout, timeout (a call's, or
  * undefined), backoff, headers (of every request: the token's Authorization
  * among them), timers and clock (the holder's). Internal to the client,
  * which keeps it in a private field: its headers carry the token.
