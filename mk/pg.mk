@@ -23,7 +23,8 @@ drill-pg:
 	  ./cmd/coordinator/ | grep -v '^time='
 
 # Cycles/s against a bare transaction and the embedded store, failover and
-# promotion times (scripts/bench-pg; ROUNDS, DURATION, KILLS, PROMOTIONS).
+# promotion times (scripts/bench-pg; ROUNDS, DURATION, KILLS, PROMOTIONS;
+# PREVIOUS=path of another coordinator build: the target pg-prev).
 bench-pg: coordinator
 	$(GO) build -o out/bin/bench-pg ./scripts/bench-pg
-	out/bin/bench-pg -rounds $${ROUNDS:-5} -duration $${DURATION:-3s} -kills $${KILLS:-10} -promotions $${PROMOTIONS:-5}
+	out/bin/bench-pg -rounds $${ROUNDS:-5} -duration $${DURATION:-3s} -kills $${KILLS:-10} -promotions $${PROMOTIONS:-5} $${PREVIOUS:+-previous $$PREVIOUS}

@@ -14,6 +14,8 @@
 //     pg-1      one coordinator (-store) driven by client.Client;
 //     pg-3      three coordinators over the same database, the clients
 //     spread over them;
+//     pg-prev   one coordinator of another build (-previous: the build
+//     before a change), over its own database, in the same run;
 //     embedded  one coordinator on Pebble (-state), for comparison.
 //     Every target runs for -duration in every round, all in turn, and the
 //     figures are min / median / max over -rounds rounds, with each
@@ -61,7 +63,10 @@ import (
 	"github.com/lease-fence/lease-fence/service/pgstore"
 )
 
-var coordinator = flag.String("coordinator", "out/bin/coordinator", "the built coordinator")
+var (
+	coordinator = flag.String("coordinator", "out/bin/coordinator", "the built coordinator")
+	previous    = flag.String("previous", "", "cycles: another build of the coordinator (the target pg-prev: one coordinator of it)")
+)
 
 func main() {
 	parts := flag.String("parts", "cycles,failover,promotion", "what to measure")
@@ -72,6 +77,9 @@ func main() {
 	kills := flag.Int("kills", 10, "failover: how many times a coordinator is killed")
 	promotions := flag.Int("promotions", 3, "promotion: how many primaries are killed")
 	flag.Parse()
+	if *previous != "" && !strings.Contains(*targets, "pg-prev") {
+		*targets += ",pg-prev"
+	}
 	fmt.Printf("bench-pg: %s, load %s\n", time.Now().UTC().Format("2006-01-02 15:04"), benchkit.Load())
 	for _, p := range strings.Split(*parts, ",") {
 		var err error
@@ -117,8 +125,11 @@ type proc struct {
 var listening = regexp.MustCompile(`listening on (http://127\.0\.0\.1:\d+)`)
 
 // start runs the coordinator with args and waits for its listening line.
-func start(args ...string) (*proc, error) {
-	cmd := exec.Command(*coordinator, append([]string{"-quiet"}, args...)...)
+func start(args ...string) (*proc, error) { return startBuild(*coordinator, args...) }
+
+// startBuild runs the coordinator binary bin with args.
+func startBuild(bin string, args ...string) (*proc, error) {
+	cmd := exec.Command(bin, append([]string{"-quiet"}, args...)...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	var logs strings.Builder
 	cmd.Stderr = &logs
@@ -339,19 +350,29 @@ func cycles(names []string, concs []int, rounds int, d time.Duration) error {
 				return err
 			}
 			targets[name] = &bare{pool: pool}
-		case "pg-1", "pg-3":
+		case "pg-1", "pg-3", "pg-prev":
 			db := strings.ReplaceAll(name, "-", "_")
 			if _, err := pgExec(url, "CREATE DATABASE "+db); err != nil {
 				return err
 			}
 			u := strings.Replace(url, "/postgres?", "/"+db+"?", 1)
 			c := &coordinators{}
-			for i := range int(name[3] - '0') {
+			bin, n := *coordinator, 1
+			if name == "pg-3" {
+				n = 3
+			}
+			if name == "pg-prev" {
+				if *previous == "" {
+					return errors.New("pg-prev: no -previous build")
+				}
+				bin = *previous
+			}
+			for i := range n {
 				args := []string{"-addr", "127.0.0.1:0", "-store", u}
 				if i == 0 {
 					args = append(args, "-init")
 				}
-				p, err := start(args...)
+				p, err := startBuild(bin, args...)
 				if err != nil {
 					return err
 				}

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -71,6 +72,13 @@ func (a *attempt) addOwner(owner string) {
 func (s *Store) Update(ctx context.Context, resource string, fn func(*service.Txn) error) error {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
+	if handled, err := s.fastUpdate(ctx, resource, fn); handled {
+		return err
+	}
+	// The transaction that locks the row: it makes what this store knows
+	// of the row afresh.
+	s.known.forget(resource)
+	s.paths[2].Add(1)
 	var a attempt
 	var last error
 	for range maxAttempts {
@@ -168,9 +176,11 @@ func (s *Store) decide(ctx context.Context, resource string, fn func(*service.Tx
 		found              bool
 		shared             *bool
 		rc                 revokedCols
+		version            int64
 	)
 	b.Queue(qLock, resource, s.countKey).QueryRow(func(r pgx.Row) error {
-		err := r.Scan(&holder, &reqID, &f, &expires, &hash, &released, &last, &decidedAt, &owner, &rc.value, &rc.holder, &rc.fence, &rc.at, &shared)
+		err := r.Scan(&holder, &reqID, &f, &expires, &hash, &released, &last, &decidedAt, &owner, &rc.value, &rc.holder, &rc.fence, &rc.at, &shared,
+			&version)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil
 		}
@@ -192,6 +202,7 @@ func (s *Store) decide(ctx context.Context, resource string, fn func(*service.Tx
 	if err := conn.SendBatch(ctx, b).Close(); err != nil {
 		return s.failed(ctx, conn, err)
 	}
+	at := time.Now()
 	s.watch.heard.Store(listening)
 	if !found {
 		// No row to lock: decide again, making one first. (With the
@@ -214,6 +225,10 @@ func (s *Store) decide(ctx context.Context, resource string, fn func(*service.Tx
 	if spec != nil {
 		issued = uint64(*spec) - 1
 	}
+	s.known.mu.Lock()
+	s.known.maxConns = maxConns
+	s.known.mu.Unlock()
+	s.known.heard(dbNow-s.offset(), at, issued, leases, releases, lasts)
 	if !placeholder {
 		if err := service.CheckEntry(e, max(issued, uint64(lastValue))); err != nil {
 			s.rollback(ctx, conn)
@@ -251,6 +266,11 @@ func (s *Store) decide(ctx context.Context, resource string, fn func(*service.Tx
 	next, _, ok := t.Next()
 	if !ok || (placeholder && empty(next)) {
 		s.rollback(ctx, conn)
+		if placeholder {
+			s.known.put(resource, knownRow{e: service.Entry{Resource: resource}})
+		} else {
+			s.known.put(resource, knownRow{e: e, version: version, decidedAt: decidedAt})
+		}
 		return done, nil
 	}
 	grant := next.Fence > issued
@@ -291,6 +311,7 @@ func (s *Store) write(ctx context.Context, conn *pgx.Conn, cur service.Entry, pl
 	}
 	d := service.Change(cur, next)
 	counted := d != service.Counts{}
+	var version int64 // the written row's, 0 if it is deleted
 	b := &pgx.Batch{}
 	if empty(next) {
 		if counted {
@@ -306,10 +327,11 @@ func (s *Store) write(ctx context.Context, conn *pgx.Conn, cur service.Entry, pl
 		}
 		args := append([]any{resource, next.HolderID, next.RequestID, int64(next.Fence), next.ExpiresAt, hash, rel, now, sweepAt(next, s.ttl),
 			int64(next.LastFence), next.Owner}, colsOf(next).args()...)
+		scan := func(r pgx.Row) error { return r.Scan(&version) }
 		if counted {
-			b.Queue(qUpdateCount, append(args, d.Leases, d.Releases, d.Lasts)...)
+			b.Queue(qUpdateCountVersion, append(args, d.Leases, d.Releases, d.Lasts)...).QueryRow(scan)
 		} else {
-			b.Queue(qUpdate, args...)
+			b.Queue(qUpdateVersion, args...).QueryRow(scan)
 		}
 	}
 	for _, d := range ownerDeltas(cur, next) {
@@ -361,6 +383,7 @@ func (s *Store) write(ctx context.Context, conn *pgx.Conn, cur service.Entry, pl
 		return done, errors.Join(service.ErrOutcomeUnknown, errors.New("pgstore: the commit stopped waiting for the synchronous standbys"))
 	}
 	if err == nil {
+		s.known.put(resource, knownRow{e: next, version: version, decidedAt: now})
 		return done, nil
 	}
 	if sqlState(err) != "" || conn.PgConn().TxStatus() == 'E' {

@@ -37,3 +37,9 @@ func Listening(s *Store) <-chan struct{} {
 
 // Notified returns how many changes s has queued a notification of.
 func Notified(s *Store) int64 { return s.watch.notified.Load() }
+
+// Paths returns how many of s's decisions were made in one round trip, in
+// two (the row read first), and by the transaction that locks the row.
+func Paths(s *Store) (one, two, locked int64) {
+	return s.paths[0].Load(), s.paths[1].Load(), s.paths[2].Load()
+}

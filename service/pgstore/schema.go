@@ -5,8 +5,8 @@ package pgstore
 import "strconv"
 
 // SchemaVersion is the version of the schema this package reads and writes,
-// kept in lease_fence_meta. Open upgrades a state of version 1, 2 or 3
-// (see upgradeV1, upgradeV2 and upgradeV3) and refuses any other version.
+// kept in lease_fence_meta. Open upgrades a state of version 1 to 4 (see
+// upgradeV1 to upgradeV4) and refuses any other version.
 //
 // Version 2 stores the owner of each lease record (the token that acquired
 // it) and counts the records of each owner (lease_fence_owners), so that a
@@ -15,8 +15,10 @@ import "strconv"
 // column released): no JSON to write and parse at every decision, and rows
 // less than half as wide. Version 4 keeps a lease record's value (an
 // election's) and the last revoked lease of a resource for one TTL (so
-// its holder's renewal is answered "revoked").
-const SchemaVersion = 4
+// its holder's renewal is answered "revoked"). Version 5 adds the function
+// lease_fence_decide (decide.sql), which checks and writes a decision in
+// one statement; its tables are version 4's.
+const SchemaVersion = 5
 
 // The names of the store's objects. They are unqualified: the connection's
 // search_path decides the schema they live in (and so several coordinators'
@@ -44,7 +46,7 @@ const (
 // scan of the slots and a tuple lock, a write of its own, per decision.)
 const countSlots = 64
 
-// schema creates version 4. maxFence is lease.MaxFence (2^53-1, the
+// schema creates version 5. maxFence is lease.MaxFence (2^53-1, the
 // largest integer JavaScript holds exactly).
 var schema = []string{
 	// listening_until: until when (the database server's clock, Unix
@@ -96,6 +98,15 @@ var schema = []string{
 	`INSERT INTO ` + tCounts + ` SELECT g, 0, 0, 0 FROM generate_series(0, ` + strconv.Itoa(countSlots-1) + `) g`,
 	ownersTable,
 	byteOrderIndex,
+	decideFunction,
+}
+
+// upgradeV4 makes a state of version 4 a state of version 5 within the
+// upgrade's transaction: the decision function. A coordinator of version 4
+// that still runs keeps deciding correctly (it does not use the function).
+var upgradeV4 = []string{
+	decideFunction,
+	`UPDATE ` + tMeta + ` SET schema_version = 5`,
 }
 
 // byteOrderIndex orders the resources by their bytes, whatever the
@@ -180,10 +191,11 @@ var (
 	qEnsure = `INSERT INTO ` + tLeases + ` (resource, decided_at, sweep_at) VALUES ($1, 0, 0) ON CONFLICT (resource) DO NOTHING`
 	// qLock locks and reads the resource's row and, when the row holds no
 	// lease record (a decision that may add one), takes the counts' lock in
-	// shared mode without waiting ($2 is its key): true if it got it.
+	// shared mode without waiting ($2 is its key): true if it got it; and
+	// the row's version (its tuple's xmin).
 	qLock = `SELECT holder_id, request_id, fence, expires_at, secret_sha256, releases, last_fence, decided_at, owner,
 		value, revoked_holder, revoked_fence, revoked_at,
-		CASE WHEN fence = 0 THEN pg_try_advisory_xact_lock_shared($2) END
+		CASE WHEN fence = 0 THEN pg_try_advisory_xact_lock_shared($2) END, xmin::text::bigint
 		FROM ` + tLeases + ` WHERE resource = $1 FOR UPDATE`
 	// qState reads, once the row is locked: whether some coordinator
 	// listens for notifications (on the server's own clock, which tests do
@@ -212,12 +224,14 @@ var (
 		releases = $7, decided_at = $8, sweep_at = $9, last_fence = $10, owner = $11, value = $12, revoked_holder = $13,
 		revoked_fence = $14, revoked_at = $15 WHERE resource = $1`
 	qDelete = `DELETE FROM ` + tLeases + ` WHERE resource = $1`
+	// A decision's write (with the counts' change in the same statement
+	// when there is one) that returns the row's new version (the tuple's
+	// xmin), for the one-round-trip path (fast.go).
+	qUpdateVersion      = qUpdate + ` RETURNING xmin::text::bigint`
+	qUpdateCountVersion = `WITH w AS (` + qUpdate + ` RETURNING xmin::text::bigint AS v) ` + countSQL("$16", "$17", "$18") + ` RETURNING (SELECT v FROM w)`
 	// qCount adds to the counts in the first slot no other transaction
 	// holds, or, if every slot is held, waits for one at random.
-	qCount = countSQL("$1", "$2", "$3")
-	// A decision's write, with the counts' change in the same statement
-	// when there is one.
-	qUpdateCount = `WITH w AS (` + qUpdate + ` RETURNING 1) ` + countSQL("$16", "$17", "$18")
+	qCount       = countSQL("$1", "$2", "$3")
 	qDeleteCount = `WITH w AS (` + qDelete + ` RETURNING 1) ` + countSQL("$2", "$3", "$4")
 	// qForget deletes rows that keep nothing but a last fence, the lowest
 	// first, until $1 are left (at most 256 at a time), skipping rows

@@ -6,10 +6,14 @@
 // Service's decision function runs inside one transaction that holds the
 // resource's row locked, and the rules still run in core/lease.
 //
-// Each decision is one transaction on one connection, in two round trips:
-// the first locks the resource's row and reads the database server's clock,
-// the fence counter and the counts; the decision runs in Go; the second
-// writes the row and commits. Fences come from one sequence; the clock is
+// A decision on a row the store knows (it decided the resource's last
+// call) is one round trip: the decision runs in Go on that row, and one
+// statement, the server-side function lease_fence_decide, checks the row
+// is unchanged and the decision still holds, writes it and commits (see
+// fast.go). Any other decision is one transaction on one connection, in
+// two round trips: the first locks the resource's row and reads the
+// database server's clock, the fence counter and the counts; the decision
+// runs in Go; the second writes the row and commits. Fences come from one sequence; the clock is
 // the database server's, guarded per resource against going backwards; a
 // retried request id is answered from the row, whichever replica receives
 // it; expired rows are swept by any replica with FOR UPDATE SKIP LOCKED.
@@ -124,6 +128,11 @@ type Store struct {
 	reclaims service.Reclaims // the sweeps made for a full store (""), or an owner at its limit
 
 	timeline atomic.Int64 // the timeline this store last checked
+
+	known known // the rows and state the one-round-trip path decides on (fast.go)
+	// paths counts the decisions made in one round trip, in two (the row
+	// read first), and by the transaction that locks the row.
+	paths [3]atomic.Int64
 
 	id         string // in this Store's notifications, so it ignores its own
 	connConfig *pgx.ConnConfig
@@ -431,6 +440,7 @@ func (s *Store) checkSchema(ctx context.Context, conn *pgx.Conn) error {
 		`SELECT slot, leases, releases, lasts FROM ` + tCounts + ` LIMIT 0`,
 		`SELECT owner, slot, leases FROM ` + tOwners + ` LIMIT 0`,
 		`SELECT last_value, is_called FROM ` + tFences,
+		`SELECT 'lease_fence_decide'::regproc`,
 	}
 	for _, q := range checks {
 		rows, err := conn.Query(ctx, q)
@@ -510,10 +520,10 @@ func (u *unreachable) Error() string { return "pgstore: the database is unreacha
 // database before they give up (Options.StartWait).
 const DefaultStartWait = 30 * time.Second
 
-// upgrade makes a state of version 1, 2 or 3 one of SchemaVersion, in one
+// upgrade makes a state of version 1 to 4 one of SchemaVersion, in one
 // transaction holding the meta row, unless another coordinator did it
 // first: version 1 to 2 (upgradeV1), then 2 to 3 (upgradeV2), then 3 to 4
-// (upgradeV3). Coordinators
+// (upgradeV3), then 4 to 5 (upgradeV4). Coordinators
 // of an older version that still run fail their calls from then on
 // (docs/service.md, "Upgrading the schema").
 func (s *Store) upgrade(ctx context.Context, conn *pgx.Conn) error {
@@ -549,6 +559,14 @@ func (s *Store) upgrade(ctx context.Context, conn *pgx.Conn) error {
 		}
 		version = 4
 	}
+	if version == 4 {
+		for _, q := range upgradeV4 {
+			if _, err := tx.Exec(ctx, q); err != nil {
+				return fmt.Errorf("pgstore: upgrading the schema from version %d to %d (nothing was changed): %w", from, SchemaVersion, err)
+			}
+		}
+		version = 5
+	}
 	if version == from {
 		return nil // upgraded meanwhile
 	}
@@ -556,7 +574,7 @@ func (s *Store) upgrade(ctx context.Context, conn *pgx.Conn) error {
 		return fmt.Errorf("pgstore: upgrading the schema from version %d to %d: %w", from, SchemaVersion, err)
 	}
 	s.log.Warn(fmt.Sprintf("the state's schema was upgraded from version %d to %d (version 2: the token that acquired each lease, counted by token; "+
-		"version 3: releases in a binary layout; version 4: election values and revocations): coordinators of older versions still running now fail every call until they are replaced", from, SchemaVersion))
+		"version 3: releases in a binary layout; version 4: election values and revocations; version 5: the decision function): coordinators of older versions still running now fail every call until they are replaced", from, SchemaVersion))
 	return nil
 }
 

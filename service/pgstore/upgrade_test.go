@@ -16,8 +16,8 @@ import (
 	"github.com/lease-fence/lease-fence/service/wire"
 )
 
-// downgrade turns the state at dsn back into schema version 3 (without
-// values and revocations), or 2, whose rows
+// downgrade turns the state at dsn back into schema version 4 (without
+// the decision function), 3 (nor values and revocations), or 2, whose rows
 // keep their releases as JSON in the column released (go-json-experiment's
 // encoding of []service.Release, as version 2 wrote them) and whose meta
 // row has no listening_until, or version 1,
@@ -55,11 +55,12 @@ func downgrade(t *testing.T, dsn string, version int, damage string) {
 	if damage != "" && len(asJSON) == 0 {
 		t.Fatal("no row has releases to damage")
 	}
-	qs := []string{
-		`ALTER TABLE lease_fence_leases DROP COLUMN value, DROP COLUMN revoked_holder, DROP COLUMN revoked_fence, DROP COLUMN revoked_at`,
-		`UPDATE lease_fence_meta SET schema_version = 3`,
+	qs := []string{`DROP FUNCTION lease_fence_decide`, `UPDATE lease_fence_meta SET schema_version = 4`}
+	if version <= 3 {
+		qs = append(qs, `ALTER TABLE lease_fence_leases DROP COLUMN value, DROP COLUMN revoked_holder, DROP COLUMN revoked_fence, DROP COLUMN revoked_at`,
+			`UPDATE lease_fence_meta SET schema_version = 3`)
 	}
-	if version == 3 {
+	if version >= 3 {
 		asJSON = nil
 	} else {
 		qs = append(qs, `ALTER TABLE lease_fence_leases ADD COLUMN released json NOT NULL DEFAULT '[]'`,
@@ -99,14 +100,14 @@ func TestUpgradeFromVersion2(t *testing.T) {
 	downgrade(t, g.dsn, 2, "")
 
 	g.r[0] = g.open(pgstore.Options{}, false)
-	if logs := g.r[0].logs.String(); !strings.Contains(logs, "upgraded from version 2 to 4") {
+	if logs := g.r[0].logs.String(); !strings.Contains(logs, "upgraded from version 2 to 5") {
 		t.Fatalf("no upgrade logged: %s", logs)
 	}
 	var version int64
 	var typ string
 	queryRow(t, g.dsn, `SELECT (SELECT schema_version FROM lease_fence_meta), (SELECT format_type(atttypid, atttypmod) FROM pg_attribute
 		WHERE attrelid = 'lease_fence_leases'::regclass AND attname = 'releases')`, &version, &typ)
-	if version != 4 || typ != "bytea" {
+	if version != 5 || typ != "bytea" {
 		t.Fatalf("after the upgrade: version %d, released %s", version, typ)
 	}
 	conn := g.conn()
@@ -141,5 +142,56 @@ func TestUpgradeFromVersion2(t *testing.T) {
 	queryRow(t, d.dsn, `SELECT (SELECT schema_version FROM lease_fence_meta), (SELECT released::text FROM lease_fence_leases WHERE resource = 'doc')`, &version, &text)
 	if version != 2 || text != `[{"requestId": 1}]` {
 		t.Fatalf("after the refused upgrade: version %d, releases %s", version, text)
+	}
+}
+
+// A state of schema version 4 (no decision function) with live leases in
+// it is upgraded when a coordinator of this version opens it, and its
+// leases are served as before, in one round trip each once the replica
+// knows the row: the live lease
+// renewed with its fence, a release's retry answered ok, a held resource
+// refused, fences still going up.
+func TestUpgradeFromVersion4(t *testing.T) {
+	g := newRig(t, 1, pgstore.Options{})
+	fl, _ := g.grant(0, acquireMsg("a-1", "live", "A"))
+	fd, _ := g.grant(0, acquireMsg("b-1", "doc", "B"))
+	if st, out := g.post(0, releaseMsg("rel-1", "doc", "B", fd)); st != 200 || out["ok"] != true {
+		t.Fatalf("release: %d %v", st, out)
+	}
+	g.r[0].store.Close()
+	downgrade(t, g.dsn, 4, "")
+	var fn *string
+	var version int64
+	queryRow(t, g.dsn, `SELECT to_regproc('lease_fence_decide')::text, (SELECT schema_version FROM lease_fence_meta)`, &fn, &version)
+	if fn != nil || version != 4 {
+		t.Fatalf("the downgraded state: function %v, version %d", fn, version)
+	}
+
+	g.r[0] = g.open(pgstore.Options{}, false)
+	if logs := g.r[0].logs.String(); !strings.Contains(logs, "upgraded from version 4 to 5") {
+		t.Fatalf("no upgrade logged: %s", logs)
+	}
+	queryRow(t, g.dsn, `SELECT to_regproc('lease_fence_decide')::text, (SELECT schema_version FROM lease_fence_meta)`, &fn, &version)
+	if fn == nil || version != 5 {
+		t.Fatalf("after the upgrade: function %v, version %d", fn, version)
+	}
+	if f, _ := g.grant(0, renewMsg("a-2", "live", "A", fl)); f != fl {
+		t.Fatalf("the live lease renewed with fence %d, not %d", f, fl)
+	}
+	if st, out := g.post(0, releaseMsg("rel-1", "doc", "B", fd)); st != 200 || out["ok"] != true {
+		t.Fatalf("the retried release after the upgrade: %d %v", st, out)
+	}
+	if st, out := g.post(0, acquireMsg("c-1", "live", "C")); st != 200 || out["heldBy"] != "A" {
+		t.Fatalf("acquire of the live lease: %d %v", st, out)
+	}
+	if st, out := g.post(0, releaseMsg("rel-2", "live", "A", fl)); st != 200 || out["ok"] != true {
+		t.Fatalf("the live lease's release: %d %v", st, out)
+	}
+	if f, _ := g.grant(0, acquireMsg("c-2", "live", "C")); f <= fd {
+		t.Fatalf("fence %d after %d", f, fd)
+	}
+	// The first decision on each of the two resources locks the row.
+	if one, two, locked := pgstore.Paths(g.r[0].store); one+two != 3 || locked != 2 {
+		t.Fatalf("after the upgrade: %d decisions in one round trip, %d after a read, %d locking the row", one, two, locked)
 	}
 }
