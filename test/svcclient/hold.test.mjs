@@ -1,7 +1,7 @@
 // Holding with LeaseServiceClient (hold, withLease, inspect, elections)
 // against the real coordinators: the native server (durable,
-// TTL 2 s, with its debug endpoint) and the Worker under `wrangler dev`
-// (TTL 2 s), each through the fault proxy of harness.mjs, which drops,
+// TTL 5 s, with its debug endpoint) and the Worker under `wrangler dev`
+// (TTL 5 s), each through the fault proxy of harness.mjs, which drops,
 // holds and refuses calls as a test's policy says.
 //
 // Timing: a bound on a handover or a loss is BOUND, far above what either
@@ -36,11 +36,15 @@ import { pathToFileURL } from 'node:url';
 import { FenceGate } from 'lease-fence';
 import { ManualTimers, children, fetchText, root, startNative, startProxy, startWorker, stopAll, tracked, until } from './harness.mjs';
 
-const TTL = 2000;
+// The holds renew on real timers every third of the TTL: at 5 s a hold
+// outlives a stall of its process or of the coordinator of up to 3 s, which
+// a loaded 2-core runner reaches (at 2 s, holds and leaders were lost to
+// stalls).
+const TTL = 5000;
 // How long before the holder's deadline a hold counts its lease lost: 5 %
 // of the TTL (at most 250 ms), so that a late timer still fires before it.
-const MARGIN = 100;
-const BOUND = 3000;
+const MARGIN = Math.min(250, TTL * 0.05);
+const BOUND = 5000;
 // How long an observer may take to report a leader it must see (a deadline
 // against a hang, not a measured bound: a child process on a busy machine
 // reported its fourth leader after more than 3 s in one CI run).
@@ -144,6 +148,21 @@ async function kept(t) {
   return (await res.json()).kept;
 }
 
+/**
+ * The event loop's lag while it runs: a 10 ms interval timer notes how late
+ * it fires; worst() is the longest delay seen, in milliseconds.
+ */
+function lagMonitor() {
+  let last = performance.now();
+  let worst = 0;
+  const every = setInterval(() => {
+    const now = performance.now();
+    worst = Math.max(worst, now - last - 10);
+    last = now;
+  }, 10);
+  return { worst: () => worst, stop: () => clearInterval(every) };
+}
+
 const aborted = (signal) => new Promise((resolve) => {
   if (signal.aborted) resolve(signal.reason);
   else signal.addEventListener('abort', () => resolve(signal.reason), { once: true });
@@ -152,7 +171,7 @@ const aborted = (signal) => new Promise((resolve) => {
 // ---------------------------------------------------------------- both coordinators
 
 for (const which of ['native', 'worker']) {
-  describe(which === 'native' ? 'native coordinator (durable, TTL 2 s)' : 'Worker under wrangler dev (TTL 2 s)', () => {
+  describe(which === 'native' ? 'native coordinator (durable, TTL 5 s)' : 'Worker under wrangler dev (TTL 5 s)', () => {
     const t = () => targets[which];
     // The long hold: started first, checked after 10 TTLs by the last test.
     let long;
@@ -629,7 +648,7 @@ for (const which of ['native', 'worker']) {
       const T = t();
       const r = resourceName('each');
       let c, leases, out;
-      // The live leases must still be live when the batch comes (TTL 2 s):
+      // The live leases must still be live when the batch comes (TTL 5 s):
       // on a machine too loaded for that, the scenario is played again.
       for (let attempt = 1; ; attempt++) {
         T.proxy.reset();
@@ -677,12 +696,29 @@ for (const which of ['native', 'worker']) {
       const T = t();
       T.proxy.reset();
       const late = [];
+      // A run in which this process stalled longer than the margin (the
+      // event loop's lag, measured beside it) may see the signal fire late
+      // on the host's timers: it is run again, up to 5 times in all; a late
+      // signal without such a stall fails at once. The runs on manual time
+      // above check the same property exactly.
+      let stalls = 0;
       for (let run = 0; run < 3; run++) {
         const rand = rng(SEED + 100 + run);
-        const r = resourceName('realtime');
         const skew = 300;
-        const a = client(T, `rt-a-${run}`, { clockSkewMillis: skew, attemptTimeoutMillis: 250 });
-        const held = await a.hold(r, { renewEveryMillis: TTL / 4 });
+        const id = `rt-a-${run}-${stalls}`;
+        // An attempt is cut after an eighth of the TTL, so that a held renewal
+        // ends well before the deadline. The acquisition, which this test is
+        // not about, may get no answer in that time from a loaded runner
+        // (each grant is synced): it is made again on a fresh resource.
+        const a = client(T, id, { clockSkewMillis: skew, attemptTimeoutMillis: TTL / 8 });
+        let r, held;
+        for (let tries = 1; !held; tries++) {
+          r = resourceName('realtime');
+          held = await a.hold(r, { renewEveryMillis: TTL / 4 }).catch((e) => {
+            if (e.code !== 'no_answer' || tries === 5) throw e;
+          });
+        }
+        const lag = lagMonitor();
         let deadline = held.deadline.millis;
         let firedAt, reading;
         held.addEventListener('renewed', (e) => {
@@ -696,23 +732,31 @@ for (const which of ['native', 'worker']) {
         const fault = ['drop', 'holdReply', 'hold', 'reset'][run % 4];
         T.proxy.policy = (e) => {
           // a's renewals only: b renews as soon as it is granted.
-          if (e.path !== '/v1/renew' || e.json?.holderId !== `rt-a-${run}`) return undefined;
+          if (e.path !== '/v1/renew' || e.json?.holderId !== id) return undefined;
           return answered-- > 0 ? undefined : { [fault]: true };
         };
-        const wb = tracked(client(T, `rt-b-${run}`).hold(r, { waitMillis: 30_000 }));
+        const wb = tracked(client(T, `rt-b-${run}-${stalls}`).hold(r, { waitMillis: 30_000 }));
         await until(() => held.signal.aborted, 'the loss', 6 * TTL);
         const reason = held.signal.reason;
         assert.ok(reason instanceof LeaseLostError, String(reason));
         assert.equal(reason.deadline.millis, deadline);
         assert.ok(reading >= deadline - MARGIN - 1, `fired ${deadline - reading} ms before the deadline`);
-        assert.ok(reading <= deadline, `fired ${reading - deadline} ms after the deadline`);
-        late.push(reading - deadline);
         await wb.promise;
+        lag.stop();
         assert.equal(wb.error, undefined, String(wb.error));
-        assert.ok(wb.at > firedAt, 'the next holder was granted before the signal fired');
         T.proxy.policy = null;
         await wb.value.release();
         await held.release();
+        const onTime = reading <= deadline && wb.at > firedAt;
+        if (!onTime && lag.worst() > MARGIN && stalls < 2) {
+          ctx.diagnostic(`run ${run}: this process stalled ${lag.worst().toFixed(0)} ms; fired ${(reading - deadline).toFixed(0)} ms after the deadline; run again`);
+          stalls++;
+          run--;
+          continue;
+        }
+        assert.ok(reading <= deadline, `fired ${reading - deadline} ms after the deadline (the longest stall of this process: ${lag.worst().toFixed(0)} ms)`);
+        assert.ok(wb.at > firedAt, `the next holder was granted before the signal fired (the longest stall of this process: ${lag.worst().toFixed(0)} ms)`);
+        late.push(reading - deadline);
       }
       ctx.diagnostic(`fired ${late.map((x) => (-x).toFixed(2)).join(', ')} ms before the deadline`);
     });
