@@ -3,8 +3,10 @@
 // lane within DEADLINE of the coordinator sending it (a watch from Node is
 // the witness of the sending); waiters are shown in order; a dropped
 // stream is resumed and a restarted coordinator reloaded, with a banner
-// meanwhile; a token sees only its scope, and only an admin token revokes;
-// the keyboard reaches every control; hostile names are shown as text.
+// meanwhile; a silent stream shows a banner (the page's clock is
+// Playwright's, moved on by the test); a token sees only its scope, and
+// only an admin token revokes; the keyboard reaches every control, the
+// token form included; hostile names are shown as text.
 // Every wait is on a DOM condition (no sleeps). Screenshots go to
 // out/console/ (docs/console.md shows them).
 //
@@ -26,7 +28,9 @@ import { visible } from '../../web/console-state.js';
 
 const ROOT = new URL('../../', import.meta.url).pathname;
 const SHOTS = join(ROOT, 'out', 'console');
-// The issue's bound: an event is drawn within a second of being sent.
+// The issue's bound: an event is drawn within a second of being sent. The
+// page is held to a second of its own time: what a loaded machine takes
+// from it is added (drawnInTime).
 const DEADLINE = 1000;
 // Against a hang only.
 const LONG = 30_000;
@@ -45,9 +49,26 @@ after(async () => {
   await browser?.close();
 });
 
-// Opens the console of url; errors the page throws fail the test at the end.
-async function open(t, url) {
-  const page = await browser.context.newPage();
+// A stall meter in the page: a timer every 50 ms; a gap of more than 100 ms
+// between two of its ticks is a stall (the renderer not scheduled: a
+// loaded machine), kept as [from, to] on the page's wall clock.
+function meterStalls() {
+  const stalls = [];
+  window.__stalls = stalls;
+  let last = Date.now();
+  setInterval(() => {
+    const t = Date.now();
+    if (t - last > 100) stalls.push([last, t]);
+    if (stalls.length > 4096) stalls.shift();
+    last = t;
+  }, 50);
+}
+
+// Opens the console of url (in context: the shared browser's unless
+// given); errors the page throws fail the test at the end.
+async function open(t, url, context = browser.context) {
+  const page = await context.newPage();
+  await page.addInitScript(meterStalls);
   const errors = [];
   page.on('pageerror', (e) => errors.push(e.message));
   page.on('console', (m) => {
@@ -65,21 +86,39 @@ async function open(t, url) {
   return page;
 }
 
+// What has the keyboard focus: its id, its sort key, row:RESOURCE for a row's button, or its tag.
+const focusedIn = (page) => page.evaluate(() => {
+  const a = document.activeElement;
+  return a.id || a.dataset.sort || (a.classList.contains('name') ? `row:${a.closest('.tr').dataset.resource}` : a.tagName);
+});
 const live = (page) => page.waitForSelector('#status[data-state="live"]', { timeout: LONG });
 const rowSel = (resource) => `.tr[data-resource="${resource}"]`;
 
 // Waits for mark kind (with the given attributes) on resource's lane; with
-// ev (the event as a watch from Node had it), checks that the frame that
-// drew it ended within DEADLINE of the coordinator's sending it (its `at`,
-// the same machine's wall clock).
+// ev (the event as a watch from Node had it), checks that it was drawn in
+// time (drawnInTime).
 async function mark(page, resource, kind, attrs = {}, ev = null) {
   const sel = `${rowSel(resource)} .ev-${kind}${Object.entries(attrs).map(([k, v]) => `[data-${k}="${v}"]`).join('')}`;
   await page.waitForSelector(sel, { state: 'attached', timeout: LONG });
   if (!ev) return;
   const d = await page.evaluate((seq) => window.__console.drawn.find((e) => e.seq === seq), ev.seq);
   assert.ok(d, `event ${ev.seq} (${kind}) was drawn, but the page has no record of it`);
-  assert.ok(d.drawn - ev.at < DEADLINE, `${kind} on ${resource}: drawn ${d.drawn - ev.at} ms after it was sent`);
-  latencies.push(d.drawn - ev.at);
+  await drawnInTime(page, `${kind} on ${resource}`, d.drawn, ev);
+}
+
+// Checks that the frame that drew ev ended (drawn, the page's wall clock)
+// within DEADLINE of the coordinator's making it (ev.at: the same machine's
+// wall clock), less what the machine took that the page could not use: the
+// time ev took to reach another reader of the stream (ev.seenAt, the
+// witness in Node) and the page's stalls meanwhile (meterStalls). A page
+// that is slow on its own (a frame put off, a redraw late) still fails.
+async function drawnInTime(page, what, drawn, ev) {
+  const stalled = await page.evaluate(([from, to]) => window.__stalls.reduce((sum, [a, b]) => sum + Math.max(0, Math.min(b, to) - Math.max(a + 50, from)), 0), [ev.at, drawn]);
+  const delivery = Math.max(0, ev.seenAt - ev.at);
+  const took = drawn - ev.at;
+  assert.ok(took - delivery - stalled < DEADLINE,
+    `${what}: drawn ${took} ms after it was made (${delivery} ms to reach another reader, ${stalled} ms of stalls in the page)`);
+  latencies.push(took);
 }
 const latencies = [];
 after(() => {
@@ -151,6 +190,8 @@ test("a fence-proxy's refusal appears as a mark on the right lane, with both hol
   t.after(() => proxy.stop());
   const c = await startCoordinator(['-memory', '-ui', '-ttl', '60s', '-ui-gates', proxy.url]);
   t.after(() => c.stop());
+  const w = watchFromNode(c.url, undefined, { refusals: true });
+  t.after(() => w.close());
   const page = await open(t, c.url);
   await live(page);
   await page.waitForFunction(() => /connected/.test(document.getElementById('gates').textContent), null, { timeout: LONG });
@@ -167,8 +208,7 @@ test("a fence-proxy's refusal appears as a mark on the right lane, with both hol
   const sel = `${rowSel('gated/r')} .ev-refused[data-holder="agent-a"][data-fence="${a.grant.fence}"][data-admitted-fence="${b.grant.fence}"]`;
   await page.waitForSelector(sel, { state: 'attached', timeout: LONG });
   const d = await page.evaluate(() => window.__console.drawn.find((e) => e.type === 'refused' && e.resource === 'gated/r'));
-  assert.ok(d.drawn - d.at < DEADLINE, `the refusal was drawn ${d.drawn - d.at} ms after the proxy made it`);
-  latencies.push(d.drawn - d.at);
+  await drawnInTime(page, 'the refusal', d.drawn, await w.next((e) => e.resource === 'gated/r' && e.refusedHolderId === 'agent-a'));
   assert.match(await page.textContent(`${sel} title`), /agent-a with fence 1 refused; agent-b had written with fence 2/);
   // No other lane has it.
   assert.equal(await page.$$eval('.ev-refused', (es) => es.length), 1);
@@ -244,6 +284,84 @@ test('a dropped stream is resumed from its last event; a restarted coordinator i
   assert.equal(s2, 1, 'the restart reloaded the list once');
 });
 
+test('a stream silent for 20 s shows a banner; the next bytes clear it', { timeout: 120_000 }, async (t) => {
+  const c = await startCoordinator(['-memory', '-ui', '-ttl', '60s']);
+  t.after(() => c.stop());
+  const relay = await startRelay(c.port);
+  t.after(() => relay.close());
+  // The page's clock is Playwright's, moved on by the test: its own
+  // browser, since a clock is installed for a whole context.
+  const own = await launch({ viewport: { width: 1400, height: 820 } });
+  t.after(() => own.close());
+  await own.context.clock.install();
+  const page = await open(t, relay.url, own.context);
+  await live(page);
+  const banner = () => page.evaluate(() => {
+    const b = document.getElementById('banner');
+    return b.hidden ? null : { state: b.dataset.state, text: b.textContent };
+  });
+  assert.equal(await banner(), null);
+
+  // The coordinator's bytes are held back: the stream is open and silent.
+  relay.hold();
+  await page.clock.fastForward(19_000);
+  assert.equal(await banner(), null, 'a banner before 20 s of silence');
+  await page.clock.fastForward(2_000);
+  await page.waitForSelector('#banner[data-state="silent"]:not([hidden])', { timeout: LONG });
+  assert.match((await banner()).text, /sent nothing for 2\d s: the picture may be stale/);
+  assert.equal(await page.evaluate(() => document.getElementById('status').dataset.state), 'live');
+
+  // Bytes again (an event): the banner goes, and the event is drawn.
+  relay.flow();
+  await acquire(c.url, 'quiet/a', 'holder-a');
+  await mark(page, 'quiet/a', 'granted', { holder: 'holder-a' });
+  await page.waitForSelector('#banner[hidden]', { state: 'attached', timeout: LONG });
+});
+
+test('the token form is reached and used with the keyboard alone', { timeout: 120_000 }, async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'lease-fence-console-'));
+  t.after(() => rm(dir, { recursive: true, force: true }));
+  const app = { name: 'app', token: 'tok-app-keyboard-0123456789abcdef', resources: ['app/*'] };
+  const c = await startCoordinator(['-memory', '-ui', '-ttl', '60s', '-auth', writeTokens(dir, [app])]);
+  t.after(() => c.stop());
+  await acquire(c.url, 'app/k', 'h-k', { token: app.token });
+  const page = await open(t, c.url);
+  await page.waitForSelector('#token-form:not([hidden])', { timeout: LONG });
+  // The form takes the focus when it asks.
+  await page.waitForFunction(() => document.activeElement?.id === 'token-input', null, { timeout: LONG });
+  await page.keyboard.type(app.token);
+  await page.keyboard.press('Enter');
+  await live(page);
+  await page.waitForSelector(rowSel('app/k'), { timeout: LONG });
+  assert.equal(await page.evaluate(() => sessionStorage.getItem('lease-fence-console-token')), app.token);
+  assert.equal(await page.isHidden('#token-form'), true);
+
+  // From the top of the page, Tab reaches "Token…"; Enter opens the form,
+  // its input focused; Tab reaches its buttons, Enter on "Forget" forgets.
+  await page.evaluate(() => document.activeElement?.blur());
+  const tabTo = async (id) => {
+    for (let i = 0; i < 12; i++) {
+      await page.keyboard.press('Tab');
+      if (await focusedIn(page) === id) return;
+    }
+    assert.fail(`Tab does not reach ${id}`);
+  };
+  await tabTo('token-open');
+  await page.keyboard.press('Enter');
+  assert.equal(await focusedIn(page), 'token-input');
+  await tabTo('token-forget');
+  await page.keyboard.press('Enter');
+  assert.equal(await page.evaluate(() => sessionStorage.getItem('lease-fence-console-token')), null);
+  await page.waitForSelector('#status[data-state="forbidden"]', { timeout: LONG });
+  assert.equal(await focusedIn(page), 'token-input');
+  assert.equal(await page.$$eval('.spacer .tr:not([hidden])', (trs) => trs.length), 0);
+  // And the token again, by the keyboard: the picture is back.
+  await page.keyboard.type(app.token);
+  await page.keyboard.press('Enter');
+  await live(page);
+  await page.waitForSelector(rowSel('app/k'), { timeout: LONG });
+});
+
 test('a token sees only its scope, and only an admin token revokes, after a confirmation', { timeout: 120_000 }, async (t) => {
   const dir = await mkdtemp(join(tmpdir(), 'lease-fence-console-'));
   t.after(() => rm(dir, { recursive: true, force: true }));
@@ -277,8 +395,14 @@ test('a token sees only its scope, and only an admin token revokes, after a conf
     await page.waitForFunction(() => document.getElementById('revoke-result').textContent !== '', null, { timeout: LONG });
     return page.textContent('#revoke-result');
   };
+  // The coordinator refused it (403): the lease is still h-x's, and the
+  // page, having drawn a later event, draws no revocation.
   assert.match(await revoke('app/x'), /Not revoked: .*"admin": true/);
-  await page.waitForSelector(`${rowSel('app/x')} .ev-revoked`, { state: 'detached', timeout: LONG });
+  const held = await api(c.url, '/v1/list', { prefix: 'app/x' }, ops.token);
+  assert.deepEqual(held.body.leases.map((l) => [l.resource, l.holderId, l.fence]), [['app/x', 'h-x', 1]]);
+  await acquire(c.url, 'app/after', 'h-after', { token: ops.token });
+  await page.waitForSelector(rowSel('app/after'), { timeout: LONG });
+  assert.equal(await page.$$eval(`${rowSel('app/x')} .ev-revoked`, (es) => es.length), 0);
 
   // Another token: the picture is rebuilt with its scope.
   await page.click('#token-open');
@@ -297,10 +421,7 @@ test('the keyboard reaches every control, and each lane has an accessible label'
   const page = await open(t, c.url);
   await live(page);
   await page.waitForSelector(rowSel('k/c'), { timeout: LONG });
-  const focused = () => page.evaluate(() => {
-    const a = document.activeElement;
-    return a.id || a.dataset.sort || (a.classList.contains('name') ? `row:${a.closest('.tr').dataset.resource}` : a.tagName);
-  });
+  const focused = () => focusedIn(page);
   const reached = new Set();
   for (let i = 0; i < 20; i++) {
     await page.keyboard.press('Tab');

@@ -86,18 +86,22 @@ export function writeTokens(dir, tokens) {
 }
 
 /**
- * Follows the coordinator's events from Node (POST /v1/watch), as the test's
+ * Follows the coordinator's events from Node (POST /v1/watch; with
+ * refusals, GET /ui/api/rejections and its gates' refusals), as the test's
  * witness of when an event was sent: next(pred) resolves with the first
- * event (past or future) for which pred is true.
+ * event (past or future) for which pred is true, its seenAt the wall clock
+ * when this witness read it.
  */
-export function watchFromNode(url, token) {
+export function watchFromNode(url, token, { refusals = false } = {}) {
   const seen = [];
   const waiting = [];
   const ac = new AbortController();
   (async () => {
     const headers = { 'content-type': 'application/json' };
     if (token) headers.authorization = `Bearer ${token}`;
-    const res = await fetch(`${url}/v1/watch`, { method: 'POST', headers, body: '{}', signal: ac.signal });
+    const res = refusals
+      ? await fetch(`${url}/ui/api/rejections`, { headers, signal: ac.signal })
+      : await fetch(`${url}/v1/watch`, { method: 'POST', headers, body: '{}', signal: ac.signal });
     const dec = new TextDecoder();
     let buf = '';
     for await (const chunk of res.body) {
@@ -108,7 +112,7 @@ export function watchFromNode(url, token) {
         buf = buf.slice(i + 2);
         const data = block.split('\n').find((l) => l.startsWith('data: '));
         if (!data || block.includes('event: hello')) continue;
-        const ev = JSON.parse(data.slice(6));
+        const ev = { ...JSON.parse(data.slice(6)), seenAt: Date.now() };
         seen.push(ev);
         for (const w of [...waiting]) {
           if (w.pred(ev)) {
@@ -132,16 +136,20 @@ export function watchFromNode(url, token) {
 /**
  * A TCP relay on 127.0.0.1:0 to port: the page is loaded through it, so
  * that cut() can drop every connection the page has (its event stream
- * included) while the coordinator runs on.
+ * included) while the coordinator runs on, and hold() can keep what the
+ * coordinator sends from the page (a silent stream, the connection open)
+ * until flow().
  */
 export async function startRelay(port) {
   const net = await import('node:net');
   const socks = new Set();
+  let held = false;
   const server = net.createServer((a) => {
     const b = net.connect(port, '127.0.0.1');
     socks.add(a);
     socks.add(b);
     a.pipe(b).pipe(a);
+    if (held) b.pause();
     const end = () => {
       a.destroy();
       b.destroy();
@@ -158,6 +166,14 @@ export async function startRelay(port) {
     cut() {
       for (const s of socks) s.destroy();
       socks.clear();
+    },
+    hold() {
+      held = true;
+      for (const s of socks) if (s.remotePort === port) s.pause();
+    },
+    flow() {
+      held = false;
+      for (const s of socks) if (s.remotePort === port) s.resume();
     },
     close() {
       for (const s of socks) s.destroy();
