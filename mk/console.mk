@@ -1,5 +1,5 @@
 # The console: cmd/coordinator -ui serves web/console.* (drawn by the
-# playground's web/view.js) from the binary; docs/console.md.
+# playground's web/svg.js) from the binary; docs/console.md.
 #
 #   make test-console    its model in Node, and the page in headless Chromium against a real coordinator
 #   make bench-console   event-to-frame time at 1,000 resources and 500 events/s, heap over time (MINUTES=10)

@@ -2,12 +2,12 @@
 // (cmd/coordinator -ui). It lists the leases (POST /v1/list), follows their
 // events (POST /v1/watch, Server-Sent Events read with fetch so that the
 // bearer token is sent) and the gates' refusals (GET /ui/api/rejections),
-// and draws one lane per resource with the playground's drawing (view.js).
+// and draws one lane per resource with the playground's drawing (lease-row.js).
 // It loads no wasm. Everything shown from the coordinator goes into the
 // page as text (textContent, setAttribute), never as markup.
 
 import { Picture, fmtDuration, visible } from './console-state.js';
-import { drawLeaseRow, drawTimeAxis, ROW } from './view.js';
+import { drawLeaseRow, drawTimeAxis, ROW } from './lease-row.js';
 
 const TOKEN_KEY = 'lease-fence-console-token';
 const ROW_H = ROW.H + 8; // px per table row

@@ -6,11 +6,11 @@ package web
 import "embed"
 
 // Console holds the console's files, served by the coordinator at /ui/:
-// its page, script and style, and the playground's drawing (view.js) with
-// what it imports and its style sheet, so that both pages draw a lease the
-// same way.
+// its page, script and style, its lane (lease-row.js) drawn with the
+// playground's primitives (svg.js) and style sheet, so that both pages draw
+// a lease the same way.
 //
-//go:embed console.html console.css console.js console-state.js view.js model.js words.js style.css
+//go:embed console.html console.css console.js console-state.js lease-row.js svg.js style.css
 var Console embed.FS
 
 // ConsolePage is the file of Console served at /ui/.

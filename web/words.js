@@ -4,7 +4,7 @@
 // what just happened and why it matters) and the verdict of a lane at the
 // end. No DOM here either, so the words are tested under Node too.
 
-import { fmt, newer as isNewer } from './model.js';
+import { fmt, newer as isNewer } from './lane-state.js';
 
 /** What a rejection's refused fence lost to: a holder's fence, or the gate's initial floor. */
 const against = (r) => (r.admittedHolderId === null ? `the gate's initial floor ${r.admittedFence}` : `${r.admittedHolderId}'s ${r.admittedFence}`);
