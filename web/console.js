@@ -84,6 +84,7 @@ $('token-open').addEventListener('click', () => askToken(''));
 // --- Server-Sent Events over fetch ------------------------------------------------------
 // Yields { event, data, id } for each frame with data; calls onBytes at
 // each chunk (a keepalive included), for the silence watchdog.
+// Not one reader with wasm/js/service/list-watch.mjs: the binary embeds only web/, that file ships in the npm package and throws its errors.
 async function* sse(res, onBytes) {
   const reader = res.body.getReader();
   const decoder = new TextDecoder();
@@ -376,11 +377,20 @@ function makeRow() {
   return row;
 }
 
+// The viewport's scroll position and height, as its scroll and resize
+// events last said: a frame that read them from the page after writing to
+// it would make the browser lay the page out twice.
+const geo = { top: 0, height: 0 };
+function scrollViewport(top) {
+  viewport.scrollTop = top;
+  geo.top = viewport.scrollTop;
+}
+
 function moveFocus(i) {
   if (i < 0 || i >= view.rows.length) return;
   const top = i * ROW_H;
-  if (top < viewport.scrollTop) viewport.scrollTop = top;
-  else if (top + ROW_H > viewport.scrollTop + viewport.clientHeight) viewport.scrollTop = top + ROW_H - viewport.clientHeight;
+  if (top < geo.top) scrollViewport(top);
+  else if (top + ROW_H > geo.top + geo.height) scrollViewport(top + ROW_H - geo.height);
   render(); // the row must exist before it can take focus
   const row = pool.find((p) => p.tr._r && p.tr._i === i);
   row?.name.focus();
@@ -456,8 +466,8 @@ function render() {
     $('table').setAttribute('aria-rowcount', String(view.rows.length + 1));
     setText($('count'), `${view.rows.length} of ${picture.resources.size} resources`);
   }
-  const first = Math.max(0, Math.floor(viewport.scrollTop / ROW_H) - OVERSCAN);
-  const last = Math.min(view.rows.length, Math.ceil((viewport.scrollTop + viewport.clientHeight) / ROW_H) + OVERSCAN);
+  const first = Math.max(0, Math.floor(geo.top / ROW_H) - OVERSCAN);
+  const last = Math.min(view.rows.length, Math.ceil((geo.top + geo.height) / ROW_H) + OVERSCAN);
   // A resource still in view keeps its row element; the rows of those that
   // left take the newcomers.
   const want = new Map();
@@ -513,8 +523,16 @@ function frame() {
   pendingEvents = [];
 }
 
-viewport.addEventListener('scroll', () => schedule(), { passive: true });
+viewport.addEventListener('scroll', () => {
+  geo.top = viewport.scrollTop;
+  schedule();
+}, { passive: true });
+// Called after layout: reading sizes here costs no extra layout.
 new ResizeObserver(() => {
+  if (geo.height !== viewport.clientHeight) {
+    geo.height = viewport.clientHeight;
+    schedule();
+  }
   const w = Math.floor($('axis').parentElement.getBoundingClientRect().width) - 8;
   if (w > 0 && w !== view.laneWidth) {
     view.laneWidth = w;
@@ -524,7 +542,7 @@ new ResizeObserver(() => {
 
 $('filter').addEventListener('input', () => {
   view.prefix = $('filter').value;
-  viewport.scrollTop = 0;
+  scrollViewport(0);
   invalidate(true);
 });
 $('span').addEventListener('change', () => {
