@@ -289,28 +289,35 @@ test('a stream silent for 20 s shows a banner; the next bytes clear it', { timeo
   t.after(() => c.stop());
   const relay = await startRelay(c.port);
   t.after(() => relay.close());
-  // The page's clock is Playwright's, moved on by the test: its own
-  // browser, since a clock is installed for a whole context.
+  // The page's clock is Playwright's, paused from the start and moved on
+  // by the test only (its own browser: a clock is installed for a whole
+  // context). Nothing the page does waits for a timer until the stream is
+  // live.
   const own = await launch({ viewport: { width: 1400, height: 820 } });
   t.after(() => own.close());
-  await own.context.clock.install();
+  const t0 = Date.now();
+  await own.context.clock.install({ time: t0 });
+  await own.context.clock.pauseAt(t0 + 10_000);
   const page = await open(t, relay.url, own.context);
   await live(page);
   const banner = () => page.evaluate(() => {
     const b = document.getElementById('banner');
     return b.hidden ? null : { state: b.dataset.state, text: b.textContent };
   });
-  assert.equal(await banner(), null);
 
   // The coordinator's bytes are held back: the stream is open and silent.
+  // At 19 s of silence no banner; at 21 s, the banner.
   relay.hold();
-  await page.clock.fastForward(19_000);
+  const quiet = await page.evaluate(() => Date.now() - window.__console.conn.lastBytes);
+  await page.clock.fastForward(Math.max(0, 19_000 - quiet));
   assert.equal(await banner(), null, 'a banner before 20 s of silence');
   await page.clock.fastForward(2_000);
   await page.waitForSelector('#banner[data-state="silent"]:not([hidden])', { timeout: LONG });
-  assert.match((await banner()).text, /sent nothing for 2\d s: the picture may be stale/);
+  assert.match((await banner()).text, /sent nothing for 21 s: the picture may be stale/);
   assert.equal(await page.evaluate(() => document.getElementById('status').dataset.state), 'live');
 
+  // The clock runs again (the page's frames need it).
+  await page.clock.resume();
   // Bytes again (an event): the banner goes, and the event is drawn.
   relay.flow();
   await acquire(c.url, 'quiet/a', 'holder-a');
