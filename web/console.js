@@ -95,10 +95,13 @@ async function* sse(res, onBytes) {
       if (done) return;
       onBytes();
       buf += decoder.decode(value, { stream: true });
+      // The frames of a chunk are cut from it where they lie; what is left
+      // after the last one is kept once.
+      let start = 0;
       let i;
-      while ((i = buf.indexOf('\n\n')) >= 0) {
-        const block = buf.slice(0, i);
-        buf = buf.slice(i + 2);
+      while ((i = buf.indexOf('\n\n', start)) >= 0) {
+        const block = buf.slice(start, i);
+        start = i + 2;
         let event = 'message';
         let id = '';
         const data = [];
@@ -114,6 +117,7 @@ async function* sse(res, onBytes) {
         }
         if (data.length) yield { event, id, data: data.join('\n') };
       }
+      if (start) buf = buf.slice(start);
       if (buf.length > MAX_FRAME_CHARS) throw new Error('a frame longer than 1 MiB');
     }
   } finally {
@@ -408,7 +412,11 @@ function laneLabel(r, t) {
   return parts.join('; ');
 }
 
+// A row's place and names are written only when they change: a write of
+// the same value still makes the browser restyle the row and update its
+// accessibility tree, at each event on a resource in view.
 function place(row, i) {
+  if (row.tr._i === i) return;
   row.tr._i = i;
   row.tr.setAttribute('aria-rowindex', String(i + 2));
   row.tr.style.transform = `translateY(${i * ROW_H}px)`;
@@ -418,10 +426,13 @@ function fill(row, r, i, t, extent) {
   row.tr._r = r;
   row.tr._t = t;
   place(row, i);
-  row.tr.dataset.resource = r.name;
-  row.tr.classList.toggle('selected', view.selected === r.name);
-  setText(row.name, visible(r.name));
-  row.name.setAttribute('aria-label', `${visible(r.name)}: details`);
+  if (row.tr.dataset.resource !== r.name) {
+    row.tr.dataset.resource = r.name;
+    setText(row.name, visible(r.name));
+    row.name.setAttribute('aria-label', `${visible(r.name)}: details`);
+  }
+  const selected = view.selected === r.name;
+  if (row.tr.classList.contains('selected') !== selected) row.tr.classList.toggle('selected', selected);
   setText(row.holder, r.holder === null ? '—' : visible(r.holder));
   setText(row.fence, r.holder === null ? (r.fence ? `(${r.fence})` : '—') : String(r.fence));
   setText(row.left, fmtDuration(r.remaining(t)));
