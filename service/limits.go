@@ -13,11 +13,10 @@ const (
 	DefaultFenceMemory   = 100_000
 )
 
-// Limits bound what a store keeps. One value configures every store
-// (LocalConfig.Limits, pgstore.Options.Limits; the coordinator's
-// -max-leases, -release-memory and -fence-memory): the store reports its
-// Counts in each Txn and the Service decides from them. A zero field means
-// its default.
+// Limits bound what a store keeps: one value configures every store
+// (LocalConfig.Limits, pgstore.Options.Limits), which reports its Counts
+// in each Txn for the Service to decide from. A zero field means its
+// default.
 type Limits struct {
 	// MaxLeases bounds the lease records (live, and expired ones not yet
 	// swept); an acquisition that would add one more is refused with
@@ -27,11 +26,9 @@ type Limits struct {
 	// retries.
 	ReleaseMemory int
 	// FenceMemory bounds how many resources without a lease record keep
-	// their last fence (Entry.LastFence, an inspection's lastFence). Once
-	// nine tenths of it are used, each sweep forgets those with the lowest
-	// fences (the longest ago granted) down to nine tenths; at the bound,
-	// a lease that ends leaves no last fence. A forgotten resource is
-	// answered lastFence 0, as one never held.
+	// their last fence (Entry.LastFence). Past nine tenths of it, each
+	// sweep forgets the lowest; at the bound, a lease that ends leaves
+	// none. A forgotten resource is answered lastFence 0.
 	FenceMemory int
 }
 
@@ -52,15 +49,10 @@ type Counts struct {
 	Lasts    int64 // entries without a lease record that keep a LastFence
 }
 
-// CountsOf is what the entry e counts for.
-func CountsOf(e Entry) Counts {
-	return Counts{Leases: int64(min(e.Fence, 1)), Releases: int64(len(e.Released)), Lasts: int64(min(e.LastFence, 1))}
-}
-
 // Change is how the counts move when the entry before becomes after.
 func Change(before, after Entry) Counts {
-	b, a := CountsOf(before), CountsOf(after)
-	return Counts{Leases: a.Leases - b.Leases, Releases: a.Releases - b.Releases, Lasts: a.Lasts - b.Lasts}
+	return Counts{Leases: int64(min(after.Fence, 1)) - int64(min(before.Fence, 1)), Releases: int64(len(after.Released) - len(before.Released)),
+		Lasts: int64(min(after.LastFence, 1)) - int64(min(before.LastFence, 1))}
 }
 
 // Full reports that a store at c holds its maximum of lease records.
@@ -127,13 +119,6 @@ func (r *Reclaims) Take(key string, now, ttl float64) bool {
 	}
 	if r.last == nil {
 		r.last = map[string]float64{}
-	}
-	if len(r.last) >= 1024 {
-		for k, t := range r.last {
-			if now-t >= min(ttl/10, 1000) {
-				delete(r.last, k) // it would allow a sweep anyway
-			}
-		}
 	}
 	r.last[key] = now
 	return true

@@ -96,7 +96,7 @@ type LocalConfig struct {
 // that each hold some of them, for a Local configured with it
 // (LocalConfig.Ledger). The Local calls it while it holds the resource's
 // lock: Reserve before it writes a new record of an owner whose limit the
-// decision asked about (Txn.OwnerFull), Renewed before it writes a
+// decision asked about (Txn.Owners), Renewed before it writes a
 // renewal of a record that has an owner, Ended once it has written the end
 // of one (a release, a new grant over it; not the sweep of an expired
 // one: a place held for a record lapses at the record's expiry, which
@@ -104,7 +104,7 @@ type LocalConfig struct {
 type Ledger interface {
 	// Reserve takes a place among owner's, at most limit, for the record
 	// e (its resource, fence and expiry), or reports that there is none
-	// (ok false: the decision is made again, with OwnerFull reporting
+	// (ok false: the decision is made again, with Txn.Owners reporting
 	// owner full). A place taken for e's resource before is replaced. An
 	// error refuses the call (ErrUnavailable): nothing is written.
 	Reserve(ctx context.Context, owner string, limit int, e Entry) (ok bool, err error)
@@ -147,7 +147,7 @@ type Local struct {
 	expired  atomic.Uint64 // lease records that ran out: replaced or swept once expired
 
 	// Lease records by owner (Entry.Owner), and the records decisions
-	// claimed for an owner (OwnerFull) and have not written yet.
+	// claimed for an owner (Txn.Owners) and have not written yet.
 	ownMu          sync.Mutex
 	owned, claimed map[string]int64
 
@@ -173,13 +173,11 @@ type stripe struct {
 	mu   sync.Mutex
 	m    map[string]Entry
 	peak int // the most entries m held since it was made
-	// check answers Txn.OwnerFull for the decision running under mu;
-	// full is its method value, made once.
+	// check is Txn.Owners for the decision running under mu.
 	check ownerCheck
-	full  func(string, int) bool
 }
 
-// ownerCheck is Txn.OwnerFull for one decision: it remembers the limits
+// ownerCheck is the OwnerCounter of one decision: it remembers the limits
 // the decision asked about, so that the store can hold the decision's
 // entry to them.
 type ownerCheck struct {
@@ -204,24 +202,28 @@ func (c *ownerCheck) reset(ctx context.Context, now float64, cur *Entry) {
 	c.ctx, c.now, c.cur, c.asked, c.redo = ctx, now, cur, c.asked[:0], false
 }
 
-func (c *ownerCheck) ownerFull(owner string, limit int) bool {
+// Owned is the count of owner's records and claims; with a Ledger, limit
+// once the Ledger refused owner a place during this Update, else 0 (the
+// place is taken before the write: toLedger).
+func (c *ownerCheck) Owned(owner string, limit int) int {
 	c.asked = append(c.asked, ownerLimit{owner, limit})
 	if c.l.ledger != nil {
-		return slices.Contains(c.refused, owner)
+		if slices.Contains(c.refused, owner) {
+			return limit
+		}
+		return 0
 	}
 	if c.cur.Fence != 0 && c.cur.Owner == owner {
-		return false // the owner's record is replaced: its count does not change
+		return 0 // the owner's record is replaced: its count does not change
 	}
-	if !c.l.ownerFull(owner, limit) {
-		return false
-	}
+	n := c.l.ownedOrClaimed(owner)
 	// Expired records of owner's may be in the way: sweep (at most once
 	// per tenth of a TTL), and if that deleted anything, decide again on
 	// what is left (the entry being decided on may have been swept).
-	if c.l.reclaim(c.ctx, c.held, c.now) {
+	if n >= limit && c.l.reclaim(c.ctx, c.held, c.now) {
 		c.redo = true
 	}
-	return true
+	return n
 }
 
 // limitOf returns the limit the decision asked about for owner.
@@ -256,7 +258,6 @@ func NewLocal(cfg LocalConfig) (*Local, error) {
 		st := &l.stripes[i]
 		st.m = map[string]Entry{}
 		st.check = ownerCheck{l: l, held: i}
-		st.full = st.check.ownerFull
 	}
 	return l, nil
 }
@@ -388,11 +389,11 @@ func addTo(m map[string]int64, k string, d int64) {
 	}
 }
 
-// ownerFull reports whether owner's records and claims reach limit.
-func (l *Local) ownerFull(owner string, limit int) bool {
+// ownedOrClaimed returns owner's records and claims.
+func (l *Local) ownedOrClaimed(owner string) int {
 	l.ownMu.Lock()
 	defer l.ownMu.Unlock()
-	return l.owned[owner]+l.claimed[owner] >= int64(limit)
+	return int(l.owned[owner] + l.claimed[owner])
 }
 
 // claim takes one of owner's places under limit for a record about to be
@@ -441,7 +442,7 @@ func (l *Local) Update(ctx context.Context, resource string, fn func(*Txn) error
 		if cur.Fence == 0 && l.limits.Full(l.counts()) && l.reclaim(ctx, i, now.Millis) {
 			continue
 		}
-		t := Txn{Now: now, Issued: l.issued.Load(), Entry: cur, Counts: l.counts(), Limits: l.limits, OwnerFull: st.full}
+		t := Txn{Now: now, Issued: l.issued.Load(), Entry: cur, Counts: l.counts(), Limits: l.limits, Owners: &st.check}
 		st.check.reset(ctx, now.Millis, &cur)
 		err = fn(&t)
 		if st.check.redo {
@@ -502,7 +503,7 @@ func (l *Local) Update(ctx context.Context, resource string, fn func(*Txn) error
 
 // toLedger tells the Ledger of the record next makes (Reserve) or renews
 // (Renewed), before it is written. again is true when the Ledger refused
-// a place: the decision is made again (OwnerFull then reports the owner
+// a place: the decision is made again (Txn.Owners then reports the owner
 // full).
 func (l *Local) toLedger(ctx context.Context, st *stripe, cur, next *Entry) (again bool, err error) {
 	switch {

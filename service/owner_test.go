@@ -265,7 +265,7 @@ func TestWaiterOverItsTokenLimitIsPassedOver(t *testing.T) {
 type ownerless struct{ Store }
 
 func (o ownerless) Update(ctx context.Context, res string, fn func(*Txn) error) error {
-	return o.Store.Update(ctx, res, func(t *Txn) error { t.OwnerFull = nil; return fn(t) })
+	return o.Store.Update(ctx, res, func(t *Txn) error { t.Owners = nil; return fn(t) })
 }
 
 // TestTokenLimitNeedsAStoreThatCounts: a store that does not count leases

@@ -252,12 +252,12 @@ func (s *Service) acquire(t *Txn, rules lease.Rules, q lease.Request, value stri
 	}
 	// The token's own limit first: a token at its limit is told so even
 	// when the coordinator is full as well. (A grant over the token's own
-	// expired record replaces it: the store answers accordingly.)
+	// expired record replaces it: the store does not count that record.)
 	if caller.MaxLeases > 0 {
-		if t.OwnerFull == nil {
+		if t.Owners == nil {
 			return refuse(wire.RefusedInternal, "this coordinator's store does not count leases by token, so the token's maxLeases cannot be kept")
 		}
-		if t.OwnerFull(caller.Name, caller.MaxLeases) {
+		if t.Owners.Owned(caller.Name, caller.MaxLeases) >= caller.MaxLeases {
 			return refuse(wire.RefusedTooManyTokenLeases, "the token "+quote(caller.Name)+" holds its maximum of "+
 				strconv.Itoa(caller.MaxLeases)+" leases; other tokens are not affected; release one, or retry later")
 		}

@@ -91,6 +91,28 @@ type Readier interface {
 	Ready(ctx context.Context) error
 }
 
+// OwnerCounter counts a store's lease records by owner (Entry.Owner) for
+// one decision (Txn.Owners): every store has one, and the Service refuses
+// from its count. Local counts in memory, or through a Ledger when stores
+// each hold a part of the records (the Worker's objects); pgstore counts in
+// the database, under the owner's lock.
+type OwnerCounter interface {
+	// Owned returns how many lease records owner holds (its record of
+	// the entry being decided on, if any, not counted), for a decision
+	// that refuses a new one at limit or more. A store that only knows
+	// the owner is below limit may return any number below it, and holds
+	// the decision to it: if, once fn has returned, the entry fn put
+	// would take owner past a limit fn asked about (another resource's
+	// decision took the last place meanwhile), the store runs fn again.
+	Owned(owner string, limit int) int
+}
+
+// OwnerCounterFunc is a function as an OwnerCounter.
+type OwnerCounterFunc func(owner string, limit int) int
+
+// Owned returns f(owner, limit).
+func (f OwnerCounterFunc) Owned(owner string, limit int) int { return f(owner, limit) }
+
 // Txn is one resource's entry inside a Store's transaction, and what the
 // decision function makes of it.
 type Txn struct {
@@ -109,18 +131,10 @@ type Txn struct {
 	// and Entry has no lease record.
 	Counts Counts
 	Limits Limits
-	// OwnerFull, set by a store that counts lease records by owner
-	// (Entry.Owner), reports that a grant of the resource to owner would
-	// give it more than limit lease records, so it must be refused: owner
-	// holds limit records or more, not counting the resource's own record
-	// if that is owner's (a grant over it replaces it). The
-	// store holds the decision to it: if, once fn has returned, the entry
-	// fn put would take owner past a limit fn asked about (another
-	// resource's decision took the last place meanwhile), the store runs
-	// fn again. Nil: the store does not count by owner, and the Service
-	// refuses calls whose caller has a limit of its own
-	// (wire.Caller.MaxLeases).
-	OwnerFull func(owner string, limit int) bool
+	// Owners counts the store's lease records by owner, for a token's
+	// own limit (wire.Caller.MaxLeases). Nil: the store does not count by
+	// owner, and the Service refuses the calls of a token with a limit.
+	Owners OwnerCounter
 
 	next        Entry
 	write, sync bool

@@ -254,7 +254,7 @@ func (s *Store) decide(ctx context.Context, resource string, fn func(*service.Tx
 		}
 	}
 	oc := &ownerCheck{s: s, ctx: ctx, conn: conn, now: now, margin: maxConns, excl: a.owners, cur: &e}
-	t := service.Txn{Now: clock.At(s.domain, now), Issued: issued, Entry: e, Counts: counts, Limits: s.limits, OwnerFull: oc.full}
+	t := service.Txn{Now: clock.At(s.domain, now), Issued: issued, Entry: e, Counts: counts, Limits: s.limits, Owners: oc}
 	err = fn(&t)
 	if out, err := oc.settle(ctx, a); out != done || err != nil {
 		return out, err
@@ -280,7 +280,7 @@ func (s *Store) decide(ctx context.Context, resource string, fn func(*service.Tx
 			if err := conn.QueryRow(ctx, qNextval).Scan(&fresh); err != nil {
 				return s.failed(ctx, conn, err)
 			}
-			t = service.Txn{Now: t.Now, Issued: uint64(fresh) - 1, Entry: e, Counts: counts, Limits: s.limits, OwnerFull: oc.full}
+			t = service.Txn{Now: t.Now, Issued: uint64(fresh) - 1, Entry: e, Counts: counts, Limits: s.limits, Owners: oc}
 			err := fn(&t)
 			if out, err := oc.settle(ctx, a); out != done || err != nil {
 				return out, err

@@ -37,7 +37,7 @@ import (
 // row first (decide, two round trips). That transaction also decides on a
 // row this store does not know yet (and makes it known), and every
 // decision this path leaves to it: one that asks about an owner's limit
-// (Txn.OwnerFull), one near the store's bounds (lease records within
+// (Txn.Owners), one near the store's bounds (lease records within
 // max_connections of MaxLeases, releases or last fences at theirs), one
 // that raises a fence table's floor (FenceTable), one refused by the
 // server for any other reason.
@@ -281,7 +281,7 @@ type decision struct {
 func (s *Store) run(fn func(*service.Txn) error, e service.Entry, now float64, issued uint64, c service.Counts) decision {
 	var d decision
 	t := service.Txn{Now: clock.At(s.domain, now), Issued: issued, Entry: e, Counts: c, Limits: s.limits,
-		OwnerFull: func(string, int) bool { d.asked = true; return true }}
+		Owners: service.OwnerCounterFunc(func(_ string, limit int) int { d.asked = true; return limit })}
 	d.err = fn(&t)
 	d.next, _, d.put = t.Next()
 	d.floor = t.Floor()

@@ -16,7 +16,7 @@ import (
 // owner (the token's name), and lease_fence_owners counts the records of
 // each owner, changed in the same transaction as the rows, by decisions
 // and sweeps alike. A decision that would give an owner one more record
-// asks (Txn.OwnerFull) under the owner's advisory lock, as the total is
+// asks (Txn.Owners) under the owner's advisory lock, as the total is
 // kept under the counts' lock:
 //
 //   - shared, when the count is more than max_connections below the limit:
@@ -35,7 +35,8 @@ import (
 // Releases and sweeps only lower a count, so they take no lock: a count
 // read before one of them commits is only higher than the truth.
 
-// ownerCheck answers Txn.OwnerFull for one transaction of a decision.
+// ownerCheck is the service.OwnerCounter (Txn.Owners) of one transaction
+// of a decision.
 type ownerCheck struct {
 	s      *Store
 	ctx    context.Context
@@ -52,72 +53,72 @@ type ownerCheck struct {
 }
 
 type ownerAnswer struct {
-	owner string
-	limit int
-	full  bool
+	owner    string
+	limit, n int
 }
 
-// full is Txn.OwnerFull. Once it has found that the transaction cannot
-// decide (a lock it could not take, a sweep to make, a failed statement),
-// it answers true to everything: the decision is thrown away (settle).
-func (c *ownerCheck) full(owner string, limit int) bool {
+var _ service.OwnerCounter = (*ownerCheck)(nil)
+
+// Owned is the count of owner's records under the owner's lock (any
+// number below limit when the shared lock shows it is below). Once it has
+// found that the transaction cannot decide (a lock it could not take, a
+// sweep to make, a failed statement), it answers limit to everything: the
+// decision is thrown away (settle).
+func (c *ownerCheck) Owned(owner string, limit int) int {
 	if c.cur.Fence != 0 && c.cur.Owner == owner {
-		return false // the owner's record is replaced: its count does not change
+		return 0 // the owner's record is replaced: its count does not change
 	}
 	for _, a := range c.answers {
 		if a.owner == owner && a.limit == limit {
-			return a.full
+			return a.n
 		}
 	}
 	if c.err != nil || len(c.redo) > 0 || c.sweep != "" {
-		return true
+		return limit
 	}
-	full, ok := c.count(owner, int64(limit))
-	if ok {
-		c.answers = append(c.answers, ownerAnswer{owner, limit, full})
+	n, ok := c.count(owner, int64(limit))
+	if !ok {
+		return limit
 	}
-	return full
+	c.answers = append(c.answers, ownerAnswer{owner, limit, int(n)})
+	return int(n)
 }
 
-// count decides for owner at limit; ok is false when the transaction cannot
-// decide.
-func (c *ownerCheck) count(owner string, limit int64) (full, ok bool) {
+// count counts owner's records for a decision at limit; ok is false when
+// the transaction cannot decide.
+func (c *ownerCheck) count(owner string, limit int64) (n int64, ok bool) {
 	key := c.s.ownerKey(owner)
-	var n int64
 	var locked bool
 	if _, held := slices.BinarySearch(c.excl, owner); held {
 		if c.err = c.conn.QueryRow(c.ctx, qOwned, owner).Scan(&n); c.err != nil {
-			return true, false
+			return 0, false
 		}
 	} else {
 		if limit > c.margin {
 			// Shared, then the count: read once the lock is held, so it
 			// misses only the places of transactions holding the lock now.
 			if locked, n, c.err = c.lockAndCount(`SELECT pg_try_advisory_xact_lock_shared($1)`, key, owner); c.err != nil {
-				return true, false
+				return 0, false
 			}
 			if locked && n < limit-c.margin {
-				return false, true
+				return n, true
 			}
 		}
 		// Exclusive, if no other transaction holds the lock (this one's
 		// shared lock does not stand in its way).
 		if locked, n, c.err = c.lockAndCount(`SELECT pg_try_advisory_xact_lock($1)`, key, owner); c.err != nil {
-			return true, false
+			return 0, false
 		}
 		if !locked {
 			c.redo = append(c.redo, owner)
-			return true, false
+			return 0, false
 		}
 	}
-	if n < limit {
-		return false, true
-	}
-	if c.s.reclaims.Take(owner, c.now, c.s.ttl) {
+	if n >= limit && c.s.reclaims.Take(owner, c.now, c.s.ttl) {
 		c.sweep = owner
-		return true, false
+		return 0, false
 	}
-	return true, true
+	return n, true
 }
 
 // lockAndCount runs the lock statement, then reads owner's count, in one
