@@ -52,10 +52,19 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// ttl is the rig's lease length. Expiries are stepped (rig.step), never
+// waited for, so it is long: a test whose leases must stay live throughout
+// (TestListPagesOnPostgres) took 36 s at load 35 and saw them expire at
+// 30 s.
 const (
-	ttl   = 30 * time.Second
-	ttlMs = 30_000.0
+	ttl   = 5 * time.Minute
+	ttlMs = 300_000.0
 )
+
+// rigTimeout bounds each call of a rig's store unless its test sets one:
+// the tests that send 160 acquisitions at once under -race on a loaded
+// runner saw calls queue past the 5 s default (503 unavailable).
+const rigTimeout = time.Minute
 
 // newSchema makes a fresh schema and returns a connection string whose
 // search_path is that schema.
@@ -199,6 +208,9 @@ func (g *rig) open(opts pgstore.Options, create bool) *replica {
 	g.t.Helper()
 	if opts.TTL == 0 {
 		opts.TTL = ttl
+	}
+	if opts.Timeout == 0 {
+		opts.Timeout = rigTimeout
 	}
 	logs := &syncio.Buffer{}
 	opts.Logger = slog.New(slog.NewTextHandler(logs, nil))
