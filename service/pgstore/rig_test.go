@@ -61,10 +61,12 @@ const (
 	ttlMs = 300_000.0
 )
 
-// rigTimeout bounds each call of a rig's store unless its test sets one:
-// the tests that send 160 acquisitions at once under -race on a loaded
-// runner saw calls queue past the 5 s default (503 unavailable).
-const rigTimeout = time.Minute
+// rigTimeout bounds each call of a rig's store unless its test sets one
+// (it is also PostgreSQL's lock_timeout): 160 acquisitions of one token at
+// once queue on its owner row, and under -race on a loaded runner the last
+// waited past the 5 s default, and past a minute (503 unavailable). It is
+// a guard against a hang, not a figure.
+const rigTimeout = 5 * time.Minute
 
 // newSchema makes a fresh schema and returns a connection string whose
 // search_path is that schema.
