@@ -925,6 +925,11 @@ for (const which of ['native', 'worker']) {
       };
       try {
         const l1 = await nextLeader(1, 'the first leader');
+        // Every campaigner observes the first leader before it is killed:
+        // a process that starts late on a loaded machine would otherwise
+        // begin with the second (and the check below would wait for a
+        // fourth it never sees).
+        await until(() => procs.every((p) => p.events.some((x) => x.ev === 'observed')), 'every campaigner observes the first leader', SEEN);
         const k1 = await kill(l1.p);
         const l2 = await nextLeader(2, 'the leader after the first was killed');
         assert.ok(l2.at - k1 < TTL + BOUND, `the next leader came ${l2.at - k1} ms after the kill`);
