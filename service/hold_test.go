@@ -401,8 +401,11 @@ func TestHoldRefusals(t *testing.T) {
 		got <- err
 	}()
 	eventually(t, "a waiting", func() bool { return r.svc.Waiting() == 1 })
-	r.clk.Advance(300)
+	// The holder's clock first: a denial read before the holder has seen
+	// its 300 ms pass would be waited on again, for 300 ms more of a
+	// coordinator's clock that no longer moves.
 	r.agent.Advance(300)
+	r.clk.Advance(300)
 	if err := <-got; !isDenied(err, "b") {
 		t.Fatalf("after the wait: %v", err)
 	}
