@@ -3,6 +3,8 @@ package sqlfence
 import (
 	_ "embed"
 	"strings"
+
+	"github.com/lease-fence/lease-fence/internal/sqltext"
 )
 
 // statementsSQL is the text of every statement the gate sends, the one
@@ -13,33 +15,7 @@ import (
 var statementsSQL string
 
 // statements are statementsSQL's statements by name, their tokens in place.
-var statements = parseStatements(statementsSQL)
-
-// parseStatements splits src at its "-- name: NAME" lines: each statement
-// runs to the next one, without the comment and blank lines at its end.
-func parseStatements(src string) map[string]string {
-	out := map[string]string{}
-	name := ""
-	var body []string
-	flush := func() {
-		for len(body) > 0 && (strings.TrimSpace(body[len(body)-1]) == "" || strings.HasPrefix(body[len(body)-1], "--")) {
-			body = body[:len(body)-1]
-		}
-		if name != "" {
-			out[name] = strings.Join(body, "\n")
-		}
-	}
-	for _, line := range strings.Split(src, "\n") {
-		if n, ok := strings.CutPrefix(line, "-- name: "); ok {
-			flush()
-			name, body = strings.TrimSpace(n), nil
-			continue
-		}
-		body = append(body, line)
-	}
-	flush()
-	return out
-}
+var statements = sqltext.Parse(statementsSQL)
 
 // statement returns the statement called name for dialect d over the tables
 // floor and rej, its tokens replaced; more holds further token, value pairs.

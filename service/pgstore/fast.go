@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/lease-fence/lease-fence/core/clock"
+	"github.com/lease-fence/lease-fence/internal/sqltext"
 	"github.com/lease-fence/lease-fence/service"
 )
 
@@ -45,7 +46,7 @@ import (
 //go:embed decide.sql
 var decideSQL string
 
-var decideStatements = parseStatements(decideSQL)
+var decideStatements = sqltext.Parse(decideSQL)
 
 func decideStatement(name string) string {
 	q, ok := decideStatements[name]
@@ -63,36 +64,6 @@ var (
 	// qDecide calls it.
 	qDecide = decideStatement("call")
 )
-
-// parseStatements splits src at its "-- name: NAME" lines: each statement
-// runs to the next one, without its leading comment lines and without the
-// comment and blank lines at its end.
-func parseStatements(src string) map[string]string {
-	out := map[string]string{}
-	name := ""
-	var body []string
-	flush := func() {
-		for len(body) > 0 && (strings.TrimSpace(body[0]) == "" || strings.HasPrefix(body[0], "--")) {
-			body = body[1:]
-		}
-		for len(body) > 0 && (strings.TrimSpace(body[len(body)-1]) == "" || strings.HasPrefix(body[len(body)-1], "--")) {
-			body = body[:len(body)-1]
-		}
-		if name != "" {
-			out[name] = strings.Join(body, "\n")
-		}
-	}
-	for _, line := range strings.Split(src, "\n") {
-		if n, ok := strings.CutPrefix(line, "-- name: "); ok {
-			flush()
-			name, body = strings.TrimSpace(n), nil
-			continue
-		}
-		body = append(body, line)
-	}
-	flush()
-	return out
-}
 
 // stale is lease_fence_decide's SQLSTATE for a decision whose state or
 // premises no longer hold (nothing was written).
