@@ -126,7 +126,7 @@ async function fromResponse(response, imports, errors) {
  * wasm_exec.mjs), or undefined for crypto.getRandomValues. In Node it reads
  * the operating system's /dev/urandom with node:fs: Node builds its WebCrypto
  * object on the first read of globalThis.crypto, the costliest single step of
- * a cold import (see docs/js.md), and Go needs only a few dozen bytes, as it
+ * a cold import (see docs/wasm.md), and Go needs only a few dozen bytes, as it
  * starts. Deno, Bun and browsers have crypto ready, so they keep it; so does
  * Node where /dev/urandom cannot be read (Windows, a permission model).
  */

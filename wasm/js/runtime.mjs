@@ -223,7 +223,7 @@ export function internalOnly(key, name) {
 // call into Go was measured to use, and otherwise throws the engine's own
 // RangeError here, before Go runs: the caller gets a stack overflow as from
 // any JavaScript code, and the instance stays as it was. Costs and
-// measurements are in docs/js.md.
+// figures are in docs/wasm.md and docs/benchmarks.md.
 //
 // room is a wasm function with no code and 8 KiB of locals: V8's baseline
 // wasm compiler (Liftoff) checks a frame that large against the stack limit
