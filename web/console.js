@@ -144,7 +144,7 @@ const conn = {
 // For tests and the benchmark: what the page did, without reading the drawing.
 // drawn: the last events drawn, { seq, type, resource, at, drawn } (page's
 // wall clock at the end of the frame that drew it).
-const stats = { events: 0, resumes: 0, reloads: 0, frames: 0, latencies: [], work: [], refusals: 0 };
+const stats = { events: 0, resumes: 0, reloads: 0, frames: 0, latencies: [], work: [], refusals: 0, probes: 0 };
 const drawn = [];
 window.__console = { stats, picture, conn, drawn };
 
@@ -307,6 +307,7 @@ async function followGates(signal) {
 }
 
 function restart(why) {
+  rights.reset();
   conn.abort.abort(why);
   conn.abort = new AbortController();
   conn.stream = null;
@@ -581,6 +582,80 @@ setInterval(() => {
   schedule();
 }, 1000);
 
+// --- may this token revoke? --------------------------------------------------------------
+// Revoke is offered only to a token the coordinator lets revoke: an admin
+// token with -auth, a page on a loopback address without. The page does not
+// guess: it asks the coordinator with a revoke that cannot match anything.
+// The coordinator checks a call's shape, then its authorization (403), and
+// only then decides it (service/httpapi): the probe names the fence of the
+// lease the page shows and a holder id other than that lease's. A fence is
+// issued once per resource, so no lease has both: a revoke the token may
+// make is answered 409 not_held and changes nothing (no write, no event);
+// one it may not make, 403. A 403 to a real revoke later (the token was
+// downgraded) takes the button away too.
+const PROBE_HOLDER = 'lease-fence-console-probe';
+const rights = {
+  state: 'unknown', // 'yes', 'no', or 'unknown' (not asked yet, or the answer said nothing)
+  why: '', // the coordinator's word for 'no'
+  busy: false,
+  failed: false, // the last probe said nothing: asked again at the next select
+  gen: 0, // the token's generation: an answer for a previous token is dropped
+  reset() {
+    this.gen++;
+    this.state = 'unknown';
+    this.why = '';
+    this.busy = false;
+    this.failed = false;
+  },
+  refuse(why) {
+    this.state = 'no';
+    this.why = why;
+  },
+};
+
+// probeHolder returns a holder id that is not holder.
+const probeHolder = (holder) => (holder === PROBE_HOLDER ? `${PROBE_HOLDER}-2` : PROBE_HOLDER);
+
+async function probeRevoke(r) {
+  const gen = rights.gen;
+  rights.busy = true;
+  let state = 'unknown';
+  let why = '';
+  try {
+    await call('/v1/revoke', { resource: r.name, holderId: probeHolder(r.holder), fence: r.fence });
+    // Answered 200: the coordinator revoked something the page did not
+    // show. It does not happen (the fence is that holder's); say nothing.
+  } catch (e) {
+    if (e.status === 409 && e.code === 'not_held') state = 'yes';
+    else if (e.status === 403) {
+      state = 'no';
+      why = e.message;
+    } else if (e.status === 401) {
+      askToken('Enter a token this coordinator knows.');
+    }
+  }
+  if (gen !== rights.gen) return;
+  rights.busy = false;
+  if (state === 'unknown') rights.failed = true;
+  else if (state === 'no') rights.refuse(why);
+  else rights.state = state;
+  stats.probes++;
+  invalidate(false);
+}
+
+// showRevoke shows the Revoke button if the token may revoke, asking the
+// coordinator first (with the lease r shows) if the page does not know.
+function showRevoke(r) {
+  if (rights.state === 'unknown' && !rights.busy && !rights.failed && r.holder !== null && r.fence > 0) probeRevoke(r);
+  const box = $('revoke-box');
+  if (box.dataset.may !== rights.state) box.dataset.may = rights.state;
+  $('revoke').hidden = rights.state !== 'yes';
+  $('revoke').disabled = r.holder === null;
+  const note = rights.state === 'no' ? `Revoke is not offered: ${rights.why}` : '';
+  setText($('revoke-none'), note);
+  $('revoke-none').hidden = !note;
+}
+
 // --- the detail pane -------------------------------------------------------------------
 const WORDS = { listed: 'held (listed)', granted: 'granted', renewed: 'renewed', released: 'released', expired: 'expired', revoked: 'revoked', waiting: 'waits', left: 'left the queue', proclaimed: 'value set', refused: 'write refused' };
 
@@ -589,6 +664,7 @@ function select(name) {
   $('detail').hidden = name === null;
   $('revoke-confirm').hidden = true;
   $('revoke-result').textContent = '';
+  rights.failed = false;
   if (name !== null) {
     showDetail(now());
     $('detail-h').focus();
@@ -604,7 +680,7 @@ function showDetail(t) {
   setText($('d-fence'), r.fence ? String(r.fence) : '—');
   setText($('d-left'), fmtDuration(r.remaining(t)));
   setText($('d-value'), r.value === undefined ? '—' : visible(r.value));
-  $('revoke').disabled = r.holder === null;
+  showRevoke(r);
   const ol = $('d-waiters');
   const q = r.queue();
   const items = [...q.ids.map(visible), ...(q.more ? [`and ${q.more} more (waiting on another replica, or before this page connected)`] : [])];
@@ -638,7 +714,7 @@ $('detail-close').addEventListener('click', () => {
 $('revoke').addEventListener('click', () => {
   const r = picture.resources.get(view.selected);
   if (!r || r.holder === null) return;
-  $('revoke-q').textContent = `Revoke ${visible(r.holder)}'s lease on ${visible(r.name)} (fence ${r.fence})? It ends at once; its holder's next renewal is refused, and the first waiter is granted. This needs an admin token.`;
+  $('revoke-q').textContent = `Revoke ${visible(r.holder)}'s lease on ${visible(r.name)} (fence ${r.fence})? It ends at once; its holder's next renewal is refused, and the first waiter is granted.`;
   $('revoke-confirm').hidden = false;
   $('revoke-confirm').dataset.fence = String(r.fence);
   $('revoke-no').focus();
@@ -655,9 +731,17 @@ $('revoke-yes').addEventListener('click', async () => {
     const v = await call('/v1/revoke', { resource: name, fence });
     $('revoke-result').textContent = `Revoked: ${v.revoked.holderId}, fence ${v.revoked.fence}.`;
   } catch (e) {
-    $('revoke-result').textContent = e.code === 'forbidden' ? `Not revoked: ${e.message} (a revoke needs a token with "admin": true)` : `Not revoked: ${e.message}`;
+    $('revoke-result').textContent = `Not revoked: ${e.message}`;
+    // The token may no longer revoke (downgraded since the probe): the
+    // button goes.
+    if (e.status === 403) rights.refuse(e.message);
+    else if (e.status === 401) askToken('Enter a token this coordinator knows.');
   }
-  $('revoke').focus();
+  if (rights.state === 'yes') $('revoke').focus();
+  else {
+    invalidate(false);
+    $('detail-h').focus();
+  }
 });
 
 // --- start -----------------------------------------------------------------------------

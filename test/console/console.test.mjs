@@ -5,7 +5,7 @@
 // stream is resumed and a restarted coordinator reloaded, with a banner
 // meanwhile; a silent stream shows a banner (the page's clock is
 // Playwright's, moved on by the test); a token sees only its scope, and
-// only an admin token revokes; the keyboard reaches every control, the
+// Revoke is offered to a token the coordinator lets revoke only; the keyboard reaches every control, the
 // token form included; hostile names are shown as text.
 // Every wait is on a DOM condition (no sleeps). Screenshots go to
 // out/console/ (docs/console.md shows them).
@@ -369,19 +369,36 @@ test('the token form is reached and used with the keyboard alone', { timeout: 12
   await page.waitForSelector(rowSel('app/k'), { timeout: LONG });
 });
 
-test('a token sees only its scope, and only an admin token revokes, after a confirmation', { timeout: 120_000 }, async (t) => {
+test('a token sees only its scope; Revoke is offered to an admin token only, after a probe that changes nothing', { timeout: 120_000 }, async (t) => {
   const dir = await mkdtemp(join(tmpdir(), 'lease-fence-console-'));
   t.after(() => rm(dir, { recursive: true, force: true }));
   const app = { name: 'app', token: 'tok-app-console-0123456789abcdef', resources: ['app/*'] };
   const ops = { name: 'ops', token: 'tok-ops-console-fedcba9876543210', resources: ['*'], admin: true };
-  const c = await startCoordinator(['-memory', '-ui', '-ttl', '60s', '-auth', writeTokens(dir, [app, ops])]);
+  const tokens = writeTokens(dir, [app, ops]);
+  const c = await startCoordinator(['-memory', '-ui', '-ttl', '60s', '-auth', tokens]);
   t.after(() => c.stop());
+  // The witness of every event, from before the page's first call.
+  const w = watchFromNode(c.url, ops.token);
+  t.after(() => w.close());
   await acquire(c.url, 'app/x', 'h-x', { token: ops.token });
   await acquire(c.url, 'other/y', 'h-y', { token: ops.token });
+  // A waiter on app/x: a probe must not remove it either.
+  const waiter = acquire(c.url, 'app/x', 'w-1', { token: ops.token, waitMillis: 60_000 });
+  waiter.catch(() => {}); // awaited below; a test that fails before leaves it to the coordinator's stop
+  await w.next((e) => e.type === 'waiting' && e.resource === 'app/x');
   // The refusals call is scoped like the API: no token, no answer.
   assert.equal((await fetch(`${c.url}/ui/api/rejections`)).status, 401);
+  const held = async () => (await api(c.url, '/v1/list', { prefix: 'app/x', waiters: true }, ops.token)).body.leases
+    .map((l) => [l.resource, l.holderId, l.fence, l.waiterIds]);
+  const before = await held();
+  assert.deepEqual(before, [['app/x', 'h-x', 1, ['w-1']]]);
 
   const page = await open(t, c.url);
+  // Every revoke the page sends, with its answer.
+  const revokes = [];
+  page.on('response', async (res) => {
+    if (new URL(res.url()).pathname === '/v1/revoke') revokes.push([JSON.parse(res.request().postData()), res.status()]);
+  });
   await page.waitForSelector('#token-form:not([hidden])', { timeout: LONG });
   await page.fill('#token-input', app.token);
   await page.press('#token-input', 'Enter');
@@ -394,31 +411,69 @@ test('a token sees only its scope, and only an admin token revokes, after a conf
   await page.waitForSelector(rowSel('app/z'), { timeout: LONG });
   assert.deepEqual(await page.evaluate(() => [...window.__console.picture.resources.keys()].sort()), ['app/x', 'app/z']);
 
-  const revoke = async (resource) => {
+  // Opening the detail asks the coordinator (once) whether this token may
+  // revoke: it may not (403), so no button, and the coordinator's reason.
+  const opened = async (resource, may) => {
     await page.click(`${rowSel(resource)} button.name`);
-    await page.click('#revoke');
-    assert.match(await page.textContent('#revoke-q'), /Revoke h-x's lease on app\/x \(fence 1\)\?/);
-    await page.click('#revoke-yes');
-    await page.waitForFunction(() => document.getElementById('revoke-result').textContent !== '', null, { timeout: LONG });
-    return page.textContent('#revoke-result');
+    await page.waitForSelector(`#revoke-box[data-may="${may}"]`, { timeout: LONG });
+    return page.isVisible('#revoke');
   };
-  // The coordinator refused it (403): the lease is still h-x's, and the
-  // page, having drawn a later event, draws no revocation.
-  assert.match(await revoke('app/x'), /Not revoked: .*"admin": true/);
-  const held = await api(c.url, '/v1/list', { prefix: 'app/x' }, ops.token);
-  assert.deepEqual(held.body.leases.map((l) => [l.resource, l.holderId, l.fence]), [['app/x', 'h-x', 1]]);
-  await acquire(c.url, 'app/after', 'h-after', { token: ops.token });
-  await page.waitForSelector(rowSel('app/after'), { timeout: LONG });
-  assert.equal(await page.$$eval(`${rowSel('app/x')} .ev-revoked`, (es) => es.length), 0);
+  assert.equal(await opened('app/x', 'no'), false);
+  assert.match(await page.textContent('#revoke-none'), /Revoke is not offered: the token "app" may not revoke/);
+  const probe = { resource: 'app/x', holderId: 'lease-fence-console-probe', fence: 1 };
+  assert.deepEqual(revokes, [[probe, 403]]);
+  // Another resource: the answer is the token's, not asked again.
+  assert.equal(await opened('app/z', 'no'), false);
+  assert.equal(revokes.length, 1);
 
-  // Another token: the picture is rebuilt with its scope.
+  // Another token: the picture is rebuilt with its scope, and the question
+  // asked again. The admin's probe is taken, and answered 409 not_held.
+  await page.click('#detail-close');
   await page.click('#token-open');
   await page.fill('#token-input', ops.token);
   await page.press('#token-input', 'Enter');
   await page.waitForSelector(rowSel('other/y'), { timeout: LONG });
-  await page.click('#detail-close');
-  assert.match(await revoke('app/x'), /Revoked: h-x, fence 1/);
+  assert.equal(await opened('app/x', 'yes'), true);
+  assert.deepEqual(revokes, [[probe, 403], [probe, 409]]);
+  assert.equal(await page.textContent('#revoke-none'), '');
+  // Neither probe changed anything: the lease and its waiter are as they
+  // were, and the next event after them all is the marker's.
+  assert.deepEqual(await held(), before);
+  await acquire(c.url, 'app/marker', 'h-m', { token: ops.token });
+  const marker = await w.next((e) => e.resource === 'app/marker');
+  assert.deepEqual(w.seen().filter((e) => e.resource === 'app/x' && e.seq < marker.seq).map((e) => [e.type, e.holderId]), [['granted', 'h-x'], ['waiting', 'w-1']]);
+
+  // The admin revokes, after a confirmation; the waiter is granted.
+  await page.click('#revoke');
+  assert.match(await page.textContent('#revoke-q'), /Revoke h-x's lease on app\/x \(fence 1\)\?/);
+  await page.click('#revoke-yes');
+  await page.waitForFunction(() => document.getElementById('revoke-result').textContent !== '', null, { timeout: LONG });
+  assert.match(await page.textContent('#revoke-result'), /Revoked: h-x, fence 1/);
   await mark(page, 'app/x', 'revoked', { fence: 1 });
+  const wg = (await waiter).grant;
+  await mark(page, 'app/x', 'granted', { holder: 'w-1', fence: wg.fence });
+
+  // The token is downgraded under the page (SIGHUP reads the file again):
+  // its next revoke is refused (403), the page says why and takes the
+  // button away; the lease stays.
+  writeTokens(dir, [app, { ...ops, admin: false }]);
+  c.proc.kill('SIGHUP');
+  for (const deadline = Date.now() + LONG; ;) {
+    // A revoke that cannot match (fence 1 was h-x's): 409 until the file is read again.
+    const r = await api(c.url, '/v1/revoke', { resource: 'app/x', holderId: 'node-probe', fence: 1 }, ops.token);
+    if (r.status === 403) break;
+    assert.equal(r.status, 409, JSON.stringify(r.body));
+    assert.ok(Date.now() < deadline, 'the tokens file was not read again');
+  }
+  assert.equal(await page.isVisible('#revoke'), true);
+  await page.click('#revoke');
+  assert.match(await page.textContent('#revoke-q'), new RegExp(`Revoke w-1's lease on app/x \\(fence ${wg.fence}\\)\\?`));
+  await page.click('#revoke-yes');
+  await page.waitForSelector('#revoke-box[data-may="no"]', { timeout: LONG });
+  assert.match(await page.textContent('#revoke-result'), /Not revoked: the token "ops" may not revoke/);
+  assert.equal(await page.isVisible('#revoke'), false);
+  assert.equal(await focusedIn(page), 'detail-h');
+  assert.deepEqual((await held()).map((l) => l.slice(0, 3)), [['app/x', 'w-1', wg.fence]]);
 });
 
 test('the keyboard reaches every control, and each lane has an accessible label', { timeout: 120_000 }, async (t) => {
@@ -441,6 +496,8 @@ test('the keyboard reaches every control, and each lane has an accessible label'
   assert.equal(await focused(), 'row:k/b');
   await page.keyboard.press('Enter');
   assert.equal(await focused(), 'detail-h');
+  // Without -auth a revoke is taken from loopback: Revoke is offered once the coordinator said so.
+  await page.waitForSelector('#revoke-box[data-may="yes"] #revoke:not([hidden])', { timeout: LONG });
   const inDetail = new Set();
   for (let i = 0; i < 4; i++) {
     await page.keyboard.press('Tab');

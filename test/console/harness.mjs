@@ -90,7 +90,7 @@ export function writeTokens(dir, tokens) {
  * refusals, GET /ui/api/rejections and its gates' refusals), as the test's
  * witness of when an event was sent: next(pred) resolves with the first
  * event (past or future) for which pred is true, its seenAt the wall clock
- * when this witness read it.
+ * when this witness read it; seen() returns those read so far.
  */
 export function watchFromNode(url, token, { refusals = false } = {}) {
   const seen = [];
@@ -129,6 +129,8 @@ export function watchFromNode(url, token, { refusals = false } = {}) {
       if (ev) return Promise.resolve(ev);
       return new Promise((resolve) => waiting.push({ pred, resolve }));
     },
+    /** The events read so far, in the order of the stream. */
+    seen: () => [...seen],
     close: () => ac.abort(),
   };
 }
