@@ -241,6 +241,8 @@ test('the waiters are shown in order, beside the lane and in the detail', { time
   await mark(page, 'queue/r', 'granted', { holder: 'w-1' }, await w.next((e) => e.type === 'granted' && e.holderId === 'w-1'));
   await page.waitForFunction(() => [...document.querySelectorAll('#d-waiters li')].map((li) => li.textContent).join() === 'w-2,w-3', null, { timeout: LONG });
   assert.deepEqual(await queue(), ['w-2', 'w-3']);
+  // Revoke is offered (no -auth, a loopback page) once the coordinator said so.
+  await page.waitForSelector('#revoke-box[data-may="yes"] #revoke:not([hidden])', { timeout: LONG });
   await page.screenshot({ path: join(SHOTS, 'detail.png') });
   await c.stop();
   await Promise.all(waits);
