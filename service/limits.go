@@ -55,6 +55,13 @@ func Change(before, after Entry) Counts {
 		Lasts: int64(min(after.LastFence, 1)) - int64(min(before.LastFence, 1))}
 }
 
+// Replaces reports that a grant to owner over e replaces owner's own
+// lease record (e has one, and it is owner's; a live one is denied before,
+// so it has expired). The owner's count does not change, so that record
+// never counts against the owner's limit: every OwnerCounter answers 0 for
+// it, and a store takes no new place for it.
+func (e Entry) Replaces(owner string) bool { return e.Fence != 0 && e.Owner == owner }
+
 // Full reports that a store at c holds its maximum of lease records.
 func (l Limits) Full(c Counts) bool { return c.Leases >= int64(l.MaxLeases) }
 

@@ -213,8 +213,8 @@ func (c *ownerCheck) Owned(owner string, limit int) int {
 		}
 		return 0
 	}
-	if c.cur.Fence != 0 && c.cur.Owner == owner {
-		return 0 // the owner's record is replaced: its count does not change
+	if c.cur.Replaces(owner) {
+		return 0
 	}
 	n := c.l.ownedOrClaimed(owner)
 	// Expired records of owner's may be in the way: sweep (at most once
@@ -466,7 +466,7 @@ func (l *Local) Update(ctx context.Context, resource string, fn func(*Txn) error
 		// A record that is new for its owner takes one of the owner's
 		// places, if the decision asked about the owner's limit.
 		claim := ""
-		if l.ledger == nil && next.Fence != 0 && next.Owner != "" && (cur.Fence == 0 || cur.Owner != next.Owner) {
+		if l.ledger == nil && next.Fence != 0 && next.Owner != "" && !cur.Replaces(next.Owner) {
 			if limit, ok := st.check.limitOf(next.Owner); ok {
 				if !l.claim(next.Owner, limit) {
 					continue // another resource's grant took the last place: decide again

@@ -111,6 +111,15 @@ func TestTokenLeaseLimitOverItsOwnExpiredLease(t *testing.T) {
 		t.Fatalf("a over b's expired lease at a's limit: %v", err)
 	}
 	r.granted(as(acquireMsg("b1", "theirs", "b-2"), "b", 1, 0))
+
+	// Not by a sweep: a refusal just before "mine" expires takes a's
+	// reclaim for a tenth of the TTL, so only the rule lets a1 through.
+	r.clk.Advance(clockMillis(ttl) - 10)
+	if _, err := r.call(as(acquireMsg("a3", "other", "a-3"), "a", 1, 0)); !isCode(err, wire.CodeTooManyTokenLeases) {
+		t.Fatalf("a at its limit: %v", err)
+	}
+	r.clk.Advance(20)
+	r.granted(as(acquireMsg("a4", "mine", "a-4"), "a", 1, 0))
 }
 
 // TestTokenCountsSurviveARestart: the owners are stored with the leases, so

@@ -252,7 +252,7 @@ func (s *Service) acquire(t *Txn, rules lease.Rules, q lease.Request, value stri
 	}
 	// The token's own limit first: a token at its limit is told so even
 	// when the coordinator is full as well. (A grant over the token's own
-	// expired record replaces it: the store does not count that record.)
+	// expired record replaces it: Entry.Replaces.)
 	if caller.MaxLeases > 0 {
 		if t.Owners == nil {
 			return refuse(wire.RefusedInternal, "this coordinator's store does not count leases by token, so the token's maxLeases cannot be kept")

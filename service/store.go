@@ -98,12 +98,13 @@ type Readier interface {
 // the database, under the owner's lock.
 type OwnerCounter interface {
 	// Owned returns how many lease records owner holds (its record of
-	// the entry being decided on, if any, not counted), for a decision
-	// that refuses a new one at limit or more. A store that only knows
-	// the owner is below limit may return any number below it, and holds
-	// the decision to it: if, once fn has returned, the entry fn put
-	// would take owner past a limit fn asked about (another resource's
-	// decision took the last place meanwhile), the store runs fn again.
+	// the entry being decided on, if any, not counted: Entry.Replaces),
+	// for a decision that refuses a new one at limit or more. A store
+	// that only knows the owner is below limit may return any number
+	// below it, and holds the decision to it: if, once fn has returned,
+	// the entry fn put would take owner past a limit fn asked about
+	// (another resource's decision took the last place meanwhile), the
+	// store runs fn again.
 	Owned(owner string, limit int) int
 }
 

@@ -65,8 +65,8 @@ var _ service.OwnerCounter = (*ownerCheck)(nil)
 // sweep to make, a failed statement), it answers limit to everything: the
 // decision is thrown away (settle).
 func (c *ownerCheck) Owned(owner string, limit int) int {
-	if c.cur.Fence != 0 && c.cur.Owner == owner {
-		return 0 // the owner's record is replaced: its count does not change
+	if c.cur.Replaces(owner) {
+		return 0
 	}
 	for _, a := range c.answers {
 		if a.owner == owner && a.limit == limit {
@@ -167,7 +167,7 @@ func ownerDeltas(cur, next service.Entry) []ownerDelta {
 		ds = append(ds, ownerDelta{cur.Owner, -1})
 	}
 	if next.Fence != 0 && next.Owner != "" {
-		if len(ds) == 1 && ds[0].owner == next.Owner {
+		if cur.Replaces(next.Owner) {
 			return nil
 		}
 		ds = append(ds, ownerDelta{next.Owner, 1})
