@@ -133,10 +133,11 @@ func main() {
 		totals := make([]Result, len(names))
 		for round := 0; round < *rounds; round++ {
 			for i, t := range names {
-				srv0, cli0 := srvs[i].cpu(), cputime.Process()
+				srv0, cli0, sw0 := srvs[i].cpu(), cputime.Process(), srvs[i].switches()
 				r, err := measure(srvs[i], t, c, *cycles / *rounds, *duration/time.Duration(*rounds))
 				totals[i].ServerCPU += srvs[i].cpu() - srv0
 				totals[i].ClientCPU += cputime.Process() - cli0
+				totals[i].Switches += srvs[i].switches() - sw0
 				if err != nil {
 					for _, s := range srvs {
 						s.stop()
@@ -169,6 +170,10 @@ type Result struct {
 	// targets only), ClientCPU this process's: on a machine shared with
 	// other work, CPU time per cycle is steadier than cycles per second.
 	ServerCPU, ClientCPU time.Duration
+	// Switches is how many times the server's threads went off a CPU
+	// meanwhile (voluntary and not; native targets only): each is a
+	// thread that went to sleep and was woken again, or was preempted.
+	Switches int64
 }
 
 func (r Result) print() {
@@ -176,7 +181,8 @@ func (r Result) print() {
 	fmt.Printf("%-18s clients=%-2d %6d cycles in %5.2fs  %8.0f cycles/s  %8.0f calls/s",
 		r.Name, r.Clients, r.Cycles, s, float64(r.Cycles)/s, 2*float64(r.Cycles)/s)
 	if r.ServerCPU > 0 && r.Cycles > 0 {
-		fmt.Printf("  %7.1f server-us/cycle  %7.1f client-us/cycle", r.ServerCPU.Seconds()*1e6/float64(r.Cycles), r.ClientCPU.Seconds()*1e6/float64(r.Cycles))
+		fmt.Printf("  %7.1f server-us/cycle  %7.1f client-us/cycle  %5.1f server-switches/cycle", r.ServerCPU.Seconds()*1e6/float64(r.Cycles),
+			r.ClientCPU.Seconds()*1e6/float64(r.Cycles), float64(r.Switches)/float64(r.Cycles))
 	}
 	fmt.Println()
 }
@@ -202,6 +208,36 @@ func (s *server) cpu() time.Duration {
 		if f := strings.Fields(string(data)); len(f) > 0 {
 			n, _ := strconv.ParseInt(f[0], 10, 64)
 			total += time.Duration(n)
+		}
+	}
+	return total
+}
+
+// switches is how many times the server's threads went off a CPU so far,
+// the sum over its threads of the voluntary_ctxt_switches and
+// nonvoluntary_ctxt_switches of /proc/PID/task/TID/status; 0 for a server
+// that is not a native coordinator of ours. Threads that ended meanwhile
+// drop out of the sum (the Go runtime keeps its threads).
+func (s *server) switches() int64 {
+	if s.cmd == nil || !s.native {
+		return 0
+	}
+	dir := "/proc/" + strconv.Itoa(s.cmd.Process.Pid) + "/task"
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		return 0
+	}
+	var total int64
+	for _, t := range tasks {
+		data, err := os.ReadFile(dir + "/" + t.Name() + "/status")
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(data), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.HasSuffix(k, "ctxt_switches") {
+				n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+				total += n
+			}
 		}
 	}
 	return total
