@@ -177,13 +177,16 @@ async function start() {
   state.caption = null;
   document.body.classList.add('live-running');
   document.body.dataset.live = 'running';
+  delete document.body.dataset.liveDelay;
+  delete document.body.dataset.liveScale;
   $('live-compare').hidden = true;
   const where = BACKENDS[backend].short;
   $('live-status').textContent = `Starting ${where}…`;
 
   const runId = Array.from(crypto.getRandomValues(new Uint8Array(6)), (b) => b.toString(16).padStart(2, '0')).join('');
   const lanes = {};
-  for (const mode of MODES) lanes[mode] = new LiveLane({ lib, svc: svcModule, scenario, mode, k, signal: abort.signal, runId, backend });
+  const meter = new Meter();
+  for (const mode of MODES) lanes[mode] = new LiveLane({ lib, svc: svcModule, scenario, mode, k, signal: abort.signal, runId, backend, meter });
   try {
     await Promise.all(MODES.map((m) => lanes[m].connect()));
     // Open the connections (page to server, server to coordinator) before
@@ -194,6 +197,7 @@ async function start() {
     throw err;
   }
   const t0 = performance.now() + 100;
+  meter.max = 0; // from the clock's start: the connections opened before it
   const end = model.end;
   $('live-status').textContent = `Running against ${where}: 1 ms of the scenario lasts ${fmt(k)} ms here (about ${fmt(Math.round((end * k) / 100) / 10)} s).`;
   // Drawing takes the page's one thread, which the agents' timers and
@@ -219,8 +223,10 @@ async function start() {
   state.running = false;
   state.caption = captionOf(cmp, scenario, k, backend);
   document.body.classList.remove('live-running');
+  document.body.dataset.liveDelay = String(Math.round(meter.max));
+  document.body.dataset.liveScale = String(k);
   document.body.dataset.live = cmp.same ? 'same' : 'differs';
-  showComparison(cmp, scenario, k, backend, lanes);
+  showComparison(cmp, scenario, k, backend, lanes, meter);
   $('live-status').textContent = `Live run done against ${where} in ${fmt(Math.round((performance.now() - t0) / 100) / 10)} s. ${cmp.summary}`;
   state.opts.onChange({ ...state });
 }
@@ -242,7 +248,7 @@ function captionOf(cmp, scenario, k, backend) {
   return `Live run against ${BACKENDS[backend].short} (1 ms here is ${fmt(k)} ms of real time). ${v}${timing} Step back to replay what happened.`;
 }
 
-function showComparison(cmp, scenario, k, backend, lanes) {
+function showComparison(cmp, scenario, k, backend, lanes, meter) {
   const box = $('live-compare');
   box.hidden = false;
   const v = $('live-verdicts');
@@ -260,6 +266,7 @@ function showComparison(cmp, scenario, k, backend, lanes) {
   for (const d of cmp.diffs.slice(0, 10)) items.push(d.text);
   if (cmp.diffs.length > 10) items.push(`… and ${cmp.diffs.length - 10} more.`);
   items.push(`${cmp.onTime} event${cmp.onTime === 1 ? '' : 's'} within 2 ms of the model.`);
+  items.push(`The longest delay in this run: ${fmt(Math.round(meter.max))} ms of real time (${fmt(Math.round(meter.max / k))} ms of the scenario), a timer that woke late, a reply or a restart.`);
   const notes = [];
   if (scenario.step > 0) notes.push(`real clocks do not step on reads: the model's stepPerRead (${scenario.step} ms) has no part here`);
   if (scenario.preset === 'push') notes.push("the push is made by the page the moment the coordinator's grant comes back (the coordinator has no push channel)");
@@ -280,15 +287,36 @@ function showComparison(cmp, scenario, k, backend, lanes) {
 
 // --- one lane, live --------------------------------------------------------------
 
-function sleep(ms, signal) {
+/**
+ * What delayed a run beyond its script, in real milliseconds: the latest a
+ * timer woke after its time (the page not scheduled: a loaded machine),
+ * the slowest round trip of a lease call, the longest restart (instant in
+ * the model). Shown with the comparison; body[data-live-delay] (and the
+ * scale k, body[data-live-scale]) for tests.
+ */
+class Meter {
+  constructor() {
+    this.max = 0;
+  }
+
+  note(ms) {
+    if (ms > this.max) this.max = ms;
+  }
+}
+
+// sleep resolves after ms (real); with meter, it notes how late its timer
+// woke (the page's thread not scheduled in time).
+function sleep(ms, signal, meter) {
   return new Promise((resolve, reject) => {
     if (signal?.aborted) return reject(signal.reason);
     const onAbort = () => {
       clearTimeout(t);
       reject(signal.reason);
     };
+    const due = performance.now() + Math.max(0, ms);
     const t = setTimeout(() => {
       signal?.removeEventListener('abort', onAbort);
+      meter?.note(performance.now() - due);
       resolve();
     }, Math.max(0, ms));
     signal?.addEventListener('abort', onAbort, { once: true });
@@ -317,8 +345,8 @@ const plainRejection = (r) => ({ seq: r.seq, resource: r.resource, refusedHolder
  * one), and the events so far.
  */
 class LiveLane {
-  constructor({ lib, svc, scenario, mode, k, signal, runId, backend }) {
-    Object.assign(this, { lib, svc, s: scenario, mode, k, signal, runId, backend });
+  constructor({ lib, svc, scenario, mode, k, signal, runId, backend, meter }) {
+    Object.assign(this, { lib, svc, s: scenario, mode, k, signal, runId, backend, meter });
     this.fenced = mode === 'fenced';
     this.events = [];
     this.gens = [];
@@ -382,11 +410,11 @@ class LiveLane {
   }
 
   until(t) {
-    return sleep(this.t0 + t * this.k - performance.now(), this.signal);
+    return sleep(this.t0 + t * this.k - performance.now(), this.signal, this.meter);
   }
 
   wait(ms) {
-    return sleep(ms * this.k, this.signal);
+    return sleep(ms * this.k, this.signal, this.meter);
   }
 
   /** The lane so far, in the model's shape (copies: the run goes on). */
@@ -503,16 +531,17 @@ class LiveLane {
       const what = op === 'renew' ? 'renewal' : 'acquire';
       if (again) this.emit({ t: this.stamp(), actor: ag.key, kind: 'timeout', req: name, after: plan.timeout });
       const send = this.emit({ t: this.stamp(), actor: ag.key, kind: 'send', to: COORDINATOR, arrive: null, up: plan.up, what, req: name, again, sentAt: this.sentAt.get(body.requestId) });
-      await sleep(plan.up * this.k, init.signal);
+      await sleep(plan.up * this.k, init.signal, this.meter);
       const a = performance.now();
       const res = await fetch(url, init);
       const text = await res.text();
       const b = performance.now();
+      this.meter.note(b - a);
       const at = Math.round((a + b) / 2 - this.t0) / this.k;
       send.arrive = Math.round(at);
       this.processed(ag, what, body, res.status, text, Math.round(at), name);
       const lose = plan.lose > 0 && !again;
-      await sleep(plan.down * this.k, init.signal);
+      await sleep(plan.down * this.k, init.signal, this.meter);
       if (lose) {
         plan.lose--;
         this.emit({ t: this.stamp(), actor: ag.key, kind: 'lost', from: COORDINATOR, departed: Math.round(at), req: name });
@@ -600,7 +629,7 @@ class LiveLane {
       } catch (err) {
         if (this.signal.aborted) throw this.signal.reason;
         if (err instanceof this.svc.LeaseDeniedError && attempt < MAX_ATTEMPTS) {
-          await sleep(Math.ceil(err.retryAfterMillis) + this.k, this.signal);
+          await sleep(Math.ceil(err.retryAfterMillis) + this.k, this.signal, this.meter);
           continue;
         }
         if (!(err instanceof this.svc.LeaseDeniedError)) this.errors.push(`${ag.key}'s acquire: ${err?.message ?? err}`);
@@ -755,6 +784,15 @@ class LiveLane {
   // Worker, a fresh Durable Object stands in. Then, for a startFence, the
   // resource is acquired and released that many times.
   async restart(step) {
+    const began = performance.now();
+    try {
+      await this.restartNow(step);
+    } finally {
+      this.meter.note(performance.now() - began);
+    }
+  }
+
+  async restartNow(step) {
     const t = this.stamp();
     const issued = this.maxFence;
     this.epoch++;
