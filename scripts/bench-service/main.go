@@ -133,11 +133,16 @@ func main() {
 		totals := make([]Result, len(names))
 		for round := 0; round < *rounds; round++ {
 			for i, t := range names {
+				// /metrics is read outside the CPU and switches measured.
+				h0, sy0 := srvs[i].timings()
 				srv0, cli0, sw0 := srvs[i].cpu(), cputime.Process(), srvs[i].switches()
 				r, err := measure(srvs[i], t, c, *cycles / *rounds, *duration/time.Duration(*rounds))
 				totals[i].ServerCPU += srvs[i].cpu() - srv0
 				totals[i].ClientCPU += cputime.Process() - cli0
 				totals[i].Switches += srvs[i].switches() - sw0
+				h1, sy1 := srvs[i].timings()
+				totals[i].Handled += h1 - h0
+				totals[i].Synced += sy1 - sy0
 				if err != nil {
 					for _, s := range srvs {
 						s.stop()
@@ -174,6 +179,12 @@ type Result struct {
 	// meanwhile (voluntary and not; native targets only): each is a
 	// thread that went to sleep and was woken again, or was preempted.
 	Switches int64
+	// Handled is the time the server spent in its handlers (acquire and
+	// release, from the request read to the answer written), Synced in
+	// synced writes of its state (the store's part of a grant: Pebble's
+	// commit and its fdatasync), summed over the calls (from its /metrics;
+	// native targets without tokens only).
+	Handled, Synced time.Duration
 }
 
 func (r Result) print() {
@@ -183,6 +194,9 @@ func (r Result) print() {
 	if r.ServerCPU > 0 && r.Cycles > 0 {
 		fmt.Printf("  %7.1f server-us/cycle  %7.1f client-us/cycle  %5.1f server-switches/cycle", r.ServerCPU.Seconds()*1e6/float64(r.Cycles),
 			r.ClientCPU.Seconds()*1e6/float64(r.Cycles), float64(r.Switches)/float64(r.Cycles))
+	}
+	if r.Handled > 0 && r.Cycles > 0 {
+		fmt.Printf("  %7.1f handler-us/cycle  %7.1f sync-us/cycle", r.Handled.Seconds()*1e6/float64(r.Cycles), r.Synced.Seconds()*1e6/float64(r.Cycles))
 	}
 	fmt.Println()
 }
@@ -241,6 +255,41 @@ func (s *server) switches() int64 {
 		}
 	}
 	return total
+}
+
+// timings reads, from the server's /metrics, the time it spent so far in
+// the handlers of acquisitions and releases and in synced writes of its
+// state (the sums of leasefence_request_duration_seconds and
+// leasefence_store_sync_seconds); zeros for a server that is not a native
+// coordinator of ours or whose /metrics needs a token.
+func (s *server) timings() (handled, synced time.Duration) {
+	if s.cmd == nil || !s.native || s.token != "" || !strings.HasPrefix(s.url, "http://") {
+		return 0, 0
+	}
+	resp, err := http.Get(s.url + "/metrics")
+	if err != nil {
+		return 0, 0
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		name, v, ok := strings.Cut(sc.Text(), " ")
+		if !ok {
+			continue
+		}
+		secs, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			continue
+		}
+		d := time.Duration(secs * float64(time.Second))
+		switch name {
+		case `leasefence_request_duration_seconds_sum{op="acquire"}`, `leasefence_request_duration_seconds_sum{op="release"}`:
+			handled += d
+		case "leasefence_store_sync_seconds_sum":
+			synced += d
+		}
+	}
+	return handled, synced
 }
 
 type server struct {
