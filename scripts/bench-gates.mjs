@@ -66,7 +66,13 @@ if (baseline) {
   execFileSync(process.env.GO ?? 'go', ['build', '-o', join(dir, 'gatecli'), `./${cli}`], { cwd: dir, stdio: 'inherit' });
   const js = join(root, 'out', 'bench', `js-${rev}`);
   mkdirSync(js, { recursive: true });
-  for (const f of ['sql.mjs', 'redis.mjs', 'gate-common.mjs']) writeFileSync(join(js, f), readFileSync(join(dir, 'wasm', 'js', f)));
+  // A baseline whose modules import ./gate-texts.mjs gets it generated
+  // from its own scripts and statements.
+  const gen = join(dir, 'scripts', 'gate-texts.mjs');
+  if (existsSync(gen)) execFileSync(process.execPath, [gen], { cwd: dir, stdio: 'inherit' });
+  for (const f of ['sql.mjs', 'redis.mjs', 'gate-common.mjs', 'gate-texts.mjs']) {
+    if (existsSync(join(dir, 'wasm', 'js', f))) writeFileSync(join(js, f), readFileSync(join(dir, 'wasm', 'js', f)));
+  }
   // A baseline whose modules import ./errors.mjs gets this build's error
   // classes through it, so both sides' errors are the same classes.
   writeFileSync(join(js, 'errors.mjs'), `export * from ${JSON.stringify(pathToFileURL(join(root, 'wasm', 'js', 'errors.mjs')).href)};\n`);

@@ -6,11 +6,18 @@
 -- generated from it: the same text (test/gates/texts.test.mjs).
 --
 -- KEYS: 1 the floor (a hash: fence, holder, rejections), 2 the rejection
--- log (a list, five elements per refusal), 3 this commit's marker, then the
--- keys the caller's commands declare. All are in one hash slot.
+-- log (a list, five elements per refusal), 3 this commit's marker when it
+-- has one, then the keys the caller's commands declare. All are in one
+-- hash slot.
 -- ARGV: 1 holder, 2 fence (decimal), 3 max rejections kept, 4 marker time
--- to live (ms), 5 number of commands, then each command as its number of
--- strings followed by the strings.
+-- to live (ms; 0: no marker, KEYS[3] is the first of the caller's keys),
+-- 5 number of commands, then each command as its number of strings
+-- followed by the strings.
+--
+-- The marker (at most once, asked for by the caller) says how the commit
+-- ended, for a retry of the same script or a caller whose reply was lost;
+-- without it the script writes nothing but the floor, the log and the
+-- caller's commands.
 --
 -- Replies: {'ok'}; {'stale', seq, admittedFence, admittedHolderId};
 -- {'invalid', command, reason} (nothing changed); {'failed', command,
@@ -18,11 +25,17 @@
 -- those after it did not); {'replay', marker} (this commit already ran:
 -- the marker says how it ended); {'corrupt', key, reason} (one of the
 -- gate's own keys holds what the gate did not write: nothing changed).
-local floorKey, logKey, markKey = KEYS[1], KEYS[2], KEYS[3]
-local seen = redis.call('GET', markKey)
-if seen then return {'replay', seen} end
-
+local floorKey, logKey = KEYS[1], KEYS[2]
 local holder, fence, maxRej, ttl, n = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], tonumber(ARGV[5])
+local markKey, firstKey = nil, 3
+if ttl ~= '0' then
+  markKey, firstKey = KEYS[3], 4
+  local seen = redis.call('GET', markKey)
+  if seen then return {'replay', seen} end
+end
+local function mark(v)
+  if markKey then redis.call('SET', markKey, v, 'PX', ttl) end
+end
 
 -- Every command is checked before anything changes: it must exist, be
 -- allowed in a script, have the right number of arguments, name at least
@@ -41,7 +54,7 @@ local known = ' APPEND:3:1:1:1 DECR:2:1:1:1 DECRBY:3:1:1:1 DEL:-2:1:-1:1 EXPIRE:
   'SETRANGE:4:1:1:1 SMOVE:4:1:2:1 SREM:-3:1:1:1 UNLINK:-2:1:-1:1 XADD:-5:1:1:1 XDEL:-3:1:1:1 XTRIM:-4:1:1:1 ' ..
   'ZADD:-4:1:1:1 ZINCRBY:4:1:1:1 ZREM:-3:1:1:1 ZREMRANGEBYRANK:4:1:1:1 ZREMRANGEBYSCORE:4:1:1:1 '
 local declared = {}
-for i = 4, #KEYS do declared[KEYS[i]] = true end
+for i = firstKey, #KEYS do declared[KEYS[i]] = true end
 local cmds, at = {}, 6
 for c = 1, n do
   local argc = tonumber(ARGV[at])
@@ -96,7 +109,7 @@ if tonumber(fence) < tonumber(floor) then
   local seq = redis.call('HINCRBY', floorKey, 'rejections', 1)
   redis.call('RPUSH', logKey, seq, holder, fence, floorHolder, floor)
   redis.call('LTRIM', logKey, -5 * maxRej, -1)
-  redis.call('SET', markKey, 'stale:' .. seq .. ':' .. floor .. ':' .. floorHolder, 'PX', ttl)
+  mark('stale:' .. seq .. ':' .. floor .. ':' .. floorHolder)
   return {'stale', seq, floor, floorHolder}
 end
 if tonumber(fence) > tonumber(floor) or floorHolder == '' then
@@ -105,9 +118,9 @@ end
 for c = 1, n do
   local r = redis.pcall(unpack(cmds[c]))
   if type(r) == 'table' and r.err then
-    redis.call('SET', markKey, 'failed:' .. c .. ':' .. r.err, 'PX', ttl)
+    mark('failed:' .. c .. ':' .. r.err)
     return {'failed', c, r.err}
   end
 end
-redis.call('SET', markKey, 'ok', 'PX', ttl)
+mark('ok')
 return {'ok'}

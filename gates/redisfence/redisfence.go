@@ -16,9 +16,10 @@
 // Per resource r the Store keeps, under its prefix (default "lease-fence:"),
 // the floor (a hash <prefix>{r}:floor with fence, holder and the count of
 // refusals) and the newest MaxRejections refusals (a list
-// <prefix>{r}:rejections), plus a short-lived marker per commit
-// (<prefix>{r}:commit:<id>) that makes a commit run at most once and lets
-// the Store find out how it ended when the connection broke.
+// <prefix>{r}:rejections). With Options.AtMostOnce it also writes a
+// short-lived marker per commit (<prefix>{r}:commit:<id>) that makes a
+// commit run at most once and lets the Store find out how it ended when the
+// connection broke.
 //
 // A command that fails inside the script: Redis does not undo the commands
 // before it. So every command is checked before anything changes (it must
@@ -92,11 +93,18 @@ type Options struct {
 	// sequence numbers, go on past it. Stores that share keys should agree
 	// on it: each refusal trims the log to the refusing Store's value.
 	MaxRejections int
-	// MarkerTTL is how long the marker of a commit is kept: a retry of the
-	// same commit (go-redis retries a command whose connection broke) within
-	// it is answered from the marker instead of running again, and a Commit
-	// whose reply was lost reads it to learn the outcome. At least a second;
-	// 0 means one minute.
+	// AtMostOnce makes each commit write a marker with its outcome, kept
+	// MarkerTTL: a retry of the same commit (go-redis retries a command
+	// whose connection broke, unless MaxRetries is -1) is answered from the
+	// marker instead of running again, and a Commit whose reply was lost
+	// reads it to learn the outcome. Without it a commit writes one key and
+	// a command less (the marker's SET), a Commit whose reply was lost
+	// returns an *OutcomeUnknownError, and a client that sends a command
+	// again after its connection broke may run the write twice (the fence
+	// check still holds: a retry carries the same token).
+	AtMostOnce bool
+	// MarkerTTL is how long the marker of a commit is kept (AtMostOnce).
+	// At least a second; 0 means one minute.
 	MarkerTTL time.Duration
 }
 
@@ -107,7 +115,7 @@ type Store struct {
 	rdb       redis.Cmdable
 	prefix    string
 	maxRej    int
-	markerTTL time.Duration
+	markerTTL time.Duration // 0 without AtMostOnce
 }
 
 // Write is what Commit writes: commands run in order, inside the script,
@@ -152,6 +160,9 @@ func Open(rdb redis.Cmdable, opts Options) (*Store, error) {
 	if opts.MarkerTTL == 0 {
 		opts.MarkerTTL = DefaultMarkerTTL
 	}
+	if !opts.AtMostOnce {
+		opts.MarkerTTL = 0
+	}
 	return &Store{rdb: rdb, prefix: opts.Prefix, maxRej: opts.MaxRejections, markerTTL: opts.MarkerTTL}, nil
 }
 
@@ -192,14 +203,14 @@ func (s *Store) keys(resource string) (floor, log, base string) {
 //     what the Store did not write (a key of another type, a floor whose
 //     fence is not a number): the script refused before changing anything.
 //   - *OutcomeUnknownError: the connection broke after the script was sent
-//     and Redis could not be asked how it ended; the write may or may not
-//     have happened.
+//     (without Options.AtMostOnce), or Redis could not be asked how it
+//     ended (with it); the write may or may not have happened.
 //   - the context's error, if ctx was done before anything was sent.
 //
-// When the connection breaks after the script was sent, Commit settles the
-// outcome before returning: it writes the commit's marker as "aborted"
-// unless the script already wrote it, so the script, if it arrives late,
-// does nothing; then the marker tells how the commit ended.
+// With Options.AtMostOnce, when the connection breaks after the script was
+// sent, Commit settles the outcome before returning: it writes the commit's
+// marker as "aborted" unless the script already wrote it, so the script, if
+// it arrives late, does nothing; then the marker tells how the commit ended.
 func (s *Store) Commit(ctx context.Context, tok fence.Token, w Write) error {
 	if len(w.Commands) == 0 {
 		return argError("write.commands", "must hold at least one command (use Admit to raise the floor without writing)")
@@ -232,10 +243,14 @@ func (s *Store) run(ctx context.Context, tok fence.Token, w *Write) error {
 		return err
 	}
 	floorKey, logKey, base := s.keys(tok.Resource)
-	id := make([]byte, markerIDBytes)
-	_, _ = rand.Read(id)
-	markKey := base + "commit:" + hex.EncodeToString(id)
-	keys := []string{floorKey, logKey, markKey}
+	keys := []string{floorKey, logKey}
+	markKey := ""
+	if s.markerTTL != 0 {
+		id := make([]byte, markerIDBytes)
+		_, _ = rand.Read(id)
+		markKey = base + "commit:" + hex.EncodeToString(id)
+		keys = append(keys, markKey)
+	}
 	args := []any{tok.HolderID, strconv.FormatUint(tok.Fence, 10), s.maxRej, s.markerTTL.Milliseconds(), 0}
 	if w != nil {
 		var err error
@@ -250,6 +265,9 @@ func (s *Store) run(ctx context.Context, tok fence.Token, w *Write) error {
 	if err != nil {
 		if sentNothing(err) {
 			return &DBError{Op: "commit", Err: err}
+		}
+		if markKey == "" {
+			return &OutcomeUnknownError{Err: err}
 		}
 		return s.resolve(ctx, tok, markKey, err)
 	}

@@ -5,10 +5,11 @@ package redisfence_test
 import (
 	"errors"
 	"fmt"
-	"io"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -190,7 +191,29 @@ func (p *cutProxy) pipe(c net.Conn) {
 		return
 	}
 	defer up.Close()
-	go func() { _, _ = io.Copy(c, up) }()
+	// cutHere: this connection sent the script; what the server answers
+	// from then on is the script's reply, dropped with the connection.
+	var cutHere atomic.Bool
+	replied := make(chan struct{})
+	go func() {
+		defer close(replied)
+		b := make([]byte, 64<<10)
+		for {
+			n, err := up.Read(b)
+			if n > 0 && cutHere.Load() {
+				c.Close()
+				return
+			}
+			if n > 0 {
+				if _, err := c.Write(b[:n]); err != nil {
+					return
+				}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
 	buf := make([]byte, 64<<10)
 	for {
 		n, err := c.Read(buf)
@@ -205,11 +228,12 @@ func (p *cutProxy) pipe(c net.Conn) {
 		}
 		p.mu.Unlock()
 		if cutNow {
+			cutHere.Store(true)
 			if p.forward {
 				// Let the script run, then drop the connection before
 				// its reply can come back.
 				_, _ = up.Write(chunk)
-				_, _ = up.Read(make([]byte, 1)) // the reply has started
+				<-replied // the reply has started, and was not passed on
 			}
 			up.Close()
 			c.Close()
@@ -221,11 +245,37 @@ func (p *cutProxy) pipe(c net.Conn) {
 	}
 }
 
-// A commit whose connection breaks is settled, not guessed: the script ran
-// and its reply was lost (nil, and the write is there once), or it never
-// reached the server (a *DBError, nothing written, and a late arrival
-// could not run). With go-redis's own retries on, a retried script is
-// answered from its marker instead of running twice.
+// Without AtMostOnce a script writes no marker (KEYS[3] is the caller's
+// first key when the marker's time to live is 0), and a commit whose reply
+// was lost is an *OutcomeUnknownError, whether the script ran or not.
+func TestNoMarkerWithoutAtMostOnce(t *testing.T) {
+	s, rdb, ns := newStore(t, redisfence.Options{})
+	k := redisfence.Key("r", ns+"v")
+	must(t, s.Commit(bg, fence.Token{Resource: "r", HolderID: "h", Fence: 2}, redisfence.Write{Keys: []string{k}, Commands: [][]string{{"SET", k, "a"}}}))
+	if keys, _ := rdb.Keys(bg, ns+"*commit:*").Result(); len(keys) != 0 {
+		t.Fatalf("markers written without AtMostOnce: %v", keys)
+	}
+	for _, forward := range []bool{true, false} {
+		p := newCutProxy(t, forward)
+		cut := client(t, p.l.Addr().String(), func(o *redis.Options) { o.MaxRetries = -1 })
+		s, err := redisfence.Open(cut, redisfence.Options{Prefix: ns})
+		must(t, err)
+		must(t, cut.Ping(bg).Err())
+		l := redisfence.Key("r", ns+"list"+strconv.FormatBool(forward))
+		err = s.Commit(bg, fence.Token{Resource: "r", HolderID: "h", Fence: 2}, redisfence.Write{Keys: []string{l}, Commands: [][]string{{"RPUSH", l, "once"}}})
+		var ou *redisfence.OutcomeUnknownError
+		if n, _ := rdb.LLen(bg, l).Result(); !errors.As(err, &ou) || n != map[bool]int64{true: 1, false: 0}[forward] {
+			t.Fatalf("forwarded %v: err = %v, %d copies", forward, err, n)
+		}
+	}
+}
+
+// With AtMostOnce, a commit whose connection breaks is settled, not
+// guessed: the script ran and its reply was lost (nil, and the write is
+// there once), or it never reached the server (a *DBError, nothing
+// written, and a late arrival could not run). With go-redis's own retries
+// on, a retried script is answered from its marker instead of running
+// twice.
 func TestLostReplySettled(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
@@ -241,7 +291,7 @@ func TestLostReplySettled(t *testing.T) {
 			p := newCutProxy(t, tc.forward)
 			rdb := client(t, p.l.Addr().String(), func(o *redis.Options) { o.MaxRetries = tc.retries })
 			_, direct, ns := newStore(t, redisfence.Options{})
-			s, err := redisfence.Open(rdb, redisfence.Options{Prefix: ns})
+			s, err := redisfence.Open(rdb, redisfence.Options{Prefix: ns, AtMostOnce: true})
 			must(t, err)
 			must(t, rdb.Ping(bg).Err()) // load nothing yet; connection made
 			k := redisfence.Key("r", ns+"list")

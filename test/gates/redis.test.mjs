@@ -1,12 +1,13 @@
 // lease-fence/redis beyond the conformance suite: bad options and writes
 // refused before anything changes, a command failing mid-write, a reply
-// lost on a broken connection (settled through the commit's marker), a
-// server that is down, the hash slot, against a real redis-server.
+// lost on a broken connection (settled through the commit's marker with
+// atMostOnce, an OutcomeUnknownError without), a server that is down, the
+// hash slot, against a real redis-server.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createClient } from 'redis';
 import { InvalidArgumentError } from 'lease-fence';
-import { CommandError, FenceStoreError, openRedisFence, redisKey, redisSlot, redisTag } from 'lease-fence/redis';
+import { CommandError, FenceStoreError, OutcomeUnknownError, openRedisFence, redisKey, redisSlot, redisTag } from 'lease-fence/redis';
 import { cutProxy } from './cutproxy.mjs';
 import { startRedis } from './servers.mjs';
 
@@ -41,7 +42,7 @@ test('the hash slot and tags agree with Go (the cluster spec vectors)', () => {
 test('bad options and writes are refused before anything changes', async () => {
   const c = await client();
   for (const [opts, argument] of [[{ prefix: 'a{' }, 'options.prefix'], [{ prefix: '' }, 'options.prefix'], [{ maxRejections: -1 }, 'options.maxRejections'],
-    [{ maxRejections: 1.5 }, 'options.maxRejections'], [{ markerTtlMillis: 10 }, 'options.markerTtlMillis'], ['x', 'options']]) {
+    [{ maxRejections: 1.5 }, 'options.maxRejections'], [{ markerTtlMillis: 10 }, 'options.markerTtlMillis'], [{ atMostOnce: 1 }, 'options.atMostOnce'], ['x', 'options']]) {
     assert.throws(() => openRedisFence(c, opts), (e) => e instanceof InvalidArgumentError && e.argument === argument);
   }
   assert.throws(() => openRedisFence({}), InvalidArgumentError);
@@ -85,14 +86,14 @@ test('a command failing mid-write stops it there; the floor stays raised', async
   assert.equal(await store.floor('r'), 3);
 });
 
-test('a reply lost on a broken connection is settled through the marker', async () => {
+test('a reply lost on a broken connection is settled through the marker (atMostOnce)', async () => {
   const u = new URL(server.url);
   for (const forward of [true, false]) {
     const proxy = await cutProxy([u.hostname, Number(u.port)], /EVAL/i, { forward });
     const c = await client(`redis://127.0.0.1:${proxy.port}`);
     const direct = await client();
     const ns = `cut${++nsSeq}-`;
-    const store = openRedisFence(c, { prefix: ns });
+    const store = openRedisFence(c, { prefix: ns, atMostOnce: true });
     const k = redisKey('r', `${ns}list`);
     const p = store.commit(tk('h', 4), { keys: [k], commands: [['RPUSH', k, 'once']] });
     if (forward) await p;
@@ -100,6 +101,26 @@ test('a reply lost on a broken connection is settled through the marker', async 
     assert.ok(proxy.cut);
     assert.equal(await direct.lLen(k), forward ? 1 : 0, 'the write is there once, or not at all');
     assert.equal(await store.floor('r'), forward ? 4 : 0);
+    await proxy.close();
+  }
+});
+
+test('without atMostOnce no marker is written, and a lost reply is an OutcomeUnknownError', async () => {
+  const u = new URL(server.url);
+  const direct = await client();
+  const ns0 = `nomark${++nsSeq}-`;
+  const k0 = redisKey('r', `${ns0}v`);
+  await openRedisFence(direct, { prefix: ns0 }).commit(tk('h', 2), { keys: [k0], commands: [['SET', k0, 'a']] });
+  assert.deepEqual(await direct.keys(`${ns0}*commit:*`), [], 'no marker without atMostOnce');
+  for (const forward of [true, false]) {
+    const proxy = await cutProxy([u.hostname, Number(u.port)], /EVAL/i, { forward });
+    const c = await client(`redis://127.0.0.1:${proxy.port}`);
+    const ns = `cut${++nsSeq}-`;
+    const store = openRedisFence(c, { prefix: ns });
+    const k = redisKey('r', `${ns}list`);
+    await assert.rejects(store.commit(tk('h', 4), { keys: [k], commands: [['RPUSH', k, 'once']] }), OutcomeUnknownError);
+    assert.ok(proxy.cut);
+    assert.equal(await direct.lLen(k), forward ? 1 : 0, 'the write ran once, or not at all');
     await proxy.close();
   }
 });

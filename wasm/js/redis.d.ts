@@ -43,7 +43,13 @@ export interface RedisFenceOptions {
   prefix?: string;
   /** Refusals kept per resource (1 to 1,048,576; 0 or absent: 1000). */
   maxRejections?: number;
-  /** How long a commit's marker is kept (at least 1000; default 60000). */
+  /**
+   * Each commit writes a marker of its outcome (default false): a commit
+   * whose reply was lost is settled instead of rejecting with
+   * OutcomeUnknownError, and a script sent again does not run twice.
+   */
+  atMostOnce?: boolean;
+  /** How long a commit's marker is kept with atMostOnce (at least 1000; default 60000). */
   markerTtlMillis?: number;
 }
 

@@ -92,11 +92,15 @@ function markerId() {
   return markerPrefix + markerSeq.toString(16).padStart(16, '0');
 }
 
+// The SHA-1 of each script: a promise until it is known, then its hex.
 const shas = new Map();
 function scriptSha(text) {
   if (!shas.has(text)) {
-    shas.set(text, crypto.subtle.digest('SHA-1', encoder.encode(text)).then((d) =>
-      Array.from(new Uint8Array(d), (x) => x.toString(16).padStart(2, '0')).join('')));
+    shas.set(text, crypto.subtle.digest('SHA-1', encoder.encode(text)).then((d) => {
+      const hex = Array.from(new Uint8Array(d), (x) => x.toString(16).padStart(2, '0')).join('');
+      shas.set(text, hex);
+      return hex;
+    }));
   }
   return shas.get(text);
 }
@@ -104,7 +108,8 @@ function scriptSha(text) {
 // runScript sends EVALSHA, and EVAL when the server does not have the
 // script yet (as go-redis's Script.Run does).
 async function runScript(client, text, keys, args) {
-  const hash = await scriptSha(text);
+  let hash = scriptSha(text);
+  if (typeof hash !== 'string') hash = await hash;
   try {
     return await client.evalSha(hash, { keys, arguments: args });
   } catch (err) {
@@ -135,7 +140,10 @@ const arg = (argument, reason) => new InvalidArgumentError(`lease-fence/redis: $
 /**
  * Opens the gate on client (a connected client or cluster of the `redis`
  * package). Options: prefix (default 'lease-fence:', no braces),
- * maxRejections (refusals kept per resource, default 1000),
+ * maxRejections (refusals kept per resource, default 1000), atMostOnce
+ * (default false; true: each commit writes a marker of its outcome, so a
+ * commit whose reply was lost is settled instead of rejecting with
+ * OutcomeUnknownError, and a script sent again does not run twice),
  * markerTtlMillis (how long a commit's marker is kept, default 60000).
  * Sends nothing.
  */
@@ -146,17 +154,18 @@ export function openRedisFence(client, options) {
   if (options !== undefined && (typeof options !== 'object' || options === null)) {
     throw arg('options', 'must be an object such as { prefix, maxRejections }');
   }
-  const { prefix = 'lease-fence:', maxRejections = 0, markerTtlMillis = 60_000 } = options ?? {};
+  const { prefix = 'lease-fence:', maxRejections = 0, atMostOnce = false, markerTtlMillis = 60_000 } = options ?? {};
   if (typeof prefix !== 'string' || prefix === '' || prefix.length > 128 || /[{}]/.test(prefix)) {
     throw arg('options.prefix', "must be a string of 1 to 128 characters without '{' or '}'");
   }
   if (!Number.isInteger(maxRejections) || maxRejections < 0 || maxRejections > MAX_MAX_REJECTIONS) {
     throw arg('options.maxRejections', `must be from 1 to ${MAX_MAX_REJECTIONS}, or 0 for the default`);
   }
+  if (typeof atMostOnce !== 'boolean') throw arg('options.atMostOnce', `must be a boolean, got ${typeof atMostOnce}`);
   if (!Number.isSafeInteger(markerTtlMillis) || markerTtlMillis < 1000) {
     throw arg('options.markerTtlMillis', 'must be an integer of at least 1000');
   }
-  return new RedisFence(client, prefix, maxRejections || DEFAULT_MAX_REJECTIONS, markerTtlMillis);
+  return new RedisFence(client, prefix, maxRejections || DEFAULT_MAX_REJECTIONS, atMostOnce ? markerTtlMillis : 0);
 }
 
 /** A fence gate kept in Redis. Made by openRedisFence. */
@@ -164,7 +173,7 @@ class RedisFence {
   #client;
   #prefix;
   #maxRej;
-  #ttl;
+  #ttl; // the markers' time to live; 0 without atMostOnce
 
   constructor(client, prefix, maxRej, ttl) {
     this.#client = client;
@@ -252,9 +261,9 @@ class RedisFence {
 
   async #run(token, write, signal) {
     const base = this.#base(token.resource);
-    const id = markerId();
-    const mark = `${base}commit:${id}`;
-    const keys = [`${base}floor`, `${base}rejections`, mark];
+    const keys = [`${base}floor`, `${base}rejections`];
+    const mark = this.#ttl === 0 ? null : `${base}commit:${markerId()}`;
+    if (mark !== null) keys.push(mark);
     const args = [token.holderId, String(token.fence), String(this.#maxRej), String(this.#ttl), '0'];
     if (write !== null) this.#addWrite(token.resource, base, keys, args, write);
     checkSignal(signal);
@@ -263,6 +272,7 @@ class RedisFence {
       reply = await runScript(this.#client, SCRIPT, keys, args);
     } catch (err) {
       if (sentNothing(err)) throw new FenceStoreError(`lease-fence/redis: commit did not happen: ${err?.message ?? err}`, { op: 'commit', cause: err });
+      if (mark === null) throw new OutcomeUnknownError(`lease-fence/redis: the commit's outcome is unknown: ${err?.message ?? err}`, { cause: err });
       return this.#settle(token, mark, err);
     }
     return this.#outcome(token, reply, write);
