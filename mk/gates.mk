@@ -48,7 +48,7 @@ BENCH += bench-gates
 BENCH_GATES_ARGS ?= 5 400 40
 .PHONY: bench-gates
 # Then redisfence alone in Go: fenced, the RPUSH alone and the script
-# without its commit marker, alternating in chunks of 20 (five runs).
+# with the commit marker (AtMostOnce), alternating in chunks of 20 (five runs).
 bench-gates: build-wasm
 	node scripts/bench-gates.mjs $(BENCH_GATES_ARGS)
 	uptime

@@ -20,6 +20,10 @@
 // REV's lease-fence/sql and lease-fence/redis modules), in the same
 // alternation, so a change to a gate is measured against its predecessor in
 // one run. --only REGEX keeps the configurations whose name matches.
+// For the JavaScript configurations it also prints this process's CPU time
+// per commit of each side (user + system, µs; min/median/max over rounds):
+// the client's own work, which the load of other processes moves far less
+// than it moves commits per second.
 // Usage: node scripts/bench-gates.mjs [rounds] [commits per side] [chunk] [--baseline REV] [--only REGEX]
 import { execFileSync, spawn } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -186,14 +190,21 @@ for (let r = 0; r < rounds; r++) {
   for (const c of configs) {
     const f = c.lang === 'go' ? goBench : jsBench;
     const t = Object.fromEntries(c.sides.map((s) => [s, 0]));
+    const cpu = Object.fromEntries(c.sides.map((s) => [s, 0]));
     for (let done = 0; done < n; done += chunk) {
       const k = Math.min(chunk, n - done);
       // Rotate the order chunk by chunk, so no side always follows another.
       const order = c.sides.map((_, i) => c.sides[(i + done / chunk) % c.sides.length]);
-      for (const s of order) t[s] += await f(c.kind, c.writers, s, k);
+      for (const s of order) {
+        const u = process.cpuUsage();
+        t[s] += await f(c.kind, c.writers, s, k);
+        const d = process.cpuUsage(u);
+        cpu[s] += d.user + d.system;
+      }
     }
-    const e = rates.get(c.name) ?? { fenced: [], base: [], unfenced: [], cost: [], baseCost: [], baseOverNew: [] };
+    const e = rates.get(c.name) ?? { fenced: [], base: [], unfenced: [], cost: [], baseCost: [], baseOverNew: [], cpu: {} };
     for (const s of c.sides) e[s].push(n / t[s]);
+    if (c.lang === 'js') for (const s of c.sides) (e.cpu[s] ??= []).push(cpu[s] / n);
     e.cost.push(t.fenced / t.unfenced);
     if ('base' in t) {
       e.baseCost.push(t.base / t.unfenced);
@@ -220,6 +231,13 @@ if (base) {
   console.log('\n| commits/s (min / median / max) | fenced | unfenced | cost: unfenced/fenced |');
   console.log('|---|---|---|---|');
   for (const [key, e] of rates) console.log(`| ${key} | ${mmm(e.fenced)} | ${mmm(e.unfenced)} | ${mx(e.cost)} |`);
+}
+const cpuRows = [...rates].filter(([, e]) => e.cpu.fenced);
+if (cpuRows.length > 0) {
+  const sides = Object.keys(cpuRows[0][1].cpu);
+  console.log(`\n| JS process CPU, µs per commit (min / median / max) | ${sides.map((s) => (s === 'base' ? `fenced (${base.rev})` : s)).join(' | ')} |`);
+  console.log(`|---|${sides.map(() => '---|').join('')}`);
+  for (const [key, e] of cpuRows) console.log(`| ${key} | ${sides.map((s) => mmm(e.cpu[s])).join(' | ')} |`);
 }
 console.log(`\nload after: ${load()}`);
 
