@@ -96,6 +96,8 @@ export function watchFromNode(url, token, { refusals = false } = {}) {
   const seen = [];
   const waiting = [];
   const ac = new AbortController();
+  let hello;
+  const ready = new Promise((resolve) => { hello = resolve; });
   (async () => {
     const headers = { 'content-type': 'application/json' };
     if (token) headers.authorization = `Bearer ${token}`;
@@ -111,6 +113,7 @@ export function watchFromNode(url, token, { refusals = false } = {}) {
         const block = buf.slice(0, i);
         buf = buf.slice(i + 2);
         const data = block.split('\n').find((l) => l.startsWith('data: '));
+        if (block.includes('event: hello')) hello();
         if (!data || block.includes('event: hello')) continue;
         const ev = { ...JSON.parse(data.slice(6)), seenAt: Date.now() };
         seen.push(ev);
@@ -129,6 +132,8 @@ export function watchFromNode(url, token, { refusals = false } = {}) {
       if (ev) return Promise.resolve(ev);
       return new Promise((resolve) => waiting.push({ pred, resolve }));
     },
+    /** Resolves once the stream said hello: every later event will be read. */
+    ready,
     /** The events read so far, in the order of the stream. */
     seen: () => [...seen],
     close: () => ac.abort(),
