@@ -231,10 +231,6 @@ func (c *Checker) Err() error {
 	return c.violations[0]
 }
 
-// Incarnation returns the current coordinator incarnation (0 before any
-// restart).
-func (c *Checker) Incarnation() int { return c.inc }
-
 func (c *Checker) check(inv Invariant, ok bool, format string, args ...any) bool {
 	c.Checks[inv]++
 	if ok {
@@ -482,9 +478,6 @@ func (c *Checker) GateAnsweredFloor(floor uint64, tok fence.Token, admit bool, r
 	c.check(GateFloor, floor >= r.gateFloor,
 		"gate %s floor is %d after %s, below fence %d it had already accepted", tok.Resource, floor, tok, r.gateFloor)
 }
-
-// GateFloorOf returns the highest fence the checker saw gate resource accept.
-func (c *Checker) GateFloorOf(resource string) uint64 { return c.shadow(resource).gateFloor }
 
 // WindowEnd returns the true time at which the coordinator's window for the
 // lease (incarnation, resource, fence) ends, and whether it granted one.

@@ -258,15 +258,6 @@ var rules = []rule{
 	{"Restart", false, restart},
 }
 
-// Rules returns the names of the suite's rules, in the order Run runs them.
-func Rules() []string {
-	out := make([]string, len(rules))
-	for i, r := range rules {
-		out[i] = r.name
-	}
-	return out
-}
-
 func (c Config) check(t testing.TB) {
 	t.Helper()
 	if c.New == nil {

@@ -453,16 +453,6 @@ export function readAcquireRequest(resource, holderId, domain) {
   return { kind: 'acquire', requestId, resource, holderId, sentAt: new Instant(millis, domain) };
 }
 
-export function readGrant() {
-  const requestId = str();
-  const resource = str();
-  const holderId = str();
-  const fence = f64();
-  const ttlMillis = f64();
-  const coordinatorExpiresAt = readInstant();
-  return { requestId, resource, holderId, fence, ttlMillis, coordinatorExpiresAt };
-}
-
 // readGrantOf reads a grant whose id, resource and holder are the given
 // strings and whose expiry is in domain: Go writes only its numbers.
 export function readGrantOf(requestId, resource, holderId, domain) {

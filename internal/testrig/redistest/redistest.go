@@ -158,10 +158,6 @@ func (s *Server) kill() {
 	}
 }
 
-// Kill stops the server with SIGKILL, as a crash would, and waits for it to
-// be gone. Its directory stays.
-func (s *Server) Kill() { s.kill() }
-
 // Restart kills the server (SIGKILL) and starts it again on the same
 // directory and port; it returns once the server answers, having replayed
 // its AOF.

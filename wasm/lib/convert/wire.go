@@ -245,14 +245,6 @@ func (w *ArgWriter) String(s string) *ArgWriter {
 	return w
 }
 
-// Bool appends a boolean.
-func (w *ArgWriter) Bool(b bool) *ArgWriter {
-	if b {
-		return w.Tag(TagTrue)
-	}
-	return w.Tag(TagFalse)
-}
-
 // Object appends the tag of a plain object; its fields follow.
 func (w *ArgWriter) Object() *ArgWriter { return w.Tag(TagObject) }
 
