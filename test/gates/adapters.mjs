@@ -70,10 +70,12 @@ export function memoryGate({ maxRejections } = {}, { brokenRaiseAfter = false, b
  * lease-fence/sql on the database at url; values in gatetest_values.
  * options: { exclusive } for openSqlFence, and rewrite(text), when given,
  * changes the text of every statement the store sends (a deliberate break).
+ * The pool's clients are in pg's pipeline mode (pipeline: true) unless
+ * exclusive: the gate sends BEGIN and its check in one round trip.
  */
-export async function sqlGate(url, { exclusive = false, rewrite } = {}) {
+export async function sqlGate(url, { exclusive = false, rewrite, pipeline = !exclusive } = {}) {
   // Room for 8 writes in flight, a raise and a late write.
-  const pool = new pg.Pool({ connectionString: url, max: 12 });
+  const pool = new pg.Pool({ connectionString: url, max: 12, pipeline });
   pool.on('error', () => {}); // an idle connection a server restart ended
   const store = await openSqlFence(rewrite ? rewritten(pool, rewrite) : pool, { dialect: 'postgres', table: 'lease_fence', exclusive });
   await pool.query('CREATE TABLE IF NOT EXISTS gatetest_values (id BIGSERIAL PRIMARY KEY, resource TEXT NOT NULL, value TEXT NOT NULL)')

@@ -265,10 +265,18 @@ class SqlFence {
     };
     try {
       try {
-        await step('begin', 'BEGIN', []);
+        // The share statement is sent behind BEGIN without waiting for
+        // BEGIN's answer: a pg client in pipeline mode ({ pipeline: true })
+        // sends both at once, one round trip; any other sends it when BEGIN
+        // is answered. Should BEGIN fail, the statement only reads and takes
+        // locks that end with it, and BEGIN's error is what is thrown.
+        const begin = step('begin', 'BEGIN', []);
+        const share = this.#q.share === null ? null : step('checking the floor', this.#q.share, [token.resource, token.fence]);
+        share?.catch(() => {}); // awaited below, unless BEGIN failed
+        await begin;
         let row;
-        if (this.#q.share !== null) {
-          [row] = (await step('checking the floor', this.#q.share, [token.resource, token.fence])).rows;
+        if (share !== null) {
+          [row] = (await share).rows;
           if (row === undefined) await step('checking the floor', this.#q.raiseLock, [token.resource]);
         }
         row ??= (await step('checking the floor', this.#q.upsert, [token.resource, token.fence, token.holderId])).rows[0];
