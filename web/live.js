@@ -33,6 +33,16 @@ const HOLDER_KEY = Object.fromEntries(Object.entries(HOLDERS).map(([k, v]) => [v
 const MAX_ATTEMPTS = 6;
 /** A run with the native coordinator lasts about this long (real milliseconds). */
 const TARGET_MS = 6000;
+/**
+ * How many times slower than TARGET_MS a native run goes: 1, or what a
+ * test on a loaded machine sets in globalThis.__liveSlowdown (1 to 4), so
+ * that the scenario's gaps outgrow the delays it measured (Meter). The
+ * Worker's scale is its TTL's.
+ */
+const slowdown = () => {
+  const f = Number(globalThis.__liveSlowdown);
+  return f >= 1 && f <= 4 ? f : 1;
+};
 /** How often the lanes are redrawn while a live run goes on (real milliseconds). */
 const DRAW_EVERY = 250;
 
@@ -166,7 +176,7 @@ async function start() {
       throw new Error(`the Worker's leases last ${state.status.worker.ttlMillis} ms, which would make this scenario's ${scenario.ttl} ms one ${fmt(k)} times as long; use cmd/coordinator, or a TTL from ${Math.ceil(state.status.worker.ttlMillis / 20)} to ${state.status.worker.ttlMillis * 2} ms`);
     }
   } else {
-    k = Math.min(6, Math.max(2.5, Math.round((TARGET_MS / Math.max(1, model.end)) * 4) / 4));
+    k = Math.min(6, Math.max(2.5, Math.round((TARGET_MS / Math.max(1, model.end)) * 4) / 4)) * slowdown();
   }
   const abort = new AbortController();
   const me = { abort, backend, k };
