@@ -47,10 +47,13 @@ bench-sqlfence:
 BENCH += bench-gates
 BENCH_GATES_ARGS ?= 5 400 40
 .PHONY: bench-gates
-# Then redisfence alone in Go: fenced, the RPUSH alone and the script
-# with the commit marker (AtMostOnce), alternating in chunks of 20 (five runs).
+# Then Redis's bytes, AOF bytes and CPU per commit of lease-fence/redis
+# (scripts/bench-redis-bytes.mjs), and redisfence alone in Go: fenced, the
+# RPUSH alone and the script with the commit marker (AtMostOnce),
+# alternating in chunks of 20 (five runs).
 bench-gates: build-wasm
 	node scripts/bench-gates.mjs $(BENCH_GATES_ARGS)
+	node scripts/bench-redis-bytes.mjs
 	uptime
 	$(GO) test -run '^$$' -bench CommitInterleaved -benchtime 600x -count 5 ./gates/redisfence/ | grep '^Benchmark'
 	uptime
