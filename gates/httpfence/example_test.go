@@ -20,6 +20,7 @@ import (
 	"github.com/lease-fence/lease-fence/core/fence"
 	"github.com/lease-fence/lease-fence/gates/httpfence"
 	"github.com/lease-fence/lease-fence/gates/sqlfence"
+	"github.com/lease-fence/lease-fence/internal/testrig/docsession"
 )
 
 // Two agents write to a deploy API through the gate. agent-a's lease ran out
@@ -72,21 +73,7 @@ func Example() {
 
 // docs/fencing.md shows the example's body as it is here.
 func TestDocShowsTheExample(t *testing.T) {
-	src, err := os.ReadFile("example_test.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, body, _ := strings.Cut(string(src), "// doc:start\n")
-	body, _, _ = strings.Cut(body, "\t// doc:end")
-	doc, err := os.ReadFile("../../docs/fencing.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var lines []string
-	for _, l := range strings.Split(strings.TrimRight(body, "\n"), "\n") {
-		lines = append(lines, strings.TrimPrefix(l, "\t"))
-	}
-	if want := strings.Join(lines, "\n"); len(lines) < 10 || !strings.Contains(string(doc), "```go\n"+want+"\n```") {
-		t.Fatalf("docs/fencing.md does not show the example as it is in example_test.go:\n%s", want)
+	if names := docsession.GoBlocks(t, "example_test.go", "../../docs/fencing.md"); len(names) != 1 {
+		t.Fatalf("example_test.go has %d doc blocks, want 1", len(names))
 	}
 }

@@ -6,14 +6,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"strings"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/lease-fence/lease-fence/core/fence"
 	"github.com/lease-fence/lease-fence/gates/redisfence"
+	"github.com/lease-fence/lease-fence/internal/testrig/docsession"
 )
 
 // A newer holder's write lands; the stalled holder's is refused by Redis and
@@ -47,17 +46,7 @@ func ExampleStore_Commit() {
 
 // docs/fencing.md shows the example's body as it is here.
 func TestDocShowsTheExample(t *testing.T) {
-	src, err := os.ReadFile("example_test.go")
-	must(t, err)
-	_, body, _ := strings.Cut(string(src), "// doc:start\n")
-	body, _, _ = strings.Cut(body, "\t// doc:end")
-	doc, err := os.ReadFile("../../docs/fencing.md")
-	must(t, err)
-	var lines []string
-	for _, l := range strings.Split(strings.TrimRight(body, "\n"), "\n") {
-		lines = append(lines, strings.TrimPrefix(l, "\t"))
-	}
-	if want := strings.Join(lines, "\n"); !strings.Contains(string(doc), want) {
-		t.Fatalf("docs/fencing.md does not show the example as it is in example_test.go:\n%s", want)
+	if names := docsession.GoBlocks(t, "example_test.go", "../../docs/fencing.md"); len(names) != 1 {
+		t.Fatalf("example_test.go has %d doc blocks, want 1", len(names))
 	}
 }

@@ -8,9 +8,7 @@ import (
 	"fmt"
 	"log"
 	"net/http/httptest"
-	"os"
-	"regexp"
-	"strings"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -18,6 +16,7 @@ import (
 	"github.com/lease-fence/lease-fence/core/clock"
 	"github.com/lease-fence/lease-fence/core/fence"
 	"github.com/lease-fence/lease-fence/core/lease"
+	"github.com/lease-fence/lease-fence/internal/testrig/docsession"
 	"github.com/lease-fence/lease-fence/service"
 	"github.com/lease-fence/lease-fence/service/client"
 	"github.com/lease-fence/lease-fence/service/httpapi"
@@ -184,32 +183,12 @@ func ExampleClient_Inspect() {
 
 // docs/service.md shows the blocks of the examples as they are here.
 func TestDocShowsTheExamples(t *testing.T) {
-	src, err := os.ReadFile("hold_example_test.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc, err := os.ReadFile("../../docs/service.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	blocks := regexp.MustCompile(`(?ms)^(\t*)// doc:start (\S+)\n(.*?)^\t*// doc:end\n`).FindAllStringSubmatch(string(src), -1)
-	names := map[string]bool{}
-	for _, b := range blocks {
-		indent, name, body := b[1], b[2], b[3]
-		if names[name] {
-			t.Errorf("two blocks named %s", name)
+	for src, want := range map[string][]string{
+		"hold_example_test.go": {"hold", "do", "campaign", "observe", "inspect"},
+		"list_example_test.go": {"list", "watch"},
+	} {
+		if names := docsession.GoBlocks(t, src, "../../docs/service.md"); !slices.Equal(names, want) {
+			t.Errorf("%s: found the blocks %q, want %q", src, names, want)
 		}
-		names[name] = true
-		lines := strings.Split(strings.TrimRight(body, "\n"), "\n")
-		for i, l := range lines {
-			lines[i] = strings.TrimPrefix(l, indent)
-		}
-		want := "```go\n" + strings.Join(lines, "\n") + "\n```"
-		if !strings.Contains(string(doc), want) {
-			t.Errorf("docs/service.md does not show block %s of hold_example_test.go as it is:\n%s", name, want)
-		}
-	}
-	if len(names) != 5 {
-		t.Fatalf("found the blocks %v, want hold, do, campaign, observe and inspect", names)
 	}
 }

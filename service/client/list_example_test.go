@@ -6,10 +6,6 @@ import (
 	"context"
 	"fmt"
 	"log"
-	"os"
-	"regexp"
-	"strings"
-	"testing"
 
 	"github.com/lease-fence/lease-fence/service/client"
 	"github.com/lease-fence/lease-fence/service/wire"
@@ -82,32 +78,4 @@ func ExampleClient_Watch() {
 	// 1 granted jobs/x agent-b 1
 	// 2 released jobs/x agent-b 1
 	// watched
-}
-
-// docs/service.md shows the blocks of the list and watch examples as they
-// are here.
-func TestDocShowsTheListExamples(t *testing.T) {
-	src, err := os.ReadFile("list_example_test.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc, err := os.ReadFile("../../docs/service.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	blocks := regexp.MustCompile(`(?ms)^(\t*)// doc:start (\S+)\n(.*?)^\t*// doc:end\n`).FindAllStringSubmatch(string(src), -1)
-	if len(blocks) != 2 {
-		t.Fatalf("found %d blocks, want list and watch", len(blocks))
-	}
-	for _, b := range blocks {
-		indent, name, body := b[1], b[2], b[3]
-		lines := strings.Split(strings.TrimRight(body, "\n"), "\n")
-		for i, l := range lines {
-			lines[i] = strings.TrimPrefix(l, indent)
-		}
-		want := "```go\n" + strings.Join(lines, "\n") + "\n```"
-		if !strings.Contains(string(doc), want) {
-			t.Errorf("docs/service.md does not show block %s of list_example_test.go as it is:\n%s", name, want)
-		}
-	}
 }
