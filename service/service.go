@@ -208,10 +208,7 @@ func (s *Service) Call(ctx context.Context, m wire.Message) (wire.Reply, error) 
 			s.serve(t, rules, o)
 			return s.acquire(t, rules, m.Request, m.Value, hash, m.Caller, &o.reply)
 		case wire.OpRenew:
-			s.serve(t, rules, o)
-			err := s.renew(t, rules, m.Request, hash, &o.reply)
-			o.renewed = err == nil && o.reply.OK
-			return err
+			return s.renewDecision(m, hash)(t, rules, o)
 		case wire.OpProclaim:
 			s.serve(t, rules, o)
 			return s.proclaim(t, m.Request, m.Value, hash, o)
@@ -268,6 +265,16 @@ func (s *Service) acquire(t *Txn, rules lease.Rules, q lease.Request, value stri
 	t.Put(Entry{Owner: caller.Name, HolderID: q.HolderID, RequestID: q.RequestID, Fence: next.Fence, ExpiresAt: next.ExpiresAt, SecretHash: hash,
 		Released: recent(e.Released, t.Now.Millis, s.ttlMs, MaxReleases), Value: value, Revoked: e.revokedNow(t.Now.Millis, s.ttlMs)}, true)
 	return nil
+}
+
+// renewDecision is the decision of the renewal m (with its secret's hash).
+func (s *Service) renewDecision(m wire.Message, hash [32]byte) func(t *Txn, rules lease.Rules, o *outcome) error {
+	return func(t *Txn, rules lease.Rules, o *outcome) error {
+		s.serve(t, rules, o)
+		err := s.renew(t, rules, m.Request, hash, &o.reply)
+		o.renewed = err == nil && o.reply.OK
+		return err
+	}
 }
 
 func (s *Service) renew(t *Txn, rules lease.Rules, q lease.Request, hash [32]byte, reply *wire.Reply) error {

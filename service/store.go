@@ -69,6 +69,20 @@ func storeAs[T any](s Store) (T, bool) {
 	return zero, false
 }
 
+// BatchUpdater is a Store that decides the calls of several resources
+// together (pgstore: in one transaction, one round trip to the database):
+// the Service decides the renewals of a batch (POST /v1/renewals) through
+// it when its store is one, and through Update otherwise.
+type BatchUpdater interface {
+	// UpdateEach runs each of fns on the entry of the resource at the
+	// same index, each as Update runs it and on its own: errs[i] is what
+	// Update(ctx, resources[i], fns[i]) would return, and nothing one of
+	// them does (its fn's error, a refusal, an entry another process
+	// changed) changes another's decision or its answer. The resources
+	// are distinct. A store may decide any of them through Update.
+	UpdateEach(ctx context.Context, resources []string, fns []func(*Txn) error) (errs []error)
+}
+
 // Lister is a Store that lists its live lease records (POST /v1/list).
 type Lister interface {
 	// List returns the lease records live at the store's reading now,

@@ -171,23 +171,34 @@ var errStopped = errors.New("service: the coordinator is shutting down")
 // its outcome once the store made it durable.
 func (s *Service) update(ctx context.Context, resource string, decide func(t *Txn, rules lease.Rules, o *outcome) error) (outcome, error) {
 	var o outcome
-	err := s.store.Update(ctx, resource, func(t *Txn) error {
-		o = outcome{resource: resource}
-		s.look(resource, &o)
+	err := s.store.Update(ctx, resource, s.decider(resource, decide, &o))
+	if err == nil {
+		s.decided(&o)
+	}
+	return o, err
+}
+
+// decider is the function a store runs for decide on resource: it makes
+// *o the outcome.
+func (s *Service) decider(resource string, decide func(t *Txn, rules lease.Rules, o *outcome) error, o *outcome) func(*Txn) error {
+	return func(t *Txn) error {
+		*o = outcome{resource: resource}
+		s.look(resource, o)
 		rules := lease.Rules{Domain: t.Now.Domain, TTL: s.ttl}
-		if err := decide(t, rules, &o); err != nil {
+		if err := decide(t, rules, o); err != nil {
 			return err
 		}
 		o.before, o.final, o.now = t.Entry, *t.current(), t.Now.Millis
-		t.svc, t.committed = s, &o
+		t.svc, t.committed = s, o
 		return nil
-	})
-	if err == nil {
-		s.publishOutcome(&o)
-		s.tally(&o)
-		s.settle(&o)
 	}
-	return o, err
+}
+
+// decided publishes, counts and settles a durable decision.
+func (s *Service) decided(o *outcome) {
+	s.publishOutcome(o)
+	s.tally(o)
+	s.settle(o)
 }
 
 // look takes, for a decision on resource, its queue and a snapshot of it.

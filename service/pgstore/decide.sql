@@ -1,7 +1,8 @@
 -- lease-fence: the coordinator's server-side decision on PostgreSQL
 -- (service/pgstore), the one source of its text. Go embeds this file
--- (decide.go); schema version 5 creates the function (and an upgrade from
--- version 4 does).
+-- (fast.go, batch.go); schema version 5 creates lease_fence_decide (and an
+-- upgrade from version 4 does), version 6 lease_fence_decide_each (and an
+-- upgrade from version 5 does).
 --
 -- Each statement follows a line "-- name: NAME" and runs to the next such
 -- line; comment lines before it are not part of it. Tokens replaced:
@@ -146,3 +147,75 @@ $$
 SELECT o_version, o_fence, o_now, o_reading, o_issued, o_leases, o_releases, o_lasts, o_listening
 	FROM lease_fence_decide($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20,
 		$21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32, $33)
+
+-- name: decide_each
+-- The decisions of several resources (a batch of renewals) in one
+-- statement, one transaction and one commit: for each i, lease_fence_decide
+-- with the i-th element of each array, in a subtransaction of its own, so
+-- that one that raises (LF000: its row changed, a premise no longer holds;
+-- or any other error, a lock_timeout) writes nothing and leaves the others
+-- as they are. Each is a decision that takes no fence and changes no count
+-- (p_grant false, no counts' or owners' change, no release dated at the
+-- reading); the caller sends the resources in byte order, so that two
+-- batches lock their rows in the same order. It returns one row per
+-- decision, in their order: o_state '' and lease_fence_decide's answer, or
+-- the SQLSTATE it raised. A decision that writes nothing turns
+-- synchronous_commit off for the transaction: if any decision wrote, the
+-- setting is put back, and the commit waits for the disk (and the
+-- standbys).
+CREATE OR REPLACE FUNCTION lease_fence_decide_each(
+	p_resources text[], p_versions bigint[], p_nows float8[], p_offset float8, p_untils float8[], p_writes integer[],
+	p_holders text[], p_requests text[], p_fences bigint[], p_expires float8[], p_secrets bytea[], p_releases bytea[], p_lasts bigint[],
+	p_sweeps float8[], p_owner text[], p_values text[], p_rholders text[], p_rfences bigint[], p_rats float8[],
+	p_max_leases bigint, p_max_releases bigint, p_max_lasts bigint, p_count_key bigint,
+	p_shift_expires boolean[], p_shift_rat boolean[])
+RETURNS TABLE (o_state text, o_version bigint, o_fence bigint, o_now float8, o_reading float8, o_issued bigint,
+	o_leases bigint, o_releases bigint, o_lasts bigint, o_listening boolean)
+LANGUAGE plpgsql AS $$
+DECLARE
+	sync text := current_setting('synchronous_commit');
+	wrote boolean := false;
+	d record;
+BEGIN
+	FOR i IN 1 .. coalesce(array_length(p_resources, 1), 0) LOOP
+		BEGIN
+			SELECT * INTO STRICT d FROM lease_fence_decide(p_resources[i], p_versions[i], p_nows[i], p_offset, p_untils[i], p_writes[i], false,
+				p_holders[i], p_requests[i], p_fences[i], p_expires[i], p_secrets[i], p_releases[i], p_lasts[i],
+				p_sweeps[i], p_owner[i], p_values[i], p_rholders[i], p_rfences[i], p_rats[i],
+				0, 0, 0, '{}'::text[], '{}'::bigint[], p_max_leases, p_max_releases, p_max_lasts, p_count_key,
+				p_shift_expires[i], p_shift_rat[i], '{}'::integer[], '{}'::float8[]);
+			o_state := '';
+			o_version := d.o_version;
+			o_fence := d.o_fence;
+			o_now := d.o_now;
+			o_reading := d.o_reading;
+			o_issued := d.o_issued;
+			o_leases := d.o_leases;
+			o_releases := d.o_releases;
+			o_lasts := d.o_lasts;
+			o_listening := d.o_listening;
+			wrote := wrote OR p_writes[i] <> 0;
+		EXCEPTION WHEN OTHERS THEN
+			o_state := SQLSTATE;
+			o_version := NULL;
+			o_fence := NULL;
+			o_now := NULL;
+			o_reading := NULL;
+			o_issued := NULL;
+			o_leases := NULL;
+			o_releases := NULL;
+			o_lasts := NULL;
+			o_listening := NULL;
+		END;
+		RETURN NEXT;
+	END LOOP;
+	IF wrote THEN
+		PERFORM set_config('synchronous_commit', sync, true);
+	END IF;
+END
+$$
+
+-- name: call_each
+SELECT o_state, o_version, o_fence, o_now, o_reading, o_issued, o_leases, o_releases, o_lasts, o_listening
+	FROM lease_fence_decide_each($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20,
+		$21, $22, $23, $24, $25)

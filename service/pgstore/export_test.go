@@ -43,3 +43,7 @@ func Notified(s *Store) int64 { return s.watch.notified.Load() }
 func Paths(s *Store) (one, two, locked int64) {
 	return s.paths[0].Load(), s.paths[1].Load(), s.paths[2].Load()
 }
+
+// Batched returns how many of s's decisions were made with others of a
+// batch, by lease_fence_decide_each.
+func Batched(s *Store) int64 { return s.paths[3].Load() }

@@ -325,65 +325,101 @@ func releasePositions(rels []service.Release, moved []bool) (b []byte, pos []int
 	return b, pos, at, bytes.Equal(b, service.AppendReleasesBinary(nil, rels))
 }
 
-// fastDecide runs fn on row and sends what it decided to lease_fence_decide.
-func (s *Store) fastDecide(ctx context.Context, resource string, row knownRow, fn func(*service.Txn) error) (fastOutcome, error) {
+// fastCall is a decision made on a row this store knows, ready to be sent
+// to lease_fence_decide (or, with others, to lease_fence_decide_each).
+type fastCall struct {
+	resource   string
+	fn         func(*service.Txn) error
+	row        knownRow
+	e, cur     service.Entry // the row's entry; cur: the entry of the row (zero: none)
+	now, u     float64
+	offset     float64
+	issued     uint64
+	counts     service.Counts
+	d          decision
+	next       service.Entry
+	write      int // 0: nothing, 1: the row, 2: its deletion
+	grant      bool
+	dl, dr, dk int64
+	owners     []string
+	deltas     []int64
+	rel, hash  []byte
+	sh         shifts
+	pos        []int32
+	ats        []float64
+}
+
+// fastResult is what lease_fence_decide answers.
+type fastResult struct {
+	version, fence, issued  int64
+	now, reading            float64
+	leases, releases, lasts int64
+	listening               bool
+}
+
+func (r *fastResult) dest() []any {
+	return []any{&r.version, &r.fence, &r.now, &r.reading, &r.issued, &r.leases, &r.releases, &r.lasts, &r.listening}
+}
+
+// prepare runs fn on row; ok is false when the decision is left to the
+// transaction that locks the row.
+func (s *Store) prepare(resource string, row knownRow, fn func(*service.Txn) error) (c *fastCall, ok bool) {
 	raw, issued, counts, room := s.known.snapshot(s)
 	if !room {
-		return fastSlow, nil
+		return nil, false
 	}
+	c = &fastCall{resource: resource, fn: fn, row: row, e: row.e, counts: counts, offset: s.offset()}
 	e := row.e
-	issued = max(issued, e.Fence, e.LastFence)
-	offset := s.offset()
-	now := max(raw+offset, row.decidedAt)
-	u := until(e, now, s.ttl)
-	d := s.run(fn, e, now, issued, counts)
-	if d.asked || now+1 >= u {
-		return fastSlow, nil
+	c.issued = max(issued, e.Fence, e.LastFence)
+	c.now = max(raw+c.offset, row.decidedAt)
+	c.u = until(e, c.now, s.ttl)
+	d := s.run(fn, e, c.now, c.issued, counts)
+	c.d = d
+	if d.asked || c.now+1 >= c.u {
+		return nil, false
 	}
-	next := d.next
-	write := 0
-	if d.err == nil && d.put && !(row.version == 0 && empty(next)) {
-		write = 1
-		if empty(next) {
-			write = 2
+	c.next = d.next
+	if d.err == nil && d.put && !(row.version == 0 && empty(c.next)) {
+		c.write = 1
+		if empty(c.next) {
+			c.write = 2
 		}
 	}
-	grant := write == 1 && next.Fence > issued
-	if grant && (s.raise != "" || next.Fence != issued+1) || (write != 0 && d.floor != 0 && s.raise != "") {
-		return fastSlow, nil
+	c.grant = c.write == 1 && c.next.Fence > c.issued
+	if c.grant && (s.raise != "" || c.next.Fence != c.issued+1) || (c.write != 0 && d.floor != 0 && s.raise != "") {
+		return nil, false
 	}
-	cur := e
-	if row.version == 0 {
-		cur = service.Entry{}
+	if row.version != 0 {
+		c.cur = e
 	}
-	var (
-		dl, dr, dk int64
-		owners     []string
-		deltas     []int64
-		rel, hash  []byte
-		sh         shifts
-		pos        []int32
-		ats        []float64
-	)
-	if write != 0 {
+	if c.write != 0 {
 		// The same decision a millisecond later: which instants are the
 		// reading's.
-		d1 := s.run(fn, e, now+1, issued, counts)
+		d1 := s.run(fn, e, c.now+1, c.issued, counts)
 		var ok bool
-		if sh, ok = shiftsOf(next, d1.next); !ok || d1.err != nil || !d1.put || d1.asked {
-			return fastSlow, nil
+		if c.sh, ok = shiftsOf(c.next, d1.next); !ok || d1.err != nil || !d1.put || d1.asked {
+			return nil, false
 		}
-		if rel, pos, ats, ok = releasePositions(next.Released, sh.released); !ok {
-			return fastSlow, nil
+		if c.rel, c.pos, c.ats, ok = releasePositions(c.next.Released, c.sh.released); !ok {
+			return nil, false
 		}
-		c := service.Change(cur, next)
-		dl, dr, dk = c.Leases, c.Releases, c.Lasts
-		for _, d := range ownerDeltas(cur, next) {
-			owners, deltas = append(owners, d.owner), append(deltas, d.n)
+		ch := service.Change(c.cur, c.next)
+		c.dl, c.dr, c.dk = ch.Leases, ch.Releases, ch.Lasts
+		for _, d := range ownerDeltas(c.cur, c.next) {
+			c.owners, c.deltas = append(c.owners, d.owner), append(c.deltas, d.n)
 		}
-		if next.Fence != 0 {
-			hash = next.SecretHash[:]
+		if c.next.Fence != 0 {
+			c.hash = c.next.SecretHash[:]
 		}
+	}
+	return c, true
+}
+
+// fastDecide runs fn on row and sends what it decided to lease_fence_decide.
+func (s *Store) fastDecide(ctx context.Context, resource string, row knownRow, fn func(*service.Txn) error) (fastOutcome, error) {
+	c, ok := s.prepare(resource, row, fn)
+	if !ok {
+		return fastSlow, nil
 	}
 	pc, err := s.pool.Acquire(ctx)
 	if err != nil {
@@ -391,24 +427,21 @@ func (s *Store) fastDecide(ctx context.Context, resource string, row knownRow, f
 	}
 	defer pc.Release()
 	conn := pc.Conn()
-	var (
-		version, fence, oIssued int64
-		dbNow, reading          float64
-		leases, releases, lasts int64
-		listening               bool
-	)
-	err = conn.QueryRow(ctx, qDecide, resource, row.version, now, offset, u, write, grant,
-		next.HolderID, next.RequestID, int64(next.Fence), next.ExpiresAt, hash, rel, int64(next.LastFence), sweepAt(next, s.ttl), next.Owner,
+	next := c.next
+	var r fastResult
+	err = conn.QueryRow(ctx, qDecide, resource, c.row.version, c.now, c.offset, c.u, c.write, c.grant,
+		next.HolderID, next.RequestID, int64(next.Fence), next.ExpiresAt, c.hash, c.rel, int64(next.LastFence), sweepAt(next, s.ttl), next.Owner,
 		next.Value, next.Revoked.HolderID, int64(next.Revoked.Fence), next.Revoked.At,
-		dl, dr, dk, owners, deltas, int64(s.limits.MaxLeases), int64(s.limits.ReleaseMemory), int64(s.limits.FenceMemory), s.countKey, sh.expires, sh.revoked, pos, ats).
-		Scan(&version, &fence, &dbNow, &reading, &oIssued, &leases, &releases, &lasts, &listening)
+		c.dl, c.dr, c.dk, c.owners, c.deltas, int64(s.limits.MaxLeases), int64(s.limits.ReleaseMemory), int64(s.limits.FenceMemory), s.countKey,
+		c.sh.expires, c.sh.revoked, c.pos, c.ats).
+		Scan(r.dest()...)
 	at := time.Now()
 	if err != nil {
 		s.known.forget(resource)
 		switch {
 		case sqlState(err) == stale:
 			return fastStale, nil
-		case sqlState(err) != "" || write == 0 || pgconn.SafeToRetry(err):
+		case sqlState(err) != "" || c.write == 0 || pgconn.SafeToRetry(err):
 			// Nothing was committed: the transaction that locks the row
 			// decides.
 			if sqlState(err) == "" {
@@ -421,41 +454,51 @@ func (s *Store) fastDecide(ctx context.Context, resource string, row knownRow, f
 		conn.Close(context.WithoutCancel(ctx))
 		return fastDone, errors.Join(service.ErrOutcomeUnknown, errors.New("pgstore: committing: "+err.Error()))
 	}
-	s.watch.heard.Store(listening)
-	s.known.heard(dbNow-offset, at, uint64(max(oIssued, 0)), leases, releases, lasts)
-	if _, warned := s.unreplicated.LoadAndDelete(conn.PgConn()); warned && write != 0 {
+	s.watch.heard.Store(r.listening)
+	s.known.heard(r.now-c.offset, at, uint64(max(r.issued, 0)), r.leases, r.releases, r.lasts)
+	if _, warned := s.unreplicated.LoadAndDelete(conn.PgConn()); warned && c.write != 0 {
 		s.known.forget(resource)
 		conn.Close(context.WithoutCancel(ctx))
-		return fastDone, errors.Join(service.ErrOutcomeUnknown, errors.New("pgstore: the commit stopped waiting for the synchronous standbys"))
+		return fastDone, errUnreplicated
 	}
-	// The decision again, at the reading it took effect at (and with the
-	// fence it took): what fn answers; it must be what was written.
-	if grant {
-		issued = uint64(fence) - 1
+	return s.finish(c, &r)
+}
+
+// errUnreplicated is the error of a decision whose commit PostgreSQL
+// answered with the warning of a cancelled wait for the standbys.
+var errUnreplicated = errors.Join(service.ErrOutcomeUnknown, errors.New("pgstore: the commit stopped waiting for the synchronous standbys"))
+
+// finish makes c's decision again at the reading it took effect at (and
+// with the fence it took), as r answers them: what fn answers; it must be
+// what was written.
+func (s *Store) finish(c *fastCall, r *fastResult) (fastOutcome, error) {
+	issued, resource := c.issued, c.resource
+	if c.grant {
+		issued = uint64(r.fence) - 1
 	}
-	dr2 := s.run(fn, e, reading, issued, counts)
-	if write == 0 {
-		if dr2.asked || (dr2.put && !(row.version == 0 && empty(dr2.next))) || (dr2.err == nil) != (d.err == nil) {
+	dr2 := s.run(c.fn, c.e, r.reading, issued, c.counts)
+	if c.write == 0 {
+		if dr2.asked || (dr2.put && !(c.row.version == 0 && empty(dr2.next))) || (dr2.err == nil) != (c.d.err == nil) {
 			return fastSlow, nil // nothing was written
 		}
 		return fastDone, dr2.err
 	}
-	want := sh.at(next, reading-now)
-	want.Fence = uint64(fence)
-	if !grant {
-		want.Fence = next.Fence
+	want := c.sh.at(c.next, r.reading-c.now)
+	want.Fence = uint64(r.fence)
+	if !c.grant {
+		want.Fence = c.next.Fence
 	}
 	if dr2.err != nil || !dr2.put || dr2.asked || !sameEntry(dr2.next, want) {
 		s.known.forget(resource)
 		return fastDone, errors.Join(service.ErrOutcomeUnknown, errors.New("pgstore: the decision made again at the reading it took effect at differs from the one written; its retry is answered from the row"))
 	}
-	next = dr2.next
-	if write == 2 {
+	next := dr2.next
+	if c.write == 2 {
 		s.known.put(resource, knownRow{e: service.Entry{Resource: resource}})
 	} else {
-		s.known.put(resource, knownRow{e: next, version: version, decidedAt: reading})
+		s.known.put(resource, knownRow{e: next, version: r.version, decidedAt: r.reading})
 	}
-	if listening && (grant || (cur.Fence != 0 && next.Fence == 0)) {
+	if r.listening && (c.grant || (c.cur.Fence != 0 && next.Fence == 0)) {
 		s.notify(resource)
 	}
 	return fastDone, nil

@@ -5,8 +5,8 @@ package pgstore
 import "strconv"
 
 // SchemaVersion is the version of the schema this package reads and writes,
-// kept in lease_fence_meta. Open upgrades a state of version 1 to 4 (see
-// upgradeV1 to upgradeV4) and refuses any other version.
+// kept in lease_fence_meta. Open upgrades a state of version 1 to 5 (see
+// upgradeV1 to upgradeV5) and refuses any other version.
 //
 // Version 2 stores the owner of each lease record (the token that acquired
 // it) and counts the records of each owner (lease_fence_owners), so that a
@@ -17,8 +17,10 @@ import "strconv"
 // election's) and the last revoked lease of a resource for one TTL (so
 // its holder's renewal is answered "revoked"). Version 5 adds the function
 // lease_fence_decide (decide.sql), which checks and writes a decision in
-// one statement; its tables are version 4's.
-const SchemaVersion = 5
+// one statement; its tables are version 4's. Version 6 adds the function
+// lease_fence_decide_each, which checks and writes the decisions of a batch
+// of renewals in one statement and one commit, each on its own.
+const SchemaVersion = 6
 
 // The names of the store's objects. They are unqualified: the connection's
 // search_path decides the schema they live in (and so several coordinators'
@@ -46,7 +48,7 @@ const (
 // scan of the slots and a tuple lock, a write of its own, per decision.)
 const countSlots = 64
 
-// schema creates version 5. maxFence is lease.MaxFence (2^53-1, the
+// schema creates version 6. maxFence is lease.MaxFence (2^53-1, the
 // largest integer JavaScript holds exactly).
 var schema = []string{
 	// listening_until: until when (the database server's clock, Unix
@@ -99,6 +101,7 @@ var schema = []string{
 	ownersTable,
 	byteOrderIndex,
 	decideFunction,
+	decideEachFunction,
 }
 
 // upgradeV4 makes a state of version 4 a state of version 5 within the
@@ -107,6 +110,15 @@ var schema = []string{
 var upgradeV4 = []string{
 	decideFunction,
 	`UPDATE ` + tMeta + ` SET schema_version = 5`,
+}
+
+// upgradeV5 makes a state of version 5 a state of version 6 within the
+// upgrade's transaction: the batch's decision function. A coordinator of
+// version 5 that still runs keeps deciding correctly (it does not use the
+// function).
+var upgradeV5 = []string{
+	decideEachFunction,
+	`UPDATE ` + tMeta + ` SET schema_version = 6`,
 }
 
 // byteOrderIndex orders the resources by their bytes, whatever the

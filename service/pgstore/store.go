@@ -131,8 +131,9 @@ type Store struct {
 
 	known known // the rows and state the one-round-trip path decides on (fast.go)
 	// paths counts the decisions made in one round trip, in two (the row
-	// read first), and by the transaction that locks the row.
-	paths [3]atomic.Int64
+	// read first), by the transaction that locks the row, and with others
+	// of a batch (UpdateEach).
+	paths [4]atomic.Int64
 
 	id         string // in this Store's notifications, so it ignores its own
 	connConfig *pgx.ConnConfig
@@ -520,10 +521,10 @@ func (u *unreachable) Error() string { return "pgstore: the database is unreacha
 // database before they give up (Options.StartWait).
 const DefaultStartWait = 30 * time.Second
 
-// upgrade makes a state of version 1 to 4 one of SchemaVersion, in one
+// upgrade makes a state of version 1 to 5 one of SchemaVersion, in one
 // transaction holding the meta row, unless another coordinator did it
 // first: version 1 to 2 (upgradeV1), then 2 to 3 (upgradeV2), then 3 to 4
-// (upgradeV3), then 4 to 5 (upgradeV4). Coordinators
+// (upgradeV3), then 4 to 5 (upgradeV4), then 5 to 6 (upgradeV5). Coordinators
 // of an older version that still run fail their calls from then on
 // (docs/service.md, "Upgrading the schema").
 func (s *Store) upgrade(ctx context.Context, conn *pgx.Conn) error {
@@ -567,6 +568,14 @@ func (s *Store) upgrade(ctx context.Context, conn *pgx.Conn) error {
 		}
 		version = 5
 	}
+	if version == 5 {
+		for _, q := range upgradeV5 {
+			if _, err := tx.Exec(ctx, q); err != nil {
+				return fmt.Errorf("pgstore: upgrading the schema from version %d to %d (nothing was changed): %w", from, SchemaVersion, err)
+			}
+		}
+		version = 6
+	}
 	if version == from {
 		return nil // upgraded meanwhile
 	}
@@ -574,7 +583,7 @@ func (s *Store) upgrade(ctx context.Context, conn *pgx.Conn) error {
 		return fmt.Errorf("pgstore: upgrading the schema from version %d to %d: %w", from, SchemaVersion, err)
 	}
 	s.log.Warn(fmt.Sprintf("the state's schema was upgraded from version %d to %d (version 2: the token that acquired each lease, counted by token; "+
-		"version 3: releases in a binary layout; version 4: election values and revocations; version 5: the decision function): coordinators of older versions still running now fail every call until they are replaced", from, SchemaVersion))
+		"version 3: releases in a binary layout; version 4: election values and revocations; version 5: the decision function; version 6: the decision function of a batch): coordinators of older versions still running now fail every call until they are replaced", from, SchemaVersion))
 	return nil
 }
 

@@ -16,8 +16,8 @@ import (
 	"github.com/lease-fence/lease-fence/service/wire"
 )
 
-// downgrade turns the state at dsn back into schema version 4 (without
-// the decision function), 3 (nor values and revocations), or 2, whose rows
+// downgrade turns the state at dsn back into schema version 5 (without
+// the batch's decision function), 4 (nor the decision function), 3 (nor values and revocations), or 2, whose rows
 // keep their releases as JSON in the column released (go-json-experiment's
 // encoding of []service.Release, as version 2 wrote them) and whose meta
 // row has no listening_until, or version 1,
@@ -55,7 +55,10 @@ func downgrade(t *testing.T, dsn string, version int, damage string) {
 	if damage != "" && len(asJSON) == 0 {
 		t.Fatal("no row has releases to damage")
 	}
-	qs := []string{`DROP FUNCTION lease_fence_decide`, `UPDATE lease_fence_meta SET schema_version = 4`}
+	qs := []string{`DROP FUNCTION lease_fence_decide_each`, `UPDATE lease_fence_meta SET schema_version = 5`}
+	if version <= 4 {
+		qs = append(qs, `DROP FUNCTION lease_fence_decide`, `UPDATE lease_fence_meta SET schema_version = 4`)
+	}
 	if version <= 3 {
 		qs = append(qs, `ALTER TABLE lease_fence_leases DROP COLUMN value, DROP COLUMN revoked_holder, DROP COLUMN revoked_fence, DROP COLUMN revoked_at`,
 			`UPDATE lease_fence_meta SET schema_version = 3`)
@@ -100,14 +103,14 @@ func TestUpgradeFromVersion2(t *testing.T) {
 	downgrade(t, g.dsn, 2, "")
 
 	g.r[0] = g.open(pgstore.Options{}, false)
-	if logs := g.r[0].logs.String(); !strings.Contains(logs, "upgraded from version 2 to 5") {
+	if logs := g.r[0].logs.String(); !strings.Contains(logs, "upgraded from version 2 to 6") {
 		t.Fatalf("no upgrade logged: %s", logs)
 	}
 	var version int64
 	var typ string
 	queryRow(t, g.dsn, `SELECT (SELECT schema_version FROM lease_fence_meta), (SELECT format_type(atttypid, atttypmod) FROM pg_attribute
 		WHERE attrelid = 'lease_fence_leases'::regclass AND attname = 'releases')`, &version, &typ)
-	if version != 5 || typ != "bytea" {
+	if version != 6 || typ != "bytea" {
 		t.Fatalf("after the upgrade: version %d, released %s", version, typ)
 	}
 	conn := g.conn()
@@ -168,11 +171,11 @@ func TestUpgradeFromVersion4(t *testing.T) {
 	}
 
 	g.r[0] = g.open(pgstore.Options{}, false)
-	if logs := g.r[0].logs.String(); !strings.Contains(logs, "upgraded from version 4 to 5") {
+	if logs := g.r[0].logs.String(); !strings.Contains(logs, "upgraded from version 4 to 6") {
 		t.Fatalf("no upgrade logged: %s", logs)
 	}
 	queryRow(t, g.dsn, `SELECT to_regproc('lease_fence_decide')::text, (SELECT schema_version FROM lease_fence_meta)`, &fn, &version)
-	if fn == nil || version != 5 {
+	if fn == nil || version != 6 {
 		t.Fatalf("after the upgrade: function %v, version %d", fn, version)
 	}
 	if f, _ := g.grant(0, renewMsg("a-2", "live", "A", fl)); f != fl {
@@ -193,5 +196,47 @@ func TestUpgradeFromVersion4(t *testing.T) {
 	// The first decision on each of the two resources locks the row.
 	if one, two, locked := pgstore.Paths(g.r[0].store); one+two != 3 || locked != 2 {
 		t.Fatalf("after the upgrade: %d decisions in one round trip, %d after a read, %d locking the row", one, two, locked)
+	}
+}
+
+// A state of schema version 5 (no batch decision function) is upgraded
+// when a coordinator of this version opens it, and a batch of renewals
+// of its live leases is then decided in one call once the replica knows
+// the rows; a coordinator of version 5 still running keeps deciding (its
+// function is unchanged).
+func TestUpgradeFromVersion5(t *testing.T) {
+	g := newRig(t, 1, pgstore.Options{})
+	fa, _ := g.grant(0, acquireMsg("a-1", "a", "A"))
+	fb, _ := g.grant(0, acquireMsg("b-1", "b", "A"))
+	g.r[0].store.Close()
+	downgrade(t, g.dsn, 5, "")
+	var fn, each *string
+	var version int64
+	const q = `SELECT to_regproc('lease_fence_decide')::text, to_regproc('lease_fence_decide_each')::text, (SELECT schema_version FROM lease_fence_meta)`
+	queryRow(t, g.dsn, q, &fn, &each, &version)
+	if fn == nil || each != nil || version != 5 {
+		t.Fatalf("the downgraded state: function %v, batch function %v, version %d", fn, each, version)
+	}
+
+	g.r[0] = g.open(pgstore.Options{}, false)
+	if logs := g.r[0].logs.String(); !strings.Contains(logs, "upgraded from version 5 to 6") {
+		t.Fatalf("no upgrade logged: %s", logs)
+	}
+	queryRow(t, g.dsn, q, &fn, &each, &version)
+	if fn == nil || each == nil || version != 6 {
+		t.Fatalf("after the upgrade: function %v, batch function %v, version %d", fn, each, version)
+	}
+	renewals := func(id string) []wire.Message {
+		return []wire.Message{renewMsg(id+"-a", "a", "A", fa), renewMsg(id+"-b", "b", "A", fb)}
+	}
+	for _, id := range []string{"r1", "r2"} { // the first reads the rows, the second decides in one call
+		for i, res := range g.postRenewals(0, renewals(id)) {
+			if !res.OK || res.Grant == nil || res.Grant.Fence != []uint64{fa, fb}[i] {
+				t.Fatalf("renewal %s of %d after the upgrade: %+v", id, i, res)
+			}
+		}
+	}
+	if n := pgstore.Batched(g.r[0].store); n != 2 {
+		t.Fatalf("after the upgrade: %d renewals decided in a batch's call, want 2", n)
 	}
 }
