@@ -4,10 +4,13 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -93,7 +96,16 @@ type attempt struct {
 	m         wire.Message
 	call, ret int64
 	lo, hi    float64
+	// noAnswer: the attempt got no answer (its coordinator was killed):
+	// the statement it sent may still commit after the attempt failed,
+	// up to drillLateMs later (the database runs it to its end).
+	noAnswer bool
 }
+
+// drillLateMs bounds how long after its attempt failed the decision of a
+// killed coordinator may commit: the coordinators' -store-timeout, which
+// is their sessions' lock_timeout.
+const drillLateMs = 5000
 
 // auditSQL records every committed change of the state's rows.
 const auditSQL = `
@@ -164,10 +176,11 @@ type recorder struct {
 }
 
 func (rt *recorder) RoundTrip(r *http.Request) (*http.Response, error) {
-	m, err := wirehist.ReadRequest(r)
+	ms, err := wirehist.ReadRequests(r)
 	if err != nil {
 		return nil, err
 	}
+	m := ms[0] // a batch's first renewal names it in the trace
 	d := rt.d
 	lo := float64(time.Now().UnixMilli())
 	call := d.ticks.Add(1)
@@ -180,6 +193,9 @@ func (rt *recorder) RoundTrip(r *http.Request) (*http.Response, error) {
 	ret := d.ticks.Add(1)
 	hi := float64(time.Now().UnixMilli())
 	what := fmt.Sprintf("%s %s id %s to %s [%v, %v]: ", m.Op, m.Request.Resource, m.Request.RequestID, r.URL.Host, lo, hi)
+	if len(ms) > 1 {
+		what = fmt.Sprintf("a batch of %d renewals from %s id %s to %s [%v, %v]: ", len(ms), m.Request.Resource, m.Request.RequestID, r.URL.Host, lo, hi)
+	}
 	if err != nil {
 		what += err.Error()
 	} else {
@@ -192,14 +208,28 @@ func (rt *recorder) RoundTrip(r *http.Request) (*http.Response, error) {
 	d.histMu.Lock()
 	defer d.histMu.Unlock()
 	if err != nil || resp.StatusCode >= 500 {
-		d.unsure = append(d.unsure, attempt{client: rt.client, m: m, call: call, ret: ret, lo: lo, hi: hi})
+		for _, m := range ms {
+			d.unsure = append(d.unsure, attempt{client: rt.client, m: m, call: call, ret: ret, lo: lo, hi: hi, noAnswer: err != nil})
+		}
 		if err != nil {
 			return nil, err
 		}
 	} else {
-		in := wirehist.InputOf(m)
-		in.Lo, in.Hi = lo, hi
-		d.ops = append(d.ops, porcupine.Operation{ClientId: rt.client, Input: in, Call: call, Output: wirehist.OutputOf(resp.StatusCode, data), Return: ret})
+		// A batch's renewals are an operation each; one answered 5xx is
+		// unsure, as a call alone answered so.
+		var batch wire.RenewalsReply
+		if len(ms) > 1 || r.URL.Path == wire.RenewalsPath {
+			_ = json.Unmarshal(data, &batch)
+		}
+		for i, out := range wirehist.OutputsOf(r.URL.Path, len(ms), resp.StatusCode, data) {
+			if i < len(batch.Results) && batch.Results[i].Error != nil && batch.Results[i].Error.Status >= 500 {
+				d.unsure = append(d.unsure, attempt{client: rt.client, m: ms[i], call: call, ret: ret, lo: lo, hi: hi})
+				continue
+			}
+			in := wirehist.InputOf(ms[i])
+			in.Lo, in.Hi = lo, hi
+			d.ops = append(d.ops, porcupine.Operation{ClientId: rt.client, Input: in, Call: call, Output: out, Return: ret})
+		}
 	}
 	resp.Body = io.NopCloser(bytes.NewReader(data))
 	return resp, nil
@@ -224,7 +254,7 @@ func (d *drill) resolve(dsn string) (changed, unchanged int, released map[string
 		d.t.Fatal(err)
 	}
 	defer conn.Close(context.Background())
-	rows, err := conn.Query(context.Background(), `SELECT resource, holder_id, request_id, releases, fence, expires_at, decided_at FROM drill_audit WHERE decided_at > 0`)
+	rows, err := conn.Query(context.Background(), `SELECT resource, holder_id, request_id, releases, fence, expires_at, decided_at FROM drill_audit WHERE decided_at > 0 ORDER BY decided_at`)
 	if err != nil {
 		d.t.Fatal(err)
 	}
@@ -241,22 +271,47 @@ func (d *drill) resolve(dsn string) (changed, unchanged int, released map[string
 		by[a.resource] = append(by[a.resource], a)
 	}
 	rows.Close()
+	for _, as := range by {
+		slices.SortStableFunc(as, func(a, b audited) int { return cmp.Compare(a.decidedAt, b.decidedAt) })
+	}
 	for _, at := range d.unsure {
 		q := at.m.Request
 		var out *sim.OpOutput
+		hi, ret := at.hi, at.ret
+		// earlier: a row before the late window shows the change (a late
+		// row then is a later change of the same lease, not this one's,
+		// but for a renewal, which is the same at any reading).
+		earlier := false
 		for _, a := range by[q.Resource] {
-			if a.decidedAt < at.lo || a.decidedAt > at.hi {
-				continue
-			}
+			var o *sim.OpOutput
 			switch {
 			case at.m.Op == wire.OpAcquire && a.fence != 0 && a.requestID == q.RequestID && a.holder == q.HolderID:
-				out = &sim.OpOutput{OK: true, Fence: uint64(a.fence), ExpiresAt: a.expiresAt}
+				o = &sim.OpOutput{OK: true, Fence: uint64(a.fence), ExpiresAt: a.expiresAt}
 			case at.m.Op == wire.OpRenew && a.fence == int64(q.Fence) && a.holder == q.HolderID && a.expiresAt == a.decidedAt+drillTTLMs:
-				out = &sim.OpOutput{OK: true, Fence: uint64(a.fence), ExpiresAt: a.expiresAt}
+				o = &sim.OpOutput{OK: true, Fence: uint64(a.fence), ExpiresAt: a.expiresAt}
 			case at.m.Op == wire.OpRelease && a.fence == 0 && slices.ContainsFunc(a.releases, func(r service.Release) bool { return r.RequestID == q.RequestID }):
-				out = &sim.OpOutput{OK: true}
-				released[q.RequestID] = true
+				o = &sim.OpOutput{OK: true}
 			}
+			switch {
+			case o == nil:
+				continue
+			case a.decidedAt < at.lo:
+				earlier = true
+				continue
+			case a.decidedAt <= at.hi:
+				out, earlier = o, true
+				continue
+			}
+			// Committed after the attempt failed (its coordinator was
+			// killed with the statement sent): it returns when the
+			// history ends.
+			if at.noAnswer && a.decidedAt <= at.hi+drillLateMs && out == nil && (!earlier || at.m.Op == wire.OpRenew) {
+				out, hi, ret = o, a.decidedAt, math.MaxInt64
+			}
+			break
+		}
+		if out != nil && at.m.Op == wire.OpRelease {
+			released[q.RequestID] = true
 		}
 		if out == nil {
 			unchanged++
@@ -264,8 +319,8 @@ func (d *drill) resolve(dsn string) (changed, unchanged int, released map[string
 		}
 		changed++
 		in := wirehist.InputOf(at.m)
-		in.Lo, in.Hi = at.lo, at.hi
-		d.ops = append(d.ops, porcupine.Operation{ClientId: at.client, Input: in, Call: at.call, Output: *out, Return: at.ret})
+		in.Lo, in.Hi = at.lo, hi
+		d.ops = append(d.ops, porcupine.Operation{ClientId: at.client, Input: in, Call: at.call, Output: *out, Return: ret})
 	}
 	return changed, unchanged, released
 }
@@ -326,6 +381,9 @@ func (k *drillClient) step(ctx context.Context) bool {
 			names = append(names, n)
 		}
 		slices.Sort(names)
+		if len(names) >= 2 && k.rng.IntN(3) == 0 {
+			return k.renewEach(ctx, names)
+		}
 		name := names[k.rng.IntN(len(names))]
 		l := k.held[name]
 		tok := l.Token()
@@ -373,6 +431,27 @@ func (k *drillClient) step(ctx context.Context) bool {
 	case errors.As(err, &denied):
 	default:
 		return k.noAnswer("acquire "+name, err)
+	}
+	return true
+}
+
+// renewEach renews the leases of names in one batch (wire.RenewalsPath).
+func (k *drillClient) renewEach(ctx context.Context, names []string) bool {
+	ls := make([]*client.Lease, len(names))
+	for i, n := range names {
+		ls[i] = k.held[n]
+	}
+	out, errs := k.c.RenewEach(ctx, ls)
+	for i, name := range names {
+		switch err := errs[i]; {
+		case err == nil:
+			k.held[name] = out[i]
+		case errors.Is(err, client.ErrExpired):
+			delete(k.held, name)
+			k.expired = append(k.expired, fmt.Sprintf("renewal of %s #%d in a batch (attempts: %s)", name, ls[i].Token().Fence, strings.Join(k.rt.trace, "; ")))
+		default:
+			return k.noAnswer("renew "+name+" in a batch", err)
+		}
 	}
 	return true
 }

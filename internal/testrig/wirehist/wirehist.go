@@ -13,6 +13,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -42,6 +43,59 @@ func ReadRequest(r *http.Request) (wire.Message, error) {
 	return m, nil
 }
 
+// ReadRequests reads the body of a request to /v1/OP or to
+// wire.RenewalsPath (a batch: each renewal its own message), puts it back
+// for the next transport, and decodes it.
+func ReadRequests(r *http.Request) ([]wire.Message, error) {
+	if r.URL.Path != wire.RenewalsPath {
+		m, err := ReadRequest(r)
+		if err != nil {
+			return nil, err
+		}
+		return []wire.Message{m}, nil
+	}
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return nil, err
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	ms, errs, werr := wire.DecodeRenewals(body)
+	if werr != nil {
+		return nil, werr
+	}
+	for _, e := range errs {
+		if e != nil {
+			return nil, e
+		}
+	}
+	return ms, nil
+}
+
+// OutputsOf turns the HTTP answer to the n requests ReadRequests read from
+// a request to path into the model's outputs, one each.
+func OutputsOf(path string, n, status int, data []byte) []sim.OpOutput {
+	outs := make([]sim.OpOutput, n)
+	if path != wire.RenewalsPath {
+		outs[0] = OutputOf(status, data)
+		return outs
+	}
+	var rep wire.RenewalsReply
+	if status != http.StatusOK || json.Unmarshal(data, &rep) != nil || len(rep.Results) != n {
+		for i := range outs {
+			outs[i] = sim.OpOutput{Err: fmt.Sprintf("status %d: %s", status, data)}
+		}
+		return outs
+	}
+	for i, res := range rep.Results {
+		if res.Error != nil {
+			outs[i] = sim.OpOutput{Err: fmt.Sprintf("renewal %d refused: %s: %s", i, res.Error.Code, res.Error.Message)}
+			continue
+		}
+		outs[i] = outputOf(res.Reply, data)
+	}
+	return outs
+}
+
 // InputOf describes a request (acquire, renew or release) for the history.
 func InputOf(m wire.Message) sim.OpInput {
 	if m.Op == wire.OpRelease {
@@ -57,6 +111,11 @@ func OutputOf(status int, data []byte) sim.OpOutput {
 	if status != http.StatusOK || json.Unmarshal(data, &rep) != nil {
 		return sim.OpOutput{Err: fmt.Sprintf("status %d: %s", status, data)}
 	}
+	return outputOf(rep, data)
+}
+
+// outputOf is the model's output of rep (data: the answer it is part of).
+func outputOf(rep wire.Reply, data []byte) sim.OpOutput {
 	switch {
 	case rep.OK && rep.Grant != nil:
 		return sim.OpOutput{OK: true, Fence: rep.Grant.Fence, ExpiresAt: rep.Grant.CoordinatorExpiresAt.Millis}
@@ -93,6 +152,51 @@ func Walk(ctx context.Context, c *client.Client, rng *rand.Rand, calls, resource
 		default:
 			_ = c.Release(ctx, held)
 			held = nil
+		}
+	}
+}
+
+// WalkMany makes calls of c, seeded by rng, holding up to three of
+// resources ("r0", "r1", ...) at once: an acquire of one it does not hold
+// while it holds fewer than two (or, one time in three, three), else the
+// renewal of every lease it holds in one batch (wire.RenewalsPath; two
+// times in three) or the release of one. Before a call, one time in four,
+// it calls advance with a number of milliseconds below ttl. Refusals and
+// errors are the history's to judge.
+func WalkMany(ctx context.Context, c *client.Client, rng *rand.Rand, calls, resources int, ttl time.Duration, advance func(ms float64)) {
+	var held []*client.Lease
+	for range calls {
+		if rng.IntN(4) == 0 {
+			advance(float64(rng.IntN(int(ttl.Milliseconds()))))
+		}
+		switch {
+		case len(held) < 2 || (len(held) < 3 && rng.IntN(3) == 0):
+			var free []string
+			for i := range resources {
+				name := "r" + strconv.Itoa(i)
+				if !slices.ContainsFunc(held, func(l *client.Lease) bool { return l.Token().Resource == name }) {
+					free = append(free, name)
+				}
+			}
+			if len(free) == 0 {
+				continue
+			}
+			if l, err := c.Acquire(ctx, free[rng.IntN(len(free))]); err == nil {
+				held = append(held, l)
+			}
+		case rng.IntN(3) < 2:
+			out, errs := c.RenewEach(ctx, held)
+			var kept []*client.Lease
+			for i := range held {
+				if errs[i] == nil {
+					kept = append(kept, out[i])
+				}
+			}
+			held = kept
+		default:
+			i := rng.IntN(len(held))
+			_ = c.Release(ctx, held[i])
+			held = slices.Delete(held, i, i+1)
 		}
 	}
 }
