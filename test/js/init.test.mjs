@@ -7,26 +7,12 @@
 // holds one instance.
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 import { cpSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath, pathToFileURL } from 'node:url';
+import { pathToFileURL } from 'node:url';
+import { root, run } from './fresh-node.mjs';
 
-const root = fileURLToPath(new URL('../../', import.meta.url));
-
-// run evaluates code as an ES module in a fresh node from the repository root
-// (so 'lease-fence' resolves to this package) and returns the JSON it prints
-// last.
-function run(code, flags = []) {
-  return new Promise((resolve, reject) => {
-    execFile(process.execPath, [...flags, '--input-type=module', '-e', code], { cwd: root, maxBuffer: 1 << 24 }, (err, stdout, stderr) => {
-      if (err) return reject(new Error(`${err.message}\n${stderr}`));
-      const lines = stdout.trim().split('\n');
-      resolve(JSON.parse(lines[lines.length - 1]));
-    });
-  });
-}
 
 // A round trip through whatever namespace lf is: acquire, commit, a stale
 // fence refused.

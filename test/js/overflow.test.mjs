@@ -12,21 +12,9 @@
 // Each case runs in a fresh node process, since a process holds one instance.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
+import { run } from './fresh-node.mjs';
 
-const root = fileURLToPath(new URL('../../', import.meta.url));
-
-function run(code, flags = []) {
-  return new Promise((resolve, reject) => {
-    execFile(process.execPath, [...flags, '--input-type=module', '-e', code], { cwd: root, maxBuffer: 1 << 24 }, (err, stdout, stderr) => {
-      if (err) return reject(new Error(`${err.message}\n${stderr}`));
-      const lines = stdout.trim().split('\n');
-      resolve(JSON.parse(lines[lines.length - 1]));
-    });
-  });
-}
 
 // 10,000 round trips (begin, acquire, complete, commit with a new fence,
 // release) on one set of objects, with createClock sources; returns how many
