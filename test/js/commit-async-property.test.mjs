@@ -21,10 +21,9 @@
 // exclusive (one write at a time, property 1); shared admission is checked
 // by commit-async.test.mjs and the conformance suite's
 // raiseWaitsForEqualWrites.
-import { describe, test } from 'node:test';
-import assert from 'node:assert/strict';
+import { describe } from 'node:test';
 import { FenceGate, GateBusyError, LeaseFenceError, StaleFenceError, SupersededError } from 'lease-fence';
-import { deferred, rng, settle } from './helpers.mjs';
+import { deferred, rng, scheduleTests, settle } from './helpers.mjs';
 
 const SCHEDULES = 1000;
 const RESOURCE = 'orders-db';
@@ -389,28 +388,5 @@ class CheckAtCallGate extends BrokenGate {
 }
 
 describe('gate under random async schedules', () => {
-  test(`${SCHEDULES} seeded schedules keep the four properties`, async (t) => {
-    const total = {};
-    const violations = [];
-    for (let seed = 1; seed <= SCHEDULES; seed++) {
-      const r = await runSchedule(seed, (resource) => new FenceGate(resource, { exclusive: true }));
-      for (const [k, v] of Object.entries(r.counts)) total[k] = (total[k] ?? 0) + v;
-      violations.push(...r.violations);
-    }
-    t.diagnostic(`outcomes over ${SCHEDULES} schedules: ${JSON.stringify(total)}`);
-    assert.deepEqual(violations.slice(0, 10), []);
-    // The schedules exercise what they claim to: every kind of outcome, often.
-    for (const [k, v] of Object.entries(total)) assert.ok(v >= SCHEDULES / 10, `only ${v} calls ended ${k}`);
-  });
-
-  for (const Broken of [NoQueueGate, CheckAtCallGate]) {
-    test(`the checker catches a broken gate: ${Broken.name}`, async (t) => {
-      let caught = 0;
-      for (let seed = 1; seed <= 100; seed++) {
-        if ((await runSchedule(seed, (resource) => new Broken(resource))).violations.length) caught++;
-      }
-      t.diagnostic(`${caught} of 100 schedules caught ${Broken.name}`);
-      assert.ok(caught >= 10, `only ${caught} of 100 schedules caught ${Broken.name}`);
-    });
-  }
+  scheduleTests(`${SCHEDULES} seeded schedules keep the four properties`, SCHEDULES, runSchedule, [NoQueueGate, CheckAtCallGate]);
 });

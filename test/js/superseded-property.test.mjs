@@ -24,10 +24,9 @@
 // a signal that also aborts for an equal fence, a signal that can still
 // abort after its write finished), which it must catch. The model runs one
 // write at a time: the gates are exclusive.
-import { describe, test } from 'node:test';
-import assert from 'node:assert/strict';
+import { describe } from 'node:test';
 import { FenceGate, GateBusyError, LeaseFenceError, StaleFenceError, SupersededError } from 'lease-fence';
-import { deferred, rng, settle } from './helpers.mjs';
+import { deferred, rng, scheduleTests, settle } from './helpers.mjs';
 
 const SCHEDULES = 1000;
 const R = 'orders-db';
@@ -317,27 +316,5 @@ class LateSignalGate extends SignalSwap {
 }
 
 describe('the superseded-write signal under random schedules', () => {
-  test(`${SCHEDULES} seeded schedules: the signal aborts exactly when a newer fence reaches the gate`, async (t) => {
-    const total = {};
-    const violations = [];
-    for (let seed = 1; seed <= SCHEDULES; seed++) {
-      const r = await runSchedule(seed, (resource) => new FenceGate(resource, { exclusive: true }));
-      for (const [k, v] of Object.entries(r.counts)) total[k] = (total[k] ?? 0) + v;
-      violations.push(...r.violations);
-    }
-    t.diagnostic(`outcomes over ${SCHEDULES} schedules: ${JSON.stringify(total)}`);
-    assert.deepEqual(violations.slice(0, 10), []);
-    for (const [k, v] of Object.entries(total)) assert.ok(v >= SCHEDULES / 10, `only ${v} calls ended ${k}`);
-  });
-
-  for (const Broken of [NoSignalGate, EqualFenceGate, LateSignalGate]) {
-    test(`the checker catches a broken gate: ${Broken.name}`, async (t) => {
-      let caught = 0;
-      for (let seed = 1; seed <= 100; seed++) {
-        if ((await runSchedule(seed, (resource) => new Broken(resource))).violations.length) caught++;
-      }
-      t.diagnostic(`${caught} of 100 schedules caught ${Broken.name}`);
-      assert.ok(caught >= 10, `only ${caught} of 100 schedules caught ${Broken.name}`);
-    });
-  }
+  scheduleTests(`${SCHEDULES} seeded schedules: the signal aborts exactly when a newer fence reaches the gate`, SCHEDULES, runSchedule, [NoSignalGate, EqualFenceGate, LateSignalGate]);
 });
