@@ -504,6 +504,11 @@ func (c *Client) backoffBefore(ctx context.Context, n int) error {
 	if d <= 0 {
 		return nil
 	}
+	return pause(ctx, d)
+}
+
+// pause waits d, or until ctx ends (its error).
+func pause(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

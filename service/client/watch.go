@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/go-json-experiment/json"
 
@@ -134,14 +133,7 @@ func (c *Client) backoffPause(ctx context.Context, n int) error {
 	if d <= 0 {
 		return ctx.Err()
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
+	return pause(ctx, d)
 }
 
 // WatchOptions selects what Watch streams.
