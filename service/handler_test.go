@@ -111,14 +111,7 @@ func TestSecretGuardsTheLease(t *testing.T) {
 	f, secret := r.grant(wire.OpAcquire, acquireMsg("q1", "deploy", "a"))
 	before := r.state()
 	for _, forged := range []string{"guess-guess-guess", secret[:len(secret)-1], secret + "x", strings.ToUpper(secret), secretOf("b")} {
-		st, out := r.post(wire.OpRenew, renewMsg("f1", "deploy", "a", f, forged))
-		if st != 403 || errCodeOf(t, out) != wire.CodeWrongSecret {
-			t.Fatalf("forged renew: %d %v", st, out)
-		}
-		st, out = r.post(wire.OpRelease, releaseMsg("f2", "deploy", "a", f, forged))
-		if st != 403 || errCodeOf(t, out) != wire.CodeWrongSecret {
-			t.Fatalf("forged release: %d %v", st, out)
-		}
+		r.wrongSecret("forged", "f1", "f2", f, forged)
 	}
 	if after := r.state(); !reflect.DeepEqual(before, after) {
 		t.Fatalf("forgeries changed the state:\n%+v\n%+v", before, after)

@@ -260,3 +260,16 @@ func equalEntry(a, b Entry) bool {
 }
 
 var errDiskFull = errors.New("test: disk full")
+
+// wrongSecret checks that a renewal (request id renewID) and a release
+// (releaseID) of agent a's lease f on "deploy" with secret are refused 403
+// wrong_secret.
+func (r *rig) wrongSecret(what, renewID, releaseID string, f uint64, secret string) {
+	r.t.Helper()
+	if st, out := r.post(wire.OpRenew, renewMsg(renewID, "deploy", "a", f, secret)); st != 403 || errCodeOf(r.t, out) != wire.CodeWrongSecret {
+		r.t.Fatalf("renew, %s: %d %v", what, st, out)
+	}
+	if st, out := r.post(wire.OpRelease, releaseMsg(releaseID, "deploy", "a", f, secret)); st != 403 || errCodeOf(r.t, out) != wire.CodeWrongSecret {
+		r.t.Fatalf("release, %s: %d %v", what, st, out)
+	}
+}

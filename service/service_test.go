@@ -44,14 +44,7 @@ func TestReplayedAcquireNeedsTheSecret(t *testing.T) {
 			t.Fatalf("replay with secret %q: %d %v", other, st, out)
 		}
 		// Nothing renewable: the attacker's secret does not work either.
-		st, out = r.post(wire.OpRenew, renewMsg("q2", "deploy", "a", f, other))
-		if st != 403 || errCodeOf(t, out) != wire.CodeWrongSecret {
-			t.Fatalf("renew with the attacker's secret: %d %v", st, out)
-		}
-		st, out = r.post(wire.OpRelease, releaseMsg("q3", "deploy", "a", f, other))
-		if st != 403 || errCodeOf(t, out) != wire.CodeWrongSecret {
-			t.Fatalf("release with the attacker's secret: %d %v", st, out)
-		}
+		r.wrongSecret("the attacker's secret", "q2", "q3", f, other)
 	}
 	if after := r.state(); !reflect.DeepEqual(before, after) {
 		t.Fatalf("refused replays changed the state:\n%+v\n%+v", before, after)
