@@ -20,7 +20,7 @@ import http from 'node:http';
 import { createManualClock, InvalidArgumentError } from 'lease-fence';
 import { LeaseExpiredError, LeaseLostError, LeaseServiceError, isLeaseLost } from 'lease-fence/service-client';
 import { LeaseServiceClient } from './transport.mjs';
-import { ManualTimers, fetchText, startNative, startProxy, stopAll, tracked, until } from './harness.mjs';
+import { ManualTimers, fetchText, rejects, resourceNames, startNative, startProxy, stopAll, tracked, until } from './harness.mjs';
 
 const TTL = 2000;
 // The loss margin of a 2 s TTL: 5 % of it (at most 250 ms).
@@ -42,22 +42,7 @@ after(async () => {
   await stopAll();
 });
 
-let seq = 0;
-function resourceName(what) {
-  return `failfast-${what}-${process.pid}-${++seq}`;
-}
-
-async function rejects(promise, check) {
-  let err;
-  try {
-    await promise;
-  } catch (e) {
-    err = e;
-  }
-  assert.ok(err !== undefined, 'expected a rejection');
-  check?.(err);
-  return err;
-}
+const resourceName = resourceNames('failfast');
 
 const aborted = (signal) => new Promise((resolve) => {
   if (signal.aborted) resolve(signal.reason);

@@ -67,6 +67,25 @@ export async function startWorker({ ttl = 600_000 } = {}) {
   return { name: 'Worker under wrangler dev', kind: 'worker', url, ttl, log, child };
 }
 
+/** The rejection of promise, after check(err); the test fails if it resolves. */
+export async function rejects(promise, check) {
+  let err;
+  try {
+    await promise;
+  } catch (e) {
+    err = e;
+  }
+  assert.ok(err !== undefined, 'expected a rejection');
+  check?.(err);
+  return err;
+}
+
+/** A maker of resource names unique to this process: prefix-what-pid-n. */
+export function resourceNames(prefix) {
+  let seq = 0;
+  return (what) => `${prefix}-${what}-${process.pid}-${++seq}`;
+}
+
 export function stopAll() {
   return Promise.all(children.map((c) => stop(c)));
 }

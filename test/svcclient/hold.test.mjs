@@ -34,7 +34,7 @@ import { rng } from '../js/helpers.mjs';
 import { existsSync, writeFileSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
 import { FenceGate } from 'lease-fence';
-import { ManualTimers, children, fetchText, root, startNative, startProxy, startWorker, stopAll, tracked, until } from './harness.mjs';
+import { ManualTimers, children, fetchText, rejects, resourceNames, root, startNative, startProxy, startWorker, stopAll, tracked, until } from './harness.mjs';
 
 // The holds renew on real timers every third of the TTL: at 5 s a hold
 // outlives a stall of its process or of the coordinator of up to 3 s, which
@@ -123,25 +123,11 @@ after(async () => {
 });
 
 let seq = 0;
-function resourceName(what) {
-  return `hold-${what}-${process.pid}-${++seq}`;
-}
+const resourceName = resourceNames('hold');
 
 /** A client through target's proxy; retries at once, attempts wait long. */
 function client(t, holderId, options = {}) {
   return new LeaseServiceClient({ baseURL: t.proxy.url, holderId, backoff: () => 0, attemptTimeoutMillis: 30_000, ...options });
-}
-
-async function rejects(promise, check) {
-  let err;
-  try {
-    await promise;
-  } catch (e) {
-    err = e;
-  }
-  assert.ok(err !== undefined, 'expected a rejection');
-  check?.(err);
-  return err;
 }
 
 async function post(url, body) {

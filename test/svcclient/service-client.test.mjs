@@ -29,7 +29,7 @@ import {
 import { LeaseServiceClient as PackageClient } from 'lease-fence/service-client';
 import { LeaseServiceClient } from './transport.mjs';
 import { root, startCoordinator, startWorker, stop } from './children.mjs';
-import { startProxy as startHarnessProxy } from './harness.mjs';
+import { resourceNames, startProxy as startHarnessProxy } from './harness.mjs';
 
 
 // Everything secret that crossed a proxy, every error a test caught, every
@@ -107,10 +107,7 @@ after(async () => {
   await Promise.all(children.map(stop));
 });
 
-let seq = 0;
-function resourceName(what) {
-  return `svcclient-${what}-${process.pid}-${++seq}`;
-}
+const resourceName = resourceNames('svcclient');
 
 /** A client through target's proxy; retries at once, attempts wait long. */
 function client(t, holderId, options = {}) {
