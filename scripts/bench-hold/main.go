@@ -66,6 +66,7 @@ import (
 
 	"github.com/lease-fence/lease-fence/core/clock"
 	"github.com/lease-fence/lease-fence/core/lease"
+	"github.com/lease-fence/lease-fence/internal/testrig/pgtest"
 	"github.com/lease-fence/lease-fence/internal/testrig/procgroup"
 	"github.com/lease-fence/lease-fence/internal/testrig/syncio"
 	"github.com/lease-fence/lease-fence/service/client"
@@ -84,6 +85,7 @@ func main() {
 	transport := flag.String("transport", "node", "with -client js: the LeaseServiceClient's transport (node or fetch)")
 	duration := flag.Duration("duration", 30*time.Second, "with -mode cost: how long they are held")
 	coordinator := flag.String("coordinator", "out/bin/coordinator", "the built native server")
+	store := flag.String("store", "pebble", "with -target native: pebble (-state, the embedded store) or postgres (-store on a durable PostgreSQL the benchmark starts; with -mode cost its CPU is printed as db)")
 	wrangler := flag.String("wrangler", "node_modules/.bin/wrangler", "wrangler")
 	serverLog := flag.String("serverlog", "", "a file to copy the server's output to (stdout and stderr)")
 	samplesTo := flag.String("samples", "", "append every latency measured (milliseconds, one a line) to this file")
@@ -109,6 +111,21 @@ func main() {
 		}
 		defer f.Close()
 		logTo = &syncio.Writer{W: f} // the server's two pipes
+	}
+	switch *store {
+	case "pebble":
+	case "postgres":
+		if *target != "native" {
+			fail(errors.New("-store postgres needs -target native"))
+		}
+		pg, err := pgtest.Start(pgtest.Options{Durable: true})
+		if err != nil {
+			fail(err)
+		}
+		defer pg.Stop()
+		storePG = pg
+	default:
+		fail(errors.New("unknown -store (want pebble or postgres)"))
 	}
 	s, err := start(*target, *coordinator, *wrangler, *ttl, env, logTo)
 	if err != nil {
@@ -181,6 +198,58 @@ var (
 	debugRe = regexp.MustCompile(`debug on (http://127\.0\.0\.1:\d+)/`)
 )
 
+// storePG is the PostgreSQL server of -store postgres, or nil.
+var storePG *pgtest.Server
+
+// dbCPU is the CPU time of storePG's processes (the postmaster and the
+// processes it started that still run: each backend is a session of its
+// own), or 0.
+func dbCPU() time.Duration {
+	if storePG == nil {
+		return 0
+	}
+	pid, err := storePG.Pid()
+	if err != nil {
+		fail(err)
+	}
+	kids, err := storePG.Children()
+	if err != nil {
+		fail(err)
+	}
+	total := must(cpuOfPid(pid))
+	for k := range kids {
+		if t, err := cpuOfPid(k); err == nil {
+			total += t
+		}
+	}
+	return total
+}
+
+// cpuOfPid is the CPU time (user + system) of process pid, from /proc.
+func cpuOfPid(pid int) (time.Duration, error) {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, err
+	}
+	i := strings.LastIndexByte(string(data), ')')
+	if i < 0 || i+2 > len(data) {
+		return 0, errors.New("bench-hold: /proc/" + strconv.Itoa(pid) + "/stat is not as expected")
+	}
+	f := strings.Fields(string(data[i+2:]))
+	if len(f) < 13 {
+		return 0, errors.New("bench-hold: /proc/" + strconv.Itoa(pid) + "/stat is not as expected")
+	}
+	var ticks int64
+	for _, k := range []int{11, 12} { // utime and stime, fields 14 and 15
+		v, err := strconv.ParseInt(f[k], 10, 64)
+		if err != nil {
+			return 0, err
+		}
+		ticks += v
+	}
+	return time.Duration(ticks) * 10 * time.Millisecond, nil
+}
+
 // start runs the target with the TTL ttl (the Worker with the lines of env
 // in an --env-file, if any), copies its output to logTo and waits for its URL.
 func start(target, coordinator, wrangler string, ttl time.Duration, env string, logTo io.Writer) (*server, error) {
@@ -191,8 +260,12 @@ func start(target, coordinator, wrangler string, ttl time.Duration, env string, 
 	var cmd *exec.Cmd
 	switch target {
 	case "native":
-		cmd = exec.Command(coordinator, "-addr", "127.0.0.1:0", "-quiet", "-init", "-state", filepath.Join(tmp, "state"),
-			"-ttl", ttl.String(), "-debug-addr", "127.0.0.1:0")
+		state := []string{"-state", filepath.Join(tmp, "state")}
+		if storePG != nil {
+			state = []string{"-store", storePG.URL("")}
+		}
+		cmd = exec.Command(coordinator, append(append([]string{"-addr", "127.0.0.1:0", "-quiet", "-init"}, state...),
+			"-ttl", ttl.String(), "-debug-addr", "127.0.0.1:0")...)
 	case "worker":
 		wr, err := filepath.Abs(wrangler)
 		if err != nil {
@@ -477,7 +550,7 @@ func cpuOfGroup(pgid int) (time.Duration, error) {
 func cost(s *server, target string, holds int, d, ttl time.Duration, oneClient bool) error {
 	ctx := context.Background()
 	pid := s.cmd.Process.Pid // its process group's
-	now := func() mark { return mark{time.Now(), cputime.Process(), must(cpuOfGroup(pid))} }
+	now := func() mark { return mark{time.Now(), cputime.Process(), must(cpuOfGroup(pid)), dbCPU()} }
 	// Idle first, as long as the measurement.
 	idle := now()
 	time.Sleep(d)
@@ -570,6 +643,7 @@ func cost(s *server, target string, holds int, d, ttl time.Duration, oneClient b
 type mark struct {
 	at             time.Time
 	client, server time.Duration
+	db             time.Duration // the database's (-store postgres)
 }
 
 // printCost prints the line of a cost run: the CPU time of holds leases
@@ -585,6 +659,9 @@ func printCost(name string, holds int, ttl time.Duration, renewals, retried int,
 	fmt.Printf("%-22s holds=%d ttl=%v %d renewals (expected %.0f) in %.1fs  client %6.2f us/lease-s  server %6.2f us/lease-s  (idle: client %v, server %v; acquiring %d: client %v, server %v, %d tried again)\n",
 		name, holds, ttl, renewals, float64(holds)*d.Seconds()/(ttl/3).Seconds(), d.Seconds(), per(end.client-held.client, idleC), per(end.server-held.server, idleS), idleC, idleS, holds,
 		held.client-taking.client, held.server-taking.server, retried)
+	if storePG != nil {
+		fmt.Printf("%-22s db %6.2f us/lease-s  (idle: db %v)\n", name, per(end.db-held.db, max(0, taking.db-idle.db)), taking.db-idle.db)
+	}
 }
 
 // costJS is cost with the client in a Node process (holder.mjs), which
@@ -616,7 +693,7 @@ func costJS(s *server, target string, holds int, d, ttl time.Duration, oneClient
 		if len(f) == 0 {
 			continue
 		}
-		marks[f[0]] = mark{time.Now(), must(cpuOfGroup(cmd.Process.Pid)), must(cpuOfGroup(s.cmd.Process.Pid))}
+		marks[f[0]] = mark{time.Now(), must(cpuOfGroup(cmd.Process.Pid)), must(cpuOfGroup(s.cmd.Process.Pid)), dbCPU()}
 		if f[0] == "end" {
 			end = f[1:]
 			break
