@@ -8,6 +8,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -33,6 +34,16 @@ type server struct {
 // test ends, and returns once it listens.
 func start(t *testing.T, args ...string) *server {
 	t.Helper()
+	s, err := tryStart(t, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// tryStart is start, returning the error of a proxy that did not start.
+func tryStart(t *testing.T, args ...string) (*server, error) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
 	s := &server{stop: cancel, done: make(chan error, 1), stderr: &syncio.Buffer{}}
@@ -44,12 +55,12 @@ func start(t *testing.T, args ...string) *server {
 	line, err := bufio.NewReader(pr).ReadString('\n')
 	if err != nil {
 		cancel()
-		t.Fatalf("fence-proxy did not start: %v; %v; stderr:\n%s", err, <-s.done, s.stderr)
+		return nil, fmt.Errorf("fence-proxy did not start: %v; %v; stderr:\n%s", err, <-s.done, s.stderr)
 	}
 	go func() { _, _ = io.Copy(io.Discard, pr) }()
 	s.url = strings.TrimPrefix(strings.TrimSpace(line), "listening on ")
 	t.Cleanup(func() { s.shutdown(t) })
-	return s
+	return s, nil
 }
 
 func (s *server) shutdown(t *testing.T) {
@@ -302,13 +313,22 @@ func TestGracefulShutdown(t *testing.T) {
 func TestDebugAddrServesProfiles(t *testing.T) {
 	up := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	defer up.Close()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	// -debug-addr takes a fixed address: a free port is picked, and picked
+	// again if another process took it before the proxy could bind it.
+	var addr string
+	var s *server
+	for attempt := 1; s == nil; attempt++ {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr = ln.Addr().String()
+		ln.Close()
+		s, err = tryStart(t, "-upstream", up.URL, "-state", filepath.Join(t.TempDir(), "proxy.db"), "-init", "-debug-addr", addr)
+		if err != nil && (attempt == 5 || !strings.Contains(err.Error(), "address already in use")) {
+			t.Fatal(err)
+		}
 	}
-	addr := ln.Addr().String()
-	ln.Close()
-	s := start(t, "-upstream", up.URL, "-state", filepath.Join(t.TempDir(), "proxy.db"), "-init", "-debug-addr", addr)
 	resp, err := http.Get("http://" + addr + "/debug/pprof/goroutine?debug=1")
 	if err != nil {
 		t.Fatal(err)
