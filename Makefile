@@ -19,6 +19,7 @@ FUZZ_BRIEF := -count=1 -run '^$$' -fuzzminimizetime 200x
 
 # Each mk/*.mk appends to these.
 BUILD :=
+TEST_PREP :=
 TESTS :=
 BENCH :=
 
@@ -55,11 +56,12 @@ TEST_ORDER := test-svcclient-node test-worker-e2e test-service test-web-explaine
   test-core-race test-gates test-wasm-fuzz-go test-core-js test-consumers lint-pg-drill test-proxy-js
 TEST_GOALS = $(foreach t,$(TEST_ORDER),$(filter $(t),lint $(TESTS))) $(filter-out $(TEST_ORDER),lint $(TESTS))
 
-# What the suites need built (make build, and the dev server) is built
-# first and then taken as made (-o): a suite whose prerequisites are still
+# What the suites need built (make build, the dev server, and TEST_PREP:
+# what a suite's recipe needs made first) is built first and then taken as
+# made (-o): a suite whose prerequisites are still
 # being built when make reaches it is put off until make has gone through
 # every other goal, which would start the longest suites last.
-TEST_BUILDS = $(BUILD) devserver
+TEST_BUILDS = $(BUILD) devserver $(TEST_PREP)
 
 test: deps
 	$(MAKE) --no-print-directory -j$(TEST_JOBS) $(TEST_BUILDS)

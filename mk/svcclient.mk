@@ -11,6 +11,10 @@
 # side; `make test-svcclient` runs both.
 TESTS += test-svcclient-node test-svcclient-fetch
 
+# Built with make build before the suites start (TEST_PREP: see the
+# Makefile), so that test-svcclient-node, the longest, starts first.
+TEST_PREP += svcclient-prep
+
 SVCCLIENT_ENV = COORDINATOR=$(CURDIR)/out/bin/coordinator PKIGEN=$(CURDIR)/out/bin/pkigen
 
 .PHONY: test-svcclient test-svcclient-node test-svcclient-fetch svcclient-prep
