@@ -19,7 +19,7 @@ import { list, listPage, watch } from './list-watch.mjs';
 import {
   callOptions, checkOptions, checkResource, checkSignal, checkValue, DEFAULT_MAX_WAIT_MILLIS, isOptions, MAX_FENCE, MAX_WAIT_MILLIS, positive, wholeMillis,
 } from './options.mjs';
-import { acquireBody, base64url, hex, randomBytes } from './protocol.mjs';
+import { base64url, hex, randomBytes, requestBody } from './protocol.mjs';
 import { nodeModules, nodeSender } from './node-http.mjs';
 import { defaultBackoff, defaultTimers } from './timers.mjs';
 import { FINAL_CODES, MAX_ATTEMPTS, RETRIED_4XX, Transport } from './transport.mjs';
@@ -171,7 +171,7 @@ export class LeaseServiceClient {
   async #acquire(resource, opts, waitMillis, value) {
     const request = this.#lc.beginAcquire(resource);
     const secret = base64url(randomBytes(32));
-    const body = acquireBody(request, secret, value);
+    const body = requestBody(request, secret, value);
     for (;;) {
       let wait = 0;
       if (waitMillis > 0) {
@@ -226,15 +226,7 @@ export class LeaseServiceClient {
   async #renew(lease, opts) {
     const record = this.#record(lease, 'renew');
     const request = this.#lc.beginRenewal(lease.lease);
-    const body = {
-      requestId: request.requestId,
-      resource: request.resource,
-      holderId: request.holderId,
-      sentAt: { millis: request.sentAt.millis, domain: request.sentAt.domain },
-      kind: 'renew',
-      fence: request.fence,
-      secret: this.#secrets.get(record),
-    };
+    const body = requestBody(request, this.#secrets.get(record));
     const reply = await this.#transport.send('renew', body, opts);
     if (reply.ok !== true) {
       record.ended = true;
@@ -268,11 +260,7 @@ export class LeaseServiceClient {
       try {
         const record = this.#record(leases[i], 'renew');
         const request = this.#lc.beginRenewal(leases[i].lease);
-        const body = {
-          requestId: request.requestId, resource: request.resource, holderId: request.holderId,
-          sentAt: { millis: request.sentAt.millis, domain: request.sentAt.domain }, kind: 'renew', fence: request.fence, secret: this.#secrets.get(record),
-        };
-        items.push({ i, record, request, body });
+        items.push({ i, record, request, body: requestBody(request, this.#secrets.get(record)) });
       } catch (e) {
         out[i] = { error: e };
       }

@@ -398,17 +398,22 @@ export class HeldLease extends EventTarget {
     this.#renewT = this.#lossT = undefined;
   }
 
+  // nowOrLose reads the holder's clock; without it the deadline cannot be
+  // kept, so the lease is given up (undefined).
+  #nowOrLose() {
+    try {
+      return this.#tools.clock.now().millis;
+    } catch (e) {
+      this.#lose(e, undefined, true);
+      return undefined;
+    }
+  }
+
   // arm sets the timers for the deadline and the next renewal from a
   // reading of the holder's clock, or finds the lease lost.
   #arm() {
-    let now;
-    try {
-      now = this.#tools.clock.now().millis;
-    } catch (e) {
-      // The deadline cannot be kept without the clock: give the lease up.
-      this.#lose(e, undefined, true);
-      return;
-    }
+    const now = this.#nowOrLose();
+    if (now === undefined) return;
     const deadline = this.#lease.deadline.millis;
     const lossAt = deadline - this.#margin;
     if (lossAt - now <= DEADLINE_EARLY_MILLIS) {
@@ -464,13 +469,8 @@ export class HeldLease extends EventTarget {
     // Ended meanwhile (the end aborted this renewal, or its answer came
     // after): the end releases the lease.
     if (this.#done) return;
-    let now;
-    try {
-      now = this.#tools.clock.now().millis;
-    } catch (e) {
-      this.#lose(e, undefined, true);
-      return;
-    }
+    const now = this.#nowOrLose();
+    if (now === undefined) return;
     if (out !== undefined) {
       // An answer taken after the lease counted as lost does not revive
       // the hold: the work had to stop by then (the loss timer was late).

@@ -7,19 +7,21 @@ import { LeaseServiceError } from './errors.mjs';
 const MAX_REPLY_BYTES = 1 << 20;
 
 /**
- * The body of an acquisition: the request begun for it and the secret the
- * client chose for it. The coordinator keeps only the secret's hash and
- * never sends it back; renew and release present it again.
+ * The body of an acquisition or a renewal: the request begun for it (a
+ * renewal's with its fence) and the secret the client chose at the
+ * acquisition. The coordinator keeps only the secret's hash and never sends
+ * it back; renew and release present it again.
  */
-export function acquireBody(request, secret, value) {
+export function requestBody(request, secret, value) {
   const body = {
     requestId: request.requestId,
     resource: request.resource,
     holderId: request.holderId,
     sentAt: { millis: request.sentAt.millis, domain: request.sentAt.domain },
-    kind: 'acquire',
-    secret,
+    kind: request.kind,
   };
+  if (request.kind === 'renew') body.fence = request.fence;
+  body.secret = secret;
   if (value !== undefined && value !== '') body.value = value;
   return body;
 }
