@@ -205,25 +205,13 @@ func (r Result) print() {
 // threads of /proc/PID/task/TID/schedstat's first field (nanoseconds on a
 // CPU); 0 for a server that is not a native coordinator of ours.
 func (s *server) cpu() time.Duration {
-	if s.cmd == nil || !s.native {
-		return 0
-	}
-	dir := "/proc/" + strconv.Itoa(s.cmd.Process.Pid) + "/task"
-	tasks, err := os.ReadDir(dir)
-	if err != nil {
-		return 0
-	}
 	var total time.Duration
-	for _, t := range tasks {
-		data, err := os.ReadFile(dir + "/" + t.Name() + "/schedstat")
-		if err != nil {
-			continue // the thread ended meanwhile
-		}
-		if f := strings.Fields(string(data)); len(f) > 0 {
+	s.eachThread("schedstat", func(data string) {
+		if f := strings.Fields(data); len(f) > 0 {
 			n, _ := strconv.ParseInt(f[0], 10, 64)
 			total += time.Duration(n)
 		}
-	}
+	})
 	return total
 }
 
@@ -233,28 +221,36 @@ func (s *server) cpu() time.Duration {
 // that is not a native coordinator of ours. Threads that ended meanwhile
 // drop out of the sum (the Go runtime keeps its threads).
 func (s *server) switches() int64 {
-	if s.cmd == nil || !s.native {
-		return 0
-	}
-	dir := "/proc/" + strconv.Itoa(s.cmd.Process.Pid) + "/task"
-	tasks, err := os.ReadDir(dir)
-	if err != nil {
-		return 0
-	}
 	var total int64
-	for _, t := range tasks {
-		data, err := os.ReadFile(dir + "/" + t.Name() + "/status")
-		if err != nil {
-			continue
-		}
-		for _, line := range strings.Split(string(data), "\n") {
+	s.eachThread("status", func(data string) {
+		for _, line := range strings.Split(data, "\n") {
 			if k, v, ok := strings.Cut(line, ":"); ok && strings.HasSuffix(k, "ctxt_switches") {
 				n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
 				total += n
 			}
 		}
-	}
+	})
 	return total
+}
+
+// eachThread calls f with the text of /proc/PID/task/TID/file for each
+// thread of a native coordinator's process; nothing for another server.
+func (s *server) eachThread(file string, f func(string)) {
+	if s.cmd == nil || !s.native {
+		return
+	}
+	dir := "/proc/" + strconv.Itoa(s.cmd.Process.Pid) + "/task"
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, t := range tasks {
+		data, err := os.ReadFile(dir + "/" + t.Name() + "/" + file)
+		if err != nil {
+			continue // the thread ended meanwhile
+		}
+		f(string(data))
+	}
 }
 
 // timings reads, from the server's /metrics, the time it spent so far in

@@ -93,18 +93,9 @@ func TestListPagesOnPostgres(t *testing.T) {
 // order, numbered in its own stream.
 func TestEventsOfAnotherReplicaArrive(t *testing.T) {
 	g := newRig(t, 2, pgstore.Options{})
-	w, err := g.r[1].svc.Watch(wire.WatchRequest{Prefix: "ev/"}, wire.Caller{}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
 	// Once the watcher's replica listens, its mark is set: every decision
 	// of the other replica from then on sends its events.
-	select {
-	case <-pgstore.Listening(g.r[1].store):
-	case <-time.After(30 * time.Second): // against a hang only
-		t.Fatal("the replica does not listen")
-	}
+	w := g.listeningWatch(1, "ev/")
 	seq := w.Hello().Seq
 	f, _ := g.grant(0, acquireMsg("q1", "ev/x", "a"))
 	g.grant(0, renewMsg("q2", "ev/x", "a", f))

@@ -177,6 +177,24 @@ func (g *rig) conn() *pgx.Conn {
 	return conn
 }
 
+// listeningWatch opens a watch of prefix on replica i and waits until that
+// replica listens: every decision of another replica from then on sends
+// its events. The watch is closed at the test's end.
+func (g *rig) listeningWatch(i int, prefix string) *service.Watch {
+	g.t.Helper()
+	w, err := g.r[i].svc.Watch(wire.WatchRequest{Prefix: prefix}, wire.Caller{}, nil)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	g.t.Cleanup(w.Close)
+	select {
+	case <-pgstore.Listening(g.r[i].store):
+	case <-time.After(30 * time.Second): // against a hang only
+		g.t.Fatal("the replica does not listen")
+	}
+	return w
+}
+
 // replica is one coordinator over the rig's database: its own Store (pool),
 // Service and handler, as another process would have.
 type replica struct {

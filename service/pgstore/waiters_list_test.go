@@ -20,16 +20,7 @@ import (
 func TestWaitersOfAnotherReplica(t *testing.T) {
 	g := newRig(t, 2, pgstore.Options{})
 	ctx := context.Background()
-	w, err := g.r[1].svc.Watch(wire.WatchRequest{Prefix: "wq/"}, wire.Caller{}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
-	select {
-	case <-pgstore.Listening(g.r[1].store):
-	case <-time.After(30 * time.Second): // against a hang only
-		t.Fatal("the replica does not listen")
-	}
+	w := g.listeningWatch(1, "wq/")
 	f, _ := g.grant(0, acquireMsg("q1", "wq/r", "a"))
 	m := acquireMsg("q2", "wq/r", "b")
 	m.Wait = 30 * time.Second
