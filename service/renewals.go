@@ -3,7 +3,8 @@ package service
 import (
 	"context"
 	"crypto/sha256"
-	"sync"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/lease-fence/lease-fence/service/wire"
 )
@@ -18,16 +19,17 @@ const batchWorkers = 16
 // another. A store that is a BatchUpdater decides the renewals of the
 // batch's distinct resources together (pgstore: in one transaction, one
 // round trip), then the others (a resource named again); the calls of any
-// other store are decided concurrently, so a store that syncs concurrent changes together syncs
-// the batch in a few writes.
+// other store are decided concurrently, so a store that syncs concurrent
+// changes together syncs the batch in a few writes.
 func (s *Service) CallEach(ctx context.Context, ms []wire.Message) ([]wire.Reply, []error) {
 	replies, errs := make([]wire.Reply, len(ms)), make([]error, len(ms))
 	if len(ms) == 1 {
 		replies[0], errs[0] = s.Call(ctx, ms[0])
 		return replies, errs
 	}
-	var each []int // the calls decided together
-	if _, ok := storeAs[BatchUpdater](s.store); ok {
+	together := make([]bool, len(ms))
+	if bu, ok := storeAs[BatchUpdater](s.store); ok {
+		var each []int // the calls decided together
 		seen := make(map[string]bool, len(ms))
 		for i, m := range ms {
 			if m.Op == wire.OpRenew && m.Wait == 0 && !seen[m.Request.Resource] {
@@ -35,40 +37,31 @@ func (s *Service) CallEach(ctx context.Context, ms []wire.Message) ([]wire.Reply
 				each = append(each, i)
 			}
 		}
-		if len(each) < 2 {
-			each = nil
-		}
-	}
-	next := make(chan int, len(ms))
-	for i, j := 0, 0; i < len(ms); i++ {
-		if j < len(each) && each[j] == i {
-			j++
-			continue
-		}
-		next <- i
-	}
-	close(next)
-	if len(each) > 0 {
-		// The others name a resource of the batch again: after it.
-		s.renewEach(ctx, ms, each, replies, errs)
-	}
-	var wg sync.WaitGroup
-	for range min(batchWorkers, len(next)) {
-		wg.Go(func() {
-			for i := range next {
-				replies[i], errs[i] = s.Call(ctx, ms[i])
+		if len(each) > 1 {
+			for _, i := range each {
+				together[i] = true
 			}
-		})
+			// The others name a resource of the batch again: after it.
+			s.renewEach(ctx, bu, ms, each, replies, errs)
+		}
 	}
-	wg.Wait()
+	var g errgroup.Group
+	g.SetLimit(batchWorkers)
+	for i := range ms {
+		if !together[i] {
+			g.Go(func() error {
+				replies[i], errs[i] = s.Call(ctx, ms[i])
+				return nil
+			})
+		}
+	}
+	_ = g.Wait() // each call's error is its own, in errs
 	return replies, errs
 }
 
 // renewEach decides the renewals ms[at...] (of distinct resources) through
-// the store's UpdateEach, each answered into replies and errs as Call
-// answers it.
-func (s *Service) renewEach(ctx context.Context, ms []wire.Message, at []int, replies []wire.Reply, errs []error) {
-	bu, _ := storeAs[BatchUpdater](s.store)
+// bu.UpdateEach, each answered into replies and errs as Call answers it.
+func (s *Service) renewEach(ctx context.Context, bu BatchUpdater, ms []wire.Message, at []int, replies []wire.Reply, errs []error) {
 	outs := make([]outcome, len(at))
 	resources, fns := make([]string, len(at)), make([]func(*Txn) error, len(at))
 	for j, i := range at {

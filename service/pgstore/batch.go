@@ -7,10 +7,10 @@ import (
 	"errors"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/lease-fence/lease-fence/service"
 )
@@ -64,20 +64,15 @@ func (s *Store) UpdateEach(ctx context.Context, resources []string, fns []func(*
 			}
 		}
 	}
-	next := make(chan int, len(rest))
+	var g errgroup.Group
+	g.SetLimit(batchWorkers)
 	for _, i := range rest {
-		next <- i
-	}
-	close(next)
-	var wg sync.WaitGroup
-	for range min(batchWorkers, len(rest)) {
-		wg.Go(func() {
-			for i := range next {
-				errs[i] = s.Update(ctx, resources[i], fns[i])
-			}
+		g.Go(func() error {
+			errs[i] = s.Update(ctx, resources[i], fns[i])
+			return nil
 		})
 	}
-	wg.Wait()
+	_ = g.Wait() // each decision's error is its own, in errs
 	return errs
 }
 
