@@ -35,8 +35,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/lease-fence/lease-fence/internal/testrig/serverproc"
-
 	"github.com/lease-fence/lease-fence/internal/testrig/benchkit"
 )
 
@@ -51,8 +49,7 @@ func main() {
 	bin := flag.String("bin", "out/bin", "the directory of lease-fence and coordinator")
 	flag.Parse()
 	if err := run(*rounds, *bin); err != nil {
-		fmt.Fprintln(os.Stderr, "bench-cli:", err)
-		os.Exit(1)
+		benchkit.Fatal(err)
 	}
 }
 
@@ -61,11 +58,11 @@ func run(rounds int, bin string) error {
 	if err != nil {
 		return err
 	}
-	coord, err := serverproc.Start(exec.Command(filepath.Join(bin, "coordinator"), "-addr", "127.0.0.1:0", "-memory", "-quiet"), false)
+	coord, err := benchkit.Start(exec.Command(filepath.Join(bin, "coordinator"), "-addr", "127.0.0.1:0", "-memory", "-quiet"), "", nil, false)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = coord.Cmd.Process.Kill(); _ = coord.Cmd.Wait() }()
+	defer coord.Stop()
 	url := coord.URL
 
 	dir, err := os.MkdirTemp("", "bench-cli-")

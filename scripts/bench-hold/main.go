@@ -51,23 +51,18 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
-	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
-	"github.com/lease-fence/lease-fence/internal/testrig/cputime"
-
 	"github.com/lease-fence/lease-fence/core/clock"
 	"github.com/lease-fence/lease-fence/core/lease"
+	"github.com/lease-fence/lease-fence/internal/testrig/benchkit"
+	"github.com/lease-fence/lease-fence/internal/testrig/cputime"
 	"github.com/lease-fence/lease-fence/internal/testrig/pgtest"
-	"github.com/lease-fence/lease-fence/internal/testrig/procgroup"
 	"github.com/lease-fence/lease-fence/internal/testrig/syncio"
 	"github.com/lease-fence/lease-fence/service/client"
 	"github.com/lease-fence/lease-fence/service/wire"
@@ -98,7 +93,7 @@ func main() {
 	var env string
 	if *mode == "limits" {
 		if *target != "worker" {
-			fail(errors.New("-mode limits needs -target worker"))
+			benchkit.Fatal(errors.New("-mode limits needs -target worker"))
 		}
 		env = limitsEnv()
 	}
@@ -107,7 +102,7 @@ func main() {
 	if *serverLog != "" {
 		f, err := os.Create(*serverLog)
 		if err != nil {
-			fail(err)
+			benchkit.Fatal(err)
 		}
 		defer f.Close()
 		logTo = &syncio.Writer{W: f} // the server's two pipes
@@ -116,27 +111,23 @@ func main() {
 	case "pebble":
 	case "postgres":
 		if *target != "native" {
-			fail(errors.New("-store postgres needs -target native"))
+			benchkit.Fatal(errors.New("-store postgres needs -target native"))
 		}
 		pg, err := pgtest.Start(pgtest.Options{Durable: true})
 		if err != nil {
-			fail(err)
+			benchkit.Fatal(err)
 		}
 		defer pg.Stop()
 		storePG = pg
 	default:
-		fail(errors.New("unknown -store (want pebble or postgres)"))
+		benchkit.Fatal(errors.New("unknown -store (want pebble or postgres)"))
 	}
 	s, err := start(*target, *coordinator, *wrangler, *ttl, env, logTo)
 	if err != nil {
-		fail(err)
+		benchkit.Fatal(err)
 	}
-	running.Store(s)
-	defer s.stop()
-	// Interrupted (^C, or the script's own end), the server is stopped too.
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
-	go func() { fail(fmt.Errorf("%v", <-sig)) }()
+	defer s.Stop()
+	benchkit.StopOnSignal()
 	switch *mode {
 	case "handover":
 		err = handover(s, *target, *n, *settle)
@@ -157,46 +148,9 @@ func main() {
 		err = errors.New("unknown -mode")
 	}
 	if err != nil {
-		s.stop()
-		fail(err)
+		benchkit.Fatal(err)
 	}
 }
-
-// running is the server of this run, which fail stops: a wrangler dev
-// left behind keeps its workerd processes (and gigabytes) alive.
-var running atomic.Pointer[server]
-
-func fail(err error) {
-	fmt.Fprintln(os.Stderr, "bench-hold:", err)
-	if s := running.Load(); s != nil {
-		s.stop()
-	}
-	os.Exit(1)
-}
-
-type server struct {
-	url, debug string
-	cmd        *exec.Cmd
-	tmp        string
-	done       chan struct{}
-	stopOnce   sync.Once
-}
-
-// stop ends the server's process group (once, whoever calls it).
-func (s *server) stop() {
-	s.stopOnce.Do(func() {
-		if s.cmd.Process == nil {
-			return
-		}
-		procgroup.Stop(s.cmd.Process.Pid, s.done, 15*time.Second)
-		os.RemoveAll(s.tmp)
-	})
-}
-
-var (
-	urlRe   = regexp.MustCompile(`(?:listening on|Ready on) (http://127\.0\.0\.1:\d+)`)
-	debugRe = regexp.MustCompile(`debug on (http://127\.0\.0\.1:\d+)/`)
-)
 
 // storePG is the PostgreSQL server of -store postgres, or nil.
 var storePG *pgtest.Server
@@ -210,49 +164,24 @@ func dbCPU() time.Duration {
 	}
 	pid, err := storePG.Pid()
 	if err != nil {
-		fail(err)
+		benchkit.Fatal(err)
 	}
 	kids, err := storePG.Children()
 	if err != nil {
-		fail(err)
+		benchkit.Fatal(err)
 	}
-	total := must(cpuOfPid(pid))
+	total := benchkit.Must(benchkit.PidCPU(pid))
 	for k := range kids {
-		if t, err := cpuOfPid(k); err == nil {
+		if t, err := benchkit.PidCPU(k); err == nil {
 			total += t
 		}
 	}
 	return total
 }
 
-// cpuOfPid is the CPU time (user + system) of process pid, from /proc.
-func cpuOfPid(pid int) (time.Duration, error) {
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, err
-	}
-	i := strings.LastIndexByte(string(data), ')')
-	if i < 0 || i+2 > len(data) {
-		return 0, errors.New("bench-hold: /proc/" + strconv.Itoa(pid) + "/stat is not as expected")
-	}
-	f := strings.Fields(string(data[i+2:]))
-	if len(f) < 13 {
-		return 0, errors.New("bench-hold: /proc/" + strconv.Itoa(pid) + "/stat is not as expected")
-	}
-	var ticks int64
-	for _, k := range []int{11, 12} { // utime and stime, fields 14 and 15
-		v, err := strconv.ParseInt(f[k], 10, 64)
-		if err != nil {
-			return 0, err
-		}
-		ticks += v
-	}
-	return time.Duration(ticks) * 10 * time.Millisecond, nil
-}
-
 // start runs the target with the TTL ttl (the Worker with the lines of env
 // in an --env-file, if any), copies its output to logTo and waits for its URL.
-func start(target, coordinator, wrangler string, ttl time.Duration, env string, logTo io.Writer) (*server, error) {
+func start(target, coordinator, wrangler string, ttl time.Duration, env string, logTo io.Writer) (*benchkit.Server, error) {
 	tmp, err := os.MkdirTemp("", "bench-hold-")
 	if err != nil {
 		return nil, err
@@ -267,12 +196,7 @@ func start(target, coordinator, wrangler string, ttl time.Duration, env string, 
 		cmd = exec.Command(coordinator, append(append([]string{"-addr", "127.0.0.1:0", "-quiet", "-init"}, state...),
 			"-ttl", ttl.String(), "-debug-addr", "127.0.0.1:0")...)
 	case "worker":
-		wr, err := filepath.Abs(wrangler)
-		if err != nil {
-			return nil, err
-		}
-		args := []string{"dev", "--ip", "127.0.0.1", "--port", "0", "--inspector-port", "0", "--persist-to", filepath.Join(tmp, "state"),
-			"--log-level", "info", "--show-interactive-dev-session=false", "--var", "LEASE_TTL_MS:" + strconv.FormatInt(ttl.Milliseconds(), 10)}
+		args := []string{"--var", "LEASE_TTL_MS:" + strconv.FormatInt(ttl.Milliseconds(), 10)}
 		if env != "" {
 			file := filepath.Join(tmp, "bench.env")
 			if err := os.WriteFile(file, []byte(env), 0o600); err != nil {
@@ -280,59 +204,13 @@ func start(target, coordinator, wrangler string, ttl time.Duration, env string, 
 			}
 			args = append(args, "--env-file", file)
 		}
-		cmd = exec.Command(wr, args...)
-		cmd.Dir = "wasm/worker"
-		cmd.Env = append(os.Environ(), "WRANGLER_SEND_METRICS=false", "CLOUDFLARE_CF_FETCH_ENABLED=false", "CI=1", "NO_COLOR=1")
+		if cmd, err = benchkit.Wrangler(wrangler, filepath.Join(tmp, "state"), args...); err != nil {
+			return nil, err
+		}
 	default:
 		return nil, errors.New("unknown -target (want native or worker)")
 	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	errp, err := cmd.StderrPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	s := &server{cmd: cmd, tmp: tmp, done: make(chan struct{})}
-	found, debug := make(chan string, 1), make(chan string, 1)
-	scan := func(r io.Reader) {
-		sc := bufio.NewScanner(r)
-		for sc.Scan() {
-			fmt.Fprintf(logTo, "%s %s\n", time.Now().Format("15:04:05.000"), sc.Text())
-			if m := urlRe.FindStringSubmatch(sc.Text()); m != nil {
-				select {
-				case found <- m[1]:
-				default:
-				}
-			}
-			if m := debugRe.FindStringSubmatch(sc.Text()); m != nil {
-				select {
-				case debug <- m[1]:
-				default:
-				}
-			}
-		}
-	}
-	go scan(out)
-	go scan(errp)
-	go func() { _ = cmd.Wait(); close(s.done) }()
-	select {
-	case s.url = <-found:
-	case <-s.done:
-		return nil, errors.New(target + " exited before it was ready")
-	case <-time.After(90 * time.Second):
-		s.stop()
-		return nil, errors.New(target + " not ready after 90s")
-	}
-	if target == "native" {
-		s.debug = <-debug
-	}
-	return s, nil
+	return benchkit.Start(cmd, tmp, logTo, target == "native")
 }
 
 func newClient(url, id string) (*client.Client, error) { return tokenClient(url, id, "") }
@@ -352,13 +230,13 @@ func tokenClient(url, id, token string) (*client.Client, error) {
 
 // queued waits until the coordinator has a waiter in a queue (native), or
 // 100 ms (Worker).
-func (s *server) queued(ctx context.Context) error {
-	if s.debug == "" {
+func queued(ctx context.Context, s *benchkit.Server) error {
+	if s.Debug == "" {
 		time.Sleep(100 * time.Millisecond)
 		return nil
 	}
 	for ctx.Err() == nil {
-		resp, err := http.Get(s.debug + "/debug/waiting")
+		resp, err := http.Get(s.Debug + "/debug/waiting")
 		if err != nil {
 			return err
 		}
@@ -380,7 +258,7 @@ func (s *server) queued(ctx context.Context) error {
 
 // handover passes one resource between two holders n times and prints the
 // latency of each: from the release's start to the waiter's Hold returning.
-func handover(s *server, target string, n int, settle time.Duration) error {
+func handover(s *benchkit.Server, target string, n int, settle time.Duration) error {
 	lat, err := handovers(s, n, settle, "")
 	if err != nil {
 		return err
@@ -391,13 +269,13 @@ func handover(s *server, target string, n int, settle time.Duration) error {
 
 // handovers passes one resource between two holders with the token n
 // times (after 10 to warm up) and returns the latency of each.
-func handovers(s *server, n int, settle time.Duration, token string) ([]time.Duration, error) {
+func handovers(s *benchkit.Server, n int, settle time.Duration, token string) ([]time.Duration, error) {
 	ctx := context.Background()
-	a, err := tokenClient(s.url, "a", token)
+	a, err := tokenClient(s.URL, "a", token)
 	if err != nil {
 		return nil, err
 	}
-	b, err := tokenClient(s.url, "b", token)
+	b, err := tokenClient(s.URL, "b", token)
 	if err != nil {
 		return nil, err
 	}
@@ -419,7 +297,7 @@ func handovers(s *server, n int, settle time.Duration, token string) ([]time.Dur
 			h, err := waiter.Hold(ctx, res, client.HoldOptions{Wait: 30 * time.Second})
 			got <- result{h, time.Now(), err}
 		}()
-		if err := s.queued(ctx); err != nil {
+		if err := queued(ctx, s); err != nil {
 			return nil, err
 		}
 		time.Sleep(settle)
@@ -446,9 +324,9 @@ func handovers(s *server, n int, settle time.Duration, token string) ([]time.Dur
 // when it was decided. It prints the decision's lag after the expiry (on
 // the coordinator's clock) and the grant's arrival after it (Unix time on
 // this host, which the coordinator's clock also reads).
-func expiry(s *server, target string, n int, ttl time.Duration) error {
+func expiry(s *benchkit.Server, target string, n int, ttl time.Duration) error {
 	ctx := context.Background()
-	a, err := newClient(s.url, "a")
+	a, err := newClient(s.URL, "a")
 	if err != nil {
 		return err
 	}
@@ -469,7 +347,7 @@ func expiry(s *server, target string, n int, ttl time.Duration) error {
 			time.Sleep(ttl / 2)
 			_, _ = a.Inspect(ctx, res+"-other")
 		}()
-		resp, err := http.Post(s.url+"/v1/acquire", "application/json", strings.NewReader(body))
+		resp, err := http.Post(s.URL+"/v1/acquire", "application/json", strings.NewReader(body))
 		if err != nil {
 			return err
 		}
@@ -492,65 +370,16 @@ func expiry(s *server, target string, n int, ttl time.Duration) error {
 var samplesFile string
 
 func report(name string, lat []time.Duration) {
-	if samplesFile != "" {
-		f, err := os.OpenFile(samplesFile, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
-		if err != nil {
-			fail(err)
-		}
-		for _, d := range lat {
-			fmt.Fprintf(f, "%.4f\n", ms(d))
-		}
-		f.Close()
-	}
-	slices.Sort(lat)
-	q := func(p float64) float64 { return ms(lat[min(len(lat)-1, int(p*float64(len(lat))))]) }
-	fmt.Printf("%-18s n=%-5d p50 %8.3f ms  p99 %8.3f ms  min %8.3f ms  max %8.3f ms\n", name, len(lat), q(0.5), q(0.99), ms(lat[0]), ms(lat[len(lat)-1]))
-}
-
-func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-
-// cpuOfGroup is the CPU time (user + system) of the processes of process
-// group pgid, from /proc: the coordinator, or wrangler dev with its workerd.
-func cpuOfGroup(pgid int) (time.Duration, error) {
-	dirs, err := os.ReadDir("/proc")
-	if err != nil {
-		return 0, err
-	}
-	var ticks int64
-	for _, d := range dirs {
-		if _, err := strconv.Atoi(d.Name()); err != nil {
-			continue
-		}
-		data, err := os.ReadFile("/proc/" + d.Name() + "/stat")
-		if err != nil {
-			continue // gone meanwhile
-		}
-		i := strings.LastIndexByte(string(data), ')')
-		if i < 0 || i+2 > len(data) {
-			continue
-		}
-		f := strings.Fields(string(data[i+2:]))
-		// f[0] is the state (field 3): pgrp is field 5, utime and stime
-		// fields 14 and 15, in clock ticks (USER_HZ, 100 on Linux).
-		if len(f) < 13 || f[2] != strconv.Itoa(pgid) {
-			continue
-		}
-		for _, k := range []int{11, 12} {
-			v, err := strconv.ParseInt(f[k], 10, 64)
-			if err != nil {
-				return 0, err
-			}
-			ticks += v
-		}
-	}
-	return time.Duration(ticks) * 10 * time.Millisecond, nil
+	fmt.Println(benchkit.Must(benchkit.Latencies(name, lat, samplesFile)))
 }
 
 // cost holds leases for d and prints the CPU they cost.
-func cost(s *server, target string, holds int, d, ttl time.Duration, oneClient bool) error {
+func cost(s *benchkit.Server, target string, holds int, d, ttl time.Duration, oneClient bool) error {
 	ctx := context.Background()
-	pid := s.cmd.Process.Pid // its process group's
-	now := func() mark { return mark{time.Now(), cputime.Process(), must(cpuOfGroup(pid)), dbCPU()} }
+	pid := s.Pid() // its process group's
+	now := func() mark {
+		return mark{time.Now(), cputime.Process(), benchkit.Must(benchkit.GroupCPU(pid)), dbCPU()}
+	}
 	// Idle first, as long as the measurement.
 	idle := now()
 	time.Sleep(d)
@@ -570,7 +399,7 @@ func cost(s *server, target string, holds int, d, ttl time.Duration, oneClient b
 	var shared *client.Client
 	if oneClient {
 		var err error
-		if shared, err = newClient(s.url, "h"); err != nil {
+		if shared, err = newClient(s.URL, "h"); err != nil {
 			return err
 		}
 	}
@@ -586,8 +415,8 @@ func cost(s *server, target string, holds int, d, ttl time.Duration, oneClient b
 			c := shared
 			if c == nil {
 				var err error
-				if c, err = newClient(s.url, "h"+strconv.Itoa(i)); err != nil {
-					fail(err)
+				if c, err = newClient(s.URL, "h"+strconv.Itoa(i)); err != nil {
+					benchkit.Fatal(err)
 				}
 			}
 			for try := 1; ; try++ {
@@ -599,7 +428,7 @@ func cost(s *server, target string, holds int, d, ttl time.Duration, oneClient b
 					return
 				}
 				if try == 3 {
-					fail(fmt.Errorf("taking lease %d, three times: %w", i, err))
+					benchkit.Fatal(fmt.Errorf("taking lease %d, three times: %w", i, err))
 				}
 				mu.Lock()
 				retried++
@@ -666,7 +495,7 @@ func printCost(name string, holds int, ttl time.Duration, renewals, retried int,
 
 // costJS is cost with the client in a Node process (holder.mjs), which
 // says when each phase begins; both processes' CPU times are read then.
-func costJS(s *server, target string, holds int, d, ttl time.Duration, oneClient bool, transport string) error {
+func costJS(s *benchkit.Server, target string, holds int, d, ttl time.Duration, oneClient bool, transport string) error {
 	if transport != "node" && transport != "fetch" {
 		return fmt.Errorf("unknown -transport %q (want node or fetch)", transport)
 	}
@@ -674,7 +503,7 @@ func costJS(s *server, target string, holds int, d, ttl time.Duration, oneClient
 	if oneClient {
 		many = "one"
 	}
-	args := []string{"scripts/bench-hold/holder.mjs", s.url, strconv.Itoa(holds), strconv.FormatInt(d.Milliseconds(), 10), strconv.FormatInt(ttl.Milliseconds(), 10), many, transport}
+	args := []string{"scripts/bench-hold/holder.mjs", s.URL, strconv.Itoa(holds), strconv.FormatInt(d.Milliseconds(), 10), strconv.FormatInt(ttl.Milliseconds(), 10), many, transport}
 	cmd := exec.Command("node", args...)
 	cmd.Stderr = os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -693,7 +522,7 @@ func costJS(s *server, target string, holds int, d, ttl time.Duration, oneClient
 		if len(f) == 0 {
 			continue
 		}
-		marks[f[0]] = mark{time.Now(), must(cpuOfGroup(cmd.Process.Pid)), must(cpuOfGroup(s.cmd.Process.Pid)), dbCPU()}
+		marks[f[0]] = mark{time.Now(), benchkit.Must(benchkit.GroupCPU(cmd.Process.Pid)), benchkit.Must(benchkit.GroupCPU(s.Pid())), dbCPU()}
 		if f[0] == "end" {
 			end = f[1:]
 			break
@@ -723,13 +552,6 @@ func costJS(s *server, target string, holds int, d, ttl time.Duration, oneClient
 	return nil
 }
 
-func must[T any](v T, err error) T {
-	if err != nil {
-		fail(err)
-	}
-	return v
-}
-
 // The tokens of -mode limits: one with a maxLeases, one without.
 const (
 	limitedToken = "bench-limited-token-0123456789abcdef"
@@ -754,16 +576,12 @@ func limitsEnv() string {
 // n handovers; it reports each side's samples pooled over the rounds, and
 // for each measure the ratio of the limited token's p50 to the plain
 // one's in the same round (min / median / max over the rounds).
-func limits(s *server, n, rounds int, settle time.Duration) error {
+func limits(s *benchkit.Server, n, rounds int, settle time.Duration) error {
 	ctx := context.Background()
 	sides := []struct{ name, token string }{{"plain", plainToken}, {"limited", limitedToken}}
 	acq, rel, hand := map[string][]time.Duration{}, map[string][]time.Duration{}, map[string][]time.Duration{}
 	ratios := map[string][]float64{}
-	p50 := func(lat []time.Duration) float64 {
-		l := slices.Clone(lat)
-		slices.Sort(l)
-		return ms(l[len(l)/2])
-	}
+	p50 := func(lat []time.Duration) float64 { _, m, _ := benchkit.Spread(lat); return benchkit.Ms(m) }
 	for r := range rounds {
 		marks := map[string]int{}
 		for _, m := range []map[string][]time.Duration{acq, rel, hand} {
@@ -773,7 +591,7 @@ func limits(s *server, n, rounds int, settle time.Duration) error {
 		}
 		for i := range sides {
 			side := sides[(i+r)%len(sides)] // which side goes first alternates
-			c, err := tokenClient(s.url, "cycler", side.token)
+			c, err := tokenClient(s.URL, "cycler", side.token)
 			if err != nil {
 				return err
 			}
@@ -810,9 +628,7 @@ func limits(s *server, n, rounds int, settle time.Duration) error {
 		report("worker-"+side.name+"-handover", hand[side.name])
 	}
 	for _, name := range []string{"acquire", "release", "handover"} {
-		rs := slices.Clone(ratios[name])
-		slices.Sort(rs)
-		fmt.Printf("%-9s p50 limited/plain in the same round, over %d rounds: min %.2f median %.2f max %.2f\n", name, len(rs), rs[0], rs[len(rs)/2], rs[len(rs)-1])
+		fmt.Printf("%-9s p50 limited/plain in the same round, over %d rounds (min / median / max): %s\n", name, rounds, benchkit.MMM(ratios[name], "%.2f"))
 	}
 	return nil
 }

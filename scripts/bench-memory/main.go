@@ -18,10 +18,8 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -30,27 +28,14 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
-	"github.com/lease-fence/lease-fence/internal/testrig/serverproc"
+	"github.com/lease-fence/lease-fence/internal/testrig/benchkit"
 )
 
-type memory struct {
-	RSSBytes      int64  `json:"rssBytes"`
-	LiveHeapBytes uint64 `json:"liveHeapBytes"`
-	Records       int    `json:"records"`
-	Goroutines    int    `json:"goroutines"`
-}
+type memory = benchkit.Memory
 
-type server struct {
-	cmd   *exec.Cmd
-	url   string
-	debug string
-	tmp   string
-}
-
-func start(bin string, ttl time.Duration, durable bool) (*server, error) {
+func start(bin string, ttl time.Duration, durable bool) (*benchkit.Server, error) {
 	tmp, err := os.MkdirTemp("", "bench-memory-")
 	if err != nil {
 		return nil, err
@@ -62,100 +47,36 @@ func start(bin string, ttl time.Duration, durable bool) (*server, error) {
 	} else {
 		args = append(args, "-memory")
 	}
-	c, err := serverproc.Start(exec.Command(bin, args...), true)
-	if err != nil {
-		os.RemoveAll(tmp)
-		return nil, err
-	}
-	return &server{cmd: c.Cmd, tmp: tmp, url: c.URL, debug: c.Debug}, nil
+	return benchkit.Start(exec.Command(bin, args...), tmp, nil, true)
 }
 
-func (s *server) stop() {
-	_ = s.cmd.Process.Signal(syscall.SIGINT)
-	_ = s.cmd.Wait()
-	os.RemoveAll(s.tmp)
-}
-
-// rss reads the server's VmRSS without disturbing it; then the debug
-// endpoint collects garbage and reports the live heap.
-func (s *server) measure() (memory, error) {
-	var m memory
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(s.cmd.Process.Pid) + "/status")
-	if err != nil {
-		return m, err
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
-			m.RSSBytes = kb << 10
-		}
-	}
-	resp, err := http.Get(s.debug)
-	if err != nil {
-		return m, err
-	}
-	defer resp.Body.Close()
-	var d memory
-	if err := json.NewDecoder(resp.Body).Decode(&d); err != nil {
-		return m, err
-	}
-	m.LiveHeapBytes, m.Records, m.Goroutines = d.LiveHeapBytes, d.Records, d.Goroutines
-	return m, nil
-}
+func measure(s *benchkit.Server) (memory, error) { return benchkit.ReadMemory(s.Pid(), s.Debug) }
 
 var hc = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 
-func post(url, path, body string) ([]byte, error) {
-	resp, err := hc.Post(url+path, "application/json", strings.NewReader(body))
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != 200 {
-		return nil, fmt.Errorf("%s: %d %s", path, resp.StatusCode, data)
-	}
-	return data, nil
-}
+func post(url, path, body string) ([]byte, error) { return benchkit.Post(hc, url, path, body) }
 
 const secret = "bench-memory-secret-0123"
 
 func acquire(url, id, resource, holder string) (uint64, error) {
-	data, err := post(url, "/v1/acquire", `{"requestId":"`+id+`","resource":"`+resource+`","holderId":"`+holder+
-		`","sentAt":{"millis":1,"domain":"`+holder+`"},"kind":"acquire","secret":"`+secret+`"}`)
+	data, err := post(url, "/v1/acquire", benchkit.AcquireBody(id, resource, holder, secret, 1, 0))
 	if err != nil {
 		return 0, err
 	}
-	var r struct {
-		OK    bool `json:"ok"`
-		Grant struct {
-			Fence uint64 `json:"fence"`
-		} `json:"grant"`
-	}
-	if err := json.Unmarshal(data, &r); err != nil || !r.OK {
-		return 0, fmt.Errorf("acquire %s: %s", resource, data)
-	}
-	return r.Grant.Fence, nil
+	return benchkit.GrantedFence(data)
 }
 
 func release(url, id, resource, holder string, fence uint64) error {
-	data, err := post(url, "/v1/release", `{"requestId":"`+id+`","resource":"`+resource+`","holderId":"`+holder+
-		`","fence":`+strconv.FormatUint(fence, 10)+`,"secret":"`+secret+`"}`)
+	data, err := post(url, "/v1/release", benchkit.ReleaseBody(id, resource, holder, secret, fence))
 	if err != nil {
 		return err
 	}
-	if !bytes.Equal(data, []byte(`{"ok":true}`)) {
-		return fmt.Errorf("release %s: %s", resource, data)
-	}
-	return nil
+	return benchkit.Released(data)
 }
 
 // run drives n units of work over 8 clients, measuring once when half are
 // done.
-func run(s *server, n int, work func(client, i int) error) (memory, error) {
+func run(s *benchkit.Server, n int, work func(client, i int) error) (memory, error) {
 	const clients = 8
 	var next atomic.Int64
 	var during memory
@@ -173,7 +94,7 @@ func run(s *server, n int, work func(client, i int) error) (memory, error) {
 					return
 				}
 				if i == n/2 {
-					once.Do(func() { during, duringErr = s.measure() })
+					once.Do(func() { during, duringErr = measure(s) })
 				}
 				if err := work(c, i); err != nil {
 					errs <- err
@@ -202,24 +123,24 @@ func main() {
 	scenarios := []struct {
 		name string
 		n    int
-		prep func(s *server) error
-		work func(s *server) func(c, i int) error
+		prep func(s *benchkit.Server) error
+		work func(s *benchkit.Server) func(c, i int) error
 	}{
 		{"200,000 refused renewals of 1,000-byte names", int(200_000 * *scale),
-			func(s *server) error {
+			func(s *benchkit.Server) error {
 				// Fence 1 is issued (and released), so that renewing
 				// fence 1 is refused as "expired" rather than misuse.
-				f, err := acquire(s.url, "prep", "prep", "prep")
+				f, err := acquire(s.URL, "prep", "prep", "prep")
 				if err != nil {
 					return err
 				}
-				return release(s.url, "prep-r", "prep", "prep", f)
+				return release(s.URL, "prep-r", "prep", "prep", f)
 			},
-			func(s *server) func(c, i int) error {
+			func(s *benchkit.Server) func(c, i int) error {
 				pad := strings.Repeat("x", 1000-16)
 				return func(_, i int) error {
 					name := fmt.Sprintf("%s%016d", pad, i)
-					data, err := post(s.url, "/v1/renew", `{"requestId":"rn`+strconv.Itoa(i)+`","resource":"`+name+
+					data, err := post(s.URL, "/v1/renew", `{"requestId":"rn`+strconv.Itoa(i)+`","resource":"`+name+
 						`","holderId":"attacker","sentAt":{"millis":1,"domain":"a"},"kind":"renew","fence":1,"secret":"`+secret+`"}`)
 					if err != nil {
 						return err
@@ -231,7 +152,7 @@ func main() {
 				}
 			}},
 		{"1,000,000 acquire+release cycles over 100,000 resources", int(1_000_000 * *scale), nil,
-			func(s *server) func(c, i int) error {
+			func(s *benchkit.Server) func(c, i int) error {
 				resources := max(int(100_000**scale), 8)
 				return func(c, i int) error {
 					// Client c works on resources c, c+8, ...: no
@@ -239,11 +160,11 @@ func main() {
 					r := "res-" + strconv.Itoa((i%(resources/8))*8+c)
 					h := "h" + strconv.Itoa(c)
 					id := strconv.Itoa(i)
-					f, err := acquire(s.url, "a"+id, r, h)
+					f, err := acquire(s.URL, "a"+id, r, h)
 					if err != nil {
 						return err
 					}
-					return release(s.url, "r"+id, r, h, f)
+					return release(s.URL, "r"+id, r, h, f)
 				}
 			}},
 	}
@@ -258,46 +179,40 @@ func main() {
 	for _, sc := range scenarios {
 		s, err := start(*bin, *ttl, *durable)
 		if err != nil {
-			fmt.Fprintln(os.Stderr, "bench-memory:", err)
-			os.Exit(1)
+			benchkit.Fatal(err)
 		}
 		// Warm up: a few hundred cycles on one resource.
 		for i := range 300 {
-			f, err := acquire(s.url, "w"+strconv.Itoa(i), "warm", "w")
+			f, err := acquire(s.URL, "w"+strconv.Itoa(i), "warm", "w")
 			if err == nil {
-				err = release(s.url, "wr"+strconv.Itoa(i), "warm", "w", f)
+				err = release(s.URL, "wr"+strconv.Itoa(i), "warm", "w", f)
 			}
 			if err != nil {
-				fmt.Fprintln(os.Stderr, "bench-memory: warm-up:", err)
-				os.Exit(1)
+				benchkit.Fatal(fmt.Errorf("warm-up: %w", err))
 			}
 		}
 		if sc.prep != nil {
 			if err := sc.prep(s); err != nil {
-				fmt.Fprintln(os.Stderr, "bench-memory:", err)
-				os.Exit(1)
+				benchkit.Fatal(err)
 			}
 		}
-		before, err := s.measure()
+		before, err := measure(s)
 		if err != nil {
-			fmt.Fprintln(os.Stderr, "bench-memory:", err)
-			os.Exit(1)
+			benchkit.Fatal(err)
 		}
 		t0 := time.Now()
 		during, err := run(s, sc.n, sc.work(s))
 		if err != nil {
-			fmt.Fprintln(os.Stderr, "bench-memory:", sc.name+":", err)
-			os.Exit(1)
+			benchkit.Fatal(fmt.Errorf("%s: %w", sc.name, err))
 		}
 		took := time.Since(t0)
 		hc.CloseIdleConnections()
 		time.Sleep(2 * *ttl)
-		after, err := s.measure()
+		after, err := measure(s)
 		if err != nil {
-			fmt.Fprintln(os.Stderr, "bench-memory:", err)
-			os.Exit(1)
+			benchkit.Fatal(err)
 		}
-		s.stop()
+		s.Stop()
 		d := int64(after.LiveHeapBytes) - int64(before.LiveHeapBytes)
 		fmt.Printf("| %s (%.0fs) | %s / %s | %s / %s (%d records) | %s / %s (%d records) | %+.2f MB |\n", sc.name, took.Seconds(),
 			mb(before.RSSBytes), mb(int64(before.LiveHeapBytes)), mb(during.RSSBytes), mb(int64(during.LiveHeapBytes)), during.Records,

@@ -6,16 +6,15 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
+	"github.com/lease-fence/lease-fence/internal/testrig/benchkit"
 	"github.com/lease-fence/lease-fence/service"
 	"github.com/lease-fence/lease-fence/service/pebblestore"
 )
@@ -78,29 +77,16 @@ func latency(coordinator string, sizes []int, samples int) error {
 		if err != nil {
 			return fmt.Errorf("%d leases: %w", n, err)
 		}
-		fmt.Printf("  start with %7d leases: %6.1f ms to the listening line\n", n, ms(time.Since(t0)))
+		fmt.Printf("  start with %7d leases: %6.1f ms to the listening line\n", n, benchkit.Ms(time.Since(t0)))
 		ts = append(ts, &target{n: n, srv: srv})
 	}
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
-	call := func(url, path, body string) error {
-		resp, err := hc.Post(url+path, "application/json", strings.NewReader(body))
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		_, _ = io.Copy(io.Discard, resp.Body)
-		if resp.StatusCode != 200 {
-			return fmt.Errorf("%s: %s", path, resp.Status)
-		}
-		return nil
-	}
 	const secret = "bench-latency-secret-0123"
 	for k := range samples + 50 { // the first 50 are a warm-up
 		for _, t := range ts {
-			res := "fresh-" + strconv.Itoa(k)
-			acq := `{"requestId":"a` + strconv.Itoa(k) + `","resource":"` + res + `","holderId":"bench","sentAt":{"millis":1,"domain":"b"},"kind":"acquire","secret":"` + secret + `"}`
+			acq := benchkit.AcquireBody("a"+strconv.Itoa(k), "fresh-"+strconv.Itoa(k), "bench", secret, 1, 0)
 			t0 := time.Now()
-			if err := call(t.srv.url, "/v1/acquire", acq); err != nil {
+			if _, err := benchkit.Post(hc, t.srv.url, "/v1/acquire", acq); err != nil {
 				return fmt.Errorf("%d leases: %w", t.n, err)
 			}
 			if k >= 50 {
@@ -119,9 +105,7 @@ func latency(coordinator string, sizes []int, samples int) error {
 			base = p(0.5)
 		}
 		fmt.Printf("  %7d existing leases: p50 %6.3f ms  p90 %6.3f ms  p99 %6.3f ms  min %6.3f ms  (p50 %.2fx the first)\n",
-			t.n, ms(p(0.5)), ms(p(0.9)), ms(p(0.99)), ms(t.took[0]), float64(p(0.5))/float64(base))
+			t.n, benchkit.Ms(p(0.5)), benchkit.Ms(p(0.9)), benchkit.Ms(p(0.99)), benchkit.Ms(t.took[0]), float64(p(0.5))/float64(base))
 	}
 	return nil
 }
-
-func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

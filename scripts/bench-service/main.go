@@ -44,20 +44,16 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"runtime/pprof"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
-
-	"github.com/lease-fence/lease-fence/internal/testrig/cputime"
 
 	"github.com/lease-fence/lease-fence/core/clock"
 	"github.com/lease-fence/lease-fence/core/lease"
-	"github.com/lease-fence/lease-fence/internal/testrig/procgroup"
+	"github.com/lease-fence/lease-fence/internal/testrig/benchkit"
+	"github.com/lease-fence/lease-fence/internal/testrig/cputime"
 	"github.com/lease-fence/lease-fence/internal/testrig/testpki"
 	"github.com/lease-fence/lease-fence/service/client"
 )
@@ -78,34 +74,26 @@ func main() {
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
 		if err != nil {
-			fail(err)
+			benchkit.Fatal(err)
 		}
 		if err := pprof.StartCPUProfile(f); err != nil {
-			fail(err)
+			benchkit.Fatal(err)
 		}
 		defer pprof.StopCPUProfile()
 	}
 	if *latencySizes != "" {
-		var sizes []int
-		for _, f := range strings.Split(*latencySizes, ",") {
-			n, err := strconv.Atoi(f)
-			if err != nil || n < 0 {
-				fail(fmt.Errorf("bad -latency %q", f))
-			}
-			sizes = append(sizes, n)
+		sizes, err := benchkit.Ints(*latencySizes, 0, 1<<30)
+		if err == nil {
+			err = latency(*coordinator, sizes, *samples)
 		}
-		if err := latency(*coordinator, sizes, *samples); err != nil {
-			fail(err)
+		if err != nil {
+			benchkit.Fatal(err)
 		}
 		return
 	}
-	var cs []int
-	for _, s := range strings.Split(*concs, ",") {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > 64 {
-			fail(fmt.Errorf("bad -conc %q", s))
-		}
-		cs = append(cs, n)
+	cs, err := benchkit.Ints(*concs, 1, 64)
+	if err != nil {
+		benchkit.Fatal(err)
 	}
 	// All targets run at once and are measured in turns, a slice of each
 	// run per round, so a load spike on this shared machine hits them alike.
@@ -125,7 +113,7 @@ func main() {
 		}
 		srv, err := startTarget(t, *coordinator, *wrangler)
 		if err != nil {
-			fail(fmt.Errorf("%s: %w", t, err))
+			benchkit.Fatal(fmt.Errorf("%s: %w", t, err))
 		}
 		srvs[i] = srv
 	}
@@ -144,10 +132,7 @@ func main() {
 				totals[i].Handled += h1 - h0
 				totals[i].Synced += sy1 - sy0
 				if err != nil {
-					for _, s := range srvs {
-						s.stop()
-					}
-					fail(fmt.Errorf("%s: %w", t, err))
+					benchkit.Fatal(fmt.Errorf("%s: %w", t, err))
 				}
 				totals[i].Name, totals[i].Clients = t, c
 				totals[i].Cycles += r.Cycles
@@ -158,11 +143,6 @@ func main() {
 			r.print()
 		}
 	}
-}
-
-func fail(err error) {
-	fmt.Fprintln(os.Stderr, "bench-service:", err)
-	os.Exit(1)
 }
 
 // Result is one measured run; scripts/peers prints the same line.
@@ -201,56 +181,30 @@ func (r Result) print() {
 	fmt.Println()
 }
 
-// cpu is the CPU time the server's process used so far, the sum over its
-// threads of /proc/PID/task/TID/schedstat's first field (nanoseconds on a
-// CPU); 0 for a server that is not a native coordinator of ours.
+// pid is the process of a native coordinator of ours, or 0.
+func (s *server) pid() int {
+	if s.proc == nil || !s.native {
+		return 0
+	}
+	return s.proc.Pid()
+}
+
+// cpu is the CPU time the server's process used so far (0 for a server
+// that is not a native coordinator of ours).
 func (s *server) cpu() time.Duration {
-	var total time.Duration
-	s.eachThread("schedstat", func(data string) {
-		if f := strings.Fields(data); len(f) > 0 {
-			n, _ := strconv.ParseInt(f[0], 10, 64)
-			total += time.Duration(n)
-		}
-	})
-	return total
+	if s.pid() == 0 {
+		return 0
+	}
+	return benchkit.ThreadCPU(s.pid())
 }
 
-// switches is how many times the server's threads went off a CPU so far,
-// the sum over its threads of the voluntary_ctxt_switches and
-// nonvoluntary_ctxt_switches of /proc/PID/task/TID/status; 0 for a server
-// that is not a native coordinator of ours. Threads that ended meanwhile
-// drop out of the sum (the Go runtime keeps its threads).
+// switches is how many times the server's threads went off a CPU so far
+// (0 for a server that is not a native coordinator of ours).
 func (s *server) switches() int64 {
-	var total int64
-	s.eachThread("status", func(data string) {
-		for _, line := range strings.Split(data, "\n") {
-			if k, v, ok := strings.Cut(line, ":"); ok && strings.HasSuffix(k, "ctxt_switches") {
-				n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-				total += n
-			}
-		}
-	})
-	return total
-}
-
-// eachThread calls f with the text of /proc/PID/task/TID/file for each
-// thread of a native coordinator's process; nothing for another server.
-func (s *server) eachThread(file string, f func(string)) {
-	if s.cmd == nil || !s.native {
-		return
+	if s.pid() == 0 {
+		return 0
 	}
-	dir := "/proc/" + strconv.Itoa(s.cmd.Process.Pid) + "/task"
-	tasks, err := os.ReadDir(dir)
-	if err != nil {
-		return
-	}
-	for _, t := range tasks {
-		data, err := os.ReadFile(dir + "/" + t.Name() + "/" + file)
-		if err != nil {
-			continue // the thread ended meanwhile
-		}
-		f(string(data))
-	}
+	return benchkit.Switches(s.pid())
 }
 
 // timings reads, from the server's /metrics, the time it spent so far in
@@ -259,7 +213,7 @@ func (s *server) eachThread(file string, f func(string)) {
 // leasefence_store_sync_seconds); zeros for a server that is not a native
 // coordinator of ours or whose /metrics needs a token.
 func (s *server) timings() (handled, synced time.Duration) {
-	if s.cmd == nil || !s.native || s.token != "" || !strings.HasPrefix(s.url, "http://") {
+	if s.pid() == 0 || s.token != "" || !strings.HasPrefix(s.url, "http://") {
 		return 0, 0
 	}
 	resp, err := http.Get(s.url + "/metrics")
@@ -290,25 +244,19 @@ func (s *server) timings() (handled, synced time.Duration) {
 
 type server struct {
 	url  string
-	cmd  *exec.Cmd
-	tmp  string
-	done chan struct{}
+	proc *benchkit.Server // nil: not ours (-url)
 	// token is the clients' bearer token ("" without -auth); tls their
 	// configuration for an https:// server.
 	token  string
 	tls    *tls.Config
-	native bool // cmd is the coordinator itself
+	native bool // proc is the coordinator itself
 }
 
 func (s *server) stop() {
-	if s.cmd == nil {
-		return // not ours (-url)
+	if s.proc != nil {
+		s.proc.Stop()
 	}
-	procgroup.Stop(s.cmd.Process.Pid, s.done, 15*time.Second)
-	os.RemoveAll(s.tmp)
 }
-
-var urlRe = regexp.MustCompile(`(?:listening on|Ready on) (https?://127\.0\.0\.1:\d+)`)
 
 // benchToken is the clients' token with -auth.
 const benchToken = "bench-token-of-the-clients-0123456789abcdef"
@@ -374,17 +322,13 @@ func startTarget(name, coordinator, wrangler string) (*server, error) {
 	case "native-durable", "native-durable-raw":
 		cmd = exec.Command(coordinator, append([]string{"-addr", "127.0.0.1:0", "-quiet", "-init", "-state", filepath.Join(tmp, "state.db")}, extra...)...)
 	case "worker", "worker-plain-js":
-		wr, err := filepath.Abs(wrangler)
-		if err != nil {
+		var args []string
+		if name == "worker-plain-js" {
+			args = []string{"--config", "plain.wrangler.toml"}
+		}
+		if cmd, err = benchkit.Wrangler(wrangler, tmp, args...); err != nil {
 			return nil, err
 		}
-		args := []string{"dev", "--ip", "127.0.0.1", "--port", "0", "--inspector-port", "0", "--persist-to", tmp, "--log-level", "info", "--show-interactive-dev-session=false"}
-		if name == "worker-plain-js" {
-			args = append(args, "--config", "plain.wrangler.toml")
-		}
-		cmd = exec.Command(wr, args...)
-		cmd.Dir = "wasm/worker"
-		cmd.Env = append(os.Environ(), "WRANGLER_SEND_METRICS=false", "CLOUDFLARE_CF_FETCH_ENABLED=false", "CI=1", "NO_COLOR=1")
 	default:
 		return nil, errors.New("unknown target (want native, native-raw, native-durable, native-durable-raw, each with -auth, -tls or -auth-tls or not, worker, worker-plain-js)")
 	}
@@ -404,51 +348,19 @@ func startTarget(name, coordinator, wrangler string) (*server, error) {
 	return s, nil
 }
 
-// startCmd starts a server and waits for the URL it prints.
+// startCmd starts a server and waits for the URL it prints; its output
+// (the runtime's complaints about connections the benchmark closes
+// included) goes to a file, named if it fails to start.
 func startCmd(cmd *exec.Cmd, tmp string) (*server, error) {
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	// The runtime's own log (including complaints about connections the
-	// benchmark closes) goes to a file, shown only if it fails to start.
 	logf, err := os.Create(filepath.Join(tmp, "server.log"))
 	if err != nil {
 		return nil, err
 	}
-	cmd.Stderr = logf
-	out, err := cmd.StdoutPipe()
+	p, err := benchkit.Start(cmd, tmp, logf, false)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w (its output: %s)", err, logf.Name())
 	}
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	s := &server{cmd: cmd, tmp: tmp, done: make(chan struct{})}
-	found := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			if m := urlRe.FindStringSubmatch(sc.Text()); m != nil {
-				select {
-				case found <- m[1]:
-				default:
-				}
-			}
-		}
-		_, _ = io.Copy(io.Discard, out)
-		close(found)
-	}()
-	go func() { _ = cmd.Wait(); close(s.done) }()
-	select {
-	case u, ok := <-found:
-		if !ok {
-			log, _ := os.ReadFile(logf.Name())
-			return nil, errors.New("exited before it was ready:\n" + string(log))
-		}
-		s.url = u
-	case <-time.After(90 * time.Second):
-		s.stop()
-		return nil, errors.New("not ready after 90s")
-	}
-	return s, nil
+	return &server{url: p.URL, proc: p}, nil
 }
 
 var run atomic.Int64
@@ -485,39 +397,15 @@ func measure(s *server, name string, clients, cycles int, d time.Duration) (Resu
 			return Result{}, err
 		}
 	}
-	var done atomic.Int64
-	var firstErr error
-	var once sync.Once
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	defer cancel()
-	var wg sync.WaitGroup
-	start := time.Now()
-	for i, c := range ws {
-		wg.Add(1)
-		go func(i int, c *client.Client) {
-			defer wg.Done()
-			res := fmt.Sprintf("bench-%s-%d-%d", name, id, i)
-			for ctx.Err() == nil && done.Load() < int64(cycles) {
-				l, err := c.Acquire(ctx, res)
-				if err == nil {
-					err = c.Release(ctx, l)
-				}
-				if err != nil {
-					if ctx.Err() == nil {
-						once.Do(func() { firstErr = err; cancel() })
-					}
-					return
-				}
-				done.Add(1)
-			}
-		}(i, c)
-	}
-	wg.Wait()
-	el := time.Since(start)
-	if firstErr != nil {
-		return Result{}, firstErr
-	}
-	return Result{Name: name, Clients: clients, Cycles: done.Load(), Elapsed: el}, nil
+	n, el, err := benchkit.Loop(clients, cycles, d, func(ctx context.Context, i int) error {
+		res := fmt.Sprintf("bench-%s-%d-%d", name, id, i)
+		l, err := ws[i].Acquire(ctx, res)
+		if err == nil {
+			err = ws[i].Release(ctx, l)
+		}
+		return err
+	})
+	return Result{Name: name, Clients: clients, Cycles: n, Elapsed: el}, err
 }
 
 // measureRaw is measure with rawClient instead of client.Client.
@@ -532,32 +420,12 @@ func measureRaw(s *server, name string, clients, cycles int, d time.Duration) (R
 		defer c.conn.Close()
 		cs[i] = c
 	}
-	var done atomic.Int64
-	var firstErr error
-	var once sync.Once
-	deadline := time.Now().Add(d)
-	var wg sync.WaitGroup
-	start := time.Now()
-	for i, c := range cs {
-		wg.Add(1)
-		go func(i int, c *rawClient) {
-			defer wg.Done()
-			res := fmt.Sprintf("bench-%s-%d-%d", name, id, i)
-			holder := fmt.Sprintf("raw-%d", i)
-			for n := 0; time.Now().Before(deadline) && done.Load() < int64(cycles); n++ {
-				if err := c.cycle(res, holder, n); err != nil {
-					once.Do(func() { firstErr = err })
-					return
-				}
-				done.Add(1)
-			}
-		}(i, c)
-	}
-	wg.Wait()
-	if firstErr != nil {
-		return Result{}, firstErr
-	}
-	return Result{Name: name, Clients: clients, Cycles: done.Load(), Elapsed: time.Since(start)}, nil
+	n := make([]int, clients)
+	done, el, err := benchkit.Loop(clients, cycles, d, func(_ context.Context, i int) error {
+		n[i]++
+		return cs[i].cycle(fmt.Sprintf("bench-%s-%d-%d", name, id, i), fmt.Sprintf("raw-%d", i), n[i])
+	})
+	return Result{Name: name, Clients: clients, Cycles: done, Elapsed: el}, err
 }
 
 // rawClient speaks just enough HTTP/1.1 over one kept-alive connection
@@ -589,7 +457,7 @@ func dialRaw(s *server) (*rawClient, error) {
 	return rc, nil
 }
 
-func (c *rawClient) post(path string, body []byte) ([]byte, error) {
+func (c *rawClient) post(path, body string) ([]byte, error) {
 	c.buf = append(c.buf[:0], "POST "...)
 	c.buf = append(c.buf, path...)
 	c.buf = append(c.buf, " HTTP/1.1\r\nHost: bench\r\n"...)
@@ -624,29 +492,17 @@ func (c *rawClient) cycle(resource, holder string, n int) error {
 	// Request ids are unique per resource (and resources per run): the
 	// coordinator refuses an id used before for another resource.
 	id := strconv.Itoa(n) + "-" + resource
-	acq := `{"requestId":"a` + id + `","resource":"` + resource + `","holderId":"` + holder +
-		`","sentAt":{"millis":` + strconv.Itoa(n) + `,"domain":"` + holder + `"},"kind":"acquire","secret":"` + rawSecret + `"}`
-	data, err := c.post("/v1/acquire", []byte(acq))
+	data, err := c.post("/v1/acquire", benchkit.AcquireBody("a"+id, resource, holder, rawSecret, int64(n), 0))
 	if err != nil {
 		return err
 	}
-	var reply struct {
-		OK    bool `json:"ok"`
-		Grant struct {
-			Fence uint64 `json:"fence"`
-		} `json:"grant"`
-	}
-	if err := json.Unmarshal(data, &reply); err != nil || !reply.OK {
-		return fmt.Errorf("acquire: %s", data)
-	}
-	rel := `{"requestId":"r` + id + `","resource":"` + resource + `","holderId":"` + holder +
-		`","fence":` + strconv.FormatUint(reply.Grant.Fence, 10) + `,"secret":"` + rawSecret + `"}`
-	data, err = c.post("/v1/release", []byte(rel))
+	fence, err := benchkit.GrantedFence(data)
 	if err != nil {
 		return err
 	}
-	if string(data) != `{"ok":true}` {
-		return fmt.Errorf("release: %s", data)
+	data, err = c.post("/v1/release", benchkit.ReleaseBody("r"+id, resource, holder, rawSecret, fence))
+	if err != nil {
+		return err
 	}
-	return nil
+	return benchkit.Released(data)
 }

@@ -21,24 +21,19 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
-	"net/http"
-	"os"
 	"os/exec"
 	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
-
-	"github.com/lease-fence/lease-fence/internal/testrig/serverproc"
 
 	"github.com/lease-fence/lease-fence/core/clock"
 	"github.com/lease-fence/lease-fence/core/lease"
+	"github.com/lease-fence/lease-fence/internal/testrig/benchkit"
 	"github.com/lease-fence/lease-fence/service/client"
 	"github.com/lease-fence/lease-fence/service/wire"
 )
@@ -51,36 +46,8 @@ func main() {
 	runs := flag.Int("runs", 3, "listings")
 	flag.Parse()
 	if err := run(*bin, *rate, *seconds, *leases, *runs); err != nil {
-		fmt.Fprintln(os.Stderr, "bench-watch:", err)
-		os.Exit(1)
+		benchkit.Fatal(err)
 	}
-}
-
-func start(bin string, maxLeases int) (*exec.Cmd, string, error) {
-	cmd := exec.Command(bin, "-addr", "127.0.0.1:0", "-memory", "-quiet", "-ttl", "10m", "-debug-addr", "127.0.0.1:0",
-		"-max-leases", strconv.Itoa(maxLeases), "-release-memory", strconv.Itoa(maxLeases), "-max-conns", "1000")
-	c, err := serverproc.Start(cmd, true)
-	if err != nil {
-		return nil, "", err
-	}
-	debugURL = c.Debug
-	return cmd, c.URL, nil
-}
-
-var debugURL string
-
-// liveHeap reads the server's live heap after a full collection.
-func liveHeap() (uint64, error) {
-	resp, err := http.Get(debugURL)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	var m struct {
-		LiveHeapBytes uint64 `json:"liveHeapBytes"`
-	}
-	err = json.NewDecoder(resp.Body).Decode(&m)
-	return m.LiveHeapBytes, err
 }
 
 func newClient(url, holder string) (*client.Client, error) {
@@ -100,14 +67,18 @@ func ms(d time.Duration) string {
 }
 
 func run(bin string, rate, seconds, leases, runs int) error {
-	cmd, url, err := start(bin, leases+rate*seconds+1000)
+	maxLeases := strconv.Itoa(leases + rate*seconds + 1000)
+	srv, err := benchkit.Start(exec.Command(bin, "-addr", "127.0.0.1:0", "-memory", "-quiet", "-ttl", "10m", "-debug-addr", "127.0.0.1:0",
+		"-max-leases", maxLeases, "-release-memory", maxLeases, "-max-conns", "1000"), "", nil, true)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		_ = cmd.Process.Signal(syscall.SIGINT)
-		_ = cmd.Wait()
-	}()
+	defer srv.Stop()
+	url := srv.URL
+	liveHeap := func() (uint64, error) {
+		m, err := benchkit.ReadMemory(srv.Pid(), srv.Debug)
+		return m.LiveHeapBytes, err
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
@@ -167,7 +138,7 @@ func run(bin string, rate, seconds, leases, runs int) error {
 		return errors.New("the watcher did not get every event")
 	}
 	slices.Sort(delays)
-	q := func(f float64) time.Duration { return delays[min(len(delays)-1, int(f*float64(len(delays))))] }
+	q := func(f float64) time.Duration { return benchkit.Quantile(delays, f) }
 	fmt.Printf("watch: %d events at %.0f/s: delay p50 %s, p90 %s, p99 %s, max %s\n", len(delays), float64(n)/produced.Seconds(),
 		ms(q(0.5)), ms(q(0.9)), ms(q(0.99)), ms(delays[len(delays)-1]))
 
@@ -224,9 +195,7 @@ func run(bin string, rate, seconds, leases, runs int) error {
 	if err != nil {
 		return err
 	}
-	sorted := slices.Clone(took)
-	slices.Sort(sorted)
-	fmt.Printf("list: %d leases end to end, %d runs: min %s, median %s, max %s\n", leases, runs, ms(sorted[0]), ms(sorted[len(sorted)/2]), ms(sorted[len(sorted)-1]))
+	fmt.Printf("list: %d leases end to end, %d runs (min / median / max): %s ms\n", leases, runs, benchkit.MMM(benchkit.Millis(took), "%.2f"))
 	fmt.Printf("list: server live heap %.1f MB before the listings, %.1f MB after\n", float64(heap0)/(1<<20), float64(heap1)/(1<<20))
 	return nil
 }

@@ -1,0 +1,97 @@
+package benchkit
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+)
+
+// The lease service's requests as a minimal client writes them, with no
+// lease.Client (a benchmark has nobody to hide the secret from).
+
+// AcquireBody is the body of POST /v1/acquire; waitMillis 0 waits not.
+func AcquireBody(requestID, resource, holder, secret string, sentAt, waitMillis int64) string {
+	b := `{"requestId":"` + requestID + `","resource":"` + resource + `","holderId":"` + holder +
+		`","sentAt":{"millis":` + strconv.FormatInt(sentAt, 10) + `,"domain":"` + holder + `"},"kind":"acquire","secret":"` + secret + `"`
+	if waitMillis > 0 {
+		b += `,"waitMillis":` + strconv.FormatInt(waitMillis, 10)
+	}
+	return b + "}"
+}
+
+// ReleaseBody is the body of POST /v1/release.
+func ReleaseBody(requestID, resource, holder, secret string, fence uint64) string {
+	return `{"requestId":"` + requestID + `","resource":"` + resource + `","holderId":"` + holder +
+		`","fence":` + strconv.FormatUint(fence, 10) + `,"secret":"` + secret + `"}`
+}
+
+// Post posts the JSON body to url+path and returns the answer's body, or
+// an error if the status is not 200.
+func Post(hc *http.Client, url, path, body string) ([]byte, error) {
+	resp, err := hc.Post(url+path, "application/json", strings.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s: %d %s", path, resp.StatusCode, data)
+	}
+	return data, nil
+}
+
+// GrantedFence is the fence of an acquisition's answer, or an error if it
+// is not a grant.
+func GrantedFence(data []byte) (uint64, error) {
+	var r struct {
+		OK    bool `json:"ok"`
+		Grant struct {
+			Fence uint64 `json:"fence"`
+		} `json:"grant"`
+	}
+	if err := json.Unmarshal(data, &r); err != nil || !r.OK {
+		return 0, fmt.Errorf("acquire: %s", data)
+	}
+	return r.Grant.Fence, nil
+}
+
+// Released is nil if data is a release's answer that it ended the lease.
+func Released(data []byte) error {
+	if string(data) != `{"ok":true}` {
+		return fmt.Errorf("release: %s", data)
+	}
+	return nil
+}
+
+// Memory is what the coordinator's -debug-addr reports, after a full
+// collection, and the process's resident set.
+type Memory struct {
+	RSSBytes      int64  `json:"rssBytes"`
+	LiveHeapBytes uint64 `json:"liveHeapBytes"`
+	Records       int    `json:"records"`
+	Goroutines    int    `json:"goroutines"`
+}
+
+// ReadMemory reads the resident set of process pid, then the memory the
+// coordinator's debug server at debugURL reports (after a collection).
+func ReadMemory(pid int, debugURL string) (Memory, error) {
+	rss, err := RSS(pid)
+	if err != nil {
+		return Memory{}, err
+	}
+	resp, err := http.Get(debugURL + "/debug/memory")
+	if err != nil {
+		return Memory{}, err
+	}
+	defer resp.Body.Close()
+	var m Memory
+	err = json.NewDecoder(resp.Body).Decode(&m)
+	m.RSSBytes = rss
+	return m, err
+}
