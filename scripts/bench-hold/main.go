@@ -59,7 +59,6 @@ import (
 	"time"
 
 	"github.com/lease-fence/lease-fence/core/clock"
-	"github.com/lease-fence/lease-fence/core/lease"
 	"github.com/lease-fence/lease-fence/internal/testrig/benchkit"
 	"github.com/lease-fence/lease-fence/internal/testrig/cputime"
 	"github.com/lease-fence/lease-fence/internal/testrig/pgtest"
@@ -215,17 +214,9 @@ func start(target, coordinator, wrangler string, ttl time.Duration, env string, 
 
 func newClient(url, id string) (*client.Client, error) { return tokenClient(url, id, "") }
 
-// tokenClient is client with a bearer token (none if "").
+// tokenClient is newClient with a bearer token (none if "").
 func tokenClient(url, id, token string) (*client.Client, error) {
-	clk, err := clock.NewMonotonic(id)
-	if err != nil {
-		return nil, err
-	}
-	lc, err := lease.NewClient(lease.ClientConfig{Clock: clk, HolderID: id, ClockSkew: 10 * time.Millisecond})
-	if err != nil {
-		return nil, err
-	}
-	return client.New(client.Config{BaseURL: url, Lease: lc, Token: token, AttemptTimeout: 30 * time.Second})
+	return benchkit.NewClient(id, 10*time.Millisecond, client.Config{BaseURL: url, Token: token, AttemptTimeout: 30 * time.Second})
 }
 
 // queued waits until the coordinator has a waiter in a queue (native), or

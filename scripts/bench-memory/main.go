@@ -26,8 +26,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/lease-fence/lease-fence/internal/testrig/benchkit"
@@ -77,39 +75,18 @@ func release(url, id, resource, holder string, fence uint64) error {
 // run drives n units of work over 8 clients, measuring once when half are
 // done.
 func run(s *benchkit.Server, n int, work func(client, i int) error) (memory, error) {
-	const clients = 8
-	var next atomic.Int64
 	var during memory
 	var duringErr error
-	var once sync.Once
-	var wg sync.WaitGroup
-	errs := make(chan error, clients)
-	for c := range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= n {
-					return
-				}
-				if i == n/2 {
-					once.Do(func() { during, duringErr = measure(s) })
-				}
-				if err := work(c, i); err != nil {
-					errs <- err
-					next.Store(int64(n))
-					return
-				}
-			}
-		}()
+	err := benchkit.Each(8, n, func(c, i int) error {
+		if i == n/2 {
+			during, duringErr = measure(s)
+		}
+		return work(c, i)
+	})
+	if err == nil {
+		err = duringErr
 	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		return during, err
-	}
-	return during, duringErr
+	return during, err
 }
 
 func mb(b int64) string { return fmt.Sprintf("%.1f MB", float64(b)/(1<<20)) }

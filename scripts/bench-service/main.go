@@ -50,8 +50,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/lease-fence/lease-fence/core/clock"
-	"github.com/lease-fence/lease-fence/core/lease"
 	"github.com/lease-fence/lease-fence/internal/testrig/benchkit"
 	"github.com/lease-fence/lease-fence/internal/testrig/cputime"
 	"github.com/lease-fence/lease-fence/internal/testrig/testpki"
@@ -384,16 +382,8 @@ func measure(s *server, name string, clients, cycles int, d time.Duration) (Resu
 	}()
 	id := run.Add(1)
 	for i := range ws {
-		holder := fmt.Sprintf("bench-%d", i)
-		clk, err := clock.NewMonotonic(holder)
-		if err != nil {
-			return Result{}, err
-		}
-		lc, err := lease.NewClient(lease.ClientConfig{Clock: clk, HolderID: holder})
-		if err != nil {
-			return Result{}, err
-		}
-		if ws[i], err = client.New(client.Config{BaseURL: s.url, Lease: lc, AttemptTimeout: 30 * time.Second, Token: s.token, TLS: s.tls}); err != nil {
+		var err error
+		if ws[i], err = benchkit.NewClient(fmt.Sprintf("bench-%d", i), 0, client.Config{BaseURL: s.url, AttemptTimeout: 30 * time.Second, Token: s.token, TLS: s.tls}); err != nil {
 			return Result{}, err
 		}
 	}

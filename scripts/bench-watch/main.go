@@ -28,11 +28,8 @@ import (
 	"slices"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/lease-fence/lease-fence/core/clock"
-	"github.com/lease-fence/lease-fence/core/lease"
 	"github.com/lease-fence/lease-fence/internal/testrig/benchkit"
 	"github.com/lease-fence/lease-fence/service/client"
 	"github.com/lease-fence/lease-fence/service/wire"
@@ -51,15 +48,7 @@ func main() {
 }
 
 func newClient(url, holder string) (*client.Client, error) {
-	clk, err := clock.NewMonotonic("agent-" + holder)
-	if err != nil {
-		return nil, err
-	}
-	lc, err := lease.NewClient(lease.ClientConfig{Clock: clk, HolderID: holder})
-	if err != nil {
-		return nil, err
-	}
-	return client.New(client.Config{BaseURL: url, Lease: lc})
+	return benchkit.NewClient(holder, 0, client.Config{BaseURL: url})
 }
 
 func ms(d time.Duration) string {
@@ -143,34 +132,17 @@ func run(bin string, rate, seconds, leases, runs int) error {
 		ms(q(0.5)), ms(q(0.9)), ms(q(0.99)), ms(delays[len(delays)-1]))
 
 	// List: fill, then list end to end.
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	errs := make(chan error, 32)
-	for g := range 32 {
-		c, err := newClient(url, "filler"+strconv.Itoa(g))
-		if err != nil {
+	fillers := make([]*client.Client, 32)
+	for g := range fillers {
+		if fillers[g], err = newClient(url, "filler"+strconv.Itoa(g)); err != nil {
 			return err
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := next.Add(1) - 1
-				if i >= int64(leases) {
-					return
-				}
-				if _, err := c.Acquire(ctx, "l/"+strconv.FormatInt(i, 10)); err != nil {
-					errs <- err
-					return
-				}
-			}
-		}()
 	}
-	wg.Wait()
-	select {
-	case err := <-errs:
+	if err := benchkit.Each(len(fillers), leases, func(g, i int) error {
+		_, err := fillers[g].Acquire(ctx, "l/"+strconv.Itoa(i))
 		return err
-	default:
+	}); err != nil {
+		return err
 	}
 	heap0, err := liveHeap()
 	if err != nil {

@@ -107,6 +107,29 @@ func Loop(clients, cycles int, d time.Duration, cycle func(ctx context.Context, 
 	return done.Load(), time.Since(start), first
 }
 
+// Each calls f(worker, i) for every i below n, over workers goroutines
+// that take the next i in turn, and returns the first error (after which
+// no more are taken).
+func Each(workers, n int, f func(worker, i int) error) error {
+	var next atomic.Int64
+	errs := make(chan error, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
+				if err := f(w, i); err != nil {
+					errs <- err
+					next.Store(int64(n))
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
 // Number is what Spread takes.
 type Number interface {
 	~int | ~int64 | ~float64

@@ -3,6 +3,7 @@ package benchkit
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -58,5 +59,31 @@ func TestRequests(t *testing.T) {
 	}
 	if _, err := GrantedFence([]byte(`{"ok":false}`)); err == nil {
 		t.Fatal("GrantedFence took a refusal")
+	}
+}
+
+func TestEachTakesEveryItemOnceOrStopsAtAFailure(t *testing.T) {
+	seen := make([]atomic.Int32, 100)
+	if err := Each(4, len(seen), func(_, i int) error { seen[i].Add(1); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	for i := range seen {
+		if n := seen[i].Load(); n != 1 {
+			t.Fatalf("item %d taken %d times", i, n)
+		}
+	}
+	boom := errors.New("boom")
+	var after atomic.Int32
+	err := Each(1, 100, func(_, i int) error {
+		if i == 10 {
+			return boom
+		}
+		if i > 10 {
+			after.Add(1)
+		}
+		return nil
+	})
+	if !errors.Is(err, boom) || after.Load() != 0 {
+		t.Fatalf("Each = %v with %d items after the failure; want boom and none", err, after.Load())
 	}
 }

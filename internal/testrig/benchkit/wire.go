@@ -7,6 +7,11 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
+
+	"github.com/lease-fence/lease-fence/core/clock"
+	"github.com/lease-fence/lease-fence/core/lease"
+	"github.com/lease-fence/lease-fence/service/client"
 )
 
 // The lease service's requests as a minimal client writes them, with no
@@ -94,4 +99,17 @@ func ReadMemory(pid int, debugURL string) (Memory, error) {
 	err = json.NewDecoder(resp.Body).Decode(&m)
 	m.RSSBytes = rss
 	return m, err
+}
+
+// NewClient is a client.Client of cfg for holder, with a monotonic clock
+// of the holder's own domain and the clock skew skew.
+func NewClient(holder string, skew time.Duration, cfg client.Config) (*client.Client, error) {
+	clk, err := clock.NewMonotonic(holder)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Lease, err = lease.NewClient(lease.ClientConfig{Clock: clk, HolderID: holder, ClockSkew: skew}); err != nil {
+		return nil, err
+	}
+	return client.New(cfg)
 }
