@@ -1,41 +1,27 @@
 //go:build linux
 
-// Command bench-hold measures holding on loopback (docs/service.md,
-// Benchmarks), one measurement per invocation, as one line that
-// scripts/bench-hold.sh collects (it interleaves the targets and etcd,
-// measured by scripts/peers, in rounds):
+// Command bench-hold measures holding on loopback, one measurement per
+// invocation, as lines that scripts/bench-hold.sh collects in rounds
+// (interleaved with etcd's, from scripts/peers):
 //
 //	-mode handover  release to the next waiter holding the lease: two
 //	                holders (client.Client.Hold) pass one resource back and
-//	                forth; before each release the waiter is in the queue
-//	                (native: /debug/waiting; Worker: 100 ms after its call
-//	                left, which a loopback call to wrangler dev takes far
-//	                less than), and has waited -settle (150 ms) more, as
-//	                etcd's waiter does in scripts/peers. -n handovers;
-//	                p50, p99, min, max.
+//	                forth; before each release the waiter is queued (native:
+//	                /debug/waiting; Worker: 100 ms, far more than a loopback
+//	                call takes) and waits -settle more, as etcd's waiter does.
 //	-mode expiry    an expiry to the waiter holding the lease: the holder
-//	                neither renews nor releases; the waiter's grant arrives
-//	                after the expiry the coordinator reported. -n samples.
-//	-mode limits    a token's maxLeases on the Worker (-target worker):
-//	                one wrangler dev whose LEASE_TOKENS lists a token
-//	                with a maxLeases (its leases counted in its own
-//	                Durable Object) and one without; -rounds rounds, the
-//	                two in turn in each: -n acquisitions then releases of
-//	                a fresh resource (the latency of each), and -n
-//	                handovers as in -mode handover.
-//	-mode cost      the CPU time of holding: -holds leases held (Hold,
-//	                renewed every third of the TTL) for -duration, the
-//	                client's CPU (this process) and the server's
-//	                (/proc/PID/stat), each less the same duration idle, per
-//	                second of held lease. With -client js, the client is
-//	                a Node process (scripts/bench-hold/holder.mjs, with
-//	                LeaseServiceClient.hold, over -transport: node for
-//	                node:http, fetch for fetch), its CPU read from /proc.
-//	                The renewals counted are those of the held phase
-//	                (expected: holds x duration / (TTL/3)).
+//	                neither renews nor releases.
+//	-mode limits    a token's maxLeases on the Worker: a token with one (its
+//	                leases counted in their own Durable Object) and one
+//	                without, in turn for -rounds: -n acquire + release, then
+//	                -n handovers.
+//	-mode cost      the CPU time of -holds leases held (renewed every third
+//	                of the TTL) for -duration, the client's (this process, or
+//	                with -client js holder.mjs's) and the server's, less the
+//	                same time idle, per second of held lease.
 //
-// Targets: native (cmd/coordinator, durable: -init -state) and worker (the
-// Go Worker under wrangler dev).
+// Targets: native (cmd/coordinator, durable) and worker (the Go Worker
+// under wrangler dev).
 package main
 
 import (

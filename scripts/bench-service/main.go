@@ -1,31 +1,21 @@
 //go:build !js
 
 // Command bench-service measures the coordinator as a service: acquire +
-// release cycles per second over HTTP on loopback, sequentially and with
-// concurrent clients, for
+// release cycles per second over HTTP on loopback, with 1 and concurrent
+// clients, each on its own resource, for
 //
 //	native          cmd/coordinator -memory
-//	native-raw      the same server driven by a minimal HTTP/1.1 client (one
-//	                connection, prebuilt requests, no lease.Client), like the
-//	                few-line RESP client scripts/peers uses for Redis: what
-//	                the server can do when the client costs little
 //	native-durable  cmd/coordinator -init -state DIR (Pebble, synced before every grant)
-//	native-durable-raw  the same driven by the minimal client
 //	worker          the Go Worker (wasm/worker) under wrangler dev
 //	worker-plain-js the plain-JavaScript Durable Object (wasm/worker/plain.mjs)
 //
-// A native target may end in -auth (the server with -auth: a tokens file
-// of 10 entries, the clients' token the last; every call carries it), -tls
-// (the server with -tls-cert/-tls-key of a private CA made at the start;
-// the clients trust it, and keep their connections alive: one handshake
-// per client and run), or both, in that order: native-raw-auth-tls,
-// native-durable-auth.
-//
-// Every client holds its own resource, so the figures measure throughput,
-// not contention. All targets run side by side and are measured in turns
-// (-rounds); each target's figure stops after -cycles cycles or -duration in
-// total, whichever comes first. Redis and etcd are measured by scripts/peers (its own module);
-// scripts/bench-service.sh runs both. Loopback only.
+// A native target may end in -raw (driven by a minimal HTTP/1.1 client: one
+// connection, prebuilt requests, like scripts/peers' RESP client), then
+// -auth (a tokens file of 10 entries, the clients' the last) and -tls (a
+// private CA made at the start; one handshake per client), in that order:
+// native-durable-raw-auth-tls. The targets run side by side, measured in
+// turns for -rounds; each stops after -cycles or -duration in all. Redis
+// and etcd are measured by scripts/peers; scripts/bench-service.sh runs both.
 package main
 
 import (
