@@ -383,17 +383,22 @@ func (c *Client) Release(ctx context.Context, l *Lease) error {
 // release is Release whose attempts share the time left before until (see
 // send).
 func (c *Client) release(ctx context.Context, l *Lease, until clock.Instant) error {
+	return c.tokenCall(ctx, "Release", l, wire.Message{Op: wire.OpRelease}, until)
+}
+
+// tokenCall sends m, an operation on l named by its token (release,
+// proclaim), under a fresh request id.
+func (c *Client) tokenCall(ctx context.Context, name string, l *Lease, m wire.Message, until clock.Instant) error {
 	if l == nil {
-		return errors.New("client: Release needs a lease")
+		return errors.New("client: " + name + " needs a lease")
 	}
 	tok := l.Token()
 	id, err := random(16)
 	if err != nil {
 		return err
 	}
-	reply, err := c.send(ctx, wire.Message{Op: wire.OpRelease, Secret: l.secret, Request: lease.Request{
-		RequestID: id, Resource: tok.Resource, HolderID: tok.HolderID, Fence: tok.Fence,
-	}}, until)
+	m.Secret, m.Request = l.secret, lease.Request{RequestID: id, Resource: tok.Resource, HolderID: tok.HolderID, Fence: tok.Fence}
+	reply, err := c.send(ctx, m, until)
 	if err != nil {
 		return err
 	}

@@ -83,22 +83,5 @@ func (c *Client) sendOnce(ctx context.Context, m wire.Message) (wire.Reply, erro
 // election's leader's address, say). It returns ErrExpired if l is no
 // longer the current lease (also ErrLeaseRevoked if it was revoked).
 func (c *Client) Proclaim(ctx context.Context, l *Lease, value string) error {
-	if l == nil {
-		return errors.New("client: Proclaim needs a lease")
-	}
-	tok := l.Token()
-	id, err := random(16)
-	if err != nil {
-		return err
-	}
-	reply, err := c.send(ctx, wire.Message{Op: wire.OpProclaim, Secret: l.secret, Value: value, Request: lease.Request{
-		RequestID: id, Resource: tok.Resource, HolderID: tok.HolderID, Fence: tok.Fence,
-	}}, clock.Instant{})
-	if err != nil {
-		return err
-	}
-	if !reply.OK {
-		return refusedReason(reply.Reason)
-	}
-	return nil
+	return c.tokenCall(ctx, "Proclaim", l, wire.Message{Op: wire.OpProclaim, Value: value}, clock.Instant{})
 }
