@@ -32,23 +32,19 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
-	"io"
+	"math"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/lease-fence/lease-fence/internal/testrig/benchkit"
@@ -56,8 +52,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/lease-fence/lease-fence/core/clock"
-	"github.com/lease-fence/lease-fence/core/lease"
 	"github.com/lease-fence/lease-fence/internal/testrig/pgtest"
 	"github.com/lease-fence/lease-fence/service/client"
 	"github.com/lease-fence/lease-fence/service/pgstore"
@@ -73,7 +67,7 @@ func main() {
 	rounds := flag.Int("rounds", 5, "cycles: rounds")
 	duration := flag.Duration("duration", 3*time.Second, "cycles: how long each target runs in each round")
 	targets := flag.String("targets", "bare,pg-1,pg-3,embedded", "cycles: targets")
-	concs := flag.String("conc", "1,8", "cycles: client counts")
+	concList := flag.String("conc", "1,8", "cycles: client counts")
 	kills := flag.Int("kills", 10, "failover: how many times a coordinator is killed")
 	promotions := flag.Int("promotions", 3, "promotion: how many primaries are killed")
 	flag.Parse()
@@ -85,7 +79,10 @@ func main() {
 		var err error
 		switch p {
 		case "cycles":
-			err = cycles(strings.Split(*targets, ","), ints(*concs), *rounds, *duration)
+			var concs []int
+			if concs, err = benchkit.Ints(*concList, 1, 1<<20); err == nil {
+				err = cycles(strings.Split(*targets, ","), concs, *rounds, *duration)
+			}
 		case "failover":
 			err = failover(*kills)
 		case "promotion":
@@ -101,94 +98,21 @@ func main() {
 	fmt.Printf("bench-pg: done, load %s\n", benchkit.Load())
 }
 
-func ints(s string) []int {
-	var out []int
-	for _, f := range strings.Split(s, ",") {
-		n, err := strconv.Atoi(f)
-		if err != nil || n <= 0 {
-			fmt.Fprintln(os.Stderr, "bench-pg: bad count", f)
-			os.Exit(2)
-		}
-		out = append(out, n)
-	}
-	return out
-}
-
 // ---------------------------------------------------------------- processes
 
-type proc struct {
-	url  string
-	cmd  *exec.Cmd
-	done chan struct{}
-}
-
-var listening = regexp.MustCompile(`listening on (http://127\.0\.0\.1:\d+)`)
-
 // start runs the coordinator with args and waits for its listening line.
-func start(args ...string) (*proc, error) { return startBuild(*coordinator, args...) }
+func start(args ...string) (*benchkit.Server, error) { return startBuild(*coordinator, args...) }
 
 // startBuild runs the coordinator binary bin with args.
-func startBuild(bin string, args ...string) (*proc, error) {
-	cmd := exec.Command(bin, append([]string{"-quiet"}, args...)...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	var logs strings.Builder
-	cmd.Stderr = &logs
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	p := &proc{cmd: cmd, done: make(chan struct{})}
-	found := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			if m := listening.FindStringSubmatch(sc.Text()); m != nil {
-				found <- m[1]
-			}
-		}
-		_, _ = io.Copy(io.Discard, out)
-		close(found)
-	}()
-	go func() { _ = cmd.Wait(); close(p.done) }()
-	u, ok := <-found
-	if !ok {
-		<-p.done
-		return nil, errors.New("the coordinator exited: " + logs.String())
-	}
-	p.url = u
-	return p, nil
-}
-
-func (p *proc) kill() {
-	_ = p.cmd.Process.Signal(syscall.SIGKILL)
-	<-p.done
-}
-
-func (p *proc) stop() {
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(10 * time.Second):
-		p.kill()
-	}
+func startBuild(bin string, args ...string) (*benchkit.Server, error) {
+	return benchkit.Start(exec.Command(bin, append([]string{"-quiet"}, args...)...), "", nil, false)
 }
 
 func startPG() (*pgtest.Server, error) { return pgtest.Start(pgtest.Options{Durable: true}) }
 
 // newClient is a client.Client for holder over urls.
-func newClient(holder string, urls []string, attempts int) (*client.Client, error) {
-	clk, err := clock.NewMonotonic(holder)
-	if err != nil {
-		return nil, err
-	}
-	lc, err := lease.NewClient(lease.ClientConfig{Clock: clk, HolderID: holder})
-	if err != nil {
-		return nil, err
-	}
-	return client.New(client.Config{BaseURLs: urls, Lease: lc, Attempts: attempts, AttemptTimeout: 10 * time.Second})
+func newClient(holder string, urls []string, attempts int, hc *http.Client) (*client.Client, error) {
+	return benchkit.NewClient(holder, 0, client.Config{BaseURLs: urls, Attempts: attempts, AttemptTimeout: 10 * time.Second, HTTPClient: hc})
 }
 
 func rotate(urls []string, i int) []string {
@@ -207,57 +131,34 @@ var runSeq atomic.Int64
 
 // coordinators drives client.Clients over the coordinators at urls.
 type coordinators struct {
-	procs []*proc
+	procs []*benchkit.Server
 	urls  []string
 }
 
 func (c *coordinators) close() {
 	for _, p := range c.procs {
-		p.stop()
+		p.Stop()
 	}
 }
 
 func (c *coordinators) run(n int, d time.Duration) (float64, error) {
 	id := runSeq.Add(1)
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	defer cancel()
-	var done atomic.Int64
-	errs := make(chan error, n)
-	var wg sync.WaitGroup
-	start := time.Now()
-	for i := range n {
-		wc, err := newClient(fmt.Sprintf("bench-%d", i), rotate(c.urls, i), 4)
-		if err != nil {
+	cs := make([]*client.Client, n)
+	for i := range cs {
+		var err error
+		if cs[i], err = newClient(fmt.Sprintf("bench-%d", i), rotate(c.urls, i), 4, nil); err != nil {
 			return 0, err
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer wc.CloseIdleConnections()
-			res := fmt.Sprintf("r-%d-%d", id, i)
-			for ctx.Err() == nil {
-				l, err := wc.Acquire(ctx, res)
-				if err == nil {
-					err = wc.Release(ctx, l)
-				}
-				if err != nil {
-					if ctx.Err() == nil {
-						errs <- err
-					}
-					return
-				}
-				done.Add(1)
-			}
-		}()
+		defer cs[i].CloseIdleConnections()
 	}
-	wg.Wait()
-	el := time.Since(start)
-	select {
-	case err := <-errs:
-		return 0, err
-	default:
-	}
-	return float64(done.Load()) / el.Seconds(), nil
+	done, el, err := benchkit.Loop(n, math.MaxInt, d, func(ctx context.Context, i int) error {
+		l, err := cs[i].Acquire(ctx, fmt.Sprintf("r-%d-%d", id, i))
+		if err == nil {
+			err = cs[i].Release(ctx, l)
+		}
+		return err
+	})
+	return float64(done) / el.Seconds(), err
 }
 
 // bare is the floor: the same row lock and update straight in PostgreSQL.
@@ -266,43 +167,25 @@ type bare struct{ pool *pgxpool.Pool }
 func (b *bare) close() { b.pool.Close() }
 
 func (b *bare) run(n int, d time.Duration) (float64, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	defer cancel()
-	var done atomic.Int64
-	errs := make(chan error, n)
-	var wg sync.WaitGroup
-	start := time.Now()
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			conn, err := b.pool.Acquire(context.Background())
-			if err != nil {
-				errs <- err
-				return
-			}
-			defer conn.Release()
-			for ctx.Err() == nil {
-				// A grant, then a release: each a transaction that locks the
-				// row, reads it, updates it and commits synchronously.
-				for _, holder := range []string{"h", ""} {
-					if err := bareTxn(context.Background(), conn.Conn(), i, holder); err != nil {
-						errs <- err
-						return
-					}
-				}
-				done.Add(1)
-			}
-		}()
+	conns := make([]*pgxpool.Conn, n)
+	for i := range conns {
+		var err error
+		if conns[i], err = b.pool.Acquire(context.Background()); err != nil {
+			return 0, err
+		}
+		defer conns[i].Release()
 	}
-	wg.Wait()
-	el := time.Since(start)
-	select {
-	case err := <-errs:
-		return 0, err
-	default:
-	}
-	return float64(done.Load()) / el.Seconds(), nil
+	done, el, err := benchkit.Loop(n, math.MaxInt, d, func(_ context.Context, i int) error {
+		// A grant, then a release: each a transaction that locks the row,
+		// reads it, updates it and commits synchronously.
+		for _, holder := range []string{"h", ""} {
+			if err := bareTxn(context.Background(), conns[i].Conn(), i, holder); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return float64(done) / el.Seconds(), err
 }
 
 func bareTxn(ctx context.Context, conn *pgx.Conn, id int, holder string) error {
@@ -376,7 +259,7 @@ func cycles(names []string, concs []int, rounds int, d time.Duration) error {
 				if err != nil {
 					return err
 				}
-				c.procs, c.urls = append(c.procs, p), append(c.urls, p.url)
+				c.procs, c.urls = append(c.procs, p), append(c.urls, p.URL)
 			}
 			targets[name] = c
 		case "embedded":
@@ -384,7 +267,7 @@ func cycles(names []string, concs []int, rounds int, d time.Duration) error {
 			if err != nil {
 				return err
 			}
-			targets[name] = &coordinators{procs: []*proc{p}, urls: []string{p.url}}
+			targets[name] = &coordinators{procs: []*benchkit.Server{p}, urls: []string{p.URL}}
 		default:
 			return errors.New("unknown target " + name)
 		}
@@ -506,11 +389,11 @@ func failover(kills int) error {
 		return err
 	}
 	defer pg.Stop()
-	var procs []*proc
+	var procs []*benchkit.Server
 	var addrs []string
 	defer func() {
 		for _, p := range procs {
-			p.stop()
+			p.Stop()
 		}
 	}()
 	for i := range 3 {
@@ -523,7 +406,7 @@ func failover(kills int) error {
 			return err
 		}
 		procs = append(procs, p)
-		addrs = append(addrs, p.url)
+		addrs = append(addrs, p.URL)
 	}
 	const clients = 8
 	var recs []*recording
@@ -535,10 +418,7 @@ func failover(kills int) error {
 	for i := range clients {
 		rec := &recording{next: http.DefaultTransport.(*http.Transport).Clone()}
 		recs = append(recs, rec)
-		clk, _ := clock.NewMonotonic(fmt.Sprint("f", i))
-		lc, _ := lease.NewClient(lease.ClientConfig{Clock: clk, HolderID: fmt.Sprint("f", i)})
-		wc, err := client.New(client.Config{BaseURLs: rotate(addrs, i), Lease: lc, Attempts: 20, AttemptTimeout: 10 * time.Second,
-			HTTPClient: &http.Client{Transport: rec}})
+		wc, err := newClient(fmt.Sprint("f", i), rotate(addrs, i), 20, &http.Client{Transport: rec})
 		if err != nil {
 			return err
 		}
@@ -577,7 +457,7 @@ func failover(kills int) error {
 		for _, r := range recs {
 			r.arm(at)
 		}
-		procs[victim].kill()
+		procs[victim].Kill()
 		waitCalls(400)
 		for _, r := range recs {
 			if d, met := r.result(); met {
@@ -666,10 +546,10 @@ func promoteOnce() (time.Duration, time.Duration, error) {
 	}
 	url := fmt.Sprintf("postgres://postgres@127.0.0.1:%d,127.0.0.1:%d/postgres?sslmode=disable&target_session_attrs=read-write&connect_timeout=2",
 		primary.Port, standby.Port)
-	var procs, urls = []*proc{}, []string{}
+	var procs, urls = []*benchkit.Server{}, []string{}
 	defer func() {
 		for _, p := range procs {
-			p.stop()
+			p.Stop()
 		}
 	}()
 	for i := range 3 {
@@ -681,7 +561,7 @@ func promoteOnce() (time.Duration, time.Duration, error) {
 		if err != nil {
 			return 0, 0, err
 		}
-		procs, urls = append(procs, p), append(urls, p.url)
+		procs, urls = append(procs, p), append(urls, p.URL)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -689,7 +569,7 @@ func promoteOnce() (time.Duration, time.Duration, error) {
 	var calls atomic.Int64
 	var wg sync.WaitGroup
 	for i := range 8 {
-		wc, err := newClient(fmt.Sprint("p", i), rotate(urls, i), 100)
+		wc, err := newClient(fmt.Sprint("p", i), rotate(urls, i), 100, nil)
 		if err != nil {
 			return 0, 0, err
 		}

@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -59,6 +60,7 @@ func Start(cmd *exec.Cmd, tmp string, log io.Writer, debug bool) (*Server, error
 	s := &Server{Cmd: cmd, tmp: tmp, done: make(chan struct{})}
 	AtExit(s.Stop)
 	var logMu sync.Mutex
+	var last []string // its last lines, for an error
 	found, dbg := make(chan string, 1), make(chan string, 1)
 	var scanning sync.WaitGroup
 	scan := func(r io.Reader) {
@@ -66,6 +68,7 @@ func Start(cmd *exec.Cmd, tmp string, log io.Writer, debug bool) (*Server, error
 		for sc.Scan() {
 			logMu.Lock()
 			fmt.Fprintf(log, "%s %s\n", time.Now().Format("15:04:05.000"), sc.Text())
+			last = append(last[max(0, len(last)-9):], sc.Text())
 			logMu.Unlock()
 			for re, ch := range map[*regexp.Regexp]chan string{urlRe: found, debugRe: dbg} {
 				if m := re.FindStringSubmatch(sc.Text()); m != nil {
@@ -87,7 +90,7 @@ func Start(cmd *exec.Cmd, tmp string, log io.Writer, debug bool) (*Server, error
 		case u := <-ch:
 			return u, nil
 		case <-s.done:
-			return "", errors.New(filepath.Base(cmd.Path) + " exited before it was ready")
+			return "", fmt.Errorf("%s exited before it was ready: %s", filepath.Base(cmd.Path), strings.Join(last, "\n"))
 		case <-timeout:
 			s.Stop()
 			return "", errors.New(filepath.Base(cmd.Path) + " not ready after 90s")
@@ -104,6 +107,13 @@ func Start(cmd *exec.Cmd, tmp string, log io.Writer, debug bool) (*Server, error
 
 // Pid is the server's process id, and its process group's.
 func (s *Server) Pid() int { return s.Cmd.Process.Pid }
+
+// Kill ends the server's process group at once, as a crash would, and
+// waits for it.
+func (s *Server) Kill() {
+	_ = syscall.Kill(-s.Pid(), syscall.SIGKILL)
+	<-s.done
+}
 
 // Stop ends the server's process group (SIGINT, then SIGKILL after 15 s)
 // and removes its directory, once, whoever calls it.
