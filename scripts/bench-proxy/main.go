@@ -37,9 +37,11 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -319,31 +321,19 @@ func bench(work, proxyBin, baseBin string, baseArgs []string, rounds, n int, dur
 			for j := range sides {
 				k := (j + r) % len(sides)
 				sd := sides[k]
-				var count atomic.Int64
-				var firstErr atomic.Value
-				deadline := time.Now().Add(dur)
-				var wg sync.WaitGroup
-				for w := range shape.writers {
-					// The writers of one resource are one holder, writing
-					// at its fence in parallel (shared admission).
-					c := client(sd, "tput-"+strconv.Itoa(w%shape.resources), w%shape.resources)
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						for time.Now().Before(deadline) {
-							if err := do(c, http.MethodPost, sd.url+"/w"); err != nil {
-								firstErr.CompareAndSwap(nil, err)
-								return
-							}
-							count.Add(1)
-						}
-					}()
+				// The writers of one resource are one holder, writing at
+				// its fence in parallel (shared admission).
+				cs := make([]*http.Client, shape.writers)
+				for w := range cs {
+					cs[w] = client(sd, "tput-"+strconv.Itoa(w%shape.resources), w%shape.resources)
 				}
-				wg.Wait()
-				if err, _ := firstErr.Load().(error); err != nil {
+				count, el, err := benchkit.Loop(shape.writers, math.MaxInt, dur, func(_ context.Context, w int) error {
+					return do(cs[w], http.MethodPost, sd.url+"/w")
+				})
+				if err != nil {
 					return err
 				}
-				got[k] = float64(count.Load()) / dur.Seconds()
+				got[k] = float64(count) / el.Seconds()
 			}
 			for k := range sides {
 				rates[k] = append(rates[k], got[k])
@@ -481,8 +471,7 @@ func profileUnderLoad(work, proxyBin, out string, dur time.Duration, raise bool)
 func pct(ds []time.Duration, p int) float64 {
 	s := slices.Clone(ds)
 	slices.Sort(s)
-	i := min(len(s)-1, len(s)*p/100)
-	return float64(s[i]) / float64(time.Millisecond)
+	return benchkit.Ms(benchkit.Quantile(s, float64(p)/100))
 }
 
 func mmm(xs []float64) string { return benchkit.MMM(xs, "%.3f") }
