@@ -35,7 +35,10 @@ func (f *fakeLedger) log(call string, e Entry) error {
 	return nil
 }
 
-func (f *fakeLedger) Reserve(_ context.Context, owner string, limit int, e Entry) (bool, error) {
+func (f *fakeLedger) Reserve(_ context.Context, owner string, limit int, e Entry, _ float64) (bool, error) {
+	if limit == 0 {
+		return true, nil // like the Worker's, no place for an owner without a limit
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.log("reserve", e); err != nil {
@@ -98,8 +101,9 @@ func sameCalls(t *testing.T, what string, got []string, want ...string) {
 // TestLedgerHoldsTheLimitAcrossLocals: two Locals (two objects) share a
 // ledger; a token's third lease is refused on either, whatever each holds
 // itself; a release on one gives a place back to the other; a renewal
-// moves the place; a token without a limit, and a call without a token,
-// never reach the ledger.
+// moves the place; a token without a limit (a place without one, which
+// this ledger, like the Worker's, does not keep), and a call without a
+// token, never reach the ledger.
 func TestLedgerHoldsTheLimitAcrossLocals(t *testing.T) {
 	led := newFakeLedger()
 	one, two := newRig(t, nil, LocalConfig{Ledger: led}), newRig(t, nil, LocalConfig{Ledger: led})
@@ -176,7 +180,7 @@ func TestLedgerWithWaiters(t *testing.T) {
 	led := newFakeLedger()
 	r := newRig(t, nil, LocalConfig{Ledger: led})
 	f := r.granted(as(acquireMsg("h", "doc", "h-1"), "h", 1, 0))
-	if _, err := led.Reserve(context.Background(), "w", 1, Entry{Owner: "w", Resource: "elsewhere", Fence: 1}); err != nil {
+	if _, err := led.Reserve(context.Background(), "w", 1, Entry{Owner: "w", Resource: "elsewhere", Fence: 1}, 0); err != nil {
 		t.Fatal(err)
 	}
 	led.took()
@@ -209,5 +213,46 @@ func TestLedgerOverOwnExpiredLease(t *testing.T) {
 	sameCalls(t, "a grant over its own expired record", led.took(), "reserve a mine", "reserve a mine", "ended a mine")
 	if n := led.held("a"); n != 1 {
 		t.Fatalf("a holds %d places", n)
+	}
+}
+
+// TestMemLedgerPlaces: the Ledger of a Local in memory counts only the
+// places live at the reading it is given (the earliest expiry found again
+// after a renewal moved it), replaces the place of the same resource,
+// takes one without a limit at 0, and gives back only the place of the
+// fence it is told of.
+func TestMemLedgerPlaces(t *testing.T) {
+	m, ctx := newMemLedger(), context.Background()
+	rec := func(res string, fence uint64, until float64) Entry {
+		return Entry{Owner: "a", Resource: res, Fence: fence, ExpiresAt: until}
+	}
+	reserve := func(e Entry, limit int, now float64, want bool) {
+		t.Helper()
+		if ok, err := m.Reserve(ctx, "a", limit, e, now); err != nil || ok != want {
+			t.Fatalf("reserve %s at %v (limit %d): %v %v, want %v", e.Resource, now, limit, ok, err, want)
+		}
+	}
+	reserve(rec("p", 1, 10), 2, 0, true)
+	reserve(rec("q", 2, 20), 2, 0, true)
+	reserve(rec("r", 3, 70), 2, 5, false)
+	reserve(rec("q", 4, 40), 2, 5, true) // q's place replaced
+	if err := m.Renewed(ctx, rec("p", 1, 50)); err != nil {
+		t.Fatal(err)
+	}
+	reserve(rec("r", 3, 70), 2, 15, false) // p renewed: live until 50
+	reserve(rec("r", 3, 70), 2, 45, true)  // q lapsed at 40
+	if n := m.live("a", 45); n != 2 {
+		t.Fatalf("%d live places, want 2 (p, r)", n)
+	}
+	reserve(rec("s", 5, 60), 0, 45, true) // no limit
+	m.Ended(ctx, rec("p", 9, 50))         // not p's fence: kept
+	if n := m.live("a", 45); n != 3 {
+		t.Fatalf("%d live places, want 3", n)
+	}
+	for _, e := range []Entry{rec("p", 1, 50), rec("r", 3, 70), rec("s", 5, 60)} {
+		m.Ended(ctx, e)
+	}
+	if len(m.owners) != 0 {
+		t.Fatalf("places left: %+v", m.owners["a"])
 	}
 }

@@ -56,10 +56,10 @@ func Change(before, after Entry) Counts {
 }
 
 // Replaces reports that a grant to owner over e replaces owner's own
-// lease record (e has one, and it is owner's; a live one is denied before,
-// so it has expired). The owner's count does not change, so that record
-// never counts against the owner's limit: every OwnerCounter answers 0 for
-// it, and a store takes no new place for it.
+// lease record (e has one, and it is owner's: expired, or released by the
+// same decision). The owner's count does not change, so that record never
+// counts against the owner's limit: pgstore's OwnerCounter answers 0 for
+// it; a Local's Ledger replaces the place of the resource (Ledger.Reserve).
 func (e Entry) Replaces(owner string) bool { return e.Fence != 0 && e.Owner == owner }
 
 // Full reports that a store at c holds its maximum of lease records.
@@ -107,7 +107,8 @@ func recent(rels []Release, now, ttl float64, keep int) []Release {
 }
 
 // Reclaims paces the sweeps a store makes to reclaim room: because it is
-// full (key "") or an owner is at its limit (key: the owner). At most one
+// full (key "") or an owner is at its limit (key: the owner; pgstore, whose
+// count of an owner includes its expired records). At most one
 // per key per tenth of a TTL (and per second) of the store's clock, so
 // refused acquisitions cannot make a store sweep all the time. The zero
 // value is ready.

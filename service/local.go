@@ -71,10 +71,10 @@ type LocalConfig struct {
 	// MinFence makes every fence issued at least MinFence (after a restore
 	// from a backup, which is older than the fences already issued).
 	MinFence uint64
-	// Ledger, if set, counts the lease records of owners with a limit
-	// instead of this Local (whose own counts by owner are then not
-	// consulted): for stores that each hold a part of the records, such as
-	// a Worker's Durable Objects, one per resource.
+	// Ledger keeps the places of owners' lease records, for their
+	// limits; nil keeps them in memory (rebuilt by Load). Set it for
+	// stores that each hold a part of the records, such as a Worker's
+	// Durable Objects, one per resource.
 	Ledger Ledger
 	// FenceReserve keeps the stored fence mark ahead of the fences issued.
 	// Load raises it to FenceReserve above the stored mark (or above
@@ -90,30 +90,6 @@ type LocalConfig struct {
 	// Zero writes the mark in each grant's own write instead: right for
 	// storage that never loses an acknowledged write (a Durable Object's).
 	FenceReserve uint64
-}
-
-// Ledger counts the lease records of owners (Entry.Owner) across stores
-// that each hold some of them, for a Local configured with it
-// (LocalConfig.Ledger). The Local calls it while it holds the resource's
-// lock: Reserve before it writes a new record of an owner whose limit the
-// decision asked about (Txn.Owners), Renewed before it writes a
-// renewal of a record that has an owner, Ended once it has written the end
-// of one (a release, a new grant over it; not the sweep of an expired
-// one: a place held for a record lapses at the record's expiry, which
-// Reserve and Renewed give).
-type Ledger interface {
-	// Reserve takes a place among owner's, at most limit, for the record
-	// e (its resource, fence and expiry), or reports that there is none
-	// (ok false: the decision is made again, with Txn.Owners reporting
-	// owner full). A place taken for e's resource before is replaced. An
-	// error refuses the call (ErrUnavailable): nothing is written.
-	Reserve(ctx context.Context, owner string, limit int, e Entry) (ok bool, err error)
-	// Renewed moves the place of the record e to its new expiry. An error
-	// refuses the renewal (ErrUnavailable): nothing is written.
-	Renewed(ctx context.Context, e Entry) error
-	// Ended gives the place of the record e back. It does not fail: a
-	// place it could not give back lapses at e's expiry.
-	Ended(ctx context.Context, e Entry)
 }
 
 // Local is the Store whose entries this process owns: each is decided on in
@@ -146,11 +122,6 @@ type Local struct {
 	reclaims Reclaims
 	expired  atomic.Uint64 // lease records that ran out: replaced or swept once expired
 
-	// Lease records by owner (Entry.Owner), and the records decisions
-	// claimed for an owner (Txn.Owners) and have not written yet.
-	ownMu          sync.Mutex
-	owned, claimed map[string]int64
-
 	// live is the resources that have a lease record, in byte order, for
 	// List: kept as records come and go (write), not per renewal.
 	idxMu sync.Mutex
@@ -178,16 +149,10 @@ type stripe struct {
 }
 
 // ownerCheck is the OwnerCounter of one decision: it remembers the limits
-// the decision asked about, so that the store can hold the decision's
-// entry to them.
+// the decision asked about, so that the Ledger can hold the decision's
+// record to them (Reserve, before the write).
 type ownerCheck struct {
-	l     *Local
-	ctx   context.Context
-	held  int     // the stripe
-	now   float64 // the decision's reading
-	cur   *Entry  // the stored entry the decision is made on
 	asked []ownerLimit
-	redo  bool // a sweep deleted records: decide again
 	// refused are the owners whose Ledger refused a place during this
 	// Update: their limit is reached.
 	refused []string
@@ -198,42 +163,25 @@ type ownerLimit struct {
 	limit int
 }
 
-func (c *ownerCheck) reset(ctx context.Context, now float64, cur *Entry) {
-	c.ctx, c.now, c.cur, c.asked, c.redo = ctx, now, cur, c.asked[:0], false
-}
-
-// Owned is the count of owner's records and claims; with a Ledger, limit
-// once the Ledger refused owner a place during this Update, else 0 (the
-// place is taken before the write: toLedger).
+// Owned is limit once the Ledger refused owner a place during this
+// Update, else 0: the place is taken before the write (place), and a
+// refused one has the decision made again.
 func (c *ownerCheck) Owned(owner string, limit int) int {
 	c.asked = append(c.asked, ownerLimit{owner, limit})
-	if c.l.ledger != nil {
-		if slices.Contains(c.refused, owner) {
-			return limit
-		}
-		return 0
+	if slices.Contains(c.refused, owner) {
+		return limit
 	}
-	if c.cur.Replaces(owner) {
-		return 0
-	}
-	n := c.l.ownedOrClaimed(owner)
-	// Expired records of owner's may be in the way: sweep (at most once
-	// per tenth of a TTL), and if that deleted anything, decide again on
-	// what is left (the entry being decided on may have been swept).
-	if n >= limit && c.l.reclaim(c.ctx, c.held, c.now) {
-		c.redo = true
-	}
-	return n
+	return 0
 }
 
-// limitOf returns the limit the decision asked about for owner.
-func (c *ownerCheck) limitOf(owner string) (int, bool) {
+// limitOf returns the limit the decision asked about for owner, or 0.
+func (c *ownerCheck) limitOf(owner string) int {
 	for _, a := range c.asked {
 		if a.owner == owner {
-			return a.limit, true
+			return a.limit
 		}
 	}
-	return 0, false
+	return 0
 }
 
 var _ Store = (*Local)(nil)
@@ -253,11 +201,11 @@ func NewLocal(cfg LocalConfig) (*Local, error) {
 	l := &Local{clk: cfg.Clock, ttl: clock.Millis(cfg.TTL), persist: cfg.Persist, minFence: cfg.MinFence,
 		reserve: cfg.FenceReserve, ledger: cfg.Ledger, limits: limits, seed: maphash.MakeSeed(),
 		live: btree.NewG(32, func(a, b string) bool { return a < b })}
-	l.owned, l.claimed = map[string]int64{}, map[string]int64{}
+	if l.ledger == nil {
+		l.ledger = newMemLedger()
+	}
 	for i := range l.stripes {
-		st := &l.stripes[i]
-		st.m = map[string]Entry{}
-		st.check = ownerCheck{l: l, held: i}
+		l.stripes[i].m = map[string]Entry{}
 	}
 	return l, nil
 }
@@ -326,9 +274,17 @@ func (l *Local) load(ctx context.Context) error {
 			return errors.Join(ErrUnavailable, err)
 		}
 	}
+	// Each record's place, without a limit: the record is held already.
+	for _, e := range st.Entries {
+		if e.Fence != 0 && e.Owner != "" {
+			if _, err := l.ledger.Reserve(ctx, e.Owner, 0, e, now.Millis); err != nil {
+				return errors.Join(ErrUnavailable, err)
+			}
+		}
+	}
 	for _, e := range st.Entries {
 		l.stripes[l.stripeOf(e.Resource)].m[e.Resource] = e
-		l.count(Entry{}, e, "")
+		l.count(Entry{}, e)
 		if e.Fence != 0 {
 			l.live.ReplaceOrInsert(e.Resource)
 		}
@@ -356,71 +312,21 @@ func (l *Local) counts() Counts {
 	return Counts{Leases: l.leases.Load(), Releases: l.releases.Load(), Lasts: l.lasts.Load()}
 }
 
-// count moves the counts of lease records (in all and by owner), releases
-// and last fences from before to after; claim, if not empty, is the owner
-// whose claimed record after is.
-func (l *Local) count(before, after Entry, claim string) {
+// count moves the counts of lease records, releases and last fences from
+// before to after.
+func (l *Local) count(before, after Entry) {
 	d := Change(before, after)
 	l.leases.Add(d.Leases)
 	l.releases.Add(d.Releases)
 	l.lasts.Add(d.Lasts)
-	if before.Owner == "" && after.Owner == "" && claim == "" {
-		return
-	}
-	l.ownMu.Lock()
-	defer l.ownMu.Unlock()
-	if before.Fence != 0 && before.Owner != "" {
-		addTo(l.owned, before.Owner, -1)
-	}
-	if after.Fence != 0 && after.Owner != "" {
-		addTo(l.owned, after.Owner, 1)
-	}
-	if claim != "" {
-		addTo(l.claimed, claim, -1)
-	}
-}
-
-// addTo adds d to m[k], deleting it at zero.
-func addTo(m map[string]int64, k string, d int64) {
-	if n := m[k] + d; n != 0 {
-		m[k] = n
-	} else {
-		delete(m, k)
-	}
-}
-
-// ownedOrClaimed returns owner's records and claims.
-func (l *Local) ownedOrClaimed(owner string) int {
-	l.ownMu.Lock()
-	defer l.ownMu.Unlock()
-	return int(l.owned[owner] + l.claimed[owner])
-}
-
-// claim takes one of owner's places under limit for a record about to be
-// written, or reports that there is none.
-func (l *Local) claim(owner string, limit int) bool {
-	l.ownMu.Lock()
-	defer l.ownMu.Unlock()
-	if l.owned[owner]+l.claimed[owner] >= int64(limit) {
-		return false
-	}
-	l.claimed[owner]++
-	return true
-}
-
-func (l *Local) unclaim(owner string) {
-	if owner == "" {
-		return
-	}
-	l.ownMu.Lock()
-	defer l.ownMu.Unlock()
-	addTo(l.claimed, owner, -1)
 }
 
 // Update runs fn on resource's entry in memory under the resource's lock,
-// claims a new fence fn issued from the counter (running fn again if another
-// resource took it meanwhile), raises the stored fence mark if needed,
-// writes the change, and only then replaces the entry in memory.
+// takes the place of a new record of an owner in the Ledger (running fn
+// again if it is refused), claims a new fence fn issued from the counter
+// (running fn again if another resource took it meanwhile), raises the
+// stored fence mark if needed, writes the change, and only then replaces
+// the entry in memory and gives the place of a record it ended back.
 func (l *Local) Update(ctx context.Context, resource string, fn func(*Txn) error) error {
 	if err := l.Load(ctx); err != nil {
 		return err
@@ -443,90 +349,82 @@ func (l *Local) Update(ctx context.Context, resource string, fn func(*Txn) error
 			continue
 		}
 		t := Txn{Now: now, Issued: l.issued.Load(), Entry: cur, Counts: l.counts(), Limits: l.limits, Owners: &st.check}
-		st.check.reset(ctx, now.Millis, &cur)
-		err = fn(&t)
-		if st.check.redo {
-			continue
+		st.check.asked = st.check.asked[:0]
+		if err := fn(&t); err != nil || !t.write {
+			return err
 		}
+		next := t.next
+		placed, refused, err := l.place(ctx, &st.check, cur, next, now.Millis)
 		if err != nil {
 			return err
 		}
-		if !t.write {
-			return nil
-		}
-		next := t.next
-		if l.ledger != nil {
-			if again, err := l.toLedger(ctx, st, &cur, &next); again || err != nil {
-				if err != nil {
-					return err
-				}
-				continue
-			}
-		}
-		// A record that is new for its owner takes one of the owner's
-		// places, if the decision asked about the owner's limit.
-		claim := ""
-		if l.ledger == nil && next.Fence != 0 && next.Owner != "" && !cur.Replaces(next.Owner) {
-			if limit, ok := st.check.limitOf(next.Owner); ok {
-				if !l.claim(next.Owner, limit) {
-					continue // another resource's grant took the last place: decide again
-				}
-				claim = next.Owner
-			}
+		if refused {
+			continue // decide again: Txn.Owners reports the owner full
 		}
 		var b Batch
 		if next.Fence > t.Issued {
 			if !l.issued.CompareAndSwap(t.Issued, next.Fence) {
-				l.unclaim(claim)
+				l.unplace(ctx, placed, cur, next)
 				continue // another resource took a fence: decide again
 			}
 			if err := l.raiseMark(ctx, next.Fence, &b); err != nil {
-				l.unclaim(claim)
+				l.unplace(ctx, placed, cur, next)
 				return err
 			}
 		}
 		b.add(next)
-		if err := l.write(ctx, st, b, t.sync, claim); err != nil {
-			l.unclaim(claim)
+		if err := l.write(ctx, st, b, t.sync); err != nil {
+			l.unplace(ctx, placed, cur, next)
 			return err
 		}
 		t.Committed()
-		if cur.Fence != 0 && next.Fence != cur.Fence && now.Millis >= cur.ExpiresAt {
-			l.expired.Add(1) // a record replaced or cleared once it ran out
-		}
-		if l.ledger != nil && cur.Fence != 0 && cur.Owner != "" && next.Fence != cur.Fence {
-			l.ledger.Ended(ctx, cur)
+		if cur.Fence != 0 && next.Fence != cur.Fence {
+			if now.Millis >= cur.ExpiresAt {
+				l.expired.Add(1) // a record replaced or cleared once it ran out
+			}
+			if cur.Owner != "" {
+				l.ledger.Ended(ctx, cur)
+			}
 		}
 		return nil
 	}
 }
 
-// toLedger tells the Ledger of the record next makes (Reserve) or renews
-// (Renewed), before it is written. again is true when the Ledger refused
-// a place: the decision is made again (Txn.Owners then reports the owner
-// full).
-func (l *Local) toLedger(ctx context.Context, st *stripe, cur, next *Entry) (again bool, err error) {
+// place tells the Ledger of the record next makes (Reserve) or renews
+// (Renewed) over cur, before it is written, at the decision's reading now.
+// placed is true when it took a new place (next is a new record of an
+// owner); refused when the Ledger refused one: the owner is then in
+// check.refused.
+func (l *Local) place(ctx context.Context, check *ownerCheck, cur, next Entry, now float64) (placed, refused bool, err error) {
 	switch {
 	case next.Fence == 0 || next.Owner == "":
 	case next.Fence != cur.Fence:
-		limit, asked := st.check.limitOf(next.Owner)
-		if !asked {
-			return false, nil
-		}
-		ok, err := l.ledger.Reserve(ctx, next.Owner, limit, *next)
+		ok, err := l.ledger.Reserve(ctx, next.Owner, check.limitOf(next.Owner), next, now)
 		if err != nil {
-			return false, errors.Join(ErrUnavailable, err)
+			return false, false, errors.Join(ErrUnavailable, err)
 		}
 		if !ok {
-			st.check.refused = append(st.check.refused, next.Owner)
-			return true, nil
+			check.refused = append(check.refused, next.Owner)
 		}
+		return ok, !ok, nil
 	case next.ExpiresAt != cur.ExpiresAt:
-		if err := l.ledger.Renewed(ctx, *next); err != nil {
-			return false, errors.Join(ErrUnavailable, err)
+		if err := l.ledger.Renewed(ctx, next); err != nil {
+			return false, false, errors.Join(ErrUnavailable, err)
 		}
 	}
-	return false, nil
+	return false, false, nil
+}
+
+// unplace gives back the place taken for next, which was not written: cur's
+// again if next replaced it (both the owner's), else none.
+func (l *Local) unplace(ctx context.Context, placed bool, cur, next Entry) {
+	switch {
+	case !placed:
+	case cur.Fence != 0 && cur.Owner == next.Owner:
+		_ = l.ledger.Renewed(ctx, cur)
+	default:
+		l.ledger.Ended(ctx, next)
+	}
 }
 
 // add puts e in b, or its deletion if it holds nothing.
@@ -538,9 +436,8 @@ func (b *Batch) add(e Entry) {
 	}
 }
 
-// write stores b through the Persister, then in the stripe's memory;
-// claim is the owner whose claimed record b holds, if any.
-func (l *Local) write(ctx context.Context, st *stripe, b Batch, sync bool, claim string) error {
+// write stores b through the Persister, then in the stripe's memory.
+func (l *Local) write(ctx context.Context, st *stripe, b Batch, sync bool) error {
 	if l.persist != nil {
 		if err := l.persist.Write(ctx, b, sync); err != nil {
 			return errors.Join(ErrUnavailable, err)
@@ -548,13 +445,13 @@ func (l *Local) write(ctx context.Context, st *stripe, b Batch, sync bool, claim
 	}
 	for _, e := range b.Put {
 		old := st.m[e.Resource]
-		l.count(old, e, claim)
+		l.count(old, e)
 		l.index(e.Resource, old.Fence != 0, e.Fence != 0)
 		st.m[e.Resource] = e
 	}
 	for _, name := range b.Delete {
 		old := st.m[name]
-		l.count(old, Entry{}, claim)
+		l.count(old, Entry{})
 		l.index(name, old.Fence != 0, false)
 		delete(st.m, name)
 	}
@@ -649,7 +546,8 @@ func (l *Local) LastFences() int { return int(l.lasts.Load()) }
 
 // Entry returns resource's entry as the store holds it in memory.
 func (l *Local) Entry(resource string) (Entry, bool) {
-	st := &l.stripes[l.stripeOf(resource)]
+	i := l.stripeOf(resource)
+	st := &l.stripes[i]
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	e, ok := st.m[resource]
@@ -677,10 +575,3 @@ var _ Readier = (*Local)(nil)
 // Expired returns how many lease records ran out since the store was made:
 // swept, or replaced by a new grant, once expired.
 func (l *Local) Expired() uint64 { return l.expired.Load() }
-
-// Owned returns how many lease records owner holds (Entry.Owner).
-func (l *Local) Owned(owner string) int {
-	l.ownMu.Lock()
-	defer l.ownMu.Unlock()
-	return int(l.owned[owner])
-}

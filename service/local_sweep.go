@@ -60,10 +60,13 @@ func (l *Local) sweep(ctx context.Context, held int) (int, error) {
 			}
 		}
 		if len(b.Put)+len(b.Delete) > 0 {
-			if err = l.write(ctx, st, b, false, ""); err == nil {
+			if err = l.write(ctx, st, b, false); err == nil {
 				l.expired.Add(uint64(len(ranOut)))
-				if l.onExpired != nil {
-					for _, e := range ranOut {
+				for _, e := range ranOut {
+					if e.Owner != "" {
+						l.ledger.Ended(ctx, e)
+					}
+					if l.onExpired != nil {
 						l.onExpired(e)
 					}
 				}
@@ -138,7 +141,7 @@ func (l *Local) forgetLasts(ctx context.Context, held, k int) (int, error) {
 		}
 		var err error
 		if len(b.Delete) > 0 {
-			if err = l.write(ctx, st, b, false, ""); err == nil {
+			if err = l.write(ctx, st, b, false); err == nil {
 				n += len(b.Delete)
 			}
 		}

@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"sync"
 	"testing"
@@ -31,6 +32,23 @@ func (r *rig) granted(m wire.Message) uint64 {
 	r.t.Helper()
 	reply, err := r.call(m)
 	return mustGrant(r.t, reply, err)
+}
+
+// owned returns how many of owner's places r's store (its Ledger in
+// memory) holds live at the clock's reading.
+func (r *rig) owned(owner string) int {
+	return r.store.ledger.(*memLedger).live(owner, r.clk.Peek().Millis)
+}
+
+// places returns how many places r's store holds for owner, live or lapsed.
+func (r *rig) places(owner string) int {
+	m := r.store.ledger.(*memLedger)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if o := m.owners[owner]; o != nil {
+		return len(o.places)
+	}
+	return 0
 }
 
 func mustGrant(t *testing.T, reply wire.Reply, err error) uint64 {
@@ -79,18 +97,22 @@ func TestTokenLeaseLimit(t *testing.T) {
 		t.Fatalf("release: %+v %v", reply, err)
 	}
 	r.granted(a("q4", "r4"))
-	if n := r.store.Owned("a"); n != 3 {
+	if n := r.owned("a"); n != 3 {
 		t.Fatalf("a owns %d records, want 3", n)
 	}
-	// An expired lease gives its place back too: the acquisition at the
-	// limit sweeps, and decides again on what is left.
+	// An expired lease holds no place: the acquisition at the limit is
+	// granted with the expired records still stored (no sweep).
 	r.clk.Advance(clockMillis(ttl))
 	r.granted(a("q5", "r5"))
-	if n := r.store.Owned("a"); n != 1 {
-		t.Fatalf("after the sweep a owns %d records, want 1", n)
+	if n, leases := r.owned("a"), r.store.Leases(); n != 1 || leases != 6 {
+		t.Fatalf("a owns %d records, want 1; the store holds %d, want 6 (r0, r2, r4, r5, rb, rn)", n, leases)
 	}
-	if n := r.store.Expired(); n != 5 {
-		t.Fatalf("%d records ran out, want 5 (r0, r2, r4, rb, rn)", n)
+	// The sweep of the expired records gives their places back.
+	if n, err := r.store.Sweep(context.Background()); err != nil || n != 5 {
+		t.Fatalf("the sweep deleted %d: %v", n, err)
+	}
+	if n, m := r.places("a"), r.places("b"); n != 1 || m != 0 {
+		t.Fatalf("after the sweep a has %d places, b %d; want 1 and 0", n, m)
 	}
 }
 
@@ -104,22 +126,33 @@ func TestTokenLeaseLimitOverItsOwnExpiredLease(t *testing.T) {
 	r.granted(as(acquireMsg("b0", "theirs", "b-1"), "b", 1, 0))
 	r.clk.Advance(clockMillis(ttl))
 	r.granted(as(acquireMsg("a1", "mine", "a-2"), "a", 1, 0))
-	if n := r.store.Owned("a"); n != 1 {
-		t.Fatalf("a owns %d", n)
+	if n := r.places("a"); n != 1 {
+		t.Fatalf("a has %d places", n)
 	}
 	if _, err := r.call(as(acquireMsg("a2", "theirs", "a-2"), "a", 1, 0)); !isCode(err, wire.CodeTooManyTokenLeases) {
 		t.Fatalf("a over b's expired lease at a's limit: %v", err)
 	}
 	r.granted(as(acquireMsg("b1", "theirs", "b-2"), "b", 1, 0))
+	if n := r.store.Expired(); n != 2 {
+		t.Fatalf("%d records ran out, want 2: replaced, not swept", n)
+	}
+}
 
-	// Not by a sweep: a refusal just before "mine" expires takes a's
-	// reclaim for a tenth of the TTL, so only the rule lets a1 through.
-	r.clk.Advance(clockMillis(ttl) - 10)
-	if _, err := r.call(as(acquireMsg("a3", "other", "a-3"), "a", 1, 0)); !isCode(err, wire.CodeTooManyTokenLeases) {
+// TestTokenHandoverWithinItsLimit: at its limit, a token's waiter is handed
+// the resource its own lease is released from: the place is the
+// resource's, and passes from the one record to the next.
+func TestTokenHandoverWithinItsLimit(t *testing.T) {
+	r := newRig(t, nil, LocalConfig{})
+	f := r.granted(as(acquireMsg("a0", "doc", "a-1"), "a", 1, 0))
+	w := r.join(context.Background(), as(waitingAcquire("w", "doc", "a-2", time.Minute), "a", 1, 0), 1)
+	r.released(as(releaseMsg("x", "doc", "a-1", f, secretOf("a-1")), "a", 1, 0))
+	grantFence(t, got(t, w), "a-2")
+	if n := r.places("a"); n != 1 {
+		t.Fatalf("a has %d places", n)
+	}
+	if _, err := r.call(as(acquireMsg("a1", "other", "a-3"), "a", 1, 0)); !isCode(err, wire.CodeTooManyTokenLeases) {
 		t.Fatalf("a at its limit: %v", err)
 	}
-	r.clk.Advance(20)
-	r.granted(as(acquireMsg("a4", "mine", "a-4"), "a", 1, 0))
 }
 
 // TestTokenCountsSurviveARestart: the owners are stored with the leases, so
@@ -133,7 +166,7 @@ func TestTokenCountsSurviveARestart(t *testing.T) {
 	if err := r2.store.Load(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if n := r2.store.Owned("a"); n != 2 {
+	if n := r2.owned("a"); n != 2 {
 		t.Fatalf("after the restart a owns %d", n)
 	}
 	if _, err := r2.call(as(acquireMsg("a9", "r9", "a-1"), "a", 2, 0)); !isCode(err, wire.CodeTooManyTokenLeases) {
@@ -150,9 +183,6 @@ func TestTokenCountsSurviveARestart(t *testing.T) {
 func TestTokenLeaseLimitUnderAFlood(t *testing.T) {
 	r := newRig(t, nil, LocalConfig{})
 	const limit, calls = 10, 64
-	// No sweep for the full token while the writes are held: it would
-	// wait for their stripes (nothing has expired here anyway).
-	r.store.reclaims.Take("", r.clk.Peek().Millis, r.store.ttl)
 	// Resources on distinct lock stripes, so that no call waits for the
 	// stripe of a write that is held.
 	var names []string
@@ -213,8 +243,8 @@ func TestTokenLeaseLimitUnderAFlood(t *testing.T) {
 			owned++
 		}
 	}
-	if owned != limit || r.store.Owned("a") != limit || len(r.store.claimed) != 0 {
-		t.Fatalf("entries of a: %d, counted %d, claims left %v", owned, r.store.Owned("a"), r.store.claimed)
+	if owned != limit || r.places("a") != limit {
+		t.Fatalf("entries of a: %d, places %d", owned, r.places("a"))
 	}
 }
 
@@ -304,4 +334,44 @@ func errAs(_ wire.Reply, err error) (*wire.Error, bool) {
 		return nil, false
 	}
 	return httpapi.ErrorOf(rf), true
+}
+
+// TestTokenRenewalKeepsItsPlace: a renewal moves its record's place to the
+// new expiry, so past the first one the token is still at its limit.
+func TestTokenRenewalKeepsItsPlace(t *testing.T) {
+	r := newRig(t, nil, LocalConfig{})
+	f := r.granted(as(acquireMsg("a0", "r0", "a-1"), "a", 1, 0))
+	r.clk.Advance(clockMillis(ttl / 2))
+	r.granted(as(renewMsg("n0", "r0", "a-1", f, secretOf("a-1")), "a", 1, 0))
+	r.clk.Advance(clockMillis(ttl/2) + 1)
+	if _, err := r.call(as(acquireMsg("a1", "r1", "a-1"), "a", 1, 0)); !isCode(err, wire.CodeTooManyTokenLeases) {
+		t.Fatalf("past the first expiry of a renewed lease: %v", err)
+	}
+}
+
+// TestTokenPlaceOfAFailedWrite: a grant whose write fails gives its place
+// back at once; a renewal whose write fails keeps the place it had.
+func TestTokenPlaceOfAFailedWrite(t *testing.T) {
+	r := newRig(t, nil, LocalConfig{})
+	r.disk.fail = func(Batch) error { return errors.New("disk full") }
+	if _, err := r.call(as(acquireMsg("a0", "r0", "a-1"), "a", 1, 0)); !isCode(err, wire.CodeUnavailable) {
+		t.Fatalf("a grant whose write fails: %v", err)
+	}
+	r.disk.fail = nil
+	f := r.granted(as(acquireMsg("a1", "r1", "a-1"), "a", 1, 0))
+	if n := r.places("a"); n != 1 {
+		t.Fatalf("a has %d places", n)
+	}
+	// Over its own expired record, whose write fails: the place is the
+	// record's again.
+	r.clk.Advance(clockMillis(ttl))
+	r.disk.fail = func(Batch) error { return errors.New("disk full") }
+	if _, err := r.call(as(acquireMsg("a2", "r1", "a-2"), "a", 1, 0)); !isCode(err, wire.CodeUnavailable) {
+		t.Fatalf("a grant whose write fails: %v", err)
+	}
+	r.disk.fail = nil
+	m := r.store.ledger.(*memLedger)
+	if p := m.owners["a"].places["r1"]; p.fence != f {
+		t.Fatalf("the place of r1 is %+v, want fence %d", p, f)
+	}
 }

@@ -107,9 +107,10 @@ type Readier interface {
 
 // OwnerCounter counts a store's lease records by owner (Entry.Owner) for
 // one decision (Txn.Owners): every store has one, and the Service refuses
-// from its count. Local counts in memory, or through a Ledger when stores
-// each hold a part of the records (the Worker's objects); pgstore counts in
-// the database, under the owner's lock.
+// from its count. Local holds the decision to its Ledger (the places of
+// owners' live records: in memory, or shared by stores that each hold a
+// part of the records, the Worker's objects); pgstore counts in the
+// database, under the owner's lock.
 type OwnerCounter interface {
 	// Owned returns how many lease records owner holds (its record of
 	// the entry being decided on, if any, not counted: Entry.Replaces),

@@ -25,7 +25,7 @@ import (
 // holds a place for each live lease of the token: the resource's object
 // takes one (Reserve) before it writes a new lease of a token that has a
 // maxLeases, moves it with each renewal (Renewed), and gives it back after
-// a release or a new grant over it (Ended, not awaited). A place lapses by
+// a release, a new grant over it or the sweep of it (Ended, not awaited). A place lapses by
 // itself a second (placeSkew) after the lease's expiry, so an expired lease,
 // or a place whose Ended was lost, holds no place for long. Only tokens
 // with a maxLeases are counted: the leases of others never reach a token
@@ -116,7 +116,14 @@ type placeAnswer struct {
 	Held int  `json:"held,omitzero"` // the live places, when a reserve is refused
 }
 
-func (l *tokenLedger) Reserve(_ context.Context, owner string, limit int, e service.Entry) (bool, error) {
+// Reserve takes a place in owner's object; a record without a limit (one
+// of a token without a maxLeases, or one the resource's object loaded,
+// whose place the token's object keeps) takes none here. now is not sent:
+// the token's object reads its own clock (placeSkew).
+func (l *tokenLedger) Reserve(_ context.Context, owner string, limit int, e service.Entry, _ float64) (bool, error) {
+	if limit < 1 {
+		return true, nil
+	}
 	a, err := l.send(owner, placeCall{Op: "reserve", Limit: limit, Resource: e.Resource, Fence: e.Fence, Until: e.ExpiresAt})
 	return a.OK, err
 }
