@@ -30,6 +30,12 @@ type Ledger interface {
 	// places outside the process, the Worker's, may take none for them. An
 	// error refuses the call (ErrUnavailable): nothing is written.
 	Reserve(ctx context.Context, owner string, limit int, e Entry, now float64) (ok bool, err error)
+	// Held returns how many of owner's places are live at now, the place
+	// of resource not counted, for a decision that refuses owner a new
+	// record at limit or more (Txn.Owners): exact from limit - 1 up. A
+	// ledger that can tell only by a Reserve (the Worker's, a call to
+	// another object) returns 0.
+	Held(owner, resource string, limit int, now float64) int
 	// Renewed moves the place of the record e to its new expiry, taking
 	// it again if it lapsed. An error refuses the renewal
 	// (ErrUnavailable): nothing is written.
@@ -67,12 +73,8 @@ func (m *memLedger) Reserve(_ context.Context, owner string, limit int, e Entry,
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	o := m.of(owner)
-	if limit > 0 && o.others(e.Resource) >= limit {
-		// Lapsed places may be in the way: forget them (only once one
-		// may have lapsed), and count again.
-		if now < o.soonest || o.forgetLapsed(now) == 0 || o.others(e.Resource) >= limit {
-			return false, nil
-		}
+	if limit > 0 && o.held(e.Resource, limit, now) >= limit {
+		return false, nil
 	}
 	o.places[e.Resource] = memPlace{e.Fence, e.ExpiresAt}
 	o.soonest = min(o.soonest, e.ExpiresAt)
@@ -87,6 +89,27 @@ func (m *memLedger) of(owner string) *ownerPlaces {
 		m.owners[owner] = o
 	}
 	return o
+}
+
+func (m *memLedger) Held(owner, resource string, limit int, now float64) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if o := m.owners[owner]; o != nil {
+		return o.held(resource, limit, now)
+	}
+	return 0
+}
+
+// held is how many places o holds for resources other than resource, the
+// lapsed ones not counted once there are limit or more.
+func (o *ownerPlaces) held(resource string, limit int, now float64) int {
+	n := o.others(resource)
+	// Lapsed places may be in the way: forget them (only once one may
+	// have lapsed), and count again.
+	if n >= limit && now >= o.soonest && o.forgetLapsed(now) > 0 {
+		n = o.others(resource)
+	}
+	return n
 }
 
 // others is how many places o holds for resources other than resource.

@@ -56,6 +56,9 @@ func (f *fakeLedger) Reserve(_ context.Context, owner string, limit int, e Entry
 	return true, nil
 }
 
+// Held is 0: like the Worker's, it tells only by a Reserve.
+func (f *fakeLedger) Held(string, string, int, float64) int { return 0 }
+
 func (f *fakeLedger) Renewed(_ context.Context, e Entry) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -152,7 +152,10 @@ type stripe struct {
 // the decision asked about, so that the Ledger can hold the decision's
 // record to them (Reserve, before the write).
 type ownerCheck struct {
-	asked []ownerLimit
+	ledger   Ledger
+	resource string
+	now      float64 // the decision's reading
+	asked    []ownerLimit
 	// refused are the owners whose Ledger refused a place during this
 	// Update: their limit is reached.
 	refused []string
@@ -163,15 +166,15 @@ type ownerLimit struct {
 	limit int
 }
 
-// Owned is limit once the Ledger refused owner a place during this
-// Update, else 0: the place is taken before the write (place), and a
-// refused one has the decision made again.
+// Owned is what the Ledger holds for owner (Ledger.Held), or limit once it
+// refused owner a place during this Update: the place is taken before the
+// write (place), and a refused one has the decision made again.
 func (c *ownerCheck) Owned(owner string, limit int) int {
 	c.asked = append(c.asked, ownerLimit{owner, limit})
 	if slices.Contains(c.refused, owner) {
 		return limit
 	}
-	return 0
+	return c.ledger.Held(owner, c.resource, limit, c.now)
 }
 
 // limitOf returns the limit the decision asked about for owner, or 0.
@@ -206,6 +209,7 @@ func NewLocal(cfg LocalConfig) (*Local, error) {
 	}
 	for i := range l.stripes {
 		l.stripes[i].m = map[string]Entry{}
+		l.stripes[i].check.ledger = l.ledger
 	}
 	return l, nil
 }
@@ -349,7 +353,7 @@ func (l *Local) Update(ctx context.Context, resource string, fn func(*Txn) error
 			continue
 		}
 		t := Txn{Now: now, Issued: l.issued.Load(), Entry: cur, Counts: l.counts(), Limits: l.limits, Owners: &st.check}
-		st.check.asked = st.check.asked[:0]
+		st.check.resource, st.check.now, st.check.asked = resource, now.Millis, st.check.asked[:0]
 		if err := fn(&t); err != nil || !t.write {
 			return err
 		}

@@ -375,3 +375,17 @@ func TestTokenPlaceOfAFailedWrite(t *testing.T) {
 		t.Fatalf("the place of r1 is %+v, want fence %d", p, f)
 	}
 }
+
+// TestTokenLimitBeforeTheStoreLimit: a token at its limit on a full store
+// is told of its own limit (429), not of the store's (503).
+func TestTokenLimitBeforeTheStoreLimit(t *testing.T) {
+	r := newRig(t, nil, LocalConfig{Limits: Limits{MaxLeases: 2}})
+	r.granted(as(acquireMsg("a0", "r0", "a-1"), "a", 1, 0))
+	r.granted(acquireMsg("n0", "r1", "n-1"))
+	if _, err := r.call(as(acquireMsg("a1", "r2", "a-1"), "a", 1, 0)); !isCode(err, wire.CodeTooManyTokenLeases) {
+		t.Fatalf("a at its limit on a full store: %v", err)
+	}
+	if _, err := r.call(as(acquireMsg("b0", "r2", "b-1"), "b", 1, 0)); !isCode(err, wire.CodeTooManyLeases) {
+		t.Fatalf("b on a full store: %v", err)
+	}
+}

@@ -128,6 +128,10 @@ func (l *tokenLedger) Reserve(_ context.Context, owner string, limit int, e serv
 	return a.OK, err
 }
 
+// Held is 0: the token's object tells only by a Reserve, one call for
+// each grant.
+func (l *tokenLedger) Held(string, string, int, float64) int { return 0 }
+
 func (l *tokenLedger) Renewed(_ context.Context, e service.Entry) error {
 	if !l.limited[e.Owner] {
 		return nil
