@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"os/signal"
 	"strconv"
@@ -53,28 +54,39 @@ func (s *stdio) printJSON(v any) error {
 	return err
 }
 
+// queryClient parses args into fs for a command that holds nothing and
+// takes one operand (optional: at most one), and returns the operand and a
+// client of the connection flags; or, with a nil client, the exit code of
+// the command line's mistake (help included).
+func (s *stdio) queryClient(fs *flag.FlagSet, conn *connFlags, args []string, optional bool, mistake string) (*client.Client, string, int) {
+	ops, cmd, err := parse(fs, args, 0)
+	if err != nil {
+		return nil, "", parseFailed(err)
+	}
+	if len(cmd) > 0 || len(ops) > 1 || (!optional && len(ops) == 0) {
+		return nil, "", s.fail(fs, &usageError{mistake})
+	}
+	c, err := conn.client(s.getenv, cliHolder)
+	if err != nil {
+		return nil, "", s.fail(fs, err)
+	}
+	if len(ops) == 0 {
+		return c, "", 0
+	}
+	return c, ops[0], 0
+}
+
 const lsLine = "ls [--waiters] [--json] [connection flags] [PREFIX]"
 
 func (s *stdio) ls(ctx context.Context, args []string) int {
 	fs := s.newFlags("ls", lsLine)
 	waiters := fs.Bool("waiters", false, "also list each lease's waiters, in queue order")
 	asJSON := fs.Bool("json", false, "print each lease as a JSON line (NDJSON)")
-	conn := addConnFlags(fs)
-	ops, cmd, err := parse(fs, args, 0)
-	if err != nil {
-		return parseFailed(err)
+	c, prefix, code := s.queryClient(fs, addConnFlags(fs), args, true, "ls takes at most one PREFIX")
+	if c == nil {
+		return code
 	}
-	if len(ops) > 1 || len(cmd) > 0 {
-		return s.fail(fs, &usageError{"ls takes at most one PREFIX"})
-	}
-	c, err := conn.client(s.getenv, cliHolder)
-	if err != nil {
-		return s.fail(fs, err)
-	}
-	opts := client.ListOptions{Waiters: *waiters}
-	if len(ops) == 1 {
-		opts.Prefix = ops[0]
-	}
+	opts := client.ListOptions{Waiters: *waiters, Prefix: prefix}
 	head := []string{"RESOURCE", "HOLDER", "FENCE", "REMAINING", "WAITERS", "VALUE"}
 	if *waiters {
 		head = append(head, "WAITER IDS")
@@ -122,24 +134,16 @@ type inspectJSON struct {
 func (s *stdio) inspect(ctx context.Context, args []string) int {
 	fs := s.newFlags("inspect", inspectLine)
 	asJSON := fs.Bool("json", false, "print the state as JSON")
-	conn := addConnFlags(fs)
-	ops, cmd, err := parse(fs, args, 0)
-	if err != nil {
-		return parseFailed(err)
+	c, resource, code := s.queryClient(fs, addConnFlags(fs), args, false, "inspect needs one RESOURCE")
+	if c == nil {
+		return code
 	}
-	if len(ops) != 1 || len(cmd) > 0 {
-		return s.fail(fs, &usageError{"inspect needs one RESOURCE"})
-	}
-	c, err := conn.client(s.getenv, cliHolder)
-	if err != nil {
-		return s.fail(fs, err)
-	}
-	st, err := c.Inspect(ctx, ops[0])
+	st, err := c.Inspect(ctx, resource)
 	if err != nil {
 		return s.fail(nil, err)
 	}
 	if *asJSON {
-		out := inspectJSON{Resource: ops[0], Held: st.Held}
+		out := inspectJSON{Resource: resource, Held: st.Held}
 		if st.Held {
 			out.HolderID, out.Fence, out.RemainingMillis, out.Value = st.HolderID, st.Fence, float64(st.Remaining)/float64(time.Millisecond), st.Value
 		} else {
@@ -150,7 +154,7 @@ func (s *stdio) inspect(ctx context.Context, args []string) int {
 		}
 		return exitOK
 	}
-	rows := [][]string{{"resource", ops[0]}}
+	rows := [][]string{{"resource", resource}}
 	if st.Held {
 		rows = append(rows, []string{"holder", st.HolderID}, []string{"fence", strconv.FormatUint(st.Fence, 10)},
 			[]string{"remaining", st.Remaining.Round(time.Millisecond).String()})
@@ -178,22 +182,11 @@ func (s *stdio) watch(ctx context.Context, args []string) int {
 	asJSON := fs.Bool("json", false, "print each event as a JSON line (NDJSON)")
 	stream := fs.String("stream", "", "resume the stream with this id (from a hello) ...")
 	after := fs.Uint64("after-seq", 0, "... after this sequence number")
-	conn := addConnFlags(fs)
-	ops, cmd, err := parse(fs, args, 0)
-	if err != nil {
-		return parseFailed(err)
+	c, prefix, code := s.queryClient(fs, addConnFlags(fs), args, true, "watch takes at most one PREFIX")
+	if c == nil {
+		return code
 	}
-	if len(ops) > 1 || len(cmd) > 0 {
-		return s.fail(fs, &usageError{"watch takes at most one PREFIX"})
-	}
-	c, err := conn.client(s.getenv, cliHolder)
-	if err != nil {
-		return s.fail(fs, err)
-	}
-	opts := client.WatchOptions{Stream: *stream, AfterSeq: *after}
-	if len(ops) == 1 {
-		opts.Prefix = ops[0]
-	}
+	opts := client.WatchOptions{Stream: *stream, AfterSeq: *after, Prefix: prefix}
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 	for ev, err := range c.Watch(ctx, opts) {
@@ -257,19 +250,11 @@ func (s *stdio) revoke(ctx context.Context, args []string) int {
 	holder := fs.String("holder", "", "end only this holder's lease, or remove this waiter")
 	fenceN := fs.Uint64("fence", 0, "end the lease only if it has this fence (then a lost answer is retried safely)")
 	asJSON := fs.Bool("json", false, "print what was revoked as JSON")
-	conn := addConnFlags(fs)
-	ops, cmd, err := parse(fs, args, 0)
-	if err != nil {
-		return parseFailed(err)
+	c, resource, code := s.queryClient(fs, addConnFlags(fs), args, false, "revoke needs one RESOURCE")
+	if c == nil {
+		return code
 	}
-	if len(ops) != 1 || len(cmd) > 0 {
-		return s.fail(fs, &usageError{"revoke needs one RESOURCE"})
-	}
-	c, err := conn.client(s.getenv, cliHolder)
-	if err != nil {
-		return s.fail(fs, err)
-	}
-	r, err := c.Revoke(ctx, ops[0], client.RevokeOptions{HolderID: *holder, Fence: *fenceN})
+	r, err := c.Revoke(ctx, resource, client.RevokeOptions{HolderID: *holder, Fence: *fenceN})
 	if err != nil {
 		var we *wire.Error
 		if errors.As(err, &we) && we.Code == wire.CodeNotHeld {
@@ -280,15 +265,15 @@ func (s *stdio) revoke(ctx context.Context, args []string) int {
 		return exitCode(err)
 	}
 	if *asJSON {
-		if err := s.printJSON(revokedJSON{Resource: ops[0], HolderID: r.HolderID, Fence: r.Fence, RemovedWaiter: r.RemovedWaiter}); err != nil {
+		if err := s.printJSON(revokedJSON{Resource: resource, HolderID: r.HolderID, Fence: r.Fence, RemovedWaiter: r.RemovedWaiter}); err != nil {
 			return s.fail(nil, err)
 		}
 		return exitOK
 	}
 	if r.RemovedWaiter != "" {
-		fmt.Fprintf(s.stdout, "removed waiter %s from %s\n", r.RemovedWaiter, ops[0])
+		fmt.Fprintf(s.stdout, "removed waiter %s from %s\n", r.RemovedWaiter, resource)
 	} else {
-		fmt.Fprintf(s.stdout, "revoked %s: holder %s, fence %d\n", ops[0], r.HolderID, r.Fence)
+		fmt.Fprintf(s.stdout, "revoked %s: holder %s, fence %d\n", resource, r.HolderID, r.Fence)
 	}
 	return exitOK
 }
