@@ -104,7 +104,7 @@ func (g *Guard) Middleware(next http.Handler) http.Handler {
 			op := opOf(r.URL.Path)
 			if g.opts.Logger != nil {
 				g.opts.Logger.LogAttrs(r.Context(), slog.LevelWarn, "lease call refused", slog.String("op", string(op)),
-					slog.String("method", r.Method), slog.String("path", quoteShort(r.URL.Path)), slog.String("code", e.Code),
+					slog.String("method", r.Method), slog.String("path", wire.QuoteShort(r.URL.Path)), slog.String("code", e.Code),
 					slog.String("remote", r.RemoteAddr))
 			}
 			if g.opts.Answered != nil {

@@ -40,6 +40,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -154,7 +155,7 @@ func Parse(data []byte) (*Set, error) {
 func parseEntry(m map[string]jsontext.Value) (Token, error) {
 	var t Token
 	for k, v := range m {
-		if !contains(members, k) {
+		if !slices.Contains(members, k) {
 			return t, fmt.Errorf("unknown member %q (an entry has %s)", k, strings.Join(members, ", "))
 		}
 		if v.Kind() == 'n' {
@@ -172,7 +173,7 @@ func parseEntry(m map[string]jsontext.Value) (Token, error) {
 	if !validName(t.Name) {
 		n := t.Name
 		t.Name = ""
-		return t, fmt.Errorf("name %s must be 1 to %d bytes of letters, digits and ._:@-", quoteShort(n), MaxNameBytes)
+		return t, fmt.Errorf("name %s must be 1 to %d bytes of letters, digits and ._:@-", wire.QuoteShort(n), MaxNameBytes)
 	}
 	var hx string
 	if err := json.Unmarshal(m["tokenSha256"], &hx); err != nil {
@@ -227,7 +228,7 @@ func parseEntry(m map[string]jsontext.Value) (Token, error) {
 		// time.RFC3339 requires the zone (Z or ±hh:mm): an instant, not a
 		// wall-clock time of some unnamed place.
 		if t.Expires, err = time.Parse(time.RFC3339, at); err != nil {
-			return t, fmt.Errorf(`member "expires" is %s, not an RFC 3339 instant with its zone (such as "2027-06-30T00:00:00Z")`, quoteShort(at))
+			return t, fmt.Errorf(`member "expires" is %s, not an RFC 3339 instant with its zone (such as "2027-06-30T00:00:00Z")`, wire.QuoteShort(at))
 		}
 	}
 	return t, nil
@@ -249,7 +250,7 @@ func patterns(v jsontext.Value, member string) ([]string, error) {
 		case len(p) > wire.MaxStringBytes:
 			return nil, fmt.Errorf("member %q has a pattern longer than %d bytes", member, wire.MaxStringBytes)
 		case strings.Contains(p[:len(p)-1], "*"):
-			return nil, fmt.Errorf("member %q has the pattern %s: a \"*\" may only end a pattern (a prefix)", member, quoteShort(p))
+			return nil, fmt.Errorf("member %q has the pattern %s: a \"*\" may only end a pattern (a prefix)", member, wire.QuoteShort(p))
 		}
 	}
 	return ps, nil
@@ -266,22 +267,6 @@ func validName(n string) bool {
 		}
 	}
 	return true
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
-}
-
-func quoteShort(s string) string {
-	if len(s) > 64 {
-		return strconv.Quote(s[:64]) + "..."
-	}
-	return strconv.Quote(s)
 }
 
 // Tokens returns the entries, in the file's order.
@@ -341,7 +326,7 @@ func (t *Token) Sees(resource string) bool { return matchAny(t.Resources, resour
 // revoke needs Admin), or the 403 refusal that says which is not.
 func (t *Token) Allows(m *wire.Message) *wire.Error {
 	if !matchAny(t.Resources, m.Request.Resource) {
-		return wire.NewError(wire.CodeForbidden, "the token "+strconv.Quote(t.Name)+" may not name the resource "+quoteShort(m.Request.Resource))
+		return wire.NewError(wire.CodeForbidden, "the token "+strconv.Quote(t.Name)+" may not name the resource "+wire.QuoteShort(m.Request.Resource))
 	}
 	if m.Op == wire.OpRevoke {
 		if !t.Admin {
@@ -350,7 +335,7 @@ func (t *Token) Allows(m *wire.Message) *wire.Error {
 		return nil
 	}
 	if m.Op != wire.OpInspect && !matchAny(t.Holders, m.Request.HolderID) {
-		return wire.NewError(wire.CodeForbidden, "the token "+strconv.Quote(t.Name)+" may not act for the holder "+quoteShort(m.Request.HolderID))
+		return wire.NewError(wire.CodeForbidden, "the token "+strconv.Quote(t.Name)+" may not act for the holder "+wire.QuoteShort(m.Request.HolderID))
 	}
 	return nil
 }
