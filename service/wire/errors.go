@@ -1,6 +1,8 @@
 package wire
 
 import (
+	"maps"
+	"slices"
 	"strconv"
 
 	"github.com/go-json-experiment/json"
@@ -59,13 +61,7 @@ var codeStatus = map[string]int{
 }
 
 // Codes lists every stable error code, in no particular order.
-func Codes() []string {
-	out := make([]string, 0, len(codeStatus))
-	for c := range codeStatus {
-		out = append(out, c)
-	}
-	return out
-}
+func Codes() []string { return slices.Collect(maps.Keys(codeStatus)) }
 
 // Error is a call the coordinator refused: an HTTP status, a stable Code
 // and a message. On the wire it is {"error": {"code": ..., "message": ...}};
