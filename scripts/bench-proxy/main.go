@@ -178,21 +178,29 @@ func (c *child) stop() {
 	_ = c.cmd.Wait()
 }
 
-func bench(work, proxyBin, baseBin string, baseArgs []string, rounds, n int, dur time.Duration, raise bool) error {
-	dir, err := os.MkdirTemp("", "bench-proxy")
-	if err != nil {
-		return err
+// startUpstream starts this program as the upstream of work, in a fresh
+// directory; stop stops it and removes the directory.
+func startUpstream(work string, args ...string) (up *child, dir string, stop func(), err error) {
+	if dir, err = os.MkdirTemp("", "bench-proxy"); err != nil {
+		return nil, "", nil, err
 	}
-	defer os.RemoveAll(dir)
 	self, err := os.Executable()
+	if err == nil {
+		up, err = startChild(self, append([]string{"-role", "upstream", "-work", work, "-dir", dir}, args...)...)
+	}
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, "", nil, err
+	}
+	return up, dir, func() { up.stop(); os.RemoveAll(dir) }, nil
+}
+
+func bench(work, proxyBin, baseBin string, baseArgs []string, rounds, n int, dur time.Duration, raise bool) error {
+	up, dir, stop, err := startUpstream(work)
 	if err != nil {
 		return err
 	}
-	up, err := startChild(self, "-role", "upstream", "-work", work, "-dir", dir)
-	if err != nil {
-		return err
-	}
-	defer up.stop()
+	defer stop()
 	// The sides: the upstream called directly, through the proxy, and
 	// through the baseline proxy if there is one (each on its own state).
 	type side struct {
@@ -381,24 +389,15 @@ func profileUnderLoad(work, proxyBin, out string, dur time.Duration, raise bool)
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return err
 	}
-	dir, err := os.MkdirTemp("", "bench-proxy")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
-	self, err := os.Executable()
-	if err != nil {
-		return err
-	}
 	upDebug, err := freeAddr()
 	if err != nil {
 		return err
 	}
-	up, err := startChild(self, "-role", "upstream", "-work", work, "-dir", dir, "-debug", upDebug)
+	up, dir, stop, err := startUpstream(work, "-debug", upDebug)
 	if err != nil {
 		return err
 	}
-	defer up.stop()
+	defer stop()
 	pxDebug, err := freeAddr()
 	if err != nil {
 		return err

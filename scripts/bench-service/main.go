@@ -28,7 +28,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -449,19 +448,7 @@ func (c *rawClient) post(path, body string) ([]byte, error) {
 	if _, err := c.conn.Write(c.buf); err != nil {
 		return nil, err
 	}
-	resp, err := http.ReadResponse(c.r, nil)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%s: %d %s", path, resp.StatusCode, data)
-	}
-	return data, nil
+	return benchkit.Answer(http.ReadResponse(c.r, nil))
 }
 
 // rawSecret is the secret of every acquisition of the minimal client (a

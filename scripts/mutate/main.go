@@ -27,10 +27,12 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"os/signal"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -557,13 +559,7 @@ func (r *restorer) restoreLocked() {
 	}
 }
 
-func (r *restorer) files() []string {
-	var fs []string
-	for f := range r.originals {
-		fs = append(fs, f)
-	}
-	return fs
-}
+func (r *restorer) files() []string { return slices.Collect(maps.Keys(r.originals)) }
 
 var (
 	runningMu sync.Mutex

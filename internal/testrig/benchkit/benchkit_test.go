@@ -3,6 +3,9 @@ package benchkit
 import (
 	"context"
 	"errors"
+	"io"
+	"net/http"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -59,6 +62,15 @@ func TestRequests(t *testing.T) {
 	}
 	if _, err := GrantedFence([]byte(`{"ok":false}`)); err == nil {
 		t.Fatal("GrantedFence took a refusal")
+	}
+	answer := func(status int) *http.Response {
+		return &http.Response{StatusCode: status, Status: http.StatusText(status), Body: io.NopCloser(strings.NewReader("body"))}
+	}
+	if data, err := Answer(answer(http.StatusOK), nil); err != nil || string(data) != "body" {
+		t.Fatalf("Answer(200) = %q, %v", data, err)
+	}
+	if _, err := Answer(answer(http.StatusConflict), nil); err == nil {
+		t.Fatal("Answer took a 409")
 	}
 }
 

@@ -33,22 +33,24 @@ func ReleaseBody(requestID, resource, holder, secret string, fence uint64) strin
 		`","fence":` + strconv.FormatUint(fence, 10) + `,"secret":"` + secret + `"}`
 }
 
-// Post posts the JSON body to url+path and returns the answer's body, or
-// an error if the status is not 200.
+// Post posts the JSON body to url+path and returns the answer's body (see
+// Answer).
 func Post(hc *http.Client, url, path, body string) ([]byte, error) {
-	resp, err := hc.Post(url+path, "application/json", strings.NewReader(body))
+	return Answer(hc.Post(url+path, "application/json", strings.NewReader(body)))
+}
+
+// Answer reads the body of resp, the answer to a call, and closes it; an
+// error if there is none or its status is not 200.
+func Answer(resp *http.Response, err error) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, err
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = fmt.Errorf("%s: %s", resp.Status, data)
 	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%s: %d %s", path, resp.StatusCode, data)
-	}
-	return data, nil
+	return data, err
 }
 
 // GrantedFence is the fence of an acquisition's answer, or an error if it
