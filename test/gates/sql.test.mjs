@@ -216,3 +216,44 @@ test('pages of the rejection log: bad options refused, the SQL reads Go-compatib
   assert.deepEqual((await store.rejections('r', { afterSeq: 1, limit: 2 })).map((r) => r.seq), [2, 3]);
   assert.deepEqual((await store.rejections('r', { limit: 10 })).map((r) => r.refusedFence), [1, 2, 3, 4]);
 });
+
+test('resource names that are SQL are only names: each commit takes the share path of its own floor row', async () => {
+  const p = pool(await freshUrl());
+  // The statements each commit sends, as the server gets them.
+  const sent = [];
+  const recording = {
+    query: (text, values) => p.query(text, values),
+    async connect() {
+      const c = await p.connect();
+      return new Proxy(c, {
+        get(target, k) {
+          if (k === 'query') return (text, values) => { sent.push(text); return target.query(text, values); };
+          const v = Reflect.get(target, k);
+          return typeof v === 'function' ? v.bind(target) : v;
+        },
+      });
+    },
+  };
+  const store = await openSqlFence(recording);
+  await p.query('CREATE TABLE vals (resource TEXT NOT NULL, value TEXT NOT NULL)');
+  const hostile = [
+    "x'; DROP TABLE lease_fence_floor; --", "'", "''", '\\', "\\'", "a\\'b", "\\\\'); SELECT 1; --", "E'x'", '$1', '$2',
+    '$$ $x$ $$', "'||pg_sleep(5)||'", '--', '/* x', 'résumé 😀', '\u2019', ' E\'\\\'', 'r\nr',
+  ];
+  for (const r of hostile) {
+    await store.admit(tk('h', 2, r));
+    sent.length = 0;
+    await store.commit(tk('h', 2, r), (c) => c.query('INSERT INTO vals VALUES ($1, $2)', [r, 'v']));
+    assert.equal(sent.length, 3, `${JSON.stringify(r)}: BEGIN and the share statement, the write, COMMIT: ${JSON.stringify(sent)}`);
+    assert.ok(sent[0].startsWith('BEGIN;\nSELECT') && !sent.some((t) => t.includes('INSERT INTO lease_fence_floor')), `${JSON.stringify(r)}: ${JSON.stringify(sent)}`);
+    await assert.rejects(store.commit(tk('h', 1, r), () => {}), (e) => e instanceof StaleFenceError && e.rejection.resource === r);
+    assert.equal(await store.floor(r), 2);
+  }
+  const { rows } = await p.query('SELECT resource, fence, rejections FROM lease_fence_floor');
+  assert.deepEqual(rows.map((x) => [x.resource, x.fence, x.rejections]).sort(), hostile.map((r) => [r, '2', '1']).sort());
+  assert.deepEqual((await p.query('SELECT resource FROM vals')).rows.map((x) => x.resource).sort(), [...hostile].sort());
+  // A NUL cannot be in a query's text: such a resource goes as a parameter,
+  // which PostgreSQL refuses, and nothing is written.
+  await assert.rejects(store.commit(tk('h', 2, 'a\0b'), () => assert.fail('ran')), (e) => e instanceof FenceStoreError && e.written === false);
+  assert.equal((await p.query('SELECT count(*)::int AS n FROM lease_fence_floor')).rows[0].n, hostile.length);
+});

@@ -63,6 +63,28 @@ export async function openSqlFence(pool, options) {
   return store;
 }
 
+// literal is s as a PostgreSQL string constant, as pg's escapeLiteral
+// writes it: its quotes doubled, and with a backslash, its backslashes
+// doubled too inside an E'...' constant, so it means s whatever
+// standard_conforming_strings is (the client's encoding is UTF-8, in which
+// no character's bytes hold a quote or a backslash).
+const literal = (s) => (s.includes('\\') ? ` E'${s.replace(/[\\']/g, '$&$&')}'` : `'${s.replace(/'/g, "''")}'`);
+
+// inlined returns a function that writes text (a statement whose $1 is a
+// resource, $2 a fence) with its arguments in place, behind BEGIN: one
+// query in the simple protocol, one message each way instead of BEGIN's
+// and the statement's. A resource with a NUL character gets null (a
+// query's text cannot hold one): it is sent as a parameter.
+function inlined(text) {
+  const parts = text.split(/\$([12])(?![0-9])/);
+  return (resource, fence) => {
+    if (resource.includes('\0')) return null;
+    let out = 'BEGIN;\n';
+    for (let i = 0; i < parts.length; i++) out += i % 2 === 0 ? parts[i] : parts[i] === '1' ? literal(resource) : String(fence);
+    return out;
+  };
+}
+
 const sqlState = (err) => (err && typeof err.code === 'string' && /^[0-9A-Z]{5}$/.test(err.code) ? err.code : '');
 // The server ended the connection without finishing the transaction: it
 // is shutting down or restarting (57P01, 57P02, 57P03), an idle session
@@ -112,6 +134,7 @@ class SqlFence {
       // advisory lock for itself (raiseLock), unless the share statement
       // took it already, before the upsert.
       share: exclusive ? null : q('share'),
+      beginShare: exclusive ? null : inlined(q('share')),
       raiseLock: q('raise_lock'),
       log: q('log_rejection'),
       floor: q('floor'),
@@ -265,19 +288,31 @@ class SqlFence {
     };
     try {
       try {
-        // The share statement is sent behind BEGIN without waiting for
-        // BEGIN's answer: a pg client in pipeline mode ({ pipeline: true })
-        // sends both at once, one round trip; any other sends it when BEGIN
-        // is answered. Should BEGIN fail, the statement only reads and takes
-        // locks that end with it, and BEGIN's error is what is thrown.
-        const begin = step('begin', 'BEGIN', []);
-        const share = this.#q.share === null ? null : step('checking the floor', this.#q.share, [token.resource, token.fence]);
-        share?.catch(() => {}); // awaited below, unless BEGIN failed
-        await begin;
+        // BEGIN and the share statement go as one query text (the
+        // simple protocol: one message, one answer, its results an array).
+        // Its arguments are written into the text (literal above); should
+        // BEGIN fail, the statement does not run. A resource that cannot be
+        // written into a text (inlined gives null) sends the statement
+        // behind BEGIN without waiting for BEGIN's answer: a pg client in
+        // pipeline mode ({ pipeline: true }) sends both at once; should
+        // BEGIN fail, the statement only reads and takes locks that end
+        // with it, and BEGIN's error is what is thrown.
         let row;
-        if (share !== null) {
-          [row] = (await share).rows;
+        if (this.#q.share !== null) {
+          const text = this.#q.beginShare(token.resource, token.fence);
+          if (text !== null) {
+            const res = await step('checking the floor', text);
+            [row] = (Array.isArray(res) ? res[res.length - 1] : res).rows;
+          } else {
+            const begin = step('begin', 'BEGIN', []);
+            const share = step('checking the floor', this.#q.share, [token.resource, token.fence]);
+            share.catch(() => {}); // awaited below, unless BEGIN failed
+            await begin;
+            [row] = (await share).rows;
+          }
           if (row === undefined) await step('checking the floor', this.#q.raiseLock, [token.resource]);
+        } else {
+          await step('begin', 'BEGIN', []);
         }
         row ??= (await step('checking the floor', this.#q.upsert, [token.resource, token.fence, token.holderId])).rows[0];
         checkSignal(signal); // gave up while waiting for the lock: roll back
