@@ -105,13 +105,15 @@ export async function sqlGate(url, { exclusive = false, rewrite, pipeline = !exc
 // rewritten is pool as the store sees it, with rewrite applied to the text
 // of each statement.
 function rewritten(pool, rewrite) {
-  const wrap = (client) => new Proxy(client, {
+  // One wrapper per client, as the pool hands out one object per connection.
+  const wrappers = new WeakMap();
+  const wrap = (client) => wrappers.get(client) ?? wrappers.set(client, new Proxy(client, {
     get(target, k) {
       if (k === 'query') return (text, values) => target.query(typeof text === 'string' ? rewrite(text) : text, values);
       const v = Reflect.get(target, k);
       return typeof v === 'function' ? v.bind(target) : v;
     },
-  });
+  })).get(client);
   return {
     connect: async () => wrap(await pool.connect()),
     query: (text, values) => pool.query(typeof text === 'string' ? rewrite(text) : text, values),

@@ -53,7 +53,7 @@ const memory = (broken, { exclusive = false } = {}) => ({
 const sql = (broken, { exclusive = false } = {}) => ({
   create: async () => {
     const url = await freshDatabase();
-    const rewrite = broken === 'noWait' ? (text) => text.replace(/AND fence = (\S+) FOR SHARE/, 'AND fence <= $1 FOR SHARE') : undefined;
+    const rewrite = broken === 'noWait' ? (text) => text.replace('AND fence = $2 FOR SHARE', 'AND fence <= $2 FOR SHARE') : undefined;
     const g = keep(await sqlGate(url, { exclusive, rewrite }));
     if (broken === true) {
       // The deliberate break: a write that commits on its own connection

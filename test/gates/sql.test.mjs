@@ -217,24 +217,33 @@ test('pages of the rejection log: bad options refused, the SQL reads Go-compatib
   assert.deepEqual((await store.rejections('r', { limit: 10 })).map((r) => r.refusedFence), [1, 2, 3, 4]);
 });
 
+// recording is p as a store sees it, each statement's text pushed to sent.
+function recording(p, sent) {
+  const wrappers = new WeakMap();
+  return {
+    query: (text, values) => p.query(text, values),
+    async connect() {
+      const c = await p.connect();
+      if (!wrappers.has(c)) {
+        wrappers.set(c, new Proxy(c, {
+          get(target, k) {
+            if (k === 'query') return (text, values) => { sent.push(text); return target.query(text, values); };
+            const v = Reflect.get(target, k);
+            return typeof v === 'function' ? v.bind(target) : v;
+          },
+        }));
+      }
+      return wrappers.get(c);
+    },
+  };
+}
+const shareSent = /^(PREPARE lease_fence_lease_fence_share AS SELECT [^]*;\n)?BEGIN;\nEXECUTE lease_fence_lease_fence_share\(([^]*), (\d+)\)$/;
+
 test('resource names that are SQL are only names: each commit takes the share path of its own floor row', async () => {
   const p = pool(await freshUrl());
   // The statements each commit sends, as the server gets them.
   const sent = [];
-  const recording = {
-    query: (text, values) => p.query(text, values),
-    async connect() {
-      const c = await p.connect();
-      return new Proxy(c, {
-        get(target, k) {
-          if (k === 'query') return (text, values) => { sent.push(text); return target.query(text, values); };
-          const v = Reflect.get(target, k);
-          return typeof v === 'function' ? v.bind(target) : v;
-        },
-      });
-    },
-  };
-  const store = await openSqlFence(recording);
+  const store = await openSqlFence(recording(p, sent));
   await p.query('CREATE TABLE vals (resource TEXT NOT NULL, value TEXT NOT NULL)');
   const hostile = [
     "x'; DROP TABLE lease_fence_floor; --", "'", "''", '\\', "\\'", "a\\'b", "\\\\'); SELECT 1; --", "E'x'", '$1', '$2',
@@ -245,7 +254,7 @@ test('resource names that are SQL are only names: each commit takes the share pa
     sent.length = 0;
     await store.commit(tk('h', 2, r), (c) => c.query('INSERT INTO vals VALUES ($1, $2)', [r, 'v']));
     assert.equal(sent.length, 3, `${JSON.stringify(r)}: BEGIN and the share statement, the write, COMMIT: ${JSON.stringify(sent)}`);
-    assert.ok(sent[0].startsWith('BEGIN;\nSELECT') && !sent.some((t) => t.includes('INSERT INTO lease_fence_floor')), `${JSON.stringify(r)}: ${JSON.stringify(sent)}`);
+    assert.ok(shareSent.test(sent[0]) && !sent.some((t) => t.includes('INSERT INTO lease_fence_floor')), `${JSON.stringify(r)}: ${JSON.stringify(sent)}`);
     await assert.rejects(store.commit(tk('h', 1, r), () => {}), (e) => e instanceof StaleFenceError && e.rejection.resource === r);
     assert.equal(await store.floor(r), 2);
   }
@@ -256,4 +265,32 @@ test('resource names that are SQL are only names: each commit takes the share pa
   // which PostgreSQL refuses, and nothing is written.
   await assert.rejects(store.commit(tk('h', 2, 'a\0b'), () => assert.fail('ran')), (e) => e instanceof FenceStoreError && e.written === false);
   assert.equal((await p.query('SELECT count(*)::int AS n FROM lease_fence_floor')).rows[0].n, hostile.length);
+});
+
+test('the share statement is prepared once a connection, again once the connection lost it, not twice', async () => {
+  const p = pool(await freshUrl(), { max: 1 }); // one connection for both stores
+  const sent = [];
+  const [a, b] = [await openSqlFence(recording(p, sent)), await openSqlFence(recording(p, sent))];
+  await p.query('CREATE TABLE vals (value TEXT NOT NULL)');
+  const commit = async (store, value, expect) => {
+    sent.length = 0;
+    if (value === 'admit') await store.admit(tk('h', 1));
+    else await store.commit(tk('h', 1), (c) => c.query(value === 'deallocate' ? 'DEALLOCATE ALL' : 'INSERT INTO vals VALUES ($1)', [value].filter((v) => v !== 'deallocate')));
+    const shares = sent.filter((t) => shareSent.test(t)).map((t) => (shareSent.exec(t)[1] ? 'prepare' : 'execute'));
+    assert.deepEqual(shares, expect, `${value}: ${JSON.stringify(sent)}`);
+    if (value !== 'admit') assert.ok(!sent.some((t) => t.includes('INSERT INTO lease_fence_floor')), `${value}: took the share path`);
+  };
+  // The first admit upserts the row, after the share statement found none.
+  await commit(a, 'admit', ['prepare']);
+  await commit(a, 'a1', ['execute']);
+  await commit(a, 'a2', ['execute']);
+  // b finds the connection prepared by a: its PREPARE fails (42P05), it executes.
+  await commit(b, 'b1', ['prepare', 'execute']);
+  await commit(b, 'b2', ['execute']);
+  // The write deallocates it; the next commit's EXECUTE fails (26000), it prepares again.
+  await commit(a, 'deallocate', ['execute']);
+  await commit(a, 'a3', ['execute', 'prepare']);
+  await commit(b, 'b3', ['execute']);
+  assert.deepEqual((await p.query('SELECT value FROM vals')).rows.map((x) => x.value), ['a1', 'a2', 'b1', 'b2', 'a3', 'b3']);
+  assert.equal(await a.floor('r'), 1);
 });

@@ -45,11 +45,13 @@ test('lease-fence/sql sends the statements gates/sqlfence sends', async () => {
       return { rows: [] };
     }
     if (text === go.postgres.has_column) return { rows: [{ n: values[1].endsWith('_id') ? 0 : 1 }] };
-    // BEGIN and the share statement in one text, its arguments in place.
-    // (the commits below are of resource r at fences 2 and 1).
-    if ([1, 2].some((f) => text === `BEGIN;\n${go.postgres.share.replaceAll('$1', "'r'").replaceAll('$2', f)}`)) {
-      sent[sent.length - 1] = go.postgres.share;
-      return [{ rows: [] }, { rows: [] }];
+    // The share statement prepared, then BEGIN and its EXECUTE, in one
+    // text (the commits below are of resource r at fences 2 and 1; the
+    // stand-in's clients are new each time, so each commit prepares).
+    const m = /^PREPARE (lease_fence_t_js_share) AS ([^]*);\nBEGIN;\nEXECUTE \1\('r', [12]\)$/.exec(text);
+    if (m) {
+      sent[sent.length - 1] = m[2];
+      return [{ rows: [] }, { rows: [] }, { rows: [] }];
     }
     if (text === go.postgres.raise_lock) return { rows: [{ count: 1 }] };
     if (text === go.postgres.upsert) return { rows: [{ fence: '2', holder: 'b', rejections: '1', xid: '7' }] };

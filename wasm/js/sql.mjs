@@ -70,21 +70,6 @@ export async function openSqlFence(pool, options) {
 // no character's bytes hold a quote or a backslash).
 const literal = (s) => (s.includes('\\') ? ` E'${s.replace(/[\\']/g, '$&$&')}'` : `'${s.replace(/'/g, "''")}'`);
 
-// inlined returns a function that writes text (a statement whose $1 is a
-// resource, $2 a fence) with its arguments in place, behind BEGIN: one
-// query in the simple protocol, one message each way instead of BEGIN's
-// and the statement's. A resource with a NUL character gets null (a
-// query's text cannot hold one): it is sent as a parameter.
-function inlined(text) {
-  const parts = text.split(/\$([12])(?![0-9])/);
-  return (resource, fence) => {
-    if (resource.includes('\0')) return null;
-    let out = 'BEGIN;\n';
-    for (let i = 0; i < parts.length; i++) out += i % 2 === 0 ? parts[i] : parts[i] === '1' ? literal(resource) : String(fence);
-    return out;
-  };
-}
-
 const sqlState = (err) => (err && typeof err.code === 'string' && /^[0-9A-Z]{5}$/.test(err.code) ? err.code : '');
 // The server ended the connection without finishing the transaction: it
 // is shutting down or restarting (57P01, 57P02, 57P03), an idle session
@@ -115,6 +100,7 @@ const pause = (i) => new Promise((resolve) => {
 class SqlFence {
   #pool;
   #q;
+  #prepared = new WeakSet(); // the pool's clients that have the share statement
 
   constructor(pool, table, exclusive) {
     this.#pool = pool;
@@ -134,7 +120,11 @@ class SqlFence {
       // advisory lock for itself (raiseLock), unless the share statement
       // took it already, before the upsert.
       share: exclusive ? null : q('share'),
-      beginShare: exclusive ? null : inlined(q('share')),
+      // The share statement prepared on a connection under this name (in
+      // the session: PREPARE, then EXECUTE in later transactions; see
+      // #beginShare).
+      prepareShare: exclusive ? null : `PREPARE lease_fence_${table}_share AS ${q('share')};\n`,
+      shareName: `lease_fence_${table}_share`,
       raiseLock: q('raise_lock'),
       log: q('log_rejection'),
       floor: q('floor'),
@@ -288,21 +278,16 @@ class SqlFence {
     };
     try {
       try {
-        // BEGIN and the share statement go as one query text (the
-        // simple protocol: one message, one answer, its results an array).
-        // Its arguments are written into the text (literal above); should
-        // BEGIN fail, the statement does not run. A resource that cannot be
-        // written into a text (inlined gives null) sends the statement
-        // behind BEGIN without waiting for BEGIN's answer: a pg client in
+        // BEGIN and the share statement go as one query (#beginShare). A
+        // resource that cannot be written into a query's text (one with a
+        // NUL character) sends the statement as a parameter, behind BEGIN without waiting for BEGIN's answer: a pg client in
         // pipeline mode ({ pipeline: true }) sends both at once; should
         // BEGIN fail, the statement only reads and takes locks that end
         // with it, and BEGIN's error is what is thrown.
         let row;
         if (this.#q.share !== null) {
-          const text = this.#q.beginShare(token.resource, token.fence);
-          if (text !== null) {
-            const res = await step('checking the floor', text);
-            [row] = (Array.isArray(res) ? res[res.length - 1] : res).rows;
+          if (!token.resource.includes('\0')) {
+            row = await this.#beginShare(client, step, token);
           } else {
             const begin = step('begin', 'BEGIN', []);
             const share = step('checking the floor', this.#q.share, [token.resource, token.fence]);
@@ -337,6 +322,34 @@ class SqlFence {
       if (!broken) client.off?.('error', onError);
       client.release(broken);
     }
+  }
+
+  // #beginShare begins the transaction and runs the share statement in
+  // one query of the simple protocol (one message each way, its results
+  // an array), the statement prepared on the connection: the server then
+  // neither parses nor plans it again for each commit. The statement is
+  // prepared (PREPARE, before BEGIN in the same query) on the first commit
+  // a client of the pool carries; the resource and the fence are written
+  // into the EXECUTE (literal above). Should PREPARE or BEGIN fail, what
+  // follows does not run. A statement the connection already has (another
+  // store on it, a client seen under another object) or lost (DEALLOCATE,
+  // DISCARD) is prepared or executed as it is, once more, on the same
+  // connection. Resolves with the share statement's row, if any.
+  async #beginShare(client, step, token) {
+    const execute = `BEGIN;\nEXECUTE ${this.#q.shareName}(${literal(token.resource)}, ${token.fence})`;
+    let prepare = !this.#prepared.has(client);
+    let res;
+    try {
+      res = await step('checking the floor', prepare ? this.#q.prepareShare + execute : execute);
+    } catch (err) {
+      const code = sqlState(err.cause);
+      if (code !== '42P05' && code !== '26000') throw err;
+      await step('checking the floor', 'ROLLBACK'); // 26000: BEGIN had run
+      prepare = code === '26000';
+      res = await step('checking the floor', prepare ? this.#q.prepareShare + execute : execute);
+    }
+    this.#prepared.add(client);
+    return (Array.isArray(res) ? res[res.length - 1] : res).rows[0];
   }
 
   // #commit commits; a COMMIT that failed without an answer from the server
