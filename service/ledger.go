@@ -51,6 +51,11 @@ type Ledger interface {
 type memLedger struct {
 	mu     sync.Mutex
 	owners map[string]*ownerPlaces
+	// settled reports that no decision on a resource is running: a lapsed
+	// place is forgotten only then, as a decision that read the clock
+	// before its record's expiry may be renewing it (Renewed comes after
+	// the reading).
+	settled func(resource string) bool
 }
 
 type ownerPlaces struct {
@@ -65,7 +70,9 @@ type memPlace struct {
 	until float64 // the record's expiry
 }
 
-func newMemLedger() *memLedger { return &memLedger{owners: map[string]*ownerPlaces{}} }
+func newMemLedger(settled func(resource string) bool) *memLedger {
+	return &memLedger{owners: map[string]*ownerPlaces{}, settled: settled}
+}
 
 var _ Ledger = (*memLedger)(nil)
 
@@ -73,7 +80,7 @@ func (m *memLedger) Reserve(_ context.Context, owner string, limit int, e Entry,
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	o := m.of(owner)
-	if limit > 0 && o.held(e.Resource, limit, now) >= limit {
+	if limit > 0 && o.held(e.Resource, limit, now, m.settled) >= limit {
 		return false, nil
 	}
 	o.places[e.Resource] = memPlace{e.Fence, e.ExpiresAt}
@@ -95,18 +102,18 @@ func (m *memLedger) Held(owner, resource string, limit int, now float64) int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if o := m.owners[owner]; o != nil {
-		return o.held(resource, limit, now)
+		return o.held(resource, limit, now, m.settled)
 	}
 	return 0
 }
 
 // held is how many places o holds for resources other than resource, the
 // lapsed ones not counted once there are limit or more.
-func (o *ownerPlaces) held(resource string, limit int, now float64) int {
+func (o *ownerPlaces) held(resource string, limit int, now float64, settled func(string) bool) int {
 	n := o.others(resource)
 	// Lapsed places may be in the way: forget them (only once one may
 	// have lapsed), and count again.
-	if n >= limit && now >= o.soonest && o.forgetLapsed(now) > 0 {
+	if n >= limit && now >= o.soonest && o.forgetLapsed(now, settled) > 0 {
 		n = o.others(resource)
 	}
 	return n
@@ -121,13 +128,14 @@ func (o *ownerPlaces) others(resource string) int {
 	return n
 }
 
-// forgetLapsed deletes the places lapsed at now, sets soonest to the
-// earliest expiry left, and returns how many it deleted.
-func (o *ownerPlaces) forgetLapsed(now float64) int {
+// forgetLapsed deletes the places lapsed at now whose resources are
+// settled, sets soonest to the earliest expiry left, and returns how many
+// it deleted.
+func (o *ownerPlaces) forgetLapsed(now float64, settled func(string) bool) int {
 	n := len(o.places)
 	o.soonest = math.Inf(1)
 	for r, p := range o.places {
-		if now >= p.until {
+		if now >= p.until && settled(r) {
 			delete(o.places, r)
 		} else {
 			o.soonest = min(o.soonest, p.until)

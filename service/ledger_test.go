@@ -221,11 +221,13 @@ func TestLedgerOverOwnExpiredLease(t *testing.T) {
 
 // TestMemLedgerPlaces: the Ledger of a Local in memory counts only the
 // places live at the reading it is given (the earliest expiry found again
-// after a renewal moved it), replaces the place of the same resource,
+// after a renewal moved it; a lapsed place kept while its resource's
+// decision runs), replaces the place of the same resource,
 // takes one without a limit at 0, and gives back only the place of the
 // fence it is told of.
 func TestMemLedgerPlaces(t *testing.T) {
-	m, ctx := newMemLedger(), context.Background()
+	deciding := map[string]bool{}
+	m, ctx := newMemLedger(func(r string) bool { return !deciding[r] }), context.Background()
 	rec := func(res string, fence uint64, until float64) Entry {
 		return Entry{Owner: "a", Resource: res, Fence: fence, ExpiresAt: until}
 	}
@@ -243,7 +245,10 @@ func TestMemLedgerPlaces(t *testing.T) {
 		t.Fatal(err)
 	}
 	reserve(rec("r", 3, 70), 2, 15, false) // p renewed: live until 50
-	reserve(rec("r", 3, 70), 2, 45, true)  // q lapsed at 40
+	deciding["q"] = true
+	reserve(rec("r", 3, 70), 2, 45, false) // q lapsed at 40, but may be renewing
+	deciding["q"] = false
+	reserve(rec("r", 3, 70), 2, 45, true)
 	if n := m.live("a", 45); n != 2 {
 		t.Fatalf("%d live places, want 2 (p, r)", n)
 	}

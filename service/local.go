@@ -146,6 +146,20 @@ type stripe struct {
 	peak int // the most entries m held since it was made
 	// check is Txn.Owners for the decision running under mu.
 	check ownerCheck
+	// deciding is the hash of the resource whose decision runs under mu
+	// (decidingMark), 0 when none: the memory Ledger keeps a lapsed place
+	// while its resource's decision, which may renew it, runs.
+	deciding atomic.Uint64
+}
+
+// decidingMark is the stripe's deciding value for a resource of hash h.
+func decidingMark(h uint64) uint64 { return h | 1 }
+
+// settled reports that no decision on resource is running: one that
+// starts now reads the clock after a caller's reading.
+func (l *Local) settled(resource string) bool {
+	h := maphash.String(l.seed, resource)
+	return l.stripes[h%stripeCount].deciding.Load() != decidingMark(h)
 }
 
 // ownerCheck is the OwnerCounter of one decision: it remembers the limits
@@ -205,7 +219,7 @@ func NewLocal(cfg LocalConfig) (*Local, error) {
 		reserve: cfg.FenceReserve, ledger: cfg.Ledger, limits: limits, seed: maphash.MakeSeed(),
 		live: btree.NewG(32, func(a, b string) bool { return a < b })}
 	if l.ledger == nil {
-		l.ledger = newMemLedger()
+		l.ledger = newMemLedger(l.settled)
 	}
 	for i := range l.stripes {
 		l.stripes[i].m = map[string]Entry{}
@@ -335,10 +349,13 @@ func (l *Local) Update(ctx context.Context, resource string, fn func(*Txn) error
 	if err := l.Load(ctx); err != nil {
 		return err
 	}
-	i := l.stripeOf(resource)
+	h := maphash.String(l.seed, resource)
+	i := int(h % stripeCount)
 	st := &l.stripes[i]
 	st.mu.Lock()
 	defer st.mu.Unlock()
+	st.deciding.Store(decidingMark(h))
+	defer st.deciding.Store(0)
 	st.check.refused = st.check.refused[:0]
 	for {
 		cur, ok := st.m[resource]

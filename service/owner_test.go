@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -387,5 +388,66 @@ func TestTokenLimitBeforeTheStoreLimit(t *testing.T) {
 	}
 	if _, err := r.call(as(acquireMsg("b0", "r2", "b-1"), "b", 1, 0)); !isCode(err, wire.CodeTooManyLeases) {
 		t.Fatalf("b on a full store: %v", err)
+	}
+}
+
+// pausingClock is a manual clock whose next reading, once armed, waits
+// for release after it is taken.
+type pausingClock struct {
+	*clock.Manual
+	armed            atomic.Bool
+	reached, release chan struct{}
+}
+
+func (c *pausingClock) Now() (clock.Instant, error) {
+	at, err := c.Manual.Now()
+	if c.armed.CompareAndSwap(true, false) {
+		close(c.reached)
+		<-c.release
+	}
+	return at, err
+}
+
+// TestTokenRenewalInFlightKeepsItsPlace: a renewal that read the clock just
+// before its lease's expiry, and has not yet moved the place, keeps it: a
+// grant that reads the clock just after, on another resource, does not
+// count the place as lapsed, and the token is not taken past its limit.
+func TestTokenRenewalInFlightKeepsItsPlace(t *testing.T) {
+	man, _ := clock.NewManual("coordinator", clock.ManualOptions{Start: 1000})
+	clk := &pausingClock{Manual: man, reached: make(chan struct{}), release: make(chan struct{})}
+	store, err := NewLocal(LocalConfig{Clock: clk, TTL: ttl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := New(Config{TTL: ttl, Store: store, AfterFunc: man.AfterFunc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	reply, err := svc.Call(ctx, as(acquireMsg("a0", "r0", "a-1"), "a", 1, 0))
+	f := mustGrant(t, reply, err)
+	other := "r1"
+	for i := 2; store.stripeOf(other) == store.stripeOf("r0"); i++ {
+		other = "r" + strconv.Itoa(i)
+	}
+	man.Advance(clockMillis(ttl) - 1)
+	clk.armed.Store(true)
+	renewed := make(chan error, 1)
+	go func() {
+		reply, err := svc.Call(ctx, as(renewMsg("n0", "r0", "a-1", f, secretOf("a-1")), "a", 1, 0))
+		if err == nil && !reply.OK {
+			err = errors.New("not renewed")
+		}
+		renewed <- err
+	}()
+	<-clk.reached
+	man.Advance(2)
+	_, err = svc.Call(ctx, as(acquireMsg("a1", other, "a-1"), "a", 1, 0))
+	close(clk.release)
+	if err := <-renewed; err != nil {
+		t.Fatalf("the renewal: %v", err)
+	}
+	if !isCode(err, wire.CodeTooManyTokenLeases) {
+		t.Fatalf("a grant while a's renewal was in flight: %v", err)
 	}
 }
