@@ -3,10 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
-	"slices"
 	"time"
 
+	"github.com/lease-fence/lease-fence/internal/testrig/benchkit"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.uber.org/zap"
@@ -95,20 +94,7 @@ func etcdHandover(n int, settle time.Duration, samplesTo string) error {
 		held = m
 	}
 	_ = held.Unlock(ctx)
-	lat = lat[10:]
-	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-	if samplesTo != "" {
-		f, err := os.OpenFile(samplesTo, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
-		if err != nil {
-			return err
-		}
-		for _, d := range lat {
-			fmt.Fprintf(f, "%.4f\n", ms(d))
-		}
-		f.Close()
-	}
-	slices.Sort(lat)
-	q := func(p float64) float64 { return ms(lat[min(len(lat)-1, int(p*float64(len(lat))))]) }
-	fmt.Printf("%-18s n=%-5d p50 %8.3f ms  p99 %8.3f ms  min %8.3f ms  max %8.3f ms\n", "etcd-handover", len(lat), q(0.5), q(0.99), ms(lat[0]), ms(lat[len(lat)-1]))
-	return nil
+	line, err := benchkit.Latencies("etcd-handover", lat[10:], samplesTo)
+	fmt.Println(line)
+	return err
 }

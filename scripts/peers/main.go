@@ -37,10 +37,10 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/lease-fence/lease-fence/internal/testrig/benchkit"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.etcd.io/etcd/server/v3/embed"
@@ -59,17 +59,13 @@ func main() {
 	flag.Parse()
 	if *targets == "etcd-handover" {
 		if err := etcdHandover(*handovers, *settle, *samplesTo); err != nil {
-			fail(err)
+			benchkit.Fatal(err)
 		}
 		return
 	}
-	var cs []int
-	for _, s := range strings.Split(*concs, ",") {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > 64 {
-			fail(fmt.Errorf("bad -conc %q", s))
-		}
-		cs = append(cs, n)
+	cs, err := benchkit.Ints(*concs, 1, 64)
+	if err != nil {
+		benchkit.Fatal(err)
 	}
 	for _, t := range strings.Split(*targets, ",") {
 		var (
@@ -88,23 +84,18 @@ func main() {
 			err = errors.New("unknown target")
 		}
 		if err != nil {
-			fail(fmt.Errorf("%s: %w", t, err))
+			benchkit.Fatal(fmt.Errorf("%s: %w", t, err))
 		}
 		for _, c := range cs {
 			r, err := measure(t, c, *cycles, *duration, mk)
 			if err != nil {
 				stop()
-				fail(fmt.Errorf("%s: %w", t, err))
+				benchkit.Fatal(fmt.Errorf("%s: %w", t, err))
 			}
 			r.print()
 		}
 		stop()
 	}
-}
-
-func fail(err error) {
-	fmt.Fprintln(os.Stderr, "peers:", err)
-	os.Exit(1)
 }
 
 type result struct {
@@ -146,35 +137,10 @@ func measure(name string, clients, cycles int, d time.Duration,
 			return result{}, err
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	defer cancel()
-	var done atomic.Int64
-	var first error
-	var once sync.Once
-	var wg sync.WaitGroup
-	start := time.Now()
-	for i, fn := range fns {
-		wg.Add(1)
-		go func(i int, fn func(context.Context, string) error) {
-			defer wg.Done()
-			key := fmt.Sprintf("bench-%d-%d", id, i)
-			for ctx.Err() == nil && done.Load() < int64(cycles) {
-				if err := fn(ctx, key); err != nil {
-					if ctx.Err() == nil {
-						once.Do(func() { first = err; cancel() })
-					}
-					return
-				}
-				done.Add(1)
-			}
-		}(i, fn)
-	}
-	wg.Wait()
-	el := time.Since(start)
-	if first != nil {
-		return result{}, first
-	}
-	return result{name: name, clients: clients, cycles: done.Load(), elapsed: el}, nil
+	done, el, err := benchkit.Loop(clients, cycles, d, func(ctx context.Context, i int) error {
+		return fns[i](ctx, fmt.Sprintf("bench-%d-%d", id, i))
+	})
+	return result{name: name, clients: clients, cycles: done, elapsed: el}, err
 }
 
 func freePort() (int, error) {
