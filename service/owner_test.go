@@ -451,3 +451,14 @@ func TestTokenRenewalInFlightKeepsItsPlace(t *testing.T) {
 		t.Fatalf("a grant while a's renewal was in flight: %v", err)
 	}
 }
+
+// TestTokenLimitCountsLeasesFromBefore: the leases a token acquired
+// without a limit count once it has one (a tokens file read again).
+func TestTokenLimitCountsLeasesFromBefore(t *testing.T) {
+	r := newRig(t, nil, LocalConfig{})
+	r.granted(as(acquireMsg("a0", "r0", "a-1"), "a", 0, 0))
+	r.granted(as(acquireMsg("a1", "r1", "a-1"), "a", 0, 0))
+	if _, err := r.call(as(acquireMsg("a2", "r2", "a-1"), "a", 2, 0)); !isCode(err, wire.CodeTooManyTokenLeases) {
+		t.Fatalf("a with a limit of 2, holding 2 from before: %v", err)
+	}
+}
