@@ -32,7 +32,7 @@ playground: build-wasm devserver coordinator $(if $(WORKER),worker)
 	$(DEVSERVER) -port $(PORT) -web web -module wasm/js $(LIVE_FLAGS)
 
 test-devserver:
-	$(GO) test -count=1 ./cmd/devserver/...
+	$(GO) test -count=1 ./cmd/devserver/... ./internal/child/
 
 # Three targets, so that make test can run the two longest files beside
 # the rest: explainer.test.mjs alone, live.test.mjs alone (live mode against

@@ -1,13 +1,11 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -16,11 +14,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/lease-fence/lease-fence/internal/child"
 )
 
 // LivePrefix is the URL path of live mode: the playground's page runs its
@@ -79,9 +78,7 @@ type Live struct {
 	stop   chan struct{}
 	done   sync.WaitGroup
 
-	wrangler     *exec.Cmd
-	wranglerDone chan struct{} // closed when wrangler has exited
-	stateDir     string
+	wrangler *child.Server
 }
 
 type backendState struct {
@@ -101,9 +98,8 @@ type liveCoord struct {
 }
 
 type coordProc struct {
-	cmd    *exec.Cmd
-	base   *url.URL
-	exited chan struct{}
+	*child.Server
+	base *url.URL
 }
 
 // NewLive checks the backends in the background: the native coordinator by
@@ -177,91 +173,24 @@ func (l *Live) checkNative() {
 		st = backendState{State: "unavailable", Reason: err.Error()}
 		l.logf("native coordinator unavailable: %v", err)
 	} else {
-		p.kill()
+		p.Kill()
 	}
 	l.mu.Lock()
 	l.native = st
 	l.mu.Unlock()
 }
 
-var readyLine = regexp.MustCompile(`listening on (http://127\.0\.0\.1:\d+)`)
-
 // startCoordinator runs cmd/coordinator -memory on a free loopback port and
 // returns once it prints where it listens.
 func startCoordinator(bin string, ttl time.Duration) (*coordProc, error) {
-	cmd := exec.Command(bin, "-memory", "-quiet", "-addr", "127.0.0.1:0", "-ttl", strconv.FormatInt(ttl.Microseconds(), 10)+"us")
-	stdout, err := cmd.StdoutPipe()
+	s, err := child.Start(exec.Command(bin, "-memory", "-quiet", "-addr", "127.0.0.1:0", "-ttl", strconv.FormatInt(ttl.Microseconds(), 10)+"us"),
+		child.Options{Timeout: liveStartTimeout})
 	if err != nil {
 		return nil, err
 	}
-	var stderr tail
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("cannot start the coordinator: %w", err)
-	}
-	p := &coordProc{cmd: cmd, exited: make(chan struct{})}
-	found := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if m := readyLine.FindStringSubmatch(sc.Text()); m != nil {
-				found <- m[1]
-				break
-			}
-		}
-		_, _ = io.Copy(io.Discard, stdout)
-	}()
-	go func() {
-		_ = cmd.Wait()
-		close(p.exited)
-	}()
-	select {
-	case u := <-found:
-		p.base, _ = url.Parse(u)
-		return p, nil
-	case <-p.exited:
-		return nil, fmt.Errorf("the coordinator exited before it listened: %s", stderr.String())
-	case <-time.After(liveStartTimeout):
-		p.kill()
-		return nil, fmt.Errorf("the coordinator did not listen within %v: %s", liveStartTimeout, stderr.String())
-	}
+	base, err := url.Parse(s.URL)
+	return &coordProc{Server: s, base: base}, err
 }
-
-// kill ends the process at once (as a crash would) and waits for it.
-func (p *coordProc) kill() {
-	if p.cmd.Process != nil {
-		_ = p.cmd.Process.Kill()
-	}
-	<-p.exited
-}
-
-// tail keeps the last 1 KiB written to it.
-type tail struct {
-	mu  sync.Mutex
-	buf []byte
-}
-
-func (t *tail) Write(b []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.buf = append(t.buf, b...)
-	if len(t.buf) > 1024 {
-		t.buf = t.buf[len(t.buf)-1024:]
-	}
-	return len(b), nil
-}
-
-func (t *tail) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	s := strings.TrimSpace(string(t.buf))
-	if s == "" {
-		return "(nothing on stderr)"
-	}
-	return s
-}
-
-var workerReady = regexp.MustCompile(`Ready on (http://127\.0\.0\.1:\d+)`)
 
 // startWorker runs wrangler dev (offline, state in a temporary folder) in
 // its own process group, so Close ends every process it started.
@@ -277,65 +206,34 @@ func (l *Live) startWorker() {
 		fail(err)
 		return
 	}
-	cmd := exec.Command(l.opts.Wrangler, "dev", "--ip", "127.0.0.1", "--port", "0", "--inspector-port", "0", "--persist-to", dir, "--log-level", "info",
-		"--show-interactive-dev-session=false", "--var", "LEASE_TTL_MS:"+strconv.FormatInt(l.opts.WorkerTTL.Milliseconds(), 10))
-	cmd.Dir = l.opts.WorkerDir
-	cmd.Env = append(os.Environ(), "WRANGLER_SEND_METRICS=false", "CLOUDFLARE_CF_FETCH_ENABLED=false", "CI=1", "NO_COLOR=1")
-	ownGroup(cmd)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		fail(err)
-		return
-	}
-	var stderr tail
-	cmd.Stderr = &stderr
-	l.mu.Lock()
-	if l.closed {
-		l.mu.Unlock()
+	cmd := child.Wrangler(l.opts.Wrangler, l.opts.WorkerDir, dir, "--var", "LEASE_TTL_MS:"+strconv.FormatInt(l.opts.WorkerTTL.Milliseconds(), 10))
+	if l.isClosed() {
 		os.RemoveAll(dir)
 		return
 	}
-	l.stateDir = dir
-	if err := cmd.Start(); err != nil {
-		l.mu.Unlock()
-		fail(fmt.Errorf("cannot start wrangler: %w", err))
+	w, err := child.Start(cmd, child.Options{Dir: dir, Timeout: 3 * time.Minute, Cancel: l.stop})
+	if err != nil {
+		if !l.isClosed() {
+			fail(err)
+		}
 		return
 	}
-	exited := make(chan struct{})
-	l.wrangler = cmd
-	l.wranglerDone = exited
-	l.mu.Unlock()
-	found := make(chan string, 1)
-	var out2 tail
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			_, _ = out2.Write([]byte(sc.Text() + "\n"))
-			if m := workerReady.FindStringSubmatch(sc.Text()); m != nil {
-				select {
-				case found <- m[1]:
-				default:
-				}
-			}
-		}
-	}()
-	go func() {
-		_ = cmd.Wait()
-		close(exited)
-	}()
-	select {
-	case u := <-found:
-		base, _ := url.Parse(u)
-		l.mu.Lock()
-		l.worker = backendState{State: "ready", url: base}
+	l.mu.Lock()
+	if l.closed { // Close has passed: nobody else stops it
 		l.mu.Unlock()
-		l.logf("Worker ready on %s (leases of %v)", u, l.opts.WorkerTTL)
-	case <-exited:
-		fail(fmt.Errorf("wrangler dev exited before it was ready: %s %s", out2.String(), stderr.String()))
-	case <-time.After(3 * time.Minute):
-		fail(errors.New("wrangler dev was not ready within 3 minutes"))
-	case <-l.stop:
+		w.Stop()
+		return
 	}
+	base, _ := url.Parse(w.URL)
+	l.wrangler, l.worker = w, backendState{State: "ready", url: base}
+	l.mu.Unlock()
+	l.logf("Worker ready on %s (leases of %v)", w.URL, l.opts.WorkerTTL)
+}
+
+func (l *Live) isClosed() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.closed
 }
 
 // Close stops every process live mode started and removes the Worker's state.
@@ -353,35 +251,21 @@ func (l *Live) Close() {
 	}
 	l.coords = map[string]*liveCoord{}
 	w := l.wrangler
-	wDone := l.wranglerDone
-	dir := l.stateDir
 	l.mu.Unlock()
 	for _, c := range coords {
 		c.end()
 	}
-	if w != nil && w.Process != nil {
-		// The whole process group: wrangler and the workerd it runs.
-		_ = signalGroup(w.Process, os.Interrupt)
-		select {
-		case <-wDone:
-		case <-time.After(10 * time.Second):
-			_ = signalGroup(w.Process, os.Kill)
-			<-wDone
-		}
-		// workerd may outlive wrangler's exit by a moment.
-		_ = signalGroup(w.Process, os.Kill)
+	if w != nil {
+		w.Stop() // the whole process group: wrangler and its workerd
 	}
 	l.done.Wait()
-	if dir != "" {
-		os.RemoveAll(dir)
-	}
 }
 
 func (c *liveCoord) end() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.proc != nil {
-		c.proc.kill()
+		c.proc.Kill()
 		c.proc = nil
 	}
 }
@@ -564,7 +448,7 @@ func (l *Live) start(w http.ResponseWriter, body []byte) {
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
-		p.kill()
+		p.Kill()
 		liveError(w, http.StatusServiceUnavailable, "the server is stopping")
 		return
 	}
@@ -592,7 +476,7 @@ func (l *Live) restart(c *liveCoord) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.proc != nil {
-		c.proc.kill()
+		c.proc.Kill()
 		c.proc = nil
 	}
 	p, err := startCoordinator(l.opts.Coordinator, c.ttl)

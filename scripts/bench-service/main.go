@@ -337,15 +337,11 @@ func startTarget(name, coordinator, wrangler string) (*server, error) {
 
 // startCmd starts a server and waits for the URL it prints; its output
 // (the runtime's complaints about connections the benchmark closes
-// included) goes to a file, named if it fails to start.
+// included) is not shown, but for its last lines if it fails to start.
 func startCmd(cmd *exec.Cmd, tmp string) (*server, error) {
-	logf, err := os.Create(filepath.Join(tmp, "server.log"))
+	p, err := benchkit.Start(cmd, tmp, nil, false)
 	if err != nil {
 		return nil, err
-	}
-	p, err := benchkit.Start(cmd, tmp, logf, false)
-	if err != nil {
-		return nil, fmt.Errorf("%w (its output: %s)", err, logf.Name())
 	}
 	return &server{url: p.URL, proc: p}, nil
 }
