@@ -352,7 +352,7 @@ console.log(JSON.stringify({ error, call }));
 test('a missing wasm makes the import of an entry reject with a LeaseFenceError naming the file', async () => {
   const dir = mkdtempSync(join(tmpdir(), 'lease-fence-nowasm-'));
   try {
-    for (const f of ['lease-fence.mjs', 'api.mjs', 'runtime.mjs', 'codec.mjs', 'gate.mjs', 'errors.mjs', 'loader.mjs', 'wasm_exec.mjs', 'init.mjs', 'node.mjs']) {
+    for (const f of ['lease-fence.mjs', 'api.mjs', 'runtime.mjs', 'codec.mjs', 'gate.mjs', 'errors.mjs', 'error-class.mjs', 'loader.mjs', 'wasm_exec.mjs', 'init.mjs', 'node.mjs']) {
       cpSync(join(root, 'wasm/js', f), join(dir, f));
     }
     const attempt = (entry) => `

@@ -9,47 +9,19 @@
 // sets both. InvalidArgumentError also takes the argument's path as a string
 // in place of options.
 
+import { errorClass, named } from './error-class.mjs';
+
 /** Base class of every error this library throws. */
-export class LeaseFenceError extends Error {
-  static {
-    Object.defineProperty(this.prototype, 'name', { value: 'LeaseFenceError', writable: true, configurable: true });
-  }
-}
+export class LeaseFenceError extends Error {}
+named(LeaseFenceError, 'LeaseFenceError');
 
-function named(cls, name) {
-  Object.defineProperty(cls.prototype, 'name', { value: name, writable: true, configurable: true });
-  return cls;
-}
+/** An argument had the wrong type or value; nothing was changed. `argument` is its path, e.g. "request.sentAt.millis". */
+export const InvalidArgumentError = errorClass(LeaseFenceError, 'InvalidArgumentError', {
+  argument: (v, options) => (typeof options === 'string' ? options : String(v ?? '')),
+});
 
-// errorOptions returns what Error's constructor takes from options: { cause }
-// when options has one, so that an absent cause stays absent.
-function errorOptions(options) {
-  return isObject(options) && 'cause' in options ? { cause: options.cause } : undefined;
-}
-
-function field(options, key, otherwise) {
-  return isObject(options) && options[key] !== undefined ? options[key] : otherwise;
-}
-
-/** An argument had the wrong type or value; nothing was changed. */
-export class InvalidArgumentError extends LeaseFenceError {
-  constructor(message, options) {
-    super(message, errorOptions(options));
-    /** The argument's path, e.g. "request.sentAt.millis". */
-    this.argument = typeof options === 'string' ? options : String(field(options, 'argument', ''));
-  }
-}
-named(InvalidArgumentError, 'InvalidArgumentError');
-
-/** A gate refused a token whose fence is below its floor. */
-export class StaleFenceError extends LeaseFenceError {
-  constructor(message, options) {
-    super(message, errorOptions(options));
-    /** The entry this refusal appended to gate.rejections. */
-    this.rejection = field(options, 'rejection', null);
-  }
-}
-named(StaleFenceError, 'StaleFenceError');
+/** A gate refused a token whose fence is below its floor; `rejection` is the entry appended to gate.rejections. */
+export const StaleFenceError = errorClass(LeaseFenceError, 'StaleFenceError', { rejection: null });
 
 /**
  * Whether err is a gate's refusal of a stale fence (StaleFenceError from
@@ -75,90 +47,31 @@ export function isStaleFence(err) {
 }
 
 /** Two instants from different clock domains were compared or subtracted. */
-export class ClockDomainError extends LeaseFenceError {
-  constructor(message, options) {
-    super(message, errorOptions(options));
-    this.expectedDomain = field(options, 'expectedDomain', '');
-    this.actualDomain = field(options, 'actualDomain', '');
-  }
-}
-named(ClockDomainError, 'ClockDomainError');
+export const ClockDomainError = errorClass(LeaseFenceError, 'ClockDomainError', { expectedDomain: '', actualDomain: '' });
 
-/** A clock source produced a reading that is NaN, infinite or backwards. */
-export class ClockReadingError extends LeaseFenceError {
-  constructor(message, options) {
-    super(message, errorOptions(options));
-    this.domain = field(options, 'domain', '');
-    /** 'not a number', 'infinite' or 'lower than an earlier reading'. */
-    this.problem = field(options, 'problem', '');
-    this.value = field(options, 'value', NaN);
-    this.previous = field(options, 'previous', NaN);
-  }
-}
-named(ClockReadingError, 'ClockReadingError');
+/** A clock source produced a reading that is NaN, infinite or backwards ('not a number', 'infinite' or 'lower than an earlier reading'). */
+export const ClockReadingError = errorClass(LeaseFenceError, 'ClockReadingError', { domain: '', problem: '', value: NaN, previous: NaN });
 
 /** A request was completed a second time. */
-export class RequestCompletedError extends LeaseFenceError {
-  constructor(message, options) {
-    super(message, errorOptions(options));
-    this.requestId = field(options, 'requestId', '');
-  }
-}
-named(RequestCompletedError, 'RequestCompletedError');
+export const RequestCompletedError = errorClass(LeaseFenceError, 'RequestCompletedError', { requestId: '' });
 
-/** A grant does not answer the request it was completed with. */
-export class GrantMismatchError extends LeaseFenceError {
-  constructor(message, options) {
-    super(message, errorOptions(options));
-    /** 'requestId', 'resource', 'holderId' or 'fence'. */
-    this.field = field(options, 'field', '');
-    this.expected = field(options, 'expected', '');
-    this.actual = field(options, 'actual', '');
-  }
-}
-named(GrantMismatchError, 'GrantMismatchError');
+/** A grant does not answer the request it was completed with; field is 'requestId', 'resource', 'holderId' or 'fence'. */
+export const GrantMismatchError = errorClass(LeaseFenceError, 'GrantMismatchError', { field: '', expected: '', actual: '' });
 
 /**
  * The reason a commitAsync write's signal aborted with: a newer fence reached
  * the gate while the write ran (admitted by gate.admit, or a write with a
- * higher fence waiting for this one). The write's lease was superseded; the
- * gate still waits for the write to finish.
+ * higher fence waiting for this one: newerWaiting). The write's lease was
+ * superseded; the gate still waits for the write to finish.
  */
-export class SupersededError extends LeaseFenceError {
-  constructor(message, options) {
-    super(message, errorOptions(options));
-    this.resource = field(options, 'resource', '');
-    /** The running write's holder and fence. */
-    this.holderId = field(options, 'holderId', '');
-    this.fence = field(options, 'fence', 0);
-    /** The newer fence and its holder. */
-    this.newerHolderId = field(options, 'newerHolderId', '');
-    this.newerFence = field(options, 'newerFence', 0);
-    /** True when a write with the newer fence waits for this one; false when gate.admit admitted it. */
-    this.newerWaiting = field(options, 'newerWaiting', false);
-  }
-}
-named(SupersededError, 'SupersededError');
+export const SupersededError = errorClass(LeaseFenceError, 'SupersededError', {
+  resource: '', holderId: '', fence: 0, newerHolderId: '', newerFence: 0, newerWaiting: false,
+});
 
 /**
  * A commitAsync that waited for its turn and gave up (its signal aborted):
- * names the write it waited for. The signal's reason is the cause.
+ * names the write it waited for (running*). The signal's reason is the cause.
  */
-export class GateBusyError extends LeaseFenceError {
-  constructor(message, options) {
-    super(message, errorOptions(options));
-    this.resource = field(options, 'resource', '');
-    /** The write that gave up. */
-    this.holderId = field(options, 'holderId', '');
-    this.fence = field(options, 'fence', 0);
-    /** The write that was running, and how long it had run. */
-    this.runningHolderId = field(options, 'runningHolderId', '');
-    this.runningFence = field(options, 'runningFence', 0);
-    this.runningMillis = field(options, 'runningMillis', 0);
-  }
-}
-named(GateBusyError, 'GateBusyError');
-
-function isObject(v) {
-  return (typeof v === 'object' && v !== null) || typeof v === 'function';
-}
+export const GateBusyError = errorClass(LeaseFenceError, 'GateBusyError', {
+  resource: '', holderId: '', fence: 0, runningHolderId: '', runningFence: 0, runningMillis: 0,
+});

@@ -1,41 +1,24 @@
 // The service client's error classes, and isLeaseLost: plain JavaScript, no
 // WebAssembly. Their base is the library's LeaseFenceError (errors.mjs, which
 // lease-fence re-exports), so `instanceof LeaseFenceError` holds for them.
+import { errorClass, named } from '../error-class.mjs';
 import { LeaseFenceError } from '../errors.mjs';
 
-export function named(cls, name) {
-  Object.defineProperty(cls.prototype, 'name', { value: name, writable: true, configurable: true });
-  return cls;
-}
+export { named };
 
 // Every class takes (message, options), as the library's errors do: options
-// is Error's ({ cause }) plus the class's own fields.
-
-function errorOptions(options) {
-  return typeof options === 'object' && options !== null && 'cause' in options ? { cause: options.cause } : undefined;
-}
-
-function field(options, key, otherwise) {
-  return typeof options === 'object' && options !== null && options[key] !== undefined ? options[key] : otherwise;
-}
+// is Error's ({ cause }) plus the class's own fields (error-class.mjs).
+const lease = { resource: '', holderId: '', fence: 0 };
 
 /**
  * The coordinator refused a call, or answered in no usable way. `code` is the
  * service's stable error code (docs/service.md) or one of the client's own:
  * 'no_answer', 'bad_reply', 'timeout', 'http_<status>', 'tls_certificate'
  * (the server's certificate cannot be verified or is not for its host: not
- * retried).
+ * retried). `status` is the HTTP status of the answer (0 when there was
+ * none), `attempts` how many times the request was sent.
  */
-export class LeaseServiceError extends LeaseFenceError {
-  constructor(message, options) {
-    super(message, errorOptions(options));
-    this.code = String(field(options, 'code', ''));
-    /** The HTTP status of the answer, or 0 when there was none. */
-    this.status = field(options, 'status', 0);
-    /** How many times the request was sent. */
-    this.attempts = field(options, 'attempts', 0);
-  }
-
+export class LeaseServiceError extends errorClass(LeaseFenceError, 'LeaseServiceError', { code: (v) => String(v ?? ''), status: 0, attempts: 0 }) {
   /**
    * Whether the same call may succeed later: a 5xx, 408, 429, no answer, or
    * a timeout. Another 4xx never will, nor a certificate that cannot be
@@ -48,41 +31,19 @@ export class LeaseServiceError extends LeaseFenceError {
 }
 named(LeaseServiceError, 'LeaseServiceError');
 
-// leaseFields sets the lease's resource, holderId and fence on an error
-// about one lease (expired, lost, released) from its options.
-function leaseFields(e, options) {
-  e.resource = field(options, 'resource', '');
-  e.holderId = field(options, 'holderId', '');
-  e.fence = field(options, 'fence', 0);
-}
-
-/** An acquisition was denied: the resource is held by a live lease (the caller's own included). */
-export class LeaseDeniedError extends LeaseFenceError {
-  constructor(message, options) {
-    super(message, errorOptions(options));
-    this.code = 'denied';
-    this.resource = field(options, 'resource', '');
-    this.heldBy = field(options, 'heldBy', '');
-    /** How long that lease has left, by the coordinator's clock. */
-    this.retryAfterMillis = field(options, 'retryAfterMillis', 0);
-  }
-}
-named(LeaseDeniedError, 'LeaseDeniedError');
+/**
+ * An acquisition was denied: the resource is held by a live lease (the
+ * caller's own included); retryAfterMillis is how long that lease has left,
+ * by the coordinator's clock.
+ */
+export const LeaseDeniedError = errorClass(LeaseFenceError, 'LeaseDeniedError', { code: () => 'denied', resource: '', heldBy: '', retryAfterMillis: 0 });
 
 /**
  * A renewal or release found the lease no longer current: it ran out, was
  * released or was reassigned; `revoked` is true when an operator revoked it
  * (POST /v1/revoke), false otherwise.
  */
-export class LeaseExpiredError extends LeaseFenceError {
-  constructor(message, options) {
-    super(message, errorOptions(options));
-    this.code = 'expired';
-    leaseFields(this, options);
-    this.revoked = field(options, 'revoked', false) === true;
-  }
-}
-named(LeaseExpiredError, 'LeaseExpiredError');
+export const LeaseExpiredError = errorClass(LeaseFenceError, 'LeaseExpiredError', { code: () => 'expired', ...lease, revoked: (v) => v === true });
 
 /**
  * A held lease was lost: the coordinator refused a renewal (the lease is
@@ -90,17 +51,10 @@ named(LeaseExpiredError, 'LeaseExpiredError');
  * before the holder's deadline (`cause` is the last renewal's failure, if
  * one failed). The reason of a HeldLease's signal, and part of what
  * withLease rejects with when the lease was lost while its callback ran.
+ * `deadline` is the holder's deadline of the last lease it had (its clock's
+ * domain): the work had to stop by then.
  */
-export class LeaseLostError extends LeaseFenceError {
-  constructor(message, options) {
-    super(message, errorOptions(options));
-    this.code = 'lease_lost';
-    leaseFields(this, options);
-    /** The holder's deadline of the last lease it had (its clock's domain): the work had to stop by then. */
-    this.deadline = field(options, 'deadline', null);
-  }
-}
-named(LeaseLostError, 'LeaseLostError');
+export const LeaseLostError = errorClass(LeaseFenceError, 'LeaseLostError', { code: () => 'lease_lost', ...lease, deadline: null });
 
 /**
  * A held lease was revoked by an operator (POST /v1/revoke): its renewal
@@ -111,14 +65,7 @@ export class LeaseRevokedError extends LeaseLostError {}
 named(LeaseRevokedError, 'LeaseRevokedError');
 
 /** The reason of a HeldLease's signal once release() ended the hold. */
-export class LeaseReleasedError extends LeaseFenceError {
-  constructor(message, options) {
-    super(message, errorOptions(options));
-    this.code = 'released';
-    leaseFields(this, options);
-  }
-}
-named(LeaseReleasedError, 'LeaseReleasedError');
+export const LeaseReleasedError = errorClass(LeaseFenceError, 'LeaseReleasedError', { code: () => 'released', ...lease });
 
 /**
  * Whether err is, or holds, a LeaseLostError: err itself, an
