@@ -17,9 +17,9 @@
 //
 // The figures are printed, not asserted.
 
-import { loadavg } from 'node:os';
 import { launch } from '../test/chromium.mjs';
 import { startCoordinator, acquire, api, request } from '../test/console/harness.mjs';
+import { load, stats } from './bench-kit.mjs';
 
 const arg = (name, dflt) => {
   const i = process.argv.indexOf(`--${name}`);
@@ -31,18 +31,11 @@ const N = arg('resources', 1000);
 const BIG = 10_000;
 const PROFILE = arg('profile', 0);
 
-const pct = (xs, p) => {
-  if (!xs.length) return NaN;
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))];
-};
 const f1 = (x) => x.toFixed(1);
-// Math.min(...xs) overflows the stack at a few hundred thousand values.
-const lo = (xs) => xs.reduce((a, b) => (b < a ? b : a), Infinity);
-const hi = (xs) => xs.reduce((a, b) => (b > a ? b : a), -Infinity);
+const figs = (xs, s = stats(xs)) => `min ${f1(s.min)} median ${f1(s.median)} p95 ${f1(s.p95)} max ${f1(s.max)}`;
 const mb = (b) => (b / 2 ** 20).toFixed(1);
 
-console.log(`bench-console: ${N} resources, ${RATE} events/s, ${MINUTES} min; load average ${loadavg().map((l) => l.toFixed(2)).join(' ')}`);
+console.log(`bench-console: ${N} resources, ${RATE} events/s, ${MINUTES} min; load average ${load()}`);
 const c = await startCoordinator(['-memory', '-ui', '-ttl', '60s']);
 const browser = await launch({ viewport: { width: 1400, height: 900 } });
 try {
@@ -129,23 +122,22 @@ try {
     await new Promise((resolve) => setTimeout(resolve, t0 + m * 60_000 - Date.now()));
     const got = await page.evaluate(() => {
       const s = window.__console.stats;
-      const out = { lat: s.latencies.splice(0), work: s.work.splice(0), events: s.events };
-      return out;
+      return { lat: s.latencies.splice(0), work: s.work.splice(0), events: s.events };
     });
     const h = await heap();
     const lat = got.lat;
     for (const x of lat) all.push(x);
-    const row = { m, events: (got.events - events0) / 60, min: lo(lat), p50: pct(lat, 50), p95: pct(lat, 95), max: hi(lat), work95: pct(got.work, 95), heap: h };
+    const row = { m, events: (got.events - events0) / 60, heap: h };
     events0 = got.events;
     minutes.push(row);
-    console.log(`minute ${m}: ${f1(row.events)} events/s drawn; event to frame ms min ${f1(row.min)} median ${f1(row.p50)} p95 ${f1(row.p95)} max ${f1(row.max)}; frame work p95 ${f1(row.work95)} ms; heap after GC ${mb(h)} MB; load ${loadavg()[0].toFixed(2)}`);
+    console.log(`minute ${m}: ${f1(row.events)} events/s drawn; event to frame ms ${figs(lat)}; frame work p95 ${f1(stats(got.work).p95)} ms; heap after GC ${mb(h)} MB; load ${load()}`);
   }
   clearInterval(timer);
   const first = minutes[0].heap;
   const last = minutes[minutes.length - 1].heap;
-  console.log(`over the run: ${all.length} events; event to frame ms min ${f1(lo(all))} median ${f1(pct(all, 50))} p95 ${f1(pct(all, 95))} max ${f1(hi(all))}`);
+  console.log(`over the run: ${all.length} events; event to frame ms ${figs(all)}`);
   console.log(`heap after GC: minute 1 ${mb(first)} MB, minute ${MINUTES} ${mb(last)} MB, ratio ${(last / first).toFixed(3)}` +
-    (minutes.length > 2 ? `; minutes 2-${MINUTES}: ${mb(lo(minutes.slice(1).map((r) => r.heap)))}-${mb(hi(minutes.slice(1).map((r) => r.heap)))} MB` : '') +
+    (minutes.length > 2 ? `; minutes 2-${MINUTES}: ${mb(stats(minutes.slice(1).map((r) => r.heap)).min)}-${mb(stats(minutes.slice(1).map((r) => r.heap)).max)} MB` : '') +
     `; renewals sent ${sent}, refused or failed ${failed}, not sent (the generator more than 1 s behind) ${dropped}`);
   await page.close();
 

@@ -24,17 +24,11 @@
 // Goal: p95 under 16 ms (one frame at 60 Hz). The figures are printed, not
 // asserted.
 
-import { loadavg } from 'node:os';
 import { startServer, launch } from '../test/web/harness.mjs';
+import { load, pageSides, stats } from './bench-kit.mjs';
 
 const moves = Math.max(10, Number(process.argv[2] ?? 120) | 0);
 const rounds = Math.max(1, Number(process.argv[3] ?? (process.env.WEB_BEFORE ? 3 : 1)) | 0);
-
-function stats(xs) {
-  const s = [...xs].sort((a, b) => a - b);
-  const at = (q) => s[Math.min(s.length - 1, Math.ceil(q * s.length) - 1)];
-  return { n: s.length, min: s[0], median: at(0.5), p95: at(0.95), max: s[s.length - 1] };
-}
 
 const f = (v) => v.toFixed(1);
 // "n redraws, total min/median/p95/max; parts: queued, script, layout (median/p95)".
@@ -97,10 +91,8 @@ async function dragAll(browser, server, name) {
   return all;
 }
 
-const sides = [{ name: 'this page', server: await startServer(), rows: [] }];
-if (process.env.WEB_BEFORE) sides.unshift({ name: `before (${process.env.WEB_BEFORE})`, server: await startServer(['-web', process.env.WEB_BEFORE]), rows: [] });
+const sides = await pageSides(startServer, () => ({ rows: [] }));
 const browser = await launch();
-const load = () => loadavg().map((x) => x.toFixed(1)).join(' ');
 try {
   for (let r = 1; r <= rounds; r++) {
     for (const side of sides) {

@@ -15,10 +15,11 @@
 // the medians (this checkout / REV), with the load average.
 import { execFileSync } from 'node:child_process';
 import { copyFileSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
-import { loadavg, tmpdir } from 'node:os';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { freshNode, load, stats } from './bench-kit.mjs';
 
 const { values: opts } = parseArgs({
   options: { baseline: { type: 'string', default: 'main' }, runs: { type: 'string', default: '10' }, only: { type: 'string', default: '' } },
@@ -44,20 +45,8 @@ try {
   for (const f of ['lease-fence.wasm', 'wasm_exec.mjs', 'gate-texts.mjs']) {
     if (existsSync(join(root, 'wasm/js', f))) copyFileSync(join(root, 'wasm/js', f), join(base, 'wasm/js', f));
   }
-  const sides = { ours: root, [opts.baseline]: base };
-  const once = (cwd, code) => execFileSync(process.execPath, ['--input-type=module', '-e', `
-const c0 = process.cpuUsage();
-const t0 = performance.now();
-${code}
-const c = process.cpuUsage(c0);
-console.log(performance.now() - t0, (c.user + c.system) / 1000);
-`], { cwd, encoding: 'utf8' }).trim().split(' ').map(Number);
-  const stats = (xs) => {
-    const s = [...xs].sort((a, b) => a - b);
-    return { min: s[0], median: s.length % 2 ? s[s.length >> 1] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2, max: s[s.length - 1] };
-  };
   const fmt = ({ min, median, max }) => `${min.toFixed(1)} / ${median.toFixed(1)} / ${max.toFixed(1)}`;
-  console.log(`cold import in node ${process.version}, ${runs} fresh processes per side and entry, alternating; load average before: ${loadavg().map((n) => n.toFixed(2)).join(' ')}`);
+  console.log(`cold import in node ${process.version}, ${runs} fresh processes per side and entry, alternating; load average before: ${load()}`);
   console.log(`${'entry'.padEnd(34)}${'side'.padEnd(8)}${'wall min / median / max ms'.padEnd(30)}CPU min / median / max ms`);
   for (const [name, code] of Object.entries(entries)) {
     if (!only.test(name)) continue;
@@ -66,7 +55,7 @@ console.log(performance.now() - t0, (c.user + c.system) / 1000);
     for (let i = 0; i < runs; i++) {
       const order = i % 2 ? ['base', 'ours'] : ['ours', 'base'];
       for (const k of order) {
-        const [w, c] = once(k === 'ours' ? sides.ours : base, code);
+        const [w, c] = freshNode(code, k === 'ours' ? root : base);
         wall[k].push(w);
         cpu[k].push(c);
       }
@@ -77,7 +66,7 @@ console.log(performance.now() - t0, (c.user + c.system) / 1000);
     const r = (m) => (stats(m.ours).median / stats(m.base).median).toFixed(2);
     console.log(`${''.padEnd(34)}ratio of medians (ours / ${opts.baseline}): wall ${r(wall)}, CPU ${r(cpu)}`);
   }
-  console.log(`load average after: ${loadavg().map((n) => n.toFixed(2)).join(' ')}`);
+  console.log(`load average after: ${load()}`);
 } finally {
   rmSync(base, { recursive: true, force: true });
 }

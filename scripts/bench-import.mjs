@@ -21,9 +21,10 @@
 // program that uses time pays; lease-fence's core uses it.
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { loadavg, tmpdir } from 'node:os';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { freshNode, load, stats } from './bench-kit.mjs';
 
 const runs = Number(process.argv[2] ?? 10);
 const root = fileURLToPath(new URL('..', import.meta.url));
@@ -61,33 +62,20 @@ func main() { select {} }
   build(timeWasm, timeDir);
   const shim = new URL('../wasm/js/wasm_exec.mjs', import.meta.url).href;
 
-  const ours = `
-const c0 = process.cpuUsage();
-const t0 = performance.now();
-await import('lease-fence');
-const c = process.cpuUsage(c0);
-console.log(performance.now() - t0, (c.user + c.system) / 1000);
-`;
+  const ours = "await import('lease-fence');";
   const goWasm = (file) => `
-const c0 = process.cpuUsage();
-const t0 = performance.now();
 const { Go } = await import(${JSON.stringify(shim)});
 const { readFile } = await import('node:fs/promises');
 const go = new Go();
 const { instance } = await WebAssembly.instantiate(await readFile(${JSON.stringify(file)}), go.importObject);
 go.run(instance);
-instance.exports.noop();
-const c = process.cpuUsage(c0);
-console.log(performance.now() - t0, (c.user + c.system) / 1000);
-`;
+instance.exports.noop();`;
   const sides = {
     ours: { code: ours, label: "import('lease-fence')", wasm: join(root, 'wasm/js/lease-fence.wasm') },
     floor: { code: goWasm(floorWasm), label: 'minimal Go wasm (the floor)', wasm: floorWasm },
     time: { code: goWasm(timeWasm), label: 'the same importing time', wasm: timeWasm },
   };
-  const once = (code) => execFileSync(process.execPath, ['--input-type=module', '-e', code], { cwd: root, encoding: 'utf8' }).trim().split(' ').map(Number);
-
-  const load = loadavg().map((n) => n.toFixed(2)).join(' ');
+  const loadBefore = load();
   const wall = { ours: [], floor: [], time: [] };
   const cpu = { ours: [], floor: [], time: [] };
   const order = Object.keys(sides);
@@ -95,19 +83,15 @@ console.log(performance.now() - t0, (c.user + c.system) / 1000);
     // Each run starts with the next side, so none is always first.
     for (let j = 0; j < order.length; j++) {
       const k = order[(i + j) % order.length];
-      const [w, c] = once(sides[k].code);
+      const [w, c] = freshNode(sides[k].code, root);
       wall[k].push(w);
       cpu[k].push(c);
     }
   }
-  const stats = (xs) => {
-    const s = [...xs].sort((a, b) => a - b);
-    return { min: s[0], median: s.length % 2 ? s[s.length >> 1] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2, max: s[s.length - 1] };
-  };
   const fmt = ({ min, median, max }) => `min ${min.toFixed(1)}  median ${median.toFixed(1)}  max ${max.toFixed(1)} ms`;
   const kib = (p) => `${(statSync(p).size / 1024).toFixed(0)} KiB`;
   const ratio = (m, k) => (stats(m[k]).median / stats(m.floor).median).toFixed(2);
-  console.log(`cold import in node ${process.version}, ${runs} fresh processes per side, in rotating order; load average before: ${load}`);
+  console.log(`cold import in node ${process.version}, ${runs} fresh processes per side, in rotating order; load average before: ${loadBefore}`);
   for (const [title, m] of [['wall clock', wall], ['CPU time  ', cpu]]) {
     for (const [k, side] of Object.entries(sides)) {
       const head = k === 'ours' ? `  ${title}  ` : '              ';

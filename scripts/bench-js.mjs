@@ -23,6 +23,7 @@ import { readFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import * as current from 'lease-fence';
+import { stats } from './bench-kit.mjs';
 
 const args = process.argv.slice(2);
 const ROUNDS = Number(args[args.indexOf('--rounds') + 1]) || 15;
@@ -366,11 +367,7 @@ for (let round = 0; round <= ROUNDS; round++) {
   }
 }
 
-const stats = (xs) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return { min: s[0], median: s[s.length >> 1], max: s[s.length - 1] };
-};
-const results = all.map((c) => ({ name: c.name, n: c.n, ...stats(times.get(c.name)) }));
+const results = all.map((c) => ({ name: c.name, ...stats(times.get(c.name)), n: c.n }));
 const ratios = comparisons.filter(([name, ref]) => times.has(name) && times.has(ref)).map(([name, ref, goal]) => {
   const a = times.get(name);
   const b = times.get(ref);

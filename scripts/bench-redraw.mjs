@@ -13,8 +13,8 @@
 // rounds alternate between that page and this one, each from its own server
 // with the same module. The figures are printed, not asserted.
 
-import { loadavg } from 'node:os';
 import { startServer, launch } from '../test/web/harness.mjs';
+import { load, pageSides, stats } from './bench-kit.mjs';
 
 const rounds = Math.max(1, Number(process.argv[2] ?? 15) | 0);
 
@@ -66,10 +66,8 @@ async function round(page) {
   }, CASES);
 }
 
-const sides = [{ name: 'this page', server: await startServer(), rounds: [] }];
-if (process.env.WEB_BEFORE) sides.unshift({ name: `before (${process.env.WEB_BEFORE})`, server: await startServer(['-web', process.env.WEB_BEFORE]), rounds: [] });
+const sides = await pageSides(startServer, () => ({ rounds: [] }));
 const browser = await launch();
-const load = () => loadavg().map((x) => x.toFixed(1)).join(' ');
 const startLoad = load();
 try {
   for (const side of sides) {
@@ -86,12 +84,10 @@ try {
 const f = (v) => v.toFixed(2);
 for (const side of sides) {
   for (const [id] of CASES) {
-    const parts = ['model', 'draw', 'layout'].map((k) => {
-      const xs = side.rounds.map((r) => r[id][k]).sort((a, b) => a - b);
-      return `${k} ${f(xs[0])} (median ${f(xs[xs.length >> 1])})`;
-    });
-    const totals = side.rounds.map((r) => r[id].model + r[id].draw + r[id].layout).sort((a, b) => a - b);
-    console.log(`bench-redraw ${side.name} ${id}: ms per step, best of ${rounds} rounds: ${parts.join(', ')}; all three ${f(totals[0])} (median ${f(totals[totals.length >> 1])})`);
+    const fig = (xs, s = stats(xs)) => `${f(s.min)} (median ${f(s.median)})`;
+    const parts = ['model', 'draw', 'layout'].map((k) => `${k} ${fig(side.rounds.map((r) => r[id][k]))}`);
+    const totals = fig(side.rounds.map((r) => r[id].model + r[id].draw + r[id].layout));
+    console.log(`bench-redraw ${side.name} ${id}: ms per step, best of ${rounds} rounds: ${parts.join(', ')}; all three ${totals}`);
   }
 }
 console.log(`bench-redraw: load average ${startLoad} at the start, ${load()} at the end`);

@@ -14,14 +14,9 @@
 // Goal: interactive in under 1 s here. The figures are printed, not asserted.
 
 import { startServer, launch } from '../test/web/harness.mjs';
+import { pageSides, stats } from './bench-kit.mjs';
 
 const runs = Math.max(1, Number(process.argv[2] ?? 7) | 0);
-
-function stats(xs) {
-  const s = [...xs].sort((a, b) => a - b);
-  const med = s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
-  return { median: med, min: s[0], max: s[s.length - 1] };
-}
 
 const measure = (page) =>
   page.evaluate(() => {
@@ -42,8 +37,7 @@ const measure = (page) =>
     };
   });
 
-const sides = [{ name: 'this page', server: await startServer(), cold: [], warm: [] }];
-if (process.env.WEB_BEFORE) sides.unshift({ name: `before (${process.env.WEB_BEFORE})`, server: await startServer(['-web', process.env.WEB_BEFORE]), cold: [], warm: [] });
+const sides = await pageSides(startServer, () => ({ cold: [], warm: [] }));
 try {
   for (let i = 0; i < runs; i++) {
     for (const side of sides) {
