@@ -24,6 +24,23 @@ const A_FOLLOW_UP = 50;
 
 // --- the run -----------------------------------------------------------------
 
+/**
+ * The tryCommit step of a lane (model's or live's: { gate, lib, emit }):
+ * gate.commit handed an async function refuses it, as
+ * InvalidArgumentError, before running it; ev is the misuse event's start.
+ */
+export function commitMisuse(lane, token, ev) {
+  try {
+    lane.gate.commit(token, async () => {
+      throw new Error('gate.commit ran an async function');
+    });
+    throw new Error('gate.commit accepted an async function');
+  } catch (err) {
+    if (!(err instanceof lane.lib.InvalidArgumentError)) throw err;
+    lane.emit({ ...ev, kind: 'misuse', error: err.name, floor: lane.gate.floor });
+  }
+}
+
 /** Bounds every run, whatever numbers it was given. */
 const MAX_ACTIONS = 400;
 const MAX_ATTEMPTS = 6;
@@ -649,17 +666,7 @@ class LaneRun {
       if (step.detach) this.next(th, i, t);
       return;
     }
-    if (step.tryCommit) {
-      try {
-        this.gate.commit(ag.lease.token, async () => {
-          throw new Error('gate.commit ran an async function');
-        });
-        throw new Error('gate.commit accepted an async function');
-      } catch (err) {
-        if (!(err instanceof this.lib.InvalidArgumentError)) throw err;
-        this.emit({ t, actor: ag.key, kind: 'misuse', wid, fence, error: err.name, floor: this.gate.floor });
-      }
-    }
+    if (step.tryCommit) commitMisuse(this, ag.lease.token, { t, actor: ag.key, wid, fence });
     const floorAtCall = this.gate.floor;
     const fn = async () => {
       began = this.now;
