@@ -17,7 +17,7 @@ import { holdOptions, makeHold, withHold } from './hold.mjs';
 import { internal, leaseState, ServiceLease } from './lease.mjs';
 import { list, listPage, watch } from './list-watch.mjs';
 import {
-  callOptions, checkOptions, checkResource, checkSignal, checkValue, DEFAULT_MAX_WAIT_MILLIS, isOptions, MAX_FENCE, MAX_WAIT_MILLIS, positive, wholeMillis,
+  callOptions, checkOptions, checkResource, checkValue, DEFAULT_MAX_WAIT_MILLIS, isOptions, MAX_FENCE, MAX_WAIT_MILLIS, optionsOf, positive, wholeMillis,
 } from './options.mjs';
 import { base64url, hex, randomBytes, requestBody } from './protocol.mjs';
 import { nodeModules, nodeSender } from './node-http.mjs';
@@ -399,13 +399,7 @@ export class LeaseServiceClient {
    * revoke could end the next holder's lease).
    */
   async revoke(resource, options) {
-    if (options !== undefined && !isOptions(options)) {
-      throw new InvalidArgumentError('lease-fence: revoke options must be an object', 'options');
-    }
-    checkOptions(options ?? {}, REVOKE_OPTIONS, 'client.revoke');
-    const { signal, timeoutMillis, holderId, fence } = options ?? {};
-    checkSignal(signal, 'options.signal');
-    if (timeoutMillis !== undefined) positive(timeoutMillis, 'options.timeoutMillis');
+    const { signal, timeoutMillis, holderId, fence } = optionsOf(options, REVOKE_OPTIONS, 'client.revoke', 'revoke options');
     checkResource(resource, 'resource');
     const body = { resource };
     if (holderId !== undefined) body.holderId = checkResource(holderId, 'options.holderId');
@@ -453,13 +447,7 @@ export class LeaseServiceClient {
    * when none is live) differs from afterFence, or when the wait ends.
    */
   async inspect(resource, options) {
-    if (options !== undefined && !isOptions(options)) {
-      throw new InvalidArgumentError('lease-fence: call options must be an object', 'options');
-    }
-    checkOptions(options ?? {}, INSPECT_OPTIONS, 'client.inspect');
-    const { signal, timeoutMillis, afterFence, waitMillis, afterValue } = options ?? {};
-    checkSignal(signal, 'options.signal');
-    if (timeoutMillis !== undefined) positive(timeoutMillis, 'options.timeoutMillis');
+    const { signal, timeoutMillis, afterFence, waitMillis, afterValue } = optionsOf(options, INSPECT_OPTIONS, 'client.inspect');
     checkResource(resource, 'resource');
     const body = { resource };
     if (afterFence !== undefined) body.afterFence = wholeMillis(afterFence, 'options.afterFence', MAX_FENCE);
@@ -481,12 +469,8 @@ export class LeaseServiceClient {
 
   /** The election named name: campaign to lead it, see who leads, follow the leaders. */
   election(name, options) {
-    if (options !== undefined && !isOptions(options)) {
-      throw new InvalidArgumentError('lease-fence: election options must be an object', 'options');
-    }
-    checkOptions(options ?? {}, ELECTION_OPTIONS, 'client.election');
+    const { renewEveryMillis } = optionsOf(options, ELECTION_OPTIONS, 'client.election', 'election options');
     checkResource(name, 'name');
-    const { renewEveryMillis } = options ?? {};
     if (renewEveryMillis !== undefined) positive(renewEveryMillis, 'options.renewEveryMillis');
     return new LeaseElection(internal, this, this.#tools, name, renewEveryMillis);
   }

@@ -5,7 +5,7 @@ import { InvalidArgumentError } from '../errors.mjs';
 import { LeaseExpiredError, LeaseServiceError, named } from './errors.mjs';
 import { makeHold } from './hold.mjs';
 import { internal } from './lease.mjs';
-import { callOptions, checkOptions, checkSignal, checkValue, isOptions } from './options.mjs';
+import { callOptions, checkValue, isOptions, optionsOf } from './options.mjs';
 import { MIN_RETRY_MILLIS, sleep } from './timers.mjs';
 
 const CAMPAIGN_OPTIONS = ['signal'];
@@ -49,11 +49,7 @@ export class LeaseElection {
   async campaign(value, options) {
     if (value === undefined || isOptions(value)) [value, options] = ['', value];
     checkValue(value, 'value');
-    if (options !== undefined && !isOptions(options)) {
-      throw new InvalidArgumentError('lease-fence: election.campaign options must be an object', 'options');
-    }
-    checkOptions(options ?? {}, CAMPAIGN_OPTIONS, 'election.campaign');
-    const signal = checkSignal(options?.signal, 'options.signal');
+    const { signal } = optionsOf(options, CAMPAIGN_OPTIONS, 'election.campaign', 'election.campaign options');
     const held = await makeHold(this.#client, this.#tools, this.#name, { waitMillis: Infinity, signal, renewEveryMillis: this.#every, value });
     this.#held = held;
     return held;
@@ -94,11 +90,7 @@ export class LeaseElection {
    * client's backoff; a refusal that will not change (a 4xx) is thrown.
    */
   observe(options) {
-    if (options !== undefined && !isOptions(options)) {
-      throw new InvalidArgumentError('lease-fence: election.observe options must be an object', 'options');
-    }
-    checkOptions(options ?? {}, OBSERVE_OPTIONS, 'election.observe');
-    return this.#observe(checkSignal(options?.signal, 'options.signal'));
+    return this.#observe(optionsOf(options, OBSERVE_OPTIONS, 'election.observe', 'election.observe options').signal);
   }
 
   async *#observe(signal) {

@@ -5,7 +5,7 @@
 import { InvalidArgumentError } from '../errors.mjs';
 import { LeaseExpiredError, LeaseLostError, LeaseReleasedError, LeaseRevokedError, named } from './errors.mjs';
 import { internal } from './lease.mjs';
-import { callOptions, checkOptions, checkSignal, checkValue, isOptions, positive, wholeMillis } from './options.mjs';
+import { callOptions, checkValue, optionsOf, positive, wholeMillis } from './options.mjs';
 import { durationText, MAX_TIMER_MILLIS, MIN_RETRY_MILLIS } from './timers.mjs';
 
 // A hold counts its lease lost LOSS_MARGIN before the holder's deadline
@@ -88,14 +88,8 @@ const HOLD_OPTIONS = ['waitMillis', 'signal', 'renewEveryMillis', 'value'];
 
 // holdOptions checks the options of hold, withLease (what names the call).
 export function holdOptions(options, what) {
-  if (options === undefined) return { waitMillis: 0 };
-  if (!isOptions(options)) {
-    throw new InvalidArgumentError(`lease-fence: ${what} options must be an object`, 'options');
-  }
-  checkOptions(options, HOLD_OPTIONS, what);
-  const { waitMillis = 0, signal, renewEveryMillis, value } = options;
+  const { waitMillis = 0, signal, renewEveryMillis, value } = optionsOf(options, HOLD_OPTIONS, what, `${what} options`);
   wholeMillis(waitMillis, 'options.waitMillis', Number.MAX_SAFE_INTEGER, true);
-  checkSignal(signal, 'options.signal');
   if (renewEveryMillis !== undefined) positive(renewEveryMillis, 'options.renewEveryMillis');
   if (value !== undefined) checkValue(value, 'options.value');
   return { waitMillis, signal, renewEveryMillis, value };

@@ -4,7 +4,7 @@
 // disconnect.
 import { InvalidArgumentError } from '../errors.mjs';
 import { LeaseServiceError } from './errors.mjs';
-import { checkOptions, checkSignal, isOptions, positive, wholeMillis } from './options.mjs';
+import { optionsOf, wholeMillis } from './options.mjs';
 import { listBody, MAX_PREFIX_BYTES, parseError, readBody, utf8Length } from './protocol.mjs';
 import { sleep } from './timers.mjs';
 import { RETRIED_4XX } from './transport.mjs';
@@ -22,13 +22,7 @@ const MAX_FRAME_CHARS = 1 << 20;
  * and still have a cursor. A Worker answers not_supported.
  */
 export async function listPage(transport, options) {
-  if (options !== undefined && !isOptions(options)) {
-    throw new InvalidArgumentError('lease-fence: list options must be an object', 'options');
-  }
-  checkOptions(options ?? {}, LIST_OPTIONS, 'client.listPage');
-  const { signal, timeoutMillis, prefix, cursor, limit, waiters } = options ?? {};
-  checkSignal(signal, 'options.signal');
-  if (timeoutMillis !== undefined) positive(timeoutMillis, 'options.timeoutMillis');
+  const { signal, timeoutMillis, prefix, cursor, limit, waiters } = optionsOf(options, LIST_OPTIONS, 'client.listPage', 'list options');
   const body = listBody(prefix, cursor, limit, waiters);
   const reply = await transport.send('list', body, { signal, timeoutMillis });
   return reply.page;
@@ -40,13 +34,10 @@ export async function listPage(transport, options) {
  * the listing is yielded exactly once.
  */
 export async function* list(client, options) {
-  if (options !== undefined && !isOptions(options)) {
-    throw new InvalidArgumentError('lease-fence: list options must be an object', 'options');
-  }
-  checkOptions(options ?? {}, LIST_OPTIONS, 'client.list');
-  let cursor = options?.cursor;
+  const opts = optionsOf(options, LIST_OPTIONS, 'client.list', 'list options');
+  let cursor = opts.cursor;
   do {
-    const page = await client.listPage({ ...options, cursor });
+    const page = await client.listPage({ ...opts, cursor });
     yield* page.leases;
     cursor = page.cursor;
   } while (cursor !== undefined);
@@ -66,13 +57,9 @@ export async function* list(client, options) {
  * change, or the last failure after `attempts` failed connections in a row.
  */
 export async function* watch(transport, options) {
-  if (options !== undefined && !isOptions(options)) {
-    throw new InvalidArgumentError('lease-fence: watch options must be an object', 'options');
-  }
-  checkOptions(options ?? {}, WATCH_OPTIONS, 'client.watch');
-  const { signal, prefix = '' } = options ?? {};
-  let { stream, afterSeq } = options ?? {};
-  checkSignal(signal, 'options.signal');
+  const opts = optionsOf(options, WATCH_OPTIONS, 'client.watch', 'watch options');
+  const { signal, prefix = '' } = opts;
+  let { stream, afterSeq } = opts;
   if (typeof prefix !== 'string' || utf8Length(prefix) > MAX_PREFIX_BYTES) {
     throw new InvalidArgumentError(`lease-fence: options.prefix must be a string of at most ${MAX_PREFIX_BYTES} bytes`, 'options.prefix');
   }

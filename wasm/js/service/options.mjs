@@ -51,19 +51,28 @@ export function checkSignal(signal, name) {
   return signal;
 }
 
+/**
+ * optionsOf checks the options argument of what (label names it in the
+ * error when it is not an object) and returns its fields among names, each
+ * read once: none when it is undefined, and options.signal and
+ * options.timeoutMillis checked when names has them.
+ */
+export function optionsOf(options, names, what, label = 'call options') {
+  const o = {};
+  if (options === undefined) return o;
+  if (!isOptions(options)) throw new InvalidArgumentError(`lease-fence: ${label} must be an object`, 'options');
+  checkOptions(options, names, what);
+  for (const k of names) o[k] = options[k];
+  if (names.includes('signal')) checkSignal(o.signal, 'options.signal');
+  if (o.timeoutMillis !== undefined) positive(o.timeoutMillis, 'options.timeoutMillis');
+  return o;
+}
+
 export function callOptions(options, what) {
-  if (options === undefined) return {};
-  if (!isOptions(options)) {
-    throw new InvalidArgumentError('lease-fence: call options must be an object', 'options');
-  }
-  if (what === 'client.acquire' && Object.hasOwn(options, 'waitMillis')) {
+  if (what === 'client.acquire' && isOptions(options) && Object.hasOwn(options, 'waitMillis')) {
     throw new InvalidArgumentError('lease-fence: client.acquire has no option "waitMillis": it never waits; client.hold waits for a held resource (and keeps the lease alive)', 'options.waitMillis');
   }
-  checkOptions(options, CALL_OPTIONS, what);
-  const { signal, timeoutMillis } = options;
-  checkSignal(signal, 'options.signal');
-  if (timeoutMillis !== undefined) positive(timeoutMillis, 'options.timeoutMillis');
-  return { signal, timeoutMillis };
+  return optionsOf(options, CALL_OPTIONS, what);
 }
 
 // wholeMillis checks a count of milliseconds from 0 to max (Infinity
