@@ -24,6 +24,7 @@ import {
 import { describe, captionAt, verdicts, warnings, editCaption } from './words.js';
 import { drawLane, drawRowLabels, extentOf, agentsOf } from './view.js';
 import * as live from './live.js';
+import { h } from './svg.js';
 import { initEditing, renderHandles, onHandleKey, onPointerDown } from './edit.js';
 
 const $ = (id) => document.getElementById(id);
@@ -80,11 +81,7 @@ function setData(node, key, value) {
 
 function notice(problems) {
   const list = $('notice-list');
-  for (const p of problems) {
-    const li = document.createElement('li');
-    li.textContent = p;
-    list.append(li);
-  }
+  for (const p of problems) list.append(h('li', { textContent: p }));
   $('notice').hidden = list.childElementCount === 0;
 }
 
@@ -187,54 +184,23 @@ async function runOf(s) {
 
 function buildSetup() {
   const select = $('preset');
-  for (const p of PRESETS) {
-    const o = document.createElement('option');
-    o.value = p.id;
-    o.textContent = p.title;
-    select.append(o);
-  }
-  const form = $('params');
+  for (const p of PRESETS) select.append(h('option', { value: p.id, textContent: p.title }));
   for (const [group, legendText] of GROUPS) {
-    const set = document.createElement('fieldset');
-    set.className = 'group';
-    set.id = `group-${group}`;
-    const legend = document.createElement('legend');
-    legend.textContent = legendText;
-    set.append(legend);
-    for (const def of PARAMS.filter((d) => d.group === group)) set.append(paramRow(def));
-    form.append(set);
+    const rows = PARAMS.filter((d) => d.group === group).map(paramRow);
+    $('params').append(h('fieldset', { className: 'group', id: `group-${group}` }, h('legend', { textContent: legendText }), ...rows));
   }
 }
 
 function paramRow(def) {
   const id = `param-${def.key}`;
-  const row = document.createElement('div');
-  row.className = def.toggle ? 'param toggle' : 'param';
-  row.id = `row-${def.key}`;
-  const label = document.createElement('label');
-  label.htmlFor = id;
-  label.textContent = def.label;
-  const input = document.createElement('input');
-  input.id = id;
-  input.name = def.key;
-  if (def.toggle) {
-    input.type = 'checkbox';
-  } else {
-    input.type = 'number';
-    input.inputMode = 'numeric';
-    input.min = String(def.min);
-    input.max = String(def.max);
-    input.step = '1';
-  }
+  const label = h('label', { htmlFor: id, textContent: def.label });
+  const input = h('input', def.toggle ? { id, name: def.key, type: 'checkbox' }
+    : { id, name: def.key, type: 'number', inputMode: 'numeric', min: String(def.min), max: String(def.max), step: '1' });
   input.setAttribute('aria-describedby', `${id}-help`);
-  const help = document.createElement('span');
-  help.id = `${id}-help`;
-  help.className = 'help';
-  help.textContent = def.help;
-  const err = document.createElement('span');
-  err.id = `${id}-error`;
-  err.className = 'error';
+  const help = h('span', { id: `${id}-help`, className: 'help', textContent: def.help });
+  const err = h('span', { id: `${id}-error`, className: 'error' });
   err.setAttribute('role', 'status');
+  const row = h('div', { className: def.toggle ? 'param toggle' : 'param', id: `row-${def.key}` });
   if (def.toggle) row.append(input, label, help, err);
   else row.append(label, input, help, err);
   return row;
@@ -563,13 +529,8 @@ function renderButtons() {
 /** The event list, with the latest event marked and scrolled into the list's view. */
 function renderLog(ol, events, mode) {
   const items = events.map((e) => {
-    const li = document.createElement('li');
-    li.dataset.kind = e.kind;
-    li.dataset.actor = e.actor;
-    const time = document.createElement('span');
-    time.className = 'when';
-    time.textContent = `t=${fmt(e.t)}`;
-    li.append(time, ` ${describe(e, mode)}`);
+    const li = h('li', {}, h('span', { className: 'when', textContent: `t=${fmt(e.t)}` }), ` ${describe(e, mode)}`);
+    Object.assign(li.dataset, { kind: e.kind, actor: e.actor });
     return li;
   });
   const current = items.at(-1);
@@ -582,27 +543,11 @@ function renderLog(ol, events, mode) {
 function renderRejections(rows) {
   const body = $('rejections-body');
   if (rows.length === 0) {
-    const tr = document.createElement('tr');
-    const td = document.createElement('td');
-    td.colSpan = 5;
-    td.className = 'empty';
-    td.textContent = 'No refusals yet.';
-    tr.append(td);
-    body.replaceChildren(tr);
+    body.replaceChildren(h('tr', {}, h('td', { colSpan: 5, className: 'empty', textContent: 'No refusals yet.' })));
     return;
   }
-  body.replaceChildren(
-    ...rows.map((r) => {
-      const tr = document.createElement('tr');
-      tr.className = 'rejection';
-      for (const v of [r.seq, r.refusedHolderId, r.refusedFence, r.admittedHolderId ?? '(initial floor)', r.admittedFence]) {
-        const td = document.createElement('td');
-        td.textContent = String(v);
-        tr.append(td);
-      }
-      return tr;
-    }),
-  );
+  const cells = (r) => [r.seq, r.refusedHolderId, r.refusedFence, r.admittedHolderId ?? '(initial floor)', r.admittedFence].map((v) => h('td', { textContent: String(v) }));
+  body.replaceChildren(...rows.map((r) => h('tr', { className: 'rejection' }, ...cells(r))));
 }
 
 start();

@@ -8,6 +8,7 @@
 
 import { Picture, fmtDuration, visible } from './console-state.js';
 import { drawLeaseRow, drawTimeAxis, ROW } from './lease-row.js';
+import { h } from './svg.js';
 
 const TOKEN_KEY = 'lease-fence-console-token';
 const ROW_H = ROW.H + 8; // px per table row
@@ -346,29 +347,23 @@ function invalidate(rows) {
 }
 
 function makeRow() {
-  const tr = document.createElement('div');
-  tr.className = 'tr';
+  const tr = h('div', { className: 'tr' });
   tr.setAttribute('role', 'row');
   const cell = (cls) => {
-    const c = document.createElement('div');
-    c.className = `cell ${cls}`;
+    const c = h('div', { className: `cell ${cls}` });
     c.setAttribute('role', 'cell');
     tr.append(c);
     return c;
   };
-  const name = document.createElement('button');
-  name.type = 'button';
-  name.className = 'name';
+  const name = h('button', { type: 'button', className: 'name' });
   cell('c-name').append(name);
   const holder = cell('c-holder');
   const fence = cell('c-fence');
   const left = cell('c-left');
   const lane = cell('c-lane');
   const wait = cell('c-wait');
-  const count = document.createElement('span');
-  count.className = 'wcount';
-  const queue = document.createElement('ol');
-  queue.className = 'queue';
+  const count = h('span', { className: 'wcount' });
+  const queue = h('ol', { className: 'queue' });
   wait.append(count, queue);
   name.addEventListener('click', () => select(tr._r?.name ?? null));
   name.addEventListener('keydown', (e) => {
@@ -444,10 +439,7 @@ function fill(row, r, i, t, extent) {
   while (row.queue.children.length > ids.length) row.queue.lastChild.remove();
   ids.forEach((id, k) => {
     let li = row.queue.children[k];
-    if (!li) {
-      li = document.createElement('li');
-      row.queue.append(li);
-    }
+    if (!li) row.queue.append((li = h('li')));
     setText(li, visible(id));
   });
   const more = q.ids.length - ids.length + q.more;
@@ -685,22 +677,20 @@ function showDetail(t) {
   const q = r.queue();
   const items = [...q.ids.map(visible), ...(q.more ? [`and ${q.more} more (waiting on another replica, or before this page connected)`] : [])];
   if (ol._key !== items.join('\u0000')) {
-    ol.replaceChildren(...items.map((id) => Object.assign(document.createElement('li'), { textContent: id })));
+    ol.replaceChildren(...items.map((id) => h('li', { textContent: id })));
     ol._key = items.join('\u0000');
   }
-  const h = $('d-history');
-  if (h._v !== r.version) {
-    h._v = r.version;
+  const hist = $('d-history');
+  if (hist._v !== r.version) {
+    hist._v = r.version;
     const evs = r.events().reverse();
-    h.replaceChildren(...evs.map((e) => {
-      const li = document.createElement('li');
-      li.dataset.type = e.type;
-      const when = document.createElement('time');
-      when.textContent = new Date(e.t).toISOString().slice(11, 23);
+    hist.replaceChildren(...evs.map((e) => {
+      const when = h('time', { textContent: new Date(e.t).toISOString().slice(11, 23) });
       const what = e.type === 'refused'
         ? ` ${visible(e.gate)}: ${visible(e.holder)} #${e.fence} refused, after ${visible(e.admittedHolder)} #${e.admittedFence}`
         : ` ${WORDS[e.type] ?? e.type}${e.holder ? `: ${visible(e.holder)}` : ''}${e.fence ? ` #${e.fence}` : ''}`;
-      li.append(when, what);
+      const li = h('li', {}, when, what);
+      li.dataset.type = e.type;
       return li;
     }));
   }

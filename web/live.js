@@ -27,6 +27,7 @@
 import { positionsOf, fmt, presetById } from './model.js';
 import { compareRuns } from './compare.js';
 import { LiveLane, Meter } from './live-lane.js';
+import { h } from './svg.js';
 
 const $ = (id) => document.getElementById(id);
 const MODES = ['naive', 'fenced'];
@@ -258,7 +259,7 @@ function captionOf(cmp, scenario, k, backend) {
 function showComparison(cmp, scenario, k, backend, lanes, meter) {
   const box = $('live-compare');
   box.hidden = false;
-  const li = (text) => Object.assign(document.createElement('li'), { textContent: text });
+  const li = (text) => h('li', { textContent: text });
   $('live-verdicts').replaceChildren(...MODES.map((mode) => {
     const l = cmp.lanes[mode];
     const item = li(l.same ? `${l.live} (the model says the same)` : `Live: ${l.live} Model: ${l.model}`);

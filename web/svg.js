@@ -78,6 +78,13 @@ export function el(name, attrs = {}, text) {
   return new V(name, attrs, text);
 }
 
+/** An HTML element (not drawn through V): tag with props assigned (id, className, textContent, ...) and children appended. */
+export function h(tag, props, ...children) {
+  const e = Object.assign(document.createElement(tag), props);
+  e.append(...children);
+  return e;
+}
+
 // A new node for v and its children.
 export function make(v) {
   const n = document.createElementNS(NS, v.name);
