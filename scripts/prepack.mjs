@@ -24,20 +24,8 @@ function mtime(file) {
 
 // goSources lists the non-test .go files under dir (relative to root).
 function goSources(dir) {
-  const out = [];
-  let entries;
-  try {
-    entries = readdirSync(join(root, dir), { withFileTypes: true });
-  } catch (e) {
-    if (e.code === 'ENOENT') return out;
-    throw e;
-  }
-  for (const e of entries) {
-    const p = join(dir, e.name);
-    if (e.isDirectory()) out.push(...goSources(p));
-    else if (e.name.endsWith('.go') && !e.name.endsWith('_test.go')) out.push(p);
-  }
-  return out;
+  if (!existsSync(join(root, dir))) return [];
+  return readdirSync(join(root, dir), { recursive: true }).filter((f) => f.endsWith('.go') && !f.endsWith('_test.go')).map((f) => join(dir, f));
 }
 
 // In a checkout (the texts' sources are there), write the gate texts.
