@@ -49,16 +49,7 @@ const ATTEMPT_FRACTION = 0.5;
  */
 export class Transport {
   constructor({ bases, fetch, attempts, attemptTimeout, timeout, backoff, headers, timers, clock }) {
-    this.bases = bases;
-    this.cur = 0;
-    this.fetch = fetch;
-    this.attempts = attempts;
-    this.attemptTimeout = attemptTimeout;
-    this.timeout = timeout;
-    this.backoff = backoff;
-    this.headers = headers;
-    this.timers = timers;
-    this.clock = clock;
+    Object.assign(this, { bases, cur: 0, fetch, attempts, attemptTimeout, timeout, backoff, headers, timers, clock });
   }
 
   // send posts body to /v1/<op> until it gets an answer, a refusal that will
