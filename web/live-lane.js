@@ -1,7 +1,7 @@
 // One lane of a live run (live.js): its coordinator, agents and resource,
 // run with real timers, its events in the model's own form.
 
-import { script, commitMisuse, finishLane, newer, COORDINATOR, HOLDERS, RESOURCE, agentKeys } from './model.js';
+import { script, commitMisuse, writeEvent, finishLane, newer, COORDINATOR, HOLDERS, RESOURCE, agentKeys } from './model.js';
 import { HOLDER_KEY } from './scenario.js';
 import { plainRejection } from './lane-state.js';
 
@@ -406,29 +406,8 @@ export class LiveLane {
 
   write(ag, step) {
     const t = this.stamp();
-    const before = this.resource.value;
-    const beforeBy = this.resource.by;
     const gen = this.gens[ag.gen];
-    const stale = !(gen && gen.end > t);
-    const apply = () => {
-      this.resource.value = step.value;
-      this.resource.by = ag.key;
-    };
-    const base = { t, actor: ag.key, kind: 'write', gen: ag.gen, value: step.value, before, beforeBy, stale };
-    if (!this.fenced) {
-      apply();
-      this.emit({ ...base, landed: true, fence: null });
-      return;
-    }
-    const fence = ag.lease.token.fence;
-    const floorBefore = this.gate.floor;
-    try {
-      this.gate.commit(this.token(ag), apply);
-      this.emit({ ...base, landed: true, fence, floorBefore, floor: this.gate.floor });
-    } catch (err) {
-      if (!(err instanceof this.lib.StaleFenceError)) throw err;
-      this.emit({ ...base, landed: false, fence, floorBefore, floor: this.gate.floor, rejection: plainRejection(err.rejection) });
-    }
+    this.emit(writeEvent(this, ag, this.fenced ? this.token(ag) : null, step, t, !(gen && gen.end > t)));
   }
 
   // As the model's writeAsync, with a store call of real (scaled) time.

@@ -41,6 +41,33 @@ export function commitMisuse(lane, token, ev) {
   }
 }
 
+/**
+ * A synchronous write of step.value by agent ag at t in a lane (model's or
+ * live's: { fenced, gate, lib, resource }): naive, it lands; fenced, it goes
+ * through gate.commit(token). Returns its write event; stale says whether
+ * the coordinator no longer held the writer's lease.
+ */
+export function writeEvent(lane, ag, token, step, t, stale) {
+  const r = lane.resource;
+  const base = { t, actor: ag.key, kind: 'write', gen: ag.gen, value: step.value, before: r.value, beforeBy: r.by, stale };
+  const apply = () => {
+    r.value = step.value;
+    r.by = ag.key;
+  };
+  if (!lane.fenced) {
+    apply();
+    return { ...base, landed: true, fence: null };
+  }
+  const floorBefore = lane.gate.floor;
+  try {
+    lane.gate.commit(token, apply);
+    return { ...base, landed: true, fence: token.fence, floorBefore, floor: lane.gate.floor };
+  } catch (err) {
+    if (!(err instanceof lane.lib.StaleFenceError)) throw err;
+    return { ...base, landed: false, fence: token.fence, floorBefore, floor: lane.gate.floor, rejection: plainRejection(err.rejection) };
+  }
+}
+
 /** Bounds every run, whatever numbers it was given. */
 const MAX_ACTIONS = 400;
 const MAX_ATTEMPTS = 6;
@@ -602,30 +629,10 @@ class LaneRun {
 
   write(ag, th, i, t, step, edit) {
     this.bring(ag.key, t);
-    const before = this.resource.value;
-    const beforeBy = this.resource.by;
-    const fence = ag.lease.token.fence;
     // A write "should not land" when the coordinator no longer holds the
     // writer's lease: it ended, or a restart forgot it.
     const stale = !(this.generations[ag.gen].end > t);
-    const apply = () => {
-      this.resource.value = step.value;
-      this.resource.by = ag.key;
-    };
-    const base = { t, actor: ag.key, kind: 'write', gen: ag.gen, value: step.value, before, beforeBy, stale };
-    if (!this.fenced) {
-      apply();
-      this.emitEdit({ ...base, landed: true, fence: null }, edit);
-      return this.next(th, i, t);
-    }
-    const floorBefore = this.gate.floor;
-    try {
-      this.gate.commit(ag.lease.token, apply);
-      this.emitEdit({ ...base, landed: true, fence, floorBefore, floor: this.gate.floor }, edit);
-    } catch (err) {
-      if (!(err instanceof this.lib.StaleFenceError)) throw err;
-      this.emitEdit({ ...base, landed: false, fence, floorBefore, floor: this.gate.floor, rejection: plainRejection(err.rejection) }, edit);
-    }
+    this.emitEdit(writeEvent(this, ag, this.fenced ? ag.lease.token : null, step, t, stale), edit);
     this.next(th, i, t);
   }
 
