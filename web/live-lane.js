@@ -1,7 +1,7 @@
 // One lane of a live run (live.js): its coordinator, agents and resource,
 // run with real timers, its events in the model's own form.
 
-import { script, commitMisuse, writeEvent, finishLane, newer, COORDINATOR, HOLDERS, RESOURCE, agentKeys } from './model.js';
+import { script, commitMisuse, pushGrant, writeEvent, laneOf, newer, COORDINATOR, HOLDERS, RESOURCE, agentKeys } from './model.js';
 import { HOLDER_KEY } from './scenario.js';
 import { plainRejection } from './lane-state.js';
 
@@ -140,17 +140,7 @@ export class LiveLane {
   lane(now) {
     const events = this.events.map((e) => ({ ...e }));
     if (now !== null) for (const e of events) if (e.kind === 'send' && e.arrive === null) e.arrive = Math.max(e.t, Math.min(now, e.t + e.up));
-    return finishLane({
-      mode: this.mode,
-      events,
-      generations: this.gens.map((g) => ({ ...g })),
-      rejections: this.gate ? this.gate.rejections.map(plainRejection) : [],
-      finalValue: this.resource.value,
-      finalBy: this.resource.by,
-      floor: this.gate ? this.gate.floor : null,
-      initialFloor: this.fenced ? this.s.floor : null,
-      issuedFence: this.maxFence,
-    });
+    return laneOf(this, events, this.gens.map((g) => ({ ...g })), this.maxFence);
   }
 
   /** One call that changes nothing (a release of a lease nobody holds), to open the connections. */
@@ -314,18 +304,7 @@ export class LiveLane {
   // The push preset: the page hands the new token to the gate as the
   // coordinator's grant comes back (the coordinator has no push channel).
   push(g, t) {
-    const holder = HOLDER_KEY[g.holderId];
-    if (!this.fenced) {
-      this.emit({ t, actor: 'R', kind: 'admit', holder, fence: g.fence, pushed: false });
-      return;
-    }
-    try {
-      this.gate.admit({ resource: this.gateResource, holderId: g.holderId, fence: g.fence });
-      this.emit({ t, actor: 'R', kind: 'admit', holder, fence: g.fence, pushed: true, floor: this.gate.floor });
-    } catch (err) {
-      if (!(err instanceof this.lib.StaleFenceError)) throw err;
-      this.emit({ t, actor: 'R', kind: 'admit', holder, fence: g.fence, pushed: false, refused: true, rejection: plainRejection(err.rejection) });
-    }
+    pushGrant(this, this.gateResource, g, t);
   }
 
   async acquire(ag, step) {

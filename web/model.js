@@ -68,6 +68,28 @@ export function writeEvent(lane, ag, token, step, t, stale) {
   }
 }
 
+/** The finished lane (finishLane) of a lane run, model's or live's, with these events and generations. */
+export function laneOf(lane, events, generations, issuedFence) {
+  const { gate, resource } = lane;
+  return finishLane({
+    mode: lane.mode, events, generations, rejections: gate ? gate.rejections.map(plainRejection) : [], finalValue: resource.value, finalBy: resource.by,
+    floor: gate ? gate.floor : null, initialFloor: lane.fenced ? lane.s.floor : null, issuedFence,
+  });
+}
+
+/** The push preset's admit in a lane, model's or live's: grant g's token handed at t to the gate, for its resource. */
+export function pushGrant(lane, resource, g, t) {
+  const ev = { t, actor: 'R', kind: 'admit', holder: HOLDER_KEY[g.holderId], fence: g.fence };
+  if (!lane.fenced) return lane.emit({ ...ev, pushed: false });
+  try {
+    lane.gate.admit({ resource, holderId: g.holderId, fence: g.fence });
+    lane.emit({ ...ev, pushed: true, floor: lane.gate.floor });
+  } catch (err) {
+    if (!(err instanceof lane.lib.StaleFenceError)) throw err;
+    lane.emit({ ...ev, pushed: false, refused: true, rejection: plainRejection(err.rejection) });
+  }
+}
+
 /** Bounds every run, whatever numbers it was given. */
 const MAX_ACTIONS = 400;
 const MAX_ATTEMPTS = 6;
@@ -524,19 +546,7 @@ class LaneRun {
   // The push preset: the coordinator hands each new token to the resource
   // with gate.admit as it grants, so the floor rises before the holder writes.
   push(g, t) {
-    const holder = HOLDER_KEY[g.holderId];
-    if (!this.fenced) {
-      this.emit({ t, actor: 'R', kind: 'admit', holder, fence: g.fence, pushed: false });
-      return;
-    }
-    const token = { resource: g.resource, holderId: g.holderId, fence: g.fence };
-    try {
-      this.gate.admit(token);
-      this.emit({ t, actor: 'R', kind: 'admit', holder, fence: g.fence, pushed: true, floor: this.gate.floor });
-    } catch (err) {
-      if (!(err instanceof this.lib.StaleFenceError)) throw err;
-      this.emit({ t, actor: 'R', kind: 'admit', holder, fence: g.fence, pushed: false, refused: true, rejection: plainRejection(err.rejection) });
-    }
+    pushGrant(this, g.resource, g, t);
   }
 
   acquire(ag, th, i, t, step, attempt, edit) {
@@ -705,16 +715,6 @@ class LaneRun {
   }
 
   finish() {
-    return finishLane({
-      mode: this.mode,
-      events: this.events,
-      generations: this.generations,
-      rejections: this.gate ? this.gate.rejections.map(plainRejection) : [],
-      finalValue: this.resource.value,
-      finalBy: this.resource.by,
-      floor: this.gate ? this.gate.floor : null,
-      initialFloor: this.fenced ? this.s.floor : null,
-      issuedFence: this.coordinator.issuedFence,
-    });
+    return laneOf(this, this.events, this.generations, this.coordinator.issuedFence);
   }
 }
