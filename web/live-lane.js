@@ -1,7 +1,7 @@
 // One lane of a live run (live.js): its coordinator, agents and resource,
 // run with real timers, its events in the model's own form.
 
-import { script, commitMisuse, pushGrant, writeEvent, laneOf, newer, COORDINATOR, HOLDERS, RESOURCE, agentKeys } from './model.js';
+import { script, checkEvent, commitMisuse, pushGrant, writeEvent, laneOf, newer, COORDINATOR, HOLDERS, RESOURCE, agentKeys } from './model.js';
 import { HOLDER_KEY } from './scenario.js';
 import { plainRejection } from './lane-state.js';
 
@@ -360,20 +360,10 @@ export class LiveLane {
     }
   }
 
+  // Whether the agent goes on after its check.
   check(ag) {
-    const t = this.stamp();
-    if (!ag.lease) {
-      this.emit({ t, actor: ag.key, kind: 'check', result: 'none' });
-      return false;
-    }
-    if (this.fenced) {
-      const expired = ag.lease.hasExpired();
-      this.emit({ t, actor: ag.key, kind: 'check', result: expired ? 'expired' : 'valid', advisory: true });
-      return true;
-    }
-    const valid = ag.naive.valid();
-    this.emit({ t, actor: ag.key, kind: 'check', result: valid ? 'valid' : 'expired', expiresAt: this.virtual(ag.naive.expiresAt.millis) });
-    return valid;
+    const e = this.emit(checkEvent(this, ag, this.stamp(), (x) => this.virtual(x.millis)));
+    return e.result !== 'none' && (e.advisory || e.result === 'valid');
   }
 
   // The token the gate is shown: the lease's, for the gate's resource (the

@@ -90,6 +90,18 @@ export function pushGrant(lane, resource, g, t) {
   }
 }
 
+/**
+ * An agent's check at t in a lane, model's or live's: none without a lease;
+ * fenced, lease.hasExpired() (advice only: the agent goes on); naive, its
+ * valid() (it goes on when valid), expiresAt made a time by at.
+ */
+export function checkEvent(lane, ag, t, at) {
+  const e = { t, actor: ag.key, kind: 'check' };
+  if (!ag.lease) return { ...e, result: 'none' };
+  if (lane.fenced) return { ...e, result: ag.lease.hasExpired() ? 'expired' : 'valid', advisory: true };
+  return { ...e, result: ag.naive.valid() ? 'valid' : 'expired', expiresAt: at(ag.naive.expiresAt) };
+}
+
 /** Bounds every run, whatever numbers it was given. */
 const MAX_ACTIONS = 400;
 const MAX_ATTEMPTS = 6;
@@ -623,18 +635,9 @@ class LaneRun {
 
   check(ag, th, i, t, edit) {
     this.bring(ag.key, t);
-    if (!ag.lease) {
-      this.emitEdit({ t, actor: ag.key, kind: 'check', result: 'none' }, edit);
-      return;
-    }
-    if (this.fenced) {
-      const expired = ag.lease.hasExpired();
-      this.emitEdit({ t, actor: ag.key, kind: 'check', result: expired ? 'expired' : 'valid', advisory: true }, edit);
-      return this.next(th, i, t);
-    }
-    const valid = ag.naive.valid();
-    this.emitEdit({ t, actor: ag.key, kind: 'check', result: valid ? 'valid' : 'expired', expiresAt: millis(ag.naive.expiresAt) }, edit);
-    if (valid) this.next(th, i, t);
+    const e = checkEvent(this, ag, t, millis);
+    this.emitEdit(e, edit);
+    if (e.result !== 'none' && (e.advisory || e.result === 'valid')) this.next(th, i, t);
   }
 
   write(ag, th, i, t, step, edit) {
