@@ -14,6 +14,7 @@ import { startServer, launch, openPage, load, SCREENSHOTS, ROOT } from './harnes
 import { labelProblems, axe } from './checks.mjs';
 import { PARAMS, PRESETS, parseQuery, runScenarioAsync, applies } from '../../web/model.js';
 import { verdicts } from '../../web/words.js';
+import { rng } from '../js/helpers.mjs';
 
 let server;
 let browser;
@@ -192,16 +193,6 @@ test('a third agent, the floor and the restart from the form: the rows, the link
   assert.deepEqual(errors, []);
   await page.close();
 });
-
-// A small seeded generator (mulberry32).
-function rng(seed) {
-  return () => {
-    seed = (seed + 0x6d2b79f5) | 0;
-    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 test('200 seeded random edits keep every label apart and axe-core at no serious or critical violation', async () => {
   const rand = rng(22022);

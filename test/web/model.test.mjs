@@ -17,6 +17,7 @@ import {
   stateAt,
   visible,
 } from '../../web/model.js';
+import { rng } from '../js/helpers.mjs';
 
 const writes = (lane) => lane.events.filter((e) => e.kind === 'write');
 const landed = (lane) => writes(lane).filter((e) => e.landed).map((e) => `${e.actor}@${e.t}`);
@@ -341,17 +342,6 @@ test('runScenario refuses a scenario that fails validation, before touching the 
   assert.throws(() => runScenario(lib, { ...defaultScenario(), preset: 'nope' }), RangeError);
   assert.throws(() => runScenario(lib, { ...defaultScenario(), model: Number.NaN }), RangeError);
 });
-
-// A small seeded generator (mulberry32): the random scenarios are the same
-// on every run.
-function rng(seed) {
-  return () => {
-    seed = (seed + 0x6d2b79f5) | 0;
-    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 test('300 seeded random scenarios: runs finish and the fence rules hold', async () => {
   const rand = rng(20261130);

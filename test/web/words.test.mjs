@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import * as lib from 'lease-fence';
 import { PRESETS, defaultScenario, runScenarioAsync, presetById } from '../../web/model.js';
 import { describe, plain, captionAt, verdicts, warnings, editCaption } from '../../web/words.js';
+import { rng } from '../js/helpers.mjs';
 
 const VERDICTS = {
   gap: [
@@ -130,16 +131,6 @@ test("async: a write that lands with an older holder's is not taken as overtaken
   assert.deepEqual(landings, [[1250, 'A', false], [1400, 'A', false], [1400, 'B', false]]);
   assert.equal(verdicts(run).naive.text, "Naive: A's write from an expired lease landed before B's, and nothing recorded it.");
 });
-
-// A small seeded generator (mulberry32).
-function rng(seed) {
-  return () => {
-    seed = (seed + 0x6d2b79f5) | 0;
-    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 test('400 seeded random scenarios: every verdict, caption, event and edit caption is worded', async () => {
   const rand = rng(2212);
