@@ -24,7 +24,7 @@ import {
 import { describe, captionAt, verdicts, warnings, editCaption } from './words.js';
 import { drawLane, drawRowLabels, extentOf, agentsOf } from './view.js';
 import * as live from './live.js';
-import { h } from './svg.js';
+import { h, setText } from './svg.js';
 import { initEditing, renderHandles, onHandleKey, onPointerDown } from './edit.js';
 
 const $ = (id) => document.getElementById(id);
@@ -66,9 +66,6 @@ initEditing(ui, { pause, editParam, render });
 // input lays itself out again when its max is set, a text node is
 // replaced): while an event is dragged, render makes only the writes that
 // change something.
-function setText(node, text) {
-  if (node.textContent !== text) node.textContent = text;
-}
 function setProp(node, key, value) {
   if (node[key] !== value) node[key] = value;
 }

@@ -8,7 +8,7 @@
 
 import { Picture, fmtDuration, visible } from './console-state.js';
 import { drawLeaseRow, drawTimeAxis, ROW } from './lease-row.js';
-import { h } from './svg.js';
+import { h, setText } from './svg.js';
 
 const TOKEN_KEY = 'lease-fence-console-token';
 const ROW_H = ROW.H + 8; // px per table row
@@ -395,10 +395,6 @@ function moveFocus(i) {
   const row = pool.find((p) => p.tr._r && p.tr._i === i);
   row?.name.focus();
 }
-
-const setText = (node, s) => {
-  if (node.textContent !== s) node.textContent = s;
-};
 
 function laneLabel(r, t) {
   const parts = [`Lane of resource ${visible(r.name)}`];

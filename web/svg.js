@@ -78,6 +78,11 @@ export function el(name, attrs = {}, text) {
   return new V(name, attrs, text);
 }
 
+/** Sets node's text when it differs: a write that changes nothing still costs the browser work. */
+export function setText(node, text) {
+  if (node.textContent !== text) node.textContent = text;
+}
+
 /** An HTML element (not drawn through V): tag with props assigned (id, className, textContent, ...) and children appended. */
 export function h(tag, props, ...children) {
   const e = Object.assign(document.createElement(tag), props);
