@@ -23,7 +23,11 @@
 // For the JavaScript configurations it also prints this process's CPU time
 // per commit of each side (user + system, µs; min/median/max over rounds):
 // the client's own work, which the load of other processes moves far less
-// than it moves commits per second.
+// than it moves commits per second. For every configuration it prints the
+// server's CPU per commit (PostgreSQL: the postmaster's processes, read
+// from /proc; Redis: redis-server's), the client's (this process, or the Go
+// gatecli's), and their sum's cost fenced/unfenced: with both cores busy,
+// the ratio commits per second tends to.
 // Usage: node scripts/bench-gates.mjs [rounds] [commits per side] [chunk] [--baseline REV] [--only REGEX]
 import { execFileSync, spawn } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -117,9 +121,35 @@ const redisAddr = `${redisServer.url} bench-`;
 const tmp = mkdtempSync(join(os.tmpdir(), 'bench-gates-'));
 const sqliteAddr = `sqlite:${join(tmp, 'bench.db')}`;
 
+// CPU time (µs, user + system) of a process and, with children, of its
+// live children and the children it reaped, from /proc (Linux).
+const tick = 1e6 / 100; // USER_HZ
+const procCpu = (pid, children = false) => {
+  try {
+    const f = readFileSync(`/proc/${pid}/stat`, 'utf8').slice(readFileSync(`/proc/${pid}/stat`, 'utf8').lastIndexOf(')') + 2).split(' ');
+    let t = (Number(f[11]) + Number(f[12]) + (children ? Number(f[13]) + Number(f[14]) : 0)) * tick;
+    if (children) {
+      for (const c of readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(' ').filter(Boolean)) t += procCpu(c);
+    }
+    return t;
+  } catch {
+    return 0; // gone (a child that ended between the listing and the read)
+  }
+};
+const pgPostmaster = await (async () => {
+  const c = new pg.Client({ connectionString: sqlUrl });
+  await c.connect();
+  const { rows: [{ pid }] } = await c.query('SELECT pg_backend_pid() AS pid');
+  await c.end();
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]); // its parent
+})();
+
 const jsSql = await sqlGate(sqlUrl);
 jsSql.pool.options.max = 10;
 const jsRedis = await redisGate(redisAddr);
+const redisPid = Number(/process_id:(\d+)/.exec(await jsRedis.client.info('server'))[1]);
+const serverCpu = (kind) => (kind === 'redis' ? procCpu(redisPid) : kind === 'sql' ? procCpu(pgPostmaster, true) : 0);
 const go = { sql: lineProc(gatecli, [sqlUrl]), sqlite: lineProc(gatecli, [sqliteAddr]), redis: lineProc(gatecli, [redisAddr]) };
 const goBase = base && {
   sql: lineProc(base.gatecli, [sqlUrl]), redis: lineProc(base.gatecli, [redisAddr]),
@@ -191,20 +221,30 @@ for (let r = 0; r < rounds; r++) {
     const f = c.lang === 'go' ? goBench : jsBench;
     const t = Object.fromEntries(c.sides.map((s) => [s, 0]));
     const cpu = Object.fromEntries(c.sides.map((s) => [s, 0]));
+    const srv = Object.fromEntries(c.sides.map((s) => [s, 0]));
     for (let done = 0; done < n; done += chunk) {
       const k = Math.min(chunk, n - done);
       // Rotate the order chunk by chunk, so no side always follows another.
       const order = c.sides.map((_, i) => c.sides[(i + done / chunk) % c.sides.length]);
       for (const s of order) {
+        const goPid = c.lang === 'go' ? (s === 'base' ? goBase : go)[c.kind].proc.pid : 0;
         const u = process.cpuUsage();
+        const g0 = goPid ? procCpu(goPid) : 0;
+        const s0 = serverCpu(c.kind);
         t[s] += await f(c.kind, c.writers, s, k);
+        srv[s] += serverCpu(c.kind) - s0;
         const d = process.cpuUsage(u);
-        cpu[s] += d.user + d.system;
+        cpu[s] += goPid ? procCpu(goPid) - g0 : d.user + d.system;
       }
     }
-    const e = rates.get(c.name) ?? { fenced: [], base: [], unfenced: [], cost: [], baseCost: [], baseOverNew: [], cpu: {} };
+    const e = rates.get(c.name) ?? { fenced: [], base: [], unfenced: [], cost: [], baseCost: [], baseOverNew: [], cpu: {}, client: {}, server: {}, cpuCost: [] };
     for (const s of c.sides) e[s].push(n / t[s]);
     if (c.lang === 'js') for (const s of c.sides) (e.cpu[s] ??= []).push(cpu[s] / n);
+    for (const s of c.sides) {
+      (e.client[s] ??= []).push(cpu[s] / n);
+      (e.server[s] ??= []).push(srv[s] / n);
+    }
+    e.cpuCost.push((cpu.fenced + srv.fenced) / (cpu.unfenced + srv.unfenced));
     e.cost.push(t.fenced / t.unfenced);
     if ('base' in t) {
       e.baseCost.push(t.base / t.unfenced);
@@ -238,6 +278,15 @@ if (cpuRows.length > 0) {
   console.log(`\n| JS process CPU, µs per commit (min / median / max) | ${sides.map((s) => (s === 'base' ? `fenced (${base.rev})` : s)).join(' | ')} |`);
   console.log(`|---|${sides.map(() => '---|').join('')}`);
   for (const [key, e] of cpuRows) console.log(`| ${key} | ${sides.map((s) => mmm(e.cpu[s])).join(' | ')} |`);
+}
+{
+  const sides = ['fenced', ...(base ? ['base'] : []), 'unfenced'];
+  const label = (s) => (s === 'base' ? `fenced (${base.rev})` : s);
+  console.log(`\n| CPU µs per commit, client + server (min / median / max) | ${sides.map((s) => `${label(s)}: client | ${label(s)}: server`).join(' | ')} | cost: fenced/unfenced client + server |`);
+  console.log(`|---|${sides.map(() => '---|---|').join('')}---|`);
+  for (const [key, e] of rates) {
+    console.log(`| ${key} | ${sides.map((s) => `${mmm(e.client[s] ?? [])} | ${mmm(e.server[s] ?? [])}`).join(' | ')} | ${mx(e.cpuCost)} |`);
+  }
 }
 console.log(`\nload after: ${load()}`);
 
