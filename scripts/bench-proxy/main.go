@@ -56,8 +56,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/lease-fence/lease-fence/internal/testrig/serverproc"
-
 	"github.com/lease-fence/lease-fence/internal/testrig/benchkit"
 
 	"github.com/lease-fence/lease-fence/core/fence"
@@ -88,8 +86,7 @@ func main() {
 	if *profile != "" {
 		for _, w := range strings.Split(*work, ",") {
 			if err := profileUnderLoad(w, *proxyBin, *profile, *dur, *raise); err != nil {
-				fmt.Fprintln(os.Stderr, "bench-proxy:", err)
-				os.Exit(1)
+				benchkit.Fatal(err)
 			}
 		}
 		return
@@ -97,15 +94,14 @@ func main() {
 	fmt.Println("load before:", benchkit.Load())
 	for _, w := range strings.Split(*work, ",") {
 		if err := bench(w, *proxyBin, *baseBin, strings.Fields(*baseArgs), *rounds, *n, *dur, *raise); err != nil {
-			fmt.Fprintln(os.Stderr, "bench-proxy:", err)
-			os.Exit(1)
+			benchkit.Fatal(err)
 		}
 	}
 	fmt.Println("load after:", benchkit.Load())
 }
 
-// upstream serves GET (a small answer) and POST (the write) until stdin
-// closes.
+// upstream serves GET (a small answer) and POST (the write) until it is
+// interrupted.
 func upstream(work, dir string) {
 	var f *os.File
 	if work == "fsync" {
@@ -148,39 +144,16 @@ func upstream(work, dir string) {
 		_, _ = io.WriteString(w, "ok")
 	})}
 	fmt.Printf("listening on http://%s\n", ln.Addr())
-	go func() { _, _ = io.Copy(io.Discard, os.Stdin); srv.Close() }()
 	_ = srv.Serve(ln)
 }
 
-type child struct {
-	cmd   *exec.Cmd
-	stdin io.WriteCloser
-	url   string
-}
-
-func startChild(name string, args ...string) (*child, error) {
-	cmd := exec.Command(name, args...)
-	cmd.Stderr = os.Stderr
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		return nil, err
-	}
-	c, err := serverproc.Start(cmd, false)
-	if err != nil {
-		return nil, err
-	}
-	return &child{cmd: cmd, stdin: in, url: c.URL}, nil
-}
-
-func (c *child) stop() {
-	c.stdin.Close()
-	_ = c.cmd.Process.Signal(syscall.SIGTERM)
-	_ = c.cmd.Wait()
+func startChild(name string, args ...string) (*benchkit.Server, error) {
+	return benchkit.Start(exec.Command(name, args...), "", nil, false)
 }
 
 // startUpstream starts this program as the upstream of work, in a fresh
 // directory; stop stops it and removes the directory.
-func startUpstream(work string, args ...string) (up *child, dir string, stop func(), err error) {
+func startUpstream(work string, args ...string) (up *benchkit.Server, dir string, stop func(), err error) {
 	if dir, err = os.MkdirTemp("", "bench-proxy"); err != nil {
 		return nil, "", nil, err
 	}
@@ -192,7 +165,7 @@ func startUpstream(work string, args ...string) (up *child, dir string, stop fun
 		os.RemoveAll(dir)
 		return nil, "", nil, err
 	}
-	return up, dir, func() { up.stop(); os.RemoveAll(dir) }, nil
+	return up, dir, func() { up.Stop(); os.RemoveAll(dir) }, nil
 }
 
 func bench(work, proxyBin, baseBin string, baseArgs []string, rounds, n int, dur time.Duration, raise bool) error {
@@ -207,12 +180,12 @@ func bench(work, proxyBin, baseBin string, baseArgs []string, rounds, n int, dur
 		name, url string
 		proxied   bool
 	}
-	sides := []side{{"direct", up.url, false}}
+	sides := []side{{"direct", up.URL, false}}
 	for i, bin := range []string{proxyBin, baseBin} {
 		if bin == "" {
 			continue
 		}
-		args := []string{"-init", "-quiet", "-listen", "127.0.0.1:0", "-upstream", up.url, "-state", filepath.Join(dir, "proxy"+strconv.Itoa(i)+".db")}
+		args := []string{"-init", "-quiet", "-listen", "127.0.0.1:0", "-upstream", up.URL, "-state", filepath.Join(dir, "proxy"+strconv.Itoa(i)+".db")}
 		if i == 1 {
 			args = append(args, baseArgs...)
 		}
@@ -220,8 +193,8 @@ func bench(work, proxyBin, baseBin string, baseArgs []string, rounds, n int, dur
 		if err != nil {
 			return err
 		}
-		defer px.stop()
-		sides = append(sides, side{[]string{"proxy", "baseline"}[i], px.url, true})
+		defer px.Stop()
+		sides = append(sides, side{[]string{"proxy", "baseline"}[i], px.URL, true})
 	}
 
 	fmt.Printf("\n== upstream write: %s; %d rounds; raise every write: %v\n", work, rounds, raise)
@@ -402,11 +375,11 @@ func profileUnderLoad(work, proxyBin, out string, dur time.Duration, raise bool)
 	if err != nil {
 		return err
 	}
-	px, err := startChild(proxyBin, "-init", "-quiet", "-listen", "127.0.0.1:0", "-upstream", up.url, "-state", filepath.Join(dir, "proxy.db"), "-debug-addr", pxDebug)
+	px, err := startChild(proxyBin, "-init", "-quiet", "-listen", "127.0.0.1:0", "-upstream", up.URL, "-state", filepath.Join(dir, "proxy.db"), "-debug-addr", pxDebug)
 	if err != nil {
 		return err
 	}
-	defer px.stop()
+	defer px.Stop()
 	base := &http.Transport{MaxIdleConns: 64, MaxIdleConnsPerHost: 64, IdleConnTimeout: time.Minute}
 	body := strings.Repeat("x", 100)
 	for _, writers := range []int{1, 8} {
@@ -446,7 +419,7 @@ func profileUnderLoad(work, proxyBin, out string, dur time.Duration, raise bool)
 			go func() {
 				defer wg.Done()
 				for time.Now().Before(deadline) {
-					resp, err := c.Post(px.url+"/w", "text/plain", strings.NewReader(body))
+					resp, err := c.Post(px.URL+"/w", "text/plain", strings.NewReader(body))
 					if err != nil {
 						return
 					}
