@@ -125,3 +125,54 @@ export async function axe(page, axeSource, include = null) {
     .filter((v) => v.impact === 'serious' || v.impact === 'critical')
     .map((v) => `${v.id} (${v.impact}): ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`);
 }
+
+/**
+ * In the page: the kinds of element under the selectors of include (null:
+ * the whole document), as short hashes, so that a test can run axe-core
+ * only on the states that show a kind of element no earlier state showed,
+ * rather than on every state. An element's kind is what axe-core's rules
+ * look at: its tag, whether it is rendered, whether it has text of its
+ * own, its attributes that bear on roles, names, labels, focus and contrast
+ * (id, class, role, tabindex, hidden, for, type, name, alt, title, lang,
+ * href, disabled, style and every aria-*), and its parent's tag, role and
+ * class. Each number counts as 0 (aria-valuenow="450" and "50",
+ * style="left: 12.5px" and "left: 3px" are the same kind; "" and "5" are
+ * not); positions, sizes and the words of texts are not part of it. An id
+ * used twice in the document is a kind of its own. Self-contained
+ * (page.evaluate).
+ */
+export function a11yKinds(include) {
+  const roots = include ? include.flatMap((s) => [...document.querySelectorAll(s)]) : [document.documentElement];
+  const keep = /^(id|class|role|tabindex|hidden|for|type|name|alt|title|lang|href|disabled|style|aria-.*)$/;
+  const digits = (v) => (v ?? '').replace(/\d+(\.\d+)?/g, '0');
+  const kinds = new Set();
+  const ids = new Set();
+  for (const el of document.querySelectorAll('[id]')) {
+    if (ids.has(el.id)) kinds.add(`an id used twice: ${el.id}`);
+    ids.add(el.id);
+  }
+  for (const [r, root] of roots.entries()) {
+    for (const el of [root, ...root.querySelectorAll('*')]) {
+      const attrs = [];
+      for (const a of el.attributes) if (keep.test(a.name)) attrs.push(`${a.name}=${digits(a.value)}`);
+      const own = [...el.childNodes].some((n) => n.nodeType === Node.TEXT_NODE && n.textContent.trim() !== '');
+      const p = el.parentElement;
+      const parent = p ? `${p.tagName}|${p.getAttribute('role')}|${digits(p.getAttribute('class'))}` : '';
+      kinds.add(`${r}|${parent}>${el.tagName}|${el.getClientRects().length > 0}|${own}|${attrs.sort().join('|')}`);
+    }
+  }
+  // cyrb53: 53 bits, enough to tell a few thousand kinds apart.
+  const hash = (s) => {
+    let h1 = 0xdeadbeef;
+    let h2 = 0x41c6ce57;
+    for (let i = 0; i < s.length; i++) {
+      const c = s.charCodeAt(i);
+      h1 = Math.imul(h1 ^ c, 2654435761);
+      h2 = Math.imul(h2 ^ c, 1597334677);
+    }
+    h1 = Math.imul(h1 ^ (h1 >>> 16), 2246822507) ^ Math.imul(h2 ^ (h2 >>> 13), 3266489909);
+    h2 = Math.imul(h2 ^ (h2 >>> 16), 2246822507) ^ Math.imul(h1 ^ (h1 >>> 13), 3266489909);
+    return (4294967296 * (2097151 & h2) + (h1 >>> 0)).toString(36);
+  };
+  return [...kinds].map(hash);
+}
