@@ -30,7 +30,8 @@ test-svcclient-node: svcclient-prep
 # The files whose clients run in Node, run again on the fetch transport
 # (test/svcclient/transport.mjs); the browser's run on its fetch once.
 # hold.test.mjs's seeded runs under faults (the most costly tests of the
-# suite): 200 on node:http, and on fetch 40 more, from seeds the first pass
+# suite): 200 on node:http (40 on the Worker), and on fetch 40 more (8 on
+# the Worker), from seeds the first pass
 # does not use (no schedule run twice). Over those 40 runs each of the
 # proxy's five faults meets the fetch transport many times; the rest of the
 # fetch pass is the whole suite again.
