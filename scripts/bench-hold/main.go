@@ -315,8 +315,7 @@ func expiry(s *benchkit.Server, target string, n int, ttl time.Duration) error {
 			return err
 		}
 		exp := l.Grant().CoordinatorExpiresAt.Millis
-		body := fmt.Sprintf(`{"requestId":"w%d","resource":%q,"holderId":"b","sentAt":{"millis":1,"domain":"b"},"kind":"acquire","secret":"0123456789abcdef","waitMillis":%d}`,
-			i, res, (ttl + 30*time.Second).Milliseconds())
+		body := benchkit.AcquireBody("w"+strconv.Itoa(i), res, "b", "0123456789abcdef", 1, (ttl + 30*time.Second).Milliseconds())
 		// Another call, on another resource, once the waiter waits: the
 		// Go runtime's timer then belongs to that call's request (on the
 		// Worker, see worker.mjs's tick).
