@@ -12,7 +12,8 @@
 // The modules, one job each: runtime.mjs (the instance: init, handles, every
 // call into Go), loader.mjs (getting and compiling the wasm), codec.mjs
 // (arguments into Go, results out), api.mjs (clocks, coordinator, client,
-// lease), gate.mjs (FenceGate), errors.mjs (the error classes, no wasm).
+// lease), gate.mjs (FenceGate), errors.mjs (the error classes, no wasm,
+// made by error-class.mjs).
 import { init } from './api.mjs';
 
 export * from './api.mjs';
