@@ -47,3 +47,7 @@ func Paths(s *Store) (one, two, locked int64) {
 // Batched returns how many of s's decisions were made with others of a
 // batch, by lease_fence_decide_each.
 func Batched(s *Store) int64 { return s.paths[3].Load() }
+
+// ExpandDecide replaces the tokens of decide.sql in q (a statement of that
+// file's format, such as testdata's older versions of it).
+func ExpandDecide(q string) string { return expandDecide(q) }

@@ -53,6 +53,11 @@ func decideStatement(name string) string {
 	if !ok {
 		panic("pgstore: decide.sql has no statement " + name)
 	}
+	return expandDecide(q)
+}
+
+// expandDecide replaces the tokens of decide.sql in q.
+func expandDecide(q string) string {
 	return strings.NewReplacer("{clock}", clockSQL("$2"), "{clock_p}", clockSQL("p_offset"), "{slots}", strconv.Itoa(countSlots)).Replace(q)
 }
 

@@ -5,8 +5,8 @@ package pgstore
 import "strconv"
 
 // SchemaVersion is the version of the schema this package reads and writes,
-// kept in lease_fence_meta. Open upgrades a state of version 1 to 5 (see
-// upgradeV1 to upgradeV5) and refuses any other version.
+// kept in lease_fence_meta. Open upgrades a state of version 1 to 6 (see
+// upgradeV1 to upgradeV6) and refuses any other version.
 //
 // Version 2 stores the owner of each lease record (the token that acquired
 // it) and counts the records of each owner (lease_fence_owners), so that a
@@ -19,8 +19,10 @@ import "strconv"
 // lease_fence_decide (decide.sql), which checks and writes a decision in
 // one statement; its tables are version 4's. Version 6 adds the function
 // lease_fence_decide_each, which checks and writes the decisions of a batch
-// of renewals in one statement and one commit, each on its own.
-const SchemaVersion = 6
+// of renewals in one statement and one commit, each on its own. Version 7
+// replaces lease_fence_decide with one of the same arguments and answers
+// that runs two statements where it ran seven (see decide.sql).
+const SchemaVersion = 7
 
 // The names of the store's objects. They are unqualified: the connection's
 // search_path decides the schema they live in (and so several coordinators'
@@ -48,7 +50,7 @@ const (
 // scan of the slots and a tuple lock, a write of its own, per decision.)
 const countSlots = 64
 
-// schema creates version 6. maxFence is lease.MaxFence (2^53-1, the
+// schema creates version 7. maxFence is lease.MaxFence (2^53-1, the
 // largest integer JavaScript holds exactly).
 var schema = []string{
 	// listening_until: until when (the database server's clock, Unix
@@ -119,6 +121,16 @@ var upgradeV4 = []string{
 var upgradeV5 = []string{
 	decideEachFunction,
 	`UPDATE ` + tMeta + ` SET schema_version = 6`,
+}
+
+// upgradeV6 makes a state of version 6 a state of version 7 within the
+// upgrade's transaction: lease_fence_decide replaced by its version 7,
+// which takes the same arguments and answers the same (lease_fence_decide_each
+// calls it). A coordinator of version 6 that still runs keeps deciding
+// correctly alongside: its calls run the new function.
+var upgradeV6 = []string{
+	decideFunction,
+	`UPDATE ` + tMeta + ` SET schema_version = 7`,
 }
 
 // byteOrderIndex orders the resources by their bytes, whatever the

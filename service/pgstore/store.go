@@ -521,10 +521,11 @@ func (u *unreachable) Error() string { return "pgstore: the database is unreacha
 // database before they give up (Options.StartWait).
 const DefaultStartWait = 30 * time.Second
 
-// upgrade makes a state of version 1 to 5 one of SchemaVersion, in one
+// upgrade makes a state of version 1 to 6 one of SchemaVersion, in one
 // transaction holding the meta row, unless another coordinator did it
 // first: version 1 to 2 (upgradeV1), then 2 to 3 (upgradeV2), then 3 to 4
-// (upgradeV3), then 4 to 5 (upgradeV4), then 5 to 6 (upgradeV5). Coordinators
+// (upgradeV3), then 4 to 5 (upgradeV4), then 5 to 6 (upgradeV5), then 6 to 7
+// (upgradeV6). Coordinators
 // of an older version that still run fail their calls from then on
 // (docs/service.md, "Upgrading the schema").
 func (s *Store) upgrade(ctx context.Context, conn *pgx.Conn) error {
@@ -576,6 +577,14 @@ func (s *Store) upgrade(ctx context.Context, conn *pgx.Conn) error {
 		}
 		version = 6
 	}
+	if version == 6 {
+		for _, q := range upgradeV6 {
+			if _, err := tx.Exec(ctx, q); err != nil {
+				return fmt.Errorf("pgstore: upgrading the schema from version %d to %d (nothing was changed): %w", from, SchemaVersion, err)
+			}
+		}
+		version = 7
+	}
 	if version == from {
 		return nil // upgraded meanwhile
 	}
@@ -583,7 +592,7 @@ func (s *Store) upgrade(ctx context.Context, conn *pgx.Conn) error {
 		return fmt.Errorf("pgstore: upgrading the schema from version %d to %d: %w", from, SchemaVersion, err)
 	}
 	s.log.Warn(fmt.Sprintf("the state's schema was upgraded from version %d to %d (version 2: the token that acquired each lease, counted by token; "+
-		"version 3: releases in a binary layout; version 4: election values and revocations; version 5: the decision function; version 6: the decision function of a batch): coordinators of older versions still running now fail every call until they are replaced", from, SchemaVersion))
+		"version 3: releases in a binary layout; version 4: election values and revocations; version 5: the decision function; version 6: the decision function of a batch; version 7: the decision function in fewer statements): coordinators of older versions still running now fail every call until they are replaced", from, SchemaVersion))
 	return nil
 }
 

@@ -4,6 +4,7 @@ package pgstore_test
 
 import (
 	"context"
+	"os"
 	"strings"
 	"testing"
 
@@ -11,12 +12,14 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/lease-fence/lease-fence/core/lease"
+	"github.com/lease-fence/lease-fence/internal/sqltext"
 	"github.com/lease-fence/lease-fence/service"
 	"github.com/lease-fence/lease-fence/service/pgstore"
 	"github.com/lease-fence/lease-fence/service/wire"
 )
 
-// downgrade turns the state at dsn back into schema version 5 (without
+// downgrade turns the state at dsn back into schema version 6 (the
+// decision function as version 6 had it, testdata/decide-v6.sql), 5 (without
 // the batch's decision function), 4 (nor the decision function), 3 (nor values and revocations), or 2, whose rows
 // keep their releases as JSON in the column released (go-json-experiment's
 // encoding of []service.Release, as version 2 wrote them) and whose meta
@@ -55,7 +58,14 @@ func downgrade(t *testing.T, dsn string, version int, damage string) {
 	if damage != "" && len(asJSON) == 0 {
 		t.Fatal("no row has releases to damage")
 	}
-	qs := []string{`DROP FUNCTION lease_fence_decide_each`, `UPDATE lease_fence_meta SET schema_version = 5`}
+	v6, err := os.ReadFile("testdata/decide-v6.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	qs := []string{pgstore.ExpandDecide(sqltext.Parse(string(v6))["decide"]), `UPDATE lease_fence_meta SET schema_version = 6`}
+	if version <= 5 {
+		qs = append(qs, `DROP FUNCTION lease_fence_decide_each`, `UPDATE lease_fence_meta SET schema_version = 5`)
+	}
 	if version <= 4 {
 		qs = append(qs, `DROP FUNCTION lease_fence_decide`, `UPDATE lease_fence_meta SET schema_version = 4`)
 	}
@@ -103,14 +113,14 @@ func TestUpgradeFromVersion2(t *testing.T) {
 	downgrade(t, g.dsn, 2, "")
 
 	g.r[0] = g.open(pgstore.Options{}, false)
-	if logs := g.r[0].logs.String(); !strings.Contains(logs, "upgraded from version 2 to 6") {
+	if logs := g.r[0].logs.String(); !strings.Contains(logs, "upgraded from version 2 to 7") {
 		t.Fatalf("no upgrade logged: %s", logs)
 	}
 	var version int64
 	var typ string
 	queryRow(t, g.dsn, `SELECT (SELECT schema_version FROM lease_fence_meta), (SELECT format_type(atttypid, atttypmod) FROM pg_attribute
 		WHERE attrelid = 'lease_fence_leases'::regclass AND attname = 'releases')`, &version, &typ)
-	if version != 6 || typ != "bytea" {
+	if version != 7 || typ != "bytea" {
 		t.Fatalf("after the upgrade: version %d, released %s", version, typ)
 	}
 	conn := g.conn()
@@ -171,11 +181,11 @@ func TestUpgradeFromVersion4(t *testing.T) {
 	}
 
 	g.r[0] = g.open(pgstore.Options{}, false)
-	if logs := g.r[0].logs.String(); !strings.Contains(logs, "upgraded from version 4 to 6") {
+	if logs := g.r[0].logs.String(); !strings.Contains(logs, "upgraded from version 4 to 7") {
 		t.Fatalf("no upgrade logged: %s", logs)
 	}
 	queryRow(t, g.dsn, `SELECT to_regproc('lease_fence_decide')::text, (SELECT schema_version FROM lease_fence_meta)`, &fn, &version)
-	if fn == nil || version != 6 {
+	if fn == nil || version != 7 {
 		t.Fatalf("after the upgrade: function %v, version %d", fn, version)
 	}
 	if f, _ := g.grant(0, renewMsg("a-2", "live", "A", fl)); f != fl {
@@ -219,11 +229,11 @@ func TestUpgradeFromVersion5(t *testing.T) {
 	}
 
 	g.r[0] = g.open(pgstore.Options{}, false)
-	if logs := g.r[0].logs.String(); !strings.Contains(logs, "upgraded from version 5 to 6") {
+	if logs := g.r[0].logs.String(); !strings.Contains(logs, "upgraded from version 5 to 7") {
 		t.Fatalf("no upgrade logged: %s", logs)
 	}
 	queryRow(t, g.dsn, q, &fn, &each, &version)
-	if fn == nil || each == nil || version != 6 {
+	if fn == nil || each == nil || version != 7 {
 		t.Fatalf("after the upgrade: function %v, batch function %v, version %d", fn, each, version)
 	}
 	renewals := func(id string) []wire.Message {
@@ -238,5 +248,69 @@ func TestUpgradeFromVersion5(t *testing.T) {
 	}
 	if n := pgstore.Batched(g.r[0].store); n != 2 {
 		t.Fatalf("after the upgrade: %d renewals decided in a batch's call, want 2", n)
+	}
+}
+
+// A state of schema version 6 (the decision function in seven statements)
+// is upgraded when a coordinator of this version opens it: the function is
+// replaced, with the same arguments and answers, and the live leases are
+// served as before in one round trip each, alone and in a batch; a
+// coordinator of version 6 still running keeps deciding (its calls run the
+// new function). Before the upgrade, the state's function is version 6's.
+func TestUpgradeFromVersion6(t *testing.T) {
+	g := newRig(t, 1, pgstore.Options{})
+	fl, _ := g.grant(0, acquireMsg("a-1", "live", "A"))
+	fb, _ := g.grant(0, acquireMsg("b-1", "b", "A"))
+	fd, _ := g.grant(0, acquireMsg("d-1", "doc", "D"))
+	if st, out := g.post(0, releaseMsg("rel-1", "doc", "D", fd)); st != 200 || out["ok"] != true {
+		t.Fatalf("release: %d %v", st, out)
+	}
+	g.r[0].store.Close()
+	downgrade(t, g.dsn, 6, "")
+	var src string
+	var version int64
+	const q = `SELECT (SELECT prosrc FROM pg_proc WHERE oid = to_regproc('lease_fence_decide')), (SELECT schema_version FROM lease_fence_meta)`
+	queryRow(t, g.dsn, q, &src, &version)
+	if version != 6 || !strings.Contains(src, "INTO o_issued FROM lease_fence_fences") {
+		t.Fatalf("the downgraded state: version %d, function %s", version, src)
+	}
+
+	g.r[0] = g.open(pgstore.Options{}, false)
+	if logs := g.r[0].logs.String(); !strings.Contains(logs, "upgraded from version 6 to 7") {
+		t.Fatalf("no upgrade logged: %s", logs)
+	}
+	queryRow(t, g.dsn, q, &src, &version)
+	if version != 7 || strings.Contains(src, "INTO o_issued FROM lease_fence_fences") || !strings.Contains(src, "WITH w AS (UPDATE lease_fence_leases") {
+		t.Fatalf("after the upgrade: version %d, function %s", version, src)
+	}
+	for _, id := range []string{"r1", "r2"} { // the first reads the row, the second decides in one round trip
+		if f, _ := g.grant(0, renewMsg(id, "live", "A", fl)); f != fl {
+			t.Fatalf("the live lease renewed with fence %d, not %d", f, fl)
+		}
+	}
+	if st, out := g.post(0, releaseMsg("rel-1", "doc", "D", fd)); st != 200 || out["ok"] != true {
+		t.Fatalf("the retried release after the upgrade: %d %v", st, out)
+	}
+	if st, out := g.post(0, acquireMsg("c-1", "live", "C")); st != 200 || out["heldBy"] != "A" {
+		t.Fatalf("acquire of the live lease: %d %v", st, out)
+	}
+	for _, id := range []string{"s1", "s2"} {
+		for i, res := range g.postRenewals(0, []wire.Message{renewMsg(id+"-l", "live", "A", fl), renewMsg(id+"-b", "b", "A", fb)}) {
+			if !res.OK || res.Grant == nil || res.Grant.Fence != []uint64{fl, fb}[i] {
+				t.Fatalf("renewal %s of %d after the upgrade: %+v", id, i, res)
+			}
+		}
+	}
+	if st, out := g.post(0, releaseMsg("rel-2", "live", "A", fl)); st != 200 || out["ok"] != true {
+		t.Fatalf("the live lease's release: %d %v", st, out)
+	}
+	if f, _ := g.grant(0, acquireMsg("c-2", "live", "C")); f <= fd {
+		t.Fatalf("fence %d after %d", f, fd)
+	}
+	if one, _, _ := pgstore.Paths(g.r[0].store); one < 3 {
+		t.Fatalf("after the upgrade: %d decisions in one round trip, want at least 3", one)
+	}
+	if n := pgstore.Batched(g.r[0].store); n < 2 {
+		t.Fatalf("after the upgrade: %d renewals decided in a batch's call, want at least 2", n)
 	}
 }
