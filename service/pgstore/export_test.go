@@ -51,3 +51,6 @@ func Batched(s *Store) int64 { return s.paths[3].Load() }
 // ExpandDecide replaces the tokens of decide.sql in q (a statement of that
 // file's format, such as testdata's older versions of it).
 func ExpandDecide(q string) string { return expandDecide(q) }
+
+// QDecide is the statement that calls lease_fence_decide.
+var QDecide = qDecide
