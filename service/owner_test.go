@@ -351,7 +351,8 @@ func TestTokenRenewalKeepsItsPlace(t *testing.T) {
 }
 
 // TestTokenPlaceOfAFailedWrite: a grant whose write fails gives its place
-// back at once; a renewal whose write fails keeps the place it had.
+// back at once; one over the token's own record gives it back to that
+// record.
 func TestTokenPlaceOfAFailedWrite(t *testing.T) {
 	r := newRig(t, nil, LocalConfig{})
 	r.disk.fail = func(Batch) error { return errors.New("disk full") }
