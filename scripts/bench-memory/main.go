@@ -48,7 +48,7 @@ func start(bin string, ttl time.Duration, durable bool) (*benchkit.Server, error
 	return benchkit.Start(exec.Command(bin, args...), tmp, nil, true)
 }
 
-func measure(s *benchkit.Server) (memory, error) { return benchkit.ReadMemory(s.Pid(), s.Debug) }
+func measure(s *benchkit.Server) (memory, error) { return benchkit.ReadMemory(s.Debug) }
 
 var hc = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 

@@ -65,7 +65,7 @@ func run(bin string, rate, seconds, leases, runs int) error {
 	defer srv.Stop()
 	url := srv.URL
 	liveHeap := func() (uint64, error) {
-		m, err := benchkit.ReadMemory(srv.Pid(), srv.Debug)
+		m, err := benchkit.ReadMemory(srv.Debug)
 		return m.LiveHeapBytes, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -76,8 +76,8 @@ func Released(data []byte) error {
 	return nil
 }
 
-// Memory is what the coordinator's -debug-addr reports, after a full
-// collection, and the process's resident set.
+// Memory is what the coordinator's debug server reports: its resident set
+// (VmRSS) before a full collection, and what is live after it.
 type Memory struct {
 	RSSBytes      int64  `json:"rssBytes"`
 	LiveHeapBytes uint64 `json:"liveHeapBytes"`
@@ -85,21 +85,16 @@ type Memory struct {
 	Goroutines    int    `json:"goroutines"`
 }
 
-// ReadMemory reads the resident set of process pid, then the memory the
-// coordinator's debug server at debugURL reports (after a collection).
-func ReadMemory(pid int, debugURL string) (Memory, error) {
-	rss, err := RSS(pid)
-	if err != nil {
-		return Memory{}, err
-	}
+// ReadMemory reads the memory the coordinator's debug server at debugURL
+// reports.
+func ReadMemory(debugURL string) (Memory, error) {
+	var m Memory
 	resp, err := http.Get(debugURL + "/debug/memory")
 	if err != nil {
-		return Memory{}, err
+		return m, err
 	}
 	defer resp.Body.Close()
-	var m Memory
 	err = json.NewDecoder(resp.Body).Decode(&m)
-	m.RSSBytes = rss
 	return m, err
 }
 
