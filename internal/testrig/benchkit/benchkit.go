@@ -35,15 +35,15 @@ var (
 	cleanupsMu sync.Mutex
 )
 
-// AtExit registers f to run when Fatal ends the program (a server it
+// atExit registers f to run when Fatal ends the program (a server it
 // started, which must not outlive it).
-func AtExit(f func()) {
+func atExit(f func()) {
 	cleanupsMu.Lock()
 	defer cleanupsMu.Unlock()
 	cleanups = append(cleanups, f)
 }
 
-// Fatal prints err after the program's name, runs the functions of AtExit
+// Fatal prints err after the program's name, runs the functions of atExit
 // and exits with status 1.
 func Fatal(err error) {
 	fmt.Fprintf(os.Stderr, "%s: %v\n", filepath.Base(os.Args[0]), err)

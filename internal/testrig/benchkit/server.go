@@ -24,7 +24,7 @@ func Start(cmd *exec.Cmd, tmp string, log io.Writer, debug bool) (*Server, error
 	if err != nil {
 		return nil, err
 	}
-	AtExit(s.Stop)
+	atExit(s.Stop)
 	return s, nil
 }
 
