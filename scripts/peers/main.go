@@ -34,13 +34,13 @@ import (
 	"net"
 	"net/url"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/lease-fence/lease-fence/internal/testrig/benchkit"
+	"github.com/lease-fence/lease-fence/internal/testrig/redistest"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.etcd.io/etcd/server/v3/embed"
@@ -52,11 +52,14 @@ func main() {
 	cycles := flag.Int("cycles", 2000, "stop a run after this many cycles")
 	duration := flag.Duration("duration", 5*time.Second, "stop a run after this long")
 	concs := flag.String("conc", "1,8", "comma-separated client counts")
-	redisServer := flag.String("redis-server", "redis-server", "the redis-server binary")
+	redisServer := flag.String("redis-server", "", "the redis-server binary (default: $REDIS_SERVER, or redis-server on the PATH)")
 	handovers := flag.Int("n", 1000, "with etcd-handover: handovers")
 	settle := flag.Duration("settle", 150*time.Millisecond, "with etcd-handover: how long each waiter waits before the release")
 	samplesTo := flag.String("samples", "", "with etcd-handover: append every latency (milliseconds, one a line) to this file")
 	flag.Parse()
+	if *redisServer != "" {
+		os.Setenv("REDIS_SERVER", *redisServer) // what redistest starts
+	}
 	if *targets == "etcd-handover" {
 		if err := etcdHandover(*handovers, *settle, *samplesTo); err != nil {
 			benchkit.Fatal(err)
@@ -75,7 +78,7 @@ func main() {
 		)
 		switch t {
 		case "redis", "redis-aof", "redis-lua", "redis-lua-aof":
-			mk, stop, err = startRedis(*redisServer, strings.HasSuffix(t, "-aof"), strings.HasPrefix(t, "redis-lua"))
+			mk, stop, err = startRedis(strings.HasSuffix(t, "-aof"), strings.HasPrefix(t, "redis-lua"))
 		case "etcd":
 			mk, stop, err = startEtcd()
 		case "store-pebble", "store-bbolt", "store-bbolt-batch":
@@ -152,50 +155,20 @@ func freePort() (int, error) {
 	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
-// startRedis runs redis-server on a free loopback port in a temporary
-// directory and returns a maker of per-client cycle functions.
-func startRedis(bin string, aof, lua bool) (func(int) (func(context.Context, string) error, func(), error), func(), error) {
-	dir, err := os.MkdirTemp("", "peers-redis-")
-	if err != nil {
-		return nil, nil, err
-	}
-	port, err := freePort()
-	if err != nil {
-		return nil, nil, err
-	}
-	args := []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", dir, "--save", "", "--daemonize", "no", "--loglevel", "warning"}
+// startRedis runs redis-server (redistest's: on a free loopback port, its
+// data in a temporary directory) and returns a maker of per-client cycle
+// functions.
+func startRedis(aof, lua bool) (func(int) (func(context.Context, string) error, func(), error), func(), error) {
+	appendonly := "no" // redistest's own: appendonly yes, appendfsync always
 	if aof {
-		args = append(args, "--appendonly", "yes", "--appendfsync", "always")
-	} else {
-		args = append(args, "--appendonly", "no")
+		appendonly = "yes"
 	}
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = nil, nil // its log goes nowhere
-	if err := cmd.Start(); err != nil {
+	srv, err := redistest.StartWith("--appendonly", appendonly)
+	if err != nil {
 		return nil, nil, err
 	}
-	stop := func() {
-		_ = cmd.Process.Signal(os.Interrupt)
-		_ = cmd.Wait()
-		os.RemoveAll(dir)
-	}
-	addr := "127.0.0.1:" + strconv.Itoa(port)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		c, err := dialRedis(addr)
-		if err == nil {
-			_, err = c.do("PING")
-			c.close()
-			if err == nil {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			stop()
-			return nil, nil, fmt.Errorf("redis-server did not answer: %w", err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	stop := func() { _ = srv.Stop() }
+	addr := srv.Addr()
 	// acquire returns the new fence, or 0 if the lock is held.
 	const acquire = `if redis.call("set", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then return redis.call("incr", KEYS[2]) else return 0 end`
 	const release = `if redis.call("get", KEYS[1]) == ARGV[1] then return redis.call("del", KEYS[1]) else return 0 end`

@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -54,6 +55,10 @@ func Bin() (string, error) {
 // must call Stop.
 func Start() (*Server, error) { return start(nil) }
 
+// StartWith is Start with more redis-server arguments, which override its
+// own (--appendonly no, say).
+func StartWith(args ...string) (*Server, error) { return start(args) }
+
 func start(args []string) (*Server, error) {
 	bin, err := Bin()
 	if err != nil {
@@ -70,7 +75,7 @@ func start(args []string) (*Server, error) {
 	}
 	var lastErr error
 	for range 5 { // the free port may be taken before redis binds it
-		if s.Port, err = freePort(s.args != nil); err != nil {
+		if s.Port, err = freePort(slices.Contains(s.args, "--cluster-enabled")); err != nil {
 			s.Stop()
 			return nil, err
 		}
