@@ -32,9 +32,10 @@ type Ledger interface {
 	Reserve(ctx context.Context, owner string, limit int, e Entry, now float64) (ok bool, err error)
 	// Held returns how many of owner's places are live at now, the place
 	// of resource not counted, for a decision that refuses owner a new
-	// record at limit or more (Txn.Owners): exact from limit - 1 up. A
-	// ledger that can tell only by a Reserve (the Worker's, a call to
-	// another object) returns 0.
+	// record at limit or more (Txn.Owners): limit or more only when that
+	// many are live, any number below it otherwise (Reserve holds the
+	// decision to the limit). A ledger that can tell only by a Reserve
+	// (the Worker's, a call to another object) returns 0.
 	Held(owner, resource string, limit int, now float64) int
 	// Renewed moves the place of the record e to its new expiry, taking
 	// it again if it lapsed. An error refuses the renewal
