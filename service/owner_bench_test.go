@@ -37,78 +37,63 @@ var ownerBenchCallers = []struct {
 	caller wire.Caller
 }{{"anonymous", wire.Caller{}}, {"token", wire.Caller{Name: "t"}}, {"limited", wire.Caller{Name: "t", MaxLeases: 1000}}}
 
-func ownerBench(b *testing.B, c wire.Caller) *Service {
-	svc := benchService(b)
-	for i := range 100 {
-		m := acquireMsg("held"+strconv.Itoa(i), "held-"+strconv.Itoa(i), "h")
-		m.Caller = c
-		if rep, err := svc.Call(context.Background(), m); err != nil || !rep.OK {
-			b.Fatal(rep, err)
-		}
+// ownerBench runs each caller's sub-benchmark: a service whose caller
+// holds 100 leases, and on each goroutine a resource of its own (res) and
+// a call (call: m as the caller, failing the benchmark unless ok) that
+// loop runs for each of pb's operations.
+func ownerBench(b *testing.B, loop func(pb *testing.PB, res string, call func(m wire.Message) (wire.Reply, bool))) {
+	for _, bc := range ownerBenchCallers {
+		b.Run(bc.name, func(b *testing.B) {
+			svc := benchService(b)
+			call := func(m wire.Message) (wire.Reply, bool) {
+				m.Caller = bc.caller
+				rep, err := svc.Call(context.Background(), m)
+				if err != nil || !rep.OK {
+					b.Error(rep, err)
+					return rep, false
+				}
+				return rep, true
+			}
+			for i := range 100 {
+				if _, ok := call(acquireMsg("held"+strconv.Itoa(i), "held-"+strconv.Itoa(i), "h")); !ok {
+					return
+				}
+			}
+			var next atomic.Int64
+			b.ReportAllocs()
+			defer cpuPerOp(b)()
+			b.RunParallel(func(pb *testing.PB) { loop(pb, "r-"+strconv.FormatInt(next.Add(1), 10), call) })
+		})
 	}
-	return svc
 }
 
 // BenchmarkOwnerAcquire measures one acquisition and its release.
 func BenchmarkOwnerAcquire(b *testing.B) {
-	for _, bc := range ownerBenchCallers {
-		b.Run(bc.name, func(b *testing.B) {
-			svc := ownerBench(b, bc.caller)
-			ctx := context.Background()
-			var next atomic.Int64
-			b.ReportAllocs()
-			defer cpuPerOp(b)()
-			b.RunParallel(func(pb *testing.PB) {
-				res := "r-" + strconv.FormatInt(next.Add(1), 10)
-				for i := 0; pb.Next(); i++ {
-					id := res + "-" + strconv.Itoa(i)
-					m := acquireMsg("a"+id, res, "h")
-					m.Caller = bc.caller
-					rep, err := svc.Call(ctx, m)
-					if err != nil || !rep.OK {
-						b.Error(rep, err)
-						return
-					}
-					m = releaseMsg("x"+id, res, "h", rep.Grant.Fence, secretOf("h"))
-					m.Caller = bc.caller
-					if rep, err := svc.Call(ctx, m); err != nil || !rep.OK {
-						b.Error(rep, err)
-						return
-					}
-				}
-			})
-		})
-	}
+	ownerBench(b, func(pb *testing.PB, res string, call func(wire.Message) (wire.Reply, bool)) {
+		for i := 0; pb.Next(); i++ {
+			id := res + "-" + strconv.Itoa(i)
+			rep, ok := call(acquireMsg("a"+id, res, "h"))
+			if !ok {
+				return
+			}
+			if _, ok := call(releaseMsg("x"+id, res, "h", rep.Grant.Fence, secretOf("h"))); !ok {
+				return
+			}
+		}
+	})
 }
 
 // BenchmarkOwnerRenew measures one renewal.
 func BenchmarkOwnerRenew(b *testing.B) {
-	for _, bc := range ownerBenchCallers {
-		b.Run(bc.name, func(b *testing.B) {
-			svc := ownerBench(b, bc.caller)
-			ctx := context.Background()
-			var next atomic.Int64
-			b.ReportAllocs()
-			defer cpuPerOp(b)()
-			b.RunParallel(func(pb *testing.PB) {
-				res := "r-" + strconv.FormatInt(next.Add(1), 10)
-				m := acquireMsg("a"+res, res, "h")
-				m.Caller = bc.caller
-				rep, err := svc.Call(ctx, m)
-				if err != nil || !rep.OK {
-					b.Error(rep, err)
-					return
-				}
-				f := rep.Grant.Fence
-				for i := 0; pb.Next(); i++ {
-					m := renewMsg("n"+res+"-"+strconv.Itoa(i), res, "h", f, secretOf("h"))
-					m.Caller = bc.caller
-					if rep, err := svc.Call(ctx, m); err != nil || !rep.OK {
-						b.Error(rep, err)
-						return
-					}
-				}
-			})
-		})
-	}
+	ownerBench(b, func(pb *testing.PB, res string, call func(wire.Message) (wire.Reply, bool)) {
+		rep, ok := call(acquireMsg("a"+res, res, "h"))
+		if !ok {
+			return
+		}
+		for i := 0; pb.Next(); i++ {
+			if _, ok := call(renewMsg("n"+res+"-"+strconv.Itoa(i), res, "h", rep.Grant.Fence, secretOf("h"))); !ok {
+				return
+			}
+		}
+	})
 }
