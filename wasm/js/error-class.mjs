@@ -14,9 +14,10 @@ const isObject = (v) => (typeof v === 'object' && v !== null) || typeof v === 'f
  * (message, options): options is Error's ({ cause }, so that an absent cause
  * stays absent) plus the class's fields. Each field is options[key] when it
  * is defined, else fields[key]; a function in fields maps options[key]
- * (perhaps undefined) and options to the field's value.
+ * (perhaps undefined) and options to the field's value. methods (getters
+ * included) go on the prototype, as a class body's would.
  */
-export function errorClass(base, name, fields) {
+export function errorClass(base, name, fields, methods = {}) {
   const cls = class extends base {
     constructor(message, options) {
       super(message, isObject(options) && 'cause' in options ? { cause: options.cause } : undefined);
@@ -27,5 +28,6 @@ export function errorClass(base, name, fields) {
     }
   };
   Object.defineProperty(cls, 'name', { value: name });
+  for (const [k, d] of Object.entries(Object.getOwnPropertyDescriptors(methods))) Object.defineProperty(cls.prototype, k, { ...d, enumerable: false });
   return named(cls, name);
 }

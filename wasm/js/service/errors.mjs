@@ -18,7 +18,7 @@ const lease = { resource: '', holderId: '', fence: 0 };
  * retried). `status` is the HTTP status of the answer (0 when there was
  * none), `attempts` how many times the request was sent.
  */
-export class LeaseServiceError extends errorClass(LeaseFenceError, 'LeaseServiceError', { code: (v) => String(v ?? ''), status: 0, attempts: 0 }) {
+export const LeaseServiceError = errorClass(LeaseFenceError, 'LeaseServiceError', { code: (v) => String(v ?? ''), status: 0, attempts: 0 }, {
   /**
    * Whether the same call may succeed later: a 5xx, 408, 429, no answer, or
    * a timeout. Another 4xx never will, nor a certificate that cannot be
@@ -27,9 +27,8 @@ export class LeaseServiceError extends errorClass(LeaseFenceError, 'LeaseService
   get retryable() {
     if (this.code === 'tls_certificate') return false;
     return this.status === 0 || this.status >= 500 || this.status === 408 || this.status === 429;
-  }
-}
-named(LeaseServiceError, 'LeaseServiceError');
+  },
+});
 
 /**
  * An acquisition was denied: the resource is held by a live lease (the
