@@ -112,7 +112,6 @@ func main() {
 		benchkit.Fatal(err)
 	}
 	defer s.Stop()
-	benchkit.StopOnSignal()
 	switch *mode {
 	case "handover":
 		err = handover(s, *target, *n, *settle)
