@@ -19,7 +19,9 @@
 //     embedded  one coordinator on Pebble (-state), for comparison.
 //     Every target runs for -duration in every round, all in turn, and the
 //     figures are min / median / max over -rounds rounds, with each
-//     round's ratio to bare.
+//     round's ratio to bare, and the CPU per cycle of PostgreSQL's
+//     processes and of the target's coordinators (which the machine's
+//     load moves less than the time).
 //   - failover: three coordinators, 8 clients cycling with all three URLs;
 //     one coordinator is killed with SIGKILL (-kills times, restarted in
 //     between) and, for each client that met the dead coordinator, the time
@@ -32,6 +34,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -42,6 +45,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -281,6 +285,9 @@ func cycles(names []string, concs []int, rounds int, d time.Duration) error {
 	}
 	figures := map[key][]float64{}
 	ratios := map[key][]float64{}
+	// CPU per cycle: PostgreSQL's processes (what load moves less than
+	// time) and, for a coordinator target, its processes.
+	pgCPU, coordCPU := map[key][]float64{}, map[key][]float64{}
 	fmt.Printf("== cycles/s (acquire + release), %d rounds of %v per target, all in turn ==\n", rounds, d)
 	for r := range rounds {
 		for _, n := range concs {
@@ -291,12 +298,19 @@ func cycles(names []string, concs []int, rounds int, d time.Duration) error {
 			k := r % len(order)
 			order = append(order[k:], order[:k]...)
 			for _, name := range order {
+				pg0, c0 := serverCPU(pg), targetCPU(targets[name])
+				t0 := time.Now()
 				v, err := targets[name].run(n, d)
 				if err != nil {
 					return fmt.Errorf("%s: %w", name, err)
 				}
+				done := v * time.Since(t0).Seconds()
 				got[name] = v
 				figures[key{name, n}] = append(figures[key{name, n}], v)
+				pgCPU[key{name, n}] = append(pgCPU[key{name, n}], float64((serverCPU(pg)-pg0).Microseconds())/done)
+				if c, ok := targets[name].(*coordinators); ok {
+					coordCPU[key{name, n}] = append(coordCPU[key{name, n}], float64((targetCPU(c)-c0).Microseconds())/done)
+				}
 			}
 			line := fmt.Sprintf("round %d clients=%d:", r+1, n)
 			for _, name := range names {
@@ -319,7 +333,66 @@ func cycles(names []string, concs []int, rounds int, d time.Duration) error {
 			fmt.Println(line)
 		}
 	}
+	fmt.Println("CPU µs per cycle (clock ticks of 10 ms over each run): PostgreSQL's processes, the coordinators' processes; min / median / max")
+	for _, n := range concs {
+		for _, name := range names {
+			line := fmt.Sprintf("%-10s  %7d  postgres %s", name, n, benchkit.MMM(pgCPU[key{name, n}], "%6.0f"))
+			if c := coordCPU[key{name, n}]; len(c) > 0 {
+				line += fmt.Sprintf("   coordinators %s", benchkit.MMM(c, "%6.0f"))
+			}
+			fmt.Println(line)
+		}
+	}
 	return nil
+}
+
+// serverCPU is the CPU time of pg's postmaster, of the processes it
+// started that still run, and of those that ended (the postmaster's
+// cutime and cstime).
+func serverCPU(pg *pgtest.Server) time.Duration {
+	pid, err := pg.Pid()
+	if err != nil {
+		return 0
+	}
+	kids, err := pg.Children()
+	if err != nil {
+		return 0
+	}
+	var total time.Duration
+	for kid := range kids {
+		if t, err := benchkit.PidCPU(kid); err == nil {
+			total += t
+		}
+	}
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	// The fields after the command's closing parenthesis, from the state.
+	f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	for _, i := range []int{11, 12, 13, 14} { // utime, stime, cutime, cstime
+		if i < len(f) {
+			n, _ := strconv.ParseInt(f[i], 10, 64)
+			total += time.Duration(n) * 10 * time.Millisecond
+		}
+	}
+	return total
+}
+
+// targetCPU is the CPU time of a coordinator target's processes (0 for
+// another target).
+func targetCPU(t target) time.Duration {
+	c, ok := t.(*coordinators)
+	if !ok {
+		return 0
+	}
+	var total time.Duration
+	for _, p := range c.procs {
+		if cpu, err := benchkit.PidCPU(p.Pid()); err == nil {
+			total += cpu
+		}
+	}
+	return total
 }
 
 func pgExec(url, q string) (int64, error) {
