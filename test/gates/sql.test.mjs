@@ -294,3 +294,40 @@ test('the share statement is prepared once a connection, again once the connecti
   assert.deepEqual((await p.query('SELECT value FROM vals')).rows.map((x) => x.value), ['a1', 'a2', 'b1', 'b2', 'a3', 'b3']);
   assert.equal(await a.floor('r'), 1);
 });
+
+test('connections that do not keep the share statement (a pooler): the check goes with parameters', async () => {
+  const p = pool(await freshUrl(), { max: 1 });
+  const sent = [];
+  const rec = recording(p, sent);
+  // As a pooler that hands each transaction another server connection
+  // would: a statement just prepared is there already, one executed is gone.
+  const pooled = {
+    query: rec.query,
+    async connect() {
+      const c = await rec.connect();
+      return {
+        query: async (text, values) => {
+          if (typeof text === 'string' && text.startsWith('PREPARE lease_fence_')) await c.query(text.slice(0, text.indexOf(';\nBEGIN;')));
+          else if (typeof text === 'string' && text.startsWith('BEGIN;\nEXECUTE lease_fence_')) await c.query('DEALLOCATE ALL');
+          return c.query(text, values);
+        },
+        release: (e) => c.release(e),
+        on: (...a) => c.on(...a),
+        off: (...a) => c.off(...a),
+      };
+    },
+  };
+  const store = await openSqlFence(pooled);
+  await p.query('CREATE TABLE vals (value TEXT NOT NULL)');
+  await store.admit(tk('h', 1));
+  for (const v of ['a', 'b']) {
+    sent.length = 0;
+    await store.commit(tk('h', 1), (c) => c.query('INSERT INTO vals VALUES ($1)', [v]));
+    assert.ok(sent.some((t) => t.startsWith('SELECT fence, holder, rejections') && t.includes('$1')), `${v}: the share statement with parameters: ${JSON.stringify(sent)}`);
+    assert.ok(!sent.some((t) => t.includes('INSERT INTO lease_fence_floor')), `${v}: took the share path`);
+  }
+  // Once seen, the store no longer tries the prepared statement.
+  assert.ok(!sent.some((t) => shareSent.test(t)), JSON.stringify(sent));
+  await assert.rejects(store.commit(tk('h', 1), () => { throw new Error('the write failed'); }), /the write failed/);
+  assert.deepEqual((await p.query('SELECT value FROM vals')).rows.map((x) => x.value), ['a', 'b']);
+});

@@ -101,6 +101,7 @@ class SqlFence {
   #pool;
   #q;
   #prepared = new WeakSet(); // the pool's clients that have the share statement
+  #unprepared = false; // the pool's connections do not keep it (#beginShare)
 
   constructor(pool, table, exclusive) {
     this.#pool = pool;
@@ -286,8 +287,9 @@ class SqlFence {
         // with it, and BEGIN's error is what is thrown.
         let row;
         if (this.#q.share !== null) {
-          if (!token.resource.includes('\0')) {
-            row = await this.#beginShare(client, step, token);
+          const got = token.resource.includes('\0') ? null : await this.#beginShare(client, step, token);
+          if (got !== null) {
+            row = got.row;
           } else {
             const begin = step('begin', 'BEGIN', []);
             const share = step('checking the floor', this.#q.share, [token.resource, token.fence]);
@@ -333,23 +335,29 @@ class SqlFence {
   // into the EXECUTE (literal above). Should PREPARE or BEGIN fail, what
   // follows does not run. A statement the connection already has (another
   // store on it, a client seen under another object) or lost (DEALLOCATE,
-  // DISCARD) is prepared or executed as it is, once more, on the same
-  // connection. Resolves with the share statement's row, if any.
+  // DISCARD) is executed or prepared again on the same connection; should
+  // that fail the same way (a pooler that hands each transaction another
+  // server connection), it gives null from then on, and the caller sends
+  // the statement with parameters. Resolves with { row }, the share statement's row if
+  // any.
   async #beginShare(client, step, token) {
+    if (this.#unprepared) return null;
     const execute = `BEGIN;\nEXECUTE ${this.#q.shareName}(${literal(token.resource)}, ${token.fence})`;
     let prepare = !this.#prepared.has(client);
-    let res;
-    try {
-      res = await step('checking the floor', prepare ? this.#q.prepareShare + execute : execute);
-    } catch (err) {
-      const code = sqlState(err.cause);
-      if (code !== '42P05' && code !== '26000') throw err;
-      await step('checking the floor', 'ROLLBACK'); // 26000: BEGIN had run
-      prepare = code === '26000';
-      res = await step('checking the floor', prepare ? this.#q.prepareShare + execute : execute);
+    for (let i = 0; i < 2; i++) {
+      try {
+        const res = await step('checking the floor', prepare ? this.#q.prepareShare + execute : execute);
+        this.#prepared.add(client);
+        return { row: (Array.isArray(res) ? res[res.length - 1] : res).rows[0] };
+      } catch (err) {
+        const code = sqlState(err.cause);
+        if (code !== '42P05' && code !== '26000') throw err;
+        await step('checking the floor', 'ROLLBACK'); // 26000: BEGIN had run
+        prepare = code === '26000';
+      }
     }
-    this.#prepared.add(client);
-    return (Array.isArray(res) ? res[res.length - 1] : res).rows[0];
+    this.#unprepared = true;
+    return null;
   }
 
   // #commit commits; a COMMIT that failed without an answer from the server
