@@ -52,7 +52,7 @@ TEST_JOBS ?= 4
 # alone at the end; those not named here follow in the order of mk/*.mk.
 # Their times: docs/benchmarks.md, "Test suite times".
 TEST_ORDER := test-svcclient-node test-worker-e2e test-service test-web-explainer test-web-live \
-  test-svcclient-fetch test-console test-web-pages lint test-proxy test-js test-sim test-gates-js test-cli \
+  test-svcclient-fetch test-console test-web-pages test-web-edit lint test-proxy test-js test-sim test-gates-js test-cli \
   test-core-race test-gates test-wasm-fuzz-go test-core-js test-consumers lint-pg-drill test-proxy-js
 TEST_GOALS = $(foreach t,$(TEST_ORDER),$(filter $(t),lint $(TESTS))) $(filter-out $(TEST_ORDER),lint $(TESTS))
 
