@@ -104,7 +104,7 @@ func Start(cmd *exec.Cmd, o Options) (*Server, error) {
 		case <-s.done:
 			err = fmt.Errorf("%s exited before it was ready: %s", filepath.Base(cmd.Path), s.output())
 		case <-expired:
-			err = fmt.Errorf("%s was not ready within %v", filepath.Base(cmd.Path), timeout)
+			err = fmt.Errorf("%s was not ready within %v: %s", filepath.Base(cmd.Path), timeout, s.output())
 		case <-o.Cancel:
 			err = errors.New("stopped")
 		}

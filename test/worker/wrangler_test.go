@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/lease-fence/lease-fence/internal/child"
 	"github.com/lease-fence/lease-fence/internal/testrig/syncio"
@@ -21,7 +22,9 @@ type wranglerDev struct {
 }
 
 // startWrangler starts the runtime with extra arguments (--var, --env-file)
-// and waits for its ready line (at most 90 s); its output goes to log.
+// and waits for its ready line (at most 5 min, a guard against a hang: a
+// first start beside other suites on two loaded cores has taken over 90 s);
+// its output goes to log.
 func startWrangler(persist string, log *syncio.Buffer, extra ...string) (*wranglerDev, error) {
 	root, err := filepath.Abs("../..")
 	if err != nil {
@@ -31,7 +34,7 @@ func startWrangler(persist string, log *syncio.Buffer, extra ...string) (*wrangl
 		return nil, errors.New("the worker is not built; run make worker")
 	}
 	cmd := child.Wrangler(filepath.Join(root, "node_modules/.bin/wrangler"), filepath.Join(root, "wasm/worker"), persist, extra...)
-	s, err := child.Start(cmd, child.Options{Log: log})
+	s, err := child.Start(cmd, child.Options{Log: log, Timeout: 5 * time.Minute})
 	if err != nil {
 		return nil, err
 	}
