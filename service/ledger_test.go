@@ -264,3 +264,18 @@ func TestMemLedgerPlaces(t *testing.T) {
 		t.Fatalf("places left: %+v", m.owners["a"])
 	}
 }
+
+// live returns how many of owner's places are live at now.
+func (m *memLedger) live(owner string, now float64) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	if o := m.owners[owner]; o != nil {
+		for _, p := range o.places {
+			if now < p.until {
+				n++
+			}
+		}
+	}
+	return n
+}
