@@ -29,7 +29,7 @@ include $(sort $(wildcard mk/*.mk))
 help:
 	@echo "make playground   build and serve the playground on 127.0.0.1"
 	@echo "make test         install test dependencies and run every test"
-	@echo "make build        build the wasm module and worker"
+	@echo "make build        build the wasm module, the Worker and the commands"
 	@echo "make bench        run the benchmarks and print figures"
 	@echo "make lint         go vet, staticcheck, gofmt"
 
@@ -51,9 +51,11 @@ TEST_JOBS ?= 4
 # The suites start longest first, so that no long one starts last and runs
 # alone at the end; those not named here follow in the order of mk/*.mk.
 # Their times: docs/benchmarks.md, "Test suite times".
-TEST_ORDER := test-svcclient-node test-worker-e2e test-service test-web-explainer test-web-live \
-  test-svcclient-fetch test-console test-web-pages test-web-edit lint test-proxy test-js test-sim test-gates-js test-cli \
-  test-core-race test-gates test-wasm-fuzz-go test-core-js test-consumers lint-pg-drill test-proxy-js
+TEST_ORDER := test-web-explainer test-web-axe test-worker-e2e test-web-live test-svcclient-hold-native test-web-edit \
+  test-service-coordinator test-web-pages test-service-pgstore test-svcclient-hold-worker test-svcclient-node \
+  test-web-redraw test-gates-js test-service-local test-svcclient-fetch test-console lint test-proxy test-js test-sim \
+  test-cli test-core-race test-gates test-wasm-fuzz-go test-core-js test-consumers lint-service lint-pg-drill \
+  test-proxy-js
 TEST_GOALS = $(foreach t,$(TEST_ORDER),$(filter $(t),lint $(TESTS))) $(filter-out $(TEST_ORDER),lint $(TESTS))
 
 # What the suites need built (make build, the dev server, and TEST_PREP:

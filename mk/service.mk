@@ -3,7 +3,7 @@
 # HTTP server (service/httpapi) and Go client (service/client), the native
 # server, the Cloudflare Worker under the local
 # workerd runtime, and the benchmarks against Redis and etcd.
-TESTS += test-service test-worker-e2e
+TESTS += test-service-coordinator test-service-pgstore test-service-local lint-service test-worker-e2e
 BUILD += coordinator worker
 BENCH += bench-service bench-stores bench-memory bench-hold bench-watch
 
@@ -11,7 +11,7 @@ WORKER_DIR := wasm/worker
 # wrangler offline: no metrics, no request.cf lookup.
 WRANGLER_OFFLINE := WRANGLER_SEND_METRICS=false CLOUDFLARE_CF_FETCH_ENABLED=false
 
-.PHONY: coordinator worker worker-dev test-service test-worker-e2e bench-service bench-stores bench-memory bench-hold bench-watch
+.PHONY: coordinator worker worker-dev test-service test-service-coordinator test-service-pgstore test-service-local lint-service service-race-prep test-worker-e2e bench-service bench-stores bench-memory bench-hold bench-watch
 
 coordinator:
 	$(GO) build -o out/bin/coordinator ./cmd/coordinator
@@ -27,16 +27,47 @@ worker:
 worker-dev: worker
 	cd $(WORKER_DIR) && $(WRANGLER_OFFLINE) wrangler dev
 
-# The state machine, the Pebble store (damage table, full disk, ENOSPC),
-# the protocol and client, linearizability over HTTP, the real server
-# (fail-closed start, 25 kill -9 restarts, a second server, a restored
-# backup, a full tmpfs, 1,100 idle connections under a 1024 file-descriptor
-# limit) and the history checker, with the race detector; a short fuzz run
-# of the request decoder; vet/staticcheck of what `make lint` does not see:
-# the e2e build tag and the peers module.
-test-service:
-	$(GO) test -count=1 -race -timeout 30m ./service/... ./cmd/coordinator/ ./test/worker/
+# service/... and cmd/coordinator with the race detector, in three targets
+# that make test runs side by side (each mostly waits: on child processes,
+# PostgreSQL, fsync and timers), and lint-service; `make test-service` runs
+# all four.
+#   test-service-coordinator  the real server (fail-closed start, 25 kill -9
+#       restarts, a second server, a restored backup, a full tmpfs, 1,100 idle
+#       connections under a 1024 file-descriptor limit, replicas over
+#       PostgreSQL and their short drills)
+#   test-service-pgstore      the store over PostgreSQL
+#   test-service-local        the rest of service/...: the state machine, the
+#       Pebble store (damage table, full disk, ENOSPC), the protocol, the HTTP
+#       API, the client, linearizability over HTTP; a short fuzz run of the
+#       request decoder
+#   lint-service              vet/staticcheck of what `make lint` does not
+#       see: the e2e build tag and the peers module
+# The history checker's tests (test/worker without the e2e tag, one
+# goroutine each) run in test-worker-e2e.
+test-service: test-service-coordinator test-service-pgstore test-service-local lint-service
+
+# The packages the three share are compiled with -race once, before they
+# start (TEST_PREP: see the Makefile), not by each at the same time.
+TEST_PREP += service-race-prep
+SERVICE_TESTED := ./service/... ./cmd/coordinator/
+service-race-prep:
+	$(GO) build -race $$($(GO) list -deps -test -f '{{if not (or .ForTest (eq .Name "main"))}}{{.ImportPath}}{{end}}' $(SERVICE_TESTED))
+
+# cmd/coordinator's children that only ever end by SIGKILL (the kill -9
+# tests, the drills, the holding suites' servers) run out/bin/coordinator,
+# built without the race detector, which fails a process only when it
+# exits (LEASE_FENCE_COORDINATOR_BIN).
+test-service-coordinator: coordinator service-race-prep
+	LEASE_FENCE_COORDINATOR_BIN=$(CURDIR)/out/bin/coordinator $(GO) test -count=1 -race -timeout 30m ./cmd/coordinator/
+
+test-service-pgstore: service-race-prep
+	$(GO) test -count=1 -race -timeout 30m ./service/pgstore/
+
+test-service-local: service-race-prep
+	$(GO) test -count=1 -race -timeout 30m $$($(GO) list ./service/... | grep -v '/service/pgstore$$')
 	$(GO) test $(FUZZ_BRIEF) -fuzz '^FuzzDecodeMessage$$' -fuzztime 40000x ./service/wire/
+
+lint-service:
 	$(GO) vet -tags e2e ./test/worker/
 	GOBIN=$(CURDIR)/out/bin $(GO) install $(STATICCHECK)
 	out/bin/staticcheck -tags e2e ./test/worker/

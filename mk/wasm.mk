@@ -16,7 +16,7 @@ WASM_SRC   = $(shell find core wasm/lib -name '*.go' -not -name '*_test.go') go.
 .PHONY: build-wasm test-js test-consumers test-wasm-fuzz-go bench-js
 build-wasm: $(WASM_LIB) $(WASM_EXEC) $(GATE_TEXTS)
 
-$(GATE_TEXTS): gates/redisfence/fence.lua gates/redisfence/page.lua gates/sqlfence/statements.sql scripts/gate-texts.mjs
+$(GATE_TEXTS): gates/redisfence/fence.lua gates/redisfence/page.lua gates/sqlfence/statements.sql core/fence/fence.go scripts/gate-texts.mjs
 	node scripts/gate-texts.mjs
 
 $(WASM_LIB): $(WASM_SRC)

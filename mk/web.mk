@@ -15,10 +15,10 @@ DEVSERVER := out/bin/devserver
 COORDINATOR_BIN := out/bin/coordinator
 WRANGLER_BIN := node_modules/.bin/wrangler
 
-TESTS += test-devserver test-web-explainer test-web-live test-web-edit test-web-pages
+TESTS += test-devserver test-web-explainer test-web-axe test-web-live test-web-edit test-web-redraw test-web-pages
 BENCH += bench-web
 
-.PHONY: playground devserver test-web test-web-explainer test-web-live test-web-edit test-web-pages test-devserver screenshots-web bench-web
+.PHONY: playground devserver test-web test-web-explainer test-web-axe test-web-live test-web-edit test-web-redraw test-web-pages test-devserver screenshots-web bench-web soak-edit
 
 # Always handed to go build: its cache makes an unchanged rebuild cheap.
 devserver:
@@ -34,21 +34,28 @@ playground: build-wasm devserver coordinator $(if $(WORKER),worker)
 test-devserver:
 	$(GO) test -count=1 ./cmd/devserver/... ./internal/child/
 
-# Four targets, so that make test can run the three longest files beside
-# the rest: explainer.test.mjs alone, live.test.mjs alone (live mode against
-# the coordinator and the Worker: wrangler dev, started by the dev server),
-# edit.test.mjs alone, then the other files one at a time (each starts its
-# own server and Chromium, and the machine has two cores).
+# Six targets, so that make test can run the five longest files beside the
+# rest: explainer.test.mjs alone, axe.test.mjs (axe-core over every preset,
+# the explainer's longest check) alone, live.test.mjs alone (live mode
+# against the coordinator and the Worker: wrangler dev, started by the dev
+# server), edit.test.mjs alone, redraw.test.mjs alone, then the other files
+# one at a time (each starts its own server and Chromium, and the machine
+# has two cores).
 WEB_TESTS := $(sort $(wildcard test/web/*.test.mjs))
 WEB_EXPLAINER := test/web/explainer.test.mjs
 WEB_LIVE := test/web/live.test.mjs
 WEB_EDIT := test/web/edit.test.mjs
+WEB_REDRAW := test/web/redraw.test.mjs
+WEB_AXE := test/web/axe.test.mjs
 
-test-web: test-web-explainer test-web-live test-web-edit test-web-pages
+test-web: test-web-explainer test-web-axe test-web-live test-web-edit test-web-redraw test-web-pages
 
 test-web-explainer: build-wasm devserver
 	@mkdir -p out/test/screenshots
 	DEVSERVER=$(DEVSERVER) node --test $(WEB_EXPLAINER)
+
+test-web-axe: build-wasm devserver
+	DEVSERVER=$(DEVSERVER) node --test $(WEB_AXE)
 
 test-web-live: build-wasm devserver coordinator worker
 	@mkdir -p out/test/screenshots
@@ -58,9 +65,19 @@ test-web-edit: build-wasm devserver
 	@mkdir -p out/test/screenshots
 	DEVSERVER=$(DEVSERVER) node --test $(WEB_EDIT)
 
+# edit.test.mjs's seeded random edits, SOAK_EDITS of them (make test: 120).
+SOAK_EDITS ?= 1000
+soak-edit: build-wasm devserver
+	@mkdir -p out/test/screenshots
+	DEVSERVER=$(DEVSERVER) EDITS=$(SOAK_EDITS) node --test --test-name-pattern='seeded random edits' $(WEB_EDIT)
+
+test-web-redraw: build-wasm devserver
+	@mkdir -p out/test/screenshots
+	DEVSERVER=$(DEVSERVER) node --test $(WEB_REDRAW)
+
 test-web-pages: build-wasm devserver
 	@mkdir -p out/test/screenshots
-	DEVSERVER=$(DEVSERVER) node --test --test-concurrency=1 $(filter-out $(WEB_EXPLAINER) $(WEB_LIVE) $(WEB_EDIT),$(WEB_TESTS))
+	DEVSERVER=$(DEVSERVER) node --test --test-concurrency=1 $(filter-out $(WEB_EXPLAINER) $(WEB_AXE) $(WEB_LIVE) $(WEB_EDIT) $(WEB_REDRAW),$(WEB_TESTS))
 
 # Every preset's end at 1280 px, in a 560-px-high iframe and at 390 px, into
 # out/test/screenshots: pictures to look at, no check, so not in make test.

@@ -13,7 +13,9 @@
 // `chunk` commits (fenced, unfenced, fenced, ...) so that the noise of other
 // processes falls on all alike, and each side's rate is its commits over its
 // summed time. The cost unfenced/fenced (1.0 = free) is taken within a
-// round, then min/median/max over rounds.
+// round, then min/median/max over rounds. Every side runs once unmeasured
+// first, so that the connections it needs are open (and kept) before the
+// first round.
 //
 // --baseline REV adds a third side to each configuration: the gates as they
 // were at git revision REV (Go: internal/testrig/gatecli built from REV's tree; JS:
@@ -24,13 +26,14 @@
 // per commit of each side (user + system, µs; min/median/max over rounds):
 // the client's own work, which the load of other processes moves far less
 // than it moves commits per second. For every configuration it prints the
-// server's CPU per commit (PostgreSQL: the postmaster's processes, read
-// from /proc; Redis: redis-server's), the client's (this process, or the Go
+// server's CPU per commit (PostgreSQL: the backends of the benchmark's
+// connections, and apart the other processes; Redis: redis-server's; read
+// from /proc), the client's (this process, or the Go
 // gatecli's), and their sum's cost fenced/unfenced: with both cores busy,
 // the ratio commits per second tends to.
 // Usage: node scripts/bench-gates.mjs [rounds] [commits per side] [chunk] [--baseline REV] [--only REGEX]
 import { execFileSync, spawn } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import os from 'node:os';
 import { join } from 'node:path';
@@ -121,14 +124,21 @@ const redisAddr = `${redisServer.url} bench-`;
 const tmp = mkdtempSync(join(os.tmpdir(), 'bench-gates-'));
 const sqliteAddr = `sqlite:${join(tmp, 'bench.db')}`;
 
-// CPU time (µs, user + system) of a process and, with children, of its
-// live children and the children it reaped, from /proc (Linux).
+// CPU time (µs) of a process: the run time of each of its threads from
+// /proc/PID/task/*/schedstat (nanoseconds, where /proc/PID/stat counts 10 ms
+// ticks); with children, also that of its live children and, in ticks, of
+// the children it reaped (PostgreSQL's short-lived autovacuum workers).
 const tick = 1e6 / 100; // USER_HZ
 const procCpu = (pid, children = false) => {
   try {
-    const f = readFileSync(`/proc/${pid}/stat`, 'utf8').slice(readFileSync(`/proc/${pid}/stat`, 'utf8').lastIndexOf(')') + 2).split(' ');
-    let t = (Number(f[11]) + Number(f[12]) + (children ? Number(f[13]) + Number(f[14]) : 0)) * tick;
+    let t = 0;
+    for (const task of readdirSync(`/proc/${pid}/task`)) {
+      t += Number(readFileSync(`/proc/${pid}/task/${task}/schedstat`, 'utf8').split(' ')[0]) / 1000;
+    }
     if (children) {
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      t += (Number(f[13]) + Number(f[14])) * tick;
       for (const c of readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(' ').filter(Boolean)) t += procCpu(c);
     }
     return t;
@@ -140,16 +150,55 @@ const pgPostmaster = await (async () => {
   const c = new pg.Client({ connectionString: sqlUrl });
   await c.connect();
   const { rows: [{ pid }] } = await c.query('SELECT pg_backend_pid() AS pid');
-  await c.end();
+  // Its parent, read while the backend lives (it exits with the connection).
   const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]); // its parent
+  await c.end();
+  return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
 })();
 
 const jsSql = await sqlGate(sqlUrl);
 jsSql.pool.options.max = 10;
+// The pool keeps its connections: one opened while a side is measured
+// (pg's pool closes those idle 10 s, as they are while the other
+// configurations run) charges that side the connection's start-up, the
+// backend's and the client's, many commits' worth of CPU.
+jsSql.pool.options.idleTimeoutMillis = 0;
 const jsRedis = await redisGate(redisAddr);
 const redisPid = Number(/process_id:(\d+)/.exec(await jsRedis.client.info('server'))[1]);
-const serverCpu = (kind) => (kind === 'redis' ? procCpu(redisPid) : kind === 'sql' ? procCpu(pgPostmaster, true) : 0);
+// PostgreSQL's CPU is taken apart: the backends of the benchmark's
+// connections (listed before and after each chunk, from a connection to
+// another database) do the commits' work; the other processes (WAL
+// writer, checkpointer, autovacuum and its workers) work in the
+// background, partly for the commits (the WAL they write) and partly by
+// the clock, which would charge a slower side more per commit.
+const monitor = new pg.Client({ connectionString: pgUrl });
+await monitor.connect();
+const backends = async () => (await monitor.query(
+  "SELECT pid FROM pg_stat_activity WHERE datname = 'bench' AND backend_type = 'client backend'")).rows.map((r) => r.pid);
+// serverStart reads the server's CPU before a chunk; its result's end()
+// resolves with { server, other }: the CPU since, of the processes that
+// serve the connections (all of redis-server) and of PostgreSQL's others.
+async function serverStart(kind) {
+  if (kind === 'redis') {
+    const r0 = procCpu(redisPid);
+    return { end: async () => ({ server: procCpu(redisPid) - r0, other: 0 }) };
+  }
+  if (kind !== 'sql') return { end: async () => ({ server: 0, other: 0 }) };
+  const pids = await backends();
+  const b0 = new Map(pids.map((p) => [p, procCpu(p)]));
+  const all0 = procCpu(pgPostmaster, true);
+  return {
+    async end() {
+      const all = procCpu(pgPostmaster, true) - all0;
+      let server = 0;
+      for (const [p, c] of b0) server += Math.max(0, procCpu(p) - c);
+      // A connection opened during the chunk: all of its CPU.
+      let opened = 0; // connections the warm-up did not open (see below)
+      for (const p of await backends()) if (!b0.has(p)) { server += procCpu(p); opened++; }
+      return { server, other: Math.max(0, all - server), opened };
+    },
+  };
+}
 const go = { sql: lineProc(gatecli, [sqlUrl]), sqlite: lineProc(gatecli, [sqliteAddr]), redis: lineProc(gatecli, [redisAddr]) };
 const goBase = base && {
   sql: lineProc(base.gatecli, [sqlUrl]), redis: lineProc(base.gatecli, [redisAddr]),
@@ -215,6 +264,12 @@ for (const kind of ['sql', 'sqlite', 'redis']) {
     }
   }
 }
+// A warm-up of every side of every configuration, not measured: each
+// opens its connections (and the gates prepare their statements on them)
+// before the first round.
+for (const c of configs) {
+  for (const s of c.sides) await (c.lang === 'go' ? goBench : jsBench)(c.kind, c.writers, s, Math.max(chunk, 2 * c.writers));
+}
 const rates = new Map(); // name -> { side: [rate per round], cost: [...], baseCost: [...] }
 for (let r = 0; r < rounds; r++) {
   for (const c of configs) {
@@ -222,27 +277,33 @@ for (let r = 0; r < rounds; r++) {
     const t = Object.fromEntries(c.sides.map((s) => [s, 0]));
     const cpu = Object.fromEntries(c.sides.map((s) => [s, 0]));
     const srv = Object.fromEntries(c.sides.map((s) => [s, 0]));
+    const bg = Object.fromEntries(c.sides.map((s) => [s, 0]));
     for (let done = 0; done < n; done += chunk) {
       const k = Math.min(chunk, n - done);
       // Rotate the order chunk by chunk, so no side always follows another.
       const order = c.sides.map((_, i) => c.sides[(i + done / chunk) % c.sides.length]);
       for (const s of order) {
         const goPid = c.lang === 'go' ? (s === 'base' ? goBase : go)[c.kind].proc.pid : 0;
+        const s0 = await serverStart(c.kind);
         const u = process.cpuUsage();
         const g0 = goPid ? procCpu(goPid) : 0;
-        const s0 = serverCpu(c.kind);
         t[s] += await f(c.kind, c.writers, s, k);
-        srv[s] += serverCpu(c.kind) - s0;
         const d = process.cpuUsage(u);
-        cpu[s] += goPid ? procCpu(goPid) - g0 : d.user + d.system;
+        const g1 = goPid ? procCpu(goPid) : 0;
+        const sc = await s0.end();
+        srv[s] += sc.server;
+        if (sc.opened) process.stderr.write(`${c.name} ${s}: ${sc.opened} connections opened while measured (their start-up counted)\n`);
+        bg[s] += sc.other;
+        cpu[s] += goPid ? g1 - g0 : d.user + d.system;
       }
     }
-    const e = rates.get(c.name) ?? { fenced: [], base: [], unfenced: [], cost: [], baseCost: [], baseOverNew: [], cpu: {}, client: {}, server: {}, cpuCost: [] };
+    const e = rates.get(c.name) ?? { fenced: [], base: [], unfenced: [], cost: [], baseCost: [], baseOverNew: [], cpu: {}, client: {}, server: {}, other: {}, cpuCost: [] };
     for (const s of c.sides) e[s].push(n / t[s]);
     if (c.lang === 'js') for (const s of c.sides) (e.cpu[s] ??= []).push(cpu[s] / n);
     for (const s of c.sides) {
       (e.client[s] ??= []).push(cpu[s] / n);
       (e.server[s] ??= []).push(srv[s] / n);
+      (e.other[s] ??= []).push(bg[s] / n);
     }
     e.cpuCost.push((cpu.fenced + srv.fenced) / (cpu.unfenced + srv.unfenced));
     e.cost.push(t.fenced / t.unfenced);
@@ -287,12 +348,19 @@ if (cpuRows.length > 0) {
   for (const [key, e] of rates) {
     console.log(`| ${key} | ${sides.map((s) => `${mmm(e.client[s] ?? [])} | ${mmm(e.server[s] ?? [])}`).join(' | ')} | ${mx(e.cpuCost)} |`);
   }
+  const pgRows = [...rates].filter(([key]) => key.startsWith('PostgreSQL'));
+  if (pgRows.length > 0) {
+    console.log(`\n| PostgreSQL's other processes, CPU µs per commit (min / median / max) | ${sides.map(label).join(' | ')} |`);
+    console.log(`|---|${sides.map(() => '---|').join('')}`);
+    for (const [key, e] of pgRows) console.log(`| ${key} | ${sides.map((s) => mmm(e.other[s] ?? [])).join(' | ')} |`);
+  }
 }
 console.log(`\nload after: ${load()}`);
 
 await Promise.all([...Object.values(go), ...Object.values(goBase ?? {})].filter(Boolean).map((p) => p.stop()));
 await jsSql.close();
 await jsRedis.close();
+await monitor.end();
 await pgProc.stop();
 await redisServer.stop();
 rmSync(tmp, { recursive: true, force: true });

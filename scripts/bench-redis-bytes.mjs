@@ -7,15 +7,14 @@
 // RPUSH alone. The sides alternate round by round; bytes are exact, CPU and
 // commits per second are min / median / max over the rounds.
 // Usage: node scripts/bench-redis-bytes.mjs [rounds] [commits per side]
-import os from 'node:os';
 import { createClient } from 'redis';
 import { openRedisFence, redisKey } from '../wasm/js/redis.mjs';
 import { startRedis } from '../test/gates/servers.mjs';
+import { load, stats } from './bench-kit.mjs';
 
 const rounds = Number(process.argv[2] ?? 5);
 const n = Number(process.argv[3] ?? 2000);
 const writers = 8;
-const load = () => os.loadavg().map((x) => x.toFixed(2)).join(' ');
 console.log(`load before: ${load()}; ${rounds} rounds of ${n} commits a side, ${writers} writers`);
 const server = await startRedis();
 const c = createClient({ url: server.url, RESP: 2 });
@@ -51,9 +50,8 @@ for (let round = 0; round < rounds; round++) {
   }
 }
 const mmm = (xs, d = 0) => {
-  const s = [...xs].sort((x, y) => x - y);
-  const med = s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
-  return [s[0], med, s[s.length - 1]].map((x) => x.toLocaleString('en-US', { maximumFractionDigits: d, minimumFractionDigits: d })).join(' / ');
+  const { min, median, max } = stats(xs);
+  return [min, median, max].map((x) => x.toLocaleString('en-US', { maximumFractionDigits: d, minimumFractionDigits: d })).join(' / ');
 };
 console.log('\n| per commit, 8 writers of one holder | bytes to the server | bytes to the AOF | server CPU, µs | commits/s |');
 console.log('|---|---|---|---|---|');

@@ -7,8 +7,9 @@
 #    appendonly yes + appendfsync always (three round trips per cycle, and
 #    two with Lua scripts like the coordinator's two calls), and embedded
 #    etcd's concurrency.Mutex (scripts/peers, its own Go module). The
-#    coordinator is driven by client.Client and by a minimal HTTP client like
-#    the peers' minimal clients. ROUNDS rounds, all in turn in every round,
+#    coordinator is driven by client.Client, by client.Client on call
+#    sessions (native-durable-sess) and by a minimal HTTP client like the
+#    peers' minimal clients. ROUNDS rounds, all in turn in every round,
 #    each run DURATION (or CYCLES cycles); min / median / max over the rounds.
 #    BASELINE=path/to/coordinator adds that build as "baseline-durable" and
 #    "baseline-durable-raw" in every round (an older commit, side by side).
@@ -87,7 +88,7 @@ ratios() {
 if [ "${NET_ONLY:-0}" != 1 ]; then
   echo "== durable, side by side: $ROUNDS rounds of $DURATION each ($(nproc) cores; $(uptime | sed 's/.*load/load/')) =="
   for round in $(seq 1 "$ROUNDS"); do
-    out/bin/bench-service -targets native-durable,native-durable-raw -rounds 1 -cycles "$CYCLES" -duration "$DURATION" | tee -a "$results"
+    out/bin/bench-service -targets native-durable,native-durable-sess,native-durable-raw -rounds 1 -cycles "$CYCLES" -duration "$DURATION" | tee -a "$results"
     if [ -n "${BASELINE:-}" ]; then
       out/bin/bench-service -coordinator "$BASELINE" -targets native-durable,native-durable-raw -rounds 1 -cycles "$CYCLES" -duration "$DURATION" |
         sed 's/^native-/baseline-/' | tee -a "$results"

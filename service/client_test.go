@@ -1,6 +1,7 @@
 package service
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -121,21 +122,12 @@ func newClientRig(t *testing.T, holder string, plan ...fault) *clientRig {
 func (r *rig) client(t *testing.T, holder string, plan ...fault) *clientRig {
 	t.Helper()
 	agent, _ := clock.NewManual("agent-"+holder, clock.ManualOptions{Start: 50})
-	lc, err := lease.NewClient(lease.ClientConfig{Clock: agent, HolderID: holder, ClockSkew: 10 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
 	tr := &transport{h: r.h, plan: plan}
-	c, err := client.New(client.Config{
+	c := newClient(t, lease.ClientConfig{Clock: agent, HolderID: holder, ClockSkew: 10 * time.Millisecond}, client.Config{
 		BaseURL:        "http://coordinator.test/",
-		Lease:          lc,
 		HTTPClient:     &http.Client{Transport: tr},
 		AttemptTimeout: 20 * time.Millisecond, // only the holdReply attempts wait for it
-		Backoff:        func(int) time.Duration { return 0 },
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	return &clientRig{rig: r, tr: tr, agent: agent, client: c}
 }
 
@@ -299,14 +291,23 @@ func TestSecondClientCannotActForTheHolder(t *testing.T) {
 	}
 }
 
+// TestClientNewChecksConfig: a config without a URL or a lease client, or
+// with both BaseURL and BaseURLs, an empty URL, or too many or no URLs in
+// BaseURLs, is refused.
 func TestClientNewChecksConfig(t *testing.T) {
 	agent, _ := clock.NewManual("a", clock.ManualOptions{})
 	lc, _ := lease.NewClient(lease.ClientConfig{Clock: agent, HolderID: "a"})
-	if _, err := client.New(client.Config{Lease: lc}); err == nil {
-		t.Fatal("no URL accepted")
-	}
-	if _, err := client.New(client.Config{BaseURL: "http://x"}); err == nil {
-		t.Fatal("no lease client accepted")
+	for _, cfg := range []client.Config{
+		{Lease: lc},
+		{BaseURL: "http://x"},
+		{BaseURL: "http://a", BaseURLs: []string{"http://b"}, Lease: lc},
+		{BaseURLs: []string{"http://a", ""}, Lease: lc},
+		{BaseURLs: make([]string, 65), Lease: lc},
+		{BaseURLs: []string{}, Lease: lc},
+	} {
+		if _, err := client.New(cfg); err == nil {
+			t.Fatalf("%+v accepted", cfg)
+		}
 	}
 }
 
@@ -351,4 +352,174 @@ func TestClientDrawsASecretPerAcquisition(t *testing.T) {
 			}
 		}
 	}
+}
+
+// The failover of a client over several coordinators (Config.BaseURLs).
+
+// hosts is a transport to several coordinators by host name, each doing
+// what its entry says with the attempts it gets: "down" (no connection),
+// "503" (answers unavailable), "lost" (serves, the reply is lost), "500",
+// "400", or "up" (serves). It records the host and body of every attempt.
+type hosts struct {
+	h     http.Handler
+	mu    sync.Mutex
+	state map[string]string
+	tried []string
+	body  [][]byte
+}
+
+func (hs *hosts) RoundTrip(req *http.Request) (*http.Response, error) {
+	body, _ := io.ReadAll(req.Body)
+	hs.mu.Lock()
+	st := hs.state[req.URL.Host]
+	hs.tried = append(hs.tried, req.URL.Host)
+	hs.body = append(hs.body, body)
+	hs.mu.Unlock()
+	answer := func(status int, code string) (*http.Response, error) {
+		rec := httptest.NewRecorder()
+		rec.WriteHeader(status)
+		rec.WriteString(`{"error":{"code":"` + code + `","message":"test"}}`)
+		return rec.Result(), nil
+	}
+	switch st {
+	case "down":
+		return nil, errors.New("test: connection refused")
+	case "503":
+		return answer(503, "unavailable")
+	case "500":
+		return answer(500, "internal")
+	case "400":
+		return answer(400, "invalid_value")
+	}
+	rec := httptest.NewRecorder()
+	r := req.Clone(req.Context())
+	r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+	hs.h.ServeHTTP(rec, r)
+	if st == "lost" {
+		return nil, errors.New("test: reply lost")
+	}
+	return rec.Result(), nil
+}
+
+func (hs *hosts) set(host, state string) {
+	hs.mu.Lock()
+	defer hs.mu.Unlock()
+	hs.state[host] = state
+}
+
+func (hs *hosts) attempts() []string {
+	hs.mu.Lock()
+	defer hs.mu.Unlock()
+	out := hs.tried
+	hs.tried, hs.body = nil, nil
+	return out
+}
+
+func failoverClient(t *testing.T, r *rig, hs *hosts, cfg client.Config) *client.Client {
+	t.Helper()
+	agent, _ := clock.NewManual("agent-a", clock.ManualOptions{Start: 50})
+	cfg.HTTPClient = &http.Client{Transport: hs}
+	return newClient(t, lease.ClientConfig{Clock: agent, HolderID: "a"}, cfg)
+}
+
+// A client with three coordinators moves to the next on no connection, a
+// 503 or a lost reply, sends the same body to each (request id and secret
+// included), so the acquisition gets one fence, and starts its next call
+// where the last answer came from.
+func TestClientFailsOverToTheNextCoordinator(t *testing.T) {
+	r := newRig(t, nil, LocalConfig{})
+	hs := &hosts{h: r.h, state: map[string]string{"a": "down", "b": "503", "c": "lost", "d": "up"}}
+	c := failoverClient(t, r, hs, client.Config{BaseURLs: []string{"http://a", "http://b/", "http://c", "http://d"}})
+	l, err := c.Acquire(context.Background(), "deploy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(hs.tried, " "); got != "a b c d" {
+		t.Fatalf("attempts went to %s", got)
+	}
+	for _, b := range hs.body[1:] {
+		if !bytes.Equal(b, hs.body[0]) {
+			t.Fatalf("a retry sent another body:\n%s\n%s", hs.body[0], b)
+		}
+	}
+	if l.Token().Fence != 1 || r.store.Issued() != 1 {
+		t.Fatalf("fence %d, issued %d: the lost reply's grant was not the one answered", l.Token().Fence, r.store.Issued())
+	}
+	if l.Deadline().Millis != 50+1000 {
+		t.Fatalf("deadline %v is not anchored at the first send", l.Deadline())
+	}
+	hs.attempts()
+	if _, err := c.Renew(context.Background(), l); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(hs.attempts(), " "); got != "d" {
+		t.Fatalf("the next call went to %s, not to the one that answered", got)
+	}
+	// d goes down: the call wraps around to a, which is back.
+	hs.set("d", "down")
+	hs.set("a", "up")
+	if err := c.Release(context.Background(), l); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(hs.attempts(), " "); got != "d a" {
+		t.Fatalf("attempts went to %s", got)
+	}
+}
+
+// A 4xx is an answer: the client does not ask the next coordinator. A
+// 500 moves on like any 5xx. Every coordinator failing ends the call after
+// Attempts, which defaults to one more than the coordinators, and only a
+// return to a coordinator already tried waits for the backoff.
+func TestClientFailoverLimits(t *testing.T) {
+	r := newRig(t, nil, LocalConfig{})
+	hs := &hosts{h: r.h, state: map[string]string{"a": "400", "b": "up"}}
+	c := failoverClient(t, r, hs, client.Config{BaseURLs: []string{"http://a", "http://b"}})
+	var we *wire.Error
+	if _, err := c.Acquire(context.Background(), "deploy"); !errors.As(err, &we) || we.Code != "invalid_value" {
+		t.Fatalf("a 400: %v", err)
+	}
+	if got := strings.Join(hs.attempts(), " "); got != "a" {
+		t.Fatalf("a 400 was retried: %s", got)
+	}
+	hs.set("a", "500")
+	if _, err := c.Acquire(context.Background(), "deploy"); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(hs.attempts(), " "); got != "a b" {
+		t.Fatalf("a 500: %s", got)
+	}
+	hs.set("a", "down")
+	hs.set("b", "down")
+	var pauses []int
+	c = failoverClient(t, r, hs, client.Config{BaseURLs: []string{"http://a", "http://b", "http://a"},
+		Backoff: func(n int) time.Duration { pauses = append(pauses, n); return 0 }})
+	if _, err := c.Acquire(context.Background(), "other"); err == nil || !strings.Contains(err.Error(), "after 4 attempts") {
+		t.Fatalf("every coordinator down: %v", err)
+	}
+	if got := strings.Join(hs.attempts(), " "); got != "a b a a" {
+		t.Fatalf("attempts: %s", got)
+	}
+	if len(pauses) != 1 || pauses[0] != 2 {
+		t.Fatalf("backoff asked for %v, want one pause, the first retry's", pauses)
+	}
+}
+
+// Without an HTTPClient (the client's own connections per coordinator): a
+// coordinator that refuses connections, then one that answers.
+func TestClientFailsOverOnItsOwnConnections(t *testing.T) {
+	r := newRig(t, nil, LocalConfig{})
+	down := httptest.NewServer(r.h)
+	down.Close()
+	up := httptest.NewServer(r.h)
+	defer up.Close()
+	agent, _ := clock.NewManual("agent-a", clock.ManualOptions{Start: 50})
+	c := newClient(t, lease.ClientConfig{Clock: agent, HolderID: "a"}, client.Config{BaseURLs: []string{down.URL, up.URL}})
+	l, err := c.Acquire(context.Background(), "deploy")
+	if err != nil || l.Token().Fence != 1 {
+		t.Fatalf("acquire: %v %v", l, err)
+	}
+	if err := c.Release(context.Background(), l); err != nil {
+		t.Fatal(err)
+	}
+	c.CloseIdleConnections()
 }

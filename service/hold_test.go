@@ -18,7 +18,6 @@ import (
 
 	"github.com/lease-fence/lease-fence/core/clock"
 	"github.com/lease-fence/lease-fence/core/fence"
-	"github.com/lease-fence/lease-fence/core/lease"
 	"github.com/lease-fence/lease-fence/service/client"
 	"github.com/lease-fence/lease-fence/service/wire"
 )
@@ -181,16 +180,7 @@ func newHoldRig(t *testing.T, tr *holdTransport) *holdRig {
 	r := newRig(t, nil, LocalConfig{})
 	agent, _ := clock.NewManual("agent-a", clock.ManualOptions{Start: 50})
 	tr.h, tr.agent = r.h, agent
-	lc, err := lease.NewClient(lease.ClientConfig{Clock: agent, HolderID: "a", ClockSkew: 10 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := client.New(client.Config{BaseURL: "http://coordinator.test", Lease: lc, HTTPClient: &http.Client{Transport: tr},
-		AttemptTimeout: time.Hour, Backoff: func(int) time.Duration { return 0 }, AfterFunc: agent.AfterFunc})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &holdRig{rig: r, agent: agent, tr: tr, client: c}
+	return &holdRig{rig: r, agent: agent, tr: tr, client: batchClient(t, tr, agent)}
 }
 
 // settle waits until the hold has nothing left to do before its next

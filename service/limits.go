@@ -92,15 +92,23 @@ func (e Entry) Swept(now, ttl float64, keepLast bool) (next Entry, deleted int) 
 }
 
 // recent returns a new slice of the releases of rels made at most ttl
-// before now, at most keep of them (the newest).
+// before now, at most keep of them (the newest), with room for one more
+// (a release appends its own): one allocation, or none when there are
+// none.
 func recent(rels []Release, now, ttl float64, keep int) []Release {
-	var out []Release
+	if len(rels) == 0 {
+		return nil
+	}
+	out := make([]Release, 0, len(rels)+1)
 	for _, r := range rels {
 		if now-r.At <= ttl {
 			out = append(out, r)
 		}
 	}
-	if len(out) > keep {
+	switch {
+	case len(out) == 0:
+		return nil
+	case len(out) > keep:
 		out = out[len(out)-keep:]
 	}
 	return out

@@ -43,11 +43,7 @@ func (l *Local) sweep(ctx context.Context, held int) (int, error) {
 		return 0, err
 	}
 	n := 0
-	for i := range l.stripes {
-		st := &l.stripes[i]
-		if i != held {
-			st.mu.Lock()
-		}
+	err = l.eachStripe(held, func(st *stripe) error {
 		var b Batch
 		var ranOut []Entry
 		for _, e := range st.m {
@@ -59,6 +55,7 @@ func (l *Local) sweep(ctx context.Context, held int) (int, error) {
 				b.add(next)
 			}
 		}
+		var err error
 		if len(b.Put)+len(b.Delete) > 0 {
 			if err = l.write(ctx, st, b, false); err == nil {
 				l.expired.Add(uint64(len(ranOut)))
@@ -79,12 +76,10 @@ func (l *Local) sweep(ctx context.Context, held int) (int, error) {
 			maps.Copy(m, st.m)
 			st.m, st.peak = m, len(m)
 		}
-		if i != held {
-			st.mu.Unlock()
-		}
-		if err != nil {
-			return n, err
-		}
+		return err
+	})
+	if err != nil {
+		return n, err
 	}
 	if k := l.limits.LastsToForget(l.counts()); k > 0 {
 		forgot, err := l.forgetLasts(ctx, held, int(k))
@@ -106,20 +101,14 @@ func (l *Local) forgetLasts(ctx context.Context, held, k int) (int, error) {
 		name  string
 	}
 	var all []last
-	for i := range l.stripes {
-		st := &l.stripes[i]
-		if i != held {
-			st.mu.Lock()
-		}
+	_ = l.eachStripe(held, func(st *stripe) error {
 		for name, e := range st.m {
 			if e.Fence == 0 && e.LastFence != 0 && len(e.Released) == 0 {
 				all = append(all, last{e.LastFence, name})
 			}
 		}
-		if i != held {
-			st.mu.Unlock()
-		}
-	}
+		return nil
+	})
 	if len(all) == 0 {
 		return 0, nil
 	}
@@ -127,11 +116,7 @@ func (l *Local) forgetLasts(ctx context.Context, held, k int) (int, error) {
 	slices.SortFunc(all, func(a, b last) int { return cmp.Compare(a.fence, b.fence) })
 	cut := all[k-1].fence // forget those at or below it
 	n := 0
-	for i := range l.stripes {
-		st := &l.stripes[i]
-		if i != held {
-			st.mu.Lock()
-		}
+	err := l.eachStripe(held, func(st *stripe) error {
 		var b Batch
 		for name, e := range st.m {
 			// Checked again under the lock: the entry may have changed.
@@ -139,18 +124,33 @@ func (l *Local) forgetLasts(ctx context.Context, held, k int) (int, error) {
 				b.Delete = append(b.Delete, name)
 			}
 		}
-		var err error
-		if len(b.Delete) > 0 {
-			if err = l.write(ctx, st, b, false); err == nil {
-				n += len(b.Delete)
-			}
+		if len(b.Delete) == 0 {
+			return nil
 		}
+		err := l.write(ctx, st, b, false)
+		if err == nil {
+			n += len(b.Delete)
+		}
+		return err
+	})
+	return n, err
+}
+
+// eachStripe calls f with each stripe in turn under its lock (held: the
+// stripe whose lock the caller holds already), and stops at f's error.
+func (l *Local) eachStripe(held int, f func(st *stripe) error) error {
+	for i := range l.stripes {
+		st := &l.stripes[i]
+		if i != held {
+			st.mu.Lock()
+		}
+		err := f(st)
 		if i != held {
 			st.mu.Unlock()
 		}
 		if err != nil {
-			return n, err
+			return err
 		}
 	}
-	return n, nil
+	return nil
 }

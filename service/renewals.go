@@ -2,7 +2,6 @@ package service
 
 import (
 	"context"
-	"crypto/sha256"
 
 	"golang.org/x/sync/errgroup"
 
@@ -67,7 +66,7 @@ func (s *Service) renewEach(ctx context.Context, bu BatchUpdater, ms []wire.Mess
 	for j, i := range at {
 		m := ms[i]
 		resources[j] = m.Request.Resource
-		fns[j] = s.decider(m.Request.Resource, s.renewDecision(m, sha256.Sum256([]byte(m.Secret))), &outs[j])
+		fns[j] = s.decider(m.Request.Resource, s.renewDecision(m, secretHash(m.Secret)), &outs[j])
 	}
 	for j, err := range bu.UpdateEach(ctx, resources, fns) {
 		i := at[j]

@@ -67,16 +67,26 @@ func (tr *pathTransport) count(path string) int {
 // batchClient is a client of holder "a" on agent's clock through tr.
 func batchClient(t *testing.T, tr http.RoundTripper, agent *clock.Manual) *client.Client {
 	t.Helper()
-	lc, err := lease.NewClient(lease.ClientConfig{Clock: agent, HolderID: "a", ClockSkew: 10 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
+	return newClient(t, lease.ClientConfig{Clock: agent, HolderID: "a", ClockSkew: 10 * time.Millisecond},
+		client.Config{BaseURL: "http://coordinator.test", HTTPClient: &http.Client{Transport: tr}, AttemptTimeout: time.Hour, AfterFunc: agent.AfterFunc})
+}
+
+// newBatchRig is a service, and holder "a"'s batchClient through a
+// pathTransport, holding leases on r0, r1 and r2.
+func newBatchRig(t *testing.T) (*rig, *clock.Manual, *pathTransport, *client.Client, []*client.Lease) {
+	r := newRig(t, nil, LocalConfig{})
+	agent, _ := clock.NewManual("agent-a", clock.ManualOptions{Start: 50})
+	tr := &pathTransport{h: r.h}
+	c := batchClient(t, tr, agent)
+	var ls []*client.Lease
+	for _, res := range []string{"r0", "r1", "r2"} {
+		l, err := c.Acquire(context.Background(), res)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls = append(ls, l)
 	}
-	c, err := client.New(client.Config{BaseURL: "http://coordinator.test", Lease: lc, HTTPClient: &http.Client{Transport: tr},
-		AttemptTimeout: time.Hour, Backoff: func(int) time.Duration { return 0 }, AfterFunc: agent.AfterFunc})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
+	return r, agent, tr, c, ls
 }
 
 // onlyCall is a Backend that is not a Renewer (as a Worker's router).
@@ -92,19 +102,8 @@ func (o onlyCall) Call(ctx context.Context, m wire.Message) (wire.Reply, error) 
 // coordinator without batches (501) gets one call per lease, from then
 // on.
 func TestRenewEachAnswersEachOnItsOwn(t *testing.T) {
-	r := newRig(t, nil, LocalConfig{})
-	agent, _ := clock.NewManual("agent-a", clock.ManualOptions{Start: 50})
-	tr := &pathTransport{h: r.h}
-	c := batchClient(t, tr, agent)
+	r, agent, tr, c, ls := newBatchRig(t)
 	ctx := context.Background()
-	var ls []*client.Lease
-	for _, res := range []string{"r0", "r1", "r2"} {
-		l, err := c.Acquire(ctx, res)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ls = append(ls, l)
-	}
 	if _, err := r.svc.Call(ctx, wire.Message{Op: wire.OpRevoke, Request: lease.Request{Resource: "r0"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -153,19 +152,8 @@ func TestRenewEachAnswersEachOnItsOwn(t *testing.T) {
 // state) answers the batch once it is back; a renewal answered
 // "unavailable" alone is sent again alone.
 func TestRenewEachFaults(t *testing.T) {
-	r := newRig(t, nil, LocalConfig{})
-	agent, _ := clock.NewManual("agent-a", clock.ManualOptions{Start: 50})
-	tr := &pathTransport{h: r.h}
-	c := batchClient(t, tr, agent)
+	r, agent, tr, c, ls := newBatchRig(t)
 	ctx := context.Background()
-	var ls []*client.Lease
-	for _, res := range []string{"r0", "r1", "r2"} {
-		l, err := c.Acquire(ctx, res)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ls = append(ls, l)
-	}
 	renewed := func(what string, out []*client.Lease, errs []error, sent clock.Instant) {
 		t.Helper()
 		for i := range ls {

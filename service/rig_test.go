@@ -17,6 +17,7 @@ import (
 
 	"github.com/lease-fence/lease-fence/core/clock"
 	"github.com/lease-fence/lease-fence/core/lease"
+	"github.com/lease-fence/lease-fence/service/client"
 	"github.com/lease-fence/lease-fence/service/httpapi"
 	"github.com/lease-fence/lease-fence/service/wire"
 )
@@ -160,6 +161,24 @@ func (r *rig) post(op wire.Op, m wire.Message) (int, map[string]any) {
 }
 
 // secretOf is the secret holder chooses in these tests.
+// newClient is a client.Client of lc's holder with cfg's settings, retrying
+// at once unless cfg.Backoff says otherwise.
+func newClient(t *testing.T, lc lease.ClientConfig, cfg client.Config) *client.Client {
+	t.Helper()
+	var err error
+	if cfg.Lease, err = lease.NewClient(lc); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Backoff == nil {
+		cfg.Backoff = func(int) time.Duration { return 0 }
+	}
+	c, err := client.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 func secretOf(holder string) string { return "secret-of-" + holder + "-0123456789" }
 
 func acquireMsg(id, resource, holder string) wire.Message {

@@ -8,7 +8,6 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/lease-fence/lease-fence/core/clock"
 	"github.com/lease-fence/lease-fence/core/lease"
@@ -47,11 +46,7 @@ func TestListAndWatchThroughTokens(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel() // before srv.Close: the watch's stream ends first
 	agent, _ := clock.NewManual("agent", clock.ManualOptions{Start: 50})
-	lc, _ := lease.NewClient(lease.ClientConfig{Clock: agent, HolderID: "w"})
-	c, err := client.New(client.Config{BaseURL: srv.URL, Lease: lc, Token: "token-of-indexer", Backoff: func(int) time.Duration { return 0 }})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := newClient(t, lease.ClientConfig{Clock: agent, HolderID: "w"}, client.Config{BaseURL: srv.URL, Token: "token-of-indexer"})
 	var got []string
 	for l, err := range c.List(ctx, client.ListOptions{}) {
 		if err != nil {

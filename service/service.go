@@ -179,6 +179,17 @@ func WallClock(domain string) (*clock.Guarded, error) {
 // until it returns zero (cmd/coordinator does, every half TTL).
 func (s *Service) Sweep(ctx context.Context) (int, error) { return s.store.Sweep(ctx) }
 
+// secretHash is the SHA-256 of a call's secret, as records keep it. A
+// secret of at most wire.MaxSecretBytes (every one that came through the
+// wire) is hashed from a copy on the stack, not from a []byte made for it.
+func secretHash(secret string) [sha256.Size]byte {
+	var buf [wire.MaxSecretBytes]byte
+	if len(secret) <= len(buf) {
+		return sha256.Sum256(buf[:copy(buf[:], secret)])
+	}
+	return sha256.Sum256([]byte(secret))
+}
+
 // Call answers one decoded call. A call with a Wait may take that long:
 // an acquisition of a held resource waits in the resource's queue until it
 // is handed the lease or the wait ends; an inspection with After waits for
@@ -198,7 +209,7 @@ func (s *Service) Call(ctx context.Context, m wire.Message) (wire.Reply, error) 
 	default:
 		return wire.Reply{}, refuse(wire.RefusedUnknownCall, "no such call "+strconv.Quote(string(m.Op)))
 	}
-	hash := sha256.Sum256([]byte(m.Secret))
+	hash := secretHash(m.Secret)
 	if m.Op == wire.OpAcquire && m.Wait > 0 {
 		return s.acquireWaiting(ctx, m, hash)
 	}
@@ -279,11 +290,7 @@ func (s *Service) renewDecision(m wire.Message, hash [32]byte) func(t *Txn, rule
 
 func (s *Service) renew(t *Txn, rules lease.Rules, q lease.Request, hash [32]byte, reply *wire.Reply) error {
 	e := t.current()
-	if e.IsRevoked(q.HolderID, q.Fence, t.Now.Millis, s.ttlMs) {
-		reply.Reason = wire.ReasonRevoked
-		return nil
-	}
-	if err := checkSecret(e, q.HolderID, q.Fence, hash); err != nil {
+	if refused, err := s.checkHolder(t, e, q, hash, reply); refused || err != nil {
 		return err
 	}
 	out, next, err := rules.Renew(t.Now, e.state(t.Issued), q)
@@ -299,6 +306,17 @@ func (s *Service) renew(t *Txn, rules lease.Rules, q lease.Request, hash [32]byt
 	renewed.ExpiresAt = next.ExpiresAt
 	t.Put(renewed, true)
 	return nil
+}
+
+// checkHolder answers "revoked" (refused) for a lease of q's holder and
+// fence that a revoke ended, and fails a secret that is not e's
+// (checkSecret).
+func (s *Service) checkHolder(t *Txn, e *Entry, q lease.Request, hash [32]byte, reply *wire.Reply) (refused bool, err error) {
+	if e.IsRevoked(q.HolderID, q.Fence, t.Now.Millis, s.ttlMs) {
+		reply.Reason = wire.ReasonRevoked
+		return true, nil
+	}
+	return false, checkSecret(e, q.HolderID, q.Fence, hash)
 }
 
 // release ends the lease. It is stored without waiting for its sync (see
@@ -317,11 +335,7 @@ func (s *Service) release(t *Txn, rules lease.Rules, q lease.Request, hash [32]b
 			return nil
 		}
 	}
-	if e.IsRevoked(q.HolderID, q.Fence, t.Now.Millis, s.ttlMs) {
-		reply.Reason = wire.ReasonRevoked
-		return nil
-	}
-	if err := checkSecret(e, q.HolderID, q.Fence, hash); err != nil {
+	if refused, err := s.checkHolder(t, e, q, hash, reply); refused || err != nil {
 		return err
 	}
 	done, _, err := rules.Release(t.Now, e.state(t.Issued), fence.Token{Resource: q.Resource, HolderID: q.HolderID, Fence: q.Fence})
@@ -349,11 +363,7 @@ func (s *Service) release(t *Txn, rules lease.Rules, q lease.Request, hash [32]b
 func (s *Service) proclaim(t *Txn, q lease.Request, value string, hash [32]byte, o *outcome) error {
 	reply := &o.reply
 	e := t.current()
-	if e.IsRevoked(q.HolderID, q.Fence, t.Now.Millis, s.ttlMs) {
-		reply.Reason = wire.ReasonRevoked
-		return nil
-	}
-	if err := checkSecret(e, q.HolderID, q.Fence, hash); err != nil {
+	if refused, err := s.checkHolder(t, e, q, hash, reply); refused || err != nil {
 		return err
 	}
 	if e.Fence != q.Fence || e.HolderID != q.HolderID || t.Now.Millis >= e.ExpiresAt {

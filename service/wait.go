@@ -691,12 +691,22 @@ type WaitStats struct {
 }
 
 // WaitStats counts the waiting calls (a scan of every queue: for
-// operators and tests, not for every call).
-func (s *Service) WaitStats() WaitStats {
+// operators and tests, not for every call); of the named resources only,
+// if any are named.
+func (s *Service) WaitStats(resources ...string) WaitStats {
 	s.w.mu.Lock()
 	defer s.w.mu.Unlock()
-	st := WaitStats{Resources: len(s.w.queues)}
-	for _, q := range s.w.queues {
+	queues := s.w.queues
+	if len(resources) > 0 {
+		queues = make(map[string]*queue, len(resources))
+		for _, r := range resources {
+			if q := s.w.queues[r]; q != nil {
+				queues[r] = q
+			}
+		}
+	}
+	st := WaitStats{Resources: len(queues)}
+	for _, q := range queues {
 		st.Places += len(q.places)
 		st.Observers += len(q.observers)
 		for _, p := range q.places {

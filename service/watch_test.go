@@ -21,15 +21,7 @@ import (
 func watchClient(t *testing.T, url string) *client.Client {
 	t.Helper()
 	agent, _ := clock.NewManual("agent", clock.ManualOptions{Start: 50})
-	lc, err := lease.NewClient(lease.ClientConfig{Clock: agent, HolderID: "watcher"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := client.New(client.Config{BaseURL: url, Lease: lc, Backoff: func(int) time.Duration { return 0 }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
+	return newClient(t, lease.ClientConfig{Clock: agent, HolderID: "watcher"}, client.Config{BaseURL: url})
 }
 
 // collect runs a watch in the background and hands over its frames.

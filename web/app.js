@@ -93,6 +93,8 @@ async function start() {
   }
   $('open-full').hidden = !ui.embed;
   notice(parsed.problems);
+  // Live mode's availability, read beside the module (an embed has no live mode).
+  const liveStatus = ui.embed ? null : live.readStatus();
   try {
     ui.lib = await import('/lease-fence/lease-fence.mjs');
   } catch (err) {
@@ -109,20 +111,25 @@ async function start() {
     ui.index = last;
   } else ui.index = parsed.at;
   wireControls();
+  // Live mode's box before the first render: its text sets where the lanes are.
+  if (liveStatus) live.init({ onChange: onLiveChange, scenario: () => ui.scenario, lib: ui.lib, modelRun: () => ui.modelRun }, await liveStatus);
   $('loading').hidden = true;
   render();
-  // Redraw the timelines at their new width when the window changes.
+  // Redraw the timelines at their new width when the window changes. The
+  // first render measured them: the observer's first report, of the same
+  // widths, changes nothing.
   let pending = 0;
   const seen = new ResizeObserver((entries) => {
-    ui.widths = { ...ui.widths };
-    for (const entry of entries) ui.widths[entry.target.closest('.lane').dataset.mode] = entry.target.clientWidth;
+    const widths = { ...ui.widths };
+    for (const entry of entries) widths[entry.target.closest('.lane').dataset.mode] = entry.target.clientWidth;
+    if (MODES.every((m) => widths[m] === ui.widths?.[m])) return;
+    ui.widths = widths;
     cancelAnimationFrame(pending);
     pending = requestAnimationFrame(() => render(false));
   });
   for (const mode of MODES) seen.observe($(`svg-${mode}`));
   document.body.classList.add('ready');
   performance.mark('playground-ready');
-  if (!ui.embed) live.init({ onChange: onLiveChange, scenario: () => ui.scenario, lib: ui.lib, modelRun: () => ui.modelRun });
 }
 
 // --- scenario ----------------------------------------------------------------
@@ -422,9 +429,6 @@ function scheduleUrl() {
  * window size, which changes nothing but the drawing.
  */
 function render(updateUrl = true) {
-  // The timelines' widths, kept by the ResizeObserver (reading them here
-  // would make the browser lay the page out in the middle of a drag).
-  const widths = ui.widths ?? Object.fromEntries(MODES.map((m) => [m, $(`svg-${m}`).clientWidth]));
   const pos = ui.run.positions[ui.index];
   const t = pos.t;
   const last = ui.run.positions.length - 1;
@@ -433,11 +437,17 @@ function render(updateUrl = true) {
   const dragging = !!ui.drag || !!ui.live?.running;
   if (updateUrl && !ui.live?.running) scheduleUrl();
 
+  // The row labels first: they take their width from beside the timeline.
   const agents = agentsOf(ui.run);
   if (ui.rows !== `${agents}|${ui.compact}`) {
     ui.rows = `${agents}|${ui.compact}`;
     for (const mode of MODES) drawRowLabels($(`rows-${mode}`), ui.compact, agents);
   }
+  // The timelines' widths: measured once, beside the row labels, then kept
+  // by the ResizeObserver (measuring at every render would make the
+  // browser lay the page out in the middle of a drag).
+  ui.widths ??= Object.fromEntries(MODES.map((m) => [m, $(`svg-${m}`).clientWidth]));
+  const widths = ui.widths;
 
   const scrub = $('scrubber');
   setProp(scrub, 'max', String(last));

@@ -60,29 +60,41 @@ const state = {
 
 let svcModule = null;
 
-/** Sets live mode up: opts { onChange(state), scenario(), lib, modelRun() }. */
-export function init(opts) {
+/** What the page's server offers live mode (/live/status); never rejects. */
+export async function readStatus() {
+  try {
+    const res = await fetch('/live/status', { cache: 'no-store' });
+    if (!res.ok) throw new Error(`the server answered ${res.status}`);
+    return await res.json();
+  } catch (err) {
+    return { error: `the page's server has no live mode (${err?.message ?? err})` };
+  }
+}
+
+/**
+ * Sets live mode up: opts { onChange(state), scenario(), lib, modelRun() };
+ * status is readStatus()'s first answer, read while the page loads, so
+ * that the box has its text (and the lanes below it their place) before
+ * the page first draws.
+ */
+export function init(opts, status) {
   state.opts = opts;
   $('live-on').addEventListener('change', (ev) => (ev.target.checked ? turnOn() : turnOff()));
   $('live-again').addEventListener('click', () => rerun(0));
   $('live-backend').addEventListener('change', () => state.on && rerun(0));
   $('live').hidden = false;
-  poll();
+  show(status);
 }
 
-async function poll() {
-  let status;
-  try {
-    const res = await fetch('/live/status', { cache: 'no-store' });
-    if (!res.ok) throw new Error(`the server answered ${res.status}`);
-    status = await res.json();
-  } catch (err) {
-    status = { error: `the page's server has no live mode (${err?.message ?? err})` };
-  }
+function show(status) {
   state.status = status;
   const pending = ['checking', 'starting'].some((s) => status.native?.state === s || status.worker?.state === s);
   showAvailability();
   if (pending) setTimeout(poll, 1000);
+}
+
+async function poll() {
+  show(await readStatus());
 }
 
 const BACKENDS = { native: 'cmd/coordinator -memory', worker: 'the Worker (wrangler dev)' };

@@ -8,12 +8,11 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
-	"os"
 	"runtime"
 	"strconv"
-	"strings"
 
 	"github.com/lease-fence/lease-fence/service"
+	"github.com/prometheus/procfs"
 )
 
 // listenDebug listens on addr, which must be a loopback address: the debug
@@ -43,9 +42,9 @@ type memory struct {
 
 func debugHandler(records func() int, svc *service.Service) http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /debug/waiting", func(w http.ResponseWriter, _ *http.Request) {
+	mux.HandleFunc("GET /debug/waiting", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(svc.WaitStats())
+		_ = json.NewEncoder(w).Encode(svc.WaitStats(r.URL.Query()["resource"]...))
 	})
 	mux.HandleFunc("GET /debug/memory", func(w http.ResponseWriter, _ *http.Request) {
 		m := memory{RSSBytes: rss(), Goroutines: runtime.NumGoroutine(), Records: records()}
@@ -62,19 +61,15 @@ func debugHandler(records func() int, svc *service.Service) http.Handler {
 	return mux
 }
 
-// rss reads VmRSS from /proc/self/status (Linux), or -1.
+// rss is VmRSS from /proc/self/status (Linux), or -1.
 func rss() int64 {
-	data, err := os.ReadFile("/proc/self/status")
+	p, err := procfs.Self()
 	if err != nil {
 		return -1
 	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
-			if err == nil {
-				return kb << 10
-			}
-		}
+	st, err := p.NewStatus()
+	if err != nil {
+		return -1
 	}
-	return -1
+	return int64(st.VmRSS)
 }

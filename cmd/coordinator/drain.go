@@ -35,6 +35,14 @@ func drain(srv *http.Server, errc <-chan error, fr *front, stopSweep func(), clo
 		cut = errors.New("the drain took longer than -drain-timeout " + timeout.String() + ": the connections still open were closed")
 		log.Error(cut.Error())
 	}
+	// The sessions are not the server's connections any more: each ends
+	// after the call it is answering, if any.
+	if fr.sessions != nil {
+		if err := fr.sessions.Close(ctx); err != nil && cut == nil {
+			cut = errors.New("the drain took longer than -drain-timeout " + timeout.String() + ": the sessions still open were closed")
+			log.Error(cut.Error())
+		}
+	}
 	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}

@@ -359,16 +359,27 @@ func waitExit(t *testing.T, c *child, code int, within time.Duration) {
 	}
 }
 
+// drainHoldTTL is TestDrainKeepsHolds' lease length: far above the time a
+// restart takes on a loaded machine.
+const drainHoldTTL = "60s"
+
 // TestDrainKeepsHolds: a lease kept by Client.Hold lives through a drain
 // and a restart of the coordinator on the same address: its renewals fail
 // while no server listens and are tried again sooner, the first one after
 // the restart succeeds, and the work's context never ends. An observer
 // waiting when SIGTERM comes is answered at once with the state then (held
 // by the keeper, its fence).
+//
+// The hold renews every 300 ms, so the TTL sets only how long the gap
+// between the last renewal before the drain and the first after the
+// restart (a drain, an exit, a new process opening the state) may be: at
+// 6 s a loaded machine's slow start of a -race child could lose the lease.
+// A drain that dropped the leases still fails the test: the first renewal
+// after the restart is refused and the hold ends.
 func TestDrainKeepsHolds(t *testing.T) {
 	state := filepath.Join(t.TempDir(), "state")
 	logs := &syncio.Buffer{}
-	srv := startChildLogged(t, logs, "-init", "-state", state, "-ttl", "6s")
+	srv := startChildLogged(t, logs, "-init", "-state", state, "-ttl", drainHoldTTL)
 	addr := strings.TrimPrefix(srv.url, "http://")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -421,7 +432,7 @@ func TestDrainKeepsHolds(t *testing.T) {
 	}
 	waitExit(t, srv, 0, 30*time.Second)
 	before := h.Renewals()
-	srv = startChildLogged(t, logs, "-state", state, "-ttl", "6s", "-addr", addr)
+	srv = startKilledChild(t, logs, "-state", state, "-ttl", drainHoldTTL, "-addr", addr)
 	waitRenewals(before+2, "after the restart")
 	if h.Token().Fence != fence || h.Context().Err() != nil {
 		t.Fatalf("the hold after the restart: fence %d (was %d), %v", h.Token().Fence, fence, context.Cause(h.Context()))

@@ -14,6 +14,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"os"
 	"slices"
 	"sort"
 	"strconv"
@@ -26,9 +27,8 @@ import (
 	"github.com/anishathalye/porcupine"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/lease-fence/lease-fence/core/clock"
-	"github.com/lease-fence/lease-fence/core/lease"
 	"github.com/lease-fence/lease-fence/core/sim"
+	"github.com/lease-fence/lease-fence/internal/testrig/pgtest"
 	"github.com/lease-fence/lease-fence/internal/testrig/syncio"
 	"github.com/lease-fence/lease-fence/internal/testrig/wirehist"
 	"github.com/lease-fence/lease-fence/service"
@@ -44,10 +44,22 @@ import (
 // test runs on its machine). An attempt that gets no answer (its
 // coordinator was killed, the database was down) or a 5xx may or may not
 // have changed something: a trigger the drill adds to the state's table
-// records every committed change with its reading, and after the run each
-// such attempt is found there (and enters the history with what it did)
-// or not (it changed nothing and is left out). Porcupine then checks the
-// history against the lease-register model of core/sim.
+// records every committed version of a row with its reading, and after
+// the run each version is matched to the attempt that made it (explain):
+// an answered attempt made the version it was answered with; an unsure
+// one, the version of its call left over in its span (or just after it,
+// if its coordinator was killed with the statement sent), or none (it
+// changed nothing and is left out). A version no attempt made fails the
+// drill. Porcupine then checks the history against the lease-register
+// model of core/sim.
+//
+// A renewal retried with the same body after its first attempt committed
+// renews twice: the retry is decided again on the row (renewals are not
+// looked up by request id; docs/service.md, what a retry does), so the
+// lease gets two expiries, each its reading plus the TTL, and a call in
+// between may see the first. Both attempts are operations of the history,
+// each a renewal at its own reading: the model allows it, the lease only
+// gets longer, and the fence and the holder are unchanged.
 
 // drillTTL is long enough that no lease ends by itself during a drill: a
 // renewal answered "expired" or a release answered "not held" then means
@@ -83,6 +95,10 @@ type drill struct {
 	histMu sync.Mutex
 	ops    []porcupine.Operation
 	unsure []attempt
+	// tried: every attempt, as the recorder describes it (for the dump of
+	// a failing history); audit: the audit rows by resource
+	tried []string
+	audit map[string][]audited
 
 	clients  []*drillClient
 	answered atomic.Int64
@@ -107,12 +123,14 @@ type attempt struct {
 // is their sessions' lock_timeout.
 const drillLateMs = 5000
 
-// auditSQL records every committed change of the state's rows.
+// auditSQL records every committed change of the state's rows, in the
+// order they were written (seq; the row's lock orders one resource's
+// writes as their commits).
 const auditSQL = `
-CREATE TABLE drill_audit (resource text, holder_id text, request_id text, fence bigint, expires_at float8, decided_at float8, releases bytea);
+CREATE TABLE drill_audit (seq bigserial, resource text, holder_id text, request_id text, fence bigint, expires_at float8, decided_at float8, releases bytea);
 CREATE FUNCTION drill_audit() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-	INSERT INTO drill_audit VALUES (NEW.resource, NEW.holder_id, NEW.request_id, NEW.fence, NEW.expires_at, NEW.decided_at, NEW.releases);
+	INSERT INTO drill_audit (resource, holder_id, request_id, fence, expires_at, decided_at, releases) VALUES (NEW.resource, NEW.holder_id, NEW.request_id, NEW.fence, NEW.expires_at, NEW.decided_at, NEW.releases);
 	RETURN NEW;
 END $$;
 CREATE TRIGGER drill_audit AFTER INSERT OR UPDATE ON lease_fence_leases FOR EACH ROW EXECUTE FUNCTION drill_audit();`
@@ -128,7 +146,7 @@ func newDrill(t *testing.T, dsn string, replicas int, args ...string) *drill {
 		d.kids = append(d.kids, nil)
 		d.start(i, i == 0)
 		if i == 0 {
-			pgExec(t, dsn, auditSQL)
+			pgtest.Exec(t, dsn, auditSQL)
 		}
 	}
 	return d
@@ -140,7 +158,7 @@ func (d *drill) start(i int, init bool) {
 	if init {
 		args = append(args, "-init")
 	}
-	c := startChildOn(d.t, "", d.logs[i], args...)
+	c := startKilledChild(d.t, d.logs[i], args...)
 	d.mu.Lock()
 	d.kids[i] = c
 	d.mu.Unlock()
@@ -207,6 +225,7 @@ func (rt *recorder) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 	d.histMu.Lock()
 	defer d.histMu.Unlock()
+	d.tried = append(d.tried, fmt.Sprintf("c%d [%d,%d] %s", rt.client, call, ret, what))
 	if err != nil || resp.StatusCode >= 500 {
 		for _, m := range ms {
 			d.unsure = append(d.unsure, attempt{client: rt.client, m: m, call: call, ret: ret, lo: lo, hi: hi, noAnswer: err != nil})
@@ -237,24 +256,84 @@ func (rt *recorder) RoundTrip(r *http.Request) (*http.Response, error) {
 
 // audited is one committed version of a row.
 type audited struct {
+	seq                         int64 // the order of the writes (of one resource: their commits')
 	resource, holder, requestID string
 	releases                    []service.Release
 	fence                       int64
 	expiresAt, decidedAt        float64
+	kind                        rowKind
+	released                    string // rowRelease: the request id of the release
+	by                          string // the attempt that made it, once found
+}
+
+// rowKind is what a version of a row records, compared with the version
+// before it.
+type rowKind int
+
+const (
+	rowOther   rowKind = iota // none of the below: no call of the drill writes it
+	rowGrant                  // a new fence, until the reading plus the TTL
+	rowRenewal                // the same lease, until the reading plus the TTL
+	rowRelease                // no lease, and a release of the one before dated at the reading
+)
+
+// classify sets the kind of each of rows, one resource's versions in the
+// order they were written.
+func classify(rows []audited) {
+	var prev audited
+	for i := range rows {
+		a := &rows[i]
+		switch {
+		case a.fence != 0 && a.fence != prev.fence && a.expiresAt == a.decidedAt+drillTTLMs:
+			a.kind = rowGrant
+		case a.fence != 0 && a.fence == prev.fence && a.holder == prev.holder && a.requestID == prev.requestID && a.expiresAt == a.decidedAt+drillTTLMs:
+			a.kind = rowRenewal
+		case a.fence == 0 && prev.fence != 0:
+			for _, r := range a.releases {
+				if r.At == a.decidedAt && r.Fence == uint64(prev.fence) && r.HolderID == prev.holder {
+					a.kind, a.released = rowRelease, r.RequestID
+				}
+			}
+		}
+		prev = *a
+	}
+}
+
+// made reports whether row a can be the change a call in made.
+func made(in sim.OpInput, a *audited) bool {
+	switch in.Kind {
+	case sim.OpAcquire:
+		return a.kind == rowGrant && a.requestID == in.RequestID && a.holder == in.Holder
+	case sim.OpRenew:
+		return a.kind == rowRenewal && a.fence == int64(in.Fence) && a.holder == in.Holder
+	case sim.OpRelease:
+		return a.kind == rowRelease && a.released == in.RequestID
+	}
+	return false
+}
+
+// outputOf is what the call that made row a was answered.
+func (a *audited) outputOf() sim.OpOutput {
+	if a.kind == rowRelease {
+		return sim.OpOutput{OK: true}
+	}
+	return sim.OpOutput{OK: true, Fence: uint64(a.fence), ExpiresAt: a.expiresAt}
 }
 
 // resolve enters into the history, from the audit table, the attempts
 // whose outcome the clients did not learn and that changed something, and
-// returns how many did and how many did not.
-func (d *drill) resolve(dsn string) (changed, unchanged int, released map[string]bool) {
-	released = map[string]bool{}
+// returns how many did and how many did not, and the request ids of the
+// releases they made. With strict, a version of a row that no attempt
+// made (a call that committed twice, a grant or renewal nobody asked for)
+// fails the drill.
+func (d *drill) resolve(dsn string, strict bool) (changed, unchanged int, released map[string]bool) {
 	d.t.Helper()
 	conn, err := pgx.Connect(context.Background(), dsn)
 	if err != nil {
 		d.t.Fatal(err)
 	}
 	defer conn.Close(context.Background())
-	rows, err := conn.Query(context.Background(), `SELECT resource, holder_id, request_id, releases, fence, expires_at, decided_at FROM drill_audit WHERE decided_at > 0 ORDER BY decided_at`)
+	rows, err := conn.Query(context.Background(), `SELECT seq, resource, holder_id, request_id, releases, fence, expires_at, decided_at FROM drill_audit WHERE decided_at > 0 ORDER BY seq`)
 	if err != nil {
 		d.t.Fatal(err)
 	}
@@ -262,7 +341,7 @@ func (d *drill) resolve(dsn string) (changed, unchanged int, released map[string
 	for rows.Next() {
 		var a audited
 		var rels []byte
-		if err := rows.Scan(&a.resource, &a.holder, &a.requestID, &rels, &a.fence, &a.expiresAt, &a.decidedAt); err != nil {
+		if err := rows.Scan(&a.seq, &a.resource, &a.holder, &a.requestID, &rels, &a.fence, &a.expiresAt, &a.decidedAt); err != nil {
 			d.t.Fatal(err)
 		}
 		if a.releases, err = service.DecodeReleasesBinary(a.resource, rels); err != nil {
@@ -271,58 +350,107 @@ func (d *drill) resolve(dsn string) (changed, unchanged int, released map[string
 		by[a.resource] = append(by[a.resource], a)
 	}
 	rows.Close()
-	for _, as := range by {
-		slices.SortStableFunc(as, func(a, b audited) int { return cmp.Compare(a.decidedAt, b.decidedAt) })
+	if err := rows.Err(); err != nil {
+		d.t.Fatal(err)
 	}
-	for _, at := range d.unsure {
-		q := at.m.Request
-		var out *sim.OpOutput
-		hi, ret := at.hi, at.ret
-		// earlier: a row before the late window shows the change (a late
-		// row then is a later change of the same lease, not this one's,
-		// but for a renewal, which is the same at any reading).
-		earlier := false
-		for _, a := range by[q.Resource] {
-			var o *sim.OpOutput
-			switch {
-			case at.m.Op == wire.OpAcquire && a.fence != 0 && a.requestID == q.RequestID && a.holder == q.HolderID:
-				o = &sim.OpOutput{OK: true, Fence: uint64(a.fence), ExpiresAt: a.expiresAt}
-			case at.m.Op == wire.OpRenew && a.fence == int64(q.Fence) && a.holder == q.HolderID && a.expiresAt == a.decidedAt+drillTTLMs:
-				o = &sim.OpOutput{OK: true, Fence: uint64(a.fence), ExpiresAt: a.expiresAt}
-			case at.m.Op == wire.OpRelease && a.fence == 0 && slices.ContainsFunc(a.releases, func(r service.Release) bool { return r.RequestID == q.RequestID }):
-				o = &sim.OpOutput{OK: true}
-			}
-			switch {
-			case o == nil:
-				continue
-			case a.decidedAt < at.lo:
-				earlier = true
-				continue
-			case a.decidedAt <= at.hi:
-				out, earlier = o, true
-				continue
-			}
-			// Committed after the attempt failed (its coordinator was
-			// killed with the statement sent): it returns when the
-			// history ends.
-			if at.noAnswer && a.decidedAt <= at.hi+drillLateMs && out == nil && (!earlier || at.m.Op == wire.OpRenew) {
-				out, hi, ret = o, a.decidedAt, math.MaxInt64
-			}
+	d.audit = by
+	done, unchanged, released, unexplained := explain(by, d.ops, d.unsure)
+	for _, a := range unexplained {
+		if !strict {
 			break
 		}
-		if out != nil && at.m.Op == wire.OpRelease {
-			released[q.RequestID] = true
+		d.t.Errorf("a version of %s that no attempt made: %s #%d until %v, decided at %v (kind %d)", a.resource, a.holder, a.fence, a.expiresAt, a.decidedAt, a.kind)
+	}
+	d.ops = append(d.ops, done...)
+	return len(done), unchanged, released
+}
+
+// explain finds, for each version of a row in by (each resource's in the
+// order written), the attempt that made it. First the attempts answered
+// (ops): the version they were answered with, decided inside their span.
+// Then the attempts whose outcome is unknown (unsure), in the order they
+// were made: each made the earliest version left that its call can have
+// made, decided inside its span or, for an attempt without an answer, up
+// to drillLateMs after it (a killed coordinator's statement still
+// commits). It returns those attempts as operations of the history (one
+// that committed after it failed returns when the history ends), how many
+// of them made nothing, the request ids of the releases they made, and
+// the versions no attempt made.
+//
+// Matching versions to attempts, not attempts to versions, is what makes
+// this exact. A renewal and its grant, or two renewals of one lease, are
+// versions alike (same holder, fence and request id, the expiry the
+// reading plus the TTL) that may be decided in the same millisecond as an
+// attempt's start or end: an attempt matched by its span alone can take
+// its grant's version (decided in the millisecond its renewal was sent)
+// for its own and leave its own renewal out of the history, and a call
+// that saw that renewal's expiry then has no place in it. And a renewal
+// retried with the same body after its first attempt committed (the
+// coordinator was killed before it answered) is renewed twice: two
+// versions, two operations of the history, each a renewal at its own
+// reading, which is what the lease-register model allows.
+func explain(by map[string][]audited, ops []porcupine.Operation, unsure []attempt) (done []porcupine.Operation, unchanged int, released map[string]bool, unexplained []audited) {
+	released = map[string]bool{}
+	for _, rows := range by {
+		classify(rows)
+	}
+	for _, op := range ops {
+		in, out := op.Input.(sim.OpInput), op.Output.(sim.OpOutput)
+		if !out.OK {
+			continue
 		}
-		if out == nil {
+		rows := by[in.Resource]
+		for i := range rows {
+			a := &rows[i]
+			if a.by == "" && made(in, a) && a.decidedAt >= in.Lo && a.decidedAt <= in.Hi &&
+				(a.kind == rowRelease || out.Fence == uint64(a.fence) && out.ExpiresAt == a.expiresAt) {
+				a.by = fmt.Sprintf("c%d [%d,%d]", op.ClientId, op.Call, op.Return)
+				break
+			}
+		}
+	}
+	unsure = slices.Clone(unsure)
+	slices.SortStableFunc(unsure, func(a, b attempt) int { return cmp.Compare(a.call, b.call) })
+	for _, at := range unsure {
+		in := wirehist.InputOf(at.m)
+		in.Lo, in.Hi = at.lo, at.hi
+		ret := at.ret
+		rows := by[in.Resource]
+		var a *audited
+		for i := range rows {
+			if r := &rows[i]; r.by == "" && made(in, r) && r.decidedAt >= at.lo && (r.decidedAt <= at.hi || at.noAnswer && r.decidedAt <= at.hi+drillLateMs) {
+				a = r
+				break
+			}
+		}
+		if a == nil {
 			unchanged++
 			continue
 		}
-		changed++
-		in := wirehist.InputOf(at.m)
-		in.Lo, in.Hi = at.lo, hi
-		d.ops = append(d.ops, porcupine.Operation{ClientId: at.client, Input: in, Call: at.call, Output: *out, Return: ret})
+		a.by = fmt.Sprintf("c%d [%d,%d] (unsure)", at.client, at.call, at.ret)
+		if a.decidedAt > at.hi {
+			// Committed after the attempt failed: it returns when the
+			// history ends.
+			in.Hi, ret = a.decidedAt, math.MaxInt64
+		}
+		if a.kind == rowRelease {
+			released[in.RequestID] = true
+		}
+		done = append(done, porcupine.Operation{ClientId: at.client, Input: in, Call: at.call, Output: a.outputOf(), Return: ret})
 	}
-	return changed, unchanged, released
+	var resources []string
+	for r := range by {
+		resources = append(resources, r)
+	}
+	slices.Sort(resources)
+	for _, r := range resources {
+		for _, a := range by[r] {
+			if a.by == "" {
+				unexplained = append(unexplained, a)
+			}
+		}
+	}
+	return done, unchanged, released, unexplained
 }
 
 // drillClient is one holder: a client.Client over every coordinator, which
@@ -354,17 +482,9 @@ type grant struct {
 func (d *drill) newClient(i int, seed uint64) *drillClient {
 	d.t.Helper()
 	id := "holder-" + strconv.Itoa(i)
-	clk, _ := clock.NewMonotonic(id)
-	lc, err := lease.NewClient(lease.ClientConfig{Clock: clk, HolderID: id})
-	if err != nil {
-		d.t.Fatal(err)
-	}
 	rt := &recorder{d: d, client: i, next: http.DefaultTransport.(*http.Transport).Clone()}
-	wc, err := client.New(client.Config{BaseURLs: d.urls(i), Lease: lc, Attempts: 40, AttemptTimeout: 8 * time.Second,
+	wc := newClient(d.t, id, client.Config{BaseURLs: d.urls(i), Attempts: 40, AttemptTimeout: 8 * time.Second,
 		HTTPClient: &http.Client{Transport: rt}})
-	if err != nil {
-		d.t.Fatal(err)
-	}
 	return &drillClient{d: d, rt: rt, idx: i, id: id, c: wc, rng: rand.New(rand.NewPCG(seed, uint64(i))), held: map[string]*client.Lease{}}
 }
 
@@ -511,7 +631,7 @@ func (d *drill) finish(name, dsn string, linearizable bool) []porcupine.Operatio
 		d.verifyHeld()
 	}
 	d.histMu.Lock()
-	changed, unchanged, releasedBefore := d.resolve(dsn)
+	changed, unchanged, releasedBefore := d.resolve(dsn, linearizable)
 	d.histMu.Unlock()
 	var all []grant
 	forgotten := 0
@@ -548,7 +668,7 @@ func (d *drill) finish(name, dsn string, linearizable bool) []porcupine.Operatio
 	ops := d.ops
 	if linearizable {
 		if _, err := sim.CheckHistory(name, wirehist.PorcupineDir(t), time.Hour, ops, 2*time.Minute); err != nil {
-			dumpIllegal(t, ops)
+			d.dumpIllegal(name, ops)
 			t.Fatal(err)
 		}
 	}
@@ -623,7 +743,8 @@ func (d *drill) verifyHeld() {
 // dumpIllegal logs, for each resource whose history alone is not
 // linearizable, the end of porcupine's longest partial linearization and
 // the operations it could not place after it.
-func dumpIllegal(t *testing.T, ops []porcupine.Operation) {
+func (d *drill) dumpIllegal(name string, ops []porcupine.Operation) {
+	t := d.t
 	by := map[string][]porcupine.Operation{}
 	for _, op := range ops {
 		r := op.Input.(sim.OpInput).Resource
@@ -665,5 +786,45 @@ func dumpIllegal(t *testing.T, ops []porcupine.Operation) {
 			}
 		}
 		t.Logf("resource %s is not linearizable alone:\n%s", r, b.String())
+		d.dumpResource(name, r, part)
 	}
+}
+
+// dumpResource writes to the porcupine directory everything the drill knows
+// of resource r: its operations in call order, the attempts that named it,
+// the unsure attempts and the audit rows.
+func (d *drill) dumpResource(name, r string, part []porcupine.Operation) {
+	var b strings.Builder
+	model := sim.LeaseModel(time.Hour)
+	part = slices.Clone(part)
+	slices.SortFunc(part, func(a, b porcupine.Operation) int { return cmp.Compare(a.Call, b.Call) })
+	fmt.Fprintf(&b, "# operations\n")
+	for _, op := range part {
+		fmt.Fprintf(&b, "[%d,%d] c%d %s\n", op.Call, op.Return, op.ClientId, model.DescribeOperation(op.Input, op.Output))
+	}
+	fmt.Fprintf(&b, "# attempts\n")
+	for _, s := range d.tried {
+		if strings.Contains(s, " "+r+" ") || strings.Contains(s, `"resource":"`+r+`"`) {
+			fmt.Fprintln(&b, s)
+		}
+	}
+	fmt.Fprintf(&b, "# unsure\n")
+	for _, at := range d.unsure {
+		if at.m.Request.Resource == r {
+			fmt.Fprintf(&b, "c%d [%d,%d] %s %s #%d id %s [%v,%v] noAnswer %v\n", at.client, at.call, at.ret, at.m.Op, at.m.Request.HolderID, at.m.Request.Fence, at.m.Request.RequestID, at.lo, at.hi, at.noAnswer)
+		}
+	}
+	fmt.Fprintf(&b, "# audit\n")
+	for _, a := range d.audit[r] {
+		fmt.Fprintf(&b, "%d %s #%d id %s until %v decided %v (kind %d, %d releases) by %s\n", a.seq, a.holder, a.fence, a.requestID, a.expiresAt, a.decidedAt, a.kind, len(a.releases), a.by)
+	}
+	for i, l := range d.logs {
+		fmt.Fprintf(&b, "# log of coordinator %d\n%s\n", i, l.String())
+	}
+	path := wirehist.PorcupineDir(d.t) + "/" + name + "-" + r + ".txt"
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		d.t.Log(err)
+		return
+	}
+	d.t.Logf("dump of %s: %s", r, path)
 }

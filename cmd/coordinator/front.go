@@ -31,7 +31,8 @@ type front struct {
 	ui          http.Handler // the console (-ui), or nil
 	draining    atomic.Bool
 	log         *slog.Logger
-	tokenWarned atomic.Bool // a call without -auth carried a token, and it was logged
+	tokenWarned atomic.Bool       // a call without -auth carried a token, and it was logged
+	sessions    *httpapi.Sessions // the call sessions (without -auth), closed by drain
 }
 
 func (f *front) handler() http.Handler {

@@ -107,14 +107,9 @@ const (
 	fdReserve = 64
 )
 
-// run serves until ctx ends, then drains. It writes the listening line to
-// stdout and logs to stderr.
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return serve(ctx, args, stdout, stderr, nil)
-}
-
-// serve is run, reading the tokens file and the TLS files again at each
-// receive from hup.
+// serve serves until ctx ends, then drains, reading the tokens file and
+// the TLS files again at each receive from hup. It writes the listening
+// line to stdout and logs to stderr.
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer, hup <-chan struct{}) error {
 	fl := flag.NewFlagSet("coordinator", flag.ContinueOnError)
 	fl.SetOutput(stderr)
@@ -320,6 +315,14 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, hup <-c
 		log.Info("tokens from "+*authFile+": every call needs Authorization: Bearer <token>", "tokens", len(tokens.Tokens()))
 		warnExpired(log, tokens, time.Now())
 	}
+	conns := newConnLimit(*maxConns)
+	if tokens == nil {
+		// Calls on a session are authorized by nothing but the connection's
+		// first request: a coordinator with tokens checks each call's own.
+		opts.Sessions = httpapi.NewSessions(httpapi.SessionOptions{Idle: *idle, Write: *writeTimeout, Timed: met.timedCall,
+			ConnState: conns.track})
+		fr.sessions = opts.Sessions
+	}
 	fr.api = httpapi.NewHandler(svc, opts)
 	var relay *gateRelay
 	if len(gates) > 0 {
@@ -336,7 +339,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, hup <-c
 	if err != nil {
 		return err
 	}
-	conns := newConnLimit(*maxConns)
+
 	srv := &http.Server{
 		Handler:           fr.handler(),
 		ReadHeaderTimeout: *headerTimeout,

@@ -27,6 +27,11 @@ type server struct {
 	done chan error
 }
 
+// run is serve without reloads.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	return serve(ctx, args, stdout, stderr, nil)
+}
+
 func start(t *testing.T, args ...string) *server {
 	t.Helper()
 	return startLogged(t, io.Discard, args...)

@@ -38,7 +38,7 @@ var results = map[wire.Op][]string{
 	wire.OpInspect:  {httpapi.ResultHeld, httpapi.ResultFree, httpapi.ResultRefused},
 	wire.OpRevoke:   {httpapi.ResultOK, httpapi.ResultRefused},
 	wire.OpProclaim: {httpapi.ResultOK, httpapi.ResultExpired, httpapi.ResultRefused},
-	"":              {httpapi.ResultRefused}, // a path that is none of the four
+	"":              {httpapi.ResultRefused}, // a path that is none of the calls
 }
 
 // storeStats are what the metrics read from the store when scraped; a
@@ -62,7 +62,7 @@ func newMetrics(svc *service.Service, store storeStats, syncs prometheus.Histogr
 	m := &metrics{reg: prom.NewRegistry(), calls: map[wire.Op]map[string]prometheus.Counter{},
 		refusals: map[string]prometheus.Counter{}, requests: map[wire.Op]prometheus.Observer{}, syncs: syncs}
 	calls := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "leasefence_calls_total",
-		Help: "Calls answered, by operation (op, empty for a path that is none of the four) and result (granted, denied, expired, ok, held, free, refused)."},
+		Help: "Calls answered, by operation (op, empty for a path that is none of the calls) and result (granted, denied, expired, ok, held, free, refused)."},
 		[]string{"op", "result"})
 	refusals := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "leasefence_refusals_total",
 		Help: "Calls refused, by the stable error code of the answer (docs/service.md, Errors)."}, []string{"code"})
@@ -131,11 +131,23 @@ func (m *metrics) answered(op wire.Op, result string, e *wire.Error) {
 // timed wraps an API handler with the request latency histogram.
 func (m *metrics) timed(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == wire.SessionPath {
+			next.ServeHTTP(w, r) // each of its calls is timed (timedCall)
+			return
+		}
 		start := time.Now()
 		next.ServeHTTP(w, r)
 		o := m.requests[opOfPath(r.URL.Path)]
 		o.Observe(time.Since(start).Seconds())
 	})
+}
+
+// timedCall observes a call answered on a session (httpapi.SessionOptions.Timed)
+// as timed observes a request.
+func (m *metrics) timedCall(op wire.Op, d time.Duration) {
+	if o := m.requests[op]; o != nil {
+		o.Observe(d.Seconds())
+	}
 }
 
 func opOfPath(path string) wire.Op {

@@ -390,19 +390,28 @@ func isWireCode(err error, code string) bool {
 	return errors.As(err, &we) && we.Code == code
 }
 
-// tokenClient is a client.Client for holder with a bearer token.
-func tokenClient(t *testing.T, url, holder, tok string) *client.Client {
+// newClient is a client.Client of holder on a monotonic clock, with cfg's
+// other settings.
+func newClient(t *testing.T, holder string, cfg client.Config) *client.Client {
 	t.Helper()
 	clk, _ := clock.NewMonotonic(holder)
-	lc, err := lease.NewClient(lease.ClientConfig{Clock: clk, HolderID: holder})
-	if err != nil {
+	var err error
+	if cfg.Lease, err = lease.NewClient(lease.ClientConfig{Clock: clk, HolderID: holder}); err != nil {
 		t.Fatal(err)
 	}
-	c, err := client.New(client.Config{BaseURL: url, Lease: lc, Token: tok, Backoff: func(int) time.Duration { return 0 }})
+	c, err := client.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// tokenClient is a client.Client for holder with a bearer token.
+func tokenClient(t *testing.T, url, holder, tok string) *client.Client {
+	// Without a token the calls go on call sessions (a coordinator
+	// without -auth offers them), so the tests of the real server run on
+	// them; with one, as requests.
+	return newClient(t, holder, client.Config{BaseURL: url, Token: tok, Backoff: func(int) time.Duration { return 0 }, Sessions: tok == ""})
 }
 
 // TestListenAddress: without -auth, an -addr or -metrics-addr that is not

@@ -52,7 +52,12 @@ func TestMain(m *testing.M) {
 		holdtest.CampaignerMain()
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	if err := stopSharedPG(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		code = 1
+	}
+	os.Exit(code)
 }
 
 // child is one coordinator process.
@@ -76,18 +81,48 @@ func startChildLogged(t *testing.T, logs io.Writer, args ...string) *child {
 
 func startChildOn(t *testing.T, shell string, stderr io.Writer, args ...string) *child {
 	t.Helper()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
+	return startExe(t, "", shell, stderr, args...)
+}
+
+// bareEnv names a coordinator binary built without the race detector
+// (`make test-service` sets it to out/bin/coordinator). The children that
+// only ever end by SIGKILL run it (startKilledChild): a process killed
+// with SIGKILL never reports a race (the race detector fails a process at
+// its exit), so the detector there would only multiply the child's CPU.
+// Without it they run the test binary, like the others.
+const bareEnv = "LEASE_FENCE_COORDINATOR_BIN"
+
+// startKilledChild is startChildOn for a child that ends only by SIGKILL
+// (its own test's or the cleanup's), which may run bareEnv's binary.
+func startKilledChild(t *testing.T, stderr io.Writer, args ...string) *child {
+	t.Helper()
+	return startExe(t, os.Getenv(bareEnv), "", stderr, args...)
+}
+
+// childCmd is the command of a coordinator child that runs exe ("": this
+// test binary) with -addr 127.0.0.1:0 -quiet and args, through shell
+// first unless it is "".
+func childCmd(t *testing.T, exe, shell string, args ...string) *exec.Cmd {
+	t.Helper()
+	if exe == "" {
+		var err error
+		if exe, err = os.Executable(); err != nil {
+			t.Fatal(err)
+		}
 	}
 	args = append([]string{"-addr", "127.0.0.1:0", "-quiet"}, args...)
-	var cmd *exec.Cmd
+	cmd := exec.Command(exe, args...)
 	if shell != "" {
 		cmd = exec.Command("/bin/sh", append([]string{"-c", shell + ` && exec "$0" "$@"`, exe}, args...)...)
-	} else {
-		cmd = exec.Command(exe, args...)
 	}
 	cmd.Env = append(os.Environ(), childEnv+"=1")
+	return cmd
+}
+
+// startExe starts childCmd's child, its stderr to stderr, once it listens.
+func startExe(t *testing.T, exe, shell string, stderr io.Writer, args ...string) *child {
+	t.Helper()
+	cmd := childCmd(t, exe, shell, args...)
 	cmd.Stderr = stderr
 	// A child outlives nothing: if the test dies, so does the coordinator.
 	srv, err := serverproc.Start(cmd, false)
@@ -130,15 +165,7 @@ func newKillClient(t *testing.T, id, url string, seed uint64) *killClient {
 }
 
 func (k *killClient) connect(t *testing.T, url string) {
-	clk, _ := clock.NewMonotonic(k.id)
-	lc, err := lease.NewClient(lease.ClientConfig{Clock: clk, HolderID: k.id})
-	if err != nil {
-		t.Fatal(err)
-	}
-	k.c, err = client.New(client.Config{BaseURL: url, Lease: lc, Attempts: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	k.c = newClient(t, k.id, client.Config{BaseURL: url, Attempts: 1})
 }
 
 // step does one random call. A call that got no answer (the server died)
@@ -218,7 +245,7 @@ func TestKill9(t *testing.T) {
 	dir := t.TempDir()
 	state := filepath.Join(dir, "state")
 	rng := rand.New(rand.NewPCG(9, 9))
-	srv := startChild(t, "", "-init", "-state", state, "-ttl", "1h")
+	srv := startKilledChild(t, os.Stderr, "-init", "-state", state, "-ttl", "1h")
 	var clients []*killClient
 	for i := range 4 {
 		clients = append(clients, newKillClient(t, "holder-"+strconv.Itoa(i), srv.url, uint64(i)))
@@ -286,7 +313,7 @@ func TestKill9(t *testing.T) {
 		}
 		before = max(before, top)
 
-		srv = startChild(t, "", "-state", state, "-ttl", "1h")
+		srv = startKilledChild(t, os.Stderr, "-state", state, "-ttl", "1h")
 		stranger := newKillClient(t, "stranger", srv.url, 99)
 		for _, k := range clients {
 			k.connect(t, srv.url)
@@ -461,7 +488,7 @@ func TestKill9RightAfterRelease(t *testing.T) {
 	}
 	var top uint64
 	lost, kept := 0, 0
-	srv := startChild(t, "", "-init", "-state", state, "-ttl", "1h")
+	srv := startKilledChild(t, os.Stderr, "-init", "-state", state, "-ttl", "1h")
 	for round := range kills {
 		fences := make([]uint64, holders)
 		var wg sync.WaitGroup
@@ -493,7 +520,7 @@ func TestKill9RightAfterRelease(t *testing.T) {
 			}
 			top = max(top, f)
 		}
-		srv = startChild(t, "", "-state", state, "-ttl", "1h")
+		srv = startKilledChild(t, os.Stderr, "-state", state, "-ttl", "1h")
 		for i := range holders {
 			h, res := "h"+strconv.Itoa(i), "r"+strconv.Itoa(round)+"-"+strconv.Itoa(i)
 			st, r := post(t, hc, srv.url, msg(wire.OpAcquire, "acquire", "s-"+res, res, "stranger", 0))
@@ -530,12 +557,7 @@ func TestKill9RightAfterRelease(t *testing.T) {
 // start, and returns what it wrote to stderr.
 func refusedStart(t *testing.T, args ...string) string {
 	t.Helper()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(exe, append([]string{"-addr", "127.0.0.1:0", "-quiet"}, args...)...)
-	cmd.Env = append(os.Environ(), childEnv+"=1")
+	cmd := childCmd(t, "", "", args...)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

@@ -14,8 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lease-fence/lease-fence/core/clock"
-	"github.com/lease-fence/lease-fence/core/lease"
 	"github.com/lease-fence/lease-fence/internal/testrig/syncio"
 	"github.com/lease-fence/lease-fence/internal/testrig/testpki"
 	"github.com/lease-fence/lease-fence/service/client"
@@ -23,17 +21,7 @@ import (
 )
 
 func tlsClient(t *testing.T, url, holder, tok string, cfg *tls.Config) *client.Client {
-	t.Helper()
-	clk, _ := clock.NewMonotonic(holder)
-	lc, err := lease.NewClient(lease.ClientConfig{Clock: clk, HolderID: holder})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := client.New(client.Config{BaseURL: url, Lease: lc, Token: tok, TLS: cfg, Attempts: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
+	return newClient(t, holder, client.Config{BaseURL: url, Token: tok, TLS: cfg, Attempts: 1})
 }
 
 func cycle(c *client.Client, resource string) error {

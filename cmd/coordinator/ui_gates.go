@@ -3,8 +3,6 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"cmp"
 	"context"
 	"crypto/rand"
@@ -20,6 +18,7 @@ import (
 
 	"github.com/go-json-experiment/json"
 
+	"github.com/lease-fence/lease-fence/internal/sse"
 	"github.com/lease-fence/lease-fence/service/httpapi"
 	"github.com/lease-fence/lease-fence/service/wire"
 )
@@ -178,35 +177,13 @@ func (g *gateRelay) read(i int, after *uint64) (got bool, err error) {
 		return false, errors.New("answered " + res.Status)
 	}
 	g.setStatus(i, true, nil)
-	sc := bufio.NewScanner(res.Body)
-	sc.Buffer(make([]byte, 4096), maxGateLine)
-	var event string
-	var data bytes.Buffer
-	for sc.Scan() {
-		line := sc.Bytes()
-		if len(line) == 0 {
-			if data.Len() > 0 {
-				if err := g.frame(i, event, data.Bytes(), after); err != nil {
-					return true, err
-				}
-			}
-			event = ""
-			data.Reset()
-			continue
+	err = sse.Read(res.Body, maxGateLine, func(event string, data []byte) error {
+		if len(data) == 0 {
+			return nil
 		}
-		name, val, _ := bytes.Cut(line, []byte(":"))
-		val = bytes.TrimPrefix(val, []byte(" "))
-		switch string(name) {
-		case "event":
-			event = string(val)
-		case "data":
-			if data.Len() > 0 {
-				data.WriteByte('\n')
-			}
-			data.Write(val)
-		}
-	}
-	if err := sc.Err(); err != nil {
+		return g.frame(i, event, data, after)
+	})
+	if err != nil {
 		return true, err
 	}
 	return true, errors.New("the stream ended")
@@ -353,31 +330,18 @@ func (g *gateRelay) serve(w http.ResponseWriter, r *http.Request, allow func(str
 		g.mu.Unlock()
 	}()
 
-	rc := http.NewResponseController(w)
-	_ = rc.SetReadDeadline(time.Time{})
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-store")
-	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	var buf bytes.Buffer
-	sseFrame(&buf, 0, "hello", map[string]string{"stream": g.stream})
+	out := sse.Start(w, 30*time.Second)
+	out.Event(0, "hello", map[string]string{"stream": g.stream})
 	if reset > 0 {
-		sseFrame(&buf, 0, "reset", map[string]uint64{"oldest": reset})
+		out.Event(0, "reset", map[string]uint64{"oldest": reset})
 	}
 	for _, st := range status {
-		sseFrame(&buf, 0, "status", st)
+		out.Event(0, "status", st)
 	}
 	for _, rf := range kept {
-		sseFrame(&buf, rf.Seq, "rejected", rf)
+		out.Event(rf.Seq, "rejected", rf)
 	}
-	flush := func() bool {
-		_ = rc.SetWriteDeadline(time.Now().Add(30 * time.Second))
-		_, err := w.Write(buf.Bytes())
-		buf.Reset()
-		return err == nil && rc.Flush() == nil
-	}
-	if !flush() {
+	if !out.Flush() {
 		return
 	}
 	keep := time.NewTicker(relayKeepalive)
@@ -387,43 +351,28 @@ func (g *gateRelay) serve(w http.ResponseWriter, r *http.Request, allow func(str
 		case v := <-rw.ch:
 			switch v := v.(type) {
 			case refusal:
-				sseFrame(&buf, v.Seq, "rejected", v)
+				out.Event(v.Seq, "rejected", v)
 			case gateStatus:
-				sseFrame(&buf, 0, "status", v)
+				out.Event(0, "status", v)
 			}
 		case <-rw.quit:
 			g.mu.Lock()
 			last := rw.last
 			g.mu.Unlock()
-			sseFrame(&buf, 0, "overflow", map[string]uint64{"resumeFrom": last})
-			flush()
+			out.Event(0, "overflow", map[string]uint64{"resumeFrom": last})
+			out.Flush()
 			return
 		case <-keep.C:
-			buf.WriteString(": keepalive\n\n")
+			out.Comment("keepalive")
 		case <-r.Context().Done():
 			return
 		case <-g.ctx.Done():
 			return
 		}
-		if !flush() {
+		if !out.Flush() {
 			return
 		}
 	}
-}
-
-// sseFrame appends one Server-Sent Event: its id (if not zero), type and
-// JSON data.
-func sseFrame(buf *bytes.Buffer, id uint64, typ string, v any) {
-	if id != 0 {
-		buf.WriteString("id: " + strconv.FormatUint(id, 10) + "\n")
-	}
-	data, err := json.Marshal(v)
-	if err != nil {
-		data = []byte("{}")
-	}
-	buf.WriteString("event: " + typ + "\ndata: ")
-	buf.Write(data)
-	buf.WriteString("\n\n")
 }
 
 // randomID is 16 random hex digits.

@@ -8,12 +8,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -63,6 +65,8 @@ type LiveOptions struct {
 	WorkerTTL time.Duration
 	// Log receives one line per coordinator started or stopped, and errors.
 	Log io.Writer
+	// WorkerLog, if not nil, receives wrangler dev's output, line by line.
+	WorkerLog io.Writer
 }
 
 // Live serves LivePrefix. Create it with NewLive and Close it when done.
@@ -130,11 +134,7 @@ func NewLive(opts LiveOptions) *Live {
 	}
 	if opts.Coordinator != "" {
 		l.native = backendState{State: "checking"}
-		l.done.Add(1)
-		go func() {
-			defer l.done.Done()
-			l.checkNative()
-		}()
+		l.done.Go(l.checkNative)
 	}
 	switch {
 	case opts.WorkerURL != "":
@@ -146,17 +146,9 @@ func NewLive(opts LiveOptions) *Live {
 		}
 	case opts.Wrangler != "":
 		l.worker = backendState{State: "starting"}
-		l.done.Add(1)
-		go func() {
-			defer l.done.Done()
-			l.startWorker()
-		}()
+		l.done.Go(l.startWorker)
 	}
-	l.done.Add(1)
-	go func() {
-		defer l.done.Done()
-		l.reap()
-	}()
+	l.done.Go(l.reap)
 	return l
 }
 
@@ -211,7 +203,7 @@ func (l *Live) startWorker() {
 		os.RemoveAll(dir)
 		return
 	}
-	w, err := child.Start(cmd, child.Options{Dir: dir, Timeout: 3 * time.Minute, Cancel: l.stop})
+	w, err := child.Start(cmd, child.Options{Dir: dir, Log: l.opts.WorkerLog, Timeout: 3 * time.Minute, Cancel: l.stop})
 	if err != nil {
 		if !l.isClosed() {
 			fail(err)
@@ -245,10 +237,7 @@ func (l *Live) Close() {
 	}
 	l.closed = true
 	close(l.stop)
-	coords := make([]*liveCoord, 0, len(l.coords))
-	for _, c := range l.coords {
-		coords = append(coords, c)
-	}
+	coords := slices.Collect(maps.Values(l.coords))
 	l.coords = map[string]*liveCoord{}
 	w := l.wrangler
 	l.mu.Unlock()

@@ -48,6 +48,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	workerDir := fs.String("worker-dir", "wasm/worker", "the Worker's folder (its wrangler.toml), for -wrangler")
 	workerURL := fs.String("worker", "", "a Worker already running (instead of -wrangler)")
 	workerTTL := fs.Duration("worker-ttl", 4*time.Second, "the lease length of the Worker live mode starts")
+	workerLog := fs.String("worker-log", "", "a file that receives wrangler dev's output (appended), for -wrangler")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -69,7 +70,16 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if *quiet {
 		liveLog = io.Discard
 	}
-	live := NewLive(LiveOptions{Coordinator: *coordinator, Wrangler: *wrangler, WorkerDir: *workerDir, WorkerURL: *workerURL, WorkerTTL: *workerTTL, Log: liveLog})
+	opts := LiveOptions{Coordinator: *coordinator, Wrangler: *wrangler, WorkerDir: *workerDir, WorkerURL: *workerURL, WorkerTTL: *workerTTL, Log: liveLog}
+	if *workerLog != "" {
+		f, err := os.OpenFile(*workerLog, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		opts.WorkerLog = f
+	}
+	live := NewLive(opts)
 	defer live.Close()
 	mux := http.NewServeMux()
 	mux.Handle(LivePrefix, securityHeaders(live))
@@ -116,13 +126,18 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 // securityHeaders adds the headers every answer of the server carries.
 func securityHeaders(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		hdr := w.Header()
-		hdr.Set("Content-Security-Policy", ContentSecurityPolicy)
-		hdr.Set("X-Content-Type-Options", "nosniff")
-		hdr.Set("Referrer-Policy", "no-referrer")
-		hdr.Set("Cross-Origin-Resource-Policy", "same-origin")
+		setSecurityHeaders(w.Header())
 		next.ServeHTTP(w, r)
 	})
+}
+
+// setSecurityHeaders sets the headers every answer of the server carries:
+// the Handler's files and live mode's answers alike.
+func setSecurityHeaders(hdr http.Header) {
+	hdr.Set("Content-Security-Policy", ContentSecurityPolicy)
+	hdr.Set("X-Content-Type-Options", "nosniff")
+	hdr.Set("Referrer-Policy", "no-referrer")
+	hdr.Set("Cross-Origin-Resource-Policy", "same-origin")
 }
 
 // logRequests writes one line per request: method, path, status.

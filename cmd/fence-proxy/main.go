@@ -143,7 +143,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, onAdmit f
 
 	plog := log
 	if *quiet {
-		plog = slog.New(levelAtLeast{log.Handler(), slog.LevelWarn})
+		plog = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
 	proxy, err := httpfence.New(httpfence.Options{
 		Upstream:         up,
@@ -210,22 +210,4 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, onAdmit f
 		return err
 	}
 	return nil
-}
-
-// levelAtLeast drops records below a level (-quiet).
-type levelAtLeast struct {
-	slog.Handler
-	min slog.Level
-}
-
-func (h levelAtLeast) Enabled(ctx context.Context, l slog.Level) bool {
-	return l >= h.min && h.Handler.Enabled(ctx, l)
-}
-
-func (h levelAtLeast) WithAttrs(a []slog.Attr) slog.Handler {
-	return levelAtLeast{h.Handler.WithAttrs(a), h.min}
-}
-
-func (h levelAtLeast) WithGroup(name string) slog.Handler {
-	return levelAtLeast{h.Handler.WithGroup(name), h.min}
 }

@@ -54,11 +54,12 @@ const usage = `usage: lease-fence COMMAND [FLAGS] [ARGS]
 
   lock [--wait D] [--kill-after D] [--holder ID] [--renew-every D] RESOURCE -- CMD [ARGS...]
                  run CMD while holding the lease on RESOURCE
-  elect [--value V] [--holder ID] [--observe] NAME [-- CMD [ARGS...]]
+  elect [--value V] [--holder ID] [--observe] [--json] [--kill-after D] NAME [-- CMD [ARGS...]]
                  campaign and print each leader, or run CMD while leader
   ls [--waiters] [--json] [PREFIX]        list the live leases under PREFIX
   inspect [--json] RESOURCE               show who holds RESOURCE
-  watch [--json] [PREFIX]                 follow the events under PREFIX
+  watch [--json] [--stream ID --after-seq N] [PREFIX]
+                                          follow the events under PREFIX
   revoke [--holder H] [--fence F] [--json] RESOURCE
                                           end a lease, or remove a waiter
   token new NAME --resources P [--resources P...] [--holders P...] [--admin] [--max-leases N]

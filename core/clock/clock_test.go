@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/lease-fence/lease-fence/core/clock"
 )
 
@@ -315,25 +317,26 @@ func TestMonotonicConcurrentReaders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var wg sync.WaitGroup
-	errs := make(chan error, 8)
-	for g := 0; g < 8; g++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; i < 2000; i++ {
-				if _, err := m.Now(); err != nil {
-					errs <- err
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
+	if err := readConcurrently(m, 8, 2000); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// readConcurrently reads c k times in each of n goroutines and returns the
+// first error.
+func readConcurrently(c clock.Clock, n, k int) error {
+	var g errgroup.Group
+	for range n {
+		g.Go(func() error {
+			for range k {
+				if _, err := c.Now(); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	return g.Wait()
 }
 
 func TestManualStepPerRead(t *testing.T) {
@@ -472,9 +475,7 @@ func TestManualConcurrentReadsAreDistinct(t *testing.T) {
 	seen := make(chan float64, n*per)
 	var wg sync.WaitGroup
 	for i := 0; i < n; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for j := 0; j < per; j++ {
 				now, err := m.Now()
 				if err != nil {
@@ -483,7 +484,7 @@ func TestManualConcurrentReadsAreDistinct(t *testing.T) {
 				}
 				seen <- now.Millis
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	close(seen)
@@ -611,23 +612,7 @@ func TestGuardedReadsSourceUnderItsLock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var wg sync.WaitGroup
-	errs := make(chan error, 4)
-	for range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for range 200 {
-				if _, err := g.Now(); err != nil {
-					errs <- err
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
+	if err := readConcurrently(g, 4, 200); err != nil {
 		t.Fatalf("concurrent readers of a guarded clock: %v", err)
 	}
 }

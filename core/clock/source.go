@@ -207,20 +207,12 @@ func (m *Manual) Advance(ms float64) error {
 	if !finite(ms) || ms < 0 {
 		return &ArgumentError{Pkg: "clock", Arg: "advance", Reason: "must be a finite number >= 0, got " + FormatMillis(ms)}
 	}
-	m.mu.Lock()
-	next := m.now + ms
-	if !finite(next) {
-		m.mu.Unlock()
-		return &ArgumentError{Pkg: "clock", Arg: "advance", Reason: "moves the clock out of the finite range"}
-	}
-	if stuck(next, m.step) {
-		m.mu.Unlock()
-		return m.stuckAt("advance", next)
-	}
-	m.now = next
-	m.mu.Unlock()
-	m.fire()
-	return nil
+	return m.move("advance", func(now float64) (float64, error) {
+		if next := now + ms; finite(next) {
+			return next, nil
+		}
+		return 0, &ArgumentError{Pkg: "clock", Arg: "advance", Reason: "moves the clock out of the finite range"}
+	})
 }
 
 // Set moves the clock to ms, then makes the calls scheduled by AfterFunc
@@ -234,24 +226,32 @@ func (m *Manual) Set(ms float64) error {
 	if !finite(ms) {
 		return &ArgumentError{Pkg: "clock", Arg: "set", Reason: "must be a finite number, got " + FormatMillis(ms)}
 	}
+	return m.move("set", func(now float64) (float64, error) {
+		if ms < now {
+			return 0, &ReadingError{Domain: m.domain, Problem: Backwards, Value: ms, Previous: now}
+		}
+		return ms, nil
+	})
+}
+
+// move sets the clock to what to returns for its reading, unless that is
+// an error or a value where the clock's step no longer moves it (then
+// nothing changes), and makes the calls scheduled by AfterFunc that are due.
+func (m *Manual) move(arg string, to func(now float64) (float64, error)) error {
 	m.mu.Lock()
-	if ms < m.now {
-		defer m.mu.Unlock()
-		return &ReadingError{Domain: m.domain, Problem: Backwards, Value: ms, Previous: m.now}
+	next, err := to(m.now)
+	if err == nil && stuck(next, m.step) {
+		err = &ArgumentError{Pkg: "clock", Arg: arg, Reason: "moves the clock to " + FormatMillis(next) +
+			", where its step of " + FormatMillis(m.step) + " is below the float spacing and would never move it"}
 	}
-	if stuck(ms, m.step) {
+	if err != nil {
 		m.mu.Unlock()
-		return m.stuckAt("set", ms)
+		return err
 	}
-	m.now = ms
+	m.now = next
 	m.mu.Unlock()
 	m.fire()
 	return nil
-}
-
-func (m *Manual) stuckAt(arg string, v float64) error {
-	return &ArgumentError{Pkg: "clock", Arg: arg, Reason: "moves the clock to " + FormatMillis(v) +
-		", where its step of " + FormatMillis(m.step) + " is below the float spacing and would never move it"}
 }
 
 func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }

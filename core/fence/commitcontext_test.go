@@ -289,9 +289,7 @@ func gateWritesSerialized(t *testing.T, exclusive bool) {
 	}
 	var wg sync.WaitGroup
 	for w := range writers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(uint64(w), 7))
 			for range perWriter {
 				f := uint64(1 + rng.IntN(30))
@@ -318,7 +316,7 @@ func gateWritesSerialized(t *testing.T, exclusive bool) {
 					t.Error(err)
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	if overlaps.Load() != 0 {

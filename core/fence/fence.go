@@ -36,6 +36,14 @@ const DefaultMaxRejections = 1000
 // MaxMaxRejections is the largest Options.MaxRejections a gate accepts.
 const MaxMaxRejections = 1 << 20
 
+// MaxRejectionsPage is the largest page of refusals a gate in a database
+// reads at once (sqlfence's and redisfence's RejectionsAfter; the limit of
+// lease-fence/sql's and lease-fence/redis's rejections).
+//
+// These four limits are written here only: scripts/gate-texts.mjs reads
+// them from this file for the JavaScript gates (wasm/js/gate-texts.mjs).
+const MaxRejectionsPage = 10000
+
 // Token is what a holder presents with a write: the resource, who holds it and
 // the fence of the generation it holds.
 type Token struct {

@@ -388,9 +388,7 @@ func TestGateConcurrentCommits(t *testing.T) {
 	refused := 0
 	for w := 0; w < writers; w++ {
 		f := uint64(fences[w] + 1)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			<-start
 			for i := 0; i < perWriter; i++ {
 				err := g.Commit(fence.Token{Resource: "deploy-slot", HolderID: "w", Fence: f}, func() error {
@@ -411,7 +409,7 @@ func TestGateConcurrentCommits(t *testing.T) {
 					t.Error(err)
 				}
 			}
-		}()
+		})
 	}
 	close(start)
 	wg.Wait()
@@ -490,19 +488,24 @@ func (b *baseline) commit(f uint64, write func() error) error {
 
 var sink int
 
+// benchCommits runs commit in b.Loop, with its allocations and CPU time.
+func benchCommits(b *testing.B, commit func() error) {
+	b.ReportAllocs()
+	cpu := cputime.Process()
+	for b.Loop() {
+		if err := commit(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	cputime.Report(b, cpu)
+}
+
 func BenchmarkGateCommitAdmitted(b *testing.B) {
 	g := newGate(b, "deploy-slot", 0)
 	tk := tok("a", 1)
 	n := 0
 	write := func() error { n++; return nil }
-	b.ReportAllocs()
-	cpu := cputime.Process()
-	for b.Loop() {
-		if err := g.Commit(tk, write); err != nil {
-			b.Fatal(err)
-		}
-	}
-	cputime.Report(b, cpu)
+	benchCommits(b, func() error { return g.Commit(tk, write) })
 	sink = n
 }
 
@@ -514,14 +517,7 @@ func BenchmarkGateCommitContextAdmitted(b *testing.B) {
 	n := 0
 	write := func(context.Context) error { n++; return nil }
 	ctx := context.Background()
-	b.ReportAllocs()
-	cpu := cputime.Process()
-	for b.Loop() {
-		if err := g.CommitContext(ctx, tk, write); err != nil {
-			b.Fatal(err)
-		}
-	}
-	cputime.Report(b, cpu)
+	benchCommits(b, func() error { return g.CommitContext(ctx, tk, write) })
 	sink = n
 }
 
@@ -538,14 +534,7 @@ func BenchmarkGateCommitContextLooksAtContext(b *testing.B) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	b.ReportAllocs()
-	cpu := cputime.Process()
-	for b.Loop() {
-		if err := g.CommitContext(ctx, tk, write); err != nil {
-			b.Fatal(err)
-		}
-	}
-	cputime.Report(b, cpu)
+	benchCommits(b, func() error { return g.CommitContext(ctx, tk, write) })
 	sink = n
 }
 
@@ -553,14 +542,7 @@ func BenchmarkBaselineMutexCommit(b *testing.B) {
 	var g baseline
 	n := 0
 	write := func() error { n++; return nil }
-	b.ReportAllocs()
-	cpu := cputime.Process()
-	for b.Loop() {
-		if err := g.commit(1, write); err != nil {
-			b.Fatal(err)
-		}
-	}
-	cputime.Report(b, cpu)
+	benchCommits(b, func() error { return g.commit(1, write) })
 	sink = n
 }
 

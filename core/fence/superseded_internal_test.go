@@ -144,6 +144,19 @@ func runSchedule(t *testing.T, seed uint64) {
 			return
 		}
 	}
+	// finishRunning lets the running write end, then hands on.
+	finishRunning := func() {
+		r := m.running
+		if r.viaCtx {
+			r.causeThen = context.Cause(r.ctx)
+		}
+		close(r.release)
+		if err := waitResult(r); err != nil {
+			fail("write %s returned %v", r.id, err)
+		}
+		r.finished = true
+		handOn()
+	}
 
 	for step := 0; step < 30 && !t.Failed(); step++ {
 		switch op := rng.IntN(10); {
@@ -212,19 +225,9 @@ func runSchedule(t *testing.T, seed uint64) {
 			}
 			m.claimed = true
 		case op < 8: // the running write finishes
-			r := m.running
-			if r == nil {
-				break
+			if m.running != nil {
+				finishRunning()
 			}
-			if r.viaCtx {
-				r.causeThen = context.Cause(r.ctx)
-			}
-			close(r.release)
-			if err := waitResult(r); err != nil {
-				fail("write %s returned %v", r.id, err)
-			}
-			r.finished = true
-			handOn()
 		default: // a waiting CommitContext gives up
 			var c []*pWrite
 			for _, q := range m.queue {
@@ -271,16 +274,7 @@ func runSchedule(t *testing.T, seed uint64) {
 	}
 	// Wind down: cancel the waiting CommitContexts, finish the rest in turn.
 	for m.running != nil && !t.Failed() {
-		r := m.running
-		if r.viaCtx {
-			r.causeThen = context.Cause(r.ctx)
-		}
-		close(r.release)
-		if err := waitResult(r); err != nil {
-			fail("write %s returned %v", r.id, err)
-		}
-		r.finished = true
-		handOn()
+		finishRunning()
 	}
 	// Then provoke every finished write: nothing may reach it any more.
 	_ = g.Admit(Token{Resource: "r", HolderID: "h-last", Fence: MaxFence})

@@ -57,9 +57,7 @@ func writeLockStress(t *testing.T, exclusive bool) {
 	var wg sync.WaitGroup
 	const workers, rounds = 8, 300
 	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(uint64(w), 3))
 			for range rounds {
 				var ctx context.Context
@@ -110,7 +108,7 @@ func writeLockStress(t *testing.T, exclusive bool) {
 				g.unlock(tok.Fence, nil)
 				cancel()
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	if overlaps.Load() != 0 {

@@ -159,11 +159,7 @@ func TestMismatchedGrants(t *testing.T) {
 func TestMismatchedRenewalFence(t *testing.T) {
 	cl := newClient(t, manual(t, "agent-a", 0, 1), "agent-a", 0)
 	co := newCoordinator(t, manual(t, coordDomain, 0, 0), time.Second, 0)
-	req, _ := cl.BeginAcquire("r")
-	l, err := cl.CompleteAcquire(req, mustGrant(t)(co.Acquire(req)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := acquire(t, cl, co, "r")
 	rreq, err := cl.BeginRenewal(l)
 	if err != nil {
 		t.Fatal(err)
@@ -272,11 +268,7 @@ func TestBeginBadInput(t *testing.T) {
 	otherClk := manual(t, "agent-b", t0, 0)
 	other := newClient(t, otherClk, "agent-b", 0)
 	co := newCoordinator(t, manual(t, coordDomain, 0, 0), time.Second, 0)
-	oreq, _ := other.BeginAcquire("r")
-	otherLease, err := other.CompleteAcquire(oreq, mustGrant(t)(co.Acquire(oreq)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	otherLease := acquire(t, other, co, "r")
 	cases := []struct {
 		name string
 		call func() (lease.Request, error)
@@ -399,11 +391,7 @@ func TestRenewalAnchoredAtItsSend(t *testing.T) {
 	cc := manual(t, coordDomain, t0, 0)
 	cl := newClient(t, clk, "agent-a", 100*time.Millisecond)
 	co := newCoordinator(t, cc, time.Second, 0)
-	req, _ := cl.BeginAcquire("r")
-	l1, err := cl.CompleteAcquire(req, mustGrant(t)(co.Acquire(req)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	l1 := acquire(t, cl, co, "r")
 	must(t, clk.Set(t500))
 	rreq, _ := cl.BeginRenewal(l1)
 	must(t, cc.Set(t900))
@@ -495,8 +483,7 @@ func TestExpiredRenewalMeansReacquire(t *testing.T) {
 	cc := manual(t, coordDomain, t0, 0)
 	cl := newClient(t, clk, "agent-a", 0)
 	co := newCoordinator(t, cc, time.Second, 0)
-	req, _ := cl.BeginAcquire("r")
-	l, _ := cl.CompleteAcquire(req, mustGrant(t)(co.Acquire(req)))
+	l := acquire(t, cl, co, "r")
 	must(t, clk.Set(t2000))
 	must(t, cc.Set(t2000))
 	rreq, _ := cl.BeginRenewal(l)
@@ -504,10 +491,9 @@ func TestExpiredRenewalMeansReacquire(t *testing.T) {
 	if err != nil || out.OK || out.Reason != lease.Expired {
 		t.Fatalf("renewal of an expired lease = %+v, %v", out, err)
 	}
-	req2, _ := cl.BeginAcquire("r")
-	l2, err := cl.CompleteAcquire(req2, mustGrant(t)(co.Acquire(req2)))
-	if err != nil || l2.Token().Fence != 2 {
-		t.Fatalf("re-acquired %v, %v", l2, err)
+	l2 := acquire(t, cl, co, "r")
+	if l2.Token().Fence != 2 {
+		t.Fatalf("re-acquired %v", l2)
 	}
 }
 
@@ -524,11 +510,7 @@ func TestBeginRenewalOf(t *testing.T) {
 	clk := manual(t, "agent-a", t0, 0)
 	cl := newClient(t, clk, "agent-a", 0)
 	co := newCoordinator(t, manual(t, coordDomain, 0, 0), time.Second, 0)
-	req, _ := cl.BeginAcquire("r")
-	l, err := cl.CompleteAcquire(req, mustGrant(t)(co.Acquire(req)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := acquire(t, cl, co, "r")
 	if err := clk.Advance(7); err != nil {
 		t.Fatal(err)
 	}

@@ -439,16 +439,14 @@ func TestConcurrentAcquire(t *testing.T) {
 	results := make(chan lease.Outcome, n)
 	var wg sync.WaitGroup
 	for i := 0; i < n; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			<-start
 			out, err := c.Acquire(acquireReq("g"+itoa(i), "h"+itoa(i), "r"))
 			if err != nil {
 				t.Error(err)
 			}
 			results <- out
-		}()
+		})
 	}
 	close(start)
 	wg.Wait()

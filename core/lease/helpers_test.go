@@ -108,6 +108,21 @@ func mustGrant(t testing.TB) func(lease.Outcome, error) lease.Grant {
 	}
 }
 
+// acquire begins cl's acquisition of resource, has co grant it and completes
+// it, failing the test if any step fails.
+func acquire(t testing.TB, cl *lease.Client, co *lease.Coordinator, resource string) *lease.Lease {
+	t.Helper()
+	req, err := cl.BeginAcquire(resource)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := cl.CompleteAcquire(req, mustGrant(t)(co.Acquire(req)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
 // errKind classifies err for the step tables.
 func errKind(err error) string {
 	var (

@@ -55,9 +55,6 @@ func (k *Keeper) Lease() *Lease { return k.l }
 // then.
 func (k *Keeper) Deadline() clock.Instant { return k.l.deadline }
 
-// Lost reports whether the lease is lost.
-func (k *Keeper) Lost() bool { return k.lost }
-
 // NextRenewal returns when to begin the next renewal: every after the
 // current lease's anchor, or sooner after a failed attempt; never after the
 // deadline.

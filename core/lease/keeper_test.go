@@ -77,8 +77,11 @@ func TestKeeper(t *testing.T) {
 	if lost, _ := k.Check(at(1249.999)); lost {
 		t.Fatal("lost before the deadline")
 	}
-	if lost, _ := k.Check(at(1250)); !lost || !k.Lost() {
+	if lost, _ := k.Check(at(1250)); !lost {
 		t.Fatal("not lost at the deadline")
+	}
+	if lost, _ := k.Check(at(1000)); !lost {
+		t.Fatal("the loss was not recorded")
 	}
 	if left, _ := k.Left(at(1000)); left != 0 {
 		t.Fatalf("a lost lease has %v left", left)
@@ -124,7 +127,7 @@ func TestKeeperRefuses(t *testing.T) {
 		t.Fatal("a reading of another domain")
 	}
 	k.Expire()
-	if !k.Lost() {
+	if lost, _ := k.Check(at(1)); !lost {
 		t.Fatal("Expire did not lose it")
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/lease-fence/lease-fence/core/clock"
 	"github.com/lease-fence/lease-fence/core/fence"
 	"github.com/lease-fence/lease-fence/core/lease"
@@ -271,12 +273,9 @@ func (y *yieldingClock) Now() (clock.Instant, error) {
 
 func TestCoordinatorReadsItsClockUnderItsLock(t *testing.T) {
 	c := newCoordinator(t, &yieldingClock{}, time.Hour, 0)
-	var wg sync.WaitGroup
-	errs := make(chan error, 4)
+	var g errgroup.Group
 	for w := range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		g.Go(func() error {
 			res := "r" + itoa(w)
 			for i := range 100 {
 				id := res + "-" + itoa(i)
@@ -288,15 +287,13 @@ func TestCoordinatorReadsItsClockUnderItsLock(t *testing.T) {
 					_, err = c.Release(out.Grant.Token())
 				}
 				if err != nil {
-					errs <- err
-					return
+					return err
 				}
 			}
-		}()
+			return nil
+		})
 	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
+	if err := g.Wait(); err != nil {
 		t.Fatalf("concurrent callers sharing the coordinator's clock: %v", err)
 	}
 }

@@ -160,16 +160,6 @@ const (
 	RollsBack
 )
 
-func (f FailedWrite) String() string {
-	switch f {
-	case KeepsFloor:
-		return "KeepsFloor"
-	case RollsBack:
-		return "RollsBack"
-	}
-	return "FailedWrite(" + strconv.Itoa(int(f)) + ")"
-}
-
 // Options are what the suite asks of a fresh gate.
 type Options struct {
 	// MaxRejections is how many refusals a capped gate should keep (0: the

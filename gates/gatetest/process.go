@@ -207,14 +207,12 @@ func twoProcesses(t testing.TB, c Config) {
 	var all []attempt
 	var wg sync.WaitGroup
 	for i, h := range local {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			got := writeRandom(context.Background(), h, res, fmt.Sprintf("local%d", i), uint64(200+i), each, nil)
 			mu.Lock()
 			all = append(all, got...)
 			mu.Unlock()
-		}()
+		})
 	}
 	for i, w := range ws {
 		done, inflight := w.collect(nil)

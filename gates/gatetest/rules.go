@@ -477,14 +477,12 @@ func concurrentWriters(t testing.TB, c Config) {
 	var all []attempt
 	var wg sync.WaitGroup
 	for w := range writers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			got := writeRandom(context.Background(), handles[w%len(handles)], res, fmt.Sprintf("w%d", w), uint64(w), each, nil)
 			mu.Lock()
 			all = append(all, got...)
 			mu.Unlock()
-		}()
+		})
 	}
 	wg.Wait()
 	checkHistory(t, g, res, all, nil)

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -105,10 +106,7 @@ func parseQuery(w http.ResponseWriter, r *http.Request, allowed ...string) *quer
 		return qq
 	}
 	for k, vs := range q {
-		known := false
-		for _, a := range allowed {
-			known = known || k == a
-		}
+		known := slices.Contains(allowed, k)
 		switch {
 		case !known && len(allowed) == 0:
 			qq.fail(r.URL.Path + " takes no query members, not " + strconv.Quote(k))

@@ -5,14 +5,12 @@ package httpfence_test
 import (
 	"bufio"
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,22 +25,6 @@ import (
 	"github.com/lease-fence/lease-fence/gates/httpfence"
 	"github.com/lease-fence/lease-fence/gates/sqlfence"
 )
-
-// openFastStore is openStore without the fsync of each commit, for tests
-// that make thousands of floors.
-func openFastStore(t testing.TB) *sqlfence.Store {
-	t.Helper()
-	db, err := sql.Open("sqlite", "file:"+filepath.Join(t.TempDir(), "state.db")+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(OFF)&_txlock=immediate")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	st, err := sqlfence.Open(context.Background(), db, sqlfence.Options{Dialect: sqlfence.SQLite})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return st
-}
 
 func (e *env) floorsPage(t *testing.T, query string) httpfence.FloorsPage {
 	t.Helper()
@@ -75,9 +57,7 @@ func TestFloorsArePagedToTheEndWhileFloorsChange(t *testing.T) {
 	}
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
+	wg.Go(func() {
 		for i := 0; ; i++ {
 			select {
 			case <-stop:
@@ -94,7 +74,7 @@ func TestFloorsArePagedToTheEndWhileFloorsChange(t *testing.T) {
 				return
 			}
 		}
-	}()
+	})
 	seen := map[string]int{}
 	last := ""
 	pages := 0

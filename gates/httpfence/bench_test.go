@@ -29,17 +29,24 @@ func BenchmarkParseHeader(b *testing.B) {
 	}
 }
 
+// createdUpstream is an upstream on loopback that reads each request's
+// body and answers 201 Created.
+func createdUpstream(b *testing.B) *url.URL {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.WriteHeader(http.StatusCreated)
+	}))
+	b.Cleanup(up.Close)
+	u, _ := url.Parse(up.URL)
+	return u
+}
+
 // BenchmarkProxy is a write (or a read) through the proxy's handler, called
 // directly (no client connection), to an upstream on loopback; the fence is
 // at the floor, so no transaction runs. The CPU it shows is the proxy's
 // own plus the upstream hop.
 func BenchmarkProxy(b *testing.B) {
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		w.WriteHeader(http.StatusCreated)
-	}))
-	defer up.Close()
-	u, _ := url.Parse(up.URL)
+	u := createdUpstream(b)
 	p, err := httpfence.New(httpfence.Options{Upstream: u, Store: openStore(b)})
 	if err != nil {
 		b.Fatal(err)
@@ -73,12 +80,7 @@ func BenchmarkProxy(b *testing.B) {
 // times are all of them. Metrics: each side's time per write and
 // http.Transport/default (above 1: the default is faster).
 func BenchmarkUpstreamTransport(b *testing.B) {
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		w.WriteHeader(http.StatusCreated)
-	}))
-	defer up.Close()
-	u, _ := url.Parse(up.URL)
+	u := createdUpstream(b)
 	body := strings.Repeat("x", 100)
 	var urls [2]string
 	for i, tr := range []http.RoundTripper{nil, &http.Transport{MaxIdleConnsPerHost: 256}} {
@@ -119,13 +121,11 @@ func BenchmarkUpstreamTransport(b *testing.B) {
 					var wg sync.WaitGroup
 					for range writers {
 						h, _ := httpfence.FormatHeader(fence.Token{Resource: "r" + strconv.FormatInt(seq.Add(1), 10), HolderID: "a", Fence: 7})
-						wg.Add(1)
-						go func() {
-							defer wg.Done()
+						wg.Go(func() {
 							for range chunk {
 								write(b, urls[k], h)
 							}
-						}()
+						})
 					}
 					wg.Wait()
 					took[k] += time.Since(start)

@@ -3,6 +3,7 @@
 package httpfence_test
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"net"
@@ -58,7 +59,7 @@ func (p *proxyInstance) start(t testing.TB) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", cmpOr(p.addr, "127.0.0.1:0"))
+	ln, err := net.Listen("tcp", cmp.Or(p.addr, "127.0.0.1:0"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,13 +79,6 @@ func (p *proxyInstance) stop() {
 		p.db.Close()
 		p.srv = nil
 	}
-}
-
-func cmpOr(s, otherwise string) string {
-	if s == "" {
-		return otherwise
-	}
-	return s
 }
 
 var proxies sync.Map // addr -> *proxyInstance

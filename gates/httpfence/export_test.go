@@ -1,5 +1,7 @@
 package httpfence
 
+import "github.com/lease-fence/lease-fence/core/fence"
+
 // Waiting returns how many writes wait for their turn on resource (those
 // running not counted), for tests that order on it.
 func (p *Proxy) Waiting(resource string) int {
@@ -10,6 +12,11 @@ func (p *Proxy) Waiting(resource string) int {
 	}
 	return 0
 }
+
+// ParseDictionary is ParseHeaderValue without its reading of the value
+// FormatHeader writes (httpsfv's parse alone), for FuzzParseHeader to
+// compare the two.
+func ParseDictionary(v string) (fence.Token, error) { return parseDictionary(v) }
 
 // NewBroken returns a Proxy with the deliberate break of the conformance
 // tests: a raise does not wait for the writes in flight.

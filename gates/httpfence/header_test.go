@@ -214,6 +214,35 @@ func sfvMarshal(t testing.TB, tok fence.Token) string {
 // members exactly when the text on each side of it is a dictionary on its
 // own), and it formats back to the same token; and a token formatted by
 // FormatHeader always parses back.
+// TestParseHeaderReadsItsOwnValuesWithoutAllocating: the values
+// FormatHeader writes for ids of printable ASCII are read without
+// httpsfv's parse, which allocates (its results are compared on every
+// value by FuzzParseHeader); one that needs an escape goes to httpsfv.
+func TestParseHeaderReadsItsOwnValuesWithoutAllocating(t *testing.T) {
+	for _, c := range []struct {
+		tok    fence.Token
+		allocs bool
+	}{
+		{fence.Token{Resource: "deploy-slot", HolderID: "agent-a", Fence: 7}, false},
+		{fence.Token{Resource: "orders/42 (eu)", HolderID: "worker:3", Fence: httpfence.MaxHeaderFence}, false},
+		{fence.Token{Resource: `say "hi"`, HolderID: "agent-a", Fence: 7}, true},
+		{fence.Token{Resource: "grüße", HolderID: "agent-a", Fence: 7}, true},
+	} {
+		v, err := httpfence.FormatHeader(c.tok)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got fence.Token
+		allocs := testing.AllocsPerRun(20, func() { got, err = httpfence.ParseHeaderValue(v) })
+		if err != nil || got != c.tok {
+			t.Fatalf("%q: %+v, %v; want %+v", v, got, err, c.tok)
+		}
+		if (allocs > 0) != c.allocs {
+			t.Errorf("%q: %v allocations a parse", v, allocs)
+		}
+	}
+}
+
 func FuzzParseHeader(f *testing.F) {
 	for _, c := range hostile {
 		if len(c.v) < 300 {
@@ -223,8 +252,28 @@ func FuzzParseHeader(f *testing.F) {
 	f.Add(`resource="deploy-slot", holder="agent-a", fence=7`, "deploy-slot", "agent-a", uint64(7))
 	f.Add(`resource="a,b", holder="(x, y)", fence=2, q=("a,b" 1)`, "a,b", `"q"`, uint64(2))
 	f.Add(`resource=%"a,\", holder=%"%c3%bc", fence=3`, "ü", "%", uint64(3))
+	for _, v := range []string{
+		`resource="a", holder="b", fence=1`,
+		`resource="a", holder="b", fence=0`,
+		`resource="a", holder="b", fence=007`,
+		`resource="a", holder="b", fence=999999999999999`,
+		`resource="a", holder="b", fence=1000000000000000`,
+		`resource="", holder="b", fence=1`,
+		`resource="a\"b", holder="b", fence=1`,
+		`resource="a", holder="b", fence=1 `,
+		`resource="a", holder="b", fence=1, fence=2`,
+		`resource="a", holder="b", fence=1;x`,
+		`resource="a", holder="b	c", fence=1`,
+	} {
+		f.Add(v, "r", "h", uint64(1))
+	}
 	f.Fuzz(func(t *testing.T, v, resource, holder string, n uint64) {
 		tok, err := httpfence.ParseHeaderValue(v)
+		// The reading of FormatHeader's own values agrees with httpsfv's
+		// parse, on every value.
+		if dtok, derr := httpfence.ParseDictionary(v); (err == nil) != (derr == nil) || (err == nil && dtok != tok) || (err != nil && err.Error() != derr.Error()) {
+			t.Fatalf("%q: ParseHeaderValue %+v, %v; httpsfv's parse %+v, %v", v, tok, err, dtok, derr)
+		}
 		d, derr := httpsfv.UnmarshalDictionary([]string{v})
 		if err == nil {
 			if derr != nil {

@@ -16,6 +16,7 @@ package httpfence
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"io"
@@ -108,7 +109,7 @@ func New(opts Options) (*Proxy, error) {
 	}
 	var first uint64
 	if rc, ok := opts.Store.(RejectionCounter); ok {
-		ctx, cancel := context.WithTimeout(context.Background(), cmpOr(opts.UpstreamTimeout, DefaultUpstreamTimeout))
+		ctx, cancel := context.WithTimeout(context.Background(), cmp.Or(opts.UpstreamTimeout, DefaultUpstreamTimeout))
 		n, err := rc.RejectionTotal(ctx)
 		cancel()
 		if err != nil {
@@ -118,9 +119,9 @@ func New(opts Options) (*Proxy, error) {
 	}
 	p := &Proxy{
 		store:        opts.Store,
-		timeout:      cmpOr(opts.UpstreamTimeout, DefaultUpstreamTimeout),
-		maxBody:      cmpOr(opts.MaxBodyBytes, DefaultMaxBodyBytes),
-		maxQueue:     cmpOr(opts.MaxQueue, DefaultMaxQueue),
+		timeout:      cmp.Or(opts.UpstreamTimeout, DefaultUpstreamTimeout),
+		maxBody:      cmp.Or(opts.MaxBodyBytes, DefaultMaxBodyBytes),
+		maxQueue:     cmp.Or(opts.MaxQueue, DefaultMaxQueue),
 		exclusive:    opts.Exclusive,
 		log:          opts.Logger,
 		onAdmit:      opts.OnAdmit,
@@ -129,16 +130,16 @@ func New(opts Options) (*Proxy, error) {
 		transport:    opts.Transport,
 		queueTimeout: opts.QueueTimeout,
 		m:            newMetrics(),
-		feed:         newFeed(first, cmpOr(opts.RejectionHistory, DefaultRejectionHistory), cmpOr(opts.StreamBuffer, DefaultStreamBuffer), cmpOr(opts.MaxStreams, DefaultMaxStreams)),
+		feed:         newFeed(first, cmp.Or(opts.RejectionHistory, DefaultRejectionHistory), cmp.Or(opts.StreamBuffer, DefaultStreamBuffer), cmp.Or(opts.MaxStreams, DefaultMaxStreams)),
 		now:          opts.Now,
 		pingInterval: PingInterval,
 	}
-	p.queueTimeout = cmpOr(p.queueTimeout, p.timeout)
+	p.queueTimeout = cmp.Or(p.queueTimeout, p.timeout)
 	if p.now == nil {
 		p.now = time.Now
 	}
 	p.metricsHandler = prom.Handler(p.m.reg)
-	p.buffers = semaphore.NewWeighted(max(cmpOr(opts.MaxBufferBytes, DefaultMaxBufferBytes), p.maxBody))
+	p.buffers = semaphore.NewWeighted(max(cmp.Or(opts.MaxBufferBytes, DefaultMaxBufferBytes), p.maxBody))
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler)
 	}
@@ -188,14 +189,6 @@ var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return 
 
 func (bufferPool) Get() []byte  { return *copyBuffers.Get().(*[]byte) }
 func (bufferPool) Put(b []byte) { copyBuffers.Put(&b) }
-
-func cmpOr[T comparable](v, otherwise T) T {
-	var zero T
-	if v == zero {
-		return otherwise
-	}
-	return v
-}
 
 // CloseIdleConnections closes the idle connections to the upstream (for a
 // Transport that has the method).
@@ -431,9 +424,15 @@ func (p *Proxy) refuseBelow(ctx context.Context, l *lane, tok fence.Token, gate 
 		}
 		var out error
 		err := l.gate.CommitContext(ctx, at, func(context.Context) error {
-			if f, err := p.store.Floor(ctx, tok.Resource); err != nil {
+			f, err := p.store.Floor(ctx, tok.Resource)
+			if err != nil {
 				return err
-			} else if f < at.Fence {
+			}
+			// The write that raised the Store to at may run beside this
+			// turn and not have cached its floor yet: cache it here, or
+			// admitted would take tok at the old cached floor as admitted.
+			p.noteFloor(tok.Resource, f)
+			if f < at.Fence {
 				if err := p.admitted(ctx, at); err != nil && !fence.IsStale(err) {
 					return err
 				}

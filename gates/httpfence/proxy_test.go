@@ -81,10 +81,18 @@ func (u *recorder) setHandle(h func(w http.ResponseWriter, r *http.Request)) {
 
 // openStore opens sqlfence on a fresh SQLite file, durable as
 // cmd/fence-proxy opens it.
-func openStore(t testing.TB) *sqlfence.Store {
+func openStore(t testing.TB) *sqlfence.Store { return openSQLite(t, "FULL") }
+
+// openFastStore is openStore without the fsync of each commit, for tests
+// that make thousands of floors.
+func openFastStore(t testing.TB) *sqlfence.Store { return openSQLite(t, "OFF") }
+
+// openSQLite opens sqlfence on a fresh SQLite file with the synchronous
+// setting given.
+func openSQLite(t testing.TB, synchronous string) *sqlfence.Store {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "state.db")
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_txlock=immediate")
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous("+synchronous+")&_txlock=immediate")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -560,9 +568,7 @@ func TestWritesToOneResourceOverlapOnlyAtOneFence(t *testing.T) {
 			var wg sync.WaitGroup
 			for i := range 16 {
 				res := []string{"a", "b"}[i%2]
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
+				wg.Go(func() {
 					for j := range 5 {
 						f := strconv.Itoa(1 + j)
 						a := e.do(t, "POST", "/w?res="+res+"&f="+f, "x", hdr(res, "h", uint64(1+j)))
@@ -570,7 +576,7 @@ func TestWritesToOneResourceOverlapOnlyAtOneFence(t *testing.T) {
 							t.Errorf("status %d %s", a.status, a.body)
 						}
 					}
-				}()
+				})
 			}
 			wg.Wait()
 			mu.Lock()
@@ -977,5 +983,52 @@ func TestRejectionsArePaged(t *testing.T) {
 	for _, query := range []string{"&limit=0", "&limit=1001", "&limit=-1", "&limit=x", "&after=-1", "&after=x", "&after=1.5",
 		"&after=9223372036854775808", "&after=1&after=2", "&limit=1&limit=2", "&after=", "&limit="} {
 		proxyError(t, e.do(t, "GET", "/.lease-fence/rejections?resource=r"+query, ""), http.StatusBadRequest, "bad_query")
+	}
+}
+
+// pausingStore stops after the Store has admitted fence at, before the
+// proxy hears back: paused is closed then, and Admit returns once resume
+// is closed.
+type pausingStore struct {
+	*sqlfence.Store
+	at             uint64
+	paused, resume chan struct{}
+}
+
+func (s *pausingStore) Admit(ctx context.Context, tok fence.Token) error {
+	err := s.Store.Admit(ctx, tok)
+	if tok.Fence == s.at {
+		close(s.paused)
+		<-s.resume
+	}
+	return err
+}
+
+// A stale write that arrives while the write that raised the Store's floor
+// has not heard back from it is refused by the Store and logged, not taken
+// as admitted at the floor the proxy cached before.
+func TestAStaleWriteBesideAnUnfinishedRaiseIsRefused(t *testing.T) {
+	st := &pausingStore{Store: openStore(t), at: 9, paused: make(chan struct{}), resume: make(chan struct{})}
+	e := newEnv(t, httpfence.Options{Store: st})
+	if a := e.do(t, "POST", "/w", "", hdr("r", "a", 7)); a.status != http.StatusCreated {
+		t.Fatalf("%d %s", a.status, a.body)
+	}
+	var resume sync.Once
+	t.Cleanup(func() { resume.Do(func() { close(st.resume) }) }) // before the server's Close, which waits for the raise
+	raise := make(chan answer, 1)
+	go func() { raise <- e.do(t, "POST", "/raise", "", hdr("r", "b", 9)) }()
+	<-st.paused
+	b := proxyError(t, e.do(t, "POST", "/stale", "", hdr("r", "a", 7)), http.StatusConflict, "stale_fence")
+	if r := b.Error.Rejection; r.RefusedFence != 7 || r.AdmittedFence != 9 || r.AdmittedHolderID != "b" || r.Seq != 1 {
+		t.Fatalf("rejection %+v", r)
+	}
+	resume.Do(func() { close(st.resume) })
+	if a := <-raise; a.status != http.StatusCreated {
+		t.Fatalf("the raising write: %d %s", a.status, a.body)
+	}
+	for _, s := range e.up.seen() {
+		if s.Path == "/stale" {
+			t.Fatal("the stale write reached the upstream")
+		}
 	}
 }

@@ -1,11 +1,12 @@
 package httpfence
 
 import (
-	"encoding/json"
 	"net/http"
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/lease-fence/lease-fence/internal/sse"
 )
 
 // Defaults of the refusal stream's bounds (Options).
@@ -131,7 +132,6 @@ func (f *feed) closeAll() {
 
 // serveStream answers GET /.lease-fence/rejections/stream[?after=SEQ].
 func (p *Proxy) serveStream(w http.ResponseWriter, r *http.Request, after uint64) {
-	rc := http.NewResponseController(w)
 	s, backlog, reset, ok := p.feed.subscribe(after)
 	if !ok {
 		w.Header().Set("Retry-After", "5")
@@ -139,67 +139,38 @@ func (p *Proxy) serveStream(w http.ResponseWriter, r *http.Request, after uint64
 		return
 	}
 	defer p.feed.unsubscribe(s)
-	// A stream outlives the server's read timeout: without this, the
-	// server's read of the idle connection would end the request.
-	_ = rc.SetReadDeadline(time.Time{})
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-store")
-	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
+	out := sse.Start(w, 0)
 	last := after
-	send := func(event string, v any) bool {
-		b, _ := json.Marshal(v)
-		var out []byte
-		if ev, ok := v.(StreamedRejection); ok {
-			out = append(out, "id: "+strconv.FormatUint(ev.Seq, 10)+"\n"...)
-			last = ev.Seq
-		}
-		out = append(out, "event: "+event+"\ndata: "...)
-		out = append(append(out, b...), "\n\n"...)
-		if _, err := w.Write(out); err != nil {
-			return false
-		}
-		return rc.Flush() == nil
-	}
 	if reset != 0 {
-		if !send("reset", struct {
-			Oldest uint64 `json:"oldest"`
-		}{reset}) {
-			return
-		}
+		out.Event(0, "reset", map[string]uint64{"oldest": reset})
 		last = reset - 1
 	}
 	for _, ev := range backlog {
-		if !send("rejected", ev) {
-			return
-		}
+		out.Event(ev.Seq, "rejected", ev)
+		last = ev.Seq
 	}
-	if len(backlog) == 0 && reset == 0 {
-		if rc.Flush() != nil {
-			return
-		}
+	if !out.Flush() {
+		return
 	}
 	ping := time.NewTicker(p.pingInterval)
 	defer ping.Stop()
 	for {
 		select {
 		case ev := <-s.ch:
-			if !send("rejected", ev) {
-				return
-			}
+			out.Event(ev.Seq, "rejected", ev)
+			last = ev.Seq
 		case <-s.over:
-			send("overflow", struct {
-				ResumeFrom uint64 `json:"resumeFrom"`
-			}{last})
+			out.Event(0, "overflow", map[string]uint64{"resumeFrom": last})
+			out.Flush()
 			return
 		case <-ping.C:
-			if _, err := w.Write([]byte(": ping\n\n")); err != nil || rc.Flush() != nil {
-				return
-			}
+			out.Comment("ping")
 		case <-r.Context().Done():
 			return
 		case <-p.feed.done:
+			return
+		}
+		if !out.Flush() {
 			return
 		}
 	}

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"sync"
 	"time"
 )
@@ -167,11 +166,6 @@ func (t *upstreamTransport) RoundTrip(req *http.Request) (*http.Response, error)
 		if cerr := ctx.Err(); cerr != nil {
 			return nil, fmt.Errorf("%w (%v)", cerr, err)
 		}
-		// The connection's deadline is the context's: it may fire before
-		// the context's own timer does.
-		if dl, ok := ctx.Deadline(); ok && errors.Is(err, os.ErrDeadlineExceeded) && !time.Now().Before(dl) {
-			return nil, fmt.Errorf("%w (%v)", context.DeadlineExceeded, err)
-		}
 		return nil, err
 	}
 }
@@ -185,11 +179,11 @@ func closeBody(req *http.Request) {
 // exchange writes req on pc and reads the answer's head. On an error it has
 // closed pc.
 func (t *upstreamTransport) exchange(ctx context.Context, pc *upstreamConn, req *http.Request) (*http.Response, error) {
-	if dl, ok := ctx.Deadline(); ok {
-		_ = pc.c.SetDeadline(dl)
-	}
 	// A context that ends (the request's deadline, or its cancellation)
-	// stops any read or write on the connection at once.
+	// stops any read or write on the connection at once: the connection
+	// gets a deadline in the past then, and none otherwise (setting and
+	// clearing the context's deadline on it for each request would cost
+	// two timer updates a request for what the context's timer does).
 	stop := context.AfterFunc(ctx, func() { _ = pc.c.SetDeadline(aLongTimeAgo) })
 	fail := func(err error) (*http.Response, error) {
 		stop()
@@ -276,7 +270,6 @@ func (b *upstreamBody) Close() error {
 	// stop reports false if the context already ended: the connection's
 	// deadline may then be in the past.
 	if b.stop() && eof && keep {
-		_ = b.pc.c.SetDeadline(time.Time{})
 		b.t.put(b.pc)
 		return nil
 	}

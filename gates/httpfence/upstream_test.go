@@ -39,16 +39,34 @@ func newRawUpstream(t *testing.T, serve func(c net.Conn, br *bufio.Reader)) *raw
 				return
 			}
 			u.conns.Add(1)
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
+			wg.Go(func() {
 				defer c.Close()
 				serve(c, bufio.NewReader(c))
-			}()
+			})
 		}
 	}()
 	t.Cleanup(func() { ln.Close(); wg.Wait() })
 	return u
+}
+
+// newAnsweringUpstream is a raw upstream that reads each request whole
+// and writes the reply answer gives for its body, until answer says to hang
+// up (after writing its reply).
+func newAnsweringUpstream(t *testing.T, answer func(body string) (reply string, more bool)) *rawUpstream {
+	return newRawUpstream(t, func(c net.Conn, br *bufio.Reader) {
+		for {
+			req, err := http.ReadRequest(br)
+			if err != nil {
+				return
+			}
+			b, _ := io.ReadAll(req.Body)
+			reply, more := answer(string(b))
+			_, _ = io.WriteString(c, reply)
+			if !more {
+				return
+			}
+		}
+	})
 }
 
 func (u *rawUpstream) url() string { return "http://" + u.ln.Addr().String() }
@@ -140,15 +158,8 @@ func TestUpstreamTransportNoticesAnIdleConnectionClosed(t *testing.T) {
 // Informational answers (100 Continue, 103 Early Hints) are passed over;
 // the final answer is returned.
 func TestUpstreamTransportSkipsInformationalAnswers(t *testing.T) {
-	up := newRawUpstream(t, func(c net.Conn, br *bufio.Reader) {
-		for {
-			req, err := http.ReadRequest(br)
-			if err != nil {
-				return
-			}
-			_, _ = io.Copy(io.Discard, req.Body)
-			_, _ = io.WriteString(c, "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\nHTTP/1.1 201 Created\r\nContent-Length: 2\r\n\r\nok")
-		}
+	up := newAnsweringUpstream(t, func(string) (string, bool) {
+		return "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\nHTTP/1.1 201 Created\r\nContent-Length: 2\r\n\r\nok", true
 	})
 	tr := newUpstreamTransport(up.ln.Addr().String())
 	defer tr.CloseIdleConnections()
@@ -176,26 +187,16 @@ func TestUpstreamTransportSkipsInformationalAnswers(t *testing.T) {
 // A connection is given back only when its answer was read to its end and
 // neither side asked to close it.
 func TestUpstreamTransportGivesBackOnlyWholeAnswers(t *testing.T) {
-	up := newRawUpstream(t, func(c net.Conn, br *bufio.Reader) {
-		for {
-			req, err := http.ReadRequest(br)
-			if err != nil {
-				return
-			}
-			b, _ := io.ReadAll(req.Body)
-			switch string(b) {
-			case "close":
-				_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok")
-				return
-			case "cut":
-				_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc")
-				return
-			case "http/1.0":
-				_, _ = io.WriteString(c, "HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok")
-			default:
-				_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
-			}
+	up := newAnsweringUpstream(t, func(body string) (string, bool) {
+		switch body {
+		case "close":
+			return "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok", false
+		case "cut":
+			return "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc", false
+		case "http/1.0":
+			return "HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok", true
 		}
+		return "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", true
 	})
 	tr := newUpstreamTransport(up.ln.Addr().String())
 	defer tr.CloseIdleConnections()
@@ -281,18 +282,11 @@ func TestUpstreamTransportResendsOnlyUnsentRequests(t *testing.T) {
 	}
 	// No answer after a whole request: not sent again.
 	var seen atomic.Int32
-	silent := newRawUpstream(t, func(c net.Conn, br *bufio.Reader) {
-		for {
-			req, err := http.ReadRequest(br)
-			if err != nil {
-				return
-			}
-			_, _ = io.Copy(io.Discard, req.Body)
-			if seen.Add(1) == 2 {
-				return // the second request gets no answer
-			}
-			_, _ = io.WriteString(c, "HTTP/1.1 204 No Content\r\n\r\n")
+	silent := newAnsweringUpstream(t, func(string) (string, bool) {
+		if seen.Add(1) == 2 {
+			return "", false // the second request gets no answer
 		}
+		return "HTTP/1.1 204 No Content\r\n\r\n", true
 	})
 	tr2 := newUpstreamTransport(silent.ln.Addr().String())
 	defer tr2.CloseIdleConnections()
@@ -352,16 +346,7 @@ func (c countingConn) Write(p []byte) (int, error) {
 // A request's head and its body in memory leave in one write, whatever
 // wraps the body (ReverseProxy wraps every body it forwards).
 func TestUpstreamTransportWritesHeadAndBodyTogether(t *testing.T) {
-	up := newRawUpstream(t, func(c net.Conn, br *bufio.Reader) {
-		for {
-			req, err := http.ReadRequest(br)
-			if err != nil {
-				return
-			}
-			_, _ = io.Copy(io.Discard, req.Body)
-			_, _ = io.WriteString(c, "HTTP/1.1 204 No Content\r\n\r\n")
-		}
-	})
+	up := newAnsweringUpstream(t, func(string) (string, bool) { return "HTTP/1.1 204 No Content\r\n\r\n", true })
 	tr := newUpstreamTransport(up.ln.Addr().String())
 	defer tr.CloseIdleConnections()
 	c, err := net.Dial("tcp", up.ln.Addr().String())

@@ -63,9 +63,7 @@ func BenchmarkCommitInterleaved(b *testing.B) {
 					start := time.Now()
 					var wg sync.WaitGroup
 					for w := range writers {
-						wg.Add(1)
-						go func() {
-							defer wg.Done()
+						wg.Go(func() {
 							r := cf.resource
 							if r == "" {
 								r = "bench-" + strconv.Itoa(w)
@@ -87,7 +85,7 @@ func BenchmarkCommitInterleaved(b *testing.B) {
 									return
 								}
 							}
-						}()
+						})
 					}
 					wg.Wait()
 					sd.elapsed += time.Since(start)

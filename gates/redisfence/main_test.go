@@ -14,6 +14,7 @@ import (
 	"github.com/lease-fence/lease-fence/gates/gatetest"
 	"github.com/lease-fence/lease-fence/gates/redisfence"
 	"github.com/lease-fence/lease-fence/internal/testrig/redistest"
+	"github.com/lease-fence/lease-fence/internal/testrig/rigproc"
 )
 
 // srv is the redis-server every test in this package shares; each test
@@ -28,18 +29,7 @@ func TestMain(m *testing.M) {
 		// parent's server.
 		os.Exit(m.Run())
 	}
-	var err error
-	srv, err = redistest.Start()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	if err := srv.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		code = 1
-	}
-	os.Exit(code)
+	rigproc.Main(m, &srv, redistest.Start)
 }
 
 // client returns a go-redis client for addr, closed at the end of the test.

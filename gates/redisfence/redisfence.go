@@ -543,7 +543,7 @@ func (s *Store) Rejections(ctx context.Context, resource string) ([]fence.Reject
 }
 
 // MaxRejectionsPage is the largest limit RejectionsAfter takes.
-const MaxRejectionsPage = 10000
+const MaxRejectionsPage = fence.MaxRejectionsPage
 
 // RejectionsAfter returns a page of resource's refusals: those kept whose
 // Seq is above after, oldest first, at most limit (1 to MaxRejectionsPage)

@@ -444,13 +444,11 @@ func TestRejectionsAfter(t *testing.T) {
 	}
 	must(t, s.Admit(bg, fence.Token{Resource: "r", HolderID: "new", Fence: 1000}))
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
+	wg.Go(func() {
 		for i := range 200 {
 			_ = s.Admit(bg, fence.Token{Resource: "r", HolderID: "old", Fence: uint64(i + 1)})
 		}
-	}()
+	})
 	for range 200 {
 		page, err := s.RejectionsAfter(bg, "r", 0, 3)
 		must(t, err)
@@ -490,14 +488,20 @@ func isArgErr(err error) bool {
 // have the arity, first key, last key and step the script says, as COMMAND
 // INFO itself says.
 func TestScriptKnownCommandsAreTheServers(t *testing.T) {
-	_, rest, ok := strings.Cut(redisfence.Script(), "local known = '")
-	list, _, ok2 := strings.Cut(rest, "\nlocal declared")
+	_, rest, ok := strings.Cut(redisfence.Script(), "local known = [[\n")
+	list, _, ok2 := strings.Cut(rest, "]]\n")
 	if !ok || !ok2 {
 		t.Fatal("the script has no list of known commands")
 	}
-	entries := strings.Fields(strings.NewReplacer("' ..", " ", "'", " ").Replace(list))
+	entries := strings.Fields(list)
 	if len(entries) != 51 {
 		t.Fatalf("%d commands parsed from %q", len(entries), list)
+	}
+	// The script finds " NAME:" and reads up to the next space or line end.
+	for _, e := range entries {
+		if !strings.Contains(list, " "+e+" ") && !strings.Contains(list, " "+e+"\n") {
+			t.Errorf("entry %q is not between a space and a space or line end in the list", e)
+		}
 	}
 	rdb := client(t, srv.Addr())
 	for _, e := range entries {

@@ -16,7 +16,6 @@ import (
 
 	"github.com/lease-fence/lease-fence/core/fence"
 	"github.com/lease-fence/lease-fence/gates/sqlfence"
-	"github.com/lease-fence/lease-fence/internal/testrig/pgtest"
 )
 
 var benchRounds = flag.Int("rounds", 3, "BenchmarkCommits: rounds of every configuration")
@@ -32,17 +31,8 @@ var benchRounds = flag.Int("rounds", 3, "BenchmarkCommits: rounds of every confi
 // configurations, so each fenced figure has its unfenced twin measured next
 // to it.
 func BenchmarkCommits(b *testing.B) {
-	srv, err := pgtest.Start(pgtest.Options{Durable: true})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer func() {
-		if err := srv.Stop(); err != nil {
-			b.Error(err)
-		}
-	}()
+	srv := durablePG(b)
 	dir := b.TempDir()
-	admin := openDB(b, "pgx", srv.DSN(""))
 	dbs := map[string]*backend{}
 	modes := map[string][]string{"SQLite": {"fenced", "unfenced"}, "Postgres": {"fenced", "exclusive", "unfenced"}}
 	for _, name := range []string{"SQLite", "Postgres"} {
@@ -54,11 +44,7 @@ func BenchmarkCommits(b *testing.B) {
 					be.dialect, be.driver = sqlfence.SQLite, "sqlite"
 					be.dsn = "file:" + filepath.Join(dir, strconv.Itoa(len(dbs))+".db") + "?_pragma=busy_timeout(60000)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)"
 				} else {
-					db := "b" + strconv.Itoa(len(dbs))
-					if _, err := admin.Exec("CREATE DATABASE " + db); err != nil {
-						b.Fatal(err)
-					}
-					be.dialect, be.driver, be.dsn = sqlfence.Postgres, "pgx", srv.DSN(db)
+					be.dialect, be.driver, be.dsn = sqlfence.Postgres, "pgx", srv.DSN(srv.NewDatabase(b))
 				}
 				be.open = func(t testing.TB) *sql.DB { return openDB(t, be.driver, be.dsn) }
 				dbs[key] = be

@@ -70,15 +70,7 @@ func threeStatements(ctx context.Context, db *sql.DB, d sqlfence.Dialect, tok fe
 // on every commit. Metrics: each side's time per commit and
 // three-statements/upsert (above 1: the upsert is faster).
 func BenchmarkFloorStatements(b *testing.B) {
-	durable, err := pgtest.Start(pgtest.Options{Durable: true})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer func() {
-		if err := durable.Stop(); err != nil {
-			b.Error(err)
-		}
-	}()
+	durable := durablePG(b)
 	dir := b.TempDir()
 	backends := []struct {
 		name string
@@ -147,17 +139,27 @@ func sqliteWith(path, synchronous string) *backend {
 }
 
 func postgresOn(b *testing.B, srv *pgtest.Server) *backend {
-	name := benchName()
-	admin := openDB(b, "pgx", srv.DSN(""))
-	if _, err := admin.Exec("CREATE DATABASE " + name); err != nil {
-		b.Fatal(err)
-	}
-	bk := &backend{name: "Postgres", dialect: sqlfence.Postgres, driver: "pgx", dsn: srv.DSN(name)}
+	bk := &backend{name: "Postgres", dialect: sqlfence.Postgres, driver: "pgx", dsn: srv.DSN(srv.NewDatabase(b))}
 	bk.open = func(t testing.TB) *sql.DB { return openDB(t, bk.driver, bk.dsn) }
 	return bk
 }
 
+// durablePG starts a PostgreSQL server of the benchmark's own, fsync on,
+// stopped at its end.
+func durablePG(b *testing.B) *pgtest.Server {
+	srv, err := pgtest.Start(pgtest.Options{Durable: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		if err := srv.Stop(); err != nil {
+			b.Error(err)
+		}
+	})
+	return srv
+}
+
 var benchDBSeq atomic.Int32
 
-// benchName names a fresh database of the benchmark.
+// benchName names a fresh database file of the benchmark.
 func benchName() string { return "fb" + strconv.Itoa(int(benchDBSeq.Add(1))) }

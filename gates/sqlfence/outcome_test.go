@@ -6,11 +6,12 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
-	"io"
 	"net"
 	"strconv"
 	"sync/atomic"
 	"testing"
+
+	"github.com/lease-fence/lease-fence/internal/testrig/pgtest"
 )
 
 // cutProxy forwards TCP connections to PostgreSQL. Armed, it cuts the
@@ -18,63 +19,45 @@ import (
 // (forward true: the commit happens, the client never hears so) or instead of
 // forwarding it (the commit never reaches the server).
 type cutProxy struct {
-	l       net.Listener
-	target  string
+	*pgtest.Proxy
 	armed   atomic.Bool
 	forward bool
 	cut     atomic.Int32
 }
 
 func newCutProxy(t *testing.T, target string, forward bool) *cutProxy {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	p := &cutProxy{forward: forward}
+	px, err := pgtest.NewProxyWith(target, p.up)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &cutProxy{l: l, target: target, forward: forward}
-	go p.serve()
-	t.Cleanup(func() { l.Close() })
+	t.Cleanup(func() { px.Close() })
+	p.Proxy = px
 	return p
 }
 
-func (p *cutProxy) port() int { return p.l.Addr().(*net.TCPAddr).Port }
-
-func (p *cutProxy) serve() {
+// up forwards what client c sends to the server s, until it cuts.
+func (p *cutProxy) up(_ int, s, c net.Conn) {
+	buf := make([]byte, 64<<10)
 	for {
-		c, err := p.l.Accept()
+		n, err := c.Read(buf)
+		if n > 0 {
+			data := buf[:n]
+			if p.armed.Load() && bytes.Contains(bytes.ToLower(data), []byte("commit\x00")) {
+				p.armed.Store(false)
+				p.cut.Add(1)
+				if p.forward {
+					_, _ = s.Write(data)
+				}
+				return
+			}
+			if _, werr := s.Write(data); werr != nil {
+				return
+			}
+		}
 		if err != nil {
 			return
 		}
-		s, err := net.Dial("tcp", p.target)
-		if err != nil {
-			c.Close()
-			continue
-		}
-		go func() { _, _ = io.Copy(c, s); c.Close() }()
-		go func() {
-			defer s.Close()
-			defer c.Close()
-			buf := make([]byte, 64<<10)
-			for {
-				n, err := c.Read(buf)
-				if n > 0 {
-					data := buf[:n]
-					if p.armed.Load() && bytes.Contains(bytes.ToLower(data), []byte("commit\x00")) {
-						p.armed.Store(false)
-						p.cut.Add(1)
-						if p.forward {
-							_, _ = s.Write(data)
-						}
-						return
-					}
-					if _, werr := s.Write(data); werr != nil {
-						return
-					}
-				}
-				if err != nil {
-					return
-				}
-			}
-		}()
 	}
 }
 
@@ -89,7 +72,7 @@ func TestPostgresCommitOutcomeAfterCutConnection(t *testing.T) {
 			b := newPostgres(t)
 			proxy := newCutProxy(t, "127.0.0.1:"+strconv.Itoa(pg.Port), forward)
 			dsn := b.dsn
-			b.dsn = dsn[:len("host=127.0.0.1 port=")] + strconv.Itoa(proxy.port()) + dsn[len("host=127.0.0.1 port=")+len(strconv.Itoa(pg.Port)):]
+			b.dsn = dsn[:len("host=127.0.0.1 port=")] + strconv.Itoa(proxy.Port()) + dsn[len("host=127.0.0.1 port=")+len(strconv.Itoa(pg.Port)):]
 			direct := openDB(t, "pgx", dsn)
 			createWrites(t, b, direct)
 			db := b.open(t)

@@ -19,9 +19,7 @@ import (
 // returns no row and changes nothing; a rolled-back raise leaves the floor.
 func TestPostgresRaiseInTheCallersTransaction(t *testing.T) {
 	b := newPostgres(t)
-	db := b.open(t)
-	s := open(t, b, db)
-	createWrites(t, b, db)
+	db, s := openWithWrites(t, b)
 	ctx := context.Background()
 	a1 := fence.Token{Resource: "doc", HolderID: "A", Fence: 1}
 	if err := s.Commit(ctx, a1, insertWrite(b, a1)); err != nil {

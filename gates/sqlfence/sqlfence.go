@@ -648,7 +648,7 @@ func (s *Store) Rejections(ctx context.Context, resource string) ([]fence.Reject
 }
 
 // MaxRejectionsPage is the largest limit RejectionsAfter takes.
-const MaxRejectionsPage = 10000
+const MaxRejectionsPage = fence.MaxRejectionsPage
 
 // RejectionsAfter returns a page of resource's refusals: those whose Seq is
 // above after, oldest first, at most limit (1 to MaxRejectionsPage) of them.

@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 
 	_ "github.com/jackc/pgx/v5/stdlib"
@@ -20,13 +19,12 @@ import (
 	"github.com/lease-fence/lease-fence/gates/gatetest"
 	"github.com/lease-fence/lease-fence/gates/sqlfence"
 	"github.com/lease-fence/lease-fence/internal/testrig/pgtest"
+	"github.com/lease-fence/lease-fence/internal/testrig/rigproc"
 )
 
 // pg is the PostgreSQL server every test in this package shares; each test
 // gets its own database on it.
 var pg *pgtest.Server
-
-var dbSeq atomic.Int32
 
 func TestMain(m *testing.M) {
 	if mode := os.Getenv(childEnv); mode != "" {
@@ -37,18 +35,7 @@ func TestMain(m *testing.M) {
 		// parent's database; it needs no server of its own.
 		os.Exit(m.Run())
 	}
-	var err error
-	pg, err = pgtest.Start(pgtest.Options{})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	if err := pg.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		code = 1
-	}
-	os.Exit(code)
+	rigproc.Main(m, &pg, func() (*pgtest.Server, error) { return pgtest.Start(pgtest.Options{}) })
 }
 
 // backend is one database the tests run against.
@@ -76,12 +63,7 @@ func newSQLite(t testing.TB) *backend {
 }
 
 func newPostgres(t testing.TB) *backend {
-	name := fmt.Sprintf("t%d", dbSeq.Add(1))
-	admin := openDB(t, "pgx", pg.DSN(""))
-	if _, err := admin.Exec("CREATE DATABASE " + name); err != nil {
-		t.Fatal(err)
-	}
-	b := &backend{name: "Postgres", dialect: sqlfence.Postgres, driver: "pgx", dsn: pg.DSN(name)}
+	b := &backend{name: "Postgres", dialect: sqlfence.Postgres, driver: "pgx", dsn: pg.DSN(pg.NewDatabase(t))}
 	b.open = func(t testing.TB) *sql.DB { return openDB(t, b.driver, b.dsn) }
 	return b
 }

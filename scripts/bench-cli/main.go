@@ -70,18 +70,16 @@ func run(rounds int, bin string) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	sides := []struct {
+	type side struct {
 		name string
 		argv []string
-	}{
+	}
+	sides := []side{
 		{"lock", []string{filepath.Join(bin, "lease-fence"), "lock", "--holder", "bench", "bench/r", "--", self}},
 		{"plain", []string{self}},
 	}
 	if fl, err := exec.LookPath("flock"); err == nil {
-		sides = append(sides, struct {
-			name string
-			argv []string
-		}{"flock", []string{fl, filepath.Join(dir, "lock"), self}})
+		sides = append(sides, side{"flock", []string{fl, filepath.Join(dir, "lock"), self}})
 	}
 	env := append(os.Environ(), markEnv+"=1", "LEASE_FENCE_URL="+url)
 	toExec := make([][]time.Duration, len(sides))

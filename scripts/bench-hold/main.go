@@ -27,8 +27,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -41,8 +39,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/lease-fence/lease-fence/core/clock"
 	"github.com/lease-fence/lease-fence/internal/testrig/benchkit"
@@ -138,30 +139,6 @@ func main() {
 
 // storePG is the PostgreSQL server of -store postgres, or nil.
 var storePG *pgtest.Server
-
-// dbCPU is the CPU time of storePG's processes (the postmaster and the
-// processes it started that still run: each backend is a session of its
-// own), or 0.
-func dbCPU() time.Duration {
-	if storePG == nil {
-		return 0
-	}
-	pid, err := storePG.Pid()
-	if err != nil {
-		benchkit.Fatal(err)
-	}
-	kids, err := storePG.Children()
-	if err != nil {
-		benchkit.Fatal(err)
-	}
-	total := benchkit.Must(benchkit.PidCPU(pid))
-	for k := range kids {
-		if t, err := benchkit.PidCPU(k); err == nil {
-			total += t
-		}
-	}
-	return total
-}
 
 // start runs the target with the TTL ttl (the Worker with the lines of env
 // in an --env-file, if any), copies its output to logTo and waits for its URL.
@@ -260,37 +237,15 @@ func handovers(s *benchkit.Server, n int, settle time.Duration, token string) ([
 	if err != nil {
 		return nil, err
 	}
-	var lat []time.Duration
-	holder, waiter := a, b
-	for range n + 10 { // the first 10 warm up
-		type result struct {
-			h   *client.Held
-			at  time.Time
-			err error
-		}
-		got := make(chan result, 1)
-		go func() {
-			h, err := waiter.Hold(ctx, res, client.HoldOptions{Wait: 30 * time.Second})
-			got <- result{h, time.Now(), err}
-		}()
-		if err := queued(ctx, s); err != nil {
+	holders, k := []*client.Client{a, b}, 0
+	return benchkit.Handovers(n, settle, func() error { return h.Release(ctx) }, func() (func() error, error) {
+		k++ // b, a, b, ...
+		h, err := holders[k%2].Hold(ctx, res, client.HoldOptions{Wait: 30 * time.Second})
+		if err != nil {
 			return nil, err
 		}
-		time.Sleep(settle)
-		t0 := time.Now()
-		if err := h.Release(ctx); err != nil {
-			return nil, err
-		}
-		r := <-got
-		if r.err != nil {
-			return nil, r.err
-		}
-		lat = append(lat, r.at.Sub(t0))
-		h, holder, waiter = r.h, waiter, holder
-	}
-	_ = holder
-	_ = h.Release(ctx)
-	return lat[10:], nil
+		return func() error { return h.Release(ctx) }, nil
+	}, func() error { return queued(ctx, s) })
 }
 
 // expiry measures, n times, how long after a lease expired (nobody renews
@@ -353,7 +308,7 @@ func cost(s *benchkit.Server, target string, holds int, d, ttl time.Duration, on
 	ctx := context.Background()
 	pid := s.Pid() // its process group's
 	now := func() mark {
-		return mark{time.Now(), cputime.Process(), benchkit.Must(benchkit.GroupCPU(pid)), dbCPU()}
+		return mark{time.Now(), cputime.Process(), benchkit.Must(benchkit.GroupCPU(pid)), benchkit.PGCPU(storePG)}
 	}
 	// Idle first, as long as the measurement.
 	idle := now()
@@ -361,7 +316,7 @@ func cost(s *benchkit.Server, target string, holds int, d, ttl time.Duration, on
 	taking := now()
 	var hs []*client.Held
 	var mu sync.Mutex
-	var wg sync.WaitGroup
+	var retried atomic.Int64
 	// Taking the leases is not measured. They are taken evenly over one
 	// renewal period, so that their renewals are spread over it as
 	// independent holders' are (taken at once, every renewal came in one
@@ -369,8 +324,8 @@ func cost(s *benchkit.Server, target string, holds int, d, ttl time.Duration, on
 	// the Worker fewer at once (each is a new Durable Object); a Hold that
 	// failed (a call answered after the TTL on a loaded machine:
 	// ErrExpired) is tried again.
-	sem := make(chan struct{}, map[string]int{"native": 16, "worker": 4}[target])
-	retried := 0
+	var g errgroup.Group
+	g.SetLimit(map[string]int{"native": 16, "worker": 4}[target])
 	var shared *client.Client
 	if oneClient {
 		var err error
@@ -381,17 +336,13 @@ func cost(s *benchkit.Server, target string, holds int, d, ttl time.Duration, on
 	pace := time.NewTicker(ttl / 3 / time.Duration(holds))
 	defer pace.Stop()
 	for i := range holds {
-		wg.Add(1)
 		<-pace.C
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
+		g.Go(func() error {
 			c := shared
 			if c == nil {
 				var err error
 				if c, err = newClient(s.URL, "h"+strconv.Itoa(i)); err != nil {
-					benchkit.Fatal(err)
+					return err
 				}
 			}
 			for try := 1; ; try++ {
@@ -400,18 +351,18 @@ func cost(s *benchkit.Server, target string, holds int, d, ttl time.Duration, on
 					mu.Lock()
 					hs = append(hs, h)
 					mu.Unlock()
-					return
+					return nil
 				}
 				if try == 3 {
-					benchkit.Fatal(fmt.Errorf("taking lease %d, three times: %w", i, err))
+					return fmt.Errorf("taking lease %d, three times: %w", i, err)
 				}
-				mu.Lock()
-				retried++
-				mu.Unlock()
+				retried.Add(1)
 			}
-		}()
+		})
 	}
-	wg.Wait()
+	if err := g.Wait(); err != nil {
+		return err
+	}
 	// The renewals of the held phase only: those made while the leases
 	// were being taken are not in its time.
 	renewals := 0
@@ -439,7 +390,7 @@ func cost(s *benchkit.Server, target string, holds int, d, ttl time.Duration, on
 	if oneClient {
 		name += "-one"
 	}
-	printCost(name, holds, ttl, renewals, retried, idle, taking, held, end)
+	printCost(name, holds, ttl, renewals, int(retried.Load()), idle, taking, held, end)
 	return nil
 }
 
@@ -497,7 +448,7 @@ func costJS(s *benchkit.Server, target string, holds int, d, ttl time.Duration, 
 		if len(f) == 0 {
 			continue
 		}
-		marks[f[0]] = mark{time.Now(), benchkit.Must(benchkit.GroupCPU(cmd.Process.Pid)), benchkit.Must(benchkit.GroupCPU(s.Pid())), dbCPU()}
+		marks[f[0]] = mark{time.Now(), benchkit.Must(benchkit.GroupCPU(cmd.Process.Pid)), benchkit.Must(benchkit.GroupCPU(s.Pid())), benchkit.PGCPU(storePG)}
 		if f[0] == "end" {
 			end = f[1:]
 			break
@@ -535,14 +486,9 @@ const (
 
 // limitsEnv is the env file of -mode limits: LEASE_TOKENS with both.
 func limitsEnv() string {
-	hash := func(tok string) string {
-		h := sha256.Sum256([]byte(tok))
-		return hex.EncodeToString(h[:])
-	}
-	file, _ := json.Marshal([]map[string]any{
-		{"name": "limited", "tokenSha256": hash(limitedToken), "resources": []string{"*"}, "holders": []string{"*"}, "maxLeases": 1000},
-		{"name": "plain", "tokenSha256": hash(plainToken), "resources": []string{"*"}, "holders": []string{"*"}},
-	})
+	limited := benchkit.TokenEntry("limited", limitedToken)
+	limited["maxLeases"] = 1000
+	file, _ := json.Marshal([]map[string]any{limited, benchkit.TokenEntry("plain", plainToken)})
 	return "LEASE_TOKENS='" + string(file) + "'\n"
 }
 
@@ -554,16 +500,12 @@ func limitsEnv() string {
 func limits(s *benchkit.Server, n, rounds int, settle time.Duration) error {
 	ctx := context.Background()
 	sides := []struct{ name, token string }{{"plain", plainToken}, {"limited", limitedToken}}
-	acq, rel, hand := map[string][]time.Duration{}, map[string][]time.Duration{}, map[string][]time.Duration{}
+	measures := []string{"acquire", "release", "handover"}
+	all := map[string][]time.Duration{} // "side/measure": the samples of every round
 	ratios := map[string][]float64{}
 	p50 := func(lat []time.Duration) float64 { _, m, _ := benchkit.Spread(lat); return benchkit.Ms(m) }
 	for r := range rounds {
-		marks := map[string]int{}
-		for _, m := range []map[string][]time.Duration{acq, rel, hand} {
-			for _, side := range sides {
-				marks[fmt.Sprintf("%p/%s", m, side.name)] = len(m[side.name])
-			}
-		}
+		got := map[string][]time.Duration{} // "side/measure": this round's
 		for i := range sides {
 			side := sides[(i+r)%len(sides)] // which side goes first alternates
 			c, err := tokenClient(s.URL, "cycler", side.token)
@@ -582,27 +524,27 @@ func limits(s *benchkit.Server, n, rounds int, settle time.Duration) error {
 					return fmt.Errorf("%s: release: %w", side.name, err)
 				}
 				if j >= 5 {
-					acq[side.name] = append(acq[side.name], t1.Sub(t0))
-					rel[side.name] = append(rel[side.name], time.Since(t1))
+					got[side.name+"/acquire"] = append(got[side.name+"/acquire"], t1.Sub(t0))
+					got[side.name+"/release"] = append(got[side.name+"/release"], time.Since(t1))
 				}
 			}
-			lat, err := handovers(s, n, settle, side.token)
-			if err != nil {
+			if got[side.name+"/handover"], err = handovers(s, n, settle, side.token); err != nil {
 				return fmt.Errorf("%s: %w", side.name, err)
 			}
-			hand[side.name] = append(hand[side.name], lat...)
 		}
-		for name, m := range map[string]map[string][]time.Duration{"acquire": acq, "release": rel, "handover": hand} {
-			round := func(side string) []time.Duration { return m[side][marks[fmt.Sprintf("%p/%s", m, side)]:] }
-			ratios[name] = append(ratios[name], p50(round("limited"))/p50(round("plain")))
+		for _, m := range measures {
+			ratios[m] = append(ratios[m], p50(got["limited/"+m])/p50(got["plain/"+m]))
+		}
+		for k, lat := range got {
+			all[k] = append(all[k], lat...)
 		}
 	}
 	for _, side := range sides {
-		report("worker-"+side.name+"-acquire", acq[side.name])
-		report("worker-"+side.name+"-release", rel[side.name])
-		report("worker-"+side.name+"-handover", hand[side.name])
+		for _, m := range measures {
+			report("worker-"+side.name+"-"+m, all[side.name+"/"+m])
+		}
 	}
-	for _, name := range []string{"acquire", "release", "handover"} {
+	for _, name := range measures {
 		fmt.Printf("%-9s p50 limited/plain in the same round, over %d rounds (min / median / max): %s\n", name, rounds, benchkit.MMM(ratios[name], "%.2f"))
 	}
 	return nil

@@ -52,25 +52,7 @@ func measure(s *benchkit.Server) (memory, error) { return benchkit.ReadMemory(s.
 
 var hc = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 
-func post(url, path, body string) ([]byte, error) { return benchkit.Post(hc, url, path, body) }
-
 const secret = "bench-memory-secret-0123"
-
-func acquire(url, id, resource, holder string) (uint64, error) {
-	data, err := post(url, "/v1/acquire", benchkit.AcquireBody(id, resource, holder, secret, 1, 0))
-	if err != nil {
-		return 0, err
-	}
-	return benchkit.GrantedFence(data)
-}
-
-func release(url, id, resource, holder string, fence uint64) error {
-	data, err := post(url, "/v1/release", benchkit.ReleaseBody(id, resource, holder, secret, fence))
-	if err != nil {
-		return err
-	}
-	return benchkit.Released(data)
-}
 
 // run drives n units of work over 8 clients, measuring once when half are
 // done.
@@ -107,17 +89,13 @@ func main() {
 			func(s *benchkit.Server) error {
 				// Fence 1 is issued (and released), so that renewing
 				// fence 1 is refused as "expired" rather than misuse.
-				f, err := acquire(s.URL, "prep", "prep", "prep")
-				if err != nil {
-					return err
-				}
-				return release(s.URL, "prep-r", "prep", "prep", f)
+				return benchkit.Post(hc, s.URL).Cycle("prep", "prep", "prep", secret, 1)
 			},
 			func(s *benchkit.Server) func(c, i int) error {
-				pad := strings.Repeat("x", 1000-16)
+				pad, post := strings.Repeat("x", 1000-16), benchkit.Post(hc, s.URL)
 				return func(_, i int) error {
 					name := fmt.Sprintf("%s%016d", pad, i)
-					data, err := post(s.URL, "/v1/renew", `{"requestId":"rn`+strconv.Itoa(i)+`","resource":"`+name+
+					data, err := post("/v1/renew", `{"requestId":"rn`+strconv.Itoa(i)+`","resource":"`+name+
 						`","holderId":"attacker","sentAt":{"millis":1,"domain":"a"},"kind":"renew","fence":1,"secret":"`+secret+`"}`)
 					if err != nil {
 						return err
@@ -130,18 +108,12 @@ func main() {
 			}},
 		{"1,000,000 acquire+release cycles over 100,000 resources", int(1_000_000 * *scale), nil,
 			func(s *benchkit.Server) func(c, i int) error {
-				resources := max(int(100_000**scale), 8)
+				resources, post := max(int(100_000**scale), 8), benchkit.Post(hc, s.URL)
 				return func(c, i int) error {
 					// Client c works on resources c, c+8, ...: no
 					// denials, every resource touched again and again.
 					r := "res-" + strconv.Itoa((i%(resources/8))*8+c)
-					h := "h" + strconv.Itoa(c)
-					id := strconv.Itoa(i)
-					f, err := acquire(s.URL, "a"+id, r, h)
-					if err != nil {
-						return err
-					}
-					return release(s.URL, "r"+id, r, h, f)
+					return post.Cycle(strconv.Itoa(i), r, "h"+strconv.Itoa(c), secret, 1)
 				}
 			}},
 	}
@@ -160,11 +132,7 @@ func main() {
 		}
 		// Warm up: a few hundred cycles on one resource.
 		for i := range 300 {
-			f, err := acquire(s.URL, "w"+strconv.Itoa(i), "warm", "w")
-			if err == nil {
-				err = release(s.URL, "wr"+strconv.Itoa(i), "warm", "w", f)
-			}
-			if err != nil {
+			if err := benchkit.Post(hc, s.URL).Cycle("w"+strconv.Itoa(i), "warm", "w", secret, 1); err != nil {
 				benchkit.Fatal(fmt.Errorf("warm-up: %w", err))
 			}
 		}

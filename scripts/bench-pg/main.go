@@ -12,6 +12,8 @@
 //     committed synchronously: what any PostgreSQL lock service must at
 //     least do for a grant and a release;
 //     pg-1      one coordinator (-store) driven by client.Client;
+//     pg-1-sess the same, the clients' calls on call sessions
+//     (client.Config.Sessions);
 //     pg-3      three coordinators over the same database, the clients
 //     spread over them;
 //     pg-prev   one coordinator of another build (-previous: the build
@@ -34,7 +36,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -45,7 +46,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -95,8 +95,7 @@ func main() {
 			err = errors.New("unknown part " + p)
 		}
 		if err != nil {
-			fmt.Fprintln(os.Stderr, "bench-pg:", p+":", err)
-			os.Exit(1)
+			benchkit.Fatal(fmt.Errorf("%s: %w", p, err))
 		}
 	}
 	fmt.Printf("bench-pg: done, load %s\n", benchkit.Load())
@@ -113,6 +112,23 @@ func startBuild(bin string, args ...string) (*benchkit.Server, error) {
 }
 
 func startPG() (*pgtest.Server, error) { return pgtest.Start(pgtest.Options{Durable: true}) }
+
+// startOver starts n coordinators of bin over the PostgreSQL database at
+// store (the first with -init), with args added.
+func startOver(bin string, n int, store string, args ...string) (procs []*benchkit.Server, urls []string, err error) {
+	for i := range n {
+		a := append([]string{"-addr", "127.0.0.1:0", "-store", store}, args...)
+		if i == 0 {
+			a = append(a, "-init")
+		}
+		p, err := startBuild(bin, a...)
+		if err != nil {
+			return procs, urls, err
+		}
+		procs, urls = append(procs, p), append(urls, p.URL)
+	}
+	return procs, urls, nil
+}
 
 // newClient is a client.Client for holder over urls.
 func newClient(holder string, urls []string, attempts int, hc *http.Client) (*client.Client, error) {
@@ -135,8 +151,9 @@ var runSeq atomic.Int64
 
 // coordinators drives client.Clients over the coordinators at urls.
 type coordinators struct {
-	procs []*benchkit.Server
-	urls  []string
+	procs    []*benchkit.Server
+	urls     []string
+	sessions bool // the clients' calls on call sessions (client.Config.Sessions)
 }
 
 func (c *coordinators) close() {
@@ -150,7 +167,8 @@ func (c *coordinators) run(n int, d time.Duration) (float64, error) {
 	cs := make([]*client.Client, n)
 	for i := range cs {
 		var err error
-		if cs[i], err = newClient(fmt.Sprintf("bench-%d", i), rotate(c.urls, i), 4, nil); err != nil {
+		if cs[i], err = benchkit.NewClient(fmt.Sprintf("bench-%d", i), 0, client.Config{BaseURLs: rotate(c.urls, i), Attempts: 4,
+			AttemptTimeout: 10 * time.Second, Sessions: c.sessions}); err != nil {
 			return 0, err
 		}
 		defer cs[i].CloseIdleConnections()
@@ -183,28 +201,13 @@ func (b *bare) run(n int, d time.Duration) (float64, error) {
 		// A grant, then a release: each a transaction that locks the row,
 		// reads it, updates it and commits synchronously.
 		for _, holder := range []string{"h", ""} {
-			if err := bareTxn(context.Background(), conns[i].Conn(), i, holder); err != nil {
+			if err := benchkit.BareTxn(context.Background(), conns[i].Conn(), i, holder); err != nil {
 				return err
 			}
 		}
 		return nil
 	})
 	return float64(done) / el.Seconds(), err
-}
-
-func bareTxn(ctx context.Context, conn *pgx.Conn, id int, holder string) error {
-	var cur string
-	var fence int64
-	b := &pgx.Batch{}
-	b.Queue("BEGIN")
-	b.Queue(`SELECT holder, fence FROM bench_rows WHERE id = $1 FOR UPDATE`, id).QueryRow(func(r pgx.Row) error { return r.Scan(&cur, &fence) })
-	if err := conn.SendBatch(ctx, b).Close(); err != nil {
-		return err
-	}
-	b = &pgx.Batch{}
-	b.Queue(`UPDATE bench_rows SET holder = $2, fence = $3 WHERE id = $1`, id, holder, fence+1)
-	b.Queue("COMMIT")
-	return conn.SendBatch(ctx, b).Close()
 }
 
 func cycles(names []string, concs []int, rounds int, d time.Duration) error {
@@ -237,13 +240,11 @@ func cycles(names []string, concs []int, rounds int, d time.Duration) error {
 				return err
 			}
 			targets[name] = &bare{pool: pool}
-		case "pg-1", "pg-3", "pg-prev":
+		case "pg-1", "pg-3", "pg-prev", "pg-1-sess":
 			db := strings.ReplaceAll(name, "-", "_")
-			if _, err := pgExec(url, "CREATE DATABASE "+db); err != nil {
+			if err := pgExec(url, "CREATE DATABASE "+db); err != nil {
 				return err
 			}
-			u := strings.Replace(url, "/postgres?", "/"+db+"?", 1)
-			c := &coordinators{}
 			bin, n := *coordinator, 1
 			if name == "pg-3" {
 				n = 3
@@ -254,18 +255,11 @@ func cycles(names []string, concs []int, rounds int, d time.Duration) error {
 				}
 				bin = *previous
 			}
-			for i := range n {
-				args := []string{"-addr", "127.0.0.1:0", "-store", u}
-				if i == 0 {
-					args = append(args, "-init")
-				}
-				p, err := startBuild(bin, args...)
-				if err != nil {
-					return err
-				}
-				c.procs, c.urls = append(c.procs, p), append(c.urls, p.URL)
-			}
+			c := &coordinators{sessions: name == "pg-1-sess"}
 			targets[name] = c
+			if c.procs, c.urls, err = startOver(bin, n, strings.Replace(url, "/postgres?", "/"+db+"?", 1)); err != nil {
+				return err
+			}
 		case "embedded":
 			p, err := start("-addr", "127.0.0.1:0", "-init", "-state", filepath.Join(dir, "state"))
 			if err != nil {
@@ -298,7 +292,7 @@ func cycles(names []string, concs []int, rounds int, d time.Duration) error {
 			k := r % len(order)
 			order = append(order[k:], order[:k]...)
 			for _, name := range order {
-				pg0, c0 := serverCPU(pg), targetCPU(targets[name])
+				pg0, c0 := benchkit.PGCPU(pg), targetCPU(targets[name])
 				t0 := time.Now()
 				v, err := targets[name].run(n, d)
 				if err != nil {
@@ -307,7 +301,7 @@ func cycles(names []string, concs []int, rounds int, d time.Duration) error {
 				done := v * time.Since(t0).Seconds()
 				got[name] = v
 				figures[key{name, n}] = append(figures[key{name, n}], v)
-				pgCPU[key{name, n}] = append(pgCPU[key{name, n}], float64((serverCPU(pg)-pg0).Microseconds())/done)
+				pgCPU[key{name, n}] = append(pgCPU[key{name, n}], float64((benchkit.PGCPU(pg)-pg0).Microseconds())/done)
 				if c, ok := targets[name].(*coordinators); ok {
 					coordCPU[key{name, n}] = append(coordCPU[key{name, n}], float64((targetCPU(c)-c0).Microseconds())/done)
 				}
@@ -346,39 +340,6 @@ func cycles(names []string, concs []int, rounds int, d time.Duration) error {
 	return nil
 }
 
-// serverCPU is the CPU time of pg's postmaster, of the processes it
-// started that still run, and of those that ended (the postmaster's
-// cutime and cstime).
-func serverCPU(pg *pgtest.Server) time.Duration {
-	pid, err := pg.Pid()
-	if err != nil {
-		return 0
-	}
-	kids, err := pg.Children()
-	if err != nil {
-		return 0
-	}
-	var total time.Duration
-	for kid := range kids {
-		if t, err := benchkit.PidCPU(kid); err == nil {
-			total += t
-		}
-	}
-	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0
-	}
-	// The fields after the command's closing parenthesis, from the state.
-	f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-	for _, i := range []int{11, 12, 13, 14} { // utime, stime, cutime, cstime
-		if i < len(f) {
-			n, _ := strconv.ParseInt(f[i], 10, 64)
-			total += time.Duration(n) * 10 * time.Millisecond
-		}
-	}
-	return total
-}
-
 // targetCPU is the CPU time of a coordinator target's processes (0 for
 // another target).
 func targetCPU(t target) time.Duration {
@@ -395,19 +356,19 @@ func targetCPU(t target) time.Duration {
 	return total
 }
 
-func pgExec(url, q string) (int64, error) {
+// pgExec runs the statements qs in turn on one connection to url.
+func pgExec(url string, qs ...string) error {
 	conn, err := pgx.Connect(context.Background(), url)
 	if err != nil {
-		return 0, err
+		return err
 	}
 	defer conn.Close(context.Background())
-	tag, err := conn.Exec(context.Background(), q)
-	return tag.RowsAffected(), err
-}
-
-func median(v []float64) float64 {
-	_, m, _ := benchkit.Spread(v)
-	return m
+	for _, q := range qs {
+		if _, err := conn.Exec(context.Background(), q); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // ---------------------------------------------------------------- failover
@@ -462,24 +423,14 @@ func failover(kills int) error {
 		return err
 	}
 	defer pg.Stop()
-	var procs []*benchkit.Server
-	var addrs []string
+	procs, addrs, err := startOver(*coordinator, 3, pg.URL(""))
 	defer func() {
 		for _, p := range procs {
 			p.Stop()
 		}
 	}()
-	for i := range 3 {
-		args := []string{"-addr", "127.0.0.1:0", "-store", pg.URL("")}
-		if i == 0 {
-			args = append(args, "-init")
-		}
-		p, err := start(args...)
-		if err != nil {
-			return err
-		}
-		procs = append(procs, p)
-		addrs = append(addrs, p.URL)
+	if err != nil {
+		return err
 	}
 	const clients = 8
 	var recs []*recording
@@ -556,13 +507,13 @@ func failover(kills int) error {
 		return err
 	default:
 	}
-	slices.Sort(times)
 	fmt.Printf("== failover: %d kills of one of three coordinators, 8 clients cycling ==\n", kills)
 	if len(times) == 0 {
 		return errors.New("no client met a killed coordinator")
 	}
+	lo, med, hi := benchkit.Spread(times)
 	fmt.Printf("time from the kill to a client's next answer, for the %d client-kills that met the dead coordinator: p50 %.1f ms, max %.1f ms (min %.1f)\n",
-		len(times), median(times), slices.Max(times), slices.Min(times))
+		len(times), med, hi, lo)
 	return nil
 }
 
@@ -584,7 +535,8 @@ func promotion(n int) error {
 		v    []float64
 	}{{"the primary's death to the first grant of the promoted standby", took},
 		{"the primary's death to pg_ctl promote's return", promoting}} {
-		fmt.Printf("%-63s p50 %6.0f ms, max %6.0f ms (min %.0f; each %v)\n", f.what, median(f.v), slices.Max(f.v), slices.Min(f.v), f.v)
+		lo, med, hi := benchkit.Spread(f.v)
+		fmt.Printf("%-63s p50 %6.0f ms, max %6.0f ms (min %.0f; each %v)\n", f.what, med, hi, lo, f.v)
 	}
 	return nil
 }
@@ -606,35 +558,22 @@ func promoteOnce() (time.Duration, time.Duration, error) {
 	// next retry: wal_retrieve_retry_interval, 5 s by default, which
 	// measured up to 5.6 s of promotion here; 200 ms is what an operator
 	// who wants fast failovers sets (docs/service.md).
-	for _, q := range []string{`ALTER SYSTEM SET wal_retrieve_retry_interval = '200ms'`, `SELECT pg_reload_conf()`} {
-		if _, err := pgExec(standby.URL(""), q); err != nil {
-			return 0, 0, err
-		}
-	}
-	if _, err := pgExec(primary.URL(""), `ALTER SYSTEM SET synchronous_standby_names = '*'`); err != nil {
+	if err := pgExec(standby.URL(""), `ALTER SYSTEM SET wal_retrieve_retry_interval = '200ms'`, `SELECT pg_reload_conf()`); err != nil {
 		return 0, 0, err
 	}
-	if _, err := pgExec(primary.URL(""), `SELECT pg_reload_conf()`); err != nil {
+	if err := pgExec(primary.URL(""), `ALTER SYSTEM SET synchronous_standby_names = '*'`, `SELECT pg_reload_conf()`); err != nil {
 		return 0, 0, err
 	}
 	url := fmt.Sprintf("postgres://postgres@127.0.0.1:%d,127.0.0.1:%d/postgres?sslmode=disable&target_session_attrs=read-write&connect_timeout=2",
 		primary.Port, standby.Port)
-	var procs, urls = []*benchkit.Server{}, []string{}
+	procs, urls, err := startOver(*coordinator, 3, url, "-store-timeout", "2s")
 	defer func() {
 		for _, p := range procs {
 			p.Stop()
 		}
 	}()
-	for i := range 3 {
-		args := []string{"-addr", "127.0.0.1:0", "-store", url, "-store-timeout", "2s"}
-		if i == 0 {
-			args = append(args, "-init")
-		}
-		p, err := start(args...)
-		if err != nil {
-			return 0, 0, err
-		}
-		procs, urls = append(procs, p), append(urls, p.URL)
+	if err != nil {
+		return 0, 0, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -33,7 +33,17 @@
 // -baseline-args -exclusive measures shared admission against one write at
 // a time).
 //
-// Usage: go run ./scripts/bench-proxy [-rounds 5] [-n 2000] [-dur 2s] [-work memory,fsync] [-raise] [-baseline BIN [-baseline-args FLAGS]] [-profile DIR]
+// With -floor, a reverse proxy that does nothing but forward (this program
+// with -role floor: net/http/httputil.ReverseProxy over an http.Transport
+// that keeps connections alive) is another side in the same alternation,
+// sent the same requests as the proxy: what a second HTTP process costs per
+// write, whatever it does. fence-proxy against it is the part that is
+// fence-proxy's own.
+//
+// Besides writes per second, the throughput rows give each proxy's and the
+// upstream's CPU time per write (from /proc, over the same interval).
+//
+// Usage: go run ./scripts/bench-proxy [-rounds 5] [-n 2000] [-dur 2s] [-work memory,fsync] [-raise] [-floor] [-baseline BIN [-baseline-args FLAGS]] [-profile DIR]
 package main
 
 import (
@@ -44,7 +54,9 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/http/httputil"
 	"net/http/pprof"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -63,7 +75,9 @@ import (
 )
 
 func main() {
-	role := flag.String("role", "bench", "bench, or upstream (internal)")
+	role := flag.String("role", "bench", "bench, or upstream or floor (internal)")
+	upstreamURL := flag.String("upstream", "", "floor: the upstream to forward to")
+	floor := flag.Bool("floor", false, "add a do-nothing reverse proxy as a side (the cost of a second HTTP process)")
 	work := flag.String("work", "memory,fsync", "the upstream's write: memory, fsync, or both (comma-separated)")
 	dir := flag.String("dir", "", "upstream: directory for the fsync file")
 	rounds := flag.Int("rounds", 5, "rounds per measurement")
@@ -76,6 +90,10 @@ func main() {
 	profile := flag.String("profile", "", "write CPU profiles of the proxy and the upstream under load to this directory instead of measuring")
 	debug := flag.String("debug", "", "upstream: serve the runtime's profiles on this address")
 	flag.Parse()
+	if *role == "floor" {
+		floorProxy(*upstreamURL)
+		return
+	}
 	if *role == "upstream" {
 		if *debug != "" {
 			go func() { _ = http.ListenAndServe(*debug, debugMux()) }()
@@ -93,7 +111,7 @@ func main() {
 	}
 	fmt.Println("load before:", benchkit.Load())
 	for _, w := range strings.Split(*work, ",") {
-		if err := bench(w, *proxyBin, *baseBin, strings.Fields(*baseArgs), *rounds, *n, *dur, *raise); err != nil {
+		if err := bench(w, *proxyBin, *baseBin, strings.Fields(*baseArgs), *floor, *rounds, *n, *dur, *raise); err != nil {
 			benchkit.Fatal(err)
 		}
 	}
@@ -147,6 +165,25 @@ func upstream(work, dir string) {
 	_ = srv.Serve(ln)
 }
 
+// floorProxy forwards every request to upstream and nothing else, until it
+// is interrupted: the least a Go reverse proxy does.
+func floorProxy(upstream string) {
+	u, err := url.Parse(upstream)
+	if err != nil {
+		panic(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	rp := &httputil.ReverseProxy{
+		Rewrite:   func(pr *httputil.ProxyRequest) { pr.SetURL(u) },
+		Transport: &http.Transport{MaxIdleConns: 256, MaxIdleConnsPerHost: 256, IdleConnTimeout: time.Minute},
+	}
+	fmt.Printf("listening on http://%s\n", ln.Addr())
+	_ = (&http.Server{Handler: rp}).Serve(ln)
+}
+
 func startChild(name string, args ...string) (*benchkit.Server, error) {
 	return benchkit.Start(exec.Command(name, args...), "", nil, false)
 }
@@ -168,7 +205,7 @@ func startUpstream(work string, args ...string) (up *benchkit.Server, dir string
 	return up, dir, func() { up.Stop(); os.RemoveAll(dir) }, nil
 }
 
-func bench(work, proxyBin, baseBin string, baseArgs []string, rounds, n int, dur time.Duration, raise bool) error {
+func bench(work, proxyBin, baseBin string, baseArgs []string, floor bool, rounds, n int, dur time.Duration, raise bool) error {
 	up, dir, stop, err := startUpstream(work)
 	if err != nil {
 		return err
@@ -178,70 +215,50 @@ func bench(work, proxyBin, baseBin string, baseArgs []string, rounds, n int, dur
 	// through the baseline proxy if there is one (each on its own state).
 	type side struct {
 		name, url string
-		proxied   bool
+		proxied   bool // sent fenced writes
+		srv       *benchkit.Server
 	}
-	sides := []side{{"direct", up.URL, false}}
+	sides := []side{{"direct", up.URL, false, nil}}
 	for i, bin := range []string{proxyBin, baseBin} {
 		if bin == "" {
 			continue
 		}
-		args := []string{"-init", "-quiet", "-listen", "127.0.0.1:0", "-upstream", up.URL, "-state", filepath.Join(dir, "proxy"+strconv.Itoa(i)+".db")}
+		var args []string
 		if i == 1 {
-			args = append(args, baseArgs...)
+			args = baseArgs
 		}
-		px, err := startChild(bin, args...)
+		px, err := startProxy(bin, up.URL, filepath.Join(dir, "proxy"+strconv.Itoa(i)+".db"), args...)
 		if err != nil {
 			return err
 		}
 		defer px.Stop()
-		sides = append(sides, side{[]string{"proxy", "baseline"}[i], px.URL, true})
+		sides = append(sides, side{[]string{"proxy", "baseline"}[i], px.URL, true, px})
+	}
+	if floor {
+		self, err := os.Executable()
+		if err != nil {
+			return err
+		}
+		fl, err := startChild(self, "-role", "floor", "-upstream", up.URL)
+		if err != nil {
+			return err
+		}
+		defer fl.Stop()
+		sides = append(sides, side{"floor", fl.URL, true, fl})
 	}
 
 	fmt.Printf("\n== upstream write: %s; %d rounds; raise every write: %v\n", work, rounds, raise)
 	base := &http.Transport{MaxIdleConns: 64, MaxIdleConnsPerHost: 64, IdleConnTimeout: time.Minute}
-	// Each writer's token; with -raise its fence goes up by one per write
-	// (each writer has its own resources then, so no write is stale).
+	// With -raise, each writer has its own resources (so no write is stale).
 	var run atomic.Uint64
-	tokenFor := func(resource string, holder int) httpfence.TokenSource {
-		tok := fence.Token{Resource: resource, HolderID: "writer-" + strconv.Itoa(holder), Fence: 1}
-		if raise {
-			tok.Resource += "-run" + strconv.FormatUint(run.Add(1), 10)
-		}
-		var next atomic.Uint64
-		return httpfence.TokenFunc(func() fence.Token {
-			t := tok
-			if raise {
-				t.Fence = next.Add(1)
-			}
-			return t
-		})
-	}
 	client := func(sd side, resource string, holder int) *http.Client {
 		if !sd.proxied {
 			return &http.Client{Transport: base}
 		}
-		return &http.Client{Transport: &httpfence.Transport{Base: base, Source: tokenFor(resource, holder)}}
-	}
-	body := strings.Repeat("x", 100)
-	do := func(c *http.Client, method, url string) error {
-		var rd io.Reader
-		if method == http.MethodPost {
-			rd = strings.NewReader(body)
+		if raise {
+			resource += "-run" + strconv.FormatUint(run.Add(1), 10)
 		}
-		req, err := http.NewRequest(method, url, rd)
-		if err != nil {
-			return err
-		}
-		resp, err := c.Do(req)
-		if err != nil {
-			return err
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode/100 != 2 {
-			return fmt.Errorf("%s %s: %s", method, url, resp.Status)
-		}
-		return nil
+		return writer(base, resource, holder, raise)
 	}
 
 	// Latency: the sides in turn, request by request.
@@ -297,6 +314,8 @@ func bench(work, proxyBin, baseBin string, baseArgs []string, rounds, n int, dur
 		}
 		rates := make([][]float64, len(sides))
 		ratio := make([][]float64, len(sides))
+		cpu := make([][]float64, len(sides))   // µs of the side's proxy per write
+		upCPU := make([][]float64, len(sides)) // µs of the upstream per write
 		for r := range rounds {
 			got := make([]float64, len(sides))
 			for j := range sides {
@@ -308,6 +327,7 @@ func bench(work, proxyBin, baseBin string, baseArgs []string, rounds, n int, dur
 				for w := range cs {
 					cs[w] = client(sd, "tput-"+strconv.Itoa(w%shape.resources), w%shape.resources)
 				}
+				up0, px0 := cpuOf(up), cpuOf(sd.srv)
 				count, el, err := benchkit.Loop(shape.writers, math.MaxInt, dur, func(_ context.Context, w int) error {
 					return do(cs[w], http.MethodPost, sd.url+"/w")
 				})
@@ -315,6 +335,11 @@ func bench(work, proxyBin, baseBin string, baseArgs []string, rounds, n int, dur
 					return err
 				}
 				got[k] = float64(count) / el.Seconds()
+				perWrite := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(count) }
+				upCPU[k] = append(upCPU[k], perWrite(cpuOf(up)-up0))
+				if sd.srv != nil {
+					cpu[k] = append(cpu[k], perWrite(cpuOf(sd.srv)-px0))
+				}
 			}
 			for k := range sides {
 				rates[k] = append(rates[k], got[k])
@@ -323,20 +348,68 @@ func bench(work, proxyBin, baseBin string, baseArgs []string, rounds, n int, dur
 		}
 		fmt.Printf("writes/s, %d writer(s) on %d resource(s) (min/median/max over %d rounds of %s per side)\n", shape.writers, shape.resources, rounds, dur)
 		for k, sd := range sides {
-			fmt.Printf("  %-8s %s\n", sd.name, mmmN(rates[k]))
+			fmt.Printf("  %-8s %s", sd.name, mmmN(rates[k]))
+			if sd.srv != nil {
+				fmt.Printf("  its CPU µs/write %s", mmmN(cpu[k]))
+			}
+			fmt.Printf("  upstream's CPU µs/write %s\n", mmmN(upCPU[k]))
 		}
 		for k, sd := range sides[1:] {
 			fmt.Printf("  direct/%-8s %s\n", sd.name, mmmX(ratio[k+1]))
 		}
-		if len(sides) == 3 {
+		for k, sd := range sides[2:] {
 			var speed []float64
 			for r := range rates[1] {
-				speed = append(speed, rates[1][r]/rates[2][r])
+				speed = append(speed, rates[1][r]/rates[k+2][r])
 			}
-			fmt.Printf("  proxy/baseline (writes/s) %s\n", mmmX(speed))
+			fmt.Printf("  proxy/%s (writes/s) %s\n", sd.name, mmmX(speed))
 		}
 	}
 	return nil
+}
+
+// writer is a client that writes through httpfence.Transport over base as
+// holder "writer-N" on resource, at fence 1 or, with raise, at a fence one
+// higher every write.
+func writer(base http.RoundTripper, resource string, holder int, raise bool) *http.Client {
+	tok := fence.Token{Resource: resource, HolderID: "writer-" + strconv.Itoa(holder), Fence: 1}
+	var next atomic.Uint64
+	return &http.Client{Transport: &httpfence.Transport{Base: base, Source: httpfence.TokenFunc(func() fence.Token {
+		t := tok
+		if raise {
+			t.Fence = next.Add(1)
+		}
+		return t
+	})}}
+}
+
+// do sends a request of method to url (a POST with a body of 100 bytes)
+// and reads its answer; an error if it is not a 2xx.
+func do(c *http.Client, method, url string) error {
+	var rd io.Reader
+	if method == http.MethodPost {
+		rd = strings.NewReader(strings.Repeat("x", 100))
+	}
+	req, err := http.NewRequest(method, url, rd)
+	if err != nil {
+		return err
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("%s %s: %s", method, url, resp.Status)
+	}
+	return nil
+}
+
+// startProxy starts the fence-proxy bin in front of upstream on a fresh
+// state file.
+func startProxy(bin, upstream, state string, args ...string) (*benchkit.Server, error) {
+	return startChild(bin, append([]string{"-init", "-quiet", "-listen", "127.0.0.1:0", "-upstream", upstream, "-state", state}, args...)...)
 }
 
 func debugMux() *http.ServeMux {
@@ -346,15 +419,6 @@ func debugMux() *http.ServeMux {
 	return mux
 }
 
-func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
-}
-
 // profileUnderLoad writes through the proxy for dur with 1 writer, then 8
 // writers on 8 resources, fetching a CPU profile of the proxy and of the
 // upstream over the same time.
@@ -362,7 +426,7 @@ func profileUnderLoad(work, proxyBin, out string, dur time.Duration, raise bool)
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return err
 	}
-	upDebug, err := freeAddr()
+	upDebug, err := benchkit.FreeAddr()
 	if err != nil {
 		return err
 	}
@@ -371,17 +435,16 @@ func profileUnderLoad(work, proxyBin, out string, dur time.Duration, raise bool)
 		return err
 	}
 	defer stop()
-	pxDebug, err := freeAddr()
+	pxDebug, err := benchkit.FreeAddr()
 	if err != nil {
 		return err
 	}
-	px, err := startChild(proxyBin, "-init", "-quiet", "-listen", "127.0.0.1:0", "-upstream", up.URL, "-state", filepath.Join(dir, "proxy.db"), "-debug-addr", pxDebug)
+	px, err := startProxy(proxyBin, up.URL, filepath.Join(dir, "proxy.db"), "-debug-addr", pxDebug)
 	if err != nil {
 		return err
 	}
 	defer px.Stop()
 	base := &http.Transport{MaxIdleConns: 64, MaxIdleConnsPerHost: 64, IdleConnTimeout: time.Minute}
-	body := strings.Repeat("x", 100)
 	for _, writers := range []int{1, 8} {
 		secs := int(dur.Seconds())
 		fetch := func(addr, file string, done chan<- error) {
@@ -402,42 +465,36 @@ func profileUnderLoad(work, proxyBin, out string, dur time.Duration, raise bool)
 		name := fmt.Sprintf("%s-w%d.pprof", work, writers)
 		go fetch(pxDebug, filepath.Join(out, "proxy-"+name), done)
 		go fetch(upDebug, filepath.Join(out, "upstream-"+name), done)
-		deadline := time.Now().Add(dur + time.Second)
-		var count atomic.Int64
-		var wg sync.WaitGroup
-		for w := range writers {
-			tok := fence.Token{Resource: "prof-" + strconv.Itoa(w), HolderID: "writer-" + strconv.Itoa(w), Fence: 1}
-			var next atomic.Uint64
-			c := &http.Client{Transport: &httpfence.Transport{Base: base, Source: httpfence.TokenFunc(func() fence.Token {
-				t := tok
-				if raise {
-					t.Fence = next.Add(1)
-				}
-				return t
-			})}}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for time.Now().Before(deadline) {
-					resp, err := c.Post(px.URL+"/w", "text/plain", strings.NewReader(body))
-					if err != nil {
-						return
-					}
-					_, _ = io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-					count.Add(1)
-				}
-			}()
+		cs := make([]*http.Client, writers)
+		for w := range cs {
+			cs[w] = writer(base, "prof-"+strconv.Itoa(w), w, raise)
 		}
-		wg.Wait()
+		count, el, err := benchkit.Loop(writers, math.MaxInt, dur+time.Second, func(_ context.Context, w int) error {
+			return do(cs[w], http.MethodPost, px.URL+"/w")
+		})
+		if err != nil {
+			return err
+		}
 		for range 2 {
 			if err := <-done; err != nil {
 				return err
 			}
 		}
-		fmt.Printf("%s, %d writer(s): %.0f writes/s through the proxy while profiling; %s\n", work, writers, float64(count.Load())/(dur+time.Second).Seconds(), filepath.Join(out, "{proxy,upstream}-"+name))
+		fmt.Printf("%s, %d writer(s): %.0f writes/s through the proxy while profiling; %s\n", work, writers, float64(count)/el.Seconds(), filepath.Join(out, "{proxy,upstream}-"+name))
 	}
 	return nil
+}
+
+// cpuOf is the CPU time s's process has used (0 for none).
+func cpuOf(s *benchkit.Server) time.Duration {
+	if s == nil {
+		return 0
+	}
+	d, err := benchkit.PidCPU(s.Pid())
+	if err != nil {
+		benchkit.Fatal(err)
+	}
+	return d
 }
 
 func pct(ds []time.Duration, p int) float64 {

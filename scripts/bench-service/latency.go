@@ -86,7 +86,7 @@ func latency(coordinator string, sizes []int, samples int) error {
 		for _, t := range ts {
 			acq := benchkit.AcquireBody("a"+strconv.Itoa(k), "fresh-"+strconv.Itoa(k), "bench", secret, 1, 0)
 			t0 := time.Now()
-			if _, err := benchkit.Post(hc, t.srv.url, "/v1/acquire", acq); err != nil {
+			if _, err := benchkit.Post(hc, t.srv.url)("/v1/acquire", acq); err != nil {
 				return fmt.Errorf("%d leases: %w", t.n, err)
 			}
 			if k >= 50 {

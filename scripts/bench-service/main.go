@@ -10,7 +10,8 @@
 //	worker-plain-js the plain-JavaScript Durable Object (wasm/worker/plain.mjs)
 //
 // A native target may end in -raw (driven by a minimal HTTP/1.1 client: one
-// connection, prebuilt requests, like scripts/peers' RESP client), then
+// connection, prebuilt requests, like scripts/peers' RESP client) or -sess
+// (client.Client with Config.Sessions: its calls on call sessions), then
 // -auth (a tokens file of 10 entries, the clients' the last) and -tls (a
 // private CA made at the start; one handshake per client), in that order:
 // native-durable-raw-auth-tls. The targets run side by side, measured in
@@ -21,9 +22,7 @@ package main
 import (
 	"bufio"
 	"context"
-	"crypto/sha256"
 	"crypto/tls"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -47,9 +46,7 @@ import (
 
 func main() {
 	targets := flag.String("targets", "native,native-durable,worker,worker-plain-js", "comma-separated targets to measure")
-	cycles := flag.Int("cycles", 2000, "stop a run after this many acquire+release cycles")
-	duration := flag.Duration("duration", 5*time.Second, "stop a run after this long")
-	concs := flag.String("conc", "1,8", "comma-separated client counts")
+	closed := benchkit.ClosedFlags()
 	rounds := flag.Int("rounds", 4, "measure the targets in turns, this many rounds")
 	coordinator := flag.String("coordinator", "out/bin/coordinator", "the built native server")
 	wrangler := flag.String("wrangler", "node_modules/.bin/wrangler", "wrangler")
@@ -78,10 +75,7 @@ func main() {
 		}
 		return
 	}
-	cs, err := benchkit.Ints(*concs, 1, 64)
-	if err != nil {
-		benchkit.Fatal(err)
-	}
+	cs := closed.Clients()
 	// All targets run at once and are measured in turns, a slice of each
 	// run per round, so a load spike on this shared machine hits them alike.
 	names := strings.Split(*targets, ",")
@@ -110,11 +104,13 @@ func main() {
 			for i, t := range names {
 				// /metrics is read outside the CPU and switches measured.
 				h0, sy0 := srvs[i].timings()
-				srv0, cli0, sw0 := srvs[i].cpu(), cputime.Process(), srvs[i].switches()
-				r, err := measure(srvs[i], t, c, *cycles / *rounds, *duration/time.Duration(*rounds))
-				totals[i].ServerCPU += srvs[i].cpu() - srv0
+				srv0, sw0 := srvs[i].usage()
+				cli0 := cputime.Process()
+				r, err := measure(srvs[i], t, c, closed.Cycles / *rounds, closed.Duration/time.Duration(*rounds))
 				totals[i].ClientCPU += cputime.Process() - cli0
-				totals[i].Switches += srvs[i].switches() - sw0
+				srv1, sw1 := srvs[i].usage()
+				totals[i].ServerCPU += srv1 - srv0
+				totals[i].Switches += sw1 - sw0
 				h1, sy1 := srvs[i].timings()
 				totals[i].Handled += h1 - h0
 				totals[i].Synced += sy1 - sy0
@@ -155,9 +151,7 @@ type Result struct {
 }
 
 func (r Result) print() {
-	s := r.Elapsed.Seconds()
-	fmt.Printf("%-18s clients=%-2d %6d cycles in %5.2fs  %8.0f cycles/s  %8.0f calls/s",
-		r.Name, r.Clients, r.Cycles, s, float64(r.Cycles)/s, 2*float64(r.Cycles)/s)
+	fmt.Print(benchkit.Rate(r.Name, r.Clients, r.Cycles, r.Elapsed, 2))
 	if r.ServerCPU > 0 && r.Cycles > 0 {
 		fmt.Printf("  %7.1f server-us/cycle  %7.1f client-us/cycle  %5.1f server-switches/cycle", r.ServerCPU.Seconds()*1e6/float64(r.Cycles),
 			r.ClientCPU.Seconds()*1e6/float64(r.Cycles), float64(r.Switches)/float64(r.Cycles))
@@ -176,22 +170,14 @@ func (s *server) pid() int {
 	return s.proc.Pid()
 }
 
-// cpu is the CPU time the server's process used so far (0 for a server
-// that is not a native coordinator of ours).
-func (s *server) cpu() time.Duration {
+// usage is the CPU time the server's process used so far and how many
+// times its threads went off a CPU (zeros for a server that is not a
+// native coordinator of ours).
+func (s *server) usage() (time.Duration, int64) {
 	if s.pid() == 0 {
-		return 0
+		return 0, 0
 	}
-	return benchkit.ThreadCPU(s.pid())
-}
-
-// switches is how many times the server's threads went off a CPU so far
-// (0 for a server that is not a native coordinator of ours).
-func (s *server) switches() int64 {
-	if s.pid() == 0 {
-		return 0
-	}
-	return benchkit.Switches(s.pid())
+	return benchkit.ThreadCPU(s.pid()), benchkit.Switches(s.pid())
 }
 
 // timings reads, from the server's /metrics, the time it spent so far in
@@ -259,15 +245,10 @@ func nativeOptions(name string) (base string, withAuth, withTLS bool) {
 // last, and returns its path.
 func tokensFile(dir string) (string, error) {
 	var file []map[string]any
-	for i := range 10 {
-		tok := "bench-token-" + strconv.Itoa(i) + "-unused-0123456789"
-		name := "other-" + strconv.Itoa(i)
-		if i == 9 {
-			tok, name = benchToken, "bench"
-		}
-		h := sha256.Sum256([]byte(tok))
-		file = append(file, map[string]any{"name": name, "tokenSha256": hex.EncodeToString(h[:]), "resources": []string{"*"}, "holders": []string{"*"}})
+	for i := range 9 {
+		file = append(file, benchkit.TokenEntry("other-"+strconv.Itoa(i), "bench-token-"+strconv.Itoa(i)+"-unused-0123456789"))
 	}
+	file = append(file, benchkit.TokenEntry("bench", benchToken))
 	data, err := json.Marshal(file)
 	if err != nil {
 		return "", err
@@ -304,9 +285,9 @@ func startTarget(name, coordinator, wrangler string) (*server, error) {
 		extra = append(extra, "-tls-cert", pki.Server, "-tls-key", pki.ServerKey)
 	}
 	switch base {
-	case "native", "native-raw":
+	case "native", "native-raw", "native-sess":
 		cmd = exec.Command(coordinator, append([]string{"-addr", "127.0.0.1:0", "-quiet", "-memory"}, extra...)...)
-	case "native-durable", "native-durable-raw":
+	case "native-durable", "native-durable-raw", "native-durable-sess":
 		cmd = exec.Command(coordinator, append([]string{"-addr", "127.0.0.1:0", "-quiet", "-init", "-state", filepath.Join(tmp, "state.db")}, extra...)...)
 	case "worker", "worker-plain-js":
 		var args []string
@@ -317,7 +298,7 @@ func startTarget(name, coordinator, wrangler string) (*server, error) {
 			return nil, err
 		}
 	default:
-		return nil, errors.New("unknown target (want native, native-raw, native-durable, native-durable-raw, each with -auth, -tls or -auth-tls or not, worker, worker-plain-js)")
+		return nil, errors.New("unknown target (want native, native-raw, native-sess, native-durable, native-durable-raw, native-durable-sess, each with -auth, -tls or -auth-tls or not, worker, worker-plain-js)")
 	}
 	if (withAuth || withTLS) && !strings.HasPrefix(base, "native") {
 		return nil, errors.New("-auth and -tls are for native targets")
@@ -351,54 +332,40 @@ var run atomic.Int64
 // measure runs clients goroutines of acquire+release cycles on their own
 // resources until cycles are done or d has passed.
 func measure(s *server, name string, clients, cycles int, d time.Duration) (Result, error) {
-	if base, _, _ := nativeOptions(strings.TrimSuffix(name, "-warmup")); strings.HasSuffix(base, "-raw") {
-		return measureRaw(s, name, clients, cycles, d)
-	}
-	// Each client has its own client.Client in its default configuration,
-	// whose kept-alive connection it reuses: one connection per client,
-	// as for the RESP clients of scripts/peers.
-	ws := make([]*client.Client, clients)
-	defer func() {
-		for _, c := range ws {
-			if c != nil {
-				c.CloseIdleConnections()
+	base, _, _ := nativeOptions(strings.TrimSuffix(name, "-warmup"))
+	id := run.Add(1)
+	cycle := make([]func(ctx context.Context, resource string, n int) error, clients)
+	for i := range cycle {
+		if strings.HasSuffix(base, "-raw") {
+			c, err := dialRaw(s)
+			if err != nil {
+				return Result{}, err
 			}
+			defer c.conn.Close()
+			cycle[i] = func(_ context.Context, res string, n int) error { return c.cycle(res, fmt.Sprintf("raw-%d", i), n) }
+			continue
 		}
-	}()
-	id := run.Add(1)
-	for i := range ws {
-		var err error
-		if ws[i], err = benchkit.NewClient(fmt.Sprintf("bench-%d", i), 0, client.Config{BaseURL: s.url, AttemptTimeout: 30 * time.Second, Token: s.token, TLS: s.tls}); err != nil {
-			return Result{}, err
-		}
-	}
-	n, el, err := benchkit.Loop(clients, cycles, d, func(ctx context.Context, i int) error {
-		res := fmt.Sprintf("bench-%s-%d-%d", name, id, i)
-		l, err := ws[i].Acquire(ctx, res)
-		if err == nil {
-			err = ws[i].Release(ctx, l)
-		}
-		return err
-	})
-	return Result{Name: name, Clients: clients, Cycles: n, Elapsed: el}, err
-}
-
-// measureRaw is measure with rawClient instead of client.Client.
-func measureRaw(s *server, name string, clients, cycles int, d time.Duration) (Result, error) {
-	id := run.Add(1)
-	cs := make([]*rawClient, clients)
-	for i := range cs {
-		c, err := dialRaw(s)
+		// Each client has its own client.Client in its default
+		// configuration, whose kept-alive connection it reuses: one
+		// connection per client, as for the RESP clients of scripts/peers.
+		c, err := benchkit.NewClient(fmt.Sprintf("bench-%d", i), 0, client.Config{BaseURL: s.url, AttemptTimeout: 30 * time.Second, Token: s.token, TLS: s.tls,
+			Sessions: strings.HasSuffix(base, "-sess")})
 		if err != nil {
 			return Result{}, err
 		}
-		defer c.conn.Close()
-		cs[i] = c
+		defer c.CloseIdleConnections()
+		cycle[i] = func(ctx context.Context, res string, _ int) error {
+			l, err := c.Acquire(ctx, res)
+			if err == nil {
+				err = c.Release(ctx, l)
+			}
+			return err
+		}
 	}
 	n := make([]int, clients)
-	done, el, err := benchkit.Loop(clients, cycles, d, func(_ context.Context, i int) error {
+	done, el, err := benchkit.Loop(clients, cycles, d, func(ctx context.Context, i int) error {
 		n[i]++
-		return cs[i].cycle(fmt.Sprintf("bench-%s-%d-%d", name, id, i), fmt.Sprintf("raw-%d", i), n[i])
+		return cycle[i](ctx, fmt.Sprintf("bench-%s-%d-%d", name, id, i), n[i])
 	})
 	return Result{Name: name, Clients: clients, Cycles: done, Elapsed: el}, err
 }
@@ -454,18 +421,5 @@ const rawSecret = "bench-secret-0123456789"
 func (c *rawClient) cycle(resource, holder string, n int) error {
 	// Request ids are unique per resource (and resources per run): the
 	// coordinator refuses an id used before for another resource.
-	id := strconv.Itoa(n) + "-" + resource
-	data, err := c.post("/v1/acquire", benchkit.AcquireBody("a"+id, resource, holder, rawSecret, int64(n), 0))
-	if err != nil {
-		return err
-	}
-	fence, err := benchkit.GrantedFence(data)
-	if err != nil {
-		return err
-	}
-	data, err = c.post("/v1/release", benchkit.ReleaseBody("r"+id, resource, holder, rawSecret, fence))
-	if err != nil {
-		return err
-	}
-	return benchkit.Released(data)
+	return benchkit.Poster(c.post).Cycle(strconv.Itoa(n)+"-"+resource, resource, holder, rawSecret, int64(n))
 }

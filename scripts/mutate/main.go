@@ -359,7 +359,7 @@ var mutations = []mutation{
 	},
 	{
 		Name: "js/sql-share-without-advisory-lock", File: "wasm/js/sql.mjs", Suite: "js-sql",
-		Old: "share: exclusive ? null : q('share'),", New: "share: exclusive ? null : q('share').replace(/pg_advisory_xact_lock_shared\\(.*?\\)\\)::text/, \"''::text\"),",
+		Old: "const share = exclusive ? null : q('share');", New: "const share = exclusive ? null : q('share').replace(/pg_advisory_xact_lock_shared\\(.*?\\)\\)::text/, \"''::text\");",
 		Why: "lease-fence/sql's equal-fence write takes only the row's share lock, so one that arrives after a waiting raise runs before it",
 	},
 }
@@ -408,9 +408,8 @@ func main() {
 	go func() {
 		s := <-sig
 		r.restoreAll()
-		stopRunning()
 		fmt.Fprintf(os.Stderr, "\nmutate: %v: restored %s, stopping\n", s, strings.Join(r.files(), ", "))
-		os.Exit(130)
+		cancelRuns() // run ends the program
 	}()
 	defer r.restoreAll()
 
@@ -515,11 +514,15 @@ type restorer struct {
 	mu        sync.Mutex
 	originals map[string][]byte
 	dirty     map[string]bool
+	ended     bool // restoreAll was called: write does nothing
 }
 
 func (r *restorer) write(file string, b []byte) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.ended {
+		return
+	}
 	if r.dirty == nil {
 		r.dirty = map[string]bool{}
 	}
@@ -543,9 +546,11 @@ func (r *restorer) restore(file string) error {
 	return nil
 }
 
+// restoreAll restores every file written, for good: the program ends.
 func (r *restorer) restoreAll() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.ended = true
 	r.restoreLocked()
 }
 
@@ -561,50 +566,27 @@ func (r *restorer) restoreLocked() {
 
 func (r *restorer) files() []string { return slices.Collect(maps.Keys(r.originals)) }
 
-var (
-	runningMu sync.Mutex
-	running   *exec.Cmd
-)
+// runs is the context of the commands run: cancelling it interrupts the
+// one in progress and kills it if it has not ended ten seconds later (so
+// that no go test is left behind compiling or running a mutated tree),
+// and then run ends the program.
+var runs, cancelRuns = context.WithCancel(context.Background())
 
 func run(env []string, name string, args ...string) ([]byte, error) {
-	cmd := exec.CommandContext(context.Background(), name, args...)
+	cmd := exec.CommandContext(runs, name, args...)
+	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+	cmd.WaitDelay = 10 * time.Second
 	cmd.Env = env
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
-	runningMu.Lock()
-	err := cmd.Start()
-	running = cmd
-	runningMu.Unlock()
-	if err == nil {
-		err = cmd.Wait()
+	err := cmd.Run()
+	if runs.Err() != nil {
+		os.Exit(130)
 	}
-	runningMu.Lock()
-	running = nil
-	runningMu.Unlock()
+	if errors.Is(err, exec.ErrWaitDelay) {
+		err = nil // it succeeded; a process it left holds its output
+	}
 	return out.Bytes(), err
-}
-
-// stopRunning interrupts the command in progress, if any, waits up to ten
-// seconds for it to finish and kills it otherwise, so that no go test is
-// left behind compiling or running a mutated tree.
-func stopRunning() {
-	runningMu.Lock()
-	cmd := running
-	runningMu.Unlock()
-	if cmd == nil || cmd.Process == nil {
-		return
-	}
-	cmd.Process.Signal(os.Interrupt)
-	for range 100 {
-		runningMu.Lock()
-		done := running != cmd
-		runningMu.Unlock()
-		if done {
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	cmd.Process.Kill()
 }
 
 // firstFailure returns the name of the first failing test in go test (or

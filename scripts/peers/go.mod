@@ -10,7 +10,13 @@ require (
 	go.uber.org/zap v1.27.1
 )
 
-require github.com/go-json-experiment/json v1.27.2 // indirect
+require (
+	github.com/go-json-experiment/json v1.27.2 // indirect
+	github.com/jackc/pgpassfile v1.0.0 // indirect
+	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
+	github.com/jackc/pgx/v5 v5.12.0 // indirect
+	golang.org/x/sync v0.24.0 // indirect
+)
 
 require (
 	github.com/DataDog/zstd v1.5.7 // indirect

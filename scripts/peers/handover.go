@@ -8,7 +8,6 @@ import (
 	"github.com/lease-fence/lease-fence/internal/testrig/benchkit"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
-	"go.uber.org/zap"
 )
 
 // etcdHandover passes one concurrency.Mutex between two sessions n times
@@ -27,24 +26,12 @@ func etcdHandover(n int, settle time.Duration, samplesTo string) error {
 	}
 	defer stop()
 	ctx := context.Background()
-	session := func() (*clientv3.Client, *concurrency.Session, error) {
-		cli, err := clientv3.New(clientv3.Config{Endpoints: []string{cu.String()}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-		if err != nil {
-			return nil, nil, err
-		}
-		s, err := concurrency.NewSession(cli, concurrency.WithTTL(30))
-		if err != nil {
-			cli.Close()
-			return nil, nil, err
-		}
-		return cli, s, nil
-	}
-	ca, sa, err := session()
+	ca, sa, err := etcdSession(cu)
 	if err != nil {
 		return err
 	}
 	defer ca.Close()
-	_, sb, err := session()
+	_, sb, err := etcdSession(cu)
 	if err != nil {
 		return err
 	}
@@ -53,48 +40,27 @@ func etcdHandover(n int, settle time.Duration, samplesTo string) error {
 	if err := held.Lock(ctx); err != nil {
 		return err
 	}
-	waiting := sb
-	var lat []time.Duration
-	for range n + 10 {
-		m := concurrency.NewMutex(waiting, prefix)
-		type result struct {
-			at  time.Time
-			err error
+	sessions, k := []*concurrency.Session{sa, sb}, 0
+	lat, err := benchkit.Handovers(n, settle, func() error { return held.Unlock(ctx) }, func() (func() error, error) {
+		k++ // sb, sa, sb, ...
+		m := concurrency.NewMutex(sessions[k%2], prefix)
+		if err := m.Lock(ctx); err != nil {
+			return nil, err
 		}
-		got := make(chan result, 1)
-		go func() {
-			err := m.Lock(ctx)
-			got <- result{time.Now(), err}
-		}()
+		return func() error { return m.Unlock(ctx) }, nil
+	}, func() error {
 		for {
 			resp, err := ca.Get(ctx, prefix+"/", clientv3.WithPrefix(), clientv3.WithCountOnly())
-			if err != nil {
+			if err != nil || resp.Count == 2 {
 				return err
-			}
-			if resp.Count == 2 {
-				break
 			}
 			time.Sleep(100 * time.Microsecond)
 		}
-		time.Sleep(settle)
-		t0 := time.Now()
-		if err := held.Unlock(ctx); err != nil {
-			return err
-		}
-		r := <-got
-		if r.err != nil {
-			return r.err
-		}
-		lat = append(lat, r.at.Sub(t0))
-		if waiting == sb {
-			waiting = sa
-		} else {
-			waiting = sb
-		}
-		held = m
+	})
+	if err != nil {
+		return err
 	}
-	_ = held.Unlock(ctx)
-	line, err := benchkit.Latencies("etcd-handover", lat[10:], samplesTo)
+	line, err := benchkit.Latencies("etcd-handover", lat, samplesTo)
 	fmt.Println(line)
 	return err
 }

@@ -49,9 +49,7 @@ import (
 
 func main() {
 	targets := flag.String("targets", "redis,redis-lua,redis-aof,etcd", "comma-separated targets")
-	cycles := flag.Int("cycles", 2000, "stop a run after this many cycles")
-	duration := flag.Duration("duration", 5*time.Second, "stop a run after this long")
-	concs := flag.String("conc", "1,8", "comma-separated client counts")
+	closed := benchkit.ClosedFlags()
 	redisServer := flag.String("redis-server", "", "the redis-server binary (default: $REDIS_SERVER, or redis-server on the PATH)")
 	handovers := flag.Int("n", 1000, "with etcd-handover: handovers")
 	settle := flag.Duration("settle", 150*time.Millisecond, "with etcd-handover: how long each waiter waits before the release")
@@ -66,10 +64,7 @@ func main() {
 		}
 		return
 	}
-	cs, err := benchkit.Ints(*concs, 1, 64)
-	if err != nil {
-		benchkit.Fatal(err)
-	}
+	cs := closed.Clients()
 	for _, t := range strings.Split(*targets, ",") {
 		var (
 			mk   func(i int) (cycle func(ctx context.Context, key string) error, closeFn func(), err error)
@@ -90,22 +85,15 @@ func main() {
 			benchkit.Fatal(fmt.Errorf("%s: %w", t, err))
 		}
 		for _, c := range cs {
-			r, err := measure(t, c, *cycles, *duration, mk)
+			done, el, err := measure(c, closed, mk)
 			if err != nil {
 				stop()
 				benchkit.Fatal(fmt.Errorf("%s: %w", t, err))
 			}
-			r.print()
+			fmt.Printf("%s (%d per cycle)\n", benchkit.Rate(t, c, done, el, roundTrips[t]), roundTrips[t])
 		}
 		stop()
 	}
-}
-
-type result struct {
-	name    string
-	clients int
-	cycles  int64
-	elapsed time.Duration
 }
 
 // roundTrips is how many requests a cycle of each target sends: SET, INCR
@@ -114,21 +102,15 @@ type result struct {
 var roundTrips = map[string]int{"redis": 3, "redis-aof": 3, "redis-lua": 2, "redis-lua-aof": 2, "etcd": 2,
 	"store-pebble": 1, "store-bbolt": 1, "store-bbolt-batch": 1}
 
-func (r result) print() {
-	s := r.elapsed.Seconds()
-	fmt.Printf("%-18s clients=%-2d %6d cycles in %5.2fs  %8.0f cycles/s  %8.0f calls/s (%d per cycle)\n",
-		r.name, r.clients, r.cycles, s, float64(r.cycles)/s, float64(roundTrips[r.name]*int(r.cycles))/s, roundTrips[r.name])
-}
-
 var runs atomic.Int64
 
-func measure(name string, clients, cycles int, d time.Duration,
-	mk func(i int) (func(ctx context.Context, key string) error, func(), error)) (result, error) {
+func measure(clients int, closed *benchkit.Closed,
+	mk func(i int) (func(ctx context.Context, key string) error, func(), error)) (int64, time.Duration, error) {
 	fns := make([]func(context.Context, string) error, clients)
 	for i := range fns {
 		fn, closeFn, err := mk(i)
 		if err != nil {
-			return result{}, err
+			return 0, 0, err
 		}
 		defer closeFn()
 		fns[i] = fn
@@ -137,22 +119,12 @@ func measure(name string, clients, cycles int, d time.Duration,
 	// Warm up each client once.
 	for i, fn := range fns {
 		if err := fn(context.Background(), fmt.Sprintf("warm-%d-%d", id, i)); err != nil {
-			return result{}, err
+			return 0, 0, err
 		}
 	}
-	done, el, err := benchkit.Loop(clients, cycles, d, func(ctx context.Context, i int) error {
+	return benchkit.Loop(clients, closed.Cycles, closed.Duration, func(ctx context.Context, i int) error {
 		return fns[i](ctx, fmt.Sprintf("bench-%d-%d", id, i))
 	})
-	return result{name: name, clients: clients, cycles: done, elapsed: el}, err
-}
-
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
 // startRedis runs redis-server (redistest's: on a free loopback port, its
@@ -178,52 +150,28 @@ func startRedis(aof, lua bool) (func(int) (func(context.Context, string) error, 
 			return nil, nil, err
 		}
 		n := 0
-		if lua {
-			return func(_ context.Context, key string) error {
-				n++
-				token := "holder-" + strconv.Itoa(i) + "-" + strconv.Itoa(n)
-				fence, err := c.do("EVAL", acquire, "2", "lock:"+key, "fence:"+key, token, "30000")
-				if err != nil {
-					return err
-				}
-				if f, ok := fence.(int64); !ok || f < 1 {
-					return fmt.Errorf("acquire gave %v", fence)
-				}
-				v, err := c.do("EVAL", release, "1", "lock:"+key, token)
-				if err != nil {
-					return err
-				}
-				if v != int64(1) {
-					return fmt.Errorf("release gave %v", v)
-				}
-				return nil
-			}, c.close, nil
-		}
 		return func(_ context.Context, key string) error {
 			n++
 			token := "holder-" + strconv.Itoa(i) + "-" + strconv.Itoa(n)
-			v, err := c.do("SET", "lock:"+key, token, "NX", "PX", "30000")
-			if err != nil {
-				return err
+			var fence, v any
+			var err error
+			if lua {
+				fence, err = c.do("EVAL", acquire, "2", "lock:"+key, "fence:"+key, token, "30000")
+			} else if v, err = c.do("SET", "lock:"+key, token, "NX", "PX", "30000"); err == nil && v != "OK" {
+				err = fmt.Errorf("SET NX refused: %v", v)
+			} else if err == nil {
+				fence, err = c.do("INCR", "fence:"+key)
 			}
-			if v != "OK" {
-				return fmt.Errorf("SET NX refused: %v", v)
-			}
-			fence, err := c.do("INCR", "fence:"+key)
 			if err != nil {
 				return err
 			}
 			if f, ok := fence.(int64); !ok || f < 1 {
-				return fmt.Errorf("INCR gave %v", fence)
+				return fmt.Errorf("acquire gave %v", fence)
 			}
-			v, err = c.do("EVAL", release, "1", "lock:"+key, token)
-			if err != nil {
-				return err
+			if v, err = c.do("EVAL", release, "1", "lock:"+key, token); err == nil && v != int64(1) {
+				err = fmt.Errorf("release gave %v", v)
 			}
-			if v != int64(1) {
-				return fmt.Errorf("release gave %v", v)
-			}
-			return nil
+			return err
 		}, c.close, nil
 	}
 	return mk, stop, nil
@@ -294,15 +242,8 @@ func startEtcd() (func(int) (func(context.Context, string) error, func(), error)
 		return nil, nil, err
 	}
 	mk := func(int) (func(context.Context, string) error, func(), error) {
-		// No client log: a run that ends at -duration cancels Locks in
-		// flight, which the client would log as failed retries.
-		cli, err := clientv3.New(clientv3.Config{Endpoints: []string{cu.String()}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+		cli, sess, err := etcdSession(cu)
 		if err != nil {
-			return nil, nil, err
-		}
-		sess, err := concurrency.NewSession(cli, concurrency.WithTTL(30))
-		if err != nil {
-			cli.Close()
 			return nil, nil, err
 		}
 		return func(ctx context.Context, key string) error {
@@ -322,6 +263,22 @@ func startEtcd() (func(int) (func(context.Context, string) error, func(), error)
 	return mk, stop, nil
 }
 
+// etcdSession is a client of the etcd at cu with a session of its own.
+func etcdSession(cu *url.URL) (*clientv3.Client, *concurrency.Session, error) {
+	// No client log: a run that ends at -duration cancels Locks in
+	// flight, which the client would log as failed retries.
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{cu.String()}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		return nil, nil, err
+	}
+	s, err := concurrency.NewSession(cli, concurrency.WithTTL(30))
+	if err != nil {
+		cli.Close()
+		return nil, nil, err
+	}
+	return cli, s, nil
+}
+
 // startEtcdServer starts an embedded etcd on free loopback ports, its data
 // in a temporary directory, and returns its client URL.
 func startEtcdServer() (*url.URL, func(), error) {
@@ -329,19 +286,19 @@ func startEtcdServer() (*url.URL, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	cp, err := freePort()
+	ca, err := benchkit.FreeAddr()
 	if err != nil {
 		return nil, nil, err
 	}
-	pp, err := freePort()
+	pa, err := benchkit.FreeAddr()
 	if err != nil {
 		return nil, nil, err
 	}
 	cfg := embed.NewConfig()
 	cfg.Dir = dir
 	cfg.LogLevel = "fatal" // shutdown logs errors about closed listeners
-	cu, _ := url.Parse("http://127.0.0.1:" + strconv.Itoa(cp))
-	pu, _ := url.Parse("http://127.0.0.1:" + strconv.Itoa(pp))
+	cu, _ := url.Parse("http://" + ca)
+	pu, _ := url.Parse("http://" + pa)
 	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{*cu}, []url.URL{*cu}
 	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{*pu}, []url.URL{*pu}
 	cfg.InitialCluster = cfg.Name + "=" + pu.String()

@@ -79,6 +79,16 @@ type Config struct {
 	// be more than the coordinator's -max-wait (60 s by default). Zero
 	// means 30 seconds.
 	MaxWait time.Duration
+	// Sessions sends the calls that do not wait (acquisitions, renewals,
+	// releases and inspections) on call sessions where the coordinator
+	// offers them (wire.SessionPath: a connection turned by an HTTP/1.1
+	// Upgrade into calls and answers without HTTP's headers, which costs
+	// the coordinator less per call, docs/service.md). A coordinator that
+	// does not offer them (a Worker, one with -auth, an older build)
+	// answers the first upgrade with a refusal, and the client sends every
+	// call as a request from then on. Calls that wait are always requests.
+	// Without HTTPClient only.
+	Sessions bool
 	// AfterFunc schedules what a held lease does in time (Hold, Do,
 	// Election): its renewals and the end of its context at the holder's
 	// deadline. It must follow the clock of Lease: nil means
@@ -138,6 +148,9 @@ func New(cfg Config) (*Client, error) {
 	if cfg.MaxWait < 0 || cfg.MaxWait > wire.MaxWaitMillis*time.Millisecond {
 		return nil, errors.New("client: Config.MaxWait must be from 0 to MaxWaitMillis milliseconds, got " + cfg.MaxWait.String())
 	}
+	if cfg.Sessions && cfg.HTTPClient != nil {
+		return nil, errors.New("client: Config.Sessions needs the client's own connections: set it or HTTPClient, not both")
+	}
 	if cfg.TLS != nil && cfg.HTTPClient != nil {
 		return nil, errors.New("client: set Config.TLS or HTTPClient, not both (configure TLS in the HTTPClient's transport)")
 	}
@@ -171,7 +184,7 @@ func New(cfg Config) (*Client, error) {
 			c.conns = append(c.conns, nil)
 			continue
 		}
-		p := &connPool{host: u.Host, prefix: strings.TrimRight(u.EscapedPath(), "/")}
+		p := &connPool{host: u.Host, prefix: strings.TrimRight(u.EscapedPath(), "/"), sessions: cfg.Sessions}
 		if u.Scheme == "https" {
 			p.tls = tlsFor(cfg.TLS, u)
 			if u.Port() == "" {
@@ -337,12 +350,18 @@ func (c *Client) Acquire(ctx context.Context, resource string) (*Lease, error) {
 		return nil, err
 	}
 	if !reply.OK {
-		if reply.HeldBy != "" {
-			return nil, &DeniedError{Resource: resource, HeldBy: reply.HeldBy, RetryAfter: clock.FromMillis(reply.RetryAfterMillis)}
-		}
-		return nil, errors.New("client: acquisition refused without a holder (reason " + strconv.Quote(reply.Reason) + ")")
+		return nil, denied(resource, reply)
 	}
 	return c.complete(req, reply, secret, c.lc.CompleteAcquire)
+}
+
+// denied is the error of an acquisition of resource that reply refused: a
+// *DeniedError naming the holder, if it names one.
+func denied(resource string, reply wire.Reply) error {
+	if reply.HeldBy == "" {
+		return errors.New("client: acquisition refused without a holder (reason " + strconv.Quote(reply.Reason) + ")")
+	}
+	return &DeniedError{Resource: resource, HeldBy: reply.HeldBy, RetryAfter: clock.FromMillis(reply.RetryAfterMillis)}
 }
 
 // Renew extends l. It returns a new Lease with the same fence and a deadline
@@ -478,7 +497,7 @@ func (c *Client) deliver(ctx context.Context, op wire.Op, path string, body []by
 		if err := c.backoffBefore(ctx, n); err != nil {
 			return err
 		}
-		data, retry, err := c.attempt(ctx, i, op, path, body, c.timeout+wait)
+		data, retry, err := c.attempt(ctx, i, op, path, body, c.timeout+wait, wait == 0)
 		if err == nil {
 			if err = parse(data); err == nil {
 				c.cur.Store(int32(i))
@@ -561,7 +580,7 @@ func (c *Client) hedged(ctx context.Context, op wire.Op, path string, body []byt
 		a, cancel := context.WithCancel(actx)
 		opened = append(opened, open{id, cancel})
 		go func() {
-			data, retry, err := c.attempt(a, i, op, path, body, c.timeout+wait)
+			data, retry, err := c.attempt(a, i, op, path, body, c.timeout+wait, wait == 0)
 			select {
 			case results <- result{id, i, data, retry, err}:
 			case <-done:
@@ -681,8 +700,12 @@ var finalCodes = map[string]bool{wire.CodeTooManyLeases: true, wire.CodeTooManyT
 // timeout, a 5xx, 408 or 429 are (but finalCodes); a TLS certificate that
 // cannot be verified (a *CertificateError), a request that cannot be built
 // and any other refusal are not.
-func (c *Client) attempt(ctx context.Context, base int, op wire.Op, path string, body []byte, timeout time.Duration) (data []byte, retry bool, err error) {
-	status, data, err := c.exchange(ctx, base, path, body, timeout)
+func (c *Client) attempt(ctx context.Context, base int, op wire.Op, path string, body []byte, timeout time.Duration, noWait bool) (data []byte, retry bool, err error) {
+	sess := -1 // the call's number on a session, if it may go on one
+	if noWait {
+		sess = wire.SessionOp(op)
+	}
+	status, data, err := c.exchange(ctx, base, path, body, timeout, sess)
 	if err != nil {
 		var be buildError
 		if errors.As(err, &be) {
@@ -705,9 +728,11 @@ func (c *Client) attempt(ctx context.Context, base int, op wire.Op, path string,
 
 // exchange posts body to path of the base-th coordinator once and reads
 // the whole answer.
-func (c *Client) exchange(ctx context.Context, base int, path string, body []byte, timeout time.Duration) (int, []byte, error) {
+// sess is the call's number on a session (wire.SessionOps), or -1 for a
+// call sent as a request whatever the client's Sessions.
+func (c *Client) exchange(ctx context.Context, base int, path string, body []byte, timeout time.Duration, sess int) (int, []byte, error) {
 	if p := c.conns[base]; p != nil {
-		return p.call(ctx, timeout, path, body)
+		return p.call(ctx, timeout, path, body, sess)
 	}
 	actx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()

@@ -319,11 +319,8 @@ func (c *Client) acquireWaiting(ctx context.Context, resource string, wait time.
 		if reply.Reason == wire.ReasonRevoked {
 			return nil, fmt.Errorf("client: the wait for %q was ended by an operator's revoke (its place in the queue was removed): %w", resource, ErrLeaseRevoked)
 		}
-		if reply.HeldBy == "" {
-			return nil, errors.New("client: acquisition refused without a holder (reason " + strconv.Quote(reply.Reason) + ")")
-		}
-		if chunk == 0 {
-			return nil, &DeniedError{Resource: resource, HeldBy: reply.HeldBy, RetryAfter: clock.FromMillis(reply.RetryAfterMillis)}
+		if reply.HeldBy == "" || chunk == 0 {
+			return nil, denied(resource, reply)
 		}
 	}
 }

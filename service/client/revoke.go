@@ -68,7 +68,7 @@ func (c *Client) sendOnce(ctx context.Context, m wire.Message) (wire.Reply, erro
 		return wire.Reply{}, err
 	}
 	i := int(c.cur.Load())
-	data, _, err := c.attempt(ctx, i, m.Op, m.Op.Path(), body, c.timeout)
+	data, _, err := c.attempt(ctx, i, m.Op, m.Op.Path(), body, c.timeout, false)
 	if err != nil {
 		return wire.Reply{}, err
 	}

@@ -1,17 +1,16 @@
 package client
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"iter"
 	"net/http"
 	"strconv"
-	"strings"
 
 	"github.com/go-json-experiment/json"
 
+	"github.com/lease-fence/lease-fence/internal/sse"
 	"github.com/lease-fence/lease-fence/service/wire"
 )
 
@@ -100,7 +99,7 @@ func (c *Client) sendTo(ctx context.Context, path string, body []byte) ([]byte, 
 				return nil, err
 			}
 		}
-		status, data, err := c.exchange(ctx, i, path, body, c.timeout)
+		status, data, err := c.exchange(ctx, i, path, body, c.timeout, -1)
 		var be buildError
 		if errors.As(err, &be) {
 			return nil, err
@@ -263,47 +262,19 @@ func (c *Client) watchOnce(ctx context.Context, base int, q wire.WatchRequest, f
 		}
 		return false, e
 	}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 4096), maxFrameBytes)
-	var typ string
-	var data []byte
-	for sc.Scan() {
-		line := sc.Bytes()
-		switch {
-		case len(line) == 0:
-			if typ == "" && data == nil {
-				continue
-			}
-			ev, err := parseFrame(typ, data)
-			typ, data = "", nil
-			if err != nil {
-				return true, err
-			}
-			if !fn(ev) {
-				return true, errStop
-			}
-		case line[0] == ':':
-		default:
-			name, value, _ := strings.Cut(string(line), ":")
-			value = strings.TrimPrefix(value, " ")
-			switch name {
-			case "event":
-				typ = value
-			case "data":
-				if data != nil {
-					data = append(data, '\n')
-				}
-				data = append(data, value...)
-			}
+	var stop error // what ended the stream from here, not from reading it
+	err = sse.Read(resp.Body, maxFrameBytes, func(typ string, data []byte) error {
+		ev, err := parseFrame(typ, data)
+		if err == nil && !fn(ev) {
+			err = errStop
 		}
-	}
-	if ctx.Err() != nil {
+		stop = err
+		return err
+	})
+	if stop == nil && ctx.Err() != nil {
 		return true, errStop
 	}
-	if err := sc.Err(); err != nil {
-		return true, err
-	}
-	return true, nil
+	return true, err
 }
 
 // parseFrame reads one frame's data.

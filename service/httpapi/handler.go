@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"net/http"
 	"net/netip"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/go-json-experiment/json"
@@ -55,7 +57,7 @@ type HandlerOptions struct {
 	// reaches the Backend). Package service/auth provides it.
 	Authorize func(r *http.Request, m *wire.Message) *wire.Error
 	// Answered, if set, is called once for every request the handler
-	// answers: the operation (empty when the path is none of the four),
+	// answers: the operation (empty when the path is none of the calls),
 	// the result (Result) and the refusal, if any. Metrics count here.
 	Answered func(op wire.Op, result string, e *wire.Error)
 	// Scope, if set, is asked about every list and watch before the
@@ -66,6 +68,10 @@ type HandlerOptions struct {
 	// Keepalive is how often a watch with nothing to send writes a
 	// comment line. Zero means 15 seconds.
 	Keepalive time.Duration
+	// Sessions, if set, offers call sessions at wire.SessionPath (see
+	// Sessions) and ends them when closed. Nil answers that path 404
+	// not_found, as any other path the handler does not serve.
+	Sessions *Sessions
 }
 
 // The results Answered is given, besides "refused" (with the *Error).
@@ -93,12 +99,15 @@ type handler struct {
 	slack     time.Duration
 	scope     func(*http.Request) (wire.Caller, func(string) bool, *wire.Error)
 	keepalive time.Duration
+	sessions  *Sessions
 }
 
 // NewHandler returns the HTTP face of b: POST /v1/acquire, /v1/renew,
-// /v1/release and /v1/inspect with JSON bodies (see DecodeMessage),
-// answered with a Reply as JSON and status 200, or an error {"error":
-// {"code", "message"}} with the status of its code. Any other path is 404
+// /v1/release, /v1/inspect, /v1/revoke and /v1/proclaim with JSON bodies
+// (see DecodeMessage), answered with a Reply as JSON and status 200, or an
+// error {"error": {"code", "message"}} with the status of its code; POST
+// /v1/renewals (a batch), /v1/list and /v1/watch (streams) and, with
+// Sessions, /v1/session. Any other path is 404
 // not_found; any other method on those paths is 405 method_not_allowed with
 // an Allow header; a body over MaxBodyBytes is 413 body_too_large; a
 // Content-Type other than application/json is 415; a waitMillis over
@@ -107,7 +116,7 @@ type handler struct {
 // goes away.
 func NewHandler(b Backend, opts HandlerOptions) http.Handler {
 	h := &handler{b: b, log: opts.Logger, maxID: opts.MaxIDBytes, maxBody: int64(opts.MaxBodyBytes), maxWait: opts.MaxWait,
-		slack: opts.WaitSlack, authorize: opts.Authorize, answered: opts.Answered, scope: opts.Scope, keepalive: opts.Keepalive}
+		slack: opts.WaitSlack, authorize: opts.Authorize, answered: opts.Answered, scope: opts.Scope, keepalive: opts.Keepalive, sessions: opts.Sessions}
 	if h.keepalive <= 0 {
 		h.keepalive = defaultKeepalive
 	}
@@ -127,6 +136,13 @@ func NewHandler(b Backend, opts HandlerOptions) http.Handler {
 	return h
 }
 
+// notFound answers a path the handler does not serve: 404 not_found,
+// naming those it does.
+func (h *handler) notFound(w http.ResponseWriter, r *http.Request) {
+	h.fail(w, r, "", wire.NewError(wire.CodeNotFound, "no endpoint at "+wire.QuoteShort(r.URL.Path)+
+		"; use POST /v1/acquire, renew, release, inspect, revoke, proclaim, renewals, list or watch"))
+}
+
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path == wire.ListPath || r.URL.Path == wire.WatchPath {
 		h.serveStream(w, r)
@@ -136,39 +152,60 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.serveRenewals(w, r)
 		return
 	}
+	if r.URL.Path == wire.SessionPath {
+		h.serveSession(w, r)
+		return
+	}
 	op := wire.Op(r.URL.Path[min(len(r.URL.Path), len("/v1/")):])
 	if !op.Known() || op.Path() != r.URL.Path {
-		h.fail(w, r, "", wire.NewError(wire.CodeNotFound, "no endpoint at "+wire.QuoteShort(r.URL.Path)+"; use POST /v1/acquire, /v1/renew, /v1/release or /v1/inspect"))
+		h.notFound(w, r)
 		return
 	}
 	data, ok := h.body(w, r, op, h.maxBody)
 	if !ok {
 		return
 	}
+	reply, e := h.call(w, r, op, data)
+	if e != nil {
+		WriteError(w, e)
+		return
+	}
+	writeJSON(w, http.StatusOK, reply)
+}
+
+// call decodes, checks and answers the body data of a call to op: the
+// reply, or the refusal to write. Both are counted and logged. w, if not
+// nil, is the call's own request's: a call that waits moves its deadlines
+// there. A call on a session (w nil) may not wait.
+func (h *handler) call(w http.ResponseWriter, r *http.Request, op wire.Op, data []byte) (*wire.Reply, *wire.Error) {
 	m, derr := wire.DecodeMessage(op, data)
 	if derr != nil {
-		h.fail(w, r, op, derr)
-		return
+		h.refused(r, op, derr)
+		return nil, derr
 	}
 	if e := h.checkIDs(&m); e != nil {
-		h.fail(w, r, op, e)
-		return
+		h.refused(r, op, e)
+		return nil, e
 	}
 	if m.Wait > h.maxWait {
-		h.fail(w, r, op, wire.InvalidField("waitMillis", "must be at most "+strconv.FormatInt(h.maxWait.Milliseconds(), 10)+
-			" (this coordinator's longest wait), got "+strconv.FormatInt(m.Wait.Milliseconds(), 10)))
-		return
+		e := wire.InvalidField("waitMillis", "must be at most "+strconv.FormatInt(h.maxWait.Milliseconds(), 10)+
+			" (this coordinator's longest wait), got "+strconv.FormatInt(m.Wait.Milliseconds(), 10))
+		h.refused(r, op, e)
+		return nil, e
+	}
+	if m.Wait > 0 && w == nil {
+		e := wire.InvalidField("waitMillis", "a call that waits is sent as a request of its own, not on a session")
+		h.refused(r, op, e)
+		return nil, e
 	}
 	if h.authorize != nil {
 		if e := h.authorize(r, &m); e != nil {
 			h.logCall(r, m, e, wire.Reply{})
-			WriteError(w, e)
-			return
+			return nil, e
 		}
 	} else if e := RevokeAllowed(m.Op, r.RemoteAddr); e != nil {
 		h.logCall(r, m, e, wire.Reply{})
-		WriteError(w, e)
-		return
+		return nil, e
 	}
 	if m.Wait > 0 {
 		// Errors are ignored: a writer without deadlines (a Worker's, a
@@ -182,11 +219,10 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		we := ErrorOf(err)
 		h.logCall(r, m, we, reply)
-		WriteError(w, we)
-		return
+		return nil, we
 	}
 	h.logCall(r, m, nil, reply)
-	writeJSON(w, http.StatusOK, &reply)
+	return &reply, nil
 }
 
 // checkIDs refuses ids longer than MaxIDBytes.
@@ -291,6 +327,12 @@ func (h *handler) logCall(r *http.Request, m wire.Message, e *wire.Error, reply 
 
 // fail answers a request refused before it was decoded.
 func (h *handler) fail(w http.ResponseWriter, r *http.Request, op wire.Op, e *wire.Error) {
+	h.refused(r, op, e)
+	WriteError(w, e)
+}
+
+// refused counts and logs a call refused before it was decoded.
+func (h *handler) refused(r *http.Request, op wire.Op, e *wire.Error) {
 	if h.answered != nil {
 		h.answered(op, ResultRefused, e)
 	}
@@ -299,7 +341,6 @@ func (h *handler) fail(w http.ResponseWriter, r *http.Request, op wire.Op, e *wi
 			slog.String("op", string(op)), slog.String("method", r.Method), slog.String("path", wire.QuoteShort(r.URL.Path)),
 			slog.String("code", e.Code))
 	}
-	WriteError(w, e)
 }
 
 // WriteError writes e as the JSON error body with its status.
@@ -316,13 +357,36 @@ var (
 	cacheNoStore    = []string{"no-store"}
 )
 
-// writeJSON writes v as the answer. Strings that are not valid UTF-8 (a
-// message quoting bad input) are written with U+FFFD in their place.
+// answerOpts are the options of every answer's encoding: strings that are
+// not valid UTF-8 (a message quoting bad input) are written with U+FFFD in
+// their place.
+var answerOpts = jsontext.AllowInvalidUTF8(true)
+
+// answerBufs holds the buffers answers are encoded into: a Write does not
+// keep what it is given, so each is reused once the answer is written.
+var answerBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// maxPooledAnswer bounds the buffers kept in answerBufs (a long list page
+// is not kept).
+const maxPooledAnswer = 16 << 10
+
+// writeJSON writes v as the answer, with its Content-Length: net/http sends
+// the head and the body in one write when the handler returns.
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	out, err := json.Marshal(v, jsontext.AllowInvalidUTF8(true))
-	if err != nil {
+	buf := answerBufs.Get().(*bytes.Buffer)
+	defer func() {
+		if buf.Cap() <= maxPooledAnswer {
+			buf.Reset()
+			answerBufs.Put(buf)
+		}
+	}()
+	buf.Reset()
+	var out []byte
+	if err := json.MarshalWrite(buf, v, answerOpts); err != nil {
 		status = http.StatusInternalServerError
 		out = []byte(`{"error":{"code":"internal","message":"encoding the answer failed"}}`)
+	} else {
+		out = buf.Bytes()
 	}
 	hd := w.Header()
 	hd["Content-Type"] = contentTypeJSON
@@ -346,18 +410,32 @@ func (h *handler) body(w http.ResponseWriter, r *http.Request, op wire.Op, limit
 			return nil, false
 		}
 	}
-	tooLarge := wire.NewError(wire.CodeBodyTooLarge, "the body is larger than "+strconv.FormatInt(limit, 10)+" bytes")
+	tooLarge := func() *wire.Error {
+		return wire.NewError(wire.CodeBodyTooLarge, "the body is larger than "+strconv.FormatInt(limit, 10)+" bytes")
+	}
 	if r.ContentLength > limit {
-		h.fail(w, r, op, tooLarge)
+		h.fail(w, r, op, tooLarge())
 		return nil, false
 	}
-	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	var data []byte
+	var err error
+	if n := r.ContentLength; n >= 0 {
+		// The declared length, at most limit: one buffer of that size,
+		// read exactly (net/http's body ends there; the read that fills the
+		// buffer is the one that reaches that end, and nothing is read
+		// after it).
+		data = make([]byte, n)
+		_, err = io.ReadFull(r.Body, data)
+	} else {
+		data, err = io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	}
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if !errors.As(err, &mbe) {
-			tooLarge = wire.NewError(wire.CodeMalformedJSON, "reading the body: "+err.Error())
+			h.fail(w, r, op, wire.NewError(wire.CodeMalformedJSON, "reading the body: "+err.Error()))
+			return nil, false
 		}
-		h.fail(w, r, op, tooLarge)
+		h.fail(w, r, op, tooLarge())
 		return nil, false
 	}
 	return data, true

@@ -1,16 +1,12 @@
 package httpapi
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"net/http"
-	"strconv"
 	"time"
 
-	"github.com/go-json-experiment/json"
-	"github.com/go-json-experiment/json/jsontext"
-
+	"github.com/lease-fence/lease-fence/internal/sse"
 	"github.com/lease-fence/lease-fence/service/wire"
 )
 
@@ -108,28 +104,14 @@ func notSupported(what string) *wire.Error {
 // stream writes st as Server-Sent Events until it ends, the client goes
 // away or a write stalls.
 func (h *handler) stream(w http.ResponseWriter, r *http.Request, st wire.EventStream) {
-	rc := http.NewResponseController(w)
-	// The stream lasts: no read deadline; each write has its own.
-	_ = rc.SetReadDeadline(time.Time{})
-	hd := w.Header()
-	hd.Set("Content-Type", "text/event-stream")
-	hd.Set("Cache-Control", "no-store")
-	hd.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	var buf bytes.Buffer
+	out := sse.Start(w, watchWriteSlack)
 	hello := st.Hello()
-	frame(&buf, hello.Seq, wire.EventHello, &hello)
+	out.Event(hello.Seq, wire.EventHello, &hello)
 	for i := range st.Replay() {
 		ev := &st.Replay()[i]
-		frame(&buf, ev.Seq, ev.Type, ev)
+		out.Event(ev.Seq, ev.Type, ev)
 	}
-	flush := func() bool {
-		_ = rc.SetWriteDeadline(time.Now().Add(watchWriteSlack))
-		_, err := w.Write(buf.Bytes())
-		buf.Reset()
-		return err == nil && rc.Flush() == nil
-	}
-	if !flush() {
+	if !out.Flush() {
 		return
 	}
 	keep := time.NewTicker(h.keepalive)
@@ -140,53 +122,35 @@ func (h *handler) stream(w http.ResponseWriter, r *http.Request, st wire.EventSt
 		case ev, ok := <-events:
 			if !ok {
 				if from, over := st.Overflow(); over {
-					frame(&buf, 0, wire.EventOverflow, &wire.Overflow{ResumeFrom: from})
-					flush()
+					out.Event(0, wire.EventOverflow, &wire.Overflow{ResumeFrom: from})
+					out.Flush()
 				}
 				return
 			}
-			frame(&buf, ev.Seq, ev.Type, &ev)
+			out.Event(ev.Seq, ev.Type, &ev)
 			// Whatever else is ready goes in the same write.
 		more:
-			for buf.Len() < 32<<10 {
+			for out.Buffered() < 32<<10 {
 				select {
 				case ev, ok := <-events:
 					if !ok {
 						break more
 					}
-					frame(&buf, ev.Seq, ev.Type, &ev)
+					out.Event(ev.Seq, ev.Type, &ev)
 				default:
 					break more
 				}
 			}
-			if !flush() {
+			if !out.Flush() {
 				return
 			}
 		case <-keep.C:
-			buf.WriteString(": keepalive\n\n")
-			if !flush() {
+			out.Comment("keepalive")
+			if !out.Flush() {
 				return
 			}
 		case <-r.Context().Done():
 			return
 		}
 	}
-}
-
-// frame appends one event: its id (if not zero), type and JSON data.
-func frame(buf *bytes.Buffer, id uint64, typ string, v any) {
-	if id != 0 {
-		buf.WriteString("id: ")
-		buf.WriteString(strconv.FormatUint(id, 10))
-		buf.WriteByte('\n')
-	}
-	buf.WriteString("event: ")
-	buf.WriteString(typ)
-	buf.WriteString("\ndata: ")
-	data, err := json.Marshal(v, jsontext.AllowInvalidUTF8(true))
-	if err != nil {
-		data = []byte("{}")
-	}
-	buf.Write(data)
-	buf.WriteString("\n\n")
 }

@@ -24,24 +24,35 @@ import (
 	"github.com/lease-fence/lease-fence/service"
 )
 
-// TestPreviousFormatIsRewritten: a state in the previous format (entries
-// as JSON) is read as strictly, and its first write rewrites it in the
-// current format.
-func TestPreviousFormatIsRewritten(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "state")
+// previousState writes a state of format whose fence mark is 7 and whose
+// entries are live and rel, each as enc encodes it, and returns its
+// directory and its database, still open.
+func previousState(t *testing.T, format string, enc func(service.Entry) []byte) (dir string, db *pebble.DB, live, rel service.Entry) {
+	t.Helper()
+	dir = filepath.Join(t.TempDir(), "state")
 	db, err := pebble.Open(dir, &pebble.Options{Logger: pebbleLogger{}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	live := entry("a", 5, now+500)
-	rel := service.Entry{Resource: "c", Released: []service.Release{{RequestID: "r", HolderID: "h", Fence: 4, At: now - 10, SecretHash: live.SecretHash}}}
-	for k, v := range map[string]string{"meta/format": formatJSON, "meta/fence-mark": "7"} {
+	live = entry("a", 5, now+500)
+	rel = service.Entry{Resource: "c", Released: []service.Release{{RequestID: "r", HolderID: "h", Fence: 4, At: now - 10, SecretHash: live.SecretHash}}}
+	for k, v := range map[string]string{"meta/format": format, "meta/fence-mark": "7"} {
 		_ = db.Set([]byte(k), []byte(v), nil)
 	}
 	for _, e := range []service.Entry{live, rel} {
-		v, _ := service.EncodeEntry(e)
-		_ = db.Set([]byte(leasePrefix+e.Resource), v, nil)
+		_ = db.Set([]byte(leasePrefix+e.Resource), enc(e), nil)
 	}
+	return dir, db, live, rel
+}
+
+// TestPreviousFormatIsRewritten: a state in the previous format (entries
+// as JSON) is read as strictly, and its first write rewrites it in the
+// current format.
+func TestPreviousFormatIsRewritten(t *testing.T) {
+	dir, db, live, rel := previousState(t, formatJSON, func(e service.Entry) []byte {
+		v, _ := service.EncodeEntry(e)
+		return v
+	})
 	// First with a damaged entry (an unknown member): refused as strictly as
 	// before, and left as it was.
 	v, _ := service.EncodeEntry(live)
@@ -101,19 +112,7 @@ func TestPreviousFormatIsRewritten(t *testing.T) {
 // layout, with its value and revocation, and both layouts are read back
 // after a restart.
 func TestPreviousEntryLayoutIsRead(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "state")
-	db, err := pebble.Open(dir, &pebble.Options{Logger: pebbleLogger{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	live := entry("a", 5, now+500)
-	rel := service.Entry{Resource: "c", Released: []service.Release{{RequestID: "r", HolderID: "h", Fence: 4, At: now - 10, SecretHash: live.SecretHash}}}
-	for k, v := range map[string]string{"meta/format": Format, "meta/fence-mark": "7"} {
-		_ = db.Set([]byte(k), []byte(v), nil)
-	}
-	for _, e := range []service.Entry{live, rel} {
-		_ = db.Set([]byte(leasePrefix+e.Resource), service.AppendEntryBinaryV1(nil, &e), nil)
-	}
+	dir, db, live, rel := previousState(t, Format, func(e service.Entry) []byte { return service.AppendEntryBinaryV1(nil, &e) })
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -182,6 +181,12 @@ func TestUnsyncedWrites(t *testing.T) {
 			}
 			time.Sleep(time.Millisecond)
 		}
+		// The timer's flush took them under s.use's read lock, which it
+		// holds until its sync is done: handed to Pebble, they may still be
+		// in its log writer's buffer, which a kill loses.
+		s.use.Lock()
+		//lint:ignore SA2001 waiting for the flush to let go is the point
+		s.use.Unlock()
 		fmt.Println(dir)
 		select {}
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/lease-fence/lease-fence/core/clock"
 	"github.com/lease-fence/lease-fence/core/lease"
+	"github.com/lease-fence/lease-fence/internal/testrig/pgtest"
 	"github.com/lease-fence/lease-fence/service/client"
 	"github.com/lease-fence/lease-fence/service/pgstore"
 	"github.com/lease-fence/lease-fence/service/wire"
@@ -43,7 +44,7 @@ func (g *rig) postRenewals(i int, ms []wire.Message) []wire.Result {
 func (g *rig) expiry(resource string) float64 {
 	g.t.Helper()
 	var e float64
-	queryRow(g.t, g.dsn, `SELECT expires_at FROM lease_fence_leases WHERE resource = '`+resource+`'`, &e)
+	pgtest.QueryRow(g.t, g.dsn, `SELECT expires_at FROM lease_fence_leases WHERE resource = '`+resource+`'`, &e)
 	return e
 }
 

@@ -14,11 +14,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/lease-fence/lease-fence/core/clock"
 	"github.com/lease-fence/lease-fence/core/lease"
+	"github.com/lease-fence/lease-fence/internal/testrig/benchkit"
 	"github.com/lease-fence/lease-fence/internal/testrig/pgtest"
 	"github.com/lease-fence/lease-fence/service"
 	"github.com/lease-fence/lease-fence/service/pgstore"
@@ -80,7 +80,7 @@ func BenchmarkCycle(b *testing.B) {
 				for n := 0; pb.Next(); n++ {
 					if side == "bare" {
 						for _, h := range []string{"h", ""} {
-							if err := bareTxn(ctx, conn.Conn(), i, h); err != nil {
+							if err := benchkit.BareTxn(ctx, conn.Conn(), i, h); err != nil {
 								b.Error(err)
 								return
 							}
@@ -124,21 +124,6 @@ func benchService(b *testing.B, opts pgtest.Options) (*pgtest.Server, *service.S
 		b.Fatal(err)
 	}
 	return srv, svc
-}
-
-func bareTxn(ctx context.Context, conn *pgx.Conn, id int, holder string) error {
-	var cur string
-	var f int64
-	b := &pgx.Batch{}
-	b.Queue("BEGIN")
-	b.Queue(`SELECT holder, fence FROM bench_rows WHERE id = $1 FOR UPDATE`, id).QueryRow(func(r pgx.Row) error { return r.Scan(&cur, &f) })
-	if err := conn.SendBatch(ctx, b).Close(); err != nil {
-		return err
-	}
-	b = &pgx.Batch{}
-	b.Queue(`UPDATE bench_rows SET holder = $2, fence = $3 WHERE id = $1`, id, holder, f+1)
-	b.Queue("COMMIT")
-	return conn.SendBatch(ctx, b).Close()
 }
 
 // cpuOf returns the CPU time (ns) of this process and of the server's

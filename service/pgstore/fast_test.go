@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/lease-fence/lease-fence/core/lease"
+	"github.com/lease-fence/lease-fence/internal/testrig/pgtest"
 	"github.com/lease-fence/lease-fence/service/pgstore"
 	"github.com/lease-fence/lease-fence/service/wire"
 )
@@ -59,12 +60,12 @@ func TestDecisionsOnAChangedRow(t *testing.T) {
 		t.Fatalf("fence %d after %d", fb, fa)
 	}
 	// Changed behind every replica's back: B's lease expired.
-	exec(t, g.dsn, `UPDATE lease_fence_leases SET expires_at = 1, decided_at = 0 WHERE resource = 'doc'`)
+	pgtest.Exec(t, g.dsn, `UPDATE lease_fence_leases SET expires_at = 1, decided_at = 0 WHERE resource = 'doc'`)
 	if st, out := g.post(0, renewMsg("r-1", "doc", "B", fb)); st != 200 || out["reason"] != string(lease.Expired) {
 		t.Fatalf("renewal of a lease expired meanwhile: %d %v", st, out)
 	}
 	// Deleted behind its back: the fence still goes up.
-	exec(t, g.dsn, `DELETE FROM lease_fence_leases`)
+	pgtest.Exec(t, g.dsn, `DELETE FROM lease_fence_leases`)
 	if fc, _ := g.grant(0, acquireMsg("c-1", "doc", "C")); fc <= fb {
 		t.Fatalf("fence %d after %d", fc, fb)
 	}
@@ -83,7 +84,7 @@ func TestDecisionsOnAChangedRow(t *testing.T) {
 		t.Fatalf("the grant after the counter moved was not made in one round trip (%d, %d)", one, one2)
 	}
 	var stored uint64
-	queryRow(t, g.dsn, `SELECT fence FROM lease_fence_leases WHERE resource = 'third'`, &stored)
+	pgtest.QueryRow(t, g.dsn, `SELECT fence FROM lease_fence_leases WHERE resource = 'third'`, &stored)
 	if stored != fe {
 		t.Fatalf("the row holds fence %d, the answer %d", stored, fe)
 	}
@@ -102,7 +103,7 @@ func TestDecideFunctionChecksItsPremises(t *testing.T) {
 		t.Fatal(err)
 	}
 	st.Close()
-	exec(t, dsn, `INSERT INTO lease_fence_leases (resource, decided_at, sweep_at) VALUES ('doc', 0, 0)`)
+	pgtest.Exec(t, dsn, `INSERT INTO lease_fence_leases (resource, decided_at, sweep_at) VALUES ('doc', 0, 0)`)
 	const countKey = 4242
 	// A grant to A, fence from the sequence, one more lease record.
 	args := func(version int64) []any {
@@ -112,7 +113,7 @@ func TestDecideFunctionChecksItsPremises(t *testing.T) {
 	}
 	conn := g0conn(t, dsn)
 	row := func() (version, fence int64, leases int64) {
-		queryRow(t, dsn, `SELECT xmin::text::bigint, fence, (SELECT sum(leases) FROM lease_fence_totals)::bigint FROM lease_fence_leases WHERE resource = 'doc'`, &version, &fence, &leases)
+		pgtest.QueryRow(t, dsn, `SELECT xmin::text::bigint, fence, (SELECT sum(leases) FROM lease_fence_totals)::bigint FROM lease_fence_leases WHERE resource = 'doc'`, &version, &fence, &leases)
 		return
 	}
 	v0, _, _ := row()

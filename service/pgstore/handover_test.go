@@ -13,6 +13,7 @@ import (
 
 	"github.com/lease-fence/lease-fence/core/fence"
 	"github.com/lease-fence/lease-fence/gates/sqlfence"
+	"github.com/lease-fence/lease-fence/internal/testrig/pgtest"
 	"github.com/lease-fence/lease-fence/service/pgstore"
 )
 
@@ -135,7 +136,7 @@ func TestGrantBelowTheFloorIsRefused(t *testing.T) {
 		t.Fatalf("message %q", msg)
 	}
 	var rows int
-	queryRow(t, g.dsn, `SELECT count(*) FROM lease_fence_leases`, &rows)
+	pgtest.QueryRow(t, g.dsn, `SELECT count(*) FROM lease_fence_leases`, &rows)
 	if f, _ := gt.Floor(ctx, "doc"); f != 1000 || rows != 0 {
 		t.Fatalf("floor %d and %d rows after the refused grant", f, rows)
 	}

@@ -13,13 +13,13 @@ import (
 	"github.com/lease-fence/lease-fence/service/wire"
 )
 
-// TestListPagesOnPostgres: 3,000 leases listed in pages of 100 while
+// TestListPagesOnPostgres: 600 leases listed in pages of 20 while
 // leases are released and granted between pages, on two replicas: every
 // lease live throughout is listed exactly once, in byte order (whatever
 // the database's collation: "B" < "a" < "é"), only under the prefix, and
 // expired ones are not listed.
 func TestListPagesOnPostgres(t *testing.T) {
-	const n = 3000
+	const n, limit = 600, 20
 	g := newRig(t, 2, pgstore.Options{})
 	ctx := context.Background()
 	names := []string{}
@@ -39,11 +39,11 @@ func TestListPagesOnPostgres(t *testing.T) {
 	seen := map[string]int{}
 	cursor, last, k := "", "", 0
 	for {
-		page, err := g.r[k%2].svc.List(ctx, wire.ListRequest{Prefix: "job/", Cursor: cursor, Limit: 100}, nil)
+		page, err := g.r[k%2].svc.List(ctx, wire.ListRequest{Prefix: "job/", Cursor: cursor, Limit: limit}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(page.Leases) > 100 {
+		if len(page.Leases) > limit {
 			t.Fatalf("a page of %d", len(page.Leases))
 		}
 		for _, l := range page.Leases {

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lease-fence/lease-fence/internal/testrig/pgtest"
 	"github.com/lease-fence/lease-fence/service"
 	"github.com/lease-fence/lease-fence/service/httpapi"
 	"github.com/lease-fence/lease-fence/service/pgstore"
@@ -352,7 +353,7 @@ func TestUpgradeFromVersion1(t *testing.T) {
 		t.Fatalf("the second Open upgraded again: %s", g.r[1].logs.String())
 	}
 	var version int64
-	queryRow(t, g.dsn, `SELECT schema_version FROM lease_fence_meta`, &version)
+	pgtest.QueryRow(t, g.dsn, `SELECT schema_version FROM lease_fence_meta`, &version)
 	if version != 7 {
 		t.Fatalf("schema version %d", version)
 	}

@@ -30,8 +30,8 @@ func syncPair(t *testing.T) (primary, standby *pgtest.Server, hold func(bool)) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { sb.Stop() })
-	exec(t, p.DSN(""), `ALTER SYSTEM SET synchronous_standby_names = '*'`)
-	exec(t, p.DSN(""), `SELECT pg_reload_conf()`)
+	pgtest.Exec(t, p.DSN(""), `ALTER SYSTEM SET synchronous_standby_names = '*'`)
+	pgtest.Exec(t, p.DSN(""), `SELECT pg_reload_conf()`)
 	receiver := 0
 	for deadline := time.Now().Add(30 * time.Second); receiver == 0; {
 		kids, err := sb.Children()
@@ -50,7 +50,7 @@ func syncPair(t *testing.T) (primary, standby *pgtest.Server, hold func(bool)) {
 	}
 	var sync string
 	for deadline := time.Now().Add(30 * time.Second); sync != "streaming/sync"; {
-		queryRow(t, p.DSN(""), `SELECT coalesce(string_agg(state || '/' || sync_state, ','), '') FROM pg_stat_replication`, &sync)
+		pgtest.QueryRow(t, p.DSN(""), `SELECT coalesce(string_agg(state || '/' || sync_state, ','), '') FROM pg_stat_replication`, &sync)
 		if time.Now().After(deadline) {
 			t.Fatalf("the standby is %q, not streaming/sync", sync)
 		}
@@ -72,7 +72,7 @@ func syncPair(t *testing.T) (primary, standby *pgtest.Server, hold func(bool)) {
 // synchronous standby, and returns its pid.
 func waitSyncRep(t *testing.T, dsn string) int {
 	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); ; {
+	for deadline := time.Now().Add(30 * time.Second); ; {
 		conn, err := pgx.Connect(context.Background(), dsn)
 		if err != nil {
 			t.Fatal(err)
@@ -85,7 +85,7 @@ func waitSyncRep(t *testing.T, dsn string) int {
 		}
 		if time.Now().After(deadline) {
 			var act string
-			queryRow(t, dsn, `SELECT string_agg(pid || ' ' || coalesce(wait_event_type, '-') || ' ' || coalesce(wait_event, '-') || ' ' || state || ' ' || left(query, 60), E'\n') FROM pg_stat_activity`, &act)
+			pgtest.QueryRow(t, dsn, `SELECT string_agg(pid || ' ' || coalesce(wait_event_type, '-') || ' ' || coalesce(wait_event, '-') || ' ' || state || ' ' || left(query, 60), E'\n') FROM pg_stat_activity`, &act)
 			t.Fatal("no commit waits for the synchronous standby:\n" + act)
 		}
 		time.Sleep(time.Millisecond)
@@ -108,7 +108,11 @@ func TestCommitWaitingForTheStandby(t *testing.T) {
 	}
 	st.Close()
 	g := &rig{t: t, dsn: dsn}
-	g.r = append(g.r, g.open(pgstore.Options{Timeout: 500 * time.Millisecond}, false), g.open(pgstore.Options{Timeout: 30 * time.Second}, false))
+	// Replica 0's call runs out of time while its COMMIT waits; 2 s is
+	// ample for the rest on a loaded machine, and its connection is made
+	// by a first grant, so that the time goes to the COMMIT's wait.
+	g.r = append(g.r, g.open(pgstore.Options{Timeout: 2 * time.Second}, false), g.open(pgstore.Options{Timeout: 30 * time.Second}, false))
+	g.grant(0, acquireMsg("w-1", "warm", "W"))
 
 	hold(true)
 	start := time.Now()
@@ -116,7 +120,7 @@ func TestCommitWaitingForTheStandby(t *testing.T) {
 	if code != 503 || errCode(t, code, out) != "unavailable" || !strings.Contains(out["error"].(map[string]any)["message"].(string), "may or may not") {
 		t.Fatalf("a grant whose commit waits for the standby: %d %v", code, out)
 	}
-	t.Logf("answered 503 after %v (timeout 500ms)", time.Since(start).Round(time.Millisecond))
+	t.Logf("answered 503 after %v (timeout 2s)", time.Since(start).Round(time.Millisecond))
 	retried := make(chan uint64, 1)
 	go func() {
 		code, out := g.post(1, acquireMsg("a-1", "doc", "A"))
@@ -159,7 +163,7 @@ func TestCommitWaitingForTheStandby(t *testing.T) {
 		answered <- code
 	}()
 	pid := waitSyncRep(t, p.DSN(""))
-	exec(t, p.DSN(""), `SELECT pg_cancel_backend($1)`, pid)
+	pgtest.Exec(t, p.DSN(""), `SELECT pg_cancel_backend($1)`, pid)
 	if code := <-answered; code != 503 {
 		t.Fatalf("a commit whose wait for the standby was cancelled was answered %d", code)
 	}

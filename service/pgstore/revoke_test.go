@@ -10,6 +10,7 @@ import (
 
 	"github.com/lease-fence/lease-fence/core/fence"
 	"github.com/lease-fence/lease-fence/core/lease"
+	"github.com/lease-fence/lease-fence/internal/testrig/pgtest"
 	"github.com/lease-fence/lease-fence/service/pgstore"
 	"github.com/lease-fence/lease-fence/service/wire"
 )
@@ -68,7 +69,7 @@ func TestRevokeRaisesTheFloor(t *testing.T) {
 		t.Fatal(err)
 	}
 	var rf int64
-	queryRow(t, g.dsn, `SELECT revoked_fence FROM lease_fence_leases WHERE resource = 'doc'`, &rf)
+	pgtest.QueryRow(t, g.dsn, `SELECT revoked_fence FROM lease_fence_leases WHERE resource = 'doc'`, &rf)
 	if rf != 0 {
 		t.Fatalf("the sweep kept the revocation of fence %d", rf)
 	}

@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,6 +22,7 @@ import (
 	"github.com/lease-fence/lease-fence/core/clock"
 	"github.com/lease-fence/lease-fence/core/lease"
 	"github.com/lease-fence/lease-fence/internal/testrig/pgtest"
+	"github.com/lease-fence/lease-fence/internal/testrig/rigproc"
 	"github.com/lease-fence/lease-fence/internal/testrig/syncio"
 	"github.com/lease-fence/lease-fence/service"
 	"github.com/lease-fence/lease-fence/service/httpapi"
@@ -38,18 +38,7 @@ var pg *pgtest.Server
 var schemaSeq atomic.Int32
 
 func TestMain(m *testing.M) {
-	var err error
-	pg, err = pgtest.Start(pgtest.Options{})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	if err := pg.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		code = 1
-	}
-	os.Exit(code)
+	rigproc.Main(m, &pg, func() (*pgtest.Server, error) { return pgtest.Start(pgtest.Options{}) })
 }
 
 // ttl is the rig's lease length. Expiries are stepped (rig.step), never
@@ -88,32 +77,6 @@ func newSchemaOn(t testing.TB, srv *pgtest.Server) string {
 		t.Fatal(err)
 	}
 	return srv.DSN("") + " search_path=" + name
-}
-
-// exec runs q on dsn's database and schema.
-func exec(t testing.TB, dsn, q string, args ...any) {
-	t.Helper()
-	conn, err := pgx.Connect(context.Background(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
-	if _, err := conn.Exec(context.Background(), q, args...); err != nil {
-		t.Fatalf("%s: %v", q, err)
-	}
-}
-
-// queryRow scans the one row q returns.
-func queryRow(t testing.TB, dsn, q string, dest ...any) {
-	t.Helper()
-	conn, err := pgx.Connect(context.Background(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
-	if err := conn.QueryRow(context.Background(), q).Scan(dest...); err != nil {
-		t.Fatalf("%s: %v", q, err)
-	}
 }
 
 // atOnce makes the calls msg(0) to msg(n-1) at once, call i on replica
@@ -318,7 +281,7 @@ func reqOf(kind, id, resource, holder string, f uint64) lease.Request {
 func (g *rig) dbNow() float64 {
 	g.t.Helper()
 	var now float64
-	queryRow(g.t, g.dsn, `SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::float8`, &now)
+	pgtest.QueryRow(g.t, g.dsn, `SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::float8`, &now)
 	return now
 }
 

@@ -523,11 +523,9 @@ const DefaultStartWait = 30 * time.Second
 
 // upgrade makes a state of version 1 to 6 one of SchemaVersion, in one
 // transaction holding the meta row, unless another coordinator did it
-// first: version 1 to 2 (upgradeV1), then 2 to 3 (upgradeV2), then 3 to 4
-// (upgradeV3), then 4 to 5 (upgradeV4), then 5 to 6 (upgradeV5), then 6 to 7
-// (upgradeV6). Coordinators
-// of an older version that still run fail their calls from then on
-// (docs/service.md, "Upgrading the schema").
+// first, one version at a time (upgrades). Coordinators of an older
+// version that still run fail their calls from then on (docs/service.md,
+// "Upgrading the schema").
 func (s *Store) upgrade(ctx context.Context, conn *pgx.Conn) error {
 	tx, err := conn.Begin(ctx)
 	if err != nil {
@@ -538,52 +536,10 @@ func (s *Store) upgrade(ctx context.Context, conn *pgx.Conn) error {
 	if err := tx.QueryRow(ctx, `SELECT schema_version FROM `+tMeta+` FOR UPDATE`).Scan(&version); err != nil {
 		return errors.New("pgstore: upgrading the schema: " + err.Error())
 	}
-	from = version
-	if version == 1 {
-		for _, q := range upgradeV1 {
-			if _, err := tx.Exec(ctx, q); err != nil {
-				return errors.New("pgstore: upgrading the schema from version 1 to 2 (nothing was changed): " + err.Error())
-			}
-		}
-		version = 2
-	}
-	if version == 2 {
-		if err := upgradeV2(ctx, tx); err != nil {
+	for from = version; version >= 1 && version < SchemaVersion; version++ {
+		if err := upgrades[version](ctx, tx); err != nil {
 			return fmt.Errorf("pgstore: upgrading the schema from version %d to %d (nothing was changed): %w", from, SchemaVersion, err)
 		}
-		version = 3
-	}
-	if version == 3 {
-		for _, q := range upgradeV3 {
-			if _, err := tx.Exec(ctx, q); err != nil {
-				return fmt.Errorf("pgstore: upgrading the schema from version %d to %d (nothing was changed): %w", from, SchemaVersion, err)
-			}
-		}
-		version = 4
-	}
-	if version == 4 {
-		for _, q := range upgradeV4 {
-			if _, err := tx.Exec(ctx, q); err != nil {
-				return fmt.Errorf("pgstore: upgrading the schema from version %d to %d (nothing was changed): %w", from, SchemaVersion, err)
-			}
-		}
-		version = 5
-	}
-	if version == 5 {
-		for _, q := range upgradeV5 {
-			if _, err := tx.Exec(ctx, q); err != nil {
-				return fmt.Errorf("pgstore: upgrading the schema from version %d to %d (nothing was changed): %w", from, SchemaVersion, err)
-			}
-		}
-		version = 6
-	}
-	if version == 6 {
-		for _, q := range upgradeV6 {
-			if _, err := tx.Exec(ctx, q); err != nil {
-				return fmt.Errorf("pgstore: upgrading the schema from version %d to %d (nothing was changed): %w", from, SchemaVersion, err)
-			}
-		}
-		version = 7
 	}
 	if version == from {
 		return nil // upgraded meanwhile
@@ -594,6 +550,24 @@ func (s *Store) upgrade(ctx context.Context, conn *pgx.Conn) error {
 	s.log.Warn(fmt.Sprintf("the state's schema was upgraded from version %d to %d (version 2: the token that acquired each lease, counted by token; "+
 		"version 3: releases in a binary layout; version 4: election values and revocations; version 5: the decision function; version 6: the decision function of a batch; version 7: the decision function in fewer statements): coordinators of older versions still running now fail every call until they are replaced", from, SchemaVersion))
 	return nil
+}
+
+// upgrades[v] makes a state of version v one of version v+1 within the
+// upgrade's transaction.
+var upgrades = [SchemaVersion]func(context.Context, pgx.Tx) error{
+	1: execAll(upgradeV1), 2: upgradeV2, 3: execAll(upgradeV3), 4: execAll(upgradeV4), 5: execAll(upgradeV5), 6: execAll(upgradeV6),
+}
+
+// execAll runs the statements qs in turn.
+func execAll(qs []string) func(context.Context, pgx.Tx) error {
+	return func(ctx context.Context, tx pgx.Tx) error {
+		for _, q := range qs {
+			if _, err := tx.Exec(ctx, q); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 }
 
 // upgradeV2 makes a state of version 2 one of version 3 within tx: each

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/lease-fence/lease-fence/internal/testrig/pgtest"
 	"github.com/lease-fence/lease-fence/service"
 	"github.com/lease-fence/lease-fence/service/pgstore"
 	"github.com/lease-fence/lease-fence/service/wire"
@@ -146,7 +147,7 @@ func TestSecretsHashedAtRest(t *testing.T) {
 		t.Fatalf("release: %d %v", st, out)
 	}
 	var dump string
-	queryRow(t, g.dsn, `SELECT string_agg(row_to_json(l)::text, ' ') FROM lease_fence_leases l`, &dump)
+	pgtest.QueryRow(t, g.dsn, `SELECT string_agg(row_to_json(l)::text, ' ') FROM lease_fence_leases l`, &dump)
 	for _, h := range []string{"A", "B"} {
 		// Neither as text nor in the hex of a bytea (the releases).
 		if strings.Contains(dump, secretOf(h)) || strings.Contains(dump, hex.EncodeToString([]byte(secretOf(h)))) {
@@ -163,21 +164,14 @@ func TestSecretsHashedAtRest(t *testing.T) {
 // acquisitions of distinct resources on three replicas at once, 10 granted
 // and 30 refused with too_many_leases; a release makes room.
 func TestMaxLeasesAcrossReplicas(t *testing.T) {
-	g := newRig(t, 3, pgstore.Options{Limits: service.Limits{MaxLeases: 10}})
-	got := g.atOnce(40, func(i int) wire.Message {
-		h := "h" + strconv.Itoa(i)
-		return acquireMsg("id-"+h, "r"+strconv.Itoa(i), h)
-	})
-	if want := map[string]int{"granted": 10, "503 too_many_leases": 30}; !maps.Equal(got, want) {
-		t.Fatalf("%v, want %v", got, want)
-	}
+	g := maxLeasesAtOnce(t, 10, 40)
 	if n, err := g.r[0].store.Leases(context.Background()); err != nil || n != 10 {
 		t.Fatalf("the store counts %d lease records (%v)", n, err)
 	}
 	// Who holds r0..r39? Release one of them and a new resource fits.
 	var holder string
 	var f int64
-	queryRow(t, g.dsn, `SELECT holder_id, fence FROM lease_fence_leases WHERE fence <> 0 ORDER BY resource LIMIT 1`, &holder, &f)
+	pgtest.QueryRow(t, g.dsn, `SELECT holder_id, fence FROM lease_fence_leases WHERE fence <> 0 ORDER BY resource LIMIT 1`, &holder, &f)
 	res := "r" + strings.TrimPrefix(holder, "h")
 	if st, out := g.post(1, releaseMsg("rel", res, holder, uint64(f))); out["ok"] != true {
 		t.Fatalf("release: %d %v", st, out)
@@ -231,11 +225,11 @@ func TestSweep(t *testing.T) {
 	var rows, leases, lasts, lowest int64
 	counts := func() {
 		t.Helper()
-		queryRow(t, g.dsn, `SELECT (SELECT count(*) FROM lease_fence_leases), (SELECT sum(leases) FROM lease_fence_totals),
+		pgtest.QueryRow(t, g.dsn, `SELECT (SELECT count(*) FROM lease_fence_leases), (SELECT sum(leases) FROM lease_fence_totals),
 			(SELECT sum(lasts) FROM lease_fence_totals), (SELECT coalesce(min(last_fence), 0) FROM lease_fence_leases WHERE last_fence <> 0)`,
 			&rows, &leases, &lasts, &lowest)
 		var realLeases, realLasts int64
-		queryRow(t, g.dsn, `SELECT count(*) FILTER (WHERE fence <> 0), count(*) FILTER (WHERE fence = 0 AND last_fence <> 0) FROM lease_fence_leases`,
+		pgtest.QueryRow(t, g.dsn, `SELECT count(*) FILTER (WHERE fence <> 0), count(*) FILTER (WHERE fence = 0 AND last_fence <> 0) FROM lease_fence_leases`,
 			&realLeases, &realLasts)
 		if realLeases != leases || realLasts != lasts {
 			t.Fatalf("the counts say %d lease records and %d last fences, the rows %d and %d", leases, lasts, realLeases, realLasts)
@@ -268,7 +262,7 @@ func TestSweep(t *testing.T) {
 		t.Fatalf("an old release not swept: %d %v", d, err)
 	}
 	var released, last int64
-	queryRow(t, g.dsn, `SELECT (SELECT sum(releases) FROM lease_fence_totals), (SELECT last_fence FROM lease_fence_leases WHERE resource = 'live')`, &released, &last)
+	pgtest.QueryRow(t, g.dsn, `SELECT (SELECT sum(releases) FROM lease_fence_totals), (SELECT last_fence FROM lease_fence_leases WHERE resource = 'live')`, &released, &last)
 	counts()
 	if released != 0 || last != int64(live) || rows != 90 || lasts != 90 {
 		t.Fatalf("after the release's sweep: %d releases counted, last fence %d of live, %d rows, %d last fences", released, last, rows, lasts)
@@ -302,7 +296,7 @@ func TestSchemaIsChecked(t *testing.T) {
 				t.Fatal(err)
 			}
 			st.Close()
-			exec(t, dsn, c.setup)
+			pgtest.Exec(t, dsn, c.setup)
 			if _, err := pgstore.Open(ctx, dsn, opts); err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("Open: %v, want an error saying %q", err, c.want)
 			}
@@ -343,16 +337,16 @@ func TestDamagedRowsAreRefused(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			g := newRig(t, 1, pgstore.Options{})
 			g.grant(0, acquireMsg("a-1", "doc", "A"))
-			exec(t, g.dsn, c.damage)
+			pgtest.Exec(t, g.dsn, c.damage)
 			var before string
-			queryRow(t, g.dsn, `SELECT row_to_json(l)::text FROM lease_fence_leases l`, &before)
+			pgtest.QueryRow(t, g.dsn, `SELECT row_to_json(l)::text FROM lease_fence_leases l`, &before)
 			for _, m := range []wire.Message{acquireMsg("b", "doc", "B"), renewMsg("r", "doc", "A", 1), releaseMsg("rel", "doc", "A", 1)} {
 				if st, out := g.post(0, m); st != 500 || errCode(t, st, out) != "internal" {
 					t.Fatalf("%s on a damaged row: %d %v", m.Op, st, out)
 				}
 			}
 			var after string
-			queryRow(t, g.dsn, `SELECT row_to_json(l)::text FROM lease_fence_leases l`, &after)
+			pgtest.QueryRow(t, g.dsn, `SELECT row_to_json(l)::text FROM lease_fence_leases l`, &after)
 			if after != before {
 				t.Fatalf("the damaged row changed:\n%s\n%s", before, after)
 			}
@@ -366,7 +360,7 @@ func TestNewTimelineMakesTheFencesJump(t *testing.T) {
 	g := newRig(t, 1, pgstore.Options{})
 	f1, _ := g.grant(0, acquireMsg("a", "r1", "A"))
 	// Pretend the state was written on another timeline.
-	exec(t, g.dsn, `UPDATE lease_fence_meta SET timeline = timeline + 7`)
+	pgtest.Exec(t, g.dsn, `UPDATE lease_fence_meta SET timeline = timeline + 7`)
 	var wg sync.WaitGroup
 	stores := make([]*replica, 4)
 	for i := range stores {
@@ -442,7 +436,7 @@ func TestClockSteppedBack(t *testing.T) {
 func TestOpenWarnsOfAClockBehindTheState(t *testing.T) {
 	g := newRig(t, 1, pgstore.Options{})
 	g.grant(0, acquireMsg("a-1", "doc", "A"))
-	exec(t, g.dsn, `UPDATE lease_fence_leases SET decided_at = decided_at + 600000, expires_at = expires_at + 600000`)
+	pgtest.Exec(t, g.dsn, `UPDATE lease_fence_leases SET decided_at = decided_at + 600000, expires_at = expires_at + 600000`)
 	r := g.open(pgstore.Options{}, false)
 	if !strings.Contains(r.logs.String(), "reads earlier than decisions already stored") || !strings.Contains(r.logs.String(), "resources=1") {
 		t.Fatalf("no warning: %q", r.logs.String())
@@ -453,14 +447,23 @@ func TestOpenWarnsOfAClockBehindTheState(t *testing.T) {
 // shared: 160 acquisitions at once on three replicas against a bound of
 // 130 (max_connections 100) take both paths and grant exactly 130.
 func TestMaxLeasesSharedAndExclusive(t *testing.T) {
-	g := newRig(t, 3, pgstore.Options{Limits: service.Limits{MaxLeases: 130}})
-	got := g.atOnce(160, func(i int) wire.Message {
+	maxLeasesAtOnce(t, 130, 160)
+}
+
+// maxLeasesAtOnce sends n acquisitions of distinct resources at once over
+// three replicas with MaxLeases bound, and checks that exactly bound were
+// granted and the rest refused with too_many_leases.
+func maxLeasesAtOnce(t *testing.T, bound, n int) *rig {
+	t.Helper()
+	g := newRig(t, 3, pgstore.Options{Limits: service.Limits{MaxLeases: bound}})
+	got := g.atOnce(n, func(i int) wire.Message {
 		h := "h" + strconv.Itoa(i)
 		return acquireMsg("id-"+h, "r"+strconv.Itoa(i), h)
 	})
-	if want := map[string]int{"granted": 130, "503 too_many_leases": 30}; !maps.Equal(got, want) {
+	if want := map[string]int{"granted": bound, "503 too_many_leases": n - bound}; !maps.Equal(got, want) {
 		t.Fatalf("%v, want %v", got, want)
 	}
+	return g
 }
 
 // MinFence moves the sequence on, never back.

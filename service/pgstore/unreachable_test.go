@@ -10,73 +10,31 @@ import (
 	"net"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/lease-fence/lease-fence/internal/testrig/pgtest"
 	"github.com/lease-fence/lease-fence/internal/testrig/syncio"
 	"github.com/lease-fence/lease-fence/service/pgstore"
 )
 
-// resetProxy forwards loopback connections to target; the first cuts of
+// newResetProxy forwards loopback connections to target; the first cuts of
 // them are reset once cutAfter queries were answered (in the middle of the
 // state's checks), as a server that restarts resets them.
-type resetProxy struct {
-	ln       net.Listener
-	target   string
-	cutAfter int // queries
-	cuts     atomic.Int32
-	wg       sync.WaitGroup
-}
-
-func newResetProxy(t *testing.T, target string, cuts int32, cutAfter int) *resetProxy {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+func newResetProxy(t *testing.T, target string, cuts, cutAfter int) *pgtest.Proxy {
+	p, err := pgtest.NewProxyWith(target, func(i int, s, c net.Conn) {
+		if i >= cuts {
+			_, _ = io.Copy(s, c)
+			return
+		}
+		forwardQueries(s, c, cutAfter)
+		c.(*net.TCPConn).SetLinger(0) // a reset, not a clean end
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &resetProxy{ln: ln, target: target, cutAfter: cutAfter}
-	p.cuts.Store(cuts)
-	p.wg.Add(1)
-	go p.serve()
-	t.Cleanup(func() { ln.Close(); p.wg.Wait() })
+	t.Cleanup(func() { p.Close() })
 	return p
-}
-
-func (p *resetProxy) port() string { return strconv.Itoa(p.ln.Addr().(*net.TCPAddr).Port) }
-
-func (p *resetProxy) serve() {
-	defer p.wg.Done()
-	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		s, err := net.Dial("tcp", p.target)
-		if err != nil {
-			c.Close()
-			continue
-		}
-		cut := p.cuts.Add(-1) >= 0
-		p.wg.Add(2)
-		go func() {
-			defer p.wg.Done()
-			_, _ = io.Copy(c, s)
-			c.Close()
-		}()
-		go func() {
-			defer p.wg.Done()
-			if cut {
-				forwardQueries(s, c, p.cutAfter)
-				c.(*net.TCPConn).SetLinger(0) // a reset, not a clean end
-				c.Close()
-				s.Close()
-				return
-			}
-			_, _ = io.Copy(s, c)
-			s.Close()
-		}()
-	}
 }
 
 // forwardQueries forwards what the client c sends to the server s: the
@@ -122,8 +80,8 @@ func TestUnreachableIsNotDamaged(t *testing.T) {
 		t.Fatal(err)
 	}
 	st.Close()
-	via := func(p *resetProxy) string {
-		return strings.Replace(dsn, "port="+strconv.Itoa(pg.Port), "port="+p.port(), 1)
+	via := func(p *pgtest.Proxy) string {
+		return strings.Replace(dsn, "port="+strconv.Itoa(pg.Port), "port="+strconv.Itoa(p.Port()), 1)
 	}
 	// The connection is reset after the first queries, while the state's
 	// objects are checked. Twice, then the database answers.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/lease-fence/lease-fence/core/lease"
 	"github.com/lease-fence/lease-fence/internal/sqltext"
+	"github.com/lease-fence/lease-fence/internal/testrig/pgtest"
 	"github.com/lease-fence/lease-fence/service"
 	"github.com/lease-fence/lease-fence/service/pgstore"
 	"github.com/lease-fence/lease-fence/service/wire"
@@ -118,7 +119,7 @@ func TestUpgradeFromVersion2(t *testing.T) {
 	}
 	var version int64
 	var typ string
-	queryRow(t, g.dsn, `SELECT (SELECT schema_version FROM lease_fence_meta), (SELECT format_type(atttypid, atttypmod) FROM pg_attribute
+	pgtest.QueryRow(t, g.dsn, `SELECT (SELECT schema_version FROM lease_fence_meta), (SELECT format_type(atttypid, atttypmod) FROM pg_attribute
 		WHERE attrelid = 'lease_fence_leases'::regclass AND attname = 'releases')`, &version, &typ)
 	if version != 7 || typ != "bytea" {
 		t.Fatalf("after the upgrade: version %d, released %s", version, typ)
@@ -152,7 +153,7 @@ func TestUpgradeFromVersion2(t *testing.T) {
 		t.Fatalf("Open of a version 1 state with damaged releases: %v", err)
 	}
 	var text string
-	queryRow(t, d.dsn, `SELECT (SELECT schema_version FROM lease_fence_meta), (SELECT released::text FROM lease_fence_leases WHERE resource = 'doc')`, &version, &text)
+	pgtest.QueryRow(t, d.dsn, `SELECT (SELECT schema_version FROM lease_fence_meta), (SELECT released::text FROM lease_fence_leases WHERE resource = 'doc')`, &version, &text)
 	if version != 2 || text != `[{"requestId": 1}]` {
 		t.Fatalf("after the refused upgrade: version %d, releases %s", version, text)
 	}
@@ -175,7 +176,7 @@ func TestUpgradeFromVersion4(t *testing.T) {
 	downgrade(t, g.dsn, 4, "")
 	var fn *string
 	var version int64
-	queryRow(t, g.dsn, `SELECT to_regproc('lease_fence_decide')::text, (SELECT schema_version FROM lease_fence_meta)`, &fn, &version)
+	pgtest.QueryRow(t, g.dsn, `SELECT to_regproc('lease_fence_decide')::text, (SELECT schema_version FROM lease_fence_meta)`, &fn, &version)
 	if fn != nil || version != 4 {
 		t.Fatalf("the downgraded state: function %v, version %d", fn, version)
 	}
@@ -184,7 +185,7 @@ func TestUpgradeFromVersion4(t *testing.T) {
 	if logs := g.r[0].logs.String(); !strings.Contains(logs, "upgraded from version 4 to 7") {
 		t.Fatalf("no upgrade logged: %s", logs)
 	}
-	queryRow(t, g.dsn, `SELECT to_regproc('lease_fence_decide')::text, (SELECT schema_version FROM lease_fence_meta)`, &fn, &version)
+	pgtest.QueryRow(t, g.dsn, `SELECT to_regproc('lease_fence_decide')::text, (SELECT schema_version FROM lease_fence_meta)`, &fn, &version)
 	if fn == nil || version != 7 {
 		t.Fatalf("after the upgrade: function %v, version %d", fn, version)
 	}
@@ -223,7 +224,7 @@ func TestUpgradeFromVersion5(t *testing.T) {
 	var fn, each *string
 	var version int64
 	const q = `SELECT to_regproc('lease_fence_decide')::text, to_regproc('lease_fence_decide_each')::text, (SELECT schema_version FROM lease_fence_meta)`
-	queryRow(t, g.dsn, q, &fn, &each, &version)
+	pgtest.QueryRow(t, g.dsn, q, &fn, &each, &version)
 	if fn == nil || each != nil || version != 5 {
 		t.Fatalf("the downgraded state: function %v, batch function %v, version %d", fn, each, version)
 	}
@@ -232,7 +233,7 @@ func TestUpgradeFromVersion5(t *testing.T) {
 	if logs := g.r[0].logs.String(); !strings.Contains(logs, "upgraded from version 5 to 7") {
 		t.Fatalf("no upgrade logged: %s", logs)
 	}
-	queryRow(t, g.dsn, q, &fn, &each, &version)
+	pgtest.QueryRow(t, g.dsn, q, &fn, &each, &version)
 	if fn == nil || each == nil || version != 7 {
 		t.Fatalf("after the upgrade: function %v, batch function %v, version %d", fn, each, version)
 	}
@@ -270,7 +271,7 @@ func TestUpgradeFromVersion6(t *testing.T) {
 	var src string
 	var version int64
 	const q = `SELECT (SELECT prosrc FROM pg_proc WHERE oid = to_regproc('lease_fence_decide')), (SELECT schema_version FROM lease_fence_meta)`
-	queryRow(t, g.dsn, q, &src, &version)
+	pgtest.QueryRow(t, g.dsn, q, &src, &version)
 	if version != 6 || !strings.Contains(src, "INTO o_issued FROM lease_fence_fences") {
 		t.Fatalf("the downgraded state: version %d, function %s", version, src)
 	}
@@ -279,7 +280,7 @@ func TestUpgradeFromVersion6(t *testing.T) {
 	if logs := g.r[0].logs.String(); !strings.Contains(logs, "upgraded from version 6 to 7") {
 		t.Fatalf("no upgrade logged: %s", logs)
 	}
-	queryRow(t, g.dsn, q, &src, &version)
+	pgtest.QueryRow(t, g.dsn, q, &src, &version)
 	if version != 7 || strings.Contains(src, "INTO o_issued FROM lease_fence_fences") || !strings.Contains(src, "WITH w AS (UPDATE lease_fence_leases") {
 		t.Fatalf("after the upgrade: version %d, function %s", version, src)
 	}

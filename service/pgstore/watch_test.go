@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/lease-fence/lease-fence/core/lease"
+	"github.com/lease-fence/lease-fence/internal/testrig/pgtest"
 	"github.com/lease-fence/lease-fence/service/pgstore"
 	"github.com/lease-fence/lease-fence/service/wire"
 )
@@ -63,7 +64,13 @@ type watchCounter struct {
 // wait waits until more reports came than there were.
 func (c *watchCounter) wait(more int64, why string) {
 	c.t.Helper()
-	want := c.calls.Load() + more
+	c.waitFrom(c.calls.Load(), more, why)
+}
+
+// waitFrom waits until more reports than from have come.
+func (c *watchCounter) waitFrom(from, more int64, why string) {
+	c.t.Helper()
+	want := from + more
 	for deadline := time.Now().Add(20 * time.Second); c.calls.Load() < want; {
 		if time.Now().After(deadline) {
 			c.t.Fatalf("no report: %s", why)
@@ -76,7 +83,7 @@ func listening(t *testing.T, dsn string, n int) {
 	t.Helper()
 	for deadline := time.Now().Add(20 * time.Second); ; {
 		var got int
-		queryRow(t, dsn, `SELECT count(*) FROM pg_stat_activity WHERE query = 'LISTEN lease_fence'`, &got)
+		pgtest.QueryRow(t, dsn, `SELECT count(*) FROM pg_stat_activity WHERE query = 'LISTEN lease_fence'`, &got)
 		if got == n {
 			return
 		}
@@ -102,7 +109,7 @@ func TestWatchFallsBackToThePoll(t *testing.T) {
 	c.wait(1, "a grant on the other replica")
 
 	pgstore.BlockListen(st, true)
-	exec(t, g.dsn, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query = 'LISTEN lease_fence'`)
+	pgtest.Exec(t, g.dsn, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query = 'LISTEN lease_fence'`)
 	c.wait(5, "the poll while not listening")
 
 	pgstore.BlockListen(st, false)
@@ -138,8 +145,14 @@ func TestWatchFindsASilentLink(t *testing.T) {
 	px.Partition()
 	c.wait(5, "the poll once the silent link is found out")
 	px.Heal()
+	// Counted from before the grant: once healed, the store may report r
+	// on its poll, on listening again, or on the grant's notification,
+	// and the first two may come after the grant's commit but before the
+	// grant's answer (then no notification follows: it was sent before
+	// the LISTEN).
+	from := c.calls.Load()
 	g.grant(0, acquireMsg("q1", "r", "a"))
-	c.wait(1, "a grant once healed")
+	c.waitFrom(from, 1, "a grant once healed")
 }
 
 // An inspection on any replica answers the last fence of a free resource:
@@ -199,7 +212,7 @@ func TestNotifiesOnlyWhileListened(t *testing.T) {
 	defer stop()
 	<-pgstore.Listening(g.r[1].store)
 	var marked bool
-	queryRow(t, g.dsn, `SELECT listening_until > extract(epoch FROM clock_timestamp()) * 1000 + 50000 FROM lease_fence_meta`, &marked)
+	pgtest.QueryRow(t, g.dsn, `SELECT listening_until > extract(epoch FROM clock_timestamp()) * 1000 + 50000 FROM lease_fence_meta`, &marked)
 	if !marked {
 		t.Fatal("the listening coordinator did not mark the meta row for a minute")
 	}

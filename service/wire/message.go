@@ -323,13 +323,15 @@ func DecodeMessage(op Op, data []byte) (Message, *Error) {
 			return Message{}, InvalidField(f.name, "must be at most "+strconv.Itoa(MaxValueBytes)+" bytes long, got "+strconv.Itoa(len(f.s.v)))
 		}
 	}
-	wait, werr := strconv.ParseInt(b.Wait.v, 10, 64)
+	// Numbers are parsed only when present: an absent member is zero, and
+	// parsing its empty text would only make an error to drop.
+	wait, werr := parseIf(b.Wait, strconv.ParseInt)
 	if b.Wait.set && (werr != nil || wait < 0 || wait > MaxWaitMillis) {
 		return Message{}, InvalidField("waitMillis", "must be a whole number of milliseconds from 0 to "+strconv.Itoa(MaxWaitMillis)+
 			", got "+QuoteShort(b.Wait.v))
 	}
 	if op == OpInspect {
-		after, aerr := strconv.ParseUint(b.After.v, 10, 64)
+		after, aerr := parseIf(b.After, strconv.ParseUint)
 		switch {
 		case b.After.set && (aerr != nil || after > lease.MaxFence):
 			return Message{}, InvalidField("afterFence", "must be a whole number from 0 to "+strconv.FormatUint(lease.MaxFence, 10)+
@@ -342,7 +344,7 @@ func DecodeMessage(op Op, data []byte) (Message, *Error) {
 		return Message{Op: op, Request: lease.Request{Resource: b.Resource.v}, Wait: time.Duration(wait) * time.Millisecond,
 			After: after, HasAfter: b.After.set, AfterValue: b.AfterVal.v, HasAfterValue: b.AfterVal.set}, nil
 	}
-	fence, ferr := strconv.ParseUint(b.Fence.v, 10, 64)
+	fence, ferr := parseIf(b.Fence, strconv.ParseUint)
 	if op == OpRevoke {
 		if b.Fence.set && (ferr != nil || fence < 1 || fence > lease.MaxFence) {
 			return Message{}, InvalidField("fence", "must be a whole number from 1 to "+strconv.FormatUint(lease.MaxFence, 10)+
@@ -350,7 +352,11 @@ func DecodeMessage(op Op, data []byte) (Message, *Error) {
 		}
 		return Message{Op: op, Request: lease.Request{Resource: b.Resource.v, HolderID: b.HolderID.v, Fence: fence}}, nil
 	}
-	millis, merr := strconv.ParseFloat(b.SentAt.Millis.v, 64)
+	var millis float64
+	var merr error
+	if b.SentAt.set {
+		millis, merr = strconv.ParseFloat(b.SentAt.Millis.v, 64)
+	}
 	switch n := len(b.Secret.v); {
 	case n < MinSecretBytes || n > MaxSecretBytes:
 		return Message{}, InvalidField("secret", "must be "+strconv.Itoa(MinSecretBytes)+" to "+strconv.Itoa(MaxSecretBytes)+
@@ -375,6 +381,16 @@ func DecodeMessage(op Op, data []byte) (Message, *Error) {
 		m.Request.Kind, m.Request.SentAt = lease.Kind(op), clock.At(b.SentAt.Domain.v, millis)
 	}
 	return m, nil
+}
+
+// parseIf parses the whole number f in base 10 with parse
+// (strconv.ParseInt or strconv.ParseUint) if it is present; an absent one
+// is zero, with no error.
+func parseIf[T int64 | uint64](f num, parse func(string, int, int) (T, error)) (T, error) {
+	if !f.set {
+		return 0, nil
+	}
+	return parse(f.v, 10, 64)
 }
 
 // decodeError turns an error of json.Unmarshal into a refusal.

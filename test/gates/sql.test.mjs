@@ -295,6 +295,18 @@ test('the share statement is prepared once a connection, again once the connecti
   assert.equal(await a.floor('r'), 1);
 });
 
+test("the server parses and plans the share check once a connection: PostgreSQL's own counters", async () => {
+  const p = pool(await freshUrl(), { max: 1 }); // the commits' connection is the one asked
+  const store = await openSqlFence(p);
+  await store.admit(tk('h', 1));
+  for (let i = 0; i < 12; i++) await store.commit(tk('h', 1), () => {});
+  // Every check ran the statement the connection prepared (no Parse of its
+  // own); after PostgreSQL's five custom plans, from the one cached plan.
+  const { rows } = await p.query('SELECT name, generic_plans::int AS generic, custom_plans::int AS custom FROM pg_prepared_statements');
+  assert.deepEqual(rows.map((r) => [r.name, r.generic + r.custom]), [['lease_fence_lease_fence_share', 13]]);
+  assert.ok(rows[0].custom <= 5 && rows[0].generic >= 8, JSON.stringify(rows));
+});
+
 test('connections that do not keep the share statement (a pooler): the check goes with parameters', async () => {
   const p = pool(await freshUrl(), { max: 1 });
   const sent = [];

@@ -8,8 +8,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { openRedisFence } from 'lease-fence/redis';
-import { openSqlFence } from 'lease-fence/sql';
+import { MAX_REJECTIONS_PAGE as REDIS_MAX_REJECTIONS_PAGE, openRedisFence } from 'lease-fence/redis';
+import { MAX_REJECTIONS_PAGE as SQL_MAX_REJECTIONS_PAGE, openSqlFence } from 'lease-fence/sql';
 import { root } from './servers.mjs';
 
 const TABLE = 't_js';
@@ -77,4 +77,23 @@ test('lease-fence/sql sends the statements gates/sqlfence sends', async () => {
   assert.deepEqual(notGo, [], 'lease-fence/sql sent statements that are not gates/sqlfence\'s');
   // Every statement of Go's was sent (so the comparison covered them all).
   assert.deepEqual([...new Set(sent.filter((t) => names.has(t)).map((t) => names.get(t)))].sort(), Object.keys(go.postgres).sort());
+});
+
+test('lease-fence/redis and lease-fence/sql check core/fence\'s limits', async () => {
+  const { MAX_ID_BYTES, MAX_MAX_REJECTIONS, MAX_REJECTIONS_PAGE } = go.limits;
+  const client = {
+    evalSha: async () => { throw new Error('NOSCRIPT No matching script. Please use EVAL.'); },
+    eval: async (text) => (text === go.page ? [] : ['ok']),
+  };
+  const refused = (what, f) => assert.throws(f, { name: 'InvalidArgumentError' }, what);
+  const refusedAsync = (what, f) => assert.rejects(f, { name: 'InvalidArgumentError' }, what);
+  openRedisFence(client, { maxRejections: MAX_MAX_REJECTIONS });
+  refused('maxRejections above the limit', () => openRedisFence(client, { maxRejections: MAX_MAX_REJECTIONS + 1 }));
+  const gate = openRedisFence(client);
+  assert.deepEqual(await gate.rejections('r', { afterSeq: 0, limit: MAX_REJECTIONS_PAGE }), []);
+  await refusedAsync('a page above the limit', () => gate.rejections('r', { afterSeq: 0, limit: MAX_REJECTIONS_PAGE + 1 }));
+  await gate.admit({ resource: 'r'.repeat(MAX_ID_BYTES), holderId: 'h', fence: 1 });
+  await refusedAsync('a resource above the limit', () => gate.admit({ resource: 'r'.repeat(MAX_ID_BYTES + 1), holderId: 'h', fence: 1 }));
+  assert.equal(SQL_MAX_REJECTIONS_PAGE, MAX_REJECTIONS_PAGE);
+  assert.equal(REDIS_MAX_REJECTIONS_PAGE, MAX_REJECTIONS_PAGE);
 });

@@ -104,28 +104,8 @@ export async function runSchedule(seed, makeGate) {
     const waits = chance(0.5);
     const fails = chance(0.3);
     op.expectFailure = fails;
-    if (chance(0.5)) {
-      // A fn that takes the signal.
-      return async (signal) => {
-        op.signal = signal;
-        if (!(signal instanceof AbortSignal)) fail(`${op.name}'s fn got ${signal}, not an AbortSignal`);
-        startWrite();
-        try {
-          for (let i = 0; i < awaits; i++) await null;
-          if (waits) {
-            const d = deferred();
-            deferreds.add({ settle: d.resolve });
-            await d.promise;
-          }
-          if (fails) throw failure;
-          return op.value;
-        } finally {
-          endWrite();
-        }
-      };
-    }
-    return async (...args) => {
-      if (args.length !== 1 || !(args[0] instanceof AbortSignal)) fail(`${op.name}'s fn, which declares no parameter, got ${args.length} argument(s), not its signal`);
+    // The write of both async shapes, started as the fn is called.
+    const write = async () => {
       startWrite();
       try {
         for (let i = 0; i < awaits; i++) await null;
@@ -139,6 +119,18 @@ export async function runSchedule(seed, makeGate) {
       } finally {
         endWrite();
       }
+    };
+    if (chance(0.5)) {
+      // A fn that takes the signal.
+      return async (signal) => {
+        op.signal = signal;
+        if (!(signal instanceof AbortSignal)) fail(`${op.name}'s fn got ${signal}, not an AbortSignal`);
+        return write();
+      };
+    }
+    return async (...args) => {
+      if (args.length !== 1 || !(args[0] instanceof AbortSignal)) fail(`${op.name}'s fn, which declares no parameter, got ${args.length} argument(s), not its signal`);
+      return write();
     };
   }
 

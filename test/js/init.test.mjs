@@ -12,25 +12,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { root, run } from './fresh-node.mjs';
+import { roundTrip as roundTripOf } from '../consumers/app/roundtrip.mjs';
 
 
-// A round trip through whatever namespace lf is: acquire, commit, a stale
-// fence refused.
-const roundTrip = `
-function roundTrip(lf) {
-  const coordinator = new lf.LeaseCoordinator({ clock: lf.createManualClock('c'), ttlMillis: 100 });
-  const client = new lf.LeaseClient({ clock: lf.createManualClock('a'), holderId: 'a' });
-  const gate = new lf.FenceGate('r');
-  const request = client.beginAcquire('r');
-  const lease = client.completeAcquire(request, coordinator.acquire(request).grant);
-  const written = gate.commit(lease.token, () => 'written');
-  gate.admit({ resource: 'r', holderId: 'b', fence: lease.token.fence + 1 });
-  let refused = false;
-  try { gate.commit(lease.token, () => {}); } catch (e) { refused = e instanceof lf.StaleFenceError; }
-  return { fence: lease.token.fence, written, refused };
-}
-`;
-const ok = { fence: 1, written: 'written', refused: true };
+// A round trip through whatever namespace lf is, the consumer apps' own
+// (acquire, commit, a stale fence refused), as source for the fresh processes.
+const roundTrip = String(roundTripOf);
+const ok = { fence: 1, written: 'written', refused: true, rejections: 1 };
 
 const globalsCheck = (load) => `
 ${roundTrip}
@@ -67,19 +55,24 @@ describe('importing adds nothing to globalThis', () => {
   }
 });
 
+// Source that sets touched when globalThis[name] is read (a write puts a
+// plain value in its place).
+const watchGlobal = (name) => `
+const real = Object.getOwnPropertyDescriptor(globalThis, '${name}');
+let touched = false;
+Object.defineProperty(globalThis, '${name}', {
+  configurable: true,
+  enumerable: real.enumerable,
+  get() { touched = true; return real.get ? real.get.call(this) : real.value; },
+  set(v) { Object.defineProperty(globalThis, '${name}', { value: v, writable: true, configurable: true, enumerable: real.enumerable }); },
+});`;
+
 // In Node the first mention of the global Response loads Node's fetch
 // (undici), which takes longer than starting the wasm; loading from a file:
 // URL must not need it.
 const responseCheck = (load) => `
 ${roundTrip}
-const real = Object.getOwnPropertyDescriptor(globalThis, 'Response');
-let touched = false;
-Object.defineProperty(globalThis, 'Response', {
-  configurable: true,
-  enumerable: real.enumerable,
-  get() { touched = true; return real.get ? real.get.call(this) : real.value; },
-  set(v) { Object.defineProperty(globalThis, 'Response', { value: v, writable: true, configurable: true, enumerable: real.enumerable }); },
-});
+${watchGlobal('Response')}
 const lf = await (async () => { ${load} })();
 console.log(JSON.stringify({ touched, result: roundTrip(lf) }));
 `;
@@ -106,14 +99,7 @@ describe('loading from a file does not touch Response (which would load fetch in
 // differs from one process to the next.
 const randomCheck = (load) => `
 ${roundTrip}
-const real = Object.getOwnPropertyDescriptor(globalThis, 'crypto');
-let touched = false;
-Object.defineProperty(globalThis, 'crypto', {
-  configurable: true,
-  enumerable: real.enumerable,
-  get() { touched = true; return real.get ? real.get.call(this) : real.value; },
-  set(v) { Object.defineProperty(globalThis, 'crypto', { value: v, writable: true, configurable: true, enumerable: real.enumerable }); },
-});
+${watchGlobal('crypto')}
 const lf = await (async () => { ${load} })();
 const id = new lf.LeaseClient({ clock: lf.createManualClock('a'), holderId: 'a' }).beginAcquire('r').requestId;
 console.log(JSON.stringify({ touched, id, result: roundTrip(lf) }));

@@ -87,7 +87,29 @@ export async function startWorker(args, children) {
   children?.push(child);
   child.on('exit', () => rmSync(dir, { recursive: true, force: true }));
   const url = await waitFor(child, log, /Ready on (http:\/\/127\.0\.0\.1:\d+)/, 'wrangler dev');
+  workerLogs.set(url, { log, quoted: 0 });
   return { url, log, child };
+}
+
+// The output of each Worker started here, by its URL, for workerFault.
+const workerLogs = new Map();
+
+/**
+ * For an answer of a Worker started here that the Worker did not write
+ * (status 5xx, not JSON: wrangler dev's error page for an exception thrown
+ * in the Worker, or its proxy's own refusals), a description with the lines
+ * wrangler dev and workerd printed since the last one quoted; otherwise
+ * undefined. The service answers every error as JSON, so such an answer is
+ * never the service's.
+ */
+export function workerFault(url, status, text) {
+  if (status < 500 || /^\s*\{/.test(text)) return undefined;
+  const w = workerLogs.get(new URL(url).origin);
+  if (!w) return undefined;
+  const lines = w.log.slice(w.quoted);
+  w.quoted = w.log.length;
+  return `wrangler dev answered ${status} (not the service's JSON) to ${new URL(url).pathname}: ${text.slice(0, 300)}\n` +
+    `its output since the last quote (${lines.length} lines):\n${lines.slice(-200).join('\n')}`;
 }
 
 // stop ends a child (wrangler: its whole process group) with signal

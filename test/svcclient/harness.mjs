@@ -7,9 +7,16 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import http from 'node:http';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { root, startCoordinator, startWorker as startChildWorker, stop } from './children.mjs';
+import { root, startCoordinator, startWorker as startChildWorker, stop, workerFault } from './children.mjs';
 
 // ---------------------------------------------------------------- processes
+
+// The coordinators the suite runs against: SVCCLIENT_TARGETS, the native
+// coordinator and the Worker unless it names fewer (make
+// test-svcclient-fetch runs the native one only: the Worker's answers are
+// the same on either transport, and the node:http pass checks them).
+export const TARGETS = (process.env.SVCCLIENT_TARGETS ?? 'native worker').split(/[\s,]+/).filter(Boolean);
+for (const t of TARGETS) if (t !== 'native' && t !== 'worker') throw new Error(`SVCCLIENT_TARGETS: unknown target ${JSON.stringify(t)} (native, worker)`);
 
 // The coordinators, started by children.mjs; children lists what this
 // file's users started, for stopAll.
@@ -31,6 +38,8 @@ export async function fetchText(url, init) {
   for (let attempt = 1; ; attempt++) {
     const res = await fetch(url, init);
     const text = await res.text();
+    const fault = workerFault(url, res.status, text);
+    if (fault) console.error(fault);
     if (res.status !== 503 || !WRANGLER_PROXY_LOST.test(text) || attempt === 3) return { status: res.status, text };
   }
 }

@@ -8,8 +8,8 @@
 // takes on a loaded machine and far below the waits asked for (30 s), so a
 // grant inside it can only come from the coordinator's own wake-up. The
 // renewal property runs on manual time (the client's clock and its timers
-// seam), 200 seeded runs on the native coordinator and 40 on the Worker,
-// and exactly: the signal fires at
+// seam), 40 seeded runs on the native coordinator and 8 on the Worker
+// (HOLD_RUNS; `make soak-hold` runs many more), and exactly: the signal fires at
 // the loss margin before the holder's deadline, never after it; the
 // real-time runs check the same with the host's timers.
 import { after, before, describe, test } from 'node:test';
@@ -35,7 +35,7 @@ import { rng } from '../js/helpers.mjs';
 import { existsSync, writeFileSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
 import { FenceGate } from 'lease-fence';
-import { ManualTimers, children, fetchText, rejects, resourceNames, root, startNative, startProxy, startWorker, stopAll, tracked, until } from './harness.mjs';
+import { ManualTimers, TARGETS, children, fetchText, rejects, resourceNames, root, startNative, startProxy, startWorker, stopAll, tracked, until } from './harness.mjs';
 
 // The holds renew on real timers every third of the TTL: at 5 s a hold
 // outlives a stall of its process or of the coordinator of up to 3 s, which
@@ -50,7 +50,13 @@ const BOUND = 5000;
 // against a hang, not a measured bound: a child process on a busy machine
 // reported its fourth leader after more than 3 s in one CI run).
 const SEEN = 30_000;
-const RUNS = Number(process.env.HOLD_RUNS ?? 200);
+// The seeded runs under faults on the native coordinator (the Worker: a
+// fifth). Deliberate breaks of the hold (wasm/js/service/hold.mjs: the
+// loss timer armed past the margin, a loss margin of twice the set one,
+// the renewal in flight not aborted at the end, a batch's answers handed
+// to the wrong holds) fail within the first six runs, plain and batched,
+// from this SEED and from the fetch pass's: 40 is over three times that.
+const RUNS = Number(process.env.HOLD_RUNS ?? 40);
 const SEED = Number(process.env.HOLD_SEED ?? 20_170);
 
 // Fault ids (x-fault-id) of requests the proxy parked for good: the
@@ -95,6 +101,50 @@ async function quietCalls(inflight, what) {
     assert.ok(performance.now() - start < 60_000, `${what}: calls still in flight after 60 s`);
   }
 }
+/**
+ * One seeded run of the fault properties: its random sources, fault(), a
+ * manual clock and timers, a fetch that gives every call a fault id (prefix
+ * and a count) and keeps the calls in flight, quiet() (quietCalls of them),
+ * and client(), the run's client with random attempts, timeouts and backoff.
+ */
+function faultRun(name, run, seed, prefix) {
+  const rand = rng(seed);
+  const randBackoff = rng(seed ^ 0x5bd1e995);
+  const clock = createManualClock(`${name}-${run}`, { start: 1000 });
+  const timers = new ManualTimers(clock);
+  const holderId = `${name}-${run}`;
+  const inflight = new Set();
+  const urls = new Map();
+  let ids = 0;
+  const wrapped = async (url, init) => {
+    const id = `${prefix}-${++ids}`;
+    inflight.add(id);
+    urls.set(id, `${url} ${init.body}`);
+    const done = () => {
+      inflight.delete(id);
+      stir();
+    };
+    init.signal.addEventListener('abort', done, { once: true });
+    try {
+      const res = await send(url, { ...init, headers: { ...init.headers, 'x-fault-id': id } });
+      const text = await res.text();
+      return new Response(text, { status: res.status, headers: res.headers });
+    } finally {
+      done();
+    }
+  };
+  const client = (baseURL, skew) => new LeaseServiceClient({
+    baseURL, holderId, clock, clockSkewMillis: skew, timers, fetch: wrapped,
+    attempts: 1 + Math.floor(rand() * 4), attemptTimeoutMillis: 50 + Math.floor(rand() * TTL),
+    backoff: () => Math.floor(randBackoff() * 100),
+  });
+  // One of the proxy's faults, drawn with rand, as the proxy's action.
+  const fault = () => {
+    const f = ['drop', 'holdReply', 'hold', 'reset', '503'][Math.floor(rand() * 5)];
+    return f === '503' ? { answer: { status: 503, body: { error: { code: 'unavailable', message: 'injected' } } } } : { [f]: true };
+  };
+  return { rand, fault, clock, timers, holderId, inflight, urls, client, quiet: () => quietCalls(inflight, `run ${run} (seed ${seed})`) };
+}
 const targets = {};
 
 let holdTs;
@@ -103,8 +153,8 @@ before(async () => {
   const compiled = path.join(root, 'out/test/svcclient/hold.js');
   assert.ok(existsSync(compiled), 'hold.ts is not compiled: run tsc -p test/svcclient/tsconfig.json');
   holdTs = await import(pathToFileURL(compiled).href);
-  const [native, worker] = await Promise.all([startNative({ ttl: TTL }), startWorker({ ttl: TTL })]);
-  for (const t of [native, worker]) {
+  const started = await Promise.all(TARGETS.map((kind) => (kind === 'native' ? startNative({ ttl: TTL }) : startWorker({ ttl: TTL }))));
+  for (const t of started) {
     t.proxy = await startProxy(t.url, {
       onPark: (e) => {
         if (!e.headers['x-fault-id']) return;
@@ -174,9 +224,13 @@ async function releaseBehindItsBack(t, lease) {
   assert.deepEqual(r.json, { ok: true });
 }
 
-/** The places kept with no call attached, on the native server (/debug/waiting). */
-async function kept(t) {
-  const res = await fetch(`${t.debugURL}/debug/waiting`);
+/**
+ * The places kept with no call attached on resource, on the native server
+ * (/debug/waiting?resource=): counted on the test's own resource only, as
+ * a place kept on another (by an earlier test) may expire meanwhile.
+ */
+async function kept(t, resource) {
+  const res = await fetch(`${t.debugURL}/debug/waiting?resource=${encodeURIComponent(resource)}`);
   return (await res.json()).kept;
 }
 
@@ -202,15 +256,17 @@ const aborted = (signal) => new Promise((resolve) => {
 
 // ---------------------------------------------------------------- both coordinators
 
-for (const which of ['native', 'worker']) {
+// reset returns target with its proxy reset: no policy, nothing seen.
+const reset = (target) => (target.proxy.reset(), target);
+
+for (const which of TARGETS) {
   describe(which === 'native' ? 'native coordinator (durable, TTL 5 s)' : 'Worker under wrangler dev (TTL 5 s)', () => {
     const t = () => targets[which];
     // The long hold: started first, checked after 10 TTLs by the last test.
     let long;
 
     test('a hold renews itself: one fence, every renewal anchored at its own send, seen by inspect, denied to others', async () => {
-      const T = t();
-      T.proxy.reset();
+      const T = reset(t());
       const a = client(T, 'long-a');
       const r = resourceName('long');
       const held = await a.hold(r);
@@ -250,14 +306,13 @@ for (const which of ['native', 'worker']) {
     });
 
     test('8 waiters are granted in arrival order, each at the release of the one before', async () => {
-      const T = t();
-      T.proxy.reset();
+      const T = reset(t());
       const r = resourceName('order');
       let cur = await client(T, 'order-h0').hold(r);
       const waiters = [];
       for (let i = 1; i <= 8; i++) waiters.push(await queue(T, client(T, `order-w${i}`), r));
       for (const [i, w] of waiters.entries()) {
-        for (const later of waiters.slice(i)) assert.equal(later.settled, false, 'a waiter was answered before its turn');
+        for (const later of waiters.slice(i)) assert.equal(later.settled, false, `a waiter was answered before its turn: ${later.error ?? JSON.stringify(later.value?.token)} (the holder's signal: ${cur.signal.reason})`);
         await cur.release();
         await w.promise;
         assert.equal(w.error, undefined, String(w.error));
@@ -270,8 +325,7 @@ for (const which of ['native', 'worker']) {
     });
 
     test('a waiter holds promptly after a release and after an expiry (the coordinator wakes it)', async (ctx) => {
-      const T = t();
-      T.proxy.reset();
+      const T = reset(t());
       const r = resourceName('handover');
       const a = await client(T, 'ho-a').hold(r);
       const wb = await queue(T, client(T, 'ho-b'), r);
@@ -300,21 +354,20 @@ for (const which of ['native', 'worker']) {
     });
 
     test('a waiter whose signal aborts leaves; the next waiter is served', async () => {
-      const T = t();
-      T.proxy.reset();
+      const T = reset(t());
       const r = resourceName('gone');
       const a = await client(T, 'gone-a').hold(r);
       const ac = new AbortController();
       const wb = await queue(T, client(T, 'gone-b'), r, { signal: ac.signal });
       const wc = await queue(T, client(T, 'gone-c'), r);
-      const kept0 = which === 'native' ? await kept(T) : 0;
       const why = new Error('b gives up');
       ac.abort(why);
       await wb.promise;
       assert.equal(wb.error, why);
       if (which === 'native') {
-        // The coordinator saw b go: its place is kept, with no call.
-        for (const start = performance.now(); (await kept(T)) !== kept0 + 1;) {
+        // The coordinator saw b go: its place is kept, with no call (the
+        // only place on r that is).
+        for (const start = performance.now(); (await kept(T, r)) !== 1;) {
           assert.ok(performance.now() - start < 30_000, 'the coordinator never saw b go');
         }
       }
@@ -337,8 +390,7 @@ for (const which of ['native', 'worker']) {
     });
 
     test('a waiting acquisition retried (its call cut, its grant lost) keeps one place and gets one fence', async () => {
-      const T = t();
-      T.proxy.reset();
+      const T = reset(t());
       const r = resourceName('retried');
       const a = await client(T, 'ret-a').hold(r);
       const mine = (e) => e.path === '/v1/acquire' && e.json?.holderId === 'ret-b';
@@ -376,8 +428,7 @@ for (const which of ['native', 'worker']) {
     });
 
     test('a waited grant whose first renewal is refused as expired: hold waits again, for what is left of the wait', async () => {
-      const T = t();
-      T.proxy.reset();
+      const T = reset(t());
       const r = resourceName('rewait');
       const a = await client(T, 'rw-a').hold(r);
       // b's own time is manual: its wait outlasts a TTL by b's clock, so
@@ -420,59 +471,28 @@ for (const which of ['native', 'worker']) {
     const seededRuns = which === 'native' ? RUNS : Math.ceil(RUNS / 5);
     test(`renewals under faults, ${seededRuns} seeded runs on manual time: the signal fires at the holder's deadline, never after`, async (ctx) => {
       const RUNS = seededRuns;
-      const T = t();
-      T.proxy.reset();
+      const T = reset(t());
       const r = resourceName('seeded');
-      const faults = ['drop', 'holdReply', 'hold', 'reset', '503'];
       let lostByDeadline = 0;
       let refused = 0;
       let renewalsSeen = 0;
       for (let run = 0; run < RUNS; run++) {
         const seed = SEED + run * 7919 + (which === 'worker' ? 1 : 0);
-        const rand = rng(seed);
-        const randBackoff = rng(seed ^ 0x5bd1e995);
-        const clock = createManualClock(`seeded-${run}`, { start: 1000 });
-        const timers = new ManualTimers(clock);
-        const holderId = `seeded-${run}`;
+        // Every call of this run's client carries a fault id; the run
+        // waits until each call in flight is parked by the proxy for good.
+        const { rand, fault, clock, timers, holderId, inflight, urls, client: runClient, quiet } = faultRun('seeded', run, seed, `${which}-${run}`);
         const skew = Math.floor(rand() * 300);
         const every = Math.floor(TTL / 6 + rand() * ((TTL - skew) * 0.9 - TTL / 6));
         const health = rand();
         let failing = false;
-        // Every call of this run's client carries a fault id; the run
-        // waits until each call in flight is parked by the proxy for good.
-        const inflight = new Set();
-        const urls = new Map();
-        let ids = 0;
-        const wrapped = async (url, init) => {
-          const id = `${which}-${run}-${++ids}`;
-          inflight.add(id);
-          urls.set(id, `${url} ${init.body}`);
-          const done = () => {
-            inflight.delete(id);
-            stir();
-          };
-          init.signal.addEventListener('abort', done, { once: true });
-          try {
-            const res = await send(url, { ...init, headers: { ...init.headers, 'x-fault-id': id } });
-            const text = await res.text();
-            return new Response(text, { status: res.status, headers: res.headers });
-          } finally {
-            done();
-          }
-        };
-        const quiet = () => quietCalls(inflight, `run ${run} (seed ${seed})`);
         T.proxy.policy = (e) => {
           if (e.path !== '/v1/renew' || e.json?.holderId !== holderId) return undefined;
           if (!failing && rand() < health) return undefined;
-          const f = faults[Math.floor(rand() * faults.length)];
-          if (process.env.HOLD_TRACE) console.error(run, clock.now().millis, 'fault', f, e.json.sentAt.millis, e.headers['x-fault-id']);
-          return f === '503' ? { answer: { status: 503, body: { error: { code: 'unavailable', message: 'injected' } } } } : { [f]: true };
+          const f = fault();
+          if (process.env.HOLD_TRACE) console.error(run, clock.now().millis, 'fault', JSON.stringify(f), e.json.sentAt.millis, e.headers['x-fault-id']);
+          return f;
         };
-        const c = new LeaseServiceClient({
-          baseURL: T.proxy.url, holderId, clock, clockSkewMillis: skew, timers, fetch: wrapped,
-          attempts: 1 + Math.floor(rand() * 4), attemptTimeoutMillis: 50 + Math.floor(rand() * TTL),
-          backoff: () => Math.floor(randBackoff() * 100),
-        });
+        const c = runClient(T.proxy.url, skew);
         const held = await c.hold(r, { renewEveryMillis: every });
         const fence = held.token.fence;
         const firstDeadline = held.deadline.millis;
@@ -553,56 +573,26 @@ for (const which of ['native', 'worker']) {
     const batchedRuns = which === 'native' ? RUNS : Math.ceil(RUNS / 5);
     test(`three holds of one client, their renewals batched, under faults, ${batchedRuns} seeded runs on manual time: every signal fires at its holder's deadline, never after`, async (ctx) => {
       const RUNS = batchedRuns;
-      const T = t();
-      T.proxy.reset();
+      const T = reset(t());
       const r = resourceName('batched');
-      const faults = ['drop', 'holdReply', 'hold', 'reset', '503'];
       let lostByDeadline = 0;
       let refused = 0;
       let renewalsSeen = 0;
       let batches = 0;
       for (let run = 0; run < RUNS; run++) {
         const seed = SEED + 31 + run * 7919 + (which === 'worker' ? 1 : 0);
-        const rand = rng(seed);
-        const randBackoff = rng(seed ^ 0x5bd1e995);
-        const clock = createManualClock(`batched-${run}`, { start: 1000 });
-        const timers = new ManualTimers(clock);
-        const holderId = `batched-${run}`;
+        const { rand, fault, clock, timers, holderId, client: runClient, quiet } = faultRun('batched', run, seed, `${which}-b${run}`);
         const skew = Math.floor(rand() * 300);
         const health = rand();
         let failing = false;
-        const inflight = new Set();
-        let ids = 0;
-        const wrapped = async (url, init) => {
-          const id = `${which}-b${run}-${++ids}`;
-          inflight.add(id);
-          const done = () => {
-            inflight.delete(id);
-            stir();
-          };
-          init.signal.addEventListener('abort', done, { once: true });
-          try {
-            const res = await send(url, { ...init, headers: { ...init.headers, 'x-fault-id': id } });
-            const text = await res.text();
-            return new Response(text, { status: res.status, headers: res.headers });
-          } finally {
-            done();
-          }
-        };
-        const quiet = () => quietCalls(inflight, `run ${run} (seed ${seed})`);
         const holderOf = (e) => (e.path === '/v1/renewals' ? e.json?.renewals?.[0]?.holderId : e.json?.holderId);
         T.proxy.policy = (e) => {
           if ((e.path !== '/v1/renew' && e.path !== '/v1/renewals') || holderOf(e) !== holderId) return undefined;
           if (e.path === '/v1/renewals') batches++;
           if (!failing && rand() < health) return undefined;
-          const f = faults[Math.floor(rand() * faults.length)];
-          return f === '503' ? { answer: { status: 503, body: { error: { code: 'unavailable', message: 'injected' } } } } : { [f]: true };
+          return fault();
         };
-        const c = new LeaseServiceClient({
-          baseURL: T.proxy.url, holderId, clock, clockSkewMillis: skew, timers, fetch: wrapped,
-          attempts: 1 + Math.floor(rand() * 4), attemptTimeoutMillis: 50 + Math.floor(rand() * TTL),
-          backoff: () => Math.floor(randBackoff() * 100),
-        });
+        const c = runClient(T.proxy.url, skew);
         // Taken gap apart: within a quarter of the renewal interval of one
         // another (one call from the first renewal on), or not.
         const gap = Math.floor(rand() * 400);
@@ -688,10 +678,10 @@ for (const which of ['native', 'worker']) {
         c = client(T, `each-${which}-${attempt}`);
         leases = [];
         for (let i = 0; i < 3; i++) leases.push(await c.acquire(`${r}-${attempt}-${i}`));
-        if (performance.now() - start > TTL / 2 && attempt < 5) continue;
+        if (performance.now() - start > TTL / 2 && attempt < 8) continue;
         await releaseBehindItsBack(T, leases[1]);
         out = await c.renewEach(leases);
-        if (performance.now() - start < TTL / 2 || attempt === 5) break;
+        if (performance.now() - start < TTL / 2 || attempt === 8) break;
       }
       assert.ok(out[0].lease !== undefined && out[2].lease !== undefined, String([out[0].error, out[2].error]));
       assert.equal(out[0].lease.token.fence, leases[0].token.fence);
@@ -728,8 +718,7 @@ for (const which of ['native', 'worker']) {
     });
 
     test('real time: renewals fail, the signal fires before the holder\'s deadline (within the margin), before the next holder is granted', async (ctx) => {
-      const T = t();
-      T.proxy.reset();
+      const T = reset(t());
       const late = [];
       // A run in which this process stalled longer than the margin (the
       // event loop's lag, measured beside it) may see the signal fire late
@@ -797,8 +786,7 @@ for (const which of ['native', 'worker']) {
     });
 
     test('withLease: the value; the callback\'s error; lost while it ran; released every time', async () => {
-      const T = t();
-      T.proxy.reset();
+      const T = reset(t());
       const r = resourceName('with');
       const a = client(T, 'with-a');
       let token;
@@ -884,8 +872,7 @@ for (const which of ['native', 'worker']) {
     });
 
     test('inspect, and an inspection that waits for the fence to change', async () => {
-      const T = t();
-      T.proxy.reset();
+      const T = reset(t());
       const r = resourceName('inspect');
       const a = client(T, 'insp-a');
       assert.deepEqual(await a.inspect(r), { held: false, lastFence: 0 });
@@ -913,8 +900,7 @@ for (const which of ['native', 'worker']) {
     });
 
     test('elections: 5 campaigners in their own processes; a killed leader is followed by exactly one, after its TTL; every observer sees each leader once, in fence order', async (ctx) => {
-      const T = t();
-      T.proxy.reset();
+      const T = reset(t());
       const name = resourceName('election');
       const procs = [];
       for (let i = 1; i <= 5; i++) {
@@ -985,8 +971,23 @@ for (const which of ['native', 'worker']) {
         assert.equal(elected().length, 4, story());
         assert.equal(leading().length, 1, story());
         const leaders = [l1, l2, l3, l4].map((l) => ({ holderId: l.p.id, fence: l.fence }));
-        await until(() => observers.every((o) => o.seen.length >= 4), 'the observers see the fourth leader', SEEN);
-        for (const o of observers) assert.deepEqual(o.seen, leaders, 'an observer in this process');
+        // A grant that reached its campaigner after the holder's deadline
+        // (a loaded machine) is counted lost there, and that campaigner
+        // waits again without saying it was elected; the coordinator had
+        // it as the leader until it expired, and an observer may have seen
+        // it. Such a grant may come only before the first leader (a later
+        // one would have failed the fence checks above); an observer may
+        // list it, in its place, and nothing else.
+        const grants = T.proxy.seen.filter((x) => x.json?.resource === name && x.path === '/v1/acquire' && x.status === 200 && x.reply?.includes('"grant"'))
+          .map((x) => JSON.parse(x.reply).grant);
+        const unannounced = grants.filter((g) => !leaders.some((l) => l.fence === g.fence)).map(({ holderId, fence }) => ({ holderId, fence }));
+        assert.ok(unannounced.every((g) => g.fence < l1.fence), `a grant no campaigner announced, after the first leader: ${JSON.stringify(unannounced)}`);
+        const announced = (seen) => {
+          assert.ok(seen.every((l, i) => i === 0 || seen[i - 1].fence < l.fence), `not in fence order: ${JSON.stringify(seen)}`);
+          return seen.filter((l) => !unannounced.some((g) => g.fence === l.fence && g.holderId === l.holderId));
+        };
+        await until(() => observers.every((o) => announced(o.seen).length >= 4), 'the observers see the fourth leader', SEEN);
+        for (const o of observers) assert.deepEqual(announced(o.seen), leaders, 'an observer in this process');
         // The campaigners' own observers, in the processes still alive.
         // What the observers asked and were answered, for a failure: the
         // inspections of this election, when each was sent and answered.
@@ -994,11 +995,11 @@ for (const which of ['native', 'worker']) {
           .map((x) => `#${x.n} ${Math.round(x.start - l1.at)}..${x.at === undefined ? '-' : Math.round(x.at - l1.at)} after ${x.json.afterFence ?? '-'}: ${x.status ?? x.error ?? 'open'} ${x.reply ?? ''}`).join('\n');
         for (const p of procs.filter((x) => x.child.exitCode === null && x.child.signalCode === null)) {
           try {
-            await until(() => p.events.filter((x) => x.ev === 'observed').length >= 4, `${p.id} observes the fourth leader`, SEEN);
+            await until(() => announced(p.events.filter((x) => x.ev === 'observed')).length >= 4, `${p.id} observes the fourth leader`, SEEN);
           } catch (e) {
             throw new Error(`${e.message}\n${story()}\ninspections (ms after the first election):\n${inspections()}`, { cause: e });
           }
-          assert.deepEqual(p.events.filter((x) => x.ev === 'observed').map(({ holderId, fence }) => ({ holderId, fence })), leaders, `${p.id}'s observer`);
+          assert.deepEqual(announced(p.events.filter((x) => x.ev === 'observed').map(({ holderId, fence }) => ({ holderId, fence }))), leaders, `${p.id}'s observer`);
         }
         assert.deepEqual(await e.leader(), leaders[3]);
         ctx.diagnostic(`new leader ${r1.toFixed(0)} and ${(l4.at - k3).toFixed(0)} ms after a kill (TTL ${TTL} ms), ${(l3.at - resigned).toFixed(1)} ms after a resignation`);
@@ -1067,8 +1068,7 @@ for (const which of ['native', 'worker']) {
     });
 
     test('TypeScript (compiled): await using a hold, withLease, inspect, elections', async () => {
-      const T = t();
-      T.proxy.reset();
+      const T = reset(t());
       const a = client(T, 'ts-a');
       const r = resourceName('ts');
       const gate = new FenceGate(r);
@@ -1121,64 +1121,68 @@ for (const which of ['native', 'worker']) {
 
 // ---------------------------------------------------------------- bad input
 
-test('bad options are InvalidArgumentError naming the option, and send nothing', async () => {
-  const T = targets.native;
-  T.proxy.reset();
-  const a = client(T, 'bad-a');
-  const r = resourceName('bad');
-  const bad = [
-    [() => a.hold(r, { wait: 5 }), 'options.wait'],
-    [() => a.hold(r, { waitMillis: -1 }), 'options.waitMillis'],
-    [() => a.hold(r, { waitMillis: 1.5 }), 'options.waitMillis'],
-    [() => a.hold(r, { waitMillis: '5' }), 'options.waitMillis'],
-    [() => a.hold(r, { renewEveryMillis: 0 }), 'options.renewEveryMillis'],
-    [() => a.hold(r, { signal: 'x' }), 'options.signal'],
-    [() => a.hold(r, 7), 'options'],
-    [() => a.hold('', {}), 'resource'],
-    [() => a.hold(r, { signal: AbortSignal.abort(new Error('already')) }), null],
-    [() => a.withLease(r, async () => {}, { timeoutMillis: 5 }), 'options.timeoutMillis'],
-    [() => a.withLease(r, 'not a function'), 'fn'],
-    [() => a.acquire(r, { waitMillis: 5 }), 'options.waitMillis'],
-    [() => a.inspect(r, { waitMillis: 5 }), 'options.waitMillis'],
-    [() => a.inspect(r, { afterFence: -1 }), 'options.afterFence'],
-    [() => a.inspect(r, { afterFence: 2 ** 53 }), 'options.afterFence'],
-    [() => a.inspect(r, { afterFence: 0, waitMillis: 2 ** 31 + 1 }), 'options.waitMillis'],
-    [() => a.inspect(r, { after: 0 }), 'options.after'],
-    [() => a.inspect(''), 'resource'],
-    [() => a.inspect(7), 'resource'],
-    [async () => a.election(''), 'name'],
-    [async () => a.election(r, { ttl: 5 }), 'options.ttl'],
-    [() => a.election(r).campaign({ wait: 1 }), 'options.wait'],
-    [async () => a.election(r).observe({ signal: {} }), 'options.signal'],
-    [async () => a.election(r).observe({ afterFence: 1 }), 'options.afterFence'],
-    [() => a.election(r).leader({ waitMillis: 1 }), 'options.waitMillis'],
-  ];
-  for (const [call, argument] of bad) {
-    await rejects(call(), (e) => {
-      if (argument === null) return assert.equal(e.message, 'already');
-      assert.ok(e instanceof InvalidArgumentError, `${call}: ${e}`);
-      assert.equal(e.argument, argument, String(call));
-    });
-  }
-  for (const options of [{ maxWaitMillis: 0 }, { maxWaitMillis: 2 ** 31 + 1 }, { maxWaitMillis: 1.5 }, { timers: {} }, { timers: { setTimeout() {} } }, { timers: null }]) {
-    assert.throws(() => client(T, 'bad-b', options), (e) => e instanceof InvalidArgumentError && e.argument === `options.${Object.keys(options)[0]}`);
-  }
-  assert.equal(T.proxy.seen.length, 0, 'nothing was sent');
-  // renewEveryMillis must leave the lease time to renew: checked at the
-  // grant, which is then released.
-  await rejects(a.hold(r, { renewEveryMillis: TTL }), (e) => assert.equal(e.argument, 'options.renewEveryMillis'));
-  await until(() => T.proxy.on('/v1/release').some((e) => e.reply), 'the release of the refused hold');
-  assert.deepEqual(await a.inspect(r), { held: false, lastFence: JSON.parse(T.proxy.on('/v1/acquire')[0].reply).grant.fence });
-  assert.throws(() => new HeldLease(), InvalidArgumentError);
-  assert.throws(() => new LeaseElection(), InvalidArgumentError);
-  // A held lease's release takes call options only.
-  const held = await a.hold(r);
-  await rejects(held.release({ force: true }), (e) => assert.equal(e.argument, 'options.force'));
-  assert.equal(held.signal.aborted, false, 'a refused release changes nothing');
-  await held.release();
-  await held.release(); // a second release resolves
-  assert.ok(held.signal.reason instanceof LeaseReleasedError);
-  assert.equal(held.signal.reason.code, 'released');
-  assert.match(String(held), /HeldLease\("hold-bad-.*" held by "bad-a", fence \d+, until .*, \d+ renewals, ended: LeaseReleasedError\)/);
-  assert.ok(new LeaseServiceError('x') instanceof Error);
-});
+// Against the native coordinator, in the run that has it: make test runs
+// this file once for each coordinator (SVCCLIENT_TARGETS).
+if (TARGETS.includes('native')) {
+  test('bad options are InvalidArgumentError naming the option, and send nothing', async () => {
+    const T = targets.native;
+    T.proxy.reset();
+    const a = client(T, 'bad-a');
+    const r = resourceName('bad');
+    const bad = [
+      [() => a.hold(r, { wait: 5 }), 'options.wait'],
+      [() => a.hold(r, { waitMillis: -1 }), 'options.waitMillis'],
+      [() => a.hold(r, { waitMillis: 1.5 }), 'options.waitMillis'],
+      [() => a.hold(r, { waitMillis: '5' }), 'options.waitMillis'],
+      [() => a.hold(r, { renewEveryMillis: 0 }), 'options.renewEveryMillis'],
+      [() => a.hold(r, { signal: 'x' }), 'options.signal'],
+      [() => a.hold(r, 7), 'options'],
+      [() => a.hold('', {}), 'resource'],
+      [() => a.hold(r, { signal: AbortSignal.abort(new Error('already')) }), null],
+      [() => a.withLease(r, async () => {}, { timeoutMillis: 5 }), 'options.timeoutMillis'],
+      [() => a.withLease(r, 'not a function'), 'fn'],
+      [() => a.acquire(r, { waitMillis: 5 }), 'options.waitMillis'],
+      [() => a.inspect(r, { waitMillis: 5 }), 'options.waitMillis'],
+      [() => a.inspect(r, { afterFence: -1 }), 'options.afterFence'],
+      [() => a.inspect(r, { afterFence: 2 ** 53 }), 'options.afterFence'],
+      [() => a.inspect(r, { afterFence: 0, waitMillis: 2 ** 31 + 1 }), 'options.waitMillis'],
+      [() => a.inspect(r, { after: 0 }), 'options.after'],
+      [() => a.inspect(''), 'resource'],
+      [() => a.inspect(7), 'resource'],
+      [async () => a.election(''), 'name'],
+      [async () => a.election(r, { ttl: 5 }), 'options.ttl'],
+      [() => a.election(r).campaign({ wait: 1 }), 'options.wait'],
+      [async () => a.election(r).observe({ signal: {} }), 'options.signal'],
+      [async () => a.election(r).observe({ afterFence: 1 }), 'options.afterFence'],
+      [() => a.election(r).leader({ waitMillis: 1 }), 'options.waitMillis'],
+    ];
+    for (const [call, argument] of bad) {
+      await rejects(call(), (e) => {
+        if (argument === null) return assert.equal(e.message, 'already');
+        assert.ok(e instanceof InvalidArgumentError, `${call}: ${e}`);
+        assert.equal(e.argument, argument, String(call));
+      });
+    }
+    for (const options of [{ maxWaitMillis: 0 }, { maxWaitMillis: 2 ** 31 + 1 }, { maxWaitMillis: 1.5 }, { timers: {} }, { timers: { setTimeout() {} } }, { timers: null }]) {
+      assert.throws(() => client(T, 'bad-b', options), (e) => e instanceof InvalidArgumentError && e.argument === `options.${Object.keys(options)[0]}`);
+    }
+    assert.equal(T.proxy.seen.length, 0, 'nothing was sent');
+    // renewEveryMillis must leave the lease time to renew: checked at the
+    // grant, which is then released.
+    await rejects(a.hold(r, { renewEveryMillis: TTL }), (e) => assert.equal(e.argument, 'options.renewEveryMillis'));
+    await until(() => T.proxy.on('/v1/release').some((e) => e.reply), 'the release of the refused hold');
+    assert.deepEqual(await a.inspect(r), { held: false, lastFence: JSON.parse(T.proxy.on('/v1/acquire')[0].reply).grant.fence });
+    assert.throws(() => new HeldLease(), InvalidArgumentError);
+    assert.throws(() => new LeaseElection(), InvalidArgumentError);
+    // A held lease's release takes call options only.
+    const held = await a.hold(r);
+    await rejects(held.release({ force: true }), (e) => assert.equal(e.argument, 'options.force'));
+    assert.equal(held.signal.aborted, false, 'a refused release changes nothing');
+    await held.release();
+    await held.release(); // a second release resolves
+    assert.ok(held.signal.reason instanceof LeaseReleasedError);
+    assert.equal(held.signal.reason.code, 'released');
+    assert.match(String(held), /HeldLease\("hold-bad-.*" held by "bad-a", fence \d+, until .*, \d+ renewals, ended: LeaseReleasedError\)/);
+    assert.ok(new LeaseServiceError('x') instanceof Error);
+  });
+}

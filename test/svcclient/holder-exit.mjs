@@ -25,12 +25,15 @@ if (mode === 'release') {
   console.log('released');
   active();
 } else if (mode === 'lost') {
-  held.addEventListener('lost', async () => {
-    console.log('lost');
-    await held.release(); // resolves once the release sent at the loss is answered
-    active();
-  });
+  const lost = new Promise((resolve) => held.addEventListener('lost', resolve, { once: true }));
+  // The release behind the hold's back; its answer can come after the
+  // hold found the loss (another connection), so both are awaited before
+  // asking what is left.
   await client.release(held.lease);
+  await lost;
+  console.log('lost');
+  await held.release(); // resolves once the release sent at the loss is answered
+  active();
 } else if (mode === 'crash') {
   held.addEventListener('renewed', () => {
     setTimeout(() => {

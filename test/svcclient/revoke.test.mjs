@@ -1,7 +1,13 @@
 // Revoke and election values with LeaseServiceClient against the real
-// coordinators: the native server (TTL 2 s, no -auth: this process is a
-// loopback caller, so it may revoke) and the Worker under `wrangler dev`
-// (no tokens: a revoke is refused, 403, as docs/service.md says).
+// coordinators: the native server (no -auth: this process is a loopback
+// caller, so it may revoke) and the Worker under `wrangler dev` (no tokens:
+// a revoke is refused, 403, as docs/service.md says).
+//
+// The TTL is a minute, so that no lease here runs out while a loaded
+// machine stalls the test between its calls: at 2 s the waiter's holder
+// (acquired, never renewed) could expire before the revoke found the
+// waiter, and a hold could lose its lease to a late renewal. The hold that
+// a revoke ends renews every 100 ms instead, so it meets the revoke soon.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { InvalidArgumentError } from 'lease-fence';
@@ -13,15 +19,16 @@ import {
   isLeaseLost,
 } from 'lease-fence/service-client';
 import { LeaseServiceClient } from './transport.mjs';
-import { startNative, startWorker, stopAll, tracked, until } from './harness.mjs';
+import { TARGETS, startNative, startWorker, stopAll, tracked, until } from './harness.mjs';
 
-const TTL = 2000;
+const TTL = 60_000;
+// The revoked hold's renewals: often, so that it meets the revoke soon.
+const RENEW_EVERY = 100;
 const targets = {};
 
 before(async () => {
-  const [native, worker] = await Promise.all([startNative({ ttl: TTL }), startWorker({ ttl: TTL })]);
-  targets.native = native;
-  targets.worker = worker;
+  const started = await Promise.all(TARGETS.map((kind) => (kind === 'native' ? startNative({ ttl: TTL }) : startWorker({ ttl: TTL }))));
+  for (const t of started) targets[t.kind] = t;
 });
 
 after(() => stopAll());
@@ -48,7 +55,7 @@ describe('native coordinator', () => {
     const r = resourceName('hold');
     const a = client(T, 'rv-a');
     const ops = client(T, 'ops');
-    const held = await a.hold(r);
+    const held = await a.hold(r, { renewEveryMillis: RENEW_EVERY });
     const fence = held.token.fence;
     assert.deepEqual(await ops.revoke(r), { holderId: 'rv-a', fence });
     await until(() => held.signal.aborted, 'the hold ends at its next renewal', 30_000);
@@ -104,7 +111,7 @@ describe('native coordinator', () => {
   });
 });
 
-describe('Worker under wrangler dev', () => {
+if (TARGETS.includes('worker')) describe('Worker under wrangler dev', () => {
   test('a revoke without an admin token is refused: 403 forbidden', async () => {
     const T = targets.worker;
     const r = resourceName('worker');
@@ -115,7 +122,7 @@ describe('Worker under wrangler dev', () => {
   });
 });
 
-for (const kind of ['native', 'worker']) {
+for (const kind of TARGETS) {
   describe(`election values (${kind})`, () => {
     test('campaign(value), proclaim(value), leaders with their values', async () => {
       const T = targets[kind];
@@ -127,6 +134,8 @@ for (const kind of ['native', 'worker']) {
       const h = await e.campaign('10.0.0.1:80');
       const fence = h.token.fence;
       assert.deepEqual(await e.leader(), { holderId: 'ev-a', fence, value: '10.0.0.1:80' });
+      // Aborted however the test ends: an observer left running after a
+      // failure kept retrying its stopped server, and the file never ended.
       const ac = new AbortController();
       const seen = [];
       const observed = tracked((async () => {
@@ -135,9 +144,13 @@ for (const kind of ['native', 'worker']) {
           if (seen.length === 2) break;
         }
       })());
-      await until(() => seen.length === 1, 'the first leader observed', 30_000);
-      await e.proclaim('10.0.0.2:80');
-      await observed.promise;
+      try {
+        await until(() => seen.length === 1, 'the first leader observed', 30_000);
+        await e.proclaim('10.0.0.2:80');
+        await observed.promise;
+      } finally {
+        ac.abort();
+      }
       assert.equal(observed.error, undefined, String(observed.error));
       assert.deepEqual(seen, [{ holderId: 'ev-a', fence, value: '10.0.0.1:80' }, { holderId: 'ev-a', fence, value: '10.0.0.2:80' }]);
       await h.release();

@@ -29,7 +29,7 @@ import {
 import { LeaseServiceClient as PackageClient } from 'lease-fence/service-client';
 import { LeaseServiceClient } from './transport.mjs';
 import { root, startCoordinator, startWorker, stop } from './children.mjs';
-import { resourceNames, startProxy as startHarnessProxy } from './harness.mjs';
+import { TARGETS, resourceNames, startProxy as startHarnessProxy } from './harness.mjs';
 
 
 // Everything secret that crossed a proxy, every error a test caught, every
@@ -92,10 +92,10 @@ const targets = {};
 let usingTs;
 
 before(async () => {
-  const [native, worker] = await Promise.all([nativeTarget(), workerTarget()]);
-  for (const t of [native, worker]) {
+  const started = await Promise.all(TARGETS.map((kind) => (kind === 'native' ? nativeTarget() : workerTarget())));
+  for (const [i, t] of started.entries()) {
     t.proxy = await startProxy(t.url);
-    targets[t === native ? 'native' : 'worker'] = t;
+    targets[TARGETS[i]] = t;
   }
   const compiled = path.join(root, 'out/test/svcclient/using.js');
   assert.ok(existsSync(compiled), 'using.ts is not compiled: run tsc -p test/svcclient/tsconfig.json');
@@ -137,13 +137,15 @@ async function nextFenceIs(t, resource, fence) {
 
 // ---------------------------------------------------------------- against both coordinators
 
-for (const which of ['native', 'worker']) {
+// reset returns target with its proxy reset: no policy, nothing seen.
+const reset = (target) => (target.proxy.reset(), target);
+
+for (const which of TARGETS) {
   describe(which === 'native' ? 'native coordinator' : 'Worker under wrangler dev', () => {
     const t = () => targets[which];
 
     test('acquire, renew, release; denied; the deadline anchored at the first send', async () => {
-      const T = t();
-      T.proxy.reset();
+      const T = reset(t());
       const clock = createManualClock(`agent-a-${which}`, { start: 1000 });
       const a = new LeaseServiceClient({ baseURL: T.proxy.url, holderId: 'agent-a', clock, clockSkewMillis: 10, backoff: () => 0 });
       const b = client(T, 'agent-b');
@@ -196,8 +198,7 @@ for (const which of ['native', 'worker']) {
     });
 
     test('a dropped reply: the retry sends the same body and gets the same grant, one fence issued', async () => {
-      const T = t();
-      T.proxy.reset();
+      const T = reset(t());
       // The holder's clock moves on while the first answer is lost: the
       // deadline stays anchored at the first send.
       const clock = createManualClock(`dropped-${which}`, { start: 100 });
@@ -241,8 +242,7 @@ for (const which of ['native', 'worker']) {
     });
 
     test('concurrent calls on one client, every other first answer lost: each gets its own grant once', async () => {
-      const T = t();
-      T.proxy.reset();
+      const T = reset(t());
       const a = client(T, 'agent-a');
       const rs = Array.from({ length: 8 }, () => resourceName('concurrent'));
       const firsts = new Set();
@@ -268,8 +268,7 @@ for (const which of ['native', 'worker']) {
     });
 
     test('an attempt that times out is retried with the same body and request id', async () => {
-      const T = t();
-      T.proxy.reset();
+      const T = reset(t());
       const a = client(T, 'agent-a', { attemptTimeoutMillis: 1500, attempts: 10 });
       const r = resourceName('attempt-timeout');
       // The first attempt reaches the coordinator; its answer never comes back.
@@ -283,8 +282,7 @@ for (const which of ['native', 'worker']) {
     });
 
     test('a retried release answers ok even after someone else held and released the resource', async () => {
-      const T = t();
-      T.proxy.reset();
+      const T = reset(t());
       const a = client(T, 'agent-a');
       const r = resourceName('release-idempotent');
       const lease = await a.acquire(r);
@@ -304,8 +302,7 @@ for (const which of ['native', 'worker']) {
     });
 
     test('a wrong secret is refused with wrong_secret, not retried, and changes nothing', async () => {
-      const T = t();
-      T.proxy.reset();
+      const T = reset(t());
       const a = client(T, 'agent-a');
       const r = resourceName('wrong-secret');
       const lease = await a.acquire(r);
@@ -348,8 +345,7 @@ for (const which of ['native', 'worker']) {
     });
 
     test('a lease the coordinator ended is LeaseExpiredError on renew; dispose then sends nothing', async () => {
-      const T = t();
-      T.proxy.reset();
+      const T = reset(t());
       const a = client(T, 'agent-a');
       const r = resourceName('expired');
       const lease = await a.acquire(r);
@@ -371,8 +367,7 @@ for (const which of ['native', 'worker']) {
     });
 
     test('await using (TypeScript-compiled) releases on the way out, by return and by throw', async () => {
-      const T = t();
-      T.proxy.reset();
+      const T = reset(t());
       const a = client(T, 'agent-a');
       const r = resourceName('using');
       const gate = new FenceGate(r);
@@ -387,8 +382,7 @@ for (const which of ['native', 'worker']) {
     });
 
     test('a per-call timeout ends the call with code timeout', async () => {
-      const T = t();
-      T.proxy.reset();
+      const T = reset(t());
       const a = client(T, 'agent-a');
       T.proxy.policy = () => ({ hold: true });
       await rejects(a.acquire(resourceName('timeout'), { timeoutMillis: 300 }), (e) => {
@@ -401,8 +395,7 @@ for (const which of ['native', 'worker']) {
     });
 
     test('an AbortSignal ends the call at once, with its reason, in flight and in a backoff pause', async () => {
-      const T = t();
-      T.proxy.reset();
+      const T = reset(t());
       const ac2 = new AbortController();
       const why = new Error('shutting down');
       // The pause before a retry would be ten minutes; the signal ends it
@@ -443,8 +436,7 @@ describe('retry rules', () => {
   const unavailable = { status: 503, body: { error: { code: 'unavailable', message: 'the state could not be stored' } } };
 
   test('a 5xx is retried with the same body; then the answer', async () => {
-    const T = t();
-    T.proxy.reset();
+    const T = reset(t());
     const a = client(T, 'agent-a');
     T.proxy.policy = (e) => (e.n < 3 ? { answer: unavailable } : undefined);
     const lease = await a.acquire(resourceName('5xx'));
@@ -454,8 +446,7 @@ describe('retry rules', () => {
   });
 
   test('too_many_leases is final: one attempt, retryable later', async () => {
-    const T = t();
-    T.proxy.reset();
+    const T = reset(t());
     const a = client(T, 'agent-a');
     T.proxy.policy = () => ({ answer: { status: 503, body: { error: { code: 'too_many_leases', message: 'full' } } } });
     await rejects(a.acquire(resourceName('full')), (e) => {
@@ -469,8 +460,7 @@ describe('retry rules', () => {
   });
 
   test('a 4xx is final, with the service code and message', async () => {
-    const T = t();
-    T.proxy.reset();
+    const T = reset(t());
     const a = client(T, 'agent-a');
     T.proxy.policy = () => ({ rewrite: (json) => ({ ...json, extra: 1 }) });
     await rejects(a.acquire(resourceName('4xx')), (e) => {
@@ -483,8 +473,7 @@ describe('retry rules', () => {
   });
 
   test('a redirect is not followed: the body (and its secret) goes nowhere else', async () => {
-    const T = t();
-    T.proxy.reset();
+    const T = reset(t());
     const a = client(T, 'agent-a');
     const lease = await a.acquire(resourceName('redirect'));
     const elsewhere = await startProxy(T.url);
@@ -504,8 +493,7 @@ describe('retry rules', () => {
   });
 
   test('attempts are bounded: the last failure, or no_answer with the cause', async () => {
-    const T = t();
-    T.proxy.reset();
+    const T = reset(t());
     const a = client(T, 'agent-a', { attempts: 3 });
     T.proxy.policy = () => ({ answer: { status: 502, body: 'Bad Gateway' } });
     await rejects(a.acquire(resourceName('bounded')), (e) => {
@@ -526,12 +514,12 @@ describe('retry rules', () => {
       assert.equal(e.status, 0);
       assert.equal(e.attempts, 2);
       assert.ok(e.cause instanceof Error);
+      assert.match(e.message, /got no answer after 2 attempts: .*(ECONNREFUSED|bad port)/);
     });
   });
 
   test('on Node, calls go over node:http unless fetch is asked for, kept alive', async () => {
-    const T = t();
-    T.proxy.reset();
+    const T = reset(t());
     // The package's class itself: no transport chosen for it by the suite.
     for (const [options, overFetch] of [[{}, false], [{ transport: 'auto' }, false], [{ transport: 'node' }, false], [{ transport: 'fetch' }, true],
       [{ agent: new http.Agent({ keepAlive: true }) }, false], [{ fetch: (url, init) => fetch(url, init) }, true]]) {
@@ -549,8 +537,7 @@ describe('retry rules', () => {
   });
 
   test('bad arguments are InvalidArgumentError and send nothing', async () => {
-    const T = t();
-    T.proxy.reset();
+    const T = reset(t());
     const bad = [
       undefined, null, {}, { baseURL: 'ftp://x', holderId: 'a' }, { baseURL: 'not a url', holderId: 'a' },
       { baseURL: T.proxy.url }, { baseURL: T.proxy.url, holderId: 7 }, { baseURL: T.proxy.url, holderId: 'a', attempts: 0 },
@@ -607,8 +594,7 @@ describe('retry rules', () => {
   });
 
   test('each acquisition binds a fresh 32-byte secret', async () => {
-    const T = t();
-    T.proxy.reset();
+    const T = reset(t());
     const a = client(T, 'agent-a');
     const l1 = await a.acquire(resourceName('secret'));
     const l2 = await a.acquire(resourceName('secret'));

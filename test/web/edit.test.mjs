@@ -1,18 +1,19 @@
 // Editing the scenario where it is drawn, in headless Chromium: dragging an
 // event with the mouse and moving it with the keyboard change the parameter
 // the model says places it, the URL, the form, the caption and the verdicts;
-// the handles are sliders with names and values; and 200 seeded random
-// edits (handles, form fields, the third agent, presets) keep every label
-// apart and axe-core at no serious or critical violation (run on each
-// state that shows a kind of element no earlier state showed, checks.mjs
-// a11yKinds: an edit that only moves events or changes numbers shows none).
+// the handles are sliders with names and values; and 120 seeded random
+// edits (handles, form fields, the third agent, presets; EDITS, or `make
+// soak-edit` for more) keep every label apart and axe-core at no serious
+// or critical violation (run on each state that shows a kind of element
+// no earlier state showed, checks.mjs a11yKinds: an edit that only moves
+// events or changes numbers shows none).
 
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import * as lib from 'lease-fence';
-import { startServer, launch, openPage, load, SCREENSHOTS, ROOT } from './harness.mjs';
+import { startServer, launch, openPage, load, goTo, SCREENSHOTS, ROOT } from './harness.mjs';
 import { labelProblems, axe, a11yKinds } from './checks.mjs';
 import { PARAMS, PRESETS, parseQuery, runScenarioAsync, applies } from '../../web/model.js';
 import { verdicts } from '../../web/words.js';
@@ -21,6 +22,12 @@ import { rng } from '../js/helpers.mjs';
 let server;
 let browser;
 let axeSource;
+
+// The seeded random edits. Deliberate breaks of the label placement
+// (web/svg.js findSpot and placeLabels: a label may cross a drawn line,
+// overlap an obstacle, overlap a placed label; a key label gets no wide
+// search) fail at edits 0, 4, 0 and 34: 120 is over three times the last.
+const EDITS = Number(process.env.EDITS ?? 120);
 
 before(async () => {
   await mkdir(SCREENSHOTS, { recursive: true });
@@ -43,16 +50,9 @@ async function open(query, viewport = { width: 1280, height: 900 }) {
 const shot = (page, name) => page.screenshot({ path: join(SCREENSHOTS, `${name}.png`), fullPage: true });
 const handle = (page, mode, actor, kind) => page.locator(`#handles-${mode} .handle[data-actor="${actor}"][data-kind="${kind}"]`).first();
 const scenarioOf = (page) => parseQuery(new URL(page.url()).search).scenario;
-/** Moves the page to position i (-1: the end) through the scrubber, as a user would. */
-const goTo = (page, i) =>
-  page.evaluate((i) => {
-    const s = document.getElementById('scrubber');
-    s.value = String(i < 0 ? Number(s.max) : i);
-    s.dispatchEvent(new Event('input', { bubbles: true }));
-  }, i);
 /** Waits until the page shows the run of its latest edit. */
 const settled = (page) =>
-  page.waitForFunction(() => !document.body.classList.contains('busy') && new Promise((r) => requestAnimationFrame(() => r(true))), null, { timeout: 15000 });
+  page.waitForFunction(() => !document.body.classList.contains('busy') && new Promise((r) => requestAnimationFrame(() => r(true))), null, { timeout: 120_000 });
 
 test("dragging A's write onto B's in the gap: model = 50, the stale write reaches the gate first, and the caption says why", async () => {
   const { page, errors } = await open('?p=gap');
@@ -196,7 +196,7 @@ test('a third agent, the floor and the restart from the form: the rows, the link
   await page.close();
 });
 
-test('200 seeded random edits keep every label apart and axe-core at no serious or critical violation', async () => {
+test(`${EDITS} seeded random edits keep every label apart and axe-core at no serious or critical violation`, async () => {
   const AXE_INCLUDE = ['#lanes', '.setup', '.stage'];
   const rand = rng(22022);
   const pick = (n) => Math.floor(rand() * n);
@@ -206,7 +206,8 @@ test('200 seeded random edits keep every label apart and axe-core at no serious 
   const kinds = { handle: 0, form: 0, agents: 0, preset: 0 };
   const seen = new Set();
   let axeRuns = 0;
-  for (let n = 0; n < 200; n++) {
+  let lastNew = -1;
+  for (let n = 0; n < EDITS; n++) {
     const r = rand();
     let what;
     if (r < 0.6) {
@@ -254,15 +255,16 @@ test('200 seeded random edits keep every label apart and axe-core at no serious 
       assert.deepEqual(await axe(page, axeSource, AXE_INCLUDE), [], where);
       for (const k of shown) seen.add(k);
       axeRuns++;
+      lastNew = n;
     }
     await goTo(page, -1);
   }
-  assert.ok(kinds.handle > 80 && kinds.form > 30 && kinds.agents > 5 && kinds.preset > 2, JSON.stringify(kinds));
+  assert.ok(kinds.handle > EDITS * 0.4 && kinds.form > EDITS * 0.15 && kinds.agents > EDITS / 40 && kinds.preset > EDITS / 100, JSON.stringify(kinds));
   // New kinds come with the presets, the third agent, the form's fields
   // and the outcomes they lead to: every one met by axe-core at least once.
-  console.log(`axe-core: ${axeRuns} runs, ${seen.size} kinds of element in 200 edits`);
+  console.log(`axe-core: ${axeRuns} runs, ${seen.size} kinds of element in ${EDITS} edits, the last new at edit ${lastNew}`);
   assert.ok(axeRuns >= 10 && seen.size >= 300, `axe-core ran ${axeRuns} times over ${seen.size} kinds of element`);
-  await shot(page, 'edit-random-200');
+  await shot(page, 'edit-random');
   assert.deepEqual(errors, []);
   await page.close();
 });

@@ -1,7 +1,7 @@
 // The playground as an explainer, in headless Chromium: captions and
 // verdicts, the failure drawn, the first frame, labels that never collide,
-// contrast computed for every SVG text, axe-core on the playground, embed
-// mode and the tour, and embeds in an iframe. The screenshots of every
+// contrast computed for every SVG text, axe-core on the tour (on the
+// playground and in embed mode: axe.test.mjs), and embeds in an iframe. The screenshots of every
 // preset's end are taken by scripts/screenshots-web.mjs (make
 // screenshots-web): they check nothing.
 
@@ -9,12 +9,13 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { startServer, launch, openPage, load, SCREENSHOTS, ROOT } from './harness.mjs';
-import { labelProblems, axe as axeIn, a11yKinds } from './checks.mjs';
+import { startServer, launch, load, goTo, tabs, SCREENSHOTS, ROOT } from './harness.mjs';
+import { labelProblems, axe as axeIn } from './checks.mjs';
 import { PRESETS } from '../../web/model.js';
 
 let server;
 let browser;
+let tab; // the tests' tabs
 let axeSource;
 const axe = (page) => axeIn(page, axeSource);
 
@@ -23,6 +24,7 @@ before(async () => {
   axeSource = await readFile(join(ROOT, 'node_modules', 'axe-core', 'axe.min.js'), 'utf8');
   server = await startServer();
   browser = await launch();
+  tab = tabs(browser.context);
 });
 
 after(async () => {
@@ -30,11 +32,9 @@ after(async () => {
   await server?.close();
 });
 
-async function open(query, viewport = { width: 1280, height: 800 }) {
-  const o = await openPage(browser.context, viewport);
-  await load(o.page, server.url + query);
-  return o;
-}
+/** Opens query in a tab (reused: harness.mjs tabs); done(page) gives it back. */
+const open = (query, viewport = { width: 1280, height: 800 }) => tab.open(server.url + query, viewport);
+const done = (page) => tab.done(page);
 
 /** Opens query at the end of its run (as the To end button would). */
 async function openEnd(query, viewport) {
@@ -51,15 +51,6 @@ async function choose(page, id) {
   await page.waitForFunction((id) => document.body.dataset.preset === id && !document.body.classList.contains('busy'), id);
 }
 
-/** Moves the page to position i (through the scrubber, as a user would) and returns the last index. */
-const goTo = (page, i) =>
-  page.evaluate((i) => {
-    const s = document.getElementById('scrubber');
-    const last = Number(s.max);
-    s.value = String(i < 0 ? last : i);
-    s.dispatchEvent(new Event('input', { bubbles: true }));
-    return last;
-  }, i);
 
 // In the page: the contrast of every SVG text against what is drawn behind
 // it, sampled at five points of its box and composited as the browser
@@ -152,7 +143,7 @@ test('every step has its own caption, in an aria-live region; the end shows a ve
   assert.equal(await page.locator('#svg-naive rect.hl').count(), 1);
   assert.equal(await page.locator('#svg-fenced g.ev-write.changed').count(), 1);
   assert.deepEqual(errors, []);
-  await page.close();
+  done(page);
 });
 
 test('the failure is drawn: the stale window, the stale write, tokens, the floor, the refusal', async () => {
@@ -189,7 +180,7 @@ test('the failure is drawn: the stale window, the stale write, tokens, the floor
   assert.deepEqual(fenced.floors, ['floor 2']);
   assert.equal(fenced.floor, '2');
   assert.ok(fenced.floorPoints >= 4, 'the floor is a step line');
-  await page.close();
+  done(page);
 });
 
 test('renewal: the belief lines up under the coordinator\'s lease and the difference is labelled', async () => {
@@ -208,7 +199,7 @@ test('renewal: the belief lines up under the coordinator\'s lease and the differ
   });
   assert.ok(Math.abs(geo.genLeft - geo.beliefLeft) < 1);
   assert.ok(geo.beliefTop >= geo.genBottom && geo.beliefTop - geo.genBottom < 20);
-  await page.close();
+  done(page);
 });
 
 test('skew at least the TTL: a warning, and the fenced lease drawn dead on arrival', async () => {
@@ -227,8 +218,8 @@ test('skew at least the TTL: a warning, and the fenced lease drawn dead on arriv
   const ok = await open('?p=gap&skew=999');
   assert.equal(await ok.page.isVisible('#warnings'), false);
   assert.deepEqual(errors, []);
-  await page.close();
-  await ok.page.close();
+  done(page);
+  done(ok.page);
 });
 
 test('the cursor is drawn behind the events', async () => {
@@ -239,7 +230,7 @@ test('the cursor is drawn behind the events', async () => {
     return { cursor: all.indexOf(svg.querySelector('.cursor')), firstEvent: all.indexOf(svg.querySelector('g.events g.ev')) };
   });
   assert.ok(order.cursor >= 0 && order.cursor < order.firstEvent, JSON.stringify(order));
-  await page.close();
+  done(page);
 });
 
 test('the first frame: a prompt, a big Play and the run ghosted, on desktop and on a phone', async () => {
@@ -256,7 +247,7 @@ test('the first frame: a prompt, a big Play and the run ghosted, on desktop and 
     await page.click('#play-big');
     assert.equal(await page.getAttribute('#play', 'aria-pressed'), 'true');
     assert.equal(await page.isVisible('#play-big'), false);
-    await page.close();
+    done(page);
   }
 });
 
@@ -284,7 +275,7 @@ test('the event lists are focusable, named, and follow the run', async () => {
       if (i === last) assert.equal(s.scrolls, true, `${id} should be long enough to scroll at the end`);
     }
   }
-  await page.close();
+  done(page);
 });
 
 // --- labels, contrast, axe: every preset ------------------------------------
@@ -301,7 +292,7 @@ for (const width of [1280, 390]) {
         assert.deepEqual(problems, [], `${preset.id} at step ${i} of ${last}`);
       }
     }
-    await page.close();
+    done(page);
   });
 }
 
@@ -328,41 +319,7 @@ test('every SVG text has a contrast of at least 4.5:1, at the start, middle and 
   }
   assert.ok(measured > 500, `only ${measured} texts measured`);
   console.log(`contrast: ${measured} SVG text measurements, lowest ${lowest.toFixed(2)}:1`);
-  await page.close();
-});
-
-// Each preset is loaded afresh (its own document, from its URL) into one
-// tab per mode: a new tab per preset cost Chromium a new renderer, and
-// axe-core's first run in it, several seconds of CPU each time. axe-core
-// runs at the positions that show a kind of element no earlier one showed
-// (checks.mjs a11yKinds), in each mode; the first position of each mode
-// is always checked.
-test('axe-core: no serious or critical violations on the playground and in embed mode, at the start, middle and end of every preset', async () => {
-  let positions = 0;
-  let axeRuns = 0;
-  for (const embed of [false, true]) {
-    const { page } = await openPage(browser.context, { width: embed ? 820 : 1280, height: 900 });
-    const seen = new Set();
-    for (const preset of PRESETS) {
-      await load(page, `${server.url}?p=${preset.id}${embed ? '&embed=1&at=0' : ''}`);
-      assert.equal(await page.evaluate(() => typeof window.axe), 'undefined', 'a fresh document');
-      const last = await goTo(page, 0);
-      for (const i of [0, Math.floor(last / 2), last]) {
-        await goTo(page, i);
-        positions++;
-        const shown = await page.evaluate(a11yKinds, null);
-        if (!shown.some((k) => !seen.has(k))) continue;
-        const v = await axe(page);
-        assert.deepEqual(v, [], `${embed ? 'embed' : 'playground'} ${preset.id} step ${i}`);
-        for (const k of shown) seen.add(k);
-        axeRuns++;
-      }
-    }
-    await page.close();
-  }
-  assert.equal(positions, PRESETS.length * 6);
-  console.log(`axe-core: ${axeRuns} of ${positions} positions`);
-  assert.ok(axeRuns >= PRESETS.length, `axe-core ran at only ${axeRuns} positions`);
+  done(page);
 });
 
 // --- embeds -----------------------------------------------------------------
@@ -379,7 +336,7 @@ async function host(width, frame, query, resize) {
       ` window.heights.push(e.data.height); ${resize ? "document.getElementById('f').style.height = e.data.height + 'px';" : ''} });</script></body></html>`,
   );
   const fr = page.frames().find((f) => f !== page.mainFrame());
-  await fr.waitForSelector('body.ready', { timeout: 15000 });
+  await fr.waitForSelector('body.ready', { timeout: 120_000 });
   return { page, frame: fr };
 }
 
@@ -411,7 +368,7 @@ test('embed mode: no two labels overlap and no key label is left out, at the end
       await load(page, `${server.url}?p=${preset.id}&embed=1`);
       assert.deepEqual(await page.evaluate(labelProblems), [], `${preset.id} at ${width}px`);
     }
-    await page.close();
+    done(page);
   }
 });
 
@@ -451,7 +408,7 @@ test('no horizontal scrollbar from 320 to 1600 px, in embed mode and on the play
       // On the playground a phone-sized timeline may scroll inside its box (its row labels stay); from 640 px up it fits.
       if (embed || width >= 640) assert.deepEqual(s.plots.filter((d) => d > 0), [], `${embed ? 'embed' : 'playground'} at ${width}px: a timeline scrolls`);
     }
-    await page.close();
+    done(page);
   }
 });
 
@@ -470,7 +427,7 @@ test('phone: the row labels stay in view while the timeline scrolls', async () =
   assert.deepEqual(after, before);
   const names = await page.$$eval('#rows-fenced text', (ts) => ts.map((t) => t.textContent));
   for (const n of ['Agent A', 'Agent B', 'Coordinator', 'Resource']) assert.ok(names.includes(n));
-  await page.close();
+  done(page);
 });
 
 // --- the tour -----------------------------------------------------------------
@@ -478,7 +435,7 @@ test('phone: the row labels stay in view while the timeline scrolls', async () =
 test('the tour: linked from the playground, one embedded preset per section, frames sized by their pages, axe clean', async () => {
   const play = await open('');
   assert.equal(await play.page.getAttribute('.intro a[href="tour.html"]', 'href'), 'tour.html');
-  await play.page.close();
+  done(play.page);
   const { page, errors, requests } = await open('tour.html', { width: 1280, height: 900 });
   const sections = await page.$$eval('main section', (ss) =>
     ss.map((s) => ({ id: s.id, h2: s.querySelector('h2')?.textContent, frames: [...s.querySelectorAll('iframe')].map((f) => [f.getAttribute('src'), f.title]) })),
@@ -497,7 +454,7 @@ test('the tour: linked from the playground, one embedded preset per section, fra
   for (const s of framed) {
     await page.locator(`#${s.id} iframe`).scrollIntoViewIfNeeded();
     const frame = await (await page.$(`#${s.id} iframe`)).contentFrame();
-    await frame.waitForSelector('body.ready', { timeout: 15000 });
+    await frame.waitForSelector('body.ready', { timeout: 120_000 });
     assert.equal(await frame.evaluate(() => document.querySelectorAll('#notice-list li').length), 0, `${s.id}: the embed complains`);
     await page.waitForFunction(
       (id) => {
@@ -517,5 +474,5 @@ test('the tour: linked from the playground, one embedded preset per section, fra
   await page.evaluate(() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r))));
   assert.ok(await page.evaluate(() => document.documentElement.scrollWidth <= innerWidth), 'the tour scrolls sideways at 390 px');
   assert.deepEqual(errors, []);
-  await page.close();
+  done(page);
 });

@@ -65,8 +65,65 @@ export async function openPage(context, viewport) {
   return { page, errors, requests };
 }
 
-/** Navigates to url and waits until the page has rendered its first run. */
+/**
+ * The tabs of one file's tests, each opened once and navigated afresh by
+ * every open() that reuses it, since a new tab costs Chromium about 2 s of
+ * CPU. open(url, viewport) resolves with openPage's { page, errors,
+ * requests } and dialogs (each dismissed), loaded as load() does: a new
+ * document, with its own errors, requests and dialogs (the playground keeps
+ * nothing beyond its URL). done(page) gives the tab back; a test that
+ * fails keeps its tab. A test that needs a tab of its own (an init script,
+ * a route) opens one with openPage.
+ */
+export function tabs(context, viewport = { width: 1360, height: 1000 }) {
+  const idle = [];
+  const mine = new Map();
+  return {
+    async open(url, size = viewport) {
+      let o = idle.pop();
+      if (!o) {
+        o = await openPage(context);
+        o.dialogs = [];
+        o.page.on('dialog', (d) => {
+          o.dialogs.push(d.message());
+          d.dismiss();
+        });
+        mine.set(o.page, o);
+      }
+      await o.page.goto('about:blank');
+      o.errors.length = 0;
+      o.requests.length = 0;
+      o.dialogs.length = 0;
+      await o.page.setViewportSize(size);
+      await load(o.page, url);
+      return o;
+    },
+    done(page) {
+      if (mine.has(page)) idle.push(mine.get(page));
+    },
+  };
+}
+
+/**
+ * Moves the page to position i (-1: the end) through the scrubber, as a
+ * user would, and resolves with the last position.
+ */
+export const goTo = (page, i) =>
+  page.evaluate((i) => {
+    const s = document.getElementById('scrubber');
+    const last = Number(s.max);
+    s.value = String(i < 0 ? last : i);
+    s.dispatchEvent(new Event('input', { bubbles: true }));
+    return last;
+  }, i);
+
+/**
+ * Navigates to url and waits until the page has rendered its first run. The
+ * deadlines guard against a hang only: beside other suites on two loaded
+ * cores a load (2.7 MB of wasm compiled, the first run drawn) has taken
+ * over 15 s.
+ */
 export async function load(page, url) {
-  await page.goto(url);
-  await page.waitForSelector('body.ready', { timeout: 15000 });
+  await page.goto(url, { timeout: 120_000 });
+  await page.waitForSelector('body.ready', { timeout: 120_000 });
 }

@@ -17,7 +17,7 @@ import { mkdir, readFile, writeFile, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as lib from 'lease-fence';
-import { startServer, launch, openPage, load, SCREENSHOTS, ROOT } from './harness.mjs';
+import { startServer, launch, openPage, load, tabs, SCREENSHOTS, ROOT } from './harness.mjs';
 import { labelProblems, axe } from './checks.mjs';
 import { PRESETS, defaultScenario, runScenarioAsync } from '../../web/model.js';
 import { verdicts } from '../../web/words.js';
@@ -27,28 +27,42 @@ const WRANGLER = process.env.WRANGLER ?? join(ROOT, 'node_modules', '.bin', 'wra
 
 let server;
 let browser;
+let tab; // the tests' tabs (harness.mjs tabs): done(page) gives one back
 let axeSource;
+// wrangler dev's output (the dev server's -worker-log): a Worker run that
+// fails quotes what it wrote meanwhile.
+let workerLogDir;
+let workerLog;
+
+/** wrangler dev's output from byte offset from on (the whole file's length, with no argument). */
+async function workerOutput(from) {
+  const text = await readFile(workerLog, 'utf8').catch(() => '');
+  return from === undefined ? text.length : text.slice(from);
+}
 
 before(async () => {
   await mkdir(SCREENSHOTS, { recursive: true });
   assert.ok(existsSync(COORDINATOR), `${COORDINATOR} is not built: run make coordinator`);
   assert.ok(existsSync(join(ROOT, 'wasm', 'worker', 'build', 'app.wasm')), 'the Worker is not built: run make worker');
   axeSource = await readFile(join(ROOT, 'node_modules', 'axe-core', 'axe.min.js'), 'utf8');
-  server = await startServer(['-coordinator', COORDINATOR, '-wrangler', WRANGLER, '-worker-dir', join(ROOT, 'wasm', 'worker')]);
+  workerLogDir = await mkdtemp(join(tmpdir(), 'lease-fence-live-log-'));
+  workerLog = join(workerLogDir, 'wrangler.log');
+  server = await startServer(['-coordinator', COORDINATOR, '-wrangler', WRANGLER, '-worker-dir', join(ROOT, 'wasm', 'worker'), '-worker-log', workerLog]);
   browser = await launch();
+  tab = tabs(browser.context);
 });
 
 after(async () => {
   await browser?.close();
   await server?.close();
+  if (workerLogDir) await rm(workerLogDir, { recursive: true, force: true });
 });
 
 const shot = (page, name) => page.screenshot({ path: join(SCREENSHOTS, `${name}.png`), fullPage: true });
 
 /** Opens the playground at query and waits until live mode can use backend. */
 async function openLive(query, backend, srv = server, viewport = { width: 1280, height: 900 }) {
-  const o = await openPage(browser.context, viewport);
-  await load(o.page, srv.url + query);
+  const o = await tab.open(srv.url + query, viewport);
   await o.page.waitForFunction((b) => (document.getElementById('live').dataset.available ?? '').split(' ').includes(b), backend, { timeout: 240000 });
   await o.page.selectOption('#live-backend', backend);
   return o;
@@ -83,65 +97,76 @@ async function modelVerdicts(id) {
 for (const backend of ['native', 'worker']) {
   for (const preset of PRESETS) {
     test(`live mode against ${backend === 'native' ? 'cmd/coordinator -memory' : 'the Worker'}: ${preset.id} reaches the model's verdicts`, async () => {
-      const { page, errors } = await openLive(`?p=${preset.id}`, backend);
-      const want = await modelVerdicts(preset.id);
-      // A run whose timing strayed far enough to change a verdict says where.
-      // It may be run once more whatever it measured (the machine is
-      // shared); beyond that, again only after a run in which the page
-      // measured a delay (a timer woken late, a slow reply or restart) of
-      // more than STALL_MARGIN of the scenario, at most STALLED_RUNS times.
-      // The verdicts must still be the model's, in a run of their own.
-      let outcome = await runLive(page);
-      let attempts = 1;
-      let unexplained = 0;
-      let stalled = 0;
-      while (outcome === 'differs') {
-        const delay = Number(await page.evaluate(() => document.body.dataset.liveDelay));
-        const k = Number(await page.evaluate(() => document.body.dataset.liveScale));
-        console.log(`${backend} ${preset.id}: live run ${attempts} differed (longest delay ${delay} ms, k ${k}): ${await page.textContent('#live-status')} ${(await page.$$eval('#live-diffs li', (l) => l.map((x) => x.textContent))).slice(0, 4).join(' | ')}`);
-        if (delay / k > STALL_MARGIN && stalled < STALLED_RUNS) {
-          stalled++;
-          // The native coordinator takes any scale: the next run goes 2, then 4 times slower.
-          if (backend === 'native') await page.evaluate((f) => { window.__liveSlowdown = f; }, Math.min(4, 2 ** stalled));
-        } else if (unexplained < 1) unexplained++;
-        else break;
-        outcome = await runLive(page, true);
-        attempts++;
+      const mark = await workerOutput();
+      try {
+        await liveRun(backend, preset);
+      } catch (e) {
+        if (backend === 'worker') e.message += `\nwrangler dev's output meanwhile:\n${(await workerOutput(mark)).split('\n').slice(-200).join('\n')}`;
+        throw e;
       }
-      assert.equal(outcome, 'same', `${await page.textContent('#live-status')}\n${(await page.$$eval('#live-diffs li', (l) => l.map((x) => x.textContent))).join('\n')}`);
-      assert.equal(await page.textContent('#verdict-naive'), want.naive.text);
-      assert.equal(await page.textContent('#verdict-fenced'), want.fenced.text);
-      assert.match(await page.textContent('#live-status'), /^Live run done against .* Same verdicts as the model in both lanes\.$/);
-      assert.match(await page.textContent('#caption'), /^Live run against .* It reached the same verdicts as the model\./);
-      // The drawing is of the live run: its events, labels apart; no handles.
-      assert.equal(await page.isVisible('#handles-fenced'), false);
-      assert.ok((await page.locator('#svg-fenced g.events g.ev-write').count()) >= 1);
-      assert.deepEqual(await page.evaluate(labelProblems), [], 'at the end of the live run');
-      const max = Number(await page.getAttribute('#scrubber', 'max'));
-      for (const i of [Math.floor(max / 3), Math.floor((2 * max) / 3)]) {
-        await page.evaluate((i) => {
-          const s = document.getElementById('scrubber');
-          s.value = String(i);
-          s.dispatchEvent(new Event('input', { bubbles: true }));
-        }, i);
-        assert.deepEqual(await page.evaluate(labelProblems), [], `at step ${i} of the live run`);
-      }
-      if (preset.id === 'gap') {
-        assert.deepEqual(await axe(page, axeSource), [], 'axe on live mode');
-        await shot(page, `live-${backend}-gap`);
-      }
-      // Chromium logs every answer of 502 or 503 as a failed load. Those are
-      // a coordinator's "unavailable" (a Worker's Durable Object that did not
-      // answer in time on a loaded machine, a restart), which the service
-      // client retries by design; the verdicts above show the run survived
-      // them. Any other error or warning fails the test.
-      const unavailable = (e) => /^error: Failed to load resource: the server responded with a status of 50[23] /.test(e);
-      if (errors.some(unavailable)) console.log(`${backend} ${preset.id}: ${errors.filter(unavailable).length} answers 502/503, retried`);
-      assert.deepEqual(errors.filter((e) => !unavailable(e)), []);
-      if (attempts > 1) console.log(`${backend} ${preset.id}: live run ${attempts} reached the model's verdicts`);
-      await page.close();
     });
   }
+}
+
+/** One preset's live run against backend, checked against the model. */
+async function liveRun(backend, preset) {
+  const { page, errors } = await openLive(`?p=${preset.id}`, backend);
+  const want = await modelVerdicts(preset.id);
+  // A run whose timing strayed far enough to change a verdict says where.
+  // It may be run once more whatever it measured (the machine is
+  // shared); beyond that, again only after a run in which the page
+  // measured a delay (a timer woken late, a slow reply or restart) of
+  // more than STALL_MARGIN of the scenario, at most STALLED_RUNS times.
+  // The verdicts must still be the model's, in a run of their own.
+  let outcome = await runLive(page);
+  let attempts = 1;
+  let unexplained = 0;
+  let stalled = 0;
+  while (outcome === 'differs') {
+    const delay = Number(await page.evaluate(() => document.body.dataset.liveDelay));
+    const k = Number(await page.evaluate(() => document.body.dataset.liveScale));
+    console.log(`${backend} ${preset.id}: live run ${attempts} differed (longest delay ${delay} ms, k ${k}): ${await page.textContent('#live-status')} ${(await page.$$eval('#live-diffs li', (l) => l.map((x) => x.textContent))).slice(0, 4).join(' | ')}`);
+    if (delay / k > STALL_MARGIN && stalled < STALLED_RUNS) {
+      stalled++;
+      // The native coordinator takes any scale: the next run goes 2, then 4 times slower.
+      if (backend === 'native') await page.evaluate((f) => { window.__liveSlowdown = f; }, Math.min(4, 2 ** stalled));
+    } else if (unexplained < 1) unexplained++;
+    else break;
+    outcome = await runLive(page, true);
+    attempts++;
+  }
+  assert.equal(outcome, 'same', `${await page.textContent('#live-status')}\n${(await page.$$eval('#live-diffs li', (l) => l.map((x) => x.textContent))).join('\n')}`);
+  assert.equal(await page.textContent('#verdict-naive'), want.naive.text);
+  assert.equal(await page.textContent('#verdict-fenced'), want.fenced.text);
+  assert.match(await page.textContent('#live-status'), /^Live run done against .* Same verdicts as the model in both lanes\.$/);
+  assert.match(await page.textContent('#caption'), /^Live run against .* It reached the same verdicts as the model\./);
+  // The drawing is of the live run: its events, labels apart; no handles.
+  assert.equal(await page.isVisible('#handles-fenced'), false);
+  assert.ok((await page.locator('#svg-fenced g.events g.ev-write').count()) >= 1);
+  assert.deepEqual(await page.evaluate(labelProblems), [], 'at the end of the live run');
+  const max = Number(await page.getAttribute('#scrubber', 'max'));
+  for (const i of [Math.floor(max / 3), Math.floor((2 * max) / 3)]) {
+    await page.evaluate((i) => {
+      const s = document.getElementById('scrubber');
+      s.value = String(i);
+      s.dispatchEvent(new Event('input', { bubbles: true }));
+    }, i);
+    assert.deepEqual(await page.evaluate(labelProblems), [], `at step ${i} of the live run`);
+  }
+  if (preset.id === 'gap') {
+    assert.deepEqual(await axe(page, axeSource), [], 'axe on live mode');
+    await shot(page, `live-${backend}-gap`);
+  }
+  // Chromium logs every answer of 502 or 503 as a failed load. Those are
+  // a coordinator's "unavailable" (a Worker's Durable Object that did not
+  // answer in time on a loaded machine, a restart), which the service
+  // client retries by design; the verdicts above show the run survived
+  // them. Any other error or warning fails the test.
+  const unavailable = (e) => /^error: Failed to load resource: the server responded with a status of 50[23] /.test(e);
+  if (errors.some(unavailable)) console.log(`${backend} ${preset.id}: ${errors.filter(unavailable).length} answers 502/503, retried`);
+  assert.deepEqual(errors.filter((e) => !unavailable(e)), []);
+  if (attempts > 1) console.log(`${backend} ${preset.id}: live run ${attempts} reached the model's verdicts`);
+  tab.done(page);
 }
 
 test('live mode shows the run as it happens, and turning it off shows the model again', async () => {
@@ -162,7 +187,7 @@ test('live mode shows the run as it happens, and turning it off shows the model 
   // The model's run of renewal: the reply reaches A at 900 exactly.
   assert.ok(await page.$$eval('#svg-fenced g.events g.ev-reply', (gs) => gs.some((g) => g.dataset.t === '900')));
   assert.deepEqual(errors, []);
-  await page.close();
+  tab.done(page);
 });
 
 test('an edit while live mode is on runs the edited scenario live', async () => {
@@ -178,7 +203,7 @@ test('an edit while live mode is on runs the edited scenario live', async () => 
   const status = await page.textContent('#live-status');
   assert.match(status, /^Live run done against cmd\/coordinator -memory in [\d.]+ s\. (Same verdicts as the model in both lanes\.|The .* differ)/);
   assert.ok((await page.$$eval('#live-diffs li', (l) => l.length)) >= 1);
-  await page.close();
+  tab.done(page);
 });
 
 test('without a coordinator the page says live mode is unavailable, and the rest works', async () => {

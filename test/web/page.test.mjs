@@ -7,16 +7,18 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
-import { startServer, launch, openPage, load, SCREENSHOTS } from './harness.mjs';
+import { startServer, launch, openPage, load, tabs, SCREENSHOTS } from './harness.mjs';
 import { PRESETS, PARAMS, defaultScenario, toQuery } from '../../web/model.js';
 
 let server;
 let browser;
+let tab; // the tests' tabs (harness.mjs tabs)
 
 before(async () => {
   await mkdir(SCREENSHOTS, { recursive: true });
   server = await startServer();
   browser = await launch();
+  tab = tabs(browser.context);
 });
 
 after(async () => {
@@ -24,17 +26,9 @@ after(async () => {
   await server?.close();
 });
 
-/** Opens url (a path and query) in a fresh page; returns { page, errors, requests, dialogs }. */
-async function open(query, viewport) {
-  const o = await openPage(browser.context, viewport);
-  o.dialogs = [];
-  o.page.on('dialog', (d) => {
-    o.dialogs.push(d.message());
-    d.dismiss();
-  });
-  await load(o.page, server.url + query);
-  return o;
-}
+/** Opens url (a path and query) in a tab (reused); returns { page, errors, requests, dialogs }. */
+const open = (query, viewport) => tab.open(server.url + query, viewport);
+const done = (page) => tab.done(page);
 
 /** Everything the page shows about the run, as plain data. */
 function snapshot(page) {
@@ -113,7 +107,7 @@ test('the page cannot reach another origin (Content-Security-Policy)', async () 
     }
   });
   assert.equal(outcome, 'blocked by CSP');
-  await page.close();
+  done(page);
 });
 
 // What each preset claims, written from the scenarios in the issue, checked
@@ -223,7 +217,7 @@ for (const preset of PRESETS) {
     assert.equal(await page.locator('#svg-naive g.ev-write[data-landed="true"]').count(), claim.naive.length);
     await shot(page, `preset-${preset.id}`);
     assert.deepEqual(errors, []);
-    await page.close();
+    done(page);
   });
 }
 
@@ -236,7 +230,7 @@ test('play runs the scenario to its end and stops', async () => {
   const [v, max] = await position(page);
   assert.equal(v, max);
   assert.deepEqual((await snapshot(page)).rejections, [['1', 'agent-a', '1', 'agent-b', '2']]);
-  await page.close();
+  done(page);
 });
 
 test('stepping and scrubbing reach the same states', async () => {
@@ -255,7 +249,7 @@ test('stepping and scrubbing reach the same states', async () => {
     await page.locator('#scrubber').fill(String(k));
     assert.deepEqual(await snapshot(page), stepped[k], `scrubbed to ${k}`);
   }
-  await page.close();
+  done(page);
 });
 
 test('step back undoes a step exactly', async () => {
@@ -269,7 +263,7 @@ test('step back undoes a step exactly', async () => {
   assert.equal((await position(page))[0], 0);
   assert.equal(await page.isDisabled('#back'), true);
   assert.deepEqual((await snapshot(page)).logs, [[], []]);
-  await page.close();
+  done(page);
 });
 
 test('a link with at= reopens the same position', async () => {
@@ -281,8 +275,8 @@ test('a link with at= reopens the same position', async () => {
   assert.equal(link, page.url());
   const other = await open(new URL(link).search);
   assert.deepEqual(await snapshot(other.page), before);
-  await page.close();
-  await other.page.close();
+  done(page);
+  done(other.page);
 });
 
 test('a custom run survives the URL round trip', async () => {
@@ -304,8 +298,8 @@ test('a custom run survives the URL round trip', async () => {
   assert.deepEqual(await snapshot(other.page), custom);
   assert.equal(await other.page.inputValue('#param-ttl'), '1300');
   assert.equal(await other.page.inputValue('#param-step'), '2');
-  await page.close();
-  await other.page.close();
+  done(page);
+  done(other.page);
 });
 
 test('a bad value typed into the form is flagged and changes nothing', async () => {
@@ -321,7 +315,7 @@ test('a bad value typed into the form is flagged and changes nothing', async () 
     assert.deepEqual(await snapshot(page), before, bad);
   }
   assert.match(page.url(), /ttl=1000/);
-  await page.close();
+  done(page);
 });
 
 test('choosing a preset with the keyboard resets to its start and updates the URL', async () => {
@@ -333,7 +327,7 @@ test('choosing a preset with the keyboard resets to its start and updates the UR
   assert.match(page.url(), /p=renewal/);
   assert.match(page.url(), /upA=40&downA=860/);
   assert.equal(await page.textContent('#claim'), PRESETS.find((p) => p.id === 'renewal').claim);
-  await page.close();
+  done(page);
 });
 
 test('embed=1 shows only the lanes, at the end of the run', async () => {
@@ -349,7 +343,7 @@ test('embed=1 shows only the lanes, at the end of the run', async () => {
   assert.match(page.url(), /embed=1/);
   await shot(page, 'embed-gap');
   assert.deepEqual(errors, []);
-  await page.close();
+  done(page);
 });
 
 test('hostile URL: markup in the preset is shown as text, never run', async () => {
@@ -365,7 +359,7 @@ test('hostile URL: markup in the preset is shown as text, never run', async () =
   assert.deepEqual(dialogs, []);
   assert.equal(await page.inputValue('#preset'), 'gap');
   await shot(page, 'hostile-preset');
-  await page.close();
+  done(page);
 });
 
 test('hostile URL: markup in a parameter name and value is shown as text', async () => {
@@ -378,7 +372,7 @@ test('hostile URL: markup in a parameter name and value is shown as text', async
   assert.equal(await page.locator('#notice img, #notice b:not(:first-child)').count(), 0);
   assert.deepEqual(dialogs, []);
   assert.equal(await page.inputValue('#param-ttl'), '1000');
-  await page.close();
+  done(page);
 });
 
 test('hostile URL: huge numbers fall back to the defaults', async () => {
@@ -391,7 +385,7 @@ test('hostile URL: huge numbers fall back to the defaults', async () => {
   assert.match(msgs[3], /past the end of this run/);
   const [v, max] = await position(page);
   assert.equal(v, max);
-  await page.close();
+  done(page);
 });
 
 test('hostile URL: NaN, negative, fractional and empty values fall back', async () => {
@@ -402,7 +396,7 @@ test('hostile URL: NaN, negative, fractional and empty values fall back', async 
   for (const key of ['ttl', 'model', 'skew', 'step', 'upA']) assert.equal(await page.inputValue(`#param-${key}`), String(want[key]), key);
   // The run is the preset's own.
   assert.match(page.url(), new RegExp(`ttl=${want.ttl}&checkAt=${want.checkAt}&model=${want.model}`));
-  await page.close();
+  done(page);
 });
 
 test('hostile URL: an unknown preset falls back to the default, and the message can be dismissed', async () => {
@@ -414,7 +408,7 @@ test('hostile URL: an unknown preset falls back to the default, and the message 
   assert.equal(await page.inputValue('#preset'), 'gap');
   await page.click('#notice-close');
   assert.equal(await page.isVisible('#notice'), false);
-  await page.close();
+  done(page);
 });
 
 test('keyboard: global keys step, rewind, jump and play', async () => {
@@ -434,7 +428,7 @@ test('keyboard: global keys step, rewind, jump and play', async () => {
   assert.equal(await page.getAttribute('#play', 'aria-pressed'), 'true');
   await page.keyboard.press('k');
   assert.equal(await page.getAttribute('#play', 'aria-pressed'), 'false');
-  await page.close();
+  done(page);
 });
 
 test('keyboard: Tab reaches every control, focus is visible, Enter and arrows work', async () => {
@@ -462,7 +456,7 @@ test('keyboard: Tab reaches every control, focus is visible, Enter and arrows wo
   await page.focus('#custom summary');
   await page.keyboard.press('Enter');
   assert.equal(await page.isVisible('#param-ttl'), true);
-  await page.close();
+  done(page);
 });
 
 test('every control has a label', async () => {
@@ -475,7 +469,7 @@ test('every control has a label', async () => {
   });
   assert.deepEqual(unlabeled, []);
   assert.equal(await page.locator('.param label').count(), PARAMS.length);
-  await page.close();
+  done(page);
 });
 
 test('narrow screen: the lanes stack and nothing scrolls sideways', async () => {
@@ -488,7 +482,7 @@ test('narrow screen: the lanes stack and nothing scrolls sideways', async () => 
   assert.ok(widths[0] <= widths[1], `page is ${widths[0]}px wide in a ${widths[1]}px window`);
   await shot(page, 'narrow-gap');
   assert.deepEqual(errors, []);
-  await page.close();
+  done(page);
 });
 
 test('copy link puts the current URL on the clipboard or selects it', async () => {
@@ -499,7 +493,7 @@ test('copy link puts the current URL on the clipboard or selects it', async () =
   await page.waitForFunction(() => document.getElementById('copy-status').textContent !== '', null, { timeout: 10000 });
   assert.match(await page.textContent('#copy-status'), /^(Copied\.|Selected: press Ctrl\+C)/);
   assert.equal(await page.inputValue('#link'), page.url());
-  await page.close();
+  done(page);
 });
 
 test('a module that fails to load is reported on the page', async () => {

@@ -28,8 +28,44 @@ after(async () => {
   await server?.close();
 });
 
+// What a redraw must reproduce: the two lanes' drawings, their row labels,
+// the handles (without the page's focus), the verdicts and the caption.
+// Runs in the page.
+function readDrawing() {
+  const out = {};
+  for (const mode of ['naive', 'fenced']) {
+    out[`draw-${mode}`] = document.getElementById(`draw-${mode}`).innerHTML;
+    out[`rows-${mode}`] = document.getElementById(`rows-${mode}`).innerHTML;
+    out[`handles-${mode}`] = document.getElementById(`handles-${mode}`).innerHTML;
+    const v = document.getElementById(`verdict-${mode}`);
+    out[`verdict-${mode}`] = JSON.stringify([v.textContent, v.dataset.tone, v.hidden]);
+  }
+  const s = document.getElementById('scrubber');
+  out.scrubber = JSON.stringify([s.value, s.max, s.getAttribute('aria-valuetext')]);
+  return out;
+}
+
+// Where the lanes are on the page (px from its top).
+function lanesTop() {
+  return document.getElementById('lanes').getBoundingClientRect().top + window.scrollY;
+}
+
+// Keeps in window.__first the drawing as the page first shows it, and
+// where its lanes are: read when body gets its class ready, in the same
+// task, before any frame (a redraw the page leaves for a later frame, say
+// after a resize it caused itself, or text that comes later and moves the
+// lanes, would come too late to be in it, whatever the machine's load).
+function keepFirst(read, top) {
+  new MutationObserver((_, observer) => {
+    if (!document.body?.classList.contains('ready')) return;
+    observer.disconnect();
+    window.__first = { drawing: read(), top: top() };
+  }).observe(document, { subtree: true, attributes: true, attributeFilter: ['class'] });
+}
+
 async function open(query) {
   const o = await openPage(browser.context, { width: 1280, height: 900 });
+  await o.page.addInitScript(`(${keepFirst})(${readDrawing}, ${lanesTop})`);
   await load(o.page, server.url + query);
   return o;
 }
@@ -37,22 +73,7 @@ async function open(query) {
 const settled = (page) =>
   page.waitForFunction(() => !document.body.classList.contains('busy') && new Promise((r) => requestAnimationFrame(() => r(true))), null, { timeout: 15000 });
 
-// What a redraw must reproduce: the two lanes' drawings, their row labels,
-// the handles (without the page's focus), the verdicts and the caption.
-const drawing = (page) =>
-  page.evaluate(() => {
-    const out = {};
-    for (const mode of ['naive', 'fenced']) {
-      out[`draw-${mode}`] = document.getElementById(`draw-${mode}`).innerHTML;
-      out[`rows-${mode}`] = document.getElementById(`rows-${mode}`).innerHTML;
-      out[`handles-${mode}`] = document.getElementById(`handles-${mode}`).innerHTML;
-      const v = document.getElementById(`verdict-${mode}`);
-      out[`verdict-${mode}`] = JSON.stringify([v.textContent, v.dataset.tone, v.hidden]);
-    }
-    const s = document.getElementById('scrubber');
-    out.scrubber = JSON.stringify([s.value, s.max, s.getAttribute('aria-valuetext')]);
-    return out;
-  });
+const drawing = (page) => page.evaluate(readDrawing);
 
 // Where two strings part, with some context (the drawings are long).
 function firstDifference(a, b) {
@@ -66,14 +87,24 @@ function firstDifference(a, b) {
 // (edited true) the halo is left out of the comparison.
 const noHalo = (html) => html.replace(/<g class="highlights">.*?<\/g>/, '').replaceAll(' changed"', '"');
 
+// The link's page is compared twice: as it first shows (its first frame)
+// and once settled, with live mode's availability shown; both must be the
+// drawing here, and its lanes must not have moved (a handle grabbed at
+// once must still be under the pointer).
 async function sameAsLink(page, what, edited) {
   await settled(page);
   const here = await drawing(page);
   const { page: other, errors } = await open(new URL(page.url()).search);
+  const { drawing: first, top } = await other.evaluate(() => window.__first);
+  await other.waitForSelector('#live[data-available]', { state: 'attached' });
+  await settled(other);
   const there = await drawing(other);
-  for (const k of Object.keys(there)) {
-    const [a, b] = edited && k.startsWith('draw-') ? [noHalo(here[k]), noHalo(there[k])] : [here[k], there[k]];
-    assert.ok(a === b, `${what}: ${k} differs from ${page.url()} loaded afresh, ${firstDifference(a, b)}`);
+  assert.equal(await other.evaluate(lanesTop), top, `${what}: the lanes of ${page.url()} moved after the page was ready`);
+  for (const [when, drawn] of [['as it first shows', first], ['settled', there]]) {
+    for (const k of Object.keys(here)) {
+      const [a, b] = edited && k.startsWith('draw-') ? [noHalo(here[k]), noHalo(drawn[k])] : [here[k], drawn[k]];
+      assert.ok(a === b, `${what}: ${k} differs from ${page.url()} loaded afresh (${when}), ${firstDifference(a, b)}`);
+    }
   }
   assert.deepEqual(errors, []);
   await other.close();

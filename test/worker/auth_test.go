@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -42,14 +43,50 @@ var (
 	wExpired = workerToken{"retired", "tok-worker-retired-77aa88bb99cc"}
 )
 
-// startAuthRuntime starts the runtime with the tokens and returns its URL
-// and its log; it is stopped when the test ends.
+// wOps is an admin token for app/* and holders ops-* (TestWorkerRevoke).
+var wOps = workerToken{"ops", "tok-worker-ops-1a2b3c4d5e6f7a8b9c"}
+
+// authRuntime is the Worker with tokens that TestWorkerTokens and
+// TestWorkerRevoke share (one start less): app/* for wApp, every resource
+// for wExpired (expired), app/* as admin for wOps, and one CORS origin.
+// The first test that needs it starts it; TestMain stops it.
+var authRuntime struct {
+	once sync.Once
+	w    *wranglerDev
+	dir  string
+	log  syncio.Buffer
+	err  error
+}
+
+// startAuthRuntime returns the URL and log of authRuntime, started if it
+// was not.
 func startAuthRuntime(t *testing.T) (string, *syncio.Buffer) {
 	t.Helper()
-	return startTokensRuntime(t, "LEASE_CORS_ORIGINS=https://app.example\n", nil,
-		map[string]any{"name": wApp.name, "tokenSha256": wApp.hash(), "resources": []string{"app/*"}},
-		map[string]any{"name": wExpired.name, "tokenSha256": wExpired.hash(), "resources": []string{"*"}, "holders": []string{"*"},
-			"expires": "2001-01-01T00:00:00Z"})
+	authRuntime.once.Do(func() {
+		authRuntime.dir, authRuntime.err = os.MkdirTemp("", "lease-fence-e2e-auth-")
+		if authRuntime.err != nil {
+			return
+		}
+		authRuntime.w, authRuntime.err = startTokensWrangler(authRuntime.dir, &authRuntime.log, "LEASE_CORS_ORIGINS=https://app.example\n", nil,
+			map[string]any{"name": wApp.name, "tokenSha256": wApp.hash(), "resources": []string{"app/*"}},
+			map[string]any{"name": wExpired.name, "tokenSha256": wExpired.hash(), "resources": []string{"*"}, "holders": []string{"*"},
+				"expires": "2001-01-01T00:00:00Z"},
+			map[string]any{"name": wOps.name, "tokenSha256": wOps.hash(), "resources": []string{"app/*"}, "holders": []string{"ops-*"}, "admin": true})
+	})
+	if authRuntime.err != nil {
+		t.Fatalf("wrangler dev with tokens: %v\n%s", authRuntime.err, authRuntime.log.String())
+	}
+	return authRuntime.w.url(), &authRuntime.log
+}
+
+// stopAuthRuntime ends authRuntime, if it was started.
+func stopAuthRuntime() {
+	if authRuntime.w != nil {
+		authRuntime.w.stop()
+	}
+	if authRuntime.dir != "" {
+		os.RemoveAll(authRuntime.dir)
+	}
 }
 
 // startTokensRuntime starts a runtime whose LEASE_TOKENS secret lists
@@ -58,19 +95,23 @@ func startAuthRuntime(t *testing.T) (string, *syncio.Buffer) {
 // dev; it returns its URL and log, and is stopped when the test ends.
 func startTokensRuntime(t *testing.T, env string, args []string, tokens ...map[string]any) (string, *syncio.Buffer) {
 	t.Helper()
-	dir := t.TempDir()
-	file, _ := json.Marshal(tokens)
-	envFile := filepath.Join(dir, "tokens.env")
-	if err := os.WriteFile(envFile, []byte("LEASE_TOKENS='"+string(file)+"'\n"+env), 0o600); err != nil {
-		t.Fatal(err)
-	}
 	log := &syncio.Buffer{}
-	w, err := startWrangler(filepath.Join(dir, "state"), log, append([]string{"--env-file", envFile}, args...)...)
+	w, err := startTokensWrangler(t.TempDir(), log, env, args, tokens...)
 	if err != nil {
 		t.Fatalf("wrangler dev with tokens: %v\n%s", err, log.String())
 	}
 	t.Cleanup(w.stop)
 	return w.url(), log
+}
+
+// startTokensWrangler starts that runtime with its env file and state in dir.
+func startTokensWrangler(dir string, log *syncio.Buffer, env string, args []string, tokens ...map[string]any) (*wranglerDev, error) {
+	file, _ := json.Marshal(tokens)
+	envFile := filepath.Join(dir, "tokens.env")
+	if err := os.WriteFile(envFile, []byte("LEASE_TOKENS='"+string(file)+"'\n"+env), 0o600); err != nil {
+		return nil, err
+	}
+	return startWrangler(filepath.Join(dir, "state"), log, append([]string{"--env-file", envFile}, args...)...)
 }
 
 func authPost(t *testing.T, url, method, path, tok string, headers map[string]string, body []byte) (int, http.Header, []byte) {
@@ -86,7 +127,7 @@ func authPost(t *testing.T, url, method, path, tok string, headers map[string]st
 	for k, v := range headers {
 		req.Header.Set(k, v)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := directClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,7 +246,7 @@ func TestWorkerTokens(t *testing.T) {
 		authMsg(wire.OpInspect, "", "app/r", "", 0)); hd.Get("Access-Control-Allow-Origin") != "https://app.example" {
 		t.Errorf("a call from the listed origin: %v", hd)
 	}
-	for _, w := range []workerToken{wApp, wUnknown, wExpired} {
+	for _, w := range []workerToken{wApp, wUnknown, wExpired, wOps} {
 		if strings.Contains(log.String(), w.token) || strings.Contains(strings.ToLower(log.String()), w.hash()[:16]) {
 			t.Errorf("the runtime's log holds %s's token or its hash", w.name)
 		}

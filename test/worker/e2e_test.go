@@ -59,11 +59,14 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	stopRuntime()
 	stopHoldRuntime()
+	stopAuthRuntime()
 	if code != 0 {
 		fmt.Fprintln(os.Stderr, "--- wrangler dev output ---")
 		fmt.Fprintln(os.Stderr, runtimeLog.String())
 		fmt.Fprintln(os.Stderr, "--- second wrangler dev output ---")
 		fmt.Fprintln(os.Stderr, holdRuntime.log.String())
+		fmt.Fprintln(os.Stderr, "--- wrangler dev with tokens output ---")
+		fmt.Fprintln(os.Stderr, authRuntime.log.String())
 	}
 	os.RemoveAll(dir)
 	os.Exit(code)

@@ -200,7 +200,7 @@ func call(ctx context.Context, url string, op wire.Op, id, resource, holder stri
 		return wire.Reply{}, err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := directClient.Do(req)
 	if err != nil {
 		return wire.Reply{}, err
 	}

@@ -16,10 +16,7 @@ import (
 // answered "revoked", a second revoke is 409 not_held, and the next grant's
 // fence is above the revoked one.
 func TestWorkerRevoke(t *testing.T) {
-	ops := workerToken{"ops", "tok-worker-ops-1a2b3c4d5e6f7a8b9c"}
-	url, _ := startTokensRuntime(t, "", nil,
-		map[string]any{"name": wApp.name, "tokenSha256": wApp.hash(), "resources": []string{"app/*"}},
-		map[string]any{"name": ops.name, "tokenSha256": ops.hash(), "resources": []string{"app/*"}, "holders": []string{"ops-*"}, "admin": true})
+	url, _ := startAuthRuntime(t)
 	revoke := func(resource string) []byte {
 		b, _ := wire.EncodeMessage(wire.Message{Op: wire.OpRevoke, Request: lease.Request{Resource: resource}})
 		return b
@@ -31,29 +28,29 @@ func TestWorkerRevoke(t *testing.T) {
 		}
 		return m
 	}
-	st, _, data := authPost(t, url, "POST", "/v1/acquire", wApp.token, nil, authMsg(wire.OpAcquire, "a1", "app/r", "app-1", 0))
+	st, _, data := authPost(t, url, "POST", "/v1/acquire", wApp.token, nil, authMsg(wire.OpAcquire, "a1", "app/revoked", "app-1", 0))
 	if st != 200 {
 		t.Fatalf("acquire: %d %s", st, data)
 	}
 	fence := uint64(body(data)["grant"].(map[string]any)["fence"].(float64))
 	for _, c := range []struct {
 		what, tok, resource string
-	}{{"the holder's token, not admin", wApp.token, "app/r"}, {"an admin token outside its resources", ops.token, "other/r"}} {
+	}{{"the holder's token, not admin", wApp.token, "app/revoked"}, {"an admin token outside its resources", wOps.token, "other/r"}} {
 		if st, _, data := authPost(t, url, "POST", "/v1/revoke", c.tok, nil, revoke(c.resource)); st != 403 || wire.ParseError(st, data).Code != wire.CodeForbidden {
 			t.Fatalf("%s: %d %s", c.what, st, data)
 		}
 	}
-	st, _, data = authPost(t, url, "POST", "/v1/revoke", ops.token, nil, revoke("app/r"))
+	st, _, data = authPost(t, url, "POST", "/v1/revoke", wOps.token, nil, revoke("app/revoked"))
 	if rv, _ := body(data)["revoked"].(map[string]any); st != 200 || rv["holderId"] != "app-1" || rv["fence"] != float64(fence) {
 		t.Fatalf("the admin's revoke: %d %s", st, data)
 	}
-	if st, _, data := authPost(t, url, "POST", "/v1/revoke", ops.token, nil, revoke("app/r")); st != 409 || wire.ParseError(st, data).Code != wire.CodeNotHeld {
+	if st, _, data := authPost(t, url, "POST", "/v1/revoke", wOps.token, nil, revoke("app/revoked")); st != 409 || wire.ParseError(st, data).Code != wire.CodeNotHeld {
 		t.Fatalf("a second revoke: %d %s", st, data)
 	}
-	if st, _, data := authPost(t, url, "POST", "/v1/renew", wApp.token, nil, authMsg(wire.OpRenew, "n1", "app/r", "app-1", fence)); st != 200 || body(data)["reason"] != wire.ReasonRevoked {
+	if st, _, data := authPost(t, url, "POST", "/v1/renew", wApp.token, nil, authMsg(wire.OpRenew, "n1", "app/revoked", "app-1", fence)); st != 200 || body(data)["reason"] != wire.ReasonRevoked {
 		t.Fatalf("the holder's renewal: %d %s", st, data)
 	}
-	st, _, data = authPost(t, url, "POST", "/v1/acquire", wApp.token, nil, authMsg(wire.OpAcquire, "a2", "app/r", "app-2", 0))
+	st, _, data = authPost(t, url, "POST", "/v1/acquire", wApp.token, nil, authMsg(wire.OpAcquire, "a2", "app/revoked", "app-2", 0))
 	if st != 200 || uint64(body(data)["grant"].(map[string]any)["fence"].(float64)) <= fence {
 		t.Fatalf("the next grant: %d %s", st, data)
 	}

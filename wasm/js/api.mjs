@@ -3,7 +3,8 @@
 // lease, and FenceGate (gate.mjs). Every function and method is synchronous
 // once init has finished. Importing it starts nothing: the entries do
 // (lease-fence.mjs and node.mjs call init; init.mjs and workerd.mjs leave
-// it to the app). A lease is plain data held here (see class Lease).
+// it to the app). A lease is plain data held here (see class Lease). The
+// API is documented in lease-fence.d.ts.
 
 // The error classes and isStaleFence live in errors.mjs (no wasm), shared
 // with lease-fence/sql, lease-fence/redis and the fence header.
@@ -33,12 +34,10 @@ class Clock extends Handled {
     adopt(this, K_CLOCK, h, reader);
   }
 
-  /** The clock's domain: instants it returns carry this name. */
   get domain() {
     return isObject(this) && #domain in this ? this.#domain : badThis('clock');
   }
 
-  /** Reads the clock. Throws ClockReadingError for a NaN, infinite or backwards reading. */
   now() {
     const enc = begin();
     call(enc, X.lf_clock_now, handleOf(this));
@@ -47,14 +46,12 @@ class Clock extends Handled {
 }
 
 class ManualClock extends Clock {
-  /** Moves the clock forward by ms (finite, >= 0). */
   advance(ms) {
     const enc = begin();
     put(ms);
     call(enc, X.lf_clock_advance, handleOf(this), p);
   }
 
-  /** Moves the clock to ms; moving it backwards throws ClockReadingError. */
   set(ms) {
     const enc = begin();
     put(ms);
@@ -62,7 +59,6 @@ class ManualClock extends Clock {
   }
 }
 
-/** A clock backed by the host's monotonic clock, starting near 0 when created. */
 export function createMonotonicClock(domain) {
   const enc = begin();
   put(domain);
@@ -70,7 +66,6 @@ export function createMonotonicClock(domain) {
   return new Clock(secret, f64(), domain);
 }
 
-/** A clock that moves only when told to, and by stepPerRead on every read. */
 export function createManualClock(domain, options) {
   checkOptions(options, MANUAL_OPTIONS, 'createManualClock');
   const enc = begin();
@@ -87,7 +82,6 @@ const MANUAL_OPTIONS = ['start', 'stepPerRead'];
 
 let readerSeq = 0;
 
-/** Wraps readMillis (any millisecond source) with the NaN/infinite/backwards guard. */
 export function createClock(domain, readMillis) {
   const enc = begin();
   put(domain);
@@ -103,7 +97,6 @@ export function createClock(domain, readMillis) {
 
 const COORDINATOR_OPTIONS = ['clock', 'ttlMillis', 'startFence'];
 
-/** Grants, renews and releases leases, each with a fence. */
 export class LeaseCoordinator extends Handled {
   #clock;
   #ttl;
@@ -126,17 +119,14 @@ export class LeaseCoordinator extends Handled {
     this.#ttl = ttl;
   }
 
-  /** The coordinator's clock. */
   get clock() {
     return isObject(this) && #clock in this ? this.#clock : badThis('LeaseCoordinator');
   }
 
-  /** Lease length in milliseconds. */
   get ttlMillis() {
     return isObject(this) && #ttl in this ? this.#ttl : badThis('LeaseCoordinator');
   }
 
-  /** The highest fence issued so far; persist it and pass it as startFence. */
   get issuedFence() {
     const enc = begin();
     call(enc, X.lf_coord_issued, handleOf(this));
@@ -165,7 +155,6 @@ export class LeaseCoordinator extends Handled {
     return readOutcome(this.#clock.domain);
   }
 
-  /** Ends the lease token names if it is current; returns whether it did. */
   release(token) {
     // A well-typed token goes as interned ids, with no argument buffer (as
     // in gate.commit); Go makes every other check.
@@ -194,7 +183,6 @@ export class LeaseCoordinator extends Handled {
 
 const CLIENT_OPTIONS = ['clock', 'holderId', 'clockSkewMillis'];
 
-/** The holder's side: stamps send instants and turns grants into leases. */
 export class LeaseClient extends Handled {
   #clock;
   #holder;
@@ -307,11 +295,8 @@ class Lease {
   #clock;
   constructor(key, token, deadline, grant, clock) {
     internalOnly(key, 'Lease');
-    /** The fencing token to present with every write. */
     this.token = token;
-    /** End of the lease in the client's clock domain. */
     this.deadline = deadline;
-    /** The grant the lease was made from. */
     this.grant = grant;
     this.#token = token;
     this.#deadline = deadline.millis; // deadline itself is the caller's to change
@@ -326,7 +311,6 @@ class Lease {
     leaseData = (v) => (isObject(v) && #token in v ? [v.#token, v.#deadline, v.#clock, v.#domain] : undefined);
   }
 
-  /** Advisory: whether the deadline has passed at this instant. Never branch a write on it. */
   hasExpired() {
     const d = leaseData(this);
     if (d === undefined) badThis('Lease');
@@ -335,7 +319,6 @@ class Lease {
     return bool();
   }
 
-  /** Advisory: whether gate would admit this token at this instant. Never branch a write on it. */
   wouldAdmit(gate) {
     const d = leaseData(this);
     if (d === undefined) badThis('Lease');
@@ -362,11 +345,8 @@ function putLease(v) {
 
 // ---------------------------------------------------------------- naive
 
-/**
- * THE LEASE THAT FAILS. Stores expiresAt, checks now < expiresAt, renews
- * with expiresAt = now + ttl. Here only so tests and the playground can show
- * two holders both passing their check. Never guard anything with it.
- */
+// THE LEASE THAT FAILS (see lease-fence.d.ts), here only so tests and the
+// playground can show two holders both passing their check.
 class NaiveLease extends Handled {
   #clock;
   constructor(key, h, clock) {
@@ -376,14 +356,12 @@ class NaiveLease extends Handled {
     adopt(this, K_NAIVE, h);
   }
 
-  /** now < expiresAt, true when evaluated and meaningless by the time a write lands. */
   valid() {
     const enc = begin();
     call(enc, X.lf_naive_valid, handleOf(this));
     return bool();
   }
 
-  /** expiresAt = now + ttl, dated from the reply's arrival. */
   renewed() {
     const enc = begin();
     call(enc, X.lf_naive_renewed, handleOf(this));
@@ -396,7 +374,6 @@ class NaiveLease extends Handled {
   }
 }
 
-/** Starts a naive lease (see NaiveLease): for demonstrations of the failure only. */
 export function createNaiveLease(clock, ttlMillis) {
   const enc = begin();
   put(clock);

@@ -7,20 +7,17 @@
 // token, byte for byte as Go's httpfence.FormatHeader does; staleFenceError
 // reads the proxy's refusal of a stale write back as the StaleFenceError
 // the in-memory gate throws; isStaleFence (lease-fence's) recognises it
-// however it is wrapped. Exported from lease-fence/service-client.
+// however it is wrapped. Exported from lease-fence/service-client; the API
+// is documented in fence-header.d.ts.
 import { InvalidArgumentError } from './errors.mjs';
 import { checkToken, rejection, staleError } from './gate-common.mjs';
 
 export { isStaleFence } from './errors.mjs';
 
-/** The request header's name. */
 export const LEASE_FENCE_HEADER = 'Lease-Fence';
 
-/**
- * The highest fence the header can carry: RFC 8941 integers have at most 15
- * digits, so fences from 10^15 to 2^53-1 cannot be sent (a coordinator
- * reaches them after 10^15 grants).
- */
+// Fences from 10^15 to 2^53-1 cannot be sent (a coordinator reaches them
+// after 10^15 grants).
 export const MAX_HEADER_FENCE = 999_999_999_999_999;
 
 const HEX = '0123456789abcdef';
@@ -45,12 +42,6 @@ function id(s, argument) {
   return `${out}"`;
 }
 
-/**
- * The Lease-Fence value for token ({ resource, holderId, fence }).
- * Throws InvalidArgumentError (argument 'token', 'token.resource',
- * 'token.holderId' or 'token.fence') for a token no gate accepts, or one
- * whose fence is above MAX_HEADER_FENCE.
- */
 export function leaseFenceHeader(token) {
   checkToken(token);
   if (token.fence > MAX_HEADER_FENCE) {
@@ -59,14 +50,9 @@ export function leaseFenceHeader(token) {
   return `resource=${id(token.resource, 'token.resource')}, holder=${id(token.holderId, 'token.holderId')}, fence=${token.fence}`;
 }
 
-/**
- * If response is fence-proxy's refusal of a stale write (409 with
- * Lease-Fence-Error: stale_fence), resolves to the StaleFenceError the
- * in-memory gate throws for it (same rejection, same message); otherwise to
- * null. It reads a clone, so response's body stays readable; call it before
- * reading the body: with the body already read it rejects with an
- * InvalidArgumentError rather than miss the refusal.
- */
+// staleFenceError: fence-proxy's refusal is a 409 with Lease-Fence-Error:
+// stale_fence; the StaleFenceError made for it has the in-memory gate's
+// rejection and message. A body already read rejects rather than miss it.
 export async function staleFenceError(response) {
   if (response?.status !== 409 || response.headers.get('Lease-Fence-Error') !== 'stale_fence') return null;
   if (response.bodyUsed) {

@@ -4,15 +4,14 @@
 // may have happened. The error classes come from errors.mjs (no wasm), so
 // `instanceof StaleFenceError` holds whichever entry the caller imported.
 import { InvalidArgumentError, LeaseFenceError, StaleFenceError } from './errors.mjs';
+import { DEFAULT_MAX_REJECTIONS, MAX_ID_BYTES, MAX_MAX_REJECTIONS, MAX_REJECTIONS_PAGE } from './gate-texts.mjs';
 
 /** The highest fence a gate accepts: 2^53-1, as in core/fence. */
 export const MAX_FENCE = Number.MAX_SAFE_INTEGER;
-/** The longest resource or holder id, in UTF-8 bytes. */
-export const MAX_ID_BYTES = 1024;
-/** How many refusals a gate keeps when maxRejections is 0 or absent. */
-export const DEFAULT_MAX_REJECTIONS = 1000;
-/** The largest maxRejections a gate accepts. */
-export const MAX_MAX_REJECTIONS = 1 << 20;
+// The longest resource or holder id (UTF-8 bytes); how many refusals a gate
+// keeps when maxRejections is 0 or absent; the largest maxRejections; the
+// largest limit of a page of rejections: core/fence's, generated.
+export { DEFAULT_MAX_REJECTIONS, MAX_ID_BYTES, MAX_MAX_REJECTIONS, MAX_REJECTIONS_PAGE };
 
 const encoder = new TextEncoder();
 const bytes = (s) => (s.length * 3 <= MAX_ID_BYTES ? s.length : encoder.encode(s).length);
@@ -114,9 +113,6 @@ export function signalOf(options, what) {
   }
   return signal;
 }
-
-/** The largest limit of a page of rejections. */
-export const MAX_REJECTIONS_PAGE = 10000;
 
 /**
  * Returns null for absent options (every refusal), or { afterSeq, limit }

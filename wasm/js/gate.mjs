@@ -1,6 +1,7 @@
 // FenceGate: stands in front of one resource and refuses writes from
 // superseded fences; commit, commitAsync (writes queued in fence order) and
-// admit, over the Go gate of the runtime's instance.
+// admit, over the Go gate of the runtime's instance. The API is documented
+// in lease-fence.d.ts.
 import { GateBusyError, InvalidArgumentError, LeaseFenceError, SupersededError } from './errors.mjs';
 import {
   begin, call, call4, checkOptions, f64, idHolder, idResource, isToken, K_GATE, p, put, putObj, putReadToken, readRejection, tokenIds,
@@ -57,7 +58,6 @@ function describeReason(r) {
   }
 }
 
-/** Stands in front of one resource and refuses writes from superseded fences. */
 export class FenceGate extends Handled {
   #resource;
   #log = [];
@@ -138,18 +138,14 @@ export class FenceGate extends Handled {
     return isGate(this) ? this.#resource : badThis('FenceGate');
   }
 
-  /** The highest fence admitted (or the initial floor). */
   get floor() {
     const enc = begin();
     call(enc, X.lf_gate_floor, handleOf(this));
     return f64();
   }
 
-  /**
-   * A copy of the most recent refusals (at most maxRejections), oldest
-   * first. It costs O(maxRejections), however many refusals there have been:
-   * entries already read are kept here, and only newer ones cross from Go.
-   */
+  // Costs O(maxRejections), however many refusals there have been: entries
+  // already read are kept here, and only newer ones cross from Go.
   get rejections() {
     const enc = begin();
     const log = isGate(this) ? this.#log : [];
@@ -162,19 +158,12 @@ export class FenceGate extends Handled {
     return log.slice();
   }
 
-  /** How many refusals the gate has made, including those rejections no longer keeps. */
   get rejectionCount() {
     const enc = begin();
     call(enc, X.lf_gate_rejection_count, handleOf(this));
     return f64();
   }
 
-  /**
-   * Checks token against the floor and raises it, then runs fn and returns
-   * what it returns. A stale token throws StaleFenceError and fn does not run.
-   * An async function is refused (use commitAsync); a plain function that
-   * returns a promise keeps the gate busy until it settles.
-   */
   commit(token, fn) {
     if (!isGate(this)) badThis('FenceGate');
     if (typeof fn === 'function' && Object.getPrototypeOf(fn) === AsyncFunctionPrototype) {
@@ -202,15 +191,6 @@ export class FenceGate extends Handled {
     return result;
   }
 
-  /**
-   * Like commit for a write that is async: returns a promise. Writes with
-   * the fence of the running commitAsync writes start alongside them when
-   * nothing waits; any other write waits for the gate to be free, and is
-   * checked when its turn comes, and writes with its fence queued right
-   * behind it start with it (options.exclusive of the gate: one at a time).
-   * A fn that declares a parameter gets an AbortSignal that aborts, with a
-   * SupersededError, when a newer fence reaches the gate while it runs.
-   */
   commitAsync(token, fn, options) {
     return new Promise((resolve, reject) => {
       if (!isGate(this)) badThis('FenceGate');
@@ -266,7 +246,6 @@ export class FenceGate extends Handled {
     });
   }
 
-  /** Raises the floor to token's fence without writing. */
   admit(token) {
     const enc = begin();
     let holderId, fence;

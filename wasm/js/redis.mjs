@@ -20,6 +20,9 @@ export const MAX_COMMANDS = 256;
 export const MAX_KEYS = 256;
 export const MAX_ARGS_PER_COMMAND = 1024;
 
+// How many resources' key names a gate keeps made (#keyNames).
+const MAX_NAMES = 1024;
+
 // The scripts: Go's gates/redisfence/fence.lua and page.lua, the one source
 // of their text, brought in by the module make build-wasm and npm pack
 // generate from them (scripts/gate-texts.mjs).
@@ -174,16 +177,34 @@ class RedisFence {
   #prefix;
   #maxRej;
   #ttl; // the markers' time to live; 0 without atMostOnce
+  #args; // the script's ARGV[3] and ARGV[4], the same for every call
+  // The gate's key names of the resources written lately (#names).
+  #names = new Map();
 
   constructor(client, prefix, maxRej, ttl) {
     this.#client = client;
     this.#prefix = prefix;
     this.#maxRej = maxRej;
     this.#ttl = ttl;
+    this.#args = [String(maxRej), String(ttl)];
   }
 
   #base(resource) {
     return `${this.#prefix}${redisTag(resource)}:`;
+  }
+
+  // #keyNames gives resource's key prefix, floor and log keys and hash slot,
+  // made once for each of the last MAX_NAMES resources written rather
+  // than for every commit (a commit names them all).
+  #keyNames(resource) {
+    let n = this.#names.get(resource);
+    if (n === undefined) {
+      const base = this.#base(resource);
+      n = { base, floor: `${base}floor`, log: `${base}rejections`, slot: redisSlot(base) };
+      if (this.#names.size >= MAX_NAMES) this.#names.delete(this.#names.keys().next().value);
+      this.#names.set(resource, n);
+    }
+    return n;
   }
 
   /**
@@ -260,12 +281,12 @@ class RedisFence {
   }
 
   async #run(token, write, signal) {
-    const base = this.#base(token.resource);
-    const keys = [`${base}floor`, `${base}rejections`];
-    const mark = this.#ttl === 0 ? null : `${base}commit:${markerId()}`;
+    const names = this.#keyNames(token.resource);
+    const keys = [names.floor, names.log];
+    const mark = this.#ttl === 0 ? null : `${names.base}commit:${markerId()}`;
     if (mark !== null) keys.push(mark);
-    const args = [token.holderId, String(token.fence), String(this.#maxRej), String(this.#ttl), '0'];
-    if (write !== null) this.#addWrite(token.resource, base, keys, args, write);
+    const args = [token.holderId, String(token.fence), this.#args[0], this.#args[1], '0'];
+    if (write !== null) this.#addWrite(token.resource, names, keys, args, write);
     checkSignal(signal);
     let reply;
     try {
@@ -278,12 +299,11 @@ class RedisFence {
     return this.#outcome(token, reply, write);
   }
 
-  #addWrite(resource, base, keys, args, write) {
+  #addWrite(resource, { base, slot }, keys, args, write) {
     const wkeys = write.keys ?? [];
     if (!Array.isArray(wkeys)) throw arg('write.keys', 'must be an array of keys');
     if (write.commands.length > MAX_COMMANDS) throw arg('write.commands', `must hold at most ${MAX_COMMANDS} commands`);
     if (wkeys.length > MAX_KEYS) throw arg('write.keys', `must hold at most ${MAX_KEYS} keys`);
-    const slot = redisSlot(base);
     wkeys.forEach((k, i) => {
       const a = `write.keys[${i}]`;
       if (typeof k !== 'string' || k === '') throw arg(a, 'must be a non-empty string');

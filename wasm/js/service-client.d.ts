@@ -115,7 +115,7 @@ export interface CallOptions {
   timeoutMillis?: number | undefined;
 }
 
-/** A client of the coordinator service for one holder. */
+/** A client of the coordinator service for one holder. Safe to use from concurrent tasks. */
 export class LeaseServiceClient {
   constructor(options: LeaseServiceClientOptions);
   /** The base URL (the first of baseURLs), without a trailing slash. */
@@ -128,7 +128,11 @@ export class LeaseServiceClient {
   acquire(resource: string, options?: CallOptions): Promise<ServiceLease>;
   /** A new lease with the same fence and a later deadline; LeaseExpiredError when the lease is no longer current. */
   renew(lease: ServiceLease, options?: CallOptions): Promise<ServiceLease>;
-  /** Renews each lease in one call (POST /v1/renewals), each answered on its own: { lease } or { error }. */
+  /**
+   * Renews each lease in one call (POST /v1/renewals; several past 256), each answered on its own:
+   * the i-th element is { lease } or { error } (what renew would reject with) for leases[i]. A
+   * coordinator without batches (a Worker) gets one call per lease.
+   */
   renewEach(leases: ServiceLease[], options?: CallOptions): Promise<Array<{ lease: ServiceLease } | { error: Error }>>;
   /** Resolves when the lease was ended (a retry of a release that ended it included); LeaseExpiredError otherwise. */
   release(lease: ServiceLease, options?: CallOptions): Promise<void>;
@@ -142,9 +146,9 @@ export class LeaseServiceClient {
   /**
    * Holds resource while fn runs and releases it when fn settles, whatever the outcome. Resolves to
    * fn's value; rejects with fn's error, the LeaseLostError when the lease was lost while fn ran, or
-   * an AggregateError of those (and the release's failure) when more than one happened; fn's error
-   * is left out when it is the loss or an AbortError caused by it. isLeaseLost(err) tells whether
-   * the lease was lost. After a loss (or options.signal) it reports the release the hold sent
+   * an AggregateError of those (and the release's failure, in that order) when more than one
+   * happened; fn's error is left out when it is the loss or an AbortError caused by it.
+   * isLeaseLost(err) tells whether the lease was lost. After a loss (or options.signal) it reports the release the hold sent
    * itself, which ends within 2 s of the loss: it settles then even if the coordinator never answers.
    */
   withLease<T>(resource: string, fn: (held: HeldLease) => T | PromiseLike<T>, options?: HoldOptions): Promise<Awaited<T>>;
@@ -157,13 +161,20 @@ export class LeaseServiceClient {
   /** The election named name: the leader is the holder of its lease. */
   election(name: string, options?: ElectionOptions): LeaseElection;
   // #27: list and watch.
-  /** One page of the live leases under options.prefix, in byte order of resource; the last page has no cursor. */
+  /**
+   * One page of the live leases under options.prefix, in byte order of resource. Pass its cursor back
+   * for the next page; the last page has none. A page may hold fewer than options.limit leases, even
+   * none, and still have a cursor. A Worker answers LeaseServiceError code 'not_supported'.
+   */
   listPage(options?: ListOptions): Promise<LeasePage>;
-  /** Every live lease under options.prefix, one page at a time. */
+  /** Every live lease under options.prefix, one page at a time; a lease live throughout is yielded once. */
   list(options?: ListOptions): AsyncIterableIterator<LeaseInfo>;
   /**
    * The events on resources under options.prefix: a hello first (and again only when a reconnect
-   * could not resume: reload with list), then each event once, in sequence, across reconnects.
+   * could not resume: reload with list), then each event once, in sequence, across reconnects (after
+   * the coordinator went away, or closed a watcher too slow for its buffer). Ends when options.signal
+   * aborts or the loop stops; throws a refusal that will not change, or the last failure after
+   * `attempts` failed connections in a row.
    */
   watch(options?: WatchOptions): AsyncIterableIterator<WatchHello | WatchEvent>;
   /**
@@ -378,7 +389,7 @@ export class LeaseElection {
    */
   campaign(value?: string, options?: SignalOptions): Promise<HeldLease>;
   campaign(options?: SignalOptions): Promise<HeldLease>;
-  /** Changes the value of the lead this election's last campaign won; LeaseExpiredError once it is over. */
+  /** Changes the value of the lead this election's last campaign won; LeaseExpiredError once it is over, InvalidArgumentError if none won. */
   proclaim(value: string, options?: CallOptions): Promise<void>;
   /** The current leader, or null when nobody leads. */
   leader(options?: CallOptions): Promise<Leader | null>;

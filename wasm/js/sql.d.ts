@@ -35,7 +35,13 @@ export interface RejectionsPage {
   limit: number;
 }
 
-/** A client of the pool: pg's PoolClient, or anything shaped like it. */
+/**
+ * A client of the pool: pg's PoolClient, or anything shaped like it. The
+ * gate calls query with a text and an array of values only (never pg's
+ * `{ name, text, values }`): its check is prepared once on each connection
+ * with `PREPARE` and run with `EXECUTE`, so the server neither parses nor
+ * plans it again per commit, whatever the client.
+ */
 export interface SqlClient {
   query(text: string, values?: unknown[]): Promise<{ rows: any[] }>;
   release(err?: unknown): void;

@@ -112,6 +112,7 @@ class SqlFence {
     // them for PostgreSQL (see statement below). Their meaning is said in
     // gates/sqlfence/sqlfence.go.
     const q = (name, ...more) => statement(name, floor, rej, ...more);
+    const share = exclusive ? null : q('share');
     this.#q = {
       schema: [q('floor_table'), q('rejection_table')],
       upsert: q('upsert'),
@@ -120,11 +121,11 @@ class SqlFence {
       // mode, and changes nothing; any other write (no row back) takes the
       // advisory lock for itself (raiseLock), unless the share statement
       // took it already, before the upsert.
-      share: exclusive ? null : q('share'),
+      share,
       // The share statement prepared on a connection under this name (in
       // the session: PREPARE, then EXECUTE in later transactions; see
       // #beginShare).
-      prepareShare: exclusive ? null : `PREPARE lease_fence_${table}_share AS ${q('share')};\n`,
+      prepareShare: share && `PREPARE lease_fence_${table}_share AS ${share};\n`,
       shareName: `lease_fence_${table}_share`,
       raiseLock: q('raise_lock'),
       log: q('log_rejection'),

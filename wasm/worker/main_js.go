@@ -578,35 +578,38 @@ func (s *objectStore) Load(context.Context) (service.Stored, error) {
 }
 
 func (s *objectStore) Write(_ context.Context, b service.Batch, _ bool) error {
-	entries := js.Global().Get("Object").New()
+	entries := map[string]any{}
 	if b.Mark != 0 {
-		entries.Set(markKey, strconv.FormatUint(b.Mark, 10))
+		entries[markKey] = strconv.FormatUint(b.Mark, 10)
 	}
 	for _, e := range b.Put {
 		data, err := service.EncodeEntry(e)
 		if err != nil {
 			return err
 		}
-		entries.Set(entryPrefix+e.Resource, string(data))
+		entries[entryPrefix+e.Resource] = string(data)
 	}
-	var keys []any
-	for _, name := range b.Delete {
-		keys = append(keys, entryPrefix+name)
+	keys := make([]any, len(b.Delete))
+	for i, name := range b.Delete {
+		keys[i] = entryPrefix + name
 	}
-	// Both calls are made before either is awaited, so the runtime
-	// commits them as one write.
-	put, del := js.Undefined(), js.Undefined()
-	if len(b.Put) > 0 || b.Mark != 0 {
-		put = s.storage.Call("put", entries)
+	return storageWrite(s.storage, entries, keys)
+}
+
+// storageWrite puts entries and deletes keys in a Durable Object's storage
+// as one write: both calls are made before either is awaited, so the
+// runtime commits them together.
+func storageWrite(storage js.Value, entries map[string]any, keys []any) error {
+	var calls []js.Value
+	if len(entries) > 0 {
+		calls = append(calls, storage.Call("put", js.ValueOf(entries)))
 	}
 	if len(keys) > 0 {
-		del = s.storage.Call("delete", js.ValueOf(keys))
+		calls = append(calls, storage.Call("delete", js.ValueOf(keys)))
 	}
-	for _, p := range []js.Value{put, del} {
-		if !p.IsUndefined() {
-			if _, err := await(p); err != nil {
-				return err
-			}
+	for _, p := range calls {
+		if _, err := await(p); err != nil {
+			return err
 		}
 	}
 	return nil

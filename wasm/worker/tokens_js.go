@@ -309,32 +309,17 @@ func (o *tokenObject) serve(body string) (int, string) {
 	return http.StatusOK, marshal(a)
 }
 
-// write stores put and deletes del in one write (both calls made before
-// either is awaited, which the runtime commits together).
+// write stores put and deletes del in one write (storageWrite).
 func (o *tokenObject) write(put map[string]place, del []string) error {
-	p, d := js.Undefined(), js.Undefined()
-	if len(put) > 0 {
-		entries := js.Global().Get("Object").New()
-		for r, pl := range put {
-			entries.Set(placePrefix+r, strconv.FormatUint(pl.fence, 10)+" "+strconv.FormatFloat(pl.until, 'f', -1, 64))
-		}
-		p = o.storage.Call("put", entries)
+	entries := map[string]any{}
+	for r, pl := range put {
+		entries[placePrefix+r] = strconv.FormatUint(pl.fence, 10) + " " + strconv.FormatFloat(pl.until, 'f', -1, 64)
 	}
-	if len(del) > 0 {
-		keys := make([]any, len(del))
-		for i, r := range del {
-			keys[i] = placePrefix + r
-		}
-		d = o.storage.Call("delete", js.ValueOf(keys))
+	keys := make([]any, len(del))
+	for i, r := range del {
+		keys[i] = placePrefix + r
 	}
-	for _, pr := range []js.Value{p, d} {
-		if !pr.IsUndefined() {
-			if _, err := await(pr); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
+	return storageWrite(o.storage, entries, keys)
 }
 
 func marshal(v any) string {

@@ -6,7 +6,9 @@ package benchkit
 
 import (
 	"context"
+	"flag"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,6 +16,10 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/lease-fence/lease-fence/service/auth"
 )
 
 // Load is the machine's load average over 1, 5 and 15 minutes, as
@@ -78,6 +84,35 @@ func Ints(s string, lo, hi int) ([]int, error) {
 	return out, nil
 }
 
+// Closed is what a closed-loop benchmark of cycles takes (scripts/bench-service
+// and scripts/peers, whose lines compare): each run stops after Cycles
+// cycles or Duration, and runs with each client count of -conc.
+type Closed struct {
+	Cycles   int
+	Duration time.Duration
+	conc     string
+}
+
+// ClosedFlags defines -cycles, -duration and -conc.
+func ClosedFlags() *Closed {
+	c := &Closed{}
+	flag.IntVar(&c.Cycles, "cycles", 2000, "stop a run after this many acquire+release cycles")
+	flag.DurationVar(&c.Duration, "duration", 5*time.Second, "stop a run after this long")
+	flag.StringVar(&c.conc, "conc", "1,8", "comma-separated client counts")
+	return c
+}
+
+// Clients is the client counts of -conc (Fatal if they are not 1 to 64).
+func (c *Closed) Clients() []int { return Must(Ints(c.conc, 1, 64)) }
+
+// Rate is the line of a closed-loop run: its name, clients, cycles and
+// time, and cycles and calls (perCycle a cycle) per second.
+func Rate(name string, clients int, cycles int64, elapsed time.Duration, perCycle int) string {
+	s := elapsed.Seconds()
+	return fmt.Sprintf("%-18s clients=%-2d %6d cycles in %5.2fs  %8.0f cycles/s  %8.0f calls/s",
+		name, clients, cycles, s, float64(cycles)/s, float64(perCycle)*float64(cycles)/s)
+}
+
 // Loop runs clients goroutines, each calling cycle with its index until
 // cycles cycles are done in all, d has passed or a call fails (the first
 // failure is returned; calls cut short by d are not failures), and returns
@@ -85,26 +120,61 @@ func Ints(s string, lo, hi int) ([]int, error) {
 func Loop(clients, cycles int, d time.Duration, cycle func(ctx context.Context, i int) error) (int64, time.Duration, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
+	g, gctx := errgroup.WithContext(ctx)
 	var done atomic.Int64
-	var first error
-	var once sync.Once
-	var wg sync.WaitGroup
 	start := time.Now()
 	for i := range clients {
-		wg.Go(func() {
-			for ctx.Err() == nil && done.Load() < int64(cycles) {
-				if err := cycle(ctx, i); err != nil {
-					if ctx.Err() == nil {
-						once.Do(func() { first = err; cancel() })
+		g.Go(func() error {
+			for gctx.Err() == nil && done.Load() < int64(cycles) {
+				if err := cycle(gctx, i); err != nil {
+					if ctx.Err() != nil {
+						return nil // cut short by d
 					}
-					return
+					return err
 				}
 				done.Add(1)
 			}
+			return nil
 		})
 	}
-	wg.Wait()
-	return done.Load(), time.Since(start), first
+	err := g.Wait()
+	return done.Load(), time.Since(start), err
+}
+
+// Handovers times n handovers of one lock between holders, after 10 to
+// warm up. Each time next, the next holder's acquisition (which returns
+// its release), runs in a goroutine; once queued has returned (next
+// waits) and settle has passed, the lock's holder calls release, and the
+// time from then until next returned is taken.
+func Handovers(n int, settle time.Duration, release func() error, next func() (func() error, error), queued func() error) ([]time.Duration, error) {
+	var lat []time.Duration
+	for range n + 10 {
+		type result struct {
+			release func() error
+			at      time.Time
+			err     error
+		}
+		got := make(chan result, 1)
+		go func() {
+			r, err := next()
+			got <- result{r, time.Now(), err}
+		}()
+		if err := queued(); err != nil {
+			return nil, err
+		}
+		time.Sleep(settle)
+		t0 := time.Now()
+		if err := release(); err != nil {
+			return nil, err
+		}
+		r := <-got
+		if r.err != nil {
+			return nil, r.err
+		}
+		lat, release = append(lat, r.at.Sub(t0)), r.release
+	}
+	_ = release()
+	return lat[10:], nil
 }
 
 // Each calls f(worker, i) for every i below n, over workers goroutines
@@ -112,22 +182,19 @@ func Loop(clients, cycles int, d time.Duration, cycle func(ctx context.Context, 
 // no more are taken).
 func Each(workers, n int, f func(worker, i int) error) error {
 	var next atomic.Int64
-	errs := make(chan error, workers)
-	var wg sync.WaitGroup
+	var g errgroup.Group
 	for w := range workers {
-		wg.Go(func() {
+		g.Go(func() error {
 			for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
 				if err := f(w, i); err != nil {
-					errs <- err
 					next.Store(int64(n))
-					return
+					return err
 				}
 			}
+			return nil
 		})
 	}
-	wg.Wait()
-	close(errs)
-	return <-errs
+	return g.Wait()
 }
 
 // Number is what Spread takes.
@@ -200,4 +267,21 @@ func Latencies(name string, lat []time.Duration, samples string) (string, error)
 	}
 	return fmt.Sprintf("%-18s n=%-5d p50 %8.3f ms  p99 %8.3f ms  min %8.3f ms  max %8.3f ms", name, len(s),
 		Ms(Quantile(s, 0.5)), Ms(Quantile(s, 0.99)), Ms(s[0]), Ms(s[len(s)-1])), nil
+}
+
+// FreeAddr is a loopback address, "127.0.0.1:port", free a moment ago.
+func FreeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+// TokenEntry is an entry of a tokens file (cmd/coordinator -auth, the
+// Worker's LEASE_TOKENS) for token, named name, on every resource and
+// holder.
+func TokenEntry(name, token string) map[string]any {
+	return map[string]any{"name": name, "tokenSha256": auth.TokenSHA256(token), "resources": []string{"*"}, "holders": []string{"*"}}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"math"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -42,7 +43,9 @@ func TestLoopStopsAtTheCountOrTheFirstFailure(t *testing.T) {
 		t.Fatalf("Loop = %d, %v; want 100 to 103 cycles", n, err)
 	}
 	boom := errors.New("boom")
-	_, _, err = Loop(2, 1000, time.Minute, func(_ context.Context, i int) error {
+	// No count: client 0 alone could do all the cycles before client 1
+	// first runs (on a loaded machine it did).
+	_, _, err = Loop(2, math.MaxInt, time.Minute, func(_ context.Context, i int) error {
 		if i == 1 {
 			return boom
 		}
@@ -57,11 +60,28 @@ func TestRequests(t *testing.T) {
 	if got, want := AcquireBody("a1", "r", "h", "s", 7, 0), `{"requestId":"a1","resource":"r","holderId":"h","sentAt":{"millis":7,"domain":"h"},"kind":"acquire","secret":"s"}`; got != want {
 		t.Fatalf("AcquireBody = %s", got)
 	}
-	if f, err := GrantedFence([]byte(`{"ok":true,"grant":{"fence":9}}`)); err != nil || f != 9 {
-		t.Fatalf("GrantedFence = %d, %v", f, err)
+	// A service that grants fence 9 and ends the lease it granted.
+	var posted []string
+	svc := Poster(func(path, body string) ([]byte, error) {
+		posted = append(posted, path+" "+body)
+		if path == "/v1/acquire" {
+			return []byte(`{"ok":true,"grant":{"fence":9}}`), nil
+		}
+		if !strings.Contains(body, `"fence":9,`) {
+			return []byte(`{"ok":false}`), nil
+		}
+		return []byte(`{"ok":true}`), nil
+	})
+	if err := svc.Cycle("1", "r", "h", "s", 7); err != nil || len(posted) != 2 ||
+		posted[1] != `/v1/release {"requestId":"r1","resource":"r","holderId":"h","fence":9,"secret":"s"}` {
+		t.Fatalf("Cycle = %v, posting %q", err, posted)
 	}
-	if _, err := GrantedFence([]byte(`{"ok":false}`)); err == nil {
-		t.Fatal("GrantedFence took a refusal")
+	if err := svc.Release("r2", "r", "h", "s", 8); err == nil {
+		t.Fatal("Release took a refusal")
+	}
+	refusing := Poster(func(string, string) ([]byte, error) { return []byte(`{"ok":false}`), nil })
+	if _, err := refusing.Acquire("a1", "r", "h", "s", 1); err == nil {
+		t.Fatal("Acquire took a refusal")
 	}
 	answer := func(status int) *http.Response {
 		return &http.Response{StatusCode: status, Status: http.StatusText(status), Body: io.NopCloser(strings.NewReader("body"))}
@@ -97,5 +117,28 @@ func TestEachTakesEveryItemOnceOrStopsAtAFailure(t *testing.T) {
 	})
 	if !errors.Is(err, boom) || after.Load() != 0 {
 		t.Fatalf("Each = %v with %d items after the failure; want boom and none", err, after.Load())
+	}
+}
+
+func TestHandoversTimesEachReleaseToTheNextHolder(t *testing.T) {
+	freed := make(chan struct{}, 1) // the lock, free when it holds a token
+	release := func() error { freed <- struct{}{}; return nil }
+	nexts, waits := 0, 0
+	lat, err := Handovers(3, 0, release, func() (func() error, error) {
+		<-freed
+		nexts++
+		return release, nil
+	}, func() error { waits++; return nil })
+	if err != nil || len(lat) != 3 || nexts != 13 || waits != 13 {
+		t.Fatalf("Handovers = %v, %v after %d acquisitions and %d waits; want 3 latencies of 13", lat, err, nexts, waits)
+	}
+	select {
+	case <-freed:
+	default:
+		t.Fatal("the last holder kept the lock")
+	}
+	boom := errors.New("boom")
+	if _, err := Handovers(3, 0, release, func() (func() error, error) { <-freed; return nil, boom }, func() error { return nil }); !errors.Is(err, boom) {
+		t.Fatalf("Handovers = %v; want boom", err)
 	}
 }

@@ -27,16 +27,15 @@ func AcquireBody(requestID, resource, holder, secret string, sentAt, waitMillis 
 	return b + "}"
 }
 
-// ReleaseBody is the body of POST /v1/release.
-func ReleaseBody(requestID, resource, holder, secret string, fence uint64) string {
-	return `{"requestId":"` + requestID + `","resource":"` + resource + `","holderId":"` + holder +
-		`","fence":` + strconv.FormatUint(fence, 10) + `,"secret":"` + secret + `"}`
-}
+// A Poster posts a JSON body to a path of the lease service and returns
+// the answer's body (see Answer).
+type Poster func(path, body string) ([]byte, error)
 
-// Post posts the JSON body to url+path and returns the answer's body (see
-// Answer).
-func Post(hc *http.Client, url, path, body string) ([]byte, error) {
-	return Answer(hc.Post(url+path, "application/json", strings.NewReader(body)))
+// Post is the Poster of hc to the service at url.
+func Post(hc *http.Client, url string) Poster {
+	return func(path, body string) ([]byte, error) {
+		return Answer(hc.Post(url+path, "application/json", strings.NewReader(body)))
+	}
 }
 
 // Answer reads the body of resp, the answer to a call, and closes it; an
@@ -53,9 +52,13 @@ func Answer(resp *http.Response, err error) ([]byte, error) {
 	return data, err
 }
 
-// GrantedFence is the fence of an acquisition's answer, or an error if it
-// is not a grant.
-func GrantedFence(data []byte) (uint64, error) {
+// Acquire posts an acquisition that does not wait and returns the fence
+// granted, or an error if it is not a grant.
+func (p Poster) Acquire(requestID, resource, holder, secret string, sentAt int64) (uint64, error) {
+	data, err := p("/v1/acquire", AcquireBody(requestID, resource, holder, secret, sentAt, 0))
+	if err != nil {
+		return 0, err
+	}
 	var r struct {
 		OK    bool `json:"ok"`
 		Grant struct {
@@ -68,12 +71,23 @@ func GrantedFence(data []byte) (uint64, error) {
 	return r.Grant.Fence, nil
 }
 
-// Released is nil if data is a release's answer that it ended the lease.
-func Released(data []byte) error {
-	if string(data) != `{"ok":true}` {
-		return fmt.Errorf("release: %s", data)
+// Release posts the release of fence, and is nil if it ended the lease.
+func (p Poster) Release(requestID, resource, holder, secret string, fence uint64) error {
+	data, err := p("/v1/release", `{"requestId":"`+requestID+`","resource":"`+resource+`","holderId":"`+holder+
+		`","fence":`+strconv.FormatUint(fence, 10)+`,"secret":"`+secret+`"}`)
+	if err == nil && string(data) != `{"ok":true}` {
+		err = fmt.Errorf("release: %s", data)
 	}
-	return nil
+	return err
+}
+
+// Cycle acquires resource (request id "a"+id) and releases it ("r"+id).
+func (p Poster) Cycle(id, resource, holder, secret string, sentAt int64) error {
+	fence, err := p.Acquire("a"+id, resource, holder, secret, sentAt)
+	if err == nil {
+		err = p.Release("r"+id, resource, holder, secret, fence)
+	}
+	return err
 }
 
 // Memory is what the coordinator's debug server reports: its resident set

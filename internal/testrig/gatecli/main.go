@@ -221,9 +221,7 @@ func bench(ctx context.Context, g *gate, q request) (float64, error) {
 	var wg sync.WaitGroup
 	start := time.Now()
 	for w := range max(q.Writers, 1) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for i := 0; left.Add(-1) >= 0; i++ {
 				v := fmt.Sprintf("bench#%d#%d", w, i)
 				var err error
@@ -237,7 +235,7 @@ func bench(ctx context.Context, g *gate, q request) (float64, error) {
 					return
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
@@ -248,14 +246,17 @@ func bench(ctx context.Context, g *gate, q request) (float64, error) {
 }
 
 // texts prints, as one JSON object, the texts Go's gates send for table:
-// {"fence": fence.lua, "page": page.lua, "postgres": {name: statement}}, for
-// the test that checks lease-fence/redis and lease-fence/sql send the same
-// bytes (test/gates/texts.test.mjs).
+// {"fence": fence.lua, "page": page.lua, "postgres": {name: statement},
+// "limits": {name: core/fence's limit}}, for the test that checks
+// lease-fence/redis and lease-fence/sql send the same bytes and check the
+// same limits (test/gates/texts.test.mjs).
 func texts(table string) {
 	statements, err := sqlfence.Statements(sqlfence.Options{Dialect: sqlfence.Postgres, Table: table})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	_ = json.NewEncoder(os.Stdout).Encode(map[string]any{"fence": redisfence.Script(), "page": redisfence.PageScript(), "postgres": statements})
+	limits := map[string]int{"MAX_ID_BYTES": fence.MaxIDBytes, "DEFAULT_MAX_REJECTIONS": fence.DefaultMaxRejections,
+		"MAX_MAX_REJECTIONS": fence.MaxMaxRejections, "MAX_REJECTIONS_PAGE": sqlfence.MaxRejectionsPage}
+	_ = json.NewEncoder(os.Stdout).Encode(map[string]any{"fence": redisfence.Script(), "page": redisfence.PageScript(), "postgres": statements, "limits": limits})
 }

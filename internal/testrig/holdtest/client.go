@@ -95,7 +95,7 @@ func HoldOutlivesTenTTLs(t *testing.T, tg *Target) {
 // (for up to 1.5 TTLs of the holder's time, often past the deadline), as
 // each run's seed says. In every run the hold's context ends at or before
 // the holder's deadline and never after, and the token never changes. It
-// returns how many runs lost their lease.
+// logs and returns how many runs lost their lease.
 func RenewalsUnderFaults(t *testing.T, tg *Target, runs int) (lost int) {
 	ttl := clock.Millis(tg.TTL)
 	var faults atomic.Int64 // the proxy's policy runs on its own goroutines
@@ -197,6 +197,7 @@ func RenewalsUnderFaults(t *testing.T, tg *Target, runs int) (lost int) {
 	if faults.Load() == 0 || lost == 0 || lost == runs {
 		t.Fatalf("%d runs, %d faults, %d lost: the runs did not exercise both outcomes", runs, faults.Load(), lost)
 	}
+	t.Logf("%d runs, %d lost their lease", runs, lost)
 	return lost
 }
 
@@ -399,7 +400,8 @@ type campaigner struct {
 	lines chan string
 }
 
-// Elections: five campaigners in five processes; observers in this one. The
+// Elections: five campaigners in five processes (this test binary, run
+// again); observers in this one. The
 // leader writes to the election's resource through its gate (a fence.Gate
 // served by this process) while it leads. Twice, the leader's process is
 // killed (SIGKILL: its lease is not released) while one of its writes is
@@ -411,10 +413,14 @@ type campaigner struct {
 // (SIGTERM) and the next campaigner leads at once. Every observer sees
 // every leader once, in fence order; the gate admitted writes in fence
 // order, each of the leader of its fence, and a write of every leader.
-// Returns, for each kill, the time from the kill to the next election and
-// from the killed leader's expiry (as the coordinator reported it right
-// after the kill) to the next election.
-func Elections(t *testing.T, tg *Target, self string) []time.Duration {
+// Logs and returns, for each kill, the time from the kill to the next
+// election and from the killed leader's expiry (as the coordinator
+// reported it right after the kill) to the next election.
+func Elections(t *testing.T, tg *Target) []time.Duration {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
 	name := unique("election")
 	gs := startGateServer(t, name)
 	var cs []*campaigner
@@ -458,15 +464,13 @@ func Elections(t *testing.T, tg *Target, self string) []time.Duration {
 	var wg sync.WaitGroup
 	for i := range seen {
 		o := tg.realClient(t, "observer-"+strconv.Itoa(i))
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for l := range client.NewElection(o, name).Observe(ctx) {
 				mu.Lock()
 				seen[i] = append(seen[i], l)
 				mu.Unlock()
 			}
-		}()
+		})
 	}
 	// elected waits for the one campaigner (of those alive) that says it
 	// was elected, and returns it and its fence.
@@ -614,5 +618,6 @@ func Elections(t *testing.T, tg *Target, self string) []time.Duration {
 			}
 		}
 	}
+	t.Logf("new leader %v after each kill (TTL %v)", lags, tg.TTL)
 	return lags
 }

@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"testing"
 	"time"
@@ -34,11 +35,12 @@ type Target struct {
 	Proxy *faultproxy.Proxy // every call goes through it
 	TTL   time.Duration     // the coordinator's lease length
 	// KeptPlaces, if not nil, reports how many places the coordinator
-	// keeps with no call attached (the native server's /debug/waiting).
+	// keeps with no call attached on a resource (the native server's
+	// /debug/waiting?resource=).
 	// Nil means the coordinator cannot tell that a client went away (the
 	// Worker: workerd does not report a client's disconnect to the Worker
 	// or its Durable Object).
-	KeptPlaces func() (int, error)
+	KeptPlaces func(resource string) (int, error)
 	// MaxWait and MaxWaiters are the coordinator's bounds on waiting
 	// (-max-wait and -max-waiters natively, LEASE_MAX_WAIT_MS and
 	// LEASE_MAX_WAITERS on the Worker), for QueueBounds; zero if the
@@ -294,30 +296,24 @@ func GoneWaiter(t *testing.T, tg *Target) {
 	bctx, leave := context.WithCancel(context.Background())
 	wb := tg.queue(t, bctx, b, unique("q"), res)
 	wc := tg.queue(t, context.Background(), c, unique("q"), res)
-	var kept0 int
-	if tg.KeptPlaces != nil {
-		var err error
-		if kept0, err = tg.KeptPlaces(); err != nil {
-			t.Fatal(err)
-		}
-	}
 	leave()
 	if ab := got(t, "b", wb); ab.err == nil {
 		t.Fatalf("b's call, ended by b, was answered %d %s", ab.status, ab.raw)
 	}
 	if tg.KeptPlaces != nil {
-		// The coordinator saw b go: its place is kept, with no call.
+		// The coordinator saw b go: its place is kept, with no call (the
+		// only place on res that is).
 		deadline := time.Now().Add(30 * time.Second)
 		for {
-			n, err := tg.KeptPlaces()
+			n, err := tg.KeptPlaces(res)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if n == kept0+1 {
+			if n == 1 {
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("the coordinator still keeps %d places with no call, want %d", n, kept0+1)
+				t.Fatalf("the coordinator keeps %d places on %s with no call, want 1", n, res)
 			}
 			time.Sleep(5 * time.Millisecond)
 		}
@@ -446,12 +442,12 @@ var errNoDebug = errors.New("holdtest: no debug endpoint")
 
 // KeptPlacesAt reads the kept places from a native coordinator's
 // /debug/waiting at base (http://HOST:PORT).
-func KeptPlacesAt(base string) func() (int, error) {
-	return func() (int, error) {
+func KeptPlacesAt(base string) func(resource string) (int, error) {
+	return func(resource string) (int, error) {
 		if base == "" {
 			return 0, errNoDebug
 		}
-		resp, err := http.Get(base + "/debug/waiting")
+		resp, err := http.Get(base + "/debug/waiting?resource=" + url.QueryEscape(resource))
 		if err != nil {
 			return 0, err
 		}

@@ -12,7 +12,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"os/user"
@@ -20,6 +19,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/lease-fence/lease-fence/internal/testrig/rigproc"
@@ -34,8 +34,9 @@ type Server struct {
 
 	watchdog *rigproc.Watchdog // stops the server
 	out      bytes.Buffer
-	settings string // the server's -o options, port included
-	killed   bool   // Kill ended it: Stop only removes its directory
+	settings string       // the server's -o options, port included
+	killed   bool         // Kill ended it: Stop only removes its directory
+	dbs      atomic.Int64 // databases NewDatabase made
 }
 
 // Options tunes the server.
@@ -123,7 +124,7 @@ func Start(opts Options) (*Server, error) {
 	}
 	var lastErr error
 	for range 5 { // the free port may be taken before postgres binds it
-		port, err := freePort()
+		port, err := rigproc.FreePort()
 		if err != nil {
 			os.RemoveAll(dir)
 			return nil, err
@@ -216,13 +217,4 @@ func (s *Server) Stop() error {
 		return fmt.Errorf("pgtest: pg_ctl stop: %v\n%s", err, s.out.String())
 	}
 	return nil
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }

@@ -16,6 +16,7 @@ import (
 type Proxy struct {
 	ln     net.Listener
 	target string
+	up     func(i int, target, client net.Conn) // nil: pump
 
 	mu      sync.Mutex
 	cond    *sync.Cond
@@ -23,15 +24,22 @@ type Proxy struct {
 	conns   []net.Conn
 	closed  bool
 	pumping sync.WaitGroup
+	n       int // connections accepted
 }
 
 // NewProxy listens on a free loopback port and forwards to target.
-func NewProxy(target string) (*Proxy, error) {
+func NewProxy(target string) (*Proxy, error) { return NewProxyWith(target, nil) }
+
+// NewProxyWith is NewProxy whose client-to-target direction of the i-th
+// connection (from 0) is up(i, target, client) instead of a copy that
+// Partition holds: a test cuts or resets connections there. Both ends are
+// closed once up returns.
+func NewProxyWith(target string, up func(i int, target, client net.Conn)) (*Proxy, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
-	p := &Proxy{ln: ln, target: target}
+	p := &Proxy{ln: ln, target: target, up: up}
 	p.cond = sync.NewCond(&p.mu)
 	go p.accept()
 	return p, nil
@@ -97,8 +105,19 @@ func (p *Proxy) accept() {
 		}
 		p.conns = append(p.conns, c, t)
 		p.pumping.Add(2)
+		i := p.n
+		p.n++
 		p.mu.Unlock()
-		go p.pump(t, c, 0)
+		if p.up != nil {
+			go func() {
+				defer p.pumping.Done()
+				p.up(i, t, c)
+				c.Close()
+				t.Close()
+			}()
+		} else {
+			go p.pump(t, c, 0)
+		}
 		go p.pump(c, t, 1)
 	}
 }

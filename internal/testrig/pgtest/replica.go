@@ -12,6 +12,10 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/prometheus/procfs"
+
+	"github.com/lease-fence/lease-fence/internal/testrig/rigproc"
 )
 
 // StartStandby makes a streaming standby of s on this machine: a base
@@ -77,7 +81,7 @@ func (s *Server) StartStandbyVia(addr string) (*Server, error) {
 		}
 		kept = append(kept, "-c "+o)
 	}
-	port, err := freePort()
+	port, err := rigproc.FreePort()
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, err
@@ -128,27 +132,12 @@ func (s *Server) Children() (map[int]string, error) {
 
 func children(parent int) map[int]string {
 	out := map[int]string{}
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
+	procs, _ := procfs.AllProcs()
+	for _, p := range procs {
+		if st, err := p.Stat(); err == nil && st.PPID == parent { // else gone meanwhile
+			args, _ := p.CmdLine()
+			out[p.PID] = strings.TrimRight(strings.Join(args, " "), " ")
 		}
-		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid ...: comm may hold spaces; split after ')'.
-		i := strings.LastIndexByte(string(stat), ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(string(stat[i+1:]))
-		if len(f) < 2 || f[1] != strconv.Itoa(parent) {
-			continue
-		}
-		cmdline, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		out[pid] = strings.TrimRight(strings.ReplaceAll(string(cmdline), "\x00", " "), " ")
 	}
 	return out
 }
@@ -172,7 +161,8 @@ func (s *Server) Kill() error {
 	}
 	_ = syscall.Kill(pid, syscall.SIGKILL)
 	for deadline := time.Now().Add(30 * time.Second); ; {
-		if stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat"); err != nil || zombie(stat) {
+		// Gone, or a zombie (a daemon's parent may be a PID 1 that never reaps).
+		if st, err := procStat(pid); err != nil || st.State == "Z" {
 			return nil
 		}
 		if time.Now().After(deadline) {
@@ -182,9 +172,10 @@ func (s *Server) Kill() error {
 	}
 }
 
-// zombie reports whether /proc/PID/stat says the process has exited and
-// waits to be reaped (a daemon's parent may be a PID 1 that never reaps).
-func zombie(stat []byte) bool {
-	i := strings.LastIndexByte(string(stat), ')')
-	return i >= 0 && strings.HasPrefix(strings.TrimSpace(string(stat[i+1:])), "Z")
+func procStat(pid int) (procfs.ProcStat, error) {
+	p, err := procfs.NewProc(pid)
+	if err != nil {
+		return procfs.ProcStat{}, err
+	}
+	return p.Stat()
 }

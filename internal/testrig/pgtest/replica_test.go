@@ -14,18 +14,6 @@ import (
 	"github.com/lease-fence/lease-fence/internal/testrig/pgtest"
 )
 
-func mustExec(t *testing.T, dsn, q string) {
-	t.Helper()
-	conn, err := pgx.Connect(context.Background(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
-	if _, err := conn.Exec(context.Background(), q); err != nil {
-		t.Fatalf("%s: %v", q, err)
-	}
-}
-
 func count(t *testing.T, dsn string) int {
 	t.Helper()
 	conn, err := pgx.Connect(context.Background(), dsn)
@@ -49,26 +37,34 @@ func TestStandbyKillPromote(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Stop()
-	mustExec(t, p.DSN(""), `CREATE TABLE t (id int)`)
+	pgtest.Exec(t, p.DSN(""), `CREATE TABLE t (id int)`)
 	sb, err := p.StartStandby()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sb.Stop()
-	mustExec(t, p.DSN(""), `ALTER SYSTEM SET synchronous_standby_names = '*'`)
-	mustExec(t, p.DSN(""), `SELECT pg_reload_conf()`)
-	kids, err := sb.Children()
-	if err != nil {
-		t.Fatal(err)
+	pgtest.Exec(t, p.DSN(""), `ALTER SYSTEM SET synchronous_standby_names = '*'`)
+	pgtest.Exec(t, p.DSN(""), `SELECT pg_reload_conf()`)
+	// The standby starts its walreceiver once its startup process asks
+	// for WAL, which can be a moment after it answers queries.
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		kids, err := sb.Children()
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, title := range kids {
+			found = found || strings.Contains(title, "walreceiver")
+		}
+		if found {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no walreceiver among the standby's processes: %v", kids)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
-	found := false
-	for _, title := range kids {
-		found = found || strings.Contains(title, "walreceiver")
-	}
-	if !found {
-		t.Fatalf("no walreceiver among the standby's processes: %v", kids)
-	}
-	mustExec(t, p.DSN(""), `INSERT INTO t SELECT generate_series(1, 100)`)
+	pgtest.Exec(t, p.DSN(""), `INSERT INTO t SELECT generate_series(1, 100)`)
 	if err := p.Kill(); err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +77,7 @@ func TestStandbyKillPromote(t *testing.T) {
 	if n := count(t, sb.DSN("")); n != 100 {
 		t.Fatalf("the promoted standby holds %d rows, want 100", n)
 	}
-	mustExec(t, sb.DSN(""), `INSERT INTO t VALUES (101)`)
+	pgtest.Exec(t, sb.DSN(""), `INSERT INTO t VALUES (101)`)
 }
 
 // A standby streaming through a Proxy: while the proxy holds the link, the
@@ -98,7 +94,7 @@ func TestStandbyThroughAProxy(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer px.Close()
-	mustExec(t, p.DSN(""), `CREATE TABLE t (id int)`)
+	pgtest.Exec(t, p.DSN(""), `CREATE TABLE t (id int)`)
 	sb, err := p.StartStandbyVia(px.Addr())
 	if err != nil {
 		t.Fatal(err)
@@ -113,10 +109,10 @@ func TestStandbyThroughAProxy(t *testing.T) {
 			time.Sleep(time.Millisecond)
 		}
 	}
-	mustExec(t, p.DSN(""), `INSERT INTO t VALUES (1)`)
+	pgtest.Exec(t, p.DSN(""), `INSERT INTO t VALUES (1)`)
 	waitRows(1)
 	px.Partition()
-	mustExec(t, p.DSN(""), `INSERT INTO t VALUES (2)`)
+	pgtest.Exec(t, p.DSN(""), `INSERT INTO t VALUES (2)`)
 	if n := count(t, sb.DSN("")); n != 1 {
 		t.Fatalf("the standby got %d rows through a partition", n)
 	}

@@ -198,14 +198,9 @@ func (s *Server) Stop() error {
 // + 10000) is free too.
 func freePort(bus bool) (int, error) {
 	for range 50 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return 0, err
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		l.Close()
-		if !bus {
-			return port, nil
+		port, err := rigproc.FreePort()
+		if err != nil || !bus {
+			return port, err
 		}
 		if port+10000 > 65535 {
 			continue

@@ -10,10 +10,12 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"os/signal"
 	"syscall"
+	"testing"
 )
 
 // Watchdog is a small shell process that runs its script once the write
@@ -85,4 +87,32 @@ func Serve(url string, restart, stop func() error) {
 		os.Exit(1)
 	}
 	os.Exit(0)
+}
+
+// FreePort returns a port of 127.0.0.1 that was free a moment ago: a
+// server started on it may find it taken, and should retry with another.
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// Main is the TestMain of a package whose tests share one server: it sets
+// *srv to what start returns, runs the tests, stops the server and exits,
+// with status 1 if the server fails to start or to stop.
+func Main[S interface{ Stop() error }](m *testing.M, srv *S, start func() (S, error)) {
+	var err error
+	if *srv, err = start(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	if err := (*srv).Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		code = 1
+	}
+	os.Exit(code)
 }

@@ -2,7 +2,8 @@
 // Each call is begun with the library's LeaseClient before anything is
 // sent (so a lease's deadline is anchored at its first send) and sent by
 // the transport (transport.mjs) as one JSON body that every retry repeats.
-// The holder secrets live in a private field, never in a message.
+// The holder secrets live in a private field, never in a message. What each
+// method does for its caller is documented once, in ../service-client.d.ts.
 
 // The package's own entry, by name: the host's export condition picks it
 // (node, workerd, browser), so this module shares the one instance and the
@@ -62,10 +63,6 @@ function senderOf(f, transport = 'auto', agent) {
   return globalThis.fetch;
 }
 
-/**
- * A client of the coordinator service for one holder. Every method is async;
- * it is safe to use from concurrent tasks.
- */
 export class LeaseServiceClient {
   #transport; // the settings calls are sent with (transport.mjs)
   #lc;
@@ -133,31 +130,22 @@ export class LeaseServiceClient {
     };
   }
 
-  /** The coordinator's base URL (the first of baseURLs), without a trailing slash. */
   get baseURL() {
     return this.#transport.bases[0];
   }
 
-  /** The coordinators' base URLs, in the order given, without trailing slashes. */
   get baseURLs() {
     return [...this.#transport.bases];
   }
 
-  /** The holder this client acquires for. */
   get holderId() {
     return this.#lc.holderId;
   }
 
-  /** The LeaseClient that stamps requests and makes leases. */
   get leaseClient() {
     return this.#lc;
   }
 
-  /**
-   * Acquires resource. Resolves to a ServiceLease; rejects with
-   * LeaseDeniedError when the resource is held, LeaseServiceError when the
-   * coordinator refused or never answered, or the signal's reason.
-   */
   async acquire(resource, options) {
     const opts = callOptions(options, 'client.acquire');
     return (await this.#acquire(resource, opts, 0)).lease;
@@ -209,11 +197,6 @@ export class LeaseServiceClient {
     }
   }
 
-  /**
-   * Renews lease. Resolves to a new ServiceLease with the same fence and a
-   * deadline anchored at this renewal's first send; rejects with
-   * LeaseExpiredError when it is no longer the current lease.
-   */
   async renew(lease, options) {
     const opts = callOptions(options, 'client.renew');
     return (await this.#renew(lease, opts)).lease;
@@ -236,14 +219,6 @@ export class LeaseServiceClient {
     return { lease: new ServiceLease(internal, this, record, this.#lc.completeRenewal(request, reply.grant)), sentAt: request.sentAt.millis };
   }
 
-  /**
-   * Renews each of leases in one call (POST /v1/renewals; several past 256),
-   * each on its own: resolves to an array whose i-th element answers
-   * leases[i], { lease } (a new ServiceLease anchored at the batch's send)
-   * or { error } (what renew would reject with), so that one refused never
-   * affects another. A coordinator without batches (a Worker: 501) gets one
-   * call per lease, from then on.
-   */
   async renewEach(leases, options) {
     const opts = callOptions(options, 'client.renewEach');
     if (!Array.isArray(leases)) throw new InvalidArgumentError('lease-fence: renewEach takes an array of leases', 'leases');
@@ -351,11 +326,6 @@ export class LeaseServiceClient {
     return out;
   }
 
-  /**
-   * Releases lease. Resolves when the coordinator ended it (or already had,
-   * for a retry whose first answer was lost); rejects with LeaseExpiredError
-   * when it was no longer the current lease.
-   */
   async release(lease, options) {
     return this.#release(lease, callOptions(options, 'client.release'));
   }
@@ -371,12 +341,6 @@ export class LeaseServiceClient {
     if (reply.ok !== true) throw expired(lease.token, 'release', reply.reason);
   }
 
-  /**
-   * Changes lease's value (at most 4096 bytes of UTF-8, not secret: an
-   * election's leader's address, say). Resolves when the coordinator
-   * changed it; rejects with LeaseExpiredError (revoked: true if an
-   * operator revoked it) when it is no longer the current lease.
-   */
   async proclaim(lease, value, options) {
     const opts = callOptions(options, 'client.proclaim');
     checkValue(value, 'value');
@@ -387,17 +351,6 @@ export class LeaseServiceClient {
     if (reply.ok !== true) throw expired(lease.token, 'proclaim', reply.reason);
   }
 
-  /**
-   * Ends resource's live lease, or removes a waiter, on an operator's
-   * order (POST /v1/revoke: a token with "admin": true, or a loopback
-   * caller of a coordinator without -auth). options.holderId names the
-   * holder (or the waiter to remove); options.fence ends only the lease
-   * with that fence. Resolves to { holderId, fence } (the lease ended) or
-   * { removedWaiter }; rejects with LeaseServiceError code 'not_held' when
-   * there is nothing to revoke, 'forbidden' without the right to. Sent
-   * again after a lost answer only with a fence (without one, a second
-   * revoke could end the next holder's lease).
-   */
   async revoke(resource, options) {
     const { signal, timeoutMillis, holderId, fence } = optionsOf(options, REVOKE_OPTIONS, 'client.revoke', 'revoke options');
     checkResource(resource, 'resource');
@@ -407,31 +360,17 @@ export class LeaseServiceClient {
       body.fence = wholeMillis(fence, 'options.fence', MAX_FENCE);
       if (body.fence === 0) throw new InvalidArgumentError('lease-fence: options.fence must be at least 1', 'options.fence');
     }
+    // Sent again after a lost answer only with a fence: without one, a
+    // second revoke could end the next holder's lease.
     const reply = await this.#transport.send('revoke', body, { signal, timeoutMillis, attempts: fence === undefined ? 1 : undefined });
     return reply.revoked;
   }
 
-  /**
-   * Acquires resource and keeps the lease alive by renewing it until
-   * release(), a loss, or options.signal; see HeldLease. Waits up to
-   * options.waitMillis for a held resource (0, the default: a held
-   * resource is LeaseDeniedError at once; Infinity: until the signal).
-   */
   async hold(resource, options) {
     const opts = holdOptions(options, 'client.hold');
     return makeHold(this, this.#tools, resource, opts);
   }
 
-  /**
-   * Holds resource while fn(held) runs, and releases it when fn settles,
-   * whatever it settles with. Resolves to fn's value; rejects with fn's
-   * error, with the LeaseLostError if the lease was lost while fn ran, or
-   * with an AggregateError of them (fn's error, the LeaseLostError, the
-   * release's failure: those that happened, in that order) when more than
-   * one did. fn's error is left out when it is the loss itself or has it as
-   * its cause (an AbortError of the signal). isLeaseLost(err) tells whether
-   * the lease was lost.
-   */
   async withLease(resource, fn, options) {
     if (typeof fn !== 'function') {
       throw new InvalidArgumentError('lease-fence: withLease takes a function (held) => ... as its second argument', 'fn');
@@ -440,12 +379,6 @@ export class LeaseServiceClient {
     return withHold(this, this.#tools, resource, fn, opts);
   }
 
-  /**
-   * Who holds resource, changing nothing: { held: true, holderId, fence,
-   * remainingMillis } or { held: false, lastFence }. With afterFence and
-   * waitMillis, answers as soon as the current fence (the live lease's, 0
-   * when none is live) differs from afterFence, or when the wait ends.
-   */
   async inspect(resource, options) {
     const { signal, timeoutMillis, afterFence, waitMillis, afterValue } = optionsOf(options, INSPECT_OPTIONS, 'client.inspect');
     checkResource(resource, 'resource');
@@ -467,7 +400,6 @@ export class LeaseServiceClient {
     return reply.status;
   }
 
-  /** The election named name: campaign to lead it, see who leads, follow the leaders. */
   election(name, options) {
     const { renewEveryMillis } = optionsOf(options, ELECTION_OPTIONS, 'client.election', 'election options');
     checkResource(name, 'name');
@@ -484,21 +416,17 @@ export class LeaseServiceClient {
     return record;
   }
 
-  /** One page of the live leases under options.prefix (POST /v1/list): see list-watch.mjs. */
   async listPage(options) {
     return listPage(this.#transport, options);
   }
 
-  /** Every live lease under options.prefix, one page at a time: see list-watch.mjs. */
   async *list(options) {
     yield* list(this, options);
   }
 
-  /** The events on resources under options.prefix (POST /v1/watch): see list-watch.mjs. */
   async *watch(options) {
     yield* watch(this.#transport, options);
   }
-
 
   toString() {
     return `LeaseServiceClient(${this.#transport.bases.join(' ')}, holder ${JSON.stringify(this.#lc.holderId)})`;

@@ -11,10 +11,6 @@ import { MIN_RETRY_MILLIS, sleep } from './timers.mjs';
 const CAMPAIGN_OPTIONS = ['signal'];
 const OBSERVE_OPTIONS = ['signal'];
 
-/**
- * Leader election over one resource, the election's name: the leader is
- * the holder of its lease. Made by client.election(name).
- */
 export class LeaseElection {
   #client;
   #tools; // the client's own calls and settings
@@ -32,20 +28,10 @@ export class LeaseElection {
     this.#every = every;
   }
 
-  /** The election's name: the resource whose holder leads. */
   get name() {
     return this.#name;
   }
 
-  /**
-   * Waits, in the resource's queue, until this holder leads, or the signal
-   * aborts (rejects with its reason). value (optional; at most 4096 bytes
-   * of UTF-8, not secret: the leader's address, say) is the lead's value,
-   * which leader() and observe() report. The HeldLease renews itself; its
-   * signal aborts when the lead is lost; release() resigns, handing the
-   * lead to the next campaigner at once. campaign(options) without a value
-   * is campaign('', options).
-   */
   async campaign(value, options) {
     if (value === undefined || isOptions(value)) [value, options] = ['', value];
     checkValue(value, 'value');
@@ -55,11 +41,6 @@ export class LeaseElection {
     return held;
   }
 
-  /**
-   * Changes the value of the lead this election's last campaign won.
-   * Rejects with LeaseExpiredError when that lead is over (revoked: true
-   * if an operator revoked it), InvalidArgumentError if no campaign won.
-   */
   async proclaim(value, options) {
     checkValue(value, 'value');
     const held = this.#held;
@@ -73,22 +54,14 @@ export class LeaseElection {
     return this.#client.proclaim(held.lease, value, options);
   }
 
-  /** The current leader, { holderId, fence, value? } (value when it has one), or null when nobody leads. */
   async leader(options) {
     const st = await this.#client.inspect(this.#name, callOptions(options, 'election.leader'));
     return st.held ? leaderOf(st) : null;
   }
 
-  /**
-   * The leaders, as an async iterable: the current one first (if anyone
-   * leads), then each new leader as it is elected, once each and in fence
-   * order, and the leader again each time its value changes (proclaim):
-   * { holderId, fence, value? }. The coordinator answers each change at once
-   * (an inspection waiting with afterFence), so a new leader is seen when
-   * it is elected, not at a next poll. Ends when the signal aborts or the
-   * loop breaks; failures to reach the coordinator are retried with the
-   * client's backoff; a refusal that will not change (a 4xx) is thrown.
-   */
+  // The coordinator answers each change at once (an inspection waiting
+  // with afterFence), so a new leader is seen when it is elected, not at a
+  // next poll.
   observe(options) {
     return this.#observe(optionsOf(options, OBSERVE_OPTIONS, 'election.observe', 'election.observe options').signal);
   }

@@ -4,7 +4,7 @@
 // of Go's client.Client Hold/Do (service/client/hold.go).
 import { InvalidArgumentError } from '../errors.mjs';
 import { LeaseExpiredError, LeaseLostError, LeaseReleasedError, LeaseRevokedError, named } from './errors.mjs';
-import { internal } from './lease.mjs';
+import { disposedBy, internal } from './lease.mjs';
 import { callOptions, checkValue, optionsOf, positive, wholeMillis } from './options.mjs';
 import { durationText, MAX_TIMER_MILLIS, MIN_RETRY_MILLIS } from './timers.mjs';
 
@@ -193,45 +193,23 @@ export class HoldEvent extends Event {
       throw new InvalidArgumentError('lease-fence: HoldEvent objects are dispatched by a HeldLease, not made with new', 'this');
     }
     super(type);
-    /** The hold's current lease (ServiceLease) when the event was dispatched. */
     this.lease = lease;
-    /** For 'lost': the LeaseLostError, also the signal's reason; null otherwise. */
     this.error = error;
   }
 }
 named(HoldEvent, 'HoldEvent');
 
-/**
- * A lease kept alive by its own renewals while the work runs: what
- * client.hold resolves to and withLease's callback receives.
- *
- * `signal` is the work's signal. It aborts when the lease is lost, with a
- * LeaseLostError: when renewals fail, a margin (lossMargin: 5 % of the TTL,
- * at most 250 ms) before the holder's deadline (the last successful
- * renewal's send instant + TTL - clock skew, by the holder's clock), at once
- * when the coordinator refuses one; when release() ends the hold, with a
- * LeaseReleasedError; and when the signal given to hold aborts, with its
- * reason (the lease is then released, within ENDING_RELEASE_MILLIS, as after
- * a loss). It never aborts after the holder's deadline unless its timer
- * fires later than the margin. It cannot stop a write already on its way to
- * the resource: that write still needs the resource's gate.
- *
- * Every renewal is a new request (LeaseClient.beginRenewal), so each
- * deadline is anchored at that renewal's own send; renewals are begun
- * renewEveryMillis after the last one's send (a third of the TTL by
- * default), a failed one is tried again sooner, an attempt unanswered after
- * half the time left before the loss gets a hedge beside it, and the one in
- * flight is aborted at the loss. The renewals of a client's holds due within a
- * quarter of their interval of one another share one call (POST
- * /v1/renewals), each answered on its own. Timers are set from the holder's clock for the
- * instants the deadline and the next renewal fall on, never by adding
- * intervals; all of them are cleared when the hold ends, so a released or
- * lost hold keeps nothing alive.
- *
- * An EventTarget: 'renewed' after each successful renewal, 'lost' when the
- * lease is lost, 'released' when release() or the hold's signal ended it;
- * each a HoldEvent.
- */
+// HeldLease (its contract: ../service-client.d.ts). Every renewal is a new
+// request (LeaseClient.beginRenewal), so each deadline is anchored at that
+// renewal's own send; renewals are begun renewEveryMillis after the last
+// one's send (a third of the TTL by default), a failed one is tried again
+// sooner, an attempt unanswered after half the time left before the loss
+// gets a hedge beside it, and the one in flight is aborted at the loss. The
+// renewals of a client's holds due within a quarter of their interval of
+// one another share one call (POST /v1/renewals), each answered on its own.
+// Timers are set from the holder's clock for the instants the deadline and
+// the next renewal fall on, never by adding intervals; all of them are
+// cleared when the hold ends, so a released or lost hold keeps nothing alive.
 export class HeldLease extends EventTarget {
   #client;
   #tools;
@@ -259,15 +237,7 @@ export class HeldLease extends EventTarget {
   }
 
   static {
-    if (typeof Symbol.asyncDispose === 'symbol') {
-      Object.defineProperty(this.prototype, Symbol.asyncDispose, {
-        value: function dispose() {
-          return this.release();
-        },
-        writable: true,
-        configurable: true,
-      });
-    }
+    disposedBy(this, 'release');
   }
 
   constructor(key, client, tools, lease, sentAt, every, margin, outer) {
@@ -295,40 +265,26 @@ export class HeldLease extends EventTarget {
     this.#arm();
   }
 
-  /** The fencing token every write of the work presents: the same for the whole hold. */
   get token() {
     return this.#lease.token;
   }
 
-  /** The current lease (a ServiceLease): the last successful renewal's. */
   get lease() {
     return this.#lease;
   }
 
-  /** The holder's deadline of the current lease, in its clock's domain. */
   get deadline() {
     return this.#lease.deadline;
   }
 
-  /** The work's signal: see HeldLease. */
   get signal() {
     return this.#ac.signal;
   }
 
-  /** How many renewals succeeded. */
   get renewals() {
     return this.#renewals;
   }
 
-  /**
-   * Ends the hold: the signal aborts first (a LeaseReleasedError), then the
-   * lease is released at the coordinator, which hands the resource to its
-   * next waiter. Resolves once the coordinator ended the lease or it had
-   * ended (a lost hold, a released one: a second call resolves too); rejects
-   * if the release got no answer or was refused (call it again to retry).
-   * A lost lease is not an error here: the signal, the 'lost' event and
-   * withLease tell it.
-   */
   async release(options) {
     callOptions(options, 'held.release');
     if (!this.#done) {
@@ -346,7 +302,6 @@ export class HeldLease extends EventTarget {
     }
   }
 
-  /** release(options): what `await using` calls. */
   dispose(options) {
     return this.release(options);
   }

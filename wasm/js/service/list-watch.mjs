@@ -1,7 +1,8 @@
 // list and watch (POST /v1/list, POST /v1/watch): the pages of the live
 // leases, and their events as Server-Sent Events read from the answer's
 // body (fetch's, or node-http.mjs's reader of it), resumed after a
-// disconnect.
+// disconnect. What each gives its caller is documented in
+// ../service-client.d.ts (LeaseServiceClient's listPage, list and watch).
 import { InvalidArgumentError } from '../errors.mjs';
 import { LeaseServiceError } from './errors.mjs';
 import { optionsOf, wholeMillis } from './options.mjs';
@@ -13,14 +14,6 @@ const LIST_OPTIONS = ['signal', 'timeoutMillis', 'prefix', 'cursor', 'limit', 'w
 const WATCH_OPTIONS = ['signal', 'prefix', 'stream', 'afterSeq'];
 const MAX_FRAME_CHARS = 1 << 20;
 
-/**
- * One page of the live leases under options.prefix (POST /v1/list), in
- * byte order of resource: { leases: [{ resource, holderId, fence,
- * remainingMillis, waiters, waiterIds?, value? }], cursor? }. Pass the
- * cursor back for the next page; the last page has none. A page may hold
- * fewer than options.limit (1 to 1000, default 1000) leases, even none,
- * and still have a cursor. A Worker answers not_supported.
- */
 export async function listPage(transport, options) {
   const { signal, timeoutMillis, prefix, cursor, limit, waiters } = optionsOf(options, LIST_OPTIONS, 'client.listPage', 'list options');
   const body = listBody(prefix, cursor, limit, waiters);
@@ -28,11 +21,6 @@ export async function listPage(transport, options) {
   return reply.page;
 }
 
-/**
- * Every live lease under options.prefix, reading one page at a time: an
- * async iterator of the leases listPage answers. A lease live throughout
- * the listing is yielded exactly once.
- */
 export async function* list(client, options) {
   const opts = optionsOf(options, LIST_OPTIONS, 'client.list', 'list options');
   let cursor = opts.cursor;
@@ -43,19 +31,6 @@ export async function* list(client, options) {
   } while (cursor !== undefined);
 }
 
-/**
- * The events on resources under options.prefix (POST /v1/watch,
- * Server-Sent Events read from the answer's body), as an async iterator:
- * first { type: 'hello', stream, seq, resumed: false }, then each event
- * { seq, type, resource, holderId?, fence?, remainingMillis?, value?,
- * waiters?, at }. After a disconnect (the coordinator went away, or
- * closed a watcher too slow for its buffer) it connects again and
- * resumes after the last event it yielded; a hello is yielded again only
- * when the coordinator could not resume: reload the picture (list) then.
- * options.stream and options.afterSeq resume an earlier watch. Ends when
- * options.signal aborts or the loop stops; throws a refusal that will not
- * change, or the last failure after `attempts` failed connections in a row.
- */
 export async function* watch(transport, options) {
   const opts = optionsOf(options, WATCH_OPTIONS, 'client.watch', 'watch options');
   const { signal, prefix = '' } = opts;

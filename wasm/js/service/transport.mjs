@@ -112,7 +112,7 @@ export class Transport {
       last.attempts = n;
       throw last;
     }
-    throw new LeaseServiceError(`lease-fence: ${op} got no answer after ${n} attempts`, { code: 'no_answer', attempts: n, cause: last });
+    throw new LeaseServiceError(`lease-fence: ${op} got no answer after ${n} attempts${lastFailure(last)}`, { code: 'no_answer', attempts: n, cause: last });
   }
 
   // hedged sends a call that has an end (until: holder millis, or a
@@ -197,7 +197,7 @@ export class Transport {
               last.attempts = launched;
               finish(false, last);
             } else {
-              finish(false, new LeaseServiceError(`lease-fence: ${op} got no answer after ${launched} attempts`, { code: 'no_answer', attempts: launched, cause: last }));
+              finish(false, new LeaseServiceError(`lease-fence: ${op} got no answer after ${launched} attempts${lastFailure(last)}`, { code: 'no_answer', attempts: launched, cause: last }));
             }
             return;
           }
@@ -282,4 +282,16 @@ function certificateFailure(e) {
     if (typeof e.code === 'string' && CERTIFICATE_CODES.has(e.code)) return { code: e.code, message: String(e.message) };
   }
   return undefined;
+}
+
+// lastFailure is ": " and what the last attempt met (its message and its
+// causes', with their codes), for the message of a call that got no answer,
+// as the Go client joins its last error; "" when there was none.
+function lastFailure(e) {
+  const parts = [];
+  for (let depth = 0; typeof e === 'object' && e !== null && depth < 4; depth++, e = e.cause) {
+    const text = typeof e.code === 'string' && !String(e.message).includes(e.code) ? `${e.message} (${e.code})` : String(e.message);
+    if (!parts.includes(text)) parts.push(text);
+  }
+  return parts.length ? `: ${parts.join(': ')}` : '';
 }

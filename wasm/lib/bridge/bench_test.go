@@ -11,66 +11,52 @@ import (
 
 // The operations the benchmarks run, looked up once.
 var (
-	opClientBeginAcquire    = OpNamed("client_begin_acquire")
-	opClientCompleteAcquire = OpNamed("client_complete_acquire")
-	opClientCompleteLast    = OpNamed("client_complete_last")
-	opCoordAcquire          = OpNamed("coord_acquire")
-	opCoordAcquireLast      = OpNamed("coord_acquire_last")
-	opCoordRelease          = OpNamed("coord_release")
-	opCoordReleaseIds       = OpNamed("coord_release_ids")
-	opGateCommit            = OpNamed("gate_commit")
-	opGateCommitIds         = OpNamed("gate_commit_ids")
-	opGateFloor             = OpNamed("gate_floor")
-	opGateNew               = OpNamed("gate_new")
-	opIntern                = OpNamed("intern")
+	opClientBeginAcquire    = opNamed("client_begin_acquire")
+	opClientCompleteAcquire = opNamed("client_complete_acquire")
+	opClientCompleteLast    = opNamed("client_complete_last")
+	opCoordAcquire          = opNamed("coord_acquire")
+	opCoordAcquireLast      = opNamed("coord_acquire_last")
+	opCoordRelease          = opNamed("coord_release")
+	opCoordReleaseIds       = opNamed("coord_release_ids")
+	opGateCommit            = opNamed("gate_commit")
+	opGateCommitIds         = opNamed("gate_commit_ids")
+	opGateFloor             = opNamed("gate_floor")
+	opIntern                = opNamed("intern")
 )
 
 // BenchmarkGateCommit is the Go half of gate.commit from JavaScript:
 // decoding the token and callback tag, the floor check, and the status.
 func BenchmarkGateCommit(b *testing.B) {
-	br := New()
-	h := uint32(must(&testing.T{}, br, br.run(opGateNew, Call{N: call(br, args().String("deploy-slot").Tag(convert.TagUndefined))})).F64())
-	n := call(br, args().PutArgToken(fence.Token{Resource: "deploy-slot", HolderID: "agent-a", Fence: 1}).Tag(convert.TagFunction))
-	b.ReportAllocs()
-	for b.Loop() {
-		if st := br.run(opGateCommit, Call{H: h, N: n}); st != OK {
-			b.Fatal(st)
-		}
-	}
+	w := newWorld(b)
+	loop(b, w.b, opGateCommit, Call{H: w.gate, N: call(w.b, args().PutArgToken(fence.Token{Resource: "slot", HolderID: "agent-a", Fence: 1}).Tag(convert.TagFunction))})
 }
 
 // BenchmarkGateFloor is the smallest call: a handle lookup and one number.
 func BenchmarkGateFloor(b *testing.B) {
-	br := New()
-	h := uint32(must(&testing.T{}, br, br.run(opGateNew, Call{N: call(br, args().String("deploy-slot").Tag(convert.TagUndefined))})).F64())
-	b.ReportAllocs()
-	for b.Loop() {
-		br.run(opGateFloor, Call{H: h})
-	}
+	w := newWorld(b)
+	loop(b, w.b, opGateFloor, Call{H: w.gate})
 }
 
 // BenchmarkBeginAcquire is the Go half of client.beginAcquire.
 func BenchmarkBeginAcquire(b *testing.B) {
-	w := newWorld(&testing.T{})
-	n := call(w.b, args().String("deploy-slot"))
-	b.ReportAllocs()
-	for b.Loop() {
-		if st := w.b.run(opClientBeginAcquire, Call{H: w.client, N: n}); st != OK {
-			b.Fatal(st)
-		}
-	}
+	w := newWorld(b)
+	loop(b, w.b, opClientBeginAcquire, Call{H: w.client, N: call(w.b, args().String("deploy-slot"))})
 }
 
 // BenchmarkAcquireDenied is the Go half of coordinator.acquire on a held
 // resource.
 func BenchmarkAcquireDenied(b *testing.B) {
-	w := newWorld(&testing.T{})
-	w.acquire(&testing.T{})
-	req := w.beginAcquire(&testing.T{}, "slot")
-	n := call(w.b, args().PutArgRequest(req))
+	w := newWorld(b)
+	w.acquire(b)
+	loop(b, w.b, opCoordAcquire, Call{H: w.coord, N: call(w.b, args().PutArgRequest(w.beginAcquire(b, "slot")))})
+}
+
+// loop runs op with c on br for each round of b; a status other than OK
+// fails it.
+func loop(b *testing.B, br *Bridge, op *Op, c Call) {
 	b.ReportAllocs()
 	for b.Loop() {
-		if st := w.b.run(opCoordAcquire, Call{H: w.coord, N: n}); st != OK {
+		if st := br.run(op, c); st != OK {
 			b.Fatal(st)
 		}
 	}
@@ -79,15 +65,9 @@ func BenchmarkAcquireDenied(b *testing.B) {
 // BenchmarkCycle is the Go half of a whole lease from JavaScript: begin,
 // acquire, complete, commit, release (a lease is plain data: no handle).
 func BenchmarkCycle(b *testing.B) {
-	w := newWorld(&testing.T{})
+	w := newWorld(b)
 	br := w.b
-	ok := func(st int32) *convert.OutReader {
-		out := &convert.OutReader{B: br.Out.B}
-		if st != OK {
-			b.Fatalf("status %d: %s", st, out.Str())
-		}
-		return out
-	}
+	ok := func(st int32) *convert.OutReader { return must(b, br, st) }
 	b.ReportAllocs()
 	for b.Loop() {
 		out := ok(br.run(opClientBeginAcquire, Call{H: w.client, N: call(br, args().String("slot"))}))
@@ -114,15 +94,9 @@ func BenchmarkCycle(b *testing.B) {
 // begin, acquire and complete of the last request and grant (no
 // arguments), commit and release with interned ids.
 func BenchmarkCycleReused(b *testing.B) {
-	w := newWorld(&testing.T{})
+	w := newWorld(b)
 	br := w.b
-	ok := func(st int32) *convert.OutReader {
-		out := &convert.OutReader{B: br.Out.B}
-		if st != OK {
-			b.Fatalf("status %d: %s", st, out.Str())
-		}
-		return out
-	}
+	ok := func(st int32) *convert.OutReader { return must(b, br, st) }
 	slot := uint32(ok(br.run(opIntern, Call{N: call(br, args().String("slot"))})).F64())
 	agent := uint32(ok(br.run(opIntern, Call{N: call(br, args().String("agent-a"))})).F64())
 	begin := call(br, args().String("slot"))

@@ -183,9 +183,6 @@ func (b *Bridge) Grow(used, need int32) int32 {
 	return OK
 }
 
-// Live returns how many handles are in use, for tests.
-func (b *Bridge) Live() int { return len(b.objs) - 1 - len(b.free) }
-
 // Free releases handle h; JavaScript calls it when the object's wrapper is
 // garbage collected. Unknown handles are ignored.
 func (b *Bridge) Free(h uint32) {
@@ -391,17 +388,19 @@ func putInstant(w *convert.Writer, t clock.Instant) {
 
 const clockWhat = "a clock made by createMonotonicClock, createManualClock or createClock"
 
-// clockArg decodes a clock handle.
-func (b *Bridge) clockArg(r *convert.Reader, arg string) (clock.Clock, error) {
-	h, err := r.Handle(arg, convert.KindClock, clockWhat)
-	if err != nil {
-		return nil, err
+// clockArg decodes a clock handle; one that names no live clock is r's
+// error.
+func (b *Bridge) clockArg(r *convert.Reader, arg string) clock.Clock {
+	h := r.Handle(arg, convert.KindClock, clockWhat)
+	if r.Err() != nil {
+		return nil
 	}
 	o, err := b.lookup(h, convert.KindClock)
 	if err != nil {
-		return nil, err
+		r.Fail(err)
+		return nil
 	}
-	return o.(*clockObj).c, nil
+	return o.(*clockObj).c
 }
 
 // newHandle makes a handle for o, the object a constructor returned with
@@ -426,8 +425,8 @@ func (b *Bridge) newClock(c clock.Clock, err error) error {
 // lastHandle reads the final argument, a handle of kind k (described by what
 // in errors), ends the argument list, and looks the handle up.
 func (b *Bridge) lastHandle(r *convert.Reader, arg string, k convert.Kind, what string) (any, error) {
-	h, err := r.Handle(arg, k, what)
-	if err = end(r, err); err != nil {
+	h := r.Handle(arg, k, what)
+	if err := r.End(); err != nil {
 		return nil, err
 	}
 	return b.lookup(h, k)

@@ -22,14 +22,23 @@ func call(b *Bridge, w *convert.ArgWriter) int32 {
 
 func args() *convert.ArgWriter { return &convert.ArgWriter{} }
 
+// opNamed returns the operation named name.
+func opNamed(name string) *Op {
+	for i := range Ops {
+		if Ops[i].Name == name {
+			return &Ops[i]
+		}
+	}
+	panic("no operation " + name)
+}
+
 // do runs the operation named name, as its wasm export does.
 func (b *Bridge) do(name string, c Call) int32 {
-	op := OpNamed(name)
-	if op == nil {
-		panic("no operation " + name)
-	}
-	return b.run(op, c)
+	return b.run(opNamed(name), c)
 }
+
+// live returns how many handles are in use.
+func (b *Bridge) live() int { return len(b.objs) - 1 - len(b.free) }
 
 // run runs op with the numbers in c.
 func (b *Bridge) run(op *Op, c Call) int32 {
@@ -50,7 +59,7 @@ func withSource(b *Bridge, read func(reader uint32) float64, op func() int32) in
 	return op()
 }
 
-func must(t *testing.T, b *Bridge, st int32) *convert.OutReader {
+func must(t testing.TB, b *Bridge, st int32) *convert.OutReader {
 	t.Helper()
 	out := &convert.OutReader{B: b.Out.B}
 	if st != OK {
@@ -71,7 +80,7 @@ func fail(t *testing.T, b *Bridge, st, want int32, msg string) *convert.OutReade
 	return out
 }
 
-func handle(t *testing.T, b *Bridge, st int32) uint32 {
+func handle(t testing.TB, b *Bridge, st int32) uint32 {
 	t.Helper()
 	return uint32(must(t, b, st).F64())
 }
@@ -83,7 +92,7 @@ type world struct {
 	gate               uint32
 }
 
-func newWorld(t *testing.T) *world {
+func newWorld(t testing.TB) *world {
 	t.Helper()
 	b := New()
 	w := &world{b: b}
@@ -98,7 +107,7 @@ func newWorld(t *testing.T) *world {
 // beginAcquire runs ClientBeginAcquire on resource and builds the request
 // from its output as JavaScript does (the client is "agent-a", on the clock
 // of domain "agent-a").
-func (w *world) beginAcquire(t *testing.T, resource string) lease.Request {
+func (w *world) beginAcquire(t testing.TB, resource string) lease.Request {
 	t.Helper()
 	out := must(t, w.b, w.b.do("client_begin_acquire", Call{H: w.client, N: call(w.b, args().String(resource))}))
 	id := out.Str()
@@ -118,7 +127,7 @@ func grantOf(out *convert.OutReader, req lease.Request) lease.Grant {
 
 // acquire runs beginAcquire, acquire and completeAcquire, and returns the
 // grant.
-func (w *world) acquire(t *testing.T) lease.Grant {
+func (w *world) acquire(t testing.TB) lease.Grant {
 	t.Helper()
 	b := w.b
 	req := w.beginAcquire(t, "slot")
@@ -127,13 +136,13 @@ func (w *world) acquire(t *testing.T) lease.Grant {
 		t.Fatalf("outcome %v, want granted", code)
 	}
 	g := grantOf(out, req)
-	live := b.Live()
+	live := b.live()
 	out = must(t, b, b.do("client_complete_acquire", Call{H: w.client, N: call(b, args().PutArgRequest(req).PutArgGrant(g))}))
 	if f, ms, ttl, exp := out.F64(), out.F64(), out.F64(), out.F64(); f != float64(g.Fence) || ms != req.SentAt.Millis+1000-10 ||
 		ttl != 1000 || exp != g.CoordinatorExpiresAt.Millis {
 		t.Fatalf("lease fence %v deadline %v ttl %v expiry %v; want %v, sentAt+ttl-skew, 1000, %v", f, ms, ttl, exp, g.Fence, g.CoordinatorExpiresAt.Millis)
 	}
-	if b.Live() != live {
+	if b.live() != live {
 		t.Fatal("a lease made a handle: a lease is plain data")
 	}
 	return g
@@ -238,14 +247,14 @@ func TestPanicBecomesInternalError(t *testing.T) {
 func TestHandlesAreReused(t *testing.T) {
 	b := New()
 	h := handle(t, b, b.do("gate_new", Call{N: call(b, args().String("g").Tag(convert.TagUndefined))}))
-	if b.Live() != 1 {
-		t.Fatalf("live %d", b.Live())
+	if b.live() != 1 {
+		t.Fatalf("live %d", b.live())
 	}
 	b.Free(h)
 	b.Free(h) // twice is harmless
 	b.Free(12345)
-	if b.Live() != 0 {
-		t.Fatalf("live %d after free", b.Live())
+	if b.live() != 0 {
+		t.Fatalf("live %d after free", b.live())
 	}
 	fail(t, b, b.do("gate_floor", Call{H: h}), ErrInvalidArgument, "not a live FenceGate")
 	if h2 := handle(t, b, b.do("gate_new", Call{N: call(b, args().String("g2").Tag(convert.TagUndefined))})); h2 != h {

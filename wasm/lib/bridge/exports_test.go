@@ -44,12 +44,6 @@ func TestOps(t *testing.T) {
 		if strings.Trim(op.Sig, "hnixf") != "" || strings.Count(op.Sig, "i") > 2 || op.run == nil {
 			t.Errorf("%s: signature %q or run", op.Name, op.Sig)
 		}
-		if OpNamed(op.Name).Name != op.Name {
-			t.Errorf("OpNamed(%q)", op.Name)
-		}
-	}
-	if OpNamed("nonesuch") != nil {
-		t.Error("OpNamed of an unknown name")
 	}
 }
 

@@ -1,8 +1,6 @@
 package bridge
 
 import (
-	"time"
-
 	"github.com/lease-fence/lease-fence/core/clock"
 	"github.com/lease-fence/lease-fence/core/fence"
 	"github.com/lease-fence/lease-fence/core/lease"
@@ -67,24 +65,14 @@ func (b *Bridge) Do(op *Op, h uint32, n int32, id1, id2 uint32, x float64, flag 
 	return OK
 }
 
-// OpNamed returns the operation named name, or nil.
-func OpNamed(name string) *Op {
-	for i := range Ops {
-		if Ops[i].Name == name {
-			return &Ops[i]
-		}
-	}
-	return nil
-}
-
 // Ops is every operation. Each entry's comment says its arguments (Args,
 // the list in In) and its results (Out).
 var Ops = []Op{
 	// Makes a monotonic clock. Args: domain. Out: handle.
 	{Name: "clock_monotonic", Sig: "n", run: func(b *Bridge, _ any, c *Call) error {
 		r := b.argsOf(c)
-		domain, err := r.NonEmpty("domain")
-		if err = end(&r, err); err != nil {
+		domain := r.NonEmpty("domain")
+		if err := r.End(); err != nil {
 			return err
 		}
 		return b.newClock(clock.NewMonotonic(domain))
@@ -93,21 +81,15 @@ var Ops = []Op{
 	// Out: handle.
 	{Name: "clock_manual", Sig: "n", run: func(b *Bridge, _ any, c *Call) error {
 		r := b.argsOf(c)
-		domain, err := r.NonEmpty("domain")
+		domain := r.NonEmpty("domain")
 		var opts clock.ManualOptions
-		if err == nil {
-			var present bool
-			present, err = r.Object("options", true)
-			if err == nil && present {
-				if opts.Start, err = r.OptFinite("options.start", 0); err == nil {
-					opts.StepPerRead, err = r.OptFinite("options.stepPerRead", 0)
-					if err == nil && opts.StepPerRead < 0 {
-						err = &convert.ArgumentError{Arg: "options.stepPerRead", Reason: "must not be negative"}
-					}
-				}
+		if r.Object("options", true) {
+			opts.Start = r.OptFinite("options.start", 0)
+			if opts.StepPerRead = r.OptFinite("options.stepPerRead", 0); opts.StepPerRead < 0 {
+				r.Fail(&convert.ArgumentError{Arg: "options.stepPerRead", Reason: "must not be negative"})
 			}
 		}
-		if err = end(&r, err); err != nil {
+		if err := r.End(); err != nil {
 			return err
 		}
 		return b.newClock(clock.NewManual(domain, opts))
@@ -118,11 +100,9 @@ var Ops = []Op{
 	// Out: handle.
 	{Name: "clock_custom", Sig: "hn", run: func(b *Bridge, _ any, c *Call) error {
 		r := b.argsOf(c)
-		domain, err := r.NonEmpty("domain")
-		if err == nil {
-			err = r.Function("readMillis")
-		}
-		if err = end(&r, err); err != nil {
+		domain := r.NonEmpty("domain")
+		r.Function("readMillis")
+		if err := r.End(); err != nil {
 			return err
 		}
 		reader := c.H // c is the current call's, overwritten by the next
@@ -139,7 +119,8 @@ var Ops = []Op{
 	// Moves manual clock H forward. Args: ms.
 	{Name: "clock_advance", Sig: "hn", Recv: convert.KindClock, run: func(b *Bridge, o any, c *Call) error {
 		r := b.argsOf(c)
-		m, ms, err := manualArg(o, &r)
+		m, ms := manualArg(o, &r)
+		err := r.End()
 		if err == nil && ms < 0 {
 			err = &convert.ArgumentError{Arg: "ms", Reason: "must not be negative (a clock never moves backwards), got " + clock.FormatMillis(ms)}
 		}
@@ -151,8 +132,8 @@ var Ops = []Op{
 	// Moves manual clock H to a reading. Args: ms.
 	{Name: "clock_set", Sig: "hn", Recv: convert.KindClock, run: func(b *Bridge, o any, c *Call) error {
 		r := b.argsOf(c)
-		m, ms, err := manualArg(o, &r)
-		if err != nil {
+		m, ms := manualArg(o, &r)
+		if err := r.End(); err != nil {
 			return err
 		}
 		return m.Set(ms)
@@ -160,12 +141,8 @@ var Ops = []Op{
 	// Subtracts two instants. Args: instant, earlier. Out: millis.
 	{Name: "instant_since", Sig: "n", run: func(b *Bridge, _ any, c *Call) error {
 		r := b.argsOf(c)
-		t, err := r.Instant("this")
-		var e clock.Instant
-		if err == nil {
-			e, err = r.Instant("earlier")
-		}
-		if err = end(&r, err); err != nil {
+		t, e := r.Instant("this"), r.Instant("earlier")
+		if err := r.End(); err != nil {
 			return err
 		}
 		ms, err := t.Since(e)
@@ -178,40 +155,25 @@ var Ops = []Op{
 	// Out: handle.
 	{Name: "coord_new", Sig: "n", run: func(b *Bridge, _ any, c *Call) error {
 		r := b.argsOf(c)
-		var cfg lease.CoordinatorConfig
-		_, err := r.Object("options", false)
-		if err == nil {
-			cfg.Clock, err = b.clockArg(&r, "options.clock")
+		r.Object("options", false)
+		cfg := lease.CoordinatorConfig{Clock: b.clockArg(&r, "options.clock"), TTL: r.Span("options.ttlMillis", true, false), StartFence: r.OptCount("options.startFence")}
+		if cfg.StartFence >= lease.MaxFence {
+			r.Fail(&convert.ArgumentError{Arg: "options.startFence", Reason: "leaves no fence to issue (must be below 2^53-1)"})
 		}
-		if err == nil {
-			cfg.TTL, err = r.Span("options.ttlMillis", true, false)
-		}
-		if err == nil {
-			cfg.StartFence, err = r.OptCount("options.startFence")
-		}
-		if err == nil && cfg.StartFence >= lease.MaxFence {
-			err = &convert.ArgumentError{Arg: "options.startFence", Reason: "leaves no fence to issue (must be below 2^53-1)"}
-		}
-		if err = end(&r, err); err != nil {
+		if err := r.End(); err != nil {
 			return err
 		}
 		return b.newHandle(lease.NewCoordinator(cfg))
 	}},
 	// Processes an acquisition. Args: request. Out: outcome (putOutcome).
-	{Name: "coord_acquire", Sig: "hn", Recv: convert.KindCoordinator, run: func(b *Bridge, o any, c *Call) error {
-		r := b.argsOf(c)
-		return b.coordRequest(o.(*lease.Coordinator), &r, lease.KindAcquire)
-	}},
+	{Name: "coord_acquire", Sig: "hn", Recv: convert.KindCoordinator, run: coordRequest(lease.KindAcquire)},
 	// Processes a renewal. Args: request. Out: outcome (putOutcome).
-	{Name: "coord_renew", Sig: "hn", Recv: convert.KindCoordinator, run: func(b *Bridge, o any, c *Call) error {
-		r := b.argsOf(c)
-		return b.coordRequest(o.(*lease.Coordinator), &r, lease.KindRenew)
-	}},
+	{Name: "coord_renew", Sig: "hn", Recv: convert.KindCoordinator, run: coordRequest(lease.KindRenew)},
 	// Releases a lease. Args: token. Out: released (bool).
 	{Name: "coord_release", Sig: "hn", Recv: convert.KindCoordinator, run: func(b *Bridge, o any, c *Call) error {
 		r := b.argsOf(c)
-		tok, err := r.Token("token")
-		if err = end(&r, err); err != nil {
+		tok := r.Token("token")
+		if err := r.End(); err != nil {
 			return err
 		}
 		return b.release(o.(*lease.Coordinator), tok)
@@ -225,18 +187,9 @@ var Ops = []Op{
 	// Out: handle.
 	{Name: "client_new", Sig: "n", run: func(b *Bridge, _ any, c *Call) error {
 		r := b.argsOf(c)
-		var cfg lease.ClientConfig
-		_, err := r.Object("options", false)
-		if err == nil {
-			cfg.Clock, err = b.clockArg(&r, "options.clock")
-		}
-		if err == nil {
-			cfg.HolderID, err = r.NonEmpty("options.holderId")
-		}
-		if err == nil {
-			cfg.ClockSkew, err = r.Span("options.clockSkewMillis", false, true)
-		}
-		if err = end(&r, err); err != nil {
+		r.Object("options", false)
+		cfg := lease.ClientConfig{Clock: b.clockArg(&r, "options.clock"), HolderID: r.NonEmpty("options.holderId"), ClockSkew: r.Span("options.clockSkewMillis", false, true)}
+		if err := r.End(); err != nil {
 			return err
 		}
 		return b.newHandle(lease.NewClient(cfg))
@@ -246,8 +199,8 @@ var Ops = []Op{
 	// client's holder id and its clock's domain, which JavaScript has.
 	{Name: "client_begin_acquire", Sig: "hn", Recv: convert.KindClient, run: func(b *Bridge, o any, c *Call) error {
 		r := b.argsOf(c)
-		res, err := r.NonEmpty("resource")
-		if err = end(&r, err); err != nil {
+		res := r.NonEmpty("resource")
+		if err := r.End(); err != nil {
 			return err
 		}
 		return b.beginAcquire(o.(*lease.Client), res)
@@ -259,16 +212,9 @@ var Ops = []Op{
 	// holderId, fence), and the deadline's domain. Out: request.
 	{Name: "client_begin_renewal", Sig: "hn", Recv: convert.KindClient, run: func(b *Bridge, o any, c *Call) error {
 		r := b.argsOf(c)
-		_, err := r.Handle("lease", convert.KindLease, "a lease returned by completeAcquire or completeRenewal")
-		var tok fence.Token
-		if err == nil {
-			tok, err = r.Token("lease.token")
-		}
-		var domain string
-		if err == nil {
-			domain, err = r.NonEmpty("lease.deadline.domain")
-		}
-		if err = end(&r, err); err != nil {
+		r.Handle("lease", convert.KindLease, "a lease returned by completeAcquire or completeRenewal")
+		tok, domain := r.Token("lease.token"), r.NonEmpty("lease.deadline.domain")
+		if err := r.End(); err != nil {
 			return err
 		}
 		req, err := o.(*lease.Client).BeginRenewalOf(tok, domain)
@@ -281,15 +227,9 @@ var Ops = []Op{
 	}},
 	// Completes an acquisition. Args: request, grant. Out: the lease
 	// (putLease).
-	{Name: "client_complete_acquire", Sig: "hn", Recv: convert.KindClient, run: func(b *Bridge, o any, c *Call) error {
-		r := b.argsOf(c)
-		return b.complete(o.(*lease.Client), &r, lease.KindAcquire)
-	}},
+	{Name: "client_complete_acquire", Sig: "hn", Recv: convert.KindClient, run: complete(lease.KindAcquire)},
 	// Completes a renewal, like client_complete_acquire.
-	{Name: "client_complete_renewal", Sig: "hn", Recv: convert.KindClient, run: func(b *Bridge, o any, c *Call) error {
-		r := b.argsOf(c)
-		return b.complete(o.(*lease.Client), &r, lease.KindRenew)
-	}},
+	{Name: "client_complete_renewal", Sig: "hn", Recv: convert.KindClient, run: complete(lease.KindRenew)},
 	// Reports whether a lease whose deadline is X (milliseconds in the
 	// domain of clock H, the clock of the client that made the lease) has
 	// expired: whether a fresh reading of clock H is at or past it, as
@@ -310,11 +250,8 @@ var Ops = []Op{
 	// bool.
 	{Name: "lease_would_admit", Sig: "n", run: func(b *Bridge, _ any, c *Call) error {
 		r := b.argsOf(c)
-		tok, err := r.Token("lease.token")
-		var g any
-		if err == nil {
-			g, err = b.lastHandle(&r, "gate", convert.KindGate, "a FenceGate")
-		}
+		tok := r.Token("lease.token")
+		g, err := b.lastHandle(&r, "gate", convert.KindGate, "a FenceGate")
 		var ok bool
 		if err == nil {
 			ok, err = g.(*fence.Gate).WouldAdmit(tok)
@@ -328,22 +265,14 @@ var Ops = []Op{
 	// Out: handle.
 	{Name: "gate_new", Sig: "n", run: func(b *Bridge, _ any, c *Call) error {
 		r := b.argsOf(c)
-		res, err := r.NonEmpty("resource")
+		res := r.NonEmpty("resource")
 		var opts fence.Options
-		if err == nil {
-			var present bool
-			present, err = r.Object("options", true)
-			if err == nil && present {
-				opts.InitialFloor, err = r.OptCount("options.initialFloor")
-				var max uint64
-				if err == nil {
-					max, err = r.OptCount("options.maxRejections")
-				}
-				// fence.NewGate checks the range; anything above it stays above it.
-				opts.MaxRejections = int(min(max, fence.MaxMaxRejections+1))
-			}
+		if r.Object("options", true) {
+			opts.InitialFloor = r.OptCount("options.initialFloor")
+			// fence.NewGate checks the range; anything above it stays above it.
+			opts.MaxRejections = int(min(r.OptCount("options.maxRejections"), fence.MaxMaxRejections+1))
 		}
-		if err = end(&r, err); err != nil {
+		if err := r.End(); err != nil {
 			return err
 		}
 		return b.newHandle(fence.NewGate(res, opts))
@@ -352,15 +281,9 @@ var Ops = []Op{
 	// JavaScript wrapper runs the write after an OK. Args: token, fn
 	// (which must be a function; it is checked first so that a bad call
 	// changes nothing).
-	{Name: "gate_commit", Sig: "hn", Recv: convert.KindGate, run: func(b *Bridge, o any, c *Call) error {
-		r := b.argsOf(c)
-		return gateAdmit(o.(*fence.Gate), &r, true)
-	}},
+	{Name: "gate_commit", Sig: "hn", Recv: convert.KindGate, run: gateAdmit(true)},
 	// Raises gate H's floor to a token without writing. Args: token.
-	{Name: "gate_admit", Sig: "hn", Recv: convert.KindGate, run: func(b *Bridge, o any, c *Call) error {
-		r := b.argsOf(c)
-		return gateAdmit(o.(*fence.Gate), &r, false)
-	}},
+	{Name: "gate_admit", Sig: "hn", Recv: convert.KindGate, run: gateAdmit(false)},
 	// Checks the arguments of a gate.commitAsync that has to wait for its
 	// turn, so that a bad call is refused at once. With Flag (refuseStale)
 	// set, a token already below the floor is refused too (and logged), as
@@ -370,11 +293,10 @@ var Ops = []Op{
 	{Name: "gate_check", Sig: "hnf", Recv: convert.KindGate, run: func(b *Bridge, o any, c *Call) error {
 		r := b.argsOf(c)
 		g := o.(*fence.Gate)
-		tok, err := r.Token("token")
+		tok := r.Token("token")
+		r.Function("fn")
+		err := r.End()
 		if err == nil {
-			err = r.Function("fn")
-		}
-		if err = end(&r, err); err == nil {
 			_, err = g.WouldAdmit(tok)
 		}
 		if err == nil && c.Flag && tok.Fence < g.Floor() {
@@ -418,12 +340,8 @@ var Ops = []Op{
 	// Starts a naive lease. Args: clock, ttlMillis. Out: handle.
 	{Name: "naive_new", Sig: "n", run: func(b *Bridge, _ any, c *Call) error {
 		r := b.argsOf(c)
-		clk, err := b.clockArg(&r, "clock")
-		var ttl time.Duration
-		if err == nil {
-			ttl, err = r.Span("ttlMillis", true, false)
-		}
-		if err = end(&r, err); err != nil {
+		clk, ttl := b.clockArg(&r, "clock"), r.Span("ttlMillis", true, false)
+		if err := r.End(); err != nil {
 			return err
 		}
 		return b.newHandle(naive.Acquire(clk, ttl))
@@ -449,8 +367,9 @@ var Ops = []Op{
 	// string (at most MaxIDBytes bytes). Out: its id, from 1.
 	{Name: "intern", Sig: "n", run: func(b *Bridge, _ any, c *Call) error {
 		r := b.argsOf(c)
-		s, err := r.Str("string")
-		if err = end(&r, err); err == nil && (len(s) > MaxIDBytes || len(b.ids) >= MaxIDs) {
+		s := r.Str("string")
+		err := r.End()
+		if err == nil && (len(s) > MaxIDBytes || len(b.ids) >= MaxIDs) {
 			err = &convert.ArgumentError{Arg: "string", Reason: "cannot be interned (longer than 192 bytes, or the table is full)"}
 		}
 		if err != nil {
@@ -552,22 +471,15 @@ func (b *Bridge) argsOf(c *Call) convert.Reader {
 	return r
 }
 
-// end ends the argument list if err, the error of decoding it, is nil.
-func end(r *convert.Reader, err error) error {
-	if err != nil {
-		return err
-	}
-	return r.End()
-}
-
-// manualArg returns manual clock o and the argument ms, the last one.
-func manualArg(o any, r *convert.Reader) (*clock.Manual, float64, error) {
+// manualArg returns manual clock o and the argument ms, the last one; o
+// that is not a manual clock is r's error.
+func manualArg(o any, r *convert.Reader) (*clock.Manual, float64) {
 	m := o.(*clockObj).manual
 	if m == nil {
-		return nil, 0, &convert.ArgumentError{Arg: "this", Reason: "is not a manual clock"}
+		r.Fail(&convert.ArgumentError{Arg: "this", Reason: "is not a manual clock"})
+		return nil, 0
 	}
-	ms, err := r.Finite("ms")
-	return m, ms, end(r, err)
+	return m, r.Finite("ms")
 }
 
 // putOutcome writes an outcome: code, then the grant's numbers (fence,
@@ -592,23 +504,27 @@ func (b *Bridge) putOutcome(o lease.Outcome) {
 	}
 }
 
-// coordRequest decodes a request of kind k, the last argument, and
-// processes it on c. Out: outcome.
-func (b *Bridge) coordRequest(c *lease.Coordinator, r *convert.Reader, k lease.Kind) error {
-	req, err := r.Request("request", k)
-	if err = end(r, err); err != nil {
+// coordRequest is the run of an operation that decodes a request of kind k,
+// the one argument, and processes it on the coordinator. Out: outcome.
+func coordRequest(k lease.Kind) func(b *Bridge, o any, c *Call) error {
+	return func(b *Bridge, o any, c *Call) error {
+		r := b.argsOf(c)
+		req := r.Request("request", k)
+		err := r.End()
+		if err != nil {
+			return err
+		}
+		var out lease.Outcome
+		if coord := o.(*lease.Coordinator); k == lease.KindAcquire {
+			out, err = coord.Acquire(req)
+		} else {
+			out, err = coord.Renew(req)
+		}
+		if err == nil {
+			b.putOutcome(out)
+		}
 		return err
 	}
-	var o lease.Outcome
-	if k == lease.KindAcquire {
-		o, err = c.Acquire(req)
-	} else {
-		o, err = c.Renew(req)
-	}
-	if err == nil {
-		b.putOutcome(o)
-	}
-	return err
 }
 
 // release releases tok on c. Out: released (bool).
@@ -640,27 +556,29 @@ func errNoLast(what string) error {
 	return &convert.ArgumentError{Arg: what, Reason: "is not the last one this instance made (internal: JavaScript passed no arguments)"}
 }
 
-// complete decodes a request of kind k and its grant, the last arguments,
-// and completes them on c. Out: the lease (putLease).
-func (b *Bridge) complete(c *lease.Client, r *convert.Reader, k lease.Kind) error {
-	req, err := r.Request("request", k)
-	var g lease.Grant
-	if err == nil {
-		g, err = r.GrantFor("grant", &req)
-	}
-	if err = end(r, err); err != nil {
+// complete is the run of an operation that decodes a request of kind k and
+// its grant, the arguments, and completes them on the client. Out: the lease
+// (putLease).
+func complete(k lease.Kind) func(b *Bridge, o any, c *Call) error {
+	return func(b *Bridge, o any, c *Call) error {
+		r := b.argsOf(c)
+		req := r.Request("request", k)
+		g := r.GrantFor("grant", &req)
+		err := r.End()
+		if err != nil {
+			return err
+		}
+		var l *lease.Lease
+		if client := o.(*lease.Client); k == lease.KindAcquire {
+			l, err = client.CompleteAcquire(req, g)
+		} else {
+			l, err = client.CompleteRenewal(req, g)
+		}
+		if err == nil {
+			putLease(b.out(), l)
+		}
 		return err
 	}
-	var l *lease.Lease
-	if k == lease.KindAcquire {
-		l, err = c.CompleteAcquire(req, g)
-	} else {
-		l, err = c.CompleteRenewal(req, g)
-	}
-	if err == nil {
-		putLease(b.out(), l)
-	}
-	return err
 }
 
 // putLease writes the numbers of a lease: its fence, its deadline's millis,
@@ -675,16 +593,20 @@ func putLease(w *convert.Writer, l *lease.Lease) {
 	w.F64(g.CoordinatorExpiresAt.Millis)
 }
 
-// gateAdmit decodes a token (and, for a write, fn) and admits it to g.
-func gateAdmit(g *fence.Gate, r *convert.Reader, write bool) error {
-	tok, err := r.Token("token")
-	if err == nil && write {
-		err = r.Function("fn")
+// gateAdmit is the run of an operation that decodes a token (and, for a
+// write, fn) and admits it to the gate.
+func gateAdmit(write bool) func(b *Bridge, o any, c *Call) error {
+	return func(b *Bridge, o any, c *Call) error {
+		r := b.argsOf(c)
+		tok := r.Token("token")
+		if write {
+			r.Function("fn")
+		}
+		if err := r.End(); err != nil {
+			return err
+		}
+		return o.(*fence.Gate).Admit(tok)
 	}
-	if err = end(r, err); err != nil {
-		return err
-	}
-	return g.Admit(tok)
 }
 
 // internedToken builds the token of a call that passed its resource and

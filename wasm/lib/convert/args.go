@@ -17,86 +17,109 @@ const MaxSafeInteger = 1<<53 - 1
 // (about 106 days short of 292 years); longer TTLs and skews are refused.
 const MaxMillis = float64(math.MaxInt64 / int64(time.Millisecond))
 
+// The decoders below keep the first error on r (see Reader): after it they
+// decode nothing and return zero values, and End returns it.
+
+// fail records err as r's error unless it already has one.
+func (r *Reader) fail(err error) {
+	if r.err == nil {
+		r.err = err
+	}
+}
+
+// Fail records err, a check the caller made on a decoded value, as r's
+// error unless it already has one: End returns the first.
+func (r *Reader) Fail(err error) { r.fail(err) }
+
+// Err returns the first error of r's decoders since Reset.
+func (r *Reader) Err() error { return r.err }
+
+// next decodes the next value; after an error, the zero Value.
+func (r *Reader) next() Value {
+	if r.err != nil {
+		return Value{}
+	}
+	v, err := r.Next()
+	r.fail(err)
+	return v
+}
+
 // Str decodes a string.
-func (r *Reader) Str(arg string) (string, error) {
+func (r *Reader) Str(arg string) string {
 	return r.str(arg, "")
 }
 
-func (r *Reader) str(arg, field string) (string, error) {
+func (r *Reader) str(arg, field string) string {
 	// The common case without building a Value (hot in wasm): a string
 	// that lies within the buffer. Anything else goes through Next.
-	if p := r.p; p+5 <= len(r.b) && Tag(r.b[p]) == TagString {
+	if p := r.p; r.err == nil && p+5 <= len(r.b) && Tag(r.b[p]) == TagString {
 		if n := int(le32(r.b[p+1:])); n <= len(r.b)-p-5 {
 			b := r.b[p+5 : p+5+n]
 			r.p = p + 5 + n
 			if r.Strings != nil {
-				return r.Strings.String(b), nil
+				return r.Strings.String(b)
 			}
-			return string(b), nil
+			return string(b)
 		}
 	}
-	v, err := r.Next()
-	if err != nil {
-		return "", err
-	}
+	v := r.next()
 	if v.Tag != TagString {
-		return "", argErr(path(arg, field), "must be a string, got "+describe(v))
+		r.refuse(arg, field, "must be a string, got ", v)
 	}
-	return v.Str, nil
+	return v.Str
+}
+
+// refuse records that the value v of arg.field is refused because of what
+// reason says: "must be ..., got " and a description of v.
+func (r *Reader) refuse(arg, field, reason string, v Value) {
+	if r.err == nil {
+		r.err = argErr(path(arg, field), reason+describe(v))
+	}
 }
 
 // NonEmpty decodes a string that must not be empty.
-func (r *Reader) NonEmpty(arg string) (string, error) {
+func (r *Reader) NonEmpty(arg string) string {
 	return r.nonEmpty(arg, "")
 }
 
-func (r *Reader) nonEmpty(arg, field string) (string, error) {
-	s, err := r.str(arg, field)
-	if err == nil && s == "" {
-		err = argErr(path(arg, field), "must not be empty")
+func (r *Reader) nonEmpty(arg, field string) string {
+	s := r.str(arg, field)
+	if s == "" && r.err == nil {
+		r.err = argErr(path(arg, field), "must not be empty")
 	}
-	return s, err
+	return s
 }
 
 // Finite decodes a finite number.
-func (r *Reader) Finite(arg string) (float64, error) {
+func (r *Reader) Finite(arg string) float64 {
 	return r.finite(arg, "")
 }
 
-func (r *Reader) finite(arg, field string) (float64, error) {
-	if p := r.p; p+9 <= len(r.b) && Tag(r.b[p]) == TagNumber { // the common case, as in str
+func (r *Reader) finite(arg, field string) float64 {
+	if p := r.p; r.err == nil && p+9 <= len(r.b) && Tag(r.b[p]) == TagNumber { // the common case, as in str
 		if v := math.Float64frombits(le64(r.b[p+1:])); v-v == 0 {
 			r.p = p + 9
-			return v, nil
+			return v
 		}
 	}
-	v, err := r.Next()
-	if err != nil {
-		return 0, err
-	}
-	if v.Tag != TagNumber || math.IsNaN(v.Num) || math.IsInf(v.Num, 0) {
-		return 0, argErr(path(arg, field), "must be a finite number, got "+describe(v))
-	}
-	return v.Num, nil
+	return r.optFinite(arg, field, false, 0)
 }
 
 // OptFinite decodes a finite number, or def when the value is undefined.
-func (r *Reader) OptFinite(arg string, def float64) (float64, error) {
-	return r.optFinite(arg, "", def)
+func (r *Reader) OptFinite(arg string, def float64) float64 {
+	return r.optFinite(arg, "", true, def)
 }
 
-func (r *Reader) optFinite(arg, field string, def float64) (float64, error) {
-	v, err := r.Next()
-	if err != nil {
-		return 0, err
-	}
-	if v.Tag == TagUndefined {
-		return def, nil
+func (r *Reader) optFinite(arg, field string, optional bool, def float64) float64 {
+	v := r.next()
+	if optional && v.Tag == TagUndefined {
+		return def
 	}
 	if v.Tag != TagNumber || math.IsNaN(v.Num) || math.IsInf(v.Num, 0) {
-		return 0, argErr(path(arg, field), "must be a finite number, got "+describe(v))
+		r.refuse(arg, field, "must be a finite number, got ", v)
+		return 0
 	}
-	return v.Num, nil
+	return v.Num
 }
 
 func countOf(arg, field string, v Value) (uint64, error) {
@@ -107,143 +130,120 @@ func countOf(arg, field string, v Value) (uint64, error) {
 }
 
 // Count decodes a non-negative safe integer (a fence or a floor).
-func (r *Reader) Count(arg string) (uint64, error) {
-	return r.count(arg, "")
-}
-
-func (r *Reader) count(arg, field string) (uint64, error) {
-	v, err := r.Next()
-	if err != nil {
-		return 0, err
-	}
-	return countOf(arg, field, v)
+func (r *Reader) Count(arg string) uint64 {
+	return r.count(arg, "", false)
 }
 
 // OptCount decodes a non-negative safe integer, or 0 when undefined.
-func (r *Reader) OptCount(arg string) (uint64, error) {
-	return r.optCount(arg, "")
+func (r *Reader) OptCount(arg string) uint64 {
+	return r.count(arg, "", true)
 }
 
-func (r *Reader) optCount(arg, field string) (uint64, error) {
-	v, err := r.Next()
-	if err != nil || v.Tag == TagUndefined {
-		return 0, err
+func (r *Reader) count(arg, field string, optional bool) uint64 {
+	v := r.next()
+	if r.err != nil || (optional && v.Tag == TagUndefined) {
+		return 0
 	}
-	return countOf(arg, field, v)
+	n, err := countOf(arg, field, v)
+	r.fail(err)
+	return n
+}
+
+// fenceOf decodes arg.field as a fence: a count of at least 1 (reason says
+// what the 0 is refused as).
+func (r *Reader) fenceOf(arg, field, reason string) uint64 {
+	n := r.count(arg, field, false)
+	if n == 0 && r.err == nil {
+		r.err = argErr(path(arg, field), reason)
+	}
+	return n
 }
 
 // Span decodes a number of milliseconds as a Duration: finite, at least min
 // and at most MaxMillis. Undefined is def when optional.
-func (r *Reader) Span(arg string, positive, optional bool) (time.Duration, error) {
+func (r *Reader) Span(arg string, positive, optional bool) time.Duration {
 	return r.span(arg, "", positive, optional)
 }
 
-func (r *Reader) span(arg, field string, positive, optional bool) (time.Duration, error) {
-	v, err := r.Next()
-	if err != nil {
-		return 0, err
-	}
-	if optional && v.Tag == TagUndefined {
-		return 0, nil
+func (r *Reader) span(arg, field string, positive, optional bool) time.Duration {
+	v := r.next()
+	if r.err != nil || (optional && v.Tag == TagUndefined) {
+		return 0
 	}
 	if v.Tag != TagNumber || !(v.Num >= 0 && v.Num <= MaxMillis) {
-		return 0, argErr(path(arg, field), "must be a number of milliseconds from 0 to "+
-			strconv.FormatFloat(MaxMillis, 'g', -1, 64)+", got "+describe(v))
+		r.refuse(arg, field, "must be a number of milliseconds from 0 to "+
+			strconv.FormatFloat(MaxMillis, 'g', -1, 64)+", got ", v)
+		return 0
 	}
 	d := clock.FromMillis(v.Num)
 	if positive && d <= 0 {
-		return 0, argErr(path(arg, field), "must be positive (at least 0.000001 ms), got "+describe(v))
+		r.refuse(arg, field, "must be positive (at least 0.000001 ms), got ", v)
 	}
-	return d, nil
+	return d
 }
 
 // Object decodes the tag of an object whose fields follow. An optional
 // object may be undefined or null; present reports which.
-func (r *Reader) Object(arg string, optional bool) (present bool, err error) {
+func (r *Reader) Object(arg string, optional bool) (present bool) {
 	return r.object(arg, "", optional)
 }
 
-func (r *Reader) object(arg, field string, optional bool) (present bool, err error) {
-	if r.p < len(r.b) && Tag(r.b[r.p]) == TagObject { // the common case, as in str
+func (r *Reader) object(arg, field string, optional bool) (present bool) {
+	if r.err == nil && r.p < len(r.b) && Tag(r.b[r.p]) == TagObject { // the common case, as in str
 		r.p++
-		return true, nil
+		return true
 	}
-	v, err := r.Next()
-	if err != nil {
-		return false, err
-	}
+	v := r.next()
 	switch {
+	case r.err != nil:
+		return false
 	case v.Tag == TagObject:
-		return true, nil
+		return true
 	case optional && (v.Tag == TagUndefined || v.Tag == TagNull):
-		return false, nil
+		return false
 	}
-	return false, argErr(path(arg, field), "must be an object, got "+describe(v))
+	r.refuse(arg, field, "must be an object, got ", v)
+	return false
 }
 
 // Function decodes a value that must be a function.
-func (r *Reader) Function(arg string) error {
-	v, err := r.Next()
-	if err == nil && v.Tag != TagFunction {
-		err = argErr(arg, "must be a function, got "+describe(v))
+func (r *Reader) Function(arg string) {
+	if v := r.next(); v.Tag != TagFunction {
+		r.refuse(arg, "", "must be a function, got ", v)
 	}
-	return err
 }
 
 // Handle decodes a library object of kind k. what names the constructors
 // that make one, for the error message.
-func (r *Reader) Handle(arg string, k Kind, what string) (uint32, error) {
-	v, err := r.Next()
-	if err != nil {
-		return 0, err
-	}
-	if v.Tag != TagHandle || v.Kind != k {
+func (r *Reader) Handle(arg string, k Kind, what string) uint32 {
+	v := r.next()
+	if r.err == nil && (v.Tag != TagHandle || v.Kind != k) {
 		got := describe(v)
 		if v.Tag == TagHandle {
 			got = "a " + v.Kind.String()
 		}
-		return 0, argErr(arg, "must be "+what+", got "+got)
+		r.err = argErr(arg, "must be "+what+", got "+got)
 	}
-	return v.Handle, nil
+	return v.Handle
 }
 
 // Instant decodes { millis, domain }.
-func (r *Reader) Instant(arg string) (clock.Instant, error) {
+func (r *Reader) Instant(arg string) clock.Instant {
 	return r.instant(arg, "")
 }
 
-func (r *Reader) instant(arg, field string) (clock.Instant, error) {
-	if _, err := r.object(arg, field, false); err != nil {
-		return clock.Instant{}, err
-	}
-	ms, err := r.finite(path(arg, field), "millis")
-	if err != nil {
-		return clock.Instant{}, err
-	}
-	d, err := r.nonEmpty(path(arg, field), "domain")
-	if err != nil {
-		return clock.Instant{}, err
-	}
-	return clock.At(d, ms), nil
+func (r *Reader) instant(arg, field string) clock.Instant {
+	r.object(arg, field, false)
+	ms := r.finite(path(arg, field), "millis")
+	return clock.At(r.nonEmpty(path(arg, field), "domain"), ms)
 }
 
 // Token decodes { resource, holderId, fence }.
-func (r *Reader) Token(arg string) (fence.Token, error) {
-	var t fence.Token
-	if _, err := r.Object(arg, false); err != nil {
-		return t, err
-	}
-	var err error
-	if t.Resource, err = r.nonEmpty(arg, "resource"); err != nil {
-		return t, err
-	}
-	if t.HolderID, err = r.nonEmpty(arg, "holderId"); err != nil {
-		return t, err
-	}
-	if t.Fence, err = r.count(arg, "fence"); err == nil && t.Fence == 0 {
-		err = argErr(arg+".fence", "must be at least 1")
-	}
-	return t, err
+func (r *Reader) Token(arg string) fence.Token {
+	r.object(arg, "", false)
+	t := fence.Token{Resource: r.nonEmpty(arg, "resource"), HolderID: r.nonEmpty(arg, "holderId")}
+	t.Fence = r.fenceOf(arg, "fence", "must be at least 1")
+	return t
 }
 
 // TokenOf applies Token's checks to fields JavaScript passed separately.
@@ -265,47 +265,28 @@ func TokenOf(arg, resource, holder string, fenceNum float64) (fence.Token, error
 
 // Request decodes { kind, requestId, resource, holderId, sentAt, fence } and
 // checks that kind is k.
-func (r *Reader) Request(arg string, k lease.Kind) (lease.Request, error) {
-	var q lease.Request
-	if _, err := r.Object(arg, false); err != nil {
-		return q, err
+func (r *Reader) Request(arg string, k lease.Kind) lease.Request {
+	r.object(arg, "", false)
+	if kind := r.str(arg, "kind"); kind != string(k) && r.err == nil {
+		r.err = argErr(arg+".kind", "must be "+strconv.Quote(string(k))+", got "+describe(Value{Tag: TagString, Str: kind}))
 	}
-	kind, err := r.str(arg, "kind")
-	if err != nil {
-		return q, err
-	}
-	if kind != string(k) {
-		return q, argErr(arg+".kind", "must be "+strconv.Quote(string(k))+", got "+describe(Value{Tag: TagString, Str: kind}))
-	}
-	q.Kind = k
-	if q.RequestID, err = r.nonEmpty(arg, "requestId"); err != nil {
-		return q, err
-	}
-	if q.Resource, err = r.nonEmpty(arg, "resource"); err != nil {
-		return q, err
-	}
-	if q.HolderID, err = r.nonEmpty(arg, "holderId"); err != nil {
-		return q, err
-	}
-	if q.SentAt, err = r.instant(arg, "sentAt"); err != nil {
-		return q, err
-	}
-	if k == lease.KindAcquire {
+	q := lease.Request{Kind: k, RequestID: r.nonEmpty(arg, "requestId"), Resource: r.nonEmpty(arg, "resource"), HolderID: r.nonEmpty(arg, "holderId")}
+	q.SentAt = r.instant(arg, "sentAt")
+	if k != lease.KindAcquire {
+		q.Fence = r.fenceOf(arg, "fence", "must be at least 1 for a renewal")
+	} else if q.Fence = r.count(arg, "fence", true); q.Fence != 0 {
 		// An acquisition carries no fence; JSON may carry an explicit 0.
-		if q.Fence, err = r.optCount(arg, "fence"); err == nil && q.Fence != 0 {
-			err = argErr(arg+".fence", "must be absent or 0 for an acquisition")
-		}
-		return q, err
+		r.fail(argErr(arg+".fence", "must be absent or 0 for an acquisition"))
 	}
-	if q.Fence, err = r.count(arg, "fence"); err == nil && q.Fence == 0 {
-		err = argErr(arg+".fence", "must be at least 1 for a renewal")
+	if r.err != nil {
+		return lease.Request{}
 	}
-	return q, err
+	return q
 }
 
 // Grant decodes { requestId, resource, holderId, fence, ttlMillis,
 // coordinatorExpiresAt }.
-func (r *Reader) Grant(arg string) (lease.Grant, error) {
+func (r *Reader) Grant(arg string) lease.Grant {
 	return r.GrantFor(arg, nil)
 }
 
@@ -313,68 +294,45 @@ func (r *Reader) Grant(arg string) (lease.Grant, error) {
 // its requestId, resource, holderId and coordinatorExpiresAt.domain may be
 // TagSame, standing for req's requestId, resource, holderId and
 // sentAt.domain. With req nil, TagSame is refused as malformed.
-func (r *Reader) GrantFor(arg string, req *lease.Request) (lease.Grant, error) {
-	var g lease.Grant
-	if _, err := r.Object(arg, false); err != nil {
-		return g, err
-	}
+func (r *Reader) GrantFor(arg string, req *lease.Request) lease.Grant {
+	r.object(arg, "", false)
 	var q lease.Request // with req nil, TagSame is refused
 	if req != nil {
 		q = *req
 	}
 	same := req != nil
-	var err error
-	if g.RequestID, err = r.sameOrNonEmpty(arg, "requestId", same, q.RequestID); err != nil {
-		return g, err
-	}
-	if g.Resource, err = r.sameOrNonEmpty(arg, "resource", same, q.Resource); err != nil {
-		return g, err
-	}
-	if g.HolderID, err = r.sameOrNonEmpty(arg, "holderId", same, q.HolderID); err != nil {
-		return g, err
-	}
-	if g.Fence, err = r.count(arg, "fence"); err == nil && g.Fence == 0 {
-		err = argErr(arg+".fence", "must be at least 1")
-	}
-	if err != nil {
-		return g, err
-	}
-	if g.TTL, err = r.span(arg, "ttlMillis", true, false); err != nil {
-		return g, err
-	}
+	g := lease.Grant{RequestID: r.sameOrNonEmpty(arg, "requestId", same, q.RequestID),
+		Resource: r.sameOrNonEmpty(arg, "resource", same, q.Resource), HolderID: r.sameOrNonEmpty(arg, "holderId", same, q.HolderID)}
+	g.Fence = r.fenceOf(arg, "fence", "must be at least 1")
+	g.TTL = r.span(arg, "ttlMillis", true, false)
 	const at = "coordinatorExpiresAt"
-	if _, err = r.object(arg, at, false); err != nil {
-		return g, err
+	r.object(arg, at, false)
+	ms := r.finite(path(arg, at), "millis")
+	g.CoordinatorExpiresAt = clock.At(r.sameOrNonEmpty(path(arg, at), "domain", same, q.SentAt.Domain), ms)
+	if r.err != nil {
+		return lease.Grant{}
 	}
-	ms, err := r.finite(path(arg, at), "millis")
-	if err != nil {
-		return g, err
-	}
-	d, err := r.sameOrNonEmpty(path(arg, at), "domain", same, q.SentAt.Domain)
-	if err != nil {
-		return g, err
-	}
-	g.CoordinatorExpiresAt = clock.At(d, ms)
-	return g, nil
+	return g
 }
 
 // sameOrNonEmpty decodes a non-empty string, or, when same is true,
 // TagSame standing for value.
-func (r *Reader) sameOrNonEmpty(arg, field string, same bool, value string) (string, error) {
-	if same && r.p < len(r.b) && Tag(r.b[r.p]) == TagSame {
+func (r *Reader) sameOrNonEmpty(arg, field string, same bool, value string) string {
+	if same && r.err == nil && r.p < len(r.b) && Tag(r.b[r.p]) == TagSame {
 		r.p++
-		return value, nil
+		return value
 	}
 	return r.nonEmpty(arg, field)
 }
 
-// End checks that every byte was consumed: a longer buffer means the two
-// sides disagree on the schema.
+// End returns r's first error, or, when there is none, checks that every
+// byte was consumed: a longer buffer means the two sides disagree on the
+// schema.
 func (r *Reader) End() error {
-	if r.p != len(r.b) {
+	if r.err == nil && r.p != len(r.b) {
 		return errMalformed
 	}
-	return nil
+	return r.err
 }
 
 // PutRequest encodes q for JavaScript: kind, requestId, resource, holderId,

@@ -24,8 +24,8 @@ func TestRoundTrips(t *testing.T) {
 	for _, q := range []lease.Request{req, ren} {
 		var w ArgWriter
 		r := NewReader(w.PutArgRequest(q).B)
-		got, err := r.Request("request", q.Kind)
-		if err != nil || got != q || r.End() != nil {
+		got := r.Request("request", q.Kind)
+		if err := r.End(); err != nil || got != q {
 			t.Errorf("request %+v: got %+v, %v", q, got, err)
 		}
 		var out Writer
@@ -36,12 +36,13 @@ func TestRoundTrips(t *testing.T) {
 	}
 	var w ArgWriter
 	r := NewReader(w.PutArgGrant(grt).B)
-	if got, err := r.Grant("grant"); err != nil || got != grt {
+	if got, err := r.Grant("grant"), r.End(); err != nil || got != grt {
 		t.Errorf("grant: got %+v, %v", got, err)
 	}
 	tok := fence.Token{Resource: "slot", HolderID: "a", Fence: MaxSafeInteger}
 	w = ArgWriter{}
-	if got, err := NewReader(w.PutArgToken(tok).B).Token("token"); err != nil || got != tok {
+	r = NewReader(w.PutArgToken(tok).B)
+	if got, err := r.Token("token"), r.End(); err != nil || got != tok {
 		t.Errorf("token: got %+v, %v", got, err)
 	}
 }
@@ -78,17 +79,17 @@ func run(t *testing.T, steps []step) {
 	}
 }
 
-func str(r *Reader) error   { _, err := r.NonEmpty("s"); return err }
-func fin(r *Reader) error   { _, err := r.Finite("n"); return err }
-func cnt(r *Reader) error   { _, err := r.Count("n"); return err }
-func ocnt(r *Reader) error  { _, err := r.OptCount("n"); return err }
-func ttl(r *Reader) error   { _, err := r.Span("ttl", true, false); return err }
-func skew(r *Reader) error  { _, err := r.Span("skew", false, true); return err }
-func tok(r *Reader) error   { _, err := r.Token("token"); return err }
-func acq(r *Reader) error   { _, err := r.Request("request", lease.KindAcquire); return err }
-func rnw(r *Reader) error   { _, err := r.Request("request", lease.KindRenew); return err }
-func grant(r *Reader) error { _, err := r.Grant("grant"); return err }
-func clk(r *Reader) error   { _, err := r.Handle("clock", KindClock, "a clock"); return err }
+func str(r *Reader) error   { r.NonEmpty("s"); return r.Err() }
+func fin(r *Reader) error   { r.Finite("n"); return r.Err() }
+func cnt(r *Reader) error   { r.Count("n"); return r.Err() }
+func ocnt(r *Reader) error  { r.OptCount("n"); return r.Err() }
+func ttl(r *Reader) error   { r.Span("ttl", true, false); return r.Err() }
+func skew(r *Reader) error  { r.Span("skew", false, true); return r.Err() }
+func tok(r *Reader) error   { r.Token("token"); return r.Err() }
+func acq(r *Reader) error   { r.Request("request", lease.KindAcquire); return r.Err() }
+func rnw(r *Reader) error   { r.Request("request", lease.KindRenew); return r.Err() }
+func grant(r *Reader) error { r.Grant("grant"); return r.Err() }
+func clk(r *Reader) error   { r.Handle("clock", KindClock, "a clock"); return r.Err() }
 
 func TestChecks(t *testing.T) {
 	run(t, []step{
@@ -169,11 +170,8 @@ func TestGrantFor(t *testing.T) {
 	q := lease.Request{Kind: lease.KindAcquire, RequestID: "id1", Resource: "res", HolderID: "hold", SentAt: clock.At("dom", 5)}
 	decode := func(w *ArgWriter) (lease.Grant, error) {
 		r := NewReader(w.B)
-		g, err := r.GrantFor("grant", &q)
-		if err == nil {
-			err = r.End()
-		}
-		return g, err
+		g := r.GrantFor("grant", &q)
+		return g, r.End()
 	}
 	var w ArgWriter
 	w.Object().Tag(TagSame).Tag(TagSame).Tag(TagSame).Number(7).Number(10).Object().Number(15).Tag(TagSame)
@@ -204,14 +202,14 @@ func TestGrantFor(t *testing.T) {
 func TestEnd(t *testing.T) {
 	var w ArgWriter
 	r := NewReader(w.String("a").String("b").B)
-	if _, err := r.Str("a"); err != nil {
-		t.Fatal(err)
+	if r.Str("a"); r.Err() != nil {
+		t.Fatal(r.Err())
 	}
 	if r.End() == nil {
 		t.Error("End accepted a buffer with a value left over")
 	}
-	if _, err := r.Str("b"); err != nil || r.End() != nil || r.Rest() != 0 {
-		t.Errorf("second value: %v, End %v", err, r.End())
+	if r.Str("b"); r.Err() != nil || r.End() != nil || r.Rest() != 0 {
+		t.Errorf("second value: %v, End %v", r.Err(), r.End())
 	}
 }
 
@@ -258,7 +256,7 @@ func TestInterner(t *testing.T) {
 	var w ArgWriter
 	r := Reader{Strings: &in}
 	r.Reset(w.String("holder").B)
-	if s, err := r.Str("s"); err != nil || s != "holder" {
+	if s, err := r.Str("s"), r.Err(); err != nil || s != "holder" {
 		t.Errorf("interned read: %q %v", s, err)
 	}
 }

@@ -11,49 +11,37 @@ import (
 
 // decoders is every schema decoder, each run from the start of the buffer.
 var decoders = map[string]func(r *Reader) (valid func() error, err error){
-	"Str":       func(r *Reader) (func() error, error) { _, err := r.Str("a"); return nil, err },
-	"NonEmpty":  func(r *Reader) (func() error, error) { _, err := r.NonEmpty("a"); return nil, err },
-	"Finite":    func(r *Reader) (func() error, error) { return finiteCheck(r.Finite("a")) },
-	"OptFinite": func(r *Reader) (func() error, error) { return finiteCheck(r.OptFinite("a", 0)) },
-	"Count":     func(r *Reader) (func() error, error) { _, err := r.Count("a"); return nil, err },
-	"OptCount":  func(r *Reader) (func() error, error) { _, err := r.OptCount("a"); return nil, err },
+	"Str":       func(r *Reader) (func() error, error) { r.Str("a"); return nil, r.Err() },
+	"NonEmpty":  func(r *Reader) (func() error, error) { r.NonEmpty("a"); return nil, r.Err() },
+	"Finite":    func(r *Reader) (func() error, error) { return finiteCheck(r.Finite("a"), r.Err()) },
+	"OptFinite": func(r *Reader) (func() error, error) { return finiteCheck(r.OptFinite("a", 0), r.Err()) },
+	"Count":     func(r *Reader) (func() error, error) { r.Count("a"); return nil, r.Err() },
+	"OptCount":  func(r *Reader) (func() error, error) { r.OptCount("a"); return nil, r.Err() },
 	"Span": func(r *Reader) (func() error, error) {
-		d, err := r.Span("a", true, false)
+		d := r.Span("a", true, false)
 		return func() error {
 			if d <= 0 {
 				return errors.New("non-positive duration accepted")
 			}
 			return nil
-		}, err
+		}, r.Err()
 	},
-	"OptSpan":  func(r *Reader) (func() error, error) { _, err := r.Span("a", false, true); return nil, err },
-	"Object":   func(r *Reader) (func() error, error) { _, err := r.Object("a", true); return nil, err },
-	"Function": func(r *Reader) (func() error, error) { return nil, r.Function("a") },
-	"Handle":   func(r *Reader) (func() error, error) { _, err := r.Handle("a", KindGate, "a gate"); return nil, err },
-	"Instant": func(r *Reader) (func() error, error) {
-		t, err := r.Instant("a")
-		return t.Validate, err
-	},
-	"Token": func(r *Reader) (func() error, error) {
-		t, err := r.Token("a")
-		return t.Validate, err
-	},
-	"Acquire": func(r *Reader) (func() error, error) {
-		q, err := r.Request("a", lease.KindAcquire)
-		return requestCheck(q), err
-	},
-	"Renew": func(r *Reader) (func() error, error) {
-		q, err := r.Request("a", lease.KindRenew)
-		return requestCheck(q), err
-	},
+	"OptSpan":  func(r *Reader) (func() error, error) { r.Span("a", false, true); return nil, r.Err() },
+	"Object":   func(r *Reader) (func() error, error) { r.Object("a", true); return nil, r.Err() },
+	"Function": func(r *Reader) (func() error, error) { r.Function("a"); return nil, r.Err() },
+	"Handle":   func(r *Reader) (func() error, error) { r.Handle("a", KindGate, "a gate"); return nil, r.Err() },
+	"Instant":  func(r *Reader) (func() error, error) { return r.Instant("a").Validate, r.Err() },
+	"Token":    func(r *Reader) (func() error, error) { return r.Token("a").Validate, r.Err() },
+	"Acquire":  func(r *Reader) (func() error, error) { return requestCheck(r.Request("a", lease.KindAcquire)), r.Err() },
+	"Renew":    func(r *Reader) (func() error, error) { return requestCheck(r.Request("a", lease.KindRenew)), r.Err() },
 	"Grant": func(r *Reader) (func() error, error) {
-		g, err := r.Grant("a")
+		g := r.Grant("a")
 		return func() error {
 			if g.TTL <= 0 || g.Fence == 0 || g.RequestID == "" || g.Resource == "" || g.HolderID == "" {
 				return errors.New("grant with an empty or zero field accepted")
 			}
 			return g.CoordinatorExpiresAt.Validate()
-		}, err
+		}, r.Err()
 	},
 }
 
@@ -135,7 +123,8 @@ func FuzzRequestRoundTrip(f *testing.F) {
 			q.Kind = lease.KindRenew
 		}
 		var w ArgWriter
-		got, err := NewReader(w.PutArgRequest(q).B).Request("request", q.Kind)
+		r := NewReader(w.PutArgRequest(q).B)
+		got, err := r.Request("request", q.Kind), r.Err()
 		ok := id != "" && res != "" && holder != "" && domain != "" && q.SentAt.Validate() == nil && fence <= MaxSafeInteger
 		if ok != (err == nil) {
 			t.Fatalf("request %+v: error %v, want valid=%v", q, err, ok)

@@ -98,10 +98,14 @@ type Value struct {
 	Handle uint32  // TagHandle
 }
 
-// Reader decodes tagged values from an argument buffer.
+// Reader decodes tagged values from an argument buffer. Its decoders keep
+// the first error (a value of the wrong type, out of range, or a malformed
+// buffer) and decode nothing after it; End returns it, so a caller decodes
+// every argument and checks once.
 type Reader struct {
-	b []byte
-	p int
+	b   []byte
+	p   int
+	err error
 	// Strings, when set, supplies decoded strings so that a string seen
 	// before is not allocated again.
 	Strings *Interner
@@ -171,7 +175,7 @@ func (in *Interner) String(b []byte) string {
 func NewReader(b []byte) *Reader { return &Reader{b: b} }
 
 // Reset points r at b from its start.
-func (r *Reader) Reset(b []byte) { r.b, r.p = b, 0 }
+func (r *Reader) Reset(b []byte) { r.b, r.p, r.err = b, 0, nil }
 
 // Rest returns how many bytes are left.
 func (r *Reader) Rest() int { return len(r.b) - r.p }

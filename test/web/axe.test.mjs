@@ -1,0 +1,62 @@
+// axe-core over the playground and embed mode, at the start, middle and end
+// of every preset, in headless Chromium: the longest of the explainer's
+// checks (explainer.test.mjs), in a file of its own so that make test runs
+// it beside the rest (test-web-axe).
+
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { startServer, launch, openPage, load, goTo, ROOT } from './harness.mjs';
+import { axe as axeIn, a11yKinds } from './checks.mjs';
+import { PRESETS } from '../../web/model.js';
+
+let server;
+let browser;
+let axeSource;
+const axe = (page) => axeIn(page, axeSource);
+
+before(async () => {
+  axeSource = await readFile(join(ROOT, 'node_modules', 'axe-core', 'axe.min.js'), 'utf8');
+  server = await startServer();
+  browser = await launch();
+});
+
+after(async () => {
+  await browser?.close();
+  await server?.close();
+});
+
+// Each preset is loaded afresh (its own document, from its URL) into one
+// tab per mode: a new tab per preset cost Chromium a new renderer, and
+// axe-core's first run in it, several seconds of CPU each time. axe-core
+// runs at the positions that show a kind of element no earlier one showed
+// (checks.mjs a11yKinds), in each mode; the first position of each mode
+// is always checked.
+test('axe-core: no serious or critical violations on the playground and in embed mode, at the start, middle and end of every preset', async () => {
+  let positions = 0;
+  let axeRuns = 0;
+  for (const embed of [false, true]) {
+    const { page } = await openPage(browser.context, { width: embed ? 820 : 1280, height: 900 });
+    const seen = new Set();
+    for (const preset of PRESETS) {
+      await load(page, `${server.url}?p=${preset.id}${embed ? '&embed=1&at=0' : ''}`);
+      assert.equal(await page.evaluate(() => typeof window.axe), 'undefined', 'a fresh document');
+      const last = await goTo(page, 0);
+      for (const i of [0, Math.floor(last / 2), last]) {
+        await goTo(page, i);
+        positions++;
+        const shown = await page.evaluate(a11yKinds, null);
+        if (!shown.some((k) => !seen.has(k))) continue;
+        const v = await axe(page);
+        assert.deepEqual(v, [], `${embed ? 'embed' : 'playground'} ${preset.id} step ${i}`);
+        for (const k of shown) seen.add(k);
+        axeRuns++;
+      }
+    }
+    await page.close();
+  }
+  assert.equal(positions, PRESETS.length * 6);
+  console.log(`axe-core: ${axeRuns} of ${positions} positions`);
+  assert.ok(axeRuns >= PRESETS.length, `axe-core ran at only ${axeRuns} positions`);
+});
