@@ -1,8 +1,10 @@
 package sim
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"slices"
 	"sync"
 
 	"github.com/lease-fence/lease-fence/core/fence"
@@ -70,7 +72,7 @@ func (w *world) startAsync(m *message, ri int, dur int64) {
 		// start it at once, without waiting for the running write.
 		aw.broken = true
 		if err := g.Admit(m.tok); err != nil {
-			w.asyncDone(aw, err, false)
+			w.asyncDone(aw, err, false, g.Floor())
 			return
 		}
 		w.asyncStarted(aw)
@@ -94,7 +96,7 @@ func (w *world) startAsync(m *message, ri int, dur int64) {
 				"gate %s started the write of %s ahead of the waiting write of %s", m.tok.Resource, m.tok, w.queuedTok(ri))
 			w.asyncStarted(aw)
 		} else {
-			w.asyncDone(aw, e.err, false)
+			w.asyncDone(aw, e.err, false, g.Floor())
 		}
 	case <-aw.ctx.asked:
 		aw.queued = true
@@ -150,30 +152,39 @@ func (w *world) writeEnd(aw *asyncWrite) {
 			break
 		}
 	}
+	g := w.gates[ri]
 	if aw.broken {
 		var err error
 		if aw.fail {
 			err = errWriteFailed
 		}
-		w.asyncDone(aw, err, true)
+		w.asyncDone(aw, err, true, g.Floor())
 		return
 	}
+	// The floor as the write ends, read before it does: once it has, the
+	// gate hands its turn to the next waiter, whose goroutine may raise the
+	// floor while this one reads it (an answer read from the live gate made
+	// the trace depend on scheduling). Ending a write or refusing a waiter
+	// does not move the floor; a waiter that starts does, after these
+	// answers (the order js/wasm, on one thread, also shows).
+	floor := g.Floor()
 	close(aw.finish)
 	e := <-aw.ev
-	w.asyncDone(aw, e.err, true)
-	w.handOn(ri)
+	w.asyncDone(aw, e.err, true, floor)
+	w.handOn(ri, floor)
 }
 
 // handOn, once no write runs, waits for the first queued write to take its
 // turn: it starts (with the waiters right behind it that have its fence), or
-// it is refused and hands on to the next.
-func (w *world) handOn(ri int) {
+// it is refused and hands on to the next. floor is the gate's floor before
+// any of them starts (what a refused one is answered with).
+func (w *world) handOn(ri int, floor uint64) {
 	for len(w.queued[ri]) > 0 && len(w.running[ri]) == 0 {
 		head := w.queued[ri][0]
 		w.queued[ri] = w.queued[ri][1:]
 		e := <-head.ev
 		if !e.started {
-			w.asyncDone(head, e.err, false)
+			w.refusedTogether(ri, head, e.err, floor)
 			continue
 		}
 		w.asyncStarted(head)
@@ -186,10 +197,48 @@ func (w *world) handOn(ri int) {
 			if e.started {
 				w.asyncStarted(next)
 			} else {
-				w.asyncDone(next, e.err, false)
+				w.asyncDone(next, e.err, false, w.gates[ri].Floor())
 			}
 		}
 		return
+	}
+}
+
+// refusedTogether answers head, refused as its turn came, with err, and the
+// waiters right behind it with its fence: the gate handed them the turn
+// with it (shared admission), so their goroutines were refused at the same
+// moment and logged their rejections in an order the scheduler chose. They
+// are answered in the order of the gate's log, so the trace does not depend
+// on it. (Writes with one fence are one holder's, so their answers differ
+// only in the rejection's number.)
+func (w *world) refusedTogether(ri int, head *asyncWrite, err error, floor uint64) {
+	type answer struct {
+		aw  *asyncWrite
+		err error
+	}
+	group := []answer{{head, err}}
+	for len(w.queued[ri]) > 0 && w.queued[ri][0].m.tok.Fence == head.m.tok.Fence {
+		next := w.queued[ri][0]
+		w.queued[ri] = w.queued[ri][1:]
+		e := <-next.ev
+		w.chk.check(GateFloor, !e.started,
+			"gate %s started the waiting write of %s, with the fence of %s that it refused (%v)", next.m.tok.Resource, next.m.tok, head.m.tok, err)
+		if e.started {
+			w.asyncStarted(next)
+			continue
+		}
+		group = append(group, answer{next, e.err})
+	}
+	seq := func(err error) uint64 {
+		var stale *fence.StaleFenceError
+		if errors.As(err, &stale) {
+			return stale.Seq
+		}
+		return 0
+	}
+	slices.SortStableFunc(group, func(a, b answer) int { return cmp.Compare(seq(a.err), seq(b.err)) })
+	for _, a := range group {
+		w.asyncDone(a.aw, a.err, false, floor)
 	}
 }
 
@@ -219,10 +268,11 @@ func (w *world) cancelWait(aw *asyncWrite) {
 	w.send(&message{kind: mWriteResult, agent: aw.m.agent, tok: aw.m.tok})
 }
 
-// asyncDone accounts for an async write that returned err.
-func (w *world) asyncDone(aw *asyncWrite, err error, ran bool) {
+// asyncDone accounts for an async write that returned err, the gate's
+// floor then being floor.
+func (w *world) asyncDone(aw *asyncWrite, err error, ran bool, floor uint64) {
 	aw.over, aw.queued = true, false
-	w.answered(aw.m, w.gates[aw.ri], ran, err)
+	w.answered(aw.m, floor, ran, err)
 }
 
 // closeAsync ends what is still in flight when the run stops, so no

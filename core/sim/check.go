@@ -122,14 +122,6 @@ const (
 	Amnesiac
 )
 
-// String returns "persisted" or "amnesiac".
-func (p Persistence) String() string {
-	if p == Amnesiac {
-		return "amnesiac"
-	}
-	return "persisted"
-}
-
 // leaseKey names one lease: the coordinator incarnation that granted it, the
 // resource and the fence. Incarnations matter only when fences repeat after
 // an amnesiac restart.

@@ -39,6 +39,14 @@ func grantOut(req lease.Request, f uint64, now clock.Instant) lease.Outcome {
 	}}
 }
 
+// grant records holder's acquire (request id holder+"1") granted fence f
+// at at, and returns the request.
+func grant(c *Checker, holder string, f uint64, at clock.Instant) lease.Request {
+	req := acqReq(holder, holder+"1")
+	c.Acquired(at, req, grantOut(req, f, at), nil)
+	return req
+}
+
 func renewReq(holder string, f uint64) lease.Request {
 	return lease.Request{Kind: lease.KindRenew, RequestID: holder + "-renew", Resource: "r", HolderID: holder, Fence: f, SentAt: clock.At(holder, 0)}
 }
@@ -78,42 +86,32 @@ func TestCheckerNamesEachInvariant(t *testing.T) {
 			c.Holding(100, l, 0)
 		}},
 		{FenceOrder, Persisted, func(t *testing.T, c *Checker) {
-			a := acqReq("a", "a1")
-			c.Acquired(t0, a, grantOut(a, 5, t0), nil)
-			b := acqReq("b", "b1")
-			c.Acquired(t1500, b, grantOut(b, 3, t1500), nil)
+			grant(c, "a", 5, t0)
+			grant(c, "b", 3, t1500)
 		}},
 		{UniqueFence, Persisted, func(t *testing.T, c *Checker) {
-			a := acqReq("a", "a1")
-			c.Acquired(t0, a, grantOut(a, 1, t0), nil)
-			b := acqReq("b", "b1")
-			c.Acquired(t1500, b, grantOut(b, 1, t1500), nil)
+			grant(c, "a", 1, t0)
+			grant(c, "b", 1, t1500)
 		}},
 		{RetrySameFence, Persisted, func(t *testing.T, c *Checker) {
-			a := acqReq("a", "a1")
-			c.Acquired(t0, a, grantOut(a, 1, t0), nil)
+			a := grant(c, "a", 1, t0)
 			c.Acquired(t10, a, grantOut(a, 2, t10), nil)
 		}},
 		{NoResurrection, Persisted, func(t *testing.T, c *Checker) {
-			a := acqReq("a", "a1")
-			c.Acquired(t0, a, grantOut(a, 1, t0), nil)
+			grant(c, "a", 1, t0)
 			r := renewReq("a", 1)
 			c.Renewed(t1500, r, grantOut(r, 1, t1500), nil)
 		}},
 		{RestartAboveGate, Persisted, func(t *testing.T, c *Checker) {
-			a := acqReq("a", "a1")
-			c.Acquired(t0, a, grantOut(a, 4, t0), nil)
+			grant(c, "a", 4, t0)
 			c.WriteRuns(fence.Token{Resource: "r", HolderID: "a", Fence: 4})
 			c.Restarted()
 			// A successor that resumed from a stale copy of the fence.
-			b := acqReq("b", "b1")
-			c.Acquired(t10, b, grantOut(b, 4, t10), nil)
+			grant(c, "b", 4, t10)
 		}},
 		{Exclusive, Persisted, func(t *testing.T, c *Checker) {
-			a := acqReq("a", "a1")
-			c.Acquired(t0, a, grantOut(a, 1, t0), nil)
-			b := acqReq("b", "b1")
-			c.Acquired(t500, b, grantOut(b, 2, t500), nil)
+			grant(c, "a", 1, t0)
+			grant(c, "b", 2, t500)
 		}},
 		{CoreError, Persisted, func(t *testing.T, c *Checker) {
 			a := acqReq("a", "a1")
@@ -143,12 +141,10 @@ func TestCheckerNamesEachInvariant(t *testing.T) {
 // history under persistence is a violation.
 func TestCheckerAmnesiacScope(t *testing.T) {
 	history := func(c *Checker) {
-		a := acqReq("a", "a1")
-		c.Acquired(t0, a, grantOut(a, 1, t0), nil)
+		grant(c, "a", 1, t0)
 		c.WriteRuns(fence.Token{Resource: "r", HolderID: "a", Fence: 1})
 		c.Restarted()
-		b := acqReq("b", "b1")
-		c.Acquired(t10, b, grantOut(b, 1, t10), nil)
+		grant(c, "b", 1, t10)
 	}
 	am := newTestChecker(Amnesiac)
 	history(am)
@@ -166,14 +162,12 @@ func TestCheckerAmnesiacScope(t *testing.T) {
 // new grant after the release are all fine.
 func TestCheckerAcceptsCorrectAnswers(t *testing.T) {
 	c := newTestChecker(Persisted)
-	a := acqReq("a", "a1")
-	c.Acquired(t0, a, grantOut(a, 1, t0), nil)
+	a := grant(c, "a", 1, t0)
 	c.Acquired(t10, a, grantOut(a, 1, t0), nil) // the replay repeats the first grant
 	r := renewReq("a", 1)
 	c.Renewed(t500, r, grantOut(r, 1, t500), nil)
 	c.Released(clock.At(coordDomain, 600), fence.Token{Resource: "r", HolderID: "a", Fence: 1}, true, nil)
-	b := acqReq("b", "b1")
-	c.Acquired(clock.At(coordDomain, 700), b, grantOut(b, 2, clock.At(coordDomain, 700)), nil)
+	grant(c, "b", 2, clock.At(coordDomain, 700))
 	if err := c.Err(); err != nil {
 		t.Fatal(err)
 	}

@@ -3,10 +3,11 @@ package sim
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -177,19 +178,19 @@ func (h *History) Record(co *lease.Coordinator, client int) *Recording {
 // Acquire calls the coordinator's Acquire (which reads its clock) and
 // records it.
 func (r *Recording) Acquire(req lease.Request) (lease.Outcome, error) {
-	p := r.h.Begin(r.client, InputOf(req))
-	r.yield()
-	out, err := r.co.Acquire(req)
-	r.yield()
-	p.End(OutputOf(out, err))
-	return out, err
+	return r.call(r.co.Acquire, req)
 }
 
 // Renew calls the coordinator's Renew and records it.
 func (r *Recording) Renew(req lease.Request) (lease.Outcome, error) {
+	return r.call(r.co.Renew, req)
+}
+
+// call makes the call do(req) and records it.
+func (r *Recording) call(do func(lease.Request) (lease.Outcome, error), req lease.Request) (lease.Outcome, error) {
 	p := r.h.Begin(r.client, InputOf(req))
 	r.yield()
-	out, err := r.co.Renew(req)
+	out, err := do(req)
 	r.yield()
 	p.End(OutputOf(out, err))
 	return out, err
@@ -267,13 +268,8 @@ func partitionByResource(history []porcupine.Operation) [][]porcupine.Operation 
 		r := op.Input.(OpInput).Resource
 		by[r] = append(by[r], op)
 	}
-	keys := make([]string, 0, len(by))
-	for k := range by {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	out := make([][]porcupine.Operation, 0, len(keys))
-	for _, k := range keys {
+	out := make([][]porcupine.Operation, 0, len(by))
+	for _, k := range slices.Sorted(maps.Keys(by)) {
 		out = append(out, by[k])
 	}
 	return out

@@ -38,9 +38,7 @@ func concurrentHistory(t testing.TB, seed uint64, clients, opsPer, resources int
 	var wg sync.WaitGroup
 	start := make(chan struct{})
 	for ci := range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			<-start
 			rng := rand.New(rand.NewPCG(seed, uint64(ci)))
 			name := "c" + strconv.Itoa(ci)
@@ -101,7 +99,7 @@ func concurrentHistory(t testing.TB, seed uint64, clients, opsPer, resources int
 					held = nil
 				}
 			}
-		}()
+		})
 	}
 	close(start)
 	wg.Wait()

@@ -559,7 +559,7 @@ func (w *world) resource(m *message) {
 	g := w.gates[ri]
 	if m.kind == mAdmit {
 		err := g.Admit(m.tok)
-		w.answered(m, g, false, err)
+		w.answered(m, g.Floor(), false, err)
 		return
 	}
 	if w.p.AsyncWrites > 0 && w.rng.Float64() < w.p.AsyncWrites {
@@ -582,15 +582,15 @@ func (w *world) resource(m *message) {
 		}
 		return nil
 	})
-	w.answered(m, g, ran, err)
+	w.answered(m, g.Floor(), ran, err)
 }
 
-// answered checks and accounts for a gate's answer to m, and replies to the
-// writer.
-func (w *world) answered(m *message, g *fence.Gate, ran bool, err error) {
-	w.chk.GateAnswered(g, m.tok, m.kind == mAdmit, ran, err)
+// answered checks and accounts for a gate's answer to m, the gate's floor
+// after it being floor, and replies to the writer.
+func (w *world) answered(m *message, floor uint64, ran bool, err error) {
+	w.chk.GateAnsweredFloor(floor, m.tok, m.kind == mAdmit, ran, err)
 	refused := w.account(m, ran, err)
-	w.tracef("gate %s %s %s -> floor %d, err %v", m.tok.Resource, msgNames[m.kind], m.tok, g.Floor(), err)
+	w.tracef("gate %s %s %s -> floor %d, err %v", m.tok.Resource, msgNames[m.kind], m.tok, floor, err)
 	if m.kind == mWrite {
 		w.send(&message{kind: mWriteResult, agent: m.agent, tok: m.tok, refused: refused})
 	}
