@@ -1,10 +1,10 @@
 # gates/: the fence gate inside other stores, and the conformance suite
 # every gate passes (gates/gatetest, run by each gate's own test):
 # gates/sqlfence against a SQLite file and a real PostgreSQL server that the
-# tests start in a temporary directory (internal/testrig/pgtest; scripts/setup.sh
+# tests start in a temporary directory (test/rig/pgtest; scripts/setup.sh
 # installs Debian's postgresql), with writer processes and a SIGKILLed one.
 # gates/redisfence against a real redis-server the tests start on a free
-# port (internal/testrig/redistest: AOF with appendfsync always; killed with SIGKILL
+# port (test/rig/redistest: AOF with appendfsync always; killed with SIGKILL
 # and restarted in a test). A missing PostgreSQL or redis-server fails the
 # suite. core/fence itself is in test-core; gatetest runs the suite against
 # it too.
@@ -15,7 +15,7 @@ BENCH += bench-sqlfence
 
 # gates/httpfence is left to test-proxy, which runs its tests with -race.
 test-gates:
-	$(GO) test -count=1 $$($(GO) list ./gates/... | grep -v '/gates/httpfence') ./internal/testrig/pgtest/... ./internal/testrig/redistest/...
+	$(GO) test -count=1 $$($(GO) list ./gates/... | grep -v '/gates/httpfence') ./test/rig/...
 
 # The JavaScript gates (lease-fence/sql, lease-fence/redis, and FenceGate)
 # against the JavaScript conformance suite, with real servers started by
@@ -25,7 +25,7 @@ test-gates-js: build-wasm
 	node --test test/gates/
 
 test-sqlfence:
-	$(GO) test -count=1 ./gates/sqlfence/ ./internal/testrig/pgtest/...
+	$(GO) test -count=1 ./gates/sqlfence/ ./test/rig/pgtest/...
 
 # Commits per second with 1 and 8 writers on SQLite and PostgreSQL, fenced
 # next to the same write without fencing, interleaved in one run, with

@@ -23,7 +23,7 @@ SVCCLIENT_ENV = COORDINATOR=$(CURDIR)/out/bin/coordinator PKIGEN=$(CURDIR)/out/b
 test-svcclient: test-svcclient-node test-svcclient-hold-native test-svcclient-hold-worker test-svcclient-fetch
 
 svcclient-prep: build-wasm coordinator worker
-	$(GO) build -o out/bin/pkigen ./internal/testrig/testpki/pkigen
+	$(GO) build -o out/bin/pkigen ./test/rig/testpki/pkigen
 	tsc -p test/svcclient/tsconfig.json
 
 # node --test runs one file at a time on two cores (its default is one less

@@ -32,7 +32,7 @@ playground: build-wasm devserver coordinator $(if $(WORKER),worker)
 	$(DEVSERVER) -port $(PORT) -web web -module wasm/js $(LIVE_FLAGS)
 
 test-devserver:
-	$(GO) test -count=1 ./cmd/devserver/... ./internal/child/
+	$(GO) test -count=1 ./cmd/devserver/... ./internal/...
 
 # Six targets, so that make test can run the five longest files beside the
 # rest: explainer.test.mjs alone, axe.test.mjs (axe-core over every preset,

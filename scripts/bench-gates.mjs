@@ -18,7 +18,7 @@
 // first round.
 //
 // --baseline REV adds a third side to each configuration: the gates as they
-// were at git revision REV (Go: internal/testrig/gatecli built from REV's tree; JS:
+// were at git revision REV (Go: test/rig/gatecli built from REV's tree; JS:
 // REV's lease-fence/sql and lease-fence/redis modules), in the same
 // alternation, so a change to a gate is measured against its predecessor in
 // one run. --only REGEX keeps the configurations whose name matches.
@@ -72,8 +72,8 @@ if (baseline) {
   rmSync(dir, { recursive: true, force: true });
   mkdirSync(dir, { recursive: true });
   execFileSync('sh', ['-c', `git archive ${rev} | tar -x -C ${dir}`], { cwd: root });
-  // gatecli moved from internal/ to internal/testrig/; a baseline has one.
-  const cli = ['internal/testrig/gatecli', 'internal/gatecli'].find((d) => existsSync(join(dir, d, 'main.go')));
+  // gatecli moved from internal/ to test/rig/; a baseline has one.
+  const cli = ['test/rig/gatecli', 'internal/gatecli'].find((d) => existsSync(join(dir, d, 'main.go')));
   execFileSync(process.env.GO ?? 'go', ['build', '-o', join(dir, 'gatecli'), `./${cli}`], { cwd: dir, stdio: 'inherit' });
   const js = join(root, 'out', 'bench', `js-${rev}`);
   mkdirSync(js, { recursive: true });
@@ -110,9 +110,9 @@ function lineProc(cmd, args) {
 const GO = process.env.GO ?? 'go';
 const gatecli = join(root, 'out', 'bench', 'gatecli');
 mkdirSync(join(root, 'out', 'bench'), { recursive: true });
-execFileSync(GO, ['build', '-o', gatecli, './internal/testrig/gatecli'], { cwd: root, stdio: 'inherit' });
+execFileSync(GO, ['build', '-o', gatecli, './test/rig/gatecli'], { cwd: root, stdio: 'inherit' });
 
-const pgProc = lineProc(GO, ['run', './internal/testrig/pgtest/pgserver', '-durable']);
+const pgProc = lineProc(GO, ['run', './test/rig/pgtest/pgserver', '-durable']);
 const pgUrl = await pgProc.next();
 const redisServer = await startRedis();
 const admin = new pg.Client({ connectionString: pgUrl });

@@ -19,9 +19,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lease-fence/lease-fence/internal/testrig/syncio"
 	"github.com/lease-fence/lease-fence/service/client"
 	"github.com/lease-fence/lease-fence/service/wire"
+	"github.com/lease-fence/lease-fence/test/rig/syncio"
 )
 
 // The tests of draining: the coordinator as a child process, stopped with

@@ -28,12 +28,12 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/lease-fence/lease-fence/core/sim"
-	"github.com/lease-fence/lease-fence/internal/testrig/pgtest"
-	"github.com/lease-fence/lease-fence/internal/testrig/syncio"
-	"github.com/lease-fence/lease-fence/internal/testrig/wirehist"
 	"github.com/lease-fence/lease-fence/service"
 	"github.com/lease-fence/lease-fence/service/client"
 	"github.com/lease-fence/lease-fence/service/wire"
+	"github.com/lease-fence/lease-fence/test/rig/pgtest"
+	"github.com/lease-fence/lease-fence/test/rig/syncio"
+	"github.com/lease-fence/lease-fence/test/rig/wirehist"
 )
 
 // The drills of replicas_test.go run coordinator processes over one

@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lease-fence/lease-fence/internal/testrig/faultproxy"
-	"github.com/lease-fence/lease-fence/internal/testrig/holdtest"
-	"github.com/lease-fence/lease-fence/internal/testrig/syncio"
 	"github.com/lease-fence/lease-fence/service/wire"
+	"github.com/lease-fence/lease-fence/test/rig/faultproxy"
+	"github.com/lease-fence/lease-fence/test/rig/holdtest"
+	"github.com/lease-fence/lease-fence/test/rig/syncio"
 )
 
 // startHoldTarget starts a durable coordinator with the TTL ttl and its
@@ -43,7 +43,7 @@ func startHoldTarget(t *testing.T, ttl time.Duration, args ...string) *holdtest.
 	return &holdtest.Target{Name: "native", Proxy: proxy, TTL: ttl, KeptPlaces: holdtest.KeptPlacesAt(debug)}
 }
 
-// TestWaiting runs the server side of the holding suite (internal/testrig/holdtest)
+// TestWaiting runs the server side of the holding suite (test/rig/holdtest)
 // against the real server, durable, through the fault proxy.
 func TestWaiting(t *testing.T) {
 	t.Parallel()

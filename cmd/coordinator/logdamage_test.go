@@ -18,14 +18,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lease-fence/lease-fence/internal/testrig/serverproc"
+	"github.com/lease-fence/lease-fence/test/rig/serverproc"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
-	"github.com/lease-fence/lease-fence/internal/testrig/syncio"
 	"github.com/lease-fence/lease-fence/service"
 	"github.com/lease-fence/lease-fence/service/pebblestore"
 	"github.com/lease-fence/lease-fence/service/wire"
+	"github.com/lease-fence/lease-fence/test/rig/syncio"
 )
 
 // TestLogDamageNeverReissuesFences: a coordinator is killed with SIGKILL

@@ -15,9 +15,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lease-fence/lease-fence/internal/testrig/syncio"
 	"github.com/lease-fence/lease-fence/service/client"
 	"github.com/lease-fence/lease-fence/service/wire"
+	"github.com/lease-fence/lease-fence/test/rig/syncio"
 )
 
 // server is one run of the coordinator on a free loopback port.

@@ -18,9 +18,9 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
-	"github.com/lease-fence/lease-fence/internal/testrig/syncio"
 	"github.com/lease-fence/lease-fence/service/client"
 	"github.com/lease-fence/lease-fence/service/wire"
+	"github.com/lease-fence/lease-fence/test/rig/syncio"
 )
 
 func newTestLogger(w io.Writer) *slog.Logger { return slog.New(slog.NewTextHandler(w, nil)) }

@@ -23,10 +23,10 @@ import (
 
 	"github.com/lease-fence/lease-fence/core/clock"
 	"github.com/lease-fence/lease-fence/core/lease"
-	"github.com/lease-fence/lease-fence/internal/testrig/syncio"
-	"github.com/lease-fence/lease-fence/internal/testrig/testpki"
 	"github.com/lease-fence/lease-fence/service/client"
 	"github.com/lease-fence/lease-fence/service/wire"
+	"github.com/lease-fence/lease-fence/test/rig/syncio"
+	"github.com/lease-fence/lease-fence/test/rig/testpki"
 )
 
 // The tests of the server on a network: tokens and scopes, the limits of a

@@ -23,14 +23,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lease-fence/lease-fence/internal/testrig/serverproc"
+	"github.com/lease-fence/lease-fence/test/rig/serverproc"
 
 	"github.com/lease-fence/lease-fence/core/clock"
 	"github.com/lease-fence/lease-fence/core/lease"
-	"github.com/lease-fence/lease-fence/internal/testrig/holdtest"
-	"github.com/lease-fence/lease-fence/internal/testrig/syncio"
 	"github.com/lease-fence/lease-fence/service/client"
 	"github.com/lease-fence/lease-fence/service/wire"
+	"github.com/lease-fence/lease-fence/test/rig/holdtest"
+	"github.com/lease-fence/lease-fence/test/rig/syncio"
 )
 
 // The tests in this file run the coordinator as a child process: the test

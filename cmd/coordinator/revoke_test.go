@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/lease-fence/lease-fence/core/lease"
-	"github.com/lease-fence/lease-fence/internal/testrig/syncio"
 	"github.com/lease-fence/lease-fence/service/wire"
+	"github.com/lease-fence/lease-fence/test/rig/syncio"
 )
 
 // TestRevokeNeedsAnAdminToken: with -auth, a revoke is refused (403,

@@ -14,10 +14,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lease-fence/lease-fence/internal/testrig/syncio"
-	"github.com/lease-fence/lease-fence/internal/testrig/testpki"
 	"github.com/lease-fence/lease-fence/service/client"
 	"github.com/lease-fence/lease-fence/service/wire"
+	"github.com/lease-fence/lease-fence/test/rig/syncio"
+	"github.com/lease-fence/lease-fence/test/rig/testpki"
 )
 
 func tlsClient(t *testing.T, url, holder, tok string, cfg *tls.Config) *client.Client {

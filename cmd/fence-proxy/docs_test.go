@@ -13,7 +13,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lease-fence/lease-fence/internal/testrig/docsession"
+	"github.com/lease-fence/lease-fence/test/rig/docsession"
 )
 
 // curlTimedOut is curl's exit status when --max-time ends it (the session

@@ -19,7 +19,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lease-fence/lease-fence/internal/testrig/syncio"
+	"github.com/lease-fence/lease-fence/test/rig/syncio"
 )
 
 // server is run() in a goroutine of the test.

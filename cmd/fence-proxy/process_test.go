@@ -21,7 +21,7 @@ import (
 
 	"github.com/lease-fence/lease-fence/core/fence"
 	"github.com/lease-fence/lease-fence/gates/httpfence"
-	"github.com/lease-fence/lease-fence/internal/testrig/syncio"
+	"github.com/lease-fence/lease-fence/test/rig/syncio"
 )
 
 // The tests in this file run the proxy, the upstream API and the agents as

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lease-fence/lease-fence/internal/testrig/docsession"
+	"github.com/lease-fence/lease-fence/test/rig/docsession"
 )
 
 // The session of docs/cli.md, run as written in one bash against a fresh

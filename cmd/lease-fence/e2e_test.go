@@ -21,13 +21,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lease-fence/lease-fence/internal/testrig/serverproc"
+	"github.com/lease-fence/lease-fence/test/rig/serverproc"
 
 	"github.com/lease-fence/lease-fence/core/clock"
 	"github.com/lease-fence/lease-fence/core/lease"
 	"github.com/lease-fence/lease-fence/gates/httpfence"
-	"github.com/lease-fence/lease-fence/internal/testrig/syncio"
 	"github.com/lease-fence/lease-fence/service/client"
+	"github.com/lease-fence/lease-fence/test/rig/syncio"
 )
 
 // The tests in this file run the real programs: lease-fence (built once,

@@ -16,9 +16,9 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/lease-fence/lease-fence/internal/testrig/testpki"
 	"github.com/lease-fence/lease-fence/service/client"
 	"github.com/lease-fence/lease-fence/service/wire"
+	"github.com/lease-fence/lease-fence/test/rig/testpki"
 )
 
 // ndjson parses each line of out as a T.

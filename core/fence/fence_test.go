@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/lease-fence/lease-fence/core/fence"
-	"github.com/lease-fence/lease-fence/internal/testrig/cputime"
+	"github.com/lease-fence/lease-fence/internal/cputime"
 )
 
 func newGate(t testing.TB, resource string, floor uint64) *fence.Gate {

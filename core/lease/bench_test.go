@@ -9,7 +9,7 @@ import (
 	"github.com/lease-fence/lease-fence/core/clock"
 	"github.com/lease-fence/lease-fence/core/fence"
 	"github.com/lease-fence/lease-fence/core/lease"
-	"github.com/lease-fence/lease-fence/internal/testrig/cputime"
+	"github.com/lease-fence/lease-fence/internal/cputime"
 )
 
 // mapBaseline is the least a lock service can do: a map of resource to

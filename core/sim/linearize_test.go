@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lease-fence/lease-fence/internal/testrig/repodir"
+	"github.com/lease-fence/lease-fence/test/rig/repodir"
 
 	"github.com/anishathalye/porcupine"
 

@@ -20,7 +20,7 @@ import (
 	"github.com/lease-fence/lease-fence/core/fence"
 	"github.com/lease-fence/lease-fence/gates/httpfence"
 	"github.com/lease-fence/lease-fence/gates/sqlfence"
-	"github.com/lease-fence/lease-fence/internal/testrig/docsession"
+	"github.com/lease-fence/lease-fence/test/rig/docsession"
 )
 
 // Two agents write to a deploy API through the gate. agent-a's lease ran out

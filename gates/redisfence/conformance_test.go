@@ -14,7 +14,7 @@ import (
 	"github.com/lease-fence/lease-fence/core/fence"
 	"github.com/lease-fence/lease-fence/gates/gatetest"
 	"github.com/lease-fence/lease-fence/gates/redisfence"
-	"github.com/lease-fence/lease-fence/internal/testrig/redistest"
+	"github.com/lease-fence/lease-fence/test/rig/redistest"
 )
 
 // conformGate adapts a Store to the conformance suite: the suite's values

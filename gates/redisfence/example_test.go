@@ -12,7 +12,7 @@ import (
 
 	"github.com/lease-fence/lease-fence/core/fence"
 	"github.com/lease-fence/lease-fence/gates/redisfence"
-	"github.com/lease-fence/lease-fence/internal/testrig/docsession"
+	"github.com/lease-fence/lease-fence/test/rig/docsession"
 )
 
 // A newer holder's write lands; the stalled holder's is refused by Redis and

@@ -13,8 +13,8 @@ import (
 
 	"github.com/lease-fence/lease-fence/gates/gatetest"
 	"github.com/lease-fence/lease-fence/gates/redisfence"
-	"github.com/lease-fence/lease-fence/internal/testrig/redistest"
-	"github.com/lease-fence/lease-fence/internal/testrig/rigproc"
+	"github.com/lease-fence/lease-fence/test/rig/redistest"
+	"github.com/lease-fence/lease-fence/test/rig/rigproc"
 )
 
 // srv is the redis-server every test in this package shares; each test

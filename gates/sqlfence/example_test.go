@@ -13,7 +13,7 @@ import (
 
 	"github.com/lease-fence/lease-fence/core/fence"
 	"github.com/lease-fence/lease-fence/gates/sqlfence"
-	"github.com/lease-fence/lease-fence/internal/testrig/docsession"
+	"github.com/lease-fence/lease-fence/test/rig/docsession"
 )
 
 // The fence checked by the database: agent-b's write (fence 2) commits,

@@ -13,7 +13,7 @@ import (
 
 	"github.com/lease-fence/lease-fence/core/fence"
 	"github.com/lease-fence/lease-fence/gates/sqlfence"
-	"github.com/lease-fence/lease-fence/internal/testrig/pgtest"
+	"github.com/lease-fence/lease-fence/test/rig/pgtest"
 )
 
 // threeStatements is how a commit checked and raised the floor before it

@@ -11,7 +11,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/lease-fence/lease-fence/internal/testrig/pgtest"
+	"github.com/lease-fence/lease-fence/test/rig/pgtest"
 )
 
 // cutProxy forwards TCP connections to PostgreSQL. Armed, it cuts the

@@ -18,8 +18,8 @@ import (
 	"github.com/lease-fence/lease-fence/core/fence"
 	"github.com/lease-fence/lease-fence/gates/gatetest"
 	"github.com/lease-fence/lease-fence/gates/sqlfence"
-	"github.com/lease-fence/lease-fence/internal/testrig/pgtest"
-	"github.com/lease-fence/lease-fence/internal/testrig/rigproc"
+	"github.com/lease-fence/lease-fence/test/rig/pgtest"
+	"github.com/lease-fence/lease-fence/test/rig/rigproc"
 )
 
 // pg is the PostgreSQL server every test in this package shares; each test

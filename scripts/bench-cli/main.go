@@ -35,7 +35,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/lease-fence/lease-fence/internal/testrig/benchkit"
+	"github.com/lease-fence/lease-fence/internal/benchkit"
 )
 
 const markEnv = "BENCH_CLI_MARK"

@@ -46,12 +46,12 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/lease-fence/lease-fence/core/clock"
-	"github.com/lease-fence/lease-fence/internal/testrig/benchkit"
-	"github.com/lease-fence/lease-fence/internal/testrig/cputime"
-	"github.com/lease-fence/lease-fence/internal/testrig/pgtest"
-	"github.com/lease-fence/lease-fence/internal/testrig/syncio"
+	"github.com/lease-fence/lease-fence/internal/benchkit"
+	"github.com/lease-fence/lease-fence/internal/cputime"
 	"github.com/lease-fence/lease-fence/service/client"
 	"github.com/lease-fence/lease-fence/service/wire"
+	"github.com/lease-fence/lease-fence/test/rig/pgtest"
+	"github.com/lease-fence/lease-fence/test/rig/syncio"
 )
 
 func main() {

@@ -28,7 +28,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/lease-fence/lease-fence/internal/testrig/benchkit"
+	"github.com/lease-fence/lease-fence/internal/benchkit"
 )
 
 type memory = benchkit.Memory

@@ -2,7 +2,7 @@
 
 // Command bench-pg measures the coordinator over PostgreSQL (make bench-pg,
 // docs/service.md "Benchmarks"), against a PostgreSQL server it starts
-// with fsync and synchronous commits on (internal/testrig/pgtest, Durable):
+// with fsync and synchronous commits on (test/rig/pgtest, Durable):
 //
 //   - cycles: acquire + release cycles per second with 1 and 8 clients, each
 //     on its own resource, for
@@ -51,14 +51,14 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/lease-fence/lease-fence/internal/testrig/benchkit"
+	"github.com/lease-fence/lease-fence/internal/benchkit"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/lease-fence/lease-fence/internal/testrig/pgtest"
 	"github.com/lease-fence/lease-fence/service/client"
 	"github.com/lease-fence/lease-fence/service/pgstore"
+	"github.com/lease-fence/lease-fence/test/rig/pgtest"
 )
 
 var (

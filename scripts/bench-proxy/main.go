@@ -68,7 +68,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/lease-fence/lease-fence/internal/testrig/benchkit"
+	"github.com/lease-fence/lease-fence/internal/benchkit"
 
 	"github.com/lease-fence/lease-fence/core/fence"
 	"github.com/lease-fence/lease-fence/gates/httpfence"

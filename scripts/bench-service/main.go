@@ -38,10 +38,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/lease-fence/lease-fence/internal/testrig/benchkit"
-	"github.com/lease-fence/lease-fence/internal/testrig/cputime"
-	"github.com/lease-fence/lease-fence/internal/testrig/testpki"
+	"github.com/lease-fence/lease-fence/internal/benchkit"
+	"github.com/lease-fence/lease-fence/internal/cputime"
 	"github.com/lease-fence/lease-fence/service/client"
+	"github.com/lease-fence/lease-fence/test/rig/testpki"
 )
 
 func main() {

@@ -30,7 +30,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/lease-fence/lease-fence/internal/testrig/benchkit"
+	"github.com/lease-fence/lease-fence/internal/benchkit"
 	"github.com/lease-fence/lease-fence/service/client"
 	"github.com/lease-fence/lease-fence/service/wire"
 )

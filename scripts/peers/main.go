@@ -39,8 +39,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/lease-fence/lease-fence/internal/testrig/benchkit"
-	"github.com/lease-fence/lease-fence/internal/testrig/redistest"
+	"github.com/lease-fence/lease-fence/internal/benchkit"
+	"github.com/lease-fence/lease-fence/test/rig/redistest"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.etcd.io/etcd/server/v3/embed"

@@ -18,12 +18,12 @@ import (
 
 	"github.com/lease-fence/lease-fence/core/clock"
 	"github.com/lease-fence/lease-fence/core/lease"
-	"github.com/lease-fence/lease-fence/internal/testrig/faultproxy"
-	"github.com/lease-fence/lease-fence/internal/testrig/testpki"
 	"github.com/lease-fence/lease-fence/service"
 	"github.com/lease-fence/lease-fence/service/client"
 	"github.com/lease-fence/lease-fence/service/httpapi"
 	"github.com/lease-fence/lease-fence/service/wire"
+	"github.com/lease-fence/lease-fence/test/rig/faultproxy"
+	"github.com/lease-fence/lease-fence/test/rig/testpki"
 )
 
 // Issue #26's fail-fast items, as test/svcclient/failfast.test.mjs checks

@@ -16,10 +16,10 @@ import (
 	"github.com/lease-fence/lease-fence/core/clock"
 	"github.com/lease-fence/lease-fence/core/fence"
 	"github.com/lease-fence/lease-fence/core/lease"
-	"github.com/lease-fence/lease-fence/internal/testrig/docsession"
 	"github.com/lease-fence/lease-fence/service"
 	"github.com/lease-fence/lease-fence/service/client"
 	"github.com/lease-fence/lease-fence/service/httpapi"
+	"github.com/lease-fence/lease-fence/test/rig/docsession"
 )
 
 // The examples of holding, waiting, elections and inspecting; the blocks

@@ -14,8 +14,8 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
-	"github.com/lease-fence/lease-fence/internal/testrig/syncio"
 	"github.com/lease-fence/lease-fence/service"
+	"github.com/lease-fence/lease-fence/test/rig/syncio"
 )
 
 // tablesFS refuses to create tables (ENOSPC) while full is set: the

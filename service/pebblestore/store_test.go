@@ -29,8 +29,8 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/lease-fence/lease-fence/core/clock"
-	"github.com/lease-fence/lease-fence/internal/testrig/syncio"
 	"github.com/lease-fence/lease-fence/service"
+	"github.com/lease-fence/lease-fence/test/rig/syncio"
 )
 
 func entry(resource string, fence uint64, expiresAt float64) service.Entry {

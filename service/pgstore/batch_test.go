@@ -16,10 +16,10 @@ import (
 
 	"github.com/lease-fence/lease-fence/core/clock"
 	"github.com/lease-fence/lease-fence/core/lease"
-	"github.com/lease-fence/lease-fence/internal/testrig/pgtest"
 	"github.com/lease-fence/lease-fence/service/client"
 	"github.com/lease-fence/lease-fence/service/pgstore"
 	"github.com/lease-fence/lease-fence/service/wire"
+	"github.com/lease-fence/lease-fence/test/rig/pgtest"
 )
 
 // postRenewals sends ms as one batch to replica i and returns its results.

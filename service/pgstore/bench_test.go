@@ -18,11 +18,11 @@ import (
 
 	"github.com/lease-fence/lease-fence/core/clock"
 	"github.com/lease-fence/lease-fence/core/lease"
-	"github.com/lease-fence/lease-fence/internal/testrig/benchkit"
-	"github.com/lease-fence/lease-fence/internal/testrig/pgtest"
+	"github.com/lease-fence/lease-fence/internal/benchkit"
 	"github.com/lease-fence/lease-fence/service"
 	"github.com/lease-fence/lease-fence/service/pgstore"
 	"github.com/lease-fence/lease-fence/service/wire"
+	"github.com/lease-fence/lease-fence/test/rig/pgtest"
 )
 
 // BenchmarkCycle compares, in this process (no HTTP), an acquire + release

@@ -13,8 +13,8 @@ import (
 
 	"github.com/lease-fence/lease-fence/core/fence"
 	"github.com/lease-fence/lease-fence/gates/sqlfence"
-	"github.com/lease-fence/lease-fence/internal/testrig/pgtest"
 	"github.com/lease-fence/lease-fence/service/pgstore"
+	"github.com/lease-fence/lease-fence/test/rig/pgtest"
 )
 
 // gate opens the sqlfence tables "lease_fence" in the rig's schema, and a

@@ -20,9 +20,9 @@ import (
 	"github.com/lease-fence/lease-fence/core/clock"
 	"github.com/lease-fence/lease-fence/core/lease"
 	"github.com/lease-fence/lease-fence/core/sim"
-	"github.com/lease-fence/lease-fence/internal/testrig/wirehist"
 	"github.com/lease-fence/lease-fence/service/client"
 	"github.com/lease-fence/lease-fence/service/pgstore"
+	"github.com/lease-fence/lease-fence/test/rig/wirehist"
 )
 
 // timeline is the clock the replicas read: the database server's clock

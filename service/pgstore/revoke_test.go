@@ -10,9 +10,9 @@ import (
 
 	"github.com/lease-fence/lease-fence/core/fence"
 	"github.com/lease-fence/lease-fence/core/lease"
-	"github.com/lease-fence/lease-fence/internal/testrig/pgtest"
 	"github.com/lease-fence/lease-fence/service/pgstore"
 	"github.com/lease-fence/lease-fence/service/wire"
+	"github.com/lease-fence/lease-fence/test/rig/pgtest"
 )
 
 func revokeMsg(resource, holder string, f uint64) wire.Message {

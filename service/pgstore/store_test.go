@@ -12,10 +12,10 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/lease-fence/lease-fence/internal/testrig/pgtest"
 	"github.com/lease-fence/lease-fence/service"
 	"github.com/lease-fence/lease-fence/service/pgstore"
 	"github.com/lease-fence/lease-fence/service/wire"
+	"github.com/lease-fence/lease-fence/test/rig/pgtest"
 )
 
 // The lifecycle, with every call on another replica than the one before:

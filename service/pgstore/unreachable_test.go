@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lease-fence/lease-fence/internal/testrig/pgtest"
-	"github.com/lease-fence/lease-fence/internal/testrig/syncio"
 	"github.com/lease-fence/lease-fence/service/pgstore"
+	"github.com/lease-fence/lease-fence/test/rig/pgtest"
+	"github.com/lease-fence/lease-fence/test/rig/syncio"
 )
 
 // newResetProxy forwards loopback connections to target; the first cuts of

@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/lease-fence/lease-fence/core/lease"
-	"github.com/lease-fence/lease-fence/internal/testrig/pgtest"
 	"github.com/lease-fence/lease-fence/service/pgstore"
 	"github.com/lease-fence/lease-fence/service/wire"
+	"github.com/lease-fence/lease-fence/test/rig/pgtest"
 )
 
 // TestWaiterOnAnotherReplica: a waiting acquisition on one replica is

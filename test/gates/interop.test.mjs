@@ -1,4 +1,4 @@
-// A Go writer (internal/testrig/gatecli: gates/sqlfence, gates/redisfence) and a
+// A Go writer (test/rig/gatecli: gates/sqlfence, gates/redisfence) and a
 // JavaScript writer (lease-fence/sql, lease-fence/redis) on one database
 // share one floor and one rejections log: interleaved step by step, then
 // both writing at once.
@@ -25,9 +25,9 @@ after(async () => {
   assert.equal(await redisServer.stop(), 0);
 });
 
-// goWriter runs internal/testrig/gatecli on addr; call(request) answers one request.
+// goWriter runs test/rig/gatecli on addr; call(request) answers one request.
 function goWriter(addr) {
-  const proc = spawn(process.env.GO ?? 'go', ['run', './internal/testrig/gatecli', addr], { cwd: root, stdio: ['pipe', 'pipe', 'inherit'] });
+  const proc = spawn(process.env.GO ?? 'go', ['run', './test/rig/gatecli', addr], { cwd: root, stdio: ['pipe', 'pipe', 'inherit'] });
   const waiting = [];
   createInterface({ input: proc.stdout }).on('line', (l) => waiting.shift()(JSON.parse(l)));
   closers.push(() => new Promise((resolve) => { proc.once('exit', resolve); proc.stdin.end(); }));

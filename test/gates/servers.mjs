@@ -1,5 +1,5 @@
 // Real servers for the node suites, started by the Go helpers the Go tests
-// use (go run ./internal/testrig/pgtest/pgserver, ./internal/testrig/redistest/redisserver):
+// use (go run ./test/rig/pgtest/pgserver, ./test/rig/redistest/redisserver):
 // temporary directories, 127.0.0.1 on free ports, stopped when stop() closes
 // their standard input (or when this process dies: their watchdogs see it).
 import { spawn } from 'node:child_process';
@@ -33,8 +33,8 @@ async function start(pkg, hint, args = []) {
   };
 }
 
-export const startPostgres = () => start('./internal/testrig/pgtest/pgserver', 'is PostgreSQL installed? scripts/setup.sh');
-export const startRedis = () => start('./internal/testrig/redistest/redisserver', 'is redis-server installed? scripts/setup.sh');
+export const startPostgres = () => start('./test/rig/pgtest/pgserver', 'is PostgreSQL installed? scripts/setup.sh');
+export const startRedis = () => start('./test/rig/redistest/redisserver', 'is redis-server installed? scripts/setup.sh');
 /** A Redis Cluster of three masters; url is the nodes' URLs, comma-separated. */
 export const startRedisCluster = () => startRedisClusterOf(3);
-const startRedisClusterOf = (n) => start('./internal/testrig/redistest/redisserver', 'is redis-server installed? scripts/setup.sh', ['-cluster', String(n)]);
+const startRedisClusterOf = (n) => start('./test/rig/redistest/redisserver', 'is redis-server installed? scripts/setup.sh', ['-cluster', String(n)]);

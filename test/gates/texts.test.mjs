@@ -1,7 +1,7 @@
 // Go and JavaScript send the same bytes: the scripts lease-fence/redis runs
 // and the statements lease-fence/sql sends, recorded through a stand-in
 // client, are byte for byte the texts Go's gates/redisfence and
-// gates/sqlfence send for the same table (internal/testrig/gatecli -texts prints
+// gates/sqlfence send for the same table (test/rig/gatecli -texts prints
 // them). Both come from one source (gates/redisfence/*.lua,
 // gates/sqlfence/statements.sql; wasm/js/gate-texts.mjs is generated from
 // them), so a copy kept on either side that drifted fails here.
@@ -13,7 +13,7 @@ import { MAX_REJECTIONS_PAGE as SQL_MAX_REJECTIONS_PAGE, openSqlFence } from 'le
 import { root } from './servers.mjs';
 
 const TABLE = 't_js';
-const go = JSON.parse(execFileSync(process.env.GO ?? 'go', ['run', './internal/testrig/gatecli', '-texts', TABLE], { cwd: root, encoding: 'utf8' }));
+const go = JSON.parse(execFileSync(process.env.GO ?? 'go', ['run', './test/rig/gatecli', '-texts', TABLE], { cwd: root, encoding: 'utf8' }));
 
 test('lease-fence/redis runs the scripts gates/redisfence runs', async () => {
   const sent = [];

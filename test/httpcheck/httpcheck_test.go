@@ -23,11 +23,11 @@ import (
 	"github.com/lease-fence/lease-fence/core/clock"
 	"github.com/lease-fence/lease-fence/core/lease"
 	"github.com/lease-fence/lease-fence/core/sim"
-	"github.com/lease-fence/lease-fence/internal/testrig/wirehist"
 	"github.com/lease-fence/lease-fence/service"
 	"github.com/lease-fence/lease-fence/service/client"
 	"github.com/lease-fence/lease-fence/service/httpapi"
 	"github.com/lease-fence/lease-fence/service/pebblestore"
+	"github.com/lease-fence/lease-fence/test/rig/wirehist"
 )
 
 const ttl = 40 * time.Millisecond

@@ -1,6 +1,6 @@
 // LeaseServiceClient with several coordinators (options.baseURLs): two
 // native coordinators (COORDINATOR, out/bin/coordinator by default) over
-// one PostgreSQL database (-store; the server from internal/testrig/pgtest's
+// one PostgreSQL database (-store; the server from test/rig/pgtest's
 // pgserver, in a temporary directory on a free port). An attempt that gets
 // no answer or a 5xx moves the call to the next coordinator with the same
 // body, so a retried acquisition gets the grant it already got, answered

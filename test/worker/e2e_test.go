@@ -21,11 +21,11 @@ import (
 
 	"github.com/lease-fence/lease-fence/core/clock"
 	"github.com/lease-fence/lease-fence/core/lease"
-	"github.com/lease-fence/lease-fence/internal/testrig/holdtest"
-	"github.com/lease-fence/lease-fence/internal/testrig/syncio"
-	"github.com/lease-fence/lease-fence/internal/testrig/wranglerdev"
 	"github.com/lease-fence/lease-fence/service/client"
 	"github.com/lease-fence/lease-fence/service/wire"
+	"github.com/lease-fence/lease-fence/test/rig/holdtest"
+	"github.com/lease-fence/lease-fence/test/rig/syncio"
+	"github.com/lease-fence/lease-fence/test/rig/wranglerdev"
 )
 
 // The runtime is started once for the whole run (it takes seconds), with its

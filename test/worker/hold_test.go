@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lease-fence/lease-fence/internal/testrig/faultproxy"
-	"github.com/lease-fence/lease-fence/internal/testrig/holdtest"
-	"github.com/lease-fence/lease-fence/internal/testrig/syncio"
+	"github.com/lease-fence/lease-fence/test/rig/faultproxy"
+	"github.com/lease-fence/lease-fence/test/rig/holdtest"
+	"github.com/lease-fence/lease-fence/test/rig/syncio"
 )
 
 // holdTTL is the lease length of the second runtime, which the holding

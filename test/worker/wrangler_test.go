@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/lease-fence/lease-fence/internal/child"
-	"github.com/lease-fence/lease-fence/internal/testrig/syncio"
-	"github.com/lease-fence/lease-fence/internal/testrig/wranglerdev"
+	"github.com/lease-fence/lease-fence/test/rig/syncio"
+	"github.com/lease-fence/lease-fence/test/rig/wranglerdev"
 )
 
 // directClient sends the tests' raw calls to a runtime's own URL, and

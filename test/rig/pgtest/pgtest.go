@@ -22,7 +22,7 @@ import (
 	"sync/atomic"
 	"syscall"
 
-	"github.com/lease-fence/lease-fence/internal/testrig/rigproc"
+	"github.com/lease-fence/lease-fence/test/rig/rigproc"
 )
 
 // Server is a running PostgreSQL server.

@@ -11,7 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/lease-fence/lease-fence/internal/testrig/pgtest"
+	"github.com/lease-fence/lease-fence/test/rig/pgtest"
 )
 
 func count(t *testing.T, dsn string) int {

@@ -27,8 +27,8 @@ import (
 	"github.com/lease-fence/lease-fence/core/clock"
 	"github.com/lease-fence/lease-fence/core/fence"
 	"github.com/lease-fence/lease-fence/core/lease"
-	"github.com/lease-fence/lease-fence/internal/testrig/faultproxy"
 	"github.com/lease-fence/lease-fence/service/client"
+	"github.com/lease-fence/lease-fence/test/rig/faultproxy"
 )
 
 // realClient is a client.Client of holder id on real clocks, through the

@@ -7,7 +7,7 @@ import (
 
 	"github.com/prometheus/procfs"
 
-	"github.com/lease-fence/lease-fence/internal/testrig/pgtest"
+	"github.com/lease-fence/lease-fence/test/rig/pgtest"
 )
 
 // PGCPU is the CPU time of pg's processes: the postmaster with the

@@ -23,7 +23,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/lease-fence/lease-fence/internal/testrig/rigproc"
+	"github.com/lease-fence/lease-fence/test/rig/rigproc"
 )
 
 // Server is a redis-server this process started.

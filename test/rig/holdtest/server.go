@@ -24,9 +24,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lease-fence/lease-fence/internal/testrig/faultproxy"
 	"github.com/lease-fence/lease-fence/service/client"
 	"github.com/lease-fence/lease-fence/service/wire"
+	"github.com/lease-fence/lease-fence/test/rig/faultproxy"
 )
 
 // Target is a coordinator under test.

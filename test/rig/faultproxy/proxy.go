@@ -21,7 +21,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/lease-fence/lease-fence/internal/testrig/wranglerdev"
+	"github.com/lease-fence/lease-fence/test/rig/wranglerdev"
 )
 
 // Call is one request the proxy received.

@@ -1,6 +1,6 @@
 //go:build !js
 
-// Command redisserver starts a throwaway redis-server (internal/testrig/redistest),
+// Command redisserver starts a throwaway redis-server (test/rig/redistest),
 // or with -cluster N a Redis Cluster of N masters, prints its redis:// URL
 // (for a cluster, the nodes' URLs separated by commas) on one line, and
 // then reads commands from its
@@ -16,8 +16,8 @@ import (
 	"os"
 	"strings"
 
-	"github.com/lease-fence/lease-fence/internal/testrig/redistest"
-	"github.com/lease-fence/lease-fence/internal/testrig/rigproc"
+	"github.com/lease-fence/lease-fence/test/rig/redistest"
+	"github.com/lease-fence/lease-fence/test/rig/rigproc"
 )
 
 func main() {

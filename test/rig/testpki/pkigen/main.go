@@ -10,7 +10,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/lease-fence/lease-fence/internal/testrig/testpki"
+	"github.com/lease-fence/lease-fence/test/rig/testpki"
 )
 
 func main() {

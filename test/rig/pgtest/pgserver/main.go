@@ -1,6 +1,6 @@
 //go:build !js
 
-// Command pgserver starts a throwaway PostgreSQL server (internal/testrig/pgtest),
+// Command pgserver starts a throwaway PostgreSQL server (test/rig/pgtest),
 // with fsync and synchronous commits when given -durable (benchmarks),
 // prints its postgres:// URL on one line, then reads commands from its
 // standard input, one a line: "restart" stops the server as a crash would
@@ -16,8 +16,8 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/lease-fence/lease-fence/internal/testrig/pgtest"
-	"github.com/lease-fence/lease-fence/internal/testrig/rigproc"
+	"github.com/lease-fence/lease-fence/test/rig/pgtest"
+	"github.com/lease-fence/lease-fence/test/rig/rigproc"
 )
 
 func main() {

@@ -15,7 +15,7 @@ import (
 
 	"github.com/prometheus/procfs"
 
-	"github.com/lease-fence/lease-fence/internal/testrig/rigproc"
+	"github.com/lease-fence/lease-fence/test/rig/rigproc"
 )
 
 // StartStandby makes a streaming standby of s on this machine: a base
