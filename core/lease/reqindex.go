@@ -16,12 +16,7 @@ type reqIndex struct {
 	count int
 }
 
-func (x *reqIndex) tag(id string) uint32 {
-	if v := uint32(maphash.String(x.seed, id)); v != 0 {
-		return v
-	}
-	return 1
-}
+func (x *reqIndex) tag(id string) uint32 { return tagOf(x.seed, id) }
 
 // find returns the record of id, whose tag is tag, or nil and the slot where
 // it would go (-1 if the index has no slots yet).
@@ -48,21 +43,11 @@ func (x *reqIndex) insert(r *reqRecord, tag uint32, at int) {
 		at = -1
 	}
 	if at < 0 {
-		at = x.empty(tag)
+		at = emptySlot(x.tags, tag)
 	}
 	x.tags[at], x.recs[at] = tag, r
 	r.tag = tag
 	x.count++
-}
-
-// empty returns the first empty slot of tag's probe run.
-func (x *reqIndex) empty(tag uint32) int {
-	mask := uint32(len(x.tags) - 1)
-	i := tag & mask
-	for x.tags[i] != 0 {
-		i = (i + 1) & mask
-	}
-	return int(i)
 }
 
 // remove deletes r, which is in the index. The entries after it in its
@@ -83,7 +68,7 @@ func (x *reqIndex) resize(n int) {
 	x.tags, x.recs = make([]uint32, n), make([]*reqRecord, n)
 	for i, v := range tags {
 		if v != 0 {
-			j := x.empty(v)
+			j := emptySlot(x.tags, v)
 			x.tags[j], x.recs[j] = v, recs[i]
 		}
 	}

@@ -58,8 +58,12 @@ type ref struct {
 	i  int
 }
 
-func (t *leaseTable) tag(resource string) uint32 {
-	if v := uint32(maphash.String(t.seed, resource)); v != 0 {
+func (t *leaseTable) tag(resource string) uint32 { return tagOf(t.seed, resource) }
+
+// tagOf is the tag of s: the low 32 bits of its hash, never 0 (0 marks an
+// empty slot).
+func tagOf(seed maphash.Seed, s string) uint32 {
+	if v := uint32(maphash.String(seed, s)); v != 0 {
 		return v
 	}
 	return 1
@@ -111,7 +115,7 @@ func (t *leaseTable) insert(at ref, tag uint32) *held {
 	}
 	i := at.i
 	if at.st == nil {
-		i = st.empty(tag)
+		i = emptySlot(st.tags, tag)
 	}
 	st.tags[i] = tag
 	st.count++
@@ -155,7 +159,7 @@ func (t *leaseTable) split(st *subTable) bool {
 			if v&bit != 0 {
 				to = hi
 			}
-			j := to.empty(v)
+			j := emptySlot(to.tags, v)
 			to.tags[j], to.recs[j] = v, st.recs[i]
 			to.count++
 		}
@@ -180,11 +184,11 @@ func (t *leaseTable) split(st *subTable) bool {
 	return true
 }
 
-// empty returns the first empty slot of tag's probe run.
-func (st *subTable) empty(tag uint32) int {
-	mask := uint32(len(st.tags) - 1)
+// emptySlot returns the first empty slot of tag's probe run in tags.
+func emptySlot(tags []uint32, tag uint32) int {
+	mask := uint32(len(tags) - 1)
 	i := tag & mask
-	for st.tags[i] != 0 {
+	for tags[i] != 0 {
 		i = (i + 1) & mask
 	}
 	return int(i)
@@ -237,7 +241,7 @@ func (st *subTable) resize(n int) {
 	st.tags, st.recs = make([]uint32, n), make([]held, n)
 	for i, v := range tags {
 		if v != 0 {
-			j := st.empty(v)
+			j := emptySlot(st.tags, v)
 			st.tags[j], st.recs[j] = v, recs[i]
 		}
 	}
