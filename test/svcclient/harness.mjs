@@ -117,7 +117,8 @@ export function stopAll() {
  *   { rewrite: (json) => json }   forward a changed body
  *   { before: async () => {} }    run this, then forward
  * A client that goes away before its answer ends the forwarded call too, so
- * the coordinator sees a waiting client leave. hooks.onBody(text, answer)
+ * the coordinator sees a waiting client leave. hooks.reply(json), if given,
+ * changes every 200 answer the coordinator gives. hooks.onBody(text, answer)
  * sees every body in each direction; hooks.onPark(entry) is called when a
  * request is parked for good (hold, or holdReply once the coordinator
  * answered). proxy.seen lists every request; proxy.on(path) those to one path.
@@ -189,6 +190,7 @@ export async function startProxy(target, hooks = {}) {
       hooks.onPark?.(entry);
       return;
     }
+    if (hooks.reply && status === 200) text = JSON.stringify(hooks.reply(JSON.parse(text)));
     res.writeHead(status, { 'content-type': 'application/json' });
     res.end(text);
   });
