@@ -10,6 +10,21 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# install_unstarted installs Debian package $1 without starting its service:
+# a policy-rc.d that refuses every start stands while apt-get runs, unless
+# the machine already has one.
+install_unstarted() {
+  local policy_added=
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d
+    chmod 755 /usr/sbin/policy-rc.d
+    policy_added=1
+  fi
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$1" >/dev/null
+  [ -z "$policy_added" ] || rm -f /usr/sbin/policy-rc.d
+}
+
 lock_sum=$(sha256sum package-lock.json | cut -d' ' -f1)
 if [ ! -f node_modules/.lock-sum ] || [ "$(cat node_modules/.lock-sum)" != "$lock_sum" ]; then
   echo "setup: npm ci"
@@ -38,15 +53,7 @@ if ! compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null; then
   echo "setup: apt-get install postgresql (no cluster created, no service started)"
   mkdir -p /etc/postgresql-common/createcluster.d
   echo 'create_main_cluster = false' > /etc/postgresql-common/createcluster.d/lease-fence.conf
-  policy_added=
-  if [ ! -e /usr/sbin/policy-rc.d ]; then
-    printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d
-    chmod 755 /usr/sbin/policy-rc.d
-    policy_added=1
-  fi
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
-  [ -z "$policy_added" ] || rm -f /usr/sbin/policy-rc.d
+  install_unstarted postgresql
 fi
 
 if ! command -v redis-server >/dev/null; then
@@ -55,13 +62,5 @@ if ! command -v redis-server >/dev/null; then
     exit 1
   fi
   echo "setup: apt-get install redis-server (its service not started)"
-  policy_added=
-  if [ ! -e /usr/sbin/policy-rc.d ]; then
-    printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d
-    chmod 755 /usr/sbin/policy-rc.d
-    policy_added=1
-  fi
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null
-  [ -z "$policy_added" ] || rm -f /usr/sbin/policy-rc.d
+  install_unstarted redis-server
 fi
