@@ -305,10 +305,10 @@ func TestStatusesRetriedOrFinal(t *testing.T) {
 func TestRenewalOutlivesALostReply(t *testing.T) {
 	t.Parallel()
 	px := startProxy(t, serveCoordinator(t, 2*time.Second))
-	// The fault is armed once Hold has returned: an acquisition slower than
-	// a third of the TTL (a loaded machine) makes Hold renew at once, with
-	// no hedge (its deadline is not the hold's yet), and a held reply there
-	// failed Hold itself. Only renewals after arming are counted.
+	// The fault is armed once Hold has returned: an acquisition that took
+	// the lease's whole time (a loaded machine) makes Hold renew at once
+	// with no loss to hedge on (Client.Hold), and a held reply there would
+	// fail Hold itself. Only renewals after arming are counted.
 	var armed atomic.Bool
 	var mu sync.Mutex
 	var bodies []string
@@ -612,5 +612,164 @@ func TestRenewalOutlivesALostReplyManualClock(t *testing.T) {
 	}
 	if err := h.Release(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestFirstRenewalAfterASlowAcquisitionIsHedged: the first renewal's reply
+// is lost after a slow acquisition: the lease is kept. On the holder's
+// manual clock, TTL 1 s, skew 20 ms: the acquisition, sent at 5000, is
+// answered at 5400, past its first renewal (5333.33), 530 ms before its
+// loss (5930, 50 ms before the deadline anchored at its send). Hold renews
+// at once, as the hold renews: hedged on that loss, so the renewal's first
+// attempt, never answered, gets a hedge at half of the 530 ms (5665), not
+// after AttemptTimeout (an hour here); the hedge, the same body, is
+// answered, and Hold returns the lease anchored at the renewal's send.
+func TestFirstRenewalAfterASlowAcquisitionIsHedged(t *testing.T) {
+	px := startProxy(t, serveCoordinator(t, time.Second))
+	agent, err := clock.NewManual("agent-a", clock.ManualOptions{Start: 5000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var renewals atomic.Int32
+	px.SetPolicy(func(call *faultproxy.Call) faultproxy.Action {
+		switch {
+		case call.Path == "/v1/acquire":
+			return faultproxy.Action{Before: func() { _ = agent.Advance(400) }}
+		case call.Path == "/v1/renew" && renewals.Add(1) == 1:
+			return faultproxy.Action{HoldReply: true}
+		}
+		return faultproxy.Action{}
+	})
+	c := newClient(t, client.Config{BaseURL: px.URL, Lease: leaseClient(t, "agent-a", agent), AttemptTimeout: time.Hour,
+		Backoff: func(int) time.Duration { return 0 }, AfterFunc: agent.AfterFunc})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel() // a Hold left waiting when the test fails
+	type held struct {
+		h   *client.Held
+		err error
+	}
+	got := make(chan held, 1)
+	go func() {
+		h, err := c.Hold(ctx, "r", client.HoldOptions{})
+		got <- held{h, err}
+	}()
+	near := func(got clock.Instant, want float64) bool {
+		return got.Millis >= want-0.001 && got.Millis <= want+0.001
+	}
+	// The renewal's first attempt parked at the proxy, and two timers on
+	// the holder's clock: the hedge of the attempt and the loss.
+	wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
+	defer wcancel()
+	if !px.Wait(wctx, func([]*faultproxy.Call) bool {
+		a, p := px.InFlight()
+		return renewals.Load() == 1 && a == 1 && p == 1 && agent.Timers() == 2
+	}) {
+		a, p := px.InFlight()
+		t.Fatalf("at %v: %d renewals sent, %d requests at the proxy, %d parked, %d timers of the holder (want the renewal's hedge and the loss)",
+			agent.Peek(), renewals.Load(), a, p, agent.Timers())
+	}
+	hedge, ok := agent.NextTimer()
+	if !ok || !near(hedge, 5400+(5930-5400)/2.0) {
+		t.Fatalf("the attempt's hedge at %v, want 5665", hedge)
+	}
+	if err := agent.Set(hedge.Millis); err != nil {
+		t.Fatal(err)
+	}
+	var r held
+	select {
+	case r = <-got:
+	case <-wctx.Done():
+		t.Fatal("Hold did not return after the hedge")
+	}
+	if r.err != nil {
+		t.Fatalf("Hold: %v", r.err)
+	}
+	h := r.h
+	var bodies []string
+	for _, call := range px.Calls() {
+		if call.Path == "/v1/renew" {
+			bodies = append(bodies, string(call.Body))
+		}
+	}
+	if len(bodies) != 2 || bodies[0] != bodies[1] {
+		t.Fatalf("renewals sent: %q", bodies)
+	}
+	if !near(h.Lease().Anchor(), 5400) || !near(h.Lease().Deadline(), 6380) || h.Renewals() != 1 || h.Context().Err() != nil {
+		t.Fatalf("Hold returned %v anchored at %v, %d renewals, %v", h.Lease(), h.Lease().Anchor(), h.Renewals(), context.Cause(h.Context()))
+	}
+	if next, ok := agent.NextTimer(); !ok || !near(next, 5400+1000.0/3) {
+		t.Fatalf("the next renewal at %v, want a third of the TTL after 5400", next)
+	}
+	if st, err := c.Inspect(ctx, "r"); err != nil || !st.Held || st.Fence != h.Token().Fence {
+		t.Fatalf("the coordinator has %+v (%v), the hold %v", st, err, h.Token())
+	}
+	if err := h.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSlowAcquisitionUnrenewedFailsHoldAtTheLoss: as
+// TestFirstRenewalAfterASlowAcquisitionIsHedged, but no attempt of the
+// renewal is ever answered: Hold fails at the loss of the lease the
+// acquisition made (5930, 930 ms after its send), not after AttemptTimeout,
+// with a *client.LostError, and the hold releases the lease.
+func TestSlowAcquisitionUnrenewedFailsHoldAtTheLoss(t *testing.T) {
+	px := startProxy(t, serveCoordinator(t, time.Second))
+	agent, err := clock.NewManual("agent-a", clock.ManualOptions{Start: 5000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	px.SetPolicy(func(call *faultproxy.Call) faultproxy.Action {
+		switch call.Path {
+		case "/v1/acquire":
+			return faultproxy.Action{Before: func() { _ = agent.Advance(400) }}
+		case "/v1/renew":
+			return faultproxy.Action{HoldReply: true}
+		}
+		return faultproxy.Action{}
+	})
+	c := newClient(t, client.Config{BaseURL: px.URL, Lease: leaseClient(t, "agent-a", agent), AttemptTimeout: time.Hour,
+		Backoff: func(int) time.Duration { return 0 }, AfterFunc: agent.AfterFunc})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel() // a Hold left waiting when the test fails
+	got := make(chan error, 1)
+	go func() {
+		_, err := c.Hold(ctx, "r", client.HoldOptions{})
+		got <- err
+	}()
+	wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
+	defer wcancel()
+	if !px.Wait(wctx, func(calls []*faultproxy.Call) bool {
+		a, p := px.InFlight()
+		return len(calls) == 2 && a == 1 && p == 1 && agent.Timers() == 2
+	}) {
+		t.Fatalf("at %v: %d timers of the holder, want the renewal's hedge and the loss", agent.Peek(), agent.Timers())
+	}
+	// Past the hedge (5665), to the loss.
+	if err := agent.Set(5930); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err = <-got:
+	case <-wctx.Done():
+		t.Fatal("Hold did not return at the loss")
+	}
+	var lost *client.LostError
+	near := func(d, want time.Duration) bool { return d >= want-time.Microsecond && d <= want+time.Microsecond }
+	if !errors.As(err, &lost) || lost.Refused || !near(lost.SinceSent, 930*time.Millisecond) || !near(lost.Left, 50*time.Millisecond) {
+		t.Fatalf("Hold: %v", err)
+	}
+	if !px.Wait(wctx, func(calls []*faultproxy.Call) bool {
+		for _, call := range calls {
+			if call.Path == "/v1/release" && call.Status == http.StatusOK {
+				return true
+			}
+		}
+		return false
+	}) {
+		t.Fatal("the lease was not released")
+	}
+	if st, err := c.Inspect(ctx, "r"); err != nil || st.Held {
+		t.Fatalf("the coordinator has %+v (%v)", st, err)
 	}
 }

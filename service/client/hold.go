@@ -183,18 +183,24 @@ type Held struct {
 	done     bool   // the context ended
 	released bool   // Release ended it
 	renewals int
-	failure  error // the last renewal's failure since the last success
-	ownErr   error // the failure of the release finish sent, if it sent one
+	first    chan struct{} // closed at the first renewal's success, if Hold waits for it
+	failure  error         // the last renewal's failure since the last success
+	ownErr   error         // the failure of the release finish sent, if it sent one
 }
 
 // Hold acquires resource, waiting for it as opts.Wait says, and keeps the
 // lease alive until Release, a loss, or the end of ctx (which then also
 // releases it). ctx bounds the wait and, after it, the hold.
 //
-// A grant that waited is anchored, like any grant, at the send instant of
-// the acquisition; if its deadline passed during the wait (or its first
-// renewal was already due), Hold renews it before returning, so the lease
-// it returns has its full time ahead.
+// A grant (one that waited, or a slow answer) is anchored, like any grant,
+// at the send instant of the acquisition. If its first renewal was already
+// due when it came, Hold renews it before returning, so the lease it
+// returns has its full time ahead: as the hold renews, hedged on the loss
+// of the lease the acquisition made and tried again sooner if it fails
+// (see Held), the lease lost (and released) if none succeeds before that
+// loss. If the wait ate that lease's whole time by the holder's clock (it
+// may still be live at the coordinator, which counts from the grant), the
+// renewal is a plain Renew, with no loss to hedge on.
 func (c *Client) Hold(ctx context.Context, resource string, opts HoldOptions) (*Held, error) {
 	if opts.Wait < 0 || opts.RenewEvery < 0 {
 		return nil, errors.New("client: HoldOptions.Wait and RenewEvery must not be negative")
@@ -249,8 +255,12 @@ func (c *Client) hold(ctx context.Context, resource string, opts HoldOptions) (*
 	if err != nil {
 		return nil, err
 	}
-	if due, _ := k.NextRenewal().Since(now); due <= 0 {
-		// The wait ate the lease's time: renew it now, anchored here.
+	due, _ := k.NextRenewal().Since(now)
+	left, _ := k.Deadline().AddMillis(-clock.Millis(margin)).Since(now)
+	if due <= 0 && left < deadlineSlack {
+		// The wait ate the whole lease, by the holder's clock (it may
+		// still be live at the coordinator, which counts from the
+		// grant): renew it now, anchored here.
 		l2, err := c.Renew(ctx, l)
 		if err != nil {
 			c.releaseAfter(l)
@@ -263,12 +273,42 @@ func (c *Client) hold(ctx context.Context, resource string, opts HoldOptions) (*
 	}
 	h := &Held{c: c, k: k, margin: clock.Millis(margin), every: clock.Millis(every), secret: l.secret, finished: make(chan struct{})}
 	h.ctx, h.cancel = context.WithCancelCause(ctx)
+	var first chan struct{}
+	if due <= 0 && left >= deadlineSlack {
+		first = make(chan struct{})
+		h.first = first
+	}
 	h.mu.Lock()
 	h.armLocked()
 	h.mu.Unlock()
 	c.holds.add(h)
 	context.AfterFunc(h.ctx, h.finish)
-	return h, nil
+	if first == nil {
+		return h, nil
+	}
+	// The acquisition took its first renewal's time: the hold renews
+	// now, as any of its renewals, hedged on the loss of the lease
+	// anchored at the acquisition's send and tried again sooner if it
+	// fails, and Hold returns once one succeeded, so the lease it returns
+	// has its time ahead. A loss ends the hold, which releases the lease.
+	c.renewDue(h)
+	select {
+	case <-first:
+	case <-h.ctx.Done():
+	}
+	if h.ctx.Err() == nil {
+		return h, nil
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	var lost *LostError
+	if errors.As(context.Cause(h.ctx), &lost) && lost.Refused {
+		// As a refused Renew: ErrExpired (also ErrLeaseRevoked if so),
+		// which a Hold that waits waits again after.
+		return nil, lost.Failure
+	}
+	return nil, context.Cause(h.ctx)
 }
 
 // acquireWaiting acquires resource, waiting up to wait in calls of at most
@@ -434,10 +474,11 @@ func (h *Held) loseLocked(now clock.Instant, refused bool, failure error) {
 func (h *Held) onRenewal() { h.c.renewDue(h) }
 
 // join puts the hold's renewal in a batch being made, unless it ended or
-// a renewal is in flight: the first (whose renewal fell due), or another
-// whose renewal is due within batchWindow of its interval at now (its
-// renewal timer is then stopped). leave makes the function that takes the
-// hold out of the batch (when it ends, or takes its answer).
+// a renewal is in flight: the first (whose renewal fell due, or which Hold
+// renews at once), or another whose renewal is due within batchWindow of
+// its interval at now; its renewal timer is then stopped. leave makes the
+// function that takes the hold out of the batch (when it ends, or takes
+// its answer).
 func (h *Held) join(first bool, now clock.Instant, nowOK bool, leave func(*member) func()) *member {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -451,9 +492,9 @@ func (h *Held) join(first bool, now clock.Instant, nowOK bool, leave func(*membe
 		if due, err := h.k.NextRenewal().Since(now); err != nil || due > h.every*batchWindow {
 			return nil
 		}
-		if h.renewT != nil {
-			h.renewT.Stop()
-		}
+	}
+	if h.renewT != nil {
+		h.renewT.Stop()
 	}
 	// The renewal ends with the batch's context, once every hold in it
 	// has ended or taken its answer; each hold's loss ends its own wait
@@ -493,6 +534,10 @@ func (h *Held) renewed(l2 *Lease, err error, lossAt clock.Instant) {
 		}
 		h.renewals++
 		h.failure = nil
+		if h.first != nil {
+			close(h.first)
+			h.first = nil
+		}
 	case errors.Is(err, ErrExpired):
 		h.k.Expire()
 		h.loseLocked(now, true, err)

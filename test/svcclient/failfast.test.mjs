@@ -231,15 +231,13 @@ describe('which answers are retried', () => {
 
 describe('holding (TTL 2 s)', () => {
   // On manual time, against the coordinator with the 30 s TTL: at TTL 2 s
-  // on real time a loaded machine lost the lease (an acquisition slower
-  // than a third of the TTL made the fault hit the renewal a hold makes at
-  // once, which has no hedge; a hedge answered later than the 617 ms left
-  // lost it; an acquisition answered seconds late was expired at the
-  // coordinator). The holder's clock moves only by firing its timers due
-  // before the loss, one at a time, while no call is in flight at the
-  // proxy: the calls take no time on it, however long they take. Without
-  // the hedge (or the retry after the drop) nothing before the loss
-  // answers the renewal, and the guard fails the test.
+  // on real time a loaded machine lost the lease (a hedge answered later
+  // than the 617 ms left lost it; an acquisition answered seconds late was
+  // expired at the coordinator). The holder's clock moves only by firing
+  // its timers due before the loss, one at a time, while no call is in
+  // flight at the proxy: the calls take no time on it, however long they
+  // take. Without the hedge (or the retry after the drop) nothing before
+  // the loss answers the renewal, and the guard fails the test.
   test('the first renewal\'s reply never comes: a hedge at half the time left keeps the lease', async () => {
     const px = longProxy;
     const inFlight = () => px.seen.some((e) => !e.parked && e.at === undefined && e.error === undefined);
@@ -273,6 +271,69 @@ describe('holding (TTL 2 s)', () => {
       assert.equal(held.token.fence, (await c.inspect(held.token.resource)).fence);
       await held.release();
     }
+    px.reset();
+  });
+
+  // An acquisition answered after its first renewal was due (here 12 s
+  // after its send at 1000: past the 10 s, a third of the TTL, and 17.75 s
+  // before the loss at 30,750, 250 ms before the deadline anchored at that
+  // send): hold renews at once, as the hold renews, hedged on that loss.
+  // The renewal's first attempt, never answered, gets its hedge at half the
+  // time left (21,875), not after attemptTimeoutMillis (60 s).
+  const SLOW = 12_000;
+  const slowHold = (name, renewPolicy) => {
+    const px = longProxy;
+    px.reset();
+    const clock = createManualClock(name, { start: 1000 });
+    const timers = new ManualTimers(clock);
+    const c = new LeaseServiceClient({ baseURL: px.url, holderId: name, clock, timers, attemptTimeoutMillis: 2 * LONG_TTL, backoff: () => 0 });
+    px.policy = (e) => {
+      if (e.path === '/v1/acquire') return { before: () => clock.advance(SLOW) };
+      return e.path === '/v1/renew' ? renewPolicy() : undefined;
+    };
+    const r = resourceName(name);
+    return { px, clock, timers, c, r, holding: tracked(c.hold(r)) };
+  };
+  const renewParked = (px) => px.on('/v1/renew').length === 1 && px.on('/v1/renew')[0].parked === true;
+
+  test('the first renewal\'s reply is lost after a slow acquisition: the lease is kept', async () => {
+    let n = 0;
+    const { px, timers, c, r, holding } = slowHold('slow-kept', () => (++n === 1 ? { holdReply: true } : undefined));
+    await until(() => renewParked(px), 'the renewal parked', GUARD);
+    assert.equal(holding.settled, false);
+    const lossAt = 1000 + LONG_TTL - LONG_MARGIN;
+    const sentAt = 1000 + SLOW;
+    assert.equal(timers.nextAt, sentAt + (lossAt - sentAt) / 2, `the timers:\n${timers.describe()}`);
+    timers.fireNext();
+    await until(() => holding.settled, 'hold resolved', GUARD);
+    const held = holding.value;
+    assert.ok(held !== undefined, String(holding.error));
+    const renewals = px.on('/v1/renew');
+    assert.equal(renewals.length, 2);
+    assert.equal(renewals[1].body, renewals[0].body);
+    assert.equal(held.renewals, 1);
+    assert.equal(held.signal.aborted, false);
+    assert.equal(held.deadline.millis, sentAt + LONG_TTL);
+    // The next renewal a third of the TTL after this one's send.
+    assert.equal(timers.nextAt, sentAt + LONG_TTL / 3);
+    assert.equal(held.token.fence, (await c.inspect(r)).fence);
+    await held.release();
+    px.reset();
+  });
+
+  test('a slow acquisition whose first renewal is never answered: hold rejects at the loss, and the lease is released', async () => {
+    const { px, timers, c, r, holding } = slowHold('slow-lost', () => ({ holdReply: true }));
+    await until(() => renewParked(px), 'the renewal parked', GUARD);
+    const lossAt = 1000 + LONG_TTL - LONG_MARGIN;
+    timers.advanceTo(lossAt - 1);
+    assert.equal(holding.settled, false);
+    timers.advanceTo(lossAt);
+    await until(() => holding.settled, 'hold settled', GUARD);
+    const e = holding.error;
+    assert.ok(e instanceof LeaseLostError, String(e));
+    assert.match(e.message, /no renewal succeeded in time; given up 29\.8 s after the send of the call that last extended it, 250 ms before the holder's deadline$/);
+    await until(() => px.on('/v1/release').some((x) => x.status === 200), 'the release', GUARD);
+    assert.equal((await c.inspect(r)).held, false);
     px.reset();
   });
 

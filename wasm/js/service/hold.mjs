@@ -131,8 +131,8 @@ async function holdOnce(client, tools, resource, { waitMillis, signal, renewEver
     giveUp(new InvalidArgumentError(`lease-fence: options.renewEveryMillis (${every}) must be less than the TTL (${ttl} ms) minus the clock skew (${skew} ms) ` +
       `and the loss margin (${margin} ms), or the lease would lapse between renewals`, 'options.renewEveryMillis'));
   }
-  // A grant that waited is anchored, like any, at the acquisition's send:
-  // if the wait ate the time to its first renewal (or its whole deadline),
+  // A grant (one that waited, or a slow answer) is anchored, like any, at
+  // the acquisition's send: if it came after its first renewal was due,
   // renew now, so the lease handed over has its time ahead.
   let now;
   try {
@@ -140,14 +140,42 @@ async function holdOnce(client, tools, resource, { waitMillis, signal, renewEver
   } catch (e) {
     giveUp(e);
   }
-  if (now >= sentAt + every) {
+  const due = now >= sentAt + every;
+  if (due && lease.deadline.millis - margin - now <= DEADLINE_EARLY_MILLIS) {
+    // The wait ate the lease's whole time by the holder's clock (it may
+    // still be live at the coordinator, which counts from its grant):
+    // there is no loss to hedge on.
     try {
       ({ lease, sentAt } = await tools.renew(lease, { signal }));
     } catch (e) {
       giveUp(e);
     }
+    return new HeldLease(internal, client, tools, lease, sentAt, every, margin, signal);
   }
-  return new HeldLease(internal, client, tools, lease, sentAt, every, margin, signal);
+  const held = new HeldLease(internal, client, tools, lease, sentAt, every, margin, signal);
+  if (!due) return held;
+  // The hold's first renewal, at once and as every renewal: hedged on the
+  // loss of the lease the acquisition made (anchored at its send), tried
+  // again sooner if it fails, shared with the client's other holds due.
+  // hold resolves once one succeeded; a loss (or the caller's signal) ends
+  // the hold, which releases the lease, and rejects.
+  if (!held.signal.aborted) {
+    renewDue(held, tools);
+    await new Promise((resolve) => {
+      const settle = () => {
+        held.removeEventListener('renewed', settle);
+        held.signal.removeEventListener('abort', settle);
+        resolve();
+      };
+      held.addEventListener('renewed', settle);
+      held.signal.addEventListener('abort', settle);
+    });
+  }
+  if (!held.signal.aborted) return held;
+  if (signal?.aborted) throw signal.reason;
+  const reason = held.signal.reason;
+  // Refused: the refusal, as a renewal rejects (makeHold waits again).
+  throw reason instanceof LeaseLostError && reason.cause instanceof LeaseExpiredError ? reason.cause : reason;
 }
 
 // withHold is client.withLease(resource, fn) once its arguments are checked
@@ -390,17 +418,16 @@ export class HeldLease extends EventTarget {
   }
 
   // join puts this hold's renewal in a batch being made (renewDue), unless
-  // it ended or a renewal is in flight: first (its renewal fell due), or
-  // due within BATCH_WINDOW of its interval at now (its renewal timer is
-  // then cleared). leave(member) makes what takes it out of the batch.
+  // it ended or a renewal is in flight: first (its renewal fell due, or
+  // hold renews it at once), or due within BATCH_WINDOW of its interval at
+  // now; its renewal timer is then cleared. leave(member) makes what takes
+  // it out of the batch.
   #join(first, now, leave) {
     if (this.#done || this.#renewing !== undefined) return undefined;
     const lossAt = this.#lease.deadline.millis - this.#margin;
-    if (!first) {
-      if (now === undefined || Math.min(this.#next, lossAt) - now > this.#every * BATCH_WINDOW) return undefined;
-      if (this.#renewT !== undefined) this.#tools.timers.clearTimeout(this.#renewT);
-      this.#renewT = undefined;
-    }
+    if (!first && (now === undefined || Math.min(this.#next, lossAt) - now > this.#every * BATCH_WINDOW)) return undefined;
+    if (this.#renewT !== undefined) this.#tools.timers.clearTimeout(this.#renewT);
+    this.#renewT = undefined;
     const m = { held: this, before: this.#lease, lossAt, in: true };
     const out = leave(m);
     // What #end aborts: this hold leaves the batch.
