@@ -194,9 +194,15 @@ func (u *upstream) got() []string {
 // admitted and the old command's later write, with the old
 // LEASE_FENCE_HEADER, is refused; once lease-fence runs again (SIGCONT) it
 // ends the command and exits 76.
+//
+// The TTL is far above what a call takes on a loaded machine (3.2 s at
+// load 33): lease-fence must keep its lease on real time until the test
+// stops it, renewing every third of the TTL. At 4 s a stall of 2.5 s
+// before SIGSTOP lost it there, and the command was ended early. The test
+// waits one TTL while lease-fence is stopped.
 func TestLockStoppedPastTheTTL(t *testing.T) {
 	t.Parallel()
-	url := coordinator(t, "-ttl", "4s")
+	url := coordinator(t, "-ttl", "15s")
 	api := &upstream{}
 	srv := httptest.NewServer(api)
 	defer srv.Close()
