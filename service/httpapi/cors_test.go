@@ -8,8 +8,9 @@ import (
 )
 
 // TestCORS: preflights and calls from an allowed origin get the CORS
-// headers, on the four API paths only; other origins and other paths get
-// none, and a preflight from another origin reaches the handler (405).
+// headers, on the paths of a holder's calls only; other origins and other
+// paths get none, and a preflight from another origin reaches the handler
+// (405).
 func TestCORS(t *testing.T) {
 	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
@@ -65,6 +66,17 @@ func TestCORS(t *testing.T) {
 		}
 		if tc.origin == "https://evil.example" && rec.Header().Get("Access-Control-Allow-Origin") != "" {
 			t.Errorf("%+v: CORS headers for another origin", tc)
+		}
+	}
+	// An operator's order, and the calls a page is not offered (docs/js.md,
+	// "From a page on another origin"), from a listed origin: the
+	// preflight reaches the handler, and no answer carries CORS headers.
+	for _, path := range []string{"/v1/revoke", "/v1/proclaim", "/v1/list", "/v1/watch", "/v1/session"} {
+		if rec := do("OPTIONS", path, "https://app.example", true); rec.Code != 405 || rec.Header().Get("Access-Control-Allow-Origin") != "" {
+			t.Errorf("preflight %s: %d %v", path, rec.Code, rec.Header())
+		}
+		if rec := do("POST", path, "https://app.example", false); rec.Header().Get("Access-Control-Allow-Origin") != "" {
+			t.Errorf("call %s: CORS headers %v", path, rec.Header())
 		}
 	}
 	if rec := do("POST", "/healthz", "https://app.example", false); rec.Header().Get("Access-Control-Allow-Origin") != "" {
