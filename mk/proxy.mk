@@ -24,15 +24,18 @@ test-proxy-js: build-wasm
 
 # The proxy's added latency (p50/p99, reads and writes, each request sent
 # directly or through the proxy in turn) and writes per second through it
-# against the same write sent directly, 1 and 8 writers, with an upstream
-# that writes to memory and one that fdatasyncs each write; then the same
-# with every write raising the floor (ARGS=... for scripts/bench-proxy's
-# flags: -baseline BIN adds another fence-proxy build as a third side,
-# -profile DIR takes CPU profiles of proxy and upstream under load instead).
-# About 4 minutes. BenchmarkUpstreamTransport compares the proxy's upstream
-# transport with http.Transport in one process.
+# against the same write sent directly and sent through a reverse proxy
+# that only forwards (-floor: httputil.ReverseProxy, what any second HTTP
+# process on the path costs), 1 and 8 writers, with an upstream that writes
+# to memory and one that fdatasyncs each write; then, without that side,
+# the same with every write raising the fence floor (ARGS=... for
+# scripts/bench-proxy's flags, given to both runs: -baseline BIN adds
+# another fence-proxy build as a side, -profile DIR takes CPU profiles of
+# proxy and upstream under load instead). About 5 minutes.
+# BenchmarkUpstreamTransport compares the proxy's upstream transport with
+# http.Transport in one process.
 bench-proxy: fence-proxy
 	uptime
-	$(GO) run ./scripts/bench-proxy $(ARGS)
+	$(GO) run ./scripts/bench-proxy -floor $(ARGS)
 	$(GO) run ./scripts/bench-proxy -raise -work fsync -rounds 3 $(ARGS)
 	uptime
