@@ -48,14 +48,7 @@ func startHoldTarget(t *testing.T, ttl time.Duration, args ...string) *holdtest.
 func TestWaiting(t *testing.T) {
 	t.Parallel()
 	tg := startHoldTarget(t, holdTTL)
-	t.Run("ArrivalOrder", func(t *testing.T) { holdtest.ArrivalOrder(t, tg) })
-	t.Run("Handover", func(t *testing.T) {
-		rel, exp := holdtest.Handover(t, tg)
-		t.Logf("handover %v after the release, %v after the expiry", rel, exp)
-	})
-	t.Run("GoneWaiter", func(t *testing.T) { holdtest.GoneWaiter(t, tg) })
-	t.Run("RetriedWaiter", func(t *testing.T) { holdtest.RetriedWaiter(t, tg) })
-	t.Run("Inspect", func(t *testing.T) { holdtest.Inspect(t, tg) })
+	holdtest.Waiting(t, tg)
 }
 
 // TestQueueBounds runs the suite's bounds on waiting against the real

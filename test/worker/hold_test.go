@@ -94,14 +94,7 @@ func holdTarget(t *testing.T) *holdtest.Target {
 // each waiting call is held open in its resource's Durable Object.
 func TestWaiting(t *testing.T) {
 	tg := holdTarget(t)
-	t.Run("ArrivalOrder", func(t *testing.T) { holdtest.ArrivalOrder(t, tg) })
-	t.Run("Handover", func(t *testing.T) {
-		rel, exp := holdtest.Handover(t, tg)
-		t.Logf("handover %v after the release, %v after the expiry", rel, exp)
-	})
-	t.Run("GoneWaiter", func(t *testing.T) { holdtest.GoneWaiter(t, tg) })
-	t.Run("RetriedWaiter", func(t *testing.T) { holdtest.RetriedWaiter(t, tg) })
-	t.Run("Inspect", func(t *testing.T) { holdtest.Inspect(t, tg) })
+	holdtest.Waiting(t, tg)
 	t.Run("QueueBounds", func(t *testing.T) { holdtest.QueueBounds(t, tg) })
 }
 

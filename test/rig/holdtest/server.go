@@ -211,6 +211,20 @@ func (tg *Target) queue(t *testing.T, ctx context.Context, h holder, reqID, reso
 	return ch
 }
 
+// Waiting runs the waiting cases that every coordinator passes with its
+// default bounds, each as a subtest: ArrivalOrder, Handover (its two delays
+// logged), GoneWaiter, RetriedWaiter and Inspect.
+func Waiting(t *testing.T, tg *Target) {
+	t.Run("ArrivalOrder", func(t *testing.T) { ArrivalOrder(t, tg) })
+	t.Run("Handover", func(t *testing.T) {
+		rel, exp := Handover(t, tg)
+		t.Logf("handover %v after the release, %v after the expiry", rel, exp)
+	})
+	t.Run("GoneWaiter", func(t *testing.T) { GoneWaiter(t, tg) })
+	t.Run("RetriedWaiter", func(t *testing.T) { RetriedWaiter(t, tg) })
+	t.Run("Inspect", func(t *testing.T) { Inspect(t, tg) })
+}
+
 // ArrivalOrder: eight waiters on a held resource are granted in the order
 // they arrived, each as soon as the one before releases, each with a new,
 // higher fence.
