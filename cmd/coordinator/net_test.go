@@ -21,8 +21,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lease-fence/lease-fence/core/clock"
 	"github.com/lease-fence/lease-fence/core/lease"
+	"github.com/lease-fence/lease-fence/internal/benchkit"
 	"github.com/lease-fence/lease-fence/service/client"
 	"github.com/lease-fence/lease-fence/service/wire"
 	"github.com/lease-fence/lease-fence/test/rig/syncio"
@@ -394,12 +394,7 @@ func isWireCode(err error, code string) bool {
 // other settings.
 func newClient(t *testing.T, holder string, cfg client.Config) *client.Client {
 	t.Helper()
-	clk, _ := clock.NewMonotonic(holder)
-	var err error
-	if cfg.Lease, err = lease.NewClient(lease.ClientConfig{Clock: clk, HolderID: holder}); err != nil {
-		t.Fatal(err)
-	}
-	c, err := client.New(cfg)
+	c, err := benchkit.NewClient(holder, 0, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,9 +23,8 @@ import (
 
 	"github.com/lease-fence/lease-fence/test/rig/serverproc"
 
-	"github.com/lease-fence/lease-fence/core/clock"
-	"github.com/lease-fence/lease-fence/core/lease"
 	"github.com/lease-fence/lease-fence/gates/httpfence"
+	"github.com/lease-fence/lease-fence/internal/benchkit"
 	"github.com/lease-fence/lease-fence/service/client"
 	"github.com/lease-fence/lease-fence/test/rig/syncio"
 )
@@ -331,15 +330,7 @@ func runCLI(t *testing.T, url string, args ...string) (int, string, string) {
 // goClient is a holder of its own, in the test.
 func goClient(t *testing.T, url, holder string) *client.Client {
 	t.Helper()
-	clk, err := clock.NewMonotonic(holder)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lc, err := lease.NewClient(lease.ClientConfig{Clock: clk, HolderID: holder})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := client.New(client.Config{BaseURL: url, Lease: lc})
+	c, err := benchkit.NewClient(holder, 0, client.Config{BaseURL: url})
 	if err != nil {
 		t.Fatal(err)
 	}

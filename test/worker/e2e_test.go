@@ -20,7 +20,7 @@ import (
 	"github.com/anishathalye/porcupine"
 
 	"github.com/lease-fence/lease-fence/core/clock"
-	"github.com/lease-fence/lease-fence/core/lease"
+	"github.com/lease-fence/lease-fence/internal/benchkit"
 	"github.com/lease-fence/lease-fence/service/client"
 	"github.com/lease-fence/lease-fence/service/wire"
 	"github.com/lease-fence/lease-fence/test/rig/holdtest"
@@ -109,15 +109,7 @@ var httpClient = &http.Client{Transport: wranglerdev.Transport{Base: retarget{ht
 
 func newHolder(t *testing.T, id string) *client.Client {
 	t.Helper()
-	clk, err := clock.NewMonotonic(id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lc, err := lease.NewClient(lease.ClientConfig{Clock: clk, HolderID: id, ClockSkew: 50 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := client.New(client.Config{BaseURL: "http://worker.invalid", Lease: lc, HTTPClient: httpClient, AttemptTimeout: 20 * time.Second})
+	c, err := benchkit.NewClient(id, 50*time.Millisecond, client.Config{BaseURL: "http://worker.invalid", HTTPClient: httpClient, AttemptTimeout: 20 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

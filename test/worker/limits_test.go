@@ -14,6 +14,7 @@ import (
 
 	"github.com/lease-fence/lease-fence/core/clock"
 	"github.com/lease-fence/lease-fence/core/lease"
+	"github.com/lease-fence/lease-fence/internal/benchkit"
 	"github.com/lease-fence/lease-fence/service/client"
 	"github.com/lease-fence/lease-fence/service/wire"
 )
@@ -42,12 +43,7 @@ func limitedTokens() []map[string]any {
 // each call once.
 func workerClient(t *testing.T, url, holder, tok string) *client.Client {
 	t.Helper()
-	clk, _ := clock.NewMonotonic(holder)
-	lc, err := lease.NewClient(lease.ClientConfig{Clock: clk, HolderID: holder})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := client.New(client.Config{BaseURL: url, Lease: lc, Token: tok, Attempts: 1, AttemptTimeout: 30 * time.Second})
+	c, err := benchkit.NewClient(holder, 0, client.Config{BaseURL: url, Token: tok, Attempts: 1, AttemptTimeout: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

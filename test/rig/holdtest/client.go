@@ -27,6 +27,7 @@ import (
 	"github.com/lease-fence/lease-fence/core/clock"
 	"github.com/lease-fence/lease-fence/core/fence"
 	"github.com/lease-fence/lease-fence/core/lease"
+	"github.com/lease-fence/lease-fence/internal/benchkit"
 	"github.com/lease-fence/lease-fence/service/client"
 	"github.com/lease-fence/lease-fence/test/rig/faultproxy"
 )
@@ -35,15 +36,7 @@ import (
 // target's proxy.
 func (tg *Target) realClient(t testing.TB, id string) *client.Client {
 	t.Helper()
-	clk, err := clock.NewMonotonic(id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lc, err := lease.NewClient(lease.ClientConfig{Clock: clk, HolderID: id, ClockSkew: 20 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := client.New(client.Config{BaseURL: tg.Proxy.URL, Lease: lc})
+	c, err := benchkit.NewClient(id, 20*time.Millisecond, client.Config{BaseURL: tg.Proxy.URL})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,13 +213,7 @@ const (
 // writing, resigns and says "resigned".
 func CampaignerMain() {
 	id := os.Getenv(envID)
-	clk, _ := clock.NewMonotonic(id)
-	lc, err := lease.NewClient(lease.ClientConfig{Clock: clk, HolderID: id, ClockSkew: 20 * time.Millisecond})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
-	}
-	c, err := client.New(client.Config{BaseURL: os.Getenv(envURL), Lease: lc})
+	c, err := benchkit.NewClient(id, 20*time.Millisecond, client.Config{BaseURL: os.Getenv(envURL)})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
