@@ -87,11 +87,7 @@ func TestCreateOpenRestart(t *testing.T) {
 	if err := s.Write(ctx, service.Batch{Put: []service.Entry{entry("c", 3, 7000)}}, false); err != nil {
 		t.Fatal(err)
 	}
-	s.Close()
-	s, err = Open(dir, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s = reopen(t, s, dir)
 	defer s.Close()
 	if st, _ := s.Load(ctx); len(st.Entries) != 2 {
 		t.Fatalf("an unsynced write was lost by a clean close: %+v", st)
@@ -138,11 +134,7 @@ func TestConcurrentWritesShareSyncs(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	s.Close()
-	s, err = Open(dir, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s = reopen(t, s, dir)
 	defer s.Close()
 	if st, _ := s.Load(ctx); len(st.Entries) != 64 {
 		t.Fatalf("%d entries after 64 concurrent writes", len(st.Entries))
@@ -443,6 +435,19 @@ func TestDamagedStateIsRefused(t *testing.T) {
 	if err := openAndLoad(good(t)); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// reopen closes s, which is open on dir, and opens dir again.
+func reopen(t *testing.T, s *Store, dir string) *Store {
+	t.Helper()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
 
 // openAndLoad opens dir and loads it into a Local whose clock reads now.

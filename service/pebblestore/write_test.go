@@ -129,13 +129,7 @@ func TestPreviousEntryLayoutIsRead(t *testing.T) {
 	if err := s.Write(ctx, service.Batch{Put: []service.Entry{b}}, true); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	s, err = Open(dir, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s = reopen(t, s, dir)
 	defer s.Close()
 	if st, _ := s.Load(ctx); !reflect.DeepEqual(st.Entries, []service.Entry{live, b, rel}) {
 		t.Fatalf("reopened: %+v", st)
@@ -284,13 +278,7 @@ func TestSyncedWritesAreGathered(t *testing.T) {
 	if got := fs.syncs.Load(); got != 1 {
 		t.Fatalf("%d writes one after the other made %d syncs of the log, want 1", n-1, got)
 	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	s, err = Open(dir, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s = reopen(t, s, dir)
 	defer s.Close()
 	if st, _ := s.Load(ctx); len(st.Entries) != 2*n-1 || st.Mark != 100 {
 		t.Fatalf("%d entries after %d writes, mark %d", len(st.Entries), 2*n-1, st.Mark)
