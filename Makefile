@@ -31,7 +31,7 @@ help:
 	@echo "make test         install test dependencies and run every test"
 	@echo "make build        build the wasm module, the Worker and the commands"
 	@echo "make bench        run the benchmarks and print figures"
-	@echo "make lint         go vet, staticcheck, gofmt"
+	@echo "make lint         go vet, staticcheck, gofmt, every Go package's tests in a target"
 
 build: $(BUILD)
 
@@ -78,6 +78,7 @@ lint:
 	GOBIN=$(CURDIR)/out/bin $(GO) install $(STATICCHECK)
 	out/bin/staticcheck ./...
 	GOOS=js GOARCH=wasm out/bin/staticcheck ./...
+	GO=$(GO) scripts/check-test-targets.sh $(TESTS)
 
 bench: $(BENCH)
 
