@@ -44,19 +44,22 @@ func startHoldTarget(t *testing.T, ttl time.Duration, args ...string) *holdtest.
 }
 
 // TestWaiting runs the server side of the holding suite (test/rig/holdtest)
-// against the real server, durable, through the fault proxy.
+// against the real server, durable, through the fault proxy: the tests
+// that wait for an expiry on a coordinator with holdTTL, those that
+// release each grant themselves on one with waitTTL.
 func TestWaiting(t *testing.T) {
 	t.Parallel()
+	long := startHoldTarget(t, waitTTL)
 	tg := startHoldTarget(t, holdTTL)
-	holdtest.Waiting(t, tg)
+	holdtest.Waiting(t, long, tg)
 }
 
 // TestQueueBounds runs the suite's bounds on waiting against the real
 // server, durable, with -max-wait 45s and -max-waiters 6 (its own server:
-// the bound counts every waiting call of the coordinator).
+// the bound counts every waiting call of the coordinator), and waitTTL.
 func TestQueueBounds(t *testing.T) {
 	t.Parallel()
-	tg := startHoldTarget(t, holdTTL, "-max-wait", "45s", "-max-waiters", "6")
+	tg := startHoldTarget(t, waitTTL, "-max-wait", "45s", "-max-waiters", "6")
 	tg.MaxWait, tg.MaxWaiters = 45*time.Second, 6
 	holdtest.QueueBounds(t, tg)
 }
@@ -96,6 +99,14 @@ func TestWaitOutlastsTheServersTimeouts(t *testing.T) {
 // its lead and a hold its lease to a stall beside two CPU burners, and at
 // 1.5 s RetriedWaiter's first holder lost its lease.
 const holdTTL = 5 * time.Second
+
+// waitTTL is the lease length of the coordinators of ArrivalOrder,
+// RetriedWaiter and QueueBounds, which hold each grant in raw calls (no
+// renewals) from its answer until the test's release: far above what two
+// calls take on a loaded machine (3.2 s each at load 33, when a 5 s lease
+// expired between them and the next waiter was granted before the
+// release). None of them waits for an expiry.
+const waitTTL = 120 * time.Second
 
 // faultRuns is how many seeded runs RenewalsUnderFaults makes against the
 // real server. The rule it checks (the hold's context ends at or before

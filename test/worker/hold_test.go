@@ -94,7 +94,7 @@ func holdTarget(t *testing.T) *holdtest.Target {
 // each waiting call is held open in its resource's Durable Object.
 func TestWaiting(t *testing.T) {
 	tg := holdTarget(t)
-	holdtest.Waiting(t, tg)
+	holdtest.Waiting(t, tg, tg)
 	t.Run("QueueBounds", func(t *testing.T) { holdtest.QueueBounds(t, tg) })
 }
 
