@@ -65,6 +65,8 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, runtimeLog.String())
 		fmt.Fprintln(os.Stderr, "--- second wrangler dev output ---")
 		fmt.Fprintln(os.Stderr, holdRuntime.log.String())
+		fmt.Fprintln(os.Stderr, "--- wrangler dev of waitTTL output ---")
+		fmt.Fprintln(os.Stderr, waitRuntime.log.String())
 		fmt.Fprintln(os.Stderr, "--- wrangler dev with tokens output ---")
 		fmt.Fprintln(os.Stderr, authRuntime.log.String())
 	}

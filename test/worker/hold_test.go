@@ -23,7 +23,7 @@ import (
 // and leaders were lost to such stalls).
 const holdTTL = 5 * time.Second
 
-// The second runtime's bounds on waiting (LEASE_MAX_WAIT_MS and
+// The side runtimes' bounds on waiting (LEASE_MAX_WAIT_MS and
 // LEASE_MAX_WAITERS, per resource), for holdtest.QueueBounds: over the
 // suite's 30 s waits and the 8 waiters of ArrivalOrder.
 const (
@@ -31,9 +31,19 @@ const (
 	holdMaxWaiters = 12
 )
 
-// holdRuntime is a second `wrangler dev`, with LEASE_TTL_MS of holdTTL,
-// started by the first test that needs it and stopped by TestMain.
-var holdRuntime struct {
+// waitTTL is the lease length of the runtime of ArrivalOrder,
+// RetriedWaiter and QueueBounds, which hold each waiter's grant in raw
+// calls, without renewals, from its answer until the test releases it: far
+// above what two calls take on a loaded machine (3.2 s each at load 33,
+// when a 5 s lease expired between them). None of them waits for an
+// expiry.
+const waitTTL = 120 * time.Second
+
+// sideRuntime is a `wrangler dev` beside the first, with variables of its
+// own, started by the first test that needs it and stopped by TestMain.
+type sideRuntime struct {
+	name  string
+	ttl   time.Duration
 	once  sync.Once
 	w     *wranglerDev
 	dir   string // its state, removed when it stops
@@ -42,43 +52,58 @@ var holdRuntime struct {
 	proxy *faultproxy.Proxy
 }
 
-func startHoldRuntime() (*holdtest.Target, error) {
-	holdRuntime.once.Do(func() {
-		holdRuntime.err = func() error {
+var (
+	// holdRuntime, with LEASE_TTL_MS of holdTTL: the holding suite.
+	holdRuntime = &sideRuntime{name: "the second wrangler dev", ttl: holdTTL}
+	// waitRuntime, with LEASE_TTL_MS of waitTTL: the waiting tests that
+	// release every grant themselves.
+	waitRuntime = &sideRuntime{name: "the wrangler dev of waitTTL", ttl: waitTTL}
+)
+
+func (r *sideRuntime) start() (*holdtest.Target, error) {
+	r.once.Do(func() {
+		r.err = func() error {
 			dir, err := os.MkdirTemp("", "lease-fence-e2e-hold-")
 			if err != nil {
 				return err
 			}
-			holdRuntime.dir = dir
-			holdRuntime.w, err = startWrangler(dir, &holdRuntime.log,
-				"--var", "LEASE_TTL_MS:"+strconv.FormatInt(holdTTL.Milliseconds(), 10),
+			r.dir = dir
+			r.w, err = startWrangler(dir, &r.log,
+				"--var", "LEASE_TTL_MS:"+strconv.FormatInt(r.ttl.Milliseconds(), 10),
 				"--var", "LEASE_MAX_WAIT_MS:"+strconv.FormatInt(holdMaxWait.Milliseconds(), 10),
 				"--var", "LEASE_MAX_WAITERS:"+strconv.Itoa(holdMaxWaiters))
 			if err != nil {
 				os.RemoveAll(dir)
-				return errors.New("the second wrangler dev: " + err.Error())
+				return errors.New(r.name + ": " + err.Error())
 			}
-			holdRuntime.proxy, err = faultproxy.Start(holdRuntime.w.url())
+			r.proxy, err = faultproxy.Start(r.w.url())
 			return err
 		}()
 	})
-	if holdRuntime.err != nil {
-		return nil, holdRuntime.err
+	if r.err != nil {
+		return nil, r.err
 	}
-	return &holdtest.Target{Name: "worker", Proxy: holdRuntime.proxy, TTL: holdTTL, MaxWait: holdMaxWait, MaxWaiters: holdMaxWaiters}, nil
+	return &holdtest.Target{Name: "worker", Proxy: r.proxy, TTL: r.ttl, MaxWait: holdMaxWait, MaxWaiters: holdMaxWaiters}, nil
 }
 
-// stopHoldRuntime ends the second runtime, if it was started.
+func (r *sideRuntime) stop() {
+	if r.proxy != nil {
+		r.proxy.Close()
+	}
+	if r.w != nil {
+		r.w.stop()
+	}
+	if r.dir != "" {
+		os.RemoveAll(r.dir)
+	}
+}
+
+func startHoldRuntime() (*holdtest.Target, error) { return holdRuntime.start() }
+
+// stopHoldRuntime ends the side runtimes that were started.
 func stopHoldRuntime() {
-	if holdRuntime.proxy != nil {
-		holdRuntime.proxy.Close()
-	}
-	if holdRuntime.w != nil {
-		holdRuntime.w.stop()
-	}
-	if holdRuntime.dir != "" {
-		os.RemoveAll(holdRuntime.dir)
-	}
+	holdRuntime.stop()
+	waitRuntime.stop()
 }
 
 func holdTarget(t *testing.T) *holdtest.Target {
@@ -94,8 +119,12 @@ func holdTarget(t *testing.T) *holdtest.Target {
 // each waiting call is held open in its resource's Durable Object.
 func TestWaiting(t *testing.T) {
 	tg := holdTarget(t)
-	holdtest.Waiting(t, tg, tg)
-	t.Run("QueueBounds", func(t *testing.T) { holdtest.QueueBounds(t, tg) })
+	long, err := waitRuntime.start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	holdtest.Waiting(t, long, tg)
+	t.Run("QueueBounds", func(t *testing.T) { holdtest.QueueBounds(t, long) })
 }
 
 // holdRuns is how many seeded runs RenewalsUnderFaults makes against the
