@@ -170,6 +170,23 @@ func (e *env) doCtx(t *testing.T, ctx context.Context, method, path, body string
 	return answer{resp.StatusCode, resp.Header, string(b)}
 }
 
+// leaving sends POST path with body and the Lease-Fence value fence under
+// ctx, in the background, for a client that leaves (cancels ctx): its
+// channel gives the client's error, the answer's body unread.
+func (e *env) leaving(ctx context.Context, path, body, fence string) <-chan error {
+	out := make(chan error)
+	go func() {
+		req, _ := http.NewRequestWithContext(ctx, "POST", e.srv.URL+path, strings.NewReader(body))
+		req.Header.Set("Lease-Fence", fence)
+		resp, err := e.srv.Client().Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		out <- err
+	}()
+	return out
+}
+
 func (e *env) floor(t *testing.T, resource string) uint64 {
 	t.Helper()
 	f, err := e.store.Floor(context.Background(), resource)
@@ -701,16 +718,7 @@ func TestAClientLeavingDoesNotCutAForwardedWrite(t *testing.T) {
 		w.WriteHeader(http.StatusNoContent)
 	})
 	ctx, cancel := context.WithCancel(context.Background())
-	first := make(chan error)
-	go func() {
-		req, _ := http.NewRequestWithContext(ctx, "POST", e.srv.URL+"/first", strings.NewReader("all of it"))
-		req.Header.Set("Lease-Fence", hdr("r", "a", 1))
-		resp, err := e.srv.Client().Do(req)
-		if err == nil {
-			resp.Body.Close()
-		}
-		first <- err
-	}()
+	first := e.leaving(ctx, "/first", "all of it", hdr("r", "a", 1))
 	<-arrived
 	cancel()
 	if err := <-first; !errors.Is(err, context.Canceled) {
@@ -858,16 +866,7 @@ func TestAQueuedClientThatLeavesChangesNothing(t *testing.T) {
 	go func() { first <- e.do(t, "POST", "/hold", "", hdr("q", "a", 1)) }()
 	<-held
 	ctx, cancel := context.WithCancel(context.Background())
-	left := make(chan error)
-	go func() {
-		req, _ := http.NewRequestWithContext(ctx, "POST", e.srv.URL+"/never", strings.NewReader("x"))
-		req.Header.Set("Lease-Fence", hdr("q", "b", 5))
-		resp, err := e.srv.Client().Do(req)
-		if err == nil {
-			resp.Body.Close()
-		}
-		left <- err
-	}()
+	left := e.leaving(ctx, "/never", "x", hdr("q", "b", 5))
 	waitFor(t, "the write to queue", func() bool { return e.proxy.Waiting("q") == 1 })
 	cancel()
 	if err := <-left; !errors.Is(err, context.Canceled) {
