@@ -29,8 +29,12 @@ var (
 )
 
 // limitsTTL is the lease length of the runtime of TestWorkerTokenLimits:
-// long enough for the flood, short enough to wait for an expiry.
-const limitsTTL = 10 * time.Second
+// the leases of the flood must stay live, unrenewed, through a dozen
+// calls (the checks up to the waiter at its limit), which took over 10 s
+// when calls took 3.2 s at load 33 (at 10 s the renewal was refused, or
+// the waiter at its limit granted); and the test waits for their expiry
+// at the end.
+const limitsTTL = 60 * time.Second
 
 func limitedTokens() []map[string]any {
 	return []map[string]any{
