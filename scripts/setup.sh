@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs what the tests need on a fresh machine: the npm packages pinned in
-# package-lock.json, Debian's chromium when /usr/bin/chromium is missing (and
-# curl when it is missing: docs/fencing.md's fence-proxy session runs it), and
+# package-lock.json, Debian's chromium-headless-shell when
+# /usr/bin/chromium-headless-shell is missing (the browser tests' Chromium:
+# test/chromium.mjs), curl when it is missing (docs/fencing.md's
+# fence-proxy session runs it), and
 # Debian's postgresql when no /usr/lib/postgresql/*/bin/initdb exists (the
 # sqlfence tests start their own server in a temporary directory; the package
 # is installed without creating or starting the system's cluster), and
@@ -33,7 +35,7 @@ if [ ! -f node_modules/.lock-sum ] || [ "$(cat node_modules/.lock-sum)" != "$loc
 fi
 
 need=()
-[ -x /usr/bin/chromium ] || need+=(chromium)
+[ -x /usr/bin/chromium-headless-shell ] || need+=(chromium-headless-shell)
 command -v curl >/dev/null || need+=(curl)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then
