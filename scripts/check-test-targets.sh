@@ -22,6 +22,7 @@ trap 'rm -rf "$tmp"' EXIT
 shim=$tmp/go
 covered=$tmp/covered
 : > "$covered"
+: > "$tmp/recorded"
 
 cat > "$shim" <<'EOF'
 #!/usr/bin/env bash
@@ -30,21 +31,22 @@ cat > "$shim" <<'EOF'
 set -euo pipefail
 [ "${1:-}" = test ] && [ -n "${CHECK_RECORD:-}" ] || exec "$CHECK_REAL_GO" "$@"
 shift
-pkgs=() tags=() norun=
+pkgs=() tags= norun=
 while [ $# -gt 0 ]; do
   case $1 in
     -args) break ;;
     -run) norun=$([ "$2" = '^$' ] && echo 1 || true); shift 2 ;;
     -run=*) [ "${1#-run=}" = '^$' ] && norun=1; shift ;;
-    -tags) tags=(-tags "$2"); shift 2 ;;
-    -tags=*) tags=("$1"); shift ;;
+    -tags) tags=$2; shift 2 ;;
+    -tags=*) tags=${1#-tags=}; shift ;;
     -timeout|-fuzz|-fuzztime|-fuzzminimizetime|-count|-bench|-benchtime|-cpu|-p|-parallel|-skip|-o|-exec|-coverprofile|-coverpkg|-covermode)
       shift 2 ;;
     -*) shift ;;
     *) pkgs+=("$1"); shift ;;
   esac
 done
-[ -n "$norun" ] || [ ${#pkgs[@]} -eq 0 ] || "$CHECK_REAL_GO" list "${tags[@]}" "${pkgs[@]}" >> "$CHECK_RECORD"
+# A line of GOOS, GOARCH, -tags and the packages, resolved all at once below.
+[ -n "$norun" ] || [ ${#pkgs[@]} -eq 0 ] || echo "${GOOS:--} ${GOARCH:--} ${tags:--} ${pkgs[*]}" >> "$CHECK_RECORD"
 EOF
 chmod +x "$shim"
 
@@ -55,8 +57,16 @@ unset MAKEFLAGS MFLAGS MAKELEVEL
 make -n -B --no-print-directory GO="$shim" "$@" > "$tmp/recipes"
 sed -e ':a' -e '/\\$/N; s/\\\n//; ta' "$tmp/recipes" | grep -F -- "$shim test" > "$tmp/lines" || true
 while IFS= read -r line; do
-  CHECK_RECORD=$covered bash -euo pipefail -c "$line" || { echo "check-test-targets: could not read: $line" >&2; exit 1; }
+  CHECK_RECORD=$tmp/recorded bash -euo pipefail -c "$line" || { echo "check-test-targets: could not read: $line" >&2; exit 1; }
 done < "$tmp/lines"
+# One `go list` for each GOOS, GOARCH and -tags ("-": none given).
+while read -r goos goarch tags; do
+  awk -v k="$goos $goarch $tags" '$1" "$2" "$3 == k { for (i = 4; i <= NF; i++) print $i }' "$tmp/recorded" | sort -u > "$tmp/pkgs"
+  env=()
+  [ "$goos" = - ] || env+=(GOOS="$goos")
+  [ "$goarch" = - ] || env+=(GOARCH="$goarch")
+  env "${env[@]}" xargs "$GO" list -tags "${tags#-}" < "$tmp/pkgs" >> "$covered"
+done < <(cut -d' ' -f1-3 "$tmp/recorded" | sort -u)
 
 list='{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}}{{end}}'
 { "$GO" list -f "$list" ./...; GOOS=js GOARCH=wasm "$GO" list -f "$list" ./...; } | sort -u > "$tmp/tested"
