@@ -5,19 +5,14 @@
 
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFile } from 'node:fs/promises';
-import { join } from 'node:path';
-import { startServer, launch, openPage, load, goTo, ROOT } from './harness.mjs';
-import { axe as axeIn, a11yKinds } from './checks.mjs';
+import { startServer, launch, openPage, load, goTo } from './harness.mjs';
+import { axe, a11yKinds } from './checks.mjs';
 import { PRESETS } from '../../web/model.js';
 
 let server;
 let browser;
-let axeSource;
-const axe = (page) => axeIn(page, axeSource);
 
 before(async () => {
-  axeSource = await readFile(join(ROOT, 'node_modules', 'axe-core', 'axe.min.js'), 'utf8');
   server = await startServer();
   browser = await launch();
 });

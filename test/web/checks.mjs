@@ -2,6 +2,12 @@
 // axe-core. labelProblems is passed to page.evaluate, so it is
 // self-contained.
 
+import { readFile } from 'node:fs/promises';
+import { createRequire } from 'node:module';
+
+// axe-core's source, read at the first run and shared by every page after.
+let axeSource;
+
 /**
  * In the page: every problem with the labels of the timelines shown, as
  * strings (none is good):
@@ -112,11 +118,12 @@ export function labelProblems() {
 }
 
 /**
- * Runs axe-core (its source in axeSource) in the page and its frames, over
- * the whole document or the elements of include (CSS selectors), and returns
- * the serious and critical violations as strings.
+ * Runs axe-core in the page and its frames, over the whole document or the
+ * elements of include (CSS selectors), and returns the serious and critical
+ * violations as strings.
  */
-export async function axe(page, axeSource, include = null) {
+export async function axe(page, include = null) {
+  axeSource ??= await readFile(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
   for (const f of page.frames()) {
     if (!(await f.evaluate(() => typeof window.axe === 'object').catch(() => true))) await f.evaluate(axeSource);
   }

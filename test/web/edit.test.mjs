@@ -10,7 +10,7 @@
 
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdir, readFile } from 'node:fs/promises';
+import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import * as lib from 'lease-fence';
 import { startServer, launch, openPage, load, goTo, SCREENSHOTS, ROOT } from './harness.mjs';
@@ -21,7 +21,6 @@ import { rng } from '../js/helpers.mjs';
 
 let server;
 let browser;
-let axeSource;
 
 // The seeded random edits. Deliberate breaks of the label placement
 // (web/svg.js findSpot and placeLabels: a label may cross a drawn line,
@@ -31,7 +30,6 @@ const EDITS = Number(process.env.EDITS ?? 120);
 
 before(async () => {
   await mkdir(SCREENSHOTS, { recursive: true });
-  axeSource = await readFile(join(ROOT, 'node_modules', 'axe-core', 'axe.min.js'), 'utf8');
   server = await startServer();
   browser = await launch();
 });
@@ -252,7 +250,7 @@ test(`${EDITS} seeded random edits keep every label apart and axe-core at no ser
     // axe-core on every state with a kind of element new in this run.
     const shown = await page.evaluate(a11yKinds, AXE_INCLUDE);
     if (shown.some((k) => !seen.has(k))) {
-      assert.deepEqual(await axe(page, axeSource, AXE_INCLUDE), [], where);
+      assert.deepEqual(await axe(page, AXE_INCLUDE), [], where);
       for (const k of shown) seen.add(k);
       axeRuns++;
       lastNew = n;

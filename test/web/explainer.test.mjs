@@ -10,18 +10,15 @@ import assert from 'node:assert/strict';
 import { mkdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { startServer, launch, load, goTo, tabs, SCREENSHOTS, ROOT } from './harness.mjs';
-import { labelProblems, axe as axeIn } from './checks.mjs';
+import { labelProblems, axe } from './checks.mjs';
 import { PRESETS } from '../../web/model.js';
 
 let server;
 let browser;
 let tab; // the tests' tabs
-let axeSource;
-const axe = (page) => axeIn(page, axeSource);
 
 before(async () => {
   await mkdir(SCREENSHOTS, { recursive: true });
-  axeSource = await readFile(join(ROOT, 'node_modules', 'axe-core', 'axe.min.js'), 'utf8');
   server = await startServer();
   browser = await launch();
   tab = tabs(browser.context);

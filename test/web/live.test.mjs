@@ -28,7 +28,6 @@ const WRANGLER = process.env.WRANGLER ?? join(ROOT, 'node_modules', '.bin', 'wra
 let server;
 let browser;
 let tab; // the tests' tabs (harness.mjs tabs): done(page) gives one back
-let axeSource;
 // wrangler dev's output (the dev server's -worker-log): a Worker run that
 // fails quotes what it wrote meanwhile.
 let workerLogDir;
@@ -44,7 +43,6 @@ before(async () => {
   await mkdir(SCREENSHOTS, { recursive: true });
   assert.ok(existsSync(COORDINATOR), `${COORDINATOR} is not built: run make coordinator`);
   assert.ok(existsSync(join(ROOT, 'wasm', 'worker', 'build', 'app.wasm')), 'the Worker is not built: run make worker');
-  axeSource = await readFile(join(ROOT, 'node_modules', 'axe-core', 'axe.min.js'), 'utf8');
   workerLogDir = await mkdtemp(join(tmpdir(), 'lease-fence-live-log-'));
   workerLog = join(workerLogDir, 'wrangler.log');
   server = await startServer(['-coordinator', COORDINATOR, '-wrangler', WRANGLER, '-worker-dir', join(ROOT, 'wasm', 'worker'), '-worker-log', workerLog]);
@@ -154,7 +152,7 @@ async function liveRun(backend, preset) {
     assert.deepEqual(await page.evaluate(labelProblems), [], `at step ${i} of the live run`);
   }
   if (preset.id === 'gap') {
-    assert.deepEqual(await axe(page, axeSource), [], 'axe on live mode');
+    assert.deepEqual(await axe(page), [], 'axe on live mode');
     await shot(page, `live-${backend}-gap`);
   }
   // Chromium logs every answer of 502 or 503 as a failed load. Those are
