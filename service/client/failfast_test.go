@@ -615,6 +615,32 @@ func TestRenewalOutlivesALostReplyManualClock(t *testing.T) {
 	}
 }
 
+// slowAcquisition is the rig of the slow-acquisition tests: a coordinator
+// with a TTL of 1 s behind a proxy, and a client on the holder's manual
+// clock (started at 5000, skew 20 ms, attempts that never time out, no
+// backoff) whose acquisition is answered 400 ms after its send; a renewal
+// for which holdReply says so gets no answer.
+func slowAcquisition(t *testing.T, holdReply func() bool) (*faultproxy.Proxy, *clock.Manual, *client.Client) {
+	t.Helper()
+	px := startProxy(t, serveCoordinator(t, time.Second))
+	agent, err := clock.NewManual("agent-a", clock.ManualOptions{Start: 5000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	px.SetPolicy(func(call *faultproxy.Call) faultproxy.Action {
+		switch {
+		case call.Path == "/v1/acquire":
+			return faultproxy.Action{Before: func() { _ = agent.Advance(400) }}
+		case call.Path == "/v1/renew" && holdReply():
+			return faultproxy.Action{HoldReply: true}
+		}
+		return faultproxy.Action{}
+	})
+	c := newClient(t, client.Config{BaseURL: px.URL, Lease: leaseClient(t, "agent-a", agent), AttemptTimeout: time.Hour,
+		Backoff: func(int) time.Duration { return 0 }, AfterFunc: agent.AfterFunc})
+	return px, agent, c
+}
+
 // TestFirstRenewalAfterASlowAcquisitionIsHedged: the first renewal's reply
 // is lost after a slow acquisition: the lease is kept. On the holder's
 // manual clock, TTL 1 s, skew 20 ms: the acquisition, sent at 5000, is
@@ -625,23 +651,8 @@ func TestRenewalOutlivesALostReplyManualClock(t *testing.T) {
 // after AttemptTimeout (an hour here); the hedge, the same body, is
 // answered, and Hold returns the lease anchored at the renewal's send.
 func TestFirstRenewalAfterASlowAcquisitionIsHedged(t *testing.T) {
-	px := startProxy(t, serveCoordinator(t, time.Second))
-	agent, err := clock.NewManual("agent-a", clock.ManualOptions{Start: 5000})
-	if err != nil {
-		t.Fatal(err)
-	}
 	var renewals atomic.Int32
-	px.SetPolicy(func(call *faultproxy.Call) faultproxy.Action {
-		switch {
-		case call.Path == "/v1/acquire":
-			return faultproxy.Action{Before: func() { _ = agent.Advance(400) }}
-		case call.Path == "/v1/renew" && renewals.Add(1) == 1:
-			return faultproxy.Action{HoldReply: true}
-		}
-		return faultproxy.Action{}
-	})
-	c := newClient(t, client.Config{BaseURL: px.URL, Lease: leaseClient(t, "agent-a", agent), AttemptTimeout: time.Hour,
-		Backoff: func(int) time.Duration { return 0 }, AfterFunc: agent.AfterFunc})
+	px, agent, c := slowAcquisition(t, func() bool { return renewals.Add(1) == 1 })
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel() // a Hold left waiting when the test fails
 	type held struct {
@@ -714,22 +725,8 @@ func TestFirstRenewalAfterASlowAcquisitionIsHedged(t *testing.T) {
 // acquisition made (5930, 930 ms after its send), not after AttemptTimeout,
 // with a *client.LostError, and the hold releases the lease.
 func TestSlowAcquisitionUnrenewedFailsHoldAtTheLoss(t *testing.T) {
-	px := startProxy(t, serveCoordinator(t, time.Second))
-	agent, err := clock.NewManual("agent-a", clock.ManualOptions{Start: 5000})
-	if err != nil {
-		t.Fatal(err)
-	}
-	px.SetPolicy(func(call *faultproxy.Call) faultproxy.Action {
-		switch call.Path {
-		case "/v1/acquire":
-			return faultproxy.Action{Before: func() { _ = agent.Advance(400) }}
-		case "/v1/renew":
-			return faultproxy.Action{HoldReply: true}
-		}
-		return faultproxy.Action{}
-	})
-	c := newClient(t, client.Config{BaseURL: px.URL, Lease: leaseClient(t, "agent-a", agent), AttemptTimeout: time.Hour,
-		Backoff: func(int) time.Duration { return 0 }, AfterFunc: agent.AfterFunc})
+	px, agent, c := slowAcquisition(t, func() bool { return true })
+	var err error
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel() // a Hold left waiting when the test fails
 	got := make(chan error, 1)
