@@ -257,7 +257,10 @@ func (c *Client) hold(ctx context.Context, resource string, opts HoldOptions) (*
 	}
 	due, _ := k.NextRenewal().Since(now)
 	left, _ := k.Deadline().AddMillis(-clock.Millis(margin)).Since(now)
-	if due <= 0 && left < deadlineSlack {
+	// hedged: the first renewal is due and the acquisition's lease has
+	// time left to hedge on (the hold renews it below).
+	hedged := due <= 0 && left >= deadlineSlack
+	if due <= 0 && !hedged {
 		// The wait ate the whole lease, by the holder's clock (it may
 		// still be live at the coordinator, which counts from the
 		// grant): renew it now, anchored here.
@@ -274,7 +277,7 @@ func (c *Client) hold(ctx context.Context, resource string, opts HoldOptions) (*
 	h := &Held{c: c, k: k, margin: clock.Millis(margin), every: clock.Millis(every), secret: l.secret, finished: make(chan struct{})}
 	h.ctx, h.cancel = context.WithCancelCause(ctx)
 	var first chan struct{}
-	if due <= 0 && left >= deadlineSlack {
+	if hedged {
 		first = make(chan struct{})
 		h.first = first
 	}
