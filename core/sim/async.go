@@ -178,67 +178,58 @@ func (w *world) writeEnd(aw *asyncWrite) {
 // turn: it starts (with the waiters right behind it that have its fence), or
 // it is refused and hands on to the next. floor is the gate's floor before
 // any of them starts (what a refused one is answered with).
+//
+// The waiters right behind the first with its fence are handed the turn
+// with it (shared admission): their goroutines start, or refuse themselves,
+// at the same moment, and log their rejections in an order the scheduler
+// chooses. The refused are answered in the order of the gate's log, so the
+// trace does not depend on it. (Writes with one fence are one holder's, so
+// their answers differ only in the rejection's number.)
 func (w *world) handOn(ri int, floor uint64) {
-	for len(w.queued[ri]) > 0 && len(w.running[ri]) == 0 {
-		head := w.queued[ri][0]
-		w.queued[ri] = w.queued[ri][1:]
-		e := <-head.ev
-		if !e.started {
-			w.refusedTogether(ri, head, e.err, floor)
-			continue
-		}
-		w.asyncStarted(head)
-		for len(w.queued[ri]) > 0 && w.queued[ri][0].m.tok.Fence == head.m.tok.Fence {
-			next := w.queued[ri][0]
-			w.queued[ri] = w.queued[ri][1:]
-			e := <-next.ev
-			w.chk.check(GateFloor, e.started,
-				"gate %s refused the waiting write of %s, with the fence of %s that it admitted (%v)", next.m.tok.Resource, next.m.tok, head.m.tok, e.err)
-			if e.started {
-				w.asyncStarted(next)
-			} else {
-				w.asyncDone(next, e.err, false, w.gates[ri].Floor())
-			}
-		}
-		return
-	}
-}
-
-// refusedTogether answers head, refused as its turn came, with err, and the
-// waiters right behind it with its fence: the gate handed them the turn
-// with it (shared admission), so their goroutines were refused at the same
-// moment and logged their rejections in an order the scheduler chose. They
-// are answered in the order of the gate's log, so the trace does not depend
-// on it. (Writes with one fence are one holder's, so their answers differ
-// only in the rejection's number.)
-func (w *world) refusedTogether(ri int, head *asyncWrite, err error, floor uint64) {
 	type answer struct {
 		aw  *asyncWrite
 		err error
 	}
-	group := []answer{{head, err}}
-	for len(w.queued[ri]) > 0 && w.queued[ri][0].m.tok.Fence == head.m.tok.Fence {
-		next := w.queued[ri][0]
-		w.queued[ri] = w.queued[ri][1:]
-		e := <-next.ev
-		w.chk.check(GateFloor, !e.started,
-			"gate %s started the waiting write of %s, with the fence of %s that it refused (%v)", next.m.tok.Resource, next.m.tok, head.m.tok, err)
-		if e.started {
-			w.asyncStarted(next)
-			continue
-		}
-		group = append(group, answer{next, e.err})
-	}
-	seq := func(err error) uint64 {
+	seq := func(a answer) uint64 {
 		var stale *fence.StaleFenceError
-		if errors.As(err, &stale) {
+		if errors.As(a.err, &stale) {
 			return stale.Seq
 		}
 		return 0
 	}
-	slices.SortStableFunc(group, func(a, b answer) int { return cmp.Compare(seq(a.err), seq(b.err)) })
-	for _, a := range group {
-		w.asyncDone(a.aw, a.err, false, floor)
+	for len(w.queued[ri]) > 0 && len(w.running[ri]) == 0 {
+		head := w.queued[ri][0]
+		w.queued[ri] = w.queued[ri][1:]
+		e := <-head.ev
+		var refused []answer
+		take := func(aw *asyncWrite, e asyncEvent) {
+			if e.started {
+				w.asyncStarted(aw)
+			} else {
+				refused = append(refused, answer{aw, e.err})
+			}
+		}
+		take(head, e)
+		for len(w.queued[ri]) > 0 && w.queued[ri][0].m.tok.Fence == head.m.tok.Fence {
+			next := w.queued[ri][0]
+			w.queued[ri] = w.queued[ri][1:]
+			en := <-next.ev
+			if e.started {
+				w.chk.check(GateFloor, en.started,
+					"gate %s refused the waiting write of %s, with the fence of %s that it admitted (%v)", next.m.tok.Resource, next.m.tok, head.m.tok, en.err)
+			} else {
+				w.chk.check(GateFloor, !en.started,
+					"gate %s started the waiting write of %s, with the fence of %s that it refused (%v)", next.m.tok.Resource, next.m.tok, head.m.tok, e.err)
+			}
+			take(next, en)
+		}
+		slices.SortStableFunc(refused, func(a, b answer) int { return cmp.Compare(seq(a), seq(b)) })
+		for _, a := range refused {
+			w.asyncDone(a.aw, a.err, false, floor)
+		}
+		if e.started {
+			return
+		}
 	}
 }
 
