@@ -618,9 +618,9 @@ func TestRenewalOutlivesALostReplyManualClock(t *testing.T) {
 // slowAcquisition is the rig of the slow-acquisition tests: a coordinator
 // with a TTL of 1 s behind a proxy, and a client on the holder's manual
 // clock (started at 5000, skew 20 ms, attempts that never time out, no
-// backoff) whose acquisition is answered 400 ms after its send; a renewal
+// backoff) whose acquisition is answered slow ms after its send; a renewal
 // for which holdReply says so gets no answer.
-func slowAcquisition(t *testing.T, holdReply func() bool) (*faultproxy.Proxy, *clock.Manual, *client.Client) {
+func slowAcquisition(t *testing.T, slow float64, holdReply func() bool) (*faultproxy.Proxy, *clock.Manual, *client.Client) {
 	t.Helper()
 	px := startProxy(t, serveCoordinator(t, time.Second))
 	agent, err := clock.NewManual("agent-a", clock.ManualOptions{Start: 5000})
@@ -630,7 +630,7 @@ func slowAcquisition(t *testing.T, holdReply func() bool) (*faultproxy.Proxy, *c
 	px.SetPolicy(func(call *faultproxy.Call) faultproxy.Action {
 		switch {
 		case call.Path == "/v1/acquire":
-			return faultproxy.Action{Before: func() { _ = agent.Advance(400) }}
+			return faultproxy.Action{Before: func() { _ = agent.Advance(slow) }}
 		case call.Path == "/v1/renew" && holdReply():
 			return faultproxy.Action{HoldReply: true}
 		}
@@ -652,7 +652,7 @@ func slowAcquisition(t *testing.T, holdReply func() bool) (*faultproxy.Proxy, *c
 // answered, and Hold returns the lease anchored at the renewal's send.
 func TestFirstRenewalAfterASlowAcquisitionIsHedged(t *testing.T) {
 	var renewals atomic.Int32
-	px, agent, c := slowAcquisition(t, func() bool { return renewals.Add(1) == 1 })
+	px, agent, c := slowAcquisition(t, 400, func() bool { return renewals.Add(1) == 1 })
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel() // a Hold left waiting when the test fails
 	type held struct {
@@ -725,7 +725,7 @@ func TestFirstRenewalAfterASlowAcquisitionIsHedged(t *testing.T) {
 // acquisition made (5930, 930 ms after its send), not after AttemptTimeout,
 // with a *client.LostError, and the hold releases the lease.
 func TestSlowAcquisitionUnrenewedFailsHoldAtTheLoss(t *testing.T) {
-	px, agent, c := slowAcquisition(t, func() bool { return true })
+	px, agent, c := slowAcquisition(t, 400, func() bool { return true })
 	var err error
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel() // a Hold left waiting when the test fails
@@ -768,5 +768,35 @@ func TestSlowAcquisitionUnrenewedFailsHoldAtTheLoss(t *testing.T) {
 	}
 	if st, err := c.Inspect(ctx, "r"); err != nil || st.Held {
 		t.Fatalf("the coordinator has %+v (%v)", st, err)
+	}
+}
+
+// TestAcquisitionPastItsLossRenewsOnce: an acquisition answered 950 ms
+// after its send at 5000, past its loss (5930): there is no time left to
+// hedge on, so Hold renews at once with one plain call and returns the
+// lease anchored at that renewal's send (5950), counted in Renewals.
+func TestAcquisitionPastItsLossRenewsOnce(t *testing.T) {
+	px, agent, c := slowAcquisition(t, 950, func() bool { return false })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	h, err := c.Hold(ctx, "r", client.HoldOptions{})
+	if err != nil {
+		t.Fatalf("Hold: %v", err)
+	}
+	defer h.Release(ctx)
+	var renewals int
+	for _, call := range px.Calls() {
+		if call.Path == "/v1/renew" {
+			renewals++
+		}
+	}
+	near := func(got clock.Instant, want float64) bool {
+		return got.Millis >= want-0.001 && got.Millis <= want+0.001
+	}
+	if renewals != 1 || h.Renewals() != 1 || !near(h.Lease().Anchor(), 5950) || !near(h.Lease().Deadline(), 6930) || h.Context().Err() != nil {
+		t.Fatalf("%d renewals sent, Renewals %d, the lease %v anchored at %v, %v", renewals, h.Renewals(), h.Lease(), h.Lease().Anchor(), context.Cause(h.Context()))
+	}
+	if now := agent.Peek(); !near(now, 5950) {
+		t.Fatalf("the holder's clock at %v", now)
 	}
 }

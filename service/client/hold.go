@@ -260,6 +260,7 @@ func (c *Client) hold(ctx context.Context, resource string, opts HoldOptions) (*
 	// hedged: the first renewal is due and the acquisition's lease has
 	// time left to hedge on (the hold renews it below).
 	hedged := due <= 0 && left >= deadlineSlack
+	renewals := 0
 	if due <= 0 && !hedged {
 		// The wait ate the whole lease, by the holder's clock (it may
 		// still be live at the coordinator, which counts from the
@@ -270,11 +271,12 @@ func (c *Client) hold(ctx context.Context, resource string, opts HoldOptions) (*
 			return nil, err
 		}
 		l = l2
+		renewals = 1
 		if k, err = lease.NewKeeper(l.Lease, every); err != nil {
 			return nil, err
 		}
 	}
-	h := &Held{c: c, k: k, margin: clock.Millis(margin), every: clock.Millis(every), secret: l.secret, finished: make(chan struct{})}
+	h := &Held{c: c, k: k, margin: clock.Millis(margin), every: clock.Millis(every), secret: l.secret, renewals: renewals, finished: make(chan struct{})}
 	h.ctx, h.cancel = context.WithCancelCause(ctx)
 	var first chan struct{}
 	if hedged {
@@ -638,7 +640,9 @@ func (h *Held) Renewing() bool {
 	return h.renewing != nil
 }
 
-// Renewals returns how many renewals succeeded.
+// Renewals returns how many renewals succeeded, counting the one Hold made
+// before it returned when the acquisition's answer came after the first
+// renewal was due.
 func (h *Held) Renewals() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()

@@ -281,14 +281,14 @@ describe('holding (TTL 2 s)', () => {
   // The renewal's first attempt, never answered, gets its hedge at half the
   // time left (21,875), not after attemptTimeoutMillis (60 s).
   const SLOW = 12_000;
-  const slowHold = (name, renewPolicy) => {
+  const slowHold = (name, renewPolicy, slow = SLOW) => {
     const px = longProxy;
     px.reset();
     const clock = createManualClock(name, { start: 1000 });
     const timers = new ManualTimers(clock);
     const c = new LeaseServiceClient({ baseURL: px.url, holderId: name, clock, timers, attemptTimeoutMillis: 2 * LONG_TTL, backoff: () => 0 });
     px.policy = (e) => {
-      if (e.path === '/v1/acquire') return { before: () => clock.advance(SLOW) };
+      if (e.path === '/v1/acquire') return { before: () => clock.advance(slow) };
       return e.path === '/v1/renew' ? renewPolicy() : undefined;
     };
     const r = resourceName(name);
@@ -334,6 +334,25 @@ describe('holding (TTL 2 s)', () => {
     assert.match(e.message, /no renewal succeeded in time; given up 29\.8 s after the send of the call that last extended it, 250 ms before the holder's deadline$/);
     await until(() => px.on('/v1/release').some((x) => x.status === 200), 'the release', GUARD);
     assert.equal((await c.inspect(r)).held, false);
+    px.reset();
+  });
+
+  // An acquisition answered past its loss (30,750): no time is left to
+  // hedge on, so hold renews at once with one plain call and resolves with
+  // the lease anchored at that renewal's send, counted in renewals.
+  test('an acquisition answered past its loss: hold renews once, plainly, before it resolves', async () => {
+    const slow = LONG_TTL - LONG_MARGIN + 100;
+    const { px, clock, c, r, holding } = slowHold('slow-past', () => undefined, slow);
+    await until(() => holding.settled, 'hold settled', GUARD);
+    const held = holding.value;
+    assert.ok(held !== undefined, String(holding.error));
+    assert.equal(px.on('/v1/renew').length, 1);
+    assert.equal(held.renewals, 1);
+    assert.equal(clock.now().millis, 1000 + slow);
+    assert.equal(held.deadline.millis, 1000 + slow + LONG_TTL);
+    assert.equal(held.signal.aborted, false);
+    assert.equal(held.token.fence, (await c.inspect(r)).fence);
+    await held.release();
     px.reset();
   });
 

@@ -277,7 +277,9 @@ for (const which of TARGETS) {
         assert.ok(e instanceof HoldEvent);
         renewed.push({ fence: e.lease.token.fence, deadline: e.lease.deadline.millis, at: performance.now() });
       });
-      long = { held, a, r, fence, renewed, start: performance.now() };
+      // A slow acquisition (a loaded machine) makes hold renew once before
+      // it resolves, before this listener: counted in held.renewals.
+      long = { held, a, r, fence, renewed, base: held.renewals, start: performance.now() };
       const st = await a.inspect(r);
       assert.deepEqual(st, { held: true, holderId: 'long-a', fence, remainingMillis: st.remainingMillis });
       await rejects(client(T, 'long-b').acquire(r), (e) => assert.ok(e instanceof LeaseDeniedError && e.heldBy === 'long-a'));
@@ -1104,12 +1106,12 @@ for (const which of TARGETS) {
     });
 
     test('the long hold outlived 10 TTLs with one fence', async () => {
-      const { fence, outcome } = long;
+      const { fence, outcome, base } = long;
       const { aborted, reason, renewals, renewed, st, denied, after, error } = await outcome;
       assert.equal(aborted, false, String(reason?.stack ?? reason) + (reason?.cause ? `\ncause: ${reason.cause.stack}` : ''));
       assert.equal(error, undefined, String(error));
       assert.ok(renewals >= 25, `${renewals} renewals`);
-      assert.equal(renewals, renewed.length);
+      assert.equal(renewals - base, renewed.length);
       assert.ok(renewed.every((x) => x.fence === fence));
       for (let i = 1; i < renewed.length; i++) assert.ok(renewed[i].deadline > renewed[i - 1].deadline);
       assert.deepEqual(st, { held: true, holderId: 'long-a', fence, remainingMillis: st.remainingMillis });

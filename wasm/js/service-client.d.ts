@@ -343,7 +343,10 @@ export class HeldLease extends EventTarget {
   readonly deadline: Instant;
   /** The work's signal (see above). */
   readonly signal: AbortSignal;
-  /** How many renewals succeeded. */
+  /**
+   * How many renewals succeeded, counting the one hold made before it resolved when the acquisition's
+   * answer came after the first renewal was due (its `renewed` event, if any, came before hold resolved).
+   */
   readonly renewals: number;
   /**
    * Ends the hold (signal aborts with a LeaseReleasedError) and releases the lease, which hands the

@@ -150,7 +150,7 @@ async function holdOnce(client, tools, resource, { waitMillis, signal, renewEver
     } catch (e) {
       giveUp(e);
     }
-    return new HeldLease(internal, client, tools, lease, sentAt, every, margin, signal);
+    return new HeldLease(internal, client, tools, lease, sentAt, every, margin, signal, 1);
   }
   const held = new HeldLease(internal, client, tools, lease, sentAt, every, margin, signal);
   if (!due) return held;
@@ -268,7 +268,7 @@ export class HeldLease extends EventTarget {
     disposedBy(this, 'release');
   }
 
-  constructor(key, client, tools, lease, sentAt, every, margin, outer) {
+  constructor(key, client, tools, lease, sentAt, every, margin, outer, renewals = 0) {
     if (key !== internal) {
       throw new InvalidArgumentError('lease-fence: HeldLease objects are made by LeaseServiceClient.hold, not with new', 'this');
     }
@@ -280,6 +280,7 @@ export class HeldLease extends EventTarget {
     this.#every = every;
     this.#margin = margin;
     this.#next = sentAt + every;
+    this.#renewals = renewals;
     tools.holds.add(this);
     if (outer) {
       this.#outer = outer;
