@@ -2,11 +2,12 @@
 // refused before anything changes, a command failing mid-write, a reply
 // lost on a broken connection (settled through the commit's marker with
 // atMostOnce, an OutcomeUnknownError without), a server that is down, the
-// hash slot, against a real redis-server.
+// hash slot, the commits of one token sent as one script and each still
+// answered as alone, against a real redis-server.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createClient } from 'redis';
-import { InvalidArgumentError } from 'lease-fence';
+import { InvalidArgumentError, StaleFenceError } from 'lease-fence';
 import { CommandError, FenceStoreError, OutcomeUnknownError, openRedisFence, redisKey, redisSlot, redisTag } from 'lease-fence/redis';
 import { cutProxy } from './cutproxy.mjs';
 import { startRedis } from './servers.mjs';
@@ -185,4 +186,103 @@ test('pages of the rejection log: bad options refused', async () => {
     await assert.rejects(store.rejections('r', options), (e) => e instanceof InvalidArgumentError && e.argument === argument, JSON.stringify(options));
   }
   assert.deepEqual(await store.rejections('r', { limit: 10 }), []);
+});
+
+// The fence script's calls the server has run (INFO commandstats).
+async function scriptCalls(c) {
+  return Number(/cmdstat_evalsha:calls=(\d+)/.exec(await c.info('commandstats'))?.[1] ?? 0);
+}
+
+test('commits of one token made together go as one script, each answered as alone', async () => {
+  const c = await client();
+  const ns = `batch${++nsSeq}-`;
+  const store = openRedisFence(c, { prefix: ns });
+  const k = redisKey('r', `${ns}list`);
+  const n = redisKey('r', `${ns}n`);
+  await store.commit(tk('h', 2), { keys: [k, n], commands: [['RPUSH', k, 'first']] });
+  const write = (v) => ({ keys: [k, n], commands: [['RPUSH', k, v]] });
+
+  // All land, in the order they were made, through one script.
+  let calls = await scriptCalls(c);
+  await Promise.all(['a', 'b', 'c'].map((v) => store.commit(tk('h', 2), write(v))));
+  assert.equal(await scriptCalls(c) - calls, 1, 'three commits of one token, one script');
+  assert.deepEqual(await c.lRange(k, 0, -1), ['first', 'a', 'b', 'c']);
+
+  // A command failing in the second: the first landed, the second stops
+  // at its command (index within its own write), the third runs alone.
+  await c.set(n, 'not a number');
+  const failed = await Promise.allSettled([
+    store.commit(tk('h', 2), write('d')),
+    store.commit(tk('h', 2), { keys: [k, n], commands: [['RPUSH', k, 'e'], ['INCR', n], ['RPUSH', k, 'never']] }),
+    store.commit(tk('h', 2), write('f')),
+  ]);
+  assert.equal(failed[0].status, 'fulfilled');
+  assert.ok(failed[1].reason instanceof CommandError && failed[1].reason.index === 1 && failed[1].reason.command === 'INCR', String(failed[1].reason));
+  assert.equal(failed[2].status, 'fulfilled', String(failed[2].reason));
+  assert.deepEqual(await c.lRange(k, 4, -1), ['d', 'e', 'f']);
+
+  // A command the script refuses in the second: nothing of it ran, the
+  // others landed.
+  const invalid = await Promise.allSettled([
+    store.commit(tk('h', 2), write('g')),
+    store.commit(tk('h', 2), { keys: [k, n], commands: [['RPUSH', k, 'never'], ['SET', n]] }),
+    store.commit(tk('h', 2), write('i')),
+  ]);
+  assert.equal(invalid[0].status, 'fulfilled', String(invalid[0].reason));
+  assert.ok(invalid[1].reason instanceof InvalidArgumentError && invalid[1].reason.argument === 'write.commands[1]', String(invalid[1].reason));
+  assert.equal(invalid[2].status, 'fulfilled', String(invalid[2].reason));
+  assert.deepEqual(await c.lRange(k, 7, -1), ['g', 'i']);
+
+  // Stale: each is refused and logged on its own.
+  await store.admit(tk('new', 3));
+  calls = await scriptCalls(c);
+  const stale = await Promise.allSettled(['x', 'y', 'z'].map((v) => store.commit(tk('h', 2), write(v))));
+  assert.deepEqual(stale.map((r) => r.reason instanceof StaleFenceError && r.reason.rejection.seq), [1, 2, 3]);
+  assert.deepEqual((await store.rejections('r')).map((r) => [r.seq, r.refusedHolderId, r.refusedFence, r.admittedFence]),
+    [[1, 'h', 2, 3], [2, 'h', 2, 3], [3, 'h', 2, 3]]);
+  assert.equal(await scriptCalls(c) - calls, 3, 'the one batch, then the two after the first refusal alone');
+  assert.equal(await c.lLen(k), 9);
+});
+
+test('a commit in a batch keeps to the keys it declared', async () => {
+  const c = await client();
+  const ns = `batchkeys${++nsSeq}-`;
+  const store = openRedisFence(c, { prefix: ns });
+  const [a, b] = ['a', 'b'].map((x) => redisKey('r', ns + x));
+  const got = await Promise.allSettled([
+    store.commit(tk('h', 1), { keys: [a], commands: [['SET', a, '1']] }),
+    store.commit(tk('h', 1), { keys: [b], commands: [['SET', a, 'undeclared']] }),
+  ]);
+  assert.equal(got[0].status, 'fulfilled');
+  assert.ok(got[1].reason instanceof InvalidArgumentError && got[1].reason.argument === 'write.commands[0]', String(got[1].reason));
+  assert.equal(await c.get(a), '1');
+});
+
+test("the gate's calls reach Redis in the order they were made", async () => {
+  const c = await client();
+  const store = openRedisFence(c, { prefix: `order${++nsSeq}-` });
+  const k = redisKey('r', `order${nsSeq}-v`);
+  const p = store.commit(tk('h', 4), { keys: [k], commands: [['SET', k, 'v']] });
+  assert.equal(await store.floor('r'), 4, 'floor, called after commit, reads after it');
+  await p;
+  const q = store.commit(tk('h', 5), { keys: [k], commands: [['SET', k, 'v']] });
+  await assert.rejects(store.admit(tk('h', 4)), StaleFenceError, 'admit, called after commit, runs after it');
+  await q;
+});
+
+test('a batch whose reply was lost: each commit is an OutcomeUnknownError', async () => {
+  const u = new URL(server.url);
+  const direct = await client();
+  for (const forward of [true, false]) {
+    const proxy = await cutProxy([u.hostname, Number(u.port)], /EVAL/i, { forward });
+    const c = await client(`redis://127.0.0.1:${proxy.port}`);
+    const ns = `batchcut${++nsSeq}-`;
+    const store = openRedisFence(c, { prefix: ns });
+    const k = redisKey('r', `${ns}list`);
+    const got = await Promise.allSettled(['a', 'b', 'c'].map((v) => store.commit(tk('h', 4), { keys: [k], commands: [['RPUSH', k, v]] })));
+    assert.ok(got.every((r) => r.reason instanceof OutcomeUnknownError), got.map((r) => String(r.reason)).join(', '));
+    assert.ok(proxy.cut);
+    assert.deepEqual(await direct.lRange(k, 0, -1), forward ? ['a', 'b', 'c'] : [], 'all ran, or none');
+    await proxy.close();
+  }
 });

@@ -60,7 +60,11 @@ export interface RedisWrite {
 }
 
 export interface RedisFence {
-  /** Runs write's commands after the fence check, in one script. */
+  /**
+   * Runs write's commands after the fence check, in one script (shared by
+   * the commits of one token with the same keys made together, each
+   * answered as alone).
+   */
   commit(token: FenceToken, write: RedisWrite, options?: FenceCallOptions): Promise<void>;
   /** Raises the floor without writing; an older token is refused and logged. */
   admit(token: FenceToken, options?: FenceCallOptions): Promise<void>;

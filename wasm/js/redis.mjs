@@ -23,6 +23,10 @@ export const MAX_ARGS_PER_COMMAND = 1024;
 // How many resources' key names a gate keeps made (#keyNames).
 const MAX_NAMES = 1024;
 
+// The most strings the commits of one batch (#join) send together; the
+// commands are at most MAX_COMMANDS, as in one write.
+const MAX_BATCH_STRINGS = 16 * MAX_ARGS_PER_COMMAND;
+
 // The scripts: Go's gates/redisfence/fence.lua and page.lua, the one source
 // of their text, brought in by the module make build-wasm and npm pack
 // generate from them (scripts/gate-texts.mjs).
@@ -138,6 +142,28 @@ function hasClass(err, name) {
 const sentNothing = (err) => hasClass(err, 'ErrorReply') || hasClass(err, 'ClientClosedError') ||
   hasClass(err, 'ClientOfflineError') || hasClass(err, 'ConnectionTimeoutError') || err?.code === 'ECONNREFUSED';
 
+// pushCommands appends commands to a script's arguments: each as its number
+// of strings, then the strings (numbers written in decimal).
+function pushCommands(args, commands) {
+  for (const c of commands) {
+    args.push(String(c.length));
+    for (const x of c) args.push(typeof x === 'number' ? String(x) : x);
+  }
+}
+
+// sameKeys: a and b list the same keys in the same order.
+function sameKeys(a, b) {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
+}
+
+// failure: the error of a commit without a marker whose script failed
+// with err: nothing happened, or (the script was sent) nobody knows.
+const failure = (err) => (sentNothing(err)
+  ? new FenceStoreError(`lease-fence/redis: commit did not happen: ${err?.message ?? err}`, { op: 'commit', cause: err })
+  : new OutcomeUnknownError(`lease-fence/redis: the commit's outcome is unknown: ${err?.message ?? err}`, { cause: err }));
+
 const arg = (argument, reason) => new InvalidArgumentError(`lease-fence/redis: ${argument} ${reason}`, argument);
 
 /**
@@ -180,6 +206,8 @@ class RedisFence {
   #args; // the script's ARGV[3] and ARGV[4], the same for every call
   // The gate's key names of the resources written lately (#names).
   #names = new Map();
+  // The commits waiting to be sent as one script (#join), or null.
+  #batch = null;
 
   constructor(client, prefix, maxRej, ttl) {
     this.#client = client;
@@ -216,7 +244,9 @@ class RedisFence {
    * CommandError (admitted; a command failed as it ran), FenceStoreError
    * (nothing happened) or OutcomeUnknownError. options.signal: an aborted
    * signal rejects with signal.reason before anything is sent (a script
-   * that was sent runs to its end).
+   * that was sent runs to its end). Commits of one token with the same
+   * keys, made together without a signal or atMostOnce, share one script
+   * (#join).
    */
   async commit(token, write, options) {
     checkToken(token);
@@ -224,13 +254,17 @@ class RedisFence {
       throw arg('write.commands', 'must hold at least one command (use admit to raise the floor without writing)');
     }
     const signal = signalOf(options, 'lease-fence/redis: commit');
+    if (signal === undefined && this.#ttl === 0) return this.#join(token, write);
+    this.#flush();
     return this.#run(token, write, signal);
   }
 
   /** Raises the floor of token's resource without writing; an older token is refused and logged. */
   async admit(token, options) {
     checkToken(token);
-    return this.#run(token, null, signalOf(options, 'lease-fence/redis: admit'));
+    const signal = signalOf(options, 'lease-fence/redis: admit');
+    this.#flush();
+    return this.#run(token, null, signal);
   }
 
   /**
@@ -241,6 +275,7 @@ class RedisFence {
   async floor(resource) {
     checkId(resource, 'resource');
     const key = `${this.#base(resource)}floor`;
+    this.#flush();
     let v;
     try {
       v = await this.#client.hGet(key, 'fence');
@@ -263,6 +298,7 @@ class RedisFence {
     checkId(resource, 'resource');
     const page = pageOptions(options, 'lease-fence/redis: rejections');
     const key = `${this.#base(resource)}rejections`;
+    this.#flush();
     let v;
     try {
       v = page
@@ -292,36 +328,152 @@ class RedisFence {
     try {
       reply = await runScript(this.#client, SCRIPT, keys, args);
     } catch (err) {
-      if (sentNothing(err)) throw new FenceStoreError(`lease-fence/redis: commit did not happen: ${err?.message ?? err}`, { op: 'commit', cause: err });
-      if (mark === null) throw new OutcomeUnknownError(`lease-fence/redis: the commit's outcome is unknown: ${err?.message ?? err}`, { cause: err });
+      if (mark === null || sentNothing(err)) throw failure(err);
       return this.#settle(token, mark, err);
     }
     return this.#outcome(token, reply, write);
   }
 
-  #addWrite(resource, { base, slot }, keys, args, write) {
+  #addWrite(resource, names, keys, args, write) {
+    for (const k of this.#checkWrite(resource, names, write)) keys.push(k);
+    args[4] = String(write.commands.length);
+    pushCommands(args, write.commands);
+  }
+
+  // #checkWrite checks write's keys and commands as the gate takes them
+  // (InvalidArgumentError) and returns its keys.
+  #checkWrite(resource, { base, slot }, write) {
     const wkeys = write.keys ?? [];
     if (!Array.isArray(wkeys)) throw arg('write.keys', 'must be an array of keys');
     if (write.commands.length > MAX_COMMANDS) throw arg('write.commands', `must hold at most ${MAX_COMMANDS} commands`);
     if (wkeys.length > MAX_KEYS) throw arg('write.keys', `must hold at most ${MAX_KEYS} keys`);
-    wkeys.forEach((k, i) => {
+    for (let i = 0; i < wkeys.length; i++) {
+      const k = wkeys[i];
       const a = `write.keys[${i}]`;
       if (typeof k !== 'string' || k === '') throw arg(a, 'must be a non-empty string');
       if (k.startsWith(base)) throw arg(a, `is in the gate's own namespace ${JSON.stringify(base)}`);
       if (redisSlot(k) !== slot) throw arg(a, `${JSON.stringify(k)} is not in the hash slot of resource ${JSON.stringify(resource)}: name it with redisKey`);
-      keys.push(k);
-    });
-    args[4] = String(write.commands.length);
-    write.commands.forEach((c, i) => {
+    }
+    const { commands } = write;
+    for (let i = 0; i < commands.length; i++) {
+      const c = commands[i];
       const a = `write.commands[${i}]`;
       if (!Array.isArray(c) || c.length === 0 || typeof c[0] !== 'string' || c[0] === '') throw arg(a, 'must start with a command name');
       if (c.length > MAX_ARGS_PER_COMMAND) throw arg(a, `must hold at most ${MAX_ARGS_PER_COMMAND} strings`);
-      args.push(String(c.length));
       for (const x of c) {
         if (typeof x !== 'string' && typeof x !== 'number' && !(x instanceof Uint8Array)) throw arg(a, 'must hold strings, numbers or bytes');
-        args.push(typeof x === 'number' ? String(x) : x);
       }
+    }
+    return wkeys;
+  }
+
+  // #join adds a commit (no signal, no marker) to the gate's batch: the
+  // commits of one token, declaring the same keys, made while the batch is
+  // open, until the microtask that sends it (8 writers of one holder,
+  // woken by one reply, make theirs in one turn). The batch is one script:
+  // their commands in order after one check, so each gives the answer it
+  // would alone; the ones after a refusal, a refused command or a failed
+  // command are sent again alone (see #runBatch). Any other call of the
+  // gate sends the open batch first, so that the gate's calls reach Redis
+  // in the order they were made.
+  #join(token, write) {
+    const { resource, holderId, fence } = token;
+    const names = this.#keyNames(resource);
+    const keys = this.#checkWrite(resource, names, write);
+    const args = [];
+    pushCommands(args, write.commands);
+    const item = { args, count: write.commands.length, names: write.commands.map((c) => c[0]), resolve: null, reject: null };
+    const done = new Promise((resolve, reject) => { item.resolve = resolve; item.reject = reject; });
+    let b = this.#batch;
+    if (b === null || b.resource !== resource || b.holderId !== holderId || b.fence !== fence || !sameKeys(b.keys, keys) ||
+      b.count + item.count > MAX_COMMANDS || b.strings + args.length > MAX_BATCH_STRINGS) {
+      this.#flush();
+      b = { resource, holderId, fence, names, keys: [...keys], items: [], count: 0, strings: 0 };
+      this.#batch = b;
+      queueMicrotask(() => { if (this.#batch === b) this.#flush(); });
+    }
+    b.items.push(item);
+    b.count += item.count;
+    b.strings += args.length;
+    return done;
+  }
+
+  // #flush sends the open batch, if any.
+  #flush() {
+    const b = this.#batch;
+    if (b === null) return;
+    this.#batch = null;
+    const token = { resource: b.resource, holderId: b.holderId, fence: b.fence };
+    if (b.items.length === 1) {
+      this.#send(token, b.names, b.keys, b.items[0]);
+      return;
+    }
+    this.#runBatch(token, b).catch((err) => {
+      for (const it of b.items) it.reject(err);
     });
+  }
+
+  // #send runs one commit of a batch alone and settles it.
+  #send(token, names, keys, item) {
+    const args = [token.holderId, String(token.fence), this.#args[0], this.#args[1], String(item.count), ...item.args];
+    runScript(this.#client, SCRIPT, [names.floor, names.log, ...keys], args)
+      .then((reply) => this.#outcome(token, reply, { commands: item.names.map((n) => [n]) }), (err) => { throw failure(err); })
+      .then(item.resolve, item.reject);
+  }
+
+  // #runBatch runs the commits of batch b (two or more) as one script. Its
+  // commands are the commits' in order, so the reply names the commit it
+  // stopped at: 'ok' lands them all; 'stale' (nothing ran) is the first
+  // commit's refusal; 'invalid' (nothing ran) is that commit's; 'failed' is
+  // that commit's, the ones before it landed. The others the script did not
+  // run are sent again alone, as they would have been.
+  async #runBatch(token, b) {
+    const { items } = b;
+    const args = [token.holderId, String(token.fence), this.#args[0], this.#args[1], String(b.count)];
+    for (const it of items) for (const x of it.args) args.push(x);
+    let reply;
+    try {
+      reply = await runScript(this.#client, SCRIPT, [b.names.floor, b.names.log, ...b.keys], args);
+    } catch (err) {
+      for (const it of items) it.reject(failure(err));
+      return;
+    }
+    const s = (i) => (Array.isArray(reply) && reply[i] != null ? String(reply[i]) : '');
+    // at: the commit of the script's command c (1-based), and c's index in it.
+    const at = (c) => {
+      let i = 0;
+      for (c -= 1; i < items.length - 1 && c >= items[i].count; i++) c -= items[i].count;
+      return [i, c];
+    };
+    const again = (from, skip) => {
+      for (let i = from; i < items.length; i++) if (i !== skip) this.#send(token, b.names, b.keys, items[i]);
+    };
+    switch (s(0)) {
+      case 'ok':
+        for (const it of items) it.resolve();
+        return;
+      case 'stale':
+        items[0].reject(staleError(rejection(s(1), token.resource, token.holderId, token.fence, s(3), s(2))));
+        again(1, -1);
+        return;
+      case 'invalid': {
+        const [i, j] = at(Number(s(1)));
+        items[i].reject(arg(`write.commands[${j}]`, s(2)));
+        again(0, i);
+        return;
+      }
+      case 'failed': {
+        const [i, j] = at(Number(s(1)));
+        for (let k = 0; k < i; k++) items[k].resolve();
+        items[i].reject(this.#commandError(token, { commands: items[i].names.map((n) => [n]) }, j, s(2)));
+        again(i + 1, -1);
+        return;
+      }
+      case 'corrupt':
+        for (const it of items) it.reject(corrupt(s(1), s(2)));
+        return;
+    }
+    for (const it of items) it.reject(new FenceStoreError('lease-fence/redis: unexpected reply from the script', { op: 'commit' }));
   }
 
   // #settle settles a commit whose reply was lost: marks it aborted unless
