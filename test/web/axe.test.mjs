@@ -3,24 +3,13 @@
 // checks (explainer.test.mjs), in a file of its own so that make test runs
 // it beside the rest (test-web-axe).
 
-import { test, before, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { startServer, launch, openPage, load, goTo } from './harness.mjs';
+import { useBrowser, openPage, load, goTo, atEach } from './harness.mjs';
 import { axe, a11yKinds } from './checks.mjs';
 import { PRESETS } from '../../web/model.js';
 
-let server;
-let browser;
-
-before(async () => {
-  server = await startServer();
-  browser = await launch();
-});
-
-after(async () => {
-  await browser?.close();
-  await server?.close();
-});
+const web = useBrowser();
 
 // Each preset is loaded afresh (its own document, from its URL) into one
 // tab per mode: a new tab per preset cost Chromium a new renderer, and
@@ -32,16 +21,15 @@ test('axe-core: no serious or critical violations on the playground and in embed
   let positions = 0;
   let axeRuns = 0;
   for (const embed of [false, true]) {
-    const { page } = await openPage(browser.context, { width: embed ? 820 : 1280, height: 900 });
+    const { page } = await openPage(web.browser.context, { width: embed ? 820 : 1280, height: 900 });
     const seen = new Set();
     for (const preset of PRESETS) {
-      await load(page, `${server.url}?p=${preset.id}${embed ? '&embed=1&at=0' : ''}`);
+      await load(page, `${web.server.url}?p=${preset.id}${embed ? '&embed=1&at=0' : ''}`);
       assert.equal(await page.evaluate(() => typeof window.axe), 'undefined', 'a fresh document');
       const last = await goTo(page, 0);
       for (const i of [0, Math.floor(last / 2), last]) {
-        await goTo(page, i);
+        const [shown] = (await atEach(page, [i], a11yKinds)).results;
         positions++;
-        const shown = await page.evaluate(a11yKinds, null);
         if (!shown.some((k) => !seen.has(k))) continue;
         const v = await axe(page);
         assert.deepEqual(v, [], `${embed ? 'embed' : 'playground'} ${preset.id} step ${i}`);

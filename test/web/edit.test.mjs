@@ -8,19 +8,15 @@
 // no earlier state showed, checks.mjs a11yKinds: an edit that only moves
 // events or changes numbers shows none).
 
-import { test, before, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import * as lib from 'lease-fence';
-import { startServer, launch, openPage, load, goTo, SCREENSHOTS, ROOT } from './harness.mjs';
+import { useBrowser, goTo, atEach, SCREENSHOTS } from './harness.mjs';
 import { labelProblems, axe, a11yKinds } from './checks.mjs';
 import { PARAMS, PRESETS, parseQuery, runScenarioAsync, applies } from '../../web/model.js';
 import { verdicts } from '../../web/words.js';
 import { rng } from '../js/helpers.mjs';
-
-let server;
-let browser;
 
 // The seeded random edits. Deliberate breaks of the label placement
 // (web/svg.js findSpot and placeLabels: a label may cross a drawn line,
@@ -28,22 +24,11 @@ let browser;
 // search) fail at edits 0, 4, 0 and 34: 120 is over three times the last.
 const EDITS = Number(process.env.EDITS ?? 120);
 
-before(async () => {
-  await mkdir(SCREENSHOTS, { recursive: true });
-  server = await startServer();
-  browser = await launch();
-});
+const web = useBrowser();
 
-after(async () => {
-  await browser?.close();
-  await server?.close();
-});
-
-async function open(query, viewport = { width: 1280, height: 900 }) {
-  const o = await openPage(browser.context, viewport);
-  await load(o.page, server.url + query);
-  return o;
-}
+/** Opens query in a tab (reused: harness.mjs tabs); done(page) gives it back. */
+const open = (query, viewport = { width: 1280, height: 900 }) => web.tab.open(web.server.url + query, viewport);
+const done = (page) => web.tab.done(page);
 
 const shot = (page, name) => page.screenshot({ path: join(SCREENSHOTS, `${name}.png`), fullPage: true });
 const handle = (page, mode, actor, kind) => page.locator(`#handles-${mode} .handle[data-actor="${actor}"][data-kind="${kind}"]`).first();
@@ -86,7 +71,7 @@ test("dragging A's write onto B's in the gap: model = 50, the stale write reache
   assert.deepEqual(await page.evaluate(labelProblems), []);
   await shot(page, 'edit-drag-gap');
   assert.deepEqual(errors, []);
-  await page.close();
+  done(page);
 });
 
 test('moving the focused event with the keyboard: the handle is a slider, keeps focus, and the run follows', async () => {
@@ -129,7 +114,7 @@ test('moving the focused event with the keyboard: the handle is a slider, keeps 
   assert.equal(scenarioOf(page).bStart, 1100);
   assert.equal(await page.inputValue('#param-bStart'), '1100');
   assert.deepEqual(errors, []);
-  await page.close();
+  done(page);
 });
 
 test('every event a parameter places has a handle, on the first frame too, and reloading the link shows the same run', async () => {
@@ -155,8 +140,8 @@ test('every event a parameter places has a handle, on the first frame too, and r
   await other.page.click('#to-end');
   await page.click('#to-end');
   assert.equal(await other.page.textContent('#verdict-naive'), await page.textContent('#verdict-naive'));
-  await page.close();
-  await other.page.close();
+  done(page);
+  done(other.page);
 });
 
 test('a third agent, the floor and the restart from the form: the rows, the link and the run follow', async () => {
@@ -191,8 +176,12 @@ test('a third agent, the floor and the restart from the form: the rows, the link
   assert.equal(await page.isVisible('#param-restartAt'), false);
   assert.doesNotMatch(page.url(), /restartAt=/);
   assert.deepEqual(errors, []);
-  await page.close();
+  done(page);
 });
+
+// At a position part-way through an edited run: the labels' problems and
+// the kinds of element shown (atEach's check, one call to the page).
+const MID_CHECKS = `(include) => ({ problems: (${labelProblems})(), shown: (${a11yKinds})(include) })`;
 
 test(`${EDITS} seeded random edits keep every label apart and axe-core at no serious or critical violation`, async () => {
   const AXE_INCLUDE = ['#lanes', '.setup', '.stage'];
@@ -245,10 +234,9 @@ test(`${EDITS} seeded random edits keep every label apart and axe-core at no ser
     // And at a position part-way through.
     const max = Number(await page.getAttribute('#scrubber', 'max'));
     const mid = 1 + pick(Math.max(1, max));
-    await goTo(page, mid);
-    assert.deepEqual(await page.evaluate(labelProblems), [], `${where}, at step ${mid}`);
+    const [{ problems, shown }] = (await atEach(page, [mid], MID_CHECKS, AXE_INCLUDE)).results;
+    assert.deepEqual(problems, [], `${where}, at step ${mid}`);
     // axe-core on every state with a kind of element new in this run.
-    const shown = await page.evaluate(a11yKinds, AXE_INCLUDE);
     if (shown.some((k) => !seen.has(k))) {
       assert.deepEqual(await axe(page, AXE_INCLUDE), [], where);
       for (const k of shown) seen.add(k);
@@ -264,5 +252,5 @@ test(`${EDITS} seeded random edits keep every label apart and axe-core at no ser
   assert.ok(axeRuns >= 10 && seen.size >= 300, `axe-core ran ${axeRuns} times over ${seen.size} kinds of element`);
   await shot(page, 'edit-random');
   assert.deepEqual(errors, []);
-  await page.close();
+  done(page);
 });

@@ -5,33 +5,19 @@
 // preset's end are taken by scripts/screenshots-web.mjs (make
 // screenshots-web): they check nothing.
 
-import { test, before, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdir, readFile } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { startServer, launch, load, goTo, tabs, SCREENSHOTS, ROOT } from './harness.mjs';
+import { useBrowser, load, goTo, atEach, SCREENSHOTS, ROOT } from './harness.mjs';
 import { labelProblems, axe } from './checks.mjs';
 import { PRESETS } from '../../web/model.js';
 
-let server;
-let browser;
-let tab; // the tests' tabs
-
-before(async () => {
-  await mkdir(SCREENSHOTS, { recursive: true });
-  server = await startServer();
-  browser = await launch();
-  tab = tabs(browser.context);
-});
-
-after(async () => {
-  await browser?.close();
-  await server?.close();
-});
+const web = useBrowser();
 
 /** Opens query in a tab (reused: harness.mjs tabs); done(page) gives it back. */
-const open = (query, viewport = { width: 1280, height: 800 }) => tab.open(server.url + query, viewport);
-const done = (page) => tab.done(page);
+const open = (query, viewport = { width: 1280, height: 800 }) => web.tab.open(web.server.url + query, viewport);
+const done = (page) => web.tab.done(page);
 
 /** Opens query at the end of its run (as the To end button would). */
 async function openEnd(query, viewport) {
@@ -282,12 +268,9 @@ for (const width of [1280, 390]) {
     const { page } = await open('?p=gap', { width, height: 900 });
     for (const preset of PRESETS) {
       await choose(page, preset.id);
-      const last = await goTo(page, 0);
-      for (let i = 0; i <= last; i++) {
-        await goTo(page, i);
-        const problems = await page.evaluate(labelProblems);
-        assert.deepEqual(problems, [], `${preset.id} at step ${i} of ${last}`);
-      }
+      const { last, results } = await atEach(page, null, labelProblems);
+      assert.equal(results.length, last + 1);
+      results.forEach((problems, i) => assert.deepEqual(problems, [], `${preset.id} at step ${i} of ${last}`));
     }
     done(page);
   });
@@ -323,9 +306,9 @@ test('every SVG text has a contrast of at least 4.5:1, at the start, middle and 
 
 /** A host page (about:blank) with one iframe of the embed, which resizes it on the page's message. */
 async function host(width, frame, query, resize) {
-  const page = await browser.context.newPage();
+  const page = await web.browser.context.newPage();
   await page.setViewportSize({ width, height: 900 });
-  const src = server.url + query;
+  const src = web.server.url + query;
   await page.setContent(
     `<!doctype html><html lang="en"><head><title>host</title></head><body style="margin:10px">` +
       `<iframe id="f" src="${src}" title="lease-fence embed" width="${frame.width}" height="${frame.height}" style="border:0"></iframe>` +
@@ -362,7 +345,7 @@ test('embed mode: no two labels overlap and no key label is left out, at the end
     const { page } = await open('?p=gap&embed=1', { width, height: 700 });
     for (const preset of PRESETS) {
       // An embed opens at the end of its run.
-      await load(page, `${server.url}?p=${preset.id}&embed=1`);
+      await load(page, `${web.server.url}?p=${preset.id}&embed=1`);
       assert.deepEqual(await page.evaluate(labelProblems), [], `${preset.id} at ${width}px`);
     }
     done(page);
@@ -464,7 +447,7 @@ test('the tour: linked from the playground, one embedded preset per section, fra
     );
   }
   assert.deepEqual(await axe(page), []);
-  const origin = new URL(server.url).origin;
+  const origin = new URL(web.server.url).origin;
   for (const r of requests) assert.equal(new URL(r).origin, origin, r);
   await shot(page, 'tour-1280');
   await page.setViewportSize({ width: 390, height: 844 });

@@ -1,8 +1,11 @@
 // Shared by the browser tests and the load-time benchmark: starts the dev
-// server on a free port and a headless Chromium, and records what the page
-// logs and requests.
+// server on a free port and a headless Chromium, records what the page
+// logs and requests, and checks every position of a run in one call to
+// the page (atEach).
 
+import { before, after } from 'node:test';
 import { spawn } from 'node:child_process';
+import { mkdir } from 'node:fs/promises';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createInterface } from 'node:readline';
@@ -49,6 +52,29 @@ export function launch() {
 }
 
 /**
+ * A test file's dev server and Chromium, started before its tests (with
+ * out/test/screenshots made) and ended after them. args are the server's
+ * (startServer), or an async function called in the before hook that
+ * resolves with them. Returns { server, browser, tab }, set by the before
+ * hook: startServer's and launch's answers, and tabs(browser.context,
+ * viewport, initScript).
+ */
+export function useBrowser({ args = [], viewport, initScript } = {}) {
+  const web = { server: null, browser: null, tab: null };
+  before(async () => {
+    await mkdir(SCREENSHOTS, { recursive: true });
+    web.server = await startServer(typeof args === 'function' ? await args() : args);
+    web.browser = await launch();
+    web.tab = tabs(web.browser.context, viewport, initScript);
+  });
+  after(async () => {
+    await web.browser?.close();
+    await web.server?.close();
+  });
+  return web;
+}
+
+/**
  * Opens a page that records console errors, page errors and every request.
  * Returns { page, errors, requests }.
  */
@@ -72,10 +98,11 @@ export async function openPage(context, viewport) {
  * requests } and dialogs (each dismissed), loaded as load() does: a new
  * document, with its own errors, requests and dialogs (the playground keeps
  * nothing beyond its URL). done(page) gives the tab back; a test that
- * fails keeps its tab. A test that needs a tab of its own (an init script,
- * a route) opens one with openPage.
+ * fails keeps its tab. initScript (a string), if given, runs in every
+ * document of every tab (page.addInitScript). A test that needs a tab of
+ * its own (another init script, a route) opens one with openPage.
  */
-export function tabs(context, viewport = { width: 1360, height: 1000 }) {
+export function tabs(context, viewport = { width: 1360, height: 1000 }, initScript = null) {
   const idle = [];
   const mine = new Map();
   return {
@@ -83,6 +110,7 @@ export function tabs(context, viewport = { width: 1360, height: 1000 }) {
       let o = idle.pop();
       if (!o) {
         o = await openPage(context);
+        if (initScript) await o.page.addInitScript(initScript);
         o.dialogs = [];
         o.page.on('dialog', (d) => {
           o.dialogs.push(d.message());
@@ -116,6 +144,31 @@ export const goTo = (page, i) =>
     s.dispatchEvent(new Event('input', { bubbles: true }));
     return last;
   }, i);
+
+/**
+ * In the page: moves to each position of at (-1: the end; null: every
+ * position, 0 to the last) through the scrubber, as goTo does, and calls
+ * check(arg) there, in the same task. The page renders a position in the
+ * scrubber's input event, so check sees what goTo then check would; but no
+ * frame is painted between two positions (a round trip to the page per
+ * position let Chromium paint each). check is self-contained, as for
+ * page.evaluate (checks.mjs labelProblems), or such a function's source.
+ * Resolves with { last, at, results }: the last position, the positions
+ * visited (-1 made last) and what check returned at each.
+ */
+export const atEach = (page, at, check, arg = null) => page.evaluate(`(${walk})(${JSON.stringify(at)}, ${check}, ${JSON.stringify(arg)})`);
+
+function walk(at, check, arg) {
+  const s = document.getElementById('scrubber');
+  const last = Number(s.max);
+  const positions = (at ?? Array.from({ length: last + 1 }, (_, k) => k)).map((i) => (i < 0 ? last : i));
+  const results = positions.map((i) => {
+    s.value = String(i);
+    s.dispatchEvent(new Event('input', { bubbles: true }));
+    return check(arg);
+  });
+  return { last, at: positions, results };
+}
 
 /**
  * Navigates to url and waits until the page has rendered its first run. The

@@ -10,14 +10,14 @@
 // node_modules/.bin/wrangler); make test-web builds the coordinator and the
 // Worker first.
 
-import { test, before, after } from 'node:test';
+import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
-import { mkdir, readFile, writeFile, mkdtemp, rm } from 'node:fs/promises';
+import { readFile, writeFile, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as lib from 'lease-fence';
-import { startServer, launch, openPage, load, tabs, SCREENSHOTS, ROOT } from './harness.mjs';
+import { useBrowser, startServer, openPage, load, atEach, SCREENSHOTS, ROOT } from './harness.mjs';
 import { labelProblems, axe } from './checks.mjs';
 import { PRESETS, defaultScenario, runScenarioAsync } from '../../web/model.js';
 import { verdicts } from '../../web/words.js';
@@ -25,9 +25,6 @@ import { verdicts } from '../../web/words.js';
 const COORDINATOR = process.env.COORDINATOR ?? join(ROOT, 'out', 'bin', 'coordinator');
 const WRANGLER = process.env.WRANGLER ?? join(ROOT, 'node_modules', '.bin', 'wrangler');
 
-let server;
-let browser;
-let tab; // the tests' tabs (harness.mjs tabs): done(page) gives one back
 // wrangler dev's output (the dev server's -worker-log): a Worker run that
 // fails quotes what it wrote meanwhile.
 let workerLogDir;
@@ -39,28 +36,28 @@ async function workerOutput(from) {
   return from === undefined ? text.length : text.slice(from);
 }
 
-before(async () => {
-  await mkdir(SCREENSHOTS, { recursive: true });
-  assert.ok(existsSync(COORDINATOR), `${COORDINATOR} is not built: run make coordinator`);
-  assert.ok(existsSync(join(ROOT, 'wasm', 'worker', 'build', 'app.wasm')), 'the Worker is not built: run make worker');
-  workerLogDir = await mkdtemp(join(tmpdir(), 'lease-fence-live-log-'));
-  workerLog = join(workerLogDir, 'wrangler.log');
-  server = await startServer(['-coordinator', COORDINATOR, '-wrangler', WRANGLER, '-worker-dir', join(ROOT, 'wasm', 'worker'), '-worker-log', workerLog]);
-  browser = await launch();
-  tab = tabs(browser.context);
+// The dev server in live mode, and the tests' tabs (harness.mjs tabs:
+// web.tab.done(page) gives one back).
+const web = useBrowser({
+  args: async () => {
+    assert.ok(existsSync(COORDINATOR), `${COORDINATOR} is not built: run make coordinator`);
+    assert.ok(existsSync(join(ROOT, 'wasm', 'worker', 'build', 'app.wasm')), 'the Worker is not built: run make worker');
+    workerLogDir = await mkdtemp(join(tmpdir(), 'lease-fence-live-log-'));
+    workerLog = join(workerLogDir, 'wrangler.log');
+    return ['-coordinator', COORDINATOR, '-wrangler', WRANGLER, '-worker-dir', join(ROOT, 'wasm', 'worker'), '-worker-log', workerLog];
+  },
 });
 
+// After the dev server (useBrowser's after, registered first) has ended.
 after(async () => {
-  await browser?.close();
-  await server?.close();
   if (workerLogDir) await rm(workerLogDir, { recursive: true, force: true });
 });
 
 const shot = (page, name) => page.screenshot({ path: join(SCREENSHOTS, `${name}.png`), fullPage: true });
 
 /** Opens the playground at query and waits until live mode can use backend. */
-async function openLive(query, backend, srv = server, viewport = { width: 1280, height: 900 }) {
-  const o = await tab.open(srv.url + query, viewport);
+async function openLive(query, backend, srv = web.server, viewport = { width: 1280, height: 900 }) {
+  const o = await web.tab.open(srv.url + query, viewport);
   await o.page.waitForFunction((b) => (document.getElementById('live').dataset.available ?? '').split(' ').includes(b), backend, { timeout: 240000 });
   await o.page.selectOption('#live-backend', backend);
   return o;
@@ -143,14 +140,8 @@ async function liveRun(backend, preset) {
   assert.ok((await page.locator('#svg-fenced g.events g.ev-write').count()) >= 1);
   assert.deepEqual(await page.evaluate(labelProblems), [], 'at the end of the live run');
   const max = Number(await page.getAttribute('#scrubber', 'max'));
-  for (const i of [Math.floor(max / 3), Math.floor((2 * max) / 3)]) {
-    await page.evaluate((i) => {
-      const s = document.getElementById('scrubber');
-      s.value = String(i);
-      s.dispatchEvent(new Event('input', { bubbles: true }));
-    }, i);
-    assert.deepEqual(await page.evaluate(labelProblems), [], `at step ${i} of the live run`);
-  }
+  const thirds = await atEach(page, [Math.floor(max / 3), Math.floor((2 * max) / 3)], labelProblems);
+  thirds.results.forEach((problems, k) => assert.deepEqual(problems, [], `at step ${thirds.at[k]} of the live run`));
   if (preset.id === 'gap') {
     assert.deepEqual(await axe(page), [], 'axe on live mode');
     await shot(page, `live-${backend}-gap`);
@@ -164,7 +155,7 @@ async function liveRun(backend, preset) {
   if (errors.some(unavailable)) console.log(`${backend} ${preset.id}: ${errors.filter(unavailable).length} answers 502/503, retried`);
   assert.deepEqual(errors.filter((e) => !unavailable(e)), []);
   if (attempts > 1) console.log(`${backend} ${preset.id}: live run ${attempts} reached the model's verdicts`);
-  tab.done(page);
+  web.tab.done(page);
 }
 
 test('live mode shows the run as it happens, and turning it off shows the model again', async () => {
@@ -185,7 +176,7 @@ test('live mode shows the run as it happens, and turning it off shows the model 
   // The model's run of renewal: the reply reaches A at 900 exactly.
   assert.ok(await page.$$eval('#svg-fenced g.events g.ev-reply', (gs) => gs.some((g) => g.dataset.t === '900')));
   assert.deepEqual(errors, []);
-  tab.done(page);
+  web.tab.done(page);
 });
 
 test('an edit while live mode is on runs the edited scenario live', async () => {
@@ -201,7 +192,7 @@ test('an edit while live mode is on runs the edited scenario live', async () => 
   const status = await page.textContent('#live-status');
   assert.match(status, /^Live run done against cmd\/coordinator -memory in [\d.]+ s\. (Same verdicts as the model in both lanes\.|The .* differ)/);
   assert.ok((await page.$$eval('#live-diffs li', (l) => l.length)) >= 1);
-  tab.done(page);
+  web.tab.done(page);
 });
 
 test('without a coordinator the page says live mode is unavailable, and the rest works', async () => {
@@ -215,7 +206,7 @@ test('without a coordinator the page says live mode is unavailable, and the rest
   for (const [args, re] of cases) {
     const srv = await startServer(args);
     try {
-      const { page, errors } = await openPage(browser.context, { width: 1280, height: 900 });
+      const { page, errors } = await openPage(web.browser.context, { width: 1280, height: 900 });
       await load(page, srv.url + '?p=gap');
       await page.waitForFunction(() => /unavailable/.test(document.getElementById('live-status').textContent), null, { timeout: 30000 });
       assert.match(await page.textContent('#live-status'), re);

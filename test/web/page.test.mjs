@@ -3,32 +3,17 @@
 // embed mode, hostile URL values, the keyboard and a narrow screen.
 // Screenshots go to out/test/screenshots.
 
-import { test, before, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
-import { startServer, launch, openPage, load, tabs, SCREENSHOTS } from './harness.mjs';
+import { useBrowser, openPage, load, SCREENSHOTS } from './harness.mjs';
 import { PRESETS, PARAMS, defaultScenario, toQuery } from '../../web/model.js';
 
-let server;
-let browser;
-let tab; // the tests' tabs (harness.mjs tabs)
-
-before(async () => {
-  await mkdir(SCREENSHOTS, { recursive: true });
-  server = await startServer();
-  browser = await launch();
-  tab = tabs(browser.context);
-});
-
-after(async () => {
-  await browser?.close();
-  await server?.close();
-});
+const web = useBrowser();
 
 /** Opens url (a path and query) in a tab (reused); returns { page, errors, requests, dialogs }. */
-const open = (query, viewport) => tab.open(server.url + query, viewport);
-const done = (page) => tab.done(page);
+const open = (query, viewport) => web.tab.open(web.server.url + query, viewport);
+const done = (page) => web.tab.done(page);
 
 /** Everything the page shows about the run, as plain data. */
 function snapshot(page) {
@@ -57,7 +42,7 @@ const notices = (page) => page.$$eval('#notice-list li', (lis) => lis.map((li) =
 const shot = (page, name) => page.screenshot({ path: join(SCREENSHOTS, `${name}.png`), fullPage: true });
 
 test('loads with no console errors, same-origin requests only, and the module streamed', async () => {
-  const o = await openPage(browser.context);
+  const o = await openPage(web.browser.context);
   // Count how the module compiles the wasm: streaming, or the fallback from bytes.
   await o.page.addInitScript(() => {
     const streaming = WebAssembly.instantiateStreaming;
@@ -77,10 +62,10 @@ test('loads with no console errors, same-origin requests only, and the module st
       return plain.apply(this, args);
     };
   });
-  await load(o.page, server.url);
+  await load(o.page, web.server.url);
   const { page, errors, requests } = o;
   assert.deepEqual(errors, []);
-  const origin = new URL(server.url).origin;
+  const origin = new URL(web.server.url).origin;
   assert.ok(requests.length >= 5, `requests: ${requests}`);
   for (const r of requests) assert.equal(new URL(r).origin, origin, `request outside the origin: ${r}`);
   assert.equal(requests.filter((r) => r.endsWith('/lease-fence/lease-fence.wasm')).length, 1, 'the wasm is fetched once (the preload is used)');
@@ -92,7 +77,7 @@ test('loads with no console errors, same-origin requests only, and the module st
 
 test('the page cannot reach another origin (Content-Security-Policy)', async () => {
   const { page } = await open('');
-  const resp = await page.request.get(server.url);
+  const resp = await page.request.get(web.server.url);
   assert.match(resp.headers()['content-security-policy'], /default-src 'self'/);
   assert.match(await page.getAttribute('meta[http-equiv="Content-Security-Policy"]', 'content'), /connect-src 'self'/);
   const outcome = await page.evaluate(async () => {
@@ -497,9 +482,9 @@ test('copy link puts the current URL on the clipboard or selects it', async () =
 });
 
 test('a module that fails to load is reported on the page', async () => {
-  const o = await openPage(browser.context);
+  const o = await openPage(web.browser.context);
   await o.page.route('**/lease-fence/lease-fence.mjs', (route) => route.fulfill({ status: 404, body: 'gone' }));
-  await o.page.goto(server.url + '?p=gap');
+  await o.page.goto(web.server.url + '?p=gap');
   await o.page.waitForSelector('#loading.failed');
   assert.match(await o.page.textContent('#loading'), /did not load .*make build-wasm/);
   assert.equal(await o.page.evaluate(() => document.body.classList.contains('ready')), false);

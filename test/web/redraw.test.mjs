@@ -11,22 +11,9 @@
 // one redraw at once and one of the newest at the next frame; without
 // pointerrawupdate (a browser that lacks it) the page follows pointermove.
 
-import { test, before, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { startServer, launch, openPage, load } from './harness.mjs';
-
-let server;
-let browser;
-
-before(async () => {
-  server = await startServer();
-  browser = await launch();
-});
-
-after(async () => {
-  await browser?.close();
-  await server?.close();
-});
+import { useBrowser, openPage, load } from './harness.mjs';
 
 // What a redraw must reproduce: the two lanes' drawings, their row labels,
 // the handles (without the page's focus), the verdicts and the caption.
@@ -63,12 +50,12 @@ function keepFirst(read, top) {
   }).observe(document, { subtree: true, attributes: true, attributeFilter: ['class'] });
 }
 
-async function open(query) {
-  const o = await openPage(browser.context, { width: 1280, height: 900 });
-  await o.page.addInitScript(`(${keepFirst})(${readDrawing}, ${lanesTop})`);
-  await load(o.page, server.url + query);
-  return o;
-}
+// Every document of the tests' tabs (reused: harness.mjs tabs) keeps its first drawing.
+const web = useBrowser({ viewport: { width: 1280, height: 900 }, initScript: `(${keepFirst})(${readDrawing}, ${lanesTop})` });
+
+/** Opens query in a tab; done(page) gives it back. */
+const open = (query) => web.tab.open(web.server.url + query);
+const done = (page) => web.tab.done(page);
 
 const settled = (page) =>
   page.waitForFunction(() => !document.body.classList.contains('busy') && new Promise((r) => requestAnimationFrame(() => r(true))), null, { timeout: 15000 });
@@ -107,7 +94,7 @@ async function sameAsLink(page, what, edited) {
     }
   }
   assert.deepEqual(errors, []);
-  await other.close();
+  done(other);
 }
 
 // [preset query, where (end or a step), lane, actor, kind, pixel offsets the pointer visits, the last one is the drop]
@@ -149,7 +136,7 @@ for (const [query, where, lane, actor, kind, path] of DRAGS) {
     await page.click(where === 'end' ? '#back' : '#step');
     await sameAsLink(page, `after a step in ${query}`, false);
     assert.deepEqual(errors, []);
-    await page.close();
+    done(page);
   });
 }
 
@@ -240,7 +227,7 @@ test('120 seeded random drawings (and some from before again), each drawn over t
   assert.ok(report.drawn >= 200, `only ${report.drawn} drawings`);
   assert.ok(report.again >= 10, `only ${report.again} drawings shown again`);
   assert.deepEqual(errors, []);
-  await page.close();
+  done(page);
 });
 
 test('raw pointer moves faster than frames: one redraw at once, the newest of the rest at the next frame', async () => {
@@ -279,18 +266,18 @@ test('raw pointer moves faster than frames: one redraw at once, the newest of th
   assert.ok(Number(final) < Number(seen.first.value), `the last move (model ${final}) is left of the first (${seen.first.value})`);
   await sameAsLink(page, 'after the burst', true);
   assert.deepEqual(errors, []);
-  await page.close();
+  done(page);
 });
 
 test('without pointerrawupdate (other browsers), a drag follows pointermove and draws the same', async () => {
-  const o = await openPage(browser.context, { width: 1280, height: 900 });
+  const o = await openPage(web.browser.context, { width: 1280, height: 900 });
   // A browser without it: no handler property to find, and no such events.
   await o.page.addInitScript(() => {
     delete Window.prototype.onpointerrawupdate;
     delete window.onpointerrawupdate;
     window.addEventListener('pointerrawupdate', (e) => e.stopImmediatePropagation(), true);
   });
-  await load(o.page, `${server.url}?p=gap`);
+  await load(o.page, `${web.server.url}?p=gap`);
   const { page, errors } = o;
   assert.equal(await page.evaluate(() => 'onpointerrawupdate' in window), false);
   await page.click('#to-end');
