@@ -105,14 +105,10 @@ function svgContrast() {
 test('every step has its own caption, in an aria-live region; the end shows a verdict per lane', async () => {
   const { page, errors } = await open('?p=gap');
   assert.equal(await page.getAttribute('#caption', 'aria-live'), 'polite');
-  const last = await goTo(page, 0);
-  const captions = [];
-  for (let i = 0; i <= last; i++) {
-    await goTo(page, i);
-    captions.push(await page.textContent('#caption'));
-    const verdicts = await page.$$eval('.verdict', (vs) => vs.map((v) => (v.hidden ? null : v.textContent)));
-    if (i < last) assert.deepEqual(verdicts, [null, null], `verdict shown at step ${i}`);
-  }
+  const shown = () => ({ caption: document.getElementById('caption').textContent, verdicts: [...document.querySelectorAll('.verdict')].map((v) => (v.hidden ? null : v.textContent)) });
+  const { last, results } = await atEach(page, null, shown);
+  const captions = results.map((r) => r.caption);
+  for (const [i, { verdicts }] of results.entries()) if (i < last) assert.deepEqual(verdicts, [null, null], `verdict shown at step ${i}`);
   assert.match(captions[0], /^Press Play/);
   for (let i = 1; i <= last; i++) {
     assert.ok(captions[i].length > 20, `caption ${i}: ${captions[i]}`);
