@@ -120,7 +120,7 @@ func TestConformanceBreakCaught(t *testing.T) {
 		name, old, new string
 		rules          []string
 	}{
-		{"EqualRefused", "if tonumber(fence) < tonumber(floor) then", "if tonumber(fence) <= tonumber(floor) then", []string{"EqualFenceAdmitted"}},
+		{"EqualRefused", "if fenceN < floorN then", "if fenceN <= floorN then", []string{"EqualFenceAdmitted"}},
 		{"NoRaise", "redis.call('HSET', floorKey, 'fence', fence, 'holder', holder)", "", []string{"LowerFenceRefused", "AdmitRaisesWithoutWriting"}},
 	} {
 		restore := redisfence.BreakScript(b.old, b.new)

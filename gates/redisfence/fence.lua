@@ -26,7 +26,7 @@
 -- the marker says how it ended); {'corrupt', key, reason} (one of the
 -- gate's own keys holds what the gate did not write: nothing changed).
 local floorKey, logKey = KEYS[1], KEYS[2]
-local holder, fence, maxRej, ttl, n = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], tonumber(ARGV[5])
+local holder, fence, ttl, n = ARGV[1], ARGV[2], ARGV[4], tonumber(ARGV[5])
 local markKey, firstKey = nil, 3
 if ttl ~= '0' then
   markKey, firstKey = KEYS[3], 4
@@ -59,44 +59,72 @@ local known = [[
  UNLINK:-2:1:-1:1 XADD:-5:1:1:1 XDEL:-3:1:1:1 XTRIM:-4:1:1:1 ZADD:-4:1:1:1 ZINCRBY:4:1:1:1
  ZREM:-3:1:1:1 ZREMRANGEBYRANK:4:1:1:1 ZREMRANGEBYSCORE:4:1:1:1
 ]]
-local declared = {}
-for i = firstKey, #KEYS do declared[KEYS[i]] = true end
-local cmds, at = {}, 6
-for c = 1, n do
-  local argc = tonumber(ARGV[at])
-  local cmd = {}
-  for j = 1, argc do cmd[j] = ARGV[at + j] end
-  at = at + argc + 1
-  local arity, first, last, step
-  if string.match(cmd[1], '^%a+$') then
-    local name = ' ' .. string.upper(cmd[1]) .. ':'
-    local i = string.find(known, name, 1, true)
-    if i then arity, first, last, step = string.match(known, '^(%-?%d+):(%d+):(%-?%d+):(%d+)%s', i + #name) end
+-- The caller's keys: compared one by one when few, made a set when many
+-- (making it costs more than a few comparisons).
+local nkeys = #KEYS
+local declared
+if nkeys - firstKey >= 8 then
+  declared = {}
+  for i = firstKey, nkeys do declared[KEYS[i]] = true end
+end
+local function undeclared(k)
+  if declared then return not declared[k] end
+  for i = firstKey, nkeys do
+    if KEYS[i] == k then return false end
   end
-  local keys
-  if arity then
-    arity, first, last, step = tonumber(arity), tonumber(first), tonumber(last), tonumber(step)
+  return true
+end
+-- num reads the list's number at p, one digit after an optional '-' (the
+-- test of the list checks it keeps to that; tonumber would cost more than
+-- the rest of the check), and gives the position of the next.
+local function num(p)
+  local b = string.byte(known, p)
+  if b == 45 then return 48 - string.byte(known, p + 1), p + 3 end
+  return b - 48, p + 2
+end
+-- Command c's strings are ARGV[firsts[c]] (its name) to ARGV[lasts[c]].
+local firsts, lasts, at = {}, {}, 6
+for c = 1, n do
+  local s = at + 1
+  at = s + tonumber(ARGV[at])
+  local argc, name = at - s, ARGV[s]
+  -- " NAME:" found in the list is one of its entries if NAME holds no
+  -- ':' (one that does could span two: "SET:-3:1:1:1 SETEX").
+  local p
+  if not string.find(name, ':', 1, true) then
+    local entry = ' ' .. string.upper(name) .. ':'
+    p = string.find(known, entry, 1, true)
+    if p then p = p + #entry end
+  end
+  if p then
+    local arity, first, last, step
+    arity, p = num(p)
+    first, p = num(p)
+    last, p = num(p)
+    step = num(p)
     if (arity > 0 and argc ~= arity) or (arity < 0 and argc < -arity) or (step > 1 and (argc - first) % step ~= 0) then
       return {'invalid', c, 'has the wrong number of arguments'}
     end
     if last < 0 then last = argc + last end
-    keys = {}
-    for i = first, last, step do keys[#keys + 1] = cmd[i + 1] end
+    for i = first, last, step do
+      local k = ARGV[s + i]
+      if undeclared(k) then return {'invalid', c, 'touches a key the write did not declare: ' .. k} end
+    end
   else
-    local info = redis.call('COMMAND', 'INFO', cmd[1])[1]
+    local info = redis.call('COMMAND', 'INFO', name)[1]
     if not info then return {'invalid', c, 'is not a command this server knows'} end
     for _, flag in ipairs(info[3]) do
       if flag == 'noscript' or (type(flag) == 'table' and flag.ok == 'noscript') then
         return {'invalid', c, 'is not allowed in a script'}
       end
     end
-    keys = redis.pcall('COMMAND', 'GETKEYS', unpack(cmd))
+    local keys = redis.pcall('COMMAND', 'GETKEYS', unpack(ARGV, s, at - 1))
     if keys.err then return {'invalid', c, keys.err} end
+    for _, k in ipairs(keys) do
+      if undeclared(k) then return {'invalid', c, 'touches a key the write did not declare: ' .. k} end
+    end
   end
-  for _, k in ipairs(keys) do
-    if not declared[k] then return {'invalid', c, 'touches a key the write did not declare: ' .. k} end
-  end
-  cmds[c] = cmd
+  firsts[c], lasts[c] = s, at - 1
 end
 
 -- The gate's own keys are checked before anything changes too: the floor
@@ -108,21 +136,22 @@ local floor, floorHolder = cur[1] or '0', cur[2] or ''
 if not string.match(floor, '^%d+$') or (cur[3] and not string.match(cur[3], '^%d+$')) then
   return {'corrupt', floorKey, 'its fence or rejections field is not a decimal number'}
 end
-if tonumber(fence) < tonumber(floor) then
+local fenceN, floorN = tonumber(fence), tonumber(floor)
+if fenceN < floorN then
   local n = redis.pcall('LLEN', logKey)
   if type(n) ~= 'number' then return {'corrupt', logKey, n.err} end
   if n % 5 ~= 0 then return {'corrupt', logKey, 'is not a list of whole refusals'} end
   local seq = redis.call('HINCRBY', floorKey, 'rejections', 1)
   redis.call('RPUSH', logKey, seq, holder, fence, floorHolder, floor)
-  redis.call('LTRIM', logKey, -5 * maxRej, -1)
+  redis.call('LTRIM', logKey, -5 * tonumber(ARGV[3]), -1)
   mark('stale:' .. seq .. ':' .. floor .. ':' .. floorHolder)
   return {'stale', seq, floor, floorHolder}
 end
-if tonumber(fence) > tonumber(floor) or floorHolder == '' then
+if fenceN > floorN or floorHolder == '' then
   redis.call('HSET', floorKey, 'fence', fence, 'holder', holder)
 end
 for c = 1, n do
-  local r = redis.pcall(unpack(cmds[c]))
+  local r = redis.pcall(unpack(ARGV, firsts[c], lasts[c]))
   if type(r) == 'table' and r.err then
     mark('failed:' .. c .. ':' .. r.err)
     return {'failed', c, r.err}

@@ -63,6 +63,9 @@ func TestBadWritesChangeNothing(t *testing.T) {
 		{"NoCommands", redisfence.Write{Keys: []string{k}}, "write.commands"},
 		{"EmptyCommand", redisfence.Write{Keys: []string{k}, Commands: [][]string{{}}}, "command name"},
 		{"UnknownCommand", redisfence.Write{Keys: []string{k}, Commands: [][]string{{"SET", k, "v2"}, {"NOSUCHCMD", k}}}, "not a command"},
+		// A name spanning two entries of the script's list (SET's and
+		// SETEX's, whose arity it has) is no known command either.
+		{"SpanningName", redisfence.Write{Keys: []string{k}, Commands: [][]string{{"SET", k, "v2"}, {"SET:-3:1:1:1 SETEX", k, "10", "v"}}}, "not a command"},
 		{"WrongArity", redisfence.Write{Keys: []string{k}, Commands: [][]string{{"SET", k, "v2"}, {"SET", k}}}, "number of arguments"},
 		{"NotInScripts", redisfence.Write{Keys: []string{k}, Commands: [][]string{{"SET", k, "v2"}, {"WATCH", k}}}, "not allowed in a script"},
 		{"NoKeys", redisfence.Write{Keys: []string{k}, Commands: [][]string{{"SET", k, "v2"}, {"FLUSHALL", "ASYNC"}}}, "no key"},
@@ -509,6 +512,12 @@ func TestScriptKnownCommandsAreTheServers(t *testing.T) {
 		if len(f) != 5 {
 			t.Fatalf("entry %q", e)
 		}
+		// The script reads each number as one digit after an optional '-'.
+		for _, x := range f[1:] {
+			if d := strings.TrimPrefix(x, "-"); len(d) != 1 || d[0] < '0' || d[0] > '9' {
+				t.Errorf("entry %q: %q is not one digit after an optional '-'", e, x)
+			}
+		}
 		info, err := rdb.Do(bg, "COMMAND", "INFO", f[0]).Slice()
 		if err != nil || len(info) != 1 || info[0] == nil {
 			t.Errorf("%s: COMMAND INFO %v %v", f[0], info, err)
@@ -553,4 +562,17 @@ func TestScriptChecksKnownCommandsArity(t *testing.T) {
 		}
 	}
 	must(t, s.Commit(bg, tok, redisfence.Write{Keys: []string{k, k2}, Commands: [][]string{{"MSET", k, "1", k2, "2"}, {"del", k2}, {"LPUSH", k2, "x"}, {"LMOVE", k2, k2, "LEFT", "RIGHT"}}}))
+	// Many declared keys (the script makes them a set): each is declared,
+	// and a key beside them is not.
+	var many []string
+	mset := []string{"MSET"}
+	for i := range 12 {
+		many = append(many, redisfence.Key("r", fmt.Sprintf("%smany%d", ns, i)))
+		mset = append(mset, many[i], "v")
+	}
+	must(t, s.Commit(bg, tok, redisfence.Write{Keys: many, Commands: [][]string{mset, append([]string{"DEL"}, many...)}}))
+	err := s.Commit(bg, tok, redisfence.Write{Keys: many, Commands: [][]string{{"DEL", many[11], "undeclared"}}})
+	if err == nil || !strings.Contains(err.Error(), "did not declare: undeclared") {
+		t.Errorf("DEL of an undeclared key beside 12 declared: %v", err)
+	}
 }
