@@ -57,10 +57,18 @@ type Target struct {
 // fence is the last one plus 1 (the native server's counter is shared by
 // every resource, the Worker's is the resource's own).
 
-// Bound is how long a handover may take in these tests before they fail:
-// far above what it takes on a loaded machine (milliseconds), far below
-// the waits the waiters ask for (30 s), so a grant inside it can only come
-// from the coordinator's own wake-up.
+// Wait is how long the waiters of these tests wait (queue). A waiter
+// woken by the coordinator (a release, an expiry) is answered before its
+// wait runs out; after it, a grant could only come from the wait's end.
+// So that is what the tests check (woken), from before the call was sent:
+// a stall of this process (seconds on a loaded machine) cannot fail them.
+const Wait = 30 * time.Second
+
+// Bound is how long after a lease's expiry, on the coordinator's own
+// clock (its grants' CoordinatorExpiresAt), the next holder's grant may
+// be decided (the expiry timer, or the sweep every half TTL): both
+// instants are the coordinator's, so a stall of this process cannot fail
+// it.
 const Bound = 3 * time.Second
 
 // unique returns a resource name no earlier run used.
@@ -97,6 +105,7 @@ type answer struct {
 	reply  wire.Reply
 	raw    string
 	err    error
+	sent   time.Time // when it was sent
 	at     time.Time // when it came
 }
 
@@ -109,13 +118,14 @@ func (tg *Target) post(ctx context.Context, path, body string) answer {
 		return answer{err: err}
 	}
 	req.Header.Set("Content-Type", "application/json")
+	sent := time.Now()
 	resp, err := httpClient.Do(req)
 	if err != nil {
-		return answer{err: err, at: time.Now()}
+		return answer{err: err, sent: sent, at: time.Now()}
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(resp.Body)
-	a := answer{status: resp.StatusCode, raw: string(data), err: err, at: time.Now()}
+	a := answer{status: resp.StatusCode, raw: string(data), err: err, sent: sent, at: time.Now()}
 	if err == nil && resp.StatusCode == http.StatusOK {
 		a.err = json.Unmarshal(data, &a.reply)
 	}
@@ -154,6 +164,73 @@ func granted(t *testing.T, what string, a answer, holderID string) *wire.Grant {
 		t.Fatalf("%s: not granted to %s: %d %s %v", what, holderID, a.status, a.raw, a.err)
 	}
 	return a.reply.Grant
+}
+
+// woken fails the test unless a (a waiting call, queue's) was answered
+// before its wait ran out, counted from before it was sent: granted by
+// the coordinator's wake-up, not at the wait's end. Only a stall of this
+// process of nearly Wait can fail it.
+func woken(t *testing.T, what string, a answer) {
+	t.Helper()
+	if took := a.at.Sub(a.sent); took >= Wait {
+		t.Fatalf("%s: answered %v after its waiting call was sent, past its wait (%v)", what, took, Wait)
+	}
+}
+
+// decided is when the coordinator decided g, on its own clock.
+func decided(g *wire.Grant) float64 { return g.CoordinatorExpiresAt.Millis - g.TTLMillis }
+
+// grantsOn returns the grants of fence on resource that tg's proxy saw
+// answered (acquisitions and renewals, batched or not).
+func (tg *Target) grantsOn(resource string, fence uint64) []*wire.Grant {
+	var out []*wire.Grant
+	for _, c := range tg.Proxy.Calls() {
+		if c.Status != http.StatusOK {
+			continue
+		}
+		var r struct {
+			Grant   *wire.Grant `json:"grant"`
+			Results []struct {
+				Grant *wire.Grant `json:"grant"`
+			} `json:"results"`
+		}
+		if json.Unmarshal(c.Reply, &r) != nil {
+			continue
+		}
+		gs := []*wire.Grant{r.Grant}
+		for _, x := range r.Results {
+			gs = append(gs, x.Grant)
+		}
+		for _, g := range gs {
+			if g != nil && g.Resource == resource && g.Fence == fence {
+				out = append(out, g)
+			}
+		}
+	}
+	return out
+}
+
+// handedOnAtExpiry fails the test unless the lease of fence next on
+// resource was decided no earlier than the lease of fence prev expired
+// (its last grant the proxy saw answered), and within Bound of it, on the
+// coordinator's clock; it returns how long after. (A renewal of prev
+// decided but never answered, its caller killed, would only end prev's
+// lease later than seen here.)
+func (tg *Target) handedOnAtExpiry(t *testing.T, what, resource string, prev, next uint64) time.Duration {
+	t.Helper()
+	ps, ns := tg.grantsOn(resource, prev), tg.grantsOn(resource, next)
+	if len(ps) == 0 || len(ns) == 0 {
+		t.Fatalf("%s: grants of fence %d (%d seen) or %d (%d seen) missing", what, prev, len(ps), next, len(ns))
+	}
+	expiry := ps[0].CoordinatorExpiresAt.Millis
+	for _, g := range ps {
+		expiry = max(expiry, g.CoordinatorExpiresAt.Millis)
+	}
+	after := time.Duration((decided(ns[0]) - expiry) * float64(time.Millisecond))
+	if after < 0 || after > Bound {
+		t.Fatalf("%s: fence %d was granted %v after fence %d's lease expired (the coordinator's clock), want 0 to %v", what, next, after, prev, Bound)
+	}
+	return after
 }
 
 func (tg *Target) acquire(t *testing.T, h holder, reqID, resource string) *wire.Grant {
@@ -195,7 +272,7 @@ func (tg *Target) releaseHeld(t *testing.T, h *client.Held) time.Time {
 	return time.Now()
 }
 
-// queue sends h's waiting acquisition (30 s) and returns once the
+// queue sends h's waiting acquisition (Wait) and returns once the
 // coordinator has it in the queue. The barrier is a copy of the same call
 // (same request id and secret) that waits 1 ms: a retry shares its place,
 // so the place exists, in the queue's order, by the time the copy is
@@ -203,7 +280,7 @@ func (tg *Target) releaseHeld(t *testing.T, h *client.Held) time.Time {
 // coordinator saw first.
 func (tg *Target) queue(t *testing.T, ctx context.Context, h holder, reqID, resource string) <-chan answer {
 	t.Helper()
-	ch := tg.async(ctx, "/v1/acquire", h.acquireBody(reqID, resource, 30*time.Second))
+	ch := tg.async(ctx, "/v1/acquire", h.acquireBody(reqID, resource, Wait))
 	a := tg.post(context.Background(), "/v1/acquire", h.acquireBody(reqID, resource, time.Millisecond))
 	if a.err != nil || a.status != 200 || a.reply.OK || a.reply.HeldBy == "" {
 		t.Fatalf("the barrier copy of %s's waiting call: %d %s %v", h.id, a.status, a.raw, a.err)
@@ -262,11 +339,11 @@ func ArrivalOrder(t *testing.T, tg *Target) {
 	tg.release(t, cur, res, fence)
 }
 
-// Handover: a waiter gets the lease promptly when it is released, and when
+// Handover: a waiter is woken with the lease when it is released, and when
 // it expires (by the coordinator's own timer: nothing else is sent), never
 // before the expiry. It returns the two latencies: release answered to
-// grant received, and expiry to grant received (measured against the
-// expiry the coordinator reported, converted through the grant's TTL).
+// grant received (this process's clock), and expiry to grant decided (the
+// coordinator's).
 func Handover(t *testing.T, tg *Target) (afterRelease, afterExpiry time.Duration) {
 	res := unique("handover")
 	b, c := newHolder("handover-b"), newHolder("handover-c")
@@ -276,27 +353,14 @@ func Handover(t *testing.T, tg *Target) (afterRelease, afterExpiry time.Duration
 	ab := got(t, "b after the release", wb)
 	gb := granted(t, "b after the release", ab, b.id)
 	afterRelease = ab.at.Sub(released)
-	if afterRelease > Bound {
-		t.Fatalf("b got the lease %v after the release", afterRelease)
-	}
+	woken(t, "b after the release", ab)
 	// c waits behind b's lease, which b neither renews nor releases.
-	sent := time.Now()
 	wc := tg.queue(t, context.Background(), c, unique("q"), res)
 	ac := got(t, "c after the expiry", wc)
 	gc := granted(t, "c after the expiry", ac, c.id)
-	// b's lease ends TTL after it was decided, which was before sent - …;
-	// c's grant is decided at or after it, and so expires at least a TTL
-	// after b's.
-	if gc.CoordinatorExpiresAt.Millis < gb.CoordinatorExpiresAt.Millis+gb.TTLMillis {
-		t.Fatalf("c's grant (expiring at %v) was decided before b's lease expired at %v", gc.CoordinatorExpiresAt.Millis, gb.CoordinatorExpiresAt.Millis)
-	}
-	// b's expiry, in this process's time: its grant arrived after it was
-	// decided, so b's expiry is at most ab.at + TTL.
-	expiry := ab.at.Add(tg.TTL)
-	afterExpiry = max(ac.at.Sub(expiry), 0)
-	if ac.at.Sub(expiry) > Bound {
-		t.Fatalf("c got the lease %v after b's lease expired (it asked %v before)", ac.at.Sub(expiry), expiry.Sub(sent))
-	}
+	woken(t, "c after the expiry", ac)
+	// c's grant is decided at b's expiry (and so expires a TTL after b's).
+	afterExpiry = tg.handedOnAtExpiry(t, "c after the expiry", res, gb.Fence, gc.Fence)
 	tg.release(t, c, res, gc.Fence)
 	return afterRelease, afterExpiry
 }
@@ -336,18 +400,27 @@ func GoneWaiter(t *testing.T, tg *Target) {
 			time.Sleep(5 * time.Millisecond)
 		}
 	}
-	released := tg.releaseHeld(t, a)
+	tg.releaseHeld(t, a)
 	ac := got(t, "c", wc)
 	gc := granted(t, "c", ac, c.id)
-	lag := ac.at.Sub(released)
+	woken(t, "c", ac)
 	if tg.KeptPlaces != nil {
-		if gc.Fence != ga.Fence+1 || lag > Bound {
-			t.Fatalf("c got fence %d %v after a's (%d) release: b was not passed over", gc.Fence, lag, ga.Fence)
+		if gc.Fence != ga.Fence+1 {
+			t.Fatalf("c got fence %d after a's (%d) release: b was not passed over", gc.Fence, ga.Fence)
 		}
 	} else {
-		// b's grant went nowhere; c gets the lease when it expires.
-		if gc.Fence != ga.Fence+2 || lag < tg.TTL-Bound || lag > tg.TTL+Bound {
-			t.Fatalf("c got fence %d %v after a's (%d) release; want %d about a TTL (%v) later", gc.Fence, lag, ga.Fence, ga.Fence+2, tg.TTL)
+		// b's grant went nowhere; c gets the lease when it expires: a TTL
+		// or more after a's last grant, on the coordinator's clock (b's
+		// grant, which nobody heard, was decided at a's release).
+		if gc.Fence != ga.Fence+2 {
+			t.Fatalf("c got fence %d after a's (%d) release; want %d", gc.Fence, ga.Fence, ga.Fence+2)
+		}
+		last := 0.0
+		for _, g := range tg.grantsOn(res, ga.Fence) {
+			last = max(last, decided(g))
+		}
+		if d := decided(gc); d < last+gc.TTLMillis {
+			t.Fatalf("c was granted %v ms after a's last grant, before b's lease (a TTL, %v ms) could run out", d-last, gc.TTLMillis)
 		}
 	}
 	tg.release(t, c, res, gc.Fence)
@@ -435,11 +508,12 @@ func Inspect(t *testing.T, tg *Target) {
 		t.Fatalf("the observer of the release saw %d %s %v", a.status, a.raw, a.err)
 	}
 	g2 := tg.acquire(t, h, unique("q"), res)
-	start := time.Now()
-	ob = tg.async(ctx, "/v1/inspect", fmt.Sprintf(`{"resource":%q,"afterFence":%d,"waitMillis":%d}`, res, g2.Fence, (tg.TTL+30*time.Second).Milliseconds()))
+	// Woken at the expiry: the end of its wait would answer the same.
+	wait := tg.TTL + Wait
+	ob = tg.async(ctx, "/v1/inspect", fmt.Sprintf(`{"resource":%q,"afterFence":%d,"waitMillis":%d}`, res, g2.Fence, wait.Milliseconds()))
 	a = got(t, "observer of the expiry", ob)
-	if a.err != nil || a.reply.Current() != 0 || *a.reply.LastFence != g2.Fence || time.Since(start) > tg.TTL+Bound {
-		t.Fatalf("the observer of the expiry saw %d %s %v after %v", a.status, a.raw, a.err, time.Since(start))
+	if took := a.at.Sub(a.sent); a.err != nil || a.reply.Current() != 0 || *a.reply.LastFence != g2.Fence || took >= wait {
+		t.Fatalf("the observer of the expiry saw %d %s %v after %v (its wait: %v)", a.status, a.raw, a.err, took, wait)
 	}
 	for _, bad := range []struct {
 		body string
