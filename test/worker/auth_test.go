@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -46,10 +47,14 @@ var (
 // wOps is an admin token for app/* and holders ops-* (TestWorkerRevoke).
 var wOps = workerToken{"ops", "tok-worker-ops-1a2b3c4d5e6f7a8b9c"}
 
-// authRuntime is the Worker with tokens that TestWorkerTokens and
-// TestWorkerRevoke share (one start less): app/* for wApp, every resource
-// for wExpired (expired), app/* as admin for wOps, and one CORS origin.
-// The first test that needs it starts it; TestMain stops it.
+// authRuntime is the Worker with tokens that TestWorkerTokens,
+// TestWorkerRevoke and TestWorkerTokenLimits share (two starts less): app/*
+// for wApp, every resource for wExpired (expired), app/* as admin for wOps,
+// the tokens of limitedTokens, one CORS origin, and LEASE_TTL_MS of
+// limitsTTL. The tests' resources do not meet (app/* and other/* for the
+// first two, flood/*, free/*, shared and after-expiry for the limits), and
+// a token's maxLeases counts its own leases only. The first test that needs
+// it starts it; TestMain stops it.
 var authRuntime struct {
 	once sync.Once
 	w    *wranglerDev
@@ -67,11 +72,14 @@ func startAuthRuntime(t *testing.T) (string, *syncio.Buffer) {
 		if authRuntime.err != nil {
 			return
 		}
-		authRuntime.w, authRuntime.err = startTokensWrangler(authRuntime.dir, &authRuntime.log, "LEASE_CORS_ORIGINS=https://app.example\n", nil,
-			map[string]any{"name": wApp.name, "tokenSha256": wApp.hash(), "resources": []string{"app/*"}},
-			map[string]any{"name": wExpired.name, "tokenSha256": wExpired.hash(), "resources": []string{"*"}, "holders": []string{"*"},
-				"expires": "2001-01-01T00:00:00Z"},
-			map[string]any{"name": wOps.name, "tokenSha256": wOps.hash(), "resources": []string{"app/*"}, "holders": []string{"ops-*"}, "admin": true})
+		authRuntime.w, authRuntime.err = startTokensWrangler(authRuntime.dir, &authRuntime.log, "LEASE_CORS_ORIGINS=https://app.example\n",
+			[]string{"--var", "LEASE_TTL_MS:" + strconv.FormatInt(limitsTTL.Milliseconds(), 10)},
+			append([]map[string]any{
+				{"name": wApp.name, "tokenSha256": wApp.hash(), "resources": []string{"app/*"}},
+				{"name": wExpired.name, "tokenSha256": wExpired.hash(), "resources": []string{"*"}, "holders": []string{"*"},
+					"expires": "2001-01-01T00:00:00Z"},
+				{"name": wOps.name, "tokenSha256": wOps.hash(), "resources": []string{"app/*"}, "holders": []string{"ops-*"}, "admin": true},
+			}, limitedTokens()...)...)
 	})
 	if authRuntime.err != nil {
 		t.Fatalf("wrangler dev with tokens: %v\n%s", authRuntime.err, authRuntime.log.String())

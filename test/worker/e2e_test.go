@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -65,8 +66,6 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, runtimeLog.String())
 		fmt.Fprintln(os.Stderr, "--- second wrangler dev output ---")
 		fmt.Fprintln(os.Stderr, holdRuntime.log.String())
-		fmt.Fprintln(os.Stderr, "--- wrangler dev of waitTTL output ---")
-		fmt.Fprintln(os.Stderr, waitRuntime.log.String())
 		fmt.Fprintln(os.Stderr, "--- wrangler dev with tokens output ---")
 		fmt.Fprintln(os.Stderr, authRuntime.log.String())
 	}
@@ -74,11 +73,18 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// startRuntime runs the runtime over persistDir. No lease may run out by
+// runtimeTTL is the first runtime's lease length. No lease may run out by
 // itself during the run: the porcupine model of TestConcurrentHistory has
 // no clock.
+const runtimeTTL = 600 * time.Second
+
+// startRuntime runs the runtime over persistDir, with the side runtimes'
+// bounds on waiting (for the waiting tests of mainTarget; the other tests
+// of this runtime do not wait).
 func startRuntime() error {
-	w, err := startWrangler(persistDir, runtimeLog, "--var", "LEASE_TTL_MS:600000")
+	w, err := startWrangler(persistDir, runtimeLog, "--var", "LEASE_TTL_MS:"+strconv.FormatInt(runtimeTTL.Milliseconds(), 10),
+		"--var", "LEASE_MAX_WAIT_MS:"+strconv.FormatInt(holdMaxWait.Milliseconds(), 10),
+		"--var", "LEASE_MAX_WAITERS:"+strconv.Itoa(holdMaxWaiters))
 	if err != nil {
 		return err
 	}

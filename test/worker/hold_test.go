@@ -31,13 +31,12 @@ const (
 	holdMaxWaiters = 12
 )
 
-// waitTTL is the lease length of the runtime of ArrivalOrder,
-// RetriedWaiter and QueueBounds, which hold each waiter's grant in raw
-// calls, without renewals, from its answer until the test releases it: far
-// above what two calls take on a loaded machine (3.2 s each at load 33,
-// when a 5 s lease expired between them). None of them waits for an
-// expiry.
-const waitTTL = 120 * time.Second
+// The waiting tests that hold each waiter's grant in raw calls, without
+// renewals, from its answer until the test releases it (ArrivalOrder,
+// RetriedWaiter and QueueBounds) run on the first runtime (mainTarget),
+// whose TTL (runtimeTTL) is far above what two calls take on a loaded
+// machine (3.2 s each at load 33, when a 5 s lease expired between them).
+// None of them waits for an expiry.
 
 // sideRuntime is a `wrangler dev` beside the first, with variables of its
 // own, started by the first test that needs it and stopped by TestMain.
@@ -55,9 +54,6 @@ type sideRuntime struct {
 var (
 	// holdRuntime, with LEASE_TTL_MS of holdTTL: the holding suite.
 	holdRuntime = &sideRuntime{name: "the second wrangler dev", ttl: holdTTL}
-	// waitRuntime, with LEASE_TTL_MS of waitTTL: the waiting tests that
-	// release every grant themselves.
-	waitRuntime = &sideRuntime{name: "the wrangler dev of waitTTL", ttl: waitTTL}
 )
 
 func (r *sideRuntime) start() (*holdtest.Target, error) {
@@ -100,11 +96,8 @@ func (r *sideRuntime) stop() {
 
 func startHoldRuntime() (*holdtest.Target, error) { return holdRuntime.start() }
 
-// stopHoldRuntime ends the side runtimes that were started.
-func stopHoldRuntime() {
-	holdRuntime.stop()
-	waitRuntime.stop()
-}
+// stopHoldRuntime ends the side runtime, if it was started.
+func stopHoldRuntime() { holdRuntime.stop() }
 
 func holdTarget(t *testing.T) *holdtest.Target {
 	t.Helper()
@@ -119,12 +112,22 @@ func holdTarget(t *testing.T) *holdtest.Target {
 // each waiting call is held open in its resource's Durable Object.
 func TestWaiting(t *testing.T) {
 	tg := holdTarget(t)
-	long, err := waitRuntime.start()
+	long := mainTarget(t)
+	holdtest.Waiting(t, long, tg)
+	t.Run("QueueBounds", func(t *testing.T) { holdtest.QueueBounds(t, long) })
+}
+
+// mainTarget is the first runtime as a holdtest.Target, through a fault
+// proxy of its own to the address it listens on now (TestRestart moves it),
+// closed when the test ends.
+func mainTarget(t *testing.T) *holdtest.Target {
+	t.Helper()
+	p, err := faultproxy.Start("http://" + addr.Load().(string))
 	if err != nil {
 		t.Fatal(err)
 	}
-	holdtest.Waiting(t, long, tg)
-	t.Run("QueueBounds", func(t *testing.T) { holdtest.QueueBounds(t, long) })
+	t.Cleanup(p.Close)
+	return &holdtest.Target{Name: "worker", Proxy: p, TTL: runtimeTTL, MaxWait: holdMaxWait, MaxWaiters: holdMaxWaiters}
 }
 
 // holdRuns is how many seeded runs RenewalsUnderFaults makes against the
