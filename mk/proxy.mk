@@ -17,10 +17,10 @@ test-proxy:
 	$(GO) test $(FUZZ_BRIEF) -fuzz '^FuzzParseHeader$$' -fuzztime 20000x ./gates/httpfence/
 
 # From JavaScript: leaseFenceHeader and staleFenceError
-# (lease-fence/service-client) against the real proxy, built and run as a
-# child process, and test/gates' conformance suite through HTTP.
-test-proxy-js: build-wasm
-	node --test test/proxy/
+# (lease-fence/service-client) against the real proxy (out/bin/fence-proxy)
+# run as a child process, and test/gates' conformance suite through HTTP.
+test-proxy-js: build-wasm fence-proxy
+	FENCE_PROXY=$(CURDIR)/out/bin/fence-proxy node --test test/proxy/
 
 # The proxy's added latency (p50/p99, reads and writes, each request sent
 # directly or through the proxy in turn) and writes per second through it

@@ -31,8 +31,8 @@ playground: build-wasm devserver coordinator $(if $(WORKER),worker)
 	@echo "playground: serving web/ and wasm/js/, live mode with $(COORDINATOR_BIN)$(if $(WORKER), and the Worker) (Ctrl-C stops it)"
 	$(DEVSERVER) -port $(PORT) -web web -module wasm/js $(LIVE_FLAGS)
 
-test-devserver:
-	$(GO) test -count=1 ./cmd/devserver/... ./internal/...
+test-devserver: coordinator
+	LEASE_FENCE_COORDINATOR_BIN=$(CURDIR)/$(COORDINATOR_BIN) $(GO) test -count=1 ./cmd/devserver/... ./internal/...
 
 # Six targets, so that make test can run the five longest files beside the
 # rest: explainer.test.mjs alone, axe.test.mjs (axe-core over every preset,

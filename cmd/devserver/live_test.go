@@ -24,9 +24,14 @@ var (
 	coordErr  error
 )
 
-// coordinatorBin builds cmd/coordinator once for these tests.
+// coordinatorBin is $LEASE_FENCE_COORDINATOR_BIN (make test-devserver's
+// out/bin/coordinator) if set, or cmd/coordinator built once for these
+// tests.
 func coordinatorBin(t *testing.T) string {
 	t.Helper()
+	if bin := os.Getenv("LEASE_FENCE_COORDINATOR_BIN"); bin != "" {
+		return bin
+	}
 	coordOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "devserver-live-test-")
 		if err != nil {

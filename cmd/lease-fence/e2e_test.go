@@ -29,9 +29,9 @@ import (
 	"github.com/lease-fence/lease-fence/test/rig/syncio"
 )
 
-// The tests in this file run the real programs: lease-fence (built once,
-// with the race detector), the coordinator and fence-proxy (built once, or
-// taken from $LEASE_FENCE_TEST_BIN, where make test-cli builds them), each
+// The tests in this file run the real programs: lease-fence (with the race
+// detector), the coordinator and fence-proxy (built once, or taken from
+// $LEASE_FENCE_TEST_BIN, where make test-cli builds them), each
 // on a port chosen by the kernel. The command lease-fence runs is this test binary
 // in the role of a child (childMain), which takes orders on its standard
 // input and reports on its standard output: the test talks to it through
@@ -50,8 +50,9 @@ func TestMain(m *testing.M) {
 		childMain()
 		os.Exit(0)
 	}
-	// The coordinator and fence-proxy are taken from $LEASE_FENCE_TEST_BIN
-	// if set; lease-fence is built here, with the race detector.
+	// The coordinator, fence-proxy and lease-fence built with the race
+	// detector (race/lease-fence: make lease-fence-race) are taken from
+	// $LEASE_FENCE_TEST_BIN if set; otherwise they are built here.
 	dir := os.Getenv("LEASE_FENCE_TEST_BIN")
 	tmp, err := os.MkdirTemp("", "lease-fence-e2e-")
 	if err != nil {
@@ -69,11 +70,12 @@ func TestMain(m *testing.M) {
 		}
 		return out
 	}
-	bins.cli = build("lease-fence", "-race")
 	if dir != "" {
+		bins.cli = filepath.Join(dir, "race", "lease-fence")
 		bins.coordinator = filepath.Join(dir, "coordinator")
 		bins.proxy = filepath.Join(dir, "fence-proxy")
 	} else {
+		bins.cli = build("lease-fence", "-race")
 		bins.coordinator = build("coordinator")
 		bins.proxy = build("fence-proxy")
 	}

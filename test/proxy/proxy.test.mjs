@@ -1,7 +1,7 @@
 // fence-proxy from JavaScript: the Lease-Fence header written by
 // leaseFenceHeader (lease-fence/service-client) and read by the real proxy
-// (cmd/fence-proxy, built here and run as a child process) in front of an
-// upstream API served by this process; the proxy's refusal read back by
+// (cmd/fence-proxy: $FENCE_PROXY, or built here; a child process) in front
+// of an upstream API served by this process; the proxy's refusal read back by
 // staleFenceError; and the JavaScript conformance suite (test/gates) run
 // against the proxy through HTTP.
 import { after, before, describe, test } from 'node:test';
@@ -22,7 +22,8 @@ import { rng } from '../js/helpers.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const dir = mkdtempSync(join(tmpdir(), 'fence-proxy-js-'));
-const binary = join(dir, 'fence-proxy');
+// $FENCE_PROXY (make test-proxy-js: out/bin/fence-proxy), or built here.
+const binary = process.env.FENCE_PROXY || join(dir, 'fence-proxy');
 
 // ---------------------------------------------------------------- servers
 
@@ -98,7 +99,7 @@ async function startProxy(upstream, { state, listen = '127.0.0.1:0' } = {}) {
 
 const running = [];
 before(() => {
-  execFileSync(process.env.GO ?? 'go', ['build', '-o', binary, './cmd/fence-proxy'], { cwd: root, stdio: 'inherit' });
+  if (!process.env.FENCE_PROXY) execFileSync(process.env.GO ?? 'go', ['build', '-o', binary, './cmd/fence-proxy'], { cwd: root, stdio: 'inherit' });
 });
 after(async () => {
   for (const s of running) assert.equal(await s.stop(), 0, 'fence-proxy stopped cleanly on SIGTERM');
