@@ -28,13 +28,17 @@ $(WASM_EXEC): $(GOROOT)/lib/wasm/wasm_exec.js scripts/wasm-exec-module.mjs
 # The Go tests of the bridge, node --test over test/js (which includes
 # installing the npm pack tarball into an empty folder), and tsc over the
 # typed example and over a Node-only project (lib es2022, types node,
-# exactOptionalPropertyTypes) using the package.
+# exactOptionalPropertyTypes) using the package. Both projects emit nothing,
+# so tsc runs incrementally: its record of each file's diagnostics
+# (out/tsbuildinfo) lets a run check again only the files that changed and
+# those that depend on them, and report the rest's errors from the record.
+TSC_NOEMIT = tsc --incremental --tsBuildInfoFile out/tsbuildinfo/$(subst /,-,$(1)).tsbuildinfo -p $(1)
 test-js: build-wasm coordinator
 	$(GO) test -count=1 ./wasm/lib/...
 	GOOS=js GOARCH=wasm $(GO) test -count=1 ./wasm/lib/convert ./wasm/lib/bridge
 	node --test test/js/
-	tsc -p wasm/js/tsconfig.json
-	tsc -p test/js/types-node/tsconfig.json
+	$(call TSC_NOEMIT,wasm/js/tsconfig.json)
+	$(call TSC_NOEMIT,test/js/types-node/tsconfig.json)
 
 # The package as users get it: npm pack, installed into a temp folder, and
 # small apps built and run with each host and bundler (Node ESM and CommonJS,
