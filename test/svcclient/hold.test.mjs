@@ -308,15 +308,58 @@ async function kept(t, resource) {
  * The event loop's lag while it runs: a 10 ms interval timer notes how late
  * it fires; worst() is the longest delay seen, in milliseconds.
  */
-function lagMonitor() {
+function lagMonitor(period = 10) {
   let last = performance.now();
   let worst = 0;
   const every = setInterval(() => {
     const now = performance.now();
-    worst = Math.max(worst, now - last - 10);
+    worst = Math.max(worst, now - last - period);
     last = now;
-  }, 10);
+  }, period);
   return { worst: () => worst, stop: () => clearInterval(every) };
+}
+
+// The longest stall of this process a hold outlives: it renews at a third
+// of the TTL, and gives the lease up at the loss margin before the
+// deadline, so a stall from just before a renewal was due ends it after
+// two thirds of the TTL less the margin.
+const OUTLIVED = (2 * TTL) / 3 - MARGIN;
+
+/**
+ * The long hold: holderId holds a resource of its own on target for 10
+ * TTLs, renewed on real timers while other tests run; then it is looked at
+ * (inspected, asked for by another holder) and released. outcome resolves
+ * with what was seen; lag is this process's longest stall meanwhile (the
+ * lateness of a 100 ms timer).
+ */
+async function longHold(target, holderId) {
+  const a = client(target, holderId);
+  const r = resourceName('long');
+  const held = await a.hold(r);
+  const lag = lagMonitor(100);
+  const renewed = [];
+  held.addEventListener('renewed', (e) => {
+    assert.ok(e instanceof HoldEvent);
+    renewed.push({ fence: e.lease.token.fence, deadline: e.lease.deadline.millis, at: performance.now() });
+  });
+  // A slow acquisition (a loaded machine) makes hold renew once before
+  // it resolves, before this listener: counted in held.renewals.
+  const long = { held, a, r, fence: held.token.fence, renewed, base: held.renewals, start: performance.now(), lag };
+  long.outcome = (async () => {
+    await new Promise((resolve) => setTimeout(resolve, 10 * TTL - (performance.now() - long.start)));
+    lag.stop();
+    const out = { aborted: held.signal.aborted, reason: held.signal.reason, renewals: held.renewals, renewed: [...renewed] };
+    try {
+      out.st = await a.inspect(r);
+      out.denied = await client(target, `${holderId}-other`).acquire(r).then(() => null, (e) => e);
+      await held.release();
+      out.after = await a.inspect(r);
+    } catch (e) {
+      out.error = e;
+    }
+    return out;
+  })();
+  return long;
 }
 
 const aborted = (signal) => new Promise((resolve) => {
@@ -337,19 +380,11 @@ for (const which of TARGETS) {
 
     test('a hold renews itself: one fence, every renewal anchored at its own send, seen by inspect, denied to others', async () => {
       const T = reset(t());
-      const a = client(T, 'long-a');
-      const r = resourceName('long');
-      const held = await a.hold(r);
+      // After 10 TTLs, while the other tests run, the hold is looked at and
+      // released; the last test checks what was seen.
+      long = await longHold(T, 'long-a');
+      const { held, a, r, fence, renewed } = long;
       assert.ok(held instanceof HeldLease && held instanceof EventTarget);
-      const fence = held.token.fence;
-      const renewed = [];
-      held.addEventListener('renewed', (e) => {
-        assert.ok(e instanceof HoldEvent);
-        renewed.push({ fence: e.lease.token.fence, deadline: e.lease.deadline.millis, at: performance.now() });
-      });
-      // A slow acquisition (a loaded machine) makes hold renew once before
-      // it resolves, before this listener: counted in held.renewals.
-      long = { held, a, r, fence, renewed, base: held.renewals, start: performance.now() };
       const st = await a.inspect(r);
       assert.deepEqual(st, { held: true, holderId: 'long-a', fence, remainingMillis: st.remainingMillis });
       await rejects(client(T, 'long-b').acquire(r), (e) => assert.ok(e instanceof LeaseDeniedError && e.heldBy === 'long-a'));
@@ -360,21 +395,6 @@ for (const which of TARGETS) {
         assert.ok(bodies.some((b) => b.json.sentAt.millis + TTL === x.deadline), `a deadline ${x.deadline} not anchored at a renewal's send`);
       }
       assert.equal(new Set(bodies.map((b) => b.json.requestId)).size, bodies.length, 'every renewal is a new request');
-      // After 10 TTLs, while the other tests run, the hold is looked at and
-      // released; the last test checks what was seen.
-      long.outcome = (async () => {
-        await new Promise((resolve) => setTimeout(resolve, 10 * TTL - (performance.now() - long.start)));
-        const out = { aborted: held.signal.aborted, reason: held.signal.reason, renewals: held.renewals, renewed: [...renewed] };
-        try {
-          out.st = await a.inspect(r);
-          out.denied = await client(T, 'long-c').acquire(r).then(() => null, (e) => e);
-          await held.release();
-          out.after = await a.inspect(r);
-        } catch (e) {
-          out.error = e;
-        }
-        return out;
-      })();
     });
 
     test('8 waiters are granted in arrival order, each at the release of the one before', async () => {
@@ -1184,8 +1204,17 @@ for (const which of TARGETS) {
       assert.equal(f3, next.value.token.fence + 1);
     });
 
-    test('the long hold outlived 10 TTLs with one fence', async () => {
-      const { fence, outcome, base } = long;
+    test('the long hold outlived 10 TTLs with one fence', async (ctx) => {
+      // A stall of this process longer than a hold outlives (OUTLIVED) ends
+      // the hold, as it must: such a run is made again, alone, up to twice.
+      let run = long;
+      for (let again = 1; ; again++) {
+        const o = await run.outcome;
+        if (!o.aborted || !(isLeaseLost(o.reason) || o.reason instanceof LeaseExpiredError) || run.lag.worst() < OUTLIVED || again > 2) break;
+        ctx.diagnostic(`this process stalled ${run.lag.worst().toFixed(0)} ms, and the long hold was lost (${o.reason.message}); run again`);
+        run = await longHold(reset(t()), 'long-a');
+      }
+      const { fence, outcome, base } = run;
       const { aborted, reason, renewals, renewed, st, denied, after, error } = await outcome;
       assert.equal(aborted, false, String(reason?.stack ?? reason) + (reason?.cause ? `\ncause: ${reason.cause.stack}` : ''));
       assert.equal(error, undefined, String(error));
