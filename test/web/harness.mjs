@@ -93,14 +93,16 @@ export async function openPage(context, viewport) {
 
 /**
  * The tabs of one file's tests, each opened once and navigated afresh by
- * every open() that reuses it, since a new tab costs Chromium about 2 s of
- * CPU. open(url, viewport) resolves with openPage's { page, errors,
- * requests } and dialogs (each dismissed), loaded as load() does: a new
- * document, with its own errors, requests and dialogs (the playground keeps
- * nothing beyond its URL). done(page) gives the tab back; a test that
- * fails keeps its tab. initScript (a string), if given, runs in every
- * document of every tab (page.addInitScript). A test that needs a tab of
- * its own (another init script, a route) opens one with openPage.
+ * every open() that reuses it: a new tab and the playground loaded in it
+ * cost Chromium half as much CPU again as the same load in a tab it has
+ * (docs/benchmarks.md, "Test suite times"). open(url, viewport) resolves
+ * with openPage's { page, errors, requests } and dialogs (each dismissed),
+ * loaded as load() does: a new document, with its own errors, requests
+ * and dialogs (the playground keeps nothing beyond its URL). done(page)
+ * gives the tab back; a test that fails keeps its tab. initScript (a
+ * string), if given, runs in every document of every tab
+ * (page.addInitScript). A test that needs a tab of its own (another init
+ * script, a route) opens one with openPage.
  */
 export function tabs(context, viewport = { width: 1360, height: 1000 }, initScript = null) {
   const idle = [];
