@@ -343,7 +343,8 @@ func TestHoldDeadlineUnderFaults(t *testing.T) {
 
 // TestHoldWaitsAndRenewsAtOnce: a hold that waited longer than the TTL
 // gets a grant anchored at its first send, already past its deadline: Hold
-// renews it before returning, so it returns a lease with its full time.
+// renews it before returning, so it returns a lease with its full time and
+// one renewal counted.
 func TestHoldWaitsAndRenewsAtOnce(t *testing.T) {
 	r := newHoldRig(t, &holdTransport{rng: rand.New(rand.NewPCG(1, 1))})
 	ctx := context.Background()
@@ -367,8 +368,8 @@ func TestHoldWaitsAndRenewsAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := r.agent.Peek()
-	if h.Token().Fence != f+1 || h.Lease().Anchor() != now || h.Lease().Deadline().Millis != now.Millis+990 || h.Renewals() != 0 {
-		t.Fatalf("after the wait: %v anchored at %v (now %v)", h.Lease(), h.Lease().Anchor(), now)
+	if h.Token().Fence != f+1 || h.Lease().Anchor() != now || h.Lease().Deadline().Millis != now.Millis+990 || h.Renewals() != 1 {
+		t.Fatalf("after the wait: %v anchored at %v (now %v), %d renewals", h.Lease(), h.Lease().Anchor(), now, h.Renewals())
 	}
 	if err := h.Release(ctx); err != nil {
 		t.Fatal(err)
