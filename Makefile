@@ -14,8 +14,14 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # Brief fuzz runs in `make test` are bounded by executions, never by seconds:
 # with a -fuzztime duration, Go 1.26's fuzz coordinator can fail a clean run
 # with "context deadline exceeded" as the time runs out (go.dev/issue/75804,
-# fixed in Go 1.27). Use as: $(GO) test $(FUZZ_BRIEF) -fuzz '^Name$$' -fuzztime 1000x ./pkg
+# fixed in Go 1.27). Each starts from the seeds and the committed corpus
+# (testdata/fuzz) alone, in a cache of its own emptied first: Go's shared
+# fuzz cache keeps every input a run finds interesting (FuzzSimSeed adds
+# hundreds) and replays them all before fuzzing, so a run from it grows
+# slower with every run on the machine. `make fuzz` keeps that cache.
+# Use as: $(call fuzz_brief,FuzzName,./pkg,1000x)
 FUZZ_BRIEF := -count=1 -run '^$$' -fuzzminimizetime 200x
+fuzz_brief = rm -rf $(CURDIR)/out/fuzzcache/$(1) && $(GO) test $(FUZZ_BRIEF) -fuzz '^$(1)$$' -fuzztime $(3) $(2) -args -test.fuzzcachedir=$(CURDIR)/out/fuzzcache/$(1)
 
 # Each mk/*.mk appends to these.
 BUILD :=

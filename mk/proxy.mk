@@ -14,7 +14,7 @@ fence-proxy:
 
 test-proxy:
 	$(GO) test -count=1 -race ./gates/httpfence/ ./cmd/fence-proxy/
-	$(GO) test $(FUZZ_BRIEF) -fuzz '^FuzzParseHeader$$' -fuzztime 20000x ./gates/httpfence/
+	$(call fuzz_brief,FuzzParseHeader,./gates/httpfence/,20000x)
 
 # From JavaScript: leaseFenceHeader and staleFenceError
 # (lease-fence/service-client) against the real proxy (out/bin/fence-proxy)

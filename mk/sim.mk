@@ -20,8 +20,8 @@ FUZZ_MINIMIZE   ?= 2s
 test-sim:
 	$(GO) test -count=1 ./core/sim -args -seeds=$(SIM_SEEDS) -naiveseeds=2000
 	$(GO) test -count=1 ./test/httpcheck
-	$(GO) test $(FUZZ_BRIEF) -fuzz '^FuzzOps$$' -fuzztime 50000x ./core/sim
-	$(GO) test $(FUZZ_BRIEF) -fuzz '^FuzzSimSeed$$' -fuzztime 2500x ./core/sim
+	$(call fuzz_brief,FuzzOps,./core/sim,50000x)
+	$(call fuzz_brief,FuzzSimSeed,./core/sim,2500x)
 
 # Many more seeds than make test, starting where it stops, with a progress
 # line; SOAK_MODE=-naive counts overlapping writes of the naive lease instead.

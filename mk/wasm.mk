@@ -52,9 +52,9 @@ test-consumers: build-wasm
 # A brief run of each Go fuzz target over the argument decoding and the
 # bridge; the seed corpora are under wasm/lib/*/testdata/fuzz.
 test-wasm-fuzz-go:
-	$(GO) test $(FUZZ_BRIEF) -fuzz '^FuzzArgs$$' -fuzztime 200000x ./wasm/lib/convert
-	$(GO) test $(FUZZ_BRIEF) -fuzz '^FuzzRequestRoundTrip$$' -fuzztime 100000x ./wasm/lib/convert
-	$(GO) test $(FUZZ_BRIEF) -fuzz '^FuzzBridge$$' -fuzztime 100000x ./wasm/lib/bridge
+	$(call fuzz_brief,FuzzArgs,./wasm/lib/convert,200000x)
+	$(call fuzz_brief,FuzzRequestRoundTrip,./wasm/lib/convert,100000x)
+	$(call fuzz_brief,FuzzBridge,./wasm/lib/bridge,100000x)
 
 bench-js: build-wasm
 	node scripts/bench-js.mjs
