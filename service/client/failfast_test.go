@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -798,5 +799,85 @@ func TestAcquisitionPastItsLossRenewsOnce(t *testing.T) {
 	}
 	if now := agent.Peek(); !near(now, 5950) {
 		t.Fatalf("the holder's clock at %v", now)
+	}
+}
+
+// TestWaitingHoldLostBeforeItsFirstRenewalWaitsAgain: as
+// TestSlowAcquisitionUnrenewedFailsHoldAtTheLoss, but the Hold waits (Wait
+// 30 s): the grant lost at 5930 before any renewal of it was answered is
+// released, and Hold waits again; the next grant (sent at 5930, answered at
+// 6330) is renewed, hedged, and that renewal is answered: Hold returns it,
+// with the next fence, not the loss.
+func TestWaitingHoldLostBeforeItsFirstRenewalWaitsAgain(t *testing.T) {
+	var renewals atomic.Int32
+	var park atomic.Bool // the first grant's renewals get no answer
+	park.Store(true)
+	px, agent, c := slowAcquisition(t, 400, func() bool { renewals.Add(1); return park.Load() })
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel() // a Hold left waiting when the test fails
+	type held struct {
+		h   *client.Held
+		err error
+	}
+	got := make(chan held, 1)
+	go func() {
+		h, err := c.Hold(ctx, "r", client.HoldOptions{Wait: 30 * time.Second})
+		got <- held{h, err}
+	}()
+	wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
+	defer wcancel()
+	if !px.Wait(wctx, func([]*faultproxy.Call) bool {
+		a, p := px.InFlight()
+		return renewals.Load() == 1 && a == 1 && p == 1 && agent.Timers() == 2
+	}) {
+		t.Fatalf("at %v: %d timers of the holder, want the renewal's hedge and the loss", agent.Peek(), agent.Timers())
+	}
+	first, err := c.Inspect(ctx, "r")
+	if err != nil || !first.Held {
+		t.Fatalf("the coordinator has %+v (%v)", first, err)
+	}
+	// The hedge (5665), parked too; then the loss.
+	if err := agent.Set(5665); err != nil {
+		t.Fatal(err)
+	}
+	if !px.Wait(wctx, func([]*faultproxy.Call) bool { _, p := px.InFlight(); return renewals.Load() == 2 && p == 2 }) {
+		t.Fatalf("at %v: %d renewals sent, want the hedge parked too", agent.Peek(), renewals.Load())
+	}
+	park.Store(false)
+	if err := agent.Set(5930); err != nil {
+		t.Fatal(err)
+	}
+	var r held
+	select {
+	case r = <-got:
+	case <-wctx.Done():
+		var calls []string
+		for _, call := range px.Calls() {
+			calls = append(calls, fmt.Sprintf("%s %d", call.Path, call.Status))
+		}
+		t.Fatalf("Hold did not return after the loss: %d renewals sent, at %v, calls %v", renewals.Load(), agent.Peek(), calls)
+	}
+	if r.err != nil {
+		t.Fatalf("Hold: %v", r.err)
+	}
+	h := r.h
+	defer h.Release(ctx)
+	var acquires, released int
+	for _, call := range px.Calls() {
+		switch {
+		case call.Path == "/v1/acquire":
+			acquires++
+		case call.Path == "/v1/release" && call.Status == http.StatusOK:
+			released++
+		}
+	}
+	if acquires != 2 || released != 1 || renewals.Load() != 3 {
+		t.Fatalf("%d acquisitions, %d releases, %d renewals sent; want 2, 1, 3", acquires, released, renewals.Load())
+	}
+	if h.Token().Fence <= first.Fence || h.Renewals() != 1 || h.Context().Err() != nil {
+		t.Fatalf("Hold returned fence %d (the lost grant's %d), %d renewals, %v", h.Token().Fence, first.Fence, h.Renewals(), context.Cause(h.Context()))
+	}
+	if st, err := c.Inspect(ctx, "r"); err != nil || !st.Held || st.Fence != h.Token().Fence {
+		t.Fatalf("the coordinator has %+v (%v), the hold %v", st, err, h.Token())
 	}
 }

@@ -200,7 +200,11 @@ type Held struct {
 // (see Held), the lease lost (and released) if none succeeds before that
 // loss. If the wait ate that lease's whole time by the holder's clock (it
 // may still be live at the coordinator, which counts from the grant), the
-// renewal is a plain Renew, with no loss to hedge on.
+// renewal is a plain Renew, with no loss to hedge on. A Hold that waits
+// (opts.Wait not zero) whose grant is refused at that renewal (it expired
+// first) or lost before any renewal of it was answered (a wait that took
+// most of the TTL, and a slow coordinator) waits again, for what is left
+// of opts.Wait: the caller was handed nothing, and the grant was released.
 func (c *Client) Hold(ctx context.Context, resource string, opts HoldOptions) (*Held, error) {
 	if opts.Wait < 0 || opts.RenewEvery < 0 {
 		return nil, errors.New("client: HoldOptions.Wait and RenewEvery must not be negative")
@@ -211,19 +215,21 @@ func (c *Client) Hold(ctx context.Context, resource string, opts HoldOptions) (*
 	}
 	for {
 		h, err := c.hold(ctx, resource, opts)
-		if !errors.Is(err, ErrExpired) || opts.Wait == 0 {
+		var lost *LostError
+		if opts.Wait == 0 || !errors.Is(err, ErrExpired) && !(errors.As(err, &lost) && !lost.Refused) {
 			return h, err
 		}
 		// The grant expired before its first renewal (a wait longer than
-		// the TTL, and a slow answer): wait again, for what is left.
+		// the TTL, and a slow answer), or no renewal of it was answered
+		// before its loss: wait again, for what is left.
 		if opts.Wait != WaitForever {
-			now, err := c.lc.Now()
-			if err != nil {
-				return nil, err
+			now, cerr := c.lc.Now()
+			if cerr != nil {
+				return nil, cerr
 			}
 			waited, _ := now.Duration(start)
 			if opts.Wait -= waited; opts.Wait <= 0 {
-				return nil, ErrExpired
+				return nil, err
 			}
 			start = now
 		}

@@ -281,7 +281,7 @@ describe('holding (TTL 2 s)', () => {
   // The renewal's first attempt, never answered, gets its hedge at half the
   // time left (21,875), not after attemptTimeoutMillis (60 s).
   const SLOW = 12_000;
-  const slowHold = (name, renewPolicy, slow = SLOW) => {
+  const slowHold = (name, renewPolicy, slow = SLOW, options = undefined) => {
     const px = longProxy;
     px.reset();
     const clock = createManualClock(name, { start: 1000 });
@@ -292,7 +292,7 @@ describe('holding (TTL 2 s)', () => {
       return e.path === '/v1/renew' ? renewPolicy() : undefined;
     };
     const r = resourceName(name);
-    return { px, clock, timers, c, r, holding: tracked(c.hold(r)) };
+    return { px, clock, timers, c, r, holding: tracked(c.hold(r, options)) };
   };
   const renewParked = (px) => px.on('/v1/renew').length === 1 && px.on('/v1/renew')[0].parked === true;
 
@@ -334,6 +334,34 @@ describe('holding (TTL 2 s)', () => {
     assert.match(e.message, /no renewal succeeded in time; given up 29\.8 s after the send of the call that last extended it, 250 ms before the holder's deadline$/);
     await until(() => px.on('/v1/release').some((x) => x.status === 200), 'the release', GUARD);
     assert.equal((await c.inspect(r)).held, false);
+    px.reset();
+  });
+
+  // As above, but the hold waits (waitMillis): the grant lost before any
+  // renewal of it was answered is released, and hold waits again; the next
+  // grant's hedged first renewal is answered, and hold resolves with it.
+  test('a waiting hold whose grant is lost before its first renewal is answered waits again', async () => {
+    let park = true;
+    const { px, timers, c, r, holding } = slowHold('slow-again', () => (park ? { holdReply: true } : undefined), SLOW, { waitMillis: 10 * LONG_TTL });
+    await until(() => renewParked(px), 'the renewal parked', GUARD);
+    const first = await c.inspect(r);
+    assert.equal(first.held, true);
+    const lossAt = 1000 + LONG_TTL - LONG_MARGIN;
+    timers.fireNext(); // the hedge, parked too
+    await until(() => px.on('/v1/renew').length === 2 && px.on('/v1/renew').every((e) => e.parked), 'the hedge parked', GUARD);
+    park = false;
+    timers.advanceTo(lossAt);
+    await until(() => holding.settled, 'hold settled', GUARD);
+    const held = holding.value;
+    assert.ok(held !== undefined, String(holding.error));
+    assert.equal(px.on('/v1/acquire').length, 2);
+    assert.ok(px.on('/v1/release').some((x) => x.status === 200), 'the lost grant released');
+    assert.equal(px.on('/v1/renew').length, 3);
+    assert.ok(held.token.fence > first.fence, `fence ${held.token.fence} after ${first.fence}`);
+    assert.equal(held.renewals, 1);
+    assert.equal(held.signal.aborted, false);
+    assert.equal(held.token.fence, (await c.inspect(r)).fence);
+    await held.release();
     px.reset();
   });
 

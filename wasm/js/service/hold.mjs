@@ -99,8 +99,10 @@ export function holdOptions(options, what) {
 // calls and settings), waiting as waitMillis says, and starts a
 // HeldLease on it. A waited grant whose first renewal is refused (it
 // expired at the coordinator before the renewal came: a wait longer than
-// the TTL and a slow answer) is waited for again, for what is left of the
-// wait, as Go's client.Client.Hold does.
+// the TTL and a slow answer), or lost before any renewal of it was
+// answered (a wait that took most of the TTL, and a slow coordinator; the
+// grant is released), is waited for again, for what is left of the wait,
+// as Go's client.Client.Hold does.
 export async function makeHold(client, tools, resource, opts) {
   let { waitMillis } = opts;
   for (;;) {
@@ -108,7 +110,7 @@ export async function makeHold(client, tools, resource, opts) {
     try {
       return await holdOnce(client, tools, resource, { ...opts, waitMillis });
     } catch (e) {
-      if (!(e instanceof LeaseExpiredError) || waitMillis === 0) throw e;
+      if (!(e instanceof LeaseExpiredError || e instanceof LeaseLostError) || waitMillis === 0 || opts.signal?.aborted) throw e;
       if (waitMillis !== Infinity) {
         waitMillis -= tools.clock.now().millis - start;
         if (waitMillis < 1) throw e;
