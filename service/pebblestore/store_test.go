@@ -332,7 +332,11 @@ func TestDamagedStateIsRefused(t *testing.T) {
 		{"options garbage", onFile("OPTIONS-", func([]byte) []byte { return []byte("[Options\ngarbage") }), "cannot be opened"},
 		{"table byte flipped", onFile(".sst", flip(func(n int) int { return 40 })), "is refused: its file "},
 		{"format-version marker deleted", onFile("marker.format-version.", nil), "its format-version marker (marker.format-version.*) is missing"},
-		{"table footer damaged", onFile(".sst", flip(func(n int) int { return n - 10 })), "invalid table"},
+		// A damaged footer is found as Pebble opens the table: at Open
+		// ("invalid table"), or, when Open reads the table lazily, at the
+		// state's first read, which refuses it as a flipped byte is (seen
+		// under -race in a fresh make test).
+		{"table footer damaged", onFile(".sst", flip(func(n int) int { return n - 10 })), "invalid table|is refused: its file "},
 		{"table truncated", onFile(".sst", func(d []byte) []byte { return d[:len(d)/2] }), "cannot be opened"},
 		{"table deleted", onFile(".sst", nil), "cannot be opened"},
 		{"log byte flipped a block before synced records", func(t *testing.T, dir string) {
