@@ -642,6 +642,22 @@ func slowAcquisition(t *testing.T, slow float64, holdReply func() bool) (*faultp
 	return px, agent, c
 }
 
+// heldOrErr is what a Hold returned.
+type heldOrErr struct {
+	h   *client.Held
+	err error
+}
+
+// holdAsync runs c.Hold(ctx, "r", opts) and sends what it returned.
+func holdAsync(ctx context.Context, c *client.Client, opts client.HoldOptions) <-chan heldOrErr {
+	got := make(chan heldOrErr, 1)
+	go func() {
+		h, err := c.Hold(ctx, "r", opts)
+		got <- heldOrErr{h, err}
+	}()
+	return got
+}
+
 // TestFirstRenewalAfterASlowAcquisitionIsHedged: the first renewal's reply
 // is lost after a slow acquisition: the lease is kept. On the holder's
 // manual clock, TTL 1 s, skew 20 ms: the acquisition, sent at 5000, is
@@ -656,15 +672,7 @@ func TestFirstRenewalAfterASlowAcquisitionIsHedged(t *testing.T) {
 	px, agent, c := slowAcquisition(t, 400, func() bool { return renewals.Add(1) == 1 })
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel() // a Hold left waiting when the test fails
-	type held struct {
-		h   *client.Held
-		err error
-	}
-	got := make(chan held, 1)
-	go func() {
-		h, err := c.Hold(ctx, "r", client.HoldOptions{})
-		got <- held{h, err}
-	}()
+	got := holdAsync(ctx, c, client.HoldOptions{})
 	near := func(got clock.Instant, want float64) bool {
 		return got.Millis >= want-0.001 && got.Millis <= want+0.001
 	}
@@ -687,7 +695,7 @@ func TestFirstRenewalAfterASlowAcquisitionIsHedged(t *testing.T) {
 	if err := agent.Set(hedge.Millis); err != nil {
 		t.Fatal(err)
 	}
-	var r held
+	var r heldOrErr
 	select {
 	case r = <-got:
 	case <-wctx.Done():
@@ -815,15 +823,7 @@ func TestWaitingHoldLostBeforeItsFirstRenewalWaitsAgain(t *testing.T) {
 	px, agent, c := slowAcquisition(t, 400, func() bool { renewals.Add(1); return park.Load() })
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel() // a Hold left waiting when the test fails
-	type held struct {
-		h   *client.Held
-		err error
-	}
-	got := make(chan held, 1)
-	go func() {
-		h, err := c.Hold(ctx, "r", client.HoldOptions{Wait: 30 * time.Second})
-		got <- held{h, err}
-	}()
+	got := holdAsync(ctx, c, client.HoldOptions{Wait: 30 * time.Second})
 	wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
 	defer wcancel()
 	if !px.Wait(wctx, func([]*faultproxy.Call) bool {
@@ -847,7 +847,7 @@ func TestWaitingHoldLostBeforeItsFirstRenewalWaitsAgain(t *testing.T) {
 	if err := agent.Set(5930); err != nil {
 		t.Fatal(err)
 	}
-	var r held
+	var r heldOrErr
 	select {
 	case r = <-got:
 	case <-wctx.Done():
