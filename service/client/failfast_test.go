@@ -658,6 +658,19 @@ func holdAsync(ctx context.Context, c *client.Client, opts client.HoldOptions) <
 	return got
 }
 
+// awaitFirstRenewalParked waits until the first attempt of a slow
+// acquisition's first renewal is parked at the proxy, and the holder has
+// two timers: the attempt's hedge and the loss.
+func awaitFirstRenewalParked(ctx context.Context, t *testing.T, px *faultproxy.Proxy, agent *clock.Manual) {
+	t.Helper()
+	if !px.Wait(ctx, func(calls []*faultproxy.Call) bool {
+		a, p := px.InFlight()
+		return len(calls) == 2 && a == 1 && p == 1 && agent.Timers() == 2
+	}) {
+		t.Fatalf("at %v: %d timers of the holder, want the renewal's hedge and the loss", agent.Peek(), agent.Timers())
+	}
+}
+
 // TestFirstRenewalAfterASlowAcquisitionIsHedged: the first renewal's reply
 // is lost after a slow acquisition: the lease is kept. On the holder's
 // manual clock, TTL 1 s, skew 20 ms: the acquisition, sent at 5000, is
@@ -738,25 +751,17 @@ func TestSlowAcquisitionUnrenewedFailsHoldAtTheLoss(t *testing.T) {
 	var err error
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel() // a Hold left waiting when the test fails
-	got := make(chan error, 1)
-	go func() {
-		_, err := c.Hold(ctx, "r", client.HoldOptions{})
-		got <- err
-	}()
+	got := holdAsync(ctx, c, client.HoldOptions{})
 	wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
 	defer wcancel()
-	if !px.Wait(wctx, func(calls []*faultproxy.Call) bool {
-		a, p := px.InFlight()
-		return len(calls) == 2 && a == 1 && p == 1 && agent.Timers() == 2
-	}) {
-		t.Fatalf("at %v: %d timers of the holder, want the renewal's hedge and the loss", agent.Peek(), agent.Timers())
-	}
+	awaitFirstRenewalParked(wctx, t, px, agent)
 	// Past the hedge (5665), to the loss.
 	if err := agent.Set(5930); err != nil {
 		t.Fatal(err)
 	}
 	select {
-	case err = <-got:
+	case r := <-got:
+		err = r.err
 	case <-wctx.Done():
 		t.Fatal("Hold did not return at the loss")
 	}
@@ -825,12 +830,7 @@ func TestWaitingHoldLostBeforeItsFirstRenewalWaitsAgain(t *testing.T) {
 	got := holdAsync(ctx, c, client.HoldOptions{Wait: 30 * time.Second})
 	wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
 	defer wcancel()
-	if !px.Wait(wctx, func(calls []*faultproxy.Call) bool {
-		a, p := px.InFlight()
-		return len(calls) == 2 && a == 1 && p == 1 && agent.Timers() == 2
-	}) {
-		t.Fatalf("at %v: %d timers of the holder, want the renewal's hedge and the loss", agent.Peek(), agent.Timers())
-	}
+	awaitFirstRenewalParked(wctx, t, px, agent)
 	first, err := c.Inspect(ctx, "r")
 	if err != nil || !first.Held {
 		t.Fatalf("the coordinator has %+v (%v)", first, err)
