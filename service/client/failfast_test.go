@@ -599,13 +599,7 @@ func TestRenewalOutlivesALostReplyManualClock(t *testing.T) {
 		}
 		time.Sleep(100 * time.Microsecond)
 	}
-	var bodies []string
-	for _, call := range px.Calls() {
-		if call.Path == "/v1/renew" {
-			bodies = append(bodies, string(call.Body))
-		}
-	}
-	if len(bodies) != 2 || bodies[0] != bodies[1] {
+	if bodies := renewBodies(px); len(bodies) != 2 || bodies[0] != bodies[1] {
 		t.Fatalf("renewals sent: %q", bodies)
 	}
 	if !near(h.Lease().Deadline(), renewAt.Millis+980) || h.Token() != tok || h.Context().Err() != nil {
@@ -640,6 +634,17 @@ func slowAcquisition(t *testing.T, slow float64, holdReply func() bool) (*faultp
 	c := newClient(t, client.Config{BaseURL: px.URL, Lease: leaseClient(t, "agent-a", agent), AttemptTimeout: time.Hour,
 		Backoff: func(int) time.Duration { return 0 }, AfterFunc: agent.AfterFunc})
 	return px, agent, c
+}
+
+// renewBodies returns the bodies of the renewals the proxy saw, in order.
+func renewBodies(px *faultproxy.Proxy) []string {
+	var bodies []string
+	for _, call := range px.Calls() {
+		if call.Path == "/v1/renew" {
+			bodies = append(bodies, string(call.Body))
+		}
+	}
+	return bodies
 }
 
 // heldOrErr is what a Hold returned.
@@ -718,13 +723,7 @@ func TestFirstRenewalAfterASlowAcquisitionIsHedged(t *testing.T) {
 		t.Fatalf("Hold: %v", r.err)
 	}
 	h := r.h
-	var bodies []string
-	for _, call := range px.Calls() {
-		if call.Path == "/v1/renew" {
-			bodies = append(bodies, string(call.Body))
-		}
-	}
-	if len(bodies) != 2 || bodies[0] != bodies[1] {
+	if bodies := renewBodies(px); len(bodies) != 2 || bodies[0] != bodies[1] {
 		t.Fatalf("renewals sent: %q", bodies)
 	}
 	if !near(h.Lease().Anchor(), 5400) || !near(h.Lease().Deadline(), 6380) || h.Renewals() != 1 || h.Context().Err() != nil {
