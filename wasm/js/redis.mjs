@@ -382,7 +382,8 @@ class RedisFence {
     const keys = this.#checkWrite(resource, names, write);
     const args = [];
     pushCommands(args, write.commands);
-    const item = { args, count: write.commands.length, names: write.commands.map((c) => c[0]), resolve: null, reject: null };
+    // write: the command names, what an error names (#commandError).
+    const item = { args, count: write.commands.length, write: { commands: write.commands.map((c) => [c[0]]) }, resolve: null, reject: null };
     const done = new Promise((resolve, reject) => { item.resolve = resolve; item.reject = reject; });
     let b = this.#batch;
     if (b === null || b.resource !== resource || b.holderId !== holderId || b.fence !== fence || !sameKeys(b.keys, keys) ||
@@ -404,29 +405,18 @@ class RedisFence {
     if (b === null) return;
     this.#batch = null;
     const token = { resource: b.resource, holderId: b.holderId, fence: b.fence };
-    if (b.items.length === 1) {
-      this.#send(token, b.names, b.keys, b.items[0]);
-      return;
-    }
     this.#runBatch(token, b).catch((err) => {
       for (const it of b.items) it.reject(err);
     });
   }
 
-  // #send runs one commit of a batch alone and settles it.
-  #send(token, names, keys, item) {
-    const args = [token.holderId, String(token.fence), this.#args[0], this.#args[1], String(item.count), ...item.args];
-    runScript(this.#client, SCRIPT, [names.floor, names.log, ...keys], args)
-      .then((reply) => this.#outcome(token, reply, { commands: item.names.map((n) => [n]) }), (err) => { throw failure(err); })
-      .then(item.resolve, item.reject);
-  }
-
-  // #runBatch runs the commits of batch b (two or more) as one script. Its
-  // commands are the commits' in order, so the reply names the commit it
-  // stopped at: 'ok' lands them all; 'stale' (nothing ran) is the first
-  // commit's refusal; 'invalid' (nothing ran) is that commit's; 'failed' is
-  // that commit's, the ones before it landed. The others the script did not
-  // run are sent again alone, as they would have been.
+  // #runBatch runs the commits of batch b as one script and settles each
+  // as #outcome would settle it alone. Its commands are the commits' in
+  // order, so the reply names the commit it stopped at: 'stale' (nothing
+  // ran) is the first commit's refusal; 'invalid' (nothing ran) is that
+  // commit's; 'failed' is that commit's, the ones before it landed. The
+  // others the script did not run are sent again alone, as they would
+  // have been.
   async #runBatch(token, b) {
     const { items } = b;
     const args = [token.holderId, String(token.fence), this.#args[0], this.#args[1], String(b.count)];
@@ -438,42 +428,33 @@ class RedisFence {
       for (const it of items) it.reject(failure(err));
       return;
     }
-    const s = (i) => (Array.isArray(reply) && reply[i] != null ? String(reply[i]) : '');
-    // at: the commit of the script's command c (1-based), and c's index in it.
-    const at = (c) => {
-      let i = 0;
-      for (c -= 1; i < items.length - 1 && c >= items[i].count; i++) c -= items[i].count;
-      return [i, c];
-    };
-    const again = (from, skip) => {
-      for (let i = from; i < items.length; i++) if (i !== skip) this.#send(token, b.names, b.keys, items[i]);
-    };
-    switch (s(0)) {
-      case 'ok':
-        for (const it of items) it.resolve();
-        return;
-      case 'stale':
-        items[0].reject(staleError(rejection(s(1), token.resource, token.holderId, token.fence, s(3), s(2))));
-        again(1, -1);
-        return;
-      case 'invalid': {
-        const [i, j] = at(Number(s(1)));
-        items[i].reject(arg(`write.commands[${j}]`, s(2)));
-        again(0, i);
-        return;
+    const settle = (it, r) => {
+      try {
+        it.resolve(this.#outcome(token, r, it.write));
+      } catch (err) {
+        it.reject(err);
       }
-      case 'failed': {
-        const [i, j] = at(Number(s(1)));
-        for (let k = 0; k < i; k++) items[k].resolve();
-        items[i].reject(this.#commandError(token, { commands: items[i].names.map((n) => [n]) }, j, s(2)));
-        again(i + 1, -1);
-        return;
-      }
-      case 'corrupt':
-        for (const it of items) it.reject(corrupt(s(1), s(2)));
-        return;
+    };
+    const alone = (it) => this.#runBatch(token, { names: b.names, keys: b.keys, items: [it], count: it.count }).catch(it.reject);
+    const kind = Array.isArray(reply) ? String(reply[0]) : '';
+    if (kind === 'stale') {
+      settle(items[0], reply);
+      items.slice(1).forEach(alone);
+      return;
     }
-    for (const it of items) it.reject(new FenceStoreError('lease-fence/redis: unexpected reply from the script', { op: 'commit' }));
+    if (kind !== 'invalid' && kind !== 'failed') {
+      for (const it of items) settle(it, reply);
+      return;
+    }
+    // The commit of the script's command c (1-based), and c in it.
+    let c = Number(reply[1]) - 1;
+    let i = 0;
+    for (; i < items.length - 1 && c >= items[i].count; i++) c -= items[i].count;
+    settle(items[i], [kind, String(c + 1), ...reply.slice(2)]);
+    items.forEach((it, k) => {
+      if (k > i || (k < i && kind === 'invalid')) alone(it);
+      else if (k < i) it.resolve();
+    });
   }
 
   // #settle settles a commit whose reply was lost: marks it aborted unless
