@@ -70,41 +70,41 @@ func outlived(ttl time.Duration) time.Duration {
 	return 2*ttl/3 - min(ttl/20, 250*time.Millisecond)
 }
 
-// holdTenTTLs is one run of HoldOutlivesTenTTLs: this process's longest
-// stall meanwhile (how late a 100 ms ticker fired), and the hold's end if
-// it ended before the ten TTLs (nil if not).
-func holdTenTTLs(t *testing.T, tg *Target) (stalled time.Duration, lost error) {
-	const every = 100 * time.Millisecond
-	var worst, last atomic.Int64 // nanoseconds; last: the last tick's Unix time
-	last.Store(time.Now().UnixNano())
-	late := func(now time.Time) {
-		if l := now.UnixNano() - last.Load() - int64(every); l > worst.Load() {
-			worst.Store(l)
-		}
-	}
+// watchStalls measures this process's longest stall from now until the
+// function it returns is called, which returns it: how late a ticker of
+// period every fired, or, at the end, how long after its last tick (a
+// stall that ended a hold may end just then, before its tick was taken).
+func watchStalls(every time.Duration) (longest func() time.Duration) {
 	tick := time.NewTicker(every)
-	stop := make(chan struct{})
-	defer func() {
-		tick.Stop()
-		close(stop)
-		// A stall that ended the hold may end just now, before its tick
-		// was taken.
-		late(time.Now())
-		stalled = time.Duration(worst.Load())
-	}()
+	stop, result := make(chan struct{}), make(chan time.Duration)
 	go func() {
+		last, worst := time.Now(), time.Duration(0)
 		for {
 			select {
 			case <-stop:
+				tick.Stop()
+				result <- max(worst, time.Since(last)-every)
 				return
 			case <-tick.C:
 				// Read now: the tick carries the instant it was due.
 				now := time.Now()
-				late(now)
-				last.Store(now.UnixNano())
+				worst = max(worst, now.Sub(last)-every)
+				last = now
 			}
 		}
 	}()
+	return func() time.Duration {
+		close(stop)
+		return <-result
+	}
+}
+
+// holdTenTTLs is one run of HoldOutlivesTenTTLs: this process's longest
+// stall meanwhile (how late a 100 ms ticker fired), and the hold's end if
+// it ended before the ten TTLs (nil if not).
+func holdTenTTLs(t *testing.T, tg *Target) (stalled time.Duration, lost error) {
+	longest := watchStalls(100 * time.Millisecond)
+	defer func() { stalled = longest() }()
 	c := tg.realClient(t, "outlives")
 	res := unique("outlives")
 	ctx := context.Background()
