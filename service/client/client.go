@@ -369,12 +369,12 @@ func denied(resource string, reply wire.Reply) error {
 // the current lease (an error that is also ErrLeaseRevoked if an operator
 // revoked it).
 func (c *Client) Renew(ctx context.Context, l *Lease) (*Lease, error) {
-	return c.renew(ctx, l, clock.Instant{})
+	return c.renew(ctx, l, nil)
 }
 
 // renew is Renew whose attempts share the time left before until (see
 // send).
-func (c *Client) renew(ctx context.Context, l *Lease, until clock.Instant) (*Lease, error) {
+func (c *Client) renew(ctx context.Context, l *Lease, until func() clock.Instant) (*Lease, error) {
 	if l == nil {
 		return nil, errors.New("client: Renew needs a lease")
 	}
@@ -382,7 +382,7 @@ func (c *Client) renew(ctx context.Context, l *Lease, until clock.Instant) (*Lea
 	if err != nil {
 		return nil, err
 	}
-	reply, err := c.send(ctx, wire.Message{Op: wire.OpRenew, Request: req, Secret: l.secret}, until)
+	reply, err := c.sendUntil(ctx, wire.Message{Op: wire.OpRenew, Request: req, Secret: l.secret}, until)
 	if err != nil {
 		return nil, err
 	}
@@ -452,16 +452,22 @@ var contentTypeJSON = []string{"application/json"}
 // of the holder's clock after which the answer is of no use (a renewal's:
 // when its lease counts as lost): see deliver.
 func (c *Client) send(ctx context.Context, m wire.Message, until clock.Instant) (wire.Reply, error) {
-	body, err := wire.EncodeMessage(m)
-	if err != nil {
-		return wire.Reply{}, err
-	}
 	var untilFn func() clock.Instant
 	if until.Domain != "" {
 		untilFn = func() clock.Instant { return until }
 	}
+	return c.sendUntil(ctx, m, untilFn)
+}
+
+// sendUntil is send with until as deliver takes it: nil, or a function
+// (read at each hedge) that may return the zero Instant for none.
+func (c *Client) sendUntil(ctx context.Context, m wire.Message, until func() clock.Instant) (wire.Reply, error) {
+	body, err := wire.EncodeMessage(m)
+	if err != nil {
+		return wire.Reply{}, err
+	}
 	var reply wire.Reply
-	err = c.deliver(ctx, m.Op, m.Op.Path(), body, m.Wait, untilFn, func(data []byte) error {
+	err = c.deliver(ctx, m.Op, m.Op.Path(), body, m.Wait, until, func(data []byte) error {
 		if string(data) == `{"ok":true}` {
 			reply = wire.Reply{OK: true} // a release done, the commonest answer
 			return nil
@@ -631,6 +637,11 @@ func (c *Client) hedged(ctx context.Context, op wire.Op, path string, body []byt
 		case g := <-hedges:
 			if g != gen {
 				continue // a timer stopped too late
+			}
+			if until().Domain == "" {
+				// The call's end went away meanwhile (a hold's first
+				// renewal, past the loss): it awaits the attempts it has.
+				continue
 			}
 			if len(opened) >= c.attempts {
 				opened[0].cancel()

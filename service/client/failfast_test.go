@@ -614,8 +614,8 @@ func TestRenewalOutlivesALostReplyManualClock(t *testing.T) {
 // with a TTL of 1 s behind a proxy, and a client on the holder's manual
 // clock (started at 5000, skew 20 ms, attempts that never time out, no
 // backoff) whose acquisition is answered slow ms after its send; a renewal
-// for which holdReply says so gets no answer.
-func slowAcquisition(t *testing.T, slow float64, holdReply func() bool) (*faultproxy.Proxy, *clock.Manual, *client.Client) {
+// gets what renew says (nil: it is answered).
+func slowAcquisition(t *testing.T, slow float64, renew func() faultproxy.Action) (*faultproxy.Proxy, *clock.Manual, *client.Client) {
 	t.Helper()
 	px := startProxy(t, serveCoordinator(t, time.Second))
 	agent, err := clock.NewManual("agent-a", clock.ManualOptions{Start: 5000})
@@ -626,8 +626,8 @@ func slowAcquisition(t *testing.T, slow float64, holdReply func() bool) (*faultp
 		switch {
 		case call.Path == "/v1/acquire":
 			return faultproxy.Action{Before: func() { _ = agent.Advance(slow) }}
-		case call.Path == "/v1/renew" && holdReply():
-			return faultproxy.Action{HoldReply: true}
+		case call.Path == "/v1/renew" && renew != nil:
+			return renew()
 		}
 		return faultproxy.Action{}
 	})
@@ -676,6 +676,97 @@ func awaitFirstRenewalParked(ctx context.Context, t *testing.T, px *faultproxy.P
 	}
 }
 
+// pastTheLoss moves the holder's clock past the loss of a slow
+// acquisition's lease (5930), its first renewal's first attempt parked at
+// the proxy: to 5925, where the first and its hedge (sent at 5665) are
+// parked and the last hedge before the loss is set for MinRetry later
+// (5935), then to 5935. It checks that Hold, its renewal in flight, has
+// not returned, that the hedge firing past the loss sent nothing (the
+// inspection is a barrier: a third attempt would be at the proxy before
+// it), and that the holder has no timer left: no loss to count again.
+func pastTheLoss(ctx context.Context, t *testing.T, c *client.Client, px *faultproxy.Proxy, agent *clock.Manual, got <-chan heldOrErr) {
+	t.Helper()
+	inFlight := func(want int) func([]*faultproxy.Call) bool {
+		return func([]*faultproxy.Call) bool {
+			a, p := px.InFlight()
+			return a == 2 && p == 2 && agent.Timers() == want
+		}
+	}
+	if err := agent.Set(5925); err != nil {
+		t.Fatal(err)
+	}
+	if !px.Wait(ctx, inFlight(2)) {
+		a, p := px.InFlight()
+		t.Fatalf("at 5925: %d requests at the proxy, %d parked, %d timers of the holder (want 2, 2, 2)", a, p, agent.Timers())
+	}
+	if next, ok := agent.NextTimer(); !ok || next.Millis >= 5930 {
+		t.Fatalf("at 5925 the next timer at %v, want the loss", next)
+	}
+	if err := agent.Set(5935); err != nil {
+		t.Fatal(err)
+	}
+	if !px.Wait(ctx, inFlight(0)) {
+		a, p := px.InFlight()
+		t.Fatalf("past the loss: %d requests at the proxy, %d parked, %d timers of the holder (want 2, 2, 0)", a, p, agent.Timers())
+	}
+	if _, err := c.Inspect(ctx, "r"); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(renewBodies(px)); n != 2 {
+		t.Fatalf("past the loss: %d renewal attempts, want the first and its hedge", n)
+	}
+	select {
+	case r := <-got:
+		t.Fatalf("Hold returned at the loss, its renewal in flight: %v, %v", r.h, r.err)
+	default:
+	}
+}
+
+// TestFirstRenewalAnsweredPastTheLossIsTaken: as
+// TestFirstRenewalAfterASlowAcquisitionIsHedged, but the renewal's
+// answers are delayed past the loss of the lease the acquisition made
+// (5930): nothing ran under that lease, so Hold awaits the attempts in
+// flight and takes the answer (the lease anchored at the renewal's send,
+// 5400), not the loss; the grant is not released and its fence is kept.
+func TestFirstRenewalAnsweredPastTheLossIsTaken(t *testing.T) {
+	answer := make(chan struct{})
+	px, agent, c := slowAcquisition(t, 400, func() faultproxy.Action { return faultproxy.Action{Release: answer} })
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel() // a Hold left waiting when the test fails
+	got := holdAsync(ctx, c, client.HoldOptions{Wait: 30 * time.Second})
+	wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
+	defer wcancel()
+	awaitFirstRenewalParked(wctx, t, px, agent)
+	granted, err := c.Inspect(ctx, "r")
+	if err != nil || !granted.Held {
+		t.Fatalf("the coordinator has %+v (%v)", granted, err)
+	}
+	pastTheLoss(wctx, t, c, px, agent, got)
+	close(answer)
+	var r heldOrErr
+	select {
+	case r = <-got:
+	case <-wctx.Done():
+		t.Fatal("Hold did not return after the answers")
+	}
+	if r.err != nil {
+		t.Fatalf("Hold: %v", r.err)
+	}
+	h := r.h
+	defer h.Release(ctx)
+	near := func(got clock.Instant, want float64) bool {
+		return got.Millis >= want-0.001 && got.Millis <= want+0.001
+	}
+	if h.Token().Fence != granted.Fence || h.Renewals() != 1 || !near(h.Lease().Anchor(), 5400) || h.Context().Err() != nil {
+		t.Fatalf("Hold returned fence %d (granted %d) anchored at %v, %d renewals, %v", h.Token().Fence, granted.Fence, h.Lease().Anchor(), h.Renewals(), context.Cause(h.Context()))
+	}
+	for _, call := range px.Calls() {
+		if call.Path == "/v1/release" || call.Path == "/v1/acquire" && call.N > 1 {
+			t.Fatalf("the grant was given up: %s (call %d)", call.Path, call.N)
+		}
+	}
+}
+
 // TestFirstRenewalAfterASlowAcquisitionIsHedged: the first renewal's reply
 // is lost after a slow acquisition: the lease is kept. On the holder's
 // manual clock, TTL 1 s, skew 20 ms: the acquisition, sent at 5000, is
@@ -687,7 +778,7 @@ func awaitFirstRenewalParked(ctx context.Context, t *testing.T, px *faultproxy.P
 // answered, and Hold returns the lease anchored at the renewal's send.
 func TestFirstRenewalAfterASlowAcquisitionIsHedged(t *testing.T) {
 	var renewals atomic.Int32
-	px, agent, c := slowAcquisition(t, 400, func() bool { return renewals.Add(1) == 1 })
+	px, agent, c := slowAcquisition(t, 400, func() faultproxy.Action { return faultproxy.Action{HoldReply: renewals.Add(1) == 1} })
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel() // a Hold left waiting when the test fails
 	got := holdAsync(ctx, c, client.HoldOptions{})
@@ -740,13 +831,17 @@ func TestFirstRenewalAfterASlowAcquisitionIsHedged(t *testing.T) {
 	}
 }
 
-// TestSlowAcquisitionUnrenewedFailsHoldAtTheLoss: as
+// TestSlowAcquisitionUnrenewedFailsHold: as
 // TestFirstRenewalAfterASlowAcquisitionIsHedged, but no attempt of the
-// renewal is ever answered: Hold fails at the loss of the lease the
-// acquisition made (5930, 930 ms after its send), not after AttemptTimeout,
-// with a *client.LostError, and the hold releases the lease.
-func TestSlowAcquisitionUnrenewedFailsHoldAtTheLoss(t *testing.T) {
-	px, agent, c := slowAcquisition(t, 400, func() bool { return true })
+// renewal is answered: past the loss of the lease the acquisition made
+// (5930, 930 ms after its send) Hold, which has not returned the lease,
+// awaits the attempts in flight (the first and its hedge) with no more
+// hedges; when their replies are lost (and those of the attempts sent
+// again, at 5935), it fails with a *client.LostError, and the hold releases
+// the lease.
+func TestSlowAcquisitionUnrenewedFailsHold(t *testing.T) {
+	lose := make(chan struct{})
+	px, agent, c := slowAcquisition(t, 400, func() faultproxy.Action { return faultproxy.Action{Release: lose, Drop: true} })
 	var err error
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel() // a Hold left waiting when the test fails
@@ -754,19 +849,17 @@ func TestSlowAcquisitionUnrenewedFailsHoldAtTheLoss(t *testing.T) {
 	wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
 	defer wcancel()
 	awaitFirstRenewalParked(wctx, t, px, agent)
-	// Past the hedge (5665), to the loss.
-	if err := agent.Set(5930); err != nil {
-		t.Fatal(err)
-	}
+	pastTheLoss(wctx, t, c, px, agent, got)
+	close(lose)
 	select {
 	case r := <-got:
 		err = r.err
 	case <-wctx.Done():
-		t.Fatal("Hold did not return at the loss")
+		t.Fatal("Hold did not return after the replies were lost")
 	}
 	var lost *client.LostError
 	near := func(d, want time.Duration) bool { return d >= want-time.Microsecond && d <= want+time.Microsecond }
-	if !errors.As(err, &lost) || lost.Refused || !near(lost.SinceSent, 930*time.Millisecond) || !near(lost.Left, 50*time.Millisecond) {
+	if !errors.As(err, &lost) || lost.Refused || !near(lost.SinceSent, 935*time.Millisecond) || !near(lost.Left, 45*time.Millisecond) {
 		t.Fatalf("Hold: %v", err)
 	}
 	if !px.Wait(wctx, func(calls []*faultproxy.Call) bool {
@@ -789,7 +882,7 @@ func TestSlowAcquisitionUnrenewedFailsHoldAtTheLoss(t *testing.T) {
 // hedge on, so Hold renews at once with one plain call and returns the
 // lease anchored at that renewal's send (5950), counted in Renewals.
 func TestAcquisitionPastItsLossRenewsOnce(t *testing.T) {
-	px, agent, c := slowAcquisition(t, 950, func() bool { return false })
+	px, agent, c := slowAcquisition(t, 950, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	h, err := c.Hold(ctx, "r", client.HoldOptions{})
@@ -815,15 +908,21 @@ func TestAcquisitionPastItsLossRenewsOnce(t *testing.T) {
 }
 
 // TestWaitingHoldLostBeforeItsFirstRenewalWaitsAgain: as
-// TestSlowAcquisitionUnrenewedFailsHoldAtTheLoss, but the Hold waits (Wait
+// TestSlowAcquisitionUnrenewedFailsHold, but the Hold waits (Wait
 // 30 s): the grant lost at 5930 before any renewal of it was answered (its
-// attempts, sent before 6000 by the holder's clock, get no answer) is
-// released, and Hold waits again; the next grant (sent at 5930, answered
-// at 6330) is renewed at once, that renewal is answered, and Hold returns
+// attempts, sent before 6000 by the holder's clock, lose their replies) is
+// released, and Hold waits again; the next grant (sent at 5935, answered
+// at 6335) is renewed at once, that renewal is answered, and Hold returns
 // the lease anchored at its send, with the next fence, not the loss.
 func TestWaitingHoldLostBeforeItsFirstRenewalWaitsAgain(t *testing.T) {
 	var agent *clock.Manual
-	px, agent, c := slowAcquisition(t, 400, func() bool { return agent.Peek().Millis < 6000 })
+	lose := make(chan struct{})
+	px, agent, c := slowAcquisition(t, 400, func() faultproxy.Action {
+		if agent.Peek().Millis < 6000 {
+			return faultproxy.Action{Release: lose, Drop: true}
+		}
+		return faultproxy.Action{}
+	})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel() // a Hold left waiting when the test fails
 	got := holdAsync(ctx, c, client.HoldOptions{Wait: 30 * time.Second})
@@ -834,10 +933,10 @@ func TestWaitingHoldLostBeforeItsFirstRenewalWaitsAgain(t *testing.T) {
 	if err != nil || !first.Held {
 		t.Fatalf("the coordinator has %+v (%v)", first, err)
 	}
-	// Past the hedges (parked too), to the loss.
-	if err := agent.Set(5930); err != nil {
-		t.Fatal(err)
-	}
+	// Past the hedges (parked too), to the loss; then the replies of
+	// the attempts in flight are lost.
+	pastTheLoss(wctx, t, c, px, agent, got)
+	close(lose)
 	var r heldOrErr
 	select {
 	case r = <-got:
@@ -872,7 +971,7 @@ func TestWaitingHoldLostBeforeItsFirstRenewalWaitsAgain(t *testing.T) {
 	near := func(got clock.Instant, want float64) bool {
 		return got.Millis >= want-0.001 && got.Millis <= want+0.001
 	}
-	if h.Token().Fence <= first.Fence || h.Renewals() != 1 || !near(h.Lease().Anchor(), 6330) || h.Context().Err() != nil {
+	if h.Token().Fence <= first.Fence || h.Renewals() != 1 || !near(h.Lease().Anchor(), 6335) || h.Context().Err() != nil {
 		t.Fatalf("Hold returned fence %d (the lost grant's %d) anchored at %v, %d renewals, %v", h.Token().Fence, first.Fence, h.Lease().Anchor(), h.Renewals(), context.Cause(h.Context()))
 	}
 	if st, err := c.Inspect(ctx, "r"); err != nil || !st.Held || st.Fence != h.Token().Fence {

@@ -197,8 +197,10 @@ type Held struct {
 // due when it came, Hold renews it before returning, so the lease it
 // returns has its full time ahead: as the hold renews, hedged on the loss
 // of the lease the acquisition made and tried again sooner if it fails
-// (see Held), the lease lost (and released) if none succeeds before that
-// loss. If the wait ate that lease's whole time by the holder's clock (it
+// (see Held). Nothing has run under the lease, so that loss does not end
+// the attempts sent: Hold awaits them (with no more hedges) and takes a
+// success that comes after it; if none succeeds, the lease is lost (and
+// released). If the wait ate that lease's whole time by the holder's clock (it
 // may still be live at the coordinator, which counts from the grant), the
 // renewal is a plain Renew, with no loss to hedge on. A Hold that waits
 // (opts.Wait not zero) whose grant is refused at that renewal (it expired
@@ -458,6 +460,11 @@ func (h *Held) onDeadline() {
 		return
 	}
 	if left, err := h.lossAt().Since(now); err != nil || left < deadlineSlack {
+		if h.first != nil && h.renewing != nil {
+			// Hold has not returned, and the first renewal is in
+			// flight: its answer decides (renewed arms again).
+			return
+		}
 		// The loss (at most a microsecond from now), or past it.
 		h.loseLocked(now, false, h.failure)
 		return
@@ -509,8 +516,12 @@ func (h *Held) join(first bool, now clock.Instant, nowOK bool, leave func(*membe
 	}
 	// The renewal ends with the batch's context, once every hold in it
 	// has ended or taken its answer; each hold's loss ends its own wait
-	// (the attempts are hedged on the earliest loss in the batch).
-	m := &member{h: h, l: &Lease{Lease: h.k.Lease(), secret: h.secret}, lossAt: h.lossAt()}
+	// (the attempts are hedged on the earliest loss in the batch). The
+	// first renewal of a hold Hold has not returned (pending) is not
+	// ended by its loss: nothing ran under the lease, and a renewal that
+	// succeeds is anchored at its own send; past the loss its attempts in
+	// flight are awaited, without more hedges.
+	m := &member{h: h, l: &Lease{Lease: h.k.Lease(), secret: h.secret}, lossAt: h.lossAt(), pending: h.first != nil}
 	h.renewing = leave(m)
 	return m
 }
@@ -538,7 +549,12 @@ func (h *Held) renewed(l2 *Lease, err error, lossAt clock.Instant) {
 	case err == nil:
 		// An answer taken after the lease counted as lost does not
 		// revive the hold: the work had to stop by then (the loss
-		// timer is late).
+		// timer is late). Before Hold returns no work ran, and the
+		// renewed lease, anchored at the renewal's send, is taken
+		// unless it too is lost already.
+		if h.first != nil {
+			lossAt = l2.Deadline().AddMillis(-h.margin)
+		}
 		if left, lerr := lossAt.Since(now); lerr != nil || left < deadlineSlack || h.k.Renewed(l2.Lease) != nil {
 			h.loseLocked(now, false, h.failure)
 			return
@@ -556,6 +572,11 @@ func (h *Held) renewed(l2 *Lease, err error, lossAt clock.Instant) {
 	default:
 		h.failure = err
 		_ = h.k.Failed(now)
+		if left, lerr := h.lossAt().Since(now); h.first != nil && (lerr != nil || left < deadlineSlack) {
+			// The first renewal, awaited past the loss, failed.
+			h.loseLocked(now, false, err)
+			return
+		}
 	}
 	h.armLocked()
 }

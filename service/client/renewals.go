@@ -142,11 +142,7 @@ func (c *Client) renewApart(ctx context.Context, ms []wire.Message, at []int, un
 	var mu sync.Mutex
 	for k, m := range ms {
 		wg.Go(func() {
-			var u clock.Instant
-			if until != nil {
-				u = until()
-			}
-			reply, err := c.send(ctx, m, u)
+			reply, err := c.sendUntil(ctx, m, until)
 			mu.Lock()
 			defer mu.Unlock()
 			answer(at[k], reply, err)
@@ -195,10 +191,11 @@ const batchWindow = 0.25
 
 // member is a hold in a batch of renewals.
 type member struct {
-	h      *Held
-	l      *Lease
-	lossAt clock.Instant
-	in     atomic.Bool // until its hold left the batch (ended)
+	h       *Held
+	l       *Lease
+	lossAt  clock.Instant
+	pending bool        // the first renewal of a hold Hold has not returned
+	in      atomic.Bool // until its hold left the batch (ended)
 }
 
 // renewDue begins the renewal of first, which is due, with those of the
@@ -242,11 +239,19 @@ func (c *Client) renewDue(first *Held) {
 		return
 	}
 	// The earliest loss of the holds still in the batch: its attempts
-	// are hedged on that.
+	// are hedged on that. A pending hold past its loss counts no more:
+	// the attempts in flight are awaited for it, without hedges.
 	until := func() clock.Instant {
+		now, nerr := c.lc.Now()
 		var u clock.Instant
 		for _, m := range batch {
-			if m.in.Load() && (u.Domain == "" || m.lossAt.Millis < u.Millis) {
+			if !m.in.Load() {
+				continue
+			}
+			if left, err := m.lossAt.Since(now); m.pending && (nerr != nil || err != nil || left < deadlineSlack) {
+				continue
+			}
+			if u.Domain == "" || m.lossAt.Millis < u.Millis {
 				u = m.lossAt
 			}
 		}
@@ -256,7 +261,7 @@ func (c *Client) renewDue(first *Held) {
 		defer cancel()
 		out, errs := make([]*Lease, len(batch)), make([]error, len(batch))
 		if len(batch) == 1 {
-			out[0], errs[0] = c.renew(ctx, batch[0].l, batch[0].lossAt)
+			out[0], errs[0] = c.renew(ctx, batch[0].l, until)
 		} else {
 			ls := make([]*Lease, len(batch))
 			for i, m := range batch {

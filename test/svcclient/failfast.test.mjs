@@ -295,6 +295,18 @@ describe('holding (TTL 2 s)', () => {
     return { px, clock, timers, c, r, holding: tracked(c.hold(r, options)) };
   };
   const renewParked = (px) => px.on('/v1/renew').length === 1 && px.on('/v1/renew')[0].parked === true;
+  // Past the loss of the lease the acquisition made, hold (which has not
+  // resolved) awaits the first renewal's attempts, parked at the proxy.
+  // The hedge armed just before the loss (at least 10 ms on) fires and
+  // sends nothing; then no hedge and no loss is due any more, only the
+  // timeouts of attempts sent before the loss (attemptTimeoutMillis after
+  // their sends).
+  const pastTheLoss = async (px, timers, holding, lossAt) => {
+    await until(() => px.on('/v1/renew').every((e) => e.parked), 'the attempts parked', GUARD);
+    timers.advanceTo(lossAt + 10);
+    assert.ok(timers.nextAt > lossAt + LONG_TTL && timers.latestAt < lossAt + 2 * LONG_TTL, `the timers:\n${timers.describe()}`);
+    assert.equal(holding.settled, false, String(holding.error));
+  };
 
   test('the first renewal\'s reply is lost after a slow acquisition: the lease is kept', async () => {
     let n = 0;
@@ -321,17 +333,21 @@ describe('holding (TTL 2 s)', () => {
     px.reset();
   });
 
-  test('a slow acquisition whose first renewal is never answered: hold rejects at the loss, and the lease is released', async () => {
-    const { px, timers, c, r, holding } = slowHold('slow-lost', () => ({ holdReply: true }));
+  // Past the loss, the attempts in flight are awaited; when their replies
+  // (and those of the attempts sent again) are lost, hold rejects.
+  test('a slow acquisition whose first renewal is never answered: hold rejects, and the lease is released', async () => {
+    let lose;
+    const lost = new Promise((resolve) => (lose = resolve));
+    const { px, timers, c, r, holding } = slowHold('slow-lost', () => ({ release: lost, drop: true }));
     await until(() => renewParked(px), 'the renewal parked', GUARD);
     const lossAt = 1000 + LONG_TTL - LONG_MARGIN;
-    timers.advanceTo(lossAt - 1);
-    assert.equal(holding.settled, false);
     timers.advanceTo(lossAt);
+    await pastTheLoss(px, timers, holding, lossAt);
+    lose();
     await until(() => holding.settled, 'hold settled', GUARD);
     const e = holding.error;
     assert.ok(e instanceof LeaseLostError, String(e));
-    assert.match(e.message, /no renewal succeeded in time; given up 29\.8 s after the send of the call that last extended it, 250 ms before the holder's deadline$/);
+    assert.match(e.message, /no renewal succeeded in time; given up 29\.8 s after the send of the call that last extended it, 240 ms before the holder's deadline$/);
     await until(() => px.on('/v1/release').some((x) => x.status === 200), 'the release', GUARD);
     assert.equal((await c.inspect(r)).held, false);
     px.reset();
@@ -341,16 +357,19 @@ describe('holding (TTL 2 s)', () => {
   // renewal of it was answered is released, and hold waits again; the next
   // grant's hedged first renewal is answered, and hold resolves with it.
   test('a waiting hold whose grant is lost before its first renewal is answered waits again', async () => {
-    // The first grant's renewals (sent before its loss at 30,750 by the
-    // holder's clock) get no answer.
+    // The first grant's renewals get no answer.
     const lossAt = 1000 + LONG_TTL - LONG_MARGIN;
-    let clock;
-    const { px, timers, c, r, holding, clock: k } = slowHold('slow-again', () => (clock.now().millis <= lossAt ? { holdReply: true } : undefined), SLOW, { waitMillis: 10 * LONG_TTL });
-    clock = k;
+    let px, lose;
+    const lost = new Promise((resolve) => (lose = resolve));
+    const rig = slowHold('slow-again', () => (px.on('/v1/acquire').length === 1 ? { release: lost, drop: true } : undefined), SLOW, { waitMillis: 10 * LONG_TTL });
+    px = rig.px;
+    const { timers, c, r, holding } = rig;
     await until(() => renewParked(px), 'the renewal parked', GUARD);
     const first = await c.inspect(r);
     assert.equal(first.held, true);
     timers.advanceTo(lossAt);
+    await pastTheLoss(px, timers, holding, lossAt);
+    lose();
     await until(() => holding.settled, 'hold settled', GUARD);
     const held = holding.value;
     assert.ok(held !== undefined, String(holding.error));
@@ -358,11 +377,40 @@ describe('holding (TTL 2 s)', () => {
     await until(() => px.on('/v1/release').length === 1, 'the lost grant released', GUARD);
     assert.ok(held.token.fence > first.fence, `fence ${held.token.fence} after ${first.fence}`);
     assert.equal(held.renewals, 1);
-    // Renewed at once at the second grant's answer (sent at the loss,
-    // answered SLOW later), anchored at that renewal's send.
-    assert.equal(held.deadline.millis, lossAt + SLOW + LONG_TTL);
+    // Renewed at once at the second grant's answer (sent when the first
+    // grant's renewal failed, 10 ms past its loss, and answered SLOW
+    // later), anchored at that renewal's send.
+    assert.equal(held.deadline.millis, lossAt + 10 + SLOW + LONG_TTL);
     assert.equal(held.signal.aborted, false);
     assert.equal(held.token.fence, (await c.inspect(r)).fence);
+    await held.release();
+    px.reset();
+  });
+
+  // As above, but the first renewal's answers come past the loss of the
+  // lease the acquisition made: nothing ran under it, so hold takes the
+  // answer (the lease anchored at the renewal's send), not the loss; the
+  // grant is kept, and no other fence is taken.
+  test('a waiting hold takes its first renewal answered past the loss', async () => {
+    const lossAt = 1000 + LONG_TTL - LONG_MARGIN;
+    let answer;
+    const answered = new Promise((resolve) => (answer = resolve));
+    const { px, timers, c, r, holding } = slowHold('slow-late', () => ({ release: answered }), SLOW, { waitMillis: 10 * LONG_TTL });
+    await until(() => renewParked(px), 'the renewal parked', GUARD);
+    const granted = await c.inspect(r);
+    assert.equal(granted.held, true);
+    timers.advanceTo(lossAt);
+    await pastTheLoss(px, timers, holding, lossAt);
+    answer();
+    await until(() => holding.settled, 'hold settled', GUARD);
+    const held = holding.value;
+    assert.ok(held !== undefined, String(holding.error));
+    assert.equal(held.token.fence, granted.fence);
+    assert.equal(held.renewals, 1);
+    assert.equal(held.deadline.millis, 1000 + SLOW + LONG_TTL);
+    assert.equal(held.signal.aborted, false);
+    assert.equal(px.on('/v1/acquire').length, 1);
+    assert.equal(px.on('/v1/release').length, 0);
     await held.release();
     px.reset();
   });

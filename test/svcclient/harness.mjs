@@ -107,6 +107,8 @@ export function stopAll() {
  * nothing (forward and answer) or an object:
  *   { drop: true }        forward, then close the connection instead of answering
  *   { holdReply: true }   forward, never answer
+ *   { release: promise }  forward, answer once promise resolves (parked
+ *                         until then; with drop, close the connection then)
  *   { hold: true }        do not forward, never answer
  *   { reset: true }       do not forward, close the connection
  *   { detach: true }      forward, and close the client's connection at once
@@ -181,6 +183,11 @@ export async function startProxy(target, hooks = {}) {
     entry.status = status;
     entry.reply = text;
     entry.at = performance.now();
+    if (action.release) {
+      entry.parked = true;
+      await action.release;
+      entry.parked = false;
+    }
     if (action.drop || action.detach) {
       req.socket.destroy();
       return;
@@ -281,6 +288,13 @@ export class ManualTimers {
   /** The instant of the earliest timer, or undefined. */
   get nextAt() {
     return this.#earliest()?.at;
+  }
+
+  /** The instant of the latest timer, or undefined. */
+  get latestAt() {
+    let at;
+    for (const t of this.#queue) if (at === undefined || t.at > at) at = t.at;
+    return at;
   }
 
   #earliest() {

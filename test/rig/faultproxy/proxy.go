@@ -39,7 +39,8 @@ type Call struct {
 // answers.
 type Action struct {
 	// Drop forwards the request, then closes the client's connection
-	// instead of answering: a reply lost on the way back.
+	// instead of answering: a reply lost on the way back (with Release,
+	// once Release is closed).
 	Drop bool
 	// HoldReply forwards the request, then answers nothing until the
 	// client goes away: a reply that never arrives.
@@ -212,11 +213,6 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c.Status, c.Reply = resp.StatusCode, reply
 	p.mu.Unlock()
 	switch {
-	case act.Drop:
-		if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
-			_ = conn.Close()
-		}
-		return
 	case act.HoldReply:
 		unpark := p.park()
 		<-ctx.Done()
@@ -231,6 +227,12 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			unpark()
 			return
 		}
+	}
+	if act.Drop {
+		if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+			_ = conn.Close()
+		}
+		return
 	}
 	for k, v := range resp.Header {
 		w.Header()[k] = v

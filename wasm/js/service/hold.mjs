@@ -69,14 +69,26 @@ function renewDue(first, tools) {
     if (members.length >= MAX_BATCH) break;
     if (h !== first) take(h, false);
   }
+  // The earliest loss of the holds still in the batch: its attempts are
+  // hedged on that. A pending hold past its loss counts no more: the
+  // attempts in flight are awaited for it, without hedges.
   const until = () => {
+    let at;
+    try {
+      at = tools.clock.now().millis;
+    } catch {
+      at = undefined;
+    }
     let u;
-    for (const m of members) if (m.in && (u === undefined || m.lossAt < u)) u = m.lossAt;
+    for (const m of members) {
+      if (!m.in || (m.pending && (at === undefined || m.lossAt - at <= DEADLINE_EARLY_MILLIS))) continue;
+      if (u === undefined || m.lossAt < u) u = m.lossAt;
+    }
     return u;
   };
   if (members.length === 1) {
     const [m] = members;
-    tools.renew(m.before, { signal: ac.signal, until: m.lossAt }).then((out) => takeAnswer(m.held, m, out), (e) => takeAnswer(m.held, m, undefined, e));
+    tools.renew(m.before, { signal: ac.signal, until }).then((out) => takeAnswer(m.held, m, out), (e) => takeAnswer(m.held, m, undefined, e));
     return;
   }
   tools.renewEach(members.map((m) => m.before), { signal: ac.signal, until }).then(
@@ -99,10 +111,11 @@ export function holdOptions(options, what) {
 // calls and settings), waiting as waitMillis says, and starts a
 // HeldLease on it. A waited grant whose first renewal is refused (it
 // expired at the coordinator before the renewal came: a wait longer than
-// the TTL and a slow answer), or lost before any renewal of it was
-// answered (a wait that took most of the TTL, and a slow coordinator; the
-// grant is released), is waited for again, for what is left of the wait,
-// as Go's client.Client.Hold does.
+// the TTL and a slow answer), or lost with no renewal of it succeeded (a
+// wait that took most of the TTL, and a slow coordinator; its attempts
+// sent are awaited past the loss, then the grant is released), is waited
+// for again, for what is left of the wait, as Go's client.Client.Hold
+// does.
 export async function makeHold(client, tools, resource, opts) {
   let { waitMillis } = opts;
   for (;;) {
@@ -154,7 +167,7 @@ async function holdOnce(client, tools, resource, { waitMillis, signal, renewEver
     }
     return new HeldLease(internal, client, tools, lease, sentAt, every, margin, signal, 1);
   }
-  const held = new HeldLease(internal, client, tools, lease, sentAt, every, margin, signal);
+  const held = new HeldLease(internal, client, tools, lease, sentAt, every, margin, signal, 0, due);
   if (!due) return held;
   // The hold's first renewal, at once and as every renewal: hedged on the
   // loss of the lease the acquisition made (anchored at its send), tried
@@ -259,6 +272,11 @@ export class HeldLease extends EventTarget {
   #done = false;
   #releasing; // the release sent, a promise
   #own; // the release the hold sent itself when it ended without release(), a promise
+  // hold has not returned it: its first renewal is not ended by the loss
+  // of the lease the acquisition made (nothing ran under it), its attempts
+  // in flight are awaited past that loss (without more hedges), and its
+  // success is taken then, anchored at its own send
+  #pending;
 
   static {
     ownRelease = (h) => h.#own;
@@ -270,7 +288,7 @@ export class HeldLease extends EventTarget {
     disposedBy(this, 'release');
   }
 
-  constructor(key, client, tools, lease, sentAt, every, margin, outer, renewals = 0) {
+  constructor(key, client, tools, lease, sentAt, every, margin, outer, renewals = 0, pending = false) {
     if (key !== internal) {
       throw new InvalidArgumentError('lease-fence: HeldLease objects are made by LeaseServiceClient.hold, not with new', 'this');
     }
@@ -283,6 +301,7 @@ export class HeldLease extends EventTarget {
     this.#margin = margin;
     this.#next = sentAt + every;
     this.#renewals = renewals;
+    this.#pending = pending;
     tools.holds.add(this);
     if (outer) {
       this.#outer = outer;
@@ -396,11 +415,18 @@ export class HeldLease extends EventTarget {
     if (now === undefined) return;
     const deadline = this.#lease.deadline.millis;
     const lossAt = deadline - this.#margin;
+    const timers = this.#tools.timers;
     if (lossAt - now <= DEADLINE_EARLY_MILLIS) {
+      if (this.#pending && this.#renewing !== undefined) {
+        // hold has not returned, and the first renewal is in flight: its
+        // answer decides (#taken arms again).
+        if (this.#lossT !== undefined) timers.clearTimeout(this.#lossT);
+        this.#lossT = undefined;
+        return;
+      }
       this.#lose(this.#failure, now);
       return;
     }
-    const timers = this.#tools.timers;
     if (this.#lossT !== undefined) timers.clearTimeout(this.#lossT);
     this.#lossT = this.#after(lossAt - now, () => {
       this.#lossT = undefined;
@@ -431,7 +457,7 @@ export class HeldLease extends EventTarget {
     if (!first && (now === undefined || Math.min(this.#next, lossAt) - now > this.#every * BATCH_WINDOW)) return undefined;
     if (this.#renewT !== undefined) this.#tools.timers.clearTimeout(this.#renewT);
     this.#renewT = undefined;
-    const m = { held: this, before: this.#lease, lossAt, in: true };
+    const m = { held: this, before: this.#lease, lossAt, pending: this.#pending, in: true };
     const out = leave(m);
     // What #end aborts: this hold leaves the batch.
     m.ctl = { abort: out };
@@ -453,10 +479,14 @@ export class HeldLease extends EventTarget {
     if (out !== undefined) {
       // An answer taken after the lease counted as lost does not revive
       // the hold: the work had to stop by then (the loss timer was late).
-      if (before.deadline.millis - this.#margin - now <= DEADLINE_EARLY_MILLIS) {
+      // Before hold returns (#pending) no work ran: the renewed lease,
+      // anchored at the renewal's send, is taken (#arm finds it lost if
+      // it is).
+      if (!this.#pending && before.deadline.millis - this.#margin - now <= DEADLINE_EARLY_MILLIS) {
         this.#lose(this.#failure, now);
         return;
       }
+      this.#pending = false;
       if (out.lease.deadline.millis > this.#lease.deadline.millis) {
         this.#lease = out.lease;
         this.#sentAt = out.sentAt;

@@ -162,7 +162,9 @@ export class Transport {
         }
         hedgeT = this.timers.setTimeout(() => {
           hedgeT = undefined;
-          if (settled) return;
+          // A call whose end went away meanwhile (a hold's first
+          // renewal, past the loss) awaits the attempts it has.
+          if (settled || (typeof until === 'function' && until() === undefined)) return;
           if (open.size >= attempts) {
             const [oldest, ac] = open.entries().next().value;
             open.delete(oldest);
