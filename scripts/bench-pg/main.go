@@ -280,8 +280,9 @@ func cycles(names []string, concs []int, rounds int, d time.Duration) error {
 	figures := map[key][]float64{}
 	ratios := map[key][]float64{}
 	// CPU per cycle: PostgreSQL's processes (what load moves less than
-	// time) and, for a coordinator target, its processes.
-	pgCPU, coordCPU := map[key][]float64{}, map[key][]float64{}
+	// time), the clients' (this process's: pgx for bare, client.Client for
+	// a coordinator target) and, for a coordinator target, its processes.
+	pgCPU, clientCPU, coordCPU := map[key][]float64{}, map[key][]float64{}, map[key][]float64{}
 	fmt.Printf("== cycles/s (acquire + release), %d rounds of %v per target, all in turn ==\n", rounds, d)
 	for r := range rounds {
 		for _, n := range concs {
@@ -292,7 +293,7 @@ func cycles(names []string, concs []int, rounds int, d time.Duration) error {
 			k := r % len(order)
 			order = append(order[k:], order[:k]...)
 			for _, name := range order {
-				pg0, c0 := benchkit.PGCPU(pg), targetCPU(targets[name])
+				pg0, c0, self0 := benchkit.PGCPU(pg), targetCPU(targets[name]), selfCPU()
 				t0 := time.Now()
 				v, err := targets[name].run(n, d)
 				if err != nil {
@@ -302,6 +303,7 @@ func cycles(names []string, concs []int, rounds int, d time.Duration) error {
 				got[name] = v
 				figures[key{name, n}] = append(figures[key{name, n}], v)
 				pgCPU[key{name, n}] = append(pgCPU[key{name, n}], float64((benchkit.PGCPU(pg)-pg0).Microseconds())/done)
+				clientCPU[key{name, n}] = append(clientCPU[key{name, n}], float64((selfCPU()-self0).Microseconds())/done)
 				if c, ok := targets[name].(*coordinators); ok {
 					coordCPU[key{name, n}] = append(coordCPU[key{name, n}], float64((targetCPU(c)-c0).Microseconds())/done)
 				}
@@ -327,10 +329,11 @@ func cycles(names []string, concs []int, rounds int, d time.Duration) error {
 			fmt.Println(line)
 		}
 	}
-	fmt.Println("CPU µs per cycle (clock ticks of 10 ms over each run): PostgreSQL's processes, the coordinators' processes; min / median / max")
+	fmt.Println("CPU µs per cycle (clock ticks of 10 ms over each run): PostgreSQL's processes, the clients (this process), the coordinators' processes; min / median / max")
 	for _, n := range concs {
 		for _, name := range names {
-			line := fmt.Sprintf("%-10s  %7d  postgres %s", name, n, benchkit.MMM(pgCPU[key{name, n}], "%6.0f"))
+			line := fmt.Sprintf("%-10s  %7d  postgres %s   clients %s", name, n, benchkit.MMM(pgCPU[key{name, n}], "%6.0f"),
+				benchkit.MMM(clientCPU[key{name, n}], "%6.0f"))
 			if c := coordCPU[key{name, n}]; len(c) > 0 {
 				line += fmt.Sprintf("   coordinators %s", benchkit.MMM(c, "%6.0f"))
 			}
@@ -354,6 +357,12 @@ func targetCPU(t target) time.Duration {
 		}
 	}
 	return total
+}
+
+// selfCPU is this process's CPU time: the clients of every target run in it.
+func selfCPU() time.Duration {
+	cpu, _ := benchkit.PidCPU(os.Getpid())
+	return cpu
 }
 
 // pgExec runs the statements qs in turn on one connection to url.

@@ -36,9 +36,13 @@ import (
 // run, the statements that took the server's time (pg_stat_statements).
 func BenchmarkCycle(b *testing.B) {
 	opts := pgtest.Options{Durable: true}
-	statements := os.Getenv("PGSTORE_STATEMENTS") == "1"
+	statements := os.Getenv("PGSTORE_STATEMENTS") != ""
 	if statements {
 		opts.Settings = []string{"shared_preload_libraries=pg_stat_statements"}
+		if os.Getenv("PGSTORE_STATEMENTS") == "all" {
+			// The statements the functions run too, each on its own.
+			opts.Settings = append(opts.Settings, "pg_stat_statements.track=all")
+		}
 	}
 	srv, svc := benchService(b, opts)
 	ctx := context.Background()

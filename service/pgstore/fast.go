@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/lease-fence/lease-fence/core/clock"
 	"github.com/lease-fence/lease-fence/internal/sqltext"
@@ -439,7 +440,7 @@ func (s *Store) fastDecide(ctx context.Context, resource string, row knownRow, f
 		next.Value, next.Revoked.HolderID, int64(next.Revoked.Fence), next.Revoked.At,
 		c.dl, c.dr, c.dk, c.owners, c.deltas, int64(s.limits.MaxLeases), int64(s.limits.ReleaseMemory), int64(s.limits.FenceMemory), s.countKey,
 		c.sh.expires, c.sh.revoked, c.pos, c.ats).
-		Scan(r.dest()...)
+		Scan(pgtype.CompositeFields(r.dest()))
 	at := time.Now()
 	if err != nil {
 		s.known.forget(resource)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/lease-fence/lease-fence/core/lease"
 	"github.com/lease-fence/lease-fence/service/pgstore"
@@ -154,8 +155,8 @@ func TestDecideFunctionChecksItsPremises(t *testing.T) {
 	}
 	// The accepted call.
 	var version, fence int64
-	if err := conn.QueryRow(context.Background(), pgstore.QDecide, args(v0)...).Scan(&version, &fence, new(float64), new(float64), new(int64),
-		new(int64), new(int64), new(int64), new(bool)); err != nil {
+	if err := conn.QueryRow(context.Background(), pgstore.QDecide, args(v0)...).Scan(pgtype.CompositeFields{&version, &fence, new(float64), new(float64), new(int64),
+		new(int64), new(int64), new(int64), new(bool)}); err != nil {
 		t.Fatal(err)
 	}
 	if v, f, n := row(); v != version || v == v0 || f != fence || f < 1 || n != 1 {
