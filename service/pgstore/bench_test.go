@@ -33,7 +33,8 @@ import (
 // Go runtime's cost, not the clients), on a durable server (fsync on) the
 // benchmark starts. goCPU and pgCPU are this process's and the server's
 // CPU time per cycle. With PGSTORE_STATEMENTS=1 it also prints, after each
-// run, the statements that took the server's time (pg_stat_statements).
+// run, the statements that took the server's time (pg_stat_statements);
+// with PGSTORE_STATEMENTS=all, the statements the functions run too.
 func BenchmarkCycle(b *testing.B) {
 	opts := pgtest.Options{Durable: true}
 	statements := os.Getenv("PGSTORE_STATEMENTS") != ""
