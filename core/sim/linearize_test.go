@@ -175,6 +175,19 @@ func TestLinearizableInProcess(t *testing.T) {
 	}
 }
 
+// retriedAfterLater is a history in which a releases with request id rel-a,
+// b acquires and releases, and a's release is then answered again under
+// retryID: a retry when retryID is rel-a, a second release otherwise.
+func retriedAfterLater(retryID string) []porcupine.Operation {
+	return []porcupine.Operation{
+		op(0, 1, 2, acq("a", "a1", 0, 0), granted(1, 100)),
+		op(0, 3, 4, relID("a", 1, "rel-a", 10, 10), OpOutput{OK: true}),
+		op(1, 5, 6, acq("b", "b1", 20, 20), granted(2, 120)),
+		op(1, 7, 8, relID("b", 2, "rel-b", 30, 30), OpOutput{OK: true}),
+		op(0, 9, 10, relID("a", 1, retryID, 40, 40), OpOutput{OK: true}),
+	}
+}
+
 // op builds one operation for hand-written histories: client, call and
 // return stamps, input and output.
 func op(client int, call, ret int64, in OpInput, out OpOutput) porcupine.Operation {
@@ -250,20 +263,8 @@ func TestModelRejectsBadHistories(t *testing.T) {
 			op(1, 5, 6, acq("b", "b1", 20, 20), granted(2, 120)),
 			op(0, 7, 8, relID("a", 1, "rel-1", 30, 30), OpOutput{OK: true}),
 		}},
-		{"good-earlier-release-retried-after-a-later-one", true, []porcupine.Operation{
-			op(0, 1, 2, acq("a", "a1", 0, 0), granted(1, 100)),
-			op(0, 3, 4, relID("a", 1, "rel-a", 10, 10), OpOutput{OK: true}),
-			op(1, 5, 6, acq("b", "b1", 20, 20), granted(2, 120)),
-			op(1, 7, 8, relID("b", 2, "rel-b", 30, 30), OpOutput{OK: true}),
-			op(0, 9, 10, relID("a", 1, "rel-a", 40, 40), OpOutput{OK: true}),
-		}},
-		{"bad-retry-with-another-request-id", false, []porcupine.Operation{
-			op(0, 1, 2, acq("a", "a1", 0, 0), granted(1, 100)),
-			op(0, 3, 4, relID("a", 1, "rel-a", 10, 10), OpOutput{OK: true}),
-			op(1, 5, 6, acq("b", "b1", 20, 20), granted(2, 120)),
-			op(1, 7, 8, relID("b", 2, "rel-b", 30, 30), OpOutput{OK: true}),
-			op(0, 9, 10, relID("a", 1, "rel-x", 40, 40), OpOutput{OK: true}),
-		}},
+		{"good-earlier-release-retried-after-a-later-one", true, retriedAfterLater("rel-a")},
+		{"bad-retry-with-another-request-id", false, retriedAfterLater("rel-x")},
 		{"good-concurrent-order", true, []porcupine.Operation{
 			op(0, 1, 10, acq("a", "a1", 0, 200), granted(2, 250)),
 			op(1, 2, 9, acq("b", "b1", 0, 200), granted(1, 100)),
