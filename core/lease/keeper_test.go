@@ -17,10 +17,7 @@ func TestKeeper(t *testing.T) {
 	holder := manual(t, "agent", t0, 0)
 	coord := manual(t, coordDomain, t0, 0)
 	co := newCoordinator(t, coord, time.Second, 0)
-	c, err := lease.NewClient(lease.ClientConfig{Clock: holder, HolderID: "a", ClockSkew: 50 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := newClient(t, holder, "a", 50*time.Millisecond)
 	at := func(ms float64) clock.Instant { return clock.At("agent", ms) }
 	req, _ := c.BeginAcquire("r")
 	holder.Set(t40) // the reply arrives 40 ms later
@@ -105,7 +102,7 @@ func TestKeeperRefuses(t *testing.T) {
 	}
 	holder := manual(t, "agent", t0, 0)
 	co := newCoordinator(t, manual(t, coordDomain, t0, 0), time.Second, 0)
-	c, _ := lease.NewClient(lease.ClientConfig{Clock: holder, HolderID: "a"})
+	c := newClient(t, holder, "a", 0)
 	grant := func(resource string) *lease.Lease {
 		req, _ := c.BeginAcquire(resource)
 		out, _ := co.Acquire(req)

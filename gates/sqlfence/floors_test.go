@@ -17,10 +17,7 @@ import (
 // arguments are argument errors.
 func TestFloorsAfterAndRejectionTotal(t *testing.T) {
 	forEach(t, func(t *testing.T, b *backend) {
-		s, err := sqlfence.Open(context.Background(), b.open(t), sqlfence.Options{Dialect: b.dialect})
-		if err != nil {
-			t.Fatal(err)
-		}
+		s := open(t, b, b.open(t))
 		ctx := context.Background()
 		names := []string{"a", "job", "jobs/1", "jobs/2", "jobs/3", "jobs0", "jobz", "k"}
 		for i, r := range names {
