@@ -99,16 +99,25 @@ func (s *Sessions) Close(ctx context.Context) error {
 // aLongTimeAgo is a deadline in the past: setting it ends a blocked read.
 var aLongTimeAgo = time.Unix(1, 0)
 
-// add registers c, unless the sessions are closed.
-func (s *Sessions) add(c net.Conn) bool {
+// mark records c as answering a call (busy) or waiting for one, and runs
+// then, unless the sessions are closed; it reports whether they were open.
+// Under mu, so that Close either comes first or sees what then did.
+func (s *Sessions) mark(c net.Conn, busy bool, then func()) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return false
 	}
-	s.open[c] = false
-	s.wg.Add(1)
+	s.open[c] = busy
+	if then != nil {
+		then()
+	}
 	return true
+}
+
+// add registers c, unless the sessions are closed.
+func (s *Sessions) add(c net.Conn) bool {
+	return s.mark(c, false, func() { s.wg.Add(1) })
 }
 
 func (s *Sessions) remove(c net.Conn) {
@@ -119,28 +128,15 @@ func (s *Sessions) remove(c net.Conn) {
 }
 
 // idle marks c waiting for its next call, with the deadline of that wait,
-// unless the sessions are closing. Under mu, so that Close either comes
-// first or ends the wait (its deadline set last).
+// unless the sessions are closing: Close either comes first or ends the
+// wait (its deadline set last).
 func (s *Sessions) idle(c net.Conn) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return false
-	}
-	s.open[c] = false
-	_ = c.SetReadDeadline(time.Now().Add(s.opts.Idle))
-	return true
+	return s.mark(c, false, func() { _ = c.SetReadDeadline(time.Now().Add(s.opts.Idle)) })
 }
 
 // busy marks c answering a call, unless the sessions are closing.
 func (s *Sessions) busy(c net.Conn) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return false
-	}
-	s.open[c] = true
-	return true
+	return s.mark(c, true, nil)
 }
 
 // switching is the answer that turns a connection into a session.
