@@ -3,7 +3,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -17,14 +16,14 @@ import (
 
 	"github.com/lease-fence/lease-fence/service/client"
 	"github.com/lease-fence/lease-fence/service/wire"
+	"github.com/lease-fence/lease-fence/test/rig/serverproc"
 	"github.com/lease-fence/lease-fence/test/rig/syncio"
 )
 
 // server is one run of the coordinator on a free loopback port.
 type server struct {
-	url  string
-	stop context.CancelFunc
-	done chan error
+	url string
+	p   *serverproc.InProcess
 }
 
 // run is serve without reloads.
@@ -47,32 +46,19 @@ func startLogged(t *testing.T, stderr io.Writer, args ...string) *server {
 // and waits for its listening line; it is stopped when the test ends.
 func startServe(t *testing.T, stderr io.Writer, hup <-chan struct{}, args ...string) *server {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	pr, pw := io.Pipe()
-	s := &server{stop: cancel, done: make(chan error, 1)}
-	go func() {
-		err := serve(ctx, append([]string{"-addr", "127.0.0.1:0"}, args...), pw, stderr, hup)
-		pw.CloseWithError(errors.New("coordinator exited"))
-		s.done <- err
-	}()
-	line, err := bufio.NewReader(pr).ReadString('\n')
+	p, err := serverproc.StartInProcess(func(ctx context.Context, stdout io.Writer) error {
+		return serve(ctx, append([]string{"-addr", "127.0.0.1:0"}, args...), stdout, stderr, hup)
+	})
 	if err != nil {
-		cancel()
-		t.Fatalf("no listening line: %v (%v)", err, <-s.done)
+		t.Fatalf("coordinator: %v", err)
 	}
-	go func() { _, _ = io.Copy(io.Discard, pr) }()
-	s.url = strings.TrimSpace(strings.TrimPrefix(line, "listening on "))
+	s := &server{url: p.URL, p: p}
 	t.Cleanup(func() { s.close(t) })
 	return s
 }
 
 func (s *server) close(t *testing.T) {
-	if s.stop == nil {
-		return
-	}
-	s.stop()
-	s.stop = nil
-	if err := <-s.done; err != nil {
+	if err := s.p.Close(); err != nil {
 		t.Errorf("coordinator: %v", err)
 	}
 }

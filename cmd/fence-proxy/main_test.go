@@ -3,7 +3,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"database/sql"
@@ -19,14 +18,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lease-fence/lease-fence/test/rig/serverproc"
 	"github.com/lease-fence/lease-fence/test/rig/syncio"
 )
 
 // server is run() in a goroutine of the test.
 type server struct {
 	url    string
-	stop   context.CancelFunc
-	done   chan error
+	p      *serverproc.InProcess
 	stderr *syncio.Buffer
 }
 
@@ -44,32 +43,20 @@ func start(t *testing.T, args ...string) *server {
 // tryStart is start, returning the error of a proxy that did not start.
 func tryStart(t *testing.T, args ...string) (*server, error) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	pr, pw := io.Pipe()
-	s := &server{stop: cancel, done: make(chan error, 1), stderr: &syncio.Buffer{}}
-	go func() {
-		err := run(ctx, append([]string{"-listen", "127.0.0.1:0"}, args...), pw, s.stderr, nil)
-		pw.Close()
-		s.done <- err
-	}()
-	line, err := bufio.NewReader(pr).ReadString('\n')
+	s := &server{stderr: &syncio.Buffer{}}
+	p, err := serverproc.StartInProcess(func(ctx context.Context, stdout io.Writer) error {
+		return run(ctx, append([]string{"-listen", "127.0.0.1:0"}, args...), stdout, s.stderr, nil)
+	})
 	if err != nil {
-		cancel()
-		return nil, fmt.Errorf("fence-proxy did not start: %v; %v; stderr:\n%s", err, <-s.done, s.stderr)
+		return nil, fmt.Errorf("fence-proxy did not start: %v; stderr:\n%s", err, s.stderr)
 	}
-	go func() { _, _ = io.Copy(io.Discard, pr) }()
-	s.url = strings.TrimPrefix(strings.TrimSpace(line), "listening on ")
+	s.url, s.p = p.URL, p
 	t.Cleanup(func() { s.shutdown(t) })
 	return s, nil
 }
 
 func (s *server) shutdown(t *testing.T) {
-	if s.stop == nil {
-		return
-	}
-	s.stop()
-	s.stop = nil
-	if err := <-s.done; err != nil {
+	if err := s.p.Close(); err != nil {
 		t.Errorf("fence-proxy ended with %v", err)
 	}
 }
@@ -297,15 +284,14 @@ func TestGracefulShutdown(t *testing.T) {
 		got <- resp.StatusCode
 	}()
 	<-arrived
-	s.stop()
+	s.p.Cancel()
 	close(release)
 	if code := <-got; code != http.StatusCreated {
 		t.Fatalf("the write in progress at shutdown: %d", code)
 	}
-	if err := <-s.done; err != nil {
+	if err := s.p.Close(); err != nil {
 		t.Fatalf("shutdown: %v", err)
 	}
-	s.stop = nil
 }
 
 // -debug-addr serves the runtime's profiles on a loopback address of its
