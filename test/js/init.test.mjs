@@ -20,6 +20,14 @@ import { roundTrip as roundTripOf } from '../consumers/app/roundtrip.mjs';
 const roundTrip = String(roundTripOf);
 const ok = { fence: 1, written: 'written', refused: true, rejections: 1 };
 
+// The ways a fresh process loads the library, each the body of an async
+// function that returns its namespace.
+const loads = {
+  "import('lease-fence') (the node entry)": "return import('lease-fence');",
+  'import of the module file (the browser and default entry, read from file:)': "return import('./wasm/js/lease-fence.mjs');",
+  'lease-fence/init with init(URL)': "const lf = await import('lease-fence/init'); await lf.init(new URL('./wasm/js/lease-fence.wasm', 'file://' + process.cwd() + '/')); return lf;",
+};
+
 const globalsCheck = (load) => `
 ${roundTrip}
 const names = () => Object.getOwnPropertyNames(globalThis);
@@ -42,12 +50,7 @@ console.log(JSON.stringify({
 `;
 
 describe('importing adds nothing to globalThis', () => {
-  const cases = {
-    "import('lease-fence') (the node entry)": "return import('lease-fence');",
-    'import of the module file (the browser and default entry, read from file:)': "return import('./wasm/js/lease-fence.mjs');",
-    "lease-fence/init with init(URL)": "const lf = await import('lease-fence/init'); await lf.init(new URL('./wasm/js/lease-fence.wasm', 'file://' + process.cwd() + '/')); return lf;",
-  };
-  for (const [name, load] of Object.entries(cases)) {
+  for (const [name, load] of Object.entries(loads)) {
     test(name, async () => {
       const out = await run(globalsCheck(load));
       assert.deepEqual(out, { added: [], keysAdded: [], unchanged: true, Go: 'undefined', result: ok });
@@ -79,9 +82,7 @@ console.log(JSON.stringify({ touched, result: roundTrip(lf) }));
 
 describe('loading from a file does not touch Response (which would load fetch in Node)', () => {
   const cases = {
-    "import('lease-fence') (the node entry)": "return import('lease-fence');",
-    'import of the module file (read from file:)': "return import('./wasm/js/lease-fence.mjs');",
-    'lease-fence/init with init(URL)': "const lf = await import('lease-fence/init'); await lf.init(new URL('./wasm/js/lease-fence.wasm', 'file://' + process.cwd() + '/')); return lf;",
+    ...loads,
     'lease-fence/init with init(URL string)': "const lf = await import('lease-fence/init'); await lf.init(new URL('./wasm/js/lease-fence.wasm', 'file://' + process.cwd() + '/').href); return lf;",
   };
   for (const [name, load] of Object.entries(cases)) {
@@ -106,12 +107,7 @@ console.log(JSON.stringify({ touched, id, result: roundTrip(lf) }));
 `;
 
 describe("Go's random bytes in Node come from /dev/urandom, without WebCrypto", () => {
-  const cases = {
-    "import('lease-fence') (the node entry)": "return import('lease-fence');",
-    'import of the module file (read from file:)': "return import('./wasm/js/lease-fence.mjs');",
-    'lease-fence/init with init(URL)': "const lf = await import('lease-fence/init'); await lf.init(new URL('./wasm/js/lease-fence.wasm', 'file://' + process.cwd() + '/')); return lf;",
-  };
-  for (const [name, load] of Object.entries(cases)) {
+  for (const [name, load] of Object.entries(loads)) {
     test(name, async () => {
       const [a, b] = await Promise.all([run(randomCheck(load)), run(randomCheck(load))]);
       for (const out of [a, b]) {
