@@ -13,10 +13,11 @@
 // test/svcclient/tls.test.mjs); it is left to that test, which must exist.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFile, spawn, spawnSync } from 'node:child_process';
+import { execFile, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { coordinatorBin, startCoordinator, stop } from '../svcclient/children.mjs';
 
 const root = fileURLToPath(new URL('../../', import.meta.url));
 const dir = join(root, 'out', 'test', 'docs-js');
@@ -54,34 +55,13 @@ before(async () => {
   rmSync(dir, { recursive: true, force: true });
   mkdirSync(dir, { recursive: true });
 
-  const bin = process.env.COORDINATOR || join(root, 'out/bin/coordinator');
-  assert.ok(existsSync(bin), `${bin} is not built: run make coordinator`);
-  const usage = spawnSync(bin, ['-h'], { encoding: 'utf8' });
-  const args = ['-addr', '127.0.0.1:0'];
-  if (/^\s+-memory\b/m.test(`${usage.stdout}${usage.stderr}`)) args.push('-memory');
-  coordinator = spawn(bin, args, { stdio: ['ignore', 'pipe', 'pipe'] });
-  // It logs to stderr; the URL line is there.
-  const ready = new Promise((resolve, reject) => {
-    let log = '';
-    const seen = (d) => {
-      log += d;
-      const m = /listening on (http:\/\/127\.0\.0\.1:\d+)/.exec(log);
-      if (m) resolve(m[1]);
-    };
-    coordinator.stdout.on('data', seen);
-    coordinator.stderr.on('data', seen);
-    coordinator.once('exit', (code) => reject(new Error(`the coordinator exited with ${code}:\n${log}`)));
-  });
-  coordinatorURL = await ready;
+  // -memory where this coordinator has it ($COORDINATOR may be another build).
+  const usage = spawnSync(coordinatorBin, ['-h'], { encoding: 'utf8' });
+  const args = /^\s+-memory\b/m.test(`${usage.stdout}${usage.stderr}`) ? ['-memory'] : [];
+  ({ child: coordinator, url: coordinatorURL } = await startCoordinator(args));
 });
 
-after(async () => {
-  if (coordinator && coordinator.exitCode === null && coordinator.signalCode === null) {
-    const exited = new Promise((resolve) => coordinator.once('exit', resolve));
-    coordinator.kill('SIGINT');
-    await exited;
-  }
-});
+after(() => stop(coordinator));
 
 function run(file) {
   return new Promise((resolve) => {

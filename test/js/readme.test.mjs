@@ -5,10 +5,11 @@
 // exactly that; every program must exit 0.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFile, spawn } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { execFile } from 'node:child_process';
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { startCoordinator, stop } from '../svcclient/children.mjs';
 
 const root = fileURLToPath(new URL('../../', import.meta.url));
 const dir = join(root, 'out', 'test', 'readme');
@@ -36,27 +37,11 @@ function run(file, args, env, cwd = dir) {
 }
 
 async function withCoordinator(fn) {
-  const bin = process.env.COORDINATOR || join(root, 'out/bin/coordinator');
-  assert.ok(existsSync(bin), `${bin} is not built: run make coordinator`);
-  const args = [...command.split(/\s+/).slice(1), '-addr', '127.0.0.1:0'];
-  const child = spawn(bin, args, { stdio: ['ignore', 'pipe', 'pipe'] });
-  const exited = new Promise((resolve) => child.once('exit', resolve));
+  const { url, child } = await startCoordinator(command.split(/\s+/).slice(1));
   try {
-    const url = await new Promise((resolve, reject) => {
-      let log = '';
-      const seen = (d) => {
-        log += d;
-        const m = /listening on (http:\/\/127\.0\.0\.1:\d+)/.exec(log);
-        if (m) resolve(m[1]);
-      };
-      child.stdout.on('data', seen);
-      child.stderr.on('data', seen);
-      child.once('exit', (code) => reject(new Error(`the coordinator exited with ${code}:\n${log}`)));
-    });
     return await fn(url);
   } finally {
-    child.kill('SIGINT');
-    await exited;
+    await stop(child);
   }
 }
 
