@@ -7,10 +7,9 @@
 // purpose.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import pg from 'pg';
 import { failures, runConformance } from './conformance.mjs';
 import { memoryGate, redisGate, sqlGate } from './adapters.mjs';
-import { startPostgres, startRedis, startRedisCluster } from './servers.mjs';
+import { createDatabase, startPostgres, startRedis, startRedisCluster } from './servers.mjs';
 
 let pgServer;
 let redisServer;
@@ -30,14 +29,7 @@ after(async () => {
   assert.equal(await redisCluster?.stop(), 0);
 });
 
-async function freshDatabase() {
-  const name = `js${++dbSeq}`;
-  const admin = new pg.Client({ connectionString: pgServer.url });
-  await admin.connect();
-  await admin.query(`CREATE DATABASE ${name}`);
-  await admin.end();
-  return pgServer.url.replace('/postgres?', `/${name}?`);
-}
+const freshDatabase = () => createDatabase(pgServer.url, `js${++dbSeq}`);
 
 const keep = (g) => { open.push(g); return g; };
 

@@ -6,11 +6,10 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
-import pg from 'pg';
 import { StaleFenceError } from 'lease-fence';
 import { redisGate, sqlGate } from './adapters.mjs';
 import { checkHistory, writeRandom } from './conformance.mjs';
-import { root, startPostgres, startRedis } from './servers.mjs';
+import { createDatabase, root, startPostgres, startRedis } from './servers.mjs';
 
 let pgServer;
 let redisServer;
@@ -75,11 +74,7 @@ async function interleaved(js, goCall) {
 
 describe('Go and JavaScript writers share one floor', () => {
   test('PostgreSQL: gates/sqlfence and lease-fence/sql', async () => {
-    const admin = new pg.Client({ connectionString: pgServer.url });
-    await admin.connect();
-    await admin.query('CREATE DATABASE interop');
-    await admin.end();
-    const url = pgServer.url.replace('/postgres?', '/interop?');
+    const url = await createDatabase(pgServer.url, 'interop');
     const js = await sqlGate(url);
     closers.push(() => js.close());
     await interleaved(js, goWriter(url));

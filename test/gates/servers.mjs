@@ -6,6 +6,7 @@ import { spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import pg from 'pg';
 
 export const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 
@@ -38,3 +39,15 @@ export const startRedis = () => start('./test/rig/redistest/redisserver', 'is re
 /** A Redis Cluster of three masters; url is the nodes' URLs, comma-separated. */
 export const startRedisCluster = () => startRedisClusterOf(3);
 const startRedisClusterOf = (n) => start('./test/rig/redistest/redisserver', 'is redis-server installed? scripts/setup.sh', ['-cluster', String(n)]);
+
+/** Creates database name on the PostgreSQL server at url (startPostgres's) and returns its URL. */
+export async function createDatabase(url, name) {
+  const admin = new pg.Client({ connectionString: url });
+  await admin.connect();
+  try {
+    await admin.query(`CREATE DATABASE ${name}`);
+  } finally {
+    await admin.end();
+  }
+  return url.replace('/postgres?', `/${name}?`);
+}

@@ -7,7 +7,7 @@ import pg from 'pg';
 import { InvalidArgumentError, StaleFenceError } from 'lease-fence';
 import { FenceStoreError, openSqlFence } from 'lease-fence/sql';
 import { cutProxy } from './cutproxy.mjs';
-import { startPostgres } from './servers.mjs';
+import { createDatabase, startPostgres } from './servers.mjs';
 
 let server;
 let dbSeq = 0;
@@ -18,14 +18,7 @@ after(async () => {
   assert.equal(await server.stop(), 0);
 });
 
-async function freshUrl() {
-  const name = `sq${++dbSeq}`;
-  const admin = new pg.Client({ connectionString: server.url });
-  await admin.connect();
-  await admin.query(`CREATE DATABASE ${name}`);
-  await admin.end();
-  return server.url.replace('/postgres?', `/${name}?`);
-}
+const freshUrl = () => createDatabase(server.url, `sq${++dbSeq}`);
 function pool(url, opts = {}) {
   const p = new pg.Pool({ connectionString: url, max: 4, ...opts });
   p.on('error', () => {}); // a cut connection
