@@ -39,12 +39,15 @@ function load(dir, specifier, how = 'import') {
   return JSON.parse(r.stdout.trim().split('\n').pop());
 }
 
+// The entries a user loads, each with how: import or require.
+const ENTRIES = [['lease-fence', 'import'], ['lease-fence/service-client', 'import'], ['./wasm/js/lease-fence.mjs', 'import'], ['lease-fence', 'require']];
+
 const FIX = /in a checkout of lease-fence, build it with `make build-wasm`/;
 
 test('without lease-fence.wasm, every entry rejects with a LeaseFenceError that says how to build it', () => {
   const dir = copy(['wasm/js/lease-fence.wasm']);
   try {
-    for (const [specifier, how] of [['lease-fence', 'import'], ['lease-fence/service-client', 'import'], ['./wasm/js/lease-fence.mjs', 'import'], ['lease-fence', 'require']]) {
+    for (const [specifier, how] of ENTRIES) {
       const got = load(dir, specifier, how);
       assert.equal(got.name, 'LeaseFenceError', `${how} ${specifier}: ${JSON.stringify(got)}`);
       assert.ok(got.isError);
@@ -60,7 +63,7 @@ test('without lease-fence.wasm, every entry rejects with a LeaseFenceError that 
 test('without wasm_exec.mjs, the import rejects with a LeaseFenceError that says how to build it', () => {
   const dir = copy(['wasm/js/wasm_exec.mjs']);
   try {
-    for (const [specifier, how] of [['lease-fence', 'import'], ['lease-fence/service-client', 'import'], ['./wasm/js/lease-fence.mjs', 'import'], ['lease-fence', 'require']]) {
+    for (const [specifier, how] of ENTRIES) {
       const got = load(dir, specifier, how);
       assert.equal(got.name, 'LeaseFenceError', `${how} ${specifier}: ${JSON.stringify(got)}`);
       assert.match(got.message, /^lease-fence: loading wasm_exec\.mjs \(the Go runtime's glue, beside lease-fence\.mjs\) failed: /);
