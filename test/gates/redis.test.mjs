@@ -30,6 +30,17 @@ async function client(url = server.url, opts = {}) {
 }
 const tk = (holderId, fence, resource = 'r') => ({ resource, holderId, fence });
 
+// cutStore opens a store in a fresh namespace (what and a number), with
+// opts, through a proxy that cuts the connection at the first EVAL, after
+// passing it on to the server (forward) or not; k is a list key of it.
+async function cutStore(what, forward, opts = {}) {
+  const u = new URL(server.url);
+  const proxy = await cutProxy([u.hostname, Number(u.port)], /EVAL/i, { forward });
+  const c = await client(`redis://127.0.0.1:${proxy.port}`);
+  const ns = `${what}${++nsSeq}-`;
+  return { proxy, store: openRedisFence(c, { prefix: ns, ...opts }), k: redisKey('r', `${ns}list`) };
+}
+
 test('the hash slot and tags agree with Go (the cluster spec vectors)', () => {
   assert.equal(redisSlot('123456789'), 0x31c3 & 16383);
   assert.equal(redisSlot('{user1000}.following'), redisSlot('user1000'));
@@ -88,14 +99,9 @@ test('a command failing mid-write stops it there; the floor stays raised', async
 });
 
 test('a reply lost on a broken connection is settled through the marker (atMostOnce)', async () => {
-  const u = new URL(server.url);
   for (const forward of [true, false]) {
-    const proxy = await cutProxy([u.hostname, Number(u.port)], /EVAL/i, { forward });
-    const c = await client(`redis://127.0.0.1:${proxy.port}`);
+    const { proxy, store, k } = await cutStore('cut', forward, { atMostOnce: true });
     const direct = await client();
-    const ns = `cut${++nsSeq}-`;
-    const store = openRedisFence(c, { prefix: ns, atMostOnce: true });
-    const k = redisKey('r', `${ns}list`);
     const p = store.commit(tk('h', 4), { keys: [k], commands: [['RPUSH', k, 'once']] });
     if (forward) await p;
     else await assert.rejects(p, (e) => e instanceof FenceStoreError && e.written === false);
@@ -107,18 +113,13 @@ test('a reply lost on a broken connection is settled through the marker (atMostO
 });
 
 test('without atMostOnce no marker is written, and a lost reply is an OutcomeUnknownError', async () => {
-  const u = new URL(server.url);
   const direct = await client();
   const ns0 = `nomark${++nsSeq}-`;
   const k0 = redisKey('r', `${ns0}v`);
   await openRedisFence(direct, { prefix: ns0 }).commit(tk('h', 2), { keys: [k0], commands: [['SET', k0, 'a']] });
   assert.deepEqual(await direct.keys(`${ns0}*commit:*`), [], 'no marker without atMostOnce');
   for (const forward of [true, false]) {
-    const proxy = await cutProxy([u.hostname, Number(u.port)], /EVAL/i, { forward });
-    const c = await client(`redis://127.0.0.1:${proxy.port}`);
-    const ns = `cut${++nsSeq}-`;
-    const store = openRedisFence(c, { prefix: ns });
-    const k = redisKey('r', `${ns}list`);
+    const { proxy, store, k } = await cutStore('cut', forward);
     await assert.rejects(store.commit(tk('h', 4), { keys: [k], commands: [['RPUSH', k, 'once']] }), OutcomeUnknownError);
     assert.ok(proxy.cut);
     assert.equal(await direct.lLen(k), forward ? 1 : 0, 'the write ran once, or not at all');
@@ -271,14 +272,9 @@ test("the gate's calls reach Redis in the order they were made", async () => {
 });
 
 test('a batch whose reply was lost: each commit is an OutcomeUnknownError', async () => {
-  const u = new URL(server.url);
   const direct = await client();
   for (const forward of [true, false]) {
-    const proxy = await cutProxy([u.hostname, Number(u.port)], /EVAL/i, { forward });
-    const c = await client(`redis://127.0.0.1:${proxy.port}`);
-    const ns = `batchcut${++nsSeq}-`;
-    const store = openRedisFence(c, { prefix: ns });
-    const k = redisKey('r', `${ns}list`);
+    const { proxy, store, k } = await cutStore('batchcut', forward);
     const got = await Promise.allSettled(['a', 'b', 'c'].map((v) => store.commit(tk('h', 4), { keys: [k], commands: [['RPUSH', k, v]] })));
     assert.ok(got.every((r) => r.reason instanceof OutcomeUnknownError), got.map((r) => String(r.reason)).join(', '));
     assert.ok(proxy.cut);
