@@ -54,6 +54,14 @@ function shorten(json) {
   return Object.fromEntries(Object.entries(json).map(([k, v]) => [k, k === 'ttlMillis' ? TTL : shorten(v)]));
 }
 
+// onManualTime is a client of url for holderId on a manual clock of its
+// own that starts at 1000 ms, with timers on that clock and more options.
+function onManualTime(url, holderId, options = {}) {
+  const clock = createManualClock(holderId, { start: 1000 });
+  const timers = new ManualTimers(clock);
+  return { clock, timers, c: new LeaseServiceClient({ baseURL: url, holderId, clock, timers, ...options }) };
+}
+
 before(async () => {
   long = await startNative();
   [proxy, longProxy] = await Promise.all([startProxy(long.url, { reply: shorten }), startProxy(long.url)]);
@@ -243,11 +251,9 @@ describe('holding (TTL 2 s)', () => {
     const inFlight = () => px.seen.some((e) => !e.parked && e.at === undefined && e.error === undefined);
     for (const fault of ['holdReply', 'drop']) {
       px.reset();
-      const clock = createManualClock(`kept-${fault}`, { start: 1000 });
-      const timers = new ManualTimers(clock);
       // An attempt timeout longer than the TTL, so that only a hedge (or
       // the retry of a failed attempt) can answer the renewal in time.
-      const c = new LeaseServiceClient({ baseURL: px.url, holderId: `kept-${fault}`, clock, timers, attemptTimeoutMillis: 2 * LONG_TTL });
+      const { clock, timers, c } = onManualTime(px.url, `kept-${fault}`, { attemptTimeoutMillis: 2 * LONG_TTL });
       let first;
       px.policy = (e) => {
         if (e.path !== '/v1/renew') return undefined;
@@ -284,9 +290,7 @@ describe('holding (TTL 2 s)', () => {
   const slowHold = (name, renewPolicy, slow = SLOW, options = undefined) => {
     const px = longProxy;
     px.reset();
-    const clock = createManualClock(name, { start: 1000 });
-    const timers = new ManualTimers(clock);
-    const c = new LeaseServiceClient({ baseURL: px.url, holderId: name, clock, timers, attemptTimeoutMillis: 2 * LONG_TTL, backoff: () => 0 });
+    const { clock, timers, c } = onManualTime(px.url, name, { attemptTimeoutMillis: 2 * LONG_TTL, backoff: () => 0 });
     px.policy = (e) => {
       if (e.path === '/v1/acquire') return { before: () => clock.advance(slow) };
       return e.path === '/v1/renew' ? renewPolicy() : undefined;
@@ -436,9 +440,7 @@ describe('holding (TTL 2 s)', () => {
 
   test('on manual time: a renewal attempt gets its hedge at half the time left before the loss margin', async () => {
     proxy.reset();
-    const clock = createManualClock('half', { start: 1000 });
-    const timers = new ManualTimers(clock);
-    const c = new LeaseServiceClient({ baseURL: proxy.url, holderId: 'half', clock, timers, backoff: () => 0 });
+    const { clock, timers, c } = onManualTime(proxy.url, 'half', { backoff: () => 0 });
     const held = await c.hold(resourceName('half'));
     const sentAt = held.deadline.millis - TTL;
     proxy.policy = (e) => (e.path === '/v1/renew' ? { holdReply: true } : undefined);
@@ -511,9 +513,7 @@ describe('holding (TTL 2 s)', () => {
 
   test('a lost lease\'s message gives durations: since the last send, to the deadline', async () => {
     proxy.reset();
-    const clock = createManualClock('words', { start: 1000 });
-    const timers = new ManualTimers(clock);
-    const c = new LeaseServiceClient({ baseURL: proxy.url, holderId: 'words', clock, timers, backoff: () => 0 });
+    const { timers, c } = onManualTime(proxy.url, 'words', { backoff: () => 0 });
     // Lost at the deadline: no renewal answered.
     const r = resourceName('words');
     let held = await c.hold(r);
@@ -543,9 +543,7 @@ describe('holding (TTL 2 s)', () => {
 
   test('a frozen coordinator: withLease settles within 2 s of the loss, on manual time', async () => {
     proxy.reset();
-    const clock = createManualClock('frozen', { start: 1000 });
-    const timers = new ManualTimers(clock);
-    const c = new LeaseServiceClient({ baseURL: proxy.url, holderId: 'frozen', clock, timers });
+    const { clock, timers, c } = onManualTime(proxy.url, 'frozen');
     let lossAt;
     const w = tracked(c.withLease(resourceName('frozen'), async (held) => {
       // Frozen from now on: every call is taken and never answered.
