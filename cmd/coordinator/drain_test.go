@@ -112,7 +112,7 @@ func TestDrainUnderLoad(t *testing.T) {
 		}()
 	}
 	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(time.Millisecond) {
-		if scrape(t, hc, opsURL+"/metrics", "").value("leasefence_waiters") == 4 {
+		if scrape(t, hc, opsURL+"/metrics", "").Value("leasefence_waiters") == 4 {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -189,7 +189,7 @@ func TestDrainUnderLoad(t *testing.T) {
 	// their pace; the count only makes sure each has had its turn (a loaded
 	// runner with -race managed under 15 grants/s), and the deadline is
 	// against a hang.
-	for deadline := time.Now().Add(5 * time.Minute); scrape(t, hc, opsURL+"/metrics", "").value("leasefence_grants_total") < 60; time.Sleep(time.Millisecond) {
+	for deadline := time.Now().Add(5 * time.Minute); scrape(t, hc, opsURL+"/metrics", "").Value("leasefence_grants_total") < 60; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the clients made no progress")
 		}
@@ -409,14 +409,14 @@ func TestDrainKeepsHolds(t *testing.T) {
 		st, err := holder(t, srv.url, "observer").Observe(ctx, "kept", fence, 30*time.Second)
 		obs <- observed{st, err}
 	}()
-	for deadline := time.Now().Add(10 * time.Second); scrape(t, http.DefaultClient, srv.url+"/metrics", "").value("leasefence_waiters") != 1; time.Sleep(time.Millisecond) {
+	for deadline := time.Now().Add(10 * time.Second); scrape(t, http.DefaultClient, srv.url+"/metrics", "").Value("leasefence_waiters") != 1; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
 			select {
 			case o := <-obs:
 				t.Fatalf("the observer never waited: answered %+v %v", o.st, o.err)
 			default:
 			}
-			t.Fatalf("the observer never waited: leasefence_waiters %v", scrape(t, http.DefaultClient, srv.url+"/metrics", "").value("leasefence_waiters"))
+			t.Fatalf("the observer never waited: leasefence_waiters %v", scrape(t, http.DefaultClient, srv.url+"/metrics", "").Value("leasefence_waiters"))
 		}
 	}
 	if err := srv.cmd.Process.Signal(syscall.SIGTERM); err != nil {

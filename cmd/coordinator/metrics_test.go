@@ -14,21 +14,16 @@ import (
 	"testing"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
-
 	"github.com/lease-fence/lease-fence/service/client"
 	"github.com/lease-fence/lease-fence/service/wire"
+	"github.com/lease-fence/lease-fence/test/rig/promtest"
 	"github.com/lease-fence/lease-fence/test/rig/syncio"
 )
 
 func newTestLogger(w io.Writer) *slog.Logger { return slog.New(slog.NewTextHandler(w, nil)) }
 
-// families is a scrape of /metrics, parsed with the Prometheus text parser.
-type families map[string]*dto.MetricFamily
-
-func scrape(t *testing.T, hc *http.Client, url, tok string) families {
+// scrape reads url (/metrics) with the token tok, if any.
+func scrape(t *testing.T, hc *http.Client, url, tok string) promtest.Families {
 	t.Helper()
 	req, err := http.NewRequest("GET", url, nil)
 	if err != nil {
@@ -46,45 +41,11 @@ func scrape(t *testing.T, hc *http.Client, url, tok string) families {
 		b, _ := io.ReadAll(resp.Body)
 		t.Fatalf("GET %s: %d %s", url, resp.StatusCode, b)
 	}
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(resp.Body)
+	fams, err := promtest.Parse(resp.Body)
 	if err != nil {
-		t.Fatalf("the metrics do not parse: %v", err)
+		t.Fatal(err)
 	}
 	return fams
-}
-
-// value returns the value of the sample of name whose labels are labels
-// (name=value pairs), or -1 if there is none: a counter's or a gauge's
-// value, a histogram's count.
-func (f families) value(name string, labels ...string) float64 {
-	fam := f[name]
-	if fam == nil {
-		return -1
-	}
-next:
-	for _, m := range fam.GetMetric() {
-		for i := 0; i+1 < len(labels); i += 2 {
-			found := false
-			for _, lp := range m.GetLabel() {
-				if lp.GetName() == labels[i] && lp.GetValue() == labels[i+1] {
-					found = true
-				}
-			}
-			if !found {
-				continue next
-			}
-		}
-		switch {
-		case m.Counter != nil:
-			return m.GetCounter().GetValue()
-		case m.Gauge != nil:
-			return m.GetGauge().GetValue()
-		case m.Histogram != nil:
-			return float64(m.GetHistogram().GetSampleCount())
-		}
-	}
-	return -1
 }
 
 // TestMetricsCountTheScript: a scripted run against a durable server with
@@ -148,7 +109,7 @@ func TestMetricsCountTheScript(t *testing.T) {
 	wm.Wait = 30 * time.Second
 	waited := make(chan answer, 1)
 	go func() { waited <- send(t, hc, "POST", srv.url, "/v1/acquire", appTok.token, encode(t, wm)) }()
-	for deadline := time.Now().Add(10 * time.Second); scrape(t, hc, metricsURL, "").value("leasefence_waiters") != 1; {
+	for deadline := time.Now().Add(10 * time.Second); scrape(t, hc, metricsURL, "").Value("leasefence_waiters") != 1; {
 		if time.Now().After(deadline) {
 			t.Fatal("the waiter never waited")
 		}
@@ -196,14 +157,14 @@ func TestMetricsCountTheScript(t *testing.T) {
 		{"leasefence_request_duration_seconds", []string{"op", "release"}, 4},
 		{"leasefence_request_duration_seconds", []string{"op", "inspect"}, 4},
 	} {
-		if got := m.value(c.name, c.labels...); got != c.want {
+		if got := m.Value(c.name, c.labels...); got != c.want {
 			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
 		}
 	}
-	if m.value("leasefence_request_duration_seconds", "op", "inspect") != 4 {
-		t.Errorf("inspections timed: %v", m.value("leasefence_request_duration_seconds", "op", "inspect"))
+	if m.Value("leasefence_request_duration_seconds", "op", "inspect") != 4 {
+		t.Errorf("inspections timed: %v", m.Value("leasefence_request_duration_seconds", "op", "inspect"))
 	}
-	if m.value("go_goroutines") <= 0 || m.value("process_resident_memory_bytes") <= 0 {
+	if m.Value("go_goroutines") <= 0 || m.Value("process_resident_memory_bytes") <= 0 {
 		t.Errorf("no Go runtime or process metrics")
 	}
 	// The metrics listener serves nothing else, and the API listener no
@@ -227,18 +188,18 @@ func TestMetricsCountExpiries(t *testing.T) {
 		}
 	}
 	hc := &http.Client{}
-	var m families
+	var m promtest.Families
 	// The sweep takes a stripe's records out, then counts them as expired:
 	// a scrape between the two sees none held and fewer expiries, so the
 	// test waits for both.
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		m = scrape(t, hc, srv.url+"/metrics", "")
-		if m.value("leasefence_leases_held") == 0 && m.value("leasefence_expiries_total") == 3 || time.Now().After(deadline) {
+		if m.Value("leasefence_leases_held") == 0 && m.Value("leasefence_expiries_total") == 3 || time.Now().After(deadline) {
 			break
 		}
 	}
-	if m.value("leasefence_leases_held") != 0 || m.value("leasefence_expiries_total") != 3 || m.value("leasefence_grants_total") != 3 {
-		t.Fatalf("held %v, expiries %v, grants %v", m.value("leasefence_leases_held"), m.value("leasefence_expiries_total"),
-			m.value("leasefence_grants_total"))
+	if m.Value("leasefence_leases_held") != 0 || m.Value("leasefence_expiries_total") != 3 || m.Value("leasefence_grants_total") != 3 {
+		t.Fatalf("held %v, expiries %v, grants %v", m.Value("leasefence_leases_held"), m.Value("leasefence_expiries_total"),
+			m.Value("leasefence_grants_total"))
 	}
 }

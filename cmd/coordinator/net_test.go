@@ -186,7 +186,7 @@ func view(t *testing.T, url string, resources ...string) string {
 	m := scrape(t, http.DefaultClient, url+"/metrics", adminTok.token)
 	for _, name := range []string{"leasefence_grants_total", "leasefence_renewals_total", "leasefence_releases_total",
 		"leasefence_leases_held", "leasefence_fence_issued"} {
-		b.WriteString(name + " " + strconv.FormatFloat(m.value(name), 'f', -1, 64) + "\n")
+		b.WriteString(name + " " + strconv.FormatFloat(m.Value(name), 'f', -1, 64) + "\n")
 	}
 	return b.String()
 }

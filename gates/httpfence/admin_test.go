@@ -17,13 +17,10 @@ import (
 	"testing"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
-
 	"github.com/lease-fence/lease-fence/core/fence"
 	"github.com/lease-fence/lease-fence/gates/httpfence"
 	"github.com/lease-fence/lease-fence/gates/sqlfence"
+	"github.com/lease-fence/lease-fence/test/rig/promtest"
 )
 
 func (e *env) floorsPage(t *testing.T, query string) httpfence.FloorsPage {
@@ -231,48 +228,17 @@ func TestHealthz(t *testing.T) {
 }
 
 // scrape reads GET /.lease-fence/metrics with Prometheus's text parser.
-func (e *env) scrape(t *testing.T) map[string]*dto.MetricFamily {
+func (e *env) scrape(t *testing.T) promtest.Families {
 	t.Helper()
 	a := e.do(t, "GET", "/.lease-fence/metrics", "")
 	if a.status != http.StatusOK {
 		t.Fatalf("metrics: %d %s", a.status, a.body)
 	}
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := parser.TextToMetricFamilies(strings.NewReader(a.body))
+	fams, err := promtest.Parse(strings.NewReader(a.body))
 	if err != nil {
-		t.Fatalf("the metrics do not parse: %v", err)
+		t.Fatal(err)
 	}
 	return fams
-}
-
-// metricValue is the value of name's sample with the label pairs given (a
-// histogram's count), or -1.
-func metricValue(fams map[string]*dto.MetricFamily, name string, labels ...string) float64 {
-	f := fams[name]
-	if f == nil {
-		return -1
-	}
-next:
-	for _, m := range f.GetMetric() {
-		for i := 0; i+1 < len(labels); i += 2 {
-			found := false
-			for _, l := range m.GetLabel() {
-				found = found || (l.GetName() == labels[i] && l.GetValue() == labels[i+1])
-			}
-			if !found {
-				continue next
-			}
-		}
-		switch {
-		case m.Counter != nil:
-			return m.Counter.GetValue()
-		case m.Gauge != nil:
-			return m.Gauge.GetValue()
-		case m.Histogram != nil:
-			return float64(m.Histogram.GetSampleCount())
-		}
-	}
-	return -1
 }
 
 // The metrics move with what the proxy does: a raise, an equal fence, a
@@ -282,7 +248,7 @@ func TestMetricsCountWhatHappens(t *testing.T) {
 	e := newEnv(t, httpfence.Options{})
 	before := e.scrape(t)
 	for _, name := range []string{"leasefence_proxy_writes_forwarded_total", "leasefence_proxy_admitted_total", "leasefence_proxy_floor_raises_total", "go_goroutines", "process_cpu_seconds_total"} {
-		if metricValue(before, name) < 0 {
+		if before.Value(name) < 0 {
 			t.Fatalf("no %s before any write", name)
 		}
 	}
@@ -319,7 +285,7 @@ func TestMetricsCountWhatHappens(t *testing.T) {
 		{"leasefence_proxy_writes_in_flight", []string{"state", "waiting"}, 0},
 		{"leasefence_proxy_writes_in_flight", []string{"state", "forwarding"}, 0},
 	} {
-		b, a := metricValue(before, c.name, c.labels...), metricValue(after, c.name, c.labels...)
+		b, a := before.Value(c.name, c.labels...), after.Value(c.name, c.labels...)
 		if b < 0 || a < 0 || a-b != c.delta {
 			t.Errorf("%s%v went from %v to %v, want +%v", c.name, c.labels, b, a, c.delta)
 		}
