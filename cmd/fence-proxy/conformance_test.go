@@ -10,7 +10,6 @@ import (
 	"testing"
 
 	"github.com/lease-fence/lease-fence/gates/gatetest"
-	"github.com/lease-fence/lease-fence/gates/httpfence"
 	"github.com/lease-fence/lease-fence/gates/httpfence/httpfencetest"
 )
 
@@ -45,29 +44,18 @@ var processes sync.Map // addr -> *proxyProcess
 // (httpfence.MaxHeaderFence) is declared, so the fences above it are
 // required to be refused as malformed.
 func TestConformance(t *testing.T) {
-	gatetest.Run(t, gatetest.Config{
-		New: func(t testing.TB, _ gatetest.Options) (gatetest.Gate, string) {
-			api := httpfencetest.NewAPI(t)
-			pp := &proxyProcess{state: filepath.Join(t.TempDir(), "proxy.db"), upstream: api.URL, listen: "127.0.0.1:0"}
-			pp.start(t, true)
-			addr := httpfencetest.Addr("http://"+pp.listen, api)
-			processes.Store(addr, pp)
-			return httpfencetest.Attach(t, addr), addr
-		},
-		Attach:      httpfencetest.Attach,
-		FailedWrite: gatetest.KeepsFloor,
-		Paged:       true,
-		Inside:      true,
-		Shared:      true,
-		MaxFence:    httpfence.MaxHeaderFence,
-		Restart: func(t testing.TB, addr string) {
-			v, _ := processes.Load(addr)
-			pp := v.(*proxyProcess)
-			if err := pp.p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-				t.Fatal(err)
-			}
-			_ = pp.p.cmd.Wait()
-			pp.start(t, false)
-		},
-	})
+	gatetest.Run(t, httpfencetest.Config(func(t testing.TB, api *httpfencetest.API) string {
+		pp := &proxyProcess{state: filepath.Join(t.TempDir(), "proxy.db"), upstream: api.URL, listen: "127.0.0.1:0"}
+		pp.start(t, true)
+		processes.Store(httpfencetest.Addr("http://"+pp.listen, api), pp)
+		return "http://" + pp.listen
+	}, func(t testing.TB, addr string) {
+		v, _ := processes.Load(addr)
+		pp := v.(*proxyProcess)
+		if err := pp.p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		_ = pp.p.cmd.Wait()
+		pp.start(t, false)
+	}, true))
 }

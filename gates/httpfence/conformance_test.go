@@ -86,30 +86,19 @@ var proxies sync.Map // addr -> *proxyInstance
 // proxyConfig is the suite's config for proxies made by p's fields (state,
 // addr and upstream set per gate).
 func proxyConfig(like *proxyInstance) gatetest.Config {
-	return gatetest.Config{
-		New: func(t testing.TB, _ gatetest.Options) (gatetest.Gate, string) {
-			api := httpfencetest.NewAPI(t)
-			up, _ := url.Parse(api.URL)
-			p := &proxyInstance{state: filepath.Join(t.TempDir(), "proxy.db"), upstream: up, wrap: like.wrap, newProxy: like.newProxy, exclusive: like.exclusive}
-			p.start(t)
-			t.Cleanup(p.stop)
-			addr := httpfencetest.Addr("http://"+p.addr, api)
-			proxies.Store(addr, p)
-			return httpfencetest.Attach(t, addr), addr
-		},
-		Attach:      httpfencetest.Attach,
-		FailedWrite: gatetest.KeepsFloor,
-		Paged:       true,
-		Inside:      true,
-		Shared:      !like.exclusive,
-		MaxFence:    httpfence.MaxHeaderFence,
-		Restart: func(t testing.TB, addr string) {
-			v, _ := proxies.Load(addr)
-			p := v.(*proxyInstance)
-			p.stop()
-			p.start(t)
-		},
-	}
+	return httpfencetest.Config(func(t testing.TB, api *httpfencetest.API) string {
+		up, _ := url.Parse(api.URL)
+		p := &proxyInstance{state: filepath.Join(t.TempDir(), "proxy.db"), upstream: up, wrap: like.wrap, newProxy: like.newProxy, exclusive: like.exclusive}
+		p.start(t)
+		t.Cleanup(p.stop)
+		proxies.Store(httpfencetest.Addr("http://"+p.addr, api), p)
+		return "http://" + p.addr
+	}, func(t testing.TB, addr string) {
+		v, _ := proxies.Load(addr)
+		p := v.(*proxyInstance)
+		p.stop()
+		p.start(t)
+	}, !like.exclusive)
 }
 
 // The proxy passes the conformance suite, writer processes included, with

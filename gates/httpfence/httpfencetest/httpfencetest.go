@@ -102,6 +102,30 @@ func (a *API) serve(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// Config is the suite's config for fence-proxies: start starts one in
+// front of api and returns its URL, restart starts again the one at addr
+// (from Addr) on its state, and shared says whether it shares admission
+// (not -exclusive). What every proxy declares is set here: writes through
+// the proxy run upstream (Inside), a write that fails upstream keeps the
+// floor raised (KeepsFloor: the upstream may hold part of it), refusals
+// are paged, and the header carries fences up to httpfence.MaxHeaderFence.
+func Config(start func(t testing.TB, api *API) string, restart func(t testing.TB, addr string), shared bool) gatetest.Config {
+	return gatetest.Config{
+		New: func(t testing.TB, _ gatetest.Options) (gatetest.Gate, string) {
+			api := NewAPI(t)
+			addr := Addr(start(t, api), api)
+			return Attach(t, addr), addr
+		},
+		Attach:      Attach,
+		FailedWrite: gatetest.KeepsFloor,
+		Paged:       true,
+		Inside:      true,
+		Shared:      shared,
+		MaxFence:    httpfence.MaxHeaderFence,
+		Restart:     restart,
+	}
+}
+
 // Addr is what Config.New returns for a proxy at proxyURL in front of api:
 // the address Attach takes.
 func Addr(proxyURL string, api *API) string { return proxyURL + " " + api.URL }
