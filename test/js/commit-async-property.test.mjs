@@ -23,7 +23,7 @@
 // raiseWaitsForEqualWrites.
 import { describe } from 'node:test';
 import { FenceGate, GateBusyError, LeaseFenceError, StaleFenceError, SupersededError } from 'lease-fence';
-import { deferred, rng, scheduleTests, settle } from './helpers.mjs';
+import { deferred, scheduleOf, scheduleTests, settle } from './helpers.mjs';
 
 const SCHEDULES = 1000;
 const RESOURCE = 'orders-db';
@@ -37,12 +37,8 @@ function uuid(random) {
 // runSchedule plays one seeded schedule against the gate makeGate returns
 // and returns the violations it saw (empty when every property held).
 export async function runSchedule(seed, makeGate) {
-  const random = rng(seed);
-  const pick = (n) => Math.floor(random() * n);
-  const chance = (p) => random() < p;
+  const { random, pick, chance, violations, fail } = scheduleOf(seed);
   const gate = makeGate(RESOURCE);
-  const violations = [];
-  const fail = (msg) => violations.push(`seed ${seed}: ${msg}`);
 
   const holders = Array.from({ length: 2 + pick(4) }, (_, i) => ({ id: chance(0.5) ? uuid(random) : `h${i}`, fence: 0 }));
   let generation = 0;

@@ -35,6 +35,23 @@ export function rng(seed) {
   };
 }
 
+/**
+ * What a property schedule of seed draws from and reports to: random (rng),
+ * pick(n) an integer below n, chance(p) true with probability p, and
+ * fail(msg), which adds msg, with the seed, to violations.
+ */
+export function scheduleOf(seed) {
+  const random = rng(seed);
+  const violations = [];
+  return {
+    random,
+    pick: (n) => Math.floor(random() * n),
+    chance: (p) => random() < p,
+    violations,
+    fail: (msg) => violations.push(`seed ${seed}: ${msg}`),
+  };
+}
+
 /** A promise settled from outside, for writes that wait on something. */
 export function deferred() {
   let resolve, reject;

@@ -26,7 +26,7 @@
 // write at a time: the gates are exclusive.
 import { describe } from 'node:test';
 import { FenceGate, GateBusyError, LeaseFenceError, StaleFenceError, SupersededError } from 'lease-fence';
-import { deferred, rng, scheduleTests, settle } from './helpers.mjs';
+import { deferred, scheduleOf, scheduleTests, settle } from './helpers.mjs';
 
 const SCHEDULES = 1000;
 const R = 'orders-db';
@@ -34,12 +34,8 @@ const holder = (f) => `holder-${f}`;
 const tok = (f) => ({ resource: R, holderId: holder(f), fence: f });
 
 export async function runSchedule(seed, makeGate) {
-  const random = rng(seed);
-  const pick = (n) => Math.floor(random() * n);
-  const chance = (p) => random() < p;
+  const { random, pick, chance, violations, fail } = scheduleOf(seed);
   const gate = makeGate(R);
-  const violations = [];
-  const fail = (msg) => violations.push(`seed ${seed}: ${msg}`);
 
   // The model.
   let floor = 0;
