@@ -126,14 +126,23 @@ func newHolder(t *testing.T, id string) *client.Client {
 
 func post(t *testing.T, method, path, ctype, body string) (int, http.Header, []byte) {
 	t.Helper()
-	req, err := http.NewRequest(method, "http://worker.invalid"+path, strings.NewReader(body))
+	return send(t, httpClient, method, "http://worker.invalid"+path, map[string]string{"Content-Type": ctype}, body)
+}
+
+// send makes one request through hc with headers (an empty value is left
+// out) and returns the answer's status, headers and body.
+func send(t *testing.T, hc *http.Client, method, url string, headers map[string]string, body string) (int, http.Header, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ctype != "" {
-		req.Header.Set("Content-Type", ctype)
+	for k, v := range headers {
+		if v != "" {
+			req.Header.Set(k, v)
+		}
 	}
-	resp, err := httpClient.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"io"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -125,24 +125,12 @@ func startTokensWrangler(dir string, log *syncio.Buffer, env string, args []stri
 
 func authPost(t *testing.T, url, method, path, tok string, headers map[string]string, body []byte) (int, http.Header, []byte) {
 	t.Helper()
-	req, err := http.NewRequest(method, url+path, strings.NewReader(string(body)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
+	h := map[string]string{"Content-Type": "application/json"}
 	if tok != "" {
-		req.Header.Set("Authorization", "Bearer "+tok)
+		h["Authorization"] = "Bearer " + tok
 	}
-	for k, v := range headers {
-		req.Header.Set(k, v)
-	}
-	resp, err := directClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, resp.Header, data
+	maps.Copy(h, headers)
+	return send(t, directClient, method, url+path, h, string(body))
 }
 
 func authMsg(op wire.Op, id, resource, holder string, fence uint64) []byte {
