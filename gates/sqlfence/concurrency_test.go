@@ -189,9 +189,7 @@ func TestKilledWriterLeavesNothing(t *testing.T) {
 	forEach(t, func(t *testing.T, b *backend) {
 		db, s := openWithWrites(t, b)
 		ctx := context.Background()
-		if err := s.Commit(ctx, tok("a", 3), insertWrite(b, tok("a", 3))); err != nil {
-			t.Fatal(err)
-		}
+		mustWrite(t, b, s, tok("a", 3))
 		cmd := childCmd(t, "hang", b, "0", "0")
 		out, err := cmd.StdoutPipe()
 		if err != nil {
@@ -220,9 +218,7 @@ func TestKilledWriterLeavesNothing(t *testing.T) {
 		}
 		// The next commit waits for the database to let go of the dead
 		// writer's lock, then goes through.
-		if err := s.Commit(ctx, tok("b", 4), insertWrite(b, tok("b", 4))); err != nil {
-			t.Fatal(err)
-		}
+		mustWrite(t, b, s, tok("b", 4))
 		rows := readWrites(t, db, "ledger")
 		if len(rows) != 2 || rows[0] != (written{"a", 3}) || rows[1] != (written{"b", 4}) {
 			t.Fatalf("rows after the kill: %v", rows)

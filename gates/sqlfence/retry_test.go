@@ -76,9 +76,7 @@ func TestSQLiteBusyReported(t *testing.T) {
 	b := newSQLite(t)
 	db, s := openWithWrites(t, b)
 	ctx := context.Background()
-	if err := s.Commit(ctx, tok("a", 1), insertWrite(b, tok("a", 1))); err != nil {
-		t.Fatal(err)
-	}
+	mustWrite(t, b, s, tok("a", 1))
 	noWait := openDB(t, "sqlite", "file:"+b.path)
 	impatient := open(t, b, noWait)
 	holder, err := b.open(t).Conn(ctx)
@@ -99,9 +97,7 @@ func TestSQLiteBusyReported(t *testing.T) {
 	if _, err := holder.ExecContext(ctx, "ROLLBACK"); err != nil {
 		t.Fatal(err)
 	}
-	if err := impatient.Commit(ctx, tok("b", 2), insertWrite(b, tok("b", 2))); err != nil {
-		t.Fatal(err)
-	}
+	mustWrite(t, b, impatient, tok("b", 2))
 	if w := readWrites(t, db, "ledger"); len(w) != 2 {
 		t.Fatalf("writes = %v", w)
 	}
@@ -118,9 +114,7 @@ func TestPostgresConnectionKilledBeforeCommit(t *testing.T) {
 	b := newPostgres(t)
 	db, s := openWithWrites(t, b)
 	ctx := context.Background()
-	if err := s.Commit(ctx, tok("a", 1), insertWrite(b, tok("a", 1))); err != nil {
-		t.Fatal(err)
-	}
+	mustWrite(t, b, s, tok("a", 1))
 	admin := b.open(t)
 	err := s.Commit(ctx, tok("b", 2), func(ctx context.Context, tx *sql.Tx) error {
 		if err := insertWrite(b, tok("b", 2))(ctx, tx); err != nil {
@@ -149,9 +143,7 @@ func TestPostgresConnectionKilledBeforeCommit(t *testing.T) {
 	if r, _ := s.Rejections(ctx, "ledger"); len(r) != 0 {
 		t.Fatalf("rejections = %v", r)
 	}
-	if err := s.Commit(ctx, tok("b", 2), insertWrite(b, tok("b", 2))); err != nil {
-		t.Fatal(err)
-	}
+	mustWrite(t, b, s, tok("b", 2))
 }
 
 // A connection in the pool that the server ended while it sat idle (as a

@@ -101,6 +101,15 @@ func createWrites(t testing.TB, b *backend, db *sql.DB) {
 	}
 }
 
+// mustWrite commits tk's row of the writes table through s, and fails the
+// test if it does not land.
+func mustWrite(t testing.TB, b *backend, s *sqlfence.Store, tk fence.Token) {
+	t.Helper()
+	if err := s.Commit(context.Background(), tk, insertWrite(b, tk)); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func insertWrite(b *backend, tk fence.Token) func(context.Context, *sql.Tx) error {
 	q := `INSERT INTO writes (resource, holder, fence) VALUES (?, ?, ?)`
 	if b.dialect == sqlfence.Postgres {
@@ -271,9 +280,7 @@ func TestBadInputAndCancellation(t *testing.T) {
 	forEach(t, func(t *testing.T, b *backend) {
 		db, s := openWithWrites(t, b)
 		ctx := context.Background()
-		if err := s.Commit(ctx, tok("b", 3), insertWrite(b, tok("b", 3))); err != nil {
-			t.Fatal(err)
-		}
+		mustWrite(t, b, s, tok("b", 3))
 		isArg := func(err error) bool {
 			var ae *fence.ArgumentError
 			return errors.As(err, &ae) && strings.HasPrefix(err.Error(), "sqlfence: ") || errors.As(err, &ae) && strings.HasPrefix(err.Error(), "fence: ")
