@@ -11,8 +11,9 @@
 #    sessions (native-durable-sess) and by a minimal HTTP client like the
 #    peers' minimal clients. ROUNDS rounds, all in turn in every round,
 #    each run DURATION (or CYCLES cycles); min / median / max over the rounds.
-#    BASELINE=path/to/coordinator adds that build as "baseline-durable" and
-#    "baseline-durable-raw" in every round (an older commit, side by side).
+#    BASELINE=path/to/coordinator adds that build as "baseline-durable",
+#    "baseline-durable-sess" and "baseline-durable-raw" in every round (an
+#    older commit, side by side).
 # 2. p50 acquire on durable coordinators holding 100 and 100,000 live
 #    leases, one sample of each in turn.
 # 3. Tokens and TLS against without (NET=0 skips it): the coordinator in
@@ -85,12 +86,28 @@ ratios() {
     sort
 }
 
+# over_peer FILE PEER: each coordinator target's cycles/s over PEER's with
+# the same client count in the same round ("round N" lines), min / median
+# / max.
+over_peer() {
+  awk -v peer="$2" '$1 == "round" { r = $2; next }
+       { for (i = 1; i <= NF; i++) if ($i == "cycles/s") v[r " " $1 " " $2] = $(i-1); if ($1 ~ /^(native|baseline)-/) names[$1 " " $2] = 1 }
+       END { for (k in names) { split(k, f, " ");
+               for (rr = 1; rr <= r; rr++) { a = v[rr " " k]; b = v[rr " " peer " " f[2]]; if (a != "" && b > 0) print f[1] "/" peer, f[2], a / b } } }' "$1" |
+    sort -k1,1 -k2,2 -k3,3n |
+    awk '{ key = $1 " " $2; v[key] = v[key] " " $3; n[key]++ }
+         END { for (k in v) { split(substr(v[k], 2), a, " "); c = n[k];
+               printf "  %-40s %-10s %5.3f / %5.3f / %5.3f\n", substr(k, 1, index(k, " ") - 1), substr(k, index(k, " ") + 1), a[1], (c % 2 ? a[(c + 1) / 2] : (a[c / 2] + a[c / 2 + 1]) / 2), a[c] } }' |
+    sort
+}
+
 if [ "${NET_ONLY:-0}" != 1 ]; then
   echo "== durable, side by side: $ROUNDS rounds of $DURATION each ($(nproc) cores; $(uptime | sed 's/.*load/load/')) =="
   for round in $(seq 1 "$ROUNDS"); do
+    echo "round $round" >>"$results"
     out/bin/bench-service -targets native-durable,native-durable-sess,native-durable-raw -rounds 1 -cycles "$CYCLES" -duration "$DURATION" | tee -a "$results"
     if [ -n "${BASELINE:-}" ]; then
-      out/bin/bench-service -coordinator "$BASELINE" -targets native-durable,native-durable-raw -rounds 1 -cycles "$CYCLES" -duration "$DURATION" |
+      out/bin/bench-service -coordinator "$BASELINE" -targets native-durable,native-durable-sess,native-durable-raw -rounds 1 -cycles "$CYCLES" -duration "$DURATION" |
         sed 's/^native-/baseline-/' | tee -a "$results"
     fi
     # A peer that fails in a round (etcd times out its own requests when the
@@ -103,6 +120,14 @@ if [ "${NET_ONLY:-0}" != 1 ]; then
   echo
   echo "cycles/s over $ROUNDS rounds (min / median / max):"
   summarize "$results"
+  echo
+  echo "cycles/s over redis-lua-aof's in the same round (min / median / max):"
+  over_peer "$results" redis-lua-aof
+  for unit in server-us/cycle client-us/cycle server-switches/cycle; do
+    echo
+    echo "$unit over $ROUNDS rounds (min / median / max):"
+    summarize "$results" "$unit"
+  done
   echo
   echo "== p50 acquire at 100 and 100,000 existing leases ($(uptime | sed 's/.*load/load/')) =="
   out/bin/bench-service -latency 100,100000 -samples "$SAMPLES"

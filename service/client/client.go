@@ -468,7 +468,7 @@ func (c *Client) sendUntil(ctx context.Context, m wire.Message, until func() clo
 	}
 	var reply wire.Reply
 	err = c.deliver(ctx, m.Op, m.Op.Path(), body, m.Wait, until, func(data []byte) error {
-		if string(data) == `{"ok":true}` {
+		if string(data) == wire.OKBody {
 			reply = wire.Reply{OK: true} // a release done, the commonest answer
 			return nil
 		}

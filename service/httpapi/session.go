@@ -228,7 +228,9 @@ func (h *handler) serveSession(w http.ResponseWriter, r *http.Request) {
 			eb.Error.Code, eb.Error.Message = e.Code, e.Message
 			v = &eb
 		}
-		if err := json.MarshalWrite(out, v, answerOpts); err != nil {
+		if reply != nil && *reply == (wire.Reply{OK: true}) {
+			out.WriteString(wire.OKBody) // a release done, the commonest answer, without the encoder
+		} else if err := json.MarshalWrite(out, v, answerOpts); err != nil {
 			status = http.StatusInternalServerError
 			out.Truncate(wire.SessionAnswerHead)
 			out.WriteString(`{"error":{"code":"internal","message":"encoding the answer failed"}}`)

@@ -200,6 +200,11 @@ type Reply struct {
 	RemovedWaiter string   `json:"removedWaiter,omitzero"`
 }
 
+// OKBody is the encoding of Reply{OK: true}, a call done with nothing to
+// report (a release): the commonest answer, which the coordinator writes and
+// the Go client reads without the JSON encoder.
+const OKBody = `{"ok":true}`
+
 // Revoked names the lease a revoke ended.
 type Revoked struct {
 	HolderID string `json:"holderId"`

@@ -7,6 +7,9 @@ import (
 	"time"
 	"unicode/utf8"
 
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+
 	"github.com/lease-fence/lease-fence/core/clock"
 	"github.com/lease-fence/lease-fence/core/lease"
 )
@@ -265,4 +268,20 @@ func FuzzDecodeMessage(f *testing.F) {
 			t.Fatalf("round trip changed %+v into %+v (%v)", m, m2, err)
 		}
 	})
+}
+
+// TestOKBody: OKBody is what the JSON encoder makes of Reply{OK: true}, so
+// the coordinator that writes it and the client that reads it without the
+// encoder agree with those that use it.
+func TestOKBody(t *testing.T) {
+	for _, v := range []any{Reply{OK: true}, &Reply{OK: true}} {
+		got, err := jsonv2.Marshal(v, jsontext.AllowInvalidUTF8(true))
+		if err != nil || string(got) != OKBody {
+			t.Fatalf("Reply{OK: true} encodes as %s (%v), OKBody is %s", got, err, OKBody)
+		}
+	}
+	var r Reply
+	if err := jsonv2.Unmarshal([]byte(OKBody), &r); err != nil || r != (Reply{OK: true}) {
+		t.Fatalf("OKBody decodes as %+v (%v)", r, err)
+	}
 }
