@@ -86,14 +86,16 @@ ratios() {
     sort
 }
 
-# over_peer FILE PEER: each coordinator target's cycles/s over PEER's with
-# the same client count in the same round ("round N" lines), min / median
-# / max.
+# over_peer FILE PEER [UNIT]: each coordinator target's UNIT (cycles/s
+# unless given) over PEER's with the same client count in the same round
+# ("round N" lines), min / median / max. PEER "baseline" divides each
+# native-* target by the baseline-* of the same name.
 over_peer() {
-  awk -v peer="$2" '$1 == "round" { r = $2; next }
-       { for (i = 1; i <= NF; i++) if ($i == "cycles/s") v[r " " $1 " " $2] = $(i-1); if ($1 ~ /^(native|baseline)-/) names[$1 " " $2] = 1 }
-       END { for (k in names) { split(k, f, " ");
-               for (rr = 1; rr <= r; rr++) { a = v[rr " " k]; b = v[rr " " peer " " f[2]]; if (a != "" && b > 0) print f[1] "/" peer, f[2], a / b } } }' "$1" |
+  awk -v peer="$2" -v unit="${3:-cycles/s}" '$1 == "round" { r = $2; next }
+       { for (i = 1; i <= NF; i++) if ($i == unit) v[r " " $1 " " $2] = $(i-1);
+         if ($1 ~ (peer == "baseline" ? "^native-" : "^(native|baseline)-")) names[$1 " " $2] = 1 }
+       END { for (k in names) { split(k, f, " "); p = peer " " f[2]; if (peer == "baseline") { p = f[1]; sub(/^native-/, "baseline-", p); p = p " " f[2] }
+               for (rr = 1; rr <= r; rr++) { a = v[rr " " k]; b = v[rr " " p]; if (a != "" && b > 0) print f[1] "/" (peer == "baseline" ? "baseline" : peer), f[2], a / b } } }' "$1" |
     sort -k1,1 -k2,2 -k3,3n |
     awk '{ key = $1 " " $2; v[key] = v[key] " " $3; n[key]++ }
          END { for (k in v) { split(substr(v[k], 2), a, " "); c = n[k];
@@ -123,6 +125,13 @@ if [ "${NET_ONLY:-0}" != 1 ]; then
   echo
   echo "cycles/s over redis-lua-aof's in the same round (min / median / max):"
   over_peer "$results" redis-lua-aof
+  if [ -n "${BASELINE:-}" ]; then
+    for unit in cycles/s server-us/cycle; do
+      echo
+      echo "$unit over the baseline build's, same target, same round (min / median / max):"
+      over_peer "$results" baseline "$unit"
+    done
+  fi
   for unit in server-us/cycle client-us/cycle server-switches/cycle; do
     echo
     echo "$unit over $ROUNDS rounds (min / median / max):"
