@@ -286,12 +286,15 @@ func DecodeMessage(op Op, data []byte) (Message, *Error) {
 	if !ok {
 		return Message{}, errCode(CodeNotFound, "no such call "+strconv.Quote(string(op)))
 	}
-	var b *body
-	if err := json.Unmarshal(data, &b, json.RejectUnknownMembers(true)); err != nil {
-		return Message{}, decodeError(op, err)
-	}
-	if b == nil {
-		return Message{}, errCode(CodeWrongType, "the body must be a JSON object, got null")
+	b := new(body)
+	if !scanBody(data, b) { // not in the plain form: the library decides
+		b = nil
+		if err := json.Unmarshal(data, &b, json.RejectUnknownMembers(true)); err != nil {
+			return Message{}, decodeError(op, err)
+		}
+		if b == nil {
+			return Message{}, errCode(CodeWrongType, "the body must be a JSON object, got null")
+		}
 	}
 	// Every member with whether it was present, in the order of body.
 	members := [...]struct {
@@ -508,17 +511,7 @@ func EncodeMessage(m Message) ([]byte, error) {
 	if wait > 0 && m.Op != OpAcquire {
 		return nil, errors.New("wire: only acquire and inspect take a Wait")
 	}
-	out := struct {
-		RequestID  string   `json:"requestId"`
-		Resource   string   `json:"resource"`
-		HolderID   string   `json:"holderId"`
-		SentAt     *Instant `json:"sentAt,omitzero"`
-		Kind       string   `json:"kind,omitzero"`
-		Fence      uint64   `json:"fence,omitzero"`
-		Secret     string   `json:"secret"`
-		WaitMillis int64    `json:"waitMillis,omitzero"`
-		Value      *string  `json:"value,omitzero"`
-	}{RequestID: r.RequestID, Resource: r.Resource, HolderID: r.HolderID, Fence: r.Fence, Secret: m.Secret, WaitMillis: wait}
+	out := callBody{RequestID: r.RequestID, Resource: r.Resource, HolderID: r.HolderID, Fence: r.Fence, Secret: m.Secret, WaitMillis: wait}
 	switch {
 	case m.Op == OpProclaim:
 		out.Value = &m.Value
@@ -533,7 +526,69 @@ func EncodeMessage(m Message) ([]byte, error) {
 		}
 		out.SentAt, out.Kind = &Instant{Millis: r.SentAt.Millis, Domain: r.SentAt.Domain}, string(m.Op)
 	}
+	if b, ok := out.append(make([]byte, 0, 256)); ok {
+		return b, nil
+	}
 	return json.Marshal(out)
+}
+
+// callBody is the body of a call that names a lease: an acquisition, a
+// renewal, a release or a proclamation.
+type callBody struct {
+	RequestID  string   `json:"requestId"`
+	Resource   string   `json:"resource"`
+	HolderID   string   `json:"holderId"`
+	SentAt     *Instant `json:"sentAt,omitzero"`
+	Kind       string   `json:"kind,omitzero"`
+	Fence      uint64   `json:"fence,omitzero"`
+	Secret     string   `json:"secret"`
+	WaitMillis int64    `json:"waitMillis,omitzero"`
+	Value      *string  `json:"value,omitzero"`
+}
+
+// append appends what json.Marshal makes of c to b (TestCallBodyAppend),
+// without its reflection (BenchmarkEncodeMessage: 2.3 µs an acquisition
+// through json.Marshal, 0.5 here); false, for json.Marshal to say why,
+// if a string is not valid UTF-8 or sentAt's millis is a number
+// json.Marshal writes with an exponent (below 1e-6 or from 1e21).
+func (c *callBody) append(b []byte) ([]byte, bool) {
+	var err error
+	str := func(name, v string) {
+		if err == nil {
+			b = append(append(append(b, '"'), name...), `":`...)
+			b, err = jsontext.AppendQuote(b, v)
+			b = append(b, ',')
+		}
+	}
+	b = append(b, '{')
+	str("requestId", c.RequestID)
+	str("resource", c.Resource)
+	str("holderId", c.HolderID)
+	if c.SentAt != nil {
+		if abs := math.Abs(c.SentAt.Millis); abs != 0 && (abs < 1e-6 || abs >= 1e21) || !finite(abs) {
+			return nil, false
+		}
+		b = strconv.AppendFloat(append(b, `"sentAt":{"millis":`...), c.SentAt.Millis, 'f', -1, 64)
+		b = append(b, ',')
+		str("domain", c.SentAt.Domain)
+		b[len(b)-1] = '}'
+		b = append(b, ',')
+	}
+	if c.Kind != "" {
+		str("kind", c.Kind)
+	}
+	if c.Fence != 0 {
+		b = append(strconv.AppendUint(append(b, `"fence":`...), c.Fence, 10), ',')
+	}
+	str("secret", c.Secret)
+	if c.WaitMillis != 0 {
+		b = append(strconv.AppendInt(append(b, `"waitMillis":`...), c.WaitMillis, 10), ',')
+	}
+	if c.Value != nil {
+		str("value", *c.Value)
+	}
+	b[len(b)-1] = '}'
+	return b, err == nil
 }
 
 func finite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }
