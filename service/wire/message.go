@@ -548,7 +548,7 @@ type callBody struct {
 
 // append appends what json.Marshal makes of c to b (TestCallBodyAppend),
 // without its reflection (BenchmarkEncodeMessage: 2.3 µs an acquisition
-// through json.Marshal, 0.5 here); false, for json.Marshal to say why,
+// through json.Marshal, 0.7 here); false, for json.Marshal to say why,
 // if a string is not valid UTF-8 or sentAt's millis is a number
 // json.Marshal writes with an exponent (below 1e-6 or from 1e21).
 func (c *callBody) append(b []byte) ([]byte, bool) {

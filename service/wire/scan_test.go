@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -123,7 +124,7 @@ func genBody(rng *rand.Rand) string {
 func TestCallBodyAppend(t *testing.T) {
 	rng := rand.New(rand.NewPCG(29, 2))
 	strs := []string{"", "r1", "deploy-17", "a\"b\\c", "<&>", "\u2028\u2029", "é日本", "\x00\x1f\x7f", "\xff", "\xed\xa0\x80", "tab\there"}
-	floats := []float64{0, -0.0, 1, 12.5, -3.25, 1e-6, 9.99e-7, 1e20, 1e21, 123456.789, 1.7e12 + 0.123, 5e-324, 0.1 + 0.2}
+	floats := []float64{0, math.Copysign(0, -1), 1, 12.5, -3.25, 1e-6, 9.99e-7, 1e20, 1e21, 123456.789, 1.7e12 + 0.123, 5e-324, 0.1 + 0.2}
 	str := func() string {
 		s := strs[rng.IntN(len(strs))]
 		if rng.IntN(3) == 0 {
