@@ -17,3 +17,7 @@ func BreakScript(old, new string) (restore func()) {
 	fenceScript = redis.NewScript(strings.Replace(script, old, new, 1))
 	return func() { fenceScript = real }
 }
+
+// OnJoin makes s call f each time a commit joins a batch that waits for
+// its group's script in flight.
+func OnJoin(s *Store, f func()) { s.joined = f }

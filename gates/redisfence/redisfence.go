@@ -42,6 +42,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -116,6 +117,10 @@ type Store struct {
 	prefix    string
 	maxRej    int
 	markerTTL time.Duration // 0 without AtMostOnce
+
+	mu     sync.Mutex
+	groups map[string]*group // the groups with a script in flight (batch.go)
+	joined func()            // tests: called when a commit joins a waiting batch
 }
 
 // Write is what Commit writes: commands run in order, inside the script,
@@ -243,6 +248,16 @@ func (s *Store) run(ctx context.Context, tok fence.Token, w *Write) error {
 		return err
 	}
 	floorKey, logKey, base := s.keys(tok.Resource)
+	var cmds []any
+	if w != nil {
+		var err error
+		if cmds, err = checkWrite(tok.Resource, base, w); err != nil {
+			return err
+		}
+		if s.markerTTL == 0 && ctx.Done() == nil {
+			return s.join(ctx, tok, floorKey, logKey, w, cmds)
+		}
+	}
 	keys := []string{floorKey, logKey}
 	markKey := ""
 	if s.markerTTL != 0 {
@@ -251,12 +266,12 @@ func (s *Store) run(ctx context.Context, tok fence.Token, w *Write) error {
 		markKey = base + "commit:" + hex.EncodeToString(id)
 		keys = append(keys, markKey)
 	}
-	args := []any{tok.HolderID, strconv.FormatUint(tok.Fence, 10), s.maxRej, s.markerTTL.Milliseconds(), 0}
+	args := make([]any, 0, 5+len(cmds))
+	args = append(args, tok.HolderID, strconv.FormatUint(tok.Fence, 10), s.maxRej, s.markerTTL.Milliseconds(), 0)
 	if w != nil {
-		var err error
-		if keys, args, err = s.addWrite(tok.Resource, base, keys, args, w); err != nil {
-			return err
-		}
+		keys = append(keys, w.Keys...)
+		args[4] = len(w.Commands)
+		args = append(args, cmds...)
 	}
 	if err := ctx.Err(); err != nil {
 		return err
@@ -274,42 +289,46 @@ func (s *Store) run(ctx context.Context, tok fence.Token, w *Write) error {
 	return s.outcome(tok, reply, w)
 }
 
-// addWrite checks w and appends its keys and commands to the script's.
-func (s *Store) addWrite(resource, base string, keys []string, args []any, w *Write) ([]string, []any, error) {
+// checkWrite checks w and returns its commands as the script's arguments
+// take them: each its number of strings, then the strings.
+func checkWrite(resource, base string, w *Write) ([]any, error) {
 	switch {
 	case len(w.Commands) > MaxCommands:
-		return nil, nil, argError("write.commands", "must hold at most "+strconv.Itoa(MaxCommands)+" commands")
+		return nil, argError("write.commands", "must hold at most "+strconv.Itoa(MaxCommands)+" commands")
 	case len(w.Keys) > MaxKeys:
-		return nil, nil, argError("write.keys", "must hold at most "+strconv.Itoa(MaxKeys)+" keys")
+		return nil, argError("write.keys", "must hold at most "+strconv.Itoa(MaxKeys)+" keys")
 	}
 	slot := Slot(base)
 	for i, k := range w.Keys {
 		arg := "write.keys[" + strconv.Itoa(i) + "]"
 		switch {
 		case k == "":
-			return nil, nil, argError(arg, "must not be empty")
+			return nil, argError(arg, "must not be empty")
 		case strings.HasPrefix(k, base):
-			return nil, nil, argError(arg, "is in the gate's own namespace "+strconv.Quote(base))
+			return nil, argError(arg, "is in the gate's own namespace "+strconv.Quote(base))
 		case Slot(k) != slot:
-			return nil, nil, argError(arg, strconv.Quote(k)+" is not in the hash slot of resource "+strconv.Quote(resource)+": name it with redisfence.Key")
+			return nil, argError(arg, strconv.Quote(k)+" is not in the hash slot of resource "+strconv.Quote(resource)+": name it with redisfence.Key")
 		}
 	}
-	keys = append(keys, w.Keys...)
-	args[4] = len(w.Commands)
+	n := 0
 	for i, c := range w.Commands {
 		arg := "write.commands[" + strconv.Itoa(i) + "]"
 		switch {
 		case len(c) == 0 || c[0] == "":
-			return nil, nil, argError(arg, "must start with a command name")
+			return nil, argError(arg, "must start with a command name")
 		case len(c) > MaxArgsPerCommand:
-			return nil, nil, argError(arg, "must hold at most "+strconv.Itoa(MaxArgsPerCommand)+" strings")
+			return nil, argError(arg, "must hold at most "+strconv.Itoa(MaxArgsPerCommand)+" strings")
 		}
+		n += 1 + len(c)
+	}
+	args := make([]any, 0, n)
+	for _, c := range w.Commands {
 		args = append(args, len(c))
 		for _, a := range c {
 			args = append(args, a)
 		}
 	}
-	return keys, args, nil
+	return args, nil
 }
 
 // sentNothing reports whether err means the script was never sent: no

@@ -158,13 +158,15 @@ func TestLateScriptAfterAbortDoesNothing(t *testing.T) {
 }
 
 // cutProxy sits between a client and the server and cuts the first
-// connection that sends a script, once: after forwarding it (the script
-// runs, its reply is lost) or instead of forwarding it.
+// connection that sends a script (after skip scripts passed on), once:
+// after forwarding it (the script runs, its reply is lost) or instead of
+// forwarding it.
 type cutProxy struct {
 	l       net.Listener
 	target  string
 	forward bool
 	mu      sync.Mutex
+	skip    int // scripts to pass on before the one cut
 	cut     bool
 }
 
@@ -226,6 +228,10 @@ func (p *cutProxy) pipe(c net.Conn) {
 		chunk := buf[:n]
 		p.mu.Lock()
 		cutNow := !p.cut && strings.Contains(strings.ToUpper(string(chunk)), "EVAL")
+		if cutNow && p.skip > 0 {
+			p.skip--
+			cutNow = false
+		}
 		if cutNow {
 			p.cut = true
 		}

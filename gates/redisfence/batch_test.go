@@ -1,0 +1,435 @@
+//go:build !js
+
+package redisfence_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync/atomic"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lease-fence/lease-fence/core/fence"
+	"github.com/lease-fence/lease-fence/gates/redisfence"
+)
+
+// scriptHook counts the fence scripts (EVALSHA) a client sends, and holds
+// the next one before it is sent when asked (hold).
+type scriptHook struct {
+	sent atomic.Int32
+	next atomic.Pointer[held]
+}
+
+type held struct{ entered, release chan struct{} }
+
+func (h *scriptHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *scriptHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (h *scriptHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if cmd.Name() == "evalsha" {
+			h.sent.Add(1)
+			if p := h.next.Swap(nil); p != nil {
+				close(p.entered)
+				<-p.release
+			}
+		}
+		return next(ctx, cmd)
+	}
+}
+
+// hold makes the next script wait before it is sent until release is
+// closed; entered is closed when it has begun to wait.
+func (h *scriptHook) hold() *held {
+	p := &held{entered: make(chan struct{}), release: make(chan struct{})}
+	h.next.Store(p)
+	return p
+}
+
+// hooked returns a Store whose client has a scriptHook.
+func hooked(t *testing.T, opts redisfence.Options) (*redisfence.Store, *redis.Client, string, *scriptHook) {
+	t.Helper()
+	s, rdb, ns := newStore(t, opts)
+	h := &scriptHook{}
+	rdb.AddHook(h)
+	return s, rdb, ns, h
+}
+
+func rpush(keys []string, k, v string) redisfence.Write {
+	return redisfence.Write{Keys: keys, Commands: [][]string{{"RPUSH", k, v}}}
+}
+
+// start runs f in a goroutine; its error comes on the channel.
+func start(f func() error) chan error {
+	c := make(chan error, 1)
+	go func() { c <- f() }()
+	return c
+}
+
+// waitJoined waits until the commit whose answer comes on c has joined a
+// batch (true), or was answered without joining one (false; its answer is
+// put back on c).
+func waitJoined(joined chan struct{}, c chan error) bool {
+	select {
+	case <-joined:
+		return true
+	case err := <-c:
+		c <- err
+		return false
+	}
+}
+
+// batchOf holds the group's next script (first's, sent alone) before it is
+// sent, makes the commits while it is held, each after the one before has
+// joined the batch that waits for it, then lets it go: the commits go as
+// one batch after it. It returns first's error then the commits', and the
+// scripts sent from the release on.
+func batchOf(t *testing.T, s *redisfence.Store, h *scriptHook, first func() error, commits ...func() error) ([]error, int32) {
+	t.Helper()
+	p := h.hold()
+	joined := make(chan struct{}, len(commits))
+	redisfence.OnJoin(s, func() { joined <- struct{}{} })
+	defer redisfence.OnJoin(s, nil)
+	results := []chan error{start(first)}
+	<-p.entered
+	for i, f := range commits {
+		results = append(results, start(f))
+		if !waitJoined(joined, results[i+1]) {
+			t.Errorf("commit %d was answered while its group's script was in flight: it did not wait for the next batch", i)
+		}
+	}
+	sent := h.sent.Load()
+	close(p.release)
+	errs := make([]error, len(results))
+	for i, c := range results {
+		errs[i] = <-c
+	}
+	return errs, h.sent.Load() - sent
+}
+
+func values(t *testing.T, rdb *redis.Client, k string) []string {
+	t.Helper()
+	v, err := rdb.LRange(bg, k, 0, -1).Result()
+	must(t, err)
+	return v
+}
+
+// Commits of one token declaring the same keys, made while one of theirs
+// is in flight, go as one script after it, in the order they joined.
+func TestBatchOneScript(t *testing.T) {
+	s, rdb, ns, h := hooked(t, redisfence.Options{})
+	k := redisfence.Key("r", ns+"list")
+	tok := fence.Token{Resource: "r", HolderID: "h", Fence: 2}
+	commit := func(v string) func() error {
+		return func() error { return s.Commit(bg, tok, rpush([]string{k}, k, v)) }
+	}
+	must(t, commit("first")())
+	errs, scripts := batchOf(t, s, h, commit("held"), commit("a"), commit("b"), commit("c"))
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	if scripts != 1 {
+		t.Errorf("three commits made while a script was in flight sent %d scripts after it, want 1", scripts)
+	}
+	if got := values(t, rdb, k); !slices.Equal(got, []string{"first", "held", "a", "b", "c"}) {
+		t.Errorf("values %q", got)
+	}
+}
+
+// A command failing as it runs in the second commit of a batch: the first
+// commit landed, the second stops at its command (its index within its own
+// write) with the floor raised, the third is sent again alone and lands.
+func TestBatchCommandFails(t *testing.T) {
+	s, rdb, ns, h := hooked(t, redisfence.Options{})
+	k, n := redisfence.Key("r", ns+"list"), redisfence.Key("r", ns+"n")
+	keys := []string{k, n}
+	tok := fence.Token{Resource: "r", HolderID: "h", Fence: 2}
+	commit := func(w redisfence.Write) func() error { return func() error { return s.Commit(bg, tok, w) } }
+	must(t, rdb.Set(bg, n, "not a number", 0).Err())
+	errs, scripts := batchOf(t, s, h, commit(rpush(keys, k, "held")),
+		commit(rpush(keys, k, "d")),
+		commit(redisfence.Write{Keys: keys, Commands: [][]string{{"RPUSH", k, "e"}, {"INCR", n}, {"RPUSH", k, "never"}}}),
+		commit(rpush(keys, k, "f")))
+	var ce *redisfence.CommandError
+	if !errors.As(errs[2], &ce) || ce.Index != 1 || ce.Command != "INCR" || ce.Fence != 2 {
+		t.Errorf("the failing commit: %v", errs[2])
+	}
+	if err := errors.Join(errs[0], errs[1], errs[3]); err != nil {
+		t.Error(err)
+	}
+	if scripts != 2 {
+		t.Errorf("%d scripts, want 2: the batch, then the commit after the failed one alone", scripts)
+	}
+	if got := values(t, rdb, k); !slices.Equal(got, []string{"held", "d", "e", "f"}) {
+		t.Errorf("values %q", got)
+	}
+	if f, _ := s.Floor(bg, "r"); f != 2 {
+		t.Errorf("floor %d", f)
+	}
+}
+
+// A command the script refuses in the second commit of a batch: nothing of
+// it ran, it is answered with an argument error naming its own command,
+// and the others are sent again alone and land.
+func TestBatchCommandRefused(t *testing.T) {
+	s, rdb, ns, h := hooked(t, redisfence.Options{})
+	k, n := redisfence.Key("r", ns+"list"), redisfence.Key("r", ns+"n")
+	keys := []string{k, n}
+	tok := fence.Token{Resource: "r", HolderID: "h", Fence: 2}
+	commit := func(w redisfence.Write) func() error { return func() error { return s.Commit(bg, tok, w) } }
+	errs, scripts := batchOf(t, s, h, commit(rpush(keys, k, "held")),
+		commit(rpush(keys, k, "g")),
+		commit(redisfence.Write{Keys: keys, Commands: [][]string{{"RPUSH", k, "never"}, {"SET", n}}}),
+		commit(rpush(keys, k, "i")))
+	var ae *fence.ArgumentError
+	if !errors.As(errs[2], &ae) || ae.Arg != "write.commands[1]" {
+		t.Errorf("the refused commit: %v", errs[2])
+	}
+	if err := errors.Join(errs[0], errs[1], errs[3]); err != nil {
+		t.Error(err)
+	}
+	if scripts != 3 {
+		t.Errorf("%d scripts, want 3: the batch, then the two others alone", scripts)
+	}
+	if got := values(t, rdb, k); !slices.Equal(got, []string{"held", "g", "i"}) {
+		t.Errorf("values %q", got)
+	}
+}
+
+// A stale token's batch: each commit is refused and logged on its own, in
+// order (the batch's refusal is its first commit's; the others are sent
+// again alone).
+func TestBatchStale(t *testing.T) {
+	s, rdb, ns, h := hooked(t, redisfence.Options{})
+	k := redisfence.Key("r", ns+"list")
+	tok := fence.Token{Resource: "r", HolderID: "h", Fence: 2}
+	must(t, s.Admit(bg, fence.Token{Resource: "r", HolderID: "new", Fence: 3}))
+	commit := func(v string) func() error {
+		return func() error { return s.Commit(bg, tok, rpush([]string{k}, k, v)) }
+	}
+	errs, scripts := batchOf(t, s, h, commit("held"), commit("x"), commit("y"), commit("z"))
+	var seqs []uint64
+	for _, err := range errs {
+		var se *fence.StaleFenceError
+		if !errors.As(err, &se) {
+			t.Fatalf("err = %v, want a refusal", err)
+		}
+		seqs = append(seqs, se.Seq)
+	}
+	if !slices.Equal(seqs, []uint64{1, 2, 3, 4}) {
+		t.Errorf("refusals %v, want 1 to 4", seqs)
+	}
+	rs, err := s.Rejections(bg, "r")
+	must(t, err)
+	var want []fence.Rejection
+	for i := range 4 {
+		want = append(want, fence.Rejection{Seq: uint64(i + 1), Resource: "r", RefusedHolderID: "h", RefusedFence: 2, AdmittedHolderID: "new", AdmittedFence: 3})
+	}
+	if !slices.Equal(rs, want) {
+		t.Errorf("log %+v", rs)
+	}
+	if scripts != 3 {
+		t.Errorf("%d scripts, want 3: the batch, then the two after its refusal alone", scripts)
+	}
+	if got := values(t, rdb, k); len(got) != 0 {
+		t.Errorf("values %q", got)
+	}
+}
+
+// A batch whose reply was lost (the connection cut after the script was
+// passed on, or instead): each of its commits is an *OutcomeUnknownError,
+// and its writes all landed, or none did.
+func TestBatchLostReply(t *testing.T) {
+	_, direct, ns := newStore(t, redisfence.Options{})
+	for _, forward := range []bool{true, false} {
+		p := newCutProxy(t, forward)
+		p.mu.Lock()
+		p.skip = 1 // the held script goes through; the batch's is cut
+		p.mu.Unlock()
+		rdb := client(t, p.l.Addr().String(), func(o *redis.Options) { o.MaxRetries = -1 })
+		h := &scriptHook{}
+		rdb.AddHook(h)
+		s, err := redisfence.Open(rdb, redisfence.Options{Prefix: ns})
+		must(t, err)
+		k := redisfence.Key("r", ns+"list"+fmt.Sprint(forward))
+		tok := fence.Token{Resource: "r", HolderID: "h", Fence: 4}
+		// The script is loaded, so each commit is one EVALSHA.
+		must(t, direct.ScriptLoad(bg, redisfence.Script()).Err())
+		commit := func(v string) func() error {
+			return func() error { return s.Commit(bg, tok, rpush([]string{k}, k, v)) }
+		}
+		errs, _ := batchOf(t, s, h, commit("held"), commit("a"), commit("b"), commit("c"))
+		if errs[0] != nil {
+			t.Fatalf("the held commit: %v", errs[0])
+		}
+		for i, err := range errs[1:] {
+			var ou *redisfence.OutcomeUnknownError
+			if !errors.As(err, &ou) {
+				t.Errorf("forwarded %v: commit %d: %v, want an *OutcomeUnknownError", forward, i, err)
+			}
+		}
+		want := []string{"held"}
+		if forward {
+			want = append(want, "a", "b", "c")
+		}
+		p.mu.Lock()
+		cut := p.cut
+		p.mu.Unlock()
+		if got := values(t, direct, k); !cut || !slices.Equal(got, want) {
+			t.Errorf("forwarded %v: cut %v, values %q, want %q", forward, cut, got, want)
+		}
+	}
+}
+
+// A commit that declares other keys does not join the batch of a write of
+// the same token: it is sent at once, and refused if its command touches a
+// key it did not declare, whatever the batch declares.
+func TestBatchKeys(t *testing.T) {
+	s, rdb, ns, h := hooked(t, redisfence.Options{})
+	a, b := redisfence.Key("r", ns+"a"), redisfence.Key("r", ns+"b")
+	tok := fence.Token{Resource: "r", HolderID: "h", Fence: 1}
+	set := func(keys []string, k, v string) func() error {
+		return func() error {
+			return s.Commit(bg, tok, redisfence.Write{Keys: keys, Commands: [][]string{{"SET", k, v}}})
+		}
+	}
+	p := h.hold()
+	joined := make(chan struct{}, 2)
+	redisfence.OnJoin(s, func() { joined <- struct{}{} })
+	defer redisfence.OnJoin(s, nil)
+	first := start(set([]string{a}, a, "0"))
+	<-p.entered
+	other := start(set([]string{b}, a, "undeclared"))
+	if waitJoined(joined, other) {
+		t.Error("a commit declaring other keys joined the batch")
+	}
+	same := start(set([]string{a}, a, "1"))
+	if !waitJoined(joined, same) {
+		t.Error("a commit declaring the same keys did not join the batch")
+	}
+	close(p.release)
+	must(t, <-first)
+	must(t, <-same)
+	var ae *fence.ArgumentError
+	if err := <-other; !errors.As(err, &ae) || ae.Arg != "write.commands[0]" {
+		t.Errorf("the commit on an undeclared key: %v", err)
+	}
+	if v, _ := rdb.Get(bg, a).Result(); v != "1" {
+		t.Errorf("a = %q", v)
+	}
+}
+
+// Commit returns once its script ran: reads made after it, in the same
+// goroutine, see its write and its floor.
+func TestBatchReadsAfterCommit(t *testing.T) {
+	s, rdb, ns, h := hooked(t, redisfence.Options{})
+	k := redisfence.Key("r", ns+"list")
+	tok := fence.Token{Resource: "r", HolderID: "h", Fence: 4}
+	must(t, s.Commit(bg, fence.Token{Resource: "r", HolderID: "h", Fence: 3}, rpush([]string{k}, k, "first")))
+	commitThenRead := func(v string) func() error {
+		return func() error {
+			if err := s.Commit(bg, tok, rpush([]string{k}, k, v)); err != nil {
+				return err
+			}
+			f, err := s.Floor(bg, "r")
+			got := values(t, rdb, k)
+			if err != nil || f != 4 || !slices.Contains(got, v) {
+				return fmt.Errorf("read after commit %s returned: floor %d (%v), values %q", v, f, err, got)
+			}
+			return nil
+		}
+	}
+	errs, _ := batchOf(t, s, h, commitThenRead("held"), commitThenRead("a"), commitThenRead("b"))
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Calls of the store made while commits wait in a batch go at once, not
+// behind it: reads, an Admit, and a commit of another token with the same
+// keys (which does not join the batch). The batch then runs after them and
+// its commits are answered as alone: refused by the raised floor, each
+// logged on its own.
+func TestBatchOtherCalls(t *testing.T) {
+	s, rdb, ns, h := hooked(t, redisfence.Options{})
+	k := redisfence.Key("r", ns+"list")
+	keys := []string{k}
+	old := fence.Token{Resource: "r", HolderID: "h", Fence: 2}
+	must(t, s.Commit(bg, old, rpush(keys, k, "first")))
+	p := h.hold()
+	joined := make(chan struct{}, 2)
+	redisfence.OnJoin(s, func() { joined <- struct{}{} })
+	defer redisfence.OnJoin(s, nil)
+	first := start(func() error { return s.Commit(bg, old, rpush(keys, k, "held")) })
+	<-p.entered
+	var waiting []chan error
+	for _, v := range []string{"a", "b"} {
+		c := start(func() error { return s.Commit(bg, old, rpush(keys, k, v)) })
+		if !waitJoined(joined, c) {
+			t.Fatal("a commit of the token did not join the batch")
+		}
+		waiting = append(waiting, c)
+	}
+	if f, err := s.Floor(bg, "r"); err != nil || f != 2 {
+		t.Errorf("Floor while a batch waits: %d, %v", f, err)
+	}
+	must(t, s.Admit(bg, fence.Token{Resource: "r", HolderID: "x", Fence: 3}))
+	other := start(func() error { return s.Commit(bg, fence.Token{Resource: "r", HolderID: "y", Fence: 3}, rpush(keys, k, "y3")) })
+	if waitJoined(joined, other) {
+		t.Error("a commit of another token joined the batch")
+	}
+	close(p.release)
+	must(t, <-other)
+	var seqs []uint64
+	for _, c := range append([]chan error{first}, waiting...) {
+		var se *fence.StaleFenceError
+		if err := <-c; !errors.As(err, &se) || se.AdmittedFence != 3 {
+			t.Fatalf("err = %v, want a refusal by fence 3", err)
+		}
+		seqs = append(seqs, se.Seq)
+	}
+	if !slices.Equal(seqs, []uint64{1, 2, 3}) {
+		t.Errorf("refusals %v", seqs)
+	}
+	if got := values(t, rdb, k); !slices.Equal(got, []string{"first", "y3"}) {
+		t.Errorf("values %q", got)
+	}
+}
+
+// Commits whose context can be cancelled, and commits with AtMostOnce,
+// are sent one script each, at once: they join no batch.
+func TestBatchOnlyUncancellableWithoutMarker(t *testing.T) {
+	s, rdb, ns, h := hooked(t, redisfence.Options{})
+	once, err := redisfence.Open(rdb, redisfence.Options{Prefix: ns, AtMostOnce: true})
+	must(t, err)
+	k := redisfence.Key("r", ns+"list")
+	tok := fence.Token{Resource: "r", HolderID: "h", Fence: 1}
+	ctx, cancel := context.WithCancel(bg)
+	defer cancel()
+	for _, c := range []struct {
+		name string
+		s    *redisfence.Store
+		ctx  context.Context
+	}{{"CancellableContext", s, ctx}, {"AtMostOnce", once, bg}} {
+		p := h.hold()
+		joined := make(chan struct{}, 1)
+		redisfence.OnJoin(c.s, func() { joined <- struct{}{} })
+		first := start(func() error { return c.s.Commit(c.ctx, tok, rpush([]string{k}, k, "held")) })
+		<-p.entered
+		next := start(func() error { return c.s.Commit(c.ctx, tok, rpush([]string{k}, k, "next")) })
+		if waitJoined(joined, next) {
+			t.Errorf("%s: the commit joined a batch", c.name)
+		}
+		close(p.release)
+		must(t, <-first)
+		must(t, <-next)
+		redisfence.OnJoin(c.s, nil)
+	}
+	if got := values(t, rdb, k); !slices.Equal(got, []string{"next", "held", "next", "held"}) {
+		t.Errorf("values %q", got)
+	}
+}
