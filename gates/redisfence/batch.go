@@ -2,6 +2,7 @@ package redisfence
 
 import (
 	"context"
+	"runtime"
 	"strconv"
 	"strings"
 
@@ -101,8 +102,7 @@ func (s *Store) join(ctx context.Context, tok fence.Token, floorKey, logKey stri
 		s.joined()
 	}
 	if leader {
-		<-b.turn
-		s.send(ctx, gk, g, b)
+		s.sendWaiting(ctx, gk, g, b)
 	}
 	return <-it.done
 }
@@ -123,19 +123,35 @@ func (b *batch) add(it *item) {
 }
 
 // send runs batch b of group g (its commits all answered when it returns),
-// then gives the turn to the group's next batch, or ends the group.
+// then gives the turn to the group's next batch, or ends the group. It
+// lets the goroutines its answers woke run first (runtime.Gosched): callers
+// that commit again at once then find the group still busy and wait for
+// the next batch together, instead of the first of them finding it idle
+// and sending its commit alone.
 func (s *Store) send(ctx context.Context, gk string, g *group, b *batch) {
 	s.runBatch(ctx, b)
+	runtime.Gosched()
 	s.mu.Lock()
 	if len(g.waiting) == 0 {
 		delete(s.groups, gk)
-		s.mu.Unlock()
-		return
+	} else {
+		close(g.waiting[0].turn)
 	}
-	next := g.waiting[0]
+	s.mu.Unlock()
+}
+
+// sendWaiting sends b, the group's first waiting batch, once it has the
+// turn. It takes b off the list only then, after letting the goroutines
+// just woken by the batch before run (runtime.Gosched): the callers whose
+// commits that batch answered, when they commit again at once, join b
+// rather than the batch after it.
+func (s *Store) sendWaiting(ctx context.Context, gk string, g *group, b *batch) {
+	<-b.turn
+	runtime.Gosched()
+	s.mu.Lock()
 	g.waiting = g.waiting[1:]
 	s.mu.Unlock()
-	close(next.turn)
+	s.send(ctx, gk, g, b)
 }
 
 // runBatch runs the commits of b as one script and answers each as outcome

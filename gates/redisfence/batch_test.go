@@ -378,7 +378,9 @@ func TestBatchOtherCalls(t *testing.T) {
 		t.Errorf("Floor while a batch waits: %d, %v", f, err)
 	}
 	must(t, s.Admit(bg, fence.Token{Resource: "r", HolderID: "x", Fence: 3}))
-	other := start(func() error { return s.Commit(bg, fence.Token{Resource: "r", HolderID: "y", Fence: 3}, rpush(keys, k, "y3")) })
+	other := start(func() error {
+		return s.Commit(bg, fence.Token{Resource: "r", HolderID: "y", Fence: 3}, rpush(keys, k, "y3"))
+	})
 	if waitJoined(joined, other) {
 		t.Error("a commit of another token joined the batch")
 	}

@@ -3,6 +3,7 @@
 package redisfence_test
 
 import (
+	"context"
 	"strconv"
 	"sync"
 	"testing"
@@ -15,9 +16,10 @@ import (
 // BenchmarkCommitInterleaved compares, on the test server (AOF with
 // appendfsync always), one RPUSH committed through the Store with the same
 // RPUSH sent alone, with a Store that writes the commit marker (AtMostOnce:
-// what the marker costs), and with the script looking every command up
-// with COMMAND INFO and COMMAND GETKEYS, as it did before it knew its core
-// commands.
+// what the marker costs), with commits whose context can be cancelled (a
+// script each: what the group commit of one token's commits saves), and
+// with the script looking every command up with COMMAND INFO and COMMAND
+// GETKEYS, as it did before it knew its core commands.
 // With 1 writer, with 8 each on a resource of its own, and with 8 writers of
 // one holder on one resource (one token: what a gate with shared admission
 // runs in parallel). The sides
@@ -30,6 +32,10 @@ func BenchmarkCommitInterleaved(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	// A context that can be cancelled keeps each commit to a script of
+	// its own (no group commit).
+	alone, cancel := context.WithCancel(bg)
+	defer cancel()
 	for _, cf := range []struct {
 		name     string
 		writers  int
@@ -42,6 +48,7 @@ func BenchmarkCommitInterleaved(b *testing.B) {
 				old     string // the script's text replaced by new for this side
 				new     string
 				plain   bool
+				ctx     context.Context   // nil: bg
 				store   *redisfence.Store // nil: s
 				elapsed time.Duration
 			}
@@ -49,6 +56,7 @@ func BenchmarkCommitInterleaved(b *testing.B) {
 				{name: "fenced"},
 				{name: "plain", plain: true},
 				{name: "at-most-once", store: once},
+				{name: "script-each", ctx: alone},
 				{name: "lookup-every-command", old: "if not string.find(name, ':', 1, true) then", new: "if false then"},
 			}
 			const chunk = 20
@@ -71,14 +79,18 @@ func BenchmarkCommitInterleaved(b *testing.B) {
 							key := redisfence.Key(r, ns+"list")
 							tok := fence.Token{Resource: r, HolderID: "h", Fence: 1}
 							wr := redisfence.Write{Keys: []string{key}, Commands: [][]string{{"RPUSH", key, "v"}}}
+							ctx := bg
+							if sd.ctx != nil {
+								ctx = sd.ctx
+							}
 							for range chunk {
 								var err error
 								if sd.plain {
 									err = rdb.RPush(bg, key, "v").Err()
 								} else if sd.store != nil {
-									err = sd.store.Commit(bg, tok, wr)
+									err = sd.store.Commit(ctx, tok, wr)
 								} else {
-									err = s.Commit(bg, tok, wr)
+									err = s.Commit(ctx, tok, wr)
 								}
 								if err != nil {
 									b.Error(err)

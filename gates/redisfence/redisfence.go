@@ -31,6 +31,13 @@
 // fence (the store may hold part of the write, so an older fence must not
 // write after it, as with the in-memory gate), and Commit returns a
 // *CommandError naming the command.
+//
+// Concurrent commits of one token that declare the same keys share
+// scripts (a group commit): while one is in flight, those that arrive wait
+// and go together as the next script, their commands in order after one
+// check, and each is still answered as it would be alone. Commits whose
+// context can be cancelled, and every commit of a Store with AtMostOnce,
+// go one script each.
 package redisfence
 
 import (
@@ -216,6 +223,22 @@ func (s *Store) keys(resource string) (floor, log, base string) {
 // sent, Commit settles the outcome before returning: it writes the commit's
 // marker as "aborted" unless the script already wrote it, so the script, if
 // it arrives late, does nothing; then the marker tells how the commit ended.
+//
+// Without AtMostOnce, and when ctx cannot be cancelled (ctx.Done() returns
+// nil, as for context.Background()), commits of one token declaring the
+// same keys (in the same order) are a group: the first is sent at once;
+// those made while a script of the group is in flight wait, and go as one
+// script when it has been answered (at most MaxCommands commands a
+// script), sent with the context of the first of them. The script runs
+// their commands in order after one check, so each commit gets the answer
+// it would get alone: a refusal is the first commit's, a refused or a
+// failed command is that commit's (the commits before a failed one ran),
+// and the commits the script did not run are sent again alone, in order,
+// so that each refusal is logged on its own. A lost reply is an
+// *OutcomeUnknownError for each commit of the script. Commit returns once
+// its own script has been answered, so what a caller does after it comes
+// after its write. A context that can be cancelled (a deadline, a
+// cancel) keeps a commit to a script of its own.
 func (s *Store) Commit(ctx context.Context, tok fence.Token, w Write) error {
 	if len(w.Commands) == 0 {
 		return argError("write.commands", "must hold at least one command (use Admit to raise the floor without writing)")
