@@ -25,9 +25,12 @@ import (
 // runs in parallel). The sides
 // alternate in chunks of 20 commits a writer, so the noise of other
 // processes falls on all of them; the metrics are each side's time per
-// commit and its ratio to the RPUSH alone.
+// commit, its ratio to the RPUSH alone, and the commits per fence script
+// it sent (EVALSHA).
 func BenchmarkCommitInterleaved(b *testing.B) {
 	s, rdb, ns := newStore(b, redisfence.Options{})
+	h := &scriptHook{} // counts the scripts each side sends
+	rdb.AddHook(h)
 	once, err := redisfence.Open(rdb, redisfence.Options{Prefix: ns, AtMostOnce: true})
 	if err != nil {
 		b.Fatal(err)
@@ -51,6 +54,7 @@ func BenchmarkCommitInterleaved(b *testing.B) {
 				ctx     context.Context   // nil: bg
 				store   *redisfence.Store // nil: s
 				elapsed time.Duration
+				scripts int32 // the fence scripts it sent
 			}
 			sides := []*side{
 				{name: "fenced"},
@@ -68,7 +72,7 @@ func BenchmarkCommitInterleaved(b *testing.B) {
 					if sd.old != "" {
 						restore = redisfence.BreakScript(sd.old, sd.new)
 					}
-					start := time.Now()
+					start, sent := time.Now(), h.sent.Load()
 					var wg sync.WaitGroup
 					for w := range writers {
 						wg.Go(func() {
@@ -101,6 +105,7 @@ func BenchmarkCommitInterleaved(b *testing.B) {
 					}
 					wg.Wait()
 					sd.elapsed += time.Since(start)
+					sd.scripts += h.sent.Load() - sent
 					restore()
 				}
 			}
@@ -110,6 +115,7 @@ func BenchmarkCommitInterleaved(b *testing.B) {
 				b.ReportMetric(float64(sd.elapsed.Nanoseconds())/n, "ns/"+sd.name)
 				if !sd.plain {
 					b.ReportMetric(float64(sd.elapsed)/float64(plain), sd.name+"/plain")
+					b.ReportMetric(n/float64(sd.scripts), "commits/script-"+sd.name)
 				}
 			}
 		})
