@@ -2,6 +2,7 @@ package redisfence
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 	"strconv"
 	"strings"
@@ -131,11 +132,33 @@ func (b *batch) add(it *item) {
 // commit alone. (With nothing else to run, a Gosched costs tens of
 // microseconds of CPU: the scheduler wakes another thread to look for
 // work. A lone commit does not pay it.)
+//
+// A panic while b runs (a go-redis hook's) answers b's commits not yet
+// answered with an error, passes the turn on as above, and goes on in
+// this caller's goroutine: the group's other callers are not left waiting.
 func (s *Store) send(ctx context.Context, gk string, g *group, b *batch) {
+	defer func() {
+		if p := recover(); p != nil {
+			err := fmt.Errorf("redisfence: the commit's batch was not answered: a panic while it ran: %v", p)
+			for _, it := range b.items {
+				select {
+				case it.done <- err: // not answered yet (or answered and read: nobody reads this)
+				default:
+				}
+			}
+			s.passTurn(gk, g)
+			panic(p)
+		}
+	}()
 	s.runBatch(ctx, b)
 	if len(b.items) > 1 {
 		runtime.Gosched()
 	}
+	s.passTurn(gk, g)
+}
+
+// passTurn gives the turn to group g's next batch, or ends the group.
+func (s *Store) passTurn(gk string, g *group) {
 	s.mu.Lock()
 	if len(g.waiting) == 0 {
 		delete(s.groups, gk)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -19,8 +20,9 @@ import (
 // scriptHook counts the fence scripts (EVALSHA) a client sends, and holds
 // the next one before it is sent when asked (hold).
 type scriptHook struct {
-	sent atomic.Int32
-	next atomic.Pointer[held]
+	sent      atomic.Int32
+	next      atomic.Pointer[held]
+	panicNext atomic.Bool // the next script panics before it is sent
 }
 
 type held struct{ entered, release chan struct{} }
@@ -32,6 +34,9 @@ func (h *scriptHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 func (h *scriptHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		if cmd.Name() == "evalsha" {
+			if h.panicNext.Swap(false) {
+				panic("scriptHook: a hook's panic")
+			}
 			h.sent.Add(1)
 			if p := h.next.Swap(nil); p != nil {
 				close(p.entered)
@@ -136,6 +141,41 @@ func TestBatchOneScript(t *testing.T) {
 		t.Errorf("three commits made while a script was in flight sent %d scripts after it, want 1", scripts)
 	}
 	if got := values(t, rdb, k); !slices.Equal(got, []string{"first", "held", "a", "b", "c"}) {
+		t.Errorf("values %q", got)
+	}
+}
+
+// A hook that panics as a batch's script is sent: the panic goes on in
+// the commit that sent it, the batch's other commit gets an error instead
+// of waiting for ever, nothing of theirs is written, and the group takes
+// the next commit.
+func TestBatchPanicAnswersTheGroup(t *testing.T) {
+	s, rdb, ns, h := hooked(t, redisfence.Options{})
+	k := redisfence.Key("r", ns+"list")
+	tok := fence.Token{Resource: "r", HolderID: "h", Fence: 2}
+	commit := func(v string) func() error {
+		return func() (err error) {
+			defer func() {
+				if p := recover(); p != nil {
+					err = fmt.Errorf("panicked: %v", p)
+				}
+			}()
+			return s.Commit(bg, tok, rpush([]string{k}, k, v))
+		}
+	}
+	arm := func(f func() error) func() error {
+		return func() error {
+			h.panicNext.Store(true)
+			return f()
+		}
+	}
+	errs, _ := batchOf(t, s, h, commit("held"), arm(commit("a")), commit("b"))
+	if errs[0] != nil || errs[1] == nil || !strings.Contains(errs[1].Error(), "panicked: scriptHook") ||
+		errs[2] == nil || !strings.Contains(errs[2].Error(), "a panic while it ran") {
+		t.Fatalf("answers %v", errs)
+	}
+	must(t, commit("after")())
+	if got := values(t, rdb, k); !slices.Equal(got, []string{"held", "after"}) {
 		t.Errorf("values %q", got)
 	}
 }
