@@ -129,19 +129,15 @@ func Start(opts Options) (*Server, error) {
 			os.RemoveAll(dir)
 			return nil, err
 		}
-		o := strings.Join(append(settings, "-p "+strconv.Itoa(port)), " ")
-		out, err := s.cmd("pg_ctl", "-D", data, "-o", o, "-l", filepath.Join(dir, "log"), "-w", "-t", "60", "start").CombinedOutput()
+		log, err := s.start(port, strings.Join(append(settings, "-p "+strconv.Itoa(port)), " "))
 		if err == nil {
-			s.Port, s.settings = port, o
-			if err := s.watch(); err != nil {
-				_, _ = s.cmd("pg_ctl", "-D", data, "-m", "immediate", "-w", "stop").CombinedOutput()
-				os.RemoveAll(dir)
-				return nil, err
-			}
 			return s, nil
 		}
-		log, _ := os.ReadFile(filepath.Join(dir, "log"))
-		lastErr = fmt.Errorf("pgtest: pg_ctl start: %v\n%s\n%s", err, out, log)
+		if log == nil { // started, but not watched
+			os.RemoveAll(dir)
+			return nil, err
+		}
+		lastErr = fmt.Errorf("pgtest: pg_ctl start: %w", err)
 		if !bytes.Contains(log, []byte("in use")) {
 			break
 		}
@@ -165,6 +161,25 @@ func (s *Server) Restart() error {
 		return fmt.Errorf("pgtest: pg_ctl start after stop: %v\n%s\n%s", err, out, log)
 	}
 	return nil
+}
+
+// start runs pg_ctl start on s's data directory with the options o (its
+// port last, port), its log in s.Dir, and then the watchdog. On a failed
+// start it returns the server's log, which the error quotes; a server that
+// started but could not be watched is stopped again.
+func (s *Server) start(port int, o string) (log []byte, err error) {
+	data := filepath.Join(s.Dir, "data")
+	out, err := s.cmd("pg_ctl", "-D", data, "-o", o, "-l", filepath.Join(s.Dir, "log"), "-w", "-t", "60", "start").CombinedOutput()
+	if err != nil {
+		log, _ = os.ReadFile(filepath.Join(s.Dir, "log"))
+		return log, fmt.Errorf("%v\n%s\n%s", err, out, log)
+	}
+	s.Port, s.settings = port, o
+	if err := s.watch(); err != nil {
+		_, _ = s.cmd("pg_ctl", "-D", data, "-m", "immediate", "-w", "stop").CombinedOutput()
+		return nil, err
+	}
+	return nil, nil
 }
 
 func (s *Server) cmd(name string, args ...string) *exec.Cmd {

@@ -86,16 +86,11 @@ func (s *Server) StartStandbyVia(addr string) (*Server, error) {
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	o := strings.Join(append(kept, "-p "+strconv.Itoa(port)), " ")
-	if out, err := sb.cmd("pg_ctl", "-D", data, "-o", o, "-l", filepath.Join(dir, "log"), "-w", "-t", "60", "start").CombinedOutput(); err != nil {
-		log, _ := os.ReadFile(filepath.Join(dir, "log"))
+	if log, err := sb.start(port, strings.Join(append(kept, "-p "+strconv.Itoa(port)), " ")); err != nil {
 		os.RemoveAll(dir)
-		return nil, fmt.Errorf("pgtest: starting the standby: %v\n%s\n%s", err, out, log)
-	}
-	sb.Port, sb.settings = port, o
-	if err := sb.watch(); err != nil {
-		_, _ = sb.cmd("pg_ctl", "-D", data, "-m", "immediate", "-w", "stop").CombinedOutput()
-		os.RemoveAll(dir)
+		if log != nil {
+			return nil, fmt.Errorf("pgtest: starting the standby: %w", err)
+		}
 		return nil, err
 	}
 	return sb, nil
