@@ -3,10 +3,10 @@
 // API from Node, and headless Chromium (test/chromium.mjs) on its /ui/.
 import { spawn } from 'node:child_process';
 import { randomBytes, createHash } from 'node:crypto';
-import { createInterface } from 'node:readline';
 import { once } from 'node:events';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { waitFor } from '../svcclient/children.mjs';
 
 export const COORDINATOR = process.env.COORDINATOR ?? new URL('../../out/bin/coordinator', import.meta.url).pathname;
 
@@ -17,17 +17,10 @@ export const COORDINATOR = process.env.COORDINATOR ?? new URL('../../out/bin/coo
 export async function startCoordinator(args, port = 0) {
   const proc = spawn(COORDINATOR, ['-addr', `127.0.0.1:${port}`, '-quiet', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
   const log = [];
-  proc.stderr.on('data', (d) => log.push(String(d)));
-  const lines = createInterface({ input: proc.stdout });
-  const exited = once(proc, 'exit').then(([code]) => { throw new Error(`the coordinator exited (${code}): ${log.join('')}`); });
-  const first = new Promise((resolve) => lines.once('line', resolve));
-  const line = await Promise.race([first, exited]);
-  exited.catch(() => {});
-  const m = /^listening on (http:\/\/127\.0\.0\.1:(\d+))$/.exec(line);
-  if (!m) throw new Error(`unexpected first line: ${line}`);
+  const url = await waitFor(proc, log, /^listening on (http:\/\/127\.0\.0\.1:\d+)$/, 'the coordinator');
   return {
-    url: m[1],
-    port: Number(m[2]),
+    url,
+    port: Number(new URL(url).port),
     proc,
     log,
     async stop() {
@@ -197,16 +190,9 @@ export const FENCE_PROXY = process.env.FENCE_PROXY ?? new URL('../../out/bin/fen
  */
 export async function startFenceProxy(dir, upstream) {
   const proc = spawn(FENCE_PROXY, ['-init', '-state', join(dir, 'fence-proxy.db'), '-upstream', upstream, '-listen', '127.0.0.1:0', '-quiet'], { stdio: ['ignore', 'pipe', 'pipe'] });
-  const log = [];
-  proc.stderr.on('data', (d) => log.push(String(d)));
-  const lines = createInterface({ input: proc.stdout });
-  const exited = once(proc, 'exit').then(([code]) => { throw new Error(`fence-proxy exited (${code}): ${log.join('')}`); });
-  const line = await Promise.race([new Promise((resolve) => lines.once('line', resolve)), exited]);
-  exited.catch(() => {});
-  const m = /^listening on (http:\/\/127\.0\.0\.1:\d+)$/.exec(line);
-  if (!m) throw new Error(`unexpected first line: ${line}`);
+  const url = await waitFor(proc, [], /^listening on (http:\/\/127\.0\.0\.1:\d+)$/, 'fence-proxy');
   return {
-    url: m[1],
+    url,
     async stop() {
       if (proc.exitCode !== null || proc.signalCode !== null) return;
       const gone = once(proc, 'exit');

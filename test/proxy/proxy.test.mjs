@@ -11,9 +11,9 @@ import { createServer } from 'node:http';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
-import { createInterface } from 'node:readline';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { InvalidArgumentError, StaleFenceError } from 'lease-fence';
+import { waitFor } from '../svcclient/children.mjs';
 import { LEASE_FENCE_HEADER, MAX_HEADER_FENCE, leaseFenceHeader, staleFenceError } from 'lease-fence/service-client';
 import { runConformance } from '../gates/conformance.mjs';
 import { proxyGate } from '../gates/adapters.mjs';
@@ -74,13 +74,7 @@ async function startProxy(upstream, { state, listen = '127.0.0.1:0' } = {}) {
   const args = ['-listen', listen, '-upstream', upstream, '-state', state, '-quiet'];
   if (init) args.push('-init');
   const proc = spawn(binary, args, { stdio: ['ignore', 'pipe', 'pipe'] });
-  let stderr = '';
-  proc.stderr.on('data', (d) => { stderr += d; });
-  const line = await new Promise((resolve, reject) => {
-    createInterface({ input: proc.stdout }).once('line', resolve);
-    proc.once('exit', (code) => reject(new Error(`fence-proxy exited with ${code}: ${stderr}`)));
-  });
-  const url = line.replace('listening on ', '');
+  const url = await waitFor(proc, [], /^listening on (http:\/\/127\.0\.0\.1:\d+)$/, 'fence-proxy');
   return {
     url, state,
     async stop() {
