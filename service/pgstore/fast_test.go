@@ -24,19 +24,13 @@ func TestOneRoundTripPerDecision(t *testing.T) {
 	g := newRig(t, 1, pgstore.Options{})
 	f, _ := g.grant(0, acquireMsg("a-1", "doc", "A"))
 	for i := range 3 {
-		if st, out := g.post(0, renewMsg("r-"+string(rune('0'+i)), "doc", "A", f)); st != 200 || out["ok"] != true {
-			t.Fatalf("renew: %d %v", st, out)
-		}
+		g.ok(0, "renew", renewMsg("r-"+string(rune('0'+i)), "doc", "A", f))
 	}
 	if st, out := g.post(0, acquireMsg("b-1", "doc", "B")); st != 200 || out["heldBy"] != "A" {
 		t.Fatalf("acquire of a held resource: %d %v", st, out)
 	}
-	if st, out := g.post(0, releaseMsg("rel-1", "doc", "A", f)); st != 200 || out["ok"] != true {
-		t.Fatalf("release: %d %v", st, out)
-	}
-	if st, out := g.post(0, releaseMsg("rel-1", "doc", "A", f)); st != 200 || out["ok"] != true {
-		t.Fatalf("the release's retry: %d %v", st, out)
-	}
+	g.ok(0, "release", releaseMsg("rel-1", "doc", "A", f))
+	g.ok(0, "the release's retry", releaseMsg("rel-1", "doc", "A", f))
 	if f2, _ := g.grant(0, acquireMsg("b-2", "doc", "B")); f2 <= f {
 		t.Fatalf("fence %d after %d", f2, f)
 	}
@@ -53,9 +47,7 @@ func TestDecisionsOnAChangedRow(t *testing.T) {
 	g := newRig(t, 2, pgstore.Options{})
 	fa, _ := g.grant(0, acquireMsg("a-1", "doc", "A"))
 	// Released through the other replica: replica 0 still knows A's lease.
-	if st, out := g.post(1, releaseMsg("rel-1", "doc", "A", fa)); st != 200 || out["ok"] != true {
-		t.Fatalf("release: %d %v", st, out)
-	}
+	g.ok(1, "release", releaseMsg("rel-1", "doc", "A", fa))
 	fb, _ := g.grant(0, acquireMsg("b-1", "doc", "B"))
 	if fb <= fa {
 		t.Fatalf("fence %d after %d", fb, fa)

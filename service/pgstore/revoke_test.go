@@ -92,9 +92,7 @@ func TestValuesAcrossReplicasAndUpgrade(t *testing.T) {
 	}
 	p := wire.Message{Op: wire.OpProclaim, Request: lease.Request{RequestID: "p-1", Resource: "leader", HolderID: "A", Fence: fa},
 		Secret: secretOf("A"), Value: "10.0.0.2:80"}
-	if st, out := g.post(1, p); st != 200 || out["ok"] != true {
-		t.Fatalf("proclaim: %d %v", st, out)
-	}
+	g.ok(1, "proclaim", p)
 	p.Request.HolderID, p.Secret = "B", secretOf("B")
 	if st, out := g.post(1, p); st != 200 || out["ok"] != false {
 		t.Fatalf("proclaim by a non-holder: %d %v", st, out)
@@ -109,9 +107,7 @@ func TestValuesAcrossReplicasAndUpgrade(t *testing.T) {
 	if out := inspect(0); out["held"] != true || out["fence"] != float64(fa) || out["value"] != nil {
 		t.Fatalf("after the upgrade: %v", out)
 	}
-	if st, out := g.post(0, renewMsg("a-2", "leader", "A", fa)); st != 200 || out["ok"] != true {
-		t.Fatalf("renew after the upgrade: %d %v", st, out)
-	}
+	g.ok(0, "renew after the upgrade", renewMsg("a-2", "leader", "A", fa))
 	p.Request.HolderID, p.Secret, p.Value = "A", secretOf("A"), "again"
 	if st, out := g.post(0, p); st != 200 || out["ok"] != true || inspect(0)["value"] != "again" {
 		t.Fatalf("proclaim after the upgrade: %d %v", st, out)

@@ -232,14 +232,22 @@ func (g *rig) post(i int, m wire.Message) (int, map[string]any) {
 	return rec.Code, out
 }
 
+// ok posts m to replica i and requires a 200 ok answer, which it returns;
+// what names the call in the failure.
+func (g *rig) ok(i int, what string, m wire.Message) map[string]any {
+	g.t.Helper()
+	st, out := g.post(i, m)
+	if st != 200 || out["ok"] != true {
+		g.t.Fatalf("%s: %d %v", what, st, out)
+	}
+	return out
+}
+
 // grant posts m to replica i, requires a grant and returns its fence and
 // coordinator expiry.
 func (g *rig) grant(i int, m wire.Message) (uint64, float64) {
 	g.t.Helper()
-	st, out := g.post(i, m)
-	if st != 200 || out["ok"] != true {
-		g.t.Fatalf("%s %s by %s on replica %d: not granted: %d %v", m.Op, m.Request.Resource, m.Request.HolderID, i, st, out)
-	}
+	out := g.ok(i, fmt.Sprintf("%s %s by %s on replica %d: not granted", m.Op, m.Request.Resource, m.Request.HolderID, i), m)
 	gr := out["grant"].(map[string]any)
 	return uint64(gr["fence"].(float64)), gr["coordinatorExpiresAt"].(map[string]any)["millis"].(float64)
 }

@@ -52,17 +52,13 @@ func TestLifecycleAcrossReplicas(t *testing.T) {
 	if f, exp := g.grant(2, renewMsg("r-1", "doc", "A", f1)); f != f1 || exp < exp1 {
 		t.Fatalf("renewal: %d until %v", f, exp)
 	}
-	if st, out := g.post(1, releaseMsg("rel-1", "doc", "A", f1)); st != 200 || out["ok"] != true {
-		t.Fatalf("release: %d %v", st, out)
-	}
+	g.ok(1, "release", releaseMsg("rel-1", "doc", "A", f1))
 	// Its retry, on another replica, and after another holder came.
 	f2, _ := g.grant(0, acquireMsg("b-2", "doc", "B"))
 	if f2 <= f1 {
 		t.Fatalf("B's fence %d not above A's %d", f2, f1)
 	}
-	if st, out := g.post(2, releaseMsg("rel-1", "doc", "A", f1)); st != 200 || out["ok"] != true {
-		t.Fatalf("release retry: %d %v", st, out)
-	}
+	g.ok(2, "release retry", releaseMsg("rel-1", "doc", "A", f1))
 	// A renewal of the released lease: expired, never resurrected.
 	if _, out := g.post(0, renewMsg("r-2", "doc", "A", f1)); out["ok"] != false || out["reason"] != "expired" {
 		t.Fatalf("renewal of a released lease: %v", out)

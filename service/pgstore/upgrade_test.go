@@ -106,9 +106,7 @@ func downgrade(t *testing.T, dsn string, version int, damage string) {
 func TestUpgradeFromVersion2(t *testing.T) {
 	g := newRig(t, 1, pgstore.Options{})
 	f1, _ := g.grant(0, acquireMsg("a-1", "doc", "A"))
-	if st, out := g.post(0, releaseMsg("rel-1", "doc", "A", f1)); st != 200 || out["ok"] != true {
-		t.Fatalf("release: %d %v", st, out)
-	}
+	g.ok(0, "release", releaseMsg("rel-1", "doc", "A", f1))
 	f2, _ := g.grant(0, acquireMsg("b-1", "live", "B"))
 	g.r[0].store.Close()
 	downgrade(t, g.dsn, 2, "")
@@ -129,15 +127,11 @@ func TestUpgradeFromVersion2(t *testing.T) {
 	if _, err := conn.Exec(context.Background(), `SELECT released FROM lease_fence_leases`); err == nil {
 		t.Fatal("a statement of version 2 still works")
 	}
-	if st, out := g.post(0, releaseMsg("rel-1", "doc", "A", f1)); st != 200 || out["ok"] != true {
-		t.Fatalf("the retried release after the upgrade: %d %v", st, out)
-	}
+	g.ok(0, "the retried release after the upgrade", releaseMsg("rel-1", "doc", "A", f1))
 	if st, out := g.post(0, wire.Message{Op: wire.OpInspect, Request: lease.Request{Resource: "doc"}}); st != 200 || out["held"] != false || out["lastFence"] != float64(f1) {
 		t.Fatalf("inspect after the upgrade: %d %v", st, out)
 	}
-	if st, out := g.post(0, releaseMsg("rel-2", "live", "B", f2)); st != 200 || out["ok"] != true {
-		t.Fatalf("the live lease's release after the upgrade: %d %v", st, out)
-	}
+	g.ok(0, "the live lease's release after the upgrade", releaseMsg("rel-2", "live", "B", f2))
 	if f3, _ := g.grant(0, acquireMsg("a-2", "doc", "A")); f3 <= f2 {
 		t.Fatalf("fence %d after %d", f3, f2)
 	}
@@ -169,9 +163,7 @@ func TestUpgradeFromVersion4(t *testing.T) {
 	g := newRig(t, 1, pgstore.Options{})
 	fl, _ := g.grant(0, acquireMsg("a-1", "live", "A"))
 	fd, _ := g.grant(0, acquireMsg("b-1", "doc", "B"))
-	if st, out := g.post(0, releaseMsg("rel-1", "doc", "B", fd)); st != 200 || out["ok"] != true {
-		t.Fatalf("release: %d %v", st, out)
-	}
+	g.ok(0, "release", releaseMsg("rel-1", "doc", "B", fd))
 	g.r[0].store.Close()
 	downgrade(t, g.dsn, 4, "")
 	var fn *string
@@ -192,15 +184,11 @@ func TestUpgradeFromVersion4(t *testing.T) {
 	if f, _ := g.grant(0, renewMsg("a-2", "live", "A", fl)); f != fl {
 		t.Fatalf("the live lease renewed with fence %d, not %d", f, fl)
 	}
-	if st, out := g.post(0, releaseMsg("rel-1", "doc", "B", fd)); st != 200 || out["ok"] != true {
-		t.Fatalf("the retried release after the upgrade: %d %v", st, out)
-	}
+	g.ok(0, "the retried release after the upgrade", releaseMsg("rel-1", "doc", "B", fd))
 	if st, out := g.post(0, acquireMsg("c-1", "live", "C")); st != 200 || out["heldBy"] != "A" {
 		t.Fatalf("acquire of the live lease: %d %v", st, out)
 	}
-	if st, out := g.post(0, releaseMsg("rel-2", "live", "A", fl)); st != 200 || out["ok"] != true {
-		t.Fatalf("the live lease's release: %d %v", st, out)
-	}
+	g.ok(0, "the live lease's release", releaseMsg("rel-2", "live", "A", fl))
 	if f, _ := g.grant(0, acquireMsg("c-2", "live", "C")); f <= fd {
 		t.Fatalf("fence %d after %d", f, fd)
 	}
@@ -263,9 +251,7 @@ func TestUpgradeFromVersion6(t *testing.T) {
 	fl, _ := g.grant(0, acquireMsg("a-1", "live", "A"))
 	fb, _ := g.grant(0, acquireMsg("b-1", "b", "A"))
 	fd, _ := g.grant(0, acquireMsg("d-1", "doc", "D"))
-	if st, out := g.post(0, releaseMsg("rel-1", "doc", "D", fd)); st != 200 || out["ok"] != true {
-		t.Fatalf("release: %d %v", st, out)
-	}
+	g.ok(0, "release", releaseMsg("rel-1", "doc", "D", fd))
 	g.r[0].store.Close()
 	downgrade(t, g.dsn, 6, "")
 	var src string
@@ -289,9 +275,7 @@ func TestUpgradeFromVersion6(t *testing.T) {
 			t.Fatalf("the live lease renewed with fence %d, not %d", f, fl)
 		}
 	}
-	if st, out := g.post(0, releaseMsg("rel-1", "doc", "D", fd)); st != 200 || out["ok"] != true {
-		t.Fatalf("the retried release after the upgrade: %d %v", st, out)
-	}
+	g.ok(0, "the retried release after the upgrade", releaseMsg("rel-1", "doc", "D", fd))
 	if st, out := g.post(0, acquireMsg("c-1", "live", "C")); st != 200 || out["heldBy"] != "A" {
 		t.Fatalf("acquire of the live lease: %d %v", st, out)
 	}
@@ -302,9 +286,7 @@ func TestUpgradeFromVersion6(t *testing.T) {
 			}
 		}
 	}
-	if st, out := g.post(0, releaseMsg("rel-2", "live", "A", fl)); st != 200 || out["ok"] != true {
-		t.Fatalf("the live lease's release: %d %v", st, out)
-	}
+	g.ok(0, "the live lease's release", releaseMsg("rel-2", "live", "A", fl))
 	if f, _ := g.grant(0, acquireMsg("c-2", "live", "C")); f <= fd {
 		t.Fatalf("fence %d after %d", f, fd)
 	}

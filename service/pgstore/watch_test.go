@@ -40,9 +40,7 @@ func TestWaiterOnAnotherReplica(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	<-pgstore.Listening(g.r[1].store)
-	if st, out := g.post(0, releaseMsg("rel", "r", "a", f)); st != 200 || out["ok"] != true {
-		t.Fatalf("release: %d %v", st, out)
-	}
+	g.ok(0, "release", releaseMsg("rel", "r", "a", f))
 	start := time.Now()
 	select {
 	case reply := <-got:
@@ -200,9 +198,7 @@ func TestNotifiesOnlyWhileListened(t *testing.T) {
 	g := newRig(t, 2, pgstore.Options{})
 	cycle := func(id string) {
 		f, _ := g.grant(0, acquireMsg("a-"+id, "r", "a"))
-		if st, out := g.post(0, releaseMsg("rel-"+id, "r", "a", f)); st != 200 || out["ok"] != true {
-			t.Fatalf("release: %d %v", st, out)
-		}
+		g.ok(0, "release", releaseMsg("rel-"+id, "r", "a", f))
 	}
 	cycle("1")
 	if n := pgstore.Notified(g.r[0].store); n != 0 {
