@@ -345,14 +345,21 @@ func (c *Client) Acquire(ctx context.Context, resource string) (*Lease, error) {
 	if err != nil {
 		return nil, err
 	}
-	reply, err := c.send(ctx, wire.Message{Op: wire.OpAcquire, Request: req, Secret: secret}, clock.Instant{})
+	return c.decide(ctx, wire.Message{Op: wire.OpAcquire, Request: req, Secret: secret}, nil,
+		func(reply wire.Reply) error { return denied(resource, reply) }, c.lc.CompleteAcquire)
+}
+
+// decide sends m (see sendUntil) and makes a lease of the grant it is
+// answered with, through fn; a refusal's error is refused's.
+func (c *Client) decide(ctx context.Context, m wire.Message, until func() clock.Instant, refused func(wire.Reply) error, fn func(lease.Request, lease.Grant) (*lease.Lease, error)) (*Lease, error) {
+	reply, err := c.sendUntil(ctx, m, until)
 	if err != nil {
 		return nil, err
 	}
 	if !reply.OK {
-		return nil, denied(resource, reply)
+		return nil, refused(reply)
 	}
-	return c.complete(req, reply, secret, c.lc.CompleteAcquire)
+	return c.complete(m.Request, reply, m.Secret, fn)
 }
 
 // denied is the error of an acquisition of resource that reply refused: a
@@ -382,14 +389,8 @@ func (c *Client) renew(ctx context.Context, l *Lease, until func() clock.Instant
 	if err != nil {
 		return nil, err
 	}
-	reply, err := c.sendUntil(ctx, wire.Message{Op: wire.OpRenew, Request: req, Secret: l.secret}, until)
-	if err != nil {
-		return nil, err
-	}
-	if !reply.OK {
-		return nil, refusedReason(reply.Reason)
-	}
-	return c.complete(req, reply, l.secret, c.lc.CompleteRenewal)
+	return c.decide(ctx, wire.Message{Op: wire.OpRenew, Request: req, Secret: l.secret}, until,
+		func(reply wire.Reply) error { return refusedReason(reply.Reason) }, c.lc.CompleteRenewal)
 }
 
 // Release ends l. It returns nil when the coordinator ended it (or already

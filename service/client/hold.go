@@ -385,14 +385,8 @@ func (c *Client) renewGrant(ctx context.Context, g *wire.Grant, secret string) (
 	if err != nil {
 		return nil, err
 	}
-	reply, err := c.send(ctx, wire.Message{Op: wire.OpRenew, Request: req, Secret: secret}, clock.Instant{})
-	if err != nil {
-		return nil, err
-	}
-	if !reply.OK {
-		return nil, ErrExpired
-	}
-	return c.complete(req, reply, secret, c.lc.CompleteRenewal)
+	return c.decide(ctx, wire.Message{Op: wire.OpRenew, Request: req, Secret: secret}, nil,
+		func(wire.Reply) error { return ErrExpired }, c.lc.CompleteRenewal)
 }
 
 // releaseAfter releases l in the background, for a lease given up.
