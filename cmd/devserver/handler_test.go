@@ -13,6 +13,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/lease-fence/lease-fence/test/rig/serverproc"
 )
 
 // fixture lays out a page folder, a module folder and a secret file beside
@@ -305,20 +307,16 @@ func TestNewHandlerMissingFolder(t *testing.T) {
 
 func TestRunPrintsURLAndServes(t *testing.T) {
 	web, module, _ := fixture(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	pr, pw := io.Pipe()
-	done := make(chan error, 1)
-	go func() {
-		done <- run(ctx, []string{"-port", "0", "-quiet", "-web", web, "-module", module}, pw)
-		pw.Close()
-	}()
-	line, err := bufio.NewReader(pr).ReadString('\n')
+	p, err := serverproc.StartInProcess(func(ctx context.Context, stdout io.Writer) error {
+		return run(ctx, []string{"-port", "0", "-quiet", "-web", web, "-module", module}, stdout)
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	url := strings.TrimSpace(line)
+	defer p.Close()
+	url := p.URL
 	if !strings.HasPrefix(url, "http://127.0.0.1:") || strings.HasSuffix(url, ":0/") {
-		t.Fatalf("first line %q, want http://127.0.0.1:<port>/", line)
+		t.Fatalf("first line %q, want http://127.0.0.1:<port>/", url)
 	}
 	resp, err := http.Get(url + "lease-fence/lease-fence.wasm")
 	if err != nil {
@@ -328,8 +326,7 @@ func TestRunPrintsURLAndServes(t *testing.T) {
 	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/wasm" {
 		t.Errorf("status %d type %q", resp.StatusCode, resp.Header.Get("Content-Type"))
 	}
-	cancel()
-	if err := <-done; err != nil {
+	if err := p.Close(); err != nil {
 		t.Errorf("run after cancel: %v", err)
 	}
 }
