@@ -514,10 +514,9 @@ func TestLossAndReleaseManualClock(t *testing.T) {
 	}
 	// At the loss, within the microsecond its timer is set early.
 	var lost *client.LostError
-	near := func(d, want time.Duration) bool { return d >= want-time.Microsecond && d <= want+time.Microsecond }
 	lossAt := agent.Peek()
 	if lossAt.Millis > 5930 || lossAt.Millis < 5929.999 || !errors.As(context.Cause(h.Context()), &lost) ||
-		!near(lost.Left, 50*time.Millisecond) || !near(lost.SinceSent, 930*time.Millisecond) {
+		!nearDuration(lost.Left, 50*time.Millisecond) || !nearDuration(lost.SinceSent, 930*time.Millisecond) {
 		t.Fatalf("lost at %v: %#v", lossAt, context.Cause(h.Context()))
 	}
 	want := `client: the lease on "r" (fence 1) was lost: no renewal succeeded in time; given up 930 ms after the send of the call that last extended it, 50 ms before the holder's deadline`
@@ -571,11 +570,8 @@ func TestRenewalOutlivesALostReplyManualClock(t *testing.T) {
 		t.Fatal(err)
 	}
 	tok := h.Token()
-	near := func(got clock.Instant, want float64) bool {
-		return got.Millis >= want-0.001 && got.Millis <= want+0.001
-	}
 	renewAt, ok := agent.NextTimer()
-	if !ok || !near(renewAt, 5000+1000.0/3) || !near(h.Lease().Deadline(), 5980) {
+	if !ok || !nearMillis(renewAt, 5000+1000.0/3) || !nearMillis(h.Lease().Deadline(), 5980) {
 		t.Fatalf("next timer %v, deadline %v", renewAt, h.Lease().Deadline())
 	}
 	if err := agent.Set(renewAt.Millis); err != nil {
@@ -587,7 +583,7 @@ func TestRenewalOutlivesALostReplyManualClock(t *testing.T) {
 		t.Fatal("the first renewal did not reach the proxy")
 	}
 	hedge, ok := agent.NextTimer()
-	if want := renewAt.Millis + (5930-renewAt.Millis)/2; !ok || !near(hedge, want) {
+	if want := renewAt.Millis + (5930-renewAt.Millis)/2; !ok || !nearMillis(hedge, want) {
 		t.Fatalf("the attempt's hedge at %v, want %v", hedge, want)
 	}
 	if err := agent.Set(hedge.Millis); err != nil {
@@ -602,7 +598,7 @@ func TestRenewalOutlivesALostReplyManualClock(t *testing.T) {
 	if bodies := renewBodies(px); len(bodies) != 2 || bodies[0] != bodies[1] {
 		t.Fatalf("renewals sent: %q", bodies)
 	}
-	if !near(h.Lease().Deadline(), renewAt.Millis+980) || h.Token() != tok || h.Context().Err() != nil {
+	if !nearMillis(h.Lease().Deadline(), renewAt.Millis+980) || h.Token() != tok || h.Context().Err() != nil {
 		t.Fatalf("after the renewal: deadline %v, token %v, %v", h.Lease().Deadline(), h.Token(), context.Cause(h.Context()))
 	}
 	if err := h.Release(ctx); err != nil {
@@ -661,6 +657,17 @@ func holdAsync(ctx context.Context, c *client.Client, opts client.HoldOptions) <
 		got <- heldOrErr{h, err}
 	}()
 	return got
+}
+
+// nearMillis says whether got is want, in ms of the holder's clock, to the
+// µs.
+func nearMillis(got clock.Instant, want float64) bool {
+	return got.Millis >= want-0.001 && got.Millis <= want+0.001
+}
+
+// nearDuration says whether d is want to the µs.
+func nearDuration(d, want time.Duration) bool {
+	return d >= want-time.Microsecond && d <= want+time.Microsecond
 }
 
 // awaitFirstRenewalParked waits until the first attempt of a slow
@@ -754,10 +761,7 @@ func TestFirstRenewalAnsweredPastTheLossIsTaken(t *testing.T) {
 	}
 	h := r.h
 	defer h.Release(ctx)
-	near := func(got clock.Instant, want float64) bool {
-		return got.Millis >= want-0.001 && got.Millis <= want+0.001
-	}
-	if h.Token().Fence != granted.Fence || h.Renewals() != 1 || !near(h.Lease().Anchor(), 5400) || h.Context().Err() != nil {
+	if h.Token().Fence != granted.Fence || h.Renewals() != 1 || !nearMillis(h.Lease().Anchor(), 5400) || h.Context().Err() != nil {
 		t.Fatalf("Hold returned fence %d (granted %d) anchored at %v, %d renewals, %v", h.Token().Fence, granted.Fence, h.Lease().Anchor(), h.Renewals(), context.Cause(h.Context()))
 	}
 	for _, call := range px.Calls() {
@@ -782,9 +786,6 @@ func TestFirstRenewalAfterASlowAcquisitionIsHedged(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel() // a Hold left waiting when the test fails
 	got := holdAsync(ctx, c, client.HoldOptions{})
-	near := func(got clock.Instant, want float64) bool {
-		return got.Millis >= want-0.001 && got.Millis <= want+0.001
-	}
 	// The renewal's first attempt parked at the proxy, and two timers on
 	// the holder's clock: the hedge of the attempt and the loss.
 	wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
@@ -798,7 +799,7 @@ func TestFirstRenewalAfterASlowAcquisitionIsHedged(t *testing.T) {
 			agent.Peek(), renewals.Load(), a, p, agent.Timers())
 	}
 	hedge, ok := agent.NextTimer()
-	if !ok || !near(hedge, 5400+(5930-5400)/2.0) {
+	if !ok || !nearMillis(hedge, 5400+(5930-5400)/2.0) {
 		t.Fatalf("the attempt's hedge at %v, want 5665", hedge)
 	}
 	if err := agent.Set(hedge.Millis); err != nil {
@@ -817,10 +818,10 @@ func TestFirstRenewalAfterASlowAcquisitionIsHedged(t *testing.T) {
 	if bodies := renewBodies(px); len(bodies) != 2 || bodies[0] != bodies[1] {
 		t.Fatalf("renewals sent: %q", bodies)
 	}
-	if !near(h.Lease().Anchor(), 5400) || !near(h.Lease().Deadline(), 6380) || h.Renewals() != 1 || h.Context().Err() != nil {
+	if !nearMillis(h.Lease().Anchor(), 5400) || !nearMillis(h.Lease().Deadline(), 6380) || h.Renewals() != 1 || h.Context().Err() != nil {
 		t.Fatalf("Hold returned %v anchored at %v, %d renewals, %v", h.Lease(), h.Lease().Anchor(), h.Renewals(), context.Cause(h.Context()))
 	}
-	if next, ok := agent.NextTimer(); !ok || !near(next, 5400+1000.0/3) {
+	if next, ok := agent.NextTimer(); !ok || !nearMillis(next, 5400+1000.0/3) {
 		t.Fatalf("the next renewal at %v, want a third of the TTL after 5400", next)
 	}
 	if st, err := c.Inspect(ctx, "r"); err != nil || !st.Held || st.Fence != h.Token().Fence {
@@ -858,8 +859,7 @@ func TestSlowAcquisitionUnrenewedFailsHold(t *testing.T) {
 		t.Fatal("Hold did not return after the replies were lost")
 	}
 	var lost *client.LostError
-	near := func(d, want time.Duration) bool { return d >= want-time.Microsecond && d <= want+time.Microsecond }
-	if !errors.As(err, &lost) || lost.Refused || !near(lost.SinceSent, 935*time.Millisecond) || !near(lost.Left, 45*time.Millisecond) {
+	if !errors.As(err, &lost) || lost.Refused || !nearDuration(lost.SinceSent, 935*time.Millisecond) || !nearDuration(lost.Left, 45*time.Millisecond) {
 		t.Fatalf("Hold: %v", err)
 	}
 	if !px.Wait(wctx, func(calls []*faultproxy.Call) bool {
@@ -896,13 +896,10 @@ func TestAcquisitionPastItsLossRenewsOnce(t *testing.T) {
 			renewals++
 		}
 	}
-	near := func(got clock.Instant, want float64) bool {
-		return got.Millis >= want-0.001 && got.Millis <= want+0.001
-	}
-	if renewals != 1 || h.Renewals() != 1 || !near(h.Lease().Anchor(), 5950) || !near(h.Lease().Deadline(), 6930) || h.Context().Err() != nil {
+	if renewals != 1 || h.Renewals() != 1 || !nearMillis(h.Lease().Anchor(), 5950) || !nearMillis(h.Lease().Deadline(), 6930) || h.Context().Err() != nil {
 		t.Fatalf("%d renewals sent, Renewals %d, the lease %v anchored at %v, %v", renewals, h.Renewals(), h.Lease(), h.Lease().Anchor(), context.Cause(h.Context()))
 	}
-	if now := agent.Peek(); !near(now, 5950) {
+	if now := agent.Peek(); !nearMillis(now, 5950) {
 		t.Fatalf("the holder's clock at %v", now)
 	}
 }
@@ -968,10 +965,7 @@ func TestWaitingHoldLostBeforeItsFirstRenewalWaitsAgain(t *testing.T) {
 	if n := count(px.Calls(), "/v1/acquire"); n != 2 {
 		t.Fatalf("%d acquisitions, want 2", n)
 	}
-	near := func(got clock.Instant, want float64) bool {
-		return got.Millis >= want-0.001 && got.Millis <= want+0.001
-	}
-	if h.Token().Fence <= first.Fence || h.Renewals() != 1 || !near(h.Lease().Anchor(), 6335) || h.Context().Err() != nil {
+	if h.Token().Fence <= first.Fence || h.Renewals() != 1 || !nearMillis(h.Lease().Anchor(), 6335) || h.Context().Err() != nil {
 		t.Fatalf("Hold returned fence %d (the lost grant's %d) anchored at %v, %d renewals, %v", h.Token().Fence, first.Fence, h.Lease().Anchor(), h.Renewals(), context.Cause(h.Context()))
 	}
 	if st, err := c.Inspect(ctx, "r"); err != nil || !st.Held || st.Fence != h.Token().Fence {
