@@ -337,16 +337,23 @@ func (l *Lease) GoString() string { return l.String() }
 // the live holder (the caller itself included: a holder is never granted a
 // second lease on what it holds), or the last failure after every attempt.
 func (c *Client) Acquire(ctx context.Context, resource string) (*Lease, error) {
-	req, err := c.lc.BeginAcquire(resource)
-	if err != nil {
-		return nil, err
-	}
-	secret, err := random(32)
+	req, secret, err := c.beginAcquire(resource)
 	if err != nil {
 		return nil, err
 	}
 	return c.decide(ctx, wire.Message{Op: wire.OpAcquire, Request: req, Secret: secret}, nil,
 		func(reply wire.Reply) error { return denied(resource, reply) }, c.lc.CompleteAcquire)
+}
+
+// beginAcquire begins an acquisition of resource, with the secret its
+// calls carry.
+func (c *Client) beginAcquire(resource string) (lease.Request, string, error) {
+	req, err := c.lc.BeginAcquire(resource)
+	if err != nil {
+		return lease.Request{}, "", err
+	}
+	secret, err := random(32)
+	return req, secret, err
 }
 
 // decide sends m (see sendUntil) and makes a lease of the grant it is

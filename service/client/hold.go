@@ -328,11 +328,7 @@ func (c *Client) hold(ctx context.Context, resource string, opts HoldOptions) (*
 // MaxWait: every call is the same acquisition (request id and secret), so
 // the coordinator keeps its place in the queue between them.
 func (c *Client) acquireWaiting(ctx context.Context, resource string, wait time.Duration, value string) (*Lease, error) {
-	req, err := c.lc.BeginAcquire(resource)
-	if err != nil {
-		return nil, err
-	}
-	secret, err := random(32)
+	req, secret, err := c.beginAcquire(resource)
 	if err != nil {
 		return nil, err
 	}
