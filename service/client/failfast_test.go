@@ -729,6 +729,26 @@ func pastTheLoss(ctx context.Context, t *testing.T, c *client.Client, px *faultp
 	}
 }
 
+// waitingHoldPastTheLoss starts a Hold that waits (30 s) on the rig of
+// slowAcquisition, reads its grant at the coordinator once the first
+// renewal's first attempt is parked, and moves the holder's clock past the
+// grant's loss (pastTheLoss). It returns the test's context (Hold's), one
+// that bounds its waits, the grant, and what Hold returns.
+func waitingHoldPastTheLoss(t *testing.T, px *faultproxy.Proxy, agent *clock.Manual, c *client.Client) (context.Context, context.Context, client.Status, <-chan heldOrErr) {
+	t.Helper()
+	ctx := t.Context() // ends a Hold left waiting when the test fails
+	got := holdAsync(ctx, c, client.HoldOptions{Wait: 30 * time.Second})
+	wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
+	t.Cleanup(wcancel)
+	awaitFirstRenewalParked(wctx, t, px, agent)
+	granted, err := c.Inspect(ctx, "r")
+	if err != nil || !granted.Held {
+		t.Fatalf("the coordinator has %+v (%v)", granted, err)
+	}
+	pastTheLoss(wctx, t, c, px, agent, got)
+	return ctx, wctx, granted, got
+}
+
 // TestFirstRenewalAnsweredPastTheLossIsTaken: as
 // TestFirstRenewalAfterASlowAcquisitionIsHedged, but the renewal's
 // answers are delayed past the loss of the lease the acquisition made
@@ -738,17 +758,7 @@ func pastTheLoss(ctx context.Context, t *testing.T, c *client.Client, px *faultp
 func TestFirstRenewalAnsweredPastTheLossIsTaken(t *testing.T) {
 	answer := make(chan struct{})
 	px, agent, c := slowAcquisition(t, 400, func() faultproxy.Action { return faultproxy.Action{Release: answer} })
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel() // a Hold left waiting when the test fails
-	got := holdAsync(ctx, c, client.HoldOptions{Wait: 30 * time.Second})
-	wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
-	defer wcancel()
-	awaitFirstRenewalParked(wctx, t, px, agent)
-	granted, err := c.Inspect(ctx, "r")
-	if err != nil || !granted.Held {
-		t.Fatalf("the coordinator has %+v (%v)", granted, err)
-	}
-	pastTheLoss(wctx, t, c, px, agent, got)
+	ctx, wctx, granted, got := waitingHoldPastTheLoss(t, px, agent, c)
 	close(answer)
 	var r heldOrErr
 	select {
@@ -920,19 +930,9 @@ func TestWaitingHoldLostBeforeItsFirstRenewalWaitsAgain(t *testing.T) {
 		}
 		return faultproxy.Action{}
 	})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel() // a Hold left waiting when the test fails
-	got := holdAsync(ctx, c, client.HoldOptions{Wait: 30 * time.Second})
-	wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
-	defer wcancel()
-	awaitFirstRenewalParked(wctx, t, px, agent)
-	first, err := c.Inspect(ctx, "r")
-	if err != nil || !first.Held {
-		t.Fatalf("the coordinator has %+v (%v)", first, err)
-	}
 	// Past the hedges (parked too), to the loss; then the replies of
 	// the attempts in flight are lost.
-	pastTheLoss(wctx, t, c, px, agent, got)
+	ctx, wctx, first, got := waitingHoldPastTheLoss(t, px, agent, c)
 	close(lose)
 	var r heldOrErr
 	select {
