@@ -43,11 +43,13 @@ type batch struct {
 
 // item is one commit of a batch.
 type item struct {
-	args  []any // its commands as the script takes them: each its number of strings, then the strings
-	count int
-	w     *Write
-	done  chan error
+	args []any // its commands as the script takes them: each its number of strings, then the strings
+	w    *Write
+	done chan error
 }
+
+// commands is how many commands the commit runs.
+func (it *item) commands() int { return len(it.w.Commands) }
 
 // groupKey names tok's group for a write declaring keys: the token and
 // the keys, each with its length, so that no two groups share a name.
@@ -70,7 +72,7 @@ func groupKey(tok fence.Token, keys []string) string {
 // join commits w (checked; cmds its commands' arguments) in its group:
 // sent at once if the group is idle, else with the next batch.
 func (s *Store) join(ctx context.Context, tok fence.Token, floorKey, logKey string, w *Write, cmds []any) error {
-	it := &item{args: cmds, count: len(w.Commands), w: w, done: make(chan error, 1)}
+	it := &item{args: cmds, w: w, done: make(chan error, 1)}
 	gk := groupKey(tok, w.Keys)
 	s.mu.Lock()
 	if s.groups == nil {
@@ -87,7 +89,7 @@ func (s *Store) join(ctx context.Context, tok fence.Token, floorKey, logKey stri
 	var b *batch
 	if n := len(g.waiting); n > 0 {
 		b = g.waiting[n-1]
-		if b.count+it.count > MaxCommands || b.strings+len(it.args) > maxBatchStrings {
+		if b.count+it.commands() > MaxCommands || b.strings+len(it.args) > maxBatchStrings {
 			b = nil
 		}
 	}
@@ -119,7 +121,7 @@ func (s *Store) newBatch(tok fence.Token, floorKey, logKey string, wkeys []strin
 
 func (b *batch) add(it *item) {
 	b.items = append(b.items, it)
-	b.count += it.count
+	b.count += it.commands()
 	b.strings += len(it.args)
 }
 
@@ -208,7 +210,7 @@ func (s *Store) runBatch(ctx context.Context, b *batch) {
 		return
 	}
 	alone := func(it *item) {
-		s.runBatch(ctx, &batch{tok: tok, keys: b.keys, items: []*item{it}, count: it.count, strings: len(it.args)})
+		s.runBatch(ctx, &batch{tok: tok, keys: b.keys, items: []*item{it}, count: it.commands(), strings: len(it.args)})
 	}
 	kind := ""
 	if len(reply) > 0 {
@@ -226,8 +228,8 @@ func (s *Store) runBatch(ctx context.Context, b *batch) {
 		c, _ := reply[1].(int64)
 		c--
 		i := 0
-		for ; i < len(b.items)-1 && c >= int64(b.items[i].count); i++ {
-			c -= int64(b.items[i].count)
+		for ; i < len(b.items)-1 && c >= int64(b.items[i].commands()); i++ {
+			c -= int64(b.items[i].commands())
 		}
 		for k, it := range b.items {
 			switch {

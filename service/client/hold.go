@@ -395,7 +395,9 @@ func (c *Client) releaseAfter(l *Lease) {
 }
 
 // armLocked schedules the next renewal and the loss, a margin before the
-// deadline, at the readings the Keeper gives, on the client's clock.
+// deadline, at the readings the Keeper gives, on the client's clock, or
+// finds the lease lost: the holder's clock reached the loss (at most a
+// microsecond from now), or cannot be read.
 func (h *Held) armLocked() {
 	now, err := h.c.lc.Now()
 	if err != nil {
@@ -406,9 +408,18 @@ func (h *Held) armLocked() {
 	}
 	if h.lossT != nil {
 		h.lossT.Stop()
+		h.lossT = nil
 	}
-	lossAt := h.lossAt()
-	left, _ := lossAt.Since(now)
+	left, err := h.lossAt().Since(now)
+	if err != nil || left < deadlineSlack {
+		if h.first != nil && h.renewing != nil {
+			// Hold has not returned, and the first renewal is in
+			// flight: its answer decides (renewed arms again).
+			return
+		}
+		h.loseLocked(now, false, h.failure)
+		return
+	}
 	// Half the slack early: converting the time left to a duration and
 	// back must not put the timer past the loss.
 	h.lossT = h.c.after(ceilDuration(left-deadlineSlack/2), h.onDeadline)
@@ -437,29 +448,14 @@ func ceilDuration(ms float64) time.Duration {
 const deadlineSlack = 0.001 // milliseconds
 
 // onDeadline ends the hold if the holder's clock reached the loss of the
-// current lease (a renewal may have moved it since the timer was set).
+// current lease (a renewal may have moved it since the timer was set), or
+// sets the timers again.
 func (h *Held) onDeadline() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.done {
-		return
+	if !h.done {
+		h.armLocked()
 	}
-	now, err := h.c.lc.Now()
-	if err != nil {
-		h.loseLocked(clock.Instant{}, false, err)
-		return
-	}
-	if left, err := h.lossAt().Since(now); err != nil || left < deadlineSlack {
-		if h.first != nil && h.renewing != nil {
-			// Hold has not returned, and the first renewal is in
-			// flight: its answer decides (renewed arms again).
-			return
-		}
-		// The loss (at most a microsecond from now), or past it.
-		h.loseLocked(now, false, h.failure)
-		return
-	}
-	h.armLocked()
 }
 
 // loseLocked ends the hold with a *LostError: at now (zero if the clock
@@ -562,11 +558,6 @@ func (h *Held) renewed(l2 *Lease, err error, lossAt clock.Instant) {
 	default:
 		h.failure = err
 		_ = h.k.Failed(now)
-		if left, lerr := h.lossAt().Since(now); h.first != nil && (lerr != nil || left < deadlineSlack) {
-			// The first renewal, awaited past the loss, failed.
-			h.loseLocked(now, false, err)
-			return
-		}
 	}
 	h.armLocked()
 }
