@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -101,6 +102,10 @@ func batchOf(t *testing.T, s *redisfence.Store, h *scriptHook, first func() erro
 	defer redisfence.OnJoin(s, nil)
 	results := []chan error{start(first)}
 	<-p.entered
+	// first joined a waiting batch if its group was still busy (the
+	// driver that answered the commit before it had not yet found the
+	// list empty): not one of the commits'.
+	drain(joined)
 	for i, f := range commits {
 		results = append(results, start(f))
 		if !waitJoined(joined, results[i+1]) {
@@ -114,6 +119,17 @@ func batchOf(t *testing.T, s *redisfence.Store, h *scriptHook, first func() erro
 		errs[i] = <-c
 	}
 	return errs, h.sent.Load() - sent
+}
+
+// drain empties c.
+func drain(c chan struct{}) {
+	for {
+		select {
+		case <-c:
+		default:
+			return
+		}
+	}
 }
 
 func values(t *testing.T, rdb *redis.Client, k string) []string {
@@ -442,36 +458,202 @@ func TestBatchOtherCalls(t *testing.T) {
 	}
 }
 
-// Commits whose context can be cancelled, and commits with AtMostOnce,
-// are sent one script each, at once: they join no batch.
-func TestBatchOnlyUncancellableWithoutMarker(t *testing.T) {
-	s, rdb, ns, h := hooked(t, redisfence.Options{})
+// Commits of a Store with AtMostOnce are sent one script each, at once:
+// they join no batch.
+func TestBatchNotWithMarker(t *testing.T) {
+	_, rdb, ns, h := hooked(t, redisfence.Options{})
 	once, err := redisfence.Open(rdb, redisfence.Options{Prefix: ns, AtMostOnce: true})
 	must(t, err)
 	k := redisfence.Key("r", ns+"list")
 	tok := fence.Token{Resource: "r", HolderID: "h", Fence: 1}
-	ctx, cancel := context.WithCancel(bg)
+	p := h.hold()
+	joined := make(chan struct{}, 1)
+	redisfence.OnJoin(once, func() { joined <- struct{}{} })
+	defer redisfence.OnJoin(once, nil)
+	first := start(func() error { return once.Commit(bg, tok, rpush([]string{k}, k, "held")) })
+	<-p.entered
+	next := start(func() error { return once.Commit(bg, tok, rpush([]string{k}, k, "next")) })
+	if waitJoined(joined, next) {
+		t.Error("a commit with a marker joined a batch")
+	}
+	close(p.release)
+	must(t, <-first)
+	must(t, <-next)
+	if got := values(t, rdb, k); !slices.Equal(got, []string{"next", "held"}) {
+		t.Errorf("values %q", got)
+	}
+}
+
+// Commits whose context has a deadline, or can be cancelled, join groups
+// as those with context.Background() do: a lone one is sent at once, the
+// ones made while it is in flight go as one script after it.
+func TestBatchCancellableContexts(t *testing.T) {
+	s, rdb, ns, h := hooked(t, redisfence.Options{})
+	k := redisfence.Key("r", ns+"list")
+	tok := fence.Token{Resource: "r", HolderID: "h", Fence: 2}
+	deadline, cancel := context.WithTimeout(bg, time.Hour)
 	defer cancel()
-	for _, c := range []struct {
-		name string
-		s    *redisfence.Store
-		ctx  context.Context
-	}{{"CancellableContext", s, ctx}, {"AtMostOnce", once, bg}} {
+	cancellable, cancel2 := context.WithCancel(bg)
+	defer cancel2()
+	commit := func(ctx context.Context, v string) func() error {
+		return func() error { return s.Commit(ctx, tok, rpush([]string{k}, k, v)) }
+	}
+	before := h.sent.Load()
+	must(t, commit(deadline, "first")())
+	if n := h.sent.Load() - before; n != 1 {
+		t.Errorf("a lone commit sent %d scripts", n)
+	}
+	errs, scripts := batchOf(t, s, h, commit(deadline, "held"),
+		commit(deadline, "a"), commit(cancellable, "b"), commit(bg, "c"), commit(deadline, "d"))
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	if scripts != 1 {
+		t.Errorf("four commits (deadline, cancel, background) made while a script was in flight sent %d scripts after it, want 1", scripts)
+	}
+	if got := values(t, rdb, k); !slices.Equal(got, []string{"first", "held", "a", "b", "c", "d"}) {
+		t.Errorf("values %q", got)
+	}
+}
+
+// A commit whose context ends while its batch waits for the script in
+// flight leaves the batch: it returns the context's error at once, nothing
+// of it is sent, and the others go as one script and land. A batch all of
+// whose commits left sends nothing.
+func TestBatchLeaveWhileWaiting(t *testing.T) {
+	s, rdb, ns, h := hooked(t, redisfence.Options{})
+	k := redisfence.Key("r", ns+"list")
+	tok := fence.Token{Resource: "r", HolderID: "h", Fence: 2}
+	commit := func(ctx context.Context, v string) func() error {
+		return func() error { return s.Commit(ctx, tok, rpush([]string{k}, k, v)) }
+	}
+	for _, all := range []bool{false, true} {
 		p := h.hold()
-		joined := make(chan struct{}, 1)
-		redisfence.OnJoin(c.s, func() { joined <- struct{}{} })
-		first := start(func() error { return c.s.Commit(c.ctx, tok, rpush([]string{k}, k, "held")) })
+		joined := make(chan struct{}, 3)
+		redisfence.OnJoin(s, func() { joined <- struct{}{} })
+		first := start(commit(bg, "held"))
 		<-p.entered
-		next := start(func() error { return c.s.Commit(c.ctx, tok, rpush([]string{k}, k, "next")) })
-		if waitJoined(joined, next) {
-			t.Errorf("%s: the commit joined a batch", c.name)
+		drain(joined)
+		var cancels []context.CancelFunc
+		var leaving, staying []chan error
+		for i, v := range []string{"a", "b", "c"} {
+			ctx, cancel := context.WithCancel(bg)
+			cancels = append(cancels, cancel)
+			c := start(commit(ctx, v))
+			if !waitJoined(joined, c) {
+				t.Fatalf("commit %s did not join the batch", v)
+			}
+			if all || i != 1 {
+				leaving = append(leaving, c)
+			} else {
+				staying = append(staying, c)
+			}
 		}
+		for i, cancel := range cancels {
+			if all || i != 1 {
+				cancel()
+			}
+		}
+		for _, c := range leaving {
+			if err := <-c; !errors.Is(err, context.Canceled) {
+				t.Errorf("all %v: a commit cancelled while it waited: %v, want context.Canceled", all, err)
+			}
+		}
+		sent := h.sent.Load()
 		close(p.release)
 		must(t, <-first)
-		must(t, <-next)
-		redisfence.OnJoin(c.s, nil)
+		for _, c := range staying {
+			must(t, <-c)
+		}
+		// The group is idle once its last script was answered: a commit
+		// after it is alone.
+		must(t, commit(bg, "after")())
+		want := int32(2)
+		if all {
+			want = 1
+		}
+		if n := h.sent.Load() - sent; n != want {
+			t.Errorf("all %v: %d scripts after the release, want %d", all, n, want)
+		}
+		redisfence.OnJoin(s, nil)
+		for _, cancel := range cancels {
+			cancel()
+		}
 	}
-	if got := values(t, rdb, k); !slices.Equal(got, []string{"next", "held", "next", "held"}) {
+	if got := values(t, rdb, k); !slices.Equal(got, []string{"held", "b", "after", "held", "after"}) {
+		t.Errorf("values %q", got)
+	}
+}
+
+// A commit whose context ends while its script is in flight returns at
+// once an *OutcomeUnknownError (the script was sent: it may have run), and
+// the script still runs for the others, who get their answers: the first
+// commit of a batch, whose context's values the script is sent with, and
+// a lone commit alike.
+func TestBatchCancelInFlight(t *testing.T) {
+	s, rdb, ns, h := hooked(t, redisfence.Options{})
+	k := redisfence.Key("r", ns+"list")
+	tok := fence.Token{Resource: "r", HolderID: "h", Fence: 2}
+	commitTo := func(k string) func(ctx context.Context, v string) func() error {
+		return func(ctx context.Context, v string) func() error {
+			return func() error { return s.Commit(ctx, tok, rpush([]string{k}, k, v)) }
+		}
+	}
+	commit := commitTo(k)
+	unknown := func(what string, err error) {
+		t.Helper()
+		var ou *redisfence.OutcomeUnknownError
+		if !errors.As(err, &ou) || !errors.Is(err, context.Canceled) {
+			t.Errorf("%s: %v, want an *OutcomeUnknownError wrapping context.Canceled", what, err)
+		}
+	}
+	// A lone commit (on a key of its own: another group): its own script
+	// is held in flight.
+	k1 := redisfence.Key("r", ns+"lone")
+	p := h.hold()
+	ctx, cancel := context.WithCancel(bg)
+	lone := start(commitTo(k1)(ctx, "lone"))
+	<-p.entered
+	cancel()
+	unknown("a lone commit cancelled in flight", <-lone)
+	close(p.release)
+	// Answered once the lone one's script was.
+	must(t, commitTo(k1)(bg, "after")())
+	if got := values(t, rdb, k1); !slices.Equal(got, []string{"lone", "after"}) {
+		t.Errorf("values %q", got)
+	}
+	// A batch: the held script's commit, then the batch's, held in turn.
+	p = h.hold()
+	joined := make(chan struct{}, 3)
+	redisfence.OnJoin(s, func() { joined <- struct{}{} })
+	defer redisfence.OnJoin(s, nil)
+	first := start(commit(bg, "held"))
+	<-p.entered
+	drain(joined)
+	ctx, cancel = context.WithCancel(bg)
+	defer cancel()
+	var cs []chan error
+	for i, v := range []string{"a", "b", "c"} {
+		cx := bg
+		if i == 0 {
+			cx = ctx
+		}
+		cs = append(cs, start(commit(cx, v)))
+		if !waitJoined(joined, cs[i]) {
+			t.Fatalf("commit %s did not join the batch", v)
+		}
+	}
+	q := h.hold()
+	close(p.release)
+	must(t, <-first)
+	<-q.entered
+	cancel()
+	unknown("the batch's first commit cancelled in flight", <-cs[0])
+	close(q.release)
+	if err := errors.Join(<-cs[1], <-cs[2]); err != nil {
+		t.Errorf("the others: %v", err)
+	}
+	if got := values(t, rdb, k); !slices.Equal(got, []string{"held", "a", "b", "c"}) {
 		t.Errorf("values %q", got)
 	}
 }

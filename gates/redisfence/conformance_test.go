@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -22,14 +23,18 @@ import (
 // Store's script. A failing write appends, then runs INCR on that list
 // (WRONGTYPE).
 type conformGate struct {
-	s   *redisfence.Store
-	rdb redis.UniversalClient
-	ns  string
+	s        *redisfence.Store
+	rdb      redis.UniversalClient
+	ns       string
+	deadline bool // each commit gets a context with a deadline, as a hold's is
 }
 
-// addr is "host:port prefix", or "cluster:host:port,host:port,... prefix".
+// addr is "host:port prefix", or "cluster:host:port,host:port,... prefix",
+// followed by " deadline" for a gate whose commits each get a context with
+// a deadline (group commits of cancellable contexts).
 func attach(t testing.TB, addr string) gatetest.Gate {
-	hostPort, ns, _ := strings.Cut(addr, " ")
+	hostPort, rest, _ := strings.Cut(addr, " ")
+	ns, opt, _ := strings.Cut(rest, " ")
 	var rdb redis.UniversalClient
 	nodes, cluster := strings.CutPrefix(hostPort, "cluster:")
 	if cluster {
@@ -39,13 +44,14 @@ func attach(t testing.TB, addr string) gatetest.Gate {
 	} else {
 		rdb = client(t, hostPort)
 	}
-	// The cluster runs the suite with the commit markers (AtMostOnce), the
-	// single server without them: both scripts' paths meet every rule.
-	s, err := redisfence.Open(rdb, redisfence.Options{Prefix: ns, AtMostOnce: cluster})
+	// The cluster runs the suite with the commit markers (AtMostOnce) and,
+	// with deadlines, without them; the single server without them: both
+	// scripts' paths meet every rule.
+	s, err := redisfence.Open(rdb, redisfence.Options{Prefix: ns, AtMostOnce: cluster && opt != "deadline"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &conformGate{s: s, rdb: rdb, ns: ns}
+	return &conformGate{s: s, rdb: rdb, ns: ns, deadline: opt == "deadline"}
 }
 
 func (g *conformGate) valuesKey(resource string) string {
@@ -53,6 +59,11 @@ func (g *conformGate) valuesKey(resource string) string {
 }
 
 func (g *conformGate) Commit(ctx context.Context, tok fence.Token, w gatetest.Write) error {
+	if g.deadline && ctx.Done() == nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, time.Hour)
+		defer cancel()
+	}
 	if w.Nil {
 		return g.s.Commit(ctx, tok, redisfence.Write{})
 	}
@@ -79,7 +90,9 @@ func (g *conformGate) Values(ctx context.Context, r string) ([]string, error) {
 	return g.rdb.LRange(ctx, g.valuesKey(r), 0, -1).Result()
 }
 
-func conformConfig() gatetest.Config {
+// conformConfig is the suite's configuration on the test server; with
+// deadline, each commit gets a context with a deadline.
+func conformConfig(deadline bool) gatetest.Config {
 	return gatetest.Config{
 		New: func(t testing.TB, o gatetest.Options) (gatetest.Gate, string) {
 			ns := fmt.Sprintf("t%d-", nsSeq.Add(1))
@@ -88,7 +101,11 @@ func conformConfig() gatetest.Config {
 			if err != nil {
 				t.Fatal(err)
 			}
-			return &conformGate{s: s, rdb: rdb, ns: ns}, srv.Addr() + " " + ns
+			addr := srv.Addr() + " " + ns
+			if deadline {
+				addr += " deadline"
+			}
+			return &conformGate{s: s, rdb: rdb, ns: ns, deadline: deadline}, addr
 		},
 		Attach:      attach,
 		FailedWrite: gatetest.KeepsFloor,
@@ -109,7 +126,14 @@ func conformConfig() gatetest.Config {
 // the floor raised (KeepsFloor): Redis does not undo the commands before the
 // failing one.
 func TestConformance(t *testing.T) {
-	gatetest.Run(t, conformConfig())
+	gatetest.Run(t, conformConfig(false))
+}
+
+// The suite again with a deadline on every commit's context (what a hold's
+// context has): the commits share scripts as those with
+// context.Background() do, and meet every rule.
+func TestConformanceDeadline(t *testing.T) {
+	gatetest.Run(t, conformConfig(true))
 }
 
 // The deliberate break: a script that compares the fence with <= instead
@@ -123,51 +147,65 @@ func TestConformanceBreakCaught(t *testing.T) {
 		{"EqualRefused", "if fenceN < floorN then", "if fenceN <= floorN then", []string{"EqualFenceAdmitted"}},
 		{"NoRaise", "redis.call('HSET', floorKey, 'fence', fence, 'holder', holder)", "", []string{"LowerFenceRefused", "AdmitRaisesWithoutWriting"}},
 	} {
-		restore := redisfence.BreakScript(b.old, b.new)
-		got := gatetest.Failures(t, conformConfig())
-		restore()
-		for _, r := range b.rules {
-			if len(got[r]) == 0 {
-				t.Errorf("%s: rule %s did not catch the broken script (failures: %v)", b.name, r, got)
+		for _, deadline := range []bool{false, true} {
+			restore := redisfence.BreakScript(b.old, b.new)
+			got := gatetest.Failures(t, conformConfig(deadline))
+			restore()
+			for _, r := range b.rules {
+				if len(got[r]) == 0 {
+					t.Errorf("%s (deadline %v): rule %s did not catch the broken script (failures: %v)", b.name, deadline, r, got)
+				}
 			}
 		}
 	}
 }
 
-// The Store with AtMostOnce passes the suite on a Redis Cluster of three
-// masters (go-redis's ClusterClient routes each script by its first key;
-// every key of a commit is in the resource's slot), with writer processes
-// and a SIGKILLed writer.
+// The Store passes the suite on a Redis Cluster of three masters
+// (go-redis's ClusterClient routes each script by its first key; every key
+// of a commit is in the resource's slot), with writer processes and a
+// SIGKILLed writer: with AtMostOnce, and without it with a deadline on
+// every commit's context (group commits).
 // The suite's resources are on two masters (deploy-slot and other-slot in
 // slots 3772 and 1787, fresh-slot in 9665 of the three equal ranges).
 func TestConformanceCluster(t *testing.T) {
 	var cluster *redistest.Cluster
 	var once sync.Once
-	gatetest.Run(t, gatetest.Config{
-		New: func(t testing.TB, o gatetest.Options) (gatetest.Gate, string) {
-			once.Do(func() {
-				var err error
-				if cluster, err = redistest.StartCluster(3); err != nil {
-					t.Fatal(err)
-				}
+	for _, deadline := range []bool{false, true} {
+		name := "AtMostOnce"
+		if deadline {
+			name = "DeadlineGroups"
+		}
+		t.Run(name, func(t *testing.T) {
+			gatetest.Run(t, gatetest.Config{
+				New: func(t testing.TB, o gatetest.Options) (gatetest.Gate, string) {
+					once.Do(func() {
+						var err error
+						if cluster, err = redistest.StartCluster(3); err != nil {
+							t.Fatal(err)
+						}
+					})
+					if cluster == nil {
+						t.Fatal("no cluster")
+					}
+					addr := "cluster:" + strings.Join(cluster.Addrs(), ",") + " " + fmt.Sprintf("c%d-", nsSeq.Add(1))
+					if deadline {
+						addr += " deadline"
+					}
+					g := attach(t, addr).(*conformGate)
+					s, err := redisfence.Open(g.rdb, redisfence.Options{Prefix: g.ns, MaxRejections: o.MaxRejections, AtMostOnce: !deadline})
+					if err != nil {
+						t.Fatal(err)
+					}
+					g.s = s
+					return g, addr
+				},
+				Attach:      attach,
+				FailedWrite: gatetest.KeepsFloor,
+				Paged:       true,
+				Capped:      true,
 			})
-			if cluster == nil {
-				t.Fatal("no cluster")
-			}
-			addr := "cluster:" + strings.Join(cluster.Addrs(), ",") + " " + fmt.Sprintf("c%d-", nsSeq.Add(1))
-			g := attach(t, addr).(*conformGate)
-			s, err := redisfence.Open(g.rdb, redisfence.Options{Prefix: g.ns, MaxRejections: o.MaxRejections, AtMostOnce: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			g.s = s
-			return g, addr
-		},
-		Attach:      attach,
-		FailedWrite: gatetest.KeepsFloor,
-		Paged:       true,
-		Capped:      true,
-	})
+		})
+	}
 	if cluster != nil {
 		if err := cluster.Stop(); err != nil {
 			t.Error(err)

@@ -19,5 +19,6 @@ func BreakScript(old, new string) (restore func()) {
 }
 
 // OnJoin makes s call f each time a commit joins a batch that waits for
-// its group's script in flight.
+// its group's script in flight, before the batch can be sent (with the
+// Store's lock held: f must not call the Store).
 func OnJoin(s *Store, f func()) { s.joined = f }

@@ -277,7 +277,10 @@ func (s *Store) run(ctx context.Context, tok fence.Token, w *Write) error {
 		if cmds, err = checkWrite(tok.Resource, base, w); err != nil {
 			return err
 		}
-		if s.markerTTL == 0 && ctx.Done() == nil {
+		if s.markerTTL == 0 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
 			return s.join(ctx, tok, floorKey, logKey, w, cmds)
 		}
 	}
