@@ -245,6 +245,69 @@ test('commits of one token made together go as one script, each answered as alon
   assert.equal(await c.lLen(k), 9);
 });
 
+test('commits with a signal share a script; one whose signal aborts before its batch is sent leaves it', async () => {
+  const c = await client();
+  const ns = `batchsig${++nsSeq}-`;
+  const store = openRedisFence(c, { prefix: ns });
+  const k = redisKey('r', `${ns}list`);
+  const write = (v) => ({ keys: [k], commands: [['RPUSH', k, v]] });
+  await store.commit(tk('h', 2), write('first'));
+
+  // A deadline's signal, a controller's, and none: one script.
+  let calls = await scriptCalls(c);
+  const signals = [AbortSignal.timeout(600_000), new AbortController().signal, undefined];
+  await Promise.all(['a', 'b', 'c'].map((v, i) => store.commit(tk('h', 2), write(v), { signal: signals[i] })));
+  assert.equal(await scriptCalls(c) - calls, 1, 'three commits of one token, with signals, one script');
+
+  // The second's signal aborts before the batch is sent: it rejects with
+  // the signal's reason, nothing of it is sent, the others land together.
+  calls = await scriptCalls(c);
+  const ac = new AbortController();
+  const made = [store.commit(tk('h', 2), write('d')), store.commit(tk('h', 2), write('never'), { signal: ac.signal }), store.commit(tk('h', 2), write('e'))];
+  const reason = new Error('given up');
+  ac.abort(reason);
+  const got = await Promise.allSettled(made);
+  assert.deepEqual(got.map((r) => r.status), ['fulfilled', 'rejected', 'fulfilled'], String(got[1].reason));
+  assert.equal(got[1].reason, reason);
+  assert.equal(await scriptCalls(c) - calls, 1);
+
+  // A batch all of whose commits left sends nothing.
+  calls = await scriptCalls(c);
+  const ac2 = new AbortController();
+  const left = store.commit(tk('h', 2), write('never'), { signal: ac2.signal });
+  ac2.abort();
+  await assert.rejects(left, (e) => e === ac2.signal.reason);
+  assert.equal(await scriptCalls(c) - calls, 0);
+  assert.deepEqual(await c.lRange(k, 0, -1), ['first', 'a', 'b', 'c', 'd', 'e']);
+});
+
+test('a commit whose signal aborts while its script is in flight rejects at once with OutcomeUnknownError; the others get their answers', async () => {
+  const c = await client();
+  const admin = await client();
+  const ns = `batchflight${++nsSeq}-`;
+  const store = openRedisFence(c, { prefix: ns });
+  const k = redisKey('r', `${ns}list`);
+  const write = (v) => ({ keys: [k], commands: [['RPUSH', k, v]] });
+  await store.commit(tk('h', 2), write('first'));
+  // Redis holds the scripts that may write while clients are paused: the
+  // batch stays in flight until the pause ends.
+  await admin.sendCommand(['CLIENT', 'PAUSE', '30000', 'WRITE']);
+  let others;
+  try {
+    const ac = new AbortController();
+    const mine = store.commit(tk('h', 2), write('a'), { signal: ac.signal });
+    others = Promise.allSettled([store.commit(tk('h', 2), write('b')), store.commit(tk('h', 2), write('c'), { signal: new AbortController().signal })]);
+    await new Promise(setImmediate); // the batch was sent (at the microtask after the first)
+    const reason = new Error('given up');
+    ac.abort(reason);
+    await assert.rejects(mine, (e) => e instanceof OutcomeUnknownError && e.cause === reason && e.written === null);
+  } finally {
+    await admin.sendCommand(['CLIENT', 'UNPAUSE']);
+  }
+  assert.deepEqual((await others).map((r) => r.status), ['fulfilled', 'fulfilled']);
+  assert.deepEqual(await c.lRange(k, 0, -1), ['first', 'a', 'b', 'c'], 'the aborted one ran: its outcome was unknown');
+});
+
 test('a commit in a batch keeps to the keys it declared', async () => {
   const c = await client();
   const ns = `batchkeys${++nsSeq}-`;

@@ -243,10 +243,14 @@ class RedisFence {
    * refusal is logged), InvalidArgumentError (nothing changed),
    * CommandError (admitted; a command failed as it ran), FenceStoreError
    * (nothing happened) or OutcomeUnknownError. options.signal: an aborted
-   * signal rejects with signal.reason before anything is sent (a script
-   * that was sent runs to its end). Commits of one token with the same
-   * keys, made together without a signal or atMostOnce, share one script
-   * (#join).
+   * signal rejects with signal.reason before anything is sent; one that
+   * aborts while the commit waits for its batch to be sent takes it out
+   * of the batch (nothing of it is sent) and rejects with signal.reason;
+   * one that aborts once its script was sent rejects at once with
+   * OutcomeUnknownError (the script runs to its end, for the batch's other
+   * commits). With atMostOnce, a script that was sent is waited for.
+   * Commits of one token with the same keys, made together without
+   * atMostOnce, share one script (#join).
    */
   async commit(token, write, options) {
     checkToken(token);
@@ -254,7 +258,7 @@ class RedisFence {
       throw arg('write.commands', 'must hold at least one command (use admit to raise the floor without writing)');
     }
     const signal = signalOf(options, 'lease-fence/redis: commit');
-    if (signal === undefined && this.#ttl === 0) return this.#join(token, write);
+    if (this.#ttl === 0) return this.#join(token, write, signal);
     this.#flush();
     return this.#run(token, write, signal);
   }
@@ -367,19 +371,22 @@ class RedisFence {
     return wkeys;
   }
 
-  // #join adds a commit (no signal, no marker) to the gate's batch: the
-  // commits of one token, declaring the same keys, made while the batch is
-  // open, until the microtask that sends it (8 writers of one holder,
-  // woken by one reply, make theirs in one turn). The batch is one script:
-  // their commands in order after one check, so each gives the answer it
-  // would alone; the ones after a refusal, a refused command or a failed
-  // command are sent again alone (see #runBatch). Any other call of the
-  // gate sends the open batch first, so that the gate's calls reach Redis
-  // in the order they were made.
-  #join(token, write) {
+  // #join adds a commit (no marker) to the gate's batch: the commits of
+  // one token, declaring the same keys, made while the batch is open, until
+  // the microtask that sends it (8 writers of one holder, woken by one
+  // reply, make theirs in one turn). The batch is one script: their
+  // commands in order after one check, so each gives the answer it would
+  // alone; the ones after a refusal, a refused command or a failed command
+  // are sent again alone (see #runBatch). Any other call of the gate sends
+  // the open batch first, so that the gate's calls reach Redis in the order
+  // they were made. A commit with a signal that aborts leaves its batch if
+  // it was not sent yet (rejecting with the signal's reason), else rejects
+  // at once with OutcomeUnknownError; the batch goes on for the others.
+  #join(token, write, signal) {
     const { resource, holderId, fence } = token;
     const names = this.#keyNames(resource);
     const keys = this.#checkWrite(resource, names, write);
+    checkSignal(signal);
     const args = [];
     pushCommands(args, write.commands);
     // write: the command names, what an error names (#commandError).
@@ -389,21 +396,38 @@ class RedisFence {
     if (b === null || b.resource !== resource || b.holderId !== holderId || b.fence !== fence || !sameKeys(b.keys, keys) ||
       b.count + item.count > MAX_COMMANDS || b.strings + args.length > MAX_BATCH_STRINGS) {
       this.#flush();
-      b = { resource, holderId, fence, names, keys: [...keys], items: [], count: 0, strings: 0 };
+      b = { resource, holderId, fence, names, keys: [...keys], items: [], count: 0, strings: 0, sent: false };
       this.#batch = b;
       queueMicrotask(() => { if (this.#batch === b) this.#flush(); });
     }
     b.items.push(item);
     b.count += item.count;
     b.strings += args.length;
+    if (signal === undefined) return done;
+    const onAbort = () => {
+      if (!b.sent) {
+        b.items.splice(b.items.indexOf(item), 1);
+        b.count -= item.count;
+        b.strings -= args.length;
+        item.reject(signal.reason);
+        return;
+      }
+      const { reason } = signal;
+      item.reject(new OutcomeUnknownError(`lease-fence/redis: the commit's outcome is unknown: its signal aborted while its script was in flight: ${reason?.message ?? reason}`, { cause: reason }));
+    };
+    signal.addEventListener('abort', onAbort, { once: true });
+    const off = () => signal.removeEventListener('abort', onAbort);
+    done.then(off, off);
     return done;
   }
 
-  // #flush sends the open batch, if any.
+  // #flush sends the open batch, if any (none if all its commits left).
   #flush() {
     const b = this.#batch;
     if (b === null) return;
     this.#batch = null;
+    b.sent = true;
+    if (b.items.length === 0) return;
     const token = { resource: b.resource, holderId: b.holderId, fence: b.fence };
     this.#runBatch(token, b).catch((err) => {
       for (const it of b.items) it.reject(err);
