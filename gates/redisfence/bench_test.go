@@ -16,10 +16,14 @@ import (
 // BenchmarkCommitInterleaved compares, on the test server (AOF with
 // appendfsync always), one RPUSH committed through the Store with the same
 // RPUSH sent alone, with a Store that writes the commit marker (AtMostOnce:
-// what the marker costs), with commits whose context can be cancelled (a
-// script each: what the group commit of one token's commits saves), and
-// with the script looking every command up with COMMAND INFO and COMMAND
-// GETKEYS, as it did before it knew its core commands.
+// what the marker costs), with each commit's context given a deadline
+// (context.WithTimeout, as most callers' are; they join group commits as
+// context.Background()'s do), with each writer's list a key of its own in
+// the resource's slot (the writers' commits declare different keys, so
+// they are groups of their own: a script each, what the group commit of
+// one token's commits saves), and with the script looking every command up
+// with COMMAND INFO and COMMAND GETKEYS, as it did before it knew its core
+// commands.
 // With 1 writer, with 8 each on a resource of its own, and with 8 writers of
 // one holder on one resource (one token: what a gate with shared admission
 // runs in parallel). The sides
@@ -35,10 +39,6 @@ func BenchmarkCommitInterleaved(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	// A context that can be cancelled keeps each commit to a script of
-	// its own (no group commit).
-	alone, cancel := context.WithCancel(bg)
-	defer cancel()
 	for _, cf := range []struct {
 		name     string
 		writers  int
@@ -47,20 +47,22 @@ func BenchmarkCommitInterleaved(b *testing.B) {
 		writers := cf.writers
 		b.Run(cf.name, func(b *testing.B) {
 			type side struct {
-				name    string
-				old     string // the script's text replaced by new for this side
-				new     string
-				plain   bool
-				ctx     context.Context   // nil: bg
-				store   *redisfence.Store // nil: s
-				elapsed time.Duration
-				scripts int32 // the fence scripts it sent
+				name     string
+				old      string // the script's text replaced by new for this side
+				new      string
+				plain    bool
+				deadline bool              // each commit's context has a deadline
+				ownKey   bool              // each writer's list is a key of its own
+				store    *redisfence.Store // nil: s
+				elapsed  time.Duration
+				scripts  int32 // the fence scripts it sent
 			}
 			sides := []*side{
 				{name: "fenced"},
 				{name: "plain", plain: true},
 				{name: "at-most-once", store: once},
-				{name: "script-each", ctx: alone},
+				{name: "deadline", deadline: true},
+				{name: "script-each", ownKey: true},
 				{name: "lookup-every-command", old: "if not string.find(name, ':', 1, true) then", new: "if false then"},
 			}
 			const chunk = 20
@@ -81,13 +83,16 @@ func BenchmarkCommitInterleaved(b *testing.B) {
 								r = "bench-" + strconv.Itoa(w)
 							}
 							key := redisfence.Key(r, ns+"list")
+							if sd.ownKey {
+								key = redisfence.Key(r, ns+"list-"+strconv.Itoa(w))
+							}
 							tok := fence.Token{Resource: r, HolderID: "h", Fence: 1}
 							wr := redisfence.Write{Keys: []string{key}, Commands: [][]string{{"RPUSH", key, "v"}}}
-							ctx := bg
-							if sd.ctx != nil {
-								ctx = sd.ctx
-							}
 							for range chunk {
+								ctx, cancel := bg, context.CancelFunc(func() {})
+								if sd.deadline {
+									ctx, cancel = context.WithTimeout(bg, time.Minute)
+								}
 								var err error
 								if sd.plain {
 									err = rdb.RPush(bg, key, "v").Err()
@@ -96,6 +101,7 @@ func BenchmarkCommitInterleaved(b *testing.B) {
 								} else {
 									err = s.Commit(ctx, tok, wr)
 								}
+								cancel()
 								if err != nil {
 									b.Error(err)
 									return

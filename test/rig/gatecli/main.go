@@ -11,11 +11,14 @@
 //
 //	{"op": "commit"|"admit"|"floor"|"rejections", "resource", "holder", "fence", "value"}
 //	-> {"ok": true} | {"stale": {seq, resource, ...}} | {"error": "..."} | {"floor": n} | {"rejections": [...]}
-//	{"op": "bench", "resource", "writers", "n", "fenced"} -> {"rate": commits per second}
+//	{"op": "bench", "resource", "writers", "n", "fenced", "deadline"} -> {"rate": commits per second}
 //
 // bench makes n commits with the given number of concurrent writers, all
 // with one token (every commit admitted), through the gate or, unfenced, as
-// the same write alone (one transaction with the INSERT; the RPUSH alone).
+// the same write alone (one transaction with the INSERT; the RPUSH alone);
+// with deadline, each fenced commit's context has a deadline a minute away
+// (context.WithTimeout, as most callers' contexts have one), else it is
+// context.Background().
 //
 // A commit appends value to the resource's values (the table
 // gatetest_values, or the list {resource}:<prefix>values) as its write, as
@@ -48,6 +51,7 @@ type request struct {
 	Writers  int    `json:"writers"`
 	N        int    `json:"n"`
 	Fenced   bool   `json:"fenced"`
+	Deadline bool   `json:"deadline"` // bench: each commit's context has a deadline
 	Op       string `json:"op"`
 	Resource string `json:"resource"`
 	Holder   string `json:"holder"`
@@ -225,7 +229,11 @@ func bench(ctx context.Context, g *gate, q request) (float64, error) {
 			for i := 0; left.Add(-1) >= 0; i++ {
 				v := fmt.Sprintf("bench#%d#%d", w, i)
 				var err error
-				if q.Fenced {
+				if q.Fenced && q.Deadline {
+					c, cancel := context.WithTimeout(ctx, time.Minute)
+					err = g.commit(c, tok, v)
+					cancel()
+				} else if q.Fenced {
 					err = g.commit(ctx, tok, v)
 				} else {
 					err = g.plain(ctx, q.Resource, v)
