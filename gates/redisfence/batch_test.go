@@ -585,21 +585,18 @@ func TestBatchLeaveWhileWaiting(t *testing.T) {
 	}
 }
 
-// A commit whose context ends while its script is in flight returns at
-// once an *OutcomeUnknownError (the script was sent: it may have run), and
-// the script still runs for the others, who get their answers: the first
-// commit of a batch, whose context's values the script is sent with, and
-// a lone commit alike.
+// A commit whose context ends while its batch's script is in flight
+// returns at once an *OutcomeUnknownError (the script was sent: it may
+// have run), and the script still runs for the others, who get their
+// answers. The commit cancelled is the batch's first, whose context's
+// values the script is sent with.
 func TestBatchCancelInFlight(t *testing.T) {
 	s, rdb, ns, h := hooked(t, redisfence.Options{})
 	k := redisfence.Key("r", ns+"list")
 	tok := fence.Token{Resource: "r", HolderID: "h", Fence: 2}
-	commitTo := func(k string) func(ctx context.Context, v string) func() error {
-		return func(ctx context.Context, v string) func() error {
-			return func() error { return s.Commit(ctx, tok, rpush([]string{k}, k, v)) }
-		}
+	commit := func(ctx context.Context, v string) func() error {
+		return func() error { return s.Commit(ctx, tok, rpush([]string{k}, k, v)) }
 	}
-	commit := commitTo(k)
 	unknown := func(what string, err error) {
 		t.Helper()
 		var ou *redisfence.OutcomeUnknownError
@@ -607,30 +604,15 @@ func TestBatchCancelInFlight(t *testing.T) {
 			t.Errorf("%s: %v, want an *OutcomeUnknownError wrapping context.Canceled", what, err)
 		}
 	}
-	// A lone commit (on a key of its own: another group): its own script
-	// is held in flight.
-	k1 := redisfence.Key("r", ns+"lone")
+	// The held script's commit, then the batch's, held in turn.
 	p := h.hold()
-	ctx, cancel := context.WithCancel(bg)
-	lone := start(commitTo(k1)(ctx, "lone"))
-	<-p.entered
-	cancel()
-	unknown("a lone commit cancelled in flight", <-lone)
-	close(p.release)
-	// Answered once the lone one's script was.
-	must(t, commitTo(k1)(bg, "after")())
-	if got := values(t, rdb, k1); !slices.Equal(got, []string{"lone", "after"}) {
-		t.Errorf("values %q", got)
-	}
-	// A batch: the held script's commit, then the batch's, held in turn.
-	p = h.hold()
 	joined := make(chan struct{}, 3)
 	redisfence.OnJoin(s, func() { joined <- struct{}{} })
 	defer redisfence.OnJoin(s, nil)
 	first := start(commit(bg, "held"))
 	<-p.entered
 	drain(joined)
-	ctx, cancel = context.WithCancel(bg)
+	ctx, cancel := context.WithCancel(bg)
 	defer cancel()
 	var cs []chan error
 	for i, v := range []string{"a", "b", "c"} {
