@@ -17,6 +17,10 @@
 // first, so that the connections it needs are open (and kept) before the
 // first round.
 //
+// The Redis configurations have a side more: the fenced commits each with
+// a deadline (Go: context.WithTimeout, a minute; JS: AbortSignal.timeout),
+// as most callers' are ("deadline"; with --baseline also the baseline's,
+// for JS, and for Go if its gatecli takes the deadline request).
 // --baseline REV adds a third side to each configuration: the gates as they
 // were at git revision REV (Go: test/rig/gatecli built from REV's tree; JS:
 // REV's lease-fence/sql and lease-fence/redis modules), in the same
@@ -205,14 +209,19 @@ const goBase = base && {
   // A baseline without SQLite in its gatecli has no SQLite side.
   sqlite: readFileSync(join(base.dir, base.cli, 'main.go'), 'utf8').includes('sqlite:') ? lineProc(base.gatecli, [sqliteAddr]) : null,
 };
+// A baseline gatecli that knows the deadline request (else it would run
+// those commits with context.Background()).
+const goBaseDeadline = base !== null && readFileSync(join(base.dir, base.cli, 'main.go'), 'utf8').includes('json:"deadline"');
 const jsBase = base && {
   sql: await base.sql.openSqlFence(jsSql.pool),
   redis: base.redis.openRedisFence(jsRedis.client, { prefix: 'bench-' }),
 };
 
 const token = (resource) => ({ resource, holderId: 'bench', fence: 1 });
+const DEADLINE_MS = 60_000;
 // jsBench: count commits by `writers` concurrent writers; side is
-// 'fenced', 'base' or 'unfenced'. Returns seconds.
+// 'fenced', 'base', 'deadline', 'base-deadline' or 'unfenced'. Returns
+// seconds.
 async function jsBench(kind, writers, side, count) {
   const resource = `bench-${kind}`;
   let left = count;
@@ -233,8 +242,12 @@ async function jsBench(kind, writers, side, count) {
       return undefined;
     }
     if (side === 'fenced') return jsRedis.commit(token(resource), { value: v });
+    if (side === 'deadline') return jsRedis.commit(token(resource), { value: v, signal: AbortSignal.timeout(DEADLINE_MS) });
     const k = jsRedis.key(resource);
     if (side === 'base') return jsBase.redis.commit(token(resource), { keys: [k], commands: [['RPUSH', k, v]] });
+    if (side === 'base-deadline') {
+      return jsBase.redis.commit(token(resource), { keys: [k], commands: [['RPUSH', k, v]] }, { signal: AbortSignal.timeout(DEADLINE_MS) });
+    }
     return jsRedis.client.rPush(k, v);
   };
   const start = performance.now();
@@ -245,8 +258,9 @@ async function jsBench(kind, writers, side, count) {
 }
 // goBench returns the seconds the Go writer took (its own clock).
 async function goBench(kind, writers, side, count) {
-  const p = side === 'base' ? goBase[kind] : go[kind];
-  const ans = JSON.parse(await p.send(JSON.stringify({ op: 'bench', resource: `bench-${kind}`, writers, n: count, fenced: side !== 'unfenced' })));
+  const p = side.startsWith('base') ? goBase[kind] : go[kind];
+  const deadline = side.endsWith('deadline');
+  const ans = JSON.parse(await p.send(JSON.stringify({ op: 'bench', resource: `bench-${kind}`, writers, n: count, fenced: side !== 'unfenced', deadline })));
   if (ans.error) throw new Error(ans.error);
   return count / ans.rate;
 }
@@ -260,6 +274,10 @@ for (const kind of ['sql', 'sqlite', 'redis']) {
       if (onlyRe && !onlyRe.test(name)) continue;
       const sides = ['fenced', 'unfenced'];
       if (base && !(lang === 'go' && !goBase[kind])) sides.splice(1, 0, 'base');
+      if (kind === 'redis') {
+        sides.splice(-1, 0, 'deadline');
+        if (base && (lang === 'js' || goBaseDeadline)) sides.splice(-1, 0, 'base-deadline');
+      }
       configs.push({ kind, writers, lang, name, sides });
     }
   }
@@ -283,7 +301,7 @@ for (let r = 0; r < rounds; r++) {
       // Rotate the order chunk by chunk, so no side always follows another.
       const order = c.sides.map((_, i) => c.sides[(i + done / chunk) % c.sides.length]);
       for (const s of order) {
-        const goPid = c.lang === 'go' ? (s === 'base' ? goBase : go)[c.kind].proc.pid : 0;
+        const goPid = c.lang === 'go' ? (s.startsWith('base') ? goBase : go)[c.kind].proc.pid : 0;
         const s0 = await serverStart(c.kind);
         const u = process.cpuUsage();
         const g0 = goPid ? procCpu(goPid) : 0;
@@ -297,7 +315,10 @@ for (let r = 0; r < rounds; r++) {
         cpu[s] += goPid ? g1 - g0 : d.user + d.system;
       }
     }
-    const e = rates.get(c.name) ?? { fenced: [], base: [], unfenced: [], cost: [], baseCost: [], baseOverNew: [], cpu: {}, client: {}, server: {}, other: {}, cpuCost: [] };
+    const e = rates.get(c.name) ?? {
+      fenced: [], base: [], unfenced: [], deadline: [], 'base-deadline': [], cost: [], baseCost: [], baseOverNew: [],
+      deadlineCost: [], baseDeadlineCost: [], deadlineOverFenced: [], cpu: {}, client: {}, server: {}, other: {}, cpuCost: [],
+    };
     for (const s of c.sides) e[s].push(n / t[s]);
     if (c.lang === 'js') for (const s of c.sides) (e.cpu[s] ??= []).push(cpu[s] / n);
     for (const s of c.sides) {
@@ -311,6 +332,11 @@ for (let r = 0; r < rounds; r++) {
       e.baseCost.push(t.base / t.unfenced);
       e.baseOverNew.push(t.base / t.fenced);
     }
+    if ('deadline' in t) {
+      e.deadlineCost.push(t.deadline / t.unfenced);
+      e.deadlineOverFenced.push(t.deadline / t.fenced);
+    }
+    if ('base-deadline' in t) e.baseDeadlineCost.push(t['base-deadline'] / t.unfenced);
     rates.set(c.name, e);
   }
   process.stderr.write(`round ${r + 1}/${rounds} done, load ${load()}\n`);
@@ -333,16 +359,28 @@ if (base) {
   console.log('|---|---|---|---|');
   for (const [key, e] of rates) console.log(`| ${key} | ${mmm(e.fenced)} | ${mmm(e.unfenced)} | ${mx(e.cost)} |`);
 }
+const deadlineRows = [...rates].filter(([, e]) => e.deadlineCost.length > 0);
+if (deadlineRows.length > 0) {
+  const b = base ? ` | cost with a deadline (${base.rev}) |` : ' |';
+  console.log(`\n| with a deadline (min / median / max) | commits/s | cost with a deadline: its time / unfenced | its time / fenced's${b}`);
+  console.log(`|---|---|---|---|${base ? '---|' : ''}`);
+  for (const [key, e] of deadlineRows) {
+    console.log(`| ${key} | ${mmm(e.deadline)} | ${mx(e.deadlineCost)} | ${mx(e.deadlineOverFenced)}${base ? ` | ${mx(e.baseDeadlineCost)} |` : ' |'}`);
+  }
+}
 const cpuRows = [...rates].filter(([, e]) => e.cpu.fenced);
 if (cpuRows.length > 0) {
-  const sides = Object.keys(cpuRows[0][1].cpu);
-  console.log(`\n| JS process CPU, µs per commit (min / median / max) | ${sides.map((s) => (s === 'base' ? `fenced (${base.rev})` : s)).join(' | ')} |`);
+  const sides = [...new Set(cpuRows.flatMap(([, e]) => Object.keys(e.cpu)))];
+  const cpuLabel = (s) => (s === 'base' ? `fenced (${base.rev})` : s === 'base-deadline' ? `deadline (${base.rev})` : s);
+  console.log(`\n| JS process CPU, µs per commit (min / median / max) | ${sides.map(cpuLabel).join(' | ')} |`);
   console.log(`|---|${sides.map(() => '---|').join('')}`);
-  for (const [key, e] of cpuRows) console.log(`| ${key} | ${sides.map((s) => mmm(e.cpu[s])).join(' | ')} |`);
+  for (const [key, e] of cpuRows) console.log(`| ${key} | ${sides.map((s) => mmm(e.cpu[s] ?? [])).join(' | ')} |`);
 }
 {
-  const sides = ['fenced', ...(base ? ['base'] : []), 'unfenced'];
-  const label = (s) => (s === 'base' ? `fenced (${base.rev})` : s);
+  const anyDeadline = [...rates.values()].some((e) => e.deadline.length > 0);
+  const anyBaseDeadline = [...rates.values()].some((e) => e['base-deadline'].length > 0);
+  const sides = ['fenced', ...(base ? ['base'] : []), ...(anyDeadline ? ['deadline'] : []), ...(anyBaseDeadline ? ['base-deadline'] : []), 'unfenced'];
+  const label = (s) => (s === 'base' ? `fenced (${base.rev})` : s === 'base-deadline' ? `deadline (${base.rev})` : s);
   console.log(`\n| CPU µs per commit, client + server (min / median / max) | ${sides.map((s) => `${label(s)}: client | ${label(s)}: server`).join(' | ')} | cost: fenced/unfenced client + server |`);
   console.log(`|---|${sides.map(() => '---|---|').join('')}---|`);
   for (const [key, e] of rates) {
