@@ -49,10 +49,10 @@ BENCH_GATES_ARGS ?= 5 400 40
 .PHONY: bench-gates
 # Then Redis's bytes, AOF bytes and CPU per commit of lease-fence/redis
 # (scripts/bench-redis-bytes.mjs), and redisfence alone in Go: fenced, the
-# RPUSH alone, the script with the commit marker (AtMostOnce), a script a
-# commit (a context that can be cancelled: no group commit) and the script
-# looking every command up, alternating in chunks of 20 (five runs), with
-# each side's commits per script.
+# RPUSH alone, the script with the commit marker (AtMostOnce), each commit
+# with a deadline on its context, a script a commit (a key per writer:
+# groups of one) and the script looking every command up, alternating in
+# chunks of 20 (five runs), with each side's commits per script.
 bench-gates: build-wasm
 	node scripts/bench-gates.mjs $(BENCH_GATES_ARGS)
 	node scripts/bench-redis-bytes.mjs

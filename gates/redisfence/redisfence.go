@@ -35,9 +35,8 @@
 // Concurrent commits of one token that declare the same keys share
 // scripts (a group commit): while one is in flight, those that arrive wait
 // and go together as the next script, their commands in order after one
-// check, and each is still answered as it would be alone. Commits whose
-// context can be cancelled, and every commit of a Store with AtMostOnce,
-// go one script each.
+// check, and each is still answered as it would be alone, whatever its
+// context. Every commit of a Store with AtMostOnce goes one script each.
 package redisfence
 
 import (
@@ -216,29 +215,46 @@ func (s *Store) keys(resource string) (floor, log, base string) {
 //     fence is not a number): the script refused before changing anything.
 //   - *OutcomeUnknownError: the connection broke after the script was sent
 //     (without Options.AtMostOnce), or Redis could not be asked how it
-//     ended (with it); the write may or may not have happened.
-//   - the context's error, if ctx was done before anything was sent.
+//     ended (with it), or ctx ended while the script was in flight (see
+//     below); the write may or may not have happened.
+//   - the context's error, if ctx was done before anything of the commit
+//     was sent.
 //
 // With Options.AtMostOnce, when the connection breaks after the script was
 // sent, Commit settles the outcome before returning: it writes the commit's
 // marker as "aborted" unless the script already wrote it, so the script, if
 // it arrives late, does nothing; then the marker tells how the commit ended.
 //
-// Without AtMostOnce, and when ctx cannot be cancelled (ctx.Done() returns
-// nil, as for context.Background()), commits of one token declaring the
-// same keys (in the same order) are a group: the first is sent at once;
-// those made while a script of the group is in flight wait, and go as one
-// script when it has been answered (at most MaxCommands commands a
-// script), sent with the context of the first of them. The script runs
-// their commands in order after one check, so each commit gets the answer
-// it would get alone: a refusal is the first commit's, a refused or a
-// failed command is that commit's (the commits before a failed one ran),
-// and the commits the script did not run are sent again alone, in order,
-// so that each refusal is logged on its own. A lost reply is an
-// *OutcomeUnknownError for each commit of the script. Commit returns once
-// its own script has been answered, so what a caller does after it comes
-// after its write. A context that can be cancelled (a deadline, a
-// cancel) keeps a commit to a script of its own.
+// Without AtMostOnce, commits of one token declaring the same keys (in the
+// same order) are a group, whatever their contexts: the first is sent at
+// once, alone, with its own context; those made while a script of the
+// group is in flight wait, and go as one script when it has been answered
+// (at most MaxCommands commands a script). The script runs their commands
+// in order after one check, so each commit gets the answer it would get
+// alone: a refusal is the first commit's, a refused or a failed command is
+// that commit's (the commits before a failed one ran), and the commits the
+// script did not run are sent again alone, in order, so that each refusal
+// is logged on its own. A lost reply is an *OutcomeUnknownError for each
+// commit of the script. Commit returns once its own script has been
+// answered, so what a caller does after it comes after its write.
+//
+// A commit that waits in a group and whose ctx ends (a deadline, a
+// cancel) returns at once: with the context's error if its script was not
+// sent yet (it leaves the group: nothing of it is sent, and the others go
+// without it), or with an *OutcomeUnknownError wrapping the context's
+// error if the script was in flight (as a commit alone gets when go-redis,
+// with ContextTimeoutEnabled, cuts the reply at the deadline). The script
+// is not cut: it is sent with context.WithoutCancel of its first commit's
+// context (its values; no deadline, so the client's ReadTimeout and
+// WriteTimeout bound it), and the others get their answers. The first
+// commit of an idle group waits for no one: its context goes to the
+// client with its script, as any command's (go-redis cuts the reply at
+// the context's deadline, an *OutcomeUnknownError, only with
+// ContextTimeoutEnabled).
+//
+// With AtMostOnce every commit is a script of its own: its marker names
+// one commit and holds that commit's outcome, and a lost reply is settled
+// by marking that one commit aborted.
 func (s *Store) Commit(ctx context.Context, tok fence.Token, w Write) error {
 	if len(w.Commands) == 0 {
 		return argError("write.commands", "must hold at least one command (use Admit to raise the floor without writing)")

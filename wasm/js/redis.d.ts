@@ -63,7 +63,9 @@ export interface RedisFence {
   /**
    * Runs write's commands after the fence check, in one script (shared by
    * the commits of one token with the same keys made together, each
-   * answered as alone).
+   * answered as alone). options.signal aborted before the script is sent:
+   * rejects with its reason, nothing sent; after: rejects at once with
+   * OutcomeUnknownError.
    */
   commit(token: FenceToken, write: RedisWrite, options?: FenceCallOptions): Promise<void>;
   /** Raises the floor without writing; an older token is refused and logged. */
