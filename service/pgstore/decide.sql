@@ -241,3 +241,83 @@ $$
 SELECT o_state, o_version, o_fence, o_now, o_reading, o_issued, o_leases, o_releases, o_lasts, o_listening
 	FROM lease_fence_decide_each($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20,
 		$21, $22, $23, $24, $25)
+
+-- name: decide_group
+-- The decisions of concurrent calls on distinct resources (a group commit)
+-- in one statement, one transaction and one commit: for each i,
+-- lease_fence_decide with the i-th element of each array, in a
+-- subtransaction of its own, so that one that raises (LF000, a deadlock,
+-- a lock_timeout, any other error) writes nothing and leaves the others as
+-- they are. A decision may take a fence and change the counts; the
+-- positions of its releases dated at the reading are p_rel_pos and
+-- p_rel_at from the sum of the p_rel_n before it, p_rel_n[i] of them. No
+-- decision changes an owner's count, and at most one adds a lease record
+-- (so a transaction adds at most one, as the counts' margin of
+-- max_connections assumes); the caller sends the resources in byte order,
+-- so that two groups lock their rows in the same order. It returns one row
+-- per decision, as lease_fence_decide_each does. The commit waits for the
+-- disk if any decision wrote.
+CREATE OR REPLACE FUNCTION lease_fence_decide_group(
+	p_resources text[], p_versions bigint[], p_nows float8[], p_offset float8, p_untils float8[], p_writes integer[], p_grants boolean[],
+	p_holders text[], p_requests text[], p_fences bigint[], p_expires float8[], p_secrets bytea[], p_releases bytea[], p_lasts bigint[],
+	p_sweeps float8[], p_owner text[], p_values text[], p_rholders text[], p_rfences bigint[], p_rats float8[],
+	p_dls bigint[], p_drs bigint[], p_dks bigint[],
+	p_max_leases bigint, p_max_releases bigint, p_max_lasts bigint, p_count_key bigint,
+	p_shift_expires boolean[], p_shift_rat boolean[], p_rel_n integer[], p_rel_pos integer[], p_rel_at float8[])
+RETURNS TABLE (o_state text, o_version bigint, o_fence bigint, o_now float8, o_reading float8, o_issued bigint,
+	o_leases bigint, o_releases bigint, o_lasts bigint, o_listening boolean)
+LANGUAGE plpgsql AS $$
+DECLARE
+	sync text := current_setting('synchronous_commit');
+	wrote boolean := false;
+	d record;
+	k integer := 0;
+	n integer;
+BEGIN
+	IF (SELECT count(*) FROM unnest(p_dls) x WHERE x > 0) > 1 THEN
+		RAISE EXCEPTION 'lease_fence_decide_group: more than one decision adds a lease record' USING ERRCODE = '22023';
+	END IF;
+	FOR i IN 1 .. coalesce(array_length(p_resources, 1), 0) LOOP
+		n := p_rel_n[i];
+		BEGIN
+			SELECT * INTO STRICT d FROM lease_fence_decide(p_resources[i], p_versions[i], p_nows[i], p_offset, p_untils[i], p_writes[i], p_grants[i],
+				p_holders[i], p_requests[i], p_fences[i], p_expires[i], p_secrets[i], p_releases[i], p_lasts[i],
+				p_sweeps[i], p_owner[i], p_values[i], p_rholders[i], p_rfences[i], p_rats[i],
+				p_dls[i], p_drs[i], p_dks[i], '{}'::text[], '{}'::bigint[], p_max_leases, p_max_releases, p_max_lasts, p_count_key,
+				p_shift_expires[i], p_shift_rat[i], coalesce(p_rel_pos[k + 1 : k + n], '{}'), coalesce(p_rel_at[k + 1 : k + n], '{}'));
+			o_state := '';
+			o_version := d.o_version;
+			o_fence := d.o_fence;
+			o_now := d.o_now;
+			o_reading := d.o_reading;
+			o_issued := d.o_issued;
+			o_leases := d.o_leases;
+			o_releases := d.o_releases;
+			o_lasts := d.o_lasts;
+			o_listening := d.o_listening;
+			wrote := wrote OR p_writes[i] <> 0;
+		EXCEPTION WHEN OTHERS THEN
+			o_state := SQLSTATE;
+			o_version := NULL;
+			o_fence := NULL;
+			o_now := NULL;
+			o_reading := NULL;
+			o_issued := NULL;
+			o_leases := NULL;
+			o_releases := NULL;
+			o_lasts := NULL;
+			o_listening := NULL;
+		END;
+		k := k + n;
+		RETURN NEXT;
+	END LOOP;
+	IF wrote THEN
+		PERFORM set_config('synchronous_commit', sync, true);
+	END IF;
+END
+$$
+
+-- name: call_group
+SELECT o_state, o_version, o_fence, o_now, o_reading, o_issued, o_leases, o_releases, o_lasts, o_listening
+	FROM lease_fence_decide_group($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20,
+		$21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32)
