@@ -16,14 +16,10 @@ import (
 )
 
 var (
-	// decideEachFunction creates lease_fence_decide_each (schema version 6;
-	// kept for the coordinators of versions 6 and 7, which call it).
+	// decideEachFunction creates lease_fence_decide_each (schema version 6).
 	decideEachFunction = decideStatement("decide_each")
-	// decideGroupFunction creates lease_fence_decide_group (schema version
-	// 8), which decides a batch's and a group's decisions.
-	decideGroupFunction = decideStatement("decide_group")
-	// qDecideGroup calls it.
-	qDecideGroup = decideStatement("call_group")
+	// qDecideEach calls it.
+	qDecideEach = decideStatement("call_each")
 )
 
 // batchWorkers bounds the decisions of a batch that UpdateEach leaves to
@@ -33,7 +29,7 @@ const batchWorkers = 16
 // UpdateEach decides each of fns on its resource's row as Update does, each
 // on its own (service.BatchUpdater). The decisions on rows this store
 // knows that take no fence and change no count (a renewal, a renewal
-// refused) are sent together to lease_fence_decide_group: one statement,
+// refused) are sent together to lease_fence_decide_each: one statement,
 // one transaction, one commit, each decision in a subtransaction of its
 // own. A decision that function refuses (its row changed, a premise no
 // longer holds) wrote nothing and is decided again through Update, as is
@@ -80,9 +76,9 @@ func (s *Store) UpdateEach(ctx context.Context, resources []string, fns []func(*
 	return errs
 }
 
-// batchable reports whether c is a decision of a batch that UpdateEach
-// sends with others: it writes the row or nothing, takes no fence, changes
-// no count and dates no release at the reading (a renewal).
+// batchable reports whether c can be decided with others by
+// lease_fence_decide_each: it writes the row or nothing, takes no fence,
+// changes no count and dates no release at the reading.
 func (c *fastCall) batchable() bool {
 	return c.write != 2 && !c.grant && c.dl == 0 && c.dr == 0 && c.dk == 0 && len(c.owners) == 0 && len(c.pos) == 0
 }
@@ -93,11 +89,8 @@ type eachOutcome struct {
 	err error
 }
 
-// decideEach sends calls (at least two, of distinct resources, none that
-// changes an owner's count, at most one that adds a lease record) to
-// lease_fence_decide_group, in byte order of resource. A decision the
-// function refused is fastStale (LF000: its state or premises no longer
-// hold) or fastSlow (any other error), and wrote nothing.
+// decideEach sends calls (at least two, of distinct resources) to
+// lease_fence_decide_each, in byte order of resource.
 func (s *Store) decideEach(ctx context.Context, calls []*fastCall) []eachOutcome {
 	outs := make([]eachOutcome, len(calls))
 	for i := range outs {
@@ -119,11 +112,9 @@ func (s *Store) decideEach(ctx context.Context, calls []*fastCall) []eachOutcome
 		resources, holders, requests, owners, values, rholders []string
 		versions, fences, lasts, rfences                       []int64
 		nows, untils, expires, sweeps, rats                    []float64
-		writes, relN, relPos                                   []int32
+		writes                                                 []int32
 		secrets, releases                                      [][]byte
-		shiftE, shiftR, grants                                 []bool
-		dls, drs, dks                                          []int64
-		relAt                                                  []float64
+		shiftE, shiftR                                         []bool
 	)
 	for _, i := range order {
 		c := calls[i]
@@ -134,8 +125,6 @@ func (s *Store) decideEach(ctx context.Context, calls []*fastCall) []eachOutcome
 		owners, values, rholders = append(owners, nx.Owner), append(values, nx.Value), append(rholders, nx.Revoked.HolderID)
 		rfences, rats = append(rfences, int64(nx.Revoked.Fence)), append(rats, nx.Revoked.At)
 		shiftE, shiftR = append(shiftE, c.sh.expires), append(shiftR, c.sh.revoked)
-		grants, dls, drs, dks = append(grants, c.grant), append(dls, c.dl), append(drs, c.dr), append(dks, c.dk)
-		relN, relPos, relAt = append(relN, int32(len(c.pos))), append(relPos, c.pos...), append(relAt, c.ats...)
 	}
 	pc, err := s.pool.Acquire(ctx)
 	if err != nil {
@@ -145,14 +134,14 @@ func (s *Store) decideEach(ctx context.Context, calls []*fastCall) []eachOutcome
 	conn := pc.Conn()
 	states := make([]string, n)
 	res := make([]fastResult, n)
-	rows, err := conn.Query(ctx, qDecideGroup, resources, versions, nows, offset, untils, writes, grants,
-		holders, requests, fences, expires, secrets, releases, lasts, sweeps, owners, values, rholders, rfences, rats, dls, drs, dks,
-		int64(s.limits.MaxLeases), int64(s.limits.ReleaseMemory), int64(s.limits.FenceMemory), s.countKey, shiftE, shiftR, relN, relPos, relAt)
+	rows, err := conn.Query(ctx, qDecideEach, resources, versions, nows, offset, untils, writes,
+		holders, requests, fences, expires, secrets, releases, lasts, sweeps, owners, values, rholders, rfences, rats,
+		int64(s.limits.MaxLeases), int64(s.limits.ReleaseMemory), int64(s.limits.FenceMemory), s.countKey, shiftE, shiftR)
 	k := 0
 	if err == nil {
 		for rows.Next() {
 			if k == n {
-				err = errors.New("pgstore: lease_fence_decide_group answered more rows than decisions")
+				err = errors.New("pgstore: lease_fence_decide_each answered more rows than decisions")
 				break
 			}
 			var st string
@@ -167,7 +156,7 @@ func (s *Store) decideEach(ctx context.Context, calls []*fastCall) []eachOutcome
 			}
 			if st == "" {
 				if version == nil || fence == nil || now == nil || reading == nil || issued == nil || leases == nil || rels == nil || lsts == nil || listening == nil {
-					err = errors.New("pgstore: lease_fence_decide_group answered a decision without its state")
+					err = errors.New("pgstore: lease_fence_decide_each answered a decision without its state")
 					break
 				}
 				r = fastResult{version: *version, fence: *fence, now: *now, reading: *reading, issued: *issued, leases: *leases, releases: *rels, lasts: *lsts, listening: *listening}
@@ -180,7 +169,7 @@ func (s *Store) decideEach(ctx context.Context, calls []*fastCall) []eachOutcome
 			err = rows.Err()
 		}
 		if err == nil && k != n {
-			err = errors.New("pgstore: lease_fence_decide_group answered fewer rows than decisions")
+			err = errors.New("pgstore: lease_fence_decide_each answered fewer rows than decisions")
 		}
 	}
 	at := time.Now()
@@ -206,11 +195,8 @@ func (s *Store) decideEach(ctx context.Context, calls []*fastCall) []eachOutcome
 	for k, i := range order {
 		c := calls[i]
 		if states[k] != "" {
-			// Nothing of it was written: it is decided again.
+			// Nothing of it was written: Update decides it again.
 			s.known.forget(c.resource)
-			if states[k] == stale {
-				outs[i].fastOutcome = fastStale
-			}
 			continue
 		}
 		r := &res[k]

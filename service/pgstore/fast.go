@@ -427,15 +427,6 @@ func (s *Store) fastDecide(ctx context.Context, resource string, row knownRow, f
 	if !ok {
 		return fastSlow, nil
 	}
-	if c.groupable() {
-		return s.combine(ctx, c)
-	}
-	return s.decideOne(ctx, c)
-}
-
-// decideOne sends c alone to lease_fence_decide.
-func (s *Store) decideOne(ctx context.Context, c *fastCall) (fastOutcome, error) {
-	resource := c.resource
 	pc, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return fastSlow, nil

@@ -5,8 +5,8 @@ package pgstore
 import "strconv"
 
 // SchemaVersion is the version of the schema this package reads and writes,
-// kept in lease_fence_meta. Open upgrades a state of version 1 to 7 (see
-// upgradeV1 to upgradeV7) and refuses any other version.
+// kept in lease_fence_meta. Open upgrades a state of version 1 to 6 (see
+// upgradeV1 to upgradeV6) and refuses any other version.
 //
 // Version 2 stores the owner of each lease record (the token that acquired
 // it) and counts the records of each owner (lease_fence_owners), so that a
@@ -21,11 +21,8 @@ import "strconv"
 // lease_fence_decide_each, which checks and writes the decisions of a batch
 // of renewals in one statement and one commit, each on its own. Version 7
 // replaces lease_fence_decide with one of the same arguments and answers
-// that runs two statements where it ran seven (see decide.sql). Version 8
-// adds the function lease_fence_decide_group, which checks and writes the
-// decisions of concurrent calls (a group commit, group.go) or of a batch in
-// one statement and one commit, each on its own.
-const SchemaVersion = 8
+// that runs two statements where it ran seven (see decide.sql).
+const SchemaVersion = 7
 
 // The names of the store's objects. They are unqualified: the connection's
 // search_path decides the schema they live in (and so several coordinators'
@@ -53,7 +50,7 @@ const (
 // scan of the slots and a tuple lock, a write of its own, per decision.)
 const countSlots = 64
 
-// schema creates version 8. maxFence is lease.MaxFence (2^53-1, the
+// schema creates version 7. maxFence is lease.MaxFence (2^53-1, the
 // largest integer JavaScript holds exactly).
 var schema = []string{
 	// listening_until: until when (the database server's clock, Unix
@@ -107,7 +104,6 @@ var schema = []string{
 	byteOrderIndex,
 	decideFunction,
 	decideEachFunction,
-	decideGroupFunction,
 }
 
 // upgradeV4 makes a state of version 4 a state of version 5 within the
@@ -135,16 +131,6 @@ var upgradeV5 = []string{
 var upgradeV6 = []string{
 	decideFunction,
 	`UPDATE ` + tMeta + ` SET schema_version = 7`,
-}
-
-// upgradeV7 makes a state of version 7 a state of version 8 within the
-// upgrade's transaction: the group's decision function. A coordinator of
-// version 7 that still runs keeps deciding correctly alongside (it does
-// not call it; a group's transaction adds at most one lease record, as
-// each of its transactions does).
-var upgradeV7 = []string{
-	decideGroupFunction,
-	`UPDATE ` + tMeta + ` SET schema_version = 8`,
 }
 
 // byteOrderIndex orders the resources by their bytes, whatever the

@@ -129,12 +129,11 @@ type Store struct {
 
 	timeline atomic.Int64 // the timeline this store last checked
 
-	known known    // the rows and state the one-round-trip path decides on (fast.go)
-	comb  combiner // group commit of that path (group.go)
+	known known // the rows and state the one-round-trip path decides on (fast.go)
 	// paths counts the decisions made in one round trip, in two (the row
 	// read first), by the transaction that locks the row, and with others
-	// of a batch (UpdateEach), and with others of a group (group.go).
-	paths [5]atomic.Int64
+	// of a batch (UpdateEach).
+	paths [4]atomic.Int64
 
 	id         string // in this Store's notifications, so it ignores its own
 	connConfig *pgx.ConnConfig
@@ -443,7 +442,6 @@ func (s *Store) checkSchema(ctx context.Context, conn *pgx.Conn) error {
 		`SELECT owner, slot, leases FROM ` + tOwners + ` LIMIT 0`,
 		`SELECT last_value, is_called FROM ` + tFences,
 		`SELECT 'lease_fence_decide'::regproc`,
-		`SELECT 'lease_fence_decide_group'::regproc`,
 	}
 	for _, q := range checks {
 		rows, err := conn.Query(ctx, q)
@@ -523,7 +521,7 @@ func (u *unreachable) Error() string { return "pgstore: the database is unreacha
 // database before they give up (Options.StartWait).
 const DefaultStartWait = 30 * time.Second
 
-// upgrade makes a state of version 1 to 7 one of SchemaVersion, in one
+// upgrade makes a state of version 1 to 6 one of SchemaVersion, in one
 // transaction holding the meta row, unless another coordinator did it
 // first, one version at a time (upgrades). Coordinators of an older
 // version that still run fail their calls from then on (docs/service.md,
@@ -550,7 +548,7 @@ func (s *Store) upgrade(ctx context.Context, conn *pgx.Conn) error {
 		return fmt.Errorf("pgstore: upgrading the schema from version %d to %d: %w", from, SchemaVersion, err)
 	}
 	s.log.Warn(fmt.Sprintf("the state's schema was upgraded from version %d to %d (version 2: the token that acquired each lease, counted by token; "+
-		"version 3: releases in a binary layout; version 4: election values and revocations; version 5: the decision function; version 6: the decision function of a batch; version 7: the decision function in fewer statements; version 8: the decision function of a group): coordinators of older versions still running now fail every call until they are replaced", from, SchemaVersion))
+		"version 3: releases in a binary layout; version 4: election values and revocations; version 5: the decision function; version 6: the decision function of a batch; version 7: the decision function in fewer statements): coordinators of older versions still running now fail every call until they are replaced", from, SchemaVersion))
 	return nil
 }
 
@@ -558,7 +556,6 @@ func (s *Store) upgrade(ctx context.Context, conn *pgx.Conn) error {
 // upgrade's transaction.
 var upgrades = [SchemaVersion]func(context.Context, pgx.Tx) error{
 	1: execAll(upgradeV1), 2: upgradeV2, 3: execAll(upgradeV3), 4: execAll(upgradeV4), 5: execAll(upgradeV5), 6: execAll(upgradeV6),
-	7: execAll(upgradeV7),
 }
 
 // execAll runs the statements qs in turn.

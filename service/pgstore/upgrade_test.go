@@ -63,7 +63,7 @@ func downgrade(t *testing.T, dsn string, version int, damage string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	qs := []string{`DROP FUNCTION lease_fence_decide_group`, pgstore.ExpandDecide(sqltext.Parse(string(v6))["decide"]), `UPDATE lease_fence_meta SET schema_version = 6`}
+	qs := []string{pgstore.ExpandDecide(sqltext.Parse(string(v6))["decide"]), `UPDATE lease_fence_meta SET schema_version = 6`}
 	if version <= 5 {
 		qs = append(qs, `DROP FUNCTION lease_fence_decide_each`, `UPDATE lease_fence_meta SET schema_version = 5`)
 	}
@@ -112,14 +112,14 @@ func TestUpgradeFromVersion2(t *testing.T) {
 	downgrade(t, g.dsn, 2, "")
 
 	g.r[0] = g.open(pgstore.Options{}, false)
-	if logs := g.r[0].logs.String(); !strings.Contains(logs, "upgraded from version 2 to 8") {
+	if logs := g.r[0].logs.String(); !strings.Contains(logs, "upgraded from version 2 to 7") {
 		t.Fatalf("no upgrade logged: %s", logs)
 	}
 	var version int64
 	var typ string
 	pgtest.QueryRow(t, g.dsn, `SELECT (SELECT schema_version FROM lease_fence_meta), (SELECT format_type(atttypid, atttypmod) FROM pg_attribute
 		WHERE attrelid = 'lease_fence_leases'::regclass AND attname = 'releases')`, &version, &typ)
-	if version != 8 || typ != "bytea" {
+	if version != 7 || typ != "bytea" {
 		t.Fatalf("after the upgrade: version %d, released %s", version, typ)
 	}
 	conn := g.conn()
@@ -174,11 +174,11 @@ func TestUpgradeFromVersion4(t *testing.T) {
 	}
 
 	g.r[0] = g.open(pgstore.Options{}, false)
-	if logs := g.r[0].logs.String(); !strings.Contains(logs, "upgraded from version 4 to 8") {
+	if logs := g.r[0].logs.String(); !strings.Contains(logs, "upgraded from version 4 to 7") {
 		t.Fatalf("no upgrade logged: %s", logs)
 	}
 	pgtest.QueryRow(t, g.dsn, `SELECT to_regproc('lease_fence_decide')::text, (SELECT schema_version FROM lease_fence_meta)`, &fn, &version)
-	if fn == nil || version != 8 {
+	if fn == nil || version != 7 {
 		t.Fatalf("after the upgrade: function %v, version %d", fn, version)
 	}
 	if f, _ := g.grant(0, renewMsg("a-2", "live", "A", fl)); f != fl {
@@ -218,11 +218,11 @@ func TestUpgradeFromVersion5(t *testing.T) {
 	}
 
 	g.r[0] = g.open(pgstore.Options{}, false)
-	if logs := g.r[0].logs.String(); !strings.Contains(logs, "upgraded from version 5 to 8") {
+	if logs := g.r[0].logs.String(); !strings.Contains(logs, "upgraded from version 5 to 7") {
 		t.Fatalf("no upgrade logged: %s", logs)
 	}
 	pgtest.QueryRow(t, g.dsn, q, &fn, &each, &version)
-	if fn == nil || each == nil || version != 8 {
+	if fn == nil || each == nil || version != 7 {
 		t.Fatalf("after the upgrade: function %v, batch function %v, version %d", fn, each, version)
 	}
 	renewals := func(id string) []wire.Message {
@@ -263,11 +263,11 @@ func TestUpgradeFromVersion6(t *testing.T) {
 	}
 
 	g.r[0] = g.open(pgstore.Options{}, false)
-	if logs := g.r[0].logs.String(); !strings.Contains(logs, "upgraded from version 6 to 8") {
+	if logs := g.r[0].logs.String(); !strings.Contains(logs, "upgraded from version 6 to 7") {
 		t.Fatalf("no upgrade logged: %s", logs)
 	}
 	pgtest.QueryRow(t, g.dsn, q, &src, &version)
-	if version != 8 || strings.Contains(src, "INTO o_issued FROM lease_fence_fences") || !strings.Contains(src, "WITH w AS (UPDATE lease_fence_leases") {
+	if version != 7 || strings.Contains(src, "INTO o_issued FROM lease_fence_fences") || !strings.Contains(src, "WITH w AS (UPDATE lease_fence_leases") {
 		t.Fatalf("after the upgrade: version %d, function %s", version, src)
 	}
 	for _, id := range []string{"r1", "r2"} { // the first reads the row, the second decides in one round trip
