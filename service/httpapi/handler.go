@@ -362,6 +362,19 @@ var (
 // their place.
 var answerOpts = jsontext.AllowInvalidUTF8(true)
 
+// encodeAnswer writes v to buf: a call's Reply by hand when it is a
+// cycle's answer (wire.AppendReply: 0.3 µs a grant against 0.7 through
+// the encoder), anything else with the encoder.
+func encodeAnswer(buf *bytes.Buffer, v any) error {
+	if r, ok := v.(*wire.Reply); ok && r != nil {
+		if b, ok := wire.AppendReply(buf.AvailableBuffer(), r); ok {
+			buf.Write(b)
+			return nil
+		}
+	}
+	return json.MarshalWrite(buf, v, answerOpts)
+}
+
 // answerBufs holds the buffers answers are encoded into: a Write does not
 // keep what it is given, so each is reused once the answer is written.
 var answerBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
@@ -382,7 +395,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	}()
 	buf.Reset()
 	var out []byte
-	if err := json.MarshalWrite(buf, v, answerOpts); err != nil {
+	if err := encodeAnswer(buf, v); err != nil {
 		status = http.StatusInternalServerError
 		out = []byte(`{"error":{"code":"internal","message":"encoding the answer failed"}}`)
 	} else {

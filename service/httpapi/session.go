@@ -12,7 +12,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/go-json-experiment/json"
 	"golang.org/x/net/http/httpguts"
 
 	"github.com/lease-fence/lease-fence/service/wire"
@@ -228,9 +227,7 @@ func (h *handler) serveSession(w http.ResponseWriter, r *http.Request) {
 			eb.Error.Code, eb.Error.Message = e.Code, e.Message
 			v = &eb
 		}
-		if reply != nil && *reply == (wire.Reply{OK: true}) {
-			out.WriteString(wire.OKBody) // a release done, the commonest answer, without the encoder
-		} else if err := json.MarshalWrite(out, v, answerOpts); err != nil {
+		if err := encodeAnswer(out, v); err != nil {
 			status = http.StatusInternalServerError
 			out.Truncate(wire.SessionAnswerHead)
 			out.WriteString(`{"error":{"code":"internal","message":"encoding the answer failed"}}`)

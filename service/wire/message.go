@@ -201,8 +201,8 @@ type Reply struct {
 }
 
 // OKBody is the encoding of Reply{OK: true}, a call done with nothing to
-// report (a release): the commonest answer, which the coordinator writes and
-// the Go client reads without the JSON encoder.
+// report (a release): the commonest answer (AppendReply writes it,
+// DecodeReply reads it first).
 const OKBody = `{"ok":true}`
 
 // Revoked names the lease a revoke ended.
@@ -565,10 +565,10 @@ func (c *callBody) append(b []byte) ([]byte, bool) {
 	str("resource", c.Resource)
 	str("holderId", c.HolderID)
 	if c.SentAt != nil {
-		if abs := math.Abs(c.SentAt.Millis); abs != 0 && (abs < 1e-6 || abs >= 1e21) || !finite(abs) {
+		var ok bool
+		if b, ok = appendFloat(append(b, `"sentAt":{"millis":`...), c.SentAt.Millis); !ok {
 			return nil, false
 		}
-		b = strconv.AppendFloat(append(b, `"sentAt":{"millis":`...), c.SentAt.Millis, 'f', -1, 64)
 		b = append(b, ',')
 		str("domain", c.SentAt.Domain)
 		b[len(b)-1] = '}'

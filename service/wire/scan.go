@@ -1,6 +1,9 @@
 package wire
 
-import "unicode/utf8"
+import (
+	"bytes"
+	"unicode/utf8"
+)
 
 // scanBody fills b from data when data is a body in the plain form
 // clients write: one object, no whitespace, each member once, each string
@@ -108,25 +111,31 @@ func (s *scanner) raw() ([]byte, bool) {
 	if !s.byte('"') {
 		return nil, false
 	}
-	start := s.i
-	for s.i < len(s.data) {
-		c := s.data[s.i]
-		switch {
-		case c == '"':
-			v := s.data[start:s.i]
-			s.i++
-			return v, utf8.Valid(v)
-		case c == '\\' || c < 0x20:
+	end := bytes.IndexByte(s.data[s.i:], '"')
+	if end < 0 {
+		return nil, false
+	}
+	v := s.data[s.i : s.i+end]
+	ascii := true
+	for _, c := range v {
+		if c < 0x20 || c == '\\' {
 			return nil, false
 		}
-		s.i++
+		ascii = ascii && c < utf8.RuneSelf
 	}
-	return nil, false
+	s.i += end + 1
+	return v, ascii || utf8.Valid(v)
 }
 
 // num consumes a JSON number and returns its text:
 // -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
 func (s *scanner) num() (string, bool) {
+	v, ok := s.numRaw()
+	return string(v), ok
+}
+
+// numRaw is num's bytes.
+func (s *scanner) numRaw() ([]byte, bool) {
 	start := s.i
 	s.byte('-')
 	switch {
@@ -134,20 +143,20 @@ func (s *scanner) num() (string, bool) {
 	case s.i < len(s.data) && s.data[s.i] >= '1' && s.data[s.i] <= '9':
 		s.digits()
 	default:
-		return "", false
+		return nil, false
 	}
 	if s.byte('.') && !s.digits() {
-		return "", false
+		return nil, false
 	}
 	if s.byte('e') || s.byte('E') {
 		if !s.byte('+') {
 			s.byte('-')
 		}
 		if !s.digits() {
-			return "", false
+			return nil, false
 		}
 	}
-	return string(s.data[start:s.i]), true
+	return s.data[start:s.i], true
 }
 
 // digits consumes one or more decimal digits.
