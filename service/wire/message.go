@@ -300,10 +300,10 @@ func DecodeMessage(op Op, data []byte) (Message, *Error) {
 	members := [...]struct {
 		name string
 		set  bool
-		s    *str // a string member, checked for length
+		s    *str // a string member checked for length here (the secret's own rule is below)
 	}{
 		{"requestId", b.RequestID.set, &b.RequestID}, {"resource", b.Resource.set, &b.Resource}, {"holderId", b.HolderID.set, &b.HolderID},
-		{"sentAt", b.SentAt.set, nil}, {"kind", b.Kind.set, &b.Kind}, {"fence", b.Fence.set, nil}, {"secret", b.Secret.set, &b.Secret},
+		{"sentAt", b.SentAt.set, nil}, {"kind", b.Kind.set, &b.Kind}, {"fence", b.Fence.set, nil}, {"secret", b.Secret.set, nil},
 		{"waitMillis", b.Wait.set, nil}, {"afterFence", b.After.set, nil}, {"value", b.Value.set, nil}, {"afterValue", b.AfterVal.set, nil},
 	}
 	for _, f := range members {

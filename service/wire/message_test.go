@@ -2,6 +2,7 @@ package wire
 
 import (
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -283,5 +284,28 @@ func TestOKBody(t *testing.T) {
 	var r Reply
 	if err := jsonv2.Unmarshal([]byte(OKBody), &r); err != nil || r != (Reply{OK: true}) {
 		t.Fatalf("OKBody decodes as %+v (%v)", r, err)
+	}
+}
+
+// TestSecretRule: a secret of any wrong length, the empty one and one
+// longer than MaxStringBytes included, is refused with the secret's own
+// rule, on every call that takes one.
+func TestSecretRule(t *testing.T) {
+	for _, tc := range []struct {
+		op   Op
+		body string
+	}{{OpAcquire, goodAcquire}, {OpRenew, goodRenew}, {OpRelease, goodRelease}} {
+		old := `"secret":"` + map[Op]string{OpAcquire: "0123456789abcdef"}[tc.op]
+		if tc.op != OpAcquire {
+			old = `"secret":"s3cret-s3cret-s3cret`
+		}
+		for _, secret := range []string{"", "x", strings.Repeat("s", MaxSecretBytes+1), strings.Repeat("s", MaxStringBytes+1)} {
+			body := strings.Replace(tc.body, old, `"secret":"`+secret, 1)
+			_, err := DecodeMessage(tc.op, []byte(body))
+			want := `field "secret" must be 16 to 256 bytes, got ` + strconv.Itoa(len(secret))
+			if err == nil || err.Code != CodeInvalidValue || err.Message != want {
+				t.Fatalf("%s with a secret of %d bytes: %v, want %s", tc.op, len(secret), err, want)
+			}
+		}
 	}
 }
