@@ -9,8 +9,10 @@
 #    etcd's concurrency.Mutex (scripts/peers, its own Go module). The
 #    coordinator is driven by client.Client, by client.Client on call
 #    sessions (native-durable-sess) and by a minimal HTTP client like the
-#    peers' minimal clients. ROUNDS rounds, all in turn in every round,
-#    each run DURATION (or CYCLES cycles); min / median / max over the rounds.
+#    peers' minimal clients. ROUNDS rounds, all in turn in every round
+#    (each on a fresh server, in an order rotated and reversed from round
+#    to round: in_order), each run DURATION (or CYCLES cycles); min /
+#    median / max over the rounds.
 #    BASELINE=path/to/coordinator adds that build as "baseline-durable",
 #    "baseline-durable-sess" and "baseline-durable-raw" in every round (an
 #    older commit, side by side).
@@ -103,20 +105,52 @@ over_peer() {
     sort
 }
 
+# in_order ROUND UNIT...: the units in the order they run in round ROUND
+# (from 1): rotated by two places a round and reversed in every other round,
+# so that no unit always runs first, nor always right after another one.
+in_order() {
+  local round=$1
+  shift
+  local n=$# units=("$@") i k
+  for ((i = 0; i < n; i++)); do
+    k=$(((2 * (round - 1) + (round % 2 == 0 ? n - 1 - i : i)) % n))
+    echo "${units[k]}"
+  done
+}
+
+# run_unit UNIT ROUND: one target of the durable comparison, 1 then 8
+# clients, on a fresh server (a peer's on its own).
+run_unit() {
+  case $1 in
+  native-*)
+    out/bin/bench-service -targets "$1" -rounds 1 -cycles "$CYCLES" -duration "$DURATION"
+    ;;
+  baseline-*)
+    out/bin/bench-service -coordinator "$BASELINE" -targets "native-${1#baseline-}" -rounds 1 -cycles "$CYCLES" -duration "$DURATION" |
+      sed 's/^native-/baseline-/'
+    ;;
+  *)
+    # A peer that fails in a round (etcd times out its own requests when
+    # the machine is overloaded) is reported and left out of that round.
+    out/bin/peers -targets "$1" -cycles "$CYCLES" -duration "$DURATION" ||
+      echo "bench-service: $1 failed in round $2; left out of it" >&2
+    ;;
+  esac
+}
+
 if [ "${NET_ONLY:-0}" != 1 ]; then
   echo "== durable, side by side: $ROUNDS rounds of $DURATION each ($(nproc) cores; $(uptime | sed 's/.*load/load/')) =="
+  units=(native-durable native-durable-sess native-durable-raw)
+  if [ -n "${BASELINE:-}" ]; then
+    units+=(baseline-durable baseline-durable-sess baseline-durable-raw)
+  fi
+  units+=(redis-aof redis-lua-aof etcd)
   for round in $(seq 1 "$ROUNDS"); do
     echo "round $round" >>"$results"
-    out/bin/bench-service -targets native-durable,native-durable-sess,native-durable-raw -rounds 1 -cycles "$CYCLES" -duration "$DURATION" | tee -a "$results"
-    if [ -n "${BASELINE:-}" ]; then
-      out/bin/bench-service -coordinator "$BASELINE" -targets native-durable,native-durable-sess,native-durable-raw -rounds 1 -cycles "$CYCLES" -duration "$DURATION" |
-        sed 's/^native-/baseline-/' | tee -a "$results"
-    fi
-    # A peer that fails in a round (etcd times out its own requests when the
-    # machine is overloaded) is reported and left out of that round.
-    for peer in redis-aof redis-lua-aof etcd; do
-      out/bin/peers -targets "$peer" -cycles "$CYCLES" -duration "$DURATION" | tee -a "$results" ||
-        echo "bench-service: $peer failed in round $round; left out of it"
+    order=$(in_order "$round" "${units[@]}")
+    echo "round $round:" $order
+    for unit in $order; do
+      run_unit "$unit" "$round" | tee -a "$results"
     done
   done
   echo
