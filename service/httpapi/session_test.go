@@ -211,6 +211,53 @@ func TestSessionsClose(t *testing.T) {
 	}
 }
 
+// TestSessionsCloseMidFrame: a session whose call's head is read but not
+// yet its body counts as busy: Close lets it read the rest and answer
+// (ending the idle ones at once), rather than cutting its read short.
+func TestSessionsCloseMidFrame(t *testing.T) {
+	active := make(chan struct{}, 1)
+	ss := NewSessions(SessionOptions{ConnState: func(_ net.Conn, st http.ConnState) {
+		if st == http.StateActive {
+			active <- struct{}{}
+		}
+	}})
+	srv := httptest.NewServer(NewHandler(callOnly{}, HandlerOptions{Sessions: ss}))
+	defer srv.Close()
+	_, idleR, _ := openSession(t, srv, upgradeHead)
+	busy, busyR, _ := openSession(t, srv, upgradeHead)
+	body := releaseBody(t)
+	head := []byte{byte(wire.SessionOp(wire.OpRelease)), 0, 0, 0, 0}
+	binary.BigEndian.PutUint32(head[1:], uint32(len(body)))
+	if _, err := busy.Write(head); err != nil {
+		t.Fatal(err)
+	}
+	<-active // the session marked itself busy and reads the body next
+	closed := make(chan error, 1)
+	go func() { closed <- ss.Close(context.Background()) }()
+	// The idle session's end comes after Close marked every session
+	// (its removal waits for Close's lock).
+	if !ended(idleR) {
+		t.Fatal("the idle session was not closed")
+	}
+	if _, err := busy.Write(body); err != nil {
+		t.Fatal(err)
+	}
+	var ah [wire.SessionAnswerHead]byte
+	if _, err := io.ReadFull(busyR, ah[:]); err != nil {
+		t.Fatalf("the call whose body came after Close was not answered: %v", err)
+	}
+	data := make([]byte, binary.BigEndian.Uint32(ah[2:]))
+	if _, err := io.ReadFull(busyR, data); err != nil || binary.BigEndian.Uint16(ah[:]) != 200 || string(data) != wire.OKBody {
+		t.Fatalf("the call in flight: %d %s (%v)", binary.BigEndian.Uint16(ah[:]), data, err)
+	}
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+	if !ended(busyR) {
+		t.Fatal("the busy session was not closed after its answer")
+	}
+}
+
 // TestSessionDocUpgrade: the upgrade docs/service.md shows, sent as it is
 // there, opens a session.
 func TestSessionDocUpgrade(t *testing.T) {
