@@ -474,7 +474,7 @@ func (c *Client) sendUntil(ctx context.Context, m wire.Message, until func() clo
 	}
 	var reply wire.Reply
 	err = c.deliver(ctx, m.Op, m.Op.Path(), body, m.Wait, until, func(data []byte) error {
-		return wire.DecodeReply(data, &reply) // a cycle's answer by hand: 0.6 µs a grant against 1.2
+		return wire.DecodeReply(data, &reply) // a cycle's answer by hand: 0.57 µs a grant against 1.09
 	})
 	return reply, err
 }
