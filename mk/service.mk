@@ -66,6 +66,7 @@ test-service-pgstore: service-race-prep
 test-service-local: service-race-prep
 	$(GO) test -count=1 -race -timeout 30m $$($(GO) list ./service/... | grep -v '/service/pgstore$$')
 	$(call fuzz_brief,FuzzDecodeMessage,./service/wire/,40000x)
+	$(call fuzz_brief,FuzzDecodeReply,./service/wire/,40000x)
 
 lint-service:
 	$(GO) vet -tags e2e ./test/worker/
