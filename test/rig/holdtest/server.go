@@ -19,8 +19,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -277,10 +279,22 @@ func (tg *Target) releaseHeld(t *testing.T, h *client.Held) time.Time {
 // (same request id and secret) that waits 1 ms: a retry shares its place,
 // so the place exists, in the queue's order, by the time the copy is
 // answered (denied: the resource is held), whichever of the two the
-// coordinator saw first.
+// coordinator saw first. The copy is sent once the waiting call is
+// written to its connection: a place left by the copy with no call
+// attached is passed over at a handover (service.Config.KeepPlace), and
+// a waiting call that had not left this process while the next ones were
+// queued reached the coordinator after the handover.
 func (tg *Target) queue(t *testing.T, ctx context.Context, h holder, reqID, resource string) <-chan answer {
 	t.Helper()
-	ch := tg.async(ctx, "/v1/acquire", h.acquireBody(reqID, resource, Wait))
+	var once sync.Once
+	wrote := make(chan struct{})
+	trace := &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { once.Do(func() { close(wrote) }) }}
+	ch := tg.async(httptrace.WithClientTrace(ctx, trace), "/v1/acquire", h.acquireBody(reqID, resource, Wait))
+	select {
+	case <-wrote:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("%s's waiting call: not written after 60 s", h.id)
+	}
 	a := tg.post(context.Background(), "/v1/acquire", h.acquireBody(reqID, resource, time.Millisecond))
 	if a.err != nil || a.status != 200 || a.reply.OK || a.reply.HeldBy == "" {
 		t.Fatalf("the barrier copy of %s's waiting call: %d %s %v", h.id, a.status, a.raw, a.err)
