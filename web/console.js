@@ -8,6 +8,7 @@
 
 import { Picture, fmtDuration, visible } from './console-state.js';
 import { drawLeaseRow, drawTimeAxis, ROW } from './lease-row.js';
+import { sseFrames } from './sse.mjs';
 import { h, setText } from './svg.js';
 
 const TOKEN_KEY = 'lease-fence-console-token';
@@ -17,6 +18,7 @@ const SILENT_MS = 20_000; // the watch sends a keepalive every 15 s
 const RETRY_MIN = 250;
 const RETRY_MAX = 5000;
 const MAX_FRAME_CHARS = 1 << 20;
+const tooLong = () => new Error('a frame longer than 1 MiB');
 
 const $ = (id) => document.getElementById(id);
 const picture = new Picture();
@@ -81,50 +83,6 @@ $('token-forget').addEventListener('click', () => {
   restart('the token was forgotten');
 });
 $('token-open').addEventListener('click', () => askToken(''));
-
-// --- Server-Sent Events over fetch ------------------------------------------------------
-// Yields { event, data, id } for each frame with data; calls onBytes at
-// each chunk (a keepalive included), for the silence watchdog.
-// Not one reader with wasm/js/service/list-watch.mjs: the binary embeds only web/, that file ships in the npm package and throws its errors.
-async function* sse(res, onBytes) {
-  const reader = res.body.getReader();
-  const decoder = new TextDecoder();
-  let buf = '';
-  try {
-    for (;;) {
-      const { value, done } = await reader.read();
-      if (done) return;
-      onBytes();
-      buf += decoder.decode(value, { stream: true });
-      // The frames of a chunk are cut from it where they lie; what is left
-      // after the last one is kept once.
-      let start = 0;
-      let i;
-      while ((i = buf.indexOf('\n\n', start)) >= 0) {
-        const block = buf.slice(start, i);
-        start = i + 2;
-        let event = 'message';
-        let id = '';
-        const data = [];
-        for (const line of block.split('\n')) {
-          if (line === '' || line.startsWith(':')) continue;
-          const c = line.indexOf(':');
-          const name = c < 0 ? line : line.slice(0, c);
-          let val = c < 0 ? '' : line.slice(c + 1);
-          if (val.startsWith(' ')) val = val.slice(1);
-          if (name === 'event') event = val;
-          else if (name === 'data') data.push(val);
-          else if (name === 'id') id = val;
-        }
-        if (data.length) yield { event, id, data: data.join('\n') };
-      }
-      if (start) buf = buf.slice(start);
-      if (buf.length > MAX_FRAME_CHARS) throw new Error('a frame longer than 1 MiB');
-    }
-  } finally {
-    reader.cancel().catch(() => {});
-  }
-}
 
 const sleep = (ms, signal) => new Promise((resolve) => {
   const t = setTimeout(resolve, ms);
@@ -207,7 +165,7 @@ async function follow(signal) {
         throw new Error(msg);
       }
       conn.lastBytes = Date.now();
-      for await (const f of sse(res, () => { conn.lastBytes = Date.now(); })) {
+      for await (const f of sseFrames(res.body, { maxChars: MAX_FRAME_CHARS, tooLong, onBytes: () => { conn.lastBytes = Date.now(); } })) {
         const arrived = performance.now();
         const v = JSON.parse(f.data);
         if (f.event === 'hello') {
@@ -282,7 +240,7 @@ async function followGates(signal) {
       }
       if (res.status !== 200) throw new Error(`answered ${res.status}`);
       failures = 0;
-      for await (const f of sse(res, () => {})) {
+      for await (const f of sseFrames(res.body, { maxChars: MAX_FRAME_CHARS, tooLong })) {
         const v = JSON.parse(f.data);
         if (f.event === 'hello') gates.stream = v.stream;
         else if (f.event === 'status') {

@@ -16,6 +16,7 @@ import (
 	"github.com/lease-fence/lease-fence/service/auth"
 	"github.com/lease-fence/lease-fence/service/httpapi"
 	"github.com/lease-fence/lease-fence/service/wire"
+	"github.com/lease-fence/lease-fence/wasm/js"
 	"github.com/lease-fence/lease-fence/web"
 )
 
@@ -49,30 +50,36 @@ type console struct {
 }
 
 // newConsole reads the embedded files once: each answer is then a
-// lookup, with an ETag from its content.
+// lookup, with an ETag from its content. The files of js.Console are
+// served at their base names, beside web.Console's.
 func newConsole(gates *gateRelay, guard *auth.Guard) (*console, error) {
 	c := &console{files: map[string]uiFile{}, gates: gates, guard: guard}
-	err := fs.WalkDir(web.Console, ".", func(name string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		data, err := fs.ReadFile(web.Console, name)
+	for _, files := range []fs.FS{web.Console, js.Console} {
+		err := fs.WalkDir(files, ".", func(name string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return err
+			}
+			data, err := fs.ReadFile(files, name)
+			if err != nil {
+				return err
+			}
+			sum := sha256.Sum256(data)
+			ctype := mime.TypeByExtension(path.Ext(name))
+			if ext := path.Ext(name); ext == ".js" || ext == ".mjs" {
+				ctype = "text/javascript; charset=utf-8" // whatever the system's MIME table says
+			}
+			f := uiFile{data: data, etag: `"` + hex.EncodeToString(sum[:12]) + `"`, ctype: ctype}
+			c.files[path.Base(name)] = f
+			if name == web.ConsolePage {
+				c.files[""] = f
+			}
+			return nil
+		})
 		if err != nil {
-			return err
+			return nil, err
 		}
-		sum := sha256.Sum256(data)
-		ctype := mime.TypeByExtension(path.Ext(name))
-		if strings.HasSuffix(name, ".js") {
-			ctype = "text/javascript; charset=utf-8" // whatever the system's MIME table says
-		}
-		f := uiFile{data: data, etag: `"` + hex.EncodeToString(sum[:12]) + `"`, ctype: ctype}
-		c.files[name] = f
-		if name == web.ConsolePage {
-			c.files[""] = f
-		}
-		return nil
-	})
-	return c, err
+	}
+	return c, nil
 }
 
 func (c *console) ServeHTTP(w http.ResponseWriter, r *http.Request) {

@@ -88,12 +88,12 @@ func TestConsoleFiles(t *testing.T) {
 	if again := get(t, s.url+"/ui/", "If-None-Match", h.Get("ETag")); again.StatusCode != http.StatusNotModified {
 		t.Errorf("a revalidation with the ETag answered %d, want 304", again.StatusCode)
 	}
-	for name, ctype := range map[string]string{"console.js": "text/javascript", "lease-row.js": "text/javascript", "svg.js": "text/javascript", "style.css": "text/css", "console-state.js": "text/javascript"} {
+	for name, ctype := range map[string]string{"console.js": "text/javascript", "lease-row.js": "text/javascript", "svg.js": "text/javascript", "style.css": "text/css", "console-state.js": "text/javascript", "sse.mjs": "text/javascript"} {
 		if res := get(t, s.url+"/ui/"+name); res.StatusCode != 200 || !strings.HasPrefix(res.Header.Get("Content-Type"), ctype) || res.Header.Get("Content-Security-Policy") == "" {
 			t.Errorf("%s: %d %q", name, res.StatusCode, res.Header.Get("Content-Type"))
 		}
 	}
-	for _, p := range []string{"/ui/nothing.js", "/ui/console.html", "/ui/../go.mod", "/ui/embed.go", "/ui/api/other"} {
+	for _, p := range []string{"/ui/nothing.js", "/ui/console.html", "/ui/../go.mod", "/ui/embed.go", "/ui/service/sse.mjs", "/ui/api/other"} {
 		if res := get(t, s.url+p); res.StatusCode != http.StatusNotFound {
 			t.Errorf("%s answered %d, want 404", p, res.StatusCode)
 		}

@@ -7,12 +7,14 @@ import { InvalidArgumentError } from '../errors.mjs';
 import { LeaseServiceError } from './errors.mjs';
 import { optionsOf, wholeMillis } from './options.mjs';
 import { listBody, MAX_PREFIX_BYTES, parseError, readBody, utf8Length } from './protocol.mjs';
+import { sseFrames } from './sse.mjs';
 import { sleep } from './timers.mjs';
 import { RETRIED_4XX } from './transport.mjs';
 
 const LIST_OPTIONS = ['signal', 'timeoutMillis', 'prefix', 'cursor', 'limit', 'waiters'];
 const WATCH_OPTIONS = ['signal', 'prefix', 'stream', 'afterSeq'];
 const MAX_FRAME_CHARS = 1 << 20;
+const tooLong = () => new LeaseServiceError('lease-fence: a watch frame is too long', { code: 'bad_reply', attempts: 1 });
 
 export async function listPage(transport, options) {
   const { signal, timeoutMillis, prefix, cursor, limit, waiters } = optionsOf(options, LIST_OPTIONS, 'client.listPage', 'list options');
@@ -92,7 +94,7 @@ export async function* watch(transport, options) {
       }
       failures = 0;
       try {
-        for await (const { event, data } of sseFrames(res.body)) {
+        for await (const { event, data } of sseFrames(res.body, { maxChars: MAX_FRAME_CHARS, tooLong })) {
           const v = JSON.parse(data);
           if (event === 'hello') {
             stream = v.stream;
@@ -116,40 +118,5 @@ export async function* watch(transport, options) {
       signal?.removeEventListener('abort', onAbort);
       conn.abort();
     }
-  }
-}
-
-// sseFrames reads Server-Sent Events from a fetch body: { event, data } for
-// each frame with data (comments and keepalives skipped).
-async function* sseFrames(body) {
-  const reader = body.getReader();
-  const decoder = new TextDecoder();
-  let buf = '';
-  try {
-    for (;;) {
-      const { value, done } = await reader.read();
-      if (done) return;
-      buf += decoder.decode(value, { stream: true });
-      let i;
-      while ((i = buf.indexOf('\n\n')) >= 0) {
-        const block = buf.slice(0, i);
-        buf = buf.slice(i + 2);
-        let event = 'message';
-        const data = [];
-        for (const line of block.split('\n')) {
-          if (line === '' || line.startsWith(':')) continue;
-          const c = line.indexOf(':');
-          const name = c < 0 ? line : line.slice(0, c);
-          let val = c < 0 ? '' : line.slice(c + 1);
-          if (val.startsWith(' ')) val = val.slice(1);
-          if (name === 'event') event = val;
-          else if (name === 'data') data.push(val);
-        }
-        if (data.length > 0) yield { event, data: data.join('\n') };
-      }
-      if (buf.length > MAX_FRAME_CHARS) throw new LeaseServiceError('lease-fence: a watch frame is too long', { code: 'bad_reply', attempts: 1 });
-    }
-  } finally {
-    reader.cancel().catch(() => {});
   }
 }
