@@ -104,15 +104,7 @@ func TestEventsOfAnotherReplicaArrive(t *testing.T) {
 	}
 	f2, _ := g.grant(0, acquireMsg("q4", "ev/y", "b"))
 	g.step(ttl.Seconds()*1000 + 1)
-	for {
-		n, err := g.r[0].svc.Sweep(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if n == 0 {
-			break
-		}
-	}
+	g.sweepAll(0)
 	want := []string{"granted ev/x a", "renewed ev/x a", "released ev/x a", "granted ev/y b", "expired ev/y b"}
 	var got []string
 	for len(got) < len(want) {

@@ -293,6 +293,20 @@ func (g *rig) dbNow() float64 {
 	return now
 }
 
+// sweepAll sweeps through replica i until a sweep finds nothing more.
+func (g *rig) sweepAll(i int) {
+	g.t.Helper()
+	for {
+		n, err := g.r[i].store.Sweep(context.Background())
+		if err != nil {
+			g.t.Fatal(err)
+		}
+		if n == 0 {
+			return
+		}
+	}
+}
+
 // step moves the clock every replica reads by ms (from where it is now).
 func (g *rig) step(ms float64) {
 	for _, r := range g.r {

@@ -174,15 +174,7 @@ func TestInspectLastFenceAcrossReplicas(t *testing.T) {
 	}
 	f2, _ := g.grant(1, acquireMsg("b", "expired", "B"))
 	g.step(2*ttlMs + 1)
-	for {
-		n, err := g.r[0].store.Sweep(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if n == 0 {
-			break
-		}
-	}
+	g.sweepAll(0)
 	if held, last := inspect(1, "expired"); held || last != f2 {
 		t.Fatalf("after the sweep of an expired lease: held %v, last fence %d, want %d", held, last, f2)
 	}
