@@ -32,21 +32,6 @@ import (
 // database. `make drill-pg` runs the long forms (build tag drill: pgDrill
 // is true, and TestFailoverAsynchronous is built).
 
-// startPG starts a PostgreSQL server for one test.
-func startPG(t *testing.T, opts pgtest.Options) *pgtest.Server {
-	t.Helper()
-	pg, err := pgtest.Start(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := pg.Stop(); err != nil {
-			t.Error(err)
-		}
-	})
-	return pg
-}
-
 // sharedPG is the PostgreSQL server that the tests needing a plain one
 // share, each in a database of its own (pgDatabase): started by the first
 // of them, stopped after the last (TestMain). Making and starting a server
@@ -146,7 +131,7 @@ func TestPostgresRestartUnderLoad(t *testing.T) {
 	if pgDrill {
 		restarts = 3
 	}
-	pg := startPG(t, pgtest.Options{Durable: pgDrill})
+	pg := pgtest.StartFor(t, pgtest.Options{Durable: pgDrill})
 	d := newDrill(t, pg.URL(""), 3)
 	d.run(8, 2)
 	for range restarts {
@@ -183,7 +168,7 @@ type failoverReport struct {
 }
 
 func failover(t *testing.T, synchronous bool, seed uint64) failoverReport {
-	primary := startPG(t, pgtest.Options{Durable: true})
+	primary := pgtest.StartFor(t, pgtest.Options{Durable: true})
 	link, err := pgtest.NewProxy("127.0.0.1:" + strconv.Itoa(primary.Port))
 	if err != nil {
 		t.Fatal(err)
@@ -334,7 +319,7 @@ func TestFailoverSynchronous(t *testing.T) {
 // and its log says once that the store refuses changes, with the cause,
 // and once, at the first change after the heal, that it takes them again.
 func TestPartitionedReplica(t *testing.T) {
-	pg := startPG(t, pgtest.Options{})
+	pg := pgtest.StartFor(t, pgtest.Options{})
 	px, err := pgtest.NewProxy("127.0.0.1:" + strconv.Itoa(pg.Port))
 	if err != nil {
 		t.Fatal(err)

@@ -146,18 +146,7 @@ func postgresOn(b *testing.B, srv *pgtest.Server) *backend {
 
 // durablePG starts a PostgreSQL server of the benchmark's own, fsync on,
 // stopped at its end.
-func durablePG(b *testing.B) *pgtest.Server {
-	srv, err := pgtest.Start(pgtest.Options{Durable: true})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() {
-		if err := srv.Stop(); err != nil {
-			b.Error(err)
-		}
-	})
-	return srv
-}
+func durablePG(b *testing.B) *pgtest.Server { return pgtest.StartFor(b, pgtest.Options{Durable: true}) }
 
 var benchDBSeq atomic.Int32
 

@@ -114,11 +114,7 @@ func BenchmarkCycle(b *testing.B) {
 // store in it, TTL one minute; they are stopped when the benchmark ends.
 func benchService(b *testing.B, opts pgtest.Options) (*pgtest.Server, *service.Service) {
 	b.Helper()
-	srv, err := pgtest.Start(opts)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { srv.Stop() })
+	srv := pgtest.StartFor(b, opts)
 	st, err := pgstore.Create(context.Background(), srv.DSN(""), pgstore.Options{TTL: time.Minute})
 	if err != nil {
 		b.Fatal(err)

@@ -20,11 +20,7 @@ import (
 // on (SIGCONT): while stopped, every commit on the primary waits.
 func syncPair(t *testing.T) (primary, standby *pgtest.Server, hold func(bool)) {
 	t.Helper()
-	p, err := pgtest.Start(pgtest.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Stop() })
+	p := pgtest.StartFor(t, pgtest.Options{})
 	sb, err := p.StartStandby()
 	if err != nil {
 		t.Fatal(err)

@@ -4,6 +4,9 @@ package pgtest_test
 
 import (
 	"context"
+	"errors"
+	"io/fs"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -28,15 +31,28 @@ func count(t *testing.T, dsn string) int {
 	return n
 }
 
+// StartFor starts a server with the options given, and stops it (its
+// directory removed) when the test ends.
+func TestStartFor(t *testing.T) {
+	var s *pgtest.Server
+	t.Run("run", func(t *testing.T) {
+		s = pgtest.StartFor(t, pgtest.Options{Settings: []string{"work_mem=5MB"}})
+		var mem string
+		pgtest.QueryRow(t, s.DSN(""), `SHOW work_mem`, &mem)
+		if mem != "5MB" {
+			t.Errorf("work_mem %s, want 5MB", mem)
+		}
+	})
+	if _, err := os.Stat(s.Dir); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("after the test, its server's directory: %v", err)
+	}
+}
+
 // A synchronous standby has every commit that returned on the primary;
 // once the primary is killed (SIGKILL to every process) and the standby
 // promoted, the standby takes writes.
 func TestStandbyKillPromote(t *testing.T) {
-	p, err := pgtest.Start(pgtest.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Stop()
+	p := pgtest.StartFor(t, pgtest.Options{})
 	pgtest.Exec(t, p.DSN(""), `CREATE TABLE t (id int)`)
 	sb, err := p.StartStandby()
 	if err != nil {
@@ -84,11 +100,7 @@ func TestStandbyKillPromote(t *testing.T) {
 // standby gets nothing (a synchronous primary's commits wait), and once it
 // heals the standby catches up.
 func TestStandbyThroughAProxy(t *testing.T) {
-	p, err := pgtest.Start(pgtest.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Stop()
+	p := pgtest.StartFor(t, pgtest.Options{})
 	px, err := pgtest.NewProxy("127.0.0.1:" + strconv.Itoa(p.Port))
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,22 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
+// StartFor starts a server for t, failing t if it cannot, and stops it
+// when t ends (an error of Stop fails t).
+func StartFor(t testing.TB, opts Options) *Server {
+	t.Helper()
+	s, err := Start(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := s.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	return s
+}
+
 // Exec runs q with args on dsn's database, on a connection of its own,
 // failing t on an error.
 func Exec(t testing.TB, dsn, q string, args ...any) {
