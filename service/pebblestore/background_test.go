@@ -5,7 +5,6 @@ package pebblestore
 import (
 	"context"
 	"log/slog"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -57,10 +56,7 @@ func TestFailedFlushesBackOff(t *testing.T) {
 			fs.full.Store(false)
 		}
 	}
-	s, err := Create(filepath.Join(t.TempDir(), "state"), Options{FS: fs, bg: bg, Logger: bg.log})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, _ = created(t, Options{FS: fs, bg: bg, Logger: bg.log})
 	defer s.Close()
 	if err := s.Write(ctx, service.Batch{Put: []service.Entry{entry("a", 1, 1)}}, true); err != nil {
 		t.Fatal(err)

@@ -4,7 +4,6 @@ package pebblestore
 
 import (
 	"context"
-	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
@@ -24,10 +23,7 @@ import (
 func BenchmarkGrants(b *testing.B) {
 	for _, mode := range []string{"saved", "written"} {
 		b.Run(mode, func(b *testing.B) {
-			s, err := Create(filepath.Join(b.TempDir(), "state"), Options{})
-			if err != nil {
-				b.Fatal(err)
-			}
+			s, _ := created(b, Options{})
 			defer s.Close()
 			var p service.Persister = s
 			if mode == "written" {

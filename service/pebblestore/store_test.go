@@ -104,11 +104,7 @@ func TestCreateOpenRestart(t *testing.T) {
 // says so; another process is named by its pid (cmd/coordinator's
 // TestSecondServerIsRefused runs two).
 func TestSecondOpenIsRefused(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "state")
-	s, err := Create(dir, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, dir := created(t, Options{})
 	defer s.Close()
 	if _, err := Open(dir, Options{}); err == nil || !strings.Contains(err.Error(), "cannot be locked") {
 		t.Fatalf("second open: %v", err)
@@ -118,11 +114,7 @@ func TestSecondOpenIsRefused(t *testing.T) {
 // TestConcurrentWritesShareSyncs: concurrent synced writes all become
 // durable.
 func TestConcurrentWritesShareSyncs(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "state")
-	s, err := Create(dir, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, dir := created(t, Options{})
 	var wg sync.WaitGroup
 	for i := range 64 {
 		wg.Add(1)
@@ -172,11 +164,7 @@ func good(t *testing.T) string { return goodWith(t, 0, false) }
 // With open, it leaves the store open (for a kill -9 of the process).
 func goodWith(t *testing.T, extra int, open bool) (dir string) {
 	t.Helper()
-	dir = filepath.Join(t.TempDir(), "state")
-	s, err := Create(dir, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, dir := created(t, Options{})
 	rel := service.Release{RequestID: "rel", HolderID: "h", Fence: 6, At: now - 100, SecretHash: sha256.Sum256([]byte("s"))}
 	for i, b := range []service.Batch{
 		{Mark: 7},
@@ -475,6 +463,40 @@ func openAndLoad(dir string) error {
 	return nil
 }
 
+// created creates a state with opts in a new temporary directory of t.
+func created(t testing.TB, opts Options) (*Store, string) {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "state")
+	s, err := Create(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, dir
+}
+
+// killedChild runs this package's test named test in a child process,
+// with env added to its environment, reads the state directory it prints
+// (once it wrote what it had to), and kills it (kill -9). The child's
+// t.TempDir, which the kill leaves, is removed when t ends.
+func killedChild(t *testing.T, test, env string) string {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run", "^"+test+"$")
+	cmd.Env = append(os.Environ(), env)
+	out, err := cmd.StdoutPipe()
+	if err != nil || cmd.Start() != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	dir := strings.TrimSpace(line)
+	if err != nil || !strings.HasSuffix(dir, "state") {
+		t.Fatalf("the child wrote %q: %v", line, err)
+	}
+	t.Cleanup(func() { os.RemoveAll(filepath.Dir(filepath.Dir(dir))) })
+	return dir
+}
+
 // TestTornLogTail: a write cut short at the end of the log (a crash before
 // its sync) ends the log: the state opens without it. So does a damaged
 // last write, which cannot be told from one cut short: a write that was
@@ -499,20 +521,7 @@ func TestTornLogTail(t *testing.T) {
 		"truncated": func(d []byte) []byte { return d[:end(d)-5] },
 		"damaged":   func(d []byte) []byte { return flip(func(int) int { return end(d) - 5 })(d) },
 	} {
-		cmd := exec.Command(os.Args[0], "-test.run", "^TestTornLogTail$")
-		cmd.Env = append(os.Environ(), "PEBBLESTORE_CRASH=1")
-		out, err := cmd.StdoutPipe()
-		if err != nil || cmd.Start() != nil {
-			t.Fatal(err)
-		}
-		line, err := bufio.NewReader(out).ReadString('\n')
-		_ = cmd.Process.Kill() // kill -9, after every write was synced
-		_ = cmd.Wait()
-		dir := strings.TrimSpace(line)
-		if err != nil || !strings.HasSuffix(dir, "state") {
-			t.Fatalf("the child wrote %q: %v", line, err)
-		}
-		defer os.RemoveAll(filepath.Dir(filepath.Dir(dir))) // the child's t.TempDir, left by the kill
+		dir := killedChild(t, "TestTornLogTail", "PEBBLESTORE_CRASH=1") // after every write was synced
 		onFile(".log", damage)(t, dir)
 		s, err := Open(dir, Options{})
 		if err != nil {
@@ -601,11 +610,7 @@ func TestFullDisk(t *testing.T) {
 	fs := &diskFS{FS: vfs.Default}
 	fs.free.Store(1 << 30)
 	var logs syncio.Buffer
-	dir := filepath.Join(t.TempDir(), "state")
-	s, err := Create(dir, Options{FS: fs, CheckEvery: time.Millisecond, MinFreeBytes: 1 << 20, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, _ := created(t, Options{FS: fs, CheckEvery: time.Millisecond, MinFreeBytes: 1 << 20, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	defer s.Close()
 	put := func(name string) error {
 		return s.Write(ctx, service.Batch{Put: []service.Entry{entry(name, 1, 1)}}, true)
@@ -682,14 +687,11 @@ func TestFailedWriteStopsTheProcess(t *testing.T) {
 // while a mark only written (Write) is lost with the log.
 func TestSavedMarkOutlivesTheLog(t *testing.T) {
 	for _, save := range []bool{true, false} {
-		dir := filepath.Join(t.TempDir(), "state")
-		s, err := Create(dir, Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		s, dir := created(t, Options{})
 		if err := s.Write(ctx, service.Batch{Mark: 1024}, true); err != nil {
 			t.Fatal(err)
 		}
+		var err error
 		if save {
 			err = s.SaveMark(ctx, 2048)
 		} else {

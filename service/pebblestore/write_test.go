@@ -3,12 +3,10 @@
 package pebblestore
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
 	"maps"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strconv"
@@ -143,11 +141,7 @@ func TestPreviousEntryLayoutIsRead(t *testing.T) {
 // write came after it or the delay has passed.
 func TestUnsyncedWrites(t *testing.T) {
 	if os.Getenv("PEBBLESTORE_UNSYNCED") == "1" { // the child: write, then wait for the kill
-		dir := filepath.Join(t.TempDir(), "state")
-		s, err := Create(dir, Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		s, dir := created(t, Options{})
 		write := func(b service.Batch, sync bool) {
 			if err := s.Write(ctx, b, sync); err != nil {
 				t.Fatal(err)
@@ -184,20 +178,7 @@ func TestUnsyncedWrites(t *testing.T) {
 		fmt.Println(dir)
 		select {}
 	}
-	cmd := exec.Command(os.Args[0], "-test.run", "^TestUnsyncedWrites$")
-	cmd.Env = append(os.Environ(), "PEBBLESTORE_UNSYNCED=1")
-	out, err := cmd.StdoutPipe()
-	if err != nil || cmd.Start() != nil {
-		t.Fatal(err)
-	}
-	line, err := bufio.NewReader(out).ReadString('\n')
-	_ = cmd.Process.Kill() // kill -9
-	_ = cmd.Wait()
-	dir := strings.TrimSpace(line)
-	if err != nil || !strings.HasSuffix(dir, "state") {
-		t.Fatalf("the child wrote %q: %v", line, err)
-	}
-	defer os.RemoveAll(filepath.Dir(filepath.Dir(dir)))
+	dir := killedChild(t, "TestUnsyncedWrites", "PEBBLESTORE_UNSYNCED=1")
 	s, err := Open(dir, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -217,11 +198,7 @@ func TestUnsyncedWrites(t *testing.T) {
 // other still share one sync.
 func TestSyncedWritesAreGathered(t *testing.T) {
 	fs := &gateFS{FS: vfs.Default, release: make(chan struct{})}
-	dir := filepath.Join(t.TempDir(), "state")
-	s, err := Create(dir, Options{FS: fs})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, dir := created(t, Options{FS: fs})
 	if err := s.Write(ctx, service.Batch{Mark: 100}, true); err != nil { // alone: opens the log
 		t.Fatal(err)
 	}
