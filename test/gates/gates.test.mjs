@@ -112,20 +112,15 @@ describe('the suite catches a broken gate', () => {
     for (const rule of ['floorRaisedBeforeWrite', 'failedWrite']) assert.ok(got[rule], `${rule} caught it: ${JSON.stringify(got)}`);
     assert.deepEqual(await failures(memory(false)), {});
   });
-  test('FenceGate with a raise that does not wait', async () => {
-    const got = await failures(memory('noWait'));
-    assert.ok(got.raiseWaitsForEqualWrites, `raiseWaitsForEqualWrites caught it: ${JSON.stringify(got)}`);
-  });
-  test('lease-fence/sql with the write outside the transaction', async () => {
-    const got = await failures(sql(true));
-    assert.ok(got.lowerFenceRefused, `lowerFenceRefused caught it: ${JSON.stringify(got)}`);
-  });
-  test('lease-fence/sql with a raise that does not wait', async () => {
-    const got = await failures(sql('noWait'));
-    assert.ok(got.raiseWaitsForEqualWrites, `raiseWaitsForEqualWrites caught it: ${JSON.stringify(got)}`);
-  });
-  test('lease-fence/redis with the write outside the script', async () => {
-    const got = await failures(redis(true));
-    assert.ok(got.lowerFenceRefused, `lowerFenceRefused caught it: ${JSON.stringify(got)}`);
-  });
+  for (const [title, broken, rule] of [
+    ['FenceGate with a raise that does not wait', memory('noWait'), 'raiseWaitsForEqualWrites'],
+    ['lease-fence/sql with the write outside the transaction', sql(true), 'lowerFenceRefused'],
+    ['lease-fence/sql with a raise that does not wait', sql('noWait'), 'raiseWaitsForEqualWrites'],
+    ['lease-fence/redis with the write outside the script', redis(true), 'lowerFenceRefused'],
+  ]) {
+    test(title, async () => {
+      const got = await failures(broken);
+      assert.ok(got[rule], `${rule} caught it: ${JSON.stringify(got)}`);
+    });
+  }
 });
