@@ -659,6 +659,27 @@ func holdAsync(ctx context.Context, c *client.Client, opts client.HoldOptions) <
 	return got
 }
 
+// heldFrom waits for what holdAsync sends, and fails t if Hold did not
+// return (after what) before wctx ended, naming the calls the proxy saw,
+// or returned an error.
+func heldFrom(wctx context.Context, t *testing.T, got <-chan heldOrErr, px *faultproxy.Proxy, agent *clock.Manual, what string) *client.Held {
+	t.Helper()
+	var r heldOrErr
+	select {
+	case r = <-got:
+	case <-wctx.Done():
+		var calls []string
+		for _, call := range px.Calls() {
+			calls = append(calls, fmt.Sprintf("%s %d", call.Path, call.Status))
+		}
+		t.Fatalf("Hold did not return after %s: at %v, calls %v", what, agent.Peek(), calls)
+	}
+	if r.err != nil {
+		t.Fatalf("Hold: %v", r.err)
+	}
+	return r.h
+}
+
 // nearMillis says whether got is want, in ms of the holder's clock, to the
 // µs.
 func nearMillis(got clock.Instant, want float64) bool {
@@ -760,16 +781,7 @@ func TestFirstRenewalAnsweredPastTheLossIsTaken(t *testing.T) {
 	px, agent, c := slowAcquisition(t, 400, func() faultproxy.Action { return faultproxy.Action{Release: answer} })
 	ctx, wctx, granted, got := waitingHoldPastTheLoss(t, px, agent, c)
 	close(answer)
-	var r heldOrErr
-	select {
-	case r = <-got:
-	case <-wctx.Done():
-		t.Fatal("Hold did not return after the answers")
-	}
-	if r.err != nil {
-		t.Fatalf("Hold: %v", r.err)
-	}
-	h := r.h
+	h := heldFrom(wctx, t, got, px, agent, "the answers")
 	defer h.Release(ctx)
 	if h.Token().Fence != granted.Fence || h.Renewals() != 1 || !nearMillis(h.Lease().Anchor(), 5400) || h.Context().Err() != nil {
 		t.Fatalf("Hold returned fence %d (granted %d) anchored at %v, %d renewals, %v", h.Token().Fence, granted.Fence, h.Lease().Anchor(), h.Renewals(), context.Cause(h.Context()))
@@ -815,16 +827,7 @@ func TestFirstRenewalAfterASlowAcquisitionIsHedged(t *testing.T) {
 	if err := agent.Set(hedge.Millis); err != nil {
 		t.Fatal(err)
 	}
-	var r heldOrErr
-	select {
-	case r = <-got:
-	case <-wctx.Done():
-		t.Fatal("Hold did not return after the hedge")
-	}
-	if r.err != nil {
-		t.Fatalf("Hold: %v", r.err)
-	}
-	h := r.h
+	h := heldFrom(wctx, t, got, px, agent, "the hedge")
 	if bodies := renewBodies(px); len(bodies) != 2 || bodies[0] != bodies[1] {
 		t.Fatalf("renewals sent: %q", bodies)
 	}
@@ -934,20 +937,7 @@ func TestWaitingHoldLostBeforeItsFirstRenewalWaitsAgain(t *testing.T) {
 	// the attempts in flight are lost.
 	ctx, wctx, first, got := waitingHoldPastTheLoss(t, px, agent, c)
 	close(lose)
-	var r heldOrErr
-	select {
-	case r = <-got:
-	case <-wctx.Done():
-		var calls []string
-		for _, call := range px.Calls() {
-			calls = append(calls, fmt.Sprintf("%s %d", call.Path, call.Status))
-		}
-		t.Fatalf("Hold did not return after the loss: at %v, calls %v", agent.Peek(), calls)
-	}
-	if r.err != nil {
-		t.Fatalf("Hold: %v", r.err)
-	}
-	h := r.h
+	h := heldFrom(wctx, t, got, px, agent, "the loss")
 	defer h.Release(ctx)
 	// The lost grant's release, sent as the hold ended (answered 200, or
 	// 409 if the coordinator's real-time TTL of 1 s ran out first).
