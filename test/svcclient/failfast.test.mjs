@@ -287,6 +287,7 @@ describe('holding (TTL 2 s)', () => {
   // The renewal's first attempt, never answered, gets its hedge at half the
   // time left (21,875), not after attemptTimeoutMillis (60 s).
   const SLOW = 12_000;
+  const LOSS_AT = 1000 + LONG_TTL - LONG_MARGIN; // of the lease a slow acquisition made
   const slowHold = (name, renewPolicy, slow = SLOW, options = undefined) => {
     const px = longProxy;
     px.reset();
@@ -305,11 +306,18 @@ describe('holding (TTL 2 s)', () => {
   // sends nothing; then no hedge and no loss is due any more, only the
   // timeouts of attempts sent before the loss (attemptTimeoutMillis after
   // their sends).
-  const pastTheLoss = async (px, timers, holding, lossAt) => {
+  const pastTheLoss = async ({ px, timers, holding }) => {
+    timers.advanceTo(LOSS_AT);
     await until(() => px.on('/v1/renew').every((e) => e.parked), 'the attempts parked', GUARD);
-    timers.advanceTo(lossAt + 10);
-    assert.ok(timers.nextAt > lossAt + LONG_TTL && timers.latestAt < lossAt + 2 * LONG_TTL, `the timers:\n${timers.describe()}`);
+    timers.advanceTo(LOSS_AT + 10);
+    assert.ok(timers.nextAt > LOSS_AT + LONG_TTL && timers.latestAt < LOSS_AT + 2 * LONG_TTL, `the timers:\n${timers.describe()}`);
     assert.equal(holding.settled, false, String(holding.error));
+  };
+  // The lease hold resolved with (failing the test if it rejected).
+  const heldOf = async (holding) => {
+    await until(() => holding.settled, 'hold settled', GUARD);
+    assert.ok(holding.value !== undefined, String(holding.error));
+    return holding.value;
   };
 
   test('the first renewal\'s reply is lost after a slow acquisition: the lease is kept', async () => {
@@ -317,13 +325,10 @@ describe('holding (TTL 2 s)', () => {
     const { px, timers, c, r, holding } = slowHold('slow-kept', () => (++n === 1 ? { holdReply: true } : undefined));
     await until(() => renewParked(px), 'the renewal parked', GUARD);
     assert.equal(holding.settled, false);
-    const lossAt = 1000 + LONG_TTL - LONG_MARGIN;
     const sentAt = 1000 + SLOW;
-    assert.equal(timers.nextAt, sentAt + (lossAt - sentAt) / 2, `the timers:\n${timers.describe()}`);
+    assert.equal(timers.nextAt, sentAt + (LOSS_AT - sentAt) / 2, `the timers:\n${timers.describe()}`);
     timers.fireNext();
-    await until(() => holding.settled, 'hold resolved', GUARD);
-    const held = holding.value;
-    assert.ok(held !== undefined, String(holding.error));
+    const held = await heldOf(holding);
     const renewals = px.on('/v1/renew');
     assert.equal(renewals.length, 2);
     assert.equal(renewals[1].body, renewals[0].body);
@@ -342,11 +347,10 @@ describe('holding (TTL 2 s)', () => {
   test('a slow acquisition whose first renewal is never answered: hold rejects, and the lease is released', async () => {
     let lose;
     const lost = new Promise((resolve) => (lose = resolve));
-    const { px, timers, c, r, holding } = slowHold('slow-lost', () => ({ release: lost, drop: true }));
+    const rig = slowHold('slow-lost', () => ({ release: lost, drop: true }));
+    const { px, c, r, holding } = rig;
     await until(() => renewParked(px), 'the renewal parked', GUARD);
-    const lossAt = 1000 + LONG_TTL - LONG_MARGIN;
-    timers.advanceTo(lossAt);
-    await pastTheLoss(px, timers, holding, lossAt);
+    await pastTheLoss(rig);
     lose();
     await until(() => holding.settled, 'hold settled', GUARD);
     const e = holding.error;
@@ -362,21 +366,17 @@ describe('holding (TTL 2 s)', () => {
   // grant's hedged first renewal is answered, and hold resolves with it.
   test('a waiting hold whose grant is lost before its first renewal is answered waits again', async () => {
     // The first grant's renewals get no answer.
-    const lossAt = 1000 + LONG_TTL - LONG_MARGIN;
     let px, lose;
     const lost = new Promise((resolve) => (lose = resolve));
     const rig = slowHold('slow-again', () => (px.on('/v1/acquire').length === 1 ? { release: lost, drop: true } : undefined), SLOW, { waitMillis: 10 * LONG_TTL });
     px = rig.px;
-    const { timers, c, r, holding } = rig;
+    const { c, r, holding } = rig;
     await until(() => renewParked(px), 'the renewal parked', GUARD);
     const first = await c.inspect(r);
     assert.equal(first.held, true);
-    timers.advanceTo(lossAt);
-    await pastTheLoss(px, timers, holding, lossAt);
+    await pastTheLoss(rig);
     lose();
-    await until(() => holding.settled, 'hold settled', GUARD);
-    const held = holding.value;
-    assert.ok(held !== undefined, String(holding.error));
+    const held = await heldOf(holding);
     assert.equal(px.on('/v1/acquire').length, 2);
     await until(() => px.on('/v1/release').length === 1, 'the lost grant released', GUARD);
     assert.ok(held.token.fence > first.fence, `fence ${held.token.fence} after ${first.fence}`);
@@ -384,7 +384,7 @@ describe('holding (TTL 2 s)', () => {
     // Renewed at once at the second grant's answer (sent when the first
     // grant's renewal failed, 10 ms past its loss, and answered SLOW
     // later), anchored at that renewal's send.
-    assert.equal(held.deadline.millis, lossAt + 10 + SLOW + LONG_TTL);
+    assert.equal(held.deadline.millis, LOSS_AT + 10 + SLOW + LONG_TTL);
     assert.equal(held.signal.aborted, false);
     assert.equal(held.token.fence, (await c.inspect(r)).fence);
     await held.release();
@@ -396,19 +396,16 @@ describe('holding (TTL 2 s)', () => {
   // answer (the lease anchored at the renewal's send), not the loss; the
   // grant is kept, and no other fence is taken.
   test('a waiting hold takes its first renewal answered past the loss', async () => {
-    const lossAt = 1000 + LONG_TTL - LONG_MARGIN;
     let answer;
     const answered = new Promise((resolve) => (answer = resolve));
-    const { px, timers, c, r, holding } = slowHold('slow-late', () => ({ release: answered }), SLOW, { waitMillis: 10 * LONG_TTL });
+    const rig = slowHold('slow-late', () => ({ release: answered }), SLOW, { waitMillis: 10 * LONG_TTL });
+    const { px, c, r, holding } = rig;
     await until(() => renewParked(px), 'the renewal parked', GUARD);
     const granted = await c.inspect(r);
     assert.equal(granted.held, true);
-    timers.advanceTo(lossAt);
-    await pastTheLoss(px, timers, holding, lossAt);
+    await pastTheLoss(rig);
     answer();
-    await until(() => holding.settled, 'hold settled', GUARD);
-    const held = holding.value;
-    assert.ok(held !== undefined, String(holding.error));
+    const held = await heldOf(holding);
     assert.equal(held.token.fence, granted.fence);
     assert.equal(held.renewals, 1);
     assert.equal(held.deadline.millis, 1000 + SLOW + LONG_TTL);
@@ -425,9 +422,7 @@ describe('holding (TTL 2 s)', () => {
   test('an acquisition answered past its loss: hold renews once, plainly, before it resolves', async () => {
     const slow = LONG_TTL - LONG_MARGIN + 100;
     const { px, clock, c, r, holding } = slowHold('slow-past', () => undefined, slow);
-    await until(() => holding.settled, 'hold settled', GUARD);
-    const held = holding.value;
-    assert.ok(held !== undefined, String(holding.error));
+    const held = await heldOf(holding);
     assert.equal(px.on('/v1/renew').length, 1);
     assert.equal(held.renewals, 1);
     assert.equal(clock.now().millis, 1000 + slow);
