@@ -210,29 +210,20 @@ describe('a consumer built from the packed tarball runs the round trip', () => {
     assert.deepEqual({ result, problems }, { result: { ...inBrowser, serviceClient: 'function' }, problems: [] });
   });
 
-  test('webpack 5 (the browser entry; webpack copies the wasm), in Chromium', async () => {
-    await steps.webpack;
-    const { result, problems } = await page('webpack');
-    assert.deepEqual({ result, problems }, { result: inBrowser, problems: [] });
-  });
-
-  test('Vite build (the browser entry; Vite copies the wasm), in Chromium', async () => {
-    await steps.vite;
-    const { result, problems } = await page('vite');
-    assert.deepEqual({ result, problems }, { result: inBrowser, problems: [] });
-  });
-
-  test('vite dev (the page served from source, the package pre-bundled), in Chromium', async () => {
-    const url = await steps['vite-dev'];
-    const { result, problems } = await page('vite-dev', url);
-    assert.deepEqual({ result, problems }, { result: inBrowser, problems: [] });
-  });
-
-  test('Rollup with node-resolve (the browser entry; a plugin emits the wasm), in Chromium', async () => {
-    await steps.rollup;
-    const { result, problems } = await page('rollup');
-    assert.deepEqual({ result, problems }, { result: inBrowser, problems: [] });
-  });
+  // Each bundler's page, built (url undefined: the built folder's) or
+  // served by vite dev from source, the package pre-bundled.
+  for (const [name, title, served] of [
+    ['webpack', 'webpack 5 (the browser entry; webpack copies the wasm)'],
+    ['vite', 'Vite build (the browser entry; Vite copies the wasm)'],
+    ['vite-dev', 'vite dev (the page served from source, the package pre-bundled)', true],
+    ['rollup', 'Rollup with node-resolve (the browser entry; a plugin emits the wasm)'],
+  ]) {
+    test(`${title}, in Chromium`, async () => {
+      const url = await steps[name];
+      const { result, problems } = await page(name, served ? url : undefined);
+      assert.deepEqual({ result, problems }, { result: inBrowser, problems: [] });
+    });
+  }
 
   test('Cloudflare Worker under wrangler dev (the workerd entry)', async () => {
     const url = await steps.worker;
