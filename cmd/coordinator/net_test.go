@@ -25,6 +25,7 @@ import (
 	"github.com/lease-fence/lease-fence/internal/benchkit"
 	"github.com/lease-fence/lease-fence/service/client"
 	"github.com/lease-fence/lease-fence/service/wire"
+	"github.com/lease-fence/lease-fence/test/rig/roundtrip"
 	"github.com/lease-fence/lease-fence/test/rig/syncio"
 	"github.com/lease-fence/lease-fence/test/rig/testpki"
 )
@@ -136,15 +137,7 @@ func send(t *testing.T, hc *http.Client, method, url, path, tok string, body []b
 	if tok != "" {
 		req.Header.Set("Authorization", "Bearer "+tok)
 	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp, data := roundtrip.Read(t, hc.Do, req)
 	a := answer{status: resp.StatusCode, header: resp.Header}
 	if strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
 		if err := json.Unmarshal(data, &a.body); err != nil {

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lease-fence/lease-fence/test/rig/roundtrip"
 	"github.com/lease-fence/lease-fence/test/rig/serverproc"
 )
 
@@ -83,15 +84,7 @@ func get(t *testing.T, srv *httptest.Server, method, rawPath string, hdr map[str
 	}
 	tr := &http.Transport{DisableCompression: true}
 	defer tr.CloseIdleConnections()
-	resp, err := tr.RoundTrip(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp, body := roundtrip.Read(t, tr.RoundTrip, req)
 	return resp, string(body)
 }
 

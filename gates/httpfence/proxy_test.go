@@ -26,6 +26,7 @@ import (
 	"github.com/lease-fence/lease-fence/core/fence"
 	"github.com/lease-fence/lease-fence/gates/httpfence"
 	"github.com/lease-fence/lease-fence/gates/sqlfence"
+	"github.com/lease-fence/lease-fence/test/rig/roundtrip"
 )
 
 // seen is one request as the upstream received it.
@@ -158,15 +159,7 @@ func (e *env) doCtx(t *testing.T, ctx context.Context, method, path, body string
 	for _, f := range fences {
 		req.Header.Add("Lease-Fence", f)
 	}
-	resp, err := e.srv.Client().Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp, b := roundtrip.Read(t, e.srv.Client().Do, req)
 	return answer{resp.StatusCode, resp.Header, string(b)}
 }
 

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -25,6 +24,7 @@ import (
 	"github.com/lease-fence/lease-fence/service/client"
 	"github.com/lease-fence/lease-fence/service/wire"
 	"github.com/lease-fence/lease-fence/test/rig/holdtest"
+	"github.com/lease-fence/lease-fence/test/rig/roundtrip"
 	"github.com/lease-fence/lease-fence/test/rig/syncio"
 	"github.com/lease-fence/lease-fence/test/rig/wranglerdev"
 )
@@ -142,12 +142,7 @@ func send(t *testing.T, hc *http.Client, method, url string, headers map[string]
 			req.Header.Set(k, v)
 		}
 	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
+	resp, data := roundtrip.Read(t, hc.Do, req)
 	return resp.StatusCode, resp.Header, data
 }
 

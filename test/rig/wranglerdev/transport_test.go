@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/lease-fence/lease-fence/test/rig/roundtrip"
 )
 
 // server answers the first `lost` requests as wrangler dev's proxy does
@@ -39,15 +41,7 @@ func post(t *testing.T, url, body string) (int, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := (&http.Client{Transport: Transport{}}).Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp, data := roundtrip.Read(t, (&http.Client{Transport: Transport{}}).Do, req)
 	return resp.StatusCode, string(data)
 }
 
