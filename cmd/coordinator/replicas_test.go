@@ -169,11 +169,7 @@ type failoverReport struct {
 
 func failover(t *testing.T, synchronous bool, seed uint64) failoverReport {
 	primary := pgtest.StartFor(t, pgtest.Options{Durable: true})
-	link, err := pgtest.NewProxy("127.0.0.1:" + strconv.Itoa(primary.Port))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer link.Close()
+	link := primary.ProxyFor(t)
 	standby, err := primary.StartStandbyVia(link.Addr())
 	if err != nil {
 		t.Fatal(err)
@@ -320,11 +316,7 @@ func TestFailoverSynchronous(t *testing.T) {
 // and once, at the first change after the heal, that it takes them again.
 func TestPartitionedReplica(t *testing.T) {
 	pg := pgtest.StartFor(t, pgtest.Options{})
-	px, err := pgtest.NewProxy("127.0.0.1:" + strconv.Itoa(pg.Port))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer px.Close()
+	px := pg.ProxyFor(t)
 	const timeout = time.Second
 	// The cut coordinator reaches the database through px, which this
 	// process serves: a stall of this process past the 1 s store timeout

@@ -116,11 +116,7 @@ func (g *rig) atOnce(n int, msg func(i int) wire.Message) map[string]int {
 // Both are closed when the test ends.
 func (g *rig) throughProxy() (*pgtest.Proxy, *pgstore.Store) {
 	g.t.Helper()
-	px, err := pgtest.NewProxy("127.0.0.1:" + strconv.Itoa(pg.Port))
-	if err != nil {
-		g.t.Fatal(err)
-	}
-	g.t.Cleanup(func() { px.Close() })
+	px := pg.ProxyFor(g.t)
 	dsn := strings.Replace(g.dsn, "port="+strconv.Itoa(pg.Port), "port="+strconv.Itoa(px.Port()), 1)
 	st, err := pgstore.Open(context.Background(), dsn, pgstore.Options{TTL: ttl, Timeout: 300 * time.Millisecond})
 	if err != nil {

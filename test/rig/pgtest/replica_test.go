@@ -7,7 +7,6 @@ import (
 	"errors"
 	"io/fs"
 	"os"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -101,11 +100,7 @@ func TestStandbyKillPromote(t *testing.T) {
 // heals the standby catches up.
 func TestStandbyThroughAProxy(t *testing.T) {
 	p := pgtest.StartFor(t, pgtest.Options{})
-	px, err := pgtest.NewProxy("127.0.0.1:" + strconv.Itoa(p.Port))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer px.Close()
+	px := p.ProxyFor(t)
 	pgtest.Exec(t, p.DSN(""), `CREATE TABLE t (id int)`)
 	sb, err := p.StartStandbyVia(px.Addr())
 	if err != nil {

@@ -26,6 +26,18 @@ func StartFor(t testing.TB, opts Options) *Server {
 	return s
 }
 
+// ProxyFor puts a Proxy in front of s for t, failing t if it cannot, and
+// closes it when t ends.
+func (s *Server) ProxyFor(t testing.TB) *Proxy {
+	t.Helper()
+	px, err := NewProxy("127.0.0.1:" + strconv.Itoa(s.Port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { px.Close() })
+	return px
+}
+
 // Exec runs q with args on dsn's database, on a connection of its own,
 // failing t on an error.
 func Exec(t testing.TB, dsn, q string, args ...any) {
