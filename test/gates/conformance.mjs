@@ -46,6 +46,22 @@ async function fresh(c, opts = {}) {
   return made;
 }
 
+// refusedBehind makes a gate that keeps max refusals, admits agent-b at
+// fence f, then has n writes of agent-a (fences 1 to n) refused, each
+// checked; it returns the gate and the refusals it keeps (the last max of
+// them where c.capped).
+async function refusedBehind(c, max, n, f) {
+  const { gate: g } = await fresh(c, { maxRejections: max });
+  await g.commit(tk('agent-b', f), { value: `b${f}` });
+  const all = [];
+  for (let i = 1; i <= n; i++) {
+    const r = rej(i, 'agent-a', i, 'agent-b', f);
+    await stale('refusal', g.commit(tk('agent-a', i), { value: 'a' }), r);
+    all.push(r);
+  }
+  return { g, kept: c.capped ? all.slice(n - max) : all };
+}
+
 async function stale(what, p, want) {
   await assert.rejects(p, (err) => {
     assert.ok(err instanceof StaleFenceError, `${what}: ${err?.name}: ${err?.message}`);
@@ -216,32 +232,14 @@ export const rules = {
   },
 
   async rejectionLog(c) {
-    const max = 3;
-    const n = 5;
-    const { gate: g } = await fresh(c, { maxRejections: max });
-    await g.commit(tk('agent-b', 10), { value: 'b10' });
-    const all = [];
-    for (let i = 1; i <= n; i++) {
-      const r = rej(i, 'agent-a', i, 'agent-b', 10);
-      await stale('refusal', g.commit(tk('agent-a', i), { value: 'a' }), r);
-      all.push(r);
-    }
-    assert.deepEqual(await g.rejections(R), c.capped ? all.slice(n - max) : all);
+    const { g, kept } = await refusedBehind(c, 3, 5, 10);
+    assert.deepEqual(await g.rejections(R), kept);
   },
 
   async rejectionPages(c) {
-    const max = 5;
     const n = 8;
     const limit = 3;
-    const { gate: g } = await fresh(c, { maxRejections: max });
-    await g.commit(tk('agent-b', 20), { value: 'b20' });
-    let all = [];
-    for (let i = 1; i <= n; i++) {
-      const r = rej(i, 'agent-a', i, 'agent-b', 20);
-      await stale('refusal', g.commit(tk('agent-a', i), { value: 'a' }), r);
-      all.push(r);
-    }
-    if (c.capped) all = all.slice(n - max);
+    const { g, kept: all } = await refusedBehind(c, 5, n, 20);
     const page = async (afterSeq, lim) => {
       const got = await g.rejectionsPage(R, afterSeq, lim);
       assert.ok(got.length <= lim, `a page of ${lim} holds ${got.length}`);
