@@ -6,7 +6,7 @@ import { randomBytes, createHash } from 'node:crypto';
 import { once } from 'node:events';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { waitFor } from '../svcclient/children.mjs';
+import { stop, waitFor } from '../svcclient/children.mjs';
 
 export const COORDINATOR = process.env.COORDINATOR ?? new URL('../../out/bin/coordinator', import.meta.url).pathname;
 
@@ -23,12 +23,7 @@ export async function startCoordinator(args, port = 0) {
     port: Number(new URL(url).port),
     proc,
     log,
-    async stop() {
-      if (proc.exitCode !== null || proc.signalCode !== null) return;
-      const gone = once(proc, 'exit');
-      proc.kill('SIGKILL');
-      await gone;
-    },
+    stop: () => stop(proc, 'SIGKILL'),
   };
 }
 
@@ -193,11 +188,6 @@ export async function startFenceProxy(dir, upstream) {
   const url = await waitFor(proc, [], /^listening on (http:\/\/127\.0\.0\.1:\d+)$/, 'fence-proxy');
   return {
     url,
-    async stop() {
-      if (proc.exitCode !== null || proc.signalCode !== null) return;
-      const gone = once(proc, 'exit');
-      proc.kill('SIGKILL');
-      await gone;
-    },
+    stop: () => stop(proc, 'SIGKILL'),
   };
 }
