@@ -21,6 +21,7 @@ import (
 	"github.com/lease-fence/lease-fence/gates/httpfence"
 	"github.com/lease-fence/lease-fence/gates/sqlfence"
 	"github.com/lease-fence/lease-fence/test/rig/promtest"
+	"github.com/lease-fence/lease-fence/test/rig/roundtrip"
 )
 
 func (e *env) floorsPage(t *testing.T, query string) httpfence.FloorsPage {
@@ -185,11 +186,7 @@ func TestAdminBadQueriesAre400(t *testing.T) {
 	}
 	req, _ := http.NewRequest("GET", e.srv.URL+"/.lease-fence/rejections/stream", nil)
 	req.Header.Set("Last-Event-ID", "seven")
-	resp, err := e.srv.Client().Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
+	resp, _ := roundtrip.Read(t, e.srv.Client().Do, req)
 	if resp.StatusCode != http.StatusBadRequest {
 		t.Fatalf("a bad Last-Event-ID: %d", resp.StatusCode)
 	}

@@ -493,11 +493,7 @@ func TestBodyBounds(t *testing.T) {
 	// Chunked (no Content-Length): refused once the limit is passed.
 	req, _ := http.NewRequest("POST", e.srv.URL+"/w", io.MultiReader(strings.NewReader("01234"), strings.NewReader("56789xy")))
 	req.Header.Set("Lease-Fence", hdr("r", "a", 8))
-	resp, err := e.srv.Client().Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
+	resp, _ := roundtrip.Read(t, e.srv.Client().Do, req)
 	if resp.StatusCode != http.StatusRequestEntityTooLarge {
 		t.Fatalf("chunked body over the limit: %d", resp.StatusCode)
 	}
@@ -630,11 +626,7 @@ func TestUpgradeAndConnectAreRefused(t *testing.T) {
 	req, _ := http.NewRequest("GET", e.srv.URL+"/ws", nil)
 	req.Header.Set("Connection", "Upgrade")
 	req.Header.Set("Upgrade", "websocket")
-	resp, err := e.srv.Client().Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
+	resp, _ := roundtrip.Read(t, e.srv.Client().Do, req)
 	if resp.StatusCode != http.StatusNotImplemented || resp.Header.Get("Lease-Fence-Error") != "upgrade_not_supported" {
 		t.Fatalf("upgrade: %d %v", resp.StatusCode, resp.Header)
 	}
@@ -673,11 +665,7 @@ func TestHopByHopHeadersAreNotForwarded(t *testing.T) {
 	req.Header.Set("Proxy-Authorization", "Basic Zm9vOmJhcg==")
 	req.Header.Set("Te", "gzip")
 	req.Header.Set("X-End-To-End", "kept")
-	resp, err := e.srv.Client().Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
+	resp, _ := roundtrip.Read(t, e.srv.Client().Do, req)
 	if resp.Header.Get("X-Secret-Hop") != "" || resp.Header.Get("Keep-Alive") != "" || resp.Header.Get("X-End-To-End") != "kept" {
 		t.Fatalf("answer headers %v", resp.Header)
 	}
