@@ -253,17 +253,22 @@ type decision struct {
 	floor uint64
 }
 
-// run runs fn on e at now with the counter at issued and the counts c (with
-// room: the function checks that there still is).
-func (s *Store) run(fn func(*service.Txn) error, e service.Entry, now float64, issued uint64, c service.Counts) decision {
-	var d decision
-	t := service.Txn{Now: clock.At(s.domain, now), Issued: issued, Entry: e, Counts: c, Limits: s.limits,
-		Owners: service.OwnerCounterFunc(func(_ string, limit int) int { d.asked = true; return limit })}
-	d.err = fn(&t)
-	d.next, _, d.put = t.Next()
-	d.floor = t.Floor()
+// run runs c's fn on e at now with the counter at issued and the counts c
+// (with room: the function checks that there still is), in c's Txn: one
+// allocation a call, not one a run.
+func (s *Store) run(c *fastCall, e service.Entry, now float64, issued uint64, counts service.Counts) decision {
+	c.asked = false
+	c.t = service.Txn{Now: clock.At(s.domain, now), Issued: issued, Entry: e, Counts: counts, Limits: s.limits, Owners: &c.asked}
+	d := decision{err: c.fn(&c.t), asked: bool(c.asked)}
+	d.next, _, d.put = c.t.Next()
+	d.floor = c.t.Floor()
 	return d
 }
+
+// asked is an OwnerCounter that notes fn asked about an owner's limit.
+type asked bool
+
+func (a *asked) Owned(_ string, limit int) int { *a = true; return limit }
 
 // shifts compares a decision made at now (a) with the one made a
 // millisecond later (b): which of its instants are now's (they move with
@@ -282,15 +287,15 @@ func shiftsOf(a, b service.Entry) (sh shifts, ok bool) {
 		return sh, false
 	}
 	b.ExpiresAt, b.Revoked.At = a.ExpiresAt, a.Revoked.At
-	b.Released = slices.Clone(b.Released)
-	for i := range a.Released {
-		m, okI := moved(a.Released[i].At, b.Released[i].At)
-		if !okI {
+	for i, ra := range a.Released {
+		rb := b.Released[i]
+		m, okI := moved(ra.At, rb.At)
+		if rb.At = ra.At; !okI || rb != ra {
 			return sh, false
 		}
 		sh.released = append(sh.released, m)
-		b.Released[i].At = a.Released[i].At
 	}
+	b.Released = a.Released
 	return sh, sameEntry(a, b)
 }
 
@@ -315,7 +320,11 @@ func (sh shifts) at(e service.Entry, d float64) service.Entry {
 // whose time is the reading's, the position (from 1) of its 8 bytes of time
 // and that time; ok is false if the layout is not the one expected.
 func releasePositions(rels []service.Release, moved []bool) (b []byte, pos []int32, at []float64, ok bool) {
-	b = binary.AppendUvarint(nil, uint64(len(rels)))
+	n := binary.MaxVarintLen64
+	for _, r := range rels {
+		n += 3*binary.MaxVarintLen64 + len(r.RequestID) + len(r.HolderID) + 8 + len(r.SecretHash)
+	}
+	b = binary.AppendUvarint(make([]byte, 0, n), uint64(len(rels)))
 	for i, r := range rels {
 		b = binary.AppendUvarint(b, uint64(len(r.RequestID)))
 		b = append(b, r.RequestID...)
@@ -328,7 +337,7 @@ func releasePositions(rels []service.Release, moved []bool) (b []byte, pos []int
 		b = binary.BigEndian.AppendUint64(b, math.Float64bits(r.At))
 		b = append(b, r.SecretHash[:]...)
 	}
-	return b, pos, at, bytes.Equal(b, service.AppendReleasesBinary(nil, rels))
+	return b, pos, at, bytes.Equal(b, service.AppendReleasesBinary(make([]byte, 0, len(b)), rels))
 }
 
 // fastCall is a decision made on a row this store knows, ready to be sent
@@ -353,6 +362,8 @@ type fastCall struct {
 	sh         shifts
 	pos        []int32
 	ats        []float64
+	t          service.Txn // run's
+	asked      asked
 }
 
 // fastResult is what lease_fence_decide answers.
@@ -379,7 +390,7 @@ func (s *Store) prepare(resource string, row knownRow, fn func(*service.Txn) err
 	c.issued = max(issued, e.Fence, e.LastFence)
 	c.now = max(raw+c.offset, row.decidedAt)
 	c.u = until(e, c.now, s.ttl)
-	d := s.run(fn, e, c.now, c.issued, counts)
+	d := s.run(c, e, c.now, c.issued, counts)
 	c.d = d
 	if d.asked || c.now+1 >= c.u {
 		return nil, false
@@ -401,7 +412,7 @@ func (s *Store) prepare(resource string, row knownRow, fn func(*service.Txn) err
 	if c.write != 0 {
 		// The same decision a millisecond later: which instants are the
 		// reading's.
-		d1 := s.run(fn, e, c.now+1, c.issued, counts)
+		d1 := s.run(c, e, c.now+1, c.issued, counts)
 		var ok bool
 		if c.sh, ok = shiftsOf(c.next, d1.next); !ok || d1.err != nil || !d1.put || d1.asked {
 			return nil, false
@@ -482,7 +493,7 @@ func (s *Store) finish(c *fastCall, r *fastResult) (fastOutcome, error) {
 	if c.grant {
 		issued = uint64(r.fence) - 1
 	}
-	dr2 := s.run(c.fn, c.e, r.reading, issued, c.counts)
+	dr2 := s.run(c, c.e, r.reading, issued, c.counts)
 	if c.write == 0 {
 		if dr2.asked || (dr2.put && !(c.row.version == 0 && empty(dr2.next))) || (dr2.err == nil) != (c.d.err == nil) {
 			return fastSlow, nil // nothing was written
