@@ -259,7 +259,8 @@ type decision struct {
 func (s *Store) run(c *fastCall, e service.Entry, now float64, issued uint64, counts service.Counts) decision {
 	c.asked = false
 	c.t = service.Txn{Now: clock.At(s.domain, now), Issued: issued, Entry: e, Counts: counts, Limits: s.limits, Owners: &c.asked}
-	d := decision{err: c.fn(&c.t), asked: bool(c.asked)}
+	err := c.fn(&c.t)
+	d := decision{err: err, asked: bool(c.asked)}
 	d.next, _, d.put = c.t.Next()
 	d.floor = c.t.Floor()
 	return d
