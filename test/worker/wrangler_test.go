@@ -17,22 +17,11 @@ import (
 
 // directClient sends the tests' raw calls to a runtime's own URL, and
 // sends again a call that wrangler dev's proxy lost (its 503 "Your worker
-// restarted mid-request", wranglerdev.Transport) or that met a kept-alive
-// connection the proxy had closed (EOF): a waiting acquisition of
-// TestWorkerTokenLimits met both beside other suites. Each call carries
+// restarted mid-request") or that met a kept-alive connection the proxy
+// had closed (EOF), as wranglerdev.Transport does: a waiting acquisition
+// of TestWorkerTokenLimits met both beside other suites. Each call carries
 // its request id, so one sent twice is answered as one.
-var directClient = &http.Client{Transport: wranglerdev.Transport{Base: idempotent{}}}
-
-// idempotent marks each request idempotent for http.Transport (an
-// X-Idempotency-Key entry with no value, not sent on the wire), which then
-// sends a POST again when a reused connection fails under it.
-type idempotent struct{}
-
-func (idempotent) RoundTrip(req *http.Request) (*http.Response, error) {
-	req = req.Clone(req.Context())
-	req.Header["X-Idempotency-Key"] = []string{}
-	return http.DefaultTransport.RoundTrip(req)
-}
+var directClient = &http.Client{Transport: wranglerdev.Transport{}}
 
 // wranglerDev is one `wrangler dev` of the Worker (the runtime): offline,
 // on a free loopback port, --inspector-port 0 (two at once must not both

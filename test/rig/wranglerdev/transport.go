@@ -22,10 +22,11 @@ const attempts = 3
 
 // Transport sends a request that wrangler dev's proxy answered with that
 // 503 again, up to 3 times in all, and passes every other answer on as it
-// is. Only a request whose body can be had again (GetBody, as
-// http.NewRequest sets for bytes and strings readers) is sent again. The
-// lease service's calls carry their request id, so a call sent twice is
-// answered as one.
+// is. A request whose kept-alive connection was closed before its answer
+// is sent again by net/http. Only a request whose body can be had again
+// (GetBody, as http.NewRequest sets for bytes and strings readers) is sent
+// again. The lease service's calls carry their request id, so a call sent
+// twice is answered as one.
 type Transport struct {
 	Base http.RoundTripper // nil: http.DefaultTransport
 }
@@ -35,6 +36,14 @@ func (t Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	base := t.Base
 	if base == nil {
 		base = http.DefaultTransport
+	}
+	if _, ok := req.Header["Idempotency-Key"]; !ok && (req.Body == nil || req.GetBody != nil) {
+		// A kept-alive connection that wrangler dev closes as it is reused
+		// (the request written, no answer: EOF) is one net/http sends a
+		// replayable request again on by itself; the key's nil value marks
+		// a call replayable without sending the header.
+		req = req.Clone(req.Context())
+		req.Header["Idempotency-Key"] = nil
 	}
 	for try := 1; ; try++ {
 		r := req

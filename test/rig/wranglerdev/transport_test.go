@@ -89,3 +89,39 @@ func TestABodyThatCannotBeHadAgainIsNotSentAgain(t *testing.T) {
 		t.Fatalf("got %d after %d requests; want the 503 after 1", resp.StatusCode, n.Load())
 	}
 }
+
+// TestAKeptAliveConnectionClosedUnderARequest: the second request, on the
+// first's kept-alive connection, is read and its connection closed with
+// no answer (EOF, as wrangler dev did when it closed a connection as it
+// was reused): it is sent again on a new one and answered.
+func TestAKeptAliveConnectionClosedUnderARequest(t *testing.T) {
+	var n atomic.Int32
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if n.Add(1) == 2 {
+			conn, _, err := http.NewResponseController(w).Hijack()
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			conn.Close()
+			return
+		}
+		w.Write(body)
+	}))
+	t.Cleanup(s.Close)
+	hc := &http.Client{Transport: Transport{Base: s.Client().Transport}}
+	for _, body := range []string{`{"requestId":"r1"}`, `{"requestId":"r2"}`} {
+		req, err := http.NewRequest(http.MethodPost, s.URL, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, data := roundtrip.Read(t, hc.Do, req)
+		if resp.StatusCode != http.StatusOK || string(data) != body {
+			t.Fatalf("%s: got %d %q", body, resp.StatusCode, data)
+		}
+	}
+	if n.Load() != 3 {
+		t.Fatalf("%d requests reached the server; want 3", n.Load())
+	}
+}
