@@ -552,43 +552,34 @@ type callBody struct {
 // if a string is not valid UTF-8 or sentAt's millis is a number
 // json.Marshal writes with an exponent (below 1e-6 or from 1e21).
 func (c *callBody) append(b []byte) ([]byte, bool) {
-	var err error
-	str := func(name, v string) {
-		if err == nil {
-			b = append(append(append(b, '"'), name...), `":`...)
-			b, err = jsontext.AppendQuote(b, v)
-			b = append(b, ',')
-		}
-	}
-	b = append(b, '{')
-	str("requestId", c.RequestID)
-	str("resource", c.Resource)
-	str("holderId", c.HolderID)
+	w := appender{b: append(b, '{')}
+	w.str("requestId", c.RequestID)
+	w.str("resource", c.Resource)
+	w.str("holderId", c.HolderID)
 	if c.SentAt != nil {
-		var ok bool
-		if b, ok = appendFloat(append(b, `"sentAt":{"millis":`...), c.SentAt.Millis); !ok {
-			return nil, false
-		}
-		b = append(b, ',')
-		str("domain", c.SentAt.Domain)
-		b[len(b)-1] = '}'
-		b = append(b, ',')
+		w.open("sentAt")
+		w.float("millis", c.SentAt.Millis)
+		w.str("domain", c.SentAt.Domain)
+		w.b = append(w.b, '}')
 	}
 	if c.Kind != "" {
-		str("kind", c.Kind)
+		w.str("kind", c.Kind)
 	}
 	if c.Fence != 0 {
-		b = append(strconv.AppendUint(append(b, `"fence":`...), c.Fence, 10), ',')
+		w.uint("fence", c.Fence)
 	}
-	str("secret", c.Secret)
+	w.str("secret", c.Secret)
 	if c.WaitMillis != 0 {
-		b = append(strconv.AppendInt(append(b, `"waitMillis":`...), c.WaitMillis, 10), ',')
+		w.key("waitMillis")
+		w.b = strconv.AppendInt(w.b, c.WaitMillis, 10)
 	}
 	if c.Value != nil {
-		str("value", *c.Value)
+		w.str("value", *c.Value)
 	}
-	b[len(b)-1] = '}'
-	return b, err == nil
+	if w.failed {
+		return nil, false
+	}
+	return append(w.b, '}'), true
 }
 
 func finite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }

@@ -65,37 +65,24 @@ func AppendReply(b []byte, r *Reply) ([]byte, bool) {
 	w.key(nameOK)
 	w.b = strconv.AppendBool(w.b, r.OK)
 	if g := r.Grant; g != nil {
-		w.b = append(w.b, ',')
-		w.key(nameGrant)
-		w.b = append(w.b, '{')
+		w.open(nameGrant)
 		w.str(nameRequestID, g.RequestID)
-		w.b = append(w.b, ',')
 		w.str(nameResource, g.Resource)
-		w.b = append(w.b, ',')
 		w.str(nameHolderID, g.HolderID)
-		w.b = append(w.b, ',')
-		w.key(nameFence)
-		w.b = strconv.AppendUint(w.b, g.Fence, 10)
-		w.b = append(w.b, ',')
+		w.uint(nameFence, g.Fence)
 		w.float(nameTTL, g.TTLMillis)
-		w.b = append(w.b, ',')
-		w.key(nameExpiresAt)
-		w.b = append(w.b, '{')
+		w.open(nameExpiresAt)
 		w.float(nameMillis, g.CoordinatorExpiresAt.Millis)
-		w.b = append(w.b, ',')
 		w.str(nameDomain, g.CoordinatorExpiresAt.Domain)
 		w.b = append(w.b, "}}"...)
 	}
 	if r.HeldBy != "" {
-		w.b = append(w.b, ',')
 		w.str(nameHeldBy, r.HeldBy)
 	}
 	if r.RetryAfterMillis != 0 { // -0 included, as omitzero omits it
-		w.b = append(w.b, ',')
 		w.float(nameRetryAfter, r.RetryAfterMillis)
 	}
 	if r.Reason != "" {
-		w.b = append(w.b, ',')
 		w.str(nameReason, r.Reason)
 	}
 	if w.failed {
@@ -104,15 +91,30 @@ func AppendReply(b []byte, r *Reply) ([]byte, bool) {
 	return append(w.b, '}'), true
 }
 
-// appender writes members; failed is set by a value it cannot write as
-// json.Marshal does.
+// appender writes an object's members, each after a comma unless it is
+// the first of its object (b ends with '{'); failed is set by a value it
+// cannot write as json.Marshal does.
 type appender struct {
 	b      []byte
 	failed bool
 }
 
 func (w *appender) key(name string) {
+	if w.b[len(w.b)-1] != '{' {
+		w.b = append(w.b, ',')
+	}
 	w.b = append(append(append(w.b, '"'), name...), `":`...)
+}
+
+// open begins the object member name; its caller closes it.
+func (w *appender) open(name string) {
+	w.key(name)
+	w.b = append(w.b, '{')
+}
+
+func (w *appender) uint(name string, v uint64) {
+	w.key(name)
+	w.b = strconv.AppendUint(w.b, v, 10)
 }
 
 func (w *appender) str(name, v string) {
@@ -201,29 +203,6 @@ func scanReply(data []byte, r *Reply) bool {
 		return ok
 	})
 	return ok && s.i == len(data)
-}
-
-// object consumes an object without whitespace, calling member after each
-// member's name and its colon to consume the value.
-func (s *scanner) object(member func(name []byte) bool) bool {
-	if !s.byte('{') {
-		return false
-	}
-	if s.byte('}') {
-		return true
-	}
-	for {
-		name, ok := s.raw()
-		if !ok || !s.byte(':') || !member(name) {
-			return false
-		}
-		if s.byte('}') {
-			return true
-		}
-		if !s.byte(',') {
-			return false
-		}
-	}
 }
 
 // grant consumes a Grant's object.

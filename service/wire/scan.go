@@ -18,18 +18,9 @@ import (
 // accepts it with its own errors.
 func scanBody(data []byte, b *body) bool {
 	s := scanner{data: data}
-	if !s.byte('{') {
-		return false
-	}
-	if s.byte('}') {
-		return s.i == len(data)
-	}
-	for {
-		name, ok := s.raw()
-		if !ok || !s.byte(':') {
-			return false
-		}
+	ok := s.object(func(name []byte) bool {
 		var f *str
+		number := false
 		switch string(name) {
 		case "requestId":
 			f = &b.RequestID
@@ -46,35 +37,23 @@ func scanBody(data []byte, b *body) bool {
 		case "afterValue":
 			f = &b.AfterVal
 		case "fence":
-			f = (*str)(&b.Fence)
+			f, number = (*str)(&b.Fence), true
 		case "waitMillis":
-			f = (*str)(&b.Wait)
+			f, number = (*str)(&b.Wait), true
 		case "afterFence":
-			f = (*str)(&b.After)
+			f, number = (*str)(&b.After), true
 		case "sentAt":
-			if b.SentAt.set || !s.instant(&b.SentAt) {
-				return false
-			}
+			return !b.SentAt.set && s.instant(&b.SentAt)
 		default:
 			return false
 		}
-		if f != nil {
-			if f.set {
-				return false // twice
-			}
-			number := f == (*str)(&b.Fence) || f == (*str)(&b.Wait) || f == (*str)(&b.After)
-			if f.v, ok = s.value(number); !ok {
-				return false
-			}
-			f.set = true
+		if f.set {
+			return false // twice
 		}
-		if s.byte('}') {
-			return s.i == len(data)
-		}
-		if !s.byte(',') {
-			return false
-		}
-	}
+		f.v, f.set = s.value(number)
+		return f.set
+	})
+	return ok && s.i == len(data)
 }
 
 type scanner struct {
@@ -89,6 +68,29 @@ func (s *scanner) byte(c byte) bool {
 		return true
 	}
 	return false
+}
+
+// object consumes an object without whitespace, calling member after each
+// member's name and its colon to consume the value.
+func (s *scanner) object(member func(name []byte) bool) bool {
+	if !s.byte('{') {
+		return false
+	}
+	if s.byte('}') {
+		return true
+	}
+	for {
+		name, ok := s.raw()
+		if !ok || !s.byte(':') || !member(name) {
+			return false
+		}
+		if s.byte('}') {
+			return true
+		}
+		if !s.byte(',') {
+			return false
+		}
+	}
 }
 
 // value consumes a number (if number) or a string.
@@ -171,14 +173,8 @@ func (s *scanner) digits() bool {
 // instant consumes sentAt's object: millis (a number) and domain (a
 // string), each once, in either order, and nothing else.
 func (s *scanner) instant(f *instant) bool {
-	if !s.byte('{') {
-		return false
-	}
-	for !f.Millis.set || !f.Domain.set {
-		name, ok := s.raw()
-		if !ok || !s.byte(':') {
-			return false
-		}
+	ok := s.object(func(name []byte) bool {
+		var ok bool
 		switch {
 		case string(name) == "millis" && !f.Millis.set:
 			f.Millis.v, ok = s.num()
@@ -186,18 +182,9 @@ func (s *scanner) instant(f *instant) bool {
 		case string(name) == "domain" && !f.Domain.set:
 			f.Domain.v, ok = s.str()
 			f.Domain.set = ok
-		default:
-			return false
 		}
-		if !ok {
-			return false
-		}
-		if !f.Millis.set || !f.Domain.set {
-			if !s.byte(',') {
-				return false
-			}
-		}
-	}
-	f.set = true
-	return s.byte('}')
+		return ok
+	})
+	f.set = ok && f.Millis.set && f.Domain.set
+	return f.set
 }
