@@ -61,15 +61,23 @@ results=$(mktemp)
 net_results=$(mktemp)
 trap 'rm -f "$results" "$net_results"' EXIT
 
+# spread WIDTH FORMAT: reads "name clients value" lines and prints, for
+# each name and client count, min / median / max of the values, the name
+# WIDTH wide and each figure in the printf FORMAT.
+spread() {
+  sort -k1,1 -k2,2 -k3,3n |
+    awk -v w="$1" -v f="$2" '{ key = $1 " " $2; v[key] = v[key] " " $3; n[key]++ }
+         END { fmt = "  %-" w "s %-10s %" f " / %" f " / %" f "\n";
+               for (k in v) { split(substr(v[k], 2), a, " "); c = n[k];
+               printf fmt, substr(k, 1, index(k, " ") - 1), substr(k, index(k, " ") + 1), a[1], (c % 2 ? a[(c + 1) / 2] : (a[c / 2] + a[c / 2 + 1]) / 2), a[c] } }' |
+    sort
+}
+
 # summarize FILE [UNIT]: UNIT (cycles/s unless given) by target and client
 # count, min / median / max over the rounds.
 summarize() {
   awk -v unit="${2:-cycles/s}" '{ for (i = 1; i <= NF; i++) if ($i == unit) print $1, $2, $(i-1) }' "$1" |
-    sort -k1,1 -k2,2 -k3,3n |
-    awk '{ key = $1 " " $2; v[key] = v[key] " " $3; n[key]++ }
-         END { for (k in v) { split(substr(v[k], 2), a, " "); c = n[k];
-               printf "  %-24s %-10s %7.1f / %7.1f / %7.1f\n", substr(k, 1, index(k, " ") - 1), substr(k, index(k, " ") + 1), a[1], (c % 2 ? a[(c + 1) / 2] : (a[c / 2] + a[c / 2 + 1]) / 2), a[c] } }' |
-    sort
+    spread 24 7.1f
 }
 
 # ratios FILE UNIT: for each target whose name ends in -auth and/or -tls,
@@ -81,11 +89,7 @@ ratios() {
        END { for (k in names) { split(k, f, " "); base = f[1]; sub(/-tls$/, "", base); sub(/-auth$/, "", base);
                if (base == f[1]) continue;
                for (rr = 1; rr <= r; rr++) { a = v[rr " " k]; b = v[rr " " base " " f[2]]; if (a != "" && b > 0) print f[1] "/" base, f[2], a / b } } }' "$1" |
-    sort -k1,1 -k2,2 -k3,3n |
-    awk '{ key = $1 " " $2; v[key] = v[key] " " $3; n[key]++ }
-         END { for (k in v) { split(substr(v[k], 2), a, " "); c = n[k];
-               printf "  %-40s %-10s %5.3f / %5.3f / %5.3f\n", substr(k, 1, index(k, " ") - 1), substr(k, index(k, " ") + 1), a[1], (c % 2 ? a[(c + 1) / 2] : (a[c / 2] + a[c / 2 + 1]) / 2), a[c] } }' |
-    sort
+    spread 40 5.3f
 }
 
 # over_peer FILE PEER [UNIT]: each coordinator target's UNIT (cycles/s
@@ -98,11 +102,7 @@ over_peer() {
          if ($1 ~ (peer == "baseline" ? "^native-" : "^(native|baseline)-")) names[$1 " " $2] = 1 }
        END { for (k in names) { split(k, f, " "); p = peer " " f[2]; if (peer == "baseline") { p = f[1]; sub(/^native-/, "baseline-", p); p = p " " f[2] }
                for (rr = 1; rr <= r; rr++) { a = v[rr " " k]; b = v[rr " " p]; if (a != "" && b > 0) print f[1] "/" (peer == "baseline" ? "baseline" : peer), f[2], a / b } } }' "$1" |
-    sort -k1,1 -k2,2 -k3,3n |
-    awk '{ key = $1 " " $2; v[key] = v[key] " " $3; n[key]++ }
-         END { for (k in v) { split(substr(v[k], 2), a, " "); c = n[k];
-               printf "  %-40s %-10s %5.3f / %5.3f / %5.3f\n", substr(k, 1, index(k, " ") - 1), substr(k, index(k, " ") + 1), a[1], (c % 2 ? a[(c + 1) / 2] : (a[c / 2] + a[c / 2 + 1]) / 2), a[c] } }' |
-    sort
+    spread 40 5.3f
 }
 
 # in_order ROUND UNIT...: the units in the order they run in round ROUND
