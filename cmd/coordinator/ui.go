@@ -64,8 +64,9 @@ func newConsole(gates *gateRelay, guard *auth.Guard) (*console, error) {
 				return err
 			}
 			sum := sha256.Sum256(data)
-			ctype := mime.TypeByExtension(path.Ext(name))
-			if ext := path.Ext(name); ext == ".js" || ext == ".mjs" {
+			ext := path.Ext(name)
+			ctype := mime.TypeByExtension(ext)
+			if ext == ".js" || ext == ".mjs" {
 				ctype = "text/javascript; charset=utf-8" // whatever the system's MIME table says
 			}
 			f := uiFile{data: data, etag: `"` + hex.EncodeToString(sum[:12]) + `"`, ctype: ctype}
