@@ -204,14 +204,16 @@ async function serverStart(kind) {
   };
 }
 const go = { sql: lineProc(gatecli, [sqlUrl]), sqlite: lineProc(gatecli, [sqliteAddr]), redis: lineProc(gatecli, [redisAddr]) };
+// The baseline gatecli's source, for the requests it knows.
+const baseCli = base && readFileSync(join(base.dir, base.cli, 'main.go'), 'utf8');
 const goBase = base && {
   sql: lineProc(base.gatecli, [sqlUrl]), redis: lineProc(base.gatecli, [redisAddr]),
   // A baseline without SQLite in its gatecli has no SQLite side.
-  sqlite: readFileSync(join(base.dir, base.cli, 'main.go'), 'utf8').includes('sqlite:') ? lineProc(base.gatecli, [sqliteAddr]) : null,
+  sqlite: baseCli.includes('sqlite:') ? lineProc(base.gatecli, [sqliteAddr]) : null,
 };
 // A baseline gatecli that knows the deadline request (else it would run
 // those commits with context.Background()).
-const goBaseDeadline = base !== null && readFileSync(join(base.dir, base.cli, 'main.go'), 'utf8').includes('json:"deadline"');
+const goBaseDeadline = base !== null && baseCli.includes('json:"deadline"');
 const jsBase = base && {
   sql: await base.sql.openSqlFence(jsSql.pool),
   redis: base.redis.openRedisFence(jsRedis.client, { prefix: 'bench-' }),
@@ -359,6 +361,8 @@ if (base) {
   console.log('|---|---|---|---|');
   for (const [key, e] of rates) console.log(`| ${key} | ${mmm(e.fenced)} | ${mmm(e.unfenced)} | ${mx(e.cost)} |`);
 }
+// sideLabel names a side in the tables: the baseline's by its revision.
+const sideLabel = (s) => (s === 'base' ? `fenced (${base.rev})` : s === 'base-deadline' ? `deadline (${base.rev})` : s);
 const deadlineRows = [...rates].filter(([, e]) => e.deadlineCost.length > 0);
 if (deadlineRows.length > 0) {
   const b = base ? ` | cost with a deadline (${base.rev}) |` : ' |';
@@ -371,8 +375,7 @@ if (deadlineRows.length > 0) {
 const cpuRows = [...rates].filter(([, e]) => e.cpu.fenced);
 if (cpuRows.length > 0) {
   const sides = [...new Set(cpuRows.flatMap(([, e]) => Object.keys(e.cpu)))];
-  const cpuLabel = (s) => (s === 'base' ? `fenced (${base.rev})` : s === 'base-deadline' ? `deadline (${base.rev})` : s);
-  console.log(`\n| JS process CPU, µs per commit (min / median / max) | ${sides.map(cpuLabel).join(' | ')} |`);
+  console.log(`\n| JS process CPU, µs per commit (min / median / max) | ${sides.map(sideLabel).join(' | ')} |`);
   console.log(`|---|${sides.map(() => '---|').join('')}`);
   for (const [key, e] of cpuRows) console.log(`| ${key} | ${sides.map((s) => mmm(e.cpu[s] ?? [])).join(' | ')} |`);
 }
@@ -380,15 +383,14 @@ if (cpuRows.length > 0) {
   const anyDeadline = [...rates.values()].some((e) => e.deadline.length > 0);
   const anyBaseDeadline = [...rates.values()].some((e) => e['base-deadline'].length > 0);
   const sides = ['fenced', ...(base ? ['base'] : []), ...(anyDeadline ? ['deadline'] : []), ...(anyBaseDeadline ? ['base-deadline'] : []), 'unfenced'];
-  const label = (s) => (s === 'base' ? `fenced (${base.rev})` : s === 'base-deadline' ? `deadline (${base.rev})` : s);
-  console.log(`\n| CPU µs per commit, client + server (min / median / max) | ${sides.map((s) => `${label(s)}: client | ${label(s)}: server`).join(' | ')} | cost: fenced/unfenced client + server |`);
+  console.log(`\n| CPU µs per commit, client + server (min / median / max) | ${sides.map((s) => `${sideLabel(s)}: client | ${sideLabel(s)}: server`).join(' | ')} | cost: fenced/unfenced client + server |`);
   console.log(`|---|${sides.map(() => '---|---|').join('')}---|`);
   for (const [key, e] of rates) {
     console.log(`| ${key} | ${sides.map((s) => `${mmm(e.client[s] ?? [])} | ${mmm(e.server[s] ?? [])}`).join(' | ')} | ${mx(e.cpuCost)} |`);
   }
   const pgRows = [...rates].filter(([key]) => key.startsWith('PostgreSQL'));
   if (pgRows.length > 0) {
-    console.log(`\n| PostgreSQL's other processes, CPU µs per commit (min / median / max) | ${sides.map(label).join(' | ')} |`);
+    console.log(`\n| PostgreSQL's other processes, CPU µs per commit (min / median / max) | ${sides.map(sideLabel).join(' | ')} |`);
     console.log(`|---|${sides.map(() => '---|').join('')}`);
     for (const [key, e] of pgRows) console.log(`| ${key} | ${sides.map((s) => mmm(e.other[s] ?? [])).join(' | ')} |`);
   }
