@@ -8,7 +8,7 @@
 
 import { Picture, fmtDuration, visible } from './console-state.js';
 import { drawLeaseRow, drawTimeAxis, ROW } from './lease-row.js';
-import { sseFrames } from './sse.mjs';
+import { OVERFLOW, sseFrames } from './sse.mjs';
 import { h, setText } from './svg.js';
 
 const TOKEN_KEY = 'lease-fence-console-token';
@@ -191,7 +191,7 @@ async function follow(signal) {
               : 'The coordinator restarted (a new event stream): the list was reloaded.';
           }
           setState('live');
-        } else if (f.event === 'overflow') {
+        } else if (f.event === OVERFLOW) {
           conn.note = 'This page fell behind: resumed.';
           break;
         } else if (buffered) buffered.push([v, arrived]);
@@ -255,7 +255,7 @@ async function followGates(signal) {
           pending.push(performance.now());
           pendingEvents.push({ seq: `r${v.seq}`, type: 'refused', resource: v.resource, at: v.at });
           schedule();
-        } else if (f.event === 'overflow') break;
+        } else if (f.event === OVERFLOW) break;
       }
     } catch (e) {
       if (signal.aborted) return;

@@ -19,6 +19,7 @@ import (
 	"github.com/go-json-experiment/json"
 
 	"github.com/lease-fence/lease-fence/internal/sse"
+	"github.com/lease-fence/lease-fence/internal/sse/overflow"
 	"github.com/lease-fence/lease-fence/service/httpapi"
 	"github.com/lease-fence/lease-fence/service/wire"
 )
@@ -203,10 +204,8 @@ func (g *gateRelay) frame(i int, event string, data []byte, after *uint64) error
 		*after = r.Seq
 		r.GateSeq, r.Gate = r.Seq, g.gates[i]
 		g.add(i, r)
-	case "overflow":
-		var o struct {
-			ResumeFrom uint64 `json:"resumeFrom"`
-		}
+	case overflow.Event:
+		var o overflow.Frame
 		if json.Unmarshal(data, &o, json.RejectUnknownMembers(false)) == nil && o.ResumeFrom > *after {
 			*after = o.ResumeFrom
 		}
@@ -359,8 +358,7 @@ func (g *gateRelay) serve(w http.ResponseWriter, r *http.Request, allow func(str
 			g.mu.Lock()
 			last := rw.last
 			g.mu.Unlock()
-			out.Event(0, "overflow", map[string]uint64{"resumeFrom": last})
-			out.Flush()
+			out.Overflow(last)
 			return
 		case <-keep.C:
 			out.Comment("keepalive")

@@ -16,6 +16,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/lease-fence/lease-fence/internal/sse/overflow"
 )
 
 // get sends a GET of url with the header pairs kv.
@@ -167,6 +169,20 @@ func (g *fakeGate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		case <-r.Context().Done():
 			return
+		}
+	}
+}
+
+// TestGateOverflowFrame: a gate's overflow frame ends the relay's read of
+// its stream, to resume after the frame's resumeFrom (never before what
+// the relay already had).
+func TestGateOverflowFrame(t *testing.T) {
+	g := &gateRelay{gates: []string{"http://gate"}}
+	after := uint64(3)
+	for _, c := range []struct{ from, want uint64 }{{9, 9}, {2, 9}} {
+		err := g.frame(0, overflow.Event, fmt.Appendf(nil, `{"resumeFrom":%d}`, c.from), &after)
+		if err == nil || after != c.want {
+			t.Fatalf("an overflow at %d: %v, after %d, want an error and %d", c.from, err, after, c.want)
 		}
 	}
 }

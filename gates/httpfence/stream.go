@@ -160,8 +160,7 @@ func (p *Proxy) serveStream(w http.ResponseWriter, r *http.Request, after uint64
 			out.Event(ev.Seq, "rejected", ev)
 			last = ev.Seq
 		case <-s.over:
-			out.Event(0, "overflow", map[string]uint64{"resumeFrom": last})
-			out.Flush()
+			out.Overflow(last)
 			return
 		case <-ping.C:
 			out.Comment("ping")

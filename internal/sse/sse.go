@@ -13,6 +13,8 @@ import (
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/lease-fence/lease-fence/internal/sse/overflow"
 )
 
 // Writer buffers events and writes them to one response on Flush, so that
@@ -58,6 +60,14 @@ func (s *Writer) Event(id uint64, typ string, v any) {
 	}
 	buf.Write(data)
 	buf.WriteString("\n\n")
+}
+
+// Overflow writes the last frame of a stream whose reader fell behind
+// (package overflow): resume after resumeFrom, the last sequence number
+// sent. The caller then ends the stream.
+func (s *Writer) Overflow(resumeFrom uint64) {
+	s.Event(0, overflow.Event, overflow.Frame{ResumeFrom: resumeFrom})
+	s.Flush()
 }
 
 // Comment buffers a comment line (": text"), which clients ignore: a

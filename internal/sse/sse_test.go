@@ -39,6 +39,19 @@ func TestFraming(t *testing.T) {
 	}
 }
 
+// TestOverflow: the frame that ends a stream that fell behind goes out at
+// once, after what was buffered, without an id.
+func TestOverflow(t *testing.T) {
+	rec := httptest.NewRecorder()
+	out := Start(rec, 0)
+	out.Event(4, "rejected", map[string]int{"seq": 4})
+	out.Overflow(4)
+	want := "id: 4\nevent: rejected\ndata: {\"seq\":4}\n\n" + "event: overflow\ndata: {\"resumeFrom\":4}\n\n"
+	if got := rec.Body.String(); got != want || !rec.Flushed || out.Buffered() != 0 {
+		t.Fatalf("body %q (flushed %v, %d buffered), want %q", got, rec.Flushed, out.Buffered(), want)
+	}
+}
+
 func TestRead(t *testing.T) {
 	in := ": keepalive\n\nid: 3\nevent: rejected\ndata: {\"a\":1}\n\n" +
 		"data: one\ndata:two\n\n" + "event: bare\n\n" + "\n\n" + "event: cut\ndata: {"

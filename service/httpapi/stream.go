@@ -122,8 +122,7 @@ func (h *handler) stream(w http.ResponseWriter, r *http.Request, st wire.EventSt
 		case ev, ok := <-events:
 			if !ok {
 				if from, over := st.Overflow(); over {
-					out.Event(0, wire.EventOverflow, &wire.Overflow{ResumeFrom: from})
-					out.Flush()
+					out.Overflow(from)
 				}
 				return
 			}

@@ -5,6 +5,8 @@ import (
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/lease-fence/lease-fence/internal/sse/overflow"
 )
 
 // The paths of list and watch. They are not calls (Op): their bodies and
@@ -78,7 +80,7 @@ const (
 	EventLeft       = "left"       // a waiter left without being granted
 	EventProclaimed = "proclaimed" // an election's value changed
 	EventHello      = "hello"
-	EventOverflow   = "overflow"
+	EventOverflow   = overflow.Event
 )
 
 // Event is one decision on a resource, as a watch sends it.
@@ -113,10 +115,10 @@ type Hello struct {
 }
 
 // Overflow is the last frame of a watcher whose buffer filled: resume
-// from ResumeFrom, the last sequence number it was sent.
-type Overflow struct {
-	ResumeFrom uint64 `json:"resumeFrom"`
-}
+// from ResumeFrom, the last sequence number it was sent. The frame is
+// defined once for every event stream of the project (package
+// internal/sse/overflow).
+type Overflow = overflow.Frame
 
 // listBody and watchBody are the members of the requests, each refusing
 // null and values of another JSON type.

@@ -7,7 +7,7 @@ import { InvalidArgumentError } from '../errors.mjs';
 import { LeaseServiceError } from './errors.mjs';
 import { optionsOf, wholeMillis } from './options.mjs';
 import { listBody, MAX_PREFIX_BYTES, parseError, readBody, utf8Length } from './protocol.mjs';
-import { sseFrames } from './sse.mjs';
+import { OVERFLOW, sseFrames } from './sse.mjs';
 import { sleep } from './timers.mjs';
 import { RETRIED_4XX } from './transport.mjs';
 
@@ -100,7 +100,7 @@ export async function* watch(transport, options) {
             stream = v.stream;
             afterSeq = v.seq;
             if (!v.resumed) yield Object.freeze({ type: 'hello', stream: v.stream, seq: v.seq, resumed: false });
-          } else if (event === 'overflow') {
+          } else if (event === OVERFLOW) {
             break; // the coordinator closes it: resume after the last event
           } else {
             afterSeq = v.seq;

@@ -4,6 +4,13 @@
 // /ui/sse.mjs, embedded by wasm/js/embed.go).
 
 /**
+ * The event of the last frame of a stream whose reader fell behind (Go's
+ * internal/sse/overflow.Event, whose test checks this line): the server
+ * closes the stream, and the reader resumes after the last event it had.
+ */
+export const OVERFLOW = 'overflow';
+
+/**
  * Yields { event, id, data } for each frame of body (a ReadableStream, or
  * anything with getReader()) that has data; comments and keepalives are
  * skipped, but onBytes is called at each chunk read. Throws tooLong() when
