@@ -22,7 +22,7 @@ import http from 'node:http';
 import { createManualClock, InvalidArgumentError } from 'lease-fence';
 import { LeaseExpiredError, LeaseLostError, LeaseServiceError, isLeaseLost } from 'lease-fence/service-client';
 import { LeaseServiceClient } from './transport.mjs';
-import { ManualTimers, fetchText, rejects, resourceNames, startNative, startProxy, stopAll, tracked, until } from './harness.mjs';
+import { ManualTimers, changed, fetchText, rejects, resourceNames, startNative, startProxy, stopAll, tracked, until } from './harness.mjs';
 
 // The holder's TTL in the tests on holding: the grants' ttlMillis, as the
 // proxy (shortProxy) passes them on.
@@ -130,7 +130,7 @@ test('a base URL with a path prefix: every call goes under it, behind a proxy th
     assert.deepEqual([st.held, st.holderId, st.fence], [true, 'prefix-a', lease.token.fence]);
     await c.release(renewed);
     const held = await c.hold(r, { renewEveryMillis: 100 });
-    await until(() => held.renewals >= 1, 'a renewal of the hold', GUARD);
+    await until(() => held.renewals >= 1, 'a renewal of the hold', GUARD, [held, 'renewed']);
     assert.equal(held.signal.aborted, false);
     await held.release();
     assert.deepEqual((await c.inspect(r)).held, false);
@@ -267,7 +267,7 @@ describe('holding (TTL 2 s)', () => {
         if (held.renewals >= 2 || held.signal.aborted) return true;
         if (!inFlight() && timers.nextAt !== undefined && timers.nextAt < held.deadline.millis - LONG_MARGIN) timers.fireNext();
         return false;
-      }, `${fault}: two renewals`, GUARD);
+      }, `${fault}: two renewals`, GUARD, [held, 'renewed'], [held.signal, 'abort']);
       assert.equal(held.signal.aborted, false, String(held.signal.reason));
       const renewals = px.on('/v1/renew');
       // The first renewal was sent twice, the same request: the hedge got the answer.
@@ -486,7 +486,7 @@ describe('holding (TTL 2 s)', () => {
       });
       let answered = run;
       proxy.policy = (e) => (e.path === '/v1/renew' && answered-- <= 0 ? { [['holdReply', 'hold', 'drop'][run]]: true } : undefined);
-      await until(() => held.signal.aborted, 'the loss', GUARD);
+      await until(() => held.signal.aborted, 'the loss', GUARD, [held.signal, 'abort']);
       clearTimeout(probe);
       const reason = held.signal.reason;
       assert.ok(reason instanceof LeaseLostError, String(reason));
@@ -526,7 +526,7 @@ describe('holding (TTL 2 s)', () => {
     held = await c.hold(r);
     proxy.policy = (e) => (e.path === '/v1/renew' ? { answer: { status: 200, body: { ok: false, reason: 'expired' } } } : undefined);
     timers.advanceTo(held.deadline.millis - TTL + 666);
-    await until(() => held.signal.aborted, 'the refusal', GUARD);
+    await until(() => held.signal.aborted, 'the refusal', GUARD, [held.signal, 'abort']);
     assert.ok(held.signal.reason.cause instanceof LeaseExpiredError);
     assert.equal(held.signal.reason.message,
       `lease-fence: the lease on ${JSON.stringify(r)} (fence ${held.token.fence}) was lost: the coordinator refused its renewal (it is no longer current), ` +
@@ -545,6 +545,7 @@ describe('holding (TTL 2 s)', () => {
       proxy.policy = () => ({ hold: true });
       held.signal.addEventListener('abort', () => {
         lossAt = clock.now().millis;
+        changed();
       });
       timers.advanceTo(held.deadline.millis);
       await aborted(held.signal);

@@ -61,11 +61,8 @@ export async function startNative({ ttl } = {}) {
   let debugURL;
   if (ttl !== undefined) {
     // The debug line comes after the listening one.
-    const start = performance.now();
-    while (!(debugURL = log.map((l) => /debug on (http:\/\/127\.0\.0\.1:\d+)/.exec(l)?.[1]).find(Boolean))) {
-      assert.ok(performance.now() - start < 120_000, `no debug line from the coordinator:\n${log.join('\n')}`);
-      await new Promise((resolve) => setTimeout(resolve, 5));
-    }
+    const debugLine = () => log.map((l) => /debug on (http:\/\/127\.0\.0\.1:\d+)/.exec(l)?.[1]).find(Boolean);
+    await until(() => (debugURL = debugLine()), () => `no debug line from the coordinator:\n${log.join('\n')}`, 120_000, [child.stdout, 'data'], [child.stderr, 'data']);
   }
   return { name: 'native coordinator', kind: 'native', url, debugURL, ttl, log, child };
 }
@@ -141,10 +138,12 @@ export async function startProxy(target, hooks = {}) {
     }
     const entry = { n: proxy.seen.length + 1, path: req.url, body, json, headers: req.headers, start: performance.now() };
     proxy.seen.push(entry);
+    changed();
     for (const w of proxy.waiting.splice(0)) w(entry);
     const action = (proxy.policy && (await proxy.policy(entry))) || {};
     if (action.hold) {
       entry.parked = true;
+      changed();
       hooks.onPark?.(entry);
       return;
     }
@@ -173,6 +172,7 @@ export async function startProxy(target, hooks = {}) {
       ({ status, text } = await fetchText(target + req.url, { method: req.method, headers: { 'content-type': 'application/json' }, body: sent, signal: upstream.signal }));
     } catch (e) {
       entry.error = e;
+      changed();
       if (!res.destroyed) {
         res.writeHead(599);
         res.end(String(e));
@@ -185,15 +185,18 @@ export async function startProxy(target, hooks = {}) {
     entry.at = performance.now();
     if (action.release) {
       entry.parked = true;
+      changed();
       await action.release;
       entry.parked = false;
     }
+    changed();
     if (action.drop || action.detach) {
       req.socket.destroy();
       return;
     }
     if (action.holdReply) {
       entry.parked = true;
+      changed();
       hooks.onPark?.(entry);
       return;
     }
@@ -226,26 +229,69 @@ export async function startProxy(target, hooks = {}) {
 
 // ---------------------------------------------------------------- waiting
 
+// changes hears of every change a waiting test may look at: the harness
+// tells it of the proxy's records, a tracked promise's settling and a
+// manual timer set or cleared; a test tells it of its own (a child's
+// output line, a leader an observer saw) with changed().
+const changes = new EventTarget();
+export function changed() {
+  changes.dispatchEvent(new Event('change'));
+}
+
 /**
- * Resolves once check() is true, looking every 2 ms (a look after every
- * macrotask would keep this process busy while it waits, and slow the
- * coordinators it shares the machine with); fails after guardMillis.
+ * Resolves once check() is true: looked at now, then after each change
+ * (changed(), and each event of the [target, type] pairs given: an
+ * EventTarget's, such as a hold's 'renewed' or its signal's 'abort', or an
+ * emitter's, such as a child's 'exit'), at the next turn of the event loop,
+ * once the code that made the change and any I/O already come have run.
+ * Nothing looks in between: a check on something that tells no one of its
+ * changes waits out guardMillis, then fails, naming what (or what()).
  */
-export async function until(check, what, guardMillis = 60_000) {
-  const start = performance.now();
-  while (!check()) {
-    if (performance.now() - start > guardMillis) throw new Error(`${what}: not true after ${guardMillis} ms`);
-    await new Promise((resolve) => setTimeout(resolve, 2));
-  }
+export function until(check, what, guardMillis = 60_000, ...events) {
+  return new Promise((resolve, reject) => {
+    const sources = [[changes, 'change'], ...events];
+    const listen = (on) => {
+      for (const [target, type] of sources) {
+        if (target instanceof EventTarget) target[on ? 'addEventListener' : 'removeEventListener'](type, wake);
+        else target[on ? 'on' : 'off'](type, wake);
+      }
+    };
+    let done = false;
+    let queued = false;
+    const end = (settle, v) => {
+      done = true;
+      clearTimeout(guard);
+      listen(false);
+      settle(v);
+    };
+    const look = () => {
+      queued = false;
+      if (done) return;
+      try {
+        if (check()) end(resolve);
+      } catch (e) {
+        end(reject, e);
+      }
+    };
+    const wake = () => {
+      if (!queued) setImmediate(look);
+      queued = true;
+    };
+    const guard = setTimeout(() => end(reject, new Error(`${typeof what === 'function' ? what() : what}: not true after ${guardMillis} ms`)), guardMillis);
+    listen(true);
+    look();
+  });
 }
 
 /** promise, and a flag that says whether it has settled. */
 export function tracked(promise) {
   const t = { settled: false, value: undefined, error: undefined, at: 0 };
-  t.promise = promise.then(
-    (v) => Object.assign(t, { settled: true, value: v, at: performance.now() }),
-    (e) => Object.assign(t, { settled: true, error: e, at: performance.now() }),
-  );
+  const settle = (v) => {
+    Object.assign(t, v, { settled: true, at: performance.now() });
+    changed();
+    return t;
+  };
+  t.promise = promise.then((value) => settle({ value }), (error) => settle({ error }));
   return t;
 }
 
@@ -267,11 +313,13 @@ export class ManualTimers {
     this.setTimeout = (fn, ms) => {
       const id = ++this.#seq;
       this.#queue.push({ id, at: this.#clock.now().millis + ms, fn });
+      changed();
       return id;
     };
     this.clearTimeout = (id) => {
       const i = this.#queue.findIndex((t) => t.id === id);
       if (i >= 0) this.#queue.splice(i, 1);
+      changed();
     };
   }
 

@@ -41,7 +41,7 @@ import { rng } from '../js/helpers.mjs';
 import { existsSync, writeFileSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
 import { FenceGate } from 'lease-fence';
-import { ManualTimers, TARGETS, children, fetchText, rejects, resourceNames, root, startNative, startProxy, startWorker, stopAll, tracked, until } from './harness.mjs';
+import { ManualTimers, TARGETS, changed, children, fetchText, rejects, resourceNames, root, startNative, startProxy, startWorker, stopAll, tracked, until } from './harness.mjs';
 
 // The holds renew on real timers every third of the TTL: at 5 s a hold
 // outlives a stall of its process or of the coordinator of up to 3 s, which
@@ -388,7 +388,7 @@ for (const which of TARGETS) {
       const st = await a.inspect(r);
       assert.deepEqual(st, { held: true, holderId: 'long-a', fence, remainingMillis: st.remainingMillis });
       await rejects(client(T, 'long-b').acquire(r), (e) => assert.ok(e instanceof LeaseDeniedError && e.heldBy === 'long-a'));
-      await until(() => renewed.length >= 2, 'two renewals', 4 * TTL);
+      await until(() => renewed.length >= 2, 'two renewals', 4 * TTL, [held, 'renewed']);
       const bodies = T.proxy.on('/v1/renew').filter((e) => e.json.resource === r);
       for (const x of renewed) {
         // deadline = that renewal's own sentAt + TTL (no skew here).
@@ -853,7 +853,7 @@ for (const which of TARGETS) {
           return answered-- > 0 ? undefined : { [fault]: true };
         };
         const wb = tracked(client(T, `rt-b-${run}-${stalls}`).hold(r, { waitMillis: 30_000 }));
-        await until(() => held.signal.aborted, 'the loss', 6 * TTL);
+        await until(() => held.signal.aborted, 'the loss', 6 * TTL, [held.signal, 'abort']);
         const reason = held.signal.reason;
         assert.ok(reason instanceof LeaseLostError, String(reason));
         assert.equal(reason.deadline.millis, deadline);
@@ -980,7 +980,7 @@ for (const which of TARGETS) {
       const watchSent = performance.now();
       const watching = tracked(a.inspect(r, { afterFence: held.token.fence, waitMillis: WAIT }));
       // Nothing changes while it is held and renewed.
-      await until(() => held.renewals >= 1, 'a renewal', 4 * TTL);
+      await until(() => held.renewals >= 1, 'a renewal', 4 * TTL, [held, 'renewed']);
       assert.equal(watching.settled, false);
       await held.release();
       await watching.promise;
@@ -1002,7 +1002,8 @@ for (const which of TARGETS) {
         const child = spawn(process.execPath, [path.join(root, 'test/svcclient/campaigner.mjs'), T.proxy.url, id, name], { stdio: ['pipe', 'pipe', 'inherit'] });
         children.push(child);
         const p = { id, child, events: [] };
-        createInterface({ input: child.stdout }).on('line', (line) => p.events.push({ ...JSON.parse(line), at: performance.now() }));
+        createInterface({ input: child.stdout }).on('line', (line) => changed(p.events.push({ ...JSON.parse(line), at: performance.now() })));
+        child.on('exit', changed);
         procs.push(p);
       }
       const e = new LeaseServiceClient({ baseURL: T.proxy.url, holderId: 'observer', backoff: () => 0 }).election(name);
@@ -1011,7 +1012,7 @@ for (const which of TARGETS) {
       const observers = [0, 1, 2].map(() => {
         const seen = [];
         const done = (async () => {
-          for await (const l of e.observe({ signal: stopObserving.signal })) seen.push({ ...l });
+          for await (const l of e.observe({ signal: stopObserving.signal })) changed(seen.push({ ...l }));
         })();
         return { seen, done };
       });
@@ -1125,6 +1126,7 @@ for (const which of TARGETS) {
         createInterface({ input: child.stdout }).on('line', (l) => {
           lines.push(l);
           lastLine = performance.now();
+          changed();
         });
         const exited = new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal, at: performance.now() })));
         return { child, resource, lines, exited, stderr: () => stderr, lastLine: () => lastLine };

@@ -19,7 +19,7 @@ import {
   isLeaseLost,
 } from 'lease-fence/service-client';
 import { LeaseServiceClient } from './transport.mjs';
-import { TARGETS, startNative, startWorker, stopAll, tracked, until } from './harness.mjs';
+import { TARGETS, changed, startNative, startWorker, stopAll, tracked, until } from './harness.mjs';
 
 const TTL = 60_000;
 // The revoked hold's renewals: often, so that it meets the revoke soon.
@@ -58,7 +58,7 @@ describe('native coordinator', () => {
     const held = await a.hold(r, { renewEveryMillis: RENEW_EVERY });
     const fence = held.token.fence;
     assert.deepEqual(await ops.revoke(r), { holderId: 'rv-a', fence });
-    await until(() => held.signal.aborted, 'the hold ends at its next renewal', 30_000);
+    await until(() => held.signal.aborted, 'the hold ends at its next renewal', 30_000, [held.signal, 'abort']);
     const reason = held.signal.reason;
     assert.ok(reason instanceof LeaseRevokedError, String(reason));
     assert.ok(reason instanceof LeaseLostError && isLeaseLost(reason));
@@ -92,18 +92,16 @@ describe('native coordinator', () => {
     const T = targets.native;
     const r = resourceName('waiter');
     const holder = await client(T, 'rv-d').acquire(r);
-    const waiting = tracked(client(T, 'rv-e').hold(r, { waitMillis: 60_000 }));
     const ops = client(T, 'ops');
-    let removed;
-    for (let i = 0; removed === undefined; i++) {
-      try {
-        removed = await ops.revoke(r, { holderId: 'rv-e' });
-      } catch (e) {
-        if (e.code !== 'not_held' || i > 3000) throw e;
-        await new Promise((resolve) => setTimeout(resolve, 5)); // the waiter has not joined the queue yet
-      }
-    }
-    assert.deepEqual(removed, { removedWaiter: 'rv-e' });
+    // The waiter is revoked once the coordinator says it joined the queue.
+    const stopWatching = new AbortController();
+    const events = ops.watch({ prefix: r, signal: stopWatching.signal })[Symbol.asyncIterator]();
+    assert.equal((await events.next()).value.type, 'hello');
+    const waiting = tracked(client(T, 'rv-e').hold(r, { waitMillis: 60_000 }));
+    const joined = (ev) => ev.type === 'waiting' && ev.resource === r && ev.holderId === 'rv-e';
+    while (!joined((await events.next()).value));
+    stopWatching.abort();
+    assert.deepEqual(await ops.revoke(r, { holderId: 'rv-e' }), { removedWaiter: 'rv-e' });
     await waiting.promise;
     assert.ok(waiting.error instanceof LeaseServiceError && waiting.error.code === 'revoked', String(waiting.error));
     const st = await ops.inspect(r);
@@ -141,6 +139,7 @@ for (const kind of TARGETS) {
       const observed = tracked((async () => {
         for await (const l of client(T, 'ev-o').election(name).observe({ signal: ac.signal })) {
           seen.push(l);
+          changed();
           if (seen.length === 2) break;
         }
       })());
