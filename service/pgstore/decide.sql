@@ -2,7 +2,9 @@
 -- (service/pgstore), the one source of its text. Go embeds this file
 -- (fast.go, batch.go); schema version 5 creates lease_fence_decide (and an
 -- upgrade from version 4 does), version 6 lease_fence_decide_each (and an
--- upgrade from version 5 does).
+-- upgrade from version 5 does); versions 7 and 8 replace
+-- lease_fence_decide (and upgrades from 6 and 7 do; testdata holds the
+-- texts of versions 6 and 7).
 --
 -- Each statement follows a line "-- name: NAME" and runs to the next such
 -- line; comment lines before it are not part of it. Tokens replaced:
@@ -51,7 +53,9 @@ SELECT coalesce(l.xmin::text::bigint, 0), l.holder_id, l.request_id, l.fence, l.
 -- owners' counts by p_deltas (in the owners' order, as every writer takes
 -- them). It returns the row's new version, the fence, the server's clock,
 -- the reading, the counter, the counts and whether some coordinator
--- listens.
+-- listens. The counts are summed only for a decision that adds to one (p_dl,
+-- p_dr or p_dk above 0), the only one whose premises they are: the others
+-- answer -1 for each (not read).
 CREATE OR REPLACE FUNCTION lease_fence_decide(
 	p_resource text, p_version bigint, p_now float8, p_offset float8, p_until float8, p_write integer, p_grant boolean,
 	p_holder text, p_request text, p_fence bigint, p_expires float8, p_secret bytea, p_releases bytea, p_last bigint,
@@ -64,11 +68,12 @@ CREATE OR REPLACE FUNCTION lease_fence_decide(
 LANGUAGE plpgsql AS $$
 -- Its statements are few (each costs an executor's start and end, and
 -- each scan of a table a system call for its size): a decision that
--- writes the row runs two, the row's lock with the sum of the counts, then
--- its write with the counts' change and the listening mark (read once the
--- row is locked); one that writes nothing, the lock and the mark. What needs
--- no table (the clock, the sequence's value) is an expression, not a
--- statement.
+-- writes the row runs two, the row's lock (with the sum of the counts when
+-- it adds to one: that sum over their rows costs more than the rest of the
+-- statement), then its write with the counts' change and the listening
+-- mark (read once the row is locked); one that writes nothing, the lock and
+-- the mark. What needs no table (the clock, the sequence's value) is an
+-- expression, not a statement.
 DECLARE
 	v bigint;
 	decided float8;
@@ -76,6 +81,7 @@ DECLARE
 	rel bytea := p_releases;
 	i integer;
 	ignored text;
+	counted boolean := p_dl > 0 OR p_dr > 0 OR p_dk > 0;
 BEGIN
 	IF p_dl > 0 AND NOT pg_try_advisory_xact_lock_shared(p_count_key) THEN
 		RAISE EXCEPTION 'lease_fence_decide: the counts are locked' USING ERRCODE = 'LF000';
@@ -87,8 +93,8 @@ BEGIN
 	END IF;
 	-- The row is locked even for a decision that writes nothing, so that
 	-- one made at a reading after that of a decision still in flight on the
-	-- row waits for it (and then finds the row changed). The counts are
-	-- read in the same statement.
+	-- row waits for it (and then finds the row changed). The counts, if the
+	-- decision adds to one, are read in the same statement.
 	IF p_version = 0 THEN
 		INSERT INTO lease_fence_leases (resource, decided_at, sweep_at) VALUES (p_resource, 0, 0) ON CONFLICT (resource) DO NOTHING;
 		IF NOT FOUND THEN
@@ -96,8 +102,12 @@ BEGIN
 		END IF;
 		v := 0;
 		decided := 0;
-		SELECT coalesce(sum(leases), 0)::bigint, coalesce(sum(releases), 0)::bigint, coalesce(sum(lasts), 0)::bigint
-			INTO o_leases, o_releases, o_lasts FROM lease_fence_totals;
+		IF counted THEN
+			SELECT coalesce(sum(leases), 0)::bigint, coalesce(sum(releases), 0)::bigint, coalesce(sum(lasts), 0)::bigint
+				INTO o_leases, o_releases, o_lasts FROM lease_fence_totals;
+		END IF;
+	ELSIF NOT counted THEN
+		SELECT xmin::text::bigint, decided_at INTO v, decided FROM lease_fence_leases WHERE resource = p_resource FOR UPDATE;
 	ELSE
 		SELECT l.v, l.decided_at, k.leases, k.releases, k.lasts INTO v, decided, o_leases, o_releases, o_lasts
 			FROM (SELECT xmin::text::bigint AS v, decided_at FROM lease_fence_leases WHERE resource = p_resource FOR UPDATE) l
@@ -151,9 +161,15 @@ BEGIN
 		o_version := p_version;
 		SELECT m.listening_until > (extract(epoch FROM clock_timestamp()) * 1000)::float8 INTO o_listening FROM lease_fence_meta m;
 	END IF;
-	o_leases := o_leases + p_dl;
-	o_releases := o_releases + p_dr;
-	o_lasts := o_lasts + p_dk;
+	IF counted THEN
+		o_leases := o_leases + p_dl;
+		o_releases := o_releases + p_dr;
+		o_lasts := o_lasts + p_dk;
+	ELSE
+		o_leases := -1;
+		o_releases := -1;
+		o_lasts := -1;
+	END IF;
 	FOR i IN 1 .. coalesce(array_length(p_owners, 1), 0) LOOP
 		INSERT INTO lease_fence_owners AS o (owner, slot, leases) VALUES (p_owners[i],
 			coalesce((SELECT slot FROM lease_fence_owners WHERE owner = p_owners[i] ORDER BY slot LIMIT 1 FOR UPDATE SKIP LOCKED),

@@ -5,6 +5,8 @@ package pgstore
 import (
 	"math"
 	"time"
+
+	"github.com/lease-fence/lease-fence/service"
 )
 
 // SetClockOffset steps the clock the store reads: ms is added to every
@@ -54,3 +56,11 @@ func ExpandDecide(q string) string { return expandDecide(q) }
 
 // QDecide is the statement that calls lease_fence_decide.
 var QDecide = qDecide
+
+// KnownCounts returns the counts s's next one-round-trip decision starts
+// from (an earlier answer's), and whether it has read any.
+func KnownCounts(s *Store) (c service.Counts, counted bool) {
+	s.known.mu.Lock()
+	defer s.known.mu.Unlock()
+	return service.Counts{Leases: s.known.leases, Releases: s.known.releases, Lasts: s.known.lasts}, s.known.counted
+}

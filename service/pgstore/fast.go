@@ -127,7 +127,9 @@ func (k *known) forget(resource string) {
 }
 
 // heard notes an answer's clock (with offset subtracted), counter and
-// counts.
+// counts. Counts below 0 were not read (lease_fence_decide sums them only
+// for a decision that adds to one): the last ones read are kept, as the
+// counts a later decision starts from are always an earlier answer's.
 func (k *known) heard(rawNow float64, at time.Time, issued uint64, leases, releases, lasts int64) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -135,7 +137,9 @@ func (k *known) heard(rawNow float64, at time.Time, issued uint64, leases, relea
 		k.clockBase, k.clockAt = rawNow, at
 	}
 	k.issued = max(k.issued, issued)
-	k.leases, k.releases, k.lasts, k.counted = leases, releases, lasts, true
+	if leases >= 0 && releases >= 0 && lasts >= 0 {
+		k.leases, k.releases, k.lasts, k.counted = leases, releases, lasts, true
+	}
 }
 
 // snapshot returns the estimated clock (whole milliseconds, not ahead of

@@ -338,7 +338,7 @@ func TestUpgradeFromVersion1(t *testing.T) {
 	// under their first name, releases as JSON.
 	downgrade(t, g.dsn, 1, "")
 	g.r = []*replica{g.open(pgstore.Options{}, false), g.open(pgstore.Options{}, false)}
-	if !strings.Contains(g.r[0].logs.String(), "upgraded from version 1 to 7") {
+	if !strings.Contains(g.r[0].logs.String(), "upgraded from version 1 to 8") {
 		t.Fatalf("the upgrade was not logged: %s", g.r[0].logs.String())
 	}
 	if strings.Contains(g.r[1].logs.String(), "upgraded") {
@@ -346,7 +346,7 @@ func TestUpgradeFromVersion1(t *testing.T) {
 	}
 	var version int64
 	pgtest.QueryRow(t, g.dsn, `SELECT schema_version FROM lease_fence_meta`, &version)
-	if version != 7 {
+	if version != 8 {
 		t.Fatalf("schema version %d", version)
 	}
 	conn := g.conn()

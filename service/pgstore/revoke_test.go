@@ -101,7 +101,7 @@ func TestValuesAcrossReplicasAndUpgrade(t *testing.T) {
 	g.r[1].store.Close()
 	downgrade(t, g.dsn, 3, "")
 	g.r = []*replica{g.open(pgstore.Options{}, false)}
-	if logs := g.r[0].logs.String(); !strings.Contains(logs, "upgraded from version 3 to 7") {
+	if logs := g.r[0].logs.String(); !strings.Contains(logs, "upgraded from version 3 to 8") {
 		t.Fatalf("no upgrade logged: %s", logs)
 	}
 	if out := inspect(0); out["held"] != true || out["fence"] != float64(fa) || out["value"] != nil {

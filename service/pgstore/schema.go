@@ -5,8 +5,8 @@ package pgstore
 import "strconv"
 
 // SchemaVersion is the version of the schema this package reads and writes,
-// kept in lease_fence_meta. Open upgrades a state of version 1 to 6 (see
-// upgradeV1 to upgradeV6) and refuses any other version.
+// kept in lease_fence_meta. Open upgrades a state of version 1 to 7 (see
+// upgradeV1 to upgradeV7) and refuses any other version.
 //
 // Version 2 stores the owner of each lease record (the token that acquired
 // it) and counts the records of each owner (lease_fence_owners), so that a
@@ -21,8 +21,10 @@ import "strconv"
 // lease_fence_decide_each, which checks and writes the decisions of a batch
 // of renewals in one statement and one commit, each on its own. Version 7
 // replaces lease_fence_decide with one of the same arguments and answers
-// that runs two statements where it ran seven (see decide.sql).
-const SchemaVersion = 7
+// that runs two statements where it ran seven (see decide.sql). Version 8
+// replaces it with one that sums the counts only for a decision that adds
+// to one, and answers -1 for them otherwise.
+const SchemaVersion = 8
 
 // The names of the store's objects. They are unqualified: the connection's
 // search_path decides the schema they live in (and so several coordinators'
@@ -50,7 +52,7 @@ const (
 // scan of the slots and a tuple lock, a write of its own, per decision.)
 const countSlots = 64
 
-// schema creates version 7. maxFence is lease.MaxFence (2^53-1, the
+// schema creates version 8. maxFence is lease.MaxFence (2^53-1, the
 // largest integer JavaScript holds exactly).
 var schema = []string{
 	// listening_until: until when (the database server's clock, Unix
@@ -131,6 +133,18 @@ var upgradeV5 = []string{
 var upgradeV6 = []string{
 	decideFunction,
 	`UPDATE ` + tMeta + ` SET schema_version = 7`,
+}
+
+// upgradeV7 makes a state of version 7 a state of version 8 within the
+// upgrade's transaction: lease_fence_decide replaced by its version 8, which
+// takes the same arguments and answers the same but for the counts of a
+// decision that adds to none (-1: not read). A coordinator of version 7
+// that still runs keeps deciding correctly alongside: it takes such counts
+// as room, as the counts of an earlier answer were, and the function checks
+// every decision that adds to a count against the counts it sums.
+var upgradeV7 = []string{
+	decideFunction,
+	`UPDATE ` + tMeta + ` SET schema_version = 8`,
 }
 
 // byteOrderIndex orders the resources by their bytes, whatever the

@@ -521,7 +521,7 @@ func (u *unreachable) Error() string { return "pgstore: the database is unreacha
 // database before they give up (Options.StartWait).
 const DefaultStartWait = 30 * time.Second
 
-// upgrade makes a state of version 1 to 6 one of SchemaVersion, in one
+// upgrade makes a state of version 1 to 7 one of SchemaVersion, in one
 // transaction holding the meta row, unless another coordinator did it
 // first, one version at a time (upgrades). Coordinators of an older
 // version that still run fail their calls from then on (docs/service.md,
@@ -548,14 +548,14 @@ func (s *Store) upgrade(ctx context.Context, conn *pgx.Conn) error {
 		return fmt.Errorf("pgstore: upgrading the schema from version %d to %d: %w", from, SchemaVersion, err)
 	}
 	s.log.Warn(fmt.Sprintf("the state's schema was upgraded from version %d to %d (version 2: the token that acquired each lease, counted by token; "+
-		"version 3: releases in a binary layout; version 4: election values and revocations; version 5: the decision function; version 6: the decision function of a batch; version 7: the decision function in fewer statements): coordinators of older versions still running now fail every call until they are replaced", from, SchemaVersion))
+		"version 3: releases in a binary layout; version 4: election values and revocations; version 5: the decision function; version 6: the decision function of a batch; version 7: the decision function in fewer statements; version 8: the decision function sums the counts only when it adds to one): coordinators of older versions still running now fail every call until they are replaced", from, SchemaVersion))
 	return nil
 }
 
 // upgrades[v] makes a state of version v one of version v+1 within the
 // upgrade's transaction.
 var upgrades = [SchemaVersion]func(context.Context, pgx.Tx) error{
-	1: execAll(upgradeV1), 2: upgradeV2, 3: execAll(upgradeV3), 4: execAll(upgradeV4), 5: execAll(upgradeV5), 6: execAll(upgradeV6),
+	1: execAll(upgradeV1), 2: upgradeV2, 3: execAll(upgradeV3), 4: execAll(upgradeV4), 5: execAll(upgradeV5), 6: execAll(upgradeV6), 7: execAll(upgradeV7),
 }
 
 // execAll runs the statements qs in turn.

@@ -275,7 +275,7 @@ func TestSchemaIsChecked(t *testing.T) {
 		setup string // run after Create, before Open
 		want  string
 	}{
-		{"newer version", `UPDATE lease_fence_meta SET schema_version = 8`, "version 8, newer than this coordinator's (7)"},
+		{"newer version", `UPDATE lease_fence_meta SET schema_version = 9`, "version 9, newer than this coordinator's (8)"},
 		{"unknown version", `UPDATE lease_fence_meta SET schema_version = 0`, "version 0 is unknown"},
 		{"no meta row", `DELETE FROM lease_fence_meta`, "lease_fence_meta is empty"},
 		{"no sequence", `DROP SEQUENCE lease_fence_fences`, "incomplete or damaged"},

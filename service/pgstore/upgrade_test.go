@@ -5,6 +5,7 @@ package pgstore_test
 import (
 	"context"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -19,8 +20,9 @@ import (
 	"github.com/lease-fence/lease-fence/test/rig/pgtest"
 )
 
-// downgrade turns the state at dsn back into schema version 6 (the
-// decision function as version 6 had it, testdata/decide-v6.sql), 5 (without
+// downgrade turns the state at dsn back into schema version 7 (the
+// decision function as version 7 had it, testdata/decide-v7.sql), 6 (as
+// version 6 had it, testdata/decide-v6.sql), 5 (without
 // the batch's decision function), 4 (nor the decision function), 3 (nor values and revocations), or 2, whose rows
 // keep their releases as JSON in the column released (go-json-experiment's
 // encoding of []service.Release, as version 2 wrote them) and whose meta
@@ -59,11 +61,14 @@ func downgrade(t *testing.T, dsn string, version int, damage string) {
 	if damage != "" && len(asJSON) == 0 {
 		t.Fatal("no row has releases to damage")
 	}
-	v6, err := os.ReadFile("testdata/decide-v6.sql")
-	if err != nil {
-		t.Fatal(err)
+	var qs []string
+	for v := 7; v >= max(version, 6); v-- {
+		text, err := os.ReadFile("testdata/decide-v" + strconv.Itoa(v) + ".sql")
+		if err != nil {
+			t.Fatal(err)
+		}
+		qs = append(qs, pgstore.ExpandDecide(sqltext.Parse(string(text))["decide"]), `UPDATE lease_fence_meta SET schema_version = `+strconv.Itoa(v))
 	}
-	qs := []string{pgstore.ExpandDecide(sqltext.Parse(string(v6))["decide"]), `UPDATE lease_fence_meta SET schema_version = 6`}
 	if version <= 5 {
 		qs = append(qs, `DROP FUNCTION lease_fence_decide_each`, `UPDATE lease_fence_meta SET schema_version = 5`)
 	}
@@ -112,14 +117,14 @@ func TestUpgradeFromVersion2(t *testing.T) {
 	downgrade(t, g.dsn, 2, "")
 
 	g.r[0] = g.open(pgstore.Options{}, false)
-	if logs := g.r[0].logs.String(); !strings.Contains(logs, "upgraded from version 2 to 7") {
+	if logs := g.r[0].logs.String(); !strings.Contains(logs, "upgraded from version 2 to 8") {
 		t.Fatalf("no upgrade logged: %s", logs)
 	}
 	var version int64
 	var typ string
 	pgtest.QueryRow(t, g.dsn, `SELECT (SELECT schema_version FROM lease_fence_meta), (SELECT format_type(atttypid, atttypmod) FROM pg_attribute
 		WHERE attrelid = 'lease_fence_leases'::regclass AND attname = 'releases')`, &version, &typ)
-	if version != 7 || typ != "bytea" {
+	if version != 8 || typ != "bytea" {
 		t.Fatalf("after the upgrade: version %d, released %s", version, typ)
 	}
 	conn := g.conn()
@@ -174,11 +179,11 @@ func TestUpgradeFromVersion4(t *testing.T) {
 	}
 
 	g.r[0] = g.open(pgstore.Options{}, false)
-	if logs := g.r[0].logs.String(); !strings.Contains(logs, "upgraded from version 4 to 7") {
+	if logs := g.r[0].logs.String(); !strings.Contains(logs, "upgraded from version 4 to 8") {
 		t.Fatalf("no upgrade logged: %s", logs)
 	}
 	pgtest.QueryRow(t, g.dsn, `SELECT to_regproc('lease_fence_decide')::text, (SELECT schema_version FROM lease_fence_meta)`, &fn, &version)
-	if fn == nil || version != 7 {
+	if fn == nil || version != 8 {
 		t.Fatalf("after the upgrade: function %v, version %d", fn, version)
 	}
 	if f, _ := g.grant(0, renewMsg("a-2", "live", "A", fl)); f != fl {
@@ -218,11 +223,11 @@ func TestUpgradeFromVersion5(t *testing.T) {
 	}
 
 	g.r[0] = g.open(pgstore.Options{}, false)
-	if logs := g.r[0].logs.String(); !strings.Contains(logs, "upgraded from version 5 to 7") {
+	if logs := g.r[0].logs.String(); !strings.Contains(logs, "upgraded from version 5 to 8") {
 		t.Fatalf("no upgrade logged: %s", logs)
 	}
 	pgtest.QueryRow(t, g.dsn, q, &fn, &each, &version)
-	if fn == nil || each == nil || version != 7 {
+	if fn == nil || each == nil || version != 8 {
 		t.Fatalf("after the upgrade: function %v, batch function %v, version %d", fn, each, version)
 	}
 	renewals := func(id string) []wire.Message {
@@ -247,27 +252,41 @@ func TestUpgradeFromVersion5(t *testing.T) {
 // coordinator of version 6 still running keeps deciding (its calls run the
 // new function). Before the upgrade, the state's function is version 6's.
 func TestUpgradeFromVersion6(t *testing.T) {
+	upgradeDecide(t, 6, "INTO o_issued FROM lease_fence_fences")
+}
+
+// A state of schema version 7 (the decision function that sums the counts
+// at every decision) is upgraded as version 6 is.
+func TestUpgradeFromVersion7(t *testing.T) {
+	upgradeDecide(t, 7, "END IF;\n\to_leases := o_leases + p_dl;")
+}
+
+// upgradeDecide downgrades a state to version from, whose
+// lease_fence_decide has the text mark and version 8's not, and checks its
+// upgrade as TestUpgradeFromVersion6 says.
+func upgradeDecide(t *testing.T, from int, mark string) {
+	const mark8 = "counted boolean := p_dl > 0 OR p_dr > 0 OR p_dk > 0;"
 	g := newRig(t, 1, pgstore.Options{})
 	fl, _ := g.grant(0, acquireMsg("a-1", "live", "A"))
 	fb, _ := g.grant(0, acquireMsg("b-1", "b", "A"))
 	fd, _ := g.grant(0, acquireMsg("d-1", "doc", "D"))
 	g.ok(0, "release", releaseMsg("rel-1", "doc", "D", fd))
 	g.r[0].store.Close()
-	downgrade(t, g.dsn, 6, "")
+	downgrade(t, g.dsn, from, "")
 	var src string
 	var version int64
 	const q = `SELECT (SELECT prosrc FROM pg_proc WHERE oid = to_regproc('lease_fence_decide')), (SELECT schema_version FROM lease_fence_meta)`
 	pgtest.QueryRow(t, g.dsn, q, &src, &version)
-	if version != 6 || !strings.Contains(src, "INTO o_issued FROM lease_fence_fences") {
+	if version != int64(from) || !strings.Contains(src, mark) || strings.Contains(src, mark8) {
 		t.Fatalf("the downgraded state: version %d, function %s", version, src)
 	}
 
 	g.r[0] = g.open(pgstore.Options{}, false)
-	if logs := g.r[0].logs.String(); !strings.Contains(logs, "upgraded from version 6 to 7") {
+	if logs := g.r[0].logs.String(); !strings.Contains(logs, "upgraded from version "+strconv.Itoa(from)+" to 8") {
 		t.Fatalf("no upgrade logged: %s", logs)
 	}
 	pgtest.QueryRow(t, g.dsn, q, &src, &version)
-	if version != 7 || strings.Contains(src, "INTO o_issued FROM lease_fence_fences") || !strings.Contains(src, "WITH w AS (UPDATE lease_fence_leases") {
+	if version != 8 || strings.Contains(src, mark) || !strings.Contains(src, mark8) {
 		t.Fatalf("after the upgrade: version %d, function %s", version, src)
 	}
 	for _, id := range []string{"r1", "r2"} { // the first reads the row, the second decides in one round trip
