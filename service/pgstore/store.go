@@ -548,8 +548,18 @@ func (s *Store) upgrade(ctx context.Context, conn *pgx.Conn) error {
 		return fmt.Errorf("pgstore: upgrading the schema from version %d to %d: %w", from, SchemaVersion, err)
 	}
 	s.log.Warn(fmt.Sprintf("the state's schema was upgraded from version %d to %d (version 2: the token that acquired each lease, counted by token; "+
-		"version 3: releases in a binary layout; version 4: election values and revocations; version 5: the decision function; version 6: the decision function of a batch; version 7: the decision function in fewer statements; version 8: the decision function sums the counts only when it adds to one): coordinators of older versions still running now fail every call until they are replaced", from, SchemaVersion))
+		"version 3: releases in a binary layout; version 4: election values and revocations; version 5: the decision function; version 6: the decision function of a batch; version 7: the decision function in fewer statements; version 8: the decision function sums the counts only when it adds to one): %s", from, SchemaVersion, olderCoordinators(from)))
 	return nil
+}
+
+// olderCoordinators says what becomes of coordinators of the version an
+// upgrade started from that still run (docs/postgres.md): below version 4
+// their decisions name a table or column the upgrade changed.
+func olderCoordinators(from int64) string {
+	if from < 4 {
+		return "coordinators of older versions still running now fail every call until they are replaced"
+	}
+	return "coordinators of older versions still running keep deciding correctly alongside; replace them"
 }
 
 // upgrades[v] makes a state of version v one of version v+1 within the

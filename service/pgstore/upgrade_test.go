@@ -117,7 +117,7 @@ func TestUpgradeFromVersion2(t *testing.T) {
 	downgrade(t, g.dsn, 2, "")
 
 	g.r[0] = g.open(pgstore.Options{}, false)
-	if logs := g.r[0].logs.String(); !strings.Contains(logs, "upgraded from version 2 to 8") {
+	if logs := g.r[0].logs.String(); !strings.Contains(logs, "upgraded from version 2 to 8") || !strings.Contains(logs, "now fail every call") {
 		t.Fatalf("no upgrade logged: %s", logs)
 	}
 	var version int64
@@ -179,7 +179,7 @@ func TestUpgradeFromVersion4(t *testing.T) {
 	}
 
 	g.r[0] = g.open(pgstore.Options{}, false)
-	if logs := g.r[0].logs.String(); !strings.Contains(logs, "upgraded from version 4 to 8") {
+	if logs := g.r[0].logs.String(); !strings.Contains(logs, "upgraded from version 4 to 8") || !strings.Contains(logs, "keep deciding correctly alongside") {
 		t.Fatalf("no upgrade logged: %s", logs)
 	}
 	pgtest.QueryRow(t, g.dsn, `SELECT to_regproc('lease_fence_decide')::text, (SELECT schema_version FROM lease_fence_meta)`, &fn, &version)
