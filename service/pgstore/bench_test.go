@@ -58,17 +58,7 @@ func BenchmarkCycle(b *testing.B) {
 			if statements {
 				defer printStatements(b, pool)
 			}
-			var next atomic.Int64
-			b.SetParallelism((run.clients + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
-			b.RunParallel(func(pb *testing.PB) {
-				i := int(next.Add(1))
-				res := fmt.Sprintf("bench-%s-%d", b.Name(), i)
-				conn, err := pool.Acquire(ctx)
-				if err != nil {
-					b.Error(err)
-					return
-				}
-				defer conn.Release()
+			eachClient(b, pool, run.clients, func(i int, res string, conn *pgxpool.Conn, pb *testing.PB) {
 				for n := 0; pb.Next(); n++ {
 					if side == "bare" {
 						for _, h := range []string{"h", ""} {
@@ -111,18 +101,8 @@ func BenchmarkRenewal(b *testing.B) {
 	}{{"store", 1}, {"bare", 1}, {"store", 8}, {"bare", 8}} {
 		side := run.side
 		b.Run(side+"/clients="+strconv.Itoa(run.clients), func(b *testing.B) {
-			var next atomic.Int64
-			b.SetParallelism((run.clients + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
 			defer reportCPU(b, srv)()
-			b.RunParallel(func(pb *testing.PB) {
-				i := int(next.Add(1))
-				res := fmt.Sprintf("bench-%s-%d", b.Name(), i)
-				conn, err := pool.Acquire(ctx)
-				if err != nil {
-					b.Error(err)
-					return
-				}
-				defer conn.Release()
+			eachClient(b, pool, run.clients, func(i int, res string, conn *pgxpool.Conn, pb *testing.PB) {
 				secret := "secret-secret-secret"
 				req := lease.Request{Kind: lease.KindAcquire, RequestID: res, Resource: res, HolderID: "h", SentAt: clock.At("h", 1)}
 				r, err := svc.Call(ctx, wire.Message{Op: wire.OpAcquire, Request: req, Secret: secret})
@@ -148,6 +128,23 @@ func BenchmarkRenewal(b *testing.B) {
 			})
 		})
 	}
+}
+
+// eachClient runs body in b.RunParallel for clients clients, each with
+// its number (from 1), a resource of its own and a connection of pool's.
+func eachClient(b *testing.B, pool *pgxpool.Pool, clients int, body func(i int, res string, conn *pgxpool.Conn, pb *testing.PB)) {
+	var next atomic.Int64
+	b.SetParallelism((clients + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
+	b.RunParallel(func(pb *testing.PB) {
+		i := int(next.Add(1))
+		conn, err := pool.Acquire(context.Background())
+		if err != nil {
+			b.Error(err)
+			return
+		}
+		defer conn.Release()
+		body(i, fmt.Sprintf("bench-%s-%d", b.Name(), i), conn, pb)
+	})
 }
 
 // benchRows makes the bare side's rows on srv and returns a pool of

@@ -85,13 +85,9 @@ func TestDecisionsOnAChangedRow(t *testing.T) {
 	}
 }
 
-// lease_fence_decide writes a decision only while its premises hold at the
-// server's reading, once the row is locked; otherwise it raises LF000 and
-// writes nothing: the row another version, the reading before the
-// decision's (p_now) or at its first instant of another outcome (p_until),
-// a count at its bound, the counts' lock held. Each case is the accepted
-// call with one argument changed.
-func TestDecideFunctionChecksItsPremises(t *testing.T) {
+// docRow makes a state of this version in a schema of its own with the
+// empty row of resource "doc", and returns the schema's DSN.
+func docRow(t *testing.T) string {
 	dsn := newSchema(t)
 	st, err := pgstore.Create(context.Background(), dsn, pgstore.Options{TTL: ttl})
 	if err != nil {
@@ -99,6 +95,17 @@ func TestDecideFunctionChecksItsPremises(t *testing.T) {
 	}
 	st.Close()
 	pgtest.Exec(t, dsn, `INSERT INTO lease_fence_leases (resource, decided_at, sweep_at) VALUES ('doc', 0, 0)`)
+	return dsn
+}
+
+// lease_fence_decide writes a decision only while its premises hold at the
+// server's reading, once the row is locked; otherwise it raises LF000 and
+// writes nothing: the row another version, the reading before the
+// decision's (p_now) or at its first instant of another outcome (p_until),
+// a count at its bound, the counts' lock held. Each case is the accepted
+// call with one argument changed.
+func TestDecideFunctionChecksItsPremises(t *testing.T) {
+	dsn := docRow(t)
 	const countKey = 4242
 	// A grant to A, fence from the sequence, one more lease record.
 	args := func(version int64) []any {
@@ -184,13 +191,7 @@ func pgErrCode(err error) string {
 // the counts and answers -1 for them (not read). Each call is the one
 // before it with the arguments named changed.
 func TestDecideFunctionSumsOnlyWhenACountGrows(t *testing.T) {
-	dsn := newSchema(t)
-	st, err := pgstore.Create(context.Background(), dsn, pgstore.Options{TTL: ttl})
-	if err != nil {
-		t.Fatal(err)
-	}
-	st.Close()
-	pgtest.Exec(t, dsn, `INSERT INTO lease_fence_leases (resource, decided_at, sweep_at) VALUES ('doc', 0, 0)`)
+	dsn := docRow(t)
 	conn := g0conn(t, dsn)
 	// The arguments by position (decide.sql): a grant to A, one more lease
 	// record, the bounds far.
