@@ -19,7 +19,7 @@ test-core-race:
 	$(GO) test -count=1 -race $(CORE_PKGS)
 
 test-core-js:
-	GOOS=js GOARCH=wasm $(GO) test -count=1 $(CORE_PKGS)
+	$(GO_JS) $(GO) test -count=1 $(CORE_PKGS)
 
 # Medians need several runs: `make bench-core BENCHCOUNT=10`. Each run is a
 # separate `go test -count=1`, so the benchmarks that come in pairs (ours,

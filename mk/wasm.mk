@@ -35,7 +35,7 @@ $(WASM_EXEC): $(GOROOT)/lib/wasm/wasm_exec.js scripts/wasm-exec-module.mjs
 TSC_NOEMIT = tsc --incremental --tsBuildInfoFile out/tsbuildinfo/$(subst /,-,$(1)).tsbuildinfo -p $(1)
 test-js: build-wasm coordinator
 	$(GO) test -count=1 ./wasm/lib/...
-	GOOS=js GOARCH=wasm $(GO) test -count=1 ./wasm/lib/convert ./wasm/lib/bridge
+	$(GO_JS) $(GO) test -count=1 ./wasm/lib/convert ./wasm/lib/bridge
 	node --test test/js/
 	$(call TSC_NOEMIT,wasm/js/tsconfig.json)
 	$(call TSC_NOEMIT,test/js/types-node/tsconfig.json)

@@ -23,7 +23,7 @@ BENCH += bench-web
 # Always handed to go build: its cache makes an unchanged rebuild cheap.
 devserver:
 	@mkdir -p out/bin
-	$(GO) build -trimpath -o $(DEVSERVER) ./cmd/devserver
+	$(GO) build -o $(DEVSERVER) ./cmd/devserver
 
 LIVE_FLAGS = -coordinator $(COORDINATOR_BIN)$(if $(WORKER), -wrangler $(WRANGLER_BIN) -worker-dir wasm/worker)
 
