@@ -48,10 +48,7 @@ func BenchmarkCycle(b *testing.B) {
 	srv, svc := benchService(b, opts)
 	ctx := context.Background()
 	pool := benchRows(b, srv)
-	for _, run := range []struct {
-		side    string
-		clients int
-	}{{"store", 1}, {"bare", 1}, {"store", 8}, {"bare", 8}} {
+	for _, run := range benchSides {
 		side := run.side
 		b.Run(side+"/clients="+strconv.Itoa(run.clients), func(b *testing.B) {
 			defer reportCPU(b, srv)()
@@ -95,10 +92,7 @@ func BenchmarkRenewal(b *testing.B) {
 	srv, svc := benchService(b, pgtest.Options{Durable: true})
 	ctx := context.Background()
 	pool := benchRows(b, srv)
-	for _, run := range []struct {
-		side    string
-		clients int
-	}{{"store", 1}, {"bare", 1}, {"store", 8}, {"bare", 8}} {
+	for _, run := range benchSides {
 		side := run.side
 		b.Run(side+"/clients="+strconv.Itoa(run.clients), func(b *testing.B) {
 			defer reportCPU(b, srv)()
@@ -129,6 +123,13 @@ func BenchmarkRenewal(b *testing.B) {
 		})
 	}
 }
+
+// benchSides are the sub-benchmarks of BenchmarkCycle and BenchmarkRenewal,
+// the store's and bare's in turn.
+var benchSides = []struct {
+	side    string
+	clients int
+}{{"store", 1}, {"bare", 1}, {"store", 8}, {"bare", 8}}
 
 // eachClient runs body in b.RunParallel for clients clients, each with
 // its number (from 1), a resource of its own and a connection of pool's.
