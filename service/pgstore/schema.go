@@ -6,7 +6,7 @@ import "strconv"
 
 // SchemaVersion is the version of the schema this package reads and writes,
 // kept in lease_fence_meta. Open upgrades a state of version 1 to 7 (see
-// upgradeV1 to upgradeV7) and refuses any other version.
+// upgrades in store.go) and refuses any other version.
 //
 // Version 2 stores the owner of each lease record (the token that acquired
 // it) and counts the records of each owner (lease_fence_owners), so that a
@@ -108,12 +108,19 @@ var schema = []string{
 	decideEachFunction,
 }
 
-// upgradeV4 makes a state of version 4 a state of version 5 within the
-// upgrade's transaction: the decision function. A coordinator of version 4
-// that still runs keeps deciding correctly (it does not use the function).
-var upgradeV4 = []string{
-	decideFunction,
-	`UPDATE ` + tMeta + ` SET schema_version = 5`,
+// replaceDecide makes a state of version to-1 a state of version to within
+// the upgrade's transaction: lease_fence_decide created, or replaced by
+// this version's, which takes the same arguments and answers the same but
+// for the counts of a decision that adds to none (-1: not read). It is the
+// upgrade from version 4 (which created the function), 6 (which ran it in
+// fewer statements) and 7 (which sums the counts only for a decision that
+// adds to one). A coordinator of version 4 or later that still runs keeps
+// deciding correctly alongside: version 4's does not call the function;
+// later ones' calls run the new one, and take the counts it does not read
+// as room, as the counts of an earlier answer were, while the function
+// checks every decision that adds to a count against the counts it sums.
+func replaceDecide(to int) []string {
+	return []string{decideFunction, `UPDATE ` + tMeta + ` SET schema_version = ` + strconv.Itoa(to)}
 }
 
 // upgradeV5 makes a state of version 5 a state of version 6 within the
@@ -123,28 +130,6 @@ var upgradeV4 = []string{
 var upgradeV5 = []string{
 	decideEachFunction,
 	`UPDATE ` + tMeta + ` SET schema_version = 6`,
-}
-
-// upgradeV6 makes a state of version 6 a state of version 7 within the
-// upgrade's transaction: lease_fence_decide replaced by its version 7,
-// which takes the same arguments and answers the same (lease_fence_decide_each
-// calls it). A coordinator of version 6 that still runs keeps deciding
-// correctly alongside: its calls run the new function.
-var upgradeV6 = []string{
-	decideFunction,
-	`UPDATE ` + tMeta + ` SET schema_version = 7`,
-}
-
-// upgradeV7 makes a state of version 7 a state of version 8 within the
-// upgrade's transaction: lease_fence_decide replaced by its version 8, which
-// takes the same arguments and answers the same but for the counts of a
-// decision that adds to none (-1: not read). A coordinator of version 7
-// that still runs keeps deciding correctly alongside: it takes such counts
-// as room, as the counts of an earlier answer were, and the function checks
-// every decision that adds to a count against the counts it sums.
-var upgradeV7 = []string{
-	decideFunction,
-	`UPDATE ` + tMeta + ` SET schema_version = 8`,
 }
 
 // byteOrderIndex orders the resources by their bytes, whatever the

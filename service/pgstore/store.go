@@ -565,7 +565,7 @@ func olderCoordinators(from int64) string {
 // upgrades[v] makes a state of version v one of version v+1 within the
 // upgrade's transaction.
 var upgrades = [SchemaVersion]func(context.Context, pgx.Tx) error{
-	1: execAll(upgradeV1), 2: upgradeV2, 3: execAll(upgradeV3), 4: execAll(upgradeV4), 5: execAll(upgradeV5), 6: execAll(upgradeV6), 7: execAll(upgradeV7),
+	1: execAll(upgradeV1), 2: upgradeV2, 3: execAll(upgradeV3), 4: execAll(replaceDecide(5)), 5: execAll(upgradeV5), 6: execAll(replaceDecide(7)), 7: execAll(replaceDecide(8)),
 }
 
 // execAll runs the statements qs in turn.
