@@ -48,40 +48,36 @@ func BenchmarkCycle(b *testing.B) {
 	srv, svc := benchService(b, opts)
 	ctx := context.Background()
 	pool := benchRows(b, srv)
-	for _, run := range benchSides {
-		side := run.side
-		b.Run(side+"/clients="+strconv.Itoa(run.clients), func(b *testing.B) {
-			defer reportCPU(b, srv)()
-			if statements {
-				defer printStatements(b, pool)
-			}
-			eachClient(b, pool, run.clients, func(i int, res string, conn *pgxpool.Conn, pb *testing.PB) {
-				for n := 0; pb.Next(); n++ {
-					if side == "bare" {
-						for _, h := range []string{"h", ""} {
-							if err := benchkit.BareTxn(ctx, conn.Conn(), i, h); err != nil {
-								b.Error(err)
-								return
-							}
+	eachSide(b, srv, func(b *testing.B, side string, clients int) {
+		if statements {
+			defer printStatements(b, pool)
+		}
+		eachClient(b, pool, clients, func(i int, res string, conn *pgxpool.Conn, pb *testing.PB) {
+			for n := 0; pb.Next(); n++ {
+				if side == "bare" {
+					for _, h := range []string{"h", ""} {
+						if err := benchkit.BareTxn(ctx, conn.Conn(), i, h); err != nil {
+							b.Error(err)
+							return
 						}
-						continue
 					}
-					req := lease.Request{Kind: lease.KindAcquire, RequestID: res + "-" + strconv.Itoa(n), Resource: res, HolderID: "h", SentAt: clock.At("h", 1)}
-					secret := "secret-secret-secret"
-					r, err := svc.Call(ctx, wire.Message{Op: wire.OpAcquire, Request: req, Secret: secret})
-					if err != nil || !r.OK {
-						b.Errorf("acquire: %v %+v", err, r)
-						return
-					}
-					rel := lease.Request{RequestID: req.RequestID + "-r", Resource: res, HolderID: "h", Fence: r.Grant.Fence}
-					if r, err := svc.Call(ctx, wire.Message{Op: wire.OpRelease, Request: rel, Secret: secret}); err != nil || !r.OK {
-						b.Errorf("release: %v %+v", err, r)
-						return
-					}
+					continue
 				}
-			})
+				req := lease.Request{Kind: lease.KindAcquire, RequestID: res + "-" + strconv.Itoa(n), Resource: res, HolderID: "h", SentAt: clock.At("h", 1)}
+				secret := "secret-secret-secret"
+				r, err := svc.Call(ctx, wire.Message{Op: wire.OpAcquire, Request: req, Secret: secret})
+				if err != nil || !r.OK {
+					b.Errorf("acquire: %v %+v", err, r)
+					return
+				}
+				rel := lease.Request{RequestID: req.RequestID + "-r", Resource: res, HolderID: "h", Fence: r.Grant.Fence}
+				if r, err := svc.Call(ctx, wire.Message{Op: wire.OpRelease, Request: rel, Secret: secret}); err != nil || !r.OK {
+					b.Errorf("release: %v %+v", err, r)
+					return
+				}
+			}
 		})
-	}
+	})
 }
 
 // BenchmarkRenewal is BenchmarkCycle for renewals: each client holds a
@@ -92,44 +88,48 @@ func BenchmarkRenewal(b *testing.B) {
 	srv, svc := benchService(b, pgtest.Options{Durable: true})
 	ctx := context.Background()
 	pool := benchRows(b, srv)
-	for _, run := range benchSides {
-		side := run.side
-		b.Run(side+"/clients="+strconv.Itoa(run.clients), func(b *testing.B) {
-			defer reportCPU(b, srv)()
-			eachClient(b, pool, run.clients, func(i int, res string, conn *pgxpool.Conn, pb *testing.PB) {
-				secret := "secret-secret-secret"
-				req := lease.Request{Kind: lease.KindAcquire, RequestID: res, Resource: res, HolderID: "h", SentAt: clock.At("h", 1)}
-				r, err := svc.Call(ctx, wire.Message{Op: wire.OpAcquire, Request: req, Secret: secret})
-				if err != nil || !r.OK {
-					b.Errorf("acquire: %v %+v", err, r)
-					return
-				}
-				for n := 0; pb.Next(); n++ {
-					if side == "bare" {
-						if err := benchkit.BareTxn(ctx, conn.Conn(), i, "h"); err != nil {
-							b.Error(err)
-							return
-						}
-						continue
-					}
-					q := lease.Request{Kind: lease.KindRenew, RequestID: res + "-" + strconv.Itoa(n), Resource: res, HolderID: "h", Fence: r.Grant.Fence,
-						SentAt: clock.At("h", 1)}
-					if r, err := svc.Call(ctx, wire.Message{Op: wire.OpRenew, Request: q, Secret: secret}); err != nil || !r.OK {
-						b.Errorf("renew: %v %+v", err, r)
+	eachSide(b, srv, func(b *testing.B, side string, clients int) {
+		eachClient(b, pool, clients, func(i int, res string, conn *pgxpool.Conn, pb *testing.PB) {
+			secret := "secret-secret-secret"
+			req := lease.Request{Kind: lease.KindAcquire, RequestID: res, Resource: res, HolderID: "h", SentAt: clock.At("h", 1)}
+			r, err := svc.Call(ctx, wire.Message{Op: wire.OpAcquire, Request: req, Secret: secret})
+			if err != nil || !r.OK {
+				b.Errorf("acquire: %v %+v", err, r)
+				return
+			}
+			for n := 0; pb.Next(); n++ {
+				if side == "bare" {
+					if err := benchkit.BareTxn(ctx, conn.Conn(), i, "h"); err != nil {
+						b.Error(err)
 						return
 					}
+					continue
 				}
-			})
+				q := lease.Request{Kind: lease.KindRenew, RequestID: res + "-" + strconv.Itoa(n), Resource: res, HolderID: "h", Fence: r.Grant.Fence,
+					SentAt: clock.At("h", 1)}
+				if r, err := svc.Call(ctx, wire.Message{Op: wire.OpRenew, Request: q, Secret: secret}); err != nil || !r.OK {
+					b.Errorf("renew: %v %+v", err, r)
+					return
+				}
+			}
+		})
+	})
+}
+
+// eachSide runs body as the sub-benchmarks of BenchmarkCycle and
+// BenchmarkRenewal, the store's side and bare's in turn at 1 and 8
+// clients, each reporting its CPU time and srv's per operation.
+func eachSide(b *testing.B, srv *pgtest.Server, body func(b *testing.B, side string, clients int)) {
+	for _, run := range []struct {
+		side    string
+		clients int
+	}{{"store", 1}, {"bare", 1}, {"store", 8}, {"bare", 8}} {
+		b.Run(run.side+"/clients="+strconv.Itoa(run.clients), func(b *testing.B) {
+			defer reportCPU(b, srv)()
+			body(b, run.side, run.clients)
 		})
 	}
 }
-
-// benchSides are the sub-benchmarks of BenchmarkCycle and BenchmarkRenewal,
-// the store's and bare's in turn.
-var benchSides = []struct {
-	side    string
-	clients int
-}{{"store", 1}, {"bare", 1}, {"store", 8}, {"bare", 8}}
 
 // eachClient runs body in b.RunParallel for clients clients, each with
 // its number (from 1), a resource of its own and a connection of pool's.

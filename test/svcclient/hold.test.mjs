@@ -1002,7 +1002,10 @@ for (const which of TARGETS) {
         const child = spawn(process.execPath, [path.join(root, 'test/svcclient/campaigner.mjs'), T.proxy.url, id, name], { stdio: ['pipe', 'pipe', 'inherit'] });
         children.push(child);
         const p = { id, child, events: [] };
-        createInterface({ input: child.stdout }).on('line', (line) => changed(p.events.push({ ...JSON.parse(line), at: performance.now() })));
+        createInterface({ input: child.stdout }).on('line', (line) => {
+          p.events.push({ ...JSON.parse(line), at: performance.now() });
+          changed();
+        });
         child.on('exit', changed);
         procs.push(p);
       }
@@ -1012,7 +1015,10 @@ for (const which of TARGETS) {
       const observers = [0, 1, 2].map(() => {
         const seen = [];
         const done = (async () => {
-          for await (const l of e.observe({ signal: stopObserving.signal })) changed(seen.push({ ...l }));
+          for await (const l of e.observe({ signal: stopObserving.signal })) {
+            seen.push({ ...l });
+            changed();
+          }
         })();
         return { seen, done };
       });
